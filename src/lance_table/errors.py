@@ -1,0 +1,39 @@
+"""The one error tree of lance_table.
+
+Every error a caller can see derives from :class:`LanceTableError`, and where a built-in exception
+fits, also from that built-in, so ``except ValueError`` and ``except FileNotFoundError`` keep working.
+"""
+
+from __future__ import annotations
+
+
+class LanceTableError(Exception):
+    """Base class of every error raised by lance_table."""
+
+
+class CorruptFileError(LanceTableError, ValueError):
+    """A file's bytes do not follow the format: bad magic, truncation, offsets out of range, ...
+
+    Attributes:
+        path: the file that is damaged (may be ``"<memory>"`` for anonymous sources).
+        offset: the byte offset where the problem was found, when known.
+    """
+
+    def __init__(self, path: str, problem: str, *, offset: int | None = None) -> None:
+        self.path = path
+        self.problem = problem
+        self.offset = offset
+        where = f" at offset {offset}" if offset is not None else ""
+        super().__init__(f"{path}: {problem}{where}")
+
+
+class UnsupportedFormatError(LanceTableError, NotImplementedError):
+    """The data is valid Lance but uses a version, encoding or type this library cannot handle."""
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        self.path = path
+        super().__init__(f"{path}: {message}" if path else message)
+
+
+class SchemaError(LanceTableError, ValueError):
+    """A schema cannot be stored, or data does not match the schema it is written with."""

@@ -1,0 +1,305 @@
+"""Reading Lance v2 data files: whole, by column, by row range, by row indices, or as a stream."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from typing import IO, Any
+
+import numpy as np
+import pyarrow as pa
+
+from lance_table.errors import SchemaError, UnsupportedFormatError
+from lance_table.file import decode20
+from lance_table.file.container import FileMetadata, FileVersion, read_metadata, unpack_encoding
+from lance_table.file.layout20 import column_assignment, is_packed_struct
+from lance_table.file.pageio import PageIO
+from lance_table.file.runs import Runs
+from lance_table.file.source import ByteSource, open_source
+from lance_table.schema import FieldNode
+
+DEFAULT_BATCH_SIZE = 64 * 1024
+_BLOB_DESCRIPTOR = pa.struct([("position", pa.uint64()), ("size", pa.uint64())])
+
+
+class _Column:
+    """One physical column: its pages, the first row of each page and parsed page encodings."""
+
+    def __init__(self, meta: FileMetadata, index: int) -> None:
+        self.index = index
+        self.pb = meta.columns[index]
+        lengths = np.fromiter((p.length for p in self.pb.pages), np.int64, len(self.pb.pages))
+        self.page_starts = np.zeros(len(lengths) + 1, np.int64)
+        np.cumsum(lengths, out=self.page_starts[1:])
+        self._encodings: dict[int, Any] = {}
+        self._column_encoding: Any = None
+
+    @property
+    def num_values(self) -> int:
+        return int(self.page_starts[-1])
+
+    def pages_for(self, runs: Runs) -> range:
+        if not runs.count:
+            return range(0)
+        first = int(np.searchsorted(self.page_starts, runs.starts[0], side="right")) - 1
+        last = int(np.searchsorted(self.page_starts, runs.end - 1, side="right")) - 1
+        return range(max(first, 0), min(last, len(self.pb.pages) - 1) + 1)
+
+    def encoding(self, page: int, source: ByteSource) -> Any:
+        enc = self._encodings.get(page)
+        if enc is None:
+            what = f"column {self.index} page {page}"
+            _, enc = unpack_encoding(self.pb.pages[page].encoding, source, what)
+            if enc is None:
+                raise UnsupportedFormatError(f"{what} has no encoding", path=source.name)
+            self._encodings[page] = enc
+        return enc
+
+    def column_encoding(self, source: ByteSource) -> Any:
+        if self._column_encoding is None:
+            _, self._column_encoding = unpack_encoding(self.pb.encoding, source, f"column {self.index}")
+        return self._column_encoding
+
+
+class LanceFileReader:
+    """Reads one Lance data file (format 2.0).
+
+    Only the bytes a request needs are fetched: the footer region when opening, then the pages of
+    the projected columns, and within pages only the byte ranges of the selected rows.
+
+    Args:
+        source: a local path, a seekable binary file object (e.g. from ``fsspec.open``), the file's
+            bytes, or a :class:`~lance_table.file.source.ByteSource`.
+
+    Raises:
+        CorruptFileError: the file is damaged or not a Lance file.
+        UnsupportedFormatError: the file uses a format version or encoding this reader lacks.
+    """
+
+    def __init__(self, source: str | os.PathLike[str] | IO[bytes] | ByteSource | bytes) -> None:
+        self._source = open_source(source)
+        self._meta = read_metadata(self._source)
+        if self._meta.version is not FileVersion.V2_0:
+            raise UnsupportedFormatError(
+                f"Lance file format {self._meta.version.value} is not supported yet (only 2.0)",
+                path=self._source.name,
+            )
+        self._roots = self._meta.roots
+        self._schema = self._meta.arrow_schema
+        self._col_of = column_assignment(self._roots)
+        n_cols = len(self._meta.columns)
+        needed = max(self._col_of.values(), default=-1) + 1
+        if needed > n_cols:
+            raise UnsupportedFormatError(
+                f"schema needs {needed} columns but the file has {n_cols}", path=self._source.name
+            )
+        self._columns: dict[int, _Column] = {}
+
+    # -- metadata -------------------------------------------------------------------------------
+
+    @property
+    def path(self) -> str:
+        return self._source.name
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The Arrow schema, with field and schema metadata."""
+        return self._schema
+
+    @property
+    def num_rows(self) -> int:
+        return self._meta.num_rows
+
+    @property
+    def version(self) -> str:
+        """The file format version, e.g. ``"2.0"``."""
+        return self._meta.version.value
+
+    @property
+    def metadata(self) -> FileMetadata:
+        return self._meta
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    def read_all(self, columns: Sequence[str] | None = None) -> pa.Table:
+        """Every row of the selected columns (all columns by default)."""
+        return self._read(Runs.span(0, self.num_rows), columns)
+
+    def read_range(self, start: int, stop: int, columns: Sequence[str] | None = None) -> pa.Table:
+        """Rows ``start`` (inclusive) to ``stop`` (exclusive); clipped to the file like a slice."""
+        start, stop, _ = slice(start, stop).indices(self.num_rows)
+        return self._read(Runs.span(start, max(stop - start, 0)), columns)
+
+    def take(self, indices: Sequence[int] | np.ndarray | pa.Array, columns: Sequence[str] | None = None) -> pa.Table:
+        """Rows at ``indices``, in the given order; indices may repeat and need not be sorted.
+
+        Raises:
+            IndexError: an index is negative or not smaller than :attr:`num_rows`.
+        """
+        idx = _as_indices(indices)
+        if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= self.num_rows):
+            bad = int(idx.min()) if int(idx.min()) < 0 else int(idx.max())
+            raise IndexError(f"row index {bad} is out of range for {self.num_rows} rows in {self.path}")
+        unique, inverse = np.unique(idx, return_inverse=True)
+        table = self._read(Runs.from_sorted_unique(unique), columns)
+        if unique.size == idx.size and np.array_equal(unique, idx):
+            return table
+        return table.take(pa.array(inverse.reshape(-1)))
+
+    def iter_batches(
+        self,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        columns: Sequence[str] | None = None,
+        *,
+        start: int = 0,
+        stop: int | None = None,
+    ) -> Iterator[pa.RecordBatch]:
+        """Stream rows ``[start, stop)`` as record batches of at most ``batch_size`` rows."""
+        if batch_size <= 0:
+            raise ValueError("batch_size must be positive")
+        start, stop, _ = slice(start, stop).indices(self.num_rows)
+        for lo in range(start, stop, batch_size):
+            table = self._read(Runs.span(lo, min(batch_size, stop - lo)), columns)
+            yield from table.combine_chunks().to_batches(max_chunksize=batch_size)
+
+    def to_reader(
+        self, batch_size: int = DEFAULT_BATCH_SIZE, columns: Sequence[str] | None = None
+    ) -> pa.RecordBatchReader:
+        """A :class:`pyarrow.RecordBatchReader` over the whole file."""
+        schema = self._project(columns)[1]
+        return pa.RecordBatchReader.from_batches(schema, self.iter_batches(batch_size, columns))
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _project(self, columns: Sequence[str] | None) -> tuple[list[FieldNode], pa.Schema]:
+        if columns is None:
+            return self._roots, self._schema
+        if isinstance(columns, str):
+            raise TypeError("columns must be a list of names, not a string")
+        by_name = {n.name: n for n in self._roots}
+        nodes = []
+        for name in columns:
+            if name not in by_name:
+                raise SchemaError(f"column {name!r} is not in {self.path}; columns are {list(by_name)}")
+            nodes.append(by_name[name])
+        fields = [self._schema.field(self._schema.get_field_index(n.name)) for n in nodes]
+        return nodes, pa.schema(fields, metadata=self._schema.metadata)
+
+    def _read(self, runs: Runs, columns: Sequence[str] | None) -> pa.Table:
+        nodes, schema = self._project(columns)
+        arrays = []
+        for node in nodes:
+            chunks = self._read_field(node, runs)
+            arrays.append(pa.chunked_array(chunks, type=node.arrow_type))
+        return pa.Table.from_arrays(arrays, schema=schema)
+
+    def _column(self, node: FieldNode) -> _Column:
+        index = self._col_of[node.id]
+        col = self._columns.get(index)
+        if col is None:
+            col = self._columns[index] = _Column(self._meta, index)
+        return col
+
+    def _pages(self, col: _Column, runs: Runs) -> Iterator[tuple[int, Runs, PageIO]]:
+        """(page number, runs inside that page, page IO) for each page the runs touch."""
+        for p in col.pages_for(runs):
+            lo, hi = int(col.page_starts[p]), int(col.page_starts[p + 1])
+            local = runs.clip(lo, hi)
+            if not local.count:
+                continue
+            io = PageIO(self._source, col.pb.pages[p], col.pb, self._meta.global_buffers,
+                        f"column {col.index} page {p}")
+            if local.is_span(0, hi - lo):
+                io.prefetch()
+            yield p, local, io
+
+    def _read_field(self, node: FieldNode, runs: Runs) -> list[pa.Array]:
+        t = node.arrow_type
+        if not runs.total:
+            return []
+        if pa.types.is_struct(t) and not is_packed_struct(node):
+            kids = [_concat(self._read_field(c, runs), c.arrow_type) for c in node.children]
+            return [pa.StructArray.from_arrays(kids, fields=list(t))]
+        if pa.types.is_list(t) or pa.types.is_large_list(t):
+            return [self._read_list(node, runs)]
+        if pa.types.is_map(t):
+            raise UnsupportedFormatError("maps cannot be stored in Lance 2.0 files", path=self.path)
+        col = self._column(node)
+        if runs.end > col.num_values:
+            raise UnsupportedFormatError(f"column {col.index} has {col.num_values} values, "
+                                         f"fewer than the {runs.end} requested", path=self.path)
+        if col.column_encoding(self._source).WhichOneof("column_encoding") == "blob":
+            return [self._read_blobs(col, runs, t)]
+        return [decode20.decode(col.encoding(p, self._source), io, local, t) for p, local, io in self._pages(col, runs)]
+
+    def _read_list(self, node: FieldNode, runs: Runs) -> pa.Array:
+        col = self._column(node)
+        item_base = 0
+        bases = []
+        for page in col.pb.pages:
+            bases.append(item_base)
+            item_base += int(col.encoding(len(bases) - 1, self._source).list.num_items)
+        valid_parts, length_parts, first_parts, last_parts = [], [], [], []
+        for p, local, io in self._pages(col, runs):
+            enc = col.encoding(p, self._source).list
+            raw_ends, raw_prev = decode20.read_end_offsets(enc.offsets, io, local)
+            valid, lengths, first, last = decode20.resolve_ends(
+                raw_ends, raw_prev, local, enc.null_offset_adjustment, io
+            )
+            if last.size and int(last.max()) > enc.num_items:
+                raise io.corrupt(f"list offsets point past the page's {enc.num_items} items")
+            valid_parts.append(valid)
+            length_parts.append(lengths)
+            first_parts.append(first + bases[p])
+            last_parts.append(last + bases[p])
+        valid = np.concatenate(valid_parts)
+        lengths = np.concatenate(length_parts)
+        first = np.concatenate(first_parts)
+        item_runs = Runs.normalized(first, np.concatenate(last_parts) - first)
+        child = node.children[0]
+        items = _concat(self._read_field(child, item_runs), child.arrow_type)
+        large = pa.types.is_large_list(node.arrow_type)
+        offsets = np.zeros(lengths.size + 1, np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        if not large and offsets[-1] >= 2**31:
+            raise UnsupportedFormatError(f"list column {node.name} has more than 2^31 items", path=self.path)
+        mask = pa.array(~valid) if not valid.all() else None
+        cls = pa.LargeListArray if large else pa.ListArray
+        off = pa.array(offsets if large else offsets.astype(np.int32))
+        return cls.from_arrays(off, items, type=node.arrow_type, mask=mask)
+
+    def _read_blobs(self, col: _Column, runs: Runs, dtype: pa.DataType) -> pa.Array:
+        descriptors = [
+            decode20.decode(col.encoding(p, self._source), io, local, _BLOB_DESCRIPTOR)
+            for p, local, io in self._pages(col, runs)
+        ]
+        desc = _concat(descriptors, _BLOB_DESCRIPTOR)
+        pos = np.asarray(desc.field("position")).astype(np.int64)
+        size = np.asarray(desc.field("size")).astype(np.int64)
+        valid = ~((pos == 1) & (size == 0))  # nulls are stored as (1, 0)
+        has = valid & (size > 0)
+        want = list(zip(pos[has].tolist(), size[has].tolist()))
+        parts = self._source.read_ranges(want) if want else []
+        data = pa.py_buffer(b"".join(parts))
+        lengths = np.where(valid, size, 0)
+        io = PageIO(self._source, col.pb.pages[0], col.pb, self._meta.global_buffers, f"column {col.index}")
+        return decode20.build_binary(dtype, valid, lengths, data, 0, io)
+
+
+def _concat(chunks: list[pa.Array], dtype: pa.DataType) -> pa.Array:
+    if not chunks:
+        return pa.array([], dtype)
+    return chunks[0] if len(chunks) == 1 else pa.concat_arrays(chunks)
+
+
+def _as_indices(indices: Sequence[int] | np.ndarray | pa.Array) -> np.ndarray:
+    if isinstance(indices, (pa.Array, pa.ChunkedArray)):
+        if indices.null_count:
+            raise ValueError("take indices must not contain nulls")
+        indices = indices.to_numpy()
+    arr = np.asarray(indices)
+    if arr.size == 0:
+        return np.zeros(0, np.int64)
+    if not np.issubdtype(arr.dtype, np.integer):
+        raise TypeError(f"take indices must be integers, got {arr.dtype}")
+    return arr.astype(np.int64).reshape(-1)

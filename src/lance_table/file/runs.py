@@ -1,0 +1,112 @@
+"""Row selections as sorted runs of consecutive positions.
+
+Every read path (full read, row range, take, batch streaming) is expressed as a :class:`Runs`: a whole
+page is one run, a range is one run, a take of random rows is many short runs. Decoders turn runs of
+values into runs of bytes, so only the needed bytes are fetched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Runs:
+    """Disjoint, increasing runs ``[starts[i], starts[i] + lengths[i])`` of non-negative positions."""
+
+    starts: np.ndarray
+    lengths: np.ndarray
+
+    @staticmethod
+    def span(start: int, length: int) -> Runs:
+        if length <= 0:
+            return EMPTY
+        return Runs(np.asarray([start], np.int64), np.asarray([length], np.int64))
+
+    @staticmethod
+    def from_sorted_unique(positions: np.ndarray) -> Runs:
+        """Runs covering exactly the given sorted, duplicate-free positions."""
+        positions = np.asarray(positions, np.int64)
+        if positions.size == 0:
+            return EMPTY
+        brk = np.ones(positions.size, bool)
+        brk[1:] = positions[1:] != positions[:-1] + 1
+        first = np.flatnonzero(brk)
+        lengths = np.diff(np.append(first, positions.size))
+        return Runs(positions[first], lengths.astype(np.int64))
+
+    @staticmethod
+    def normalized(starts: np.ndarray, lengths: np.ndarray) -> Runs:
+        """Runs from increasing, possibly empty or touching ``(start, length)`` pairs."""
+        keep = lengths > 0
+        return _merge(np.asarray(starts[keep], np.int64), np.asarray(lengths[keep], np.int64))
+
+    @property
+    def count(self) -> int:
+        return len(self.starts)
+
+    @property
+    def total(self) -> int:
+        return int(self.lengths.sum())
+
+    @property
+    def end(self) -> int:
+        return int(self.starts[-1] + self.lengths[-1]) if self.count else 0
+
+    def is_span(self, start: int, length: int) -> bool:
+        return self.count == 1 and int(self.starts[0]) == start and int(self.lengths[0]) == length
+
+    def clip(self, lo: int, hi: int) -> Runs:
+        """The part of these runs inside ``[lo, hi)``, shifted so that ``lo`` becomes 0."""
+        if not self.count:
+            return self
+        i = int(np.searchsorted(self.starts + self.lengths, lo, side="right"))
+        j = int(np.searchsorted(self.starts, hi, side="left"))
+        if i >= j:
+            return EMPTY
+        s = np.maximum(self.starts[i:j], lo)
+        e = np.minimum(self.starts[i:j] + self.lengths[i:j], hi)
+        keep = e > s
+        return Runs(s[keep] - lo, (e - s)[keep])
+
+    def scale(self, factor: int) -> Runs:
+        """Runs over items when every position owns ``factor`` consecutive items."""
+        return Runs(self.starts * factor, self.lengths * factor)
+
+    def shift(self, delta: int) -> Runs:
+        return Runs(self.starts + delta, self.lengths)
+
+    def positions(self) -> np.ndarray:
+        """Every selected position, in order."""
+        if not self.count:
+            return np.zeros(0, np.int64)
+        total = self.total
+        out = np.ones(total, np.int64)
+        out[0] = self.starts[0]
+        bounds = np.cumsum(self.lengths)[:-1]
+        out[bounds] = self.starts[1:] - (self.starts[:-1] + self.lengths[:-1]) + 1
+        return np.cumsum(out)
+
+    def with_predecessors(self) -> Runs:
+        """These runs, each extended one position to the left where possible (merged if they touch).
+
+        Used to read end offsets: a run of rows needs the end of the row before it as its start.
+        """
+        has_prev = (self.starts > 0).astype(np.int64)
+        return _merge(self.starts - has_prev, self.lengths + has_prev)
+
+
+def _merge(starts: np.ndarray, lengths: np.ndarray) -> Runs:
+    if starts.size == 0:
+        return EMPTY
+    ends = starts + lengths
+    new = np.ones(starts.size, bool)
+    new[1:] = starts[1:] > ends[:-1]
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, starts.size - 1)
+    return Runs(starts[first], ends[last] - starts[first])
+
+
+EMPTY = Runs(np.zeros(0, np.int64), np.zeros(0, np.int64))
