@@ -5,10 +5,24 @@ from __future__ import annotations
 import pyarrow as pa
 
 
+def _plain_type(t: pa.DataType) -> pa.DataType:
+    """``t`` with every dictionary replaced by its value type."""
+    if pa.types.is_dictionary(t):
+        return _plain_type(t.value_type)
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(_plain_type(f.type)) for f in t])
+    if pa.types.is_list(t):
+        return pa.list_(t.value_field.with_type(_plain_type(t.value_type)))
+    if pa.types.is_large_list(t):
+        return pa.large_list(t.value_field.with_type(_plain_type(t.value_type)))
+    if pa.types.is_fixed_size_list(t):
+        return pa.list_(t.value_field.with_type(_plain_type(t.value_type)), t.list_size)
+    return t
+
+
 def _decode_dictionaries(arr: pa.ChunkedArray) -> pa.ChunkedArray:
-    if pa.types.is_dictionary(arr.type):
-        return arr.cast(arr.type.value_type)
-    return arr
+    plain = _plain_type(arr.type)
+    return arr if plain == arr.type else arr.cast(plain)
 
 
 def assert_tables_equal(actual: pa.Table, expected: pa.Table, *, check_metadata: bool = True) -> None:

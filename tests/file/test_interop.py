@@ -129,3 +129,34 @@ def test_pylance_reads_our_multipage_file(tmp_path, big_pylance_file):
     reader = lance_file.LanceFileReader(str(path))
     idx = [5, 7, 150_000, 299_999]
     assert reader.take_rows(idx).to_table().equals(table.take(pa.array(idx)))
+
+
+EDGE_SCHEMA = pa.schema(
+    [
+        ("l", pa.list_(pa.list_(pa.string()))),
+        ("s", pa.struct([("c0", pa.bool_())])),
+        ("x", pa.int32()),
+        ("ls", pa.list_(pa.struct([("c0", pa.bool_())]))),
+    ]
+)
+
+
+@pytest.mark.parametrize("rows", [0, 1])
+def test_empty_files_and_empty_nested_columns_match_pylance_bytes(tmp_path, rows):
+    """Columns that received no values still get the zero-row pages pylance writes."""
+    table = pa.table(
+        {
+            "l": pa.array([[]], EDGE_SCHEMA.field("l").type),
+            "s": pa.array([{"c0": True}], EDGE_SCHEMA.field("s").type),
+            "x": pa.array([1], pa.int32()),
+            "ls": pa.array([[]], EDGE_SCHEMA.field("ls").type),
+        }
+    ).slice(0, rows)
+    with LanceFileWriter(tmp_path / "ours.lance", EDGE_SCHEMA) as w:
+        w.write(table)
+    with lance_file.LanceFileWriter(str(tmp_path / "theirs.lance"), EDGE_SCHEMA, version="2.0") as w:
+        if rows:
+            w.write_batch(table)
+    assert (tmp_path / "ours.lance").read_bytes() == (tmp_path / "theirs.lance").read_bytes()
+    assert_tables_equal(pylance_read(tmp_path / "ours.lance"), table)
+    assert_tables_equal(LanceFileReader(tmp_path / "theirs.lance").read_all(), table)

@@ -72,7 +72,7 @@ def _nullable(arr: pa.Array, values: Any, bufs: PageBuffers) -> Any:
     enc = pb.ArrayEncoding()
     n = len(arr)
     nulls = arr.null_count
-    if n and nulls == n:
+    if nulls == n:  # also for empty pages, as pylance writes them
         enc.nullable.all_nulls.SetInParent()
     elif nulls:
         enc.nullable.some_nulls.validity.CopyFrom(_flat(1, validity_bitmap(arr), bufs))
@@ -115,7 +115,7 @@ def encode_binary(arr: pa.Array, bufs: PageBuffers) -> Any:
         data = arr.buffers()[2].slice(int(raw_offsets[0]), int(raw_offsets[-1] - raw_offsets[0])) if n else b""
     ends = np.cumsum(lengths, dtype=np.uint64)
     total = int(ends[-1]) if n else 0
-    adjustment = total + 1
+    adjustment = total + 1 if n else 0  # pylance leaves it 0 on empty pages
     if valid is not None:
         ends = np.where(valid, ends, ends + np.uint64(adjustment))
     enc = pb.ArrayEncoding()

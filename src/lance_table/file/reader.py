@@ -289,7 +289,24 @@ class LanceFileReader:
 def _concat(chunks: list[pa.Array], dtype: pa.DataType) -> pa.Array:
     if not chunks:
         return pa.array([], dtype)
-    return chunks[0] if len(chunks) == 1 else pa.concat_arrays(chunks)
+    if len(chunks) == 1:
+        return chunks[0]
+    if pa.types.is_dictionary(dtype) and any(c.dictionary.null_count for c in chunks):
+        # Arrow cannot concatenate dictionaries holding nulls; the null items carry no information
+        # once the rows pointing at them are null, so drop them first.
+        chunks = [_drop_null_items(c) for c in chunks]
+    return pa.concat_arrays(chunks)
+
+
+def _drop_null_items(arr: pa.DictionaryArray) -> pa.DictionaryArray:
+    keep = np.asarray(arr.dictionary.is_valid())
+    if keep.all():
+        return arr
+    new_pos = np.cumsum(keep) - 1
+    idx = arr.indices.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+    valid = np.asarray(arr.indices.is_valid()) & keep[idx]
+    indices = pa.array(new_pos[idx], arr.type.index_type, mask=~valid)
+    return pa.DictionaryArray.from_arrays(indices, arr.dictionary.filter(pa.array(keep)))
 
 
 def _as_indices(indices: Sequence[int] | np.ndarray | pa.Array) -> np.ndarray:

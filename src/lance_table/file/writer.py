@@ -113,8 +113,12 @@ class _LeafWriter(_FieldWriter):
         self.out = writer._new_column(_values_column_encoding())
         self.pending: list[pa.Array] = []
         self.pending_bytes = 0
+        # Like pylance, a column that received data (even zero values) gets at least one page.
+        self.received: pa.Array | None = None
 
     def append(self, arr: pa.Array) -> None:
+        if self.received is None:
+            self.received = arr.slice(0, 0)
         if not len(arr):
             return
         self.pending.append(arr)
@@ -135,6 +139,8 @@ class _LeafWriter(_FieldWriter):
         if self.pending:
             self._flush(_concat(self.pending))
             self.pending, self.pending_bytes = [], 0
+        elif self.received is not None and not self.out.meta.pages:
+            self._flush(self.received)
 
     def _flush(self, arr: pa.Array) -> None:
         bufs = encode20.PageBuffers()
@@ -163,8 +169,6 @@ class _BlobWriter(_LeafWriter):
         Empty values are ``(0, 0)`` and nulls ``(1, 0)``, as pylance writes them.
         """
         n = len(arr)
-        if not n:
-            return
         large = pa.types.is_large_binary(arr.type)
         offs = np.frombuffer(arr.buffers()[1], np.int64 if large else np.int32, n + 1, arr.offset * (8 if large else 4))
         valid = np.asarray(arr.is_valid())
@@ -201,8 +205,7 @@ class _StructWriter(_FieldWriter):
     def finish(self) -> None:
         for child in self.children:
             child.finish()
-        if self.rows:
-            self.out.add_page(self.w._sink, encode20.struct_header(), [], self.rows)
+        self.out.add_page(self.w._sink, encode20.struct_header(), [], self.rows)
 
 
 class _ListWriter(_FieldWriter):
@@ -214,10 +217,13 @@ class _ListWriter(_FieldWriter):
         self.lengths: list[np.ndarray] = []
         self.valid: list[np.ndarray] = []
         self.pending_rows = 0
+        self.received = False
 
     def append(self, arr: pa.Array) -> None:
         n = len(arr)
+        self.received = True
         if not n:
+            self.child.append(arr.values.slice(0, 0))
             return
         large = pa.types.is_large_list(arr.type)
         offs = np.frombuffer(arr.buffers()[1], np.int64 if large else np.int32, n + 1, arr.offset * (8 if large else 4))
@@ -238,10 +244,10 @@ class _ListWriter(_FieldWriter):
             self._flush()
 
     def _flush(self) -> None:
-        if not self.pending_rows:
+        if not self.pending_rows and (self.out.meta.pages or not self.received):
             return
-        lengths = np.concatenate(self.lengths)
-        valid = np.concatenate(self.valid)
+        lengths = np.concatenate(self.lengths) if self.lengths else np.zeros(0, np.int64)
+        valid = np.concatenate(self.valid) if self.valid else np.zeros(0, bool)
         bufs = encode20.PageBuffers()
         enc = encode20.encode_list_offsets(lengths, valid, bufs)
         self.out.add_page(self.w._sink, enc, bufs.items, lengths.size)
@@ -345,6 +351,8 @@ class LanceFileWriter:
             raise SchemaError(f"data schema {data.schema} does not match the file schema {self.schema}")
         batches = data.to_batches() if isinstance(data, pa.Table) else [data]
         for batch in batches:
+            if not batch.num_rows:
+                continue  # pylance skips empty batches as well
             for writer, column in zip(self._writers, batch.columns):
                 writer.append(column)
             self.num_rows += batch.num_rows

@@ -1,0 +1,100 @@
+"""Reads fetch only the byte ranges they need, coalescing neighbours."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from helpers import assert_tables_equal
+
+from lance_table.file import BytesSource, LanceFileReader, write_table
+from lance_table.file.source import coalesce
+
+
+class CountingSource(BytesSource):
+    def __init__(self, data: bytes) -> None:
+        super().__init__(data, name="counting")
+        self.requests: list[list[tuple[int, int]]] = []
+
+    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
+        self.requests.append(list(ranges))
+        return super().read_ranges(ranges)
+
+    @property
+    def bytes_read(self) -> int:
+        return sum(n for req in self.requests for _, n in req)
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory):
+    n = 200_000
+    rng = np.random.default_rng(0)
+    table = pa.table(
+        {
+            "id": pa.array(np.arange(n)),
+            "x": pa.array(rng.random(n)),
+            "s": pa.array([f"text-{i:08d}" for i in range(n)]),
+            "l": pa.array([[i] * (i % 4) for i in range(n)], pa.list_(pa.int64())),
+        }
+    )
+    path = tmp_path_factory.mktemp("io") / "big.lance"
+    write_table(path, table, page_size_bytes=256 * 1024)
+    return path.read_bytes(), table
+
+
+def _open(data):
+    src = CountingSource(data)
+    reader = LanceFileReader(src)
+    src.requests.clear()
+    return src, reader
+
+
+def _page_ranges(reader, column):
+    col = reader.metadata.columns[column]
+    return [(o, s) for p in col.pages for o, s in zip(p.buffer_offsets, p.buffer_sizes)]
+
+
+def test_projection_fetches_only_that_column(big):
+    data, table = big
+    src, reader = _open(data)
+    got = reader.read_all(columns=["x"])
+    assert_tables_equal(got, table.select(["x"]))
+    x_ranges = set(_page_ranges(reader, 1))
+    fetched = {r for req in src.requests for r in req}
+    assert fetched <= x_ranges
+    assert src.bytes_read == sum(s for _, s in x_ranges)
+
+
+def test_take_fetches_a_tiny_fraction(big):
+    data, table = big
+    src, reader = _open(data)
+    idx = np.random.default_rng(1).integers(0, table.num_rows, 20)
+    assert_tables_equal(reader.take(idx), table.take(pa.array(idx)))
+    # 20 rows of 4 columns; each needs a few dozen bytes (plus the item values of its list)
+    assert src.bytes_read < 20 * 4 * 64
+    assert src.bytes_read < len(data) / 1000
+
+
+def test_range_fetches_only_its_rows(big):
+    data, table = big
+    src, reader = _open(data)
+    got = reader.read_range(100_000, 100_100, columns=["id", "s"])
+    assert_tables_equal(got, table.select(["id", "s"]).slice(100_000, 100))
+    # 100 int64 + 100 offsets (+1) + ~1.3 KB of string bytes
+    assert src.bytes_read < 100 * 8 + 101 * 8 + 100 * 13 + 64
+
+
+def test_coalesce_merges_near_ranges_and_keeps_order():
+    merged, which, inner = coalesce([(1000, 10), (0, 10), (20, 5), (10_000_000, 4)], gap=100)
+    assert merged == [(0, 25), (1000, 10), (10_000_000, 4)]
+    assert which.tolist() == [1, 0, 0, 2]
+    assert inner.tolist() == [0, 0, 20, 0]
+
+
+def test_coalesced_reads_return_each_range(big):
+    data, _ = big
+    src = BytesSource(data)
+    ranges = [(5, 3), (0, 10), (1_000, 1), (7, 0)]
+    assert [bytes(b) for b in src.read_ranges(ranges)] == [data[o : o + n] for o, n in ranges]
