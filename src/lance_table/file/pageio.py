@@ -27,7 +27,10 @@ class PageIO:
         column: Any,
         global_buffers: tuple[tuple[int, int], ...],
         what: str,
+        *,
+        whole_page: bool = False,
     ) -> None:
+        self.whole_page = whole_page
         self.source = source
         self.page = page
         self.column = column
@@ -83,6 +86,8 @@ class PageIO:
             raise self.corrupt(f"needs bytes up to {runs.end} of a buffer of {size} bytes")
         if not runs.count:
             return b""
+        if self.whole_page and not self._whole:
+            self.prefetch()
         cached = self._whole.get((offset, size))
         if cached is not None or runs.is_span(0, size):
             data = cached if cached is not None else self.whole(index, kind)

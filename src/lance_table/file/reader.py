@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any
 
 import numpy as np
 import pyarrow as pa
 
-from lance_table.errors import SchemaError, UnsupportedFormatError
+from lance_table.errors import CorruptFileError, SchemaError, UnsupportedFormatError
 from lance_table.file import decode20
 from lance_table.file.container import FileMetadata, FileVersion, read_metadata, unpack_encoding
 from lance_table.file.layout20 import column_assignment, is_packed_struct
@@ -19,6 +21,20 @@ from lance_table.file.source import ByteSource, open_source
 from lance_table.schema import FieldNode
 
 DEFAULT_BATCH_SIZE = 64 * 1024
+# Reads of at least this many values (rows x columns) decode their pages on a thread pool.
+PARALLEL_MIN_VALUES = 256 * 1024
+_EXECUTOR: ThreadPoolExecutor | None = None
+_EXECUTOR_LOCK = threading.Lock()
+
+
+def _executor() -> ThreadPoolExecutor:
+    """The process-wide pool that decodes pages (numpy, pyarrow and file reads release the GIL)."""
+    global _EXECUTOR
+    with _EXECUTOR_LOCK:
+        if _EXECUTOR is None:
+            _EXECUTOR = ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 2),
+                                           thread_name_prefix="lance_table-decode")
+        return _EXECUTOR
 _BLOB_DESCRIPTOR = pa.struct([("position", pa.uint64()), ("size", pa.uint64())])
 
 
@@ -187,11 +203,34 @@ class LanceFileReader:
 
     def _read(self, runs: Runs, columns: Sequence[str] | None) -> pa.Table:
         nodes, schema = self._project(columns)
+        jobs = [self._field_jobs(node, runs) for node in nodes]
+        flat = [job for field_jobs in jobs for job in field_jobs]
+        if len(flat) > 1 and runs.total * len(nodes) >= PARALLEL_MIN_VALUES:
+            results = list(_executor().map(lambda job: job(), flat))
+        else:
+            results = [job() for job in flat]
         arrays = []
-        for node in nodes:
-            chunks = self._read_field(node, runs)
+        at = 0
+        for node, field_jobs in zip(nodes, jobs):
+            chunks = [c for part in results[at : at + len(field_jobs)] for c in part]
+            at += len(field_jobs)
             arrays.append(pa.chunked_array(chunks, type=node.arrow_type))
         return pa.Table.from_arrays(arrays, schema=schema)
+
+    def _field_jobs(self, node: FieldNode, runs: Runs) -> list[Callable[[], list[pa.Array]]]:
+        """Independent pieces of work that read a field: one per page for plain leaf columns."""
+        t = node.arrow_type
+        nested = pa.types.is_struct(t) or pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t)
+        if nested or not runs.total:
+            return [lambda: self._read_field(node, runs)]
+        col = self._column(node)
+        if col.column_encoding(self._source).WhichOneof("column_encoding") == "blob":
+            return [lambda: self._read_field(node, runs)]
+        self._check_length(col, runs)
+        return [
+            (lambda p=p, local=local, io=io: [decode20.decode(col.encoding(p, self._source), io, local, t)])
+            for p, local, io in self._pages(col, runs, prefetch=False)
+        ]
 
     def _column(self, node: FieldNode) -> _Column:
         index = self._col_of[node.id]
@@ -200,16 +239,20 @@ class LanceFileReader:
             col = self._columns[index] = _Column(self._meta, index)
         return col
 
-    def _pages(self, col: _Column, runs: Runs) -> Iterator[tuple[int, Runs, PageIO]]:
-        """(page number, runs inside that page, page IO) for each page the runs touch."""
+    def _pages(self, col: _Column, runs: Runs, prefetch: bool = True) -> Iterator[tuple[int, Runs, PageIO]]:
+        """(page number, runs inside that page, page IO) for each page the runs touch.
+
+        With ``prefetch``, a page needed whole has all its buffers fetched in one request right away;
+        otherwise that happens when the page is decoded (possibly on another thread).
+        """
         for p in col.pages_for(runs):
             lo, hi = int(col.page_starts[p]), int(col.page_starts[p + 1])
             local = runs.clip(lo, hi)
             if not local.count:
                 continue
             io = PageIO(self._source, col.pb.pages[p], col.pb, self._meta.global_buffers,
-                        f"column {col.index} page {p}")
-            if local.is_span(0, hi - lo):
+                        f"column {col.index} page {p}", whole_page=local.is_span(0, hi - lo))
+            if prefetch and io.whole_page:
                 io.prefetch()
             yield p, local, io
 
@@ -225,12 +268,16 @@ class LanceFileReader:
         if pa.types.is_map(t):
             raise UnsupportedFormatError("maps cannot be stored in Lance 2.0 files", path=self.path)
         col = self._column(node)
-        if runs.end > col.num_values:
-            raise UnsupportedFormatError(f"column {col.index} has {col.num_values} values, "
-                                         f"fewer than the {runs.end} requested", path=self.path)
+        self._check_length(col, runs)
         if col.column_encoding(self._source).WhichOneof("column_encoding") == "blob":
             return [self._read_blobs(col, runs, t)]
         return [decode20.decode(col.encoding(p, self._source), io, local, t) for p, local, io in self._pages(col, runs)]
+
+    def _check_length(self, col: _Column, runs: Runs) -> None:
+        if runs.end > col.num_values:
+            raise CorruptFileError(
+                self.path, f"column {col.index} has {col.num_values} values, fewer than the {runs.end} needed"
+            )
 
     def _read_list(self, node: FieldNode, runs: Runs) -> pa.Array:
         col = self._column(node)

@@ -76,7 +76,7 @@ class _RangedSource:
     def size(self) -> int:  # pragma: no cover - overridden
         raise NotImplementedError
 
-    def _read(self, offset: int, length: int) -> bytes:  # pragma: no cover - overridden
+    def _read(self, offset: int, length: int) -> bytes | memoryview:  # pragma: no cover - overridden
         raise NotImplementedError
 
     def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
@@ -92,7 +92,7 @@ class _RangedSource:
             data = self._read(off, length)
             if len(data) != length:
                 raise CorruptFileError(self._name, f"short read: wanted {length} bytes, got {len(data)}", offset=off)
-            blobs.append(memoryview(data))
+            blobs.append(data if isinstance(data, memoryview) else memoryview(data))
         return [blobs[w][i : i + length] for w, i, (_, length) in zip(which.tolist(), inner.tolist(), ranges)]
 
 
@@ -109,8 +109,8 @@ class LocalFileSource(_RangedSource):
     def size(self) -> int:
         return self._size
 
-    def _read(self, offset: int, length: int) -> bytes:
-        out = bytearray(length)
+    def _read(self, offset: int, length: int) -> memoryview:
+        out = np.empty(length, np.uint8)  # not zero-filled: the kernel writes every byte
         view = memoryview(out)
         done = 0
         while done < length:
@@ -118,7 +118,7 @@ class LocalFileSource(_RangedSource):
             if got <= 0:
                 break
             done += got
-        return bytes(out) if done == length else bytes(out[:done])
+        return view if done == length else view[:done]
 
     def close(self) -> None:
         if self._fd >= 0:

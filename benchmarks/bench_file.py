@@ -1,0 +1,99 @@
+"""File codec benchmark: lance_table vs pylance (format 2.0) on the same data, in one run.
+
+Scenarios: write one file, full read, projection read of ``x``, take of 1000 random rows.
+Each is timed ``--runs`` times; medians and the ratio lance_table / pylance are reported
+(below 1.0 means lance_table is faster).
+
+    python benchmarks/bench_file.py --rows 5000000 --runs 5 --out benchmarks/results
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import Report, Result, benchmark_table, median_time  # noqa: E402
+
+from lance_table.file import LanceFileReader, LanceFileWriter  # noqa: E402
+
+BATCH_ROWS = 128 * 1024
+PYLANCE_BATCH = 64 * 1024
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=5_000_000)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--take", type=int, default=1000)
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    args = parser.parse_args(argv)
+
+    import lance.file as pylance_file
+
+    table = benchmark_table(args.rows)
+    batches = table.to_batches(max_chunksize=BATCH_ROWS)
+    idx = np.sort(np.random.default_rng(7).choice(args.rows, args.take, replace=False))
+    work = Path(tempfile.mkdtemp(prefix="lance_table_bench_"))
+    ours, theirs = work / "ours.lance", work / "theirs.lance"
+    report = Report("File codec (format 2.0)", {"rows": args.rows, "runs": args.runs, "take": args.take})
+    print(f"{args.rows} rows, {table.nbytes / 2**20:.0f} MiB in memory; files in {work}")
+
+    def write_ours() -> None:
+        with LanceFileWriter(ours, table.schema) as w:
+            for b in batches:
+                w.write(b)
+
+    def write_theirs() -> None:
+        with pylance_file.LanceFileWriter(str(theirs), table.schema, version="2.0") as w:
+            for b in batches:
+                w.write_batch(b)
+
+    try:
+        report.add(Result("write", median_time(write_ours, args.runs), median_time(write_theirs, args.runs),
+                          args.runs))
+        # Each side reads the file it wrote; the contents are checked to be identical first.
+        full_ours = LanceFileReader(ours).read_all()
+        full_theirs = pylance_file.LanceFileReader(str(theirs)).read_all(batch_size=PYLANCE_BATCH).to_table()
+        if not full_ours.equals(table) or not full_theirs.equals(table):
+            raise SystemExit("benchmark data did not round-trip")
+
+        report.add(Result(
+            "full read",
+            median_time(lambda: LanceFileReader(ours).read_all(), args.runs),
+            median_time(lambda: pylance_file.LanceFileReader(str(theirs)).read_all(
+                batch_size=PYLANCE_BATCH).to_table(), args.runs),
+            args.runs, f"pylance batch_size={PYLANCE_BATCH}",
+        ))
+        report.add(Result(
+            "projection read (x)",
+            median_time(lambda: LanceFileReader(ours).read_all(columns=["x"]), args.runs),
+            median_time(lambda: pylance_file.LanceFileReader(str(theirs), columns=["x"]).read_all(
+                batch_size=PYLANCE_BATCH).to_table(), args.runs),
+            args.runs,
+        ))
+        took = LanceFileReader(ours).take(idx)
+        if not took.equals(table.take(pa.array(idx))):
+            raise SystemExit("take returned wrong rows")
+        report.add(Result(
+            f"take {args.take} random rows",
+            median_time(lambda: LanceFileReader(ours).take(idx), args.runs),
+            median_time(lambda: pylance_file.LanceFileReader(str(theirs)).take_rows(idx).to_table(), args.runs),
+            args.runs, "includes opening the file",
+        ))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    report.save(args.out, "file")
+    print()
+    print(report.markdown())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

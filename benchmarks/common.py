@@ -1,0 +1,105 @@
+"""Shared pieces of the benchmark scripts: data generation, timing and reporting."""
+
+from __future__ import annotations
+
+import gc
+import json
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+
+def benchmark_table(rows: int, seed: int = 42) -> pa.Table:
+    """The benchmark schema: id int64, x float64, cat string (100 values), text string (20 chars),
+    vec fixed_size_list<float32, 16>."""
+    rng = np.random.default_rng(seed)
+    categories = np.array([f"category-{i:03d}" for i in range(100)], dtype=object)
+    cat = pa.array(categories[rng.integers(0, 100, rows)], pa.string())
+    width = 20
+    letters = rng.integers(ord("a"), ord("z") + 1, rows * width, dtype=np.uint8)
+    offsets = pa.py_buffer((np.arange(rows + 1, dtype=np.int32) * width).tobytes())
+    text = pa.Array.from_buffers(pa.string(), rows, [None, offsets, pa.py_buffer(letters.tobytes())])
+    vec = pa.FixedSizeListArray.from_arrays(pa.array(rng.random(rows * 16, dtype=np.float32)), 16)
+    return pa.table(
+        {
+            "id": pa.array(np.arange(rows, dtype=np.int64)),
+            "x": pa.array(rng.random(rows)),
+            "cat": cat,
+            "text": text,
+            "vec": vec,
+        }
+    )
+
+
+@dataclass
+class Result:
+    scenario: str
+    lance_table_s: float
+    pylance_s: float
+    runs: int
+    note: str = ""
+
+    @property
+    def ratio(self) -> float:
+        return self.lance_table_s / self.pylance_s if self.pylance_s else float("nan")
+
+
+@dataclass
+class Report:
+    title: str
+    params: dict[str, object]
+    results: list[Result] = field(default_factory=list)
+
+    def add(self, result: Result) -> None:
+        self.results.append(result)
+        print(
+            f"  {result.scenario:<32} lance_table {result.lance_table_s * 1000:9.1f} ms   "
+            f"pylance {result.pylance_s * 1000:9.1f} ms   ratio {result.ratio:5.2f}",
+            flush=True,
+        )
+
+    def markdown(self) -> str:
+        lines = [
+            f"## {self.title}",
+            "",
+            ", ".join(f"{k}={v}" for k, v in self.params.items()),
+            "",
+            "| scenario | lance_table (ms) | pylance (ms) | ratio lance_table/pylance | note |",
+            "|---|---:|---:|---:|---|",
+        ]
+        for r in self.results:
+            lines.append(
+                f"| {r.scenario} | {r.lance_table_s * 1000:.1f} | {r.pylance_s * 1000:.1f} | "
+                f"{r.ratio:.2f} | {r.note} |"
+            )
+        return "\n".join(lines) + "\n"
+
+    def save(self, out_dir: Path, stem: str) -> None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        payload = {
+            "title": self.title,
+            "params": self.params,
+            "machine": {"python": platform.python_version(), "platform": platform.platform()},
+            "results": [{**asdict(r), "ratio": r.ratio} for r in self.results],
+        }
+        (out_dir / f"{stem}.json").write_text(json.dumps(payload, indent=2))
+        (out_dir / f"{stem}.md").write_text(self.markdown())
+
+
+def median_time(fn: Callable[[], object], runs: int, setup: Callable[[], object] | None = None) -> float:
+    """Median wall time of ``fn`` over ``runs`` runs (``setup`` runs untimed before each)."""
+    times = []
+    for _ in range(runs):
+        if setup is not None:
+            setup()
+        gc.collect()
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
