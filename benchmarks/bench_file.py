@@ -19,16 +19,18 @@ import numpy as np
 import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import Report, Result, benchmark_table, median_time  # noqa: E402
+from common import Report, Result, benchmark_table, median_time
 
-from lance_table.file import LanceFileReader, LanceFileWriter  # noqa: E402
+from lance_table.file import LanceFileReader, LanceFileWriter
 
 BATCH_ROWS = 128 * 1024
 PYLANCE_BATCH = 64 * 1024
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rows", type=int, default=5_000_000)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--take", type=int, default=1000)
@@ -56,37 +58,62 @@ def main(argv: list[str] | None = None) -> int:
                 w.write_batch(b)
 
     try:
-        report.add(Result("write", median_time(write_ours, args.runs), median_time(write_theirs, args.runs),
-                          args.runs))
+        report.add(
+            Result(
+                "write", median_time(write_ours, args.runs), median_time(write_theirs, args.runs), args.runs
+            )
+        )
         # Each side reads the file it wrote; the contents are checked to be identical first.
         full_ours = LanceFileReader(ours).read_all()
         full_theirs = pylance_file.LanceFileReader(str(theirs)).read_all(batch_size=PYLANCE_BATCH).to_table()
         if not full_ours.equals(table) or not full_theirs.equals(table):
             raise SystemExit("benchmark data did not round-trip")
 
-        report.add(Result(
-            "full read",
-            median_time(lambda: LanceFileReader(ours).read_all(), args.runs),
-            median_time(lambda: pylance_file.LanceFileReader(str(theirs)).read_all(
-                batch_size=PYLANCE_BATCH).to_table(), args.runs),
-            args.runs, f"pylance batch_size={PYLANCE_BATCH}",
-        ))
-        report.add(Result(
-            "projection read (x)",
-            median_time(lambda: LanceFileReader(ours).read_all(columns=["x"]), args.runs),
-            median_time(lambda: pylance_file.LanceFileReader(str(theirs), columns=["x"]).read_all(
-                batch_size=PYLANCE_BATCH).to_table(), args.runs),
-            args.runs,
-        ))
+        report.add(
+            Result(
+                "full read",
+                median_time(lambda: LanceFileReader(ours).read_all(), args.runs),
+                median_time(
+                    lambda: (
+                        pylance_file.LanceFileReader(str(theirs))
+                        .read_all(batch_size=PYLANCE_BATCH)
+                        .to_table()
+                    ),
+                    args.runs,
+                ),
+                args.runs,
+                f"pylance batch_size={PYLANCE_BATCH}",
+            )
+        )
+        report.add(
+            Result(
+                "projection read (x)",
+                median_time(lambda: LanceFileReader(ours).read_all(columns=["x"]), args.runs),
+                median_time(
+                    lambda: (
+                        pylance_file.LanceFileReader(str(theirs), columns=["x"])
+                        .read_all(batch_size=PYLANCE_BATCH)
+                        .to_table()
+                    ),
+                    args.runs,
+                ),
+                args.runs,
+            )
+        )
         took = LanceFileReader(ours).take(idx)
         if not took.equals(table.take(pa.array(idx))):
             raise SystemExit("take returned wrong rows")
-        report.add(Result(
-            f"take {args.take} random rows",
-            median_time(lambda: LanceFileReader(ours).take(idx), args.runs),
-            median_time(lambda: pylance_file.LanceFileReader(str(theirs)).take_rows(idx).to_table(), args.runs),
-            args.runs, "includes opening the file",
-        ))
+        report.add(
+            Result(
+                f"take {args.take} random rows",
+                median_time(lambda: LanceFileReader(ours).take(idx), args.runs),
+                median_time(
+                    lambda: pylance_file.LanceFileReader(str(theirs)).take_rows(idx).to_table(), args.runs
+                ),
+                args.runs,
+                "includes opening the file",
+            )
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     report.save(args.out, "file")

@@ -67,7 +67,8 @@ def type_cases(n: int = 50, seed: int = 0) -> dict[str, pa.Table]:
             pa.list_(pa.struct([("a", pa.int32()), ("b", pa.string())])),
         ),
         "list_list": arr(
-            [[[i] * (i % 2), None if i % 5 == 0 else [i, i]] for i in range(n)], pa.list_(pa.list_(pa.int16()))
+            [[[i] * (i % 2), None if i % 5 == 0 else [i, i]] for i in range(n)],
+            pa.list_(pa.list_(pa.int16())),
         ),
         "struct": pa.StructArray.from_arrays(
             [arr(ints, pa.int32()), arr([f"v{i}" for i in range(n)], pa.string())], names=["x", "y"]
@@ -85,7 +86,9 @@ def type_cases(n: int = 50, seed: int = 0) -> dict[str, pa.Table]:
     out = {name: pa.table({name: a}) for name, a in cases.items()}
     out["field_metadata"] = pa.table(
         [pa.array(range(n), pa.int64())],
-        schema=pa.schema([pa.field("m", pa.int64(), False, metadata={"unit": "m", "k": "v"})], metadata={"s": "1"}),
+        schema=pa.schema(
+            [pa.field("m", pa.int64(), False, metadata={"unit": "m", "k": "v"})], metadata={"s": "1"}
+        ),
     )
     out["date_literal"] = pa.table({"d": pa.array([datetime.date(2024, 1, 1)] * n)})
     return out

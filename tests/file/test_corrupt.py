@@ -80,7 +80,7 @@ def test_newer_versions_are_refused_until_supported(tmp_path, good):
     fields = _footer(data)
     fields[5], fields[6] = 2, 2
     path = _write(tmp_path, _with_footer(data, fields))
-    with pytest.raises(UnsupportedFormatError, match="2.2"):
+    with pytest.raises(UnsupportedFormatError, match=r"2\.2"):
         LanceFileReader(path)
 
 
@@ -99,7 +99,7 @@ def test_offsets_beyond_the_file(tmp_path, good, index, value):
 
 def test_protobuf_that_does_not_parse(tmp_path, good):
     _, data = good
-    cm_start, cmo_start, *_ = _footer(data)
+    _, cmo_start, *_ = _footer(data)
     pos, size = struct.unpack_from("<QQ", data, cmo_start)
     broken = data[:pos] + b"\xff" * size + data[pos + size :]
     path = _write(tmp_path, broken)

@@ -80,7 +80,7 @@ def test_pylance_uses_the_special_encodings():
             src = LocalFileSource(path)
             meta = read_metadata(src)
             text = ""
-            for i, col in enumerate(meta.columns):
+            for col in meta.columns:
                 text += str(unpack_encoding(col.encoding, src, "c")[1])
                 for p in col.pages:
                     text += str(unpack_encoding(p.encoding, src, "p")[1])

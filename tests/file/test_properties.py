@@ -15,9 +15,25 @@ from hypothesis import strategies as st
 from lance_table.file import LanceFileReader, LanceFileWriter
 
 LEAVES = [
-    pa.bool_(), pa.int8(), pa.uint16(), pa.int32(), pa.int64(), pa.uint64(), pa.float16(), pa.float32(),
-    pa.float64(), pa.date32(), pa.timestamp("us"), pa.timestamp("ns", "UTC"), pa.time64("us"),
-    pa.duration("s"), pa.decimal128(9, 2), pa.binary(4), pa.string(), pa.large_string(), pa.binary(),
+    pa.bool_(),
+    pa.int8(),
+    pa.uint16(),
+    pa.int32(),
+    pa.int64(),
+    pa.uint64(),
+    pa.float16(),
+    pa.float32(),
+    pa.float64(),
+    pa.date32(),
+    pa.timestamp("us"),
+    pa.timestamp("ns", "UTC"),
+    pa.time64("us"),
+    pa.duration("s"),
+    pa.decimal128(9, 2),
+    pa.binary(4),
+    pa.string(),
+    pa.large_string(),
+    pa.binary(),
     pa.dictionary(pa.int32(), pa.string()),
 ]
 FIXED = [t for t in LEAVES if pa.types.is_integer(t) or pa.types.is_floating(t) or t == pa.bool_()]
@@ -42,7 +58,9 @@ def types(depth: int = 2) -> st.SearchStrategy[pa.DataType]:
     return st.recursive(base, nested, max_leaves=4)
 
 
-def generate(t: pa.DataType, n: int, rng: np.random.Generator, null_p: float, nullable: bool = True) -> pa.Array:
+def generate(
+    t: pa.DataType, n: int, rng: np.random.Generator, null_p: float, nullable: bool = True
+) -> pa.Array:
     mask = (rng.random(n) < null_p) if nullable and null_p else None
     if pa.types.is_struct(t):  # 2.0 stores no struct validity
         kids = [generate(f.type, n, rng, null_p) for f in t]
@@ -56,7 +74,9 @@ def generate(t: pa.DataType, n: int, rng: np.random.Generator, null_p: float, nu
         return cls.from_arrays(off, values, type=t, mask=pa.array(mask) if mask is not None else None)
     if pa.types.is_fixed_size_list(t):
         values = generate(t.value_type, n * t.list_size, rng, null_p)
-        return pa.FixedSizeListArray.from_arrays(values, type=t, mask=pa.array(mask) if mask is not None else None)
+        return pa.FixedSizeListArray.from_arrays(
+            values, type=t, mask=pa.array(mask) if mask is not None else None
+        )
     if pa.types.is_dictionary(t):
         return generate(pa.string(), n, rng, null_p).dictionary_encode()
     if pa.types.is_boolean(t):
@@ -65,11 +85,15 @@ def generate(t: pa.DataType, n: int, rng: np.random.Generator, null_p: float, nu
         words = [("x" * int(k) + str(int(k))) for k in rng.integers(0, 12, n)]
         return pa.array(words if not pa.types.is_binary(t) else [w.encode() for w in words], t, mask=mask)
     if pa.types.is_fixed_size_binary(t):
-        return pa.array([bytes(rng.integers(0, 256, t.byte_width, dtype=np.uint8)) for _ in range(n)], t, mask=mask)
+        return pa.array(
+            [bytes(rng.integers(0, 256, t.byte_width, dtype=np.uint8)) for _ in range(n)], t, mask=mask
+        )
     if pa.types.is_floating(t):
         return pa.array(rng.standard_normal(n).astype(t.to_pandas_dtype()), t, mask=mask)
     if pa.types.is_decimal(t):
-        return pa.array([decimal.Decimal(int(v)).scaleb(-t.scale) for v in rng.integers(-(10**6), 10**6, n)], t, mask=mask)
+        return pa.array(
+            [decimal.Decimal(int(v)).scaleb(-t.scale) for v in rng.integers(-(10**6), 10**6, n)], t, mask=mask
+        )
     bits = t.bit_width
     raw = rng.integers(-(2 ** (bits - 1)), 2 ** (bits - 1) - 1, n, dtype=np.int64)
     if pa.types.is_integer(t):

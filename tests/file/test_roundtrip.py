@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import itertools
 
 import numpy as np
 import pyarrow as pa
@@ -45,7 +46,9 @@ def _wide_table(n: int, seed: int = 3) -> pa.Table:
                 [[{"k": i, "t": str(i)}] * (i % 3) for i in range(n)],
                 pa.list_(pa.struct([("k", pa.int64()), ("t", pa.string())])),
             ),
-            "st": pa.StructArray.from_arrays([pa.array(np.arange(n) * 2), pa.array(rng.random(n))], names=["p", "q"]),
+            "st": pa.StructArray.from_arrays(
+                [pa.array(np.arange(n) * 2), pa.array(rng.random(n))], names=["p", "q"]
+            ),
             "d": pa.array([["a", "b", "c"][i % 3] for i in range(n)]).dictionary_encode(),
         }
     )
@@ -69,11 +72,13 @@ def test_multipage_file_has_many_unaligned_pages(multipage):
     assert min(pages) >= 1 and max(pages) > 10
     # the list offsets column and its item column break at different rows
     starts = [np.cumsum([p.length for p in c.pages]) for c in reader.metadata.columns]
-    assert any(len(a) != len(b) or not np.array_equal(a, b) for a, b in zip(starts, starts[1:]))
+    assert any(len(a) != len(b) or not np.array_equal(a, b) for a, b in itertools.pairwise(starts))
     assert_tables_equal(reader.read_all(), table)
 
 
-@pytest.mark.parametrize("start,stop", [(0, 1), (0, 5000), (1, 2), (777, 1554), (4999, 5000), (1234, 4321), (10, 10)])
+@pytest.mark.parametrize(
+    "start,stop", [(0, 1), (0, 5000), (1, 2), (777, 1554), (4999, 5000), (1234, 4321), (10, 10)]
+)
 def test_read_range(multipage, start, stop):
     path, table = multipage
     got = LanceFileReader(path).read_range(start, stop)
@@ -188,10 +193,13 @@ def test_struct_validity_is_refused_in_2_0(tmp_path):
 
 
 def test_schema_mismatch_is_refused(tmp_path):
-    with LanceFileWriter(tmp_path / "f.lance", pa.schema([("a", pa.int32())])) as w, pytest.raises(SchemaError):
+    with (
+        LanceFileWriter(tmp_path / "f.lance", pa.schema([("a", pa.int32())])) as w,
+        pytest.raises(SchemaError),
+    ):
         w.write(pa.table({"a": pa.array([1.0])}))
 
 
 def test_only_2_0_is_written(tmp_path):
-    with pytest.raises(UnsupportedFormatError, match="2.2"):
+    with pytest.raises(UnsupportedFormatError, match=r"2\.2"):
         LanceFileWriter(tmp_path / "f.lance", pa.schema([("a", pa.int32())]), version="2.2")

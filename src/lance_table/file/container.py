@@ -64,7 +64,9 @@ class FileVersion(Enum):
         if (major, minor) == (2, 2):
             return cls.V2_2
         if (major, minor) == (0, 1) or (major, minor) == (0, 2):
-            raise UnsupportedFormatError("legacy Lance v1 data files (format 0.1) are not supported", path=path)
+            raise UnsupportedFormatError(
+                "legacy Lance v1 data files (format 0.1) are not supported", path=path
+            )
         raise UnsupportedFormatError(f"unknown Lance file format version {major}.{minor}", path=path)
 
     @classmethod
@@ -103,7 +105,9 @@ def _parse(msg: Any, data: bytes | memoryview, path: str, what: str, offset: int
     try:
         msg.ParseFromString(bytes(data))
     except (DecodeError, RuntimeError, ValueError) as exc:
-        raise CorruptFileError(path, f"{what} is not a valid protobuf message ({exc})", offset=offset) from exc
+        raise CorruptFileError(
+            path, f"{what} is not a valid protobuf message ({exc})", offset=offset
+        ) from exc
     return msg
 
 
@@ -120,7 +124,8 @@ class _Tail:
     def get(self, offset: int, length: int, what: str) -> memoryview:
         if offset < 0 or length < 0 or offset + length > self.size:
             raise CorruptFileError(
-                self.source.name, f"{what} [{offset}, {offset + length}) lies outside the file of {self.size} bytes"
+                self.source.name,
+                f"{what} [{offset}, {offset + length}) lies outside the file of {self.size} bytes",
             )
         if offset < self.start:
             return self.source.read_ranges([(offset, length)])[0]
@@ -141,12 +146,16 @@ def read_metadata(source: ByteSource) -> FileMetadata:
         raise CorruptFileError(path, f"file of {size} bytes is too small to hold the 40-byte Lance footer")
     footer = tail.get(size - FOOTER_SIZE, FOOTER_SIZE, "footer")
     if bytes(footer[-4:]) != MAGIC:
-        raise CorruptFileError(path, f"wrong magic {bytes(footer[-4:])!r}, expected {MAGIC!r}", offset=size - 4)
+        raise CorruptFileError(
+            path, f"wrong magic {bytes(footer[-4:])!r}, expected {MAGIC!r}", offset=size - 4
+        )
     cm_start, cmo_start, gbo_start, n_global, n_cols, major, minor = FOOTER_STRUCT.unpack_from(footer, 0)
     version = FileVersion.from_footer(major, minor, path)
     meta_end = size - FOOTER_SIZE
     if n_cols * 16 > meta_end or n_global * 16 > meta_end:
-        raise CorruptFileError(path, f"footer claims {n_cols} columns and {n_global} global buffers", offset=meta_end)
+        raise CorruptFileError(
+            path, f"footer claims {n_cols} columns and {n_global} global buffers", offset=meta_end
+        )
     if not cm_start <= meta_end or cmo_start + n_cols * 16 > meta_end or gbo_start + n_global * 16 > meta_end:
         raise CorruptFileError(path, "footer offsets point beyond the metadata region", offset=meta_end)
     if n_global < 1:
@@ -156,11 +165,17 @@ def read_metadata(source: ByteSource) -> FileMetadata:
     gbo = _table(tail.get(gbo_start, n_global * 16, "global buffer offset table"), n_global)
     for pos, length in (*cmo, *gbo):
         if pos + length > meta_end:
-            raise CorruptFileError(path, f"metadata block [{pos}, {pos + length}) lies beyond the footer", offset=pos)
+            raise CorruptFileError(
+                path, f"metadata block [{pos}, {pos + length}) lies beyond the footer", offset=pos
+            )
 
     gb0_pos, gb0_len = gbo[0]
     descriptor = _parse(
-        file_pb2.FileDescriptor(), tail.get(gb0_pos, gb0_len, "file descriptor"), path, "file descriptor", gb0_pos
+        file_pb2.FileDescriptor(),
+        tail.get(gb0_pos, gb0_len, "file descriptor"),
+        path,
+        "file descriptor",
+        gb0_pos,
     )
     columns = []
     for i, (pos, length) in enumerate(cmo):
@@ -194,11 +209,16 @@ def _table(data: memoryview, n: int) -> list[tuple[int, int]]:
 
 def _check_buffers(col: Any, path: str, limit: int, index: int) -> None:
     if len(col.buffer_offsets) != len(col.buffer_sizes):
-        raise CorruptFileError(path, f"column {index} lists {len(col.buffer_offsets)} buffer offsets "
-                                     f"but {len(col.buffer_sizes)} sizes")
+        raise CorruptFileError(
+            path,
+            f"column {index} lists {len(col.buffer_offsets)} buffer offsets "
+            f"but {len(col.buffer_sizes)} sizes",
+        )
     for pos, length in zip(col.buffer_offsets, col.buffer_sizes):
         if pos + length > limit:
-            raise CorruptFileError(path, f"column {index} buffer [{pos}, {pos + length}) lies beyond the data")
+            raise CorruptFileError(
+                path, f"column {index} buffer [{pos}, {pos + length}) lies beyond the data"
+            )
     for p, page in enumerate(col.pages):
         if len(page.buffer_offsets) != len(page.buffer_sizes):
             raise CorruptFileError(path, f"column {index} page {p} lists mismatched buffer offsets and sizes")
@@ -234,7 +254,9 @@ def unpack_encoding(enc: Any, source: ByteSource, what: str) -> tuple[str | None
         URL_PAGE_LAYOUT: encodings_v2_1_pb2.PageLayout,
     }.get(wrapper.type_url)
     if cls is None:
-        raise UnsupportedFormatError(f"{what} uses unknown encoding type {wrapper.type_url!r}", path=source.name)
+        raise UnsupportedFormatError(
+            f"{what} uses unknown encoding type {wrapper.type_url!r}", path=source.name
+        )
     return wrapper.type_url, _parse(cls(), wrapper.value, source.name, what, 0)
 
 

@@ -26,7 +26,7 @@ def decode(enc: Any, io: PageIO, runs: Runs, dtype: pa.DataType) -> pa.Array:
     handler = _HANDLERS.get(kind or "")
     if handler is None:
         raise UnsupportedFormatError(f"{io.what}: 2.0 encoding {kind!r} is not supported", path=io.path)
-    return handler(getattr(enc, kind), io, runs, dtype)  # type: ignore[arg-type]
+    return handler(getattr(enc, kind), io, runs, dtype)
 
 
 def _nullable(enc: Any, io: PageIO, runs: Runs, dtype: pa.DataType) -> pa.Array:
@@ -57,7 +57,10 @@ def with_validity(arr: pa.Array, valid: np.ndarray) -> pa.Array:
         valid = valid & np.asarray(arr.is_valid())
     bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
     return pa.Array.from_buffers(
-        t, len(arr), [bitmap, *arr.buffers()[1:]], null_count=int(valid.size - np.count_nonzero(valid)),
+        t,
+        len(arr),
+        [bitmap, *arr.buffers()[1:]],
+        null_count=int(valid.size - np.count_nonzero(valid)),
         offset=arr.offset,
     )
 
@@ -69,7 +72,9 @@ def decode_bits(enc: Any, io: PageIO, runs: Runs) -> np.ndarray:
     flat = enc.flat
     if flat.HasField("compression") and flat.compression.scheme:
         n = runs.end
-        data = io.decompressed(flat.buffer.buffer_index, flat.compression.scheme, None, flat.buffer.buffer_type)
+        data = io.decompressed(
+            flat.buffer.buffer_index, flat.compression.scheme, None, flat.buffer.buffer_type
+        )
         if len(data) * 8 < n:
             raise io.corrupt("validity bitmap is shorter than the page")
         bits = np.unpackbits(np.frombuffer(data, np.uint8), bitorder="little")
@@ -94,7 +99,9 @@ def flat_bytes(enc: Any, io: PageIO, runs: Runs) -> bytes | memoryview:
         if runs.count == 1:
             s = int(runs.starts[0]) * width
             return data[s : s + int(runs.lengths[0]) * width]
-        return b"".join(data[s : s + n] for s, n in zip((runs.starts * width).tolist(), (runs.lengths * width).tolist()))
+        return b"".join(
+            data[s : s + n] for s, n in zip((runs.starts * width).tolist(), (runs.lengths * width).tolist())
+        )
     return io.byte_runs(buf.buffer_index, runs.scale(width), buf.buffer_type)
 
 
@@ -190,9 +197,17 @@ def resolve_ends(
     """
     adj = np.uint64(adjustment)
     valid = raw_ends < adj if adjustment else np.ones(raw_ends.size, bool)
-    ends = np.where(valid, raw_ends, raw_ends - adj).astype(np.int64) if adjustment else raw_ends.astype(np.int64)
+    ends = (
+        np.where(valid, raw_ends, raw_ends - adj).astype(np.int64)
+        if adjustment
+        else raw_ends.astype(np.int64)
+    )
     prev_valid = raw_prev < adj if adjustment else np.ones(raw_prev.size, bool)
-    prev = np.where(prev_valid, raw_prev, raw_prev - adj).astype(np.int64) if adjustment else raw_prev.astype(np.int64)
+    prev = (
+        np.where(prev_valid, raw_prev, raw_prev - adj).astype(np.int64)
+        if adjustment
+        else raw_prev.astype(np.int64)
+    )
     starts = np.empty_like(ends)
     if ends.size:
         starts[1:] = ends[:-1]
@@ -220,7 +235,9 @@ def _binary(enc: Any, io: PageIO, runs: Runs, dtype: pa.DataType) -> pa.Array:
     return build_binary(dtype, valid, lengths, data.buffers()[1], data.offset, io)
 
 
-def _contiguous_binary(enc: Any, io: PageIO, raw_ends: np.ndarray, start: int, dtype: pa.DataType) -> pa.Array:
+def _contiguous_binary(
+    enc: Any, io: PageIO, raw_ends: np.ndarray, start: int, dtype: pa.DataType
+) -> pa.Array:
     """Fast path: one run of rows without nulls; the offsets are the stored ends shifted."""
     n = raw_ends.size
     end = int(raw_ends[-1])
@@ -243,7 +260,12 @@ def _contiguous_binary(enc: Any, io: PageIO, raw_ends: np.ndarray, start: int, d
 
 
 def build_binary(
-    dtype: pa.DataType, valid: np.ndarray, lengths: np.ndarray, data: pa.Buffer | None, data_offset: int, io: PageIO
+    dtype: pa.DataType,
+    valid: np.ndarray,
+    lengths: np.ndarray,
+    data: pa.Buffer | None,
+    data_offset: int,
+    io: PageIO,
 ) -> pa.Array:
     """A string/binary array from validity, value lengths and the concatenated value bytes."""
     large = pa.types.is_large_string(dtype) or pa.types.is_large_binary(dtype)
@@ -278,7 +300,10 @@ def _dictionary(enc: Any, io: PageIO, runs: Runs, dtype: pa.DataType) -> pa.Arra
     # A dictionary the writer chose for a plain column: index 0 is null, i means items[i - 1].
     items = decode(enc.items, io, Runs.span(0, items_n), dtype)
     inner = enc.indices
-    if inner.WhichOneof("array_encoding") == "nullable" and inner.nullable.WhichOneof("nullability") == "no_nulls":
+    if (
+        inner.WhichOneof("array_encoding") == "nullable"
+        and inner.nullable.WhichOneof("nullability") == "no_nulls"
+    ):
         inner = inner.nullable.no_nulls.values
     if inner.WhichOneof("array_encoding") != "flat" or inner.flat.bits_per_value not in (8, 16, 32, 64):
         raise UnsupportedFormatError(f"{io.what}: unsupported dictionary index encoding", path=io.path)
@@ -322,7 +347,9 @@ def _packed_struct(enc: Any, io: PageIO, runs: Runs, dtype: pa.DataType) -> pa.A
         while c.WhichOneof("array_encoding") == "nullable":
             c = c.nullable.no_nulls.values
         if c.WhichOneof("array_encoding") != "flat" or c.flat.bits_per_value % 8:
-            raise UnsupportedFormatError(f"{io.what}: packed struct child is not byte-aligned flat", path=io.path)
+            raise UnsupportedFormatError(
+                f"{io.what}: packed struct child is not byte-aligned flat", path=io.path
+            )
         widths.append(int(c.flat.bits_per_value) // 8)
     row = sum(widths)
     buf = enc.buffer
@@ -335,7 +362,9 @@ def _packed_struct(enc: Any, io: PageIO, runs: Runs, dtype: pa.DataType) -> pa.A
         col = np.ascontiguousarray(rows[:, at : at + w])
         at += w
         if pa.types.is_boolean(f.type) or _byte_width(f.type) != w:
-            raise UnsupportedFormatError(f"{io.what}: packed struct child {f.name} of type {f.type}", path=io.path)
+            raise UnsupportedFormatError(
+                f"{io.what}: packed struct child {f.name} of type {f.type}", path=io.path
+            )
         kids.append(pa.Array.from_buffers(f.type, n, [None, pa.py_buffer(col)]))
     return pa.StructArray.from_arrays(kids, fields=list(dtype))
 

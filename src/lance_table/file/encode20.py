@@ -7,7 +7,7 @@ The encodings are the ones pylance's 2.0 writer produces for the same data: ``nu
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -15,7 +15,7 @@ import pyarrow as pa
 from lance_table._proto import encodings_v2_0_pb2 as pb
 from lance_table.errors import SchemaError
 
-Buffer = bytes | memoryview | pa.Buffer
+Buffer: TypeAlias = "bytes | memoryview | pa.Buffer"
 
 
 class PageBuffers:
@@ -103,7 +103,9 @@ def encode_binary(arr: pa.Array, bufs: PageBuffers) -> Any:
     t = arr.type
     large = pa.types.is_large_string(t) or pa.types.is_large_binary(t)
     n = len(arr)
-    raw_offsets = np.frombuffer(arr.buffers()[1], np.int64 if large else np.int32, n + 1, arr.offset * (8 if large else 4))
+    raw_offsets = np.frombuffer(
+        arr.buffers()[1], np.int64 if large else np.int32, n + 1, arr.offset * (8 if large else 4)
+    )
     if arr.null_count:
         valid = np.asarray(arr.is_valid())
         lengths = np.where(valid, np.diff(raw_offsets), 0).astype(np.uint64)
@@ -112,7 +114,9 @@ def encode_binary(arr: pa.Array, bufs: PageBuffers) -> Any:
     else:
         valid = None
         lengths = np.diff(raw_offsets).astype(np.uint64)
-        data = arr.buffers()[2].slice(int(raw_offsets[0]), int(raw_offsets[-1] - raw_offsets[0])) if n else b""
+        data = (
+            arr.buffers()[2].slice(int(raw_offsets[0]), int(raw_offsets[-1] - raw_offsets[0])) if n else b""
+        )
     ends = np.cumsum(lengths, dtype=np.uint64)
     total = int(ends[-1]) if n else 0
     adjustment = total + 1 if n else 0  # pylance leaves it 0 on empty pages
@@ -129,7 +133,9 @@ def _binary_data(arr: pa.Array, large: bool) -> Buffer:
     n = len(arr)
     if not n:
         return b""
-    offs = np.frombuffer(arr.buffers()[1], np.int64 if large else np.int32, n + 1, arr.offset * (8 if large else 4))
+    offs = np.frombuffer(
+        arr.buffers()[1], np.int64 if large else np.int32, n + 1, arr.offset * (8 if large else 4)
+    )
     return arr.buffers()[2].slice(int(offs[0]), int(offs[-1] - offs[0]))
 
 
@@ -160,7 +166,9 @@ def encode_packed_struct(arr: pa.StructArray, bufs: PageBuffers) -> Any:
     for i, f in enumerate(arr.type):
         child = arr.field(i)
         if child.null_count or not _is_fixed_width(f.type):
-            raise SchemaError(f"packed struct child {f.name!r} must be fixed-width without nulls, is {f.type}")
+            raise SchemaError(
+                f"packed struct child {f.name!r} must be fixed-width without nulls, is {f.type}"
+            )
         w = byte_width(f.type)
         parts.append(np.frombuffer(fixed_bytes(child, w), np.uint8).reshape(n, w))
         inner = enc.packed_struct.inner.add()
@@ -184,7 +192,12 @@ def _is_fixed_width(t: pa.DataType) -> bool:
 def encode_leaf(arr: pa.Array, bufs: PageBuffers) -> Any:
     """The 2.0 encoding of one page of a leaf column."""
     t = arr.type
-    if pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t) or pa.types.is_large_binary(t):
+    if (
+        pa.types.is_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_large_binary(t)
+    ):
         return encode_binary(arr, bufs)
     if pa.types.is_dictionary(t):
         return encode_dictionary(arr, bufs)

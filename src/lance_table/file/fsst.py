@@ -20,7 +20,9 @@ class FsstError(ValueError):
     """The symbol table or the compressed bytes are malformed."""
 
 
-def decode(symbol_table: bytes | memoryview, data: bytes | memoryview, offsets: np.ndarray) -> tuple[bytes, np.ndarray]:
+def decode(
+    symbol_table: bytes | memoryview, data: bytes | memoryview, offsets: np.ndarray
+) -> tuple[bytes, np.ndarray]:
     """Decompress strings whose compressed bytes are ``data[offsets[i]:offsets[i+1]]``.
 
     Returns the decompressed bytes and the new offsets (one more than the number of strings).

@@ -24,8 +24,10 @@ def describe(path: str, max_pages: int = 3) -> str:
         f"schema: {meta.arrow_schema}",
     ]
     for f in meta.fields:
-        lines.append(f"  field id={f.id} parent={f.parent_id} {f.name!r} {f.logical_type} "
-                     f"nullable={f.nullable} encoding={f.encoding} metadata={dict(f.metadata)}")
+        lines.append(
+            f"  field id={f.id} parent={f.parent_id} {f.name!r} {f.logical_type} "
+            f"nullable={f.nullable} encoding={f.encoding} metadata={dict(f.metadata)}"
+        )
     for i, col in enumerate(meta.columns):
         _, cenc = unpack_encoding(col.encoding, source, f"column {i}")
         shown = text_format.MessageToString(cenc, as_one_line=True) if cenc is not None else None

@@ -99,7 +99,9 @@ class PageIO:
         parts = self.source.read_ranges(ranges)
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
-    def decompressed(self, index: int, scheme: str, expected: int | None, kind: int = BUFFER_PAGE) -> memoryview:
+    def decompressed(
+        self, index: int, scheme: str, expected: int | None, kind: int = BUFFER_PAGE
+    ) -> memoryview:
         """A whole buffer after general-purpose decompression (``zstd`` or ``lz4``)."""
         key = self.locate(index, kind)
         hit = self._inflated.get(key)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -32,9 +33,12 @@ def _executor() -> ThreadPoolExecutor:
     global _EXECUTOR
     with _EXECUTOR_LOCK:
         if _EXECUTOR is None:
-            _EXECUTOR = ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 2),
-                                           thread_name_prefix="lance_table-decode")
+            _EXECUTOR = ThreadPoolExecutor(
+                max_workers=min(8, os.cpu_count() or 2), thread_name_prefix="lance_table-decode"
+            )
         return _EXECUTOR
+
+
 _BLOB_DESCRIPTOR = pa.struct([("position", pa.uint64()), ("size", pa.uint64())])
 
 
@@ -146,7 +150,9 @@ class LanceFileReader:
         start, stop, _ = slice(start, stop).indices(self.num_rows)
         return self._read(Runs.span(start, max(stop - start, 0)), columns)
 
-    def take(self, indices: Sequence[int] | np.ndarray | pa.Array, columns: Sequence[str] | None = None) -> pa.Table:
+    def take(
+        self, indices: Sequence[int] | np.ndarray | pa.Array, columns: Sequence[str] | None = None
+    ) -> pa.Table:
         """Rows at ``indices``, in the given order; indices may repeat and need not be sorted.
 
         Raises:
@@ -220,7 +226,9 @@ class LanceFileReader:
     def _field_jobs(self, node: FieldNode, runs: Runs) -> list[Callable[[], list[pa.Array]]]:
         """Independent pieces of work that read a field: one per page for plain leaf columns."""
         t = node.arrow_type
-        nested = pa.types.is_struct(t) or pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t)
+        nested = (
+            pa.types.is_struct(t) or pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t)
+        )
         if nested or not runs.total:
             return [lambda: self._read_field(node, runs)]
         col = self._column(node)
@@ -228,9 +236,14 @@ class LanceFileReader:
             return [lambda: self._read_field(node, runs)]
         self._check_length(col, runs)
         return [
-            (lambda p=p, local=local, io=io: [decode20.decode(col.encoding(p, self._source), io, local, t)])
+            functools.partial(self._decode_page, col, p, local, io, t)
             for p, local, io in self._pages(col, runs, prefetch=False)
         ]
+
+    def _decode_page(
+        self, col: _Column, page: int, runs: Runs, io: PageIO, dtype: pa.DataType
+    ) -> list[pa.Array]:
+        return [decode20.decode(col.encoding(page, self._source), io, runs, dtype)]
 
     def _column(self, node: FieldNode) -> _Column:
         index = self._col_of[node.id]
@@ -250,8 +263,14 @@ class LanceFileReader:
             local = runs.clip(lo, hi)
             if not local.count:
                 continue
-            io = PageIO(self._source, col.pb.pages[p], col.pb, self._meta.global_buffers,
-                        f"column {col.index} page {p}", whole_page=local.is_span(0, hi - lo))
+            io = PageIO(
+                self._source,
+                col.pb.pages[p],
+                col.pb,
+                self._meta.global_buffers,
+                f"column {col.index} page {p}",
+                whole_page=local.is_span(0, hi - lo),
+            )
             if prefetch and io.whole_page:
                 io.prefetch()
             yield p, local, io
@@ -271,7 +290,10 @@ class LanceFileReader:
         self._check_length(col, runs)
         if col.column_encoding(self._source).WhichOneof("column_encoding") == "blob":
             return [self._read_blobs(col, runs, t)]
-        return [decode20.decode(col.encoding(p, self._source), io, local, t) for p, local, io in self._pages(col, runs)]
+        return [
+            decode20.decode(col.encoding(p, self._source), io, local, t)
+            for p, local, io in self._pages(col, runs)
+        ]
 
     def _check_length(self, col: _Column, runs: Runs) -> None:
         if runs.end > col.num_values:
@@ -283,9 +305,9 @@ class LanceFileReader:
         col = self._column(node)
         item_base = 0
         bases = []
-        for page in col.pb.pages:
+        for p in range(len(col.pb.pages)):
             bases.append(item_base)
-            item_base += int(col.encoding(len(bases) - 1, self._source).list.num_items)
+            item_base += int(col.encoding(p, self._source).list.num_items)
         valid_parts, length_parts, first_parts, last_parts = [], [], [], []
         for p, local, io in self._pages(col, runs):
             enc = col.encoding(p, self._source).list

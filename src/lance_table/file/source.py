@@ -7,6 +7,7 @@ requested range as a zero-copy slice of the merged read.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Sequence
@@ -91,7 +92,9 @@ class _RangedSource:
         for off, length in merged:
             data = self._read(off, length)
             if len(data) != length:
-                raise CorruptFileError(self._name, f"short read: wanted {length} bytes, got {len(data)}", offset=off)
+                raise CorruptFileError(
+                    self._name, f"short read: wanted {length} bytes, got {len(data)}", offset=off
+                )
             blobs.append(data if isinstance(data, memoryview) else memoryview(data))
         return [blobs[w][i : i + length] for w, i, (_, length) in zip(which.tolist(), inner.tolist(), ranges)]
 
@@ -111,7 +114,7 @@ class LocalFileSource(_RangedSource):
 
     def _read(self, offset: int, length: int) -> memoryview:
         out = np.empty(length, np.uint8)  # not zero-filled: the kernel writes every byte
-        view = memoryview(out)
+        view = memoryview(out)  # type: ignore[arg-type]
         done = 0
         while done < length:
             got = os.preadv(self._fd, [view[done:]], offset + done)
@@ -126,10 +129,8 @@ class LocalFileSource(_RangedSource):
             self._fd = -1
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):  # interpreter shutdown
             self.close()
-        except Exception:  # pragma: no cover - interpreter shutdown
-            pass
 
 
 class FileObjectSource(_RangedSource):

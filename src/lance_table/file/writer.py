@@ -23,8 +23,8 @@ from lance_table.file import encode20
 from lance_table.file.container import (
     FOOTER_STRUCT,
     MAGIC,
-    PAGE_ALIGNMENT,
     PADDING_BYTE,
+    PAGE_ALIGNMENT,
     URL_ARRAY_ENCODING,
     URL_COLUMN_ENCODING,
     FileVersion,
@@ -170,7 +170,9 @@ class _BlobWriter(_LeafWriter):
         """
         n = len(arr)
         large = pa.types.is_large_binary(arr.type)
-        offs = np.frombuffer(arr.buffers()[1], np.int64 if large else np.int32, n + 1, arr.offset * (8 if large else 4))
+        offs = np.frombuffer(
+            arr.buffers()[1], np.int64 if large else np.int32, n + 1, arr.offset * (8 if large else 4)
+        )
         valid = np.asarray(arr.is_valid())
         sizes = np.where(valid, np.diff(offs), 0).astype(np.uint64)
         positions = np.where(valid, 0, 1).astype(np.uint64)
@@ -178,7 +180,9 @@ class _BlobWriter(_LeafWriter):
         sink = self.w._sink
         for i in np.flatnonzero(sizes).tolist():
             positions[i], _ = sink.write_buffer(data.slice(int(offs[i]), int(sizes[i])))
-        desc = pa.StructArray.from_arrays([pa.array(positions), pa.array(sizes)], fields=list(_BLOB_DESCRIPTOR))
+        desc = pa.StructArray.from_arrays(
+            [pa.array(positions), pa.array(sizes)], fields=list(_BLOB_DESCRIPTOR)
+        )
         super().append(desc)
 
     def encode(self, arr: pa.Array, bufs: encode20.PageBuffers) -> Any:
@@ -226,7 +230,9 @@ class _ListWriter(_FieldWriter):
             self.child.append(arr.values.slice(0, 0))
             return
         large = pa.types.is_large_list(arr.type)
-        offs = np.frombuffer(arr.buffers()[1], np.int64 if large else np.int32, n + 1, arr.offset * (8 if large else 4))
+        offs = np.frombuffer(
+            arr.buffers()[1], np.int64 if large else np.int32, n + 1, arr.offset * (8 if large else 4)
+        )
         offs = offs.astype(np.int64)
         lengths = np.diff(offs)
         if arr.null_count:
@@ -386,7 +392,9 @@ class LanceFileWriter:
         gbo_start = sink.pos
         sink.write(struct.pack("<QQ", gb0_pos, len(gb0)))
         major, minor = FileVersion.V2_0.footer
-        sink.write(FOOTER_STRUCT.pack(cm_start, cmo_start, gbo_start, 1, len(self._columns), major, minor) + MAGIC)
+        sink.write(
+            FOOTER_STRUCT.pack(cm_start, cmo_start, gbo_start, 1, len(self._columns), major, minor) + MAGIC
+        )
         if self._owns_file:
             sink.f.close()
         else:
