@@ -37,3 +37,7 @@ class UnsupportedFormatError(LanceTableError, NotImplementedError):
 
 class SchemaError(LanceTableError, ValueError):
     """A schema cannot be stored, or data does not match the schema it is written with."""
+
+
+class FilterError(LanceTableError, ValueError):
+    """A filter predicate cannot be parsed or uses a construct this library does not support."""
