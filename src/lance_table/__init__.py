@@ -6,18 +6,37 @@ The file codec lives in :mod:`lance_table.file`; errors in :mod:`lance_table.err
 from __future__ import annotations
 
 from lance_table.errors import (
+    CommitConflictError,
+    CommitError,
     CorruptFileError,
+    DatasetAlreadyExistsError,
+    DatasetNotFoundError,
+    FilterError,
     LanceTableError,
     SchemaError,
+    TagError,
     UnsupportedFormatError,
+    VersionNotFoundError,
 )
 
 __version__ = "0.1.0"
 
+from lance_table.table import Dataset, dataset, write_dataset  # noqa: E402
+
 __all__ = [
+    "CommitConflictError",
+    "Dataset",
+    "CommitError",
     "CorruptFileError",
+    "DatasetAlreadyExistsError",
+    "DatasetNotFoundError",
+    "FilterError",
     "LanceTableError",
     "SchemaError",
+    "TagError",
     "UnsupportedFormatError",
+    "VersionNotFoundError",
     "__version__",
+    "dataset",
+    "write_dataset",
 ]

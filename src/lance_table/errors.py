@@ -41,3 +41,37 @@ class SchemaError(LanceTableError, ValueError):
 
 class FilterError(LanceTableError, ValueError):
     """A filter predicate cannot be parsed or uses a construct this library does not support."""
+
+
+class DatasetNotFoundError(LanceTableError, FileNotFoundError):
+    """No dataset (no manifest) exists at the given URI."""
+
+
+class DatasetAlreadyExistsError(LanceTableError, FileExistsError):
+    """``mode="create"`` was asked for where a dataset already exists."""
+
+
+class VersionNotFoundError(LanceTableError, LookupError):
+    """The requested version, tag or timestamp does not resolve to a version of the dataset."""
+
+
+class TagError(LanceTableError, ValueError):
+    """A tag cannot be created, updated or deleted (exists already, missing, bad name)."""
+
+
+class CommitConflictError(LanceTableError):
+    """A commit lost against concurrent commits it cannot be rebased onto.
+
+    Attributes:
+        retryable: True when re-running the whole operation against the new latest version makes
+            sense (e.g. compaction raced a delete); False when the other commit replaced the data
+            this one was based on (an overwrite or restore).
+    """
+
+    def __init__(self, message: str, *, retryable: bool) -> None:
+        self.retryable = retryable
+        super().__init__(message)
+
+
+class CommitError(LanceTableError):
+    """A commit could not be attempted safely (no atomic primitive, too many retries, ...)."""

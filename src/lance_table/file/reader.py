@@ -184,6 +184,12 @@ class LanceFileReader:
             table = self._read(Runs.span(lo, min(batch_size, stop - lo)), columns)
             yield from table.combine_chunks().to_batches(max_chunksize=batch_size)
 
+    def read_runs(self, runs: Runs, columns: Sequence[str] | None = None) -> pa.Table:
+        """The rows covered by ``runs`` (sorted, disjoint position runs), in order."""
+        if runs.count and (int(runs.starts[0]) < 0 or runs.end > self.num_rows):
+            raise IndexError(f"rows up to {runs.end} requested from {self.path} with {self.num_rows} rows")
+        return self._read(runs, columns)
+
     def to_reader(
         self, batch_size: int = DEFAULT_BATCH_SIZE, columns: Sequence[str] | None = None
     ) -> pa.RecordBatchReader:

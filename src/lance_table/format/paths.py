@@ -1,0 +1,94 @@
+"""Every name lance_table reads or writes inside a dataset directory, defined once."""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+VERSIONS_DIR = "_versions"
+DATA_DIR = "data"
+DELETIONS_DIR = "_deletions"
+TRANSACTIONS_DIR = "_transactions"
+TAGS_DIR = "_refs/tags"
+INDICES_DIR = "_indices"
+LATEST_VERSION_HINT = f"{VERSIONS_DIR}/latest_version_hint.json"
+
+MANIFEST_SUFFIX = ".manifest"
+DATA_FILE_SUFFIX = ".lance"
+TRANSACTION_SUFFIX = ".txn"
+U64_MAX = 2**64 - 1
+_V2_NAME = re.compile(r"^\d{20}\.manifest$")
+_V1_NAME = re.compile(r"^(\d+)\.manifest$")
+_TAG_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
+
+
+class ManifestNaming:
+    """The two manifest naming schemes: V1 ``{version}.manifest`` and V2 (inverted, zero-padded)."""
+
+    V1 = "v1"
+    V2 = "v2"
+
+
+def manifest_name(version: int, scheme: str = ManifestNaming.V2) -> str:
+    """File name (inside ``_versions``) of a version's manifest."""
+    if scheme == ManifestNaming.V2:
+        return f"{U64_MAX - version:020d}{MANIFEST_SUFFIX}"
+    return f"{version}{MANIFEST_SUFFIX}"
+
+
+def manifest_path(version: int, scheme: str = ManifestNaming.V2) -> str:
+    return f"{VERSIONS_DIR}/{manifest_name(version, scheme)}"
+
+
+def parse_manifest_name(name: str) -> tuple[int, str] | None:
+    """``(version, scheme)`` of a manifest file name, or None for anything else.
+
+    Temporary names, detached versions (``d...``) and other files are not manifests of the main line.
+    """
+    if _V2_NAME.match(name):
+        return U64_MAX - int(name[:20]), ManifestNaming.V2
+    m = _V1_NAME.match(name)
+    if m:
+        return int(m.group(1)), ManifestNaming.V1
+    return None
+
+
+def new_data_file_name() -> str:
+    """A data file name in pylance's style: 24 bits as ``0``/``1`` characters, then 26 hex digits.
+
+    The binary prefix spreads object-store key prefixes.
+    """
+    raw = uuid.uuid4().bytes
+    bits = "".join(f"{b:08b}" for b in raw[:3])
+    return f"{bits}{raw[3:].hex()}{DATA_FILE_SUFFIX}"
+
+
+def data_file_path(name: str) -> str:
+    return f"{DATA_DIR}/{name}"
+
+
+def deletion_file_path(fragment_id: int, read_version: int, file_id: int, bitmap: bool) -> str:
+    return f"{DELETIONS_DIR}/{fragment_id}-{read_version}-{file_id}.{'bin' if bitmap else 'arrow'}"
+
+
+def transaction_file_name(read_version: int, txn_uuid: str) -> str:
+    return f"{read_version}-{txn_uuid}{TRANSACTION_SUFFIX}"
+
+
+def transaction_path(name: str) -> str:
+    return f"{TRANSACTIONS_DIR}/{name}"
+
+
+def tag_path(name: str) -> str:
+    return f"{TAGS_DIR}/{name}.json"
+
+
+def check_tag_name(name: str) -> str:
+    """Tag names become file names: letters, digits, ``_ . -``; not starting with ``.`` or ``-``.
+
+    Raises:
+        ValueError: the name is not a valid tag name.
+    """
+    if not isinstance(name, str) or not _TAG_NAME.match(name) or name.endswith(".lock") or ".." in name:
+        raise ValueError(f"invalid tag name {name!r}: use letters, digits, '_', '.' and '-'")
+    return name

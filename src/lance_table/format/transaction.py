@@ -1,0 +1,198 @@
+"""Transactions: what a commit did, stored inline in the manifest and as ``_transactions/*.txn``."""
+
+from __future__ import annotations
+
+import uuid as uuid_mod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from google.protobuf.message import DecodeError
+
+from lance_table._proto import transaction_pb2
+from lance_table.errors import CorruptFileError
+from lance_table.format.manifest import Fragment
+from lance_table.schema import LanceField, fields_from_pb, fields_to_pb
+
+COMMIT_MESSAGE_KEY = "__lance_commit_message"
+
+
+@dataclass(frozen=True)
+class Append:
+    fragments: tuple[Fragment, ...]
+    name = "append"
+
+
+@dataclass(frozen=True)
+class Delete:
+    updated_fragments: tuple[Fragment, ...]
+    deleted_fragment_ids: tuple[int, ...]
+    predicate: str
+    name = "delete"
+
+
+@dataclass(frozen=True)
+class Overwrite:
+    fragments: tuple[Fragment, ...]
+    schema: tuple[LanceField, ...]
+    schema_metadata: Mapping[str, bytes] = field(default_factory=dict)
+    config_upsert_values: Mapping[str, str] = field(default_factory=dict)
+    name = "overwrite"
+
+
+@dataclass(frozen=True)
+class RewriteGroup:
+    old_fragments: tuple[Fragment, ...]
+    new_fragments: tuple[Fragment, ...]
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    groups: tuple[RewriteGroup, ...]
+    name = "rewrite"
+
+
+@dataclass(frozen=True)
+class ReserveFragments:
+    num_fragments: int
+    name = "reserve_fragments"
+
+
+@dataclass(frozen=True)
+class Restore:
+    version: int
+    name = "restore"
+
+
+@dataclass(frozen=True)
+class OtherOperation:
+    """An operation lance_table reads but does not model (Merge, Project, Update, CreateIndex, ...)."""
+
+    name: str
+    fragment_ids: frozenset[int] = frozenset()
+
+
+Operation = Append | Delete | Overwrite | Rewrite | ReserveFragments | Restore | OtherOperation
+
+
+@dataclass(frozen=True)
+class Transaction:
+    read_version: int
+    operation: Operation
+    uuid: str = field(default_factory=lambda: str(uuid_mod.uuid4()))
+    tag: str = ""
+    properties: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def commit_message(self) -> str | None:
+        return self.properties.get(COMMIT_MESSAGE_KEY)
+
+    def to_bytes(self) -> bytes:
+        pb = transaction_pb2.Transaction()
+        pb.read_version = self.read_version
+        pb.uuid = self.uuid
+        pb.tag = self.tag
+        for k, v in self.properties.items():
+            pb.transaction_properties[k] = v
+        _operation_to_pb(self.operation, pb)
+        return pb.SerializeToString()
+
+    @classmethod
+    def from_bytes(cls, data: bytes, path: str) -> Transaction:
+        """Decode a serialized transaction.
+
+        Raises:
+            CorruptFileError: the bytes are not a Transaction protobuf.
+        """
+        pb = transaction_pb2.Transaction()
+        try:
+            pb.ParseFromString(data)
+        except (DecodeError, RuntimeError) as exc:
+            raise CorruptFileError(path, f"transaction protobuf does not parse ({exc})") from exc
+        return cls(
+            read_version=pb.read_version,
+            operation=_operation_from_pb(pb),
+            uuid=pb.uuid,
+            tag=pb.tag,
+            properties=dict(pb.transaction_properties),
+        )
+
+
+def _frags(pbs: Any) -> tuple[Fragment, ...]:
+    return tuple(Fragment.from_pb(p) for p in pbs)
+
+
+def _put_frags(frags: tuple[Fragment, ...], target: Any) -> None:
+    for f in frags:
+        f.to_pb(target.add())
+
+
+def _operation_to_pb(op: Operation, pb: Any) -> None:
+    if isinstance(op, Append):
+        pb.append.SetInParent()
+        _put_frags(op.fragments, pb.append.fragments)
+    elif isinstance(op, Delete):
+        pb.delete.SetInParent()
+        _put_frags(op.updated_fragments, pb.delete.updated_fragments)
+        pb.delete.deleted_fragment_ids.extend(op.deleted_fragment_ids)
+        pb.delete.predicate = op.predicate
+    elif isinstance(op, Overwrite):
+        pb.overwrite.SetInParent()
+        _put_frags(op.fragments, pb.overwrite.fragments)
+        fields_to_pb(op.schema, pb.overwrite.schema)
+        for k, v in op.schema_metadata.items():
+            pb.overwrite.schema_metadata[k] = v
+        for k, s in op.config_upsert_values.items():
+            pb.overwrite.config_upsert_values[k] = s
+    elif isinstance(op, Rewrite):
+        pb.rewrite.SetInParent()
+        for g in op.groups:
+            group = pb.rewrite.groups.add()
+            _put_frags(g.old_fragments, group.old_fragments)
+            _put_frags(g.new_fragments, group.new_fragments)
+    elif isinstance(op, ReserveFragments):
+        pb.reserve_fragments.num_fragments = op.num_fragments
+    elif isinstance(op, Restore):
+        pb.restore.version = op.version
+    else:
+        raise ValueError(f"lance_table cannot write a {op.name!r} transaction")
+
+
+def _operation_from_pb(pb: Any) -> Operation:
+    kind = pb.WhichOneof("operation")
+    if kind == "append":
+        return Append(_frags(pb.append.fragments))
+    if kind == "delete":
+        d = pb.delete
+        return Delete(_frags(d.updated_fragments), tuple(d.deleted_fragment_ids), d.predicate)
+    if kind == "overwrite":
+        o = pb.overwrite
+        return Overwrite(
+            _frags(o.fragments),
+            tuple(fields_from_pb(o.schema)),
+            dict(o.schema_metadata),
+            dict(o.config_upsert_values),
+        )
+    if kind == "rewrite":
+        groups = [RewriteGroup(_frags(g.old_fragments), _frags(g.new_fragments)) for g in pb.rewrite.groups]
+        if pb.rewrite.old_fragments or pb.rewrite.new_fragments:
+            groups.append(RewriteGroup(_frags(pb.rewrite.old_fragments), _frags(pb.rewrite.new_fragments)))
+        return Rewrite(tuple(groups))
+    if kind == "reserve_fragments":
+        return ReserveFragments(pb.reserve_fragments.num_fragments)
+    if kind == "restore":
+        return Restore(pb.restore.version)
+    return OtherOperation(kind or "unknown", frozenset(_touched_fragment_ids(pb, kind)))
+
+
+def _touched_fragment_ids(pb: Any, kind: str | None) -> set[int]:
+    """Fragment ids an unmodelled operation changes (used by conflict detection)."""
+    if kind is None:
+        return set()
+    op = getattr(pb, kind)
+    ids: set[int] = set()
+    for name in ("fragments", "updated_fragments", "removed_fragment_ids"):
+        if hasattr(op, name):
+            for item in getattr(op, name):
+                ids.add(item if isinstance(item, int) else item.id)
+    return ids

@@ -1,0 +1,167 @@
+"""Storage on any fsspec filesystem: memory, S3 (s3fs) and the rest."""
+
+from __future__ import annotations
+
+import errno
+import threading
+from collections.abc import Sequence
+from typing import IO, Any
+
+from lance_table.file.source import ByteSource, _RangedSource
+from lance_table.storage.base import Entry, Storage
+
+
+def _mtime(info: dict[str, Any]) -> float | None:
+    for key in ("mtime", "LastModified", "last_modified", "created"):
+        value = info.get(key)
+        if value is None:
+            continue
+        if hasattr(value, "timestamp"):
+            return float(value.timestamp())
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            continue
+    return None
+
+
+class _FsspecSource(_RangedSource):
+    """A ByteSource over one fsspec file, fetching coalesced ranges with ``cat_ranges``."""
+
+    def __init__(self, fs: Any, path: str, size: int | None, name: str) -> None:
+        self._fs = fs
+        self._path = path
+        self._name = name
+        self._size = size
+
+    def size(self) -> int:
+        if self._size is None:
+            self._size = int(self._fs.size(self._path))
+        return self._size
+
+    def _read(self, offset: int, length: int) -> bytes:
+        if length == 0:
+            return b""
+        return bytes(self._fs.cat_file(self._path, start=offset, end=offset + length))
+
+
+class FsspecStorage(Storage):
+    """A dataset directory on an fsspec filesystem.
+
+    Args:
+        fs: the filesystem.
+        root: the dataset's path inside ``fs`` (no protocol).
+        uri: the URI the user gave, for messages.
+        atomic_put: whether ``put_if_absent`` may rely on the backend (set by subclasses).
+    """
+
+    atomic_put = False
+
+    def __init__(self, fs: Any, root: str, uri: str) -> None:
+        super().__init__(uri)
+        self.fs = fs
+        self.root = root.rstrip("/")
+
+    def _abs(self, path: str) -> str:
+        return f"{self.root}/{path}" if path else self.root
+
+    def read(self, path: str) -> bytes:
+        return bytes(self.fs.cat_file(self._abs(path)))
+
+    def read_ranges(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
+        return self.source(path).read_ranges(ranges)
+
+    def size(self, path: str) -> int:
+        return int(self.fs.size(self._abs(path)))
+
+    def source(self, path: str, size: int | None = None) -> ByteSource:
+        return _FsspecSource(self.fs, self._abs(path), size, f"{self.uri.rstrip('/')}/{path}")
+
+    def write(self, path: str, data: bytes) -> None:
+        self.fs.pipe_file(self._abs(path), data)
+
+    def open_writer(self, path: str) -> IO[bytes]:
+        return self.fs.open(self._abs(path), "wb")  # type: ignore[no-any-return]
+
+    def put_if_absent(self, path: str, data: bytes) -> None:
+        # Check-then-write: only safe when the caller serializes commits (a commit lock).
+        if self.exists(path):
+            raise FileExistsError(errno.EEXIST, "already exists", self._abs(path))
+        self.fs.pipe_file(self._abs(path), data)
+
+    def list_dir(self, path: str) -> list[Entry]:
+        base = self._abs(path)
+        try:
+            infos = self.fs.ls(base, detail=True)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        out = []
+        for info in infos:
+            if info.get("type") != "file":
+                continue
+            name = str(info["name"]).rstrip("/").rsplit("/", 1)[-1]
+            out.append(Entry(f"{path}/{name}" if path else name, int(info.get("size") or 0), _mtime(info)))
+        return out
+
+    def list_tree(self, path: str) -> list[Entry]:
+        base = self._abs(path)
+        try:
+            found = self.fs.find(base, detail=True)
+        except FileNotFoundError:
+            return []
+        out = []
+        prefix = self.root.lstrip("/") + "/"
+        for full, info in found.items():
+            if info.get("type") != "file":
+                continue
+            rel = str(full).lstrip("/")
+            rel = rel[len(prefix) :] if rel.startswith(prefix) else rel
+            out.append(Entry(rel, int(info.get("size") or 0), _mtime(info)))
+        return out
+
+    def delete(self, path: str) -> None:
+        try:
+            self.fs.rm_file(self._abs(path))
+        except FileNotFoundError:
+            pass
+
+    def exists(self, path: str) -> bool:
+        return bool(self.fs.isfile(self._abs(path)))
+
+
+class MemoryStorage(FsspecStorage):
+    """fsspec's process-wide in-memory filesystem; commits use an exclusive create under a lock."""
+
+    atomic_put = True
+    _lock = threading.Lock()
+
+    def put_if_absent(self, path: str, data: bytes) -> None:
+        with self._lock:
+            self.fs.pipe_file(self._abs(path), data, mode="create")
+
+
+class S3Storage(FsspecStorage):
+    """S3 through s3fs; commits use conditional PUT (``If-None-Match: *``)."""
+
+    atomic_put = True
+
+    def put_if_absent(self, path: str, data: bytes) -> None:
+        full = self._abs(path)
+        try:
+            self.fs.pipe_file(full, data, mode="create")
+        except FileExistsError:
+            raise
+        except OSError as exc:
+            if exc.errno not in (errno.EINVAL, errno.EBUSY) and "Precondition" not in str(exc):
+                raise
+            # 412 (precondition failed) or 409 (concurrent conditional write): somebody else's
+            # object, or our own write that s3fs retried after a timeout. Compare the bytes.
+            try:
+                existing = bytes(self.fs.cat_file(full))
+            except FileNotFoundError:
+                raise OSError(errno.EAGAIN, f"conditional write of {full} was interrupted; retry") from exc
+            if existing == data:
+                return
+            raise FileExistsError(errno.EEXIST, "already exists", full) from exc
+        finally:
+            self.fs.invalidate_cache(full)

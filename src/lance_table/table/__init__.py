@@ -1,0 +1,7 @@
+"""The table layer: versioned datasets made of fragments, with commits, scans, deletes and compaction."""
+
+from __future__ import annotations
+
+from lance_table.table.dataset import Dataset, dataset, write_dataset
+
+__all__ = ["Dataset", "dataset", "write_dataset"]

@@ -1,0 +1,130 @@
+"""Building the next manifest from the current one and a transaction."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+from lance_table import __version__
+from lance_table.errors import CommitConflictError
+from lance_table.format import paths
+from lance_table.format.manifest import WRITER_LIBRARY, Fragment, Manifest, assign_fragment_ids
+from lance_table.format.transaction import (
+    Append,
+    Delete,
+    Overwrite,
+    ReserveFragments,
+    Restore,
+    Rewrite,
+    Transaction,
+)
+
+DEFAULT_DATA_FORMAT = ("lance", "2.0")
+
+
+def _next_id(base: Manifest | None) -> int:
+    if base is None or base.max_fragment_id is None:
+        return 0 if base is None or not base.fragments else max(f.id for f in base.fragments) + 1
+    return base.max_fragment_id + 1
+
+
+def _max_id(fragments: tuple[Fragment, ...], floor: int | None) -> int | None:
+    ids = [f.id for f in fragments]
+    if floor is not None:
+        ids.append(floor)
+    return max(ids) if ids else None
+
+
+def next_manifest(
+    base: Manifest | None, txn: Transaction, restored: Manifest | None = None, now_ns: int | None = None
+) -> Manifest:
+    """The manifest that results from committing ``txn`` on top of ``base`` (None for a new dataset).
+
+    ``restored`` is the manifest of the version a Restore brings back.
+    """
+    now = now_ns if now_ns is not None else time.time_ns()
+    version = (base.version if base else 0) + 1
+    op = txn.operation
+    if base is None:
+        if not isinstance(op, Overwrite):
+            raise ValueError("a new dataset starts with an overwrite")
+        base = Manifest(fields=op.schema, fragments=(), version=0, data_format=DEFAULT_DATA_FORMAT)
+    m = base
+    if isinstance(op, Append):
+        start = _next_id(base)
+        new = tuple(assign_fragment_ids(op.fragments, start))
+        m = replace(base, fragments=base.fragments + new, max_fragment_id=_max_id(new, base.max_fragment_id))
+    elif isinstance(op, Delete):
+        m = _apply_delete(base, op)
+    elif isinstance(op, Overwrite):
+        start = _next_id(base) if base.version else 0
+        new = tuple(assign_fragment_ids(op.fragments, start))
+        config = {**base.config, **op.config_upsert_values}
+        m = replace(
+            base,
+            fields=op.schema,
+            schema_metadata=dict(op.schema_metadata),
+            fragments=new,
+            max_fragment_id=_max_id(new, base.max_fragment_id),
+            config=config,
+            index_section=None,
+        )
+    elif isinstance(op, Rewrite):
+        m = _apply_rewrite(base, op)
+    elif isinstance(op, ReserveFragments):
+        start = _next_id(base)
+        m = replace(base, max_fragment_id=start + op.num_fragments - 1)
+    elif isinstance(op, Restore):
+        if restored is None:
+            raise ValueError("restore needs the restored manifest")
+        m = replace(
+            restored,
+            max_fragment_id=_max_id(restored.fragments, base.max_fragment_id),
+        )
+    else:  # pragma: no cover - guarded by Transaction.to_bytes
+        raise ValueError(f"cannot apply {op.name}")
+    m = replace(
+        m,
+        version=version,
+        timestamp_ns=max(now, base.timestamp_ns + 1),
+        transaction_file=paths.transaction_file_name(txn.read_version, txn.uuid),
+        writer_library=WRITER_LIBRARY,
+        writer_version=__version__,
+        tag="",
+        data_format=m.data_format or DEFAULT_DATA_FORMAT,
+    )
+    return m.with_flags()
+
+
+def _apply_delete(base: Manifest, op: Delete) -> Manifest:
+    updated = {f.id: f for f in op.updated_fragments}
+    removed = set(op.deleted_fragment_ids)
+    present = {f.id for f in base.fragments}
+    missing = (set(updated) | removed) - present
+    if missing:
+        raise CommitConflictError(
+            f"fragments {sorted(missing)} changed by this delete no longer exist", retryable=True
+        )
+    frags = tuple(updated.get(f.id, f) for f in base.fragments if f.id not in removed)
+    return replace(base, fragments=frags)
+
+
+def _apply_rewrite(base: Manifest, op: Rewrite) -> Manifest:
+    position = {f.id: i for i, f in enumerate(base.fragments)}
+    replaced: dict[int, tuple[Fragment, ...]] = {}
+    dropped: set[int] = set()
+    for group in op.groups:
+        old_ids = [f.id for f in group.old_fragments]
+        missing = [i for i in old_ids if i not in position]
+        if missing:
+            raise CommitConflictError(f"fragments {missing} rewritten by compaction no longer exist", retryable=True)
+        first = min(old_ids, key=lambda i: position[i])
+        replaced[first] = group.new_fragments
+        dropped.update(old_ids)
+    out: list[Fragment] = []
+    for f in base.fragments:
+        if f.id in replaced:
+            out.extend(replaced[f.id])
+        if f.id not in dropped:
+            out.append(f)
+    return replace(base, fragments=tuple(out), max_fragment_id=_max_id(tuple(out), base.max_fragment_id))

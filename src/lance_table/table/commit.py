@@ -1,0 +1,142 @@
+"""The commit protocol: transaction file, then an atomic create of the next manifest, rebase on conflict.
+
+1. Data files (and deletion files) are already written by the caller.
+2. The transaction is written to ``_transactions/{read_version}-{uuid}.txn``.
+3. The next manifest (with the transaction inline) is created with ``put_if_absent``. Exactly one
+   racing writer wins a version number; readers never see a partial manifest.
+4. A loser loads the transactions committed since its read version, rebases (or raises
+   :class:`CommitConflictError`) and tries the next version, with bounded, jittered backoff.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+
+from lance_table.table import versions
+from lance_table.table.apply import next_manifest
+from lance_table.table.conflicts import Pending, rebase
+from lance_table.errors import CommitConflictError, CommitError, DatasetAlreadyExistsError
+from lance_table.format import paths
+from lance_table.format.manifest import Manifest, encode_manifest_file
+from lance_table.format.transaction import Restore, Transaction
+from lance_table.storage import Storage
+
+DEFAULT_MAX_RETRIES = 20
+
+CommitLock = Callable[[int], AbstractContextManager[object]]
+
+
+@dataclass(frozen=True)
+class CommitOptions:
+    """How to commit.
+
+    Attributes:
+        max_retries: how many times a commit that lost a race is rebased and retried.
+        commit_lock: a callable taking the version number about to be committed and returning a
+            context manager held while the manifest is created (as pylance's ``commit_lock``).
+            Required on storage without an atomic create, unless ``unsafe_commit`` is set.
+        unsafe_commit: commit on storage without an atomic create and without a lock. Concurrent
+            writers may then overwrite each other's versions; use only with a single writer.
+    """
+
+    max_retries: int = DEFAULT_MAX_RETRIES
+    commit_lock: CommitLock | None = None
+    unsafe_commit: bool = False
+
+
+def _lock(options: CommitOptions, storage: Storage, version: int) -> AbstractContextManager[object]:
+    if options.commit_lock is not None:
+        return options.commit_lock(version)
+    if not storage.atomic_put and not options.unsafe_commit:
+        raise CommitError(
+            f"{storage.uri} has no atomic create-if-absent; pass commit_lock=... to serialize commits, "
+            "or unsafe_commit=True if only one writer ever commits"
+        )
+    return contextlib.nullcontext()
+
+
+def _newer_transactions(storage: Storage, after: int) -> Iterator[tuple[Manifest, Transaction | None]]:
+    for entry in versions.list_versions(storage):
+        if entry.version > after:
+            mf = versions.read_manifest_file(storage, entry)
+            yield mf.manifest, versions.read_transaction(storage, mf)
+
+
+def commit(
+    storage: Storage,
+    base: Manifest | None,
+    pending: Pending,
+    *,
+    options: CommitOptions | None = None,
+    properties: dict[str, str] | None = None,
+    scheme: str | None = None,
+    create_only: bool = False,
+) -> Manifest:
+    """Commit an operation planned against ``base`` (None for a new dataset); return the new manifest.
+
+    Raises:
+        CommitConflictError: a concurrent commit makes this one impossible.
+        CommitError: no safe way to commit, or the retries ran out.
+        DatasetAlreadyExistsError: ``create_only`` and another writer created the dataset first.
+    """
+    options = options or CommitOptions()
+    if scheme is None:
+        scheme = versions.naming_scheme(versions.list_versions(storage))
+    txn = Transaction(read_version=pending.read_version, operation=pending.operation, properties=properties or {})
+    txn_bytes = txn.to_bytes()
+    txn_name = paths.transaction_file_name(txn.read_version, txn.uuid)
+    storage.write(paths.transaction_path(txn_name), txn_bytes)
+    restored = _restored(storage, pending)
+    current = base
+    for attempt in range(options.max_retries + 1):
+        manifest = next_manifest(current, txn, restored)
+        data = encode_manifest_file(manifest, txn_bytes)
+        try:
+            with _lock(options, storage, manifest.version):
+                storage.put_if_absent(paths.manifest_path(manifest.version, scheme), data)
+        except FileExistsError:
+            if create_only:
+                raise DatasetAlreadyExistsError(f"a dataset was created at {storage.uri} concurrently") from None
+            if attempt == options.max_retries:
+                break
+            current, pending = _rebase_onto_latest(storage, current, pending)
+            txn = Transaction(pending.read_version, pending.operation, txn.uuid, properties=txn.properties)
+            new_bytes = txn.to_bytes()
+            if new_bytes != txn_bytes:
+                txn_bytes = new_bytes
+                storage.write(paths.transaction_path(txn_name), txn_bytes)
+            time.sleep(random.uniform(0, min(1.0, 0.005 * 2**attempt)))
+            continue
+        versions.write_version_hint(storage, manifest.version)
+        return manifest
+    raise CommitError(f"gave up committing to {storage.uri} after {options.max_retries} retries")
+
+
+def _rebase_onto_latest(storage: Storage, current: Manifest | None, pending: Pending) -> tuple[Manifest, Pending]:
+    after = current.version if current is not None else 0
+    theirs: list[Transaction] = []
+    latest = current
+    for manifest, txn in _newer_transactions(storage, after):
+        latest = manifest
+        if txn is None:
+            raise CommitConflictError(
+                f"version {manifest.version} of {storage.uri} has no readable transaction; cannot rebase",
+                retryable=True,
+            )
+        theirs.append(txn)
+    if latest is None:  # pragma: no cover - a FileExistsError means some version exists
+        raise CommitError(f"lost a commit race on {storage.uri} but found no newer version")
+    versions.check_writable(latest, storage.uri)
+    return latest, rebase(pending, theirs, latest, storage)
+
+
+def _restored(storage: Storage, pending: Pending) -> Manifest | None:
+    op = pending.operation
+    if not isinstance(op, Restore):
+        return None
+    return versions.read_manifest_file(storage, versions.find_entry(storage, op.version)).manifest

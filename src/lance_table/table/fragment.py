@@ -1,0 +1,124 @@
+"""Reading the rows of one fragment: its data files, mapped to the dataset schema, minus deletions."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import pyarrow as pa
+
+from lance_table.table.deletion import read_deletions
+from lance_table.errors import SchemaError, UnsupportedFormatError
+from lance_table.file import LanceFileReader
+from lance_table.file.runs import Runs
+from lance_table.format import paths
+from lance_table.format.manifest import DataFile, Fragment
+from lance_table.schema import FieldNode
+from lance_table.storage import Storage
+
+READER_CACHE_SIZE = 256
+
+
+class ReaderCache:
+    """Open file readers of one dataset version (files never change, so they can be kept)."""
+
+    def __init__(self, storage: Storage, size: int = READER_CACHE_SIZE) -> None:
+        self.storage = storage
+        self.size = size
+        self._items: OrderedDict[str, LanceFileReader] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, data_file: DataFile) -> LanceFileReader:
+        if data_file.base_id is not None:
+            raise UnsupportedFormatError(f"data file {data_file.path} lives in another base path")
+        with self._lock:
+            reader = self._items.get(data_file.path)
+            if reader is not None:
+                self._items.move_to_end(data_file.path)
+                return reader
+        path = paths.data_file_path(data_file.path)
+        reader = LanceFileReader(self.storage.source(path, data_file.file_size_bytes))
+        with self._lock:
+            self._items[data_file.path] = reader
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+        return reader
+
+
+@dataclass
+class FragmentReader:
+    """The rows of one fragment, for the dataset's schema."""
+
+    fragment: Fragment
+    storage: Storage
+    roots: dict[str, FieldNode]
+    readers: ReaderCache
+
+    @cached_property
+    def deleted(self) -> np.ndarray:
+        """Sorted deleted offsets."""
+        return read_deletions(self.storage, self.fragment)
+
+    @property
+    def physical_rows(self) -> int:
+        return self.fragment.physical_rows
+
+    def live_positions(self, lo: int = 0, hi: int | None = None) -> np.ndarray:
+        """Offsets in ``[lo, hi)`` that are not deleted."""
+        hi = self.physical_rows if hi is None else hi
+        positions = np.arange(lo, hi, dtype=np.int64)
+        if not self.deleted.size:
+            return positions
+        return positions[~np.isin(positions, self.deleted, assume_unique=True)]
+
+    def live_runs(self, lo: int, hi: int) -> Runs:
+        if not self.deleted.size or not _any_in(self.deleted, lo, hi):
+            return Runs.span(lo, hi - lo)
+        return Runs.from_sorted_unique(self.live_positions(lo, hi))
+
+    def read(self, names: list[str], runs: Runs) -> pa.Table:
+        """Columns ``names`` (dataset names) of the rows at ``runs``."""
+        by_file: dict[int, list[str]] = {}
+        for name in names:
+            node = self.roots[name]
+            idx = self._file_of(node.id)
+            by_file.setdefault(idx, []).append(name)
+        columns: dict[str, pa.ChunkedArray] = {}
+        for idx, group in by_file.items():
+            if idx < 0:
+                for name in group:
+                    columns[name] = pa.chunked_array([pa.nulls(runs.total, self.roots[name].arrow_type)])
+                continue
+            data_file = self.fragment.files[idx]
+            reader = self.readers.get(data_file)
+            file_names = {n.id: n.name for n in reader.metadata.roots}
+            wanted = []
+            for name in group:
+                file_name = file_names.get(self.roots[name].id)
+                if file_name is None:
+                    raise SchemaError(
+                        f"data file {data_file.path} lists field {self.roots[name].id} but does not store it"
+                    )
+                wanted.append(file_name)
+            table = reader.read_runs(runs, wanted)
+            for name, file_name in zip(group, wanted):
+                col = table.column(file_name)
+                target = self.roots[name].arrow_type
+                columns[name] = col if col.type == target else col.cast(target)
+        schema = pa.schema([self.roots[n].to_arrow_field() for n in names])
+        return pa.Table.from_arrays([columns[n] for n in names], schema=schema)
+
+    def _file_of(self, field_id: int) -> int:
+        """Index of the data file holding a field (the last one, if several do), or -1."""
+        for i in range(len(self.fragment.files) - 1, -1, -1):
+            if field_id in self.fragment.files[i].fields:
+                return i
+        return -1
+
+
+def _any_in(sorted_values: np.ndarray, lo: int, hi: int) -> bool:
+    i = int(np.searchsorted(sorted_values, lo, side="left"))
+    return i < sorted_values.size and int(sorted_values[i]) < hi

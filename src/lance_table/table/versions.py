@@ -1,0 +1,149 @@
+"""Finding, reading and writing the versions of a dataset (``_versions/*.manifest``)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from lance_table.errors import (
+    CorruptFileError,
+    DatasetNotFoundError,
+    UnsupportedFormatError,
+    VersionNotFoundError,
+)
+from lance_table.format import flags as feature_flags
+from lance_table.format import paths
+from lance_table.format.manifest import Manifest, ManifestFile, decode_manifest_file
+from lance_table.format.transaction import Transaction
+from lance_table.storage import Storage
+
+
+@dataclass(frozen=True)
+class VersionEntry:
+    """A manifest file found in ``_versions``."""
+
+    version: int
+    path: str
+    size: int
+    scheme: str
+
+
+def list_versions(storage: Storage) -> list[VersionEntry]:
+    """Every version of the dataset, oldest first.
+
+    Raises:
+        CorruptFileError: the directory mixes the V1 and V2 manifest naming schemes.
+    """
+    entries = []
+    for e in storage.list_dir(paths.VERSIONS_DIR):
+        parsed = paths.parse_manifest_name(e.name)
+        if parsed is not None:
+            entries.append(VersionEntry(parsed[0], e.path, e.size, parsed[1]))
+    schemes = {e.scheme for e in entries}
+    if len(schemes) > 1:
+        raise CorruptFileError(
+            f"{storage.uri.rstrip('/')}/{paths.VERSIONS_DIR}",
+            "found multiple manifest naming schemes in the same directory",
+        )
+    entries.sort(key=lambda e: e.version)
+    return entries
+
+
+def naming_scheme(entries: list[VersionEntry]) -> str:
+    """The scheme new manifests must use: the dataset's own, V2 for a new dataset."""
+    return entries[0].scheme if entries else paths.ManifestNaming.V2
+
+
+def latest_entry(storage: Storage) -> VersionEntry:
+    """The newest version (the hint file is never trusted: the directory is listed).
+
+    Raises:
+        DatasetNotFoundError: there is no manifest.
+    """
+    entries = list_versions(storage)
+    if not entries:
+        raise DatasetNotFoundError(f"no Lance dataset at {storage.uri}")
+    return entries[-1]
+
+
+def find_entry(storage: Storage, version: int) -> VersionEntry:
+    """The manifest file of one version.
+
+    Raises:
+        VersionNotFoundError: the version does not exist.
+        DatasetNotFoundError: there is no dataset.
+    """
+    entries = list_versions(storage)
+    if not entries:
+        raise DatasetNotFoundError(f"no Lance dataset at {storage.uri}")
+    for e in entries:
+        if e.version == version:
+            return e
+    raise VersionNotFoundError(
+        f"version {version} of {storage.uri} does not exist (versions {entries[0].version}..{entries[-1].version})"
+    )
+
+
+def read_manifest_file(storage: Storage, entry: VersionEntry) -> ManifestFile:
+    """Read and decode one manifest file.
+
+    Raises:
+        CorruptFileError: the file is damaged or holds another version's manifest.
+    """
+    where = f"{storage.uri.rstrip('/')}/{entry.path}"
+    mf = decode_manifest_file(storage.read(entry.path), where)
+    if mf.manifest.version != entry.version:
+        raise CorruptFileError(where, f"file name says version {entry.version}, manifest says {mf.manifest.version}")
+    return mf
+
+
+def check_readable(manifest: Manifest, uri: str) -> None:
+    """Refuse manifests whose reader feature flags lance_table does not implement.
+
+    Raises:
+        UnsupportedFormatError: naming the flags.
+    """
+    bad = feature_flags.unsupported(manifest.reader_feature_flags, feature_flags.READABLE)
+    if bad:
+        raise UnsupportedFormatError(
+            f"version {manifest.version} of {uri} needs reader features lance_table lacks: "
+            f"{feature_flags.describe(bad)} (flags {manifest.reader_feature_flags})"
+        )
+
+
+def check_writable(manifest: Manifest, uri: str) -> None:
+    """Refuse to write on top of a manifest whose writer feature flags lance_table does not implement.
+
+    Raises:
+        UnsupportedFormatError: naming the flags.
+    """
+    bad = feature_flags.unsupported(manifest.writer_feature_flags, feature_flags.WRITABLE)
+    if bad:
+        raise UnsupportedFormatError(
+            f"{uri} (version {manifest.version}) needs writer features lance_table lacks: "
+            f"{feature_flags.describe(bad)} (flags {manifest.writer_feature_flags})"
+        )
+
+
+def read_transaction(storage: Storage, mf: ManifestFile) -> Transaction | None:
+    """The transaction that produced a version: inline if present, else ``_transactions/<file>``."""
+    m = mf.manifest
+    where = f"{storage.uri.rstrip('/')}/{paths.VERSIONS_DIR} version {m.version}"
+    if mf.transaction is not None:
+        return Transaction.from_bytes(mf.transaction, where)
+    if m.transaction_file:
+        path = paths.transaction_path(m.transaction_file)
+        try:
+            data = storage.read(path)
+        except FileNotFoundError:
+            return None
+        return Transaction.from_bytes(data, f"{storage.uri.rstrip('/')}/{path}")
+    return None
+
+
+def write_version_hint(storage: Storage, version: int) -> None:
+    """Best-effort update of ``latest_version_hint.json`` (only a hint; readers list the directory)."""
+    try:
+        storage.write(paths.LATEST_VERSION_HINT, json.dumps({"version": version}, separators=(",", ":")).encode())
+    except OSError:
+        pass

@@ -1,0 +1,214 @@
+"""Streaming rows into new fragments: one Lance 2.0 data file per fragment, rolled over at size limits."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import pyarrow as pa
+
+from lance_table.errors import SchemaError
+from lance_table.file import LanceFileWriter
+from lance_table.file.layout20 import column_assignment
+from lance_table.format import paths
+from lance_table.format.manifest import DataFile, Fragment
+from lance_table.schema import LanceField, build_tree
+from lance_table.storage import Storage
+
+DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
+DEFAULT_MAX_BYTES_PER_FILE = 90 * 1024**3
+# Batches are re-chunked to at most this many rows before they reach the file writer.
+WRITE_CHUNK_ROWS = 128 * 1024
+
+ProgressCallback = Callable[[int], None]
+
+
+def as_reader(data: Any, schema: pa.Schema | None = None) -> pa.RecordBatchReader:
+    """Turn the data a user passed into a RecordBatchReader, without materializing streams.
+
+    Accepts a pyarrow Table, RecordBatch or RecordBatchReader, a pandas DataFrame, anything with
+    ``__arrow_c_stream__``, or an iterable of RecordBatches (then ``schema`` is needed, or taken
+    from the first batch).
+
+    Raises:
+        TypeError: the data is of another kind.
+    """
+    if isinstance(data, pa.RecordBatchReader):
+        return data
+    if isinstance(data, pa.Table):
+        return pa.RecordBatchReader.from_batches(data.schema, data.to_batches(max_chunksize=WRITE_CHUNK_ROWS))
+    if isinstance(data, pa.RecordBatch):
+        return pa.RecordBatchReader.from_batches(data.schema, [data])
+    if type(data).__name__ == "DataFrame" and hasattr(data, "to_numpy") and type(data).__module__.startswith("pandas"):
+        table = pa.Table.from_pandas(data, schema=schema, preserve_index=False)
+        return as_reader(table)
+    if hasattr(data, "__arrow_c_stream__"):
+        return pa.RecordBatchReader.from_stream(data)
+    if isinstance(data, Iterable):
+        it = iter(data)
+        if schema is None:
+            try:
+                first = next(it)
+            except StopIteration:
+                raise ValueError("cannot infer a schema from an empty iterable; pass schema=") from None
+            schema = first.schema
+
+            def chain() -> Iterator[pa.RecordBatch]:
+                yield first
+                yield from it
+
+            return pa.RecordBatchReader.from_batches(schema, chain())
+        return pa.RecordBatchReader.from_batches(schema, it)
+    raise TypeError(f"cannot write data of type {type(data).__name__}")
+
+
+def conform(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
+    """``batch`` with its columns in the target's order and the target's exact types.
+
+    Raises:
+        SchemaError: a column is missing, extra, of another type, or holds nulls it may not.
+    """
+    names = batch.schema.names
+    if sorted(names) != sorted(target.names):
+        raise SchemaError(f"data columns {names} do not match the dataset columns {target.names}")
+    columns = []
+    for f in target:
+        col = batch.column(names.index(f.name))
+        if col.type != f.type:
+            raise SchemaError(f"column {f.name!r} is {col.type} but the dataset stores {f.type}")
+        if not f.nullable and col.null_count:
+            raise SchemaError(f"column {f.name!r} is not nullable but the data holds {col.null_count} nulls")
+        columns.append(col)
+    return pa.RecordBatch.from_arrays(columns, schema=target)
+
+
+class FragmentWriter:
+    """Writes batches into new data files, one fragment per file, and remembers what it wrote.
+
+    If anything fails, :meth:`abort` deletes every file written so far.
+    """
+
+    def __init__(
+        self,
+        storage: Storage,
+        schema: pa.Schema,
+        fields: list[LanceField],
+        *,
+        max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+        max_bytes_per_file: int = DEFAULT_MAX_BYTES_PER_FILE,
+        progress: ProgressCallback | None = None,
+    ) -> None:
+        if max_rows_per_file <= 0 or max_bytes_per_file <= 0:
+            raise ValueError("max_rows_per_file and max_bytes_per_file must be positive")
+        self.storage = storage
+        self.schema = schema
+        self.fields = fields
+        self.max_rows = max_rows_per_file
+        self.max_bytes = max_bytes_per_file
+        self.progress = progress
+        cols = column_assignment(build_tree(fields))
+        self._file_fields = tuple(f.id for f in fields)
+        self._column_indices = tuple(cols.get(f.id, -1) for f in fields)
+        self.fragments: list[Fragment] = []
+        self.paths: list[str] = []
+        self._writer: LanceFileWriter | None = None
+        self._stream: Any = None
+        self._name = ""
+        self._rows = 0
+
+    def _open(self) -> LanceFileWriter:
+        self._name = paths.new_data_file_name()
+        path = paths.data_file_path(self._name)
+        self.paths.append(path)
+        self._stream = self.storage.open_writer(path)
+        self._writer = LanceFileWriter(self._stream, self.schema, fields=self.fields)
+        self._rows = 0
+        return self._writer
+
+    def _finish_file(self) -> None:
+        if self._writer is None:
+            return
+        written = self._writer.close()
+        self._stream.close()
+        self.fragments.append(
+            Fragment(
+                id=0,
+                files=(
+                    DataFile(
+                        path=self._name,
+                        fields=self._file_fields,
+                        column_indices=self._column_indices,
+                        file_major_version=2,
+                        file_minor_version=0,
+                        file_size_bytes=written.size,
+                    ),
+                ),
+                physical_rows=written.num_rows,
+            )
+        )
+        self._writer = None
+        self._stream = None
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        offset = 0
+        while offset < batch.num_rows:
+            writer = self._writer or self._open()
+            room = self.max_rows - self._rows
+            piece = batch.slice(offset, min(room, batch.num_rows - offset))
+            writer.write(piece)
+            self._rows += piece.num_rows
+            offset += piece.num_rows
+            if self.progress is not None:
+                self.progress(piece.num_rows)
+            if self._rows >= self.max_rows or writer._sink.pos >= self.max_bytes:
+                self._finish_file()
+
+    def finish(self) -> list[Fragment]:
+        self._finish_file()
+        return self.fragments
+
+    def abort(self) -> None:
+        if self._writer is not None:
+            self._writer.abort()
+        if self._stream is not None:
+            try:
+                self._stream.close()
+            except Exception:  # noqa: BLE001 - best effort while unwinding another error
+                pass
+        for path in self.paths:
+            try:
+                self.storage.delete(path)
+            except OSError:
+                pass
+        self._writer = None
+
+
+def write_fragments(
+    storage: Storage,
+    reader: pa.RecordBatchReader,
+    schema: pa.Schema,
+    fields: list[LanceField],
+    **options: Any,
+) -> tuple[list[Fragment], list[str]]:
+    """Stream every batch of ``reader`` into new fragments; return them and the files written.
+
+    On any error the files written so far are deleted and the error is raised.
+    """
+    writer = FragmentWriter(storage, schema, fields, **options)
+    try:
+        for batch in reader:
+            if batch.num_rows:
+                for chunk in _chunks(conform(batch, schema)):
+                    writer.write(chunk)
+        return writer.finish(), writer.paths
+    except BaseException:
+        writer.abort()
+        raise
+
+
+def _chunks(batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
+    if batch.num_rows <= WRITE_CHUNK_ROWS:
+        yield batch
+        return
+    for start in range(0, batch.num_rows, WRITE_CHUNK_ROWS):
+        yield batch.slice(start, WRITE_CHUNK_ROWS)
