@@ -460,7 +460,7 @@ class _Compiler:
             return self.negate(self.compile(node.this))
         if type(node) in _FUNCTIONS:
             name, fn = _FUNCTIONS[type(node)]
-            if len(node.args) > 1 and any(v for k, v in node.args.items() if k != "this"):
+            if any(v for k, v in node.args.items() if k != "this"):
                 raise FilterError(f"{name}() takes exactly one argument")
             return self.apply(f"{name}()", fn, self.compile(node.this))
         if isinstance(node, exp.Cast) and not isinstance(node, exp.TryCast):
@@ -517,7 +517,10 @@ class _Compiler:
                 raise FilterError(f"unknown field '{child}' in struct column '{parent}'")
             field_type = field_type.field(child_index).type
         self.columns.add(name)
-        return _Operand(pc.field(*path) if len(path) > 1 else pc.field(name), field_type)
+        operand = _Operand(pc.field(*path) if len(path) > 1 else pc.field(name), field_type)
+        if pa.types.is_dictionary(field_type):  # compare dictionary-encoded columns by their values
+            operand = self.convert(operand, field_type.value_type)
+        return operand
 
     # -- boolean logic -----------------------------------------------------------------------------
 
@@ -598,12 +601,7 @@ class _Compiler:
     def compare_floats(self, op: str, a: _Operand, b: _Operand) -> _Operand:
         """Comparison in DataFusion's total order of floats: NaN = NaN, and NaN > everything else."""
         if a.type != b.type and not (a.is_literal or b.is_literal):
-            # bring both sides to one float type so is_nan applies to each
-            target = pa.float64() if not (pa.types.is_floating(a.type) and a.type == b.type) else a.type
-            if pa.types.is_floating(a.type) and not pa.types.is_floating(b.type):
-                target = a.type
-            elif pa.types.is_floating(b.type) and not pa.types.is_floating(a.type):
-                target = b.type
+            target = a.type if pa.types.is_floating(a.type) and a.type == b.type else pa.float64()
             a, b = self.convert(a, target), self.convert(b, target)
         if op in (">", ">="):
             return self.compare_floats("<" if op == ">" else "<=", b, a)
@@ -615,16 +613,17 @@ class _Compiler:
             both = self.apply("AND", pc.and_kleene, self.is_nan(a), self.is_nan(b))
             equal = self.apply("OR", pc.or_kleene, plain, both)
             return equal if op == "=" else self.apply("NOT", pc.invert, equal)
-        if not b_nan:  # x < 5 and x <= 5 are false for NaN x in both orders
+        if not b_nan:  # x < 5 and x <= 5 are false for a NaN x in both orders
             return plain
-        if op == "<":  # a < NaN unless a is NaN (or null)
-            below = self.is_nan(b)
-            if a_nan:
-                below = self.apply("AND", pc.and_kleene, self.apply("NOT", pc.invert, self.is_nan(a)), below)
-        else:  # a <= NaN unless a is null
-            below = self.is_nan(b)
-            if not a.is_literal:
-                below = self.apply("AND", pc.and_kleene, below, self.apply("IS NOT NULL", pc.is_valid, a))
+        # a < NaN and a <= NaN hold for every non-null a, except NaN < NaN
+        below = self.is_nan(b)
+        guard: _Operand | None = None
+        if op == "<" and a_nan:
+            guard = self.apply("NOT", pc.invert, self.is_nan(a))  # NULL when a is NULL
+        elif not a.is_literal:
+            guard = self.apply("IS NOT NULL", pc.is_valid, a)
+        if guard is not None:
+            below = self.apply("AND", pc.and_kleene, below, guard)
         return self.apply("OR", pc.or_kleene, plain, below)
 
     def is_nan(self, operand: _Operand) -> _Operand:
@@ -654,12 +653,12 @@ class _Compiler:
 
     def in_value_set(self, value: _Operand, items: list[_Operand]) -> _Operand:
         """``value IN (literals)`` with one hash lookup, NULLs handled as SQL does."""
-        scalars = [item.value for item in items if not item.is_null_literal]
+        scalars = [item.value for item in items if item.value is not None and item.value.is_valid]
         has_null = len(scalars) < len(items)
-        if pa.types.is_floating(value.type) and any(s is not None and s.as_py() == 0 for s in scalars):
+        if pa.types.is_floating(value.type) and any(s.as_py() == 0 for s in scalars):
             # -0.0 = 0.0 compares true, but the hash lookup tells the two apart
             scalars += [pa.scalar(0.0, value.type), pa.scalar(-0.0, value.type)]
-        value_set = pa.array([s.as_py() for s in scalars if s is not None], type=value.type)
+        value_set = pa.array(scalars, type=value.type)
         found = self.apply("IN", lambda x: pc.is_in(x, value_set=value_set), value)
         null = pc.scalar(pa.scalar(None, pa.bool_()))
         # NULL IN (...) is NULL, not false

@@ -288,10 +288,11 @@ def _entry_asof(storage: Storage, asof: dt.datetime) -> versions.VersionEntry:
     """The newest version committed at or before ``asof`` (naive datetimes are UTC)."""
     if asof.tzinfo is not None:
         asof = asof.astimezone(dt.timezone.utc).replace(tzinfo=None)
-    cutoff_ns = int((asof - dt.datetime(1970, 1, 1)).total_seconds() * 1_000_000) * 1000
+    # datetimes carry microseconds: compare at that precision
+    cutoff_us = (asof - dt.datetime(1970, 1, 1)) // dt.timedelta(microseconds=1)
     chosen = None
     for entry in versions.list_versions(storage):
-        if versions.read_manifest_file(storage, entry).manifest.timestamp_ns <= cutoff_ns:
+        if versions.read_manifest_file(storage, entry).manifest.timestamp_ns // 1000 <= cutoff_us:
             chosen = entry
     if chosen is None:
         raise VersionNotFoundError(f"{storage.uri} has no version at or before {asof.isoformat()}")

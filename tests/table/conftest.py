@@ -1,0 +1,25 @@
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+
+def make_rows(start: int, n: int, seed: int = 0) -> pa.Table:
+    """Deterministic rows with ids ``start .. start + n``."""
+    rng = np.random.default_rng(seed + start)
+    ids = np.arange(start, start + n, dtype=np.int64)
+    return pa.table(
+        {
+            "id": pa.array(ids),
+            "x": pa.array(rng.random(n)),
+            "s": pa.array([f"row-{i}" if i % 13 else None for i in ids.tolist()]),
+            "v": pa.FixedSizeListArray.from_arrays(pa.array(rng.random(n * 2).astype(np.float32)), 2),
+            "tags": pa.array([["a", "b"][: i % 3] for i in ids.tolist()], pa.list_(pa.string())),
+        }
+    )
+
+
+@pytest.fixture
+def rows():
+    return make_rows
