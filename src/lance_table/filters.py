@@ -93,7 +93,7 @@ _TIMESTAMP_RE = re.compile(
 )
 _EPOCH = dt.datetime(1970, 1, 1)
 
-_COMPARISONS: dict[type[exp.Expression], str] = {
+_COMPARISONS: dict[type[exp.Expr], str] = {
     exp.EQ: "=",
     exp.NEQ: "<>",
     exp.LT: "<",
@@ -101,7 +101,7 @@ _COMPARISONS: dict[type[exp.Expression], str] = {
     exp.GT: ">",
     exp.GTE: ">=",
 }
-_ARITHMETIC: dict[type[exp.Expression], tuple[str, Callable[..., Any]]] = {
+_ARITHMETIC: dict[type[exp.Expr], tuple[str, Callable[..., Any]]] = {
     exp.Add: ("+", pc.add),
     exp.Sub: ("-", pc.subtract),
     exp.Mul: ("*", pc.multiply),
@@ -109,7 +109,7 @@ _ARITHMETIC: dict[type[exp.Expression], tuple[str, Callable[..., Any]]] = {
     exp.Div: ("/", pc.divide),
     exp.Mod: ("%", pc.remainder),
 }
-_FUNCTIONS: dict[type[exp.Expression], tuple[str, Callable[..., Any]]] = {
+_FUNCTIONS: dict[type[exp.Expr], tuple[str, Callable[..., Any]]] = {
     exp.Lower: ("lower", pc.utf8_lower),
     exp.Upper: ("upper", pc.utf8_upper),
     exp.Abs: ("abs", pc.abs),
@@ -220,7 +220,7 @@ def _compile(predicate: str, schema: pa.Schema) -> tuple[pc.Expression, set[str]
     return result.expr, compiler.columns
 
 
-def _parse(text: str) -> exp.Expression:
+def _parse(text: str) -> exp.Expr:
     try:
         trees = [tree for tree in sqlglot.parse(text, dialect=_LanceSQL) if tree is not None]
     except ParseError as e:
@@ -424,7 +424,7 @@ class _Compiler:
         return operand
 
     @staticmethod
-    def unsupported(node: exp.Expression) -> FilterError:
+    def unsupported(node: exp.Expr) -> FilterError:
         if isinstance(node, exp.AggFunc):
             return FilterError(f"unsupported SQL construct: aggregate function {node.sql_name()}")
         if isinstance(node, exp.Anonymous):
@@ -435,7 +435,7 @@ class _Compiler:
 
     # -- dispatch ----------------------------------------------------------------------------------
 
-    def compile(self, node: exp.Expression) -> _Operand:
+    def compile(self, node: exp.Expr) -> _Operand:
         if isinstance(node, exp.Paren):
             return self.compile(node.this)
         if isinstance(node, (exp.And, exp.Or)):
@@ -444,7 +444,9 @@ class _Compiler:
             inner = self.boolean(self.compile(node.this), "NOT")
             return self.apply("NOT", pc.invert, inner)
         if type(node) in _COMPARISONS:
-            return self.compare(_COMPARISONS[type(node)], self.compile(node.this), self.compile(node.expression))
+            return self.compare(
+                _COMPARISONS[type(node)], self.compile(node.this), self.compile(node.expression)
+            )
         if isinstance(node, exp.Between):
             return self.negated(node, self.between(node))
         if isinstance(node, exp.In):
@@ -482,14 +484,14 @@ class _Compiler:
             return self.column(self.column_path(node))
         raise self.unsupported(node)
 
-    def negated(self, node: exp.Expression, result: _Operand) -> _Operand:
+    def negated(self, node: exp.Expr, result: _Operand) -> _Operand:
         if node.args.get("negate"):
             return self.apply("NOT", pc.invert, result)
         return result
 
     # -- columns -----------------------------------------------------------------------------------
 
-    def column_path(self, node: exp.Expression) -> list[str]:
+    def column_path(self, node: exp.Expr) -> list[str]:
         if isinstance(node, (exp.Identifier, exp.Var, exp.RawString)):
             return [str(node.this)]
         if isinstance(node, exp.Column):
@@ -511,7 +513,9 @@ class _Compiler:
         for depth, child in enumerate(path[1:], start=1):
             parent = ".".join(path[:depth])
             if not pa.types.is_struct(field_type):
-                raise FilterError(f"column '{parent}' is of type {field_type}, not a struct with field '{child}'")
+                raise FilterError(
+                    f"column '{parent}' is of type {field_type}, not a struct with field '{child}'"
+                )
             child_index = field_type.get_field_index(child)
             if child_index < 0:
                 raise FilterError(f"unknown field '{child}' in struct column '{parent}'")
@@ -524,11 +528,11 @@ class _Compiler:
 
     # -- boolean logic -----------------------------------------------------------------------------
 
-    def logical(self, node: exp.Expression) -> _Operand:
+    def logical(self, node: exp.Expr) -> _Operand:
         # flatten long AND/OR chains (sqlglot nests them to the left) into balanced trees
         cls, keyword = (exp.And, "AND") if isinstance(node, exp.And) else (exp.Or, "OR")
         fn = pc.and_kleene if keyword == "AND" else pc.or_kleene
-        leaves: list[exp.Expression] = []
+        leaves: list[exp.Expr] = []
         stack = [node]
         while stack:
             current = stack.pop()
@@ -669,7 +673,7 @@ class _Compiler:
 
     # -- LIKE ----------------------------------------------------------------------------------------
 
-    def like(self, node: exp.Expression) -> _Operand:
+    def like(self, node: exp.Expr) -> _Operand:
         escape: str | None = None
         if isinstance(node, exp.Escape):
             escape_operand = self.compile(node.expression)
@@ -690,17 +694,17 @@ class _Compiler:
         if pattern.value is None or not _is_string(pattern.type):
             raise FilterError(f"the pattern of {keyword} must be a string literal")
         text = _like_pattern(pattern.value.as_py(), escape)
-        result = self.apply(
-            keyword, lambda x: pc.match_like(x, pattern=text, ignore_case=ignore_case), value
-        )
+        result = self.apply(keyword, lambda x: pc.match_like(x, pattern=text, ignore_case=ignore_case), value)
         return self.negated(node, result)
 
     # -- arithmetic, casts ---------------------------------------------------------------------------
 
     def negate(self, operand: _Operand) -> _Operand:
         value = operand.value
-        if value is not None and value.is_valid and (
-            pa.types.is_integer(value.type) or pa.types.is_floating(value.type)
+        if (
+            value is not None
+            and value.is_valid
+            and (pa.types.is_integer(value.type) or pa.types.is_floating(value.type))
         ):
             number = -value.as_py()
             if isinstance(number, int):
