@@ -82,9 +82,10 @@ def plan(
     return [b for bin_ in bins if not bin_.is_noop() for b in bin_.split(target_rows)]
 
 
-def _rewrite_bin(ds: Dataset, bin_: _Bin, target_rows: int, max_bytes: int) -> list[Fragment]:
+def _rewrite_bin(ds: Dataset, bin_: _Bin, max_bytes: int) -> list[Fragment]:
+    # Like pylance, each bin becomes one fragment (unless it passes the byte limit).
     writer = FragmentWriter(
-        ds._storage, ds.schema, list(ds.manifest.fields), max_rows_per_file=target_rows, max_bytes_per_file=max_bytes
+        ds._storage, ds.schema, list(ds.manifest.fields), max_rows_per_file=2**62, max_bytes_per_file=max_bytes
     )
     try:
         for frag in bin_.fragments:
@@ -133,9 +134,7 @@ def compact_files(
     written: list[list[Fragment]] = []
     try:
         for bin_ in bins:
-            written.append(
-                _rewrite_bin(ds, bin_, target_rows_per_fragment, max_bytes_per_file or DEFAULT_MAX_BYTES_PER_FILE)
-            )
+            written.append(_rewrite_bin(ds, bin_, max_bytes_per_file or DEFAULT_MAX_BYTES_PER_FILE))
         total = sum(len(w) for w in written)
         reserved = commit(ds._storage, ds.manifest, Pending(ReserveFragments(total), ds.version), options=ds._commit_options)
         assert reserved.max_fragment_id is not None

@@ -115,6 +115,7 @@ class FragmentWriter:
         self._stream: Any = None
         self._name = ""
         self._rows = 0
+        self._bytes = 0
 
     def _open(self) -> LanceFileWriter:
         self._name = paths.new_data_file_name()
@@ -123,6 +124,7 @@ class FragmentWriter:
         self._stream = self.storage.open_writer(path)
         self._writer = LanceFileWriter(self._stream, self.schema, fields=self.fields)
         self._rows = 0
+        self._bytes = 0
         return self._writer
 
     def _finish_file(self) -> None:
@@ -151,16 +153,20 @@ class FragmentWriter:
 
     def write(self, batch: pa.RecordBatch) -> None:
         offset = 0
+        row_bytes = batch.nbytes / max(batch.num_rows, 1)
         while offset < batch.num_rows:
             writer = self._writer or self._open()
             room = self.max_rows - self._rows
+            if row_bytes:
+                room = min(room, max(1, int((self.max_bytes - self._bytes) / row_bytes)))
             piece = batch.slice(offset, min(room, batch.num_rows - offset))
             writer.write(piece)
             self._rows += piece.num_rows
+            self._bytes += piece.nbytes
             offset += piece.num_rows
             if self.progress is not None:
                 self.progress(piece.num_rows)
-            if self._rows >= self.max_rows or writer._sink.pos >= self.max_bytes:
+            if self._rows >= self.max_rows or self._bytes >= self.max_bytes:
                 self._finish_file()
 
     def finish(self) -> list[Fragment]:
