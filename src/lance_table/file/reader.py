@@ -24,6 +24,9 @@ from lance_table.schema import FieldNode
 DEFAULT_BATCH_SIZE = 64 * 1024
 # Reads of at least this many values (rows x columns) decode their pages on a thread pool.
 PARALLEL_MIN_VALUES = 256 * 1024
+# Selections of more runs than this, covering at least this share of their span, read the span.
+DENSE_MIN_RUNS = 64
+DENSE_FRACTION = 0.25
 _EXECUTOR: ThreadPoolExecutor | None = None
 _EXECUTOR_LOCK = threading.Lock()
 
@@ -214,6 +217,18 @@ class LanceFileReader:
         return nodes, pa.schema(fields, metadata=self._schema.metadata)
 
     def _read(self, runs: Runs, columns: Sequence[str] | None) -> pa.Table:
+        lo = int(runs.starts[0]) if runs.count else 0
+        span = runs.end - lo
+        if runs.count > DENSE_MIN_RUNS and runs.total >= DENSE_FRACTION * span:
+            # Many short runs close together: reading the covering span and selecting in memory
+            # beats fetching and decoding thousands of tiny ranges.
+            whole = self._read_runs(Runs.span(lo, span), columns)
+            mask = np.zeros(span, bool)
+            mask[runs.positions() - lo] = True
+            return whole.filter(pa.array(mask))
+        return self._read_runs(runs, columns)
+
+    def _read_runs(self, runs: Runs, columns: Sequence[str] | None) -> pa.Table:
         nodes, schema = self._project(columns)
         jobs = [self._field_jobs(node, runs) for node in nodes]
         flat = [job for field_jobs in jobs for job in field_jobs]

@@ -82,12 +82,24 @@ class Runs:
         """Every selected position, in order."""
         if not self.count:
             return np.zeros(0, np.int64)
+        if self.count == 1:
+            start = int(self.starts[0])
+            return np.arange(start, start + int(self.lengths[0]), dtype=np.int64)
         total = self.total
         out = np.ones(total, np.int64)
         out[0] = self.starts[0]
         bounds = np.cumsum(self.lengths)[:-1]
         out[bounds] = self.starts[1:] - (self.starts[:-1] + self.lengths[:-1]) + 1
         return np.cumsum(out)
+
+    def select(self, ordinals: np.ndarray) -> np.ndarray:
+        """The positions of the given ordinals (0 = first selected position), without expanding all."""
+        ordinals = np.asarray(ordinals, np.int64)
+        if self.count == 1:
+            return ordinals + int(self.starts[0])
+        ends = np.cumsum(self.lengths)
+        run = np.searchsorted(ends, ordinals, side="right")
+        return self.starts[run] + ordinals - (ends[run] - self.lengths[run])
 
     def with_predecessors(self) -> Runs:
         """These runs, each extended one position to the left where possible (merged if they touch).

@@ -99,14 +99,8 @@ class DeletionFile:
         )
 
 
-_ROW_ID_FIELDS = (
-    "inline_row_ids",
-    "external_row_ids",
-    "inline_last_updated_at_versions",
-    "external_last_updated_at_versions",
-    "inline_created_at_versions",
-    "external_created_at_versions",
-)
+# The oneofs of DataFragment that hold row-id and row-version sequences.
+_ROW_ID_GROUPS = ("row_id_sequence", "last_updated_at_version_sequence", "created_at_version_sequence")
 
 
 @dataclass(frozen=True)
@@ -142,15 +136,17 @@ class Fragment:
     @classmethod
     def from_pb(cls, pb: Any) -> Fragment:
         meta = b""
-        if any(pb.HasField(name) for name in _ROW_ID_FIELDS):
+        present = [pb.WhichOneof(group) for group in _ROW_ID_GROUPS]
+        if any(present):
             keep = table_pb2.DataFragment()
-            for name in _ROW_ID_FIELDS:
-                if pb.HasField(name):
-                    value = getattr(pb, name)
-                    if isinstance(value, bytes):
-                        setattr(keep, name, value)
-                    else:
-                        getattr(keep, name).CopyFrom(value)
+            for name in present:
+                if name is None:
+                    continue
+                value = getattr(pb, name)
+                if isinstance(value, bytes):
+                    setattr(keep, name, value)
+                else:
+                    getattr(keep, name).CopyFrom(value)
             meta = keep.SerializeToString()
         return cls(
             id=pb.id,

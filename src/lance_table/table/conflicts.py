@@ -99,7 +99,7 @@ def rebase(pending: Pending, theirs: list[Transaction], latest: Manifest, storag
 
 def _rebase_delete(pending: Pending, mine: Delete, latest: Manifest, storage: Storage) -> Pending:
     """Re-derive my deletions from the latest state of every fragment I touch."""
-    from lance_table.table.deletion import read_deletions, write_deletions
+    from lance_table.table.deletion import read_deletions, union, write_deletions
 
     current = {f.id: f for f in latest.fragments}
     planned = {f.id: f for f in mine.updated_fragments}
@@ -116,7 +116,7 @@ def _rebase_delete(pending: Pending, mine: Delete, latest: Manifest, storage: St
             else:
                 removed.append(frag_id)
             continue
-        merged = np.union1d(read_deletions(storage, frag), added).astype(np.uint32)
+        merged = union(read_deletions(storage, frag), added)
         if merged.size >= frag.physical_rows:
             removed.append(frag_id)
         elif merged.size == frag.num_deleted:

@@ -14,7 +14,7 @@ import pyarrow as pa
 from lance_table.table import versions
 from lance_table.table.commit import CommitLock, CommitOptions, commit
 from lance_table.table.conflicts import Pending
-from lance_table.table.fragment import FragmentReader, ReaderCache
+from lance_table.table.fragment import FragmentReader
 from lance_table.table.scanner import Predicate, count_matching, make_spec, output_schema, scan
 from lance_table.table.tags import Tags
 from lance_table.table.writer import (
@@ -51,7 +51,6 @@ class Dataset:
         self._storage = storage
         self._manifest = manifest
         self._commit_options = commit_options or CommitOptions()
-        self._readers = ReaderCache(storage)
         self._check_data_format()
 
     def _check_data_format(self) -> None:
@@ -139,7 +138,7 @@ class Dataset:
 
     def _fragment_readers(self) -> list[FragmentReader]:
         roots = {n.name: n for n in build_tree(self._manifest.fields)}
-        return [FragmentReader(f, self._storage, roots, self._readers) for f in self._manifest.fragments]
+        return [FragmentReader(f, self._storage, roots) for f in self._manifest.fragments]
 
     def get_fragments(self) -> list[Fragment]:
         """The fragments of this version."""

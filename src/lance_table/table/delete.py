@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from lance_table.table.conflicts import Pending
-from lance_table.table.deletion import write_deletions
+from lance_table.table.deletion import union, write_deletions
 from lance_table.table.scanner import READ_CHUNK_ROWS, make_spec, matching_positions
 from lance_table.format.manifest import Fragment
 from lance_table.format.transaction import Delete
@@ -36,7 +36,7 @@ def plan_delete(ds: Dataset, predicate: str | pc.Expression) -> Pending:
         matched = np.concatenate(parts).astype(np.uint32)
         additions[frag.fragment.id] = matched
         bases[frag.fragment.id] = frag.fragment.deletion_file
-        merged = np.union1d(frag.deleted, matched).astype(np.uint32)
+        merged = union(frag.deleted, matched)
         if merged.size >= frag.physical_rows:
             removed.append(frag.fragment.id)
         else:

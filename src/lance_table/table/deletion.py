@@ -60,7 +60,20 @@ def _read_arrow(data: bytes, where: str) -> np.ndarray:
     if column.null_count:
         raise CorruptFileError(where, "deletion file holds nulls")
     # pylance writes offsets in hash-set order: never assume they are sorted
-    return np.unique(column.to_numpy())
+    return sorted_unique(column.to_numpy())
+
+
+def sorted_unique(values: np.ndarray) -> np.ndarray:
+    """Sorted, duplicate-free copy (sort-based: faster than hashing for row offsets)."""
+    out = np.sort(np.asarray(values, np.uint32))
+    if out.size > 1:
+        out = out[np.concatenate(([True], out[1:] != out[:-1]))]
+    return out
+
+
+def union(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Sorted union of two offset arrays."""
+    return sorted_unique(np.concatenate([np.asarray(a, np.uint32), np.asarray(b, np.uint32)]))
 
 
 def choose_kind(previous: DeletionFile | None, total: int) -> str:

@@ -19,33 +19,40 @@ from lance_table.format.manifest import DataFile, Fragment
 from lance_table.schema import FieldNode
 from lance_table.storage import Storage
 
-READER_CACHE_SIZE = 256
+READER_CACHE_SIZE = 1024
 
 
 class ReaderCache:
-    """Open file readers of one dataset version (files never change, so they can be kept)."""
+    """Open file readers, shared by every dataset handle of the process.
 
-    def __init__(self, storage: Storage, size: int = READER_CACHE_SIZE) -> None:
-        self.storage = storage
+    Data files are immutable and their names unique, so a reader (the parsed footer, schema and
+    column metadata) stays valid for as long as the file exists; keys include the dataset URI.
+    """
+
+    def __init__(self, size: int = READER_CACHE_SIZE) -> None:
         self.size = size
-        self._items: OrderedDict[str, LanceFileReader] = OrderedDict()
+        self._items: OrderedDict[tuple[str, str], LanceFileReader] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, data_file: DataFile) -> LanceFileReader:
+    def get(self, storage: Storage, data_file: DataFile) -> LanceFileReader:
         if data_file.base_id is not None:
             raise UnsupportedFormatError(f"data file {data_file.path} lives in another base path")
+        key = (storage.uri, data_file.path)
         with self._lock:
-            reader = self._items.get(data_file.path)
+            reader = self._items.get(key)
             if reader is not None:
-                self._items.move_to_end(data_file.path)
+                self._items.move_to_end(key)
                 return reader
         path = paths.data_file_path(data_file.path)
-        reader = LanceFileReader(self.storage.source(path, data_file.file_size_bytes))
+        reader = LanceFileReader(storage.source(path, data_file.file_size_bytes))
         with self._lock:
-            self._items[data_file.path] = reader
+            self._items[key] = reader
             while len(self._items) > self.size:
                 self._items.popitem(last=False)
         return reader
+
+
+READERS = ReaderCache()
 
 
 @dataclass
@@ -55,7 +62,6 @@ class FragmentReader:
     fragment: Fragment
     storage: Storage
     roots: dict[str, FieldNode]
-    readers: ReaderCache
 
     @cached_property
     def deleted(self) -> np.ndarray:
@@ -69,10 +75,12 @@ class FragmentReader:
     def live_positions(self, lo: int = 0, hi: int | None = None) -> np.ndarray:
         """Offsets in ``[lo, hi)`` that are not deleted."""
         hi = self.physical_rows if hi is None else hi
-        positions = np.arange(lo, hi, dtype=np.int64)
         if not self.deleted.size:
-            return positions
-        return positions[~np.isin(positions, self.deleted, assume_unique=True)]
+            return np.arange(lo, hi, dtype=np.int64)
+        keep = np.ones(hi - lo, bool)
+        a, b = np.searchsorted(self.deleted, [lo, hi])
+        keep[self.deleted[a:b].astype(np.int64) - lo] = False
+        return np.flatnonzero(keep) + lo
 
     def live_runs(self, lo: int, hi: int) -> Runs:
         if not self.deleted.size or not _any_in(self.deleted, lo, hi):
@@ -93,7 +101,7 @@ class FragmentReader:
                     columns[name] = pa.chunked_array([pa.nulls(runs.total, self.roots[name].arrow_type)])
                 continue
             data_file = self.fragment.files[idx]
-            reader = self.readers.get(data_file)
+            reader = READERS.get(self.storage, data_file)
             file_names = {n.id: n.name for n in reader.metadata.roots}
             wanted = []
             for name in group:

@@ -6,6 +6,7 @@ fetches the projected columns of the matching rows alone.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -21,6 +22,8 @@ ROW_ID = "_rowid"
 DEFAULT_BATCH_SIZE = 8192
 # Rows read from a fragment at a time; output batches are sliced from these.
 READ_CHUNK_ROWS = 256 * 1024
+# When at least this share of the rows match, a filtered scan reads whole chunks and masks them.
+DENSE_SELECTION = 0.02
 _POS = "__lance_table_position"
 
 Predicate = str | pc.Expression
@@ -66,16 +69,30 @@ def make_spec(
     expr = None
     fcols: list[str] = []
     if filter is not None:
-        from lance_table.filters import filter_columns, parse_filter
-
-        expr = parse_filter(filter, schema)
-        fcols = filter_columns(filter, schema)
+        expr, fcols = _compile_filter(filter, schema)
     if (offset or 0) < 0 or (limit is not None and limit < 0):
         raise ValueError("offset and limit must not be negative")
     size = batch_size or DEFAULT_BATCH_SIZE
     if size <= 0:
         raise ValueError("batch_size must be positive")
     return ScanSpec(cols, expr, fcols, with_row_id, size, offset or 0, limit)
+
+
+@functools.lru_cache(maxsize=256)
+def _compile_cached(predicate: str, schema: pa.Schema) -> tuple[pc.Expression, tuple[str, ...]]:
+    from lance_table.filters import filter_columns, parse_filter
+
+    return parse_filter(predicate, schema), tuple(filter_columns(predicate, schema))
+
+
+def _compile_filter(predicate: Predicate, schema: pa.Schema) -> tuple[pc.Expression, list[str]]:
+    """The expression and the columns it reads (SQL text is parsed once per schema)."""
+    if isinstance(predicate, str):
+        expr, cols = _compile_cached(predicate, schema)
+        return expr, list(cols)
+    from lance_table.filters import filter_columns, parse_filter
+
+    return parse_filter(predicate, schema), filter_columns(predicate, schema)
 
 
 def output_schema(schema: pa.Schema, spec: ScanSpec) -> pa.Schema:
@@ -85,16 +102,52 @@ def output_schema(schema: pa.Schema, spec: ScanSpec) -> pa.Schema:
     return pa.schema(fields, metadata=schema.metadata)
 
 
+def _filter_pass(frag: FragmentReader, spec: ScanSpec, live: Runs) -> tuple[pa.Table, np.ndarray]:
+    """Read the predicate's columns for ``live`` rows; return them and the mask of matching rows."""
+    assert spec.filter is not None
+    table = frag.read(spec.filter_columns, live) if spec.filter_columns else _empty_rows(live.total)
+    index = pa.array(np.arange(live.total, dtype=np.int64))
+    kept = table.append_column(_POS, index).filter(spec.filter).column(_POS).to_numpy()
+    mask = np.zeros(live.total, bool)
+    mask[kept] = True
+    return table, mask
+
+
 def matching_positions(frag: FragmentReader, spec: ScanSpec, lo: int, hi: int) -> Runs:
     """Live rows of ``[lo, hi)`` that pass the filter (all live rows without a filter)."""
     live = frag.live_runs(lo, hi)
     if spec.filter is None or not live.total:
         return live
-    table = frag.read(spec.filter_columns, live) if spec.filter_columns else pa.table({})
-    positions = pa.array(live.positions())
-    table = table.append_column(_POS, positions) if table.num_columns else pa.table({_POS: positions})
-    kept = table.filter(spec.filter).column(_POS).to_numpy()
-    return Runs.from_sorted_unique(kept)
+    _, mask = _filter_pass(frag, spec, live)
+    return Runs.from_sorted_unique(live.select(np.flatnonzero(mask)))
+
+
+def _read_matching(frag: FragmentReader, spec: ScanSpec, lo: int, hi: int) -> tuple[pa.Table, Runs]:
+    """The projected columns of the matching live rows of ``[lo, hi)``, and where they are."""
+    live = frag.live_runs(lo, hi)
+    if not live.total:
+        return _empty_rows(0), live
+    if spec.filter is None:
+        table = frag.read(spec.columns, live) if spec.columns else _empty_rows(live.total)
+        return table, live
+    ftable, mask = _filter_pass(frag, spec, live)
+    selected = int(mask.sum())
+    runs = Runs.from_sorted_unique(live.select(np.flatnonzero(mask)))
+    if not selected:
+        return _empty_rows(0), runs
+    if selected >= DENSE_SELECTION * live.total:
+        # Many rows match: read the rest of the projection for every live row and mask in memory.
+        rest = [c for c in spec.columns if c not in spec.filter_columns]
+        other = frag.read(rest, live) if rest else _empty_rows(live.total)
+        chosen = pa.array(mask)
+        cols = {n: ftable.column(n).filter(chosen) for n in spec.filter_columns if n in spec.columns}
+        cols.update({n: other.column(n).filter(chosen) for n in rest})
+        if not spec.columns:
+            return _empty_rows(selected), runs
+        return pa.table({n: cols[n] for n in spec.columns}), runs
+    # Few rows match: fetch only their bytes.
+    table = frag.read(spec.columns, runs) if spec.columns else _empty_rows(selected)
+    return table, runs
 
 
 def scan_fragment(frag: FragmentReader, spec: ScanSpec, out_schema: pa.Schema) -> Iterator[pa.Table]:
@@ -102,10 +155,9 @@ def scan_fragment(frag: FragmentReader, spec: ScanSpec, out_schema: pa.Schema) -
     step = max(READ_CHUNK_ROWS, spec.batch_size)
     for lo in range(0, frag.physical_rows, step):
         hi = min(lo + step, frag.physical_rows)
-        runs = matching_positions(frag, spec, lo, hi)
+        table, runs = _read_matching(frag, spec, lo, hi)
         if not runs.total:
             continue
-        table = frag.read(spec.columns, runs) if spec.columns else _empty_rows(runs.total)
         if spec.with_row_id:
             row_ids = (np.uint64(frag.fragment.id) << np.uint64(32)) | runs.positions().astype(np.uint64)
             table = table.append_column(pa.field(ROW_ID, pa.uint64()), pa.array(row_ids, pa.uint64()))

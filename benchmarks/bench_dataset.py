@@ -1,0 +1,120 @@
+"""Dataset benchmark: lance_table vs pylance (data_storage_version="2.0") on the same data, in one run.
+
+Scenarios: write, full scan, projection, filtered scans (``x < 0.1`` and a 1000-row id range),
+take of 1000 random rows, 20 appends of 10k rows, open latest, open version 1, delete 10%,
+count after delete, compaction. Medians of ``--runs`` runs; ratio = lance_table / pylance.
+
+    python benchmarks/bench_dataset.py --rows 5000000 --runs 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import Report, Result, benchmark_table, median_time  # noqa: E402
+
+import lance_table as lt  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=5_000_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    args = parser.parse_args(argv)
+
+    import lance
+
+    table = benchmark_table(args.rows)
+    work = Path(tempfile.mkdtemp(prefix="lance_table_bench_ds_"))
+    report = Report("Datasets (format 2.0)", {"rows": args.rows, "runs": args.runs})
+    ours, theirs = str(work / "ours"), str(work / "theirs")
+    runs = args.runs
+
+    def both(name: str, mine: Callable[[], object], other: Callable[[], object], note: str = "",
+             setup_mine: Callable[[], object] | None = None, setup_other: Callable[[], object] | None = None,
+             repeat: int | None = None) -> None:
+        n = repeat or runs
+        report.add(Result(name, median_time(mine, n, setup_mine), median_time(other, n, setup_other), n, note))
+
+    def fresh(path: str) -> Callable[[], None]:
+        return lambda: shutil.rmtree(path, ignore_errors=True)
+
+    try:
+        both(
+            "write",
+            lambda: lt.write_dataset(table, ours),
+            lambda: lance.write_dataset(table, theirs, data_storage_version="2.0"),
+            setup_mine=fresh(ours),
+            setup_other=fresh(theirs),
+        )
+        o, t = lt.dataset(ours), lance.dataset(theirs)
+        assert o.to_table().equals(t.to_table())
+        both("full scan", lambda: lt.dataset(ours).to_table(), lambda: lance.dataset(theirs).to_table())
+        both("projection (x)", lambda: lt.dataset(ours).to_table(columns=["x"]),
+             lambda: lance.dataset(theirs).to_table(columns=["x"]))
+        both("filter x < 0.1", lambda: lt.dataset(ours).to_table(filter="x < 0.1"),
+             lambda: lance.dataset(theirs).to_table(filter="x < 0.1"))
+        lo = args.rows // 2
+        rng_filter = f"id >= {lo} AND id < {lo + 1000}"
+        both("filter 1000-row id range", lambda: lt.dataset(ours).to_table(filter=rng_filter),
+             lambda: lance.dataset(theirs).to_table(filter=rng_filter))
+        idx = np.sort(np.random.default_rng(3).choice(args.rows, 1000, replace=False))
+        assert o.take(idx).equals(t.take(idx))
+        both("take 1000 random rows", lambda: lt.dataset(ours).take(idx), lambda: lance.dataset(theirs).take(idx),
+             "includes opening the dataset")
+        small = benchmark_table(10_000, seed=9)
+
+        def appends_ours() -> None:
+            for _ in range(20):
+                lt.write_dataset(small, ours, mode="append")
+
+        def appends_theirs() -> None:
+            for _ in range(20):
+                lance.write_dataset(small, theirs, mode="append")
+
+        both("20 appends of 10k rows", appends_ours, appends_theirs)
+        both("open latest", lambda: lt.dataset(ours), lambda: lance.dataset(theirs), repeat=max(runs, 21))
+        both("open version 1", lambda: lt.dataset(ours, version=1), lambda: lance.dataset(theirs, version=1),
+             repeat=max(runs, 21))
+        # delete 10%: each run deletes a fresh 10% slice of ids
+        counter = {"ours": 0, "theirs": 0}
+
+        def delete(side: str, fn: Callable[[str], object]) -> Callable[[], object]:
+            def run() -> object:
+                k = counter[side]
+                counter[side] += 1
+                return fn(f"id % 10 = {k}")
+            return run
+
+        both("delete 10%", delete("ours", lambda p: lt.dataset(ours).delete(p)),
+             delete("theirs", lambda p: lance.dataset(theirs).delete(p)), "run k deletes id % 10 = k")
+        both("count after delete", lambda: lt.dataset(ours).count_rows(), lambda: lance.dataset(theirs).count_rows(),
+             repeat=max(runs, 21))
+        assert lt.dataset(ours).count_rows() == lance.dataset(theirs).count_rows()
+        assert lt.dataset(ours).to_table().equals(lance.dataset(theirs).to_table())
+        report.add(Result(
+            "compaction",
+            median_time(lambda: lt.dataset(ours).compact_files(), 1),
+            median_time(lambda: lance.dataset(theirs).optimize.compact_files(), 1),
+            1, "one run: rewrites every fragment (deletions above 10%)",
+        ))
+        assert lt.dataset(ours).to_table().equals(lance.dataset(theirs).to_table())
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    report.save(args.out, "dataset")
+    print()
+    print(report.markdown())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
