@@ -19,13 +19,15 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import Report, Result, benchmark_table, median_time  # noqa: E402
+from common import Report, Result, benchmark_table, median_time
 
-import lance_table as lt  # noqa: E402
+import lance_table as lt
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rows", type=int, default=5_000_000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
@@ -39,11 +41,19 @@ def main(argv: list[str] | None = None) -> int:
     ours, theirs = str(work / "ours"), str(work / "theirs")
     runs = args.runs
 
-    def both(name: str, mine: Callable[[], object], other: Callable[[], object], note: str = "",
-             setup_mine: Callable[[], object] | None = None, setup_other: Callable[[], object] | None = None,
-             repeat: int | None = None) -> None:
+    def both(
+        name: str,
+        mine: Callable[[], object],
+        other: Callable[[], object],
+        note: str = "",
+        setup_mine: Callable[[], object] | None = None,
+        setup_other: Callable[[], object] | None = None,
+        repeat: int | None = None,
+    ) -> None:
         n = repeat or runs
-        report.add(Result(name, median_time(mine, n, setup_mine), median_time(other, n, setup_other), n, note))
+        report.add(
+            Result(name, median_time(mine, n, setup_mine), median_time(other, n, setup_other), n, note)
+        )
 
     def fresh(path: str) -> Callable[[], None]:
         return lambda: shutil.rmtree(path, ignore_errors=True)
@@ -59,18 +69,31 @@ def main(argv: list[str] | None = None) -> int:
         o, t = lt.dataset(ours), lance.dataset(theirs)
         assert o.to_table().equals(t.to_table())
         both("full scan", lambda: lt.dataset(ours).to_table(), lambda: lance.dataset(theirs).to_table())
-        both("projection (x)", lambda: lt.dataset(ours).to_table(columns=["x"]),
-             lambda: lance.dataset(theirs).to_table(columns=["x"]))
-        both("filter x < 0.1", lambda: lt.dataset(ours).to_table(filter="x < 0.1"),
-             lambda: lance.dataset(theirs).to_table(filter="x < 0.1"))
+        both(
+            "projection (x)",
+            lambda: lt.dataset(ours).to_table(columns=["x"]),
+            lambda: lance.dataset(theirs).to_table(columns=["x"]),
+        )
+        both(
+            "filter x < 0.1",
+            lambda: lt.dataset(ours).to_table(filter="x < 0.1"),
+            lambda: lance.dataset(theirs).to_table(filter="x < 0.1"),
+        )
         lo = args.rows // 2
         rng_filter = f"id >= {lo} AND id < {lo + 1000}"
-        both("filter 1000-row id range", lambda: lt.dataset(ours).to_table(filter=rng_filter),
-             lambda: lance.dataset(theirs).to_table(filter=rng_filter))
+        both(
+            "filter 1000-row id range",
+            lambda: lt.dataset(ours).to_table(filter=rng_filter),
+            lambda: lance.dataset(theirs).to_table(filter=rng_filter),
+        )
         idx = np.sort(np.random.default_rng(3).choice(args.rows, 1000, replace=False))
         assert o.take(idx).equals(t.take(idx))
-        both("take 1000 random rows", lambda: lt.dataset(ours).take(idx), lambda: lance.dataset(theirs).take(idx),
-             "includes opening the dataset")
+        both(
+            "take 1000 random rows",
+            lambda: lt.dataset(ours).take(idx),
+            lambda: lance.dataset(theirs).take(idx),
+            "includes opening the dataset",
+        )
         small = benchmark_table(10_000, seed=9)
 
         def appends_ours() -> None:
@@ -83,8 +106,12 @@ def main(argv: list[str] | None = None) -> int:
 
         both("20 appends of 10k rows", appends_ours, appends_theirs)
         both("open latest", lambda: lt.dataset(ours), lambda: lance.dataset(theirs), repeat=max(runs, 21))
-        both("open version 1", lambda: lt.dataset(ours, version=1), lambda: lance.dataset(theirs, version=1),
-             repeat=max(runs, 21))
+        both(
+            "open version 1",
+            lambda: lt.dataset(ours, version=1),
+            lambda: lance.dataset(theirs, version=1),
+            repeat=max(runs, 21),
+        )
         # delete 10%: each run deletes a fresh 10% slice of ids
         counter = {"ours": 0, "theirs": 0}
 
@@ -93,20 +120,32 @@ def main(argv: list[str] | None = None) -> int:
                 k = counter[side]
                 counter[side] += 1
                 return fn(f"id % 10 = {k}")
+
             return run
 
-        both("delete 10%", delete("ours", lambda p: lt.dataset(ours).delete(p)),
-             delete("theirs", lambda p: lance.dataset(theirs).delete(p)), "run k deletes id % 10 = k")
-        both("count after delete", lambda: lt.dataset(ours).count_rows(), lambda: lance.dataset(theirs).count_rows(),
-             repeat=max(runs, 21))
+        both(
+            "delete 10%",
+            delete("ours", lambda p: lt.dataset(ours).delete(p)),
+            delete("theirs", lambda p: lance.dataset(theirs).delete(p)),
+            "run k deletes id % 10 = k",
+        )
+        both(
+            "count after delete",
+            lambda: lt.dataset(ours).count_rows(),
+            lambda: lance.dataset(theirs).count_rows(),
+            repeat=max(runs, 21),
+        )
         assert lt.dataset(ours).count_rows() == lance.dataset(theirs).count_rows()
         assert lt.dataset(ours).to_table().equals(lance.dataset(theirs).to_table())
-        report.add(Result(
-            "compaction",
-            median_time(lambda: lt.dataset(ours).compact_files(), 1),
-            median_time(lambda: lance.dataset(theirs).optimize.compact_files(), 1),
-            1, "one run: rewrites every fragment (deletions above 10%)",
-        ))
+        report.add(
+            Result(
+                "compaction",
+                median_time(lambda: lt.dataset(ours).compact_files(), 1),
+                median_time(lambda: lance.dataset(theirs).optimize.compact_files(), 1),
+                1,
+                "one run: rewrites every fragment (deletions above 10%)",
+            )
+        )
         assert lt.dataset(ours).to_table().equals(lance.dataset(theirs).to_table())
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -21,13 +21,13 @@ from lance_table.errors import (
 
 __version__ = "0.1.0"
 
-from lance_table.table import Dataset, dataset, write_dataset  # noqa: E402
+from lance_table.table import Dataset, dataset, write_dataset
 
 __all__ = [
     "CommitConflictError",
-    "Dataset",
     "CommitError",
     "CorruptFileError",
+    "Dataset",
     "DatasetAlreadyExistsError",
     "DatasetNotFoundError",
     "FilterError",

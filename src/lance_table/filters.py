@@ -17,10 +17,15 @@ The SQL follows Lance's dialect:
   date column ``d`` with a date, ``tz > timestamp '2024-01-01 10:00:00'`` reads the naive literal as UTC,
   ``f32 = 0.1`` compares in float32.
 * Floats compare in DataFusion's total order: NaN equals NaN and sorts above +inf, so ``f > 1``
-  selects NaN rows (IEEE 754 comparisons, which Arrow uses, would not).
+  selects NaN rows (IEEE 754 comparisons, which Arrow uses, would not). Unlike DataFusion, -0.0 equals
+  0.0 also between two columns, and a NaN with its sign bit set (``0.0 / 0`` on x86) still sorts last.
 * Three-valued logic: comparisons with NULL are NULL, ``AND``/``OR`` are Kleene, ``NOT NULL`` is NULL,
   ``x IN (1, NULL)`` is NULL (not false) when ``x`` is not 1. A filter selects the rows where the
   predicate is TRUE; :meth:`pyarrow.Table.filter` drops NULLs, which is the same thing.
+
+Not supported (a :class:`~lance_table.errors.FilterError` names the construct): subqueries, aggregates,
+CASE, ``IS [NOT] DISTINCT FROM``, TRY_CAST, intervals, table qualifiers, and functions other than
+``lower``, ``upper``, ``abs`` and ``length``.
 """
 
 from __future__ import annotations
@@ -36,9 +41,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import sqlglot
-from sqlglot import exp, tokens
+from sqlglot import exp, parser, tokens
 from sqlglot.dialects.dialect import Dialect, NormalizationStrategy
 from sqlglot.errors import ParseError, SqlglotError
+from sqlglot.parser import IsPredicatePrecedence
 
 from lance_table.errors import FilterError
 
@@ -46,7 +52,7 @@ __all__ = ["filter_columns", "parse_filter"]
 
 
 class _LanceSQL(Dialect):
-    """The lexical rules of Lance's SQL: ``'`` strings, backtick identifiers, ``"`` strings."""
+    """Lance's SQL: ``'`` strings, backtick identifiers, ``"`` strings, IS below comparisons."""
 
     NORMALIZATION_STRATEGY = NormalizationStrategy.CASE_SENSITIVE
 
@@ -57,6 +63,10 @@ class _LanceSQL(Dialect):
         # column (standard SQL) or is a string (Lance).
         RAW_STRINGS = ['"']  # noqa: RUF012
         STRING_ESCAPES = ["'"]  # noqa: RUF012
+
+    class Parser(parser.Parser):
+        # IS binds below comparisons, as in DataFusion: `a > 1 IS TRUE` is `(a > 1) IS TRUE`
+        IS_PREDICATE_PRECEDENCE = IsPredicatePrecedence.LOW
 
 
 @dataclass(frozen=True)
@@ -208,9 +218,11 @@ def _compile(predicate: str, schema: pa.Schema) -> tuple[pc.Expression, set[str]
         raise TypeError(f"a filter must be SQL text or a pyarrow Expression, not {type(predicate).__name__}")
     if not predicate.strip():
         raise FilterError("empty filter predicate")
-    tree = _parse(predicate)
     compiler = _Compiler(schema)
-    result = compiler.compile(tree)
+    try:
+        result = compiler.compile(_parse(predicate))
+    except RecursionError:
+        raise FilterError("filter is nested too deeply") from None
     if not pa.types.is_boolean(result.type):
         raise FilterError(f"filter {predicate!r} is not a boolean expression (it is of type {result.type})")
     try:  # a last check that the expression binds against the schema
@@ -299,11 +311,24 @@ def _is_string(t: pa.DataType) -> bool:
     return bool(pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t))
 
 
-def _cast_is_lossy(source: pa.DataType, target: pa.DataType) -> bool:
-    """Casts DataFusion does by truncating, where a safe Arrow cast would refuse."""
-    if pa.types.is_floating(source) and (pa.types.is_integer(target) or pa.types.is_decimal(target)):
-        return True
-    return _is_temporal(source) and _is_temporal(target)
+def _cast_options(source: pa.DataType, target: pa.DataType) -> pc.CastOptions:
+    """DataFusion's CAST: floats truncate to integers, times truncate to coarser units and to dates;
+    everything else (overflow, unparsable strings) is an error."""
+    from_float = pa.types.is_floating(source)
+    return pc.CastOptions(
+        target,
+        allow_float_truncate=from_float and (pa.types.is_integer(target) or pa.types.is_decimal(target)),
+        allow_time_truncate=_is_temporal(source) and _is_temporal(target),
+        allow_decimal_truncate=pa.types.is_decimal(source) and not pa.types.is_decimal(target),
+    )
+
+
+def _cast(x: Any, source: pa.DataType, target: pa.DataType) -> Any:
+    """``x`` (an Array, Scalar or Expression of type ``source``) cast to ``target`` as DataFusion casts."""
+    if pa.types.is_integer(source) and pa.types.is_date32(target) and source != pa.int32():
+        x = x.cast(pa.int32())  # Arrow casts only int32 to date32 (a count of days)
+        source = pa.int32()
+    return x.cast(options=_cast_options(source, target))
 
 
 def _cast_scalar(value: pa.Scalar, target: pa.DataType) -> pa.Scalar:
@@ -315,9 +340,9 @@ def _cast_scalar(value: pa.Scalar, target: pa.DataType) -> pa.Scalar:
         text = value.as_py()
         if pa.types.is_date(target):
             return pa.scalar(_parse_date(text), pa.date32()).cast(target)
-        return _parse_timestamp(text).cast(target, safe=False)
+        return _cast(_parse_timestamp(text), pa.timestamp("ns"), target)
     try:
-        return value.cast(target, safe=not _cast_is_lossy(value.type, target))
+        return _cast(value, value.type, target)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
         raise FilterError(f"cannot convert {value.as_py()!r} to {target}: {e}") from e
 
@@ -429,8 +454,8 @@ class _Compiler:
             return FilterError(f"unsupported SQL construct: aggregate function {node.sql_name()}")
         if isinstance(node, exp.Anonymous):
             return FilterError(f"unsupported function '{node.name}'")
-        if isinstance(node, exp.Func) and not isinstance(node, exp.Cast):
-            return FilterError(f"unsupported function '{node.sql_name().lower()}'")
+        if isinstance(node, exp.Func):  # a function or keyword construct sqlglot knows: CASE, EXISTS, ...
+            return FilterError(f"unsupported SQL construct: {type(node).__name__} ({node.sql_name()})")
         return FilterError(f"unsupported SQL construct: {type(node).__name__}")
 
     # -- dispatch ----------------------------------------------------------------------------------
@@ -591,8 +616,7 @@ class _Compiler:
             return operand
         if operand.value is not None:
             return _literal(_cast_scalar(operand.value, target))
-        safe = not _cast_is_lossy(operand.type, target)
-        return self.apply(f"CAST to {target}", lambda x: x.cast(target, safe=safe), operand)
+        return self.apply(f"CAST to {target}", lambda x: _cast(x, operand.type, target), operand)
 
     def compare(self, op: str, a: _Operand, b: _Operand) -> _Operand:
         if a.is_null_literal or b.is_null_literal:
@@ -614,6 +638,7 @@ class _Compiler:
         if op in ("=", "<>"):
             if not (a_nan and b_nan):
                 return plain
+            plain = self.apply("=", pc.equal, a, b)
             both = self.apply("AND", pc.and_kleene, self.is_nan(a), self.is_nan(b))
             equal = self.apply("OR", pc.or_kleene, plain, both)
             return equal if op == "=" else self.apply("NOT", pc.invert, equal)
@@ -717,8 +742,7 @@ class _Compiler:
         operand = self.compile(node.this)
         if operand.value is not None:
             return _literal(_cast_scalar(operand.value, target))
-        safe = not _cast_is_lossy(operand.type, target)
-        return self.apply(f"CAST AS {node.to.sql()}", lambda x: x.cast(target, safe=safe), operand)
+        return self.apply(f"CAST AS {node.to.sql()}", lambda x: _cast(x, operand.type, target), operand)
 
 
 _PLAIN_COMPARE: dict[str, Callable[..., Any]] = {
@@ -802,5 +826,11 @@ def _expression_columns(expr: pc.Expression, schema: pa.Schema) -> list[str]:
         from_left = needed(left, base | frozenset(right))
         return from_left + needed(right, base | frozenset(from_left))
 
-    found = set(needed(names, frozenset())) if names else set()
+    # The columns named in the expression's text are a likely superset; when they suffice (the binding
+    # says so, exactly), search only among them.
+    text = str(expr)
+    candidates = [n for n in names if n in text]
+    if not binds(frozenset(candidates)):
+        candidates = names
+    found = set(needed(candidates, frozenset())) if candidates else set()
     return [n for n in names if n in found]

@@ -49,8 +49,12 @@ def test_input_kinds(tmp_path, kind):
     table = make_rows(0, 1000).select(["id", "x", "s"])
     data = {
         "table": lambda: table,
-        "batch": lambda: table.to_batches()[0] if len(table.to_batches()) == 1 else table.combine_chunks().to_batches()[0],
-        "reader": lambda: pa.RecordBatchReader.from_batches(table.schema, table.to_batches(max_chunksize=100)),
+        "batch": lambda: (
+            table.to_batches()[0] if len(table.to_batches()) == 1 else table.combine_chunks().to_batches()[0]
+        ),
+        "reader": lambda: pa.RecordBatchReader.from_batches(
+            table.schema, table.to_batches(max_chunksize=100)
+        ),
         "iterable": lambda: table.to_batches(max_chunksize=100),
         "pandas": lambda: table.to_pandas(),
         "generator": lambda: (b for b in table.to_batches(max_chunksize=300)),
@@ -132,7 +136,9 @@ def test_take_by_position_skips_deleted_rows(tmp_path):
     live = table.filter(pc.not_equal(pc.modulo(table["id"], 3), 0))
     idx = [0, 1999, 5, 5, 1000, 1]
     assert_tables_equal(ds.take(idx), live.take(pa.array(idx)), check_metadata=False)
-    assert_tables_equal(ds.take(idx, columns=["s"]), live.select(["s"]).take(pa.array(idx)), check_metadata=False)
+    assert_tables_equal(
+        ds.take(idx, columns=["s"]), live.select(["s"]).take(pa.array(idx)), check_metadata=False
+    )
     with pytest.raises(IndexError):
         ds.take([2000])
 
@@ -226,8 +232,8 @@ def test_memory_storage(tmp_path):
 
     uri = "memory://lance_table_tests/ds1"
     try:
-        ds = lt.write_dataset(make_rows(0, 100), uri, max_rows_per_file=40)
-        ds = lt.write_dataset(make_rows(100, 10), uri, mode="append").delete("id < 5")
+        lt.write_dataset(make_rows(0, 100), uri, max_rows_per_file=40)
+        lt.write_dataset(make_rows(100, 10), uri, mode="append").delete("id < 5")
         assert lt.dataset(uri).count_rows() == 105
         assert lt.dataset(uri, version=1).count_rows() == 100
     finally:

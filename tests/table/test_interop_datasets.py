@@ -81,8 +81,16 @@ def test_our_history_uses_both_deletion_file_kinds_and_drops_fragments(ours_hist
     assert kinds == {DELETION_ARROW, DELETION_BITMAP}
     ops = [v["operation"] for v in lt.dataset(uri).versions()]
     assert ops == [
-        "overwrite", "append", "append", "delete", "delete", "delete",
-        "reserve_fragments", "rewrite", "overwrite", "restore",
+        "overwrite",
+        "append",
+        "append",
+        "delete",
+        "delete",
+        "delete",
+        "reserve_fragments",
+        "rewrite",
+        "overwrite",
+        "restore",
     ]
     after_whole_delete = lt.dataset(uri, version=6)
     assert len(after_whole_delete.get_fragments()) == len(lt.dataset(uri, version=5).get_fragments()) - 1
@@ -191,7 +199,7 @@ def test_we_write_on_top_of_pylance(theirs_history, tmp_path):
 
 
 def test_time_travel_by_timestamp_matches_versions(ours_history):
-    uri, expected = ours_history
+    uri, _expected = ours_history
     for info in lt.dataset(uri).versions():
         ds = lt.dataset(uri, asof=info["timestamp"])
         assert ds.version == info["version"]

@@ -17,9 +17,9 @@ import lance_table as lt
 from lance_table._proto import table_pb2, transaction_pb2
 from lance_table.format import flags, paths
 from lance_table.format.manifest import decode_manifest_file, encode_manifest_file
+from lance_table.storage import open_storage
 from lance_table.table import versions
 from lance_table.table.deletion import choose_kind, encode_deletions, read_deletions
-from lance_table.storage import open_storage
 
 
 def _manifest_pb(path: Path) -> tuple[table_pb2.Manifest, bytes]:
@@ -153,11 +153,11 @@ def test_2_2_datasets_are_refused_clearly(tmp_path):
     lance = pytest.importorskip("lance")
     uri = str(tmp_path / "ds")
     lance.write_dataset(make_rows(0, 10), uri)  # pylance's default format
-    with pytest.raises(lt.UnsupportedFormatError, match="2.2"):
+    with pytest.raises(lt.UnsupportedFormatError, match=r"2\.2"):
         lt.dataset(uri)
-    with pytest.raises(lt.UnsupportedFormatError, match="2.2"):
+    with pytest.raises(lt.UnsupportedFormatError, match=r"2\.2"):
         lt.write_dataset(make_rows(10, 10), uri, mode="append")
-    with pytest.raises(lt.UnsupportedFormatError, match="2.2"):
+    with pytest.raises(lt.UnsupportedFormatError, match=r"2\.2"):
         lt.write_dataset(make_rows(10, 10), uri, mode="overwrite")
     assert lance.dataset(uri).version == 1 and len(os.listdir(Path(uri) / "data")) == 1
 
@@ -217,7 +217,9 @@ def test_readers_accept_unsorted_arrow_and_both_roaring_forms(tmp_path):
     storage = open_storage(str(uri))
     df = frag.deletion_file
     path = uri / paths.deletion_file_path(0, df.read_version, df.id, False)
-    unsorted = pa.table([pa.array([9, 1, 5, 0], pa.uint32())], schema=pa.schema([pa.field("row_id", pa.uint32(), False)]))
+    unsorted = pa.table(
+        [pa.array([9, 1, 5, 0], pa.uint32())], schema=pa.schema([pa.field("row_id", pa.uint32(), False)])
+    )
     sink = pa.BufferOutputStream()
     with pa.ipc.new_file(sink, unsorted.schema) as w:
         w.write_table(unsorted)

@@ -169,7 +169,7 @@ class LanceFileReader:
         table = self._read(Runs.from_sorted_unique(unique), columns)
         if unique.size == idx.size and np.array_equal(unique, idx):
             return table
-        return table.take(pa.array(inverse.reshape(-1)))
+        return selectable(table).take(pa.array(inverse.reshape(-1)))
 
     def iter_batches(
         self,
@@ -222,7 +222,7 @@ class LanceFileReader:
         if runs.count > DENSE_MIN_RUNS and runs.total >= DENSE_FRACTION * span:
             # Many short runs close together: reading the covering span and selecting in memory
             # beats fetching and decoding thousands of tiny ranges.
-            whole = self._read_runs(Runs.span(lo, span), columns)
+            whole = selectable(self._read_runs(Runs.span(lo, span), columns))
             mask = np.zeros(span, bool)
             mask[runs.positions() - lo] = True
             return whole.filter(pa.array(mask))
@@ -386,6 +386,17 @@ def _concat(chunks: list[pa.Array], dtype: pa.DataType) -> pa.Array:
         # once the rows pointing at them are null, so drop them first.
         chunks = [_drop_null_items(c) for c in chunks]
     return pa.concat_arrays(chunks)
+
+
+def selectable(table: pa.Table) -> pa.Table:
+    """``table`` with null items removed from dictionaries, so Arrow can take/filter across chunks."""
+    for i, field in enumerate(table.schema):
+        col = table.column(i)
+        if pa.types.is_dictionary(field.type) and col.num_chunks > 1:
+            if any(c.dictionary.null_count for c in col.chunks):
+                fixed = pa.chunked_array([_drop_null_items(c) for c in col.chunks], type=field.type)
+                table = table.set_column(i, field, fixed)
+    return table
 
 
 def _drop_null_items(arr: pa.DictionaryArray) -> pa.DictionaryArray:

@@ -21,7 +21,9 @@ NAMES = {
 
 # What lance_table implements. Reading ignores row-id sequences (they are only needed to resolve
 # stable row ids); writing would have to maintain them, so datasets using them are read-only here.
-READABLE = DELETION_FILES | STABLE_ROW_IDS | USE_V2_FORMAT_DEPRECATED | TABLE_CONFIG | DISABLE_TRANSACTION_FILE
+READABLE = (
+    DELETION_FILES | STABLE_ROW_IDS | USE_V2_FORMAT_DEPRECATED | TABLE_CONFIG | DISABLE_TRANSACTION_FILE
+)
 WRITABLE = DELETION_FILES | USE_V2_FORMAT_DEPRECATED | TABLE_CONFIG | DISABLE_TRANSACTION_FILE
 
 
@@ -41,7 +43,9 @@ def unsupported(flags: int, supported: int) -> int:
     return flags & ~supported
 
 
-def compute(*, has_deletions: bool, has_row_ids: bool, has_config: bool, has_base_paths: bool) -> tuple[int, int]:
+def compute(
+    *, has_deletions: bool, has_row_ids: bool, has_config: bool, has_base_paths: bool
+) -> tuple[int, int]:
     """(reader, writer) flags recomputed from a manifest's contents, as every commit must."""
     reader = writer = 0
     if has_deletions:

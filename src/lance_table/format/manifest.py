@@ -224,10 +224,8 @@ class Manifest:
         pb.next_row_id = self.next_row_id
         if self.data_format is not None:
             pb.data_format.file_format, pb.data_format.version = self.data_format
-        for k, v in self.config.items():
-            pb.config[k] = v
-        for k, v in self.table_metadata.items():
-            pb.table_metadata[k] = v
+        pb.config.update(self.config)
+        pb.table_metadata.update(self.table_metadata)
         if transaction_offset is not None:
             pb.transaction_section = transaction_offset
         return pb
@@ -256,7 +254,9 @@ class Manifest:
             writer_library=pb.writer_version.library,
             writer_version=pb.writer_version.version,
             next_row_id=pb.next_row_id,
-            data_format=(pb.data_format.file_format, pb.data_format.version) if pb.HasField("data_format") else None,
+            data_format=(pb.data_format.file_format, pb.data_format.version)
+            if pb.HasField("data_format")
+            else None,
             config=dict(pb.config),
             table_metadata=dict(pb.table_metadata),
             index_section=index_section,

@@ -62,7 +62,7 @@ class LocalStorage(Storage):
     def open_writer(self, path: str) -> IO[bytes]:
         full = self._abs(path)
         self._makedirs(full)
-        return open(full, "wb")  # noqa: SIM115 - the caller closes it
+        return open(full, "wb")
 
     def put_if_absent(self, path: str, data: bytes) -> None:
         full = self._abs(path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import threading
 from collections.abc import Sequence
@@ -81,7 +82,7 @@ class FsspecStorage(Storage):
         self.fs.pipe_file(self._abs(path), data)
 
     def open_writer(self, path: str) -> IO[bytes]:
-        return self.fs.open(self._abs(path), "wb")  # type: ignore[no-any-return]
+        return self.fs.open(self._abs(path), "wb")
 
     def put_if_absent(self, path: str, data: bytes) -> None:
         # Check-then-write: only safe when the caller serializes commits (a commit lock).
@@ -120,10 +121,8 @@ class FsspecStorage(Storage):
         return out
 
     def delete(self, path: str) -> None:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             self.fs.rm_file(self._abs(path))
-        except FileNotFoundError:
-            pass
 
     def exists(self, path: str) -> bool:
         return bool(self.fs.isfile(self._abs(path)))

@@ -117,7 +117,9 @@ def _apply_rewrite(base: Manifest, op: Rewrite) -> Manifest:
         old_ids = [f.id for f in group.old_fragments]
         missing = [i for i in old_ids if i not in position]
         if missing:
-            raise CommitConflictError(f"fragments {missing} rewritten by compaction no longer exist", retryable=True)
+            raise CommitConflictError(
+                f"fragments {missing} rewritten by compaction no longer exist", retryable=True
+            )
         first = min(old_ids, key=lambda i: position[i])
         replaced[first] = group.new_fragments
         dropped.update(old_ids)

@@ -7,11 +7,11 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from lance_table.table import versions
-from lance_table.table.deletion import deletion_path
 from lance_table.errors import TagError
 from lance_table.format import paths
 from lance_table.format.manifest import Manifest
+from lance_table.table import versions
+from lance_table.table.deletion import deletion_path
 
 if TYPE_CHECKING:
     from lance_table.table.dataset import Dataset

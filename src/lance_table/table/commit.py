@@ -17,14 +17,14 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
-from lance_table.table import versions
-from lance_table.table.apply import next_manifest
-from lance_table.table.conflicts import Pending, rebase
 from lance_table.errors import CommitConflictError, CommitError, DatasetAlreadyExistsError
 from lance_table.format import paths
 from lance_table.format.manifest import Manifest, encode_manifest_file
 from lance_table.format.transaction import Restore, Transaction
 from lance_table.storage import Storage
+from lance_table.table import versions
+from lance_table.table.apply import next_manifest
+from lance_table.table.conflicts import Pending, rebase
 
 DEFAULT_MAX_RETRIES = 20
 
@@ -87,7 +87,9 @@ def commit(
     options = options or CommitOptions()
     if scheme is None:
         scheme = versions.naming_scheme(versions.list_versions(storage))
-    txn = Transaction(read_version=pending.read_version, operation=pending.operation, properties=properties or {})
+    txn = Transaction(
+        read_version=pending.read_version, operation=pending.operation, properties=properties or {}
+    )
     txn_bytes = txn.to_bytes()
     txn_name = paths.transaction_file_name(txn.read_version, txn.uuid)
     storage.write(paths.transaction_path(txn_name), txn_bytes)
@@ -101,7 +103,9 @@ def commit(
                 storage.put_if_absent(paths.manifest_path(manifest.version, scheme), data)
         except FileExistsError:
             if create_only:
-                raise DatasetAlreadyExistsError(f"a dataset was created at {storage.uri} concurrently") from None
+                raise DatasetAlreadyExistsError(
+                    f"a dataset was created at {storage.uri} concurrently"
+                ) from None
             if attempt == options.max_retries:
                 break
             current, pending = _rebase_onto_latest(storage, current, pending)
@@ -117,7 +121,9 @@ def commit(
     raise CommitError(f"gave up committing to {storage.uri} after {options.max_retries} retries")
 
 
-def _rebase_onto_latest(storage: Storage, current: Manifest | None, pending: Pending) -> tuple[Manifest, Pending]:
+def _rebase_onto_latest(
+    storage: Storage, current: Manifest | None, pending: Pending
+) -> tuple[Manifest, Pending]:
     after = current.version if current is not None else 0
     theirs: list[Transaction] = []
     latest = current

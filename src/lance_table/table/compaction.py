@@ -5,15 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from lance_table.table.commit import commit
-from lance_table.table.conflicts import Pending
-from lance_table.table.fragment import FragmentReader
-from lance_table.table.writer import DEFAULT_MAX_BYTES_PER_FILE, FragmentWriter
 from lance_table.errors import UnsupportedFormatError
 from lance_table.file.runs import Runs
 from lance_table.format import paths
 from lance_table.format.manifest import Fragment
 from lance_table.format.transaction import ReserveFragments, Rewrite, RewriteGroup
+from lance_table.table.commit import commit
+from lance_table.table.conflicts import Pending
+from lance_table.table.fragment import FragmentReader
+from lance_table.table.writer import DEFAULT_MAX_BYTES_PER_FILE, FragmentWriter
 
 if TYPE_CHECKING:
     from lance_table.table.dataset import Dataset
@@ -85,7 +85,11 @@ def plan(
 def _rewrite_bin(ds: Dataset, bin_: _Bin, max_bytes: int) -> list[Fragment]:
     # Like pylance, each bin becomes one fragment (unless it passes the byte limit).
     writer = FragmentWriter(
-        ds._storage, ds.schema, list(ds.manifest.fields), max_rows_per_file=2**62, max_bytes_per_file=max_bytes
+        ds._storage,
+        ds.schema,
+        list(ds.manifest.fields),
+        max_rows_per_file=2**62,
+        max_bytes_per_file=max_bytes,
     )
     try:
         for frag in bin_.fragments:
@@ -126,7 +130,12 @@ def compact_files(
     ds._require_writable_format()
     if materialize_deletions and materialize_deletions_threshold >= 1.0:
         materialize_deletions = False
-    bins = plan(ds._fragment_readers(), target_rows_per_fragment, materialize_deletions, materialize_deletions_threshold)
+    bins = plan(
+        ds._fragment_readers(),
+        target_rows_per_fragment,
+        materialize_deletions,
+        materialize_deletions_threshold,
+    )
     if not bins:
         return ds
     if ds.manifest.index_section is not None:
@@ -136,7 +145,9 @@ def compact_files(
         for bin_ in bins:
             written.append(_rewrite_bin(ds, bin_, max_bytes_per_file or DEFAULT_MAX_BYTES_PER_FILE))
         total = sum(len(w) for w in written)
-        reserved = commit(ds._storage, ds.manifest, Pending(ReserveFragments(total), ds.version), options=ds._commit_options)
+        reserved = commit(
+            ds._storage, ds.manifest, Pending(ReserveFragments(total), ds.version), options=ds._commit_options
+        )
         assert reserved.max_fragment_id is not None
         next_id = reserved.max_fragment_id - total + 1
         groups = []

@@ -76,13 +76,17 @@ def rebase(pending: Pending, theirs: list[Transaction], latest: Manifest, storag
                 f"a concurrent {other.name} replaced the data this {mine.name} was based on ({where})",
                 retryable=False,
             )
-        if isinstance(other, ReserveFragments) or isinstance(other, Append):
+        if isinstance(other, (ReserveFragments, Append)):
             continue
         if _changes_schema(other) and not isinstance(mine, Append):
-            raise CommitConflictError(f"a concurrent {other.name} changed the table ({where})", retryable=True)
+            raise CommitConflictError(
+                f"a concurrent {other.name} changed the table ({where})", retryable=True
+            )
         if isinstance(mine, Append):
             if _changes_schema(other):
-                raise CommitConflictError(f"a concurrent {other.name} changed the schema ({where})", retryable=True)
+                raise CommitConflictError(
+                    f"a concurrent {other.name} changed the schema ({where})", retryable=True
+                )
             continue
         overlap = _touched(mine) & _touched(other)
         if not overlap:
@@ -90,7 +94,8 @@ def rebase(pending: Pending, theirs: list[Transaction], latest: Manifest, storag
         if isinstance(mine, Delete) and isinstance(other, Delete):
             continue  # merged below against the latest state of each fragment
         raise CommitConflictError(
-            f"{mine.name} and a concurrent {other.name} both changed fragments {sorted(overlap)}", retryable=True
+            f"{mine.name} and a concurrent {other.name} both changed fragments {sorted(overlap)}",
+            retryable=True,
         )
     if isinstance(mine, Delete):
         return _rebase_delete(pending, mine, latest, storage)

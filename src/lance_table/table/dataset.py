@@ -11,6 +11,18 @@ from typing import Any, Literal
 import numpy as np
 import pyarrow as pa
 
+from lance_table.errors import (
+    DatasetAlreadyExistsError,
+    DatasetNotFoundError,
+    SchemaError,
+    UnsupportedFormatError,
+    VersionNotFoundError,
+)
+from lance_table.file.runs import Runs
+from lance_table.format.manifest import Fragment, Manifest
+from lance_table.format.transaction import COMMIT_MESSAGE_KEY, Append, Overwrite, Restore
+from lance_table.schema import arrow_schema_from_fields, build_tree, fields_from_arrow
+from lance_table.storage import Storage, open_storage
 from lance_table.table import versions
 from lance_table.table.commit import CommitLock, CommitOptions, commit
 from lance_table.table.conflicts import Pending
@@ -24,18 +36,6 @@ from lance_table.table.writer import (
     as_reader,
     write_fragments,
 )
-from lance_table.errors import (
-    DatasetAlreadyExistsError,
-    DatasetNotFoundError,
-    SchemaError,
-    UnsupportedFormatError,
-    VersionNotFoundError,
-)
-from lance_table.file.runs import Runs
-from lance_table.format.manifest import Fragment, Manifest
-from lance_table.format.transaction import COMMIT_MESSAGE_KEY, Append, Overwrite, Restore, Transaction
-from lance_table.schema import arrow_schema_from_fields, build_tree, fields_from_arrow
-from lance_table.storage import Storage, open_storage
 
 WriteMode = Literal["create", "append", "overwrite"]
 
@@ -46,7 +46,9 @@ class Dataset:
     Open with :func:`lance_table.dataset`; create with :func:`lance_table.write_dataset`.
     """
 
-    def __init__(self, storage: Storage, manifest: Manifest, *, commit_options: CommitOptions | None = None) -> None:
+    def __init__(
+        self, storage: Storage, manifest: Manifest, *, commit_options: CommitOptions | None = None
+    ) -> None:
         versions.check_readable(manifest, storage.uri)
         self._storage = storage
         self._manifest = manifest
@@ -60,7 +62,8 @@ class Dataset:
             fmt = sorted(versions_seen)[0]
         if fmt not in (None, "2.0"):
             raise UnsupportedFormatError(
-                f"{self.uri} stores data files in Lance format {fmt}; lance_table reads format 2.0 only so far"
+                f"{self.uri} stores data files in Lance format {fmt}; "
+                "lance_table reads format 2.0 only so far"
             )
         other = versions_seen - {"2.0"}
         if other:
@@ -124,7 +127,9 @@ class Dataset:
             VersionNotFoundError: the version does not exist.
             TagError: the tag does not exist.
         """
-        return Dataset(self._storage, _load(self._storage, version, None), commit_options=self._commit_options)
+        return Dataset(
+            self._storage, _load(self._storage, version, None), commit_options=self._commit_options
+        )
 
     def checkout_latest(self) -> Dataset:
         """The newest version (this handle stays pinned)."""
@@ -187,13 +192,17 @@ class Dataset:
         out = output_schema(self.schema, spec)
         return pa.Table.from_batches(list(scan(self._fragment_readers(), spec, out)), schema=out)
 
-    def take(self, indices: Sequence[int] | np.ndarray | pa.Array, columns: Sequence[str] | None = None) -> pa.Table:
+    def take(
+        self, indices: Sequence[int] | np.ndarray | pa.Array, columns: Sequence[str] | None = None
+    ) -> pa.Table:
         """Rows by position in this version (deleted rows do not count), in the order given.
 
         Raises:
             IndexError: an index is outside ``[0, count_rows())``.
         """
-        idx = np.asarray(indices.to_numpy() if isinstance(indices, pa.Array) else indices, dtype=np.int64).reshape(-1)
+        idx = np.asarray(
+            indices.to_numpy() if isinstance(indices, pa.Array) else indices, dtype=np.int64
+        ).reshape(-1)
         spec = make_spec(self.schema, columns, None, False, None, None, None)
         out = output_schema(self.schema, spec)
         total = self._manifest.num_rows
@@ -219,7 +228,9 @@ class Dataset:
     def _commit(self, pending: Pending, message: str | None = None) -> Dataset:
         versions.check_writable(self._manifest, self.uri)
         properties = {COMMIT_MESSAGE_KEY: message} if message else {}
-        manifest = commit(self._storage, self._manifest, pending, options=self._commit_options, properties=properties)
+        manifest = commit(
+            self._storage, self._manifest, pending, options=self._commit_options, properties=properties
+        )
         return Dataset(self._storage, manifest, commit_options=self._commit_options)
 
     def delete(self, predicate: Predicate, *, commit_message: str | None = None) -> Dataset:
@@ -358,7 +369,9 @@ def write_dataset(
     entries = versions.list_versions(storage)
     base = versions.read_manifest_file(storage, entries[-1]).manifest if entries else None
     if base is not None and mode == "create":
-        raise DatasetAlreadyExistsError(f"a dataset already exists at {storage.uri}; use mode='append' or 'overwrite'")
+        raise DatasetAlreadyExistsError(
+            f"a dataset already exists at {storage.uri}; use mode='append' or 'overwrite'"
+        )
     if base is not None:
         versions.check_writable(base, storage.uri)
         _check_writable_data_format(base, storage.uri)
@@ -390,7 +403,12 @@ def write_dataset(
     properties = {COMMIT_MESSAGE_KEY: commit_message} if commit_message else {}
     try:
         manifest = commit(
-            storage, base, pending, options=options, properties=properties, create_only=base is None and mode == "create"
+            storage,
+            base,
+            pending,
+            options=options,
+            properties=properties,
+            create_only=base is None and mode == "create",
         )
     except BaseException:
         for path in written:

@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow.compute as pc
 
+from lance_table.format.manifest import Fragment
+from lance_table.format.transaction import Delete
 from lance_table.table.conflicts import Pending
 from lance_table.table.deletion import union, write_deletions
 from lance_table.table.scanner import READ_CHUNK_ROWS, make_spec, matching_positions
-from lance_table.format.manifest import Fragment
-from lance_table.format.transaction import Delete
 
 if TYPE_CHECKING:
     from lance_table.table.dataset import Dataset

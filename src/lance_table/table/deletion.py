@@ -55,7 +55,9 @@ def _read_arrow(data: bytes, where: str) -> np.ndarray:
     except (pa.ArrowInvalid, OSError) as exc:
         raise CorruptFileError(where, f"Arrow deletion file does not decode ({exc})") from exc
     if not table.schema.equals(ARROW_SCHEMA):
-        raise CorruptFileError(where, f"deletion file schema is {table.schema}, expected row_id: uint32 not null")
+        raise CorruptFileError(
+            where, f"deletion file schema is {table.schema}, expected row_id: uint32 not null"
+        )
     column = table.column(0)
     if column.null_count:
         raise CorruptFileError(where, "deletion file holds nulls")
@@ -91,7 +93,7 @@ def encode_deletions(offsets: np.ndarray, kind: str) -> bytes:
     if kind == DELETION_BITMAP:
         bitmap = BitMap()
         bitmap.update(values)
-        return bitmap.serialize()  # type: ignore[no-any-return]
+        return bitmap.serialize()
     sink = io.BytesIO()
     options = ipc.IpcWriteOptions(compression="zstd")
     with ipc.new_file(sink, ARROW_SCHEMA, options=options) as writer:
@@ -99,9 +101,13 @@ def encode_deletions(offsets: np.ndarray, kind: str) -> bytes:
     return sink.getvalue()
 
 
-def write_deletions(storage: Storage, fragment: Fragment, offsets: np.ndarray, read_version: int) -> DeletionFile:
+def write_deletions(
+    storage: Storage, fragment: Fragment, offsets: np.ndarray, read_version: int
+) -> DeletionFile:
     """Write a new cumulative deletion file for ``fragment`` and return its descriptor."""
     kind = choose_kind(fragment.deletion_file, int(offsets.size))
-    df = DeletionFile(kind=kind, read_version=read_version, id=secrets.randbits(64), num_deleted_rows=int(offsets.size))
+    df = DeletionFile(
+        kind=kind, read_version=read_version, id=secrets.randbits(64), num_deleted_rows=int(offsets.size)
+    )
     storage.write(deletion_path(fragment.id, df), encode_deletions(offsets, kind))
     return df

@@ -10,14 +10,15 @@ from functools import cached_property
 import numpy as np
 import pyarrow as pa
 
-from lance_table.table.deletion import read_deletions
 from lance_table.errors import SchemaError, UnsupportedFormatError
 from lance_table.file import LanceFileReader
+from lance_table.file.reader import selectable
 from lance_table.file.runs import Runs
 from lance_table.format import paths
 from lance_table.format.manifest import DataFile, Fragment
 from lance_table.schema import FieldNode
 from lance_table.storage import Storage
+from lance_table.table.deletion import read_deletions
 
 READER_CACHE_SIZE = 1024
 
@@ -117,7 +118,7 @@ class FragmentReader:
                 target = self.roots[name].arrow_type
                 columns[name] = col if col.type == target else col.cast(target)
         schema = pa.schema([self.roots[n].to_arrow_field() for n in names])
-        return pa.Table.from_arrays([columns[n] for n in names], schema=schema)
+        return selectable(pa.Table.from_arrays([columns[n] for n in names], schema=schema))
 
     def _file_of(self, field_id: int) -> int:
         """Index of the data file holding a field (the last one, if several do), or -1."""

@@ -9,14 +9,15 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TypeAlias
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_table.table.fragment import FragmentReader
 from lance_table.errors import SchemaError
 from lance_table.file.runs import Runs
+from lance_table.table.fragment import FragmentReader
 
 ROW_ID = "_rowid"
 DEFAULT_BATCH_SIZE = 8192
@@ -26,7 +27,7 @@ READ_CHUNK_ROWS = 256 * 1024
 DENSE_SELECTION = 0.02
 _POS = "__lance_table_position"
 
-Predicate = str | pc.Expression
+Predicate: TypeAlias = "str | pc.Expression"
 
 
 @dataclass

@@ -7,10 +7,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from lance_table.table import versions
 from lance_table.errors import CorruptFileError, TagError
 from lance_table.format import paths
 from lance_table.storage import Storage
+from lance_table.table import versions
 
 
 @dataclass(frozen=True)
@@ -65,8 +65,10 @@ class Tags:
             body = json.loads(data)
             int(body["version"])
         except (ValueError, KeyError, TypeError) as exc:
-            raise CorruptFileError(f"{self._storage.uri.rstrip('/')}/{path}", f"tag file is not valid ({exc})") from exc
-        return body  # type: ignore[no-any-return]
+            raise CorruptFileError(
+                f"{self._storage.uri.rstrip('/')}/{path}", f"tag file is not valid ({exc})"
+            ) from exc
+        return body
 
     def create(self, name: str, version: int) -> None:
         """Name ``version``.
@@ -93,7 +95,9 @@ class Tags:
             VersionNotFoundError: the version does not exist.
         """
         body = self._read(name)
-        self._storage.write(paths.tag_path(name), self._write(name, version, body["createdAt"], body.get("metadata") or {}))
+        self._storage.write(
+            paths.tag_path(name), self._write(name, version, body["createdAt"], body.get("metadata") or {})
+        )
 
     def delete(self, name: str) -> None:
         """Remove a tag.

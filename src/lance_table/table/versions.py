@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass
 
@@ -80,7 +81,8 @@ def find_entry(storage: Storage, version: int) -> VersionEntry:
         if e.version == version:
             return e
     raise VersionNotFoundError(
-        f"version {version} of {storage.uri} does not exist (versions {entries[0].version}..{entries[-1].version})"
+        f"version {version} of {storage.uri} does not exist "
+        f"(versions {entries[0].version}..{entries[-1].version})"
     )
 
 
@@ -93,7 +95,9 @@ def read_manifest_file(storage: Storage, entry: VersionEntry) -> ManifestFile:
     where = f"{storage.uri.rstrip('/')}/{entry.path}"
     mf = decode_manifest_file(storage.read(entry.path), where)
     if mf.manifest.version != entry.version:
-        raise CorruptFileError(where, f"file name says version {entry.version}, manifest says {mf.manifest.version}")
+        raise CorruptFileError(
+            where, f"file name says version {entry.version}, manifest says {mf.manifest.version}"
+        )
     return mf
 
 
@@ -143,7 +147,7 @@ def read_transaction(storage: Storage, mf: ManifestFile) -> Transaction | None:
 
 def write_version_hint(storage: Storage, version: int) -> None:
     """Best-effort update of ``latest_version_hint.json`` (only a hint; readers list the directory)."""
-    try:
-        storage.write(paths.LATEST_VERSION_HINT, json.dumps({"version": version}, separators=(",", ":")).encode())
-    except OSError:
-        pass
+    with contextlib.suppress(OSError):
+        storage.write(
+            paths.LATEST_VERSION_HINT, json.dumps({"version": version}, separators=(",", ":")).encode()
+        )

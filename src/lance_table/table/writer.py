@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -39,7 +40,11 @@ def as_reader(data: Any, schema: pa.Schema | None = None) -> pa.RecordBatchReade
         return pa.RecordBatchReader.from_batches(data.schema, data.to_batches(max_chunksize=WRITE_CHUNK_ROWS))
     if isinstance(data, pa.RecordBatch):
         return pa.RecordBatchReader.from_batches(data.schema, [data])
-    if type(data).__name__ == "DataFrame" and hasattr(data, "to_numpy") and type(data).__module__.startswith("pandas"):
+    if (
+        type(data).__name__ == "DataFrame"
+        and hasattr(data, "to_numpy")
+        and type(data).__module__.startswith("pandas")
+    ):
         table = pa.Table.from_pandas(data, schema=schema, preserve_index=False)
         return as_reader(table)
     if hasattr(data, "__arrow_c_stream__"):
@@ -177,15 +182,11 @@ class FragmentWriter:
         if self._writer is not None:
             self._writer.abort()
         if self._stream is not None:
-            try:
+            with contextlib.suppress(Exception):
                 self._stream.close()
-            except Exception:  # noqa: BLE001 - best effort while unwinding another error
-                pass
         for path in self.paths:
-            try:
+            with contextlib.suppress(OSError):
                 self.storage.delete(path)
-            except OSError:
-                pass
         self._writer = None
 
 
