@@ -392,10 +392,10 @@ def selectable(table: pa.Table) -> pa.Table:
     """``table`` with null items removed from dictionaries, so Arrow can take/filter across chunks."""
     for i, field in enumerate(table.schema):
         col = table.column(i)
-        if pa.types.is_dictionary(field.type) and col.num_chunks > 1:
-            if any(c.dictionary.null_count for c in col.chunks):
-                fixed = pa.chunked_array([_drop_null_items(c) for c in col.chunks], type=field.type)
-                table = table.set_column(i, field, fixed)
+        dicts = pa.types.is_dictionary(field.type) and col.num_chunks > 1
+        if dicts and any(c.dictionary.null_count for c in col.chunks):
+            fixed = pa.chunked_array([_drop_null_items(c) for c in col.chunks], type=field.type)
+            table = table.set_column(i, field, fixed)
     return table
 
 

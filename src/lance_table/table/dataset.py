@@ -27,7 +27,7 @@ from lance_table.table import versions
 from lance_table.table.commit import CommitLock, CommitOptions, commit
 from lance_table.table.conflicts import Pending
 from lance_table.table.fragment import FragmentReader
-from lance_table.table.scanner import Predicate, count_matching, make_spec, output_schema, scan
+from lance_table.table.scanner import Predicate, count_matching, make_spec, output_schema, scan, scan_all
 from lance_table.table.tags import Tags
 from lance_table.table.writer import (
     DEFAULT_MAX_BYTES_PER_FILE,
@@ -190,7 +190,7 @@ class Dataset:
         """
         spec = make_spec(self.schema, columns, filter, with_row_id, 1 << 30, offset, limit)
         out = output_schema(self.schema, spec)
-        return pa.Table.from_batches(list(scan(self._fragment_readers(), spec, out)), schema=out)
+        return scan_all(self._fragment_readers(), spec, out)
 
     def take(
         self, indices: Sequence[int] | np.ndarray | pa.Array, columns: Sequence[str] | None = None

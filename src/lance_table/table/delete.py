@@ -8,10 +8,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow.compute as pc
 
+from lance_table._parallel import map_fragments
 from lance_table.format.manifest import Fragment
 from lance_table.format.transaction import Delete
 from lance_table.table.conflicts import Pending
 from lance_table.table.deletion import union, write_deletions
+from lance_table.table.fragment import FragmentReader
 from lance_table.table.scanner import READ_CHUNK_ROWS, make_spec, matching_positions
 
 if TYPE_CHECKING:
@@ -25,15 +27,19 @@ def plan_delete(ds: Dataset, predicate: str | pc.Expression) -> Pending:
     removed: list[int] = []
     additions: dict[int, np.ndarray] = {}
     bases = {}
-    for frag in ds._fragment_readers():
+
+    def matches(frag: FragmentReader) -> np.ndarray | None:
         parts = []
         for lo in range(0, frag.physical_rows, READ_CHUNK_ROWS):
             runs = matching_positions(frag, spec, lo, min(lo + READ_CHUNK_ROWS, frag.physical_rows))
             if runs.total:
                 parts.append(runs.positions())
-        if not parts:
+        return np.concatenate(parts).astype(np.uint32) if parts else None
+
+    frags = ds._fragment_readers()
+    for frag, matched in zip(frags, map_fragments(matches, frags)):
+        if matched is None:
             continue
-        matched = np.concatenate(parts).astype(np.uint32)
         additions[frag.fragment.id] = matched
         bases[frag.fragment.id] = frag.fragment.deletion_file
         merged = union(frag.deleted, matched)

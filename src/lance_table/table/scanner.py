@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_table._parallel import map_fragments
 from lance_table.errors import SchemaError
 from lance_table.file.runs import Runs
 from lance_table.table.fragment import FragmentReader
@@ -170,6 +171,15 @@ def _empty_rows(n: int) -> pa.Table:
     return pa.table({"_": pa.nulls(n)}).drop_columns(["_"])
 
 
+def scan_all(frags: Sequence[FragmentReader], spec: ScanSpec, out_schema: pa.Schema) -> pa.Table:
+    """Every matching row as one table; fragments are scanned in parallel when no limit applies."""
+    if spec.limit is not None or spec.offset:
+        return pa.Table.from_batches(list(scan(frags, spec, out_schema)), schema=out_schema)
+    parts = map_fragments(lambda f: list(scan_fragment(f, spec, out_schema)), frags)
+    tables = [t for part in parts for t in part]
+    return pa.concat_tables(tables) if tables else out_schema.empty_table()
+
+
 def scan(frags: Sequence[FragmentReader], spec: ScanSpec, out_schema: pa.Schema) -> Iterator[pa.RecordBatch]:
     """Batches of at most ``spec.batch_size`` rows, honouring offset and limit."""
     skip = spec.offset
@@ -195,11 +205,12 @@ def scan(frags: Sequence[FragmentReader], spec: ScanSpec, out_schema: pa.Schema)
 
 
 def count_matching(frags: Sequence[FragmentReader], spec: ScanSpec) -> int:
-    total = 0
-    for frag in frags:
+    def count(frag: FragmentReader) -> int:
         if spec.filter is None:
-            total += frag.physical_rows - int(frag.deleted.size)
-            continue
-        for lo in range(0, frag.physical_rows, READ_CHUNK_ROWS):
-            total += matching_positions(frag, spec, lo, min(lo + READ_CHUNK_ROWS, frag.physical_rows)).total
-    return total
+            return frag.physical_rows - int(frag.deleted.size)
+        return sum(
+            matching_positions(frag, spec, lo, min(lo + READ_CHUNK_ROWS, frag.physical_rows)).total
+            for lo in range(0, frag.physical_rows, READ_CHUNK_ROWS)
+        )
+
+    return sum(map_fragments(count, frags))
