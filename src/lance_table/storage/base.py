@@ -73,8 +73,11 @@ class Storage(ABC):
         """
 
     @abstractmethod
-    def list_dir(self, path: str) -> list[Entry]:
-        """Files directly inside a directory (none if it does not exist)."""
+    def list_dir(self, path: str, *, stat: bool = True) -> list[Entry]:
+        """Files directly inside a directory (none if it does not exist).
+
+        With ``stat=False`` a backend may leave sizes at -1 and times unknown when that is cheaper.
+        """
 
     @abstractmethod
     def delete(self, path: str) -> None:

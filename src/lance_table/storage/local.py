@@ -78,15 +78,19 @@ class LocalStorage(Storage):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
 
-    def list_dir(self, path: str) -> list[Entry]:
+    def list_dir(self, path: str, *, stat: bool = True) -> list[Entry]:
         full = self._abs(path)
         out = []
         try:
             with os.scandir(full) as it:
                 for e in it:
                     if e.is_file():
-                        st = e.stat()
-                        out.append(Entry(f"{path}/{e.name}" if path else e.name, st.st_size, st.st_mtime))
+                        rel = f"{path}/{e.name}" if path else e.name
+                        if stat:
+                            st = e.stat()
+                            out.append(Entry(rel, st.st_size, st.st_mtime))
+                        else:
+                            out.append(Entry(rel, -1, None))
         except (FileNotFoundError, NotADirectoryError):
             return []
         return out

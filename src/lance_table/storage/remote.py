@@ -90,7 +90,7 @@ class FsspecStorage(Storage):
             raise FileExistsError(errno.EEXIST, "already exists", self._abs(path))
         self.fs.pipe_file(self._abs(path), data)
 
-    def list_dir(self, path: str) -> list[Entry]:
+    def list_dir(self, path: str, *, stat: bool = True) -> list[Entry]:
         base = self._abs(path)
         try:
             infos = self.fs.ls(base, detail=True)

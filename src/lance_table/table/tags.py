@@ -42,7 +42,7 @@ class Tags:
         self._storage = storage
 
     def _manifest_size(self, version: int) -> int:
-        return versions.find_entry(self._storage, version).size
+        return self._storage.size(versions.find_entry(self._storage, version).path)
 
     def _write(self, name: str, version: int, created: str, metadata: dict[str, Any]) -> bytes:
         body = {

@@ -36,7 +36,7 @@ def list_versions(storage: Storage) -> list[VersionEntry]:
         CorruptFileError: the directory mixes the V1 and V2 manifest naming schemes.
     """
     entries = []
-    for e in storage.list_dir(paths.VERSIONS_DIR):
+    for e in storage.list_dir(paths.VERSIONS_DIR, stat=False):
         parsed = paths.parse_manifest_name(e.name)
         if parsed is not None:
             entries.append(VersionEntry(parsed[0], e.path, e.size, parsed[1]))
