@@ -1,4 +1,4 @@
-"""Write a Lance data file with lance_table, read it back in several ways.
+"""lance_table in five minutes: a versioned dataset that pylance can open too.
 
 Run: python examples/quickstart.py
 """
@@ -11,36 +11,54 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from lance_table.file import LanceFileReader, LanceFileWriter
+import lance_table as lt
+
+
+def events(start: int, n: int) -> pa.Table:
+    rng = np.random.default_rng(start)
+    return pa.table(
+        {
+            "id": pa.array(np.arange(start, start + n)),
+            "score": pa.array(rng.random(n)),
+            "kind": pa.array(np.array(["click", "view", "buy"], dtype=object)[rng.integers(0, 3, n)]),
+        }
+    )
 
 
 def main() -> None:
-    rng = np.random.default_rng(0)
-    n = 100_000
-    table = pa.table(
-        {
-            "id": pa.array(np.arange(n)),
-            "score": pa.array(rng.random(n)),
-            "name": pa.array([f"user-{i}" for i in range(n)]),
-            "embedding": pa.FixedSizeListArray.from_arrays(pa.array(rng.random(n * 8, dtype=np.float32)), 8),
-            "tags": pa.array([["a", "b"][: i % 3] for i in range(n)], pa.list_(pa.string())),
-        }
-    )
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "users.lance"
-        # Stream batches into one file; pages are flushed per column every 8 MiB by default.
-        with LanceFileWriter(path, table.schema) as writer:
-            for batch in table.to_batches(max_chunksize=10_000):
-                writer.write(batch)
-        print(f"wrote {path.name}: {path.stat().st_size / 2**20:.1f} MiB, {n} rows")
+        uri = str(Path(tmp) / "events")
 
-        reader = LanceFileReader(path)
-        print(f"format {reader.version}, schema:\n{reader.schema}")
-        assert reader.read_all().equals(table)
-        print("first rows:", reader.read_range(0, 3, columns=["id", "name", "tags"]).to_pylist())
-        print("take [99999, 5, 5]:", reader.take([99_999, 5, 5], columns=["id", "score"]).to_pylist())
-        total = sum(batch.num_rows for batch in reader.iter_batches(batch_size=25_000, columns=["score"]))
-        print(f"streamed {total} scores in batches of 25000")
+        ds = lt.write_dataset(
+            events(0, 100_000), uri, max_rows_per_file=40_000, commit_message="initial load"
+        )
+        print(f"v{ds.version}: {ds.count_rows()} rows in {len(ds.get_fragments())} fragments")
+
+        ds = lt.write_dataset(events(100_000, 20_000), uri, mode="append")
+        print(f"v{ds.version}: appended, {ds.count_rows()} rows")
+
+        ds = ds.delete("kind = 'view' AND score < 0.5")
+        print(f"v{ds.version}: deleted, {ds.count_rows()} rows")
+        ds.tags.create("cleaned", ds.version)
+
+        buys = ds.to_table(columns=["id", "score"], filter="kind = 'buy' AND score > 0.99")
+        print(f"{buys.num_rows} high-score buys, e.g. {buys.slice(0, 2).to_pylist()}")
+        print("rows 0, 5 and 7:", ds.take([0, 5, 7], columns=["id"]).column("id").to_pylist())
+
+        ds = ds.compact_files(target_rows_per_fragment=200_000)
+        print(f"v{ds.version}: compacted into {len(ds.get_fragments())} fragment(s)")
+
+        first = lt.dataset(uri, version=1)
+        tagged = lt.dataset(uri, version="cleaned")
+        print(f"time travel: v1 had {first.count_rows()} rows; tag 'cleaned' is v{tagged.version}")
+        for v in ds.versions():
+            print(f"  v{v['version']:<2} {v['operation']:<18} {v['commit_message'] or ''}")
+
+        try:
+            import lance
+        except ImportError:
+            return
+        print("pylance opens it too:", lance.dataset(uri).count_rows(), "rows")
 
 
 if __name__ == "__main__":
