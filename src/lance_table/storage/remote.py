@@ -57,6 +57,8 @@ class FsspecStorage(Storage):
     """
 
     atomic_put = False
+    #: whether parent directories must exist before a file is created (not on object stores)
+    needs_mkdir = True
 
     def __init__(self, fs: Any, root: str, uri: str) -> None:
         super().__init__(uri)
@@ -78,17 +80,25 @@ class FsspecStorage(Storage):
     def source(self, path: str, size: int | None = None) -> ByteSource:
         return _FsspecSource(self.fs, self._abs(path), size, f"{self.uri.rstrip('/')}/{path}")
 
+    def _parent(self, full: str) -> None:
+        if self.needs_mkdir:
+            self.fs.makedirs(full.rsplit("/", 1)[0], exist_ok=True)
+
     def write(self, path: str, data: bytes) -> None:
-        self.fs.pipe_file(self._abs(path), data)
+        full = self._abs(path)
+        self._parent(full)
+        self.fs.pipe_file(full, data)
 
     def open_writer(self, path: str) -> IO[bytes]:
-        return self.fs.open(self._abs(path), "wb")
+        full = self._abs(path)
+        self._parent(full)
+        return self.fs.open(full, "wb")
 
     def put_if_absent(self, path: str, data: bytes) -> None:
         # Check-then-write: only safe when the caller serializes commits (a commit lock).
         if self.exists(path):
             raise FileExistsError(errno.EEXIST, "already exists", self._abs(path))
-        self.fs.pipe_file(self._abs(path), data)
+        self.write(path, data)
 
     def list_dir(self, path: str, *, stat: bool = True) -> list[Entry]:
         base = self._abs(path)
@@ -132,6 +142,7 @@ class MemoryStorage(FsspecStorage):
     """fsspec's process-wide in-memory filesystem; commits use an exclusive create under a lock."""
 
     atomic_put = True
+    needs_mkdir = False
     _lock = threading.Lock()
 
     def put_if_absent(self, path: str, data: bytes) -> None:
@@ -140,27 +151,36 @@ class MemoryStorage(FsspecStorage):
 
 
 class S3Storage(FsspecStorage):
-    """S3 through s3fs; commits use conditional PUT (``If-None-Match: *``)."""
+    """S3 through s3fs; commits use a conditional PUT (``If-None-Match: *``).
+
+    A lost race shows up in three shapes, all normalized to FileExistsError: s3fs's own
+    FileExistsError (the server named the failed precondition), OSError(EINVAL) for a bare 412,
+    and OSError(EBUSY) for a 409 from a concurrent conditional write. Because s3fs retries on
+    timeouts, "already exists" may be our own earlier, successful attempt: the object is read back
+    and compared byte for byte before a conflict is declared.
+    """
 
     atomic_put = True
+    needs_mkdir = False
 
     def put_if_absent(self, path: str, data: bytes) -> None:
         full = self._abs(path)
         try:
             self.fs.pipe_file(full, data, mode="create")
-        except FileExistsError:
-            raise
+            return
+        except FileExistsError as exc:
+            cause: OSError = exc
         except OSError as exc:
-            if exc.errno not in (errno.EINVAL, errno.EBUSY) and "Precondition" not in str(exc):
+            if exc.errno not in (errno.EINVAL, errno.EBUSY) and "recondition" not in str(exc):
                 raise
-            # 412 (precondition failed) or 409 (concurrent conditional write): somebody else's
-            # object, or our own write that s3fs retried after a timeout. Compare the bytes.
-            try:
-                existing = bytes(self.fs.cat_file(full))
-            except FileNotFoundError:
-                raise OSError(errno.EAGAIN, f"conditional write of {full} was interrupted; retry") from exc
-            if existing == data:
-                return
-            raise FileExistsError(errno.EEXIST, "already exists", full) from exc
+            cause = exc
         finally:
             self.fs.invalidate_cache(full)
+        try:
+            existing = bytes(self.fs.cat_file(full))
+        except FileNotFoundError:
+            # a 409 while another conditional write was in flight that then failed: try again later
+            raise FileExistsError(errno.EEXIST, "concurrent conditional write", full) from cause
+        if existing == data:
+            return  # our own write, retried by the client after a timeout
+        raise FileExistsError(errno.EEXIST, "already exists", full) from cause

@@ -49,14 +49,19 @@ class CommitOptions:
     unsafe_commit: bool = False
 
 
-def _lock(options: CommitOptions, storage: Storage, version: int) -> AbstractContextManager[object]:
-    if options.commit_lock is not None:
-        return options.commit_lock(version)
-    if not storage.atomic_put and not options.unsafe_commit:
+def check_can_commit(options: CommitOptions, storage: Storage) -> None:
+    """Raise CommitError before any file is written if committing here would not be safe."""
+    if options.commit_lock is None and not storage.atomic_put and not options.unsafe_commit:
         raise CommitError(
             f"{storage.uri} has no atomic create-if-absent; pass commit_lock=... to serialize commits, "
             "or unsafe_commit=True if only one writer ever commits"
         )
+
+
+def _lock(options: CommitOptions, storage: Storage, version: int) -> AbstractContextManager[object]:
+    if options.commit_lock is not None:
+        return options.commit_lock(version)
+    check_can_commit(options, storage)
     return contextlib.nullcontext()
 
 
@@ -85,6 +90,7 @@ def commit(
         DatasetAlreadyExistsError: ``create_only`` and another writer created the dataset first.
     """
     options = options or CommitOptions()
+    check_can_commit(options, storage)
     if scheme is None:
         scheme = versions.naming_scheme(versions.list_versions(storage))
     txn = Transaction(
@@ -123,7 +129,7 @@ def commit(
 
 def _rebase_onto_latest(
     storage: Storage, current: Manifest | None, pending: Pending
-) -> tuple[Manifest, Pending]:
+) -> tuple[Manifest | None, Pending]:
     after = current.version if current is not None else 0
     theirs: list[Transaction] = []
     latest = current
@@ -135,8 +141,9 @@ def _rebase_onto_latest(
                 retryable=True,
             )
         theirs.append(txn)
-    if latest is None:  # pragma: no cover - a FileExistsError means some version exists
-        raise CommitError(f"lost a commit race on {storage.uri} but found no newer version")
+    if latest is None:
+        # the create-if-absent failed but nothing is there (an interrupted concurrent write): retry
+        return None, pending
     versions.check_writable(latest, storage.uri)
     return latest, rebase(pending, theirs, latest, storage)
 

@@ -24,7 +24,7 @@ from lance_table.format.transaction import COMMIT_MESSAGE_KEY, Append, Overwrite
 from lance_table.schema import arrow_schema_from_fields, build_tree, fields_from_arrow
 from lance_table.storage import Storage, open_storage
 from lance_table.table import versions
-from lance_table.table.commit import CommitLock, CommitOptions, commit
+from lance_table.table.commit import CommitLock, CommitOptions, check_can_commit, commit
 from lance_table.table.conflicts import Pending
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.scanner import Predicate, count_matching, make_spec, output_schema, scan, scan_all
@@ -274,6 +274,7 @@ class Dataset:
 
     def _require_writable_format(self) -> None:
         versions.check_writable(self._manifest, self.uri)
+        check_can_commit(self._commit_options, self._storage)
 
 
 def _naive_utc(ns: int) -> dt.datetime:
@@ -366,6 +367,7 @@ def write_dataset(
         unsafe_commit=unsafe_commit,
         **({"max_retries": max_retries} if max_retries is not None else {}),
     )
+    check_can_commit(options, storage)
     entries = versions.list_versions(storage)
     base = versions.read_manifest_file(storage, entries[-1]).manifest if entries else None
     if base is not None and mode == "create":
