@@ -102,6 +102,7 @@ class FsspecStorage(Storage):
 
     def list_dir(self, path: str, *, stat: bool = True) -> list[Entry]:
         base = self._abs(path)
+        self.fs.invalidate_cache(base)  # listings must be fresh: they decide which version is latest
         try:
             infos = self.fs.ls(base, detail=True)
         except (FileNotFoundError, NotADirectoryError):
@@ -116,6 +117,7 @@ class FsspecStorage(Storage):
 
     def list_tree(self, path: str) -> list[Entry]:
         base = self._abs(path)
+        self.fs.invalidate_cache(base)
         try:
             found = self.fs.find(base, detail=True)
         except FileNotFoundError:
@@ -135,7 +137,9 @@ class FsspecStorage(Storage):
             self.fs.rm_file(self._abs(path))
 
     def exists(self, path: str) -> bool:
-        return bool(self.fs.isfile(self._abs(path)))
+        full = self._abs(path)
+        self.fs.invalidate_cache(full)
+        return bool(self.fs.isfile(full))
 
 
 class MemoryStorage(FsspecStorage):

@@ -27,6 +27,9 @@ from lance_table.table.apply import next_manifest
 from lance_table.table.conflicts import Pending, rebase
 
 DEFAULT_MAX_RETRIES = 20
+# Seconds; the sleep before retry k is uniform in [0, BACKOFF_BASE * 2**k], capped at MAX_BACKOFF.
+BACKOFF_BASE = 0.02
+MAX_BACKOFF = 2.0
 
 CommitLock = Callable[[int], AbstractContextManager[object]]
 
@@ -65,11 +68,23 @@ def _lock(options: CommitOptions, storage: Storage, version: int) -> AbstractCon
     return contextlib.nullcontext()
 
 
-def _newer_transactions(storage: Storage, after: int) -> Iterator[tuple[Manifest, Transaction | None]]:
-    for entry in versions.list_versions(storage):
-        if entry.version > after:
+def _newer_transactions(
+    storage: Storage, after: int, scheme: str
+) -> Iterator[tuple[Manifest, Transaction | None]]:
+    """Versions after ``after``, found by reading the next manifest names until one is missing.
+
+    Versions are contiguous, so probing by name costs one GET per new version and no listing
+    (listings of a busy ``_versions`` directory are the slow part of a retry on object stores).
+    """
+    version = after + 1
+    while True:
+        entry = versions.VersionEntry(version, paths.manifest_path(version, scheme), -1, scheme)
+        try:
             mf = versions.read_manifest_file(storage, entry)
-            yield mf.manifest, versions.read_transaction(storage, mf)
+        except FileNotFoundError:
+            return
+        yield mf.manifest, versions.read_transaction(storage, mf)
+        version += 1
 
 
 def commit(
@@ -114,13 +129,15 @@ def commit(
                 ) from None
             if attempt == options.max_retries:
                 break
-            current, pending = _rebase_onto_latest(storage, current, pending)
+            # Back off first, then learn the latest state and try again at once: knowledge
+            # gathered before a sleep would be stale by the time of the attempt.
+            time.sleep(random.uniform(0, min(MAX_BACKOFF, BACKOFF_BASE * 2**attempt)))
+            current, pending = _rebase_onto_latest(storage, current, pending, scheme)
             txn = Transaction(pending.read_version, pending.operation, txn.uuid, properties=txn.properties)
             new_bytes = txn.to_bytes()
             if new_bytes != txn_bytes:
                 txn_bytes = new_bytes
                 storage.write(paths.transaction_path(txn_name), txn_bytes)
-            time.sleep(random.uniform(0, min(1.0, 0.005 * 2**attempt)))
             continue
         versions.write_version_hint(storage, manifest.version)
         return manifest
@@ -128,12 +145,12 @@ def commit(
 
 
 def _rebase_onto_latest(
-    storage: Storage, current: Manifest | None, pending: Pending
+    storage: Storage, current: Manifest | None, pending: Pending, scheme: str
 ) -> tuple[Manifest | None, Pending]:
     after = current.version if current is not None else 0
     theirs: list[Transaction] = []
     latest = current
-    for manifest, txn in _newer_transactions(storage, after):
+    for manifest, txn in _newer_transactions(storage, after, scheme):
         latest = manifest
         if txn is None:
             raise CommitConflictError(
