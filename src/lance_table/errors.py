@@ -74,4 +74,14 @@ class CommitConflictError(LanceTableError):
 
 
 class CommitError(LanceTableError):
-    """A commit could not be attempted safely (no atomic primitive, too many retries, ...)."""
+    """A commit failed: no safe way to commit, retries exhausted, or the store failed mid-commit.
+
+    Attributes:
+        maybe_committed: True when the manifest write failed in a way that leaves its outcome
+            unknown (a timeout, a broken connection): the version may exist. Files written for the
+            commit are then left in place (cleanup removes them later if the version did not land).
+    """
+
+    def __init__(self, message: str, *, maybe_committed: bool = False) -> None:
+        self.maybe_committed = maybe_committed
+        super().__init__(message)

@@ -119,9 +119,10 @@ def commit(
     for attempt in range(options.max_retries + 1):
         manifest = next_manifest(current, txn, restored)
         data = encode_manifest_file(manifest, txn_bytes)
+        path = paths.manifest_path(manifest.version, scheme)
         try:
             with _lock(options, storage, manifest.version):
-                storage.put_if_absent(paths.manifest_path(manifest.version, scheme), data)
+                storage.put_if_absent(path, data)
         except FileExistsError:
             if create_only:
                 raise DatasetAlreadyExistsError(
@@ -139,9 +140,24 @@ def commit(
                 txn_bytes = new_bytes
                 storage.write(paths.transaction_path(txn_name), txn_bytes)
             continue
+        except Exception as exc:
+            if not _landed(storage, path, data):
+                raise CommitError(
+                    f"writing version {manifest.version} of {storage.uri} failed ({exc!r}); "
+                    "the version may or may not exist",
+                    maybe_committed=True,
+                ) from exc
         versions.write_version_hint(storage, manifest.version)
         return manifest
     raise CommitError(f"gave up committing to {storage.uri} after {options.max_retries} retries")
+
+
+def _landed(storage: Storage, path: str, data: bytes) -> bool:
+    """Whether a manifest write that raised did in fact store exactly our bytes."""
+    try:
+        return storage.read(path) == data
+    except Exception:
+        return False
 
 
 def _rebase_onto_latest(

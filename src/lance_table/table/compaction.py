@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -160,11 +161,14 @@ def compact_files(
         manifest = commit(
             ds._storage, ds.manifest, Pending(Rewrite(tuple(groups)), ds.version), options=ds._commit_options
         )
-    except BaseException:
+    except BaseException as exc:
+        if getattr(exc, "maybe_committed", False):
+            raise
         for new in written:
             for frag in new:
                 for f in frag.files:
-                    ds._storage.delete(paths.data_file_path(f.path))
+                    with contextlib.suppress(OSError):
+                        ds._storage.delete(paths.data_file_path(f.path))
         raise
     from lance_table.table.dataset import Dataset
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 from collections.abc import Iterator, Mapping, Sequence
@@ -412,9 +413,11 @@ def write_dataset(
             properties=properties,
             create_only=base is None and mode == "create",
         )
-    except BaseException:
-        for path in written:
-            storage.delete(path)
+    except BaseException as exc:
+        if not getattr(exc, "maybe_committed", False):
+            for path in written:
+                with contextlib.suppress(OSError):  # best effort: cleanup removes leftovers later
+                    storage.delete(path)
         raise
     return Dataset(storage, manifest, commit_options=options)
 
