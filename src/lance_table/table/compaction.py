@@ -147,7 +147,11 @@ def compact_files(
             written.append(_rewrite_bin(ds, bin_, max_bytes_per_file or DEFAULT_MAX_BYTES_PER_FILE))
         total = sum(len(w) for w in written)
         reserved = commit(
-            ds._storage, ds.manifest, Pending(ReserveFragments(total), ds.version), options=ds._commit_options
+            ds._storage,
+            ds.manifest,
+            Pending(ReserveFragments(total), ds.version),
+            options=ds._commit_options,
+            scheme=ds._scheme,
         )
         assert reserved.max_fragment_id is not None
         next_id = reserved.max_fragment_id - total + 1
@@ -159,7 +163,11 @@ def compact_files(
                 next_id += 1
             groups.append(RewriteGroup(tuple(f.fragment for f in bin_.fragments), tuple(with_ids)))
         manifest = commit(
-            ds._storage, ds.manifest, Pending(Rewrite(tuple(groups)), ds.version), options=ds._commit_options
+            ds._storage,
+            ds.manifest,
+            Pending(Rewrite(tuple(groups)), ds.version),
+            options=ds._commit_options,
+            scheme=ds._scheme,
         )
     except BaseException as exc:
         if getattr(exc, "maybe_committed", False):
@@ -170,6 +178,4 @@ def compact_files(
                     with contextlib.suppress(OSError):
                         ds._storage.delete(paths.data_file_path(f.path))
         raise
-    from lance_table.table.dataset import Dataset
-
-    return Dataset(ds._storage, manifest, commit_options=ds._commit_options)
+    return ds._new_handle(manifest)

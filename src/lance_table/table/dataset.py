@@ -48,11 +48,17 @@ class Dataset:
     """
 
     def __init__(
-        self, storage: Storage, manifest: Manifest, *, commit_options: CommitOptions | None = None
+        self,
+        storage: Storage,
+        manifest: Manifest,
+        *,
+        commit_options: CommitOptions | None = None,
+        scheme: str | None = None,
     ) -> None:
         versions.check_readable(manifest, storage.uri)
         self._storage = storage
         self._manifest = manifest
+        self._scheme = scheme
         self._commit_options = commit_options or CommitOptions()
         self._check_data_format()
 
@@ -128,13 +134,13 @@ class Dataset:
             VersionNotFoundError: the version does not exist.
             TagError: the tag does not exist.
         """
-        return Dataset(
-            self._storage, _load(self._storage, version, None), commit_options=self._commit_options
-        )
+        manifest, scheme = _load(self._storage, version, None)
+        return Dataset(self._storage, manifest, commit_options=self._commit_options, scheme=scheme)
 
     def checkout_latest(self) -> Dataset:
         """The newest version (this handle stays pinned)."""
-        return Dataset(self._storage, _load(self._storage, None, None), commit_options=self._commit_options)
+        manifest, scheme = _load(self._storage, None, None)
+        return Dataset(self._storage, manifest, commit_options=self._commit_options, scheme=scheme)
 
     @property
     def tags(self) -> Tags:
@@ -230,9 +236,18 @@ class Dataset:
         versions.check_writable(self._manifest, self.uri)
         properties = {COMMIT_MESSAGE_KEY: message} if message else {}
         manifest = commit(
-            self._storage, self._manifest, pending, options=self._commit_options, properties=properties
+            self._storage,
+            self._manifest,
+            pending,
+            options=self._commit_options,
+            properties=properties,
+            scheme=self._scheme,
         )
-        return Dataset(self._storage, manifest, commit_options=self._commit_options)
+        return self._new_handle(manifest)
+
+    def _new_handle(self, manifest: Manifest) -> Dataset:
+        """A handle on a version this handle's process just committed."""
+        return Dataset(self._storage, manifest, commit_options=self._commit_options, scheme=self._scheme)
 
     def delete(self, predicate: Predicate, *, commit_message: str | None = None) -> Dataset:
         """Delete the rows matching ``predicate``; returns the new version.
@@ -248,12 +263,14 @@ class Dataset:
 
     def restore(self, *, commit_message: str | None = None) -> Dataset:
         """Make this (old) version the latest again, as a new version."""
-        latest = _load(self._storage, None, None)
+        latest, scheme = _load(self._storage, None, None)
         versions.check_writable(latest, self.uri)
         pending = Pending(Restore(self.version), latest.version)
         properties = {COMMIT_MESSAGE_KEY: commit_message} if commit_message else {}
-        manifest = commit(self._storage, latest, pending, options=self._commit_options, properties=properties)
-        return Dataset(self._storage, manifest, commit_options=self._commit_options)
+        manifest = commit(
+            self._storage, latest, pending, options=self._commit_options, properties=properties, scheme=scheme
+        )
+        return self._new_handle(manifest)
 
     def compact_files(self, **options: Any) -> Dataset:
         """Rewrite small fragments (and fragments with many deletions) into larger ones.
@@ -282,7 +299,7 @@ def _naive_utc(ns: int) -> dt.datetime:
     return dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=ns // 1000)
 
 
-def _load(storage: Storage, version: int | str | None, asof: dt.datetime | None) -> Manifest:
+def _load(storage: Storage, version: int | str | None, asof: dt.datetime | None) -> tuple[Manifest, str]:
     if isinstance(version, str):
         version = Tags(storage).get_version(version)
     if asof is not None:
@@ -293,7 +310,7 @@ def _load(storage: Storage, version: int | str | None, asof: dt.datetime | None)
         entry = versions.latest_entry(storage)
     else:
         entry = versions.find_entry(storage, int(version))
-    return versions.read_manifest_file(storage, entry).manifest
+    return versions.read_manifest_file(storage, entry).manifest, entry.scheme
 
 
 def _entry_asof(storage: Storage, asof: dt.datetime) -> versions.VersionEntry:
@@ -330,7 +347,8 @@ def dataset(
     """
     storage = open_storage(uri, storage_options)
     options = CommitOptions(commit_lock=commit_lock, unsafe_commit=unsafe_commit)
-    return Dataset(storage, _load(storage, version, asof), commit_options=options)
+    manifest, scheme = _load(storage, version, asof)
+    return Dataset(storage, manifest, commit_options=options, scheme=scheme)
 
 
 def write_dataset(
@@ -412,6 +430,7 @@ def write_dataset(
             options=options,
             properties=properties,
             create_only=base is None and mode == "create",
+            scheme=versions.naming_scheme(entries),
         )
     except BaseException as exc:
         if not getattr(exc, "maybe_committed", False):
@@ -419,7 +438,7 @@ def write_dataset(
                 with contextlib.suppress(OSError):  # best effort: cleanup removes leftovers later
                     storage.delete(path)
         raise
-    return Dataset(storage, manifest, commit_options=options)
+    return Dataset(storage, manifest, commit_options=options, scheme=versions.naming_scheme(entries))
 
 
 def _check_writable_data_format(base: Manifest, uri: str) -> None:
