@@ -1,5 +1,5 @@
-"""Thread pools. Work on whole fragments runs on one pool; page decoding on another (see
-:mod:`lance_table.file.reader`), so a fragment task can wait on page tasks without deadlock."""
+"""Thread pools. Work on whole fragments runs on one pool and page decoding on another, so a
+fragment task can wait on page tasks without deadlock."""
 
 from __future__ import annotations
 
@@ -12,23 +12,26 @@ from typing import TypeVar
 T = TypeVar("T")
 R = TypeVar("R")
 
-_POOL: ThreadPoolExecutor | None = None
+FRAGMENTS = "lance_table-frag"
+DECODE = "lance_table-decode"
+
+_POOLS: dict[str, ThreadPoolExecutor] = {}
 _LOCK = threading.Lock()
 
 
-def fragment_pool() -> ThreadPoolExecutor:
-    global _POOL
+def pool(name: str) -> ThreadPoolExecutor:
+    """The process-wide pool called ``name`` (numpy, pyarrow and file reads release the GIL)."""
     with _LOCK:
-        if _POOL is None:
-            _POOL = ThreadPoolExecutor(
-                max_workers=min(8, os.cpu_count() or 2), thread_name_prefix="lance_table-frag"
-            )
-        return _POOL
+        found = _POOLS.get(name)
+        if found is None:
+            workers = min(8, os.cpu_count() or 2)
+            found = _POOLS[name] = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name)
+        return found
 
 
 def map_fragments(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
     """``[fn(x) for x in items]``, in order, on the fragment pool when there is more than one item."""
     items = list(items)
-    if len(items) < 2 or threading.current_thread().name.startswith("lance_table-frag"):
+    if len(items) < 2 or threading.current_thread().name.startswith(FRAGMENTS):
         return [fn(x) for x in items]
-    return list(fragment_pool().map(fn, items))
+    return list(pool(FRAGMENTS).map(fn, items))

@@ -15,6 +15,8 @@ PACKED_LEGACY_KEY = "packed"
 PACKED_KEY = "lance-encoding:packed"
 BLOB_KEY = "lance-encoding:blob"
 COMPRESSION_KEY = "lance-encoding:compression"
+# Blob columns store one (absolute position, size) descriptor per row; nulls are (1, 0).
+BLOB_DESCRIPTOR = pa.struct([("position", pa.uint64()), ("size", pa.uint64())])
 
 
 def _meta(node: FieldNode, key: str) -> str | None:

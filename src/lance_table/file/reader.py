@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import functools
 import os
-import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any
 
 import numpy as np
 import pyarrow as pa
 
+from lance_table._parallel import DECODE, pool
 from lance_table.errors import CorruptFileError, SchemaError, UnsupportedFormatError
 from lance_table.file import decode20
 from lance_table.file.container import FileMetadata, FileVersion, read_metadata, unpack_encoding
-from lance_table.file.layout20 import column_assignment, is_packed_struct
+from lance_table.file.layout20 import BLOB_DESCRIPTOR, column_assignment, is_packed_struct
 from lance_table.file.pageio import PageIO
 from lance_table.file.runs import Runs
 from lance_table.file.source import ByteSource, open_source
@@ -27,22 +26,6 @@ PARALLEL_MIN_VALUES = 256 * 1024
 # Selections of more runs than this, covering at least this share of their span, read the span.
 DENSE_MIN_RUNS = 64
 DENSE_FRACTION = 0.25
-_EXECUTOR: ThreadPoolExecutor | None = None
-_EXECUTOR_LOCK = threading.Lock()
-
-
-def _executor() -> ThreadPoolExecutor:
-    """The process-wide pool that decodes pages (numpy, pyarrow and file reads release the GIL)."""
-    global _EXECUTOR
-    with _EXECUTOR_LOCK:
-        if _EXECUTOR is None:
-            _EXECUTOR = ThreadPoolExecutor(
-                max_workers=min(8, os.cpu_count() or 2), thread_name_prefix="lance_table-decode"
-            )
-        return _EXECUTOR
-
-
-_BLOB_DESCRIPTOR = pa.struct([("position", pa.uint64()), ("size", pa.uint64())])
 
 
 class _Column:
@@ -233,7 +216,7 @@ class LanceFileReader:
         jobs = [self._field_jobs(node, runs) for node in nodes]
         flat = [job for field_jobs in jobs for job in field_jobs]
         if len(flat) > 1 and runs.total * len(nodes) >= PARALLEL_MIN_VALUES:
-            results = list(_executor().map(lambda job: job(), flat))
+            results = list(pool(DECODE).map(lambda job: job(), flat))
         else:
             results = [job() for job in flat]
         arrays = []
@@ -360,10 +343,10 @@ class LanceFileReader:
 
     def _read_blobs(self, col: _Column, runs: Runs, dtype: pa.DataType) -> pa.Array:
         descriptors = [
-            decode20.decode(col.encoding(p, self._source), io, local, _BLOB_DESCRIPTOR)
+            decode20.decode(col.encoding(p, self._source), io, local, BLOB_DESCRIPTOR)
             for p, local, io in self._pages(col, runs)
         ]
-        desc = _concat(descriptors, _BLOB_DESCRIPTOR)
+        desc = _concat(descriptors, BLOB_DESCRIPTOR)
         pos = np.asarray(desc.field("position")).astype(np.int64)
         size = np.asarray(desc.field("size")).astype(np.int64)
         valid = ~((pos == 1) & (size == 0))  # nulls are stored as (1, 0)

@@ -30,11 +30,10 @@ from lance_table.file.container import (
     FileVersion,
     pack_encoding,
 )
-from lance_table.file.layout20 import is_blob, is_packed_struct
+from lance_table.file.layout20 import BLOB_DESCRIPTOR, is_blob, is_packed_struct
 from lance_table.schema import FieldNode, LanceField, build_tree, fields_from_arrow, fields_to_pb
 
 DEFAULT_PAGE_SIZE = 8 * 1024 * 1024
-_BLOB_DESCRIPTOR = pa.struct([("position", pa.uint64()), ("size", pa.uint64())])
 
 
 @dataclass(frozen=True)
@@ -181,7 +180,7 @@ class _BlobWriter(_LeafWriter):
         for i in np.flatnonzero(sizes).tolist():
             positions[i], _ = sink.write_buffer(data.slice(int(offs[i]), int(sizes[i])))
         desc = pa.StructArray.from_arrays(
-            [pa.array(positions), pa.array(sizes)], fields=list(_BLOB_DESCRIPTOR)
+            [pa.array(positions), pa.array(sizes)], fields=list(BLOB_DESCRIPTOR)
         )
         super().append(desc)
 

@@ -107,12 +107,7 @@ def check_readable(manifest: Manifest, uri: str) -> None:
     Raises:
         UnsupportedFormatError: naming the flags.
     """
-    bad = feature_flags.unsupported(manifest.reader_feature_flags, feature_flags.READABLE)
-    if bad:
-        raise UnsupportedFormatError(
-            f"version {manifest.version} of {uri} needs reader features lance_table lacks: "
-            f"{feature_flags.describe(bad)} (flags {manifest.reader_feature_flags})"
-        )
+    _check_flags(manifest.reader_feature_flags, feature_flags.READABLE, "reader", manifest.version, uri)
 
 
 def check_writable(manifest: Manifest, uri: str) -> None:
@@ -121,11 +116,15 @@ def check_writable(manifest: Manifest, uri: str) -> None:
     Raises:
         UnsupportedFormatError: naming the flags.
     """
-    bad = feature_flags.unsupported(manifest.writer_feature_flags, feature_flags.WRITABLE)
+    _check_flags(manifest.writer_feature_flags, feature_flags.WRITABLE, "writer", manifest.version, uri)
+
+
+def _check_flags(flags: int, supported: int, kind: str, version: int, uri: str) -> None:
+    bad = feature_flags.unsupported(flags, supported)
     if bad:
         raise UnsupportedFormatError(
-            f"{uri} (version {manifest.version}) needs writer features lance_table lacks: "
-            f"{feature_flags.describe(bad)} (flags {manifest.writer_feature_flags})"
+            f"{uri} (version {version}) needs {kind} features lance_table lacks: "
+            f"{feature_flags.describe(bad)} (flags {flags})"
         )
 
 
