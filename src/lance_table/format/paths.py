@@ -53,14 +53,26 @@ def parse_manifest_name(name: str) -> tuple[int, str] | None:
     return None
 
 
-def new_data_file_name() -> str:
+def new_data_file_name(tag: str = "") -> str:
     """A data file name in pylance's style: 24 bits as ``0``/``1`` characters, then 26 hex digits.
 
-    The binary prefix spreads object-store key prefixes.
+    The binary prefix spreads object-store key prefixes. A ``tag`` (hex digits, at most 10) replaces
+    the first hex digits, so that all files of one distributed write can be found by name.
     """
     raw = uuid.uuid4().bytes
     bits = "".join(f"{b:08b}" for b in raw[:3])
-    return f"{bits}{raw[3:].hex()}{DATA_FILE_SUFFIX}"
+    if len(tag) > WRITE_TAG_LENGTH or any(c not in "0123456789abcdef" for c in tag):
+        raise ValueError(f"invalid write tag {tag!r}")
+    digits = tag + raw[3:].hex()[len(tag) :]
+    return f"{bits}{digits}{DATA_FILE_SUFFIX}"
+
+
+WRITE_TAG_LENGTH = 10
+
+
+def has_write_tag(name: str, tag: str) -> bool:
+    """Whether a data file name carries a write tag given to :func:`new_data_file_name`."""
+    return len(name) == 24 + 26 + len(DATA_FILE_SUFFIX) and name[24 : 24 + len(tag)] == tag
 
 
 def data_file_path(name: str) -> str:

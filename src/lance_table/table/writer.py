@@ -102,6 +102,7 @@ class FragmentWriter:
         max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
         max_bytes_per_file: int = DEFAULT_MAX_BYTES_PER_FILE,
         progress: ProgressCallback | None = None,
+        write_tag: str = "",
     ) -> None:
         if max_rows_per_file <= 0 or max_bytes_per_file <= 0:
             raise ValueError("max_rows_per_file and max_bytes_per_file must be positive")
@@ -111,6 +112,7 @@ class FragmentWriter:
         self.max_rows = max_rows_per_file
         self.max_bytes = max_bytes_per_file
         self.progress = progress
+        self.write_tag = write_tag
         cols = column_assignment(build_tree(fields))
         self._file_fields = tuple(f.id for f in fields)
         self._column_indices = tuple(cols.get(f.id, -1) for f in fields)
@@ -123,7 +125,7 @@ class FragmentWriter:
         self._bytes = 0
 
     def _open(self) -> LanceFileWriter:
-        self._name = paths.new_data_file_name()
+        self._name = paths.new_data_file_name(self.write_tag)
         path = paths.data_file_path(self._name)
         self.paths.append(path)
         self._stream = self.storage.open_writer(path)

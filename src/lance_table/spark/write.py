@@ -1,0 +1,196 @@
+"""Writing: every task streams its batches into new fragments; the driver commits them in one version.
+
+The writer object is built on the driver and pickled separately to every task and to
+``commit()``/``abort()``, so nothing set in a task reaches the driver except the commit messages.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+
+from lance_table.format import paths
+from lance_table.format.manifest import Fragment
+from lance_table.format.transaction import COMMIT_MESSAGE_KEY, Append, Overwrite
+from lance_table.schema import LanceField, arrow_schema_from_fields, fields_from_arrow
+from lance_table.spark.types import cast_batch
+from lance_table.storage import Storage, open_storage
+from lance_table.table import versions
+from lance_table.table.cleanup import referenced_files
+from lance_table.table.commit import CommitOptions, commit
+from lance_table.table.conflicts import Pending
+from lance_table.table.writer import DEFAULT_MAX_ROWS_PER_FILE, FragmentWriter
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class FragmentsWritten(WriterCommitMessage):
+    """What one task wrote: its partition, attempt, the new fragments and their files."""
+
+    write_id: str
+    partition: int
+    attempt: int
+    fragments: tuple[Fragment, ...]
+    files: tuple[str, ...]
+
+
+def _task_identity() -> tuple[int, int]:
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    if ctx is None:  # pragma: no cover - only outside Spark
+        return 0, 0
+    return ctx.partitionId(), ctx.attemptNumber()
+
+
+class LanceTableWriter(DataSourceArrowWriter):
+    """Append or overwrite as one atomic commit, with rebase on concurrent commits."""
+
+    def __init__(
+        self,
+        uri: str,
+        storage_options: Mapping[str, Any] | None,
+        spark_arrow: pa.Schema,
+        overwrite: bool,
+        *,
+        max_rows_per_file: int | None = None,
+        commit_message: str | None = None,
+    ) -> None:
+        self.uri = uri
+        self.storage_options = dict(storage_options) if storage_options else None
+        self.overwrite = overwrite
+        self.max_rows_per_file = max_rows_per_file or DEFAULT_MAX_ROWS_PER_FILE
+        self.commit_message = commit_message
+        self.write_id = uuid.uuid4().hex[: paths.WRITE_TAG_LENGTH]
+        storage = self._storage()
+        entries = versions.list_versions(storage)
+        self.scheme = versions.naming_scheme(entries)
+        base = versions.read_manifest_file(storage, entries[-1]).manifest if entries else None
+        self.read_version = base.version if base else 0
+        if base is not None:
+            versions.check_writable(base, uri)
+            fmt = base.data_storage_version
+            if fmt not in (None, "2.0"):
+                from lance_table.errors import UnsupportedFormatError
+
+                raise UnsupportedFormatError(
+                    f"{uri} stores Lance format {fmt}; lance_table writes format 2.0 only"
+                )
+        if base is not None and not overwrite:
+            self.fields: tuple[LanceField, ...] = base.fields
+            self.schema = arrow_schema_from_fields(base.fields, base.schema_metadata)
+        else:
+            self.schema = _plain_types(spark_arrow)
+            self.fields = tuple(fields_from_arrow(self.schema))
+
+    def _storage(self) -> Storage:
+        return open_storage(self.uri, self.storage_options)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> FragmentsWritten:
+        partition, attempt = _task_identity()
+        writer = FragmentWriter(
+            self._storage(),
+            self.schema,
+            list(self.fields),
+            max_rows_per_file=self.max_rows_per_file,
+            write_tag=self.write_id,
+        )
+        where = f"writing to {self.uri}"
+        try:
+            for batch in iterator:
+                if batch.num_rows:
+                    writer.write(cast_batch(batch, self.schema, where))
+            fragments = writer.finish()
+        except BaseException:
+            writer.abort()  # this attempt's files go; a retry writes its own
+            raise
+        return FragmentsWritten(self.write_id, partition, attempt, tuple(fragments), tuple(writer.paths))
+
+    def commit(self, messages: Sequence[FragmentsWritten | None]) -> None:  # type: ignore[override]
+        """Commit every task's fragments as one Append (or Overwrite) version.
+
+        Raises only when nothing was committed (Spark then calls :meth:`abort`).
+        """
+        storage = self._storage()
+        chosen: dict[int, FragmentsWritten] = {}
+        for msg in messages:
+            if msg is None:
+                continue
+            if msg.partition in chosen:  # a second successful attempt of one partition: keep one
+                _delete(storage, msg.files)
+                continue
+            chosen[msg.partition] = msg
+        fragments = tuple(f for p in sorted(chosen) for f in chosen[p].fragments)
+        entries = versions.list_versions(storage)
+        base = None
+        if self.read_version:
+            base = versions.read_manifest_file(
+                storage, versions.find_entry(storage, self.read_version)
+            ).manifest
+        if self.overwrite or base is None:
+            md = {k.decode(): v for k, v in (self.schema.metadata or {}).items()}
+            op: Any = Overwrite(fragments, self.fields, md)
+        else:
+            op = Append(fragments)
+        properties = {COMMIT_MESSAGE_KEY: self.commit_message} if self.commit_message else {}
+        scheme = versions.naming_scheme(entries) if entries else self.scheme
+        commit(
+            storage,
+            base,
+            Pending(op, self.read_version),
+            options=CommitOptions(),
+            properties=properties,
+            scheme=scheme,
+        )
+        # Nothing after this point may raise: the version exists, and abort() would delete its files.
+
+    def abort(self, messages: Sequence[FragmentsWritten | None]) -> None:  # type: ignore[override]
+        """Delete the files of this write, unless a version references them (a commit that landed).
+
+        Files of tasks that failed or were cancelled (no message) are found by the write's tag in
+        their names.
+        """
+        storage = self._storage()
+        files = {f for msg in messages if msg is not None for f in msg.files}
+        for entry in storage.list_dir(paths.DATA_DIR, stat=False):
+            if paths.has_write_tag(entry.name, self.write_id):
+                files.add(entry.path)
+        if not files:
+            return
+        try:
+            latest = versions.read_manifest_file(storage, versions.latest_entry(storage)).manifest
+            keep = referenced_files(latest)
+        except Exception:
+            keep = set()
+        _delete(storage, [f for f in files if f not in keep])
+
+
+def _delete(storage: Storage, files: Sequence[str]) -> None:
+    for path in files:
+        with contextlib.suppress(OSError):
+            storage.delete(path)
+
+
+def _plain_types(schema: pa.Schema) -> pa.Schema:
+    """Spark's Arrow schema with large string/binary/list types made regular (as pylance writes them)."""
+
+    def plain(t: pa.DataType) -> pa.DataType:
+        if pa.types.is_large_string(t):
+            return pa.string()
+        if pa.types.is_large_binary(t):
+            return pa.binary()
+        if pa.types.is_large_list(t) or pa.types.is_list(t):
+            return pa.list_(t.value_field.with_type(plain(t.value_type)))
+        if pa.types.is_struct(t):
+            return pa.struct([f.with_type(plain(f.type)) for f in t])
+        return t
+
+    return pa.schema([f.with_type(plain(f.type)) for f in schema], metadata=schema.metadata)

@@ -1,0 +1,335 @@
+"""The Spark data source on a real local Spark session: reads, writes, options, failures, concurrency."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+import threading
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from helpers import assert_tables_equal
+
+import lance_table as lt
+
+pytestmark = pytest.mark.spark
+
+
+def _rows(start: int, n: int) -> pa.Table:
+    ids = np.arange(start, start + n)
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "x": pa.array(ids * 0.5),
+            "s": pa.array([f"s{i}" if i % 7 else None for i in ids.tolist()]),
+            "tags": pa.array([[f"t{i % 3}"] * (i % 3) for i in ids.tolist()], pa.list_(pa.string())),
+            "point": pa.StructArray.from_arrays(
+                [pa.array(ids % 10, pa.int32()), pa.array(ids * 2.0)], names=["a", "b"]
+            ),
+        }
+    )
+
+
+def _read(spark, uri: str, **options: str) -> pa.Table:
+    reader = spark.read.format("lance_table")
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    return reader.load(uri).toArrow()
+
+
+def _sorted(table: pa.Table) -> pa.Table:
+    return table.sort_by("id")
+
+
+def _spark_view(table: pa.Table) -> pa.Table:
+    """What a table looks like after Spark (string columns may come back large)."""
+    from lance_table.spark.types import spark_arrow_schema, spark_schema
+
+    target = spark_arrow_schema(spark_schema(table.schema))
+    return pa.Table.from_batches([b.cast(target) for b in table.to_batches()], schema=target)
+
+
+def _same(actual: pa.Table, expected: pa.Table) -> None:
+    actual = _sorted(actual)
+    expected = _spark_view(_sorted(expected))
+    actual = pa.Table.from_batches(
+        [b.cast(expected.schema) for b in actual.to_batches()], schema=expected.schema
+    )
+    assert_tables_equal(actual, expected, check_metadata=False)
+
+
+def test_spark_reads_what_lance_table_wrote(spark, tmp_path):
+    uri = str(tmp_path / "ds")
+    table = _rows(0, 3000)
+    lt.write_dataset(table, uri, max_rows_per_file=700)
+    _same(_read(spark, uri), table)
+
+
+def test_spark_reads_what_pylance_wrote(spark, tmp_path):
+    lance = pytest.importorskip("lance")
+    uri = str(tmp_path / "ds")
+    table = _rows(0, 2000)
+    lance.write_dataset(table, uri, data_storage_version="2.0", max_rows_per_file=600)
+    lance.dataset(uri).delete("id % 5 = 0")
+    expected = table.filter(pc.not_equal(pc.modulo(table["id"], 5), 0))
+    _same(_read(spark, uri), expected)  # deletions honoured
+
+
+def test_spark_writes_and_both_libraries_read(spark, tmp_path):
+    lance = pytest.importorskip("lance")
+    uri = str(tmp_path / "ds")
+    table = _rows(0, 2500)
+    spark.createDataFrame(table.to_pandas()).repartition(3).write.format("lance_table").mode(
+        "overwrite"
+    ).save(uri)
+    ds = lt.dataset(uri)
+    assert ds.version == 1 and len(ds.get_fragments()) == 3
+    _same(ds.to_table(), table)
+    _same(lance.dataset(uri).to_table(), table)
+    spark.createDataFrame(_rows(5000, 100).to_pandas()).write.format("lance_table").mode("append").save(uri)
+    assert lt.dataset(uri).count_rows() == 2600 and lance.dataset(uri).count_rows() == 2600
+    spark.createDataFrame(_rows(9000, 10).to_pandas()).write.format("lance_table").mode("overwrite").save(uri)
+    assert sorted(lt.dataset(uri).to_table()["id"].to_pylist()) == list(range(9000, 9010))
+    assert lt.dataset(uri).versions()[-1]["operation"] == "overwrite"
+
+
+def test_types_round_trip(spark, tmp_path):
+    uri = str(tmp_path / "types")
+    table = pa.table(
+        {
+            "id": pa.array([1, 2, 3], pa.int64()),
+            "b": pa.array([True, None, False]),
+            "i8": pa.array([1, -2, None], pa.int8()),
+            "i16": pa.array([1, -2, None], pa.int16()),
+            "i32": pa.array([1, -2, None], pa.int32()),
+            "f32": pa.array([1.5, None, -2.0], pa.float32()),
+            "dec": pa.array([decimal.Decimal("1.25"), None, decimal.Decimal("-3.50")], pa.decimal128(10, 2)),
+            "d": pa.array([dt.date(2024, 1, 2), None, dt.date(1970, 1, 1)]),
+            "ts": pa.array(
+                [dt.datetime(2024, 1, 2, 3, 4, 5, 6), None, dt.datetime(2000, 1, 1)],
+                pa.timestamp("us", "UTC"),
+            ),
+            "ntz": pa.array(
+                [dt.datetime(2024, 1, 2, 3, 4, 5), None, dt.datetime(2000, 1, 1)], pa.timestamp("us")
+            ),
+            "bin": pa.array([b"\x00\x01", None, b""]),
+            "arr": pa.array([[1, 2], None, []], pa.list_(pa.int32())),
+            "nested": pa.array([[{"k": "a"}], [], None], pa.list_(pa.struct([("k", pa.string())]))),
+        }
+    )
+    lt.write_dataset(table, uri)
+    got = _read(spark, uri)
+    _same(got, table)
+    # and back through Spark's writer
+    out = str(tmp_path / "types2")
+    spark.read.format("lance_table").load(uri).write.format("lance_table").mode("overwrite").save(out)
+    _same(lt.dataset(out).to_table(), table)
+
+
+def test_unsigned_and_nanosecond_types_are_widened(spark, tmp_path):
+    uri = str(tmp_path / "ds")
+    table = pa.table(
+        {
+            "id": pa.array([1, 2], pa.int64()),
+            "u64": pa.array([2**63 + 5, 0], pa.uint64()),
+            "u8": pa.array([255, 0], pa.uint8()),
+            "ns": pa.array([1_000_001_234, None], pa.timestamp("ns", "UTC")),
+        }
+    )
+    lt.write_dataset(table, uri)
+    rows = spark.read.format("lance_table").load(uri).orderBy("id").collect()
+    assert rows[0]["u64"] == decimal.Decimal(2**63 + 5) and rows[0]["u8"] == 255
+    assert rows[0]["ns"] == dt.datetime(1970, 1, 1, 0, 0, 1, 1, tzinfo=None) or rows[0]["ns"].microsecond == 1
+
+
+def test_maps_cannot_be_written_to_2_0(spark, tmp_path):
+    df = spark.createDataFrame([(1, {"a": 1})], "id long, m map<string,int>")
+    with pytest.raises(Exception, match="map"):
+        df.write.format("lance_table").mode("overwrite").save(str(tmp_path / "m"))
+    assert not (tmp_path / "m" / "_versions").exists()
+
+
+def test_read_options(spark, tmp_path):
+    uri = str(tmp_path / "ds")
+    lt.write_dataset(_rows(0, 1000), uri, max_rows_per_file=400)
+    lt.dataset(uri).tags.create("first", 1)
+    lt.write_dataset(_rows(1000, 500), uri, mode="append")
+    lt.dataset(uri).delete("id < 100")
+    assert _read(spark, uri).num_rows == 1400
+    assert _read(spark, uri, version="1").num_rows == 1000
+    assert _read(spark, uri, tag="first").num_rows == 1000
+    asof = lt.dataset(uri).versions()[1]["timestamp"].isoformat()
+    assert _read(spark, uri, asof=asof).num_rows == 1500
+    got = _read(spark, uri, columns="s,id", filter="id >= 1490 AND s IS NOT NULL")
+    assert got.column_names == ["s", "id"]
+    assert sorted(got["id"].to_pylist()) == [i for i in range(1490, 1500) if i % 7]
+    df = spark.read.format("lance_table").option("max_rows_per_partition", "150").load(uri)
+    assert df.rdd.getNumPartitions() == sum(-(-n // 150) for n in (400, 400, 200, 500))
+    assert df.count() == 1400
+    assert _read(spark, uri, batch_size="7").num_rows == 1400
+    user = spark.read.format("lance_table").schema("id long").load(uri)
+    assert user.columns == ["id"] and user.count() == 1400
+    with pytest.raises(Exception, match="version"):
+        _read(spark, uri, version="1", tag="first")
+
+
+def test_filter_pushdown_after_register(spark, tmp_path):
+    import lance_table.spark as lts
+
+    uri = str(tmp_path / "ds")
+    table = _rows(0, 3000)
+    lt.write_dataset(table, uri, max_rows_per_file=1000)
+    with pytest.warns(UserWarning, match="reuse"):
+        lts.register(spark, pushdown=True)
+    try:
+        assert spark.conf.get(lts.PUSHDOWN_CONF) == "true"
+        cases = {
+            "id = 17": lambda t: pc.equal(t["id"], 17),
+            "id > 2990 AND x < 1497.0": lambda t: pc.and_(pc.greater(t["id"], 2990), pc.less(t["x"], 1497.0)),
+            "id IN (1, 5, 2999)": lambda t: pc.is_in(t["id"], pa.array([1, 5, 2999])),
+            "s IS NULL AND id < 50": lambda t: pc.and_(pc.is_null(t["s"]), pc.less(t["id"], 50)),
+            "s LIKE 's29%'": lambda t: pc.starts_with(t["s"], "s29"),
+            "s LIKE '%99'": lambda t: pc.ends_with(t["s"], "99"),
+            "NOT (id >= 10)": lambda t: pc.invert(pc.greater_equal(t["id"], 10)),
+            "id % 1000 = 7 OR s = 's11'": lambda t: pa.array(
+                [i % 1000 == 7 or v == "s11" for i, v in zip(t["id"].to_pylist(), t["s"].to_pylist())]
+            ),
+        }
+        for sql, mask in cases.items():
+            df = spark.read.format("lance_table").load(uri)  # a fresh DataFrame per query (see register)
+            plan = df.filter(sql)._jdf.queryExecution().executedPlan().toString()
+            got = df.filter(sql).toArrow()
+            expected = table.filter(mask(table))
+            assert sorted(got["id"].to_pylist()) == sorted(expected["id"].to_pylist()), sql
+            if sql == "id = 17":
+                assert "Filter" not in plan.split("BatchScan")[0], plan  # Spark left it to the source
+    finally:
+        lts.register(spark)
+        spark.conf.set(lts.PUSHDOWN_CONF, "false")
+
+
+def test_failed_task_leaves_dataset_and_files_untouched(spark, tmp_path):
+    from pyspark.sql.functions import col, udf
+    from pyspark.sql.types import LongType
+
+    uri = str(tmp_path / "ds")
+    lt.write_dataset(_rows(0, 100), uri)
+    before = sorted(p.name for p in (Path(uri) / "data").iterdir())
+
+    @udf(LongType())
+    def explode(x):
+        if x == 77:
+            raise ValueError("boom")
+        return x
+
+    df = spark.range(0, 200, numPartitions=4).select(explode(col("id")).alias("id"))
+    with pytest.raises(Exception, match="boom"):
+        df.selectExpr("id", "id * 0.5 as x").write.format("lance_table").mode("append").save(uri + "_other")
+    assert not (Path(str(uri) + "_other") / "_versions").exists() or not list(
+        (Path(uri + "_other") / "_versions").iterdir()
+    )
+    bad = spark.createDataFrame(_rows(100, 50).to_pandas()).repartition(4)
+    failing = bad.withColumn("id", explode(col("id") - 23))
+    with pytest.raises(Exception, match="boom"):
+        failing.write.format("lance_table").mode("append").save(uri)
+    assert lt.dataset(uri).version == 1 and lt.dataset(uri).count_rows() == 100
+    assert sorted(p.name for p in (Path(uri) / "data").iterdir()) == before
+
+
+def test_task_retries_do_not_duplicate_rows(spark, tmp_path):
+    uri = str(tmp_path / "ds")
+
+    def fail_first_attempt(batches):
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        first = True
+        for batch in batches:
+            if ctx.attemptNumber() == 0 and ctx.partitionId() == 1 and first:
+                yield batch  # some rows go out before the failure
+                raise RuntimeError("first attempt dies")
+            first = False
+            yield batch
+
+    df = spark.range(0, 4000, numPartitions=4).selectExpr("id", "cast(id as string) as s")
+    flaky = df.mapInArrow(fail_first_attempt, df.schema)
+    flaky.write.format("lance_table").mode("overwrite").option("max_rows_per_file", "300").save(uri)
+    ids = lt.dataset(uri).to_table()["id"].to_numpy()
+    assert np.array_equal(np.sort(ids), np.arange(4000))
+    referenced = {f.files[0].path for f in lt.dataset(uri).get_fragments()}
+    assert {p.name for p in (Path(uri) / "data").iterdir()} == referenced  # the failed attempt left nothing
+
+
+def test_concurrent_spark_writes_both_land(spark, tmp_path):
+    uri = str(tmp_path / "ds")
+    lt.write_dataset(_rows(0, 10), uri)
+    errors = []
+
+    def write(start: int) -> None:
+        try:
+            df = spark.createDataFrame(_rows(start, 500).to_pandas()).repartition(2)
+            df.write.format("lance_table").mode("append").save(uri)
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(s,)) for s in (1000, 2000)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    ids = sorted(lt.dataset(uri).to_table()["id"].to_pylist())
+    assert ids == list(range(10)) + list(range(1000, 1500)) + list(range(2000, 2500))
+    assert [v["operation"] for v in lt.dataset(uri).versions()] == ["overwrite", "append", "append"]
+
+
+def test_reading_old_versions_while_commits_land(spark, tmp_path):
+    uri = str(tmp_path / "ds")
+    lt.write_dataset(_rows(0, 2000), uri, max_rows_per_file=200)
+    lt.dataset(uri).tags.create("start", 1)
+    stop = threading.Event()
+
+    def churn() -> None:
+        k = 0
+        while not stop.is_set():
+            ds = lt.write_dataset(_rows(10_000 + k * 10, 10), uri, mode="append")
+            ds.delete(f"id = {k}")
+            k += 1
+
+    writer = threading.Thread(target=churn)
+    writer.start()
+    try:
+        for _ in range(3):
+            assert sorted(_read(spark, uri, version="1")["id"].to_pylist()) == list(range(2000))
+            assert _read(spark, uri, tag="start").num_rows == 2000
+    finally:
+        stop.set()
+        writer.join()
+    assert lt.dataset(uri).version > 3
+
+
+@pytest.mark.s3
+def test_spark_on_s3_both_ways(spark, s3_uri, s3_options):
+    lance = pytest.importorskip("lance")
+    so = json.dumps(s3_options)
+    table = _rows(0, 1500)
+    lt.write_dataset(table, s3_uri + "/a", storage_options=s3_options, max_rows_per_file=500)
+    _same(_read(spark, s3_uri + "/a", storage_options=so), table)
+    (
+        spark.createDataFrame(table.to_pandas())
+        .repartition(2)
+        .write.format("lance_table")
+        .mode("overwrite")
+        .option("storage_options", so)
+        .save(s3_uri + "/b")
+    )
+    _same(lt.dataset(s3_uri + "/b", storage_options=s3_options).to_table(), table)
+    _same(lance.dataset(s3_uri + "/b", storage_options=s3_options).to_table(), table)
+    schema = lt.dataset(s3_uri + "/b", storage_options=s3_options).schema  # Spark's: int64 a, "element" items
+    more = _rows(5000, 10).cast(schema)
+    lance.write_dataset(more, s3_uri + "/b", mode="append", storage_options=s3_options)
+    assert _read(spark, s3_uri + "/b", storage_options=so).num_rows == 1510
