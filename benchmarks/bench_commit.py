@@ -107,12 +107,15 @@ def main(argv: list[str] | None = None) -> int:
             ours, theirs = f"{base}/ours", f"{base}/theirs"
             lt.write_dataset(batch, ours, storage_options=options or None)
             lance.write_dataset(batch, theirs, storage_options=options or None, data_storage_version="2.0")
+            so = options or None
             mine = _latency(
-                lambda: lt.write_dataset(batch, ours, mode="append", storage_options=options or None),
+                lambda ours=ours, so=so: lt.write_dataset(batch, ours, mode="append", storage_options=so),
                 args.commits,
             )
             other = _latency(
-                lambda: lance.write_dataset(batch, theirs, mode="append", storage_options=options or None),
+                lambda theirs=theirs, so=so: lance.write_dataset(
+                    batch, theirs, mode="append", storage_options=so
+                ),
                 args.commits,
             )
             report.add(Result(f"append 10k rows, {store}", mine, other, args.commits, "median latency"))

@@ -43,9 +43,8 @@ def main() -> None:
                 }
             )
             lt.write_dataset(events, raw, max_rows_per_file=20_000)
-            print(
-                f"raw events: {lt.dataset(raw).count_rows()} rows in {len(lt.dataset(raw).get_fragments())} fragments"
-            )
+            ds = lt.dataset(raw)
+            print(f"raw events: {ds.count_rows()} rows in {len(ds.get_fragments())} fragments")
 
             # 1. read with Spark (one task per fragment) and aggregate
             df = spark.read.format("lance_table").load(raw)
