@@ -20,9 +20,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import Report, Result, benchmark_table  # noqa: E402
+from common import Report, Result, benchmark_table
 
-import lance_table as lt  # noqa: E402
+import lance_table as lt
 
 
 def _latency(fn: Callable[[], object], n: int) -> float:
