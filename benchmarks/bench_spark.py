@@ -49,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     spark = (
         SparkSession.builder.master("local[2]")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.memory", "6g")
         .config("spark.sql.session.timeZone", "UTC")
         .getOrCreate()

@@ -26,6 +26,7 @@ def main() -> None:
         SparkSession.builder.master("local[2]")
         .appName("lance_table pipeline")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
         .getOrCreate()
     )

@@ -18,6 +18,7 @@ def spark() -> Iterator[object]:
         pyspark_sql.SparkSession.builder.master("local[2,3]")
         .appName("lance_table-tests")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
         .getOrCreate()
