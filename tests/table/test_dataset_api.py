@@ -259,3 +259,12 @@ def test_scan_empty_and_fully_deleted(tmp_path):
     ds2 = lt.write_dataset(make_rows(0, 5), uri, mode="append")
     assert [f.id for f in ds2.get_fragments()] == [2]
     assert np.array_equal(ds2.to_table()["id"].to_numpy(), np.arange(5))
+
+
+def test_scans_without_columns_keep_row_counts(tmp_path):
+    ds = lt.write_dataset(pa.table({"a": [1, 2, 3, None]}), tmp_path / "ds")
+    assert ds.to_table(columns=[], filter="a > 1").num_rows == 2
+    assert ds.to_table(columns=[]).num_rows == 4
+    assert ds.to_batches(columns=[], filter="a > 1").read_all().num_rows == 2
+    assert ds.to_table(filter="TRUE").num_rows == 4
+    assert (ds.count_rows("TRUE"), ds.count_rows("1 = 0"), ds.count_rows("NOT (a > 1)")) == (4, 0, 1)

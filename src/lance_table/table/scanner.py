@@ -14,6 +14,7 @@ from typing import TypeAlias
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyarrow import acero
 
 from lance_table._parallel import map_fragments
 from lance_table.errors import SchemaError
@@ -108,11 +109,26 @@ def _filter_pass(frag: FragmentReader, spec: ScanSpec, live: Runs) -> tuple[pa.T
     """Read the predicate's columns for ``live`` rows; return them and the mask of matching rows."""
     assert spec.filter is not None
     table = frag.read(spec.filter_columns, live) if spec.filter_columns else _empty_rows(live.total)
-    index = pa.array(np.arange(live.total, dtype=np.int64))
-    kept = table.append_column(_POS, index).filter(spec.filter).column(_POS).to_numpy()
-    mask = np.zeros(live.total, bool)
-    mask[kept] = True
-    return table, mask
+    return table, evaluate_mask(table, spec.filter)
+
+
+def evaluate_mask(table: pa.Table, expr: pc.Expression) -> np.ndarray:
+    """Which rows of ``table`` satisfy ``expr`` (SQL semantics: a null outcome does not match)."""
+    plan = acero.Declaration.from_sequence(
+        [
+            acero.Declaration("table_source", acero.TableSourceNodeOptions(table)),
+            acero.Declaration("project", acero.ProjectNodeOptions([expr], [_POS])),
+        ]
+    )
+    result = plan.to_table(use_threads=False).column(0)
+    if result.null_count:
+        result = pc.fill_null(result, False)
+    mask = np.zeros(table.num_rows, bool)
+    at = 0
+    for chunk in result.chunks:  # chunks arrive in order with use_threads=False
+        mask[at : at + len(chunk)] = chunk.to_numpy(zero_copy_only=False)
+        at += len(chunk)
+    return mask
 
 
 def matching_positions(frag: FragmentReader, spec: ScanSpec, lo: int, hi: int) -> Runs:
@@ -163,7 +179,9 @@ def scan_fragment(frag: FragmentReader, spec: ScanSpec, out_schema: pa.Schema) -
         if spec.with_row_id:
             row_ids = (np.uint64(frag.fragment.id) << np.uint64(32)) | runs.positions().astype(np.uint64)
             table = table.append_column(pa.field(ROW_ID, pa.uint64()), pa.array(row_ids, pa.uint64()))
-        yield pa.Table.from_arrays(table.columns, schema=out_schema)
+        if table.num_columns:
+            table = pa.Table.from_arrays(table.columns, schema=out_schema)
+        yield table  # a table without columns keeps its row count
 
 
 def _empty_rows(n: int) -> pa.Table:
@@ -177,6 +195,8 @@ def scan_all(frags: Sequence[FragmentReader], spec: ScanSpec, out_schema: pa.Sch
         return pa.Table.from_batches(list(scan(frags, spec, out_schema)), schema=out_schema)
     parts = map_fragments(lambda f: list(scan_fragment(f, spec, out_schema)), frags)
     tables = [t for part in parts for t in part]
+    if not out_schema.names:  # no columns: only the row count matters
+        return _empty_rows(sum(t.num_rows for t in tables))
     return pa.concat_tables(tables) if tables else out_schema.empty_table()
 
 

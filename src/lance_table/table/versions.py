@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from lance_table.errors import (
@@ -17,6 +19,11 @@ from lance_table.format import paths
 from lance_table.format.manifest import Manifest, ManifestFile, decode_manifest_file
 from lance_table.format.transaction import Transaction
 from lance_table.storage import Storage
+
+# Decoded manifests by (dataset URI, manifest path), reused only when the file's bytes are identical.
+DECODED_CACHE_SIZE = 256
+_DECODED: OrderedDict[tuple[str, str], tuple[bytes, ManifestFile]] = OrderedDict()
+_DECODED_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -93,11 +100,22 @@ def read_manifest_file(storage: Storage, entry: VersionEntry) -> ManifestFile:
         CorruptFileError: the file is damaged or holds another version's manifest.
     """
     where = f"{storage.uri.rstrip('/')}/{entry.path}"
-    mf = decode_manifest_file(storage.read(entry.path), where)
+    data = storage.read(entry.path)
+    key = (storage.uri, entry.path)
+    with _DECODED_LOCK:
+        hit = _DECODED.get(key)
+        if hit is not None and hit[0] == data:  # the very same bytes: reuse what they decoded to
+            _DECODED.move_to_end(key)
+            return hit[1]
+    mf = decode_manifest_file(data, where)
     if mf.manifest.version != entry.version:
         raise CorruptFileError(
             where, f"file name says version {entry.version}, manifest says {mf.manifest.version}"
         )
+    with _DECODED_LOCK:
+        _DECODED[key] = (data, mf)
+        while len(_DECODED) > DECODED_CACHE_SIZE:
+            _DECODED.popitem(last=False)
     return mf
 
 
