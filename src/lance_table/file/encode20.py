@@ -210,6 +210,82 @@ def encode_leaf(arr: pa.Array, bufs: PageBuffers) -> Any:
     raise SchemaError(f"type {t} cannot be stored in a Lance 2.0 leaf column")
 
 
+def encode_leaf_chunks(chunks: list[pa.Array], bufs: PageBuffers) -> Any:
+    """The encoding of one page made of several arrays, writing their buffers piece by piece.
+
+    Gives the same bytes as encoding the concatenated array, without the copy; types whose
+    pieces cannot simply follow one another are concatenated first.
+    """
+    chunks = [c for c in chunks if len(c)] or chunks[:1]
+    if len(chunks) == 1:
+        return encode_leaf(chunks[0], bufs)
+    t = chunks[0].type
+    if _is_fixed_width(t):
+        width = byte_width(t)
+        return _nullable_chunks(
+            chunks, lambda: _flat(width * 8, [fixed_bytes(c, width) for c in chunks], bufs), bufs
+        )
+    if (
+        pa.types.is_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_large_binary(t)
+    ):
+        return _binary_chunks(chunks, bufs)
+    return encode_leaf(pa.concat_arrays(chunks), bufs)
+
+
+def _nullable_chunks(chunks: list[pa.Array], values: Any, bufs: PageBuffers) -> Any:
+    enc = pb.ArrayEncoding()
+    n = sum(len(c) for c in chunks)
+    nulls = sum(c.null_count for c in chunks)
+    if nulls == n:
+        enc.nullable.all_nulls.SetInParent()
+    elif nulls:
+        valid = np.concatenate([np.asarray(c.is_valid()) for c in chunks])
+        enc.nullable.some_nulls.validity.CopyFrom(
+            _flat(1, pa.py_buffer(np.packbits(valid, bitorder="little")), bufs)
+        )
+        enc.nullable.some_nulls.values.CopyFrom(values())
+    else:
+        enc.nullable.no_nulls.values.CopyFrom(values())
+    return enc
+
+
+def _binary_chunks(chunks: list[pa.Array], bufs: PageBuffers) -> Any:
+    large = pa.types.is_large_string(chunks[0].type) or pa.types.is_large_binary(chunks[0].type)
+    lengths: list[np.ndarray] = []
+    valids: list[np.ndarray | None] = []
+    data: list[Buffer] = []
+    for c in chunks:
+        n = len(c)
+        offs = np.frombuffer(
+            c.buffers()[1], np.int64 if large else np.int32, n + 1, c.offset * (8 if large else 4)
+        )
+        if c.null_count:
+            valid = np.asarray(c.is_valid())
+            lengths.append(np.where(valid, np.diff(offs), 0).astype(np.uint64))
+            valids.append(valid)
+            data.append(_binary_data(c.filter(pa.array(valid)), large))
+        else:
+            lengths.append(np.diff(offs).astype(np.uint64))
+            valids.append(None)
+            data.append(c.buffers()[2].slice(int(offs[0]), int(offs[-1] - offs[0])))
+    ends = np.cumsum(np.concatenate(lengths), dtype=np.uint64)
+    total = int(ends[-1])
+    adjustment = total + 1
+    if any(v is not None for v in valids):
+        valid = np.concatenate(
+            [v if v is not None else np.ones(len(c), bool) for v, c in zip(valids, chunks)]
+        )
+        ends = np.where(valid, ends, ends + np.uint64(adjustment))
+    enc = pb.ArrayEncoding()
+    enc.binary.indices.nullable.no_nulls.values.CopyFrom(_flat(64, ends.astype("<u8", copy=False), bufs))
+    enc.binary.bytes.CopyFrom(_flat(8, data, bufs))
+    enc.binary.null_adjustment = adjustment
+    return enc
+
+
 def encode_list_offsets(lengths: np.ndarray, valid: np.ndarray, bufs: PageBuffers) -> Any:
     """One offsets page of a list column: end offsets relative to the page's first item.
 

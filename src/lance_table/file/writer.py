@@ -63,7 +63,8 @@ class _Sink:
     def write_buffer(self, data: Any) -> tuple[int, int]:
         """Write one page buffer and its padding; return its (offset, size)."""
         offset = self.pos
-        self.write(data)
+        for piece in data if isinstance(data, list) else [data]:  # a buffer may come in pieces
+            self.write(piece)
         size = self.pos - offset
         pad = -self.pos % PAGE_ALIGNMENT
         if pad:
@@ -124,32 +125,33 @@ class _LeafWriter(_FieldWriter):
         self.pending_bytes += arr.nbytes
         budget = self.w.page_size_bytes
         while self.pending_bytes >= budget:
-            whole = _concat(self.pending)
-            rows = max(1, int(budget * len(whole) / max(whole.nbytes, 1)))
-            if rows >= len(whole):
-                self._flush(whole)
+            total = sum(len(a) for a in self.pending)
+            rows = max(1, int(budget * total / max(self.pending_bytes, 1)))
+            if rows >= total:
+                self._flush(self.pending)
                 self.pending, self.pending_bytes = [], 0
                 return
-            self._flush(whole.slice(0, rows))
-            rest = whole.slice(rows)
-            self.pending, self.pending_bytes = [rest], rest.nbytes
+            head, self.pending = _split(self.pending, rows)
+            self._flush(head)
+            self.pending_bytes = sum(a.nbytes for a in self.pending)
 
     def finish(self) -> None:
         if self.pending:
-            self._flush(_concat(self.pending))
+            self._flush(self.pending)
             self.pending, self.pending_bytes = [], 0
         elif self.received is not None and not self.out.meta.pages:
-            self._flush(self.received)
+            self._flush([self.received])
 
-    def _flush(self, arr: pa.Array) -> None:
+    def _flush(self, chunks: list[pa.Array]) -> None:
+        """Encode buffered arrays as one page (without concatenating them where the encoding allows)."""
         bufs = encode20.PageBuffers()
-        enc = self.encode(arr, bufs)
-        self.out.add_page(self.w._sink, enc, bufs.items, len(arr))
+        enc = self.encode(chunks, bufs)
+        self.out.add_page(self.w._sink, enc, bufs.items, sum(len(c) for c in chunks))
 
-    def encode(self, arr: pa.Array, bufs: encode20.PageBuffers) -> Any:
+    def encode(self, chunks: list[pa.Array], bufs: encode20.PageBuffers) -> Any:
         if is_packed_struct(self.node):
-            return encode20.encode_packed_struct(arr, bufs)
-        return encode20.encode_leaf(arr, bufs)
+            return encode20.encode_packed_struct(_concat(chunks), bufs)
+        return encode20.encode_leaf_chunks(chunks, bufs)
 
 
 class _BlobWriter(_LeafWriter):
@@ -184,8 +186,8 @@ class _BlobWriter(_LeafWriter):
         )
         super().append(desc)
 
-    def encode(self, arr: pa.Array, bufs: encode20.PageBuffers) -> Any:
-        return encode20.encode_packed_struct(arr, bufs)
+    def encode(self, chunks: list[pa.Array], bufs: encode20.PageBuffers) -> Any:
+        return encode20.encode_packed_struct(_concat(chunks), bufs)
 
 
 class _StructWriter(_FieldWriter):
@@ -275,6 +277,20 @@ def _item_positions(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     bounds = np.cumsum(lengths)[:-1]
     step[bounds] = starts[1:] - (starts[:-1] + lengths[:-1]) + 1
     return np.cumsum(step)
+
+
+def _split(chunks: list[pa.Array], rows: int) -> tuple[list[pa.Array], list[pa.Array]]:
+    """The first ``rows`` rows of ``chunks`` and the rest, by slicing (no copies)."""
+    head: list[pa.Array] = []
+    for i, chunk in enumerate(chunks):
+        if rows >= len(chunk):
+            head.append(chunk)
+            rows -= len(chunk)
+            continue
+        if rows:
+            head.append(chunk.slice(0, rows))
+        return head, [chunk.slice(rows), *chunks[i + 1 :]]
+    return head, []
 
 
 def _concat(arrays: list[pa.Array]) -> pa.Array:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from lance_table._parallel import map_fragments
 from lance_table.errors import UnsupportedFormatError
 from lance_table.file.runs import Runs
 from lance_table.format import paths
@@ -97,12 +99,19 @@ def _rewrite_bin(ds: Dataset, bin_: _Bin, max_bytes: int) -> list[Fragment]:
             for lo in range(0, frag.physical_rows, COPY_CHUNK_ROWS):
                 runs: Runs = frag.live_runs(lo, min(lo + COPY_CHUNK_ROWS, frag.physical_rows))
                 if runs.total:
-                    for batch in frag.read(ds.schema.names, runs).combine_chunks().to_batches():
+                    for batch in frag.read(ds.schema.names, runs).to_batches():
                         writer.write(batch)
         return writer.finish()
     except BaseException:
         writer.abort()
         raise
+
+
+def _try(fn: Callable[[], list[Fragment]]) -> tuple[list[Fragment], BaseException | None]:
+    try:
+        return fn(), None
+    except Exception as exc:
+        return [], exc
 
 
 def compact_files(
@@ -143,8 +152,13 @@ def compact_files(
         raise UnsupportedFormatError(f"{ds.uri} has indices; compacting it would require remapping them")
     written: list[list[Fragment]] = []
     try:
-        for bin_ in bins:
-            written.append(_rewrite_bin(ds, bin_, max_bytes_per_file or DEFAULT_MAX_BYTES_PER_FILE))
+        limit = max_bytes_per_file or DEFAULT_MAX_BYTES_PER_FILE
+        # Bins are independent: rewrite them in parallel, then fail (and clean up) if any failed.
+        results = map_fragments(lambda bin_: _try(lambda: _rewrite_bin(ds, bin_, limit)), bins)
+        written = [frags for frags, _ in results]
+        for _, error in results:
+            if error is not None:
+                raise error
         total = sum(len(w) for w in written)
         reserved = commit(
             ds._storage,
