@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
                 1 / rate_ours,
                 1 / rate_theirs,
                 1,
-                f"seconds per commit; {rate_ours:.0f} vs {rate_theirs:.0f} commits/s",
+                f"ms per commit; {rate_ours:.0f} vs {rate_theirs:.0f} commits/s",
             )
         )
         rate_s3 = _race("lance_table", "s3://bench/race-ours", s3)
