@@ -100,33 +100,7 @@ def _values(arr: pa.Array, bufs: PageBuffers) -> Any:
 
 def encode_binary(arr: pa.Array, bufs: PageBuffers) -> Any:
     """Strings and binaries: u64 end offsets (nulls store ``end + total + 1``) and the value bytes."""
-    t = arr.type
-    large = pa.types.is_large_string(t) or pa.types.is_large_binary(t)
-    n = len(arr)
-    raw_offsets = np.frombuffer(
-        arr.buffers()[1], np.int64 if large else np.int32, n + 1, arr.offset * (8 if large else 4)
-    )
-    if arr.null_count:
-        valid = np.asarray(arr.is_valid())
-        lengths = np.where(valid, np.diff(raw_offsets), 0).astype(np.uint64)
-        compact = arr.filter(pa.array(valid))
-        data = _binary_data(compact, large)
-    else:
-        valid = None
-        lengths = np.diff(raw_offsets).astype(np.uint64)
-        data = (
-            arr.buffers()[2].slice(int(raw_offsets[0]), int(raw_offsets[-1] - raw_offsets[0])) if n else b""
-        )
-    ends = np.cumsum(lengths, dtype=np.uint64)
-    total = int(ends[-1]) if n else 0
-    adjustment = total + 1 if n else 0  # pylance leaves it 0 on empty pages
-    if valid is not None:
-        ends = np.where(valid, ends, ends + np.uint64(adjustment))
-    enc = pb.ArrayEncoding()
-    enc.binary.indices.nullable.no_nulls.values.CopyFrom(_flat(64, ends.astype("<u8", copy=False), bufs))
-    enc.binary.bytes.CopyFrom(_flat(8, data, bufs))
-    enc.binary.null_adjustment = adjustment
-    return enc
+    return _binary_chunks([arr], bufs)
 
 
 def _binary_data(arr: pa.Array, large: bool) -> Buffer:
@@ -179,6 +153,15 @@ def encode_packed_struct(arr: pa.StructArray, bufs: PageBuffers) -> Any:
     return enc
 
 
+def _is_binary_like(t: pa.DataType) -> bool:
+    return (
+        pa.types.is_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_large_binary(t)
+    )
+
+
 def _is_fixed_width(t: pa.DataType) -> bool:
     return (
         pa.types.is_integer(t)
@@ -192,12 +175,7 @@ def _is_fixed_width(t: pa.DataType) -> bool:
 def encode_leaf(arr: pa.Array, bufs: PageBuffers) -> Any:
     """The 2.0 encoding of one page of a leaf column."""
     t = arr.type
-    if (
-        pa.types.is_string(t)
-        or pa.types.is_binary(t)
-        or pa.types.is_large_string(t)
-        or pa.types.is_large_binary(t)
-    ):
+    if _is_binary_like(t):
         return encode_binary(arr, bufs)
     if pa.types.is_dictionary(t):
         return encode_dictionary(arr, bufs)
@@ -225,12 +203,7 @@ def encode_leaf_chunks(chunks: list[pa.Array], bufs: PageBuffers) -> Any:
         return _nullable_chunks(
             chunks, lambda: _flat(width * 8, [fixed_bytes(c, width) for c in chunks], bufs), bufs
         )
-    if (
-        pa.types.is_string(t)
-        or pa.types.is_binary(t)
-        or pa.types.is_large_string(t)
-        or pa.types.is_large_binary(t)
-    ):
+    if _is_binary_like(t):
         return _binary_chunks(chunks, bufs)
     return encode_leaf(pa.concat_arrays(chunks), bufs)
 
@@ -272,8 +245,8 @@ def _binary_chunks(chunks: list[pa.Array], bufs: PageBuffers) -> Any:
             valids.append(None)
             data.append(c.buffers()[2].slice(int(offs[0]), int(offs[-1] - offs[0])))
     ends = np.cumsum(np.concatenate(lengths), dtype=np.uint64)
-    total = int(ends[-1])
-    adjustment = total + 1
+    total = int(ends[-1]) if ends.size else 0
+    adjustment = total + 1 if ends.size else 0  # pylance leaves it 0 on empty pages
     if any(v is not None for v in valids):
         valid = np.concatenate(
             [v if v is not None else np.ones(len(c), bool) for v, c in zip(valids, chunks)]
