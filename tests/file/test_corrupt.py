@@ -75,13 +75,13 @@ def test_unknown_version(tmp_path, good, version):
         LanceFileReader(path)
 
 
-def test_newer_versions_are_refused_until_supported(tmp_path, good):
+def test_a_2_0_file_relabelled_as_2_2_is_corrupt(tmp_path, good):
     _, data = good
     fields = _footer(data)
     fields[5], fields[6] = 2, 2
     path = _write(tmp_path, _with_footer(data, fields))
-    with pytest.raises(UnsupportedFormatError, match=r"2\.2"):
-        LanceFileReader(path)
+    with pytest.raises(CorruptFileError, match="PageLayout"):
+        LanceFileReader(path).read_all(columns=["i", "s"])
 
 
 @pytest.mark.parametrize(

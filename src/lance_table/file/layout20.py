@@ -56,3 +56,18 @@ def column_assignment(roots: list[FieldNode]) -> dict[int, int]:
     for root in roots:
         visit(root)
     return out
+
+
+def leaf_columns(roots: list[FieldNode]) -> dict[int, int]:
+    """2.1/2.2 files: one column per leaf field, in pre-order (structs and lists own none)."""
+    out: dict[int, int] = {}
+
+    def visit(node: FieldNode) -> None:
+        if not node.children:
+            out[node.id] = len(out)
+        for child in node.children:
+            visit(child)
+
+    for root in roots:
+        visit(root)
+    return out

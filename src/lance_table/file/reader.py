@@ -12,9 +12,16 @@ import pyarrow as pa
 
 from lance_table._parallel import DECODE, pool
 from lance_table.errors import CorruptFileError, SchemaError, UnsupportedFormatError
-from lance_table.file import decode20
-from lance_table.file.container import FileMetadata, FileVersion, read_metadata, unpack_encoding
-from lance_table.file.layout20 import BLOB_DESCRIPTOR, column_assignment, is_packed_struct
+from lance_table.file import decode20, decode21
+from lance_table.file.container import (
+    URL_ARRAY_ENCODING,
+    URL_PAGE_LAYOUT,
+    FileMetadata,
+    FileVersion,
+    read_metadata,
+    unpack_encoding,
+)
+from lance_table.file.layout20 import BLOB_DESCRIPTOR, column_assignment, is_packed_struct, leaf_columns
 from lance_table.file.pageio import PageIO
 from lance_table.file.runs import Runs
 from lance_table.file.source import ByteSource, open_source
@@ -33,6 +40,8 @@ class _Column:
 
     def __init__(self, meta: FileMetadata, index: int) -> None:
         self.index = index
+        # 2.0 pages are ArrayEncodings; 2.1+ pages are PageLayouts. A mismatch means a damaged file.
+        self.page_url = URL_ARRAY_ENCODING if meta.version is FileVersion.V2_0 else URL_PAGE_LAYOUT
         self.pb = meta.columns[index]
         lengths = np.fromiter((p.length for p in self.pb.pages), np.int64, len(self.pb.pages))
         self.page_starts = np.zeros(len(lengths) + 1, np.int64)
@@ -55,9 +64,11 @@ class _Column:
         enc = self._encodings.get(page)
         if enc is None:
             what = f"column {self.index} page {page}"
-            _, enc = unpack_encoding(self.pb.pages[page].encoding, source, what)
+            url, enc = unpack_encoding(self.pb.pages[page].encoding, source, what)
             if enc is None:
                 raise UnsupportedFormatError(f"{what} has no encoding", path=source.name)
+            if url != self.page_url:
+                raise CorruptFileError(source.name, f"{what} is encoded as {url}, not {self.page_url}")
             self._encodings[page] = enc
         return enc
 
@@ -85,14 +96,10 @@ class LanceFileReader:
     def __init__(self, source: str | os.PathLike[str] | IO[bytes] | ByteSource | bytes) -> None:
         self._source = open_source(source)
         self._meta = read_metadata(self._source)
-        if self._meta.version is not FileVersion.V2_0:
-            raise UnsupportedFormatError(
-                f"Lance file format {self._meta.version.value} is not supported yet (only 2.0)",
-                path=self._source.name,
-            )
         self._roots = self._meta.roots
         self._schema = self._meta.arrow_schema
-        self._col_of = column_assignment(self._roots)
+        self._structural = self._meta.version is not FileVersion.V2_0
+        self._col_of = leaf_columns(self._roots) if self._structural else column_assignment(self._roots)
         n_cols = len(self._meta.columns)
         needed = max(self._col_of.values(), default=-1) + 1
         if needed > n_cols:
@@ -233,6 +240,8 @@ class LanceFileReader:
         nested = (
             pa.types.is_struct(t) or pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t)
         )
+        if self._structural:
+            return self._structural_jobs(node, runs, nested)
         if nested or not runs.total:
             return [lambda: self._read_field(node, runs)]
         col = self._column(node)
@@ -243,6 +252,35 @@ class LanceFileReader:
             functools.partial(self._decode_page, col, p, local, io, t)
             for p, local, io in self._pages(col, runs, prefetch=False)
         ]
+
+    def _structural_jobs(
+        self, node: FieldNode, runs: Runs, nested: bool
+    ) -> list[Callable[[], list[pa.Array]]]:
+        """Pages of a 2.1/2.2 column: decoded whole, then the selected rows taken."""
+        if nested:
+            raise UnsupportedFormatError(
+                f"column {node.name!r}: nested types in Lance {self.version} files are not supported yet",
+                path=self.path,
+            )
+        if not runs.total:
+            return []
+        col = self._column(node)
+        self._check_length(col, runs)
+        large = self._meta.version is FileVersion.V2_2
+        return [
+            functools.partial(self._decode_structural, col, p, local, io, node.arrow_type, large)
+            for p, local, io in self._pages(col, runs, prefetch=False)
+        ]
+
+    def _decode_structural(
+        self, col: _Column, page: int, runs: Runs, io: PageIO, dtype: pa.DataType, large: bool
+    ) -> list[pa.Array]:
+        arr = decode21.decode_page(col.encoding(page, self._source), io, dtype, large)
+        if len(arr) != col.page_starts[page + 1] - col.page_starts[page]:
+            raise io.corrupt(f"page decodes to {len(arr)} rows, its metadata says {io.page.length}")
+        if runs.is_span(0, len(arr)):
+            return [arr]
+        return [arr.take(pa.array(runs.positions()))]
 
     def _decode_page(
         self, col: _Column, page: int, runs: Runs, io: PageIO, dtype: pa.DataType
