@@ -149,16 +149,17 @@ def test_unsupported_writer_flags_refuse_to_write(tmp_path, flag):
     assert lt.dataset(uri).version == 1
 
 
-def test_2_2_datasets_are_refused_clearly(tmp_path):
+def test_2_2_datasets_are_read_but_never_given_2_0_files(tmp_path):
     lance = pytest.importorskip("lance")
     uri = str(tmp_path / "ds")
-    lance.write_dataset(make_rows(0, 10), uri)  # pylance's default format
+    lance.write_dataset(make_rows(0, 10).select(["id", "x", "s", "v"]), uri)  # pylance's default format
+    assert lt.dataset(uri).count_rows() == 10
     with pytest.raises(lt.UnsupportedFormatError, match=r"2\.2"):
-        lt.dataset(uri)
-    with pytest.raises(lt.UnsupportedFormatError, match=r"2\.2"):
-        lt.write_dataset(make_rows(10, 10), uri, mode="append")
+        lt.write_dataset(make_rows(10, 10).select(["id", "x", "s", "v"]), uri, mode="append")
     with pytest.raises(lt.UnsupportedFormatError, match=r"2\.2"):
         lt.write_dataset(make_rows(10, 10), uri, mode="overwrite")
+    with pytest.raises(lt.UnsupportedFormatError, match=r"2\.2"):
+        lt.dataset(uri).compact_files()
     assert lance.dataset(uri).version == 1 and len(os.listdir(Path(uri) / "data")) == 1
 
 

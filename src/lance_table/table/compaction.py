@@ -138,6 +138,7 @@ def compact_files(
     if target_rows_per_fragment <= 0:
         raise ValueError("target_rows_per_fragment must be positive")
     ds._require_writable_format()
+    ds._require_data_file_format()
     if materialize_deletions and materialize_deletions_threshold >= 1.0:
         materialize_deletions = False
     bins = plan(

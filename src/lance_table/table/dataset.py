@@ -39,6 +39,9 @@ from lance_table.table.writer import (
 )
 
 WriteMode = Literal["create", "append", "overwrite"]
+# Data file formats a dataset may use to be read; only 2.0 data files are written.
+READABLE_FORMATS = ("2.0", "2.1", "2.2")
+WRITABLE_FORMAT = "2.0"
 
 
 class Dataset:
@@ -67,14 +70,17 @@ class Dataset:
         versions_seen = {f.version for frag in self._manifest.fragments for f in frag.files}
         if fmt is None and versions_seen:
             fmt = sorted(versions_seen)[0]
-        if fmt not in (None, "2.0"):
+        if fmt not in (None, *READABLE_FORMATS):
             raise UnsupportedFormatError(
                 f"{self.uri} stores data files in Lance format {fmt}; "
-                "lance_table reads format 2.0 only so far"
+                f"lance_table reads formats {', '.join(READABLE_FORMATS)}"
             )
-        other = versions_seen - {"2.0"}
+        other = versions_seen - {fmt}
         if other:
-            raise UnsupportedFormatError(f"{self.uri} has data files of format {sorted(other)}")
+            raise UnsupportedFormatError(
+                f"{self.uri} mixes data files of formats {sorted(versions_seen)}, "
+                "which lance_table does not read"
+            )
 
     # -- identity ---------------------------------------------------------------------------------
 
@@ -293,6 +299,10 @@ class Dataset:
     def _require_writable_format(self) -> None:
         versions.check_writable(self._manifest, self.uri)
         check_can_commit(self._commit_options, self._storage)
+
+    def _require_data_file_format(self) -> None:
+        """Refuse operations that write data files into a dataset of another format than 2.0."""
+        _check_writable_data_format(self._manifest, self.uri)
 
 
 def _naive_utc(ns: int) -> dt.datetime:

@@ -93,7 +93,7 @@ class FragmentReader:
         by_file: dict[int, list[str]] = {}
         for name in names:
             node = self.roots[name]
-            idx = self._file_of(node.id)
+            idx = self._file_of(node)
             by_file.setdefault(idx, []).append(name)
         columns: dict[str, pa.ChunkedArray] = {}
         for idx, group in by_file.items():
@@ -120,10 +120,15 @@ class FragmentReader:
         schema = pa.schema([self.roots[n].to_arrow_field() for n in names])
         return selectable(pa.Table.from_arrays([columns[n] for n in names], schema=schema))
 
-    def _file_of(self, field_id: int) -> int:
-        """Index of the data file holding a field (the last one, if several do), or -1."""
+    def _file_of(self, node: FieldNode) -> int:
+        """Index of the data file holding a field (the last one, if several do), or -1.
+
+        2.0 files list every field id; 2.1+ files list only leaves, so a struct or list is found
+        through the ids of its descendants.
+        """
+        ids = {n.id for n in node.walk()}
         for i in range(len(self.fragment.files) - 1, -1, -1):
-            if field_id in self.fragment.files[i].fields:
+            if ids.intersection(self.fragment.files[i].fields):
                 return i
         return -1
 

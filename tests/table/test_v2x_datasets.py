@@ -1,0 +1,83 @@
+"""Datasets pylance writes with its default format (2.2) and with 2.1: read version by version."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from helpers import assert_tables_equal
+
+import lance_table as lt
+
+lance = pytest.importorskip("lance")
+pytestmark = pytest.mark.interop
+
+
+def _rows(start: int, n: int) -> pa.Table:
+    rng = np.random.default_rng(start)
+    ids = np.arange(start, start + n)
+    return pa.table(
+        {
+            "id": pa.array(ids),
+            "x": pa.array(rng.random(n)),
+            "cat": pa.array(np.array(["red", "green", "blue"], dtype=object)[ids % 3]),
+            "s": pa.array([f"text-{i}" if i % 11 else None for i in ids.tolist()]),
+            "v": pa.FixedSizeListArray.from_arrays(pa.array(rng.random(n * 8).astype(np.float32)), 8),
+        }
+    )
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_every_version_of_a_pylance_dataset(tmp_path, version):
+    uri = str(tmp_path / "ds")
+    expected = {}
+    current = _rows(0, 30_000)
+    ds = lance.write_dataset(current, uri, data_storage_version=version, max_rows_per_file=12_000)
+    expected[ds.version] = current
+    more = _rows(30_000, 5_000)
+    ds = lance.write_dataset(more, uri, mode="append")
+    expected[ds.version] = current = pa.concat_tables([current, more])
+    ds.delete("id % 7 = 0")
+    ds = lance.dataset(uri)
+    expected[ds.version] = current = current.filter(pa.array(current["id"].to_numpy() % 7 != 0))
+    ds.optimize.compact_files(target_rows_per_fragment=100_000)
+    ds = lance.dataset(uri)
+    for v in range(max(expected) + 1, ds.version + 1):
+        expected[v] = current
+    for v, table in expected.items():
+        ours = lt.dataset(uri, version=v)
+        assert ours.data_storage_version == version
+        assert_tables_equal(ours.to_table(), table, check_metadata=False)
+        assert ours.count_rows() == table.num_rows
+    latest = lt.dataset(uri)
+    got = latest.to_table(columns=["id", "s"], filter="cat = 'red' AND x < 0.5")
+    mask = pc.and_(pc.equal(current["cat"], "red"), pc.less(current["x"], 0.5))
+    assert_tables_equal(got, current.filter(mask).select(["id", "s"]), check_metadata=False)
+    idx = [0, 100, 5, 5, current.num_rows - 1]
+    assert_tables_equal(latest.take(idx), current.take(pa.array(idx)), check_metadata=False)
+    assert sum(b.num_rows for b in latest.to_batches(batch_size=1000)) == current.num_rows
+
+
+def test_we_delete_from_a_2_2_dataset_and_pylance_reads_it(tmp_path):
+    uri = str(tmp_path / "ds")
+    table = _rows(0, 20_000)
+    lance.write_dataset(table, uri, max_rows_per_file=8000)
+    ds = lt.dataset(uri).delete("id >= 100 AND id < 6000")
+    expected = table.filter(
+        pc.invert(pc.and_(pc.greater_equal(table["id"], 100), pc.less(table["id"], 6000)))
+    )
+    assert_tables_equal(ds.to_table(), expected, check_metadata=False)
+    assert_tables_equal(lance.dataset(uri).to_table(), expected, check_metadata=False)
+    lance.write_dataset(_rows(50_000, 10), uri, mode="append")  # pylance keeps writing on top
+    assert lt.dataset(uri).count_rows() == expected.num_rows + 10
+
+
+def test_nested_columns_of_2_2_datasets_are_refused_by_name(tmp_path):
+    uri = str(tmp_path / "ds")
+    table = pa.table({"id": [1, 2], "tags": pa.array([["a"], []], pa.list_(pa.string()))})
+    lance.write_dataset(table, uri)
+    ds = lt.dataset(uri)
+    assert ds.to_table(columns=["id"])["id"].to_pylist() == [1, 2]
+    with pytest.raises(lt.UnsupportedFormatError, match="tags"):
+        ds.to_table()
