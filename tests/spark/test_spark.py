@@ -333,3 +333,14 @@ def test_spark_on_s3_both_ways(spark, s3_uri, s3_options):
     more = _rows(5000, 10).cast(schema)
     lance.write_dataset(more, s3_uri + "/b", mode="append", storage_options=s3_options)
     assert _read(spark, s3_uri + "/b", storage_options=so).num_rows == 1510
+
+
+def test_spark_reads_a_pylance_default_2_2_dataset(spark, tmp_path):
+    lance = pytest.importorskip("lance")
+    uri = str(tmp_path / "ds22")
+    table = _rows(0, 3000).select(["id", "x", "s"])
+    lance.write_dataset(table, uri, max_rows_per_file=1000)  # pylance's default format (2.2)
+    lance.dataset(uri).delete("id < 10")
+    assert lt.dataset(uri).data_storage_version == "2.2"
+    _same(_read(spark, uri), table.slice(10))
+    _same(_read(spark, uri, version="1"), table)

@@ -20,6 +20,7 @@ from lance_table.errors import UnsupportedFormatError
 from lance_table.file import fastlanes, fsst
 from lance_table.file.decode20 import build_binary
 from lance_table.file.pageio import PageIO, decompress
+from lance_table.file.runs import Runs
 
 _SCHEMES = {1: "lz4", 2: "zstd"}
 
@@ -34,10 +35,15 @@ class Fixed:
 
 @dataclass
 class Var:
-    """Variable-width values: bytes and n + 1 offsets into them."""
+    """Variable-width values: bytes and n + 1 offsets into them.
+
+    With ``symbols`` the bytes are still FSST-compressed: pieces of a page share one symbol table,
+    so they are concatenated first and decompressed once.
+    """
 
     data: bytes | memoryview
     offsets: np.ndarray
+    symbols: bytes | None = None
 
 
 Values = Fixed | Var
@@ -126,14 +132,7 @@ def decode_values(enc: Any, buffers: list[bytes | memoryview], n: int, io: PageI
         inner = decode_values(enc.fsst.values, buffers, n, io)
         if not isinstance(inner, Var):
             raise io.corrupt("FSST over fixed-width values")
-        lo, hi = int(inner.offsets[0]), int(inner.offsets[-1])
-        try:
-            text, text_offsets = fsst.decode(
-                enc.fsst.symbol_table, bytes(inner.data[lo:hi]), inner.offsets - lo
-            )
-        except fsst.FsstError as exc:
-            raise io.corrupt(f"FSST data: {exc}") from exc
-        return Var(text, text_offsets)
+        return Var(inner.data, inner.offsets, bytes(enc.fsst.symbol_table))
     if kind == "rle":
         if len(buffers) == 1:
             # block form (levels): [u64 size of the values][values][run lengths]
@@ -190,6 +189,7 @@ def _decode_block(enc: Any, data: bytes | memoryview, n: int, io: PageIO) -> Val
 def to_arrow(values: Values, dtype: pa.DataType, n: int, io: PageIO) -> pa.Array:
     """An Arrow array of ``dtype`` from decoded values (no nulls yet)."""
     if isinstance(values, Var):
+        values = _expand(values, io)
         valid = np.ones(n, bool)
         lengths = np.diff(values.offsets)
         lo = int(values.offsets[0])
@@ -218,17 +218,35 @@ def to_arrow(values: Values, dtype: pa.DataType, n: int, io: PageIO) -> pa.Array
     return pa.Array.from_buffers(dtype, n, [None, pa.py_buffer(data)])
 
 
-def _concat_values(pieces: list[Values]) -> Values:
+def _expand(values: Var, io: PageIO) -> Var:
+    """Decompress FSST values (a no-op for plain ones)."""
+    if values.symbols is None:
+        return values
+    lo, hi = int(values.offsets[0]), int(values.offsets[-1])
+    try:
+        text, offsets = fsst.decode(values.symbols, bytes(values.data[lo:hi]), values.offsets - lo)
+    except fsst.FsstError as exc:
+        raise io.corrupt(f"FSST data: {exc}") from exc
+    return Var(text, offsets)
+
+
+def _concat_values(pieces: list[Values], io: PageIO) -> Values:
     if isinstance(pieces[0], Fixed):
         return Fixed(b"".join(bytes(p.data) for p in pieces), pieces[0].bits)
     datas, offsets, base = [], [np.zeros(1, np.int64)], 0
+    symbols = pieces[0].symbols if isinstance(pieces[0], Var) else None
     for p in pieces:
-        assert isinstance(p, Var)
+        if not isinstance(p, Var):
+            raise io.corrupt("a page mixes fixed- and variable-width chunks")
+        if p.symbols != symbols:  # one page has one symbol table; be safe anyway
+            p = _expand(p, io)
+            if symbols is not None:
+                raise io.corrupt("chunks of one page use different FSST symbol tables")
         lo, hi = int(p.offsets[0]), int(p.offsets[-1])
         datas.append(bytes(p.data[lo:hi]))
         offsets.append(p.offsets[1:] - lo + base)
         base += hi - lo
-    return Var(b"".join(datas), np.concatenate(offsets))
+    return Var(b"".join(datas), np.concatenate(offsets), symbols)
 
 
 def _levels(enc: Any, data: bytes | memoryview, n: int, io: PageIO) -> np.ndarray:
@@ -244,8 +262,14 @@ def _pad8(x: int) -> int:
     return (x + 7) & ~7
 
 
-def mini_block(layout: Any, io: PageIO, dtype: pa.DataType, large_chunks: bool) -> pa.Array:
-    """Decode a whole mini-block page of a column without repetition."""
+def mini_block(
+    layout: Any, io: PageIO, dtype: pa.DataType, large_chunks: bool, runs: Runs | None = None
+) -> pa.Array:
+    """Decode a mini-block page of a column without repetition: every row, or only ``runs``.
+
+    With ``runs`` only the chunks that hold those rows are decoded (the chunk metadata says how
+    many values each chunk holds), and the result has exactly the selected rows.
+    """
     if layout.repetition_index_depth or layout.HasField("rep_compression"):
         raise _unsupported(io, "lists (repetition levels)")
     n_items = int(layout.num_items)
@@ -259,19 +283,34 @@ def mini_block(layout: Any, io: PageIO, dtype: pa.DataType, large_chunks: bool) 
             raise io.corrupt("dictionary page without a dictionary buffer")
         dictionary = _decode_block(layout.dictionary, io.whole(2), int(layout.num_dictionary_items), io)
     word_type = np.uint32 if large_chunks else np.uint16
-    words = np.frombuffer(meta, word_type, len(meta) // np.dtype(word_type).itemsize)
+    words = np.frombuffer(meta, word_type, len(meta) // np.dtype(word_type).itemsize).astype(np.int64)
     size_fmt, size_len = ("<I", 4) if large_chunks else ("<H", 2)
     has_def = layout.HasField("def_compression")
+    chunk_bytes = ((words >> 4) + 1) * 8
+    counts = np.left_shift(1, words & 0xF)
+    if counts.size:
+        counts[-1] = n_items - int(counts[:-1].sum())
+    byte_starts = np.concatenate([[0], np.cumsum(chunk_bytes)])
+    row_starts = np.concatenate([[0], np.cumsum(counts)])
+    if (
+        (counts.size and int(counts[-1]) < 0)
+        or int(byte_starts[-1]) > len(data)
+        or int(row_starts[-1]) != n_items
+    ):
+        raise io.corrupt(f"mini-block chunks do not describe the page's {n_items} values")
+    if runs is None or runs.is_span(0, n_items):
+        chosen = np.arange(words.size)
+        positions = None
+    else:
+        positions = runs.positions()
+        chunk_of = np.searchsorted(row_starts[1:], positions, side="right")
+        chosen = np.unique(chunk_of)
     pieces: list[Values] = []
     defs = []
-    pos = done = 0
-    for i, word in enumerate(words.tolist()):
-        nbytes = ((word >> 4) + 1) * 8
-        n = (1 << (word & 0xF)) if i < len(words) - 1 else n_items - done
-        if n < 0 or pos + nbytes > len(data):
-            raise io.corrupt(f"mini-block chunk {i} does not fit the page")
-        chunk = memoryview(data)[pos : pos + nbytes]
-        pos += nbytes
+    done = 0
+    for i in chosen.tolist():
+        n = int(counts[i])
+        chunk = memoryview(data)[int(byte_starts[i]) : int(byte_starts[i + 1])]
         done += n
         (num_levels,) = struct.unpack_from("<H", chunk, 0)
         off = 2
@@ -295,14 +334,12 @@ def mini_block(layout: Any, io: PageIO, dtype: pa.DataType, large_chunks: bool) 
             buffers.append(chunk[off : off + size])
             off = _pad8(off + size)
         pieces.append(decode_values(layout.value_compression, buffers, n, io))
-    if done != n_items:
-        raise io.corrupt(f"mini-block chunks hold {done} values, the page {n_items}")
-    values = _concat_values(pieces) if pieces else Fixed(b"", 8)
+    values = _concat_values(pieces, io) if pieces else Fixed(b"", 8)
     valid = (np.concatenate(defs) == 0) if defs else None
     if dictionary is not None:
         if not isinstance(values, Fixed):
             raise io.corrupt("dictionary indices are not fixed-width")
-        idx = np.frombuffer(values.data, fastlanes.DTYPES[values.bits])[:n_items].astype(np.int64)
+        idx = np.frombuffer(values.data, fastlanes.DTYPES[values.bits])[:done].astype(np.int64)
         items_n = int(layout.num_dictionary_items)
         value_type = dtype.value_type if pa.types.is_dictionary(dtype) else dtype
         items = to_arrow(dictionary, value_type, items_n, io)
@@ -318,12 +355,17 @@ def mini_block(layout: Any, io: PageIO, dtype: pa.DataType, large_chunks: bool) 
         else:
             arr = items.take(pa.array(idx))
     else:
-        arr = to_arrow(values, dtype, n_items, io)
+        arr = to_arrow(values, dtype, done, io)
     if valid is not None and not valid.all():
         from lance_table.file.decode20 import with_validity
 
         arr = with_validity(arr, valid)
-    return arr
+    if positions is None:
+        return arr
+    # rows of the decoded chunks -> the selected rows
+    base = np.concatenate([[0], np.cumsum(counts[chosen])])[:-1]
+    local = base[np.searchsorted(chosen, chunk_of)] + (positions - row_starts[chunk_of])
+    return arr.take(pa.array(local))
 
 
 def constant(layout: Any, io: PageIO, dtype: pa.DataType) -> pa.Array:
@@ -373,13 +415,17 @@ def full_zip(layout: Any, io: PageIO, dtype: pa.DataType) -> pa.Array:
     return to_arrow(values, dtype, n, io)
 
 
-def decode_page(layout: Any, io: PageIO, dtype: pa.DataType, large_chunks: bool) -> pa.Array:
-    """Decode a whole 2.1/2.2 page of a column without nesting."""
+def decode_page(layout: Any, io: PageIO, dtype: pa.DataType, large_chunks: bool, runs: Runs) -> pa.Array:
+    """The rows ``runs`` of a 2.1/2.2 page of a column without nesting."""
     kind = layout.WhichOneof("layout")
     if kind == "mini_block_layout":
-        return mini_block(layout.mini_block_layout, io, dtype, large_chunks)
+        return mini_block(layout.mini_block_layout, io, dtype, large_chunks, runs)
     if kind == "constant_layout":
-        return constant(layout.constant_layout, io, dtype)
-    if kind == "full_zip_layout":
-        return full_zip(layout.full_zip_layout, io, dtype)
-    raise _unsupported(io, f"page layout {kind!r}")
+        arr = constant(layout.constant_layout, io, dtype)
+    elif kind == "full_zip_layout":
+        arr = full_zip(layout.full_zip_layout, io, dtype)
+    else:
+        raise _unsupported(io, f"page layout {kind!r}")
+    if len(arr) != io.page.length:
+        raise io.corrupt(f"page decodes to {len(arr)} rows, its metadata says {io.page.length}")
+    return arr if runs.is_span(0, len(arr)) else arr.take(pa.array(runs.positions()))

@@ -51,20 +51,25 @@ def decode(
     if sym_codes.size and int(sym_codes.max()) >= nsym:
         raise FsstError(f"code {int(sym_codes.max())} is not in a symbol table of {nsym} symbols")
 
-    out_len = np.zeros(n, np.int64)
+    out_len = np.zeros(n, np.int32)
     out_len[literal] = 1
     out_len[is_symbol] = lengths[sym_codes]
     out_pos = np.zeros(n + 1, np.int64)
     np.cumsum(out_len, out=out_pos[1:])
     total = int(out_pos[-1])
-    out = np.zeros(total + 8, np.uint8)
-    out[out_pos[:-1][literal]] = codes[literal]
-    dest = out_pos[:-1][is_symbol]
-    sym_len = lengths[sym_codes]
-    for j in range(8):
-        m = sym_len > j
-        out[dest[m] + j] = symbols[sym_codes[m], j]
-    return out[:total].tobytes(), out_pos[offsets]
+    # One table of 8-byte rows: the symbols, then one row per possible literal byte. Every output
+    # byte is then a single gather: row of the code that produced it, and its place in that row.
+    table = np.zeros((nsym + 256, 8), np.uint8)
+    table[:nsym] = symbols
+    table[nsym:, 0] = np.arange(256, dtype=np.uint8)
+    index = np.int32 if total < 2**31 - 4096 else np.int64
+    row = codes.astype(index)
+    row[literal] += nsym
+    # source byte = row * 8 + (output position - start of this code's output), in one repeat
+    source = np.repeat(row * 8 - out_pos[:-1].astype(index), out_len)
+    source += np.arange(total, dtype=index)
+    out = table.reshape(-1)[source]
+    return out.tobytes(), out_pos[offsets]
 
 
 def _escape_markers(codes: np.ndarray, offsets: np.ndarray) -> np.ndarray:

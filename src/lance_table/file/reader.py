@@ -275,12 +275,7 @@ class LanceFileReader:
     def _decode_structural(
         self, col: _Column, page: int, runs: Runs, io: PageIO, dtype: pa.DataType, large: bool
     ) -> list[pa.Array]:
-        arr = decode21.decode_page(col.encoding(page, self._source), io, dtype, large)
-        if len(arr) != col.page_starts[page + 1] - col.page_starts[page]:
-            raise io.corrupt(f"page decodes to {len(arr)} rows, its metadata says {io.page.length}")
-        if runs.is_span(0, len(arr)):
-            return [arr]
-        return [arr.take(pa.array(runs.positions()))]
+        return [decode21.decode_page(col.encoding(page, self._source), io, dtype, large, runs)]
 
     def _decode_page(
         self, col: _Column, page: int, runs: Runs, io: PageIO, dtype: pa.DataType
