@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             "take 1000 random rows",
             lambda: lt.dataset(uri).take(idx),
             lambda: lance.dataset(uri).take(idx),
-            "lance_table decodes whole pages so far",
+            "lance_table decodes the chunks holding the rows",
         )
     finally:
         shutil.rmtree(work, ignore_errors=True)
