@@ -12,26 +12,15 @@ import logging
 import multiprocessing as mp
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import Report, Result, benchmark_table
+from common import Report, Result, benchmark_table, median_time
 
 import lance_table as lt
-
-
-def _latency(fn: Callable[[], object], n: int) -> float:
-    times = []
-    for _ in range(n):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def _race_worker(args: tuple[str, str, dict[str, str], int, int]) -> None:
@@ -108,11 +97,11 @@ def main(argv: list[str] | None = None) -> int:
             lt.write_dataset(batch, ours, storage_options=options or None)
             lance.write_dataset(batch, theirs, storage_options=options or None, data_storage_version="2.0")
             so = options or None
-            mine = _latency(
+            mine = median_time(
                 lambda ours=ours, so=so: lt.write_dataset(batch, ours, mode="append", storage_options=so),
                 args.commits,
             )
-            other = _latency(
+            other = median_time(
                 lambda theirs=theirs, so=so: lance.write_dataset(
                     batch, theirs, mode="append", storage_options=so
                 ),

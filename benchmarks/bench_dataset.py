@@ -13,14 +13,13 @@ import argparse
 import shutil
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import Report, Result, benchmark_table, median_time
+from common import Report, Result, auto_runs, benchmark_table, median_time
 
 import lance_table as lt
 
@@ -54,11 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     ) -> None:
         n = repeat or runs
         if not mutates and repeat is None:
-            # cheap read-only scenarios get more runs (up to 21, about a second each side): less noise
-            start = time.perf_counter()
-            mine()
-            other()
-            n = max(runs, min(21, int(1.0 / max(time.perf_counter() - start, 1e-3))))
+            n = auto_runs(mine, other, minimum=runs)
         report.add(
             Result(name, median_time(mine, n, setup_mine), median_time(other, n, setup_other), n, note)
         )

@@ -13,25 +13,14 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import benchmark_table
+from common import benchmark_table, median_time
 
 import lance_table as lt
-
-
-def _time(fn, runs: int) -> float:  # type: ignore[no-untyped-def]
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,8 +65,8 @@ def main(argv: list[str] | None = None) -> int:
 
         read("lance_table", ours)  # warm-up (Python workers, JIT of plans)
         read("parquet", parquet)
-        t_ours = _time(lambda: read("lance_table", ours), args.runs)
-        t_pq = _time(lambda: read("parquet", parquet), args.runs)
+        t_ours = median_time(lambda: read("lance_table", ours), args.runs)
+        t_pq = median_time(lambda: read("parquet", parquet), args.runs)
         results.append(("read", rows / t_ours, rows / t_pq))
 
         source = spark.read.parquet(parquet).cache()
@@ -91,8 +80,8 @@ def main(argv: list[str] | None = None) -> int:
 
         write_ours()
         write_pq()
-        t_ours_w = _time(write_ours, args.runs)
-        t_pq_w = _time(write_pq, args.runs)
+        t_ours_w = median_time(write_ours, args.runs)
+        t_pq_w = median_time(write_pq, args.runs)
         assert lt.dataset(str(work / "out_lance")).count_rows() == rows
         results.append(("write", rows / t_ours_w, rows / t_pq_w))
     finally:

@@ -14,14 +14,13 @@ import argparse
 import shutil
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import Report, Result, benchmark_table, median_time
+from common import Report, Result, auto_runs, benchmark_table, median_time
 
 import lance_table as lt
 
@@ -45,10 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         assert lt.dataset(uri).to_table().equals(lance.dataset(uri).to_table())
 
         def both(name: str, mine: Callable[[], object], other: Callable[[], object], note: str = "") -> None:
-            start = time.perf_counter()
-            mine()
-            other()
-            n = max(args.runs, min(21, int(1.0 / max(time.perf_counter() - start, 1e-3))))
+            n = auto_runs(mine, other, minimum=args.runs)
             report.add(Result(name, median_time(mine, n), median_time(other, n), n, note))
 
         both("full scan", lambda: lt.dataset(uri).to_table(), lambda: lance.dataset(uri).to_table())

@@ -92,6 +92,14 @@ class Report:
         (out_dir / f"{stem}.md").write_text(self.markdown())
 
 
+def auto_runs(*fns: Callable[[], object], minimum: int, maximum: int = 21, budget_s: float = 1.0) -> int:
+    """How many runs a cheap, read-only scenario gets: enough to fill ``budget_s`` per side (less noise)."""
+    start = time.perf_counter()
+    for fn in fns:
+        fn()
+    return max(minimum, min(maximum, int(budget_s / max(time.perf_counter() - start, 1e-3))))
+
+
 def median_time(fn: Callable[[], object], runs: int, setup: Callable[[], object] | None = None) -> float:
     """Median wall time of ``fn`` over ``runs`` runs (``setup`` runs untimed before each)."""
     times = []
