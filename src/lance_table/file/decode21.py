@@ -1,21 +1,25 @@
-"""Decoding of Lance 2.1/2.2 pages (``lance.encodings21.PageLayout``) for columns without nesting.
+"""Decoding of Lance 2.1/2.2 pages (``lance.encodings21.PageLayout``).
 
-Supported: mini-block pages (u16 chunk words in 2.1, u32 in 2.2) with definition levels for nulls,
-constant pages (all null or one repeated value) and full-zip pages without repetition/definition.
-Value compressions: flat, inline and out-of-line FastLanes bitpacking, variable, FSST, dictionary,
-RLE, general LZ4/ZSTD and fixed-size lists of fixed-width values. Lists, structs and anything else
-raise :class:`UnsupportedFormatError` naming what is missing.
+Layouts: mini-block (u16 chunk words in 2.1, u32 in 2.2, with dictionaries and repetition /
+definition levels), constant (all null, or one value repeated, possibly with levels) and full-zip
+(fixed or variable width, with control words). Value compressions live in :mod:`compress21`; the
+levels are turned back into lists and structs by :mod:`repdef`.
+
+A leaf without nesting takes a fast path (:func:`decode_page`): values and nulls straight into one
+Arrow array, decoding only the mini-block chunks that hold the selected rows. A leaf below lists or
+structs goes through :func:`decode_nested_page`, which returns the Arrow array of its whole path.
 """
 
 from __future__ import annotations
 
-import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from lance_table.file import fastlanes, fsst
+from lance_table.file import fastlanes, fsst, repdef
 from lance_table.file.compress21 import (
     Fixed,
     Values,
@@ -27,178 +31,552 @@ from lance_table.file.compress21 import (
     to_arrow,
     unsupported,
 )
+from lance_table.file.decode20 import with_validity
 from lance_table.file.pageio import PageIO
 from lance_table.file.runs import Runs
 
 
-def _pad8(x: int) -> int:
+def _pad8(x: np.ndarray) -> np.ndarray:
     return (x + 7) & ~7
+
+
+def _le(u8: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
+    """Little-endian unsigned integers of ``width`` bytes at byte positions ``pos``."""
+    out = np.zeros(pos.size, np.int64)
+    for k in range(width):
+        out |= u8[pos + k].astype(np.int64) << (8 * k)
+    return out
+
+
+def _gather(u8: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> bytes:
+    """The byte ranges ``[starts, starts + lengths)`` of ``u8``, concatenated."""
+    total = int(lengths.sum())
+    if not total:
+        return b""
+    ends = np.cumsum(lengths)
+    idx = np.arange(total, dtype=np.int64) + np.repeat(starts - (ends - lengths), lengths)
+    return u8[idx].tobytes()
+
+
+@dataclass
+class _Chunks:
+    """The chunk table of a mini-block page."""
+
+    byte_starts: np.ndarray  # n + 1
+    item_starts: np.ndarray  # n + 1
+    counts: np.ndarray  # items per chunk
+
+
+def _chunk_table(layout: Any, meta: memoryview, data_len: int, large: bool, io: PageIO) -> _Chunks:
+    n_items = int(layout.num_items)
+    word_type = np.uint32 if large else np.uint16
+    words = np.frombuffer(meta, word_type, len(meta) // np.dtype(word_type).itemsize).astype(np.int64)
+    chunk_bytes = ((words >> 4) + 1) * 8
+    counts = np.left_shift(1, words & 0xF)
+    if counts.size:
+        counts[-1] = n_items - int(counts[:-1].sum())
+    byte_starts = np.zeros(words.size + 1, np.int64)
+    np.cumsum(chunk_bytes, out=byte_starts[1:])
+    item_starts = np.zeros(words.size + 1, np.int64)
+    np.cumsum(counts, out=item_starts[1:])
+    if (counts.size and int(counts[-1]) < 0) or int(byte_starts[-1]) > data_len or item_starts[-1] != n_items:
+        raise io.corrupt(f"mini-block chunks do not describe the page's {n_items} values")
+    return _Chunks(byte_starts, item_starts, counts)
+
+
+@dataclass
+class _Decoded:
+    """Chunks decoded: their levels (None when the page has none) and their values."""
+
+    rep: np.ndarray | None
+    defs: np.ndarray | None
+    values: Values
+    count: int
+    level_counts: np.ndarray  # levels per decoded chunk
+
+
+def _decode_chunks(
+    layout: Any, data: memoryview, table: _Chunks, chosen: np.ndarray, large: bool, io: PageIO
+) -> _Decoded:
+    """Decode the chunks ``chosen`` (sorted chunk numbers) of a mini-block page."""
+    u8 = np.frombuffer(data, np.uint8)
+    has_rep = layout.HasField("rep_compression")
+    has_def = layout.HasField("def_compression")
+    n_buffers = int(layout.num_buffers)
+    size_len = 4 if large else 2
+    starts = table.byte_starts[chosen]
+    ends = table.byte_starts[chosen + 1]
+    head = 2 + 2 * has_rep + 2 * has_def + size_len * n_buffers
+    if chosen.size and int((ends - starts).min()) < head:
+        raise io.corrupt("a mini-block chunk is shorter than its header")
+    num_levels = _le(u8, starts, 2)
+    at = 2
+    rep_size = def_size = None
+    if has_rep:
+        rep_size = _le(u8, starts + at, 2)
+        at += 2
+    if has_def:
+        def_size = _le(u8, starts + at, 2)
+        at += 2
+    sizes = []
+    for _ in range(n_buffers):
+        sizes.append(_le(u8, starts + at, size_len))
+        at += size_len
+    cursor = starts + _pad8(np.int64(at))
+    rep_at = def_at = cursor
+    if rep_size is not None:
+        rep_at = cursor
+        cursor = cursor + _pad8(rep_size)
+    if def_size is not None:
+        def_at = cursor
+        cursor = cursor + _pad8(def_size)
+    buf_at = []
+    for size in sizes:
+        buf_at.append(cursor)
+        cursor = cursor + _pad8(size)
+    last_end = buf_at[-1] + sizes[-1] if sizes else cursor
+    if chosen.size and bool(np.any(last_end > ends)):
+        raise io.corrupt("a mini-block chunk's buffers run past the chunk")
+    counts = table.counts[chosen]
+    reps, defs, pieces = [], [], []
+    for k in range(chosen.size):
+        levels = int(num_levels[k])
+        if rep_size is not None:
+            lo = int(rep_at[k])
+            reps.append(decode_levels(layout.rep_compression, data[lo : lo + int(rep_size[k])], levels, io))
+        if def_size is not None:
+            lo = int(def_at[k])
+            defs.append(decode_levels(layout.def_compression, data[lo : lo + int(def_size[k])], levels, io))
+        buffers: list[bytes | memoryview] = [
+            data[int(b[k]) : int(b[k]) + int(size[k])] for b, size in zip(buf_at, sizes)
+        ]
+        pieces.append(decode_values(layout.value_compression, buffers, int(counts[k]), io))
+    values = concat_values(pieces, io) if pieces else Fixed(b"", 8)
+    return _Decoded(
+        np.concatenate(reps) if reps else None,
+        np.concatenate(defs) if defs else None,
+        values,
+        int(counts.sum()),
+        num_levels,
+    )
+
+
+def _dictionary(layout: Any, io: PageIO) -> Values | None:
+    if not layout.HasField("dictionary"):
+        return None
+    if len(io.page.buffer_offsets) < 3:
+        raise io.corrupt("dictionary page without a dictionary buffer")
+    return decode_block(layout.dictionary, io.whole(2), int(layout.num_dictionary_items), io)
+
+
+def _values_array(
+    values: Values,
+    n: int,
+    dtype: pa.DataType,
+    dictionary: Values | None,
+    items_n: int,
+    valid: np.ndarray | None,
+    io: PageIO,
+) -> pa.Array:
+    """Decoded values as Arrow (without nulls), resolving dictionary indices."""
+    if dictionary is None:
+        return to_arrow(values, dtype, n, io)
+    if not isinstance(values, Fixed) or values.bits not in fastlanes.DTYPES:
+        raise io.corrupt("dictionary indices are not fixed-width integers")
+    idx = np.frombuffer(values.data, fastlanes.DTYPES[values.bits])[:n].astype(np.int64)
+    value_type = dtype.value_type if pa.types.is_dictionary(dtype) else dtype
+    items = to_arrow(dictionary, value_type, items_n, io)
+    past = idx >= items_n
+    if past.any():
+        if valid is None or bool(np.any(past & valid)):
+            raise io.corrupt("dictionary index past the dictionary")
+        idx = np.where(past, 0, idx)
+    if pa.types.is_dictionary(dtype):
+        return pa.DictionaryArray.from_arrays(pa.array(idx).cast(dtype.index_type), items)
+    return items.take(pa.array(idx))
 
 
 def mini_block(
     layout: Any, io: PageIO, dtype: pa.DataType, large_chunks: bool, runs: Runs | None = None
 ) -> pa.Array:
-    """Decode a mini-block page of a column without repetition: every row, or only ``runs``.
+    """Decode a mini-block page of a column without nesting: every row, or only ``runs``.
 
     With ``runs`` only the chunks that hold those rows are decoded (the chunk metadata says how
     many values each chunk holds), and the result has exactly the selected rows.
     """
-    if layout.repetition_index_depth or layout.HasField("rep_compression"):
-        raise unsupported(io, "lists (repetition levels)")
     n_items = int(layout.num_items)
-    count = len(io.page.buffer_offsets)
-    if count < 2:
+    if len(io.page.buffer_offsets) < 2:
         raise io.corrupt("mini-block page without metadata and data buffers")
-    meta, data = io.whole(0), io.whole(1)
-    dictionary = None
-    if layout.HasField("dictionary"):
-        if count < 3:
-            raise io.corrupt("dictionary page without a dictionary buffer")
-        dictionary = decode_block(layout.dictionary, io.whole(2), int(layout.num_dictionary_items), io)
-    word_type = np.uint32 if large_chunks else np.uint16
-    words = np.frombuffer(meta, word_type, len(meta) // np.dtype(word_type).itemsize).astype(np.int64)
-    size_fmt, size_len = ("<I", 4) if large_chunks else ("<H", 2)
-    has_def = layout.HasField("def_compression")
-    chunk_bytes = ((words >> 4) + 1) * 8
-    counts = np.left_shift(1, words & 0xF)
-    if counts.size:
-        counts[-1] = n_items - int(counts[:-1].sum())
-    byte_starts = np.concatenate([[0], np.cumsum(chunk_bytes)])
-    row_starts = np.concatenate([[0], np.cumsum(counts)])
-    if (
-        (counts.size and int(counts[-1]) < 0)
-        or int(byte_starts[-1]) > len(data)
-        or int(row_starts[-1]) != n_items
-    ):
-        raise io.corrupt(f"mini-block chunks do not describe the page's {n_items} values")
+    data = io.whole(1)
+    table = _chunk_table(layout, io.whole(0), len(data), large_chunks, io)
+    dictionary = _dictionary(layout, io)
     if runs is None or runs.is_span(0, n_items):
-        chosen = np.arange(words.size)
-        positions = None
+        chosen = np.arange(table.counts.size)
+        positions = chunk_of = None
     else:
         positions = runs.positions()
-        chunk_of = np.searchsorted(row_starts[1:], positions, side="right")
+        chunk_of = np.searchsorted(table.item_starts[1:], positions, side="right")
         chosen = np.unique(chunk_of)
-    pieces: list[Values] = []
-    defs = []
-    done = 0
-    for i in chosen.tolist():
-        n = int(counts[i])
-        chunk = memoryview(data)[int(byte_starts[i]) : int(byte_starts[i + 1])]
-        done += n
-        (num_levels,) = struct.unpack_from("<H", chunk, 0)
-        off = 2
-        def_size = 0
-        if has_def:
-            (def_size,) = struct.unpack_from("<H", chunk, off)
-            off += 2
-        sizes = []
-        for _ in range(int(layout.num_buffers)):
-            (size,) = struct.unpack_from(size_fmt, chunk, off)
-            sizes.append(size)
-            off += size_len
-        off = _pad8(off)
-        if has_def:
-            defs.append(decode_levels(layout.def_compression, chunk[off : off + def_size], num_levels, io))
-            off = _pad8(off + def_size)
-        buffers: list[bytes | memoryview] = []
-        for size in sizes:
-            if off + size > len(chunk):
-                raise io.corrupt(f"mini-block chunk {i} buffer runs past the chunk")
-            buffers.append(chunk[off : off + size])
-            off = _pad8(off + size)
-        pieces.append(decode_values(layout.value_compression, buffers, n, io))
-    values = concat_values(pieces, io) if pieces else Fixed(b"", 8)
-    valid = (np.concatenate(defs) == 0) if defs else None
-    if dictionary is not None:
-        if not isinstance(values, Fixed):
-            raise io.corrupt("dictionary indices are not fixed-width")
-        idx = np.frombuffer(values.data, fastlanes.DTYPES[values.bits])[:done].astype(np.int64)
-        items_n = int(layout.num_dictionary_items)
-        value_type = dtype.value_type if pa.types.is_dictionary(dtype) else dtype
-        items = to_arrow(dictionary, value_type, items_n, io)
-        if (
-            idx.size
-            and int(idx.max()) >= items_n
-            and (valid is None or int(idx[valid].max(initial=0)) >= items_n)
-        ):
-            raise io.corrupt("dictionary index past the dictionary")
-        idx = np.where(idx < items_n, idx, 0)
-        if pa.types.is_dictionary(dtype):
-            arr: pa.Array = pa.DictionaryArray.from_arrays(pa.array(idx).cast(dtype.index_type), items)
-        else:
-            arr = items.take(pa.array(idx))
-    else:
-        arr = to_arrow(values, dtype, done, io)
+    got = _decode_chunks(layout, data, table, chosen, large_chunks, io)
+    valid = (got.defs == 0) if got.defs is not None else None
+    if valid is not None and valid.size != got.count:
+        raise io.corrupt(f"{valid.size} definition levels for {got.count} values")
+    arr = _values_array(got.values, got.count, dtype, dictionary, int(layout.num_dictionary_items), valid, io)
     if valid is not None and not valid.all():
-        from lance_table.file.decode20 import with_validity
-
         arr = with_validity(arr, valid)
-    if positions is None:
+    if positions is None or chunk_of is None:
         return arr
     # rows of the decoded chunks -> the selected rows
-    base = np.concatenate([[0], np.cumsum(counts[chosen])])[:-1]
-    local = base[np.searchsorted(chosen, chunk_of)] + (positions - row_starts[chunk_of])
+    base = np.concatenate([[0], np.cumsum(table.counts[chosen])])[:-1]
+    local = base[np.searchsorted(chosen, chunk_of)] + (positions - table.item_starts[chunk_of])
     return arr.take(pa.array(local))
 
 
-def constant(layout: Any, io: PageIO, dtype: pa.DataType) -> pa.Array:
-    n = int(io.page.length)
-    if layout.HasField("rep_compression") or layout.HasField("def_compression"):
-        raise unsupported(io, "constant pages with repetition/definition levels")
+def _row_chunks(layout: Any, io: PageIO, n_chunks: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """From the repetition index: per chunk, the first row starting in it, how many rows start in
+    it (a row cut off at its end counts) and whether it begins with the end of an earlier row."""
+    depth = int(layout.repetition_index_depth)
+    raw = io.whole(len(io.page.buffer_offsets) - 1)
+    stride = depth + 1
+    if len(raw) < n_chunks * stride * 8:
+        raise io.corrupt(f"repetition index of {len(raw)} bytes for {n_chunks} chunks")
+    index = np.frombuffer(raw, np.uint64, n_chunks * stride).reshape(n_chunks, stride).astype(np.int64)
+    ends, partial = index[:, 0], index[:, 1]
+    trailer = partial > 0
+    preamble = np.zeros(n_chunks, bool)
+    preamble[1:] = trailer[:-1]
+    starts = ends + trailer - preamble
+    first = np.zeros(n_chunks, np.int64)
+    np.cumsum(starts[:-1], out=first[1:])
+    return first, starts, preamble
+
+
+def _chunks_for_rows(
+    positions: np.ndarray, first: np.ndarray, starts: np.ndarray, preamble: np.ndarray
+) -> np.ndarray:
+    """The chunks holding rows ``positions``: where each starts, and the chunks it runs on into."""
+    holders = np.flatnonzero(starts > 0)
+    chunk_of = holders[np.searchsorted(first[holders], positions, side="right") - 1]
+    chosen = np.zeros(first.size, bool)
+    chosen[chunk_of] = True
+    last_row = first + starts - 1
+    spills = chunk_of[(positions == last_row[chunk_of]) & (chunk_of + 1 < first.size)]
+    # a row cut off at a chunk's end goes on through the following chunks that start no row
+    nxt = spills + 1
+    while nxt.size:
+        nxt = nxt[preamble[nxt]]
+        chosen[nxt] = True
+        nxt = nxt[(starts[nxt] == 0) & (nxt + 1 < first.size)] + 1
+    return np.flatnonzero(chosen)
+
+
+def _mini_block_levels(
+    layout: Any, io: PageIO, dtype: pa.DataType, large: bool, runs: Runs
+) -> tuple[np.ndarray | None, np.ndarray | None, pa.Array, np.ndarray | None]:
+    """Levels and values of a mini-block page, and where the rows ``runs`` are among them.
+
+    Without a repetition index (or for the whole page) every chunk is decoded and the positions
+    are None (take ``runs`` from the page's rows). Otherwise only the chunks holding the rows are
+    decoded; a run of chunks that begins inside a row loses that row's end (its *preamble*).
+    """
+    if len(io.page.buffer_offsets) < 2:
+        raise io.corrupt("mini-block page without metadata and data buffers")
+    data = io.whole(1)
+    table = _chunk_table(layout, io.whole(0), len(data), large, io)
+    n_chunks = table.counts.size
+    limit = repdef.visible_limit(layout.layers)
+    positions = None
+    chosen = np.arange(n_chunks)
+    whole = runs.is_span(0, int(io.page.length))
+    if not whole and layout.repetition_index_depth and layout.HasField("rep_compression"):
+        first, starts, preamble = _row_chunks(layout, io, n_chunks)
+        wanted = runs.positions()
+        chosen = _chunks_for_rows(wanted, first, starts, preamble)
+    got = _decode_chunks(layout, data, table, chosen, large, io)
+    rep, defs = got.rep, got.defs
+    item_keep = None
+    if chosen.size != n_chunks and rep is not None:
+        max_rep = repdef.max_rep(layout.layers)
+        level_starts = np.zeros(chosen.size + 1, np.int64)
+        np.cumsum(got.level_counts, out=level_starts[1:])
+        keep = np.ones(rep.size, bool)
+        group_start = np.ones(chosen.size, bool)
+        group_start[1:] = np.diff(chosen) != 1
+        for k in np.flatnonzero(group_start & preamble[chosen]).tolist():
+            lo, hi = int(level_starts[k]), int(level_starts[k + 1])
+            new_rows = np.flatnonzero(rep[lo:hi] == max_rep)
+            keep[lo : lo + (int(new_rows[0]) if new_rows.size else hi - lo)] = False
+        visible = defs <= limit if defs is not None else np.ones(rep.size, bool)
+        item_keep = keep[visible]
+        rep = rep[keep]
+        defs = defs[keep] if defs is not None else None
+        # rows of the decoded chunks, in order
+        row_base = np.zeros(chosen.size, np.int64)
+        firsts = first[chosen]
+        counts = starts[chosen]
+        row_base[1:] = np.cumsum(counts)[:-1]
+        group_of = np.searchsorted(firsts, wanted, side="right") - 1
+        positions = row_base[group_of] + (wanted - firsts[group_of])
+    valid = None
+    if got.defs is not None:
+        valid = got.defs[got.defs <= limit] == 0
+    values = _values_array(
+        got.values, got.count, dtype, _dictionary(layout, io), int(layout.num_dictionary_items), valid, io
+    )
+    if item_keep is not None and not item_keep.all():
+        values = values.filter(pa.array(item_keep))
+    return rep, defs, values, positions
+
+
+def _constant_value(layout: Any, dtype: pa.DataType, n: int, io: PageIO) -> pa.Array:
     if not layout.HasField("inline_value"):
         return pa.nulls(n, dtype)
     value = bytes(layout.inline_value)
     return to_arrow(Fixed(value * n, len(value) * 8), dtype, n, io)
 
 
-def full_zip(layout: Any, io: PageIO, dtype: pa.DataType) -> pa.Array:
-    if layout.bits_rep or layout.bits_def:
-        raise unsupported(io, "full-zip pages with repetition/definition levels")
-    n = int(layout.num_items)
-    data = io.whole(0)
-    if layout.WhichOneof("details") == "bits_per_value":
-        return to_arrow(decode_values(layout.value_compression, [data], n, io), dtype, n, io)
-    width = int(layout.bits_per_offset) // 8
-    if width not in (4, 8):
-        raise io.corrupt(f"full-zip offsets of {width * 8} bits")
-    # values are [length][bytes] back to back: walk the lengths (one step per value)
-    lengths = np.empty(n, np.int64)
-    starts = np.empty(n, np.int64)
-    at = 0
-    fmt = "<I" if width == 4 else "<Q"
-    for i in range(n):
-        if at + width > len(data):
+def _has_level_buffers(io: PageIO) -> bool:
+    return any(int(size) for size in io.page.buffer_sizes)
+
+
+def _constant_levels(
+    layout: Any, io: PageIO, dtype: pa.DataType
+) -> tuple[np.ndarray | None, np.ndarray | None, pa.Array]:
+    """A constant page's levels (buffers 0 and 1, u16 unless compressed) and its values."""
+    got: list[np.ndarray | None] = []
+    for index, field, count in (
+        (0, "rep_compression", "num_rep_values"),
+        (1, "def_compression", "num_def_values"),
+    ):
+        if index >= len(io.page.buffer_offsets) or not int(io.page.buffer_sizes[index]):
+            got.append(None)
+            continue
+        raw = io.whole(index)
+        if layout.HasField(field):
+            got.append(decode_levels(getattr(layout, field), raw, int(getattr(layout, count)), io))
+        else:
+            got.append(np.frombuffer(raw, np.uint16, len(raw) // 2))
+    rep, defs = got
+    n = int(io.page.length)
+    if defs is not None:
+        n = int(np.count_nonzero(defs <= repdef.visible_limit(layout.layers)))
+    elif rep is not None:
+        n = rep.size
+    values = _constant_value(layout, dtype, n, io)
+    return rep, defs, values
+
+
+def constant(layout: Any, io: PageIO, dtype: pa.DataType) -> pa.Array:
+    """A constant page without levels: all null, or one value on every row."""
+    return _constant_value(layout, dtype, int(io.page.length), io)
+
+
+# -- full-zip ----------------------------------------------------------------------------------
+
+
+def _word_bytes(bits: int) -> int:
+    if bits == 0:
+        return 0
+    return 1 if bits <= 8 else 2 if bits <= 16 else 4
+
+
+def _row_starts(io: PageIO, rows: int, data_len: int) -> np.ndarray:
+    """The full-zip repetition index: the byte where each row starts, plus the end."""
+    if len(io.page.buffer_offsets) < 2:
+        raise io.corrupt("variable-width full-zip page without its repetition index")
+    raw = io.whole(1)
+    width = len(raw) // (rows + 1) if rows + 1 else 0
+    if width not in (1, 2, 4, 8) or width * (rows + 1) != len(raw):
+        raise io.corrupt(f"full-zip repetition index of {len(raw)} bytes for {rows} rows")
+    starts = np.frombuffer(raw, fastlanes.DTYPES[width * 8], rows + 1).astype(np.int64)
+    if rows and (starts[0] != 0 or int(starts[-1]) > data_len or bool(np.any(np.diff(starts) < 0))):
+        raise io.corrupt("full-zip repetition index is out of order or past the page")
+    return starts
+
+
+@dataclass
+class _Entries:
+    """Full-zip entries in file order: levels and where each visible value's bytes are."""
+
+    rep: np.ndarray | None
+    defs: np.ndarray | None
+    visible: np.ndarray
+    value_at: np.ndarray
+    value_len: np.ndarray
+
+
+def _walk_full_zip(layout: Any, io: PageIO, u8: np.ndarray) -> _Entries:
+    """Parse every entry ([control word][value]) of a full-zip page, all rows in step.
+
+    Each row's entries are sequential (a value's size says where the next entry starts), so the
+    walk advances every row by one entry per round; rounds = the most entries in one row.
+    """
+    bits_rep, bits_def = int(layout.bits_rep), int(layout.bits_def)
+    cw = _word_bytes(bits_rep + bits_def)
+    rows = int(io.page.length)
+    fixed = layout.WhichOneof("details") == "bits_per_value"
+    width = int(layout.bits_per_value) // 8 if fixed else int(layout.bits_per_offset) // 8
+    if fixed and int(layout.bits_per_value) % 8:
+        raise unsupported(io, f"full-zip values of {int(layout.bits_per_value)} bits")
+    if not fixed and width not in (1, 2, 4, 8):
+        raise io.corrupt(f"full-zip lengths of {width * 8} bits")
+    limit = repdef.visible_limit(layout.layers)
+    both = bits_rep > 0 and bits_def > 0
+    if fixed and not bits_rep:  # one entry per row, all the same size
+        stride = cw + width
+        if rows * stride > u8.size:
             raise io.corrupt("full-zip values run past the page")
-        (length,) = struct.unpack_from(fmt, data, at)
-        starts[i] = at + width
-        lengths[i] = length
-        at += width + length
-    if at > len(data):
+        pos = np.arange(rows, dtype=np.int64) * stride
+        word = _le(u8, pos, cw)
+        return _Entries(None, word if bits_def else None, np.ones(rows, bool), pos + cw, np.full(rows, width))
+    bounds = _row_starts(io, rows, u8.size)
+    cur = bounds[:-1].copy()
+    end = bounds[1:]
+    active = np.flatnonzero(cur < end)
+    parts = []
+    while active.size:
+        pos = cur[active]
+        if int(pos.max()) + cw > u8.size:
+            raise io.corrupt("full-zip control word past the page")
+        word = _le(u8, pos, cw)
+        rep_l = (word >> bits_def) if bits_rep else None
+        def_l = (word & ((1 << bits_def) - 1)) if bits_def else None
+        visible = (def_l <= limit) if both and def_l is not None else np.ones(pos.size, bool)
+        if fixed:
+            value_len = np.where(visible, width, 0)
+            value_at = pos + cw
+            size = cw + value_len
+        else:
+            has = visible & (def_l == 0) if def_l is not None else visible
+            at = pos + cw
+            length = np.zeros(pos.size, np.int64)
+            if has.any():
+                if int(at[has].max()) + width > u8.size:
+                    raise io.corrupt("full-zip value length past the page")
+                length[has] = _le(u8, at[has], width)
+            value_at = np.where(has, at + width, at)
+            value_len = length
+            size = cw + np.where(has, width + length, 0)
+        parts.append((pos, rep_l, def_l, visible, value_at, value_len))
+        cur[active] = pos + size
+        over = cur[active] > end[active]
+        if over.any():
+            raise io.corrupt("a full-zip row runs past the next row's start")
+        active = active[cur[active] < end[active]]
+    if not parts:
+        empty = np.zeros(0, np.int64)
+        return _Entries(None, None, np.zeros(0, bool), empty, empty)
+    order = np.argsort(np.concatenate([p[0] for p in parts]), kind="stable")
+
+    def cat(k: int) -> np.ndarray:
+        return np.concatenate([p[k] for p in parts])[order]
+
+    return _Entries(cat(1) if bits_rep else None, cat(2) if bits_def else None, cat(3), cat(4), cat(5))
+
+
+def _full_zip_values(layout: Any, io: PageIO, u8: np.ndarray, e: _Entries, dtype: pa.DataType) -> pa.Array:
+    """The visible values of a full-zip page (nulls not applied)."""
+    at, lengths = e.value_at[e.visible], e.value_len[e.visible]
+    n = int(at.size)
+    if n and int((at + lengths).max()) > u8.size:
         raise io.corrupt("full-zip values run past the page")
-    keep = np.zeros(len(data), bool)
-    for s, ln in zip(starts.tolist(), lengths.tolist()):
-        keep[s : s + ln] = True
-    body = np.frombuffer(data, np.uint8)[keep].tobytes()
+    body = _gather(u8, at, lengths)
+    if layout.WhichOneof("details") == "bits_per_value":
+        return to_arrow(decode_values(layout.value_compression, [body], n, io), dtype, n, io)
     offsets = np.zeros(n + 1, np.int64)
     np.cumsum(lengths, out=offsets[1:])
     values: Values = Var(body, offsets)
-    if layout.value_compression.WhichOneof("compression") == "fsst":
-        out, new = fsst.decode(layout.value_compression.fsst.symbol_table, body, offsets)
+    comp = layout.value_compression
+    kind = comp.WhichOneof("compression")
+    if kind == "fsst":
+        try:
+            out, new = fsst.decode(comp.fsst.symbol_table, body, offsets)
+        except fsst.FsstError as exc:
+            raise io.corrupt(f"FSST data: {exc}") from exc
         values = Var(out, new)
+    elif kind not in ("variable", None):
+        raise unsupported(io, f"full-zip value compression {kind!r}")
     return to_arrow(values, dtype, n, io)
+
+
+def _full_zip_levels(
+    layout: Any, io: PageIO, dtype: pa.DataType
+) -> tuple[np.ndarray | None, np.ndarray | None, pa.Array]:
+    u8 = np.frombuffer(io.whole(0), np.uint8)
+    entries = _walk_full_zip(layout, io, u8)
+    return entries.rep, entries.defs, _full_zip_values(layout, io, u8, entries, dtype)
+
+
+def full_zip(layout: Any, io: PageIO, dtype: pa.DataType) -> pa.Array:
+    """A full-zip page of a column without nesting."""
+    rep, defs, values = _full_zip_levels(layout, io, dtype)
+    if rep is not None:
+        raise io.corrupt("a column without lists has repetition levels")
+    if defs is not None:
+        values = with_validity(values, defs == 0)
+    return values
+
+
+# -- pages -------------------------------------------------------------------------------------
+
+
+def _flat(layout: Any, io: PageIO) -> bool:
+    """Whether a page of a column without nesting can take the fast path."""
+    kind = layout.WhichOneof("layout")
+    if kind == "mini_block_layout":
+        return not layout.mini_block_layout.HasField("rep_compression")
+    if kind == "constant_layout":
+        return not _has_level_buffers(io)
+    return kind == "full_zip_layout"
 
 
 def decode_page(layout: Any, io: PageIO, dtype: pa.DataType, large_chunks: bool, runs: Runs) -> pa.Array:
     """The rows ``runs`` of a 2.1/2.2 page of a column without nesting."""
     kind = layout.WhichOneof("layout")
+    if not _flat(layout, io):
+        return decode_nested_page(layout, io, [pa.field("value", dtype)], large_chunks, runs)
     if kind == "mini_block_layout":
         return mini_block(layout.mini_block_layout, io, dtype, large_chunks, runs)
     if kind == "constant_layout":
         arr = constant(layout.constant_layout, io, dtype)
-    elif kind == "full_zip_layout":
-        arr = full_zip(layout.full_zip_layout, io, dtype)
     else:
-        raise unsupported(io, f"page layout {kind!r}")
+        arr = full_zip(layout.full_zip_layout, io, dtype)
     if len(arr) != io.page.length:
         raise io.corrupt(f"page decodes to {len(arr)} rows, its metadata says {io.page.length}")
+    return arr if runs.is_span(0, len(arr)) else arr.take(pa.array(runs.positions()))
+
+
+def decode_nested_page(
+    layout: Any, io: PageIO, path: Sequence[pa.Field], large_chunks: bool, runs: Runs
+) -> pa.Array:
+    """The rows ``runs`` of a page of the leaf at the end of ``path`` (top-level field first).
+
+    The result is the Arrow array of the whole path, with structs holding only this leaf (see
+    :func:`repdef.merge`).
+    """
+    kind = layout.WhichOneof("layout")
+    dtype = path[-1].type
+    if kind == "mini_block_layout":
+        inner = layout.mini_block_layout
+        rep, defs, values, positions = _mini_block_levels(inner, io, dtype, large_chunks, runs)
+    elif kind == "constant_layout":
+        inner = layout.constant_layout
+        rep, defs, values = _constant_levels(inner, io, dtype)
+        positions = None
+    elif kind == "full_zip_layout":
+        inner = layout.full_zip_layout
+        rep, defs, values = _full_zip_levels(inner, io, dtype)
+        positions = None
+    else:
+        raise unsupported(io, f"page layout {kind!r}")
+    try:
+        levels = repdef.unravel(rep, defs, list(inner.layers), len(values))
+        if positions is not None:
+            arr = repdef.assemble(path, levels, values, with_validity)
+            return arr.take(pa.array(positions))
+        if levels[0].length != io.page.length:
+            raise repdef.LevelError(f"levels describe {levels[0].length} rows, the page has {io.page.length}")
+        arr = repdef.assemble(path, levels, values, with_validity)
+    except repdef.LevelError as exc:
+        raise io.corrupt(str(exc)) from exc
     return arr if runs.is_span(0, len(arr)) else arr.take(pa.array(runs.positions()))

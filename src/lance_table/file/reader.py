@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from lance_table._parallel import DECODE, pool
 from lance_table.errors import CorruptFileError, SchemaError, UnsupportedFormatError
-from lance_table.file import decode20, decode21
+from lance_table.file import decode20, decode21, repdef
 from lance_table.file.container import (
     URL_ARRAY_ENCODING,
     URL_PAGE_LAYOUT,
@@ -26,6 +26,9 @@ from lance_table.file.pageio import PageIO
 from lance_table.file.runs import Runs
 from lance_table.file.source import ByteSource, open_source
 from lance_table.schema import FieldNode
+
+Job = Callable[[], list[pa.Array]]
+Combine = Callable[[list[list[pa.Array]]], list[pa.Array]]
 
 DEFAULT_BATCH_SIZE = 64 * 1024
 # Reads of at least this many values (rows x columns) decode their pages on a thread pool.
@@ -220,48 +223,45 @@ class LanceFileReader:
 
     def _read_runs(self, runs: Runs, columns: Sequence[str] | None) -> pa.Table:
         nodes, schema = self._project(columns)
-        jobs = [self._field_jobs(node, runs) for node in nodes]
-        flat = [job for field_jobs in jobs for job in field_jobs]
+        plans = [self._field_jobs(node, runs) for node in nodes]
+        flat = [job for jobs, _ in plans for job in jobs]
         if len(flat) > 1 and runs.total * len(nodes) >= PARALLEL_MIN_VALUES:
             results = list(pool(DECODE).map(lambda job: job(), flat))
         else:
             results = [job() for job in flat]
         arrays = []
         at = 0
-        for node, field_jobs in zip(nodes, jobs):
-            chunks = [c for part in results[at : at + len(field_jobs)] for c in part]
-            at += len(field_jobs)
+        for node, (jobs, combine) in zip(nodes, plans):
+            chunks = combine(results[at : at + len(jobs)])
+            at += len(jobs)
             arrays.append(pa.chunked_array(chunks, type=node.arrow_type))
         return pa.Table.from_arrays(arrays, schema=schema)
 
-    def _field_jobs(self, node: FieldNode, runs: Runs) -> list[Callable[[], list[pa.Array]]]:
-        """Independent pieces of work that read a field: one per page for plain leaf columns."""
+    def _field_jobs(self, node: FieldNode, runs: Runs) -> tuple[list[Job], Combine]:
+        """Independent pieces of work that read a field (one per page of each of its columns), and
+        how their results make the field's chunks."""
         t = node.arrow_type
         nested = (
             pa.types.is_struct(t) or pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t)
         )
         if self._structural:
-            return self._structural_jobs(node, runs, nested)
+            if nested and not is_packed_struct(node):
+                return self._nested_jobs(node, runs)
+            return self._structural_jobs(node, runs), _flatten
         if nested or not runs.total:
-            return [lambda: self._read_field(node, runs)]
+            return [lambda: self._read_field(node, runs)], _flatten
         col = self._column(node)
         if col.column_encoding(self._source).WhichOneof("column_encoding") == "blob":
-            return [lambda: self._read_field(node, runs)]
+            return [lambda: self._read_field(node, runs)], _flatten
         self._check_length(col, runs)
-        return [
+        jobs: list[Job] = [
             functools.partial(self._decode_page, col, p, local, io, t)
             for p, local, io in self._pages(col, runs, prefetch=False)
         ]
+        return jobs, _flatten
 
-    def _structural_jobs(
-        self, node: FieldNode, runs: Runs, nested: bool
-    ) -> list[Callable[[], list[pa.Array]]]:
-        """Pages of a 2.1/2.2 column: decoded whole, then the selected rows taken."""
-        if nested:
-            raise UnsupportedFormatError(
-                f"column {node.name!r}: nested types in Lance {self.version} files are not supported yet",
-                path=self.path,
-            )
+    def _structural_jobs(self, node: FieldNode, runs: Runs) -> list[Job]:
+        """Pages of a 2.1/2.2 column without nesting: each decoded, then the selected rows taken."""
         if not runs.total:
             return []
         col = self._column(node)
@@ -272,10 +272,44 @@ class LanceFileReader:
             for p, local, io in self._pages(col, runs, prefetch=False)
         ]
 
+    def _nested_jobs(self, node: FieldNode, runs: Runs) -> tuple[list[Job], Combine]:
+        """A 2.1/2.2 field with lists or structs: the pages of each of its leaf columns, decoded to
+        the leaf's path; the paths of all leaves then merge into the field."""
+        if not runs.total:
+            return [], _flatten
+        large = self._meta.version is FileVersion.V2_2
+        jobs: list[Job] = []
+        owner: list[int] = []
+        leaves = list(_leaf_paths(node, [node.to_arrow_field()]))
+        for k, (leaf, path) in enumerate(leaves):
+            col = self._column(leaf)
+            self._check_length(col, runs)
+            for p, local, io in self._pages(col, runs, prefetch=False):
+                jobs.append(functools.partial(self._decode_nested, col, p, local, io, path, large))
+                owner.append(k)
+        field = node.to_arrow_field()
+
+        def combine(results: list[list[pa.Array]]) -> list[pa.Array]:
+            parts: list[list[pa.Array]] = [[] for _ in leaves]
+            for k, got in zip(owner, results):
+                parts[k].extend(got)
+            try:
+                joined = [pa.concat_arrays(p) if len(p) > 1 else p[0] for p in parts]
+                return [repdef.merge(field, joined)]
+            except repdef.LevelError as exc:
+                raise CorruptFileError(self.path, f"field {node.name!r}: {exc}") from exc
+
+        return jobs, combine
+
     def _decode_structural(
         self, col: _Column, page: int, runs: Runs, io: PageIO, dtype: pa.DataType, large: bool
     ) -> list[pa.Array]:
         return [decode21.decode_page(col.encoding(page, self._source), io, dtype, large, runs)]
+
+    def _decode_nested(
+        self, col: _Column, page: int, runs: Runs, io: PageIO, path: list[pa.Field], large: bool
+    ) -> list[pa.Array]:
+        return [decode21.decode_nested_page(col.encoding(page, self._source), io, path, large, runs)]
 
     def _decode_page(
         self, col: _Column, page: int, runs: Runs, io: PageIO, dtype: pa.DataType
@@ -390,6 +424,19 @@ class LanceFileReader:
         lengths = np.where(valid, size, 0)
         io = PageIO(self._source, col.pb.pages[0], col.pb, self._meta.global_buffers, f"column {col.index}")
         return decode20.build_binary(dtype, valid, lengths, data, 0, io)
+
+
+def _flatten(results: list[list[pa.Array]]) -> list[pa.Array]:
+    return [chunk for part in results for chunk in part]
+
+
+def _leaf_paths(node: FieldNode, path: list[pa.Field]) -> Iterator[tuple[FieldNode, list[pa.Field]]]:
+    """The leaf columns below ``node`` (packed structs are leaves), with their paths of fields."""
+    if not node.children or is_packed_struct(node):
+        yield node, path
+        return
+    for child in node.children:
+        yield from _leaf_paths(child, [*path, child.to_arrow_field()])
 
 
 def _concat(chunks: list[pa.Array], dtype: pa.DataType) -> pa.Array:
