@@ -335,10 +335,23 @@ def test_spark_on_s3_both_ways(spark, s3_uri, s3_options):
     assert _read(spark, s3_uri + "/b", storage_options=so).num_rows == 1510
 
 
+_POINT = pa.struct([("a", pa.int64()), ("b", pa.list_(pa.float64()))])
+
+
 def test_spark_reads_a_pylance_default_2_2_dataset(spark, tmp_path):
     lance = pytest.importorskip("lance")
     uri = str(tmp_path / "ds22")
     table = _rows(0, 3000).select(["id", "x", "s"])
+    ids = table["id"].to_pylist()
+    table = table.append_column(
+        "tags", pa.array([[f"t{i % 5}"] * (i % 3) if i % 7 else None for i in ids], pa.list_(pa.string()))
+    )
+    table = table.append_column(
+        "pt", pa.array([{"a": i, "b": [float(i)]} if i % 4 else None for i in ids], _POINT)
+    )
+    table = table.append_column(
+        "m", pa.array([[(f"k{i % 3}", i)] if i % 5 else None for i in ids], pa.map_(pa.string(), pa.int64()))
+    )
     lance.write_dataset(table, uri, max_rows_per_file=1000)  # pylance's default format (2.2)
     lance.dataset(uri).delete("id < 10")
     assert lt.dataset(uri).data_storage_version == "2.2"
