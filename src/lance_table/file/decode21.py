@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from lance_table.file import fastlanes, fsst, repdef
+from lance_table.file import batch21, fastlanes, fsst, repdef
 from lance_table.file.compress21 import (
     Fixed,
     Values,
@@ -138,27 +138,43 @@ def _decode_chunks(
     if chosen.size and bool(np.any(last_end > ends)):
         raise io.corrupt("a mini-block chunk's buffers run past the chunk")
     counts = table.counts[chosen]
-    reps, defs, pieces = [], [], []
-    for k in range(chosen.size):
-        levels = int(num_levels[k])
-        if rep_size is not None:
-            lo = int(rep_at[k])
-            reps.append(decode_levels(layout.rep_compression, data[lo : lo + int(rep_size[k])], levels, io))
-        if def_size is not None:
-            lo = int(def_at[k])
-            defs.append(decode_levels(layout.def_compression, data[lo : lo + int(def_size[k])], levels, io))
-        buffers: list[bytes | memoryview] = [
-            data[int(b[k]) : int(b[k]) + int(size[k])] for b, size in zip(buf_at, sizes)
-        ]
-        pieces.append(decode_values(layout.value_compression, buffers, int(counts[k]), io))
-    values = concat_values(pieces, io) if pieces else Fixed(b"", 8)
+    rep = defs = None
+    if rep_size is not None:
+        rep = _chunk_levels(layout.rep_compression, data, rep_at, rep_size, num_levels, io)
+    if def_size is not None:
+        defs = _chunk_levels(layout.def_compression, data, def_at, def_size, num_levels, io)
+    values = None
+    if n_buffers == 1 and chosen.size:
+        values = batch21.values(layout.value_compression, data, buf_at[0], sizes[0], counts, io)
+    if values is None:
+        pieces = []
+        for k in range(chosen.size):
+            buffers: list[bytes | memoryview] = [
+                data[int(b[k]) : int(b[k]) + int(size[k])] for b, size in zip(buf_at, sizes)
+            ]
+            pieces.append(decode_values(layout.value_compression, buffers, int(counts[k]), io))
+        values = concat_values(pieces, io) if pieces else Fixed(b"", 8)
     return _Decoded(
-        np.concatenate(reps) if reps else None,
-        np.concatenate(defs) if defs else None,
+        rep,
+        defs,
         values,
         int(counts.sum()),
         num_levels,
     )
+
+
+def _chunk_levels(
+    enc: Any, data: memoryview, at: np.ndarray, sizes: np.ndarray, counts: np.ndarray, io: PageIO
+) -> np.ndarray:
+    """The levels of the decoded chunks, concatenated."""
+    got = batch21.levels(enc, data, at, sizes, counts, io)
+    if got is not None:
+        return got
+    pieces = [
+        decode_levels(enc, data[int(a) : int(a) + int(n)], int(c), io)
+        for a, n, c in zip(at.tolist(), sizes.tolist(), counts.tolist())
+    ]
+    return np.concatenate(pieces) if pieces else np.zeros(0, np.uint16)
 
 
 def _dictionary(layout: Any, io: PageIO) -> Values | None:
