@@ -221,3 +221,44 @@ def test_random_damage_to_nested_pages_gives_typed_errors(tmp_path, version):
             pass
         except Exception as exc:  # pragma: no cover - reported with the trial number
             raise AssertionError(f"trial {trial}: untyped {type(exc).__name__}: {exc}") from exc
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_blob_columns(tmp_path, version):
+    """Blob columns: descriptors in an inner page, the bytes elsewhere; a take fetches only its blobs."""
+    from test_io import CountingSource
+
+    n = 300
+    blobs = [bytes([i % 251]) * (20_000 + i) if i % 4 else (None if i % 8 else b"") for i in range(n)]
+    field = pa.field("b", pa.large_binary(), metadata={"lance-encoding:blob": "true"})
+    table = pa.table({"id": pa.array(np.arange(n)), "b": pa.array(blobs, pa.large_binary())})
+    table = table.cast(pa.schema([pa.field("id", pa.int64()), field]))
+    path = tmp_path / "f.lance"
+    _write(path, table, version)
+    reader = LanceFileReader(path)
+    assert reader.metadata.columns[1].pages[0].encoding is not None
+    theirs = lance_file.LanceFileReader(str(path)).read_all().to_table()
+    assert reader.read_all().equals(theirs)
+    assert_tables_equal(reader.read_all(), table, check_metadata=False)
+    source = CountingSource(path.read_bytes())
+    counted = LanceFileReader(source)
+    idx = [5, 250, 3, 8]
+    assert_tables_equal(counted.take(idx, ["b"]), table.select(["b"]).take(idx), check_metadata=False)
+    assert source.bytes_read < 4 * 64 * 1024 + 4 * 21_000  # the blobs, the descriptors, small gaps
+
+
+def test_an_unknown_page_layout_is_refused_by_number():
+    """A layout from a newer format (e.g. 2.3's planar layout) is named, not misread."""
+    from lance_table._proto import encodings_v2_1_pb2, file2_pb2
+    from lance_table.file import BytesSource
+    from lance_table.file.pageio import PageIO
+    from lance_table.file.runs import Runs
+
+    layout = encodings_v2_1_pb2.PageLayout()
+    layout.ParseFromString(bytes([0x2A, 0x00]))  # field 5, empty: not a layout we know
+    page = file2_pb2.ColumnMetadata.Page(length=3)
+    io = PageIO(BytesSource(b"", name="x.lance"), page, file2_pb2.ColumnMetadata(), (), "column 0 page 0")
+    for decode in (decode21.decode_page, decode21.decode_nested_page):
+        arg = pa.int32() if decode is decode21.decode_page else [pa.field("x", pa.int32())]
+        with pytest.raises(UnsupportedFormatError, match="page layout number 5"):
+            decode(layout, io, arg, True, Runs.span(0, 3))

@@ -18,7 +18,9 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from google.protobuf.unknown_fields import UnknownFieldSet
 
+from lance_table.errors import UnsupportedFormatError
 from lance_table.file import batch21, fastlanes, fsst, repdef
 from lance_table.file.compress21 import (
     Fixed,
@@ -536,9 +538,82 @@ def full_zip(layout: Any, io: PageIO, dtype: pa.DataType) -> pa.Array:
 # -- pages -------------------------------------------------------------------------------------
 
 
+# -- blob layout ------------------------------------------------------------------------------
+
+
+def _blob_descriptors(layout: Any, io: PageIO, large: bool) -> np.ndarray:
+    """The (position, size) pair of every level of a blob page, as an (n, 2) int64 array."""
+    inner = layout.inner_layout
+    if inner.WhichOneof("layout") != "mini_block_layout":
+        raise unsupported(io, f"blob descriptors in a {inner.WhichOneof('layout')!r} page")
+    mini = type(inner.mini_block_layout)()
+    mini.CopyFrom(inner.mini_block_layout)
+    comp = mini.value_compression
+    if comp.WhichOneof("compression") == "packed_struct":
+        if list(comp.packed_struct.bits_per_value) != [64, 64]:
+            raise io.corrupt("blob descriptors are not two 64-bit fields")
+        mini.value_compression.CopyFrom(comp.packed_struct.values)
+    if len(io.page.buffer_offsets) < 2:
+        raise io.corrupt("blob page without metadata and data buffers")
+    data = io.whole(1)
+    table = _chunk_table(mini, io.whole(0), len(data), large, io)
+    got = _decode_chunks(mini, data, table, np.arange(table.counts.size), large, io)
+    if not isinstance(got.values, Fixed) or got.values.bits != 128:
+        raise io.corrupt("blob descriptors are not 128 bits wide")
+    pairs = np.frombuffer(got.values.data, np.uint64, got.count * 2).reshape(-1, 2)
+    return pairs.astype(np.int64)
+
+
+def _blob_levels(
+    layout: Any, io: PageIO, dtype: pa.DataType, large: bool, runs: Runs
+) -> tuple[np.ndarray | None, np.ndarray | None, pa.Array, np.ndarray | None]:
+    """A blob page: descriptors in an inner page, the blob bytes wherever they point.
+
+    A descriptor with size 0 and a non-zero position is a level entry instead of a blob: the
+    position holds the repetition level (low 16 bits) and definition level (next 16 bits). Only
+    the blobs of the selected rows are fetched when the column has no lists.
+    """
+    desc = _blob_descriptors(layout, io, large)
+    pos, size = desc[:, 0], desc[:, 1]
+    special = (size == 0) & (pos != 0)
+    rep_all = np.where(special, pos & 0xFFFF, 0)
+    def_all = np.where(special, (pos >> 16) & 0xFFFF, 0)
+    layers = list(layout.layers)
+    rep = rep_all if bool(rep_all.any()) else None
+    defs = def_all if layers != [repdef.ALL_VALID_ITEM] else None
+    positions = None
+    if rep is None and not runs.is_span(0, len(desc)):
+        keep = runs.positions()
+        if keep.size and int(keep.max()) >= len(desc):
+            raise io.corrupt(f"{len(desc)} blob descriptors for a page of {io.page.length} rows")
+        pos, size, def_all = pos[keep], size[keep], def_all[keep]
+        defs = def_all if defs is not None else None
+        positions = np.arange(keep.size)
+    visible = def_all <= repdef.visible_limit(layers)
+    fetch = visible & (def_all == 0) & (size > 0)
+    if bool(np.any(pos[fetch] + size[fetch] > io.source.size())) or bool(np.any(pos[fetch] < 0)):
+        raise io.corrupt("a blob lies beyond the end of the file")
+    ranges = list(zip(pos[fetch].tolist(), size[fetch].tolist()))
+    body = b"".join(io.source.read_ranges(ranges)) if ranges else b""
+    lengths = np.where(fetch, size, 0)[visible]
+    offsets = np.zeros(lengths.size + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return rep, defs, to_arrow(Var(body, offsets), dtype, int(lengths.size), io), positions
+
+
+def _layout_kind(layout: Any, io: PageIO) -> str:
+    """Which layout a page uses; a layout this reader does not know is named by its field number."""
+    kind = layout.WhichOneof("layout")
+    if kind is None:
+        numbers = sorted({f.field_number for f in UnknownFieldSet(layout)})
+        what = f"page layout number {numbers[0]}" if numbers else "a page without a layout"
+        raise UnsupportedFormatError(f"{io.what}: {what} is not known to this reader", path=io.path)
+    return str(kind)
+
+
 def _flat(layout: Any, io: PageIO) -> bool:
     """Whether a page of a column without nesting can take the fast path."""
-    kind = layout.WhichOneof("layout")
+    kind = _layout_kind(layout, io)
     if kind == "mini_block_layout":
         return not layout.mini_block_layout.HasField("rep_compression")
     if kind == "constant_layout":
@@ -548,9 +623,9 @@ def _flat(layout: Any, io: PageIO) -> bool:
 
 def decode_page(layout: Any, io: PageIO, dtype: pa.DataType, large_chunks: bool, runs: Runs) -> pa.Array:
     """The rows ``runs`` of a 2.1/2.2 page of a column without nesting."""
-    kind = layout.WhichOneof("layout")
     if not _flat(layout, io):
         return decode_nested_page(layout, io, [pa.field("value", dtype)], large_chunks, runs)
+    kind = layout.WhichOneof("layout")
     if kind == "mini_block_layout":
         return mini_block(layout.mini_block_layout, io, dtype, large_chunks, runs)
     if kind == "constant_layout":
@@ -570,7 +645,7 @@ def decode_nested_page(
     The result is the Arrow array of the whole path, with structs holding only this leaf (see
     :func:`repdef.merge`).
     """
-    kind = layout.WhichOneof("layout")
+    kind = _layout_kind(layout, io)
     dtype = path[-1].type
     if kind == "mini_block_layout":
         inner = layout.mini_block_layout
@@ -583,6 +658,9 @@ def decode_nested_page(
         inner = layout.full_zip_layout
         rep, defs, values = _full_zip_levels(inner, io, dtype)
         positions = None
+    elif kind == "blob_layout":
+        inner = layout.blob_layout
+        rep, defs, values, positions = _blob_levels(inner, io, dtype, large_chunks, runs)
     else:
         raise unsupported(io, f"page layout {kind!r}")
     try:
