@@ -38,8 +38,14 @@ def _spans(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 def levels(
     enc: Any, data: memoryview, at: np.ndarray, sizes: np.ndarray, counts: np.ndarray, io: PageIO
 ) -> np.ndarray | None:
-    """Repetition or definition levels of many chunks, if stored as plain 16-bit values."""
-    if enc.WhichOneof("compression") != "flat" or enc.flat.HasField("data") or enc.flat.bits_per_value != 16:
+    """Repetition or definition levels of many chunks, if stored as plain or bitpacked 16-bit values."""
+    kind = enc.WhichOneof("compression")
+    if kind == "out_of_line_bitpacking":
+        got = _out_of_line(enc.out_of_line_bitpacking, data, at, sizes, counts, io)
+        if got is None or got.bits not in fastlanes.DTYPES:
+            return None
+        return np.frombuffer(got.data, fastlanes.DTYPES[got.bits]).astype(np.uint16)
+    if kind != "flat" or enc.flat.HasField("data") or enc.flat.bits_per_value != 16:
         return None
     need = counts * 2
     if bool(np.any(need > sizes)):
@@ -149,3 +155,41 @@ def _inline_bitpacking(
     has = n_blocks > 0
     keep[ends[has]] = np.arange(fastlanes.BLOCK)[None, :] < tail[has][:, None]
     return Fixed(out[keep].tobytes(), t)
+
+
+def _out_of_line(
+    enc: Any, data: memoryview, at: np.ndarray, sizes: np.ndarray, counts: np.ndarray, io: PageIO
+) -> Fixed | None:
+    """Chunks of headerless W-bit FastLanes blocks; a short tail is packed and padded, or raw."""
+    t = int(enc.uncompressed_bits_per_value)
+    dtype = fastlanes.DTYPES.get(t)
+    inner = enc.values
+    if dtype is None or inner.WhichOneof("compression") != "flat" or inner.flat.HasField("data"):
+        return None
+    w = int(inner.flat.bits_per_value)
+    word = t // 8
+    if w > t:
+        raise io.corrupt(f"bit width {w} above {t}")
+    if bool(np.any(at % word)):
+        return None
+    words = np.frombuffer(data, dtype, len(data) // word)
+    per_block = w * fastlanes.BLOCK // t
+    full, tail = np.divmod(counts, fastlanes.BLOCK)
+    avail = sizes // word
+    rest = avail - full * per_block
+    raw_tail = (tail > 0) & (rest == tail)
+    blocks = full + ((tail > 0) & ~raw_tail)
+    if bool(np.any(blocks * per_block + raw_tail * tail > avail)):
+        raise io.corrupt("out-of-line bitpacking runs past its buffer")
+    first = at // word
+    packed = words[_spans(first, blocks * per_block)]
+    unpacked = fastlanes.unpack(packed, t, w, int(blocks.sum()))
+    from_blocks = counts - raw_tail * tail
+    out_start = _exclusive_cumsum(counts)
+    out = np.empty(int(counts.sum()), dtype)
+    out[_spans(out_start, from_blocks)] = unpacked[
+        _spans(_exclusive_cumsum(blocks) * fastlanes.BLOCK, from_blocks)
+    ]
+    raw_len = raw_tail * tail
+    out[_spans(out_start + from_blocks, raw_len)] = words[_spans(first + full * per_block, raw_len)]
+    return Fixed(out.tobytes(), t)

@@ -25,6 +25,23 @@ def _positions(t: int) -> np.ndarray:
     return (ORDER[r // 8] * 16 + (r % 8) * 128 + lane).astype(np.int64)
 
 
+@functools.lru_cache(maxsize=256)
+def _plan(t: int, w: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None, np.ndarray]:
+    """Per field r of a lane: its first word, right shift, and (when it spills into the next word)
+    that word and the left shift; plus where each unpacked field goes in the block."""
+    dtype = DTYPES[t]
+    start = np.arange(t) * w  # bit offset of field r in its lane's stream
+    first = start // t
+    shift = (start % t).astype(dtype)
+    spills = (start % t) + w > t
+    second = up = None
+    if spills.any():
+        second = np.flatnonzero(spills)
+        up = (t - start[second] % t).astype(dtype)
+    order = np.argsort(_positions(t).ravel())  # block position -> (field, lane) slot
+    return first, shift[None, :, None], second, up, order
+
+
 def unpack(words: np.ndarray, t: int, w: int, blocks: int) -> np.ndarray:
     """Unpack ``blocks`` blocks of W-bit values from T-bit ``words``; returns ``blocks * 1024`` values."""
     dtype = DTYPES[t]
@@ -33,19 +50,12 @@ def unpack(words: np.ndarray, t: int, w: int, blocks: int) -> np.ndarray:
     if w == 0:
         return np.zeros(blocks * BLOCK, dtype)
     lanes = BLOCK // t
-    packed = words[: blocks * w * lanes].reshape(blocks, w, lanes).astype(np.uint64)
-    start = np.arange(t) * w  # bit offset of field r in its lane's stream
-    first = start // t
-    shift = (start % t).astype(np.uint64)
-    low = packed[:, first, :] >> shift[None, :, None]
-    spills = (start % t) + w > t
-    high = np.zeros_like(low)
-    if spills.any():
-        second = np.minimum(first + 1, w - 1)
-        up = np.where(spills, t - start % t, 0).astype(np.uint64)
-        high = np.where(spills[None, :, None], packed[:, second, :] << up[None, :, None], np.uint64(0))
-    mask = np.uint64(0xFFFFFFFFFFFFFFFF) if w >= 64 else np.uint64((1 << w) - 1)
-    fields = (low | high) & mask
-    out = np.empty((blocks, BLOCK), np.uint64)
-    out[:, _positions(t).ravel()] = fields.reshape(blocks, -1)
-    return out.reshape(-1).astype(dtype)
+    packed = words[: blocks * w * lanes].reshape(blocks, w, lanes)
+    first, shift, second, up, order = _plan(t, w)
+    # shifts stay in the T-bit type: bits pushed past the top fall off, as they should
+    fields = packed[:, first, :] >> shift
+    if second is not None and up is not None:
+        fields[:, second, :] |= packed[:, first[second] + 1, :] << up[None, :, None]
+    if w < t:
+        fields &= dtype((1 << w) - 1)
+    return fields.reshape(blocks, BLOCK)[:, order].reshape(-1)
