@@ -1,0 +1,258 @@
+"""FSST decompression: tricky streams against a byte-by-byte reference, and pylance-written data."""
+
+from __future__ import annotations
+
+import itertools
+import struct
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from lance_table.file import LanceFileReader, fsst
+
+
+def make_table(symbols: list[bytes], switch: bool = True) -> bytes:
+    """A symbol table in Lance's layout: header, symbols as u64 words, one length byte each."""
+    header = (fsst.FSST_MAGIC << 32) | (int(switch) << 24) | len(symbols)
+    words = b"".join(s.ljust(8, b"\0") for s in symbols)
+    return struct.pack("<Q", header) + words + bytes(len(s) for s in symbols)
+
+
+@dataclass
+class Parsed:
+    """What the reference decoder saw."""
+
+    data: bytes = b""
+    offsets: list[int] = field(default_factory=lambda: [0])
+    escapes: int = 0
+    escaped_ff: int = 0  # escaped literal 0xFF bytes, i.e. the pair FF FF
+    escape_ends_string: int = 0  # the escaped literal is the last byte of its string
+    escape_starts_string: int = 0
+
+
+def reference(table: bytes, data: bytes, offsets: list[int]) -> Parsed:
+    """Decode string by string, code by code: obviously right, and slow."""
+    (header,) = struct.unpack_from("<Q", table)
+    out = Parsed()
+    if not (header >> 24) & 1:
+        return Parsed(bytes(data), list(offsets))
+    nsym = header & 0xFF
+    syms = [table[8 + 8 * i : 8 + 8 * i + table[8 + 8 * nsym + i]] for i in range(nsym)]
+    buf = bytearray()
+    for lo, hi in itertools.pairwise(offsets):
+        i = lo
+        while i < hi:
+            if data[i] == fsst.ESCAPE:
+                out.escapes += 1
+                out.escaped_ff += data[i + 1] == 0xFF
+                out.escape_ends_string += i + 2 == hi
+                out.escape_starts_string += i == lo
+                buf.append(data[i + 1])
+                i += 2
+            else:
+                buf += syms[data[i]]
+                i += 1
+        out.offsets.append(len(buf))
+    out.data = bytes(buf)
+    return out
+
+
+def check(table: bytes, strings: list[list[int]]) -> Parsed:
+    """Decode ``strings`` (each a list of code bytes) both ways and compare."""
+    data = bytes(b for s in strings for b in s)
+    offsets = np.concatenate([[0], np.cumsum([len(s) for s in strings])]).astype(np.int64)
+    expected = reference(table, data, offsets.tolist())
+    out, new_offsets = fsst.decode(table, data, offsets)
+    assert isinstance(out, bytes)
+    assert out == expected.data
+    assert new_offsets.tolist() == expected.offsets
+    return expected
+
+
+SYMBOLS = [b"a", b"bc", b"def", b"ghij", b"klmno", b"pqrstu", b"vwxyz01", b"23456789", b"\xff"]
+TABLE = make_table(SYMBOLS)
+E = fsst.ESCAPE
+
+
+def test_symbols_of_every_length():
+    check(TABLE, [[0, 1, 2, 3, 4, 5, 6, 7, 8], [7, 7, 0], [8]])
+
+
+def test_escape_runs_alternate_marker_and_literal():
+    parsed = check(TABLE, [[E, E, E, E, 0], [E, E], [E, E, E, E, E, E]])
+    assert parsed.escapes == 6 and parsed.escaped_ff == 6
+    assert check(TABLE, [[E, 0xFF]]).data == b"\xff"
+
+
+def test_escape_at_the_end_and_start_of_strings():
+    parsed = check(TABLE, [[0, E, 0x41], [E, 0x42, 1], [E, E], [E, E, E, 7], [2, E, 0]])
+    assert parsed.escape_ends_string == 4 and parsed.escape_starts_string == 3
+
+
+def test_parsing_restarts_at_every_string():
+    # Without the restart the run FF FF | FF FF would pair the wrong bytes.
+    parsed = check(TABLE, [[1, E, E], [E, E], [E, 0x30]])
+    assert parsed.data == b"bc\xff\xff0"
+
+
+def test_empty_strings():
+    check(TABLE, [[], [0], [], [], [E, E], []])
+    check(TABLE, [[], [], []])
+    out, offsets = fsst.decode(TABLE, b"", np.array([0]))
+    assert out == b"" and offsets.tolist() == [0]
+
+
+def test_raw_mode_when_the_switch_is_off():
+    table = make_table([b"abc"], switch=False)
+    data = bytes([0, E, 3, 255, 254])
+    out, offsets = fsst.decode(table, data, np.array([0, 2, 2, 5]))
+    assert out == data and offsets.tolist() == [0, 2, 2, 5]
+    assert fsst.decode(table, memoryview(data), np.array([0, 5]))[0] == data
+
+
+def test_no_symbols_only_escapes():
+    check(make_table([]), [[E, 0x61, E, E], [], [E, 0]])
+
+
+@pytest.mark.parametrize("block", [1, 2, 3, 7, 64])
+def test_random_streams_across_block_boundaries(monkeypatch, block):
+    """Random tables and code streams, decoded in tiny blocks so that every boundary case occurs."""
+    monkeypatch.setattr(fsst, "_BLOCK", block)
+    rng = np.random.default_rng(block)
+    for _ in range(40):
+        nsym = int(rng.integers(0, 256))
+        symbols = [bytes(rng.integers(0, 256, int(rng.integers(1, 9)), dtype=np.uint8)) for _ in range(nsym)]
+        table = make_table(symbols)
+        strings = []
+        for _ in range(int(rng.integers(0, 30))):
+            s: list[int] = []
+            for _ in range(int(rng.integers(0, 12))):
+                if nsym == 0 or rng.random() < 0.3:
+                    s += [E, int(rng.choice([0xFF, 0xFF, int(rng.integers(0, 256))]))]
+                else:
+                    s.append(int(rng.integers(0, nsym)))
+            strings.append(s)
+        check(table, strings)
+
+
+def test_large_stream_matches_reference():
+    rng = np.random.default_rng(7)
+    symbols = [bytes(rng.integers(97, 123, int(rng.integers(1, 9)), dtype=np.uint8)) for _ in range(200)]
+    table = make_table(symbols)
+    strings = []
+    for _ in range(20_000):
+        s = rng.integers(0, 200, int(rng.integers(0, 20))).tolist()
+        if rng.random() < 0.05:
+            s[len(s) // 2 : len(s) // 2] = [E, int(rng.integers(0, 256))]
+        strings.append(s)
+    assert sum(map(len, strings)) > 2 * fsst._BLOCK  # several blocks
+    check(table, strings)
+
+
+@pytest.mark.parametrize(
+    ("table", "data", "offsets", "match"),
+    [
+        (b"FSST", b"", [0], "too short"),
+        (struct.pack("<Q", 1 << 24), b"", [0], "magic"),
+        (make_table([b"a"] * 3)[:20], b"", [0], "cannot hold"),
+        (make_table([b"a"]), bytes([1]), [0, 1], "code 1"),
+        (make_table([b"a"]), bytes([0, E]), [0, 2], "escape"),
+        (make_table([b"a"]), bytes([E, 0, E]), [0, 1, 3], "escape"),
+        (make_table([b"a"]), bytes([0, 0]), [0, 3], "offsets"),
+        (make_table([b"a"]), bytes([0, 0]), [0, 2, 1], "offsets"),
+        (make_table([b""]), bytes([0]), [0, 1], "lengths"),
+        (make_table([b"a"])[:-1] + b"\x09", bytes([0]), [0, 1], "lengths"),
+    ],
+)
+def test_malformed_input_is_refused(table, data, offsets, match):
+    with pytest.raises(fsst.FsstError, match=match):
+        fsst.decode(table, data, np.array(offsets))
+
+
+# --- data pylance compressed ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def spy(monkeypatch):
+    """Every (symbol table, data, offsets) that lance_table's readers pass to ``fsst.decode``."""
+    calls: list[tuple[bytes, bytes, list[int]]] = []
+    real = fsst.decode
+
+    def recording(table, data, offsets):
+        calls.append((bytes(table), bytes(data), np.asarray(offsets).tolist()))
+        return real(table, data, offsets)
+
+    monkeypatch.setattr(fsst, "decode", recording)
+    return calls
+
+
+def _strings_with_rare_bytes(n: int) -> list[bytes]:
+    """Values that make pylance's FSST escape: empty values, runs of 0xFF and other rare bytes.
+
+    The common text is varied enough to fill the symbol table, and 0xFF is so rare that it is
+    almost never worth a symbol (the table is trained on a random sample).
+    """
+    rng = np.random.default_rng(0)
+    words = [bytes(rng.integers(97, 123, int(rng.integers(2, 7)), dtype=np.uint8)) for _ in range(300)]
+    out = []
+    for i in range(n):
+        s = b"-".join(words[j] for j in rng.integers(0, 300, 3)) + str(i).encode()
+        if i % 2000 == 0:
+            s = s[:5] + b"\xff\xff" + s[5:]
+        if i % 2500 == 3:
+            s += b"\xff"
+        if i % 300 == 7:
+            s = bytes(rng.integers(128, 255, 3, dtype=np.uint8)) + s
+        if i % 13 == 0:
+            s = b""
+        out.append(s)
+    return out
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_pylance_fsst_with_escapes(tmp_path, spy, version):
+    lance_file = pytest.importorskip("lance.file")
+    values = pa.array(_strings_with_rare_bytes(100_000), pa.binary())
+    schema = pa.schema([pa.field("b", pa.binary(), metadata={"lance-encoding:compression": "fsst"})])
+    table = pa.table([values], schema=schema)
+    path = tmp_path / "f.lance"
+    # pylance samples at random; in the rare case that 0xFF made it into the table, write again.
+    for _attempt in range(4):
+        spy.clear()
+        with lance_file.LanceFileWriter(str(path), schema, version=version) as w:
+            w.write_batch(table)
+        ours = LanceFileReader(path).read_all()
+        assert ours["b"].equals(lance_file.LanceFileReader(str(path)).read_all().to_table()["b"])
+        assert ours["b"].equals(table["b"])
+        seen = Parsed()
+        assert spy
+        for sym, data, offsets in spy:
+            assert (sym[3] & 1) == 1  # switch on
+            parsed = reference(sym, data, offsets)
+            seen.escapes += parsed.escapes
+            seen.escaped_ff += parsed.escaped_ff
+            seen.escape_ends_string += parsed.escape_ends_string
+            seen.escape_starts_string += parsed.escape_starts_string
+        assert seen.escapes > 100 and seen.escape_starts_string > 100
+        if seen.escaped_ff > 50 and seen.escape_ends_string > 20:
+            break
+    else:
+        pytest.fail(f"pylance never escaped 0xFF: {seen}")
+
+
+@pytest.mark.interop
+def test_pylance_fsst_raw_mode(tmp_path, spy):
+    """Below 32 KiB of input pylance's FSST encoder switches itself off and stores the bytes raw."""
+    lance_file = pytest.importorskip("lance.file")
+    values = pa.array([f"value {i}" if i % 3 else "" for i in range(500)])
+    schema = pa.schema([pa.field("s", pa.string(), metadata={"lance-encoding:compression": "fsst"})])
+    table = pa.table([values], schema=schema)
+    path = tmp_path / "f.lance"
+    with lance_file.LanceFileWriter(str(path), schema, version="2.0") as w:
+        w.write_batch(table)
+    ours = LanceFileReader(path).read_all()
+    assert ours["s"].equals(table["s"])
+    assert spy and all((sym[3] & 1) == 0 for sym, _, _ in spy)
