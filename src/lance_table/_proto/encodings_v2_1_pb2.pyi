@@ -233,12 +233,24 @@ class ByteStreamSplit(_message.Message):
     def __init__(self, values: _Optional[_Union[CompressiveEncoding, _Mapping]] = ...) -> None: ...
 
 class Range(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("bits_per_value", "start", "step")
+    BITS_PER_VALUE_FIELD_NUMBER: _ClassVar[int]
+    START_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    bits_per_value: int
+    start: int
+    step: int
+    def __init__(self, bits_per_value: _Optional[int] = ..., start: _Optional[int] = ..., step: _Optional[int] = ...) -> None: ...
 
 class Delta(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("bits_per_value", "base", "deltas")
+    BITS_PER_VALUE_FIELD_NUMBER: _ClassVar[int]
+    BASE_FIELD_NUMBER: _ClassVar[int]
+    DELTAS_FIELD_NUMBER: _ClassVar[int]
+    bits_per_value: int
+    base: int
+    deltas: CompressiveEncoding
+    def __init__(self, bits_per_value: _Optional[int] = ..., base: _Optional[int] = ..., deltas: _Optional[_Union[CompressiveEncoding, _Mapping]] = ...) -> None: ...
 
 class CompressiveEncoding(_message.Message):
     __slots__ = ("flat", "variable", "constant", "out_of_line_bitpacking", "inline_bitpacking", "fsst", "dictionary", "rle", "byte_stream_split", "general", "fixed_size_list", "packed_struct", "variable_packed_struct", "range", "delta")
