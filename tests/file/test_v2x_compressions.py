@@ -364,11 +364,6 @@ def test_per_value_compressions(tmp_path, name):
     assert compress21.to_arrow(decoded, table.schema.field(0).type, table.num_rows, io).equals(theirs)
 
 
-@pytest.mark.xfail(
-    raises=UnsupportedFormatError,
-    strict=True,
-    reason="decode21's full-zip reader must pass variable-width values through compress21.decode_per_value",
-)
 @pytest.mark.parametrize("name", ["int32_string", "long_strings_zstd"])
 def test_per_value_compressions_through_the_reader(tmp_path, name):
     table, _ = _full_zip_cases()[name]

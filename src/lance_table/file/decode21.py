@@ -21,7 +21,7 @@ import pyarrow as pa
 from google.protobuf.unknown_fields import UnknownFieldSet
 
 from lance_table.errors import UnsupportedFormatError
-from lance_table.file import batch21, fastlanes, fsst, repdef
+from lance_table.file import batch21, fastlanes, repdef
 from lance_table.file.compress21 import (
     Fixed,
     Values,
@@ -29,6 +29,7 @@ from lance_table.file.compress21 import (
     concat_values,
     decode_block,
     decode_levels,
+    decode_per_value,
     decode_values,
     to_arrow,
     unsupported,
@@ -503,17 +504,7 @@ def _full_zip_values(layout: Any, io: PageIO, u8: np.ndarray, e: _Entries, dtype
         return to_arrow(decode_values(layout.value_compression, [body], n, io), dtype, n, io)
     offsets = np.zeros(n + 1, np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    values: Values = Var(body, offsets)
-    comp = layout.value_compression
-    kind = comp.WhichOneof("compression")
-    if kind == "fsst":
-        try:
-            out, new = fsst.decode(comp.fsst.symbol_table, body, offsets)
-        except fsst.FsstError as exc:
-            raise io.corrupt(f"FSST data: {exc}") from exc
-        values = Var(out, new)
-    elif kind not in ("variable", None):
-        raise unsupported(io, f"full-zip value compression {kind!r}")
+    values = decode_per_value(layout.value_compression, Var(body, offsets), io)
     return to_arrow(values, dtype, n, io)
 
 

@@ -21,7 +21,13 @@ from lance_table.file.container import (
     read_metadata,
     unpack_encoding,
 )
-from lance_table.file.layout20 import BLOB_DESCRIPTOR, column_assignment, is_packed_struct, leaf_columns
+from lance_table.file.layout20 import (
+    BLOB_DESCRIPTOR,
+    column_assignment,
+    is_packed_struct,
+    is_packed_struct21,
+    leaf_columns,
+)
 from lance_table.file.pageio import PageIO
 from lance_table.file.runs import Runs
 from lance_table.file.source import ByteSource, open_source
@@ -245,7 +251,7 @@ class LanceFileReader:
             pa.types.is_struct(t) or pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t)
         )
         if self._structural:
-            if nested and not is_packed_struct(node):
+            if nested and not is_packed_struct21(node):
                 return self._nested_jobs(node, runs)
             return self._structural_jobs(node, runs), _flatten
         if nested or not runs.total:
@@ -317,7 +323,9 @@ class LanceFileReader:
         return [decode20.decode(col.encoding(page, self._source), io, runs, dtype)]
 
     def _column(self, node: FieldNode) -> _Column:
-        index = self._col_of[node.id]
+        index = self._col_of.get(node.id)
+        if index is None:
+            raise CorruptFileError(self.path, f"field {node.name!r} (id {node.id}) has no column in the file")
         col = self._columns.get(index)
         if col is None:
             col = self._columns[index] = _Column(self._meta, index)
@@ -432,7 +440,7 @@ def _flatten(results: list[list[pa.Array]]) -> list[pa.Array]:
 
 def _leaf_paths(node: FieldNode, path: list[pa.Field]) -> Iterator[tuple[FieldNode, list[pa.Field]]]:
     """The leaf columns below ``node`` (packed structs are leaves), with their paths of fields."""
-    if not node.children or is_packed_struct(node):
+    if not node.children or is_packed_struct21(node):
         yield node, path
         return
     for child in node.children:
