@@ -262,3 +262,30 @@ def test_an_unknown_page_layout_is_refused_by_number():
         arg = pa.int32() if decode is decode21.decode_page else [pa.field("x", pa.int32())]
         with pytest.raises(UnsupportedFormatError, match="page layout number 5"):
             decode(layout, io, arg, True, Runs.span(0, 3))
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_constant_strings_with_and_without_nulls(tmp_path, version):
+    """2.2 keeps a constant string in a page buffer ahead of the level buffers."""
+    n = 50_000
+    table = pa.table(
+        {
+            "s": pa.array(["same-value"] * n),
+            "e": pa.array([""] * n),
+            "sn": pa.array(["v" if i % 3 else None for i in range(n)]),
+            "st": pa.array(
+                [{"a": "k"} if i % 2 else None for i in range(n)], pa.struct([("a", pa.string())])
+            ),
+        }
+    )
+    path = tmp_path / "f.lance"
+    _write(path, table, version)
+    reader = LanceFileReader(path)
+    if version == "2.2":
+        from lance_table.file.inspect import describe
+
+        assert describe(str(path)).count("constant_layout") == 4
+    assert reader.read_all().equals(lance_file.LanceFileReader(str(path)).read_all().to_table())
+    assert_tables_equal(reader.read_all(), table, check_metadata=False)
+    idx = [0, 1, 5, n - 1]
+    assert_tables_equal(reader.take(idx), table.take(idx), check_metadata=False)

@@ -387,11 +387,7 @@ ENCODINGS: dict[str, tuple[str, ...]] = {
 PENDING: set[str] = set()
 
 # version/column cases that read wrongly today: strict, so a fix makes them fail until removed here.
-_CONSTANT_STRINGS = (
-    "2.2 writes a constant string column as constant_layout with one page buffer "
-    "[u32 2][u32 8][u32 len][u32 offsets 0, len][value bytes]; the reader takes it for rep/def levels"
-)
-KNOWN_BUGS: dict[str, str] = {"2.2/str_empty": _CONSTANT_STRINGS, "2.2/str_constant": _CONSTANT_STRINGS}
+KNOWN_BUGS: dict[str, str] = {}
 
 
 # --- building and reading the corpus ----------------------------------------------------------------

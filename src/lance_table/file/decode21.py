@@ -347,26 +347,54 @@ def _mini_block_levels(
     return rep, defs, values, positions
 
 
+def _value_buffer(layout: Any, io: PageIO) -> bool:
+    """Whether a constant page keeps its value in page buffer 0 (values too wide to be inline,
+    e.g. strings: then the level buffers, if any, follow it)."""
+    return not layout.HasField("inline_value") and len(io.page.buffer_offsets) % 2 == 1
+
+
 def _constant_value(layout: Any, dtype: pa.DataType, n: int, io: PageIO) -> pa.Array:
+    if _value_buffer(layout, io):
+        # [u32 offset count (2)][u32 offset bytes][u32 value bytes][offsets][value]
+        raw = io.whole(0)
+        if len(raw) < 12:
+            raise io.corrupt("constant value buffer too short")
+        count, offset_bytes, size = np.frombuffer(raw, np.uint32, 3).astype(np.int64).tolist()
+        if count != 2 or offset_bytes not in (8, 16) or 12 + offset_bytes + size > len(raw):
+            raise io.corrupt("constant value buffer does not hold one value")
+        offsets = np.frombuffer(raw, np.uint32 if offset_bytes == 8 else np.uint64, 2, 12).astype(np.int64)
+        if not 0 <= offsets[0] <= offsets[1] <= size:
+            raise io.corrupt("constant value offsets are out of order")
+        start = 12 + offset_bytes
+        value = bytes(raw[start + int(offsets[0]) : start + int(offsets[1])])
+        return to_arrow(Var(value * n, np.arange(n + 1, dtype=np.int64) * len(value)), dtype, n, io)
     if not layout.HasField("inline_value"):
         return pa.nulls(n, dtype)
     value = bytes(layout.inline_value)
     return to_arrow(Fixed(value * n, len(value) * 8), dtype, n, io)
 
 
-def _has_level_buffers(io: PageIO) -> bool:
-    return any(int(size) for size in io.page.buffer_sizes)
+def _level_buffers(layout: Any, io: PageIO) -> range:
+    """The page buffers of a constant page that hold repetition and definition levels."""
+    first = 1 if _value_buffer(layout, io) else 0
+    return range(first, len(io.page.buffer_offsets))
+
+
+def _has_level_buffers(layout: Any, io: PageIO) -> bool:
+    return any(int(io.page.buffer_sizes[i]) for i in _level_buffers(layout, io))
 
 
 def _constant_levels(
     layout: Any, io: PageIO, dtype: pa.DataType
 ) -> tuple[np.ndarray | None, np.ndarray | None, pa.Array]:
-    """A constant page's levels (buffers 0 and 1, u16 unless compressed) and its values."""
+    """A constant page's levels (u16 unless compressed; repetition first) and its values."""
     got: list[np.ndarray | None] = []
-    for index, field, count in (
+    buffers = _level_buffers(layout, io)
+    for k, field, count in (
         (0, "rep_compression", "num_rep_values"),
         (1, "def_compression", "num_def_values"),
     ):
+        index = buffers.start + k
         if index >= len(io.page.buffer_offsets) or not int(io.page.buffer_sizes[index]):
             got.append(None)
             continue
@@ -608,7 +636,7 @@ def _flat(layout: Any, io: PageIO) -> bool:
     if kind == "mini_block_layout":
         return not layout.mini_block_layout.HasField("rep_compression")
     if kind == "constant_layout":
-        return not _has_level_buffers(io)
+        return not _has_level_buffers(layout.constant_layout, io)
     return kind == "full_zip_layout"
 
 
