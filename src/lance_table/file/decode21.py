@@ -51,16 +51,6 @@ def _le(u8: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
     return out
 
 
-def _gather(u8: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> bytes:
-    """The byte ranges ``[starts, starts + lengths)`` of ``u8``, concatenated."""
-    total = int(lengths.sum())
-    if not total:
-        return b""
-    ends = np.cumsum(lengths)
-    idx = np.arange(total, dtype=np.int64) + np.repeat(starts - (ends - lengths), lengths)
-    return u8[idx].tobytes()
-
-
 @dataclass
 class _Chunks:
     """The chunk table of a mini-block page."""
@@ -527,7 +517,7 @@ def _full_zip_values(layout: Any, io: PageIO, u8: np.ndarray, e: _Entries, dtype
     n = int(at.size)
     if n and int((at + lengths).max()) > u8.size:
         raise io.corrupt("full-zip values run past the page")
-    body = _gather(u8, at, lengths)
+    body = batch21.join(memoryview(u8.data), at, lengths)
     if layout.WhichOneof("details") == "bits_per_value":
         return to_arrow(decode_values(layout.value_compression, [body], n, io), dtype, n, io)
     offsets = np.zeros(n + 1, np.int64)

@@ -110,7 +110,7 @@ def unravel(
     peeled = 0  # lists peeled so far
     for i, kind in enumerate(layers):
         if kind not in LISTS:
-            visible = d if d is None else d[rep_of[d] <= peeled]
+            visible = None if d is None else d[rep_of[d] <= peeled]
             length = n if visible is None else visible.size
             validity = None
             if kind == NULLABLE_ITEM:
