@@ -17,13 +17,13 @@ import pytest
 
 from lance_table._proto import encodings_v2_1_pb2 as pb
 from lance_table.errors import CorruptFileError, UnsupportedFormatError
-from lance_table.file import LanceFileReader, compress21
-from lance_table.file.compress21 import Var
+from lance_table.file import LanceFileReader, compress21, pervalue21, values21
 from lance_table.file.container import read_metadata, unpack_encoding
 from lance_table.file.inspect import describe
 from lance_table.file.layout20 import is_packed_struct21, leaf_columns
 from lance_table.file.pageio import PageIO
 from lance_table.file.source import open_source
+from lance_table.file.values21 import Var
 
 lance_file = pytest.importorskip("lance.file")
 pytestmark = pytest.mark.interop
@@ -111,7 +111,7 @@ def test_byte_stream_split_layout():
     enc = pb.CompressiveEncoding()
     enc.byte_stream_split.values.flat.bits_per_value = 64
     got = compress21.decode_values(enc, [split], 3, _io())
-    assert isinstance(got, compress21.Fixed)
+    assert isinstance(got, values21.Fixed)
     assert np.array_equal(np.frombuffer(got.data, np.float64), values)
     with pytest.raises(CorruptFileError):
         compress21.decode_values(enc, [split[:-1]], 3, _io())
@@ -359,9 +359,9 @@ def test_per_value_compressions(tmp_path, name):
     path = _write(tmp_path / "f.lance", table, "2.2")
     _assert_uses(path, "full_zip_layout", needle)
     enc, values, io = _full_zip_values(path)
-    decoded = compress21.decode_per_value(enc, values, io)
+    decoded = pervalue21.decode_per_value(enc, values, io)
     theirs = lance_file.LanceFileReader(path).read_all().to_table().column(0).combine_chunks()
-    assert compress21.to_arrow(decoded, table.schema.field(0).type, table.num_rows, io).equals(theirs)
+    assert values21.to_arrow(decoded, table.schema.field(0).type, table.num_rows, io).equals(theirs)
 
 
 @pytest.mark.parametrize("name", ["int32_string", "long_strings_zstd"])
@@ -379,12 +379,12 @@ def test_variable_packed_struct_damage():
     field.value.variable.offsets.flat.bits_per_value = 32
     field.bits_per_length = 32
     row = struct.pack("<iI", 5, 3) + b"abc"
-    good = compress21.decode_per_value(enc, Var(row, np.array([0, len(row)])), _io())
-    arr = compress21.to_arrow(good, pa.struct([("a", pa.int32()), ("s", pa.string())]), 1, _io())
+    good = pervalue21.decode_per_value(enc, Var(row, np.array([0, len(row)])), _io())
+    arr = values21.to_arrow(good, pa.struct([("a", pa.int32()), ("s", pa.string())]), 1, _io())
     assert arr.to_pylist() == [{"a": 5, "s": "abc"}]
     for bad in (row[:-1], row + b"!", struct.pack("<iI", 5, 1 << 31) + b"abc", row[:3]):
         with pytest.raises(CorruptFileError):
-            compress21.decode_per_value(enc, Var(bad, np.array([0, len(bad)])), _io())
+            pervalue21.decode_per_value(enc, Var(bad, np.array([0, len(bad)])), _io())
 
 
 def test_per_value_zstd_damage():
@@ -393,21 +393,62 @@ def test_per_value_zstd_damage():
     enc.general.values.variable.offsets.flat.bits_per_value = 32
     frame = pa.Codec("zstd").compress(b"hello world", asbytes=True)
     good = struct.pack("<Q", 11) + frame
-    got = compress21.decode_per_value(enc, Var(good, np.array([0, len(good)])), _io())
-    assert compress21.to_arrow(got, pa.string(), 1, _io()).to_pylist() == ["hello world"]
+    got = pervalue21.decode_per_value(enc, Var(good, np.array([0, len(good)])), _io())
+    assert values21.to_arrow(got, pa.string(), 1, _io()).to_pylist() == ["hello world"]
     for bad in (good[:5], struct.pack("<Q", 1 << 60) + frame, struct.pack("<Q", 11) + b"garbage!"):
         with pytest.raises(CorruptFileError):
-            compress21.decode_per_value(enc, Var(bad, np.array([0, len(bad)])), _io())
+            pervalue21.decode_per_value(enc, Var(bad, np.array([0, len(bad)])), _io())
     enc.general.compression.scheme = pb.COMPRESSION_ALGORITHM_LZ4
     with pytest.raises(UnsupportedFormatError, match="lz4"):
-        compress21.decode_per_value(enc, Var(good, np.array([0, len(good)])), _io())
+        pervalue21.decode_per_value(enc, Var(good, np.array([0, len(good)])), _io())
+
+
+def _raw_zstd_frame(data: bytes) -> bytes:
+    """A zstd frame that does not state its content size: one raw block, 1 KiB window."""
+    return b"\x28\xb5\x2f\xfd\x00\x00" + ((len(data) << 3) | 1).to_bytes(3, "little") + data
+
+
+def _zstd_values(frames: list[bytes], lengths: list[int]) -> Var:
+    """Per-value ZSTD values ``[u64 length][frame]`` with the given (possibly wrong) lengths."""
+    values = [struct.pack("<Q", n) + f for f, n in zip(frames, lengths)]
+    return Var(b"".join(values), np.concatenate([[0], np.cumsum([len(v) for v in values])]))
+
+
+def test_per_value_zstd_lengths_checked_value_by_value():
+    """A damaged length that moves a value boundary but keeps the total is a typed error (it used
+    to shift bytes from one value to the next: the lengths were only checked as a sum)."""
+    enc = pb.CompressiveEncoding()
+    enc.general.compression.scheme = pb.COMPRESSION_ALGORITHM_ZSTD
+    enc.general.values.variable.offsets.flat.bits_per_value = 32
+    zstd = pa.Codec("zstd")
+    texts = [b"hello", b"abc", b"world!", b"", b"q" * 70_000, b"de"]
+    # headers stating 1-byte and (70 000 bytes) 4-byte content sizes; "abc" and "de" state none
+    frames = [zstd.compress(t, asbytes=True) for t in texts]
+    frames[1], frames[5] = _raw_zstd_frame(texts[1]), _raw_zstd_frame(texts[5])
+    lengths = [len(t) for t in texts]
+    got = pervalue21.decode_per_value(enc, _zstd_values(frames, lengths), _io())
+    assert values21.to_arrow(got, pa.binary(), len(texts), _io()).to_pylist() == texts
+    # the header of the first frame says 5 bytes: its value cannot claim 6 (nor "abc" 2)
+    shifted = [6, 2, *lengths[2:]]
+    with pytest.raises(CorruptFileError, match="value 0 claims 6 bytes but its zstd frame header says 5"):
+        pervalue21.decode_per_value(enc, _zstd_values(frames, shifted), _io())
+    shifted = [*lengths[:4], 69_999, 3]
+    with pytest.raises(CorruptFileError, match=r"value 4 claims 69999 bytes .* says 70000"):
+        pervalue21.decode_per_value(enc, _zstd_values(frames, shifted), _io())
+    # frames without a stated size are decompressed one by one against their own lengths
+    bare = [_raw_zstd_frame(b"abc"), _raw_zstd_frame(b"de")]
+    for shifted in ([4, 1], [2, 3], [0, 5]):
+        with pytest.raises(CorruptFileError, match="compressed value 0 does not decompress"):
+            pervalue21.decode_per_value(enc, _zstd_values(bare, shifted), _io())
+    got = pervalue21.decode_per_value(enc, _zstd_values(bare, [3, 2]), _io())
+    assert values21.to_arrow(got, pa.binary(), 2, _io()).to_pylist() == [b"abc", b"de"]
 
 
 # -- range, delta, constant (hand-built: pylance 14 writes range/delta only to 2.3 files) -------
 
 
-def _u(values: compress21.Values, bits: int) -> list[int]:
-    assert isinstance(values, compress21.Fixed) and values.bits == bits
+def _u(values: values21.Values, bits: int) -> list[int]:
+    assert isinstance(values, values21.Fixed) and values.bits == bits
     return np.frombuffer(values.data, {32: np.uint32, 64: np.uint64}[bits]).tolist()
 
 
@@ -453,10 +494,10 @@ def test_constant():
     enc = pb.CompressiveEncoding()
     enc.constant.value = struct.pack("<i", -7)
     got = compress21.decode_values(enc, [], 3, _io())
-    assert compress21.to_arrow(got, pa.int32(), 3, _io()).to_pylist() == [-7, -7, -7]
+    assert values21.to_arrow(got, pa.int32(), 3, _io()).to_pylist() == [-7, -7, -7]
     enc.constant.ClearField("value")
     got = compress21.decode_values(enc, [], 3, _io())
-    assert compress21.to_arrow(got, pa.int32(), 3, _io()).to_pylist() == [None] * 3
+    assert values21.to_arrow(got, pa.int32(), 3, _io()).to_pylist() == [None] * 3
 
 
 # -- clear errors for what is not there -------------------------------------------------------------

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from lance_table.file import fastlanes
-from lance_table.file.compress21 import Fixed, Values, Var
 from lance_table.file.pageio import PageIO
+from lance_table.file.values21 import Fixed, Values, Var
 
 
 def _exclusive_cumsum(x: np.ndarray) -> np.ndarray:

@@ -22,21 +22,12 @@ from google.protobuf.unknown_fields import UnknownFieldSet
 
 from lance_table.errors import UnsupportedFormatError
 from lance_table.file import batch21, fastlanes, repdef
-from lance_table.file.compress21 import (
-    Fixed,
-    Values,
-    Var,
-    concat_values,
-    decode_block,
-    decode_levels,
-    decode_per_value,
-    decode_values,
-    to_arrow,
-    unsupported,
-)
+from lance_table.file.compress21 import decode_block, decode_levels, decode_values, unsupported
 from lance_table.file.decode20 import with_validity
 from lance_table.file.pageio import PageIO
+from lance_table.file.pervalue21 import decode_per_value
 from lance_table.file.runs import Runs
+from lance_table.file.values21 import Fixed, Values, Var, concat_values, to_arrow
 
 
 def _pad8(x: np.ndarray) -> np.ndarray:
