@@ -30,6 +30,7 @@ pytestmark = pytest.mark.interop
 
 N = 20_000
 PACKED = {"lance-encoding:packed": "true"}
+ZSTD = {"lance-encoding:compression": "zstd"}
 
 
 def _rng() -> np.random.Generator:
@@ -442,6 +443,124 @@ def test_per_value_zstd_lengths_checked_value_by_value():
             pervalue21.decode_per_value(enc, _zstd_values(bare, shifted), _io())
     got = pervalue21.decode_per_value(enc, _zstd_values(bare, [3, 2]), _io())
     assert values21.to_arrow(got, pa.binary(), 2, _io()).to_pylist() == [b"abc", b"de"]
+
+
+# -- per-value ZSTD with null rows (a null row of a full-zip page stores no bytes) ---------------
+
+
+def _long_values(n: int, null: np.ndarray, t: pa.DataType | None = None) -> pa.Array:
+    """``n`` values of about 300 letters (long enough that pylance stores them full-zip, each
+    compressed on its own), null where ``null``; ``t`` is a string or binary type."""
+    rng = _rng()
+    words = [bytes(rng.integers(97, 123, int(k), dtype=np.uint8)) for k in rng.integers(280, 320, n)]
+    return pa.array([None if z else w for z, w in zip(null.tolist(), words)], pa.binary()).cast(
+        t or pa.string()
+    )
+
+
+_ROWS = np.arange(2000)
+NULL_PATTERNS: dict[str, np.ndarray] = {
+    "every_5th": _ROWS % 5 == 0,
+    "sparse": _ROWS % 397 == 3,
+    "dense": _ROWS % 7 != 0,
+    "ends": (_ROWS < 10) | (_ROWS >= 1990),
+    "none": np.zeros(_ROWS.size, bool),
+}
+LONG_TYPES = {"string": pa.string(), "binary": pa.binary(), "large_string": pa.large_string()}
+
+
+def _check_per_value_nulls(path: str, source: pa.Table, *needles: str) -> None:
+    _assert_uses(path, "full_zip_layout", "general {", *needles)
+    _assert_reads_like_pylance(path)
+    assert LanceFileReader(path).read_all().equals(source)
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+@pytest.mark.parametrize("nulls", sorted(NULL_PATTERNS))
+@pytest.mark.parametrize("type_name", sorted(LONG_TYPES))
+def test_per_value_zstd_null_rows(tmp_path, version, nulls, type_name):
+    """Null rows of a full-zip page reach the per-value decompressor as empty values: they decode to
+    empty values (the levels make them null) instead of being rejected as too short."""
+    null = NULL_PATTERNS[nulls]
+    table = _table(_long_values(null.size, null, LONG_TYPES[type_name]), ZSTD)
+    path = _write(tmp_path / "f.lance", table, version)
+    _check_per_value_nulls(
+        path, table, "COMPRESSION_ALGORITHM_ZSTD", *(["bits_def: 1"] if null.any() else [])
+    )
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_per_value_null_rows_lz4_asked(tmp_path, version):
+    """Asked for LZ4, pylance 14 compresses full-zip values with ZSTD; whatever it picks must read."""
+    null = NULL_PATTERNS["every_5th"]
+    table = _table(_long_values(null.size, null, pa.large_binary()), {"lance-encoding:compression": "lz4"})
+    _check_per_value_nulls(_write(tmp_path / "f.lance", table, version), table, "bits_def: 1")
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_per_value_zstd_null_rows_nested(tmp_path, version):
+    """Null and empty lists, null items, and null struct rows around a per-value ZSTD child."""
+    n = 1000
+    rng = _rng()
+    items = _long_values(2 * n, NULL_PATTERNS["every_5th"])
+    lengths = rng.integers(0, 4, n)
+    null_list = rng.random(n) < 0.15
+    lengths[null_list] = 0
+    offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32))
+    item = pa.field("item", pa.string(), metadata=ZSTD)
+    lists = pa.ListArray.from_arrays(offsets, items[: int(lengths.sum())], mask=pa.array(null_list))
+    table = _table(lists.cast(pa.list_(item)))
+    _check_per_value_nulls(_write(tmp_path / "l.lance", table, version), table, "bits_rep: 1", "bits_def: 2")
+
+    child = pa.struct([pa.field("s", pa.string(), metadata=ZSTD), pa.field("i", pa.int64())])
+    structs = pa.StructArray.from_arrays(
+        [items[:n], pa.array(np.arange(n))], names=["s", "i"], mask=pa.array(rng.random(n) < 0.1)
+    )
+    table = pa.table({"x": structs.cast(child)})
+    path = _write(tmp_path / "s.lance", table, version)
+    _assert_uses(path, "full_zip_layout", "general {", "bits_def: 2")
+    _assert_reads_like_pylance(path)
+    assert LanceFileReader(path).read_all().equals(table)
+
+
+def _zstd_per_value_encoding() -> Any:
+    enc = pb.CompressiveEncoding()
+    enc.general.compression.scheme = pb.COMPRESSION_ALGORITHM_ZSTD
+    enc.general.values.variable.offsets.flat.bits_per_value = 32
+    return enc
+
+
+def _rows(rows: list[bytes]) -> Var:
+    return Var(b"".join(rows), np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int64))
+
+
+def test_per_value_zstd_empty_values():
+    """An empty value (a null row) decodes to an empty value; a non-empty value shorter than its
+    length header is still damage; errors name a value by its row, null rows counted."""
+    enc = _zstd_per_value_encoding()
+    zstd = pa.Codec("zstd")
+    texts = [b"hello", b"", b"world!"]  # an empty text is still a header and a frame
+    stored = [struct.pack("<Q", len(t)) + zstd.compress(t, asbytes=True) for t in texts]
+    rows = [b"", stored[0], b"", b"", stored[1], stored[2], b""]
+    got = pervalue21.decode_per_value(enc, _rows(rows), _io())
+    expected = [b"", b"hello", b"", b"", b"", b"world!", b""]
+    assert values21.to_arrow(got, pa.binary(), len(rows), _io()).to_pylist() == expected
+    for n in (1, 3):  # only null rows
+        got = pervalue21.decode_per_value(enc, _rows([b""] * n), _io())
+        assert values21.to_arrow(got, pa.binary(), n, _io()).to_pylist() == [b""] * n
+
+    for cut in (1, 7):
+        with pytest.raises(CorruptFileError, match="shorter than its length header"):
+            pervalue21.decode_per_value(enc, _rows([*rows[:5], stored[2][:cut], b""]), _io())
+    wrong = struct.pack("<Q", 5) + stored[2][8:]
+    with pytest.raises(CorruptFileError, match="value 5 claims 5 bytes but its zstd frame header says 6"):
+        pervalue21.decode_per_value(enc, _rows([*rows[:5], wrong, b""]), _io())
+    bare = struct.pack("<Q", 2) + _raw_zstd_frame(b"abc")
+    with pytest.raises(CorruptFileError, match="compressed value 5 does not decompress"):
+        pervalue21.decode_per_value(enc, _rows([*rows[:5], bare, b""]), _io())
+    backwards = Var(b"".join(rows), np.array([0, 0, len(stored[0]), 3, len(b"".join(rows))]))
+    with pytest.raises(CorruptFileError, match="go backwards"):
+        pervalue21.decode_per_value(enc, backwards, _io())
 
 
 # -- range, delta, constant (hand-built: pylance 14 writes range/delta only to 2.3 files) -------

@@ -1,7 +1,8 @@
 """Golden corpus: files of formats 2.1 and 2.2 that pylance writes in the test, read back by lance_table.
 
 Many 2.1/2.2 encodings (bitpacking widths, dictionaries, RLE, FSST, full-zip pages, constant pages)
-are chosen by pylance only for pages of realistic size, so every file here has 100k+ rows. Columns
+are chosen by pylance only for pages of realistic size, so every file here has 100k+ rows (but the
+one of ~300-byte values, which needs fewer rows for pages of that size). Columns
 are grouped into a few files per version; the tests are parametrized per column so that a failure
 names its column. Every column is compared with pylance's own reader and with the source table in
 full, by ``take`` of about 1000 unsorted indices with repeats, and by ``read_range`` at random
@@ -110,6 +111,12 @@ def long_lists(rng: np.random.Generator, n: int) -> pa.Array:
     return pa.ListArray.from_arrays(offsets, pa.array(rng.integers(0, 2**40, count)), mask=pa.array(null))
 
 
+def all_valid_lists(rng: np.random.Generator, n: int) -> pa.Array:
+    """Lists of 1 to 4 int64 items, some null; no null or empty lists (the all-valid list layer)."""
+    offsets, count = list_offsets(rng.integers(1, 5, n))
+    return pa.ListArray.from_arrays(offsets, nulls(pa.array(rng.integers(0, 100, count)), 0.2, rng))
+
+
 def struct_ab(rng: np.random.Generator, n: int, null: float = 0.1) -> pa.Array:
     """struct<a: int32, b: string> with null structs and null children."""
     a = nulls(pa.array(rng.integers(-1000, 1000, n).astype(np.int32)), 0.1, rng)
@@ -147,6 +154,26 @@ def decimals(rng: np.random.Generator, n: int, t: pa.DataType) -> pa.Array:
     vals = rng.integers(-(10**9), 10**9, n)
     scale = decimal.Decimal(10) ** -t.scale
     return pa.array([decimal.Decimal(int(v)) * scale for v in vals], t)
+
+
+def long_letters(rng: np.random.Generator, n: int, t: pa.DataType | None = None) -> pa.Array:
+    """Values of about 300 letters: long enough that pylance stores them full-zip."""
+    return letters(rng, rng.integers(280, 320, n), t)
+
+
+def zstd_list_str(rng: np.random.Generator, n: int) -> pa.Array:
+    """list<string> of long values with null lists and null items; ZSTD asked for the items."""
+    arr = lists(rng, n, lambda k: nulls(long_letters(rng, k), 0.2, rng), max_len=4, null=0.15)
+    return arr.cast(pa.list_(arr.type.value_field.with_metadata(ZSTD)))
+
+
+def zstd_struct_str(rng: np.random.Generator, n: int) -> pa.Array:
+    """struct<s: string, i: int32> with null structs and null long strings; ZSTD asked for ``s``."""
+    s = nulls(long_letters(rng, n), 0.2, rng)
+    arr = pa.StructArray.from_arrays(
+        [s, ints(rng, n, 0, 100, pa.int32())], names=["s", "i"], mask=pa.array(rng.random(n) < 0.1)
+    )
+    return arr.cast(pa.struct([arr.type.field(0).with_metadata(ZSTD), arr.type.field(1)]))
 
 
 # --- the corpus ---------------------------------------------------------------------------------------
@@ -255,6 +282,7 @@ NESTED: dict[str, Make] = {
     "list_int_null_items": lambda r, n: lists(
         r, n, lambda k: nulls(pa.array(r.integers(0, 100, k).astype(np.int64)), 0.2, r)
     ),
+    "list_null_items_all_valid": all_valid_lists,
     "list_empty_and_null": lambda r, n: lists(r, n, lambda k: pa.array(r.random(k)), max_len=2, null=0.4),
     "large_list_string": lambda r, n: lists(r, n, lambda k: letters(r, r.integers(0, 15, k)), large=True),
     "list_struct": lambda r, n: lists(r, n, lambda k: struct_ab(r, k)),
@@ -304,6 +332,29 @@ METADATA: dict[str, dict[str, str]] = {
     "miniblock_str300": {"lance-encoding:structural-encoding": "miniblock"},
 }
 
+# Long values with ZSTD asked for: full-zip pages whose values are each compressed on their own,
+# null rows storing no bytes. The values make the file large, so it has fewer rows than the others.
+ZSTD_LONG: dict[str, Make] = {
+    "zstd_long_str": lambda r, n: long_letters(r, n),
+    "zstd_long_str_nulls1": lambda r, n: nulls(long_letters(r, n), 0.01, r),
+    "zstd_long_str_nulls20": lambda r, n: nulls(long_letters(r, n), 0.2, r),
+    "zstd_long_str_nulls90": lambda r, n: nulls(long_letters(r, n), 0.9, r),
+    "zstd_long_str_nulls100": lambda r, n: pa.nulls(n, pa.string()),
+    "zstd_long_str_empty_nulls20": lambda r, n: nulls(letters(r, r.choice([0, 300, 600], n)), 0.2, r),
+    "zstd_long_binary_nulls20": lambda r, n: nulls(
+        letters(r, r.integers(280, 320, n), pa.binary(), (0, 256)), 0.2, r
+    ),
+    "zstd_long_large_string_nulls50": lambda r, n: nulls(long_letters(r, n, pa.large_string()), 0.5, r),
+    "zstd_long_large_binary_nulls20": lambda r, n: nulls(long_letters(r, n, pa.large_binary()), 0.2, r),
+    "lz4_long_str_nulls20": lambda r, n: nulls(long_letters(r, n), 0.2, r),
+    "zstd_long_list_str": zstd_list_str,
+    "zstd_long_struct_str": zstd_struct_str,
+}
+# (the list and the struct ask for ZSTD in their child's field metadata, which their type carries)
+NESTED_ZSTD_LONG = ("zstd_long_list_str", "zstd_long_struct_str")
+METADATA.update({c: ZSTD for c in ZSTD_LONG if c.startswith("zstd_long_") and c not in NESTED_ZSTD_LONG})
+METADATA["lz4_long_str_nulls20"] = {"lance-encoding:compression": "lz4"}
+
 # A file written in small pages: every column gets several of them.
 PAGED: dict[str, Make] = {
     "p_int64_random": SCALARS["int64_random"],
@@ -335,12 +386,13 @@ FILES: dict[str, Spec] = {
     "nested": Spec(NESTED, 100_000, batch_rows=30_000),
     "compressed": Spec(COMPRESSED, 100_000, batch_rows=50_000),
     "paged": Spec(PAGED, 120_000, batch_rows=10_000, data_cache_bytes=64 * 1024),
+    "zstd_long": Spec(ZSTD_LONG, 3_000, batch_rows=1_000, data_cache_bytes=256 * 1024),
 }
 # pylance refuses maps in 2.1 files
 ONLY_IN: dict[str, set[str]] = {"map_str_int": {"2.2"}}
 
 # Columns that must end up in several pages (checked, so the page-crossing reads test something).
-MULTI_PAGE = {*PAGED, "fsl_float128", "str_len300", "list_long"}
+MULTI_PAGE = {*PAGED, *ZSTD_LONG, "fsl_float128", "str_len300", "list_long"} - {"zstd_long_str_nulls100"}
 
 # Encodings the corpus claims to exercise: substrings of the pages' layouts, for both versions
 # ("column") or for one ("version/column").
@@ -380,6 +432,21 @@ ENCODINGS: dict[str, tuple[str, ...]] = {
     "fullzip_list_int": ("full_zip_layout",),
     "miniblock_str300": ("mini_block_layout",),
     "2.2/int32_random": ("has_large_chunk",),
+    # each value compressed on its own, null rows (def levels) storing no bytes
+    **{
+        c: (
+            "full_zip_layout",
+            "general {",
+            "COMPRESSION_ALGORITHM_ZSTD",
+            *(("bits_def: 1",) if "nulls" in c else ()),
+        )
+        for c in ZSTD_LONG
+    },
+    "zstd_long_str_nulls100": ("constant_layout",),
+    "lz4_long_str_nulls20": ("full_zip_layout", "general {", "bits_def: 1"),  # pylance 14 uses ZSTD
+    "zstd_long_list_str": ("full_zip_layout", "COMPRESSION_ALGORITHM_ZSTD", "bits_rep: 1", "bits_def: 2"),
+    "zstd_long_struct_str": ("full_zip_layout", "COMPRESSION_ALGORITHM_ZSTD", "bits_def: 2"),
+    "list_null_items_all_valid": ("REPDEF_NULLABLE_ITEM", "REPDEF_ALL_VALID_LIST"),
 }
 
 # version/column cases that raise UnsupportedFormatError until the readers for them land. Empty since
@@ -387,7 +454,11 @@ ENCODINGS: dict[str, tuple[str, ...]] = {
 PENDING: set[str] = set()
 
 # version/column cases that read wrongly today: strict, so a fix makes them fail until removed here.
-KNOWN_BUGS: dict[str, str] = {}
+_ALL_VALID_LIST_BUG = (
+    "repdef._peel_list: an all-valid list layer above nullable items takes a row whose first item "
+    "is null for a continuation (upper_null should be at least def_base), so rows go missing"
+)
+KNOWN_BUGS: dict[str, str] = {f"{v}/list_null_items_all_valid": _ALL_VALID_LIST_BUG for v in VERSIONS}
 
 
 # --- building and reading the corpus ----------------------------------------------------------------

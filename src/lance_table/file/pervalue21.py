@@ -2,7 +2,8 @@
 
 A full-zip page stores each value on its own, so each is compressed on its own: plain variable
 values, FSST (left compressed until :func:`values21.to_arrow`), per-value general compression
-(``[u64 length][zstd frame]`` each) and variable packed structs (each row its fields back to back).
+(``[u64 length][zstd frame]`` each; an empty value is a null row) and variable packed structs
+(each row its fields back to back).
 Mini-block chunks, dictionaries and fixed-width full-zip values go through :mod:`compress21`.
 """
 
@@ -63,8 +64,10 @@ def decode_per_value(enc: Any, values: Var, io: PageIO) -> Values:
 def _per_value_general(enc: Any, values: Var, io: PageIO) -> Values:
     """Each value compressed on its own: ZSTD values are ``[u64 length][frame]``.
 
-    Each value's length must match the content size its frame header states, so damage cannot move
-    the point where one value ends and the next starts. Frames that state their size are joined and
+    An empty value is a row without data (a null row of the page, whose validity comes from the
+    levels): it decodes to an empty value, as in :func:`_variable_packed_struct`. Each other value's
+    length must match the content size its frame header states, so damage cannot move the point
+    where one value ends and the next starts. Frames that state their size are joined and
     decompressed in one call (zstd decodes concatenated frames and checks each against its header);
     a frame that states none is decompressed on its own, against its value's length.
     """
@@ -74,19 +77,25 @@ def _per_value_general(enc: Any, values: Var, io: PageIO) -> Values:
     if compression_kind(enc.values, io) != "variable":
         raise unsupported(io, "per-value general compression of non-variable values")
     u8 = np.frombuffer(values.data, np.uint8)
-    starts = values.offsets[:-1]
-    sizes = np.diff(values.offsets)
-    if starts.size and int(starts[0]) < 0:
+    offsets = values.offsets
+    sizes = np.diff(offsets)
+    if offsets.size and int(offsets[0]) < 0:
         raise io.corrupt("compressed values start before their buffer")
-    if sizes.size and int(sizes.min()) < 8:
+    if bool(np.any(sizes < 0)):
+        raise io.corrupt("compressed value offsets go backwards")
+    if bool(np.any((sizes > 0) & (sizes < 8))):
         raise io.corrupt("a compressed value is shorter than its length header")
-    if values.offsets.size and int(values.offsets[-1]) > u8.size:
+    if offsets.size and int(offsets[-1]) > u8.size:
         raise io.corrupt("compressed values run past their buffer")
-    lengths = _le(u8, starts, 8) if sizes.size else np.zeros(0, np.int64)
+    # the values with data; error messages name values by their index among all of them
+    index = np.flatnonzero(sizes > 0)
+    starts = offsets[:-1][index]
+    present = sizes[index]
+    lengths = _le(u8, starts, 8) if index.size else np.zeros(0, np.int64)
     if bool(np.any(lengths < 0)):
         raise io.corrupt("a compressed value claims a negative length")
     total = int(lengths.sum())
-    frame_sizes = sizes - 8
+    frame_sizes = present - 8
     frames = _gather(u8, starts + 8, frame_sizes)
     if total > 1024 * max(frames.size, 64) + (1 << 20):
         raise io.corrupt(f"{frames.size} compressed bytes claim {total} bytes of values")
@@ -96,8 +105,8 @@ def _per_value_general(enc: Any, values: Var, io: PageIO) -> Values:
         i = int(wrong[0])
         more = f" ({wrong.size} values disagree with their frames)" if wrong.size > 1 else ""
         raise io.corrupt(
-            f"compressed value {i} claims {int(lengths[i])} bytes but its zstd frame header says "
-            f"{int(stated[i])}{more}"
+            f"compressed value {int(index[i])} claims {int(lengths[i])} bytes but its zstd frame header "
+            f"says {int(stated[i])}{more}"
         )
     out_at = _offsets(lengths)
     in_at = _offsets(frame_sizes)
@@ -113,8 +122,15 @@ def _per_value_general(enc: Any, values: Var, io: PageIO) -> Values:
             raw = frames[int(in_at[a]) : int(in_at[b])].tobytes()
             parts.append(pa.Codec("zstd").decompress(raw, decompressed_size=size))
         except (pa.ArrowException, OSError, ValueError) as exc:
-            what = f"compressed value {a} does" if b - a == 1 else f"compressed values {a} to {b - 1} do"
+            first, last = int(index[a]), int(index[b - 1])
+            what = (
+                f"compressed value {first} does" if b - a == 1 else f"compressed values {first} to {last} do"
+            )
             raise io.corrupt(f"{what} not decompress ({exc})") from exc
+    if index.size < sizes.size:  # rows without data: empty values
+        all_lengths = np.zeros(sizes.size, np.int64)
+        all_lengths[index] = lengths
+        out_at = _offsets(all_lengths)
     if len(parts) == 1:
         return Var(memoryview(parts[0]), out_at)
     return Var(b"".join(parts), out_at)
