@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sys
+import threading
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -16,25 +19,86 @@ S3_SECRET = "testing"
 S3_BUCKET = "lance-table-tests"
 
 
+def serialize_moto_object_writes() -> Callable[[], None]:
+    """Make moto's conditional writes atomic, as they are on S3; return a function that undoes it.
+
+    moto checks ``If-None-Match: *`` / ``If-Match`` in one step and stores the object in a later one,
+    with no lock in between. Under its threaded server two racing conditional PUTs can therefore both
+    pass the check and both get 200 (the later silently replaces the earlier), which S3 never allows.
+    One lock held across every object PUT and POST (which includes completing a multipart upload)
+    restores S3's guarantee that exactly one of several racing creates wins.
+    """
+    from moto.s3.responses import S3Response
+
+    lock = threading.Lock()
+    originals = {name: getattr(S3Response, name) for name in ("_key_response_put", "_key_response_post")}
+
+    def locked(method: Callable[..., object]) -> Callable[..., object]:
+        @functools.wraps(method)
+        def wrapper(*args: object, **kwargs: object) -> object:
+            with lock:
+                return method(*args, **kwargs)
+
+        return wrapper
+
+    for name, method in originals.items():
+        setattr(S3Response, name, locked(method))
+
+    def undo() -> None:
+        for name, method in originals.items():
+            setattr(S3Response, name, method)
+
+    return undo
+
+
 @pytest.fixture(scope="session")
 def s3_endpoint() -> Iterator[str]:
-    """A real S3 server (moto's threaded server) on 127.0.0.1, for the whole session."""
+    """A real S3 server (moto's threaded server) on 127.0.0.1, for the whole session.
+
+    Object writes are serialized (see :func:`serialize_moto_object_writes`) so that conditional
+    PUTs are atomic, as the race tests require.
+    """
     pytest.importorskip("s3fs")
     server_mod = pytest.importorskip("moto.server")
-    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", S3_KEY)
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", S3_SECRET)
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    import s3fs
+    undo = serialize_moto_object_writes()
+    try:
+        os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+        os.environ.setdefault("AWS_ACCESS_KEY_ID", S3_KEY)
+        os.environ.setdefault("AWS_SECRET_ACCESS_KEY", S3_SECRET)
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        server.start()
+        host, port = server.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
+        import s3fs
 
-    fs = s3fs.S3FileSystem(key=S3_KEY, secret=S3_SECRET, client_kwargs={"endpoint_url": endpoint})
-    fs.mkdir(S3_BUCKET)
-    yield endpoint
-    server.stop()
+        fs = s3fs.S3FileSystem(key=S3_KEY, secret=S3_SECRET, client_kwargs={"endpoint_url": endpoint})
+        fs.mkdir(S3_BUCKET)
+        yield endpoint
+        server.stop()
+    finally:
+        undo()
+
+
+@pytest.fixture
+def slow_s3_manifest_stores(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> float:
+    """The test S3 server waits before storing each object under ``_versions/``, after it has checked
+    the PUT's preconditions: a wide, deterministic window for racing conditional creates. Returns the delay.
+    """
+    from moto.s3.models import S3Backend
+
+    delay = 0.05
+    original = S3Backend.put_object
+
+    def slow_put_object(
+        self: object, bucket_name: str, key_name: str, *args: object, **kwargs: object
+    ) -> object:
+        if "_versions/" in key_name:
+            time.sleep(delay)
+        return original(self, bucket_name, key_name, *args, **kwargs)
+
+    monkeypatch.setattr(S3Backend, "put_object", slow_put_object)
+    return delay
 
 
 @pytest.fixture

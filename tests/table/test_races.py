@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing as mp
+import threading
 
 import numpy as np
 import pytest
@@ -80,3 +81,29 @@ def test_concurrent_appends_and_deletes_equal_a_serial_order(tmp_path):
     assert ops.count("append") == 32 and ops.count("delete") == modulus * rounds
     lance = pytest.importorskip("lance")
     assert np.array_equal(np.sort(lance.dataset(uri).to_table(columns=["id"])["id"].to_numpy()), ids)
+
+
+@pytest.mark.s3
+def test_appends_racing_on_s3_while_manifest_stores_are_slow(s3_uri, s3_options, slow_s3_manifest_stores):
+    """Each version has one claimant and holds that claimant's rows, even with a wide race window."""
+    lt.write_dataset(rows(np.zeros(0, np.int64)), s3_uri, storage_options=s3_options)
+    writers, appends = 4, 3
+    barrier = threading.Barrier(writers)
+    results: dict[int, list[int]] = {}
+
+    def append(worker: int) -> None:
+        barrier.wait()
+        results[worker] = appender((s3_uri, s3_options, worker, appends, 5))
+
+    threads = [threading.Thread(target=append, args=(w,)) for w in range(writers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    claims = sorted((v, w) for w, vs in results.items() for v in vs)
+    assert [v for v, _ in claims] == list(range(2, writers * appends + 2))
+    for version, worker in claims:
+        now = lt.dataset(s3_uri, version=version, storage_options=s3_options).to_table(columns=["id"])
+        before = lt.dataset(s3_uri, version=version - 1, storage_options=s3_options).to_table(columns=["id"])
+        added = set(now["id"].to_pylist()) - set(before["id"].to_pylist())
+        assert {i // 1_000_000 for i in added} == {worker}
