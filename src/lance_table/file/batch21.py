@@ -24,6 +24,11 @@ def _exclusive_cumsum(x: np.ndarray) -> np.ndarray:
     return out
 
 
+def as_bytes(values: np.ndarray) -> memoryview:
+    """The bytes of a contiguous array, without a copy."""
+    return np.ascontiguousarray(values).reshape(-1).view(np.uint8).data
+
+
 def join(data: memoryview, starts: np.ndarray, lengths: np.ndarray) -> bytes:
     """The byte ranges ``[starts, starts + lengths)`` of ``data``, concatenated."""
     return b"".join([data[s : s + n] for s, n in zip(starts.tolist(), lengths.tolist())])
@@ -145,16 +150,21 @@ def _inline_bitpacking(
     out = np.empty((int(n_blocks.sum()), fastlanes.BLOCK), dtype)
     for w in np.unique(bwidth).tolist():
         sel = np.flatnonzero(bwidth == w)
-        size = w * lanes
-        idx = (bpos[sel][:, None] + np.arange(size)[None, :]).reshape(-1)
-        out[bindex[sel]] = fastlanes.unpack(words[idx], t, w, sel.size).reshape(sel.size, fastlanes.BLOCK)
+        if w == 0:
+            out[bindex[sel]] = 0
+            continue
+        # every block of this width is a row of w * lanes words: gather the rows, not the words
+        rows = np.lib.stride_tricks.sliding_window_view(words, w * lanes)[bpos[sel]]
+        out[bindex[sel]] = fastlanes.unpack(rows.reshape(-1), t, w, sel.size).reshape(sel.size, -1)
     # the last block of each chunk is padded to 1024 values
     tail = counts - (n_blocks - 1) * fastlanes.BLOCK
+    has = n_blocks > 0
+    if not bool(np.any(tail[has][:-1] != fastlanes.BLOCK)):
+        return Fixed(as_bytes(out.reshape(-1)[: int(counts.sum())]), t)
     keep = np.ones(out.shape, bool)
     ends = start_block + n_blocks - 1
-    has = n_blocks > 0
     keep[ends[has]] = np.arange(fastlanes.BLOCK)[None, :] < tail[has][:, None]
-    return Fixed(out[keep].tobytes(), t)
+    return Fixed(as_bytes(out[keep]), t)
 
 
 def _out_of_line(
@@ -192,4 +202,4 @@ def _out_of_line(
     ]
     raw_len = raw_tail * tail
     out[_spans(out_start + from_blocks, raw_len)] = words[_spans(first + full * per_block, raw_len)]
-    return Fixed(out.tobytes(), t)
+    return Fixed(as_bytes(out), t)

@@ -16,30 +16,24 @@ DTYPES = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 BLOCK = 1024
 
 
-@functools.lru_cache(maxsize=8)
-def _positions(t: int) -> np.ndarray:
-    """For a T-bit type: the output position of field r of lane l, as a (T, lanes) array."""
-    lanes = BLOCK // t
-    r = np.arange(t)[:, None]
-    lane = np.arange(lanes)[None, :]
-    return (ORDER[r // 8] * 16 + (r % 8) * 128 + lane).astype(np.int64)
-
-
 @functools.lru_cache(maxsize=256)
-def _plan(t: int, w: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None, np.ndarray]:
-    """Per field r of a lane: its first word, right shift, and (when it spills into the next word)
-    that word and the left shift; plus where each unpacked field goes in the block."""
+def _plan(t: int, w: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """For a T-bit type packed at W bits: the fields of a lane in the order their values appear in
+    the block, each as (word it starts in, the next word, right shift, left shift of the next word).
+
+    Field ``r = 8 * hi + lo`` lands at ``lo * 128 + ORDER[hi] * 16 + lane``, so listing fields by
+    ``lo`` and then by ``ORDER[hi]`` makes the (field, lane) array the block itself.
+    """
     dtype = DTYPES[t]
-    start = np.arange(t) * w  # bit offset of field r in its lane's stream
+    by_order = np.argsort(ORDER[: t // 8])
+    r = (by_order[None, :] * 8 + np.arange(8)[:, None]).ravel()
+    start = r * w  # bit offset of field r in its lane's stream
     first = start // t
-    shift = (start % t).astype(dtype)
-    spills = (start % t) + w > t
-    second = up = None
-    if spills.any():
-        second = np.flatnonzero(spills)
-        up = (t - start[second] % t).astype(dtype)
-    order = np.argsort(_positions(t).ravel())  # block position -> (field, lane) slot
-    return first, shift[None, :, None], second, up, order
+    shift = start % t
+    # A field that fits its first word takes bits from the next one only above bit W, which the
+    # mask clears; the last word has no next one, so it stands in for itself there.
+    second = np.minimum(first + 1, w - 1)
+    return first, second, shift.astype(dtype)[None, :, None], (t - shift).astype(dtype)[None, :, None]
 
 
 def unpack(words: np.ndarray, t: int, w: int, blocks: int) -> np.ndarray:
@@ -51,11 +45,13 @@ def unpack(words: np.ndarray, t: int, w: int, blocks: int) -> np.ndarray:
         return np.zeros(blocks * BLOCK, dtype)
     lanes = BLOCK // t
     packed = words[: blocks * w * lanes].reshape(blocks, w, lanes)
-    first, shift, second, up, order = _plan(t, w)
-    # shifts stay in the T-bit type: bits pushed past the top fall off, as they should
-    fields = packed[:, first, :] >> shift
-    if second is not None and up is not None:
-        fields[:, second, :] |= packed[:, first[second] + 1, :] << up[None, :, None]
+    first, second, right, left = _plan(t, w)
+    # Shifts stay in the T-bit type: bits pushed past the top fall off, and a shift by T gives 0.
+    out = np.take(packed, first, axis=1)
+    out >>= right
+    spill = np.take(packed, second, axis=1)
+    spill <<= left
+    out |= spill
     if w < t:
-        fields &= dtype((1 << w) - 1)
-    return fields.reshape(blocks, BLOCK)[:, order].reshape(-1)
+        out &= dtype((1 << w) - 1)
+    return out.reshape(-1)
