@@ -1,5 +1,5 @@
-"""Thread pools. Work on whole fragments runs on one pool and page decoding on another, so a
-fragment task can wait on page tasks without deadlock."""
+"""Thread pools. Work on whole fragments runs on one pool, page decoding on a second and the
+pieces of one big page on a third, so a task can wait on tasks of the next pool without deadlock."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ R = TypeVar("R")
 
 FRAGMENTS = "lance_table-frag"
 DECODE = "lance_table-decode"
+PARTS = "lance_table-part"
 
 _POOLS: dict[str, ThreadPoolExecutor] = {}
 _LOCK = threading.Lock()
@@ -35,3 +36,15 @@ def map_fragments(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
     if len(items) < 2 or threading.current_thread().name.startswith(FRAGMENTS):
         return [fn(x) for x in items]
     return list(pool(FRAGMENTS).map(fn, items))
+
+
+def map_parts(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
+    """``[fn(x) for x in items]``, in order, on the pool for pieces of one page.
+
+    ``fn`` must not itself call :func:`map_parts`' pool; it is meant for leaf work such as
+    decoding one block of a large page.
+    """
+    items = list(items)
+    if len(items) < 2 or threading.current_thread().name.startswith(PARTS):
+        return [fn(x) for x in items]
+    return list(pool(PARTS).map(fn, items))

@@ -34,7 +34,7 @@ def join(data: memoryview, starts: np.ndarray, lengths: np.ndarray) -> bytes:
     return b"".join([data[s : s + n] for s, n in zip(starts.tolist(), lengths.tolist())])
 
 
-def _spans(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+def spans(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Indices ``starts[k] + j`` for ``j < lengths[k]``, chunk after chunk."""
     total = int(lengths.sum())
     return np.arange(total, dtype=np.int64) + np.repeat(starts - _exclusive_cumsum(lengths), lengths)
@@ -101,7 +101,7 @@ def _variable(
     if bool(np.any(n1 * width > sizes)):
         raise io.corrupt("a chunk's variable offsets run past its buffer")
     words = np.frombuffer(data, dtype, len(data) // width)
-    offs = words[_spans(at // width, n1)].astype(np.int64)
+    offs = words[spans(at // width, n1)].astype(np.int64)
     first = _exclusive_cumsum(n1)
     last = first + counts
     lo, hi = offs[first], offs[last]
@@ -192,14 +192,14 @@ def _out_of_line(
     if bool(np.any(blocks * per_block + raw_tail * tail > avail)):
         raise io.corrupt("out-of-line bitpacking runs past its buffer")
     first = at // word
-    packed = words[_spans(first, blocks * per_block)]
+    packed = words[spans(first, blocks * per_block)]
     unpacked = fastlanes.unpack(packed, t, w, int(blocks.sum()))
     from_blocks = counts - raw_tail * tail
     out_start = _exclusive_cumsum(counts)
     out = np.empty(int(counts.sum()), dtype)
-    out[_spans(out_start, from_blocks)] = unpacked[
-        _spans(_exclusive_cumsum(blocks) * fastlanes.BLOCK, from_blocks)
+    out[spans(out_start, from_blocks)] = unpacked[
+        spans(_exclusive_cumsum(blocks) * fastlanes.BLOCK, from_blocks)
     ]
     raw_len = raw_tail * tail
-    out[_spans(out_start + from_blocks, raw_len)] = words[_spans(first + full * per_block, raw_len)]
+    out[spans(out_start + from_blocks, raw_len)] = words[spans(first + full * per_block, raw_len)]
     return Fixed(as_bytes(out), t)

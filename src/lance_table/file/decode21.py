@@ -79,17 +79,40 @@ class _Decoded:
     level_counts: np.ndarray  # levels per decoded chunk
 
 
-def _decode_chunks(
-    layout: Any, data: memoryview, table: _Chunks, chosen: np.ndarray, large: bool, io: PageIO
-) -> _Decoded:
+# A selection of chunks holding less than this share of a page's bytes reads just those chunks.
+_PARTIAL_READ_SHARE = 0.5
+
+
+def _chosen_data(
+    io: PageIO, table: _Chunks, chosen: np.ndarray
+) -> tuple[memoryview, np.ndarray, np.ndarray]:
+    """The bytes of the chunks ``chosen`` (sorted chunk numbers) of a mini-block page, and where
+    each of them starts and ends in those bytes.
+
+    A small selection (a take of scattered rows) reads only its chunks; otherwise the whole
+    data buffer is read once.
+    """
+    starts = table.byte_starts[chosen]
+    ends = table.byte_starts[chosen + 1]
+    sizes = ends - starts
+    total = int(table.byte_starts[-1])
+    if chosen.size == table.counts.size or int(sizes.sum()) >= _PARTIAL_READ_SHARE * total:
+        return io.whole(1), starts, ends
+    offset = io.locate(1)[0]
+    parts = io.source.read_ranges(list(zip((starts + offset).tolist(), sizes.tolist())))
+    at = np.zeros(chosen.size + 1, np.int64)
+    np.cumsum(sizes, out=at[1:])
+    return memoryview(b"".join(parts)), at[:-1], at[1:]
+
+
+def _decode_chunks(layout: Any, io: PageIO, table: _Chunks, chosen: np.ndarray, large: bool) -> _Decoded:
     """Decode the chunks ``chosen`` (sorted chunk numbers) of a mini-block page."""
+    data, starts, ends = _chosen_data(io, table, chosen)
     u8 = np.frombuffer(data, np.uint8)
     has_rep = layout.HasField("rep_compression")
     has_def = layout.HasField("def_compression")
     n_buffers = int(layout.num_buffers)
     size_len = 4 if large else 2
-    starts = table.byte_starts[chosen]
-    ends = table.byte_starts[chosen + 1]
     head = 2 + 2 * has_rep + 2 * has_def + size_len * n_buffers
     if chosen.size and int((ends - starts).min()) < head:
         raise io.corrupt("a mini-block chunk is shorter than its header")
@@ -207,8 +230,7 @@ def mini_block(
     n_items = int(layout.num_items)
     if len(io.page.buffer_offsets) < 2:
         raise io.corrupt("mini-block page without metadata and data buffers")
-    data = io.whole(1)
-    table = _chunk_table(layout, io.whole(0), len(data), large_chunks, io)
+    table = _chunk_table(layout, io.whole(0), io.locate(1)[1], large_chunks, io)
     dictionary = _dictionary(layout, io)
     if runs is None or runs.is_span(0, n_items):
         chosen = np.arange(table.counts.size)
@@ -217,19 +239,40 @@ def mini_block(
         positions = runs.positions()
         chunk_of = np.searchsorted(table.item_starts[1:], positions, side="right")
         chosen = np.unique(chunk_of)
-    got = _decode_chunks(layout, data, table, chosen, large_chunks, io)
+    got = _decode_chunks(layout, io, table, chosen, large_chunks)
     valid = (got.defs == 0) if got.defs is not None else None
     if valid is not None and valid.size != got.count:
         raise io.corrupt(f"{valid.size} definition levels for {got.count} values")
-    arr = _values_array(got.values, got.count, dtype, dictionary, int(layout.num_dictionary_items), valid, io)
+    values, count, local = got.values, got.count, None
+    if positions is not None and chunk_of is not None:
+        # rows of the decoded chunks -> the selected rows
+        base = np.concatenate([[0], np.cumsum(table.counts[chosen])])[:-1]
+        local = base[np.searchsorted(chosen, chunk_of)] + (positions - table.item_starts[chunk_of])
+        if isinstance(values, Var) and dictionary is None and local.size * 4 < count:
+            # Few rows of many strings: pick them before decompressing (each FSST string is
+            # compressed on its own), then the rows are already in place.
+            values, count = _pick(values, local, io), local.size
+            valid = valid[local] if valid is not None else None
+            local = None
+    arr = _values_array(values, count, dtype, dictionary, int(layout.num_dictionary_items), valid, io)
     if valid is not None and not valid.all():
         arr = with_validity(arr, valid)
-    if positions is None or chunk_of is None:
-        return arr
-    # rows of the decoded chunks -> the selected rows
-    base = np.concatenate([[0], np.cumsum(table.counts[chosen])])[:-1]
-    local = base[np.searchsorted(chosen, chunk_of)] + (positions - table.item_starts[chunk_of])
-    return arr.take(pa.array(local))
+    return arr if local is None else arr.take(pa.array(local))
+
+
+def _pick(values: Var, items: np.ndarray, io: PageIO) -> Var:
+    """The variable-width values at ``items``, in that order (still compressed, if they were)."""
+    offsets = values.offsets
+    if items.size and int(items.max()) + 1 >= offsets.size:
+        raise io.corrupt(f"value {int(items.max())} of {offsets.size - 1} values is missing")
+    starts = offsets[items]
+    lengths = offsets[items + 1] - starts
+    if bool(np.any(lengths < 0)) or (offsets.size and int(offsets[-1]) > len(values.data)):
+        raise io.corrupt("variable-width offsets are out of order or past their bytes")
+    picked = np.frombuffer(values.data, np.uint8)[batch21.spans(starts, lengths)]
+    new = np.zeros(items.size + 1, np.int64)
+    np.cumsum(lengths, out=new[1:])
+    return Var(batch21.as_bytes(picked), new, values.symbols)
 
 
 def _row_chunks(layout: Any, io: PageIO, n_chunks: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -281,8 +324,7 @@ def _mini_block_levels(
     """
     if len(io.page.buffer_offsets) < 2:
         raise io.corrupt("mini-block page without metadata and data buffers")
-    data = io.whole(1)
-    table = _chunk_table(layout, io.whole(0), len(data), large, io)
+    table = _chunk_table(layout, io.whole(0), io.locate(1)[1], large, io)
     n_chunks = table.counts.size
     limit = repdef.visible_limit(layout.layers)
     positions = None
@@ -292,7 +334,7 @@ def _mini_block_levels(
         first, starts, preamble = _row_chunks(layout, io, n_chunks)
         wanted = runs.positions()
         chosen = _chunks_for_rows(wanted, first, starts, preamble)
-    got = _decode_chunks(layout, data, table, chosen, large, io)
+    got = _decode_chunks(layout, io, table, chosen, large)
     rep, defs = got.rep, got.defs
     item_keep = None
     if chosen.size != n_chunks and rep is not None:
@@ -555,9 +597,8 @@ def _blob_descriptors(layout: Any, io: PageIO, large: bool) -> np.ndarray:
         mini.value_compression.CopyFrom(comp.packed_struct.values)
     if len(io.page.buffer_offsets) < 2:
         raise io.corrupt("blob page without metadata and data buffers")
-    data = io.whole(1)
-    table = _chunk_table(mini, io.whole(0), len(data), large, io)
-    got = _decode_chunks(mini, data, table, np.arange(table.counts.size), large, io)
+    table = _chunk_table(mini, io.whole(0), io.locate(1)[1], large, io)
+    got = _decode_chunks(mini, io, table, np.arange(table.counts.size), large)
     if not isinstance(got.values, Fixed) or got.values.bits != 128:
         raise io.corrupt("blob descriptors are not 128 bits wide")
     pairs = np.frombuffer(got.values.data, np.uint64, got.count * 2).reshape(-1, 2)

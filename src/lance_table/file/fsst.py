@@ -28,6 +28,8 @@ import struct
 
 import numpy as np
 
+from lance_table._parallel import map_parts
+
 FSST_MAGIC = 0x46535354
 ESCAPE = 255
 # Rows of the lookup table: one per code (those at and above the symbol count are never produced)
@@ -82,21 +84,20 @@ def decode(
     if bad is not None and bad.any():
         raise FsstError(f"code {int(codes[bad][0])} is not in a symbol table of {nsym} symbols")
 
-    # Blocks of codes small enough for the temporaries to stay in the CPU cache.
+    # Blocks of codes small enough for the temporaries to stay in the CPU cache, decoded on threads
+    # (numpy releases the GIL) when there are several.
     flat = table.reshape(-1)
-    pieces: list[np.ndarray] = []
+    starts = range(0, max(rows.size, 1), _BLOCK)
+    blocks = map_parts(lambda start: _decode_block(rows[start : start + _BLOCK], flat, lengths), starts)
     new_offsets = np.empty(offsets.size, np.int64)
     done = 0  # output bytes of the blocks before
     first = 0  # first offset not yet placed
-    for start in range(0, max(rows.size, 1), _BLOCK):
-        block = rows[start : start + _BLOCK]
-        out, out_pos = _decode_block(block, flat, lengths)
-        last = int(np.searchsorted(code_index, start + block.size, "right"))
+    for start, (out, out_pos) in zip(starts, blocks):
+        last = int(np.searchsorted(code_index, start + _BLOCK, "right"))
         new_offsets[first:last] = out_pos[code_index[first:last] - start] + done
         first = last
         done += out.size
-        pieces.append(out)
-    return b"".join(p.data for p in pieces), new_offsets
+    return b"".join(out.data for out, _ in blocks), new_offsets
 
 
 def _decode_block(rows: np.ndarray, flat: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
