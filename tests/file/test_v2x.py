@@ -11,7 +11,7 @@ from helpers import assert_tables_equal
 from typecases import type_cases
 
 from lance_table.errors import CorruptFileError, UnsupportedFormatError
-from lance_table.file import LanceFileReader, decode21
+from lance_table.file import LanceFileReader, decode21, miniblock21
 
 lance_file = pytest.importorskip("lance.file")
 pytestmark = pytest.mark.interop
@@ -178,13 +178,13 @@ def test_take_of_lists_decodes_only_the_chunks_holding_the_rows(tmp_path, versio
     path = tmp_path / "f.lance"
     _write(path, table, version)
     decoded = []
-    real = decode21._decode_chunks
+    real = miniblock21.decode_chunks
 
     def spy(layout, io, chunks, chosen, large):
         decoded.append((chosen.size, chunks.counts.size))
         return real(layout, io, chunks, chosen, large)
 
-    monkeypatch.setattr(decode21, "_decode_chunks", spy)
+    monkeypatch.setattr(miniblock21, "decode_chunks", spy)
     reader = LanceFileReader(path)
     for _ in range(30):
         decoded.clear()
