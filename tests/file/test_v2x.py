@@ -158,6 +158,11 @@ def test_maps_and_nullable_structs(tmp_path, version):
             ],
             pa.map_(pa.string(), pa.int32()),
         )
+        # no null or empty maps, but values that are null, also in a row's first entry
+        columns["m_valid"] = pa.array(
+            [[(f"k{j}", None if (i + j) % 3 == 0 else f"v{j}") for j in range(1 + i % 3)] for i in range(n)],
+            pa.map_(pa.string(), pa.string()),
+        )
     table = pa.table(columns)
     path = tmp_path / "f.lance"
     _write(path, table, version)

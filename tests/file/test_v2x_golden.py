@@ -454,11 +454,7 @@ ENCODINGS: dict[str, tuple[str, ...]] = {
 PENDING: set[str] = set()
 
 # version/column cases that read wrongly today: strict, so a fix makes them fail until removed here.
-_ALL_VALID_LIST_BUG = (
-    "repdef._peel_list: an all-valid list layer above nullable items takes a row whose first item "
-    "is null for a continuation (upper_null should be at least def_base), so rows go missing"
-)
-KNOWN_BUGS: dict[str, str] = {f"{v}/list_null_items_all_valid": _ALL_VALID_LIST_BUG for v in VERSIONS}
+KNOWN_BUGS: dict[str, str] = {}
 
 
 # --- building and reading the corpus ----------------------------------------------------------------

@@ -139,7 +139,8 @@ def _peel_list(
         EMPTYABLE_LIST: (0, def_base + 1),
         NULL_AND_EMPTY_LIST: (def_base + 1, def_base + 2),
     }[kind]
-    upper_null = max(null_level, empty_level)
+    # levels up to def_base belong to the items (a null first item still starts a row)
+    upper_null = max(null_level, empty_level, def_base)
     # struct layers right above this list: their nulls show up here as null lists
     masked_to = upper_null
     for kind_above in above:
