@@ -24,6 +24,7 @@ dominates for symbols of one or two bytes.
 
 from __future__ import annotations
 
+import itertools
 import struct
 
 import numpy as np
@@ -38,6 +39,8 @@ _LITERAL_ROW = 256
 _ROWS = 512
 # Codes decoded at a time: the temporaries (about 40 bytes a code) then stay in the CPU cache.
 _BLOCK = 1 << 16
+# Parts of one column's codes decoded at once on the thread pool.
+_PARTS = 4
 
 
 class FsstError(ValueError):
@@ -84,20 +87,49 @@ def decode(
     if bad is not None and bad.any():
         raise FsstError(f"code {int(codes[bad][0])} is not in a symbol table of {nsym} symbols")
 
-    # Blocks of codes small enough for the temporaries to stay in the CPU cache, decoded on threads
-    # (numpy releases the GIL) when there are several.
+    # The codes are cut into parts decoded on threads (numpy and pyarrow release the GIL), each
+    # in blocks small enough for the temporaries to stay in the CPU cache.
     flat = table.reshape(-1)
-    starts = range(0, max(rows.size, 1), _BLOCK)
-    blocks = map_parts(lambda start: _decode_block(rows[start : start + _BLOCK], flat, lengths), starts)
+    bounds = _parts(rows.size)
+    parts = map_parts(
+        lambda b: _decode_part(rows, b[0], b[1], code_index, flat, lengths), list(itertools.pairwise(bounds))
+    )
     new_offsets = np.empty(offsets.size, np.int64)
-    done = 0  # output bytes of the blocks before
+    done = 0  # output bytes of the parts before
     first = 0  # first offset not yet placed
-    for start, (out, out_pos) in zip(starts, blocks):
-        last = int(np.searchsorted(code_index, start + _BLOCK, "right"))
-        new_offsets[first:last] = out_pos[code_index[first:last] - start] + done
-        first = last
+    for pieces, local in parts:
+        new_offsets[first : first + local.size] = local + done
+        first += local.size
+        done += sum(piece.size for piece in pieces)
+    return b"".join(piece.data for pieces, _ in parts for piece in pieces), new_offsets
+
+
+def _parts(n: int) -> list[int]:
+    """Where to cut ``n`` codes into parts of whole blocks, about one per core."""
+    blocks = max(-(-n // _BLOCK), 1)
+    count = min(blocks, _PARTS)
+    return [(blocks * k // count) * _BLOCK for k in range(count)] + [max(n, 1)]
+
+
+def _decode_part(
+    rows: np.ndarray, lo: int, hi: int, code_index: np.ndarray, flat: np.ndarray, lengths: np.ndarray
+) -> tuple[list[np.ndarray], np.ndarray]:
+    """Decode codes ``[lo, hi)`` block by block: the output pieces, and the output position
+    (from the part's start) of every string start among those codes."""
+    first = int(np.searchsorted(code_index, lo, "left"))
+    last = int(np.searchsorted(code_index, hi, "left" if hi < rows.size else "right"))
+    local = np.empty(last - first, np.int64)
+    pieces = []
+    done = 0
+    for start in range(lo, hi, _BLOCK):
+        stop = min(start + _BLOCK, hi)
+        out, out_pos = _decode_block(rows[start:stop], flat, lengths)
+        a = int(np.searchsorted(code_index, start, "left"))
+        b = int(np.searchsorted(code_index, stop, "left" if stop < rows.size else "right"))
+        local[a - first : b - first] = out_pos[code_index[a:b] - start] + done
         done += out.size
-    return b"".join(out.data for out, _ in blocks), new_offsets
+        pieces.append(out)
+    return pieces, local
 
 
 def _decode_block(rows: np.ndarray, flat: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -27,6 +27,9 @@ DEFAULT_BATCH_SIZE = 8192
 READ_CHUNK_ROWS = 256 * 1024
 # When at least this share of the rows match, a filtered scan reads whole chunks and masks them.
 DENSE_SELECTION = 0.02
+# The same for 2.1+ files: their reads of selected rows decode only the selected strings of a
+# chunk (FSST decompression is the dearest part of a scan), which pays off up to a larger share.
+DENSE_SELECTION_STRUCTURAL = 0.2
 _POS = "__lance_table_position"
 
 Predicate: TypeAlias = "str | pc.Expression"
@@ -153,7 +156,8 @@ def _read_matching(frag: FragmentReader, spec: ScanSpec, lo: int, hi: int) -> tu
     runs = Runs.from_sorted_unique(live.select(np.flatnonzero(mask)))
     if not selected:
         return _empty_rows(0), runs
-    if selected >= DENSE_SELECTION * live.total:
+    dense = DENSE_SELECTION_STRUCTURAL if frag.structural else DENSE_SELECTION
+    if selected >= dense * live.total:
         # Many rows match: read the rest of the projection for every live row and mask in memory.
         rest = [c for c in spec.columns if c not in spec.filter_columns]
         other = frag.read(rest, live) if rest else _empty_rows(live.total)
