@@ -75,6 +75,12 @@ def test_every_version_of_a_pylance_dataset(tmp_path, version):
     got = latest.to_table(columns=["id", "tags"], filter="id_text LIKE '1%' AND x < 0.5")
     mask = pc.and_(pc.starts_with(current["id_text"], "1"), pc.less(current["x"], 0.5))
     assert_tables_equal(got, current.filter(mask).select(["id", "tags"]), check_metadata=False)
+    # selective filters take the path that reads only matching rows, broad ones read and mask
+    for share in (0.005, 0.05, 0.15, 0.3):
+        got = latest.to_table(filter=f"x < {share}")
+        theirs = lance.dataset(uri).to_table(filter=f"x < {share}")
+        assert_tables_equal(got, theirs, check_metadata=False)
+        assert_tables_equal(got, current.filter(pc.less(current["x"], share)), check_metadata=False)
     idx = [0, 100, 5, 5, current.num_rows - 1]
     assert_tables_equal(latest.take(idx), current.take(pa.array(idx)), check_metadata=False)
     assert sum(b.num_rows for b in latest.to_batches(batch_size=1000)) == current.num_rows
