@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+from typing import Any
+
 import pyarrow as pa
 
 
@@ -44,3 +47,32 @@ def assert_tables_equal(actual: pa.Table, expected: pa.Table, *, check_metadata:
             raise AssertionError(f"column {name} differs")
     if check_metadata:
         assert actual.schema.equals(expected.schema, check_metadata=True), (actual.schema, expected.schema)
+
+
+def race_creates(storage: Any, key: str, n: int) -> list[int]:
+    """``n`` threads call ``storage.put_if_absent(key, b"writer <i>")`` at once; the ones that won.
+
+    Errors other than the expected ``FileExistsError`` are raised after every thread is done.
+    """
+    barrier = threading.Barrier(n)
+    winners: list[int] = []
+    errors: list[BaseException] = []
+
+    def race(i: int) -> None:
+        barrier.wait()
+        try:
+            storage.put_if_absent(key, f"writer {i}".encode())
+            winners.append(i)
+        except FileExistsError:
+            pass
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=race, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return winners

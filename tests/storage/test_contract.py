@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import threading
 import uuid
 from collections.abc import Iterator
 
 import fsspec
 import pyarrow as pa
 import pytest
+from helpers import race_creates
 
 from lance_table.file import LanceFileReader, LanceFileWriter
 from lance_table.storage import Storage, open_storage
@@ -54,22 +54,7 @@ def test_put_if_absent(storage):
 
 
 def test_put_if_absent_has_exactly_one_winner(storage):
-    winners = []
-    barrier = threading.Barrier(12)
-
-    def race(i: int) -> None:
-        barrier.wait()
-        try:
-            storage.put_if_absent("race/key", f"writer {i}".encode())
-            winners.append(i)
-        except FileExistsError:
-            pass
-
-    threads = [threading.Thread(target=race, args=(i,)) for i in range(12)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    winners = race_creates(storage, "race/key", 12)
     assert len(winners) == 1
     assert storage.read("race/key") == f"writer {winners[0]}".encode()
 
