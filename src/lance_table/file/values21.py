@@ -178,7 +178,7 @@ def expand(values: Var, io: PageIO) -> Var:
         return values
     lo, hi = int(values.offsets[0]), int(values.offsets[-1])
     try:
-        text, offsets = fsst.decode(values.symbols, bytes(values.data[lo:hi]), values.offsets - lo)
+        text, offsets = fsst.decode(values.symbols, memoryview(values.data)[lo:hi], values.offsets - lo)
     except fsst.FsstError as exc:
         raise io.corrupt(f"FSST data: {exc}") from exc
     return Var(text, offsets)
