@@ -17,6 +17,7 @@ from lance_table.errors import (
     TagError,
     UnsupportedFormatError,
     VersionNotFoundError,
+    WriteAbortedError,
 )
 
 __version__ = "0.1.0"
@@ -36,6 +37,7 @@ __all__ = [
     "TagError",
     "UnsupportedFormatError",
     "VersionNotFoundError",
+    "WriteAbortedError",
     "__version__",
     "dataset",
     "write_dataset",

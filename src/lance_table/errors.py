@@ -85,3 +85,11 @@ class CommitError(LanceTableError):
     def __init__(self, message: str, *, maybe_committed: bool = False) -> None:
         self.maybe_committed = maybe_committed
         super().__init__(message)
+
+
+class WriteAbortedError(LanceTableError, RuntimeError):
+    """A task of a distributed write found the write aborted; its files were deleted.
+
+    Raised in tasks that outlive the failure of their job (Spark does not wait for them before
+    it aborts the write).
+    """

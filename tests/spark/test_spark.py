@@ -6,6 +6,8 @@ import datetime as dt
 import decimal
 import json
 import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -212,6 +214,22 @@ def test_filter_pushdown_after_register(spark, tmp_path):
         spark.conf.set(lts.PUSHDOWN_CONF, "false")
 
 
+def _wait_for_tasks(spark, group: str, timeout: float = 60.0) -> None:
+    """Wait until every task of the jobs run in job group ``group`` has ended.
+
+    Spark fails a job (and the write calls ``abort()``) without waiting for its running tasks.
+    """
+    tracker = spark.sparkContext.statusTracker()
+    deadline = time.monotonic() + timeout
+    while True:
+        jobs = [tracker.getJobInfo(j) for j in tracker.getJobIdsForGroup(group)]
+        stages = [tracker.getStageInfo(s) for job in jobs if job is not None for s in job.stageIds]
+        if all(st is None or st.numActiveTasks == 0 for st in stages):
+            return
+        assert time.monotonic() < deadline, f"tasks of job group {group} still running"
+        time.sleep(0.05)
+
+
 def test_failed_task_leaves_dataset_and_files_untouched(spark, tmp_path):
     from pyspark.sql.functions import col, udf
     from pyspark.sql.types import LongType
@@ -226,18 +244,65 @@ def test_failed_task_leaves_dataset_and_files_untouched(spark, tmp_path):
             raise ValueError("boom")
         return x
 
-    df = spark.range(0, 200, numPartitions=4).select(explode(col("id")).alias("id"))
-    with pytest.raises(Exception, match="boom"):
-        df.selectExpr("id", "id * 0.5 as x").write.format("lance_table").mode("append").save(uri + "_other")
-    assert not (Path(str(uri) + "_other") / "_versions").exists() or not list(
-        (Path(uri + "_other") / "_versions").iterdir()
-    )
-    bad = spark.createDataFrame(_rows(100, 50).to_pandas()).repartition(4)
-    failing = bad.withColumn("id", explode(col("id") - 23))
-    with pytest.raises(Exception, match="boom"):
-        failing.write.format("lance_table").mode("append").save(uri)
+    def files(directory: Path) -> list[str]:
+        return sorted(p.name for p in directory.iterdir()) if directory.exists() else []
+
+    sc = spark.sparkContext
+    sc.setJobGroup("failing-writes", "writes with a failing task")
+    try:
+        other = Path(uri + "_other")
+        df = spark.range(0, 200, numPartitions=4).select(explode(col("id")).alias("id"))
+        with pytest.raises(Exception, match="boom"):
+            df.selectExpr("id", "id * 0.5 as x").write.format("lance_table").mode("append").save(str(other))
+        _wait_for_tasks(spark, "failing-writes")  # tasks still running after the failure must not leave files
+        assert files(other / "_versions") == [] and files(other / "data") == []
+        bad = spark.createDataFrame(_rows(100, 50).to_pandas()).repartition(4)
+        failing = bad.withColumn("id", explode(col("id") - 23))
+        with pytest.raises(Exception, match="boom"):
+            failing.write.format("lance_table").mode("append").save(uri)
+        _wait_for_tasks(spark, "failing-writes")
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+        sc.setLocalProperty("spark.job.description", None)
+        sc.setLocalProperty("spark.job.interruptOnCancel", None)
     assert lt.dataset(uri).version == 1 and lt.dataset(uri).count_rows() == 100
     assert sorted(p.name for p in (Path(uri) / "data").iterdir()) == before
+
+
+@pytest.mark.parametrize("backend", ["local", pytest.param("s3", marks=pytest.mark.s3)])
+def test_tasks_that_outlive_an_abort_delete_their_own_files(request, tmp_path, backend):
+    """Spark calls abort() as soon as a job has failed; tasks still running must not leave files.
+
+    Driven without Spark, in the orders seen on a busy machine: a task that starts after abort(),
+    one that starts a new file after it, and one whose last file is completed after abort() listed
+    (on S3 a file appears only when its upload completes).
+    """
+    from lance_table.spark.types import spark_arrow_schema, spark_schema
+    from lance_table.spark.write import LanceTableWriter
+    from lance_table.storage import open_storage
+
+    options = request.getfixturevalue("s3_options") if backend == "s3" else None
+    uri = request.getfixturevalue("s3_uri") if backend == "s3" else str(tmp_path / "ds")
+    lt.write_dataset(_rows(0, 100), uri, storage_options=options)
+    storage = open_storage(uri, options)
+    before = {e.name for e in storage.list_dir("data")}
+    batches = _rows(100, 30).to_batches(max_chunksize=10)
+    arrow = spark_arrow_schema(spark_schema(batches[0].schema))
+
+    def task(writer: LanceTableWriter, driver_aborts_after: int) -> Iterator[pa.RecordBatch]:
+        for i, batch in enumerate(batches):
+            if i == driver_aborts_after:
+                writer.abort([None])
+            yield batch
+        if driver_aborts_after == len(batches):
+            writer.abort([None])
+
+    for aborts_after, rows_per_file in [(0, 10), (1, 10), (len(batches), 100)]:
+        writer = LanceTableWriter(uri, options, arrow, False, max_rows_per_file=rows_per_file)
+        with pytest.raises(lt.WriteAbortedError):
+            writer.write(task(writer, aborts_after))
+        assert {e.name for e in storage.list_dir("data")} == before, (aborts_after, rows_per_file)
+    assert lt.dataset(uri, storage_options=options).version == 1
 
 
 def test_task_retries_do_not_duplicate_rows(spark, tmp_path):

@@ -91,6 +91,19 @@ def transaction_path(name: str) -> str:
     return f"{TRANSACTIONS_DIR}/{name}"
 
 
+ABORTED_WRITE_SUFFIX = ".aborted"
+
+
+def aborted_write_path(tag: str) -> str:
+    """The marker of an aborted distributed write whose data files carry ``tag`` in their names.
+
+    Tasks of that write that are still running check it and delete their own files. It sits with
+    the transaction files: pylance ignores the unknown suffix, and cleanup removes it like any
+    unreferenced file once the grace period is over.
+    """
+    return f"{TRANSACTIONS_DIR}/{tag}{ABORTED_WRITE_SUFFIX}"
+
+
 def tag_path(name: str) -> str:
     return f"{TAGS_DIR}/{name}.json"
 

@@ -2,6 +2,14 @@
 
 The writer object is built on the driver and pickled separately to every task and to
 ``commit()``/``abort()``, so nothing set in a task reaches the driver except the commit messages.
+
+Spark calls ``abort()`` as soon as the job has failed, without waiting for the tasks still running
+(a cancelled task's Python worker often finishes its write anyway). So ``abort()`` first leaves a
+marker, then deletes the write's files; a task checks the marker before each new file and once
+its files are complete, and deletes its own files if the write was aborted. A task's files exist
+before its last check, and the marker before abort's listing, so each file is deleted by one side
+or the other. Only a worker killed before its last check, with a file created just as abort was
+listing, can still leave one behind; cleanup removes it after the grace period.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
+from lance_table.errors import WriteAbortedError
 from lance_table.format import paths
 from lance_table.format.manifest import Fragment
 from lance_table.format.transaction import COMMIT_MESSAGE_KEY, Append, Overwrite
@@ -96,12 +105,22 @@ class LanceTableWriter(DataSourceArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> FragmentsWritten:
         partition, attempt = _task_identity()
+        storage = self._storage()
+        marker = paths.aborted_write_path(self.write_id)
+
+        def check_not_aborted() -> None:
+            if storage.exists(marker):
+                raise WriteAbortedError(
+                    f"the write to {self.uri} was aborted (partition {partition}, attempt {attempt})"
+                )
+
         writer = FragmentWriter(
-            self._storage(),
+            storage,
             self.schema,
             list(self.fields),
             max_rows_per_file=self.max_rows_per_file,
             write_tag=self.write_id,
+            before_file=check_not_aborted,
         )
         where = f"writing to {self.uri}"
         try:
@@ -109,6 +128,8 @@ class LanceTableWriter(DataSourceArrowWriter):
                 if batch.num_rows:
                     writer.write(cast_batch(batch, self.schema, where))
             fragments = writer.finish()
+            if writer.paths:
+                check_not_aborted()  # the files are complete: either abort's listing sees them or this does
         except BaseException:
             writer.abort()  # this attempt's files go; a retry writes its own
             raise
@@ -156,9 +177,14 @@ class LanceTableWriter(DataSourceArrowWriter):
         """Delete the files of this write, unless a version references them (a commit that landed).
 
         Files of tasks that failed or were cancelled (no message) are found by the write's tag in
-        their names.
+        their names. The abort marker goes first, so that tasks still running clean up after
+        themselves (see the module docstring).
         """
         storage = self._storage()
+        try:
+            storage.write(paths.aborted_write_path(self.write_id), b"")
+        except Exception:
+            log.warning("could not mark the write to %s as aborted", self.uri, exc_info=True)
         files = {f for msg in messages if msg is not None for f in msg.files}
         for entry in storage.list_dir(paths.DATA_DIR, stat=False):
             if paths.has_write_tag(entry.name, self.write_id):

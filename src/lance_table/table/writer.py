@@ -90,7 +90,8 @@ def conform(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
 class FragmentWriter:
     """Writes batches into new data files, one fragment per file, and remembers what it wrote.
 
-    If anything fails, :meth:`abort` deletes every file written so far.
+    If anything fails, :meth:`abort` deletes every file written so far. ``before_file`` runs before
+    each new file is created; an exception from it stops the write (the caller then aborts).
     """
 
     def __init__(
@@ -103,6 +104,7 @@ class FragmentWriter:
         max_bytes_per_file: int = DEFAULT_MAX_BYTES_PER_FILE,
         progress: ProgressCallback | None = None,
         write_tag: str = "",
+        before_file: Callable[[], None] | None = None,
     ) -> None:
         if max_rows_per_file <= 0 or max_bytes_per_file <= 0:
             raise ValueError("max_rows_per_file and max_bytes_per_file must be positive")
@@ -113,6 +115,7 @@ class FragmentWriter:
         self.max_bytes = max_bytes_per_file
         self.progress = progress
         self.write_tag = write_tag
+        self.before_file = before_file
         cols = column_assignment(build_tree(fields))
         self._file_fields = tuple(f.id for f in fields)
         self._column_indices = tuple(cols.get(f.id, -1) for f in fields)
@@ -125,6 +128,8 @@ class FragmentWriter:
         self._bytes = 0
 
     def _open(self) -> LanceFileWriter:
+        if self.before_file is not None:
+            self.before_file()
         self._name = paths.new_data_file_name(self.write_tag)
         path = paths.data_file_path(self._name)
         self.paths.append(path)
