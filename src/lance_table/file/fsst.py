@@ -1,4 +1,4 @@
-"""Vectorized FSST decompression (Fast Static Symbol Table string compression).
+"""FSST decompression (Fast Static Symbol Table string compression) on numpy and pyarrow.
 
 A symbol table maps one-byte codes to symbols of 1 to 8 bytes. In the compressed stream, code 255 is
 an escape: the byte after it is copied literally. Lance stores the table as a u64 header
@@ -6,28 +6,30 @@ an escape: the byte after it is copied literally. Lance stores the table as a u6
 count), the symbols as u64 words and then one length byte per symbol. Each string is compressed on
 its own, so parsing (which matters only for escapes) restarts at every string start.
 
-How :func:`decode` works, with numpy only and no loop over values or symbol lengths:
+How :func:`decode` works, with no loop over values or symbol lengths:
 
 1. Escape markers are found (runs of 0xFF bytes alternate marker, literal) and dropped; the byte
-   after each marker becomes a "literal" code 256 + byte. Every remaining code then stands for the
-   row of one 512-row table of 8-byte slots (rows 0-255 symbols, rows 256-511 single bytes).
-2. One lookup gives each code's output length and one cumulative sum its output position.
-3. Output byte ``b`` comes from table byte ``8 * row[k] + (b - pos[k])`` where ``k`` is the code
-   that produced it. Within one code this index grows by 1 from byte to byte; it jumps only where a
-   code starts. So the jumps are scattered into an array of ones at the codes' output positions
-   and a second cumulative sum (in int16: every index is below 4096) gives every byte's index.
-4. A single gather from the table produces the output.
-
-This is about twice as fast as expanding each code with ``np.repeat``, whose cost per element
-dominates for symbols of one or two bytes.
+   after each marker becomes a "literal" code 256 + byte. Once the markers are gone the stream
+   is a plain sequence of table rows, and string boundaries no longer matter for decoding.
+2. The table is a pyarrow binary array (rows 0-255 the symbols, 256-511 single bytes), so a
+   ``take`` of the rows writes the decompressed bytes, and its offsets are where every code's
+   output starts: one pass in C++ that releases the GIL.
+3. Without escapes every row is one byte, and two neighbouring codes are read as one 16-bit index
+   into a table of all 65536 symbol pairs (built once per symbol table): half as many elements to
+   take, which is what makes the common case fast.
+4. Long streams are cut into parts that are decoded on threads.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import struct
+from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from lance_table._parallel import map_parts
 
@@ -37,9 +39,11 @@ ESCAPE = 255
 # and then one per literal byte.
 _LITERAL_ROW = 256
 _ROWS = 512
-# Codes decoded at a time: the temporaries (about 40 bytes a code) then stay in the CPU cache.
-_BLOCK = 1 << 16
-# Parts of one column's codes decoded at once on the thread pool.
+# Codes per part decoded on one thread: at least the first, at most the second (the output of a
+# part, at most 8 bytes a code, must fit the 32-bit offsets of a binary array), and about
+# ``_PARTS`` parts for a long stream.
+_MIN_PART = 1 << 18
+_MAX_PART = 1 << 26
 _PARTS = 4
 
 
@@ -47,16 +51,26 @@ class FsstError(ValueError):
     """The symbol table or the compressed bytes are malformed."""
 
 
+@dataclass(frozen=True)
+class _Tables:
+    """A symbol table ready for decoding."""
+
+    lengths: np.ndarray  # output bytes of each of the 512 rows
+    nsym: int
+    singles: pa.Array  # binary: the bytes of each row
+    pairs: pa.Array  # binary: the bytes of rows a then b at index a | b << 8 (a, b < 256)
+
+
 def decode(
     symbol_table: bytes | memoryview, data: bytes | memoryview, offsets: np.ndarray
-) -> tuple[bytes, np.ndarray]:
+) -> tuple[bytes | memoryview, np.ndarray]:
     """Decompress strings whose compressed bytes are ``data[offsets[i]:offsets[i+1]]``.
 
     Returns the decompressed bytes and the new offsets (one more than the number of strings).
     """
     offsets = np.asarray(offsets, np.int64)
-    table, lengths, nsym = _parse_table(symbol_table)
-    if table is None:
+    tables = _tables(bytes(symbol_table))
+    if tables is None:
         return bytes(data), offsets  # the encoder switched itself off: bytes are stored raw
     codes = np.frombuffer(data, np.uint8)
     n = codes.size
@@ -64,96 +78,114 @@ def decode(
         offsets[0] < 0 or offsets[-1] > n or (offsets.size > 1 and np.diff(offsets).min() < 0)
     ):
         raise FsstError(f"string offsets do not lie in order within the {n} compressed bytes")
-
-    ff = np.flatnonzero(codes == ESCAPE)
-    rows: np.ndarray = codes
-    code_index = offsets
-    bad: np.ndarray | None = None  # codes that are neither symbols nor escapes
-    if ff.size:
-        markers = _escape_markers(ff, offsets, n)
-        literals = markers + 1
-        rows = codes.astype(np.int16)
-        rows[literals] += _LITERAL_ROW
-        bad = codes >= nsym
-        bad[markers] = False
-        bad[literals] = False
-        keep = np.ones(n, bool)
-        keep[markers] = False
-        rows = rows[keep]
-        # index of each offset among the codes that are left: minus the markers before it
-        code_index = offsets - np.searchsorted(markers, offsets)
-    elif n and int(codes.max()) >= nsym:
-        bad = codes >= nsym
-    if bad is not None and bad.any():
-        raise FsstError(f"code {int(codes[bad][0])} is not in a symbol table of {nsym} symbols")
-
-    # The codes are cut into parts decoded on threads (numpy and pyarrow release the GIL), each
-    # in blocks small enough for the temporaries to stay in the CPU cache.
-    flat = table.reshape(-1)
-    bounds = _parts(rows.size)
+    rows, code_index = _rows(codes, offsets, tables.nsym)
+    bounds = _bounds(rows.size)
     parts = map_parts(
-        lambda b: _decode_part(rows, b[0], b[1], code_index, flat, lengths), list(itertools.pairwise(bounds))
+        lambda b: _decode_part(rows, b[0], b[1], code_index, tables), list(itertools.pairwise(bounds))
     )
     new_offsets = np.empty(offsets.size, np.int64)
     done = 0  # output bytes of the parts before
     first = 0  # first offset not yet placed
-    for pieces, local in parts:
+    pieces: list[memoryview] = []
+    for part_pieces, local in parts:
         new_offsets[first : first + local.size] = local + done
         first += local.size
-        done += sum(piece.size for piece in pieces)
-    return b"".join(piece.data for pieces, _ in parts for piece in pieces), new_offsets
+        done += sum(len(piece) for piece in part_pieces)
+        pieces += part_pieces
+    pieces = [piece for piece in pieces if len(piece)]
+    return (pieces[0] if len(pieces) == 1 else b"".join(pieces)), new_offsets
 
 
-def _parts(n: int) -> list[int]:
-    """Where to cut ``n`` codes into parts of whole blocks, about one per core."""
-    blocks = max(-(-n // _BLOCK), 1)
-    count = min(blocks, _PARTS)
-    return [(blocks * k // count) * _BLOCK for k in range(count)] + [max(n, 1)]
+def _rows(codes: np.ndarray, offsets: np.ndarray, nsym: int) -> tuple[np.ndarray, np.ndarray]:
+    """The table rows of a code stream (uint8 without escapes, else int16 with literal rows) and
+    the index among them of each string offset."""
+    n = codes.size
+    ff = np.flatnonzero(codes == ESCAPE)
+    if not ff.size:
+        if n and int(codes.max()) >= nsym:
+            bad = codes >= nsym
+            raise FsstError(f"code {int(codes[bad][0])} is not in a symbol table of {nsym} symbols")
+        return codes, offsets
+    markers = _escape_markers(ff, offsets, n)
+    literals = markers + 1
+    rows = codes.astype(np.int16)
+    rows[literals] += _LITERAL_ROW
+    bad = codes >= nsym  # codes that are neither symbols nor escapes
+    bad[markers] = False
+    bad[literals] = False
+    if bad.any():
+        raise FsstError(f"code {int(codes[bad][0])} is not in a symbol table of {nsym} symbols")
+    keep = np.ones(n, bool)
+    keep[markers] = False
+    # index of each offset among the codes that are left: minus the markers before it
+    return rows[keep], offsets - np.searchsorted(markers, offsets)
+
+
+def _bounds(n: int) -> list[int]:
+    """Where to cut ``n`` codes into parts (of even sizes, so that pairs stay within a part)."""
+    size = min(max(_MIN_PART, -(-n // _PARTS)), _MAX_PART)
+    size += size % 2
+    return [*range(0, n, size), n] if n else [0, 0]
 
 
 def _decode_part(
-    rows: np.ndarray, lo: int, hi: int, code_index: np.ndarray, flat: np.ndarray, lengths: np.ndarray
-) -> tuple[list[np.ndarray], np.ndarray]:
-    """Decode codes ``[lo, hi)`` block by block: the output pieces, and the output position
-    (from the part's start) of every string start among those codes."""
+    rows: np.ndarray, lo: int, hi: int, code_index: np.ndarray, t: _Tables
+) -> tuple[list[memoryview], np.ndarray]:
+    """Decode codes ``[lo, hi)``: the output pieces, and the output position (from the part's
+    start) of every string start among those codes."""
+    seg = rows[lo:hi]
     first = int(np.searchsorted(code_index, lo, "left"))
     last = int(np.searchsorted(code_index, hi, "left" if hi < rows.size else "right"))
-    local = np.empty(last - first, np.int64)
-    pieces = []
-    done = 0
-    for start in range(lo, hi, _BLOCK):
-        stop = min(start + _BLOCK, hi)
-        out, out_pos = _decode_block(rows[start:stop], flat, lengths)
-        a = int(np.searchsorted(code_index, start, "left"))
-        b = int(np.searchsorted(code_index, stop, "left" if stop < rows.size else "right"))
-        local[a - first : b - first] = out_pos[code_index[a:b] - start] + done
-        done += out.size
-        pieces.append(out)
-    return pieces, local
+    at = code_index[first:last] - lo  # string starts, as code positions in the part
+    if seg.dtype == np.uint8:
+        even = seg.size - seg.size % 2
+        pairs = seg[:even]
+        if pairs.ctypes.data % 2:
+            pairs = pairs.copy()  # 16-bit indices must be aligned
+        data, ends = _take(t.pairs, pairs.view(np.uint16))
+        pieces = [data]
+        if even < seg.size:
+            pieces.append(_take(t.singles, seg[even:])[0])
+        # a string starting at an odd code starts after the first code of a pair
+        odd = at % 2 == 1
+        local = ends[at // 2].astype(np.int64)
+        local[odd] += t.lengths[seg[at[odd] - 1]]
+        return pieces, local
+    data, ends = _take(t.singles, seg)
+    return [data], ends[at].astype(np.int64)
 
 
-def _decode_block(rows: np.ndarray, flat: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The output bytes of table ``rows`` and the output position of each (one more than rows)."""
-    index = rows.astype(np.intp)
-    out_len = lengths[index]
-    out_pos = np.empty(rows.size + 1, np.intp)
-    out_pos[0] = 0
-    np.cumsum(out_len, out=out_pos[1:])
-    total = int(out_pos[-1])
-    if total == 0:
-        return np.zeros(0, np.uint8), out_pos
-    # source[b] = 8 * rows[k] + b - out_pos[k]; its step from the last byte of code k-1 to the first
-    # of code k is 8 * (rows[k] - rows[k-1]) - out_len[k-1] + 1, and 1 elsewhere.
-    row16 = rows.astype(np.int16, copy=False)
-    step = np.diff(row16)
-    step <<= 3
-    step -= out_len[:-1]
-    step += 1
-    source = np.ones(total, np.int16)
-    source[0] = row16[0] << 3
-    source[out_pos[1:-1]] = step
-    np.cumsum(source, out=source)
-    return np.take(flat, source), out_pos
+def _take(table: pa.Array, index: np.ndarray) -> tuple[memoryview, np.ndarray]:
+    """The bytes of ``table[index]`` concatenated, and where each entry starts (plus the end)."""
+    got = pc.take(table, pa.array(index))
+    offsets_buf, data_buf = got.buffers()[1:3]
+    ends = np.frombuffer(offsets_buf, np.int32, len(got) + 1, got.offset * 4)
+    lo = int(ends[0])
+    data = memoryview(data_buf)[lo : int(ends[-1])] if data_buf is not None else memoryview(b"")
+    return data, ends - lo
+
+
+@functools.lru_cache(maxsize=32)
+def _tables(symbol_table: bytes) -> _Tables | None:
+    """The decoding tables of a symbol table (None when the data is stored raw)."""
+    table, lengths, nsym = _parse_table(symbol_table)
+    if table is None:
+        return None
+    keep = np.arange(8)[None, :] < lengths[:, None]
+    offsets = np.zeros(_ROWS + 1, np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    singles = pa.Array.from_buffers(
+        pa.binary(), _ROWS, [None, pa.py_buffer(offsets), pa.py_buffer(table[keep].tobytes())]
+    )
+    index = np.arange(1 << 16)
+    both = np.empty(2 << 16, np.int32)
+    both[0::2] = index & 0xFF
+    both[1::2] = index >> 8
+    data, ends = _take(singles, both)
+    pairs = pa.Array.from_buffers(
+        pa.binary(), 1 << 16, [None, pa.py_buffer(np.ascontiguousarray(ends[0::2])), pa.py_buffer(data)]
+    )
+    return _Tables(lengths, nsym, singles, pairs)
 
 
 def _parse_table(symbol_table: bytes | memoryview) -> tuple[np.ndarray | None, np.ndarray, int]:
