@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import argparse
 import logging
 import multiprocessing as mp
 import os
@@ -18,7 +17,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import Report, Result, benchmark_table, median_time
+from common import Report, Result, argument_parser, benchmark_table, median_time
 
 import lance_table as lt
 
@@ -62,11 +61,8 @@ def _race(side: str, uri: str, options: dict[str, str], procs: int = 8, count: i
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argument_parser(__doc__)
     parser.add_argument("--commits", type=int, default=50)
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args(argv)
 
     import lance
@@ -132,9 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
         server.stop()
-    report.save(args.out, "commit")
-    print()
-    print(report.markdown())
+    report.publish(args.out, "commit")
     return 0
 
 

@@ -9,29 +9,20 @@ count after delete, compaction. Medians of ``--runs`` runs; ratio = lance_table 
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).parent))
-from common import Report, Result, auto_runs, benchmark_table, median_time
+from common import Report, Result, argument_parser, auto_runs, benchmark_table, median_time, read_scenarios
 
 import lance_table as lt
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--rows", type=int, default=5_000_000)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
-    args = parser.parse_args(argv)
+    args = argument_parser(__doc__, rows=5_000_000, runs=3).parse_args(argv)
 
     import lance
 
@@ -72,31 +63,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         o, t = lt.dataset(ours), lance.dataset(theirs)
         assert o.to_table().equals(t.to_table())
-        both("full scan", lambda: lt.dataset(ours).to_table(), lambda: lance.dataset(theirs).to_table())
-        both(
-            "projection (x)",
-            lambda: lt.dataset(ours).to_table(columns=["x"]),
-            lambda: lance.dataset(theirs).to_table(columns=["x"]),
-        )
-        both(
-            "filter x < 0.1",
-            lambda: lt.dataset(ours).to_table(filter="x < 0.1"),
-            lambda: lance.dataset(theirs).to_table(filter="x < 0.1"),
-        )
-        lo = args.rows // 2
-        rng_filter = f"id >= {lo} AND id < {lo + 1000}"
-        both(
-            "filter 1000-row id range",
-            lambda: lt.dataset(ours).to_table(filter=rng_filter),
-            lambda: lance.dataset(theirs).to_table(filter=rng_filter),
-        )
-        idx = np.sort(np.random.default_rng(3).choice(args.rows, 1000, replace=False))
-        assert o.take(idx).equals(t.take(idx))
-        both(
-            "take 1000 random rows",
-            lambda: lt.dataset(ours).take(idx),
-            lambda: lance.dataset(theirs).take(idx),
-            "includes opening the dataset",
+        read_scenarios(
+            both, lambda: lt.dataset(ours), lambda: lance.dataset(theirs), args.rows, {"projection (x)": "x"}
         )
         small = benchmark_table(10_000, seed=9)
 
@@ -154,9 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         assert lt.dataset(ours).to_table().equals(lance.dataset(theirs).to_table())
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    report.save(args.out, "dataset")
-    print()
-    print(report.markdown())
+    report.publish(args.out, "dataset")
     return 0
 
 

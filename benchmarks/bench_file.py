@@ -9,7 +9,6 @@ Each is timed ``--runs`` times; medians and the ratio lance_table / pylance are 
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import sys
 import tempfile
@@ -19,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import Report, Result, benchmark_table, median_time
+from common import Report, Result, argument_parser, benchmark_table, median_time
 
 from lance_table.file import LanceFileReader, LanceFileWriter
 
@@ -28,13 +27,8 @@ PYLANCE_BATCH = 64 * 1024
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--rows", type=int, default=5_000_000)
-    parser.add_argument("--runs", type=int, default=5)
+    parser = argument_parser(__doc__, rows=5_000_000, runs=5)
     parser.add_argument("--take", type=int, default=1000)
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args(argv)
 
     import lance.file as pylance_file
@@ -116,9 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    report.save(args.out, "file")
-    print()
-    print(report.markdown())
+    report.publish(args.out, "file")
     return 0
 
 

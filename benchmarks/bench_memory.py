@@ -54,11 +54,9 @@ def _child(side: str, rows: int, uri: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--rows", type=int, default=10_000_000)
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    from common import argument_parser
+
+    parser = argument_parser(__doc__, rows=10_000_000)
     parser.add_argument("--child", nargs=2, metavar=("SIDE", "URI"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:

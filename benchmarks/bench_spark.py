@@ -9,7 +9,6 @@ Throughput in rows/s; the ratio here is lance_table / parquet throughput (higher
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -18,19 +17,13 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import benchmark_table, median_time
+from common import argument_parser, benchmark_table, median_time
 
 import lance_table as lt
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--rows", type=int, default=5_000_000)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
-    args = parser.parse_args(argv)
+    args = argument_parser(__doc__, rows=5_000_000, runs=3).parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession

@@ -10,29 +10,20 @@ random rows.
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).parent))
-from common import Report, Result, auto_runs, benchmark_table, median_time
+from common import Report, Result, argument_parser, auto_runs, benchmark_table, median_time, read_scenarios
 
 import lance_table as lt
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--rows", type=int, default=5_000_000)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
-    args = parser.parse_args(argv)
+    args = argument_parser(__doc__, rows=5_000_000, runs=3).parse_args(argv)
     import lance
 
     work = Path(tempfile.mkdtemp(prefix="lance_table_bench_v22_"))
@@ -47,42 +38,16 @@ def main(argv: list[str] | None = None) -> int:
             n = auto_runs(mine, other, minimum=args.runs)
             report.add(Result(name, median_time(mine, n), median_time(other, n), n, note))
 
-        both("full scan", lambda: lt.dataset(uri).to_table(), lambda: lance.dataset(uri).to_table())
-        both(
-            "projection (x)",
-            lambda: lt.dataset(uri).to_table(columns=["x"]),
-            lambda: lance.dataset(uri).to_table(columns=["x"]),
-        )
-        both(
-            "projection (text, FSST)",
-            lambda: lt.dataset(uri).to_table(columns=["text"]),
-            lambda: lance.dataset(uri).to_table(columns=["text"]),
-        )
-        both(
-            "filter x < 0.1",
-            lambda: lt.dataset(uri).to_table(filter="x < 0.1"),
-            lambda: lance.dataset(uri).to_table(filter="x < 0.1"),
-        )
-        lo = args.rows // 2
-        pred = f"id >= {lo} AND id < {lo + 1000}"
-        both(
-            "filter 1000-row id range",
-            lambda: lt.dataset(uri).to_table(filter=pred),
-            lambda: lance.dataset(uri).to_table(filter=pred),
-        )
-        idx = np.sort(np.random.default_rng(3).choice(args.rows, 1000, replace=False))
-        assert lt.dataset(uri).take(idx).equals(lance.dataset(uri).take(idx))
-        both(
-            "take 1000 random rows",
-            lambda: lt.dataset(uri).take(idx),
-            lambda: lance.dataset(uri).take(idx),
-            "lance_table decodes the chunks holding the rows",
+        read_scenarios(
+            both,
+            lambda: lt.dataset(uri),
+            lambda: lance.dataset(uri),
+            args.rows,
+            {"projection (x)": "x", "projection (text, FSST)": "text"},
         )
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    report.save(args.out, "v22")
-    print()
-    print(report.markdown())
+    report.publish(args.out, "v22")
     return 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import gc
 import json
 import platform
@@ -10,6 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -80,6 +82,12 @@ class Report:
             )
         return "\n".join(lines) + "\n"
 
+    def publish(self, out_dir: Path, stem: str) -> None:
+        """Save the report as ``stem.json`` and ``stem.md`` and print its table."""
+        self.save(out_dir, stem)
+        print()
+        print(self.markdown())
+
     def save(self, out_dir: Path, stem: str) -> None:
         out_dir.mkdir(parents=True, exist_ok=True)
         payload = {
@@ -111,3 +119,41 @@ def median_time(fn: Callable[[], object], runs: int, setup: Callable[[], object]
         fn()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
+
+
+def argument_parser(
+    doc: str | None, rows: int | None = None, runs: int | None = None
+) -> argparse.ArgumentParser:
+    """The options every benchmark takes: ``--out``, and ``--rows`` / ``--runs`` given defaults."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    if rows is not None:
+        parser.add_argument("--rows", type=int, default=rows)
+    if runs is not None:
+        parser.add_argument("--runs", type=int, default=runs)
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    return parser
+
+
+Both = Callable[[str, Callable[[], object], Callable[[], object], str], None]
+
+
+def read_scenarios(
+    both: Both, mine: Callable[[], Any], theirs: Callable[[], Any], rows: int, projections: dict[str, str]
+) -> None:
+    """The read side of a dataset benchmark: full scan, projections of one column (``label ->
+    column``), two filters and a take of 1000 random rows; ``mine`` / ``theirs`` open the dataset."""
+    lo = rows // 2
+    idx = np.sort(np.random.default_rng(3).choice(rows, 1000, replace=False))
+    assert mine().take(idx).equals(theirs().take(idx))
+    queries: list[tuple[str, Callable[[Any], object]]] = [("full scan", lambda ds: ds.to_table())]
+    queries += [
+        (label, lambda ds, c=column: ds.to_table(columns=[c])) for label, column in projections.items()
+    ]
+    queries += [
+        ("filter x < 0.1", lambda ds: ds.to_table(filter="x < 0.1")),
+        ("filter 1000-row id range", lambda ds: ds.to_table(filter=f"id >= {lo} AND id < {lo + 1000}")),
+        ("take 1000 random rows", lambda ds: ds.take(idx)),
+    ]
+    for label, query in queries:
+        note = "includes opening the dataset" if label.startswith("take") else ""
+        both(label, lambda q=query: q(mine()), lambda q=query: q(theirs()), note)

@@ -30,21 +30,21 @@ def pool(name: str) -> ThreadPoolExecutor:
         return found
 
 
-def map_fragments(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
-    """``[fn(x) for x in items]``, in order, on the fragment pool when there is more than one item."""
+def _map_on(name: str, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
+    """``[fn(x) for x in items]``, in order, on pool ``name`` when there is more than one item
+    (and inline when already on that pool, which would otherwise wait on itself)."""
     items = list(items)
-    if len(items) < 2 or threading.current_thread().name.startswith(FRAGMENTS):
+    if len(items) < 2 or threading.current_thread().name.startswith(name):
         return [fn(x) for x in items]
-    return list(pool(FRAGMENTS).map(fn, items))
+    return list(pool(name).map(fn, items))
+
+
+def map_fragments(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
+    """``[fn(x) for x in items]`` on the fragment pool."""
+    return _map_on(FRAGMENTS, fn, items)
 
 
 def map_parts(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
-    """``[fn(x) for x in items]``, in order, on the pool for pieces of one page.
-
-    ``fn`` must not itself call :func:`map_parts`' pool; it is meant for leaf work such as
-    decoding one block of a large page.
-    """
-    items = list(items)
-    if len(items) < 2 or threading.current_thread().name.startswith(PARTS):
-        return [fn(x) for x in items]
-    return list(pool(PARTS).map(fn, items))
+    """``[fn(x) for x in items]`` on the pool for pieces of one page: leaf work such as decoding
+    one part of a large page, which must not itself wait on that pool."""
+    return _map_on(PARTS, fn, items)

@@ -15,7 +15,7 @@ import numpy as np
 
 from lance_table.file import fastlanes
 from lance_table.file.pageio import PageIO
-from lance_table.file.values21 import Fixed, Values, Var
+from lance_table.file.values21 import Fixed, Values, Var, offsets_of
 
 
 def _exclusive_cumsum(x: np.ndarray) -> np.ndarray:
@@ -111,9 +111,7 @@ def _variable(
     lengths = steps[inside]
     if bool(np.any(lo > hi)) or bool(np.any(hi > sizes)) or bool(np.any(lengths < 0)):
         raise io.corrupt("variable offsets are out of order or past the buffer")
-    out = np.zeros(lengths.size + 1, np.int64)
-    np.cumsum(lengths, out=out[1:])
-    return Var(join(data, at + lo, hi - lo), out)
+    return Var(join(data, at + lo, hi - lo), offsets_of(lengths))
 
 
 def _inline_bitpacking(

@@ -29,7 +29,7 @@ from lance_table.file.miniblock21 import chunk_table, decode_chunks, le, mini_bl
 from lance_table.file.pageio import PageIO
 from lance_table.file.pervalue21 import decode_per_value
 from lance_table.file.runs import Runs
-from lance_table.file.values21 import Fixed, Var, to_arrow
+from lance_table.file.values21 import Fixed, Var, offsets_of, to_arrow
 
 
 def _value_buffer(layout: Any, io: PageIO) -> bool:
@@ -215,9 +215,7 @@ def _full_zip_values(layout: Any, io: PageIO, u8: np.ndarray, e: _Entries, dtype
     body = batch21.join(memoryview(u8.data), at, lengths)
     if layout.WhichOneof("details") == "bits_per_value":
         return to_arrow(decode_values(layout.value_compression, [body], n, io), dtype, n, io)
-    offsets = np.zeros(n + 1, np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    values = decode_per_value(layout.value_compression, Var(body, offsets), io)
+    values = decode_per_value(layout.value_compression, Var(body, offsets_of(lengths)), io)
     return to_arrow(values, dtype, n, io)
 
 
@@ -299,9 +297,7 @@ def _blob_levels(
     ranges = list(zip(pos[fetch].tolist(), size[fetch].tolist()))
     body = b"".join(io.source.read_ranges(ranges)) if ranges else b""
     lengths = np.where(fetch, size, 0)[visible]
-    offsets = np.zeros(lengths.size + 1, np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    return rep, defs, to_arrow(Var(body, offsets), dtype, int(lengths.size), io), positions
+    return rep, defs, to_arrow(Var(body, offsets_of(lengths)), dtype, int(lengths.size), io), positions
 
 
 def _layout_kind(layout: Any, io: PageIO) -> str:

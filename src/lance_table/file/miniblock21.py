@@ -19,7 +19,7 @@ from lance_table.file.compress21 import decode_block, decode_levels, decode_valu
 from lance_table.file.decode20 import with_validity
 from lance_table.file.pageio import PageIO
 from lance_table.file.runs import Runs
-from lance_table.file.values21 import Fixed, Values, Var, concat_values, to_arrow
+from lance_table.file.values21 import Fixed, Values, Var, concat_values, offsets_of, to_arrow
 
 
 def _pad8(x: np.ndarray) -> np.ndarray:
@@ -260,9 +260,7 @@ def _pick(values: Var, items: np.ndarray, io: PageIO) -> Var:
     if bool(np.any(lengths < 0)) or (offsets.size and int(offsets[-1]) > len(values.data)):
         raise io.corrupt("variable-width offsets are out of order or past their bytes")
     picked = np.frombuffer(values.data, np.uint8)[batch21.spans(starts, lengths)]
-    new = np.zeros(items.size + 1, np.int64)
-    np.cumsum(lengths, out=new[1:])
-    return Var(batch21.as_bytes(picked), new, values.symbols)
+    return Var(batch21.as_bytes(picked), offsets_of(lengths), values.symbols)
 
 
 def _row_chunks(layout: Any, io: PageIO, n_chunks: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

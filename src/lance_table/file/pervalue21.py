@@ -15,29 +15,16 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from lance_table.file.batch21 import spans
 from lance_table.file.compress21 import SCHEMES, compression_kind, decode_values, unsupported
 from lance_table.file.pageio import PageIO
-from lance_table.file.values21 import Struct, Values, Var
+from lance_table.file.values21 import Struct, Values, Var, offsets_of
 
 
 def _le(u8: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
     """Little-endian unsigned integers of ``width`` (4 or 8) bytes at byte positions ``pos``."""
     grid = u8[pos[:, None] + np.arange(width)]
     return np.ascontiguousarray(grid).view("<u4" if width == 4 else "<u8").reshape(-1).astype(np.int64)
-
-
-def _gather(u8: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """The byte ranges ``[starts, starts + lengths)`` of ``u8``, concatenated."""
-    total = int(lengths.sum())
-    out_starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]) if lengths.size else lengths
-    idx = np.arange(total, dtype=np.int64) + np.repeat(starts - out_starts, lengths)
-    return u8[idx]
-
-
-def _offsets(lengths: np.ndarray) -> np.ndarray:
-    out = np.zeros(lengths.size + 1, np.int64)
-    np.cumsum(lengths, out=out[1:])
-    return out
 
 
 def decode_per_value(enc: Any, values: Var, io: PageIO) -> Values:
@@ -96,7 +83,7 @@ def _per_value_general(enc: Any, values: Var, io: PageIO) -> Values:
         raise io.corrupt("a compressed value claims a negative length")
     total = int(lengths.sum())
     frame_sizes = present - 8
-    frames = _gather(u8, starts + 8, frame_sizes)
+    frames = u8[spans(starts + 8, frame_sizes)]
     if total > 1024 * max(frames.size, 64) + (1 << 20):
         raise io.corrupt(f"{frames.size} compressed bytes claim {total} bytes of values")
     stated, known = _zstd_content_sizes(u8, starts + 8, frame_sizes)
@@ -108,8 +95,8 @@ def _per_value_general(enc: Any, values: Var, io: PageIO) -> Values:
             f"compressed value {int(index[i])} claims {int(lengths[i])} bytes but its zstd frame header "
             f"says {int(stated[i])}{more}"
         )
-    out_at = _offsets(lengths)
-    in_at = _offsets(frame_sizes)
+    out_at = offsets_of(lengths)
+    in_at = offsets_of(frame_sizes)
     # Runs of frames that state their sizes go in one call; a frame that states none goes alone.
     alone = np.flatnonzero(~known)
     cuts = np.unique(np.concatenate([[0, lengths.size], alone, alone + 1])).tolist()
@@ -130,7 +117,7 @@ def _per_value_general(enc: Any, values: Var, io: PageIO) -> Values:
     if index.size < sizes.size:  # rows without data: empty values
         all_lengths = np.zeros(sizes.size, np.int64)
         all_lengths[index] = lengths
-        out_at = _offsets(all_lengths)
+        out_at = offsets_of(all_lengths)
     if len(parts) == 1:
         return Var(memoryview(parts[0]), out_at)
     return Var(b"".join(parts), out_at)
@@ -185,7 +172,7 @@ def _variable_packed_struct(enc: Any, values: Var, io: PageIO) -> Struct:
             width = bits // 8
             if n and bool(np.any(cursor + width > ends)):
                 raise io.corrupt(f"packed struct field {i} runs past its row")
-            data = _gather(u8, cursor, np.full(n, width, np.int64)).tobytes()
+            data = u8[spans(cursor, np.full(n, width, np.int64))].tobytes()
             cursor = cursor + width
             children.append(decode_values(field.value, [data], n, io))
         elif layout == "bits_per_length":
@@ -198,9 +185,9 @@ def _variable_packed_struct(enc: Any, values: Var, io: PageIO) -> Struct:
             starts = cursor + prefix
             if bool(np.any(lengths < 0)) or (n and bool(np.any(starts + lengths > ends))):
                 raise io.corrupt(f"packed struct field {i} runs past its row")
-            data = _gather(u8, starts, lengths).tobytes()
+            data = u8[spans(starts, lengths)].tobytes()
             cursor = starts + lengths
-            children.append(decode_per_value(field.value, Var(data, _offsets(lengths)), io))
+            children.append(decode_per_value(field.value, Var(data, offsets_of(lengths)), io))
         else:
             raise io.corrupt(f"packed struct field {i} has neither a width nor a length size")
     if n and bool(np.any(cursor != ends)):

@@ -40,6 +40,13 @@ class Var:
     symbols: bytes | None = None
 
 
+def offsets_of(lengths: np.ndarray) -> np.ndarray:
+    """The n + 1 offsets of values with these ``lengths``, starting at 0."""
+    out = np.zeros(lengths.size + 1, np.int64)
+    np.cumsum(lengths, out=out[1:])
+    return out
+
+
 @dataclass
 class FixedList:
     """One fixed-size-list level whose items have validity (or hold such a level further down).

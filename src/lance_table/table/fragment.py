@@ -83,10 +83,11 @@ class FragmentReader:
         keep[self.deleted[a:b].astype(np.int64) - lo] = False
         return np.flatnonzero(keep) + lo
 
-    @cached_property
+    @property
     def structural(self) -> bool:
-        """Whether the fragment's data files are format 2.1 or later (pages decoded chunk by chunk)."""
-        return any(READERS.get(self.storage, f).version != "2.0" for f in self.fragment.files)
+        """Whether the fragment's data files are format 2.1 or later (pages decoded chunk by chunk),
+        as the manifest records them."""
+        return any((f.file_major_version, f.file_minor_version) >= (2, 1) for f in self.fragment.files)
 
     def live_runs(self, lo: int, hi: int) -> Runs:
         if not self.deleted.size or not _any_in(self.deleted, lo, hi):
