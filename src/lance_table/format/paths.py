@@ -19,7 +19,9 @@ TRANSACTION_SUFFIX = ".txn"
 U64_MAX = 2**64 - 1
 _V2_NAME = re.compile(r"^\d{20}\.manifest$")
 _V1_NAME = re.compile(r"^(\d+)\.manifest$")
-_TAG_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
+_TAG_NAME = re.compile(r"^[A-Za-z0-9_\-][A-Za-z0-9_.\-]*$")
+# A tag name becomes a file name ``<name>.json``: keep it under the usual 255-byte limit.
+MAX_TAG_NAME_LENGTH = 250
 
 
 class ManifestNaming:
@@ -109,11 +111,28 @@ def tag_path(name: str) -> str:
 
 
 def check_tag_name(name: str) -> str:
-    """Tag names become file names: letters, digits, ``_ . -``; not starting with ``.`` or ``-``.
+    """Tag names become file names: letters, digits, ``_ . -``; not starting with ``.`` (as pylance).
 
     Raises:
         ValueError: the name is not a valid tag name.
     """
     if not isinstance(name, str) or not _TAG_NAME.match(name) or name.endswith(".lock") or ".." in name:
         raise ValueError(f"invalid tag name {name!r}: use letters, digits, '_', '.' and '-'")
+    if len(name) > MAX_TAG_NAME_LENGTH:
+        raise ValueError(f"tag name of {len(name)} characters is longer than {MAX_TAG_NAME_LENGTH}")
     return name
+
+
+# Refs lance_table keeps beside pylance's tags (pylance ignores both folders):
+# - a pin keeps one version's manifest and files alive while an operation (a restore) reads it;
+# - a lock serializes the writers of one tag (update and delete must not race).
+PINS_DIR = "_refs/pins"
+LOCKS_DIR = "_refs/locks"
+
+
+def pin_path(pin_id: str) -> str:
+    return f"{PINS_DIR}/{pin_id}.json"
+
+
+def tag_lock_path(name: str) -> str:
+    return f"{LOCKS_DIR}/tag-{name}.lock"

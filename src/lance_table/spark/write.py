@@ -24,7 +24,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
-from lance_table.errors import WriteAbortedError
+from lance_table.errors import CommitConflictError, VersionNotFoundError, WriteAbortedError
 from lance_table.format import paths
 from lance_table.format.manifest import Fragment
 from lance_table.format.transaction import COMMIT_MESSAGE_KEY, Append, Overwrite
@@ -152,11 +152,18 @@ class LanceTableWriter(DataSourceArrowWriter):
         fragments = tuple(f for p in sorted(chosen) for f in chosen[p].fragments)
         entries = versions.list_versions(storage)
         base = None
-        if self.read_version:
-            base = versions.read_manifest_file(
-                storage, versions.find_entry(storage, self.read_version)
-            ).manifest
-        if self.overwrite or base is None:
+        if self.read_version and not self.overwrite:
+            try:
+                base = versions.read_manifest_file(
+                    storage, versions.find_entry(storage, self.read_version)
+                ).manifest
+            except VersionNotFoundError:
+                raise CommitConflictError(
+                    f"version {self.read_version} of {self.uri}, which this write planned against, has "
+                    "been cleaned up; re-run the write against the latest version",
+                    retryable=False,
+                ) from None
+        if self.overwrite or not self.read_version:
             md = {k.decode(): v for k, v in (self.schema.metadata or {}).items()}
             op: Any = Overwrite(fragments, self.fields, md)
         else:

@@ -1,7 +1,23 @@
-"""Removing old versions and the files that only they reference."""
+"""Removing old versions and the files that only they reference.
+
+Cleanup runs beside writers, restores and tag writers that it cannot stop, so it works in phases:
+
+1. Read the tags (a damaged tag file stops cleanup before anything is deleted), the pins and every
+   manifest; decide which versions go: older than the cutoff, not the latest, not tagged or pinned.
+2. Delete those manifests, so no reader can open a version whose files are about to go.
+3. Look again: versions committed since phase 1 add their files to the kept set, and a tag or pin
+   that now names a deleted version brings its manifest back (its bytes are still in hand).
+4. Delete the data, deletion and transaction files that no kept version references.
+
+A restore pins the version it reads before reading it, and tag writers check the version after
+writing the tag (see :mod:`lance_table.table.tags`): an operation that phase 3 does not see found
+the manifest already gone and failed cleanly, so every interleaving leaves the latest version and
+every tagged version readable.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import time
 from dataclasses import dataclass
@@ -10,8 +26,10 @@ from typing import TYPE_CHECKING
 from lance_table.errors import TagError
 from lance_table.format import paths
 from lance_table.format.manifest import Manifest
+from lance_table.storage import Entry, Storage
 from lance_table.table import versions
 from lance_table.table.deletion import deletion_path
+from lance_table.table.tags import PIN_STALE_SECONDS, Tags, pinned_versions
 
 if TYPE_CHECKING:
     from lance_table.table.dataset import Dataset
@@ -19,6 +37,8 @@ if TYPE_CHECKING:
 DEFAULT_OLDER_THAN = dt.timedelta(days=14)
 # Files no manifest references may belong to a writer that has not committed yet.
 DEFAULT_GRACE_PERIOD = dt.timedelta(days=7)
+# Marks a temporary file of an interrupted write (``put_if_absent`` and ``write`` on local disk).
+_TEMP_MARK = ".tmp-"
 
 
 @dataclass(frozen=True)
@@ -42,6 +62,15 @@ def referenced_files(manifest: Manifest) -> set[str]:
     return out
 
 
+def _tagged(storage: Storage) -> dict[int, str]:
+    """Versions that tags name, with a tag name for messages.
+
+    Raises:
+        CorruptFileError: a tag file is damaged (nothing may be deleted while it is unreadable).
+    """
+    return {t.version: name for name, t in Tags(storage).list().items()}
+
+
 def cleanup_old_versions(
     ds: Dataset,
     *,
@@ -55,41 +84,53 @@ def cleanup_old_versions(
 
     A file that no manifest references at all is deleted only when it is older than
     ``grace_period`` (it may belong to a writer still in flight); ``delete_unverified`` lifts that
-    rule. Manifests go first, so no reader ever sees a version whose files are missing.
+    rule. Temporary files that killed writers left behind go once older than the grace period.
 
     Raises:
         TagError: a tagged version is older than the cutoff and ``error_if_tagged_old_versions``.
+        CorruptFileError: a tag file is damaged; nothing is deleted.
     """
     storage = ds._storage
     now = time.time()
     cutoff_ns = int((now - older_than.total_seconds()) * 1e9)
+    grace_cutoff = now - (0 if delete_unverified else grace_period.total_seconds())
     entries = versions.list_versions(storage)
     if not entries:
         return CleanupStats(0, 0, 0)
     latest = entries[-1].version
-    tagged = {t.version: name for name, t in ds.tags.list().items()}
+    tagged = _tagged(storage)
+    pinned = pinned_versions(storage)
     kept_refs: set[str] = set()
-    removed_refs: set[str] = set()
-    doomed = []
+    doomed: dict[int, tuple[versions.VersionEntry, bytes, set[str]]] = {}
     for entry in entries:
         manifest = versions.read_manifest_file(storage, entry).manifest
-        old = manifest.timestamp_ns < cutoff_ns and entry.version != latest
-        if old and entry.version in tagged:
-            if error_if_tagged_old_versions:
-                raise TagError(
-                    f"version {entry.version} is older than the cutoff but tagged {tagged[entry.version]!r}; "
-                    "delete the tag or pass error_if_tagged_old_versions=False"
-                )
-            old = False
         refs = referenced_files(manifest)
+        old = manifest.timestamp_ns < cutoff_ns and entry.version != latest
+        if old and entry.version in tagged and error_if_tagged_old_versions:
+            raise TagError(
+                f"version {entry.version} is older than the cutoff but tagged {tagged[entry.version]!r}; "
+                "delete the tag or pass error_if_tagged_old_versions=False"
+            )
+        if entry.version in tagged or entry.version in pinned:
+            old = False
         if old:
-            doomed.append(entry)
-            removed_refs |= refs
+            doomed[entry.version] = (entry, storage.read(entry.path), refs)
         else:
             kept_refs |= refs
-    for entry in doomed:
+    for entry, _, _ in doomed.values():
         storage.delete(entry.path)
-    grace_cutoff = now - (0 if delete_unverified else grace_period.total_seconds())
+
+    # Phase 3: what committed, restored or was tagged while we decided.
+    for entry in versions.list_versions(storage):
+        if entry.version > latest:
+            kept_refs |= referenced_files(versions.read_manifest_file(storage, entry).manifest)
+    for version in (_tagged(storage).keys() | pinned_versions(storage)) & doomed.keys():
+        entry, data, refs = doomed.pop(version)
+        with contextlib.suppress(FileExistsError):
+            storage.put_if_absent(entry.path, data)
+        kept_refs |= refs
+    removed_refs = set().union(*(refs for _, _, refs in doomed.values()))
+
     removed_bytes = 0
     removed_files = 0
     for directory in (paths.DATA_DIR, paths.DELETIONS_DIR, paths.TRANSACTIONS_DIR):
@@ -103,4 +144,24 @@ def cleanup_old_versions(
             storage.delete(item.path)
             removed_bytes += item.size
             removed_files += 1
+    for item in _leftovers(storage, now, grace_cutoff):
+        storage.delete(item.path)
+        removed_bytes += item.size
+        removed_files += 1
     return CleanupStats(len(doomed), removed_bytes, removed_files)
+
+
+def _leftovers(storage: Storage, now: float, grace_cutoff: float) -> list[Entry]:
+    """Temporary files of killed writers (older than the grace period) and pins of dead operations."""
+    out = [
+        item
+        for directory in (paths.VERSIONS_DIR, paths.TAGS_DIR)
+        for item in storage.list_dir(directory)
+        if _TEMP_MARK in item.name and item.modified is not None and item.modified <= grace_cutoff
+    ]
+    out += [
+        item
+        for item in storage.list_dir(paths.PINS_DIR)
+        if item.modified is not None and now - item.modified > PIN_STALE_SECONDS
+    ]
+    return out

@@ -2,10 +2,14 @@
 
 1. Data files (and deletion files) are already written by the caller.
 2. The transaction is written to ``_transactions/{read_version}-{uuid}.txn``.
-3. The next manifest (with the transaction inline) is created with ``put_if_absent``. Exactly one
+3. The latest version is learned by listing ``_versions`` (never assumed to follow the read
+   version: cleanup may have removed versions in between), and the operation is rebased over every
+   transaction committed since its read version. If one of them is gone, the commit fails with a
+   non-retryable :class:`CommitConflictError` instead of guessing.
+4. The next manifest (with the transaction inline) is created with ``put_if_absent``. Exactly one
    racing writer wins a version number; readers never see a partial manifest.
-4. A loser loads the transactions committed since its read version, rebases (or raises
-   :class:`CommitConflictError`) and tries the next version, with bounded, jittered backoff.
+5. A loser lists again, rebases (or raises :class:`CommitConflictError`) and tries the next
+   version, with bounded, jittered backoff.
 """
 
 from __future__ import annotations
@@ -17,14 +21,19 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
-from lance_table.errors import CommitConflictError, CommitError, DatasetAlreadyExistsError
+from lance_table.errors import (
+    CommitConflictError,
+    CommitError,
+    DatasetAlreadyExistsError,
+)
 from lance_table.format import paths
-from lance_table.format.manifest import Manifest, encode_manifest_file
-from lance_table.format.transaction import Restore, Transaction
+from lance_table.format.manifest import Manifest, ManifestFile, encode_manifest_file
+from lance_table.format.transaction import Overwrite, ReserveFragments, Restore, Transaction
 from lance_table.storage import Storage
 from lance_table.table import versions
 from lance_table.table.apply import next_manifest
 from lance_table.table.conflicts import Pending, rebase
+from lance_table.table.tags import pinned
 
 DEFAULT_MAX_RETRIES = 20
 # Seconds; the sleep before retry k is uniform in [0, BACKOFF_BASE * 2**k], capped at MAX_BACKOFF.
@@ -68,25 +77,6 @@ def _lock(options: CommitOptions, storage: Storage, version: int) -> AbstractCon
     return contextlib.nullcontext()
 
 
-def _newer_transactions(
-    storage: Storage, after: int, scheme: str
-) -> Iterator[tuple[Manifest, Transaction | None]]:
-    """Versions after ``after``, found by reading the next manifest names until one is missing.
-
-    Versions are contiguous, so probing by name costs one GET per new version and no listing
-    (listings of a busy ``_versions`` directory are the slow part of a retry on object stores).
-    """
-    version = after + 1
-    while True:
-        entry = versions.VersionEntry(version, paths.manifest_path(version, scheme), -1, scheme)
-        try:
-            mf = versions.read_manifest_file(storage, entry)
-        except FileNotFoundError:
-            return
-        yield mf.manifest, versions.read_transaction(storage, mf)
-        version += 1
-
-
 def commit(
     storage: Storage,
     base: Manifest | None,
@@ -106,49 +96,57 @@ def commit(
     """
     options = options or CommitOptions()
     check_can_commit(options, storage)
+    entries = versions.list_versions(storage)
+    if create_only and entries:
+        raise DatasetAlreadyExistsError(f"a dataset was created at {storage.uri} concurrently")
     if scheme is None:
-        scheme = versions.naming_scheme(versions.list_versions(storage))
-    txn = Transaction(
-        read_version=pending.read_version, operation=pending.operation, properties=properties or {}
-    )
-    txn_bytes = txn.to_bytes()
-    txn_name = paths.transaction_file_name(txn.read_version, txn.uuid)
-    storage.write(paths.transaction_path(txn_name), txn_bytes)
-    restored = _restored(storage, pending)
-    current = base
-    for attempt in range(options.max_retries + 1):
-        manifest = next_manifest(current, txn, restored)
-        data = encode_manifest_file(manifest, txn_bytes)
-        path = paths.manifest_path(manifest.version, scheme)
-        try:
-            with _lock(options, storage, manifest.version):
-                storage.put_if_absent(path, data)
-        except FileExistsError:
-            if create_only:
-                raise DatasetAlreadyExistsError(
-                    f"a dataset was created at {storage.uri} concurrently"
-                ) from None
-            if attempt == options.max_retries:
-                break
-            # Back off first, then learn the latest state and try again at once: knowledge
-            # gathered before a sleep would be stale by the time of the attempt.
-            time.sleep(random.uniform(0, min(MAX_BACKOFF, BACKOFF_BASE * 2**attempt)))
-            current, pending = _rebase_onto_latest(storage, current, pending, scheme)
+        scheme = versions.naming_scheme(entries)
+    with _pinned_restore(storage, pending) as restored:
+        txn = Transaction(
+            read_version=pending.read_version, operation=pending.operation, properties=properties or {}
+        )
+        txn_bytes = txn.to_bytes()
+        txn_name = paths.transaction_file_name(txn.read_version, txn.uuid)
+        storage.write(paths.transaction_path(txn_name), txn_bytes)
+        # Never create the version after ``base`` blindly: cleanup may have removed versions between
+        # base and the latest, and a manifest created in that hole would be invisible (and deleted
+        # by the next cleanup). Learn the latest version first and rebase over everything since.
+        after = base.version if base is not None else 0
+        current, pending = _catch_up(storage, base, pending, _listed(storage, after, entries, pending))
+        for attempt in range(options.max_retries + 1):
             txn = Transaction(pending.read_version, pending.operation, txn.uuid, properties=txn.properties)
             new_bytes = txn.to_bytes()
-            if new_bytes != txn_bytes:
+            if new_bytes != txn_bytes:  # rebased: the transaction file says what is committed
                 txn_bytes = new_bytes
                 storage.write(paths.transaction_path(txn_name), txn_bytes)
-            continue
-        except Exception as exc:
-            if not _landed(storage, path, data):
-                raise CommitError(
-                    f"writing version {manifest.version} of {storage.uri} failed ({exc!r}); "
-                    "the version may or may not exist",
-                    maybe_committed=True,
-                ) from exc
-        versions.write_version_hint(storage, manifest.version)
-        return manifest
+            manifest = next_manifest(current, txn, restored)
+            data = encode_manifest_file(manifest, txn_bytes)
+            path = paths.manifest_path(manifest.version, scheme)
+            try:
+                with _lock(options, storage, manifest.version):
+                    storage.put_if_absent(path, data)
+            except FileExistsError:
+                if create_only:
+                    raise DatasetAlreadyExistsError(
+                        f"a dataset was created at {storage.uri} concurrently"
+                    ) from None
+                if attempt == options.max_retries:
+                    break
+                # Back off first, then learn the latest state and try again at once: knowledge
+                # gathered before a sleep would be stale by the time of the attempt.
+                time.sleep(random.uniform(0, min(MAX_BACKOFF, BACKOFF_BASE * 2**attempt)))
+                after = current.version if current is not None else 0
+                current, pending = _catch_up(storage, current, pending, _probed(storage, after, scheme))
+                continue
+            except Exception as exc:
+                if not _landed(storage, path, data):
+                    raise CommitError(
+                        f"writing version {manifest.version} of {storage.uri} failed ({exc!r}); "
+                        "the version may or may not exist",
+                        maybe_committed=True,
+                    ) from exc
+            versions.write_version_hint(storage, manifest.version)
+            return manifest
     raise CommitError(f"gave up committing to {storage.uri} after {options.max_retries} retries")
 
 
@@ -160,29 +158,100 @@ def _landed(storage: Storage, path: str, data: bytes) -> bool:
         return False
 
 
-def _rebase_onto_latest(
-    storage: Storage, current: Manifest | None, pending: Pending, scheme: str
+def _needs_history(pending: Pending) -> bool:
+    """Whether the operation must be rebased over the transactions committed since its read version.
+
+    Overwrite, Restore and ReserveFragments apply to whatever version is latest.
+    """
+    return not isinstance(pending.operation, (Overwrite, Restore, ReserveFragments))
+
+
+Newer = Iterator[ManifestFile]
+
+
+def _listed(storage: Storage, after: int, entries: list[versions.VersionEntry], pending: Pending) -> Newer:
+    """The versions after ``after`` in a listing; all of them must be there to rebase over them.
+
+    Raises:
+        CommitConflictError: (not retryable) a version in between was cleaned up.
+    """
+    newer = [e for e in entries if e.version > after]
+    if newer and not _needs_history(pending):
+        newer = newer[-1:]  # only the latest matters
+    elif newer:
+        present = {e.version for e in newer}
+        missing = [v for v in range(after + 1, newer[-1].version + 1) if v not in present]
+        if missing:
+            raise _history_gone(storage, pending, after, missing)
+    for entry in newer:
+        try:
+            yield versions.read_manifest_file(storage, entry)
+        except FileNotFoundError:
+            raise _history_gone(storage, pending, after, [entry.version]) from None
+
+
+def _probed(storage: Storage, after: int, scheme: str) -> Newer:
+    """The versions after ``after``, found by reading the next names until one is missing.
+
+    One GET per version and no listing (listings of a busy ``_versions`` are the slow part of a
+    retry on object stores). A hole here would need a cleanup of versions younger than the commit.
+    """
+    version = after + 1
+    while True:
+        entry = versions.VersionEntry(version, paths.manifest_path(version, scheme), -1, scheme)
+        try:
+            yield versions.read_manifest_file(storage, entry)
+        except FileNotFoundError:
+            return
+        version += 1
+
+
+def _catch_up(
+    storage: Storage, current: Manifest | None, pending: Pending, newer: Newer
 ) -> tuple[Manifest | None, Pending]:
-    after = current.version if current is not None else 0
+    """The latest of the ``newer`` versions, and ``pending`` rebased over their transactions.
+
+    Raises:
+        CommitConflictError: not retryable when a transaction to rebase over is gone; or as
+            :func:`rebase` decides.
+    """
     theirs: list[Transaction] = []
     latest = current
-    for manifest, txn in _newer_transactions(storage, after, scheme):
-        latest = manifest
+    for mf in newer:
+        latest = mf.manifest
+        if not _needs_history(pending):
+            continue
+        txn = versions.read_transaction(storage, mf)
         if txn is None:
             raise CommitConflictError(
-                f"version {manifest.version} of {storage.uri} has no readable transaction; cannot rebase",
-                retryable=True,
+                f"version {latest.version} of {storage.uri} has no readable transaction; "
+                f"this {pending.operation.name} (read version {pending.read_version}) cannot be rebased "
+                "over it: re-run it on the latest version",
+                retryable=False,
             )
         theirs.append(txn)
-    if latest is None:
-        # the create-if-absent failed but nothing is there (an interrupted concurrent write): retry
-        return None, pending
+    if latest is None or latest is current:
+        return current, pending
     versions.check_writable(latest, storage.uri)
-    return latest, rebase(pending, theirs, latest, storage)
+    return latest, rebase(pending, theirs, latest, storage) if theirs else pending
 
 
-def _restored(storage: Storage, pending: Pending) -> Manifest | None:
+def _history_gone(storage: Storage, pending: Pending, after: int, missing: list[int]) -> CommitConflictError:
+    shown = ", ".join(map(str, missing[:5])) + (", ..." if len(missing) > 5 else "")
+    return CommitConflictError(
+        f"versions {shown} of {storage.uri}, committed after version {after} which this "
+        f"{pending.operation.name} read, have been cleaned up: their transactions are gone, so it cannot "
+        "be rebased over them; re-run it on the latest version",
+        retryable=False,
+    )
+
+
+@contextlib.contextmanager
+def _pinned_restore(storage: Storage, pending: Pending) -> Iterator[Manifest | None]:
+    """For a Restore: the restored version's manifest, pinned against cleanup until the commit ends."""
     op = pending.operation
     if not isinstance(op, Restore):
-        return None
-    return versions.read_manifest_file(storage, versions.find_entry(storage, op.version)).manifest
+        yield None
+        return
+    with pinned(storage, op.version):
+        yield versions.read_manifest_file(storage, versions.find_entry(storage, op.version)).manifest

@@ -1,16 +1,41 @@
-"""Tags: names for versions, stored as ``_refs/tags/<name>.json`` in pylance's format."""
+"""Tags (``_refs/tags/<name>.json`` in pylance's format) and pins: the refs that keep versions alive.
+
+Cleanup deletes old versions unless a tag or a pin names them, and it looks at both twice: before
+it decides and again after it has deleted manifests (see :mod:`lance_table.table.cleanup`). Writers
+of refs follow the matching order, write the ref first and then check that the version's manifest
+still exists, so that every interleaving ends with each ref naming a readable version:
+
+- ``Tags.create`` / ``Tags.update`` write the tag, then check the version; a version cleaned up in
+  between makes them undo their write and raise :class:`VersionNotFoundError`.
+- :func:`pinned` holds a pin while a restore reads an old version and commits it.
+
+Writers of one tag are serialized by a lock file (``_refs/locks/tag-<name>.lock``, created with the
+storage's atomic create), so that an update racing a delete cannot bring the deleted tag back.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
+import random
+import time
+import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from lance_table.errors import CorruptFileError, TagError
+from lance_table.errors import CorruptFileError, TagError, VersionNotFoundError
 from lance_table.format import paths
 from lance_table.storage import Storage
 from lance_table.table import versions
+
+# A tag lock older than this belongs to a writer that died: it may be broken.
+LOCK_STALE_SECONDS = 30.0
+# How long a tag writer waits for the lock before giving up.
+LOCK_TIMEOUT_SECONDS = 20.0
+# A pin older than this belongs to an operation that died: cleanup ignores and removes it.
+PIN_STALE_SECONDS = 3600.0
 
 
 @dataclass(frozen=True)
@@ -32,7 +57,54 @@ def _now() -> str:
 def _parse_time(text: str) -> dt.datetime:
     base, _, frac = text.rstrip("Z").partition(".")
     value = dt.datetime.strptime(base, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=dt.timezone.utc)
+    if frac and not frac.isdigit():
+        raise ValueError(f"bad fraction of a second in {text!r}")
     return value.replace(microsecond=int((frac + "000000")[:6])) if frac else value
+
+
+def _positive_int(value: object) -> int:
+    """A version number as JSON stores it: an integer >= 1 (not a bool, a float or a string)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"version {value!r} is not a positive integer")
+    return value
+
+
+def parse_tag(name: str, data: bytes, where: str) -> Tag:
+    """Decode one tag file.
+
+    Raises:
+        CorruptFileError: naming ``where``, when the file is not a tag as pylance writes it.
+    """
+    try:
+        body = json.loads(data)
+        if not isinstance(body, dict):
+            raise ValueError(f"a tag file holds a JSON object, not {type(body).__name__}")
+        metadata = body.get("metadata") or {}
+        if not isinstance(metadata, dict):
+            raise ValueError("metadata is not an object")
+        size = body.get("manifestSize", 0)
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise ValueError(f"manifestSize {size!r} is not a size")
+        created, updated = (body.get(k, "1970-01-01T00:00:00Z") for k in ("createdAt", "updatedAt"))
+        if not isinstance(created, str) or not isinstance(updated, str):
+            raise ValueError("createdAt and updatedAt must be strings")
+        return Tag(
+            name=name,
+            version=_positive_int(body.get("version")),
+            created_at=_parse_time(created),
+            updated_at=_parse_time(updated),
+            manifest_size=size,
+            metadata=metadata,
+        )
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise CorruptFileError(where, f"tag file is not valid ({exc})") from None
+
+
+def _checked_name(name: str) -> str:
+    try:
+        return paths.check_tag_name(name)
+    except ValueError as exc:
+        raise TagError(str(exc)) from None
 
 
 class Tags:
@@ -41,63 +113,114 @@ class Tags:
     def __init__(self, storage: Storage) -> None:
         self._storage = storage
 
-    def _manifest_size(self, version: int) -> int:
-        return self._storage.size(versions.find_entry(self._storage, version).path)
+    def _where(self, path: str) -> str:
+        return f"{self._storage.uri.rstrip('/')}/{path}"
 
-    def _write(self, name: str, version: int, created: str, metadata: dict[str, Any]) -> bytes:
+    def _entry(self, version: int) -> versions.VersionEntry:
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            raise VersionNotFoundError(f"{version!r} is not a version number of {self._storage.uri}")
+        return versions.find_entry(self._storage, version)
+
+    def _body(self, version: int, size: int, created: str, metadata: dict[str, Any]) -> bytes:
         body = {
             "branch": None,
             "version": version,
             "createdAt": created,
             "updatedAt": _now(),
-            "manifestSize": self._manifest_size(version),
+            "manifestSize": size,
             "metadata": metadata,
         }
         return json.dumps(body, indent=2).encode()
 
-    def _read(self, name: str) -> dict[str, Any]:
-        path = paths.tag_path(paths.check_tag_name(name))
+    def _read(self, name: str) -> tuple[Tag, bytes]:
+        path = paths.tag_path(_checked_name(name))
         try:
             data = self._storage.read(path)
         except FileNotFoundError:
             raise TagError(f"tag {name!r} does not exist") from None
+        return parse_tag(name, data, self._where(path)), data
+
+    @contextlib.contextmanager
+    def _locked(self, name: str) -> Iterator[None]:
+        """Hold the lock of one tag (created atomically; a lock older than LOCK_STALE_SECONDS is broken)."""
+        path = paths.tag_lock_path(name)
+        token = json.dumps({"owner": uuid.uuid4().hex, "created": time.time()}).encode()
+        deadline = time.monotonic() + LOCK_TIMEOUT_SECONDS
+        delay = 0.002
+        while True:
+            try:
+                self._storage.put_if_absent(path, token)
+                break
+            except FileExistsError:
+                if self._lock_is_stale(path):
+                    self._storage.delete(path)
+                    continue
+                if time.monotonic() > deadline:
+                    raise TagError(
+                        f"tag {name!r} is locked by another writer ({self._where(path)}); try again"
+                    ) from None
+                time.sleep(random.uniform(0, delay))
+                delay = min(delay * 2, 0.1)
         try:
-            body = json.loads(data)
-            int(body["version"])
-        except (ValueError, KeyError, TypeError) as exc:
-            raise CorruptFileError(
-                f"{self._storage.uri.rstrip('/')}/{path}", f"tag file is not valid ({exc})"
-            ) from exc
-        return body
+            yield
+        finally:
+            with contextlib.suppress(OSError):
+                self._storage.delete(path)
+
+    def _lock_is_stale(self, path: str) -> bool:
+        try:
+            created = json.loads(self._storage.read(path))["created"]
+            return bool(time.time() - float(created) > LOCK_STALE_SECONDS)
+        except FileNotFoundError:
+            return False  # released meanwhile: just try again
+        except (ValueError, KeyError, TypeError):
+            return True  # not a lock we wrote (locks are created whole, never partial)
+
+    def _undo_if_version_gone(self, name: str, entry: versions.VersionEntry, previous: bytes | None) -> None:
+        """After writing a tag: if cleanup removed its version meanwhile, put back what was there."""
+        if self._storage.exists(entry.path):
+            return
+        path = paths.tag_path(name)
+        if previous is None:
+            self._storage.delete(path)
+        else:
+            self._storage.write(path, previous)
+        raise VersionNotFoundError(
+            f"version {entry.version} of {self._storage.uri} was cleaned up while tag {name!r} was written"
+        )
 
     def create(self, name: str, version: int) -> None:
         """Name ``version``.
 
         Raises:
             TagError: the tag exists already or the name is invalid.
-            VersionNotFoundError: the version does not exist.
+            VersionNotFoundError: the version does not exist (or was cleaned up meanwhile).
         """
-        try:
-            paths.check_tag_name(name)
-        except ValueError as exc:
-            raise TagError(str(exc)) from None
-        data = self._write(name, version, _now(), {})
-        try:
-            self._storage.put_if_absent(paths.tag_path(name), data)
-        except FileExistsError:
-            raise TagError(f"tag {name!r} already exists") from None
+        _checked_name(name)
+        entry = self._entry(version)
+        data = self._body(version, self._storage.size(entry.path), _now(), {})
+        with self._locked(name):
+            try:
+                self._storage.put_if_absent(paths.tag_path(name), data)
+            except FileExistsError:
+                raise TagError(f"tag {name!r} already exists") from None
+            self._undo_if_version_gone(name, entry, None)
 
     def update(self, name: str, version: int) -> None:
         """Point an existing tag at another version.
 
         Raises:
             TagError: the tag does not exist.
-            VersionNotFoundError: the version does not exist.
+            VersionNotFoundError: the version does not exist (or was cleaned up meanwhile).
         """
-        body = self._read(name)
-        self._storage.write(
-            paths.tag_path(name), self._write(name, version, body["createdAt"], body.get("metadata") or {})
-        )
+        _checked_name(name)
+        entry = self._entry(version)
+        size = self._storage.size(entry.path)
+        with self._locked(name):
+            old, raw = self._read(name)
+            body = self._body(version, size, json.loads(raw).get("createdAt") or _now(), old.metadata)
+            self._storage.write(paths.tag_path(name), body)
+            self._undo_if_version_gone(name, entry, raw)
 
     def delete(self, name: str) -> None:
         """Remove a tag.
@@ -105,31 +228,64 @@ class Tags:
         Raises:
             TagError: the tag does not exist.
         """
-        self._read(name)
-        self._storage.delete(paths.tag_path(name))
+        with self._locked(_checked_name(name)):
+            self._read(name)
+            self._storage.delete(paths.tag_path(name))
 
     def get_version(self, name: str) -> int:
         """The version a tag names.
 
         Raises:
-            TagError: the tag does not exist.
+            TagError: the tag does not exist or the name is invalid.
+            CorruptFileError: the tag file is damaged.
         """
-        return int(self._read(name)["version"])
+        return self._read(name)[0].version
 
     def list(self) -> dict[str, Tag]:
-        """Every tag, by name."""
+        """Every tag, by name.
+
+        Raises:
+            CorruptFileError: a tag file is damaged (the error names it).
+        """
         out = {}
-        for entry in self._storage.list_dir(paths.TAGS_DIR):
+        for entry in self._storage.list_dir(paths.TAGS_DIR, stat=False):
             if not entry.name.endswith(".json"):
                 continue
             name = entry.name[: -len(".json")]
-            body = self._read(name)
-            out[name] = Tag(
-                name=name,
-                version=int(body["version"]),
-                created_at=_parse_time(body.get("createdAt", "1970-01-01T00:00:00Z")),
-                updated_at=_parse_time(body.get("updatedAt", "1970-01-01T00:00:00Z")),
-                manifest_size=int(body.get("manifestSize", 0)),
-                metadata=body.get("metadata") or {},
-            )
+            try:
+                data = self._storage.read(entry.path)
+            except FileNotFoundError:
+                continue  # deleted since the listing
+            out[name] = parse_tag(name, data, self._where(entry.path))
         return out
+
+
+@contextlib.contextmanager
+def pinned(storage: Storage, version: int) -> Iterator[None]:
+    """Keep ``version`` alive against a concurrent cleanup while the block runs.
+
+    Write the pin before reading the version: a cleanup that misses the pin deleted the manifest
+    before the pin existed, so the read that follows fails cleanly instead of committing a version
+    whose files are about to go.
+    """
+    path = paths.pin_path(uuid.uuid4().hex)
+    storage.write(path, json.dumps({"version": version, "created": time.time()}).encode())
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            storage.delete(path)
+
+
+def pinned_versions(storage: Storage, *, now: float | None = None) -> set[int]:
+    """The versions live pins name. Pins that are stale or not ours to read are left out."""
+    now = time.time() if now is None else now
+    out = set()
+    for entry in storage.list_dir(paths.PINS_DIR, stat=False):
+        try:
+            body = json.loads(storage.read(entry.path))
+            if now - float(body["created"]) <= PIN_STALE_SECONDS:
+                out.add(_positive_int(body["version"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # deleted meanwhile, or damaged: a pin only ever delays cleanup
+    return out
