@@ -93,3 +93,24 @@ class WriteAbortedError(LanceTableError, RuntimeError):
     Raised in tasks that outlive the failure of their job (Spark does not wait for them before
     it aborts the write).
     """
+
+
+class DataFileNotFoundError(LanceTableError, FileNotFoundError):
+    """A file a version's manifest names (a data file or a deletion file) does not exist.
+
+    Typically the version was cleaned up (``cleanup_old_versions``) while a handle pinned to it was
+    still reading. Attributes:
+        path: the missing file.
+        version: the version whose manifest names it, when known.
+        cleaned_up: True when that version's manifest no longer exists either.
+    """
+
+    def __init__(self, path: str, version: int | None, *, cleaned_up: bool = False) -> None:
+        self.path = path
+        self.version = version
+        self.cleaned_up = cleaned_up
+        which = f"version {version}" if version is not None else "the manifest"
+        message = f"{path}: file named by {which} does not exist"
+        if cleaned_up:
+            message += f" (version {version} has been cleaned up: its manifest no longer exists)"
+        super().__init__(message)

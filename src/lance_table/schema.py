@@ -166,7 +166,7 @@ def leaf_type_from_logical(lt: str) -> pa.DataType:
             return pa.list_(pa.field("item", inner, True), int(parts[-1]))
         if head == "dict" and len(parts) == 4:
             return pa.dictionary(leaf_type_from_logical(parts[2]), leaf_type_from_logical(parts[1]))
-    except (KeyError, ValueError, TypeError, pa.ArrowInvalid) as exc:
+    except (KeyError, ValueError, TypeError, OverflowError, pa.ArrowException) as exc:
         raise SchemaError(f"invalid logical type {lt!r}: {exc}") from exc
     raise SchemaError(f"unknown logical type {lt!r}")
 
@@ -208,10 +208,12 @@ def fields_from_arrow(schema: pa.Schema | Iterable[pa.Field], *, first_id: int =
         SchemaError: a type has no Lance equivalent.
     """
     out: list[LanceField] = []
+    if isinstance(schema, pa.Schema):
+        utf8_metadata(schema.metadata, "schema")
 
     def visit(f: pa.Field, parent: int) -> None:
         fid = first_id + len(out)
-        md = {k.decode(): v for k, v in (f.metadata or {}).items()}
+        md = utf8_metadata(f.metadata, f"field {f.name!r}")
         out.append(
             LanceField(
                 id=fid,
@@ -228,6 +230,28 @@ def fields_from_arrow(schema: pa.Schema | Iterable[pa.Field], *, first_id: int =
 
     for f in schema:
         visit(f, -1)
+    return out
+
+
+def utf8_metadata(metadata: Mapping[bytes, bytes] | None, what: str) -> dict[str, bytes]:
+    """Arrow metadata as Lance stores it (str keys, bytes values), refusing what is not UTF-8.
+
+    Lance (and pylance) require keys and values of schema and field metadata to be UTF-8 text.
+
+    Raises:
+        SchemaError: a key or a value is not valid UTF-8.
+    """
+    out: dict[str, bytes] = {}
+    for k, v in (metadata or {}).items():
+        try:
+            key = k.decode("utf-8")
+            v.decode("utf-8")
+        except UnicodeDecodeError:
+            raise SchemaError(
+                f"{what} metadata {k!r}: {v[:40]!r} is not valid UTF-8, which Lance requires; "
+                "encode binary metadata as text (e.g. base64)"
+            ) from None
+        out[key] = v
     return out
 
 
@@ -276,13 +300,29 @@ def build_tree(fields: Iterable[LanceField]) -> list[FieldNode]:
         if parent not in ids:
             raise SchemaError(f"field parent id {parent} does not exist in the schema")
 
+    reached = 0
+
     def make(f: LanceField, depth: int) -> FieldNode:
+        nonlocal reached
+        reached += 1
         if depth > 64:
             raise SchemaError("schema nesting is deeper than 64 levels")
         kids = [make(c, depth + 1) for c in children.get(f.id, [])]
+        _check_unique_names(kids, f.name)
         return FieldNode(f, _resolve(f, kids), tuple(kids))
 
-    return [make(r, 0) for r in roots]
+    nodes = [make(r, 0) for r in roots]
+    _check_unique_names(nodes, None)
+    if reached != len(fields):
+        raise SchemaError(f"{len(fields) - reached} schema fields are not reachable from a top-level field")
+    return nodes
+
+
+def _check_unique_names(nodes: list[FieldNode], parent: str | None) -> None:
+    names = {n.name for n in nodes}
+    if len(names) != len(nodes):
+        where = f"of field {parent!r}" if parent is not None else "at the top level"
+        raise SchemaError(f"field names repeat {where}")
 
 
 def arrow_schema_from_fields(

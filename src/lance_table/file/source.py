@@ -7,7 +7,6 @@ requested range as a zero-copy slice of the merged read.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 from collections.abc import Sequence
@@ -100,14 +99,43 @@ class _RangedSource:
 
 
 class LocalFileSource(_RangedSource):
-    """A local file read with ``os.preadv`` (thread-safe, no shared file position)."""
+    """A local file read with ``os.preadv`` (thread-safe, no shared file position).
+
+    The file is open only while a ``read_ranges`` call runs, so that any number of sources (a scan
+    of thousands of fragments, a cache of readers) holds no file descriptors between reads.
+    """
 
     coalesce_gap = LOCAL_COALESCE_GAP
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self._name = os.fspath(path)
-        self._fd = os.open(self._name, os.O_RDONLY | getattr(os, "O_BINARY", 0))
-        self._size = os.fstat(self._fd).st_size
+        self._size = os.stat(self._name).st_size
+
+    def size(self) -> int:
+        return self._size
+
+    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
+        if not ranges:
+            return []
+        fd = os.open(self._name, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        try:
+            return _LocalRead(self._name, self._size, fd).read_ranges(ranges)
+        finally:
+            os.close(fd)
+
+    def close(self) -> None:
+        """Nothing to release: the file is open only during a read (kept for callers that close)."""
+
+
+class _LocalRead(_RangedSource):
+    """One ``read_ranges`` call of a :class:`LocalFileSource`, on a descriptor it opened."""
+
+    coalesce_gap = LOCAL_COALESCE_GAP
+
+    def __init__(self, name: str, size: int, fd: int) -> None:
+        self._name = name
+        self._size = size
+        self._fd = fd
 
     def size(self) -> int:
         return self._size
@@ -122,15 +150,6 @@ class LocalFileSource(_RangedSource):
                 break
             done += got
         return view if done == length else view[:done]
-
-    def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-
-    def __del__(self) -> None:
-        with contextlib.suppress(Exception):  # interpreter shutdown
-            self.close()
 
 
 class FileObjectSource(_RangedSource):

@@ -14,9 +14,10 @@ from typing import Any
 from google.protobuf.message import DecodeError
 
 from lance_table._proto import table_pb2
-from lance_table.errors import CorruptFileError
+from lance_table.errors import CorruptFileError, SchemaError, UnsupportedFormatError
 from lance_table.format import flags as feature_flags
-from lance_table.schema import LanceField, fields_from_pb, fields_to_pb
+from lance_table.format.paths import check_relative_path
+from lance_table.schema import LanceField, build_tree, fields_from_pb, fields_to_pb
 
 MANIFEST_MAGIC = b"LANC"
 MANIFEST_FOOTER = struct.Struct("<QHH")
@@ -26,6 +27,11 @@ MANIFEST_FOOTER_VERSION = (0, 2)
 
 DELETION_ARROW = "arrow"
 DELETION_BITMAP = "bitmap"
+# Row addresses are ``fragment_id << 32 | offset``: a fragment holds at most 2**32 rows.
+MAX_FRAGMENT_ROWS = 2**32
+# The range of google.protobuf.Timestamp (years 1 to 9999).
+_MIN_SECONDS = -62135596800
+_MAX_SECONDS = 253402300799
 
 WRITER_LIBRARY = "lance_table"
 
@@ -328,7 +334,82 @@ def decode_manifest_file(data: bytes, path: str) -> ManifestFile:
         txn = _section(data, pb.transaction_section_deprecated, path, "inline transaction")
     else:
         txn = None
+    check_fragments(pb.fragments, path)
+    _check_file_versions(pb, path)
+    check_schema(pb.fields, path)
+    if pb.transaction_file:
+        check_relative_path(pb.transaction_file, path, "transaction file")
+    seconds, nanos = pb.timestamp.seconds, pb.timestamp.nanos
+    if not (_MIN_SECONDS <= seconds <= _MAX_SECONDS and 0 <= nanos < 10**9):
+        raise CorruptFileError(path, f"timestamp {seconds}s {nanos}ns is out of range")
     return ManifestFile(Manifest.from_pb(pb, index), txn, size)
+
+
+def check_fragments(fragments: Iterable[Any], where: str) -> None:
+    """Refuse ``DataFragment`` protobufs whose paths or row counts cannot be trusted.
+
+    Data file paths must stay inside ``data/``; a deletion file must be of a known kind and delete
+    between 1 and ``physical_rows`` rows (pylance records the count; 0 would mean "unknown", which
+    the manifest-only ``count_rows()`` cannot honour); ``physical_rows`` fits a row address.
+    Whether the counts match the files is checked when the files are read.
+
+    Raises:
+        CorruptFileError: naming ``where``, the manifest or transaction being decoded.
+    """
+    for frag in fragments:
+        for f in frag.files:
+            check_relative_path(f.path, where, f"data file of fragment {frag.id}")
+        rows = frag.physical_rows
+        if rows > MAX_FRAGMENT_ROWS:
+            raise CorruptFileError(where, f"fragment {frag.id} has {rows} physical rows, more than 2**32")
+        if frag.HasField("deletion_file"):
+            df = frag.deletion_file
+            if df.file_type not in (0, 1):
+                raise CorruptFileError(
+                    where, f"fragment {frag.id} has a deletion file of unknown type {df.file_type}"
+                )
+            if not 0 < df.num_deleted_rows <= rows:
+                raise CorruptFileError(
+                    where,
+                    f"fragment {frag.id} deletes {df.num_deleted_rows} of its {rows} rows "
+                    "(a deletion file deletes between 1 and physical_rows rows)",
+                )
+
+
+# Reader flag that lets data files of one dataset use different format versions.
+_MIXED_FILE_VERSIONS = 256
+
+
+def _check_file_versions(pb: Any, path: str) -> None:
+    """Data files of a ``2.x`` dataset must be of the manifest's format version, as pylance requires."""
+    if not pb.HasField("data_format") or (pb.reader_feature_flags & _MIXED_FILE_VERSIONS):
+        return
+    major, _, minor = pb.data_format.version.partition(".")
+    if major != "2" or not minor.isdigit():
+        return
+    for frag in pb.fragments:
+        for f in frag.files:
+            if (f.file_major_version, f.file_minor_version) != (2, int(minor)):
+                raise CorruptFileError(
+                    path,
+                    f"data file {f.path} of fragment {frag.id} has format version "
+                    f"{f.file_major_version}.{f.file_minor_version}, the manifest {pb.data_format.version}",
+                )
+
+
+def check_schema(pb_fields: Iterable[Any], where: str) -> None:
+    """Refuse a schema (a repeated ``lance.file.Field``) that does not form a valid field tree.
+
+    Raises:
+        UnsupportedFormatError: a logical type lance_table does not know (naming ``where``).
+        CorruptFileError: any other problem (repeated ids, dangling parents, bad children ...).
+    """
+    try:
+        build_tree(fields_from_pb(pb_fields))
+    except SchemaError as exc:
+        if "unknown logical type" in str(exc):
+            raise UnsupportedFormatError(f"schema: {exc}", path=where) from exc
+        raise CorruptFileError(where, f"schema is invalid ({exc})") from exc
 
 
 def _section(data: bytes, offset: int, path: str, what: str) -> bytes:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 import uuid
 
+from lance_table.errors import CorruptFileError
+
 VERSIONS_DIR = "_versions"
 DATA_DIR = "data"
 DELETIONS_DIR = "_deletions"
@@ -75,6 +77,39 @@ WRITE_TAG_LENGTH = 10
 def has_write_tag(name: str, tag: str) -> bool:
     """Whether a data file name carries a write tag given to :func:`new_data_file_name`."""
     return len(name) == 24 + 26 + len(DATA_FILE_SUFFIX) and name[24 : 24 + len(tag)] == tag
+
+
+# A URL scheme (``s3:``, ``file:``) or a drive letter (``C:``) at the start of a path.
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
+
+
+def check_relative_path(path: str, where: str, what: str) -> str:
+    """``path`` if it is a plain relative path that stays inside its folder of the dataset.
+
+    Paths read from manifests and transactions (data files, transaction files) are joined to a folder
+    of the dataset. Refused: empty paths and segments, ``.`` and ``..`` segments, absolute paths, URL
+    schemes and drive letters, backslashes, NUL and other control characters. Nested relative paths
+    (``a/b.lance``) are accepted.
+
+    Raises:
+        CorruptFileError: naming ``where`` (the manifest or transaction the path comes from).
+    """
+    problem = None
+    if not path:
+        problem = "is empty"
+    elif any(ord(c) < 0x20 for c in path) or "\x7f" in path:
+        problem = "contains a control character"
+    elif "\\" in path:
+        problem = "contains a backslash"
+    elif path.startswith("/"):
+        problem = "is absolute"
+    elif _SCHEME.match(path):
+        problem = "starts with a URL scheme or drive letter"
+    elif any(seg in ("", ".", "..") for seg in path.split("/")):
+        problem = "has an empty, '.' or '..' segment"
+    if problem is not None:
+        raise CorruptFileError(where, f"{what} {path!r} {problem}: it must stay inside the dataset")
+    return path
 
 
 def data_file_path(name: str) -> str:

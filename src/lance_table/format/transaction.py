@@ -11,7 +11,7 @@ from google.protobuf.message import DecodeError
 
 from lance_table._proto import transaction_pb2
 from lance_table.errors import CorruptFileError
-from lance_table.format.manifest import Fragment
+from lance_table.format.manifest import Fragment, check_fragments, check_schema
 from lance_table.schema import LanceField, fields_from_pb, fields_to_pb
 
 COMMIT_MESSAGE_KEY = "__lance_commit_message"
@@ -109,6 +109,7 @@ class Transaction:
             pb.ParseFromString(data)
         except (DecodeError, RuntimeError) as exc:
             raise CorruptFileError(path, f"transaction protobuf does not parse ({exc})") from exc
+        _check_operation(pb, path)
         return cls(
             read_version=pb.read_version,
             operation=_operation_from_pb(pb),
@@ -116,6 +117,28 @@ class Transaction:
             tag=pb.tag,
             properties=dict(pb.transaction_properties),
         )
+
+
+def _check_operation(pb: Any, path: str) -> None:
+    """Refuse fragments and schemas of the operations lance_table models that cannot be trusted.
+
+    Raises:
+        CorruptFileError: a data file path leaves the dataset, a row count is impossible, ...
+        UnsupportedFormatError: the schema uses a logical type lance_table does not know.
+    """
+    kind = pb.WhichOneof("operation")
+    if kind == "append":
+        check_fragments(pb.append.fragments, path)
+    elif kind == "delete":
+        check_fragments(pb.delete.updated_fragments, path)
+    elif kind == "overwrite":
+        check_fragments(pb.overwrite.fragments, path)
+        check_schema(pb.overwrite.schema, path)
+    elif kind == "rewrite":
+        r = pb.rewrite
+        for group in (*r.groups, r):
+            check_fragments(group.old_fragments, path)
+            check_fragments(group.new_fragments, path)
 
 
 def _frags(pbs: Any) -> tuple[Fragment, ...]:

@@ -66,7 +66,8 @@ def open_storage(uri: str | os.PathLike[str], storage_options: Mapping[str, Any]
             import s3fs
         except ImportError as exc:  # pragma: no cover - depends on the install
             raise ImportError("s3:// datasets need s3fs: pip install 'lance_table[s3]'") from exc
-        fs = s3fs.S3FileSystem(**_s3_kwargs(options))
+        # No listing cache: it would outlive the listing and hide files other writers add later.
+        fs = s3fs.S3FileSystem(**{"use_listings_cache": False, **_s3_kwargs(options)})
         return S3Storage(fs, rest.strip("/"), text)
     fs, path = fsspec.core.url_to_fs(text, **options)
     return FsspecStorage(fs, path, text)

@@ -68,6 +68,19 @@ class FsspecStorage(Storage):
     def _abs(self, path: str) -> str:
         return f"{self.root}/{path}" if path else self.root
 
+    def _fresh(self, lister: Any, base: str, **kwargs: Any) -> Any:
+        """A listing of the store as it is now, kept in no cache afterwards.
+
+        fsspec backends with a listing cache (s3fs keeps one for the life of the filesystem object,
+        shared by every user of it in the process) would otherwise answer later listings, ``info``
+        and ``size`` from a stale listing, and report files written since by others as missing.
+        """
+        self.fs.invalidate_cache(base)
+        try:
+            return lister(base, **kwargs)
+        finally:
+            self.fs.invalidate_cache(base)
+
     def read(self, path: str) -> bytes:
         return bytes(self.fs.cat_file(self._abs(path)))
 
@@ -102,9 +115,8 @@ class FsspecStorage(Storage):
 
     def list_dir(self, path: str, *, stat: bool = True) -> list[Entry]:
         base = self._abs(path)
-        self.fs.invalidate_cache(base)  # listings must be fresh: they decide which version is latest
         try:
-            infos = self.fs.ls(base, detail=True)
+            infos = self._fresh(self.fs.ls, base, detail=True)
         except (FileNotFoundError, NotADirectoryError):
             return []
         out = []
@@ -117,11 +129,12 @@ class FsspecStorage(Storage):
 
     def list_tree(self, path: str) -> list[Entry]:
         base = self._abs(path)
-        self.fs.invalidate_cache(base)
         try:
-            found = self.fs.find(base, detail=True)
+            found = self._fresh(self.fs.find, base, detail=True)
         except FileNotFoundError:
             return []
+        for full in found:  # find may have cached the listings of subdirectories too
+            self.fs.invalidate_cache(str(full).rsplit("/", 1)[0])
         out = []
         prefix = self.root.lstrip("/") + "/"
         for full, info in found.items():

@@ -178,16 +178,36 @@ def _listed(storage: Storage, after: int, entries: list[versions.VersionEntry], 
     newer = [e for e in entries if e.version > after]
     if newer and not _needs_history(pending):
         newer = newer[-1:]  # only the latest matters
-    elif newer:
-        present = {e.version for e in newer}
-        missing = [v for v in range(after + 1, newer[-1].version + 1) if v not in present]
-        if missing:
-            raise _history_gone(storage, pending, after, missing)
+    else:
+        _check_contiguous(storage, after, newer, pending)
     for entry in newer:
         try:
             yield versions.read_manifest_file(storage, entry)
         except FileNotFoundError:
             raise _history_gone(storage, pending, after, [entry.version]) from None
+
+
+def _check_contiguous(
+    storage: Storage, after: int, newer: list[versions.VersionEntry], pending: Pending
+) -> None:
+    present = {e.version for e in newer}
+    last = newer[-1].version if newer else after
+    missing = [v for v in range(after + 1, last + 1) if v not in present]
+    if missing:
+        raise _history_gone(storage, pending, after, missing)
+
+
+def check_rebasable(storage: Storage, pending: Pending) -> None:
+    """Fail early, before any file is written, if ``pending`` could not be rebased onto the latest
+    version because versions committed since its read version have been cleaned up.
+
+    Raises:
+        CommitConflictError: not retryable, as :func:`commit` would raise it.
+    """
+    if _needs_history(pending):
+        entries = versions.list_versions(storage)
+        after = pending.read_version
+        _check_contiguous(storage, after, [e for e in entries if e.version > after], pending)
 
 
 def _probed(storage: Storage, after: int, scheme: str) -> Newer:

@@ -13,7 +13,7 @@ from lance_table.file.runs import Runs
 from lance_table.format import paths
 from lance_table.format.manifest import Fragment
 from lance_table.format.transaction import ReserveFragments, Rewrite, RewriteGroup
-from lance_table.table.commit import commit
+from lance_table.table.commit import check_rebasable, commit
 from lance_table.table.conflicts import Pending
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.writer import DEFAULT_MAX_BYTES_PER_FILE, FragmentWriter
@@ -151,6 +151,8 @@ def compact_files(
         return ds
     if ds.manifest.index_section is not None:
         raise UnsupportedFormatError(f"{ds.uri} has indices; compacting it would require remapping them")
+    # The rewrite commits after a ReserveFragments version: refuse before either if it cannot land.
+    check_rebasable(ds._storage, Pending(Rewrite(()), ds.version))
     written: list[list[Fragment]] = []
     try:
         limit = max_bytes_per_file or DEFAULT_MAX_BYTES_PER_FILE

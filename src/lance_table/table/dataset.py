@@ -20,12 +20,13 @@ from lance_table.errors import (
     VersionNotFoundError,
 )
 from lance_table.file.runs import Runs
+from lance_table.format import paths
 from lance_table.format.manifest import Fragment, Manifest
-from lance_table.format.transaction import COMMIT_MESSAGE_KEY, Append, Overwrite, Restore
+from lance_table.format.transaction import COMMIT_MESSAGE_KEY, Append, Delete, Overwrite, Restore
 from lance_table.schema import arrow_schema_from_fields, build_tree, fields_from_arrow
 from lance_table.storage import Storage, open_storage
 from lance_table.table import versions
-from lance_table.table.commit import CommitLock, CommitOptions, check_can_commit, commit
+from lance_table.table.commit import CommitLock, CommitOptions, check_can_commit, check_rebasable, commit
 from lance_table.table.conflicts import Pending
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.scanner import Predicate, count_matching, make_spec, output_schema, scan, scan_all
@@ -156,7 +157,7 @@ class Dataset:
 
     def _fragment_readers(self) -> list[FragmentReader]:
         roots = {n.name: n for n in build_tree(self._manifest.fields)}
-        return [FragmentReader(f, self._storage, roots) for f in self._manifest.fragments]
+        return [FragmentReader(f, self._storage, roots, self.version) for f in self._manifest.fragments]
 
     def get_fragments(self) -> list[Fragment]:
         """The fragments of this version."""
@@ -264,6 +265,7 @@ class Dataset:
         from lance_table.table.delete import plan_delete
 
         self._require_writable_format()
+        check_rebasable(self._storage, Pending(Delete((), (), ""), self.version))
         pending = plan_delete(self, predicate)
         return self._commit(pending, commit_message)
 
@@ -311,7 +313,16 @@ def _naive_utc(ns: int) -> dt.datetime:
 
 def _load(storage: Storage, version: int | str | None, asof: dt.datetime | None) -> tuple[Manifest, str]:
     if isinstance(version, str):
-        version = Tags(storage).get_version(version)
+        tag = version
+        version = Tags(storage).get_version(tag)
+        try:
+            entry = versions.find_entry(storage, version)
+        except VersionNotFoundError as exc:
+            where = f"{storage.uri.rstrip('/')}/{paths.tag_path(tag)}"
+            raise VersionNotFoundError(
+                f"tag {tag!r} ({where}) names a version that does not exist: {exc}"
+            ) from None
+        return versions.read_manifest_file(storage, entry).manifest, entry.scheme
     if asof is not None:
         if version is not None:
             raise ValueError("pass version or asof, not both")

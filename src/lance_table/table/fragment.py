@@ -10,7 +10,7 @@ from functools import cached_property
 import numpy as np
 import pyarrow as pa
 
-from lance_table.errors import SchemaError, UnsupportedFormatError
+from lance_table.errors import CorruptFileError, UnsupportedFormatError
 from lance_table.file import LanceFileReader
 from lance_table.file.reader import selectable
 from lance_table.file.runs import Runs
@@ -18,7 +18,7 @@ from lance_table.format import paths
 from lance_table.format.manifest import DataFile, Fragment
 from lance_table.schema import FieldNode
 from lance_table.storage import Storage
-from lance_table.table.deletion import read_deletions
+from lance_table.table.deletion import missing_file_error, read_deletions
 
 READER_CACHE_SIZE = 1024
 
@@ -35,7 +35,13 @@ class ReaderCache:
         self._items: OrderedDict[tuple[str, str], LanceFileReader] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, storage: Storage, data_file: DataFile) -> LanceFileReader:
+    def get(self, storage: Storage, data_file: DataFile, version: int | None = None) -> LanceFileReader:
+        """The reader of a data file (``version``, whose manifest names it, serves error messages).
+
+        Raises:
+            DataFileNotFoundError: the file does not exist (e.g. its version was cleaned up).
+            UnsupportedFormatError: the file lives in another base path.
+        """
         if data_file.base_id is not None:
             raise UnsupportedFormatError(f"data file {data_file.path} lives in another base path")
         key = (storage.uri, data_file.path)
@@ -45,7 +51,10 @@ class ReaderCache:
                 self._items.move_to_end(key)
                 return reader
         path = paths.data_file_path(data_file.path)
-        reader = LanceFileReader(storage.source(path, data_file.file_size_bytes))
+        try:
+            reader = LanceFileReader(storage.source(path, data_file.file_size_bytes))
+        except FileNotFoundError:
+            raise missing_file_error(storage, f"{storage.uri.rstrip('/')}/{path}", version) from None
         with self._lock:
             self._items[key] = reader
             while len(self._items) > self.size:
@@ -63,15 +72,54 @@ class FragmentReader:
     fragment: Fragment
     storage: Storage
     roots: dict[str, FieldNode]
+    #: the version whose manifest lists the fragment (for error messages), when known
+    version: int | None = None
 
     @cached_property
     def deleted(self) -> np.ndarray:
-        """Sorted deleted offsets."""
-        return read_deletions(self.storage, self.fragment)
+        """Sorted deleted offsets (checked against the manifest's count and ``physical_rows``)."""
+        self.physical_rows  # noqa: B018 - the row count must be verified before it bounds anything
+        return read_deletions(self.storage, self.fragment, version=self.version)
 
-    @property
+    @cached_property
     def physical_rows(self) -> int:
-        return self.fragment.physical_rows
+        """The fragment's rows, deleted ones included, once every data file confirms the count.
+
+        The manifest's ``physical_rows`` sizes loops and allocations: it is checked against the
+        row count in each data file's footer (one footer read per file, cached) before it is used.
+
+        Raises:
+            CorruptFileError: a data file holds another number of rows, or there is no data file.
+            DataFileNotFoundError: a data file does not exist.
+        """
+        rows = self.fragment.physical_rows
+        if not self.fragment.files and rows:
+            raise CorruptFileError(self._manifest_where(), f"fragment {self.fragment.id} has no data file")
+        for data_file in self.fragment.files:
+            actual = READERS.get(self.storage, data_file, self.version).num_rows
+            if actual != rows:
+                raise CorruptFileError(
+                    self._manifest_where(),
+                    f"fragment {self.fragment.id} has {rows} physical rows, "
+                    f"but its data file {data_file.path} holds {actual}",
+                )
+        return rows
+
+    def _manifest_where(self) -> str:
+        """The manifest that lists this fragment, for error messages (listed only on error)."""
+        uri = self.storage.uri.rstrip("/")
+        if self.version is None:
+            return f"{uri} (manifest)"
+        from lance_table.table import versions
+
+        try:
+            entries = versions.list_versions(self.storage)
+        except (OSError, CorruptFileError):
+            entries = []
+        for entry in entries:
+            if entry.version == self.version:
+                return f"{uri}/{entry.path}"
+        return f"{uri} version {self.version} (its manifest no longer exists)"
 
     def live_positions(self, lo: int = 0, hi: int | None = None) -> np.ndarray:
         """Offsets in ``[lo, hi)`` that are not deleted."""
@@ -96,6 +144,8 @@ class FragmentReader:
 
     def read(self, names: list[str], runs: Runs) -> pa.Table:
         """Columns ``names`` (dataset names) of the rows at ``runs``."""
+        if runs.count and runs.end > self.physical_rows:
+            raise IndexError(f"rows up to {runs.end} requested from a fragment of {self.physical_rows} rows")
         by_file: dict[int, list[str]] = {}
         for name in names:
             node = self.roots[name]
@@ -108,17 +158,23 @@ class FragmentReader:
                     columns[name] = pa.chunked_array([pa.nulls(runs.total, self.roots[name].arrow_type)])
                 continue
             data_file = self.fragment.files[idx]
-            reader = READERS.get(self.storage, data_file)
+            reader = READERS.get(self.storage, data_file, self.version)
             file_names = {n.id: n.name for n in reader.metadata.roots}
             wanted = []
             for name in group:
                 file_name = file_names.get(self.roots[name].id)
                 if file_name is None:
-                    raise SchemaError(
-                        f"data file {data_file.path} lists field {self.roots[name].id} but does not store it"
+                    raise CorruptFileError(
+                        self._manifest_where(),
+                        f"data file {data_file.path} is listed with field {self.roots[name].id}, "
+                        "which it does not store",
                     )
                 wanted.append(file_name)
-            table = reader.read_runs(runs, wanted)
+            try:
+                table = reader.read_runs(runs, wanted)
+            except FileNotFoundError:  # deleted since the reader was opened (files open per read)
+                where = f"{self.storage.uri.rstrip('/')}/{paths.data_file_path(data_file.path)}"
+                raise missing_file_error(self.storage, where, self.version) from None
             for name, file_name in zip(group, wanted):
                 col = table.column(file_name)
                 target = self.roots[name].arrow_type

@@ -64,8 +64,8 @@ def _parse_time(text: str) -> dt.datetime:
 
 def _positive_int(value: object) -> int:
     """A version number as JSON stores it: an integer >= 1 (not a bool, a float or a string)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"version {value!r} is not a positive integer")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= paths.U64_MAX:
+        raise ValueError(f"version {value!r} is not a positive 64-bit integer")
     return value
 
 
