@@ -59,13 +59,20 @@ class TagError(LanceTableError, ValueError):
     """A tag cannot be created, updated or deleted (exists already, missing, bad name)."""
 
 
-class CommitConflictError(LanceTableError):
+class CommitError(LanceTableError):
+    """A commit failed: no safe way to commit, retries exhausted, or the store failed mid-commit.
+
+    ``except CommitError`` catches every commit failure, conflicts and unknown outcomes included.
+    """
+
+
+class CommitConflictError(CommitError):
     """A commit lost against concurrent commits it cannot be rebased onto.
 
     Attributes:
         retryable: True when re-running the whole operation against the new latest version makes
             sense (e.g. compaction raced a delete); False when the other commit replaced the data
-            this one was based on (an overwrite or restore).
+            this one was based on (an overwrite or restore), or the versions to rebase over are gone.
     """
 
     def __init__(self, message: str, *, retryable: bool) -> None:
@@ -73,18 +80,11 @@ class CommitConflictError(LanceTableError):
         super().__init__(message)
 
 
-class CommitError(LanceTableError):
-    """A commit failed: no safe way to commit, retries exhausted, or the store failed mid-commit.
-
-    Attributes:
-        maybe_committed: True when the manifest write failed in a way that leaves its outcome
-            unknown (a timeout, a broken connection): the version may exist. Files written for the
-            commit are then left in place (cleanup removes them later if the version did not land).
+class CommitStateUnknownError(CommitError):
+    """Writing the manifest failed in a way that leaves its outcome unknown (a timeout, a broken
+    connection): the version may exist. Files written for the commit are left in place; cleanup
+    removes them later if the version did not land.
     """
-
-    def __init__(self, message: str, *, maybe_committed: bool = False) -> None:
-        self.maybe_committed = maybe_committed
-        super().__init__(message)
 
 
 class WriteAbortedError(LanceTableError, RuntimeError):

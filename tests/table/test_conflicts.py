@@ -28,7 +28,7 @@ def test_append_vs_append_rebases(base):
     b = lt.dataset(base)
     lt.write_dataset(make_rows(1000, 10), base, mode="append")
     # a stale handle's append still lands on top of the latest version
-    stale = a._commit  # noqa: F841 - documents that handles are pinned
+    stale = a._committed  # noqa: F841 - documents that handles are pinned
     ds = lt.write_dataset(make_rows(2000, 10), base, mode="append")
     assert ds.version == 3 and ds.count_rows() == 320
     assert b.version == 1 and b.count_rows() == 300
@@ -118,8 +118,7 @@ def test_overwrite_and_restore_apply_to_the_latest(base):
 def test_retries_are_bounded(base):
     storage = open_storage(base)
     from lance_table.format.transaction import Append
-    from lance_table.table.commit import commit
-    from lance_table.table.conflicts import Pending
+    from lance_table.table.commit import Pending, commit
 
     class AlwaysTaken:
         """Every manifest name is already taken."""

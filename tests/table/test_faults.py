@@ -21,9 +21,10 @@ import lance_table as lt
 from lance_table.format.manifest import decode_manifest_file
 from lance_table.storage import Storage, open_storage
 from lance_table.table import versions
-from lance_table.table.cleanup import referenced_files
 from lance_table.table.commit import CommitOptions
 from lance_table.table.dataset import Dataset
+from lance_table.table.operations.cleanup import referenced_files
+from lance_table.table.snapshot import Snapshot
 
 
 class InjectedFault(OSError):
@@ -92,9 +93,8 @@ BASE = make_rows(0, 300)
 
 def _append(ds: Dataset) -> pa.Table:
     from lance_table.format.transaction import Append
-    from lance_table.table.commit import commit
-    from lance_table.table.conflicts import Pending
-    from lance_table.table.writer import as_reader, write_fragments
+    from lance_table.table.commit import Pending, commit
+    from lance_table.table.operations.write import as_reader, write_fragments
 
     more = make_rows(1000, 120)
     frags, _ = write_fragments(
@@ -142,7 +142,7 @@ def _run(
     uri: str, op: Callable[[Dataset], pa.Table], fail_at: int | None, mode: str
 ) -> tuple[pa.Table | None, list[str]]:
     faulty = FaultyStorage(open_storage(uri), fail_at, mode)
-    ds = Dataset(faulty, lt.dataset(uri).manifest, commit_options=CommitOptions())  # type: ignore[arg-type]
+    ds = Dataset(Snapshot(faulty, lt.dataset(uri).manifest, None, CommitOptions()))  # type: ignore[arg-type]
     try:
         return op(ds), faulty.calls
     except (InjectedFault, lt.LanceTableError):

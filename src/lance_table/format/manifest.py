@@ -34,6 +34,8 @@ _MIN_SECONDS = -62135596800
 _MAX_SECONDS = 253402300799
 
 WRITER_LIBRARY = "lance_table"
+# The data file format of a new dataset, as a manifest records it (``data_format``).
+DEFAULT_DATA_FORMAT = ("lance", "2.0")
 
 
 @dataclass(frozen=True)
@@ -180,7 +182,7 @@ class Manifest:
     writer_library: str = WRITER_LIBRARY
     writer_version: str = ""
     next_row_id: int = 0
-    data_format: tuple[str, str] | None = ("lance", "2.0")
+    data_format: tuple[str, str] | None = DEFAULT_DATA_FORMAT
     config: Mapping[str, str] = field(default_factory=dict)
     table_metadata: Mapping[str, str] = field(default_factory=dict)
     # Things lance_table carries forward untouched: the index section and other manifest fields.

@@ -34,7 +34,7 @@ from lance_table.schema import LanceField, build_tree
 from lance_table.spark.types import cast_batch
 from lance_table.storage import open_storage
 from lance_table.table.fragment import FragmentReader
-from lance_table.table.scanner import ScanSpec, _read_matching, make_spec
+from lance_table.table.scan import ScanSpec, _read_matching, make_spec
 
 # Values whose meaning does not depend on a session time zone can be pushed down safely.
 _PUSHABLE = (bool, int, float, str, bytes, decimal.Decimal, dt.date)

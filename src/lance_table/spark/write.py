@@ -27,15 +27,13 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from lance_table.errors import CommitConflictError, VersionNotFoundError, WriteAbortedError
 from lance_table.format import paths
 from lance_table.format.manifest import Fragment
-from lance_table.format.transaction import COMMIT_MESSAGE_KEY, Append, Overwrite
-from lance_table.schema import LanceField, arrow_schema_from_fields, fields_from_arrow
+from lance_table.schema import LanceField
 from lance_table.spark.types import cast_batch
 from lance_table.storage import Storage, open_storage
 from lance_table.table import versions
-from lance_table.table.cleanup import referenced_files
 from lance_table.table.commit import CommitOptions, commit
-from lance_table.table.conflicts import Pending
-from lance_table.table.writer import DEFAULT_MAX_ROWS_PER_FILE, FragmentWriter
+from lance_table.table.operations.cleanup import referenced_files
+from lance_table.table.operations.write import DEFAULT_MAX_ROWS_PER_FILE, FragmentWriter, plan_write
 
 log = logging.getLogger(__name__)
 
@@ -83,22 +81,11 @@ class LanceTableWriter(DataSourceArrowWriter):
         entries = versions.list_versions(storage)
         self.scheme = versions.naming_scheme(entries)
         base = versions.read_manifest_file(storage, entries[-1]).manifest if entries else None
-        self.read_version = base.version if base else 0
-        if base is not None:
-            versions.check_writable(base, uri)
-            fmt = base.data_storage_version
-            if fmt not in (None, "2.0"):
-                from lance_table.errors import UnsupportedFormatError
-
-                raise UnsupportedFormatError(
-                    f"{uri} stores Lance format {fmt}; lance_table writes format 2.0 only"
-                )
-        if base is not None and not overwrite:
-            self.fields: tuple[LanceField, ...] = base.fields
-            self.schema = arrow_schema_from_fields(base.fields, base.schema_metadata)
-        else:
-            self.schema = _plain_types(spark_arrow)
-            self.fields = tuple(fields_from_arrow(self.schema))
+        # Planned once, on the driver, by the same code as write_dataset (schema, fields, format).
+        self.plan = plan_write(base, "overwrite" if overwrite else "append", _plain_types(spark_arrow), uri)
+        self.read_version = self.plan.read_version
+        self.schema = self.plan.schema
+        self.fields: tuple[LanceField, ...] = self.plan.fields
 
     def _storage(self) -> Storage:
         return open_storage(self.uri, self.storage_options)
@@ -121,6 +108,7 @@ class LanceTableWriter(DataSourceArrowWriter):
             max_rows_per_file=self.max_rows_per_file,
             write_tag=self.write_id,
             before_file=check_not_aborted,
+            data_format=self.plan.data_format,
         )
         where = f"writing to {self.uri}"
         try:
@@ -150,9 +138,9 @@ class LanceTableWriter(DataSourceArrowWriter):
                 continue
             chosen[msg.partition] = msg
         fragments = tuple(f for p in sorted(chosen) for f in chosen[p].fragments)
-        entries = versions.list_versions(storage)
+        files = tuple(f for p in sorted(chosen) for f in chosen[p].files)
         base = None
-        if self.read_version and not self.overwrite:
+        if self.plan.append:
             try:
                 base = versions.read_manifest_file(
                     storage, versions.find_entry(storage, self.read_version)
@@ -163,20 +151,14 @@ class LanceTableWriter(DataSourceArrowWriter):
                     "been cleaned up; re-run the write against the latest version",
                     retryable=False,
                 ) from None
-        if self.overwrite or not self.read_version:
-            md = {k.decode(): v for k, v in (self.schema.metadata or {}).items()}
-            op: Any = Overwrite(fragments, self.fields, md)
-        else:
-            op = Append(fragments)
-        properties = {COMMIT_MESSAGE_KEY: self.commit_message} if self.commit_message else {}
-        scheme = versions.naming_scheme(entries) if entries else self.scheme
+        entries = versions.list_versions(storage)
         commit(
             storage,
             base,
-            Pending(op, self.read_version),
+            self.plan.pending(fragments, files),
             options=CommitOptions(),
-            properties=properties,
-            scheme=scheme,
+            message=self.commit_message,
+            scheme=versions.naming_scheme(entries) if entries else self.scheme,
         )
         # Nothing after this point may raise: the version exists, and abort() would delete its files.
 

@@ -1,48 +1,54 @@
-"""The Dataset handle (one pinned version) and the entry points ``dataset()`` and ``write_dataset()``."""
+"""The Dataset handle (a thin facade over one snapshot) and the entry points ``dataset()`` and
+``write_dataset()``.
+
+A handle is pinned to one version and never changes. Every write goes through the one commit path
+and returns a handle on the version it made: that is decided once, in :meth:`Dataset._committed`.
+"""
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from functools import cached_property
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from lance_table.errors import (
-    DatasetAlreadyExistsError,
-    DatasetNotFoundError,
-    SchemaError,
-    UnsupportedFormatError,
-    VersionNotFoundError,
-)
-from lance_table.file.runs import Runs
-from lance_table.format import paths
+from lance_table.errors import SchemaError
 from lance_table.format.manifest import Fragment, Manifest
-from lance_table.format.transaction import COMMIT_MESSAGE_KEY, Append, Delete, Overwrite, Restore
-from lance_table.schema import arrow_schema_from_fields, build_tree, fields_from_arrow
 from lance_table.storage import Storage, open_storage
 from lance_table.table import versions
-from lance_table.table.commit import CommitLock, CommitOptions, check_can_commit, check_rebasable, commit
-from lance_table.table.conflicts import Pending
-from lance_table.table.fragment import FragmentReader
-from lance_table.table.scanner import Predicate, count_matching, make_spec, output_schema, scan, scan_all
-from lance_table.table.tags import Tags
-from lance_table.table.writer import (
+from lance_table.table.commit import CommitLock, CommitOptions, check_can_commit, commit
+from lance_table.table.operations.cleanup import (
+    DEFAULT_GRACE_PERIOD,
+    DEFAULT_OLDER_THAN,
+    CleanupStats,
+    cleanup_old_versions,
+)
+from lance_table.table.operations.compaction import DEFAULT_TARGET_ROWS, compact_files
+from lance_table.table.operations.delete import plan_delete
+from lance_table.table.operations.restore import plan_restore
+from lance_table.table.operations.write import (
     DEFAULT_MAX_BYTES_PER_FILE,
     DEFAULT_MAX_ROWS_PER_FILE,
     ProgressCallback,
+    WriteMode,
     as_reader,
+    plan_write,
     write_fragments,
 )
-
-WriteMode = Literal["create", "append", "overwrite"]
-# Data file formats a dataset may use to be read; only 2.0 data files are written.
-READABLE_FORMATS = ("2.0", "2.1", "2.2")
-WRITABLE_FORMAT = "2.0"
+from lance_table.table.scan import (
+    Predicate,
+    count_matching,
+    make_spec,
+    output_schema,
+    scan,
+    scan_all,
+    take_rows,
+)
+from lance_table.table.snapshot import Snapshot, load
+from lance_table.table.tags import Tags
 
 
 class Dataset:
@@ -51,48 +57,27 @@ class Dataset:
     Open with :func:`lance_table.dataset`; create with :func:`lance_table.write_dataset`.
     """
 
-    def __init__(
-        self,
-        storage: Storage,
-        manifest: Manifest,
-        *,
-        commit_options: CommitOptions | None = None,
-        scheme: str | None = None,
-    ) -> None:
-        versions.check_readable(manifest, storage.uri)
-        self._storage = storage
-        self._manifest = manifest
-        self._scheme = scheme
-        self._commit_options = commit_options or CommitOptions()
-        self._check_data_format()
+    def __init__(self, snapshot: Snapshot) -> None:
+        self._snapshot = snapshot
 
-    def _check_data_format(self) -> None:
-        fmt = self._manifest.data_storage_version
-        versions_seen = {f.version for frag in self._manifest.fragments for f in frag.files}
-        if fmt is None and versions_seen:
-            fmt = sorted(versions_seen)[0]
-        if fmt not in (None, *READABLE_FORMATS):
-            raise UnsupportedFormatError(
-                f"{self.uri} stores data files in Lance format {fmt}; "
-                f"lance_table reads formats {', '.join(READABLE_FORMATS)}"
-            )
-        other = versions_seen - {fmt}
-        if other:
-            raise UnsupportedFormatError(
-                f"{self.uri} mixes data files of formats {sorted(versions_seen)}, "
-                "which lance_table does not read"
-            )
+    def _committed(self, snapshot: Snapshot) -> Dataset:
+        """The handle a write returns: on the version it committed (as pylance does)."""
+        return Dataset(snapshot)
+
+    @property
+    def _storage(self) -> Storage:
+        return self._snapshot.storage
 
     # -- identity ---------------------------------------------------------------------------------
 
     @property
     def uri(self) -> str:
-        return self._storage.uri
+        return self._snapshot.uri
 
     @property
     def version(self) -> int:
         """The version this handle is pinned to."""
-        return self._manifest.version
+        return self._snapshot.version
 
     @property
     def latest_version(self) -> int:
@@ -101,16 +86,16 @@ class Dataset:
 
     @property
     def manifest(self) -> Manifest:
-        return self._manifest
+        return self._snapshot.manifest
 
-    @cached_property
+    @property
     def schema(self) -> pa.Schema:
         """The Arrow schema of this version."""
-        return arrow_schema_from_fields(self._manifest.fields, self._manifest.schema_metadata)
+        return self._snapshot.schema
 
     @property
     def data_storage_version(self) -> str | None:
-        return self._manifest.data_storage_version
+        return self.manifest.data_storage_version
 
     def __repr__(self) -> str:
         return f"Dataset({self.uri!r}, version={self.version}, rows={self.count_rows()})"
@@ -141,13 +126,11 @@ class Dataset:
             VersionNotFoundError: the version does not exist.
             TagError: the tag does not exist.
         """
-        manifest, scheme = _load(self._storage, version, None)
-        return Dataset(self._storage, manifest, commit_options=self._commit_options, scheme=scheme)
+        return Dataset(self._snapshot.checkout(version))
 
     def checkout_latest(self) -> Dataset:
         """The newest version (this handle stays pinned)."""
-        manifest, scheme = _load(self._storage, None, None)
-        return Dataset(self._storage, manifest, commit_options=self._commit_options, scheme=scheme)
+        return Dataset(self._snapshot.checkout())
 
     @property
     def tags(self) -> Tags:
@@ -155,20 +138,16 @@ class Dataset:
 
     # -- reading ----------------------------------------------------------------------------------
 
-    def _fragment_readers(self) -> list[FragmentReader]:
-        roots = {n.name: n for n in build_tree(self._manifest.fields)}
-        return [FragmentReader(f, self._storage, roots, self.version) for f in self._manifest.fragments]
-
     def get_fragments(self) -> list[Fragment]:
         """The fragments of this version."""
-        return list(self._manifest.fragments)
+        return list(self.manifest.fragments)
 
     def count_rows(self, filter: Predicate | None = None) -> int:
         """Rows of this version (matching ``filter``, if given)."""
         if filter is None:
-            return self._manifest.num_rows
+            return self.manifest.num_rows
         spec = make_spec(self.schema, [], filter, False, None, None, None)
-        return count_matching(self._fragment_readers(), spec)
+        return count_matching(self._snapshot.fragment_readers(), spec)
 
     def to_batches(
         self,
@@ -183,7 +162,7 @@ class Dataset:
         """A RecordBatchReader over the rows (streams; DuckDB, Polars and pandas can consume it)."""
         spec = make_spec(self.schema, columns, filter, with_row_id, batch_size, offset, limit)
         out = output_schema(self.schema, spec)
-        return pa.RecordBatchReader.from_batches(out, scan(self._fragment_readers(), spec, out))
+        return pa.RecordBatchReader.from_batches(out, scan(self._snapshot.fragment_readers(), spec, out))
 
     scanner = to_batches
 
@@ -204,7 +183,7 @@ class Dataset:
         """
         spec = make_spec(self.schema, columns, filter, with_row_id, 1 << 30, offset, limit)
         out = output_schema(self.schema, spec)
-        return scan_all(self._fragment_readers(), spec, out)
+        return scan_all(self._snapshot.fragment_readers(), spec, out)
 
     def take(
         self, indices: Sequence[int] | np.ndarray | pa.Array, columns: Sequence[str] | None = None
@@ -219,134 +198,94 @@ class Dataset:
         ).reshape(-1)
         spec = make_spec(self.schema, columns, None, False, None, None, None)
         out = output_schema(self.schema, spec)
-        total = self._manifest.num_rows
-        if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= total):
-            raise IndexError(f"row index out of range for {total} rows")
-        unique, inverse = np.unique(idx, return_inverse=True)
-        frags = self._fragment_readers()
-        live_counts = np.array([f.fragment.num_rows for f in frags], np.int64)
-        starts = np.concatenate([[0], np.cumsum(live_counts)])
-        which = np.searchsorted(starts, unique, side="right") - 1
-        parts = []
-        for k in np.unique(which).tolist():
-            frag = frags[k]
-            local = unique[which == k] - starts[k]
-            physical = frag.live_positions()[local] if frag.deleted.size else local
-            table = frag.read(spec.columns, Runs.from_sorted_unique(physical))
-            parts.append(pa.Table.from_arrays(table.columns, schema=out))
-        result = pa.concat_tables(parts) if parts else out.empty_table()
-        return result.take(pa.array(inverse.reshape(-1)))
+        return take_rows(self._snapshot.fragment_readers(), spec, out, idx)
 
     # -- writing ----------------------------------------------------------------------------------
-
-    def _commit(self, pending: Pending, message: str | None = None) -> Dataset:
-        versions.check_writable(self._manifest, self.uri)
-        properties = {COMMIT_MESSAGE_KEY: message} if message else {}
-        manifest = commit(
-            self._storage,
-            self._manifest,
-            pending,
-            options=self._commit_options,
-            properties=properties,
-            scheme=self._scheme,
-        )
-        return self._new_handle(manifest)
-
-    def _new_handle(self, manifest: Manifest) -> Dataset:
-        """A handle on a version this handle's process just committed."""
-        return Dataset(self._storage, manifest, commit_options=self._commit_options, scheme=self._scheme)
 
     def delete(self, predicate: Predicate, *, commit_message: str | None = None) -> Dataset:
         """Delete the rows matching ``predicate``; returns the new version.
 
         Only the predicate's columns are read. Each touched fragment gets a new cumulative deletion
         file; a fragment whose rows are all deleted is dropped.
-        """
-        from lance_table.table.delete import plan_delete
 
-        self._require_writable_format()
-        check_rebasable(self._storage, Pending(Delete((), (), ""), self.version))
-        pending = plan_delete(self, predicate)
-        return self._commit(pending, commit_message)
+        Raises:
+            FilterError: the predicate does not parse.
+            CommitConflictError: a concurrent commit makes this delete impossible.
+        """
+        versions.check_writable(self.manifest, self.uri)
+        check_can_commit(self._snapshot.commit_options, self._storage)
+        pending = plan_delete(self._snapshot, predicate)
+        return self._committed(self._snapshot.commit(pending, message=commit_message))
 
     def restore(self, *, commit_message: str | None = None) -> Dataset:
-        """Make this (old) version the latest again, as a new version."""
-        latest, scheme = _load(self._storage, None, None)
-        versions.check_writable(latest, self.uri)
-        pending = Pending(Restore(self.version), latest.version)
-        properties = {COMMIT_MESSAGE_KEY: commit_message} if commit_message else {}
-        manifest = commit(
-            self._storage, latest, pending, options=self._commit_options, properties=properties, scheme=scheme
-        )
-        return self._new_handle(manifest)
+        """Make this (old) version the latest again, as a new version.
 
-    def compact_files(self, **options: Any) -> Dataset:
+        Raises:
+            VersionNotFoundError: this version has been cleaned up.
+        """
+        latest = self._snapshot.checkout()
+        return self._committed(latest.commit(plan_restore(self._snapshot, latest), message=commit_message))
+
+    def compact_files(
+        self,
+        *,
+        target_rows_per_fragment: int = DEFAULT_TARGET_ROWS,
+        max_rows_per_group: int = 1024,
+        materialize_deletions: bool = True,
+        materialize_deletions_threshold: float = 0.1,
+        max_bytes_per_file: int | None = None,
+        num_threads: int | None = None,
+        batch_size: int | None = None,
+    ) -> Dataset:
         """Rewrite small fragments (and fragments with many deletions) into larger ones.
 
-        See :func:`lance_table.table.compaction.compact_files` for the options.
+        Like pylance, commits two versions (a fragment id reservation, then the rewrite) and returns
+        the second, or this handle when there is nothing to compact. ``max_rows_per_group``,
+        ``num_threads`` and ``batch_size`` are accepted for pylance compatibility.
+
+        Raises:
+            UnsupportedFormatError: the dataset has indices, or data files lance_table does not write.
+            CommitConflictError: a concurrent delete or compaction touched the same fragments.
         """
-        from lance_table.table.compaction import compact_files
+        result = compact_files(
+            self._snapshot,
+            target_rows_per_fragment=target_rows_per_fragment,
+            max_rows_per_group=max_rows_per_group,
+            materialize_deletions=materialize_deletions,
+            materialize_deletions_threshold=materialize_deletions_threshold,
+            max_bytes_per_file=max_bytes_per_file,
+            num_threads=num_threads,
+            batch_size=batch_size,
+        )
+        return self if result is self._snapshot else self._committed(result)
 
-        return compact_files(self, **options)
+    def cleanup_old_versions(
+        self,
+        older_than: dt.timedelta = DEFAULT_OLDER_THAN,
+        *,
+        grace_period: dt.timedelta = DEFAULT_GRACE_PERIOD,
+        delete_unverified: bool = False,
+        error_if_tagged_old_versions: bool = True,
+    ) -> CleanupStats:
+        """Delete versions older than ``older_than`` (never the latest, never a tagged one) and the
+        files only they reference; unreferenced files younger than ``grace_period`` stay unless
+        ``delete_unverified``.
 
-    def cleanup_old_versions(self, **options: Any) -> Any:
-        """Delete old versions and the files only they reference.
-
-        See :func:`lance_table.table.cleanup.cleanup_old_versions` for the options.
+        Raises:
+            TagError: a tagged version is older than the cutoff and ``error_if_tagged_old_versions``.
+            CorruptFileError: a tag file is damaged; nothing is deleted.
         """
-        from lance_table.table.cleanup import cleanup_old_versions
-
-        return cleanup_old_versions(self, **options)
-
-    def _require_writable_format(self) -> None:
-        versions.check_writable(self._manifest, self.uri)
-        check_can_commit(self._commit_options, self._storage)
-
-    def _require_data_file_format(self) -> None:
-        """Refuse operations that write data files into a dataset of another format than 2.0."""
-        _check_writable_data_format(self._manifest, self.uri)
+        return cleanup_old_versions(
+            self._storage,
+            older_than=older_than,
+            grace_period=grace_period,
+            delete_unverified=delete_unverified,
+            error_if_tagged_old_versions=error_if_tagged_old_versions,
+        )
 
 
 def _naive_utc(ns: int) -> dt.datetime:
     return dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=ns // 1000)
-
-
-def _load(storage: Storage, version: int | str | None, asof: dt.datetime | None) -> tuple[Manifest, str]:
-    if isinstance(version, str):
-        tag = version
-        version = Tags(storage).get_version(tag)
-        try:
-            entry = versions.find_entry(storage, version)
-        except VersionNotFoundError as exc:
-            where = f"{storage.uri.rstrip('/')}/{paths.tag_path(tag)}"
-            raise VersionNotFoundError(
-                f"tag {tag!r} ({where}) names a version that does not exist: {exc}"
-            ) from None
-        return versions.read_manifest_file(storage, entry).manifest, entry.scheme
-    if asof is not None:
-        if version is not None:
-            raise ValueError("pass version or asof, not both")
-        entry = _entry_asof(storage, asof)
-    elif version is None:
-        entry = versions.latest_entry(storage)
-    else:
-        entry = versions.find_entry(storage, int(version))
-    return versions.read_manifest_file(storage, entry).manifest, entry.scheme
-
-
-def _entry_asof(storage: Storage, asof: dt.datetime) -> versions.VersionEntry:
-    """The newest version committed at or before ``asof`` (naive datetimes are UTC)."""
-    if asof.tzinfo is not None:
-        asof = asof.astimezone(dt.timezone.utc).replace(tzinfo=None)
-    # datetimes carry microseconds: compare at that precision
-    cutoff_us = (asof - dt.datetime(1970, 1, 1)) // dt.timedelta(microseconds=1)
-    chosen = None
-    for entry in versions.list_versions(storage):
-        if versions.read_manifest_file(storage, entry).manifest.timestamp_ns // 1000 <= cutoff_us:
-            chosen = entry
-    if chosen is None:
-        raise VersionNotFoundError(f"{storage.uri} has no version at or before {asof.isoformat()}")
-    return chosen
 
 
 def dataset(
@@ -368,8 +307,7 @@ def dataset(
     """
     storage = open_storage(uri, storage_options)
     options = CommitOptions(commit_lock=commit_lock, unsafe_commit=unsafe_commit)
-    manifest, scheme = _load(storage, version, asof)
-    return Dataset(storage, manifest, commit_options=options, scheme=scheme)
+    return Dataset(load(storage, version, asof, options))
 
 
 def write_dataset(
@@ -399,8 +337,6 @@ def write_dataset(
         UnsupportedFormatError: the dataset uses a data format or features lance_table cannot write.
         CommitConflictError: a concurrent commit makes this write impossible.
     """
-    if mode not in ("create", "append", "overwrite"):
-        raise ValueError(f"mode must be 'create', 'append' or 'overwrite', not {mode!r}")
     storage = open_storage(uri, storage_options)
     options = CommitOptions(
         commit_lock=commit_lock,
@@ -410,65 +346,31 @@ def write_dataset(
     check_can_commit(options, storage)
     entries = versions.list_versions(storage)
     base = versions.read_manifest_file(storage, entries[-1]).manifest if entries else None
-    if base is not None and mode == "create":
-        raise DatasetAlreadyExistsError(
-            f"a dataset already exists at {storage.uri}; use mode='append' or 'overwrite'"
-        )
-    if base is not None:
-        versions.check_writable(base, storage.uri)
-        _check_writable_data_format(base, storage.uri)
     reader = as_reader(data, schema)
     if schema is not None and reader.schema != schema:
         reader = _cast_reader(reader, schema)
-    if base is not None and mode == "append":
-        target_fields = list(base.fields)
-        target_schema = arrow_schema_from_fields(base.fields, base.schema_metadata)
-    else:
-        target_schema = reader.schema
-        target_fields = fields_from_arrow(target_schema)
-        build_tree(target_fields)
+    plan = plan_write(base, mode, reader.schema, storage.uri)
     frags, written = write_fragments(
         storage,
         reader,
-        target_schema,
-        target_fields,
+        plan.schema,
+        list(plan.fields),
         max_rows_per_file=max_rows_per_file,
         max_bytes_per_file=max_bytes_per_file,
         progress=progress,
+        data_format=plan.data_format,
     )
-    if base is not None and mode == "append":
-        op: Any = Append(tuple(frags))
-    else:
-        md = {k.decode(): v for k, v in (target_schema.metadata or {}).items()}
-        op = Overwrite(tuple(frags), tuple(target_fields), md)
-    pending = Pending(op, base.version if base else 0)
-    properties = {COMMIT_MESSAGE_KEY: commit_message} if commit_message else {}
-    try:
-        manifest = commit(
-            storage,
-            base,
-            pending,
-            options=options,
-            properties=properties,
-            create_only=base is None and mode == "create",
-            scheme=versions.naming_scheme(entries),
-        )
-    except BaseException as exc:
-        if not getattr(exc, "maybe_committed", False):
-            for path in written:
-                with contextlib.suppress(OSError):  # best effort: cleanup removes leftovers later
-                    storage.delete(path)
-        raise
-    return Dataset(storage, manifest, commit_options=options, scheme=versions.naming_scheme(entries))
-
-
-def _check_writable_data_format(base: Manifest, uri: str) -> None:
-    fmt = base.data_storage_version
-    if fmt not in (None, "2.0"):
-        raise UnsupportedFormatError(
-            f"{uri} stores data files in Lance format {fmt}; lance_table writes only format 2.0 and never "
-            "mixes formats in one dataset"
-        )
+    scheme = versions.naming_scheme(entries)
+    manifest = commit(
+        storage,
+        base,
+        plan.pending(frags, written),
+        options=options,
+        message=commit_message,
+        create_only=base is None and mode == "create",
+        scheme=scheme,
+    )
+    return Dataset(Snapshot(storage, manifest, scheme, options))
 
 
 def _cast_reader(reader: pa.RecordBatchReader, schema: pa.Schema) -> pa.RecordBatchReader:
@@ -482,4 +384,4 @@ def _cast_reader(reader: pa.RecordBatchReader, schema: pa.Schema) -> pa.RecordBa
     return pa.RecordBatchReader.from_batches(schema, batches())
 
 
-__all__ = ["Dataset", "DatasetNotFoundError", "dataset", "write_dataset"]
+__all__ = ["Dataset", "dataset", "write_dataset"]

@@ -1,7 +1,7 @@
 """Tags (``_refs/tags/<name>.json`` in pylance's format) and pins: the refs that keep versions alive.
 
 Cleanup deletes old versions unless a tag or a pin names them, and it looks at both twice: before
-it decides and again after it has deleted manifests (see :mod:`lance_table.table.cleanup`). Writers
+it decides and again after it has deleted manifests (see :mod:`lance_table.table.operations.cleanup`). Writers
 of refs follow the matching order, write the ref first and then check that the version's manifest
 still exists, so that every interleaving ends with each ref naming a readable version:
 

@@ -238,3 +238,31 @@ def count_matching(frags: Sequence[FragmentReader], spec: ScanSpec) -> int:
         )
 
     return sum(map_fragments(count, frags))
+
+
+def take_rows(
+    frags: Sequence[FragmentReader], spec: ScanSpec, out_schema: pa.Schema, indices: np.ndarray
+) -> pa.Table:
+    """Rows by position among the live rows of ``frags``, in the order of ``indices``.
+
+    Each fragment reads only the rows asked of it, once however often they are asked.
+
+    Raises:
+        IndexError: an index is outside ``[0, live rows)``.
+    """
+    live_counts = np.array([f.fragment.num_rows for f in frags], np.int64)
+    total = int(live_counts.sum())
+    if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= total):
+        raise IndexError(f"row index out of range for {total} rows")
+    unique, inverse = np.unique(indices, return_inverse=True)
+    starts = np.concatenate([[0], np.cumsum(live_counts)])
+    which = np.searchsorted(starts, unique, side="right") - 1
+    parts = []
+    for k in np.unique(which).tolist():
+        frag = frags[k]
+        local = unique[which == k] - starts[k]
+        physical = frag.live_positions()[local] if frag.deleted.size else local
+        table = frag.read(spec.columns, Runs.from_sorted_unique(physical))
+        parts.append(pa.Table.from_arrays(table.columns, schema=out_schema))
+    result = pa.concat_tables(parts) if parts else out_schema.empty_table()
+    return result.take(pa.array(inverse.reshape(-1)))

@@ -8,7 +8,13 @@ from dataclasses import replace
 from lance_table import __version__
 from lance_table.errors import CommitConflictError
 from lance_table.format import paths
-from lance_table.format.manifest import WRITER_LIBRARY, Fragment, Manifest, assign_fragment_ids
+from lance_table.format.manifest import (
+    DEFAULT_DATA_FORMAT,
+    WRITER_LIBRARY,
+    Fragment,
+    Manifest,
+    assign_fragment_ids,
+)
 from lance_table.format.transaction import (
     Append,
     Delete,
@@ -18,8 +24,6 @@ from lance_table.format.transaction import (
     Rewrite,
     Transaction,
 )
-
-DEFAULT_DATA_FORMAT = ("lance", "2.0")
 
 
 def _next_id(base: Manifest | None) -> int:

@@ -24,15 +24,22 @@ from dataclasses import dataclass
 from lance_table.errors import (
     CommitConflictError,
     CommitError,
+    CommitStateUnknownError,
     DatasetAlreadyExistsError,
 )
 from lance_table.format import paths
 from lance_table.format.manifest import Manifest, ManifestFile, encode_manifest_file
-from lance_table.format.transaction import Overwrite, ReserveFragments, Restore, Transaction
+from lance_table.format.transaction import (
+    COMMIT_MESSAGE_KEY,
+    Overwrite,
+    ReserveFragments,
+    Restore,
+    Transaction,
+)
 from lance_table.storage import Storage
 from lance_table.table import versions
-from lance_table.table.apply import next_manifest
-from lance_table.table.conflicts import Pending, rebase
+from lance_table.table.commit.apply import next_manifest
+from lance_table.table.commit.conflicts import Pending, rebase
 from lance_table.table.tags import pinned
 
 DEFAULT_MAX_RETRIES = 20
@@ -77,6 +84,18 @@ def _lock(options: CommitOptions, storage: Storage, version: int) -> AbstractCon
     return contextlib.nullcontext()
 
 
+@dataclass
+class _Attempt:
+    """A commit in progress: the operation as last rebased, and the transaction file, once written."""
+
+    pending: Pending
+    transaction_path: str | None = None
+
+    def files(self) -> list[str]:
+        """Every file written for this commit (the operation's and the commit's own)."""
+        return [*self.pending.written, *([self.transaction_path] if self.transaction_path else [])]
+
+
 def commit(
     storage: Storage,
     base: Manifest | None,
@@ -84,41 +103,77 @@ def commit(
     *,
     options: CommitOptions | None = None,
     properties: dict[str, str] | None = None,
+    message: str | None = None,
     scheme: str | None = None,
     create_only: bool = False,
 ) -> Manifest:
     """Commit an operation planned against ``base`` (None for a new dataset); return the new manifest.
 
+    ``properties`` go into the transaction, with ``message`` as its commit message.
+
+    This is the one commit path. When it fails with a known outcome, the files the operation wrote
+    (``pending.written``, and deletion files written while rebasing) and the transaction file are
+    deleted: the dataset is exactly as it was. When the outcome is unknown they stay (cleanup
+    removes them later if the version did not land); so do they after an interrupt.
+
     Raises:
         CommitConflictError: a concurrent commit makes this one impossible.
+        CommitStateUnknownError: the manifest write failed and the version may or may not exist.
         CommitError: no safe way to commit, or the retries ran out.
         DatasetAlreadyExistsError: ``create_only`` and another writer created the dataset first.
     """
-    options = options or CommitOptions()
+    attempt = _Attempt(pending)
+    properties = {**(properties or {}), **({COMMIT_MESSAGE_KEY: message} if message else {})}
+    try:
+        return _commit(storage, base, attempt, options or CommitOptions(), properties, scheme, create_only)
+    except CommitStateUnknownError:
+        raise
+    except Exception:
+        for path in attempt.files():
+            with contextlib.suppress(OSError):  # best effort: cleanup removes leftovers later
+                storage.delete(path)
+        raise
+
+
+def _commit(
+    storage: Storage,
+    base: Manifest | None,
+    attempt: _Attempt,
+    options: CommitOptions,
+    properties: dict[str, str],
+    scheme: str | None,
+    create_only: bool,
+) -> Manifest:
     check_can_commit(options, storage)
     entries = versions.list_versions(storage)
     if create_only and entries:
         raise DatasetAlreadyExistsError(f"a dataset was created at {storage.uri} concurrently")
     if scheme is None:
         scheme = versions.naming_scheme(entries)
+    pending = attempt.pending
     with _pinned_restore(storage, pending) as restored:
         txn = Transaction(
-            read_version=pending.read_version, operation=pending.operation, properties=properties or {}
+            read_version=pending.read_version, operation=pending.operation, properties=properties
         )
         txn_bytes = txn.to_bytes()
-        txn_name = paths.transaction_file_name(txn.read_version, txn.uuid)
-        storage.write(paths.transaction_path(txn_name), txn_bytes)
+        attempt.transaction_path = paths.transaction_path(
+            paths.transaction_file_name(txn.read_version, txn.uuid)
+        )
+        storage.write(attempt.transaction_path, txn_bytes)
         # Never create the version after ``base`` blindly: cleanup may have removed versions between
         # base and the latest, and a manifest created in that hole would be invisible (and deleted
         # by the next cleanup). Learn the latest version first and rebase over everything since.
         after = base.version if base is not None else 0
-        current, pending = _catch_up(storage, base, pending, _listed(storage, after, entries, pending))
-        for attempt in range(options.max_retries + 1):
+        current, attempt.pending = _catch_up(
+            storage, base, pending, _listed(storage, after, entries, pending)
+        )
+        for tries in range(options.max_retries + 1):
+            pending = attempt.pending
             txn = Transaction(pending.read_version, pending.operation, txn.uuid, properties=txn.properties)
             new_bytes = txn.to_bytes()
             if new_bytes != txn_bytes:  # rebased: the transaction file says what is committed
                 txn_bytes = new_bytes
-                storage.write(paths.transaction_path(txn_name), txn_bytes)
+                storage.write(attempt.transaction_path, txn_bytes)
             manifest = next_manifest(current, txn, restored)
             data = encode_manifest_file(manifest, txn_bytes)
             path = paths.manifest_path(manifest.version, scheme)
@@ -130,20 +185,21 @@ def commit(
                     raise DatasetAlreadyExistsError(
                         f"a dataset was created at {storage.uri} concurrently"
                     ) from None
-                if attempt == options.max_retries:
+                if tries == options.max_retries:
                     break
                 # Back off first, then learn the latest state and try again at once: knowledge
                 # gathered before a sleep would be stale by the time of the attempt.
-                time.sleep(random.uniform(0, min(MAX_BACKOFF, BACKOFF_BASE * 2**attempt)))
+                time.sleep(random.uniform(0, min(MAX_BACKOFF, BACKOFF_BASE * 2**tries)))
                 after = current.version if current is not None else 0
-                current, pending = _catch_up(storage, current, pending, _probed(storage, after, scheme))
+                current, attempt.pending = _catch_up(
+                    storage, current, pending, _probed(storage, after, scheme)
+                )
                 continue
             except Exception as exc:
                 if not _landed(storage, path, data):
-                    raise CommitError(
+                    raise CommitStateUnknownError(
                         f"writing version {manifest.version} of {storage.uri} failed ({exc!r}); "
-                        "the version may or may not exist",
-                        maybe_committed=True,
+                        "the version may or may not exist"
                     ) from exc
             versions.write_version_hint(storage, manifest.version)
             return manifest

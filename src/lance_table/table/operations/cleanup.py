@@ -21,7 +21,6 @@ import contextlib
 import datetime as dt
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from lance_table.errors import TagError
 from lance_table.format import paths
@@ -30,9 +29,6 @@ from lance_table.storage import Entry, Storage
 from lance_table.table import versions
 from lance_table.table.deletion import deletion_path
 from lance_table.table.tags import PIN_STALE_SECONDS, Tags, pinned_versions
-
-if TYPE_CHECKING:
-    from lance_table.table.dataset import Dataset
 
 DEFAULT_OLDER_THAN = dt.timedelta(days=14)
 # Files no manifest references may belong to a writer that has not committed yet.
@@ -72,7 +68,7 @@ def _tagged(storage: Storage) -> dict[int, str]:
 
 
 def cleanup_old_versions(
-    ds: Dataset,
+    storage: Storage,
     *,
     older_than: dt.timedelta = DEFAULT_OLDER_THAN,
     grace_period: dt.timedelta = DEFAULT_GRACE_PERIOD,
@@ -90,7 +86,6 @@ def cleanup_old_versions(
         TagError: a tagged version is older than the cutoff and ``error_if_tagged_old_versions``.
         CorruptFileError: a tag file is damaged; nothing is deleted.
     """
-    storage = ds._storage
     now = time.time()
     cutoff_ns = int((now - older_than.total_seconds()) * 1e9)
     grace_cutoff = now - (0 if delete_unverified else grace_period.total_seconds())

@@ -26,11 +26,17 @@ from lance_table.format.transaction import (
     Transaction,
 )
 from lance_table.storage import Storage
+from lance_table.table.deletion import deletion_path, read_deletions, union, write_deletions
 
 
 @dataclass
 class Pending:
-    """What a commit needs to rebase itself: the operation and, for deletes, the rows it adds."""
+    """What a commit needs: the operation, what it read, and the files it wrote.
+
+    ``written`` (paths relative to the dataset root) are deleted if the commit fails with a known
+    outcome. For deletes, the rows each fragment loses and the deletion file it had are kept so that
+    the delete can be re-derived against a newer version.
+    """
 
     operation: Operation
     read_version: int
@@ -38,6 +44,7 @@ class Pending:
     delete_additions: Mapping[int, np.ndarray] = field(default_factory=dict)
     # fragment id -> the deletion file the fragment had when this delete read it
     delete_bases: Mapping[int, DeletionFile | None] = field(default_factory=dict)
+    written: tuple[str, ...] = ()
 
 
 def _touched(op: Operation) -> set[int]:
@@ -59,6 +66,44 @@ def _changes_schema(op: Operation) -> bool:
     return isinstance(op, OtherOperation) and op.name in ("merge", "project", "update_config", "clone")
 
 
+def _conflict(message: str, *, retryable: bool = True) -> CommitConflictError:
+    return CommitConflictError(message, retryable=retryable)
+
+
+def _check_append(mine: Operation, other: Operation, where: str) -> None:
+    """An append adds new fragments: only a schema change gets in its way."""
+    if _changes_schema(other):
+        raise _conflict(f"a concurrent {other.name} changed the schema ({where})")
+
+
+def _check_delete(mine: Operation, other: Operation, where: str) -> None:
+    """A delete merges with other deletes of the same fragments; anything else touching them conflicts."""
+    if _changes_schema(other):
+        raise _conflict(f"a concurrent {other.name} changed the table ({where})")
+    overlap = _touched(mine) & _touched(other)
+    if overlap and not isinstance(other, Delete):
+        raise _conflict(f"{mine.name} and a concurrent {other.name} both changed fragments {sorted(overlap)}")
+
+
+def _check_rewrite(mine: Operation, other: Operation, where: str) -> None:
+    """A rewrite (compaction) or another operation on fragments needs them unchanged."""
+    if _changes_schema(other):
+        raise _conflict(f"a concurrent {other.name} changed the table ({where})")
+    overlap = _touched(mine) & _touched(other)
+    if overlap:
+        raise _conflict(f"{mine.name} and a concurrent {other.name} both changed fragments {sorted(overlap)}")
+
+
+# One check per kind of my operation; Overwrite, Restore and ReserveFragments apply to whatever
+# version is latest and need none.
+_CHECKS = {
+    Append: _check_append,
+    Delete: _check_delete,
+    Rewrite: _check_rewrite,
+    OtherOperation: _check_rewrite,
+}
+
+
 def rebase(pending: Pending, theirs: list[Transaction], latest: Manifest, storage: Storage) -> Pending:
     """Rebase ``pending`` onto the transactions committed after its read version.
 
@@ -66,37 +111,19 @@ def rebase(pending: Pending, theirs: list[Transaction], latest: Manifest, storag
         CommitConflictError: the operations cannot be combined.
     """
     mine = pending.operation
-    if isinstance(mine, (Overwrite, Restore, ReserveFragments)):
-        return pending  # these apply to whatever is latest
+    check = _CHECKS.get(type(mine))
+    if check is None:
+        return pending
     for txn in theirs:
         other = txn.operation
         where = f"version committed by transaction {txn.uuid} ({other.name})"
         if _replaces_data(other):
-            raise CommitConflictError(
+            raise _conflict(
                 f"a concurrent {other.name} replaced the data this {mine.name} was based on ({where})",
                 retryable=False,
             )
-        if isinstance(other, (ReserveFragments, Append)):
-            continue
-        if _changes_schema(other) and not isinstance(mine, Append):
-            raise CommitConflictError(
-                f"a concurrent {other.name} changed the table ({where})", retryable=True
-            )
-        if isinstance(mine, Append):
-            if _changes_schema(other):
-                raise CommitConflictError(
-                    f"a concurrent {other.name} changed the schema ({where})", retryable=True
-                )
-            continue
-        overlap = _touched(mine) & _touched(other)
-        if not overlap:
-            continue
-        if isinstance(mine, Delete) and isinstance(other, Delete):
-            continue  # merged below against the latest state of each fragment
-        raise CommitConflictError(
-            f"{mine.name} and a concurrent {other.name} both changed fragments {sorted(overlap)}",
-            retryable=True,
-        )
+        if not isinstance(other, (ReserveFragments, Append)):
+            check(mine, other, where)
     if isinstance(mine, Delete):
         return _rebase_delete(pending, mine, latest, storage)
     return pending
@@ -104,12 +131,11 @@ def rebase(pending: Pending, theirs: list[Transaction], latest: Manifest, storag
 
 def _rebase_delete(pending: Pending, mine: Delete, latest: Manifest, storage: Storage) -> Pending:
     """Re-derive my deletions from the latest state of every fragment I touch."""
-    from lance_table.table.deletion import read_deletions, union, write_deletions
-
     current = {f.id: f for f in latest.fragments}
     planned = {f.id: f for f in mine.updated_fragments}
     updated: list[Fragment] = []
     removed: list[int] = []
+    written: list[str] = []
     for frag_id, added in pending.delete_additions.items():
         frag = current.get(frag_id)
         if frag is None:
@@ -128,6 +154,7 @@ def _rebase_delete(pending: Pending, mine: Delete, latest: Manifest, storage: St
             continue  # nothing new for this fragment
         else:
             df = write_deletions(storage, frag, merged, pending.read_version)
+            written.append(deletion_path(frag.id, df))
             updated.append(replace(frag, deletion_file=df))
     op = Delete(tuple(updated), tuple(sorted(removed)), mine.predicate)
-    return Pending(op, pending.read_version, pending.delete_additions, pending.delete_bases)
+    return replace(pending, operation=op, written=pending.written + tuple(written))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow.compute as pc
@@ -11,17 +10,21 @@ import pyarrow.compute as pc
 from lance_table._parallel import map_fragments
 from lance_table.format.manifest import Fragment
 from lance_table.format.transaction import Delete
-from lance_table.table.conflicts import Pending
-from lance_table.table.deletion import union, write_deletions
+from lance_table.table.commit import Pending, check_rebasable
+from lance_table.table.deletion import deletion_path, union, write_deletions
 from lance_table.table.fragment import FragmentReader
-from lance_table.table.scanner import READ_CHUNK_ROWS, make_spec, matching_positions
-
-if TYPE_CHECKING:
-    from lance_table.table.dataset import Dataset
+from lance_table.table.scan import READ_CHUNK_ROWS, make_spec, matching_positions
+from lance_table.table.snapshot import Snapshot
 
 
-def plan_delete(ds: Dataset, predicate: str | pc.Expression) -> Pending:
-    """The Delete operation for ``predicate`` against ``ds`` (deletion files already written)."""
+def plan_delete(ds: Snapshot, predicate: str | pc.Expression) -> Pending:
+    """The Delete operation for ``predicate`` against ``ds`` (deletion files already written).
+
+    Raises:
+        CommitConflictError: versions committed since ``ds`` are gone (checked before writing).
+        FilterError: the predicate does not parse.
+    """
+    check_rebasable(ds.storage, Pending(Delete((), (), ""), ds.version))
     spec = make_spec(ds.schema, [], predicate, False, None, None, None)
     updated: list[Fragment] = []
     removed: list[int] = []
@@ -36,7 +39,8 @@ def plan_delete(ds: Dataset, predicate: str | pc.Expression) -> Pending:
                 parts.append(runs.positions())
         return np.concatenate(parts).astype(np.uint32) if parts else None
 
-    frags = ds._fragment_readers()
+    frags = ds.fragment_readers()
+    written: list[str] = []
     for frag, matched in zip(frags, map_fragments(matches, frags)):
         if matched is None:
             continue
@@ -46,7 +50,8 @@ def plan_delete(ds: Dataset, predicate: str | pc.Expression) -> Pending:
         if merged.size >= frag.physical_rows:
             removed.append(frag.fragment.id)
         else:
-            df = write_deletions(ds._storage, frag.fragment, merged, ds.version)
+            df = write_deletions(ds.storage, frag.fragment, merged, ds.version)
+            written.append(deletion_path(frag.fragment.id, df))
             updated.append(replace(frag.fragment, deletion_file=df))
     text = predicate if isinstance(predicate, str) else str(predicate)
-    return Pending(Delete(tuple(updated), tuple(removed), text), ds.version, additions, bases)
+    return Pending(Delete(tuple(updated), tuple(removed), text), ds.version, additions, bases, tuple(written))

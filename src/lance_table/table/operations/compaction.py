@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
 
 from lance_table._parallel import map_fragments
 from lance_table.errors import UnsupportedFormatError
@@ -13,13 +11,14 @@ from lance_table.file.runs import Runs
 from lance_table.format import paths
 from lance_table.format.manifest import Fragment
 from lance_table.format.transaction import ReserveFragments, Rewrite, RewriteGroup
-from lance_table.table.commit import check_rebasable, commit
-from lance_table.table.conflicts import Pending
+from lance_table.table.commit import Pending, check_can_commit, check_rebasable
 from lance_table.table.fragment import FragmentReader
-from lance_table.table.writer import DEFAULT_MAX_BYTES_PER_FILE, FragmentWriter
-
-if TYPE_CHECKING:
-    from lance_table.table.dataset import Dataset
+from lance_table.table.operations.write import (
+    DEFAULT_MAX_BYTES_PER_FILE,
+    FragmentWriter,
+    writable_data_format,
+)
+from lance_table.table.snapshot import Snapshot
 
 DEFAULT_TARGET_ROWS = 1024 * 1024
 COPY_CHUNK_ROWS = 128 * 1024
@@ -85,14 +84,15 @@ def plan(
     return [b for bin_ in bins if not bin_.is_noop() for b in bin_.split(target_rows)]
 
 
-def _rewrite_bin(ds: Dataset, bin_: _Bin, max_bytes: int) -> list[Fragment]:
+def _rewrite_bin(ds: Snapshot, bin_: _Bin, max_bytes: int, data_format: str) -> list[Fragment]:
     # Like pylance, each bin becomes one fragment (unless it passes the byte limit).
     writer = FragmentWriter(
-        ds._storage,
+        ds.storage,
         ds.schema,
         list(ds.manifest.fields),
         max_rows_per_file=2**62,
         max_bytes_per_file=max_bytes,
+        data_format=data_format,
     )
     try:
         for frag in bin_.fragments:
@@ -115,7 +115,7 @@ def _try(fn: Callable[[], list[Fragment]]) -> tuple[list[Fragment], BaseExceptio
 
 
 def compact_files(
-    ds: Dataset,
+    ds: Snapshot,
     *,
     target_rows_per_fragment: int = DEFAULT_TARGET_ROWS,
     max_rows_per_group: int = 1024,
@@ -124,7 +124,7 @@ def compact_files(
     max_bytes_per_file: int | None = None,
     num_threads: int | None = None,
     batch_size: int | None = None,
-) -> Dataset:
+) -> Snapshot:
     """Rewrite small fragments into fragments of about ``target_rows_per_fragment`` rows, dropping
     deleted rows; commits ``ReserveFragments`` and then ``Rewrite`` (two versions), as pylance does.
     Returns the new version, or ``ds`` itself when there is nothing to compact.
@@ -132,17 +132,19 @@ def compact_files(
     ``max_rows_per_group``, ``num_threads`` and ``batch_size`` are accepted for pylance compatibility.
 
     Raises:
-        UnsupportedFormatError: the dataset has indices (they would need remapping).
-        CommitConflictError: a concurrent delete or compaction touched the same fragments.
+        UnsupportedFormatError: the dataset has indices (they would need remapping), or a data
+            format lance_table does not write.
+        CommitConflictError: a concurrent delete or compaction touched the same fragments, or
+            versions committed since ``ds`` are gone.
     """
     if target_rows_per_fragment <= 0:
         raise ValueError("target_rows_per_fragment must be positive")
-    ds._require_writable_format()
-    ds._require_data_file_format()
+    data_format = writable_data_format(ds.manifest, ds.uri)
+    check_can_commit(ds.commit_options, ds.storage)
     if materialize_deletions and materialize_deletions_threshold >= 1.0:
         materialize_deletions = False
     bins = plan(
-        ds._fragment_readers(),
+        ds.fragment_readers(),
         target_rows_per_fragment,
         materialize_deletions,
         materialize_deletions_threshold,
@@ -152,47 +154,27 @@ def compact_files(
     if ds.manifest.index_section is not None:
         raise UnsupportedFormatError(f"{ds.uri} has indices; compacting it would require remapping them")
     # The rewrite commits after a ReserveFragments version: refuse before either if it cannot land.
-    check_rebasable(ds._storage, Pending(Rewrite(()), ds.version))
-    written: list[list[Fragment]] = []
-    try:
-        limit = max_bytes_per_file or DEFAULT_MAX_BYTES_PER_FILE
-        # Bins are independent: rewrite them in parallel, then fail (and clean up) if any failed.
-        results = map_fragments(lambda bin_: _try(lambda: _rewrite_bin(ds, bin_, limit)), bins)
-        written = [frags for frags, _ in results]
-        for _, error in results:
-            if error is not None:
-                raise error
-        total = sum(len(w) for w in written)
-        reserved = commit(
-            ds._storage,
-            ds.manifest,
-            Pending(ReserveFragments(total), ds.version),
-            options=ds._commit_options,
-            scheme=ds._scheme,
-        )
-        assert reserved.max_fragment_id is not None
-        next_id = reserved.max_fragment_id - total + 1
-        groups = []
-        for bin_, new in zip(bins, written):
-            with_ids = []
-            for frag in new:
-                with_ids.append(replace(frag, id=next_id))
-                next_id += 1
-            groups.append(RewriteGroup(tuple(f.fragment for f in bin_.fragments), tuple(with_ids)))
-        manifest = commit(
-            ds._storage,
-            ds.manifest,
-            Pending(Rewrite(tuple(groups)), ds.version),
-            options=ds._commit_options,
-            scheme=ds._scheme,
-        )
-    except BaseException as exc:
-        if getattr(exc, "maybe_committed", False):
-            raise
-        for new in written:
-            for frag in new:
-                for f in frag.files:
-                    with contextlib.suppress(OSError):
-                        ds._storage.delete(paths.data_file_path(f.path))
-        raise
-    return ds._new_handle(manifest)
+    check_rebasable(ds.storage, Pending(Rewrite(()), ds.version))
+    limit = max_bytes_per_file or DEFAULT_MAX_BYTES_PER_FILE
+    # Bins are independent: rewrite them in parallel, then fail (and clean up) if any failed.
+    results = map_fragments(lambda bin_: _try(lambda: _rewrite_bin(ds, bin_, limit, data_format)), bins)
+    written = [frags for frags, _ in results]
+    files = tuple(paths.data_file_path(f.path) for new in written for frag in new for f in frag.files)
+    for _, error in results:
+        if error is not None:
+            for path in files:
+                ds.storage.delete(path)
+            raise error
+    total = sum(len(w) for w in written)
+    # A failed reservation deletes the new files; so does a failed rewrite (through its pending).
+    reserved = ds.commit(Pending(ReserveFragments(total), ds.version, written=files)).manifest
+    assert reserved.max_fragment_id is not None
+    next_id = reserved.max_fragment_id - total + 1
+    groups = []
+    for bin_, new in zip(bins, written):
+        with_ids = []
+        for frag in new:
+            with_ids.append(replace(frag, id=next_id))
+            next_id += 1
+        groups.append(RewriteGroup(tuple(f.fragment for f in bin_.fragments), tuple(with_ids)))
+    return ds.commit(Pending(Rewrite(tuple(groups)), ds.version, written=files))

@@ -1,20 +1,27 @@
-"""Streaming rows into new fragments: one Lance 2.0 data file per fragment, rolled over at size limits."""
+"""Writes: plan them against the version they build on, stream rows into new fragments (one data
+file each, rolled over at size limits), and say what to commit. ``write_dataset`` and the Spark
+writer both go through here."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import pyarrow as pa
 
-from lance_table.errors import SchemaError
+from lance_table.errors import DatasetAlreadyExistsError, SchemaError, UnsupportedFormatError
 from lance_table.file import LanceFileWriter
+from lance_table.file.container import FileVersion
 from lance_table.file.layout20 import column_assignment
 from lance_table.format import paths
-from lance_table.format.manifest import DataFile, Fragment
-from lance_table.schema import LanceField, build_tree
+from lance_table.format.manifest import DEFAULT_DATA_FORMAT, DataFile, Fragment, Manifest
+from lance_table.format.transaction import Append, Operation, Overwrite
+from lance_table.schema import LanceField, arrow_schema_from_fields, build_tree, fields_from_arrow
 from lance_table.storage import Storage
+from lance_table.table import versions
+from lance_table.table.commit import Pending
 
 DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
 DEFAULT_MAX_BYTES_PER_FILE = 90 * 1024**3
@@ -22,6 +29,83 @@ DEFAULT_MAX_BYTES_PER_FILE = 90 * 1024**3
 WRITE_CHUNK_ROWS = 128 * 1024
 
 ProgressCallback = Callable[[int], None]
+WriteMode = Literal["create", "append", "overwrite"]
+# Data file formats lance_table writes into datasets.
+WRITABLE_FORMATS = ("2.0",)
+
+
+@dataclass(frozen=True)
+class WritePlan:
+    """How rows are written on top of version ``read_version`` (0: a new dataset).
+
+    Small and picklable: a distributed write sends it to every task.
+
+    Attributes:
+        append: whether the rows are appended to the existing version (else they replace it).
+        schema: the Arrow schema rows are written with (the dataset's, for an append).
+        fields: the Lance fields (with their ids) of that schema.
+        data_format: the data file format version, taken from the dataset.
+    """
+
+    read_version: int
+    append: bool
+    schema: pa.Schema
+    fields: tuple[LanceField, ...]
+    data_format: str
+
+    def operation(self, fragments: Sequence[Fragment]) -> Operation:
+        """What committing ``fragments`` means: an Append to the base, or an Overwrite."""
+        if self.append:
+            return Append(tuple(fragments))
+        md = {k.decode(): v for k, v in (self.schema.metadata or {}).items()}
+        return Overwrite(tuple(fragments), self.fields, md)
+
+    def pending(self, fragments: Sequence[Fragment], written: Sequence[str]) -> Pending:
+        """What to commit for ``fragments``, whose ``written`` files the commit removes if it fails."""
+        return Pending(self.operation(fragments), self.read_version, written=tuple(written))
+
+
+def writable_data_format(base: Manifest | None, uri: str) -> str:
+    """The format new data files of the dataset use: its own (a new dataset: the default).
+
+    Raises:
+        UnsupportedFormatError: the version needs writer features, or data files of a format,
+            lance_table does not write.
+    """
+    if base is None:
+        return DEFAULT_DATA_FORMAT[1]
+    versions.check_writable(base, uri)
+    data_format = base.data_storage_version or DEFAULT_DATA_FORMAT[1]
+    if data_format not in WRITABLE_FORMATS:
+        raise UnsupportedFormatError(
+            f"{uri} stores data files in Lance format {data_format}; lance_table writes only format "
+            f"{', '.join(WRITABLE_FORMATS)} and never mixes formats in one dataset"
+        )
+    return data_format
+
+
+def plan_write(base: Manifest | None, mode: WriteMode, data_schema: pa.Schema, uri: str) -> WritePlan:
+    """Plan a write of rows of ``data_schema`` on top of ``base`` (the latest version, or None).
+
+    Raises:
+        ValueError: an unknown mode.
+        DatasetAlreadyExistsError: ``mode="create"`` and a dataset exists.
+        UnsupportedFormatError: the dataset needs features or a data format lance_table cannot write.
+        SchemaError: the schema cannot be stored.
+    """
+    if mode not in ("create", "append", "overwrite"):
+        raise ValueError(f"mode must be 'create', 'append' or 'overwrite', not {mode!r}")
+    if base is not None and mode == "create":
+        raise DatasetAlreadyExistsError(
+            f"a dataset already exists at {uri}; use mode='append' or 'overwrite'"
+        )
+    data_format = writable_data_format(base, uri)
+    if base is not None and mode == "append":
+        schema = arrow_schema_from_fields(base.fields, base.schema_metadata)
+        return WritePlan(base.version, True, schema, base.fields, data_format)
+    fields = tuple(fields_from_arrow(data_schema))
+    build_tree(fields)
+    return WritePlan(base.version if base is not None else 0, False, data_schema, fields, data_format)
 
 
 def as_reader(data: Any, schema: pa.Schema | None = None) -> pa.RecordBatchReader:
@@ -105,6 +189,7 @@ class FragmentWriter:
         progress: ProgressCallback | None = None,
         write_tag: str = "",
         before_file: Callable[[], None] | None = None,
+        data_format: str = DEFAULT_DATA_FORMAT[1],
     ) -> None:
         if max_rows_per_file <= 0 or max_bytes_per_file <= 0:
             raise ValueError("max_rows_per_file and max_bytes_per_file must be positive")
@@ -116,6 +201,8 @@ class FragmentWriter:
         self.progress = progress
         self.write_tag = write_tag
         self.before_file = before_file
+        self.data_format = data_format
+        self._file_version = FileVersion.parse(data_format).manifest_version
         cols = column_assignment(build_tree(fields))
         self._file_fields = tuple(f.id for f in fields)
         self._column_indices = tuple(cols.get(f.id, -1) for f in fields)
@@ -134,7 +221,9 @@ class FragmentWriter:
         path = paths.data_file_path(self._name)
         self.paths.append(path)
         self._stream = self.storage.open_writer(path)
-        self._writer = LanceFileWriter(self._stream, self.schema, fields=self.fields)
+        self._writer = LanceFileWriter(
+            self._stream, self.schema, fields=self.fields, version=self.data_format
+        )
         self._rows = 0
         self._bytes = 0
         return self._writer
@@ -152,8 +241,8 @@ class FragmentWriter:
                         path=self._name,
                         fields=self._file_fields,
                         column_indices=self._column_indices,
-                        file_major_version=2,
-                        file_minor_version=0,
+                        file_major_version=self._file_version[0],
+                        file_minor_version=self._file_version[1],
                         file_size_bytes=written.size,
                     ),
                 ),

@@ -1,0 +1,162 @@
+"""A snapshot: one version of a dataset as an immutable value (storage + manifest + commit options).
+
+Operations take a snapshot and return what to commit; :meth:`Snapshot.commit` sends it through the
+one commit path and returns the snapshot of the version it made. The ``Dataset`` handle is a thin
+facade over a snapshot.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import pyarrow as pa
+
+from lance_table.errors import UnsupportedFormatError, VersionNotFoundError
+from lance_table.format import paths
+from lance_table.format.manifest import Manifest
+from lance_table.schema import FieldNode, arrow_schema_from_fields, build_tree
+from lance_table.storage import Storage
+from lance_table.table import versions
+from lance_table.table.commit import CommitOptions, Pending, commit
+from lance_table.table.fragment import FragmentReader
+from lance_table.table.tags import Tags
+
+# Data file formats a dataset may use to be read.
+READABLE_FORMATS = ("2.0", "2.1", "2.2")
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One version of a dataset: where it lives, its manifest, and how commits on top of it are made.
+
+    Attributes:
+        storage: the dataset's storage.
+        manifest: the version's manifest.
+        scheme: the manifest naming scheme of the dataset (None: learn it from the listing).
+        commit_options: retries, commit lock, unsafe commits.
+    """
+
+    storage: Storage
+    manifest: Manifest
+    scheme: str | None = None
+    commit_options: CommitOptions = field(default_factory=CommitOptions)
+
+    def __post_init__(self) -> None:
+        versions.check_readable(self.manifest, self.storage.uri)
+        _check_data_format(self.manifest, self.storage.uri)
+
+    @property
+    def uri(self) -> str:
+        return self.storage.uri
+
+    @property
+    def version(self) -> int:
+        return self.manifest.version
+
+    @cached_property
+    def schema(self) -> pa.Schema:
+        """The Arrow schema of this version."""
+        return arrow_schema_from_fields(self.manifest.fields, self.manifest.schema_metadata)
+
+    @cached_property
+    def roots(self) -> dict[str, FieldNode]:
+        return {n.name: n for n in build_tree(self.manifest.fields)}
+
+    def fragment_readers(self) -> list[FragmentReader]:
+        """A reader per fragment of this version."""
+        return [FragmentReader(f, self.storage, self.roots, self.version) for f in self.manifest.fragments]
+
+    def commit(self, pending: Pending, *, message: str | None = None) -> Snapshot:
+        """Commit ``pending`` (planned against this version) and return the version it made.
+
+        Raises:
+            CommitConflictError, CommitStateUnknownError, CommitError: see :func:`commit`.
+            UnsupportedFormatError: this version needs writer features lance_table lacks.
+        """
+        versions.check_writable(self.manifest, self.uri)
+        manifest = commit(
+            self.storage,
+            self.manifest,
+            pending,
+            options=self.commit_options,
+            message=message,
+            scheme=self.scheme,
+        )
+        return Snapshot(self.storage, manifest, self.scheme, self.commit_options)
+
+    def checkout(self, version: int | str | None = None, asof: dt.datetime | None = None) -> Snapshot:
+        """Another version (a number or tag; None for the latest) of the same dataset."""
+        return load(self.storage, version, asof, self.commit_options)
+
+
+def load(
+    storage: Storage,
+    version: int | str | None = None,
+    asof: dt.datetime | None = None,
+    options: CommitOptions | None = None,
+) -> Snapshot:
+    """The snapshot of a version number, a tag, the version current at ``asof``, or the latest.
+
+    Raises:
+        DatasetNotFoundError: there is no dataset.
+        VersionNotFoundError: the version, tag target or time does not resolve.
+        TagError: the tag does not exist.
+        UnsupportedFormatError: the version needs features lance_table does not have.
+    """
+    if isinstance(version, str):
+        entry = _tagged_entry(storage, version)
+    elif asof is not None:
+        if version is not None:
+            raise ValueError("pass version or asof, not both")
+        entry = _entry_asof(storage, asof)
+    elif version is None:
+        entry = versions.latest_entry(storage)
+    else:
+        entry = versions.find_entry(storage, int(version))
+    manifest = versions.read_manifest_file(storage, entry).manifest
+    return Snapshot(storage, manifest, entry.scheme, options or CommitOptions())
+
+
+def _tagged_entry(storage: Storage, tag: str) -> versions.VersionEntry:
+    version = Tags(storage).get_version(tag)
+    try:
+        return versions.find_entry(storage, version)
+    except VersionNotFoundError as exc:
+        where = f"{storage.uri.rstrip('/')}/{paths.tag_path(tag)}"
+        raise VersionNotFoundError(
+            f"tag {tag!r} ({where}) names a version that does not exist: {exc}"
+        ) from None
+
+
+def _entry_asof(storage: Storage, asof: dt.datetime) -> versions.VersionEntry:
+    """The newest version committed at or before ``asof`` (naive datetimes are UTC)."""
+    if asof.tzinfo is not None:
+        asof = asof.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    # datetimes carry microseconds: compare at that precision
+    cutoff_us = (asof - dt.datetime(1970, 1, 1)) // dt.timedelta(microseconds=1)
+    chosen = None
+    for entry in versions.list_versions(storage):
+        if versions.read_manifest_file(storage, entry).manifest.timestamp_ns // 1000 <= cutoff_us:
+            chosen = entry
+    if chosen is None:
+        raise VersionNotFoundError(f"{storage.uri} has no version at or before {asof.isoformat()}")
+    return chosen
+
+
+def _check_data_format(manifest: Manifest, uri: str) -> None:
+    """Refuse datasets whose data files are in a format lance_table does not read."""
+    fmt = manifest.data_storage_version
+    seen = {f.version for frag in manifest.fragments for f in frag.files}
+    if fmt is None and seen:
+        fmt = sorted(seen)[0]
+    if fmt not in (None, *READABLE_FORMATS):
+        raise UnsupportedFormatError(
+            f"{uri} stores data files in Lance format {fmt}; "
+            f"lance_table reads formats {', '.join(READABLE_FORMATS)}"
+        )
+    if seen - {fmt}:
+        raise UnsupportedFormatError(
+            f"{uri} mixes data files of formats {sorted(seen)}, which lance_table does not read"
+        )
