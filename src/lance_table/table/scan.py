@@ -86,19 +86,20 @@ def make_spec(
 
 @functools.lru_cache(maxsize=256)
 def _compile_cached(predicate: str, schema: pa.Schema) -> tuple[pc.Expression, tuple[str, ...]]:
-    from lance_table.filters import filter_columns, parse_filter
+    from lance_table.filters import compile_filter  # sqlglot loads on the first filter, not on import
 
-    return parse_filter(predicate, schema), tuple(filter_columns(predicate, schema))
+    expr, columns = compile_filter(predicate, schema)
+    return expr, tuple(columns)
 
 
 def _compile_filter(predicate: Predicate, schema: pa.Schema) -> tuple[pc.Expression, list[str]]:
-    """The expression and the columns it reads (SQL text is parsed once per schema)."""
+    """The expression and the columns it reads (SQL text is compiled once per schema)."""
     if isinstance(predicate, str):
         expr, cols = _compile_cached(predicate, schema)
         return expr, list(cols)
-    from lance_table.filters import filter_columns, parse_filter
+    from lance_table.filters import compile_filter
 
-    return parse_filter(predicate, schema), filter_columns(predicate, schema)
+    return compile_filter(predicate, schema)
 
 
 def output_schema(schema: pa.Schema, spec: ScanSpec) -> pa.Schema:

@@ -1,0 +1,253 @@
+"""Literals and casts: SQL literal text to Arrow scalars, and conversions as DataFusion makes them."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from sqlglot import exp
+
+from lance_table.errors import FilterError
+
+
+@dataclass(frozen=True)
+class _Operand:
+    """A compiled sub-expression with its Arrow type; ``value`` is set when it is a constant literal."""
+
+    expr: pc.Expression
+    type: pa.DataType
+    value: pa.Scalar | None = None
+
+    @property
+    def is_literal(self) -> bool:
+        return self.value is not None
+
+    @property
+    def is_null_literal(self) -> bool:
+        return self.value is not None and not self.value.is_valid
+
+
+def _literal(value: pa.Scalar) -> _Operand:
+    return _Operand(pc.scalar(value), value.type, value)
+
+
+_NULL_BOOL = _literal(pa.scalar(None, pa.bool_()))
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+_DATE_RE = re.compile(r"\s*(\d{4})-(\d{1,2})-(\d{1,2})\s*")
+_TIMESTAMP_RE = re.compile(
+    r"""\s*(\d{4})-(\d{1,2})-(\d{1,2})
+        (?:[Tt\s]\s*(\d{1,2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?)?
+        \s*([Zz]|[+-]\d{2}(?::?\d{2})?)?\s*""",
+    re.VERBOSE,
+)
+_EPOCH = dt.datetime(1970, 1, 1)
+
+_DT = exp.DataType.Type
+_CAST_TYPES: dict[Any, pa.DataType] = {
+    _DT.TINYINT: pa.int8(),
+    _DT.SMALLINT: pa.int16(),
+    _DT.INT: pa.int32(),
+    _DT.BIGINT: pa.int64(),
+    _DT.UTINYINT: pa.uint8(),
+    _DT.USMALLINT: pa.uint16(),
+    _DT.UINT: pa.uint32(),
+    _DT.UBIGINT: pa.uint64(),
+    _DT.FLOAT: pa.float32(),
+    _DT.DOUBLE: pa.float64(),
+    _DT.TEXT: pa.string(),
+    _DT.VARCHAR: pa.string(),
+    _DT.CHAR: pa.string(),
+    _DT.NVARCHAR: pa.string(),
+    _DT.NCHAR: pa.string(),
+    _DT.BINARY: pa.binary(),
+    _DT.VARBINARY: pa.binary(),
+    _DT.DATE: pa.date32(),
+    _DT.BOOLEAN: pa.bool_(),
+}
+_TIMESTAMP_UNITS = {0: "s", 3: "ms", 6: "us", 9: "ns"}
+
+
+def _integer_literal(value: int) -> _Operand:
+    if _INT64_MIN <= value <= _INT64_MAX:
+        return _literal(pa.scalar(value, pa.int64()))
+    if 0 <= value < 2**64:
+        return _literal(pa.scalar(value, pa.uint64()))
+    raise FilterError(f"integer literal {value} is out of range")
+
+
+def _number_literal(text: str) -> _Operand:
+    if text.isdigit():
+        return _integer_literal(int(text))
+    try:
+        return _literal(pa.scalar(float(text), pa.float64()))
+    except ValueError as e:
+        raise FilterError(f"invalid number {text!r}") from e
+
+
+def _parse_date(text: str) -> dt.date:
+    m = _DATE_RE.fullmatch(text)
+    try:
+        if m is None:
+            raise ValueError
+        return dt.date(int(m[1]), int(m[2]), int(m[3]))
+    except ValueError:
+        raise FilterError(f"cannot read {text!r} as a date (expected YYYY-MM-DD)") from None
+
+
+def _parse_timestamp(text: str) -> pa.Scalar:
+    """``text`` as a naive timestamp[ns] (timestamp[us] outside ns range); an offset converts to UTC."""
+    m = _TIMESTAMP_RE.fullmatch(text)
+    try:
+        if m is None:
+            raise ValueError
+        year, month, day = int(m[1]), int(m[2]), int(m[3])
+        hour, minute, second = int(m[4] or 0), int(m[5] or 0), int(m[6] or 0)
+        wall = dt.datetime(year, month, day, hour, minute, second)
+    except ValueError:
+        raise FilterError(
+            f"cannot read {text!r} as a timestamp (expected YYYY-MM-DD[ HH:MM[:SS[.fff]]][Z|+HH:MM])"
+        ) from None
+    nanos = (wall - _EPOCH) // dt.timedelta(microseconds=1) * 1000 + int((m[7] or "").ljust(9, "0"))
+    zone = m[8]
+    if zone and zone not in "Zz":
+        sign = -1 if zone[0] == "-" else 1
+        digits = zone[1:].replace(":", "")
+        offset_minutes = int(digits[:2]) * 60 + int(digits[2:] or 0)
+        nanos -= sign * offset_minutes * 60 * 1_000_000_000
+    if _INT64_MIN <= nanos <= _INT64_MAX:
+        return pa.scalar(nanos, pa.timestamp("ns"))
+    return pa.scalar(nanos // 1000, pa.timestamp("us"))
+
+
+def _is_temporal(t: pa.DataType) -> bool:
+    return bool(pa.types.is_date(t) or pa.types.is_timestamp(t))
+
+
+def _is_string(t: pa.DataType) -> bool:
+    return bool(pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t))
+
+
+def _cast_options(source: pa.DataType, target: pa.DataType) -> pc.CastOptions:
+    """DataFusion's CAST: floats truncate to integers, times truncate to coarser units and to dates;
+    everything else (overflow, unparsable strings) is an error."""
+    from_float = pa.types.is_floating(source)
+    return pc.CastOptions(
+        target,
+        allow_float_truncate=from_float and (pa.types.is_integer(target) or pa.types.is_decimal(target)),
+        allow_time_truncate=_is_temporal(source) and _is_temporal(target),
+        allow_decimal_truncate=pa.types.is_decimal(source) and not pa.types.is_decimal(target),
+    )
+
+
+def _cast(x: Any, source: pa.DataType, target: pa.DataType) -> Any:
+    """``x`` (an Array, Scalar or Expression of type ``source``) cast to ``target`` as DataFusion casts."""
+    if pa.types.is_integer(source) and pa.types.is_date32(target) and source != pa.int32():
+        x = x.cast(pa.int32())  # Arrow casts only int32 to date32 (a count of days)
+        source = pa.int32()
+    return x.cast(options=_cast_options(source, target))
+
+
+def _cast_scalar(value: pa.Scalar, target: pa.DataType) -> pa.Scalar:
+    if value.type == target:
+        return value
+    if not value.is_valid:
+        return pa.scalar(None, target)
+    if _is_string(value.type) and (pa.types.is_date(target) or pa.types.is_timestamp(target)):
+        text = value.as_py()
+        if pa.types.is_date(target):
+            return pa.scalar(_parse_date(text), pa.date32()).cast(target)
+        return _cast(_parse_timestamp(text), pa.timestamp("ns"), target)
+    try:
+        return _cast(value, value.type, target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+        raise FilterError(f"cannot convert {value.as_py()!r} to {target}: {e}") from e
+
+
+def _coerce_literal(literal: _Operand, target: pa.DataType) -> _Operand:
+    """``literal`` converted to ``target``, the type of the operand it meets, as DataFusion does.
+
+    Only conversions that keep the comparison's meaning are made; anything else is left to Arrow's
+    implicit casts (an int64 column against 1.5 compares in float64, say).
+    """
+    value = literal.value
+    assert value is not None
+    source = value.type
+    if source == target:
+        return literal
+    if not value.is_valid:
+        return _literal(pa.scalar(None, target))
+    convert = False
+    if _is_string(source):
+        # A string meets a date, timestamp, number or boolean: read the string as that type.
+        convert = (
+            _is_temporal(target)
+            or pa.types.is_integer(target)
+            or pa.types.is_floating(target)
+            or pa.types.is_boolean(target)
+            or _is_string(target)
+        )
+    elif pa.types.is_date(source) and _is_temporal(target):
+        convert = True
+    elif pa.types.is_timestamp(source) and pa.types.is_timestamp(target):
+        convert = True  # naive literals are UTC; the unit is the column's (DataFusion truncates)
+    elif pa.types.is_floating(target) and (pa.types.is_integer(source) or pa.types.is_floating(source)):
+        convert = True  # f32 = 0.1 compares in float32
+    elif pa.types.is_integer(source) and pa.types.is_integer(target):
+        try:
+            return _literal(value.cast(target))  # only when it fits; otherwise compare in int64
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return literal
+    if not convert:
+        return literal
+    return _literal(_cast_scalar(value, target))
+
+
+def _like_pattern(pattern: str, escape: str | None) -> str:
+    """``pattern`` with ``escape`` as its escape character, rewritten for Arrow (which uses ``\\``)."""
+    if escape is None or escape == "\\":
+        return pattern
+    out: list[str] = []
+    chars = iter(pattern)
+    for ch in chars:
+        if ch == escape:
+            escaped = next(chars, None)
+            if escaped is None:
+                raise FilterError(f"LIKE pattern {pattern!r} ends with its escape character {escape!r}")
+            out.append("\\" + escaped)
+        elif ch == "\\":
+            out.append("\\\\")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _arrow_type(data_type: exp.DataType) -> pa.DataType:
+    kind = data_type.this
+    params = [p.this for p in data_type.expressions if isinstance(p, exp.DataTypeParam)]
+    numbers: list[int] = []
+    for p in params:
+        if not (isinstance(p, exp.Literal) and not p.is_string and p.this.isdigit()):
+            raise FilterError(f"unsupported CAST target type {data_type.sql()}")
+        numbers.append(int(p.this))
+    if kind in (_DT.TIMESTAMP, _DT.DATETIME):
+        precision = numbers[0] if numbers else 6
+        if precision not in _TIMESTAMP_UNITS:
+            raise FilterError(f"unsupported timestamp precision {precision} (use 0, 3, 6 or 9)")
+        return pa.timestamp(_TIMESTAMP_UNITS[precision])
+    if kind == _DT.DECIMAL:
+        if len(numbers) != 2:
+            raise FilterError("DECIMAL needs a precision and a scale: DECIMAL(p, s)")
+        precision, scale = numbers
+        try:
+            return pa.decimal128(precision, scale) if precision <= 38 else pa.decimal256(precision, scale)
+        except ValueError as e:
+            raise FilterError(f"invalid type {data_type.sql()}: {e}") from e
+    if kind in _CAST_TYPES:
+        return _CAST_TYPES[kind]
+    raise FilterError(f"unsupported CAST target type {data_type.sql()}")
