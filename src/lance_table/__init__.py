@@ -5,6 +5,8 @@ The file codec lives in :mod:`lance_table.file`; errors in :mod:`lance_table.err
 
 from __future__ import annotations
 
+from importlib import metadata as _metadata
+
 from lance_table.errors import (
     CommitConflictError,
     CommitError,
@@ -20,7 +22,10 @@ from lance_table.errors import (
     WriteAbortedError,
 )
 
-__version__ = "0.1.0"
+try:  # the version is defined once, in pyproject.toml
+    __version__ = _metadata.version("lance_table")
+except _metadata.PackageNotFoundError:  # pragma: no cover - a source tree that was never installed
+    __version__ = "0.0.0+unknown"
 
 from lance_table.table import Dataset, dataset, write_dataset
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from lance_table.file import fastlanes
 from lance_table.file.pageio import PageIO
-from lance_table.file.values21 import Fixed, Values, Var, offsets_of
+from lance_table.file.values21 import MAX_LIST_SIZE, Fixed, Values, Var, offsets_of
 
 
 def _exclusive_cumsum(x: np.ndarray) -> np.ndarray:
@@ -78,6 +78,8 @@ def values(
         return None if got is None else Var(got.data, got.offsets, bytes(enc.fsst.symbol_table))
     if kind == "fixed_size_list" and not enc.fixed_size_list.has_validity:
         per = int(enc.fixed_size_list.items_per_value)
+        if not 0 < per <= MAX_LIST_SIZE:
+            raise io.corrupt(f"a fixed-size list of {per} items")
         return values(enc.fixed_size_list.values, data, at, sizes, counts * per, io)
     if kind == "inline_bitpacking":
         return _inline_bitpacking(

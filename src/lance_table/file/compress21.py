@@ -22,7 +22,7 @@ import numpy as np
 from lance_table.errors import UnsupportedFormatError
 from lance_table.file import fastlanes
 from lance_table.file.pageio import PageIO, decompress
-from lance_table.file.values21 import Fixed, FixedList, Nulls, Struct, Values, Var
+from lance_table.file.values21 import MAX_LIST_SIZE, Fixed, FixedList, Nulls, Struct, Values, Var
 
 SCHEMES = {1: "lz4", 2: "zstd"}
 _UINT = {32: np.uint32, 64: np.uint64}
@@ -265,7 +265,7 @@ def _fsl_chain(enc: Any, io: PageIO) -> tuple[list[tuple[int, bool]], Any]:
     levels = []
     while compression_kind(enc, io) == "fixed_size_list":
         dim = int(enc.fixed_size_list.items_per_value)
-        if dim <= 0:
+        if not 0 < dim <= MAX_LIST_SIZE:
             raise io.corrupt(f"a fixed-size list of {dim} items")
         levels.append((dim, bool(enc.fixed_size_list.has_validity)))
         enc = enc.fixed_size_list.values
@@ -279,7 +279,7 @@ def _fixed_size_list(enc: Any, buffers: list[bytes | memoryview], n: int, io: Pa
     """
     fsl = enc.fixed_size_list
     dim = int(fsl.items_per_value)
-    if dim <= 0:
+    if not 0 < dim <= MAX_LIST_SIZE:
         raise io.corrupt(f"a fixed-size list of {dim} items")
     if len(buffers) == 1 and any(v for _, v in _fsl_chain(enc, io)[0]):
         return _fsl_per_value(enc, buffers.pop(0), n, io)

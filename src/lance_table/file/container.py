@@ -33,6 +33,8 @@ PAGE_ALIGNMENT = 64
 PADDING_BYTE = b"\x48"
 # How much of the file tail the reader fetches first; more is fetched only when metadata is larger.
 TAIL_READ_SIZE = 64 * 1024
+# Row and value counts must fit a signed 64-bit integer (numpy positions, Arrow lengths).
+MAX_COUNT = 2**63 - 1
 
 URL_COLUMN_ENCODING = "/lance.encodings.ColumnEncoding"
 URL_ARRAY_ENCODING = "/lance.encodings.ArrayEncoding"
@@ -90,6 +92,8 @@ class FileMetadata:
     schema_metadata: dict[str, bytes]
     columns: tuple[Any, ...]  # file2_pb2.ColumnMetadata
     global_buffers: tuple[tuple[int, int], ...]
+    # The values of each column: its page lengths added up (each below MAX_COUNT).
+    column_values: tuple[int, ...] = ()
 
     @property
     def roots(self) -> list[FieldNode]:
@@ -178,12 +182,15 @@ def read_metadata(source: ByteSource) -> FileMetadata:
         gb0_pos,
     )
     columns = []
+    column_values = []
     for i, (pos, length) in enumerate(cmo):
         blob = tail.get(pos, length, f"column {i} metadata")
         col = _parse(file2_pb2.ColumnMetadata(), blob, path, f"metadata of column {i}", pos)
-        _check_buffers(col, path, meta_end, i)
+        column_values.append(_check_buffers(col, path, meta_end, i))
         columns.append(col)
 
+    if descriptor.length > MAX_COUNT:
+        raise CorruptFileError(path, f"file descriptor claims {descriptor.length} rows", offset=gb0_pos)
     fields = fields_from_pb(descriptor.schema.fields)
     meta = FileMetadata(
         path=path,
@@ -194,6 +201,7 @@ def read_metadata(source: ByteSource) -> FileMetadata:
         schema_metadata=dict(descriptor.schema.metadata),
         columns=tuple(columns),
         global_buffers=tuple(gbo),
+        column_values=tuple(column_values),
     )
     try:
         meta.roots  # noqa: B018 - validates the schema early
@@ -207,7 +215,9 @@ def _table(data: memoryview, n: int) -> list[tuple[int, int]]:
     return [(vals[2 * i], vals[2 * i + 1]) for i in range(n)]
 
 
-def _check_buffers(col: Any, path: str, limit: int, index: int) -> None:
+def _check_buffers(col: Any, path: str, limit: int, index: int) -> int:
+    """Check that a column's buffers lie within ``limit`` and its page lengths add up to a
+    count; returns that count (the column's values)."""
     if len(col.buffer_offsets) != len(col.buffer_sizes):
         raise CorruptFileError(
             path,
@@ -219,7 +229,11 @@ def _check_buffers(col: Any, path: str, limit: int, index: int) -> None:
             raise CorruptFileError(
                 path, f"column {index} buffer [{pos}, {pos + length}) lies beyond the data"
             )
+    total = 0
     for p, page in enumerate(col.pages):
+        total += page.length
+        if total > MAX_COUNT:
+            raise CorruptFileError(path, f"column {index} pages claim more than {MAX_COUNT} values in all")
         if len(page.buffer_offsets) != len(page.buffer_sizes):
             raise CorruptFileError(path, f"column {index} page {p} lists mismatched buffer offsets and sizes")
         for pos, length in zip(page.buffer_offsets, page.buffer_sizes):
@@ -227,6 +241,7 @@ def _check_buffers(col: Any, path: str, limit: int, index: int) -> None:
                 raise CorruptFileError(
                     path, f"column {index} page {p} buffer [{pos}, {pos + length}) lies beyond the data"
                 )
+    return total
 
 
 def unpack_encoding(enc: Any, source: ByteSource, what: str) -> tuple[str | None, Any]:

@@ -157,6 +157,8 @@ def _fixed_size_list(enc: Any, io: PageIO, runs: Runs, dtype: pa.DataType) -> pa
 
 def _fixed_size_binary(enc: Any, io: PageIO, runs: Runs, dtype: pa.DataType) -> pa.Array:
     width = enc.byte_width
+    if _byte_width(dtype) != width:
+        raise io.corrupt(f"fixed_size_binary of width {width} cannot be read as {dtype}")
     raw = decode(enc.bytes, io, runs.scale(width), pa.uint8())
     return pa.Array.from_buffers(dtype, runs.total, [None, raw.buffers()[1]])
 
@@ -286,6 +288,8 @@ def build_binary(
 
 def _dictionary(enc: Any, io: PageIO, runs: Runs, dtype: pa.DataType) -> pa.Array:
     items_n = int(enc.num_dictionary_items)
+    if items_n > io.max_items():
+        raise io.corrupt(f"a dictionary of {items_n} items")
     if pa.types.is_dictionary(dtype):
         indices = decode(enc.indices, io, runs, dtype.index_type)
         items = decode(enc.items, io, Runs.span(0, items_n), dtype.value_type)

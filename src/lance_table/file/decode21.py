@@ -300,6 +300,14 @@ def _blob_levels(
     return rep, defs, to_arrow(Var(body, offsets_of(lengths)), dtype, int(lengths.size), io), positions
 
 
+def _check_layers(inner: Any, io: PageIO) -> None:
+    """A page's rep/def layers must all be known kinds (before any level is interpreted)."""
+    try:
+        repdef.check_layers(inner.layers)
+    except repdef.LevelError as exc:
+        raise io.corrupt(str(exc)) from exc
+
+
 def _layout_kind(layout: Any, io: PageIO) -> str:
     """Which layout a page uses; a layout this reader does not know is named by its field number."""
     kind = layout.WhichOneof("layout")
@@ -324,6 +332,7 @@ def decode_page(layout: Any, io: PageIO, dtype: pa.DataType, large_chunks: bool,
     """The rows ``runs`` of a 2.1/2.2 page of a column without nesting."""
     if not _flat(layout, io):
         return decode_nested_page(layout, io, [pa.field("value", dtype)], large_chunks, runs)
+    _check_layers(getattr(layout, str(layout.WhichOneof("layout"))), io)
     kind = layout.WhichOneof("layout")
     if kind == "mini_block_layout":
         return mini_block(layout.mini_block_layout, io, dtype, large_chunks, runs)
@@ -346,6 +355,7 @@ def decode_nested_page(
     """
     kind = _layout_kind(layout, io)
     dtype = path[-1].type
+    _check_layers(getattr(layout, kind), io)
     if kind == "mini_block_layout":
         inner = layout.mini_block_layout
         rep, defs, values, positions = mini_block_levels(inner, io, dtype, large_chunks, runs)

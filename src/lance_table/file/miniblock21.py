@@ -43,6 +43,11 @@ class Chunks:
     counts: np.ndarray  # items per chunk
 
 
+# Values one mini-block chunk may hold: pylance writes at most 4096; a chunk's levels are counted
+# in 16 bits, so more than 2^16 is damage.
+MAX_CHUNK_VALUES = 1 << 16
+
+
 def chunk_table(layout: Any, meta: memoryview, data_len: int, large: bool, io: PageIO) -> Chunks:
     n_items = int(layout.num_items)
     word_type = np.uint32 if large else np.uint16
@@ -50,7 +55,12 @@ def chunk_table(layout: Any, meta: memoryview, data_len: int, large: bool, io: P
     chunk_bytes = ((words >> 4) + 1) * 8
     counts = np.left_shift(1, words & 0xF)
     if counts.size:
-        counts[-1] = n_items - int(counts[:-1].sum())
+        last = n_items - int(counts[:-1].sum())
+        if not 0 <= last <= MAX_CHUNK_VALUES:
+            raise io.corrupt(f"mini-block chunks do not describe the page's {n_items} values")
+        counts[-1] = last
+    elif n_items:
+        raise io.corrupt(f"a mini-block page of {n_items} values has no chunks")
     byte_starts = np.zeros(words.size + 1, np.int64)
     np.cumsum(chunk_bytes, out=byte_starts[1:])
     item_starts = np.zeros(words.size + 1, np.int64)
@@ -179,7 +189,10 @@ def _dictionary(layout: Any, io: PageIO) -> Values | None:
         return None
     if len(io.page.buffer_offsets) < 3:
         raise io.corrupt("dictionary page without a dictionary buffer")
-    return decode_block(layout.dictionary, io.whole(2), int(layout.num_dictionary_items), io)
+    items_n = int(layout.num_dictionary_items)
+    if items_n > max(int(layout.num_items) + 1, io.max_items()):
+        raise io.corrupt(f"a dictionary of {items_n} items")
+    return decode_block(layout.dictionary, io.whole(2), items_n, io)
 
 
 def _values_array(
@@ -220,6 +233,8 @@ def mini_block(
     n_items = int(layout.num_items)
     if len(io.page.buffer_offsets) < 2:
         raise io.corrupt("mini-block page without metadata and data buffers")
+    if n_items != io.page.length:
+        raise io.corrupt(f"mini-block page of {io.page.length} rows holds {n_items} values")
     table = chunk_table(layout, io.whole(0), io.locate(1)[1], large_chunks, io)
     dictionary = _dictionary(layout, io)
     if runs is None or runs.is_span(0, n_items):

@@ -63,6 +63,12 @@ class PageIO:
             raise self.corrupt(f"buffer {index} does not exist (the page has {len(offsets)})")
         return int(offsets[index]), int(sizes[index])
 
+    def max_items(self) -> int:
+        """The most dictionary items the page can hold: one per value (and a null item), or more
+        only when they are stored, at one bit each at least."""
+        stored = sum(int(size) for size in self.page.buffer_sizes)
+        return max(int(self.page.length) + 1, 8 * stored)
+
     def prefetch(self) -> None:
         """Fetch every page buffer in one coalesced request (used when the whole page is needed)."""
         ranges = [(int(o), int(s)) for o, s in zip(self.page.buffer_offsets, self.page.buffer_sizes)]

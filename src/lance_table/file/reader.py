@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -11,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_table._parallel import DECODE, pool
-from lance_table.errors import CorruptFileError, SchemaError, UnsupportedFormatError
+from lance_table.errors import CorruptFileError, LanceTableError, SchemaError, UnsupportedFormatError
 from lance_table.file import decode20, decode21, repdef
 from lance_table.file.container import (
     URL_ARRAY_ENCODING,
@@ -86,6 +87,11 @@ class _Column:
             _, self._column_encoding = unpack_encoding(self.pb.encoding, source, f"column {self.index}")
         return self._column_encoding
 
+    def is_blob(self, source: ByteSource) -> bool:
+        """Whether a 2.0 column stores blobs (its column encoding says so)."""
+        enc = self.column_encoding(source)
+        return enc is not None and enc.WhichOneof("column_encoding") == "blob"
+
 
 class LanceFileReader:
     """Reads one Lance data file (format 2.0).
@@ -104,6 +110,10 @@ class LanceFileReader:
 
     def __init__(self, source: str | os.PathLike[str] | IO[bytes] | ByteSource | bytes) -> None:
         self._source = open_source(source)
+        with _decoding(self._source.name):
+            self._open()
+
+    def _open(self) -> None:
         self._meta = read_metadata(self._source)
         self._roots = self._meta.roots
         self._schema = self._meta.arrow_schema
@@ -115,6 +125,17 @@ class LanceFileReader:
             raise UnsupportedFormatError(
                 f"schema needs {needed} columns but the file has {n_cols}", path=self._source.name
             )
+        if not needed and n_cols:
+            raise CorruptFileError(
+                self._source.name, f"file has {n_cols} columns but its schema has no fields"
+            )
+        # Columns that hold one value per row: their pages must add up to the file's rows.
+        for index in sorted(_row_columns(self._roots, self._col_of, self._structural)):
+            values = self._meta.column_values[index]
+            if values != self.num_rows:
+                raise CorruptFileError(
+                    self._source.name, f"column {index} has {values} values for {self.num_rows} rows"
+                )
         self._columns: dict[int, _Column] = {}
 
     # -- metadata -------------------------------------------------------------------------------
@@ -216,6 +237,10 @@ class LanceFileReader:
         return nodes, pa.schema(fields, metadata=self._schema.metadata)
 
     def _read(self, runs: Runs, columns: Sequence[str] | None) -> pa.Table:
+        with _decoding(self.path):
+            return self._read_selected(runs, columns)
+
+    def _read_selected(self, runs: Runs, columns: Sequence[str] | None) -> pa.Table:
         lo = int(runs.starts[0]) if runs.count else 0
         span = runs.end - lo
         if runs.count > DENSE_MIN_RUNS and runs.total >= DENSE_FRACTION * span:
@@ -257,7 +282,7 @@ class LanceFileReader:
         if nested or not runs.total:
             return [lambda: self._read_field(node, runs)], _flatten
         col = self._column(node)
-        if col.column_encoding(self._source).WhichOneof("column_encoding") == "blob":
+        if col.is_blob(self._source):
             return [lambda: self._read_field(node, runs)], _flatten
         self._check_length(col, runs)
         jobs: list[Job] = [
@@ -367,7 +392,7 @@ class LanceFileReader:
             raise UnsupportedFormatError("maps cannot be stored in Lance 2.0 files", path=self.path)
         col = self._column(node)
         self._check_length(col, runs)
-        if col.column_encoding(self._source).WhichOneof("column_encoding") == "blob":
+        if col.is_blob(self._source):
             return [self._read_blobs(col, runs, t)]
         return [
             decode20.decode(col.encoding(p, self._source), io, local, t)
@@ -382,6 +407,7 @@ class LanceFileReader:
 
     def _read_list(self, node: FieldNode, runs: Runs) -> pa.Array:
         col = self._column(node)
+        self._check_length(col, runs)
         item_base = 0
         bases = []
         for p in range(len(col.pb.pages)):
@@ -432,6 +458,47 @@ class LanceFileReader:
         lengths = np.where(valid, size, 0)
         io = PageIO(self._source, col.pb.pages[0], col.pb, self._meta.global_buffers, f"column {col.index}")
         return decode20.build_binary(dtype, valid, lengths, data, 0, io)
+
+
+# What damage that slipped past the checks may still raise while decoding (pyarrow's ArrowInvalid
+# is a ValueError, ArrowIndexError an IndexError).
+_DECODE_ERRORS = (IndexError, KeyError, OverflowError, ValueError)
+
+
+@contextlib.contextmanager
+def _decoding(path: str) -> Iterator[None]:
+    """Last-resort net around opening and decoding: an untyped error raised by the data is
+    reported as a :class:`CorruptFileError` naming the file. The real checks are bounds checks
+    where each field is parsed; this only keeps a missed one from escaping untyped."""
+    try:
+        yield
+    except LanceTableError:
+        raise
+    except _DECODE_ERRORS as exc:
+        raise CorruptFileError(path, f"{type(exc).__name__} while decoding: {exc}") from exc
+
+
+def _row_columns(roots: list[FieldNode], col_of: dict[int, int], structural: bool) -> frozenset[int]:
+    """The columns that hold one value per row of the file.
+
+    2.1/2.2: every column (a leaf's page lengths count rows). 2.0: the column of each top-level
+    field, and of the fields of top-level structs (a struct's own column and the columns below a
+    list count other things).
+    """
+    if structural:
+        return frozenset(col_of.values())
+    out: set[int] = set()
+
+    def visit(node: FieldNode) -> None:
+        if pa.types.is_struct(node.arrow_type) and not is_packed_struct(node):
+            for child in node.children:
+                visit(child)
+        elif node.id in col_of:
+            out.add(col_of[node.id])
+
+    for root in roots:
+        visit(root)
+    return frozenset(out)
 
 
 def _flatten(results: list[list[pa.Array]]) -> list[pa.Array]:

@@ -97,6 +97,8 @@ def unravel(
         num_items: the number of visible items (values) when there are no levels at all.
     """
     check_layers(layers)
+    if not layers:
+        raise LevelError("a page without rep/def layers")
     n = len(rep) if rep is not None else len(defs) if defs is not None else num_items
     if rep is not None and defs is not None and len(rep) != len(defs):
         raise LevelError(f"{len(rep)} repetition levels but {len(defs)} definition levels")

@@ -18,6 +18,9 @@ from lance_table.file import fastlanes, fsst
 from lance_table.file.decode20 import build_binary, with_validity
 from lance_table.file.pageio import PageIO
 
+# Arrow counts the items of a fixed-size list in 32 bits.
+MAX_LIST_SIZE = 2**31 - 1
+
 
 @dataclass
 class Fixed:
@@ -95,6 +98,8 @@ def to_arrow(values: Values, dtype: pa.DataType, n: int, io: PageIO) -> pa.Array
     if isinstance(values, FixedList):
         return _list_to_arrow(values, dtype, n, io)
     if isinstance(values, Var):
+        if not _is_binary(dtype):
+            raise io.corrupt(f"variable-width values cannot be read as {dtype}")
         values = expand(values, io)
         if values.offsets.size < n + 1:
             raise io.corrupt(f"{values.offsets.size - 1} values cannot fill {n} rows")
@@ -132,6 +137,15 @@ def to_arrow(values: Values, dtype: pa.DataType, n: int, io: PageIO) -> pa.Array
     if len(data) < n * width:
         raise io.corrupt(f"{len(data)} bytes cannot hold {n} values of {dtype}")
     return pa.Array.from_buffers(dtype, n, [None, pa.py_buffer(data)])
+
+
+def _is_binary(dtype: pa.DataType) -> bool:
+    return (
+        pa.types.is_string(dtype)
+        or pa.types.is_large_string(dtype)
+        or pa.types.is_binary(dtype)
+        or pa.types.is_large_binary(dtype)
+    )
 
 
 def _byte_width(dtype: pa.DataType) -> int:
