@@ -1,4 +1,4 @@
-"""Regenerate the Python protobuf modules in ``src/lance_table/_proto``.
+"""Regenerate the Python protobuf modules in ``lance_table/_proto``.
 
 The ``.proto`` sources live in ``protos/``. This script runs ``protoc`` (via
 ``grpc_tools.protoc``) with ``--python_out`` and ``--pyi_out``, rewrites the
@@ -29,7 +29,7 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PROTO_DIR = REPO_ROOT / "protos"
-OUT_DIR = REPO_ROOT / "src" / "lance_table" / "_proto"
+OUT_DIR = REPO_ROOT / "lance_table" / "_proto"
 
 INIT_TEMPLATE = '''"""Generated protobuf modules for the Lance format.
 

@@ -5,37 +5,37 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lance_table.file import fastlanes
+from lance_table.file.compression import bitpacking
 
 
 def _reference(words: np.ndarray, t: int, w: int, blocks: int) -> np.ndarray:
     """Lane ``l`` is the little-endian bit stream of words ``k * lanes + l``; its field ``r`` is the
     value at ``ORDER[r // 8] * 16 + (r % 8) * 128 + l``."""
-    lanes = fastlanes.BLOCK // t
-    out = np.zeros(blocks * fastlanes.BLOCK, np.uint64)
+    lanes = bitpacking.BLOCK // t
+    out = np.zeros(blocks * bitpacking.BLOCK, np.uint64)
     for b in range(blocks):
         block = words[b * w * lanes : (b + 1) * w * lanes].astype(object)
         for lane in range(lanes):
             stream = sum(int(block[k * lanes + lane]) << (k * t) for k in range(w))
             for r in range(t):
-                pos = int(fastlanes.ORDER[r // 8]) * 16 + (r % 8) * 128 + lane
-                out[b * fastlanes.BLOCK + pos] = (stream >> (r * w)) & ((1 << w) - 1)
+                pos = int(bitpacking.ORDER[r // 8]) * 16 + (r % 8) * 128 + lane
+                out[b * bitpacking.BLOCK + pos] = (stream >> (r * w)) & ((1 << w) - 1)
     return out
 
 
 @pytest.mark.parametrize("t", [8, 16, 32, 64])
 def test_unpack_matches_the_definition_for_every_width(t: int) -> None:
     rng = np.random.default_rng(t)
-    dtype = fastlanes.DTYPES[t]
+    dtype = bitpacking.DTYPES[t]
     for w in sorted({1, 2, 3, t // 2 - 1, t // 2, t - 1, t}):
         blocks = 2
-        words = rng.integers(0, 1 << t, blocks * w * fastlanes.BLOCK // t, dtype=np.uint64, endpoint=False)
+        words = rng.integers(0, 1 << t, blocks * w * bitpacking.BLOCK // t, dtype=np.uint64, endpoint=False)
         words = words.astype(dtype)
-        got = fastlanes.unpack(words, t, w, blocks)
+        got = bitpacking.unpack(words, t, w, blocks)
         assert got.dtype == dtype
         assert np.array_equal(got.astype(np.uint64), _reference(words, t, w, blocks)), (t, w)
 
 
 def test_unpack_of_width_zero_and_no_blocks() -> None:
-    assert np.array_equal(fastlanes.unpack(np.zeros(0, np.uint32), 32, 0, 3), np.zeros(3072, np.uint32))
-    assert fastlanes.unpack(np.zeros(0, np.uint16), 16, 5, 0).size == 0
+    assert np.array_equal(bitpacking.unpack(np.zeros(0, np.uint32), 32, 0, 3), np.zeros(3072, np.uint32))
+    assert bitpacking.unpack(np.zeros(0, np.uint16), 16, 5, 0).size == 0

@@ -10,7 +10,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from lance_table.file import LanceFileReader, fsst
+from lance_table.file import LanceFileReader
+from lance_table.file.compression import fsst
 
 
 def make_table(symbols: list[bytes], switch: bool = True) -> bytes:

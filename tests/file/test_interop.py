@@ -63,7 +63,7 @@ def test_pylance_uses_the_special_encodings():
     from pathlib import Path
 
     from lance_table.file.container import read_metadata, unpack_encoding
-    from lance_table.file.source import LocalFileSource
+    from lance_table.storage.sources import LocalFileSource
 
     expected = {
         "auto_dictionary": "dictionary",

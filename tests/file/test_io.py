@@ -10,7 +10,7 @@ import pytest
 from helpers import assert_tables_equal
 
 from lance_table.file import BytesSource, LanceFileReader, write_table
-from lance_table.file.source import coalesce
+from lance_table.storage.sources import coalesce
 
 
 class CountingSource(BytesSource):

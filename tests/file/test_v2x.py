@@ -11,7 +11,9 @@ from helpers import assert_tables_equal
 from typecases import type_cases
 
 from lance_table.errors import CorruptFileError, UnsupportedFormatError
-from lance_table.file import LanceFileReader, decode21, miniblock21
+from lance_table.file import LanceFileReader
+from lance_table.file.v2_1 import decode as decode21
+from lance_table.file.v2_1 import miniblock as miniblock21
 
 lance_file = pytest.importorskip("lance.file")
 pytestmark = pytest.mark.interop

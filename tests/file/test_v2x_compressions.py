@@ -17,13 +17,16 @@ import pytest
 
 from lance_table._proto import encodings_v2_1_pb2 as pb
 from lance_table.errors import CorruptFileError, UnsupportedFormatError
-from lance_table.file import LanceFileReader, compress21, pervalue21, values21
+from lance_table.file import LanceFileReader
 from lance_table.file.container import read_metadata, unpack_encoding
 from lance_table.file.inspect import describe
-from lance_table.file.layout20 import is_packed_struct21, leaf_columns
 from lance_table.file.pageio import PageIO
-from lance_table.file.source import open_source
-from lance_table.file.values21 import Var
+from lance_table.file.v2_0.layout import is_packed_struct21, leaf_columns
+from lance_table.file.v2_1 import compress as compress21
+from lance_table.file.v2_1 import pervalue as pervalue21
+from lance_table.file.v2_1 import values as values21
+from lance_table.file.v2_1.values import Var
+from lance_table.storage.sources import open_source
 
 lance_file = pytest.importorskip("lance.file")
 pytestmark = pytest.mark.interop

@@ -1,0 +1,282 @@
+"""The Lance v2 file container: footer, offset tables, column metadata and the file descriptor.
+
+Layout (little-endian)::
+
+    [page buffers, each starting at a multiple of 64, padded with 0x48]
+    [global buffers]                 global buffer 0 = FileDescriptor (schema + row count)
+    [column metadata 0..C-1]         ColumnMetadata protobufs
+    [CMO table]                      C x (u64 position, u64 size)
+    [GBO table]                      G x (u64 position, u64 size)
+    [footer, 40 bytes]               u64 column_meta_start, u64 cmo_table_start, u64 gbo_table_start,
+                                     u32 num_global_buffers, u32 num_columns, u16 major, u16 minor, "LANC"
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+import pyarrow as pa
+from google.protobuf.message import DecodeError
+
+from lance_table._proto import encodings_v2_0_pb2, encodings_v2_1_pb2, file2_pb2, file_pb2
+from lance_table.errors import CorruptFileError, UnsupportedFormatError
+from lance_table.schema import FieldNode, LanceField, build_tree, fields_from_pb
+from lance_table.storage.sources import ByteSource
+
+MAGIC = b"LANC"
+FOOTER_SIZE = 40
+FOOTER_STRUCT = struct.Struct("<QQQIIHH")
+PAGE_ALIGNMENT = 64
+PADDING_BYTE = b"\x48"
+# How much of the file tail the reader fetches first; more is fetched only when metadata is larger.
+TAIL_READ_SIZE = 64 * 1024
+# Row and value counts must fit a signed 64-bit integer (numpy positions, Arrow lengths).
+MAX_COUNT = 2**63 - 1
+
+URL_COLUMN_ENCODING = "/lance.encodings.ColumnEncoding"
+URL_ARRAY_ENCODING = "/lance.encodings.ArrayEncoding"
+URL_PAGE_LAYOUT = "/lance.encodings21.PageLayout"
+
+
+class FileVersion(Enum):
+    """Versions of the v2 file format, with the (major, minor) their footers carry."""
+
+    V2_0 = "2.0"
+    V2_1 = "2.1"
+    V2_2 = "2.2"
+
+    @property
+    def footer(self) -> tuple[int, int]:
+        return {"2.0": (0, 3), "2.1": (2, 1), "2.2": (2, 2)}[self.value]
+
+    @property
+    def manifest_version(self) -> tuple[int, int]:
+        """The (major, minor) a manifest's DataFile records for files of this version."""
+        return {"2.0": (2, 0), "2.1": (2, 1), "2.2": (2, 2)}[self.value]
+
+    @classmethod
+    def from_footer(cls, major: int, minor: int, path: str) -> FileVersion:
+        if (major, minor) in ((0, 3), (2, 0)):
+            return cls.V2_0
+        if (major, minor) == (2, 1):
+            return cls.V2_1
+        if (major, minor) == (2, 2):
+            return cls.V2_2
+        if (major, minor) == (0, 1) or (major, minor) == (0, 2):
+            raise UnsupportedFormatError(
+                "legacy Lance v1 data files (format 0.1) are not supported", path=path
+            )
+        raise UnsupportedFormatError(f"unknown Lance file format version {major}.{minor}", path=path)
+
+    @classmethod
+    def parse(cls, text: str) -> FileVersion:
+        aliases = {"stable": "2.2", "2.0": "2.0", "2.1": "2.1", "2.2": "2.2"}
+        try:
+            return cls(aliases[text])
+        except KeyError:
+            raise UnsupportedFormatError(f"Lance file format version {text!r} is not supported") from None
+
+
+@dataclass(frozen=True)
+class FileMetadata:
+    """Everything the footer region of a Lance file says, parsed and validated."""
+
+    path: str
+    size: int
+    version: FileVersion
+    num_rows: int
+    fields: tuple[LanceField, ...]
+    schema_metadata: dict[str, bytes]
+    columns: tuple[Any, ...]  # file2_pb2.ColumnMetadata
+    global_buffers: tuple[tuple[int, int], ...]
+    # The values of each column: its page lengths added up (each below MAX_COUNT).
+    column_values: tuple[int, ...] = ()
+
+    @property
+    def roots(self) -> list[FieldNode]:
+        return build_tree(self.fields)
+
+    @property
+    def arrow_schema(self) -> pa.Schema:
+        md = dict(self.schema_metadata) or None
+        return pa.schema([n.to_arrow_field() for n in self.roots], metadata=md)
+
+
+def _parse(msg: Any, data: bytes | memoryview, path: str, what: str, offset: int) -> Any:
+    try:
+        msg.ParseFromString(bytes(data))
+    except (DecodeError, RuntimeError, ValueError) as exc:
+        raise CorruptFileError(
+            path, f"{what} is not a valid protobuf message ({exc})", offset=offset
+        ) from exc
+    return msg
+
+
+class _Tail:
+    """The bytes at the end of the file, extended on demand."""
+
+    def __init__(self, source: ByteSource) -> None:
+        self.source = source
+        self.size = source.size()
+        start = max(0, self.size - TAIL_READ_SIZE)
+        self.start = start
+        self.data = source.read_ranges([(start, self.size - start)])[0] if self.size else memoryview(b"")
+
+    def get(self, offset: int, length: int, what: str) -> memoryview:
+        if offset < 0 or length < 0 or offset + length > self.size:
+            raise CorruptFileError(
+                self.source.name,
+                f"{what} [{offset}, {offset + length}) lies outside the file of {self.size} bytes",
+            )
+        if offset < self.start:
+            return self.source.read_ranges([(offset, length)])[0]
+        return self.data[offset - self.start : offset - self.start + length]
+
+
+def read_metadata(source: ByteSource) -> FileMetadata:
+    """Read and validate the footer, offset tables, column metadata and schema of a Lance v2 file.
+
+    Raises:
+        CorruptFileError: the bytes are not a well-formed Lance v2 file.
+        UnsupportedFormatError: the file is a Lance version this library does not read.
+    """
+    path = source.name
+    tail = _Tail(source)
+    size = tail.size
+    if size < FOOTER_SIZE:
+        raise CorruptFileError(path, f"file of {size} bytes is too small to hold the 40-byte Lance footer")
+    footer = tail.get(size - FOOTER_SIZE, FOOTER_SIZE, "footer")
+    if bytes(footer[-4:]) != MAGIC:
+        raise CorruptFileError(
+            path, f"wrong magic {bytes(footer[-4:])!r}, expected {MAGIC!r}", offset=size - 4
+        )
+    cm_start, cmo_start, gbo_start, n_global, n_cols, major, minor = FOOTER_STRUCT.unpack_from(footer, 0)
+    version = FileVersion.from_footer(major, minor, path)
+    meta_end = size - FOOTER_SIZE
+    if n_cols * 16 > meta_end or n_global * 16 > meta_end:
+        raise CorruptFileError(
+            path, f"footer claims {n_cols} columns and {n_global} global buffers", offset=meta_end
+        )
+    if not cm_start <= meta_end or cmo_start + n_cols * 16 > meta_end or gbo_start + n_global * 16 > meta_end:
+        raise CorruptFileError(path, "footer offsets point beyond the metadata region", offset=meta_end)
+    if n_global < 1:
+        raise CorruptFileError(path, "file has no global buffer 0 (file descriptor)", offset=meta_end)
+
+    cmo = _table(tail.get(cmo_start, n_cols * 16, "column metadata offset table"), n_cols)
+    gbo = _table(tail.get(gbo_start, n_global * 16, "global buffer offset table"), n_global)
+    for pos, length in (*cmo, *gbo):
+        if pos + length > meta_end:
+            raise CorruptFileError(
+                path, f"metadata block [{pos}, {pos + length}) lies beyond the footer", offset=pos
+            )
+
+    gb0_pos, gb0_len = gbo[0]
+    descriptor = _parse(
+        file_pb2.FileDescriptor(),
+        tail.get(gb0_pos, gb0_len, "file descriptor"),
+        path,
+        "file descriptor",
+        gb0_pos,
+    )
+    columns = []
+    column_values = []
+    for i, (pos, length) in enumerate(cmo):
+        blob = tail.get(pos, length, f"column {i} metadata")
+        col = _parse(file2_pb2.ColumnMetadata(), blob, path, f"metadata of column {i}", pos)
+        column_values.append(_check_buffers(col, path, meta_end, i))
+        columns.append(col)
+
+    if descriptor.length > MAX_COUNT:
+        raise CorruptFileError(path, f"file descriptor claims {descriptor.length} rows", offset=gb0_pos)
+    fields = fields_from_pb(descriptor.schema.fields)
+    meta = FileMetadata(
+        path=path,
+        size=size,
+        version=version,
+        num_rows=descriptor.length,
+        fields=tuple(fields),
+        schema_metadata=dict(descriptor.schema.metadata),
+        columns=tuple(columns),
+        global_buffers=tuple(gbo),
+        column_values=tuple(column_values),
+    )
+    try:
+        meta.roots  # noqa: B018 - validates the schema early
+    except Exception as exc:
+        raise CorruptFileError(path, f"schema in the file descriptor is invalid: {exc}") from exc
+    return meta
+
+
+def _table(data: memoryview, n: int) -> list[tuple[int, int]]:
+    vals = struct.unpack_from(f"<{2 * n}Q", data, 0)
+    return [(vals[2 * i], vals[2 * i + 1]) for i in range(n)]
+
+
+def _check_buffers(col: Any, path: str, limit: int, index: int) -> int:
+    """Check that a column's buffers lie within ``limit`` and its page lengths add up to a
+    count; returns that count (the column's values)."""
+    if len(col.buffer_offsets) != len(col.buffer_sizes):
+        raise CorruptFileError(
+            path,
+            f"column {index} lists {len(col.buffer_offsets)} buffer offsets "
+            f"but {len(col.buffer_sizes)} sizes",
+        )
+    for pos, length in zip(col.buffer_offsets, col.buffer_sizes):
+        if pos + length > limit:
+            raise CorruptFileError(
+                path, f"column {index} buffer [{pos}, {pos + length}) lies beyond the data"
+            )
+    total = 0
+    for p, page in enumerate(col.pages):
+        total += page.length
+        if total > MAX_COUNT:
+            raise CorruptFileError(path, f"column {index} pages claim more than {MAX_COUNT} values in all")
+        if len(page.buffer_offsets) != len(page.buffer_sizes):
+            raise CorruptFileError(path, f"column {index} page {p} lists mismatched buffer offsets and sizes")
+        for pos, length in zip(page.buffer_offsets, page.buffer_sizes):
+            if pos + length > limit:
+                raise CorruptFileError(
+                    path, f"column {index} page {p} buffer [{pos}, {pos + length}) lies beyond the data"
+                )
+    return total
+
+
+def unpack_encoding(enc: Any, source: ByteSource, what: str) -> tuple[str | None, Any]:
+    """Unwrap a ``file2.Encoding`` into its type URL and decoded message.
+
+    Returns ``(None, None)`` when the encoding is absent.
+
+    Raises:
+        CorruptFileError: the wrapped bytes do not parse.
+        UnsupportedFormatError: the type URL is unknown.
+    """
+    from google.protobuf import any_pb2
+
+    which = enc.WhichOneof("location")
+    if which is None or which == "none":
+        return None, None
+    if which == "direct":
+        raw: bytes | memoryview = enc.direct.encoding
+    else:
+        raw = source.read_ranges([(enc.indirect.buffer_location, enc.indirect.buffer_length)])[0]
+    wrapper = _parse(any_pb2.Any(), raw, source.name, what, 0)
+    cls = {
+        URL_ARRAY_ENCODING: encodings_v2_0_pb2.ArrayEncoding,
+        URL_COLUMN_ENCODING: encodings_v2_0_pb2.ColumnEncoding,
+        URL_PAGE_LAYOUT: encodings_v2_1_pb2.PageLayout,
+    }.get(wrapper.type_url)
+    if cls is None:
+        raise UnsupportedFormatError(
+            f"{what} uses unknown encoding type {wrapper.type_url!r}", path=source.name
+        )
+    return wrapper.type_url, _parse(cls(), wrapper.value, source.name, what, 0)
+
+
+def pack_encoding(msg: Any, type_url: str, target: Any) -> None:
+    """Wrap an encoding message into ``target`` (a ``file2.Encoding``) as a direct encoding."""
+    from google.protobuf import any_pb2
+
+    target.direct.encoding = any_pb2.Any(type_url=type_url, value=msg.SerializeToString()).SerializeToString()

@@ -1,0 +1,134 @@
+"""Access to the buffers of one page: whole, decompressed, or only the byte runs a selection needs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from lance_table.errors import CorruptFileError
+from lance_table.file.compression import general
+from lance_table.file.runs import Runs
+from lance_table.storage.sources import ByteSource
+
+BUFFER_PAGE = 0
+BUFFER_COLUMN = 1
+BUFFER_FILE = 2
+
+
+class PageIO:
+    """The buffers of one page (and its column's and the file's global buffers)."""
+
+    def __init__(
+        self,
+        source: ByteSource,
+        page: Any,
+        column: Any,
+        global_buffers: tuple[tuple[int, int], ...],
+        what: str,
+        *,
+        whole_page: bool = False,
+    ) -> None:
+        self.whole_page = whole_page
+        self.source = source
+        self.page = page
+        self.column = column
+        self.global_buffers = global_buffers
+        self.what = what
+        self._whole: dict[tuple[int, int], memoryview] = {}
+        self._inflated: dict[tuple[int, int], memoryview] = {}
+
+    @property
+    def path(self) -> str:
+        return self.source.name
+
+    def corrupt(self, problem: str) -> CorruptFileError:
+        return CorruptFileError(self.source.name, f"{self.what}: {problem}")
+
+    def locate(self, index: int, kind: int = BUFFER_PAGE) -> tuple[int, int]:
+        """File offset and size of a buffer."""
+        if kind == BUFFER_PAGE:
+            offsets, sizes = self.page.buffer_offsets, self.page.buffer_sizes
+        elif kind == BUFFER_COLUMN:
+            offsets, sizes = self.column.buffer_offsets, self.column.buffer_sizes
+        elif kind == BUFFER_FILE:
+            pairs = self.global_buffers
+            if index >= len(pairs):
+                raise self.corrupt(f"global buffer {index} does not exist")
+            return pairs[index]
+        else:
+            raise self.corrupt(f"unknown buffer type {kind}")
+        if index >= len(offsets):
+            raise self.corrupt(f"buffer {index} does not exist (the page has {len(offsets)})")
+        return int(offsets[index]), int(sizes[index])
+
+    def max_items(self) -> int:
+        """The most dictionary items the page can hold: one per value (and a null item), or more
+        only when they are stored, at one bit each at least."""
+        stored = sum(int(size) for size in self.page.buffer_sizes)
+        return max(int(self.page.length) + 1, 8 * stored)
+
+    def prefetch(self) -> None:
+        """Fetch every page buffer in one coalesced request (used when the whole page is needed)."""
+        ranges = [(int(o), int(s)) for o, s in zip(self.page.buffer_offsets, self.page.buffer_sizes)]
+        keys = [(o, s) for o, s in ranges if (o, s) not in self._whole]
+        if keys:
+            for key, data in zip(keys, self.source.read_ranges(keys)):
+                self._whole[key] = data
+
+    def whole(self, index: int, kind: int = BUFFER_PAGE) -> memoryview:
+        key = self.locate(index, kind)
+        data = self._whole.get(key)
+        if data is None:
+            data = self.source.read_ranges([key])[0]
+            self._whole[key] = data
+        return data
+
+    def byte_runs(self, index: int, runs: Runs, kind: int = BUFFER_PAGE) -> bytes | memoryview:
+        """The bytes of ``runs`` (byte positions inside the buffer), concatenated."""
+        offset, size = self.locate(index, kind)
+        if runs.count and runs.end > size:
+            raise self.corrupt(f"needs bytes up to {runs.end} of a buffer of {size} bytes")
+        if not runs.count:
+            return b""
+        if self.whole_page and not self._whole:
+            self.prefetch()
+        cached = self._whole.get((offset, size))
+        if cached is not None or runs.is_span(0, size):
+            data = cached if cached is not None else self.whole(index, kind)
+            if runs.count == 1:
+                s = int(runs.starts[0])
+                return data[s : s + int(runs.lengths[0])]
+            return b"".join(data[s : s + n] for s, n in zip(runs.starts.tolist(), runs.lengths.tolist()))
+        ranges = list(zip((runs.starts + offset).tolist(), runs.lengths.tolist()))
+        parts = self.source.read_ranges(ranges)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def decompressed(
+        self, index: int, scheme: str, expected: int | None, kind: int = BUFFER_PAGE
+    ) -> memoryview:
+        """A whole buffer after general-purpose decompression (``zstd`` or ``lz4``)."""
+        key = self.locate(index, kind)
+        hit = self._inflated.get(key)
+        if hit is None:
+            hit = general.decompress(self.whole(index, kind), scheme, expected, self)
+            self._inflated[key] = hit
+        return hit
+
+
+def bits_runs(where: PageIO, index: int, runs: Runs, kind: int = BUFFER_PAGE) -> np.ndarray:
+    """The selected bits of an LSB-first bitmap buffer, as a bool array."""
+    if not runs.count:
+        return np.zeros(0, bool)
+    first_byte = runs.starts // 8
+    last_byte = (runs.starts + runs.lengths + 7) // 8
+    seg_len = last_byte - first_byte
+    # Neighbouring runs may share a byte; each run still gets its own copy of it.
+    data = where.byte_runs(index, Runs(first_byte, seg_len), kind)
+    bits = np.unpackbits(np.frombuffer(data, np.uint8), bitorder="little")
+    seg_bit_start = np.concatenate([[0], np.cumsum(seg_len)[:-1]]) * 8
+    if runs.count == 1:
+        s = int(runs.starts[0] % 8)
+        return bits[s : s + int(runs.lengths[0])].astype(bool)
+    sel = Runs(seg_bit_start + runs.starts % 8, runs.lengths).positions()
+    return bits[sel].astype(bool)

@@ -1,0 +1,532 @@
+"""Reading Lance v2 data files: whole, by column, by row range, by row indices, or as a stream."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+from collections.abc import Callable, Iterator, Sequence
+from typing import IO, Any
+
+import numpy as np
+import pyarrow as pa
+
+from lance_table._parallel import DECODE, pool
+from lance_table.errors import CorruptFileError, LanceTableError, SchemaError, UnsupportedFormatError
+from lance_table.file.container import (
+    URL_ARRAY_ENCODING,
+    URL_PAGE_LAYOUT,
+    FileMetadata,
+    FileVersion,
+    read_metadata,
+    unpack_encoding,
+)
+from lance_table.file.pageio import PageIO
+from lance_table.file.runs import Runs
+from lance_table.file.v2_0 import decode as decode20
+from lance_table.file.v2_0 import nested as nested20
+from lance_table.file.v2_0.layout import (
+    BLOB_DESCRIPTOR,
+    column_assignment,
+    is_packed_struct,
+    is_packed_struct21,
+    leaf_columns,
+)
+from lance_table.file.v2_1 import decode as decode21
+from lance_table.file.v2_1 import repdef
+from lance_table.schema import FieldNode
+from lance_table.storage.sources import ByteSource, open_source
+
+Job = Callable[[], list[pa.Array]]
+Combine = Callable[[list[list[pa.Array]]], list[pa.Array]]
+
+DEFAULT_BATCH_SIZE = 64 * 1024
+# Reads of at least this many values (rows x columns) decode their pages on a thread pool.
+PARALLEL_MIN_VALUES = 256 * 1024
+# Selections of more runs than this, covering at least this share of their span, read the span.
+DENSE_MIN_RUNS = 64
+DENSE_FRACTION = 0.25
+
+
+class _Column:
+    """One physical column: its pages, the first row of each page and parsed page encodings."""
+
+    def __init__(self, meta: FileMetadata, index: int) -> None:
+        self.index = index
+        # 2.0 pages are ArrayEncodings; 2.1+ pages are PageLayouts. A mismatch means a damaged file.
+        self.page_url = URL_ARRAY_ENCODING if meta.version is FileVersion.V2_0 else URL_PAGE_LAYOUT
+        self.pb = meta.columns[index]
+        lengths = np.fromiter((p.length for p in self.pb.pages), np.int64, len(self.pb.pages))
+        self.page_starts = np.zeros(len(lengths) + 1, np.int64)
+        np.cumsum(lengths, out=self.page_starts[1:])
+        self._encodings: dict[int, Any] = {}
+        self._column_encoding: Any = None
+
+    @property
+    def num_values(self) -> int:
+        return int(self.page_starts[-1])
+
+    def pages_for(self, runs: Runs) -> range:
+        if not runs.count:
+            return range(0)
+        first = int(np.searchsorted(self.page_starts, runs.starts[0], side="right")) - 1
+        last = int(np.searchsorted(self.page_starts, runs.end - 1, side="right")) - 1
+        return range(max(first, 0), min(last, len(self.pb.pages) - 1) + 1)
+
+    def encoding(self, page: int, source: ByteSource) -> Any:
+        enc = self._encodings.get(page)
+        if enc is None:
+            what = f"column {self.index} page {page}"
+            url, enc = unpack_encoding(self.pb.pages[page].encoding, source, what)
+            if enc is None:
+                raise UnsupportedFormatError(f"{what} has no encoding", path=source.name)
+            if url != self.page_url:
+                raise CorruptFileError(source.name, f"{what} is encoded as {url}, not {self.page_url}")
+            self._encodings[page] = enc
+        return enc
+
+    def column_encoding(self, source: ByteSource) -> Any:
+        if self._column_encoding is None:
+            _, self._column_encoding = unpack_encoding(self.pb.encoding, source, f"column {self.index}")
+        return self._column_encoding
+
+    def is_blob(self, source: ByteSource) -> bool:
+        """Whether a 2.0 column stores blobs (its column encoding says so)."""
+        enc = self.column_encoding(source)
+        return enc is not None and enc.WhichOneof("column_encoding") == "blob"
+
+
+class LanceFileReader:
+    """Reads one Lance data file (format 2.0).
+
+    Only the bytes a request needs are fetched: the footer region when opening, then the pages of
+    the projected columns, and within pages only the byte ranges of the selected rows.
+
+    Args:
+        source: a local path, a seekable binary file object (e.g. from ``fsspec.open``), the file's
+            bytes, or a :class:`~lance_table.storage.sources.ByteSource`.
+
+    Raises:
+        CorruptFileError: the file is damaged or not a Lance file.
+        UnsupportedFormatError: the file uses a format version or encoding this reader lacks.
+    """
+
+    def __init__(self, source: str | os.PathLike[str] | IO[bytes] | ByteSource | bytes) -> None:
+        self._source = open_source(source)
+        with _decoding(self._source.name):
+            self._open()
+
+    def _open(self) -> None:
+        self._meta = read_metadata(self._source)
+        self._roots = self._meta.roots
+        self._schema = self._meta.arrow_schema
+        self._structural = self._meta.version is not FileVersion.V2_0
+        self._col_of = leaf_columns(self._roots) if self._structural else column_assignment(self._roots)
+        n_cols = len(self._meta.columns)
+        needed = max(self._col_of.values(), default=-1) + 1
+        if needed > n_cols:
+            raise UnsupportedFormatError(
+                f"schema needs {needed} columns but the file has {n_cols}", path=self._source.name
+            )
+        if not needed and n_cols:
+            raise CorruptFileError(
+                self._source.name, f"file has {n_cols} columns but its schema has no fields"
+            )
+        # Columns that hold one value per row: their pages must add up to the file's rows.
+        for index in sorted(_row_columns(self._roots, self._col_of, self._structural)):
+            values = self._meta.column_values[index]
+            if values != self.num_rows:
+                raise CorruptFileError(
+                    self._source.name, f"column {index} has {values} values for {self.num_rows} rows"
+                )
+        self._columns: dict[int, _Column] = {}
+
+    # -- metadata -------------------------------------------------------------------------------
+
+    @property
+    def path(self) -> str:
+        return self._source.name
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The Arrow schema, with field and schema metadata."""
+        return self._schema
+
+    @property
+    def num_rows(self) -> int:
+        return self._meta.num_rows
+
+    @property
+    def version(self) -> str:
+        """The file format version, e.g. ``"2.0"``."""
+        return self._meta.version.value
+
+    @property
+    def metadata(self) -> FileMetadata:
+        return self._meta
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    def read_all(self, columns: Sequence[str] | None = None) -> pa.Table:
+        """Every row of the selected columns (all columns by default)."""
+        return self._read(Runs.span(0, self.num_rows), columns)
+
+    def read_range(self, start: int, stop: int, columns: Sequence[str] | None = None) -> pa.Table:
+        """Rows ``start`` (inclusive) to ``stop`` (exclusive); clipped to the file like a slice."""
+        start, stop, _ = slice(start, stop).indices(self.num_rows)
+        return self._read(Runs.span(start, max(stop - start, 0)), columns)
+
+    def take(
+        self, indices: Sequence[int] | np.ndarray | pa.Array, columns: Sequence[str] | None = None
+    ) -> pa.Table:
+        """Rows at ``indices``, in the given order; indices may repeat and need not be sorted.
+
+        Raises:
+            IndexError: an index is negative or not smaller than :attr:`num_rows`.
+        """
+        idx = _as_indices(indices)
+        if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= self.num_rows):
+            bad = int(idx.min()) if int(idx.min()) < 0 else int(idx.max())
+            raise IndexError(f"row index {bad} is out of range for {self.num_rows} rows in {self.path}")
+        unique, inverse = np.unique(idx, return_inverse=True)
+        table = self._read(Runs.from_sorted_unique(unique), columns)
+        if unique.size == idx.size and np.array_equal(unique, idx):
+            return table
+        return selectable(table).take(pa.array(inverse.reshape(-1)))
+
+    def iter_batches(
+        self,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        columns: Sequence[str] | None = None,
+        *,
+        start: int = 0,
+        stop: int | None = None,
+    ) -> Iterator[pa.RecordBatch]:
+        """Stream rows ``[start, stop)`` as record batches of at most ``batch_size`` rows."""
+        if batch_size <= 0:
+            raise ValueError("batch_size must be positive")
+        start, stop, _ = slice(start, stop).indices(self.num_rows)
+        for lo in range(start, stop, batch_size):
+            table = self._read(Runs.span(lo, min(batch_size, stop - lo)), columns)
+            yield from table.combine_chunks().to_batches(max_chunksize=batch_size)
+
+    def read_runs(self, runs: Runs, columns: Sequence[str] | None = None) -> pa.Table:
+        """The rows covered by ``runs`` (sorted, disjoint position runs), in order."""
+        if runs.count and (int(runs.starts[0]) < 0 or runs.end > self.num_rows):
+            raise IndexError(f"rows up to {runs.end} requested from {self.path} with {self.num_rows} rows")
+        return self._read(runs, columns)
+
+    def to_reader(
+        self, batch_size: int = DEFAULT_BATCH_SIZE, columns: Sequence[str] | None = None
+    ) -> pa.RecordBatchReader:
+        """A :class:`pyarrow.RecordBatchReader` over the whole file."""
+        schema = self._project(columns)[1]
+        return pa.RecordBatchReader.from_batches(schema, self.iter_batches(batch_size, columns))
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _project(self, columns: Sequence[str] | None) -> tuple[list[FieldNode], pa.Schema]:
+        if columns is None:
+            return self._roots, self._schema
+        if isinstance(columns, str):
+            raise TypeError("columns must be a list of names, not a string")
+        by_name = {n.name: n for n in self._roots}
+        nodes = []
+        for name in columns:
+            if name not in by_name:
+                raise SchemaError(f"column {name!r} is not in {self.path}; columns are {list(by_name)}")
+            nodes.append(by_name[name])
+        fields = [self._schema.field(self._schema.get_field_index(n.name)) for n in nodes]
+        return nodes, pa.schema(fields, metadata=self._schema.metadata)
+
+    def _read(self, runs: Runs, columns: Sequence[str] | None) -> pa.Table:
+        with _decoding(self.path):
+            return self._read_selected(runs, columns)
+
+    def _read_selected(self, runs: Runs, columns: Sequence[str] | None) -> pa.Table:
+        lo = int(runs.starts[0]) if runs.count else 0
+        span = runs.end - lo
+        if runs.count > DENSE_MIN_RUNS and runs.total >= DENSE_FRACTION * span:
+            # Many short runs close together: reading the covering span and selecting in memory
+            # beats fetching and decoding thousands of tiny ranges.
+            whole = selectable(self._read_runs(Runs.span(lo, span), columns))
+            mask = np.zeros(span, bool)
+            mask[runs.positions() - lo] = True
+            return whole.filter(pa.array(mask))
+        return self._read_runs(runs, columns)
+
+    def _read_runs(self, runs: Runs, columns: Sequence[str] | None) -> pa.Table:
+        nodes, schema = self._project(columns)
+        plans = [self._field_jobs(node, runs) for node in nodes]
+        flat = [job for jobs, _ in plans for job in jobs]
+        if len(flat) > 1 and runs.total * len(nodes) >= PARALLEL_MIN_VALUES:
+            results = list(pool(DECODE).map(lambda job: job(), flat))
+        else:
+            results = [job() for job in flat]
+        arrays = []
+        at = 0
+        for node, (jobs, combine) in zip(nodes, plans):
+            chunks = combine(results[at : at + len(jobs)])
+            at += len(jobs)
+            arrays.append(pa.chunked_array(chunks, type=node.arrow_type))
+        return pa.Table.from_arrays(arrays, schema=schema)
+
+    def _field_jobs(self, node: FieldNode, runs: Runs) -> tuple[list[Job], Combine]:
+        """Independent pieces of work that read a field (one per page of each of its columns), and
+        how their results make the field's chunks."""
+        t = node.arrow_type
+        nested = (
+            pa.types.is_struct(t) or pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t)
+        )
+        if self._structural:
+            if nested and not is_packed_struct21(node):
+                return self._nested_jobs(node, runs)
+            return self._structural_jobs(node, runs), _flatten
+        if nested or not runs.total:
+            return [lambda: self._read_field(node, runs)], _flatten
+        col = self._column(node)
+        if col.is_blob(self._source):
+            return [lambda: self._read_field(node, runs)], _flatten
+        self._check_length(col, runs)
+        jobs: list[Job] = [
+            functools.partial(self._decode_page, col, p, local, io, t)
+            for p, local, io in self._pages(col, runs, prefetch=False)
+        ]
+        return jobs, _flatten
+
+    def _structural_jobs(self, node: FieldNode, runs: Runs) -> list[Job]:
+        """Pages of a 2.1/2.2 column without nesting: each decoded, then the selected rows taken."""
+        if not runs.total:
+            return []
+        col = self._column(node)
+        self._check_length(col, runs)
+        large = self._meta.version is FileVersion.V2_2
+        return [
+            functools.partial(self._decode_structural, col, p, local, io, node.arrow_type, large)
+            for p, local, io in self._pages(col, runs, prefetch=False)
+        ]
+
+    def _nested_jobs(self, node: FieldNode, runs: Runs) -> tuple[list[Job], Combine]:
+        """A 2.1/2.2 field with lists or structs: the pages of each of its leaf columns, decoded to
+        the leaf's path; the paths of all leaves then merge into the field."""
+        if not runs.total:
+            return [], _flatten
+        large = self._meta.version is FileVersion.V2_2
+        jobs: list[Job] = []
+        owner: list[int] = []
+        leaves = list(_leaf_paths(node, [node.to_arrow_field()]))
+        for k, (leaf, path) in enumerate(leaves):
+            col = self._column(leaf)
+            self._check_length(col, runs)
+            for p, local, io in self._pages(col, runs, prefetch=False):
+                jobs.append(functools.partial(self._decode_nested, col, p, local, io, path, large))
+                owner.append(k)
+        field = node.to_arrow_field()
+
+        def combine(results: list[list[pa.Array]]) -> list[pa.Array]:
+            parts: list[list[pa.Array]] = [[] for _ in leaves]
+            for k, got in zip(owner, results):
+                parts[k].extend(got)
+            try:
+                joined = [pa.concat_arrays(p) if len(p) > 1 else p[0] for p in parts]
+                return [repdef.merge(field, joined)]
+            except repdef.LevelError as exc:
+                raise CorruptFileError(self.path, f"field {node.name!r}: {exc}") from exc
+
+        return jobs, combine
+
+    def _decode_structural(
+        self, col: _Column, page: int, runs: Runs, io: PageIO, dtype: pa.DataType, large: bool
+    ) -> list[pa.Array]:
+        return [decode21.decode_page(col.encoding(page, self._source), io, dtype, large, runs)]
+
+    def _decode_nested(
+        self, col: _Column, page: int, runs: Runs, io: PageIO, path: list[pa.Field], large: bool
+    ) -> list[pa.Array]:
+        return [decode21.decode_nested_page(col.encoding(page, self._source), io, path, large, runs)]
+
+    def _decode_page(
+        self, col: _Column, page: int, runs: Runs, io: PageIO, dtype: pa.DataType
+    ) -> list[pa.Array]:
+        return [decode20.decode(col.encoding(page, self._source), io, runs, dtype)]
+
+    def _column(self, node: FieldNode) -> _Column:
+        index = self._col_of.get(node.id)
+        if index is None:
+            raise CorruptFileError(self.path, f"field {node.name!r} (id {node.id}) has no column in the file")
+        col = self._columns.get(index)
+        if col is None:
+            col = self._columns[index] = _Column(self._meta, index)
+        return col
+
+    def _pages(self, col: _Column, runs: Runs, prefetch: bool = True) -> Iterator[tuple[int, Runs, PageIO]]:
+        """(page number, runs inside that page, page IO) for each page the runs touch.
+
+        With ``prefetch``, a page needed whole has all its buffers fetched in one request right away;
+        otherwise that happens when the page is decoded (possibly on another thread).
+        """
+        for p in col.pages_for(runs):
+            lo, hi = int(col.page_starts[p]), int(col.page_starts[p + 1])
+            local = runs.clip(lo, hi)
+            if not local.count:
+                continue
+            io = PageIO(
+                self._source,
+                col.pb.pages[p],
+                col.pb,
+                self._meta.global_buffers,
+                f"column {col.index} page {p}",
+                whole_page=local.is_span(0, hi - lo),
+            )
+            if prefetch and io.whole_page:
+                io.prefetch()
+            yield p, local, io
+
+    def _read_field(self, node: FieldNode, runs: Runs) -> list[pa.Array]:
+        t = node.arrow_type
+        if not runs.total:
+            return []
+        if pa.types.is_struct(t) and not is_packed_struct(node):
+            kids = [_concat(self._read_field(c, runs), c.arrow_type) for c in node.children]
+            return [pa.StructArray.from_arrays(kids, fields=list(t))]
+        if pa.types.is_list(t) or pa.types.is_large_list(t):
+            return [self._read_list(node, runs)]
+        if pa.types.is_map(t):
+            raise UnsupportedFormatError("maps cannot be stored in Lance 2.0 files", path=self.path)
+        col = self._column(node)
+        self._check_length(col, runs)
+        if col.is_blob(self._source):
+            return [self._read_blobs(col, runs, t)]
+        return [
+            decode20.decode(col.encoding(p, self._source), io, local, t)
+            for p, local, io in self._pages(col, runs)
+        ]
+
+    def _check_length(self, col: _Column, runs: Runs) -> None:
+        if runs.end > col.num_values:
+            raise CorruptFileError(
+                self.path, f"column {col.index} has {col.num_values} values, fewer than the {runs.end} needed"
+            )
+
+    def _read_list(self, node: FieldNode, runs: Runs) -> pa.Array:
+        col = self._column(node)
+        self._check_length(col, runs)
+        bases = np.cumsum(
+            [0] + [int(col.encoding(p, self._source).list.num_items) for p in range(len(col.pb.pages))]
+        )
+        valid, lengths, item_runs = nested20.list_layout(
+            (col.encoding(p, self._source).list, local, io, int(bases[p]))
+            for p, local, io in self._pages(col, runs)
+        )
+        child = node.children[0]
+        items = _concat(self._read_field(child, item_runs), child.arrow_type)
+        return nested20.list_array(node.arrow_type, valid, lengths, items, node.name, self.path)
+
+    def _read_blobs(self, col: _Column, runs: Runs, dtype: pa.DataType) -> pa.Array:
+        descriptors = [
+            decode20.decode(col.encoding(p, self._source), io, local, BLOB_DESCRIPTOR)
+            for p, local, io in self._pages(col, runs)
+        ]
+        io = PageIO(self._source, col.pb.pages[0], col.pb, self._meta.global_buffers, f"column {col.index}")
+        return nested20.blob_array(_concat(descriptors, BLOB_DESCRIPTOR), self._source, dtype, io)
+
+
+# What damage that slipped past the checks may still raise while decoding (pyarrow's ArrowInvalid
+# is a ValueError, ArrowIndexError an IndexError).
+_DECODE_ERRORS = (IndexError, KeyError, OverflowError, ValueError)
+
+
+@contextlib.contextmanager
+def _decoding(path: str) -> Iterator[None]:
+    """Last-resort net around opening and decoding: an untyped error raised by the data is
+    reported as a :class:`CorruptFileError` naming the file. The real checks are bounds checks
+    where each field is parsed; this only keeps a missed one from escaping untyped."""
+    try:
+        yield
+    except LanceTableError:
+        raise
+    except _DECODE_ERRORS as exc:
+        raise CorruptFileError(path, f"{type(exc).__name__} while decoding: {exc}") from exc
+
+
+def _row_columns(roots: list[FieldNode], col_of: dict[int, int], structural: bool) -> frozenset[int]:
+    """The columns that hold one value per row of the file.
+
+    2.1/2.2: every column (a leaf's page lengths count rows). 2.0: the column of each top-level
+    field, and of the fields of top-level structs (a struct's own column and the columns below a
+    list count other things).
+    """
+    if structural:
+        return frozenset(col_of.values())
+    out: set[int] = set()
+
+    def visit(node: FieldNode) -> None:
+        if pa.types.is_struct(node.arrow_type) and not is_packed_struct(node):
+            for child in node.children:
+                visit(child)
+        elif node.id in col_of:
+            out.add(col_of[node.id])
+
+    for root in roots:
+        visit(root)
+    return frozenset(out)
+
+
+def _flatten(results: list[list[pa.Array]]) -> list[pa.Array]:
+    return [chunk for part in results for chunk in part]
+
+
+def _leaf_paths(node: FieldNode, path: list[pa.Field]) -> Iterator[tuple[FieldNode, list[pa.Field]]]:
+    """The leaf columns below ``node`` (packed structs are leaves), with their paths of fields."""
+    if not node.children or is_packed_struct21(node):
+        yield node, path
+        return
+    for child in node.children:
+        yield from _leaf_paths(child, [*path, child.to_arrow_field()])
+
+
+def _concat(chunks: list[pa.Array], dtype: pa.DataType) -> pa.Array:
+    if not chunks:
+        return pa.array([], dtype)
+    if len(chunks) == 1:
+        return chunks[0]
+    if pa.types.is_dictionary(dtype) and any(c.dictionary.null_count for c in chunks):
+        # Arrow cannot concatenate dictionaries holding nulls; the null items carry no information
+        # once the rows pointing at them are null, so drop them first.
+        chunks = [_drop_null_items(c) for c in chunks]
+    return pa.concat_arrays(chunks)
+
+
+def selectable(table: pa.Table) -> pa.Table:
+    """``table`` with null items removed from dictionaries, so Arrow can take/filter across chunks."""
+    for i, field in enumerate(table.schema):
+        col = table.column(i)
+        dicts = pa.types.is_dictionary(field.type) and col.num_chunks > 1
+        if dicts and any(c.dictionary.null_count for c in col.chunks):
+            fixed = pa.chunked_array([_drop_null_items(c) for c in col.chunks], type=field.type)
+            table = table.set_column(i, field, fixed)
+    return table
+
+
+def _drop_null_items(arr: pa.DictionaryArray) -> pa.DictionaryArray:
+    keep = np.asarray(arr.dictionary.is_valid())
+    if keep.all():
+        return arr
+    new_pos = np.cumsum(keep) - 1
+    idx = arr.indices.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+    valid = np.asarray(arr.indices.is_valid()) & keep[idx]
+    indices = pa.array(new_pos[idx], arr.type.index_type, mask=~valid)
+    return pa.DictionaryArray.from_arrays(indices, arr.dictionary.filter(pa.array(keep)))
+
+
+def _as_indices(indices: Sequence[int] | np.ndarray | pa.Array) -> np.ndarray:
+    if isinstance(indices, (pa.Array, pa.ChunkedArray)):
+        if indices.null_count:
+            raise ValueError("take indices must not contain nulls")
+        indices = indices.to_numpy()
+    arr = np.asarray(indices)
+    if arr.size == 0:
+        return np.zeros(0, np.int64)
+    if not np.issubdtype(arr.dtype, np.integer):
+        raise TypeError(f"take indices must be integers, got {arr.dtype}")
+    return arr.astype(np.int64).reshape(-1)

@@ -1,0 +1,205 @@
+"""Decoding the buffers of many mini-block chunks in one numpy pass.
+
+A page of short strings has thousands of chunks; decoding them one by one costs a Python round
+trip each. For the compressions that dominate real data (flat values, variable-width values with
+or without FSST, inline FastLanes bitpacking and flat 16-bit levels) the chunks are decoded here
+all at once. Every function returns None when its input has no batch form; the caller then
+decodes chunk by chunk with :func:`compress21.decode_values`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from lance_table.file.compression import bitpacking
+from lance_table.file.pageio import PageIO
+from lance_table.file.v2_1.values import MAX_LIST_SIZE, Fixed, Values, Var, offsets_of
+
+
+def _exclusive_cumsum(x: np.ndarray) -> np.ndarray:
+    out = np.zeros(x.size, np.int64)
+    np.cumsum(x[:-1], out=out[1:])
+    return out
+
+
+def as_bytes(values: np.ndarray) -> memoryview:
+    """The bytes of a contiguous array, without a copy."""
+    return np.ascontiguousarray(values).reshape(-1).view(np.uint8).data
+
+
+def join(data: memoryview, starts: np.ndarray, lengths: np.ndarray) -> bytes:
+    """The byte ranges ``[starts, starts + lengths)`` of ``data``, concatenated."""
+    return b"".join([data[s : s + n] for s, n in zip(starts.tolist(), lengths.tolist())])
+
+
+def spans(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Indices ``starts[k] + j`` for ``j < lengths[k]``, chunk after chunk."""
+    total = int(lengths.sum())
+    return np.arange(total, dtype=np.int64) + np.repeat(starts - _exclusive_cumsum(lengths), lengths)
+
+
+def levels(
+    enc: Any, data: memoryview, at: np.ndarray, sizes: np.ndarray, counts: np.ndarray, io: PageIO
+) -> np.ndarray | None:
+    """Repetition or definition levels of many chunks, if stored as plain or bitpacked 16-bit values."""
+    kind = enc.WhichOneof("compression")
+    if kind == "out_of_line_bitpacking":
+        got = _out_of_line(enc.out_of_line_bitpacking, data, at, sizes, counts, io)
+        if got is None or got.bits not in bitpacking.DTYPES:
+            return None
+        return np.frombuffer(got.data, bitpacking.DTYPES[got.bits]).astype(np.uint16)
+    if kind != "flat" or enc.flat.HasField("data") or enc.flat.bits_per_value != 16:
+        return None
+    need = counts * 2
+    if bool(np.any(need > sizes)):
+        raise io.corrupt("a chunk's level buffer is shorter than its levels")
+    return np.frombuffer(join(data, at, need), np.uint16)
+
+
+def values(
+    enc: Any, data: memoryview, at: np.ndarray, sizes: np.ndarray, counts: np.ndarray, io: PageIO
+) -> Values | None:
+    """The values of many chunks whose single value buffer starts at ``at`` (``sizes`` bytes)."""
+    kind = enc.WhichOneof("compression")
+    if kind == "flat" and not enc.flat.HasField("data"):
+        bits = int(enc.flat.bits_per_value)
+        if bits % 8:
+            return None
+        need = counts * (bits // 8)
+        if bool(np.any(need > sizes)):
+            raise io.corrupt("a chunk's value buffer is shorter than its values")
+        return Fixed(join(data, at, need), bits)
+    if kind == "variable":
+        return _variable(enc.variable, data, at, sizes, counts, io)
+    if kind == "fsst" and enc.fsst.values.WhichOneof("compression") == "variable":
+        got = _variable(enc.fsst.values.variable, data, at, sizes, counts, io)
+        return None if got is None else Var(got.data, got.offsets, bytes(enc.fsst.symbol_table))
+    if kind == "fixed_size_list" and not enc.fixed_size_list.has_validity:
+        per = int(enc.fixed_size_list.items_per_value)
+        if not 0 < per <= MAX_LIST_SIZE:
+            raise io.corrupt(f"a fixed-size list of {per} items")
+        return values(enc.fixed_size_list.values, data, at, sizes, counts * per, io)
+    if kind == "inline_bitpacking":
+        return _inline_bitpacking(
+            int(enc.inline_bitpacking.uncompressed_bits_per_value), data, at, counts, io
+        )
+    return None
+
+
+def _variable(
+    enc: Any, data: memoryview, at: np.ndarray, sizes: np.ndarray, counts: np.ndarray, io: PageIO
+) -> Var | None:
+    """Chunks of ``[n + 1 offsets from the buffer start][bytes]``."""
+    offsets_enc = enc.offsets
+    if offsets_enc.WhichOneof("compression") != "flat" or offsets_enc.flat.HasField("data"):
+        return None
+    width = int(offsets_enc.flat.bits_per_value) // 8
+    dtype = {4: np.uint32, 8: np.uint64}.get(width)
+    if dtype is None or bool(np.any(at % width)):
+        return None
+    n1 = counts + 1
+    if bool(np.any(n1 * width > sizes)):
+        raise io.corrupt("a chunk's variable offsets run past its buffer")
+    words = np.frombuffer(data, dtype, len(data) // width)
+    offs = words[spans(at // width, n1)].astype(np.int64)
+    first = _exclusive_cumsum(n1)
+    last = first + counts
+    lo, hi = offs[first], offs[last]
+    steps = np.diff(offs)
+    inside = np.ones(steps.size, bool)
+    inside[last[:-1]] = False
+    lengths = steps[inside]
+    if bool(np.any(lo > hi)) or bool(np.any(hi > sizes)) or bool(np.any(lengths < 0)):
+        raise io.corrupt("variable offsets are out of order or past the buffer")
+    return Var(join(data, at + lo, hi - lo), offsets_of(lengths))
+
+
+def _inline_bitpacking(
+    t: int, data: memoryview, at: np.ndarray, counts: np.ndarray, io: PageIO
+) -> Fixed | None:
+    """Chunks of 1024-value FastLanes blocks, each led by one word holding its bit width."""
+    dtype = bitpacking.DTYPES.get(t)
+    word = t // 8
+    if dtype is None or bool(np.any(at % word)):
+        return None
+    words = np.frombuffer(data, dtype, len(data) // word)
+    lanes = bitpacking.BLOCK // t
+    n_blocks = -(-counts // bitpacking.BLOCK)
+    pos = at // word
+    block_pos, block_width, block_index = [], [], []
+    start_block = _exclusive_cumsum(n_blocks)
+    for b in range(int(n_blocks.max(initial=0))):
+        live = np.flatnonzero(n_blocks > b)
+        p = pos[live]
+        if p.size and int(p.max()) >= words.size:
+            raise io.corrupt("inline bitpacking runs out of words")
+        w = words[p].astype(np.int64)
+        if bool(np.any(w > t)):
+            raise io.corrupt(f"bit width above {t}")
+        block_pos.append(p + 1)
+        block_width.append(w)
+        block_index.append(start_block[live] + b)
+        pos[live] = p + 1 + w * lanes
+    if not block_pos:
+        return Fixed(b"", t)
+    bpos, bwidth, bindex = (np.concatenate(x) for x in (block_pos, block_width, block_index))
+    if int((bpos + bwidth * lanes).max()) > words.size:
+        raise io.corrupt("inline bitpacking runs out of words")
+    out = np.empty((int(n_blocks.sum()), bitpacking.BLOCK), dtype)
+    for w in np.unique(bwidth).tolist():
+        sel = np.flatnonzero(bwidth == w)
+        if w == 0:
+            out[bindex[sel]] = 0
+            continue
+        # every block of this width is a row of w * lanes words: gather the rows, not the words
+        rows = np.lib.stride_tricks.sliding_window_view(words, w * lanes)[bpos[sel]]
+        out[bindex[sel]] = bitpacking.unpack(rows.reshape(-1), t, w, sel.size).reshape(sel.size, -1)
+    # the last block of each chunk is padded to 1024 values
+    tail = counts - (n_blocks - 1) * bitpacking.BLOCK
+    has = n_blocks > 0
+    if not bool(np.any(tail[has][:-1] != bitpacking.BLOCK)):
+        return Fixed(as_bytes(out.reshape(-1)[: int(counts.sum())]), t)
+    keep = np.ones(out.shape, bool)
+    ends = start_block + n_blocks - 1
+    keep[ends[has]] = np.arange(bitpacking.BLOCK)[None, :] < tail[has][:, None]
+    return Fixed(as_bytes(out[keep]), t)
+
+
+def _out_of_line(
+    enc: Any, data: memoryview, at: np.ndarray, sizes: np.ndarray, counts: np.ndarray, io: PageIO
+) -> Fixed | None:
+    """Chunks of headerless W-bit FastLanes blocks; a short tail is packed and padded, or raw."""
+    t = int(enc.uncompressed_bits_per_value)
+    dtype = bitpacking.DTYPES.get(t)
+    inner = enc.values
+    if dtype is None or inner.WhichOneof("compression") != "flat" or inner.flat.HasField("data"):
+        return None
+    w = int(inner.flat.bits_per_value)
+    word = t // 8
+    if w > t:
+        raise io.corrupt(f"bit width {w} above {t}")
+    if bool(np.any(at % word)):
+        return None
+    words = np.frombuffer(data, dtype, len(data) // word)
+    per_block = w * bitpacking.BLOCK // t
+    full, tail = np.divmod(counts, bitpacking.BLOCK)
+    avail = sizes // word
+    rest = avail - full * per_block
+    raw_tail = (tail > 0) & (rest == tail)
+    blocks = full + ((tail > 0) & ~raw_tail)
+    if bool(np.any(blocks * per_block + raw_tail * tail > avail)):
+        raise io.corrupt("out-of-line bitpacking runs past its buffer")
+    first = at // word
+    packed = words[spans(first, blocks * per_block)]
+    unpacked = bitpacking.unpack(packed, t, w, int(blocks.sum()))
+    from_blocks = counts - raw_tail * tail
+    out_start = _exclusive_cumsum(counts)
+    out = np.empty(int(counts.sum()), dtype)
+    out[spans(out_start, from_blocks)] = unpacked[
+        spans(_exclusive_cumsum(blocks) * bitpacking.BLOCK, from_blocks)
+    ]
+    raw_len = raw_tail * tail
+    out[spans(out_start + from_blocks, raw_len)] = words[spans(first + full * per_block, raw_len)]
+    return Fixed(as_bytes(out), t)

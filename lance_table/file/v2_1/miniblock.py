@@ -1,0 +1,374 @@
+"""Mini-block pages of Lance 2.1/2.2: chunks of a few thousand values, each with its own levels and
+compressed buffers (u16 chunk words in 2.1, u32 in 2.2), an optional dictionary and, under lists,
+a repetition index that says which rows start in which chunk.
+
+Only the chunks that hold the selected rows are read and decoded; the chunks' buffers are decoded
+together (:mod:`batch21`) where their compression allows it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from lance_table.file.arrow import with_validity
+from lance_table.file.compression import bitpacking
+from lance_table.file.pageio import PageIO
+from lance_table.file.runs import Runs
+from lance_table.file.v2_1 import batch, repdef
+from lance_table.file.v2_1.compress import decode_block, decode_levels, decode_values
+from lance_table.file.v2_1.values import Fixed, Values, Var, concat_values, offsets_of, to_arrow
+
+
+def _pad8(x: np.ndarray) -> np.ndarray:
+    return (x + 7) & ~7
+
+
+def le(u8: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
+    """Little-endian unsigned integers of ``width`` bytes at byte positions ``pos``."""
+    out = np.zeros(pos.size, np.int64)
+    for k in range(width):
+        out |= u8[pos + k].astype(np.int64) << (8 * k)
+    return out
+
+
+@dataclass
+class Chunks:
+    """The chunk table of a mini-block page."""
+
+    byte_starts: np.ndarray  # n + 1
+    item_starts: np.ndarray  # n + 1
+    counts: np.ndarray  # items per chunk
+
+
+# Values one mini-block chunk may hold: pylance writes at most 4096; a chunk's levels are counted
+# in 16 bits, so more than 2^16 is damage.
+MAX_CHUNK_VALUES = 1 << 16
+
+
+def chunk_table(layout: Any, meta: memoryview, data_len: int, large: bool, io: PageIO) -> Chunks:
+    n_items = int(layout.num_items)
+    word_type = np.uint32 if large else np.uint16
+    words = np.frombuffer(meta, word_type, len(meta) // np.dtype(word_type).itemsize).astype(np.int64)
+    chunk_bytes = ((words >> 4) + 1) * 8
+    counts = np.left_shift(1, words & 0xF)
+    if counts.size:
+        last = n_items - int(counts[:-1].sum())
+        if not 0 <= last <= MAX_CHUNK_VALUES:
+            raise io.corrupt(f"mini-block chunks do not describe the page's {n_items} values")
+        counts[-1] = last
+    elif n_items:
+        raise io.corrupt(f"a mini-block page of {n_items} values has no chunks")
+    byte_starts = np.zeros(words.size + 1, np.int64)
+    np.cumsum(chunk_bytes, out=byte_starts[1:])
+    item_starts = np.zeros(words.size + 1, np.int64)
+    np.cumsum(counts, out=item_starts[1:])
+    if (counts.size and int(counts[-1]) < 0) or int(byte_starts[-1]) > data_len or item_starts[-1] != n_items:
+        raise io.corrupt(f"mini-block chunks do not describe the page's {n_items} values")
+    return Chunks(byte_starts, item_starts, counts)
+
+
+@dataclass
+class _Decoded:
+    """Chunks decoded: their levels (None when the page has none) and their values."""
+
+    rep: np.ndarray | None
+    defs: np.ndarray | None
+    values: Values
+    count: int
+    level_counts: np.ndarray  # levels per decoded chunk
+
+
+# A selection of chunks holding less than this share of a page's bytes reads just those chunks.
+_PARTIAL_READ_SHARE = 0.5
+
+
+def _chosen_data(io: PageIO, table: Chunks, chosen: np.ndarray) -> tuple[memoryview, np.ndarray, np.ndarray]:
+    """The bytes of the chunks ``chosen`` (sorted chunk numbers) of a mini-block page, and where
+    each of them starts and ends in those bytes.
+
+    A small selection (a take of scattered rows) reads only its chunks; otherwise the whole
+    data buffer is read once.
+    """
+    starts = table.byte_starts[chosen]
+    ends = table.byte_starts[chosen + 1]
+    sizes = ends - starts
+    total = int(table.byte_starts[-1])
+    if chosen.size == table.counts.size or int(sizes.sum()) >= _PARTIAL_READ_SHARE * total:
+        return io.whole(1), starts, ends
+    offset = io.locate(1)[0]
+    parts = io.source.read_ranges(list(zip((starts + offset).tolist(), sizes.tolist())))
+    at = np.zeros(chosen.size + 1, np.int64)
+    np.cumsum(sizes, out=at[1:])
+    return memoryview(b"".join(parts)), at[:-1], at[1:]
+
+
+def decode_chunks(layout: Any, io: PageIO, table: Chunks, chosen: np.ndarray, large: bool) -> _Decoded:
+    """Decode the chunks ``chosen`` (sorted chunk numbers) of a mini-block page."""
+    data, starts, ends = _chosen_data(io, table, chosen)
+    u8 = np.frombuffer(data, np.uint8)
+    has_rep = layout.HasField("rep_compression")
+    has_def = layout.HasField("def_compression")
+    n_buffers = int(layout.num_buffers)
+    size_len = 4 if large else 2
+    head = 2 + 2 * has_rep + 2 * has_def + size_len * n_buffers
+    if chosen.size and int((ends - starts).min()) < head:
+        raise io.corrupt("a mini-block chunk is shorter than its header")
+    num_levels = le(u8, starts, 2)
+    at = 2
+    rep_size = def_size = None
+    if has_rep:
+        rep_size = le(u8, starts + at, 2)
+        at += 2
+    if has_def:
+        def_size = le(u8, starts + at, 2)
+        at += 2
+    sizes = []
+    for _ in range(n_buffers):
+        sizes.append(le(u8, starts + at, size_len))
+        at += size_len
+    cursor = starts + _pad8(np.int64(at))
+    rep_at = def_at = cursor
+    if rep_size is not None:
+        rep_at = cursor
+        cursor = cursor + _pad8(rep_size)
+    if def_size is not None:
+        def_at = cursor
+        cursor = cursor + _pad8(def_size)
+    buf_at = []
+    for size in sizes:
+        buf_at.append(cursor)
+        cursor = cursor + _pad8(size)
+    last_end = buf_at[-1] + sizes[-1] if sizes else cursor
+    if chosen.size and bool(np.any(last_end > ends)):
+        raise io.corrupt("a mini-block chunk's buffers run past the chunk")
+    counts = table.counts[chosen]
+    rep = defs = None
+    if rep_size is not None:
+        rep = _chunk_levels(layout.rep_compression, data, rep_at, rep_size, num_levels, io)
+    if def_size is not None:
+        defs = _chunk_levels(layout.def_compression, data, def_at, def_size, num_levels, io)
+    values = None
+    if n_buffers == 1 and chosen.size:
+        values = batch.values(layout.value_compression, data, buf_at[0], sizes[0], counts, io)
+    if values is None:
+        pieces = []
+        for k in range(chosen.size):
+            buffers: list[bytes | memoryview] = [
+                data[int(b[k]) : int(b[k]) + int(size[k])] for b, size in zip(buf_at, sizes)
+            ]
+            pieces.append(decode_values(layout.value_compression, buffers, int(counts[k]), io))
+        values = concat_values(pieces, io) if pieces else Fixed(b"", 8)
+    return _Decoded(
+        rep,
+        defs,
+        values,
+        int(counts.sum()),
+        num_levels,
+    )
+
+
+def _chunk_levels(
+    enc: Any, data: memoryview, at: np.ndarray, sizes: np.ndarray, counts: np.ndarray, io: PageIO
+) -> np.ndarray:
+    """The levels of the decoded chunks, concatenated."""
+    got = batch.levels(enc, data, at, sizes, counts, io)
+    if got is not None:
+        return got
+    pieces = [
+        decode_levels(enc, data[int(a) : int(a) + int(n)], int(c), io)
+        for a, n, c in zip(at.tolist(), sizes.tolist(), counts.tolist())
+    ]
+    return np.concatenate(pieces) if pieces else np.zeros(0, np.uint16)
+
+
+def _dictionary(layout: Any, io: PageIO) -> Values | None:
+    if not layout.HasField("dictionary"):
+        return None
+    if len(io.page.buffer_offsets) < 3:
+        raise io.corrupt("dictionary page without a dictionary buffer")
+    items_n = int(layout.num_dictionary_items)
+    if items_n > max(int(layout.num_items) + 1, io.max_items()):
+        raise io.corrupt(f"a dictionary of {items_n} items")
+    return decode_block(layout.dictionary, io.whole(2), items_n, io)
+
+
+def _values_array(
+    values: Values,
+    n: int,
+    dtype: pa.DataType,
+    dictionary: Values | None,
+    items_n: int,
+    valid: np.ndarray | None,
+    io: PageIO,
+) -> pa.Array:
+    """Decoded values as Arrow (without nulls), resolving dictionary indices."""
+    if dictionary is None:
+        return to_arrow(values, dtype, n, io)
+    if not isinstance(values, Fixed) or values.bits not in bitpacking.DTYPES:
+        raise io.corrupt("dictionary indices are not fixed-width integers")
+    idx = np.frombuffer(values.data, bitpacking.DTYPES[values.bits])[:n].astype(np.int64)
+    value_type = dtype.value_type if pa.types.is_dictionary(dtype) else dtype
+    items = to_arrow(dictionary, value_type, items_n, io)
+    past = idx >= items_n
+    if past.any():
+        if valid is None or bool(np.any(past & valid)):
+            raise io.corrupt("dictionary index past the dictionary")
+        idx = np.where(past, 0, idx)
+    if pa.types.is_dictionary(dtype):
+        return pa.DictionaryArray.from_arrays(pa.array(idx).cast(dtype.index_type), items)
+    return items.take(pa.array(idx))
+
+
+def mini_block(
+    layout: Any, io: PageIO, dtype: pa.DataType, large_chunks: bool, runs: Runs | None = None
+) -> pa.Array:
+    """Decode a mini-block page of a column without nesting: every row, or only ``runs``.
+
+    With ``runs`` only the chunks that hold those rows are decoded (the chunk metadata says how
+    many values each chunk holds), and the result has exactly the selected rows.
+    """
+    n_items = int(layout.num_items)
+    if len(io.page.buffer_offsets) < 2:
+        raise io.corrupt("mini-block page without metadata and data buffers")
+    if n_items != io.page.length:
+        raise io.corrupt(f"mini-block page of {io.page.length} rows holds {n_items} values")
+    table = chunk_table(layout, io.whole(0), io.locate(1)[1], large_chunks, io)
+    dictionary = _dictionary(layout, io)
+    if runs is None or runs.is_span(0, n_items):
+        chosen = np.arange(table.counts.size)
+        positions = chunk_of = None
+    else:
+        positions = runs.positions()
+        chunk_of = np.searchsorted(table.item_starts[1:], positions, side="right")
+        chosen = np.unique(chunk_of)
+    got = decode_chunks(layout, io, table, chosen, large_chunks)
+    valid = (got.defs == 0) if got.defs is not None else None
+    if valid is not None and valid.size != got.count:
+        raise io.corrupt(f"{valid.size} definition levels for {got.count} values")
+    values, count, local = got.values, got.count, None
+    if positions is not None and chunk_of is not None:
+        # rows of the decoded chunks -> the selected rows
+        base = np.concatenate([[0], np.cumsum(table.counts[chosen])])[:-1]
+        local = base[np.searchsorted(chosen, chunk_of)] + (positions - table.item_starts[chunk_of])
+        if isinstance(values, Var) and dictionary is None and local.size * 4 < count:
+            # Few rows of many strings: pick them before decompressing (each FSST string is
+            # compressed on its own), then the rows are already in place.
+            values, count = _pick(values, local, io), local.size
+            valid = valid[local] if valid is not None else None
+            local = None
+    arr = _values_array(values, count, dtype, dictionary, int(layout.num_dictionary_items), valid, io)
+    if valid is not None and not valid.all():
+        arr = with_validity(arr, valid)
+    return arr if local is None else arr.take(pa.array(local))
+
+
+def _pick(values: Var, items: np.ndarray, io: PageIO) -> Var:
+    """The variable-width values at ``items``, in that order (still compressed, if they were)."""
+    offsets = values.offsets
+    if items.size and int(items.max()) + 1 >= offsets.size:
+        raise io.corrupt(f"value {int(items.max())} of {offsets.size - 1} values is missing")
+    starts = offsets[items]
+    lengths = offsets[items + 1] - starts
+    if bool(np.any(lengths < 0)) or (offsets.size and int(offsets[-1]) > len(values.data)):
+        raise io.corrupt("variable-width offsets are out of order or past their bytes")
+    picked = np.frombuffer(values.data, np.uint8)[batch.spans(starts, lengths)]
+    return Var(batch.as_bytes(picked), offsets_of(lengths), values.symbols)
+
+
+def _row_chunks(layout: Any, io: PageIO, n_chunks: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """From the repetition index: per chunk, the first row starting in it, how many rows start in
+    it (a row cut off at its end counts) and whether it begins with the end of an earlier row."""
+    depth = int(layout.repetition_index_depth)
+    raw = io.whole(len(io.page.buffer_offsets) - 1)
+    stride = depth + 1
+    if len(raw) < n_chunks * stride * 8:
+        raise io.corrupt(f"repetition index of {len(raw)} bytes for {n_chunks} chunks")
+    index = np.frombuffer(raw, np.uint64, n_chunks * stride).reshape(n_chunks, stride).astype(np.int64)
+    ends, partial = index[:, 0], index[:, 1]
+    trailer = partial > 0
+    preamble = np.zeros(n_chunks, bool)
+    preamble[1:] = trailer[:-1]
+    starts = ends + trailer - preamble
+    first = np.zeros(n_chunks, np.int64)
+    np.cumsum(starts[:-1], out=first[1:])
+    return first, starts, preamble
+
+
+def _chunks_for_rows(
+    positions: np.ndarray, first: np.ndarray, starts: np.ndarray, preamble: np.ndarray
+) -> np.ndarray:
+    """The chunks holding rows ``positions``: where each starts, and the chunks it runs on into."""
+    holders = np.flatnonzero(starts > 0)
+    chunk_of = holders[np.searchsorted(first[holders], positions, side="right") - 1]
+    chosen = np.zeros(first.size, bool)
+    chosen[chunk_of] = True
+    last_row = first + starts - 1
+    spills = chunk_of[(positions == last_row[chunk_of]) & (chunk_of + 1 < first.size)]
+    # a row cut off at a chunk's end goes on through the following chunks that start no row
+    nxt = spills + 1
+    while nxt.size:
+        nxt = nxt[preamble[nxt]]
+        chosen[nxt] = True
+        nxt = nxt[(starts[nxt] == 0) & (nxt + 1 < first.size)] + 1
+    return np.flatnonzero(chosen)
+
+
+def mini_block_levels(
+    layout: Any, io: PageIO, dtype: pa.DataType, large: bool, runs: Runs
+) -> tuple[np.ndarray | None, np.ndarray | None, pa.Array, np.ndarray | None]:
+    """Levels and values of a mini-block page, and where the rows ``runs`` are among them.
+
+    Without a repetition index (or for the whole page) every chunk is decoded and the positions
+    are None (take ``runs`` from the page's rows). Otherwise only the chunks holding the rows are
+    decoded; a run of chunks that begins inside a row loses that row's end (its *preamble*).
+    """
+    if len(io.page.buffer_offsets) < 2:
+        raise io.corrupt("mini-block page without metadata and data buffers")
+    table = chunk_table(layout, io.whole(0), io.locate(1)[1], large, io)
+    n_chunks = table.counts.size
+    limit = repdef.visible_limit(layout.layers)
+    positions = None
+    chosen = np.arange(n_chunks)
+    whole = runs.is_span(0, int(io.page.length))
+    if not whole and layout.repetition_index_depth and layout.HasField("rep_compression"):
+        first, starts, preamble = _row_chunks(layout, io, n_chunks)
+        wanted = runs.positions()
+        chosen = _chunks_for_rows(wanted, first, starts, preamble)
+    got = decode_chunks(layout, io, table, chosen, large)
+    rep, defs = got.rep, got.defs
+    item_keep = None
+    if chosen.size != n_chunks and rep is not None:
+        max_rep = repdef.max_rep(layout.layers)
+        level_starts = np.zeros(chosen.size + 1, np.int64)
+        np.cumsum(got.level_counts, out=level_starts[1:])
+        keep = np.ones(rep.size, bool)
+        group_start = np.ones(chosen.size, bool)
+        group_start[1:] = np.diff(chosen) != 1
+        for k in np.flatnonzero(group_start & preamble[chosen]).tolist():
+            lo, hi = int(level_starts[k]), int(level_starts[k + 1])
+            new_rows = np.flatnonzero(rep[lo:hi] == max_rep)
+            keep[lo : lo + (int(new_rows[0]) if new_rows.size else hi - lo)] = False
+        visible = defs <= limit if defs is not None else np.ones(rep.size, bool)
+        item_keep = keep[visible]
+        rep = rep[keep]
+        defs = defs[keep] if defs is not None else None
+        # rows of the decoded chunks, in order
+        row_base = np.zeros(chosen.size, np.int64)
+        firsts = first[chosen]
+        counts = starts[chosen]
+        row_base[1:] = np.cumsum(counts)[:-1]
+        group_of = np.searchsorted(firsts, wanted, side="right") - 1
+        positions = row_base[group_of] + (wanted - firsts[group_of])
+    valid = None
+    if got.defs is not None:
+        valid = got.defs[got.defs <= limit] == 0
+    values = _values_array(
+        got.values, got.count, dtype, _dictionary(layout, io), int(layout.num_dictionary_items), valid, io
+    )
+    if item_keep is not None and not item_keep.all():
+        values = values.filter(pa.array(item_keep))
+    return rep, defs, values, positions

@@ -1,0 +1,434 @@
+"""Manifests, fragments, data files and deletion files as frozen dataclasses, and the manifest file framing.
+
+A manifest file is ``[u32 len][IndexSection]?`` ``[u32 len][Transaction]`` ``[u32 len][Manifest]`` followed
+by a 16-byte footer ``[u64 manifest_pos][u16 0][u16 2]["LANC"]``. Offsets point at the u32 lengths.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from google.protobuf.message import DecodeError
+
+from lance_table._proto import table_pb2
+from lance_table.errors import CorruptFileError, SchemaError, UnsupportedFormatError
+from lance_table.format import flags as feature_flags
+from lance_table.format import paths
+from lance_table.format.paths import check_relative_path
+from lance_table.schema import LanceField, build_tree, fields_from_pb, fields_to_pb
+
+MANIFEST_MAGIC = b"LANC"
+MANIFEST_FOOTER = struct.Struct("<QHH")
+MANIFEST_FOOTER_SIZE = 16
+# The manifest footer carries the legacy file version 0.2, whatever the data format.
+MANIFEST_FOOTER_VERSION = (0, 2)
+
+DELETION_ARROW = "arrow"
+DELETION_BITMAP = "bitmap"
+# Row addresses are ``fragment_id << 32 | offset``: a fragment holds at most 2**32 rows.
+MAX_FRAGMENT_ROWS = 2**32
+# The range of google.protobuf.Timestamp (years 1 to 9999).
+_MIN_SECONDS = -62135596800
+_MAX_SECONDS = 253402300799
+
+WRITER_LIBRARY = "lance_table"
+# The data file format of a new dataset, as a manifest records it (``data_format``).
+DEFAULT_DATA_FORMAT = ("lance", "2.0")
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """One data file of a fragment: which fields it stores, in which columns."""
+
+    path: str
+    fields: tuple[int, ...]
+    column_indices: tuple[int, ...]
+    file_major_version: int
+    file_minor_version: int
+    file_size_bytes: int | None = None
+    base_id: int | None = None
+
+    @property
+    def version(self) -> str:
+        return f"{self.file_major_version}.{self.file_minor_version}"
+
+    def to_pb(self, out: Any) -> None:
+        out.path = self.path
+        out.fields.extend(self.fields)
+        out.column_indices.extend(self.column_indices)
+        out.file_major_version = self.file_major_version
+        out.file_minor_version = self.file_minor_version
+        if self.file_size_bytes is not None:
+            out.file_size_bytes = self.file_size_bytes
+        if self.base_id is not None:
+            out.base_id = self.base_id
+
+    @classmethod
+    def from_pb(cls, pb: Any) -> DataFile:
+        return cls(
+            path=pb.path,
+            fields=tuple(pb.fields),
+            column_indices=tuple(pb.column_indices),
+            file_major_version=pb.file_major_version,
+            file_minor_version=pb.file_minor_version,
+            file_size_bytes=pb.file_size_bytes or None,
+            base_id=pb.base_id if pb.HasField("base_id") else None,
+        )
+
+
+@dataclass(frozen=True)
+class DeletionFile:
+    """A fragment's deleted row offsets, stored in ``_deletions/`` (cumulative)."""
+
+    kind: str  # DELETION_ARROW or DELETION_BITMAP
+    read_version: int
+    id: int
+    num_deleted_rows: int
+    base_id: int | None = None
+
+    def path(self, fragment_id: int) -> str:
+        """Where the file lives, relative to the dataset root (``_deletions/...``)."""
+        return paths.deletion_file_path(fragment_id, self.read_version, self.id, self.kind == DELETION_BITMAP)
+
+    def to_pb(self, out: Any) -> None:
+        out.file_type = 1 if self.kind == DELETION_BITMAP else 0
+        out.read_version = self.read_version
+        out.id = self.id
+        out.num_deleted_rows = self.num_deleted_rows
+        if self.base_id is not None:
+            out.base_id = self.base_id
+
+    @classmethod
+    def from_pb(cls, pb: Any) -> DeletionFile:
+        return cls(
+            kind=DELETION_BITMAP if pb.file_type == 1 else DELETION_ARROW,
+            read_version=pb.read_version,
+            id=pb.id,
+            num_deleted_rows=pb.num_deleted_rows,
+            base_id=pb.base_id if pb.HasField("base_id") else None,
+        )
+
+
+# The oneofs of DataFragment that hold row-id and row-version sequences.
+_ROW_ID_GROUPS = ("row_id_sequence", "last_updated_at_version_sequence", "created_at_version_sequence")
+
+
+@dataclass(frozen=True)
+class Fragment:
+    """A horizontal slice of the table: data files sharing row offsets, plus deletions."""
+
+    id: int
+    files: tuple[DataFile, ...]
+    physical_rows: int
+    deletion_file: DeletionFile | None = None
+    # Row-id and row-version sequences, kept as serialized DataFragment bytes and passed through.
+    row_id_meta: bytes = b""
+
+    @property
+    def num_deleted(self) -> int:
+        return self.deletion_file.num_deleted_rows if self.deletion_file else 0
+
+    @property
+    def num_rows(self) -> int:
+        """Rows that are not deleted."""
+        return self.physical_rows - self.num_deleted
+
+    def to_pb(self, out: Any) -> None:
+        if self.row_id_meta:
+            out.MergeFromString(self.row_id_meta)
+        out.id = self.id
+        for f in self.files:
+            f.to_pb(out.files.add())
+        if self.deletion_file is not None:
+            self.deletion_file.to_pb(out.deletion_file)
+        out.physical_rows = self.physical_rows
+
+    @classmethod
+    def from_pb(cls, pb: Any) -> Fragment:
+        meta = b""
+        present = [pb.WhichOneof(group) for group in _ROW_ID_GROUPS]
+        if any(present):
+            keep = table_pb2.DataFragment()
+            for name in present:
+                if name is None:
+                    continue
+                value = getattr(pb, name)
+                if isinstance(value, bytes):
+                    setattr(keep, name, value)
+                else:
+                    getattr(keep, name).CopyFrom(value)
+            meta = keep.SerializeToString()
+        return cls(
+            id=pb.id,
+            files=tuple(DataFile.from_pb(f) for f in pb.files),
+            physical_rows=pb.physical_rows,
+            deletion_file=DeletionFile.from_pb(pb.deletion_file) if pb.HasField("deletion_file") else None,
+            row_id_meta=meta,
+        )
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """One version of a dataset."""
+
+    fields: tuple[LanceField, ...]
+    fragments: tuple[Fragment, ...]
+    version: int
+    schema_metadata: Mapping[str, bytes] = field(default_factory=dict)
+    timestamp_ns: int = 0
+    tag: str = ""
+    reader_feature_flags: int = 0
+    writer_feature_flags: int = 0
+    max_fragment_id: int | None = None
+    transaction_file: str = ""
+    writer_library: str = WRITER_LIBRARY
+    writer_version: str = ""
+    next_row_id: int = 0
+    data_format: tuple[str, str] | None = DEFAULT_DATA_FORMAT
+    config: Mapping[str, str] = field(default_factory=dict)
+    table_metadata: Mapping[str, str] = field(default_factory=dict)
+    # Things lance_table carries forward untouched: the index section and other manifest fields.
+    index_section: bytes | None = None
+    passthrough: bytes = b""
+
+    @property
+    def data_storage_version(self) -> str | None:
+        """The data file format version new files must use (e.g. ``"2.0"``), if recorded."""
+        return self.data_format[1] if self.data_format else None
+
+    @property
+    def num_rows(self) -> int:
+        return sum(f.num_rows for f in self.fragments)
+
+    def with_flags(self) -> Manifest:
+        """This manifest with its feature flags recomputed from its contents."""
+        reader, writer = feature_flags.compute(
+            has_deletions=any(f.deletion_file for f in self.fragments),
+            has_row_ids=any(f.row_id_meta for f in self.fragments),
+            has_config=bool(self.config),
+            has_base_paths=_has_base_paths(self.passthrough),
+        )
+        return replace(self, reader_feature_flags=reader, writer_feature_flags=writer)
+
+    def to_pb(self, transaction_offset: int | None, index_offset: int | None) -> Any:
+        pb = table_pb2.Manifest()
+        if self.passthrough:
+            pb.MergeFromString(self.passthrough)
+        fields_to_pb(self.fields, pb.fields)
+        for f in self.fragments:
+            f.to_pb(pb.fragments.add())
+        pb.version = self.version
+        for k, v in self.schema_metadata.items():
+            pb.schema_metadata[k] = v
+        if index_offset is not None:
+            pb.index_section = index_offset
+        pb.timestamp.seconds, pb.timestamp.nanos = divmod(self.timestamp_ns, 10**9)
+        pb.tag = self.tag
+        pb.reader_feature_flags = self.reader_feature_flags
+        pb.writer_feature_flags = self.writer_feature_flags
+        if self.max_fragment_id is not None:
+            pb.max_fragment_id = self.max_fragment_id
+        pb.transaction_file = self.transaction_file
+        pb.writer_version.library = self.writer_library
+        pb.writer_version.version = self.writer_version
+        pb.next_row_id = self.next_row_id
+        if self.data_format is not None:
+            pb.data_format.file_format, pb.data_format.version = self.data_format
+        pb.config.update(self.config)
+        pb.table_metadata.update(self.table_metadata)
+        if transaction_offset is not None:
+            pb.transaction_section = transaction_offset
+        return pb
+
+    @classmethod
+    def from_pb(cls, pb: Any, index_section: bytes | None = None) -> Manifest:
+        rest = table_pb2.Manifest()
+        for name in ("base_paths", "branch", "version_aux_data"):
+            if name == "base_paths":
+                rest.base_paths.extend(pb.base_paths)
+            elif name == "branch" and pb.HasField("branch"):
+                rest.branch = pb.branch
+            elif name == "version_aux_data":
+                rest.version_aux_data = pb.version_aux_data
+        return cls(
+            fields=tuple(fields_from_pb(pb.fields)),
+            fragments=tuple(Fragment.from_pb(f) for f in pb.fragments),
+            version=pb.version,
+            schema_metadata=dict(pb.schema_metadata),
+            timestamp_ns=pb.timestamp.seconds * 10**9 + pb.timestamp.nanos,
+            tag=pb.tag,
+            reader_feature_flags=pb.reader_feature_flags,
+            writer_feature_flags=pb.writer_feature_flags,
+            max_fragment_id=pb.max_fragment_id if pb.HasField("max_fragment_id") else None,
+            transaction_file=pb.transaction_file,
+            writer_library=pb.writer_version.library,
+            writer_version=pb.writer_version.version,
+            next_row_id=pb.next_row_id,
+            data_format=(pb.data_format.file_format, pb.data_format.version)
+            if pb.HasField("data_format")
+            else None,
+            config=dict(pb.config),
+            table_metadata=dict(pb.table_metadata),
+            index_section=index_section,
+            passthrough=rest.SerializeToString(),
+        )
+
+
+def _has_base_paths(passthrough: bytes) -> bool:
+    if not passthrough:
+        return False
+    pb = table_pb2.Manifest()
+    pb.MergeFromString(passthrough)
+    return len(pb.base_paths) > 0
+
+
+# ---------------------------------------------------------------------------------------------
+# framing
+
+
+@dataclass(frozen=True)
+class ManifestFile:
+    """The decoded sections of one manifest file."""
+
+    manifest: Manifest
+    transaction: bytes | None  # the inline serialized Transaction, if present
+    size: int
+
+
+def encode_manifest_file(manifest: Manifest, transaction: bytes) -> bytes:
+    """The bytes of a manifest file: optional index section, inline transaction, manifest, footer."""
+    out = bytearray()
+    index_offset = None
+    if manifest.index_section is not None:
+        index_offset = len(out)
+        out += struct.pack("<I", len(manifest.index_section)) + manifest.index_section
+    txn_offset = len(out)
+    out += struct.pack("<I", len(transaction)) + transaction
+    body = manifest.to_pb(txn_offset, index_offset).SerializeToString()
+    manifest_pos = len(out)
+    out += struct.pack("<I", len(body)) + body
+    out += MANIFEST_FOOTER.pack(manifest_pos, *MANIFEST_FOOTER_VERSION) + MANIFEST_MAGIC
+    return bytes(out)
+
+
+def decode_manifest_file(data: bytes, path: str) -> ManifestFile:
+    """Parse a manifest file.
+
+    Raises:
+        CorruptFileError: the framing or the protobuf is damaged.
+    """
+    size = len(data)
+    if size < MANIFEST_FOOTER_SIZE + 4:
+        raise CorruptFileError(path, f"manifest of {size} bytes is too small")
+    if data[-4:] != MANIFEST_MAGIC:
+        raise CorruptFileError(path, f"wrong manifest magic {data[-4:]!r}", offset=size - 4)
+    (pos, _major, _minor) = MANIFEST_FOOTER.unpack_from(data, size - MANIFEST_FOOTER_SIZE)
+    body = _section(data, pos, path, "manifest")
+    if pos + 4 + len(body) + MANIFEST_FOOTER_SIZE != size:
+        raise CorruptFileError(path, "the manifest does not end where the footer starts", offset=pos)
+    pb = table_pb2.Manifest()
+    try:
+        pb.ParseFromString(body)
+    except (DecodeError, RuntimeError) as exc:
+        raise CorruptFileError(path, f"manifest protobuf does not parse ({exc})", offset=pos) from exc
+    index = _section(data, pb.index_section, path, "index section") if pb.HasField("index_section") else None
+    if pb.HasField("transaction_section"):
+        txn: bytes | None = _section(data, pb.transaction_section, path, "inline transaction")
+    elif pb.HasField("transaction_section_deprecated"):
+        txn = _section(data, pb.transaction_section_deprecated, path, "inline transaction")
+    else:
+        txn = None
+    check_fragments(pb.fragments, path)
+    _check_file_versions(pb, path)
+    check_schema(pb.fields, path)
+    if pb.transaction_file:
+        check_relative_path(pb.transaction_file, path, "transaction file")
+    seconds, nanos = pb.timestamp.seconds, pb.timestamp.nanos
+    if not (_MIN_SECONDS <= seconds <= _MAX_SECONDS and 0 <= nanos < 10**9):
+        raise CorruptFileError(path, f"timestamp {seconds}s {nanos}ns is out of range")
+    return ManifestFile(Manifest.from_pb(pb, index), txn, size)
+
+
+def check_fragments(fragments: Iterable[Any], where: str) -> None:
+    """Refuse ``DataFragment`` protobufs whose paths or row counts cannot be trusted.
+
+    Data file paths must stay inside ``data/``; a deletion file must be of a known kind and delete
+    between 1 and ``physical_rows`` rows (pylance records the count; 0 would mean "unknown", which
+    the manifest-only ``count_rows()`` cannot honour); ``physical_rows`` fits a row address.
+    Whether the counts match the files is checked when the files are read.
+
+    Raises:
+        CorruptFileError: naming ``where``, the manifest or transaction being decoded.
+    """
+    for frag in fragments:
+        for f in frag.files:
+            check_relative_path(f.path, where, f"data file of fragment {frag.id}")
+        rows = frag.physical_rows
+        if rows > MAX_FRAGMENT_ROWS:
+            raise CorruptFileError(where, f"fragment {frag.id} has {rows} physical rows, more than 2**32")
+        if frag.HasField("deletion_file"):
+            df = frag.deletion_file
+            if df.file_type not in (0, 1):
+                raise CorruptFileError(
+                    where, f"fragment {frag.id} has a deletion file of unknown type {df.file_type}"
+                )
+            if not 0 < df.num_deleted_rows <= rows:
+                raise CorruptFileError(
+                    where,
+                    f"fragment {frag.id} deletes {df.num_deleted_rows} of its {rows} rows "
+                    "(a deletion file deletes between 1 and physical_rows rows)",
+                )
+
+
+# Reader flag that lets data files of one dataset use different format versions.
+_MIXED_FILE_VERSIONS = 256
+
+
+def _check_file_versions(pb: Any, path: str) -> None:
+    """Data files of a ``2.x`` dataset must be of the manifest's format version, as pylance requires."""
+    if not pb.HasField("data_format") or (pb.reader_feature_flags & _MIXED_FILE_VERSIONS):
+        return
+    major, _, minor = pb.data_format.version.partition(".")
+    if major != "2" or not minor.isdigit():
+        return
+    for frag in pb.fragments:
+        for f in frag.files:
+            if (f.file_major_version, f.file_minor_version) != (2, int(minor)):
+                raise CorruptFileError(
+                    path,
+                    f"data file {f.path} of fragment {frag.id} has format version "
+                    f"{f.file_major_version}.{f.file_minor_version}, the manifest {pb.data_format.version}",
+                )
+
+
+def check_schema(pb_fields: Iterable[Any], where: str) -> None:
+    """Refuse a schema (a repeated ``lance.file.Field``) that does not form a valid field tree.
+
+    Raises:
+        UnsupportedFormatError: a logical type lance_table does not know (naming ``where``).
+        CorruptFileError: any other problem (repeated ids, dangling parents, bad children ...).
+    """
+    try:
+        build_tree(fields_from_pb(pb_fields))
+    except SchemaError as exc:
+        if "unknown logical type" in str(exc):
+            raise UnsupportedFormatError(f"schema: {exc}", path=where) from exc
+        raise CorruptFileError(where, f"schema is invalid ({exc})") from exc
+
+
+def _section(data: bytes, offset: int, path: str, what: str) -> bytes:
+    if offset + 4 > len(data):
+        raise CorruptFileError(path, f"{what} offset lies outside the file", offset=offset)
+    (length,) = struct.unpack_from("<I", data, offset)
+    end = offset + 4 + length
+    if end > len(data) - MANIFEST_FOOTER_SIZE:
+        raise CorruptFileError(path, f"{what} of {length} bytes runs past the footer", offset=offset)
+    return bytes(data[offset + 4 : end])
+
+
+def assign_fragment_ids(fragments: Iterable[Fragment], start: int) -> list[Fragment]:
+    """Give fragments consecutive ids from ``start``."""
+    return [replace(f, id=start + i) for i, f in enumerate(fragments)]

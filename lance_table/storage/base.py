@@ -1,0 +1,95 @@
+"""The storage interface: the only way lance_table touches files.
+
+Paths are relative to the dataset root and use ``/``. Implementations exist for the local disk,
+fsspec's in-memory filesystem, S3 (through s3fs) and any other fsspec filesystem (read-only unless
+the caller provides a commit lock or opts into unsafe commits).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import IO
+
+from lance_table.storage.sources import ByteSource
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A file found by listing: its path relative to the dataset root, size and modification time."""
+
+    path: str
+    size: int
+    modified: float | None  # seconds since the epoch, when the backend knows it
+
+    @property
+    def name(self) -> str:
+        return self.path.rsplit("/", 1)[-1]
+
+
+class Storage(ABC):
+    """Byte-level access to one dataset directory."""
+
+    #: whether :meth:`put_if_absent` is atomic (exactly one of several racing writers succeeds)
+    atomic_put: bool = True
+
+    def __init__(self, uri: str) -> None:
+        self.uri = uri
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.uri!r})"
+
+    @abstractmethod
+    def read(self, path: str) -> bytes:
+        """A whole file. Raises FileNotFoundError."""
+
+    @abstractmethod
+    def read_ranges(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
+        """Byte ranges of a file, each as ``(offset, length)``."""
+
+    @abstractmethod
+    def size(self, path: str) -> int:
+        """Size in bytes. Raises FileNotFoundError."""
+
+    @abstractmethod
+    def source(self, path: str, size: int | None = None) -> ByteSource:
+        """A byte source for the file codec's reader."""
+
+    @abstractmethod
+    def write(self, path: str, data: bytes) -> None:
+        """Create or replace a file with ``data``."""
+
+    @abstractmethod
+    def open_writer(self, path: str) -> IO[bytes]:
+        """A writable binary stream; the file appears complete when the stream is closed."""
+
+    @abstractmethod
+    def put_if_absent(self, path: str, data: bytes) -> None:
+        """Create ``path`` with ``data`` only if it does not exist, atomically.
+
+        Raises:
+            FileExistsError: the file already exists (another writer won).
+        """
+
+    @abstractmethod
+    def list_dir(self, path: str, *, stat: bool = True) -> list[Entry]:
+        """Files directly inside a directory (none if it does not exist).
+
+        With ``stat=False`` a backend may leave sizes at -1 and times unknown when that is cheaper.
+        """
+
+    @abstractmethod
+    def delete(self, path: str) -> None:
+        """Remove a file; a missing file is not an error."""
+
+    @abstractmethod
+    def exists(self, path: str) -> bool:
+        """Whether a file exists."""
+
+    def list_tree(self, path: str) -> list[Entry]:
+        """Files anywhere below a directory."""
+        out: list[Entry] = []
+        for e in self.list_dir(path):
+            out.append(e)
+        return out

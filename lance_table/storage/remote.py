@@ -1,0 +1,211 @@
+"""Storage on any fsspec filesystem: memory, S3 (s3fs) and the rest."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import threading
+from collections.abc import Sequence
+from typing import IO, Any
+
+from lance_table.storage.base import Entry, Storage
+from lance_table.storage.sources import ByteSource, _RangedSource
+
+
+def _mtime(info: dict[str, Any]) -> float | None:
+    for key in ("mtime", "LastModified", "last_modified", "created"):
+        value = info.get(key)
+        if value is None:
+            continue
+        if hasattr(value, "timestamp"):
+            return float(value.timestamp())
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            continue
+    return None
+
+
+class _FsspecSource(_RangedSource):
+    """A ByteSource over one fsspec file, fetching coalesced ranges with ``cat_ranges``."""
+
+    def __init__(self, fs: Any, path: str, size: int | None, name: str) -> None:
+        self._fs = fs
+        self._path = path
+        self._name = name
+        self._size = size
+
+    def size(self) -> int:
+        if self._size is None:
+            self._size = int(self._fs.size(self._path))
+        return self._size
+
+    def _read(self, offset: int, length: int) -> bytes:
+        if length == 0:
+            return b""
+        return bytes(self._fs.cat_file(self._path, start=offset, end=offset + length))
+
+    def _read_many(self, reads: list[tuple[int, int]]) -> list[bytes | memoryview]:
+        """All merged reads in one ``cat_ranges`` call: async backends (s3fs) fetch them concurrently."""
+        if len(reads) < 2:
+            return [self._read(off, length) for off, length in reads]
+        starts = [off for off, _ in reads]
+        ends = [off + length for off, length in reads]
+        return list(self._fs.cat_ranges([self._path] * len(reads), starts, ends, on_error="raise"))
+
+
+class FsspecStorage(Storage):
+    """A dataset directory on an fsspec filesystem.
+
+    Args:
+        fs: the filesystem.
+        root: the dataset's path inside ``fs`` (no protocol).
+        uri: the URI the user gave, for messages.
+        atomic_put: whether ``put_if_absent`` may rely on the backend (set by subclasses).
+    """
+
+    atomic_put = False
+    #: whether parent directories must exist before a file is created (not on object stores)
+    needs_mkdir = True
+
+    def __init__(self, fs: Any, root: str, uri: str) -> None:
+        super().__init__(uri)
+        self.fs = fs
+        self.root = root.rstrip("/")
+
+    def _abs(self, path: str) -> str:
+        return f"{self.root}/{path}" if path else self.root
+
+    def _fresh(self, lister: Any, base: str, **kwargs: Any) -> Any:
+        """A listing of the store as it is now, kept in no cache afterwards.
+
+        fsspec backends with a listing cache (s3fs keeps one for the life of the filesystem object,
+        shared by every user of it in the process) would otherwise answer later listings, ``info``
+        and ``size`` from a stale listing, and report files written since by others as missing.
+        """
+        self.fs.invalidate_cache(base)
+        try:
+            return lister(base, **kwargs)
+        finally:
+            self.fs.invalidate_cache(base)
+
+    def read(self, path: str) -> bytes:
+        return bytes(self.fs.cat_file(self._abs(path)))
+
+    def read_ranges(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
+        return self.source(path).read_ranges(ranges)
+
+    def size(self, path: str) -> int:
+        return int(self.fs.size(self._abs(path)))
+
+    def source(self, path: str, size: int | None = None) -> ByteSource:
+        return _FsspecSource(self.fs, self._abs(path), size, f"{self.uri.rstrip('/')}/{path}")
+
+    def _parent(self, full: str) -> None:
+        if self.needs_mkdir:
+            self.fs.makedirs(full.rsplit("/", 1)[0], exist_ok=True)
+
+    def write(self, path: str, data: bytes) -> None:
+        full = self._abs(path)
+        self._parent(full)
+        self.fs.pipe_file(full, data)
+
+    def open_writer(self, path: str) -> IO[bytes]:
+        full = self._abs(path)
+        self._parent(full)
+        return self.fs.open(full, "wb")
+
+    def put_if_absent(self, path: str, data: bytes) -> None:
+        # Check-then-write: only safe when the caller serializes commits (a commit lock).
+        if self.exists(path):
+            raise FileExistsError(errno.EEXIST, "already exists", self._abs(path))
+        self.write(path, data)
+
+    def list_dir(self, path: str, *, stat: bool = True) -> list[Entry]:
+        base = self._abs(path)
+        try:
+            infos = self._fresh(self.fs.ls, base, detail=True)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        out = []
+        for info in infos:
+            if info.get("type") != "file":
+                continue
+            name = str(info["name"]).rstrip("/").rsplit("/", 1)[-1]
+            out.append(Entry(f"{path}/{name}" if path else name, int(info.get("size") or 0), _mtime(info)))
+        return out
+
+    def list_tree(self, path: str) -> list[Entry]:
+        base = self._abs(path)
+        try:
+            found = self._fresh(self.fs.find, base, detail=True)
+        except FileNotFoundError:
+            return []
+        for full in found:  # find may have cached the listings of subdirectories too
+            self.fs.invalidate_cache(str(full).rsplit("/", 1)[0])
+        out = []
+        prefix = self.root.lstrip("/") + "/"
+        for full, info in found.items():
+            if info.get("type") != "file":
+                continue
+            rel = str(full).lstrip("/")
+            rel = rel[len(prefix) :] if rel.startswith(prefix) else rel
+            out.append(Entry(rel, int(info.get("size") or 0), _mtime(info)))
+        return out
+
+    def delete(self, path: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.fs.rm_file(self._abs(path))
+
+    def exists(self, path: str) -> bool:
+        full = self._abs(path)
+        self.fs.invalidate_cache(full)
+        return bool(self.fs.isfile(full))
+
+
+class MemoryStorage(FsspecStorage):
+    """fsspec's process-wide in-memory filesystem; commits use an exclusive create under a lock."""
+
+    atomic_put = True
+    needs_mkdir = False
+    _lock = threading.Lock()
+
+    def put_if_absent(self, path: str, data: bytes) -> None:
+        with self._lock:
+            self.fs.pipe_file(self._abs(path), data, mode="create")
+
+
+class S3Storage(FsspecStorage):
+    """S3 through s3fs; commits use a conditional PUT (``If-None-Match: *``).
+
+    A lost race shows up in three shapes, all normalized to FileExistsError: s3fs's own
+    FileExistsError (the server named the failed precondition), OSError(EINVAL) for a bare 412,
+    and OSError(EBUSY) for a 409 from a concurrent conditional write. Because s3fs retries on
+    timeouts, "already exists" may be our own earlier, successful attempt: the object is read back
+    and compared byte for byte before a conflict is declared.
+    """
+
+    atomic_put = True
+    needs_mkdir = False
+
+    def put_if_absent(self, path: str, data: bytes) -> None:
+        full = self._abs(path)
+        try:
+            self.fs.pipe_file(full, data, mode="create")
+            return
+        except FileExistsError as exc:
+            cause: OSError = exc
+        except OSError as exc:
+            if exc.errno not in (errno.EINVAL, errno.EBUSY) and "recondition" not in str(exc):
+                raise
+            cause = exc
+        finally:
+            self.fs.invalidate_cache(full)
+        try:
+            existing = bytes(self.fs.cat_file(full))
+        except FileNotFoundError:
+            # a 409 while another conditional write was in flight that then failed: try again later
+            raise FileExistsError(errno.EEXIST, "concurrent conditional write", full) from cause
+        if existing == data:
+            return  # our own write, retried by the client after a timeout
+        raise FileExistsError(errno.EEXIST, "already exists", full) from cause

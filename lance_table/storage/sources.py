@@ -1,0 +1,218 @@
+"""Byte sources for the file reader: read many byte ranges of one file in as few requests as possible.
+
+The reader never asks for a whole file. It asks a :class:`ByteSource` for lists of ``(offset, length)``
+ranges; the source merges ranges that are close together into one request and hands back each
+requested range as a zero-copy slice of the merged read.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from typing import IO, Protocol, runtime_checkable
+
+import numpy as np
+
+from lance_table.errors import CorruptFileError
+
+# Ranges whose gap is smaller than this are fetched with one read.
+DEFAULT_COALESCE_GAP = 64 * 1024
+# Local files: merge only reads that share a few pages of the OS page cache.
+LOCAL_COALESCE_GAP = 8 * 1024
+
+
+@runtime_checkable
+class ByteSource(Protocol):
+    """What the reader needs from storage: a name, a size and ranged reads."""
+
+    @property
+    def name(self) -> str: ...
+
+    def size(self) -> int: ...
+
+    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[memoryview]: ...
+
+
+def coalesce(
+    ranges: Sequence[tuple[int, int]], gap: int = DEFAULT_COALESCE_GAP
+) -> tuple[list[tuple[int, int]], np.ndarray, np.ndarray]:
+    """Merge ranges that overlap or lie less than ``gap`` bytes apart.
+
+    Returns the merged ``(offset, length)`` reads and, for every input range, the index of the merged
+    read that holds it and its offset inside that read.
+    """
+    n = len(ranges)
+    if n == 0:
+        return [], np.zeros(0, np.int64), np.zeros(0, np.int64)
+    arr = np.asarray(ranges, dtype=np.int64).reshape(n, 2)
+    order = np.argsort(arr[:, 0], kind="stable")
+    starts = arr[order, 0]
+    ends = np.maximum.accumulate(starts + arr[order, 1])
+    new_read = np.ones(n, bool)
+    new_read[1:] = starts[1:] > ends[:-1] + gap
+    owner = np.cumsum(new_read) - 1
+    first = np.flatnonzero(new_read)
+    last = np.append(first[1:] - 1, n - 1)
+    merged_starts = starts[first]
+    merged = list(zip(merged_starts.tolist(), (ends[last] - merged_starts).tolist()))
+    which = np.empty(n, np.int64)
+    inner = np.empty(n, np.int64)
+    which[order] = owner
+    inner[order] = starts - merged_starts[owner]
+    return merged, which, inner
+
+
+class _RangedSource:
+    """Shared logic: validate ranges against the size, coalesce, slice."""
+
+    _name: str
+    coalesce_gap: int = DEFAULT_COALESCE_GAP
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def size(self) -> int:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _read(self, offset: int, length: int) -> bytes | memoryview:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _read_many(self, reads: list[tuple[int, int]]) -> list[bytes | memoryview]:
+        """The merged reads, in order (one after another here; remote sources fetch them at once)."""
+        return [self._read(off, length) for off, length in reads]
+
+    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
+        size = self.size()
+        for off, length in ranges:
+            if off < 0 or length < 0 or off + length > size:
+                raise CorruptFileError(
+                    self._name, f"byte range [{off}, {off + length}) lies outside the file of {size} bytes"
+                )
+        merged, which, inner = coalesce(ranges, self.coalesce_gap)
+        blobs = []
+        for (off, length), data in zip(merged, self._read_many(merged)):
+            if len(data) != length:
+                raise CorruptFileError(
+                    self._name, f"short read: wanted {length} bytes, got {len(data)}", offset=off
+                )
+            blobs.append(data if isinstance(data, memoryview) else memoryview(data))
+        return [blobs[w][i : i + length] for w, i, (_, length) in zip(which.tolist(), inner.tolist(), ranges)]
+
+
+class LocalFileSource(_RangedSource):
+    """A local file read with ``os.preadv`` (thread-safe, no shared file position).
+
+    The file is open only while a ``read_ranges`` call runs, so that any number of sources (a scan
+    of thousands of fragments, a cache of readers) holds no file descriptors between reads.
+    """
+
+    coalesce_gap = LOCAL_COALESCE_GAP
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self._name = os.fspath(path)
+        self._size = os.stat(self._name).st_size
+
+    def size(self) -> int:
+        return self._size
+
+    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
+        if not ranges:
+            return []
+        fd = os.open(self._name, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        try:
+            return _LocalRead(self._name, self._size, fd).read_ranges(ranges)
+        finally:
+            os.close(fd)
+
+    def close(self) -> None:
+        """Nothing to release: the file is open only during a read (kept for callers that close)."""
+
+
+class _LocalRead(_RangedSource):
+    """One ``read_ranges`` call of a :class:`LocalFileSource`, on a descriptor it opened."""
+
+    coalesce_gap = LOCAL_COALESCE_GAP
+
+    def __init__(self, name: str, size: int, fd: int) -> None:
+        self._name = name
+        self._size = size
+        self._fd = fd
+
+    def size(self) -> int:
+        return self._size
+
+    def _read(self, offset: int, length: int) -> memoryview:
+        out = np.empty(length, np.uint8)  # not zero-filled: the kernel writes every byte
+        view = memoryview(out)  # type: ignore[arg-type]
+        done = 0
+        while done < length:
+            got = os.preadv(self._fd, [view[done:]], offset + done)
+            if got <= 0:
+                break
+            done += got
+        return view if done == length else view[:done]
+
+
+class FileObjectSource(_RangedSource):
+    """Any seekable binary file object (an fsspec file, ``io.BytesIO``, an open local file)."""
+
+    def __init__(self, fobj: IO[bytes], name: str | None = None, size: int | None = None) -> None:
+        self._f = fobj
+        self._name = name or str(getattr(fobj, "path", None) or getattr(fobj, "name", None) or "<stream>")
+        self._lock = threading.Lock()
+        if size is None:
+            fsize = getattr(fobj, "size", None)
+            if isinstance(fsize, int):
+                size = fsize
+            else:
+                with self._lock:
+                    pos = fobj.tell()
+                    size = fobj.seek(0, os.SEEK_END)
+                    fobj.seek(pos)
+        self._size = int(size)
+
+    def size(self) -> int:
+        return self._size
+
+    def _read(self, offset: int, length: int) -> bytes:
+        with self._lock:
+            self._f.seek(offset)
+            return self._f.read(length)
+
+
+class BytesSource(_RangedSource):
+    """An in-memory file."""
+
+    def __init__(self, data: bytes | bytearray | memoryview, name: str = "<memory>") -> None:
+        self._data = memoryview(data).cast("B")
+        self._name = name
+
+    def size(self) -> int:
+        return len(self._data)
+
+    def _read(self, offset: int, length: int) -> bytes:
+        return self._data[offset : offset + length]  # type: ignore[return-value]
+
+    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
+        size = len(self._data)
+        for off, length in ranges:
+            if off < 0 or length < 0 or off + length > size:
+                raise CorruptFileError(
+                    self._name, f"byte range [{off}, {off + length}) lies outside the file of {size} bytes"
+                )
+        return [self._data[off : off + length] for off, length in ranges]
+
+
+def open_source(source: str | os.PathLike[str] | IO[bytes] | ByteSource | bytes) -> ByteSource:
+    """Turn what a caller passed into a :class:`ByteSource`."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return BytesSource(source)
+    if isinstance(source, (str, os.PathLike)):
+        return LocalFileSource(source)
+    if isinstance(source, ByteSource):
+        return source
+    if hasattr(source, "read") and hasattr(source, "seek"):
+        return FileObjectSource(source)
+    raise TypeError(f"cannot read a Lance file from {type(source).__name__}")

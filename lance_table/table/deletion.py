@@ -1,0 +1,265 @@
+"""Deletion vectors: the offsets of deleted rows in a fragment, stored as Arrow IPC or roaring bitmaps."""
+
+from __future__ import annotations
+
+import io
+import secrets
+import struct
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.ipc as ipc
+from pyroaring import BitMap
+
+from lance_table.errors import CorruptFileError, DataFileNotFoundError, UnsupportedFormatError
+from lance_table.format.manifest import DELETION_ARROW, DELETION_BITMAP, DeletionFile, Fragment
+from lance_table.storage import Storage
+
+# pylance's threshold: fresh deletions of at least this many rows start as a bitmap, and an Arrow
+# set turns into a bitmap once it holds more than this many rows. A bitmap stays a bitmap.
+BITMAP_THRESHOLD = 5000
+ARROW_SCHEMA = pa.schema([pa.field("row_id", pa.uint32(), nullable=False)])
+
+
+def read_deletions(storage: Storage, fragment: Fragment, *, version: int | None = None) -> np.ndarray:
+    """Sorted unique deleted offsets of a fragment (empty when it has no deletion file).
+
+    The file must hold exactly the manifest's ``num_deleted_rows`` offsets, all below
+    ``physical_rows``; both are checked before anything sized by the file's contents is allocated.
+    ``version`` (the version whose manifest names the file) only serves error messages.
+
+    Raises:
+        CorruptFileError: the deletion file cannot be decoded or disagrees with the manifest.
+        DataFileNotFoundError: the deletion file does not exist (e.g. its version was cleaned up).
+        UnsupportedFormatError: the deletion file lives in another base path.
+    """
+    df = fragment.deletion_file
+    if df is None:
+        return np.zeros(0, np.uint32)
+    path = df.path(fragment.id)
+    where = f"{storage.uri.rstrip('/')}/{path}"
+    if df.base_id is not None:
+        raise UnsupportedFormatError("the deletion file lives in another base path", path=where)
+    try:
+        data = storage.read(path)
+    except FileNotFoundError:
+        raise missing_file_error(storage, where, version) from None
+    expected = df.num_deleted_rows
+    said = f"the manifest of version {version}" if version is not None else "the manifest"
+    if df.kind == DELETION_BITMAP:
+        offsets = _read_bitmap(data, where, expected, fragment.physical_rows, said)
+    else:
+        offsets = _read_arrow(data, where, expected, said)
+    if offsets.size != expected:
+        raise CorruptFileError(where, f"holds {offsets.size} distinct rows, {said} says {expected}")
+    if offsets.size and int(offsets[-1]) >= fragment.physical_rows:
+        raise CorruptFileError(where, f"deleted offset {int(offsets[-1])} >= {fragment.physical_rows} rows")
+    return offsets
+
+
+def missing_file_error(storage: Storage, where: str, version: int | None) -> DataFileNotFoundError:
+    """The error for a file named by ``version``'s manifest that does not exist.
+
+    Says whether the version has been cleaned up (its manifest is gone too).
+    """
+    cleaned_up = False
+    if version is not None:
+        from lance_table.table import versions  # the version list is only needed for this message
+
+        try:
+            cleaned_up = all(e.version != version for e in versions.list_versions(storage))
+        except (OSError, CorruptFileError):
+            cleaned_up = False
+    return DataFileNotFoundError(where, version, cleaned_up=cleaned_up)
+
+
+def _read_bitmap(data: bytes, where: str, expected: int, physical_rows: int, said: str) -> np.ndarray:
+    try:
+        bitmap = BitMap.deserialize(data)
+    except (ValueError, IndexError) as exc:
+        raise CorruptFileError(where, f"roaring bitmap does not decode ({exc})") from exc
+    count = len(bitmap)  # known from the container headers: nothing is expanded yet
+    if count != expected:
+        raise CorruptFileError(where, f"holds {count} rows, {said} says {expected}")
+    if count and bitmap.max() >= physical_rows:
+        raise CorruptFileError(where, f"deleted offset {bitmap.max()} >= {physical_rows} rows")
+    return np.asarray(bitmap.to_array(), np.uint32)
+
+
+def _read_arrow(data: bytes, where: str, expected: int, said: str = "the manifest") -> np.ndarray:
+    _check_arrow_sizes(data, where, expected, said)
+    try:
+        table = ipc.open_file(pa.BufferReader(data)).read_all()
+    except (pa.ArrowException, OSError) as exc:
+        raise CorruptFileError(where, f"Arrow deletion file does not decode ({exc})") from exc
+    if not table.schema.equals(ARROW_SCHEMA):
+        raise CorruptFileError(
+            where, f"deletion file schema is {table.schema}, expected row_id: uint32 not null"
+        )
+    if table.num_rows != expected:
+        raise CorruptFileError(where, f"holds {table.num_rows} rows, {said} says {expected}")
+    column = table.column(0)
+    if column.null_count:
+        raise CorruptFileError(where, "deletion file holds nulls")
+    # pylance writes offsets in hash-set order: never assume they are sorted
+    return sorted_unique(column.to_numpy())
+
+
+# Arrow IPC file framing: "ARROW1" magic at both ends; before the closing magic, the footer
+# flatbuffer and its int32 length. Footer, Message and RecordBatch are flatbuffer tables.
+_ARROW_MAGIC = b"ARROW1"
+_RECORD_BATCH = 3  # MessageHeader.RecordBatch
+
+
+def _check_arrow_sizes(data: bytes, where: str, expected: int, said: str = "the manifest") -> None:
+    """Refuse an Arrow deletion file whose record batches would decode to more than ``expected`` rows.
+
+    Compressed buffers start with their uncompressed length, which pyarrow allocates before it
+    decompresses: a damaged length would allocate gigabytes. The footer and each record batch's
+    metadata are read here (flatbuffers, bounds-checked) to check the row counts and those lengths.
+    Dictionary batches are refused: the deletion schema has no dictionary.
+
+    Raises:
+        CorruptFileError: the framing is damaged or a batch is larger than ``expected`` rows.
+    """
+    fb = _Flatbuffer(data, where)
+    size = len(data)
+    if size < 2 * len(_ARROW_MAGIC) + 4 or data[-6:] != _ARROW_MAGIC or data[:6] != _ARROW_MAGIC:
+        raise CorruptFileError(where, "not an Arrow IPC file (magic missing)")
+    (footer_len,) = fb.unpack("<i", size - 10)
+    footer_start = size - 10 - footer_len
+    if footer_len <= 0 or footer_start < 8:
+        raise CorruptFileError(where, f"Arrow footer length {footer_len} is out of range")
+    footer = fb.table(footer_start + fb.unpack("<I", footer_start)[0])
+    if fb.vector(footer, 2, 24)[1]:
+        raise CorruptFileError(where, "Arrow deletion file holds dictionary batches")
+    start, count = fb.vector(footer, 3, 24)
+    limit = 4 * expected + 64  # the values (uint32) and validity buffers of ``expected`` rows
+    total = 0
+    for i in range(count):
+        offset, meta_len, _pad, body_len = fb.unpack("<qiiq", start + 24 * i)
+        if offset < 0 or meta_len < 8 or body_len < 0 or offset + meta_len + body_len > size:
+            raise CorruptFileError(where, f"Arrow record batch {i} lies outside the file", offset=offset)
+        prefix = 8 if fb.unpack("<I", offset)[0] == 0xFFFFFFFF else 4
+        message = fb.table(offset + prefix + fb.unpack("<I", offset + prefix)[0])
+        if fb.scalar(message, 1, "<B", 0) != _RECORD_BATCH:
+            raise CorruptFileError(where, f"Arrow block {i} is not a record batch", offset=offset)
+        batch = fb.table_field(message, 2)
+        rows = fb.scalar(batch, 0, "<q", 0)
+        total += rows
+        if rows < 0 or total > expected:
+            raise CorruptFileError(
+                where, f"Arrow deletion file holds more rows than the {expected} {said} says"
+            )
+        if fb.field(batch, 3) is None:  # not compressed: buffers are bounded by the body
+            continue
+        body = offset + meta_len
+        buffers, nbuf = fb.vector(batch, 2, 16)
+        for b in range(nbuf):
+            buf_offset, buf_len = fb.unpack("<qq", buffers + 16 * b)
+            if buf_len >= 8:
+                if buf_offset < 0 or buf_offset + buf_len > body_len:
+                    raise CorruptFileError(
+                        where, f"Arrow buffer {b} lies outside its record batch", offset=body
+                    )
+                (uncompressed,) = fb.unpack("<q", body + buf_offset)
+                if uncompressed > limit:
+                    raise CorruptFileError(
+                        where, f"Arrow buffer {b} claims {uncompressed} bytes once decompressed", offset=body
+                    )
+
+
+class _Flatbuffer:
+    """Bounds-checked reads of flatbuffer tables, enough for Arrow's IPC metadata."""
+
+    def __init__(self, data: bytes, where: str) -> None:
+        self.data = data
+        self.where = where
+
+    def unpack(self, fmt: str, pos: int) -> tuple[int, ...]:
+        if pos < 0 or pos + struct.calcsize(fmt) > len(self.data):
+            raise CorruptFileError(self.where, "Arrow metadata points outside the file", offset=pos)
+        return struct.unpack_from(fmt, self.data, pos)
+
+    def table(self, pos: int) -> tuple[int, int, int]:
+        """(table position, vtable position, vtable size) of the table at ``pos``."""
+        vtable = pos - self.unpack("<i", pos)[0]
+        (vsize,) = self.unpack("<H", vtable)
+        return pos, vtable, vsize
+
+    def field(self, table: tuple[int, int, int], index: int) -> int | None:
+        """Position of a table field, or None when it is absent."""
+        pos, vtable, vsize = table
+        if 4 + 2 * index + 2 > vsize:
+            return None
+        (rel,) = self.unpack("<H", vtable + 4 + 2 * index)
+        return pos + rel if rel else None
+
+    def scalar(self, table: tuple[int, int, int], index: int, fmt: str, default: int) -> int:
+        at = self.field(table, index)
+        return default if at is None else self.unpack(fmt, at)[0]
+
+    def table_field(self, table: tuple[int, int, int], index: int) -> tuple[int, int, int]:
+        at = self.field(table, index)
+        if at is None:
+            raise CorruptFileError(self.where, "Arrow metadata lacks a required table")
+        return self.table(at + self.unpack("<I", at)[0])
+
+    def vector(self, table: tuple[int, int, int], index: int, item: int) -> tuple[int, int]:
+        """(position of the first element, length) of a vector of ``item``-byte structs."""
+        at = self.field(table, index)
+        if at is None:
+            return 0, 0
+        start = at + self.unpack("<I", at)[0]
+        (length,) = self.unpack("<I", start)
+        if start + 4 + length * item > len(self.data):
+            raise CorruptFileError(self.where, "Arrow metadata vector runs past the file", offset=start)
+        return start + 4, length
+
+
+def sorted_unique(values: np.ndarray) -> np.ndarray:
+    """Sorted, duplicate-free copy (sort-based: faster than hashing for row offsets)."""
+    out = np.sort(np.asarray(values, np.uint32))
+    if out.size > 1:
+        out = out[np.concatenate(([True], out[1:] != out[:-1]))]
+    return out
+
+
+def union(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Sorted union of two offset arrays."""
+    return sorted_unique(np.concatenate([np.asarray(a, np.uint32), np.asarray(b, np.uint32)]))
+
+
+def choose_kind(previous: DeletionFile | None, total: int) -> str:
+    """Arrow or bitmap for a new cumulative deletion file, following pylance's rules."""
+    if previous is None:
+        return DELETION_BITMAP if total >= BITMAP_THRESHOLD else DELETION_ARROW
+    if previous.kind == DELETION_BITMAP:
+        return DELETION_BITMAP
+    return DELETION_BITMAP if total > BITMAP_THRESHOLD else DELETION_ARROW
+
+
+def encode_deletions(offsets: np.ndarray, kind: str) -> bytes:
+    """The bytes of a deletion file holding ``offsets``."""
+    values = np.asarray(offsets, np.uint32)
+    if kind == DELETION_BITMAP:
+        bitmap = BitMap()
+        bitmap.update(values)
+        return bitmap.serialize()
+    sink = io.BytesIO()
+    options = ipc.IpcWriteOptions(compression="zstd")
+    with ipc.new_file(sink, ARROW_SCHEMA, options=options) as writer:
+        writer.write_table(pa.table([pa.array(values, pa.uint32())], schema=ARROW_SCHEMA))
+    return sink.getvalue()
+
+
+def write_deletions(
+    storage: Storage, fragment: Fragment, offsets: np.ndarray, read_version: int
+) -> DeletionFile:
+    """Write a new cumulative deletion file for ``fragment`` and return its descriptor."""
+    kind = choose_kind(fragment.deletion_file, int(offsets.size))
+    df = DeletionFile(
+        kind=kind, read_version=read_version, id=secrets.randbits(64), num_deleted_rows=int(offsets.size)
+    )
+    storage.write(df.path(fragment.id), encode_deletions(offsets, kind))
+    return df

@@ -1,0 +1,161 @@
+"""Removing old versions and the files that only they reference.
+
+Cleanup runs beside writers, restores and tag writers that it cannot stop, so it works in phases:
+
+1. Read the tags (a damaged tag file stops cleanup before anything is deleted), the pins and every
+   manifest; decide which versions go: older than the cutoff, not the latest, not tagged or pinned.
+2. Delete those manifests, so no reader can open a version whose files are about to go.
+3. Look again: versions committed since phase 1 add their files to the kept set, and a tag or pin
+   that now names a deleted version brings its manifest back (its bytes are still in hand).
+4. Delete the data, deletion and transaction files that no kept version references.
+
+A restore pins the version it reads before reading it, and tag writers check the version after
+writing the tag (see :mod:`lance_table.table.tags`): an operation that phase 3 does not see found
+the manifest already gone and failed cleanly, so every interleaving leaves the latest version and
+every tagged version readable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import time
+from dataclasses import dataclass
+
+from lance_table.errors import TagError
+from lance_table.format import paths
+from lance_table.format.manifest import Manifest
+from lance_table.storage import Entry, Storage
+from lance_table.table import versions
+from lance_table.table.tags import PIN_STALE_SECONDS, Tags, pinned_versions
+
+DEFAULT_OLDER_THAN = dt.timedelta(days=14)
+# Files no manifest references may belong to a writer that has not committed yet.
+DEFAULT_GRACE_PERIOD = dt.timedelta(days=7)
+# Marks a temporary file of an interrupted write (``put_if_absent`` and ``write`` on local disk).
+_TEMP_MARK = ".tmp-"
+
+
+@dataclass(frozen=True)
+class CleanupStats:
+    old_versions: int
+    bytes_removed: int
+    files_removed: int
+
+
+def referenced_files(manifest: Manifest) -> set[str]:
+    """Paths (relative to the dataset root) a version needs."""
+    out = set()
+    for frag in manifest.fragments:
+        for f in frag.files:
+            if f.base_id is None:
+                out.add(paths.data_file_path(f.path))
+        if frag.deletion_file is not None and frag.deletion_file.base_id is None:
+            out.add(frag.deletion_file.path(frag.id))
+    if manifest.transaction_file:
+        out.add(paths.transaction_path(manifest.transaction_file))
+    return out
+
+
+def _tagged(storage: Storage) -> dict[int, str]:
+    """Versions that tags name, with a tag name for messages.
+
+    Raises:
+        CorruptFileError: a tag file is damaged (nothing may be deleted while it is unreadable).
+    """
+    return {t.version: name for name, t in Tags(storage).list().items()}
+
+
+def cleanup_old_versions(
+    storage: Storage,
+    *,
+    older_than: dt.timedelta = DEFAULT_OLDER_THAN,
+    grace_period: dt.timedelta = DEFAULT_GRACE_PERIOD,
+    delete_unverified: bool = False,
+    error_if_tagged_old_versions: bool = True,
+) -> CleanupStats:
+    """Delete versions older than ``older_than`` (never the latest, never a tagged one) and the data,
+    deletion and transaction files that no remaining version references.
+
+    A file that no manifest references at all is deleted only when it is older than
+    ``grace_period`` (it may belong to a writer still in flight); ``delete_unverified`` lifts that
+    rule. Temporary files that killed writers left behind go once older than the grace period.
+
+    Raises:
+        TagError: a tagged version is older than the cutoff and ``error_if_tagged_old_versions``.
+        CorruptFileError: a tag file is damaged; nothing is deleted.
+    """
+    now = time.time()
+    cutoff_ns = int((now - older_than.total_seconds()) * 1e9)
+    grace_cutoff = now - (0 if delete_unverified else grace_period.total_seconds())
+    entries = versions.list_versions(storage)
+    if not entries:
+        return CleanupStats(0, 0, 0)
+    latest = entries[-1].version
+    tagged = _tagged(storage)
+    pinned = pinned_versions(storage)
+    kept_refs: set[str] = set()
+    doomed: dict[int, tuple[versions.VersionEntry, bytes, set[str]]] = {}
+    for entry in entries:
+        manifest = versions.read_manifest_file(storage, entry).manifest
+        refs = referenced_files(manifest)
+        old = manifest.timestamp_ns < cutoff_ns and entry.version != latest
+        if old and entry.version in tagged and error_if_tagged_old_versions:
+            raise TagError(
+                f"version {entry.version} is older than the cutoff but tagged {tagged[entry.version]!r}; "
+                "delete the tag or pass error_if_tagged_old_versions=False"
+            )
+        if entry.version in tagged or entry.version in pinned:
+            old = False
+        if old:
+            doomed[entry.version] = (entry, storage.read(entry.path), refs)
+        else:
+            kept_refs |= refs
+    for entry, _, _ in doomed.values():
+        storage.delete(entry.path)
+
+    # Phase 3: what committed, restored or was tagged while we decided.
+    for entry in versions.list_versions(storage):
+        if entry.version > latest:
+            kept_refs |= referenced_files(versions.read_manifest_file(storage, entry).manifest)
+    for version in (_tagged(storage).keys() | pinned_versions(storage)) & doomed.keys():
+        entry, data, refs = doomed.pop(version)
+        with contextlib.suppress(FileExistsError):
+            storage.put_if_absent(entry.path, data)
+        kept_refs |= refs
+    removed_refs = set().union(*(refs for _, _, refs in doomed.values()))
+
+    removed_bytes = 0
+    removed_files = 0
+    for directory in (paths.DATA_DIR, paths.DELETIONS_DIR, paths.TRANSACTIONS_DIR):
+        for item in storage.list_tree(directory):
+            if item.path in kept_refs:
+                continue
+            verified = item.path in removed_refs
+            young = item.modified is None or item.modified > grace_cutoff
+            if not verified and young:
+                continue
+            storage.delete(item.path)
+            removed_bytes += item.size
+            removed_files += 1
+    for item in _leftovers(storage, now, grace_cutoff):
+        storage.delete(item.path)
+        removed_bytes += item.size
+        removed_files += 1
+    return CleanupStats(len(doomed), removed_bytes, removed_files)
+
+
+def _leftovers(storage: Storage, now: float, grace_cutoff: float) -> list[Entry]:
+    """Temporary files of killed writers (older than the grace period) and pins of dead operations."""
+    out = [
+        item
+        for directory in (paths.VERSIONS_DIR, paths.TAGS_DIR)
+        for item in storage.list_dir(directory)
+        if _TEMP_MARK in item.name and item.modified is not None and item.modified <= grace_cutoff
+    ]
+    out += [
+        item
+        for item in storage.list_dir(paths.PINS_DIR)
+        if item.modified is not None and now - item.modified > PIN_STALE_SECONDS
+    ]
+    return out

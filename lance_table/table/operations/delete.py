@@ -1,0 +1,57 @@
+"""Planning a delete: find matching rows with the predicate's columns only, write deletion files."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pyarrow.compute as pc
+
+from lance_table._parallel import map_fragments
+from lance_table.format.manifest import Fragment
+from lance_table.format.transaction import Delete
+from lance_table.table.commit import Pending, check_rebasable
+from lance_table.table.deletion import union, write_deletions
+from lance_table.table.fragment import FragmentReader
+from lance_table.table.scan import READ_CHUNK_ROWS, make_spec, matching_positions
+from lance_table.table.snapshot import Snapshot
+
+
+def plan_delete(ds: Snapshot, predicate: str | pc.Expression) -> Pending:
+    """The Delete operation for ``predicate`` against ``ds`` (deletion files already written).
+
+    Raises:
+        CommitConflictError: versions committed since ``ds`` are gone (checked before writing).
+        FilterError: the predicate does not parse.
+    """
+    check_rebasable(ds.storage, Pending(Delete((), (), ""), ds.version))
+    spec = make_spec(ds.schema, [], predicate, False, None, None, None)
+    updated: list[Fragment] = []
+    removed: list[int] = []
+    additions: dict[int, np.ndarray] = {}
+    bases = {}
+
+    def matches(frag: FragmentReader) -> np.ndarray | None:
+        parts = []
+        for lo in range(0, frag.physical_rows, READ_CHUNK_ROWS):
+            runs = matching_positions(frag, spec, lo, min(lo + READ_CHUNK_ROWS, frag.physical_rows))
+            if runs.total:
+                parts.append(runs.positions())
+        return np.concatenate(parts).astype(np.uint32) if parts else None
+
+    frags = ds.fragment_readers()
+    written: list[str] = []
+    for frag, matched in zip(frags, map_fragments(matches, frags)):
+        if matched is None:
+            continue
+        additions[frag.fragment.id] = matched
+        bases[frag.fragment.id] = frag.fragment.deletion_file
+        merged = union(frag.deleted, matched)
+        if merged.size >= frag.physical_rows:
+            removed.append(frag.fragment.id)
+        else:
+            df = write_deletions(ds.storage, frag.fragment, merged, ds.version)
+            written.append(df.path(frag.fragment.id))
+            updated.append(replace(frag.fragment, deletion_file=df))
+    text = predicate if isinstance(predicate, str) else str(predicate)
+    return Pending(Delete(tuple(updated), tuple(removed), text), ds.version, additions, bases, tuple(written))

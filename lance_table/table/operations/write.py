@@ -1,0 +1,317 @@
+"""Writes: plan them against the version they build on, stream rows into new fragments (one data
+file each, rolled over at size limits), and say what to commit. ``write_dataset`` and the Spark
+writer both go through here."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import pyarrow as pa
+
+from lance_table.errors import DatasetAlreadyExistsError, SchemaError, UnsupportedFormatError
+from lance_table.file import LanceFileWriter
+from lance_table.file.container import FileVersion
+from lance_table.file.v2_0.layout import column_assignment
+from lance_table.format import paths
+from lance_table.format.manifest import DEFAULT_DATA_FORMAT, DataFile, Fragment, Manifest
+from lance_table.format.transaction import Append, Operation, Overwrite
+from lance_table.schema import LanceField, arrow_schema_from_fields, build_tree, fields_from_arrow
+from lance_table.storage import Storage
+from lance_table.table import versions
+from lance_table.table.commit import Pending
+
+DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
+DEFAULT_MAX_BYTES_PER_FILE = 90 * 1024**3
+# Batches are re-chunked to at most this many rows before they reach the file writer.
+WRITE_CHUNK_ROWS = 128 * 1024
+
+ProgressCallback = Callable[[int], None]
+WriteMode = Literal["create", "append", "overwrite"]
+# Data file formats lance_table writes into datasets.
+WRITABLE_FORMATS = ("2.0",)
+
+
+@dataclass(frozen=True)
+class WritePlan:
+    """How rows are written on top of version ``read_version`` (0: a new dataset).
+
+    Small and picklable: a distributed write sends it to every task.
+
+    Attributes:
+        append: whether the rows are appended to the existing version (else they replace it).
+        schema: the Arrow schema rows are written with (the dataset's, for an append).
+        fields: the Lance fields (with their ids) of that schema.
+        data_format: the data file format version, taken from the dataset.
+    """
+
+    read_version: int
+    append: bool
+    schema: pa.Schema
+    fields: tuple[LanceField, ...]
+    data_format: str
+
+    def operation(self, fragments: Sequence[Fragment]) -> Operation:
+        """What committing ``fragments`` means: an Append to the base, or an Overwrite."""
+        if self.append:
+            return Append(tuple(fragments))
+        md = {k.decode(): v for k, v in (self.schema.metadata or {}).items()}
+        return Overwrite(tuple(fragments), self.fields, md)
+
+    def pending(self, fragments: Sequence[Fragment], written: Sequence[str]) -> Pending:
+        """What to commit for ``fragments``, whose ``written`` files the commit removes if it fails."""
+        return Pending(self.operation(fragments), self.read_version, written=tuple(written))
+
+
+def writable_data_format(base: Manifest | None, uri: str) -> str:
+    """The format new data files of the dataset use: its own (a new dataset: the default).
+
+    Raises:
+        UnsupportedFormatError: the version needs writer features, or data files of a format,
+            lance_table does not write.
+    """
+    if base is None:
+        return DEFAULT_DATA_FORMAT[1]
+    versions.check_writable(base, uri)
+    data_format = base.data_storage_version or DEFAULT_DATA_FORMAT[1]
+    if data_format not in WRITABLE_FORMATS:
+        raise UnsupportedFormatError(
+            f"{uri} stores data files in Lance format {data_format}; lance_table writes only format "
+            f"{', '.join(WRITABLE_FORMATS)} and never mixes formats in one dataset"
+        )
+    return data_format
+
+
+def plan_write(base: Manifest | None, mode: WriteMode, data_schema: pa.Schema, uri: str) -> WritePlan:
+    """Plan a write of rows of ``data_schema`` on top of ``base`` (the latest version, or None).
+
+    Raises:
+        ValueError: an unknown mode.
+        DatasetAlreadyExistsError: ``mode="create"`` and a dataset exists.
+        UnsupportedFormatError: the dataset needs features or a data format lance_table cannot write.
+        SchemaError: the schema cannot be stored.
+    """
+    if mode not in ("create", "append", "overwrite"):
+        raise ValueError(f"mode must be 'create', 'append' or 'overwrite', not {mode!r}")
+    if base is not None and mode == "create":
+        raise DatasetAlreadyExistsError(
+            f"a dataset already exists at {uri}; use mode='append' or 'overwrite'"
+        )
+    data_format = writable_data_format(base, uri)
+    if base is not None and mode == "append":
+        schema = arrow_schema_from_fields(base.fields, base.schema_metadata)
+        return WritePlan(base.version, True, schema, base.fields, data_format)
+    fields = tuple(fields_from_arrow(data_schema))
+    build_tree(fields)
+    return WritePlan(base.version if base is not None else 0, False, data_schema, fields, data_format)
+
+
+def as_reader(data: Any, schema: pa.Schema | None = None) -> pa.RecordBatchReader:
+    """Turn the data a user passed into a RecordBatchReader, without materializing streams.
+
+    Accepts a pyarrow Table, RecordBatch or RecordBatchReader, a pandas DataFrame, anything with
+    ``__arrow_c_stream__``, or an iterable of RecordBatches (then ``schema`` is needed, or taken
+    from the first batch).
+
+    Raises:
+        TypeError: the data is of another kind.
+    """
+    if isinstance(data, pa.RecordBatchReader):
+        return data
+    if isinstance(data, pa.Table):
+        return pa.RecordBatchReader.from_batches(data.schema, data.to_batches(max_chunksize=WRITE_CHUNK_ROWS))
+    if isinstance(data, pa.RecordBatch):
+        return pa.RecordBatchReader.from_batches(data.schema, [data])
+    if (
+        type(data).__name__ == "DataFrame"
+        and hasattr(data, "to_numpy")
+        and type(data).__module__.startswith("pandas")
+    ):
+        table = pa.Table.from_pandas(data, schema=schema, preserve_index=False)
+        return as_reader(table)
+    if hasattr(data, "__arrow_c_stream__"):
+        return pa.RecordBatchReader.from_stream(data)
+    if isinstance(data, Iterable):
+        it = iter(data)
+        if schema is None:
+            try:
+                first = next(it)
+            except StopIteration:
+                raise ValueError("cannot infer a schema from an empty iterable; pass schema=") from None
+            schema = first.schema
+
+            def chain() -> Iterator[pa.RecordBatch]:
+                yield first
+                yield from it
+
+            return pa.RecordBatchReader.from_batches(schema, chain())
+        return pa.RecordBatchReader.from_batches(schema, it)
+    raise TypeError(f"cannot write data of type {type(data).__name__}")
+
+
+def conform(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
+    """``batch`` with its columns in the target's order and the target's exact types.
+
+    Raises:
+        SchemaError: a column is missing, extra, of another type, or holds nulls it may not.
+    """
+    names = batch.schema.names
+    if sorted(names) != sorted(target.names):
+        raise SchemaError(f"data columns {names} do not match the dataset columns {target.names}")
+    columns = []
+    for f in target:
+        col = batch.column(names.index(f.name))
+        if col.type != f.type:
+            raise SchemaError(f"column {f.name!r} is {col.type} but the dataset stores {f.type}")
+        if not f.nullable and col.null_count:
+            raise SchemaError(f"column {f.name!r} is not nullable but the data holds {col.null_count} nulls")
+        columns.append(col)
+    return pa.RecordBatch.from_arrays(columns, schema=target)
+
+
+class FragmentWriter:
+    """Writes batches into new data files, one fragment per file, and remembers what it wrote.
+
+    If anything fails, :meth:`abort` deletes every file written so far. ``before_file`` runs before
+    each new file is created; an exception from it stops the write (the caller then aborts).
+    """
+
+    def __init__(
+        self,
+        storage: Storage,
+        schema: pa.Schema,
+        fields: list[LanceField],
+        *,
+        max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+        max_bytes_per_file: int = DEFAULT_MAX_BYTES_PER_FILE,
+        progress: ProgressCallback | None = None,
+        write_tag: str = "",
+        before_file: Callable[[], None] | None = None,
+        data_format: str = DEFAULT_DATA_FORMAT[1],
+    ) -> None:
+        if max_rows_per_file <= 0 or max_bytes_per_file <= 0:
+            raise ValueError("max_rows_per_file and max_bytes_per_file must be positive")
+        self.storage = storage
+        self.schema = schema
+        self.fields = fields
+        self.max_rows = max_rows_per_file
+        self.max_bytes = max_bytes_per_file
+        self.progress = progress
+        self.write_tag = write_tag
+        self.before_file = before_file
+        self.data_format = data_format
+        self._file_version = FileVersion.parse(data_format).manifest_version
+        cols = column_assignment(build_tree(fields))
+        self._file_fields = tuple(f.id for f in fields)
+        self._column_indices = tuple(cols.get(f.id, -1) for f in fields)
+        self.fragments: list[Fragment] = []
+        self.paths: list[str] = []
+        self._writer: LanceFileWriter | None = None
+        self._stream: Any = None
+        self._name = ""
+        self._rows = 0
+        self._bytes = 0
+
+    def _open(self) -> LanceFileWriter:
+        if self.before_file is not None:
+            self.before_file()
+        self._name = paths.new_data_file_name(self.write_tag)
+        path = paths.data_file_path(self._name)
+        self.paths.append(path)
+        self._stream = self.storage.open_writer(path)
+        self._writer = LanceFileWriter(
+            self._stream, self.schema, fields=self.fields, version=self.data_format
+        )
+        self._rows = 0
+        self._bytes = 0
+        return self._writer
+
+    def _finish_file(self) -> None:
+        if self._writer is None:
+            return
+        written = self._writer.close()
+        self._stream.close()
+        self.fragments.append(
+            Fragment(
+                id=0,
+                files=(
+                    DataFile(
+                        path=self._name,
+                        fields=self._file_fields,
+                        column_indices=self._column_indices,
+                        file_major_version=self._file_version[0],
+                        file_minor_version=self._file_version[1],
+                        file_size_bytes=written.size,
+                    ),
+                ),
+                physical_rows=written.num_rows,
+            )
+        )
+        self._writer = None
+        self._stream = None
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        offset = 0
+        row_bytes = batch.nbytes / max(batch.num_rows, 1)
+        while offset < batch.num_rows:
+            writer = self._writer or self._open()
+            room = self.max_rows - self._rows
+            if row_bytes:
+                room = min(room, max(1, int((self.max_bytes - self._bytes) / row_bytes)))
+            piece = batch.slice(offset, min(room, batch.num_rows - offset))
+            writer.write(piece)
+            self._rows += piece.num_rows
+            self._bytes += piece.nbytes
+            offset += piece.num_rows
+            if self.progress is not None:
+                self.progress(piece.num_rows)
+            if self._rows >= self.max_rows or self._bytes >= self.max_bytes:
+                self._finish_file()
+
+    def finish(self) -> list[Fragment]:
+        self._finish_file()
+        return self.fragments
+
+    def abort(self) -> None:
+        if self._writer is not None:
+            self._writer.abort()
+        if self._stream is not None:
+            with contextlib.suppress(Exception):
+                self._stream.close()
+        for path in self.paths:
+            with contextlib.suppress(OSError):
+                self.storage.delete(path)
+        self._writer = None
+
+
+def write_fragments(
+    storage: Storage,
+    reader: pa.RecordBatchReader,
+    schema: pa.Schema,
+    fields: list[LanceField],
+    **options: Any,
+) -> tuple[list[Fragment], list[str]]:
+    """Stream every batch of ``reader`` into new fragments; return them and the files written.
+
+    On any error the files written so far are deleted and the error is raised.
+    """
+    writer = FragmentWriter(storage, schema, fields, **options)
+    try:
+        for batch in reader:
+            if batch.num_rows:
+                for chunk in _chunks(conform(batch, schema)):
+                    writer.write(chunk)
+        return writer.finish(), writer.paths
+    except BaseException:
+        writer.abort()
+        raise
+
+
+def _chunks(batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
+    if batch.num_rows <= WRITE_CHUNK_ROWS:
+        yield batch
+        return
+    for start in range(0, batch.num_rows, WRITE_CHUNK_ROWS):
+        yield batch.slice(start, WRITE_CHUNK_ROWS)
