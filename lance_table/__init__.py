@@ -10,7 +10,9 @@ from importlib import metadata as _metadata
 from lance_table.errors import (
     CommitConflictError,
     CommitError,
+    CommitStateUnknownError,
     CorruptFileError,
+    DataFileNotFoundError,
     DatasetAlreadyExistsError,
     DatasetNotFoundError,
     FilterError,
@@ -32,7 +34,9 @@ from lance_table.table import Dataset, dataset, write_dataset
 __all__ = [
     "CommitConflictError",
     "CommitError",
+    "CommitStateUnknownError",
     "CorruptFileError",
+    "DataFileNotFoundError",
     "Dataset",
     "DatasetAlreadyExistsError",
     "DatasetNotFoundError",

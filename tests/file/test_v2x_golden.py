@@ -34,7 +34,7 @@ from lance_table.file.container import unpack_encoding
 from lance_table.storage.sources import LocalFileSource
 
 lance_file = pytest.importorskip("lance.file")
-pytestmark = pytest.mark.interop
+pytestmark = [pytest.mark.interop, pytest.mark.corpus]
 
 VERSIONS = ("2.1", "2.2")
 Make = Callable[[np.random.Generator, int], pa.Array]

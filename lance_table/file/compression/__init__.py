@@ -1,0 +1,20 @@
+"""Byte algorithms shared by the file format versions: FSST, FastLanes bitpacking, RLE and general
+(zstd / lz4) compression."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from lance_table.errors import CorruptFileError
+
+
+class Where(Protocol):
+    """Where bytes being decompressed come from, for error messages (a page's ``PageIO``)."""
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def what(self) -> str: ...
+
+    def corrupt(self, problem: str) -> CorruptFileError: ...

@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from lance_table.errors import UnsupportedFormatError
-
-if TYPE_CHECKING:
-    from lance_table.file.pageio import PageIO
+from lance_table.file.compression import Where
 
 
-def decompress(raw: memoryview | bytes, scheme: str, expected: int | None, where: PageIO) -> memoryview:
+def decompress(raw: memoryview | bytes, scheme: str, expected: int | None, where: Where) -> memoryview:
     """Undo Lance's buffer compression: zstd = u64 length + frame, lz4 = u32 length + block."""
     if scheme == "zstd":
         header, codec = 8, "zstd"

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
-if TYPE_CHECKING:
-    from lance_table.file.pageio import PageIO
+from lance_table.file.compression import Where
 
 # No page holds more values than this: a longer run is damage.
 MAX_RUN = 1 << 32
 
 
-def expand(values: np.ndarray, lengths: np.ndarray, n: int, io: PageIO) -> np.ndarray:
+def expand(values: np.ndarray, lengths: np.ndarray, n: int, io: Where) -> np.ndarray:
     """The first ``n`` values of the runs (``n < 0``: all of them, as many as the lengths add up to).
 
     Runs are cut to ``n`` before expanding, so a damaged length cannot blow up memory.

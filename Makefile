@@ -1,0 +1,32 @@
+# Development tasks. `make venv` once, then `make test` while working and `make check` before a commit.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+# The fast tier: unit and pylance interop tests; no JVM, no S3 server, no races, no 100k-row corpus.
+FAST := not spark and not s3 and not stress and not corpus
+
+.PHONY: venv test test-all lint format check wheel-check
+
+venv: $(PY)
+
+$(PY): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q -e '.[test,dev]'
+	touch $(PY)
+
+test: venv
+	$(PY) -m pytest -q -m "$(FAST)"
+
+test-all: venv
+	$(PY) -m pytest
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy lance_table pyspark_lance_table
+
+format: venv
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+check: lint test-all
