@@ -1,4 +1,4 @@
-"""The embedded Lance file codec: read and write Lance v2 data files (format 2.0)."""
+"""The embedded Lance file codec: read Lance data files of formats 2.0, 2.1 and 2.2; write format 2.0."""
 
 from __future__ import annotations
 

@@ -21,18 +21,14 @@ from lance_table.file.container import (
     read_metadata,
     unpack_encoding,
 )
+from lance_table.file.fields import BLOB_DESCRIPTOR
 from lance_table.file.pageio import PageIO
 from lance_table.file.runs import Runs
 from lance_table.file.v2_0 import decode as decode20
 from lance_table.file.v2_0 import nested as nested20
-from lance_table.file.v2_0.layout import (
-    BLOB_DESCRIPTOR,
-    column_assignment,
-    is_packed_struct,
-    is_packed_struct21,
-    leaf_columns,
-)
+from lance_table.file.v2_0.layout import column_assignment, is_packed_struct
 from lance_table.file.v2_1 import decode as decode21
+from lance_table.file.v2_1 import layout as layout21
 from lance_table.file.v2_1 import repdef
 from lance_table.schema import FieldNode
 from lance_table.storage.sources import ByteSource, open_source
@@ -121,7 +117,9 @@ class LanceFileReader:
         self._roots = self._meta.roots
         self._schema = self._meta.arrow_schema
         self._structural = self._meta.version is not FileVersion.V2_0
-        self._col_of = leaf_columns(self._roots) if self._structural else column_assignment(self._roots)
+        self._col_of = (
+            layout21.leaf_columns(self._roots) if self._structural else column_assignment(self._roots)
+        )
         n_cols = len(self._meta.columns)
         needed = max(self._col_of.values(), default=-1) + 1
         if needed > n_cols:
@@ -279,7 +277,7 @@ class LanceFileReader:
             pa.types.is_struct(t) or pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t)
         )
         if self._structural:
-            if nested and not is_packed_struct21(node):
+            if nested and not layout21.is_packed_struct(node):
                 return self._nested_jobs(node, runs)
             return self._structural_jobs(node, runs), _flatten
         if nested or not runs.total:
@@ -478,7 +476,7 @@ def _flatten(results: list[list[pa.Array]]) -> list[pa.Array]:
 
 def _leaf_paths(node: FieldNode, path: list[pa.Field]) -> Iterator[tuple[FieldNode, list[pa.Field]]]:
     """The leaf columns below ``node`` (packed structs are leaves), with their paths of fields."""
-    if not node.children or is_packed_struct21(node):
+    if not node.children or layout21.is_packed_struct(node):
         yield node, path
         return
     for child in node.children:

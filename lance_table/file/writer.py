@@ -29,8 +29,9 @@ from lance_table.file.container import (
     FileVersion,
     pack_encoding,
 )
+from lance_table.file.fields import BLOB_DESCRIPTOR, is_blob
 from lance_table.file.v2_0 import encode as encode20
-from lance_table.file.v2_0.layout import BLOB_DESCRIPTOR, is_blob, is_packed_struct
+from lance_table.file.v2_0.layout import is_packed_struct
 from lance_table.schema import FieldNode, LanceField, build_tree, fields_from_arrow, fields_to_pb
 
 DEFAULT_PAGE_SIZE = 8 * 1024 * 1024

@@ -21,10 +21,11 @@ from lance_table.file import LanceFileReader
 from lance_table.file.container import read_metadata, unpack_encoding
 from lance_table.file.inspect import describe
 from lance_table.file.pageio import PageIO
-from lance_table.file.v2_0.layout import is_packed_struct21, leaf_columns
 from lance_table.file.v2_1 import compress as compress21
 from lance_table.file.v2_1 import pervalue as pervalue21
 from lance_table.file.v2_1 import values as values21
+from lance_table.file.v2_1.layout import is_packed_struct as is_packed_struct21
+from lance_table.file.v2_1.layout import leaf_columns
 from lance_table.file.v2_1.values import Var
 from lance_table.storage.sources import open_source
 
