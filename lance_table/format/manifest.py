@@ -296,6 +296,7 @@ class ManifestFile:
     manifest: Manifest
     transaction: bytes | None  # the inline serialized Transaction, if present
     size: int
+    path: str = ""  # where the file was read from, for error messages
 
 
 def encode_manifest_file(manifest: Manifest, transaction: bytes) -> bytes:
@@ -349,7 +350,7 @@ def decode_manifest_file(data: bytes, path: str) -> ManifestFile:
     seconds, nanos = pb.timestamp.seconds, pb.timestamp.nanos
     if not (_MIN_SECONDS <= seconds <= _MAX_SECONDS and 0 <= nanos < 10**9):
         raise CorruptFileError(path, f"timestamp {seconds}s {nanos}ns is out of range")
-    return ManifestFile(Manifest.from_pb(pb, index), txn, size)
+    return ManifestFile(Manifest.from_pb(pb, index), txn, size, path)
 
 
 def check_fragments(fragments: Iterable[Any], where: str) -> None:

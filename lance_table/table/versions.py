@@ -149,7 +149,7 @@ def _check_flags(flags: int, supported: int, kind: str, version: int, uri: str) 
 def read_transaction(storage: Storage, mf: ManifestFile) -> Transaction | None:
     """The transaction that produced a version: inline if present, else ``_transactions/<file>``."""
     m = mf.manifest
-    where = f"{storage.uri.rstrip('/')}/{paths.VERSIONS_DIR} version {m.version}"
+    where = mf.path or f"{storage.uri.rstrip('/')}/{paths.VERSIONS_DIR} version {m.version}"
     if mf.transaction is not None:
         return Transaction.from_bytes(mf.transaction, where)
     if m.transaction_file:
