@@ -273,6 +273,8 @@ class LanceFileReader:
         """Independent pieces of work that read a field (one per page of each of its columns), and
         how their results make the field's chunks."""
         t = node.arrow_type
+        if _leafless(node):  # nothing stored: every row is an (all-valid) empty struct, as pylance reads it
+            return [lambda: [_empty_structs(t, runs.total)]], _flatten
         nested = (
             pa.types.is_struct(t) or pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t)
         )
@@ -468,6 +470,19 @@ def _row_columns(roots: list[FieldNode], col_of: dict[int, int], structural: boo
     for root in roots:
         visit(root)
     return frozenset(out)
+
+
+def _leafless(node: FieldNode) -> bool:
+    """A struct with no leaf below it (``struct<>``, ``struct<a: struct<>>``): no column stores it."""
+    return pa.types.is_struct(node.arrow_type) and all(_leafless(c) for c in node.children)
+
+
+def _empty_structs(dtype: pa.DataType, n: int) -> pa.Array:
+    """``n`` valid rows of a leafless struct type."""
+    children = [_empty_structs(f.type, n) for f in dtype]
+    if not children:
+        return pa.StructArray.from_buffers(dtype, n, [None], null_count=0)
+    return pa.StructArray.from_arrays(children, fields=list(dtype))
 
 
 def _flatten(results: list[list[pa.Array]]) -> list[pa.Array]:
