@@ -37,6 +37,9 @@ class Overwrite:
     schema: tuple[LanceField, ...]
     schema_metadata: Mapping[str, bytes] = field(default_factory=dict)
     config_upsert_values: Mapping[str, str] = field(default_factory=dict)
+    # The data file format of the new version (not stored in the transaction; None: keep the
+    # dataset's, or the default for a new dataset).
+    data_format: str | None = field(default=None, compare=False)
     name = "overwrite"
 
 

@@ -324,12 +324,17 @@ def write_dataset(
     unsafe_commit: bool = False,
     max_retries: int | None = None,
     progress: ProgressCallback | None = None,
+    data_storage_version: str | None = None,
 ) -> Dataset:
     """Write data as a new dataset, or append to / overwrite an existing one, in one atomic commit.
 
     ``data`` may be a pyarrow Table, RecordBatch or RecordBatchReader, an iterable of RecordBatches
     or a pandas DataFrame. Rows are streamed: memory stays bounded whatever the size, and a new data
     file (fragment) is started every ``max_rows_per_file`` rows or ``max_bytes_per_file`` bytes.
+
+    ``data_storage_version`` chooses the data file format of a new dataset or of an overwrite
+    (``"2.0"``, ``"2.1"``, ``"2.2"``, ``"stable"``, ``"legacy"``, ``"next"``, as pylance names them);
+    an append keeps the dataset's format.
 
     Raises:
         DatasetAlreadyExistsError: ``mode="create"`` and a dataset exists.
@@ -349,7 +354,7 @@ def write_dataset(
     reader = as_reader(data, schema)
     if schema is not None and reader.schema != schema:
         reader = _cast_reader(reader, schema)
-    plan = plan_write(base, mode, reader.schema, storage.uri)
+    plan = plan_write(base, mode, reader.schema, storage.uri, data_storage_version)
     frags, written = write_fragments(
         storage,
         reader,

@@ -268,3 +268,20 @@ def test_scans_without_columns_keep_row_counts(tmp_path):
     assert ds.to_batches(columns=[], filter="a > 1").read_all().num_rows == 2
     assert ds.to_table(filter="TRUE").num_rows == 4
     assert (ds.count_rows("TRUE"), ds.count_rows("1 = 0"), ds.count_rows("NOT (a > 1)")) == (4, 0, 1)
+
+
+def test_data_storage_version_names_as_pylance_takes_them(tmp_path):
+    from lance_table.errors import UnsupportedFormatError
+
+    table = pa.table({"id": [1, 2, 3]})
+    ds = lt.write_dataset(table, tmp_path / "a", data_storage_version="2.0")
+    assert ds.data_storage_version == "2.0"
+    # an append keeps the dataset's format, whatever it asks for (as pylance does)
+    ds = lt.write_dataset(table, tmp_path / "a", mode="append", data_storage_version="2.2")
+    assert ds.data_storage_version == "2.0" and ds.count_rows() == 6
+    with pytest.raises(ValueError, match="data_storage_version"):
+        lt.write_dataset(table, tmp_path / "b", data_storage_version="3.0")
+    for name in ("legacy", "0.1", "next"):
+        with pytest.raises(UnsupportedFormatError):
+            lt.write_dataset(table, tmp_path / name, data_storage_version=name)
+        assert not (tmp_path / name / "_versions").exists()

@@ -64,8 +64,10 @@ def next_manifest(
         start = _next_id(base) if base.version else 0
         new = tuple(assign_fragment_ids(op.fragments, start))
         config = {**base.config, **op.config_upsert_values}
+        data_format = ("lance", op.data_format) if op.data_format else base.data_format
         m = replace(
             base,
+            data_format=data_format,
             fields=op.schema,
             schema_metadata=dict(op.schema_metadata),
             fragments=new,

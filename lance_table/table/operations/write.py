@@ -58,34 +58,77 @@ class WritePlan:
         if self.append:
             return Append(tuple(fragments))
         md = {k.decode(): v for k, v in (self.schema.metadata or {}).items()}
-        return Overwrite(tuple(fragments), self.fields, md)
+        return Overwrite(tuple(fragments), self.fields, md, data_format=self.data_format)
 
     def pending(self, fragments: Sequence[Fragment], written: Sequence[str]) -> Pending:
         """What to commit for ``fragments``, whose ``written`` files the commit removes if it fails."""
         return Pending(self.operation(fragments), self.read_version, written=tuple(written))
 
 
-def writable_data_format(base: Manifest | None, uri: str) -> str:
-    """The format new data files of the dataset use: its own (a new dataset: the default).
+# What pylance's ``data_storage_version`` accepts, and the format each name means (pylance 14).
+DATA_STORAGE_VERSIONS = {
+    "legacy": "0.1",
+    "0.1": "0.1",
+    "2.0": "2.0",
+    "2.1": "2.1",
+    "2.2": "2.2",
+    "stable": "2.2",
+    "next": "2.3",
+}
+
+
+def resolve_data_storage_version(name: str) -> str:
+    """The data file format a ``data_storage_version`` name means (``"stable"`` is 2.2, as in pylance).
 
     Raises:
+        ValueError: a name pylance does not accept either.
+    """
+    try:
+        return DATA_STORAGE_VERSIONS[str(name).lower()]
+    except KeyError:
+        raise ValueError(
+            f"unknown data_storage_version {name!r}; use one of {', '.join(DATA_STORAGE_VERSIONS)}"
+        ) from None
+
+
+def writable_data_format(base: Manifest | None, uri: str, requested: str | None = None) -> str:
+    """The format new data files use: ``requested`` (a ``data_storage_version`` name) for a new
+    dataset or one being replaced, else the dataset's own; the default for a new dataset.
+
+    Raises:
+        ValueError: ``requested`` is not a name pylance accepts.
         UnsupportedFormatError: the version needs writer features, or data files of a format,
             lance_table does not write.
     """
-    if base is None:
-        return DEFAULT_DATA_FORMAT[1]
-    versions.check_writable(base, uri)
-    data_format = base.data_storage_version or DEFAULT_DATA_FORMAT[1]
+    if base is not None:
+        versions.check_writable(base, uri)
+    if requested is not None:
+        data_format = resolve_data_storage_version(requested)
+    elif base is not None:
+        data_format = base.data_storage_version or DEFAULT_DATA_FORMAT[1]
+    else:
+        data_format = DEFAULT_DATA_FORMAT[1]
     if data_format not in WRITABLE_FORMATS:
+        whose = f"{uri} stores data files in" if requested is None else "writing data files in"
         raise UnsupportedFormatError(
-            f"{uri} stores data files in Lance format {data_format}; lance_table writes only format "
+            f"{whose} Lance format {data_format}; lance_table writes only format "
             f"{', '.join(WRITABLE_FORMATS)} and never mixes formats in one dataset"
         )
     return data_format
 
 
-def plan_write(base: Manifest | None, mode: WriteMode, data_schema: pa.Schema, uri: str) -> WritePlan:
+def plan_write(
+    base: Manifest | None,
+    mode: WriteMode,
+    data_schema: pa.Schema,
+    uri: str,
+    data_storage_version: str | None = None,
+) -> WritePlan:
     """Plan a write of rows of ``data_schema`` on top of ``base`` (the latest version, or None).
+
+    The data file format is the dataset's own for an append (a requested one is ignored there, as
+    pylance does), and ``data_storage_version`` (default: the library's) for a new dataset or an
+    overwrite that asks for one.
 
     Raises:
         ValueError: an unknown mode.
@@ -99,10 +142,11 @@ def plan_write(base: Manifest | None, mode: WriteMode, data_schema: pa.Schema, u
         raise DatasetAlreadyExistsError(
             f"a dataset already exists at {uri}; use mode='append' or 'overwrite'"
         )
-    data_format = writable_data_format(base, uri)
     if base is not None and mode == "append":
+        data_format = writable_data_format(base, uri)  # an append keeps the dataset's format
         schema = arrow_schema_from_fields(base.fields, base.schema_metadata)
         return WritePlan(base.version, True, schema, base.fields, data_format)
+    data_format = writable_data_format(base, uri, data_storage_version)
     fields = tuple(fields_from_arrow(data_schema))
     build_tree(fields)
     return WritePlan(base.version if base is not None else 0, False, data_schema, fields, data_format)
