@@ -25,6 +25,7 @@ class SourceOptions:
     storage_options: Mapping[str, Any] | None = None
     max_rows_per_file: int | None = None
     commit_message: str | None = None
+    data_storage_version: str | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -83,4 +84,5 @@ class SourceOptions:
             storage_options=storage,
             max_rows_per_file=integer("max_rows_per_file", None),
             commit_message=opts.get("commit_message") or None,
+            data_storage_version=opts.get("data_storage_version") or None,
         )

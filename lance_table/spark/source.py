@@ -19,7 +19,8 @@ class LanceTableDataSource(DataSource):
 
     Read options: ``version``, ``tag``, ``asof`` (ISO timestamp), ``columns`` (comma-separated),
     ``filter`` (SQL predicate), ``batch_size``, ``max_rows_per_partition``, ``storage_options``
-    (a JSON object). Write options: ``storage_options``, ``max_rows_per_file``, ``commit_message``.
+    (a JSON object). Write options: ``storage_options``, ``max_rows_per_file``, ``commit_message``,
+    ``data_storage_version`` (for a new dataset or an overwrite).
     """
 
     @classmethod
@@ -88,6 +89,7 @@ class LanceTableDataSource(DataSource):
             overwrite,
             max_rows_per_file=o.max_rows_per_file,
             commit_message=o.commit_message,
+            data_storage_version=o.data_storage_version,
         )
 
 

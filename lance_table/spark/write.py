@@ -33,7 +33,12 @@ from lance_table.storage import Storage, open_storage
 from lance_table.table import versions
 from lance_table.table.commit import CommitOptions, commit
 from lance_table.table.operations.cleanup import referenced_files
-from lance_table.table.operations.write import DEFAULT_MAX_ROWS_PER_FILE, FragmentWriter, plan_write
+from lance_table.table.operations.write import (
+    DEFAULT_MAX_ROWS_PER_FILE,
+    FragmentWriter,
+    WriteMode,
+    plan_write,
+)
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +75,7 @@ class LanceTableWriter(DataSourceArrowWriter):
         *,
         max_rows_per_file: int | None = None,
         commit_message: str | None = None,
+        data_storage_version: str | None = None,
     ) -> None:
         self.uri = uri
         self.storage_options = dict(storage_options) if storage_options else None
@@ -82,7 +88,8 @@ class LanceTableWriter(DataSourceArrowWriter):
         self.scheme = versions.naming_scheme(entries)
         base = versions.read_manifest_file(storage, entries[-1]).manifest if entries else None
         # Planned once, on the driver, by the same code as write_dataset (schema, fields, format).
-        self.plan = plan_write(base, "overwrite" if overwrite else "append", _plain_types(spark_arrow), uri)
+        mode: WriteMode = "overwrite" if overwrite else "append"
+        self.plan = plan_write(base, mode, _plain_types(spark_arrow), uri, data_storage_version)
         self.read_version = self.plan.read_version
         self.schema = self.plan.schema
         self.fields: tuple[LanceField, ...] = self.plan.fields
