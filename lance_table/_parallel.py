@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -30,21 +30,32 @@ def pool(name: str) -> ThreadPoolExecutor:
         return found
 
 
-def _map_on(name: str, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
+def map_on(name: str, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
     """``[fn(x) for x in items]``, in order, on pool ``name`` when there is more than one item
-    (and inline when already on that pool, which would otherwise wait on itself)."""
+    (and inline when already on that pool, which would otherwise wait on itself).
+
+    If one call fails, the calls not yet started are cancelled and the running ones finish before
+    the error is raised: no work of a failed operation goes on in the background.
+    """
     items = list(items)
     if len(items) < 2 or threading.current_thread().name.startswith(name):
         return [fn(x) for x in items]
-    return list(pool(name).map(fn, items))
+    futures = [pool(name).submit(fn, x) for x in items]
+    try:
+        return [f.result() for f in futures]
+    except BaseException:
+        for f in futures:
+            f.cancel()
+        wait(futures)
+        raise
 
 
 def map_fragments(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
     """``[fn(x) for x in items]`` on the fragment pool."""
-    return _map_on(FRAGMENTS, fn, items)
+    return map_on(FRAGMENTS, fn, items)
 
 
 def map_parts(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
     """``[fn(x) for x in items]`` on the pool for pieces of one page: leaf work such as decoding
     one part of a large page, which must not itself wait on that pool."""
-    return _map_on(PARTS, fn, items)
+    return map_on(PARTS, fn, items)

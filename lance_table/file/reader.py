@@ -11,7 +11,7 @@ from typing import IO, Any
 import numpy as np
 import pyarrow as pa
 
-from lance_table._parallel import DECODE, pool
+from lance_table._parallel import DECODE, map_on
 from lance_table.errors import CorruptFileError, LanceTableError, SchemaError, UnsupportedFormatError
 from lance_table.file.container import (
     URL_ARRAY_ENCODING,
@@ -258,7 +258,7 @@ class LanceFileReader:
         plans = [self._field_jobs(node, runs) for node in nodes]
         flat = [job for jobs, _ in plans for job in jobs]
         if len(flat) > 1 and runs.total * len(nodes) >= PARALLEL_MIN_VALUES:
-            results = list(pool(DECODE).map(lambda job: job(), flat))
+            results = map_on(DECODE, lambda job: job(), flat)
         else:
             results = [job() for job in flat]
         arrays = []
