@@ -55,3 +55,166 @@ def unpack(words: np.ndarray, t: int, w: int, blocks: int) -> np.ndarray:
     if w < t:
         out &= dtype((1 << w) - 1)
     return out.reshape(-1)
+
+
+# --- packing ---------------------------------------------------------------------------------------
+
+
+def as_unsigned(values: np.ndarray) -> np.ndarray:
+    """The values as the unsigned integers of their width, bit for bit (a view, no copy).
+
+    This is how Lance bitpacks signed integers and floats: their bit patterns are packed as they
+    are, so a negative integer or a float has a wide bit width (no zigzag, no frame of reference).
+
+    Raises:
+        ValueError: the values are not 1, 2, 4 or 8 bytes wide.
+    """
+    values = np.ascontiguousarray(values)
+    dtype = DTYPES.get(values.dtype.itemsize * 8)
+    if dtype is None or values.dtype.kind not in "uifb":
+        raise ValueError(f"cannot bitpack values of type {values.dtype}")
+    return values.view(dtype)
+
+
+def _blocks(values: np.ndarray) -> np.ndarray:
+    """The values as rows of 1024, the last one padded with zeros."""
+    n = values.size
+    if n % BLOCK == 0:
+        return values.reshape(-1, BLOCK)
+    padded = np.zeros(-(-n // BLOCK) * BLOCK, values.dtype)
+    padded[:n] = values
+    return padded.reshape(-1, BLOCK)
+
+
+def _bit_length(ors: np.ndarray, t: int) -> np.ndarray:
+    """The bit length of each value (0 for 0), for unsigned T-bit values."""
+    dtype = DTYPES[t]
+    return (ors[:, None] >> np.arange(t, dtype=dtype)[None, :] != 0).sum(axis=1)
+
+
+def block_bit_widths(values: np.ndarray) -> np.ndarray:
+    """The smallest bit width of each 1024-value block (the last may be short): the bit length of
+    the OR of its values, as pylance computes it. Signed and float values count as their bit
+    patterns (see :func:`as_unsigned`)."""
+    values = as_unsigned(values)
+    t = values.dtype.itemsize * 8
+    if not values.size:
+        return np.zeros(0, np.int64)
+    return _bit_length(np.bitwise_or.reduce(_blocks(values), axis=1), t).astype(np.int64)
+
+
+def bit_width(values: np.ndarray) -> int:
+    """The smallest bit width that holds every value (0 when all are 0 or there are none)."""
+    widths = block_bit_widths(values)
+    return int(widths.max()) if widths.size else 0
+
+
+@functools.lru_cache(maxsize=256)
+def _pack_plan(t: int, w: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """For a T-bit type packed at W bits: the block positions of the fields of each lane (row r
+    of a (T, lanes) grid), the first row of each of the W words, the left shift of each row, and
+    the rows that spill into the next word with their right shifts."""
+    dtype = DTYPES[t]
+    lanes = BLOCK // t
+    r = np.arange(t)
+    positions = (ORDER[r // 8] * 16 + (r % 8) * 128)[:, None] + np.arange(lanes)[None, :]
+    start = r * w
+    first_rows = -(-np.arange(w) * t // w)  # smallest r with r * w // t == k
+    shift = start % t
+    spills = np.flatnonzero(shift + w > t)
+    return (
+        positions,
+        first_rows,
+        shift.astype(dtype)[None, :, None],
+        spills,
+        (t - shift[spills]).astype(dtype)[None, :, None],
+    )
+
+
+def pack(values: np.ndarray, w: int) -> np.ndarray:
+    """FastLanes-pack unsigned values at ``w`` bits: the inverse of :func:`unpack`.
+
+    Returns ``ceil(n / 1024) * w * 1024 / T`` words of the values' type (T bits); the last block
+    is padded with zeros. Bits of a value above ``w`` are dropped.
+
+    Raises:
+        ValueError: the values are not unsigned 8/16/32/64-bit integers, or ``w`` is not in 0..T.
+    """
+    values = np.ascontiguousarray(values)
+    t = values.dtype.itemsize * 8
+    if values.dtype.kind != "u" or t not in DTYPES:
+        raise ValueError(f"FastLanes packs unsigned 8/16/32/64-bit integers, not {values.dtype}")
+    if not 0 <= w <= t:
+        raise ValueError(f"bit width {w} is not between 0 and {t}")
+    dtype = DTYPES[t]
+    if w == 0 or not values.size:
+        return np.zeros(0, dtype)
+    blocks = _blocks(values)
+    positions, first_rows, left, spills, right = _pack_plan(t, w)
+    grid = np.take(blocks, positions, axis=1)  # (blocks, T rows, lanes): row r = field r of each lane
+    if w == t:
+        return grid.reshape(-1)
+    grid &= dtype((1 << w) - 1)
+    spill = np.take(grid, spills, axis=1)
+    # Shifts stay in the T-bit type, so bits pushed past the top fall off.
+    grid <<= left
+    words = np.bitwise_or.reduceat(grid, first_rows, axis=1)  # (blocks, W words, lanes)
+    if spills.size:
+        spill >>= right
+        words[:, (spills * w) // t + 1, :] |= spill
+    return words.reshape(-1)
+
+
+def pack_inline(values: np.ndarray) -> np.ndarray:
+    """Lance's inline bitpacking: each 1024-value block (the last zero-padded) is one T-bit word
+    holding its bit width W, then its W * 1024 / T packed words. Each block gets its own minimal
+    width. Signed and float values are packed as their bit patterns.
+
+    Returns the words (of the values' unsigned type); ``.tobytes()`` is the buffer.
+    """
+    values = as_unsigned(values)
+    t = values.dtype.itemsize * 8
+    dtype = DTYPES[t]
+    if not values.size:
+        return np.zeros(0, dtype)
+    lanes = BLOCK // t
+    blocks = _blocks(values)
+    widths = _bit_length(np.bitwise_or.reduce(blocks, axis=1), t)
+    sizes = 1 + widths * lanes
+    starts = np.zeros(widths.size, np.int64)
+    np.cumsum(sizes[:-1], out=starts[1:])
+    out = np.empty(int(sizes.sum()), dtype)
+    out[starts] = widths.astype(dtype)
+    for w in np.unique(widths):  # one pass per distinct width, at most T + 1
+        if not w:
+            continue
+        chosen = np.flatnonzero(widths == w)
+        packed = pack(blocks[chosen].reshape(-1), int(w)).reshape(chosen.size, -1)
+        out[(starts[chosen] + 1)[:, None] + np.arange(packed.shape[1])] = packed
+    return out
+
+
+def pack_out_of_line(values: np.ndarray, w: int | None = None) -> np.ndarray:
+    """Lance's out-of-line bitpacking: whole blocks at one width ``w`` with no headers.
+
+    ``w`` defaults to the smallest width that holds every value. A short last block is padded and
+    packed when that costs fewer bits than it saves, otherwise its values are stored raw (the
+    reader tells which from the buffer length), as pylance decides.
+
+    Raises:
+        ValueError: a value does not fit in ``w`` bits.
+    """
+    values = as_unsigned(values)
+    t = values.dtype.itemsize * 8
+    need = bit_width(values)
+    if w is None:
+        w = need
+    elif need > w:
+        raise ValueError(f"values need {need} bits, more than {w}")
+    full, tail = divmod(values.size, BLOCK)
+    head = pack(values[: full * BLOCK], w)
+    if not tail:
+        return head
+    if w * (BLOCK - tail) < (t - w) * tail:
+        return np.concatenate([head, pack(values[full * BLOCK :], w)])
+    return np.concatenate([head, values[full * BLOCK :]])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 
+import numpy as np
 import pyarrow as pa
 
 from lance_table.errors import UnsupportedFormatError
@@ -31,3 +32,27 @@ def decompress(raw: memoryview | bytes, scheme: str, expected: int | None, where
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise where.corrupt(f"{scheme} buffer does not decompress ({exc})") from exc
     return memoryview(out)
+
+
+def compress(data: bytes | memoryview | np.ndarray, scheme: str, *, level: int | None = None) -> bytes:
+    """Compress a buffer the way Lance frames it (what :func:`decompress` reads): zstd is the
+    uncompressed length as u64 then one zstd frame, lz4 the length as u32 then one raw lz4 block.
+
+    Raises:
+        ValueError: an unknown scheme, or more than 4 GiB for lz4's 32-bit length.
+    """
+    if isinstance(data, np.ndarray):
+        data = np.ascontiguousarray(data).view(np.uint8).reshape(-1).data
+    raw = memoryview(data)
+    raw = raw.cast("B") if raw.format != "B" or raw.ndim != 1 else raw
+    if scheme == "zstd":
+        head = struct.pack("<Q", raw.nbytes)
+        codec = pa.Codec("zstd", compression_level=level)
+    elif scheme == "lz4":
+        if raw.nbytes >= 1 << 32:
+            raise ValueError(f"lz4 frames hold less than 4 GiB, not {raw.nbytes} bytes")
+        head = struct.pack("<I", raw.nbytes)
+        codec = pa.Codec("lz4_raw", compression_level=level)
+    else:
+        raise ValueError(f"unknown buffer compression {scheme!r} (expected 'zstd' or 'lz4')")
+    return head + codec.compress(raw, asbytes=True)
