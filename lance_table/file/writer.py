@@ -1,9 +1,10 @@
-"""Streaming writer of Lance 2.0 data files.
+"""Streaming writer of Lance data files (formats 2.0, 2.1 and 2.2).
 
 Record batches go in; each physical column buffers its values until they pass a byte budget and then
-writes them as one page. Page buffers start at multiples of 64 bytes and are padded with 0x48. The
-schema (global buffer 0), the column metadata, the offset tables and the 40-byte footer follow at
-``close()``.
+writes them as one page. The 2.0 columns are written here with the encoders of :mod:`v2_0.encode`;
+2.1/2.2 files have one column per leaf, written by :mod:`v2_1.encode`. Page buffers start at
+multiples of 64 bytes and are padded with 0x48. The schema (global buffer 0), the column metadata,
+the offset tables and the 40-byte footer follow at ``close()``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_table._proto import encodings_v2_0_pb2, file2_pb2, file_pb2
-from lance_table.errors import SchemaError, UnsupportedFormatError
+from lance_table.errors import SchemaError
 from lance_table.file.container import (
     FOOTER_STRUCT,
     MAGIC,
@@ -26,12 +27,14 @@ from lance_table.file.container import (
     PAGE_ALIGNMENT,
     URL_ARRAY_ENCODING,
     URL_COLUMN_ENCODING,
+    URL_PAGE_LAYOUT,
     FileVersion,
     pack_encoding,
 )
 from lance_table.file.fields import BLOB_DESCRIPTOR, is_blob
 from lance_table.file.v2_0 import encode as encode20
 from lance_table.file.v2_0.layout import is_packed_struct
+from lance_table.file.v2_1 import encode as encode21
 from lance_table.schema import FieldNode, LanceField, build_tree, fields_from_arrow, fields_to_pb
 
 DEFAULT_PAGE_SIZE = 8 * 1024 * 1024
@@ -81,14 +84,23 @@ class _ColumnOut:
         self.meta = file2_pb2.ColumnMetadata()
         pack_encoding(column_encoding, URL_COLUMN_ENCODING, self.meta.encoding)
 
-    def add_page(self, sink: _Sink, enc: Any, buffers: list[Any], length: int) -> None:
+    def add_page(
+        self,
+        sink: _Sink,
+        enc: Any,
+        buffers: list[Any],
+        length: int,
+        url: str = URL_ARRAY_ENCODING,
+        priority: int = 0,
+    ) -> None:
         page = self.meta.pages.add()
         for data in buffers:
             off, size = sink.write_buffer(data)
             page.buffer_offsets.append(off)
             page.buffer_sizes.append(size)
         page.length = length
-        pack_encoding(enc, URL_ARRAY_ENCODING, page.encoding)
+        page.priority = priority
+        pack_encoding(enc, url, page.encoding)
 
 
 def _values_column_encoding() -> Any:
@@ -266,6 +278,35 @@ class _ListWriter(_FieldWriter):
         self.child.finish()
 
 
+class _StructuralWriter(_FieldWriter):
+    """A top-level field of a 2.1/2.2 file: one column per leaf, each paged on its own."""
+
+    def __init__(self, writer: LanceFileWriter, node: FieldNode) -> None:
+        large = writer.version is FileVersion.V2_2
+        self.leaves = []
+        for path in encode21.leaf_paths(node):
+            out = writer._new_column(_values_column_encoding())
+            self.leaves.append(
+                encode21.LeafColumnWriter(path, self._page_sink(writer, out), writer.page_size_bytes, large)
+            )
+            writer._leaf_ids.append(path[-1].id)
+
+    @staticmethod
+    def _page_sink(writer: LanceFileWriter, out: _ColumnOut) -> encode21.PageSink:
+        def add(layout: Any, buffers: list[bytes], rows: int, first_row: int) -> None:
+            out.add_page(writer._sink, layout, buffers, rows, URL_PAGE_LAYOUT, first_row)
+
+        return add
+
+    def append(self, arr: pa.Array) -> None:
+        for leaf in self.leaves:
+            leaf.append(arr)
+
+    def finish(self) -> None:
+        for leaf in self.leaves:
+            leaf.finish()
+
+
 def _item_positions(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Positions ``starts[i] .. starts[i] + lengths[i]`` for every i, concatenated (vectorized)."""
     total = int(lengths.sum())
@@ -299,19 +340,20 @@ def _concat(arrays: list[pa.Array]) -> pa.Array:
 
 
 class LanceFileWriter:
-    """Writes one Lance 2.0 data file from a stream of record batches.
+    """Writes one Lance data file (format 2.0, 2.1 or 2.2) from a stream of record batches.
 
     Args:
         sink: a local path or a writable binary file object (e.g. from ``fsspec.open(..., "wb")``).
             A file object is not closed by the writer.
         schema: the Arrow schema of the data; field and schema metadata are stored.
-        version: the file format version; only ``"2.0"`` is written.
+        version: the file format version: ``"2.0"``, ``"2.1"``, ``"2.2"`` or ``"stable"`` (2.2).
         page_size_bytes: the byte budget after which a column's buffered values become a page.
         fields: Lance fields to store instead of numbering the schema from 0 (dataset field ids).
 
     Raises:
         SchemaError: the schema holds a type Lance 2.0 cannot store (maps, for example).
-        UnsupportedFormatError: ``version`` is not "2.0".
+        UnsupportedFormatError: ``version`` is unknown, or the schema holds a type this writer does
+            not write in 2.1/2.2 files (dictionaries and blobs, for now).
     """
 
     def __init__(
@@ -323,8 +365,7 @@ class LanceFileWriter:
         page_size_bytes: int = DEFAULT_PAGE_SIZE,
         fields: Iterable[LanceField] | None = None,
     ) -> None:
-        if FileVersion.parse(version) is not FileVersion.V2_0:
-            raise UnsupportedFormatError(f"writing Lance file format {version} is not supported (only 2.0)")
+        self.version = FileVersion.parse(version)
         if page_size_bytes <= 0:
             raise ValueError("page_size_bytes must be positive")
         self.schema = schema
@@ -333,6 +374,7 @@ class LanceFileWriter:
         self._roots = build_tree(self.fields)
         _check_matches(self._roots, schema)
         self._columns: list[_ColumnOut] = []
+        self._leaf_ids: list[int] = []
         self._writers = [self._field_writer(root) for root in self._roots]
         # Opened last: a schema error above leaves no file behind.
         self._owns_file = isinstance(sink, (str, os.PathLike))
@@ -349,6 +391,8 @@ class LanceFileWriter:
     def _field_writer(self, node: FieldNode) -> _FieldWriter:
         t = node.arrow_type
         writer: _FieldWriter
+        if self.version is not FileVersion.V2_0:
+            return _StructuralWriter(self, node)
         if pa.types.is_map(t):
             raise SchemaError(f"field {node.name!r}: maps cannot be stored in Lance 2.0 files")
         if pa.types.is_struct(t) and not is_packed_struct(node):
@@ -407,7 +451,7 @@ class LanceFileWriter:
         sink.write(b"".join(struct.pack("<QQ", p, s) for p, s in cmo))
         gbo_start = sink.pos
         sink.write(struct.pack("<QQ", gb0_pos, len(gb0)))
-        major, minor = FileVersion.V2_0.footer
+        major, minor = self.version.footer
         sink.write(
             FOOTER_STRUCT.pack(cm_start, cmo_start, gbo_start, 1, len(self._columns), major, minor) + MAGIC
         )
@@ -415,11 +459,11 @@ class LanceFileWriter:
             sink.f.close()
         else:
             sink.f.flush()
-        ids = tuple(f.id for f in self.fields)
+        ids = tuple(f.id for f in self.fields) if self.version is FileVersion.V2_0 else tuple(self._leaf_ids)
         return WrittenFile(
             num_rows=self.num_rows,
             size=sink.pos,
-            version=FileVersion.V2_0,
+            version=self.version,
             field_ids=ids,
             column_indices=tuple(range(len(ids))),
         )
@@ -456,10 +500,11 @@ def write_table(
     path: str | os.PathLike[str] | IO[bytes],
     table: pa.Table | pa.RecordBatch,
     *,
+    version: str = "2.0",
     page_size_bytes: int = DEFAULT_PAGE_SIZE,
 ) -> WrittenFile:
-    """Write a whole table into one Lance 2.0 file."""
-    writer = LanceFileWriter(path, table.schema, page_size_bytes=page_size_bytes)
+    """Write a whole table into one Lance file of format ``version``."""
+    writer = LanceFileWriter(path, table.schema, version=version, page_size_bytes=page_size_bytes)
     try:
         writer.write(table)
     except BaseException:

@@ -69,6 +69,11 @@ def visible_limit(layers: Sequence[int]) -> int:
     return total
 
 
+def max_def(layers: Sequence[int]) -> int:
+    """The largest definition level the layers allow."""
+    return sum(_DEF_NUMBERS[kind] for kind in layers)
+
+
 def max_rep(layers: Sequence[int]) -> int:
     """The repetition level that starts a new row."""
     return sum(1 for kind in layers if kind in LISTS)

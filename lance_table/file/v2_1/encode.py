@@ -1,0 +1,207 @@
+"""Column and page writing for Lance 2.1/2.2 files.
+
+One column per leaf (:func:`layout.leaf_columns`). Each leaf's writer shreds the incoming arrays of
+its top-level field into levels and values (:mod:`levels`), buffers them and, once they pass the
+page budget, writes pages of whole rows. Each page picks its layout from its data:
+
+* constant: no valid value at all (nulls, null or empty lists); levels are stored raw when they say
+  more than "every leaf is null" (the layout pylance writes for such pages), and ``struct<>``;
+* mini-block (:mod:`miniblock_encode`): values narrower than 256 bytes, pylance's threshold;
+* full-zip (:mod:`fullzip_encode`): wider values, and narrow ones whose levels cannot fit a chunk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from lance_table._proto import encodings_v2_1_pb2 as pb
+from lance_table.errors import UnsupportedFormatError
+from lance_table.file.fields import is_blob
+from lance_table.file.v2_1.fullzip_encode import encode_full_zip
+from lance_table.file.v2_1.layout import is_packed_struct
+from lance_table.file.v2_1.levels import Shredded, def_levels, is_list_node, join, layer_kinds, shred
+from lance_table.file.v2_1.miniblock_encode import ChunkTooLarge, encode_mini_block
+from lance_table.file.v2_1.values_encode import compress_values, fixed_bits, is_variable, per_value
+from lance_table.schema import FieldNode
+
+# Values of this many bytes or more go full-zip (pylance's MINIBLOCK_MAX_BYTE_LENGTH_PER_VALUE).
+FULL_ZIP_BYTES = 256
+
+# (layout, buffers, rows, first row)
+PageSink = Callable[[Any, list[bytes], int, int], None]
+
+
+def _is_empty_struct(node: FieldNode) -> bool:
+    return pa.types.is_struct(node.arrow_type) and not node.children
+
+
+def check_leaf(node: FieldNode) -> None:
+    """Raise for a leaf whose type this writer cannot store in a 2.1/2.2 file.
+
+    Raises:
+        UnsupportedFormatError: dictionaries, blobs, nulls-only types, fixed-size lists of
+            variable-width items, packed structs of non-byte-aligned fields, and the like.
+    """
+    t = node.arrow_type
+    what = f"field {node.name!r} of type {t}"
+    if is_blob(node):
+        raise UnsupportedFormatError(f"{what}: blob columns are not written in Lance 2.1/2.2 files yet")
+    if pa.types.is_dictionary(t):
+        raise UnsupportedFormatError(f"{what}: dictionary arrays are not written in Lance 2.1/2.2 files yet")
+    if _is_empty_struct(node) or pa.types.is_null(t):  # constant pages
+        return
+    if is_packed_struct(node):
+        for child in t:
+            bits = fixed_bits(child.type)
+            if bits is None or bits % 8 or pa.types.is_fixed_size_list(child.type):
+                raise UnsupportedFormatError(f"{what}: packed struct fields must be fixed-width bytes")
+        return
+    if is_variable(t):
+        return
+    bits = fixed_bits(t)
+    if bits is None or (bits % 8 and bits != 1 and not pa.types.is_fixed_size_list(t)):
+        raise UnsupportedFormatError(f"{what}: this type is not written in Lance 2.1/2.2 files")
+
+
+def leaf_paths(node: FieldNode, above: tuple[FieldNode, ...] = ()) -> list[tuple[FieldNode, ...]]:
+    """The path (top-level field first) of each leaf column below ``node``, in column order."""
+    path = (*above, node)
+    if not node.children or is_packed_struct(node):
+        return [path]
+    out = []
+    for child in node.children:
+        out.extend(leaf_paths(child, path))
+    return out
+
+
+def _constant(
+    kinds: list[int], rep: np.ndarray | None, defs: np.ndarray | None, simple: bool
+) -> tuple[Any, list[bytes]]:
+    layout = pb.PageLayout()
+    layout.constant_layout.layers.extend(kinds)
+    if simple:
+        return layout, []
+    rep_bytes = rep.astype("<u2").tobytes() if rep is not None else b""
+    def_bytes = defs.astype("<u2").tobytes() if defs is not None else b""
+    return layout, [rep_bytes, def_bytes]
+
+
+def encode_page(piece: Shredded, path: Sequence[FieldNode], large: bool) -> tuple[Any, list[bytes]]:
+    """The layout and buffers of one page holding the rows of ``piece``."""
+    leaf = path[-1]
+    what = f"field {leaf.name!r}"
+    kinds = layer_kinds(path, piece.nulls, piece.empties)
+    defs = def_levels(piece.codes, kinds)
+    rep = piece.rep
+    max_rep = sum(1 for node in path[:-1] if is_list_node(node))
+    if _is_empty_struct(leaf):
+        if rep is not None or bool(piece.codes.any()):
+            raise UnsupportedFormatError(f"{what}: struct<> with null rows or inside a list is not written")
+        return _constant(kinds, None, None, True)
+    n = len(piece.values)
+    if defs is None:
+        valid = n
+    else:
+        vis_defs = defs if piece.visible is None else defs[piece.visible]
+        valid = int(np.count_nonzero(vis_defs == 0))
+    if not valid:
+        leaf_null = 1 + 2 * (len(path) - 1)
+        # pylance's reader takes pages without level buffers only for leaves without nesting
+        simple = len(path) == 1 and bool(np.all(piece.codes == leaf_null))
+        return _constant(kinds, rep, defs, simple)
+    values = compress_values(piece.values, what)
+    if values.max_value_bytes < FULL_ZIP_BYTES:
+        try:
+            return encode_mini_block(values, n, rep, defs, piece.visible, kinds, max_rep, large)
+        except ChunkTooLarge:
+            pass
+    pv = per_value(piece.values, what)
+    if pv is None:  # bit-packed items have no per-value form
+        try:
+            return encode_mini_block(values, n, rep, defs, piece.visible, kinds, max_rep, large)
+        except ChunkTooLarge as exc:
+            raise UnsupportedFormatError(f"{what}: {exc}") from exc
+    return encode_full_zip(pv, rep, defs, piece.visible, kinds, max_rep)
+
+
+def _split(piece: Shredded, rows_per_page: int, max_rep: int) -> list[Shredded]:
+    """``piece`` cut into pieces of ``rows_per_page`` rows (the last may be shorter)."""
+    if piece.rows <= rows_per_page:
+        return [piece]
+    starts = piece.row_starts(max_rep)
+    before = None
+    if piece.visible is not None:
+        before = np.zeros(piece.entries + 1, np.int64)
+        np.cumsum(piece.visible, out=before[1:])
+    out = []
+    for r0 in range(0, piece.rows, rows_per_page):
+        r1 = min(r0 + rows_per_page, piece.rows)
+        e0 = int(starts[r0])
+        e1 = int(starts[r1]) if r1 < piece.rows else piece.entries
+        v0, v1 = (e0, e1) if before is None else (int(before[e0]), int(before[e1]))
+        out.append(
+            Shredded(
+                r1 - r0,
+                None if piece.rep is None else piece.rep[e0:e1],
+                piece.codes[e0:e1],
+                None if piece.visible is None else piece.visible[e0:e1],
+                piece.values.slice(v0, v1 - v0),
+                piece.nulls,
+                piece.empties,
+            )
+        )
+    return out
+
+
+class LeafColumnWriter:
+    """Buffers the shredded rows of one leaf column and writes them as pages."""
+
+    def __init__(
+        self, path: tuple[FieldNode, ...], sink: PageSink, page_size_bytes: int, large: bool
+    ) -> None:
+        check_leaf(path[-1])
+        self.path = path
+        self.sink = sink
+        self.budget = page_size_bytes
+        self.large = large
+        self.max_rep = sum(1 for node in path[:-1] if is_list_node(node))
+        self.pending: list[Shredded] = []
+        self.pending_bytes = 0
+        self.rows_written = 0
+
+    def append(self, arr: pa.Array) -> None:
+        """Add the rows of ``arr`` (an array of the top-level field)."""
+        if not len(arr):
+            return
+        piece = shred(arr, self.path)
+        self.pending.append(piece)
+        self.pending_bytes += piece.nbytes()
+        if self.pending_bytes < self.budget:
+            return
+        whole = join(self.pending)
+        per_row = max(whole.nbytes() / max(whole.rows, 1), 1e-9)
+        rows_per_page = max(1, int(self.budget / per_row))
+        parts = _split(whole, rows_per_page, self.max_rep)
+        last = parts[-1]
+        if last.rows == rows_per_page:
+            self.pending, self.pending_bytes = [], 0
+        else:
+            parts.pop()
+            self.pending, self.pending_bytes = [last], last.nbytes()
+        for part in parts:
+            self._write(part)
+
+    def _write(self, piece: Shredded) -> None:
+        layout, buffers = encode_page(piece, self.path, self.large)
+        self.sink(layout, buffers, piece.rows, self.rows_written)
+        self.rows_written += piece.rows
+
+    def finish(self) -> None:
+        """Write what is still buffered."""
+        if self.pending:
+            self._write(join(self.pending))
+            self.pending, self.pending_bytes = [], 0

@@ -1,0 +1,224 @@
+"""Repetition and definition levels of Lance 2.1/2.2 columns, computed from Arrow arrays.
+
+The writer's counterpart of :mod:`repdef`. A column holds one leaf; the path from the top-level field
+down to it is walked with numpy, one depth at a time, producing one *entry* per level slot:
+
+* ``rep``: non-zero where a list starts; the number is the outermost list (counted from the
+  inside, so a new row gets the highest) that starts at the entry.
+* ``codes``: where the entry stops being defined: 0 when it is defined down to the leaf, else
+  ``1 + 2 * depth`` for a null at ``depth`` (0 = the top-level field) or ``2 + 2 * depth`` for an
+  empty list there. Codes become definition levels only once a page knows which layers hold nulls
+  or empty lists (:func:`layer_kinds`, :func:`def_levels`), so pieces of one page can be joined.
+* ``visible``: whether the entry owns a value slot (null and empty lists do not).
+
+No per-value Python loop: each depth costs a few vectorized passes over the entries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from lance_table.file.v2_1 import repdef
+from lance_table.schema import FieldNode
+
+
+def is_list_node(node: FieldNode) -> bool:
+    """Whether a field owns a repetition layer (lists, large lists and maps)."""
+    return repdef.is_list_like(node.arrow_type)
+
+
+@dataclass
+class Shredded:
+    """Levels and visible values of some rows of one leaf column."""
+
+    rows: int
+    rep: np.ndarray | None  # uint16 per entry; None when the path has no list
+    codes: np.ndarray  # uint8 per entry (see the module docstring)
+    visible: np.ndarray | None  # bool per entry; None: every entry is visible
+    values: pa.Array  # one per visible entry (those with a non-zero code are nulls)
+    nulls: np.ndarray  # bool per depth: some defined entry is null there
+    empties: np.ndarray  # bool per depth: some defined entry is an empty list there
+
+    @property
+    def entries(self) -> int:
+        return int(self.codes.size)
+
+    def nbytes(self) -> int:
+        """Approximate memory held (the page budget counts this)."""
+        levels = self.codes.size * (3 if self.rep is not None else 1)
+        return int(self.values.nbytes) + levels
+
+    def row_starts(self, max_rep: int) -> np.ndarray:
+        """The entry where each row starts."""
+        if self.rep is None:
+            return np.arange(self.entries, dtype=np.int64)
+        return np.flatnonzero(self.rep == max_rep)
+
+
+def _validity(arr: pa.Array) -> np.ndarray | None:
+    if not arr.null_count:
+        return None
+    return np.asarray(arr.is_valid(), dtype=bool)
+
+
+def _list_offsets(arr: pa.Array) -> np.ndarray:
+    return np.asarray(arr.offsets, dtype=np.int64)
+
+
+def shred(arr: pa.Array, path: Sequence[FieldNode]) -> Shredded:
+    """Levels and visible values of the leaf at the end of ``path`` for the rows of ``arr``.
+
+    ``arr`` is an array of the top-level field ``path[0]``; each following node is a child of the
+    one before (a map's child is its entries struct).
+    """
+    depth = len(path)
+    n = len(arr)
+    list_depths = [i for i in range(depth - 1) if is_list_node(path[i])]
+    max_rep = len(list_depths)
+    rep = np.full(n, max_rep, np.uint16) if max_rep else None
+    codes = np.zeros(n, np.uint8)
+    pos = np.arange(n, dtype=np.int64)
+    nulls = np.zeros(depth, bool)
+    empties = np.zeros(depth, bool)
+    cur = arr
+    lists_seen = 0
+    for i, node in enumerate(path):
+        valid = _validity(cur)
+        if valid is not None:
+            live = np.flatnonzero(codes == 0)
+            bad = live[~valid[pos[live]]]
+            if bad.size:
+                codes[bad] = 1 + 2 * i
+                nulls[i] = True
+        if i == depth - 1:
+            break
+        if is_list_node(node):
+            offsets = _list_offsets(cur)
+            live = np.flatnonzero(codes == 0)
+            lengths = np.zeros(codes.size, np.int64)
+            lengths[live] = offsets[pos[live] + 1] - offsets[pos[live]]
+            empty = live[lengths[live] == 0]
+            if empty.size:
+                codes[empty] = 2 + 2 * i
+                empties[i] = True
+            expand = lengths > 0
+            counts = np.where(expand, lengths, 1)
+            parent = np.repeat(np.arange(codes.size), counts)
+            firsts = np.zeros(codes.size + 1, np.int64)
+            np.cumsum(counts, out=firsts[1:])
+            within = np.arange(parent.size, dtype=np.int64) - firsts[:-1][parent]
+            start_at = np.where(expand, offsets[np.minimum(pos, offsets.size - 1)], 0)
+            pos = np.where(expand[parent], start_at[parent] + within, 0)
+            assert rep is not None
+            rep = rep[parent]
+            rep[within > 0] = max_rep - lists_seen - 1
+            codes = codes[parent]
+            cur = cur.values
+            lists_seen += 1
+        else:  # a struct: the child keeps the struct's positions
+            child = path[i + 1]
+            index = next(k for k, c in enumerate(node.children) if c is child)
+            cur = cur.field(index)
+    # pylance's reader wants every layer below a null struct to allow nulls (it reads the struct's
+    # nulls as nulls of the lists under it), so a null struct makes the layers beneath nullable.
+    struct_nulls = [i for i in np.flatnonzero(nulls).tolist() if i not in list_depths and i < depth - 1]
+    if struct_nulls:
+        nulls[min(struct_nulls) + 1 :] = True
+    visible = None
+    if list_depths:
+        innermost = list_depths[-1]
+        term = (codes.astype(np.int64) - 1) // 2
+        visible = (codes == 0) | (term > innermost)
+        chosen = pos[visible]
+    else:
+        chosen = pos
+    if chosen.size == len(cur) and (not chosen.size or bool(np.all(chosen == np.arange(chosen.size)))):
+        values = cur
+    else:
+        values = cur.take(pa.array(chosen))
+    return Shredded(
+        n, rep, codes, None if visible is None or visible.all() else visible, values, nulls, empties
+    )
+
+
+def join(pieces: Sequence[Shredded]) -> Shredded:
+    """The rows of several pieces of one column, one after the other."""
+    if len(pieces) == 1:
+        return pieces[0]
+    first = pieces[0]
+    rep = None if first.rep is None else np.concatenate([p.rep for p in pieces if p.rep is not None])
+    visible = None
+    if any(p.visible is not None for p in pieces):
+        visible = np.concatenate(
+            [np.ones(p.entries, bool) if p.visible is None else p.visible for p in pieces]
+        )
+    values = pa.concat_arrays([p.values for p in pieces])
+    return Shredded(
+        sum(p.rows for p in pieces),
+        rep,
+        np.concatenate([p.codes for p in pieces]),
+        visible,
+        values,
+        np.logical_or.reduce([p.nulls for p in pieces]),
+        np.logical_or.reduce([p.empties for p in pieces]),
+    )
+
+
+def layer_kinds(path: Sequence[FieldNode], nulls: np.ndarray, empties: np.ndarray) -> list[int]:
+    """The ``RepDefLayer`` of each depth, innermost first.
+
+    A leaf without nesting gets its layer from the page's data, as pylance writes. Below structs
+    and lists the layers come from the schema, the same for every page of the column: pylance's
+    reader fails on a nested column whose pages disagree on them (a struct nullable in one page
+    and not in the next). A field that may be null, or lies below a struct that may be, is
+    nullable; every list may be empty.
+    """
+    if len(path) > 1:
+        nulls = nulls.copy()
+        empties = empties.copy()
+        inherited = False
+        for i, node in enumerate(path):
+            nulls[i] |= node.field.nullable or inherited
+            if i < len(path) - 1 and is_list_node(node):
+                empties[i] = True
+            elif nulls[i]:
+                inherited = True
+    kinds = []
+    for i in range(len(path) - 1, -1, -1):
+        if i < len(path) - 1 and is_list_node(path[i]):
+            kind = {
+                (False, False): repdef.ALL_VALID_LIST,
+                (True, False): repdef.NULLABLE_LIST,
+                (False, True): repdef.EMPTYABLE_LIST,
+                (True, True): repdef.NULL_AND_EMPTY_LIST,
+            }[(bool(nulls[i]), bool(empties[i]))]
+        else:
+            kind = repdef.NULLABLE_ITEM if nulls[i] else repdef.ALL_VALID_ITEM
+        kinds.append(kind)
+    return kinds
+
+
+def def_levels(codes: np.ndarray, kinds: Sequence[int]) -> np.ndarray | None:
+    """Definition levels of entries with these ``codes`` under the layers ``kinds`` (innermost
+    first); None when no layer can be null or empty."""
+    depth = len(kinds)
+    lut = np.zeros(2 * depth + 1, np.uint16)
+    base = 0
+    for k, kind in enumerate(kinds):
+        i = depth - 1 - k  # depth from the top
+        if kind in (repdef.NULLABLE_ITEM, repdef.NULLABLE_LIST, repdef.NULL_AND_EMPTY_LIST):
+            lut[1 + 2 * i] = base + 1
+        if kind == repdef.EMPTYABLE_LIST:
+            lut[2 + 2 * i] = base + 1
+        if kind == repdef.NULL_AND_EMPTY_LIST:
+            lut[2 + 2 * i] = base + 2
+        base += {repdef.NULL_AND_EMPTY_LIST: 2, repdef.ALL_VALID_ITEM: 0, repdef.ALL_VALID_LIST: 0}.get(
+            kind, 1
+        )
+    if not base:
+        return None
+    return lut[codes]

@@ -1,0 +1,197 @@
+"""Mini-block pages for the Lance 2.1/2.2 writer: values and their levels cut into chunks.
+
+Every chunk but the last holds 2^k values (1 <= k <= 12: pylance refuses other chunks of one value,
+and bitpacked chunks of more than one 1024-value block), chosen greedily so that its values take about
+4 KiB and the whole chunk (header, levels, values, each padded to 8 bytes) stays within what the
+chunk word can describe (32 KiB with the u16 words of 2.1). Levels go with the values they
+describe: a chunk ends right after its last value's level, so null and empty lists that follow it
+open the next chunk (the last chunk takes all that remain). Under lists a repetition index of two
+u64 per chunk (rows that end in the chunk, levels left over after its last row start) lets a
+reader find a row's chunks. See :mod:`miniblock` for the decoder.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import numpy as np
+
+from lance_table._proto import encodings_v2_1_pb2 as pb
+from lance_table.file.v2_1.values_encode import MiniBlockValues
+
+MAX_LOG_VALUES = 12  # 4096 values per chunk, as pylance writes
+MAX_CHUNK_LEVELS = 32767  # level buffers' sizes are u16 byte counts
+FILL_BYTE = 0xFE  # pylance pads inside chunks with 0xFE
+
+
+class ChunkTooLarge(Exception):
+    """One value and its levels do not fit a chunk (too many null or empty lists in a row)."""
+
+
+def _pad8(n: int) -> int:
+    return (n + 7) & ~7
+
+
+def _levels_encoding() -> Any:
+    enc = pb.CompressiveEncoding()
+    enc.flat.bits_per_value = 16
+    return enc
+
+
+class _Planner:
+    """Chooses chunk boundaries (value ranges) and the level ranges that go with them."""
+
+    def __init__(
+        self,
+        values: MiniBlockValues,
+        n: int,
+        num_levels: int,
+        visible: np.ndarray | None,
+        has_rep: bool,
+        has_def: bool,
+        large: bool,
+    ) -> None:
+        self.values = values
+        self.n = n
+        self.num_levels = num_levels
+        self.level_lists = has_rep + has_def
+        self.vis_idx = np.flatnonzero(visible) if visible is not None else None
+        size_len = 4 if large else 2
+        self.head = _pad8(2 + 2 * self.level_lists + size_len * values.num_buffers)
+        self.limit = (1 << 18) if large else (1 << 15)
+        self.max_values = min(values.max_chunk_values, 1 << MAX_LOG_VALUES)
+        self.max_log = self.max_values.bit_length() - 1
+
+    def level_end(self, stop: int) -> int:
+        if not self.level_lists:
+            return 0
+        if stop >= self.n:
+            return self.num_levels
+        return int(self.vis_idx[stop - 1]) + 1 if self.vis_idx is not None else stop
+
+    def chunk_bytes(self, start: int, stop: int, levels_from: int) -> int | None:
+        """The chunk's size, or None when it breaks a limit."""
+        sizes = self.values.sizes(start, stop)
+        levels = self.level_end(stop) - levels_from
+        if levels > MAX_CHUNK_LEVELS:
+            return None
+        total = self.head + self.level_lists * _pad8(2 * levels) + sum(_pad8(s) for s in sizes)
+        aim = self.values.aim_bytes
+        if total > self.limit or (stop - start > 2 and aim is not None and sum(sizes) > aim):
+            return None
+        return total
+
+    def plan(self) -> list[tuple[int, int, int]]:
+        """(value stop, log2 of the value count or 0 for the last chunk, chunk bytes) per chunk."""
+        out: list[tuple[int, int, int]] = []
+        start = 0
+        levels_from = 0
+        k_hint = MAX_LOG_VALUES
+        while start < self.n:
+            remaining = self.n - start
+            chosen = None
+            if remaining <= self.max_values:
+                size = self.chunk_bytes(start, self.n, levels_from)
+                if size is not None:
+                    chosen = (self.n, 0, size)
+            if chosen is None:
+                # pylance refuses chunks of one value but the last: k >= 1
+                k = min(k_hint + 1, self.max_log, remaining.bit_length() - 1)
+                while k >= 1:
+                    stop = start + (1 << k)
+                    if stop < self.n:
+                        size = self.chunk_bytes(start, stop, levels_from)
+                        if size is not None:
+                            chosen = (stop, k, size)
+                            break
+                    k -= 1
+                if chosen is None:
+                    raise ChunkTooLarge(f"value {start} and its levels do not fit a mini-block chunk")
+                k_hint = k
+            out.append(chosen)
+            levels_from = self.level_end(chosen[0])
+            start = chosen[0]
+        return out
+
+
+def _repetition_index(rep: np.ndarray, max_rep: int, ranges: list[tuple[int, int]]) -> bytes:
+    """Per chunk: rows that end in it, and levels after its last row start (0 for the last)."""
+    is_start = rep == max_rep
+    counts = np.zeros(rep.size + 1, np.int64)
+    np.cumsum(is_start, out=counts[1:])
+    last_start = np.maximum.accumulate(np.where(is_start, np.arange(rep.size), -1))
+    index = np.zeros((len(ranges), 2), np.uint64)
+    for c, (lo, hi) in enumerate(ranges):
+        last = c == len(ranges) - 1
+        rows = int(counts[hi] - counts[min(lo + 1, hi)]) + last
+        left = 0
+        if not last:
+            at = int(last_start[hi - 1]) if hi > lo else -1
+            left = hi - at if at >= lo else hi - lo
+        if c and hi > lo and is_start[lo] and index[c - 1, 1]:
+            index[c - 1, 0] += 1
+            index[c - 1, 1] = 0
+        index[c] = (rows, left)
+    return index.tobytes()
+
+
+def encode_mini_block(
+    values: MiniBlockValues,
+    n: int,
+    rep: np.ndarray | None,
+    defs: np.ndarray | None,
+    visible: np.ndarray | None,
+    layers: list[int],
+    max_rep: int,
+    large: bool,
+) -> tuple[Any, list[bytes]]:
+    """A mini-block page: its ``PageLayout`` and buffers (chunk words, chunks, repetition index).
+
+    Raises:
+        ChunkTooLarge: some value cannot be put in a chunk with its levels.
+    """
+    num_levels = int(rep.size if rep is not None else defs.size if defs is not None else 0)
+    planner = _Planner(values, n, num_levels, visible, rep is not None, defs is not None, large)
+    plan = planner.plan()
+    size_fmt = "I" if large else "H"
+    words = []
+    parts: list[bytes] = []
+    ranges = []
+    start = 0
+    levels_from = 0
+    for stop, log, size in plan:
+        levels_to = planner.level_end(stop)
+        count = levels_to - levels_from
+        ranges.append((levels_from, levels_to))
+        sizes = values.sizes(start, stop)
+        head = [count]
+        level_bytes = []
+        for lv in (rep, defs):
+            if lv is not None:
+                raw = lv[levels_from:levels_to].astype("<u2").tobytes()
+                head.append(len(raw))
+                level_bytes.append(raw)
+        header = struct.pack(f"<{len(head)}H", *head) + struct.pack(f"<{len(sizes)}{size_fmt}", *sizes)
+        pieces = [header, *level_bytes, *values.chunk(start, stop)]
+        chunk = b"".join(p + bytes([FILL_BYTE]) * (-len(p) % 8) for p in pieces)
+        assert len(chunk) == size, (len(chunk), size)
+        parts.append(chunk)
+        words.append(((size // 8 - 1) << 4) | log)
+        start, levels_from = stop, levels_to
+    layout = pb.PageLayout()
+    mini = layout.mini_block_layout
+    if rep is not None:
+        mini.rep_compression.CopyFrom(_levels_encoding())
+    if defs is not None:
+        mini.def_compression.CopyFrom(_levels_encoding())
+    mini.value_compression.CopyFrom(values.encoding)
+    mini.layers.extend(layers)
+    mini.num_buffers = values.num_buffers
+    mini.num_items = n
+    mini.has_large_chunk = large
+    buffers = [np.array(words, np.uint32 if large else np.uint16).tobytes(), b"".join(parts)]
+    if rep is not None:
+        mini.repetition_index_depth = 1
+        buffers.append(_repetition_index(rep, max_rep, ranges))
+    return layout, buffers
