@@ -422,3 +422,25 @@ def test_spark_reads_a_pylance_default_2_2_dataset(spark, tmp_path):
     assert lt.dataset(uri).data_storage_version == "2.2"
     _same(_read(spark, uri), table.slice(10))
     _same(_read(spark, uri, version="1"), table)
+
+
+def test_spark_appends_into_a_pylance_default_2_2_dataset(spark, tmp_path):
+    lance = pytest.importorskip("lance")
+    uri = str(tmp_path / "ds22w")
+    base = _rows(0, 1000).select(["id", "x", "s"])
+    lance.write_dataset(base, uri)  # pylance's default format (2.2)
+    more = _rows(5000, 700).select(["id", "x", "s"])
+    spark.createDataFrame(more.to_pandas()).repartition(2).write.format("lance_table").mode("append").save(
+        uri
+    )
+    ds = lt.dataset(uri)
+    assert ds.data_storage_version == "2.2" and ds.version == 2
+    files = {(f.file_major_version, f.file_minor_version) for fr in ds.get_fragments() for f in fr.files}
+    assert files == {(2, 2)}
+    expected = pa.concat_tables([base, more])
+    _same(lance.dataset(uri).to_table(), expected)
+    _same(_read(spark, uri), expected)
+    # a map column, which 2.0 cannot store, goes into a new 2.2 dataset
+    df = spark.createDataFrame([(1, {"a": 1}), (2, {"b": 2})], "id long, m map<string,int>")
+    df.write.format("lance_table").mode("overwrite").option("data_storage_version", "2.2").save(uri + "m")
+    assert sorted(lance.dataset(uri + "m").to_table()["id"].to_pylist()) == [1, 2]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from conftest import make_rows
 from pyroaring import BitMap
@@ -149,18 +150,31 @@ def test_unsupported_writer_flags_refuse_to_write(tmp_path, flag):
     assert lt.dataset(uri).version == 1
 
 
-def test_2_2_datasets_are_read_but_never_given_2_0_files(tmp_path):
+def test_2_2_datasets_stay_2_2_and_pylance_keeps_writing_them(tmp_path):
     lance = pytest.importorskip("lance")
     uri = str(tmp_path / "ds")
-    lance.write_dataset(make_rows(0, 10).select(["id", "x", "s", "v"]), uri)  # pylance's default format
-    assert lt.dataset(uri).count_rows() == 10
-    with pytest.raises(lt.UnsupportedFormatError, match=r"2\.2"):
-        lt.write_dataset(make_rows(10, 10).select(["id", "x", "s", "v"]), uri, mode="append")
-    with pytest.raises(lt.UnsupportedFormatError, match=r"2\.2"):
-        lt.write_dataset(make_rows(10, 10), uri, mode="overwrite")
-    with pytest.raises(lt.UnsupportedFormatError, match=r"2\.2"):
-        lt.dataset(uri).compact_files()
-    assert lance.dataset(uri).version == 1 and len(os.listdir(Path(uri) / "data")) == 1
+    cols = ["id", "x", "s", "v"]
+    lance.write_dataset(make_rows(0, 10).select(cols), uri)  # pylance's default format
+    ds = lt.write_dataset(make_rows(10, 10).select(cols), uri, mode="append")
+    ds = ds.delete("id = 3").compact_files()
+    expected = pa.concat_tables([make_rows(0, 10), make_rows(10, 10)]).select(cols)
+    expected = expected.filter(pc.not_equal(expected["id"], 3))
+    theirs = lance.dataset(uri)
+    assert theirs.to_table().sort_by("id").equals(expected)
+    versions = {
+        (f.file_major_version, f.file_minor_version) for fr in theirs.get_fragments() for f in fr.data_files()
+    }
+    assert versions == {(2, 2)} and ds.data_storage_version == "2.2"
+    lance.write_dataset(make_rows(20, 5).select(cols), uri, mode="append")
+    assert (
+        lt.dataset(uri)
+        .to_table()
+        .sort_by("id")
+        .equals(pa.concat_tables([expected, make_rows(20, 5).select(cols)]))
+    )
+    ds = lt.write_dataset(make_rows(30, 4).select(cols), uri, mode="overwrite")
+    assert ds.data_storage_version == "2.2"
+    assert lance.dataset(uri).to_table().equals(make_rows(30, 4).select(cols))
 
 
 def test_manifest_round_trips_through_our_codec(tmp_path):

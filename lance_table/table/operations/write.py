@@ -31,7 +31,7 @@ WRITE_CHUNK_ROWS = 128 * 1024
 ProgressCallback = Callable[[int], None]
 WriteMode = Literal["create", "append", "overwrite"]
 # Data file formats lance_table writes into datasets.
-WRITABLE_FORMATS = ("2.0",)
+WRITABLE_FORMATS = ("2.0", "2.1", "2.2")
 
 
 @dataclass(frozen=True)
@@ -283,8 +283,11 @@ class FragmentWriter:
                 files=(
                     DataFile(
                         path=self._name,
-                        fields=self._file_fields,
-                        column_indices=self._column_indices,
+                        # 2.0 files list every field with its column; 2.1+ files only the leaves
+                        fields=self._file_fields if self.data_format == "2.0" else written.field_ids,
+                        column_indices=(
+                            self._column_indices if self.data_format == "2.0" else written.column_indices
+                        ),
                         file_major_version=self._file_version[0],
                         file_minor_version=self._file_version[1],
                         file_size_bytes=written.size,
