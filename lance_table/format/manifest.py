@@ -36,7 +36,7 @@ _MAX_SECONDS = 253402300799
 
 WRITER_LIBRARY = "lance_table"
 # The data file format of a new dataset, as a manifest records it (``data_format``).
-DEFAULT_DATA_FORMAT = ("lance", "2.0")
+DEFAULT_DATA_FORMAT = ("lance", "2.2")
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,9 @@ class Snapshot:
 
     def __post_init__(self) -> None:
         versions.check_readable(self.manifest, self.storage.uri)
-        _check_data_format(self.manifest, self.storage.uri)
+        manifest = paths.manifest_path(self.version, self.scheme or paths.ManifestNaming.V2)
+        where = f"{self.storage.uri.rstrip('/')}/{manifest}"
+        _check_data_format(self.manifest, where)
 
     @property
     def uri(self) -> str:
@@ -145,18 +147,19 @@ def _entry_asof(storage: Storage, asof: dt.datetime) -> versions.VersionEntry:
     return chosen
 
 
-def _check_data_format(manifest: Manifest, uri: str) -> None:
-    """Refuse datasets whose data files are in a format lance_table does not read."""
+def _check_data_format(manifest: Manifest, where: str) -> None:
+    """Refuse versions whose data files are in a format lance_table does not read (``where``: the
+    manifest, for messages)."""
     fmt = manifest.data_storage_version
     seen = {f.version for frag in manifest.fragments for f in frag.files}
     if fmt is None and seen:
         fmt = sorted(seen)[0]
     if fmt not in (None, *READABLE_FORMATS):
         raise UnsupportedFormatError(
-            f"{uri} stores data files in Lance format {fmt}; "
+            f"{where} stores data files in Lance format {fmt}; "
             f"lance_table reads formats {', '.join(READABLE_FORMATS)}"
         )
     if seen - {fmt}:
         raise UnsupportedFormatError(
-            f"{uri} mixes data files of formats {sorted(seen)}, which lance_table does not read"
+            f"{where} mixes data files of formats {sorted(seen)}, which lance_table does not read"
         )

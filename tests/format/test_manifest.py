@@ -30,7 +30,13 @@ def _manifest(**kwargs) -> Manifest:
         physical_rows=10,
         deletion_file=DeletionFile(DELETION_BITMAP, 1, 99, 3),
     )
-    base = dict(fields=fields, fragments=(frag,), version=2, timestamp_ns=1_700_000_000_123_456_789)
+    base = dict(
+        fields=fields,
+        fragments=(frag,),
+        version=2,
+        timestamp_ns=1_700_000_000_123_456_789,
+        data_format=("lance", "2.0"),
+    )
     base.update(kwargs)
     return Manifest(**base).with_flags()
 

@@ -151,7 +151,9 @@ def test_unsigned_and_nanosecond_types_are_widened(spark, tmp_path):
 def test_maps_cannot_be_written_to_2_0(spark, tmp_path):
     df = spark.createDataFrame([(1, {"a": 1})], "id long, m map<string,int>")
     with pytest.raises(Exception, match="map"):
-        df.write.format("lance_table").mode("overwrite").save(str(tmp_path / "m"))
+        df.write.format("lance_table").mode("overwrite").option("data_storage_version", "2.0").save(
+            str(tmp_path / "m")
+        )
     assert not (tmp_path / "m" / "_versions").exists()
 
 

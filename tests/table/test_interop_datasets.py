@@ -103,7 +103,7 @@ def test_pylance_sees_our_tags_and_metadata(ours_history):
     theirs = lance.dataset(uri)
     assert theirs.tags.list()["before-compaction"]["version"] == 6
     assert lance.dataset(uri, version="before-compaction").version == 6
-    assert theirs.data_storage_version == "2.0"
+    assert theirs.data_storage_version == "2.2"  # the default, as pylance's
 
 
 def test_pylance_appends_and_deletes_on_top_of_ours(ours_history, tmp_path):

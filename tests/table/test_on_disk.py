@@ -36,7 +36,7 @@ def _manifest_pb(path: Path) -> tuple[table_pb2.Manifest, bytes]:
 
 def test_manifest_framing_names_and_fields(tmp_path):
     uri = tmp_path / "ds"
-    lt.write_dataset(make_rows(0, 100), uri, commit_message="hello")
+    lt.write_dataset(make_rows(0, 100), uri, commit_message="hello", data_storage_version="2.0")
     names = sorted(os.listdir(uri / "_versions"))
     assert names == ["18446744073709551614.manifest", "latest_version_hint.json"]
     assert (uri / "_versions/latest_version_hint.json").read_bytes() == b'{"version":1}'
