@@ -41,7 +41,12 @@ def _race(side: str, uri: str, options: dict[str, str], procs: int = 8, count: i
     import pyarrow as pa
 
     if side == "lance_table":
-        lt.write_dataset(pa.table({"id": pa.array([], pa.int64())}), uri, storage_options=options or None)
+        lt.write_dataset(
+            pa.table({"id": pa.array([], pa.int64())}),
+            uri,
+            storage_options=options or None,
+            data_storage_version="2.0",
+        )
     else:
         import lance
 
@@ -90,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for store, base, options in (("local", str(work), {}), ("s3 (moto)", "s3://bench", s3)):
             ours, theirs = f"{base}/ours", f"{base}/theirs"
-            lt.write_dataset(batch, ours, storage_options=options or None)
+            lt.write_dataset(batch, ours, storage_options=options or None, data_storage_version="2.0")
             lance.write_dataset(batch, theirs, storage_options=options or None, data_storage_version="2.0")
             so = options or None
             mine = median_time(

@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         both(
             "write",
-            lambda: lt.write_dataset(table, ours),
+            lambda: lt.write_dataset(table, ours, data_storage_version="2.0"),
             lambda: lance.write_dataset(table, theirs, data_storage_version="2.0"),
             setup_mine=fresh(ours),
             setup_other=fresh(theirs),

@@ -42,7 +42,7 @@ def _child(side: str, rows: int, uri: str) -> None:
     if side == "lance_table":
         import lance_table as lt
 
-        lt.write_dataset(reader, uri, mode="append")
+        lt.write_dataset(reader, uri, mode="append", data_storage_version="2.0")
     else:
         import lance
 

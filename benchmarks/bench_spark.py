@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         table = benchmark_table(rows)
         ours = str(work / "lance")
-        lt.write_dataset(table, ours, max_rows_per_file=rows // 8 + 1)
+        lt.write_dataset(table, ours, max_rows_per_file=rows // 8 + 1, data_storage_version="2.0")
         parquet = str(work / "parquet")
         import pyarrow.parquet as pq
 
