@@ -293,7 +293,8 @@ def test_layouts_guard(tmp_path, version):
 
 def test_mini_block_chunk_grammar(tmp_path):
     """2.1 chunks use u16 words and sizes, 2.2 u32 with has_large_chunk; chunks hold 2^k values."""
-    table = pa.table({"x": pa.array(np.arange(10000) / 7), "i": pa.array(np.arange(10000))})
+    # negative floats use all 64 bits: flat, 512 per 4 KiB chunk
+    table = pa.table({"x": pa.array((np.arange(10000) - 5000) / 7), "i": pa.array(np.arange(10000))})
     for version, large in (("2.1", False), ("2.2", True)):
         path = tmp_path / f"{version}.lance"
         _write(path, table, version)

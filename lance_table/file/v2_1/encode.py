@@ -25,7 +25,13 @@ from lance_table.file.v2_1.fullzip_encode import encode_full_zip
 from lance_table.file.v2_1.layout import is_packed_struct
 from lance_table.file.v2_1.levels import Shredded, def_levels, is_list_node, join, layer_kinds, shred
 from lance_table.file.v2_1.miniblock_encode import ChunkTooLarge, encode_mini_block
-from lance_table.file.v2_1.values_encode import compress_values, fixed_bits, is_variable, per_value
+from lance_table.file.v2_1.values_encode import (
+    compress_values,
+    compression_scheme,
+    fixed_bits,
+    is_variable,
+    per_value,
+)
 from lance_table.schema import FieldNode
 
 # Values of this many bytes or more go full-zip (pylance's MINIBLOCK_MAX_BYTE_LENGTH_PER_VALUE).
@@ -113,13 +119,14 @@ def encode_page(piece: Shredded, path: Sequence[FieldNode], large: bool) -> tupl
         # pylance's reader takes pages without level buffers only for leaves without nesting
         simple = len(path) == 1 and bool(np.all(piece.codes == leaf_null))
         return _constant(kinds, rep, defs, simple)
-    values = compress_values(piece.values, what)
+    scheme = compression_scheme(leaf.field.metadata)
+    values = compress_values(piece.values, what, scheme, large)
     if values.max_value_bytes < FULL_ZIP_BYTES:
         try:
             return encode_mini_block(values, n, rep, defs, piece.visible, kinds, max_rep, large)
         except ChunkTooLarge:
             pass
-    pv = per_value(piece.values, what)
+    pv = per_value(piece.values, what, scheme)
     if pv is None:  # bit-packed items have no per-value form
         try:
             return encode_mini_block(values, n, rep, defs, piece.visible, kinds, max_rep, large)

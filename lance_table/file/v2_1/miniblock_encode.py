@@ -60,7 +60,7 @@ class _Planner:
         size_len = 4 if large else 2
         self.head = _pad8(2 + 2 * self.level_lists + size_len * values.num_buffers)
         self.limit = (1 << 18) if large else (1 << 15)
-        self.max_values = min(values.max_chunk_values, 1 << MAX_LOG_VALUES)
+        self.max_values = min(values.chunk_values_limit(), 1 << MAX_LOG_VALUES)
         self.max_log = self.max_values.bit_length() - 1
 
     def level_end(self, stop: int) -> int:
@@ -72,12 +72,12 @@ class _Planner:
 
     def chunk_bytes(self, start: int, stop: int, levels_from: int) -> int | None:
         """The chunk's size, or None when it breaks a limit."""
-        sizes = self.values.sizes(start, stop)
         levels = self.level_end(stop) - levels_from
-        if levels > MAX_CHUNK_LEVELS:
+        if levels > MAX_CHUNK_LEVELS or (stop - start > 2 and not self.values.fits(start, stop)):
             return None
+        sizes = self.values.sizes(start, stop)
         total = self.head + self.level_lists * _pad8(2 * levels) + sum(_pad8(s) for s in sizes)
-        aim = self.values.aim_bytes
+        aim = self.values.chunk_aim()
         if total > self.limit or (stop - start > 2 and aim is not None and sum(sizes) > aim):
             return None
         return total
@@ -191,6 +191,11 @@ def encode_mini_block(
     mini.num_items = n
     mini.has_large_chunk = large
     buffers = [np.array(words, np.uint32 if large else np.uint16).tobytes(), b"".join(parts)]
+    if values.dictionary is not None:
+        dict_enc, dict_block, dict_items = values.dictionary
+        mini.dictionary.CopyFrom(dict_enc)
+        mini.num_dictionary_items = dict_items
+        buffers.append(dict_block)
     if rep is not None:
         mini.repetition_index_depth = 1
         buffers.append(_repetition_index(rep, max_rep, ranges))

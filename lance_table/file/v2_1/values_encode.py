@@ -4,11 +4,16 @@ and their bytes, in the two forms the layouts need.
 * :func:`compress_values` (mini-block): an encoder that cuts any range of values into one
   chunk's buffers and says their sizes before building them, so the chunk planner can choose
   chunk boundaries. This is the single place where compressions plug in, each a
-  :class:`MiniBlockValues` picked here from the data: FastLanes ``inline_bitpacking`` for
-  integers whose bit width it narrows (:mod:`compression.bitpacking`), ``flat`` for other fixed
-  widths (bools as bitmaps), ``fixed_size_list`` over flat items (with item validity bitmaps),
-  ``packed_struct`` of fixed-width fields and ``variable`` for binary data. RLE, FSST and general
-  LZ4/ZSTD would be further implementations.
+  :class:`MiniBlockValues` picked here from the data, by measuring sizes: FastLanes
+  ``inline_bitpacking`` for integers and floats whose bit width it narrows
+  (:mod:`compression.bitpacking`), ``flat`` for other fixed widths (bools as bitmaps),
+  ``fixed_size_list`` over flat items (with item validity bitmaps), ``packed_struct`` of
+  fixed-width fields; ``rle`` (u8 run lengths) when runs of equal values make it smaller than
+  those; ``variable`` for binary data, ``fsst`` over it (one table trained per page, as pylance:
+  not for values of 5 bytes or less on average nor below 32 KiB) and a page ``dictionary`` with
+  indices (LZ4-wrapped in 2.2) when either makes the page smaller. Field metadata
+  ``lance-encoding:compression`` ``zstd`` / ``lz4`` wraps each chunk's one buffer in ``general``
+  (chunks then take as many values as the limits allow); ``none`` stores values plain.
 * :func:`per_value` (full-zip): the bytes of each value on its own (fixed width or length-prefixed).
 
 The decoders in :mod:`compress` and :mod:`pervalue` read exactly these bytes.
@@ -24,7 +29,7 @@ import pyarrow as pa
 
 from lance_table._proto import encodings_v2_1_pb2 as pb
 from lance_table.errors import UnsupportedFormatError
-from lance_table.file.compression import bitpacking
+from lance_table.file.compression import bitpacking, dictionary, fsst_encode, general, rle
 
 PAD_BYTE = 0x48
 
@@ -127,6 +132,20 @@ class MiniBlockValues:
     max_value_bytes: int  # the widest value (decides mini-block against full-zip)
     max_chunk_values: ClassVar[int] = 4096  # pylance's readers accept no more per chunk
     aim_bytes: ClassVar[int | None] = 4096  # a chunk's values aim at this size (None: whole blocks decide)
+    # the values are indices into this dictionary: (its encoding, its page buffer, its item count)
+    dictionary: tuple[Any, bytes, int] | None = field(default=None, kw_only=True)
+
+    def chunk_values_limit(self) -> int:
+        """The most values one chunk may hold."""
+        return self.max_chunk_values
+
+    def chunk_aim(self) -> int | None:
+        """The size a chunk's values aim at (None: only the limits decide)."""
+        return self.aim_bytes
+
+    def fits(self, start: int, stop: int) -> bool:
+        """Whether the values may share a chunk (besides the planner's size limits)."""
+        return True
 
     def sizes(self, start: int, stop: int) -> list[int]:  # pragma: no cover - interface
         raise NotImplementedError
@@ -196,9 +215,10 @@ class _BitpackedValues(MiniBlockValues):
 
 
 def _bitpacked(values: pa.Array) -> _BitpackedValues | None:
-    """Integers that FastLanes bitpacking makes smaller, or None."""
+    """Integers (or floats, by their bits, as pylance does) that FastLanes bitpacking makes
+    smaller, or None."""
     t = values.type
-    if not pa.types.is_integer(t) or not len(values):
+    if not (pa.types.is_integer(t) or pa.types.is_float32(t) or pa.types.is_float64(t)) or not len(values):
         return None
     bits = t.bit_width
     words = _bytes(values, bits // 8).reshape(-1).view(bitpacking.DTYPES[bits])
@@ -262,29 +282,220 @@ def _leaf_encoding(leaf_arr: pa.Array, leaf: _Leaf) -> Any:
     return _flat(leaf.bits)
 
 
-def compress_values(values: pa.Array, what: str) -> MiniBlockValues:
+# pylance skips FSST for values of this many bytes or fewer on average
+FSST_MIN_AVG = 5
+SCHEMES = ("zstd", "lz4")
+# general compression takes chunks of at most this many bytes before compression
+GENERAL_CHUNK_BYTES = 32 * 1024
+_SCHEME_PB = {"zstd": pb.COMPRESSION_ALGORITHM_ZSTD, "lz4": pb.COMPRESSION_ALGORITHM_LZ4}
+
+
+@dataclass
+class _RleValues(MiniBlockValues):
+    """``rle``: each chunk holds its run values (flat) and their u8 run lengths, runs longer than
+    255 split (:func:`rle.encode`)."""
+
+    values: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
+    _cache: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+
+    def _runs(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+        key = (start, stop)
+        got = self._cache.get(key)
+        if got is None:
+            if len(self._cache) > 64:
+                self._cache.clear()
+            got = self._cache[key] = rle.encode(self.values[start:stop])
+        return got
+
+    def sizes(self, start: int, stop: int) -> list[int]:
+        vals, lens = self._runs(start, stop)
+        return [vals.nbytes, lens.nbytes]
+
+    def chunk(self, start: int, stop: int) -> list[bytes]:
+        vals, lens = self._runs(start, stop)
+        return [vals.tobytes(), lens.tobytes()]
+
+
+def _rle(values: pa.Array, alternative: MiniBlockValues) -> _RleValues | None:
+    """Byte-aligned integers or floats in runs, when RLE stores them in fewer bytes than
+    ``alternative``; else None."""
+    t = values.type
+    if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_temporal(t)):
+        return None
+    bits = fixed_bits(t)
+    n = len(values)
+    if bits not in bitpacking.DTYPES or not n:
+        return None
+    words = _bytes(values, bits // 8).reshape(-1).view(bitpacking.DTYPES[bits])
+    runs = rle.run_count(words)
+    if runs * 4 > n:  # runs of fewer than 4 values never pay
+        return None
+    # upper bound: runs split at 255 values and at chunk ends
+    entries = int(rle.encode(words, chunk=MiniBlockValues.max_chunk_values)[1].size)
+    if entries * (bits // 8 + 1) >= sum(alternative.sizes(0, n)):
+        return None
+    enc = pb.CompressiveEncoding()
+    enc.rle.values.CopyFrom(_flat(bits))
+    enc.rle.run_lengths.CopyFrom(_flat(8))
+    return _RleValues(enc, 2, bits // 8, words)
+
+
+@dataclass
+class _GeneralValues(MiniBlockValues):
+    """``general``: the one buffer of each chunk of ``inner`` compressed with LZ4 or ZSTD."""
+
+    inner: MiniBlockValues = field(default_factory=lambda: _VariableValues(None, 1, 0))
+    scheme: str = "zstd"
+    _cache: dict[tuple[int, int], bytes] = field(default_factory=dict)
+
+    def chunk_values_limit(self) -> int:
+        return self.inner.chunk_values_limit()
+
+    def chunk_aim(self) -> int | None:
+        return None  # compressed chunks take as many values as fit (see ``fits``)
+
+    def fits(self, start: int, stop: int) -> bool:
+        return sum(self.inner.sizes(start, stop)) <= GENERAL_CHUNK_BYTES
+
+    def _compressed(self, start: int, stop: int) -> bytes:
+        key = (start, stop)
+        got = self._cache.get(key)
+        if got is None:
+            if len(self._cache) > 64:
+                self._cache.clear()
+            (raw,) = self.inner.chunk(start, stop)
+            got = self._cache[key] = general.compress(raw, self.scheme)
+        return got
+
+    def sizes(self, start: int, stop: int) -> list[int]:
+        return [len(self._compressed(start, stop))]
+
+    def chunk(self, start: int, stop: int) -> list[bytes]:
+        return [self._compressed(start, stop)]
+
+
+def _general(inner: MiniBlockValues, scheme: str) -> _GeneralValues:
+    enc = pb.CompressiveEncoding()
+    enc.general.compression.scheme = _SCHEME_PB[scheme]
+    enc.general.values.CopyFrom(inner.encoding)
+    return _GeneralValues(enc, 1, inner.max_value_bytes, inner, scheme)
+
+
+def _variable(values: pa.Array, fsst: bool) -> MiniBlockValues:
+    """``variable`` binary values, or ``fsst`` over them when FSST makes the page smaller."""
+    t = values.type
+    offsets, data = variable_parts(values)
+    width = 8 if pa.types.is_large_binary(t) or pa.types.is_large_string(t) else 4
+    enc = pb.CompressiveEncoding()
+    enc.variable.offsets.CopyFrom(_flat(width * 8))
+    widest = int(np.diff(offsets).max()) if offsets.size > 1 else 0
+    n = len(values)
+    plain = _VariableValues(enc, 1, widest, offsets, data, width)
+    if not fsst or width != 4 or data.size < fsst_encode.MIN_INPUT or data.size <= FSST_MIN_AVG * n:
+        return plain
+    table = fsst_encode.train(data, offsets)
+    codes, code_offsets = fsst_encode.compress(table, data, offsets)
+    if codes.size + fsst_encode.TABLE_SIZE >= data.size:
+        return plain
+    fenc = pb.CompressiveEncoding()
+    fenc.fsst.symbol_table = table.to_bytes()
+    fenc.fsst.values.CopyFrom(enc)
+    return _VariableValues(fenc, 1, widest, code_offsets, codes, width)
+
+
+def _dictionary_block(items: pa.Array, lz4: bool) -> tuple[Any, bytes]:
+    """The block form of a dictionary of binary values: ``u32 32``, ``u32 data start``, the n + 1
+    offsets counted from the data start, then the bytes; LZ4-compressed when ``lz4``."""
+    offsets, data = variable_parts(items)
+    head = 8 + 4 * offsets.size
+    block = np.array([32, head], "<u4").tobytes() + offsets.astype("<u4").tobytes() + data.tobytes()
+    enc = pb.CompressiveEncoding()
+    enc.variable.offsets.CopyFrom(_flat(32))
+    if not lz4:
+        return enc, block
+    outer = pb.CompressiveEncoding()
+    outer.general.compression.scheme = _SCHEME_PB["lz4"]
+    outer.general.values.CopyFrom(enc)
+    return outer, general.compress(block, "lz4")
+
+
+def _dictionary_values(values: pa.Array, best: MiniBlockValues, lz4: bool) -> MiniBlockValues | None:
+    """Binary values as indices into a page dictionary, when that takes fewer bytes than ``best``."""
+    n = len(values)
+    if (
+        n < dictionary.MIN_VALUES
+        or pa.types.is_large_binary(values.type)
+        or pa.types.is_large_string(values.type)
+    ):
+        return None
+    if dictionary.cardinality(values) * 2 > n:
+        return None
+    items, indices = dictionary.encode(values)
+    _, data = variable_parts(items)
+    if data.size >= 1 << 31:
+        return None
+    enc, block = _dictionary_block(items, lz4)
+    idx = _base_values(pa.array(indices, pa.uint32()), "dictionary indices", None, False)
+    if len(block) + sum(idx.sizes(0, n)) >= sum(best.sizes(0, n)) + _table_bytes(best):
+        return None
+    idx.max_value_bytes = best.max_value_bytes
+    idx.dictionary = (enc, block, len(items))
+    return idx
+
+
+def _table_bytes(values: MiniBlockValues) -> int:
+    return len(values.encoding.fsst.symbol_table) if values.encoding.HasField("fsst") else 0
+
+
+def compression_scheme(metadata: Any) -> str | None:
+    """The ``lance-encoding:compression`` of a field's metadata (``zstd``, ``lz4``, ``none``), or None."""
+    raw = (metadata or {}).get("lance-encoding:compression")
+    if raw is None:
+        return None
+    text = (raw.decode() if isinstance(raw, bytes) else str(raw)).strip().lower()
+    return text if text in (*SCHEMES, "none") else None
+
+
+def compress_values(
+    values: pa.Array, what: str, scheme: str | None = None, lz4_dictionary: bool = False
+) -> MiniBlockValues:
     """Choose the mini-block compression of a page's visible values (nulls included as slots).
+
+    ``scheme`` is the field's ``lance-encoding:compression``: ``zstd`` / ``lz4`` wrap the
+    values' one buffer in ``general`` (as pylance does), ``none`` stores them plain.
 
     Raises:
         UnsupportedFormatError: the values' type has no encoding in this writer.
     """
+    base = _base_values(values, what, scheme, lz4_dictionary)
+    if scheme in SCHEMES and base.num_buffers == 1:
+        return _general(base, scheme)
+    return base
+
+
+def _base_values(values: pa.Array, what: str, scheme: str | None, lz4_dictionary: bool) -> MiniBlockValues:
     t = values.type
+    plain = scheme == "none"
     if is_variable(t):
-        offsets, data = variable_parts(values)
-        width = 8 if pa.types.is_large_binary(t) or pa.types.is_large_string(t) else 4
-        enc = pb.CompressiveEncoding()
-        enc.variable.offsets.CopyFrom(_flat(width * 8))
-        widest = int(np.diff(offsets).max()) if offsets.size > 1 else 0
-        return _VariableValues(enc, 1, widest, offsets, data, width)
-    packed = _bitpacked(values)
-    if packed is not None:
-        return packed
+        var = _variable(values, fsst=scheme is None)
+        if scheme is None:
+            return _dictionary_values(values, var, lz4_dictionary) or var
+        return var
+    packed = None if plain else _bitpacked(values)
     levels, leaf_arr = _fsl_levels(values)
     leaf = _leaf(leaf_arr, what)
     per_value = levels[-1][0] if levels else 1
     bitmaps = [(m, v) for m, v in levels if v is not None]
     enc = _fsl_encoding(levels, _leaf_encoding(leaf_arr, leaf))
-    return _FixedValues(enc, len(bitmaps) + 1, (per_value * leaf.bits + 7) // 8, leaf, bitmaps, per_value)
+    fixed: MiniBlockValues = _FixedValues(
+        enc, len(bitmaps) + 1, (per_value * leaf.bits + 7) // 8, leaf, bitmaps, per_value
+    )
+    best = packed if packed is not None else fixed
+    if not plain and scheme is None:
+        runs = _rle(values, best)
+        if runs is not None:
+            return runs
+    return best
 
 
 @dataclass
@@ -299,10 +510,17 @@ class PerValue:
     offset_bits: int = 32
 
 
-def per_value(values: pa.Array, what: str) -> PerValue | None:
-    """The full-zip form of the values, or None when they have none (bit-packed items)."""
+def per_value(values: pa.Array, what: str, scheme: str | None = None) -> PerValue | None:
+    """The full-zip form of the values, or None when they have none (bit-packed items).
+
+    Binary values are FSST-compressed (one table per page) when that makes them smaller and
+    ``scheme`` (the field's ``lance-encoding:compression``) is unset, as pylance does.
+    """
     t = values.type
     if is_variable(t):
+        mb = _variable(values, fsst=scheme is None)
+        if isinstance(mb, _VariableValues) and mb.encoding.HasField("fsst"):
+            return PerValue(mb.encoding, mb.data, lengths=np.diff(mb.offsets), offset_bits=32)
         offsets, data = variable_parts(values)
         large = pa.types.is_large_binary(t) or pa.types.is_large_string(t)
         enc = pb.CompressiveEncoding()
