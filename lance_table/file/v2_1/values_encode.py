@@ -428,7 +428,7 @@ def _dictionary_values(values: pa.Array, best: MiniBlockValues, lz4: bool) -> Mi
         or pa.types.is_large_string(values.type)
     ):
         return None
-    if dictionary.cardinality(values) * 2 > n:
+    if _surely_high_cardinality(values) or dictionary.cardinality(values) * 2 > n:
         return None
     items, indices = dictionary.encode(values)
     _, data = variable_parts(items)
@@ -441,6 +441,24 @@ def _dictionary_values(values: pa.Array, best: MiniBlockValues, lz4: bool) -> Mi
     idx.max_value_bytes = best.max_value_bytes
     idx.dictionary = (enc, block, len(items))
     return idx
+
+
+# Values drawn evenly from a page to look for repeats before counting distinct values exactly.
+_SAMPLE = 4096
+
+
+def _surely_high_cardinality(values: pa.Array) -> bool:
+    """Whether a sample of the page repeats no value at all, which rules out a dictionary.
+
+    With D distinct values, a sample of k holds about k**2 / (2 D) repeats: for a page that would
+    gain from a dictionary (D at most half its values) that is dozens, so none means many more
+    distinct values. The exact count (a hash of every value) is then not worth its cost.
+    """
+    n = len(values)
+    if n <= 2 * _SAMPLE:
+        return False
+    sample = values.take(pa.array(np.linspace(0, n - 1, _SAMPLE).astype(np.int64)))
+    return dictionary.cardinality(sample) == len(sample) - sample.null_count
 
 
 def _table_bytes(values: MiniBlockValues) -> int:
