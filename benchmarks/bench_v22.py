@@ -13,11 +13,10 @@ from __future__ import annotations
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import Report, Result, argument_parser, auto_runs, benchmark_table, median_time, read_scenarios
+from common import Report, argument_parser, benchmark_table, read_scenarios, side_by_side
 
 import lance_table as lt
 
@@ -34,12 +33,8 @@ def main(argv: list[str] | None = None) -> int:
         assert lt.dataset(uri).data_storage_version == "2.2"
         assert lt.dataset(uri).to_table().equals(lance.dataset(uri).to_table())
 
-        def both(name: str, mine: Callable[[], object], other: Callable[[], object], note: str = "") -> None:
-            n = auto_runs(mine, other, minimum=args.runs)
-            report.add(Result(name, median_time(mine, n), median_time(other, n), n, note))
-
         read_scenarios(
-            both,
+            side_by_side(report, args.runs),
             lambda: lt.dataset(uri),
             lambda: lance.dataset(uri),
             args.rows,

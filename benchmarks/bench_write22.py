@@ -11,11 +11,10 @@ from __future__ import annotations
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import Report, Result, argument_parser, auto_runs, benchmark_table, median_time, read_scenarios
+from common import Report, Result, argument_parser, benchmark_table, median_time, read_scenarios, side_by_side
 
 import lance_table as lt
 
@@ -47,12 +46,8 @@ def main(argv: list[str] | None = None) -> int:
         report.add(Result("on-disk size (MB)", size_ours / 1e9, size_theirs / 1e9, 1))
         assert lt.dataset(ours).to_table().equals(lance.dataset(ours).to_table())
 
-        def both(name: str, mine: Callable[[], object], other: Callable[[], object], note: str = "") -> None:
-            n = auto_runs(mine, other, minimum=args.runs)
-            report.add(Result(name, median_time(mine, n), median_time(other, n), n, note))
-
         read_scenarios(
-            both,
+            side_by_side(report, args.runs),
             lambda: lt.dataset(ours),
             lambda: lance.dataset(theirs),
             args.rows,

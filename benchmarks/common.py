@@ -137,6 +137,17 @@ def argument_parser(
 Both = Callable[[str, Callable[[], object], Callable[[], object], str], None]
 
 
+def side_by_side(report: Report, minimum_runs: int) -> Both:
+    """A ``both(name, mine, other, note)`` that times each side (runs chosen by ``auto_runs``) into
+    ``report``."""
+
+    def both(name: str, mine: Callable[[], object], other: Callable[[], object], note: str = "") -> None:
+        n = auto_runs(mine, other, minimum=minimum_runs)
+        report.add(Result(name, median_time(mine, n), median_time(other, n), n, note))
+
+    return both
+
+
 def read_scenarios(
     both: Both, mine: Callable[[], Any], theirs: Callable[[], Any], rows: int, projections: dict[str, str]
 ) -> None:

@@ -76,21 +76,13 @@ def _check_append(mine: Operation, other: Operation, where: str) -> None:
         raise _conflict(f"a concurrent {other.name} changed the schema ({where})")
 
 
-def _check_delete(mine: Operation, other: Operation, where: str) -> None:
-    """A delete merges with other deletes of the same fragments; anything else touching them conflicts."""
+def _check_fragments(mine: Operation, other: Operation, where: str) -> None:
+    """A delete, rewrite (compaction) or other operation on fragments needs them unchanged by
+    anything else; only two deletes of the same fragments merge (their deletions are unioned)."""
     if _changes_schema(other):
         raise _conflict(f"a concurrent {other.name} changed the table ({where})")
     overlap = _touched(mine) & _touched(other)
-    if overlap and not isinstance(other, Delete):
-        raise _conflict(f"{mine.name} and a concurrent {other.name} both changed fragments {sorted(overlap)}")
-
-
-def _check_rewrite(mine: Operation, other: Operation, where: str) -> None:
-    """A rewrite (compaction) or another operation on fragments needs them unchanged."""
-    if _changes_schema(other):
-        raise _conflict(f"a concurrent {other.name} changed the table ({where})")
-    overlap = _touched(mine) & _touched(other)
-    if overlap:
+    if overlap and not (isinstance(mine, Delete) and isinstance(other, Delete)):
         raise _conflict(f"{mine.name} and a concurrent {other.name} both changed fragments {sorted(overlap)}")
 
 
@@ -98,9 +90,9 @@ def _check_rewrite(mine: Operation, other: Operation, where: str) -> None:
 # version is latest and need none.
 _CHECKS = {
     Append: _check_append,
-    Delete: _check_delete,
-    Rewrite: _check_rewrite,
-    OtherOperation: _check_rewrite,
+    Delete: _check_fragments,
+    Rewrite: _check_fragments,
+    OtherOperation: _check_fragments,
 }
 
 
