@@ -1,5 +1,6 @@
 """Thread pools. Work on whole fragments runs on one pool, page decoding on a second and the
-pieces of one big page on a third, so a task can wait on tasks of the next pool without deadlock."""
+pieces of one big page on a third, so a task can wait on tasks of the next pool without deadlock.
+Writers encode their columns on a fourth (whose tasks may wait on the pieces' pool)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ R = TypeVar("R")
 FRAGMENTS = "lance_table-frag"
 DECODE = "lance_table-decode"
 PARTS = "lance_table-part"
+ENCODE = "lance_table-encode"
 
 _POOLS: dict[str, ThreadPoolExecutor] = {}
 _LOCK = threading.Lock()

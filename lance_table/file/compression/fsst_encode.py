@@ -320,6 +320,35 @@ def compress(
     return np.concatenate([np.zeros(0, np.uint8)] + [out for out, _ in parts]), np.concatenate(out_offsets)
 
 
+def estimate(
+    table: SymbolTable,
+    data: bytes | memoryview | np.ndarray,
+    offsets: np.ndarray,
+    *,
+    sample_bytes: int = 1 << 16,
+) -> int:
+    """About how many bytes :func:`compress` makes of the strings: a sample of about
+    ``sample_bytes`` of them (evenly spread, whole strings) compressed, scaled to the whole."""
+    raw = _as_bytes(data)
+    offsets = np.asarray(offsets, np.int64)
+    total = int(offsets[-1] - offsets[0]) if offsets.size > 1 else 0
+    if total <= sample_bytes or not table.switch:
+        return int(compress(table, raw, offsets)[0].size) if table.switch else total
+    n = offsets.size - 1
+    take = max(1, min(n, int(n * sample_bytes / total)))
+    rows = np.unique(np.linspace(0, n - 1, take).astype(np.int64))
+    starts, ends = offsets[rows], offsets[rows + 1]
+    lengths = ends - starts
+    sample_offsets = np.concatenate([[0], np.cumsum(lengths)])
+    index = np.repeat(starts - sample_offsets[:-1], lengths) + np.arange(int(sample_offsets[-1]))
+    sample = raw[index]
+    if not sample.size:
+        return total
+    m = _matcher(table.symbols, table.lengths)
+    codes, _ = _compress_part(m, sample, sample_offsets)
+    return int(codes.size * total / sample.size)
+
+
 def encode(
     data: bytes | memoryview | np.ndarray, offsets: np.ndarray, *, min_input: int = MIN_INPUT, seed: int = 0
 ) -> tuple[bytes, np.ndarray, np.ndarray]:
@@ -344,8 +373,12 @@ def _sample(
     """About ``target`` bytes of randomly chosen strings (at most one segment of each), as bytes
     and offsets from 0."""
     starts, ends = offsets[:-1], offsets[1:]
-    if int(offsets[-1] - offsets[0]) > target:
-        order = rng.permutation(starts.size)
+    total = int(offsets[-1] - offsets[0])
+    if total > target:
+        n = starts.size
+        # random rows (a few more than the average length says are needed), in random order
+        draw = min(n, int(target * n / max(total, 1) * 2) + 64)
+        order = rng.permutation(n) if draw >= n // 4 else _distinct(rng.integers(0, n, draw), rng)
         lengths = np.minimum(ends - starts, SEGMENT)[order]
         take = int(np.searchsorted(np.cumsum(lengths), target)) + 1
         chosen = np.sort(order[:take])
@@ -360,6 +393,12 @@ def _sample(
     new_offsets = np.concatenate([[0], np.cumsum(lengths)])
     index = np.repeat(starts - new_offsets[:-1], lengths) + np.arange(int(new_offsets[-1]))
     return raw[index], new_offsets
+
+
+def _distinct(draws: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """The distinct values of ``draws`` in a random order."""
+    unique = np.unique(draws)
+    return unique[rng.permutation(unique.size)]
 
 
 def _candidates(

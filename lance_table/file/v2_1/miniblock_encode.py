@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from lance_table._proto import encodings_v2_1_pb2 as pb
+from lance_table.file.v2_1.miniblock_fast import fast_page
 from lance_table.file.v2_1.values_encode import MiniBlockValues
 
 MAX_LOG_VALUES = 12  # 4096 values per chunk, as pylance writes
@@ -153,6 +154,15 @@ def encode_mini_block(
     """
     num_levels = int(rep.size if rep is not None else defs.size if defs is not None else 0)
     planner = _Planner(values, n, num_levels, visible, rep is not None, defs is not None, large)
+    fast = None
+    if rep is None and planner.vis_idx is None:
+        fast = fast_page(values, n, defs, large, planner.head, planner.limit, planner.max_values)
+    if fast is not None:
+        words_arr = ((np.array(fast.sizes, np.int64) // 8 - 1) << 4) | np.array(fast.logs, np.int64)
+        layout = _layout(values, rep, defs, layers, n, large)
+        fast_buffers: list[Any] = [words_arr.astype(np.uint32 if large else np.uint16).tobytes(), fast.data]
+        _add_dictionary(layout, values, fast_buffers)
+        return layout, fast_buffers
     plan = planner.plan()
     size_fmt = "I" if large else "H"
     words = []
@@ -179,6 +189,23 @@ def encode_mini_block(
         parts.append(chunk)
         words.append(((size // 8 - 1) << 4) | log)
         start, levels_from = stop, levels_to
+    layout = _layout(values, rep, defs, layers, n, large)
+    buffers = [np.array(words, np.uint32 if large else np.uint16).tobytes(), b"".join(parts)]
+    _add_dictionary(layout, values, buffers)
+    if rep is not None:
+        layout.mini_block_layout.repetition_index_depth = 1
+        buffers.append(_repetition_index(rep, max_rep, ranges))
+    return layout, buffers
+
+
+def _layout(
+    values: MiniBlockValues,
+    rep: np.ndarray | None,
+    defs: np.ndarray | None,
+    layers: list[int],
+    n: int,
+    large: bool,
+) -> Any:
     layout = pb.PageLayout()
     mini = layout.mini_block_layout
     if rep is not None:
@@ -190,13 +217,12 @@ def encode_mini_block(
     mini.num_buffers = values.num_buffers
     mini.num_items = n
     mini.has_large_chunk = large
-    buffers = [np.array(words, np.uint32 if large else np.uint16).tobytes(), b"".join(parts)]
+    return layout
+
+
+def _add_dictionary(layout: Any, values: MiniBlockValues, buffers: list[Any]) -> None:
     if values.dictionary is not None:
         dict_enc, dict_block, dict_items = values.dictionary
-        mini.dictionary.CopyFrom(dict_enc)
-        mini.num_dictionary_items = dict_items
+        layout.mini_block_layout.dictionary.CopyFrom(dict_enc)
+        layout.mini_block_layout.num_dictionary_items = dict_items
         buffers.append(dict_block)
-    if rep is not None:
-        mini.repetition_index_depth = 1
-        buffers.append(_repetition_index(rep, max_rep, ranges))
-    return layout, buffers

@@ -1,0 +1,338 @@
+"""Fast mini-block pages: chunk plans and chunk bytes for whole pages at once.
+
+The general planner in :mod:`miniblock_encode` asks the values for the size of every candidate
+chunk and builds each chunk on its own, which costs some tens of microseconds per chunk: a
+million 64-byte vectors make 15,625 chunks. Pages without repetition levels, whose level count
+equals their value count, have a simpler shape that numpy can plan and assemble page-wide:
+
+* fixed-width values (with or without item validity bitmaps): every chunk but the last holds the
+  same 2^k values and the same bytes, so the full chunks are one 2-D array filled by reshaping;
+* bitpacked values: one FastLanes block per chunk, packed for the whole page in one call;
+* binary values (plain or FSST codes): chunk boundaries by a greedy walk over per-position size
+  tables computed once, and each chunk's offsets rebased for the whole page in one pass.
+
+Other values (RLE, general compression) and pages with lists go through the general planner.
+The bytes are those the general path writes for the same chunks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lance_table.file.compression import bitpacking
+from lance_table.file.v2_1.values_encode import (
+    PAD_BYTE,
+    MiniBlockValues,
+    _BitpackedValues,
+    _FixedValues,
+    _VariableValues,
+)
+
+FILL_BYTE = 0xFE  # pylance pads inside chunks with 0xFE
+MAX_LOG_VALUES = 12
+
+
+def _pad8(n: int) -> int:
+    return (n + 7) & ~7
+
+
+class FastPage:
+    """A mini-block page's chunks: value boundaries, log2 counts and the chunk bytes."""
+
+    def __init__(self, bounds: np.ndarray, logs: list[int], data: np.ndarray, sizes: list[int]) -> None:
+        self.bounds = bounds  # value index where each chunk starts, then n
+        self.logs = logs
+        self.data = data
+        self.sizes = sizes
+
+
+def fast_page(
+    values: MiniBlockValues,
+    n: int,
+    defs: np.ndarray | None,
+    large: bool,
+    head_bytes: int,
+    limit: int,
+    max_values: int,
+) -> FastPage | None:
+    """The page's chunks when its values have a page-wide form (see the module), else None.
+
+    ``defs`` are the definition levels (one per value) or None; ``head_bytes`` is a chunk's
+    header size padded to 8, ``limit`` the largest chunk, ``max_values`` the most values a chunk
+    may hold.
+    """
+    if n < 1:
+        return None
+    level_bytes_per_value = 2 if defs is not None else 0
+    if isinstance(values, _FixedValues):
+        return _fixed(values, n, defs, large, head_bytes, limit, max_values, level_bytes_per_value)
+    if isinstance(values, _BitpackedValues):
+        return _bitpacked(values, n, defs, large, head_bytes, limit)
+    if isinstance(values, _VariableValues) and type(values) is _VariableValues:
+        return _variable(values, n, defs, large, head_bytes, limit, max_values)
+    return None
+
+
+# --- plans -----------------------------------------------------------------------------------------
+
+
+def _fixed_plan(
+    values: _FixedValues, n: int, head: int, limit: int, max_values: int, per_level: int
+) -> tuple[int, int] | None:
+    """(values per full chunk as a power of 2, its log) for fixed-width values."""
+
+    def total(count: int) -> tuple[int, int]:
+        sizes = values.sizes(0, count)
+        return head + _pad8(per_level * count) + sum(_pad8(s) for s in sizes), sum(sizes)
+
+    aim = values.chunk_aim()
+    max_log = max_values.bit_length() - 1
+    for k in range(min(max_log, MAX_LOG_VALUES), 0, -1):
+        size, value_bytes = total(1 << k)
+        if size <= limit and (k == 1 or aim is None or value_bytes <= aim):
+            return 1 << k, k
+    return None
+
+
+def _chunk_starts_uniform(n: int, per_chunk: int) -> np.ndarray:
+    """Chunk starts for full chunks of ``per_chunk`` values and a last chunk of 1..per_chunk."""
+    full = -(-n // per_chunk) - 1
+    return np.append(np.arange(full + 1, dtype=np.int64) * per_chunk, n)
+
+
+# --- assembly --------------------------------------------------------------------------------------
+
+
+def _headers(
+    counts: np.ndarray, has_defs: bool, value_sizes: list[np.ndarray], large: bool, head: int
+) -> np.ndarray:
+    """Each chunk's header (level count, level buffer size, value buffer sizes), padded: (C, head)."""
+    c = counts.size
+    out = np.full((c, head), FILL_BYTE, np.uint8)
+    cols = [(counts if has_defs else np.zeros(c, np.int64)).astype("<u2").view(np.uint8).reshape(c, 2)]
+    if has_defs:
+        cols.append((counts * 2).astype("<u2").view(np.uint8).reshape(c, 2))
+    size_dtype = "<u4" if large else "<u2"
+    for s in value_sizes:
+        cols.append(np.asarray(s).astype(size_dtype).view(np.uint8).reshape(c, -1))
+    body = np.hstack(cols)
+    out[:, : body.shape[1]] = body
+    return out
+
+
+def _assemble(
+    bounds: np.ndarray,
+    defs: np.ndarray | None,
+    large: bool,
+    head: int,
+    pieces: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
+) -> tuple[np.ndarray, list[int]]:
+    """Chunks built from ``pieces``: per value buffer, its bytes ``src``, each chunk's start in it,
+    its length, and its padded length (padding already in ``src`` up to the stored size)."""
+    counts = np.diff(bounds)
+    c = counts.size
+    stored = [p[2] for p in pieces]
+    headers = _headers(counts, defs is not None, stored, large, head)
+    level_sizes = counts * 2 if defs is not None else np.zeros(c, np.int64)
+    padded = [(level_sizes + 7) & ~7] if defs is not None else []
+    padded += [(s + 7) & ~7 for s in stored]
+    sizes = head + (np.sum(padded, axis=0) if padded else np.zeros(c, np.int64))
+    starts = np.zeros(c + 1, np.int64)
+    np.cumsum(sizes, out=starts[1:])
+    out = np.full(int(starts[-1]), FILL_BYTE, np.uint8)
+    # headers: scatter (C, head) rows to the chunk starts
+    out[(starts[:-1, None] + np.arange(head)[None, :]).reshape(-1)] = headers.reshape(-1)
+    at = starts[:-1] + head
+    segments: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+    if defs is not None:
+        def_bytes = defs.astype("<u2").view(np.uint8)
+        segments.append((def_bytes, bounds[:-1] * 2, level_sizes, at.copy()))
+        at = at + padded[0]
+    for (src, src_start, _stored, length), pad in zip(pieces, padded[1 if defs is not None else 0 :]):
+        segments.append((src, src_start, length, at.copy()))
+        at = at + pad
+    for src, src_start, length, dst in segments:
+        _copy_segments(out, dst, src, src_start, length)
+    return out, sizes.tolist()
+
+
+def _copy_segments(
+    out: np.ndarray, dst: np.ndarray, src: np.ndarray, src_start: np.ndarray, length: np.ndarray
+) -> None:
+    """``out[dst[i]:dst[i]+length[i]] = src[src_start[i]:...]`` for every i.
+
+    Evenly spaced segments of one length (the full chunks of a page) are copied through one
+    strided view of each side; the rest one by one.
+    """
+    c = length.size
+    i = 0
+    if c >= 2 and int(length[0]) > 0:
+        width = int(length[0])
+        d_step = int(dst[1] - dst[0])
+        s_step = int(src_start[1] - src_start[0])
+        same = (length[1:] == width) & (np.diff(dst) == d_step) & (np.diff(src_start) == s_step)
+        run = c if bool(same.all()) else 1 + int(np.argmin(same))
+        if run >= 2 and d_step >= width and s_step >= 0:
+            d0, s0 = int(dst[0]), int(src_start[0])
+            target = np.lib.stride_tricks.as_strided(
+                out[d0:], shape=(run, width), strides=(d_step, 1), writeable=True
+            )
+            source = np.lib.stride_tricks.as_strided(
+                src[s0:], shape=(run, width), strides=(s_step, 1), writeable=False
+            )
+            target[...] = source
+            i = run
+    for d, s, n in zip(dst[i:].tolist(), src_start[i:].tolist(), length[i:].tolist()):
+        if n:
+            out[d : d + n] = src[s : s + n]
+
+
+def _fixed(
+    values: _FixedValues,
+    n: int,
+    defs: np.ndarray | None,
+    large: bool,
+    head: int,
+    limit: int,
+    max_values: int,
+    per_level: int,
+) -> FastPage | None:
+    plan = _fixed_plan(values, n, head, limit, max_values, per_level)
+    if plan is None:
+        return None
+    per_chunk, log = plan
+    whole = values.sizes(0, n)
+    if n <= max_values:
+        total = head + _pad8(per_level * n) + sum(_pad8(s) for s in whole)
+        if total <= limit and (values.chunk_aim() is None or n <= 2 or sum(whole) <= values.chunk_aim()):
+            per_chunk = max(per_chunk, n)
+    bounds = _chunk_starts_uniform(n, per_chunk)
+    counts = np.diff(bounds)
+    pieces = []
+    for m, valid in values.bitmaps:
+        if (per_chunk * m) % 8:
+            return None
+        bits = np.packbits(valid, bitorder="little")
+        pieces.append((bits, bounds[:-1] * m // 8, (counts * m + 7) // 8, (counts * m + 7) // 8))
+    leaf = values.leaf
+    per = values.per_value
+    if leaf.flags is not None:
+        if (per_chunk * per) % 8:
+            return None
+        src = np.packbits(leaf.flags, bitorder="little")
+        sizes = (counts * per + 7) // 8
+        pieces.append((src, bounds[:-1] * per // 8, sizes, sizes))
+    else:
+        assert leaf.table is not None
+        width = leaf.table.shape[1] * per
+        src = leaf.table.reshape(-1)
+        sizes = counts * width
+        pieces.append((src, bounds[:-1] * width, sizes, sizes))
+    data, chunk_sizes = _assemble(bounds, defs, large, head, pieces)
+    logs = [log] * (counts.size - 1) + [0]
+    return FastPage(bounds, logs, data, chunk_sizes)
+
+
+def _bitpacked(
+    values: _BitpackedValues, n: int, defs: np.ndarray | None, large: bool, head: int, limit: int
+) -> FastPage | None:
+    block = bitpacking.BLOCK
+    words = values.words[:n]
+    packed = bitpacking.pack_inline(words)
+    t = words.dtype.itemsize
+    widths = bitpacking.block_bit_widths(words)
+    block_words = 1 + widths * (block // (t * 8))
+    block_starts = np.zeros(widths.size, np.int64)
+    np.cumsum(block_words[:-1], out=block_starts[1:])
+    bounds = _chunk_starts_uniform(n, block)
+    counts = np.diff(bounds)
+    sizes = block_words * t
+    level = _pad8(2 * block) if defs is not None else 0
+    if int(sizes.max()) + head + level + 8 > limit:
+        return None
+    src = packed.view(np.uint8)
+    data, chunk_sizes = _assemble(bounds, defs, large, head, [(src, block_starts * t, sizes, sizes)])
+    logs = [10] * (counts.size - 1) + [0]
+    return FastPage(bounds, logs, data, chunk_sizes)
+
+
+def _variable(
+    values: _VariableValues,
+    n: int,
+    defs: np.ndarray | None,
+    large: bool,
+    head: int,
+    limit: int,
+    max_values: int,
+) -> FastPage | None:
+    offsets = values.offsets
+    w = values.width
+    aim = values.chunk_aim()
+    level_per = 2 if defs is not None else 0
+    max_log = min(max_values.bit_length() - 1, MAX_LOG_VALUES)
+    # best[i]: the largest k (1..max_log) such that a chunk of 2^k values from i fits
+    best = np.zeros(n, np.int64)
+    idx = np.arange(n)  # positions where a chunk of 2^(k-1) values fit (all, at first)
+    for k in range(1, max_log + 1):
+        count = 1 << k
+        idx = idx[idx + count < n]
+        raw = (count + 1) * w + (offsets[idx + count] - offsets[idx])
+        stored = -(-raw // w) * w
+        ok = head + _pad8(level_per * count) + ((stored + 7) & ~7) <= limit
+        if k > 1 and aim is not None:
+            ok &= stored <= aim
+        idx = idx[ok]
+        if not idx.size:
+            break
+        best[idx] = k
+    best_list = best.tolist()
+    off_list = offsets
+
+    def fits_last(start: int) -> bool:
+        count = n - start
+        if count > max_values:
+            return False
+        raw = (count + 1) * w + int(off_list[n] - off_list[start])
+        stored = -(-raw // w) * w
+        total = head + _pad8(level_per * count) + _pad8(stored)
+        return total <= limit and (count <= 2 or aim is None or stored <= aim)
+
+    starts = [0]
+    logs: list[int] = []
+    start = 0
+    tail = max(0, n - max_values)
+    while True:
+        if start >= tail and fits_last(start):
+            logs.append(0)
+            break
+        k = best_list[start]
+        if not k:
+            return None  # a value too large for a chunk: the general planner decides
+        start += 1 << k
+        starts.append(start)
+        logs.append(k)
+    bounds = np.array([*starts, n], np.int64)
+    counts = np.diff(bounds)
+    c = counts.size
+    # page-wide rebased offsets: chunk j's count_j + 1 offsets, counted from its value bytes' start
+    lo = bounds[:-1]
+    reps = counts + 1
+    first = np.repeat(np.cumsum(reps) - reps, reps)
+    pos = np.repeat(lo, reps) + (np.arange(int(reps.sum())) - first)
+    heads = reps * w
+    rel = offsets[pos] - np.repeat(offsets[lo], reps) + np.repeat(heads, reps)
+    offs_bytes = rel.astype(np.uint32 if w == 4 else np.uint64).view(np.uint8)
+    data_len = offsets[bounds[1:]] - offsets[lo]
+    raw = heads + data_len
+    stored = -(-raw // w) * w
+    # one piece per chunk: offsets, bytes, PAD_BYTE up to the width (then FILL to 8 by _assemble)
+    # build the pieces' source as offsets | data | pad per chunk, interleaved in one array
+    piece_start = np.zeros(c + 1, np.int64)
+    np.cumsum(stored, out=piece_start[1:])
+    src = np.full(int(piece_start[-1]), PAD_BYTE, np.uint8)
+    off_start = np.zeros(c, np.int64)
+    np.cumsum(heads[:-1], out=off_start[1:])
+    _copy_segments(src, piece_start[:-1], offs_bytes, off_start, heads)
+    _copy_segments(src, piece_start[:-1] + heads, values.data, offsets[lo], data_len)
+    data, chunk_sizes = _assemble(bounds, defs, large, head, [(src, piece_start[:-1], stored, stored)])
+    return FastPage(bounds, logs, data, chunk_sizes)
