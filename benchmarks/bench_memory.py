@@ -1,10 +1,10 @@
 """Memory benchmark: append generated rows through an iterator and report the peak RSS.
 
-Each side runs in its own subprocess (so peaks do not mix): lance_table and pylance (2.0) append
+Each side runs in its own subprocess (so peaks do not mix): lance_table and pylance append
 ``--rows`` rows of the benchmark schema, generated batch by batch, to a fresh dataset. The data
 never exists in memory as a whole; a streaming writer's peak stays far below its size.
 
-    python benchmarks/bench_memory.py --rows 10000000
+    python benchmarks/bench_memory.py --rows 10000000 --format 2.2
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def _batches(rows: int) -> Iterator[object]:
         yield from benchmark_table(min(BATCH, rows - start), seed=start).to_batches()
 
 
-def _child(side: str, rows: int, uri: str) -> None:
+def _child(side: str, rows: int, uri: str, fmt: str) -> None:
     import pyarrow as pa
     from common import benchmark_table
 
@@ -42,11 +42,11 @@ def _child(side: str, rows: int, uri: str) -> None:
     if side == "lance_table":
         import lance_table as lt
 
-        lt.write_dataset(reader, uri, mode="append", data_storage_version="2.0")
+        lt.write_dataset(reader, uri, mode="append", data_storage_version=fmt)
     else:
         import lance
 
-        lance.write_dataset(reader, uri, mode="append", data_storage_version="2.0")
+        lance.write_dataset(reader, uri, mode="append", data_storage_version=fmt)
     elapsed = time.perf_counter() - start
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     size_mb = sum(p.stat().st_size for p in Path(uri).rglob("*") if p.is_file()) / 2**20
@@ -57,17 +57,23 @@ def main(argv: list[str] | None = None) -> int:
     from common import argument_parser
 
     parser = argument_parser(__doc__, rows=10_000_000)
+    parser.add_argument("--format", default="2.2", help="data storage version (2.0, 2.1, 2.2)")
     parser.add_argument("--child", nargs=2, metavar=("SIDE", "URI"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        _child(args.child[0], args.rows, args.child[1])
+        _child(args.child[0], args.rows, args.child[1], args.format)
         return 0
     work = Path(tempfile.mkdtemp(prefix="lance_table_bench_mem_"))
     results = []
     try:
         for side in ("lance_table", "pylance"):
             out = subprocess.run(
-                [sys.executable, __file__, "--rows", str(args.rows), "--child", side, str(work / side)],
+                [
+                    sys.executable,
+                    __file__,
+                    *("--rows", str(args.rows), "--format", args.format),
+                    *("--child", side, str(work / side)),
+                ],
                 check=True,
                 capture_output=True,
                 text=True,
@@ -79,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     lines = [
         "## Memory: streaming append",
         "",
-        f"rows={args.rows}, generated in batches of {BATCH}",
+        f"rows={args.rows}, generated in batches of {BATCH}, format {args.format}",
         "",
         "| side | peak RSS (MiB) | dataset on disk (MiB) | seconds |",
         "|---|---:|---:|---:|",
@@ -90,8 +96,9 @@ def main(argv: list[str] | None = None) -> int:
     ]
     text = "\n".join(lines) + "\n"
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "memory.md").write_text(text)
-    (args.out / "memory.json").write_text(json.dumps(results, indent=2))
+    name = f"memory_{args.format.replace('.', '_')}"
+    (args.out / f"{name}.md").write_text(text)
+    (args.out / f"{name}.json").write_text(json.dumps(results, indent=2))
     print(text)
     return 0
 

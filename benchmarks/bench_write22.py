@@ -4,6 +4,10 @@ Write time, on-disk size, and the read scenarios (full scan, projections, filter
 library on the files it wrote itself, on the standard table (id, x, cat, text, vec16).
 
     python benchmarks/bench_write22.py --rows 5000000 --runs 3
+    python benchmarks/bench_write22.py --table nested --rows 2000000
+
+``--table nested`` writes the nested, nullable table (lists of strings, structs, lists of ints,
+nulls everywhere) instead; its reads are a full scan, projections, a filter and a take.
 """
 
 from __future__ import annotations
@@ -14,7 +18,16 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import Report, Result, argument_parser, benchmark_table, median_time, read_scenarios, side_by_side
+from common import (
+    Report,
+    Result,
+    argument_parser,
+    benchmark_table,
+    median_time,
+    nested_table,
+    read_scenarios,
+    side_by_side,
+)
 
 import lance_table as lt
 
@@ -24,13 +37,17 @@ def _size(path: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = argument_parser(__doc__, rows=5_000_000, runs=3).parse_args(argv)
+    parser = argument_parser(__doc__, rows=5_000_000, runs=3)
+    parser.add_argument("--table", choices=("standard", "nested"), default="standard")
+    args = parser.parse_args(argv)
     import lance
 
-    table = benchmark_table(args.rows)
+    nested = args.table == "nested"
+    table = nested_table(args.rows) if nested else benchmark_table(args.rows)
     work = Path(tempfile.mkdtemp(prefix="lance_table_bench_w22_"))
     ours, theirs = work / "ours", work / "theirs"
-    report = Report("Writing format 2.2 (each library reads its own files)", {"rows": args.rows})
+    title = "Writing format 2.2 (each library reads its own files)"
+    report = Report(title, {"rows": args.rows, "table": args.table})
     try:
 
         def write_ours() -> object:
@@ -46,17 +63,39 @@ def main(argv: list[str] | None = None) -> int:
         report.add(Result("on-disk size (MB)", size_ours / 1e9, size_theirs / 1e9, 1))
         assert lt.dataset(ours).to_table().equals(lance.dataset(ours).to_table())
 
-        read_scenarios(
-            side_by_side(report, args.runs),
-            lambda: lt.dataset(ours),
-            lambda: lance.dataset(theirs),
-            args.rows,
-            {"projection (x)": "x", "projection (text)": "text"},
-        )
+        if nested:
+            _nested_reads(side_by_side(report, args.runs), ours, theirs, args.rows)
+        else:
+            read_scenarios(
+                side_by_side(report, args.runs),
+                lambda: lt.dataset(ours),
+                lambda: lance.dataset(theirs),
+                args.rows,
+                {"projection (x)": "x", "projection (text)": "text"},
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    report.publish(args.out, "write22")
+    report.publish(args.out, "write22_nested" if nested else "write22")
     return 0
+
+
+def _nested_reads(both: object, ours: Path, theirs: Path, rows: int) -> None:
+    import lance
+    import numpy as np
+
+    idx = np.sort(np.random.default_rng(3).choice(rows, 1000, replace=False))
+    assert lt.dataset(ours).take(idx).equals(lance.dataset(theirs).take(idx))
+    queries = {
+        "full scan": lambda ds: ds.to_table(),
+        "projection (tags)": lambda ds: ds.to_table(columns=["tags"]),
+        "projection (point)": lambda ds: ds.to_table(columns=["point"]),
+        "filter point.y > 900": lambda ds: ds.to_table(filter="point.y > 900"),
+        "take 1000 random rows": lambda ds: ds.take(idx),
+    }
+    for label, query in queries.items():
+        both(  # type: ignore[operator]
+            label, lambda q=query: q(lt.dataset(ours)), lambda q=query: q(lance.dataset(theirs))
+        )
 
 
 if __name__ == "__main__":

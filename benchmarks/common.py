@@ -39,6 +39,37 @@ def benchmark_table(rows: int, seed: int = 42) -> pa.Table:
     )
 
 
+def nested_table(rows: int, seed: int = 7) -> pa.Table:
+    """A nested, nullable table: id int64, score float64 (10% null), tags list<string> (null and
+    empty lists, null items), point struct<x: float32, y: int32 (5% null)> (3% null rows), ints
+    list<int32> (0-8 items), label string (20% null, 1000 values)."""
+    rng = np.random.default_rng(seed)
+    ids = np.arange(rows, dtype=np.int64)
+    score = pa.array(rng.random(rows), mask=rng.random(rows) < 0.1)
+    words = np.array([f"tag-{i}" for i in range(500)], dtype=object)
+    counts = rng.integers(0, 5, rows)
+    tag_offsets = np.zeros(rows + 1, np.int32)
+    np.cumsum(counts, out=tag_offsets[1:])
+    items = pa.array(
+        words[rng.integers(0, 500, int(tag_offsets[-1]))],
+        pa.string(),
+        mask=rng.random(int(tag_offsets[-1])) < 0.02,
+    )
+    tags = pa.ListArray.from_arrays(pa.array(tag_offsets), items, mask=pa.array(rng.random(rows) < 0.05))
+    x = pa.array(rng.random(rows, dtype=np.float32))
+    y = pa.array(rng.integers(-1000, 1000, rows, dtype=np.int32), mask=rng.random(rows) < 0.05)
+    point = pa.StructArray.from_arrays([x, y], names=["x", "y"], mask=pa.array(rng.random(rows) < 0.03))
+    n_ints = rng.integers(0, 9, rows)
+    int_offsets = np.zeros(rows + 1, np.int32)
+    np.cumsum(n_ints, out=int_offsets[1:])
+    ints = pa.ListArray.from_arrays(
+        pa.array(int_offsets), pa.array(rng.integers(0, 1 << 20, int(int_offsets[-1]), dtype=np.int32))
+    )
+    labels = np.array([f"label-{i:04d}" for i in range(1000)], dtype=object)
+    label = pa.array(labels[rng.integers(0, 1000, rows)], pa.string(), mask=rng.random(rows) < 0.2)
+    return pa.table({"id": ids, "score": score, "tags": tags, "point": point, "ints": ints, "label": label})
+
+
 @dataclass
 class Result:
     scenario: str

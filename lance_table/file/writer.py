@@ -9,15 +9,17 @@ the offset tables and the 40-byte footer follow at ``close()``.
 
 from __future__ import annotations
 
+import functools
 import os
 import struct
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import numpy as np
 import pyarrow as pa
 
+from lance_table._parallel import ENCODE, map_on
 from lance_table._proto import encodings_v2_0_pb2, file2_pb2, file_pb2
 from lance_table.errors import SchemaError
 from lance_table.file.container import (
@@ -283,20 +285,46 @@ class _StructuralWriter(_FieldWriter):
 
     def __init__(self, writer: LanceFileWriter, node: FieldNode) -> None:
         large = writer.version is FileVersion.V2_2
+        self.deferred: list[Callable[[], None]] | None = None
         self.leaves = []
         for path in encode21.leaf_paths(node):
             out = writer._new_column(_values_column_encoding())
             self.leaves.append(
-                encode21.LeafColumnWriter(path, self._page_sink(writer, out), writer.page_size_bytes, large)
+                encode21.LeafColumnWriter(
+                    path,
+                    self._page_sink(writer, out),
+                    writer.page_size_bytes,
+                    large,
+                    blob_sink=lambda data: writer._sink.write_buffer(data)[0],
+                )
             )
             writer._leaf_ids.append(path[-1].id)
 
-    @staticmethod
-    def _page_sink(writer: LanceFileWriter, out: _ColumnOut) -> encode21.PageSink:
+    def _page_sink(self, writer: LanceFileWriter, out: _ColumnOut) -> encode21.PageSink:
         def add(layout: Any, buffers: list[bytes], rows: int, first_row: int) -> None:
-            out.add_page(writer._sink, layout, buffers, rows, URL_PAGE_LAYOUT, first_row)
+            if self.deferred is not None:  # encoding on threads: written by ``flush``, in order
+                self.deferred.append(
+                    lambda: out.add_page(writer._sink, layout, buffers, rows, URL_PAGE_LAYOUT, first_row)
+                )
+            else:
+                out.add_page(writer._sink, layout, buffers, rows, URL_PAGE_LAYOUT, first_row)
 
         return add
+
+    @property
+    def writes_blobs(self) -> bool:
+        return any(leaf.blob_sink is not None for leaf in self.leaves)
+
+    def defer(self) -> None:
+        """Keep the pages encoded from now on until :meth:`flush` (the leaves may then run on
+        threads: only ``flush`` touches the file)."""
+        self.deferred = []
+
+    def flush(self) -> None:
+        """Write the kept pages, leaf by leaf, and write pages directly again."""
+        pages, self.deferred = self.deferred or [], None
+        for write in pages:
+            write()
 
     def append(self, arr: pa.Array) -> None:
         for leaf in self.leaves:
@@ -353,7 +381,7 @@ class LanceFileWriter:
     Raises:
         SchemaError: the schema holds a type Lance 2.0 cannot store (maps, for example).
         UnsupportedFormatError: ``version`` is unknown, or the schema holds a type this writer does
-            not write in 2.1/2.2 files (dictionaries and blobs, for now).
+            not write in 2.1/2.2 files (dictionaries of booleans, blobs inside lists, for example).
     """
 
     def __init__(
@@ -419,19 +447,54 @@ class LanceFileWriter:
         for batch in batches:
             if not batch.num_rows:
                 continue  # pylance skips empty batches as well
-            for writer, column in zip(self._writers, batch.columns):
-                writer.append(column)
+            if self._parallel_leaves():
+                work = [
+                    functools.partial(leaf.append, column)
+                    for writer, column in zip(self._writers, batch.columns)
+                    for leaf in cast(_StructuralWriter, writer).leaves
+                ]
+                self._encode_on_threads(work)
+            else:
+                for writer, column in zip(self._writers, batch.columns):
+                    writer.append(column)
             self.num_rows += batch.num_rows
 
     write_batch = write
+
+    def _parallel_leaves(self) -> bool:
+        """Whether the columns are encoded on threads: 2.1/2.2 files of several leaf columns, none
+        of them blobs (whose values go to the file as they come)."""
+        structural = [w for w in self._writers if isinstance(w, _StructuralWriter)]
+        if len(structural) != len(self._writers):
+            return False
+        return sum(len(w.leaves) for w in structural) > 1 and not any(w.writes_blobs for w in structural)
+
+    def _encode_on_threads(self, work: Sequence[Callable[[], None]]) -> None:
+        """Run leaf encoders on the encoding pool; their pages are written afterwards, in column
+        order, so the file is the same as a serial write makes."""
+        writers = [cast(_StructuralWriter, w) for w in self._writers]
+        for w in writers:
+            w.defer()
+        try:
+            map_on(ENCODE, lambda call: call(), work)
+        except BaseException:
+            for w in writers:
+                w.deferred = None
+            raise
+        for w in writers:
+            w.flush()
 
     def close(self) -> WrittenFile:
         """Flush the remaining pages and write the metadata and footer."""
         if self._closed:
             raise ValueError("the writer is already closed")
         self._closed = True
-        for writer in self._writers:
-            writer.finish()
+        if self._parallel_leaves():
+            leaves = [leaf for w in self._writers for leaf in cast(_StructuralWriter, w).leaves]
+            self._encode_on_threads([leaf.finish for leaf in leaves])
+        else:
+            for writer in self._writers:
+                writer.finish()
         sink = self._sink
         descriptor = file_pb2.FileDescriptor()
         fields_to_pb(self.fields, descriptor.schema.fields)

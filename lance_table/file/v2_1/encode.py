@@ -7,7 +7,10 @@ page budget, writes pages of whole rows. Each page picks its layout from its dat
 * constant: no valid value at all (nulls, null or empty lists); levels are stored raw when they say
   more than "every leaf is null" (the layout pylance writes for such pages), and ``struct<>``;
 * mini-block (:mod:`miniblock_encode`): values narrower than 256 bytes, pylance's threshold;
-* full-zip (:mod:`fullzip_encode`): wider values, and narrow ones whose levels cannot fit a chunk.
+* full-zip (:mod:`fullzip_encode`): wider values, and narrow ones whose levels cannot fit a chunk;
+* Arrow dictionary arrays: mini-block indices (the key type's width) with the page's whole
+  dictionary, as pylance stores them;
+* blob (:mod:`blob_encode`): descriptors of values written outside the pages.
 """
 
 from __future__ import annotations
@@ -21,11 +24,13 @@ import pyarrow as pa
 from lance_table._proto import encodings_v2_1_pb2 as pb
 from lance_table.errors import UnsupportedFormatError
 from lance_table.file.fields import is_blob
+from lance_table.file.v2_1.blob_encode import BlobSink, encode_blob_page, write_blobs
 from lance_table.file.v2_1.fullzip_encode import encode_full_zip
 from lance_table.file.v2_1.layout import is_packed_struct
 from lance_table.file.v2_1.levels import Shredded, def_levels, is_list_node, join, layer_kinds, shred
 from lance_table.file.v2_1.miniblock_encode import ChunkTooLarge, encode_mini_block
 from lance_table.file.v2_1.values_encode import (
+    arrow_dictionary_values,
     compress_values,
     compression_scheme,
     fixed_bits,
@@ -49,15 +54,23 @@ def check_leaf(node: FieldNode) -> None:
     """Raise for a leaf whose type this writer cannot store in a 2.1/2.2 file.
 
     Raises:
-        UnsupportedFormatError: dictionaries, blobs, nulls-only types, fixed-size lists of
+        UnsupportedFormatError: dictionaries of booleans or nested values, blobs of type binary
+            (pylance wants large_binary), fixed-size lists of
             variable-width items, packed structs of non-byte-aligned fields, and the like.
     """
     t = node.arrow_type
     what = f"field {node.name!r} of type {t}"
     if is_blob(node):
-        raise UnsupportedFormatError(f"{what}: blob columns are not written in Lance 2.1/2.2 files yet")
+        if not pa.types.is_large_binary(t):  # as pylance, whose reader wants 64-bit offsets here
+            raise UnsupportedFormatError(f"{what}: blob columns must be large_binary to be written")
+        return
     if pa.types.is_dictionary(t):
-        raise UnsupportedFormatError(f"{what}: dictionary arrays are not written in Lance 2.1/2.2 files yet")
+        bits = fixed_bits(t.value_type)
+        if is_variable(t.value_type) or (
+            bits is not None and not bits % 8 and not pa.types.is_fixed_size_list(t.value_type)
+        ):
+            return
+        raise UnsupportedFormatError(f"{what}: dictionaries of {t.value_type} values are not written")
     if _is_empty_struct(node) or pa.types.is_null(t):  # constant pages
         return
     if is_packed_struct(node):
@@ -97,13 +110,19 @@ def _constant(
 
 
 def encode_page(piece: Shredded, path: Sequence[FieldNode], large: bool) -> tuple[Any, list[bytes]]:
-    """The layout and buffers of one page holding the rows of ``piece``."""
+    """The layout and buffers of one page holding the rows of ``piece``.
+
+    Raises:
+        UnsupportedFormatError: the page cannot be stored (see :func:`check_leaf`).
+    """
     leaf = path[-1]
     what = f"field {leaf.name!r}"
     kinds = layer_kinds(path, piece.nulls, piece.empties)
     defs = def_levels(piece.codes, kinds)
     rep = piece.rep
     max_rep = sum(1 for node in path[:-1] if is_list_node(node))
+    if is_blob(leaf):  # the values are descriptors already (see LeafColumnWriter.append)
+        return encode_blob_page(piece, kinds, defs, large)
     if _is_empty_struct(leaf):
         if rep is not None or bool(piece.codes.any()):
             raise UnsupportedFormatError(f"{what}: struct<> with null rows or inside a list is not written")
@@ -119,6 +138,12 @@ def encode_page(piece: Shredded, path: Sequence[FieldNode], large: bool) -> tupl
         # pylance's reader takes pages without level buffers only for leaves without nesting
         simple = len(path) == 1 and bool(np.all(piece.codes == leaf_null))
         return _constant(kinds, rep, defs, simple)
+    if pa.types.is_dictionary(piece.values.type):  # always mini-block, like pylance
+        indices = arrow_dictionary_values(piece.values, what, large)
+        try:
+            return encode_mini_block(indices, n, rep, defs, piece.visible, kinds, max_rep, large)
+        except ChunkTooLarge as exc:
+            raise UnsupportedFormatError(f"{what}: {exc}") from exc
     scheme = compression_scheme(leaf.field.metadata)
     values = compress_values(piece.values, what, scheme, large)
     if values.max_value_bytes < FULL_ZIP_BYTES:
@@ -164,11 +189,35 @@ def _split(piece: Shredded, rows_per_page: int, max_rep: int) -> list[Shredded]:
     return out
 
 
+def _join_pages(pieces: list[Shredded]) -> list[Shredded]:
+    """``pieces`` as one piece, or one each when their dictionaries together overflow the key
+    type (each page stores its own dictionary, so they need not share one)."""
+    try:
+        return [join(pieces)]
+    except (pa.ArrowInvalid, pa.ArrowCapacityError, pa.ArrowNotImplementedError):
+        if not pa.types.is_dictionary(pieces[0].values.type):
+            raise
+        return list(pieces)
+
+
 class LeafColumnWriter:
-    """Buffers the shredded rows of one leaf column and writes them as pages."""
+    """Buffers the shredded rows of one leaf column and writes them as pages.
+
+    ``blob_sink`` writes the values of a blob column (each its own buffer, outside the pages) and
+    returns where; blob columns need it.
+
+    Raises:
+        UnsupportedFormatError: the leaf cannot be stored (see :func:`check_leaf`), or it is a
+            blob column without a ``blob_sink`` or inside a list.
+    """
 
     def __init__(
-        self, path: tuple[FieldNode, ...], sink: PageSink, page_size_bytes: int, large: bool
+        self,
+        path: tuple[FieldNode, ...],
+        sink: PageSink,
+        page_size_bytes: int,
+        large: bool,
+        blob_sink: BlobSink | None = None,
     ) -> None:
         check_leaf(path[-1])
         self.path = path
@@ -176,6 +225,12 @@ class LeafColumnWriter:
         self.budget = page_size_bytes
         self.large = large
         self.max_rep = sum(1 for node in path[:-1] if is_list_node(node))
+        self.blob_sink = None
+        if is_blob(path[-1]):
+            if self.max_rep or blob_sink is None:
+                where = "inside a list" if self.max_rep else "without a place for the blobs"
+                raise UnsupportedFormatError(f"field {path[-1].name!r}: blob columns {where} are not written")
+            self.blob_sink = blob_sink
         self.pending: list[Shredded] = []
         self.pending_bytes = 0
         self.rows_written = 0
@@ -185,22 +240,24 @@ class LeafColumnWriter:
         if not len(arr):
             return
         piece = shred(arr, self.path)
+        if self.blob_sink is not None:
+            piece = write_blobs(piece, self.blob_sink)
         self.pending.append(piece)
         self.pending_bytes += piece.nbytes()
         if self.pending_bytes < self.budget:
             return
-        whole = join(self.pending)
-        per_row = max(whole.nbytes() / max(whole.rows, 1), 1e-9)
-        rows_per_page = max(1, int(self.budget / per_row))
-        parts = _split(whole, rows_per_page, self.max_rep)
-        last = parts[-1]
-        if last.rows == rows_per_page:
-            self.pending, self.pending_bytes = [], 0
-        else:
-            parts.pop()
-            self.pending, self.pending_bytes = [last], last.nbytes()
-        for part in parts:
-            self._write(part)
+        wholes = _join_pages(self.pending)
+        self.pending, self.pending_bytes = [], 0
+        for i, whole in enumerate(wholes):
+            per_row = max(whole.nbytes() / max(whole.rows, 1), 1e-9)
+            rows_per_page = max(1, int(self.budget / per_row))
+            parts = _split(whole, rows_per_page, self.max_rep)
+            last = parts[-1]
+            if i == len(wholes) - 1 and last.rows != rows_per_page:
+                parts.pop()
+                self.pending, self.pending_bytes = [last], last.nbytes()
+            for part in parts:
+                self._write(part)
 
     def _write(self, piece: Shredded) -> None:
         layout, buffers = encode_page(piece, self.path, self.large)
@@ -210,5 +267,6 @@ class LeafColumnWriter:
     def finish(self) -> None:
         """Write what is still buffered."""
         if self.pending:
-            self._write(join(self.pending))
+            for whole in _join_pages(self.pending):
+                self._write(whole)
             self.pending, self.pending_bytes = [], 0

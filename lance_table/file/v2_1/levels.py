@@ -48,9 +48,11 @@ class Shredded:
         return int(self.codes.size)
 
     def nbytes(self) -> int:
-        """Approximate memory held (the page budget counts this)."""
+        """Approximate memory held (the page budget counts this; a dictionary array counts its
+        indices only, as every page stores the whole dictionary anyway)."""
         levels = self.codes.size * (3 if self.rep is not None else 1)
-        return int(self.values.nbytes) + levels
+        values = self.values.indices if pa.types.is_dictionary(self.values.type) else self.values
+        return int(values.nbytes) + levels
 
     def row_starts(self, max_rep: int) -> np.ndarray:
         """The entry where each row starts."""
@@ -67,6 +69,20 @@ def _validity(arr: pa.Array) -> np.ndarray | None:
 
 def _list_offsets(arr: pa.Array) -> np.ndarray:
     return np.asarray(arr.offsets, dtype=np.int64)
+
+
+def normalize_dictionary(arr: pa.Array) -> pa.Array:
+    """A dictionary array whose nulls are all in its indices: null items are dropped from the
+    dictionary and the rows that pointed at them become null (what pylance stores)."""
+    items = arr.dictionary
+    if not items.null_count:
+        return arr
+    keep = np.asarray(items.is_valid(), dtype=bool)
+    new_pos = np.cumsum(keep) - 1
+    idx = np.asarray(arr.indices.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
+    valid = np.asarray(arr.indices.is_valid(), dtype=bool) & keep[idx]
+    indices = pa.array(np.where(valid, new_pos[idx], 0), arr.type.index_type, mask=~valid)
+    return pa.DictionaryArray.from_arrays(indices, items.filter(pa.array(keep)))
 
 
 def shred(arr: pa.Array, path: Sequence[FieldNode]) -> Shredded:
@@ -87,6 +103,8 @@ def shred(arr: pa.Array, path: Sequence[FieldNode]) -> Shredded:
     cur = arr
     lists_seen = 0
     for i, node in enumerate(path):
+        if i == depth - 1 and pa.types.is_dictionary(cur.type):
+            cur = normalize_dictionary(cur)
         valid = _validity(cur)
         if valid is not None:
             live = np.flatnonzero(codes == 0)

@@ -204,7 +204,8 @@ def _fixed(
     whole = values.sizes(0, n)
     if n <= max_values:
         total = head + _pad8(per_level * n) + sum(_pad8(s) for s in whole)
-        if total <= limit and (values.chunk_aim() is None or n <= 2 or sum(whole) <= values.chunk_aim()):
+        aim = values.chunk_aim()
+        if total <= limit and (aim is None or n <= 2 or sum(whole) <= aim):
             per_chunk = max(per_chunk, n)
     bounds = _chunk_starts_uniform(n, per_chunk)
     counts = np.diff(bounds)

@@ -381,8 +381,12 @@ def _general(inner: MiniBlockValues, scheme: str) -> _GeneralValues:
     return _GeneralValues(enc, 1, inner.max_value_bytes, inner, scheme)
 
 
-def _variable(values: pa.Array, fsst: bool) -> MiniBlockValues:
-    """``variable`` binary values, or ``fsst`` over them when FSST makes the page smaller."""
+def _variable(values: pa.Array, fsst: bool, rival: int | None = None) -> MiniBlockValues:
+    """``variable`` binary values, or ``fsst`` over them when FSST makes the page smaller.
+
+    ``rival`` is the size of another encoding of the page (a dictionary): when a sample says
+    FSST cannot beat it, the strings are not compressed at all (the caller takes the rival).
+    """
     t = values.type
     offsets, data = variable_parts(values)
     width = 8 if pa.types.is_large_binary(t) or pa.types.is_large_string(t) else 4
@@ -394,6 +398,8 @@ def _variable(values: pa.Array, fsst: bool) -> MiniBlockValues:
     if not fsst or width != 4 or data.size < fsst_encode.MIN_INPUT or data.size <= FSST_MIN_AVG * n:
         return plain
     table = fsst_encode.train(data, offsets)
+    if rival is not None and fsst_encode.estimate(table, data, offsets) + fsst_encode.TABLE_SIZE >= rival:
+        return plain
     codes, code_offsets = fsst_encode.compress(table, data, offsets)
     if codes.size + fsst_encode.TABLE_SIZE >= data.size:
         return plain
@@ -404,13 +410,30 @@ def _variable(values: pa.Array, fsst: bool) -> MiniBlockValues:
 
 
 def _dictionary_block(items: pa.Array, lz4: bool) -> tuple[Any, bytes]:
-    """The block form of a dictionary of binary values: ``u32 32``, ``u32 data start``, the n + 1
-    offsets counted from the data start, then the bytes; LZ4-compressed when ``lz4``."""
+    """The block form of a dictionary of binary values: ``bits`` (32, or 64 for large types) and
+    the data start as two words of that width, the n + 1 offsets counted from the data start, then
+    the bytes; LZ4-compressed when ``lz4``."""
     offsets, data = variable_parts(items)
-    head = 8 + 4 * offsets.size
-    block = np.array([32, head], "<u4").tobytes() + offsets.astype("<u4").tobytes() + data.tobytes()
+    large = pa.types.is_large_binary(items.type) or pa.types.is_large_string(items.type)
+    bits = 64 if large else 32
+    word = f"<u{bits // 8}"
+    head = (2 + offsets.size) * (bits // 8)
+    block = np.array([bits, head], word).tobytes() + offsets.astype(word).tobytes() + data.tobytes()
     enc = pb.CompressiveEncoding()
-    enc.variable.offsets.CopyFrom(_flat(32))
+    enc.variable.offsets.CopyFrom(_flat(bits))
+    return _maybe_lz4(enc, block, lz4)
+
+
+def _fixed_block(items: pa.Array, what: str, lz4: bool) -> tuple[Any, bytes]:
+    """The block form of a dictionary of byte-aligned fixed-width values: the values, ``flat``."""
+    bits = fixed_bits(items.type)
+    if bits is None or bits % 8 or pa.types.is_fixed_size_list(items.type):
+        raise UnsupportedFormatError(f"{what}: dictionaries of {items.type} values are not written")
+    return _maybe_lz4(_flat(bits), _bytes(items, bits // 8).tobytes(), lz4)
+
+
+def _maybe_lz4(enc: Any, block: bytes, lz4: bool) -> tuple[Any, bytes]:
+    """``block`` as it is, or wrapped in ``general`` LZ4 (what pylance does for 2.2 dictionaries)."""
     if not lz4:
         return enc, block
     outer = pb.CompressiveEncoding()
@@ -419,8 +442,42 @@ def _dictionary_block(items: pa.Array, lz4: bool) -> tuple[Any, bytes]:
     return outer, general.compress(block, "lz4")
 
 
-def _dictionary_values(values: pa.Array, best: MiniBlockValues, lz4: bool) -> MiniBlockValues | None:
-    """Binary values as indices into a page dictionary, when that takes fewer bytes than ``best``."""
+def arrow_dictionary_values(values: pa.Array, what: str, lz4: bool) -> MiniBlockValues:
+    """An Arrow dictionary array stored as it is: its indices (the key type's width; null rows
+    hold 0) in mini-block chunks, its whole dictionary as the page dictionary.
+
+    The dictionary must hold no nulls (see :func:`levels.normalize_dictionary`).
+
+    Raises:
+        UnsupportedFormatError: the dictionary's values have no block form in this writer.
+    """
+    items = values.dictionary
+    if is_variable(items.type):
+        enc, block = _dictionary_block(items, lz4)
+    else:
+        enc, block = _fixed_block(items, what, lz4)
+    indices = values.indices
+    if indices.null_count:
+        indices = indices.fill_null(0)
+    idx = _base_values(indices, f"{what} (dictionary indices)", None, False)
+    idx.dictionary = (enc, block, len(items))
+    return idx
+
+
+def _widest(values: pa.Array) -> int:
+    offsets, _ = variable_parts(values)
+    return int(np.diff(offsets).max()) if offsets.size > 1 else 0
+
+
+def _total_bytes(values: MiniBlockValues, n: int) -> int:
+    """A page's value bytes: its values, its FSST table and its dictionary."""
+    extra = len(values.dictionary[1]) if values.dictionary is not None else 0
+    return sum(values.sizes(0, n)) + _table_bytes(values) + extra
+
+
+def _dictionary_values(values: pa.Array, best: MiniBlockValues | None, lz4: bool) -> MiniBlockValues | None:
+    """Binary values as indices into a page dictionary, when that takes fewer bytes than ``best``
+    (or whenever the values are few enough distinct ones, without ``best``)."""
     n = len(values)
     if (
         n < dictionary.MIN_VALUES
@@ -436,9 +493,9 @@ def _dictionary_values(values: pa.Array, best: MiniBlockValues, lz4: bool) -> Mi
         return None
     enc, block = _dictionary_block(items, lz4)
     idx = _base_values(pa.array(indices, pa.uint32()), "dictionary indices", None, False)
-    if len(block) + sum(idx.sizes(0, n)) >= sum(best.sizes(0, n)) + _table_bytes(best):
+    if best is not None and len(block) + sum(idx.sizes(0, n)) >= sum(best.sizes(0, n)) + _table_bytes(best):
         return None
-    idx.max_value_bytes = best.max_value_bytes
+    idx.max_value_bytes = best.max_value_bytes if best is not None else _widest(values)
     idx.dictionary = (enc, block, len(items))
     return idx
 
@@ -495,9 +552,15 @@ def _base_values(values: pa.Array, what: str, scheme: str | None, lz4_dictionary
     t = values.type
     plain = scheme == "none"
     if is_variable(t):
-        var = _variable(values, fsst=scheme is None)
-        if scheme is None:
-            return _dictionary_values(values, var, lz4_dictionary) or var
+        if scheme is not None:
+            return _variable(values, fsst=False)
+        # the dictionary first: when it beats what a sample says FSST would make of the page,
+        # the strings are never compressed in full
+        dict_values = _dictionary_values(values, None, lz4_dictionary)
+        rival = None if dict_values is None else _total_bytes(dict_values, len(values))
+        var = _variable(values, fsst=True, rival=rival)
+        if dict_values is not None and rival is not None and rival < _total_bytes(var, len(values)):
+            return dict_values
         return var
     packed = None if plain else _bitpacked(values)
     levels, leaf_arr = _fsl_levels(values)
