@@ -1,0 +1,361 @@
+"""Reading legacy Lance data files (format 0.1): whole, by column, by row range, by row indices, or
+as a stream, with the same interface as :class:`~lance_table.file.reader.LanceFileReader`."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import IO
+
+import numpy as np
+import pyarrow as pa
+
+from lance_table.errors import CorruptFileError, LanceTableError, SchemaError, UnsupportedFormatError
+from lance_table.file.legacy.container import (
+    LEGACY_FORMAT_VERSION,
+    LegacyMetadata,
+    PageTable,
+    arrow_schema,
+    read_legacy_metadata,
+    read_page_table,
+)
+from lance_table.file.legacy.decode import Gen, PageContext, dictionary_gen, drive, field_gen, gather
+from lance_table.file.legacy.stats import PageStatistics, read_statistics
+from lance_table.file.runs import Runs
+from lance_table.schema import FieldNode, build_tree
+from lance_table.storage.sources import ByteSource, open_source
+
+DEFAULT_BATCH_SIZE = 64 * 1024
+# Selections of more runs than this, covering at least this share of their span, read the span.
+DENSE_MIN_RUNS = 64
+DENSE_FRACTION = 0.25
+
+
+@dataclass(frozen=True)
+class LegacyReaderMetadata:
+    """The parsed tail of a legacy file together with the field tree it is read with."""
+
+    file: LegacyMetadata
+    roots: list[FieldNode]
+
+    @property
+    def num_rows(self) -> int:
+        return self.file.num_rows
+
+    @property
+    def num_batches(self) -> int:
+        return self.file.num_batches
+
+    @property
+    def batch_offsets(self) -> np.ndarray:
+        """Cumulative row counts ``[0, n0, n0 + n1, ...]`` of the file's batches."""
+        return self.file.batch_offsets
+
+
+class LegacyFileReader:
+    """Reads one legacy Lance data file (format 0.1, footer 0.2).
+
+    Only the bytes a request needs are fetched: the file tail and the page table when opening, then
+    the pages of the projected columns in the batches the rows fall in, and within pages the byte
+    ranges of the selected rows (for strings: their positions first, then their bytes).
+
+    Values read exactly as pylance 14 reads them: the format stores no validity, so a null written to
+    a number reads back as 0, to a bool as False, to a list as ``[]``, a struct is never null, and a
+    zero-length string or binary reads as null on a nullable field (``""`` on a non-nullable one).
+
+    Args:
+        source: a local path, a seekable binary file object, the file's bytes or a ``ByteSource``.
+        fields: the field tree to read the file with (the dataset schema, with the manifest's field
+            ids). Default: the schema copy inside the file.
+        field_ids: the ids the file's page table covers (the manifest's ``DataFile.fields``); by
+            default those of the in-file schema copy, else those of ``fields``.
+        dictionaries: values of dictionary fields by field id, used only for a field whose values the
+            file does not locate itself (files without a schema copy). The dataset manifest's
+            dictionary offsets point into the manifest file, so they cannot be used here.
+        schema_metadata: the schema metadata to report; default: the in-file copy's.
+
+    Raises:
+        CorruptFileError: the file is damaged or not a Lance file.
+        UnsupportedFormatError: the file is not a legacy file, or has no schema and none was given.
+    """
+
+    def __init__(
+        self,
+        source: str | os.PathLike[str] | IO[bytes] | ByteSource | bytes,
+        fields: Sequence[FieldNode] | None = None,
+        *,
+        field_ids: Sequence[int] | None = None,
+        dictionaries: Mapping[int, pa.Array] | None = None,
+        schema_metadata: Mapping[str, bytes] | None = None,
+    ) -> None:
+        self._source = open_source(source)
+        self._given_dicts = dict(dictionaries or {})
+        self._dicts: dict[int, pa.Array] = {}
+        self._stats: PageStatistics | None = None
+        self._stats_read = False
+        with decoding(self._source.name):
+            self._open(fields, field_ids, schema_metadata)
+
+    def _open(
+        self,
+        fields: Sequence[FieldNode] | None,
+        field_ids: Sequence[int] | None,
+        schema_metadata: Mapping[str, bytes] | None,
+    ) -> None:
+        path = self._source.name
+        meta = read_legacy_metadata(self._source)
+        if fields is not None:
+            roots = list(fields)
+        elif meta.has_schema:
+            roots = build_tree(meta.fields)
+        else:
+            raise UnsupportedFormatError(
+                "legacy file has no schema copy (manifest_position is 0); pass the dataset's fields",
+                path=path,
+            )
+        if field_ids is not None:
+            ids = [int(i) for i in field_ids]
+        elif meta.has_schema:
+            ids = [f.id for f in meta.fields]
+        else:
+            ids = [n.id for r in roots for n in r.walk()]
+        self._page_table = read_page_table(
+            self._source, meta, meta.page_table_position, ids, meta.num_batches, "page table"
+        )
+        self._meta = LegacyReaderMetadata(meta, roots)
+        md = dict(schema_metadata) if schema_metadata is not None else meta.schema_metadata
+        self._schema = arrow_schema(roots, md)
+        self._ctx = PageContext(path, self._page_table, meta.metadata_position, self._dictionary)
+
+    # -- metadata -------------------------------------------------------------------------------
+
+    @property
+    def path(self) -> str:
+        return self._source.name
+
+    @property
+    def source(self) -> ByteSource:
+        """The byte source the file is read through."""
+        return self._source
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The Arrow schema, with field and schema metadata."""
+        return self._schema
+
+    @property
+    def num_rows(self) -> int:
+        return self._meta.num_rows
+
+    @property
+    def version(self) -> str:
+        """The file format version as manifests and pylance name it: ``"0.1"``."""
+        return LEGACY_FORMAT_VERSION
+
+    @property
+    def metadata(self) -> LegacyReaderMetadata:
+        return self._meta
+
+    @property
+    def page_table(self) -> PageTable:
+        return self._page_table
+
+    def statistics(self) -> PageStatistics | None:
+        """The file's page statistics (per batch null count, min and max of each eligible field),
+        or None when the file has none. Read on first use, then kept.
+
+        Raises:
+            CorruptFileError: the statistics are damaged.
+        """
+        if not self._stats_read:
+            with decoding(self.path):
+                self._stats = read_statistics(self._source, self._meta.file)
+            self._stats_read = True
+        return self._stats
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    def read_all(self, columns: Sequence[str] | None = None) -> pa.Table:
+        """Every row of the selected columns (all columns by default).
+
+        Raises:
+            SchemaError: a column is not in the file.
+            CorruptFileError: the pages are damaged.
+        """
+        return self._read(Runs.span(0, self.num_rows), columns)
+
+    def read_range(self, start: int, stop: int, columns: Sequence[str] | None = None) -> pa.Table:
+        """Rows ``start`` (inclusive) to ``stop`` (exclusive); clipped to the file like a slice.
+
+        Raises:
+            SchemaError: a column is not in the file.
+            CorruptFileError: the pages are damaged.
+        """
+        start, stop, _ = slice(start, stop).indices(self.num_rows)
+        return self._read(Runs.span(start, max(stop - start, 0)), columns)
+
+    def take(
+        self, indices: Sequence[int] | np.ndarray | pa.Array, columns: Sequence[str] | None = None
+    ) -> pa.Table:
+        """Rows at ``indices``, in the given order; indices may repeat and need not be sorted.
+
+        Raises:
+            IndexError: an index is negative or not smaller than :attr:`num_rows`.
+            SchemaError: a column is not in the file.
+            CorruptFileError: the pages are damaged.
+        """
+        idx = _as_indices(indices)
+        if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= self.num_rows):
+            bad = int(idx.min()) if int(idx.min()) < 0 else int(idx.max())
+            raise IndexError(f"row index {bad} is out of range for {self.num_rows} rows in {self.path}")
+        unique, inverse = np.unique(idx, return_inverse=True)
+        table = self._read(Runs.from_sorted_unique(unique), columns)
+        if unique.size == idx.size and np.array_equal(unique, idx):
+            return table
+        return table.combine_chunks().take(pa.array(inverse.reshape(-1)))
+
+    def read_runs(self, runs: Runs, columns: Sequence[str] | None = None) -> pa.Table:
+        """The rows covered by ``runs`` (sorted, disjoint position runs), in order.
+
+        Raises:
+            IndexError: the runs reach past the end of the file.
+            SchemaError: a column is not in the file.
+            CorruptFileError: the pages are damaged.
+        """
+        if runs.count and (int(runs.starts[0]) < 0 or runs.end > self.num_rows):
+            raise IndexError(f"rows up to {runs.end} requested from {self.path} with {self.num_rows} rows")
+        return self._read(runs, columns)
+
+    def iter_batches(
+        self,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        columns: Sequence[str] | None = None,
+        *,
+        start: int = 0,
+        stop: int | None = None,
+    ) -> Iterator[pa.RecordBatch]:
+        """Stream rows ``[start, stop)`` as record batches of at most ``batch_size`` rows.
+
+        Raises:
+            ValueError: ``batch_size`` is not positive.
+            SchemaError: a column is not in the file.
+            CorruptFileError: the pages are damaged.
+        """
+        if batch_size <= 0:
+            raise ValueError("batch_size must be positive")
+        start, stop, _ = slice(start, stop).indices(self.num_rows)
+        for lo in range(start, stop, batch_size):
+            table = self._read(Runs.span(lo, min(batch_size, stop - lo)), columns)
+            yield from table.combine_chunks().to_batches(max_chunksize=batch_size)
+
+    def to_reader(
+        self, batch_size: int = DEFAULT_BATCH_SIZE, columns: Sequence[str] | None = None
+    ) -> pa.RecordBatchReader:
+        """A :class:`pyarrow.RecordBatchReader` over the whole file.
+
+        Raises:
+            SchemaError: a column is not in the file.
+        """
+        schema = self._project(columns)[1]
+        return pa.RecordBatchReader.from_batches(schema, self.iter_batches(batch_size, columns))
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def read_ranges(self, ranges: list[tuple[int, int]]) -> list[memoryview]:
+        """Fetch byte ranges of the file (coalesced by the source)."""
+        return self._source.read_ranges(ranges) if ranges else []
+
+    def _project(self, columns: Sequence[str] | None) -> tuple[list[FieldNode], pa.Schema]:
+        roots = self._meta.roots
+        if columns is None:
+            return roots, self._schema
+        if isinstance(columns, str):
+            raise TypeError("columns must be a list of names, not a string")
+        by_name = {n.name: n for n in roots}
+        nodes = []
+        for name in columns:
+            if name not in by_name:
+                raise SchemaError(f"column {name!r} is not in {self.path}; columns are {list(by_name)}")
+            nodes.append(by_name[name])
+        fields = [self._schema.field(self._schema.get_field_index(n.name)) for n in nodes]
+        return nodes, pa.schema(fields, metadata=self._schema.metadata)
+
+    def _read(self, runs: Runs, columns: Sequence[str] | None) -> pa.Table:
+        nodes, schema = self._project(columns)
+        with decoding(self.path):
+            lo = int(runs.starts[0]) if runs.count else 0
+            span = runs.end - lo
+            if runs.count > DENSE_MIN_RUNS and runs.total >= DENSE_FRACTION * span:
+                # Many short runs close together: read the covering span, select in memory.
+                whole = self._read_runs(Runs.span(lo, span), nodes, schema)
+                return whole.take(pa.array(runs.positions() - lo))
+            return self._read_runs(runs, nodes, schema)
+
+    def _read_runs(self, runs: Runs, nodes: list[FieldNode], schema: pa.Schema) -> pa.Table:
+        offsets = self._meta.batch_offsets
+        gens: list[Gen] = []
+        if runs.count and nodes:
+            first = int(np.searchsorted(offsets, runs.starts[0], side="right")) - 1
+            last = int(np.searchsorted(offsets, runs.end - 1, side="right")) - 1
+            for b in range(max(first, 0), min(last, self._meta.num_batches - 1) + 1):
+                lo, hi = int(offsets[b]), int(offsets[b + 1])
+                local = runs.clip(lo, hi)
+                if local.count:
+                    gens.extend(field_gen(self._ctx, n, b, local, hi - lo) for n in nodes)
+        chunks = drive(gather(gens), self.read_ranges) if gens else []
+        arrays = [pa.chunked_array(chunks[i :: len(nodes)], type=n.arrow_type) for i, n in enumerate(nodes)]
+        return pa.Table.from_arrays(arrays, schema=schema)
+
+    def _dictionary(self, node: FieldNode) -> pa.Array:
+        values = self._dicts.get(node.id)
+        if values is not None:
+            return values
+        where = self._meta.file.dictionaries.get(node.id)
+        if where is not None:
+            values = drive(dictionary_gen(self._ctx, node, *where), self.read_ranges)
+        elif node.id in self._given_dicts:
+            values = self._given_dicts[node.id]
+        else:
+            raise UnsupportedFormatError(
+                f"dictionary field {node.name!r} (id {node.id}): the file does not locate its values "
+                "and none were given",
+                path=self.path,
+            )
+        assert values is not None
+        want = node.arrow_type.value_type
+        if values.type != want:
+            raise CorruptFileError(self.path, f"dictionary of {node.name!r} holds {values.type}, not {want}")
+        self._dicts[node.id] = values
+        return values
+
+
+# What damage that slipped past the checks may still raise while decoding (pyarrow's ArrowInvalid
+# is a ValueError, ArrowIndexError an IndexError).
+_DECODE_ERRORS = (IndexError, KeyError, OverflowError, ValueError)
+
+
+@contextlib.contextmanager
+def decoding(path: str) -> Iterator[None]:
+    """Report an untyped error raised while decoding damaged bytes as a CorruptFileError naming the
+    file (the real checks are made where each structure is parsed)."""
+    try:
+        yield
+    except LanceTableError:
+        raise
+    except _DECODE_ERRORS as exc:
+        raise CorruptFileError(path, f"{type(exc).__name__} while decoding: {exc}") from exc
+
+
+def _as_indices(indices: Sequence[int] | np.ndarray | pa.Array) -> np.ndarray:
+    if isinstance(indices, (pa.Array, pa.ChunkedArray)):
+        if indices.null_count:
+            raise ValueError("take indices must not contain nulls")
+        indices = indices.to_numpy()
+    arr = np.asarray(indices)
+    if arr.size == 0:
+        return np.zeros(0, np.int64)
+    if not np.issubdtype(arr.dtype, np.integer):
+        raise TypeError(f"take indices must be integers, got {arr.dtype}")
+    return arr.astype(np.int64).reshape(-1)
