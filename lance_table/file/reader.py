@@ -13,6 +13,7 @@ import pyarrow as pa
 
 from lance_table._parallel import DECODE, map_on
 from lance_table.errors import CorruptFileError, LanceTableError, SchemaError, UnsupportedFormatError
+from lance_table.file.arrow import build_binary
 from lance_table.file.container import (
     URL_ARRAY_ENCODING,
     URL_PAGE_LAYOUT,
@@ -117,11 +118,27 @@ class LanceFileReader:
         self._roots = self._meta.roots
         self._schema = self._meta.arrow_schema
         self._structural = self._meta.version is not FileVersion.V2_0
-        self._col_of = (
-            layout21.leaf_columns(self._roots) if self._structural else column_assignment(self._roots)
-        )
         n_cols = len(self._meta.columns)
+        # String fields stored as list<u8> (offsets column, then a bytes column): early 2.0 files.
+        self._byte_lists: set[int] = set()
+
+        def byte_list(node: FieldNode, index: int) -> bool:
+            if index >= n_cols or not self._meta.columns[index].pages:
+                return False
+            enc = _Column(self._meta, index).encoding(0, self._source)
+            if enc.WhichOneof("array_encoding") != "list":
+                return False
+            self._byte_lists.add(node.id)
+            return True
+
+        self._col_of = (
+            layout21.leaf_columns(self._roots)
+            if self._structural
+            else column_assignment(self._roots, byte_list)
+        )
         needed = max(self._col_of.values(), default=-1) + 1
+        if self._byte_lists:
+            needed = max(needed, *(self._col_of[i] + 2 for i in self._byte_lists))
         if needed > n_cols:
             raise UnsupportedFormatError(
                 f"schema needs {needed} columns but the file has {n_cols}", path=self._source.name
@@ -282,7 +299,7 @@ class LanceFileReader:
             if nested and not layout21.is_packed_struct(node):
                 return self._nested_jobs(node, runs)
             return self._structural_jobs(node, runs), _flatten
-        if nested or not runs.total:
+        if nested or not runs.total or node.id in self._byte_lists:
             return [lambda: self._read_field(node, runs)], _flatten
         col = self._column(node)
         if col.is_blob(self._source):
@@ -393,6 +410,8 @@ class LanceFileReader:
             return [self._read_list(node, runs)]
         if pa.types.is_map(t):
             raise UnsupportedFormatError("maps cannot be stored in Lance 2.0 files", path=self.path)
+        if node.id in self._byte_lists:
+            return [self._read_byte_list(node, runs)]
         col = self._column(node)
         self._check_length(col, runs)
         if col.is_blob(self._source):
@@ -408,16 +427,34 @@ class LanceFileReader:
                 self.path, f"column {col.index} has {col.num_values} values, fewer than the {runs.end} needed"
             )
 
-    def _read_list(self, node: FieldNode, runs: Runs) -> pa.Array:
-        col = self._column(node)
+    def _list_layout(self, col: _Column, runs: Runs) -> tuple[np.ndarray, np.ndarray, Runs]:
         self._check_length(col, runs)
         bases = np.cumsum(
             [0] + [int(col.encoding(p, self._source).list.num_items) for p in range(len(col.pb.pages))]
         )
-        valid, lengths, item_runs = nested20.list_layout(
+        return nested20.list_layout(
             (col.encoding(p, self._source).list, local, io, int(bases[p]))
             for p, local, io in self._pages(col, runs)
         )
+
+    def _read_byte_list(self, node: FieldNode, runs: Runs) -> pa.Array:
+        """A string/binary field stored as list<u8>: its offsets column, then a column of bytes."""
+        col = self._column(node)
+        valid, lengths, item_runs = self._list_layout(col, runs)
+        index = col.index + 1
+        items = self._columns.get(index) or self._columns.setdefault(index, _Column(self._meta, index))
+        self._check_length(items, item_runs)
+        parts = [
+            np.asarray(decode20.decode(items.encoding(p, self._source), io, local, pa.uint8()))
+            for p, local, io in self._pages(items, item_runs)
+        ]
+        data = pa.py_buffer(np.concatenate(parts).tobytes() if parts else b"")
+        io = PageIO(self._source, col.pb.pages[0], col.pb, self._meta.global_buffers, f"column {col.index}")
+        return build_binary(node.arrow_type, valid, lengths, data, 0, io)
+
+    def _read_list(self, node: FieldNode, runs: Runs) -> pa.Array:
+        col = self._column(node)
+        valid, lengths, item_runs = self._list_layout(col, runs)
         child = node.children[0]
         items = _concat(self._read_field(child, item_runs), child.arrow_type)
         return nested20.list_array(node.arrow_type, valid, lengths, items, node.name, self.path)

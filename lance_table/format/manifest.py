@@ -6,6 +6,7 @@ by a 16-byte footer ``[u64 manifest_pos][u16 0][u16 2]["LANC"]``. Offsets point 
 
 from __future__ import annotations
 
+import re
 import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -37,6 +38,22 @@ _MAX_SECONDS = 253402300799
 WRITER_LIBRARY = "lance_table"
 # The data file format of a new dataset, as a manifest records it (``data_format``).
 DEFAULT_DATA_FORMAT = ("lance", "2.2")
+# The format name of the legacy (v1) data files.
+LEGACY_DATA_FORMAT = "0.1"
+
+
+def data_format_of(major: int, minor: int) -> str:
+    """The data format (``data_format.version`` spelling) of a DataFile's recorded (major, minor).
+
+    Writers recorded one format under several numbers: legacy files as (0, 0) (up to pylance 0.16),
+    (0, 1) or (0, 2); 2.0 files as (0, 3) (up to pylance 0.16, also their footer) or (2, 0).
+    Other numbers are named as they are (``"2.1"``), unknown ones included.
+    """
+    if major == 0 and minor < 3:
+        return LEGACY_DATA_FORMAT
+    if (major, minor) == (0, 3):
+        return "2.0"
+    return f"{major}.{minor}"
 
 
 @dataclass(frozen=True)
@@ -53,7 +70,8 @@ class DataFile:
 
     @property
     def version(self) -> str:
-        return f"{self.file_major_version}.{self.file_minor_version}"
+        """The data format of the file (``"2.0"`` also for files recorded as 0.3; ``"0.1"`` legacy)."""
+        return data_format_of(self.file_major_version, self.file_minor_version)
 
     def to_pb(self, out: Any) -> None:
         out.path = self.path
@@ -269,12 +287,24 @@ class Manifest:
             next_row_id=pb.next_row_id,
             data_format=(pb.data_format.file_format, pb.data_format.version)
             if pb.HasField("data_format")
-            else None,
+            else _inferred_data_format(pb),
             config=dict(pb.config),
             table_metadata=dict(pb.table_metadata),
             index_section=index_section,
             passthrough=rest.SerializeToString(),
         )
+
+
+def _inferred_data_format(pb: Any) -> tuple[str, str]:
+    """The data format of a manifest that does not record one (written before pylance 0.15), as
+    pylance infers it: from the first data file; with no data files, 2.x if the writer flag of the
+    v2 format is set (as "stable", which is the default now), else legacy."""
+    for frag in pb.fragments:
+        for f in frag.files:
+            return ("lance", data_format_of(f.file_major_version, f.file_minor_version))
+    if pb.writer_feature_flags & feature_flags.USE_V2_FORMAT_DEPRECATED:
+        return DEFAULT_DATA_FORMAT
+    return ("lance", LEGACY_DATA_FORMAT)
 
 
 def _has_base_paths(passthrough: bytes) -> bool:
@@ -386,22 +416,32 @@ def check_fragments(fragments: Iterable[Any], where: str) -> None:
 
 # Reader flag that lets data files of one dataset use different format versions.
 _MIXED_FILE_VERSIONS = 256
+_FORMAT_NUMBER = re.compile(r"(\d{1,9})\.(\d{1,9})")
 
 
 def _check_file_versions(pb: Any, path: str) -> None:
-    """Data files of a ``2.x`` dataset must be of the manifest's format version, as pylance requires."""
-    if not pb.HasField("data_format") or (pb.reader_feature_flags & _MIXED_FILE_VERSIONS):
+    """All data files must be of one format: the manifest's ``data_format`` (unless the flag of mixed
+    versions is set) or, when it records none, the first file's. pylance requires both."""
+    if pb.reader_feature_flags & _MIXED_FILE_VERSIONS:
         return
-    major, _, minor = pb.data_format.version.partition(".")
-    if major != "2" or not minor.isdigit():
-        return
+    if pb.HasField("data_format"):
+        named = _FORMAT_NUMBER.fullmatch(pb.data_format.version)
+        if named is None:
+            return  # a format name lance_table does not know: refused when the data is read
+        expected = data_format_of(int(named.group(1)), int(named.group(2)))
+        whose = "the manifest's"
+    else:
+        expected = _inferred_data_format(pb)[1]
+        whose = "the first data file's"
     for frag in pb.fragments:
         for f in frag.files:
-            if (f.file_major_version, f.file_minor_version) != (2, int(minor)):
+            actual = data_format_of(f.file_major_version, f.file_minor_version)
+            if actual != expected:
                 raise CorruptFileError(
                     path,
-                    f"data file {f.path} of fragment {frag.id} has format version "
-                    f"{f.file_major_version}.{f.file_minor_version}, the manifest {pb.data_format.version}",
+                    f"data file {f.path} of fragment {frag.id} has format {actual} "
+                    f"(recorded as {f.file_major_version}.{f.file_minor_version}), "
+                    f"{whose} format is {expected}",
                 )
 
 

@@ -142,11 +142,11 @@ class Dataset:
         """The fragments of this version."""
         return list(self.manifest.fragments)
 
-    def count_rows(self, filter: Predicate | None = None) -> int:
-        """Rows of this version (matching ``filter``, if given)."""
+    def count_rows(self, filter: Predicate | None = None, *, use_stats: bool = True) -> int:
+        """Rows of this version (matching ``filter``, if given; ``use_stats`` as in :meth:`to_table`)."""
         if filter is None:
             return self.manifest.num_rows
-        spec = make_spec(self.schema, [], filter, False, None, None, None)
+        spec = make_spec(self.schema, [], filter, False, None, None, None, use_stats)
         return count_matching(self._snapshot.fragment_readers(), spec)
 
     def to_batches(
@@ -158,9 +158,10 @@ class Dataset:
         offset: int | None = None,
         with_row_id: bool = False,
         batch_size: int | None = None,
+        use_stats: bool = True,
     ) -> pa.RecordBatchReader:
         """A RecordBatchReader over the rows (streams; DuckDB, Polars and pandas can consume it)."""
-        spec = make_spec(self.schema, columns, filter, with_row_id, batch_size, offset, limit)
+        spec = make_spec(self.schema, columns, filter, with_row_id, batch_size, offset, limit, use_stats)
         out = output_schema(self.schema, spec)
         return pa.RecordBatchReader.from_batches(out, scan(self._snapshot.fragment_readers(), spec, out))
 
@@ -174,14 +175,18 @@ class Dataset:
         limit: int | None = None,
         offset: int | None = None,
         with_row_id: bool = False,
+        use_stats: bool = True,
     ) -> pa.Table:
         """The rows as one table.
+
+        ``use_stats`` (as in pylance) lets a filtered scan skip pages whose statistics prove that no
+        row matches (legacy 0.1 files keep them); the rows returned are the same either way.
 
         Raises:
             SchemaError: a column does not exist.
             FilterError: the filter does not parse.
         """
-        spec = make_spec(self.schema, columns, filter, with_row_id, 1 << 30, offset, limit)
+        spec = make_spec(self.schema, columns, filter, with_row_id, 1 << 30, offset, limit, use_stats)
         out = output_schema(self.schema, spec)
         return scan_all(self._snapshot.fragment_readers(), spec, out)
 

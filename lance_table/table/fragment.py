@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
 import pyarrow as pa
 
 from lance_table.errors import CorruptFileError, UnsupportedFormatError
 from lance_table.file import LanceFileReader
+from lance_table.file.legacy import LegacyFileReader
+from lance_table.file.legacy.prune import may_match
 from lance_table.file.reader import selectable
 from lance_table.file.runs import Runs
 from lance_table.format import paths
@@ -20,7 +24,18 @@ from lance_table.schema import FieldNode
 from lance_table.storage import Storage
 from lance_table.table.deletion import missing_file_error, read_deletions
 
+if TYPE_CHECKING:
+    from lance_table.filters.bounds import Condition
+
 READER_CACHE_SIZE = 1024
+
+FileReader: TypeAlias = "LanceFileReader | LegacyFileReader"
+
+
+def is_legacy_file(data_file: DataFile) -> bool:
+    """Whether a data file is in the legacy format (0.1), as its manifest entry records it (pylance's
+    rule: major 0 and minor below 3; 0.3 is how early writers recorded format 2.0)."""
+    return data_file.file_major_version == 0 and data_file.file_minor_version < 3
 
 
 class ReaderCache:
@@ -32,11 +47,19 @@ class ReaderCache:
 
     def __init__(self, size: int = READER_CACHE_SIZE) -> None:
         self.size = size
-        self._items: OrderedDict[tuple[str, str], LanceFileReader] = OrderedDict()
+        self._items: OrderedDict[tuple[str, str], FileReader] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, storage: Storage, data_file: DataFile, version: int | None = None) -> LanceFileReader:
+    def get(
+        self,
+        storage: Storage,
+        data_file: DataFile,
+        version: int | None = None,
+        fields: list[FieldNode] | None = None,
+    ) -> FileReader:
         """The reader of a data file (``version``, whose manifest names it, serves error messages).
+
+        ``fields`` (the dataset's field tree) serve legacy files that carry no schema of their own.
 
         Raises:
             DataFileNotFoundError: the file does not exist (e.g. its version was cleaned up).
@@ -46,13 +69,18 @@ class ReaderCache:
             raise UnsupportedFormatError(f"data file {data_file.path} lives in another base path")
         key = (storage.uri, data_file.path)
         with self._lock:
-            reader = self._items.get(key)
-            if reader is not None:
+            cached = self._items.get(key)
+            if cached is not None:
                 self._items.move_to_end(key)
-                return reader
+                return cached
         path = paths.data_file_path(data_file.path)
+        reader: FileReader
         try:
-            reader = LanceFileReader(storage.source(path, data_file.file_size_bytes))
+            source = storage.source(path, data_file.file_size_bytes)
+            if is_legacy_file(data_file):
+                reader = _legacy_reader(source, data_file, fields)
+            else:
+                reader = LanceFileReader(source)
         except FileNotFoundError:
             raise missing_file_error(storage, f"{storage.uri.rstrip('/')}/{path}", version) from None
         with self._lock:
@@ -63,6 +91,17 @@ class ReaderCache:
 
 
 READERS = ReaderCache()
+
+
+def _legacy_reader(source: object, data_file: DataFile, fields: list[FieldNode] | None) -> LegacyFileReader:
+    """A legacy file's reader: its own schema copy when it has one (pylance writes it), else the
+    dataset's fields; the page table rows are the ids the manifest lists for the file."""
+    try:
+        return LegacyFileReader(source, field_ids=data_file.fields or None)  # type: ignore[arg-type]
+    except UnsupportedFormatError:
+        if fields is None:
+            raise
+        return LegacyFileReader(source, fields, field_ids=data_file.fields or None)  # type: ignore[arg-type]
 
 
 @dataclass
@@ -96,7 +135,7 @@ class FragmentReader:
         if not self.fragment.files and rows:
             raise CorruptFileError(self._manifest_where(), f"fragment {self.fragment.id} has no data file")
         for data_file in self.fragment.files:
-            actual = READERS.get(self.storage, data_file, self.version).num_rows
+            actual = self._reader(data_file).num_rows
             if actual != rows:
                 raise CorruptFileError(
                     self._manifest_where(),
@@ -104,6 +143,9 @@ class FragmentReader:
                     f"but its data file {data_file.path} holds {actual}",
                 )
         return rows
+
+    def _reader(self, data_file: DataFile) -> FileReader:
+        return READERS.get(self.storage, data_file, self.version, list(self.roots.values()))
 
     def _manifest_where(self) -> str:
         """The manifest that lists this fragment, for error messages (listed only on error)."""
@@ -137,6 +179,37 @@ class FragmentReader:
         as the manifest records them."""
         return any((f.file_major_version, f.file_minor_version) >= (2, 1) for f in self.fragment.files)
 
+    def prune(self, live: Runs, conditions: Sequence[Condition]) -> Runs:
+        """``live`` without the rows of pages whose statistics prove a condition false for all of
+        their rows (legacy files keep min, max and null count per page; other files none)."""
+        if not conditions or not live.total:
+            return live
+        for data_file in self.fragment.files:
+            if not is_legacy_file(data_file):
+                continue
+            reader = self._reader(data_file)
+            assert isinstance(reader, LegacyFileReader)
+            stats = reader.statistics()
+            if stats is None:
+                continue
+            keep = np.ones(stats.num_batches, bool)
+            for cond in conditions:
+                node = self.roots.get(cond.column)
+                if node is None or node.id not in stats.fields:
+                    continue
+                try:
+                    keep &= may_match(stats, node.id, cond.op, cond.value, nullable=node.field.nullable)
+                except (ValueError, TypeError, pa.ArrowException):
+                    continue  # a literal the statistics cannot be compared with: no pruning
+            if keep.all():
+                continue
+            positions = live.positions()
+            batch = np.searchsorted(np.asarray(reader.metadata.batch_offsets), positions, side="right") - 1
+            live = Runs.from_sorted_unique(positions[keep[batch]])
+            if not live.total:
+                break
+        return live
+
     def live_runs(self, lo: int, hi: int) -> Runs:
         if not self.deleted.size or not _any_in(self.deleted, lo, hi):
             return Runs.span(lo, hi - lo)
@@ -158,7 +231,7 @@ class FragmentReader:
                     columns[name] = pa.chunked_array([pa.nulls(runs.total, self.roots[name].arrow_type)])
                 continue
             data_file = self.fragment.files[idx]
-            reader = READERS.get(self.storage, data_file, self.version)
+            reader = self._reader(data_file)
             file_names = {n.id: n.name for n in reader.metadata.roots}
             wanted = []
             for name in group:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -20,6 +20,9 @@ from lance_table._parallel import map_fragments
 from lance_table.errors import SchemaError
 from lance_table.file.runs import Runs
 from lance_table.table.fragment import FragmentReader
+
+if TYPE_CHECKING:
+    from lance_table.filters.bounds import Condition
 
 ROW_ID = "_rowid"
 DEFAULT_BATCH_SIZE = 8192
@@ -44,6 +47,8 @@ class ScanSpec:
     batch_size: int
     offset: int
     limit: int | None
+    # simple conditions the filter implies, for skipping pages by their statistics
+    conditions: tuple[Condition, ...] = ()
 
 
 def make_spec(
@@ -54,8 +59,11 @@ def make_spec(
     batch_size: int | None,
     offset: int | None,
     limit: int | None,
+    use_stats: bool = True,
 ) -> ScanSpec:
     """Validate scan options against the schema.
+
+    With ``use_stats``, pages whose statistics prove the filter false are skipped (legacy files).
 
     Raises:
         SchemaError: an unknown column.
@@ -81,7 +89,12 @@ def make_spec(
     size = batch_size or DEFAULT_BATCH_SIZE
     if size <= 0:
         raise ValueError("batch_size must be positive")
-    return ScanSpec(cols, expr, fcols, with_row_id, size, offset or 0, limit)
+    conditions: tuple[Condition, ...] = ()
+    if use_stats and isinstance(filter, str):
+        from lance_table.filters.bounds import conjuncts  # sqlglot loads with the first filter
+
+        conditions = tuple(conjuncts(filter, schema))
+    return ScanSpec(cols, expr, fcols, with_row_id, size, offset or 0, limit, conditions)
 
 
 @functools.lru_cache(maxsize=256)
@@ -140,6 +153,9 @@ def matching_positions(frag: FragmentReader, spec: ScanSpec, lo: int, hi: int) -
     live = frag.live_runs(lo, hi)
     if spec.filter is None or not live.total:
         return live
+    live = frag.prune(live, spec.conditions)
+    if not live.total:
+        return live
     _, mask = _filter_pass(frag, spec, live)
     return Runs.from_sorted_unique(live.select(np.flatnonzero(mask)))
 
@@ -152,6 +168,9 @@ def _read_matching(frag: FragmentReader, spec: ScanSpec, lo: int, hi: int) -> tu
     if spec.filter is None:
         table = frag.read(spec.columns, live) if spec.columns else _empty_rows(live.total)
         return table, live
+    live = frag.prune(live, spec.conditions)
+    if not live.total:
+        return _empty_rows(0), live
     ftable, mask = _filter_pass(frag, spec, live)
     selected = int(mask.sum())
     runs = Runs.from_sorted_unique(live.select(np.flatnonzero(mask)))

@@ -24,7 +24,7 @@ from lance_table.table.fragment import FragmentReader
 from lance_table.table.tags import Tags
 
 # Data file formats a dataset may use to be read.
-READABLE_FORMATS = ("2.0", "2.1", "2.2")
+READABLE_FORMATS = ("0.1", "2.0", "2.1", "2.2")
 
 
 @dataclass(frozen=True)

@@ -281,7 +281,8 @@ def test_data_storage_version_names_as_pylance_takes_them(tmp_path):
     assert ds.data_storage_version == "2.0" and ds.count_rows() == 6
     with pytest.raises(ValueError, match="data_storage_version"):
         lt.write_dataset(table, tmp_path / "b", data_storage_version="3.0")
-    for name in ("legacy", "0.1", "next"):
-        with pytest.raises(UnsupportedFormatError):
-            lt.write_dataset(table, tmp_path / name, data_storage_version=name)
-        assert not (tmp_path / name / "_versions").exists()
+    with pytest.raises(UnsupportedFormatError):
+        lt.write_dataset(table, tmp_path / "next", data_storage_version="next")
+    assert not (tmp_path / "next" / "_versions").exists()
+    for name in ("legacy", "0.1"):
+        assert lt.write_dataset(table, tmp_path / name, data_storage_version=name).data_storage_version == "0.1"

@@ -2,10 +2,13 @@
 
 Columns are allocated in pre-order: a struct gets a header column followed by its children's
 columns (unless it is a *packed* struct, stored as one column), a list gets an offsets column
-followed by its item's columns, and every other field is one leaf column.
+followed by its item's columns, and every other field is one leaf column (strings of early 2.0
+files take two: see :func:`column_assignment`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import pyarrow as pa
 
@@ -23,12 +26,33 @@ def is_packed_struct(node: FieldNode) -> bool:
     return meta(node, PACKED_KEY) is not None
 
 
-def column_assignment(roots: list[FieldNode]) -> dict[int, int]:
-    """Map each field id that owns a physical column to its column index."""
+def is_binary_like(t: pa.DataType) -> bool:
+    return (
+        pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+    )
+
+
+def column_assignment(
+    roots: list[FieldNode], two_columns: Callable[[FieldNode, int], bool] | None = None
+) -> dict[int, int]:
+    """Map each field id that owns a physical column to its column index.
+
+    ``two_columns(node, index)`` says whether a string/binary field whose column would be ``index``
+    is stored as a ``list<u8>``, in two columns (offsets, then the bytes), as 2.0 files written by
+    pylance up to 0.14 store strings.
+    """
     out: dict[int, int] = {}
+    next_index = 0
 
     def visit(node: FieldNode) -> None:
-        out[node.id] = len(out)
+        nonlocal next_index
+        out[node.id] = next_index
+        next_index += 1
+        if two_columns is not None and is_binary_like(node.arrow_type) and two_columns(node, out[node.id]):
+            next_index += 1
         if is_packed_struct(node):
             return
         for child in node.children:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from lance_table._proto import encodings_v2_1_pb2 as pb
+from lance_table.file.v2_1.level_compress import FLAT, LevelChunks, LevelCodec, choose, compress_chunks
 from lance_table.file.v2_1.miniblock_fast import fast_page
 from lance_table.file.v2_1.values_encode import MiniBlockValues
 
@@ -32,12 +33,6 @@ class ChunkTooLarge(Exception):
 
 def _pad8(n: int) -> int:
     return (n + 7) & ~7
-
-
-def _levels_encoding() -> Any:
-    enc = pb.CompressiveEncoding()
-    enc.flat.bits_per_value = 16
-    return enc
 
 
 class _Planner:
@@ -149,48 +144,39 @@ def encode_mini_block(
 ) -> tuple[Any, list[bytes]]:
     """A mini-block page: its ``PageLayout`` and buffers (chunk words, chunks, repetition index).
 
+    The levels are compressed as pylance does (see :mod:`level_compress`). Chunks are planned with
+    the levels' raw size, an upper bound for bitpacking; should run-length encoded levels make a
+    chunk too large, the page's levels are stored flat instead.
+
     Raises:
         ChunkTooLarge: some value cannot be put in a chunk with its levels.
     """
     num_levels = int(rep.size if rep is not None else defs.size if defs is not None else 0)
     planner = _Planner(values, n, num_levels, visible, rep is not None, defs is not None, large)
-    fast = None
+    rep_codec = choose(rep, large) if rep is not None else None
+    def_codec = choose(defs, large) if defs is not None else None
     if rep is None and planner.vis_idx is None:
-        fast = fast_page(values, n, defs, large, planner.head, planner.limit, planner.max_values)
-    if fast is not None:
-        words_arr = ((np.array(fast.sizes, np.int64) // 8 - 1) << 4) | np.array(fast.logs, np.int64)
-        layout = _layout(values, rep, defs, layers, n, large)
-        fast_buffers: list[Any] = [words_arr.astype(np.uint32 if large else np.uint16).tobytes(), fast.data]
-        _add_dictionary(layout, values, fast_buffers)
-        return layout, fast_buffers
+        fast = fast_page(values, n, defs, large, planner.head, planner.limit, planner.max_values, def_codec)
+        if fast is not None and max(fast.sizes) > planner.limit:
+            fast = fast_page(values, n, defs, large, planner.head, planner.limit, planner.max_values, FLAT)
+        if fast is not None:
+            words_arr = ((np.array(fast.sizes, np.int64) // 8 - 1) << 4) | np.array(fast.logs, np.int64)
+            layout = _layout(values, None, fast.def_codec, layers, n, large)
+            word_bytes = words_arr.astype(np.uint32 if large else np.uint16).tobytes()
+            fast_buffers: list[Any] = [word_bytes, fast.data]
+            _add_dictionary(layout, values, fast_buffers)
+            return layout, fast_buffers
     plan = planner.plan()
-    size_fmt = "I" if large else "H"
-    words = []
-    parts: list[bytes] = []
-    ranges = []
-    start = 0
-    levels_from = 0
-    for stop, log, size in plan:
-        levels_to = planner.level_end(stop)
-        count = levels_to - levels_from
-        ranges.append((levels_from, levels_to))
-        sizes = values.sizes(start, stop)
-        head = [count]
-        level_bytes = []
-        for lv in (rep, defs):
-            if lv is not None:
-                raw = lv[levels_from:levels_to].astype("<u2").tobytes()
-                head.append(len(raw))
-                level_bytes.append(raw)
-        header = struct.pack(f"<{len(head)}H", *head) + struct.pack(f"<{len(sizes)}{size_fmt}", *sizes)
-        pieces = [header, *level_bytes, *values.chunk(start, stop)]
-        chunk = b"".join(p + bytes([FILL_BYTE]) * (-len(p) % 8) for p in pieces)
-        assert len(chunk) == size, (len(chunk), size)
-        parts.append(chunk)
-        words.append(((size // 8 - 1) << 4) | log)
-        start, levels_from = stop, levels_to
-    layout = _layout(values, rep, defs, layers, n, large)
-    buffers = [np.array(words, np.uint32 if large else np.uint16).tobytes(), b"".join(parts)]
+    built = _chunks(values, planner, plan, rep, defs, rep_codec, def_codec, large)
+    if built is None:
+        flat_rep = FLAT if rep is not None else None
+        flat_def = FLAT if defs is not None else None
+        built = _chunks(values, planner, plan, rep, defs, flat_rep, flat_def, large)
+        rep_codec, def_codec = flat_rep, flat_def
+    assert built is not None  # flat levels are within the planned sizes
+    words, data, ranges = built
+    layout = _layout(values, rep_codec, def_codec, layers, n, large)
+    buffers = [np.array(words, np.uint32 if large else np.uint16).tobytes(), data]
     _add_dictionary(layout, values, buffers)
     if rep is not None:
         layout.mini_block_layout.repetition_index_depth = 1
@@ -198,20 +184,66 @@ def encode_mini_block(
     return layout, buffers
 
 
-def _layout(
+def _chunks(
     values: MiniBlockValues,
+    planner: _Planner,
+    plan: list[tuple[int, int, int]],
     rep: np.ndarray | None,
     defs: np.ndarray | None,
+    rep_codec: LevelCodec | None,
+    def_codec: LevelCodec | None,
+    large: bool,
+) -> tuple[list[int], bytes, list[tuple[int, int]]] | None:
+    """The chunk words, the chunks' bytes and each chunk's level range; None when a chunk would
+    exceed the limit with these level encodings."""
+    level_bounds = np.zeros(len(plan) + 1, np.int64)
+    level_bounds[1:] = [planner.level_end(stop) for stop, _, _ in plan]
+    compressed: list[LevelChunks] = []
+    for lv, codec in ((rep, rep_codec), (defs, def_codec)):
+        if lv is not None:
+            assert codec is not None
+            compressed.append(compress_chunks(lv, level_bounds, codec))
+    level_data = [c.data.tobytes() for c in compressed]
+    level_at = [(c.starts.tolist(), c.lengths.tolist()) for c in compressed]
+    size_fmt = "I" if large else "H"
+    words = []
+    parts: list[bytes] = []
+    ranges = []
+    start = 0
+    for c, (stop, log, _planned) in enumerate(plan):
+        levels_from, levels_to = int(level_bounds[c]), int(level_bounds[c + 1])
+        ranges.append((levels_from, levels_to))
+        sizes = values.sizes(start, stop)
+        head = [levels_to - levels_from]
+        level_bytes = []
+        for data, (at, lengths) in zip(level_data, level_at):
+            head.append(lengths[c])
+            level_bytes.append(data[at[c] : at[c] + lengths[c]])
+        header = struct.pack(f"<{len(head)}H", *head) + struct.pack(f"<{len(sizes)}{size_fmt}", *sizes)
+        pieces = [header, *level_bytes, *values.chunk(start, stop)]
+        chunk = b"".join(p + bytes([FILL_BYTE]) * (-len(p) % 8) for p in pieces)
+        if len(chunk) > planner.limit:
+            return None
+        parts.append(chunk)
+        words.append(((len(chunk) // 8 - 1) << 4) | log)
+        start = stop
+    return words, b"".join(parts), ranges
+
+
+def _layout(
+    values: MiniBlockValues,
+    rep_codec: LevelCodec | None,
+    def_codec: LevelCodec | None,
     layers: list[int],
     n: int,
     large: bool,
 ) -> Any:
     layout = pb.PageLayout()
     mini = layout.mini_block_layout
-    if rep is not None:
-        mini.rep_compression.CopyFrom(_levels_encoding())
-    if defs is not None:
-        mini.def_compression.CopyFrom(_levels_encoding())
+    if rep_codec is not None:
+        mini.rep_compression.CopyFrom(rep_codec.encoding())
+    if def_codec is not None:
+        mini.def_compression.CopyFrom(def_codec.encoding())
     mini.value_compression.CopyFrom(values.encoding)
     mini.layers.extend(layers)
     mini.num_buffers = values.num_buffers

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from lance_table.file.compression import bitpacking
+from lance_table.file.v2_1.level_compress import FLAT, LevelCodec, compress_chunks
 from lance_table.file.v2_1.values_encode import (
     PAD_BYTE,
     MiniBlockValues,
@@ -37,13 +38,22 @@ def _pad8(n: int) -> int:
 
 
 class FastPage:
-    """A mini-block page's chunks: value boundaries, log2 counts and the chunk bytes."""
+    """A mini-block page's chunks: value boundaries, log2 counts, the chunk bytes and sizes, and
+    the encoding of the definition levels in them (None without levels)."""
 
-    def __init__(self, bounds: np.ndarray, logs: list[int], data: np.ndarray, sizes: list[int]) -> None:
+    def __init__(
+        self,
+        bounds: np.ndarray,
+        logs: list[int],
+        data: np.ndarray,
+        sizes: list[int],
+        def_codec: LevelCodec | None,
+    ) -> None:
         self.bounds = bounds  # value index where each chunk starts, then n
         self.logs = logs
         self.data = data
         self.sizes = sizes
+        self.def_codec = def_codec
 
 
 def fast_page(
@@ -54,23 +64,39 @@ def fast_page(
     head_bytes: int,
     limit: int,
     max_values: int,
+    def_codec: LevelCodec | None = None,
 ) -> FastPage | None:
     """The page's chunks when its values have a page-wide form (see the module), else None.
 
-    ``defs`` are the definition levels (one per value) or None; ``head_bytes`` is a chunk's
-    header size padded to 8, ``limit`` the largest chunk, ``max_values`` the most values a chunk
-    may hold.
+    ``defs`` are the definition levels (one per value) or None, compressed in each chunk with
+    ``def_codec`` (flat by default); ``head_bytes`` is a chunk's header size padded to 8, ``limit``
+    the largest chunk, ``max_values`` the most values a chunk may hold. Chunks are planned with
+    the levels' raw size: the caller checks the sizes against ``limit`` when the levels are
+    run-length encoded (which may exceed it).
     """
     if n < 1:
         return None
+    levels = _Levels(defs, def_codec or FLAT) if defs is not None else None
     level_bytes_per_value = 2 if defs is not None else 0
     if isinstance(values, _FixedValues):
-        return _fixed(values, n, defs, large, head_bytes, limit, max_values, level_bytes_per_value)
+        return _fixed(values, n, levels, large, head_bytes, limit, max_values, level_bytes_per_value)
     if isinstance(values, _BitpackedValues):
-        return _bitpacked(values, n, defs, large, head_bytes, limit)
+        return _bitpacked(values, n, levels, large, head_bytes, limit)
     if isinstance(values, _VariableValues) and type(values) is _VariableValues:
-        return _variable(values, n, defs, large, head_bytes, limit, max_values)
+        return _variable(values, n, levels, large, head_bytes, limit, max_values)
     return None
+
+
+class _Levels:
+    """A page's definition levels and the encoding they get in every chunk."""
+
+    def __init__(self, defs: np.ndarray, codec: LevelCodec) -> None:
+        self.defs = defs
+        self.codec = codec
+
+
+def _codec(levels: _Levels | None) -> LevelCodec | None:
+    return levels.codec if levels is not None else None
 
 
 # --- plans -----------------------------------------------------------------------------------------
@@ -104,14 +130,15 @@ def _chunk_starts_uniform(n: int, per_chunk: int) -> np.ndarray:
 
 
 def _headers(
-    counts: np.ndarray, has_defs: bool, value_sizes: list[np.ndarray], large: bool, head: int
+    counts: np.ndarray, level_sizes: np.ndarray | None, value_sizes: list[np.ndarray], large: bool, head: int
 ) -> np.ndarray:
     """Each chunk's header (level count, level buffer size, value buffer sizes), padded: (C, head)."""
     c = counts.size
     out = np.full((c, head), FILL_BYTE, np.uint8)
+    has_defs = level_sizes is not None
     cols = [(counts if has_defs else np.zeros(c, np.int64)).astype("<u2").view(np.uint8).reshape(c, 2)]
-    if has_defs:
-        cols.append((counts * 2).astype("<u2").view(np.uint8).reshape(c, 2))
+    if level_sizes is not None:
+        cols.append(level_sizes.astype("<u2").view(np.uint8).reshape(c, 2))
     size_dtype = "<u4" if large else "<u2"
     for s in value_sizes:
         cols.append(np.asarray(s).astype(size_dtype).view(np.uint8).reshape(c, -1))
@@ -122,19 +149,21 @@ def _headers(
 
 def _assemble(
     bounds: np.ndarray,
-    defs: np.ndarray | None,
+    levels: _Levels | None,
     large: bool,
     head: int,
     pieces: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
 ) -> tuple[np.ndarray, list[int]]:
-    """Chunks built from ``pieces``: per value buffer, its bytes ``src``, each chunk's start in it,
-    its length, and its padded length (padding already in ``src`` up to the stored size)."""
+    """Chunks built from ``pieces`` (per value buffer: its bytes ``src``, each chunk's start in it,
+    its length, and its padded length, the padding already in ``src`` up to the stored size) and
+    from the levels, compressed chunk by chunk."""
     counts = np.diff(bounds)
     c = counts.size
     stored = [p[2] for p in pieces]
-    headers = _headers(counts, defs is not None, stored, large, head)
-    level_sizes = counts * 2 if defs is not None else np.zeros(c, np.int64)
-    padded = [(level_sizes + 7) & ~7] if defs is not None else []
+    compressed = compress_chunks(levels.defs, bounds, levels.codec) if levels is not None else None
+    level_sizes = compressed.lengths if compressed is not None else None
+    headers = _headers(counts, level_sizes, stored, large, head)
+    padded = [(level_sizes + 7) & ~7] if level_sizes is not None else []
     padded += [(s + 7) & ~7 for s in stored]
     sizes = head + (np.sum(padded, axis=0) if padded else np.zeros(c, np.int64))
     starts = np.zeros(c + 1, np.int64)
@@ -144,11 +173,10 @@ def _assemble(
     out[(starts[:-1, None] + np.arange(head)[None, :]).reshape(-1)] = headers.reshape(-1)
     at = starts[:-1] + head
     segments: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
-    if defs is not None:
-        def_bytes = defs.astype("<u2").view(np.uint8)
-        segments.append((def_bytes, bounds[:-1] * 2, level_sizes, at.copy()))
+    if compressed is not None:
+        segments.append((compressed.data, compressed.starts, compressed.lengths, at.copy()))
         at = at + padded[0]
-    for (src, src_start, _stored, length), pad in zip(pieces, padded[1 if defs is not None else 0 :]):
+    for (src, src_start, _stored, length), pad in zip(pieces, padded[1 if compressed is not None else 0 :]):
         segments.append((src, src_start, length, at.copy()))
         at = at + pad
     for src, src_start, length, dst in segments:
@@ -190,7 +218,7 @@ def _copy_segments(
 def _fixed(
     values: _FixedValues,
     n: int,
-    defs: np.ndarray | None,
+    levels: _Levels | None,
     large: bool,
     head: int,
     limit: int,
@@ -229,13 +257,13 @@ def _fixed(
         src = leaf.table.reshape(-1)
         sizes = counts * width
         pieces.append((src, bounds[:-1] * width, sizes, sizes))
-    data, chunk_sizes = _assemble(bounds, defs, large, head, pieces)
+    data, chunk_sizes = _assemble(bounds, levels, large, head, pieces)
     logs = [log] * (counts.size - 1) + [0]
-    return FastPage(bounds, logs, data, chunk_sizes)
+    return FastPage(bounds, logs, data, chunk_sizes, _codec(levels))
 
 
 def _bitpacked(
-    values: _BitpackedValues, n: int, defs: np.ndarray | None, large: bool, head: int, limit: int
+    values: _BitpackedValues, n: int, levels: _Levels | None, large: bool, head: int, limit: int
 ) -> FastPage | None:
     block = bitpacking.BLOCK
     words = values.words[:n]
@@ -248,19 +276,19 @@ def _bitpacked(
     bounds = _chunk_starts_uniform(n, block)
     counts = np.diff(bounds)
     sizes = block_words * t
-    level = _pad8(2 * block) if defs is not None else 0
+    level = _pad8(2 * block) if levels is not None else 0
     if int(sizes.max()) + head + level + 8 > limit:
         return None
     src = packed.view(np.uint8)
-    data, chunk_sizes = _assemble(bounds, defs, large, head, [(src, block_starts * t, sizes, sizes)])
+    data, chunk_sizes = _assemble(bounds, levels, large, head, [(src, block_starts * t, sizes, sizes)])
     logs = [10] * (counts.size - 1) + [0]
-    return FastPage(bounds, logs, data, chunk_sizes)
+    return FastPage(bounds, logs, data, chunk_sizes, _codec(levels))
 
 
 def _variable(
     values: _VariableValues,
     n: int,
-    defs: np.ndarray | None,
+    levels: _Levels | None,
     large: bool,
     head: int,
     limit: int,
@@ -269,7 +297,7 @@ def _variable(
     offsets = values.offsets
     w = values.width
     aim = values.chunk_aim()
-    level_per = 2 if defs is not None else 0
+    level_per = 2 if levels is not None else 0
     max_log = min(max_values.bit_length() - 1, MAX_LOG_VALUES)
     # best[i]: the largest k (1..max_log) such that a chunk of 2^k values from i fits
     best = np.zeros(n, np.int64)
@@ -335,5 +363,5 @@ def _variable(
     np.cumsum(heads[:-1], out=off_start[1:])
     _copy_segments(src, piece_start[:-1], offs_bytes, off_start, heads)
     _copy_segments(src, piece_start[:-1] + heads, values.data, offsets[lo], data_len)
-    data, chunk_sizes = _assemble(bounds, defs, large, head, [(src, piece_start[:-1], stored, stored)])
-    return FastPage(bounds, logs, data, chunk_sizes)
+    data, chunk_sizes = _assemble(bounds, levels, large, head, [(src, piece_start[:-1], stored, stored)])
+    return FastPage(bounds, logs, data, chunk_sizes, _codec(levels))

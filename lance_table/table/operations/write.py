@@ -14,6 +14,7 @@ import pyarrow as pa
 from lance_table.errors import DatasetAlreadyExistsError, SchemaError, UnsupportedFormatError
 from lance_table.file import LanceFileWriter
 from lance_table.file.container import FileVersion
+from lance_table.file.legacy import LegacyFileWriter
 from lance_table.file.v2_0.layout import column_assignment
 from lance_table.format import paths
 from lance_table.format.manifest import DEFAULT_DATA_FORMAT, DataFile, Fragment, Manifest
@@ -31,7 +32,8 @@ WRITE_CHUNK_ROWS = 128 * 1024
 ProgressCallback = Callable[[int], None]
 WriteMode = Literal["create", "append", "overwrite"]
 # Data file formats lance_table writes into datasets.
-WRITABLE_FORMATS = ("2.0", "2.1", "2.2")
+WRITABLE_FORMATS = ("0.1", "2.0", "2.1", "2.2")
+LEGACY_FORMAT = "0.1"
 
 
 @dataclass(frozen=True)
@@ -114,7 +116,25 @@ def writable_data_format(base: Manifest | None, uri: str, requested: str | None 
             f"{whose} Lance format {data_format}; lance_table writes only format "
             f"{', '.join(WRITABLE_FORMATS)} and never mixes formats in one dataset"
         )
+    if data_format == LEGACY_FORMAT and base is not None and requested is None:
+        check_legacy_fields(base.fields, uri)
     return data_format
+
+
+def check_legacy_fields(fields: Sequence[LanceField], uri: str) -> None:
+    """Refuse writes to legacy datasets with dictionary columns: pylance reads their keys against
+    dictionary values kept in the dataset manifest, which lance_table does not write.
+
+    Raises:
+        UnsupportedFormatError: a field of the schema is a dictionary.
+    """
+    for f in fields:
+        if f.logical_type.startswith("dict:"):
+            raise UnsupportedFormatError(
+                f"{uri}: field {f.name!r} is a dictionary column of a legacy (0.1) dataset; "
+                "lance_table reads such datasets but does not write them (their manifests carry the "
+                "dictionary values)"
+            )
 
 
 def plan_write(
@@ -149,6 +169,8 @@ def plan_write(
     data_format = writable_data_format(base, uri, data_storage_version)
     fields = tuple(fields_from_arrow(data_schema))
     build_tree(fields)
+    if data_format == LEGACY_FORMAT:
+        check_legacy_fields(fields, uri)
     return WritePlan(base.version if base is not None else 0, False, data_schema, fields, data_format)
 
 
@@ -246,28 +268,32 @@ class FragmentWriter:
         self.write_tag = write_tag
         self.before_file = before_file
         self.data_format = data_format
-        self._file_version = FileVersion.parse(data_format).manifest_version
+        self._legacy = data_format == LEGACY_FORMAT
+        self._file_version = (0, 2) if self._legacy else FileVersion.parse(data_format).manifest_version
         cols = column_assignment(build_tree(fields))
         self._file_fields = tuple(f.id for f in fields)
         self._column_indices = tuple(cols.get(f.id, -1) for f in fields)
         self.fragments: list[Fragment] = []
         self.paths: list[str] = []
-        self._writer: LanceFileWriter | None = None
+        self._writer: LanceFileWriter | LegacyFileWriter | None = None
         self._stream: Any = None
         self._name = ""
         self._rows = 0
         self._bytes = 0
 
-    def _open(self) -> LanceFileWriter:
+    def _open(self) -> LanceFileWriter | LegacyFileWriter:
         if self.before_file is not None:
             self.before_file()
         self._name = paths.new_data_file_name(self.write_tag)
         path = paths.data_file_path(self._name)
         self.paths.append(path)
         self._stream = self.storage.open_writer(path)
-        self._writer = LanceFileWriter(
-            self._stream, self.schema, fields=self.fields, version=self.data_format
-        )
+        if self._legacy:
+            self._writer = LegacyFileWriter(self._stream, self.schema, fields=self.fields)
+        else:
+            self._writer = LanceFileWriter(
+                self._stream, self.schema, fields=self.fields, version=self.data_format
+            )
         self._rows = 0
         self._bytes = 0
         return self._writer
@@ -283,7 +309,8 @@ class FragmentWriter:
                 files=(
                     DataFile(
                         path=self._name,
-                        # 2.0 files list every field with its column; 2.1+ files only the leaves
+                        # 2.0 files list every field with its column; 2.1+ files only the leaves;
+                        # legacy files every field, without columns
                         fields=self._file_fields if self.data_format == "2.0" else written.field_ids,
                         column_indices=(
                             self._column_indices if self.data_format == "2.0" else written.column_indices

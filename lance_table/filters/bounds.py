@@ -1,0 +1,151 @@
+"""Simple conditions a predicate implies, for skipping data by statistics.
+
+A filter ``id >= 10 AND x < 0.5 AND s IS NOT NULL AND id IN (1, 2)`` holds only for rows where
+each of its top-level ``AND`` terms holds. :func:`conjuncts` returns the terms of the form
+``column <op> literal`` (and ``IS [NOT] NULL``, ``BETWEEN``, ``IN``) over plain top-level columns
+of integer, float, boolean or string type; any other term is left out, which only makes the
+conditions weaker. A reader may then skip a page whose statistics prove that one condition fails
+for every row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from sqlglot import exp
+
+from lance_table.errors import FilterError
+from lance_table.filters.dialect import parse
+
+_FLIP = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+_OPS = {exp.EQ: "=", exp.NEQ: "!=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
+
+
+@dataclass(frozen=True)
+class Condition:
+    """``column <op> value``; ops as :func:`lance_table.file.legacy.prune.may_match` takes them."""
+
+    column: str
+    op: str
+    value: Any = None
+
+
+def conjuncts(predicate: str, schema: pa.Schema) -> list[Condition]:
+    """The simple conditions among the top-level ``AND`` terms of ``predicate`` (see the module).
+
+    Never raises for a predicate the filter compiler accepts; a predicate that does not parse gives
+    no conditions (the compiler reports the error).
+    """
+    try:
+        tree = parse(predicate)
+    except FilterError:
+        return []
+    out: list[Condition] = []
+    for term in _and_terms(tree):
+        cond = _condition(term, schema)
+        if cond is not None:
+            out.append(cond)
+    return out
+
+
+def _and_terms(node: exp.Expr) -> list[exp.Expr]:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.And):
+        return _and_terms(node.this) + _and_terms(node.expression)
+    return [node]
+
+
+def _condition(node: exp.Expr, schema: pa.Schema) -> Condition | None:
+    for cls, op in _OPS.items():
+        if isinstance(node, cls):
+            left, right = node.this, node.expression
+            column, t = _column(left, schema)
+            if column is None:
+                column, t = _column(right, schema)
+                left, right, op = right, left, _FLIP[op]
+            if column is None or t is None:
+                return None
+            value = _literal(right, t)
+            return None if value is _NO else Condition(column, op, value)
+    if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
+        column, _ = _column(node.this, schema)
+        return None if column is None else Condition(column, "is_null")
+    if isinstance(node, exp.Not):
+        inner = node.this
+        while isinstance(inner, exp.Paren):
+            inner = inner.this
+        if isinstance(inner, exp.Is) and isinstance(inner.expression, exp.Null):
+            column, _ = _column(inner.this, schema)
+            return None if column is None else Condition(column, "is_not_null")
+        return None
+    if isinstance(node, exp.Between):
+        column, t = _column(node.this, schema)
+        if column is None or t is None:
+            return None
+        low, high = _literal(node.args.get("low"), t), _literal(node.args.get("high"), t)
+        if low is _NO or high is _NO:
+            return None
+        return Condition(column, "between", (low, high))
+    if isinstance(node, exp.In) and not node.args.get("query"):
+        column, t = _column(node.this, schema)
+        if column is None or t is None:
+            return None
+        values = [_literal(v, t) for v in node.expressions]
+        if not values or any(v is _NO for v in values):
+            return None
+        return Condition(column, "in", tuple(values))
+    return None
+
+
+def _column(node: exp.Expr | None, schema: pa.Schema) -> tuple[str | None, pa.DataType | None]:
+    """A plain top-level column (one that appears once in the schema) and its type."""
+    if not isinstance(node, exp.Column) or node.table or isinstance(node.this, exp.Star):
+        return None, None
+    name = str(node.this.this) if isinstance(node.this, exp.Identifier) else str(node.name)
+    if (
+        schema.get_all_field_indices(name) != [schema.get_field_index(name)]
+        or schema.get_field_index(name) < 0
+    ):
+        return None, None
+    return name, schema.field(name).type
+
+
+class _Missing:
+    pass
+
+
+_NO: Any = _Missing()
+
+
+def _literal(node: exp.Expr | None, t: pa.DataType) -> Any:
+    """The literal's Python value when it compares with type ``t`` as is, else ``_NO``."""
+    negative = False
+    while isinstance(node, (exp.Neg, exp.Paren)):
+        if isinstance(node, exp.Neg):
+            negative = not negative
+        node = node.this
+    if isinstance(node, exp.Literal):
+        text = str(node.this)
+        if node.is_string:
+            if negative or not (pa.types.is_string(t) or pa.types.is_large_string(t)):
+                return _NO
+            return text
+        if pa.types.is_integer(t):
+            try:
+                value: int | float = int(text)
+            except ValueError:
+                return _NO  # a fractional literal against integers: compared as floats
+            return -value if negative else value
+        if pa.types.is_floating(t):
+            try:
+                value = float(text)
+            except ValueError:
+                return _NO
+            return -value if negative else value
+        return _NO
+    if isinstance(node, exp.Boolean) and pa.types.is_boolean(t) and not negative:
+        return bool(node.this)
+    return _NO

@@ -1,0 +1,204 @@
+"""Legacy (format 0.1) datasets: read, continued and created by lance_table, with pylance as the
+oracle both ways, and filtered scans that skip pages by their statistics."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import lance_table as lt
+from lance_table.errors import UnsupportedFormatError
+from lance_table.table.fragment import READERS
+
+lance = pytest.importorskip("lance")
+
+
+def _table(n: int, start: int = 0, seed: int = 0) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    ids = np.arange(start, start + n, dtype=np.int64)
+    x = rng.random(n)
+    x[rng.random(n) < 0.05] = np.nan
+    return pa.table(
+        {
+            "id": ids,
+            "x": pa.array(x),
+            "i": pa.array(rng.integers(-50, 50, n).astype(np.int32)),
+            "s": pa.array([None if k % 11 == 0 else f"v{k % 97}" for k in range(start, start + n)]),
+            "b": pa.array(rng.random(n) < 0.5),
+            "l": pa.array(
+                [[k, k + 1] if k % 5 else [] for k in range(start, start + n)], pa.list_(pa.int32())
+            ),
+            "st": pa.StructArray.from_arrays(
+                [pa.array(ids * 2), pa.array([f"t{k}" for k in range(start, start + n)])], names=["a", "t"]
+            ),
+        }
+    )
+
+
+def _bits(table: pa.Table) -> pa.Table:
+    """``table`` with float64 columns as their bit patterns, so that NaNs compare equal."""
+    for i, f in enumerate(table.schema):
+        if pa.types.is_float64(f.type):
+            bits = table.column(i).combine_chunks().view(pa.int64())
+            table = table.set_column(i, pa.field(f.name, pa.int64()), bits)
+    return table
+
+
+def _equal(a: pa.Table, b: pa.Table) -> bool:
+    return _bits(a).equals(_bits(b))
+
+
+def _same(uri: str) -> None:
+    """Every version reads the same in both libraries."""
+    for v in lance.dataset(uri).versions():
+        theirs = lance.dataset(uri, version=v["version"]).to_table()
+        ours = lt.dataset(uri, version=v["version"]).to_table()
+        assert _equal(ours, theirs), f"version {v['version']}"
+
+
+def test_pylance_legacy_dataset_continued_by_lance_table_and_back(tmp_path):
+    uri = str(tmp_path / "ds")
+    lance.write_dataset(_table(3000), uri, data_storage_version="legacy", max_rows_per_file=1200)
+    _same(uri)
+    ds = lt.write_dataset(_table(1500, 3000, seed=1), uri, mode="append")
+    ds = ds.delete("id % 7 = 3 OR i > 40")
+    _same(uri)
+    ds = ds.compact_files()
+    assert lance.dataset(uri).data_storage_version == "0.1"
+    _same(uri)
+    lance.write_dataset(_table(700, 10_000, seed=2), uri, mode="append")
+    lance.dataset(uri).delete("id < 100")
+    lance.dataset(uri).optimize.compact_files()
+    _same(uri)
+    ds = lt.dataset(uri)
+    assert {f.file_major_version for frag in ds.manifest.fragments for f in frag.files} == {0}
+    assert _equal(
+        ds.to_table(filter="id >= 3000 AND id < 3010"),
+        lance.dataset(uri).to_table(filter="id >= 3000 AND id < 3010"),
+    )
+
+
+@pytest.mark.parametrize("name", ["legacy", "0.1"])
+def test_lance_table_creates_legacy_datasets_pylance_continues(tmp_path, name):
+    uri = str(tmp_path / "ds")
+    source = _table(2500)
+    lt.write_dataset(source, uri, data_storage_version=name)
+    pds = lance.dataset(uri)
+    assert pds.data_storage_version == "0.1"
+    expected = pds.to_table()  # pylance's stand-ins for nulls that the format cannot store
+    assert _equal(lt.dataset(uri).to_table(), expected)
+    assert expected.column("s").equals(source.column("s"))  # strings keep their nulls
+    lance.write_dataset(_table(500, 2500), uri, mode="append")
+    lance.dataset(uri).delete("id % 2 = 0")
+    lt.dataset(uri).compact_files()
+    _same(uri)
+    assert lance.dataset(uri).data_storage_version == "0.1"
+
+
+def test_appends_keep_legacy_and_formats_never_mix(tmp_path):
+    uri = str(tmp_path / "ds")
+    lt.write_dataset(_table(100), uri, data_storage_version="legacy")
+    lt.write_dataset(_table(100, 100), uri, mode="append", data_storage_version="2.2")  # ignored, as pylance
+    assert lance.dataset(uri).data_storage_version == "0.1"
+    lt.write_dataset(_table(50), uri, mode="overwrite", data_storage_version="2.2")
+    assert lance.dataset(uri).data_storage_version == "2.2"
+    assert _equal(lt.dataset(uri).to_table(), lance.dataset(uri).to_table())
+
+
+def test_legacy_dictionary_columns_are_read_but_not_written(tmp_path):
+    uri = str(tmp_path / "ds")
+    tbl = pa.table(
+        {"id": pa.array(range(6)), "d": pa.array(["a", "b", "a", "c", "b", "a"]).dictionary_encode()}
+    )
+    lance.write_dataset(tbl, uri, data_storage_version="legacy")
+    assert lt.dataset(uri).to_table().equals(lance.dataset(uri).to_table())
+    with pytest.raises(UnsupportedFormatError, match="dictionary"):
+        lt.write_dataset(tbl, uri, mode="append")
+    with pytest.raises(UnsupportedFormatError, match="dictionary"):
+        lt.write_dataset(tbl, str(tmp_path / "new"), data_storage_version="legacy")
+
+
+@pytest.fixture(scope="module")
+def big_legacy(tmp_path_factory):
+    uri = str(tmp_path_factory.mktemp("stats") / "ds")
+    lance.write_dataset(_table(60_000, seed=5), uri, data_storage_version="legacy")
+    return uri
+
+
+def _bytes_read(uri: str, fn) -> int:
+    """Bytes fetched from the dataset's data files while ``fn`` runs (through the real readers)."""
+    READERS._items.clear()
+    ds = lt.dataset(uri)
+    ds.count_rows()  # nothing read yet
+    total = [0]
+    originals = []
+    for frag in ds._snapshot.fragment_readers():
+        for data_file in frag.fragment.files:
+            source = frag._reader(data_file).source
+            original = source.read_ranges
+
+            def counting(ranges, original=original):
+                total[0] += sum(n for _, n in ranges)
+                return original(ranges)
+
+            source.read_ranges = counting  # type: ignore[method-assign]
+            originals.append((source, original))
+    try:
+        fn(ds)
+    finally:
+        for source, original in originals:
+            source.read_ranges = original  # type: ignore[method-assign]
+        READERS._items.clear()
+    return total[0]
+
+
+def test_selective_filter_reads_only_matching_pages(big_legacy):
+    query = "id >= 30000 AND id < 30100"
+    # counting reads only the filter's column: one 1024-row page of it (and the statistics) with
+    # statistics, all 59 pages without
+    with_stats = _bytes_read(big_legacy, lambda ds: ds.count_rows(query))
+    without = _bytes_read(big_legacy, lambda ds: ds.count_rows(query, use_stats=False))
+    assert with_stats * 20 < without, (with_stats, without)
+    rows = _bytes_read(big_legacy, lambda ds: ds.to_table(filter=query))
+    all_rows = _bytes_read(big_legacy, lambda ds: ds.to_table(filter=query, use_stats=False))
+    assert rows * 5 < all_rows, (rows, all_rows)
+    ds = lt.dataset(big_legacy)
+    expected = lance.dataset(big_legacy).to_table(filter=query)
+    assert _equal(ds.to_table(filter=query), expected)
+    assert _equal(ds.to_table(filter=query, use_stats=False), expected)
+    assert ds.count_rows(query) == 100
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "id < 1500",
+        "id >= 59000",
+        "id BETWEEN 1000 AND 1030",
+        "id IN (5, 40000, 59999)",
+        "id = -1",
+        "x < 0.01",
+        "x > 0.99",
+        "x != 0.5",
+        "i = 0",
+        "i < -45 AND id > 30000",
+        "s = 'v3'",
+        "s > 'v95'",
+        "s IS NULL",
+        "s IS NOT NULL AND id < 2000",
+        "b = true AND id < 3000",
+        "id > 10 OR x < 0.001",
+        "NOT (id < 59990)",
+    ],
+)
+def test_statistics_never_change_results(big_legacy, query):
+    ds = lt.dataset(big_legacy)
+    with_stats = ds.to_table(filter=query, with_row_id=True)
+    without = ds.to_table(filter=query, with_row_id=True, use_stats=False)
+    assert _equal(with_stats, without)
+    # the rows as read, filtered by the predicate in memory, are the same rows
+    full = ds.to_table(with_row_id=True)
+    from lance_table.filters import parse_filter
+
+    assert _equal(full.filter(parse_filter(query, full.schema)), with_stats)
