@@ -285,4 +285,5 @@ def test_data_storage_version_names_as_pylance_takes_them(tmp_path):
         lt.write_dataset(table, tmp_path / "next", data_storage_version="next")
     assert not (tmp_path / "next" / "_versions").exists()
     for name in ("legacy", "0.1"):
-        assert lt.write_dataset(table, tmp_path / name, data_storage_version=name).data_storage_version == "0.1"
+        ds = lt.write_dataset(table, tmp_path / name, data_storage_version=name)
+        assert ds.data_storage_version == "0.1"
