@@ -203,9 +203,16 @@ class FragmentReader:
                     continue  # a literal the statistics cannot be compared with: no pruning
             if keep.all():
                 continue
-            positions = live.positions()
-            batch = np.searchsorted(np.asarray(reader.metadata.batch_offsets), positions, side="right") - 1
-            live = Runs.from_sorted_unique(positions[keep[batch]])
+            offsets = np.asarray(reader.metadata.batch_offsets, np.int64)
+            if live.count == 1:  # no deletions here: the kept pages' row spans, clipped
+                lo = int(live.starts[0])
+                kept = Runs.normalized(offsets[:-1][keep], np.diff(offsets)[keep])
+                live = kept.clip(lo, lo + int(live.lengths[0])).shift(lo)
+            else:
+                positions = live.positions()
+                live = Runs.from_sorted_unique(
+                    positions[keep[np.searchsorted(offsets, positions, "right") - 1]]
+                )
             if not live.total:
                 break
         return live

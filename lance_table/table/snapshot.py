@@ -159,6 +159,12 @@ def _check_data_format(manifest: Manifest, where: str) -> None:
             f"{where} stores data files in Lance format {fmt}; "
             f"lance_table reads formats {', '.join(READABLE_FORMATS)}"
         )
+    for f in manifest.fields:
+        if f.metadata.get("ARROW:extension:name") == b"lance.blob.v2":
+            raise UnsupportedFormatError(
+                f"{where}: field {f.name!r} is a blob v2 column (pylance 14 stores blob columns of 2.2 "
+                "datasets so), which lance_table does not read yet"
+            )
     if seen - {fmt}:
         raise UnsupportedFormatError(
             f"{where} mixes data files of formats {sorted(seen)}, which lance_table does not read"

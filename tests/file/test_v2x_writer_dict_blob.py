@@ -364,7 +364,7 @@ def test_blobs_refused_where_pylance_refuses_them(tmp_path, version):
 
 
 def test_dataset_with_dictionaries_and_blobs(tmp_path):
-    """``write_dataset`` (2.2 by default) with dictionary and blob columns; pylance reads it all."""
+    """``write_dataset`` with dictionary and blob columns (2.1: 2.2 is refused); pylance reads it all."""
     rng = np.random.default_rng(6)
     n = 1500
     table = pa.table(
@@ -376,11 +376,15 @@ def test_dataset_with_dictionaries_and_blobs(tmp_path):
     )
     table = table.cast(table.schema.set(2, pa.field("b", pa.large_binary(), metadata=BLOB_META)))
     uri = str(tmp_path / "ds")
-    lance_table.write_dataset(table, uri)
+    # pylance stores blob columns of 2.2 datasets as blob v2, which lance_table does not write
+    with pytest.raises(UnsupportedFormatError, match="blob v2"):
+        lance_table.write_dataset(table, uri)
+    assert not (tmp_path / "ds" / "_versions").exists()
+    lance_table.write_dataset(table, uri, data_storage_version="2.1")
     ours = lance_table.dataset(uri).to_table()
     assert_tables_equal(ours, table)
     ds = lance.dataset(uri)
-    assert ds.data_storage_version == "2.2"
+    assert ds.data_storage_version == "2.1"
     assert_tables_equal(ds.to_table(blob_handling="all_binary"), table)
     # by default pylance describes blobs: (position, size), null for null blobs
     described = ds.to_table(columns=["b"]).column("b").combine_chunks()
@@ -412,3 +416,13 @@ def test_appends_to_a_pylance_dataset_with_blobs(tmp_path):
         lance.dataset(uri).to_table(blob_handling="all_binary"), expected, check_metadata=False
     )
     assert_tables_equal(lance_table.dataset(uri).to_table(), expected)
+
+
+def test_pylance_blob_v2_datasets_are_refused_with_a_typed_error(tmp_path):
+    """pylance 14 turns a blob column of a 2.2 dataset into blob v2: refused by name, not misread."""
+    table = pa.table({"b": pa.array([b"x" * 10, None, b""], pa.large_binary())})
+    table = table.cast(pa.schema([pa.field("b", pa.large_binary(), metadata=BLOB_META)]))
+    uri = str(tmp_path / "ds")
+    lance.write_dataset(table, uri)
+    with pytest.raises(UnsupportedFormatError, match="blob v2"):
+        lance_table.dataset(uri)

@@ -121,6 +121,24 @@ def writable_data_format(base: Manifest | None, uri: str, requested: str | None 
     return data_format
 
 
+def check_blob_fields(fields: Sequence[LanceField], data_format: str, uri: str) -> None:
+    """Refuse blob columns in new 2.2 datasets: pylance stores them there as blob v2 (a struct of
+    descriptors and external blob files) and cannot append to a 2.2 dataset with older blobs.
+
+    Raises:
+        UnsupportedFormatError: a field carries pylance's blob metadata and the format is 2.2+.
+    """
+    if data_format in (LEGACY_FORMAT, "2.0", "2.1"):
+        return
+    for f in fields:
+        if "lance-encoding:blob" in f.metadata:
+            raise UnsupportedFormatError(
+                f"{uri}: field {f.name!r} is a blob column; in format {data_format} datasets pylance stores "
+                "blobs as blob v2, which lance_table does not write yet (format 2.0 and 2.1 datasets "
+                "store blob columns)"
+            )
+
+
 def check_legacy_fields(fields: Sequence[LanceField], uri: str) -> None:
     """Refuse writes to legacy datasets with dictionary columns: pylance reads their keys against
     dictionary values kept in the dataset manifest, which lance_table does not write.
@@ -171,6 +189,7 @@ def plan_write(
     build_tree(fields)
     if data_format == LEGACY_FORMAT:
         check_legacy_fields(fields, uri)
+    check_blob_fields(fields, data_format, uri)
     return WritePlan(base.version if base is not None else 0, False, data_schema, fields, data_format)
 
 
