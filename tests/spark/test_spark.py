@@ -446,3 +446,22 @@ def test_spark_appends_into_a_pylance_default_2_2_dataset(spark, tmp_path):
     df = spark.createDataFrame([(1, {"a": 1}), (2, {"b": 2})], "id long, m map<string,int>")
     df.write.format("lance_table").mode("overwrite").option("data_storage_version", "2.2").save(uri + "m")
     assert sorted(lance.dataset(uri + "m").to_table()["id"].to_pylist()) == [1, 2]
+
+
+def test_spark_appends_keep_a_legacy_dataset_legacy(spark, tmp_path):
+    lance = pytest.importorskip("lance")
+    uri = str(tmp_path / "legacy")
+    base = _rows(0, 1000).select(["id", "x", "s"])
+    lance.write_dataset(base, uri, data_storage_version="legacy")
+    more = _rows(5000, 700).select(["id", "x", "s"])
+    spark.createDataFrame(more.to_pandas()).repartition(2).write.format("lance_table").mode("append").save(
+        uri
+    )
+    ds = lt.dataset(uri)
+    assert ds.data_storage_version == "0.1" and lance.dataset(uri).data_storage_version == "0.1"
+    files = {(f.file_major_version, f.file_minor_version) for fr in ds.get_fragments() for f in fr.files}
+    assert files == {(0, 2)}
+    # pylance reads what Spark wrote as it reads its own legacy files (strings keep their nulls)
+    theirs = lance.dataset(uri).to_table()
+    assert theirs.num_rows == 1700
+    _same(_read(spark, uri), theirs)
