@@ -46,7 +46,7 @@ SEGMENT = 511  # the parse restarts every this many bytes of a string
 # made in the last round counts no pairs, and comes from the best table's counts.
 _ROUNDS = (8, 38, 68, 98, 108, 128)
 # input bytes compressed at a time (on threads), which also bounds the memory of the position arrays
-_PART = 1 << 22
+_PART = 1 << 20
 _LONG = 1 << 16  # flag in a 2-byte lookup entry: some symbol of 3+ bytes starts with them
 _MASKS = np.array([(1 << (8 * n)) - 1 for n in range(8)] + [(1 << 64) - 1], np.uint64)
 

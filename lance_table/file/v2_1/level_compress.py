@@ -4,9 +4,10 @@ One encoding is chosen for all the levels of one kind (rep or def) of a page, th
 levels are compressed on their own with it, and the chunk header counts the compressed bytes.
 The choice, made from the whole page's levels (16-bit values):
 
-* in 2.2 only, ``rle{values flat 16, run_lengths flat 8}`` (block form: ``u64`` size of the run values, the
-  values, the ``u8`` run lengths; runs longer than 255 are split) when its size, 8 bytes plus 3 per
-  run, is below the raw 2 bytes per level and not above the estimated bitpacked size;
+* in 2.2 only, ``rle{values flat 16, run_lengths flat 8}`` (block form: ``u64`` size of the run
+  values, the values, the ``u8`` run lengths; runs longer than 255 are split) when its size, 8
+  bytes plus 3 per run, is below the raw 2 bytes per level and not above the estimated bitpacked
+  size;
 * otherwise FastLanes bitpacking: ``inline_bitpacking{16}`` (each 1024-level block led by its
   own width) for pages of at most 1024 levels, unless one block at the needed width would not be
   smaller than the raw levels; ``out_of_line_bitpacking{16, flat W}`` at the page's widest ``W``
@@ -16,8 +17,9 @@ The choice, made from the whole page's levels (16-bit values):
 
 The bitpacked size estimate is ``1 + 64 W`` words for pages of at most 1024 levels, else the
 out-of-line words of the whole page. Pages whose levels are all 0 (nullable nested fields without
-nulls, which pylance writes without definition levels) get RLE when they hold more than 1024 levels
-rather than out-of-line bitpacking at width 0.
+nulls, which pylance writes without definition levels) get inline bitpacking (one width word per
+1024 levels), or RLE in 2.2 when they hold more than 1024 levels, rather than out-of-line
+bitpacking at width 0.
 
 Everything is page-wide numpy: :func:`compress_chunks` returns one byte array holding every
 chunk's compressed levels, with each chunk's start and length in it.
@@ -117,11 +119,14 @@ def choose(levels: np.ndarray, rle: bool) -> LevelCodec:
         packed = 2 * _out_of_line_words(n, w) if w < LEVEL_BITS else None
     if packed is not None and packed >= raw:
         packed = None
-    bound = raw if packed is None else min(raw - 1, packed)  # the most RLE may take and win
-    # a cheap lower bound first: every change of value starts a run
-    if rle and RLE_HEADER + 3 * (1 + int(np.count_nonzero(levels[1:] != levels[:-1]))) <= bound:
-        if RLE_HEADER + 3 * int(_rle_runs(levels)[0].size) <= bound:
-            return LevelCodec("rle")
+    bound = raw - 1 if packed is None else min(raw - 1, packed)  # the most RLE may take and win
+    # a cheap lower bound first (every change of value starts a run), then the exact size
+    if (
+        rle
+        and RLE_HEADER + 3 * (1 + int(np.count_nonzero(levels[1:] != levels[:-1]))) <= bound
+        and RLE_HEADER + 3 * int(_rle_runs(levels)[0].size) <= bound
+    ):
+        return LevelCodec("rle")
     if n <= BLOCK:
         if BLOCK * w // 8 >= raw:  # one block at this width is no smaller than the levels
             return FLAT
@@ -204,15 +209,17 @@ def _out_of_line(levels: np.ndarray, bounds: np.ndarray, counts: np.ndarray, w: 
         word_counts = np.full(c, first_words, np.int64)
         word_counts[-1] = last_words
         return _words_to_chunks(np.concatenate([first, last]), word_counts)
-    full, tail = np.divmod(counts, BLOCK)
+    tail = counts % BLOCK
     raw_tail = (tail > 0) & ~_tail_packed(tail, w)
     if raw_tail.any():
         return _out_of_line_raw_tails(levels, bounds, counts, w)
-    # every chunk's levels start a block of their own: spread them, then pack all blocks at once
+    # every chunk's levels start a block of their own: spread them (one slice per chunk, a few
+    # thousand at most), then pack all blocks at once
     blocks = -(-counts // BLOCK)
-    shift = (np.cumsum(blocks) - blocks) * BLOCK - bounds[:-1]
     padded = np.zeros(int(blocks.sum()) * BLOCK, np.uint16)
-    padded[np.repeat(shift, counts) + np.arange(bounds[0], bounds[-1])] = levels[bounds[0] : bounds[-1]]
+    block_at = (np.cumsum(blocks) - blocks) * BLOCK
+    for at, lo, hi in zip(block_at.tolist(), bounds[:-1].tolist(), bounds[1:].tolist()):
+        padded[at : at + hi - lo] = levels[lo:hi]
     return _words_to_chunks(bitpacking.pack(padded, w), blocks * _LANE_WORDS * w)
 
 

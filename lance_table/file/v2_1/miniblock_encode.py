@@ -5,9 +5,11 @@ and bitpacked chunks of more than one 1024-value block), chosen greedily so that
 4 KiB and the whole chunk (header, levels, values, each padded to 8 bytes) stays within what the
 chunk word can describe (32 KiB with the u16 words of 2.1). Levels go with the values they
 describe: a chunk ends right after its last value's level, so null and empty lists that follow it
-open the next chunk (the last chunk takes all that remain). Under lists a repetition index of two
-u64 per chunk (rows that end in the chunk, levels left over after its last row start) lets a
-reader find a row's chunks. See :mod:`miniblock` for the decoder.
+open the next chunk (the last chunk takes all that remain). Each chunk's levels are compressed
+with one encoding per page and level kind, chosen as pylance does (:mod:`level_compress`); the
+chunk plan counts them at their raw 2 bytes a level. Under lists a repetition index of two u64 per
+chunk (rows that end in the chunk, levels left over after its last row start) lets a reader find
+a row's chunks. See :mod:`miniblock` for the decoder.
 """
 
 from __future__ import annotations

@@ -11,8 +11,9 @@ equals their value count, have a simpler shape that numpy can plan and assemble 
 * binary values (plain or FSST codes): chunk boundaries by a greedy walk over per-position size
   tables computed once, and each chunk's offsets rebased for the whole page in one pass.
 
-Other values (RLE, general compression) and pages with lists go through the general planner.
-The bytes are those the general path writes for the same chunks.
+The definition levels are compressed for all chunks at once (:mod:`level_compress`). Other
+values (RLE, general compression) and pages with lists go through the general planner. The bytes
+are those the general path writes for the same chunks.
 """
 
 from __future__ import annotations
