@@ -33,7 +33,9 @@ import lance_table as lt
 
 
 def _size(path: Path) -> int:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    """Bytes of the latest version's data files (earlier overwrites stay on disk until cleanup)."""
+    ds = lt.dataset(path)
+    return sum((path / "data" / f.path).stat().st_size for frag in ds.get_fragments() for f in frag.files)
 
 
 def main(argv: list[str] | None = None) -> int:
