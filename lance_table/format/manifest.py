@@ -1,7 +1,14 @@
 """Manifests, fragments, data files and deletion files as frozen dataclasses, and the manifest file framing.
 
-A manifest file is ``[u32 len][IndexSection]?`` ``[u32 len][Transaction]`` ``[u32 len][Manifest]`` followed
-by a 16-byte footer ``[u64 manifest_pos][u16 0][u16 2]["LANC"]``. Offsets point at the u32 lengths.
+A manifest file is ``[dictionary values]?`` ``[u32 len][IndexSection]?`` ``[u32 len][Transaction]``
+``[u32 len][Manifest]`` followed by a 16-byte footer ``[u64 manifest_pos][u16 0][u16 2]["LANC"]``. Offsets
+point at the u32 lengths.
+
+The dictionary values exist only in legacy (0.1) datasets with dictionary columns: pylance reads such a
+column's keys against the values of the *dataset manifest*. Each dictionary field's values are written
+one field after another, as in a legacy data file: strings and binaries as their bytes followed by
+``n + 1`` little-endian int64 absolute positions (``Field.dictionary.offset`` points at the positions),
+numbers PLAIN (the offset points at the values). ``Field.dictionary.length`` is the number of values.
 """
 
 from __future__ import annotations
@@ -12,6 +19,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
 from google.protobuf.message import DecodeError
 
 from lance_table._proto import table_pb2
@@ -211,6 +220,9 @@ class Manifest:
     # Things lance_table carries forward untouched: the index section and other manifest fields.
     index_section: bytes | None = None
     passthrough: bytes = b""
+    # Legacy datasets: the values of each dictionary field, by field id (written into the manifest
+    # file; data files' keys index them, and appends may only extend them).
+    dictionaries: Mapping[int, pa.Array] = field(default_factory=dict, compare=False)
 
     @property
     def data_storage_version(self) -> str | None:
@@ -231,11 +243,21 @@ class Manifest:
         )
         return replace(self, reader_feature_flags=reader, writer_feature_flags=writer)
 
-    def to_pb(self, transaction_offset: int | None, index_offset: int | None) -> Any:
+    def to_pb(
+        self,
+        transaction_offset: int | None,
+        index_offset: int | None,
+        dictionary_positions: Mapping[int, tuple[int, int]] | None = None,
+    ) -> Any:
+        """The ``lance.table.Manifest`` protobuf; ``dictionary_positions`` gives the ``(offset, length)``
+        of dictionary fields' values in the manifest file."""
         pb = table_pb2.Manifest()
         if self.passthrough:
             pb.MergeFromString(self.passthrough)
         fields_to_pb(self.fields, pb.fields)
+        for pf in pb.fields:
+            if dictionary_positions and pf.id in dictionary_positions:
+                pf.dictionary.offset, pf.dictionary.length = dictionary_positions[pf.id]
         for f in self.fragments:
             f.to_pb(pb.fragments.add())
         pb.version = self.version
@@ -262,7 +284,12 @@ class Manifest:
         return pb
 
     @classmethod
-    def from_pb(cls, pb: Any, index_section: bytes | None = None) -> Manifest:
+    def from_pb(
+        cls,
+        pb: Any,
+        index_section: bytes | None = None,
+        dictionaries: Mapping[int, pa.Array] | None = None,
+    ) -> Manifest:
         rest = table_pb2.Manifest()
         for name in ("base_paths", "branch", "version_aux_data"):
             if name == "base_paths":
@@ -292,6 +319,7 @@ class Manifest:
             table_metadata=dict(pb.table_metadata),
             index_section=index_section,
             passthrough=rest.SerializeToString(),
+            dictionaries=dict(dictionaries or {}),
         )
 
 
@@ -332,13 +360,14 @@ class ManifestFile:
 def encode_manifest_file(manifest: Manifest, transaction: bytes) -> bytes:
     """The bytes of a manifest file: optional index section, inline transaction, manifest, footer."""
     out = bytearray()
+    dictionary_positions = _encode_dictionaries(manifest, out)
     index_offset = None
     if manifest.index_section is not None:
         index_offset = len(out)
         out += struct.pack("<I", len(manifest.index_section)) + manifest.index_section
     txn_offset = len(out)
     out += struct.pack("<I", len(transaction)) + transaction
-    body = manifest.to_pb(txn_offset, index_offset).SerializeToString()
+    body = manifest.to_pb(txn_offset, index_offset, dictionary_positions).SerializeToString()
     manifest_pos = len(out)
     out += struct.pack("<I", len(body)) + body
     out += MANIFEST_FOOTER.pack(manifest_pos, *MANIFEST_FOOTER_VERSION) + MANIFEST_MAGIC
@@ -380,7 +409,148 @@ def decode_manifest_file(data: bytes, path: str) -> ManifestFile:
     seconds, nanos = pb.timestamp.seconds, pb.timestamp.nanos
     if not (_MIN_SECONDS <= seconds <= _MAX_SECONDS and 0 <= nanos < 10**9):
         raise CorruptFileError(path, f"timestamp {seconds}s {nanos}ns is out of range")
-    return ManifestFile(Manifest.from_pb(pb, index), txn, size, path)
+    dictionaries = _decode_dictionaries(data, pos, pb.fields, path)
+    return ManifestFile(Manifest.from_pb(pb, index, dictionaries), txn, size, path)
+
+
+# ---------------------------------------------------------------------------------------------
+# dictionary values (legacy datasets)
+
+
+def _is_var_binary(t: pa.DataType) -> bool:
+    return bool(
+        pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+    )
+
+
+def _is_plain(t: pa.DataType) -> bool:
+    return bool(pa.types.is_integer(t) or pa.types.is_floating(t))
+
+
+def _dictionary_value_types(fields: tuple[LanceField, ...] | list[LanceField]) -> dict[int, pa.DataType]:
+    """The value type of every dictionary field, by id."""
+    return {
+        node.id: node.arrow_type.value_type
+        for root in build_tree(fields)
+        for node in root.walk()
+        if pa.types.is_dictionary(node.arrow_type)
+    }
+
+
+def _encode_dictionaries(manifest: Manifest, out: bytearray) -> dict[int, tuple[int, int]]:
+    """Append the dictionary values of ``manifest``'s dictionary fields to ``out`` (at the start of
+    the manifest file); return each field's ``(offset, length)``. A dictionary field without values
+    gets an empty dictionary."""
+    placed: dict[int, tuple[int, int]] = {}
+    if not any(f.logical_type.startswith("dict:") for f in manifest.fields):
+        return placed
+    for fid, t in sorted(_dictionary_value_types(list(manifest.fields)).items()):
+        values = manifest.dictionaries.get(fid)
+        if values is None:
+            values = pa.array([], t)
+        if values.type != t:
+            raise SchemaError(f"dictionary of field {fid} holds {values.type}, not {t}")
+        if _is_var_binary(t):
+            width = np.int64 if pa.types.is_large_string(t) or pa.types.is_large_binary(t) else np.int32
+            offs = np.frombuffer(values.buffers()[1], width, len(values) + 1, values.offset).astype(np.int64)
+            data = values.buffers()[2]
+            start = len(out)
+            if data is not None and offs[-1] > offs[0]:
+                out += data.to_pybytes()[offs[0] : offs[-1]]
+            positions = offs - offs[0] + start
+            placed[fid] = (len(out), len(values))
+            out += positions.astype("<i8").tobytes()
+        elif _is_plain(t):
+            placed[fid] = (len(out), len(values))
+            buf = values.buffers()[1]
+            width = t.bit_width // 8
+            if buf is not None and len(values):
+                out += buf.to_pybytes()[values.offset * width : (values.offset + len(values)) * width]
+        else:
+            raise SchemaError(f"dictionary of field {fid}: values of type {t} are not written")
+    return placed
+
+
+def _decode_dictionaries(data: bytes, limit: int, pb_fields: Any, path: str) -> dict[int, pa.Array]:
+    """The dictionary values the manifest's fields locate, all of them inside ``data[:limit]``.
+
+    Raises:
+        CorruptFileError: a dictionary's offset or length, or its value positions, lie outside the
+            values section, or strings are not UTF-8.
+    """
+    located = {
+        pf.id: (int(pf.dictionary.offset), int(pf.dictionary.length))
+        for pf in pb_fields
+        if pf.HasField("dictionary")
+    }
+    if not located:
+        return {}
+    types = _dictionary_value_types(fields_from_pb(pb_fields))
+    out: dict[int, pa.Array] = {}
+    for fid, (offset, length) in located.items():
+        t = types.get(fid)
+        if t is None:
+            continue  # not a dictionary field: the location means nothing
+        if offset < 0 or length < 0:
+            raise CorruptFileError(path, f"dictionary of field {fid} at ({offset}, {length}) is negative")
+        if _is_var_binary(t):
+            if offset + (length + 1) * 8 > limit:
+                raise CorruptFileError(
+                    path,
+                    f"dictionary of field {fid}: {length} value positions at {offset} run past "
+                    "the values section",
+                )
+            pos = np.frombuffer(data, "<i8", length + 1, offset).astype(np.int64)
+            if pos[0] < 0 or pos[-1] > limit or np.any(np.diff(pos) < 0):
+                raise CorruptFileError(
+                    path,
+                    f"dictionary of field {fid}: value positions are not increasing inside the file",
+                    offset=offset,
+                )
+            lengths = np.diff(pos)
+            offsets = np.zeros(length + 1, np.int64)
+            np.cumsum(lengths, out=offsets[1:])
+            large = pa.types.is_large_string(t) or pa.types.is_large_binary(t)
+            if not large and offsets[-1] > (1 << 31) - 1:
+                raise UnsupportedFormatError(f"dictionary of field {fid} is too large for {t}", path=path)
+            valid = lengths != 0  # as in legacy data files, an empty value reads as null
+            nulls = int(length - np.count_nonzero(valid))
+            validity = pa.py_buffer(np.packbits(valid, bitorder="little").tobytes()) if nulls else None
+            arr = pa.Array.from_buffers(
+                t,
+                length,
+                [
+                    validity,
+                    pa.py_buffer(offsets.astype(np.int64 if large else np.int32).tobytes()),
+                    pa.py_buffer(bytes(data[int(pos[0]) : int(pos[-1])])),
+                ],
+                nulls,
+            )
+            if pa.types.is_string(t) or pa.types.is_large_string(t):
+                try:
+                    arr.validate(full=True)
+                except pa.ArrowInvalid as exc:
+                    raise CorruptFileError(
+                        path, f"dictionary of field {fid} is not valid UTF-8: {exc}"
+                    ) from exc
+            out[fid] = arr
+        elif _is_plain(t):
+            width = t.bit_width // 8
+            if offset + length * width > limit:
+                raise CorruptFileError(
+                    path,
+                    f"dictionary of field {fid}: {length} values at {offset} run past the values section",
+                )
+            raw = bytes(data[offset : offset + length * width])
+            out[fid] = pa.Array.from_buffers(t, length, [None, pa.py_buffer(raw)])
+        else:
+            raise UnsupportedFormatError(
+                f"dictionary values of type {t} (field {fid}) are not supported", path=path
+            )
+    return out
 
 
 def check_fragments(fragments: Iterable[Any], where: str) -> None:

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
 from google.protobuf.message import DecodeError
 
 from lance_table._proto import transaction_pb2
@@ -20,6 +21,9 @@ COMMIT_MESSAGE_KEY = "__lance_commit_message"
 @dataclass(frozen=True)
 class Append:
     fragments: tuple[Fragment, ...]
+    # Legacy datasets: the dictionary values the new files' keys index, by field id (not stored in
+    # the transaction; the new manifest records them). Each extends the dataset's values.
+    dictionaries: Mapping[int, pa.Array] = field(default_factory=dict, compare=False)
     name = "append"
 
 
@@ -40,6 +44,9 @@ class Overwrite:
     # The data file format of the new version (not stored in the transaction; None: keep the
     # dataset's, or the default for a new dataset).
     data_format: str | None = field(default=None, compare=False)
+    # Legacy datasets: the dictionary values of the new files, by field id (not stored in the
+    # transaction; the new manifest records them).
+    dictionaries: Mapping[int, pa.Array] = field(default_factory=dict, compare=False)
     name = "overwrite"
 
 

@@ -35,8 +35,10 @@ from lance_table.table.commit import CommitOptions, commit
 from lance_table.table.operations.cleanup import referenced_files
 from lance_table.table.operations.write import (
     DEFAULT_MAX_ROWS_PER_FILE,
+    LEGACY_FORMAT,
     FragmentWriter,
     WriteMode,
+    check_legacy_fields,
     plan_write,
 )
 
@@ -90,6 +92,8 @@ class LanceTableWriter(DataSourceArrowWriter):
         # Planned once, on the driver, by the same code as write_dataset (schema, fields, format).
         mode: WriteMode = "overwrite" if overwrite else "append"
         self.plan = plan_write(base, mode, _plain_types(spark_arrow), uri, data_storage_version)
+        if self.plan.data_format == LEGACY_FORMAT:
+            check_legacy_fields(self.plan.fields, uri)
         self.read_version = self.plan.read_version
         self.schema = self.plan.schema
         self.fields: tuple[LanceField, ...] = self.plan.fields

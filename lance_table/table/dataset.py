@@ -360,7 +360,7 @@ def write_dataset(
     if schema is not None and reader.schema != schema:
         reader = _cast_reader(reader, schema)
     plan = plan_write(base, mode, reader.schema, storage.uri, data_storage_version)
-    frags, written = write_fragments(
+    frags, written, dictionaries = write_fragments(
         storage,
         reader,
         plan.schema,
@@ -369,12 +369,13 @@ def write_dataset(
         max_bytes_per_file=max_bytes_per_file,
         progress=progress,
         data_format=plan.data_format,
+        dictionaries=plan.dictionaries,
     )
     scheme = versions.naming_scheme(entries)
     manifest = commit(
         storage,
         base,
-        plan.pending(frags, written),
+        plan.pending(frags, written, dictionaries),
         options=options,
         message=commit_message,
         create_only=base is None and mode == "create",

@@ -97,7 +97,7 @@ def _append(ds: Dataset) -> pa.Table:
     from lance_table.table.operations.write import as_reader, write_fragments
 
     more = make_rows(1000, 120)
-    frags, _ = write_fragments(
+    frags, _, _ = write_fragments(
         ds._storage, as_reader(more), ds.schema, list(ds.manifest.fields), max_rows_per_file=50
     )
     commit(ds._storage, ds.manifest, Pending(Append(tuple(frags)), ds.version))

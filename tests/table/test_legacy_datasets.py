@@ -3,12 +3,19 @@ oracle both ways, and filtered scans that skip pages by their statistics."""
 
 from __future__ import annotations
 
+import struct
+from dataclasses import replace
+
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 import lance_table as lt
-from lance_table.errors import UnsupportedFormatError
+from lance_table.errors import CommitConflictError, CorruptFileError
+from lance_table.format.manifest import decode_manifest_file
+from lance_table.format.transaction import Append, Transaction
+from lance_table.table.commit.apply import next_manifest
 from lance_table.table.fragment import READERS
 
 lance = pytest.importorskip("lance")
@@ -106,17 +113,120 @@ def test_appends_keep_legacy_and_formats_never_mix(tmp_path):
     assert _equal(lt.dataset(uri).to_table(), lance.dataset(uri).to_table())
 
 
-def test_legacy_dictionary_columns_are_read_but_not_written(tmp_path):
-    uri = str(tmp_path / "ds")
-    tbl = pa.table(
-        {"id": pa.array(range(6)), "d": pa.array(["a", "b", "a", "c", "b", "a"]).dictionary_encode()}
+def _decoded(table: pa.Table) -> pa.Table:
+    """``table`` with dictionary columns decoded (files of one dataset index one dictionary that
+    grows, so the per-chunk dictionaries may differ between readers)."""
+    cols = [pc.cast(c, c.type.value_type) if pa.types.is_dictionary(c.type) else c for c in table.columns]
+    return pa.table(cols, names=table.column_names)
+
+
+def _dict_rows(ids: range, values: list[str]) -> pa.Table:
+    return pa.table(
+        {
+            "id": pa.array(list(ids), pa.int64()),
+            "d": pa.array([values[k % len(values)] for k in range(len(ids))]).dictionary_encode(),
+        }
     )
-    lance.write_dataset(tbl, uri, data_storage_version="legacy")
+
+
+def _check_versions(uri: str) -> None:
+    for v in lance.dataset(uri).versions():
+        theirs = lance.dataset(uri, version=v["version"]).to_table()
+        ours = lt.dataset(uri, version=v["version"]).to_table()
+        assert _decoded(ours).equals(_decoded(theirs)), v["version"]
+
+
+def test_legacy_dictionary_columns_are_continued(tmp_path):
+    uri = str(tmp_path / "ds")
+    lance.write_dataset(_dict_rows(range(6), ["a", "b", "c"]), uri, data_storage_version="legacy")
     assert lt.dataset(uri).to_table().equals(lance.dataset(uri).to_table())
-    with pytest.raises(UnsupportedFormatError, match="dictionary"):
-        lt.write_dataset(tbl, uri, mode="append")
-    with pytest.raises(UnsupportedFormatError, match="dictionary"):
-        lt.write_dataset(tbl, str(tmp_path / "new"), data_storage_version="legacy")
+    # new values extend the manifest's dictionary; several files in one write share it
+    ds = lt.write_dataset(
+        _dict_rows(range(6, 30), ["x", "b", "yy"]), uri, mode="append", max_rows_per_file=10
+    )
+    assert lt.dataset(uri).manifest.dictionaries[1].to_pylist() == ["a", "b", "c", "x", "yy"]
+    ds = lt.write_dataset(_dict_rows(range(30, 34), ["c", "zz"]), uri, mode="append")
+    ds = ds.delete("id % 5 = 1")
+    ds = ds.compact_files()
+    _check_versions(uri)
+    # pylance appends with the manifest's dictionary (it refuses any other), and we read it
+    values = lance.dataset(uri).schema.field("d").type
+    dictionary = lt.dataset(uri).manifest.dictionaries[1]
+    assert dictionary.to_pylist() == ["a", "b", "c", "x", "yy", "zz"]
+    assert pa.types.is_dictionary(values)
+    more = pa.table(
+        {
+            "id": pa.array([100, 101], pa.int64()),
+            "d": pa.DictionaryArray.from_arrays(pa.array([5, 0], pa.int32()), dictionary),
+        }
+    )
+    lance.write_dataset(more, uri, mode="append")
+    _check_versions(uri)
+    assert lt.dataset(uri).to_table(filter="id >= 100").column("d").to_pylist() == ["zz", "a"]
+
+
+def test_new_legacy_dataset_with_dictionary_columns(tmp_path):
+    uri = str(tmp_path / "new")
+    tbl = _dict_rows(range(8), ["p", "q", "rr"]).append_column(
+        "n", pa.array([5, 6, 5, 7, 5, 6, 5, 7], pa.int64()).dictionary_encode()
+    )
+    lt.write_dataset(tbl, uri, data_storage_version="legacy")
+    lt.write_dataset(
+        _dict_rows(range(8, 12), ["s"]).append_column(
+            "n", pa.array([9, 5, 9, 9], pa.int64()).dictionary_encode()
+        ),
+        uri,
+        mode="append",
+    )
+    _check_versions(uri)
+    assert (
+        lance.dataset(uri).to_table().column("d").to_pylist() == ["p", "q", "rr"] * 2 + ["p", "q"] + ["s"] * 4
+    )
+    assert _decoded(lance.dataset(uri).to_table()).column("n").to_pylist() == [
+        5,
+        6,
+        5,
+        7,
+        5,
+        6,
+        5,
+        7,
+        9,
+        5,
+        9,
+        9,
+    ]
+
+
+def test_legacy_dictionary_values_conflict(tmp_path):
+    uri = str(tmp_path / "ds")
+    base = lt.write_dataset(_dict_rows(range(2), ["a"]), uri, data_storage_version="legacy").manifest
+    ours = pa.array(["a", "c"])
+    # another commit extended the dictionary with "b": our files' key 1 would read "b"
+    theirs = replace(base, dictionaries={1: pa.array(["a", "b"])})
+    with pytest.raises(CommitConflictError) as info:
+        next_manifest(theirs, Transaction(base.version, Append((), dictionaries={1: ours})))
+    assert not info.value.retryable
+    # a prefix either way is compatible: the longer dictionary is kept
+    merged = next_manifest(base, Transaction(base.version, Append((), dictionaries={1: ours})))
+    assert merged.dictionaries[1].equals(ours)
+    kept = next_manifest(replace(base, dictionaries={1: ours}), Transaction(base.version, Append(())))
+    assert kept.dictionaries[1].equals(ours)
+
+
+def test_manifest_dictionary_offsets_are_checked(tmp_path):
+    uri = str(tmp_path / "ds")
+    lt.write_dataset(_dict_rows(range(2), ["abc"]), uri, data_storage_version="legacy")
+    (path,) = (tmp_path / "ds" / "_versions").glob("*.manifest")
+    data = path.read_bytes()
+    mf = decode_manifest_file(data, str(path))
+    assert mf.manifest.dictionaries[1].to_pylist() == ["abc"]
+    assert data[:3] == b"abc" and data[3:19] == bytes(8) + (3).to_bytes(8, "little")
+    pb = mf.manifest.to_pb(None, None, {1: (10**6, 1)})
+    body = pb.SerializeToString()
+    bad = data[:19] + len(body).to_bytes(4, "little") + body + struct.pack("<QHH", 19, 0, 2) + b"LANC"
+    with pytest.raises(CorruptFileError, match="dictionary"):
+        decode_manifest_file(bad, "bad.manifest")
 
 
 @pytest.fixture(scope="module")

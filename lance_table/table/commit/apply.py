@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import replace
+
+import pyarrow as pa
 
 from lance_table import __version__
 from lance_table.errors import CommitConflictError
@@ -57,7 +60,12 @@ def next_manifest(
     if isinstance(op, Append):
         start = _next_id(base)
         new = tuple(assign_fragment_ids(op.fragments, start))
-        m = replace(base, fragments=base.fragments + new, max_fragment_id=_max_id(new, base.max_fragment_id))
+        m = replace(
+            base,
+            fragments=base.fragments + new,
+            max_fragment_id=_max_id(new, base.max_fragment_id),
+            dictionaries=_extend_dictionaries(base.dictionaries, op.dictionaries),
+        )
     elif isinstance(op, Delete):
         m = _apply_delete(base, op)
     elif isinstance(op, Overwrite):
@@ -74,6 +82,7 @@ def next_manifest(
             max_fragment_id=_max_id(new, base.max_fragment_id),
             config=config,
             index_section=None,
+            dictionaries=dict(op.dictionaries),
         )
     elif isinstance(op, Rewrite):
         m = _apply_rewrite(base, op)
@@ -100,6 +109,31 @@ def next_manifest(
         data_format=m.data_format or DEFAULT_DATA_FORMAT,
     )
     return m.with_flags()
+
+
+def _extend_dictionaries(
+    current: Mapping[int, pa.Array], written: Mapping[int, pa.Array]
+) -> dict[int, pa.Array]:
+    """The dictionary values after appending files whose keys index ``written``: per field the
+    longer of the two, when the other is a prefix of it.
+
+    Raises:
+        CommitConflictError: (not retryable) a field's values in the version committed on and in the
+            new files disagree: another commit extended the dictionary differently since this write
+            was planned, so the new files' keys mean other values; the write must be redone.
+    """
+    out = dict(current)
+    for fid, values in written.items():
+        have = out.get(fid)
+        if have is None or (len(values) >= len(have) and values.slice(0, len(have)).equals(have)):
+            out[fid] = values
+        elif not have.slice(0, len(values)).equals(values):
+            raise CommitConflictError(
+                f"the dictionary values of field {fid} were changed by a concurrent commit; the new data "
+                "files index other values, so the write must be redone on the latest version",
+                retryable=False,
+            )
+    return out
 
 
 def _apply_delete(base: Manifest, op: Delete) -> Manifest:

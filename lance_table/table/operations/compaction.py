@@ -93,6 +93,7 @@ def _rewrite_bin(ds: Snapshot, bin_: _Bin, max_bytes: int, data_format: str) -> 
         max_rows_per_file=2**62,
         max_bytes_per_file=max_bytes,
         data_format=data_format,
+        dictionaries=ds.manifest.dictionaries,
     )
     try:
         for frag in bin_.fragments:
@@ -101,7 +102,16 @@ def _rewrite_bin(ds: Snapshot, bin_: _Bin, max_bytes: int, data_format: str) -> 
                 if runs.total:
                     for batch in frag.read(ds.schema.names, runs).to_batches():
                         writer.write(batch)
-        return writer.finish()
+        fragments = writer.finish()
+        for fid, values in writer.dictionaries.items():
+            known = ds.manifest.dictionaries.get(fid)
+            if known is not None and len(values) != len(known):
+                # A Rewrite cannot change the manifest's dictionary: the rows hold values it lacks.
+                raise UnsupportedFormatError(
+                    f"{ds.uri}: data files hold values of dictionary field {fid} that the manifest's "
+                    "dictionary lacks; compaction cannot rewrite them"
+                )
+        return fragments
     except BaseException:
         writer.abort()
         raise

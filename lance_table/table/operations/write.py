@@ -5,8 +5,8 @@ writer both go through here."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import pyarrow as pa
@@ -14,7 +14,7 @@ import pyarrow as pa
 from lance_table.errors import DatasetAlreadyExistsError, SchemaError, UnsupportedFormatError
 from lance_table.file import LanceFileWriter
 from lance_table.file.container import FileVersion
-from lance_table.file.legacy import LegacyFileWriter
+from lance_table.file.legacy import LegacyFileWriter, LegacyWrittenFile
 from lance_table.file.v2_0.layout import column_assignment
 from lance_table.format import paths
 from lance_table.format.manifest import DEFAULT_DATA_FORMAT, DataFile, Fragment, Manifest
@@ -47,6 +47,8 @@ class WritePlan:
         schema: the Arrow schema rows are written with (the dataset's, for an append).
         fields: the Lance fields (with their ids) of that schema.
         data_format: the data file format version, taken from the dataset.
+        dictionaries: legacy datasets: the dictionary values of the version appended to, by field
+            id (new files' keys index them, extended by values the rows bring).
     """
 
     read_version: int
@@ -54,17 +56,28 @@ class WritePlan:
     schema: pa.Schema
     fields: tuple[LanceField, ...]
     data_format: str
+    dictionaries: Mapping[int, pa.Array] = field(default_factory=dict, compare=False)
 
-    def operation(self, fragments: Sequence[Fragment]) -> Operation:
-        """What committing ``fragments`` means: an Append to the base, or an Overwrite."""
+    def operation(
+        self, fragments: Sequence[Fragment], dictionaries: Mapping[int, pa.Array] | None = None
+    ) -> Operation:
+        """What committing ``fragments`` means: an Append to the base, or an Overwrite.
+        ``dictionaries`` are the dictionary values the fragments' legacy files index."""
+        dicts = dict(dictionaries or {})
         if self.append:
-            return Append(tuple(fragments))
+            return Append(tuple(fragments), dictionaries=dicts)
         md = {k.decode(): v for k, v in (self.schema.metadata or {}).items()}
-        return Overwrite(tuple(fragments), self.fields, md, data_format=self.data_format)
+        return Overwrite(tuple(fragments), self.fields, md, data_format=self.data_format, dictionaries=dicts)
 
-    def pending(self, fragments: Sequence[Fragment], written: Sequence[str]) -> Pending:
-        """What to commit for ``fragments``, whose ``written`` files the commit removes if it fails."""
-        return Pending(self.operation(fragments), self.read_version, written=tuple(written))
+    def pending(
+        self,
+        fragments: Sequence[Fragment],
+        written: Sequence[str],
+        dictionaries: Mapping[int, pa.Array] | None = None,
+    ) -> Pending:
+        """What to commit for ``fragments``, whose ``written`` files the commit removes if it fails
+        (``dictionaries``: what :attr:`FragmentWriter.dictionaries` ended with)."""
+        return Pending(self.operation(fragments, dictionaries), self.read_version, written=tuple(written))
 
 
 # What pylance's ``data_storage_version`` accepts, and the format each name means (pylance 14).
@@ -116,8 +129,6 @@ def writable_data_format(base: Manifest | None, uri: str, requested: str | None 
             f"{whose} Lance format {data_format}; lance_table writes only format "
             f"{', '.join(WRITABLE_FORMATS)} and never mixes formats in one dataset"
         )
-    if data_format == LEGACY_FORMAT and base is not None and requested is None:
-        check_legacy_fields(base.fields, uri)
     return data_format
 
 
@@ -140,8 +151,9 @@ def check_blob_fields(fields: Sequence[LanceField], data_format: str, uri: str) 
 
 
 def check_legacy_fields(fields: Sequence[LanceField], uri: str) -> None:
-    """Refuse writes to legacy datasets with dictionary columns: pylance reads their keys against
-    dictionary values kept in the dataset manifest, which lance_table does not write.
+    """Refuse distributed writes to legacy datasets with dictionary columns: every file's keys must
+    index the one dictionary the dataset manifest holds, and tasks writing in parallel would extend
+    it each in their own way.
 
     Raises:
         UnsupportedFormatError: a field of the schema is a dictionary.
@@ -150,8 +162,7 @@ def check_legacy_fields(fields: Sequence[LanceField], uri: str) -> None:
         if f.logical_type.startswith("dict:"):
             raise UnsupportedFormatError(
                 f"{uri}: field {f.name!r} is a dictionary column of a legacy (0.1) dataset; "
-                "lance_table reads such datasets but does not write them (their manifests carry the "
-                "dictionary values)"
+                "lance_table writes such datasets only from one process (write_dataset)"
             )
 
 
@@ -183,12 +194,10 @@ def plan_write(
     if base is not None and mode == "append":
         data_format = writable_data_format(base, uri)  # an append keeps the dataset's format
         schema = arrow_schema_from_fields(base.fields, base.schema_metadata)
-        return WritePlan(base.version, True, schema, base.fields, data_format)
+        return WritePlan(base.version, True, schema, base.fields, data_format, dict(base.dictionaries))
     data_format = writable_data_format(base, uri, data_storage_version)
     fields = tuple(fields_from_arrow(data_schema))
     build_tree(fields)
-    if data_format == LEGACY_FORMAT:
-        check_legacy_fields(fields, uri)
     check_blob_fields(fields, data_format, uri)
     return WritePlan(base.version if base is not None else 0, False, data_schema, fields, data_format)
 
@@ -261,6 +270,10 @@ class FragmentWriter:
 
     If anything fails, :meth:`abort` deletes every file written so far. ``before_file`` runs before
     each new file is created; an exception from it stops the write (the caller then aborts).
+
+    Legacy files: ``dictionaries`` are the dataset's dictionary values by field id; every file's keys
+    index them, extended by the values the rows bring, and :attr:`dictionaries` holds the values the
+    last file indexes (which the commit must record in the manifest).
     """
 
     def __init__(
@@ -275,6 +288,7 @@ class FragmentWriter:
         write_tag: str = "",
         before_file: Callable[[], None] | None = None,
         data_format: str = DEFAULT_DATA_FORMAT[1],
+        dictionaries: Mapping[int, pa.Array] | None = None,
     ) -> None:
         if max_rows_per_file <= 0 or max_bytes_per_file <= 0:
             raise ValueError("max_rows_per_file and max_bytes_per_file must be positive")
@@ -288,6 +302,7 @@ class FragmentWriter:
         self.before_file = before_file
         self.data_format = data_format
         self._legacy = data_format == LEGACY_FORMAT
+        self.dictionaries: dict[int, pa.Array] = dict(dictionaries or {})
         self._file_version = (0, 2) if self._legacy else FileVersion.parse(data_format).manifest_version
         cols = column_assignment(build_tree(fields))
         self._file_fields = tuple(f.id for f in fields)
@@ -308,7 +323,9 @@ class FragmentWriter:
         self.paths.append(path)
         self._stream = self.storage.open_writer(path)
         if self._legacy:
-            self._writer = LegacyFileWriter(self._stream, self.schema, fields=self.fields)
+            self._writer = LegacyFileWriter(
+                self._stream, self.schema, fields=self.fields, dictionaries=self.dictionaries
+            )
         else:
             self._writer = LanceFileWriter(
                 self._stream, self.schema, fields=self.fields, version=self.data_format
@@ -322,6 +339,8 @@ class FragmentWriter:
             return
         written = self._writer.close()
         self._stream.close()
+        if isinstance(written, LegacyWrittenFile):
+            self.dictionaries.update(written.dictionaries)
         self.fragments.append(
             Fragment(
                 id=0,
@@ -385,8 +404,9 @@ def write_fragments(
     schema: pa.Schema,
     fields: list[LanceField],
     **options: Any,
-) -> tuple[list[Fragment], list[str]]:
-    """Stream every batch of ``reader`` into new fragments; return them and the files written.
+) -> tuple[list[Fragment], list[str], dict[int, pa.Array]]:
+    """Stream every batch of ``reader`` into new fragments; return them, the files written and the
+    dictionary values the files index (legacy files; see :class:`FragmentWriter`).
 
     On any error the files written so far are deleted and the error is raised.
     """
@@ -396,7 +416,7 @@ def write_fragments(
             if batch.num_rows:
                 for chunk in _chunks(conform(batch, schema)):
                     writer.write(chunk)
-        return writer.finish(), writer.paths
+        return writer.finish(), writer.paths, writer.dictionaries
     except BaseException:
         writer.abort()
         raise
