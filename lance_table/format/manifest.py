@@ -409,8 +409,10 @@ def decode_manifest_file(data: bytes, path: str) -> ManifestFile:
     seconds, nanos = pb.timestamp.seconds, pb.timestamp.nanos
     if not (_MIN_SECONDS <= seconds <= _MAX_SECONDS and 0 <= nanos < 10**9):
         raise CorruptFileError(path, f"timestamp {seconds}s {nanos}ns is out of range")
-    dictionaries = _decode_dictionaries(data, pos, pb.fields, path)
-    return ManifestFile(Manifest.from_pb(pb, index, dictionaries), txn, size, path)
+    manifest = Manifest.from_pb(pb, index)
+    if manifest.data_storage_version == LEGACY_DATA_FORMAT:  # only legacy readers use the values
+        manifest = replace(manifest, dictionaries=_decode_dictionaries(data, pos, pb.fields, path))
+    return ManifestFile(manifest, txn, size, path)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -445,6 +447,8 @@ def _encode_dictionaries(manifest: Manifest, out: bytearray) -> dict[int, tuple[
     the manifest file); return each field's ``(offset, length)``. A dictionary field without values
     gets an empty dictionary."""
     placed: dict[int, tuple[int, int]] = {}
+    if manifest.data_storage_version != LEGACY_DATA_FORMAT:
+        return placed  # 2.x files keep their dictionaries in their pages
     if not any(f.logical_type.startswith("dict:") for f in manifest.fields):
         return placed
     for fid, t in sorted(_dictionary_value_types(list(manifest.fields)).items()):
