@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -12,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_table._parallel import DECODE, map_on
-from lance_table.errors import CorruptFileError, LanceTableError, SchemaError, UnsupportedFormatError
+from lance_table.errors import CorruptFileError, SchemaError, UnsupportedFormatError
 from lance_table.file.arrow import build_binary
 from lance_table.file.container import (
     URL_ARRAY_ENCODING,
@@ -24,6 +23,7 @@ from lance_table.file.container import (
 )
 from lance_table.file.fields import BLOB_DESCRIPTOR
 from lance_table.file.pageio import PageIO
+from lance_table.file.rows import RowReader, decoding, drop_null_items, selectable
 from lance_table.file.runs import Runs
 from lance_table.file.v2_0 import decode as decode20
 from lance_table.file.v2_0 import nested as nested20
@@ -37,7 +37,6 @@ from lance_table.storage.sources import ByteSource, open_source
 Job = Callable[[], list[pa.Array]]
 Combine = Callable[[list[list[pa.Array]]], list[pa.Array]]
 
-DEFAULT_BATCH_SIZE = 64 * 1024
 # Reads of at least this many values (rows x columns) decode their pages on a thread pool.
 PARALLEL_MIN_VALUES = 256 * 1024
 # Selections of more runs than this, covering at least this share of their span, read the span.
@@ -93,7 +92,7 @@ class _Column:
         return enc is not None and enc.WhichOneof("column_encoding") == "blob"
 
 
-class LanceFileReader:
+class LanceFileReader(RowReader):
     """Reads one Lance data file (format 2.0).
 
     Only the bytes a request needs are fetched: the footer region when opening, then the pages of
@@ -110,7 +109,7 @@ class LanceFileReader:
 
     def __init__(self, source: str | os.PathLike[str] | IO[bytes] | ByteSource | bytes) -> None:
         self._source = open_source(source)
-        with _decoding(self._source.name):
+        with decoding(self._source.name):
             self._open()
 
     def _open(self) -> None:
@@ -182,62 +181,6 @@ class LanceFileReader:
 
     # -- reads ----------------------------------------------------------------------------------
 
-    def read_all(self, columns: Sequence[str] | None = None) -> pa.Table:
-        """Every row of the selected columns (all columns by default)."""
-        return self._read(Runs.span(0, self.num_rows), columns)
-
-    def read_range(self, start: int, stop: int, columns: Sequence[str] | None = None) -> pa.Table:
-        """Rows ``start`` (inclusive) to ``stop`` (exclusive); clipped to the file like a slice."""
-        start, stop, _ = slice(start, stop).indices(self.num_rows)
-        return self._read(Runs.span(start, max(stop - start, 0)), columns)
-
-    def take(
-        self, indices: Sequence[int] | np.ndarray | pa.Array, columns: Sequence[str] | None = None
-    ) -> pa.Table:
-        """Rows at ``indices``, in the given order; indices may repeat and need not be sorted.
-
-        Raises:
-            IndexError: an index is negative or not smaller than :attr:`num_rows`.
-        """
-        idx = _as_indices(indices)
-        if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= self.num_rows):
-            bad = int(idx.min()) if int(idx.min()) < 0 else int(idx.max())
-            raise IndexError(f"row index {bad} is out of range for {self.num_rows} rows in {self.path}")
-        unique, inverse = np.unique(idx, return_inverse=True)
-        table = self._read(Runs.from_sorted_unique(unique), columns)
-        if unique.size == idx.size and np.array_equal(unique, idx):
-            return table
-        return selectable(table).take(pa.array(inverse.reshape(-1)))
-
-    def iter_batches(
-        self,
-        batch_size: int = DEFAULT_BATCH_SIZE,
-        columns: Sequence[str] | None = None,
-        *,
-        start: int = 0,
-        stop: int | None = None,
-    ) -> Iterator[pa.RecordBatch]:
-        """Stream rows ``[start, stop)`` as record batches of at most ``batch_size`` rows."""
-        if batch_size <= 0:
-            raise ValueError("batch_size must be positive")
-        start, stop, _ = slice(start, stop).indices(self.num_rows)
-        for lo in range(start, stop, batch_size):
-            table = self._read(Runs.span(lo, min(batch_size, stop - lo)), columns)
-            yield from table.combine_chunks().to_batches(max_chunksize=batch_size)
-
-    def read_runs(self, runs: Runs, columns: Sequence[str] | None = None) -> pa.Table:
-        """The rows covered by ``runs`` (sorted, disjoint position runs), in order."""
-        if runs.count and (int(runs.starts[0]) < 0 or runs.end > self.num_rows):
-            raise IndexError(f"rows up to {runs.end} requested from {self.path} with {self.num_rows} rows")
-        return self._read(runs, columns)
-
-    def to_reader(
-        self, batch_size: int = DEFAULT_BATCH_SIZE, columns: Sequence[str] | None = None
-    ) -> pa.RecordBatchReader:
-        """A :class:`pyarrow.RecordBatchReader` over the whole file."""
-        schema = self._project(columns)[1]
-        return pa.RecordBatchReader.from_batches(schema, self.iter_batches(batch_size, columns))
-
     # -- internals ------------------------------------------------------------------------------
 
     def _project(self, columns: Sequence[str] | None) -> tuple[list[FieldNode], pa.Schema]:
@@ -255,7 +198,7 @@ class LanceFileReader:
         return nodes, pa.schema(fields, metadata=self._schema.metadata)
 
     def _read(self, runs: Runs, columns: Sequence[str] | None) -> pa.Table:
-        with _decoding(self.path):
+        with decoding(self.path):
             return self._read_selected(runs, columns)
 
     def _read_selected(self, runs: Runs, columns: Sequence[str] | None) -> pa.Table:
@@ -470,22 +413,6 @@ class LanceFileReader:
 
 # What damage that slipped past the checks may still raise while decoding (pyarrow's ArrowInvalid
 # is a ValueError, ArrowIndexError an IndexError).
-_DECODE_ERRORS = (IndexError, KeyError, OverflowError, ValueError)
-
-
-@contextlib.contextmanager
-def _decoding(path: str) -> Iterator[None]:
-    """Last-resort net around opening and decoding: an untyped error raised by the data is
-    reported as a :class:`CorruptFileError` naming the file. The real checks are bounds checks
-    where each field is parsed; this only keeps a missed one from escaping untyped."""
-    try:
-        yield
-    except LanceTableError:
-        raise
-    except _DECODE_ERRORS as exc:
-        raise CorruptFileError(path, f"{type(exc).__name__} while decoding: {exc}") from exc
-
-
 def _row_columns(roots: list[FieldNode], col_of: dict[int, int], structural: bool) -> frozenset[int]:
     """The columns that hold one value per row of the file.
 
@@ -543,40 +470,5 @@ def _concat(chunks: list[pa.Array], dtype: pa.DataType) -> pa.Array:
     if pa.types.is_dictionary(dtype) and any(c.dictionary.null_count for c in chunks):
         # Arrow cannot concatenate dictionaries holding nulls; the null items carry no information
         # once the rows pointing at them are null, so drop them first.
-        chunks = [_drop_null_items(c) for c in chunks]
+        chunks = [drop_null_items(c) for c in chunks]
     return pa.concat_arrays(chunks)
-
-
-def selectable(table: pa.Table) -> pa.Table:
-    """``table`` with null items removed from dictionaries, so Arrow can take/filter across chunks."""
-    for i, field in enumerate(table.schema):
-        col = table.column(i)
-        dicts = pa.types.is_dictionary(field.type) and col.num_chunks > 1
-        if dicts and any(c.dictionary.null_count for c in col.chunks):
-            fixed = pa.chunked_array([_drop_null_items(c) for c in col.chunks], type=field.type)
-            table = table.set_column(i, field, fixed)
-    return table
-
-
-def _drop_null_items(arr: pa.DictionaryArray) -> pa.DictionaryArray:
-    keep = np.asarray(arr.dictionary.is_valid())
-    if keep.all():
-        return arr
-    new_pos = np.cumsum(keep) - 1
-    idx = arr.indices.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
-    valid = np.asarray(arr.indices.is_valid()) & keep[idx]
-    indices = pa.array(new_pos[idx], arr.type.index_type, mask=~valid)
-    return pa.DictionaryArray.from_arrays(indices, arr.dictionary.filter(pa.array(keep)))
-
-
-def _as_indices(indices: Sequence[int] | np.ndarray | pa.Array) -> np.ndarray:
-    if isinstance(indices, (pa.Array, pa.ChunkedArray)):
-        if indices.null_count:
-            raise ValueError("take indices must not contain nulls")
-        indices = indices.to_numpy()
-    arr = np.asarray(indices)
-    if arr.size == 0:
-        return np.zeros(0, np.int64)
-    if not np.issubdtype(arr.dtype, np.integer):
-        raise TypeError(f"take indices must be integers, got {arr.dtype}")
-    return arr.astype(np.int64).reshape(-1)

@@ -16,7 +16,7 @@ from lance_table.errors import CorruptFileError, UnsupportedFormatError
 from lance_table.file import LanceFileReader
 from lance_table.file.legacy import LegacyFileReader
 from lance_table.file.legacy.prune import may_match
-from lance_table.file.reader import selectable
+from lance_table.file.rows import selectable
 from lance_table.file.runs import Runs
 from lance_table.format import paths
 from lance_table.format.manifest import DataFile, Fragment

@@ -18,7 +18,7 @@ import lance_table
 from lance_table.errors import UnsupportedFormatError
 from lance_table.file import LanceFileReader, LanceFileWriter
 from lance_table.file.container import read_metadata, unpack_encoding
-from lance_table.file.reader import selectable
+from lance_table.file.rows import selectable
 from lance_table.storage.sources import LocalFileSource
 
 lance = pytest.importorskip("lance")

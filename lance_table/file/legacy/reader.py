@@ -3,16 +3,15 @@ as a stream, with the same interface as :class:`~lance_table.file.reader.LanceFi
 
 from __future__ import annotations
 
-import contextlib
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO
 
 import numpy as np
 import pyarrow as pa
 
-from lance_table.errors import CorruptFileError, LanceTableError, SchemaError, UnsupportedFormatError
+from lance_table.errors import CorruptFileError, SchemaError, UnsupportedFormatError
 from lance_table.file.legacy.container import (
     LEGACY_FORMAT_VERSION,
     LegacyMetadata,
@@ -23,11 +22,11 @@ from lance_table.file.legacy.container import (
 )
 from lance_table.file.legacy.decode import Gen, PageContext, dictionary_gen, drive, field_gen, gather
 from lance_table.file.legacy.stats import PageStatistics, read_statistics
+from lance_table.file.rows import RowReader, decoding
 from lance_table.file.runs import Runs
 from lance_table.schema import FieldNode, build_tree
 from lance_table.storage.sources import ByteSource, open_source
 
-DEFAULT_BATCH_SIZE = 64 * 1024
 # Selections of more runs than this, covering at least this share of their span, read the span.
 DENSE_MIN_RUNS = 64
 DENSE_FRACTION = 0.25
@@ -54,7 +53,7 @@ class LegacyReaderMetadata:
         return self.file.batch_offsets
 
 
-class LegacyFileReader:
+class LegacyFileReader(RowReader):
     """Reads one legacy Lance data file (format 0.1, footer 0.2).
 
     Only the bytes a request needs are fetched: the file tail and the page table when opening, then
@@ -177,90 +176,6 @@ class LegacyFileReader:
 
     # -- reads ----------------------------------------------------------------------------------
 
-    def read_all(self, columns: Sequence[str] | None = None) -> pa.Table:
-        """Every row of the selected columns (all columns by default).
-
-        Raises:
-            SchemaError: a column is not in the file.
-            CorruptFileError: the pages are damaged.
-        """
-        return self._read(Runs.span(0, self.num_rows), columns)
-
-    def read_range(self, start: int, stop: int, columns: Sequence[str] | None = None) -> pa.Table:
-        """Rows ``start`` (inclusive) to ``stop`` (exclusive); clipped to the file like a slice.
-
-        Raises:
-            SchemaError: a column is not in the file.
-            CorruptFileError: the pages are damaged.
-        """
-        start, stop, _ = slice(start, stop).indices(self.num_rows)
-        return self._read(Runs.span(start, max(stop - start, 0)), columns)
-
-    def take(
-        self, indices: Sequence[int] | np.ndarray | pa.Array, columns: Sequence[str] | None = None
-    ) -> pa.Table:
-        """Rows at ``indices``, in the given order; indices may repeat and need not be sorted.
-
-        Raises:
-            IndexError: an index is negative or not smaller than :attr:`num_rows`.
-            SchemaError: a column is not in the file.
-            CorruptFileError: the pages are damaged.
-        """
-        idx = _as_indices(indices)
-        if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= self.num_rows):
-            bad = int(idx.min()) if int(idx.min()) < 0 else int(idx.max())
-            raise IndexError(f"row index {bad} is out of range for {self.num_rows} rows in {self.path}")
-        unique, inverse = np.unique(idx, return_inverse=True)
-        table = self._read(Runs.from_sorted_unique(unique), columns)
-        if unique.size == idx.size and np.array_equal(unique, idx):
-            return table
-        return table.combine_chunks().take(pa.array(inverse.reshape(-1)))
-
-    def read_runs(self, runs: Runs, columns: Sequence[str] | None = None) -> pa.Table:
-        """The rows covered by ``runs`` (sorted, disjoint position runs), in order.
-
-        Raises:
-            IndexError: the runs reach past the end of the file.
-            SchemaError: a column is not in the file.
-            CorruptFileError: the pages are damaged.
-        """
-        if runs.count and (int(runs.starts[0]) < 0 or runs.end > self.num_rows):
-            raise IndexError(f"rows up to {runs.end} requested from {self.path} with {self.num_rows} rows")
-        return self._read(runs, columns)
-
-    def iter_batches(
-        self,
-        batch_size: int = DEFAULT_BATCH_SIZE,
-        columns: Sequence[str] | None = None,
-        *,
-        start: int = 0,
-        stop: int | None = None,
-    ) -> Iterator[pa.RecordBatch]:
-        """Stream rows ``[start, stop)`` as record batches of at most ``batch_size`` rows.
-
-        Raises:
-            ValueError: ``batch_size`` is not positive.
-            SchemaError: a column is not in the file.
-            CorruptFileError: the pages are damaged.
-        """
-        if batch_size <= 0:
-            raise ValueError("batch_size must be positive")
-        start, stop, _ = slice(start, stop).indices(self.num_rows)
-        for lo in range(start, stop, batch_size):
-            table = self._read(Runs.span(lo, min(batch_size, stop - lo)), columns)
-            yield from table.combine_chunks().to_batches(max_chunksize=batch_size)
-
-    def to_reader(
-        self, batch_size: int = DEFAULT_BATCH_SIZE, columns: Sequence[str] | None = None
-    ) -> pa.RecordBatchReader:
-        """A :class:`pyarrow.RecordBatchReader` over the whole file.
-
-        Raises:
-            SchemaError: a column is not in the file.
-        """
-        schema = self._project(columns)[1]
-        return pa.RecordBatchReader.from_batches(schema, self.iter_batches(batch_size, columns))
-
     # -- internals ------------------------------------------------------------------------------
 
     def read_ranges(self, ranges: list[tuple[int, int]]) -> list[memoryview]:
@@ -329,33 +244,3 @@ class LegacyFileReader:
             raise CorruptFileError(self.path, f"dictionary of {node.name!r} holds {values.type}, not {want}")
         self._dicts[node.id] = values
         return values
-
-
-# What damage that slipped past the checks may still raise while decoding (pyarrow's ArrowInvalid
-# is a ValueError, ArrowIndexError an IndexError).
-_DECODE_ERRORS = (IndexError, KeyError, OverflowError, ValueError)
-
-
-@contextlib.contextmanager
-def decoding(path: str) -> Iterator[None]:
-    """Report an untyped error raised while decoding damaged bytes as a CorruptFileError naming the
-    file (the real checks are made where each structure is parsed)."""
-    try:
-        yield
-    except LanceTableError:
-        raise
-    except _DECODE_ERRORS as exc:
-        raise CorruptFileError(path, f"{type(exc).__name__} while decoding: {exc}") from exc
-
-
-def _as_indices(indices: Sequence[int] | np.ndarray | pa.Array) -> np.ndarray:
-    if isinstance(indices, (pa.Array, pa.ChunkedArray)):
-        if indices.null_count:
-            raise ValueError("take indices must not contain nulls")
-        indices = indices.to_numpy()
-    arr = np.asarray(indices)
-    if arr.size == 0:
-        return np.zeros(0, np.int64)
-    if not np.issubdtype(arr.dtype, np.integer):
-        raise TypeError(f"take indices must be integers, got {arr.dtype}")
-    return arr.astype(np.int64).reshape(-1)
