@@ -105,10 +105,7 @@ def _column(node: exp.Expr | None, schema: pa.Schema) -> tuple[str | None, pa.Da
     if not isinstance(node, exp.Column) or node.table or isinstance(node.this, exp.Star):
         return None, None
     name = str(node.this.this) if isinstance(node.this, exp.Identifier) else str(node.name)
-    if (
-        schema.get_all_field_indices(name) != [schema.get_field_index(name)]
-        or schema.get_field_index(name) < 0
-    ):
+    if len(schema.get_all_field_indices(name)) != 1:  # unknown or ambiguous
         return None, None
     return name, schema.field(name).type
 
