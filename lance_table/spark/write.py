@@ -18,7 +18,7 @@ import contextlib
 import logging
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -33,12 +33,11 @@ from lance_table.storage import Storage, open_storage
 from lance_table.table import versions
 from lance_table.table.commit import CommitOptions, commit
 from lance_table.table.operations.cleanup import referenced_files
+from lance_table.table.operations.legacy_dicts import WrittenPart, merge_written_parts
 from lance_table.table.operations.write import (
     DEFAULT_MAX_ROWS_PER_FILE,
-    LEGACY_FORMAT,
     FragmentWriter,
     WriteMode,
-    check_legacy_fields,
     plan_write,
 )
 
@@ -54,6 +53,7 @@ class FragmentsWritten(WriterCommitMessage):
     attempt: int
     fragments: tuple[Fragment, ...]
     files: tuple[str, ...]
+    dictionaries: Mapping[int, pa.Array] = field(default_factory=dict)  # legacy datasets
 
 
 def _task_identity() -> tuple[int, int]:
@@ -92,8 +92,6 @@ class LanceTableWriter(DataSourceArrowWriter):
         # Planned once, on the driver, by the same code as write_dataset (schema, fields, format).
         mode: WriteMode = "overwrite" if overwrite else "append"
         self.plan = plan_write(base, mode, _plain_types(spark_arrow), uri, data_storage_version)
-        if self.plan.data_format == LEGACY_FORMAT:
-            check_legacy_fields(self.plan.fields, uri)
         self.read_version = self.plan.read_version
         self.schema = self.plan.schema
         self.fields: tuple[LanceField, ...] = self.plan.fields
@@ -120,6 +118,7 @@ class LanceTableWriter(DataSourceArrowWriter):
             write_tag=self.write_id,
             before_file=check_not_aborted,
             data_format=self.plan.data_format,
+            dictionaries=self.plan.dictionaries,
         )
         where = f"writing to {self.uri}"
         try:
@@ -132,7 +131,9 @@ class LanceTableWriter(DataSourceArrowWriter):
         except BaseException:
             writer.abort()  # this attempt's files go; a retry writes its own
             raise
-        return FragmentsWritten(self.write_id, partition, attempt, tuple(fragments), tuple(writer.paths))
+        return FragmentsWritten(
+            self.write_id, partition, attempt, tuple(fragments), tuple(writer.paths), writer.dictionaries
+        )
 
     def commit(self, messages: Sequence[FragmentsWritten | None]) -> None:  # type: ignore[override]
         """Commit every task's fragments as one Append (or Overwrite) version.
@@ -148,8 +149,24 @@ class LanceTableWriter(DataSourceArrowWriter):
                 _delete(storage, msg.files)
                 continue
             chosen[msg.partition] = msg
-        fragments = tuple(f for p in sorted(chosen) for f in chosen[p].fragments)
-        files = tuple(f for p in sorted(chosen) for f in chosen[p].files)
+        parts = [chosen[p] for p in sorted(chosen)]
+        fragments = tuple(f for part in parts for f in part.fragments)
+        files = tuple(f for part in parts for f in part.files)
+        dictionaries: Mapping[int, pa.Array] = {}
+        replaced: tuple[str, ...] = ()
+        if any(part.dictionaries for part in parts):
+            # Legacy dictionary columns: the tasks extended the dataset's dictionary each in its
+            # own way; files whose keys disagree with the joined dictionary are rewritten.
+            merged = merge_written_parts(
+                storage,
+                self.schema,
+                self.fields,
+                self.plan.dictionaries,
+                [WrittenPart(part.fragments, part.files, part.dictionaries) for part in parts],
+                write_tag=self.write_id,
+            )
+            fragments, files, replaced = merged.fragments, merged.files, merged.replaced
+            dictionaries = merged.dictionaries
         base = None
         if self.plan.append:
             try:
@@ -166,12 +183,13 @@ class LanceTableWriter(DataSourceArrowWriter):
         commit(
             storage,
             base,
-            self.plan.pending(fragments, files),
+            self.plan.pending(fragments, files, dictionaries),
             options=CommitOptions(),
             message=self.commit_message,
             scheme=versions.naming_scheme(entries) if entries else self.scheme,
         )
         # Nothing after this point may raise: the version exists, and abort() would delete its files.
+        _delete(storage, replaced)
 
     def abort(self, messages: Sequence[FragmentsWritten | None]) -> None:  # type: ignore[override]
         """Delete the files of this write, unless a version references them (a commit that landed).

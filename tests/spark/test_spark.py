@@ -465,3 +465,40 @@ def test_spark_appends_keep_a_legacy_dataset_legacy(spark, tmp_path):
     theirs = lance.dataset(uri).to_table()
     assert theirs.num_rows == 1700
     _same(_read(spark, uri), theirs)
+
+
+def test_spark_appends_to_legacy_dictionary_columns(spark, tmp_path):
+    """Each task extends the dataset's dictionary with its own new values; the commit joins them
+    (rewriting the files whose keys disagree) so that every file indexes the manifest's dictionary."""
+    lance = pytest.importorskip("lance")
+    uri = str(tmp_path / "legacy_dict")
+    base = pa.table({"id": pa.array([0, 1], pa.int64()), "d": pa.array(["a", "b"]).dictionary_encode()})
+    lance.write_dataset(base, uri, data_storage_version="legacy")
+    values = ["c", "a", "c", "d", "b", "c", None, "e", "e", "f", "a", "b"]
+    rows = [(i + 10, v) for i, v in enumerate(values)]
+    rdd = spark.sparkContext.parallelize(rows, 4)  # partitions in order, 3 rows each
+    spark.createDataFrame(rdd, "id long, d string").write.format("lance_table").mode("append").save(uri)
+    ds = lt.dataset(uri)
+    assert ds.data_storage_version == "0.1"
+    dictionary = ds.manifest.dictionaries[1].to_pylist()
+    assert dictionary[:2] == ["a", "b"] and sorted(dictionary[2:]) == ["c", "d", "e", "f"]
+
+    def decoded(table: pa.Table) -> list[tuple[int, str | None]]:
+        return sorted(zip(table["id"].to_pylist(), table["d"].cast(pa.string()).to_pylist()))
+
+    # legacy files store no validity: a null key is key 0, which reads as the dictionary's first value
+    expected = [(0, "a"), (1, "b")] + [(i, "a" if v is None else v) for i, v in rows]
+    assert decoded(lance.dataset(uri).to_table()) == expected
+    assert decoded(ds.to_table()) == expected
+    # no file of the write is left behind but those the version references
+    referenced = {f.path for frag in ds.manifest.fragments for f in frag.files}
+    assert {p.name for p in (tmp_path / "legacy_dict" / "data").iterdir()} == referenced
+    # pylance keeps appending with the manifest's dictionary
+    more = pa.table(
+        {
+            "id": pa.array([99], pa.int64()),
+            "d": pa.DictionaryArray.from_arrays(pa.array([5], pa.int32()), pa.array(dictionary)),
+        }
+    )
+    lance.write_dataset(more, uri, mode="append")
+    assert decoded(lt.dataset(uri).to_table())[-1] == (99, dictionary[5])

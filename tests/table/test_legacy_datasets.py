@@ -165,6 +165,42 @@ def test_legacy_dictionary_columns_are_continued(tmp_path):
     assert lt.dataset(uri).to_table(filter="id >= 100").column("d").to_pylist() == ["zz", "a"]
 
 
+def _keyed(ids: range, keys: list[int | None], values: pa.Array) -> pa.Table:
+    return pa.table(
+        {
+            "id": pa.array(list(ids), pa.int64()),
+            "d": pa.DictionaryArray.from_arrays(pa.array(keys, pa.int32()), values),
+        }
+    )
+
+
+def test_legacy_dictionaries_holding_nulls_are_appended_and_compacted(tmp_path):
+    """pyarrow cannot unify dictionaries that hold a null; files of several pieces (compaction,
+    small batches) key every piece into the file's dictionary instead."""
+    uri = str(tmp_path / "ds")
+    lance.write_dataset(
+        _keyed(range(4), [0, 1, 2, None], pa.array(["a", None, "b"])), uri, data_storage_version="legacy"
+    )
+    lt.write_dataset(_keyed(range(4, 7), [0, 1, 2], pa.array(["q", None, "a"])), uri, mode="append")
+    lt.write_dataset(
+        _keyed(range(7, 9), [0, 1], pa.array(["r", "a"])), uri, mode="append", max_rows_per_file=1
+    )
+    ds = lt.dataset(uri).delete("id = 5").compact_files()
+    assert len(ds.manifest.fragments) == 1
+    _check_versions(uri)
+    assert _decoded(lt.dataset(uri).to_table()).column("d").to_pylist() == [
+        "a",
+        None,
+        "b",
+        "a",
+        "q",
+        "a",
+        "r",
+        "a",
+    ]
+    assert lt.dataset(uri).manifest.dictionaries[1].to_pylist() == ["a", None, "b", "q", "r"]
+
+
 def test_new_legacy_dataset_with_dictionary_columns(tmp_path):
     uri = str(tmp_path / "new")
     tbl = _dict_rows(range(8), ["p", "q", "rr"]).append_column(
@@ -312,3 +348,45 @@ def test_statistics_never_change_results(big_legacy, query):
     from lance_table.filters import parse_filter
 
     assert _equal(full.filter(parse_filter(query, full.schema)), with_stats)
+
+
+def test_parallel_writers_dictionaries_are_joined(tmp_path):
+    """Writers that each extended the dataset's dictionary their own way (Spark tasks): the parts
+    whose keys disagree with the joined dictionary are rewritten, the others kept as written."""
+    from lance_table.storage import open_storage
+    from lance_table.table.commit import commit
+    from lance_table.table.operations.legacy_dicts import WrittenPart, merge_written_parts
+    from lance_table.table.operations.write import FragmentWriter, plan_write
+
+    uri = str(tmp_path / "ds")
+    lance.write_dataset(_dict_rows(range(2), ["a", "b"]), uri, data_storage_version="legacy")
+    storage = open_storage(uri)
+    base = lt.dataset(uri).manifest
+    plan = plan_write(base, "append", lt.dataset(uri).schema, uri)
+    parts = []
+    for k, values in enumerate([["c", "a"], ["c", "x"], ["d", "b"], ["c", "a", "x", "d", "e"]]):
+        writer = FragmentWriter(
+            storage,
+            plan.schema,
+            list(plan.fields),
+            data_format="0.1",
+            dictionaries=plan.dictionaries,
+            max_rows_per_file=3,
+        )
+        table = _dict_rows(range(100 * (k + 1), 100 * (k + 1) + 5), values)
+        for batch in table.cast(plan.schema).to_batches():
+            writer.write(batch)
+        parts.append(WrittenPart(tuple(writer.finish()), tuple(writer.paths), dict(writer.dictionaries)))
+    merged = merge_written_parts(storage, plan.schema, plan.fields, plan.dictionaries, parts, write_tag="ab")
+    # part 0 and 1 ([a b c], [a b c x]) are kept; part 2 ([a b d]) is rewritten; part 3 extends
+    # the joined [a b c x d] and is kept
+    kept = set(parts[0].files) | set(parts[1].files) | set(parts[3].files)
+    assert set(merged.replaced) == set(parts[2].files)
+    assert kept < set(merged.files) and len(merged.files) == len(kept) + len(parts[2].files)
+    assert merged.dictionaries[1].to_pylist() == ["a", "b", "c", "x", "d", "e"]
+    commit(storage, base, plan.pending(merged.fragments, merged.files, merged.dictionaries))
+    expected = [("a", "b")[i % 2] for i in range(2)]
+    for values in [["c", "a"], ["c", "x"], ["d", "b"], ["c", "a", "x", "d", "e"]]:
+        expected += [values[i % len(values)] for i in range(5)]
+    assert _decoded(lance.dataset(uri).to_table()).column("d").to_pylist() == expected
+    _check_versions(uri)

@@ -200,8 +200,8 @@ class LegacyFileWriter:
         pieces = self._pending
         self._pending, self._pending_rows = [], 0
         columns = [
-            pieces[0].column(i) if len(pieces) == 1 else pa.concat_arrays([p.column(i) for p in pieces])
-            for i in range(len(self._roots))
+            pieces[0].column(i) if len(pieces) == 1 else self._joined(node, [p.column(i) for p in pieces])
+            for i, node in enumerate(self._roots)
         ]
         for node, arr in zip(self._roots, columns):
             _check_nulls(node, arr)
@@ -250,13 +250,53 @@ class LegacyFileWriter:
             return self._out.write(positions.astype("<i8"))
         return self._out.write(_fixed_bytes(arr))
 
+    def _joined(self, node: FieldNode, pieces: list[pa.Array]) -> pa.Array:
+        """The pieces of one column of a row group as one array."""
+        if _has_dictionary(node.arrow_type):
+            # Key every piece into the file's dictionary (which only grows), then give all of them
+            # its final values: pyarrow cannot unify dictionaries that hold a null.
+            pieces = [self._rekeyed(node, p) for p in pieces]
+            pieces = [self._rekeyed(node, p) for p in pieces]
+        return pa.concat_arrays(pieces)
+
+    def _rekeyed(self, node: FieldNode, arr: pa.Array) -> pa.Array:
+        """``arr`` with every dictionary array in it keyed into the file's dictionary, so that pieces
+        of a row group concatenate without unifying dictionaries (which pyarrow cannot do when a
+        dictionary holds a null)."""
+        t = node.arrow_type
+        if not _has_dictionary(t):
+            return arr
+        mask = arr.is_null() if arr.null_count else None
+        if pa.types.is_dictionary(t):
+            keys = self._remapped_keys(node.id, arr)
+            return pa.DictionaryArray.from_arrays(keys, self._dicts[node.id])
+        if pa.types.is_struct(t):
+            children = [self._rekeyed(c, arr.field(i)) for i, c in enumerate(node.children)]
+            return pa.StructArray.from_arrays(children, fields=list(t), mask=mask)
+        if pa.types.is_fixed_size_list(t):
+            size = t.list_size
+            values = arr.values.slice(arr.offset * size, len(arr) * size)
+            values = self._rekeyed(node.children[0], values)
+            return pa.FixedSizeListArray.from_arrays(values, type=t, mask=mask)
+        # lists: offsets index the whole child array
+        values = self._rekeyed(node.children[0], arr.values)
+        cls = pa.LargeListArray if pa.types.is_large_list(t) else pa.ListArray
+        return cls.from_arrays(arr.offsets, values, type=t, mask=mask)
+
     def _dictionary_keys(self, field_id: int, arr: pa.Array) -> pa.Array:
-        """The keys of ``arr`` against the file's dictionary, which grows by unseen values."""
+        """The keys of ``arr`` against the file's dictionary (nulls as key 0, as pylance stores them)."""
+        keys = self._remapped_keys(field_id, arr)
+        return pc.fill_null(keys, pa.scalar(0, keys.type)) if keys.null_count else keys
+
+    def _remapped_keys(self, field_id: int, arr: pa.Array) -> pa.Array:
+        """The keys of ``arr`` against the file's dictionary, which grows by unseen values; null
+        keys stay null."""
         known = self._dicts.get(field_id)
-        if known is None or arr.dictionary.equals(known):
-            if known is None:
-                self._dicts[field_id] = arr.dictionary
+        if known is None:
+            self._dicts[field_id] = arr.dictionary
             return arr.indices
+        if len(arr.dictionary) <= len(known) and known.slice(0, len(arr.dictionary)).equals(arr.dictionary):
+            return arr.indices  # the file's dictionary starts with this one
         mapping = pc.index_in(arr.dictionary, value_set=known)
         if mapping.null_count:
             new = pc.unique(arr.dictionary.filter(pc.is_null(mapping)))
@@ -264,12 +304,11 @@ class LegacyFileWriter:
             self._dicts[field_id] = known
             mapping = pc.index_in(arr.dictionary, value_set=known)
         try:
-            keys = pc.take(mapping, pc.fill_null(arr.indices, 0)).cast(arr.indices.type)
+            return pc.take(mapping, arr.indices).cast(arr.indices.type)
         except pa.ArrowInvalid:
             raise SchemaError(
                 f"dictionary field {field_id}: {len(known)} values do not fit keys of type {arr.indices.type}"
             ) from None
-        return pc.if_else(pc.is_valid(arr.indices), keys, pa.scalar(0, arr.indices.type))
 
     # -----------------------------------------------------------------------------------------
     # finish
@@ -399,6 +438,12 @@ def _is_var_binary(t: pa.DataType) -> bool:
         or pa.types.is_binary(t)
         or pa.types.is_large_binary(t)
     )
+
+
+def _has_dictionary(t: pa.DataType) -> bool:
+    if pa.types.is_dictionary(t):
+        return True
+    return any(_has_dictionary(t.field(i).type) for i in range(t.num_fields))
 
 
 def _fixed_bytes(arr: pa.Array) -> Any:

@@ -150,22 +150,6 @@ def check_blob_fields(fields: Sequence[LanceField], data_format: str, uri: str) 
             )
 
 
-def check_legacy_fields(fields: Sequence[LanceField], uri: str) -> None:
-    """Refuse distributed writes to legacy datasets with dictionary columns: every file's keys must
-    index the one dictionary the dataset manifest holds, and tasks writing in parallel would extend
-    it each in their own way.
-
-    Raises:
-        UnsupportedFormatError: a field of the schema is a dictionary.
-    """
-    for f in fields:
-        if f.logical_type.startswith("dict:"):
-            raise UnsupportedFormatError(
-                f"{uri}: field {f.name!r} is a dictionary column of a legacy (0.1) dataset; "
-                "lance_table writes such datasets only from one process (write_dataset)"
-            )
-
-
 def plan_write(
     base: Manifest | None,
     mode: WriteMode,
