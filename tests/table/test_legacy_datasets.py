@@ -316,6 +316,23 @@ def test_selective_filter_reads_only_matching_pages(big_legacy):
     assert ds.count_rows(query) == 100
 
 
+def test_selective_delete_reads_only_matching_pages(big_legacy, tmp_path):
+    import shutil
+
+    uri = str(tmp_path / "copy")
+    shutil.copytree(big_legacy, uri)
+    # the same rows: one predicate the statistics can bound, one they cannot
+    pruned = _bytes_read(uri, lambda ds: ds.delete("id >= 30000 AND id < 30100"))
+    assert lt.dataset(uri).count_rows() == 59_900
+    shutil.rmtree(uri)
+    shutil.copytree(big_legacy, uri)
+    unpruned = _bytes_read(uri, lambda ds: ds.delete("id + 0 >= 30000 AND id + 0 < 30100"))
+    assert pruned * 20 < unpruned, (pruned, unpruned)
+    assert lt.dataset(uri).count_rows() == 59_900
+    expected = lance.dataset(big_legacy).to_table(filter="id < 30000 OR id >= 30100")
+    assert _equal(lance.dataset(uri).to_table(), expected)
+
+
 @pytest.mark.parametrize(
     "query",
     [
