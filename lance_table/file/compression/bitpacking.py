@@ -184,6 +184,12 @@ def pack_inline(values: np.ndarray) -> np.ndarray:
     starts = np.zeros(widths.size, np.int64)
     np.cumsum(sizes[:-1], out=starts[1:])
     out = np.empty(int(sizes.sum()), dtype)
+    if widths.size and (widths == widths[0]).all():  # one width (typical): rows of 1 + W words
+        rows = out.reshape(widths.size, -1)
+        rows[:, 0] = widths[0]
+        if widths[0]:
+            rows[:, 1:] = pack(blocks.reshape(-1), int(widths[0])).reshape(widths.size, -1)
+        return out
     out[starts] = widths.astype(dtype)
     for w in np.unique(widths):  # one pass per distinct width, at most T + 1
         if not w:

@@ -128,14 +128,14 @@ class _Matcher:
 
     ``short`` is indexed by the next 2 bytes: the 2-byte symbol, or else the first byte's
     symbol, or else the escape code, plus ``_LONG`` when a symbol of 3+ bytes starts with those
-    2 bytes; ``byte`` by one byte: its symbol or the escape. ``long`` is
-    indexed by the next 3 bytes: 1 + the index of the symbol of 3+ bytes that starts with them
-    (0: none), of which there is at most one per prefix.
+    2 bytes; ``byte`` by one byte: its symbol or the escape. ``long_keys`` are the sorted 3-byte
+    prefixes of the symbols of 3+ bytes (at most one symbol per prefix); the ``long_*`` arrays
+    describe those symbols in the same order.
     """
 
     short: np.ndarray  # int64[65536]
     byte: np.ndarray  # int64[256]
-    long: np.ndarray  # uint8[1 << 24]
+    long_keys: np.ndarray  # int64, sorted
     long_val: np.ndarray  # uint64
     long_len: np.ndarray  # int64
     long_entry: np.ndarray  # int64
@@ -156,12 +156,15 @@ def _matcher(symbols: np.ndarray, lengths: np.ndarray) -> _Matcher:
     order = np.lexsort((long, -lengths[long], keys))
     keep = np.ones(order.size, bool)
     keep[1:] = keys[order][1:] != keys[order][:-1]
-    chosen = long[order[keep]]
-    table = np.zeros(1 << 24, np.uint8)
-    table[keys[order[keep]]] = np.arange(1, chosen.size + 1)
+    chosen = long[order[keep]]  # sorted by their 3-byte prefix
     short[(symbols[chosen] & np.uint64(0xFFFF)).astype(np.int64)] |= _LONG
     return _Matcher(
-        short, byte, table, symbols[chosen], lengths[chosen], codes[chosen] | lengths[chosen] << 8
+        short,
+        byte,
+        keys[order[keep]],
+        symbols[chosen],
+        lengths[chosen],
+        codes[chosen] | lengths[chosen] << 8,
     )
 
 
@@ -173,9 +176,11 @@ def _match(m: _Matcher, words: np.ndarray, cur: np.ndarray, end: np.ndarray) -> 
     cand = np.flatnonzero(entry >= _LONG)  # a symbol of 3+ bytes starts with these 2 bytes
     entry &= _LONG - 1
     if cand.size:
-        k = m.long[low3[cand]].astype(np.intp) - 1
+        key = low3[cand]
+        k = np.minimum(np.searchsorted(m.long_keys, key), m.long_keys.size - 1)
         n = m.long_len[k]
-        hit = (k >= 0) & (n <= end[cand] - cur[cand]) & ((words[cand] & _MASKS[n]) == m.long_val[k])
+        hit = (m.long_keys[k] == key) & (n <= end[cand] - cur[cand])
+        hit &= (words[cand] & _MASKS[n]) == m.long_val[k]
         entry[cand[hit]] = m.long_entry[k[hit]]
     # a 2-byte symbol at the last byte of a segment: take the byte's own code instead
     over = np.flatnonzero(cur + (entry >> 8) > end)
@@ -426,13 +431,12 @@ def _candidates(
         left = ids[:-1][pair]
         for right, ok in ((ids[1:][pair], None), (firsts[1:][pair], multi[1:][pair])):
             key = left * tokens + right if ok is None else left[ok] * tokens + right[ok]
-            count2 = np.bincount(key, minlength=tokens * tokens)
-            seen = np.flatnonzero(count2)
+            seen, seen_counts = np.unique(key, return_counts=True)
             x, y = seen // tokens, seen % tokens
             length = np.minimum(tok_len[x] + tok_len[y], MAX_LEN)
             vals.append((tok_val[x] | (tok_val[y] << (tok_len[x] * 8).astype(np.uint64))) & _MASKS[length])
             lens.append(length)
-            counts.append(count2[seen])
+            counts.append(seen_counts)
             boost.append(np.ones(seen.size, np.int64))
     val = np.concatenate(vals)
     length = np.concatenate(lens).astype(np.int64)

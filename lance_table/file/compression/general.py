@@ -56,3 +56,12 @@ def compress(data: bytes | memoryview | np.ndarray, scheme: str, *, level: int |
     else:
         raise ValueError(f"unknown buffer compression {scheme!r} (expected 'zstd' or 'lz4')")
     return head + codec.compress(raw, asbytes=True)
+
+
+def compressed_bound(size: int, scheme: str) -> int:
+    """The most bytes :func:`compress` can make of ``size`` bytes (the codecs' own worst cases,
+    plus the length header)."""
+    if scheme == "zstd":
+        small = ((128 << 10) - size) >> 11 if size < 128 << 10 else 0
+        return 8 + size + (size >> 8) + small
+    return 4 + size + size // 255 + 16

@@ -14,6 +14,7 @@ a row's chunks. See :mod:`miniblock` for the decoder.
 
 from __future__ import annotations
 
+import itertools
 import struct
 from typing import Any
 
@@ -73,8 +74,11 @@ class _Planner:
         levels = self.level_end(stop) - levels_from
         if levels > MAX_CHUNK_LEVELS or (stop - start > 2 and not self.values.fits(start, stop)):
             return None
-        sizes = self.values.sizes(start, stop)
-        total = self.head + self.level_lists * _pad8(2 * levels) + sum(_pad8(s) for s in sizes)
+        fixed = self.head + self.level_lists * _pad8(2 * levels)
+        sizes = self.values.size_bounds(start, stop)
+        if sizes is None or fixed + sum(_pad8(s) for s in sizes) > self.limit:
+            sizes = self.values.sizes(start, stop)
+        total = fixed + sum(_pad8(s) for s in sizes)
         aim = self.values.chunk_aim()
         if total > self.limit or (stop - start > 2 and aim is not None and sum(sizes) > aim):
             return None
@@ -169,6 +173,7 @@ def encode_mini_block(
             _add_dictionary(layout, values, fast_buffers)
             return layout, fast_buffers
     plan = planner.plan()
+    values.prepare(list(itertools.pairwise([0] + [stop for stop, _, _ in plan])))
     built = _chunks(values, planner, plan, rep, defs, rep_codec, def_codec, large)
     if built is None:
         flat_rep = FLAT if rep is not None else None

@@ -300,44 +300,48 @@ def _variable(
     aim = values.chunk_aim()
     level_per = 2 if levels is not None else 0
     max_log = min(max_values.bit_length() - 1, MAX_LOG_VALUES)
-    # best[i]: the largest k (1..max_log) such that a chunk of 2^k values from i fits
-    best = np.zeros(n, np.int64)
-    idx = np.arange(n)  # positions where a chunk of 2^(k-1) values fit (all, at first)
-    for k in range(1, max_log + 1):
+    off = offsets
+
+    def fits(start: int, k: int) -> bool:
+        """Whether a chunk of 2^k values from ``start`` fits (and leaves values after it)."""
         count = 1 << k
-        idx = idx[idx + count < n]
-        raw = (count + 1) * w + (offsets[idx + count] - offsets[idx])
+        if start + count >= n:
+            return False
+        raw = (count + 1) * w + int(off[start + count] - off[start])
         stored = -(-raw // w) * w
-        ok = head + _pad8(level_per * count) + ((stored + 7) & ~7) <= limit
-        if k > 1 and aim is not None:
-            ok &= stored <= aim
-        idx = idx[ok]
-        if not idx.size:
-            break
-        best[idx] = k
-    best_list = best.tolist()
-    off_list = offsets
+        if head + _pad8(level_per * count) + ((stored + 7) & ~7) > limit:
+            return False
+        return k == 1 or aim is None or stored <= aim
 
     def fits_last(start: int) -> bool:
         count = n - start
         if count > max_values:
             return False
-        raw = (count + 1) * w + int(off_list[n] - off_list[start])
+        raw = (count + 1) * w + int(off[n] - off[start])
         stored = -(-raw // w) * w
         total = head + _pad8(level_per * count) + _pad8(stored)
         return total <= limit and (count <= 2 or aim is None or stored <= aim)
 
+    # Greedy: each chunk takes the largest power of two of values that fits. Whether 2^k values
+    # fit is monotone in k, so the search starts from the previous chunk's k (data is alike).
     starts = [0]
     logs: list[int] = []
     start = 0
     tail = max(0, n - max_values)
+    k = 1
     while True:
         if start >= tail and fits_last(start):
             logs.append(0)
             break
-        k = best_list[start]
-        if not k:
-            return None  # a value too large for a chunk: the general planner decides
+        if fits(start, k):
+            while k < max_log and fits(start, k + 1):
+                k += 1
+        else:
+            while k > 1 and not fits(start, k - 1):
+                k -= 1
+            k -= 1
+            if not k:
+                return None  # a value too large for a chunk: the general planner decides
         start += 1 << k
         starts.append(start)
         logs.append(k)

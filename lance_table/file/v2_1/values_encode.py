@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pyarrow as pa
 
+from lance_table._parallel import map_parts
 from lance_table._proto import encodings_v2_1_pb2 as pb
 from lance_table.errors import UnsupportedFormatError
 from lance_table.file.compression import bitpacking, dictionary, fsst_encode, general, rle
@@ -149,6 +150,13 @@ class MiniBlockValues:
 
     def sizes(self, start: int, stop: int) -> list[int]:  # pragma: no cover - interface
         raise NotImplementedError
+
+    def size_bounds(self, start: int, stop: int) -> list[int] | None:
+        """Upper bounds of :meth:`sizes` that are cheaper to know (None: only the sizes)."""
+        return None
+
+    def prepare(self, ranges: list[tuple[int, int]]) -> None:
+        """The page's chunks are these value ranges: a chance to build them all at once."""
 
     def chunk(self, start: int, stop: int) -> list[bytes]:  # pragma: no cover - interface
         raise NotImplementedError
@@ -342,7 +350,11 @@ def _rle(values: pa.Array, alternative: MiniBlockValues) -> _RleValues | None:
 
 @dataclass
 class _GeneralValues(MiniBlockValues):
-    """``general``: the one buffer of each chunk of ``inner`` compressed with LZ4 or ZSTD."""
+    """``general``: the one buffer of each chunk of ``inner`` compressed with LZ4 or ZSTD.
+
+    The chunks are planned with bounds of their compressed sizes (they take as many values as
+    fit :data:`GENERAL_CHUNK_BYTES`), then compressed together on threads (:meth:`prepare`) and
+    kept until the page is assembled."""
 
     inner: MiniBlockValues = field(default_factory=lambda: _VariableValues(None, 1, 0))
     scheme: str = "zstd"
@@ -361,17 +373,46 @@ class _GeneralValues(MiniBlockValues):
         key = (start, stop)
         got = self._cache.get(key)
         if got is None:
-            if len(self._cache) > 64:
-                self._cache.clear()
             (raw,) = self.inner.chunk(start, stop)
             got = self._cache[key] = general.compress(raw, self.scheme)
         return got
+
+    def size_bounds(self, start: int, stop: int) -> list[int] | None:
+        return [general.compressed_bound(sum(self.inner.sizes(start, stop)), self.scheme)]
+
+    def prepare(self, ranges: list[tuple[int, int]]) -> None:
+        wanted = set(ranges)
+        self._cache = {key: got for key, got in self._cache.items() if key in wanted}
+        todo = [r for r in ranges if r not in self._cache]
+
+        def compress(r: tuple[int, int]) -> bytes:
+            return general.compress(self.inner.chunk(*r)[0], self.scheme)
+
+        self._cache.update(zip(todo, map_parts(compress, todo)))
 
     def sizes(self, start: int, stop: int) -> list[int]:
         return [len(self._compressed(start, stop))]
 
     def chunk(self, start: int, stop: int) -> list[bytes]:
         return [self._compressed(start, stop)]
+
+    def estimate(self, n: int, samples: int = 4) -> int:
+        """About how many bytes the page's chunks take: a few chunk-sized runs of values, evenly
+        spread, compressed and scaled to the whole."""
+        total = sum(self.inner.sizes(0, n))
+        if total <= samples * GENERAL_CHUNK_BYTES:
+            return len(general.compress(self.inner.chunk(0, n)[0], self.scheme)) if n else 0
+        raw = packed = 0
+        for start in np.linspace(0, n - 1, samples).astype(np.int64).tolist():
+            stop = start + 1
+            step = 1
+            while stop < n and self.fits(start, min(n, stop + step)):
+                stop = min(n, stop + step)
+                step *= 2
+            (chunk,) = self.inner.chunk(start, stop)
+            raw += len(chunk)
+            packed += len(general.compress(chunk, self.scheme))
+        return int(total * packed / max(raw, 1))
 
 
 def _general(inner: MiniBlockValues, scheme: str) -> _GeneralValues:
@@ -381,11 +422,15 @@ def _general(inner: MiniBlockValues, scheme: str) -> _GeneralValues:
     return _GeneralValues(enc, 1, inner.max_value_bytes, inner, scheme)
 
 
-def _variable(values: pa.Array, fsst: bool, rival: int | None = None) -> MiniBlockValues:
+def _variable(
+    values: pa.Array, fsst: bool, rival: int | None = None, general_scheme: str | None = None
+) -> MiniBlockValues:
     """``variable`` binary values, or ``fsst`` over them when FSST makes the page smaller.
 
     ``rival`` is the size of another encoding of the page (a dictionary): when a sample says
     FSST cannot beat it, the strings are not compressed at all (the caller takes the rival).
+    With ``general_scheme`` (format 2.2), the chunks compressed with it are a third candidate,
+    weighed on a sample and taken when smaller than both FSST and the rival.
     """
     t = values.type
     offsets, data = variable_parts(values)
@@ -397,8 +442,20 @@ def _variable(values: pa.Array, fsst: bool, rival: int | None = None) -> MiniBlo
     plain = _VariableValues(enc, 1, widest, offsets, data, width)
     if not fsst or width != 4 or data.size < fsst_encode.MIN_INPUT or data.size <= FSST_MIN_AVG * n:
         return plain
-    table = fsst_encode.train(data, offsets)
-    if rival is not None and fsst_encode.estimate(table, data, offsets) + fsst_encode.TABLE_SIZE >= rival:
+    # FSST codes cover at most 8 bytes each: when the rival is below that, FSST need not be tried
+    fsst_floor = data.size // 8 + fsst_encode.TABLE_SIZE + width * (n + 1)
+    table = None
+    fsst_size = width * (n + 1) + data.size
+    if rival is None or rival > fsst_floor:
+        table = fsst_encode.train(data, offsets)
+        fsst_size = fsst_encode.estimate(table, data, offsets) + fsst_encode.TABLE_SIZE + width * (n + 1)
+    if general_scheme is not None:
+        packed = _general(plain, general_scheme)
+        packed_size = packed.estimate(n)
+        smallest = min(fsst_size, width * (n + 1) + data.size, rival if rival is not None else fsst_size)
+        if packed_size < smallest:
+            return packed
+    if table is None or (rival is not None and fsst_size >= rival):
         return plain
     codes, code_offsets = fsst_encode.compress(table, data, offsets)
     if codes.size + fsst_encode.TABLE_SIZE >= data.size:
@@ -532,7 +589,7 @@ def compression_scheme(metadata: Any) -> str | None:
 
 
 def compress_values(
-    values: pa.Array, what: str, scheme: str | None = None, lz4_dictionary: bool = False
+    values: pa.Array, what: str, scheme: str | None = None, v2_2: bool = False
 ) -> MiniBlockValues:
     """Choose the mini-block compression of a page's visible values (nulls included as slots).
 
@@ -542,13 +599,13 @@ def compress_values(
     Raises:
         UnsupportedFormatError: the values' type has no encoding in this writer.
     """
-    base = _base_values(values, what, scheme, lz4_dictionary)
+    base = _base_values(values, what, scheme, v2_2)
     if scheme in SCHEMES and base.num_buffers == 1:
         return _general(base, scheme)
     return base
 
 
-def _base_values(values: pa.Array, what: str, scheme: str | None, lz4_dictionary: bool) -> MiniBlockValues:
+def _base_values(values: pa.Array, what: str, scheme: str | None, v2_2: bool) -> MiniBlockValues:
     t = values.type
     plain = scheme == "none"
     if is_variable(t):
@@ -556,9 +613,11 @@ def _base_values(values: pa.Array, what: str, scheme: str | None, lz4_dictionary
             return _variable(values, fsst=False)
         # the dictionary first: when it beats what a sample says FSST would make of the page,
         # the strings are never compressed in full
-        dict_values = _dictionary_values(values, None, lz4_dictionary)
+        dict_values = _dictionary_values(values, None, v2_2)
         rival = None if dict_values is None else _total_bytes(dict_values, len(values))
-        var = _variable(values, fsst=True, rival=rival)
+        var = _variable(values, fsst=True, rival=rival, general_scheme="zstd" if v2_2 else None)
+        if isinstance(var, _GeneralValues):
+            return var  # weighed against the dictionary already
         if dict_values is not None and rival is not None and rival < _total_bytes(var, len(values)):
             return dict_values
         return var
