@@ -19,6 +19,7 @@ from lance_table.errors import SchemaError
 from lance_table.format.manifest import Fragment, Manifest
 from lance_table.storage import Storage, open_storage
 from lance_table.table import versions
+from lance_table.table.blobs import BlobFile, take_blobs
 from lance_table.table.commit import CommitLock, CommitOptions, check_can_commit, commit
 from lance_table.table.operations.cleanup import (
     DEFAULT_GRACE_PERIOD,
@@ -146,7 +147,7 @@ class Dataset:
         """Rows of this version (matching ``filter``, if given; ``use_stats`` as in :meth:`to_table`)."""
         if filter is None:
             return self.manifest.num_rows
-        spec = make_spec(self.schema, [], filter, False, None, None, None, use_stats)
+        spec = make_spec(self._snapshot.read_schema, [], filter, False, None, None, None, use_stats)
         return count_matching(self._snapshot.fragment_readers(), spec)
 
     def to_batches(
@@ -161,8 +162,9 @@ class Dataset:
         use_stats: bool = True,
     ) -> pa.RecordBatchReader:
         """A RecordBatchReader over the rows (streams; DuckDB, Polars and pandas can consume it)."""
-        spec = make_spec(self.schema, columns, filter, with_row_id, batch_size, offset, limit, use_stats)
-        out = output_schema(self.schema, spec)
+        schema = self._snapshot.read_schema  # blob v2 columns read as their descriptors
+        spec = make_spec(schema, columns, filter, with_row_id, batch_size, offset, limit, use_stats)
+        out = output_schema(schema, spec)
         return pa.RecordBatchReader.from_batches(out, scan(self._snapshot.fragment_readers(), spec, out))
 
     scanner = to_batches
@@ -186,8 +188,9 @@ class Dataset:
             SchemaError: a column does not exist.
             FilterError: the filter does not parse.
         """
-        spec = make_spec(self.schema, columns, filter, with_row_id, 1 << 30, offset, limit, use_stats)
-        out = output_schema(self.schema, spec)
+        schema = self._snapshot.read_schema
+        spec = make_spec(schema, columns, filter, with_row_id, 1 << 30, offset, limit, use_stats)
+        out = output_schema(schema, spec)
         return scan_all(self._snapshot.fragment_readers(), spec, out)
 
     def take(
@@ -201,9 +204,43 @@ class Dataset:
         idx = np.asarray(
             indices.to_numpy() if isinstance(indices, pa.Array) else indices, dtype=np.int64
         ).reshape(-1)
-        spec = make_spec(self.schema, columns, None, False, None, None, None)
-        out = output_schema(self.schema, spec)
+        schema = self._snapshot.read_schema
+        spec = make_spec(schema, columns, None, False, None, None, None)
+        out = output_schema(schema, spec)
         return take_rows(self._snapshot.fragment_readers(), spec, out, idx)
+
+    def take_blobs(
+        self,
+        blob_column: str,
+        ids: Sequence[int] | np.ndarray | pa.Array | None = None,
+        addresses: Sequence[int] | np.ndarray | pa.Array | None = None,
+        indices: Sequence[int] | np.ndarray | pa.Array | None = None,
+        *,
+        allow_external: bool = False,
+    ) -> list[BlobFile | None]:
+        """The values of a blob column as lazy, seekable binary files (pylance's ``take_blobs``).
+
+        Select rows by exactly one of ``ids`` (row ids), ``addresses`` (fragment id << 32 | offset)
+        or ``indices`` (positions in this version); one element per selected row, None for a null
+        blob. Blobs at URIs outside the dataset are opened only with ``allow_external``.
+
+        Raises:
+            ValueError: not exactly one selection is given.
+            SchemaError: the column is not a top-level blob column.
+            IndexError: an index or address names no row.
+            UnsupportedFormatError: an external blob without ``allow_external``; row ids of a
+                dataset with stable row ids.
+            CorruptFileError: a blob descriptor is damaged or points outside its file.
+            DataFileNotFoundError: a blob file does not exist.
+        """
+        return take_blobs(
+            self._snapshot,
+            blob_column,
+            ids=ids,
+            addresses=addresses,
+            indices=indices,
+            allow_external=allow_external,
+        )
 
     # -- writing ----------------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from functools import cached_property
 import pyarrow as pa
 
 from lance_table.errors import UnsupportedFormatError, VersionNotFoundError
+from lance_table.file.v2_1.blob_v2 import has_blob_v2, is_blob_v2, read_node
 from lance_table.format import paths
 from lance_table.format.manifest import Manifest
 from lance_table.schema import FieldNode, arrow_schema_from_fields, build_tree
@@ -25,6 +26,8 @@ from lance_table.table.tags import Tags
 
 # Data file formats a dataset may use to be read.
 READABLE_FORMATS = ("0.1", "2.0", "2.1", "2.2")
+# Data file formats whose datasets may hold blob v2 columns.
+BLOB_V2_FORMATS = ("2.2",)
 
 
 @dataclass(frozen=True)
@@ -64,7 +67,17 @@ class Snapshot:
 
     @cached_property
     def roots(self) -> dict[str, FieldNode]:
-        return {n.name: n for n in build_tree(self.manifest.fields)}
+        """The top-level fields as scans read them (blob v2 columns as their descriptors)."""
+        return {n.name: read_node(n) for n in build_tree(self.manifest.fields)}
+
+    @cached_property
+    def read_schema(self) -> pa.Schema:
+        """The Arrow schema of what scans return: :attr:`schema`, but blob v2 columns are their
+        descriptor structs (as pylance returns them)."""
+        if not has_blob_v2(self.manifest.fields):
+            return self.schema
+        fields = [n.to_arrow_field() for n in self.roots.values()]
+        return pa.schema(fields, metadata=self.schema.metadata)
 
     def fragment_readers(self) -> list[FragmentReader]:
         """A reader per fragment of this version."""
@@ -160,10 +173,10 @@ def _check_data_format(manifest: Manifest, where: str) -> None:
             f"lance_table reads formats {', '.join(READABLE_FORMATS)}"
         )
     for f in manifest.fields:
-        if f.metadata.get("ARROW:extension:name") == b"lance.blob.v2":
+        if is_blob_v2(f) and fmt is not None and fmt not in BLOB_V2_FORMATS:
             raise UnsupportedFormatError(
-                f"{where}: field {f.name!r} is a blob v2 column (pylance 14 stores blob columns of 2.2 "
-                "datasets so), which lance_table does not read yet"
+                f"{where}: field {f.name!r} is a blob v2 column, which pylance stores only in format "
+                f"{', '.join(BLOB_V2_FORMATS)} datasets, not in format {fmt}"
             )
     if seen - {fmt}:
         raise UnsupportedFormatError(

@@ -418,11 +418,14 @@ def test_appends_to_a_pylance_dataset_with_blobs(tmp_path):
     assert_tables_equal(lance_table.dataset(uri).to_table(), expected)
 
 
-def test_pylance_blob_v2_datasets_are_refused_with_a_typed_error(tmp_path):
-    """pylance 14 turns a blob column of a 2.2 dataset into blob v2: refused by name, not misread."""
-    table = pa.table({"b": pa.array([b"x" * 10, None, b""], pa.large_binary())})
+def test_pylance_blob_v2_datasets_read_as_pylance_reads_them(tmp_path):
+    """pylance 14 turns a blob column of a 2.2 dataset into blob v2: scans return its descriptors,
+    take_blobs the bytes (more in tests/table/test_blob_v2.py)."""
+    values = [b"x" * 10, None, b""]
+    table = pa.table({"b": pa.array(values, pa.large_binary())})
     table = table.cast(pa.schema([pa.field("b", pa.large_binary(), metadata=BLOB_META)]))
     uri = str(tmp_path / "ds")
     lance.write_dataset(table, uri)
-    with pytest.raises(UnsupportedFormatError, match="blob v2"):
-        lance_table.dataset(uri)
+    ds = lance_table.dataset(uri)
+    assert_tables_equal(ds.to_table(), lance.dataset(uri).to_table())
+    assert [None if f is None else f.read() for f in ds.take_blobs("b", indices=[0, 1, 2])] == values

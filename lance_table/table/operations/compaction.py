@@ -16,6 +16,7 @@ from lance_table.table.fragment import FragmentReader
 from lance_table.table.operations.write import (
     DEFAULT_MAX_BYTES_PER_FILE,
     FragmentWriter,
+    check_blob_fields,
     writable_data_format,
 )
 from lance_table.table.snapshot import Snapshot
@@ -161,6 +162,7 @@ def compact_files(
     )
     if not bins:
         return ds
+    check_blob_fields(ds.manifest.fields, data_format, ds.uri)  # rewriting blob v2 needs its writer
     if ds.manifest.index_section is not None:
         raise UnsupportedFormatError(f"{ds.uri} has indices; compacting it would require remapping them")
     # The rewrite commits after a ReserveFragments version: refuse before either if it cannot land.

@@ -16,6 +16,7 @@ from lance_table.file import LanceFileWriter
 from lance_table.file.container import FileVersion
 from lance_table.file.legacy import LegacyFileWriter, LegacyWrittenFile
 from lance_table.file.v2_0.layout import column_assignment
+from lance_table.file.v2_1.blob_v2 import is_blob_v2
 from lance_table.format import paths
 from lance_table.format.manifest import DEFAULT_DATA_FORMAT, DataFile, Fragment, Manifest
 from lance_table.format.transaction import Append, Operation, Overwrite
@@ -133,12 +134,20 @@ def writable_data_format(base: Manifest | None, uri: str, requested: str | None 
 
 
 def check_blob_fields(fields: Sequence[LanceField], data_format: str, uri: str) -> None:
-    """Refuse blob columns in new 2.2 datasets: pylance stores them there as blob v2 (a struct of
-    descriptors and external blob files) and cannot append to a 2.2 dataset with older blobs.
+    """Refuse writing blob columns that would need blob v2, which lance_table reads but does not
+    write: blob columns of new 2.2 datasets (pylance stores them as blob v2 there and cannot append
+    to a 2.2 dataset with older blobs), and any blob v2 column (``lance.blob.v2`` extension), e.g.
+    of a pylance 2.2 dataset being appended to or compacted.
 
     Raises:
-        UnsupportedFormatError: a field carries pylance's blob metadata and the format is 2.2+.
+        UnsupportedFormatError: such a field is among ``fields``.
     """
+    for f in fields:
+        if is_blob_v2(f):
+            raise UnsupportedFormatError(
+                f"{uri}: field {f.name!r} is a blob v2 column; lance_table reads blob v2 columns but "
+                "does not write them yet"
+            )
     if data_format in (LEGACY_FORMAT, "2.0", "2.1"):
         return
     for f in fields:
@@ -177,6 +186,7 @@ def plan_write(
         )
     if base is not None and mode == "append":
         data_format = writable_data_format(base, uri)  # an append keeps the dataset's format
+        check_blob_fields(base.fields, data_format, uri)
         schema = arrow_schema_from_fields(base.fields, base.schema_metadata)
         return WritePlan(base.version, True, schema, base.fields, data_format, dict(base.dictionaries))
     data_format = writable_data_format(base, uri, data_storage_version)

@@ -1,0 +1,328 @@
+"""``take_blobs``: blob values as lazy, seekable file objects.
+
+Blob v2 columns (format 2.2) store one descriptor per row (:mod:`lance_table.file.v2_1.blob_v2`);
+the bytes are in the data file (inline), in a sidecar ``data/<data file stem>/<id>.blob`` (packed
+or dedicated), or at an external URI. Descriptors are untrusted: kinds, ranges and paths are checked
+against the files they name before a :class:`BlobFile` is handed out, and every read stays inside
+the blob's range. Blob v1 columns (formats 2.0/2.1) are read whole by the file reader; their values
+are served from memory.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from lance_table.errors import CorruptFileError, SchemaError, UnsupportedFormatError
+from lance_table.file.fields import BLOB_KEY
+from lance_table.file.runs import Runs
+from lance_table.file.v2_1.blob_v2 import BlobKind, blob_file_name, is_blob_v2
+from lance_table.format import paths
+from lance_table.format.manifest import DataFile
+from lance_table.storage import Storage, open_storage
+from lance_table.table.deletion import missing_file_error
+from lance_table.table.fragment import FragmentReader
+from lance_table.table.snapshot import Snapshot
+
+DATA_FILE_SUFFIX = ".lance"
+
+# Reads ``length`` bytes at an absolute offset of the blob's file.
+ReadAt = Callable[[int, int], bytes]
+
+
+class BlobFile(io.RawIOBase):
+    """One blob as a read-only, seekable binary file (like pylance's ``BlobFile``).
+
+    Reads fetch only the bytes asked for; ``read_range`` / ``read_ranges`` do not move the cursor.
+    """
+
+    def __init__(self, read_at: ReadAt, start: int, size: int, name: str) -> None:
+        super().__init__()
+        self._read_at = read_at
+        self._start = start
+        self._size = size
+        self._pos = 0
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"<BlobFile size={self._size}>"
+
+    def size(self) -> int:
+        """The blob's size in bytes."""
+        return self._size
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        self._check_open()
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        self._check_open()
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}.get(whence)
+        if base is None:
+            raise ValueError(f"invalid whence ({whence})")
+        pos = base + offset
+        if pos < 0:
+            raise ValueError(f"negative seek position {pos}")
+        self._pos = pos
+        return pos
+
+    def readinto(self, buffer: Any) -> int:
+        self._check_open()
+        view = memoryview(buffer).cast("B")
+        n = max(0, min(len(view), self._size - self._pos))
+        if n:
+            view[:n] = self._read_at(self._start + self._pos, n)
+            self._pos += n
+        return n
+
+    def readall(self) -> bytes:
+        self._check_open()
+        n = max(0, self._size - self._pos)
+        data = self._read_at(self._start + self._pos, n) if n else b""
+        self._pos += n
+        return bytes(data)
+
+    def read_range(self, offset: int, length: int) -> bytes:
+        """``length`` bytes at ``offset`` of the blob, without moving the cursor.
+
+        Raises:
+            ValueError: the range is negative or extends past the blob.
+        """
+        return self.read_ranges([(offset, length)])[0]
+
+    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+        """Several ``(offset, length)`` ranges of the blob, without moving the cursor.
+
+        Raises:
+            ValueError: a range is negative or extends past the blob.
+        """
+        self._check_open()
+        out = []
+        for offset, length in ranges:
+            if offset < 0 or length < 0 or offset + length > self._size:
+                raise ValueError(f"range ({offset}, {length}) is outside a blob of {self._size} bytes")
+            out.append(bytes(self._read_at(self._start + offset, length)) if length else b"")
+        return out
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ValueError("I/O operation on closed blob file")
+
+
+def _memory_blob(value: bytes, name: str) -> BlobFile:
+    def read_at(offset: int, length: int) -> bytes:
+        return value[offset : offset + length]
+
+    return BlobFile(read_at, 0, len(value), name)
+
+
+@dataclass
+class _Where:
+    """A row of a fragment."""
+
+    frag: FragmentReader
+    offset: int
+
+
+def take_blobs(
+    snapshot: Snapshot,
+    column: str,
+    *,
+    ids: Sequence[int] | np.ndarray | pa.Array | None = None,
+    addresses: Sequence[int] | np.ndarray | pa.Array | None = None,
+    indices: Sequence[int] | np.ndarray | pa.Array | None = None,
+    allow_external: bool = False,
+) -> list[BlobFile | None]:
+    """The blobs of ``column`` at the rows selected by exactly one of ``ids``, ``addresses`` or
+    ``indices``, in the order given; None for a null blob.
+
+    Raises:
+        ValueError: not exactly one selection is given.
+        SchemaError: ``column`` is not a top-level blob column.
+        IndexError: an index or address names no row.
+        UnsupportedFormatError: row ids of a dataset with stable row ids; an external blob (a URI
+            outside the dataset) without ``allow_external``, or one relative to a registered base.
+        CorruptFileError: a descriptor names an unknown kind or a range outside its file.
+        DataFileNotFoundError: a sidecar blob file does not exist.
+    """
+    given = (("ids", ids), ("addresses", addresses), ("indices", indices))
+    chosen = [(k, v) for k, v in given if v is not None]
+    if len(chosen) != 1:
+        raise ValueError("pass exactly one of ids, addresses or indices")
+    kind, values = chosen[0]
+    node = snapshot.roots.get(column)
+    field = next((f for f in snapshot.manifest.fields if f.name == column and f.parent_id == -1), None)
+    if node is None or field is None:
+        raise SchemaError(f"column {column!r} is not in the dataset; columns are {list(snapshot.roots)}")
+    v2 = is_blob_v2(field)
+    if not v2 and field.metadata.get(BLOB_KEY) is None:
+        raise SchemaError(f"column {column!r} is not a blob column")
+    selected = np.asarray(values.to_numpy() if isinstance(values, pa.Array) else values, np.int64).reshape(-1)
+    frags = snapshot.fragment_readers()
+    if kind == "indices":
+        rows = _by_index(frags, selected)
+    else:
+        if kind == "ids" and any(f.row_id_meta for f in snapshot.manifest.fragments):
+            raise UnsupportedFormatError(f"{snapshot.uri} has stable row ids, which lance_table does not map")
+        rows = _by_address(frags, selected)
+    values_of = _read_values(rows, column)
+    out: list[BlobFile | None] = []
+    opener = _Opener(snapshot, column, allow_external)
+    for where in rows:
+        value = values_of[id(where.frag)][where.offset]
+        if value is None:
+            out.append(None)
+        elif v2:
+            out.append(opener.open(where.frag, value))
+        else:
+            out.append(_memory_blob(value, f"{column}[{where.offset}]"))
+    return out
+
+
+def _by_index(frags: list[FragmentReader], indices: np.ndarray) -> list[_Where]:
+    counts = np.array([f.fragment.num_rows for f in frags], np.int64)
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    total = int(starts[-1])
+    if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= total):
+        raise IndexError(f"row index out of range for {total} rows")
+    which = np.searchsorted(starts, indices, side="right") - 1
+    out = []
+    for k, i in zip(which.tolist(), indices.tolist()):
+        frag = frags[k]
+        local = i - int(starts[k])
+        physical = int(frag.live_positions()[local]) if frag.deleted.size else local
+        out.append(_Where(frag, physical))
+    return out
+
+
+def _by_address(frags: list[FragmentReader], addresses: np.ndarray) -> list[_Where]:
+    by_id = {f.fragment.id: f for f in frags}
+    out = []
+    for address in addresses.astype(np.uint64).tolist():
+        frag = by_id.get(address >> 32)
+        offset = address & 0xFFFFFFFF
+        if frag is None or offset >= frag.physical_rows:
+            raise IndexError(f"row address {address} names no row (fragment {address >> 32}, row {offset})")
+        out.append(_Where(frag, offset))
+    return out
+
+
+def _read_values(rows: list[_Where], column: str) -> dict[int, dict[int, Any]]:
+    """Each fragment's column values at the selected offsets (descriptors as dicts, or bytes)."""
+    wanted: dict[int, tuple[FragmentReader, set[int]]] = {}
+    for where in rows:
+        wanted.setdefault(id(where.frag), (where.frag, set()))[1].add(where.offset)
+    out: dict[int, dict[int, Any]] = {}
+    for key, (frag, offsets) in wanted.items():
+        ordered = np.array(sorted(offsets), np.int64)
+        table = frag.read([column], Runs.from_sorted_unique(ordered))
+        out[key] = dict(zip(ordered.tolist(), table.column(column).to_pylist()))
+    return out
+
+
+class _Opener:
+    """Checks descriptors and opens their blobs; file sizes are looked up once per call."""
+
+    def __init__(self, snapshot: Snapshot, column: str, allow_external: bool) -> None:
+        self.snapshot = snapshot
+        self.storage = snapshot.storage
+        self.column = column
+        self.allow_external = allow_external
+        self._sizes: dict[tuple[str, str], int] = {}
+
+    def open(self, frag: FragmentReader, desc: dict[str, Any]) -> BlobFile:
+        data_file = self._data_file(frag)
+        data_path = paths.data_file_path(data_file.path)
+        where = f"{self.storage.uri.rstrip('/')}/{data_path}"
+        kind, position, size = desc["kind"], int(desc["position"]), int(desc["size"])
+        if kind == BlobKind.INLINE:
+            return self._ranged(self.storage, data_path, position, size, where, where)
+        if kind in (BlobKind.PACKED, BlobKind.DEDICATED):
+            path = f"{_sidecar_dir(data_file.path, where)}/{blob_file_name(int(desc['blob_id']))}"
+            if kind == BlobKind.DEDICATED and position != 0:
+                problem = f"a dedicated blob of column {self.column!r} starts at {position}, not 0"
+                raise CorruptFileError(where, problem)
+            return self._ranged(self.storage, paths.data_file_path(path), position, size, where)
+        if kind == BlobKind.EXTERNAL:
+            return self._external(desc, position, size, where)
+        raise CorruptFileError(where, f"a blob descriptor of column {self.column!r} has unknown kind {kind}")
+
+    def _data_file(self, frag: FragmentReader) -> DataFile:
+        node = self.snapshot.roots[self.column]
+        ids = {n.id for n in node.walk()}
+        for data_file in reversed(frag.fragment.files):
+            if ids.intersection(data_file.fields):
+                return data_file
+        raise UnsupportedFormatError(f"fragment {frag.fragment.id} stores no data of column {self.column!r}")
+
+    def _size(self, storage: Storage, path: str) -> int:
+        key = (storage.uri, path)
+        if key not in self._sizes:
+            try:
+                self._sizes[key] = storage.size(path)
+            except FileNotFoundError:
+                where = f"{storage.uri.rstrip('/')}/{path}"
+                raise missing_file_error(self.storage, where, self.snapshot.version) from None
+        return self._sizes[key]
+
+    def _ranged(
+        self, storage: Storage, path: str, position: int, size: int, where: str, name: str | None = None
+    ) -> BlobFile:
+        full = name or f"{storage.uri.rstrip('/')}/{path}"
+        if size:
+            length = self._size(storage, path)
+            if position < 0 or position + size > length:
+                raise CorruptFileError(
+                    where,
+                    f"a blob of column {self.column!r} lies at [{position}, {position + size}) "
+                    f"beyond the {length} bytes of {full}",
+                )
+
+        def read_at(offset: int, n: int) -> bytes:
+            return bytes(storage.read_ranges(path, [(offset, n)])[0])
+
+        return BlobFile(read_at, position, size, full)
+
+    def _external(self, desc: dict[str, Any], position: int, size: int, where: str) -> BlobFile:
+        uri = str(desc["blob_uri"])
+        if int(desc["blob_id"]):
+            raise UnsupportedFormatError(
+                f"{where}: a blob of column {self.column!r} is {uri!r} in registered base "
+                f"{desc['blob_id']}; lance_table does not read base paths"
+            )
+        if not self.allow_external:
+            raise UnsupportedFormatError(
+                f"{where}: a blob of column {self.column!r} is the external object {uri!r}, outside the "
+                "dataset; pass allow_external=True to read external blobs"
+            )
+        parent, _, name = uri.rstrip("/").rpartition("/")
+        if not parent or name in ("", ".", ".."):
+            raise CorruptFileError(where, f"a blob of column {self.column!r} has the invalid URI {uri!r}")
+        storage = open_storage(parent)
+        if (position, size) == (0, 0):
+            size = self._size(storage, name)
+        return self._ranged(storage, name, position, size, where)
+
+
+def _sidecar_dir(data_path: str, where: str) -> str:
+    """The directory of a data file's blob sidecars (relative to ``data/``): its path without
+    ``.lance``. The path comes from the manifest: it must stay below ``data/``."""
+    parts = data_path.split("/")
+    if (
+        not data_path.endswith(DATA_FILE_SUFFIX)
+        or "\\" in data_path
+        or any(p in ("", ".", "..") for p in parts)
+    ):
+        raise CorruptFileError(where, f"data file path {data_path!r} cannot name blob sidecar files")
+    return data_path[: -len(DATA_FILE_SUFFIX)]
