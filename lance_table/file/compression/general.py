@@ -10,6 +10,9 @@ import pyarrow as pa
 from lance_table.errors import UnsupportedFormatError
 from lance_table.file.compression import Where
 
+# The schemes by their CompressionAlgorithm numbers in Lance 2.1+ encodings.
+SCHEMES_BY_NUMBER = {1: "lz4", 2: "zstd"}
+
 
 def decompress(raw: memoryview | bytes, scheme: str, expected: int | None, where: Where) -> memoryview:
     """Undo Lance's buffer compression: zstd = u64 length + frame, lz4 = u32 length + block."""

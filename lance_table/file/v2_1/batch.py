@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from lance_table.file.compression import bitpacking
+from lance_table._parallel import map_parts
+from lance_table.file.compression import bitpacking, general
 from lance_table.file.pageio import PageIO
 from lance_table.file.v2_1.values import MAX_LIST_SIZE, Fixed, Values, Var, offsets_of
 
@@ -85,7 +86,32 @@ def values(
         return _inline_bitpacking(
             int(enc.inline_bitpacking.uncompressed_bits_per_value), data, at, counts, io
         )
+    if kind == "general" and enc.general.values.WhichOneof("compression") in ("variable", "flat"):
+        return _general(enc.general, data, at, sizes, counts, io)
     return None
+
+
+# chunks decompressed per task when a page's general-compressed chunks are spread over threads
+_GENERAL_GROUP = 64
+
+
+def _general(
+    enc: Any, data: memoryview, at: np.ndarray, sizes: np.ndarray, counts: np.ndarray, io: PageIO
+) -> Values | None:
+    """Chunks whose one buffer is LZ4/ZSTD-compressed: each decompressed (on threads for a big
+    page), the results joined and decoded as one batch of the inner encoding."""
+    scheme = general.SCHEMES_BY_NUMBER.get(enc.compression.scheme)
+    if scheme is None:
+        return None
+    ranges = list(zip(at.tolist(), sizes.tolist()))
+
+    def unpack(group: list[tuple[int, int]]) -> list[memoryview]:
+        return [general.decompress(data[a : a + n], scheme, None, io) for a, n in group]
+
+    groups = [ranges[i : i + _GENERAL_GROUP] for i in range(0, len(ranges), _GENERAL_GROUP)]
+    pieces = [piece for group in map_parts(unpack, groups) for piece in group]
+    lengths = np.array([len(p) for p in pieces], np.int64)
+    return values(enc.values, memoryview(b"".join(pieces)), _exclusive_cumsum(lengths), lengths, counts, io)
 
 
 def _variable(

@@ -24,7 +24,7 @@ from lance_table.file.compression import bitpacking, general, rle
 from lance_table.file.pageio import PageIO
 from lance_table.file.v2_1.values import MAX_LIST_SIZE, Fixed, FixedList, Nulls, Struct, Values, Var
 
-SCHEMES = {1: "lz4", 2: "zstd"}
+SCHEMES = general.SCHEMES_BY_NUMBER
 _UINT = {32: np.uint32, 64: np.uint64}
 
 
