@@ -244,7 +244,7 @@ def mini_block(
     else:
         positions = runs.positions()
         chunk_of = np.searchsorted(table.item_starts[1:], positions, side="right")
-        chosen = np.unique(chunk_of)
+        chosen = _sorted_unique(chunk_of)  # runs are sorted, so are their chunks
     got = decode_chunks(layout, io, table, chosen, large_chunks)
     valid = (got.defs == 0) if got.defs is not None else None
     if valid is not None and valid.size != got.count:
@@ -258,6 +258,11 @@ def mini_block(
             # Few rows of many strings: pick them before decompressing (each FSST string is
             # compressed on its own), then the rows are already in place.
             values, count = _pick(values, local, io), local.size
+            valid = valid[local] if valid is not None else None
+            local = None
+        elif dictionary is not None and local.size < count:
+            # Dictionary indices: pick the rows before looking their values up
+            values, count = _pick_fixed(values, local, io), local.size
             valid = valid[local] if valid is not None else None
             local = None
     arr = _values_array(values, count, dtype, dictionary, int(layout.num_dictionary_items), valid, io)
@@ -277,6 +282,26 @@ def _pick(values: Var, items: np.ndarray, io: PageIO) -> Var:
         raise io.corrupt("variable-width offsets are out of order or past their bytes")
     picked = np.frombuffer(values.data, np.uint8)[batch.spans(starts, lengths)]
     return Var(batch.as_bytes(picked), offsets_of(lengths), values.symbols)
+
+
+def _sorted_unique(x: np.ndarray) -> np.ndarray:
+    """The distinct values of a sorted array."""
+    if x.size < 2:
+        return x
+    keep = np.empty(x.size, bool)
+    keep[0] = True
+    np.not_equal(x[1:], x[:-1], out=keep[1:])
+    return x[keep]
+
+
+def _pick_fixed(values: Values, items: np.ndarray, io: PageIO) -> Fixed:
+    """The byte-wide fixed-width values at ``items``, in that order."""
+    if not isinstance(values, Fixed) or values.bits not in bitpacking.DTYPES:
+        raise io.corrupt("dictionary indices are not fixed-width integers")
+    words = np.frombuffer(values.data, bitpacking.DTYPES[values.bits])
+    if items.size and int(items.max()) >= words.size:
+        raise io.corrupt(f"index {int(items.max())} of {words.size} dictionary indices is missing")
+    return Fixed(batch.as_bytes(words[items]), values.bits)
 
 
 def _row_chunks(layout: Any, io: PageIO, n_chunks: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
