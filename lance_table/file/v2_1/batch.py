@@ -99,19 +99,51 @@ def _general(
     enc: Any, data: memoryview, at: np.ndarray, sizes: np.ndarray, counts: np.ndarray, io: PageIO
 ) -> Values | None:
     """Chunks whose one buffer is LZ4/ZSTD-compressed: each decompressed (on threads for a big
-    page), the results joined and decoded as one batch of the inner encoding."""
+    page); variable-width values are cut from the decompressed chunks as they come (one copy of
+    their bytes), other values are joined and decoded as one batch of the inner encoding."""
     scheme = general.SCHEMES_BY_NUMBER.get(enc.compression.scheme)
     if scheme is None:
         return None
-    ranges = list(zip(at.tolist(), sizes.tolist()))
+    width = _offset_width(enc.values.variable) if enc.values.WhichOneof("compression") == "variable" else 0
+    ranges = list(zip(at.tolist(), sizes.tolist(), counts.tolist()))
 
-    def unpack(group: list[tuple[int, int]]) -> list[memoryview]:
-        return [general.decompress(data[a : a + n], scheme, None, io) for a, n in group]
+    def unpack(group: list[tuple[int, int, int]]) -> list[tuple[memoryview, np.ndarray | None]]:
+        out: list[tuple[memoryview, np.ndarray | None]] = []
+        for a, n, count in group:
+            raw = general.decompress(data[a : a + n], scheme, None, io)
+            if not width:
+                out.append((raw, None))
+                continue
+            if (count + 1) * width > len(raw):
+                raise io.corrupt("a chunk's variable offsets run past its buffer")
+            offs = np.frombuffer(raw, _UINT_OF[width], count + 1).astype(np.int64)
+            lengths = np.diff(offs)
+            lo, hi = int(offs[0]), int(offs[-1])
+            if lo < (count + 1) * width or hi > len(raw) or bool(np.any(lengths < 0)):
+                raise io.corrupt("variable offsets are out of order or past the buffer")
+            out.append((raw[lo:hi], lengths))
+        return out
 
     groups = [ranges[i : i + _GENERAL_GROUP] for i in range(0, len(ranges), _GENERAL_GROUP)]
     pieces = [piece for group in map_parts(unpack, groups) for piece in group]
-    lengths = np.array([len(p) for p in pieces], np.int64)
-    return values(enc.values, memoryview(b"".join(pieces)), _exclusive_cumsum(lengths), lengths, counts, io)
+    if width:
+        lengths = np.concatenate([p[1] for p in pieces if p[1] is not None] or [np.zeros(0, np.int64)])
+        return Var(b"".join(p[0] for p in pieces), offsets_of(lengths))
+    sizes_out = np.array([len(p[0]) for p in pieces], np.int64)
+    joined = memoryview(b"".join(p[0] for p in pieces))
+    return values(enc.values, joined, _exclusive_cumsum(sizes_out), sizes_out, counts, io)
+
+
+_UINT_OF = {4: np.uint32, 8: np.uint64}
+
+
+def _offset_width(enc: Any) -> int:
+    """The byte width of plain variable offsets (0: another form, decoded the general way)."""
+    offsets_enc = enc.offsets
+    if offsets_enc.WhichOneof("compression") != "flat" or offsets_enc.flat.HasField("data"):
+        return 0
+    width = int(offsets_enc.flat.bits_per_value) // 8
+    return width if width in _UINT_OF else 0
 
 
 def _variable(
