@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from lance_table._parallel import ENCODE, map_on
 from lance_table._proto import encodings_v2_0_pb2, file2_pb2, file_pb2
-from lance_table.errors import SchemaError
+from lance_table.errors import SchemaError, UnsupportedFormatError
 from lance_table.file.container import (
     FOOTER_STRUCT,
     MAGIC,
@@ -37,6 +37,8 @@ from lance_table.file.fields import BLOB_DESCRIPTOR, is_blob
 from lance_table.file.v2_0 import encode as encode20
 from lance_table.file.v2_0.layout import is_packed_struct
 from lance_table.file.v2_1 import encode as encode21
+from lance_table.file.v2_1.blob_v2 import is_blob_v2
+from lance_table.file.v2_1.blob_v2_encode import BlobV2ColumnWriter, SidecarFiles, SidecarOpener, file_fields
 from lance_table.schema import FieldNode, LanceField, build_tree, fields_from_arrow, fields_to_pb
 
 DEFAULT_PAGE_SIZE = 8 * 1024 * 1024
@@ -377,6 +379,8 @@ class LanceFileWriter:
         version: the file format version: ``"2.0"``, ``"2.1"``, ``"2.2"`` or ``"stable"`` (2.2).
         page_size_bytes: the byte budget after which a column's buffered values become a page.
         fields: Lance fields to store instead of numbering the schema from 0 (dataset field ids).
+        blob_sidecars: 2.2 files: opens a sidecar file of this data file by name, for blob v2
+            values too large to be inline (see :mod:`v2_1.blob_v2_encode`).
 
     Raises:
         SchemaError: the schema holds a type Lance 2.0 cannot store (maps, for example).
@@ -392,8 +396,10 @@ class LanceFileWriter:
         version: str = "2.0",
         page_size_bytes: int = DEFAULT_PAGE_SIZE,
         fields: Iterable[LanceField] | None = None,
+        blob_sidecars: SidecarOpener | None = None,
     ) -> None:
         self.version = FileVersion.parse(version)
+        self._sidecars = SidecarFiles(blob_sidecars)
         if page_size_bytes <= 0:
             raise ValueError("page_size_bytes must be positive")
         self.schema = schema
@@ -416,9 +422,22 @@ class LanceFileWriter:
         self._columns.append(col)
         return col
 
-    def _field_writer(self, node: FieldNode) -> _FieldWriter:
+    def _field_writer(self, node: FieldNode) -> _FieldWriter | BlobV2ColumnWriter:
         t = node.arrow_type
         writer: _FieldWriter
+        if is_blob_v2(node.field):  # one descriptor column; blobs inline or in sidecars
+            if self.version is not FileVersion.V2_2:
+                raise UnsupportedFormatError(f"field {node.name!r}: blob v2 columns need format 2.2 files")
+            out = self._new_column(_values_column_encoding())
+            self._leaf_ids.append(node.id)
+
+            def pages(layout: Any, buffers: list[Any], rows: int, first_row: int) -> None:
+                out.add_page(self._sink, layout, buffers, rows, URL_PAGE_LAYOUT, first_row)
+
+            inline = lambda data: self._sink.write_buffer(data)[0]  # noqa: E731
+            return BlobV2ColumnWriter(node, pages, inline, self._sidecars, self.page_size_bytes)
+        if any(is_blob_v2(n.field) for n in node.walk()):
+            raise UnsupportedFormatError(f"field {node.name!r}: blob v2 columns inside it are not written")
         if self.version is not FileVersion.V2_0:
             return _StructuralWriter(self, node)
         if pa.types.is_map(t):
@@ -495,9 +514,10 @@ class LanceFileWriter:
         else:
             for writer in self._writers:
                 writer.finish()
+        self._sidecars.close()
         sink = self._sink
         descriptor = file_pb2.FileDescriptor()
-        fields_to_pb(self.fields, descriptor.schema.fields)
+        fields_to_pb(file_fields(self.fields), descriptor.schema.fields)
         for k, v in (self.schema.metadata or {}).items():
             descriptor.schema.metadata[k.decode()] = v
         descriptor.length = self.num_rows
@@ -534,6 +554,7 @@ class LanceFileWriter:
     def abort(self) -> None:
         """Stop writing without finishing the file (the caller removes it)."""
         self._closed = True
+        self._sidecars.abort()
         if self._owns_file:
             self._sink.f.close()
 

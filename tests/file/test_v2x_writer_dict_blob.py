@@ -364,7 +364,8 @@ def test_blobs_refused_where_pylance_refuses_them(tmp_path, version):
 
 
 def test_dataset_with_dictionaries_and_blobs(tmp_path):
-    """``write_dataset`` with dictionary and blob columns (2.1: 2.2 is refused); pylance reads it all."""
+    """``write_dataset`` with dictionary and blob columns (2.1 blobs; 2.2, the default, stores them
+    as blob v2); pylance reads it all."""
     rng = np.random.default_rng(6)
     n = 1500
     table = pa.table(
@@ -376,10 +377,11 @@ def test_dataset_with_dictionaries_and_blobs(tmp_path):
     )
     table = table.cast(table.schema.set(2, pa.field("b", pa.large_binary(), metadata=BLOB_META)))
     uri = str(tmp_path / "ds")
-    # pylance stores blob columns of 2.2 datasets as blob v2, which lance_table does not write
-    with pytest.raises(UnsupportedFormatError, match="blob v2"):
-        lance_table.write_dataset(table, uri)
-    assert not (tmp_path / "ds" / "_versions").exists()
+    # 2.2 (the default): blob v2, read back by pylance byte for byte
+    v2 = str(tmp_path / "v2")
+    lance_table.write_dataset(table, v2)
+    blobs = lance.dataset(v2).take_blobs("b", indices=list(range(n)))
+    assert [None if f is None else f.read() for f in blobs] == table.column("b").to_pylist()
     lance_table.write_dataset(table, uri, data_storage_version="2.1")
     ours = lance_table.dataset(uri).to_table()
     assert_tables_equal(ours, table)
@@ -398,8 +400,8 @@ def test_appends_to_a_pylance_dataset_with_blobs(tmp_path):
     """A 2.1 dataset pylance wrote with blob and dictionary columns: we append, pylance appends
     after us, and both read all three fragments back.
 
-    (In 2.2 datasets pylance 14 stores blob columns as "blob v2", which this writer does not
-    write: there only datasets we create hold blobs, in the layout above.)
+    (In 2.2 datasets pylance 14 stores blob columns as "blob v2": see
+    tests/table/test_blob_v2_write.py.)
     """
     rng = np.random.default_rng(8)
     n = 300

@@ -298,28 +298,33 @@ def test_damaged_descriptor_is_reported(tmp_path, patch, problem):
     assert err.value.path == str(path)
 
 
-def test_writes_that_would_need_blob_v2_are_refused(tmp_path, mixed):
+def test_appends_and_compaction_keep_pylance_blobs(tmp_path, mixed):
+    """lance_table writes blob v2 now (tests/table/test_blob_v2_write.py covers it): an append, a
+    delete and a compaction of a pylance dataset read back as pylance reads them."""
     uri = str(tmp_path / "copy")
     shutil.copytree(mixed[0], uri)
     ds = lt.dataset(uri)
-    row = pa.table({"id": pa.array([99], pa.int64()), "b": pa.array([None], ds.schema.field("b").type)})
-    with pytest.raises(UnsupportedFormatError, match="blob v2"):
-        lt.write_dataset(row, uri, mode="append")
-    with pytest.raises(UnsupportedFormatError, match="blob"):
-        lt.write_dataset(_blob_table([b"x"]), str(tmp_path / "new"), data_storage_version="2.2")
-    assert lt.dataset(uri).version == ds.version
-    assert_tables_equal(lt.dataset(uri).to_table(), lance.dataset(uri).to_table())
-    # a delete writes no data: allowed, and pylance reads the result
+    ds = lt.write_dataset(_blob_table([None, b"x" * 70_000], 40), uri, mode="append")
     after = ds.delete("id < 3")
     assert_tables_equal(after.to_table(), lance.dataset(uri).to_table())
+    compacted = after.compact_files()
+    assert len(compacted.get_fragments()) == 1
+    assert_tables_equal(compacted.to_table(), lance.dataset(uri).to_table())
+    rows = list(range(compacted.count_rows()))
+    _same_blobs(compacted.take_blobs("b", indices=rows), lance.dataset(uri).take_blobs("b", indices=rows))
 
 
-def test_compaction_is_refused(tmp_path):
-    uri = str(tmp_path / "frags")
-    lance.write_dataset(_blob_table(_values(12, 4)), uri, data_storage_version="2.2", max_rows_per_file=4)
-    with pytest.raises(UnsupportedFormatError, match="blob v2"):
-        lt.dataset(uri).compact_files()
-    assert len(lance.dataset(uri).get_fragments()) == 3
+def test_nested_blob_v2_writes_are_refused(tmp_path):
+    from lance.blob import BlobType, blob_array
+
+    uri = str(tmp_path / "nested")
+    s = pa.StructArray.from_arrays(
+        [pa.array([1]), blob_array([b"a"])], fields=[pa.field("x", pa.int64()), pa.field("b", BlobType())]
+    )
+    lance.write_dataset(pa.table({"s": s}), uri, data_storage_version="2.2")
+    with pytest.raises(UnsupportedFormatError, match=r"'b'.*top level"):
+        lt.write_dataset(pa.table({"s": s}), uri, mode="append")
+    assert lt.dataset(uri).version == 1
 
 
 def test_blob_v1_take_blobs(tmp_path):

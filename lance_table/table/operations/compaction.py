@@ -8,9 +8,9 @@ from dataclasses import dataclass, field, replace
 from lance_table._parallel import map_fragments
 from lance_table.errors import UnsupportedFormatError
 from lance_table.file.runs import Runs
-from lance_table.format import paths
 from lance_table.format.manifest import Fragment
 from lance_table.format.transaction import ReserveFragments, Rewrite, RewriteGroup
+from lance_table.table import blob_write
 from lance_table.table.commit import Pending, check_can_commit, check_rebasable
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.operations.write import (
@@ -85,7 +85,9 @@ def plan(
     return [b for bin_ in bins if not bin_.is_noop() for b in bin_.split(target_rows)]
 
 
-def _rewrite_bin(ds: Snapshot, bin_: _Bin, max_bytes: int, data_format: str) -> list[Fragment]:
+def _rewrite_bin(
+    ds: Snapshot, bin_: _Bin, max_bytes: int, data_format: str
+) -> tuple[list[Fragment], list[str]]:
     # Like pylance, each bin becomes one fragment (unless it passes the byte limit).
     writer = FragmentWriter(
         ds.storage,
@@ -101,7 +103,9 @@ def _rewrite_bin(ds: Snapshot, bin_: _Bin, max_bytes: int, data_format: str) -> 
             for lo in range(0, frag.physical_rows, COPY_CHUNK_ROWS):
                 runs: Runs = frag.live_runs(lo, min(lo + COPY_CHUNK_ROWS, frag.physical_rows))
                 if runs.total:
-                    for batch in frag.read(ds.schema.names, runs).to_batches():
+                    table = frag.read(ds.schema.names, runs)
+                    # blob v2 columns read as descriptors: their bytes are written anew
+                    for batch in blob_write.with_blob_bytes(ds, frag, table, runs, ds.schema):
                         writer.write(batch)
         fragments = writer.finish()
         for fid, values in writer.dictionaries.items():
@@ -112,17 +116,19 @@ def _rewrite_bin(ds: Snapshot, bin_: _Bin, max_bytes: int, data_format: str) -> 
                     f"{ds.uri}: data files hold values of dictionary field {fid} that the manifest's "
                     "dictionary lacks; compaction cannot rewrite them"
                 )
-        return fragments
+        return fragments, writer.paths
     except BaseException:
         writer.abort()
         raise
 
 
-def _try(fn: Callable[[], list[Fragment]]) -> tuple[list[Fragment], BaseException | None]:
+def _try(
+    fn: Callable[[], tuple[list[Fragment], list[str]]],
+) -> tuple[tuple[list[Fragment], list[str]], BaseException | None]:
     try:
         return fn(), None
     except Exception as exc:
-        return [], exc
+        return ([], []), exc
 
 
 def compact_files(
@@ -143,8 +149,10 @@ def compact_files(
     ``max_rows_per_group``, ``num_threads`` and ``batch_size`` are accepted for pylance compatibility.
 
     Raises:
-        UnsupportedFormatError: the dataset has indices (they would need remapping), or a data
-            format lance_table does not write.
+        UnsupportedFormatError: the dataset has indices (they would need remapping), a data
+            format lance_table does not write, or blob v2 columns it does not write (nested ones,
+            external blobs).
+        CorruptFileError, DataFileNotFoundError: a blob v2 descriptor names bytes that are not there.
         CommitConflictError: a concurrent delete or compaction touched the same fragments, or
             versions committed since ``ds`` are gone.
     """
@@ -162,7 +170,7 @@ def compact_files(
     )
     if not bins:
         return ds
-    check_blob_fields(ds.manifest.fields, data_format, ds.uri)  # rewriting blob v2 needs its writer
+    check_blob_fields(ds.manifest.fields, data_format, ds.uri)
     if ds.manifest.index_section is not None:
         raise UnsupportedFormatError(f"{ds.uri} has indices; compacting it would require remapping them")
     # The rewrite commits after a ReserveFragments version: refuse before either if it cannot land.
@@ -170,8 +178,8 @@ def compact_files(
     limit = max_bytes_per_file or DEFAULT_MAX_BYTES_PER_FILE
     # Bins are independent: rewrite them in parallel, then fail (and clean up) if any failed.
     results = map_fragments(lambda bin_: _try(lambda: _rewrite_bin(ds, bin_, limit, data_format)), bins)
-    written = [frags for frags, _ in results]
-    files = tuple(paths.data_file_path(f.path) for new in written for frag in new for f in frag.files)
+    written = [frags for (frags, _), _ in results]
+    files = tuple(path for (_, written_paths), _ in results for path in written_paths)  # with sidecars
     for _, error in results:
         if error is not None:
             for path in files:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import IO, Any, Literal
 
 import pyarrow as pa
 
@@ -22,8 +22,9 @@ from lance_table.format.manifest import DEFAULT_DATA_FORMAT, DataFile, Fragment,
 from lance_table.format.transaction import Append, Operation, Overwrite
 from lance_table.schema import LanceField, arrow_schema_from_fields, build_tree, fields_from_arrow
 from lance_table.storage import Storage
-from lance_table.table import versions
+from lance_table.table import blob_write, versions
 from lance_table.table.commit import Pending
+from lance_table.table.snapshot import BLOB_V2_FORMATS
 
 DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
 DEFAULT_MAX_BYTES_PER_FILE = 90 * 1024**3
@@ -134,29 +135,19 @@ def writable_data_format(base: Manifest | None, uri: str, requested: str | None 
 
 
 def check_blob_fields(fields: Sequence[LanceField], data_format: str, uri: str) -> None:
-    """Refuse writing blob columns that would need blob v2, which lance_table reads but does not
-    write: blob columns of new 2.2 datasets (pylance stores them as blob v2 there and cannot append
-    to a 2.2 dataset with older blobs), and any blob v2 column (``lance.blob.v2`` extension), e.g.
-    of a pylance 2.2 dataset being appended to or compacted.
+    """Refuse blob columns lance_table cannot write: blob v2 columns (``lance.blob.v2``
+    extension) inside other fields, or in a dataset whose data files are not format 2.2.
 
     Raises:
         UnsupportedFormatError: such a field is among ``fields``.
     """
     for f in fields:
-        if is_blob_v2(f):
+        if is_blob_v2(f) and data_format not in BLOB_V2_FORMATS:
             raise UnsupportedFormatError(
-                f"{uri}: field {f.name!r} is a blob v2 column; lance_table reads blob v2 columns but "
-                "does not write them yet"
+                f"{uri}: field {f.name!r} is a blob v2 column, which needs format 2.2 data files, "
+                f"not {data_format}"
             )
-    if data_format in (LEGACY_FORMAT, "2.0", "2.1"):
-        return
-    for f in fields:
-        if "lance-encoding:blob" in f.metadata:
-            raise UnsupportedFormatError(
-                f"{uri}: field {f.name!r} is a blob column; in format {data_format} datasets pylance stores "
-                "blobs as blob v2, which lance_table does not write yet (format 2.0 and 2.1 datasets "
-                "store blob columns)"
-            )
+    blob_write.check_fields(fields, uri)
 
 
 def plan_write(
@@ -190,6 +181,7 @@ def plan_write(
         schema = arrow_schema_from_fields(base.fields, base.schema_metadata)
         return WritePlan(base.version, True, schema, base.fields, data_format, dict(base.dictionaries))
     data_format = writable_data_format(base, uri, data_storage_version)
+    data_schema = blob_write.logical_schema(data_schema, data_format)  # 2.2 blobs: blob v2 structs
     fields = tuple(fields_from_arrow(data_schema))
     build_tree(fields)
     check_blob_fields(fields, data_format, uri)
@@ -251,6 +243,8 @@ def conform(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
     columns = []
     for f in target:
         col = batch.column(names.index(f.name))
+        if blob_write.is_blob_v2_arrow(f):  # blob bytes (or a blob struct) -> the logical struct
+            col = blob_write.blob_column(col, f)
         if col.type != f.type:
             raise SchemaError(f"column {f.name!r} is {col.type} but the dataset stores {f.type}")
         if not f.nullable and col.null_count:
@@ -316,17 +310,28 @@ class FragmentWriter:
         path = paths.data_file_path(self._name)
         self.paths.append(path)
         self._stream = self.storage.open_writer(path)
+        stem = self._name[: -len(paths.DATA_FILE_SUFFIX)]
         if self._legacy:
             self._writer = LegacyFileWriter(
                 self._stream, self.schema, fields=self.fields, dictionaries=self.dictionaries
             )
         else:
             self._writer = LanceFileWriter(
-                self._stream, self.schema, fields=self.fields, version=self.data_format
+                self._stream,
+                self.schema,
+                fields=self.fields,
+                version=self.data_format,
+                blob_sidecars=lambda name: self._open_sidecar(f"{stem}/{name}"),
             )
         self._rows = 0
         self._bytes = 0
         return self._writer
+
+    def _open_sidecar(self, name: str) -> IO[bytes]:
+        """A blob sidecar of the data file being written (removed by :meth:`abort` too)."""
+        path = paths.data_file_path(name)
+        self.paths.append(path)
+        return self.storage.open_writer(path)
 
     def _finish_file(self) -> None:
         if self._writer is None:
