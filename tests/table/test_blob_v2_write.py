@@ -252,3 +252,30 @@ def test_compaction_stores_blobs_as_pylance_does(tmp_path):
     _same_layout(_descriptors(ours), _descriptors(theirs))
     assert _sidecars(ours) == _sidecars(theirs)
     _check(ours, values)
+
+
+def test_cleanup_keeps_the_sidecars_of_live_files(tmp_path):
+    """A sidecar lives and dies with its data file: cleanup never takes one whose data file a
+    kept version needs, and takes those of the files it removes."""
+    import datetime as dt
+
+    uri = str(tmp_path / "ds")
+    first = _values(8, 3, big=False)
+    lance.write_dataset(_table(first), uri)  # pylance's sidecars
+    second = _values(8, 4, big=False)
+    lt.write_dataset(_table(second, 8), uri, mode="append")  # ours
+    live = _sidecars(uri)
+    assert len(live) >= 2
+    lt.dataset(uri).cleanup_old_versions(older_than=dt.timedelta(0), delete_unverified=True)
+    assert _sidecars(uri) == live
+    for ds in (lt.dataset(uri), lance.dataset(uri)):
+        got = [None if f is None else f.read() for f in ds.take_blobs("b", indices=list(range(16)))]
+        assert got == first + second
+    # an overwrite leaves the old files to cleanup, sidecars included
+    third = _values(6, 5, big=False)
+    lt.write_dataset(_table(third), uri, mode="overwrite")
+    new = set(_sidecars(uri)) - set(live)
+    lt.dataset(uri).cleanup_old_versions(older_than=dt.timedelta(0), delete_unverified=True)
+    assert set(_sidecars(uri)) == new
+    blobs = lance.dataset(uri).take_blobs("b", indices=list(range(6)))
+    assert [None if f is None else f.read() for f in blobs] == third

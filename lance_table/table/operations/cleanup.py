@@ -129,9 +129,10 @@ def cleanup_old_versions(
     removed_files = 0
     for directory in (paths.DATA_DIR, paths.DELETIONS_DIR, paths.TRANSACTIONS_DIR):
         for item in storage.list_tree(directory):
-            if item.path in kept_refs:
+            owner = _owner(item.path)
+            if owner in kept_refs:
                 continue
-            verified = item.path in removed_refs
+            verified = owner in removed_refs
             young = item.modified is None or item.modified > grace_cutoff
             if not verified and young:
                 continue
@@ -143,6 +144,17 @@ def cleanup_old_versions(
         removed_bytes += item.size
         removed_files += 1
     return CleanupStats(len(doomed), removed_bytes, removed_files)
+
+
+def _owner(path: str) -> str:
+    """The file whose life decides ``path``'s: a blob sidecar (``data/<stem>/<id>.blob``) lives
+    and dies with its data file ``data/<stem>.lance``; any other file with itself."""
+    prefix = paths.DATA_DIR.rstrip("/") + "/"
+    if path.startswith(prefix):
+        stem, sep, _ = path[len(prefix) :].partition("/")
+        if sep:
+            return paths.data_file_path(stem + ".lance")
+    return path
 
 
 def _leftovers(storage: Storage, now: float, grace_cutoff: float) -> list[Entry]:
