@@ -1,6 +1,7 @@
 """Thread pools. Work on whole fragments runs on one pool, page decoding on a second and the
 pieces of one big page on a third, so a task can wait on tasks of the next pool without deadlock.
-Writers encode their columns on a fourth (whose tasks may wait on the pieces' pool)."""
+Writers encode their columns on a fourth (whose tasks may wait on the pieces' pool), and write a
+batch's pages on a fifth while the next batch is encoded."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ FRAGMENTS = "lance_table-frag"
 DECODE = "lance_table-decode"
 PARTS = "lance_table-part"
 ENCODE = "lance_table-encode"
+WRITE = "lance_table-write"  # page writes of file writers, overlapping the next batch's encoding
 
 _POOLS: dict[str, ThreadPoolExecutor] = {}
 _LOCK = threading.Lock()

@@ -9,17 +9,19 @@ the offset tables and the 40-byte footer follow at ``close()``.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import struct
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import IO, Any, cast
 
 import numpy as np
 import pyarrow as pa
 
-from lance_table._parallel import ENCODE, map_on
+from lance_table._parallel import ENCODE, WRITE, map_on, pool
 from lance_table._proto import encodings_v2_0_pb2, file2_pb2, file_pb2
 from lance_table.errors import SchemaError, UnsupportedFormatError
 from lance_table.file.container import (
@@ -322,11 +324,10 @@ class _StructuralWriter(_FieldWriter):
         threads: only ``flush`` touches the file)."""
         self.deferred = []
 
-    def flush(self) -> None:
-        """Write the kept pages, leaf by leaf, and write pages directly again."""
+    def take_deferred(self) -> list[Callable[[], None]]:
+        """The kept pages' writes, leaf by leaf; pages are written directly again."""
         pages, self.deferred = self.deferred or [], None
-        for write in pages:
-            write()
+        return pages
 
     def append(self, arr: pa.Array) -> None:
         for leaf in self.leaves:
@@ -414,6 +415,7 @@ class LanceFileWriter:
         self._owns_file = isinstance(sink, (str, os.PathLike))
         fobj: IO[bytes] = open(sink, "wb") if isinstance(sink, (str, os.PathLike)) else sink  # noqa: SIM115
         self._sink = _Sink(fobj)
+        self._io: Future[None] | None = None  # the pages of the last batch, being written
         self.num_rows = 0
         self._closed = False
 
@@ -500,8 +502,18 @@ class LanceFileWriter:
             for w in writers:
                 w.deferred = None
             raise
-        for w in writers:
-            w.flush()
+        writes = [write for w in writers for write in w.take_deferred()]
+        # The previous batch's pages are written by now (or their error surfaces here); this
+        # batch's are written while the next one is encoded, in column order as before.
+        self._drain()
+        if writes:
+            self._io = pool(WRITE).submit(_run_all, writes)
+
+    def _drain(self) -> None:
+        """Wait for the pages being written in the background; raise what their writing raised."""
+        io, self._io = self._io, None
+        if io is not None:
+            io.result()
 
     def close(self) -> WrittenFile:
         """Flush the remaining pages and write the metadata and footer."""
@@ -514,6 +526,7 @@ class LanceFileWriter:
         else:
             for writer in self._writers:
                 writer.finish()
+        self._drain()
         self._sidecars.close()
         sink = self._sink
         descriptor = file_pb2.FileDescriptor()
@@ -554,6 +567,8 @@ class LanceFileWriter:
     def abort(self) -> None:
         """Stop writing without finishing the file (the caller removes it)."""
         self._closed = True
+        with contextlib.suppress(Exception):
+            self._drain()  # nothing may write to the file once it is closed
         self._sidecars.abort()
         if self._owns_file:
             self._sink.f.close()
@@ -567,6 +582,11 @@ class LanceFileWriter:
                 self.close()
         else:
             self.abort()
+
+
+def _run_all(calls: Sequence[Callable[[], None]]) -> None:
+    for call in calls:
+        call()
 
 
 def _same_types(a: pa.Schema, b: pa.Schema) -> bool:
