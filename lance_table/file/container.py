@@ -106,7 +106,8 @@ class FileMetadata:
         return pa.schema([n.to_arrow_field() for n in self.roots], metadata=md)
 
 
-def _parse(msg: Any, data: bytes | memoryview, path: str, what: str, offset: int) -> Any:
+def parse_message(msg: Any, data: bytes | memoryview, path: str, what: str, offset: int) -> Any:
+    """``msg`` parsed from ``data``; a typed error naming the file and what was read otherwise."""
     try:
         msg.ParseFromString(bytes(data))
     except (DecodeError, RuntimeError, ValueError) as exc:
@@ -116,25 +117,30 @@ def _parse(msg: Any, data: bytes | memoryview, path: str, what: str, offset: int
     return msg
 
 
-class _Tail:
-    """The bytes at the end of the file, extended on demand."""
+class FileTail:
+    """The bytes at the end of a file (read once); ranges before them are fetched on demand."""
 
     def __init__(self, source: ByteSource) -> None:
         self.source = source
         self.size = source.size()
-        start = max(0, self.size - TAIL_READ_SIZE)
-        self.start = start
-        self.data = source.read_ranges([(start, self.size - start)])[0] if self.size else memoryview(b"")
+        self.start = max(0, self.size - TAIL_READ_SIZE)
+        self.data = source.read_ranges([(self.start, self.size - self.start)])[0] if self.size else b""
 
-    def get(self, offset: int, length: int, what: str) -> memoryview:
-        if offset < 0 or length < 0 or offset + length > self.size:
+    def get(self, offset: int, length: int, what: str, limit: int | None = None) -> memoryview:
+        """``length`` bytes at ``offset``, which must lie before ``limit`` (default: the file's end).
+
+        Raises:
+            CorruptFileError: the range lies outside.
+        """
+        end = self.size if limit is None else limit
+        if offset < 0 or length < 0 or offset + length > end:
+            where = f"the file of {self.size} bytes" if limit is None else f"[0, {end})"
             raise CorruptFileError(
-                self.source.name,
-                f"{what} [{offset}, {offset + length}) lies outside the file of {self.size} bytes",
+                self.source.name, f"{what} [{offset}, {offset + length}) lies outside {where}", offset=offset
             )
         if offset < self.start:
             return self.source.read_ranges([(offset, length)])[0]
-        return self.data[offset - self.start : offset - self.start + length]
+        return memoryview(self.data)[offset - self.start : offset - self.start + length]
 
 
 def read_metadata(source: ByteSource) -> FileMetadata:
@@ -145,7 +151,7 @@ def read_metadata(source: ByteSource) -> FileMetadata:
         UnsupportedFormatError: the file is a Lance version this library does not read.
     """
     path = source.name
-    tail = _Tail(source)
+    tail = FileTail(source)
     size = tail.size
     if size < FOOTER_SIZE:
         raise CorruptFileError(path, f"file of {size} bytes is too small to hold the 40-byte Lance footer")
@@ -175,7 +181,7 @@ def read_metadata(source: ByteSource) -> FileMetadata:
             )
 
     gb0_pos, gb0_len = gbo[0]
-    descriptor = _parse(
+    descriptor = parse_message(
         file_pb2.FileDescriptor(),
         tail.get(gb0_pos, gb0_len, "file descriptor"),
         path,
@@ -186,7 +192,7 @@ def read_metadata(source: ByteSource) -> FileMetadata:
     column_values = []
     for i, (pos, length) in enumerate(cmo):
         blob = tail.get(pos, length, f"column {i} metadata")
-        col = _parse(file2_pb2.ColumnMetadata(), blob, path, f"metadata of column {i}", pos)
+        col = parse_message(file2_pb2.ColumnMetadata(), blob, path, f"metadata of column {i}", pos)
         column_values.append(_check_buffers(col, path, meta_end, i))
         columns.append(col)
 
@@ -263,7 +269,7 @@ def unpack_encoding(enc: Any, source: ByteSource, what: str) -> tuple[str | None
         raw: bytes | memoryview = enc.direct.encoding
     else:
         raw = source.read_ranges([(enc.indirect.buffer_location, enc.indirect.buffer_length)])[0]
-    wrapper = _parse(any_pb2.Any(), raw, source.name, what, 0)
+    wrapper = parse_message(any_pb2.Any(), raw, source.name, what, 0)
     cls = {
         URL_ARRAY_ENCODING: encodings_v2_0_pb2.ArrayEncoding,
         URL_COLUMN_ENCODING: encodings_v2_0_pb2.ColumnEncoding,
@@ -273,7 +279,7 @@ def unpack_encoding(enc: Any, source: ByteSource, what: str) -> tuple[str | None
         raise UnsupportedFormatError(
             f"{what} uses unknown encoding type {wrapper.type_url!r}", path=source.name
         )
-    return wrapper.type_url, _parse(cls(), wrapper.value, source.name, what, 0)
+    return wrapper.type_url, parse_message(cls(), wrapper.value, source.name, what, 0)
 
 
 def pack_encoding(msg: Any, type_url: str, target: Any) -> None:

@@ -19,14 +19,13 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from google.protobuf.message import DecodeError
 
 from lance_table._proto import file_pb2, table_pb2
 from lance_table.errors import CorruptFileError, SchemaError, UnsupportedFormatError
+from lance_table.file.container import FileTail, parse_message
 from lance_table.schema import FieldNode, LanceField, build_tree, fields_from_pb
 from lance_table.storage.sources import ByteSource
 
@@ -42,7 +41,6 @@ LEGACY_LENGTH_PREFIX = struct.Struct("<I")
 # One page table cell: (position, length), both int64.
 PAGE_CELL_SIZE = 16
 # How much of the file tail is fetched first (footer, Metadata and usually the Manifest copy).
-LEGACY_TAIL_READ_SIZE = 64 * 1024
 # Batch offsets are int32 in the format.
 MAX_ROWS = 2**31 - 1
 
@@ -108,37 +106,7 @@ class LegacyMetadata:
         return bool(self.fields)
 
 
-def _parse(msg: Any, data: bytes | memoryview, path: str, what: str, offset: int) -> Any:
-    try:
-        msg.ParseFromString(bytes(data))
-    except (DecodeError, RuntimeError, ValueError) as exc:
-        raise CorruptFileError(
-            path, f"{what} is not a valid protobuf message ({exc})", offset=offset
-        ) from exc
-    return msg
-
-
-class _Tail:
-    """The bytes at the end of the file; ranges before them are fetched on demand."""
-
-    def __init__(self, source: ByteSource) -> None:
-        self.source = source
-        self.size = source.size()
-        self.start = max(0, self.size - LEGACY_TAIL_READ_SIZE)
-        self.data = source.read_ranges([(self.start, self.size - self.start)])[0] if self.size else b""
-
-    def get(self, offset: int, length: int, what: str, limit: int | None = None) -> memoryview:
-        end = self.size if limit is None else limit
-        if offset < 0 or length < 0 or offset + length > end:
-            raise CorruptFileError(
-                self.source.name,
-                f"{what} [{offset}, {offset + length}) lies outside [0, {end})",
-                offset=offset,
-            )
-        if offset < self.start:
-            return self.source.read_ranges([(offset, length)])[0]
-        return memoryview(self.data)[offset - self.start : offset - self.start + length]
-
+class _Tail(FileTail):
     def block(self, offset: int, what: str, limit: int) -> memoryview:
         """A ``[u32 len][bytes]`` block that must end at or before ``limit``."""
         (length,) = LEGACY_LENGTH_PREFIX.unpack(self.get(offset, 4, f"length of the {what}", limit))
@@ -172,7 +140,8 @@ def read_legacy_metadata(source: ByteSource) -> LegacyMetadata:
             f"footer version {major}.{minor} is not the legacy format (0.1/0.2)", path=path
         )
     meta_end = size - LEGACY_FOOTER_SIZE
-    pb = _parse(file_pb2.Metadata(), tail.block(meta_pos, "metadata", meta_end), path, "metadata", meta_pos)
+    block = tail.block(meta_pos, "metadata", meta_end)
+    pb = parse_message(file_pb2.Metadata(), block, path, "metadata", meta_pos)
 
     offsets = _batch_offsets(list(pb.batch_offsets), path)
     num_batches = max(len(offsets) - 1, 0)
@@ -183,7 +152,7 @@ def read_legacy_metadata(source: ByteSource) -> LegacyMetadata:
     if manifest_pos:
         if manifest_pos >= meta_pos:
             raise CorruptFileError(path, "manifest copy lies after the metadata", offset=manifest_pos)
-        manifest = _parse(
+        manifest = parse_message(
             table_pb2.Manifest(), tail.block(manifest_pos, "manifest copy", meta_pos), path,
             "manifest copy", manifest_pos,
         )  # fmt: skip

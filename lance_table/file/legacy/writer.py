@@ -33,6 +33,7 @@ from lance_table.file.legacy.container import (
     LEGACY_MAGIC,
 )
 from lance_table.file.legacy.stats_encode import StatisticsCollector, stats_arrays, stats_schema
+from lance_table.format.dictionaries import is_prefix
 from lance_table.format.manifest import WRITER_LIBRARY
 from lance_table.schema import (
     FieldNode,
@@ -43,8 +44,6 @@ from lance_table.schema import (
     utf8_metadata,
 )
 
-# Shared with the legacy reader; to be merged into one definition.
-_FOOTER_VERSION = LEGACY_FOOTER_VERSION  # what a legacy file's footer and its manifest DataFile say
 _INT32_MAX = (1 << 31) - 1
 _MAX_ID_SPAN = 1 << 20
 
@@ -67,8 +66,8 @@ class LegacyWrittenFile:
     size: int
     field_ids: tuple[int, ...]
     column_indices: tuple[int, ...] = ()
-    major_version: int = _FOOTER_VERSION[0]
-    minor_version: int = _FOOTER_VERSION[1]
+    major_version: int = LEGACY_FOOTER_VERSION[0]
+    minor_version: int = LEGACY_FOOTER_VERSION[1]
     dictionaries: Mapping[int, pa.Array] = field(default_factory=dict)
 
 
@@ -295,7 +294,7 @@ class LegacyFileWriter:
         if known is None:
             self._dicts[field_id] = arr.dictionary
             return arr.indices
-        if len(arr.dictionary) <= len(known) and known.slice(0, len(arr.dictionary)).equals(arr.dictionary):
+        if is_prefix(arr.dictionary, known):
             return arr.indices  # the file's dictionary starts with this one
         mapping = pc.index_in(arr.dictionary, value_set=known)
         if mapping.null_count:
@@ -335,7 +334,7 @@ class LegacyFileWriter:
         meta.manifest_position = self._write_manifest(dictionaries)
         meta_pos = out.write(LEGACY_LENGTH_PREFIX.pack(meta.ByteSize()))
         out.write(meta.SerializeToString())
-        out.write(LEGACY_FOOTER_STRUCT.pack(meta_pos, *_FOOTER_VERSION, LEGACY_MAGIC))
+        out.write(LEGACY_FOOTER_STRUCT.pack(meta_pos, *LEGACY_FOOTER_VERSION, LEGACY_MAGIC))
         if self._owns_file:
             out.f.close()
         else:

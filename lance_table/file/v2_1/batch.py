@@ -150,13 +150,10 @@ def _variable(
     enc: Any, data: memoryview, at: np.ndarray, sizes: np.ndarray, counts: np.ndarray, io: PageIO
 ) -> Var | None:
     """Chunks of ``[n + 1 offsets from the buffer start][bytes]``."""
-    offsets_enc = enc.offsets
-    if offsets_enc.WhichOneof("compression") != "flat" or offsets_enc.flat.HasField("data"):
+    width = _offset_width(enc)
+    if not width or bool(np.any(at % width)):
         return None
-    width = int(offsets_enc.flat.bits_per_value) // 8
-    dtype = {4: np.uint32, 8: np.uint64}.get(width)
-    if dtype is None or bool(np.any(at % width)):
-        return None
+    dtype = _UINT_OF[width]
     n1 = counts + 1
     if bool(np.any(n1 * width > sizes)):
         raise io.corrupt("a chunk's variable offsets run past its buffer")

@@ -11,6 +11,7 @@ import pyarrow as pa
 from lance_table import __version__
 from lance_table.errors import CommitConflictError
 from lance_table.format import paths
+from lance_table.format.dictionaries import extended
 from lance_table.format.manifest import (
     DEFAULT_DATA_FORMAT,
     WRITER_LIBRARY,
@@ -122,17 +123,13 @@ def _extend_dictionaries(
             new files disagree: another commit extended the dictionary differently since this write
             was planned, so the new files' keys mean other values; the write must be redone.
     """
-    out = dict(current)
-    for fid, values in written.items():
-        have = out.get(fid)
-        if have is None or (len(values) >= len(have) and values.slice(0, len(have)).equals(have)):
-            out[fid] = values
-        elif not have.slice(0, len(values)).equals(values):
-            raise CommitConflictError(
-                f"the dictionary values of field {fid} were changed by a concurrent commit; the new data "
-                "files index other values, so the write must be redone on the latest version",
-                retryable=False,
-            )
+    out = extended(current, written)
+    if out is None:
+        raise CommitConflictError(
+            "the dictionary values of a field were changed by a concurrent commit; the new data "
+            "files index other values, so the write must be redone on the latest version",
+            retryable=False,
+        )
     return out
 
 

@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from lance_table.file.legacy.reader import LegacyFileReader
 from lance_table.format import paths
+from lance_table.format.dictionaries import extended
 from lance_table.format.manifest import Fragment
 from lance_table.schema import LanceField
 from lance_table.storage.base import Storage
@@ -46,22 +47,6 @@ class MergedParts:
     dictionaries: dict[int, pa.Array]
 
 
-def _prefix_of(short: pa.Array, long: pa.Array) -> bool:
-    return len(short) <= len(long) and long.slice(0, len(short)).equals(short)
-
-
-def _compatible(joined: Mapping[int, pa.Array], part: Mapping[int, pa.Array]) -> bool:
-    for fid, values in part.items():
-        known = joined.get(fid)
-        if known is not None and not (_prefix_of(known, values) or _prefix_of(values, known)):
-            return False
-    return True
-
-
-def _longer(a: pa.Array | None, b: pa.Array) -> pa.Array:
-    return b if a is None or len(b) > len(a) else a
-
-
 def merge_written_parts(
     storage: Storage,
     schema: pa.Schema,
@@ -81,9 +66,9 @@ def merge_written_parts(
     files: list[str] = []
     replaced: list[str] = []
     for part in parts:
-        if _compatible(joined, part.dictionaries):
-            for fid, values in part.dictionaries.items():
-                joined[fid] = _longer(joined.get(fid), values)
+        kept = extended(joined, part.dictionaries)
+        if kept is not None:
+            joined = kept
             fragments.extend(part.fragments)
             files.extend(part.files)
             continue
