@@ -51,12 +51,61 @@ def levels(
         if got is None or got.bits not in bitpacking.DTYPES:
             return None
         return np.frombuffer(got.data, bitpacking.DTYPES[got.bits]).astype(np.uint16)
+    if kind == "rle":
+        return _rle_levels(enc.rle, data, at, sizes, counts, io)
     if kind != "flat" or enc.flat.HasField("data") or enc.flat.bits_per_value != 16:
         return None
     need = counts * 2
     if bool(np.any(need > sizes)):
         raise io.corrupt("a chunk's level buffer is shorter than its levels")
     return np.frombuffer(join(data, at, need), np.uint16)
+
+
+def _flat_width(enc: Any) -> int:
+    """The byte width of plain flat values of 8, 16, 32 or 64 bits (0: another form)."""
+    if enc.WhichOneof("compression") != "flat" or enc.flat.HasField("data"):
+        return 0
+    bits = int(enc.flat.bits_per_value)
+    return bits // 8 if bits in bitpacking.DTYPES else 0
+
+
+def _rle_levels(
+    enc: Any, data: memoryview, at: np.ndarray, sizes: np.ndarray, counts: np.ndarray, io: PageIO
+) -> np.ndarray | None:
+    """Levels of many chunks in RLE block form: ``[u64 size of the run values][run values][run
+    lengths]`` each; every chunk's runs are cut to its level count, as one chunk would be."""
+    vw, lw = _flat_width(enc.values), _flat_width(enc.run_lengths)
+    if not vw or not lw or not at.size:
+        return None
+    if bool(np.any(sizes < 8)):
+        raise io.corrupt("RLE block without its length prefix")
+    u8 = np.frombuffer(data, np.uint8)
+    head = u8[(at[:, None] + np.arange(8)).reshape(-1)].reshape(-1, 8).copy().view("<u8").reshape(-1)
+    if bool(np.any(head > (sizes - 8).astype(np.uint64))):
+        raise io.corrupt("RLE block values run past the block")
+    value_bytes = head.astype(np.int64)
+    n_runs = np.minimum(value_bytes // vw, (sizes - 8 - value_bytes) // lw)
+    value_at, length_at = at + 8, at + 8 + value_bytes
+    run_values = _gather(u8, value_at, n_runs, vw).astype(np.uint16)
+    run_lengths = _gather(u8, length_at, n_runs, lw).astype(np.int64)
+    # each run clipped to what is left of its chunk's count
+    chunk = np.repeat(np.arange(at.size), n_runs)
+    ends = np.zeros(run_lengths.size + 1, np.int64)
+    np.cumsum(run_lengths, out=ends[1:])
+    before = ends[:-1] - ends[_exclusive_cumsum(n_runs)][chunk]
+    left = np.maximum(counts[chunk] - before, 0)
+    clipped = np.minimum(run_lengths, left)
+    covered = np.bincount(chunk, clipped, at.size) if clipped.size else np.zeros(at.size)
+    if bool(np.any(covered < counts)):
+        raise io.corrupt("RLE runs cover fewer values than the chunk holds")
+    return np.repeat(run_values, clipped)
+
+
+def _gather(u8: np.ndarray, at: np.ndarray, n: np.ndarray, width: int) -> np.ndarray:
+    """``n[k]`` little-endian values of ``width`` bytes from byte ``at[k]`` of ``u8``, chunk after chunk."""
+    index = spans(at, n * width)
+    dtype = np.dtype(bitpacking.DTYPES[width * 8]).newbyteorder("<")
+    return u8[index].view(dtype)
 
 
 def values(

@@ -110,14 +110,17 @@ def unravel(
     rep_of = _rep_of_level(layers)
     if defs is not None and defs.size and int(defs.max()) >= rep_of.size:
         raise LevelError(f"definition level {int(defs.max())} is past the {rep_of.size - 1} levels")
-    r = rep.astype(np.int64) if rep is not None else None
-    d = defs.astype(np.int64) if defs is not None else None
+    # levels stay narrow (uint16): every pass below is a scan of them
+    r = rep.astype(np.uint16, copy=False) if rep is not None else None
+    d = defs.astype(np.uint16, copy=False) if defs is not None else None
     out: list[Layer] = []
     def_base = 0  # definition levels owned by the layers peeled so far
     peeled = 0  # lists peeled so far
     for i, kind in enumerate(layers):
         if kind not in LISTS:
-            visible = None if d is None else d[rep_of[d] <= peeled]
+            # rep_of never decreases, so the levels visible here are those up to a bound
+            bound = int(np.flatnonzero(rep_of <= peeled)[-1])
+            visible = None if d is None else _select(d, d <= bound)
             length = n if visible is None else visible.size
             validity = None
             if kind == NULLABLE_ITEM:
@@ -155,26 +158,45 @@ def _peel_list(
             break
         masked_to += _DEF_NUMBERS[kind_above]
     starts = r != 0
+    start_at = np.flatnonzero(starts)
     if d is None:
-        item = np.ones(r.size, bool)
-        visible_start = starts
+        where = start_at
+        total = r.size
         validity = None
     else:
-        item = ~starts | (d <= def_base)
-        visible_start = starts & (d <= masked_to)
-        ds = d[visible_start]
+        where = np.flatnonzero(starts & (d <= masked_to))
+        # entries that start a row but hold no item (null or empty lists, nulls above them)
+        hidden = np.flatnonzero(starts & (d > def_base))
+        total = r.size - hidden.size
+        ds = d[where]
         null = ds > upper_null
         if null_level:
             null |= ds == null_level
         validity = ~null if null.any() else None
-    counts = np.cumsum(item)
-    total = int(counts[-1]) if counts.size else 0
-    where = np.flatnonzero(visible_start)
     offsets = np.empty(where.size + 1, np.int64)
-    offsets[:-1] = counts[where] - item[where]
+    # an entry's offset is its position less the hidden entries before it
+    offsets[:-1] = where if d is None or hidden.size == 0 else where - _hidden_before(hidden, where, r.size)
     offsets[-1] = total
     layer = Layer(where.size, validity, offsets)
-    return layer, r[starts] - 1, (d[starts] if d is not None else None), int(starts.sum())
+    up_r = r[start_at]
+    up_r -= 1
+    return layer, up_r, (d[start_at] if d is not None else None), int(start_at.size)
+
+
+def _select(a: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """``a[mask]`` (numpy's boolean indexing is several times slower than ``compress``)."""
+    return np.compress(mask, a)
+
+
+def _hidden_before(hidden: np.ndarray, where: np.ndarray, n: int) -> np.ndarray:
+    """For each position in ``where`` (sorted), how many of the sorted positions ``hidden`` (all
+    below ``n``) come strictly before it."""
+    if where.size * 16 < n:
+        return np.searchsorted(hidden, where)
+    marks = np.zeros(n, np.int32)
+    marks[hidden] = 1
+    running = np.cumsum(marks, dtype=np.int32)
+    return running[where] - marks[where]
 
 
 # -- building Arrow arrays ---------------------------------------------------------------------
