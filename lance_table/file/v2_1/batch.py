@@ -271,6 +271,12 @@ def _inline_bitpacking(
     return Fixed(as_bytes(out[keep]), t)
 
 
+def _block_starts(first: np.ndarray, blocks: np.ndarray, per_block: int) -> np.ndarray:
+    """Word positions of the blocks of every chunk: ``blocks[k]`` blocks of ``per_block`` words
+    back to back from ``first[k]``."""
+    return first.repeat(blocks) + (spans(np.zeros_like(first), blocks) * per_block)
+
+
 def _out_of_line(
     enc: Any, data: memoryview, at: np.ndarray, sizes: np.ndarray, counts: np.ndarray, io: PageIO
 ) -> Fixed | None:
@@ -296,9 +302,18 @@ def _out_of_line(
     if bool(np.any(blocks * per_block + raw_tail * tail > avail)):
         raise io.corrupt("out-of-line bitpacking runs past its buffer")
     first = at // word
-    packed = words[spans(first, blocks * per_block)]
-    unpacked = bitpacking.unpack(packed, t, w, int(blocks.sum()))
+    n_blocks = int(blocks.sum())
+    if per_block:
+        # every block is a row of per_block words: gather the rows, not the words
+        block_at = _block_starts(first, blocks, per_block)
+        packed = np.lib.stride_tricks.sliding_window_view(words, per_block)[block_at].reshape(-1)
+    else:
+        packed = words[:0]
+    unpacked = bitpacking.unpack(packed, t, w, n_blocks)
     from_blocks = counts - raw_tail * tail
+    if not bool(raw_tail.any()) and not bool(np.any(tail[:-1])):
+        # whole blocks in every chunk but the last: the values are the unpacked blocks, in order
+        return Fixed(as_bytes(unpacked[: int(counts.sum())]), t)
     out_start = _exclusive_cumsum(counts)
     out = np.empty(int(counts.sum()), dtype)
     out[spans(out_start, from_blocks)] = unpacked[
