@@ -359,7 +359,18 @@ def mini_block_levels(
     positions = None
     chosen = np.arange(n_chunks)
     whole = runs.is_span(0, int(io.page.length))
-    if not whole and layout.repetition_index_depth and layout.HasField("rep_compression"):
+    flat_rows = not layout.HasField("rep_compression")
+    if not whole and flat_rows:
+        # no lists: every level is a row with a value slot, so chunks are found by their counts
+        wanted = runs.positions()
+        if wanted.size and int(wanted.max()) >= int(table.item_starts[-1]):
+            raise io.corrupt(f"row {int(wanted.max())} is past the page's {int(table.item_starts[-1])} values")
+        chunk_of = np.searchsorted(table.item_starts[1:], wanted, side="right")
+        chosen = _sorted_unique(chunk_of)
+        base = np.zeros(chosen.size, np.int64)
+        np.cumsum(table.counts[chosen][:-1], out=base[1:])
+        positions = base[np.searchsorted(chosen, chunk_of)] + (wanted - table.item_starts[chunk_of])
+    elif not whole and layout.repetition_index_depth and layout.HasField("rep_compression"):
         first, starts, preamble = _row_chunks(layout, io, n_chunks)
         wanted = runs.positions()
         chosen = _chunks_for_rows(wanted, first, starts, preamble)
