@@ -39,3 +39,20 @@ def test_unpack_matches_the_definition_for_every_width(t: int) -> None:
 def test_unpack_of_width_zero_and_no_blocks() -> None:
     assert np.array_equal(bitpacking.unpack(np.zeros(0, np.uint32), 32, 0, 3), np.zeros(3072, np.uint32))
     assert bitpacking.unpack(np.zeros(0, np.uint16), 16, 5, 0).size == 0
+
+
+@pytest.mark.parametrize("t", [8, 16, 32, 64])
+def test_pick_gives_the_unpacked_values_for_every_width(t: int) -> None:
+    rng = np.random.default_rng(t)
+    dtype = bitpacking.DTYPES[t]
+    for w in range(t + 1):
+        per_block = w * bitpacking.BLOCK // t
+        words = (
+            rng.integers(0, 1 << t, 3 * per_block, dtype=dtype, endpoint=False) if w else np.zeros(0, dtype)
+        )
+        full = bitpacking.unpack(words, t, w, 3)
+        block = rng.integers(0, 3, 300)
+        position = rng.integers(0, bitpacking.BLOCK, 300)
+        got = bitpacking.pick(words, t, w, block * per_block, position)
+        assert got.dtype == dtype
+        np.testing.assert_array_equal(got, full[block * bitpacking.BLOCK + position])

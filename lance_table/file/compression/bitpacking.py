@@ -57,6 +57,38 @@ def unpack(words: np.ndarray, t: int, w: int, blocks: int) -> np.ndarray:
     return out.reshape(-1)
 
 
+@functools.lru_cache(maxsize=256)
+def _pick_plan(t: int, w: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per position of a block (0..1023): the word its value starts in and the next word (both
+    counted from the block's first word), and their right and left shifts."""
+    first, second, right, left = _plan(t, w)
+    lanes = BLOCK // t
+    p = np.arange(BLOCK)
+    field, lane = p // lanes, p % lanes
+    return (
+        first[field] * lanes + lane,
+        second[field] * lanes + lane,
+        right.reshape(-1)[field],
+        left.reshape(-1)[field],
+    )
+
+
+def pick(words: np.ndarray, t: int, w: int, block_at: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """Single values of W-bit blocks without unpacking the blocks: value ``positions[k]`` (0..1023)
+    of the block whose words start at ``block_at[k]`` in ``words``.
+
+    The caller checks that every block lies inside ``words``."""
+    dtype = DTYPES[t]
+    if w == 0 or not positions.size:
+        return np.zeros(positions.size, dtype)
+    i1, i2, right, left = _pick_plan(t, w)
+    out = words[block_at + i1[positions]] >> right[positions]
+    out |= words[block_at + i2[positions]] << left[positions]
+    if w < t:
+        out &= dtype((1 << w) - 1)
+    return out
+
+
 # --- packing ---------------------------------------------------------------------------------------
 
 

@@ -9,6 +9,7 @@ decodes chunk by chunk with :func:`compress21.decode_values`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -145,20 +146,35 @@ _GENERAL_GROUP = 64
 
 
 def _general(
-    enc: Any, data: memoryview, at: np.ndarray, sizes: np.ndarray, counts: np.ndarray, io: PageIO
+    enc: Any,
+    data: memoryview,
+    at: np.ndarray,
+    sizes: np.ndarray,
+    counts: np.ndarray,
+    io: PageIO,
+    pick: np.ndarray | None = None,
 ) -> Values | None:
     """Chunks whose one buffer is LZ4/ZSTD-compressed: each decompressed (on threads for a big
     page); variable-width values are cut from the decompressed chunks as they come (one copy of
-    their bytes), other values are joined and decoded as one batch of the inner encoding."""
+    their bytes), other values are joined and decoded as one batch of the inner encoding.
+
+    With ``pick`` (sorted positions among the chunks' values) only those variable-width values
+    are cut from each chunk."""
     scheme = general.SCHEMES_BY_NUMBER.get(enc.compression.scheme)
     if scheme is None:
         return None
     width = _offset_width(enc.values.variable) if enc.values.WhichOneof("compression") == "variable" else 0
-    ranges = list(zip(at.tolist(), sizes.tolist(), counts.tolist()))
+    if pick is not None:
+        if not width or bool(np.any(np.diff(pick) < 0)):
+            return None
+        chunk, offset = _locate(counts, pick)
+        bounds = np.searchsorted(chunk, np.arange(at.size + 1))
+        wanted = [offset[bounds[k] : bounds[k + 1]] for k in range(at.size)]
+    ranges = list(zip(at.tolist(), sizes.tolist(), counts.tolist(), range(at.size)))
 
-    def unpack(group: list[tuple[int, int, int]]) -> list[tuple[memoryview, np.ndarray | None]]:
-        out: list[tuple[memoryview, np.ndarray | None]] = []
-        for a, n, count in group:
+    def unpack(group: list[tuple[int, int, int, int]]) -> list[tuple[memoryview | bytes, np.ndarray | None]]:
+        out: list[tuple[memoryview | bytes, np.ndarray | None]] = []
+        for a, n, count, k in group:
             raw = general.decompress(data[a : a + n], scheme, None, io)
             if not width:
                 out.append((raw, None))
@@ -170,7 +186,11 @@ def _general(
             lo, hi = int(offs[0]), int(offs[-1])
             if lo < (count + 1) * width or hi > len(raw) or bool(np.any(lengths < 0)):
                 raise io.corrupt("variable offsets are out of order or past the buffer")
-            out.append((raw[lo:hi], lengths))
+            if pick is None:
+                out.append((raw[lo:hi], lengths))
+                continue
+            mine = wanted[k]
+            out.append((join(raw, offs[mine], lengths[mine]), lengths[mine]))
         return out
 
     groups = [ranges[i : i + _GENERAL_GROUP] for i in range(0, len(ranges), _GENERAL_GROUP)]
@@ -220,10 +240,22 @@ def _variable(
     return Var(join(data, at + lo, hi - lo), offsets_of(lengths))
 
 
-def _inline_bitpacking(
+@dataclass
+class _InlineBlocks:
+    """Where the 1024-value blocks of many inline-bitpacked chunks are: per block (in value
+    order) the word its packed data starts at and its bit width."""
+
+    words: np.ndarray
+    data_at: np.ndarray
+    width: np.ndarray
+    n_blocks: np.ndarray  # per chunk
+    first_block: np.ndarray  # per chunk
+
+
+def _inline_blocks(
     t: int, data: memoryview, at: np.ndarray, counts: np.ndarray, io: PageIO
-) -> Fixed | None:
-    """Chunks of 1024-value FastLanes blocks, each led by one word holding its bit width."""
+) -> _InlineBlocks | None:
+    """Walk the chunks' blocks, each led by one word holding its bit width."""
     dtype = bitpacking.DTYPES.get(t)
     word = t // 8
     if dtype is None or bool(np.any(at % word)):
@@ -231,9 +263,11 @@ def _inline_bitpacking(
     words = np.frombuffer(data, dtype, len(data) // word)
     lanes = bitpacking.BLOCK // t
     n_blocks = -(-counts // bitpacking.BLOCK)
+    first_block = _exclusive_cumsum(n_blocks)
+    total = int(n_blocks.sum())
+    data_at = np.zeros(total, np.int64)
+    width = np.zeros(total, np.int64)
     pos = at // word
-    block_pos, block_width, block_index = [], [], []
-    start_block = _exclusive_cumsum(n_blocks)
     for b in range(int(n_blocks.max(initial=0))):
         live = np.flatnonzero(n_blocks > b)
         p = pos[live]
@@ -242,24 +276,36 @@ def _inline_bitpacking(
         w = words[p].astype(np.int64)
         if bool(np.any(w > t)):
             raise io.corrupt(f"bit width above {t}")
-        block_pos.append(p + 1)
-        block_width.append(w)
-        block_index.append(start_block[live] + b)
+        index = first_block[live] + b
+        data_at[index] = p + 1
+        width[index] = w
         pos[live] = p + 1 + w * lanes
-    if not block_pos:
-        return Fixed(b"", t)
-    bpos, bwidth, bindex = (np.concatenate(x) for x in (block_pos, block_width, block_index))
-    if int((bpos + bwidth * lanes).max()) > words.size:
+    if total and int((data_at + width * lanes).max()) > words.size:
         raise io.corrupt("inline bitpacking runs out of words")
-    out = np.empty((int(n_blocks.sum()), bitpacking.BLOCK), dtype)
-    for w in np.unique(bwidth).tolist():
-        sel = np.flatnonzero(bwidth == w)
+    return _InlineBlocks(words, data_at, width, n_blocks, first_block)
+
+
+def _inline_bitpacking(
+    t: int, data: memoryview, at: np.ndarray, counts: np.ndarray, io: PageIO
+) -> Fixed | None:
+    """Chunks of 1024-value FastLanes blocks, each led by one word holding its bit width."""
+    found = _inline_blocks(t, data, at, counts, io)
+    if found is None:
+        return None
+    dtype = bitpacking.DTYPES[t]
+    lanes = bitpacking.BLOCK // t
+    words, n_blocks, start_block = found.words, found.n_blocks, found.first_block
+    if not found.width.size:
+        return Fixed(b"", t)
+    out = np.empty((found.width.size, bitpacking.BLOCK), dtype)
+    for w in np.unique(found.width).tolist():
+        sel = np.flatnonzero(found.width == w)
         if w == 0:
-            out[bindex[sel]] = 0
+            out[sel] = 0
             continue
         # every block of this width is a row of w * lanes words: gather the rows, not the words
-        rows = np.lib.stride_tricks.sliding_window_view(words, w * lanes)[bpos[sel]]
-        out[bindex[sel]] = bitpacking.unpack(rows.reshape(-1), t, w, sel.size).reshape(sel.size, -1)
+        rows = np.lib.stride_tricks.sliding_window_view(words, w * lanes)[found.data_at[sel]]
+        out[sel] = bitpacking.unpack(rows.reshape(-1), t, w, sel.size).reshape(sel.size, -1)
     # the last block of each chunk is padded to 1024 values
     tail = counts - (n_blocks - 1) * bitpacking.BLOCK
     has = n_blocks > 0
@@ -269,6 +315,71 @@ def _inline_bitpacking(
     ends = start_block + n_blocks - 1
     keep[ends[has]] = np.arange(bitpacking.BLOCK)[None, :] < tail[has][:, None]
     return Fixed(as_bytes(out[keep]), t)
+
+
+def pick_values(
+    enc: Any,
+    data: memoryview,
+    at: np.ndarray,
+    sizes: np.ndarray,
+    counts: np.ndarray,
+    pick: np.ndarray,
+    io: PageIO,
+) -> Values | None:
+    """The values ``pick`` (positions among all the chunks' values, in value order) of many chunks
+    whose single value buffer starts at ``at``, decoding only those values; None when the
+    encoding has no such form (the caller decodes the chunks and picks afterwards)."""
+    kind = enc.WhichOneof("compression")
+    if kind == "flat" and not enc.flat.HasField("data") and int(enc.flat.bits_per_value) % 8 == 0:
+        width = int(enc.flat.bits_per_value) // 8
+        chunk, offset = _locate(counts, pick)
+        if bool(np.any(counts * width > sizes)):
+            raise io.corrupt("a chunk's value buffer is shorter than its values")
+        starts = at[chunk] + offset * width
+        u8 = np.frombuffer(data, np.uint8)
+        return Fixed(as_bytes(u8[spans(starts, np.full(starts.size, width, np.int64))]), width * 8)
+    if kind == "fixed_size_list" and not enc.fixed_size_list.has_validity:
+        per = int(enc.fixed_size_list.items_per_value)
+        inner = enc.fixed_size_list.values
+        if not 0 < per <= MAX_LIST_SIZE:
+            raise io.corrupt(f"a fixed-size list of {per} items")
+        if inner.WhichOneof("compression") != "flat" or inner.flat.HasField("data"):
+            return None
+        bits = int(inner.flat.bits_per_value)
+        if bits % 8:
+            return None
+        width = bits // 8 * per
+        chunk, offset = _locate(counts, pick)
+        if bool(np.any(counts * width > sizes)):
+            raise io.corrupt("a chunk's value buffer is shorter than its values")
+        starts = at[chunk] + offset * width
+        u8 = np.frombuffer(data, np.uint8)
+        return Fixed(as_bytes(u8[spans(starts, np.full(starts.size, width, np.int64))]), bits)
+    if kind == "inline_bitpacking":
+        t = int(enc.inline_bitpacking.uncompressed_bits_per_value)
+        found = _inline_blocks(t, data, at, counts, io)
+        if found is None:
+            return None
+        chunk, offset = _locate(counts, pick)
+        block = found.first_block[chunk] + offset // bitpacking.BLOCK
+        within = offset % bitpacking.BLOCK
+        out = np.empty(pick.size, bitpacking.DTYPES[t])
+        widths = found.width[block]
+        for w in np.unique(widths).tolist():
+            sel = np.flatnonzero(widths == w)
+            out[sel] = bitpacking.pick(found.words, t, w, found.data_at[block[sel]], within[sel])
+        return Fixed(as_bytes(out), t)
+    if kind == "general":
+        return _general(enc.general, data, at, sizes, counts, io, pick)
+    return None
+
+
+def _locate(counts: np.ndarray, pick: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For positions among the values of chunks holding ``counts`` values each: the chunk of each
+    and its position in that chunk (the caller has checked the positions are below the total)."""
+    starts = _exclusive_cumsum(counts)
+    chunk = np.searchsorted(starts, pick, side="right") - 1
+    return chunk, pick - starts[chunk]
 
 
 def _block_starts(first: np.ndarray, blocks: np.ndarray, per_block: int) -> np.ndarray:
@@ -303,7 +414,7 @@ def _out_of_line(
         raise io.corrupt("out-of-line bitpacking runs past its buffer")
     first = at // word
     n_blocks = int(blocks.sum())
-    if per_block:
+    if per_block and n_blocks:
         # every block is a row of per_block words: gather the rows, not the words
         block_at = _block_starts(first, blocks, per_block)
         packed = np.lib.stride_tricks.sliding_window_view(words, per_block)[block_at].reshape(-1)

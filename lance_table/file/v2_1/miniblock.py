@@ -80,6 +80,7 @@ class _Decoded:
     values: Values
     count: int
     level_counts: np.ndarray  # levels per decoded chunk
+    picked: bool = False  # values are only the picked ones (count is still all the chunks')
 
 
 # A selection of chunks holding less than this share of a page's bytes reads just those chunks.
@@ -106,8 +107,14 @@ def _chosen_data(io: PageIO, table: Chunks, chosen: np.ndarray) -> tuple[memoryv
     return memoryview(b"".join(parts)), at[:-1], at[1:]
 
 
-def decode_chunks(layout: Any, io: PageIO, table: Chunks, chosen: np.ndarray, large: bool) -> _Decoded:
-    """Decode the chunks ``chosen`` (sorted chunk numbers) of a mini-block page."""
+def decode_chunks(
+    layout: Any, io: PageIO, table: Chunks, chosen: np.ndarray, large: bool, pick: np.ndarray | None = None
+) -> _Decoded:
+    """Decode the chunks ``chosen`` (sorted chunk numbers) of a mini-block page.
+
+    With ``pick`` (positions among the chosen chunks' values, each below their total) the values
+    may come back as just those values, decoded alone (``picked`` says whether they did); the
+    levels are always the chunks' own."""
     data, starts, ends = _chosen_data(io, table, chosen)
     u8 = np.frombuffer(data, np.uint8)
     has_rep = layout.HasField("rep_compression")
@@ -152,7 +159,11 @@ def decode_chunks(layout: Any, io: PageIO, table: Chunks, chosen: np.ndarray, la
     if def_size is not None:
         defs = _chunk_levels(layout.def_compression, data, def_at, def_size, num_levels, io)
     values = None
-    if n_buffers == 1 and chosen.size:
+    picked = False
+    if n_buffers == 1 and chosen.size and pick is not None:
+        values = batch.pick_values(layout.value_compression, data, buf_at[0], sizes[0], counts, pick, io)
+        picked = values is not None
+    if values is None and n_buffers == 1 and chosen.size:
         values = batch.values(layout.value_compression, data, buf_at[0], sizes[0], counts, io)
     if values is None:
         pieces = []
@@ -168,6 +179,7 @@ def decode_chunks(layout: Any, io: PageIO, table: Chunks, chosen: np.ndarray, la
         values,
         int(counts.sum()),
         num_levels,
+        picked,
     )
 
 
@@ -238,22 +250,28 @@ def mini_block(
         raise io.corrupt(f"mini-block page of {io.page.length} rows holds {n_items} values")
     table = chunk_table(layout, io.whole(0), io.locate(1)[1], large_chunks, io)
     dictionary = _dictionary(layout, io)
+    local = None
     if runs is None or runs.is_span(0, n_items):
         chosen = np.arange(table.counts.size)
-        positions = chunk_of = None
     else:
         positions = runs.positions()
         chunk_of = np.searchsorted(table.item_starts[1:], positions, side="right")
         chosen = _sorted_unique(chunk_of)  # runs are sorted, so are their chunks
-    got = decode_chunks(layout, io, table, chosen, large_chunks)
-    valid = (got.defs == 0) if got.defs is not None else None
-    if valid is not None and valid.size != got.count:
-        raise io.corrupt(f"{valid.size} definition levels for {got.count} values")
-    values, count, local = got.values, got.count, None
-    if positions is not None and chunk_of is not None:
         # rows of the decoded chunks -> the selected rows
         base = np.concatenate([[0], np.cumsum(table.counts[chosen])])[:-1]
         local = base[np.searchsorted(chosen, chunk_of)] + (positions - table.item_starts[chunk_of])
+    # a few rows of many: decode just those values where the encoding allows it
+    few = local is not None and local.size * 4 < int(table.counts[chosen].sum())
+    got = decode_chunks(layout, io, table, chosen, large_chunks, local if few else None)
+    valid = (got.defs == 0) if got.defs is not None else None
+    if valid is not None and valid.size != got.count:
+        raise io.corrupt(f"{valid.size} definition levels for {got.count} values")
+    values, count = got.values, got.count
+    if local is not None and got.picked:
+        count = local.size
+        valid = valid[local] if valid is not None else None
+        local = None
+    if local is not None:
         if isinstance(values, Var) and dictionary is None and local.size * 4 < count:
             # Few rows of many strings: pick them before decompressing (each FSST string is
             # compressed on its own), then the rows are already in place.
@@ -364,7 +382,9 @@ def mini_block_levels(
         # no lists: every level is a row with a value slot, so chunks are found by their counts
         wanted = runs.positions()
         if wanted.size and int(wanted.max()) >= int(table.item_starts[-1]):
-            raise io.corrupt(f"row {int(wanted.max())} is past the page's {int(table.item_starts[-1])} values")
+            raise io.corrupt(
+                f"row {int(wanted.max())} is past the page's {int(table.item_starts[-1])} values"
+            )
         chunk_of = np.searchsorted(table.item_starts[1:], wanted, side="right")
         chosen = _sorted_unique(chunk_of)
         base = np.zeros(chosen.size, np.int64)
