@@ -36,6 +36,21 @@ def join(data: memoryview, starts: np.ndarray, lengths: np.ndarray) -> bytes:
     return b"".join([data[s : s + n] for s, n in zip(starts.tolist(), lengths.tolist())])
 
 
+def gather(data: bytes | memoryview, starts: np.ndarray, lengths: np.ndarray) -> memoryview:
+    """Like :func:`join`, in one numpy gather (for many short ranges)."""
+    if starts.size < 8:
+        return memoryview(join(memoryview(data), starts, lengths))
+    return as_bytes(np.frombuffer(data, np.uint8)[spans(starts, lengths)])
+
+
+def rows_at(data: bytes | memoryview, starts: np.ndarray, width: int) -> memoryview:
+    """The ``width``-byte rows of ``data`` that start at byte positions ``starts``, back to back."""
+    u8 = np.frombuffer(data, np.uint8)
+    if not starts.size:
+        return memoryview(b"")
+    return as_bytes(np.lib.stride_tricks.sliding_window_view(u8, width)[starts])
+
+
 def spans(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Indices ``starts[k] + j`` for ``j < lengths[k]``, chunk after chunk."""
     total = int(lengths.sum())
@@ -154,53 +169,74 @@ def _general(
     io: PageIO,
     pick: np.ndarray | None = None,
 ) -> Values | None:
-    """Chunks whose one buffer is LZ4/ZSTD-compressed: each decompressed (on threads for a big
-    page); variable-width values are cut from the decompressed chunks as they come (one copy of
-    their bytes), other values are joined and decoded as one batch of the inner encoding.
+    """Chunks whose one buffer is LZ4/ZSTD-compressed: decompressed (on threads for a big page),
+    laid back to back and decoded as one batch of the inner encoding.
 
     With ``pick`` (sorted positions among the chunks' values) only those variable-width values
-    are cut from each chunk."""
+    are cut from the decompressed chunks."""
     scheme = general.SCHEMES_BY_NUMBER.get(enc.compression.scheme)
     if scheme is None:
         return None
-    width = _offset_width(enc.values.variable) if enc.values.WhichOneof("compression") == "variable" else 0
-    if pick is not None:
-        if not width or bool(np.any(np.diff(pick) < 0)):
-            return None
-        chunk, offset = _locate(counts, pick)
-        bounds = np.searchsorted(chunk, np.arange(at.size + 1))
-        wanted = [offset[bounds[k] : bounds[k + 1]] for k in range(at.size)]
-    ranges = list(zip(at.tolist(), sizes.tolist(), counts.tolist(), range(at.size)))
+    inner = enc.values
+    width = _offset_width(inner.variable) if inner.WhichOneof("compression") == "variable" else 0
+    if pick is not None and (not width or bool(np.any(np.diff(pick) < 0))):
+        return None
+    raws = _decompress_all(data, at, sizes, scheme, io)
+    # each chunk padded to 8 bytes, so that the batch decoders see aligned buffers
+    raw_sizes = np.array([len(r) for r in raws], np.int64)
+    padded = -(-raw_sizes // 8) * 8
+    pad = b"\0" * 8
+    joined = memoryview(
+        b"".join(part for r, extra in zip(raws, (padded - raw_sizes).tolist()) for part in (r, pad[:extra]))
+    )
+    raw_at = _exclusive_cumsum(padded)
+    if pick is None:
+        return values(inner, joined, raw_at, raw_sizes, counts, io)
+    return _pick_variable(joined, raw_at, raw_sizes, counts, pick, width, io)
 
-    def unpack(group: list[tuple[int, int, int, int]]) -> list[tuple[memoryview | bytes, np.ndarray | None]]:
-        out: list[tuple[memoryview | bytes, np.ndarray | None]] = []
-        for a, n, count, k in group:
-            raw = general.decompress(data[a : a + n], scheme, None, io)
-            if not width:
-                out.append((raw, None))
-                continue
-            if (count + 1) * width > len(raw):
-                raise io.corrupt("a chunk's variable offsets run past its buffer")
-            offs = np.frombuffer(raw, _UINT_OF[width], count + 1).astype(np.int64)
-            lengths = np.diff(offs)
-            lo, hi = int(offs[0]), int(offs[-1])
-            if lo < (count + 1) * width or hi > len(raw) or bool(np.any(lengths < 0)):
-                raise io.corrupt("variable offsets are out of order or past the buffer")
-            if pick is None:
-                out.append((raw[lo:hi], lengths))
-                continue
-            mine = wanted[k]
-            out.append((join(raw, offs[mine], lengths[mine]), lengths[mine]))
-        return out
 
+# compressed bytes of a page below which its chunks are decompressed on the calling thread
+_GENERAL_PARALLEL_BYTES = 1 << 20
+
+
+def _decompress_all(
+    data: memoryview, at: np.ndarray, sizes: np.ndarray, scheme: str, io: PageIO
+) -> list[memoryview]:
+    """Each chunk ``data[at : at + size]`` decompressed; the threads do nothing but decompress
+    (which releases the GIL), so that they do not queue for the GIL behind each other's Python."""
+    ranges = list(zip(at.tolist(), sizes.tolist()))
+
+    def unpack(group: list[tuple[int, int]]) -> list[memoryview]:
+        return [general.decompress(data[a : a + n], scheme, None, io) for a, n in group]
+
+    if int(sizes.sum()) < _GENERAL_PARALLEL_BYTES:
+        return unpack(ranges)
     groups = [ranges[i : i + _GENERAL_GROUP] for i in range(0, len(ranges), _GENERAL_GROUP)]
-    pieces = [piece for group in map_parts(unpack, groups) for piece in group]
-    if width:
-        lengths = np.concatenate([p[1] for p in pieces if p[1] is not None] or [np.zeros(0, np.int64)])
-        return Var(b"".join(p[0] for p in pieces), offsets_of(lengths))
-    sizes_out = np.array([len(p[0]) for p in pieces], np.int64)
-    joined = memoryview(b"".join(p[0] for p in pieces))
-    return values(enc.values, joined, _exclusive_cumsum(sizes_out), sizes_out, counts, io)
+    return [raw for group in map_parts(unpack, groups) for raw in group]
+
+
+def _pick_variable(
+    data: memoryview,
+    at: np.ndarray,
+    sizes: np.ndarray,
+    counts: np.ndarray,
+    pick: np.ndarray,
+    width: int,
+    io: PageIO,
+) -> Var:
+    """The variable-width values ``pick`` (sorted positions among all values) of chunks of
+    ``[n + 1 offsets][bytes]`` starting at ``at`` (aligned to ``width``) in ``data``."""
+    if bool(np.any((counts + 1) * width > sizes)):
+        raise io.corrupt("a chunk's variable offsets run past its buffer")
+    chunk, offset = _locate(counts, pick)
+    words = np.frombuffer(data, _UINT_OF[width], len(data) // width)
+    first = at[chunk] // width + offset
+    lo, hi = words[first].astype(np.int64), words[first + 1].astype(np.int64)
+    floor = (counts[chunk] + 1) * width
+    if bool(np.any(lo < floor)) or bool(np.any(hi > sizes[chunk])) or bool(np.any(hi < lo)):
+        raise io.corrupt("variable offsets are out of order or past the buffer")
+    lengths = hi - lo
+    return Var(gather(data, at[chunk] + lo, lengths), offsets_of(lengths))
 
 
 _UINT_OF = {4: np.uint32, 8: np.uint64}
@@ -335,9 +371,7 @@ def pick_values(
         chunk, offset = _locate(counts, pick)
         if bool(np.any(counts * width > sizes)):
             raise io.corrupt("a chunk's value buffer is shorter than its values")
-        starts = at[chunk] + offset * width
-        u8 = np.frombuffer(data, np.uint8)
-        return Fixed(as_bytes(u8[spans(starts, np.full(starts.size, width, np.int64))]), width * 8)
+        return Fixed(rows_at(data, at[chunk] + offset * width, width), width * 8)
     if kind == "fixed_size_list" and not enc.fixed_size_list.has_validity:
         per = int(enc.fixed_size_list.items_per_value)
         inner = enc.fixed_size_list.values
@@ -352,9 +386,7 @@ def pick_values(
         chunk, offset = _locate(counts, pick)
         if bool(np.any(counts * width > sizes)):
             raise io.corrupt("a chunk's value buffer is shorter than its values")
-        starts = at[chunk] + offset * width
-        u8 = np.frombuffer(data, np.uint8)
-        return Fixed(as_bytes(u8[spans(starts, np.full(starts.size, width, np.int64))]), bits)
+        return Fixed(rows_at(data, at[chunk] + offset * width, width), bits)
     if kind == "inline_bitpacking":
         t = int(enc.inline_bitpacking.uncompressed_bits_per_value)
         found = _inline_blocks(t, data, at, counts, io)
@@ -375,10 +407,12 @@ def pick_values(
 
 
 def _locate(counts: np.ndarray, pick: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For positions among the values of chunks holding ``counts`` values each: the chunk of each
-    and its position in that chunk (the caller has checked the positions are below the total)."""
+    """For sorted positions among the values of chunks holding ``counts`` values each: the chunk
+    of each and its position in that chunk (the caller has checked the positions are below the
+    total)."""
     starts = _exclusive_cumsum(counts)
-    chunk = np.searchsorted(starts, pick, side="right") - 1
+    per_chunk = np.diff(np.searchsorted(pick, starts), append=pick.size)
+    chunk = np.repeat(np.arange(counts.size), per_chunk)
     return chunk, pick - starts[chunk]
 
 

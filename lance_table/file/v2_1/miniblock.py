@@ -83,6 +83,10 @@ class _Decoded:
     picked: bool = False  # values are only the picked ones (count is still all the chunks')
 
 
+# Rows are decoded one by one (where the encoding allows) when the chunks holding them hold more
+# than this many times as many values.
+PICK_SHARE = 16
+
 # A selection of chunks holding less than this share of a page's bytes reads just those chunks.
 _PARTIAL_READ_SHARE = 0.5
 
@@ -255,13 +259,11 @@ def mini_block(
         chosen = np.arange(table.counts.size)
     else:
         positions = runs.positions()
-        chunk_of = np.searchsorted(table.item_starts[1:], positions, side="right")
-        chosen = _sorted_unique(chunk_of)  # runs are sorted, so are their chunks
-        # rows of the decoded chunks -> the selected rows
-        base = np.concatenate([[0], np.cumsum(table.counts[chosen])])[:-1]
-        local = base[np.searchsorted(chosen, chunk_of)] + (positions - table.item_starts[chunk_of])
+        if positions.size and int(positions[-1]) >= n_items:
+            raise io.corrupt(f"row {int(positions[-1])} is past the page's {n_items} values")
+        chosen, local = _rows_in_chunks(table, positions)
     # a few rows of many: decode just those values where the encoding allows it
-    few = local is not None and local.size * 4 < int(table.counts[chosen].sum())
+    few = local is not None and local.size * PICK_SHARE < int(table.counts[chosen].sum())
     got = decode_chunks(layout, io, table, chosen, large_chunks, local if few else None)
     valid = (got.defs == 0) if got.defs is not None else None
     if valid is not None and valid.size != got.count:
@@ -289,6 +291,18 @@ def mini_block(
     return arr if local is None else arr.take(pa.array(local))
 
 
+def _rows_in_chunks(table: Chunks, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The chunks holding the sorted item ``positions`` (below the page's count), and where each
+    position lands among the values of just those chunks, decoded back to back."""
+    per_chunk = np.diff(np.searchsorted(positions, table.item_starts))
+    chosen = np.flatnonzero(per_chunk)
+    base = np.zeros(chosen.size, np.int64)
+    np.cumsum(table.counts[chosen][:-1], out=base[1:])
+    # a position moves by its chunk's start among the decoded values less its start in the page
+    shift = np.repeat(base - table.item_starts[chosen], per_chunk[chosen])
+    return chosen, positions + shift
+
+
 def _pick(values: Var, items: np.ndarray, io: PageIO) -> Var:
     """The variable-width values at ``items``, in that order (still compressed, if they were)."""
     offsets = values.offsets
@@ -300,16 +314,6 @@ def _pick(values: Var, items: np.ndarray, io: PageIO) -> Var:
         raise io.corrupt("variable-width offsets are out of order or past their bytes")
     picked = np.frombuffer(values.data, np.uint8)[batch.spans(starts, lengths)]
     return Var(batch.as_bytes(picked), offsets_of(lengths), values.symbols)
-
-
-def _sorted_unique(x: np.ndarray) -> np.ndarray:
-    """The distinct values of a sorted array."""
-    if x.size < 2:
-        return x
-    keep = np.empty(x.size, bool)
-    keep[0] = True
-    np.not_equal(x[1:], x[:-1], out=keep[1:])
-    return x[keep]
 
 
 def _pick_fixed(values: Values, items: np.ndarray, io: PageIO) -> Fixed:
@@ -382,14 +386,9 @@ def mini_block_levels(
         # no lists: every level is a row with a value slot, so chunks are found by their counts
         wanted = runs.positions()
         if wanted.size and int(wanted.max()) >= int(table.item_starts[-1]):
-            raise io.corrupt(
-                f"row {int(wanted.max())} is past the page's {int(table.item_starts[-1])} values"
-            )
-        chunk_of = np.searchsorted(table.item_starts[1:], wanted, side="right")
-        chosen = _sorted_unique(chunk_of)
-        base = np.zeros(chosen.size, np.int64)
-        np.cumsum(table.counts[chosen][:-1], out=base[1:])
-        positions = base[np.searchsorted(chosen, chunk_of)] + (wanted - table.item_starts[chunk_of])
+            last = int(table.item_starts[-1])
+            raise io.corrupt(f"row {int(wanted.max())} is past the page's {last} values")
+        chosen, positions = _rows_in_chunks(table, wanted)
     elif not whole and layout.repetition_index_depth and layout.HasField("rep_compression"):
         first, starts, preamble = _row_chunks(layout, io, n_chunks)
         wanted = runs.positions()
