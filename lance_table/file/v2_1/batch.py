@@ -361,10 +361,12 @@ def pick_values(
     counts: np.ndarray,
     pick: np.ndarray,
     io: PageIO,
+    few: bool = True,
 ) -> Values | None:
-    """The values ``pick`` (positions among all the chunks' values, in value order) of many chunks
-    whose single value buffer starts at ``at``, decoding only those values; None when the
-    encoding has no such form (the caller decodes the chunks and picks afterwards)."""
+    """The values ``pick`` (sorted positions among all the chunks' values) of many chunks whose
+    single value buffer starts at ``at``, decoding only those values; None when the encoding has
+    no such form, or (bitpacking) picking does not pay unless ``few`` values are picked: the
+    caller then decodes the chunks and picks afterwards."""
     kind = enc.WhichOneof("compression")
     if kind == "flat" and not enc.flat.HasField("data") and int(enc.flat.bits_per_value) % 8 == 0:
         width = int(enc.flat.bits_per_value) // 8
@@ -387,7 +389,7 @@ def pick_values(
         if bool(np.any(counts * width > sizes)):
             raise io.corrupt("a chunk's value buffer is shorter than its values")
         return Fixed(rows_at(data, at[chunk] + offset * width, width), bits)
-    if kind == "inline_bitpacking":
+    if kind == "inline_bitpacking" and few:
         t = int(enc.inline_bitpacking.uncompressed_bits_per_value)
         found = _inline_blocks(t, data, at, counts, io)
         if found is None:

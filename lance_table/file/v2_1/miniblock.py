@@ -83,8 +83,8 @@ class _Decoded:
     picked: bool = False  # values are only the picked ones (count is still all the chunks')
 
 
-# Rows are decoded one by one (where the encoding allows) when the chunks holding them hold more
-# than this many times as many values.
+# Where picking one value costs more than decoding it with its chunk (bitpacking), rows are
+# picked only when the chunks holding them hold more than this many times as many values.
 PICK_SHARE = 16
 
 # A selection of chunks holding less than this share of a page's bytes reads just those chunks.
@@ -112,13 +112,20 @@ def _chosen_data(io: PageIO, table: Chunks, chosen: np.ndarray) -> tuple[memoryv
 
 
 def decode_chunks(
-    layout: Any, io: PageIO, table: Chunks, chosen: np.ndarray, large: bool, pick: np.ndarray | None = None
+    layout: Any,
+    io: PageIO,
+    table: Chunks,
+    chosen: np.ndarray,
+    large: bool,
+    pick: np.ndarray | None = None,
+    few: bool = True,
 ) -> _Decoded:
     """Decode the chunks ``chosen`` (sorted chunk numbers) of a mini-block page.
 
-    With ``pick`` (positions among the chosen chunks' values, each below their total) the values
-    may come back as just those values, decoded alone (``picked`` says whether they did); the
-    levels are always the chunks' own."""
+    With ``pick`` (sorted positions among the chosen chunks' values, each below their total) the
+    values may come back as just those values, decoded alone (``picked`` says whether they did);
+    ``few`` says the picked values are a small share, so that picking pays even where it costs
+    more per value than decoding whole chunks. The levels are always the chunks' own."""
     data, starts, ends = _chosen_data(io, table, chosen)
     u8 = np.frombuffer(data, np.uint8)
     has_rep = layout.HasField("rep_compression")
@@ -165,7 +172,7 @@ def decode_chunks(
     values = None
     picked = False
     if n_buffers == 1 and chosen.size and pick is not None:
-        values = batch.pick_values(layout.value_compression, data, buf_at[0], sizes[0], counts, pick, io)
+        values = batch.pick_values(layout.value_compression, data, buf_at[0], sizes[0], counts, pick, io, few)
         picked = values is not None
     if values is None and n_buffers == 1 and chosen.size:
         values = batch.values(layout.value_compression, data, buf_at[0], sizes[0], counts, io)
@@ -262,9 +269,9 @@ def mini_block(
         if positions.size and int(positions[-1]) >= n_items:
             raise io.corrupt(f"row {int(positions[-1])} is past the page's {n_items} values")
         chosen, local = _rows_in_chunks(table, positions)
-    # a few rows of many: decode just those values where the encoding allows it
+    # selected rows: decode just those values where the encoding allows it
     few = local is not None and local.size * PICK_SHARE < int(table.counts[chosen].sum())
-    got = decode_chunks(layout, io, table, chosen, large_chunks, local if few else None)
+    got = decode_chunks(layout, io, table, chosen, large_chunks, local, few)
     valid = (got.defs == 0) if got.defs is not None else None
     if valid is not None and valid.size != got.count:
         raise io.corrupt(f"{valid.size} definition levels for {got.count} values")

@@ -222,15 +222,20 @@ class _BitpackedValues(MiniBlockValues):
         return [bitpacking.pack_inline(self.words[start:stop]).tobytes()]
 
 
+# Bitpacking must save at least 1/PACK_MIN_SAVING of the bits to earn its decoding cost (random
+# doubles save 2 of 64 bits and decode several times slower than flat values).
+PACK_MIN_SAVING = 8
+
+
 def _bitpacked(values: pa.Array) -> _BitpackedValues | None:
     """Integers (or floats, by their bits, as pylance does) that FastLanes bitpacking makes
-    smaller, or None."""
+    clearly smaller (see :data:`PACK_MIN_SAVING`), or None."""
     t = values.type
     if not (pa.types.is_integer(t) or pa.types.is_float32(t) or pa.types.is_float64(t)) or not len(values):
         return None
     bits = t.bit_width
     words = _bytes(values, bits // 8).reshape(-1).view(bitpacking.DTYPES[bits])
-    if bitpacking.bit_width(words) >= bits:
+    if bitpacking.bit_width(words) > bits - bits // PACK_MIN_SAVING:
         return None
     enc = pb.CompressiveEncoding()
     enc.inline_bitpacking.uncompressed_bits_per_value = bits
@@ -294,7 +299,7 @@ def _leaf_encoding(leaf_arr: pa.Array, leaf: _Leaf) -> Any:
 FSST_MIN_AVG = 5
 SCHEMES = ("zstd", "lz4")
 # general compression takes chunks of at most this many bytes before compression
-GENERAL_CHUNK_BYTES = 32 * 1024
+GENERAL_CHUNK_BYTES = 16 * 1024
 _SCHEME_PB = {"zstd": pb.COMPRESSION_ALGORITHM_ZSTD, "lz4": pb.COMPRESSION_ALGORITHM_LZ4}
 
 
