@@ -461,6 +461,14 @@ def _out_of_line(
     if not bool(raw_tail.any()) and not bool(np.any(tail[:-1])):
         # whole blocks in every chunk but the last: the values are the unpacked blocks, in order
         return Fixed(as_bytes(unpacked[: int(counts.sum())]), t)
+    if not bool(raw_tail.any()):
+        # every chunk's last block is padded to 1024 values: drop the padding
+        keep = np.ones((n_blocks, bitpacking.BLOCK), bool)
+        has = blocks > 0
+        last = (_exclusive_cumsum(blocks) + blocks - 1)[has]
+        ends = np.where(tail > 0, tail, bitpacking.BLOCK)[has]
+        keep[last] = np.arange(bitpacking.BLOCK)[None, :] < ends[:, None]
+        return Fixed(as_bytes(np.compress(keep.reshape(-1), unpacked)), t)
     out_start = _exclusive_cumsum(counts)
     out = np.empty(int(counts.sum()), dtype)
     out[spans(out_start, from_blocks)] = unpacked[
