@@ -23,7 +23,7 @@ import numpy as np
 from lance_table._proto import encodings_v2_1_pb2 as pb
 from lance_table.file.v2_1.level_compress import FLAT, LevelChunks, LevelCodec, choose, compress_chunks
 from lance_table.file.v2_1.miniblock_fast import fast_page
-from lance_table.file.v2_1.values_encode import MiniBlockValues
+from lance_table.file.v2_1.value_kinds import MiniBlockValues
 
 MAX_LOG_VALUES = 12  # 4096 values per chunk, as pylance writes
 MAX_CHUNK_LEVELS = 32767  # level buffers' sizes are u16 byte counts

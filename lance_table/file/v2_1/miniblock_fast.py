@@ -22,12 +22,12 @@ import numpy as np
 
 from lance_table.file.compression import bitpacking
 from lance_table.file.v2_1.level_compress import FLAT, LevelCodec, compress_chunks
-from lance_table.file.v2_1.values_encode import (
+from lance_table.file.v2_1.value_kinds import (
     PAD_BYTE,
+    BitpackedValues,
+    FixedValues,
     MiniBlockValues,
-    _BitpackedValues,
-    _FixedValues,
-    _VariableValues,
+    VariableValues,
 )
 
 FILL_BYTE = 0xFE  # pylance pads inside chunks with 0xFE
@@ -79,11 +79,11 @@ def fast_page(
         return None
     levels = _Levels(defs, def_codec or FLAT) if defs is not None else None
     level_bytes_per_value = 2 if defs is not None else 0
-    if isinstance(values, _FixedValues):
+    if isinstance(values, FixedValues):
         return _fixed(values, n, levels, large, head_bytes, limit, max_values, level_bytes_per_value)
-    if isinstance(values, _BitpackedValues):
+    if isinstance(values, BitpackedValues):
         return _bitpacked(values, n, levels, large, head_bytes, limit)
-    if isinstance(values, _VariableValues) and type(values) is _VariableValues:
+    if isinstance(values, VariableValues) and type(values) is VariableValues:
         return _variable(values, n, levels, large, head_bytes, limit, max_values)
     return None
 
@@ -104,7 +104,7 @@ def _codec(levels: _Levels | None) -> LevelCodec | None:
 
 
 def _fixed_plan(
-    values: _FixedValues, n: int, head: int, limit: int, max_values: int, per_level: int
+    values: FixedValues, n: int, head: int, limit: int, max_values: int, per_level: int
 ) -> tuple[int, int] | None:
     """(values per full chunk as a power of 2, its log) for fixed-width values."""
 
@@ -217,7 +217,7 @@ def _copy_segments(
 
 
 def _fixed(
-    values: _FixedValues,
+    values: FixedValues,
     n: int,
     levels: _Levels | None,
     large: bool,
@@ -264,7 +264,7 @@ def _fixed(
 
 
 def _bitpacked(
-    values: _BitpackedValues, n: int, levels: _Levels | None, large: bool, head: int, limit: int
+    values: BitpackedValues, n: int, levels: _Levels | None, large: bool, head: int, limit: int
 ) -> FastPage | None:
     block = bitpacking.BLOCK
     words = values.words[:n]
@@ -287,7 +287,7 @@ def _bitpacked(
 
 
 def _variable(
-    values: _VariableValues,
+    values: VariableValues,
     n: int,
     levels: _Levels | None,
     large: bool,

@@ -22,7 +22,7 @@ The decoders in :mod:`compress` and :mod:`pervalue` read exactly these bytes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -31,269 +31,21 @@ from lance_table._parallel import map_parts
 from lance_table._proto import encodings_v2_1_pb2 as pb
 from lance_table.errors import UnsupportedFormatError
 from lance_table.file.compression import bitpacking, dictionary, fsst_encode, general, rle
-
-PAD_BYTE = 0x48
-
-
-def _flat(bits: int) -> Any:
-    enc = pb.CompressiveEncoding()
-    enc.flat.bits_per_value = bits
-    return enc
-
-
-def fixed_bits(t: pa.DataType) -> int | None:
-    """Bits per value of a fixed-width Arrow type (None for variable-width or nested types)."""
-    if pa.types.is_fixed_size_list(t):
-        inner = fixed_bits(t.value_type)
-        return None if inner is None else inner * t.list_size
-    if pa.types.is_struct(t) or pa.types.is_dictionary(t) or pa.types.is_null(t):
-        return None
-    try:
-        return int(t.bit_width)
-    except ValueError:
-        return None
-
-
-def is_variable(t: pa.DataType) -> bool:
-    return (
-        pa.types.is_binary(t)
-        or pa.types.is_string(t)
-        or pa.types.is_large_binary(t)
-        or pa.types.is_large_string(t)
-    )
-
-
-def _validity(arr: pa.Array) -> np.ndarray | None:
-    if not arr.null_count:
-        return None
-    return np.asarray(arr.is_valid(), dtype=bool)
-
-
-def _bits(arr: pa.Array) -> np.ndarray:
-    """The values of a boolean array as a bool array."""
-    n = len(arr)
-    buf = arr.buffers()[1]
-    if buf is None or not n:
-        return np.zeros(n, bool)
-    raw = np.frombuffer(buf, np.uint8)
-    return np.unpackbits(raw, bitorder="little")[arr.offset : arr.offset + n].astype(bool)
-
-
-def _bytes(arr: pa.Array, width: int) -> np.ndarray:
-    """The values of a byte-aligned fixed-width array, ``width`` bytes each, as a (n, width) table."""
-    n = len(arr)
-    buf = arr.buffers()[1]
-    if buf is None or not n:
-        return np.zeros((n, width), np.uint8)
-    return np.frombuffer(buf, np.uint8, n * width, arr.offset * width).reshape(n, width)
-
-
-@dataclass
-class _Leaf:
-    """Fixed-width leaf items: bools (``bits`` 1) or a byte table."""
-
-    bits: int
-    flags: np.ndarray | None = None  # bools
-    table: np.ndarray | None = None  # (items, bytes)
-
-    def chunk(self, start: int, stop: int) -> bytes:
-        if self.flags is not None:
-            return np.packbits(self.flags[start:stop], bitorder="little").tobytes()
-        assert self.table is not None
-        return self.table[start:stop].tobytes()
-
-    def size(self, count: int) -> int:
-        return (count * self.bits + 7) // 8
-
-
-def _leaf(arr: pa.Array, what: str) -> _Leaf:
-    t = arr.type
-    if pa.types.is_struct(t):  # packed struct: fields side by side
-        parts = [_leaf(arr.field(i), what) for i in range(t.num_fields)]
-        if any(p.table is None for p in parts):
-            raise UnsupportedFormatError(f"{what}: packed structs of booleans are not written")
-        table = np.hstack([p.table for p in parts if p.table is not None])
-        return _Leaf(table.shape[1] * 8, table=table)
-    bits = fixed_bits(t)
-    if bits is None:
-        raise UnsupportedFormatError(f"{what}: values of type {t} are not written in Lance 2.1/2.2 files")
-    if bits == 1:
-        return _Leaf(1, flags=_bits(arr))
-    if bits % 8:
-        raise UnsupportedFormatError(f"{what}: {bits}-bit values are not written")
-    return _Leaf(bits, table=_bytes(arr, bits // 8))
-
-
-@dataclass
-class MiniBlockValues:
-    """Values cut into mini-block chunks: ``sizes`` and ``chunk`` take a value range."""
-
-    encoding: Any
-    num_buffers: int
-    max_value_bytes: int  # the widest value (decides mini-block against full-zip)
-    max_chunk_values: ClassVar[int] = 4096  # pylance's readers accept no more per chunk
-    aim_bytes: ClassVar[int | None] = 4096  # a chunk's values aim at this size (None: whole blocks decide)
-    # the values are indices into this dictionary: (its encoding, its page buffer, its item count)
-    dictionary: tuple[Any, bytes, int] | None = field(default=None, kw_only=True)
-
-    def chunk_values_limit(self) -> int:
-        """The most values one chunk may hold."""
-        return self.max_chunk_values
-
-    def chunk_aim(self) -> int | None:
-        """The size a chunk's values aim at (None: only the limits decide)."""
-        return self.aim_bytes
-
-    def fits(self, start: int, stop: int) -> bool:
-        """Whether the values may share a chunk (besides the planner's size limits)."""
-        return True
-
-    def sizes(self, start: int, stop: int) -> list[int]:  # pragma: no cover - interface
-        raise NotImplementedError
-
-    def size_bounds(self, start: int, stop: int) -> list[int] | None:
-        """Upper bounds of :meth:`sizes` that are cheaper to know (None: only the sizes)."""
-        return None
-
-    def prepare(self, ranges: list[tuple[int, int]]) -> None:
-        """The page's chunks are these value ranges: a chance to build them all at once."""
-
-    def chunk(self, start: int, stop: int) -> list[bytes]:  # pragma: no cover - interface
-        raise NotImplementedError
-
-
-@dataclass
-class _FixedValues(MiniBlockValues):
-    """``flat`` values, or fixed-size lists of them: item validity bitmaps first, then the items."""
-
-    leaf: _Leaf = field(default_factory=lambda: _Leaf(8))
-    # per fixed-size-list level with validity: (items per value at that level, item validity)
-    bitmaps: list[tuple[int, np.ndarray]] = field(default_factory=list)
-    per_value: int = 1  # leaf items per value
-
-    def sizes(self, start: int, stop: int) -> list[int]:
-        n = stop - start
-        out = [(n * m + 7) // 8 for m, _ in self.bitmaps]
-        out.append(self.leaf.size(n * self.per_value))
-        return out
-
-    def chunk(self, start: int, stop: int) -> list[bytes]:
-        out = [np.packbits(v[start * m : stop * m], bitorder="little").tobytes() for m, v in self.bitmaps]
-        out.append(self.leaf.chunk(start * self.per_value, stop * self.per_value))
-        return out
-
-
-@dataclass
-class _VariableValues(MiniBlockValues):
-    """``variable``: each chunk holds n + 1 offsets counted from its start, then the bytes."""
-
-    offsets: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
-    data: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))
-    width: int = 4
-
-    def sizes(self, start: int, stop: int) -> list[int]:
-        raw = (stop - start + 1) * self.width + int(self.offsets[stop] - self.offsets[start])
-        return [-(-raw // self.width) * self.width]
-
-    def chunk(self, start: int, stop: int) -> list[bytes]:
-        head = (stop - start + 1) * self.width
-        offs = self.offsets[start : stop + 1] - self.offsets[start] + head
-        dtype = np.uint32 if self.width == 4 else np.uint64
-        body = self.data[int(self.offsets[start]) : int(self.offsets[stop])]
-        pad = -(head + body.size) % self.width
-        return [offs.astype(dtype).tobytes() + body.tobytes() + bytes([PAD_BYTE]) * pad]
-
-
-@dataclass
-class _BitpackedValues(MiniBlockValues):
-    """``inline_bitpacking``: each chunk is FastLanes blocks of 1024 values, each block led by one
-    word holding its bit width (:func:`bitpacking.pack_inline`)."""
-
-    words: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
-    max_chunk_values: ClassVar[int] = 1024  # pylance reads one bitpacked block per chunk
-    aim_bytes: ClassVar[int | None] = None
-
-    def sizes(self, start: int, stop: int) -> list[int]:
-        t = self.words.dtype.itemsize * 8
-        widths = bitpacking.block_bit_widths(self.words[start:stop])
-        return [int((widths.size + int(widths.sum()) * (bitpacking.BLOCK // t)) * t // 8)]
-
-    def chunk(self, start: int, stop: int) -> list[bytes]:
-        return [bitpacking.pack_inline(self.words[start:stop]).tobytes()]
-
-
-# Bitpacking must save at least 1/PACK_MIN_SAVING of the bits to earn its decoding cost (random
-# doubles save 2 of 64 bits and decode several times slower than flat values).
-PACK_MIN_SAVING = 8
-
-
-def _bitpacked(values: pa.Array) -> _BitpackedValues | None:
-    """Integers (or floats, by their bits, as pylance does) that FastLanes bitpacking makes
-    clearly smaller (see :data:`PACK_MIN_SAVING`), or None."""
-    t = values.type
-    if not (pa.types.is_integer(t) or pa.types.is_float32(t) or pa.types.is_float64(t)) or not len(values):
-        return None
-    bits = t.bit_width
-    words = _bytes(values, bits // 8).reshape(-1).view(bitpacking.DTYPES[bits])
-    if bitpacking.bit_width(words) > bits - bits // PACK_MIN_SAVING:
-        return None
-    enc = pb.CompressiveEncoding()
-    enc.inline_bitpacking.uncompressed_bits_per_value = bits
-    return _BitpackedValues(enc, 1, bits // 8, words)
-
-
-def variable_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """The n + 1 offsets (from 0) and the bytes of a binary or string array."""
-    large = pa.types.is_large_binary(arr.type) or pa.types.is_large_string(arr.type)
-    n = len(arr)
-    bufs = arr.buffers()
-    if bufs[1] is None or not n:
-        return np.zeros(n + 1, np.int64), np.zeros(0, np.uint8)
-    dtype = np.int64 if large else np.int32
-    offs = np.frombuffer(bufs[1], dtype, n + 1, arr.offset * np.dtype(dtype).itemsize).astype(np.int64)
-    data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
-    return offs - offs[0], data[int(offs[0]) : int(offs[-1])]
-
-
-def _fsl_levels(arr: pa.Array) -> tuple[list[tuple[int, np.ndarray | None]], pa.Array]:
-    """The fixed-size-list levels of an array (outermost first: items per value so far, item
-    validity) and its leaf items."""
-    levels: list[tuple[int, np.ndarray | None]] = []
-    per_value = 1
-    while pa.types.is_fixed_size_list(arr.type):
-        dim = arr.type.list_size
-        arr = arr.values.slice(arr.offset * dim, len(arr) * dim)
-        per_value *= dim
-        levels.append((per_value, _validity(arr)))
-    return levels, arr
-
-
-def _fsl_encoding(levels: list[tuple[int, np.ndarray | None]], leaf_enc: Any) -> Any:
-    enc = leaf_enc
-    prev = 1
-    dims = []
-    for per_value, _ in levels:
-        dims.append(per_value // prev)
-        prev = per_value
-    for (_, valid), dim in zip(reversed(levels), reversed(dims)):
-        outer = pb.CompressiveEncoding()
-        outer.fixed_size_list.items_per_value = dim
-        outer.fixed_size_list.values.CopyFrom(enc)
-        outer.fixed_size_list.has_validity = valid is not None
-        enc = outer
-    return enc
-
-
-def _leaf_encoding(leaf_arr: pa.Array, leaf: _Leaf) -> Any:
-    t = leaf_arr.type
-    if pa.types.is_struct(t):
-        enc = pb.CompressiveEncoding()
-        for i in range(t.num_fields):
-            enc.packed_struct.bits_per_value.append(int(fixed_bits(t.field(i).type) or 0))
-        enc.packed_struct.values.CopyFrom(_flat(leaf.bits))
-        return enc
-    return _flat(leaf.bits)
-
+from lance_table.file.v2_1.value_kinds import (
+    FixedValues,
+    MiniBlockValues,
+    VariableValues,
+    bitpacked,
+    byte_values,
+    fixed_bits,
+    flat,
+    fsl_encoding,
+    fsl_levels,
+    is_variable,
+    leaf_encoding,
+    leaf_of,
+    variable_parts,
+)
 
 # pylance skips FSST for values of this many bytes or fewer on average
 FSST_MIN_AVG = 5
@@ -339,7 +91,7 @@ def _rle(values: pa.Array, alternative: MiniBlockValues) -> _RleValues | None:
     n = len(values)
     if bits not in bitpacking.DTYPES or not n:
         return None
-    words = _bytes(values, bits // 8).reshape(-1).view(bitpacking.DTYPES[bits])
+    words = byte_values(values, bits // 8).reshape(-1).view(bitpacking.DTYPES[bits])
     runs = rle.run_count(words)
     if runs * 4 > n:  # runs of fewer than 4 values never pay
         return None
@@ -348,8 +100,8 @@ def _rle(values: pa.Array, alternative: MiniBlockValues) -> _RleValues | None:
     if entries * (bits // 8 + 1) >= sum(alternative.sizes(0, n)):
         return None
     enc = pb.CompressiveEncoding()
-    enc.rle.values.CopyFrom(_flat(bits))
-    enc.rle.run_lengths.CopyFrom(_flat(8))
+    enc.rle.values.CopyFrom(flat(bits))
+    enc.rle.run_lengths.CopyFrom(flat(8))
     return _RleValues(enc, 2, bits // 8, words)
 
 
@@ -361,7 +113,7 @@ class _GeneralValues(MiniBlockValues):
     fit :data:`GENERAL_CHUNK_BYTES`), then compressed together on threads (:meth:`prepare`) and
     kept until the page is assembled."""
 
-    inner: MiniBlockValues = field(default_factory=lambda: _VariableValues(None, 1, 0))
+    inner: MiniBlockValues = field(default_factory=lambda: VariableValues(None, 1, 0))
     scheme: str = "zstd"
     _cache: dict[tuple[int, int], bytes] = field(default_factory=dict)
 
@@ -441,10 +193,10 @@ def _variable(
     offsets, data = variable_parts(values)
     width = 8 if pa.types.is_large_binary(t) or pa.types.is_large_string(t) else 4
     enc = pb.CompressiveEncoding()
-    enc.variable.offsets.CopyFrom(_flat(width * 8))
+    enc.variable.offsets.CopyFrom(flat(width * 8))
     widest = int(np.diff(offsets).max()) if offsets.size > 1 else 0
     n = len(values)
-    plain = _VariableValues(enc, 1, widest, offsets, data, width)
+    plain = VariableValues(enc, 1, widest, offsets, data, width)
     if not fsst or width != 4 or data.size < fsst_encode.MIN_INPUT or data.size <= FSST_MIN_AVG * n:
         return plain
     # FSST codes cover at most 8 bytes each: when the rival is below that, FSST need not be tried
@@ -468,7 +220,7 @@ def _variable(
     fenc = pb.CompressiveEncoding()
     fenc.fsst.symbol_table = table.to_bytes()
     fenc.fsst.values.CopyFrom(enc)
-    return _VariableValues(fenc, 1, widest, code_offsets, codes, width)
+    return VariableValues(fenc, 1, widest, code_offsets, codes, width)
 
 
 def _dictionary_block(items: pa.Array, lz4: bool) -> tuple[Any, bytes]:
@@ -482,7 +234,7 @@ def _dictionary_block(items: pa.Array, lz4: bool) -> tuple[Any, bytes]:
     head = (2 + offsets.size) * (bits // 8)
     block = np.array([bits, head], word).tobytes() + offsets.astype(word).tobytes() + data.tobytes()
     enc = pb.CompressiveEncoding()
-    enc.variable.offsets.CopyFrom(_flat(bits))
+    enc.variable.offsets.CopyFrom(flat(bits))
     return _maybe_lz4(enc, block, lz4)
 
 
@@ -491,7 +243,7 @@ def _fixed_block(items: pa.Array, what: str, lz4: bool) -> tuple[Any, bytes]:
     bits = fixed_bits(items.type)
     if bits is None or bits % 8 or pa.types.is_fixed_size_list(items.type):
         raise UnsupportedFormatError(f"{what}: dictionaries of {items.type} values are not written")
-    return _maybe_lz4(_flat(bits), _bytes(items, bits // 8).tobytes(), lz4)
+    return _maybe_lz4(flat(bits), byte_values(items, bits // 8).tobytes(), lz4)
 
 
 def _maybe_lz4(enc: Any, block: bytes, lz4: bool) -> tuple[Any, bytes]:
@@ -626,13 +378,13 @@ def _base_values(values: pa.Array, what: str, scheme: str | None, v2_2: bool) ->
         if dict_values is not None and rival is not None and rival < _total_bytes(var, len(values)):
             return dict_values
         return var
-    packed = None if plain else _bitpacked(values)
-    levels, leaf_arr = _fsl_levels(values)
-    leaf = _leaf(leaf_arr, what)
+    packed = None if plain else bitpacked(values)
+    levels, leaf_arr = fsl_levels(values)
+    leaf = leaf_of(leaf_arr, what)
     per_value = levels[-1][0] if levels else 1
     bitmaps = [(m, v) for m, v in levels if v is not None]
-    enc = _fsl_encoding(levels, _leaf_encoding(leaf_arr, leaf))
-    fixed: MiniBlockValues = _FixedValues(
+    enc = fsl_encoding(levels, leaf_encoding(leaf_arr, leaf))
+    fixed: MiniBlockValues = FixedValues(
         enc, len(bitmaps) + 1, (per_value * leaf.bits + 7) // 8, leaf, bitmaps, per_value
     )
     best = packed if packed is not None else fixed
@@ -664,15 +416,15 @@ def per_value(values: pa.Array, what: str, scheme: str | None = None) -> PerValu
     t = values.type
     if is_variable(t):
         mb = _variable(values, fsst=scheme is None)
-        if isinstance(mb, _VariableValues) and mb.encoding.HasField("fsst"):
+        if isinstance(mb, VariableValues) and mb.encoding.HasField("fsst"):
             return PerValue(mb.encoding, mb.data, lengths=np.diff(mb.offsets), offset_bits=32)
         offsets, data = variable_parts(values)
         large = pa.types.is_large_binary(t) or pa.types.is_large_string(t)
         enc = pb.CompressiveEncoding()
-        enc.variable.offsets.CopyFrom(_flat(64 if large else 32))
+        enc.variable.offsets.CopyFrom(flat(64 if large else 32))
         return PerValue(enc, data, lengths=np.diff(offsets), offset_bits=64 if large else 32)
-    levels, leaf_arr = _fsl_levels(values)
-    leaf = _leaf(leaf_arr, what)
+    levels, leaf_arr = fsl_levels(values)
+    leaf = leaf_of(leaf_arr, what)
     if leaf.table is None:
         return None
     n = len(values)
@@ -683,5 +435,5 @@ def per_value(values: pa.Array, what: str, scheme: str | None = None) -> PerValu
             parts.append(np.packbits(valid.reshape(n, m), axis=1, bitorder="little"))
     parts.append(leaf.table.reshape(n, per * leaf.table.shape[1]))
     table = np.hstack(parts) if len(parts) > 1 else parts[0]
-    enc = _fsl_encoding(levels, _leaf_encoding(leaf_arr, leaf))
+    enc = fsl_encoding(levels, leaf_encoding(leaf_arr, leaf))
     return PerValue(enc, table.reshape(-1), bits=table.shape[1] * 8)
