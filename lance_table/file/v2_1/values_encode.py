@@ -4,14 +4,16 @@ and their bytes, in the two forms the layouts need.
 * :func:`compress_values` (mini-block): an encoder that cuts any range of values into one
   chunk's buffers and says their sizes before building them, so the chunk planner can choose
   chunk boundaries. This is the single place where compressions plug in, each a
-  :class:`MiniBlockValues` picked here from the data, by measuring sizes: FastLanes
-  ``inline_bitpacking`` for integers and floats whose bit width it narrows
-  (:mod:`compression.bitpacking`), ``flat`` for other fixed widths (bools as bitmaps),
+  :class:`MiniBlockValues` (the plain kinds are in :mod:`value_kinds`) picked here from the
+  data, by measuring sizes: FastLanes ``inline_bitpacking`` for integers and floats whose bit
+  width it narrows by at least an eighth (:mod:`compression.bitpacking`), ``flat`` for other
+  fixed widths (bools as bitmaps),
   ``fixed_size_list`` over flat items (with item validity bitmaps), ``packed_struct`` of
   fixed-width fields; ``rle`` (u8 run lengths) when runs of equal values make it smaller than
   those; ``variable`` for binary data, ``fsst`` over it (one table trained per page, as pylance:
   not for values of 5 bytes or less on average nor below 32 KiB) and a page ``dictionary`` with
-  indices (LZ4-wrapped in 2.2) when either makes the page smaller. Field metadata
+  indices (LZ4-wrapped in 2.2) when either makes the page smaller; in 2.2 zstd-compressed
+  chunks of at most 16 KiB are a third choice for strings, weighed on a sample. Field metadata
   ``lance-encoding:compression`` ``zstd`` / ``lz4`` wraps each chunk's one buffer in ``general``
   (chunks then take as many values as the limits allow); ``none`` stores values plain.
 * :func:`per_value` (full-zip): the bytes of each value on its own (fixed width or length-prefixed).
