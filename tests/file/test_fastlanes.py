@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -56,3 +58,20 @@ def test_pick_gives_the_unpacked_values_for_every_width(t: int) -> None:
         got = bitpacking.pick(words, t, w, block * per_block, position)
         assert got.dtype == dtype
         np.testing.assert_array_equal(got, full[block * bitpacking.BLOCK + position])
+
+
+def test_chunks_packed_together_equal_chunks_packed_alone() -> None:
+    """A page's bitpacked chunks are packed in one pass per width (``prepare``); each must be the
+    bytes that packing the chunk alone gives, short chunks and mixed widths included."""
+    from lance_table.file.v2_1.value_kinds import BitpackedValues
+
+    rng = np.random.default_rng(2)
+    words = (rng.integers(0, 1 << 20, 5000) >> rng.integers(0, 20, 5000)).astype(np.uint32)
+    words[1024:2048] = 0  # a block of width 0
+    cuts = [0, 1024, 2048, 2500, 3524, 3600, 4624, 5000]
+    ranges = list(itertools.pairwise(cuts))
+    values = BitpackedValues(None, 1, 4, words)
+    alone = [bitpacking.pack_inline(words[a:b]).tobytes() for a, b in ranges]
+    assert [values.sizes(a, b)[0] for a, b in ranges] == [len(x) for x in alone]
+    values.prepare(ranges)
+    assert [values.chunk(a, b)[0] for a, b in ranges] == alone

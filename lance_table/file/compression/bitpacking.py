@@ -205,12 +205,17 @@ def pack_inline(values: np.ndarray) -> np.ndarray:
     Returns the words (of the values' unsigned type); ``.tobytes()`` is the buffer.
     """
     values = as_unsigned(values)
-    t = values.dtype.itemsize * 8
-    dtype = DTYPES[t]
     if not values.size:
-        return np.zeros(0, dtype)
+        return np.zeros(0, values.dtype)
+    return pack_inline_blocks(_blocks(values))[0]
+
+
+def pack_inline_blocks(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`pack_inline` of unsigned values already in rows of 1024 (one block each): the
+    words, and where each block's words start among them."""
+    t = blocks.dtype.itemsize * 8
+    dtype = DTYPES[t]
     lanes = BLOCK // t
-    blocks = _blocks(values)
     widths = _bit_length(np.bitwise_or.reduce(blocks, axis=1), t)
     sizes = 1 + widths * lanes
     starts = np.zeros(widths.size, np.int64)
@@ -221,7 +226,7 @@ def pack_inline(values: np.ndarray) -> np.ndarray:
         rows[:, 0] = widths[0]
         if widths[0]:
             rows[:, 1:] = pack(blocks.reshape(-1), int(widths[0])).reshape(widths.size, -1)
-        return out
+        return out, starts
     out[starts] = widths.astype(dtype)
     for w in np.unique(widths):  # one pass per distinct width, at most T + 1
         if not w:
@@ -229,7 +234,7 @@ def pack_inline(values: np.ndarray) -> np.ndarray:
         chosen = np.flatnonzero(widths == w)
         packed = pack(blocks[chosen].reshape(-1), int(w)).reshape(chosen.size, -1)
         out[(starts[chosen] + 1)[:, None] + np.arange(packed.shape[1])] = packed
-    return out
+    return out, starts
 
 
 def pack_out_of_line(values: np.ndarray, w: int | None = None) -> np.ndarray:

@@ -108,7 +108,7 @@ def shred(arr: pa.Array, path: Sequence[FieldNode]) -> Shredded:
         valid = _validity(cur)
         if valid is not None:
             live = np.flatnonzero(codes == 0)
-            bad = live[~valid[pos[live]]]
+            bad = np.compress(~valid[pos[live]], live)  # compress: boolean indexing is slow
             if bad.size:
                 codes[bad] = 1 + 2 * i
                 nulls[i] = True
@@ -119,7 +119,7 @@ def shred(arr: pa.Array, path: Sequence[FieldNode]) -> Shredded:
             live = np.flatnonzero(codes == 0)
             lengths = np.zeros(codes.size, np.int64)
             lengths[live] = offsets[pos[live] + 1] - offsets[pos[live]]
-            empty = live[lengths[live] == 0]
+            empty = np.compress(lengths[live] == 0, live)
             if empty.size:
                 codes[empty] = 2 + 2 * i
                 empties[i] = True
@@ -133,7 +133,7 @@ def shred(arr: pa.Array, path: Sequence[FieldNode]) -> Shredded:
             pos = np.where(expand[parent], start_at[parent] + within, 0)
             assert rep is not None
             rep = rep[parent]
-            rep[within > 0] = max_rep - lists_seen - 1
+            rep[np.flatnonzero(within > 0)] = max_rep - lists_seen - 1
             codes = codes[parent]
             cur = cur.values
             lists_seen += 1
@@ -151,7 +151,7 @@ def shred(arr: pa.Array, path: Sequence[FieldNode]) -> Shredded:
         innermost = list_depths[-1]
         term = (codes.astype(np.int64) - 1) // 2
         visible = (codes == 0) | (term > innermost)
-        chosen = pos[visible]
+        chosen = np.compress(visible, pos)
     else:
         chosen = pos
     if chosen.size == len(cur) and (not chosen.size or bool(np.all(chosen == np.arange(chosen.size)))):

@@ -200,13 +200,48 @@ class BitpackedValues(MiniBlockValues):
     max_chunk_values: ClassVar[int] = 1024  # pylance reads one bitpacked block per chunk
     aim_bytes: ClassVar[int | None] = None
 
+    _built: dict[tuple[int, int], bytes] = field(default_factory=dict)
+
     def sizes(self, start: int, stop: int) -> list[int]:
         t = self.words.dtype.itemsize * 8
+        if 0 < stop - start <= bitpacking.BLOCK:  # one block: its width is that of the OR
+            w = int(np.bitwise_or.reduce(self.words[start:stop])).bit_length()
+            return [(1 + w * (bitpacking.BLOCK // t)) * t // 8]
         widths = bitpacking.block_bit_widths(self.words[start:stop])
         return [int((widths.size + int(widths.sum()) * (bitpacking.BLOCK // t)) * t // 8)]
 
+    def prepare(self, ranges: list[tuple[int, int]]) -> None:
+        """Pack every chunk (each one block) of the page in one pass per bit width."""
+        self._built = {}
+        if not ranges:
+            return
+        bounds = np.array(ranges, np.int64).reshape(-1, 2)
+        lengths = bounds[:, 1] - bounds[:, 0]
+        if int(lengths.max()) > bitpacking.BLOCK or int(lengths.min()) < 1:
+            return
+        n = bounds.shape[0]
+        rows = np.zeros(n * bitpacking.BLOCK, self.words.dtype)
+        into = np.arange(n, dtype=np.int64) * bitpacking.BLOCK
+        rows[_runs(into, lengths)] = self.words[_runs(bounds[:, 0], lengths)]
+        words, starts = bitpacking.pack_inline_blocks(rows.reshape(n, bitpacking.BLOCK))
+        raw = words.tobytes()
+        width = words.dtype.itemsize
+        ends = np.append(starts[1:], words.size) * width
+        for key, lo, hi in zip(ranges, (starts * width).tolist(), ends.tolist()):
+            self._built[key] = raw[lo:hi]
+
     def chunk(self, start: int, stop: int) -> list[bytes]:
+        got = self._built.get((start, stop))
+        if got is not None:
+            return [got]
         return [bitpacking.pack_inline(self.words[start:stop]).tobytes()]
+
+
+def _runs(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Positions ``starts[k] .. starts[k] + lengths[k]``, run after run."""
+    before = np.zeros(lengths.size, np.int64)
+    np.cumsum(lengths[:-1], out=before[1:])
+    return np.arange(int(lengths.sum()), dtype=np.int64) + np.repeat(starts - before, lengths)
 
 
 # Bitpacking must save at least 1/PACK_MIN_SAVING of the bits to earn its decoding cost (random
