@@ -10,7 +10,7 @@ columns); :class:`StructuralWriter` writes a 2.1/2.2 field as one column per lea
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -32,8 +32,18 @@ from lance_table.file.v2_0.layout import is_packed_struct
 from lance_table.file.v2_1 import encode as encode21
 from lance_table.schema import FieldNode
 
-if TYPE_CHECKING:
-    from lance_table.file.writer import LanceFileWriter
+
+class FileOut(Protocol):
+    """What the column writers use of the file writer that owns them."""
+
+    version: FileVersion
+    page_size_bytes: int
+    _sink: Sink
+    _leaf_ids: list[int]
+
+    def _new_column(self, column_encoding: Any) -> ColumnOut: ...
+
+    def _field_writer(self, node: FieldNode) -> Any: ...
 
 
 class Sink:
@@ -105,7 +115,7 @@ class FieldWriter:
 
 
 class LeafWriter(FieldWriter):
-    def __init__(self, writer: LanceFileWriter, node: FieldNode) -> None:
+    def __init__(self, writer: FileOut, node: FieldNode) -> None:
         self.w = writer
         self.node = node
         self.out = writer._new_column(values_column_encoding())
@@ -155,7 +165,7 @@ class LeafWriter(FieldWriter):
 class BlobWriter(LeafWriter):
     """Blob columns: each value is its own buffer; pages hold (position, size) descriptors."""
 
-    def __init__(self, writer: LanceFileWriter, node: FieldNode) -> None:
+    def __init__(self, writer: FileOut, node: FieldNode) -> None:
         super().__init__(writer, node)
         enc = encodings_v2_0_pb2.ColumnEncoding()
         enc.blob.inner.values.SetInParent()
@@ -189,7 +199,7 @@ class BlobWriter(LeafWriter):
 
 
 class StructWriter(FieldWriter):
-    def __init__(self, writer: LanceFileWriter, node: FieldNode) -> None:
+    def __init__(self, writer: FileOut, node: FieldNode) -> None:
         self.w = writer
         self.node = node
         self.out = writer._new_column(values_column_encoding())
@@ -212,7 +222,7 @@ class StructWriter(FieldWriter):
 
 
 class ListWriter(FieldWriter):
-    def __init__(self, writer: LanceFileWriter, node: FieldNode) -> None:
+    def __init__(self, writer: FileOut, node: FieldNode) -> None:
         self.w = writer
         self.node = node
         self.out = writer._new_column(values_column_encoding())
@@ -266,7 +276,7 @@ class ListWriter(FieldWriter):
 class StructuralWriter(FieldWriter):
     """A top-level field of a 2.1/2.2 file: one column per leaf, each paged on its own."""
 
-    def __init__(self, writer: LanceFileWriter, node: FieldNode) -> None:
+    def __init__(self, writer: FileOut, node: FieldNode) -> None:
         large = writer.version is FileVersion.V2_2
         self.deferred: list[Callable[[], None]] | None = None
         self.leaves = []
@@ -283,7 +293,7 @@ class StructuralWriter(FieldWriter):
             )
             writer._leaf_ids.append(path[-1].id)
 
-    def _page_sink(self, writer: LanceFileWriter, out: ColumnOut) -> encode21.PageSink:
+    def _page_sink(self, writer: FileOut, out: ColumnOut) -> encode21.PageSink:
         def add(layout: Any, buffers: list[bytes], rows: int, first_row: int) -> None:
             if self.deferred is not None:  # encoding on threads: written by ``flush``, in order
                 self.deferred.append(
