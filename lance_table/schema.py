@@ -175,15 +175,20 @@ def leaf_type_from_logical(lt: str) -> pa.DataType:
 # Arrow -> Lance
 
 
-def _legacy_encoding(t: pa.DataType) -> int:
-    if pa.types.is_dictionary(t):
-        return ENCODING_DICTIONARY
-    if (
+def is_binary_like(t: pa.DataType) -> bool:
+    """Whether values of the type are variable-width bytes: string, binary and their large forms."""
+    return bool(
         pa.types.is_string(t)
         or pa.types.is_binary(t)
         or pa.types.is_large_string(t)
         or pa.types.is_large_binary(t)
-    ):
+    )
+
+
+def _legacy_encoding(t: pa.DataType) -> int:
+    if pa.types.is_dictionary(t):
+        return ENCODING_DICTIONARY
+    if is_binary_like(t):
         return ENCODING_VAR_BINARY
     if pa.types.is_struct(t) or pa.types.is_map(t) or pa.types.is_null(t):
         return ENCODING_NONE

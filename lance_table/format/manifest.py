@@ -28,7 +28,7 @@ from lance_table.errors import CorruptFileError, SchemaError, UnsupportedFormatE
 from lance_table.format import flags as feature_flags
 from lance_table.format import paths
 from lance_table.format.paths import check_relative_path
-from lance_table.schema import LanceField, build_tree, fields_from_pb, fields_to_pb
+from lance_table.schema import LanceField, build_tree, fields_from_pb, fields_to_pb, is_binary_like
 
 MANIFEST_MAGIC = b"LANC"
 MANIFEST_FOOTER = struct.Struct("<QHH")
@@ -419,15 +419,6 @@ def decode_manifest_file(data: bytes, path: str) -> ManifestFile:
 # dictionary values (legacy datasets)
 
 
-def _is_var_binary(t: pa.DataType) -> bool:
-    return bool(
-        pa.types.is_string(t)
-        or pa.types.is_large_string(t)
-        or pa.types.is_binary(t)
-        or pa.types.is_large_binary(t)
-    )
-
-
 def _is_plain(t: pa.DataType) -> bool:
     return bool(pa.types.is_integer(t) or pa.types.is_floating(t))
 
@@ -457,7 +448,7 @@ def _encode_dictionaries(manifest: Manifest, out: bytearray) -> dict[int, tuple[
             values = pa.array([], t)
         if values.type != t:
             raise SchemaError(f"dictionary of field {fid} holds {values.type}, not {t}")
-        if _is_var_binary(t):
+        if is_binary_like(t):
             width = np.int64 if pa.types.is_large_string(t) or pa.types.is_large_binary(t) else np.int32
             offs = np.frombuffer(values.buffers()[1], width, len(values) + 1, values.offset).astype(np.int64)
             data = values.buffers()[2]
@@ -500,7 +491,7 @@ def _decode_dictionaries(data: bytes, limit: int, pb_fields: Any, path: str) -> 
             continue  # not a dictionary field: the location means nothing
         if offset < 0 or length < 0:
             raise CorruptFileError(path, f"dictionary of field {fid} at ({offset}, {length}) is negative")
-        if _is_var_binary(t):
+        if is_binary_like(t):
             if offset + (length + 1) * 8 > limit:
                 raise CorruptFileError(
                     path,

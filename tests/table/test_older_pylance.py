@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import importlib.util
 import random
 import shutil
 import struct
@@ -72,22 +73,23 @@ def _dataset_cases() -> list:
     return [pytest.param(path, id=_name(path)) for path in DATASETS if _name(path) not in UNREADABLE]
 
 
+def _load_generator():  # type: ignore[no-untyped-def]
+    """The corpus generator script (stdlib-only at import), for the rows it writes."""
+    path = Path(__file__).resolve().parents[2] / "scripts" / "make_older_pylance_corpus.py"
+    spec = importlib.util.spec_from_file_location("make_older_pylance_corpus", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _rows(start: int, n: int) -> pa.Table:
-    """Rows of the corpus schema (see the generator)."""
-    ids = list(range(start, start + n))
-    return pa.table(
-        {
-            "id": pa.array(ids, pa.int64()),
-            "x": pa.array([None if i % 4 == 3 else i * 0.5 for i in ids], pa.float64()),
-            "s": pa.array([None if i % 3 == 2 else f"s{i}" for i in ids], pa.string()),
-            "l": pa.array([None if i % 5 == 4 else list(range(i % 3)) for i in ids], pa.list_(pa.int32())),
-            "ls": pa.array([[f"x{i}"] * (i % 3) if i % 4 else None for i in ids], pa.list_(pa.string())),
-            "st": pa.array(
-                [{"a": i, "b": None if i % 2 else f"b{i}"} for i in ids],
-                pa.struct([("a", pa.int32()), ("b", pa.string())]),
-            ),
-        }
-    )
+    """Rows of the corpus schema, as the generator writes them."""
+    table: pa.Table = _GENERATOR._rows(start, n)
+    return table
+
+
+_GENERATOR = _load_generator()
 
 
 def _copy(path: Path, tmp_path: Path, name: str = "ds") -> str:

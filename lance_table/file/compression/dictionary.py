@@ -14,6 +14,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_table.schema import is_binary_like
+
 # pylance's defaults (LANCE_ENCODING_DICT_TOO_SMALL, LANCE_ENCODING_DICT_SIZE_RATIO)
 MIN_VALUES = 100
 SIZE_RATIO = 0.8
@@ -58,15 +60,6 @@ def cardinality(values: pa.Array | pa.ChunkedArray | np.ndarray) -> int:
     return int(pc.count_distinct(arr, mode="only_valid").as_py())
 
 
-def _is_variable(t: pa.DataType) -> bool:
-    return bool(
-        pa.types.is_binary(t)
-        or pa.types.is_string(t)
-        or pa.types.is_large_binary(t)
-        or pa.types.is_large_string(t)
-    )
-
-
 def _data_size(arr: pa.Array) -> tuple[int, int | None]:
     """Bytes of the values (without offsets or validity) and the offset width of variable ones."""
     t = arr.type
@@ -109,7 +102,7 @@ def pays(
     if len(arr) < min_values:
         return False
     if not (
-        _is_variable(arr.type) or pa.types.is_primitive(arr.type) or pa.types.is_fixed_size_binary(arr.type)
+        is_binary_like(arr.type) or pa.types.is_primitive(arr.type) or pa.types.is_fixed_size_binary(arr.type)
     ):
         return False
     data_size, bits_per_offset = _data_size(arr)

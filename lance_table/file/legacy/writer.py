@@ -41,6 +41,7 @@ from lance_table.schema import (
     build_tree,
     fields_from_arrow,
     fields_to_pb,
+    is_binary_like,
     utf8_metadata,
 )
 
@@ -238,7 +239,7 @@ class LegacyFileWriter:
     def _write_values(self, arr: pa.Array) -> int:
         """Write a PLAIN or VAR_BINARY page; return its position (VAR_BINARY: of the positions)."""
         t = arr.type
-        if _is_var_binary(t):
+        if is_binary_like(t):
             large = pa.types.is_large_string(t) or pa.types.is_large_binary(t)
             dtype = np.dtype("<i8" if large else "<i4")
             offs = np.frombuffer(arr.buffers()[1], dtype, len(arr) + 1, arr.offset * dtype.itemsize)
@@ -430,15 +431,6 @@ def write_legacy_table(
 # helpers
 
 
-def _is_var_binary(t: pa.DataType) -> bool:
-    return (
-        pa.types.is_string(t)
-        or pa.types.is_large_string(t)
-        or pa.types.is_binary(t)
-        or pa.types.is_large_binary(t)
-    )
-
-
 def _has_dictionary(t: pa.DataType) -> bool:
     if pa.types.is_dictionary(t):
         return True
@@ -480,7 +472,7 @@ def _check_storable(node: FieldNode) -> None:
     if pa.types.is_dictionary(t):
         v = t.value_type
         numeric = pa.types.is_integer(v) or pa.types.is_floating(v) or pa.types.is_decimal(v)
-        if not (numeric or _is_var_binary(v)) or not pa.types.is_integer(t.index_type):
+        if not (numeric or is_binary_like(v)) or not pa.types.is_integer(t.index_type):
             raise SchemaError(f"field {node.name!r}: legacy Lance files cannot store dictionaries of {v}")
     for child in node.children:
         _check_storable(child)

@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from lance_table._proto import encodings_v2_0_pb2 as pb
 from lance_table.errors import SchemaError
+from lance_table.schema import is_binary_like
 
 Buffer: TypeAlias = "bytes | memoryview | pa.Buffer"
 
@@ -153,15 +154,6 @@ def encode_packed_struct(arr: pa.StructArray, bufs: PageBuffers) -> Any:
     return enc
 
 
-def _is_binary_like(t: pa.DataType) -> bool:
-    return (
-        pa.types.is_string(t)
-        or pa.types.is_binary(t)
-        or pa.types.is_large_string(t)
-        or pa.types.is_large_binary(t)
-    )
-
-
 def _is_fixed_width(t: pa.DataType) -> bool:
     return (
         pa.types.is_integer(t)
@@ -175,7 +167,7 @@ def _is_fixed_width(t: pa.DataType) -> bool:
 def encode_leaf(arr: pa.Array, bufs: PageBuffers) -> Any:
     """The 2.0 encoding of one page of a leaf column."""
     t = arr.type
-    if _is_binary_like(t):
+    if is_binary_like(t):
         return encode_binary(arr, bufs)
     if pa.types.is_dictionary(t):
         return encode_dictionary(arr, bufs)
@@ -203,7 +195,7 @@ def encode_leaf_chunks(chunks: list[pa.Array], bufs: PageBuffers) -> Any:
         return _nullable_chunks(
             chunks, lambda: _flat(width * 8, [fixed_bytes(c, width) for c in chunks], bufs), bufs
         )
-    if _is_binary_like(t):
+    if is_binary_like(t):
         return _binary_chunks(chunks, bufs)
     return encode_leaf(pa.concat_arrays(chunks), bufs)
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pyarrow as pa
 
 from lance_table.file.fields import PACKED_KEY, PACKED_LEGACY_KEY, meta
-from lance_table.schema import FieldNode
+from lance_table.schema import FieldNode, is_binary_like
 
 
 def is_packed_struct(node: FieldNode) -> bool:
@@ -24,15 +24,6 @@ def is_packed_struct(node: FieldNode) -> bool:
     if legacy is not None:
         return legacy == "true"
     return meta(node, PACKED_KEY) is not None
-
-
-def is_binary_like(t: pa.DataType) -> bool:
-    return (
-        pa.types.is_string(t)
-        or pa.types.is_large_string(t)
-        or pa.types.is_binary(t)
-        or pa.types.is_large_binary(t)
-    )
 
 
 def column_assignment(

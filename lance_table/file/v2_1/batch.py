@@ -78,11 +78,11 @@ def levels(
 
 
 def _flat_width(enc: Any) -> int:
-    """The byte width of plain flat values of 8, 16, 32 or 64 bits (0: another form)."""
+    """The byte width of plain flat values of whole bytes (0: another form)."""
     if enc.WhichOneof("compression") != "flat" or enc.flat.HasField("data"):
         return 0
     bits = int(enc.flat.bits_per_value)
-    return bits // 8 if bits in bitpacking.DTYPES else 0
+    return bits // 8 if bits > 0 and bits % 8 == 0 else 0
 
 
 def _rle_levels(
@@ -91,7 +91,7 @@ def _rle_levels(
     """Levels of many chunks in RLE block form: ``[u64 size of the run values][run values][run
     lengths]`` each; every chunk's runs are cut to its level count, as one chunk would be."""
     vw, lw = _flat_width(enc.values), _flat_width(enc.run_lengths)
-    if not vw or not lw or not at.size:
+    if vw not in (1, 2, 4, 8) or lw not in (1, 2, 4, 8) or not at.size:
         return None
     if bool(np.any(sizes < 8)):
         raise io.corrupt("RLE block without its length prefix")
@@ -102,8 +102,8 @@ def _rle_levels(
     value_bytes = head.astype(np.int64)
     n_runs = np.minimum(value_bytes // vw, (sizes - 8 - value_bytes) // lw)
     value_at, length_at = at + 8, at + 8 + value_bytes
-    run_values = _gather(u8, value_at, n_runs, vw).astype(np.uint16)
-    run_lengths = _gather(u8, length_at, n_runs, lw).astype(np.int64)
+    run_values = np.frombuffer(gather(data, value_at, n_runs * vw), f"<u{vw}").astype(np.uint16)
+    run_lengths = np.frombuffer(gather(data, length_at, n_runs * lw), f"<u{lw}").astype(np.int64)
     # each run clipped to what is left of its chunk's count
     chunk = np.repeat(np.arange(at.size), n_runs)
     ends = np.zeros(run_lengths.size + 1, np.int64)
@@ -115,13 +115,6 @@ def _rle_levels(
     if bool(np.any(covered < counts)):
         raise io.corrupt("RLE runs cover fewer values than the chunk holds")
     return np.repeat(run_values, clipped)
-
-
-def _gather(u8: np.ndarray, at: np.ndarray, n: np.ndarray, width: int) -> np.ndarray:
-    """``n[k]`` little-endian values of ``width`` bytes from byte ``at[k]`` of ``u8``, chunk after chunk."""
-    index = spans(at, n * width)
-    dtype = np.dtype(bitpacking.DTYPES[width * 8]).newbyteorder("<")
-    return u8[index].view(dtype)
 
 
 def values(
@@ -368,27 +361,20 @@ def pick_values(
     no such form, or (bitpacking) picking does not pay unless ``few`` values are picked: the
     caller then decodes the chunks and picks afterwards."""
     kind = enc.WhichOneof("compression")
-    if kind == "flat" and not enc.flat.HasField("data") and int(enc.flat.bits_per_value) % 8 == 0:
-        width = int(enc.flat.bits_per_value) // 8
-        chunk, offset = _locate(counts, pick)
-        if bool(np.any(counts * width > sizes)):
-            raise io.corrupt("a chunk's value buffer is shorter than its values")
-        return Fixed(rows_at(data, at[chunk] + offset * width, width), width * 8)
+    per, item = 1, enc  # a fixed-size list of plain values is rows of ``per`` values
     if kind == "fixed_size_list" and not enc.fixed_size_list.has_validity:
-        per = int(enc.fixed_size_list.items_per_value)
-        inner = enc.fixed_size_list.values
+        per, item = int(enc.fixed_size_list.items_per_value), enc.fixed_size_list.values
         if not 0 < per <= MAX_LIST_SIZE:
             raise io.corrupt(f"a fixed-size list of {per} items")
-        if inner.WhichOneof("compression") != "flat" or inner.flat.HasField("data"):
+    if kind in ("flat", "fixed_size_list"):
+        item_width = _flat_width(item)
+        if not item_width:
             return None
-        bits = int(inner.flat.bits_per_value)
-        if bits % 8:
-            return None
-        width = bits // 8 * per
+        width = item_width * per
         chunk, offset = _locate(counts, pick)
         if bool(np.any(counts * width > sizes)):
             raise io.corrupt("a chunk's value buffer is shorter than its values")
-        return Fixed(rows_at(data, at[chunk] + offset * width, width), bits)
+        return Fixed(rows_at(data, at[chunk] + offset * width, width), item_width * 8)
     if kind == "inline_bitpacking" and few:
         t = int(enc.inline_bitpacking.uncompressed_bits_per_value)
         found = _inline_blocks(t, data, at, counts, io)

@@ -34,10 +34,9 @@ from lance_table.file.v2_1.values_encode import (
     compress_values,
     compression_scheme,
     fixed_bits,
-    is_variable,
     per_value,
 )
-from lance_table.schema import FieldNode
+from lance_table.schema import FieldNode, is_binary_like
 
 # Values of this many bytes or more go full-zip (pylance's MINIBLOCK_MAX_BYTE_LENGTH_PER_VALUE).
 FULL_ZIP_BYTES = 256
@@ -66,7 +65,7 @@ def check_leaf(node: FieldNode) -> None:
         return
     if pa.types.is_dictionary(t):
         bits = fixed_bits(t.value_type)
-        if is_variable(t.value_type) or (
+        if is_binary_like(t.value_type) or (
             bits is not None and not bits % 8 and not pa.types.is_fixed_size_list(t.value_type)
         ):
             return
@@ -79,7 +78,7 @@ def check_leaf(node: FieldNode) -> None:
             if bits is None or bits % 8 or pa.types.is_fixed_size_list(child.type):
                 raise UnsupportedFormatError(f"{what}: packed struct fields must be fixed-width bytes")
         return
-    if is_variable(t):
+    if is_binary_like(t):
         return
     bits = fixed_bits(t)
     if bits is None or (bits % 8 and bits != 1 and not pa.types.is_fixed_size_list(t)):

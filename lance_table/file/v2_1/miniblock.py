@@ -319,8 +319,7 @@ def _pick(values: Var, items: np.ndarray, io: PageIO) -> Var:
     lengths = offsets[items + 1] - starts
     if bool(np.any(lengths < 0)) or (offsets.size and int(offsets[-1]) > len(values.data)):
         raise io.corrupt("variable-width offsets are out of order or past their bytes")
-    picked = np.frombuffer(values.data, np.uint8)[batch.spans(starts, lengths)]
-    return Var(batch.as_bytes(picked), offsets_of(lengths), values.symbols)
+    return Var(batch.gather(values.data, starts, lengths), offsets_of(lengths), values.symbols)
 
 
 def _pick_fixed(values: Values, items: np.ndarray, io: PageIO) -> Fixed:

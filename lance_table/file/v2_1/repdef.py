@@ -120,7 +120,7 @@ def unravel(
         if kind not in LISTS:
             # rep_of never decreases, so the levels visible here are those up to a bound
             bound = int(np.flatnonzero(rep_of <= peeled)[-1])
-            visible = None if d is None else _select(d, d <= bound)
+            visible = None if d is None else np.compress(d <= bound, d)  # not d[mask]: slower
             length = n if visible is None else visible.size
             validity = None
             if kind == NULLABLE_ITEM:
@@ -181,11 +181,6 @@ def _peel_list(
     up_r = r[start_at]
     up_r -= 1
     return layer, up_r, (d[start_at] if d is not None else None), int(start_at.size)
-
-
-def _select(a: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """``a[mask]`` (numpy's boolean indexing is several times slower than ``compress``)."""
-    return np.compress(mask, a)
 
 
 def _hidden_before(hidden: np.ndarray, where: np.ndarray, n: int) -> np.ndarray:

@@ -18,6 +18,7 @@ import pyarrow as pa
 from lance_table._proto import encodings_v2_1_pb2 as pb
 from lance_table.errors import UnsupportedFormatError
 from lance_table.file.compression import bitpacking
+from lance_table.file.v2_1.batch import spans
 
 PAD_BYTE = 0x48
 
@@ -39,15 +40,6 @@ def fixed_bits(t: pa.DataType) -> int | None:
         return int(t.bit_width)
     except ValueError:
         return None
-
-
-def is_variable(t: pa.DataType) -> bool:
-    return (
-        pa.types.is_binary(t)
-        or pa.types.is_string(t)
-        or pa.types.is_large_binary(t)
-        or pa.types.is_large_string(t)
-    )
 
 
 def validity_of(arr: pa.Array) -> np.ndarray | None:
@@ -222,7 +214,7 @@ class BitpackedValues(MiniBlockValues):
         n = bounds.shape[0]
         rows = np.zeros(n * bitpacking.BLOCK, self.words.dtype)
         into = np.arange(n, dtype=np.int64) * bitpacking.BLOCK
-        rows[_runs(into, lengths)] = self.words[_runs(bounds[:, 0], lengths)]
+        rows[spans(into, lengths)] = self.words[spans(bounds[:, 0], lengths)]
         words, starts = bitpacking.pack_inline_blocks(rows.reshape(n, bitpacking.BLOCK))
         raw = words.tobytes()
         width = words.dtype.itemsize
@@ -235,13 +227,6 @@ class BitpackedValues(MiniBlockValues):
         if got is not None:
             return [got]
         return [bitpacking.pack_inline(self.words[start:stop]).tobytes()]
-
-
-def _runs(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Positions ``starts[k] .. starts[k] + lengths[k]``, run after run."""
-    before = np.zeros(lengths.size, np.int64)
-    np.cumsum(lengths[:-1], out=before[1:])
-    return np.arange(int(lengths.sum()), dtype=np.int64) + np.repeat(starts - before, lengths)
 
 
 # Bitpacking must save at least 1/PACK_MIN_SAVING of the bits to earn its decoding cost (random

@@ -43,11 +43,11 @@ from lance_table.file.v2_1.value_kinds import (
     flat,
     fsl_encoding,
     fsl_levels,
-    is_variable,
     leaf_encoding,
     leaf_of,
     variable_parts,
 )
+from lance_table.schema import is_binary_like
 
 # pylance skips FSST for values of this many bytes or fewer on average
 FSST_MIN_AVG = 5
@@ -268,7 +268,7 @@ def arrow_dictionary_values(values: pa.Array, what: str, lz4: bool) -> MiniBlock
         UnsupportedFormatError: the dictionary's values have no block form in this writer.
     """
     items = values.dictionary
-    if is_variable(items.type):
+    if is_binary_like(items.type):
         enc, block = _dictionary_block(items, lz4)
     else:
         enc, block = _fixed_block(items, what, lz4)
@@ -367,7 +367,7 @@ def compress_values(
 def _base_values(values: pa.Array, what: str, scheme: str | None, v2_2: bool) -> MiniBlockValues:
     t = values.type
     plain = scheme == "none"
-    if is_variable(t):
+    if is_binary_like(t):
         if scheme is not None:
             return _variable(values, fsst=False)
         # the dictionary first: when it beats what a sample says FSST would make of the page,
@@ -416,7 +416,7 @@ def per_value(values: pa.Array, what: str, scheme: str | None = None) -> PerValu
     ``scheme`` (the field's ``lance-encoding:compression``) is unset, as pylance does.
     """
     t = values.type
-    if is_variable(t):
+    if is_binary_like(t):
         mb = _variable(values, fsst=scheme is None)
         if isinstance(mb, VariableValues) and mb.encoding.HasField("fsst"):
             return PerValue(mb.encoding, mb.data, lengths=np.diff(mb.offsets), offset_bits=32)
