@@ -175,6 +175,10 @@ def _general(
     if pick is not None and (not width or bool(np.any(np.diff(pick) < 0))):
         return None
     raws = _decompress_all(data, at, sizes, scheme, io)
+    if pick is None and width:
+        return _variable_chunks(raws, counts, width, io)
+    if pick is not None and pick.size <= _APART_PICKS * len(raws):
+        return _pick_apart(raws, counts, pick, width, io)
     # each chunk padded to 8 bytes, so that the batch decoders see aligned buffers
     raw_sizes = np.array([len(r) for r in raws], np.int64)
     padded = -(-raw_sizes // 8) * 8
@@ -251,22 +255,65 @@ def _variable(
     width = _offset_width(enc)
     if not width or bool(np.any(at % width)):
         return None
-    dtype = _UINT_OF[width]
     n1 = counts + 1
     if bool(np.any(n1 * width > sizes)):
         raise io.corrupt("a chunk's variable offsets run past its buffer")
-    words = np.frombuffer(data, dtype, len(data) // width)
-    offs = words[spans(at // width, n1)].astype(np.int64)
-    first = _exclusive_cumsum(n1)
+    words = np.frombuffer(data, _UINT_OF[width], len(data) // width)
+    lo, hi, lengths = _value_spans(words[spans(at // width, n1)], counts, sizes, io)
+    return Var(join(data, at + lo, hi - lo), offsets_of(lengths))
+
+
+def _variable_chunks(raws: list[memoryview], counts: np.ndarray, width: int, io: PageIO) -> Var:
+    """Like :func:`_variable` for chunks held apart (each decompressed on its own): only their
+    offsets are joined; the value bytes go straight from each chunk into the result."""
+    sizes = np.array([len(r) for r in raws], np.int64)
+    n1 = counts + 1
+    if bool(np.any(n1 * width > sizes)):
+        raise io.corrupt("a chunk's variable offsets run past its buffer")
+    heads = b"".join([r[:n] for r, n in zip(raws, (n1 * width).tolist())])
+    lo, hi, lengths = _value_spans(np.frombuffer(heads, _UINT_OF[width]), counts, sizes, io)
+    data = b"".join([r[a:b] for r, a, b in zip(raws, lo.tolist(), hi.tolist())])
+    return Var(data, offsets_of(lengths))
+
+
+# picks per decompressed chunk up to which values are sliced chunk by chunk instead of joining the chunks
+_APART_PICKS = 4
+
+
+def _pick_apart(raws: list[memoryview], counts: np.ndarray, pick: np.ndarray, width: int, io: PageIO) -> Var:
+    """Like :func:`_pick_variable` for chunks held apart, when they hold few picked values: only
+    the chunks' offsets are joined, and each value is sliced from its own chunk."""
+    sizes = np.array([len(r) for r in raws], np.int64)
+    n1 = counts + 1
+    if bool(np.any(n1 * width > sizes)):
+        raise io.corrupt("a chunk's variable offsets run past its buffer")
+    heads = b"".join([r[:n] for r, n in zip(raws, (n1 * width).tolist())])
+    words = np.frombuffer(heads, _UINT_OF[width])
+    chunk, offset = _locate(counts, pick)
+    first = _exclusive_cumsum(n1)[chunk] + offset
+    lo, hi = words[first].astype(np.int64), words[first + 1].astype(np.int64)
+    if bool(np.any(lo < n1[chunk] * width)) or bool(np.any(hi > sizes[chunk])) or bool(np.any(hi < lo)):
+        raise io.corrupt("variable offsets are out of order or past the buffer")
+    data = b"".join([raws[c][a:b] for c, a, b in zip(chunk.tolist(), lo.tolist(), hi.tolist())])
+    return Var(data, offsets_of(hi - lo))
+
+
+def _value_spans(
+    offsets: np.ndarray, counts: np.ndarray, sizes: np.ndarray, io: PageIO
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """From the ``counts + 1`` offsets of each chunk back to back: where each chunk's value bytes
+    start and end, and the length of every value; checked against the chunk ``sizes``."""
+    offs = offsets.astype(np.int64)
+    first = _exclusive_cumsum(counts + 1)
     last = first + counts
     lo, hi = offs[first], offs[last]
     steps = np.diff(offs)
     inside = np.ones(steps.size, bool)
     inside[last[:-1]] = False
-    lengths = steps[inside]
+    lengths = np.compress(inside, steps)
     if bool(np.any(lo > hi)) or bool(np.any(hi > sizes)) or bool(np.any(lengths < 0)):
         raise io.corrupt("variable offsets are out of order or past the buffer")
-    return Var(join(data, at + lo, hi - lo), offsets_of(lengths))
+    return lo, hi, lengths
 
 
 @dataclass
