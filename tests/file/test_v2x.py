@@ -13,7 +13,7 @@ from typecases import type_cases
 from lance_table.errors import CorruptFileError, UnsupportedFormatError
 from lance_table.file import LanceFileReader
 from lance_table.file.v2_1 import decode as decode21
-from lance_table.file.v2_1 import miniblock as miniblock21
+from lance_table.file.v2_1 import miniblock_nested
 
 lance_file = pytest.importorskip("lance.file")
 pytestmark = pytest.mark.interop
@@ -185,13 +185,13 @@ def test_take_of_lists_decodes_only_the_chunks_holding_the_rows(tmp_path, versio
     path = tmp_path / "f.lance"
     _write(path, table, version)
     decoded = []
-    real = miniblock21.decode_chunks
+    real = miniblock_nested.read_chunks
 
     def spy(layout, io, chunks, chosen, large):
         decoded.append((chosen.size, chunks.counts.size))
         return real(layout, io, chunks, chosen, large)
 
-    monkeypatch.setattr(miniblock21, "decode_chunks", spy)
+    monkeypatch.setattr(miniblock_nested, "read_chunks", spy)
     reader = LanceFileReader(path)
     for _ in range(30):
         decoded.clear()

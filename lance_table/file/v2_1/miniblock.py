@@ -18,7 +18,7 @@ from lance_table.file.arrow import with_validity
 from lance_table.file.compression import bitpacking
 from lance_table.file.pageio import PageIO
 from lance_table.file.runs import Runs
-from lance_table.file.v2_1 import batch, repdef
+from lance_table.file.v2_1 import batch
 from lance_table.file.v2_1.compress import decode_block, decode_levels, decode_values
 from lance_table.file.v2_1.values import Fixed, Values, Var, concat_values, offsets_of, to_arrow
 
@@ -111,21 +111,22 @@ def _chosen_data(io: PageIO, table: Chunks, chosen: np.ndarray) -> tuple[memoryv
     return memoryview(b"".join(parts)), at[:-1], at[1:]
 
 
-def decode_chunks(
-    layout: Any,
-    io: PageIO,
-    table: Chunks,
-    chosen: np.ndarray,
-    large: bool,
-    pick: np.ndarray | None = None,
-    few: bool = True,
-) -> _Decoded:
-    """Decode the chunks ``chosen`` (sorted chunk numbers) of a mini-block page.
+@dataclass
+class ChunksRead:
+    """Chunks of a mini-block page read and their levels decoded; their values not yet."""
 
-    With ``pick`` (sorted positions among the chosen chunks' values, each below their total) the
-    values may come back as just those values, decoded alone (``picked`` says whether they did);
-    ``few`` says the picked values are a small share, so that picking pays even where it costs
-    more per value than decoding whole chunks. The levels are always the chunks' own."""
+    data: memoryview
+    buf_at: list[np.ndarray]  # per value buffer: where it starts in each chunk
+    sizes: list[np.ndarray]  # per value buffer: its size in each chunk
+    counts: np.ndarray  # values per chunk
+    rep: np.ndarray | None
+    defs: np.ndarray | None
+    level_counts: np.ndarray  # levels per chunk
+
+
+def read_chunks(layout: Any, io: PageIO, table: Chunks, chosen: np.ndarray, large: bool) -> ChunksRead:
+    """Read the chunks ``chosen`` (sorted chunk numbers) of a mini-block page and decode their
+    levels; :func:`chunk_values` then decodes their values."""
     data, starts, ends = _chosen_data(io, table, chosen)
     u8 = np.frombuffer(data, np.uint8)
     has_rep = layout.HasField("rep_compression")
@@ -163,35 +164,53 @@ def decode_chunks(
     last_end = buf_at[-1] + sizes[-1] if sizes else cursor
     if chosen.size and bool(np.any(last_end > ends)):
         raise io.corrupt("a mini-block chunk's buffers run past the chunk")
-    counts = table.counts[chosen]
     rep = defs = None
     if rep_size is not None:
         rep = _chunk_levels(layout.rep_compression, data, rep_at, rep_size, num_levels, io)
     if def_size is not None:
         defs = _chunk_levels(layout.def_compression, data, def_at, def_size, num_levels, io)
-    values = None
-    picked = False
-    if n_buffers == 1 and chosen.size and pick is not None:
-        values = batch.pick_values(layout.value_compression, data, buf_at[0], sizes[0], counts, pick, io, few)
-        picked = values is not None
-    if values is None and n_buffers == 1 and chosen.size:
-        values = batch.values(layout.value_compression, data, buf_at[0], sizes[0], counts, io)
-    if values is None:
-        pieces = []
-        for k in range(chosen.size):
-            buffers: list[bytes | memoryview] = [
-                data[int(b[k]) : int(b[k]) + int(size[k])] for b, size in zip(buf_at, sizes)
-            ]
-            pieces.append(decode_values(layout.value_compression, buffers, int(counts[k]), io))
-        values = concat_values(pieces, io) if pieces else Fixed(b"", 8)
-    return _Decoded(
-        rep,
-        defs,
-        values,
-        int(counts.sum()),
-        num_levels,
-        picked,
-    )
+    return ChunksRead(data, buf_at, sizes, table.counts[chosen], rep, defs, num_levels)
+
+
+def chunk_values(
+    layout: Any, read: ChunksRead, io: PageIO, pick: np.ndarray | None = None, few: bool = True
+) -> tuple[Values, bool]:
+    """The values of chunks read by :func:`read_chunks`, and whether they are only the ``pick``
+    ones (sorted positions among the chunks' values, each below their total): picked values are
+    decoded alone where the encoding allows it; ``few`` says they are a small share, so that
+    picking pays even where it costs more per value than decoding whole chunks."""
+    data, buf_at, sizes, counts = read.data, read.buf_at, read.sizes, read.counts
+    if len(buf_at) == 1 and counts.size and pick is not None:
+        got = batch.pick_values(layout.value_compression, data, buf_at[0], sizes[0], counts, pick, io, few)
+        if got is not None:
+            return got, True
+    if len(buf_at) == 1 and counts.size:
+        got = batch.values(layout.value_compression, data, buf_at[0], sizes[0], counts, io)
+        if got is not None:
+            return got, False
+    pieces = []
+    for k in range(counts.size):
+        buffers: list[bytes | memoryview] = [
+            data[int(b[k]) : int(b[k]) + int(size[k])] for b, size in zip(buf_at, sizes)
+        ]
+        pieces.append(decode_values(layout.value_compression, buffers, int(counts[k]), io))
+    return (concat_values(pieces, io) if pieces else Fixed(b"", 8)), False
+
+
+def decode_chunks(
+    layout: Any,
+    io: PageIO,
+    table: Chunks,
+    chosen: np.ndarray,
+    large: bool,
+    pick: np.ndarray | None = None,
+    few: bool = True,
+) -> _Decoded:
+    """Decode the chunks ``chosen`` (sorted chunk numbers) of a mini-block page: their levels,
+    and their values (see :func:`chunk_values` for ``pick`` and ``few``)."""
+    read = read_chunks(layout, io, table, chosen, large)
+    values, picked = chunk_values(layout, read, io, pick, few)
+    return _Decoded(read.rep, read.defs, values, int(read.counts.sum()), read.level_counts, picked)
 
 
 def _chunk_levels(
@@ -208,7 +227,7 @@ def _chunk_levels(
     return np.concatenate(pieces) if pieces else np.zeros(0, np.uint16)
 
 
-def _dictionary(layout: Any, io: PageIO) -> Values | None:
+def dictionary_of(layout: Any, io: PageIO) -> Values | None:
     if not layout.HasField("dictionary"):
         return None
     if len(io.page.buffer_offsets) < 3:
@@ -260,7 +279,7 @@ def mini_block(
     if n_items != io.page.length:
         raise io.corrupt(f"mini-block page of {io.page.length} rows holds {n_items} values")
     table = chunk_table(layout, io.whole(0), io.locate(1)[1], large_chunks, io)
-    dictionary = _dictionary(layout, io)
+    dictionary = dictionary_of(layout, io)
     local = None
     if runs is None or runs.is_span(0, n_items):
         chosen = np.arange(table.counts.size)
@@ -268,15 +287,32 @@ def mini_block(
         positions = runs.positions()
         if positions.size and int(positions[-1]) >= n_items:
             raise io.corrupt(f"row {int(positions[-1])} is past the page's {n_items} values")
-        chosen, local = _rows_in_chunks(table, positions)
+        chosen, local = rows_in_chunks(table, positions)
     # selected rows: decode just those values where the encoding allows it
     few = local is not None and local.size * PICK_SHARE < int(table.counts[chosen].sum())
     got = decode_chunks(layout, io, table, chosen, large_chunks, local, few)
     valid = (got.defs == 0) if got.defs is not None else None
     if valid is not None and valid.size != got.count:
         raise io.corrupt(f"{valid.size} definition levels for {got.count} values")
-    values, count = got.values, got.count
-    if local is not None and got.picked:
+    arr, valid = values_at(got.values, got.count, got.picked, local, layout, dictionary, dtype, valid, io)
+    return with_validity(arr, valid) if valid is not None and not valid.all() else arr
+
+
+def values_at(
+    values: Values,
+    count: int,
+    picked: bool,
+    local: np.ndarray | None,
+    layout: Any,
+    dictionary: Values | None,
+    dtype: pa.DataType,
+    valid: np.ndarray | None,
+    io: PageIO,
+) -> tuple[pa.Array, np.ndarray | None]:
+    """Decoded chunk values as Arrow (without nulls): all ``count`` of them, or those at
+    ``local`` (sorted positions among them; ``picked`` says the values are already just those);
+    with the validity ``valid`` of all the values cut the same way."""
+    if local is not None and picked:
         count = local.size
         valid = valid[local] if valid is not None else None
         local = None
@@ -293,12 +329,13 @@ def mini_block(
             valid = valid[local] if valid is not None else None
             local = None
     arr = _values_array(values, count, dtype, dictionary, int(layout.num_dictionary_items), valid, io)
-    if valid is not None and not valid.all():
-        arr = with_validity(arr, valid)
-    return arr if local is None else arr.take(pa.array(local))
+    if local is not None:
+        arr = arr.take(pa.array(local))
+        valid = valid[local] if valid is not None else None
+    return arr, valid
 
 
-def _rows_in_chunks(table: Chunks, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def rows_in_chunks(table: Chunks, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The chunks holding the sorted item ``positions`` (below the page's count), and where each
     position lands among the values of just those chunks, decoded back to back."""
     per_chunk = np.diff(np.searchsorted(positions, table.item_starts))
@@ -330,106 +367,3 @@ def _pick_fixed(values: Values, items: np.ndarray, io: PageIO) -> Fixed:
     if items.size and int(items.max()) >= words.size:
         raise io.corrupt(f"index {int(items.max())} of {words.size} dictionary indices is missing")
     return Fixed(batch.as_bytes(words[items]), values.bits)
-
-
-def _row_chunks(layout: Any, io: PageIO, n_chunks: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """From the repetition index: per chunk, the first row starting in it, how many rows start in
-    it (a row cut off at its end counts) and whether it begins with the end of an earlier row."""
-    depth = int(layout.repetition_index_depth)
-    raw = io.whole(len(io.page.buffer_offsets) - 1)
-    stride = depth + 1
-    if len(raw) < n_chunks * stride * 8:
-        raise io.corrupt(f"repetition index of {len(raw)} bytes for {n_chunks} chunks")
-    index = np.frombuffer(raw, np.uint64, n_chunks * stride).reshape(n_chunks, stride).astype(np.int64)
-    ends, partial = index[:, 0], index[:, 1]
-    trailer = partial > 0
-    preamble = np.zeros(n_chunks, bool)
-    preamble[1:] = trailer[:-1]
-    starts = ends + trailer - preamble
-    first = np.zeros(n_chunks, np.int64)
-    np.cumsum(starts[:-1], out=first[1:])
-    return first, starts, preamble
-
-
-def _chunks_for_rows(
-    positions: np.ndarray, first: np.ndarray, starts: np.ndarray, preamble: np.ndarray
-) -> np.ndarray:
-    """The chunks holding rows ``positions``: where each starts, and the chunks it runs on into."""
-    holders = np.flatnonzero(starts > 0)
-    chunk_of = holders[np.searchsorted(first[holders], positions, side="right") - 1]
-    chosen = np.zeros(first.size, bool)
-    chosen[chunk_of] = True
-    last_row = first + starts - 1
-    spills = chunk_of[(positions == last_row[chunk_of]) & (chunk_of + 1 < first.size)]
-    # a row cut off at a chunk's end goes on through the following chunks that start no row
-    nxt = spills + 1
-    while nxt.size:
-        nxt = nxt[preamble[nxt]]
-        chosen[nxt] = True
-        nxt = nxt[(starts[nxt] == 0) & (nxt + 1 < first.size)] + 1
-    return np.flatnonzero(chosen)
-
-
-def mini_block_levels(
-    layout: Any, io: PageIO, dtype: pa.DataType, large: bool, runs: Runs
-) -> tuple[np.ndarray | None, np.ndarray | None, pa.Array, np.ndarray | None]:
-    """Levels and values of a mini-block page, and where the rows ``runs`` are among them.
-
-    Without a repetition index (or for the whole page) every chunk is decoded and the positions
-    are None (take ``runs`` from the page's rows). Otherwise only the chunks holding the rows are
-    decoded; a run of chunks that begins inside a row loses that row's end (its *preamble*).
-    """
-    if len(io.page.buffer_offsets) < 2:
-        raise io.corrupt("mini-block page without metadata and data buffers")
-    table = chunk_table(layout, io.whole(0), io.locate(1)[1], large, io)
-    n_chunks = table.counts.size
-    limit = repdef.visible_limit(layout.layers)
-    positions = None
-    chosen = np.arange(n_chunks)
-    whole = runs.is_span(0, int(io.page.length))
-    flat_rows = not layout.HasField("rep_compression")
-    if not whole and flat_rows:
-        # no lists: every level is a row with a value slot, so chunks are found by their counts
-        wanted = runs.positions()
-        if wanted.size and int(wanted.max()) >= int(table.item_starts[-1]):
-            last = int(table.item_starts[-1])
-            raise io.corrupt(f"row {int(wanted.max())} is past the page's {last} values")
-        chosen, positions = _rows_in_chunks(table, wanted)
-    elif not whole and layout.repetition_index_depth and layout.HasField("rep_compression"):
-        first, starts, preamble = _row_chunks(layout, io, n_chunks)
-        wanted = runs.positions()
-        chosen = _chunks_for_rows(wanted, first, starts, preamble)
-    got = decode_chunks(layout, io, table, chosen, large)
-    rep, defs = got.rep, got.defs
-    item_keep = None
-    if chosen.size != n_chunks and rep is not None:
-        max_rep = repdef.max_rep(layout.layers)
-        level_starts = np.zeros(chosen.size + 1, np.int64)
-        np.cumsum(got.level_counts, out=level_starts[1:])
-        keep = np.ones(rep.size, bool)
-        group_start = np.ones(chosen.size, bool)
-        group_start[1:] = np.diff(chosen) != 1
-        for k in np.flatnonzero(group_start & preamble[chosen]).tolist():
-            lo, hi = int(level_starts[k]), int(level_starts[k + 1])
-            new_rows = np.flatnonzero(rep[lo:hi] == max_rep)
-            keep[lo : lo + (int(new_rows[0]) if new_rows.size else hi - lo)] = False
-        visible = defs <= limit if defs is not None else np.ones(rep.size, bool)
-        item_keep = keep[visible]
-        rep = rep[keep]
-        defs = defs[keep] if defs is not None else None
-        # rows of the decoded chunks, in order
-        row_base = np.zeros(chosen.size, np.int64)
-        firsts = first[chosen]
-        counts = starts[chosen]
-        row_base[1:] = np.cumsum(counts)[:-1]
-        group_of = np.searchsorted(firsts, wanted, side="right") - 1
-        positions = row_base[group_of] + (wanted - firsts[group_of])
-    valid = None
-    if got.defs is not None:
-        valid = got.defs[got.defs <= limit] == 0
-    values = _values_array(
-        got.values, got.count, dtype, _dictionary(layout, io), int(layout.num_dictionary_items), valid, io
-    )
-    if item_keep is not None and not item_keep.all():
-        values = values.filter(pa.array(item_keep))
-    return rep, defs, values, positions

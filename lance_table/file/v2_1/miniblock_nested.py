@@ -1,0 +1,171 @@
+"""Mini-block pages under nesting: the rep/def levels and values of the rows a read selects.
+
+A page of a list column (or of a struct's leaf) holds levels for every row. A read of some rows
+decodes the levels of just the chunks that hold them (the repetition index says which), cuts the
+levels of the selected rows out of them, and decodes only the values those levels point at where
+the value encoding allows it. Then unravelling and assembling levels work on the selected rows
+alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from lance_table.file.pageio import PageIO
+from lance_table.file.runs import Runs
+from lance_table.file.v2_1 import batch, repdef
+from lance_table.file.v2_1.miniblock import (
+    PICK_SHARE,
+    Chunks,
+    chunk_table,
+    chunk_values,
+    dictionary_of,
+    read_chunks,
+    rows_in_chunks,
+    values_at,
+)
+
+
+def _row_chunks(layout: Any, io: PageIO, n_chunks: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """From the repetition index: per chunk, the first row starting in it, how many rows start in
+    it (a row cut off at its end counts) and whether it begins with the end of an earlier row."""
+    depth = int(layout.repetition_index_depth)
+    raw = io.whole(len(io.page.buffer_offsets) - 1)
+    stride = depth + 1
+    if len(raw) < n_chunks * stride * 8:
+        raise io.corrupt(f"repetition index of {len(raw)} bytes for {n_chunks} chunks")
+    index = np.frombuffer(raw, np.uint64, n_chunks * stride).reshape(n_chunks, stride).astype(np.int64)
+    ends, partial = index[:, 0], index[:, 1]
+    trailer = partial > 0
+    preamble = np.zeros(n_chunks, bool)
+    preamble[1:] = trailer[:-1]
+    starts = ends + trailer - preamble
+    first = np.zeros(n_chunks, np.int64)
+    np.cumsum(starts[:-1], out=first[1:])
+    return first, starts, preamble
+
+
+def _chunks_for_rows(
+    positions: np.ndarray, first: np.ndarray, starts: np.ndarray, preamble: np.ndarray
+) -> np.ndarray:
+    """The chunks holding rows ``positions``: where each starts, and the chunks it runs on into."""
+    holders = np.flatnonzero(starts > 0)
+    chunk_of = holders[np.searchsorted(first[holders], positions, side="right") - 1]
+    chosen = np.zeros(first.size, bool)
+    chosen[chunk_of] = True
+    last_row = first + starts - 1
+    spills = chunk_of[(positions == last_row[chunk_of]) & (chunk_of + 1 < first.size)]
+    # a row cut off at a chunk's end goes on through the following chunks that start no row
+    nxt = spills + 1
+    while nxt.size:
+        nxt = nxt[preamble[nxt]]
+        chosen[nxt] = True
+        nxt = nxt[(starts[nxt] == 0) & (nxt + 1 < first.size)] + 1
+    return np.flatnonzero(chosen)
+
+
+def mini_block_levels(
+    layout: Any, io: PageIO, dtype: pa.DataType, large: bool, runs: Runs
+) -> tuple[np.ndarray | None, np.ndarray | None, pa.Array, np.ndarray | None]:
+    """Levels and values of a mini-block page: of every row (positions None), or of the rows
+    ``runs`` only, in order (positions: those rows among the levels' rows, ``arange``)."""
+    if len(io.page.buffer_offsets) < 2:
+        raise io.corrupt("mini-block page without metadata and data buffers")
+    table = chunk_table(layout, io.whole(0), io.locate(1)[1], large, io)
+    if not runs.is_span(0, int(io.page.length)):
+        return _selected_rows(layout, io, dtype, large, table, runs.positions())
+    read = read_chunks(layout, io, table, np.arange(table.counts.size), large)
+    values, _ = chunk_values(layout, read, io)
+    valid = _visible_valid(read.defs, repdef.visible_limit(layout.layers))
+    dictionary = dictionary_of(layout, io)
+    arr, _ = values_at(values, int(read.counts.sum()), False, None, layout, dictionary, dtype, valid, io)
+    return read.rep, read.defs, arr, None
+
+
+def _visible_valid(defs: np.ndarray | None, limit: int) -> np.ndarray | None:
+    """Per value slot (a level at or below ``limit``): whether it holds a value."""
+    return None if defs is None else defs[defs <= limit] == 0
+
+
+def _selected_rows(
+    layout: Any, io: PageIO, dtype: pa.DataType, large: bool, table: Chunks, wanted: np.ndarray
+) -> tuple[np.ndarray | None, np.ndarray | None, pa.Array, np.ndarray]:
+    """The levels and values of the rows ``wanted`` (sorted, distinct positions in the page)."""
+    n_chunks = table.counts.size
+    has_rep = layout.HasField("rep_compression")
+    first = starts = preamble = None
+    if not has_rep:
+        # no lists: every level is a row with a value slot, so chunks are found by their counts
+        if wanted.size and int(wanted.max()) >= int(table.item_starts[-1]):
+            last = int(table.item_starts[-1])
+            raise io.corrupt(f"row {int(wanted.max())} is past the page's {last} values")
+        chosen, rows = rows_in_chunks(table, wanted)
+    elif layout.repetition_index_depth:
+        first, starts, preamble = _row_chunks(layout, io, n_chunks)
+        chosen = _chunks_for_rows(wanted, first, starts, preamble)
+        rows = None
+    else:
+        chosen, rows = np.arange(n_chunks), wanted
+    read = read_chunks(layout, io, table, chosen, large)
+    rep, defs = read.rep, read.defs
+    count = int(read.counts.sum())
+    # chunks without levels hold one value per row
+    n_levels = count if rep is None and defs is None else int(read.level_counts.sum())
+    if rep is None:
+        assert rows is not None
+        lo, hi = rows, rows + 1
+    else:
+        if rows is None:
+            assert first is not None and starts is not None
+            rows = _rows_among_chunks(wanted, chosen, first, starts)
+        lo, hi = _row_levels(rep, repdef.max_rep(layout.layers), read.level_counts, chosen, rows, io)
+    levels = batch.spans(lo, hi - lo)
+    limit = repdef.visible_limit(layout.layers)
+    visible = defs <= limit if defs is not None else np.ones(n_levels, bool)
+    # the value slots are the visible levels, in order
+    slots = np.flatnonzero(visible)
+    if slots.size != count:
+        raise io.corrupt(f"{slots.size} value slots in the levels of chunks holding {count} values")
+    local = np.searchsorted(slots, levels[visible[levels]])
+    few = local.size * PICK_SHARE < count
+    values, picked = chunk_values(layout, read, io, local, few)
+    valid = _visible_valid(defs, limit)
+    arr, _ = values_at(values, count, picked, local, layout, dictionary_of(layout, io), dtype, valid, io)
+    rep_out = rep[levels] if rep is not None else None
+    defs_out = defs[levels] if defs is not None else None
+    return rep_out, defs_out, arr, np.arange(wanted.size)
+
+
+def _row_levels(
+    rep: np.ndarray, max_rep: int, level_counts: np.ndarray, chosen: np.ndarray, rows: np.ndarray, io: PageIO
+) -> tuple[np.ndarray, np.ndarray]:
+    """Where the ``rows`` (sorted positions among the rows starting in the decoded chunks) begin
+    and end among the chunks' levels. A row ends where the next begins, or where its run of
+    consecutive chunks ends (the levels after that begin with the end of a row that started in a
+    chunk not read)."""
+    starts = np.flatnonzero(rep == max_rep)
+    if rows.size and int(rows[-1]) >= starts.size:
+        raise io.corrupt(f"row {int(rows[-1])} of the read chunks is past the {starts.size} rows they hold")
+    lo = starts[rows]
+    nxt = np.append(starts, rep.size)[rows + 1]
+    level_starts = np.zeros(chosen.size + 1, np.int64)
+    np.cumsum(level_counts, out=level_starts[1:])
+    # the end of the run of consecutive chunks each row's first chunk belongs to
+    run_last = np.flatnonzero(np.append(np.diff(chosen) != 1, True))
+    chunk = np.searchsorted(level_starts, lo, side="right") - 1
+    end = level_starts[run_last + 1][np.searchsorted(run_last, chunk)]
+    return lo, np.minimum(nxt, end)
+
+
+def _rows_among_chunks(
+    wanted: np.ndarray, chosen: np.ndarray, first: np.ndarray, starts: np.ndarray
+) -> np.ndarray:
+    """Where the page rows ``wanted`` are among the rows that start in the chunks ``chosen``."""
+    firsts = first[chosen]
+    row_base = np.zeros(chosen.size, np.int64)
+    np.cumsum(starts[chosen][:-1], out=row_base[1:])
+    chunk = np.searchsorted(firsts, wanted, side="right") - 1
+    return row_base[chunk] + (wanted - firsts[chunk])
