@@ -490,23 +490,24 @@ def _out_of_line(
     else:
         packed = words[:0]
     unpacked = bitpacking.unpack(packed, t, w, n_blocks)
-    from_blocks = counts - raw_tail * tail
     if not bool(raw_tail.any()) and not bool(np.any(tail[:-1])):
         # whole blocks in every chunk but the last: the values are the unpacked blocks, in order
         return Fixed(as_bytes(unpacked[: int(counts.sum())]), t)
-    if not bool(raw_tail.any()):
-        # every chunk's last block is padded to 1024 values: drop the padding
-        keep = np.ones((n_blocks, bitpacking.BLOCK), bool)
-        has = blocks > 0
-        last = (_exclusive_cumsum(blocks) + blocks - 1)[has]
-        ends = np.where(tail > 0, tail, bitpacking.BLOCK)[has]
-        keep[last] = np.arange(bitpacking.BLOCK)[None, :] < ends[:, None]
-        return Fixed(as_bytes(np.compress(keep.reshape(-1), unpacked)), t)
-    out_start = _exclusive_cumsum(counts)
-    out = np.empty(int(counts.sum()), dtype)
-    out[spans(out_start, from_blocks)] = unpacked[
-        spans(_exclusive_cumsum(blocks) * bitpacking.BLOCK, from_blocks)
-    ]
-    raw_len = raw_tail * tail
-    out[spans(out_start + from_blocks, raw_len)] = words[spans(first + full * per_block, raw_len)]
-    return Fixed(as_bytes(out), t)
+    # Lay every chunk out as rows of 1024 values: its whole blocks, then its tail (a padded
+    # block, or raw values copied into a row of their own); then drop each last row's padding.
+    rows = full + (tail > 0)
+    unpacked = unpacked.reshape(-1, bitpacking.BLOCK)
+    if bool(raw_tail.any()):
+        row_first = _exclusive_cumsum(rows)
+        laid = np.empty((int(rows.sum()), bitpacking.BLOCK), dtype)
+        laid[_block_starts(row_first, blocks, 1)] = unpacked
+        raw_len = raw_tail * tail
+        laid.reshape(-1)[spans((row_first + full) * bitpacking.BLOCK, raw_len)] = words[
+            spans(first + full * per_block, raw_len)
+        ]
+        unpacked = laid
+    keep = np.ones(unpacked.shape, bool)
+    cut = tail > 0
+    last = (_exclusive_cumsum(rows) + rows - 1)[cut]
+    keep[last] = np.arange(bitpacking.BLOCK)[None, :] < tail[cut][:, None]
+    return Fixed(as_bytes(np.compress(keep.reshape(-1), unpacked)), t)
