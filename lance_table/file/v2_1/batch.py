@@ -506,8 +506,6 @@ def _out_of_line(
             spans(first + full * per_block, raw_len)
         ]
         unpacked = laid
-    keep = np.ones(unpacked.shape, bool)
-    cut = tail > 0
-    last = (_exclusive_cumsum(rows) + rows - 1)[cut]
-    keep[last] = np.arange(bitpacking.BLOCK)[None, :] < tail[cut][:, None]
-    return Fixed(as_bytes(np.compress(keep.reshape(-1), unpacked)), t)
+    flat = unpacked.reshape(-1)
+    begin = (_exclusive_cumsum(rows) * bitpacking.BLOCK).tolist()
+    return Fixed(as_bytes(np.concatenate([flat[a : a + n] for a, n in zip(begin, counts.tolist())])), t)

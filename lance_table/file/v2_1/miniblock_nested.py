@@ -79,15 +79,16 @@ def mini_block_levels(
         return _selected_rows(layout, io, dtype, large, table, runs.positions())
     read = read_chunks(layout, io, table, np.arange(table.counts.size), large)
     values, _ = chunk_values(layout, read, io)
-    valid = _visible_valid(read.defs, repdef.visible_limit(layout.layers))
     dictionary = dictionary_of(layout, io)
+    # the validity only matters for checking dictionary indices of null slots
+    valid = _visible_valid(read.defs, repdef.visible_limit(layout.layers)) if dictionary is not None else None
     arr, _ = values_at(values, int(read.counts.sum()), False, None, layout, dictionary, dtype, valid, io)
     return read.rep, read.defs, arr, None
 
 
 def _visible_valid(defs: np.ndarray | None, limit: int) -> np.ndarray | None:
     """Per value slot (a level at or below ``limit``): whether it holds a value."""
-    return None if defs is None else defs[defs <= limit] == 0
+    return None if defs is None else np.compress(defs <= limit, defs) == 0
 
 
 def _selected_rows(
@@ -129,11 +130,15 @@ def _selected_rows(
     slots = np.flatnonzero(visible)
     if slots.size != count:
         raise io.corrupt(f"{slots.size} value slots in the levels of chunks holding {count} values")
-    local = np.searchsorted(slots, levels[visible[levels]])
+    shown = np.compress(visible[levels], levels)
+    # a few levels are found among the slots; many read off a running count
+    few_shown = shown.size * 16 < slots.size
+    local = np.searchsorted(slots, shown) if few_shown else (np.cumsum(visible) - 1)[shown]
     few = local.size * PICK_SHARE < count
     values, picked = chunk_values(layout, read, io, local, few)
-    valid = _visible_valid(defs, limit)
-    arr, _ = values_at(values, count, picked, local, layout, dictionary_of(layout, io), dtype, valid, io)
+    dictionary = dictionary_of(layout, io)
+    valid = _visible_valid(defs, limit) if dictionary is not None else None
+    arr, _ = values_at(values, count, picked, local, layout, dictionary, dtype, valid, io)
     rep_out = rep[levels] if rep is not None else None
     defs_out = defs[levels] if defs is not None else None
     return rep_out, defs_out, arr, np.arange(wanted.size)
