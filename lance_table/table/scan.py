@@ -176,20 +176,21 @@ def _read_matching(frag: FragmentReader, spec: ScanSpec, lo: int, hi: int) -> tu
     runs = Runs.from_sorted_unique(live.select(np.flatnonzero(mask)))
     if not selected:
         return _empty_rows(0), runs
+    if not spec.columns:
+        return _empty_rows(selected), runs
+    # The predicate's columns are already read; the rest of the projection is read for every live
+    # row and masked in memory when many rows match, else only the matching rows' bytes.
+    chosen = pa.array(mask)
+    cols = {n: ftable.column(n).filter(chosen) for n in spec.filter_columns if n in spec.columns}
+    rest = [c for c in spec.columns if c not in cols]
     dense = DENSE_SELECTION_STRUCTURAL if frag.structural else DENSE_SELECTION
-    if selected >= dense * live.total:
-        # Many rows match: read the rest of the projection for every live row and mask in memory.
-        rest = [c for c in spec.columns if c not in spec.filter_columns]
-        other = frag.read(rest, live) if rest else _empty_rows(live.total)
-        chosen = pa.array(mask)
-        cols = {n: ftable.column(n).filter(chosen) for n in spec.filter_columns if n in spec.columns}
+    if rest and selected >= dense * live.total:
+        other = frag.read(rest, live)
         cols.update({n: other.column(n).filter(chosen) for n in rest})
-        if not spec.columns:
-            return _empty_rows(selected), runs
-        return pa.table({n: cols[n] for n in spec.columns}), runs
-    # Few rows match: fetch only their bytes.
-    table = frag.read(spec.columns, runs) if spec.columns else _empty_rows(selected)
-    return table, runs
+    elif rest:
+        other = frag.read(rest, runs)
+        cols.update({n: other.column(n) for n in rest})
+    return pa.table({n: cols[n] for n in spec.columns}), runs
 
 
 def scan_fragment(frag: FragmentReader, spec: ScanSpec, out_schema: pa.Schema) -> Iterator[pa.Table]:

@@ -31,9 +31,10 @@ def as_bytes(values: np.ndarray) -> memoryview:
     return np.ascontiguousarray(values).reshape(-1).view(np.uint8).data
 
 
-def join(data: memoryview, starts: np.ndarray, lengths: np.ndarray) -> bytes:
+def join(data: bytes | memoryview, starts: np.ndarray, lengths: np.ndarray) -> bytes:
     """The byte ranges ``[starts, starts + lengths)`` of ``data``, concatenated."""
-    return b"".join([data[s : s + n] for s, n in zip(starts.tolist(), lengths.tolist())])
+    view = memoryview(data)  # slices of a view, not copies of bytes
+    return b"".join([view[s : s + n] for s, n in zip(starts.tolist(), lengths.tolist())])
 
 
 def gather(data: bytes | memoryview, starts: np.ndarray, lengths: np.ndarray) -> memoryview:
