@@ -36,6 +36,13 @@ def _plan(t: int, w: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarra
     return first, second, shift.astype(dtype)[None, :, None], (t - shift).astype(dtype)[None, :, None]
 
 
+@functools.lru_cache(maxsize=256)
+def _crossing(t: int, w: int) -> np.ndarray:
+    """The fields (in :func:`_plan`'s order) whose bits run past the end of their first word."""
+    _, _, right, _ = _plan(t, w)
+    return np.flatnonzero(right.reshape(-1).astype(np.int64) + w > t)
+
+
 def unpack(words: np.ndarray, t: int, w: int, blocks: int) -> np.ndarray:
     """Unpack ``blocks`` blocks of W-bit values from T-bit ``words``; returns ``blocks * 1024`` values."""
     dtype = DTYPES[t]
@@ -46,12 +53,19 @@ def unpack(words: np.ndarray, t: int, w: int, blocks: int) -> np.ndarray:
     lanes = BLOCK // t
     packed = words[: blocks * w * lanes].reshape(blocks, w, lanes)
     first, second, right, left = _plan(t, w)
+    cross = _crossing(t, w)
     # Shifts stay in the T-bit type: bits pushed past the top fall off, and a shift by T gives 0.
     out = np.take(packed, first, axis=1)
     out >>= right
-    spill = np.take(packed, second, axis=1)
-    spill <<= left
-    out |= spill
+    if cross.size * 2 < t:
+        # few fields run on into the next word: only they take bits from it
+        spill = np.take(packed, second[cross], axis=1)
+        spill <<= left[:, cross, :]
+        out[:, cross, :] |= spill
+    else:
+        spill = np.take(packed, second, axis=1)
+        spill <<= left
+        out |= spill
     if w < t:
         out &= dtype((1 << w) - 1)
     return out.reshape(-1)

@@ -362,6 +362,15 @@ def _inline_blocks(
     return _InlineBlocks(words, data_at, width, n_blocks, first_block)
 
 
+def _unpack_rows(words: np.ndarray, data_at: np.ndarray, t: int, w: int) -> np.ndarray:
+    """The blocks of width ``w`` whose words start at ``data_at``, unpacked back to back; every
+    block is a row of ``w * lanes`` words, so the rows are gathered, not the words."""
+    if w == 0:
+        return np.zeros(data_at.size * bitpacking.BLOCK, bitpacking.DTYPES[t])
+    rows = np.lib.stride_tricks.sliding_window_view(words, w * (bitpacking.BLOCK // t))[data_at]
+    return bitpacking.unpack(rows.reshape(-1), t, w, data_at.size)
+
+
 def _inline_bitpacking(
     t: int, data: memoryview, at: np.ndarray, counts: np.ndarray, io: PageIO
 ) -> Fixed | None:
@@ -370,28 +379,25 @@ def _inline_bitpacking(
     if found is None:
         return None
     dtype = bitpacking.DTYPES[t]
-    lanes = bitpacking.BLOCK // t
     words, n_blocks, start_block = found.words, found.n_blocks, found.first_block
     if not found.width.size:
         return Fixed(b"", t)
-    out = np.empty((found.width.size, bitpacking.BLOCK), dtype)
-    for w in np.unique(found.width).tolist():
-        sel = np.flatnonzero(found.width == w)
-        if w == 0:
-            out[sel] = 0
-            continue
-        # every block of this width is a row of w * lanes words: gather the rows, not the words
-        rows = np.lib.stride_tricks.sliding_window_view(words, w * lanes)[found.data_at[sel]]
-        out[sel] = bitpacking.unpack(rows.reshape(-1), t, w, sel.size).reshape(sel.size, -1)
+    widths = np.unique(found.width).tolist()
+    if len(widths) == 1:  # one width (sorted ids, codes): unpacked straight into the result
+        out = _unpack_rows(words, found.data_at, t, widths[0]).reshape(-1, bitpacking.BLOCK)
+    else:
+        out = np.empty((found.width.size, bitpacking.BLOCK), dtype)
+        for w in widths:
+            sel = np.flatnonzero(found.width == w)
+            out[sel] = _unpack_rows(words, found.data_at[sel], t, w).reshape(sel.size, -1)
     # the last block of each chunk is padded to 1024 values
     tail = counts - (n_blocks - 1) * bitpacking.BLOCK
     has = n_blocks > 0
     if not bool(np.any(tail[has][:-1] != bitpacking.BLOCK)):
         return Fixed(as_bytes(out.reshape(-1)[: int(counts.sum())]), t)
-    keep = np.ones(out.shape, bool)
-    ends = start_block + n_blocks - 1
-    keep[ends[has]] = np.arange(bitpacking.BLOCK)[None, :] < tail[has][:, None]
-    return Fixed(as_bytes(out[keep]), t)
+    flat = out.reshape(-1)
+    begin = (start_block * bitpacking.BLOCK).tolist()
+    return Fixed(as_bytes(np.concatenate([flat[a : a + n] for a, n in zip(begin, counts.tolist())])), t)
 
 
 def pick_values(
