@@ -123,18 +123,29 @@ def shred(arr: pa.Array, path: Sequence[FieldNode]) -> Shredded:
             if empty.size:
                 codes[empty] = 2 + 2 * i
                 empties[i] = True
+            # every entry becomes its items, or one entry if it is null or empty
             expand = lengths > 0
             counts = np.where(expand, lengths, 1)
-            parent = np.repeat(np.arange(codes.size), counts)
             firsts = np.zeros(codes.size + 1, np.int64)
             np.cumsum(counts, out=firsts[1:])
-            within = np.arange(parent.size, dtype=np.int64) - firsts[:-1][parent]
+            heads = firsts[:-1]
             start_at = np.where(expand, offsets[np.minimum(pos, offsets.size - 1)], 0)
-            pos = np.where(expand[parent], start_at[parent] + within, 0)
+            # the items' positions run on from each entry's first item: a running sum of steps
+            # of one that jumps at each entry's first item
+            step = np.ones(int(firsts[-1]), np.int64)
+            if codes.size:
+                jump = start_at.copy()
+                jump[1:] -= start_at[:-1] + counts[:-1] - 1
+                step[heads] = jump
+            pos = np.cumsum(step)
             assert rep is not None
-            rep = rep[parent]
-            rep[np.flatnonzero(within > 0)] = max_rep - lists_seen - 1
-            codes = codes[parent]
+            inner = np.full(pos.size, max_rep - lists_seen - 1, np.uint16)
+            inner[heads] = rep
+            rep = inner
+            marked = np.flatnonzero(codes)
+            entry_codes = np.zeros(pos.size, np.uint8)
+            entry_codes[heads[marked]] = codes[marked]
+            codes = entry_codes
             cur = cur.values
             lists_seen += 1
         else:  # a struct: the child keeps the struct's positions
