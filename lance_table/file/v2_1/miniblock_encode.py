@@ -119,23 +119,29 @@ class _Planner:
 
 def _repetition_index(rep: np.ndarray, max_rep: int, ranges: list[tuple[int, int]]) -> bytes:
     """Per chunk: rows that end in it, and levels after its last row start (0 for the last)."""
+    bounds = np.array(ranges, np.int64).reshape(-1, 2)
+    lo, hi = bounds[:, 0], bounds[:, 1]
     is_start = rep == max_rep
     counts = np.zeros(rep.size + 1, np.int64)
     np.cumsum(is_start, out=counts[1:])
-    last_start = np.maximum.accumulate(np.where(is_start, np.arange(rep.size), -1))
-    index = np.zeros((len(ranges), 2), np.uint64)
-    for c, (lo, hi) in enumerate(ranges):
-        last = c == len(ranges) - 1
-        rows = int(counts[hi] - counts[min(lo + 1, hi)]) + last
-        left = 0
-        if not last:
-            at = int(last_start[hi - 1]) if hi > lo else -1
-            left = hi - at if at >= lo else hi - lo
-        if c and hi > lo and is_start[lo] and index[c - 1, 1]:
-            index[c - 1, 0] += 1
-            index[c - 1, 1] = 0
-        index[c] = (rows, left)
-    return index.tobytes()
+    # a row ends in a chunk where the next row starts (after its first level), or the page ends
+    rows = counts[hi] - counts[np.minimum(lo + 1, hi)]
+    nonempty = hi > lo
+    at = np.full(lo.size, -1, np.int64)
+    if rep.size:
+        last_start = np.maximum.accumulate(np.where(is_start, np.arange(rep.size), -1))
+        at[nonempty] = last_start[hi[nonempty] - 1]
+    left = np.where(at >= lo, hi - at, hi - lo)
+    if lo.size:
+        rows[-1] += 1
+        left[-1] = 0
+    # a chunk that begins with a row start ends the row left open by the chunk before
+    opens = np.zeros(lo.size, bool)
+    opens[nonempty] = is_start[lo[nonempty]]
+    closes = opens[1:] & (left[:-1] != 0)
+    rows[:-1] += closes
+    left[:-1][closes] = 0
+    return np.stack([rows, left], axis=1).astype(np.uint64).tobytes()
 
 
 def encode_mini_block(
