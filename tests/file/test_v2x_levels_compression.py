@@ -10,6 +10,7 @@ with nullable and nested columns in full and by take; the page-wide (fast) and c
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import struct
 import sys
 from pathlib import Path
@@ -316,3 +317,36 @@ def test_nested_table_sizes_near_pylance(tmp_path: Path) -> None:
         lance_file.LanceFileReader(str(tmp_path / "tags_ours.lance")).read_all().to_table(),
         table.select(["tags"]),
     )
+
+
+def _index_by_definition(
+    rep: np.ndarray, max_rep: int, ranges: list[tuple[int, int]]
+) -> list[tuple[int, int]]:
+    """The repetition index entry by entry, as the format defines it: per chunk, the rows that
+    end in it and the levels after its last row start (a row still open at a chunk's end that
+    the next chunk ends at its very first level counts in this chunk)."""
+    out: list[list[int]] = []
+    for c, (lo, hi) in enumerate(ranges):
+        last = c == len(ranges) - 1
+        rows = sum(1 for k in range(lo + 1, hi) if rep[k] == max_rep) + last
+        left = 0
+        if not last:
+            starts = [k for k in range(lo, hi) if rep[k] == max_rep]
+            left = hi - starts[-1] if starts else hi - lo
+        if c and hi > lo and rep[lo] == max_rep and out[c - 1][1]:
+            out[c - 1] = [out[c - 1][0] + 1, 0]
+        out.append([rows, left])
+    return [(r, left) for r, left in out]
+
+
+def test_repetition_index_matches_its_definition() -> None:
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        n = int(rng.integers(0, 60))
+        max_rep = int(rng.integers(1, 3))
+        rep = rng.integers(0, max_rep + 1, n).astype(np.uint16)
+        cuts = np.sort(rng.integers(0, n + 1, int(rng.integers(0, 6)))).tolist()
+        bounds = [0, *cuts, n]
+        ranges = list(itertools.pairwise(bounds))
+        got = np.frombuffer(miniblock_encode._repetition_index(rep, max_rep, ranges), np.uint64)
+        assert got.reshape(-1, 2).tolist() == [list(e) for e in _index_by_definition(rep, max_rep, ranges)]

@@ -121,23 +121,20 @@ def _repetition_index(rep: np.ndarray, max_rep: int, ranges: list[tuple[int, int
     """Per chunk: rows that end in it, and levels after its last row start (0 for the last)."""
     bounds = np.array(ranges, np.int64).reshape(-1, 2)
     lo, hi = bounds[:, 0], bounds[:, 1]
-    is_start = rep == max_rep
-    counts = np.zeros(rep.size + 1, np.int64)
-    np.cumsum(is_start, out=counts[1:])
+    starts = np.flatnonzero(rep == max_rep)
     # a row ends in a chunk where the next row starts (after its first level), or the page ends
-    rows = counts[hi] - counts[np.minimum(lo + 1, hi)]
+    rows = np.searchsorted(starts, hi) - np.searchsorted(starts, np.minimum(lo + 1, hi))
     nonempty = hi > lo
-    at = np.full(lo.size, -1, np.int64)
-    if rep.size:
-        last_start = np.maximum.accumulate(np.where(is_start, np.arange(rep.size), -1))
-        at[nonempty] = last_start[hi[nonempty] - 1]
+    # the last row start before each chunk's end (-1: none)
+    before_end = np.searchsorted(starts, hi) - 1
+    at = np.where(nonempty & (before_end >= 0), np.append(starts, -1)[before_end], -1)
     left = np.where(at >= lo, hi - at, hi - lo)
     if lo.size:
         rows[-1] += 1
         left[-1] = 0
     # a chunk that begins with a row start ends the row left open by the chunk before
     opens = np.zeros(lo.size, bool)
-    opens[nonempty] = is_start[lo[nonempty]]
+    opens[nonempty] = rep[lo[nonempty]] == max_rep
     closes = opens[1:] & (left[:-1] != 0)
     rows[:-1] += closes
     left[:-1][closes] = 0
@@ -216,29 +213,35 @@ def _chunks(
         if lv is not None:
             assert codec is not None
             compressed.append(compress_chunks(lv, level_bounds, codec))
-    level_data = [c.data.tobytes() for c in compressed]
+    level_data = [memoryview(c.data.tobytes()) for c in compressed]
     level_at = [(c.starts.tolist(), c.lengths.tolist()) for c in compressed]
-    size_fmt = "I" if large else "H"
+    bounds = level_bounds.tolist()
+    head_fmt = f"<{1 + len(compressed)}H"
+    size_fmt = ("<{}I" if large else "<{}H").format(values.num_buffers)
+    fill = bytes([FILL_BYTE]) * 8
     words = []
-    parts: list[bytes] = []
+    parts: list[bytes | memoryview] = []
     ranges = []
     start = 0
     for c, (stop, log, _planned) in enumerate(plan):
-        levels_from, levels_to = int(level_bounds[c]), int(level_bounds[c + 1])
+        levels_from, levels_to = bounds[c], bounds[c + 1]
         ranges.append((levels_from, levels_to))
-        sizes = values.sizes(start, stop)
-        head = [levels_to - levels_from]
-        level_bytes = []
-        for data, (at, lengths) in zip(level_data, level_at):
-            head.append(lengths[c])
-            level_bytes.append(data[at[c] : at[c] + lengths[c]])
-        header = struct.pack(f"<{len(head)}H", *head) + struct.pack(f"<{len(sizes)}{size_fmt}", *sizes)
-        pieces = [header, *level_bytes, *values.chunk(start, stop)]
-        chunk = b"".join(p + bytes([FILL_BYTE]) * (-len(p) % 8) for p in pieces)
-        if len(chunk) > planner.limit:
+        buffers = values.chunk(start, stop)
+        level_sizes = [lengths[c] for _, lengths in level_at]
+        header = struct.pack(head_fmt, levels_to - levels_from, *level_sizes)
+        header += struct.pack(size_fmt, *[len(b) for b in buffers])
+        level_bytes = [data[at[c] : at[c] + n] for data, (at, _), n in zip(level_data, level_at, level_sizes)]
+        size = 0
+        pieces: list[bytes | memoryview] = [header, *level_bytes, *buffers]
+        for piece in pieces:
+            parts.append(piece)
+            extra = -len(piece) % 8
+            if extra:
+                parts.append(fill[:extra])
+            size += len(piece) + extra
+        if size > planner.limit:
             return None
-        parts.append(chunk)
-        words.append(((len(chunk) // 8 - 1) << 4) | log)
+        words.append(((size // 8 - 1) << 4) | log)
         start = stop
     return words, b"".join(parts), ranges
 
