@@ -301,9 +301,12 @@ def _dictionary_values(values: pa.Array, best: MiniBlockValues | None, lz4: bool
         or pa.types.is_large_string(values.type)
     ):
         return None
-    if _surely_high_cardinality(values) or dictionary.cardinality(values) * 2 > n:
+    if _surely_high_cardinality(values):
         return None
+    # one hash pass both counts the distinct values and encodes them
     items, indices = dictionary.encode(values)
+    if (len(items) - items.null_count) * 2 > n:
+        return None
     _, data = variable_parts(items)
     if data.size >= 1 << 31:
         return None
