@@ -35,7 +35,7 @@ class ByteSource(Protocol):
 
 
 def coalesce(
-    ranges: Sequence[tuple[int, int]], gap: int = DEFAULT_COALESCE_GAP
+    ranges: Sequence[tuple[int, int]] | np.ndarray, gap: int = DEFAULT_COALESCE_GAP
 ) -> tuple[list[tuple[int, int]], np.ndarray, np.ndarray]:
     """Merge ranges that overlap or lie less than ``gap`` bytes apart.
 
@@ -85,12 +85,14 @@ class _RangedSource:
 
     def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
         size = self.size()
-        for off, length in ranges:
-            if off < 0 or length < 0 or off + length > size:
-                raise CorruptFileError(
-                    self._name, f"byte range [{off}, {off + length}) lies outside the file of {size} bytes"
-                )
-        merged, which, inner = coalesce(ranges, self.coalesce_gap)
+        arr = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
+        outside = (arr[:, 0] < 0) | (arr[:, 1] < 0) | (arr[:, 0] + arr[:, 1] > size)
+        if bool(outside.any()):
+            off, length = arr[int(np.argmax(outside))].tolist()
+            raise CorruptFileError(
+                self._name, f"byte range [{off}, {off + length}) lies outside the file of {size} bytes"
+            )
+        merged, which, inner = coalesce(arr, self.coalesce_gap)
         blobs = []
         for (off, length), data in zip(merged, self._read_many(merged)):
             if len(data) != length:
@@ -98,7 +100,8 @@ class _RangedSource:
                     self._name, f"short read: wanted {length} bytes, got {len(data)}", offset=off
                 )
             blobs.append(data if isinstance(data, memoryview) else memoryview(data))
-        return [blobs[w][i : i + length] for w, i, (_, length) in zip(which.tolist(), inner.tolist(), ranges)]
+        lengths = arr[:, 1].tolist()
+        return [blobs[w][i : i + n] for w, i, n in zip(which.tolist(), inner.tolist(), lengths)]
 
 
 class LocalFileSource(_RangedSource):
@@ -143,10 +146,14 @@ class _LocalRead(_RangedSource):
     def size(self) -> int:
         return self._size
 
-    def _read(self, offset: int, length: int) -> memoryview:
+    def _read(self, offset: int, length: int) -> bytes | memoryview:
+        first = os.pread(self._fd, length, offset)  # one call: most reads are small and complete
+        if len(first) == length or not first:
+            return first
         out = np.empty(length, np.uint8)  # not zero-filled: the kernel writes every byte
         view = memoryview(out)  # type: ignore[arg-type]
-        done = 0
+        view[: len(first)] = first
+        done = len(first)
         while done < length:
             got = os.preadv(self._fd, [view[done:]], offset + done)
             if got <= 0:
