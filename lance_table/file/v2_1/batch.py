@@ -267,14 +267,22 @@ def _variable(
 def _variable_chunks(raws: list[memoryview], counts: np.ndarray, width: int, io: PageIO) -> Var:
     """Like :func:`_variable` for chunks held apart (each decompressed on its own): only their
     offsets are joined; the value bytes go straight from each chunk into the result."""
-    sizes = np.array([len(r) for r in raws], np.int64)
-    n1 = counts + 1
-    if bool(np.any(n1 * width > sizes)):
-        raise io.corrupt("a chunk's variable offsets run past its buffer")
-    heads = b"".join([r[:n] for r, n in zip(raws, (n1 * width).tolist())])
-    lo, hi, lengths = _value_spans(np.frombuffer(heads, _UINT_OF[width]), counts, sizes, io)
+    sizes, offsets = _chunk_offsets(raws, counts, width, io)
+    lo, hi, lengths = _value_spans(offsets, counts, sizes, io)
     data = b"".join([r[a:b] for r, a, b in zip(raws, lo.tolist(), hi.tolist())])
     return Var(data, offsets_of(lengths))
+
+
+def _chunk_offsets(
+    raws: list[memoryview], counts: np.ndarray, width: int, io: PageIO
+) -> tuple[np.ndarray, np.ndarray]:
+    """The sizes of chunks held apart, and their ``counts + 1`` offsets each, back to back."""
+    sizes = np.array([len(r) for r in raws], np.int64)
+    heads = (counts + 1) * width
+    if bool(np.any(heads > sizes)):
+        raise io.corrupt("a chunk's variable offsets run past its buffer")
+    joined = b"".join([r[:n] for r, n in zip(raws, heads.tolist())])
+    return sizes, np.frombuffer(joined, _UINT_OF[width])
 
 
 # picks per decompressed chunk up to which values are sliced chunk by chunk instead of joining the chunks
@@ -284,12 +292,8 @@ _APART_PICKS = 4
 def _pick_apart(raws: list[memoryview], counts: np.ndarray, pick: np.ndarray, width: int, io: PageIO) -> Var:
     """Like :func:`_pick_variable` for chunks held apart, when they hold few picked values: only
     the chunks' offsets are joined, and each value is sliced from its own chunk."""
-    sizes = np.array([len(r) for r in raws], np.int64)
+    sizes, words = _chunk_offsets(raws, counts, width, io)
     n1 = counts + 1
-    if bool(np.any(n1 * width > sizes)):
-        raise io.corrupt("a chunk's variable offsets run past its buffer")
-    heads = b"".join([r[:n] for r, n in zip(raws, (n1 * width).tolist())])
-    words = np.frombuffer(heads, _UINT_OF[width])
     chunk, offset = _locate(counts, pick)
     first = _exclusive_cumsum(n1)[chunk] + offset
     lo, hi = words[first].astype(np.int64), words[first + 1].astype(np.int64)
