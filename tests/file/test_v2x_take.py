@@ -95,3 +95,69 @@ def test_take_picks_single_values(
         assert "general" in picked
         # a few picks per zstd chunk are sliced chunk by chunk, many from the joined chunks
         assert ways == {"_pick_apart", "_pick_variable"}
+
+
+def _zstd_chunks(values: list[list[bytes]]) -> tuple[memoryview, np.ndarray, np.ndarray, np.ndarray]:
+    """zstd-compressed ``[n + 1 u32 offsets][bytes]`` chunks back to back, as a 2.2 page holds
+    them: the data, each chunk's start and size, and its value count."""
+    from lance_table.file.compression import general
+
+    parts, at, sizes = [], [], []
+    for chunk in values:
+        head = (len(chunk) + 1) * 4
+        offsets = np.cumsum([head, *map(len, chunk)]).astype(np.uint32)
+        raw = general.compress(offsets.tobytes() + b"".join(chunk), "zstd")
+        at.append(sum(len(p) for p in parts))
+        sizes.append(len(raw))
+        parts.append(raw)
+    counts = np.array([len(c) for c in values], np.int64)
+    return memoryview(b"".join(parts)), np.array(at, np.int64), np.array(sizes, np.int64), counts
+
+
+def _general_enc() -> object:
+    from lance_table._proto import encodings_v2_1_pb2 as pb
+
+    enc = pb.General()
+    enc.compression.scheme = pb.COMPRESSION_ALGORITHM_ZSTD
+    enc.values.variable.offsets.flat.bits_per_value = 32
+    return enc
+
+
+def test_zstd_strings_read_whole_and_by_few_or_many_picks() -> None:
+    from lance_table.file.pageio import PageIO
+    from lance_table.storage.sources import open_source
+
+    rng = np.random.default_rng(4)
+    values = [
+        [bytes(rng.integers(97, 123, int(rng.integers(0, 9)), dtype=np.uint8)) for _ in range(50)]
+        for _ in range(6)
+    ]
+    flat = [v for chunk in values for v in chunk]
+    data, at, sizes, counts = _zstd_chunks(values)
+    io = PageIO(open_source(b""), None, None, (), "test page")
+    whole = batch._general(_general_enc(), data, at, sizes, counts, io)
+    assert isinstance(whole, batch.Var)
+    assert [bytes(whole.data[a:b]) for a, b in zip(whole.offsets[:-1], whole.offsets[1:])] == flat
+    for k in (3, 200):  # a few picks per chunk are sliced apart, many from the joined chunks
+        pick = np.sort(rng.choice(len(flat), k, replace=False))
+        got = batch._general(_general_enc(), data, at, sizes, counts, io, pick)
+        assert isinstance(got, batch.Var)
+        assert [bytes(got.data[a:b]) for a, b in zip(got.offsets[:-1], got.offsets[1:])] == [
+            flat[i] for i in pick
+        ]
+
+
+def test_zstd_strings_with_offsets_past_their_chunk_are_corrupt() -> None:
+    from lance_table.errors import CorruptFileError
+    from lance_table.file.compression import general
+    from lance_table.file.pageio import PageIO
+    from lance_table.storage.sources import open_source
+
+    offsets = np.array([12, 14, 999], np.uint32)  # the second value ends past the chunk
+    raw = general.compress(offsets.tobytes() + b"abcd", "zstd")
+    data, at, sizes, counts = memoryview(raw), np.array([0]), np.array([len(raw)]), np.array([2])
+    io = PageIO(open_source(b""), None, None, (), "test page")
+    with pytest.raises(CorruptFileError, match="past the buffer"):
+        batch._general(_general_enc(), data, at, sizes, counts, io)
+    with pytest.raises(CorruptFileError, match="past the buffer"):
+        batch._general(_general_enc(), data, at, sizes, counts, io, np.array([1]))
