@@ -161,3 +161,22 @@ def test_zstd_strings_with_offsets_past_their_chunk_are_corrupt() -> None:
         batch._general(_general_enc(), data, at, sizes, counts, io)
     with pytest.raises(CorruptFileError, match="past the buffer"):
         batch._general(_general_enc(), data, at, sizes, counts, io, np.array([1]))
+
+
+def test_variable_values_starting_inside_their_offsets_are_corrupt() -> None:
+    from lance_table._proto import encodings_v2_1_pb2 as pb
+    from lance_table.errors import CorruptFileError
+    from lance_table.file.compression import general
+    from lance_table.file.pageio import PageIO
+    from lance_table.storage.sources import open_source
+
+    io = PageIO(open_source(b""), None, None, (), "test page")
+    raw = np.array([4, 12, 14], np.uint32).tobytes() + b"abcd"  # the first value starts at byte 4
+    plain = pb.CompressiveEncoding()
+    plain.variable.offsets.flat.bits_per_value = 32
+    one = (np.array([0]), np.array([len(raw)]), np.array([2]))
+    with pytest.raises(CorruptFileError, match="out of order"):
+        batch.values(plain, memoryview(raw), *one, io)
+    packed = general.compress(raw, "zstd")
+    with pytest.raises(CorruptFileError, match="out of order"):
+        batch._general(_general_enc(), memoryview(packed), np.array([0]), np.array([len(packed)]), one[2], io)

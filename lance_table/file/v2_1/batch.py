@@ -260,7 +260,7 @@ def _variable(
     if bool(np.any(n1 * width > sizes)):
         raise io.corrupt("a chunk's variable offsets run past its buffer")
     words = np.frombuffer(data, _UINT_OF[width], len(data) // width)
-    lo, hi, lengths = _value_spans(words[spans(at // width, n1)], counts, sizes, io)
+    lo, hi, lengths = _value_spans(words[spans(at // width, n1)], counts, sizes, width, io)
     return Var(join(data, at + lo, hi - lo), offsets_of(lengths))
 
 
@@ -268,7 +268,7 @@ def _variable_chunks(raws: list[memoryview], counts: np.ndarray, width: int, io:
     """Like :func:`_variable` for chunks held apart (each decompressed on its own): only their
     offsets are joined; the value bytes go straight from each chunk into the result."""
     sizes, offsets = _chunk_offsets(raws, counts, width, io)
-    lo, hi, lengths = _value_spans(offsets, counts, sizes, io)
+    lo, hi, lengths = _value_spans(offsets, counts, sizes, width, io)
     data = b"".join([r[a:b] for r, a, b in zip(raws, lo.tolist(), hi.tolist())])
     return Var(data, offsets_of(lengths))
 
@@ -304,10 +304,11 @@ def _pick_apart(raws: list[memoryview], counts: np.ndarray, pick: np.ndarray, wi
 
 
 def _value_spans(
-    offsets: np.ndarray, counts: np.ndarray, sizes: np.ndarray, io: PageIO
+    offsets: np.ndarray, counts: np.ndarray, sizes: np.ndarray, width: int, io: PageIO
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """From the ``counts + 1`` offsets of each chunk back to back: where each chunk's value bytes
-    start and end, and the length of every value; checked against the chunk ``sizes``."""
+    """From the ``counts + 1`` offsets (``width`` bytes each) of each chunk back to back: where
+    each chunk's value bytes start and end, and the length of every value; checked to lie
+    between the chunk's offsets and its end (``sizes``)."""
     offs = offsets.astype(np.int64)
     first = _exclusive_cumsum(counts + 1)
     last = first + counts
@@ -316,7 +317,8 @@ def _value_spans(
     inside = np.ones(steps.size, bool)
     inside[last[:-1]] = False
     lengths = np.compress(inside, steps)
-    if bool(np.any(lo > hi)) or bool(np.any(hi > sizes)) or bool(np.any(lengths < 0)):
+    bad = np.any(lo < (counts + 1) * width) or np.any(lo > hi) or np.any(hi > sizes) or np.any(lengths < 0)
+    if bool(bad):
         raise io.corrupt("variable offsets are out of order or past the buffer")
     return lo, hi, lengths
 
