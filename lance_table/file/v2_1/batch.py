@@ -368,6 +368,16 @@ def _inline_blocks(
     return _InlineBlocks(words, data_at, width, n_blocks, first_block)
 
 
+def _unpadded(rows: np.ndarray, first_row: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The values of chunks laid out as rows of 1024 (each chunk from row ``first_row[k]``, its
+    last row padded), ``counts[k]`` of each, back to back."""
+    flat = rows.reshape(-1)
+    if not counts.size:
+        return flat[:0]
+    begin = (first_row * bitpacking.BLOCK).tolist()
+    return np.concatenate([flat[a : a + n] for a, n in zip(begin, counts.tolist())])
+
+
 def _unpack_rows(words: np.ndarray, data_at: np.ndarray, t: int, w: int) -> np.ndarray:
     """The blocks of width ``w`` whose words start at ``data_at``, unpacked back to back; every
     block is a row of ``w * lanes`` words, so the rows are gathered, not the words."""
@@ -401,9 +411,7 @@ def _inline_bitpacking(
     has = n_blocks > 0
     if not bool(np.any(tail[has][:-1] != bitpacking.BLOCK)):
         return Fixed(as_bytes(out.reshape(-1)[: int(counts.sum())]), t)
-    flat = out.reshape(-1)
-    begin = (start_block * bitpacking.BLOCK).tolist()
-    return Fixed(as_bytes(np.concatenate([flat[a : a + n] for a, n in zip(begin, counts.tolist())])), t)
+    return Fixed(as_bytes(_unpadded(out, start_block, counts)), t)
 
 
 def pick_values(
@@ -519,6 +527,4 @@ def _out_of_line(
             spans(first + full * per_block, raw_len)
         ]
         unpacked = laid
-    flat = unpacked.reshape(-1)
-    begin = (_exclusive_cumsum(rows) * bitpacking.BLOCK).tolist()
-    return Fixed(as_bytes(np.concatenate([flat[a : a + n] for a, n in zip(begin, counts.tolist())])), t)
+    return Fixed(as_bytes(_unpadded(unpacked, _exclusive_cumsum(rows), counts)), t)
