@@ -38,6 +38,7 @@ class FileOut(Protocol):
 
     version: FileVersion
     page_size_bytes: int
+    max_page_bytes: int | None
     _sink: Sink
     _leaf_ids: list[int]
 
@@ -289,6 +290,7 @@ class StructuralWriter(FieldWriter):
                     writer.page_size_bytes,
                     large,
                     blob_sink=lambda data: writer._sink.write_buffer(data)[0],
+                    max_page_bytes=writer.max_page_bytes,
                 )
             )
             writer._leaf_ids.append(path[-1].id)

@@ -69,6 +69,9 @@ class LanceFileWriter:
         schema: the Arrow schema of the data; field and schema metadata are stored.
         version: the file format version: ``"2.0"``, ``"2.1"``, ``"2.2"`` or ``"stable"`` (2.2).
         page_size_bytes: the byte budget after which a column's buffered values become a page.
+        max_page_bytes: 2.1/2.2 files: the most a page holds (twice ``page_size_bytes`` if
+            not given). An array past the budget is written as one page up to this size, as
+            pylance writes each incoming batch as a page: reads then touch few pages.
         fields: Lance fields to store instead of numbering the schema from 0 (dataset field ids).
         blob_sidecars: 2.2 files: opens a sidecar file of this data file by name, for blob v2
             values too large to be inline (see :mod:`v2_1.blob_v2_encode`).
@@ -88,13 +91,15 @@ class LanceFileWriter:
         page_size_bytes: int = DEFAULT_PAGE_SIZE,
         fields: Iterable[LanceField] | None = None,
         blob_sidecars: SidecarOpener | None = None,
+        max_page_bytes: int | None = None,
     ) -> None:
         self.version = FileVersion.parse(version)
         self._sidecars = SidecarFiles(blob_sidecars)
-        if page_size_bytes <= 0:
-            raise ValueError("page_size_bytes must be positive")
+        if page_size_bytes <= 0 or (max_page_bytes is not None and max_page_bytes <= 0):
+            raise ValueError("page_size_bytes and max_page_bytes must be positive")
         self.schema = schema
         self.page_size_bytes = int(page_size_bytes)
+        self.max_page_bytes = None if max_page_bytes is None else int(max_page_bytes)
         self.fields = list(fields) if fields is not None else fields_from_arrow(schema)
         self._roots = build_tree(self.fields)
         _check_matches(self._roots, schema)

@@ -180,3 +180,31 @@ def test_variable_values_starting_inside_their_offsets_are_corrupt() -> None:
     packed = general.compress(raw, "zstd")
     with pytest.raises(CorruptFileError, match="out of order"):
         batch._general(_general_enc(), memoryview(packed), np.array([0]), np.array([len(packed)]), one[2], io)
+
+
+def test_join_of_evenly_laid_ranges_matches_slice_by_slice() -> None:
+    """Chunks of equal values laid at even steps are joined in one copy; anything else (uneven
+    lengths or steps, overlapping steps, ranges past the data) falls back to joining each slice."""
+    rng = np.random.default_rng(5)
+    data = rng.integers(0, 256, 50_000, dtype=np.uint8).tobytes()
+
+    def slow(starts: np.ndarray, lengths: np.ndarray) -> bytes:
+        return b"".join(data[s : s + n] for s, n in zip(starts.tolist(), lengths.tolist()))
+
+    n = 40
+    even = 100 + 1000 * np.arange(n)
+    cases = {
+        "even": (even, np.full(n, 900)),
+        "shorter last": (even, np.append(np.full(n - 1, 900), 17)),
+        "empty last": (even, np.append(np.full(n - 1, 900), 0)),
+        "uneven lengths": (even, np.where(np.arange(n) == 5, 800, 900)),
+        "uneven steps": (np.where(np.arange(n) == 7, even + 8, even), np.full(n, 900)),
+        "overlapping": (100 + 500 * np.arange(n), np.full(n, 900)),
+        "past the data": (even + 10_500, np.full(n, 900)),
+    }
+    for name, (starts, lengths) in cases.items():
+        got = bytes(batch.join(memoryview(data), starts.astype(np.int64), lengths.astype(np.int64)))
+        assert got == slow(starts, lengths), name
+    strided = batch._strided_join(data, even.astype(np.int64), np.full(n, 900, np.int64))
+    assert strided is not None and bytes(strided) == slow(even, np.full(n, 900))
+    assert batch._strided_join(data, (even + 10_500).astype(np.int64), np.full(n, 900, np.int64)) is None

@@ -206,6 +206,50 @@ def test_one_page_per_column(tmp_path, version):
     assert all(len(pages) == 1 for pages in _layouts(path))
 
 
+def _page_rows(path: Path) -> list[list[int]]:
+    """Per column, the rows of each page."""
+    meta = read_metadata(LocalFileSource(str(path)))
+    return [[int(page.length) for page in col.pages] for col in meta.columns]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_pages_hold_whole_batches(tmp_path, version):
+    """A batch past the page budget is one page, as pylance writes it; smaller batches gather
+    until they pass the budget; a batch past ``max_page_bytes`` is cut into even pages."""
+    table = pa.table({"a": pa.array(np.arange(20_000, dtype=np.int64))})
+    one = tmp_path / "one.lance"  # 7 KB batches against a 4 KiB budget (the cap is 8 KiB)
+    with LanceFileWriter(one, table.schema, version=version, page_size_bytes=4096) as w:
+        for b in table.slice(0, 900), table.slice(900, 900):
+            w.write(b)
+    assert _page_rows(one) == [[900, 900]]
+    _check(one, table.slice(0, 1800))
+    # with the default budget (8 MiB), as pylance: each 9.6 MB batch is a page
+    large = pa.table({"a": pa.array(np.arange(2_400_000, dtype=np.int64))})
+    for name, writer in (("ours", LanceFileWriter), ("theirs", lance_file.LanceFileWriter)):
+        with writer(str(tmp_path / name), large.schema, version=version) as w:
+            for b in large.slice(0, 1_200_000), large.slice(1_200_000):
+                w.write_batch(b)
+        assert _page_rows(tmp_path / name) == [[1_200_000, 1_200_000]], name
+
+    small = tmp_path / "small.lance"  # batches of 100 rows gather into pages of whole batches
+    _write(small, table.slice(0, 3000), version, page_size=4096, batch=100)
+    (rows,) = _page_rows(small)
+    assert sum(rows) == 3000 and all(r % 100 == 0 for r in rows)
+    # several batches a page, and no more than the budget and one batch
+    assert all(r > 100 and (r - 100) * 8 < 4096 for r in rows[:-1])
+    _check(small, table.slice(0, 3000))
+
+    big = tmp_path / "big.lance"  # 160 KB in one batch, at most 40 KB a page: four even pages
+    with LanceFileWriter(
+        big, table.schema, version=version, page_size_bytes=4096, max_page_bytes=45_000
+    ) as w:
+        w.write(table)
+    assert _page_rows(big) == [[5000] * 4]
+    _check(big, table)
+    with pytest.raises(ValueError):
+        LanceFileWriter(tmp_path / "bad.lance", table.schema, version=version, max_page_bytes=0)
+
+
 @pytest.mark.parametrize("version", VERSIONS)
 def test_empty_files(tmp_path, version):
     table = pa.table({k: v.column(0).slice(0, 0) for k, v in nested_cases().items()})

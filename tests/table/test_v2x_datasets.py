@@ -98,3 +98,27 @@ def test_we_delete_from_a_2_2_dataset_and_pylance_reads_it(tmp_path):
     assert_tables_equal(lance.dataset(uri).to_table(), expected, check_metadata=False)
     lance.write_dataset(_rows(50_000, 10), uri, mode="append")  # pylance keeps writing on top
     assert lt.dataset(uri).count_rows() == expected.num_rows + 10
+
+
+def test_a_written_batch_becomes_one_page_as_pylance_writes_it(tmp_path):
+    """A table handed over whole reaches the file writer whole (not cut into small batches), so
+    that each column of a file is one page where pylance writes one (reads then touch few pages)."""
+    from lance_table.file.container import read_metadata
+    from lance_table.storage.sources import LocalFileSource
+
+    rng = np.random.default_rng(3)
+    n = 200_000  # the vectors are 12.8 MB: past the 8 MiB page budget
+    table = pa.table(
+        {
+            "id": pa.array(np.arange(n)),
+            "v": pa.FixedSizeListArray.from_arrays(pa.array(rng.random(n * 16).astype(np.float32)), 16),
+        }
+    )
+    lt.write_dataset(table, str(tmp_path / "ours"), data_storage_version="2.2")
+    lance.write_dataset(table, str(tmp_path / "theirs"), data_storage_version="2.2")
+    for side in ("ours", "theirs"):
+        (path,) = (tmp_path / side / "data").glob("*.lance")
+        meta = read_metadata(LocalFileSource(str(path)))
+        assert [[int(p.length) for p in col.pages] for col in meta.columns] == [[n], [n]], side
+    assert_tables_equal(lance.dataset(str(tmp_path / "ours")).to_table(), table)
+    assert_tables_equal(lt.dataset(str(tmp_path / "theirs")).to_table(), table)

@@ -40,6 +40,8 @@ from lance_table.schema import FieldNode, is_binary_like
 
 # Values of this many bytes or more go full-zip (pylance's MINIBLOCK_MAX_BYTE_LENGTH_PER_VALUE).
 FULL_ZIP_BYTES = 256
+# Without a ``max_page_bytes``, a page holds at most this many times the page budget.
+PAGE_GROWTH = 2
 
 # (layout, buffers, rows, first row)
 PageSink = Callable[[Any, list[bytes], int, int], None]
@@ -217,11 +219,13 @@ class LeafColumnWriter:
         page_size_bytes: int,
         large: bool,
         blob_sink: BlobSink | None = None,
+        max_page_bytes: int | None = None,
     ) -> None:
         check_leaf(path[-1])
         self.path = path
         self.sink = sink
         self.budget = page_size_bytes
+        self.max_page_bytes = max_page_bytes or page_size_bytes * PAGE_GROWTH
         self.large = large
         self.max_rep = sum(1 for node in path[:-1] if is_list_node(node))
         self.blob_sink = None
@@ -243,19 +247,20 @@ class LeafColumnWriter:
             piece = write_blobs(piece, self.blob_sink)
         self.pending.append(piece)
         self.pending_bytes += piece.nbytes()
-        if self.pending_bytes < self.budget:
-            return
+        if self.pending_bytes >= self.budget:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Write everything buffered: one page, or even pages of at most ``max_page_bytes``.
+
+        A page holds whole incoming arrays, so an array past the budget is one page as pylance
+        writes it (a take or a filter then works on few pages), while small arrays gather until
+        they pass the budget."""
         wholes = _join_pages(self.pending)
         self.pending, self.pending_bytes = [], 0
-        for i, whole in enumerate(wholes):
-            per_row = max(whole.nbytes() / max(whole.rows, 1), 1e-9)
-            rows_per_page = max(1, int(self.budget / per_row))
-            parts = _split(whole, rows_per_page, self.max_rep)
-            last = parts[-1]
-            if i == len(wholes) - 1 and last.rows != rows_per_page:
-                parts.pop()
-                self.pending, self.pending_bytes = [last], last.nbytes()
-            for part in parts:
+        for whole in wholes:
+            parts = -(-whole.nbytes() // self.max_page_bytes)
+            for part in _split(whole, -(-whole.rows // max(parts, 1)), self.max_rep):
                 self._write(part)
 
     def _write(self, piece: Shredded) -> None:
@@ -266,6 +271,4 @@ class LeafColumnWriter:
     def finish(self) -> None:
         """Write what is still buffered."""
         if self.pending:
-            for whole in _join_pages(self.pending):
-                self._write(whole)
-            self.pending, self.pending_bytes = [], 0
+            self._flush()

@@ -28,7 +28,9 @@ from lance_table.table.snapshot import BLOB_V2_FORMATS
 
 DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
 DEFAULT_MAX_BYTES_PER_FILE = 90 * 1024**3
-# Batches are re-chunked to at most this many rows before they reach the file writer.
+# Batches are re-chunked to at most this many rows before they reach a legacy or 2.0 file writer.
+# 2.1/2.2 writers get whole batches (up to a file's rows): each batch past the page budget becomes
+# one page, as pylance writes them.
 WRITE_CHUNK_ROWS = 128 * 1024
 
 ProgressCallback = Callable[[int], None]
@@ -201,7 +203,7 @@ def as_reader(data: Any, schema: pa.Schema | None = None) -> pa.RecordBatchReade
     if isinstance(data, pa.RecordBatchReader):
         return data
     if isinstance(data, pa.Table):
-        return pa.RecordBatchReader.from_batches(data.schema, data.to_batches(max_chunksize=WRITE_CHUNK_ROWS))
+        return pa.RecordBatchReader.from_batches(data.schema, data.to_batches())
     if isinstance(data, pa.RecordBatch):
         return pa.RecordBatchReader.from_batches(data.schema, [data])
     if (
@@ -410,10 +412,11 @@ def write_fragments(
     On any error the files written so far are deleted and the error is raised.
     """
     writer = FragmentWriter(storage, schema, fields, **options)
+    rows = WRITE_CHUNK_ROWS if writer.data_format in (LEGACY_FORMAT, "2.0") else None
     try:
         for batch in reader:
             if batch.num_rows:
-                for chunk in _chunks(conform(batch, schema)):
+                for chunk in _chunks(conform(batch, schema), rows):
                     writer.write(chunk)
         return writer.finish(), writer.paths, writer.dictionaries
     except BaseException:
@@ -421,9 +424,9 @@ def write_fragments(
         raise
 
 
-def _chunks(batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
-    if batch.num_rows <= WRITE_CHUNK_ROWS:
+def _chunks(batch: pa.RecordBatch, rows: int | None) -> Iterator[pa.RecordBatch]:
+    if rows is None or batch.num_rows <= rows:
         yield batch
         return
-    for start in range(0, batch.num_rows, WRITE_CHUNK_ROWS):
-        yield batch.slice(start, WRITE_CHUNK_ROWS)
+    for start in range(0, batch.num_rows, rows):
+        yield batch.slice(start, rows)
