@@ -85,6 +85,14 @@ class _RangedSource:
 
     def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
         size = self.size()
+        if len(ranges) == 1:  # most metadata reads: no merging to plan
+            off, length = (int(v) for v in ranges[0])
+            if off < 0 or length < 0 or off + length > size:
+                raise CorruptFileError(
+                    self._name, f"byte range [{off}, {off + length}) lies outside the file of {size} bytes"
+                )
+            (data,) = self._read_many([(off, length)])
+            return [self._checked(off, length, data)]
         arr = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
         outside = (arr[:, 0] < 0) | (arr[:, 1] < 0) | (arr[:, 0] + arr[:, 1] > size)
         if bool(outside.any()):
@@ -93,15 +101,17 @@ class _RangedSource:
                 self._name, f"byte range [{off}, {off + length}) lies outside the file of {size} bytes"
             )
         merged, which, inner = coalesce(arr, self.coalesce_gap)
-        blobs = []
-        for (off, length), data in zip(merged, self._read_many(merged)):
-            if len(data) != length:
-                raise CorruptFileError(
-                    self._name, f"short read: wanted {length} bytes, got {len(data)}", offset=off
-                )
-            blobs.append(data if isinstance(data, memoryview) else memoryview(data))
+        blobs = [self._checked(off, n, data) for (off, n), data in zip(merged, self._read_many(merged))]
         lengths = arr[:, 1].tolist()
         return [blobs[w][i : i + n] for w, i, n in zip(which.tolist(), inner.tolist(), lengths)]
+
+    def _checked(self, off: int, length: int, data: bytes | memoryview) -> memoryview:
+        """``data`` read at ``off`` as a view, if it is as long as asked."""
+        if len(data) != length:
+            raise CorruptFileError(
+                self._name, f"short read: wanted {length} bytes, got {len(data)}", offset=off
+            )
+        return data if isinstance(data, memoryview) else memoryview(data)
 
 
 class LocalFileSource(_RangedSource):

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 from helpers import race_creates
 
+from lance_table.errors import CorruptFileError
 from lance_table.file import LanceFileReader, LanceFileWriter
 from lance_table.storage import Storage, open_storage
 
@@ -44,6 +45,13 @@ def test_read_ranges(storage):
     storage.write("r.bin", data)
     ranges = [(0, 10), (5000, 100), (12, 0), (10_000, 240), (3, 7)]
     assert [bytes(b) for b in storage.read_ranges("r.bin", ranges)] == [data[o : o + n] for o, n in ranges]
+    source = storage.source("r.bin")
+    for one in [(10_000, 240)], [(0, len(data))], [(len(data), 0)]:  # one range: read as it is
+        assert [bytes(b) for b in source.read_ranges(one)] == [data[o : o + n] for o, n in one]
+    for bad in [(10_000, 241)], [(-1, 4)], [(0, 4), (10_200, 41)]:
+        with pytest.raises(CorruptFileError, match="outside the file") as info:
+            source.read_ranges(bad)
+        assert "r.bin" in str(info.value)
 
 
 def test_put_if_absent(storage):
