@@ -271,6 +271,54 @@ def test_general_round_trip(scheme: str) -> None:
         general.compress(b"", "gzip")
 
 
+def _streamed_zstd(raw: bytes) -> bytes:
+    """``raw`` framed as Lance does, in a zstd frame that does not state its content size."""
+    sink = pa.BufferOutputStream()
+    with pa.CompressedOutputStream(sink, "zstd") as out:
+        out.write(raw)
+    return struct.pack("<Q", len(raw)) + sink.getvalue().to_pybytes()
+
+
+@pytest.mark.parametrize("scheme", ["zstd", "lz4"])
+def test_decompress_many_matches_one_by_one(scheme: str) -> None:
+    """Frames decoded together give what each gives alone, and any buffer that cannot go with the
+    others (no content size in its frame, a length that disagrees with it, damage) is decoded on
+    its own, so that the error names it."""
+    rng = np.random.default_rng(1)
+    raws = [rng.integers(97, 123, int(n), dtype=np.uint8).tobytes() for n in rng.integers(0, 5000, 40)]
+    raws[3] = b""
+    framed = [general.compress(r, scheme) for r in raws]
+
+    def many(buffers: list[bytes]) -> list[bytes]:
+        data = b"".join(buffers)
+        sizes = np.array([len(b) for b in buffers], np.int64)
+        at = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        return [bytes(v) for v in general.decompress_many(memoryview(data), at, sizes, scheme, _Where())]
+
+    assert many(framed) == raws
+    assert many(framed[:1]) == raws[:1]
+    if scheme == "lz4":
+        return
+    mixed = list(framed)
+    mixed[7] = _streamed_zstd(raws[7])  # decoded alone
+    assert many(mixed) == raws
+    lying = list(framed)  # the Lance length disagrees with the frame's own
+    lying[5] = struct.pack("<Q", len(raws[5]) + 1) + framed[5][8:]
+    with pytest.raises(ValueError, match="does not decompress"):
+        many(lying)
+    damaged = list(framed)
+    damaged[9] = framed[9][:-5]  # a frame cut short
+    with pytest.raises(ValueError, match="does not decompress"):
+        many(damaged)
+    # a changed literal byte is no error (the frames carry no checksum): the same bytes either way
+    changed = list(framed)
+    body = bytearray(framed[9])
+    body[-3] ^= 0x01
+    changed[9] = bytes(body)
+    alone = [bytes(general.decompress(b, scheme, None, _Where())) for b in changed]
+    assert many(changed) == alone
+
+
 def test_general_through_the_page_decoder() -> None:
     values = np.arange(4000, dtype=np.int64) * 3
     for scheme, number in (("lz4", 1), ("zstd", 2)):

@@ -68,3 +68,70 @@ def compressed_bound(size: int, scheme: str) -> int:
         small = ((128 << 10) - size) >> 11 if size < 128 << 10 else 0
         return 8 + size + (size >> 8) + small
     return 4 + size + size // 255 + 16
+
+
+_ZSTD_MAGIC = 0xFD2FB528
+_FCS_BYTES = np.array([0, 2, 4, 8], np.int64)  # by Frame_Content_Size_flag (0: 1 byte if single-segment)
+_DICT_ID_BYTES = np.array([0, 1, 2, 4], np.int64)  # by Dictionary_ID_flag
+
+
+def zstd_content_sizes(u8: np.ndarray, at: np.ndarray, size: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The content size the zstd frame header at each ``at`` (frames of ``size`` bytes) states, and
+    whether it states one (a frame may leave it out; a damaged one may not be a frame at all)."""
+    n = at.size
+    if not n:
+        return np.zeros(0, np.uint64), np.zeros(0, bool)
+    # A header is at most 18 bytes: magic, descriptor, window, dictionary id, content size.
+    head = u8[np.minimum(at[:, None] + np.arange(18), u8.size - 1)]
+    magic = np.ascontiguousarray(head[:, :4]).view("<u4").reshape(-1)
+    desc = head[:, 4].astype(np.int64)
+    single = (desc >> 5) & 1
+    flag = desc >> 6
+    fcs_bytes = np.where((flag == 0) & (single == 1), 1, _FCS_BYTES[flag])
+    fcs_at = 5 + (1 - single) + _DICT_ID_BYTES[desc & 3]
+    known = (magic == _ZSTD_MAGIC) & ((desc & 8) == 0) & (fcs_bytes > 0) & (fcs_at + fcs_bytes <= size)
+    k = np.arange(8)
+    raw = np.take_along_axis(head, np.minimum(fcs_at[:, None] + k, 17), axis=1).astype(np.uint64)
+    raw[k >= fcs_bytes[:, None]] = 0
+    stated = np.bitwise_or.reduce(raw << (8 * k).astype(np.uint64), axis=1)
+    stated[fcs_bytes == 2] += np.uint64(256)  # the 2-byte form is stored minus 256
+    return stated, known
+
+
+def decompress_many(
+    data: memoryview, at: np.ndarray, sizes: np.ndarray, scheme: str, where: Where
+) -> list[memoryview]:
+    """Each buffer ``data[at : at + size]`` as :func:`decompress` undoes it.
+
+    zstd frames whose headers state the length their Lance header gives are decoded back to back
+    in one call (zstd decodes concatenated frames, checking each against its header): the fixed
+    cost of a call is paid once, not per buffer. Buffers that do not qualify, and any that fail
+    together, are decoded one by one, so that errors name what is wrong.
+    """
+    one_by_one = [(int(a), int(n)) for a, n in zip(at.tolist(), sizes.tolist())]
+    if scheme != "zstd" or at.size < 2:
+        return [decompress(data[a : a + n], scheme, None, where) for a, n in one_by_one]
+    u8 = np.frombuffer(data, np.uint8)
+    if bool(np.any((sizes < _ZSTD_HEADER + 4) | (at < 0) | (at + sizes > u8.size))):
+        return [decompress(data[a : a + n], scheme, None, where) for a, n in one_by_one]
+    head = np.ascontiguousarray(u8[at[:, None] + np.arange(_ZSTD_HEADER)]).view("<u8").reshape(-1)
+    frame_at, frame_sizes = at + _ZSTD_HEADER, sizes - _ZSTD_HEADER
+    stated, known = zstd_content_sizes(u8, frame_at, frame_sizes)
+    if not bool(np.all(known & (stated == head) & (head <= _most_from(frame_sizes)))):
+        return [decompress(data[a : a + n], scheme, None, where) for a, n in one_by_one]
+    lengths = head.astype(np.int64)
+    frames = b"".join([data[a : a + n] for a, n in zip(frame_at.tolist(), frame_sizes.tolist())])
+    try:
+        out = memoryview(pa.Codec("zstd").decompress(frames, decompressed_size=int(lengths.sum())))
+    except (pa.ArrowException, OSError, ValueError):
+        return [decompress(data[a : a + n], scheme, None, where) for a, n in one_by_one]
+    ends = np.cumsum(lengths).tolist()
+    return [out[e - n : e] for e, n in zip(ends, lengths.tolist())]
+
+
+_ZSTD_HEADER = 8  # Lance's u64 length before each zstd frame
+
+
+def _most_from(compressed: np.ndarray) -> np.ndarray:
+    """The most bytes a buffer of ``compressed`` bytes may claim (as :func:`decompress` checks)."""
+    return (1024 * np.maximum(compressed + _ZSTD_HEADER, 64) + (1 << 20)).astype(np.uint64)

@@ -10,6 +10,7 @@ decodes chunk by chunk with :func:`compress21.decode_values`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -183,8 +184,8 @@ def values(
     return None
 
 
-# chunks decompressed per task when a page's general-compressed chunks are spread over threads
-_GENERAL_GROUP = 64
+# groups of chunks decompressed on threads when a page's general-compressed chunks are many
+_GENERAL_PARTS = 4
 
 
 def _general(
@@ -233,17 +234,17 @@ _GENERAL_PARALLEL_BYTES = 1 << 20
 def _decompress_all(
     data: memoryview, at: np.ndarray, sizes: np.ndarray, scheme: str, io: PageIO
 ) -> list[memoryview]:
-    """Each chunk ``data[at : at + size]`` decompressed; the threads do nothing but decompress
-    (which releases the GIL), so that they do not queue for the GIL behind each other's Python."""
-    ranges = list(zip(at.tolist(), sizes.tolist()))
-
-    def unpack(group: list[tuple[int, int]]) -> list[memoryview]:
-        return [general.decompress(data[a : a + n], scheme, None, io) for a, n in group]
-
+    """Each chunk ``data[at : at + size]`` decompressed, a group of chunks per call (see
+    :func:`general.decompress_many`); a big page's groups on threads, which do nothing but
+    decompress (releasing the GIL), so that they do not queue for the GIL behind each other."""
     if int(sizes.sum()) < _GENERAL_PARALLEL_BYTES:
-        return unpack(ranges)
-    groups = [ranges[i : i + _GENERAL_GROUP] for i in range(0, len(ranges), _GENERAL_GROUP)]
-    return [raw for group in map_parts(unpack, groups) for raw in group]
+        return general.decompress_many(data, at, sizes, scheme, io)
+    cuts = np.linspace(0, at.size, _GENERAL_PARTS + 1).astype(np.int64)
+    groups = [(a, b) for a, b in pairwise(cuts.tolist()) if b > a]
+    parts = map_parts(
+        lambda g: general.decompress_many(data, at[g[0] : g[1]], sizes[g[0] : g[1]], scheme, io), groups
+    )
+    return [raw for part in parts for raw in part]
 
 
 def _pick_variable(

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from lance_table.file.compression.general import zstd_content_sizes
 from lance_table.file.pageio import PageIO
 from lance_table.file.v2_1.batch import spans
 from lance_table.file.v2_1.compress import SCHEMES, compression_kind, decode_values, unsupported
@@ -86,7 +87,7 @@ def _per_value_general(enc: Any, values: Var, io: PageIO) -> Values:
     frames = u8[spans(starts + 8, frame_sizes)]
     if total > 1024 * max(frames.size, 64) + (1 << 20):
         raise io.corrupt(f"{frames.size} compressed bytes claim {total} bytes of values")
-    stated, known = _zstd_content_sizes(u8, starts + 8, frame_sizes)
+    stated, known = zstd_content_sizes(u8, starts + 8, frame_sizes)
     wrong = np.flatnonzero(known & (stated != lengths.astype(np.uint64)))
     if wrong.size:
         i = int(wrong[0])
@@ -121,34 +122,6 @@ def _per_value_general(enc: Any, values: Var, io: PageIO) -> Values:
     if len(parts) == 1:
         return Var(memoryview(parts[0]), out_at)
     return Var(b"".join(parts), out_at)
-
-
-_ZSTD_MAGIC = 0xFD2FB528
-_FCS_BYTES = np.array([0, 2, 4, 8], np.int64)  # by Frame_Content_Size_flag (0: 1 byte if single-segment)
-_DICT_ID_BYTES = np.array([0, 1, 2, 4], np.int64)  # by Dictionary_ID_flag
-
-
-def _zstd_content_sizes(u8: np.ndarray, at: np.ndarray, size: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The content size the zstd frame header at each ``at`` (frames of ``size`` bytes) states, and
-    whether it states one (a frame may leave it out; a damaged one may not be a frame at all)."""
-    n = at.size
-    if not n:
-        return np.zeros(0, np.uint64), np.zeros(0, bool)
-    # A header is at most 18 bytes: magic, descriptor, window, dictionary id, content size.
-    head = u8[np.minimum(at[:, None] + np.arange(18), u8.size - 1)]
-    magic = np.ascontiguousarray(head[:, :4]).view("<u4").reshape(-1)
-    desc = head[:, 4].astype(np.int64)
-    single = (desc >> 5) & 1
-    flag = desc >> 6
-    fcs_bytes = np.where((flag == 0) & (single == 1), 1, _FCS_BYTES[flag])
-    fcs_at = 5 + (1 - single) + _DICT_ID_BYTES[desc & 3]
-    known = (magic == _ZSTD_MAGIC) & ((desc & 8) == 0) & (fcs_bytes > 0) & (fcs_at + fcs_bytes <= size)
-    k = np.arange(8)
-    raw = np.take_along_axis(head, np.minimum(fcs_at[:, None] + k, 17), axis=1).astype(np.uint64)
-    raw[k >= fcs_bytes[:, None]] = 0
-    stated = np.bitwise_or.reduce(raw << (8 * k).astype(np.uint64), axis=1)
-    stated[fcs_bytes == 2] += np.uint64(256)  # the 2-byte form is stored minus 256
-    return stated, known
 
 
 def _variable_packed_struct(enc: Any, values: Var, io: PageIO) -> Struct:
