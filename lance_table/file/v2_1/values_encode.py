@@ -54,6 +54,8 @@ FSST_MIN_AVG = 5
 SCHEMES = ("zstd", "lz4")
 # general compression takes chunks of at most this many bytes before compression
 GENERAL_CHUNK_BYTES = 16 * 1024
+# chunks compressed per task on the pool
+_COMPRESS_GROUP = 64
 _SCHEME_PB = {"zstd": pb.COMPRESSION_ALGORITHM_ZSTD, "lz4": pb.COMPRESSION_ALGORITHM_LZ4}
 
 
@@ -144,10 +146,12 @@ class _GeneralValues(MiniBlockValues):
         self._cache = {key: got for key, got in self._cache.items() if key in wanted}
         todo = [r for r in ranges if r not in self._cache]
 
-        def compress(r: tuple[int, int]) -> bytes:
-            return general.compress(self.inner.chunk(*r)[0], self.scheme)
+        def compress(group: list[tuple[int, int]]) -> list[bytes]:
+            return [general.compress(self.inner.chunk(*r)[0], self.scheme) for r in group]
 
-        self._cache.update(zip(todo, map_parts(compress, todo)))
+        # a few groups of chunks per task: a task per chunk would cost more than compressing it
+        groups = [todo[i : i + _COMPRESS_GROUP] for i in range(0, len(todo), _COMPRESS_GROUP)]
+        self._cache.update(zip(todo, (got for part in map_parts(compress, groups) for got in part)))
 
     def sizes(self, start: int, stop: int) -> list[int]:
         return [len(self._compressed(start, stop))]
