@@ -143,8 +143,11 @@ def evaluate_mask(table: pa.Table, expr: pc.Expression) -> np.ndarray:
     mask = np.zeros(table.num_rows, bool)
     at = 0
     for chunk in result.chunks:  # chunks arrive in order with use_threads=False
-        mask[at : at + len(chunk)] = chunk.to_numpy(zero_copy_only=False)
-        at += len(chunk)
+        n = len(chunk)
+        if n:  # the value bits unpacked (a bitmap to bools in one numpy call)
+            data = np.frombuffer(chunk.buffers()[1], np.uint8, (chunk.offset + n + 7) // 8)
+            mask[at : at + n] = np.unpackbits(data, bitorder="little")[chunk.offset : chunk.offset + n]
+        at += n
     return mask
 
 
