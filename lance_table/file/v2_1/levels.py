@@ -62,9 +62,15 @@ class Shredded:
 
 
 def _validity(arr: pa.Array) -> np.ndarray | None:
+    """Which rows of ``arr`` are valid (None when all are); its bitmap unpacked in one call."""
     if not arr.null_count:
         return None
-    return np.asarray(arr.is_valid(), dtype=bool)
+    bitmap = arr.buffers()[0]
+    if bitmap is None:  # nulls without a bitmap (null-type arrays and unions)
+        return np.asarray(arr.is_valid(), dtype=bool)
+    n, at = len(arr), arr.offset
+    bits = np.unpackbits(np.frombuffer(bitmap, np.uint8, (at + n + 7) // 8), bitorder="little")
+    return bits[at : at + n].view(bool)
 
 
 def _list_offsets(arr: pa.Array) -> np.ndarray:
@@ -107,8 +113,11 @@ def shred(arr: pa.Array, path: Sequence[FieldNode]) -> Shredded:
             cur = normalize_dictionary(cur)
         valid = _validity(cur)
         if valid is not None:
-            live = np.flatnonzero(codes == 0)
-            bad = np.compress(~valid[pos[live]], live)  # compress: boolean indexing is slow
+            if not lists_seen:  # entries are still the rows: no positions to look through
+                bad = np.flatnonzero(~valid & (codes == 0))
+            else:
+                live = np.flatnonzero(codes == 0)
+                bad = np.compress(~valid[pos[live]], live)  # compress: boolean indexing is slow
             if bad.size:
                 codes[bad] = 1 + 2 * i
                 nulls[i] = True
@@ -159,19 +168,23 @@ def shred(arr: pa.Array, path: Sequence[FieldNode]) -> Shredded:
         nulls[min(struct_nulls) + 1 :] = True
     visible = None
     if list_depths:
-        innermost = list_depths[-1]
-        term = (codes.astype(np.int64) - 1) // 2
-        visible = (codes == 0) | (term > innermost)
+        # entries ended deeper than the innermost list (code 1 + 2 * depth or more) hold a slot
+        visible = (codes == 0) | (codes >= 3 + 2 * list_depths[-1])
         chosen = np.compress(visible, pos)
     else:
         chosen = pos
-    if chosen.size == len(cur) and (not chosen.size or bool(np.all(chosen == np.arange(chosen.size)))):
+    if chosen.size == len(cur) and (not chosen.size or _is_identity(chosen)):
         values = cur
     else:
         values = cur.take(pa.array(chosen))
     return Shredded(
         n, rep, codes, None if visible is None or visible.all() else visible, values, nulls, empties
     )
+
+
+def _is_identity(positions: np.ndarray) -> bool:
+    """Whether ``positions`` is ``0, 1, 2, ...`` (checked without building that range)."""
+    return int(positions[0]) == 0 and bool(np.all(np.diff(positions) == 1))
 
 
 def join(pieces: Sequence[Shredded]) -> Shredded:
