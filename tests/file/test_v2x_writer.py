@@ -481,11 +481,17 @@ def test_random_tables_round_trip(tmp_path_factory, case):
     assert_tables_equal(LanceFileReader(path).read_all(), table)
 
 
-def test_shredding_reads_validity_at_any_offset() -> None:
+@pytest.mark.parametrize("wide", [False, True])
+def test_shredding_reads_validity_at_any_offset(monkeypatch, wide: bool) -> None:
     """Arrays sliced at offsets that are not whole bytes of their bitmaps shred as their copies do
-    (validity is unpacked from the bitmaps, which start mid-byte then)."""
+    (validity is unpacked from the bitmaps, which start mid-byte then); with 64-bit positions
+    (lists of 2^31 items or more) as with 32-bit ones."""
     from lance_table.file.v2_1 import encode as encode21
+    from lance_table.file.v2_1 import levels
     from lance_table.file.v2_1.levels import shred
+
+    if wide:
+        monkeypatch.setattr(levels, "_NARROW_LIMIT", 0)
     from lance_table.schema import build_tree, fields_from_arrow
 
     rng = np.random.default_rng(4)

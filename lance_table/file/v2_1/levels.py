@@ -61,6 +61,10 @@ class Shredded:
         return np.flatnonzero(self.rep == max_rep)
 
 
+# Entry positions below this count are kept in 32 bits.
+_NARROW_LIMIT = 1 << 31
+
+
 def _validity(arr: pa.Array) -> np.ndarray | None:
     """Which rows of ``arr`` are valid (None when all are); its bitmap unpacked in one call."""
     if not arr.null_count:
@@ -141,12 +145,16 @@ def shred(arr: pa.Array, path: Sequence[FieldNode]) -> Shredded:
             start_at = np.where(expand, offsets[np.minimum(pos, offsets.size - 1)], 0)
             # the items' positions run on from each entry's first item: a running sum of steps
             # of one that jumps at each entry's first item
-            step = np.ones(int(firsts[-1]), np.int64)
+            # (in 32 bits when the positions and entries fit: a running sum of half the bytes)
+            entries = int(firsts[-1])
+            wide = max(entries, len(cur.values), int(offsets[-1]) if offsets.size else 0) >= _NARROW_LIMIT
+            kind = np.int64 if wide else np.int32
+            step = np.ones(entries, kind)
             if codes.size:
                 jump = start_at.copy()
                 jump[1:] -= start_at[:-1] + counts[:-1] - 1
                 step[heads] = jump
-            pos = np.cumsum(step)
+            pos = np.cumsum(step, dtype=kind)
             assert rep is not None
             inner = np.full(pos.size, max_rep - lists_seen - 1, np.uint16)
             inner[heads] = rep
