@@ -489,7 +489,6 @@ def test_shredding_reads_validity_at_any_offset(monkeypatch, wide: bool) -> None
     from lance_table.file.v2_1 import encode as encode21
     from lance_table.file.v2_1 import levels
     from lance_table.file.v2_1.levels import shred
-
     from lance_table.schema import build_tree, fields_from_arrow
 
     rng = np.random.default_rng(4)
