@@ -105,26 +105,29 @@ def decompress_many(
 
     zstd frames whose headers state the length their Lance header gives are decoded back to back
     in one call (zstd decodes concatenated frames, checking each against its header): the fixed
-    cost of a call is paid once, not per buffer. Buffers that do not qualify, and any that fail
-    together, are decoded one by one, so that errors name what is wrong.
+    cost of a call is paid once, not per buffer. When any buffer does not qualify, or decoding them
+    together fails, each is decoded on its own, so that errors name what is wrong.
     """
-    one_by_one = [(int(a), int(n)) for a, n in zip(at.tolist(), sizes.tolist())]
+
+    def one_by_one() -> list[memoryview]:
+        return [decompress(data[a : a + n], scheme, None, where) for a, n in zip(at.tolist(), sizes.tolist())]
+
     if scheme != "zstd" or at.size < 2:
-        return [decompress(data[a : a + n], scheme, None, where) for a, n in one_by_one]
+        return one_by_one()
     u8 = np.frombuffer(data, np.uint8)
     if bool(np.any((sizes < _ZSTD_HEADER + 4) | (at < 0) | (at + sizes > u8.size))):
-        return [decompress(data[a : a + n], scheme, None, where) for a, n in one_by_one]
+        return one_by_one()
     head = np.ascontiguousarray(u8[at[:, None] + np.arange(_ZSTD_HEADER)]).view("<u8").reshape(-1)
     frame_at, frame_sizes = at + _ZSTD_HEADER, sizes - _ZSTD_HEADER
     stated, known = zstd_content_sizes(u8, frame_at, frame_sizes)
     if not bool(np.all(known & (stated == head) & (head <= _most_from(frame_sizes)))):
-        return [decompress(data[a : a + n], scheme, None, where) for a, n in one_by_one]
+        return one_by_one()
     lengths = head.astype(np.int64)
     frames = b"".join([data[a : a + n] for a, n in zip(frame_at.tolist(), frame_sizes.tolist())])
     try:
         out = memoryview(pa.Codec("zstd").decompress(frames, decompressed_size=int(lengths.sum())))
     except (pa.ArrowException, OSError, ValueError):
-        return [decompress(data[a : a + n], scheme, None, where) for a, n in one_by_one]
+        return one_by_one()
     ends = np.cumsum(lengths).tolist()
     return [out[e - n : e] for e, n in zip(ends, lengths.tolist())]
 
