@@ -88,22 +88,22 @@ class _RangedSource:
         if len(ranges) == 1:  # most metadata reads: no merging to plan
             off, length = (int(v) for v in ranges[0])
             if off < 0 or length < 0 or off + length > size:
-                raise CorruptFileError(
-                    self._name, f"byte range [{off}, {off + length}) lies outside the file of {size} bytes"
-                )
+                raise self._outside(off, length)
             (data,) = self._read_many([(off, length)])
             return [self._checked(off, length, data)]
         arr = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
         outside = (arr[:, 0] < 0) | (arr[:, 1] < 0) | (arr[:, 0] + arr[:, 1] > size)
         if bool(outside.any()):
-            off, length = arr[int(np.argmax(outside))].tolist()
-            raise CorruptFileError(
-                self._name, f"byte range [{off}, {off + length}) lies outside the file of {size} bytes"
-            )
+            raise self._outside(*arr[int(np.argmax(outside))].tolist())
         merged, which, inner = coalesce(arr, self.coalesce_gap)
         blobs = [self._checked(off, n, data) for (off, n), data in zip(merged, self._read_many(merged))]
         lengths = arr[:, 1].tolist()
         return [blobs[w][i : i + n] for w, i, n in zip(which.tolist(), inner.tolist(), lengths)]
+
+    def _outside(self, off: int, length: int) -> CorruptFileError:
+        return CorruptFileError(
+            self._name, f"byte range [{off}, {off + length}) lies outside the file of {self.size()} bytes"
+        )
 
     def _checked(self, off: int, length: int, data: bytes | memoryview) -> memoryview:
         """``data`` read at ``off`` as a view, if it is as long as asked."""

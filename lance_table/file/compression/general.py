@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from typing import overload
 
 import numpy as np
 import pyarrow as pa
@@ -12,6 +13,23 @@ from lance_table.file.compression import Where
 
 # The schemes by their CompressionAlgorithm numbers in Lance 2.1+ encodings.
 SCHEMES_BY_NUMBER = {1: "lz4", 2: "zstd"}
+
+
+@overload
+def most_from(compressed: int) -> int: ...
+
+
+@overload
+def most_from(compressed: np.ndarray) -> np.ndarray: ...
+
+
+def most_from(compressed: int | np.ndarray) -> int | np.ndarray:
+    """The most bytes ``compressed`` bytes (a size, or an array of them) may claim to decompress
+    to: ratios beyond ~1000x do not occur in practice, so larger claims are refused as sizes the
+    input cannot explain."""
+    if isinstance(compressed, np.ndarray):
+        return 1024 * np.maximum(compressed, 64) + (1 << 20)
+    return 1024 * max(compressed, 64) + (1 << 20)
 
 
 def decompress(raw: memoryview | bytes, scheme: str, expected: int | None, where: Where) -> memoryview:
@@ -27,8 +45,7 @@ def decompress(raw: memoryview | bytes, scheme: str, expected: int | None, where
     (length,) = struct.unpack_from("<Q" if header == 8 else "<I", raw, 0)
     if expected is not None and length != expected:
         raise where.corrupt(f"{scheme} buffer claims {length} bytes after decompression, expected {expected}")
-    # Compression ratios beyond ~1000x do not occur in practice; refuse sizes the input cannot explain.
-    if length > 1024 * max(len(raw), 64) + (1 << 20):
+    if length > most_from(len(raw)):
         raise where.corrupt(f"{scheme} buffer of {len(raw)} bytes claims {length} bytes after decompression")
     try:
         out = pa.Codec(codec).decompress(memoryview(raw)[header:], decompressed_size=length)
@@ -71,6 +88,7 @@ def compressed_bound(size: int, scheme: str) -> int:
 
 
 _ZSTD_MAGIC = 0xFD2FB528
+_ZSTD_HEADER = 8  # Lance's u64 length before each zstd frame
 _FCS_BYTES = np.array([0, 2, 4, 8], np.int64)  # by Frame_Content_Size_flag (0: 1 byte if single-segment)
 _DICT_ID_BYTES = np.array([0, 1, 2, 4], np.int64)  # by Dictionary_ID_flag
 
@@ -120,7 +138,7 @@ def decompress_many(
     head = np.ascontiguousarray(u8[at[:, None] + np.arange(_ZSTD_HEADER)]).view("<u8").reshape(-1)
     frame_at, frame_sizes = at + _ZSTD_HEADER, sizes - _ZSTD_HEADER
     stated, known = zstd_content_sizes(u8, frame_at, frame_sizes)
-    if not bool(np.all(known & (stated == head) & (head <= _most_from(frame_sizes)))):
+    if not bool(np.all(known & (stated == head) & (head <= most_from(sizes).astype(np.uint64)))):
         return one_by_one()
     lengths = head.astype(np.int64)
     frames = b"".join([data[a : a + n] for a, n in zip(frame_at.tolist(), frame_sizes.tolist())])
@@ -130,11 +148,3 @@ def decompress_many(
         return one_by_one()
     ends = np.cumsum(lengths).tolist()
     return [out[e - n : e] for e, n in zip(ends, lengths.tolist())]
-
-
-_ZSTD_HEADER = 8  # Lance's u64 length before each zstd frame
-
-
-def _most_from(compressed: np.ndarray) -> np.ndarray:
-    """The most bytes a buffer of ``compressed`` bytes may claim (as :func:`decompress` checks)."""
-    return (1024 * np.maximum(compressed + _ZSTD_HEADER, 64) + (1 << 20)).astype(np.uint64)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from lance_table.file.compression.general import zstd_content_sizes
+from lance_table.file.compression.general import most_from, zstd_content_sizes
 from lance_table.file.pageio import PageIO
 from lance_table.file.v2_1.batch import spans
 from lance_table.file.v2_1.compress import SCHEMES, compression_kind, decode_values, unsupported
@@ -85,7 +85,7 @@ def _per_value_general(enc: Any, values: Var, io: PageIO) -> Values:
     total = int(lengths.sum())
     frame_sizes = present - 8
     frames = u8[spans(starts + 8, frame_sizes)]
-    if total > 1024 * max(frames.size, 64) + (1 << 20):
+    if total > most_from(frames.size):
         raise io.corrupt(f"{frames.size} compressed bytes claim {total} bytes of values")
     stated, known = zstd_content_sizes(u8, starts + 8, frame_sizes)
     wrong = np.flatnonzero(known & (stated != lengths.astype(np.uint64)))
