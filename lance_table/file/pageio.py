@@ -9,7 +9,7 @@ import numpy as np
 from lance_table.errors import CorruptFileError
 from lance_table.file.compression import general
 from lance_table.file.runs import Runs
-from lance_table.storage.sources import ByteSource
+from lance_table.storage.sources import ByteSource, read_joined
 
 BUFFER_PAGE = 0
 BUFFER_COLUMN = 1
@@ -100,9 +100,7 @@ class PageIO:
                 s = int(runs.starts[0])
                 return data[s : s + int(runs.lengths[0])]
             return b"".join(data[s : s + n] for s, n in zip(runs.starts.tolist(), runs.lengths.tolist()))
-        ranges = list(zip((runs.starts + offset).tolist(), runs.lengths.tolist()))
-        parts = self.source.read_ranges(ranges)
-        return parts[0] if len(parts) == 1 else b"".join(parts)
+        return read_joined(self.source, np.stack([runs.starts + offset, runs.lengths], axis=1))
 
     def decompressed(
         self, index: int, scheme: str, expected: int | None, kind: int = BUFFER_PAGE

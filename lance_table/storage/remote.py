@@ -47,11 +47,13 @@ class _FsspecSource(_RangedSource):
 
     def _read_many(self, reads: list[tuple[int, int]]) -> list[bytes | memoryview]:
         """All merged reads in one ``cat_ranges`` call: async backends (s3fs) fetch them concurrently."""
-        if len(reads) < 2:
+        wanted = [(off, length) for off, length in reads if length]  # S3 refuses empty ranges
+        if len(wanted) < 2:
             return [self._read(off, length) for off, length in reads]
-        starts = [off for off, _ in reads]
-        ends = [off + length for off, length in reads]
-        return list(self._fs.cat_ranges([self._path] * len(reads), starts, ends, on_error="raise"))
+        starts = [off for off, _ in wanted]
+        ends = [off + length for off, length in wanted]
+        got = iter(self._fs.cat_ranges([self._path] * len(wanted), starts, ends, on_error="raise"))
+        return [next(got) if length else b"" for _, length in reads]
 
 
 class FsspecStorage(Storage):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Sequence
+from itertools import pairwise
 from typing import IO, Protocol, runtime_checkable
 
 import numpy as np
@@ -117,8 +118,8 @@ class _RangedSource:
 class LocalFileSource(_RangedSource):
     """A local file read with ``os.preadv`` (thread-safe, no shared file position).
 
-    The file is open only while a ``read_ranges`` call runs, so that any number of sources (a scan
-    of thousands of fragments, a cache of readers) holds no file descriptors between reads.
+    The file is open only while a read runs, so that any number of sources (a scan of thousands
+    of fragments, a cache of readers) holds no file descriptors between reads.
     """
 
     coalesce_gap = LOCAL_COALESCE_GAP
@@ -139,12 +140,35 @@ class LocalFileSource(_RangedSource):
         finally:
             os.close(fd)
 
+    def read_joined(self, ranges: Sequence[tuple[int, int]] | np.ndarray) -> memoryview:
+        """The bytes of ``ranges``, one after another in one buffer (see :func:`read_joined`).
+
+        Ranges in file order are read straight into that buffer, with one ``preadv`` for each
+        run of ranges less than the coalescing gap apart (the gaps land in a scratch buffer).
+        """
+        arr = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
+        if arr.shape[0] < 2 or bool(np.any(arr[1:, 0] < arr[:-1, 0] + arr[:-1, 1])):
+            return _joined(self.read_ranges(_pairs(arr)))  # one range, or ranges out of file order
+        starts, lengths = arr[:, 0], arr[:, 1]
+        outside = (starts < 0) | (lengths < 0) | (starts + lengths > self._size)
+        if bool(outside.any()):
+            raise self._outside(*arr[int(np.argmax(outside))].tolist())
+        fd = os.open(self._name, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        try:
+            return _LocalRead(self._name, self._size, fd).read_sorted(starts, lengths)
+        finally:
+            os.close(fd)
+
     def close(self) -> None:
         """Nothing to release: the file is open only during a read (kept for callers that close)."""
 
 
+# Buffers one preadv call fills at most (Linux allows 1024).
+_MAX_IOV = 512
+
+
 class _LocalRead(_RangedSource):
-    """One ``read_ranges`` call of a :class:`LocalFileSource`, on a descriptor it opened."""
+    """One read of a :class:`LocalFileSource`, on a descriptor it opened."""
 
     coalesce_gap = LOCAL_COALESCE_GAP
 
@@ -156,6 +180,30 @@ class _LocalRead(_RangedSource):
     def size(self) -> int:
         return self._size
 
+    def _read_many(self, reads: list[tuple[int, int]]) -> list[bytes | memoryview]:
+        """The merged reads, each read into its part of one buffer (no allocation per read)."""
+        if len(reads) == 1:
+            return [self._read(*reads[0])]
+        total = sum(n for _, n in reads)
+        view = memoryview(np.empty(total, np.uint8))  # type: ignore[arg-type]
+        out: list[bytes | memoryview] = []
+        at = 0
+        for off, n in reads:
+            part = view[at : at + n]
+            at += n
+            got = os.preadv(self._fd, [part], off) if n else 0
+            out.append(part if got == n else part[: self._fill(part, got, off)])
+        return out
+
+    def _fill(self, part: memoryview, done: int, offset: int) -> int:
+        """Go on reading into ``part`` after a short read of ``done`` bytes; how many it holds."""
+        while 0 < done < len(part):
+            got = os.preadv(self._fd, [part[done:]], offset + done)
+            if got <= 0:
+                break
+            done += got
+        return max(done, 0)
+
     def _read(self, offset: int, length: int) -> bytes | memoryview:
         first = os.pread(self._fd, length, offset)  # one call: most reads are small and complete
         if len(first) == length or not first:
@@ -163,13 +211,62 @@ class _LocalRead(_RangedSource):
         out = np.empty(length, np.uint8)  # not zero-filled: the kernel writes every byte
         view = memoryview(out)  # type: ignore[arg-type]
         view[: len(first)] = first
-        done = len(first)
-        while done < length:
-            got = os.preadv(self._fd, [view[done:]], offset + done)
-            if got <= 0:
-                break
-            done += got
-        return view if done == length else view[:done]
+        return view[: self._fill(view, len(first), offset)]
+
+    def read_sorted(self, starts: np.ndarray, lengths: np.ndarray) -> memoryview:
+        """Ranges in file order, checked to lie in the file, read one after another into one buffer."""
+        at = np.zeros(starts.size + 1, np.int64)
+        np.cumsum(lengths, out=at[1:])
+        view = memoryview(np.empty(int(at[-1]), np.uint8))  # type: ignore[arg-type]
+        gaps = np.zeros(starts.size, np.int64)
+        gaps[1:] = starts[1:] - (starts[:-1] + lengths[:-1])
+        new_read = gaps > self.coalesce_gap
+        new_read[0] = True
+        new_read[np.arange(starts.size) % _MAX_IOV == 0] = True  # keep each call under the iovec limit
+        scratch = memoryview(bytearray(self.coalesce_gap)) if self.coalesce_gap else memoryview(b"")
+        firsts = np.flatnonzero(new_read).tolist()
+        bounds = [*firsts, int(starts.size)]
+        at_l, starts_l, lengths_l, gaps_l = at.tolist(), starts.tolist(), lengths.tolist(), gaps.tolist()
+        for lo, hi in pairwise(bounds):
+            if hi - lo == 1:
+                bufs = [view[at_l[lo] : at_l[lo + 1]]]
+            else:
+                bufs = []
+                for k in range(lo, hi):
+                    if k > lo and gaps_l[k]:
+                        bufs.append(scratch[: gaps_l[k]])
+                    bufs.append(view[at_l[k] : at_l[k + 1]])
+            want = starts_l[hi - 1] + lengths_l[hi - 1] - starts_l[lo]
+            if not want:
+                continue
+            if os.preadv(self._fd, bufs, starts_l[lo]) != want:  # short: read range by range
+                for k in range(lo, hi):
+                    part = view[at_l[k] : at_l[k + 1]]
+                    got = self._checked(starts_l[k], lengths_l[k], self._read(starts_l[k], lengths_l[k]))
+                    part[:] = got
+        return view
+
+
+def _joined(parts: list[memoryview]) -> memoryview:
+    return parts[0] if len(parts) == 1 else memoryview(b"".join(parts))
+
+
+def read_joined(source: ByteSource, ranges: Sequence[tuple[int, int]] | np.ndarray) -> memoryview:
+    """The bytes of ``ranges`` of ``source``, one after another in one buffer.
+
+    Sources with a ``read_joined`` method read them straight into that buffer; others have their
+    ``read_ranges`` joined.
+    """
+    if len(ranges) == 0:
+        return memoryview(b"")
+    direct = getattr(source, "read_joined", None)
+    if direct is not None:
+        return direct(ranges)
+    return _joined(source.read_ranges(_pairs(ranges) if isinstance(ranges, np.ndarray) else ranges))
+
+
+def _pairs(arr: np.ndarray) -> list[tuple[int, int]]:
+    return list(zip(arr[:, 0].tolist(), arr[:, 1].tolist()))
 
 
 class FileObjectSource(_RangedSource):

@@ -6,6 +6,7 @@ import uuid
 from collections.abc import Iterator
 
 import fsspec
+import numpy as np
 import pyarrow as pa
 import pytest
 from helpers import race_creates
@@ -13,6 +14,7 @@ from helpers import race_creates
 from lance_table.errors import CorruptFileError
 from lance_table.file import LanceFileReader, LanceFileWriter
 from lance_table.storage import Storage, open_storage
+from lance_table.storage.sources import LocalFileSource, read_joined
 
 
 @pytest.fixture(params=["local", "memory", pytest.param("s3", marks=pytest.mark.s3)])
@@ -52,6 +54,48 @@ def test_read_ranges(storage):
         with pytest.raises(CorruptFileError, match="outside the file") as info:
             source.read_ranges(bad)
         assert "r.bin" in str(info.value)
+
+
+def test_read_joined_matches_the_ranges_read_one_by_one(storage):
+    """``read_joined`` gives the ranges' bytes one after another, whatever their order, gaps or
+    number (local files read runs of close ranges with one preadv each, in calls of at most a few
+    hundred buffers)."""
+    data = bytes(range(251)) * 4200  # about 1 MiB; 251 keeps neighbouring ranges distinct
+    storage.write("j.bin", data)
+    source = storage.source("j.bin")
+    rng = np.random.default_rng(5)
+    many = np.sort(rng.choice(len(data) - 300, 1500, replace=False))
+    cases = {
+        "gaps small and large": [(0, 10), (20, 5), (9000, 300), (9300, 1), (500_000, 4096)],
+        "adjacent": [(100, 50), (150, 50), (200, 0), (200, 7)],
+        "empty ranges": [(0, 0), (len(data), 0), (40, 0)],
+        "one": [(77, 1000)],
+        "out of order": [(5000, 10), (0, 10), (7000, 3)],
+        "overlapping": [(0, 100), (50, 100), (120, 5)],
+        "over the iovec limit": [(int(s), int(n)) for s, n in zip(many, rng.integers(0, 300, many.size))],
+    }
+    for name, ranges in cases.items():
+        want = b"".join(data[o : o + n] for o, n in ranges)
+        assert bytes(read_joined(source, ranges)) == want, name
+        assert bytes(read_joined(source, np.array(ranges, np.int64).reshape(-1, 2))) == want, name
+    assert bytes(read_joined(source, [])) == b""
+    for bad in [(10, 4), (len(data) - 3, 4)], [(-1, 4)], [(0, 4), (10, -2)]:
+        with pytest.raises(CorruptFileError, match="outside the file") as info:
+            read_joined(source, bad)
+        assert "j.bin" in str(info.value)
+
+
+def test_a_local_file_cut_short_under_a_joined_read_is_a_short_read(tmp_path):
+    path = tmp_path / "cut.bin"
+    path.write_bytes(bytes(range(256)) * 64)
+    source = LocalFileSource(path)
+    path.write_bytes(bytes(range(256)) * 32)  # shorter than the source was told
+    for ranges in [(0, 10), (12_000, 100)], [(100, 10), (9000, 10)], [(100, 10), (8000, 1000)]:
+        with pytest.raises(CorruptFileError, match="short read") as info:
+            read_joined(source, ranges)
+        assert "cut.bin" in str(info.value)
+    with pytest.raises(CorruptFileError, match="short read"):
+        source.read_ranges([(0, 10), (12_000, 100)])
 
 
 def test_put_if_absent(storage):

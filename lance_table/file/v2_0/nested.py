@@ -13,7 +13,7 @@ from lance_table.file.arrow import build_binary
 from lance_table.file.pageio import PageIO
 from lance_table.file.runs import Runs
 from lance_table.file.v2_0 import decode
-from lance_table.storage.sources import ByteSource
+from lance_table.storage.sources import ByteSource, read_joined
 
 
 def list_layout(pages: Iterable[tuple[Any, Runs, PageIO, int]]) -> tuple[np.ndarray, np.ndarray, Runs]:
@@ -68,6 +68,5 @@ def blob_array(descriptors: pa.StructArray, source: ByteSource, dtype: pa.DataTy
     valid = ~((pos == 1) & (size == 0))  # nulls are stored as (1, 0)
     has = valid & (size > 0)
     want = list(zip(pos[has].tolist(), size[has].tolist()))
-    parts = source.read_ranges(want) if want else []
-    data = pa.py_buffer(b"".join(parts))
+    data = pa.py_buffer(read_joined(source, want))
     return build_binary(dtype, valid, np.where(valid, size, 0), data, 0, io)

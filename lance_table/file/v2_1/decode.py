@@ -32,6 +32,7 @@ from lance_table.file.v2_1.miniblock import chunk_table, decode_chunks, le, mini
 from lance_table.file.v2_1.miniblock_nested import mini_block_levels
 from lance_table.file.v2_1.pervalue import decode_per_value
 from lance_table.file.v2_1.values import Fixed, Var, offsets_of, to_arrow
+from lance_table.storage.sources import read_joined
 
 
 def _value_buffer(layout: Any, io: PageIO) -> bool:
@@ -296,8 +297,7 @@ def _blob_levels(
     fetch = visible & (def_all == 0) & (size > 0)
     if bool(np.any(pos[fetch] + size[fetch] > io.source.size())) or bool(np.any(pos[fetch] < 0)):
         raise io.corrupt("a blob lies beyond the end of the file")
-    ranges = list(zip(pos[fetch].tolist(), size[fetch].tolist()))
-    body = b"".join(io.source.read_ranges(ranges)) if ranges else b""
+    body = read_joined(io.source, np.stack([pos[fetch], size[fetch]], axis=1))
     lengths = np.where(fetch, size, 0)[visible]
     return rep, defs, to_arrow(Var(body, offsets_of(lengths)), dtype, int(lengths.size), io), positions
 

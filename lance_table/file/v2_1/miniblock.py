@@ -21,6 +21,7 @@ from lance_table.file.runs import Runs
 from lance_table.file.v2_1 import batch
 from lance_table.file.v2_1.compress import decode_block, decode_levels, decode_values
 from lance_table.file.v2_1.values import Fixed, Values, Var, concat_values, offsets_of, to_arrow
+from lance_table.storage.sources import read_joined
 
 
 def _pad8(x: np.ndarray) -> np.ndarray:
@@ -105,10 +106,10 @@ def _chosen_data(io: PageIO, table: Chunks, chosen: np.ndarray) -> tuple[memoryv
     if chosen.size == table.counts.size or int(sizes.sum()) >= _PARTIAL_READ_SHARE * total:
         return io.whole(1), starts, ends
     offset = io.locate(1)[0]
-    parts = io.source.read_ranges(list(zip((starts + offset).tolist(), sizes.tolist())))
+    data = read_joined(io.source, np.stack([starts + offset, sizes], axis=1))
     at = np.zeros(chosen.size + 1, np.int64)
     np.cumsum(sizes, out=at[1:])
-    return memoryview(b"".join(parts)), at[:-1], at[1:]
+    return data, at[:-1], at[1:]
 
 
 @dataclass
