@@ -85,6 +85,14 @@ def _level_encodings(path: Path) -> set[str]:
     return found
 
 
+def _value_encodings(path: Path) -> set[str]:
+    return {
+        str(layout.mini_block_layout.value_compression.WhichOneof("compression"))
+        for layout, _ in _pages(path)
+        if layout.WhichOneof("layout") == "mini_block_layout"
+    }
+
+
 def _nullable_floats(n: int, rate: float, seed: int) -> pa.Array:
     rng = np.random.default_rng(seed)
     mask = rng.random(n) < rate
@@ -255,6 +263,18 @@ FAST_CASES = {
     "strings": lambda: pa.array([None if i % 4 == 0 else f"v{i}" * (i % 3) for i in range(20_000)]),
     "strings_rare_nulls": lambda: pa.array([None if i % 999 == 0 else f"v{i}" for i in range(20_000)]),
     "bools": lambda: pa.array([None if i % 5 == 0 else i % 2 == 0 for i in range(20_000)]),
+    # strings whose chunks are compressed whole: asked for by field metadata, or (2.2) chosen
+    "strings_zstd": lambda: pa.array([None if i % 4 == 0 else f"v{i}" * (i % 9) for i in range(20_000)]),
+    "strings_lz4": lambda: pa.array([f"w{i % 77}" * (i % 5) for i in range(20_000)]),
+    "letters": lambda: pa.array(
+        [bytes(row).decode() for row in np.random.default_rng(26).integers(97, 123, (30_000, 20), np.uint8)]
+    ),
+}
+# field metadata per case (strings not listed are stored plain, which takes the page-wide path)
+FAST_METADATA = {
+    "strings_zstd": {"lance-encoding:compression": "zstd"},
+    "strings_lz4": {"lance-encoding:compression": "lz4"},
+    "letters": None,  # 2.2 chooses zstd chunks for random letters; 2.1 stores them with FSST
 }
 
 
@@ -273,9 +293,9 @@ def test_fast_and_general_paths_write_the_same_bytes(
     monkeypatch.setattr(miniblock_encode, "fast_page", spy)
     for name, make in FAST_CASES.items():
         values = make()
-        # plain strings take the page-wide path (2.2 may compress them with zstd, chunk by chunk)
         plain = {"lance-encoding:compression": "none"} if pa.types.is_string(values.type) else None
-        table = pa.table([values], schema=pa.schema([pa.field("c", values.type, metadata=plain)]))
+        meta = FAST_METADATA.get(name, plain)
+        table = pa.table([values], schema=pa.schema([pa.field("c", values.type, metadata=meta)]))
         fast, general = tmp_path / f"{name}_fast.lance", tmp_path / f"{name}_general.lance"
         used.clear()
         with LanceFileWriter(fast, table.schema, version=version) as w:
@@ -287,6 +307,8 @@ def test_fast_and_general_paths_write_the_same_bytes(
                 w.write(table)
         assert fast.read_bytes() == general.read_bytes(), name
         assert_tables_equal(lance_file.LanceFileReader(str(fast)).read_all().to_table(), table)
+        if name in FAST_METADATA and (version == "2.2" or name != "letters"):
+            assert _value_encodings(fast) == {"general"}, name
 
 
 def _nested_table(rows: int) -> pa.Table:

@@ -119,32 +119,42 @@ def zstd_content_sizes(u8: np.ndarray, at: np.ndarray, size: np.ndarray) -> tupl
 def decompress_many(
     data: memoryview, at: np.ndarray, sizes: np.ndarray, scheme: str, where: Where
 ) -> list[memoryview]:
-    """Each buffer ``data[at : at + size]`` as :func:`decompress` undoes it.
-
-    zstd frames whose headers state the length their Lance header gives are decoded back to back
-    in one call (zstd decodes concatenated frames, checking each against its header): the fixed
-    cost of a call is paid once, not per buffer. When any buffer does not qualify, or decoding them
-    together fails, each is decoded on its own, so that errors name what is wrong.
-    """
-
-    def one_by_one() -> list[memoryview]:
+    """Each buffer ``data[at : at + size]`` as :func:`decompress` undoes it: decoded together
+    where :func:`decompress_joined` can, else each on its own, so that errors name what is wrong."""
+    got = decompress_joined(data, at, sizes, scheme)
+    if got is None:
         return [decompress(data[a : a + n], scheme, None, where) for a, n in zip(at.tolist(), sizes.tolist())]
+    out, lengths = got
+    ends = np.cumsum(lengths).tolist()
+    return [out[e - n : e] for e, n in zip(ends, lengths.tolist())]
 
+
+def decompress_joined(
+    data: memoryview, at: np.ndarray, sizes: np.ndarray, scheme: str
+) -> tuple[memoryview, np.ndarray] | None:
+    """The buffers ``data[at : at + size]`` decompressed back to back into one buffer, and the
+    length of each; None when they cannot be decoded together (the caller then decodes each on
+    its own with :func:`decompress`, which names what is wrong).
+
+    zstd frames whose headers state the length their Lance header gives are decoded in one call
+    (zstd decodes concatenated frames, checking each against its header): the fixed cost of a
+    call is paid once, not per buffer. Any other scheme, a frame that states no length or another
+    one, or a joint decode that fails gives None.
+    """
     if scheme != "zstd" or at.size < 2:
-        return one_by_one()
+        return None
     u8 = np.frombuffer(data, np.uint8)
     if bool(np.any((sizes < _ZSTD_HEADER + 4) | (at < 0) | (at + sizes > u8.size))):
-        return one_by_one()
+        return None
     head = np.ascontiguousarray(u8[at[:, None] + np.arange(_ZSTD_HEADER)]).view("<u8").reshape(-1)
     frame_at, frame_sizes = at + _ZSTD_HEADER, sizes - _ZSTD_HEADER
     stated, known = zstd_content_sizes(u8, frame_at, frame_sizes)
     if not bool(np.all(known & (stated == head) & (head <= most_from(sizes).astype(np.uint64)))):
-        return one_by_one()
+        return None
     lengths = head.astype(np.int64)
     frames = b"".join([data[a : a + n] for a, n in zip(frame_at.tolist(), frame_sizes.tolist())])
     try:
         out = memoryview(pa.Codec("zstd").decompress(frames, decompressed_size=int(lengths.sum())))
     except (pa.ArrowException, OSError, ValueError):
-        return one_by_one()
-    ends = np.cumsum(lengths).tolist()
-    return [out[e - n : e] for e, n in zip(ends, lengths.tolist())]
+        return None
+    return out, lengths

@@ -209,19 +209,7 @@ def _general(
     width = _offset_width(inner.variable) if inner.WhichOneof("compression") == "variable" else 0
     if pick is not None and (not width or bool(np.any(np.diff(pick) < 0))):
         return None
-    raws = _decompress_all(data, at, sizes, scheme, io)
-    if pick is None and width:
-        return _variable_chunks(raws, counts, width, io)
-    if pick is not None and pick.size <= _APART_PICKS * len(raws):
-        return _pick_apart(raws, counts, pick, width, io)
-    # each chunk padded to 8 bytes, so that the batch decoders see aligned buffers
-    raw_sizes = np.array([len(r) for r in raws], np.int64)
-    padded = -(-raw_sizes // 8) * 8
-    pad = b"\0" * 8
-    joined = memoryview(
-        b"".join(part for r, extra in zip(raws, (padded - raw_sizes).tolist()) for part in (r, pad[:extra]))
-    )
-    raw_at = _exclusive_cumsum(padded)
+    joined, raw_at, raw_sizes = _decompress_all(data, at, sizes, scheme, width or 8, io)
     if pick is None:
         return values(inner, joined, raw_at, raw_sizes, counts, io)
     return _pick_variable(joined, raw_at, raw_sizes, counts, pick, width, io)
@@ -232,19 +220,55 @@ _GENERAL_PARALLEL_BYTES = 1 << 20
 
 
 def _decompress_all(
-    data: memoryview, at: np.ndarray, sizes: np.ndarray, scheme: str, io: PageIO
-) -> list[memoryview]:
-    """Each chunk ``data[at : at + size]`` decompressed, a group of chunks per call (see
-    :func:`general.decompress_many`); a big page's groups on threads, which do nothing but
-    decompress (releasing the GIL), so that they do not queue for the GIL behind each other."""
+    data: memoryview, at: np.ndarray, sizes: np.ndarray, scheme: str, align: int, io: PageIO
+) -> tuple[memoryview, np.ndarray, np.ndarray]:
+    """The chunks ``data[at : at + size]`` decompressed into one buffer, each starting at a
+    multiple of ``align`` (a power of two up to 8), with where each starts and its size.
+
+    A group of chunks is decompressed per call (see :func:`general.decompress_joined`); a big
+    page's groups on threads, which do little but decompress (releasing the GIL)."""
     if int(sizes.sum()) < _GENERAL_PARALLEL_BYTES:
-        return general.decompress_many(data, at, sizes, scheme, io)
+        return _decompress_group(data, at, sizes, scheme, align, io)
     cuts = np.linspace(0, at.size, _GENERAL_PARTS + 1).astype(np.int64)
     groups = [(a, b) for a, b in pairwise(cuts.tolist()) if b > a]
     parts = map_parts(
-        lambda g: general.decompress_many(data, at[g[0] : g[1]], sizes[g[0] : g[1]], scheme, io), groups
+        lambda g: _decompress_group(data, at[g[0] : g[1]], sizes[g[0] : g[1]], scheme, align, io), groups
     )
-    return [raw for part in parts for raw in part]
+    if len(parts) == 1:
+        return parts[0]
+    # groups laid back to back, each padded to 8 bytes so that their chunks stay aligned
+    joined, base = _padded_join([buf for buf, _, _ in parts])
+    raw_at = np.concatenate([got_at + b for (_, got_at, _), b in zip(parts, base.tolist())])
+    return joined, raw_at, np.concatenate([got_sizes for _, _, got_sizes in parts])
+
+
+def _padded_join(bufs: list[memoryview]) -> tuple[memoryview, np.ndarray]:
+    """The buffers back to back, each padded with zeros to a multiple of 8 bytes, and where each starts."""
+    lengths = np.array([len(b) for b in bufs], np.int64)
+    padded = -(-lengths // 8) * 8
+    pad = b"\0" * 8
+    joined = b"".join(x for buf, extra in zip(bufs, (padded - lengths).tolist()) for x in (buf, pad[:extra]))
+    return memoryview(joined), _exclusive_cumsum(padded)
+
+
+def _decompress_group(
+    data: memoryview, at: np.ndarray, sizes: np.ndarray, scheme: str, align: int, io: PageIO
+) -> tuple[memoryview, np.ndarray, np.ndarray]:
+    """:func:`_decompress_all` for one group of chunks, on the calling thread."""
+    got = general.decompress_joined(data, at, sizes, scheme)
+    if got is not None:
+        out, raw_sizes = got
+        raw_at = _exclusive_cumsum(raw_sizes)
+        if not bool(np.any(raw_at % align)):
+            return out, raw_at, raw_sizes
+        raws = [out[a : a + n] for a, n in zip(raw_at.tolist(), raw_sizes.tolist())]
+    else:
+        raws = [
+            general.decompress(data[a : a + n], scheme, None, io) for a, n in zip(at.tolist(), sizes.tolist())
+        ]
+    # each chunk padded to 8 bytes, so that the batch decoders see aligned buffers
+    joined, raw_at = _padded_join(raws)
+    return joined, raw_at, np.array([len(r) for r in raws], np.int64)
 
 
 def _pick_variable(
@@ -296,45 +320,6 @@ def _variable(
     words = np.frombuffer(data, _UINT_OF[width], len(data) // width)
     lo, hi, lengths = _value_spans(words[spans(at // width, n1)], counts, sizes, width, io)
     return Var(join(data, at + lo, hi - lo), offsets_of(lengths))
-
-
-def _variable_chunks(raws: list[memoryview], counts: np.ndarray, width: int, io: PageIO) -> Var:
-    """Like :func:`_variable` for chunks held apart (each decompressed on its own): only their
-    offsets are joined; the value bytes go straight from each chunk into the result."""
-    sizes, offsets = _chunk_offsets(raws, counts, width, io)
-    lo, hi, lengths = _value_spans(offsets, counts, sizes, width, io)
-    data = b"".join([r[a:b] for r, a, b in zip(raws, lo.tolist(), hi.tolist())])
-    return Var(data, offsets_of(lengths))
-
-
-def _chunk_offsets(
-    raws: list[memoryview], counts: np.ndarray, width: int, io: PageIO
-) -> tuple[np.ndarray, np.ndarray]:
-    """The sizes of chunks held apart, and their ``counts + 1`` offsets each, back to back."""
-    sizes = np.array([len(r) for r in raws], np.int64)
-    heads = (counts + 1) * width
-    if bool(np.any(heads > sizes)):
-        raise io.corrupt("a chunk's variable offsets run past its buffer")
-    joined = b"".join([r[:n] for r, n in zip(raws, heads.tolist())])
-    return sizes, np.frombuffer(joined, _UINT_OF[width])
-
-
-# picks per decompressed chunk up to which values are sliced chunk by chunk instead of joining the chunks
-_APART_PICKS = 4
-
-
-def _pick_apart(raws: list[memoryview], counts: np.ndarray, pick: np.ndarray, width: int, io: PageIO) -> Var:
-    """Like :func:`_pick_variable` for chunks held apart, when they hold few picked values: only
-    the chunks' offsets are joined, and each value is sliced from its own chunk."""
-    sizes, words = _chunk_offsets(raws, counts, width, io)
-    n1 = counts + 1
-    chunk, offset = _locate(counts, pick)
-    first = _exclusive_cumsum(n1)[chunk] + offset
-    lo, hi = words[first].astype(np.int64), words[first + 1].astype(np.int64)
-    if bool(np.any(lo < n1[chunk] * width)) or bool(np.any(hi > sizes[chunk])) or bool(np.any(hi < lo)):
-        raise io.corrupt("variable offsets are out of order or past the buffer")
-    data = b"".join([raws[c][a:b] for c, a, b in zip(chunk.tolist(), lo.tolist(), hi.tolist())])
-    return Var(data, offsets_of(hi - lo))
 
 
 def _value_spans(

@@ -18,6 +18,8 @@ are those the general path writes for the same chunks.
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import numpy as np
 
 from lance_table.file.compression import bitpacking
@@ -85,6 +87,10 @@ def fast_page(
         return _bitpacked(values, n, levels, large, head_bytes, limit)
     if isinstance(values, VariableValues) and type(values) is VariableValues:
         return _variable(values, n, levels, large, head_bytes, limit, max_values)
+    compressed = values.compressed_variable()
+    if compressed is not None:
+        inner, budget = compressed
+        return _compressed_variable(values, inner, budget, n, levels, large, head_bytes, limit, max_values)
     return None
 
 
@@ -295,12 +301,64 @@ def _variable(
     limit: int,
     max_values: int,
 ) -> FastPage | None:
-    offsets = values.offsets
-    w = values.width
-    aim = values.chunk_aim()
     level_per = 2 if levels is not None else 0
+    plan = _variable_plan(values, n, head, limit, max_values, level_per, values.chunk_aim())
+    if plan is None:
+        return None
+    bounds, logs = plan
+    src, piece_start, stored = _variable_pieces(values, bounds)
+    data, chunk_sizes = _assemble(bounds, levels, large, head, [(src, piece_start[:-1], stored, stored)])
+    return FastPage(bounds, logs, data, chunk_sizes, _codec(levels))
+
+
+def _compressed_variable(
+    values: MiniBlockValues,
+    inner: VariableValues,
+    budget: int,
+    n: int,
+    levels: _Levels | None,
+    large: bool,
+    head: int,
+    limit: int,
+    max_values: int,
+) -> FastPage | None:
+    """Plain variable values whose chunk buffers are compressed whole: chunks planned on their raw
+    bytes (at most ``budget``), built for the page at once, then compressed by ``values``."""
+    level_per = 2 if levels is not None else 0
+    plan = _variable_plan(inner, n, head, limit, max_values, level_per, budget)
+    if plan is None:
+        return None
+    bounds, logs = plan
+    src, piece_start, _ = _variable_pieces(inner, bounds)
+    view = memoryview(src)  # type: ignore[arg-type]
+    edges = piece_start.tolist()
+    packed = values.compress([view[a:b] for a, b in pairwise(edges)])
+    sizes = np.fromiter((len(p) for p in packed), np.int64, len(packed))
+    joined = np.frombuffer(b"".join(packed), np.uint8)
+    starts = np.zeros(sizes.size, np.int64)
+    np.cumsum(sizes[:-1], out=starts[1:])
+    data, chunk_sizes = _assemble(bounds, levels, large, head, [(joined, starts, sizes, sizes)])
+    if max(chunk_sizes) > limit:
+        return None  # compression made a chunk too large: the general planner decides
+    return FastPage(bounds, logs, data, chunk_sizes, _codec(levels))
+
+
+def _variable_plan(
+    values: VariableValues,
+    n: int,
+    head: int,
+    limit: int,
+    max_values: int,
+    level_per: int,
+    cap: int | None,
+) -> tuple[np.ndarray, list[int]] | None:
+    """Chunk boundaries and log2 counts for variable values: each chunk takes the largest power of
+    two of values whose bytes (offsets, values, padding to the offset width) stay within ``cap``
+    (chunks of two values exempt) and whose whole chunk stays within ``limit``; None when two
+    values do not fit."""
+    off = values.offsets
+    w = values.width
     max_log = min(max_values.bit_length() - 1, MAX_LOG_VALUES)
-    off = offsets
 
     def fits(start: int, k: int) -> bool:
         """Whether a chunk of 2^k values from ``start`` fits (and leaves values after it)."""
@@ -311,7 +369,7 @@ def _variable(
         stored = -(-raw // w) * w
         if head + _pad8(level_per * count) + ((stored + 7) & ~7) > limit:
             return False
-        return k == 1 or aim is None or stored <= aim
+        return k == 1 or cap is None or stored <= cap
 
     def fits_last(start: int) -> bool:
         count = n - start
@@ -320,7 +378,7 @@ def _variable(
         raw = (count + 1) * w + int(off[n] - off[start])
         stored = -(-raw // w) * w
         total = head + _pad8(level_per * count) + _pad8(stored)
-        return total <= limit and (count <= 2 or aim is None or stored <= aim)
+        return total <= limit and (count <= 2 or cap is None or stored <= cap)
 
     # Greedy: each chunk takes the largest power of two of values that fits. Whether 2^k values
     # fit is monotone in k, so the search starts from the previous chunk's k (data is alike).
@@ -345,10 +403,16 @@ def _variable(
         start += 1 << k
         starts.append(start)
         logs.append(k)
-    bounds = np.array([*starts, n], np.int64)
+    return np.array([*starts, n], np.int64), logs
+
+
+def _variable_pieces(values: VariableValues, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every chunk's value buffer (its offsets rebased to the buffer start, its bytes, padding up to
+    the offset width), back to back: the bytes, where each starts (and the end), and their sizes."""
+    offsets = values.offsets
+    w = values.width
     counts = np.diff(bounds)
     c = counts.size
-    # page-wide rebased offsets: chunk j's count_j + 1 offsets, counted from its value bytes' start
     lo = bounds[:-1]
     reps = counts + 1
     first = np.repeat(np.cumsum(reps) - reps, reps)
@@ -359,8 +423,6 @@ def _variable(
     data_len = offsets[bounds[1:]] - offsets[lo]
     raw = heads + data_len
     stored = -(-raw // w) * w
-    # one piece per chunk: offsets, bytes, PAD_BYTE up to the width (then FILL to 8 by _assemble)
-    # build the pieces' source as offsets | data | pad per chunk, interleaved in one array
     piece_start = np.zeros(c + 1, np.int64)
     np.cumsum(stored, out=piece_start[1:])
     src = np.full(int(piece_start[-1]), PAD_BYTE, np.uint8)
@@ -368,5 +430,4 @@ def _variable(
     np.cumsum(heads[:-1], out=off_start[1:])
     _copy_segments(src, piece_start[:-1], offs_bytes, off_start, heads)
     _copy_segments(src, piece_start[:-1] + heads, values.data, offsets[lo], data_len)
-    data, chunk_sizes = _assemble(bounds, levels, large, head, [(src, piece_start[:-1], stored, stored)])
-    return FastPage(bounds, logs, data, chunk_sizes, _codec(levels))
+    return src, piece_start, stored

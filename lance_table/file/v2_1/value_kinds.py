@@ -140,6 +140,15 @@ class MiniBlockValues:
     def chunk(self, start: int, stop: int) -> list[bytes]:  # pragma: no cover - interface
         raise NotImplementedError
 
+    def compressed_variable(self) -> tuple[VariableValues, int] | None:
+        """For values whose one chunk buffer is a chunk of plain variable values compressed whole:
+        those values and the most raw bytes a chunk of them takes (None: other values)."""
+        return None
+
+    def compress(self, raws: list[memoryview]) -> list[bytes]:  # pragma: no cover - interface
+        """Raw chunk buffers compressed (values with :meth:`compressed_variable` only)."""
+        raise NotImplementedError
+
 
 @dataclass
 class FixedValues(MiniBlockValues):

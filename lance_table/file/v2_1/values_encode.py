@@ -145,13 +145,14 @@ class _GeneralValues(MiniBlockValues):
         wanted = set(ranges)
         self._cache = {key: got for key, got in self._cache.items() if key in wanted}
         todo = [r for r in ranges if r not in self._cache]
+        self._cache.update(zip(todo, _compress_all([self.inner.chunk(*r)[0] for r in todo], self.scheme)))
 
-        def compress(group: list[tuple[int, int]]) -> list[bytes]:
-            return [general.compress(self.inner.chunk(*r)[0], self.scheme) for r in group]
+    def compressed_variable(self) -> tuple[VariableValues, int] | None:
+        inner = self.inner
+        return (inner, GENERAL_CHUNK_BYTES) if type(inner) is VariableValues else None
 
-        # a few groups of chunks per task: a task per chunk would cost more than compressing it
-        groups = [todo[i : i + _COMPRESS_GROUP] for i in range(0, len(todo), _COMPRESS_GROUP)]
-        self._cache.update(zip(todo, (got for part in map_parts(compress, groups) for got in part)))
+    def compress(self, raws: list[memoryview]) -> list[bytes]:
+        return _compress_all(raws, self.scheme)
 
     def sizes(self, start: int, stop: int) -> list[int]:
         return [len(self._compressed(start, stop))]
@@ -176,6 +177,17 @@ class _GeneralValues(MiniBlockValues):
             raw += len(chunk)
             packed += len(general.compress(chunk, self.scheme))
         return int(total * packed / max(raw, 1))
+
+
+def _compress_all(raws: list[bytes] | list[memoryview], scheme: str) -> list[bytes]:
+    """Each buffer compressed on its own, a few groups of them per task on the pool (a task per
+    buffer would cost more than compressing it)."""
+
+    def compress(group: list[bytes] | list[memoryview]) -> list[bytes]:
+        return [general.compress(raw, scheme) for raw in group]
+
+    groups = [raws[i : i + _COMPRESS_GROUP] for i in range(0, len(raws), _COMPRESS_GROUP)]
+    return [got for part in map_parts(compress, groups) for got in part]
 
 
 def _general(inner: MiniBlockValues, scheme: str) -> _GeneralValues:
