@@ -165,6 +165,9 @@ class LocalFileSource(_RangedSource):
 
 # Buffers one preadv call fills at most (Linux allows 1024).
 _MAX_IOV = 512
+# Reads from this size on go into a fresh numpy buffer: ``os.pread`` builds a bytes object that
+# costs twice the time for a read of tens of MiB.
+_BIG_READ = 1 << 20
 
 
 class _LocalRead(_RangedSource):
@@ -182,7 +185,7 @@ class _LocalRead(_RangedSource):
 
     def _read_many(self, reads: list[tuple[int, int]]) -> list[bytes | memoryview]:
         """The merged reads, each read into its part of one buffer (no allocation per read)."""
-        if len(reads) == 1:
+        if len(reads) == 1 and reads[0][1] < _BIG_READ:
             return [self._read(*reads[0])]
         total = sum(n for _, n in reads)
         view = memoryview(np.empty(total, np.uint8))  # type: ignore[arg-type]

@@ -98,6 +98,21 @@ def test_a_local_file_cut_short_under_a_joined_read_is_a_short_read(tmp_path):
         source.read_ranges([(0, 10), (12_000, 100)])
 
 
+def test_a_big_local_read_goes_into_one_buffer_and_is_checked(tmp_path):
+    """Reads of a MiB and more fill a numpy buffer (``os.pread`` would build a bytes object);
+    their bytes are the file's, and a file cut short under them is a short read."""
+    path = tmp_path / "big.bin"
+    data = np.random.default_rng(3).integers(0, 256, 3 << 20, dtype=np.uint8).tobytes()
+    path.write_bytes(data)
+    source = LocalFileSource(path)
+    (got,) = source.read_ranges([(12345, 2 << 20)])
+    assert bytes(got) == data[12345 : 12345 + (2 << 20)]
+    path.write_bytes(data[: 1 << 20])
+    with pytest.raises(CorruptFileError, match="short read") as info:
+        source.read_ranges([(12345, 2 << 20)])
+    assert "big.bin" in str(info.value)
+
+
 def test_put_if_absent(storage):
     storage.put_if_absent("v/1", b"first")
     with pytest.raises(FileExistsError):
