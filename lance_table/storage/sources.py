@@ -163,7 +163,8 @@ class LocalFileSource(_RangedSource):
         """Nothing to release: the file is open only during a read (kept for callers that close)."""
 
 
-# Buffers one preadv call fills at most (Linux allows 1024).
+# Ranges one preadv call reads at most: with a scratch buffer for each gap between them, under
+# the 1024 buffers Linux allows a call.
 _MAX_IOV = 512
 # Reads from this size on go into a fresh numpy buffer: ``os.pread`` builds a bytes object that
 # costs twice the time for a read of tens of MiB.
