@@ -123,10 +123,17 @@ def decompress_many(
     where :func:`decompress_joined` can, else each on its own, so that errors name what is wrong."""
     got = decompress_joined(data, at, sizes, scheme)
     if got is None:
-        return [decompress(data[a : a + n], scheme, None, where) for a, n in zip(at.tolist(), sizes.tolist())]
+        return decompress_each(data, at, sizes, scheme, where)
     out, lengths = got
     ends = np.cumsum(lengths).tolist()
     return [out[e - n : e] for e, n in zip(ends, lengths.tolist())]
+
+
+def decompress_each(
+    data: memoryview, at: np.ndarray, sizes: np.ndarray, scheme: str, where: Where
+) -> list[memoryview]:
+    """Each buffer ``data[at : at + size]`` decompressed on its own (:func:`decompress`)."""
+    return [decompress(data[a : a + n], scheme, None, where) for a, n in zip(at.tolist(), sizes.tolist())]
 
 
 def decompress_joined(

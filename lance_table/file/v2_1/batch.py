@@ -263,9 +263,7 @@ def _decompress_group(
             return out, raw_at, raw_sizes
         raws = [out[a : a + n] for a, n in zip(raw_at.tolist(), raw_sizes.tolist())]
     else:
-        raws = [
-            general.decompress(data[a : a + n], scheme, None, io) for a, n in zip(at.tolist(), sizes.tolist())
-        ]
+        raws = general.decompress_each(data, at, sizes, scheme, io)
     # each chunk padded to 8 bytes, so that the batch decoders see aligned buffers
     joined, raw_at = _padded_join(raws)
     return joined, raw_at, np.array([len(r) for r in raws], np.int64)

@@ -86,11 +86,11 @@ def fast_page(
     if isinstance(values, BitpackedValues):
         return _bitpacked(values, n, levels, large, head_bytes, limit)
     if isinstance(values, VariableValues) and type(values) is VariableValues:
-        return _variable(values, n, levels, large, head_bytes, limit, max_values)
+        return _variable(values, values, values.chunk_aim(), n, levels, large, head_bytes, limit, max_values)
     compressed = values.compressed_variable()
     if compressed is not None:
         inner, budget = compressed
-        return _compressed_variable(values, inner, budget, n, levels, large, head_bytes, limit, max_values)
+        return _variable(values, inner, budget, n, levels, large, head_bytes, limit, max_values)
     return None
 
 
@@ -293,28 +293,9 @@ def _bitpacked(
 
 
 def _variable(
-    values: VariableValues,
-    n: int,
-    levels: _Levels | None,
-    large: bool,
-    head: int,
-    limit: int,
-    max_values: int,
-) -> FastPage | None:
-    level_per = 2 if levels is not None else 0
-    plan = _variable_plan(values, n, head, limit, max_values, level_per, values.chunk_aim())
-    if plan is None:
-        return None
-    bounds, logs = plan
-    src, piece_start, stored = _variable_pieces(values, bounds)
-    data, chunk_sizes = _assemble(bounds, levels, large, head, [(src, piece_start[:-1], stored, stored)])
-    return FastPage(bounds, logs, data, chunk_sizes, _codec(levels))
-
-
-def _compressed_variable(
     values: MiniBlockValues,
     inner: VariableValues,
-    budget: int,
+    cap: int | None,
     n: int,
     levels: _Levels | None,
     large: bool,
@@ -322,23 +303,25 @@ def _compressed_variable(
     limit: int,
     max_values: int,
 ) -> FastPage | None:
-    """Plain variable values whose chunk buffers are compressed whole: chunks planned on their raw
-    bytes (at most ``budget``), built for the page at once, then compressed by ``values``."""
-    level_per = 2 if levels is not None else 0
-    plan = _variable_plan(inner, n, head, limit, max_values, level_per, budget)
+    """Plain variable values (``values`` is ``inner``), or plain variable values ``inner`` whose
+    chunk buffers ``values`` compresses whole: chunks planned on their raw bytes (at most ``cap``)
+    and built for the page at once, then compressed."""
+    plan = _variable_plan(inner, n, head, limit, max_values, 2 if levels is not None else 0, cap)
     if plan is None:
         return None
     bounds, logs = plan
-    src, piece_start, _ = _variable_pieces(inner, bounds)
-    view = memoryview(src)  # type: ignore[arg-type]
-    edges = piece_start.tolist()
-    packed = values.compress([view[a:b] for a, b in pairwise(edges)])
-    sizes = np.fromiter((len(p) for p in packed), np.int64, len(packed))
-    joined = np.frombuffer(b"".join(packed), np.uint8)
-    starts = np.zeros(sizes.size, np.int64)
-    np.cumsum(sizes[:-1], out=starts[1:])
-    data, chunk_sizes = _assemble(bounds, levels, large, head, [(joined, starts, sizes, sizes)])
-    if max(chunk_sizes) > limit:
+    src, piece_start, stored = _variable_pieces(inner, bounds)
+    if values is inner:
+        piece = (src, piece_start[:-1], stored, stored)
+    else:
+        view = memoryview(src)  # type: ignore[arg-type]
+        packed = values.compress([view[a:b] for a, b in pairwise(piece_start.tolist())])
+        sizes = np.fromiter((len(p) for p in packed), np.int64, len(packed))
+        starts = np.zeros(sizes.size, np.int64)
+        np.cumsum(sizes[:-1], out=starts[1:])
+        piece = (np.frombuffer(b"".join(packed), np.uint8), starts, sizes, sizes)
+    data, chunk_sizes = _assemble(bounds, levels, large, head, [piece])
+    if values is not inner and max(chunk_sizes) > limit:
         return None  # compression made a chunk too large: the general planner decides
     return FastPage(bounds, logs, data, chunk_sizes, _codec(levels))
 
