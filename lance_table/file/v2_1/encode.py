@@ -40,8 +40,10 @@ from lance_table.schema import FieldNode, is_binary_like
 
 # Values of this many bytes or more go full-zip (pylance's MINIBLOCK_MAX_BYTE_LENGTH_PER_VALUE).
 FULL_ZIP_BYTES = 256
-# Without a ``max_page_bytes``, a page holds at most this many times the page budget.
-PAGE_GROWTH = 2
+# Without a ``max_page_bytes``, a page holds at most this many times the page budget: 32 MiB
+# for the default budget. Fewer pages make a take cheaper (each page touched has a fixed cost);
+# past 32 MiB, glibc maps every buffer afresh, and faulting its pages in costs more than that.
+PAGE_GROWTH = 4
 
 # (layout, buffers, rows, first row)
 PageSink = Callable[[Any, list[bytes], int, int], None]
