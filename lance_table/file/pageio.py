@@ -114,6 +114,19 @@ class PageIO:
         return hit
 
 
+def fetch_buffers(wanted: list[tuple[PageIO, int]]) -> None:
+    """Read the buffers ``(page, index)`` of pages of one source in one request, so that each
+    page then finds them in hand (a take reads a few small buffers of many pages)."""
+    keys = [(io, io.locate(index)) for io, index in wanted]
+    keys = [(io, key) for io, key in keys if key not in io._whole]
+    if not keys:
+        return
+    ranges = sorted({key for _, key in keys})
+    got = dict(zip(ranges, keys[0][0].source.read_ranges(ranges)))
+    for io, key in keys:
+        io._whole[key] = got[key]
+
+
 def bits_runs(where: PageIO, index: int, runs: Runs, kind: int = BUFFER_PAGE) -> np.ndarray:
     """The selected bits of an LSB-first bitmap buffer, as a bool array."""
     if not runs.count:

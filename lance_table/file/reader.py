@@ -22,7 +22,7 @@ from lance_table.file.container import (
     unpack_encoding,
 )
 from lance_table.file.fields import BLOB_DESCRIPTOR
-from lance_table.file.pageio import PageIO
+from lance_table.file.pageio import PageIO, fetch_buffers
 from lance_table.file.rows import RowReader, decoding, drop_null_items, selectable
 from lance_table.file.runs import Runs
 from lance_table.file.v2_0 import decode as decode20
@@ -215,8 +215,10 @@ class LanceFileReader(RowReader):
 
     def _read_runs(self, runs: Runs, columns: Sequence[str] | None) -> pa.Table:
         nodes, schema = self._project(columns)
-        plans = [self._field_jobs(node, runs) for node in nodes]
+        touched: list[tuple[_Column, int, PageIO]] = []
+        plans = [self._field_jobs(node, runs, touched) for node in nodes]
         flat = [job for jobs, _ in plans for job in jobs]
+        self._fetch_selection_buffers(touched)
         if len(flat) > 1 and runs.total * len(nodes) >= PARALLEL_MIN_VALUES:
             results = map_on(DECODE, lambda job: job(), flat)
         else:
@@ -229,9 +231,12 @@ class LanceFileReader(RowReader):
             arrays.append(pa.chunked_array(chunks, type=node.arrow_type))
         return pa.Table.from_arrays(arrays, schema=schema)
 
-    def _field_jobs(self, node: FieldNode, runs: Runs) -> tuple[list[Job], Combine]:
+    def _field_jobs(
+        self, node: FieldNode, runs: Runs, touched: list[tuple[_Column, int, PageIO]]
+    ) -> tuple[list[Job], Combine]:
         """Independent pieces of work that read a field (one per page of each of its columns), and
-        how their results make the field's chunks."""
+        how their results make the field's chunks; the 2.1/2.2 pages read in part are added to
+        ``touched``."""
         t = node.arrow_type
         if _leafless(node):  # nothing stored: every row is an (all-valid) empty struct, as pylance reads it
             return [lambda: [_empty_structs(t, runs.total)]], _flatten
@@ -240,8 +245,8 @@ class LanceFileReader(RowReader):
         )
         if self._structural:
             if nested and not layout21.is_packed_struct(node):
-                return self._nested_jobs(node, runs)
-            return self._structural_jobs(node, runs), _flatten
+                return self._nested_jobs(node, runs, touched)
+            return self._structural_jobs(node, runs, touched), _flatten
         if nested or not runs.total or node.id in self._byte_lists:
             return [lambda: self._read_field(node, runs)], _flatten
         col = self._column(node)
@@ -254,19 +259,25 @@ class LanceFileReader(RowReader):
         ]
         return jobs, _flatten
 
-    def _structural_jobs(self, node: FieldNode, runs: Runs) -> list[Job]:
+    def _structural_jobs(
+        self, node: FieldNode, runs: Runs, touched: list[tuple[_Column, int, PageIO]]
+    ) -> list[Job]:
         """Pages of a 2.1/2.2 column without nesting: each decoded, then the selected rows taken."""
         if not runs.total:
             return []
         col = self._column(node)
         self._check_length(col, runs)
         large = self._meta.version is FileVersion.V2_2
+        pages = list(self._pages(col, runs, prefetch=False))
+        touched.extend((col, p, io) for p, _, io in pages if not io.whole_page)
         return [
             functools.partial(self._decode_structural, col, p, local, io, node.arrow_type, large)
-            for p, local, io in self._pages(col, runs, prefetch=False)
+            for p, local, io in pages
         ]
 
-    def _nested_jobs(self, node: FieldNode, runs: Runs) -> tuple[list[Job], Combine]:
+    def _nested_jobs(
+        self, node: FieldNode, runs: Runs, touched: list[tuple[_Column, int, PageIO]]
+    ) -> tuple[list[Job], Combine]:
         """A 2.1/2.2 field with lists or structs: the pages of each of its leaf columns, decoded to
         the leaf's path; the paths of all leaves then merge into the field."""
         if not runs.total:
@@ -281,6 +292,8 @@ class LanceFileReader(RowReader):
             for p, local, io in self._pages(col, runs, prefetch=False):
                 jobs.append(functools.partial(self._decode_nested, col, p, local, io, path, large))
                 owner.append(k)
+                if not io.whole_page:
+                    touched.append((col, p, io))
         field = node.to_arrow_field()
 
         def combine(results: list[list[pa.Array]]) -> list[pa.Array]:
@@ -294,6 +307,18 @@ class LanceFileReader(RowReader):
                 raise CorruptFileError(self.path, f"field {node.name!r}: {exc}") from exc
 
         return jobs, combine
+
+    def _fetch_selection_buffers(self, touched: list[tuple[_Column, int, PageIO]]) -> None:
+        """The small buffers the pages read in part need first (chunk tables, dictionaries,
+        repetition indexes), all read in one request rather than one per page."""
+        if len(touched) < 2:
+            return
+        wanted = [
+            (io, index)
+            for col, p, io in touched
+            for index in decode21.selection_buffers(col.encoding(p, self._source), io)
+        ]
+        fetch_buffers(wanted)
 
     def _decode_structural(
         self, col: _Column, page: int, runs: Runs, io: PageIO, dtype: pa.DataType, large: bool

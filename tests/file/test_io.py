@@ -10,6 +10,7 @@ import pytest
 from helpers import assert_tables_equal
 
 from lance_table.file import BytesSource, LanceFileReader, write_table
+from lance_table.file.container import unpack_encoding
 from lance_table.storage.sources import coalesce
 
 
@@ -98,3 +99,37 @@ def test_coalesced_reads_return_each_range(big):
     src = BytesSource(data)
     ranges = [(5, 3), (0, 10), (1_000, 1), (7, 0)]
     assert [bytes(b) for b in src.read_ranges(ranges)] == [data[o : o + n] for o, n in ranges]
+
+
+def test_a_take_reads_the_chunk_tables_of_all_its_pages_in_one_request(tmp_path):
+    """2.2 mini-block pages read in part need their chunk table, dictionary and repetition index
+    before their chunks: a take fetches those of every page it touches, of every column, at once."""
+    n = 60_000
+    rng = np.random.default_rng(4)
+    table = pa.table(
+        {
+            "id": pa.array(np.arange(n)),
+            "cat": pa.array(rng.choice(["red", "green", "blue"], n)),
+            "tags": pa.array([[f"t{i % 7}"] * (i % 3) for i in range(n)], pa.list_(pa.string())),
+        }
+    )
+    path = tmp_path / "pages.lance"
+    write_table(path, table, version="2.2", page_size_bytes=64 * 1024)
+    src, reader = _open(path.read_bytes())
+    small = {}
+    for c, col in enumerate(reader.metadata.columns):
+        for p, page in enumerate(col.pages):
+            layout = unpack_encoding(page.encoding, src, "page")[1].mini_block_layout
+            wanted = (
+                [0]
+                + [2] * layout.HasField("dictionary")
+                + [len(page.buffer_offsets) - 1] * bool(layout.repetition_index_depth)
+            )
+            small[(c, p)] = {(int(page.buffer_offsets[k]), int(page.buffer_sizes[k])) for k in wanted}
+    assert sum(len(col.pages) for col in reader.metadata.columns) >= 6
+    idx = np.sort(rng.choice(n, 40, replace=False))
+    assert_tables_equal(reader.take(idx), table.take(pa.array(idx)))
+    holding = [k for k, req in enumerate(src.requests) if set(req) & set().union(*small.values())]
+    assert len(holding) == 1
+    touched = [key for key, ranges in small.items() if ranges <= set(src.requests[holding[0]])]
+    assert len(touched) >= 6

@@ -330,6 +330,21 @@ def _flat(layout: Any, io: PageIO) -> bool:
     return kind == "full_zip_layout"
 
 
+def selection_buffers(layout: Any, io: PageIO) -> list[int]:
+    """The page buffers that reading some rows of a page needs whole before its data: a
+    mini-block page's chunk table, dictionary and repetition index (small, one per page)."""
+    if layout.WhichOneof("layout") != "mini_block_layout":
+        return []
+    mini = layout.mini_block_layout
+    n = len(io.page.buffer_offsets)
+    wanted = [0]
+    if mini.HasField("dictionary"):
+        wanted.append(2)
+    if int(mini.repetition_index_depth):
+        wanted.append(n - 1)
+    return [k for k in wanted if k < n]
+
+
 def decode_page(layout: Any, io: PageIO, dtype: pa.DataType, large_chunks: bool, runs: Runs) -> pa.Array:
     """The rows ``runs`` of a 2.1/2.2 page of a column without nesting."""
     if not _flat(layout, io):
