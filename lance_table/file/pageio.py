@@ -70,11 +70,7 @@ class PageIO:
 
     def prefetch(self) -> None:
         """Fetch every page buffer in one coalesced request (used when the whole page is needed)."""
-        ranges = [(int(o), int(s)) for o, s in zip(self.page.buffer_offsets, self.page.buffer_sizes)]
-        keys = [(o, s) for o, s in ranges if (o, s) not in self._whole]
-        if keys:
-            for key, data in zip(keys, self.source.read_ranges(keys)):
-                self._whole[key] = data
+        fetch_buffers([(self, k) for k in range(len(self.page.buffer_offsets))])
 
     def whole(self, index: int, kind: int = BUFFER_PAGE) -> memoryview:
         key = self.locate(index, kind)
@@ -115,8 +111,8 @@ class PageIO:
 
 
 def fetch_buffers(wanted: list[tuple[PageIO, int]]) -> None:
-    """Read the buffers ``(page, index)`` of pages of one source in one request, so that each
-    page then finds them in hand (a take reads a few small buffers of many pages)."""
+    """Read the buffers ``(page, index)`` of pages of one source in one coalesced request, so that
+    each page then finds them in hand (a take reads a few small buffers of many pages)."""
     keys = [(io, io.locate(index)) for io, index in wanted]
     keys = [(io, key) for io, key in keys if key not in io._whole]
     if not keys:

@@ -235,7 +235,7 @@ class LanceFileReader(RowReader):
         self, node: FieldNode, runs: Runs, touched: list[tuple[_Column, int, PageIO]]
     ) -> tuple[list[Job], Combine]:
         """Independent pieces of work that read a field (one per page of each of its columns), and
-        how their results make the field's chunks; the 2.1/2.2 pages read in part are added to
+        how their results make the field's chunks; the 2.1/2.2 pages to read are added to
         ``touched``."""
         t = node.arrow_type
         if _leafless(node):  # nothing stored: every row is an (all-valid) empty struct, as pylance reads it
@@ -269,7 +269,7 @@ class LanceFileReader(RowReader):
         self._check_length(col, runs)
         large = self._meta.version is FileVersion.V2_2
         pages = list(self._pages(col, runs, prefetch=False))
-        touched.extend((col, p, io) for p, _, io in pages if not io.whole_page)
+        touched.extend((col, p, io) for p, _, io in pages)
         return [
             functools.partial(self._decode_structural, col, p, local, io, node.arrow_type, large)
             for p, local, io in pages
@@ -292,8 +292,7 @@ class LanceFileReader(RowReader):
             for p, local, io in self._pages(col, runs, prefetch=False):
                 jobs.append(functools.partial(self._decode_nested, col, p, local, io, path, large))
                 owner.append(k)
-                if not io.whole_page:
-                    touched.append((col, p, io))
+                touched.append((col, p, io))
         field = node.to_arrow_field()
 
         def combine(results: list[list[pa.Array]]) -> list[pa.Array]:
@@ -310,12 +309,14 @@ class LanceFileReader(RowReader):
 
     def _fetch_selection_buffers(self, touched: list[tuple[_Column, int, PageIO]]) -> None:
         """The small buffers the pages read in part need first (chunk tables, dictionaries,
-        repetition indexes), all read in one request rather than one per page."""
-        if len(touched) < 2:
+        repetition indexes), all read in one request rather than one per page. Pages read
+        whole fetch all their buffers at once when decoded."""
+        partial = [(col, p, io) for col, p, io in touched if not io.whole_page]
+        if len(partial) < 2:
             return
         wanted = [
             (io, index)
-            for col, p, io in touched
+            for col, p, io in partial
             for index in decode21.selection_buffers(col.encoding(p, self._source), io)
         ]
         fetch_buffers(wanted)
