@@ -101,7 +101,7 @@ def levels(
         got = _out_of_line(enc.out_of_line_bitpacking, data, at, sizes, counts, io)
         if got is None or got.bits not in bitpacking.DTYPES:
             return None
-        return np.frombuffer(got.data, bitpacking.DTYPES[got.bits]).astype(np.uint16)
+        return np.frombuffer(got.data, bitpacking.DTYPES[got.bits]).astype(np.uint16, copy=False)
     if kind == "rle":
         return _rle_levels(enc.rle, data, at, sizes, counts, io)
     if kind != "flat" or enc.flat.HasField("data") or enc.flat.bits_per_value != 16:
@@ -468,9 +468,13 @@ def pick_values(
         chunk, offset = _locate(counts, pick)
         block = found.first_block[chunk] + offset // bitpacking.BLOCK
         within = offset % bitpacking.BLOCK
-        out = np.empty(pick.size, bitpacking.DTYPES[t])
         widths = found.width[block]
-        for w in np.unique(widths).tolist():
+        present = np.flatnonzero(np.bincount(widths, minlength=1)).tolist()
+        if len(present) == 1:  # one bit width: no grouping
+            one = bitpacking.pick(found.words, t, present[0], found.data_at[block], within)
+            return Fixed(as_bytes(one), t)
+        out = np.empty(pick.size, bitpacking.DTYPES[t])
+        for w in present:
             sel = np.flatnonzero(widths == w)
             out[sel] = bitpacking.pick(found.words, t, w, found.data_at[block[sel]], within[sel])
         return Fixed(as_bytes(out), t)
@@ -531,17 +535,15 @@ def _out_of_line(
     if not bool(raw_tail.any()) and not bool(np.any(tail[:-1])):
         # whole blocks in every chunk but the last: the values are the unpacked blocks, in order
         return Fixed(as_bytes(unpacked[: int(counts.sum())]), t)
-    # Lay every chunk out as rows of 1024 values: its whole blocks, then its tail (a padded
-    # block, or raw values copied into a row of their own); then drop each last row's padding.
-    rows = full + (tail > 0)
-    unpacked = unpacked.reshape(-1, bitpacking.BLOCK)
-    if bool(raw_tail.any()):
-        row_first = _exclusive_cumsum(rows)
-        laid = np.empty((int(rows.sum()), bitpacking.BLOCK), dtype)
-        laid[_block_starts(row_first, blocks, 1)] = unpacked
-        raw_len = raw_tail * tail
-        laid.reshape(-1)[spans((row_first + full) * bitpacking.BLOCK, raw_len)] = words[
-            spans(first + full * per_block, raw_len)
-        ]
-        unpacked = laid
-    return Fixed(as_bytes(_unpadded(unpacked, _exclusive_cumsum(rows), counts)), t)
+    # Each chunk is its run of unpacked blocks cut to its count (a padded tail block is the run's
+    # last), then its raw tail, if any: at most two slices per chunk, joined in one copy.
+    run_at = (_exclusive_cumsum(blocks) * bitpacking.BLOCK).tolist()
+    packed_n = np.where(raw_tail, full * bitpacking.BLOCK, counts).tolist()
+    raw_at = (first + full * per_block).tolist()
+    raw_n = (raw_tail * tail).tolist()
+    pieces = []
+    for a, n, r, m in zip(run_at, packed_n, raw_at, raw_n):
+        pieces.append(unpacked[a : a + n])
+        if m:
+            pieces.append(words[r : r + m])
+    return Fixed(as_bytes(np.concatenate(pieces) if pieces else unpacked[:0]), t)

@@ -309,30 +309,38 @@ def values_at(
     dtype: pa.DataType,
     valid: np.ndarray | None,
     io: PageIO,
+    valid_cut: bool = False,
 ) -> tuple[pa.Array, np.ndarray | None]:
     """Decoded chunk values as Arrow (without nulls): all ``count`` of them, or those at
     ``local`` (sorted positions among them; ``picked`` says the values are already just those);
-    with the validity ``valid`` of all the values cut the same way."""
+    with the validity ``valid`` of all the values cut the same way (``valid_cut``: ``valid`` is
+    already that of the values at ``local``)."""
+
+    def cut(valid: np.ndarray | None) -> np.ndarray | None:
+        return valid[local] if valid is not None and not valid_cut else valid
+
     if local is not None and picked:
         count = local.size
-        valid = valid[local] if valid is not None else None
+        valid = cut(valid)
         local = None
     if local is not None:
         if isinstance(values, Var) and dictionary is None and local.size * 4 < count:
             # Few rows of many strings: pick them before decompressing (each FSST string is
             # compressed on its own), then the rows are already in place.
             values, count = _pick(values, local, io), local.size
-            valid = valid[local] if valid is not None else None
+            valid = cut(valid)
             local = None
-        elif dictionary is not None and local.size < count:
+        elif dictionary is not None:
             # Dictionary indices: pick the rows before looking their values up
             values, count = _pick_fixed(values, local, io), local.size
-            valid = valid[local] if valid is not None else None
+            valid = cut(valid)
             local = None
-    arr = _values_array(values, count, dtype, dictionary, int(layout.num_dictionary_items), valid, io)
+    # the validity only matters for dictionary indices, which are picked by now
+    shown_valid = valid if local is None else None
+    arr = _values_array(values, count, dtype, dictionary, int(layout.num_dictionary_items), shown_valid, io)
     if local is not None:
         arr = arr.take(pa.array(local))
-        valid = valid[local] if valid is not None else None
+        valid = cut(valid)
     return arr, valid
 
 

@@ -125,24 +125,36 @@ def _selected_rows(
         lo, hi = _row_levels(rep, repdef.max_rep(layout.layers), read.level_counts, chosen, rows, io)
     levels = batch.spans(lo, hi - lo)
     limit = repdef.visible_limit(layout.layers)
-    visible = defs <= limit if defs is not None else np.ones(n_levels, bool)
-    # the value slots are the visible levels, in order
-    slots = np.flatnonzero(visible)
-    if slots.size != count:
-        raise io.corrupt(f"{slots.size} value slots in the levels of chunks holding {count} values")
-    shown = np.compress(visible[levels], levels)
-    # a few levels are found among the slots; many read off a running count (in 32 bits, which
-    # is several times faster, for the pages of fewer than 2^31 levels that are written)
-    if shown.size * 64 < slots.size:
+    if defs is None:
+        # every level is a value slot
+        if n_levels != count:
+            raise io.corrupt(f"{n_levels} levels in chunks holding {count} values")
+        visible, shown, local, n_slots = None, levels, levels, count
+    else:
+        visible = defs <= limit
+        # the value slots are the visible levels, in order
+        shown = np.compress(visible[levels], levels)
+    if visible is None:
+        pass
+    elif shown.size * 64 < count:
+        # a few levels are found among the slots
+        slots = np.flatnonzero(visible)
+        n_slots = slots.size
         local = np.searchsorted(slots, shown)
     else:
-        count_type = np.int32 if visible.size < 1 << 31 else np.int64
-        local = np.cumsum(visible, dtype=count_type)[shown].astype(np.int64) - 1
+        # many read off a running count (in 32 bits, which is several times faster, for the
+        # pages of fewer than 2^31 levels that are written)
+        running = np.cumsum(visible, dtype=np.int32 if visible.size < 1 << 31 else np.int64)
+        n_slots = int(running[-1]) if running.size else 0
+        local = running[shown].astype(np.int64) - 1
+    if n_slots != count:
+        raise io.corrupt(f"{n_slots} value slots in the levels of chunks holding {count} values")
     few = local.size * PICK_SHARE < count
     values, picked = chunk_values(layout, read, io, local, few)
     dictionary = dictionary_of(layout, io)
-    valid = _visible_valid(defs, limit) if dictionary is not None else None
-    arr, _ = values_at(values, count, picked, local, layout, dictionary, dtype, valid, io)
+    # the validity of the shown slots (it only matters for checking dictionary indices)
+    valid = defs[shown] == 0 if dictionary is not None and defs is not None else None
+    arr, _ = values_at(values, count, picked, local, layout, dictionary, dtype, valid, io, valid_cut=True)
     rep_out = rep[levels] if rep is not None else None
     defs_out = defs[levels] if defs is not None else None
     return rep_out, defs_out, arr, np.arange(wanted.size)
@@ -159,7 +171,8 @@ def _row_levels(
     if rows.size and int(rows[-1]) >= starts.size:
         raise io.corrupt(f"row {int(rows[-1])} of the read chunks is past the {starts.size} rows they hold")
     lo = starts[rows]
-    nxt = np.append(starts, rep.size)[rows + 1]
+    after = rows + 1
+    nxt = np.where(after < starts.size, starts[np.minimum(after, starts.size - 1)], rep.size)
     level_starts = np.zeros(chosen.size + 1, np.int64)
     np.cumsum(level_counts, out=level_starts[1:])
     # the end of the run of consecutive chunks each row's first chunk belongs to
