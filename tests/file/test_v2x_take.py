@@ -227,3 +227,51 @@ def test_join_of_evenly_laid_ranges_matches_slice_by_slice() -> None:
     strided = batch._strided_join(data, even.astype(np.int64), np.full(n, 900, np.int64))
     assert strided is not None and bytes(strided) == slow(even, np.full(n, 900))
     assert batch._strided_join(data, (even + 10_500).astype(np.int64), np.full(n, 900, np.int64)) is None
+
+
+@pytest.mark.parametrize("writer", ["ours", "pylance"])
+def test_take_picks_the_definition_levels_of_its_rows(
+    tmp_path: Path, writer: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A take of a nullable column decodes the definition levels of its rows alone, also where a
+    chunk ends in raw (unpacked) levels, and gets the same nulls as the data."""
+    rng = np.random.default_rng(17)
+    n = 5 * 1024 + 13  # the last chunk of each column ends in 13 levels, stored raw
+    table = pa.table(
+        {
+            "i": pa.array(rng.integers(0, 1000, n).astype(np.int32), mask=rng.random(n) < 0.3),
+            "f": pa.array(rng.random(n), mask=rng.random(n) < 0.5),
+        }
+    )
+    path = tmp_path / "t.lance"
+    if writer == "ours":
+        with LanceFileWriter(path, table.schema, version="2.2") as w:
+            w.write(table)
+    else:
+        with lance_file.LanceFileWriter(str(path), table.schema, version="2.2") as w:
+            w.write_batch(table)
+    picked: list[bool] = []  # per pick: whether it met raw tails
+    real_pick, real_chunks = batch.pick_levels, batch._out_of_line_chunks
+    seen_raw: list[bool] = []
+
+    def chunks(*args):  # type: ignore[no-untyped-def]
+        got = real_chunks(*args)
+        if got is not None:
+            seen_raw.append(bool(got.raw_tail.any()))
+        return got
+
+    def spy(*args):  # type: ignore[no-untyped-def]
+        seen_raw.clear()
+        got = real_pick(*args)
+        if got is not None:
+            picked.append(any(seen_raw))
+        return got
+
+    monkeypatch.setattr(batch, "pick_levels", spy)
+    monkeypatch.setattr(batch, "_out_of_line_chunks", chunks)
+    reader = LanceFileReader(path)
+    edges = np.array([0, 511, 512, 1023, 1024, 2047, n - 14, n - 13, n - 12, n - 2, n - 1])
+    for idx in (edges, np.unique(rng.integers(0, n, 60)), np.arange(0, n, 7)):
+        assert_tables_equal(reader.take(idx), table.take(pa.array(idx)))
+    assert len(picked) >= 4, "the definition levels were not picked"
+    assert any(picked), "no pick met a chunk ending in raw levels"

@@ -83,6 +83,10 @@ def rows_at(data: bytes | memoryview, starts: np.ndarray, width: int) -> memoryv
     u8 = np.frombuffer(data, np.uint8)
     if not starts.size:
         return memoryview(b"")
+    typed = bitpacking.DTYPES.get(width * 8)
+    if typed is not None and not bool(np.any(starts % width)):
+        # aligned values of a machine width: one typed gather (the caller checked the bounds)
+        return as_bytes(u8[: u8.size - u8.size % width].view(typed)[starts // width])
     return as_bytes(np.lib.stride_tricks.sliding_window_view(u8, width)[starts])
 
 
@@ -499,10 +503,27 @@ def _block_starts(first: np.ndarray, blocks: np.ndarray, per_block: int) -> np.n
     return first.repeat(blocks) + (spans(np.zeros_like(first), blocks) * per_block)
 
 
-def _out_of_line(
+@dataclass
+class _OutOfLine:
+    """Where the values of chunks of out-of-line bitpacking are: per chunk, ``full`` whole
+    blocks of ``per_block`` words from word ``first``, then a ``tail`` that is a padded block or
+    (``raw_tail``) that many raw words."""
+
+    t: int
+    w: int
+    words: np.ndarray
+    per_block: int
+    first: np.ndarray
+    full: np.ndarray
+    tail: np.ndarray
+    raw_tail: np.ndarray
+    blocks: np.ndarray  # bitpacked blocks per chunk (whole and padded)
+
+
+def _out_of_line_chunks(
     enc: Any, data: memoryview, at: np.ndarray, sizes: np.ndarray, counts: np.ndarray, io: PageIO
-) -> Fixed | None:
-    """Chunks of headerless W-bit FastLanes blocks; a short tail is packed and padded, or raw."""
+) -> _OutOfLine | None:
+    """The layout of chunks of headerless W-bit FastLanes blocks, checked against their sizes."""
     t = int(enc.uncompressed_bits_per_value)
     dtype = bitpacking.DTYPES.get(t)
     inner = enc.values
@@ -523,27 +544,67 @@ def _out_of_line(
     blocks = full + ((tail > 0) & ~raw_tail)
     if bool(np.any(blocks * per_block + raw_tail * tail > avail)):
         raise io.corrupt("out-of-line bitpacking runs past its buffer")
-    first = at // word
+    return _OutOfLine(t, w, words, per_block, at // word, full, tail, raw_tail, blocks)
+
+
+def _out_of_line(
+    enc: Any, data: memoryview, at: np.ndarray, sizes: np.ndarray, counts: np.ndarray, io: PageIO
+) -> Fixed | None:
+    """Chunks of headerless W-bit FastLanes blocks; a short tail is packed and padded, or raw."""
+    found = _out_of_line_chunks(enc, data, at, sizes, counts, io)
+    if found is None:
+        return None
+    t, words, per_block, blocks = found.t, found.words, found.per_block, found.blocks
     n_blocks = int(blocks.sum())
     if per_block and n_blocks:
         # every block is a row of per_block words: gather the rows, not the words
-        block_at = _block_starts(first, blocks, per_block)
+        block_at = _block_starts(found.first, blocks, per_block)
         packed = np.lib.stride_tricks.sliding_window_view(words, per_block)[block_at].reshape(-1)
     else:
         packed = words[:0]
-    unpacked = bitpacking.unpack(packed, t, w, n_blocks)
-    if not bool(raw_tail.any()) and not bool(np.any(tail[:-1])):
+    unpacked = bitpacking.unpack(packed, t, found.w, n_blocks)
+    raw_tail, full = found.raw_tail, found.full
+    if not bool(raw_tail.any()) and not bool(np.any(found.tail[:-1])):
         # whole blocks in every chunk but the last: the values are the unpacked blocks, in order
         return Fixed(as_bytes(unpacked[: int(counts.sum())]), t)
     # Each chunk is its run of unpacked blocks cut to its count (a padded tail block is the run's
     # last), then its raw tail, if any: at most two slices per chunk, joined in one copy.
     run_at = (_exclusive_cumsum(blocks) * bitpacking.BLOCK).tolist()
     packed_n = np.where(raw_tail, full * bitpacking.BLOCK, counts).tolist()
-    raw_at = (first + full * per_block).tolist()
-    raw_n = (raw_tail * tail).tolist()
+    raw_at = (found.first + full * per_block).tolist()
+    raw_n = (raw_tail * found.tail).tolist()
     pieces = []
     for a, n, r, m in zip(run_at, packed_n, raw_at, raw_n):
         pieces.append(unpacked[a : a + n])
         if m:
             pieces.append(words[r : r + m])
     return Fixed(as_bytes(np.concatenate(pieces) if pieces else unpacked[:0]), t)
+
+
+def pick_levels(
+    enc: Any,
+    data: memoryview,
+    at: np.ndarray,
+    sizes: np.ndarray,
+    counts: np.ndarray,
+    pick: np.ndarray,
+    io: PageIO,
+) -> np.ndarray | None:
+    """The levels ``pick`` (sorted positions among all the chunks' levels, below their total) of
+    chunks of out-of-line bitpacked levels, without unpacking the rest; None for other forms."""
+    if enc.WhichOneof("compression") != "out_of_line_bitpacking":
+        return None
+    found = _out_of_line_chunks(enc.out_of_line_bitpacking, data, at, sizes, counts, io)
+    if found is None or found.t not in (8, 16):
+        return None
+    chunk, offset = _locate(counts, pick)
+    block, within = np.divmod(offset, bitpacking.BLOCK)
+    raw = found.raw_tail[chunk] & (block == found.full[chunk])
+    word_at = found.first[chunk] + block * found.per_block
+    if not bool(raw.any()):
+        return bitpacking.pick(found.words, found.t, found.w, word_at, within).astype(np.uint16, copy=False)
+    out = np.empty(pick.size, bitpacking.DTYPES[found.t])
+    packed = ~raw
+    out[packed] = bitpacking.pick(found.words, found.t, found.w, word_at[packed], within[packed])
+    out[raw] = found.words[word_at[raw] + within[raw]]
+    return out.astype(np.uint16, copy=False)

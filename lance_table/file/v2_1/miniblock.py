@@ -82,6 +82,7 @@ class _Decoded:
     count: int
     level_counts: np.ndarray  # levels per decoded chunk
     picked: bool = False  # values are only the picked ones (count is still all the chunks')
+    defs_picked: bool = False  # definition levels are only those of the picked values
 
 
 # Where picking one value costs more than decoding it with its chunk (bitpacking), rows are
@@ -123,11 +124,23 @@ class ChunksRead:
     rep: np.ndarray | None
     defs: np.ndarray | None
     level_counts: np.ndarray  # levels per chunk
+    defs_picked: bool = False  # defs are only those at the positions asked for
 
 
-def read_chunks(layout: Any, io: PageIO, table: Chunks, chosen: np.ndarray, large: bool) -> ChunksRead:
+def read_chunks(
+    layout: Any,
+    io: PageIO,
+    table: Chunks,
+    chosen: np.ndarray,
+    large: bool,
+    def_pick: np.ndarray | None = None,
+) -> ChunksRead:
     """Read the chunks ``chosen`` (sorted chunk numbers) of a mini-block page and decode their
-    levels; :func:`chunk_values` then decodes their values."""
+    levels; :func:`chunk_values` then decodes their values.
+
+    ``def_pick`` (a page without repetition, where every level is a value): decode only the
+    definition levels at these sorted positions among the chunks' values, where the encoding
+    allows it (``defs_picked`` then says so)."""
     data, starts, ends = _chosen_data(io, table, chosen)
     u8 = np.frombuffer(data, np.uint8)
     has_rep = layout.HasField("rep_compression")
@@ -168,9 +181,14 @@ def read_chunks(layout: Any, io: PageIO, table: Chunks, chosen: np.ndarray, larg
     rep = defs = None
     if rep_size is not None:
         rep = _chunk_levels(layout.rep_compression, data, rep_at, rep_size, num_levels, io)
+    counts = table.counts[chosen]
+    if def_size is not None and def_pick is not None and rep is None and np.array_equal(num_levels, counts):
+        defs = batch.pick_levels(layout.def_compression, data, def_at, def_size, num_levels, def_pick, io)
+        if defs is not None:
+            return ChunksRead(data, buf_at, sizes, counts, rep, defs, num_levels, True)
     if def_size is not None:
         defs = _chunk_levels(layout.def_compression, data, def_at, def_size, num_levels, io)
-    return ChunksRead(data, buf_at, sizes, table.counts[chosen], rep, defs, num_levels)
+    return ChunksRead(data, buf_at, sizes, counts, rep, defs, num_levels)
 
 
 def chunk_values(
@@ -208,10 +226,12 @@ def decode_chunks(
     few: bool = True,
 ) -> _Decoded:
     """Decode the chunks ``chosen`` (sorted chunk numbers) of a mini-block page: their levels,
-    and their values (see :func:`chunk_values` for ``pick`` and ``few``)."""
-    read = read_chunks(layout, io, table, chosen, large)
+    and their values (see :func:`chunk_values` for ``pick`` and ``few``, and :func:`read_chunks`
+    for the definition levels of just the picked values)."""
+    read = read_chunks(layout, io, table, chosen, large, pick)
     values, picked = chunk_values(layout, read, io, pick, few)
-    return _Decoded(read.rep, read.defs, values, int(read.counts.sum()), read.level_counts, picked)
+    count = int(read.counts.sum())
+    return _Decoded(read.rep, read.defs, values, count, read.level_counts, picked, read.defs_picked)
 
 
 def _chunk_levels(
@@ -293,9 +313,20 @@ def mini_block(
     few = local is not None and local.size * PICK_SHARE < int(table.counts[chosen].sum())
     got = decode_chunks(layout, io, table, chosen, large_chunks, local, few)
     valid = (got.defs == 0) if got.defs is not None else None
-    if valid is not None and valid.size != got.count:
+    if valid is not None and not got.defs_picked and valid.size != got.count:
         raise io.corrupt(f"{valid.size} definition levels for {got.count} values")
-    arr, valid = values_at(got.values, got.count, got.picked, local, layout, dictionary, dtype, valid, io)
+    arr, valid = values_at(
+        got.values,
+        got.count,
+        got.picked,
+        local,
+        layout,
+        dictionary,
+        dtype,
+        valid,
+        io,
+        valid_cut=got.defs_picked,
+    )
     return with_validity(arr, valid) if valid is not None and not valid.all() else arr
 
 
