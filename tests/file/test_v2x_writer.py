@@ -522,3 +522,35 @@ def test_shredding_reads_validity_at_any_offset(monkeypatch, wide: bool) -> None
                 assert got.visible is None or np.array_equal(got.visible, want.visible)
                 assert got.values.to_pylist() == want.values.to_pylist()
                 assert got.nulls.tolist() == want.nulls.tolist() and got.nulls.any()
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_null_lists_holding_items_write_without_them(tmp_path: Path, version: str) -> None:
+    """Null lists whose offsets still span items (Arrow allows it) store none of those items:
+    at the top, under a struct, sliced, with a dictionary and in a list of lists."""
+    rng = np.random.default_rng(23)
+    n = 3000
+    lengths = rng.integers(0, 5, n)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    null = rng.random(n) < 0.2
+    total = int(offsets[-1])
+    words = pa.array([f"w{i % 37}" for i in range(total)], mask=rng.random(total) < 0.1)
+    strings = pa.ListArray.from_arrays(pa.array(offsets), words, mask=pa.array(null))
+    ints = pa.ListArray.from_arrays(pa.array(offsets), pa.array(np.arange(total)), mask=pa.array(null))
+    codes = pa.ListArray.from_arrays(pa.array(offsets), words.dictionary_encode(), mask=pa.array(null))
+    holder = pa.StructArray.from_arrays([ints], names=["l"], mask=pa.array(rng.random(n) < 0.1))
+    outer = pa.ListArray.from_arrays(pa.array(np.arange(0, n + 1, 3, dtype=np.int32)), strings[: n - n % 3])
+    table = pa.table(
+        {
+            "strings": strings,
+            "ints": ints,
+            "codes": codes,
+            "holder": holder,
+            "outer": pa.concat_arrays([outer, pa.nulls(n - len(outer), outer.type)]),
+        }
+    )
+    assert int((lengths[null] > 0).sum()) > 100  # null rows that hold items
+    for part in (table, table.slice(17, 2000)):
+        path = tmp_path / f"t{len(part)}.lance"
+        _write(path, part, version, page_size=1 << 14)
+        _check(path, part)

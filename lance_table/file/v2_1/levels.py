@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_table.file.v2_1 import repdef
+from lance_table.file.v2_1.batch import spans
 from lance_table.schema import FieldNode
 
 
@@ -112,6 +113,8 @@ def shred(arr: pa.Array, path: Sequence[FieldNode]) -> Shredded:
     empties = np.zeros(depth, bool)
     cur = arr
     lists_seen = 0
+    # a single list at the top: its offsets and which rows it expands (items of the others hidden)
+    top_list: tuple[np.ndarray, np.ndarray] | None = None
     for i, node in enumerate(path):
         if i == depth - 1 and pa.types.is_dictionary(cur.type):
             cur = normalize_dictionary(cur)
@@ -129,10 +132,15 @@ def shred(arr: pa.Array, path: Sequence[FieldNode]) -> Shredded:
             break
         if is_list_node(node):
             offsets = _list_offsets(cur)
-            live = np.flatnonzero(codes == 0)
-            lengths = np.zeros(codes.size, np.int64)
-            lengths[live] = offsets[pos[live] + 1] - offsets[pos[live]]
-            empty = np.compress(lengths[live] == 0, live)
+            if not lists_seen:  # the entries are the rows: no positions to look through
+                live_rows = codes == 0
+                lengths = np.where(live_rows, np.diff(offsets), 0)
+                empty = np.flatnonzero(live_rows & (lengths == 0))
+            else:
+                live = np.flatnonzero(codes == 0)
+                lengths = np.zeros(codes.size, np.int64)
+                lengths[live] = offsets[pos[live] + 1] - offsets[pos[live]]
+                empty = np.compress(lengths[live] == 0, live)
             if empty.size:
                 codes[empty] = 2 + 2 * i
                 empties[i] = True
@@ -142,7 +150,12 @@ def shred(arr: pa.Array, path: Sequence[FieldNode]) -> Shredded:
             firsts = np.zeros(codes.size + 1, np.int64)
             np.cumsum(counts, out=firsts[1:])
             heads = firsts[:-1]
-            start_at = np.where(expand, offsets[np.minimum(pos, offsets.size - 1)], 0)
+            if not lists_seen:
+                start_at = np.where(expand, offsets[:-1], 0)
+                if max_rep == 1:
+                    top_list = (offsets, expand)
+            else:
+                start_at = np.where(expand, offsets[np.minimum(pos, offsets.size - 1)], 0)
             # the items' positions run on from each entry's first item: a running sum of steps
             # of one that jumps at each entry's first item
             # (in 32 bits when the positions and entries fit: a running sum of half the bytes)
@@ -178,9 +191,21 @@ def shred(arr: pa.Array, path: Sequence[FieldNode]) -> Shredded:
     if list_depths:
         # entries ended deeper than the innermost list (code 1 + 2 * depth or more) hold a slot
         visible = (codes == 0) | (codes >= 3 + 2 * list_depths[-1])
-        chosen = np.compress(visible, pos)
-    else:
-        chosen = pos
+    if top_list is not None:
+        # the slots are the items of the rows the list expands, in order: cut, not gathered
+        offsets, expand = top_list
+        lo, hi = int(offsets[0]), int(offsets[-1])
+        values = cur.slice(lo, hi - lo)
+        lengths = np.diff(offsets)
+        hidden = np.flatnonzero(~expand & (lengths > 0))  # the items of null rows
+        if hidden.size:
+            keep = np.ones(hi - lo, bool)
+            keep[spans(offsets[hidden] - lo, lengths[hidden])] = False
+            values = values.filter(pa.array(keep))
+        return Shredded(
+            n, rep, codes, None if visible is None or visible.all() else visible, values, nulls, empties
+        )
+    chosen = np.compress(visible, pos) if visible is not None else pos
     if chosen.size == len(cur) and (not chosen.size or _is_identity(chosen)):
         values = cur
     else:
