@@ -132,7 +132,7 @@ def _blocks(values: np.ndarray) -> np.ndarray:
     return padded.reshape(-1, BLOCK)
 
 
-def _bit_length(ors: np.ndarray, t: int) -> np.ndarray:
+def bit_lengths(ors: np.ndarray, t: int) -> np.ndarray:
     """The bit length of each value (0 for 0), for unsigned T-bit values."""
     dtype = DTYPES[t]
     return (ors[:, None] >> np.arange(t, dtype=dtype)[None, :] != 0).sum(axis=1)
@@ -146,7 +146,7 @@ def block_bit_widths(values: np.ndarray) -> np.ndarray:
     t = values.dtype.itemsize * 8
     if not values.size:
         return np.zeros(0, np.int64)
-    return _bit_length(np.bitwise_or.reduce(_blocks(values), axis=1), t).astype(np.int64)
+    return bit_lengths(np.bitwise_or.reduce(_blocks(values), axis=1), t).astype(np.int64)
 
 
 def bit_width(values: np.ndarray) -> int:
@@ -230,7 +230,7 @@ def pack_inline_blocks(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     t = blocks.dtype.itemsize * 8
     dtype = DTYPES[t]
     lanes = BLOCK // t
-    widths = _bit_length(np.bitwise_or.reduce(blocks, axis=1), t)
+    widths = bit_lengths(np.bitwise_or.reduce(blocks, axis=1), t)
     sizes = 1 + widths * lanes
     starts = np.zeros(widths.size, np.int64)
     np.cumsum(sizes[:-1], out=starts[1:])

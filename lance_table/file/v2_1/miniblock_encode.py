@@ -15,7 +15,6 @@ a row's chunks. See :mod:`miniblock` for the decoder.
 from __future__ import annotations
 
 import itertools
-import struct
 from typing import Any
 
 import numpy as np
@@ -84,8 +83,35 @@ class _Planner:
             return None
         return total
 
+    def uniform_plan(self) -> list[tuple[int, int, int]] | None:
+        """:meth:`plan` at once, for values sized many chunks at a time (bitpacked blocks) when
+        every chunk of the most values fits: the plan :meth:`plan` makes then. None otherwise."""
+        m = self.max_values
+        if self.n <= m or self.values.chunk_aim() is not None:
+            return None
+        stops = np.append(np.arange(m, self.n, m, dtype=np.int64), self.n)
+        starts = stops - np.diff(stops, prepend=0)
+        sizes = self.values.many_sizes(starts, stops)
+        if sizes is None:
+            return None
+        if not self.level_lists:
+            levels = np.zeros(stops.size, np.int64)
+        else:
+            ends = (self.vis_idx[stops - 1] + 1) if self.vis_idx is not None else stops.copy()
+            ends[-1] = self.num_levels
+            levels = np.diff(ends, prepend=0)
+        total = self.head + self.level_lists * ((2 * levels + 7) & ~7) + ((sizes + 7) & ~7)
+        if int(levels.max()) > MAX_CHUNK_LEVELS or int(total.max()) > self.limit:
+            return None
+        logs = np.full(stops.size, m.bit_length() - 1, np.int64)
+        logs[-1] = 0
+        return list(zip(stops.tolist(), logs.tolist(), total.tolist()))
+
     def plan(self) -> list[tuple[int, int, int]]:
         """(value stop, log2 of the value count or 0 for the last chunk, chunk bytes) per chunk."""
+        uniform = self.uniform_plan()
+        if uniform is not None:
+            return uniform
         out: list[tuple[int, int, int]] = []
         start = 0
         levels_from = 0
@@ -213,36 +239,45 @@ def _chunks(
         if lv is not None:
             assert codec is not None
             compressed.append(compress_chunks(lv, level_bounds, codec))
-    level_data = [memoryview(c.data.tobytes()) for c in compressed]
-    level_at = [(c.starts.tolist(), c.lengths.tolist()) for c in compressed]
-    bounds = level_bounds.tolist()
-    head_fmt = f"<{1 + len(compressed)}H"
-    size_fmt = ("<{}I" if large else "<{}H").format(values.num_buffers)
-    fill = bytes([FILL_BYTE]) * 8
-    words = []
+    n_chunks = len(plan)
+    stops = [stop for stop, _, _ in plan]
+    value_buffers = [values.chunk(a, b) for a, b in zip([0, *stops[:-1]], stops)]
+    value_sizes = np.array([[len(b) for b in bufs] for bufs in value_buffers], np.int64)
+    value_sizes = value_sizes.reshape(n_chunks, values.num_buffers)
+    level_sizes = np.array([c.lengths for c in compressed], np.int64).reshape(len(compressed), n_chunks)
+    # every chunk's header (level count, level sizes, buffer sizes), padded with the fill byte
+    head_len = 2 + 2 * len(compressed) + (4 if large else 2) * values.num_buffers
+    counts = np.vstack([np.diff(level_bounds)[None, :], level_sizes]).T
+    if bool(np.any(counts > 0xFFFF)) or (not large and bool(np.any(value_sizes > 0xFFFF))):
+        return None
+    heads = np.full((n_chunks, _pad8(head_len)), FILL_BYTE, np.uint8)
+    heads[:, : 2 + 2 * len(compressed)] = np.ascontiguousarray(counts, "<u2").view(np.uint8)
+    size_type = "<u4" if large else "<u2"
+    heads[:, 2 + 2 * len(compressed) : head_len] = np.ascontiguousarray(value_sizes, size_type).view(np.uint8)
+    sizes = heads.shape[1] + ((level_sizes + 7) & ~7).sum(axis=0) + ((value_sizes + 7) & ~7).sum(axis=1)
+    if n_chunks and int(sizes.max()) > planner.limit:
+        return None
+    head_bytes = memoryview(heads.tobytes())
+    step = heads.shape[1]
+    fill = [bytes([FILL_BYTE]) * k for k in range(8)]
+    # each level stream and each chunk's buffers, cut and padded, chunk by chunk
+    level_pieces = []
+    for c, lengths in zip(compressed, level_sizes):
+        data = memoryview(c.data.tobytes())
+        at = c.starts.tolist()
+        level_pieces.append([(data[a : a + n], fill[-n % 8]) for a, n in zip(at, lengths.tolist())])
     parts: list[bytes | memoryview] = []
-    ranges = []
-    start = 0
-    for c, (stop, log, _planned) in enumerate(plan):
-        levels_from, levels_to = bounds[c], bounds[c + 1]
-        ranges.append((levels_from, levels_to))
-        buffers = values.chunk(start, stop)
-        level_sizes = [lengths[c] for _, lengths in level_at]
-        header = struct.pack(head_fmt, levels_to - levels_from, *level_sizes)
-        header += struct.pack(size_fmt, *[len(b) for b in buffers])
-        level_bytes = [data[at[c] : at[c] + n] for data, (at, _), n in zip(level_data, level_at, level_sizes)]
-        size = 0
-        pieces: list[bytes | memoryview] = [header, *level_bytes, *buffers]
-        for piece in pieces:
-            parts.append(piece)
-            extra = -len(piece) % 8
-            if extra:
-                parts.append(fill[:extra])
-            size += len(piece) + extra
-        if size > planner.limit:
-            return None
-        words.append(((size // 8 - 1) << 4) | log)
-        start = stop
+    for k in range(n_chunks):
+        parts.append(head_bytes[k * step : (k + 1) * step])
+        for pieces in level_pieces:
+            parts.extend(pieces[k])
+        for b in value_buffers[k]:
+            parts.append(b)
+            parts.append(fill[-len(b) % 8])
+    logs = np.array([log for _, log, _ in plan], np.int64)
+    words = (((sizes // 8 - 1) << 4) | logs).tolist()
+    bounds = level_bounds.tolist()
+    ranges = list(itertools.pairwise(bounds))
     return words, b"".join(parts), ranges
 
 

@@ -134,6 +134,11 @@ class MiniBlockValues:
         """Upper bounds of :meth:`sizes` that are cheaper to know (None: only the sizes)."""
         return None
 
+    def many_sizes(self, starts: np.ndarray, stops: np.ndarray) -> np.ndarray | None:
+        """The size of each range's one buffer, for many ranges at once (None: values that have
+        more buffers or size ranges one by one)."""
+        return None
+
     def prepare(self, ranges: list[tuple[int, int]]) -> None:
         """The page's chunks are these value ranges: a chance to build them all at once."""
 
@@ -210,6 +215,15 @@ class BitpackedValues(MiniBlockValues):
             return [(1 + w * (bitpacking.BLOCK // t)) * t // 8]
         widths = bitpacking.block_bit_widths(self.words[start:stop])
         return [int((widths.size + int(widths.sum()) * (bitpacking.BLOCK // t)) * t // 8)]
+
+    def many_sizes(self, starts: np.ndarray, stops: np.ndarray) -> np.ndarray | None:
+        """:meth:`sizes` of ranges of one block or less each: a width word and the block."""
+        lengths = stops - starts
+        if not starts.size or int(lengths.max()) > bitpacking.BLOCK or int(lengths.min()) < 1:
+            return None
+        t = self.words.dtype.itemsize * 8
+        widths = bitpacking.bit_lengths(np.bitwise_or.reduceat(self.words, starts), t)
+        return (1 + widths * (bitpacking.BLOCK // t)) * t // 8
 
     def prepare(self, ranges: list[tuple[int, int]]) -> None:
         """Pack every chunk (each one block) of the page in one pass per bit width."""
