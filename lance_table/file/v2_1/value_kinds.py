@@ -236,8 +236,13 @@ class BitpackedValues(MiniBlockValues):
             return
         n = bounds.shape[0]
         rows = np.zeros(n * bitpacking.BLOCK, self.words.dtype)
-        into = np.arange(n, dtype=np.int64) * bitpacking.BLOCK
-        rows[spans(into, lengths)] = self.words[spans(bounds[:, 0], lengths)]
+        back_to_back = int(bounds[0, 0]) == 0 and bool(np.all(bounds[1:, 0] == bounds[:-1, 1]))
+        if back_to_back and bool(np.all(lengths[:-1] == bitpacking.BLOCK)):
+            # whole blocks back to back (the last one short): the values are the rows already
+            rows[: int(bounds[-1, 1])] = self.words[: int(bounds[-1, 1])]
+        else:
+            into = np.arange(n, dtype=np.int64) * bitpacking.BLOCK
+            rows[spans(into, lengths)] = self.words[spans(bounds[:, 0], lengths)]
         words, starts = bitpacking.pack_inline_blocks(rows.reshape(n, bitpacking.BLOCK))
         raw = words.tobytes()
         width = words.dtype.itemsize
