@@ -125,18 +125,30 @@ def _selected_rows(
         lo, hi = _row_levels(rep, repdef.max_rep(layout.layers), read.level_counts, chosen, rows, io)
     levels = batch.spans(lo, hi - lo)
     limit = repdef.visible_limit(layout.layers)
-    if defs is None:
-        # every level is a value slot
+    shown, local = _value_slots(defs, limit, levels, n_levels, count, io)
+    few = local.size * PICK_SHARE < count
+    values, picked = chunk_values(layout, read, io, local, few)
+    dictionary = dictionary_of(layout, io)
+    # the validity of the shown slots (it only matters for checking dictionary indices)
+    valid = defs[shown] == 0 if dictionary is not None and defs is not None else None
+    arr, _ = values_at(values, count, picked, local, layout, dictionary, dtype, valid, io, valid_cut=True)
+    rep_out = rep[levels] if rep is not None else None
+    defs_out = defs[levels] if defs is not None else None
+    return rep_out, defs_out, arr, np.arange(wanted.size)
+
+
+def _value_slots(
+    defs: np.ndarray | None, limit: int, levels: np.ndarray, n_levels: int, count: int, io: PageIO
+) -> tuple[np.ndarray, np.ndarray]:
+    """Of the ``levels`` (sorted positions among the chunks' levels): those that hold a value
+    slot (a level at or below ``limit``), and where those slots are among the chunks' values."""
+    if defs is None:  # every level is a value slot
         if n_levels != count:
             raise io.corrupt(f"{n_levels} levels in chunks holding {count} values")
-        visible, shown, local, n_slots = None, levels, levels, count
-    else:
-        visible = defs <= limit
-        # the value slots are the visible levels, in order
-        shown = np.compress(visible[levels], levels)
-    if visible is None:
-        pass
-    elif shown.size * 64 < count:
+        return levels, levels
+    visible = defs <= limit
+    shown = np.compress(visible[levels], levels)
+    if shown.size * 64 < count:
         # a few levels are found among the slots
         slots = np.flatnonzero(visible)
         n_slots = slots.size
@@ -149,15 +161,7 @@ def _selected_rows(
         local = running[shown].astype(np.int64) - 1
     if n_slots != count:
         raise io.corrupt(f"{n_slots} value slots in the levels of chunks holding {count} values")
-    few = local.size * PICK_SHARE < count
-    values, picked = chunk_values(layout, read, io, local, few)
-    dictionary = dictionary_of(layout, io)
-    # the validity of the shown slots (it only matters for checking dictionary indices)
-    valid = defs[shown] == 0 if dictionary is not None and defs is not None else None
-    arr, _ = values_at(values, count, picked, local, layout, dictionary, dtype, valid, io, valid_cut=True)
-    rep_out = rep[levels] if rep is not None else None
-    defs_out = defs[levels] if defs is not None else None
-    return rep_out, defs_out, arr, np.arange(wanted.size)
+    return shown, local
 
 
 def _row_levels(

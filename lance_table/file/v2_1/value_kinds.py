@@ -136,7 +136,8 @@ class MiniBlockValues:
 
     def many_sizes(self, starts: np.ndarray, stops: np.ndarray) -> np.ndarray | None:
         """The size of each range's one buffer, for many ranges at once (None: values that have
-        more buffers or size ranges one by one)."""
+        more buffers or size ranges one by one). Values that answer put no other limit on which
+        values share a chunk (:meth:`fits`, :meth:`chunk_aim`)."""
         return None
 
     def prepare(self, ranges: list[tuple[int, int]]) -> None:
