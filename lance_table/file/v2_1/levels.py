@@ -113,7 +113,8 @@ def shred(arr: pa.Array, path: Sequence[FieldNode]) -> Shredded:
     empties = np.zeros(depth, bool)
     cur = arr
     lists_seen = 0
-    # a single list at the top: its offsets and which rows it expands (items of the others hidden)
+    # the only list, with no list above it (its entries are the rows): its offsets and which rows
+    # it expands (the items of the other rows are hidden)
     top_list: tuple[np.ndarray, np.ndarray] | None = None
     for i, node in enumerate(path):
         if i == depth - 1 and pa.types.is_dictionary(cur.type):

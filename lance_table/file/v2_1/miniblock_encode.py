@@ -90,7 +90,7 @@ class _Planner:
         if self.n <= m or self.values.chunk_aim() is not None:
             return None
         stops = np.append(np.arange(m, self.n, m, dtype=np.int64), self.n)
-        starts = stops - np.diff(stops, prepend=0)
+        starts = np.concatenate([[0], stops[:-1]])
         sizes = self.values.many_sizes(starts, stops)
         if sizes is None:
             return None
