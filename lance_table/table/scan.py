@@ -198,18 +198,32 @@ def _read_matching(frag: FragmentReader, spec: ScanSpec, lo: int, hi: int) -> tu
 
 def scan_fragment(frag: FragmentReader, spec: ScanSpec, out_schema: pa.Schema) -> Iterator[pa.Table]:
     """Tables of matching rows of one fragment, ``READ_CHUNK_ROWS`` physical rows at a time."""
+    for lo, hi in _row_ranges(frag, spec):
+        table = _scan_range(frag, spec, out_schema, lo, hi)
+        if table is not None:
+            yield table
+
+
+def _row_ranges(frag: FragmentReader, spec: ScanSpec) -> list[tuple[int, int]]:
+    """The fragment's physical rows as the ranges it is read in."""
     step = max(READ_CHUNK_ROWS, spec.batch_size)
-    for lo in range(0, frag.physical_rows, step):
-        hi = min(lo + step, frag.physical_rows)
-        table, runs = _read_matching(frag, spec, lo, hi)
-        if not runs.total:
-            continue
-        if spec.with_row_id:
-            row_ids = (np.uint64(frag.fragment.id) << np.uint64(32)) | runs.positions().astype(np.uint64)
-            table = table.append_column(pa.field(ROW_ID, pa.uint64()), pa.array(row_ids, pa.uint64()))
-        if table.num_columns:
-            table = pa.Table.from_arrays(table.columns, schema=out_schema)
-        yield table  # a table without columns keeps its row count
+    return [(lo, min(lo + step, frag.physical_rows)) for lo in range(0, frag.physical_rows, step)]
+
+
+def _scan_range(
+    frag: FragmentReader, spec: ScanSpec, out_schema: pa.Schema, lo: int, hi: int
+) -> pa.Table | None:
+    """The matching rows of ``[lo, hi)`` of one fragment (None when none match); a table without
+    columns keeps its row count."""
+    table, runs = _read_matching(frag, spec, lo, hi)
+    if not runs.total:
+        return None
+    if spec.with_row_id:
+        row_ids = (np.uint64(frag.fragment.id) << np.uint64(32)) | runs.positions().astype(np.uint64)
+        table = table.append_column(pa.field(ROW_ID, pa.uint64()), pa.array(row_ids, pa.uint64()))
+    if table.num_columns:
+        table = pa.Table.from_arrays(table.columns, schema=out_schema)
+    return table
 
 
 def _empty_rows(n: int) -> pa.Table:
@@ -221,8 +235,12 @@ def scan_all(frags: Sequence[FragmentReader], spec: ScanSpec, out_schema: pa.Sch
     """Every matching row as one table; fragments are scanned in parallel when no limit applies."""
     if spec.limit is not None or spec.offset:
         return pa.Table.from_batches(list(scan(frags, spec, out_schema)), schema=out_schema)
-    parts = map_fragments(lambda f: list(scan_fragment(f, spec, out_schema)), frags)
-    tables = [t for part in parts for t in part]
+    # Every fragment's ranges are read as tasks of their own, so that a few big fragments keep
+    # every worker busy; the footers and deletions are read first, once per fragment.
+    ranges = map_fragments(lambda f: (f.deleted, _row_ranges(f, spec))[1], frags)
+    tasks = [(f, lo, hi) for f, spans in zip(frags, ranges) for lo, hi in spans]
+    parts = map_fragments(lambda t: _scan_range(t[0], spec, out_schema, t[1], t[2]), tasks)
+    tables = [t for t in parts if t is not None]
     if not out_schema.names:  # no columns: only the row count matters
         return _empty_rows(sum(t.num_rows for t in tables))
     return pa.concat_tables(tables) if tables else out_schema.empty_table()

@@ -8,6 +8,7 @@ T bits. Lane ``l`` (of ``1024 / T``) is a bit stream made of words ``packed[k * 
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -33,14 +34,41 @@ def _plan(t: int, w: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarra
     # A field that fits its first word takes bits from the next one only above bit W, which the
     # mask clears; the last word has no next one, so it stands in for itself there.
     second = np.minimum(first + 1, w - 1)
-    return first, second, shift.astype(dtype)[None, :, None], (t - shift).astype(dtype)[None, :, None]
+    return first, second, shift.astype(dtype), (t - shift).astype(dtype)
+
+
+@dataclass(frozen=True)
+class _UnpackPlan:
+    """:func:`_plan` laid out for unpacking whole blocks: shifts repeated over the lanes, so that
+    each shift runs over rows of a block's values rather than over runs of one lane's length."""
+
+    first: np.ndarray
+    right: np.ndarray  # (1, 1024)
+    #: the fields whose bits run past their first word, and the words and left shifts they take
+    cross: np.ndarray
+    cross_second: np.ndarray
+    cross_left: np.ndarray  # (1, cross * lanes)
+    #: every field's next word and left shift (a shift by T for the fields that need none)
+    second: np.ndarray
+    left: np.ndarray  # (1, 1024)
 
 
 @functools.lru_cache(maxsize=256)
-def _crossing(t: int, w: int) -> np.ndarray:
-    """The fields (in :func:`_plan`'s order) whose bits run past the end of their first word."""
-    _, _, right, _ = _plan(t, w)
-    return np.flatnonzero(right.reshape(-1).astype(np.int64) + w > t)
+def _unpack_plan(t: int, w: int) -> _UnpackPlan:
+    first, second, right, left = _plan(t, w)
+    lanes = BLOCK // t
+    cross = np.flatnonzero(right.astype(np.int64) + w > t)
+    every_left = np.full(t, t, DTYPES[t])  # numpy shifts an unsigned value by its width to 0
+    every_left[cross] = left[cross]
+    return _UnpackPlan(
+        first=first,
+        right=np.repeat(right, lanes)[None, :],
+        cross=cross,
+        cross_second=second[cross],
+        cross_left=np.repeat(left[cross], lanes)[None, :],
+        second=second,
+        left=np.repeat(every_left, lanes)[None, :],
+    )
 
 
 def unpack(words: np.ndarray, t: int, w: int, blocks: int) -> np.ndarray:
@@ -52,23 +80,24 @@ def unpack(words: np.ndarray, t: int, w: int, blocks: int) -> np.ndarray:
         return np.zeros(blocks * BLOCK, dtype)
     lanes = BLOCK // t
     packed = words[: blocks * w * lanes].reshape(blocks, w, lanes)
-    first, second, right, left = _plan(t, w)
-    cross = _crossing(t, w)
+    plan = _unpack_plan(t, w)
     # Shifts stay in the T-bit type: bits pushed past the top fall off, and a shift by T gives 0.
-    out = np.take(packed, first, axis=1)
-    out >>= right
-    if cross.size * 2 < t:
+    out = np.take(packed, plan.first, axis=1)
+    rows = out.reshape(blocks, BLOCK)
+    rows >>= plan.right
+    if plan.cross.size * 2 < t:
         # few fields run on into the next word: only they take bits from it
-        spill = np.take(packed, second[cross], axis=1)
-        spill <<= left[:, cross, :]
-        out[:, cross, :] |= spill
+        spill = np.take(packed, plan.cross_second, axis=1)
+        spill_rows = spill.reshape(blocks, -1)
+        np.left_shift(spill_rows, plan.cross_left, out=spill_rows)
+        out[:, plan.cross, :] |= spill
     else:
-        spill = np.take(packed, second, axis=1)
-        spill <<= left
-        out |= spill
+        spill = np.take(packed, plan.second, axis=1).reshape(blocks, BLOCK)
+        spill <<= plan.left
+        rows |= spill
     if w < t:
-        out &= dtype((1 << w) - 1)
-    return out.reshape(-1)
+        rows &= dtype((1 << w) - 1)
+    return rows.reshape(-1)
 
 
 @functools.lru_cache(maxsize=256)
@@ -79,12 +108,7 @@ def _pick_plan(t: int, w: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
     lanes = BLOCK // t
     p = np.arange(BLOCK)
     field, lane = p // lanes, p % lanes
-    return (
-        first[field] * lanes + lane,
-        second[field] * lanes + lane,
-        right.reshape(-1)[field],
-        left.reshape(-1)[field],
-    )
+    return first[field] * lanes + lane, second[field] * lanes + lane, right[field], left[field]
 
 
 def pick(words: np.ndarray, t: int, w: int, block_at: np.ndarray, positions: np.ndarray) -> np.ndarray:
