@@ -75,3 +75,24 @@ def test_chunks_packed_together_equal_chunks_packed_alone() -> None:
     assert [values.sizes(a, b)[0] for a, b in ranges] == [len(x) for x in alone]
     values.prepare(ranges)
     assert [values.chunk(a, b)[0] for a, b in ranges] == alone
+
+
+@pytest.mark.parametrize("t", [8, 16, 32, 64])
+def test_packing_and_unpacking_in_groups_of_blocks_changes_nothing(
+    t: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Big inputs are packed and unpacked a group of blocks at a time; groups of 3 blocks (the
+    last one short) give the same words and values as one group of all 10."""
+    rng = np.random.default_rng(t + 1)
+    dtype = bitpacking.DTYPES[t]
+    n = 9 * bitpacking.BLOCK + 17
+    for w in sorted({1, 3, t // 2 - 1, t // 2 + 3, t - 1}):
+        values = rng.integers(0, 1 << w, n, dtype=np.uint64, endpoint=False).astype(dtype)
+        monkeypatch.setattr(bitpacking, "PACK_GROUP", 256)
+        words = bitpacking.pack(values, w)
+        whole = bitpacking.unpack(words, t, w, 10)
+        monkeypatch.setattr(bitpacking, "PACK_GROUP", 3)
+        assert np.array_equal(bitpacking.pack(values, w), words), (t, w)
+        assert np.array_equal(bitpacking.unpack(words, t, w, 10), whole), (t, w)
+        assert np.array_equal(whole[:n], values) and not whole[n:].any(), (t, w)
+        assert np.array_equal(whole[: 3 * bitpacking.BLOCK].astype(np.uint64), _reference(words, t, w, 3))

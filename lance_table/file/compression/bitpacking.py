@@ -15,6 +15,8 @@ import numpy as np
 ORDER = np.array([0, 4, 2, 6, 1, 5, 3, 7])
 DTYPES = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 BLOCK = 1024
+#: blocks packed or unpacked at a time (256K values)
+PACK_GROUP = 256
 
 
 @functools.lru_cache(maxsize=256)
@@ -81,23 +83,28 @@ def unpack(words: np.ndarray, t: int, w: int, blocks: int) -> np.ndarray:
     lanes = BLOCK // t
     packed = words[: blocks * w * lanes].reshape(blocks, w, lanes)
     plan = _unpack_plan(t, w)
-    # Shifts stay in the T-bit type: bits pushed past the top fall off, and a shift by T gives 0.
-    out = np.take(packed, plan.first, axis=1)
-    rows = out.reshape(blocks, BLOCK)
-    rows >>= plan.right
-    if plan.cross.size * 2 < t:
-        # few fields run on into the next word: only they take bits from it
-        spill = np.take(packed, plan.cross_second, axis=1)
-        spill_rows = spill.reshape(blocks, -1)
-        np.left_shift(spill_rows, plan.cross_left, out=spill_rows)
-        out[:, plan.cross, :] |= spill
-    else:
-        spill = np.take(packed, plan.second, axis=1).reshape(blocks, BLOCK)
-        spill <<= plan.left
-        rows |= spill
-    if w < t:
-        rows &= dtype((1 << w) - 1)
-    return rows.reshape(-1)
+    out = np.empty((blocks, t, lanes), dtype)
+    mask = dtype((1 << w) - 1)
+    few = plan.cross.size * 2 < t  # few fields run on into the next word: only they take bits from it
+    for lo in range(0, blocks, PACK_GROUP):  # a group of blocks at a time, in cache (as in pack)
+        hi = min(lo + PACK_GROUP, blocks)
+        group = out[lo:hi]
+        rows = group.reshape(hi - lo, BLOCK)
+        np.take(packed[lo:hi], plan.first, axis=1, out=group, mode="clip")  # the words are all there
+        # Shifts stay in the T-bit type: bits pushed past the top fall off, and a shift by T gives 0.
+        rows >>= plan.right
+        if few:
+            spill = np.take(packed[lo:hi], plan.cross_second, axis=1)
+            spill_rows = spill.reshape(hi - lo, -1)
+            spill_rows <<= plan.cross_left
+            group[:, plan.cross, :] |= spill
+        else:
+            spill_rows = np.take(packed[lo:hi], plan.second, axis=1).reshape(hi - lo, BLOCK)
+            spill_rows <<= plan.left
+            rows |= spill_rows
+        if w < t:
+            rows &= mask
+    return out.reshape(-1)
 
 
 @functools.lru_cache(maxsize=256)
@@ -179,25 +186,37 @@ def bit_width(values: np.ndarray) -> int:
     return int(widths.max()) if widths.size else 0
 
 
+@dataclass(frozen=True)
+class _PackPlan:
+    """How a T-bit type is packed at W bits, on a block laid out as a (T + 1, lanes) grid: row r
+    holds field r of every lane, and row T is zeros."""
+
+    rows: np.ndarray  # per field r, the row of ``lanes`` values of the block that it is
+    left: np.ndarray  # (1, (T + 1) * lanes): each grid value's left shift within its word
+    #: for each word, its j-th field's row, for j = 0, 1, ...; row T once the word has no more
+    steps: tuple[np.ndarray, ...]
+    #: the fields that spill into the next word, their right shifts and the word they spill into
+    spills: np.ndarray
+    right: np.ndarray  # (1, spills * lanes)
+    spill_words: np.ndarray
+
+
 @functools.lru_cache(maxsize=256)
-def _pack_plan(t: int, w: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """For a T-bit type packed at W bits: the block positions of the fields of each lane (row r
-    of a (T, lanes) grid), the first row of each of the W words, the left shift of each row, and
-    the rows that spill into the next word with their right shifts."""
+def _pack_plan(t: int, w: int) -> _PackPlan:
     dtype = DTYPES[t]
     lanes = BLOCK // t
     r = np.arange(t)
-    positions = (ORDER[r // 8] * 16 + (r % 8) * 128)[:, None] + np.arange(lanes)[None, :]
-    start = r * w
-    first_rows = -(-np.arange(w) * t // w)  # smallest r with r * w // t == k
-    shift = start % t
+    shift = r * w % t
+    first_rows = -(-np.arange(w) * t // w)  # the first field of word k: smallest r with r * w // t == k
+    per_word = np.diff(np.append(first_rows, t))
     spills = np.flatnonzero(shift + w > t)
-    return (
-        positions,
-        first_rows,
-        shift.astype(dtype)[None, :, None],
-        spills,
-        (t - shift[spills]).astype(dtype)[None, :, None],
+    return _PackPlan(
+        rows=(ORDER[r // 8] * 16 + (r % 8) * 128) // lanes,
+        left=np.repeat(np.append(shift, 0).astype(dtype), lanes)[None, :],
+        steps=tuple(np.where(j < per_word, first_rows + j, t) for j in range(int(per_word.max()))),
+        spills=spills,
+        right=np.repeat((t - shift[spills]).astype(dtype), lanes)[None, :],
+        spill_words=spills * w // t + 1,
     )
 
 
@@ -219,20 +238,36 @@ def pack(values: np.ndarray, w: int) -> np.ndarray:
     dtype = DTYPES[t]
     if w == 0 or not values.size:
         return np.zeros(0, dtype)
-    blocks = _blocks(values)
-    positions, first_rows, left, spills, right = _pack_plan(t, w)
-    grid = np.take(blocks, positions, axis=1)  # (blocks, T rows, lanes): row r = field r of each lane
+    lanes = BLOCK // t
+    blocks = _blocks(values).reshape(-1, t, lanes)
+    n = blocks.shape[0]
+    plan = _pack_plan(t, w)
     if w == t:
-        return grid.reshape(-1)
-    grid &= dtype((1 << w) - 1)
-    spill = np.take(grid, spills, axis=1)
-    # Shifts stay in the T-bit type, so bits pushed past the top fall off.
-    grid <<= left
-    words = np.bitwise_or.reduceat(grid, first_rows, axis=1)  # (blocks, W words, lanes)
-    if spills.size:
-        spill >>= right
-        words[:, (spills * w) // t + 1, :] |= spill
-    return words.reshape(-1)
+        return np.take(blocks, plan.rows, axis=1).reshape(-1)
+    out = np.empty((n, w, lanes), dtype)
+    # A group of blocks at a time, through one grid that stays in cache: on big inputs this is
+    # several times faster than working on whole-input temporaries.
+    grid = np.empty((min(n, PACK_GROUP), t + 1, lanes), dtype)
+    grid[:, t] = 0
+    mask = dtype((1 << w) - 1)
+    for lo in range(0, n, PACK_GROUP):
+        hi = min(lo + PACK_GROUP, n)
+        g = grid[: hi - lo]
+        np.take(blocks[lo:hi], plan.rows, axis=1, out=g[:, :t], mode="clip")  # rows all in range
+        flat = g.reshape(hi - lo, -1)
+        flat &= mask
+        spill = np.take(g, plan.spills, axis=1)
+        # Shifts stay in the T-bit type, so bits pushed past the top fall off.
+        flat <<= plan.left
+        words = out[lo:hi]
+        np.take(g, plan.steps[0], axis=1, out=words, mode="clip")
+        for rows in plan.steps[1:]:
+            words |= np.take(g, rows, axis=1)
+        if plan.spills.size:
+            spill_flat = spill.reshape(hi - lo, -1)
+            spill_flat >>= plan.right
+            words[:, plan.spill_words, :] |= spill
+    return out.reshape(-1)
 
 
 def pack_inline(values: np.ndarray) -> np.ndarray:
