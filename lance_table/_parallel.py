@@ -24,13 +24,17 @@ _POOLS: dict[str, ThreadPoolExecutor] = {}
 _LOCK = threading.Lock()
 
 
+def workers() -> int:
+    """The number of threads of each pool."""
+    return min(8, os.cpu_count() or 2)
+
+
 def pool(name: str) -> ThreadPoolExecutor:
     """The process-wide pool called ``name`` (numpy, pyarrow and file reads release the GIL)."""
     with _LOCK:
         found = _POOLS.get(name)
         if found is None:
-            workers = min(8, os.cpu_count() or 2)
-            found = _POOLS[name] = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name)
+            found = _POOLS[name] = ThreadPoolExecutor(max_workers=workers(), thread_name_prefix=name)
         return found
 
 

@@ -7,6 +7,7 @@ import pyarrow as pa
 
 from lance_table.errors import UnsupportedFormatError
 from lance_table.file.pageio import PageIO
+from lance_table.file.runs import Runs
 
 
 def with_validity(arr: pa.Array, valid: np.ndarray) -> pa.Array:
@@ -14,23 +15,23 @@ def with_validity(arr: pa.Array, valid: np.ndarray) -> pa.Array:
     if valid.all():
         return arr
     t = arr.type
-    if pa.types.is_fixed_size_list(t):
-        return pa.FixedSizeListArray.from_arrays(arr.values, type=t, mask=pa.array(~valid))
+    if pa.types.is_fixed_size_list(t):  # (``values`` ignores a slice's offset; ``field`` keeps it)
+        items = arr.values.slice(arr.offset * t.list_size, len(arr) * t.list_size)
+        return pa.FixedSizeListArray.from_arrays(items, type=t, mask=pa.array(~valid))
     if pa.types.is_struct(t):
         kids = [arr.field(i) for i in range(t.num_fields)]
         return pa.StructArray.from_arrays(kids, fields=list(t), mask=pa.array(~valid))
     if pa.types.is_dictionary(t):
         idx = with_validity(arr.indices, valid)
         return pa.DictionaryArray.from_arrays(idx, arr.dictionary)
-    if arr.offset != 0 or arr.null_count:
+    if arr.null_count:
         valid = valid & np.asarray(arr.is_valid())
+    null_count = int(valid.size - np.count_nonzero(valid))
+    if arr.offset:  # a slice: the bitmap starts where its other buffers do
+        valid = np.concatenate([np.zeros(arr.offset, bool), valid])
     bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
     return pa.Array.from_buffers(
-        t,
-        len(arr),
-        [bitmap, *arr.buffers()[1:]],
-        null_count=int(valid.size - np.count_nonzero(valid)),
-        offset=arr.offset,
+        t, len(arr), [bitmap, *arr.buffers()[1:]], null_count=null_count, offset=arr.offset
     )
 
 
@@ -57,3 +58,12 @@ def build_binary(
     null_count = int(valid.size - np.count_nonzero(valid))
     bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if null_count else None
     return pa.Array.from_buffers(dtype, lengths.size, [bitmap, off_buf, data], null_count=null_count)
+
+
+def rows_of(arr: pa.Array, runs: Runs) -> pa.Array:
+    """The rows ``runs`` of a decoded page's array: all of it, one slice, or a take."""
+    if runs.is_span(0, len(arr)):
+        return arr
+    if runs.count == 1:
+        return arr.slice(int(runs.starts[0]), int(runs.lengths[0]))
+    return arr.take(pa.array(runs.positions()))

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyarrow import acero
 
-from lance_table._parallel import map_fragments
+from lance_table._parallel import map_fragments, workers
 from lance_table.errors import SchemaError
 from lance_table.file.runs import Runs
 from lance_table.table.fragment import FragmentReader
@@ -28,6 +28,9 @@ ROW_ID = "_rowid"
 DEFAULT_BATCH_SIZE = 8192
 # Rows read from a fragment at a time; output batches are sliced from these.
 READ_CHUNK_ROWS = 256 * 1024
+# A whole-table scan splits fragments into at least this many ranges per worker (when they hold
+# more than READ_CHUNK_ROWS rows each), so that no worker idles while another reads a big fragment.
+TASKS_PER_WORKER = 4
 # When at least this share of the rows match, a filtered scan reads whole chunks and masks them.
 DENSE_SELECTION = 0.02
 # The same for 2.1+ files: their reads of selected rows decode only the selected strings of a
@@ -204,10 +207,16 @@ def scan_fragment(frag: FragmentReader, spec: ScanSpec, out_schema: pa.Schema) -
             yield table
 
 
-def _row_ranges(frag: FragmentReader, spec: ScanSpec) -> list[tuple[int, int]]:
-    """The fragment's physical rows as the ranges it is read in."""
+def _row_ranges(frag: FragmentReader, spec: ScanSpec, most: int | None = None) -> list[tuple[int, int]]:
+    """The fragment's physical rows as the ranges it is read in: equal parts of at most
+    ``max(READ_CHUNK_ROWS, spec.batch_size)`` rows, or of ``most`` rows if that is fewer."""
+    n = frag.physical_rows
     step = max(READ_CHUNK_ROWS, spec.batch_size)
-    return [(lo, min(lo + step, frag.physical_rows)) for lo in range(0, frag.physical_rows, step)]
+    if most is not None:
+        step = min(step, max(READ_CHUNK_ROWS, most))
+    parts = -(-n // step)
+    size = -(-n // parts) if parts else 0
+    return [(lo, min(lo + size, n)) for lo in range(0, n, size)] if n else []
 
 
 def _scan_range(
@@ -235,9 +244,11 @@ def scan_all(frags: Sequence[FragmentReader], spec: ScanSpec, out_schema: pa.Sch
     """Every matching row as one table; fragments are scanned in parallel when no limit applies."""
     if spec.limit is not None or spec.offset:
         return pa.Table.from_batches(list(scan(frags, spec, out_schema)), schema=out_schema)
-    # Every fragment's ranges are read as tasks of their own, so that a few big fragments keep
-    # every worker busy; the footers and deletions are read first, once per fragment.
-    ranges = map_fragments(lambda f: (f.deleted, _row_ranges(f, spec))[1], frags)
+    # Fragments are read in ranges, each a task of its own, small enough that a few big fragments
+    # keep every worker busy; the footers and deletions are read first, once per fragment.
+    rows = map_fragments(lambda f: (f.deleted, f.physical_rows)[1], frags)
+    most = -(-sum(rows) // (TASKS_PER_WORKER * workers()))
+    ranges = [_row_ranges(f, spec, most) for f in frags]
     tasks = [(f, lo, hi) for f, spans in zip(frags, ranges) for lo, hi in spans]
     parts = map_fragments(lambda t: _scan_range(t[0], spec, out_schema, t[1], t[2]), tasks)
     tables = [t for t in parts if t is not None]

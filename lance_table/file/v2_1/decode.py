@@ -22,7 +22,7 @@ import pyarrow as pa
 from google.protobuf.unknown_fields import UnknownFieldSet
 
 from lance_table.errors import UnsupportedFormatError
-from lance_table.file.arrow import with_validity
+from lance_table.file.arrow import rows_of, with_validity
 from lance_table.file.compression import bitpacking
 from lance_table.file.pageio import PageIO
 from lance_table.file.runs import Runs
@@ -359,7 +359,7 @@ def decode_page(layout: Any, io: PageIO, dtype: pa.DataType, large_chunks: bool,
         arr = full_zip(layout.full_zip_layout, io, dtype)
     if len(arr) != io.page.length:
         raise io.corrupt(f"page decodes to {len(arr)} rows, its metadata says {io.page.length}")
-    return arr if runs.is_span(0, len(arr)) else arr.take(pa.array(runs.positions()))
+    return rows_of(arr, runs)
 
 
 def decode_nested_page(
@@ -391,12 +391,14 @@ def decode_nested_page(
         raise unsupported(io, f"page layout {kind!r}")
     try:
         levels = repdef.unravel(rep, defs, list(inner.layers), len(values))
-        if positions is not None:
+        if positions is not None:  # the levels are of the rows read, in order
             arr = repdef.assemble(path, levels, values, with_validity)
-            return arr.take(pa.array(positions))
+            if len(arr) != positions.size:
+                raise repdef.LevelError(f"levels describe {len(arr)} rows, {positions.size} were read")
+            return arr
         if levels[0].length != io.page.length:
             raise repdef.LevelError(f"levels describe {levels[0].length} rows, the page has {io.page.length}")
         arr = repdef.assemble(path, levels, values, with_validity)
     except repdef.LevelError as exc:
         raise io.corrupt(str(exc)) from exc
-    return arr if runs.is_span(0, len(arr)) else arr.take(pa.array(runs.positions()))
+    return rows_of(arr, runs)

@@ -104,9 +104,14 @@ def _chosen_data(io: PageIO, table: Chunks, chosen: np.ndarray) -> tuple[memoryv
     ends = table.byte_starts[chosen + 1]
     sizes = ends - starts
     total = int(table.byte_starts[-1])
-    if chosen.size == table.counts.size or int(sizes.sum()) >= _PARTIAL_READ_SHARE * total:
+    if chosen.size == table.counts.size:
         return io.whole(1), starts, ends
     offset = io.locate(1)[0]
+    if chosen.size and int(chosen[-1]) - int(chosen[0]) + 1 == chosen.size:  # a run of chunks: one read
+        lo = int(starts[0])
+        return memoryview(io.byte_runs(1, Runs.span(lo, int(ends[-1]) - lo))), starts - lo, ends - lo
+    if int(sizes.sum()) >= _PARTIAL_READ_SHARE * total:
+        return io.whole(1), starts, ends
     data = read_joined(io.source, np.stack([starts + offset, sizes], axis=1))
     at = np.zeros(chosen.size + 1, np.int64)
     np.cumsum(sizes, out=at[1:])
@@ -302,8 +307,11 @@ def mini_block(
     table = chunk_table(layout, io.whole(0), io.locate(1)[1], large_chunks, io)
     dictionary = dictionary_of(layout, io)
     local = None
+    cut: tuple[int, int] | None = None  # one span of rows: its chunks decoded whole, then sliced
     if runs is None or runs.is_span(0, n_items):
         chosen = np.arange(table.counts.size)
+    elif runs.count == 1:
+        chosen, cut = span_chunks(table, int(runs.starts[0]), int(runs.lengths[0]), io)
     else:
         positions = runs.positions()
         if positions.size and int(positions[-1]) >= n_items:
@@ -327,7 +335,21 @@ def mini_block(
         io,
         valid_cut=got.defs_picked,
     )
-    return with_validity(arr, valid) if valid is not None and not valid.all() else arr
+    if valid is not None and not valid.all():
+        arr = with_validity(arr, valid)
+    return arr.slice(*cut) if cut is not None else arr
+
+
+def span_chunks(table: Chunks, start: int, length: int, io: PageIO) -> tuple[np.ndarray, tuple[int, int]]:
+    """The chunks holding items ``[start, start + length)``, and where those items lie among the
+    chunks' values decoded back to back (their offset and length)."""
+    if start < 0 or length < 1 or start + length > int(table.item_starts[-1]):
+        raise io.corrupt(
+            f"rows {start}..{start + length} are past the page's {int(table.item_starts[-1])} values"
+        )
+    first = int(np.searchsorted(table.item_starts, start, "right")) - 1
+    last = int(np.searchsorted(table.item_starts, start + length, "left"))
+    return np.arange(first, last), (start - int(table.item_starts[first]), length)
 
 
 def values_at(

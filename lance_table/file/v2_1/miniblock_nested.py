@@ -25,6 +25,7 @@ from lance_table.file.v2_1.miniblock import (
     dictionary_of,
     read_chunks,
     rows_in_chunks,
+    span_chunks,
     values_at,
 )
 
@@ -75,6 +76,8 @@ def mini_block_levels(
     if len(io.page.buffer_offsets) < 2:
         raise io.corrupt("mini-block page without metadata and data buffers")
     table = chunk_table(layout, io.whole(0), io.locate(1)[1], large, io)
+    if runs.count == 1 and not runs.is_span(0, int(io.page.length)):
+        return _span_rows(layout, io, dtype, large, table, int(runs.starts[0]), int(runs.lengths[0]))
     if not runs.is_span(0, int(io.page.length)):
         return _selected_rows(layout, io, dtype, large, table, runs.positions())
     read = read_chunks(layout, io, table, np.arange(table.counts.size), large)
@@ -135,6 +138,56 @@ def _selected_rows(
     rep_out = rep[levels] if rep is not None else None
     defs_out = defs[levels] if defs is not None else None
     return rep_out, defs_out, arr, np.arange(wanted.size)
+
+
+def _span_rows(
+    layout: Any, io: PageIO, dtype: pa.DataType, large: bool, table: Chunks, start: int, length: int
+) -> tuple[np.ndarray | None, np.ndarray | None, pa.Array, np.ndarray]:
+    """The levels and values of the rows ``[start, start + length)`` of a page: the chunks that
+    hold them are decoded whole, and the rows' levels and values cut out of them as slices."""
+    n_chunks = table.counts.size
+    has_rep = layout.HasField("rep_compression")
+    first = starts = None
+    if not has_rep:  # every level is a row with a value slot
+        chosen, (row, _) = span_chunks(table, start, length, io)
+    elif layout.repetition_index_depth:
+        first, starts, preamble = _row_chunks(layout, io, n_chunks)
+        ends = _chunks_for_rows(np.array([start, start + length - 1]), first, starts, preamble)
+        chosen = np.arange(int(ends[0]), int(ends[-1]) + 1)
+    else:
+        chosen, row = np.arange(n_chunks), start
+    read = read_chunks(layout, io, table, chosen, large)
+    rep, defs = read.rep, read.defs
+    count = int(read.counts.sum())
+    n_levels = count if rep is None and defs is None else int(read.level_counts.sum())
+    if rep is None:
+        lo, hi = row, row + length
+    else:
+        if first is not None:
+            assert starts is not None
+            row = int(_rows_among_chunks(np.array([start]), chosen, first, starts)[0])
+        rows = np.array([row, row + length - 1])
+        bounds = _row_levels(rep, repdef.max_rep(layout.layers), read.level_counts, chosen, rows, io)
+        lo, hi = int(bounds[0][0]), int(bounds[1][1])
+    if hi > n_levels:
+        raise io.corrupt(f"rows end at level {hi} of the {n_levels} levels of their chunks")
+    limit = repdef.visible_limit(layout.layers)
+    if defs is None:
+        if n_levels != count:
+            raise io.corrupt(f"{n_levels} levels in chunks holding {count} values")
+        first_slot, slots = lo, hi - lo
+    else:
+        visible = defs <= limit
+        first_slot, slots = int(np.count_nonzero(visible[:lo])), int(np.count_nonzero(visible[lo:hi]))
+        if first_slot + slots + int(np.count_nonzero(visible[hi:])) != count:
+            raise io.corrupt(f"the levels of chunks holding {count} values do not show {count} slots")
+    values, _ = chunk_values(layout, read, io)
+    dictionary = dictionary_of(layout, io)
+    valid = _visible_valid(defs, limit) if dictionary is not None else None
+    arr, _ = values_at(values, count, False, None, layout, dictionary, dtype, valid, io)
+    rep_out = rep[lo:hi] if rep is not None else None
+    defs_out = defs[lo:hi] if defs is not None else None
+    return rep_out, defs_out, arr.slice(first_slot, slots), np.arange(length)
 
 
 def _value_slots(

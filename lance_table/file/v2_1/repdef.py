@@ -157,41 +157,40 @@ def _peel_list(
         if kind_above in LISTS:
             break
         masked_to += _DEF_NUMBERS[kind_above]
-    starts = r != 0
-    start_at = np.flatnonzero(starts)
+    start_at = np.flatnonzero(r)
     if d is None:
         where = start_at
         total = r.size
         validity = None
+        up_d = None
     else:
-        where = np.flatnonzero(starts & (d <= masked_to))
-        # entries that start a row but hold no item (null or empty lists, nulls above them)
-        hidden = np.flatnonzero(starts & (d > def_base))
-        total = r.size - hidden.size
-        ds = d[where]
+        # everything below is worked out per row start, not per level
+        up_d = d[start_at]
+        keep = up_d <= masked_to
+        # row starts that hold no item (null or empty lists, nulls above them)
+        hidden = up_d > def_base
+        n_hidden = int(np.count_nonzero(hidden))
+        total = r.size - n_hidden
+        all_kept = bool(keep.all())
+        where = start_at if all_kept else start_at[keep]
+        ds = up_d if all_kept else up_d[keep]
         null = ds > upper_null
         if null_level:
             null |= ds == null_level
         validity = ~null if null.any() else None
     offsets = np.empty(where.size + 1, np.int64)
-    # an entry's offset is its position less the hidden entries before it
-    offsets[:-1] = where if d is None or hidden.size == 0 else where - _hidden_before(hidden, where, r.size)
+    if d is None or not n_hidden:
+        offsets[:-1] = where
+    else:
+        # an entry's offset is its position less the hidden entries before it
+        before = np.cumsum(hidden, dtype=np.int64)
+        before -= hidden
+        offsets[:-1] = where - (before if all_kept else before[keep])
     offsets[-1] = total
     layer = Layer(where.size, validity, offsets)
     up_r = r[start_at]
     up_r -= 1
-    return layer, up_r, (d[start_at] if d is not None else None), int(start_at.size)
-
-
-def _hidden_before(hidden: np.ndarray, where: np.ndarray, n: int) -> np.ndarray:
-    """For each position in ``where`` (sorted), how many of the sorted positions ``hidden`` (all
-    below ``n``) come strictly before it."""
-    if where.size * 16 < n:
-        return np.searchsorted(hidden, where)
-    marks = np.zeros(n, np.int32)
-    marks[hidden] = 1
-    running = np.cumsum(marks, dtype=np.int32)
-    return running[where] - marks[where]
+    return layer, up_r, up_d, int(start_at.size)
 
 
 # -- building Arrow arrays ---------------------------------------------------------------------
