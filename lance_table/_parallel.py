@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor, wait
+from collections import deque
+from collections.abc import Callable, Generator, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -56,6 +57,32 @@ def map_on(name: str, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
             f.cancel()
         wait(futures)
         raise
+
+
+def ahead_on(name: str, fn: Callable[[T], R], items: Iterable[T], depth: int) -> Generator[R, None, None]:
+    """``fn(x) for x in items``, in order, with up to ``depth`` calls running ahead of the
+    consumer on pool ``name`` (inline when ``depth`` is 0 or already on that pool).
+
+    ``items`` is drawn lazily. When the consumer stops early or a call fails, the calls not yet
+    started are cancelled and the running ones finish: nothing goes on in the background.
+    """
+    if depth < 1 or threading.current_thread().name.startswith(name):
+        for x in items:
+            yield fn(x)
+        return
+    executor = pool(name)
+    pending: deque[Future[R]] = deque()
+    try:
+        for x in items:
+            pending.append(executor.submit(fn, x))
+            if len(pending) > depth:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+    finally:
+        for f in pending:
+            f.cancel()
+        wait(pending)
 
 
 def map_fragments(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyarrow import acero
 
-from lance_table._parallel import map_fragments, workers
+from lance_table._parallel import FRAGMENTS, ahead_on, map_fragments, workers
 from lance_table.errors import SchemaError
 from lance_table.file.runs import Runs
 from lance_table.table.fragment import FragmentReader
@@ -199,14 +199,6 @@ def _read_matching(frag: FragmentReader, spec: ScanSpec, lo: int, hi: int) -> tu
     return pa.table({n: cols[n] for n in spec.columns}), runs
 
 
-def scan_fragment(frag: FragmentReader, spec: ScanSpec, out_schema: pa.Schema) -> Iterator[pa.Table]:
-    """Tables of matching rows of one fragment, ``READ_CHUNK_ROWS`` physical rows at a time."""
-    for lo, hi in _row_ranges(frag, spec):
-        table = _scan_range(frag, spec, out_schema, lo, hi)
-        if table is not None:
-            yield table
-
-
 def _row_ranges(frag: FragmentReader, spec: ScanSpec, most: int | None = None) -> list[tuple[int, int]]:
     """The fragment's physical rows as the ranges it is read in: equal parts of at most
     ``max(READ_CHUNK_ROWS, spec.batch_size)`` rows, or of ``most`` rows if that is fewer."""
@@ -263,8 +255,15 @@ def scan(frags: Sequence[FragmentReader], spec: ScanSpec, out_schema: pa.Schema)
     remaining = spec.limit
     if remaining == 0:
         return
-    for frag in frags:
-        for table in scan_fragment(frag, spec, out_schema):
+    # Ranges are read ahead on the worker threads while the caller consumes batches (not when a
+    # limit may stop the scan early: that work would be thrown away).
+    depth = 0 if spec.limit is not None else workers()
+    tasks = ((frag, lo, hi) for frag in frags for lo, hi in _row_ranges(frag, spec))
+    found = ahead_on(FRAGMENTS, lambda t: _scan_range(t[0], spec, out_schema, t[1], t[2]), tasks, depth)
+    try:
+        for table in found:
+            if table is None:
+                continue
             if skip:
                 if skip >= table.num_rows:
                     skip -= table.num_rows
@@ -279,6 +278,8 @@ def scan(frags: Sequence[FragmentReader], spec: ScanSpec, out_schema: pa.Schema)
                     yield batch
             if remaining == 0:
                 return
+    finally:
+        found.close()  # stops the reads ahead when the caller stops early
 
 
 def count_matching(frags: Sequence[FragmentReader], spec: ScanSpec) -> int:

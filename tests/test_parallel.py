@@ -1,0 +1,78 @@
+"""The thread pools' helpers: results in order, no work left running after a stop or a failure."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from lance_table import _parallel
+from lance_table._parallel import FRAGMENTS, ahead_on, map_fragments
+
+
+def test_ahead_keeps_order_and_runs_ahead_on_the_pool() -> None:
+    threads: set[str] = set()
+
+    def slow(x: int) -> int:
+        threads.add(threading.current_thread().name)
+        time.sleep(0.002 * (x % 3))  # later items finish first now and then
+        return x * x
+
+    assert list(ahead_on(FRAGMENTS, slow, range(40), depth=3)) == [x * x for x in range(40)]
+    assert threads and all(name.startswith(FRAGMENTS) for name in threads)
+
+
+def test_ahead_draws_items_lazily_and_stops_when_the_consumer_stops() -> None:
+    drawn: list[int] = []
+    done: list[int] = []
+
+    def items():  # type: ignore[no-untyped-def]
+        for x in range(1000):
+            drawn.append(x)
+            yield x
+
+    def work(x: int) -> int:
+        time.sleep(0.001)
+        done.append(x)
+        return x
+
+    gen = ahead_on(FRAGMENTS, work, items(), depth=2)
+    assert [next(gen) for _ in range(3)] == [0, 1, 2]
+    gen.close()
+    settled = len(done)
+    time.sleep(0.05)
+    assert len(done) == settled <= 6  # nothing ran on after the stop
+    assert len(drawn) <= 6
+
+
+def test_ahead_raises_the_first_failure_and_cancels_the_rest() -> None:
+    done: list[int] = []
+
+    def work(x: int) -> int:
+        if x == 5:
+            raise ValueError("bad item")
+        time.sleep(0.001)
+        done.append(x)
+        return x
+
+    got = []
+    with pytest.raises(ValueError, match="bad item"):
+        for y in ahead_on(FRAGMENTS, work, range(200), depth=2):
+            got.append(y)
+    assert got == [0, 1, 2, 3, 4]
+    settled = len(done)
+    time.sleep(0.05)
+    assert len(done) == settled <= 10
+
+
+def test_ahead_runs_inline_without_depth_or_on_its_own_pool() -> None:
+    me = threading.current_thread().name
+    assert list(ahead_on(FRAGMENTS, lambda x: threading.current_thread().name, range(3), depth=0)) == [me] * 3
+    # from inside a task of the pool it would wait on itself: it runs inline there
+    inner = map_fragments(
+        lambda _: list(ahead_on(FRAGMENTS, lambda x: threading.current_thread().name, range(3), depth=4)),
+        range(2),
+    )
+    assert all(len(set(names)) == 1 and names[0].startswith(FRAGMENTS) for names in inner)
+    assert _parallel.workers() >= 1
