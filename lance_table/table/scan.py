@@ -7,6 +7,7 @@ fetches the projected columns of the matching rows alone.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeAlias
@@ -28,8 +29,7 @@ ROW_ID = "_rowid"
 DEFAULT_BATCH_SIZE = 8192
 # Rows read from a fragment at a time; output batches are sliced from these.
 READ_CHUNK_ROWS = 256 * 1024
-# A whole-table scan splits fragments into at least this many ranges per worker (when they hold
-# more than READ_CHUNK_ROWS rows each), so that no worker idles while another reads a big fragment.
+# A whole-table scan splits its fragments into at most this many ranges per worker in all.
 TASKS_PER_WORKER = 4
 # When at least this share of the rows match, a filtered scan reads whole chunks and masks them.
 DENSE_SELECTION = 0.02
@@ -199,16 +199,26 @@ def _read_matching(frag: FragmentReader, spec: ScanSpec, lo: int, hi: int) -> tu
     return pa.table({n: cols[n] for n in spec.columns}), runs
 
 
-def _row_ranges(frag: FragmentReader, spec: ScanSpec, most: int | None = None) -> list[tuple[int, int]]:
+def _row_ranges(frag: FragmentReader, spec: ScanSpec, split: int = 1) -> list[tuple[int, int]]:
     """The fragment's physical rows as the ranges it is read in: equal parts of at most
-    ``max(READ_CHUNK_ROWS, spec.batch_size)`` rows, or of ``most`` rows if that is fewer."""
+    ``max(READ_CHUNK_ROWS, spec.batch_size)`` rows, and at least ``split`` parts where they can
+    hold ``READ_CHUNK_ROWS`` rows each."""
     n = frag.physical_rows
-    step = max(READ_CHUNK_ROWS, spec.batch_size)
-    if most is not None:
-        step = min(step, max(READ_CHUNK_ROWS, most))
-    parts = -(-n // step)
-    size = -(-n // parts) if parts else 0
-    return [(lo, min(lo + size, n)) for lo in range(0, n, size)] if n else []
+    if not n:
+        return []
+    parts = max(-(-n // max(READ_CHUNK_ROWS, spec.batch_size)), min(split, n // READ_CHUNK_ROWS))
+    size = -(-n // parts)
+    return [(lo, min(lo + size, n)) for lo in range(0, n, size)]
+
+
+def _split(fragments: int) -> int:
+    """Into how many ranges a whole-table scan splits each fragment: enough that the workers get
+    the same number of (similar) ranges, when there are fewer than a few fragments per worker;
+    a split costs a little, so it is not done for its own sake."""
+    n = workers()
+    if not fragments or fragments >= TASKS_PER_WORKER * n:
+        return 1
+    return max(1, min(n // math.gcd(fragments, n), -(-TASKS_PER_WORKER * n // fragments)))
 
 
 def _scan_range(
@@ -236,11 +246,11 @@ def scan_all(frags: Sequence[FragmentReader], spec: ScanSpec, out_schema: pa.Sch
     """Every matching row as one table; fragments are scanned in parallel when no limit applies."""
     if spec.limit is not None or spec.offset:
         return pa.Table.from_batches(list(scan(frags, spec, out_schema)), schema=out_schema)
-    # Fragments are read in ranges, each a task of its own, small enough that a few big fragments
-    # keep every worker busy; the footers and deletions are read first, once per fragment.
-    rows = map_fragments(lambda f: (f.deleted, f.physical_rows)[1], frags)
-    most = -(-sum(rows) // (TASKS_PER_WORKER * workers()))
-    ranges = [_row_ranges(f, spec, most) for f in frags]
+    # Fragments are read in ranges, each a task of its own, so that a few big fragments keep every
+    # worker busy; the footers and deletions are read first, once per fragment.
+    map_fragments(lambda f: (f.deleted, f.physical_rows), frags)
+    split = _split(len(frags))
+    ranges = [_row_ranges(f, spec, split) for f in frags]
     tasks = [(f, lo, hi) for f, spans in zip(frags, ranges) for lo, hi in spans]
     parts = map_fragments(lambda t: _scan_range(t[0], spec, out_schema, t[1], t[2]), tasks)
     tables = [t for t in parts if t is not None]
