@@ -1,0 +1,41 @@
+"""How scans cut fragments into ranges: every row once, in order, in as few ranges as serve."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from lance_table.table import scan
+
+
+def _ranges(rows: int, batch_size: int, split: int = 1) -> list[tuple[int, int]]:
+    frag = SimpleNamespace(physical_rows=rows)
+    spec = SimpleNamespace(batch_size=batch_size)
+    return scan._row_ranges(frag, spec, split)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("rows", [0, 1, 1000, scan.READ_CHUNK_ROWS, 3 * scan.READ_CHUNK_ROWS + 5, 10**6])
+@pytest.mark.parametrize("batch_size", [100, 1 << 30])
+@pytest.mark.parametrize("split", [1, 2, 3, 8])
+def test_ranges_cover_the_fragment_in_equal_parts(rows: int, batch_size: int, split: int) -> None:
+    got = _ranges(rows, batch_size, split)
+    if not rows:
+        assert got == []
+        return
+    assert [lo for lo, _ in got] == [0] + [hi for _, hi in got[:-1]]
+    assert got[-1][1] == rows
+    sizes = [hi - lo for lo, hi in got]
+    assert max(sizes) - min(sizes) <= max(sizes) // 2 + 1
+    if batch_size == 100:  # a streamed scan reads at most READ_CHUNK_ROWS rows at a time
+        assert all(s <= scan.READ_CHUNK_ROWS for s in sizes)
+    else:  # a whole-table scan splits as asked, but never below READ_CHUNK_ROWS rows a range
+        assert len(got) == min(split, max(1, rows // scan.READ_CHUNK_ROWS))
+
+
+def test_fragments_are_split_to_even_out_the_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(scan, "workers", lambda: 2)
+    assert [scan._split(f) for f in range(1, 10)] == [2, 1, 2, 1, 2, 1, 2, 1, 1]
+    monkeypatch.setattr(scan, "workers", lambda: 8)
+    assert scan._split(8) == 1 and scan._split(4) == 2 and scan._split(1) == 8
+    assert all(f * scan._split(f) <= 4 * 8 + f for f in range(1, 40))  # never many more tasks than that
