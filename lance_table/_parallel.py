@@ -1,7 +1,8 @@
 """Thread pools. Work on whole fragments runs on one pool, page decoding on a second and the
 pieces of one big page on a third, so a task can wait on tasks of the next pool without deadlock.
-Writers encode their columns on a fourth (whose tasks may wait on the pieces' pool), and write a
-batch's pages on a fifth while the next batch is encoded."""
+Writers encode their columns on a fourth (whose tasks may wait on the pieces' pool), write a
+batch's pages on a fifth while the next batch is encoded, and close a finished file on a sixth
+(whose tasks wait on the fourth and fifth) while the next file is written."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ DECODE = "lance_table-decode"
 PARTS = "lance_table-part"
 ENCODE = "lance_table-encode"
 WRITE = "lance_table-write"  # page writes of file writers, overlapping the next batch's encoding
+CLOSE = "lance_table-close"  # closing a finished data file while the next one is written
 
 _POOLS: dict[str, ThreadPoolExecutor] = {}
 _LOCK = threading.Lock()

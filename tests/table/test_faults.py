@@ -193,3 +193,53 @@ def test_every_failure_point_leaves_a_consistent_dataset(tmp_path, name):
                 _verify(uri, BASE, new)
             except AssertionError as exc:
                 raise AssertionError(f"{name}: failure {mode} call {k} ({calls[k - 1]}): {exc}") from exc
+
+
+class _FailingClose:
+    """A stream whose close fails after closing (the file is complete on disk, but not for us)."""
+
+    def __init__(self, inner: IO[bytes]) -> None:
+        self._inner = inner
+
+    def write(self, data: Any) -> int:
+        return self._inner.write(data)
+
+    def flush(self) -> None:
+        self._inner.flush()
+
+    def close(self) -> None:
+        self._inner.close()
+        raise InjectedFault("injected failure closing a data file")
+
+
+@pytest.mark.parametrize("failing_file", [0, 1, 3])
+def test_a_file_failing_to_close_in_the_background_fails_the_write_and_leaves_no_file(tmp_path, failing_file):
+    """Finished files close on a thread while the next one is written; when one fails to close,
+    the write raises that error and every file it wrote is gone."""
+    from lance_table.table.operations.write import as_reader, write_fragments
+
+    uri = _fresh(tmp_path, "ds")
+    inner = open_storage(uri)
+    opened: list[str] = []
+
+    class OneFailingClose:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(inner, name)
+
+        def open_writer(self, path: str) -> Any:
+            stream = inner.open_writer(path)
+            opened.append(path)
+            return _FailingClose(stream) if len(opened) - 1 == failing_file else stream
+
+    before = {item.path for item in inner.list_tree("data")}
+    ds = lt.dataset(uri)
+    with pytest.raises(InjectedFault, match="closing a data file"):
+        write_fragments(
+            OneFailingClose(),
+            as_reader(make_rows(1000, 200)),
+            ds.schema,
+            list(ds.manifest.fields),
+            max_rows_per_file=50,
+        )  # type: ignore[arg-type]
+    assert len(opened) > failing_file
+    assert {item.path for item in inner.list_tree("data")} == before

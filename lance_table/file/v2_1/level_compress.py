@@ -134,11 +134,37 @@ def choose(levels: np.ndarray, rle: bool) -> LevelCodec:
     return LevelCodec("out_of_line", w)
 
 
-def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """``concatenate([arange(s, s + n) for s, n in zip(starts, lengths)])`` without the loop."""
-    total = int(lengths.sum())
-    offsets = np.cumsum(lengths) - lengths
-    return np.repeat(starts - offsets, lengths) + np.arange(total)
+def copy_segments(
+    out: np.ndarray, dst: np.ndarray, src: np.ndarray, src_start: np.ndarray, length: np.ndarray
+) -> None:
+    """``out[dst[i]:dst[i]+length[i]] = src[src_start[i]:...]`` for every i (1-D arrays of one
+    item type; positions in items).
+
+    Evenly spaced segments of one length (the full chunks of a page) are copied through one
+    strided view of each side; the rest one by one (segments are chunks: a few thousand a page).
+    """
+    item = out.itemsize
+    c = length.size
+    i = 0
+    if c >= 2 and int(length[0]) > 0:
+        width = int(length[0])
+        d_step = int(dst[1] - dst[0])
+        s_step = int(src_start[1] - src_start[0])
+        same = (length[1:] == width) & (np.diff(dst) == d_step) & (np.diff(src_start) == s_step)
+        run = c if bool(same.all()) else 1 + int(np.argmin(same))
+        if run >= 2 and d_step >= width and s_step >= 0:
+            d0, s0 = int(dst[0]), int(src_start[0])
+            target = np.lib.stride_tricks.as_strided(
+                out[d0:], shape=(run, width), strides=(d_step * item, item), writeable=True
+            )
+            source = np.lib.stride_tricks.as_strided(
+                src[s0:], shape=(run, width), strides=(s_step * item, item), writeable=False
+            )
+            target[...] = source
+            i = run
+    for d, s, n in zip(dst[i:].tolist(), src_start[i:].tolist(), length[i:].tolist()):
+        if n:
+            out[d : d + n] = src[s : s + n]
 
 
 @dataclass
@@ -192,7 +218,7 @@ def _inline(levels: np.ndarray, bounds: np.ndarray, counts: np.ndarray) -> Level
     blocks = -(-counts // BLOCK)
     block_at = np.cumsum(blocks) - blocks
     padded = np.zeros(int(blocks.sum()) * BLOCK, np.uint16)
-    padded[_ranges(block_at * BLOCK, counts)] = levels[_ranges(bounds[:-1], counts)]
+    copy_segments(padded, block_at * BLOCK, levels, bounds[:-1], counts)
     widths = bitpacking.block_bit_widths(padded)
     words = bitpacking.pack_inline(padded)
     block_words = 1 + widths * _LANE_WORDS
@@ -218,8 +244,7 @@ def _out_of_line(levels: np.ndarray, bounds: np.ndarray, counts: np.ndarray, w: 
     blocks = -(-counts // BLOCK)
     padded = np.zeros(int(blocks.sum()) * BLOCK, np.uint16)
     block_at = (np.cumsum(blocks) - blocks) * BLOCK
-    for at, lo, hi in zip(block_at.tolist(), bounds[:-1].tolist(), bounds[1:].tolist()):
-        padded[at : at + hi - lo] = levels[lo:hi]
+    copy_segments(padded, block_at, levels, bounds[:-1], counts)
     return _words_to_chunks(bitpacking.pack(padded, w), blocks * _LANE_WORDS * w)
 
 
@@ -230,15 +255,15 @@ def _out_of_line_raw_tails(levels: np.ndarray, bounds: np.ndarray, counts: np.nd
     block_at = np.cumsum(blocks) - blocks
     packed_len = np.minimum(blocks * BLOCK, counts)
     padded = np.zeros(int(blocks.sum()) * BLOCK, np.uint16)
-    padded[_ranges(block_at * BLOCK, packed_len)] = levels[_ranges(bounds[:-1], packed_len)]
+    copy_segments(padded, block_at * BLOCK, levels, bounds[:-1], packed_len)
     packed = bitpacking.pack(padded, w)
     per_block = _LANE_WORDS * w
     raw_len = counts - packed_len
     word_counts = blocks * per_block + raw_len
     chunk_at = np.cumsum(word_counts) - word_counts
     out = np.empty(int(word_counts.sum()), np.uint16)
-    out[_ranges(chunk_at, blocks * per_block)] = packed
-    out[_ranges(chunk_at + blocks * per_block, raw_len)] = levels[_ranges(bounds[:-1] + packed_len, raw_len)]
+    copy_segments(out, chunk_at, packed, (block_at * per_block), blocks * per_block)
+    copy_segments(out, chunk_at + blocks * per_block, levels, bounds[:-1] + packed_len, raw_len)
     return _words_to_chunks(out, word_counts)
 
 

@@ -23,7 +23,7 @@ from itertools import pairwise
 import numpy as np
 
 from lance_table.file.compression import bitpacking
-from lance_table.file.v2_1.level_compress import FLAT, LevelCodec, compress_chunks
+from lance_table.file.v2_1.level_compress import FLAT, LevelCodec, compress_chunks, copy_segments
 from lance_table.file.v2_1.value_kinds import (
     PAD_BYTE,
     BitpackedValues,
@@ -187,39 +187,8 @@ def _assemble(
         segments.append((src, src_start, length, at.copy()))
         at = at + pad
     for src, src_start, length, dst in segments:
-        _copy_segments(out, dst, src, src_start, length)
+        copy_segments(out, dst, src, src_start, length)
     return out, sizes.tolist()
-
-
-def _copy_segments(
-    out: np.ndarray, dst: np.ndarray, src: np.ndarray, src_start: np.ndarray, length: np.ndarray
-) -> None:
-    """``out[dst[i]:dst[i]+length[i]] = src[src_start[i]:...]`` for every i.
-
-    Evenly spaced segments of one length (the full chunks of a page) are copied through one
-    strided view of each side; the rest one by one.
-    """
-    c = length.size
-    i = 0
-    if c >= 2 and int(length[0]) > 0:
-        width = int(length[0])
-        d_step = int(dst[1] - dst[0])
-        s_step = int(src_start[1] - src_start[0])
-        same = (length[1:] == width) & (np.diff(dst) == d_step) & (np.diff(src_start) == s_step)
-        run = c if bool(same.all()) else 1 + int(np.argmin(same))
-        if run >= 2 and d_step >= width and s_step >= 0:
-            d0, s0 = int(dst[0]), int(src_start[0])
-            target = np.lib.stride_tricks.as_strided(
-                out[d0:], shape=(run, width), strides=(d_step, 1), writeable=True
-            )
-            source = np.lib.stride_tricks.as_strided(
-                src[s0:], shape=(run, width), strides=(s_step, 1), writeable=False
-            )
-            target[...] = source
-            i = run
-    for d, s, n in zip(dst[i:].tolist(), src_start[i:].tolist(), length[i:].tolist()):
-        if n:
-            out[d : d + n] = src[s : s + n]
 
 
 def _fixed(
@@ -411,6 +380,6 @@ def _variable_pieces(values: VariableValues, bounds: np.ndarray) -> tuple[np.nda
     src = np.full(int(piece_start[-1]), PAD_BYTE, np.uint8)
     off_start = np.zeros(c, np.int64)
     np.cumsum(heads[:-1], out=off_start[1:])
-    _copy_segments(src, piece_start[:-1], offs_bytes, off_start, heads)
-    _copy_segments(src, piece_start[:-1] + heads, values.data, offsets[lo], data_len)
+    copy_segments(src, piece_start[:-1], offs_bytes, off_start, heads)
+    copy_segments(src, piece_start[:-1] + heads, values.data, offsets[lo], data_len)
     return src, piece_start, stored

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import IO, Any, Literal
 
 import pyarrow as pa
 
+from lance_table._parallel import CLOSE, pool
 from lance_table.errors import DatasetAlreadyExistsError, SchemaError, UnsupportedFormatError
 from lance_table.file import LanceFileWriter
 from lance_table.file.container import FileVersion
@@ -304,6 +306,7 @@ class FragmentWriter:
         self._name = ""
         self._rows = 0
         self._bytes = 0
+        self._closing: Future[Fragment] | None = None
 
     def _open(self) -> LanceFileWriter | LegacyFileWriter:
         if self.before_file is not None:
@@ -335,35 +338,56 @@ class FragmentWriter:
         self.paths.append(path)
         return self.storage.open_writer(path)
 
-    def _finish_file(self) -> None:
+    def _finish_file(self, background: bool = False) -> None:
+        """Close the file being written; with ``background``, on a thread while the next file is
+        written (not for legacy files: the next one needs this one's dictionaries). At most one
+        file closes in the background at a time, which bounds the memory its pages hold."""
         if self._writer is None:
             return
-        written = self._writer.close()
-        self._stream.close()
-        if isinstance(written, LegacyWrittenFile):
-            self.dictionaries.update(written.dictionaries)
-        self.fragments.append(
-            Fragment(
-                id=0,
-                files=(
-                    DataFile(
-                        path=self._name,
-                        # 2.0 files list every field with its column; 2.1+ files only the leaves;
-                        # legacy files every field, without columns
-                        fields=self._file_fields if self.data_format == "2.0" else written.field_ids,
-                        column_indices=(
-                            self._column_indices if self.data_format == "2.0" else written.column_indices
-                        ),
-                        file_major_version=self._file_version[0],
-                        file_minor_version=self._file_version[1],
-                        file_size_bytes=written.size,
-                    ),
-                ),
-                physical_rows=written.num_rows,
-            )
-        )
+        self._wait_closing()  # (on its error this file is still open, for abort to remove)
+        writer, stream, name = self._writer, self._stream, self._name
         self._writer = None
         self._stream = None
+        if background and not self._legacy:
+            self._closing = pool(CLOSE).submit(self._close_file, writer, stream, name)
+        else:
+            self.fragments.append(self._close_file(writer, stream, name))
+
+    def _wait_closing(self) -> None:
+        """Wait for the file closing in the background; raise what closing it raised."""
+        closing, self._closing = self._closing, None
+        if closing is not None:
+            self.fragments.append(closing.result())
+
+    def _close_file(self, writer: LanceFileWriter | LegacyFileWriter, stream: Any, name: str) -> Fragment:
+        try:
+            written = writer.close()
+            stream.close()
+        except BaseException:
+            writer.abort()
+            with contextlib.suppress(Exception):
+                stream.close()
+            raise
+        if isinstance(written, LegacyWrittenFile):
+            self.dictionaries.update(written.dictionaries)
+        return Fragment(
+            id=0,
+            files=(
+                DataFile(
+                    path=name,
+                    # 2.0 files list every field with its column; 2.1+ files only the leaves;
+                    # legacy files every field, without columns
+                    fields=self._file_fields if self.data_format == "2.0" else written.field_ids,
+                    column_indices=(
+                        self._column_indices if self.data_format == "2.0" else written.column_indices
+                    ),
+                    file_major_version=self._file_version[0],
+                    file_minor_version=self._file_version[1],
+                    file_size_bytes=written.size,
+                ),
+            ),
+            physical_rows=written.num_rows,
+        )
 
     def write(self, batch: pa.RecordBatch) -> None:
         offset = 0
@@ -381,13 +405,16 @@ class FragmentWriter:
             if self.progress is not None:
                 self.progress(piece.num_rows)
             if self._rows >= self.max_rows or self._bytes >= self.max_bytes:
-                self._finish_file()
+                self._finish_file(background=True)
 
     def finish(self) -> list[Fragment]:
         self._finish_file()
+        self._wait_closing()
         return self.fragments
 
     def abort(self) -> None:
+        with contextlib.suppress(BaseException):
+            self._wait_closing()  # nothing may write to the files once they are removed
         if self._writer is not None:
             self._writer.abort()
         if self._stream is not None:
