@@ -108,7 +108,17 @@ def shred(arr: pa.Array, path: Sequence[FieldNode]) -> Shredded:
     max_rep = len(list_depths)
     rep = np.full(n, max_rep, np.uint16) if max_rep else None
     codes = np.zeros(n, np.uint8)
-    pos = np.arange(n, dtype=np.int64)
+    # each entry's position among the items of ``cur``: worked out only when something reads it
+    # (a single list over a leaf without nulls needs none)
+    pos: np.ndarray | None = None
+    pos_from: tuple[np.ndarray, np.ndarray, np.ndarray, int, type] | None = None
+
+    def positions() -> np.ndarray:
+        nonlocal pos
+        if pos is None:
+            pos = np.arange(n, dtype=np.int64) if pos_from is None else _positions(*pos_from)
+        return pos
+
     nulls = np.zeros(depth, bool)
     empties = np.zeros(depth, bool)
     cur = arr
@@ -125,7 +135,7 @@ def shred(arr: pa.Array, path: Sequence[FieldNode]) -> Shredded:
                 bad = np.flatnonzero(~valid & (codes == 0))
             else:
                 live = np.flatnonzero(codes == 0)
-                bad = np.compress(~valid[pos[live]], live)  # compress: boolean indexing is slow
+                bad = np.compress(~valid[positions()[live]], live)  # compress: boolean indexing is slow
             if bad.size:
                 codes[bad] = 1 + 2 * i
                 nulls[i] = True
@@ -140,7 +150,8 @@ def shred(arr: pa.Array, path: Sequence[FieldNode]) -> Shredded:
             else:
                 live = np.flatnonzero(codes == 0)
                 lengths = np.zeros(codes.size, np.int64)
-                lengths[live] = offsets[pos[live] + 1] - offsets[pos[live]]
+                at = positions()[live]
+                lengths[live] = offsets[at + 1] - offsets[at]
                 empty = np.compress(lengths[live] == 0, live)
             if empty.size:
                 codes[empty] = 2 + 2 * i
@@ -156,25 +167,16 @@ def shred(arr: pa.Array, path: Sequence[FieldNode]) -> Shredded:
                 if max_rep == 1:
                     top_list = (offsets, expand)
             else:
-                start_at = np.where(expand, offsets[np.minimum(pos, offsets.size - 1)], 0)
-            # the items' positions run on from each entry's first item: a running sum of steps
-            # of one that jumps at each entry's first item
-            # (in 32 bits when the positions and entries fit: a running sum of half the bytes)
+                start_at = np.where(expand, offsets[np.minimum(positions(), offsets.size - 1)], 0)
             entries = int(firsts[-1])
             wide = max(entries, len(cur.values), int(offsets[-1]) if offsets.size else 0) >= _NARROW_LIMIT
-            kind = np.int64 if wide else np.int32
-            step = np.ones(entries, kind)
-            if codes.size:
-                jump = start_at.copy()
-                jump[1:] -= start_at[:-1] + counts[:-1] - 1
-                step[heads] = jump
-            pos = np.cumsum(step, dtype=kind)
+            pos, pos_from = None, (start_at, counts, heads, entries, np.int64 if wide else np.int32)
             assert rep is not None
-            inner = np.full(pos.size, max_rep - lists_seen - 1, np.uint16)
+            inner = np.full(entries, max_rep - lists_seen - 1, np.uint16)
             inner[heads] = rep
             rep = inner
             marked = np.flatnonzero(codes)
-            entry_codes = np.zeros(pos.size, np.uint8)
+            entry_codes = np.zeros(entries, np.uint8)
             entry_codes[heads[marked]] = codes[marked]
             codes = entry_codes
             cur = cur.values
@@ -206,7 +208,9 @@ def shred(arr: pa.Array, path: Sequence[FieldNode]) -> Shredded:
         return Shredded(
             n, rep, codes, None if visible is None or visible.all() else visible, values, nulls, empties
         )
-    chosen = np.compress(visible, pos) if visible is not None else pos
+    if pos_from is None and visible is None:  # no list: the entries are the leaf's values
+        return Shredded(n, rep, codes, None, cur, nulls, empties)
+    chosen = np.compress(visible, positions()) if visible is not None else positions()
     if chosen.size == len(cur) and (not chosen.size or _is_identity(chosen)):
         values = cur
     else:
@@ -214,6 +218,20 @@ def shred(arr: pa.Array, path: Sequence[FieldNode]) -> Shredded:
     return Shredded(
         n, rep, codes, None if visible is None or visible.all() else visible, values, nulls, empties
     )
+
+
+def _positions(
+    start_at: np.ndarray, counts: np.ndarray, heads: np.ndarray, entries: int, kind: type
+) -> np.ndarray:
+    """The item position of each of ``entries`` entries: entry ``heads[k]`` is at ``start_at[k]``
+    and the ``counts[k]`` entries from it run on by one (a running sum of steps of one that jumps
+    at each head; in 32 bits when the positions fit, a running sum of half the bytes)."""
+    step: np.ndarray = np.ones(entries, kind)
+    if heads.size:
+        jump = start_at.copy()
+        jump[1:] -= start_at[:-1] + counts[:-1] - 1
+        step[heads] = jump
+    return np.cumsum(step, dtype=kind)
 
 
 def _is_identity(positions: np.ndarray) -> bool:
