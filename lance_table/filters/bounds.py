@@ -38,16 +38,25 @@ def conjuncts(predicate: str, schema: pa.Schema) -> list[Condition]:
     Never raises for a predicate the filter compiler accepts; a predicate that does not parse gives
     no conditions (the compiler reports the error).
     """
+    return terms(predicate, schema)[0]
+
+
+def terms(predicate: str, schema: pa.Schema) -> tuple[list[Condition], bool]:
+    """:func:`conjuncts`, and whether they are the whole predicate (every top-level ``AND`` term
+    is a simple condition), so that rows meeting all of them are exactly the matching rows."""
     try:
         tree = parse(predicate)
     except FilterError:
-        return []
+        return [], False
     out: list[Condition] = []
+    whole = True
     for term in _and_terms(tree):
         cond = _condition(term, schema)
-        if cond is not None:
+        if cond is None:
+            whole = False
+        else:
             out.append(cond)
-    return out
+    return out, whole
 
 
 def _and_terms(node: exp.Expr) -> list[exp.Expr]:

@@ -20,6 +20,7 @@ from pyarrow import acero
 from lance_table._parallel import FRAGMENTS, ahead_on, map_fragments, workers
 from lance_table.errors import SchemaError
 from lance_table.file.runs import Runs
+from lance_table.filters import vectorized
 from lance_table.table.fragment import FragmentReader
 
 if TYPE_CHECKING:
@@ -52,6 +53,8 @@ class ScanSpec:
     limit: int | None
     # simple conditions the filter implies, for skipping pages by their statistics
     conditions: tuple[Condition, ...] = ()
+    # the filter as simple conditions, when they are all of it (evaluated with numpy if they can)
+    exact: tuple[Condition, ...] | None = None
 
 
 def make_spec(
@@ -93,11 +96,20 @@ def make_spec(
     if size <= 0:
         raise ValueError("batch_size must be positive")
     conditions: tuple[Condition, ...] = ()
-    if use_stats and isinstance(filter, str):
-        from lance_table.filters.bounds import conjuncts  # sqlglot loads with the first filter
+    exact = None
+    if isinstance(filter, str):
+        found, whole = _terms_cached(filter, schema)
+        conditions = found if use_stats else ()
+        exact = found if whole else None
+    return ScanSpec(cols, expr, fcols, with_row_id, size, offset or 0, limit, conditions, exact)
 
-        conditions = tuple(conjuncts(filter, schema))
-    return ScanSpec(cols, expr, fcols, with_row_id, size, offset or 0, limit, conditions)
+
+@functools.lru_cache(maxsize=256)
+def _terms_cached(predicate: str, schema: pa.Schema) -> tuple[tuple[Condition, ...], bool]:
+    from lance_table.filters.bounds import terms  # sqlglot loads with the first filter
+
+    found, whole = terms(predicate, schema)
+    return tuple(found), whole
 
 
 @functools.lru_cache(maxsize=256)
@@ -129,7 +141,8 @@ def _filter_pass(frag: FragmentReader, spec: ScanSpec, live: Runs) -> tuple[pa.T
     """Read the predicate's columns for ``live`` rows; return them and the mask of matching rows."""
     assert spec.filter is not None
     table = frag.read(spec.filter_columns, live) if spec.filter_columns else _empty_rows(live.total)
-    return table, evaluate_mask(table, spec.filter)
+    fast = vectorized.mask(table, spec.exact) if spec.exact else None
+    return table, fast if fast is not None else evaluate_mask(table, spec.filter)
 
 
 def evaluate_mask(table: pa.Table, expr: pc.Expression) -> np.ndarray:
