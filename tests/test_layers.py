@@ -122,3 +122,12 @@ def test_the_checker_sees_imports():
     assert "lance_table.storage.sources" in graph["lance_table.file.reader"]
     assert "lance_table.table.snapshot" in graph["lance_table.table.dataset"]
     assert len(graph) > 50
+
+
+def test_importing_the_package_leaves_sqlglot_unloaded() -> None:
+    """sqlglot (the SQL parser) loads with the first filter, not with ``import lance_table``."""
+    import subprocess
+    import sys
+
+    code = "import sys, lance_table; assert 'sqlglot' not in sys.modules, 'sqlglot loaded on import'"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 
-from lance_table.filters.bounds import Condition
+if TYPE_CHECKING:
+    from lance_table.filters.bounds import Condition
+
 
 _COMPARE = {
     "=": np.equal,

@@ -20,7 +20,6 @@ from pyarrow import acero
 from lance_table._parallel import FRAGMENTS, ahead_on, map_fragments, workers
 from lance_table.errors import SchemaError
 from lance_table.file.runs import Runs
-from lance_table.filters import vectorized
 from lance_table.table.fragment import FragmentReader
 
 if TYPE_CHECKING:
@@ -141,7 +140,11 @@ def _filter_pass(frag: FragmentReader, spec: ScanSpec, live: Runs) -> tuple[pa.T
     """Read the predicate's columns for ``live`` rows; return them and the mask of matching rows."""
     assert spec.filter is not None
     table = frag.read(spec.filter_columns, live) if spec.filter_columns else _empty_rows(live.total)
-    fast = vectorized.mask(table, spec.exact) if spec.exact else None
+    fast = None
+    if spec.exact:
+        from lance_table.filters import vectorized  # (loaded by the filter's compilation already)
+
+        fast = vectorized.mask(table, spec.exact)
     return table, fast if fast is not None else evaluate_mask(table, spec.filter)
 
 

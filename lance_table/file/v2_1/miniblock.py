@@ -97,8 +97,8 @@ def _chosen_data(io: PageIO, table: Chunks, chosen: np.ndarray) -> tuple[memoryv
     """The bytes of the chunks ``chosen`` (sorted chunk numbers) of a mini-block page, and where
     each of them starts and ends in those bytes.
 
-    A small selection (a take of scattered rows) reads only its chunks; otherwise the whole
-    data buffer is read once.
+    A run of consecutive chunks (a span of rows) is read as one range; a small selection of
+    scattered chunks (a take) reads only those; otherwise the whole data buffer is read once.
     """
     starts = table.byte_starts[chosen]
     ends = table.byte_starts[chosen + 1]
