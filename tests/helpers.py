@@ -76,3 +76,19 @@ def race_creates(storage: Any, key: str, n: int) -> list[int]:
     if errors:
         raise errors[0]
     return winners
+
+
+def write_file(path: Any, table: pa.Table, version: str, writer: str, batch_rows: int | None = None) -> None:
+    """Write ``table`` as one Lance file with our writer (``writer="ours"``, in batches of
+    ``batch_rows`` rows when given) or pylance's (``"pylance"``)."""
+    if writer == "ours":
+        from lance_table.file import LanceFileWriter
+
+        with LanceFileWriter(path, table.schema, version=version) as w:
+            for batch in table.to_batches(max_chunksize=batch_rows) if batch_rows else [table]:
+                w.write(batch)
+    else:
+        from lance.file import LanceFileWriter as TheirWriter
+
+        with TheirWriter(str(path), table.schema, version=version) as w:
+            w.write_batch(table)

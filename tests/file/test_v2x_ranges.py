@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-from helpers import assert_tables_equal
+from helpers import assert_tables_equal, write_file
 
-from lance_table.file import LanceFileReader, LanceFileWriter
+from lance_table.file import LanceFileReader
 from lance_table.file.v2_1 import miniblock, miniblock_nested
 
-lance_file = pytest.importorskip("lance.file")
+pytest.importorskip("lance.file")
 pytestmark = pytest.mark.interop
 
 ROWS = 30_000
@@ -67,13 +67,7 @@ def test_spans_of_pages_read_as_slices(
 ) -> None:
     table = _table()
     path = tmp_path / "t.lance"
-    if writer == "ours":
-        with LanceFileWriter(path, table.schema, version=version) as w:
-            for b in table.to_batches(max_chunksize=7_000):  # several pages per column
-                w.write(b)
-    else:
-        with lance_file.LanceFileWriter(str(path), table.schema, version=version) as w:
-            w.write_batch(table)
+    write_file(path, table, version, writer, batch_rows=7_000)  # ours: several pages per column
     spans: list[str] = []
     flat, nested = miniblock.span_chunks, miniblock_nested._span_rows
 

@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-from helpers import assert_tables_equal
+from helpers import assert_tables_equal, write_file
 
-from lance_table.file import LanceFileReader, LanceFileWriter
+from lance_table.file import LanceFileReader
 from lance_table.file.v2_1 import batch
 
-lance_file = pytest.importorskip("lance.file")
+pytest.importorskip("lance.file")
 pytestmark = pytest.mark.interop
 
 ROWS = 20_000
@@ -57,12 +57,7 @@ def test_take_picks_single_values(
 ) -> None:
     table = _table()
     path = tmp_path / "t.lance"
-    if writer == "ours":
-        with LanceFileWriter(path, table.schema, version=version) as w:
-            w.write(table)
-    else:
-        with lance_file.LanceFileWriter(str(path), table.schema, version=version) as w:
-            w.write_batch(table)
+    write_file(path, table, version, writer)
     picked: list[str] = []
     real = batch.pick_values
 
@@ -244,12 +239,7 @@ def test_take_picks_the_definition_levels_of_its_rows(
         }
     )
     path = tmp_path / "t.lance"
-    if writer == "ours":
-        with LanceFileWriter(path, table.schema, version="2.2") as w:
-            w.write(table)
-    else:
-        with lance_file.LanceFileWriter(str(path), table.schema, version="2.2") as w:
-            w.write_batch(table)
+    write_file(path, table, "2.2", writer)
     picked: list[bool] = []  # per pick: whether it met raw tails
     real_pick, real_chunks = batch.pick_levels, batch._out_of_line_chunks
     seen_raw: list[bool] = []
