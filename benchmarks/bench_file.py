@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import Report, Result, argument_parser, benchmark_table, median_time
+from common import Report, Result, argument_parser, benchmark_table, interleaved_medians
 
 from lance_table.file import LanceFileReader, LanceFileWriter
 
@@ -52,11 +52,7 @@ def main(argv: list[str] | None = None) -> int:
                 w.write_batch(b)
 
     try:
-        report.add(
-            Result(
-                "write", median_time(write_ours, args.runs), median_time(write_theirs, args.runs), args.runs
-            )
-        )
+        report.add(Result("write", *interleaved_medians(write_ours, write_theirs, args.runs), args.runs))
         # Each side reads the file it wrote; the contents are checked to be identical first.
         full_ours = LanceFileReader(ours).read_all()
         full_theirs = pylance_file.LanceFileReader(str(theirs)).read_all(batch_size=PYLANCE_BATCH).to_table()
@@ -66,8 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         report.add(
             Result(
                 "full read",
-                median_time(lambda: LanceFileReader(ours).read_all(), args.runs),
-                median_time(
+                *interleaved_medians(
+                    lambda: LanceFileReader(ours).read_all(),
                     lambda: (
                         pylance_file.LanceFileReader(str(theirs))
                         .read_all(batch_size=PYLANCE_BATCH)
@@ -82,8 +78,8 @@ def main(argv: list[str] | None = None) -> int:
         report.add(
             Result(
                 "projection read (x)",
-                median_time(lambda: LanceFileReader(ours).read_all(columns=["x"]), args.runs),
-                median_time(
+                *interleaved_medians(
+                    lambda: LanceFileReader(ours).read_all(columns=["x"]),
                     lambda: (
                         pylance_file.LanceFileReader(str(theirs), columns=["x"])
                         .read_all(batch_size=PYLANCE_BATCH)
@@ -100,9 +96,10 @@ def main(argv: list[str] | None = None) -> int:
         report.add(
             Result(
                 f"take {args.take} random rows",
-                median_time(lambda: LanceFileReader(ours).take(idx), args.runs),
-                median_time(
-                    lambda: pylance_file.LanceFileReader(str(theirs)).take_rows(idx).to_table(), args.runs
+                *interleaved_medians(
+                    lambda: LanceFileReader(ours).take(idx),
+                    lambda: pylance_file.LanceFileReader(str(theirs)).take_rows(idx).to_table(),
+                    args.runs,
                 ),
                 args.runs,
                 "includes opening the file",

@@ -15,7 +15,15 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import Report, Result, argument_parser, benchmark_table, median_time, read_scenarios, side_by_side
+from common import (
+    Report,
+    Result,
+    argument_parser,
+    benchmark_table,
+    interleaved_medians,
+    read_scenarios,
+    side_by_side,
+)
 
 import lance_table as lt
 
@@ -43,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
             return lance.write_dataset(table, theirs, mode="overwrite", data_storage_version="legacy")
 
         n = args.runs
-        report.add(Result("write", median_time(write_ours, n), median_time(write_theirs, n), n))
+        report.add(Result("write", *interleaved_medians(write_ours, write_theirs, n), n))
         report.add(Result("on-disk size (MB)", _size(ours) / 1e9, _size(theirs) / 1e9, 1))
         assert lt.dataset(ours).to_table().equals(lance.dataset(theirs).to_table())
         both = side_by_side(report, args.runs)

@@ -23,7 +23,7 @@ from common import (
     Result,
     argument_parser,
     benchmark_table,
-    median_time,
+    interleaved_medians,
     nested_table,
     read_scenarios,
     side_by_side,
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
             return lance.write_dataset(table, theirs, mode="overwrite", data_storage_version="2.2")
 
         n = args.runs
-        report.add(Result("write", median_time(write_ours, n), median_time(write_theirs, n), n))
+        report.add(Result("write", *interleaved_medians(write_ours, write_theirs, n), n))
         size_ours, size_theirs = _size(ours), _size(theirs)
         # sizes in MB, shown in the time columns (which print seconds as milliseconds)
         report.add(Result("on-disk size (MB)", size_ours / 1e9, size_theirs / 1e9, 1))

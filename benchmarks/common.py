@@ -152,6 +152,22 @@ def median_time(fn: Callable[[], object], runs: int, setup: Callable[[], object]
     return statistics.median(times)
 
 
+def interleaved_medians(
+    mine: Callable[[], object], other: Callable[[], object], runs: int
+) -> tuple[float, float]:
+    """Median wall times of ``mine`` and ``other`` over ``runs`` rounds each, run alternately (who
+    goes first alternates too), so a noisy spell on the machine falls on both sides alike."""
+    times: tuple[list[float], list[float]] = ([], [])
+    for round_ in range(runs):
+        order = ((0, mine), (1, other)) if round_ % 2 == 0 else ((1, other), (0, mine))
+        for side, fn in order:
+            gc.collect()
+            start = time.perf_counter()
+            fn()
+            times[side].append(time.perf_counter() - start)
+    return statistics.median(times[0]), statistics.median(times[1])
+
+
 def argument_parser(
     doc: str | None, rows: int | None = None, runs: int | None = None
 ) -> argparse.ArgumentParser:
@@ -174,7 +190,7 @@ def side_by_side(report: Report, minimum_runs: int) -> Both:
 
     def both(name: str, mine: Callable[[], object], other: Callable[[], object], note: str = "") -> None:
         n = auto_runs(mine, other, minimum=minimum_runs)
-        report.add(Result(name, median_time(mine, n), median_time(other, n), n, note))
+        report.add(Result(name, *interleaved_medians(mine, other, n), n, note))
 
     return both
 
