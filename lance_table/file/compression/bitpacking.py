@@ -73,15 +73,23 @@ def _unpack_plan(t: int, w: int) -> _UnpackPlan:
     )
 
 
-def unpack(words: np.ndarray, t: int, w: int, blocks: int) -> np.ndarray:
-    """Unpack ``blocks`` blocks of W-bit values from T-bit ``words``; returns ``blocks * 1024`` values."""
+def unpack(
+    words: np.ndarray, t: int, w: int, blocks: int, block_at: np.ndarray | None = None
+) -> np.ndarray:
+    """Unpack ``blocks`` blocks of W-bit values from T-bit ``words``; returns ``blocks * 1024`` values.
+
+    The blocks lie back to back from the first word, or, given ``block_at``, block ``k`` starts at
+    word ``block_at[k]`` (the caller checks that every block lies inside ``words``)."""
     dtype = DTYPES[t]
     if blocks == 0:
         return np.zeros(0, dtype)
     if w == 0:
         return np.zeros(blocks * BLOCK, dtype)
     lanes = BLOCK // t
-    packed = words[: blocks * w * lanes].reshape(blocks, w, lanes)
+    if block_at is None:
+        packed = words[: blocks * w * lanes].reshape(blocks, w, lanes)
+    else:  # gathered a group at a time below, while the group is in cache
+        packed = np.lib.stride_tricks.sliding_window_view(words, w * lanes)
     plan = _unpack_plan(t, w)
     out = np.empty((blocks, t, lanes), dtype)
     mask = dtype((1 << w) - 1)
@@ -90,16 +98,20 @@ def unpack(words: np.ndarray, t: int, w: int, blocks: int) -> np.ndarray:
         hi = min(lo + PACK_GROUP, blocks)
         group = out[lo:hi]
         rows = group.reshape(hi - lo, BLOCK)
-        np.take(packed[lo:hi], plan.first, axis=1, out=group, mode="clip")  # the words are all there
+        if block_at is None:
+            source = packed[lo:hi]
+        else:
+            source = packed[block_at[lo:hi]].reshape(hi - lo, w, lanes)
+        np.take(source, plan.first, axis=1, out=group, mode="clip")  # the words are all there
         # Shifts stay in the T-bit type: bits pushed past the top fall off, and a shift by T gives 0.
         rows >>= plan.right
         if few:
-            spill = np.take(packed[lo:hi], plan.cross_second, axis=1)
+            spill = np.take(source, plan.cross_second, axis=1)
             spill_rows = spill.reshape(hi - lo, -1)
             spill_rows <<= plan.cross_left
             group[:, plan.cross, :] |= spill
         else:
-            spill_rows = np.take(packed[lo:hi], plan.second, axis=1).reshape(hi - lo, BLOCK)
+            spill_rows = np.take(source, plan.second, axis=1).reshape(hi - lo, BLOCK)
             spill_rows <<= plan.left
             rows |= spill_rows
         if w < t:

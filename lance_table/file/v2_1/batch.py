@@ -400,12 +400,10 @@ def _unpadded(rows: np.ndarray, first_row: np.ndarray, counts: np.ndarray) -> np
 
 
 def _unpack_rows(words: np.ndarray, data_at: np.ndarray, t: int, w: int) -> np.ndarray:
-    """The blocks of width ``w`` whose words start at ``data_at``, unpacked back to back; every
-    block is a row of ``w * lanes`` words, so the rows are gathered, not the words."""
+    """The blocks of width ``w`` whose words start at ``data_at``, unpacked back to back."""
     if w == 0:
         return np.zeros(data_at.size * bitpacking.BLOCK, bitpacking.DTYPES[t])
-    rows = np.lib.stride_tricks.sliding_window_view(words, w * (bitpacking.BLOCK // t))[data_at]
-    return bitpacking.unpack(rows.reshape(-1), t, w, data_at.size)
+    return bitpacking.unpack(words, t, w, data_at.size, data_at)
 
 
 def _inline_bitpacking(
