@@ -91,6 +91,33 @@ def test_take_picks_single_values(
         assert sum(cut) > 0  # the zstd strings' picks are cut from their decompressed chunks
 
 
+@pytest.mark.parametrize("writer", ["ours", "pylance"])
+def test_bitpacked_values_are_picked_below_a_share_that_depends_on_their_width(
+    tmp_path: Path, writer: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At one in eight rows of every chunk, 64-bit values are picked (below their share) and
+    32-bit ones decoded with their chunks; both give the rows asked for."""
+    table = _table().select(["id", "small"])
+    path = tmp_path / "t.lance"
+    write_file(path, table, "2.2", writer)
+    picked: dict[int, list[bool]] = {}
+    real = batch.pick_values
+
+    def spy(enc, *args, **kwargs):  # type: ignore[no-untyped-def]
+        got = real(enc, *args, **kwargs)
+        if enc.WhichOneof("compression") == "inline_bitpacking":
+            bits = int(enc.inline_bitpacking.uncompressed_bits_per_value)
+            picked.setdefault(bits, []).append(got is not None)
+        return got
+
+    monkeypatch.setattr(batch, "pick_values", spy)
+    idx = np.arange(3, ROWS, 8)
+    assert batch.PICK_BITPACKED[32] < 1 / 8 < batch.PICK_BITPACKED[64]
+    assert_tables_equal(LanceFileReader(path).take(idx), table.take(pa.array(idx)))
+    assert picked[64] and all(picked[64])
+    assert picked[32] and not any(picked[32])
+
+
 def _zstd_chunks(
     values: list[list[bytes]], scheme: str = "zstd", align: int = 1
 ) -> tuple[memoryview, np.ndarray, np.ndarray, np.ndarray]:

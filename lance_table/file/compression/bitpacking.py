@@ -98,10 +98,7 @@ def unpack(
         hi = min(lo + PACK_GROUP, blocks)
         group = out[lo:hi]
         rows = group.reshape(hi - lo, BLOCK)
-        if block_at is None:
-            source = packed[lo:hi]
-        else:
-            source = packed[block_at[lo:hi]].reshape(hi - lo, w, lanes)
+        source = packed[lo:hi] if block_at is None else packed[block_at[lo:hi]].reshape(hi - lo, w, lanes)
         np.take(source, plan.first, axis=1, out=group, mode="clip")  # the words are all there
         # Shifts stay in the T-bit type: bits pushed past the top fall off, and a shift by T gives 0.
         rows >>= plan.right

@@ -85,10 +85,6 @@ class _Decoded:
     defs_picked: bool = False  # definition levels are only those of the picked values
 
 
-# Where picking one value costs more than decoding it with its chunk (bitpacking), rows are
-# picked only when the chunks holding them hold more than this many times as many values.
-PICK_SHARE = 16
-
 # A selection of chunks holding less than this share of a page's bytes reads just those chunks.
 _PARTIAL_READ_SHARE = 0.5
 
@@ -197,15 +193,15 @@ def read_chunks(
 
 
 def chunk_values(
-    layout: Any, read: ChunksRead, io: PageIO, pick: np.ndarray | None = None, few: bool = True
+    layout: Any, read: ChunksRead, io: PageIO, pick: np.ndarray | None = None, share: float = 0.0
 ) -> tuple[Values, bool]:
     """The values of chunks read by :func:`read_chunks`, and whether they are only the ``pick``
     ones (sorted positions among the chunks' values, each below their total): picked values are
-    decoded alone where the encoding allows it; ``few`` says they are a small share, so that
-    picking pays even where it costs more per value than decoding whole chunks."""
+    decoded alone where the encoding allows it and, where picking costs more per value than
+    decoding whole chunks, ``share`` (picked values over the chunks' values) is small enough."""
     data, buf_at, sizes, counts = read.data, read.buf_at, read.sizes, read.counts
     if len(buf_at) == 1 and counts.size and pick is not None:
-        got = batch.pick_values(layout.value_compression, data, buf_at[0], sizes[0], counts, pick, io, few)
+        got = batch.pick_values(layout.value_compression, data, buf_at[0], sizes[0], counts, pick, io, share)
         if got is not None:
             return got, True
     if len(buf_at) == 1 and counts.size:
@@ -228,13 +224,13 @@ def decode_chunks(
     chosen: np.ndarray,
     large: bool,
     pick: np.ndarray | None = None,
-    few: bool = True,
+    share: float = 0.0,
 ) -> _Decoded:
     """Decode the chunks ``chosen`` (sorted chunk numbers) of a mini-block page: their levels,
-    and their values (see :func:`chunk_values` for ``pick`` and ``few``, and :func:`read_chunks`
+    and their values (see :func:`chunk_values` for ``pick`` and ``share``, and :func:`read_chunks`
     for the definition levels of just the picked values)."""
     read = read_chunks(layout, io, table, chosen, large, pick)
-    values, picked = chunk_values(layout, read, io, pick, few)
+    values, picked = chunk_values(layout, read, io, pick, share)
     count = int(read.counts.sum())
     return _Decoded(read.rep, read.defs, values, count, read.level_counts, picked, read.defs_picked)
 
@@ -318,8 +314,8 @@ def mini_block(
             raise io.corrupt(f"row {int(positions[-1])} is past the page's {n_items} values")
         chosen, local = rows_in_chunks(table, positions)
     # selected rows: decode just those values where the encoding allows it
-    few = local is not None and local.size * PICK_SHARE < int(table.counts[chosen].sum())
-    got = decode_chunks(layout, io, table, chosen, large_chunks, local, few)
+    share = 0.0 if local is None else local.size / max(int(table.counts[chosen].sum()), 1)
+    got = decode_chunks(layout, io, table, chosen, large_chunks, local, share)
     valid = (got.defs == 0) if got.defs is not None else None
     if valid is not None and not got.defs_picked and valid.size != got.count:
         raise io.corrupt(f"{valid.size} definition levels for {got.count} values")

@@ -18,7 +18,6 @@ from lance_table.file.pageio import PageIO
 from lance_table.file.runs import Runs
 from lance_table.file.v2_1 import batch, repdef
 from lance_table.file.v2_1.miniblock import (
-    PICK_SHARE,
     Chunks,
     chunk_table,
     chunk_values,
@@ -129,8 +128,7 @@ def _selected_rows(
     levels = batch.spans(lo, hi - lo)
     limit = repdef.visible_limit(layout.layers)
     shown, local = _value_slots(defs, limit, levels, n_levels, count, io)
-    few = local.size * PICK_SHARE < count
-    values, picked = chunk_values(layout, read, io, local, few)
+    values, picked = chunk_values(layout, read, io, local, local.size / max(count, 1))
     dictionary = dictionary_of(layout, io)
     # the validity of the shown slots (it only matters for checking dictionary indices)
     valid = defs[shown] == 0 if dictionary is not None and defs is not None else None
