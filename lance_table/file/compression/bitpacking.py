@@ -73,9 +73,7 @@ def _unpack_plan(t: int, w: int) -> _UnpackPlan:
     )
 
 
-def unpack(
-    words: np.ndarray, t: int, w: int, blocks: int, block_at: np.ndarray | None = None
-) -> np.ndarray:
+def unpack(words: np.ndarray, t: int, w: int, blocks: int, block_at: np.ndarray | None = None) -> np.ndarray:
     """Unpack ``blocks`` blocks of W-bit values from T-bit ``words``; returns ``blocks * 1024`` values.
 
     The blocks lie back to back from the first word, or, given ``block_at``, block ``k`` starts at
