@@ -153,9 +153,10 @@ def _general_enc(scheme: str = "zstd") -> object:
 @pytest.mark.parametrize(
     ("scheme", "align", "groups"),
     [
-        ("zstd", 1, False),  # decoded together, then each chunk copied to an aligned start
-        ("zstd", 4, False),  # decoded together and used in place: chunks start at offset width
-        ("zstd", 4, True),  # groups of chunks decoded on threads, then joined
+        ("zstd", 1, False),  # decoded together; offsets read at odd byte positions
+        ("zstd", 4, False),  # decoded together; chunks start at the offset width
+        ("zstd", 1, True),  # groups of chunks decoded on threads, then their values joined
+        ("zstd", 4, True),
         ("lz4", 1, False),  # decoded one by one
         ("lz4", 4, True),
     ],

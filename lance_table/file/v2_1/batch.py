@@ -18,7 +18,7 @@ import numpy as np
 from lance_table._parallel import map_parts
 from lance_table.file.compression import bitpacking, general
 from lance_table.file.pageio import PageIO
-from lance_table.file.v2_1.values import MAX_LIST_SIZE, Fixed, Values, Var, offsets_of
+from lance_table.file.v2_1.values import MAX_LIST_SIZE, Fixed, Values, Var, concat_values, offsets_of
 
 
 def _exclusive_cumsum(x: np.ndarray) -> np.ndarray:
@@ -201,8 +201,9 @@ def _general(
     io: PageIO,
     pick: np.ndarray | None = None,
 ) -> Values | None:
-    """Chunks whose one buffer is LZ4/ZSTD-compressed: decompressed (on threads for a big page),
-    laid back to back and decoded as one batch of the inner encoding.
+    """Chunks whose one buffer is LZ4/ZSTD-compressed: decompressed a group of chunks at a time
+    (see :func:`_decompress_group`) and decoded as one batch of the inner encoding per group;
+    a big page's groups on threads, which mostly decompress (releasing the GIL).
 
     With ``pick`` (sorted positions among the chunks' values) only those variable-width values
     are cut from the decompressed chunks."""
@@ -213,64 +214,44 @@ def _general(
     width = _offset_width(inner.variable) if inner.WhichOneof("compression") == "variable" else 0
     if pick is not None and (not width or bool(np.any(np.diff(pick) < 0))):
         return None
-    joined, raw_at, raw_sizes = _decompress_all(data, at, sizes, scheme, width or 8, io)
-    if pick is None:
-        return values(inner, joined, raw_at, raw_sizes, counts, io)
-    return _pick_variable(joined, raw_at, raw_sizes, counts, pick, width, io)
+    first_value = _exclusive_cumsum(counts)
+
+    def decode(group: tuple[int, int]) -> Values | None:
+        a, b = group
+        raw, raw_at, raw_sizes = _decompress_group(data, at[a:b], sizes[a:b], scheme, io)
+        if pick is None:
+            return values(inner, raw, raw_at, raw_sizes, counts[a:b], io)
+        base = int(first_value[a])
+        lo, hi = np.searchsorted(pick, [base, base + int(counts[a:b].sum())]).tolist()
+        return _pick_variable(raw, raw_at, raw_sizes, counts[a:b], pick[lo:hi] - base, width, io)
+
+    if int(sizes.sum()) < _GENERAL_PARALLEL_BYTES:
+        return decode((0, at.size))
+    cuts = np.linspace(0, at.size, _GENERAL_PARTS + 1).astype(np.int64)
+    parts = map_parts(decode, [(a, b) for a, b in pairwise(cuts.tolist()) if b > a])
+    found = [p for p in parts if p is not None]
+    if len(found) < len(parts):
+        return None
+    return found[0] if len(found) == 1 else concat_values(found, io)
 
 
 # compressed bytes of a page below which its chunks are decompressed on the calling thread
 _GENERAL_PARALLEL_BYTES = 1 << 20
 
 
-def _decompress_all(
-    data: memoryview, at: np.ndarray, sizes: np.ndarray, scheme: str, align: int, io: PageIO
-) -> tuple[memoryview, np.ndarray, np.ndarray]:
-    """The chunks ``data[at : at + size]`` decompressed into one buffer, each starting at a
-    multiple of ``align`` (a power of two up to 8), with where each starts and its size.
-
-    A group of chunks is decompressed per call (see :func:`general.decompress_joined`); a big
-    page's groups on threads, which do little but decompress (releasing the GIL)."""
-    if int(sizes.sum()) < _GENERAL_PARALLEL_BYTES:
-        return _decompress_group(data, at, sizes, scheme, align, io)
-    cuts = np.linspace(0, at.size, _GENERAL_PARTS + 1).astype(np.int64)
-    groups = [(a, b) for a, b in pairwise(cuts.tolist()) if b > a]
-    parts = map_parts(
-        lambda g: _decompress_group(data, at[g[0] : g[1]], sizes[g[0] : g[1]], scheme, align, io), groups
-    )
-    if len(parts) == 1:
-        return parts[0]
-    # groups laid back to back, each padded to 8 bytes so that their chunks stay aligned
-    joined, base = _padded_join([buf for buf, _, _ in parts])
-    raw_at = np.concatenate([got_at + b for (_, got_at, _), b in zip(parts, base.tolist())])
-    return joined, raw_at, np.concatenate([got_sizes for _, _, got_sizes in parts])
-
-
-def _padded_join(bufs: list[memoryview]) -> tuple[memoryview, np.ndarray]:
-    """The buffers back to back, each padded with zeros to a multiple of 8 bytes, and where each starts."""
-    lengths = np.array([len(b) for b in bufs], np.int64)
-    padded = -(-lengths // 8) * 8
-    pad = b"\0" * 8
-    joined = b"".join(x for buf, extra in zip(bufs, (padded - lengths).tolist()) for x in (buf, pad[:extra]))
-    return memoryview(joined), _exclusive_cumsum(padded)
-
-
 def _decompress_group(
-    data: memoryview, at: np.ndarray, sizes: np.ndarray, scheme: str, align: int, io: PageIO
+    data: memoryview, at: np.ndarray, sizes: np.ndarray, scheme: str, io: PageIO
 ) -> tuple[memoryview, np.ndarray, np.ndarray]:
-    """:func:`_decompress_all` for one group of chunks, on the calling thread."""
+    """The chunks ``data[at : at + size]`` decompressed back to back into one buffer, with where
+    each starts and its size: in one call where :func:`general.decompress_joined` can, else
+    one by one (and joined). The chunks keep no alignment: the decoders read them at any."""
     got = general.decompress_joined(data, at, sizes, scheme)
     if got is not None:
         out, raw_sizes = got
-        raw_at = _exclusive_cumsum(raw_sizes)
-        if not bool(np.any(raw_at % align)):
-            return out, raw_at, raw_sizes
-        raws = [out[a : a + n] for a, n in zip(raw_at.tolist(), raw_sizes.tolist())]
-    else:
-        raws = general.decompress_each(data, at, sizes, scheme, io)
-    # each chunk padded to 8 bytes, so that the batch decoders see aligned buffers
-    joined, raw_at = _padded_join(raws)
-    return joined, raw_at, np.array([len(r) for r in raws], np.int64)
+        return out, _exclusive_cumsum(raw_sizes), raw_sizes
+    raws = general.decompress_each(data, at, sizes, scheme, io)
+    raw_sizes = np.array([len(r) for r in raws], np.int64)
+    return memoryview(b"".join(raws)), _exclusive_cumsum(raw_sizes), raw_sizes
 
 
 def _pick_variable(
@@ -283,13 +264,14 @@ def _pick_variable(
     io: PageIO,
 ) -> Var:
     """The variable-width values ``pick`` (sorted positions among all values) of chunks of
-    ``[n + 1 offsets][bytes]`` starting at ``at`` (aligned to ``width``) in ``data``."""
+    ``[n + 1 offsets][bytes]`` starting at ``at`` in ``data``."""
+    if bool(np.any(at + sizes > len(data))):
+        raise io.corrupt("a chunk runs past the page's data")
     if bool(np.any((counts + 1) * width > sizes)):
         raise io.corrupt("a chunk's variable offsets run past its buffer")
     chunk, offset = _locate(counts, pick)
-    words = np.frombuffer(data, _UINT_OF[width], len(data) // width)
-    first = at[chunk] // width + offset
-    lo, hi = words[first].astype(np.int64), words[first + 1].astype(np.int64)
+    pair = _chunk_words(data, at[chunk] + offset * width, np.full(pick.size, 2), width).reshape(-1, 2)
+    lo, hi = pair[:, 0].astype(np.int64), pair[:, 1].astype(np.int64)
     floor = (counts[chunk] + 1) * width
     if bool(np.any(lo < floor)) or bool(np.any(hi > sizes[chunk])) or bool(np.any(hi < lo)):
         raise io.corrupt("variable offsets are out of order or past the buffer")
@@ -298,6 +280,27 @@ def _pick_variable(
 
 
 _UINT_OF = {4: np.uint32, 8: np.uint64}
+
+
+def _chunk_words(data: memoryview, at: np.ndarray, n: np.ndarray, width: int) -> np.ndarray:
+    """``n[k]`` unsigned words of ``width`` bytes from byte ``at[k]`` of ``data``, back to back,
+    at any alignment (one gather per distinct ``at % width``; the caller checks the bounds)."""
+    dtype = _UINT_OF[width]
+    residue = at % width
+    present = np.flatnonzero(np.bincount(residue, minlength=1)).tolist()
+
+    def words(r: int) -> np.ndarray:
+        return np.frombuffer(data, dtype, (len(data) - r) // width, r)
+
+    if len(present) == 1:
+        r = present[0]
+        return words(r)[spans((at - r) // width, n)]
+    out = np.empty(int(n.sum()), dtype)
+    into = _exclusive_cumsum(n)
+    for r in present:
+        sel = np.flatnonzero(residue == r)
+        out[spans(into[sel], n[sel])] = words(r)[spans((at[sel] - r) // width, n[sel])]
+    return out
 
 
 def _offset_width(enc: Any) -> int:
@@ -312,15 +315,16 @@ def _offset_width(enc: Any) -> int:
 def _variable(
     enc: Any, data: memoryview, at: np.ndarray, sizes: np.ndarray, counts: np.ndarray, io: PageIO
 ) -> Var | None:
-    """Chunks of ``[n + 1 offsets from the buffer start][bytes]``."""
+    """Chunks of ``[n + 1 offsets from the buffer start][bytes]`` (at any alignment)."""
     width = _offset_width(enc)
-    if not width or bool(np.any(at % width)):
+    if not width:
         return None
     n1 = counts + 1
+    if bool(np.any(at + sizes > len(data))):
+        raise io.corrupt("a chunk runs past the page's data")
     if bool(np.any(n1 * width > sizes)):
         raise io.corrupt("a chunk's variable offsets run past its buffer")
-    words = np.frombuffer(data, _UINT_OF[width], len(data) // width)
-    lo, hi, lengths = _value_spans(words[spans(at // width, n1)], counts, sizes, width, io)
+    lo, hi, lengths = _value_spans(_chunk_words(data, at, n1, width), counts, sizes, width, io)
     return Var(join(data, at + lo, hi - lo), offsets_of(lengths))
 
 

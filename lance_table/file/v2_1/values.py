@@ -211,7 +211,7 @@ def concat_values(pieces: list[Values], io: PageIO) -> Values:
     if isinstance(first, Fixed):
         if any(not isinstance(p, Fixed) or p.bits != first.bits for p in pieces):
             raise io.corrupt("the chunks of a page decode to different value widths")
-        return Fixed(b"".join(bytes(p.data) for p in pieces if isinstance(p, Fixed)), first.bits)
+        return Fixed(b"".join(p.data for p in pieces if isinstance(p, Fixed)), first.bits)
     if isinstance(first, Nulls):
         if any(not isinstance(p, Nulls) for p in pieces):
             raise io.corrupt("a page mixes null and non-null chunks")
@@ -250,7 +250,7 @@ def concat_values(pieces: list[Values], io: PageIO) -> Values:
             if symbols is not None:
                 raise io.corrupt("chunks of one page use different FSST symbol tables")
         lo, hi = int(p.offsets[0]), int(p.offsets[-1])
-        datas.append(bytes(p.data[lo:hi]))
+        datas.append(memoryview(p.data)[lo:hi])
         offsets.append(p.offsets[1:] - lo + base)
         base += hi - lo
     return Var(b"".join(datas), np.concatenate(offsets), symbols)
