@@ -2,7 +2,8 @@
 pieces of one big page on a third, so a task can wait on tasks of the next pool without deadlock.
 Writers encode their columns on a fourth (whose tasks may wait on the pieces' pool), write a
 batch's pages on a fifth while the next batch is encoded, and close a finished file on a sixth
-(whose tasks wait on the fourth and fifth) while the next file is written."""
+(whose tasks wait on the fourth and fifth) while the next file is written. Maps called inside the
+tasks of a map that already keeps every worker busy run inline."""
 
 from __future__ import annotations
 
@@ -25,6 +26,9 @@ CLOSE = "lance_table-close"  # closing a finished data file while the next one i
 
 _POOLS: dict[str, ThreadPoolExecutor] = {}
 _LOCK = threading.Lock()
+# Set on a thread while it runs a task of a map that keeps every worker busy: maps called from
+# such a task run inline (more threads would only share the same cores and add hand-offs).
+_BUSY = threading.local()
 
 
 def workers() -> int:
@@ -43,15 +47,17 @@ def pool(name: str) -> ThreadPoolExecutor:
 
 def map_on(name: str, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
     """``[fn(x) for x in items]``, in order, on pool ``name`` when there is more than one item
-    (and inline when already on that pool, which would otherwise wait on itself).
+    (inline when already on that pool, which would otherwise wait on itself, or inside a task of
+    a map that keeps every worker busy; a map of :data:`BUSY_TASKS` tasks per worker does).
 
     If one call fails, the calls not yet started are cancelled and the running ones finish before
     the error is raised: no work of a failed operation goes on in the background.
     """
     items = list(items)
-    if len(items) < 2 or threading.current_thread().name.startswith(name):
+    if len(items) < 2 or _inline(name):
         return [fn(x) for x in items]
-    futures = [pool(name).submit(fn, x) for x in items]
+    task = _busy(fn) if len(items) >= BUSY_TASKS * workers() else fn
+    futures = [pool(name).submit(task, x) for x in items]
     try:
         return [f.result() for f in futures]
     except BaseException:
@@ -63,20 +69,22 @@ def map_on(name: str, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
 
 def ahead_on(name: str, fn: Callable[[T], R], items: Iterable[T], depth: int) -> Generator[R, None, None]:
     """``fn(x) for x in items``, in order, with up to ``depth`` calls running ahead of the
-    consumer on pool ``name`` (inline when ``depth`` is 0 or already on that pool).
+    consumer on pool ``name`` (inline when ``depth`` is 0 or as :func:`map_on` would be; a depth
+    of a task per worker keeps every worker busy).
 
     ``items`` is drawn lazily. When the consumer stops early or a call fails, the calls not yet
     started are cancelled and the running ones finish: nothing goes on in the background.
     """
-    if depth < 1 or threading.current_thread().name.startswith(name):
+    if depth < 1 or _inline(name):
         for x in items:
             yield fn(x)
         return
     executor = pool(name)
+    task = _busy(fn) if depth >= workers() else fn
     pending: deque[Future[R]] = deque()
     try:
         for x in items:
-            pending.append(executor.submit(fn, x))
+            pending.append(executor.submit(task, x))
             if len(pending) > depth:
                 yield pending.popleft().result()
         while pending:
@@ -85,6 +93,30 @@ def ahead_on(name: str, fn: Callable[[T], R], items: Iterable[T], depth: int) ->
         for f in pending:
             f.cancel()
         wait(pending)
+
+
+#: a map of at least this many tasks per worker keeps the workers busy (and even: tasks of unequal
+#: size still balance out)
+BUSY_TASKS = 2
+
+
+def _inline(name: str) -> bool:
+    """Whether a map on pool ``name`` runs on the calling thread: it is a thread of that pool
+    (which would wait on itself) or runs a task of a map that keeps every worker busy."""
+    return getattr(_BUSY, "on", False) or threading.current_thread().name.startswith(name)
+
+
+def _busy(fn: Callable[[T], R]) -> Callable[[T], R]:
+    """``fn``, marking its thread busy while it runs (see :func:`_inline`)."""
+
+    def run(x: T) -> R:
+        _BUSY.on = True
+        try:
+            return fn(x)
+        finally:
+            _BUSY.on = False
+
+    return run
 
 
 def map_fragments(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:

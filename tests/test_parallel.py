@@ -76,3 +76,34 @@ def test_ahead_runs_inline_without_depth_or_on_its_own_pool() -> None:
     )
     assert all(len(set(names)) == 1 and names[0].startswith(FRAGMENTS) for names in inner)
     assert _parallel.workers() >= 1
+
+
+def _where_inner_maps_run(x: int) -> tuple[str, set[str]]:
+    """The thread of an outer task, and those of the maps it runs on the parts and decode pools."""
+
+    def inner(y: int) -> str:
+        return threading.current_thread().name
+
+    names = set(_parallel.map_parts(inner, range(4))) | set(ahead_on(_parallel.DECODE, inner, range(4), 2))
+    return threading.current_thread().name, names
+
+
+def test_maps_inside_a_map_that_keeps_every_worker_busy_run_inline(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_parallel, "workers", lambda: 2)
+    busy = _parallel.BUSY_TASKS * 2
+    # busy, then not (the same pool threads: the mark does not outlive the tasks), then busy again
+    for tasks in (busy, busy - 1, busy):
+        for here, names in map_fragments(_where_inner_maps_run, range(tasks)):
+            assert here.startswith(FRAGMENTS)
+            if tasks >= busy:  # on the outer task's own thread
+                assert names == {here}
+            else:  # on the inner pools
+                assert all(name.startswith((_parallel.PARTS, _parallel.DECODE)) for name in names)
+
+
+def test_streamed_maps_that_keep_every_worker_busy_mark_their_tasks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_parallel, "workers", lambda: 2)
+    for here, names in ahead_on(FRAGMENTS, _where_inner_maps_run, range(6), depth=2):
+        assert names == {here}
+    for here, names in ahead_on(FRAGMENTS, _where_inner_maps_run, range(6), depth=1):
+        assert here not in names
