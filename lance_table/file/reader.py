@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import IO, Any
 
 import numpy as np
@@ -197,26 +197,30 @@ class LanceFileReader(RowReader):
         fields = [self._schema.field(self._schema.get_field_index(n.name)) for n in nodes]
         return nodes, pa.schema(fields, metadata=self._schema.metadata)
 
-    def _read(self, runs: Runs, columns: Sequence[str] | None) -> pa.Table:
+    def _read(
+        self, runs: Runs, columns: Sequence[str] | None, floors: Mapping[str, int] | None = None
+    ) -> pa.Table:
         with decoding(self.path):
-            return self._read_selected(runs, columns)
+            return self._read_selected(runs, columns, floors or {})
 
-    def _read_selected(self, runs: Runs, columns: Sequence[str] | None) -> pa.Table:
+    def _read_selected(
+        self, runs: Runs, columns: Sequence[str] | None, floors: Mapping[str, int]
+    ) -> pa.Table:
         lo = int(runs.starts[0]) if runs.count else 0
         span = runs.end - lo
         if runs.count > DENSE_MIN_RUNS and runs.total >= DENSE_FRACTION * span:
             # Many short runs close together: reading the covering span and selecting in memory
             # beats fetching and decoding thousands of tiny ranges.
-            whole = selectable(self._read_runs(Runs.span(lo, span), columns))
+            whole = selectable(self._read_runs(Runs.span(lo, span), columns, floors))
             mask = np.zeros(span, bool)
             mask[runs.positions() - lo] = True
             return whole.filter(pa.array(mask))
-        return self._read_runs(runs, columns)
+        return self._read_runs(runs, columns, floors)
 
-    def _read_runs(self, runs: Runs, columns: Sequence[str] | None) -> pa.Table:
+    def _read_runs(self, runs: Runs, columns: Sequence[str] | None, floors: Mapping[str, int]) -> pa.Table:
         nodes, schema = self._project(columns)
         touched: list[tuple[_Column, int, PageIO]] = []
-        plans = [self._field_jobs(node, runs, touched) for node in nodes]
+        plans = [self._field_jobs(node, runs, touched, floors.get(node.name)) for node in nodes]
         flat = [job for jobs, _ in plans for job in jobs]
         self._fetch_selection_buffers(touched)
         if len(flat) > 1 and runs.total * len(nodes) >= PARALLEL_MIN_VALUES:
@@ -232,11 +236,15 @@ class LanceFileReader(RowReader):
         return pa.Table.from_arrays(arrays, schema=schema)
 
     def _field_jobs(
-        self, node: FieldNode, runs: Runs, touched: list[tuple[_Column, int, PageIO]]
+        self,
+        node: FieldNode,
+        runs: Runs,
+        touched: list[tuple[_Column, int, PageIO]],
+        floor: int | None = None,
     ) -> tuple[list[Job], Combine]:
         """Independent pieces of work that read a field (one per page of each of its columns), and
         how their results make the field's chunks; the 2.1/2.2 pages to read are added to
-        ``touched``."""
+        ``touched``. ``floor``: see :meth:`read_runs`."""
         t = node.arrow_type
         if _leafless(node):  # nothing stored: every row is an (all-valid) empty struct, as pylance reads it
             return [lambda: [_empty_structs(t, runs.total)]], _flatten
@@ -246,7 +254,8 @@ class LanceFileReader(RowReader):
         if self._structural:
             if nested and not layout21.is_packed_struct(node):
                 return self._nested_jobs(node, runs, touched)
-            return self._structural_jobs(node, runs, touched), _flatten
+            floor = floor if floor is not None and pa.types.is_integer(t) else None
+            return self._structural_jobs(node, runs, touched, floor), _flatten
         if nested or not runs.total or node.id in self._byte_lists:
             return [lambda: self._read_field(node, runs)], _flatten
         col = self._column(node)
@@ -260,7 +269,7 @@ class LanceFileReader(RowReader):
         return jobs, _flatten
 
     def _structural_jobs(
-        self, node: FieldNode, runs: Runs, touched: list[tuple[_Column, int, PageIO]]
+        self, node: FieldNode, runs: Runs, touched: list[tuple[_Column, int, PageIO]], floor: int | None
     ) -> list[Job]:
         """Pages of a 2.1/2.2 column without nesting: each decoded, then the selected rows taken."""
         if not runs.total:
@@ -271,7 +280,7 @@ class LanceFileReader(RowReader):
         pages = list(self._pages(col, runs, prefetch=False))
         touched.extend((col, p, io) for p, _, io in pages)
         return [
-            functools.partial(self._decode_structural, col, p, local, io, node.arrow_type, large)
+            functools.partial(self._decode_structural, col, p, local, io, node.arrow_type, large, floor)
             for p, local, io in pages
         ]
 
@@ -322,9 +331,16 @@ class LanceFileReader(RowReader):
         fetch_buffers(wanted)
 
     def _decode_structural(
-        self, col: _Column, page: int, runs: Runs, io: PageIO, dtype: pa.DataType, large: bool
+        self,
+        col: _Column,
+        page: int,
+        runs: Runs,
+        io: PageIO,
+        dtype: pa.DataType,
+        large: bool,
+        floor: int | None = None,
     ) -> list[pa.Array]:
-        return [decode21.decode_page(col.encoding(page, self._source), io, dtype, large, runs)]
+        return [decode21.decode_page(col.encoding(page, self._source), io, dtype, large, runs, floor)]
 
     def _decode_nested(
         self, col: _Column, page: int, runs: Runs, io: PageIO, path: list[pa.Field], large: bool

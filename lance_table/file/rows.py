@@ -5,7 +5,7 @@ from across chunks)."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -92,7 +92,9 @@ class RowReader:
     def path(self) -> str:  # pragma: no cover - interface
         raise NotImplementedError
 
-    def _read(self, runs: Runs, columns: Sequence[str] | None) -> pa.Table:  # pragma: no cover - interface
+    def _read(
+        self, runs: Runs, columns: Sequence[str] | None, floors: Mapping[str, int] | None = None
+    ) -> pa.Table:  # pragma: no cover - interface
         raise NotImplementedError
 
     def _project(
@@ -127,15 +129,21 @@ class RowReader:
             return table
         return selectable(table).take(pa.array(inverse.reshape(-1)))
 
-    def read_runs(self, runs: Runs, columns: Sequence[str] | None = None) -> pa.Table:
+    def read_runs(
+        self, runs: Runs, columns: Sequence[str] | None = None, *, floors: Mapping[str, int] | None = None
+    ) -> pa.Table:
         """The rows covered by ``runs`` (sorted, disjoint position runs), in order.
+
+        ``floors`` (column -> a positive integer) tells that the caller only asks whether the
+        values of those integer columns reach their floor (a filter such as ``id >= 1000``): values
+        below it may be read as 0, where the file can tell so without decoding them.
 
         Raises:
             IndexError: the runs reach past the end of the file.
         """
         if runs.count and (int(runs.starts[0]) < 0 or runs.end > self.num_rows):
             raise IndexError(f"rows up to {runs.end} requested from {self.path} with {self.num_rows} rows")
-        return self._read(runs, columns)
+        return self._read(runs, columns, floors)
 
     def iter_batches(
         self,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, TypeAlias
@@ -222,8 +222,9 @@ class FragmentReader:
             return Runs.span(lo, hi - lo)
         return Runs.from_sorted_unique(self.live_positions(lo, hi))
 
-    def read(self, names: list[str], runs: Runs) -> pa.Table:
-        """Columns ``names`` (dataset names) of the rows at ``runs``."""
+    def read(self, names: list[str], runs: Runs, floors: Mapping[str, int] | None = None) -> pa.Table:
+        """Columns ``names`` (dataset names) of the rows at ``runs``; integer values below their
+        column's ``floors`` entry may read as 0 (see :meth:`LanceFileReader.read_runs`)."""
         if runs.count and runs.end > self.physical_rows:
             raise IndexError(f"rows up to {runs.end} requested from a fragment of {self.physical_rows} rows")
         by_file: dict[int, list[str]] = {}
@@ -241,6 +242,7 @@ class FragmentReader:
             reader = self._reader(data_file)
             file_names = {n.id: n.name for n in reader.metadata.roots}
             wanted = []
+            file_floors = {}
             for name in group:
                 file_name = file_names.get(self.roots[name].id)
                 if file_name is None:
@@ -250,8 +252,10 @@ class FragmentReader:
                         "which it does not store",
                     )
                 wanted.append(file_name)
+                if floors and name in floors:
+                    file_floors[file_name] = floors[name]
             try:
-                table = reader.read_runs(runs, wanted)
+                table = reader.read_runs(runs, wanted, floors=file_floors)
             except FileNotFoundError:  # deleted since the reader was opened (files open per read)
                 where = f"{self.storage.uri.rstrip('/')}/{paths.data_file_path(data_file.path)}"
                 raise missing_file_error(self.storage, where, self.version) from None

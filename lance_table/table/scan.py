@@ -139,13 +139,27 @@ def output_schema(schema: pa.Schema, spec: ScanSpec) -> pa.Schema:
 def _filter_pass(frag: FragmentReader, spec: ScanSpec, live: Runs) -> tuple[pa.Table, np.ndarray]:
     """Read the predicate's columns for ``live`` rows; return them and the mask of matching rows."""
     assert spec.filter is not None
-    table = frag.read(spec.filter_columns, live) if spec.filter_columns else _empty_rows(live.total)
+    # Rows match only when they meet every condition of ``exact``: values below a floor it sets
+    # can only fail it, and need not be decoded.
+    floors = _floors(spec.exact) if spec.exact else None
+    table = frag.read(spec.filter_columns, live, floors) if spec.filter_columns else _empty_rows(live.total)
     fast = None
     if spec.exact:
         from lance_table.filters import vectorized  # (loaded by the filter's compilation already)
 
         fast = vectorized.mask(table, spec.exact)
     return table, fast if fast is not None else evaluate_mask(table, spec.filter)
+
+
+def _floors(conditions: Sequence[Condition]) -> dict[str, int]:
+    """Per column, a positive integer that its values must reach to meet the conditions (from
+    ``>=``, ``>`` and ``=`` with an integer literal)."""
+    out: dict[str, int] = {}
+    for cond in conditions:
+        value = cond.value
+        if cond.op in (">=", ">", "=") and type(value) is int and value > 0:
+            out[cond.column] = max(out.get(cond.column, 0), value)
+    return out
 
 
 def evaluate_mask(table: pa.Table, expr: pc.Expression) -> np.ndarray:

@@ -150,9 +150,9 @@ def test_filtered_scan_reads_only_predicate_columns_for_non_matching_rows(tmp_pa
     reads: list[tuple[list[str], int]] = []
     original = fragment_mod.FragmentReader.read
 
-    def spy(self, names, runs):
+    def spy(self, names, runs, floors=None):
         reads.append((list(names), runs.total))
-        return original(self, names, runs)
+        return original(self, names, runs, floors)
 
     monkeypatch.setattr(fragment_mod.FragmentReader, "read", spy)
     got = ds.to_table(filter="id = 1234")

@@ -197,7 +197,10 @@ class LegacyFileReader(RowReader):
         fields = [self._schema.field(self._schema.get_field_index(n.name)) for n in nodes]
         return nodes, pa.schema(fields, metadata=self._schema.metadata)
 
-    def _read(self, runs: Runs, columns: Sequence[str] | None) -> pa.Table:
+    def _read(
+        self, runs: Runs, columns: Sequence[str] | None, floors: Mapping[str, int] | None = None
+    ) -> pa.Table:
+        # (``floors`` go unused: a legacy file's page statistics prune pages before reads)
         nodes, schema = self._project(columns)
         with decoding(self.path):
             lo = int(runs.starts[0]) if runs.count else 0

@@ -157,9 +157,19 @@ def _rle_levels(
 
 
 def values(
-    enc: Any, data: memoryview, at: np.ndarray, sizes: np.ndarray, counts: np.ndarray, io: PageIO
+    enc: Any,
+    data: memoryview,
+    at: np.ndarray,
+    sizes: np.ndarray,
+    counts: np.ndarray,
+    io: PageIO,
+    floor: int | None = None,
 ) -> Values | None:
-    """The values of many chunks whose single value buffer starts at ``at`` (``sizes`` bytes)."""
+    """The values of many chunks whose single value buffer starts at ``at`` (``sizes`` bytes).
+
+    With a positive ``floor`` (integer values), blocks of inline bitpacking whose bit width
+    keeps all their values below it are not unpacked: their values come back as 0. A caller that
+    only asks which values reach the floor loses nothing."""
     kind = enc.WhichOneof("compression")
     if kind == "flat" and not enc.flat.HasField("data"):
         bits = int(enc.flat.bits_per_value)
@@ -181,7 +191,7 @@ def values(
         return values(enc.fixed_size_list.values, data, at, sizes, counts * per, io)
     if kind == "inline_bitpacking":
         return _inline_bitpacking(
-            int(enc.inline_bitpacking.uncompressed_bits_per_value), data, at, counts, io
+            int(enc.inline_bitpacking.uncompressed_bits_per_value), data, at, counts, io, floor
         )
     if kind == "general" and enc.general.values.WhichOneof("compression") in ("variable", "flat"):
         return _general(enc.general, data, at, sizes, counts, io)
@@ -411,9 +421,10 @@ def _unpack_rows(words: np.ndarray, data_at: np.ndarray, t: int, w: int) -> np.n
 
 
 def _inline_bitpacking(
-    t: int, data: memoryview, at: np.ndarray, counts: np.ndarray, io: PageIO
+    t: int, data: memoryview, at: np.ndarray, counts: np.ndarray, io: PageIO, floor: int | None = None
 ) -> Fixed | None:
-    """Chunks of 1024-value FastLanes blocks, each led by one word holding its bit width."""
+    """Chunks of 1024-value FastLanes blocks, each led by one word holding its bit width (blocks
+    whose values all lie below ``floor`` read as zeros: see :func:`values`)."""
     found = _inline_blocks(t, data, at, counts, io)
     if found is None:
         return None
@@ -422,13 +433,17 @@ def _inline_bitpacking(
     if not found.width.size:
         return Fixed(b"", t)
     widths = np.unique(found.width).tolist()
-    if len(widths) == 1:  # one width (sorted ids, codes): unpacked straight into the result
+    # a block of width W < T holds values below 2 ** W, whatever the type's sign
+    below = {w for w in widths if floor is not None and floor > 0 and w < t and (1 << w) <= floor}
+    if len(widths) == 1 and not below:  # one width (sorted ids, codes): unpacked straight into the result
         out = _unpack_rows(words, found.data_at, t, widths[0]).reshape(-1, bitpacking.BLOCK)
     else:
         out = np.empty((found.width.size, bitpacking.BLOCK), dtype)
         for w in widths:
             sel = np.flatnonzero(found.width == w)
-            out[sel] = _unpack_rows(words, found.data_at[sel], t, w).reshape(sel.size, -1)
+            out[sel] = (
+                0 if w in below else _unpack_rows(words, found.data_at[sel], t, w).reshape(sel.size, -1)
+            )
     # the last block of each chunk is padded to 1024 values
     tail = counts - (n_blocks - 1) * bitpacking.BLOCK
     has = n_blocks > 0

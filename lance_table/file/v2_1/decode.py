@@ -345,14 +345,17 @@ def selection_buffers(layout: Any, io: PageIO) -> list[int]:
     return [k for k in wanted if k < n]
 
 
-def decode_page(layout: Any, io: PageIO, dtype: pa.DataType, large_chunks: bool, runs: Runs) -> pa.Array:
-    """The rows ``runs`` of a 2.1/2.2 page of a column without nesting."""
+def decode_page(
+    layout: Any, io: PageIO, dtype: pa.DataType, large_chunks: bool, runs: Runs, floor: int | None = None
+) -> pa.Array:
+    """The rows ``runs`` of a 2.1/2.2 page of a column without nesting (integer values below a
+    ``floor`` may read as 0: see :meth:`LanceFileReader.read_runs`)."""
     if not _flat(layout, io):
         return decode_nested_page(layout, io, [pa.field("value", dtype)], large_chunks, runs)
     _check_layers(getattr(layout, str(layout.WhichOneof("layout"))), io)
     kind = layout.WhichOneof("layout")
     if kind == "mini_block_layout":
-        return mini_block(layout.mini_block_layout, io, dtype, large_chunks, runs)
+        return mini_block(layout.mini_block_layout, io, dtype, large_chunks, runs, floor)
     if kind == "constant_layout":
         arr = constant(layout.constant_layout, io, dtype)
     else:

@@ -193,19 +193,25 @@ def read_chunks(
 
 
 def chunk_values(
-    layout: Any, read: ChunksRead, io: PageIO, pick: np.ndarray | None = None, share: float = 0.0
+    layout: Any,
+    read: ChunksRead,
+    io: PageIO,
+    pick: np.ndarray | None = None,
+    share: float = 0.0,
+    floor: int | None = None,
 ) -> tuple[Values, bool]:
     """The values of chunks read by :func:`read_chunks`, and whether they are only the ``pick``
     ones (sorted positions among the chunks' values, each below their total): picked values are
     decoded alone where the encoding allows it and, where picking costs more per value than
-    decoding whole chunks, ``share`` (picked values over the chunks' values) is small enough."""
+    decoding whole chunks, ``share`` (picked values over the chunks' values) is small enough.
+    Values below ``floor`` may come back as 0 (see :func:`batch.values`)."""
     data, buf_at, sizes, counts = read.data, read.buf_at, read.sizes, read.counts
     if len(buf_at) == 1 and counts.size and pick is not None:
         got = batch.pick_values(layout.value_compression, data, buf_at[0], sizes[0], counts, pick, io, share)
         if got is not None:
             return got, True
     if len(buf_at) == 1 and counts.size:
-        got = batch.values(layout.value_compression, data, buf_at[0], sizes[0], counts, io)
+        got = batch.values(layout.value_compression, data, buf_at[0], sizes[0], counts, io, floor)
         if got is not None:
             return got, False
     pieces = []
@@ -225,12 +231,13 @@ def decode_chunks(
     large: bool,
     pick: np.ndarray | None = None,
     share: float = 0.0,
+    floor: int | None = None,
 ) -> _Decoded:
     """Decode the chunks ``chosen`` (sorted chunk numbers) of a mini-block page: their levels,
-    and their values (see :func:`chunk_values` for ``pick`` and ``share``, and :func:`read_chunks`
+    and their values (see :func:`chunk_values` for ``pick``, ``share`` and ``floor``, and :func:`read_chunks`
     for the definition levels of just the picked values)."""
     read = read_chunks(layout, io, table, chosen, large, pick)
-    values, picked = chunk_values(layout, read, io, pick, share)
+    values, picked = chunk_values(layout, read, io, pick, share, floor)
     count = int(read.counts.sum())
     return _Decoded(read.rep, read.defs, values, count, read.level_counts, picked, read.defs_picked)
 
@@ -288,12 +295,18 @@ def _values_array(
 
 
 def mini_block(
-    layout: Any, io: PageIO, dtype: pa.DataType, large_chunks: bool, runs: Runs | None = None
+    layout: Any,
+    io: PageIO,
+    dtype: pa.DataType,
+    large_chunks: bool,
+    runs: Runs | None = None,
+    floor: int | None = None,
 ) -> pa.Array:
     """Decode a mini-block page of a column without nesting: every row, or only ``runs``.
 
     With ``runs`` only the chunks that hold those rows are decoded (the chunk metadata says how
-    many values each chunk holds), and the result has exactly the selected rows.
+    many values each chunk holds), and the result has exactly the selected rows. Integer values
+    below ``floor`` may come back as 0 (not dictionary indices: they say nothing of the values).
     """
     n_items = int(layout.num_items)
     if len(io.page.buffer_offsets) < 2:
@@ -315,7 +328,8 @@ def mini_block(
         chosen, local = rows_in_chunks(table, positions)
     # selected rows: decode just those values where the encoding allows it
     share = 0.0 if local is None else local.size / max(int(table.counts[chosen].sum()), 1)
-    got = decode_chunks(layout, io, table, chosen, large_chunks, local, share)
+    floor = floor if dictionary is None else None
+    got = decode_chunks(layout, io, table, chosen, large_chunks, local, share, floor)
     valid = (got.defs == 0) if got.defs is not None else None
     if valid is not None and not got.defs_picked and valid.size != got.count:
         raise io.corrupt(f"{valid.size} definition levels for {got.count} values")
