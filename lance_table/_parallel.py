@@ -3,7 +3,7 @@ pieces of one big page on a third, so a task can wait on tasks of the next pool 
 Writers encode their columns on a fourth (whose tasks may wait on the pieces' pool), write a
 batch's pages on a fifth while the next batch is encoded, and close a finished file on a sixth
 (whose tasks wait on the fourth and fifth) while the next file is written. Maps called inside the
-tasks of a map that already keeps every worker busy run inline."""
+tasks of a map of even tasks that already keeps every worker busy run inline."""
 
 from __future__ import annotations
 
@@ -45,10 +45,11 @@ def pool(name: str) -> ThreadPoolExecutor:
         return found
 
 
-def map_on(name: str, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
+def map_on(name: str, fn: Callable[[T], R], items: Iterable[T], *, even: bool = False) -> list[R]:
     """``[fn(x) for x in items]``, in order, on pool ``name`` when there is more than one item
     (inline when already on that pool, which would otherwise wait on itself, or inside a task of
-    a map that keeps every worker busy; a map of :data:`BUSY_TASKS` tasks per worker does).
+    a map that keeps every worker busy). ``even`` says the tasks take about the same time: then
+    :data:`BUSY_TASKS` of them per worker keep every worker busy to the end.
 
     If one call fails, the calls not yet started are cancelled and the running ones finish before
     the error is raised: no work of a failed operation goes on in the background.
@@ -56,7 +57,7 @@ def map_on(name: str, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
     items = list(items)
     if len(items) < 2 or _inline(name):
         return [fn(x) for x in items]
-    task = _busy(fn) if len(items) >= BUSY_TASKS * workers() else fn
+    task = _busy(fn) if even and len(items) >= BUSY_TASKS * workers() else fn
     futures = [pool(name).submit(task, x) for x in items]
     try:
         return [f.result() for f in futures]
@@ -67,10 +68,12 @@ def map_on(name: str, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
         raise
 
 
-def ahead_on(name: str, fn: Callable[[T], R], items: Iterable[T], depth: int) -> Generator[R, None, None]:
+def ahead_on(
+    name: str, fn: Callable[[T], R], items: Iterable[T], depth: int, *, even: bool = False
+) -> Generator[R, None, None]:
     """``fn(x) for x in items``, in order, with up to ``depth`` calls running ahead of the
     consumer on pool ``name`` (inline when ``depth`` is 0 or as :func:`map_on` would be; a depth
-    of a task per worker keeps every worker busy).
+    of a task per worker keeps every worker busy when the tasks are ``even``).
 
     ``items`` is drawn lazily. When the consumer stops early or a call fails, the calls not yet
     started are cancelled and the running ones finish: nothing goes on in the background.
@@ -80,7 +83,7 @@ def ahead_on(name: str, fn: Callable[[T], R], items: Iterable[T], depth: int) ->
             yield fn(x)
         return
     executor = pool(name)
-    task = _busy(fn) if depth >= workers() else fn
+    task = _busy(fn) if even and depth >= workers() else fn
     pending: deque[Future[R]] = deque()
     try:
         for x in items:
@@ -95,8 +98,8 @@ def ahead_on(name: str, fn: Callable[[T], R], items: Iterable[T], depth: int) ->
         wait(pending)
 
 
-#: a map of at least this many tasks per worker keeps the workers busy (and even: tasks of unequal
-#: size still balance out)
+#: a map of at least this many even tasks per worker keeps the workers busy (tasks of somewhat
+#: unequal size still balance out); uneven ones (a table's columns) may leave workers idle
 BUSY_TASKS = 2
 
 
@@ -119,9 +122,9 @@ def _busy(fn: Callable[[T], R]) -> Callable[[T], R]:
     return run
 
 
-def map_fragments(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
-    """``[fn(x) for x in items]`` on the fragment pool."""
-    return map_on(FRAGMENTS, fn, items)
+def map_fragments(fn: Callable[[T], R], items: Iterable[T], *, even: bool = False) -> list[R]:
+    """``[fn(x) for x in items]`` on the fragment pool (``even``: see :func:`map_on`)."""
+    return map_on(FRAGMENTS, fn, items, even=even)
 
 
 def map_parts(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:

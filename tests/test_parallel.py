@@ -91,11 +91,12 @@ def _where_inner_maps_run(x: int) -> tuple[str, set[str]]:
 def test_maps_inside_a_map_that_keeps_every_worker_busy_run_inline(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_parallel, "workers", lambda: 2)
     busy = _parallel.BUSY_TASKS * 2
-    # busy, then not (the same pool threads: the mark does not outlive the tasks), then busy again
-    for tasks in (busy, busy - 1, busy):
-        for here, names in map_fragments(_where_inner_maps_run, range(tasks)):
+    # busy, then not (too few tasks, or uneven ones: the same pool threads, the mark does not
+    # outlive the tasks), then busy again
+    for tasks, even in ((busy, True), (busy - 1, True), (busy, False), (busy, True)):
+        for here, names in map_fragments(_where_inner_maps_run, range(tasks), even=even):
             assert here.startswith(FRAGMENTS)
-            if tasks >= busy:  # on the outer task's own thread
+            if tasks >= busy and even:  # on the outer task's own thread
                 assert names == {here}
             else:  # on the inner pools
                 assert all(name.startswith((_parallel.PARTS, _parallel.DECODE)) for name in names)
@@ -103,7 +104,8 @@ def test_maps_inside_a_map_that_keeps_every_worker_busy_run_inline(monkeypatch: 
 
 def test_streamed_maps_that_keep_every_worker_busy_mark_their_tasks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_parallel, "workers", lambda: 2)
-    for here, names in ahead_on(FRAGMENTS, _where_inner_maps_run, range(6), depth=2):
+    for here, names in ahead_on(FRAGMENTS, _where_inner_maps_run, range(6), depth=2, even=True):
         assert names == {here}
-    for here, names in ahead_on(FRAGMENTS, _where_inner_maps_run, range(6), depth=1):
-        assert here not in names
+    for depth, even in ((1, True), (2, False)):
+        for here, names in ahead_on(FRAGMENTS, _where_inner_maps_run, range(6), depth=depth, even=even):
+            assert here not in names

@@ -277,12 +277,13 @@ def scan_all(frags: Sequence[FragmentReader], spec: ScanSpec, out_schema: pa.Sch
     if spec.limit is not None or spec.offset:
         return pa.Table.from_batches(list(scan(frags, spec, out_schema)), schema=out_schema)
     # Fragments are read in ranges, each a task of its own, so that a few big fragments keep every
-    # worker busy; the footers and deletions are read first, once per fragment.
+    # worker busy (the ranges are even: equal parts of each fragment, none above the chunk size);
+    # the footers and deletions are read first, once per fragment.
     map_fragments(lambda f: (f.deleted, f.physical_rows), frags)
     split = _split(len(frags))
     ranges = [_row_ranges(f, spec, split) for f in frags]
     tasks = [(f, lo, hi) for f, spans in zip(frags, ranges) for lo, hi in spans]
-    parts = map_fragments(lambda t: _scan_range(t[0], spec, out_schema, t[1], t[2]), tasks)
+    parts = map_fragments(lambda t: _scan_range(t[0], spec, out_schema, t[1], t[2]), tasks, even=True)
     tables = [t for t in parts if t is not None]
     if not out_schema.names:  # no columns: only the row count matters
         return _empty_rows(sum(t.num_rows for t in tables))
@@ -299,7 +300,11 @@ def scan(frags: Sequence[FragmentReader], spec: ScanSpec, out_schema: pa.Schema)
     # limit may stop the scan early: that work would be thrown away).
     depth = 0 if spec.limit is not None else workers()
     tasks = ((frag, lo, hi) for frag in frags for lo, hi in _row_ranges(frag, spec))
-    found = ahead_on(FRAGMENTS, lambda t: _scan_range(t[0], spec, out_schema, t[1], t[2]), tasks, depth)
+
+    def read(task: tuple[FragmentReader, int, int]) -> pa.Table | None:
+        return _scan_range(task[0], spec, out_schema, task[1], task[2])
+
+    found = ahead_on(FRAGMENTS, read, tasks, depth, even=True)
     try:
         for table in found:
             if table is None:
