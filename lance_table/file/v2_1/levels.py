@@ -175,7 +175,7 @@ def shred(arr: pa.Array, path: Sequence[FieldNode]) -> Shredded:
             inner = np.full(entries, max_rep - lists_seen - 1, np.uint16)
             inner[heads] = rep
             rep = inner
-            marked = np.flatnonzero(codes)
+            marked = np.flatnonzero(codes != 0)
             entry_codes = np.zeros(entries, np.uint8)
             entry_codes[heads[marked]] = codes[marked]
             codes = entry_codes

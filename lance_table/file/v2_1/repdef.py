@@ -157,7 +157,7 @@ def _peel_list(
         if kind_above in LISTS:
             break
         masked_to += _DEF_NUMBERS[kind_above]
-    start_at = np.flatnonzero(r)
+    start_at = np.flatnonzero(r != 0)  # on booleans: several times faster than on integers
     if d is None:
         where = start_at
         total = r.size
