@@ -120,7 +120,11 @@ def unravel(
         if kind not in LISTS:
             # rep_of never decreases, so the levels visible here are those up to a bound
             bound = int(np.flatnonzero(rep_of <= peeled)[-1])
-            visible = None if d is None else np.compress(d <= bound, d)  # not d[mask]: slower
+            # all visible when the bound is the top level (the levels were checked to lie below
+            # it), which copies nothing; else compress, not d[mask] (slower)
+            visible = d
+            if d is not None and bound < rep_of.size - 1:
+                visible = np.compress(d <= bound, d)
             length = n if visible is None else visible.size
             validity = None
             if kind == NULLABLE_ITEM:
