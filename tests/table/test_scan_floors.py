@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 import pytest
 
 import lance_table as lt
-from lance_table.file.v2_1 import batch
+from lance_table.file.compression import bitpacking
 from lance_table.filters.bounds import Condition
 from lance_table.table import scan
 
@@ -100,14 +100,15 @@ def _arrow(predicate: str) -> pc.Expression:
 
 
 def test_blocks_below_the_floor_are_not_unpacked(dataset: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    unpacked: list[int] = []  # the bit width of every block unpacked
-    real = batch._unpack_rows
+    unpacked: list[int] = []  # the bit width of every inline-bitpacked block unpacked
+    real = bitpacking.unpack
 
-    def spy(words: np.ndarray, data_at: np.ndarray, t: int, w: int) -> np.ndarray:
-        unpacked.extend([w] * data_at.size)
-        return real(words, data_at, t, w)
+    def spy(words: np.ndarray, t: int, w: int, blocks: int, block_at: np.ndarray | None = None) -> np.ndarray:
+        if block_at is not None:  # blocks of inline bitpacking, each at its own word
+            unpacked.extend([w] * blocks)
+        return real(words, t, w, blocks, block_at)
 
-    monkeypatch.setattr(batch, "_unpack_rows", spy)
+    monkeypatch.setattr(bitpacking, "unpack", spy)
     ds = lt.dataset(dataset)
     assert ds.to_table(columns=["id"], filter="id >= 0 AND id < 100000").num_rows == ROWS  # no floor
     every = sorted(unpacked)

@@ -413,13 +413,6 @@ def _unpadded(rows: np.ndarray, first_row: np.ndarray, counts: np.ndarray) -> np
     return np.concatenate([flat[a : a + n] for a, n in zip(begin, counts.tolist())])
 
 
-def _unpack_rows(words: np.ndarray, data_at: np.ndarray, t: int, w: int) -> np.ndarray:
-    """The blocks of width ``w`` whose words start at ``data_at``, unpacked back to back."""
-    if w == 0:
-        return np.zeros(data_at.size * bitpacking.BLOCK, bitpacking.DTYPES[t])
-    return bitpacking.unpack(words, t, w, data_at.size, data_at)
-
-
 def _inline_bitpacking(
     t: int, data: memoryview, at: np.ndarray, counts: np.ndarray, io: PageIO, floor: int | None = None
 ) -> Fixed | None:
@@ -436,14 +429,17 @@ def _inline_bitpacking(
     # a block of width W < T holds values below 2 ** W, whatever the type's sign
     below = {w for w in widths if floor is not None and floor > 0 and w < t and (1 << w) <= floor}
     if len(widths) == 1 and not below:  # one width (sorted ids, codes): unpacked straight into the result
-        out = _unpack_rows(words, found.data_at, t, widths[0]).reshape(-1, bitpacking.BLOCK)
+        out = bitpacking.unpack(words, t, widths[0], found.data_at.size, found.data_at).reshape(
+            -1, bitpacking.BLOCK
+        )
     else:
         out = np.empty((found.width.size, bitpacking.BLOCK), dtype)
         for w in widths:
             sel = np.flatnonzero(found.width == w)
-            out[sel] = (
-                0 if w in below else _unpack_rows(words, found.data_at[sel], t, w).reshape(sel.size, -1)
-            )
+            if w in below:
+                out[sel] = 0
+            else:
+                out[sel] = bitpacking.unpack(words, t, w, sel.size, found.data_at[sel]).reshape(sel.size, -1)
     # the last block of each chunk is padded to 1024 values
     tail = counts - (n_blocks - 1) * bitpacking.BLOCK
     has = n_blocks > 0
