@@ -20,6 +20,7 @@ from lance_table.errors import (
     SchemaError,
     TagError,
     UnsupportedFormatError,
+    VersionGoneError,
     VersionNotFoundError,
     WriteAbortedError,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "SchemaError",
     "TagError",
     "UnsupportedFormatError",
+    "VersionGoneError",
     "VersionNotFoundError",
     "WriteAbortedError",
     "__version__",

@@ -55,6 +55,10 @@ class VersionNotFoundError(LanceTableError, LookupError):
     """The requested version, tag or timestamp does not resolve to a version of the dataset."""
 
 
+class VersionGoneError(VersionNotFoundError, FileNotFoundError):
+    """A version's manifest was listed but removed before it could be read (a cleanup ran meanwhile)."""
+
+
 class TagError(LanceTableError, ValueError):
     """A tag cannot be created, updated or deleted (exists already, missing, bad name)."""
 

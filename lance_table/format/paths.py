@@ -130,6 +130,15 @@ def transaction_file_name(read_version: int, txn_uuid: str) -> str:
     return f"{read_version}-{txn_uuid}{TRANSACTION_SUFFIX}"
 
 
+def parse_transaction_name(name: str) -> int | None:
+    """The read version in a transaction file's name (``{read_version}-{uuid}.txn``), or None for a
+    name of another shape."""
+    if not name.endswith(TRANSACTION_SUFFIX):
+        return None
+    head = name.partition("-")[0]
+    return int(head) if head.isdigit() and len(head) < 20 else None
+
+
 def transaction_path(name: str) -> str:
     return f"{TRANSACTIONS_DIR}/{name}"
 

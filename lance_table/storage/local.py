@@ -87,7 +87,10 @@ class LocalStorage(Storage):
                     if e.is_file():
                         rel = f"{path}/{e.name}" if path else e.name
                         if stat:
-                            st = e.stat()
+                            try:
+                                st = e.stat()
+                            except FileNotFoundError:  # deleted since the directory was read
+                                continue
                             out.append(Entry(rel, st.st_size, st.st_mtime))
                         else:
                             out.append(Entry(rel, -1, None))
@@ -101,7 +104,10 @@ class LocalStorage(Storage):
         for dirpath, _dirs, files in os.walk(full):
             rel_dir = os.path.relpath(dirpath, self.root).replace(os.sep, "/")
             for name in files:
-                st = os.stat(os.path.join(dirpath, name))
+                try:
+                    st = os.stat(os.path.join(dirpath, name))
+                except FileNotFoundError:  # deleted since the directory was read
+                    continue
                 out.append(Entry(f"{rel_dir}/{name}" if rel_dir != "." else name, st.st_size, st.st_mtime))
         return out
 

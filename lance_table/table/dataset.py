@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from lance_table.errors import SchemaError
+from lance_table.errors import SchemaError, VersionGoneError
 from lance_table.format.manifest import Fragment, Manifest
 from lance_table.storage import Storage, open_storage
 from lance_table.table import versions
@@ -107,7 +107,10 @@ class Dataset:
         """Every version: number, timestamp (naive UTC), operation and commit message."""
         out = []
         for entry in versions.list_versions(self._storage):
-            mf = versions.read_manifest_file(self._storage, entry)
+            try:
+                mf = versions.read_manifest_file(self._storage, entry)
+            except VersionGoneError:  # cleaned up since the listing
+                continue
             txn = versions.read_transaction(self._storage, mf)
             out.append(
                 {

@@ -13,7 +13,7 @@ from functools import cached_property
 
 import pyarrow as pa
 
-from lance_table.errors import UnsupportedFormatError, VersionNotFoundError
+from lance_table.errors import UnsupportedFormatError, VersionGoneError, VersionNotFoundError
 from lance_table.file.v2_1.blob_v2 import has_blob_v2, is_blob_v2, read_node
 from lance_table.format import paths
 from lance_table.format.manifest import Manifest
@@ -24,6 +24,8 @@ from lance_table.table.commit import CommitOptions, Pending, commit
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.tags import Tags
 
+# Opening the latest version lists again when the one listed was cleaned up before it was read.
+LATEST_TRIES = 20
 # Data file formats a dataset may use to be read.
 READABLE_FORMATS = ("0.1", "2.0", "2.1", "2.2")
 # Data file formats whose datasets may hold blob v2 columns.
@@ -120,18 +122,28 @@ def load(
         TagError: the tag does not exist.
         UnsupportedFormatError: the version needs features lance_table does not have.
     """
-    if isinstance(version, str):
-        entry = _tagged_entry(storage, version)
-    elif asof is not None:
-        if version is not None:
-            raise ValueError("pass version or asof, not both")
-        entry = _entry_asof(storage, asof)
-    elif version is None:
-        entry = versions.latest_entry(storage)
-    else:
-        entry = versions.find_entry(storage, int(version))
-    manifest = versions.read_manifest_file(storage, entry).manifest
-    return Snapshot(storage, manifest, entry.scheme, options or CommitOptions())
+    if asof is not None and version is not None:
+        raise ValueError("pass version or asof, not both")
+    for _ in range(LATEST_TRIES):
+        if isinstance(version, str):
+            entry = _tagged_entry(storage, version)
+        elif asof is not None:
+            entry = _entry_asof(storage, asof)
+        elif version is None:
+            entry = versions.latest_entry(storage)
+        else:
+            entry = versions.find_entry(storage, int(version))
+        try:
+            manifest = versions.read_manifest_file(storage, entry).manifest
+        except VersionGoneError:
+            if version is not None or asof is not None:
+                raise
+            continue  # the latest was superseded and cleaned up meanwhile: list again
+        return Snapshot(storage, manifest, entry.scheme, options or CommitOptions())
+    raise VersionGoneError(
+        f"the latest version of {storage.uri} kept being cleaned up while it was opened "
+        f"({LATEST_TRIES} tries)"
+    )
 
 
 def _tagged_entry(storage: Storage, tag: str) -> versions.VersionEntry:
@@ -153,7 +165,11 @@ def _entry_asof(storage: Storage, asof: dt.datetime) -> versions.VersionEntry:
     cutoff_us = (asof - dt.datetime(1970, 1, 1)) // dt.timedelta(microseconds=1)
     chosen = None
     for entry in versions.list_versions(storage):
-        if versions.read_manifest_file(storage, entry).manifest.timestamp_ns // 1000 <= cutoff_us:
+        try:
+            stamp = versions.read_manifest_file(storage, entry).manifest.timestamp_ns
+        except VersionGoneError:  # cleaned up since the listing
+            continue
+        if stamp // 1000 <= cutoff_us:
             chosen = entry
     if chosen is None:
         raise VersionNotFoundError(f"{storage.uri} has no version at or before {asof.isoformat()}")

@@ -36,6 +36,12 @@ LOCK_STALE_SECONDS = 30.0
 LOCK_TIMEOUT_SECONDS = 20.0
 # A pin older than this belongs to an operation that died: cleanup ignores and removes it.
 PIN_STALE_SECONDS = 3600.0
+# A commit in flight shows cleanup it is alive by its transaction file's age: it rewrites the file
+# before a manifest attempt made this long after the last write, and cleanup takes a file younger
+# than IN_FLIGHT_SECONDS that no manifest references for a commit that may still land (the margin
+# absorbs clock skew between a machine and the store's modification times).
+COMMIT_REFRESH_SECONDS = 300.0
+IN_FLIGHT_SECONDS = 3600.0
 
 
 @dataclass(frozen=True)

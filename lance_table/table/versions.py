@@ -12,6 +12,7 @@ from lance_table.errors import (
     CorruptFileError,
     DatasetNotFoundError,
     UnsupportedFormatError,
+    VersionGoneError,
     VersionNotFoundError,
 )
 from lance_table.format import flags as feature_flags
@@ -97,10 +98,26 @@ def read_manifest_file(storage: Storage, entry: VersionEntry) -> ManifestFile:
     """Read and decode one manifest file.
 
     Raises:
+        VersionGoneError: the manifest was deleted since it was listed (a ``FileNotFoundError``).
+        CorruptFileError: the file is damaged or holds another version's manifest.
+    """
+    try:
+        data = storage.read(entry.path)
+    except FileNotFoundError:
+        raise VersionGoneError(
+            f"version {entry.version} of {storage.uri} no longer exists: its manifest "
+            f"({entry.path}) was removed, by cleanup_old_versions, while it was being opened"
+        ) from None
+    return decode_manifest(storage, entry, data)
+
+
+def decode_manifest(storage: Storage, entry: VersionEntry, data: bytes) -> ManifestFile:
+    """Decode the bytes of one manifest file (``read_manifest_file`` without the read).
+
+    Raises:
         CorruptFileError: the file is damaged or holds another version's manifest.
     """
     where = f"{storage.uri.rstrip('/')}/{entry.path}"
-    data = storage.read(entry.path)
     key = (storage.uri, entry.path)
     with _DECODED_LOCK:
         hit = _DECODED.get(key)

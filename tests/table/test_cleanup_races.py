@@ -8,7 +8,9 @@ readable, on local disk and on the moto S3 server.
 from __future__ import annotations
 
 import datetime as dt
+import os
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +21,9 @@ import pytest
 import lance_table as lt
 from lance_table.errors import CommitConflictError, TagError, VersionNotFoundError
 from lance_table.format import paths
+from lance_table.table import tags as tags_module
+from lance_table.table.commit import protocol
+from lance_table.table.tags import IN_FLIGHT_SECONDS
 
 NOW = dt.timedelta(0)
 
@@ -227,6 +232,129 @@ def test_the_spark_writer_planned_on_a_cleaned_up_version_is_refused(place):
         writer.commit([])
     assert info.value.retryable is False
     assert [v["version"] for v in history.open().versions()] == [5]
+
+
+def _append(history: History, lo: int, hi: int) -> None:
+    lt.write_dataset(rows(lo, hi), history.uri, mode="append", storage_options=history.options)
+
+
+def _assert_landed_on_the_latest(history: History, committed: lt.Dataset, expected: pa.Table) -> None:
+    """The commit's version is the latest, the history has no hole above it and its rows are there."""
+    latest = history.open()
+    assert latest.version == committed.version
+    listed = [v["version"] for v in latest.versions()]
+    assert listed == list(range(listed[0], listed[-1] + 1)), f"a hole in {listed}"
+    history.assert_all_live_readable(expected)
+
+
+def test_a_commit_in_flight_never_lands_in_a_hole_cleanup_made(place):
+    """The delete listed v3 and will create v4; meanwhile v4 and v5 are committed and a cleanup
+    runs: v4 must still be there when the delete creates it, so that it rebases onto v5."""
+    history = History(place)
+    deleter = history.open()
+    pause = Pause(deleter._storage, "put_if_absent", is_manifest)
+    run = pause_at(pause, lambda: deleter.delete("id >= 190"))
+    _append(history, 200, 210)
+    _append(history, 210, 220)
+    history.cleanup()
+    pause.go.set()
+    committed = run.result()
+    assert committed.version == 6
+    _assert_landed_on_the_latest(history, committed, pa.concat_tables([rows(50, 190), rows(200, 220)]))
+
+
+def test_a_retried_commit_never_lands_in_a_hole_cleanup_made(place):
+    """The delete lost v4 to an append; while it backs off, v5 and v6 are committed and a cleanup
+    runs; its retry must not find v4 gone and create v5 there."""
+    history = History(place)
+    deleter = history.open()
+    first = Pause(deleter._storage, "put_if_absent", is_manifest)
+    probe = Pause(deleter._storage, "read", lambda p: p == paths.manifest_path(4))
+    run = pause_at(first, lambda: deleter.delete("id >= 190"))
+    _append(history, 200, 210)  # v4: the delete's first try fails
+    first.go.set()
+    assert probe.reached.wait(60), "the retry never looked for v4"
+    _append(history, 210, 220)
+    _append(history, 220, 230)
+    history.cleanup()
+    probe.go.set()
+    committed = run.result()
+    assert committed.version == 7
+    _assert_landed_on_the_latest(history, committed, pa.concat_tables([rows(50, 190), rows(200, 230)]))
+
+
+def test_cleanup_keeps_versions_a_commit_in_flight_may_need_then_removes_them(place):
+    """A transaction file no manifest references keeps the versions above its read version; once
+    it is referenced (the commit landed), the next cleanup removes them."""
+    history = History(place)
+    deleter = history.open()
+    pause = Pause(deleter._storage, "put_if_absent", is_manifest)
+    run = pause_at(pause, lambda: deleter.delete("id >= 190"))
+    _append(history, 200, 210)
+    _append(history, 210, 220)
+    stats = history.cleanup()
+    assert stats.old_versions == 3  # v1..v3: the delete read v3 and needs v4 and v5 only
+    assert [v["version"] for v in history.open().versions()] == [4, 5]
+    pause.go.set()
+    assert run.result().version == 6
+    assert history.cleanup().old_versions == 2
+    assert [v["version"] for v in history.open().versions()] == [6]
+    history.assert_all_live_readable(pa.concat_tables([rows(50, 190), rows(200, 220)]))
+
+
+def test_cleanup_ignores_transaction_files_of_writers_that_died_long_ago(tmp_path):
+    history = History((str(tmp_path / "ds"), None))
+    name = paths.transaction_file_name(1, "00000000-0000-0000-0000-000000000000")
+    txn = tmp_path / "ds" / paths.transaction_path(name)
+    txn.write_bytes(b"")  # a writer killed before it created its manifest
+    assert history.cleanup().old_versions == 1  # v2 is above its read version: it may be needed
+    assert [v["version"] for v in history.open().versions()] == [2, 3]
+    long_ago = time.time() - IN_FLIGHT_SECONDS - 60
+    os.utime(txn, (long_ago, long_ago))
+    assert history.cleanup().old_versions == 1
+    assert [v["version"] for v in history.open().versions()] == [3]
+    history.assert_all_live_readable(rows(50, 200))
+
+
+def test_opening_a_version_cleaned_up_while_it_is_read_is_a_version_not_found_error(place):
+    history = History(place)
+    reader = history.open()
+    pause = Pause(reader._storage, "read", lambda p: p == paths.manifest_path(2))
+    run = pause_at(pause, lambda: reader.checkout(2))
+    history.cleanup()
+    pause.go.set()
+    with pytest.raises(VersionNotFoundError, match="no longer exists"):
+        run.result()
+
+
+def test_opening_the_latest_version_cleaned_up_while_it_is_read_opens_the_new_latest(place):
+    history = History(place)
+    reader = history.open()
+    pause = Pause(reader._storage, "read", lambda p: p == paths.manifest_path(3))
+    run = pause_at(pause, reader.checkout_latest)
+    _append(history, 200, 210)
+    history.cleanup()
+    pause.go.set()
+    assert run.result().version == 4
+
+
+def test_restoring_a_version_cleaned_up_while_it_is_read_is_a_version_not_found_error(place):
+    history = History(place)
+    cleaner = history.open()
+    hold_cleanup = Pause(cleaner._storage, "delete", is_manifest)
+    cleanup = pause_at(hold_cleanup, lambda: history.cleanup(cleaner))  # v1 and v2 are doomed
+    restorer = history.open(1)
+    hold_restore = Pause(restorer._storage, "read", lambda p: p == paths.manifest_path(1))
+    restore = pause_at(hold_restore, restorer.restore)
+    looks_again = Pause(cleaner._storage, "list_dir", is_versions_dir)  # its next listing
+    hold_cleanup.go.set()
+    assert looks_again.reached.wait(60)
+    hold_restore.go.set()
+    with pytest.raises(VersionNotFoundError):
+        restore.result()
+    looks_again.go.set()
+    cleanup.result()
+    history.assert_all_live_readable(rows(50, 200))
 
 
 # -- cleanup against restore -------------------------------------------------------------------
@@ -476,3 +604,25 @@ def test_cleanup_removes_temporary_files_of_killed_writers(tmp_path):
     assert not any(p.exists() for p in [*leftovers, stale_pin])
     assert young.exists()  # may belong to a writer still at work
     history.assert_all_live_readable(rows(50, 200))
+
+
+def test_a_slow_commit_rewrites_its_transaction_file_and_looks_again(place, monkeypatch):
+    """A commit that has run for COMMIT_REFRESH_SECONDS shows cleanup it is alive before it creates
+    its manifest, and learns the latest version anew."""
+    assert tags_module.COMMIT_REFRESH_SECONDS * 4 <= IN_FLIGHT_SECONDS
+    monkeypatch.setattr(protocol, "COMMIT_REFRESH_SECONDS", 0.0)
+    history = History(place)
+    deleter = history.open()
+    writes: list[str] = []
+    original = deleter._storage.write
+
+    def write(path: str, data: bytes) -> None:
+        writes.append(path)
+        original(path, data)
+
+    deleter._storage.write = write
+    committed = deleter.delete("id >= 190")
+    txns = [p for p in writes if p.startswith(paths.TRANSACTIONS_DIR + "/")]
+    assert len(txns) == 2 and len(set(txns)) == 1
+    assert committed.version == 4
+    history.assert_all_live_readable(rows(50, 190))

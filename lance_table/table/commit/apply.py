@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import replace
 
 import pyarrow as pa
 
 from lance_table import __version__
-from lance_table.errors import CommitConflictError
+from lance_table.errors import CommitConflictError, CommitError
 from lance_table.format import paths
 from lance_table.format.dictionaries import extended
 from lance_table.format.manifest import (
@@ -28,6 +29,9 @@ from lance_table.format.transaction import (
     Rewrite,
     Transaction,
 )
+
+# The manifest stores max_fragment_id as a 32-bit unsigned integer.
+MAX_FRAGMENT_ID = 2**32 - 1
 
 
 def _next_id(base: Manifest | None) -> int:
@@ -99,6 +103,7 @@ def next_manifest(
         )
     else:  # pragma: no cover - guarded by Transaction.to_bytes
         raise ValueError(f"cannot apply {op.name}")
+    _check_fragment_ids(m)
     m = replace(
         m,
         version=version,
@@ -110,6 +115,26 @@ def next_manifest(
         data_format=m.data_format or DEFAULT_DATA_FORMAT,
     )
     return m.with_flags()
+
+
+def _check_fragment_ids(m: Manifest) -> None:
+    """Refuse a manifest whose fragment ids repeat or run past what the format can store.
+
+    Raises:
+        CommitError: naming the ids.
+    """
+    ids = [f.id for f in m.fragments]
+    if len(set(ids)) != len(ids):
+        repeated = sorted(i for i, n in Counter(ids).items() if n > 1)
+        raise CommitError(
+            f"the next version would hold fragment ids {repeated[:5]} twice; nothing was committed"
+        )
+    top = max([*ids, m.max_fragment_id if m.max_fragment_id is not None else -1])
+    if top > MAX_FRAGMENT_ID:
+        raise CommitError(
+            f"the dataset has used every fragment id (the format stores at most {MAX_FRAGMENT_ID}, "
+            f"this commit needs {top}); nothing was committed: copy the data into a new dataset"
+        )
 
 
 def _extend_dictionaries(

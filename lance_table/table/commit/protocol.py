@@ -1,11 +1,14 @@
 """The commit protocol: transaction file, then an atomic create of the next manifest, rebase on conflict.
 
 1. Data files (and deletion files) are already written by the caller.
-2. The transaction is written to ``_transactions/{read_version}-{uuid}.txn``.
-3. The latest version is learned by listing ``_versions`` (never assumed to follow the read
-   version: cleanup may have removed versions in between), and the operation is rebased over every
-   transaction committed since its read version. If one of them is gone, the commit fails with a
-   non-retryable :class:`CommitConflictError` instead of guessing.
+2. The transaction is written to ``_transactions/{read_version}-{uuid}.txn``. Until the commit
+   ends, this file tells cleanup that a commit may still land above its read version (see
+   :mod:`lance_table.table.operations.cleanup`); it is written again when the commit has run for
+   :data:`~lance_table.table.tags.COMMIT_REFRESH_SECONDS`.
+3. Only then is the latest version learned, by listing ``_versions`` (never assumed to follow the
+   read version: cleanup may have removed versions in between), and the operation is rebased over
+   every transaction committed since its read version. If one of them is gone, the commit fails
+   with a non-retryable :class:`CommitConflictError` instead of guessing.
 4. The next manifest (with the transaction inline) is created with ``put_if_absent``. Exactly one
    racing writer wins a version number; readers never see a partial manifest.
 5. A loser lists again, rebases (or raises :class:`CommitConflictError`) and tries the next
@@ -40,7 +43,7 @@ from lance_table.storage import Storage
 from lance_table.table import versions
 from lance_table.table.commit.apply import next_manifest
 from lance_table.table.commit.conflicts import Pending, rebase
-from lance_table.table.tags import pinned
+from lance_table.table.tags import COMMIT_REFRESH_SECONDS, pinned
 
 DEFAULT_MAX_RETRIES = 20
 # Seconds; the sleep before retry k is uniform in [0, BACKOFF_BASE * 2**k], capped at MAX_BACKOFF.
@@ -145,11 +148,6 @@ def _commit(
     create_only: bool,
 ) -> Manifest:
     check_can_commit(options, storage)
-    entries = versions.list_versions(storage)
-    if create_only and entries:
-        raise DatasetAlreadyExistsError(f"a dataset was created at {storage.uri} concurrently")
-    if scheme is None:
-        scheme = versions.naming_scheme(entries)
     pending = attempt.pending
     with _pinned_restore(storage, pending) as restored:
         txn = Transaction(
@@ -159,20 +157,36 @@ def _commit(
         attempt.transaction_path = paths.transaction_path(
             paths.transaction_file_name(txn.read_version, txn.uuid)
         )
+        written_at = time.monotonic()
         storage.write(attempt.transaction_path, txn_bytes)
         # Never create the version after ``base`` blindly: cleanup may have removed versions between
         # base and the latest, and a manifest created in that hole would be invisible (and deleted
-        # by the next cleanup). Learn the latest version first and rebase over everything since.
+        # by the next cleanup). Learn the latest version, after the transaction file is there for
+        # cleanup to see, and rebase over everything since.
+        entries = versions.list_versions(storage)
+        if create_only and entries:
+            raise DatasetAlreadyExistsError(f"a dataset was created at {storage.uri} concurrently")
+        if scheme is None:
+            scheme = versions.naming_scheme(entries)
         after = base.version if base is not None else 0
         current, attempt.pending = _catch_up(
             storage, base, pending, _listed(storage, after, entries, pending)
         )
         for tries in range(options.max_retries + 1):
+            if time.monotonic() - written_at >= COMMIT_REFRESH_SECONDS:
+                # Slow commit: show cleanup it is alive, then learn the latest version anew.
+                written_at = time.monotonic()
+                storage.write(attempt.transaction_path, txn_bytes)
+                after = current.version if current is not None else 0
+                current, attempt.pending = _catch_up(
+                    storage, current, attempt.pending, _listed_since(storage, after, attempt.pending)
+                )
             pending = attempt.pending
             txn = Transaction(pending.read_version, pending.operation, txn.uuid, properties=txn.properties)
             new_bytes = txn.to_bytes()
             if new_bytes != txn_bytes:  # rebased: the transaction file says what is committed
                 txn_bytes = new_bytes
+                written_at = time.monotonic()
                 storage.write(attempt.transaction_path, txn_bytes)
             manifest = next_manifest(current, txn, restored)
             data = encode_manifest_file(manifest, txn_bytes)
@@ -243,6 +257,11 @@ def _listed(storage: Storage, after: int, entries: list[versions.VersionEntry], 
             raise _history_gone(storage, pending, after, [entry.version]) from None
 
 
+def _listed_since(storage: Storage, after: int, pending: Pending) -> Newer:
+    """The versions after ``after`` in a fresh listing (see :func:`_listed`)."""
+    return _listed(storage, after, versions.list_versions(storage), pending)
+
+
 def _check_contiguous(
     storage: Storage, after: int, newer: list[versions.VersionEntry], pending: Pending
 ) -> None:
@@ -270,7 +289,8 @@ def _probed(storage: Storage, after: int, scheme: str) -> Newer:
     """The versions after ``after``, found by reading the next names until one is missing.
 
     One GET per version and no listing (listings of a busy ``_versions`` are the slow part of a
-    retry on object stores). A hole here would need a cleanup of versions younger than the commit.
+    retry on object stores). There are no holes to stop at early: cleanup keeps every version above
+    the read version of a commit in flight.
     """
     version = after + 1
     while True:

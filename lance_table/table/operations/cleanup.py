@@ -4,6 +4,7 @@ Cleanup runs beside writers, restores and tag writers that it cannot stop, so it
 
 1. Read the tags (a damaged tag file stops cleanup before anything is deleted), the pins and every
    manifest; decide which versions go: older than the cutoff, not the latest, not tagged or pinned.
+   Then list the commits in flight (see below) and keep every version above their read versions.
 2. Delete those manifests, so no reader can open a version whose files are about to go.
 3. Look again: versions committed since phase 1 add their files to the kept set, and a tag or pin
    that now names a deleted version brings its manifest back (its bytes are still in hand).
@@ -13,6 +14,17 @@ A restore pins the version it reads before reading it, and tag writers check the
 writing the tag (see :mod:`lance_table.table.tags`): an operation that phase 3 does not see found
 the manifest already gone and failed cleanly, so every interleaving leaves the latest version and
 every tagged version readable.
+
+Commits in flight: a writer that learned the latest version N creates ``N+1`` if it is absent. Were a
+cleanup to delete ``N+1`` (committed meanwhile by another writer, and no longer the latest) before that
+create, the writer would land in the hole below the latest version and its commit would vanish. Every
+commit writes its transaction file (named after its read version ``r``) before it learns the latest
+version, and rewrites it when it has run for :data:`COMMIT_REFRESH_SECONDS`; a version it could land on
+was committed after that, so a cleanup that sees such a version also sees the transaction file, which no
+manifest references yet. Cleanup keeps every version above ``r`` of each such file younger than
+:data:`IN_FLIGHT_SECONDS` (and keeps those files, unless ``delete_unverified`` says that no writer
+runs), so a commit in flight always finds the
+versions it has to rebase over and never a hole to land in.
 """
 
 from __future__ import annotations
@@ -27,7 +39,7 @@ from lance_table.format import paths
 from lance_table.format.manifest import Manifest
 from lance_table.storage import Entry, Storage
 from lance_table.table import versions
-from lance_table.table.tags import PIN_STALE_SECONDS, Tags, pinned_versions
+from lance_table.table.tags import IN_FLIGHT_SECONDS, PIN_STALE_SECONDS, Tags, pinned_versions
 
 DEFAULT_OLDER_THAN = dt.timedelta(days=14)
 # Files no manifest references may belong to a writer that has not committed yet.
@@ -95,10 +107,17 @@ def cleanup_old_versions(
     tagged = _tagged(storage)
     pinned = pinned_versions(storage)
     kept_refs: set[str] = set()
+    landed: set[str] = set()  # transaction files of the versions read
     doomed: dict[int, tuple[versions.VersionEntry, bytes, set[str]]] = {}
     for entry in entries:
-        manifest = versions.read_manifest_file(storage, entry).manifest
+        try:
+            data = storage.read(entry.path)
+        except FileNotFoundError:  # another cleanup removed it meanwhile
+            continue
+        manifest = versions.decode_manifest(storage, entry, data).manifest
         refs = referenced_files(manifest)
+        if manifest.transaction_file:
+            landed.add(paths.transaction_path(manifest.transaction_file))
         old = manifest.timestamp_ns < cutoff_ns and entry.version != latest
         if old and entry.version in tagged and error_if_tagged_old_versions:
             raise TagError(
@@ -108,16 +127,23 @@ def cleanup_old_versions(
         if entry.version in tagged or entry.version in pinned:
             old = False
         if old:
-            doomed[entry.version] = (entry, storage.read(entry.path), refs)
+            doomed[entry.version] = (entry, data, refs)
         else:
             kept_refs |= refs
+    transactions = storage.list_dir(paths.TRANSACTIONS_DIR)
+    floor = _in_flight_floor(transactions, landed, now)
+    for version in [v for v in doomed if floor is not None and v > floor]:
+        kept_refs |= doomed.pop(version)[2]
     for entry, _, _ in doomed.values():
         storage.delete(entry.path)
 
     # Phase 3: what committed, restored or was tagged while we decided.
     for entry in versions.list_versions(storage):
         if entry.version > latest:
-            kept_refs |= referenced_files(versions.read_manifest_file(storage, entry).manifest)
+            try:
+                kept_refs |= referenced_files(versions.read_manifest_file(storage, entry).manifest)
+            except FileNotFoundError:  # committed and already cleaned up by another cleanup
+                continue
     for version in (_tagged(storage).keys() | pinned_versions(storage)) & doomed.keys():
         entry, data, refs = doomed.pop(version)
         with contextlib.suppress(FileExistsError):
@@ -127,10 +153,18 @@ def cleanup_old_versions(
 
     removed_bytes = 0
     removed_files = 0
+    # Keep the transaction files of commits in flight, so that later cleanups see them too (unless
+    # the caller says no writer runs: ``delete_unverified``).
+    in_flight = {
+        item.path
+        for item in transactions
+        if not delete_unverified and _in_flight(item, landed, now) is not None
+    }
     for directory in (paths.DATA_DIR, paths.DELETIONS_DIR, paths.TRANSACTIONS_DIR):
-        for item in storage.list_tree(directory):
+        found = transactions if directory == paths.TRANSACTIONS_DIR else storage.list_tree(directory)
+        for item in found:
             owner = _owner(item.path)
-            if owner in kept_refs:
+            if owner in kept_refs or owner in in_flight:
                 continue
             verified = owner in removed_refs
             young = item.modified is None or item.modified > grace_cutoff
@@ -144,6 +178,24 @@ def cleanup_old_versions(
         removed_bytes += item.size
         removed_files += 1
     return CleanupStats(len(doomed), removed_bytes, removed_files)
+
+
+def _in_flight(item: Entry, landed: set[str], now: float) -> int | None:
+    """The read version of a commit in flight whose transaction file ``item`` is, or None."""
+    if item.path in landed:
+        return None
+    read_version = paths.parse_transaction_name(item.name)
+    if read_version is None:
+        return None
+    if item.modified is not None and now - item.modified >= IN_FLIGHT_SECONDS:
+        return None  # its writer died long ago (a live one rewrites the file sooner)
+    return read_version
+
+
+def _in_flight_floor(transactions: list[Entry], landed: set[str], now: float) -> int | None:
+    """The lowest read version of the commits in flight: versions above it must stay."""
+    reads = [r for item in transactions if (r := _in_flight(item, landed, now)) is not None]
+    return min(reads) if reads else None
 
 
 def _owner(path: str) -> str:
