@@ -1,0 +1,71 @@
+"""Damaged blob v2 columns: every kind of damage to a descriptor's schema, its fields or its sidecar
+is a typed error naming the file (and, for a descriptor, the column, row and blob id)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import lance_table as lt
+from lance_table.errors import CorruptFileError
+
+lance = pytest.importorskip("lance")
+pytestmark = pytest.mark.interop
+
+BLOB_FIELD = pa.field("b", pa.large_binary(), metadata={"lance-encoding:blob": "true"})
+VALUES = [b"abc", b"p" * 70_000, None, b"q" * 80_000, b"d" * 4_200_000]
+
+
+@pytest.fixture(scope="module")
+def honest(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One fragment: an inline blob, two packed ones (one sidecar), a null, a dedicated one."""
+    root = tmp_path_factory.mktemp("damage") / "honest"
+    schema = pa.schema([pa.field("id", pa.int64()), BLOB_FIELD])
+    ids = pa.array(range(len(VALUES)), pa.int64())
+    table = pa.table({"id": ids, "b": pa.array(VALUES, pa.large_binary())}, schema=schema)
+    lance.write_dataset(table, str(root), data_storage_version="2.2")
+    return root
+
+
+@pytest.fixture
+def copy(honest: Path, tmp_path: Path) -> Path:
+    root = tmp_path / "copy"
+    shutil.copytree(honest, root)
+    return root
+
+
+def _data_file(root: Path) -> Path:
+    (path,) = Path(root, "data").glob("*.lance")
+    return path
+
+
+def _replace(path: Path, old: bytes, new: bytes) -> None:
+    data = path.read_bytes()
+    assert old in data, old
+    path.write_bytes(data.replace(old, new))
+
+
+@pytest.mark.parametrize("name", [b"kind", b"position", b"blob_id", b"blob_uri"])
+def test_damaged_descriptor_field_name_in_the_file(copy, name):
+    """A descriptor child renamed in the data file's schema: the descriptor cannot be read as
+    one (this was an ArrowTypeError from a cast)."""
+    path = _data_file(copy)
+    _replace(path, name, name[:-1] + b"X")
+    ds = lt.dataset(copy)
+    for read in (ds.to_table, lambda: ds.take_blobs("b", indices=[0]), lambda: ds.take([1])):
+        with pytest.raises(CorruptFileError, match=r"blob column 'b'.*descriptor fields") as err:
+            read()
+        assert err.value.path == str(path)
+
+
+def test_damaged_blob_extension_name_in_the_manifest(copy):
+    """The manifest's blob field loses its extension name: it is then a plain struct, and the
+    descriptor struct the data file stores for it must not read as that struct's nulls."""
+    for manifest in Path(copy, "_versions").glob("*.manifest"):
+        _replace(manifest, b"lance.blob.v2", b"lance.blob.vX")
+    with pytest.raises(CorruptFileError, match=r"'b'.*not a blob column in the manifest") as err:
+        lt.dataset(copy).to_table()
+    assert err.value.path == str(_data_file(copy))
