@@ -11,6 +11,8 @@ import pytest
 
 import lance_table as lt
 from lance_table.errors import CorruptFileError
+from lance_table.file import LanceFileReader
+from lance_table.file.v2_1.blob_v2 import BlobKind, blob_file_name
 
 lance = pytest.importorskip("lance")
 pytestmark = pytest.mark.interop
@@ -69,3 +71,43 @@ def test_damaged_blob_extension_name_in_the_manifest(copy):
     with pytest.raises(CorruptFileError, match=r"'b'.*not a blob column in the manifest") as err:
         lt.dataset(copy).to_table()
     assert err.value.path == str(_data_file(copy))
+
+
+def _one_blob(root: Path, value: bytes) -> tuple[Path, int]:
+    """A one-row dataset of a non-nullable blob column: its data file and the offset of the
+    descriptor's kind byte (a full-zip entry without control word: u32 length, then kind u8,
+    position u64, size u64, blob id u32, uri)."""
+    field = pa.field("b", pa.large_binary(), nullable=False, metadata={"lance-encoding:blob": "true"})
+    table = pa.table({"b": pa.array([value], pa.large_binary())}, schema=pa.schema([field]))
+    lance.write_dataset(table, str(root), data_storage_version="2.2")
+    path = _data_file(root)
+    page = LanceFileReader(str(path)).metadata.columns[0].pages[0]
+    return path, int(page.buffer_offsets[0]) + 4
+
+
+@pytest.mark.parametrize(
+    ("value", "kind"), [(b"p" * 70_000, BlobKind.PACKED), (b"d" * 4_200_000, BlobKind.DEDICATED)]
+)
+def test_damaged_blob_id_names_the_descriptor(tmp_path, value, kind):
+    """A blob id without a sidecar is a damaged descriptor (it was blamed on the version as a
+    cleaned-up file): the error names the data file, the column, the row and the blob id."""
+    path, at = _one_blob(tmp_path / "one", value)
+    data = bytearray(path.read_bytes())
+    assert (data[at], int.from_bytes(data[at + 17 : at + 21], "little")) == (kind, 1)
+    data[at + 17 : at + 21] = (7).to_bytes(4, "little")
+    path.write_bytes(bytes(data))
+    with pytest.raises(
+        CorruptFileError, match=rf"column 'b' at row 0 .*blob id 7.*{blob_file_name(7)}"
+    ) as err:
+        lt.dataset(tmp_path / "one").take_blobs("b", indices=[0])
+    assert err.value.path == str(path)
+
+
+def test_dedicated_blob_must_fill_its_sidecar(tmp_path):
+    path, at = _one_blob(tmp_path / "one", b"d" * 4_200_000)
+    data = bytearray(path.read_bytes())
+    data[at + 9 : at + 17] = (100).to_bytes(8, "little")  # size 100 of a 4.2 MB sidecar
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptFileError, match="not its whole sidecar") as err:
+        lt.dataset(tmp_path / "one").take_blobs("b", indices=[0])
+    assert err.value.path == str(path)
