@@ -42,12 +42,15 @@ class BlobLocationError(LanceTableError, PermissionError):
     Attributes:
         uri: the URI as the blob descriptor stores it.
         reason: why it is refused.
+        path: the data file holding the descriptor, when known.
     """
 
-    def __init__(self, uri: str, reason: str) -> None:
+    def __init__(self, uri: str, reason: str, *, path: str | None = None) -> None:
         self.uri = uri
         self.reason = reason
-        super().__init__(f"external blob {uri!r} is refused: {reason}")
+        self.path = path
+        where = f"{path}: " if path else ""
+        super().__init__(f"{where}external blob {uri!r} is refused: {reason}")
 
 
 class SchemaError(LanceTableError, ValueError):

@@ -19,7 +19,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from lance_table.errors import CorruptFileError, DataFileNotFoundError, SchemaError, UnsupportedFormatError
+from lance_table.errors import (
+    BlobLocationError,
+    CorruptFileError,
+    DataFileNotFoundError,
+    SchemaError,
+    UnsupportedFormatError,
+)
 from lance_table.file.fields import BLOB_KEY
 from lance_table.file.runs import Runs
 from lance_table.file.v2_1.blob_v2 import BlobKind, blob_file_name, is_blob_v2
@@ -234,8 +240,20 @@ def _read_values(rows: list[_Where], column: str) -> dict[int, dict[int, Any]]:
     for key, (frag, offsets) in wanted.items():
         ordered = np.array(sorted(offsets), np.int64)
         table = frag.read([column], Runs.from_sorted_unique(ordered))
-        out[key] = dict(zip(ordered.tolist(), table.column(column).to_pylist()))
+        out[key] = dict(zip(ordered.tolist(), _as_python(table.column(column).combine_chunks())))
     return out
+
+
+def _as_python(values: pa.Array) -> list[Any]:
+    """The values as Python objects; a descriptor's URI stays bytes (a damaged one need not be
+    UTF-8: :meth:`_Opener.open` decodes it and says which descriptor is damaged)."""
+    if not isinstance(values, pa.StructArray) or values.type.get_field_index("blob_uri") < 0:
+        return values.to_pylist()
+    names = [f.name for f in values.type]
+    children = [values.field(n) for n in names]
+    children[names.index("blob_uri")] = children[names.index("blob_uri")].cast(pa.large_binary())
+    mask = values.is_null() if values.null_count else None
+    return pa.StructArray.from_arrays(children, names=names, mask=mask).to_pylist()
 
 
 class _Opener:
@@ -277,7 +295,11 @@ class _Opener:
                 raise CorruptFileError(where, f"{problem} of {length} bytes")
             return self._ranged(self.storage, path, position, size, where, what)
         if kind == BlobKind.EXTERNAL:
-            return self._external(str(desc["blob_uri"]), blob_id, position, size, where, what)
+            try:
+                uri = bytes(desc["blob_uri"]).decode()
+            except UnicodeDecodeError:
+                raise CorruptFileError(where, f"{what} has a URI that is not UTF-8") from None
+            return self._external(uri, blob_id, position, size, where, what)
         raise CorruptFileError(where, f"{what} has unknown kind {kind}")
 
     def _data_file(self, frag: FragmentReader) -> DataFile:
@@ -322,7 +344,10 @@ class _Opener:
                 )
 
         def read_at(offset: int, n: int) -> bytes:
-            return bytes(storage.read_ranges(path, [(offset, n)])[0])
+            try:
+                return bytes(storage.read_ranges(path, [(offset, n)])[0])
+            except (IsADirectoryError, NotADirectoryError):
+                raise CorruptFileError(where, f"{what} names {full}, which is not a file") from None
 
         return BlobFile(read_at, position, size, full)
 
@@ -336,10 +361,23 @@ class _Opener:
         if blob_id and blob_id not in bases:
             problem = f"{what} names base path {blob_id}, which the manifest does not register"
             raise CorruptFileError(where, f"{problem} (its URI is {uri!r})")
-        location = resolve_external(uri, blob_id, bases)
-        storage = open_storage(location.parent)
+        try:
+            location = resolve_external(uri, blob_id, bases)
+        except BlobLocationError as exc:
+            raise BlobLocationError(uri, f"{exc.reason} ({what})", path=where) from None
+        try:
+            storage = open_storage(location.parent)
+        except ImportError as exc:
+            raise UnsupportedFormatError(f"{where}: {what} is {uri!r}, which needs {exc}") from None
+        try:
+            length = storage.size(location.name)
+        except FileNotFoundError:
+            raise CorruptFileError(
+                where, f"{what} names the external object {uri!r}, which does not exist"
+            ) from None
+        self._sizes[(storage.uri, location.name)] = length
         if (position, size) == (0, 0):
-            size = self._size(storage, location.name)
+            size = length
         return self._ranged(storage, location.name, position, size, where, what)
 
 
