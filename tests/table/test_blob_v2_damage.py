@@ -111,3 +111,19 @@ def test_dedicated_blob_must_fill_its_sidecar(tmp_path):
     with pytest.raises(CorruptFileError, match="not its whole sidecar") as err:
         lt.dataset(tmp_path / "one").take_blobs("b", indices=[0])
     assert err.value.path == str(path)
+
+
+def test_sidecar_replaced_by_a_directory(tmp_path):
+    """A small packed blob (inline threshold 100) whose sidecar is now a directory: its range lies
+    inside the directory's size, and the read is what fails."""
+    md = {"lance-encoding:blob": "true", "lance-encoding:blob-inline-size-threshold": "100"}
+    field = pa.field("b", pa.large_binary(), metadata=md)
+    table = pa.table({"b": pa.array([b"x" * 500], pa.large_binary())}, schema=pa.schema([field]))
+    lance.write_dataset(table, str(tmp_path / "ds"), data_storage_version="2.2")
+    (sidecar,) = Path(tmp_path, "ds", "data").glob("*/*.blob")
+    sidecar.unlink()
+    sidecar.mkdir()
+    (blob,) = lt.dataset(tmp_path / "ds").take_blobs("b", indices=[0])
+    with pytest.raises(CorruptFileError, match=r"column 'b' at row 0 .*which is not a file") as err:
+        blob.read()
+    assert err.value.path == str(_data_file(tmp_path / "ds"))

@@ -91,7 +91,8 @@ def test_blobs_outside_the_registered_bases_are_refused(tmp_path):
 
 
 def _patch_uri(uri: str, old: str, new: str) -> Path:
-    """Replace the descriptors' URI ``old`` in the dataset's data file by one of the same length."""
+    """Replace the descriptors' URI ``old`` in the dataset's data file by one of the same length;
+    returns the data file."""
     assert len(old) == len(new)
     (path,) = Path(uri, "data").glob("*.lance")
     data = path.read_bytes()
@@ -215,3 +216,37 @@ def test_unregistered_base_in_a_descriptor(based, tmp_path):
     with pytest.raises(CorruptFileError, match=r"column 'b' at row 1 .*base path 1") as err:
         lt.dataset(copy).take_blobs("b", indices=[1], allow_external=True)
     assert err.value.path.endswith(".lance")
+
+
+@pytest.mark.interop
+def test_uri_that_is_not_utf8(based, tmp_path):
+    uri, _ = based
+    copy = str(tmp_path / "copy")
+    shutil.copytree(uri, copy)
+    (path,) = Path(copy, "data").glob("*.lance")
+    path.write_bytes(path.read_bytes().replace(b"sub/a.bin", b"\xff\xfeb/a.bin"))
+    with pytest.raises(CorruptFileError, match=r"column 'b' at row 1 .*not UTF-8") as err:
+        lt.dataset(copy).take_blobs("b", indices=[1], allow_external=True)
+    assert err.value.path == str(path)
+
+
+@pytest.mark.interop
+def test_missing_external_object(based):
+    uri, base = based
+    (base / "sub" / "a.bin").unlink()
+    with pytest.raises(
+        CorruptFileError, match=r"column 'b' at row 1 .*'sub/a.bin', which does not exist"
+    ) as err:
+        lt.dataset(uri).take_blobs("b", indices=[1], allow_external=True)
+    assert err.value.path.endswith(".lance")
+
+
+@pytest.mark.interop
+def test_refusals_name_the_data_file_and_descriptor(based, tmp_path):
+    uri, _ = based
+    copy = str(tmp_path / "copy")
+    shutil.copytree(uri, copy)
+    path = _patch_uri(copy, "sub/a.bin", "../a.bin/")
+    with pytest.raises(BlobLocationError, match=r"column 'b' at row 1 of fragment 0") as err:
+        lt.dataset(copy).take_blobs("b", indices=[1], allow_external=True)
+    assert err.value.path == str(path) and str(path) in str(err.value)
