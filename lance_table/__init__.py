@@ -8,6 +8,7 @@ from __future__ import annotations
 from importlib import metadata as _metadata
 
 from lance_table.errors import (
+    BlobLocationError,
     CommitConflictError,
     CommitError,
     CommitStateUnknownError,
@@ -33,6 +34,7 @@ except _metadata.PackageNotFoundError:  # pragma: no cover - a source tree that 
 from lance_table.table import Dataset, dataset, write_dataset
 
 __all__ = [
+    "BlobLocationError",
     "CommitConflictError",
     "CommitError",
     "CommitStateUnknownError",

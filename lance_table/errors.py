@@ -35,6 +35,24 @@ class UnsupportedFormatError(LanceTableError, NotImplementedError):
         super().__init__(f"{path}: {message}" if path else message)
 
 
+class BlobLocationError(LanceTableError, PermissionError):
+    """An external blob's URI names a location lance_table refuses to open: outside the dataset's
+    registered base paths, with a scheme it does not know, or escaping its base.
+
+    Attributes:
+        uri: the URI as the blob descriptor stores it.
+        reason: why it is refused.
+        path: the data file holding the descriptor, when known.
+    """
+
+    def __init__(self, uri: str, reason: str, *, path: str | None = None) -> None:
+        self.uri = uri
+        self.reason = reason
+        self.path = path
+        where = f"{path}: " if path else ""
+        super().__init__(f"{where}external blob {uri!r} is refused: {reason}")
+
+
 class SchemaError(LanceTableError, ValueError):
     """A schema cannot be stored, or data does not match the schema it is written with."""
 

@@ -23,7 +23,7 @@ from google.protobuf.message import DecodeError
 
 from lance_table._proto import encodings_v2_0_pb2, encodings_v2_1_pb2, file2_pb2, file_pb2
 from lance_table.errors import CorruptFileError, UnsupportedFormatError
-from lance_table.file.v2_1.blob_v2 import attach_descriptor_fields
+from lance_table.file.v2_1.blob_v2 import attach_descriptor_fields, descriptor_problem
 from lance_table.schema import FieldNode, LanceField, build_tree, fields_from_pb
 from lance_table.storage.sources import ByteSource
 
@@ -199,6 +199,9 @@ def read_metadata(source: ByteSource) -> FileMetadata:
     if descriptor.length > MAX_COUNT:
         raise CorruptFileError(path, f"file descriptor claims {descriptor.length} rows", offset=gb0_pos)
     fields = attach_descriptor_fields(fields_from_pb(descriptor.schema.fields))
+    problem = descriptor_problem(fields)
+    if problem is not None:
+        raise CorruptFileError(path, f"schema in the file descriptor is invalid: {problem}", offset=gb0_pos)
     meta = FileMetadata(
         path=path,
         size=size,

@@ -21,8 +21,15 @@ NAMES = {
 
 # What lance_table implements. Reading ignores row-id sequences (they are only needed to resolve
 # stable row ids); writing would have to maintain them, so datasets using them are read-only here.
+# Datasets with base paths read: external blobs resolve against the bases, and a data or deletion
+# file that lives in another base is refused on its own (UnsupportedFormatError naming it).
 READABLE = (
-    DELETION_FILES | STABLE_ROW_IDS | USE_V2_FORMAT_DEPRECATED | TABLE_CONFIG | DISABLE_TRANSACTION_FILE
+    DELETION_FILES
+    | STABLE_ROW_IDS
+    | USE_V2_FORMAT_DEPRECATED
+    | TABLE_CONFIG
+    | BASE_PATHS
+    | DISABLE_TRANSACTION_FILE
 )
 WRITABLE = DELETION_FILES | USE_V2_FORMAT_DEPRECATED | TABLE_CONFIG | DISABLE_TRANSACTION_FILE
 

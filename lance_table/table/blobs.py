@@ -3,8 +3,9 @@
 Blob v2 columns (format 2.2) store one descriptor per row (:mod:`lance_table.file.v2_1.blob_v2`);
 the bytes are in the data file (inline), in a sidecar ``data/<data file stem>/<id>.blob`` (packed
 or dedicated), or at an external URI. Descriptors are untrusted: kinds, ranges and paths are checked
-against the files they name before a :class:`BlobFile` is handed out, and every read stays inside
-the blob's range. Blob v1 columns (formats 2.0/2.1) are read whole by the file reader; their values
+against the files they name before a :class:`BlobFile` is handed out, external URIs must lie below
+a registered base path (:mod:`lance_table.table.blob_locations`), and every read stays inside the
+blob's range. Blob v1 columns (formats 2.0/2.1) are read whole by the file reader; their values
 are served from memory.
 """
 
@@ -18,13 +19,21 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from lance_table.errors import CorruptFileError, SchemaError, UnsupportedFormatError
+from lance_table.errors import (
+    BlobLocationError,
+    CorruptFileError,
+    DataFileNotFoundError,
+    SchemaError,
+    UnsupportedFormatError,
+)
 from lance_table.file.fields import BLOB_KEY
 from lance_table.file.runs import Runs
 from lance_table.file.v2_1.blob_v2 import BlobKind, blob_file_name, is_blob_v2
 from lance_table.format import paths
+from lance_table.format.bases import base_paths
 from lance_table.format.manifest import DataFile
 from lance_table.storage import Storage, open_storage
+from lance_table.table.blob_locations import resolve_external
 from lance_table.table.deletion import missing_file_error
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.snapshot import Snapshot
@@ -151,10 +160,14 @@ def take_blobs(
         ValueError: not exactly one selection is given.
         SchemaError: ``column`` is not a top-level blob column.
         IndexError: an index or address names no row.
-        UnsupportedFormatError: row ids of a dataset with stable row ids; an external blob (a URI
-            outside the dataset) without ``allow_external``, or one relative to a registered base.
-        CorruptFileError: a descriptor names an unknown kind or a range outside its file.
-        DataFileNotFoundError: a sidecar blob file does not exist.
+        UnsupportedFormatError: row ids of a dataset with stable row ids; an external blob
+            without ``allow_external``.
+        BlobLocationError: an external blob (with ``allow_external``) whose URI is not below one
+            of the manifest's registered base paths, has a scheme that is not an object store, or
+            escapes its base with ``..``; such URIs are never opened.
+        CorruptFileError: a descriptor names an unknown kind, a range outside its file, or a blob
+            id whose sidecar does not exist (the error names the data file, column, row and id).
+        DataFileNotFoundError: the data file, or a sidecar of a version cleaned up meanwhile, is gone.
     """
     given = (("ids", ids), ("addresses", addresses), ("indices", indices))
     chosen = [(k, v) for k, v in given if v is not None]
@@ -184,7 +197,7 @@ def take_blobs(
         if value is None:
             out.append(None)
         elif v2:
-            out.append(opener.open(where.frag, value))
+            out.append(opener.open(where.frag, where.offset, value))
         else:
             out.append(_memory_blob(value, f"{column}[{where.offset}]"))
     return out
@@ -227,8 +240,20 @@ def _read_values(rows: list[_Where], column: str) -> dict[int, dict[int, Any]]:
     for key, (frag, offsets) in wanted.items():
         ordered = np.array(sorted(offsets), np.int64)
         table = frag.read([column], Runs.from_sorted_unique(ordered))
-        out[key] = dict(zip(ordered.tolist(), table.column(column).to_pylist()))
+        out[key] = dict(zip(ordered.tolist(), _as_python(table.column(column).combine_chunks())))
     return out
+
+
+def _as_python(values: pa.Array) -> list[Any]:
+    """The values as Python objects; a descriptor's URI stays bytes (a damaged one need not be
+    UTF-8: :meth:`_Opener.open` decodes it and says which descriptor is damaged)."""
+    if not isinstance(values, pa.StructArray) or values.type.get_field_index("blob_uri") < 0:
+        return values.to_pylist()
+    names = [f.name for f in values.type]
+    children = [values.field(n) for n in names]
+    children[names.index("blob_uri")] = children[names.index("blob_uri")].cast(pa.large_binary())
+    mask = values.is_null() if values.null_count else None
+    return pa.StructArray.from_arrays(children, names=names, mask=mask).to_pylist()
 
 
 class _Opener:
@@ -241,22 +266,41 @@ class _Opener:
         self.allow_external = allow_external
         self._sizes: dict[tuple[str, str], int] = {}
 
-    def open(self, frag: FragmentReader, desc: dict[str, Any]) -> BlobFile:
+    def open(self, frag: FragmentReader, row: int, desc: dict[str, Any]) -> BlobFile:
+        """The blob of descriptor ``desc``, stored at physical ``row`` of ``frag``.
+
+        Raises:
+            CorruptFileError: (naming the data file) the descriptor has an unknown kind, a range
+                outside its file, or a blob id without a sidecar or registered base.
+            UnsupportedFormatError: an external blob without ``allow_external``.
+            BlobLocationError: an external blob outside the registered base paths.
+            DataFileNotFoundError: the data file or a sidecar is gone with its version.
+        """
         data_file = self._data_file(frag)
         data_path = paths.data_file_path(data_file.path)
         where = f"{self.storage.uri.rstrip('/')}/{data_path}"
         kind, position, size = desc["kind"], int(desc["position"]), int(desc["size"])
+        blob_id = int(desc["blob_id"])
+        what = f"the blob descriptor of column {self.column!r} at row {row} of fragment {frag.fragment.id}"
         if kind == BlobKind.INLINE:
-            return self._ranged(self.storage, data_path, position, size, where, where)
+            return self._ranged(self.storage, data_path, position, size, where, what)
         if kind in (BlobKind.PACKED, BlobKind.DEDICATED):
-            path = f"{_sidecar_dir(data_file.path, where)}/{blob_file_name(int(desc['blob_id']))}"
-            if kind == BlobKind.DEDICATED and position != 0:
-                problem = f"a dedicated blob of column {self.column!r} starts at {position}, not 0"
-                raise CorruptFileError(where, problem)
-            return self._ranged(self.storage, paths.data_file_path(path), position, size, where)
+            path = paths.data_file_path(f"{_sidecar_dir(data_file.path, where)}/{blob_file_name(blob_id)}")
+            what = f"{what} (blob id {blob_id})"
+            length = self._sidecar_size(path, data_path, where, what)
+            if kind == BlobKind.DEDICATED and (position, size) != (0, length):
+                problem = (
+                    f"{what} is a dedicated blob at [{position}, {position + size}), not its whole sidecar"
+                )
+                raise CorruptFileError(where, f"{problem} of {length} bytes")
+            return self._ranged(self.storage, path, position, size, where, what)
         if kind == BlobKind.EXTERNAL:
-            return self._external(desc, position, size, where)
-        raise CorruptFileError(where, f"a blob descriptor of column {self.column!r} has unknown kind {kind}")
+            try:
+                uri = bytes(desc["blob_uri"]).decode()
+            except UnicodeDecodeError:
+                raise CorruptFileError(where, f"{what} has a URI that is not UTF-8") from None
+            return self._external(uri, blob_id, position, size, where, what)
+        raise CorruptFileError(where, f"{what} has unknown kind {kind}")
 
     def _data_file(self, frag: FragmentReader) -> DataFile:
         node = self.snapshot.roots[self.column]
@@ -276,43 +320,65 @@ class _Opener:
                 raise missing_file_error(self.storage, where, self.snapshot.version) from None
         return self._sizes[key]
 
+    def _sidecar_size(self, path: str, data_path: str, where: str, what: str) -> int:
+        """The size of a sidecar. A missing one is a damaged blob id (CorruptFileError naming
+        the data file), unless the version was cleaned up meanwhile (DataFileNotFoundError)."""
+        try:
+            return self._size(self.storage, path)
+        except DataFileNotFoundError as exc:
+            if exc.cleaned_up:
+                raise
+            self._size(self.storage, data_path)  # the data file itself gone: that error instead
+            raise CorruptFileError(where, f"{what} names the sidecar {path}, which does not exist") from None
+
     def _ranged(
-        self, storage: Storage, path: str, position: int, size: int, where: str, name: str | None = None
+        self, storage: Storage, path: str, position: int, size: int, where: str, what: str
     ) -> BlobFile:
-        full = name or f"{storage.uri.rstrip('/')}/{path}"
+        full = f"{storage.uri.rstrip('/')}/{path}"
         if size:
             length = self._size(storage, path)
             if position < 0 or position + size > length:
                 raise CorruptFileError(
                     where,
-                    f"a blob of column {self.column!r} lies at [{position}, {position + size}) "
-                    f"beyond the {length} bytes of {full}",
+                    f"{what} lies at [{position}, {position + size}) beyond the {length} bytes of {full}",
                 )
 
         def read_at(offset: int, n: int) -> bytes:
-            return bytes(storage.read_ranges(path, [(offset, n)])[0])
+            try:
+                return bytes(storage.read_ranges(path, [(offset, n)])[0])
+            except (IsADirectoryError, NotADirectoryError):
+                raise CorruptFileError(where, f"{what} names {full}, which is not a file") from None
 
         return BlobFile(read_at, position, size, full)
 
-    def _external(self, desc: dict[str, Any], position: int, size: int, where: str) -> BlobFile:
-        uri = str(desc["blob_uri"])
-        if int(desc["blob_id"]):
-            raise UnsupportedFormatError(
-                f"{where}: a blob of column {self.column!r} is {uri!r} in registered base "
-                f"{desc['blob_id']}; lance_table does not read base paths"
-            )
+    def _external(self, uri: str, blob_id: int, position: int, size: int, where: str, what: str) -> BlobFile:
         if not self.allow_external:
             raise UnsupportedFormatError(
-                f"{where}: a blob of column {self.column!r} is the external object {uri!r}, outside the "
-                "dataset; pass allow_external=True to read external blobs"
+                f"{where}: {what} is the external object {uri!r}; pass allow_external=True to read "
+                "external blobs (those below the dataset's registered base paths)"
             )
-        parent, _, name = uri.rstrip("/").rpartition("/")
-        if not parent or name in ("", ".", ".."):
-            raise CorruptFileError(where, f"a blob of column {self.column!r} has the invalid URI {uri!r}")
-        storage = open_storage(parent)
+        bases = base_paths(self.snapshot.manifest)
+        if blob_id and blob_id not in bases:
+            problem = f"{what} names base path {blob_id}, which the manifest does not register"
+            raise CorruptFileError(where, f"{problem} (its URI is {uri!r})")
+        try:
+            location = resolve_external(uri, blob_id, bases)
+        except BlobLocationError as exc:
+            raise BlobLocationError(uri, f"{exc.reason} ({what})", path=where) from None
+        try:
+            storage = open_storage(location.parent)
+        except ImportError as exc:
+            raise UnsupportedFormatError(f"{where}: {what} is {uri!r}, which needs {exc}") from None
+        try:
+            length = storage.size(location.name)
+        except FileNotFoundError:
+            raise CorruptFileError(
+                where, f"{what} names the external object {uri!r}, which does not exist"
+            ) from None
+        self._sizes[(storage.uri, location.name)] = length
         if (position, size) == (0, 0):
-            size = self._size(storage, name)
-        return self._ranged(storage, name, position, size, where)
+            size = length
+        return self._ranged(storage, location.name, position, size, where, what)
 
 
 def _sidecar_dir(data_path: str, where: str) -> str:

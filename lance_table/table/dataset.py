@@ -225,7 +225,8 @@ class Dataset:
 
         Select rows by exactly one of ``ids`` (row ids), ``addresses`` (fragment id << 32 | offset)
         or ``indices`` (positions in this version); one element per selected row, None for a null
-        blob. Blobs at URIs outside the dataset are opened only with ``allow_external``.
+        blob. Blobs at URIs outside the dataset are opened only with ``allow_external``, and
+        only below one of the dataset's registered base paths (object store schemes only).
 
         Raises:
             ValueError: not exactly one selection is given.
@@ -233,8 +234,11 @@ class Dataset:
             IndexError: an index or address names no row.
             UnsupportedFormatError: an external blob without ``allow_external``; row ids of a
                 dataset with stable row ids.
-            CorruptFileError: a blob descriptor is damaged or points outside its file.
-            DataFileNotFoundError: a blob file does not exist.
+            BlobLocationError: an external blob outside the registered base paths, with an
+                unknown scheme or escaping its base (never opened).
+            CorruptFileError: a blob descriptor is damaged, points outside its file or names a
+                sidecar that does not exist.
+            DataFileNotFoundError: a data file does not exist.
         """
         return take_blobs(
             self._snapshot,

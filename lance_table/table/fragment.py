@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from lance_table.errors import CorruptFileError, UnsupportedFormatError
 from lance_table.file import LanceFileReader
+from lance_table.file.fields import BLOB_KEY
 from lance_table.file.legacy import LegacyFileReader
 from lance_table.file.legacy.prune import may_match
 from lance_table.file.rows import selectable
@@ -240,7 +241,9 @@ class FragmentReader:
                 continue
             data_file = self.fragment.files[idx]
             reader = self._reader(data_file)
-            file_names = {n.id: n.name for n in reader.metadata.roots}
+            where = f"{self.storage.uri.rstrip('/')}/{paths.data_file_path(data_file.path)}"
+            file_roots = {n.id: n for n in reader.metadata.roots}
+            file_names = {i: n.name for i, n in file_roots.items()}
             wanted = []
             file_floors = {}
             for name in group:
@@ -251,18 +254,22 @@ class FragmentReader:
                         f"data file {data_file.path} is listed with field {self.roots[name].id}, "
                         "which it does not store",
                     )
+                _check_blob_fields(self.roots[name], file_roots[self.roots[name].id], where)
                 wanted.append(file_name)
                 if floors and name in floors:
                     file_floors[file_name] = floors[name]
             try:
                 table = reader.read_runs(runs, wanted, floors=file_floors)
             except FileNotFoundError:  # deleted since the reader was opened (files open per read)
-                where = f"{self.storage.uri.rstrip('/')}/{paths.data_file_path(data_file.path)}"
                 raise missing_file_error(self.storage, where, self.version) from None
             for name, file_name in zip(group, wanted):
                 col = table.column(file_name)
                 target = self.roots[name].arrow_type
-                columns[name] = col if col.type == target else col.cast(target)
+                try:
+                    columns[name] = col if col.type == target else col.cast(target)
+                except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+                    problem = f"column {name!r} is stored as {col.type}, which does not read as {target}"
+                    raise CorruptFileError(where, f"{problem}: {exc}") from None
         schema = pa.schema([self.roots[n].to_arrow_field() for n in names])
         return selectable(pa.Table.from_arrays([columns[n] for n in names], schema=schema))
 
@@ -277,6 +284,26 @@ class FragmentReader:
             if ids.intersection(self.fragment.files[i].fields):
                 return i
         return -1
+
+
+def _is_blob_descriptor(node: FieldNode) -> bool:
+    return pa.types.is_struct(node.arrow_type) and BLOB_KEY in node.field.metadata
+
+
+def _check_blob_fields(node: FieldNode, file_node: FieldNode, where: str) -> None:
+    """A data file must store a blob v2 field (at any depth) as a descriptor struct, and nothing
+    else as one: a manifest whose blob field is damaged (its extension name, say) would otherwise
+    read the descriptors as another struct, all nulls."""
+    stored = {n.id: n for n in file_node.walk()}
+    for n in node.walk():
+        f = stored.get(n.id)
+        if f is not None and _is_blob_descriptor(n) != _is_blob_descriptor(f):
+            what = "a blob descriptor" if _is_blob_descriptor(f) else "no blob descriptor"
+            raise CorruptFileError(
+                where,
+                f"field {n.name!r} (id {n.id}) is {'a blob' if _is_blob_descriptor(n) else 'not a blob'} "
+                f"column in the manifest, but the data file stores {what} for it",
+            )
 
 
 def _any_in(sorted_values: np.ndarray, lo: int, hi: int) -> bool:

@@ -208,34 +208,6 @@ def test_blob_inside_a_struct(tmp_path):
     assert_tables_equal(lt.dataset(uri).to_table(), lance.dataset(uri).to_table())
 
 
-def _external_dataset(tmp_path: Path) -> tuple[str, bytes]:
-    from lance.blob import Blob, blob_array
-
-    target = tmp_path / "outside.bin"
-    payload = bytes(range(256)) * 10
-    target.write_bytes(payload)
-    target_uri = target.as_uri()
-    arr = blob_array([b"in", target_uri, Blob.from_uri(target_uri, position=10, size=20), None])
-    uri = str(tmp_path / "ext")
-    table = pa.table({"id": pa.array(range(4), pa.int64()), "b": arr})
-    lance.write_dataset(table, uri, data_storage_version="2.2", allow_external_blob_outside_bases=True)
-    return uri, payload
-
-
-def test_external_blobs_are_read_only_when_allowed(tmp_path):
-    uri, payload = _external_dataset(tmp_path)
-    ours, theirs = lt.dataset(uri), lance.dataset(uri)
-    assert_tables_equal(ours.to_table(), theirs.to_table())
-    kinds = ours.to_table().column("b").combine_chunks().field("kind").to_pylist()
-    assert kinds[1:3] == [BlobKind.EXTERNAL, BlobKind.EXTERNAL]
-    with pytest.raises(UnsupportedFormatError, match="allow_external"):
-        ours.take_blobs("b", indices=[1])
-    assert ours.take_blobs("b", indices=[0])[0].read() == b"in"  # the others need no permission
-    got = ours.take_blobs("b", indices=[0, 1, 2, 3], allow_external=True)
-    _same_blobs(got, theirs.take_blobs("b", indices=[0, 1, 2, 3]))
-    assert got[2] is not None and got[2].read_range(0, 20) == payload[10:30]
-
-
 def _packed_sidecar(uri: str, row: int = 5) -> Path:
     """The sidecar holding row ``row``'s packed blob (named after its blob id)."""
     desc = lance.dataset(uri).take([row]).column("b")[0].as_py()
@@ -258,13 +230,29 @@ def test_truncated_sidecar_is_reported(tmp_path, mixed):
 
 
 def test_missing_sidecar_is_reported(tmp_path, mixed):
+    """The data file is there, the sidecar its descriptor names is not: the descriptor's blob id
+    or the sidecars are damaged, and the error names the data file and the descriptor."""
     uri = str(tmp_path / "copy")
     shutil.copytree(mixed[0], uri)
     sidecar = _packed_sidecar(uri)
     os.remove(sidecar)
-    with pytest.raises(DataFileNotFoundError) as err:
+    with pytest.raises(CorruptFileError, match=rf"column 'b' at row 5 .*blob id 1\).*{sidecar.name}") as err:
         lt.dataset(uri).take_blobs("b", indices=[5])
-    assert err.value.path.endswith(sidecar.name)
+    assert err.value.path.endswith(".lance")
+
+
+def test_sidecar_of_a_cleaned_up_version(tmp_path, mixed):
+    """A handle pinned to a version whose files were cleaned up: DataFileNotFoundError says so."""
+    uri = str(tmp_path / "copy")
+    shutil.copytree(mixed[0], uri)
+    ds = lt.dataset(uri)
+    sidecar = _packed_sidecar(uri)
+    os.remove(sidecar)
+    for manifest in Path(uri, "_versions").glob("*.manifest"):
+        os.remove(manifest)
+    with pytest.raises(DataFileNotFoundError) as err:
+        ds.take_blobs("b", indices=[5])
+    assert err.value.cleaned_up and err.value.path.endswith(sidecar.name)
 
 
 def _descriptor_at(uri: str) -> tuple[Path, int]:

@@ -93,6 +93,24 @@ def attach_descriptor_fields(fields: Sequence[LanceField]) -> list[LanceField]:
     return out if changed else list(fields)
 
 
+def descriptor_problem(fields: Sequence[LanceField]) -> str | None:
+    """What is wrong with the blob v2 descriptor structs of a file schema (after
+    :func:`attach_descriptor_fields`), or None: each must have exactly the five descriptor
+    children, with their names and types in order. A damaged name would otherwise make the
+    descriptor unreadable as one."""
+    expected = [(name, logical) for name, _, logical in DESCRIPTOR_FIELDS]
+    for struct in fields:
+        if not _is_descriptor_struct(struct):
+            continue
+        children = [(f.name, f.logical_type) for f in fields if f.parent_id == struct.id != f.id]
+        if children != expected:
+            got = ", ".join(f"{n}: {t}" for n, t in children) or "none"
+            want = ", ".join(f"{n}: {t}" for n, t in expected)
+            name = f"blob column {struct.name!r} (field {struct.id})"
+            return f"{name} has descriptor fields ({got}), not ({want})"
+    return None
+
+
 def descriptor_node(node: FieldNode) -> FieldNode:
     """The node a blob v2 field reads as: the descriptor struct, with the field's name, id and
     nullability and the descriptor's metadata (pylance drops the extension name)."""
