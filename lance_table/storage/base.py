@@ -34,8 +34,11 @@ class Storage(ABC):
     #: whether :meth:`put_if_absent` is atomic (exactly one of several racing writers succeeds)
     atomic_put: bool = True
 
-    def __init__(self, uri: str) -> None:
+    def __init__(self, uri: str, *, access: str = "") -> None:
         self.uri = uri
+        #: what process-wide caches of this storage's files are keyed by: the URI and a digest of
+        #: everything else that decides access (credentials, endpoint, ...), never a secret itself
+        self.cache_key = f"{uri}#{access}" if access else uri
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.uri!r})"

@@ -63,15 +63,15 @@ class FsspecStorage(Storage):
         fs: the filesystem.
         root: the dataset's path inside ``fs`` (no protocol).
         uri: the URI the user gave, for messages.
-        atomic_put: whether ``put_if_absent`` may rely on the backend (set by subclasses).
+        access: a digest of the options the filesystem was opened with (see ``Storage.cache_key``).
     """
 
     atomic_put = False
     #: whether parent directories must exist before a file is created (not on object stores)
     needs_mkdir = True
 
-    def __init__(self, fs: Any, root: str, uri: str) -> None:
-        super().__init__(uri)
+    def __init__(self, fs: Any, root: str, uri: str, *, access: str = "") -> None:
+        super().__init__(uri, access=access)
         self.fs = fs
         self.root = root.rstrip("/")
 

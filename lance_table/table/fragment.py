@@ -42,7 +42,9 @@ class ReaderCache:
     """Open file readers, shared by every dataset handle of the process.
 
     Data files are immutable and their names unique, so a reader (the parsed footer, schema and
-    column metadata) stays valid for as long as the file exists; keys include the dataset URI.
+    column metadata) stays valid for as long as the file exists. Keys are the storage's ``cache_key``
+    (the URI and a digest of the options that decide access) and the file's path: a handle opened
+    with other credentials or another endpoint never reads through another handle's reader.
     """
 
     def __init__(self, size: int = READER_CACHE_SIZE) -> None:
@@ -67,7 +69,7 @@ class ReaderCache:
         """
         if data_file.base_id is not None:
             raise UnsupportedFormatError(f"data file {data_file.path} lives in another base path")
-        key = (storage.uri, data_file.path)
+        key = (storage.cache_key, data_file.path)
         with self._lock:
             cached = self._items.get(key)
             if cached is not None:
