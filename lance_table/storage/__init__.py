@@ -8,6 +8,7 @@ from typing import Any
 
 from lance_table.storage.base import Entry, Storage
 from lance_table.storage.local import LocalStorage
+from lance_table.storage.options import options_fingerprint, s3fs_arguments
 
 __all__ = ["Entry", "LocalStorage", "Storage", "open_storage"]
 
@@ -43,8 +44,6 @@ def open_storage(uri: str | os.PathLike[str], storage_options: Mapping[str, Any]
             import s3fs
         except ImportError as exc:  # pragma: no cover - depends on the install
             raise ImportError("s3:// datasets need s3fs: pip install 'lance_table[s3]'") from exc
-        from lance_table.storage.options import options_fingerprint, s3fs_arguments
-
         kwargs = s3fs_arguments(options, rest.split("/", 1)[0])
         fs = s3fs.S3FileSystem(**kwargs)
         return S3Storage(fs, rest.strip("/"), text, access=options_fingerprint(kwargs))
