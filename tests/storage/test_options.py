@@ -8,17 +8,17 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 
 import pyarrow as pa
 import pytest
-from conftest import S3_BUCKET, S3_KEY, S3_SECRET
 
 import lance_table as lt
 from lance_table.errors import DataFileNotFoundError, LanceTableError, StorageOptionsError
 from lance_table.storage import open_storage
 from lance_table.storage.options import KNOWN_S3_OPTIONS, s3fs_arguments
+
+BUCKET = "some-bucket"
 
 # -- names and values, without a server ---------------------------------------------------------
 
@@ -33,7 +33,7 @@ from lance_table.storage.options import KNOWN_S3_OPTIONS, s3fs_arguments
 )
 def test_unknown_option_is_a_typed_error_listing_the_known_ones(name: str, value: str) -> None:
     with pytest.raises(StorageOptionsError) as info:
-        open_storage(f"s3://{S3_BUCKET}/x", {"aws_region": "us-east-1", name: value})
+        open_storage(f"s3://{BUCKET}/x", {"aws_region": "us-east-1", name: value})
     err = info.value
     assert isinstance(err, LanceTableError) and isinstance(err, ValueError)
     assert err.option == name and repr(name) in str(err)
@@ -54,7 +54,7 @@ def test_unknown_option_is_a_typed_error_listing_the_known_ones(name: str, value
 )
 def test_unsafe_options_are_refused_with_the_reason(options: dict[str, object], what: str) -> None:
     with pytest.raises(StorageOptionsError, match=what) as info:
-        open_storage(f"s3://{S3_BUCKET}/x", options)
+        open_storage(f"s3://{BUCKET}/x", options)
     assert info.value.option == next(iter(options))
 
 
@@ -74,13 +74,13 @@ def test_unsafe_options_are_refused_with_the_reason(options: dict[str, object], 
 )
 def test_bad_values_name_the_option(options: dict[str, object], problem: str) -> None:
     with pytest.raises(StorageOptionsError, match=problem) as info:
-        s3fs_arguments(options, S3_BUCKET)
+        s3fs_arguments(options, BUCKET)
     assert info.value.option in options
 
 
 def test_a_bad_secret_is_never_shown() -> None:
     with pytest.raises(StorageOptionsError) as info:
-        s3fs_arguments({"aws_sse_customer_key_base64": "not base64 but secret!"}, S3_BUCKET)
+        s3fs_arguments({"aws_sse_customer_key_base64": "not base64 but secret!"}, BUCKET)
     assert "secret!" not in str(info.value)
 
 
@@ -104,7 +104,7 @@ def test_pylance_names_and_aliases_map_to_s3fs() -> None:
             "http2_only": "true",  # pylance's HTTP client tuning: accepted, nothing to do for s3fs
             "client_retry_timeout": "180",
         },
-        S3_BUCKET,
+        BUCKET,
     )
     assert got == {
         "key": "k",
@@ -128,7 +128,7 @@ def test_pylance_names_and_aliases_map_to_s3fs() -> None:
 def test_s3fs_own_names_still_work() -> None:
     got = s3fs_arguments(
         {"key": "k", "secret": "s", "client_kwargs": {"endpoint_url": "http://h"}, "use_listings_cache": 0},
-        S3_BUCKET,
+        BUCKET,
     )
     assert got == {
         "key": "k",
@@ -136,13 +136,13 @@ def test_s3fs_own_names_still_work() -> None:
         "client_kwargs": {"endpoint_url": "http://h"},
         "use_listings_cache": False,
     }
-    assert s3fs_arguments({"aws_default_region": "us-west-2"}, S3_BUCKET)["client_kwargs"] == {
+    assert s3fs_arguments({"aws_default_region": "us-west-2"}, BUCKET)["client_kwargs"] == {
         "region_name": "us-west-2"
     }
 
 
 def test_cache_keys_follow_the_options_and_hide_secrets() -> None:
-    uri = f"s3://{S3_BUCKET}/same"
+    uri = f"s3://{BUCKET}/same"
     one = open_storage(uri, {"aws_access_key_id": "k", "aws_secret_access_key": "secret-one"})
     alias = open_storage(uri, {"access_key_id": "k", "secret_access_key": "secret-one"})
     other = open_storage(uri, {"aws_access_key_id": "k", "aws_secret_access_key": "secret-two"})
@@ -155,13 +155,13 @@ def test_cache_keys_follow_the_options_and_hide_secrets() -> None:
 
 
 @pytest.mark.s3
-def test_pylance_timeouts_and_aliases_reach_botocore(s3_uri: str, s3_endpoint: str) -> None:
+def test_pylance_timeouts_and_aliases_reach_botocore(s3_uri: str, s3_options: dict[str, str]) -> None:
     import lance
 
     options = {
-        "access_key_id": S3_KEY,
-        "secret_access_key": S3_SECRET,
-        "endpoint": s3_endpoint,
+        "access_key_id": s3_options["aws_access_key_id"],
+        "secret_access_key": s3_options["aws_secret_access_key"],
+        "endpoint": s3_options["aws_endpoint"],
         "region": "us-east-1",
         "allow_http": "true",
         "timeout": "60s",
@@ -187,8 +187,11 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def other_s3_endpoint(s3_endpoint: str) -> Iterator[str]:
-    """A second S3 server in its own process (moto's store is per process), with the same bucket."""
+    """A second S3 server in its own process (moto's store is per process), with the test bucket."""
     import s3fs
+
+    key, secret = os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRET_ACCESS_KEY"]  # set by s3_endpoint
+    bucket = s3fs.S3FileSystem(key=key, secret=secret, endpoint_url=s3_endpoint).ls("")[0]
 
     port = _free_port()
     proc = subprocess.Popen(
@@ -208,7 +211,7 @@ def other_s3_endpoint(s3_endpoint: str) -> Iterator[str]:
                     pytest.fail("the second moto server did not start")
                 time.sleep(0.1)
         endpoint = f"http://127.0.0.1:{port}"
-        s3fs.S3FileSystem(key=S3_KEY, secret=S3_SECRET, endpoint_url=endpoint).mkdir(S3_BUCKET)
+        s3fs.S3FileSystem(key=key, secret=secret, endpoint_url=endpoint).mkdir(bucket)
         yield endpoint
     finally:
         proc.terminate()
@@ -217,11 +220,11 @@ def other_s3_endpoint(s3_endpoint: str) -> Iterator[str]:
 
 @pytest.mark.s3
 def test_same_uri_on_two_endpoints_reads_each_own_store(
-    s3_options: dict[str, str], other_s3_endpoint: str
+    s3_uri: str, s3_options: dict[str, str], other_s3_endpoint: str
 ) -> None:
     """A dataset copied to a second server, where one data file is missing: a handle on the second
     server must fail on its own store, not read the first server's file through a cached reader."""
-    uri = f"s3://{S3_BUCKET}/{uuid.uuid4().hex}"
+    uri = s3_uri
     table = pa.table({"id": pa.array(range(1000), pa.int64())})
     first = lt.write_dataset(table, uri, storage_options=s3_options)
     assert first.to_table().equals(table)  # its readers are now cached
