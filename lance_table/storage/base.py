@@ -57,7 +57,13 @@ class Storage(ABC):
 
     @abstractmethod
     def source(self, path: str, size: int | None = None) -> ByteSource:
-        """A byte source for the file codec's reader."""
+        """A byte source for the file codec's reader.
+
+        ``size`` is what the caller was told the size is (a manifest's ``file_size_bytes``); remote
+        backends use it instead of asking the store. A file of another size raises CorruptFileError
+        saying that the manifest and the file disagree: at once where the real size costs nothing
+        (local disk, memory), at the first read that runs past the file's end elsewhere.
+        """
 
     @abstractmethod
     def write(self, path: str, data: bytes) -> None:

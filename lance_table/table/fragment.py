@@ -22,6 +22,7 @@ from lance_table.format import paths
 from lance_table.format.manifest import DataFile, Fragment
 from lance_table.schema import FieldNode
 from lance_table.storage import Storage
+from lance_table.storage.sources import DISAGREEING_SIZE, size_disagreement
 from lance_table.table.deletion import missing_file_error, read_deletions
 
 if TYPE_CHECKING:
@@ -36,6 +37,15 @@ def is_legacy_file(data_file: DataFile) -> bool:
     """Whether a data file is in the legacy format (0.1), as its manifest entry records it (pylance's
     rule: major 0 and minor below 3; 0.3 is how early writers recorded format 2.0)."""
     return data_file.file_major_version == 0 and data_file.file_minor_version < 3
+
+
+def known_size(data_file: DataFile) -> int | None:
+    """The size a manifest records for a data file, where it is the file's size.
+
+    Legacy (0.1) files written by pylance are recorded with sizes that are not theirs (smaller than
+    the file), so their size is asked of the store instead.
+    """
+    return None if is_legacy_file(data_file) else data_file.file_size_bytes
 
 
 class ReaderCache:
@@ -78,13 +88,16 @@ class ReaderCache:
         path = paths.data_file_path(data_file.path)
         reader: FileReader
         try:
-            source = storage.source(path, data_file.file_size_bytes)
+            source = storage.source(path, known_size(data_file))
             if is_legacy_file(data_file):
                 reader = _legacy_reader(source, data_file, fields)
             else:
                 reader = LanceFileReader(source)
         except FileNotFoundError:
             raise missing_file_error(storage, f"{storage.uri.rstrip('/')}/{path}", version) from None
+        except CorruptFileError as exc:
+            _check_size(storage, path, known_size(data_file), exc)
+            raise
         with self._lock:
             self._items[key] = reader
             while len(self._items) > self.size:
@@ -93,6 +106,20 @@ class ReaderCache:
 
 
 READERS = ReaderCache()
+
+
+def _check_size(storage: Storage, path: str, claimed: int | None, exc: CorruptFileError) -> None:
+    """Raise the size disagreement behind ``exc`` when a file its manifest gave a too small size to
+    looked damaged (its footer was looked for before its end). Sizes too large, and every wrong
+    size on local disk and in memory, are caught by the storage layer itself."""
+    if claimed is None or exc.problem.startswith(DISAGREEING_SIZE):
+        return
+    try:
+        actual = storage.size(path)
+    except OSError:
+        return
+    if actual != claimed:
+        raise size_disagreement(f"{storage.uri.rstrip('/')}/{path}", claimed, actual) from exc
 
 
 def _legacy_reader(source: object, data_file: DataFile, fields: list[FieldNode] | None) -> LegacyFileReader:
