@@ -66,3 +66,30 @@ def test_file_size_bytes_that_disagree_with_the_file(where: tuple[str, Any], del
         lt.dataset(uri, storage_options=options).to_table()
     assert info.value.path.endswith(f"data/{data_file.path}")
     assert f"{claimed} bytes" in str(info.value) and f"the file {actual}" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "bad, problem",
+    [
+        ("x" * 4994 + ".lance", "5000 bytes long"),
+        ("sub/" + "x" * 294 + ".lance", "name of 300 bytes"),
+        ("é" * 200 + ".lance", "name of 406 bytes"),  # 206 characters, but bytes are what file systems count
+    ],
+    ids=["5000-chars", "long-name", "long-utf8-name"],
+)
+def test_over_long_data_file_path_is_refused(tmp_path: Any, bad: str, problem: str) -> None:
+    """Before: the OS's ENAMETOOLONG as a bare OSError, with the whole path in it."""
+    uri = str(tmp_path / "ds")
+    lt.write_dataset(pa.table({"id": np.arange(10)}), uri)
+    storage = open_storage(uri)
+    manifest = f"{uri}/{versions.latest_entry(storage).path}"
+
+    def set_path(pb: Any) -> None:
+        pb.fragments[0].files[0].path = bad
+
+    _edit_manifest(storage, set_path)
+    with pytest.raises(CorruptFileError, match=problem) as info:
+        lt.dataset(uri).to_table()
+    assert info.value.path == manifest
+    message = str(info.value)
+    assert bad[:40] in message and bad not in message and len(message) < len(manifest) + 300
