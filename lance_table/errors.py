@@ -61,6 +61,24 @@ class FilterError(LanceTableError, ValueError):
     """A filter predicate cannot be parsed or uses a construct this library does not support."""
 
 
+class StorageOptionsError(LanceTableError, ValueError):
+    """A storage option is unknown, unsafe for the storage layer, given twice, or has a bad value.
+
+    The message names the option (never its value when that could be a secret) and, for an unknown
+    name, lists the known ones. Attributes:
+        option: the option's name as given.
+        known: the names accepted for this kind of storage (empty when not relevant).
+    """
+
+    def __init__(self, option: str, problem: str, *, known: tuple[str, ...] = ()) -> None:
+        self.option = option
+        self.known = known
+        message = f"storage option {option!r} {problem}"
+        if known:
+            message += f"; known options: {', '.join(known)}"
+        super().__init__(message)
+
+
 class DatasetNotFoundError(LanceTableError, FileNotFoundError):
     """No dataset (no manifest) exists at the given URI."""
 

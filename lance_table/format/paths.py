@@ -83,6 +83,13 @@ def has_write_tag(name: str, tag: str) -> bool:
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
 
 
+# Longest file name (one segment of a path) and longest relative path a manifest may give: the usual
+# file-name limit of local file systems, and S3's key limit (the dataset's own prefix comes on top).
+MAX_NAME_BYTES = 255
+MAX_PATH_BYTES = 1024
+# How much of a refused path a message shows.
+_SHOWN_CHARS = 80
+
 # Relative paths of plain segments, none starting with a dot (so no "." or ".." either).
 _PLAIN_PATH = re.compile(r"[A-Za-z0-9_\-][A-Za-z0-9_.\-]*(?:/[A-Za-z0-9_\-][A-Za-z0-9_.\-]*)*")
 
@@ -93,12 +100,14 @@ def check_relative_path(path: str, where: str, what: str) -> str:
     Paths read from manifests and transactions (data files, transaction files) are joined to a folder
     of the dataset. Refused: empty paths and segments, ``.`` and ``..`` segments, absolute paths, URL
     schemes and drive letters, backslashes, NUL and other control characters. Nested relative paths
-    (``a/b.lance``) are accepted.
+    (``a/b.lance``) are accepted. So are names no file system or object store can hold: a segment
+    longer than :data:`MAX_NAME_BYTES` or a path longer than :data:`MAX_PATH_BYTES` (UTF-8).
 
     Raises:
-        CorruptFileError: naming ``where`` (the manifest or transaction the path comes from).
+        CorruptFileError: naming ``where`` (the manifest or transaction the path comes from) and the
+            path (shortened when long).
     """
-    if _PLAIN_PATH.fullmatch(path):  # what pylance writes: the common case, one regex
+    if len(path) <= MAX_NAME_BYTES and _PLAIN_PATH.fullmatch(path):  # what pylance writes: one regex
         return path
     problem = None
     if not path:
@@ -114,8 +123,24 @@ def check_relative_path(path: str, where: str, what: str) -> str:
     elif any(seg in ("", ".", "..") for seg in path.split("/")):
         problem = "has an empty, '.' or '..' segment"
     if problem is not None:
-        raise CorruptFileError(where, f"{what} {path!r} {problem}: it must stay inside the dataset")
+        raise CorruptFileError(where, f"{what} {_shown(path)} {problem}: it must stay inside the dataset")
+    size = len(path.encode("utf-8", "surrogatepass"))
+    if size > MAX_PATH_BYTES:
+        problem = f"is {size} bytes long, more than the {MAX_PATH_BYTES} a path may have"
+    else:
+        longest = max(len(seg.encode("utf-8", "surrogatepass")) for seg in path.split("/"))
+        if longest > MAX_NAME_BYTES:
+            problem = f"has a name of {longest} bytes, more than the {MAX_NAME_BYTES} a file name may have"
+    if problem is not None:
+        raise CorruptFileError(where, f"{what} {_shown(path)} {problem}")
     return path
+
+
+def _shown(path: str) -> str:
+    """A path for a message: the whole of it if short, else its start and its length."""
+    if len(path) <= _SHOWN_CHARS:
+        return repr(path)
+    return f"{path[:_SHOWN_CHARS]!r}... ({len(path)} characters)"
 
 
 def data_file_path(name: str) -> str:

@@ -34,8 +34,11 @@ class Storage(ABC):
     #: whether :meth:`put_if_absent` is atomic (exactly one of several racing writers succeeds)
     atomic_put: bool = True
 
-    def __init__(self, uri: str) -> None:
+    def __init__(self, uri: str, *, access: str = "") -> None:
         self.uri = uri
+        #: what process-wide caches of this storage's files are keyed by: the URI and a digest of
+        #: everything else that decides access (credentials, endpoint, ...), never a secret itself
+        self.cache_key = f"{uri}#{access}" if access else uri
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.uri!r})"
@@ -54,7 +57,13 @@ class Storage(ABC):
 
     @abstractmethod
     def source(self, path: str, size: int | None = None) -> ByteSource:
-        """A byte source for the file codec's reader."""
+        """A byte source for the file codec's reader.
+
+        ``size`` is what the caller was told the size is (a manifest's ``file_size_bytes``); remote
+        backends use it instead of asking the store. A file of another size raises CorruptFileError
+        saying that the manifest and the file disagree: at once where the real size costs nothing
+        (local disk, memory), at the first read that runs past the file's end elsewhere.
+        """
 
     @abstractmethod
     def write(self, path: str, data: bytes) -> None:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import IO
 
 from lance_table.storage.base import Entry, Storage
-from lance_table.storage.sources import ByteSource, LocalFileSource
+from lance_table.storage.sources import ByteSource, LocalFileSource, size_disagreement
 
 
 class LocalStorage(Storage):
@@ -41,7 +41,15 @@ class LocalStorage(Storage):
         return os.stat(self._abs(path)).st_size
 
     def source(self, path: str, size: int | None = None) -> ByteSource:
-        return LocalFileSource(self._abs(path))
+        """A byte source; ``size`` (a manifest's ``file_size_bytes``) is checked against the file's.
+
+        Raises:
+            CorruptFileError: the file's size is not ``size``.
+        """
+        src = LocalFileSource(self._abs(path))
+        if size is not None and size != src.size():
+            raise size_disagreement(src.name, size, src.size())
+        return src
 
     def _makedirs(self, full: str) -> None:
         os.makedirs(os.path.dirname(full), exist_ok=True)

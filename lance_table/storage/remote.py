@@ -8,8 +8,9 @@ import threading
 from collections.abc import Sequence
 from typing import IO, Any
 
+from lance_table.errors import CorruptFileError
 from lance_table.storage.base import Entry, Storage
-from lance_table.storage.sources import ByteSource, _RangedSource
+from lance_table.storage.sources import ByteSource, _RangedSource, size_disagreement
 
 
 def _mtime(info: dict[str, Any]) -> float | None:
@@ -27,13 +28,47 @@ def _mtime(info: dict[str, Any]) -> float | None:
 
 
 class _FsspecSource(_RangedSource):
-    """A ByteSource over one fsspec file, fetching coalesced ranges with ``cat_ranges``."""
+    """A ByteSource over one fsspec file, fetching coalesced ranges with ``cat_ranges``.
+
+    A size given by the caller (a manifest's ``file_size_bytes``) saves a request for it. When a
+    read fails or comes back short, the file's real size is looked up: if it is not the given one,
+    the error says that the manifest and the file disagree about the size.
+    """
 
     def __init__(self, fs: Any, path: str, size: int | None, name: str) -> None:
         self._fs = fs
         self._path = path
         self._name = name
         self._size = size
+        self._claimed = size
+
+    def _disagreement(self) -> CorruptFileError | None:
+        """The size error, if the file's real size is not the claimed one."""
+        if self._claimed is None:
+            return None
+        try:
+            actual = int(self._fs.size(self._path))
+        except OSError:
+            return None
+        return size_disagreement(self._name, self._claimed, actual) if actual != self._claimed else None
+
+    def _checked(self, off: int, length: int, data: bytes | memoryview) -> memoryview:
+        if len(data) != length:
+            wrong = self._disagreement()
+            if wrong is not None:
+                raise wrong
+        return super()._checked(off, length, data)
+
+    def _read_many(self, reads: list[tuple[int, int]]) -> list[bytes | memoryview]:
+        try:
+            return self._fetch(reads)
+        except FileNotFoundError:
+            raise
+        except OSError as exc:  # S3 answers a range past the end with 416 "range not satisfiable"
+            wrong = self._disagreement()
+            if wrong is not None:
+                raise wrong from exc
+            raise
 
     def size(self) -> int:
         if self._size is None:
@@ -45,7 +80,7 @@ class _FsspecSource(_RangedSource):
             return b""
         return bytes(self._fs.cat_file(self._path, start=offset, end=offset + length))
 
-    def _read_many(self, reads: list[tuple[int, int]]) -> list[bytes | memoryview]:
+    def _fetch(self, reads: list[tuple[int, int]]) -> list[bytes | memoryview]:
         """All merged reads in one ``cat_ranges`` call: async backends (s3fs) fetch them concurrently."""
         wanted = [(off, length) for off, length in reads if length]  # S3 refuses empty ranges
         if len(wanted) < 2:
@@ -63,15 +98,15 @@ class FsspecStorage(Storage):
         fs: the filesystem.
         root: the dataset's path inside ``fs`` (no protocol).
         uri: the URI the user gave, for messages.
-        atomic_put: whether ``put_if_absent`` may rely on the backend (set by subclasses).
+        access: a digest of the options the filesystem was opened with (see ``Storage.cache_key``).
     """
 
     atomic_put = False
     #: whether parent directories must exist before a file is created (not on object stores)
     needs_mkdir = True
 
-    def __init__(self, fs: Any, root: str, uri: str) -> None:
-        super().__init__(uri)
+    def __init__(self, fs: Any, root: str, uri: str, *, access: str = "") -> None:
+        super().__init__(uri, access=access)
         self.fs = fs
         self.root = root.rstrip("/")
 
@@ -171,6 +206,17 @@ class MemoryStorage(FsspecStorage):
     atomic_put = True
     needs_mkdir = False
     _lock = threading.Lock()
+
+    def source(self, path: str, size: int | None = None) -> ByteSource:
+        """A byte source; ``size`` is checked against the file's at once (it costs nothing here).
+
+        Raises:
+            CorruptFileError: the file's size is not ``size``.
+        """
+        src = super().source(path, None)
+        if size is not None and size != src.size():
+            raise size_disagreement(src.name, size, src.size())
+        return src
 
     def put_if_absent(self, path: str, data: bytes) -> None:
         with self._lock:

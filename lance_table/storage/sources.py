@@ -64,6 +64,16 @@ def coalesce(
     return merged, which, inner
 
 
+DISAGREEING_SIZE = "the manifest and the file disagree about its size"
+
+
+def size_disagreement(name: str, claimed: int, actual: int) -> CorruptFileError:
+    """The error for a file whose size is not the one its manifest (``file_size_bytes``) gives."""
+    return CorruptFileError(
+        name, f"{DISAGREEING_SIZE}: the manifest gives {claimed} bytes (file_size_bytes), the file {actual}"
+    )
+
+
 class _RangedSource:
     """Shared logic: validate ranges against the size, coalesce, slice."""
 

@@ -353,6 +353,7 @@ def dataset(
         VersionNotFoundError: the version or time does not resolve.
         TagError: the tag does not exist.
         UnsupportedFormatError: the dataset needs features lance_table does not have.
+        StorageOptionsError: a storage option is unknown, unsafe or has a bad value.
     """
     storage = open_storage(uri, storage_options)
     options = CommitOptions(commit_lock=commit_lock, unsafe_commit=unsafe_commit)
@@ -390,6 +391,7 @@ def write_dataset(
         SchemaError: the data does not match the dataset's schema (append) or cannot be stored.
         UnsupportedFormatError: the dataset uses a data format or features lance_table cannot write.
         CommitConflictError: a concurrent commit makes this write impossible.
+        StorageOptionsError: a storage option is unknown, unsafe or has a bad value.
     """
     storage = open_storage(uri, storage_options)
     options = CommitOptions(

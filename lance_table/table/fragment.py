@@ -23,6 +23,7 @@ from lance_table.format import paths
 from lance_table.format.manifest import DataFile, Fragment
 from lance_table.schema import FieldNode
 from lance_table.storage import Storage
+from lance_table.storage.sources import DISAGREEING_SIZE, size_disagreement
 from lance_table.table.deletion import missing_file_error, read_deletions
 
 if TYPE_CHECKING:
@@ -39,11 +40,22 @@ def is_legacy_file(data_file: DataFile) -> bool:
     return data_file.file_major_version == 0 and data_file.file_minor_version < 3
 
 
+def known_size(data_file: DataFile) -> int | None:
+    """The size a manifest records for a data file, where it is the file's size.
+
+    Legacy (0.1) files written by pylance are recorded with sizes that are not theirs (smaller than
+    the file), so their size is asked of the store instead.
+    """
+    return None if is_legacy_file(data_file) else data_file.file_size_bytes
+
+
 class ReaderCache:
     """Open file readers, shared by every dataset handle of the process.
 
     Data files are immutable and their names unique, so a reader (the parsed footer, schema and
-    column metadata) stays valid for as long as the file exists; keys include the dataset URI.
+    column metadata) stays valid for as long as the file exists. Keys are the storage's ``cache_key``
+    (the URI and a digest of the options that decide access) and the file's path: a handle opened
+    with other credentials or another endpoint never reads through another handle's reader.
     """
 
     def __init__(self, size: int = READER_CACHE_SIZE) -> None:
@@ -68,7 +80,7 @@ class ReaderCache:
         """
         if data_file.base_id is not None:
             raise UnsupportedFormatError(f"data file {data_file.path} lives in another base path")
-        key = (storage.uri, data_file.path)
+        key = (storage.cache_key, data_file.path)
         with self._lock:
             cached = self._items.get(key)
             if cached is not None:
@@ -77,13 +89,16 @@ class ReaderCache:
         path = paths.data_file_path(data_file.path)
         reader: FileReader
         try:
-            source = storage.source(path, data_file.file_size_bytes)
+            source = storage.source(path, known_size(data_file))
             if is_legacy_file(data_file):
                 reader = _legacy_reader(source, data_file, fields)
             else:
                 reader = LanceFileReader(source)
         except FileNotFoundError:
             raise missing_file_error(storage, f"{storage.uri.rstrip('/')}/{path}", version) from None
+        except CorruptFileError as exc:
+            _check_size(storage, path, known_size(data_file), exc)
+            raise
         with self._lock:
             self._items[key] = reader
             while len(self._items) > self.size:
@@ -92,6 +107,20 @@ class ReaderCache:
 
 
 READERS = ReaderCache()
+
+
+def _check_size(storage: Storage, path: str, claimed: int | None, exc: CorruptFileError) -> None:
+    """Raise the size disagreement behind ``exc`` when a file its manifest gave a too small size to
+    looked damaged (its footer was looked for before its end). Sizes too large, and every wrong
+    size on local disk and in memory, are caught by the storage layer itself."""
+    if claimed is None or exc.problem.startswith(DISAGREEING_SIZE):
+        return
+    try:
+        actual = storage.size(path)
+    except OSError:
+        return
+    if actual != claimed:
+        raise size_disagreement(f"{storage.uri.rstrip('/')}/{path}", claimed, actual) from exc
 
 
 def _legacy_reader(source: object, data_file: DataFile, fields: list[FieldNode] | None) -> LegacyFileReader:

@@ -21,7 +21,7 @@ from lance_table.format.manifest import Manifest, ManifestFile, decode_manifest_
 from lance_table.format.transaction import Transaction
 from lance_table.storage import Storage
 
-# Decoded manifests by (dataset URI, manifest path), reused only when the file's bytes are identical.
+# Decoded manifests by (storage cache key, manifest path), reused only when the file's bytes are identical.
 DECODED_CACHE_SIZE = 256
 _DECODED: OrderedDict[tuple[str, str], tuple[bytes, ManifestFile]] = OrderedDict()
 _DECODED_LOCK = threading.Lock()
@@ -118,7 +118,7 @@ def decode_manifest(storage: Storage, entry: VersionEntry, data: bytes) -> Manif
         CorruptFileError: the file is damaged or holds another version's manifest.
     """
     where = f"{storage.uri.rstrip('/')}/{entry.path}"
-    key = (storage.uri, entry.path)
+    key = (storage.cache_key, entry.path)
     with _DECODED_LOCK:
         hit = _DECODED.get(key)
         if hit is not None and hit[0] == data:  # the very same bytes: reuse what they decoded to

@@ -86,7 +86,7 @@ def merge_written_parts(
             for fragment in part.fragments:
                 # one file per fragment in, one out: the fragment boundaries stay as they were
                 (data_file,) = fragment.files
-                source = storage.source(paths.data_file_path(data_file.path), data_file.file_size_bytes)
+                source = storage.source(paths.data_file_path(data_file.path))  # legacy: sizes are off
                 reader = LegacyFileReader(source, field_ids=data_file.fields or None)
                 for batch in reader.iter_batches(REWRITE_BATCH_ROWS):
                     writer.write(batch)
