@@ -6,9 +6,27 @@ fits, also from that built-in, so ``except ValueError`` and ``except FileNotFoun
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class LanceTableError(Exception):
-    """Base class of every error raised by lance_table."""
+    """Base class of every error raised by lance_table.
+
+    Errors pickle with the arguments they were made with, so that they cross process boundaries
+    (multiprocessing pools, Spark tasks) whole, attributes included.
+    """
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_remake, (type(self), self.args), self.__dict__)
+
+
+def _remake(cls: type[LanceTableError], args: tuple[Any, ...]) -> LanceTableError:
+    """An error with these ``args`` (its message), without running ``__init__`` again: the pickled
+    attributes are set afterwards."""
+    base: Any = OSError if issubclass(cls, OSError) else Exception  # the base whose layout it has
+    error = base.__new__(cls, *args)
+    error.args = args
+    return error
 
 
 class CorruptFileError(LanceTableError, ValueError):

@@ -24,7 +24,13 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
-from lance_table.errors import CommitConflictError, VersionNotFoundError, WriteAbortedError
+from lance_table.errors import (
+    CommitConflictError,
+    CommitStateUnknownError,
+    VersionGoneError,
+    VersionNotFoundError,
+    WriteAbortedError,
+)
 from lance_table.format import paths
 from lance_table.format.manifest import Fragment
 from lance_table.schema import LanceField
@@ -85,6 +91,8 @@ class LanceTableWriter(DataSourceArrowWriter):
         self.max_rows_per_file = max_rows_per_file or DEFAULT_MAX_ROWS_PER_FILE
         self.commit_message = commit_message
         self.write_id = uuid.uuid4().hex[: paths.WRITE_TAG_LENGTH]
+        # Names the commit's transaction file: abort() finds it when the commit may have landed.
+        self.txn_uuid = str(uuid.uuid4())
         storage = self._storage()
         entries = versions.list_versions(storage)
         self.scheme = versions.naming_scheme(entries)
@@ -187,16 +195,21 @@ class LanceTableWriter(DataSourceArrowWriter):
             options=CommitOptions(),
             message=self.commit_message,
             scheme=versions.naming_scheme(entries) if entries else self.scheme,
+            txn_uuid=self.txn_uuid,
         )
         # Nothing after this point may raise: the version exists, and abort() would delete its files.
         _delete(storage, replaced)
 
     def abort(self, messages: Sequence[FragmentsWritten | None]) -> None:  # type: ignore[override]
-        """Delete the files of this write, unless a version references them (a commit that landed).
+        """Delete the files of this write that no version references, unless its commit may have
+        landed.
 
         Files of tasks that failed or were cancelled (no message) are found by the write's tag in
         their names. The abort marker goes first, so that tasks still running clean up after
-        themselves (see the module docstring).
+        themselves (see the module docstring). When the commit's transaction file exists, the commit
+        landed or its outcome is unknown (a timeout): nothing is deleted, and cleanup removes the
+        files after the grace period if no version took them. When the versions cannot be read,
+        nothing is deleted either.
         """
         storage = self._storage()
         try:
@@ -210,11 +223,34 @@ class LanceTableWriter(DataSourceArrowWriter):
         if not files:
             return
         try:
-            latest = versions.read_manifest_file(storage, versions.latest_entry(storage)).manifest
-            keep = referenced_files(latest)
+            keep = self._referenced(storage)
         except Exception:
-            keep = set()
+            log.warning(
+                "the write to %s was aborted, but its commit may have landed or the versions could not "
+                "be read: its files stay (cleanup removes them after the grace period if no version "
+                "references them)",
+                self.uri,
+                exc_info=True,
+            )
+            return
         _delete(storage, [f for f in files if f not in keep])
+
+    def _referenced(self, storage: Storage) -> set[str]:
+        """Every file any version references.
+
+        Raises:
+            CommitStateUnknownError: this write's commit may have landed (its transaction file exists).
+        """
+        suffix = f"-{self.txn_uuid}{paths.TRANSACTION_SUFFIX}"
+        if any(e.name.endswith(suffix) for e in storage.list_dir(paths.TRANSACTIONS_DIR, stat=False)):
+            raise CommitStateUnknownError(f"the commit of this write to {self.uri} may have landed")
+        keep: set[str] = set()
+        for entry in versions.list_versions(storage):
+            try:
+                keep |= referenced_files(versions.read_manifest_file(storage, entry).manifest)
+            except VersionGoneError:
+                continue  # cleaned up since the listing: its files may go
+        return keep
 
 
 def _delete(storage: Storage, files: Sequence[str]) -> None:

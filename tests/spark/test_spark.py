@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -305,6 +306,74 @@ def test_tasks_that_outlive_an_abort_delete_their_own_files(request, tmp_path, b
             writer.write(task(writer, aborts_after))
         assert {e.name for e in storage.list_dir("data")} == before, (aborts_after, rows_per_file)
     assert lt.dataset(uri, storage_options=options).version == 1
+
+
+def _written(uri: str, options: dict[str, str] | None) -> tuple[Any, Any]:
+    """A Spark writer (driven without Spark) and the commit message of one task it ran."""
+    from lance_table.spark.types import spark_arrow_schema, spark_schema
+    from lance_table.spark.write import LanceTableWriter
+
+    batch = _rows(100, 30).to_batches()[0]
+    writer = LanceTableWriter(uri, options, spark_arrow_schema(spark_schema(batch.schema)), False)
+    return writer, writer.write(iter([batch]))
+
+
+def test_abort_after_a_landed_commit_keeps_files_a_version_references(tmp_path):
+    """The write's version landed and an overwrite followed it: abort() must not delete the files
+    that the write's version still references."""
+    uri = str(tmp_path / "ds")
+    lt.write_dataset(_rows(0, 100), uri)
+    writer, message = _written(uri, None)
+    writer.commit([message])
+    lt.write_dataset(_rows(500, 10), uri, mode="overwrite")
+    writer.abort([message])
+    assert lt.dataset(uri, version=2).to_table().sort_by("id").equals(_rows(0, 130))
+
+
+def test_abort_after_a_commit_of_unknown_outcome_deletes_nothing(tmp_path, monkeypatch):
+    from lance_table.spark.write import LanceTableWriter
+
+    uri = str(tmp_path / "ds")
+    lt.write_dataset(_rows(0, 100), uri)
+    writer, message = _written(uri, None)
+    made = LanceTableWriter._storage
+
+    def failing_storage(self: Any) -> Any:
+        storage = made(self)
+
+        def timeout(path: str, data: bytes) -> None:
+            raise TimeoutError("the store did not answer")
+
+        storage.put_if_absent = timeout
+        return storage
+
+    monkeypatch.setattr(LanceTableWriter, "_storage", failing_storage)
+    with pytest.raises(lt.CommitStateUnknownError):
+        writer.commit([message])
+    monkeypatch.setattr(LanceTableWriter, "_storage", made)
+    before = sorted(p.name for p in (tmp_path / "ds" / "data").iterdir())
+    writer.abort([message])
+    assert sorted(p.name for p in (tmp_path / "ds" / "data").iterdir()) == before
+    assert all(Path(uri, f).exists() for f in message.files)
+
+
+def test_abort_deletes_nothing_when_the_versions_cannot_be_read(tmp_path):
+    uri = str(tmp_path / "ds")
+    lt.write_dataset(_rows(0, 100), uri)
+    writer, message = _written(uri, None)
+    for manifest in (tmp_path / "ds" / "_versions").iterdir():
+        manifest.write_bytes(b"damaged")
+    writer.abort([message])
+    assert all(Path(uri, f).exists() for f in message.files)
+
+
+def test_abort_of_a_failed_commit_deletes_the_write_files(tmp_path):
+    uri = str(tmp_path / "ds")
+    lt.write_dataset(_rows(0, 100), uri)
+    writer, message = _written(uri, None)
+    writer.abort([message])
+    assert not any(Path(uri, f).exists() for f in message.files)
+    assert lt.dataset(uri).to_table().equals(_rows(0, 100))
 
 
 def test_task_retries_do_not_duplicate_rows(spark, tmp_path):

@@ -22,7 +22,7 @@ import random
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from lance_table.errors import (
     CommitConflictError,
@@ -109,10 +109,14 @@ def commit(
     message: str | None = None,
     scheme: str | None = None,
     create_only: bool = False,
+    txn_uuid: str | None = None,
 ) -> Manifest:
     """Commit an operation planned against ``base`` (None for a new dataset); return the new manifest.
 
-    ``properties`` go into the transaction, with ``message`` as its commit message.
+    ``properties`` go into the transaction, with ``message`` as its commit message. ``txn_uuid``
+    names the transaction (and its file, ``_transactions/*-{txn_uuid}.txn``), random by default: a
+    caller that must later tell whether this commit may have landed looks for that file, which a
+    failed commit with a known outcome deletes.
 
     This is the one commit path. When it fails with a known outcome, the files the operation wrote
     (``pending.written``, and deletion files written while rebasing) and the transaction file are
@@ -128,7 +132,9 @@ def commit(
     attempt = _Attempt(pending)
     properties = {**(properties or {}), **({COMMIT_MESSAGE_KEY: message} if message else {})}
     try:
-        return _commit(storage, base, attempt, options or CommitOptions(), properties, scheme, create_only)
+        return _commit(
+            storage, base, attempt, options or CommitOptions(), properties, scheme, create_only, txn_uuid
+        )
     except CommitStateUnknownError:
         raise
     except Exception:
@@ -146,6 +152,7 @@ def _commit(
     properties: dict[str, str],
     scheme: str | None,
     create_only: bool,
+    txn_uuid: str | None,
 ) -> Manifest:
     check_can_commit(options, storage)
     pending = attempt.pending
@@ -153,6 +160,8 @@ def _commit(
         txn = Transaction(
             read_version=pending.read_version, operation=pending.operation, properties=properties
         )
+        if txn_uuid is not None:
+            txn = replace(txn, uuid=txn_uuid)
         txn_bytes = txn.to_bytes()
         attempt.transaction_path = paths.transaction_path(
             paths.transaction_file_name(txn.read_version, txn.uuid)
