@@ -118,6 +118,9 @@ def test_nested_relative_paths_and_transaction_file_names(tmp_path: Path) -> Non
     (root / "data" / name).rename(root / "data" / "sub" / name)
     _edit_manifest(root, lambda pb: setattr(pb.fragments[0].files[0], "path", f"sub/{name}"))
     assert lt.dataset(root).to_table().num_rows == 10  # nested relative paths stay readable
+    lt.dataset(root).cleanup_old_versions(older_than=dt.timedelta(0), delete_unverified=True)
+    assert (root / "data" / "sub" / name).exists()  # and live: cleanup keeps them
+    assert lt.dataset(root).to_table().num_rows == 10
 
     _edit_manifest(root, lambda pb: setattr(pb, "transaction_file", "../../elsewhere.txn"))
     with pytest.raises(CorruptFileError, match="transaction file"):

@@ -164,9 +164,9 @@ def cleanup_old_versions(
         found = transactions if directory == paths.TRANSACTIONS_DIR else storage.list_tree(directory)
         for item in found:
             owner = _owner(item.path)
-            if owner in kept_refs or owner in in_flight:
+            if item.path in kept_refs or owner in kept_refs or owner in in_flight:
                 continue
-            verified = owner in removed_refs
+            verified = item.path in removed_refs or owner in removed_refs
             young = item.modified is None or item.modified > grace_cutoff
             if not verified and young:
                 continue
@@ -200,7 +200,8 @@ def _in_flight_floor(transactions: list[Entry], landed: set[str], now: float) ->
 
 def _owner(path: str) -> str:
     """The file whose life decides ``path``'s: a blob sidecar (``data/<stem>/<id>.blob``) lives
-    and dies with its data file ``data/<stem>.lance``; any other file with itself."""
+    and dies with its data file ``data/<stem>.lance``; any other file with itself. (A data file a
+    manifest names at a nested path, ``data/sub/x.lance``, is kept by its own name.)"""
     prefix = paths.DATA_DIR.rstrip("/") + "/"
     if path.startswith(prefix):
         stem, sep, _ = path[len(prefix) :].partition("/")
