@@ -299,6 +299,12 @@ class FragmentReader:
                 except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
                     problem = f"column {name!r} is stored as {col.type}, which does not read as {target}"
                     raise CorruptFileError(where, f"{problem}: {exc}") from None
+                if not self.roots[name].field.nullable and columns[name].null_count:
+                    raise CorruptFileError(
+                        where,
+                        f"column {name!r} holds {columns[name].null_count} null(s) in the rows read, but "
+                        "the schema marks it non-nullable",
+                    )
         schema = pa.schema([self.roots[n].to_arrow_field() for n in names])
         return selectable(pa.Table.from_arrays([columns[n] for n in names], schema=schema))
 

@@ -343,3 +343,54 @@ def test_utf8_schema_metadata_round_trips(tmp_path: Path) -> None:
     ds = lt.write_dataset(pa.Table.from_pylist([{"a": 1}], schema=schema), tmp_path / "ds")
     assert lt.dataset(tmp_path / "ds").schema == ds.schema
     assert ds.schema.field("a").metadata == {b"k": "é".encode()}
+
+
+@pytest.mark.parametrize("fmt", ["2.1", "2.2"])
+def test_a_schema_that_marks_a_struct_child_holding_nulls_non_nullable_is_corrupt(tmp_path: Path, fmt: str):
+    root = tmp_path / "ds"
+    table = pa.table({"id": [1, 2, 3], "st": pa.array([{"x": 1}, {"x": None}, None])})
+    lt.write_dataset(table, root, data_storage_version=fmt)
+
+    def child_not_nullable(pb: Any) -> None:
+        for f in pb.fields:
+            if f.name == "x":
+                f.nullable = False
+
+    _edit_manifest(root, child_not_nullable)
+    for read in (lambda: lt.dataset(root).to_table(), lambda: lt.dataset(root).take([1])):
+        with pytest.raises(CorruptFileError, match=r"data/.*\.lance.*'st'"):
+            read()
+
+
+@pytest.mark.parametrize("fmt", ["legacy", "2.0", "2.2"])
+def test_a_schema_that_marks_a_column_holding_nulls_non_nullable_is_corrupt(tmp_path: Path, fmt: str):
+    """pylance refuses to read such a column too (an Arrow error); ours names the file."""
+    root = tmp_path / "ds"
+    lt.write_dataset(pa.table({"id": [1, 2, 3], "s": ["a", None, "c"]}), root, data_storage_version=fmt)
+    _edit_manifest(root, lambda pb: [setattr(f, "nullable", False) for f in pb.fields if f.name == "s"])
+    with pytest.raises(CorruptFileError, match=r"data/.*\.lance.*'s' holds 1 null"):
+        lt.dataset(root).to_table()
+    assert lt.dataset(root).to_table(columns=["id"])["id"].to_pylist() == [1, 2, 3]
+    assert lt.dataset(root).take([0, 2])["s"].to_pylist() == ["a", "c"]  # rows without nulls read
+
+
+def test_an_append_past_the_last_fragment_id_is_a_typed_error(tmp_path: Path):
+    root = tmp_path / "ds"
+    lt.write_dataset(_rows(10), root)
+    _edit_manifest(root, lambda pb: setattr(pb, "max_fragment_id", 2**32 - 1))
+    before = sorted(p.relative_to(root) for p in root.rglob("*") if p.is_file())
+    with pytest.raises(lt.CommitError, match="every fragment id"):
+        lt.write_dataset(_rows(5, 10), root, mode="append")
+    assert sorted(p.relative_to(root) for p in root.rglob("*") if p.is_file()) == before
+    assert lt.dataset(root).to_table().equals(_rows(10))
+
+
+def test_a_manifest_with_repeated_fragment_ids_is_never_written(tmp_path: Path):
+    root = tmp_path / "ds"
+    lt.write_dataset(_rows(10), root, max_rows_per_file=5)
+    # A damaged manifest whose max_fragment_id is below its fragments' ids: the next append would
+    # reuse fragment id 1.
+    _edit_manifest(root, lambda pb: setattr(pb, "max_fragment_id", 0))
+    with pytest.raises(lt.CommitError, match=r"fragment ids \[1\] twice"):
+        lt.write_dataset(_rows(5, 10), root, mode="append")
+    assert lt.dataset(root).version == 1
