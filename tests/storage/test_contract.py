@@ -168,3 +168,52 @@ def test_remote_ranges_are_fetched_in_one_concurrent_call(storage, monkeypatch):
     got = storage.read_ranges("far.bin", ranges)
     assert [bytes(b) for b in got] == [data[o : o + n] for o, n in ranges]
     assert calls == [4]
+
+
+def test_files_deleted_while_a_local_directory_is_listed_are_skipped(tmp_path, monkeypatch):
+    """Cleanup lists directories that writers change meanwhile: a file that vanishes between the
+    directory read and its stat is left out, not a FileNotFoundError."""
+    import os
+
+    storage = open_storage(str(tmp_path / "root"))
+    for name in ("a.bin", "b.bin", "c.bin"):
+        storage.write(f"d/{name}", b"x")
+    real_stat = os.stat
+
+    def stat_after_delete(path, *args, **kwargs):
+        if str(path).endswith("b.bin"):
+            os.unlink(path)
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", stat_after_delete)
+    assert sorted(e.name for e in storage.list_tree("d")) == ["a.bin", "c.bin"]
+    storage.write("d/b.bin", b"x")
+    monkeypatch.undo()
+
+    class Vanishing:
+        def __init__(self, entry):
+            self.entry = entry
+            self.name = entry.name
+
+        def is_file(self):
+            return self.entry.is_file()
+
+        def stat(self):
+            if self.name == "b.bin":
+                os.unlink(self.entry.path)
+            return self.entry.stat()
+
+    real_scandir = os.scandir
+
+    class Scan:
+        def __init__(self, path):
+            self.it = real_scandir(path)
+
+        def __enter__(self):
+            return (Vanishing(e) for e in self.it)
+
+        def __exit__(self, *exc):
+            self.it.close()
+
+    monkeypatch.setattr(os, "scandir", Scan)
+    assert sorted(e.name for e in storage.list_dir("d")) == ["a.bin", "c.bin"]
