@@ -333,22 +333,27 @@ def estimate(
     sample_bytes: int = 1 << 16,
 ) -> int:
     """About how many bytes :func:`compress` makes of the strings: a sample of about
-    ``sample_bytes`` of them (evenly spread, whole strings) compressed, scaled to the whole."""
+    ``sample_bytes`` of them compressed, scaled to the whole.
+
+    The sample is made of segments (the pieces of at most :data:`SEGMENT` bytes at which the
+    parse restarts), evenly spread over all of them, so that it stays small however long the
+    strings are; each segment compresses alone exactly as it does inside its string."""
     raw = _as_bytes(data)
     offsets = np.asarray(offsets, np.int64)
     total = int(offsets[-1] - offsets[0]) if offsets.size > 1 else 0
     if total <= sample_bytes or not table.switch:
         return int(compress(table, raw, offsets)[0].size) if table.switch else total
-    n = offsets.size - 1
-    take = max(1, min(n, int(n * sample_bytes / total)))
-    rows = np.unique(np.linspace(0, n - 1, take).astype(np.int64))
-    starts, ends = offsets[rows], offsets[rows + 1]
-    lengths = ends - starts
+    counts = -(-np.diff(offsets) // SEGMENT)  # segments of each string
+    ends_at = np.cumsum(counts)
+    segments = int(ends_at[-1])
+    take = max(1, min(segments, int(segments * sample_bytes / total)))
+    chosen = np.unique(np.linspace(0, segments - 1, take).astype(np.int64))
+    rows = np.searchsorted(ends_at, chosen, "right")
+    starts = offsets[rows] + (chosen - (ends_at[rows] - counts[rows])) * SEGMENT
+    lengths = np.minimum(starts + SEGMENT, offsets[rows + 1]) - starts
     sample_offsets = np.concatenate([[0], np.cumsum(lengths)])
     index = np.repeat(starts - sample_offsets[:-1], lengths) + np.arange(int(sample_offsets[-1]))
     sample = raw[index]
-    if not sample.size:
-        return total
     m = _matcher(table.symbols, table.lengths)
     codes, _ = _compress_part(m, sample, sample_offsets)
     return int(codes.size * total / sample.size)
