@@ -230,3 +230,19 @@ def test_writing_a_large_value_allocates_a_small_multiple_of_it(tmp_path: Path, 
         tracemalloc.stop()
     assert peak < 2.5 * size, peak / size
     assert lance_table.dataset(str(tmp_path / "ds")).to_table()["s"].to_pylist() == [value]
+
+
+def test_reading_a_large_value_allocates_a_small_multiple_of_it(tmp_path: Path) -> None:
+    size = 20 * MB
+    value = np.random.default_rng(5).bytes(size)
+    table = pa.table({"s": _one(value, pa.binary())})
+    lance_table.write_dataset(table, str(tmp_path / "ds"), data_storage_version="2.2")
+    dataset = lance_table.dataset(str(tmp_path / "ds"))
+    tracemalloc.start()
+    try:
+        got = dataset.to_table()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * size, peak / size
+    assert got["s"][0].as_py() == value
