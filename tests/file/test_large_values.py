@@ -106,15 +106,22 @@ def test_large_values_are_compressed_one_by_one_like_pylance(tmp_path: Path, nam
 
 
 @pytest.mark.interop
-def test_no_compression_keeps_large_values_plain(tmp_path: Path) -> None:
+@pytest.mark.parametrize("scheme", ["none", "zstd", "lz4"])
+def test_field_compression_of_large_values(tmp_path: Path, scheme: str) -> None:
+    """``none`` keeps them plain; any other scheme still compresses each value with zstd, as
+    pylance does."""
     lance_file = pytest.importorskip("lance.file")
-    field = pa.field("s", pa.string(), metadata={KEY: "none"})
+    field = pa.field("s", pa.string(), metadata={KEY: scheme})
     table = pa.table([pa.array([_text(50_000, 0).decode(), "x"])], schema=pa.schema([field]))
-    path = tmp_path / "plain.lance"
-    with LanceFileWriter(path, table.schema, version="2.2") as w:
+    ours, theirs = tmp_path / "ours.lance", tmp_path / "theirs.lance"
+    with LanceFileWriter(ours, table.schema, version="2.2") as w:
         w.write(table)
-    assert _value_compressions(path) == ["full_zip_layout:variable"]
-    assert_tables_equal(lance_file.LanceFileReader(str(path)).read_all().to_table(), table)
+    with lance_file.LanceFileWriter(str(theirs), table.schema, version="2.2") as w:
+        w.write_batch(table)
+    expected = "full_zip_layout:variable" if scheme == "none" else "full_zip_layout:general/zstd"
+    assert _value_compressions(ours) == _value_compressions(theirs) == [expected]
+    assert_tables_equal(lance_file.LanceFileReader(str(ours)).read_all().to_table(), table)
+    assert_tables_equal(LanceFileReader(ours).read_all(), table)
 
 
 @pytest.mark.interop
