@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import json
 import resource
 import shutil
@@ -104,6 +105,10 @@ def _child(side: str, mb: int, name: str, uri: str) -> None:
     # leaves behind would hide the next one's peak)
     small = pa.table({"s": pa.array([b"warm up " * 8000, b"x"]).cast(table.schema.field("s").type)})
     _write(side, small, uri + "-warm")
+    with contextlib.suppress(OSError, AttributeError):
+        # hand the heap the input's making freed back to the system, so that a write cannot
+        # reuse it unseen
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
     with contextlib.suppress(OSError):
         Path("/proc/self/clear_refs").write_text("5")  # reset the high-water mark
     _, before = _rss_mb()
