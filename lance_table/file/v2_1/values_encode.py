@@ -16,7 +16,8 @@ and their bytes, in the two forms the layouts need.
   chunks of at most 8 KiB are a third choice for strings, weighed on a sample. Field metadata
   ``lance-encoding:compression`` ``zstd`` / ``lz4`` wraps each chunk's one buffer in ``general``
   (chunks then take as many values as the limits allow); ``none`` stores values plain.
-* :func:`per_value` (full-zip): the bytes of each value on its own (fixed width or length-prefixed).
+* :func:`per_value` (full-zip): the bytes of each value on its own (fixed width or length-prefixed),
+  binary values FSST-compressed, or each compressed with zstd when one is over 32 KiB.
 
 The decoders in :mod:`compress` and :mod:`pervalue` read exactly these bytes.
 """
