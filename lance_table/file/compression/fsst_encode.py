@@ -48,6 +48,7 @@ _ROUNDS = (8, 38, 68, 98, 108, 128)
 # input bytes compressed at a time (on threads), which also bounds the memory of the position arrays
 _PART = 1 << 20
 _LONG = 1 << 16  # flag in a 2-byte lookup entry: some symbol of 3+ bytes starts with them
+_SLOT_SHIFT = 17  # where such an entry keeps the slot of its 2 bytes among those prefixes
 _MASKS = np.array([(1 << (8 * n)) - 1 for n in range(8)] + [(1 << 64) - 1], np.uint64)
 
 
@@ -127,15 +128,16 @@ class _Matcher:
     """Lookup tables of a symbol list, whose entries are ``code | bytes covered << 8``.
 
     ``short`` is indexed by the next 2 bytes: the 2-byte symbol, or else the first byte's
-    symbol, or else the escape code, plus ``_LONG`` when a symbol of 3+ bytes starts with those
-    2 bytes; ``byte`` by one byte: its symbol or the escape. ``long_keys`` are the sorted 3-byte
-    prefixes of the symbols of 3+ bytes (at most one symbol per prefix); the ``long_*`` arrays
-    describe those symbols in the same order.
+    symbol, or else the escape code; when symbols of 3+ bytes start with those 2 bytes, it also
+    holds ``_LONG`` and, above it, the slot of those 2 bytes in ``long_index``. ``byte`` is
+    indexed by one byte: its symbol or the escape. ``long_index[slot * 256 + third byte]`` is the
+    symbol of 3+ bytes starting with those 3 bytes (at most one per prefix), or -1; the
+    ``long_*`` arrays describe those symbols.
     """
 
     short: np.ndarray  # int64[65536]
     byte: np.ndarray  # int64[256]
-    long_keys: np.ndarray  # int64, sorted
+    long_index: np.ndarray  # int64[slots * 256]
     long_val: np.ndarray  # uint64
     long_len: np.ndarray  # int64
     long_entry: np.ndarray  # int64
@@ -156,12 +158,15 @@ def _matcher(symbols: np.ndarray, lengths: np.ndarray) -> _Matcher:
     order = np.lexsort((long, -lengths[long], keys))
     keep = np.ones(order.size, bool)
     keep[1:] = keys[order][1:] != keys[order][:-1]
-    chosen = long[order[keep]]  # sorted by their 3-byte prefix
-    short[(symbols[chosen] & np.uint64(0xFFFF)).astype(np.int64)] |= _LONG
+    chosen = long[order[keep]]
+    first_two, slot = np.unique(keys[order[keep]] & 0xFFFF, return_inverse=True)
+    short[first_two] |= _LONG | np.arange(first_two.size, dtype=np.int64) << _SLOT_SHIFT
+    long_index = np.full(first_two.size * 256, -1, np.int64)
+    long_index[slot * 256 + (keys[order[keep]] >> 16)] = np.arange(chosen.size)
     return _Matcher(
         short,
         byte,
-        keys[order[keep]],
+        long_index,
         symbols[chosen],
         lengths[chosen],
         codes[chosen] | lengths[chosen] << 8,
@@ -174,14 +179,14 @@ def _match(m: _Matcher, words: np.ndarray, cur: np.ndarray, end: np.ndarray) -> 
     low3 = words.view(np.int64) & 0xFFFFFF
     entry = m.short[low3 & 0xFFFF]
     cand = np.flatnonzero(entry >= _LONG)  # a symbol of 3+ bytes starts with these 2 bytes
-    entry &= _LONG - 1
     if cand.size:
-        key = low3[cand]
-        k = np.minimum(np.searchsorted(m.long_keys, key), m.long_keys.size - 1)
+        k = m.long_index[(entry[cand] >> _SLOT_SHIFT) * 256 + (low3[cand] >> 16)]
+        found = k >= 0
+        cand, k = cand[found], k[found]
         n = m.long_len[k]
-        hit = (m.long_keys[k] == key) & (n <= end[cand] - cur[cand])
-        hit &= (words[cand] & _MASKS[n]) == m.long_val[k]
+        hit = (n <= end[cand] - cur[cand]) & ((words[cand] & _MASKS[n]) == m.long_val[k])
         entry[cand[hit]] = m.long_entry[k[hit]]
+    entry &= _LONG - 1
     # a 2-byte symbol at the last byte of a segment: take the byte's own code instead
     over = np.flatnonzero(cur + (entry >> 8) > end)
     if over.size:
@@ -333,22 +338,27 @@ def estimate(
     sample_bytes: int = 1 << 16,
 ) -> int:
     """About how many bytes :func:`compress` makes of the strings: a sample of about
-    ``sample_bytes`` of them (evenly spread, whole strings) compressed, scaled to the whole."""
+    ``sample_bytes`` of them compressed, scaled to the whole.
+
+    The sample is made of segments (the pieces of at most :data:`SEGMENT` bytes at which the
+    parse restarts), evenly spread over all of them, so that it stays small however long the
+    strings are; each segment compresses alone exactly as it does inside its string."""
     raw = _as_bytes(data)
     offsets = np.asarray(offsets, np.int64)
     total = int(offsets[-1] - offsets[0]) if offsets.size > 1 else 0
     if total <= sample_bytes or not table.switch:
         return int(compress(table, raw, offsets)[0].size) if table.switch else total
-    n = offsets.size - 1
-    take = max(1, min(n, int(n * sample_bytes / total)))
-    rows = np.unique(np.linspace(0, n - 1, take).astype(np.int64))
-    starts, ends = offsets[rows], offsets[rows + 1]
-    lengths = ends - starts
+    counts = -(-np.diff(offsets) // SEGMENT)  # segments of each string
+    ends_at = np.cumsum(counts)
+    segments = int(ends_at[-1])
+    take = max(1, min(segments, int(segments * sample_bytes / total)))
+    chosen = np.unique(np.linspace(0, segments - 1, take).astype(np.int64))
+    rows = np.searchsorted(ends_at, chosen, "right")
+    starts = offsets[rows] + (chosen - (ends_at[rows] - counts[rows])) * SEGMENT
+    lengths = np.minimum(starts + SEGMENT, offsets[rows + 1]) - starts
     sample_offsets = np.concatenate([[0], np.cumsum(lengths)])
     index = np.repeat(starts - sample_offsets[:-1], lengths) + np.arange(int(sample_offsets[-1]))
     sample = raw[index]
-    if not sample.size:
-        return total
     m = _matcher(table.symbols, table.lengths)
     codes, _ = _compress_part(m, sample, sample_offsets)
     return int(codes.size * total / sample.size)

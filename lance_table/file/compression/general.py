@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import struct
+from itertools import pairwise
 from typing import overload
 
 import numpy as np
 import pyarrow as pa
 
+from lance_table._parallel import map_parts
 from lance_table.errors import UnsupportedFormatError
 from lance_table.file.compression import Where
+from lance_table.file.compression.entries import join_entries, le_table
 
 # The schemes by their CompressionAlgorithm numbers in Lance 2.1+ encodings.
 SCHEMES_BY_NUMBER = {1: "lz4", 2: "zstd"}
@@ -25,11 +28,15 @@ def most_from(compressed: np.ndarray) -> np.ndarray: ...
 
 def most_from(compressed: int | np.ndarray) -> int | np.ndarray:
     """The most bytes ``compressed`` bytes (a size, or an array of them) may claim to decompress
-    to: ratios beyond ~1000x do not occur in practice, so larger claims are refused as sizes the
-    input cannot explain."""
+    to; larger claims are refused as sizes the input cannot explain. The densest form either
+    codec has is zstd's run-length block, 128 KiB of one byte in 4 bytes (a frame of 40 MB of
+    one letter takes about 1.3 KB), hence a ratio of 32768 (LZ4 stays under 256)."""
     if isinstance(compressed, np.ndarray):
-        return 1024 * np.maximum(compressed, 64) + (1 << 20)
-    return 1024 * max(compressed, 64) + (1 << 20)
+        return _MOST_RATIO * np.maximum(compressed, 64) + (1 << 20)
+    return _MOST_RATIO * max(compressed, 64) + (1 << 20)
+
+
+_MOST_RATIO = 1 << 15
 
 
 def decompress(raw: memoryview | bytes, scheme: str, expected: int | None, where: Where) -> memoryview:
@@ -78,6 +85,84 @@ def compress(data: bytes | memoryview | np.ndarray, scheme: str, *, level: int |
     return head + codec.compress(raw, asbytes=True)
 
 
+_ZSTD_MAGIC = 0xFD2FB528
+_ZSTD_HEADER = 8  # Lance's u64 length before each zstd frame
+# zstd_each: values shorter than this become frames of one raw block, made with numpy (zstd gains
+# little on so few bytes, and a call per value would cost more than compressing it); longer ones
+# are compressed, a group of them per task on the pool.
+RAW_FRAME_BELOW = 128
+_EACH_GROUP = 64
+
+
+def zstd_each(
+    data: np.ndarray, offsets: np.ndarray, keep: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each value ``data[offsets[i]:offsets[i+1]]`` compressed on its own as :func:`compress`
+    frames zstd (``[u64 length][frame]``): the values back to back and their ``int64`` offsets
+    (from 0). Every value gets a frame, the empty ones included, as pylance writes them, except
+    those ``keep`` (a boolean mask) leaves out, which must be empty: they take no bytes."""
+    data = data.reshape(-1)
+    offsets = np.asarray(offsets, np.int64)
+    lengths = np.diff(offsets)
+    n = int(lengths.size)
+    if not n:
+        return np.zeros(0, np.uint8), np.zeros(1, np.int64)
+    if keep is not None and bool(np.any(lengths[~keep])):
+        raise ValueError("values left out must be empty")
+    big = np.flatnonzero(lengths >= RAW_FRAME_BELOW)
+
+    def compress_group(group: list[tuple[int, int]]) -> list[bytes]:
+        codec = pa.Codec("zstd")
+        return [codec.compress(data[a:b], asbytes=True) for a, b in group]
+
+    spans = list(zip(offsets[big].tolist(), offsets[big + 1].tolist(), strict=True))
+    groups = [spans[i : i + _EACH_GROUP] for i in range(0, len(spans), _EACH_GROUP)]
+    frames = [frame for part in map_parts(compress_group, groups) for frame in part]
+    sizes = lengths + (_ZSTD_HEADER + _RAW_FRAME_HEAD)
+    sizes[big] = _ZSTD_HEADER + np.array([len(f) for f in frames], np.int64)
+    head_len = np.full(n, _ZSTD_HEADER + _RAW_FRAME_HEAD)
+    if keep is not None:
+        sizes[~keep] = 0
+        head_len[~keep] = 0
+    out_at = np.zeros(n + 1, np.int64)
+    np.cumsum(sizes, out=out_at[1:])
+    out = np.empty(int(out_at[-1]), np.uint8)
+    # runs of small values in one go each, then each compressed value with its length
+    edges = np.unique(np.concatenate([[0, n], big, big + 1])).tolist()
+    for a, b in pairwise(edges):
+        if b - a == 1 and lengths[a] >= RAW_FRAME_BELOW:
+            continue
+        at = int(out_at[a])
+        for piece in join_entries(
+            _raw_heads(lengths[a:b]),
+            head_len[a:b],
+            data[offsets[a] : offsets[b]],
+            lengths[a:b],
+        ):
+            out[at : at + piece.size] = piece
+            at += piece.size
+    for i, frame in zip(big.tolist(), frames, strict=True):
+        at = int(out_at[i])
+        out[at : at + 8] = le_table(lengths[i : i + 1], 8)[0]
+        out[at + 8 : at + 8 + len(frame)] = np.frombuffer(frame, np.uint8)
+    return out, out_at
+
+
+_RAW_FRAME_HEAD = 9  # magic, descriptor (single segment), 1-byte content size, 3-byte block header
+
+
+def _raw_heads(lengths: np.ndarray) -> np.ndarray:
+    """``[u64 length]`` and the header of a zstd frame holding the value as one raw block (values
+    under 256 bytes)."""
+    heads = np.empty((lengths.size, 8 + _RAW_FRAME_HEAD), np.uint8)
+    heads[:, :8] = le_table(lengths, 8)
+    heads[:, 8:12] = np.frombuffer(struct.pack("<I", _ZSTD_MAGIC), np.uint8)
+    heads[:, 12] = 0x20  # single segment, content size in one byte
+    heads[:, 13] = lengths
+    heads[:, 14:17] = le_table(lengths << 3 | 1, 3)  # last block, raw, its size
+    return heads
+
+
 def compressed_bound(size: int, scheme: str) -> int:
     """The most bytes :func:`compress` can make of ``size`` bytes (the codecs' own worst cases,
     plus the length header)."""
@@ -87,8 +172,6 @@ def compressed_bound(size: int, scheme: str) -> int:
     return 4 + size + size // 255 + 16
 
 
-_ZSTD_MAGIC = 0xFD2FB528
-_ZSTD_HEADER = 8  # Lance's u64 length before each zstd frame
 _FCS_BYTES = np.array([0, 2, 4, 8], np.int64)  # by Frame_Content_Size_flag (0: 1 byte if single-segment)
 _DICT_ID_BYTES = np.array([0, 1, 2, 4], np.int64)  # by Dictionary_ID_flag
 

@@ -35,6 +35,7 @@ from lance_table.file.v2_1.values_encode import (
     compression_scheme,
     fixed_bits,
     per_value,
+    widest_value,
 )
 from lance_table.schema import FieldNode, is_binary_like
 
@@ -46,7 +47,7 @@ FULL_ZIP_BYTES = 256
 PAGE_GROWTH = 4
 
 # (layout, buffers, rows, first row)
-PageSink = Callable[[Any, list[bytes], int, int], None]
+PageSink = Callable[[Any, list[Any], int, int], None]
 
 
 def _is_empty_struct(node: FieldNode) -> bool:
@@ -102,7 +103,7 @@ def leaf_paths(node: FieldNode, above: tuple[FieldNode, ...] = ()) -> list[tuple
 
 def _constant(
     kinds: list[int], rep: np.ndarray | None, defs: np.ndarray | None, simple: bool
-) -> tuple[Any, list[bytes]]:
+) -> tuple[Any, list[Any]]:
     layout = pb.PageLayout()
     layout.constant_layout.layers.extend(kinds)
     if simple:
@@ -112,7 +113,7 @@ def _constant(
     return layout, [rep_bytes, def_bytes]
 
 
-def encode_page(piece: Shredded, path: Sequence[FieldNode], large: bool) -> tuple[Any, list[bytes]]:
+def encode_page(piece: Shredded, path: Sequence[FieldNode], large: bool) -> tuple[Any, list[Any]]:
     """The layout and buffers of one page holding the rows of ``piece``.
 
     Raises:
@@ -148,14 +149,19 @@ def encode_page(piece: Shredded, path: Sequence[FieldNode], large: bool) -> tupl
         except ChunkTooLarge as exc:
             raise UnsupportedFormatError(f"{what}: {exc}") from exc
     scheme = compression_scheme(leaf.field.metadata)
-    values = compress_values(piece.values, what, scheme, large)
-    if values.max_value_bytes < FULL_ZIP_BYTES:
-        try:
-            return encode_mini_block(values, n, rep, defs, piece.visible, kinds, max_rep, large)
-        except ChunkTooLarge:
-            pass
+    values = None
+    # wide binary values go full-zip: their mini-block compression is not even worked out
+    if not is_binary_like(piece.values.type) or widest_value(piece.values) < FULL_ZIP_BYTES:
+        values = compress_values(piece.values, what, scheme, large)
+        if values.max_value_bytes < FULL_ZIP_BYTES:
+            try:
+                return encode_mini_block(values, n, rep, defs, piece.visible, kinds, max_rep, large)
+            except ChunkTooLarge:
+                pass
     pv = per_value(piece.values, what, scheme)
-    if pv is None:  # bit-packed items have no per-value form
+    if pv is None:  # bit-packed items have no per-value form (binary values always have one)
+        if values is None:
+            values = compress_values(piece.values, what, scheme, large)
         try:
             return encode_mini_block(values, n, rep, defs, piece.visible, kinds, max_rep, large)
         except ChunkTooLarge as exc:

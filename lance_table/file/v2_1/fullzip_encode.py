@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from lance_table._proto import encodings_v2_1_pb2 as pb
+from lance_table.file.compression.entries import ALONE, join_entries, le_table
 from lance_table.file.v2_1.repdef import max_def
 from lance_table.file.v2_1.values_encode import PerValue
 
@@ -23,22 +24,6 @@ def _word_bytes(bits: int) -> int:
     if bits == 0:
         return 0
     return 1 if bits <= 8 else 2 if bits <= 16 else 4
-
-
-def _le_table(values: np.ndarray, width: int) -> np.ndarray:
-    """Little-endian bytes of integers, ``width`` each, as an (n, width) table."""
-    shifts = np.arange(width, dtype=np.uint64) * np.uint64(8)
-    return ((values.astype(np.uint64)[:, None] >> shifts) & np.uint64(0xFF)).astype(np.uint8)
-
-
-def _spans(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """The positions ``starts[i] + 0 .. lengths[i] - 1`` for all i, concatenated."""
-    total = int(lengths.sum())
-    if not total:
-        return np.zeros(0, np.int64)
-    ends = np.cumsum(lengths)
-    shift = np.repeat(starts - (ends - lengths), lengths)
-    return np.arange(total, dtype=np.int64) + shift
 
 
 def _index_width(largest: int) -> int:
@@ -55,8 +40,10 @@ def encode_full_zip(
     visible: np.ndarray | None,
     layers: list[int],
     max_rep: int,
-) -> tuple[Any, list[bytes]]:
-    """A full-zip page: its ``PageLayout`` and buffers (zipped entries, repetition index)."""
+) -> tuple[Any, list[Any]]:
+    """A full-zip page: its ``PageLayout`` and buffers (zipped entries, repetition index). From
+    :data:`entries.ALONE` bytes on, the first buffer comes as a list of pieces (long values are
+    views of ``pv.data``, not copies)."""
     entries = int(rep.size if rep is not None else defs.size if defs is not None else 0)
     if rep is None and defs is None:
         entries = int(pv.lengths.size) if pv.lengths is not None else pv.data.size * 8 // int(pv.bits or 1)
@@ -73,24 +60,16 @@ def encode_full_zip(
         value_len[vis] = pv.lengths
         value_len[~valid] = 0
         head_len = cw + np.where(valid, prefix, 0)
-        # drop the bytes of null values (usually none)
-        keep_lengths = pv.lengths.copy()
-        keep_lengths[~valid[vis]] = 0
-        if int(keep_lengths.sum()) != pv.data.size:
-            starts = np.concatenate([[0], np.cumsum(pv.lengths)[:-1]])
-            data = pv.data[_spans(starts, keep_lengths)]
-        else:
-            data = pv.data
+        # drop the bytes of null values (usually there are none)
+        data = pv.data
+        if int(value_len.sum()) != data.size:
+            data = data[np.repeat(valid[vis], pv.lengths)]
     else:
         prefix = 0
         width = int(pv.bits or 0) // 8
         value_len = np.where(vis, width, 0)
         head_len = np.full(entries, cw, np.int64)
         data = pv.data
-    sizes = head_len + value_len
-    starts = np.zeros(entries + 1, np.int64)
-    np.cumsum(sizes, out=starts[1:])
-    total = int(starts[-1])
     # header bytes of each entry, in entry order
     cols = []
     if cw:
@@ -99,21 +78,16 @@ def encode_full_zip(
             word |= rep.astype(np.uint64) << np.uint64(bits_def)
         if defs is not None:
             word |= defs.astype(np.uint64)
-        cols.append(_le_table(word, cw))
+        cols.append(le_table(word, cw))
     if prefix:
         full_len = np.zeros(entries, np.int64)
         full_len[vis] = pv.lengths if pv.lengths is not None else 0
-        cols.append(_le_table(full_len, prefix))
-    out = np.empty(total, np.uint8)
-    if cols:
-        table = np.hstack(cols) if len(cols) > 1 else cols[0]
-        keep = np.arange(table.shape[1])[None, :] < head_len[:, None]
-        is_head = np.zeros(total, bool)
-        is_head[_spans(starts[:-1], head_len)] = True
-        out[is_head] = table[keep]
-        out[~is_head] = data
-    else:
-        out[:] = data
+        cols.append(le_table(full_len, prefix))
+    heads = np.hstack(cols) if len(cols) > 1 else cols[0] if cols else np.zeros((entries, 0), np.uint8)
+    pieces = join_entries(heads, head_len, data, value_len)
+    starts = np.zeros(entries + 1, np.int64)
+    np.cumsum(head_len + value_len, out=starts[1:])
+    total = int(starts[-1])
     layout = pb.PageLayout()
     fz = layout.full_zip_layout
     fz.bits_rep = bits_rep
@@ -126,7 +100,8 @@ def encode_full_zip(
     fz.num_visible_items = int(vis.sum())
     fz.value_compression.CopyFrom(pv.encoding)
     fz.layers.extend(layers)
-    buffers = [out.tobytes()]
+    # a long buffer stays in pieces, written one after the other
+    buffers: list[Any] = [pieces if total >= ALONE else b"".join(p.data for p in pieces)]
     if rep is not None or pv.lengths is not None:
         row_at = starts[:-1][rep == max_rep] if rep is not None else starts[:-1]
         index = np.append(row_at, total)

@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from lance_table.file.compression.general import most_from, zstd_content_sizes
 from lance_table.file.pageio import PageIO
-from lance_table.file.v2_1.batch import spans
+from lance_table.file.v2_1.batch import join, spans
 from lance_table.file.v2_1.compress import SCHEMES, compression_kind, decode_values, unsupported
 from lance_table.file.v2_1.values import Struct, Values, Var, offsets_of
 
@@ -84,7 +84,7 @@ def _per_value_general(enc: Any, values: Var, io: PageIO) -> Values:
         raise io.corrupt("a compressed value claims a negative length")
     total = int(lengths.sum())
     frame_sizes = present - 8
-    frames = u8[spans(starts + 8, frame_sizes)]
+    frames = _frames(u8, starts + 8, frame_sizes)
     if total > most_from(frames.size):
         raise io.corrupt(f"{frames.size} compressed bytes claim {total} bytes of values")
     stated, known = zstd_content_sizes(u8, starts + 8, frame_sizes)
@@ -107,7 +107,7 @@ def _per_value_general(enc: Any, values: Var, io: PageIO) -> Values:
         if not size and known[a]:
             continue  # headers say the values are empty: nothing to decompress
         try:
-            raw = frames[int(in_at[a]) : int(in_at[b])].tobytes()
+            raw = frames[int(in_at[a]) : int(in_at[b])].data
             parts.append(pa.Codec("zstd").decompress(raw, decompressed_size=size))
         except (pa.ArrowException, OSError, ValueError) as exc:
             first, last = int(index[a]), int(index[b - 1])
@@ -122,6 +122,20 @@ def _per_value_general(enc: Any, values: Var, io: PageIO) -> Values:
     if len(parts) == 1:
         return Var(memoryview(parts[0]), out_at)
     return Var(b"".join(parts), out_at)
+
+
+# frames of this many bytes on average are joined as slices; shorter ones gathered by numpy
+_SLICED_FRAMES = 4096
+
+
+def _frames(u8: np.ndarray, at: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """The zstd frames ``u8[at : at + size]`` back to back: a view for one frame, joined slices
+    when they are long, one numpy gather (an index per byte) for many short ones."""
+    if sizes.size == 1:
+        return u8[int(at[0]) : int(at[0] + sizes[0])]
+    if int(sizes.sum()) >= _SLICED_FRAMES * sizes.size:
+        return np.frombuffer(join(u8.data, at, sizes), np.uint8)
+    return u8[spans(at, sizes)]
 
 
 def _variable_packed_struct(enc: Any, values: Var, io: PageIO) -> Struct:

@@ -16,7 +16,8 @@ and their bytes, in the two forms the layouts need.
   chunks of at most 8 KiB are a third choice for strings, weighed on a sample. Field metadata
   ``lance-encoding:compression`` ``zstd`` / ``lz4`` wraps each chunk's one buffer in ``general``
   (chunks then take as many values as the limits allow); ``none`` stores values plain.
-* :func:`per_value` (full-zip): the bytes of each value on its own (fixed width or length-prefixed).
+* :func:`per_value` (full-zip): the bytes of each value on its own (fixed width or length-prefixed),
+  binary values FSST-compressed, or each compressed with zstd when one is over 32 KiB.
 
 The decoders in :mod:`compress` and :mod:`pervalue` read exactly these bytes.
 """
@@ -59,6 +60,9 @@ SCHEMES = ("zstd", "lz4")
 GENERAL_CHUNK_BYTES = 8 * 1024
 # chunks compressed per task on the pool
 _COMPRESS_GROUP = 64
+# A full-zip page of binary values holding one longer than this compresses each value on its own
+# with zstd (pylance's choice: FSST and its whole-page passes are not worth it for such values).
+PER_VALUE_ZSTD_ABOVE = 32 * 1024
 _SCHEME_PB = {"zstd": pb.COMPRESSION_ALGORITHM_ZSTD, "lz4": pb.COMPRESSION_ALGORITHM_LZ4}
 
 
@@ -299,7 +303,8 @@ def arrow_dictionary_values(values: pa.Array, what: str, lz4: bool) -> MiniBlock
     return idx
 
 
-def _widest(values: pa.Array) -> int:
+def widest_value(values: pa.Array) -> int:
+    """The length of the longest of some binary values (0 for none)."""
     offsets, _ = variable_parts(values)
     return int(np.diff(offsets).max()) if offsets.size > 1 else 0
 
@@ -333,7 +338,7 @@ def _dictionary_values(values: pa.Array, best: MiniBlockValues | None, lz4: bool
     idx = _base_values(pa.array(indices, pa.uint32()), "dictionary indices", None, False)
     if best is not None and len(block) + sum(idx.sizes(0, n)) >= sum(best.sizes(0, n)) + _table_bytes(best):
         return None
-    idx.max_value_bytes = best.max_value_bytes if best is not None else _widest(values)
+    idx.max_value_bytes = best.max_value_bytes if best is not None else widest_value(values)
     idx.dictionary = (enc, block, len(items))
     return idx
 
@@ -434,19 +439,33 @@ class PerValue:
 def per_value(values: pa.Array, what: str, scheme: str | None = None) -> PerValue | None:
     """The full-zip form of the values, or None when they have none (bit-packed items).
 
-    Binary values are FSST-compressed (one table per page) when that makes them smaller and
-    ``scheme`` (the field's ``lance-encoding:compression``) is unset, as pylance does.
+    Binary values are compressed as pylance compresses them unless ``scheme`` (the field's
+    ``lance-encoding:compression``) is ``none``: each on its own with zstd when one is longer
+    than :data:`PER_VALUE_ZSTD_ABOVE` (whatever the scheme), else with FSST (one table per page)
+    when that makes them smaller and no scheme is set.
     """
     t = values.type
     if is_binary_like(t):
+        large = pa.types.is_large_binary(t) or pa.types.is_large_string(t)
+        offset_bits = 64 if large else 32
+        offsets, data = variable_parts(values)
+        enc = pb.CompressiveEncoding()
+        enc.variable.offsets.CopyFrom(flat(offset_bits))
+        if scheme != "none" and widest_value(values) > PER_VALUE_ZSTD_ABOVE:
+            # null values get no frame: full-zip pages store nothing for them
+            keep = None
+            if values.null_count:
+                data, offsets = fsst_encode.arrow_buffers(values)
+                keep = values.is_valid().to_numpy(zero_copy_only=False)
+            packed, packed_at = general.zstd_each(data, offsets, keep)
+            wrapped = pb.CompressiveEncoding()
+            wrapped.general.compression.scheme = _SCHEME_PB["zstd"]
+            wrapped.general.values.CopyFrom(enc)
+            return PerValue(wrapped, packed, lengths=np.diff(packed_at), offset_bits=offset_bits)
         mb = _variable(values, fsst=scheme is None)
         if isinstance(mb, VariableValues) and mb.encoding.HasField("fsst"):
             return PerValue(mb.encoding, mb.data, lengths=np.diff(mb.offsets), offset_bits=32)
-        offsets, data = variable_parts(values)
-        large = pa.types.is_large_binary(t) or pa.types.is_large_string(t)
-        enc = pb.CompressiveEncoding()
-        enc.variable.offsets.CopyFrom(flat(64 if large else 32))
-        return PerValue(enc, data, lengths=np.diff(offsets), offset_bits=64 if large else 32)
+        return PerValue(enc, data, lengths=np.diff(offsets), offset_bits=offset_bits)
     levels, leaf_arr = fsl_levels(values)
     leaf = leaf_of(leaf_arr, what)
     if leaf.table is None:
