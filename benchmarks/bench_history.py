@@ -1,0 +1,163 @@
+"""History benchmark: a living table of many small appends, lance_table vs pylance side by side.
+
+Each library builds its own dataset (pylance's default format, 2.2) from ``--appends`` appends of
+``--rows-per-append`` rows, then every scenario runs alternately on both, round by round, and the
+medians and their ratio are reported. Scenarios that change the dataset run on a fresh copy each
+round (the copy is not timed).
+
+    python benchmarks/bench_history.py --appends 500
+    python benchmarks/bench_history.py --appends 5000 --runs 3
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import gc
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import Report, Result, argument_parser
+
+import lance_table as lt
+
+FORMAT = "2.2"
+
+
+def _rows(start: int, n: int) -> pa.Table:
+    ids = np.arange(start, start + n, dtype=np.int64)
+    return pa.table({"id": ids, "x": ids * 0.5, "s": pa.array([f"row-{i}" for i in ids.tolist()])})
+
+
+def _build(side: str, uri: str, appends: int, size: int) -> list[float]:
+    """Create the dataset with ``appends`` appends; return the times of the last 50 appends."""
+    import lance
+
+    times = []
+    for i in range(appends):
+        data = _rows(i * size, size)
+        start = time.perf_counter()
+        if side == "lance_table":
+            lt.write_dataset(data, uri, mode="append" if i else "create", data_storage_version=FORMAT)
+        else:
+            lance.write_dataset(data, uri, mode="append" if i else "create", data_storage_version=FORMAT)
+        times.append(time.perf_counter() - start)
+    return times[-50:]
+
+
+def _timed(
+    mine: Callable[[str], object],
+    theirs: Callable[[str], object],
+    uris: tuple[str, str],
+    runs: int,
+    fresh: bool,
+) -> tuple[float, float]:
+    """Medians of ``mine(uri)`` and ``theirs(uri)``, alternately; on copies when ``fresh``."""
+    times: tuple[list[float], list[float]] = ([], [])
+    for round_ in range(runs):
+        order = [(0, mine), (1, theirs)] if round_ % 2 == 0 else [(1, theirs), (0, mine)]
+        for side, fn in order:
+            uri = uris[side]
+            if fresh:
+                copy = f"{uri}-copy"
+                shutil.rmtree(copy, ignore_errors=True)
+                shutil.copytree(uri, copy)
+                uri = copy
+            gc.collect()
+            start = time.perf_counter()
+            fn(uri)
+            times[side].append(time.perf_counter() - start)
+    return statistics.median(times[0]), statistics.median(times[1])
+
+
+def main() -> None:
+    parser = argument_parser(__doc__, runs=5)
+    parser.add_argument("--appends", type=int, default=500)
+    parser.add_argument("--rows-per-append", type=int, default=100)
+    args = parser.parse_args()
+    import lance
+
+    n, size = args.appends, args.rows_per_append
+    report = Report(
+        f"History: {n} appends of {size} rows (format {FORMAT})",
+        {"appends": n, "rows_per_append": size, "runs": args.runs},
+    )
+    root = Path(tempfile.mkdtemp(prefix="bench-history-"))
+    uris = (str(root / "ours"), str(root / "theirs"))
+    try:
+        print(f"building two datasets of {n} appends ...", flush=True)
+        ours_appends = _build("lance_table", uris[0], n, size)
+        theirs_appends = _build("pylance", uris[1], n, size)
+        report.add(
+            Result(
+                f"append {size} rows (last 50)",
+                statistics.median(ours_appends),
+                statistics.median(theirs_appends),
+                50,
+            )
+        )
+        total = n * size
+        lo = total // 2
+
+        def both(name: str, mine: Callable[[str], object], theirs: Callable[[str], object], fresh=False):
+            report.add(Result(name, *_timed(mine, theirs, uris, args.runs, fresh), args.runs))
+
+        both("open latest", lambda u: lt.dataset(u), lambda u: lance.dataset(u))
+        both("open version 1", lambda u: lt.dataset(u, version=1), lambda u: lance.dataset(u, version=1))
+        both("versions()", lambda u: lt.dataset(u).versions(), lambda u: lance.dataset(u).versions())
+        both("count rows", lambda u: lt.dataset(u).count_rows(), lambda u: lance.dataset(u).count_rows())
+        both("full scan", lambda u: lt.dataset(u).to_table(), lambda u: lance.dataset(u).to_table())
+        flt = f"id >= {lo} AND id < {lo + 100}"
+        both(
+            "filter 100-row id range",
+            lambda u: lt.dataset(u).to_table(filter=flt),
+            lambda u: lance.dataset(u).to_table(filter=flt),
+        )
+        picks = np.random.default_rng(1).choice(total, 100, replace=False).tolist()
+        both("take 100 rows", lambda u: lt.dataset(u).take(picks), lambda u: lance.dataset(u).take(picks))
+        both(
+            "delete 1 row",
+            lambda u: lt.dataset(u).delete(f"id = {lo}"),
+            lambda u: lance.dataset(u).delete(f"id = {lo}"),
+            fresh=True,
+        )
+        both(
+            "compaction",
+            lambda u: lt.dataset(u).compact_files(),
+            lambda u: lance.dataset(u).optimize.compact_files(),
+            fresh=True,
+        )
+        zero = dt.timedelta(0)
+        both(
+            "cleanup (all but latest)",
+            lambda u: lt.dataset(u).cleanup_old_versions(older_than=zero),
+            lambda u: lance.dataset(u).cleanup_old_versions(older_than=zero),
+            fresh=True,
+        )
+        both(
+            "restore version 1",
+            lambda u: lt.dataset(u, version=1).restore(),
+            lambda u: lance.dataset(u, version=1).restore(),
+            fresh=True,
+        )
+        both(
+            "tag creation",
+            lambda u: lt.dataset(u).tags.create("t", 1),
+            lambda u: lance.dataset(u).tags.create("t", 1),
+            fresh=True,
+        )
+        report.publish(args.out, f"history_{n}")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
