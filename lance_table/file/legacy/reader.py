@@ -70,9 +70,9 @@ class LegacyFileReader(RowReader):
             ids). Default: the schema copy inside the file.
         field_ids: the ids the file's page table covers (the manifest's ``DataFile.fields``); by
             default those of the in-file schema copy, else those of ``fields``.
-        dictionaries: values of dictionary fields by field id, used only for a field whose values the
-            file does not locate itself (files without a schema copy). The dataset manifest's
-            dictionary offsets point into the manifest file, so they cannot be used here.
+        dictionaries: values of dictionary fields by field id (a legacy dataset manifest's): they
+            take precedence over the values the file locates itself, as pylance reads a dataset's
+            files with its manifest's values. The file's own values serve the other fields.
         schema_metadata: the schema metadata to report; default: the in-file copy's.
 
     Raises:
@@ -231,10 +231,10 @@ class LegacyFileReader(RowReader):
         if values is not None:
             return values
         where = self._meta.file.dictionaries.get(node.id)
-        if where is not None:
-            values = drive(dictionary_gen(self._ctx, node, *where), self.read_ranges)
-        elif node.id in self._given_dicts:
+        if node.id in self._given_dicts:
             values = self._given_dicts[node.id]
+        elif where is not None:
+            values = drive(dictionary_gen(self._ctx, node, *where), self.read_ranges)
         else:
             raise UnsupportedFormatError(
                 f"dictionary field {node.name!r} (id {node.id}): the file does not locate its values "
