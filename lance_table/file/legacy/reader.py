@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import IO
 
 import numpy as np
@@ -165,12 +165,20 @@ class LegacyFileReader(RowReader):
         """The file's page statistics (per batch null count, min and max of each eligible field),
         or None when the file has none. Read on first use, then kept.
 
+        Statistics of a field the reader's schema does not hold with the statistics' type are left
+        out: they cannot describe its values.
+
         Raises:
             CorruptFileError: the statistics are damaged.
         """
         if not self._stats_read:
             with decoding(self.path):
-                self._stats = read_statistics(self._source, self._meta.file)
+                stats = read_statistics(self._source, self._meta.file)
+            if stats is not None:
+                types = {n.id: n.arrow_type for r in self._meta.roots for n in r.walk()}
+                fields = {fid: fs for fid, fs in stats.fields.items() if types.get(fid) == fs.min_value.type}
+                stats = replace(stats, fields=fields)
+            self._stats = stats
             self._stats_read = True
         return self._stats
 
