@@ -59,7 +59,7 @@ def _damage(path: Path, column: str, child: str, value: bytes) -> None:
 )
 def test_impossible_statistics_do_not_prune(
     tmp_path: Path, column: str, child: str, value: bytes, where: str
-):
+) -> None:
     uri, path = _dataset(tmp_path)
     honest = lt.dataset(uri).count_rows(where)
     assert honest > 0
