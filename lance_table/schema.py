@@ -77,8 +77,11 @@ class FieldNode:
         return self.field.name
 
     def to_arrow_field(self) -> pa.Field:
+        """The Arrow field (a field of the null type is nullable, as Arrow requires, whatever a
+        damaged schema says)."""
         md = dict(self.field.metadata) or None
-        return pa.field(self.field.name, self.arrow_type, self.field.nullable, metadata=md)
+        nullable = self.field.nullable or pa.types.is_null(self.arrow_type)
+        return pa.field(self.field.name, self.arrow_type, nullable, metadata=md)
 
     def walk(self) -> Iterator[FieldNode]:
         """This node and all its descendants, in pre-order."""

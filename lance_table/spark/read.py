@@ -102,8 +102,12 @@ class LanceTableReader(DataSourceReader):
         sql_filter: str | None,
         batch_size: int,
         max_rows_per_partition: int,
+        *,
+        dictionaries: Mapping[int, pa.Array] | None = None,
     ) -> None:
         self.uri = uri
+        # legacy datasets: the manifest's dictionary values, which their files are read with
+        self.dictionaries = dict(dictionaries or {})
         self.storage_options = dict(storage_options) if storage_options else None
         self.fields = tuple(fields)
         self.schema_metadata = dict(schema_metadata)
@@ -135,7 +139,7 @@ class LanceTableReader(DataSourceReader):
     def read(self, partition: FragmentRange) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
         storage = open_storage(self.uri, self.storage_options)
         roots = {n.name: n for n in build_tree(self.fields)}
-        frag = FragmentReader(partition.fragment, storage, roots)
+        frag = FragmentReader(partition.fragment, storage, roots, dictionaries=self.dictionaries)
         spec = self._spec()
         where = f"{self.uri} fragment {partition.fragment.id}"
         step = max(self.batch_size, 64 * 1024)

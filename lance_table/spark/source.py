@@ -78,6 +78,7 @@ class LanceTableDataSource(DataSource):
             o.filter,
             o.batch_size,
             o.max_rows_per_partition,
+            dictionaries=ds.manifest.dictionaries,
         )
 
     def writer(self, schema: Any, overwrite: bool) -> LanceTableWriter:

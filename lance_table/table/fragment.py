@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
 import pyarrow as pa
 
-from lance_table.errors import CorruptFileError, UnsupportedFormatError
+from lance_table.errors import CorruptFileError, SchemaError, UnsupportedFormatError
 from lance_table.file import LanceFileReader
 from lance_table.file.fields import BLOB_KEY
 from lance_table.file.legacy import LegacyFileReader
@@ -21,7 +21,7 @@ from lance_table.file.rows import selectable
 from lance_table.file.runs import Runs
 from lance_table.format import paths
 from lance_table.format.manifest import DataFile, Fragment
-from lance_table.schema import FieldNode
+from lance_table.schema import FieldNode, build_tree
 from lance_table.storage import Storage
 from lance_table.storage.sources import DISAGREEING_SIZE, size_disagreement
 from lance_table.table.deletion import missing_file_error, read_deletions
@@ -60,7 +60,7 @@ class ReaderCache:
 
     def __init__(self, size: int = READER_CACHE_SIZE) -> None:
         self.size = size
-        self._items: OrderedDict[tuple[str, str], FileReader] = OrderedDict()
+        self._items: OrderedDict[tuple[Hashable, ...], FileReader] = OrderedDict()
         self._lock = threading.Lock()
 
     def get(
@@ -68,11 +68,12 @@ class ReaderCache:
         storage: Storage,
         data_file: DataFile,
         version: int | None = None,
-        fields: list[FieldNode] | None = None,
+        view: LegacyView | None = None,
     ) -> FileReader:
         """The reader of a data file (``version``, whose manifest names it, serves error messages).
 
-        ``fields`` (the dataset's field tree) serve legacy files that carry no schema of their own.
+        ``view`` (the dataset's fields and dictionary values for this file) is how a legacy file is
+        read; without it, a legacy file is read with its own schema copy.
 
         Raises:
             DataFileNotFoundError: the file does not exist (e.g. its version was cleaned up).
@@ -80,7 +81,11 @@ class ReaderCache:
         """
         if data_file.base_id is not None:
             raise UnsupportedFormatError(f"data file {data_file.path} lives in another base path")
-        key = (storage.cache_key, data_file.path)
+        legacy = is_legacy_file(data_file)
+        # A legacy file's reader depends on the schema it is read with (a rename changes it).
+        key: tuple[Hashable, ...] = (storage.cache_key, data_file.path)
+        if legacy and view is not None:
+            key = (*key, view.key)
         with self._lock:
             cached = self._items.get(key)
             if cached is not None:
@@ -90,10 +95,7 @@ class ReaderCache:
         reader: FileReader
         try:
             source = storage.source(path, known_size(data_file))
-            if is_legacy_file(data_file):
-                reader = _legacy_reader(source, data_file, fields)
-            else:
-                reader = LanceFileReader(source)
+            reader = _legacy_reader(source, data_file, view) if legacy else LanceFileReader(source)
         except FileNotFoundError:
             raise missing_file_error(storage, f"{storage.uri.rstrip('/')}/{path}", version) from None
         except CorruptFileError as exc:
@@ -123,15 +125,64 @@ def _check_size(storage: Storage, path: str, claimed: int | None, exc: CorruptFi
         raise size_disagreement(f"{storage.uri.rstrip('/')}/{path}", claimed, actual) from exc
 
 
-def _legacy_reader(source: object, data_file: DataFile, fields: list[FieldNode] | None) -> LegacyFileReader:
-    """A legacy file's reader: its own schema copy when it has one (pylance writes it), else the
-    dataset's fields; the page table rows are the ids the manifest lists for the file."""
+@dataclass(frozen=True)
+class LegacyView:
+    """How a dataset reads one legacy data file, as pylance does: with the manifest's fields (names,
+    ids, nullability), restricted to the ids the manifest lists for the file, and the manifest's
+    dictionary values. The file's own schema copy and dictionaries are not used: a rename or a
+    change of nullability only rewrites the manifest.
+
+    When the manifest lists no field ids for the file (very old manifests), ``roots`` is the whole
+    dataset schema; ``key`` tells views apart in the reader cache.
+    """
+
+    roots: tuple[FieldNode, ...]
+    dictionaries: Mapping[int, pa.Array]
+    key: Hashable
+
+
+def legacy_view(
+    roots: Sequence[FieldNode],
+    dictionaries: Mapping[int, pa.Array],
+    data_file: DataFile,
+    where: Callable[[], str],
+) -> LegacyView:
+    """The view of a legacy data file from the dataset's field tree and dictionary values.
+
+    Raises:
+        CorruptFileError: the ids the manifest lists for the file do not form a schema (``where()``
+            names the manifest).
+    """
+    every = [n.field for r in roots for n in r.walk()]
+    ids = set(data_file.fields)
+    kept = [f for f in every if f.id in ids] if ids else every
     try:
-        return LegacyFileReader(source, field_ids=data_file.fields or None)  # type: ignore[arg-type]
-    except UnsupportedFormatError:
-        if fields is None:
-            raise
-        return LegacyFileReader(source, fields, field_ids=data_file.fields or None)  # type: ignore[arg-type]
+        tree = tuple(build_tree(kept))
+    except SchemaError as exc:
+        raise CorruptFileError(
+            where(), f"data file {data_file.path} lists field ids that do not form a schema: {exc}"
+        ) from exc
+    dicts = {f.id: dictionaries[f.id] for f in kept if f.id in dictionaries}
+    key = (
+        tuple((f.id, f.parent_id, f.name, f.logical_type, f.nullable) for f in kept),
+        tuple(sorted((fid, len(values)) for fid, values in dicts.items())),
+    )
+    return LegacyView(tree, dicts, key)
+
+
+def _legacy_reader(source: object, data_file: DataFile, view: LegacyView | None) -> LegacyFileReader:
+    """A legacy file's reader: with the view's fields and dictionaries when there is a view (a
+    dataset read), else with the file's own schema copy; the page table rows are the ids the
+    manifest lists for the file."""
+    ids = data_file.fields or None
+    if view is None:
+        return LegacyFileReader(source, field_ids=ids)  # type: ignore[arg-type]
+    return LegacyFileReader(
+        source,  # type: ignore[arg-type]
+        list(view.roots),
+        field_ids=ids,
+        dictionaries=view.dictionaries,
+    )
 
 
 @dataclass
@@ -143,6 +194,9 @@ class FragmentReader:
     roots: dict[str, FieldNode]
     #: the version whose manifest lists the fragment (for error messages), when known
     version: int | None = None
+    #: the dictionary values of legacy datasets (the manifest's), by field id
+    dictionaries: Mapping[int, pa.Array] = field(default_factory=dict)
+    _views: dict[int, LegacyView] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @cached_property
     def deleted(self) -> np.ndarray:
@@ -175,7 +229,13 @@ class FragmentReader:
         return rows
 
     def _reader(self, data_file: DataFile) -> FileReader:
-        return READERS.get(self.storage, data_file, self.version, list(self.roots.values()))
+        if not is_legacy_file(data_file):
+            return READERS.get(self.storage, data_file, self.version)
+        view = self._views.get(id(data_file))
+        if view is None:
+            view = legacy_view(list(self.roots.values()), self.dictionaries, data_file, self._manifest_where)
+            self._views[id(data_file)] = view
+        return READERS.get(self.storage, data_file, self.version, view)
 
     def _manifest_where(self) -> str:
         """The manifest that lists this fragment, for error messages (listed only on error)."""

@@ -83,7 +83,10 @@ class Snapshot:
 
     def fragment_readers(self) -> list[FragmentReader]:
         """A reader per fragment of this version."""
-        return [FragmentReader(f, self.storage, self.roots, self.version) for f in self.manifest.fragments]
+        dicts = self.manifest.dictionaries
+        return [
+            FragmentReader(f, self.storage, self.roots, self.version, dicts) for f in self.manifest.fragments
+        ]
 
     def commit(self, pending: Pending, *, message: str | None = None) -> Snapshot:
         """Commit ``pending`` (planned against this version) and return the version it made.

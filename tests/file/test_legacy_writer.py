@@ -71,8 +71,8 @@ def type_columns() -> dict[str, pa.Array]:
         "lst_st": pa.array(
             [[{"x": 1}], None, [], [{"x": None}]] + [[{"x": 4}]] * 6, pa.list_(pa.struct([("x", pa.int32())]))
         ),
-        "dict": pa.array(["p", "q", None, "r", "p", "q", "r", "p", "q", "r"]).dictionary_encode(),
-        "dict_num": pa.array([15, 25, None, 15, 15, 25, 15, 15, 25, 15]).dictionary_encode(),
+        "dict": pa.array(["p", "q", "q", "r", "p", "q", "r", "p", "q", "r"]).dictionary_encode(),
+        "dict_num": pa.array([15, 25, 25, 15, 15, 25, 15, 15, 25, 15]).dictionary_encode(),
         "nulls": pa.nulls(10),
         "allnull_i": pa.nulls(10, pa.int32()),
         "allnull_s": pa.nulls(10, pa.string()),
@@ -286,7 +286,7 @@ def test_dictionaries_that_differ_between_row_groups(tmp_path: Path) -> None:
     """Keys are written against the dataset's dictionary, which pylance reads them with."""
     dataset_dict = pa.array(["a", "b", "c"])
     seed = pa.table({"d": pa.DictionaryArray.from_arrays(pa.array([0, 1, 2], pa.int32()), dataset_dict)})
-    d1 = pa.DictionaryArray.from_arrays(pa.array([0, 1, None, 0], pa.int32()), pa.array(["b", "a"]))
+    d1 = pa.DictionaryArray.from_arrays(pa.array([0, 1, 1, 0], pa.int32()), pa.array(["b", "a"]))
     d2 = pa.DictionaryArray.from_arrays(pa.array([0, 1, 2, 1], pa.int32()), pa.array(["c", "a", "b"]))
     table = pa.Table.from_batches([pa.record_batch({"d": d1}), pa.record_batch({"d": d2})])
     ds = _commit_ours(tmp_path / "ds", table, seed=seed, dictionaries={0: dataset_dict})

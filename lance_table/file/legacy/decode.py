@@ -187,8 +187,19 @@ def _fixed_gen(
         if value_width(inner) is None or pa.types.is_fixed_size_list(inner):
             raise UnsupportedFormatError(f"field {node.name!r}: {t} is not supported", path=ctx.path)
         child = pa.Array.from_buffers(inner, n * t.list_size, [None, buf])
-        return pa.FixedSizeListArray.from_arrays(child, type=t)
-    return pa.Array.from_buffers(t, n, [None, buf])
+        return pa.FixedSizeListArray.from_arrays(_checked(ctx, node, batch, child), type=t)
+    return _checked(ctx, node, batch, pa.Array.from_buffers(t, n, [None, buf]))
+
+
+def _checked(ctx: PageContext, node: FieldNode, batch: int, arr: pa.Array) -> pa.Array:
+    """``arr``, once decimals are known to fit their precision (other fixed-width values always
+    are what their bytes say)."""
+    if pa.types.is_decimal(arr.type):
+        try:
+            arr.validate(full=True)
+        except pa.ArrowInvalid as exc:
+            raise ctx.corrupt(node, batch, f"values do not fit {arr.type}: {exc}") from exc
+    return arr
 
 
 def _bool_gen(ctx: PageContext, node: FieldNode, batch: int, runs: Runs, rows: int | None) -> Gen:

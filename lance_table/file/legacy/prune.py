@@ -39,7 +39,8 @@ def may_match(
     """Per batch, whether a row as read may satisfy ``field <op> value`` (False only when proven).
 
     ``nullable`` is the data field's nullability (it decides whether empty strings read as null).
-    A field without statistics gives True for every batch.
+    A field without statistics gives True for every batch, and so do batches whose statistics
+    cannot be true (``FieldStatistics.trusted``).
 
     Raises:
         ValueError: the op is unknown or its literal has the wrong shape.
@@ -59,6 +60,12 @@ def may_match(
         return may_match(stats, field_id, ">=", lo, nullable=nullable) & may_match(
             stats, field_id, "<=", hi, nullable=nullable
         )
+    return _may_match(stats, fs, op, value, nullable) | fs.untrusted()
+
+
+def _may_match(stats: PageStatistics, fs: FieldStatistics, op: str, value: Any, nullable: bool) -> np.ndarray:
+    """:func:`may_match` of one comparison or null test, as far as the statistics tell."""
+    nb = stats.num_batches
     rows = stats.batch_rows
     t = fs.min_value.type
     string = is_var_binary(t)

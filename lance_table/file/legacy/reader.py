@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import IO
 
 import numpy as np
@@ -70,9 +70,9 @@ class LegacyFileReader(RowReader):
             ids). Default: the schema copy inside the file.
         field_ids: the ids the file's page table covers (the manifest's ``DataFile.fields``); by
             default those of the in-file schema copy, else those of ``fields``.
-        dictionaries: values of dictionary fields by field id, used only for a field whose values the
-            file does not locate itself (files without a schema copy). The dataset manifest's
-            dictionary offsets point into the manifest file, so they cannot be used here.
+        dictionaries: values of dictionary fields by field id (a legacy dataset manifest's): they
+            take precedence over the values the file locates itself, as pylance reads a dataset's
+            files with its manifest's values. The file's own values serve the other fields.
         schema_metadata: the schema metadata to report; default: the in-file copy's.
 
     Raises:
@@ -165,12 +165,20 @@ class LegacyFileReader(RowReader):
         """The file's page statistics (per batch null count, min and max of each eligible field),
         or None when the file has none. Read on first use, then kept.
 
+        Statistics of a field the reader's schema does not hold with the statistics' type are left
+        out: they cannot describe its values.
+
         Raises:
             CorruptFileError: the statistics are damaged.
         """
         if not self._stats_read:
             with decoding(self.path):
-                self._stats = read_statistics(self._source, self._meta.file)
+                stats = read_statistics(self._source, self._meta.file)
+            if stats is not None:
+                types = {n.id: n.arrow_type for r in self._meta.roots for n in r.walk()}
+                fields = {fid: fs for fid, fs in stats.fields.items() if types.get(fid) == fs.min_value.type}
+                stats = replace(stats, fields=fields)
+            self._stats = stats
             self._stats_read = True
         return self._stats
 
@@ -231,10 +239,10 @@ class LegacyFileReader(RowReader):
         if values is not None:
             return values
         where = self._meta.file.dictionaries.get(node.id)
-        if where is not None:
-            values = drive(dictionary_gen(self._ctx, node, *where), self.read_ranges)
-        elif node.id in self._given_dicts:
+        if node.id in self._given_dicts:
             values = self._given_dicts[node.id]
+        elif where is not None:
+            values = drive(dictionary_gen(self._ctx, node, *where), self.read_ranges)
         else:
             raise UnsupportedFormatError(
                 f"dictionary field {node.name!r} (id {node.id}): the file does not locate its values "

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lance_table.errors import CorruptFileError, SchemaError
 from lance_table.file.legacy.container import LegacyMetadata, read_page_table
@@ -33,12 +34,23 @@ STATS_CHILDREN = ("null_count", "min_value", "max_value")
 
 @dataclass(frozen=True)
 class FieldStatistics:
-    """The statistics of one data field: one entry per batch."""
+    """The statistics of one data field: one entry per batch.
+
+    ``trusted`` says per batch whether the statistics can be true (all of them when None); see
+    :func:`plausible`. Pruning ignores the batches where they cannot.
+    """
 
     field_id: int
     null_count: np.ndarray  # int64
     min_value: pa.Array
     max_value: pa.Array
+    trusted: np.ndarray | None = None
+
+    def untrusted(self) -> np.ndarray:
+        """Per batch, whether the statistics are to be ignored."""
+        if self.trusted is None:
+            return np.zeros(len(self.null_count), bool)
+        return ~self.trusted
 
 
 @dataclass(frozen=True)
@@ -86,10 +98,30 @@ def read_statistics(source: ByteSource, meta: LegacyMetadata) -> PageStatistics 
         gens.extend(field_gen(ctx, kid, 0, Runs.span(0, nb), nb) for kid in kids)
     arrays = drive(gather(gens), lambda r: source.read_ranges(r) if r else [])
     fields = {}
+    rows = np.diff(meta.batch_offsets)
     for k, fid in enumerate(data_ids):
         nulls, lo, hi = arrays[3 * k : 3 * k + 3]
-        fields[fid] = FieldStatistics(fid, nulls.to_numpy(zero_copy_only=False).astype(np.int64), lo, hi)
+        counts = nulls.to_numpy(zero_copy_only=False).astype(np.int64)
+        fields[fid] = FieldStatistics(fid, counts, lo, hi, plausible(counts, lo, hi, rows))
     return PageStatistics(meta.batch_offsets, fields)
+
+
+def plausible(null_count: np.ndarray, lo: pa.Array, hi: pa.Array, rows: np.ndarray) -> np.ndarray:
+    """Per batch, whether statistics can describe a batch of ``rows`` rows: a null count within
+    ``[0, rows]``, no NaN bound, and a minimum above the maximum only when every row is null (an
+    integer page with no value stores the type's maximum and minimum). Damaged statistics fail
+    this; the data pages themselves may still be fine, so such statistics are ignored rather than
+    the file refused."""
+    ok = (null_count >= 0) & (null_count <= rows)
+    if pa.types.is_floating(lo.type):
+        nan = pc.or_(pc.is_nan(lo), pc.is_nan(hi)).fill_null(False)
+        ok &= ~np.asarray(nan, bool)
+    try:
+        inverted = np.asarray(pc.greater(lo, hi).fill_null(False), bool)
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
+        return np.zeros(len(null_count), bool)  # bounds that cannot be ordered say nothing
+    ok &= ~(inverted & (null_count < rows))
+    return ok
 
 
 def _stats_struct(root: FieldNode, path: str) -> tuple[int, list[FieldNode]]:

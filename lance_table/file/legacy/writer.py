@@ -26,6 +26,12 @@ import pyarrow.compute as pc
 from lance_table import __version__
 from lance_table._proto import file_pb2, table_pb2
 from lance_table.errors import SchemaError
+from lance_table.file.legacy.checks import (
+    check_dictionary_nulls,
+    check_nulls,
+    check_storable,
+    has_dictionary,
+)
 from lance_table.file.legacy.container import (
     LEGACY_FOOTER_STRUCT,
     LEGACY_FOOTER_VERSION,
@@ -133,7 +139,7 @@ class LegacyFileWriter:
         ):
             raise SchemaError("the Lance fields do not describe the Arrow schema")
         for root in self._roots:
-            _check_storable(root)
+            check_storable(root)
         self._schema_metadata = utf8_metadata(schema.metadata, "schema")
         self.max_rows_per_group = int(max_rows_per_group)
         self.writer_version = writer_version or (WRITER_LIBRARY, __version__)
@@ -167,8 +173,9 @@ class LegacyFileWriter:
         """Append the rows of a record batch or table.
 
         Raises:
-            SchemaError: the data's schema differs from the writer's, or a field that is not
-                nullable holds nulls (nothing of the offending row group is written).
+            SchemaError: the data's schema differs from the writer's, a dictionary field holds
+                nulls (nothing of the data is written), or a field that is not nullable holds nulls
+                (nothing of the offending row group is written).
             ValueError: the writer is closed, or the file would pass 2**31 - 1 rows.
         """
         if self._closed:
@@ -178,6 +185,9 @@ class LegacyFileWriter:
         ):
             raise SchemaError(f"data schema {data.schema} does not match the file schema {self.schema}")
         batches = data.to_batches() if isinstance(data, pa.Table) else [data]
+        for batch in batches:
+            for node, column in zip(self._roots, batch.columns):
+                check_dictionary_nulls(node, column)
         group = self.max_rows_per_group
         for batch in batches:
             start = 0
@@ -204,7 +214,7 @@ class LegacyFileWriter:
             for i, node in enumerate(self._roots)
         ]
         for node, arr in zip(self._roots, columns):
-            _check_nulls(node, arr)
+            check_nulls(node, arr)
         self._stats.add_batch(columns)
         table = np.zeros((self._max_id - self._min_id + 1, 2), np.int64)
         self._pages.append(table)
@@ -252,7 +262,7 @@ class LegacyFileWriter:
 
     def _joined(self, node: FieldNode, pieces: list[pa.Array]) -> pa.Array:
         """The pieces of one column of a row group as one array."""
-        if _has_dictionary(node.arrow_type):
+        if has_dictionary(node.arrow_type):
             # Key every piece into the file's dictionary (which only grows), then give all of them
             # its final values: pyarrow cannot unify dictionaries that hold a null.
             pieces = [self._rekeyed(node, p) for p in pieces]
@@ -264,7 +274,7 @@ class LegacyFileWriter:
         of a row group concatenate without unifying dictionaries (which pyarrow cannot do when a
         dictionary holds a null)."""
         t = node.arrow_type
-        if not _has_dictionary(t):
+        if not has_dictionary(t):
             return arr
         mask = arr.is_null() if arr.null_count else None
         if pa.types.is_dictionary(t):
@@ -431,12 +441,6 @@ def write_legacy_table(
 # helpers
 
 
-def _has_dictionary(t: pa.DataType) -> bool:
-    if pa.types.is_dictionary(t):
-        return True
-    return any(_has_dictionary(t.field(i).type) for i in range(t.num_fields))
-
-
 def _fixed_bytes(arr: pa.Array) -> Any:
     """The PLAIN bytes of a fixed-width array (fixed-size lists flattened, bools bit-packed)."""
     t = arr.type
@@ -459,35 +463,6 @@ def _find(nodes: Iterable[FieldNode], field_id: int) -> FieldNode:
             if node.id == field_id:
                 return node
     raise KeyError(field_id)  # pragma: no cover - ids come from the same schema
-
-
-def _check_storable(node: FieldNode) -> None:
-    t = node.arrow_type
-    if pa.types.is_map(t) or pa.types.is_union(t) or pa.types.is_run_end_encoded(t):
-        raise SchemaError(f"field {node.name!r}: {t} cannot be stored in legacy Lance files")
-    if pa.types.is_list_view(t) or pa.types.is_large_list_view(t) or pa.types.is_string_view(t):
-        raise SchemaError(f"field {node.name!r}: {t} cannot be stored in legacy Lance files")
-    if pa.types.is_binary_view(t):
-        raise SchemaError(f"field {node.name!r}: {t} cannot be stored in legacy Lance files")
-    if pa.types.is_dictionary(t):
-        v = t.value_type
-        numeric = pa.types.is_integer(v) or pa.types.is_floating(v) or pa.types.is_decimal(v)
-        if not (numeric or is_binary_like(v)) or not pa.types.is_integer(t.index_type):
-            raise SchemaError(f"field {node.name!r}: legacy Lance files cannot store dictionaries of {v}")
-    for child in node.children:
-        _check_storable(child)
-
-
-def _check_nulls(node: FieldNode, arr: pa.Array) -> None:
-    """Refuse nulls in fields that are not nullable (the format would silently lose them)."""
-    if not node.field.nullable and arr.null_count:
-        raise SchemaError(f"field {node.name!r} is not nullable but holds {arr.null_count} null value(s)")
-    t = node.arrow_type
-    if pa.types.is_struct(t):
-        for i, child in enumerate(node.children):
-            _check_nulls(child, arr.field(i))
-    elif (pa.types.is_list(t) or pa.types.is_large_list(t)) and node.children:
-        _check_nulls(node.children[0], arr.values)
 
 
 __all__ = [
