@@ -23,6 +23,7 @@ PARTS = "lance_table-part"
 ENCODE = "lance_table-encode"
 WRITE = "lance_table-write"  # page writes of file writers, overlapping the next batch's encoding
 CLOSE = "lance_table-close"  # closing a finished data file while the next one is written
+METADATA = "lance_table-meta"  # reads of many small metadata files (manifests of a history)
 
 _POOLS: dict[str, ThreadPoolExecutor] = {}
 _LOCK = threading.Lock()

@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import re
 import struct
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -158,6 +161,11 @@ class Fragment:
     def num_deleted(self) -> int:
         return self.deletion_file.num_deleted_rows if self.deletion_file else 0
 
+    @cached_property
+    def formats(self) -> frozenset[str]:
+        """The data formats of the fragment's files."""
+        return frozenset(f.version for f in self.files)
+
     @property
     def num_rows(self) -> int:
         """Rows that are not deleted."""
@@ -289,6 +297,7 @@ class Manifest:
         pb: Any,
         index_section: bytes | None = None,
         dictionaries: Mapping[int, pa.Array] | None = None,
+        fragments: tuple[Fragment, ...] | None = None,
     ) -> Manifest:
         rest = table_pb2.Manifest()
         for name in ("base_paths", "branch", "version_aux_data"):
@@ -300,7 +309,9 @@ class Manifest:
                 rest.version_aux_data = pb.version_aux_data
         return cls(
             fields=tuple(fields_from_pb(pb.fields)),
-            fragments=tuple(Fragment.from_pb(f) for f in pb.fragments),
+            fragments=fragments
+            if fragments is not None
+            else tuple(Fragment.from_pb(f) for f in pb.fragments),
             version=pb.version,
             schema_metadata=dict(pb.schema_metadata),
             timestamp_ns=pb.timestamp.seconds * 10**9 + pb.timestamp.nanos,
@@ -380,6 +391,47 @@ def decode_manifest_file(data: bytes, path: str) -> ManifestFile:
     Raises:
         CorruptFileError: the framing or the protobuf is damaged.
     """
+    pb, pos, txn = _parse(data, path)
+    index = _section(data, pb.index_section, path, "index section") if pb.HasField("index_section") else None
+    fragments = checked_fragments(pb.fragments, path)
+    _check_file_versions(pb, fragments, path)
+    check_schema(pb.fields, path)
+    manifest = Manifest.from_pb(pb, index, fragments=fragments)
+    if manifest.data_storage_version == LEGACY_DATA_FORMAT:  # only legacy readers use the values
+        manifest = replace(manifest, dictionaries=_decode_dictionaries(data, pos, pb.fields, path))
+    return ManifestFile(manifest, txn, len(data), path)
+
+
+@dataclass(frozen=True)
+class ManifestSummary:
+    """What listing versions needs of a manifest file: no fragments, no schema."""
+
+    version: int
+    timestamp_ns: int
+    transaction: bytes | None  # the inline serialized Transaction, if present
+    transaction_file: str
+
+
+def decode_manifest_summary(data: bytes, path: str) -> ManifestSummary:
+    """Parse the version, time and transaction of a manifest file, leaving its fragments alone.
+
+    Raises:
+        CorruptFileError: the framing or the protobuf is damaged.
+    """
+    pb, _, txn = _parse(data, path)
+    return ManifestSummary(
+        pb.version, pb.timestamp.seconds * 10**9 + pb.timestamp.nanos, txn, pb.transaction_file
+    )
+
+
+def _parse(data: bytes, path: str) -> tuple[Any, int, bytes | None]:
+    """The manifest protobuf of a manifest file, where it starts, and the inline transaction.
+
+    Checked: the framing, the timestamp and the transaction file's name.
+
+    Raises:
+        CorruptFileError: the framing or the protobuf is damaged.
+    """
     size = len(data)
     if size < MANIFEST_FOOTER_SIZE + 4:
         raise CorruptFileError(path, f"manifest of {size} bytes is too small")
@@ -394,25 +446,18 @@ def decode_manifest_file(data: bytes, path: str) -> ManifestFile:
         pb.ParseFromString(body)
     except (DecodeError, RuntimeError) as exc:
         raise CorruptFileError(path, f"manifest protobuf does not parse ({exc})", offset=pos) from exc
-    index = _section(data, pb.index_section, path, "index section") if pb.HasField("index_section") else None
     if pb.HasField("transaction_section"):
         txn: bytes | None = _section(data, pb.transaction_section, path, "inline transaction")
     elif pb.HasField("transaction_section_deprecated"):
         txn = _section(data, pb.transaction_section_deprecated, path, "inline transaction")
     else:
         txn = None
-    check_fragments(pb.fragments, path)
-    _check_file_versions(pb, path)
-    check_schema(pb.fields, path)
     if pb.transaction_file:
         check_relative_path(pb.transaction_file, path, "transaction file")
     seconds, nanos = pb.timestamp.seconds, pb.timestamp.nanos
     if not (_MIN_SECONDS <= seconds <= _MAX_SECONDS and 0 <= nanos < 10**9):
         raise CorruptFileError(path, f"timestamp {seconds}s {nanos}ns is out of range")
-    manifest = Manifest.from_pb(pb, index)
-    if manifest.data_storage_version == LEGACY_DATA_FORMAT:  # only legacy readers use the values
-        manifest = replace(manifest, dictionaries=_decode_dictionaries(data, pos, pb.fields, path))
-    return ManifestFile(manifest, txn, size, path)
+    return pb, pos, txn
 
 
 # ---------------------------------------------------------------------------------------------
@@ -579,12 +624,44 @@ def check_fragments(fragments: Iterable[Any], where: str) -> None:
                 )
 
 
+# Fragments already checked and converted, by their serialized protobuf: consecutive versions share
+# almost all their fragments, so a history of N versions converts each fragment once, not N times.
+FRAGMENT_CACHE_SIZE = 65_536
+_FRAGMENTS: OrderedDict[bytes, Fragment] = OrderedDict()
+_FRAGMENTS_LOCK = threading.Lock()
+
+
+def checked_fragments(pbs: Iterable[Any], where: str) -> tuple[Fragment, ...]:
+    """``DataFragment`` protobufs checked (see :func:`check_fragments`) and converted.
+
+    Raises:
+        CorruptFileError: naming ``where``.
+    """
+    out = []
+    cache = _FRAGMENTS
+    for pb in pbs:
+        key = pb.SerializeToString()
+        with _FRAGMENTS_LOCK:
+            frag = cache.get(key)
+            if frag is not None:
+                cache.move_to_end(key)
+        if frag is None:
+            check_fragments((pb,), where)
+            frag = Fragment.from_pb(pb)
+            with _FRAGMENTS_LOCK:
+                cache[key] = frag
+                if len(cache) > FRAGMENT_CACHE_SIZE:
+                    cache.popitem(last=False)
+        out.append(frag)
+    return tuple(out)
+
+
 # Reader flag that lets data files of one dataset use different format versions.
 _MIXED_FILE_VERSIONS = 256
 _FORMAT_NUMBER = re.compile(r"(\d{1,9})\.(\d{1,9})")
 
 
-def _check_file_versions(pb: Any, path: str) -> None:
+def _check_file_versions(pb: Any, fragments: tuple[Fragment, ...], path: str) -> None:
     """All data files must be of one format: the manifest's ``data_format`` (unless the flag of mixed
     versions is set) or, when it records none, the first file's. pylance requires both."""
     if pb.reader_feature_flags & _MIXED_FILE_VERSIONS:
@@ -598,9 +675,11 @@ def _check_file_versions(pb: Any, path: str) -> None:
     else:
         expected = _inferred_data_format(pb)[1]
         whose = "the first data file's"
-    for frag in pb.fragments:
+    for frag in fragments:
+        if frag.formats == {expected}:
+            continue
         for f in frag.files:
-            actual = data_format_of(f.file_major_version, f.file_minor_version)
+            actual = f.version
             if actual != expected:
                 raise CorruptFileError(
                     path,

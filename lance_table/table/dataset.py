@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from lance_table.errors import SchemaError, VersionGoneError
+from lance_table.errors import SchemaError
 from lance_table.format.manifest import Fragment, Manifest
 from lance_table.storage import Storage, open_storage
 from lance_table.table import versions
@@ -105,23 +105,7 @@ class Dataset:
 
     def versions(self) -> list[dict[str, Any]]:
         """Every version: number, timestamp (naive UTC), operation and commit message."""
-        out = []
-        for entry in versions.list_versions(self._storage):
-            try:
-                mf = versions.read_manifest_file(self._storage, entry)
-            except VersionGoneError:  # cleaned up since the listing
-                continue
-            txn = versions.read_transaction(self._storage, mf)
-            out.append(
-                {
-                    "version": entry.version,
-                    "timestamp": _naive_utc(mf.manifest.timestamp_ns),
-                    "operation": txn.operation.name if txn else None,
-                    "commit_message": txn.commit_message if txn else None,
-                    "metadata": dict(txn.properties) if txn else {},
-                }
-            )
-        return out
+        return versions.history(self._storage)
 
     def checkout(self, version: int | str) -> Dataset:
         """Another version (or tag) of the same dataset.
@@ -331,10 +315,6 @@ class Dataset:
             delete_unverified=delete_unverified,
             error_if_tagged_old_versions=error_if_tagged_old_versions,
         )
-
-
-def _naive_utc(ns: int) -> dt.datetime:
-    return dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=ns // 1000)
 
 
 def dataset(

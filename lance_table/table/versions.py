@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
+from lance_table import _parallel
 from lance_table.errors import (
     CorruptFileError,
     DatasetNotFoundError,
@@ -17,7 +20,12 @@ from lance_table.errors import (
 )
 from lance_table.format import flags as feature_flags
 from lance_table.format import paths
-from lance_table.format.manifest import Manifest, ManifestFile, decode_manifest_file
+from lance_table.format.manifest import (
+    Manifest,
+    ManifestFile,
+    decode_manifest_file,
+    decode_manifest_summary,
+)
 from lance_table.format.transaction import Transaction
 from lance_table.storage import Storage
 
@@ -167,16 +175,56 @@ def read_transaction(storage: Storage, mf: ManifestFile) -> Transaction | None:
     """The transaction that produced a version: inline if present, else ``_transactions/<file>``."""
     m = mf.manifest
     where = mf.path or f"{storage.uri.rstrip('/')}/{paths.VERSIONS_DIR} version {m.version}"
-    if mf.transaction is not None:
-        return Transaction.from_bytes(mf.transaction, where)
-    if m.transaction_file:
-        path = paths.transaction_path(m.transaction_file)
+    return _transaction_of(storage, mf.transaction, m.transaction_file, where)
+
+
+def _transaction_of(
+    storage: Storage, inline: bytes | None, transaction_file: str, where: str
+) -> Transaction | None:
+    if inline is not None:
+        return Transaction.from_bytes(inline, where)
+    if transaction_file:
+        path = paths.transaction_path(transaction_file)
         try:
             data = storage.read(path)
         except FileNotFoundError:
             return None
         return Transaction.from_bytes(data, f"{storage.uri.rstrip('/')}/{path}")
     return None
+
+
+def history(storage: Storage) -> list[dict[str, Any]]:
+    """Every version, oldest first: number, timestamp (naive UTC), operation, commit message and
+    transaction properties. Only the version, time and transaction of each manifest are decoded
+    (not its fragments); manifests are read on threads. Versions cleaned up since the listing are
+    left out.
+
+    Raises:
+        CorruptFileError: a manifest or transaction is damaged.
+    """
+
+    def one(entry: VersionEntry) -> dict[str, Any] | None:
+        where = f"{storage.uri.rstrip('/')}/{entry.path}"
+        try:
+            data = storage.read(entry.path)
+        except FileNotFoundError:
+            return None
+        summary = decode_manifest_summary(data, where)
+        if summary.version != entry.version:
+            raise CorruptFileError(
+                where, f"file name says version {entry.version}, manifest says {summary.version}"
+            )
+        txn = _transaction_of(storage, summary.transaction, summary.transaction_file, where)
+        return {
+            "version": entry.version,
+            "timestamp": dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=summary.timestamp_ns // 1000),
+            "operation": txn.operation.name if txn else None,
+            "commit_message": txn.commit_message if txn else None,
+            "metadata": dict(txn.properties) if txn else {},
+        }
+
+    found = _parallel.map_on(_parallel.METADATA, one, list_versions(storage))
+    return [v for v in found if v is not None]
 
 
 def write_version_hint(storage: Storage, version: int) -> None:

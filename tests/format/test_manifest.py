@@ -74,3 +74,64 @@ def test_a_data_file_path_outside_the_dataset_is_corrupt():
     bad = _manifest(fragments=(Fragment(0, (DataFile("../x.lance", (0, 1), (0, 1), 2, 0),), 10),))
     with pytest.raises(CorruptFileError, match=r"x\.manifest"):
         decode_manifest_file(encode_manifest_file(bad, b"t"), "x.manifest")
+
+
+def test_fragments_shared_by_versions_are_converted_once(tmp_path, monkeypatch):
+    import pyarrow as pa
+
+    import lance_table as lt
+    from lance_table.format import manifest as manifest_module
+    from lance_table.storage import open_storage
+    from lance_table.table import versions
+
+    uri = str(tmp_path / "ds")
+    for i in range(5):
+        lt.write_dataset(pa.table({"id": [i]}), uri, mode="append" if i else "create")
+    manifest_module._FRAGMENTS.clear()
+    converted = []
+    real = manifest_module.Fragment.from_pb.__func__
+
+    def counting(cls, pb):
+        converted.append(pb.id)
+        return real(cls, pb)
+
+    monkeypatch.setattr(manifest_module.Fragment, "from_pb", classmethod(counting))
+    storage = open_storage(uri)
+    decoded = [
+        manifest_module.decode_manifest_file(storage.read(e.path), e.path).manifest
+        for e in versions.list_versions(storage)
+    ]
+    assert sorted(converted) == [0, 1, 2, 3, 4]  # 15 fragments in 5 manifests, 5 distinct
+    assert [[f.id for f in m.fragments] for m in decoded] == [list(range(i + 1)) for i in range(5)]
+    assert decoded[4].fragments[0] is decoded[0].fragments[0]
+
+
+def test_versions_decode_no_fragments_and_agree_with_pylance(tmp_path, monkeypatch):
+    import pyarrow as pa
+
+    import lance_table as lt
+    from lance_table.format import manifest as manifest_module
+
+    uri = str(tmp_path / "ds")
+    for i in range(4):
+        lt.write_dataset(pa.table({"id": [i]}), uri, mode="append" if i else "create", commit_message=f"m{i}")
+    lt.dataset(uri).delete("id = 1")
+
+    def refuse(*args):
+        raise AssertionError("versions() converted a fragment")
+
+    ds = lt.dataset(uri)
+    monkeypatch.setattr(manifest_module, "checked_fragments", refuse)
+    ours = ds.versions()
+    assert [(v["version"], v["operation"]) for v in ours] == [
+        (1, "overwrite"),
+        (2, "append"),
+        (3, "append"),
+        (4, "append"),
+        (5, "delete"),
+    ]
+    assert [v["commit_message"] for v in ours][:4] == ["m0", "m1", "m2", "m3"]
+    lance = pytest.importorskip("lance")
+    theirs = lance.dataset(uri).versions()
+    assert [v["version"] for v in theirs] == [v["version"] for v in ours]
+    assert [v["timestamp"] for v in theirs] == [v["timestamp"] for v in ours]
