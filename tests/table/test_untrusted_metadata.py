@@ -362,7 +362,18 @@ def test_a_schema_that_marks_a_struct_child_holding_nulls_non_nullable_is_corrup
             read()
 
 
-@pytest.mark.parametrize("fmt", ["legacy", "2.0", "2.2"])
+def test_a_legacy_column_the_manifest_marks_non_nullable_reads_as_pylance_reads_it(tmp_path: Path):
+    """Legacy files are read with the manifest's nullability: a non-nullable string column's null
+    reads as '' in pylance, and here."""
+    root = tmp_path / "ds"
+    lt.write_dataset(pa.table({"id": [1, 2, 3], "s": ["a", None, "c"]}), root, data_storage_version="legacy")
+    _edit_manifest(root, lambda pb: [setattr(f, "nullable", False) for f in pb.fields if f.name == "s"])
+    ours = lt.dataset(root).to_table()
+    lance = pytest.importorskip("lance")
+    assert ours.equals(lance.dataset(str(root)).to_table())
+
+
+@pytest.mark.parametrize("fmt", ["2.0", "2.2"])
 def test_a_schema_that_marks_a_column_holding_nulls_non_nullable_is_corrupt(tmp_path: Path, fmt: str):
     """pylance refuses to read such a column too (an Arrow error); ours names the file."""
     root = tmp_path / "ds"
