@@ -162,6 +162,15 @@ class Fragment:
         return self.deletion_file.num_deleted_rows if self.deletion_file else 0
 
     @cached_property
+    def files_used(self) -> frozenset[str]:
+        """The paths (relative to the dataset root) of the fragment's own files: its data files and
+        deletion file, not those in other base paths."""
+        out = {paths.data_file_path(f.path) for f in self.files if f.base_id is None}
+        if self.deletion_file is not None and self.deletion_file.base_id is None:
+            out.add(self.deletion_file.path(self.id))
+        return frozenset(out)
+
+    @cached_property
     def formats(self) -> frozenset[str]:
         """The data formats of the fragment's files."""
         return frozenset(f.version for f in self.files)
@@ -631,29 +640,30 @@ _FRAGMENTS: OrderedDict[bytes, Fragment] = OrderedDict()
 _FRAGMENTS_LOCK = threading.Lock()
 
 
-def checked_fragments(pbs: Iterable[Any], where: str) -> tuple[Fragment, ...]:
+def checked_fragments(pbs: Any, where: str) -> tuple[Fragment, ...]:
     """``DataFragment`` protobufs checked (see :func:`check_fragments`) and converted.
 
     Raises:
         CorruptFileError: naming ``where``.
     """
-    out = []
+    keys = [pb.SerializeToString() for pb in pbs]
     cache = _FRAGMENTS
-    for pb in pbs:
-        key = pb.SerializeToString()
-        with _FRAGMENTS_LOCK:
-            frag = cache.get(key)
+    with _FRAGMENTS_LOCK:
+        found = [cache.get(key) for key in keys]
+        for key, frag in zip(keys, found):
             if frag is not None:
                 cache.move_to_end(key)
-        if frag is None:
-            check_fragments((pb,), where)
-            frag = Fragment.from_pb(pb)
-            with _FRAGMENTS_LOCK:
-                cache[key] = frag
-                if len(cache) > FRAGMENT_CACHE_SIZE:
-                    cache.popitem(last=False)
-        out.append(frag)
-    return tuple(out)
+    missing = [i for i, frag in enumerate(found) if frag is None]
+    if missing:
+        new = [pbs[i] for i in missing]
+        check_fragments(new, where)
+        made = [Fragment.from_pb(pb) for pb in new]
+        with _FRAGMENTS_LOCK:
+            for i, frag in zip(missing, made):
+                found[i] = cache[keys[i]] = frag
+            while len(cache) > FRAGMENT_CACHE_SIZE:
+                cache.popitem(last=False)
+    return tuple(found)  # type: ignore[arg-type]
 
 
 # Reader flag that lets data files of one dataset use different format versions.
