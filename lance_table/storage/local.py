@@ -106,6 +106,12 @@ class LocalStorage(Storage):
             return []
         return out
 
+    def list_names(self, path: str) -> list[str]:
+        try:
+            return os.listdir(self._abs(path))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
     def list_tree(self, path: str) -> list[Entry]:
         full = self._abs(path)
         out = []

@@ -167,7 +167,7 @@ def cleanup_old_versions(
         storage.delete(entry.path)
 
     # Phase 3: what committed, restored or was tagged while we decided.
-    for entry in versions.list_versions(storage):
+    for entry in versions.list_versions(storage, after=latest):
         if entry.version > latest:
             try:
                 kept[entry.version] = versions.read_manifest_file(storage, entry).manifest
