@@ -162,6 +162,22 @@ class Fragment:
         return self.deletion_file.num_deleted_rows if self.deletion_file else 0
 
     @cached_property
+    def pb_bytes(self) -> bytes:
+        """The fragment as a serialized ``DataFragment`` (made once; manifests are built from it)."""
+        out = table_pb2.DataFragment()
+        self.to_pb(out)
+        return out.SerializeToString()
+
+    @cached_property
+    def files_used(self) -> frozenset[str]:
+        """The paths (relative to the dataset root) of the fragment's own files: its data files and
+        deletion file, not those in other base paths."""
+        out = {paths.data_file_path(f.path) for f in self.files if f.base_id is None}
+        if self.deletion_file is not None and self.deletion_file.base_id is None:
+            out.add(self.deletion_file.path(self.id))
+        return frozenset(out)
+
+    @cached_property
     def formats(self) -> frozenset[str]:
         """The data formats of the fragment's files."""
         return frozenset(f.version for f in self.files)
@@ -232,6 +248,11 @@ class Manifest:
     # file; data files' keys index them, and appends may only extend them).
     dictionaries: Mapping[int, pa.Array] = field(default_factory=dict, compare=False)
 
+    @cached_property
+    def data_formats(self) -> frozenset[str]:
+        """The data formats of the manifest's data files."""
+        return frozenset().union(*(frag.formats for frag in self.fragments))
+
     @property
     def data_storage_version(self) -> str | None:
         """The data file format version new files must use (e.g. ``"2.0"``), if recorded."""
@@ -267,7 +288,7 @@ class Manifest:
             if dictionary_positions and pf.id in dictionary_positions:
                 pf.dictionary.offset, pf.dictionary.length = dictionary_positions[pf.id]
         for f in self.fragments:
-            f.to_pb(pb.fragments.add())
+            pb.fragments.add().MergeFromString(f.pb_bytes)
         pb.version = self.version
         for k, v in self.schema_metadata.items():
             pb.schema_metadata[k] = v
@@ -631,29 +652,32 @@ _FRAGMENTS: OrderedDict[bytes, Fragment] = OrderedDict()
 _FRAGMENTS_LOCK = threading.Lock()
 
 
-def checked_fragments(pbs: Iterable[Any], where: str) -> tuple[Fragment, ...]:
+def checked_fragments(pbs: Any, where: str) -> tuple[Fragment, ...]:
     """``DataFragment`` protobufs checked (see :func:`check_fragments`) and converted.
 
     Raises:
         CorruptFileError: naming ``where``.
     """
-    out = []
+    keys = [pb.SerializeToString() for pb in pbs]
     cache = _FRAGMENTS
-    for pb in pbs:
-        key = pb.SerializeToString()
-        with _FRAGMENTS_LOCK:
-            frag = cache.get(key)
+    with _FRAGMENTS_LOCK:
+        found = [cache.get(key) for key in keys]
+        for key, frag in zip(keys, found):
             if frag is not None:
                 cache.move_to_end(key)
-        if frag is None:
-            check_fragments((pb,), where)
-            frag = Fragment.from_pb(pb)
-            with _FRAGMENTS_LOCK:
-                cache[key] = frag
-                if len(cache) > FRAGMENT_CACHE_SIZE:
-                    cache.popitem(last=False)
-        out.append(frag)
-    return tuple(out)
+    missing = [i for i, frag in enumerate(found) if frag is None]
+    if missing:
+        new = [pbs[i] for i in missing]
+        check_fragments(new, where)
+        made = [Fragment.from_pb(pb) for pb in new]
+        for i, frag in zip(missing, made):
+            frag.__dict__["pb_bytes"] = keys[i]  # what pb_bytes would make: the same protobuf
+        with _FRAGMENTS_LOCK:
+            for i, frag in zip(missing, made):
+                found[i] = cache[keys[i]] = frag
+            while len(cache) > FRAGMENT_CACHE_SIZE:
+                cache.popitem(last=False)
+    return tuple(found)  # type: ignore[arg-type]
 
 
 # Reader flag that lets data files of one dataset use different format versions.

@@ -44,6 +44,10 @@ def manifest_path(version: int, scheme: str = ManifestNaming.V2) -> str:
     return f"{VERSIONS_DIR}/{manifest_name(version, scheme)}"
 
 
+# Length of a V2 manifest name: 20 digits and the suffix.
+V2_NAME_LENGTH = 20 + len(MANIFEST_SUFFIX)
+
+
 def parse_manifest_name(name: str) -> tuple[int, str] | None:
     """``(version, scheme)`` of a manifest file name, or None for anything else.
 

@@ -88,6 +88,11 @@ class Storage(ABC):
         With ``stat=False`` a backend may leave sizes at -1 and times unknown when that is cheaper.
         """
 
+    def list_names(self, path: str) -> list[str]:
+        """The names of the files directly inside a directory (none if it does not exist), in no
+        particular order: the cheapest listing."""
+        return [e.name for e in self.list_dir(path, stat=False)]
+
     @abstractmethod
     def delete(self, path: str) -> None:
         """Remove a file; a missing file is not an error."""

@@ -15,8 +15,10 @@ from lance_table.storage.sources import ByteSource, LocalFileSource, size_disagr
 class LocalStorage(Storage):
     """A dataset directory on local disk.
 
-    Commits use ``os.link`` of a fully written, fsynced temporary file: the link fails if the
-    target exists, so exactly one racing writer wins and nobody sees a half-written manifest.
+    Commits use ``os.link`` of a fully written temporary file: the link fails if the target exists,
+    so exactly one racing writer wins and nobody sees a half-written manifest. Nothing is fsynced
+    (data files never were, and pylance does not either): a killed process loses nothing it
+    committed; what a power loss keeps is up to the file system.
     """
 
     def __init__(self, root: str) -> None:
@@ -79,8 +81,6 @@ class LocalStorage(Storage):
         try:
             with open(tmp, "wb") as f:
                 f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
             os.link(tmp, full)  # raises FileExistsError if another writer won
         finally:
             with contextlib.suppress(FileNotFoundError):
@@ -105,6 +105,12 @@ class LocalStorage(Storage):
         except (FileNotFoundError, NotADirectoryError):
             return []
         return out
+
+    def list_names(self, path: str) -> list[str]:
+        try:
+            return os.listdir(self._abs(path))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
 
     def list_tree(self, path: str) -> list[Entry]:
         full = self._abs(path)

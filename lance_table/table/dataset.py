@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from lance_table.errors import SchemaError
+from lance_table.errors import DatasetNotFoundError, SchemaError
 from lance_table.format.manifest import Fragment, Manifest
 from lance_table.storage import Storage, open_storage
 from lance_table.table import versions
@@ -380,8 +380,11 @@ def write_dataset(
         **({"max_retries": max_retries} if max_retries is not None else {}),
     )
     check_can_commit(options, storage)
-    entries = versions.list_versions(storage)
-    base = versions.read_manifest_file(storage, entries[-1]).manifest if entries else None
+    try:
+        latest: Snapshot | None = load(storage)
+    except DatasetNotFoundError:
+        latest = None
+    base = latest.manifest if latest is not None else None
     reader = as_reader(data, schema)
     if schema is not None and reader.schema != schema:
         reader = _cast_reader(reader, schema)
@@ -397,7 +400,7 @@ def write_dataset(
         data_format=plan.data_format,
         dictionaries=plan.dictionaries,
     )
-    scheme = versions.naming_scheme(entries)
+    scheme = latest.scheme if latest is not None else versions.naming_scheme([])
     manifest = commit(
         storage,
         base,

@@ -183,7 +183,7 @@ def _check_data_format(manifest: Manifest, where: str) -> None:
     """Refuse versions whose data files are in a format lance_table does not read (``where``: the
     manifest, for messages)."""
     fmt = manifest.data_storage_version
-    seen = {f.version for frag in manifest.fragments for f in frag.files}
+    seen = manifest.data_formats
     if fmt is None and seen:
         fmt = sorted(seen)[0]
     if fmt not in (None, *READABLE_FORMATS):

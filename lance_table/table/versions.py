@@ -45,17 +45,21 @@ class VersionEntry:
     scheme: str
 
 
-def list_versions(storage: Storage) -> list[VersionEntry]:
-    """Every version of the dataset, oldest first.
+def list_versions(storage: Storage, *, after: int | None = None) -> list[VersionEntry]:
+    """Every version of the dataset (only those above ``after``, when given), oldest first.
+
+    Only names are listed. When every manifest has a V2 name (the inverted, zero-padded version
+    numbers pylance writes by default), the versions above ``after`` are picked by comparing names,
+    and only theirs are parsed: a commit's look at what is new costs little however long the history.
 
     Raises:
         CorruptFileError: the directory mixes the V1 and V2 manifest naming schemes.
     """
-    entries = []
-    for e in storage.list_dir(paths.VERSIONS_DIR, stat=False):
-        parsed = paths.parse_manifest_name(e.name)
-        if parsed is not None:
-            entries.append(VersionEntry(parsed[0], e.path, e.size, parsed[1]))
+    names = [n for n in storage.list_names(paths.VERSIONS_DIR) if n.endswith(paths.MANIFEST_SUFFIX)]
+    if after is not None and all(len(n) == paths.V2_NAME_LENGTH for n in names):
+        cut = paths.manifest_name(after, paths.ManifestNaming.V2)
+        names = [n for n in names if n < cut]
+    entries = _entries(names)
     schemes = {e.scheme for e in entries}
     if len(schemes) > 1:
         raise CorruptFileError(
@@ -63,7 +67,16 @@ def list_versions(storage: Storage) -> list[VersionEntry]:
             "found multiple manifest naming schemes in the same directory",
         )
     entries.sort(key=lambda e: e.version)
-    return entries
+    return [e for e in entries if e.version > after] if after is not None else entries
+
+
+def _entries(names: list[str]) -> list[VersionEntry]:
+    out = []
+    for name in names:
+        parsed = paths.parse_manifest_name(name)
+        if parsed is not None:
+            out.append(VersionEntry(parsed[0], f"{paths.VERSIONS_DIR}/{name}", -1, parsed[1]))
+    return out
 
 
 def naming_scheme(entries: list[VersionEntry]) -> str:
@@ -74,9 +87,18 @@ def naming_scheme(entries: list[VersionEntry]) -> str:
 def latest_entry(storage: Storage) -> VersionEntry:
     """The newest version (the hint file is never trusted: the directory is listed).
 
+    With V2 names, the newest version has the smallest name: only that one is parsed.
+
     Raises:
         DatasetNotFoundError: there is no manifest.
+        CorruptFileError: the directory mixes the V1 and V2 manifest naming schemes.
     """
+    names = [n for n in storage.list_names(paths.VERSIONS_DIR) if n.endswith(paths.MANIFEST_SUFFIX)]
+    if names and all(len(n) == paths.V2_NAME_LENGTH for n in names):
+        for name in sorted(names):
+            found = _entries([name])
+            if found:
+                return found[0]
     entries = list_versions(storage)
     if not entries:
         raise DatasetNotFoundError(f"no Lance dataset at {storage.uri}")
@@ -90,12 +112,14 @@ def find_entry(storage: Storage, version: int) -> VersionEntry:
         VersionNotFoundError: the version does not exist.
         DatasetNotFoundError: there is no dataset.
     """
+    names = set(storage.list_names(paths.VERSIONS_DIR))
+    for scheme in (paths.ManifestNaming.V2, paths.ManifestNaming.V1):
+        name = paths.manifest_name(version, scheme)
+        if name in names:
+            return VersionEntry(version, f"{paths.VERSIONS_DIR}/{name}", -1, scheme)
     entries = list_versions(storage)
     if not entries:
         raise DatasetNotFoundError(f"no Lance dataset at {storage.uri}")
-    for e in entries:
-        if e.version == version:
-            return e
     raise VersionNotFoundError(
         f"version {version} of {storage.uri} does not exist "
         f"(versions {entries[0].version}..{entries[-1].version})"

@@ -22,6 +22,7 @@ from lance_table.file.compression import (
     dictionary,
     fsst,
     fsst_encode,
+    fsst_train,
     general,
     rle,
 )
@@ -407,7 +408,7 @@ def _buffers(strings: list[bytes]) -> tuple[bytes, np.ndarray]:
 def _round_trip(strings: list[bytes], table: fsst_encode.SymbolTable | None = None) -> np.ndarray:
     data, offsets = _buffers(strings)
     if table is None:
-        table = fsst_encode.train(data, offsets)
+        table = fsst_train.train(data, offsets)
     out, out_offsets = fsst_encode.compress(table, data, offsets)
     assert out.dtype == np.uint8 and out_offsets.dtype == np.int64
     assert out_offsets.size == len(strings) + 1 and out_offsets[-1] == out.size
@@ -491,9 +492,9 @@ def test_fsst_round_trip_random_bytes_and_foreign_tables() -> None:
     strings = [bytes(rng.integers(0, 256, int(rng.integers(0, 60)), dtype=np.uint8)) for _ in range(3000)]
     out = _round_trip(strings)
     assert out.size < 1.1 * sum(map(len, strings))
-    _check_layout(fsst_encode.train(*_buffers(strings)).to_bytes())  # every byte value occurs
+    _check_layout(fsst_train.train(*_buffers(strings)).to_bytes())  # every byte value occurs
     text = [f"row {i} of the table" for i in range(3000)]
-    english = fsst_encode.train(*_buffers([s.encode() for s in text]))
+    english = fsst_train.train(*_buffers([s.encode() for s in text]))
     assert english.lengths.size > 20
     _round_trip(strings, english)  # a table trained on other data: mostly escapes
     _round_trip([s.encode() for s in text], english)
@@ -506,7 +507,7 @@ def test_fsst_compress_in_parts(monkeypatch: pytest.MonkeyPatch) -> None:
     strings = [bytes(rng.integers(97, 100, int(rng.integers(0, 3000)), dtype=np.uint8)) for _ in range(300)]
     strings += [b""] * 3
     data, offsets = _buffers(strings)
-    table = fsst_encode.train(data, offsets)
+    table = fsst_train.train(data, offsets)
     whole = fsst_encode.compress(table, data, offsets)
     monkeypatch.setattr(fsst_encode, "_PART", 1000)
     parts = fsst_encode.compress(table, data, offsets)
@@ -541,11 +542,11 @@ def test_fsst_compress_sliced_offsets_and_raw_tables() -> None:
 
 def test_fsst_encode_switches_off_below_32k_like_pylance() -> None:
     small = [f"value {i}".encode() for i in range(500)]
-    table, out, offsets = fsst_encode.encode(*_buffers(small))
+    table, out, offsets = fsst_train.encode(*_buffers(small))
     assert table == struct.pack("<Q", fsst.FSST_MAGIC << 32).ljust(fsst_encode.TABLE_SIZE, b"\0")
     assert bytes(out) == b"".join(small)
     large = [f"value {i}".encode() for i in range(10_000)]
-    table, out, offsets = fsst_encode.encode(*_buffers(large))
+    table, out, offsets = fsst_train.encode(*_buffers(large))
     assert table[3] == 1 and out.size < 0.6 * sum(map(len, large))
     got, _ = fsst.decode(table, out.tobytes(), offsets)
     assert bytes(got) == b"".join(large)
@@ -593,7 +594,7 @@ def _text(n: int, seed: int = 0) -> list[bytes]:
 
 def test_fsst_table_layout() -> None:
     strings = _text(20_000)
-    table = fsst_encode.train(*_buffers(strings))
+    table = fsst_train.train(*_buffers(strings))
     raw = table.to_bytes()
     _check_layout(raw)
     assert table.symbol_bytes()[0] == raw[8 : 8 + table.lengths[0]]

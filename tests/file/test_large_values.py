@@ -18,7 +18,7 @@ from helpers import assert_tables_equal
 
 import lance_table
 from lance_table.file import LanceFileReader, LanceFileWriter
-from lance_table.file.compression import entries, fsst_encode, general
+from lance_table.file.compression import entries, fsst_encode, fsst_train, general
 from lance_table.file.container import read_metadata, unpack_encoding
 from lance_table.storage.sources import LocalFileSource
 
@@ -209,7 +209,7 @@ def test_join_entries_places_heads_and_bodies() -> None:
 def test_fsst_estimate_of_a_long_string_compresses_a_sample() -> None:
     text = _text(20 * MB, 3)
     offsets = np.array([0, len(text)])
-    table = fsst_encode.train(text, offsets)
+    table = fsst_train.train(text, offsets)
     tracemalloc.start()
     try:
         estimate = fsst_encode.estimate(table, text, offsets)

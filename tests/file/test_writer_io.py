@@ -49,3 +49,68 @@ def test_background_page_writes_keep_the_bytes_and_errors(tmp_path, version):
             writer.write(b)
         writer.close()
     writer.abort()
+
+
+class _Counted:
+    """Counts the tasks handed to lance_table's pools (``submit`` on any of them)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from lance_table import _parallel
+
+        self.tasks = 0
+        real = _parallel.pool
+
+        def pool(name: str):  # type: ignore[no-untyped-def]
+            found = real(name)
+            counter = self
+
+            class Counting:
+                def submit(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+                    counter.tasks += 1
+                    return found.submit(*args, **kwargs)
+
+            return Counting()
+
+        monkeypatch.setattr(_parallel, "pool", pool)
+        monkeypatch.setattr("lance_table.file.writer.pool", pool)
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_small_batches_are_encoded_without_thread_hand_offs(monkeypatch, version):
+    counted = _Counted(monkeypatch)
+    table = pa.Table.from_batches(_batches(3, 100))
+    sink = io.BytesIO()
+    with LanceFileWriter(sink, table.schema, version=version) as w:
+        for b in table.to_batches():
+            w.write(b)
+    assert counted.tasks == 0
+    assert LanceFileReader(io.BytesIO(sink.getvalue())).read_all().equals(table)
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_inline_and_threaded_encoding_write_the_same_bytes(monkeypatch, version):
+    from lance_table.file import writer as writer_module
+
+    batches = _batches(4, 2000)
+    schema = batches[0].schema
+
+    def write(page_size: int) -> bytes:
+        sink = io.BytesIO()
+        with LanceFileWriter(sink, schema, version=version, page_size_bytes=page_size) as w:
+            for b in batches:
+                w.write(b)
+        return sink.getvalue()
+
+    inline = write(1 << 16), write(1 << 23)
+    counted = _Counted(monkeypatch)
+    monkeypatch.setattr(writer_module, "INLINE_ENCODE_BYTES", 0)  # everything on threads
+    assert (write(1 << 16), write(1 << 23)) == inline
+    assert counted.tasks > 0
+
+
+def test_a_batch_that_completes_a_page_is_encoded_on_threads(monkeypatch):
+    counted = _Counted(monkeypatch)
+    (batch,) = _batches(1, 100)
+    with LanceFileWriter(io.BytesIO(), batch.schema, version="2.2", page_size_bytes=256) as w:
+        w.write(batch)  # small, but past the page budget: pages are encoded now
+        assert counted.tasks > 0

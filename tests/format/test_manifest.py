@@ -135,3 +135,35 @@ def test_versions_decode_no_fragments_and_agree_with_pylance(tmp_path, monkeypat
     theirs = lance.dataset(uri).versions()
     assert [v["version"] for v in theirs] == [v["version"] for v in ours]
     assert [v["timestamp"] for v in theirs] == [v["timestamp"] for v in ours]
+
+
+def test_opening_and_committing_parse_a_bounded_number_of_version_names(tmp_path, monkeypatch):
+    """With V2 manifest names, the newest version is the smallest name and the versions a commit
+    must rebase over are the names below its read version's: neither depends on the history's length."""
+    import pyarrow as pa
+
+    import lance_table as lt
+    from lance_table.format import paths
+
+    uri = str(tmp_path / "ds")
+    for i in range(30):
+        lt.write_dataset(pa.table({"id": [i]}), uri, mode="append" if i else "create")
+    parsed: list[str] = []
+    real = paths.parse_manifest_name
+
+    def counting(name: str):
+        parsed.append(name)
+        return real(name)
+
+    monkeypatch.setattr(paths, "parse_manifest_name", counting)
+    ds = lt.dataset(uri)
+    assert ds.version == 30 and len(parsed) == 1
+    old = lt.dataset(uri, version=3)
+    assert old.count_rows() == 3
+    parsed.clear()
+    ds = lt.write_dataset(pa.table({"id": [99]}), uri, mode="append")
+    assert ds.version == 31 and len(parsed) <= 3, parsed
+    parsed.clear()
+    lt.write_dataset(pa.table({"id": [100]}), uri, mode="append")
+    ds.delete("id = 0")  # read version 31: rebases over version 32 only
+    assert lt.dataset(uri).count_rows() == 31 and len(parsed) <= 8, parsed

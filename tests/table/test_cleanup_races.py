@@ -346,7 +346,7 @@ def test_restoring_a_version_cleaned_up_while_it_is_read_is_a_version_not_found_
     restorer = history.open(1)
     hold_restore = Pause(restorer._storage, "read", lambda p: p == paths.manifest_path(1))
     restore = pause_at(hold_restore, restorer.restore)
-    looks_again = Pause(cleaner._storage, "list_dir", is_versions_dir)  # its next listing
+    looks_again = Pause(cleaner._storage, "list_names", is_versions_dir)  # its next listing
     hold_cleanup.go.set()
     assert looks_again.reached.wait(60)
     hold_restore.go.set()
@@ -390,7 +390,7 @@ def test_restore_after_cleanup_deleted_the_manifest(place):
     history = History(place)
     restorer = history.open(1)
     cleaner = history.open()
-    pause = Pause(cleaner._storage, "list_dir", is_versions_dir, nth=2)
+    pause = Pause(cleaner._storage, "list_names", is_versions_dir, nth=2)
     run = pause_at(pause, lambda: history.cleanup(cleaner))
     with pytest.raises(VersionNotFoundError):
         restorer.restore()
@@ -407,7 +407,7 @@ def test_restore_committed_just_before_cleanup_looks_again(place):
     hold_restore = Pause(restorer._storage, "put_if_absent", is_manifest)
     restore = pause_at(hold_restore, restorer.restore)
     cleaner = history.open()
-    hold_cleanup = Pause(cleaner._storage, "list_dir", is_versions_dir, nth=2)
+    hold_cleanup = Pause(cleaner._storage, "list_names", is_versions_dir, nth=2)
     cleanup = pause_at(hold_cleanup, lambda: history.cleanup(cleaner))
     hold_restore.go.set()
     assert restore.result().version == 4
@@ -460,7 +460,7 @@ def test_tag_created_while_cleanup_decides_keeps_its_version(place):
 def test_tag_created_after_cleanup_deleted_the_version_is_refused(place):
     history = History(place)
     cleaner = history.open()
-    pause = Pause(cleaner._storage, "list_dir", is_versions_dir, nth=2)
+    pause = Pause(cleaner._storage, "list_names", is_versions_dir, nth=2)
     run = pause_at(pause, lambda: history.cleanup(cleaner))
     with pytest.raises(VersionNotFoundError):
         history.open().tags.create("keep", 1)

@@ -1,6 +1,7 @@
 """Byte algorithms shared by the file format versions, both directions: FSST (``fsst`` decodes,
-``fsst_encode`` trains tables and compresses), FastLanes bitpacking, RLE, general (zstd / lz4)
-compression, byte-stream split and dictionary encoding. All vectorized with numpy and pyarrow."""
+``fsst_train`` trains tables, ``fsst_encode`` compresses), FastLanes bitpacking, RLE, general
+(zstd / lz4) compression, byte-stream split and dictionary encoding. All vectorized with numpy and
+pyarrow."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""FSST compression (the encoder side of :mod:`fsst`): train a symbol table on a sample of the
-strings, then compress every string to one-byte codes, all in numpy.
+"""FSST compression (the encoder side of :mod:`fsst`): compress every string to one-byte codes
+with a symbol table (trained by :mod:`fsst_train`), all in numpy.
 
 **Table.** At most 255 symbols of 1 to 8 bytes; code 255 escapes a literal byte. As in pylance's
 encoder, at most one symbol of 3 or more bytes starts with any given 3 bytes, so that the longest
@@ -13,13 +13,6 @@ greedy, and restarts every 511 bytes of a string (as pylance's encoder does).
 string segment still open, with numpy over all of them, so the Python loop runs once per code of
 the longest segment (at most 511 steps), never per string or per byte. The codes land at their
 input positions, and a pass over the visited positions writes the output and string offsets.
-
-**Training** follows FSST's (Boncz, Neumann, Leis, VLDB 2020) as pylance implements it: a sample of
-about 16 KiB is parsed with the current table, the symbols used and the concatenations of
-neighbouring symbols are counted (``bincount`` over code pairs), every candidate's gain is its
-count times its length (single bytes boosted 8x), the best 255 become the next table; after six
-rounds the table that saved the most bytes on the sample wins. The training is not byte-identical
-to pylance's (which samples at random), but compresses in the same league.
 """
 
 from __future__ import annotations
@@ -40,16 +33,12 @@ MAX_LEN = 8
 # pylance stores its input raw (switch off) below 32 KiB; it also skips FSST for values of at most
 # 5 bytes, a choice left to the writer.
 MIN_INPUT = 32 * 1024
-SAMPLE_TARGET = 1 << 14
 SEGMENT = 511  # the parse restarts every this many bytes of a string
-# pylance's rounds ("sample fractions"): a candidate needs a count of 5 * frac / 128; the table
-# made in the last round counts no pairs, and comes from the best table's counts.
-_ROUNDS = (8, 38, 68, 98, 108, 128)
 # input bytes compressed at a time (on threads), which also bounds the memory of the position arrays
 _PART = 1 << 20
 _LONG = 1 << 16  # flag in a 2-byte lookup entry: some symbol of 3+ bytes starts with them
 _SLOT_SHIFT = 17  # where such an entry keeps the slot of its 2 bytes among those prefixes
-_MASKS = np.array([(1 << (8 * n)) - 1 for n in range(8)] + [(1 << 64) - 1], np.uint64)
+MASKS = np.array([(1 << (8 * n)) - 1 for n in range(8)] + [(1 << 64) - 1], np.uint64)
 
 
 @dataclass(frozen=True)
@@ -107,7 +96,7 @@ class SymbolTable:
         symbols = np.frombuffer(data, "<u8", n, 8).astype(np.uint64)
         lengths = np.frombuffer(data, np.uint8, n, 8 + 8 * n).copy()
         return cls(
-            symbols & _MASKS[np.minimum(lengths, MAX_LEN)],
+            symbols & MASKS[np.minimum(lengths, MAX_LEN)],
             lengths,
             terminator=(header >> 8) & 0xFF,
             suffix_lim=(header >> 16) & 0xFF,
@@ -124,7 +113,7 @@ class SymbolTable:
 
 
 @dataclass(frozen=True)
-class _Matcher:
+class Matcher:
     """Lookup tables of a symbol list, whose entries are ``code | bytes covered << 8``.
 
     ``short`` is indexed by the next 2 bytes: the 2-byte symbol, or else the first byte's
@@ -143,7 +132,7 @@ class _Matcher:
     long_entry: np.ndarray  # int64
 
 
-def _matcher(symbols: np.ndarray, lengths: np.ndarray) -> _Matcher:
+def matcher(symbols: np.ndarray, lengths: np.ndarray) -> Matcher:
     lengths = lengths.astype(np.int64)
     codes = np.arange(lengths.size, dtype=np.int64)
     byte = np.full(256, ESCAPE | 1 << 8, np.int64)
@@ -163,7 +152,7 @@ def _matcher(symbols: np.ndarray, lengths: np.ndarray) -> _Matcher:
     short[first_two] |= _LONG | np.arange(first_two.size, dtype=np.int64) << _SLOT_SHIFT
     long_index = np.full(first_two.size * 256, -1, np.int64)
     long_index[slot * 256 + (keys[order[keep]] >> 16)] = np.arange(chosen.size)
-    return _Matcher(
+    return Matcher(
         short,
         byte,
         long_index,
@@ -173,7 +162,7 @@ def _matcher(symbols: np.ndarray, lengths: np.ndarray) -> _Matcher:
     )
 
 
-def _match(m: _Matcher, words: np.ndarray, cur: np.ndarray, end: np.ndarray) -> np.ndarray:
+def _match(m: Matcher, words: np.ndarray, cur: np.ndarray, end: np.ndarray) -> np.ndarray:
     """``code | bytes covered << 8`` of the longest symbol (or escape, code 255) at each position
     ``cur`` of a segment ending at ``end``, given the next 8 bytes there (little-endian)."""
     low3 = words.view(np.int64) & 0xFFFFFF
@@ -184,7 +173,7 @@ def _match(m: _Matcher, words: np.ndarray, cur: np.ndarray, end: np.ndarray) -> 
         found = k >= 0
         cand, k = cand[found], k[found]
         n = m.long_len[k]
-        hit = (n <= end[cand] - cur[cand]) & ((words[cand] & _MASKS[n]) == m.long_val[k])
+        hit = (n <= end[cand] - cur[cand]) & ((words[cand] & MASKS[n]) == m.long_val[k])
         entry[cand[hit]] = m.long_entry[k[hit]]
     entry &= _LONG - 1
     # a 2-byte symbol at the last byte of a segment: take the byte's own code instead
@@ -194,7 +183,7 @@ def _match(m: _Matcher, words: np.ndarray, cur: np.ndarray, end: np.ndarray) -> 
     return entry
 
 
-def _segments(offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def segments(offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Start and end of every segment of at most SEGMENT bytes of the non-empty strings."""
     lengths = np.diff(offsets)
     counts = -(-lengths // SEGMENT)
@@ -213,11 +202,11 @@ def _words(data: np.ndarray) -> np.ndarray:
     return np.ndarray((data.size,), "<u8", padded, 0, (1,))
 
 
-def _parse(m: _Matcher, data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def parse(m: Matcher, data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Greedy parse of all strings: the position of every code (sorted) and its code (255 for an
     escape of the byte at that position)."""
     words = _words(data)
-    cur, end = _segments(offsets)
+    cur, end = segments(offsets)
     code_at = np.empty(data.size, np.uint8)
     visited = np.zeros(data.size, bool)
     while cur.size:
@@ -235,7 +224,7 @@ def _parse(m: _Matcher, data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarr
 # --- compression -----------------------------------------------------------------------------------
 
 
-def _as_bytes(data: bytes | memoryview | np.ndarray) -> np.ndarray:
+def as_bytes(data: bytes | memoryview | np.ndarray) -> np.ndarray:
     if isinstance(data, np.ndarray):
         return data.view(np.uint8).reshape(-1)
     return np.frombuffer(data, np.uint8)
@@ -243,7 +232,7 @@ def _as_bytes(data: bytes | memoryview | np.ndarray) -> np.ndarray:
 
 def arrow_buffers(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """The bytes and ``int64`` offsets of a binary or string array (large or not, sliced or not),
-    ready for :func:`train` and :func:`compress`. Null values are empty strings.
+    ready for :func:`fsst_train.train` and :func:`compress`. Null values are empty strings.
 
     Raises:
         ValueError: not a binary or string array.
@@ -269,10 +258,10 @@ def arrow_buffers(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return data, offsets
 
 
-def _compress_part(m: _Matcher, data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _compress_part(m: Matcher, data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Compress strings ``data[offsets[i]:offsets[i+1]]`` (offsets from 0); the codes and the
     output offsets."""
-    positions, codes = _parse(m, data, offsets)
+    positions, codes = parse(m, data, offsets)
     firsts = np.searchsorted(positions, offsets)  # codes before each string
     escaped = np.flatnonzero(codes == ESCAPE)
     if not escaped.size:
@@ -298,7 +287,7 @@ def compress(
     Raises:
         ValueError: the offsets are not in order within the data.
     """
-    raw = _as_bytes(data)
+    raw = as_bytes(data)
     offsets = np.asarray(offsets, np.int64)
     if offsets.size == 0:
         return np.zeros(0, np.uint8), np.zeros(1, np.int64)
@@ -308,7 +297,7 @@ def compress(
     offsets = offsets - offsets[0]
     if not table.switch:
         return raw.copy(), offsets
-    m = _matcher(table.symbols, table.lengths)
+    m = matcher(table.symbols, table.lengths)
     # cut at string starts into parts of about _PART bytes (a longer string is a part of its own),
     # compressed on threads
     n = offsets.size - 1
@@ -343,7 +332,7 @@ def estimate(
     The sample is made of segments (the pieces of at most :data:`SEGMENT` bytes at which the
     parse restarts), evenly spread over all of them, so that it stays small however long the
     strings are; each segment compresses alone exactly as it does inside its string."""
-    raw = _as_bytes(data)
+    raw = as_bytes(data)
     offsets = np.asarray(offsets, np.int64)
     total = int(offsets[-1] - offsets[0]) if offsets.size > 1 else 0
     if total <= sample_bytes or not table.switch:
@@ -359,196 +348,6 @@ def estimate(
     sample_offsets = np.concatenate([[0], np.cumsum(lengths)])
     index = np.repeat(starts - sample_offsets[:-1], lengths) + np.arange(int(sample_offsets[-1]))
     sample = raw[index]
-    m = _matcher(table.symbols, table.lengths)
+    m = matcher(table.symbols, table.lengths)
     codes, _ = _compress_part(m, sample, sample_offsets)
     return int(codes.size * total / sample.size)
-
-
-def encode(
-    data: bytes | memoryview | np.ndarray, offsets: np.ndarray, *, min_input: int = MIN_INPUT, seed: int = 0
-) -> tuple[bytes, np.ndarray, np.ndarray]:
-    """Train a table on the strings and compress them: ``(table bytes, compressed, offsets)``.
-
-    Below ``min_input`` bytes (pylance's 32 KiB) the table has its switch off and the strings are
-    stored as they are, as pylance does.
-    """
-    offsets = np.asarray(offsets, np.int64)
-    size = int(offsets[-1] - offsets[0]) if offsets.size else 0
-    table = train(data, offsets, seed=seed) if size >= min_input else SymbolTable.raw()
-    out, out_offsets = compress(table, data, offsets)
-    return table.to_bytes(), out, out_offsets
-
-
-# --- training --------------------------------------------------------------------------------------
-
-
-def _sample(
-    raw: np.ndarray, offsets: np.ndarray, target: int, rng: np.random.Generator
-) -> tuple[np.ndarray, np.ndarray]:
-    """About ``target`` bytes of randomly chosen strings (at most one segment of each), as bytes
-    and offsets from 0."""
-    starts, ends = offsets[:-1], offsets[1:]
-    total = int(offsets[-1] - offsets[0])
-    if total > target:
-        n = starts.size
-        # random rows (a few more than the average length says are needed), in random order
-        draw = min(n, int(target * n / max(total, 1) * 2) + 64)
-        order = rng.permutation(n) if draw >= n // 4 else _distinct(rng.integers(0, n, draw), rng)
-        lengths = np.minimum(ends - starts, SEGMENT)[order]
-        take = int(np.searchsorted(np.cumsum(lengths), target)) + 1
-        chosen = np.sort(order[:take])
-        starts, ends = starts[chosen], ends[chosen]
-        long = ends - starts > SEGMENT
-        # a random window of a long string
-        shift = (rng.random(int(long.sum())) * (ends - starts - SEGMENT + 1)[long]).astype(np.int64)
-        starts = starts.copy()
-        starts[long] += shift
-        ends = np.minimum(ends, starts + SEGMENT)
-    lengths = ends - starts
-    new_offsets = np.concatenate([[0], np.cumsum(lengths)])
-    index = np.repeat(starts - new_offsets[:-1], lengths) + np.arange(int(new_offsets[-1]))
-    return raw[index], new_offsets
-
-
-def _distinct(draws: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """The distinct values of ``draws`` in a random order."""
-    unique = np.unique(draws)
-    return unique[rng.permutation(unique.size)]
-
-
-def _candidates(
-    tok_val: np.ndarray, tok_len: np.ndarray, ids: np.ndarray, firsts: np.ndarray, new: np.ndarray, frac: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Candidate symbols (values, lengths, gains) from one parse of the sample.
-
-    ``ids`` are the tokens of the parse (symbol codes, or 256 + byte for an escape), ``firsts``
-    the token of each one's first byte alone, ``new`` whether a token starts a segment. A token
-    counts as itself and, when longer than a byte, as its first byte; neighbours count as their
-    concatenation and (when the second is longer than a byte) as the first one extended by one
-    byte. A count's gain is count times length, single bytes 8 times that; counts below
-    ``5 * frac / 128`` are dropped, and the last round (``frac`` 128) counts no neighbours.
-    """
-    tokens = tok_len.size
-    multi = tok_len[ids] > 1
-    singles = np.bincount(ids, minlength=tokens) + np.bincount(firsts[multi], minlength=tokens)
-    used = np.flatnonzero(singles)
-    vals = [tok_val[used]]
-    lens = [tok_len[used]]
-    counts = [singles[used]]
-    boost = [np.where(tok_len[used] == 1, 8, 1)]
-    if frac < 128:
-        pair = ~new[1:] & (tok_len[ids[:-1]] < MAX_LEN)
-        left = ids[:-1][pair]
-        for right, ok in ((ids[1:][pair], None), (firsts[1:][pair], multi[1:][pair])):
-            key = left * tokens + right if ok is None else left[ok] * tokens + right[ok]
-            seen, seen_counts = np.unique(key, return_counts=True)
-            x, y = seen // tokens, seen % tokens
-            length = np.minimum(tok_len[x] + tok_len[y], MAX_LEN)
-            vals.append((tok_val[x] | (tok_val[y] << (tok_len[x] * 8).astype(np.uint64))) & _MASKS[length])
-            lens.append(length)
-            counts.append(seen_counts)
-            boost.append(np.ones(seen.size, np.int64))
-    val = np.concatenate(vals)
-    length = np.concatenate(lens).astype(np.int64)
-    count = np.concatenate(counts).astype(np.int64)
-    keep = count >= max(1, (5 * frac) // 128)
-    gain = count * length * np.concatenate(boost)
-    val, length, gain = val[keep], length[keep], gain[keep]
-    # the same symbol from several counts: add up its gains
-    order = np.lexsort((length, val))
-    val, length, gain = val[order], length[order], gain[order]
-    first = np.ones(val.size, bool)
-    first[1:] = (val[1:] != val[:-1]) | (length[1:] != length[:-1])
-    at = np.flatnonzero(first)
-    return val[at], length[at], np.add.reduceat(gain, at) if at.size else gain
-
-
-def _select(
-    val: np.ndarray, length: np.ndarray, gain: np.ndarray, terminator: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """The best 255 candidates by gain, at most one of 3+ bytes per 3-byte prefix, and none of
-    2+ bytes that contains the terminator byte (pylance's encoder marks string ends with it)."""
-    byte_of = (val[:, None] >> (8 * np.arange(MAX_LEN, dtype=np.uint64))[None, :]) & np.uint64(0xFF)
-    inside = np.arange(MAX_LEN)[None, :] < length[:, None]
-    bad = (length > 1) & ((byte_of == terminator) & inside).any(axis=1)
-    val, length, gain = val[~bad], length[~bad], gain[~bad]
-    order = np.lexsort((val, length, -gain))
-    val, length = val[order], length[order]
-    others = np.arange(val.size, dtype=np.uint64) + np.uint64(1 << 24)  # all distinct
-    prefix = np.where(length >= 3, val & np.uint64(0xFFFFFF), others)
-    _, first = np.unique(prefix, return_index=True)
-    keep = np.sort(first)[:MAX_SYMBOLS]
-    return val[keep], length[keep]
-
-
-def _finalize(symbols: np.ndarray, lengths: np.ndarray, terminator: int) -> SymbolTable:
-    """Order the symbols as pylance's encoder does: 2-byte symbols that begin a longer symbol
-    (there are ``suffix_lim`` of them), the other 2-byte symbols, then by length 3 to 8, and the
-    single bytes last. Decoders do not care; it keeps the tables alike."""
-    lengths = lengths.astype(np.int64)
-    two = np.flatnonzero(lengths == 2)
-    long_prefixes = symbols[lengths > 2] & np.uint64(0xFFFF)
-    has_suffix = np.isin(symbols[two], long_prefixes)
-    order = np.concatenate(
-        [
-            two[has_suffix],
-            two[~has_suffix][::-1],
-            *(np.flatnonzero(lengths == n) for n in range(3, MAX_LEN + 1)),
-            np.flatnonzero(lengths == 1),
-        ]
-    )
-    return SymbolTable(
-        symbols[order].astype(np.uint64),
-        lengths[order].astype(np.uint8),
-        terminator=terminator,
-        suffix_lim=int(has_suffix.sum()),
-    )
-
-
-def _tokens(symbols: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Value and length of every token: the symbols at their codes, byte b at 256 + b."""
-    tok_val = np.zeros(512, np.uint64)
-    tok_len = np.zeros(512, np.int64)
-    tok_val[: symbols.size] = symbols
-    tok_len[: lengths.size] = lengths
-    tok_val[256:] = np.arange(256, dtype=np.uint64)
-    tok_len[256:] = 1
-    return tok_val, tok_len
-
-
-def train(
-    data: bytes | memoryview | np.ndarray,
-    offsets: np.ndarray,
-    *,
-    sample_bytes: int = SAMPLE_TARGET,
-    seed: int = 0,
-) -> SymbolTable:
-    """A symbol table for strings ``data[offsets[i]:offsets[i+1]]``, trained on a random sample
-    of about ``sample_bytes`` of them (seeded: the same input gives the same table)."""
-    raw = _as_bytes(data)
-    offsets = np.asarray(offsets, np.int64)
-    if offsets.size < 2:
-        return _finalize(np.zeros(0, np.uint64), np.zeros(0, np.uint8), 0)
-    sample, sample_offsets = _sample(raw, offsets, sample_bytes, np.random.default_rng(seed))
-    terminator = int(np.argmin(np.bincount(sample, minlength=256)))
-    symbols, lengths = np.zeros(0, np.uint64), np.zeros(0, np.int64)
-    best_gain = -(1 << 62)
-    best: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
-    seg_starts, _ = _segments(sample_offsets)
-    for frac in _ROUNDS:
-        tok_val, tok_len = _tokens(symbols, lengths)
-        positions, codes = _parse(_matcher(symbols, lengths), sample, sample_offsets)
-        escaped = codes == ESCAPE
-        ids = np.where(escaped, 256 + sample[positions].astype(np.int64), codes.astype(np.int64))
-        gain = int(tok_len[ids].sum()) - ids.size - int(escaped.sum())
-        new = np.isin(positions, seg_starts)
-        firsts = 256 + sample[positions].astype(np.int64)
-        if gain >= best_gain:
-            best_gain, best = gain, (tok_val, tok_len, ids, firsts, new)
-        if frac == _ROUNDS[-1]:
-            break
-        symbols, lengths = _select(*_candidates(tok_val, tok_len, ids, firsts, new, frac), terminator)
-    # as FSST does: a last table from the best one's counts of single symbols only
-    assert best is not None
-    symbols, lengths = _select(*_candidates(*best, 128), terminator)
-    return _finalize(symbols, lengths, terminator)

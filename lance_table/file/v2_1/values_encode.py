@@ -33,7 +33,7 @@ import pyarrow as pa
 from lance_table._parallel import map_parts
 from lance_table._proto import encodings_v2_1_pb2 as pb
 from lance_table.errors import UnsupportedFormatError
-from lance_table.file.compression import bitpacking, dictionary, fsst_encode, general, rle
+from lance_table.file.compression import bitpacking, dictionary, fsst_encode, fsst_train, general, rle
 from lance_table.file.v2_1.value_kinds import (
     FixedValues,
     MiniBlockValues,
@@ -229,7 +229,7 @@ def _variable(
     table = None
     fsst_size = width * (n + 1) + data.size
     if rival is None or rival > fsst_floor:
-        table = fsst_encode.train(data, offsets)
+        table = fsst_train.train(data, offsets)
         fsst_size = fsst_encode.estimate(table, data, offsets) + fsst_encode.TABLE_SIZE + width * (n + 1)
     if general_scheme is not None:
         packed = _general(plain, general_scheme)

@@ -172,12 +172,12 @@ def _commit(
         # base and the latest, and a manifest created in that hole would be invisible (and deleted
         # by the next cleanup). Learn the latest version, after the transaction file is there for
         # cleanup to see, and rebase over everything since.
-        entries = versions.list_versions(storage)
+        after = base.version if base is not None else 0
+        entries = versions.list_versions(storage, after=after)
         if create_only and entries:
             raise DatasetAlreadyExistsError(f"a dataset was created at {storage.uri} concurrently")
         if scheme is None:
-            scheme = versions.naming_scheme(entries)
-        after = base.version if base is not None else 0
+            scheme = versions.naming_scheme(entries if base is None else versions.list_versions(storage))
         current, attempt.pending = _catch_up(
             storage, base, pending, _listed(storage, after, entries, pending)
         )
@@ -268,7 +268,7 @@ def _listed(storage: Storage, after: int, entries: list[versions.VersionEntry], 
 
 def _listed_since(storage: Storage, after: int, pending: Pending) -> Newer:
     """The versions after ``after`` in a fresh listing (see :func:`_listed`)."""
-    return _listed(storage, after, versions.list_versions(storage), pending)
+    return _listed(storage, after, versions.list_versions(storage, after=after), pending)
 
 
 def _check_contiguous(
@@ -289,9 +289,8 @@ def check_rebasable(storage: Storage, pending: Pending) -> None:
         CommitConflictError: not retryable, as :func:`commit` would raise it.
     """
     if _needs_history(pending):
-        entries = versions.list_versions(storage)
         after = pending.read_version
-        _check_contiguous(storage, after, [e for e in entries if e.version > after], pending)
+        _check_contiguous(storage, after, versions.list_versions(storage, after=after), pending)
 
 
 def _probed(storage: Storage, after: int, scheme: str) -> Newer:

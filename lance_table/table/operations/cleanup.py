@@ -32,11 +32,13 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from lance_table import _parallel
 from lance_table.errors import TagError
 from lance_table.format import paths
-from lance_table.format.manifest import Manifest
+from lance_table.format.manifest import Fragment, Manifest
 from lance_table.storage import Entry, Storage
 from lance_table.table import versions
 from lance_table.table.tags import IN_FLIGHT_SECONDS, PIN_STALE_SECONDS, Tags, pinned_versions
@@ -55,18 +57,51 @@ class CleanupStats:
     files_removed: int
 
 
-def referenced_files(manifest: Manifest) -> set[str]:
-    """Paths (relative to the dataset root) a version needs."""
-    out = set()
+def referenced_files(manifest: Manifest, seen: dict[int, Fragment] | None = None) -> set[str]:
+    """Paths (relative to the dataset root) a version needs.
+
+    ``seen`` (fragment objects by id; holding them keeps their ids theirs) skips fragments already
+    counted: consecutive versions share their fragment objects (see
+    :func:`~lance_table.format.manifest.checked_fragments`), so a caller taking the union over a
+    history passes one dict to every call.
+    """
+    out: set[str] = set()
     for frag in manifest.fragments:
-        for f in frag.files:
-            if f.base_id is None:
-                out.add(paths.data_file_path(f.path))
-        if frag.deletion_file is not None and frag.deletion_file.base_id is None:
-            out.add(frag.deletion_file.path(frag.id))
+        if seen is not None:
+            if id(frag) in seen:
+                continue
+            seen[id(frag)] = frag
+        out |= frag.files_used
     if manifest.transaction_file:
         out.add(paths.transaction_path(manifest.transaction_file))
     return out
+
+
+def _union_of_references(manifests: Iterable[Manifest]) -> set[str]:
+    """Every path some of ``manifests`` references."""
+    seen: dict[int, Fragment] = {}
+    out: set[str] = set()
+    for manifest in manifests:
+        out |= referenced_files(manifest, seen)
+    return out
+
+
+def _read_all(
+    storage: Storage, entries: list[versions.VersionEntry]
+) -> Iterator[tuple[versions.VersionEntry, bytes, Manifest]]:
+    """The bytes and manifest of each version (on threads), leaving out versions removed meanwhile
+    (by another cleanup)."""
+
+    def one(entry: versions.VersionEntry) -> tuple[versions.VersionEntry, bytes, Manifest] | None:
+        try:
+            data = storage.read(entry.path)
+        except FileNotFoundError:
+            return None
+        return entry, data, versions.decode_manifest(storage, entry, data).manifest
+
+    for found in _parallel.map_on(_parallel.METADATA, one, entries):
+        if found is not None:
+            yield found
 
 
 def _tagged(storage: Storage) -> dict[int, str]:
@@ -106,16 +141,10 @@ def cleanup_old_versions(
     latest = entries[-1].version
     tagged = _tagged(storage)
     pinned = pinned_versions(storage)
-    kept_refs: set[str] = set()
     landed: set[str] = set()  # transaction files of the versions read
-    doomed: dict[int, tuple[versions.VersionEntry, bytes, set[str]]] = {}
-    for entry in entries:
-        try:
-            data = storage.read(entry.path)
-        except FileNotFoundError:  # another cleanup removed it meanwhile
-            continue
-        manifest = versions.decode_manifest(storage, entry, data).manifest
-        refs = referenced_files(manifest)
+    kept: dict[int, Manifest] = {}
+    doomed: dict[int, tuple[versions.VersionEntry, bytes, Manifest]] = {}
+    for entry, data, manifest in _read_all(storage, entries):
         if manifest.transaction_file:
             landed.add(paths.transaction_path(manifest.transaction_file))
         old = manifest.timestamp_ns < cutoff_ns and entry.version != latest
@@ -127,29 +156,30 @@ def cleanup_old_versions(
         if entry.version in tagged or entry.version in pinned:
             old = False
         if old:
-            doomed[entry.version] = (entry, data, refs)
+            doomed[entry.version] = (entry, data, manifest)
         else:
-            kept_refs |= refs
+            kept[entry.version] = manifest
     transactions = storage.list_dir(paths.TRANSACTIONS_DIR)
     floor = _in_flight_floor(transactions, landed, now)
     for version in [v for v in doomed if floor is not None and v > floor]:
-        kept_refs |= doomed.pop(version)[2]
+        kept[version] = doomed.pop(version)[2]
     for entry, _, _ in doomed.values():
         storage.delete(entry.path)
 
     # Phase 3: what committed, restored or was tagged while we decided.
-    for entry in versions.list_versions(storage):
+    for entry in versions.list_versions(storage, after=latest):
         if entry.version > latest:
             try:
-                kept_refs |= referenced_files(versions.read_manifest_file(storage, entry).manifest)
+                kept[entry.version] = versions.read_manifest_file(storage, entry).manifest
             except FileNotFoundError:  # committed and already cleaned up by another cleanup
                 continue
     for version in (_tagged(storage).keys() | pinned_versions(storage)) & doomed.keys():
-        entry, data, refs = doomed.pop(version)
+        entry, data, manifest = doomed.pop(version)
         with contextlib.suppress(FileExistsError):
             storage.put_if_absent(entry.path, data)
-        kept_refs |= refs
-    removed_refs = set().union(*(refs for _, _, refs in doomed.values()))
+        kept[version] = manifest
+    kept_refs = _union_of_references(kept.values())
+    removed_refs = _union_of_references(m for _, _, m in doomed.values())
 
     removed_bytes = 0
     removed_files = 0

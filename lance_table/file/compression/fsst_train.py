@@ -1,0 +1,220 @@
+"""FSST symbol-table training (the tables :mod:`fsst_encode` compresses with).
+
+**Training** follows FSST's (Boncz, Neumann, Leis, VLDB 2020) as pylance implements it: a sample of
+about 16 KiB is parsed with the current table, the symbols used and the concatenations of
+neighbouring symbols are counted (``bincount`` over code pairs), every candidate's gain is its
+count times its length (single bytes boosted 8x), the best 255 become the next table; after six
+rounds the table that saved the most bytes on the sample wins. The training is not byte-identical
+to pylance's (which samples at random), but compresses in the same league.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lance_table.file.compression.fsst import ESCAPE
+from lance_table.file.compression.fsst_encode import (
+    MASKS,
+    MAX_LEN,
+    MAX_SYMBOLS,
+    MIN_INPUT,
+    SEGMENT,
+    SymbolTable,
+    as_bytes,
+    compress,
+    matcher,
+    parse,
+    segments,
+)
+
+SAMPLE_TARGET = 1 << 14
+# pylance's rounds ("sample fractions"): a candidate needs a count of 5 * frac / 128; the table
+# made in the last round counts no pairs, and comes from the best table's counts.
+_ROUNDS = (8, 38, 68, 98, 108, 128)
+
+
+def _sample(
+    raw: np.ndarray, offsets: np.ndarray, target: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """About ``target`` bytes of randomly chosen strings (at most one segment of each), as bytes
+    and offsets from 0."""
+    starts, ends = offsets[:-1], offsets[1:]
+    total = int(offsets[-1] - offsets[0])
+    if total > target:
+        n = starts.size
+        # random rows (a few more than the average length says are needed), in random order
+        draw = min(n, int(target * n / max(total, 1) * 2) + 64)
+        order = rng.permutation(n) if draw >= n // 4 else _distinct(rng.integers(0, n, draw), rng)
+        lengths = np.minimum(ends - starts, SEGMENT)[order]
+        take = int(np.searchsorted(np.cumsum(lengths), target)) + 1
+        chosen = np.sort(order[:take])
+        starts, ends = starts[chosen], ends[chosen]
+        long = ends - starts > SEGMENT
+        # a random window of a long string
+        shift = (rng.random(int(long.sum())) * (ends - starts - SEGMENT + 1)[long]).astype(np.int64)
+        starts = starts.copy()
+        starts[long] += shift
+        ends = np.minimum(ends, starts + SEGMENT)
+    lengths = ends - starts
+    new_offsets = np.concatenate([[0], np.cumsum(lengths)])
+    index = np.repeat(starts - new_offsets[:-1], lengths) + np.arange(int(new_offsets[-1]))
+    return raw[index], new_offsets
+
+
+def _distinct(draws: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """The distinct values of ``draws`` in a random order."""
+    unique = np.unique(draws)
+    return unique[rng.permutation(unique.size)]
+
+
+def _candidates(
+    tok_val: np.ndarray, tok_len: np.ndarray, ids: np.ndarray, firsts: np.ndarray, new: np.ndarray, frac: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Candidate symbols (values, lengths, gains) from one parse of the sample.
+
+    ``ids`` are the tokens of the parse (symbol codes, or 256 + byte for an escape), ``firsts``
+    the token of each one's first byte alone, ``new`` whether a token starts a segment. A token
+    counts as itself and, when longer than a byte, as its first byte; neighbours count as their
+    concatenation and (when the second is longer than a byte) as the first one extended by one
+    byte. A count's gain is count times length, single bytes 8 times that; counts below
+    ``5 * frac / 128`` are dropped, and the last round (``frac`` 128) counts no neighbours.
+    """
+    tokens = tok_len.size
+    multi = tok_len[ids] > 1
+    singles = np.bincount(ids, minlength=tokens) + np.bincount(firsts[multi], minlength=tokens)
+    used = np.flatnonzero(singles)
+    vals = [tok_val[used]]
+    lens = [tok_len[used]]
+    counts = [singles[used]]
+    boost = [np.where(tok_len[used] == 1, 8, 1)]
+    if frac < 128:
+        pair = ~new[1:] & (tok_len[ids[:-1]] < MAX_LEN)
+        left = ids[:-1][pair]
+        for right, ok in ((ids[1:][pair], None), (firsts[1:][pair], multi[1:][pair])):
+            key = left * tokens + right if ok is None else left[ok] * tokens + right[ok]
+            seen, seen_counts = np.unique(key, return_counts=True)
+            x, y = seen // tokens, seen % tokens
+            length = np.minimum(tok_len[x] + tok_len[y], MAX_LEN)
+            vals.append((tok_val[x] | (tok_val[y] << (tok_len[x] * 8).astype(np.uint64))) & MASKS[length])
+            lens.append(length)
+            counts.append(seen_counts)
+            boost.append(np.ones(seen.size, np.int64))
+    val = np.concatenate(vals)
+    length = np.concatenate(lens).astype(np.int64)
+    count = np.concatenate(counts).astype(np.int64)
+    keep = count >= max(1, (5 * frac) // 128)
+    gain = count * length * np.concatenate(boost)
+    val, length, gain = val[keep], length[keep], gain[keep]
+    # the same symbol from several counts: add up its gains
+    order = np.lexsort((length, val))
+    val, length, gain = val[order], length[order], gain[order]
+    first = np.ones(val.size, bool)
+    first[1:] = (val[1:] != val[:-1]) | (length[1:] != length[:-1])
+    at = np.flatnonzero(first)
+    return val[at], length[at], np.add.reduceat(gain, at) if at.size else gain
+
+
+def _select(
+    val: np.ndarray, length: np.ndarray, gain: np.ndarray, terminator: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The best 255 candidates by gain, at most one of 3+ bytes per 3-byte prefix, and none of
+    2+ bytes that contains the terminator byte (pylance's encoder marks string ends with it)."""
+    byte_of = (val[:, None] >> (8 * np.arange(MAX_LEN, dtype=np.uint64))[None, :]) & np.uint64(0xFF)
+    inside = np.arange(MAX_LEN)[None, :] < length[:, None]
+    bad = (length > 1) & ((byte_of == terminator) & inside).any(axis=1)
+    val, length, gain = val[~bad], length[~bad], gain[~bad]
+    order = np.lexsort((val, length, -gain))
+    val, length = val[order], length[order]
+    others = np.arange(val.size, dtype=np.uint64) + np.uint64(1 << 24)  # all distinct
+    prefix = np.where(length >= 3, val & np.uint64(0xFFFFFF), others)
+    _, first = np.unique(prefix, return_index=True)
+    keep = np.sort(first)[:MAX_SYMBOLS]
+    return val[keep], length[keep]
+
+
+def _finalize(symbols: np.ndarray, lengths: np.ndarray, terminator: int) -> SymbolTable:
+    """Order the symbols as pylance's encoder does: 2-byte symbols that begin a longer symbol
+    (there are ``suffix_lim`` of them), the other 2-byte symbols, then by length 3 to 8, and the
+    single bytes last. Decoders do not care; it keeps the tables alike."""
+    lengths = lengths.astype(np.int64)
+    two = np.flatnonzero(lengths == 2)
+    long_prefixes = symbols[lengths > 2] & np.uint64(0xFFFF)
+    has_suffix = np.isin(symbols[two], long_prefixes)
+    order = np.concatenate(
+        [
+            two[has_suffix],
+            two[~has_suffix][::-1],
+            *(np.flatnonzero(lengths == n) for n in range(3, MAX_LEN + 1)),
+            np.flatnonzero(lengths == 1),
+        ]
+    )
+    return SymbolTable(
+        symbols[order].astype(np.uint64),
+        lengths[order].astype(np.uint8),
+        terminator=terminator,
+        suffix_lim=int(has_suffix.sum()),
+    )
+
+
+def _tokens(symbols: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Value and length of every token: the symbols at their codes, byte b at 256 + b."""
+    tok_val = np.zeros(512, np.uint64)
+    tok_len = np.zeros(512, np.int64)
+    tok_val[: symbols.size] = symbols
+    tok_len[: lengths.size] = lengths
+    tok_val[256:] = np.arange(256, dtype=np.uint64)
+    tok_len[256:] = 1
+    return tok_val, tok_len
+
+
+def train(
+    data: bytes | memoryview | np.ndarray,
+    offsets: np.ndarray,
+    *,
+    sample_bytes: int = SAMPLE_TARGET,
+    seed: int = 0,
+) -> SymbolTable:
+    """A symbol table for strings ``data[offsets[i]:offsets[i+1]]``, trained on a random sample
+    of about ``sample_bytes`` of them (seeded: the same input gives the same table)."""
+    raw = as_bytes(data)
+    offsets = np.asarray(offsets, np.int64)
+    if offsets.size < 2:
+        return _finalize(np.zeros(0, np.uint64), np.zeros(0, np.uint8), 0)
+    sample, sample_offsets = _sample(raw, offsets, sample_bytes, np.random.default_rng(seed))
+    terminator = int(np.argmin(np.bincount(sample, minlength=256)))
+    symbols, lengths = np.zeros(0, np.uint64), np.zeros(0, np.int64)
+    best_gain = -(1 << 62)
+    best: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+    seg_starts, _ = segments(sample_offsets)
+    for frac in _ROUNDS:
+        tok_val, tok_len = _tokens(symbols, lengths)
+        positions, codes = parse(matcher(symbols, lengths), sample, sample_offsets)
+        escaped = codes == ESCAPE
+        ids = np.where(escaped, 256 + sample[positions].astype(np.int64), codes.astype(np.int64))
+        gain = int(tok_len[ids].sum()) - ids.size - int(escaped.sum())
+        new = np.isin(positions, seg_starts)
+        firsts = 256 + sample[positions].astype(np.int64)
+        if gain >= best_gain:
+            best_gain, best = gain, (tok_val, tok_len, ids, firsts, new)
+        if frac == _ROUNDS[-1]:
+            break
+        symbols, lengths = _select(*_candidates(tok_val, tok_len, ids, firsts, new, frac), terminator)
+    # as FSST does: a last table from the best one's counts of single symbols only
+    assert best is not None
+    symbols, lengths = _select(*_candidates(*best, 128), terminator)
+    return _finalize(symbols, lengths, terminator)
+
+
+def encode(
+    data: bytes | memoryview | np.ndarray, offsets: np.ndarray, *, min_input: int = MIN_INPUT, seed: int = 0
+) -> tuple[bytes, np.ndarray, np.ndarray]:
+    """Train a table on the strings and compress them: ``(table bytes, compressed, offsets)``.
+
+    Below ``min_input`` bytes (pylance's 32 KiB) the table has its switch off and the strings are
+    stored as they are, as pylance does.
+    """
+    offsets = np.asarray(offsets, np.int64)
+    size = int(offsets[-1] - offsets[0]) if offsets.size else 0
+    table = train(data, offsets, seed=seed) if size >= min_input else SymbolTable.raw()
+    out, out_offsets = compress(table, data, offsets)
+    return table.to_bytes(), out, out_offsets
