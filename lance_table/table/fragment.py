@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 
-from lance_table.errors import CorruptFileError, UnsupportedFormatError
-from lance_table.file import LanceFileReader
+from lance_table.errors import CorruptFileError
 from lance_table.file.fields import BLOB_KEY
 from lance_table.file.legacy import LegacyFileReader
 from lance_table.file.legacy.prune import may_match
@@ -23,115 +20,11 @@ from lance_table.format import paths
 from lance_table.format.manifest import DataFile, Fragment
 from lance_table.schema import FieldNode
 from lance_table.storage import Storage
-from lance_table.storage.sources import DISAGREEING_SIZE, size_disagreement
 from lance_table.table.deletion import missing_file_error, read_deletions
+from lance_table.table.readers import READERS, FileReader, is_legacy_file
 
 if TYPE_CHECKING:
     from lance_table.filters.bounds import Condition
-
-READER_CACHE_SIZE = 1024
-
-FileReader: TypeAlias = "LanceFileReader | LegacyFileReader"
-
-
-def is_legacy_file(data_file: DataFile) -> bool:
-    """Whether a data file is in the legacy format (0.1), as its manifest entry records it (pylance's
-    rule: major 0 and minor below 3; 0.3 is how early writers recorded format 2.0)."""
-    return data_file.file_major_version == 0 and data_file.file_minor_version < 3
-
-
-def known_size(data_file: DataFile) -> int | None:
-    """The size a manifest records for a data file, where it is the file's size.
-
-    Legacy (0.1) files written by pylance are recorded with sizes that are not theirs (smaller than
-    the file), so their size is asked of the store instead.
-    """
-    return None if is_legacy_file(data_file) else data_file.file_size_bytes
-
-
-class ReaderCache:
-    """Open file readers, shared by every dataset handle of the process.
-
-    Data files are immutable and their names unique, so a reader (the parsed footer, schema and
-    column metadata) stays valid for as long as the file exists. Keys are the storage's ``cache_key``
-    (the URI and a digest of the options that decide access) and the file's path: a handle opened
-    with other credentials or another endpoint never reads through another handle's reader.
-    """
-
-    def __init__(self, size: int = READER_CACHE_SIZE) -> None:
-        self.size = size
-        self._items: OrderedDict[tuple[str, str], FileReader] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(
-        self,
-        storage: Storage,
-        data_file: DataFile,
-        version: int | None = None,
-        fields: list[FieldNode] | None = None,
-    ) -> FileReader:
-        """The reader of a data file (``version``, whose manifest names it, serves error messages).
-
-        ``fields`` (the dataset's field tree) serve legacy files that carry no schema of their own.
-
-        Raises:
-            DataFileNotFoundError: the file does not exist (e.g. its version was cleaned up).
-            UnsupportedFormatError: the file lives in another base path.
-        """
-        if data_file.base_id is not None:
-            raise UnsupportedFormatError(f"data file {data_file.path} lives in another base path")
-        key = (storage.cache_key, data_file.path)
-        with self._lock:
-            cached = self._items.get(key)
-            if cached is not None:
-                self._items.move_to_end(key)
-                return cached
-        path = paths.data_file_path(data_file.path)
-        reader: FileReader
-        try:
-            source = storage.source(path, known_size(data_file))
-            if is_legacy_file(data_file):
-                reader = _legacy_reader(source, data_file, fields)
-            else:
-                reader = LanceFileReader(source)
-        except FileNotFoundError:
-            raise missing_file_error(storage, f"{storage.uri.rstrip('/')}/{path}", version) from None
-        except CorruptFileError as exc:
-            _check_size(storage, path, known_size(data_file), exc)
-            raise
-        with self._lock:
-            self._items[key] = reader
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
-        return reader
-
-
-READERS = ReaderCache()
-
-
-def _check_size(storage: Storage, path: str, claimed: int | None, exc: CorruptFileError) -> None:
-    """Raise the size disagreement behind ``exc`` when a file its manifest gave a too small size to
-    looked damaged (its footer was looked for before its end). Sizes too large, and every wrong
-    size on local disk and in memory, are caught by the storage layer itself."""
-    if claimed is None or exc.problem.startswith(DISAGREEING_SIZE):
-        return
-    try:
-        actual = storage.size(path)
-    except OSError:
-        return
-    if actual != claimed:
-        raise size_disagreement(f"{storage.uri.rstrip('/')}/{path}", claimed, actual) from exc
-
-
-def _legacy_reader(source: object, data_file: DataFile, fields: list[FieldNode] | None) -> LegacyFileReader:
-    """A legacy file's reader: its own schema copy when it has one (pylance writes it), else the
-    dataset's fields; the page table rows are the ids the manifest lists for the file."""
-    try:
-        return LegacyFileReader(source, field_ids=data_file.fields or None)  # type: ignore[arg-type]
-    except UnsupportedFormatError:
-        if fields is None:
-            raise
-        return LegacyFileReader(source, fields, field_ids=data_file.fields or None)  # type: ignore[arg-type]
 
 
 @dataclass
@@ -271,19 +164,19 @@ class FragmentReader:
             data_file = self.fragment.files[idx]
             reader = self._reader(data_file)
             where = f"{self.storage.uri.rstrip('/')}/{paths.data_file_path(data_file.path)}"
-            file_roots = {n.id: n for n in reader.metadata.roots}
-            file_names = {i: n.name for i, n in file_roots.items()}
+            file_roots = reader.metadata.roots_by_id
             wanted = []
             file_floors = {}
             for name in group:
-                file_name = file_names.get(self.roots[name].id)
-                if file_name is None:
+                file_node = file_roots.get(self.roots[name].id)
+                if file_node is None:
                     raise CorruptFileError(
                         self._manifest_where(),
                         f"data file {data_file.path} is listed with field {self.roots[name].id}, "
                         "which it does not store",
                     )
-                _check_blob_fields(self.roots[name], file_roots[self.roots[name].id], where)
+                _check_blob_fields(self.roots[name], file_node, where)
+                file_name = file_node.name
                 wanted.append(file_name)
                 if floors and name in floors:
                     file_floors[file_name] = floors[name]
