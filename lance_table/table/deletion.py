@@ -84,7 +84,8 @@ def read_deletions(storage: Storage, fragment: Fragment, *, version: int | None 
     """Sorted unique deleted offsets of a fragment (empty when it has no deletion file), read-only.
 
     Decoded vectors are kept in :data:`DELETIONS`. The file must hold exactly the manifest's
-    ``num_deleted_rows`` offsets, all below ``physical_rows``; both are checked before anything sized by the file's contents is allocated.
+    ``num_deleted_rows`` offsets, all below ``physical_rows``; both are checked before anything
+    sized by the file's contents is allocated.
     ``version`` (the version whose manifest names the file) only serves error messages.
 
     Raises:
