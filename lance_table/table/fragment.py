@@ -26,6 +26,9 @@ from lance_table.table.readers import READERS, FileReader, is_legacy_file
 if TYPE_CHECKING:
     from lance_table.filters.bounds import Condition
 
+# Runs covering at least this share of their span are read as the span and masked (see read).
+DENSE_RUNS_SHARE = 0.5
+
 
 @dataclass
 class FragmentReader:
@@ -147,9 +150,23 @@ class FragmentReader:
 
     def read(self, names: list[str], runs: Runs, floors: Mapping[str, int] | None = None) -> pa.Table:
         """Columns ``names`` (dataset names) of the rows at ``runs``; integer values below their
-        column's ``floors`` entry may read as 0 (see :meth:`LanceFileReader.read_runs`)."""
+        column's ``floors`` entry may read as 0 (see :meth:`LanceFileReader.read_runs`).
+
+        Runs that cover most of their span (the live rows of a fragment with a few deletions) are
+        read as that span, then masked: decoding whole chunks beats picking rows out of them."""
         if runs.count and runs.end > self.physical_rows:
             raise IndexError(f"rows up to {runs.end} requested from a fragment of {self.physical_rows} rows")
+        if runs.count > 1 and runs.total >= DENSE_RUNS_SHARE * (runs.end - int(runs.starts[0])):
+            lo = int(runs.starts[0])
+            mask = np.zeros(runs.end - lo, bool)
+            mask[runs.positions() - lo] = True
+            return self._read(names, Runs.span(lo, runs.end - lo), floors, pa.array(mask))
+        return self._read(names, runs, floors)
+
+    def _read(
+        self, names: list[str], runs: Runs, floors: Mapping[str, int] | None, keep: pa.Array | None = None
+    ) -> pa.Table:
+        """:meth:`read` of ``runs``, then only the rows ``keep`` (a mask over them) when given."""
         by_file: dict[int, list[str]] = {}
         for name in names:
             node = self.roots[name]
@@ -159,7 +176,8 @@ class FragmentReader:
         for idx, group in by_file.items():
             if idx < 0:
                 for name in group:
-                    columns[name] = pa.chunked_array([pa.nulls(runs.total, self.roots[name].arrow_type)])
+                    rows = runs.total if keep is None else keep.true_count
+                    columns[name] = pa.chunked_array([pa.nulls(rows, self.roots[name].arrow_type)])
                 continue
             data_file = self.fragment.files[idx]
             reader = self._reader(data_file)
@@ -192,6 +210,8 @@ class FragmentReader:
                 except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
                     problem = f"column {name!r} is stored as {col.type}, which does not read as {target}"
                     raise CorruptFileError(where, f"{problem}: {exc}") from None
+                if keep is not None:
+                    columns[name] = columns[name].filter(keep)
                 if not self.roots[name].field.nullable and columns[name].null_count:
                     raise CorruptFileError(
                         where,

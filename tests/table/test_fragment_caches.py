@@ -140,3 +140,24 @@ def test_the_deletion_cache_is_bounded() -> None:
     small = deletion.DeletionCache(max_bytes=1000)
     small.put(("s", "big", "arrow", 1000, 10**6), np.arange(1000, dtype=np.uint32))
     assert len(small) == 0
+
+
+def test_fragments_with_few_deletions_read_whole_spans(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uri = str(tmp_path / "ds")
+    lt.write_dataset(_table(0, 1000), uri, max_rows_per_file=100)
+    lance.dataset(uri).delete("id % 10 = 3 OR id = 7")
+    runs_read: list[int] = []
+    read_runs = LanceFileReader.read_runs
+
+    def counting(self: LanceFileReader, runs, *args, **kwargs):  # type: ignore[no-untyped-def]
+        runs_read.append(runs.count)
+        return read_runs(self, runs, *args, **kwargs)
+
+    monkeypatch.setattr(LanceFileReader, "read_runs", counting)
+    got = lt.dataset(uri).to_table()
+    assert got.equals(lance.dataset(uri).to_table())
+    assert runs_read and set(runs_read) == {1}
+    ours = lt.dataset(uri).to_table(columns=["s"], filter="id > 500", with_row_id=True)
+    assert ours.equals(lance.dataset(uri).to_table(columns=["s"], filter="id > 500", with_row_id=True))
