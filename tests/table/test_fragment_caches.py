@@ -161,3 +161,25 @@ def test_fragments_with_few_deletions_read_whole_spans(
     assert runs_read and set(runs_read) == {1}
     ours = lt.dataset(uri).to_table(columns=["s"], filter="id > 500", with_row_id=True)
     assert ours.equals(lance.dataset(uri).to_table(columns=["s"], filter="id > 500", with_row_id=True))
+
+
+@pytest.mark.parametrize("fmt", ["2.1", "2.2"])
+def test_a_small_file_is_read_in_one_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str
+) -> None:
+    from lance_table.storage.sources import LocalFileSource
+
+    uri = str(tmp_path / "ds")
+    lt.write_dataset(_table(0, 300), uri, max_rows_per_file=50, data_storage_version=fmt)
+    expected = lt.dataset(uri).to_table()  # the readers are open from now on
+    requests: list[str] = []
+    read_ranges = LocalFileSource.read_ranges
+
+    def counting(self: LocalFileSource, ranges):  # type: ignore[no-untyped-def]
+        requests.append(self.name)
+        return read_ranges(self, ranges)
+
+    monkeypatch.setattr(LocalFileSource, "read_ranges", counting)
+    got = lt.dataset(uri).to_table()
+    assert got.equals(expected) and got.equals(lance.dataset(uri).to_table())
+    assert len(requests) == 6 and len(set(requests)) == 6
