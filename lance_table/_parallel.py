@@ -7,10 +7,12 @@ tasks of a map of even tasks that already keeps every worker busy run inline."""
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import os
 import threading
 from collections import deque
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import TypeVar
 
@@ -126,6 +128,43 @@ def _busy(fn: Callable[[T], R]) -> Callable[[T], R]:
 def map_fragments(fn: Callable[[T], R], items: Iterable[T], *, even: bool = False) -> list[R]:
     """``[fn(x) for x in items]`` on the fragment pool (``even``: see :func:`map_on`)."""
     return map_on(FRAGMENTS, fn, items, even=even)
+
+
+#: :func:`map_grouped` makes this many tasks per worker out of many small items, and more only
+#: to keep each task below :data:`GROUP_SIZE` (rows, say) in all.
+GROUPS_PER_WORKER = 4
+GROUP_SIZE = 256 * 1024
+
+
+def groups(sizes: Sequence[int], per_worker: int = GROUPS_PER_WORKER) -> list[tuple[int, int]]:
+    """Contiguous ``[start, end)`` groups of items of ``sizes``: ``per_worker`` groups per worker of
+    about equal size in all (more when that would make groups larger than :data:`GROUP_SIZE`), or
+    one item a group when there are not more items than that."""
+    n = len(sizes)
+    total = int(sum(sizes))
+    target = max(per_worker * workers(), -(-total // GROUP_SIZE))
+    if n <= target:
+        return [(i, i + 1) for i in range(n)]
+    ends = list(itertools.accumulate(sizes))
+    cuts = [0]
+    for k in range(1, target):
+        at = bisect.bisect_left(ends, total * k / target) + 1
+        if cuts[-1] < at < n:
+            cuts.append(at)
+    cuts.append(n)
+    return list(itertools.pairwise(cuts))
+
+
+def map_grouped(fn: Callable[[T], R], items: Iterable[T], sizes: Sequence[int]) -> list[R]:
+    """``[fn(x) for x in items]`` on the fragment pool, in tasks of contiguous items (see
+    :func:`groups`; ``sizes``: what each item weighs): a task per tiny fragment would cost more in
+    hand-offs than its work, while the groups still keep every worker busy to the end."""
+    items = list(items)
+    spans = groups(sizes)
+    if len(spans) == len(items):
+        return map_on(FRAGMENTS, fn, items, even=True)
+    parts = map_on(FRAGMENTS, lambda span: [fn(x) for x in items[span[0] : span[1]]], spans, even=True)
+    return [r for part in parts for r in part]
 
 
 def map_parts(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:

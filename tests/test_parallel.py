@@ -109,3 +109,28 @@ def test_streamed_maps_that_keep_every_worker_busy_mark_their_tasks(monkeypatch:
     for depth, even in ((1, True), (2, False)):
         for here, names in ahead_on(FRAGMENTS, _where_inner_maps_run, range(6), depth=depth, even=even):
             assert here not in names
+
+
+@pytest.mark.parametrize("threads", [2, 16])
+def test_many_small_items_are_grouped_into_a_few_tasks_per_worker(
+    monkeypatch: pytest.MonkeyPatch, threads: int
+) -> None:
+    monkeypatch.setattr(_parallel, "workers", lambda: threads)
+    target = _parallel.GROUPS_PER_WORKER * threads
+    assert _parallel.groups([100] * 5) == [(i, i + 1) for i in range(5)]
+    for sizes in ([100] * 5000, [1, 1000, 5, 70000] * 300, [10**6] * 40):
+        spans = _parallel.groups(sizes)
+        assert [s for s, _ in spans] == [0] + [e for _, e in spans[:-1]] and spans[-1][1] == len(sizes)
+        assert all(e > s for s, e in spans)
+        weights = [sum(sizes[s:e]) for s, e in spans]
+        if sum(sizes) <= target * _parallel.GROUP_SIZE:
+            assert len(spans) == min(target, len(sizes))
+        assert max(weights) <= 2 * sum(sizes) / len(spans) + max(sizes)
+    seen: list[str] = []
+
+    def square(x: int) -> int:
+        seen.append(threading.current_thread().name)
+        return x * x
+
+    assert _parallel.map_grouped(square, range(3000), [1] * 3000) == [x * x for x in range(3000)]
+    assert len(seen) == 3000

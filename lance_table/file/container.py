@@ -16,6 +16,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from enum import Enum
+from functools import cached_property
 from typing import Any
 
 import pyarrow as pa
@@ -96,11 +97,17 @@ class FileMetadata:
     # The values of each column: its page lengths added up (each below MAX_COUNT).
     column_values: tuple[int, ...] = ()
 
-    @property
+    @cached_property
     def roots(self) -> list[FieldNode]:
+        """The field tree (built once: a scan of many fragments asks each file for it)."""
         return build_tree(self.fields)
 
-    @property
+    @cached_property
+    def roots_by_id(self) -> dict[int, FieldNode]:
+        """The top-level fields by field id."""
+        return {n.id: n for n in self.roots}
+
+    @cached_property
     def arrow_schema(self) -> pa.Schema:
         md = dict(self.schema_metadata) or None
         return pa.schema([n.to_arrow_field() for n in self.roots], metadata=md)

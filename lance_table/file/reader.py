@@ -42,6 +42,8 @@ PARALLEL_MIN_VALUES = 256 * 1024
 # Selections of more runs than this, covering at least this share of their span, read the span.
 DENSE_MIN_RUNS = 64
 DENSE_FRACTION = 0.25
+# Pages read whole whose buffers add up to at most this many bytes are fetched in one request.
+SMALL_READ_BYTES = 1024 * 1024
 
 
 class _Column:
@@ -318,16 +320,20 @@ class LanceFileReader(RowReader):
 
     def _fetch_selection_buffers(self, touched: list[tuple[_Column, int, PageIO]]) -> None:
         """The small buffers the pages read in part need first (chunk tables, dictionaries,
-        repetition indexes), all read in one request rather than one per page. Pages read
-        whole fetch all their buffers at once when decoded."""
+        repetition indexes), all read in one request rather than one per page; with them, every
+        buffer of the pages read whole when those are small in all (a file of a few rows).
+        Larger pages read whole fetch all their buffers at once when decoded."""
         partial = [(col, p, io) for col, p, io in touched if not io.whole_page]
-        if len(partial) < 2:
-            return
         wanted = [
             (io, index)
             for col, p, io in partial
             for index in decode21.selection_buffers(col.encoding(p, self._source), io)
         ]
+        whole = [(io, k) for _, _, io in touched if io.whole_page for k in range(len(io.page.buffer_offsets))]
+        small = whole if sum(int(io.page.buffer_sizes[k]) for io, k in whole) <= SMALL_READ_BYTES else []
+        if not small and len(partial) < 2:
+            return
+        wanted += small
         fetch_buffers(wanted)
 
     def _decode_structural(

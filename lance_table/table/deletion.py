@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import secrets
 import struct
+import threading
+from collections import OrderedDict
 
 import numpy as np
 import pyarrow as pa
@@ -19,13 +21,71 @@ from lance_table.storage import Storage
 # set turns into a bitmap once it holds more than this many rows. A bitmap stays a bitmap.
 BITMAP_THRESHOLD = 5000
 ARROW_SCHEMA = pa.schema([pa.field("row_id", pa.uint32(), nullable=False)])
+#: The most memory the decoded deletion vectors kept by :data:`DELETIONS` may take (offsets, plus
+#: a fixed cost per vector), and the most vectors it keeps.
+DELETION_CACHE_BYTES = 64 * 1024 * 1024
+DELETION_CACHE_SIZE = 65536
+_VECTOR_OVERHEAD = 256
+
+
+class DeletionCache:
+    """Decoded, checked deletion vectors, shared by every dataset handle of the process; least
+    recently used go first, within a bound on entries and bytes.
+
+    Deletion files are never rewritten: each deletion writes a new file whose name holds the
+    version it was read at and a random id. The key is the storage's ``cache_key``, the file's path
+    and what the manifest says of it (kind, deleted rows) and of the fragment (physical rows), so a
+    path written again with other contents, or read under other access options, is decoded afresh.
+    The arrays handed out are read-only.
+    """
+
+    def __init__(self, size: int = DELETION_CACHE_SIZE, max_bytes: int = DELETION_CACHE_BYTES) -> None:
+        self.size = size
+        self.max_bytes = max_bytes
+        self._items: OrderedDict[tuple[str, str, str, int, int], np.ndarray] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._bytes = 0
+
+    def get(self, key: tuple[str, str, str, int, int]) -> np.ndarray | None:
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+            return found
+
+    def put(self, key: tuple[str, str, str, int, int], offsets: np.ndarray) -> None:
+        offsets.setflags(write=False)
+        weight = offsets.nbytes + _VECTOR_OVERHEAD
+        if weight > self.max_bytes:
+            return
+        with self._lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self._bytes -= old.nbytes + _VECTOR_OVERHEAD
+            self._items[key] = offsets
+            self._bytes += weight
+            while len(self._items) > self.size or self._bytes > self.max_bytes:
+                _, dropped = self._items.popitem(last=False)
+                self._bytes -= dropped.nbytes + _VECTOR_OVERHEAD
+
+
+DELETIONS = DeletionCache()
 
 
 def read_deletions(storage: Storage, fragment: Fragment, *, version: int | None = None) -> np.ndarray:
-    """Sorted unique deleted offsets of a fragment (empty when it has no deletion file).
+    """Sorted unique deleted offsets of a fragment (empty when it has no deletion file), read-only.
 
-    The file must hold exactly the manifest's ``num_deleted_rows`` offsets, all below
-    ``physical_rows``; both are checked before anything sized by the file's contents is allocated.
+    Decoded vectors are kept in :data:`DELETIONS`. The file must hold exactly the manifest's
+    ``num_deleted_rows`` offsets, all below ``physical_rows``; both are checked before anything
+    sized by the file's contents is allocated.
     ``version`` (the version whose manifest names the file) only serves error messages.
 
     Raises:
@@ -40,6 +100,10 @@ def read_deletions(storage: Storage, fragment: Fragment, *, version: int | None 
     where = f"{storage.uri.rstrip('/')}/{path}"
     if df.base_id is not None:
         raise UnsupportedFormatError("the deletion file lives in another base path", path=where)
+    key = (storage.cache_key, path, df.kind, df.num_deleted_rows, fragment.physical_rows)
+    cached = DELETIONS.get(key)
+    if cached is not None:
+        return cached
     try:
         data = storage.read(path)
     except FileNotFoundError:
@@ -54,6 +118,7 @@ def read_deletions(storage: Storage, fragment: Fragment, *, version: int | None 
         raise CorruptFileError(where, f"holds {offsets.size} distinct rows, {said} says {expected}")
     if offsets.size and int(offsets[-1]) >= fragment.physical_rows:
         raise CorruptFileError(where, f"deleted offset {int(offsets[-1])} >= {fragment.physical_rows} rows")
+    DELETIONS.put(key, offsets)
     return offsets
 
 

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 
-from lance_table.errors import CorruptFileError, SchemaError, UnsupportedFormatError
-from lance_table.file import LanceFileReader
+from lance_table.errors import CorruptFileError
 from lance_table.file.fields import BLOB_KEY
 from lance_table.file.legacy import LegacyFileReader
 from lance_table.file.legacy.prune import may_match
@@ -21,168 +18,16 @@ from lance_table.file.rows import selectable
 from lance_table.file.runs import Runs
 from lance_table.format import paths
 from lance_table.format.manifest import DataFile, Fragment
-from lance_table.schema import FieldNode, build_tree
+from lance_table.schema import FieldNode
 from lance_table.storage import Storage
-from lance_table.storage.sources import DISAGREEING_SIZE, size_disagreement
 from lance_table.table.deletion import missing_file_error, read_deletions
+from lance_table.table.readers import READERS, FileReader, LegacyView, is_legacy_file, legacy_view
 
 if TYPE_CHECKING:
     from lance_table.filters.bounds import Condition
 
-READER_CACHE_SIZE = 1024
-
-FileReader: TypeAlias = "LanceFileReader | LegacyFileReader"
-
-
-def is_legacy_file(data_file: DataFile) -> bool:
-    """Whether a data file is in the legacy format (0.1), as its manifest entry records it (pylance's
-    rule: major 0 and minor below 3; 0.3 is how early writers recorded format 2.0)."""
-    return data_file.file_major_version == 0 and data_file.file_minor_version < 3
-
-
-def known_size(data_file: DataFile) -> int | None:
-    """The size a manifest records for a data file, where it is the file's size.
-
-    Legacy (0.1) files written by pylance are recorded with sizes that are not theirs (smaller than
-    the file), so their size is asked of the store instead.
-    """
-    return None if is_legacy_file(data_file) else data_file.file_size_bytes
-
-
-class ReaderCache:
-    """Open file readers, shared by every dataset handle of the process.
-
-    Data files are immutable and their names unique, so a reader (the parsed footer, schema and
-    column metadata) stays valid for as long as the file exists. Keys are the storage's ``cache_key``
-    (the URI and a digest of the options that decide access) and the file's path: a handle opened
-    with other credentials or another endpoint never reads through another handle's reader.
-    """
-
-    def __init__(self, size: int = READER_CACHE_SIZE) -> None:
-        self.size = size
-        self._items: OrderedDict[tuple[Hashable, ...], FileReader] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(
-        self,
-        storage: Storage,
-        data_file: DataFile,
-        version: int | None = None,
-        view: LegacyView | None = None,
-    ) -> FileReader:
-        """The reader of a data file (``version``, whose manifest names it, serves error messages).
-
-        ``view`` (the dataset's fields and dictionary values for this file) is how a legacy file is
-        read; without it, a legacy file is read with its own schema copy.
-
-        Raises:
-            DataFileNotFoundError: the file does not exist (e.g. its version was cleaned up).
-            UnsupportedFormatError: the file lives in another base path.
-        """
-        if data_file.base_id is not None:
-            raise UnsupportedFormatError(f"data file {data_file.path} lives in another base path")
-        legacy = is_legacy_file(data_file)
-        # A legacy file's reader depends on the schema it is read with (a rename changes it).
-        key: tuple[Hashable, ...] = (storage.cache_key, data_file.path)
-        if legacy and view is not None:
-            key = (*key, view.key)
-        with self._lock:
-            cached = self._items.get(key)
-            if cached is not None:
-                self._items.move_to_end(key)
-                return cached
-        path = paths.data_file_path(data_file.path)
-        reader: FileReader
-        try:
-            source = storage.source(path, known_size(data_file))
-            reader = _legacy_reader(source, data_file, view) if legacy else LanceFileReader(source)
-        except FileNotFoundError:
-            raise missing_file_error(storage, f"{storage.uri.rstrip('/')}/{path}", version) from None
-        except CorruptFileError as exc:
-            _check_size(storage, path, known_size(data_file), exc)
-            raise
-        with self._lock:
-            self._items[key] = reader
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
-        return reader
-
-
-READERS = ReaderCache()
-
-
-def _check_size(storage: Storage, path: str, claimed: int | None, exc: CorruptFileError) -> None:
-    """Raise the size disagreement behind ``exc`` when a file its manifest gave a too small size to
-    looked damaged (its footer was looked for before its end). Sizes too large, and every wrong
-    size on local disk and in memory, are caught by the storage layer itself."""
-    if claimed is None or exc.problem.startswith(DISAGREEING_SIZE):
-        return
-    try:
-        actual = storage.size(path)
-    except OSError:
-        return
-    if actual != claimed:
-        raise size_disagreement(f"{storage.uri.rstrip('/')}/{path}", claimed, actual) from exc
-
-
-@dataclass(frozen=True)
-class LegacyView:
-    """How a dataset reads one legacy data file, as pylance does: with the manifest's fields (names,
-    ids, nullability), restricted to the ids the manifest lists for the file, and the manifest's
-    dictionary values. The file's own schema copy and dictionaries are not used: a rename or a
-    change of nullability only rewrites the manifest.
-
-    When the manifest lists no field ids for the file (very old manifests), ``roots`` is the whole
-    dataset schema; ``key`` tells views apart in the reader cache.
-    """
-
-    roots: tuple[FieldNode, ...]
-    dictionaries: Mapping[int, pa.Array]
-    key: Hashable
-
-
-def legacy_view(
-    roots: Sequence[FieldNode],
-    dictionaries: Mapping[int, pa.Array],
-    data_file: DataFile,
-    where: Callable[[], str],
-) -> LegacyView:
-    """The view of a legacy data file from the dataset's field tree and dictionary values.
-
-    Raises:
-        CorruptFileError: the ids the manifest lists for the file do not form a schema (``where()``
-            names the manifest).
-    """
-    every = [n.field for r in roots for n in r.walk()]
-    ids = set(data_file.fields)
-    kept = [f for f in every if f.id in ids] if ids else every
-    try:
-        tree = tuple(build_tree(kept))
-    except SchemaError as exc:
-        raise CorruptFileError(
-            where(), f"data file {data_file.path} lists field ids that do not form a schema: {exc}"
-        ) from exc
-    dicts = {f.id: dictionaries[f.id] for f in kept if f.id in dictionaries}
-    key = (
-        tuple((f.id, f.parent_id, f.name, f.logical_type, f.nullable) for f in kept),
-        tuple(sorted((fid, len(values)) for fid, values in dicts.items())),
-    )
-    return LegacyView(tree, dicts, key)
-
-
-def _legacy_reader(source: object, data_file: DataFile, view: LegacyView | None) -> LegacyFileReader:
-    """A legacy file's reader: with the view's fields and dictionaries when there is a view (a
-    dataset read), else with the file's own schema copy; the page table rows are the ids the
-    manifest lists for the file."""
-    ids = data_file.fields or None
-    if view is None:
-        return LegacyFileReader(source, field_ids=ids)  # type: ignore[arg-type]
-    return LegacyFileReader(
-        source,  # type: ignore[arg-type]
-        list(view.roots),
-        field_ids=ids,
-        dictionaries=view.dictionaries,
-    )
+# Runs covering at least this share of their span are read as the span and masked (see read).
+DENSE_RUNS_SHARE = 0.5
 
 
 @dataclass
@@ -314,9 +159,23 @@ class FragmentReader:
 
     def read(self, names: list[str], runs: Runs, floors: Mapping[str, int] | None = None) -> pa.Table:
         """Columns ``names`` (dataset names) of the rows at ``runs``; integer values below their
-        column's ``floors`` entry may read as 0 (see :meth:`LanceFileReader.read_runs`)."""
+        column's ``floors`` entry may read as 0 (see :meth:`LanceFileReader.read_runs`).
+
+        Runs that cover most of their span (the live rows of a fragment with a few deletions) are
+        read as that span, then masked: decoding whole chunks beats picking rows out of them."""
         if runs.count and runs.end > self.physical_rows:
             raise IndexError(f"rows up to {runs.end} requested from a fragment of {self.physical_rows} rows")
+        if runs.count > 1 and runs.total >= DENSE_RUNS_SHARE * (runs.end - int(runs.starts[0])):
+            lo = int(runs.starts[0])
+            mask = np.zeros(runs.end - lo, bool)
+            mask[runs.positions() - lo] = True
+            return self._read(names, Runs.span(lo, runs.end - lo), floors, pa.array(mask))
+        return self._read(names, runs, floors)
+
+    def _read(
+        self, names: list[str], runs: Runs, floors: Mapping[str, int] | None, keep: pa.Array | None = None
+    ) -> pa.Table:
+        """:meth:`read` of ``runs``, then only the rows ``keep`` (a mask over them) when given."""
         by_file: dict[int, list[str]] = {}
         for name in names:
             node = self.roots[name]
@@ -326,24 +185,25 @@ class FragmentReader:
         for idx, group in by_file.items():
             if idx < 0:
                 for name in group:
-                    columns[name] = pa.chunked_array([pa.nulls(runs.total, self.roots[name].arrow_type)])
+                    rows = runs.total if keep is None else keep.true_count
+                    columns[name] = pa.chunked_array([pa.nulls(rows, self.roots[name].arrow_type)])
                 continue
             data_file = self.fragment.files[idx]
             reader = self._reader(data_file)
             where = f"{self.storage.uri.rstrip('/')}/{paths.data_file_path(data_file.path)}"
-            file_roots = {n.id: n for n in reader.metadata.roots}
-            file_names = {i: n.name for i, n in file_roots.items()}
+            file_roots = reader.metadata.roots_by_id
             wanted = []
             file_floors = {}
             for name in group:
-                file_name = file_names.get(self.roots[name].id)
-                if file_name is None:
+                file_node = file_roots.get(self.roots[name].id)
+                if file_node is None:
                     raise CorruptFileError(
                         self._manifest_where(),
                         f"data file {data_file.path} is listed with field {self.roots[name].id}, "
                         "which it does not store",
                     )
-                _check_blob_fields(self.roots[name], file_roots[self.roots[name].id], where)
+                _check_blob_fields(self.roots[name], file_node, where)
+                file_name = file_node.name
                 wanted.append(file_name)
                 if floors and name in floors:
                     file_floors[file_name] = floors[name]
@@ -359,6 +219,8 @@ class FragmentReader:
                 except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
                     problem = f"column {name!r} is stored as {col.type}, which does not read as {target}"
                     raise CorruptFileError(where, f"{problem}: {exc}") from None
+                if keep is not None:
+                    columns[name] = columns[name].filter(keep)
                 if not self.roots[name].field.nullable and columns[name].null_count:
                     raise CorruptFileError(
                         where,

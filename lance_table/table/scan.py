@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyarrow import acero
 
-from lance_table._parallel import FRAGMENTS, ahead_on, map_fragments, workers
+from lance_table._parallel import FRAGMENTS, ahead_on, map_grouped, workers
 from lance_table.errors import SchemaError
 from lance_table.file.runs import Runs
 from lance_table.table.fragment import FragmentReader
@@ -279,11 +279,15 @@ def scan_all(frags: Sequence[FragmentReader], spec: ScanSpec, out_schema: pa.Sch
     # Fragments are read in ranges, each a task of its own, so that a few big fragments keep every
     # worker busy (the ranges are even: equal parts of each fragment, none above the chunk size);
     # the footers and deletions are read first, once per fragment.
-    map_fragments(lambda f: (f.deleted, f.physical_rows), frags)
+    # Small fragments are read a group to a task (see map_grouped).
+    sizes = [f.fragment.physical_rows for f in frags]
+    map_grouped(lambda f: (f.deleted, f.physical_rows), frags, sizes)
     split = _split(len(frags))
     ranges = [_row_ranges(f, spec, split) for f in frags]
     tasks = [(f, lo, hi) for f, spans in zip(frags, ranges) for lo, hi in spans]
-    parts = map_fragments(lambda t: _scan_range(t[0], spec, out_schema, t[1], t[2]), tasks, even=True)
+    parts = map_grouped(
+        lambda t: _scan_range(t[0], spec, out_schema, t[1], t[2]), tasks, [hi - lo for _, lo, hi in tasks]
+    )
     tables = [t for t in parts if t is not None]
     if not out_schema.names:  # no columns: only the row count matters
         return _empty_rows(sum(t.num_rows for t in tables))
@@ -336,7 +340,7 @@ def count_matching(frags: Sequence[FragmentReader], spec: ScanSpec) -> int:
             for lo in range(0, frag.physical_rows, READ_CHUNK_ROWS)
         )
 
-    return sum(map_fragments(count, frags))
+    return sum(map_grouped(count, frags, [f.fragment.physical_rows for f in frags]))
 
 
 def take_rows(
@@ -356,12 +360,15 @@ def take_rows(
     unique, inverse = np.unique(indices, return_inverse=True)
     starts = np.concatenate([[0], np.cumsum(live_counts)])
     which = np.searchsorted(starts, unique, side="right") - 1
-    parts = []
-    for k in np.unique(which).tolist():
+    touched = np.unique(which).tolist()
+
+    def read(k: int) -> pa.Table:
         frag = frags[k]
         local = unique[which == k] - starts[k]
         physical = frag.live_positions()[local] if frag.deleted.size else local
         table = frag.read(spec.columns, Runs.from_sorted_unique(physical))
-        parts.append(pa.Table.from_arrays(table.columns, schema=out_schema))
+        return pa.Table.from_arrays(table.columns, schema=out_schema)
+
+    parts = map_grouped(read, touched, [1] * len(touched))
     result = pa.concat_tables(parts) if parts else out_schema.empty_table()
     return result.take(pa.array(inverse.reshape(-1)))

@@ -16,7 +16,7 @@ from lance_table.errors import CommitConflictError, CorruptFileError
 from lance_table.format.manifest import decode_manifest_file
 from lance_table.format.transaction import Append, Transaction
 from lance_table.table.commit.apply import next_manifest
-from lance_table.table.fragment import READERS
+from lance_table.table.readers import READERS
 
 lance = pytest.importorskip("lance")
 
@@ -274,7 +274,7 @@ def big_legacy(tmp_path_factory):
 
 def _bytes_read(uri: str, fn) -> int:
     """Bytes fetched from the dataset's data files while ``fn`` runs (through the real readers)."""
-    READERS._items.clear()
+    READERS.clear()
     ds = lt.dataset(uri)
     ds.count_rows()  # nothing read yet
     total = [0]
@@ -295,7 +295,7 @@ def _bytes_read(uri: str, fn) -> int:
     finally:
         for source, original in originals:
             source.read_ranges = original  # type: ignore[method-assign]
-        READERS._items.clear()
+        READERS.clear()
     return total[0]
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import IO
 
 import numpy as np
@@ -38,6 +39,11 @@ class LegacyReaderMetadata:
 
     file: LegacyMetadata
     roots: list[FieldNode]
+
+    @cached_property
+    def roots_by_id(self) -> dict[int, FieldNode]:
+        """The top-level fields by field id."""
+        return {n.id: n for n in self.roots}
 
     @property
     def num_rows(self) -> int:

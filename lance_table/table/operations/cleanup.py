@@ -35,7 +35,7 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from lance_table import _parallel
+from lance_table._parallel import METADATA, map_on
 from lance_table.errors import TagError
 from lance_table.format import paths
 from lance_table.format.manifest import Fragment, Manifest
@@ -99,7 +99,7 @@ def _read_all(
             return None
         return entry, data, versions.decode_manifest(storage, entry, data).manifest
 
-    for found in _parallel.map_on(_parallel.METADATA, one, entries):
+    for found in map_on(METADATA, one, entries):
         if found is not None:
             yield found
 

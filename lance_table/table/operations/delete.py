@@ -7,7 +7,7 @@ from dataclasses import replace
 import numpy as np
 import pyarrow.compute as pc
 
-from lance_table._parallel import map_fragments
+from lance_table._parallel import map_grouped
 from lance_table.format.manifest import Fragment
 from lance_table.format.transaction import Delete
 from lance_table.table.commit import Pending, check_rebasable
@@ -41,7 +41,7 @@ def plan_delete(ds: Snapshot, predicate: str | pc.Expression) -> Pending:
 
     frags = ds.fragment_readers()
     written: list[str] = []
-    for frag, matched in zip(frags, map_fragments(matches, frags)):
+    for frag, matched in zip(frags, map_grouped(matches, frags, [f.fragment.physical_rows for f in frags])):
         if matched is None:
             continue
         additions[frag.fragment.id] = matched
