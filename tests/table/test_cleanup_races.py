@@ -626,3 +626,32 @@ def test_a_slow_commit_rewrites_its_transaction_file_and_looks_again(place, monk
     assert len(txns) == 2 and len(set(txns)) == 1
     assert committed.version == 4
     history.assert_all_live_readable(rows(50, 190))
+
+
+def test_references_of_doomed_versions_from_their_transactions_equal_the_full_union(tmp_path):
+    """Cleanup decodes only the first manifest of each run of doomed versions and adds what each
+    later transaction added: the result must be the union of what every doomed manifest references."""
+    from lance_table.storage import open_storage
+    from lance_table.table import versions as versions_module
+    from lance_table.table.operations import cleanup as cleanup_module
+
+    uri = str(tmp_path / "ds")
+    lt.write_dataset(rows(0, 100), uri, max_rows_per_file=30)
+    for lo in range(100, 400, 50):
+        lt.write_dataset(rows(lo, lo + 50), uri, mode="append")
+    lt.dataset(uri).delete("id % 7 = 0")
+    lt.dataset(uri).delete("id >= 380")
+    lt.dataset(uri).compact_files(target_rows_per_fragment=200)
+    lt.dataset(uri, version=3).restore()
+    lt.write_dataset(rows(1000, 1010), uri, mode="append")
+    lt.write_dataset(rows(2000, 2010), uri, mode="overwrite")
+    lt.write_dataset(rows(3000, 3010), uri, mode="append")
+    storage = open_storage(uri)
+    entries = versions_module.list_versions(storage)
+    found = {v.entry.version: v for v in cleanup_module._read_all(storage, entries)}
+    ops = {v["version"]: v["operation"] for v in lt.dataset(uri).versions()}
+    assert {"append", "delete", "reserve_fragments", "rewrite", "restore", "overwrite"} <= set(ops.values())
+    for doomed_versions in (set(found), set(found) - {5, 12}, {2, 3, 4}, {1}):
+        doomed = {v: found[v] for v in doomed_versions}
+        full = set().union(*(cleanup_module.referenced_files(f.manifest(storage)) for f in doomed.values()))
+        assert cleanup_module._references_of_doomed(storage, doomed) == full, sorted(doomed_versions)

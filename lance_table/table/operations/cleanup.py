@@ -32,13 +32,14 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from lance_table._parallel import METADATA, map_on
-from lance_table.errors import TagError
+from lance_table.errors import CorruptFileError, LanceTableError, TagError
 from lance_table.format import paths
-from lance_table.format.manifest import Fragment, Manifest
+from lance_table.format.manifest import Fragment, Manifest, ManifestSummary, decode_manifest_summary
+from lance_table.format.transaction import Append, Delete, Overwrite, ReserveFragments, Rewrite, Transaction
 from lance_table.storage import Entry, Storage
 from lance_table.table import versions
 from lance_table.table.tags import IN_FLIGHT_SECONDS, PIN_STALE_SECONDS, Tags, pinned_versions
@@ -86,22 +87,88 @@ def _union_of_references(manifests: Iterable[Manifest]) -> set[str]:
     return out
 
 
-def _read_all(
-    storage: Storage, entries: list[versions.VersionEntry]
-) -> Iterator[tuple[versions.VersionEntry, bytes, Manifest]]:
-    """The bytes and manifest of each version (on threads), leaving out versions removed meanwhile
-    (by another cleanup)."""
+@dataclass
+class _Version:
+    """A version cleanup has read: its manifest file's bytes and summary; the whole manifest is
+    decoded only when needed."""
 
-    def one(entry: versions.VersionEntry) -> tuple[versions.VersionEntry, bytes, Manifest] | None:
+    entry: versions.VersionEntry
+    data: bytes
+    summary: ManifestSummary
+
+    def manifest(self, storage: Storage) -> Manifest:
+        return versions.decode_manifest(storage, self.entry, self.data).manifest
+
+
+def _read_all(storage: Storage, entries: list[versions.VersionEntry]) -> list[_Version]:
+    """Each version's manifest file, read on threads; versions removed meanwhile (by another
+    cleanup) are left out.
+
+    Raises:
+        CorruptFileError: a manifest is damaged, or its name and its version disagree.
+    """
+
+    def one(entry: versions.VersionEntry) -> _Version | None:
         try:
             data = storage.read(entry.path)
         except FileNotFoundError:
             return None
-        return entry, data, versions.decode_manifest(storage, entry, data).manifest
+        where = f"{storage.uri.rstrip('/')}/{entry.path}"
+        summary = decode_manifest_summary(data, where)
+        if summary.version != entry.version:
+            raise CorruptFileError(
+                where, f"file name says version {entry.version}, manifest says {summary.version}"
+            )
+        return _Version(entry, data, summary)
 
-    for found in map_on(METADATA, one, entries):
-        if found is not None:
-            yield found
+    return [found for found in map_on(METADATA, one, entries) if found is not None]
+
+
+def _references_of_doomed(storage: Storage, doomed: dict[int, _Version]) -> set[str]:
+    """Every path the doomed versions reference: the files cleanup may delete however young.
+
+    A run of consecutive versions references what its first version does plus what each later one's
+    transaction added, so only the first manifest of a run is decoded whole; a version whose
+    transaction does not say exactly what it added (or has none inline) is decoded whole too. Only
+    the deletion of files no kept version references depends on this, so a file missed here is merely
+    kept until the grace period is over.
+    """
+    out: set[str] = set()
+    seen: dict[int, Fragment] = {}
+    for version in sorted(doomed):
+        found = doomed[version]
+        added = _added_files(found) if version - 1 in doomed else None
+        if added is None:
+            out |= referenced_files(found.manifest(storage), seen)
+        else:
+            out |= added
+            if found.summary.transaction_file:
+                out.add(paths.transaction_path(found.summary.transaction_file))
+    return out
+
+
+def _added_files(found: _Version) -> set[str] | None:
+    """The data and deletion files a version's inline transaction added to its predecessor's, or None
+    when the transaction does not tell (another kind of operation, or none inline)."""
+    if found.summary.transaction is None:
+        return None
+    try:
+        op = Transaction.from_bytes(found.summary.transaction, found.entry.path).operation
+    except LanceTableError:
+        return None
+    if isinstance(op, ReserveFragments):
+        return set()
+    if isinstance(op, Delete):
+        return set().union(*(f.files_used for f in op.updated_fragments))
+    if isinstance(op, (Append, Overwrite)):
+        new = op.fragments
+    elif isinstance(op, Rewrite):
+        new = tuple(f for group in op.groups for f in group.new_fragments)
+    else:
+        return None
+    if any(f.deletion_file is not None for f in new):
+        return None  # its path depends on the fragment id, assigned at commit
+    return set().union(*(f.files_used for f in new))
 
 
 def _tagged(storage: Storage) -> dict[int, str]:
@@ -142,12 +209,13 @@ def cleanup_old_versions(
     tagged = _tagged(storage)
     pinned = pinned_versions(storage)
     landed: set[str] = set()  # transaction files of the versions read
-    kept: dict[int, Manifest] = {}
-    doomed: dict[int, tuple[versions.VersionEntry, bytes, Manifest]] = {}
-    for entry, data, manifest in _read_all(storage, entries):
-        if manifest.transaction_file:
-            landed.add(paths.transaction_path(manifest.transaction_file))
-        old = manifest.timestamp_ns < cutoff_ns and entry.version != latest
+    kept: dict[int, _Version] = {}
+    doomed: dict[int, _Version] = {}
+    for found in _read_all(storage, entries):
+        entry, summary = found.entry, found.summary
+        if summary.transaction_file:
+            landed.add(paths.transaction_path(summary.transaction_file))
+        old = summary.timestamp_ns < cutoff_ns and entry.version != latest
         if old and entry.version in tagged and error_if_tagged_old_versions:
             raise TagError(
                 f"version {entry.version} is older than the cutoff but tagged {tagged[entry.version]!r}; "
@@ -155,31 +223,28 @@ def cleanup_old_versions(
             )
         if entry.version in tagged or entry.version in pinned:
             old = False
-        if old:
-            doomed[entry.version] = (entry, data, manifest)
-        else:
-            kept[entry.version] = manifest
+        (doomed if old else kept)[entry.version] = found
     transactions = storage.list_dir(paths.TRANSACTIONS_DIR)
     floor = _in_flight_floor(transactions, landed, now)
     for version in [v for v in doomed if floor is not None and v > floor]:
-        kept[version] = doomed.pop(version)[2]
-    for entry, _, _ in doomed.values():
-        storage.delete(entry.path)
+        kept[version] = doomed.pop(version)
+    for found in doomed.values():
+        storage.delete(found.entry.path)
 
     # Phase 3: what committed, restored or was tagged while we decided.
+    newer: list[Manifest] = []
     for entry in versions.list_versions(storage, after=latest):
-        if entry.version > latest:
-            try:
-                kept[entry.version] = versions.read_manifest_file(storage, entry).manifest
-            except FileNotFoundError:  # committed and already cleaned up by another cleanup
-                continue
+        try:
+            newer.append(versions.read_manifest_file(storage, entry).manifest)
+        except FileNotFoundError:  # committed and already cleaned up by another cleanup
+            continue
     for version in (_tagged(storage).keys() | pinned_versions(storage)) & doomed.keys():
-        entry, data, manifest = doomed.pop(version)
+        found = doomed.pop(version)
         with contextlib.suppress(FileExistsError):
-            storage.put_if_absent(entry.path, data)
-        kept[version] = manifest
-    kept_refs = _union_of_references(kept.values())
-    removed_refs = _union_of_references(m for _, _, m in doomed.values())
+            storage.put_if_absent(found.entry.path, found.data)
+        kept[version] = found
+    kept_refs = _union_of_references([*(v.manifest(storage) for v in kept.values()), *newer])
+    removed_refs = _references_of_doomed(storage, doomed)
 
     removed_bytes = 0
     removed_files = 0
@@ -191,8 +256,8 @@ def cleanup_old_versions(
         if not delete_unverified and _in_flight(item, landed, now) is not None
     }
     for directory in (paths.DATA_DIR, paths.DELETIONS_DIR, paths.TRANSACTIONS_DIR):
-        found = transactions if directory == paths.TRANSACTIONS_DIR else storage.list_tree(directory)
-        for item in found:
+        listed = transactions if directory == paths.TRANSACTIONS_DIR else storage.list_tree(directory)
+        for item in listed:
             owner = _owner(item.path)
             if item.path in kept_refs or owner in kept_refs or owner in in_flight:
                 continue
