@@ -37,10 +37,17 @@ def _rows(start: int, n: int) -> pa.Table:
     return pa.table({"id": ids, "x": ids * 0.5, "s": pa.array([f"row-{i}" for i in ids.tolist()])})
 
 
-def _build(side: str, uri: str, appends: int, size: int) -> list[float]:
-    """Create the dataset with ``appends`` appends; return the times of the last 50 appends."""
+def _build(side: str, uri: str, appends: int, size: int, history: str = "appends") -> list[float]:
+    """Create the dataset with ``appends`` commits; return the times of the last 50.
+
+    ``history="appends"``: each commit appends ``size`` rows. ``"deletes"``: the table is written
+    once (``appends * size`` rows in fragments of ``size`` rows), then each commit deletes one row,
+    and every 100th overwrites the table with itself (as a reload would).
+    """
     import lance
 
+    if history == "deletes":
+        return _build_deletes(side, uri, appends, size)
     times = []
     for i in range(appends):
         data = _rows(i * size, size)
@@ -49,6 +56,24 @@ def _build(side: str, uri: str, appends: int, size: int) -> list[float]:
             lt.write_dataset(data, uri, mode="append" if i else "create", data_storage_version=FORMAT)
         else:
             lance.write_dataset(data, uri, mode="append" if i else "create", data_storage_version=FORMAT)
+        times.append(time.perf_counter() - start)
+    return times[-50:]
+
+
+def _build_deletes(side: str, uri: str, commits: int, size: int) -> list[float]:
+    import lance
+
+    total = commits * size
+    mod = lt if side == "lance_table" else lance
+    mod.write_dataset(_rows(0, total), uri, max_rows_per_file=size, data_storage_version=FORMAT)
+    times = []
+    for i in range(1, commits):
+        start = time.perf_counter()
+        if i % 100 == 0:
+            table = mod.dataset(uri).to_table()
+            mod.write_dataset(table, uri, mode="overwrite", max_rows_per_file=size)
+        else:
+            mod.dataset(uri).delete(f"id = {(i * 7919) % total}")
         times.append(time.perf_counter() - start)
     return times[-50:]
 
@@ -82,23 +107,27 @@ def main() -> None:
     parser = argument_parser(__doc__, runs=5)
     parser.add_argument("--appends", type=int, default=500)
     parser.add_argument("--rows-per-append", type=int, default=100)
+    parser.add_argument("--history", choices=["appends", "deletes"], default="appends")
     args = parser.parse_args()
     import lance
 
     n, size = args.appends, args.rows_per_append
+    what = f"{n} appends of {size} rows" if args.history == "appends" else f"{n} deletes and overwrites"
     report = Report(
-        f"History: {n} appends of {size} rows (format {FORMAT})",
-        {"appends": n, "rows_per_append": size, "runs": args.runs},
+        f"History: {what} (format {FORMAT})",
+        {"commits": n, "rows_per_append": size, "history": args.history, "runs": args.runs},
     )
     root = Path(tempfile.mkdtemp(prefix="bench-history-"))
     uris = (str(root / "ours"), str(root / "theirs"))
     try:
-        print(f"building two datasets of {n} appends ...", flush=True)
-        ours_appends = _build("lance_table", uris[0], n, size)
-        theirs_appends = _build("pylance", uris[1], n, size)
+        print(f"building two datasets of {what} ...", flush=True)
+        ours_appends = _build("lance_table", uris[0], n, size, args.history)
+        theirs_appends = _build("pylance", uris[1], n, size, args.history)
         report.add(
             Result(
-                f"append {size} rows (last 50)",
+                f"append {size} rows (last 50)"
+                if args.history == "appends"
+                else "delete/overwrite (last 50)",
                 statistics.median(ours_appends),
                 statistics.median(theirs_appends),
                 50,
@@ -154,7 +183,7 @@ def main() -> None:
             lambda u: lance.dataset(u).tags.create("t", 1),
             fresh=True,
         )
-        report.publish(args.out, f"history_{n}")
+        report.publish(args.out, f"history_{args.history}_{n}")
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
