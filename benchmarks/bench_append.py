@@ -13,16 +13,13 @@ land on a table with a long history.
 
 from __future__ import annotations
 
-import gc
 import shutil
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import Report, Result, argument_parser, benchmark_table
+from common import Report, Result, argument_parser, benchmark_table, interleaved_medians
 
 FORMATS = ("2.0", "2.2")
 SIZES = (100, 10_000)
@@ -64,20 +61,9 @@ def main(argv: list[str] | None = None) -> int:
                 def other(d=data, u=theirs) -> object:
                     return lance.write_dataset(d, u, mode="append")
 
-                times: tuple[list[float], list[float]] = ([], [])
-                for round_ in range(args.runs):
-                    order = ((0, mine), (1, other)) if round_ % 2 == 0 else ((1, other), (0, mine))
-                    for side, fn in order:
-                        gc.collect()
-                        start = time.perf_counter()
-                        fn()
-                        times[side].append(time.perf_counter() - start)
                 report.add(
                     Result(
-                        f"append {size} rows ({fmt})",
-                        statistics.median(times[0]),
-                        statistics.median(times[1]),
-                        args.runs,
+                        f"append {size} rows ({fmt})", *interleaved_medians(mine, other, args.runs), args.runs
                     )
                 )
                 assert lt.dataset(ours).to_table().equals(lance.dataset(ours).to_table())

@@ -13,12 +13,9 @@ is not timed). "scan after deleting 10%" reads a copy where every tenth row is d
 
 from __future__ import annotations
 
-import gc
 import shutil
-import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import Report, Result, argument_parser
+from common import Report, Result, argument_parser, interleaved_on_datasets
 
 import lance_table as lt
 
@@ -44,31 +41,6 @@ def _write(writer: str, uri: str, data: pa.Table, rows: int, fmt: str) -> None:
         import lance
 
         lance.write_dataset(data, uri, max_rows_per_file=rows, data_storage_version=fmt)
-
-
-def _timed(
-    mine: Callable[[str], object],
-    theirs: Callable[[str], object],
-    uris: tuple[str, str],
-    runs: int,
-    fresh: bool,
-) -> tuple[float, float]:
-    """Medians of ``mine(uri)`` and ``theirs(uri)``, alternately; on copies when ``fresh``."""
-    times: tuple[list[float], list[float]] = ([], [])
-    for round_ in range(runs):
-        order = [(0, mine), (1, theirs)] if round_ % 2 == 0 else [(1, theirs), (0, mine)]
-        for side, fn in order:
-            uri = uris[side]
-            if fresh:
-                copy = f"{uri}-copy"
-                shutil.rmtree(copy, ignore_errors=True)
-                shutil.copytree(uri, copy)
-                uri = copy
-            gc.collect()
-            start = time.perf_counter()
-            fn(uri)
-            times[side].append(time.perf_counter() - start)
-    return statistics.median(times[0]), statistics.median(times[1])
 
 
 def run(report: Report, root: Path, fragments: int, rows: int, fmt: str, writer: str, runs: int) -> None:
@@ -95,7 +67,7 @@ def run(report: Report, root: Path, fragments: int, rows: int, fmt: str, writer:
     def both(
         name: str, mine: Callable[[str], object], theirs: Callable[[str], object], fresh: bool = False
     ) -> None:
-        ours, their = _timed(mine, theirs, uris, runs, fresh)
+        ours, their = interleaved_on_datasets(mine, theirs, uris, runs, fresh)
         note = f"{ours / fragments * 1e3:.3f} vs {their / fragments * 1e3:.3f} ms/fragment"
         report.add(Result(f"{name} {tag}", ours, their, runs, note))
 

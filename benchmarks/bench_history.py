@@ -12,7 +12,6 @@ round (the copy is not timed).
 from __future__ import annotations
 
 import datetime as dt
-import gc
 import shutil
 import statistics
 import sys
@@ -25,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import Report, Result, argument_parser
+from common import Report, Result, argument_parser, interleaved_on_datasets
 
 import lance_table as lt
 
@@ -78,31 +77,6 @@ def _build_deletes(side: str, uri: str, commits: int, size: int) -> list[float]:
     return times[-50:]
 
 
-def _timed(
-    mine: Callable[[str], object],
-    theirs: Callable[[str], object],
-    uris: tuple[str, str],
-    runs: int,
-    fresh: bool,
-) -> tuple[float, float]:
-    """Medians of ``mine(uri)`` and ``theirs(uri)``, alternately; on copies when ``fresh``."""
-    times: tuple[list[float], list[float]] = ([], [])
-    for round_ in range(runs):
-        order = [(0, mine), (1, theirs)] if round_ % 2 == 0 else [(1, theirs), (0, mine)]
-        for side, fn in order:
-            uri = uris[side]
-            if fresh:
-                copy = f"{uri}-copy"
-                shutil.rmtree(copy, ignore_errors=True)
-                shutil.copytree(uri, copy)
-                uri = copy
-            gc.collect()
-            start = time.perf_counter()
-            fn(uri)
-            times[side].append(time.perf_counter() - start)
-    return statistics.median(times[0]), statistics.median(times[1])
-
-
 def main() -> None:
     parser = argument_parser(__doc__, runs=5)
     parser.add_argument("--appends", type=int, default=500)
@@ -137,7 +111,9 @@ def main() -> None:
         lo = total // 2
 
         def both(name: str, mine: Callable[[str], object], theirs: Callable[[str], object], fresh=False):
-            report.add(Result(name, *_timed(mine, theirs, uris, args.runs, fresh), args.runs))
+            report.add(
+                Result(name, *interleaved_on_datasets(mine, theirs, uris, args.runs, fresh), args.runs)
+            )
 
         both("open latest", lambda u: lt.dataset(u), lambda u: lance.dataset(u))
         both("open version 1", lambda u: lt.dataset(u, version=1), lambda u: lance.dataset(u, version=1))

@@ -6,6 +6,7 @@ import argparse
 import gc
 import json
 import platform
+import shutil
 import statistics
 import time
 from collections.abc import Callable
@@ -164,6 +165,32 @@ def interleaved_medians(
             gc.collect()
             start = time.perf_counter()
             fn()
+            times[side].append(time.perf_counter() - start)
+    return statistics.median(times[0]), statistics.median(times[1])
+
+
+def interleaved_on_datasets(
+    mine: Callable[[str], object],
+    other: Callable[[str], object],
+    uris: tuple[str, str],
+    runs: int,
+    fresh: bool = False,
+) -> tuple[float, float]:
+    """:func:`interleaved_medians` of ``mine(uris[0])`` and ``other(uris[1])``; with ``fresh``, each
+    call gets a copy of its dataset (copied untimed), for scenarios that change it."""
+    times: tuple[list[float], list[float]] = ([], [])
+    sides = ((mine, uris[0]), (other, uris[1]))
+    for round_ in range(runs):
+        for side in (0, 1) if round_ % 2 == 0 else (1, 0):
+            fn, uri = sides[side]
+            if fresh:
+                copy = f"{uri}-copy"
+                shutil.rmtree(copy, ignore_errors=True)
+                shutil.copytree(uri, copy)
+                uri = copy
+            gc.collect()
+            start = time.perf_counter()
+            fn(uri)
             times[side].append(time.perf_counter() - start)
     return statistics.median(times[0]), statistics.median(times[1])
 
