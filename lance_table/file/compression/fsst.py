@@ -56,6 +56,7 @@ class _Tables:
     """A symbol table ready for decoding."""
 
     lengths: np.ndarray  # output bytes of each of the 512 rows
+    code_lengths: np.ndarray  # int64 output bytes of each of the first 256 rows (codes)
     nsym: int
     singles: pa.Array  # binary: the bytes of each row
     pairs: pa.Array  # binary: the bytes of rows a then b at index a | b << 8 (a, b < 256)
@@ -100,12 +101,12 @@ def _rows(codes: np.ndarray, offsets: np.ndarray, nsym: int) -> tuple[np.ndarray
     """The table rows of a code stream (uint8 without escapes, else int16 with literal rows) and
     the index among them of each string offset."""
     n = codes.size
+    if not n or int(codes.max()) < nsym:
+        return codes, offsets  # every code is a symbol: no escapes (one pass over the codes)
     ff = np.flatnonzero(codes == ESCAPE)
     if not ff.size:
-        if n and int(codes.max()) >= nsym:
-            bad = codes >= nsym
-            raise FsstError(f"code {int(codes[bad][0])} is not in a symbol table of {nsym} symbols")
-        return codes, offsets
+        bad = codes >= nsym
+        raise FsstError(f"code {int(codes[bad][0])} is not in a symbol table of {nsym} symbols")
     markers = _escape_markers(ff, offsets, n)
     literals = markers + 1
     rows = codes.astype(np.int16)
@@ -146,10 +147,11 @@ def _decode_part(
         pieces = [data]
         if even < seg.size:
             pieces.append(_take(t.singles, seg[even:])[0])
-        # a string starting at an odd code starts after the first code of a pair
-        odd = at % 2 == 1
-        local = ends[at // 2].astype(np.int64)
-        local[odd] += t.lengths[seg[at[odd] - 1]]
+        # a string starting at an odd code starts after the first code of a pair: add that
+        # code's length (no masks: the parity multiplies it; ``at - 1`` wraps harmlessly at 0)
+        if not seg.size:
+            return pieces, np.zeros(at.size, np.int64)
+        local = ends[at >> 1] + t.code_lengths[seg[at - 1]] * (at & 1)
         return pieces, local
     data, ends = _take(t.singles, seg)
     return [data], ends[at].astype(np.int64)
@@ -162,7 +164,7 @@ def _take(table: pa.Array, index: np.ndarray) -> tuple[memoryview, np.ndarray]:
     ends = np.frombuffer(offsets_buf, np.int32, len(got) + 1, got.offset * 4)
     lo = int(ends[0])
     data = memoryview(data_buf)[lo : int(ends[-1])] if data_buf is not None else memoryview(b"")
-    return data, ends - lo
+    return data, (ends - lo if lo else ends)
 
 
 @functools.lru_cache(maxsize=32)
@@ -185,7 +187,7 @@ def _tables(symbol_table: bytes) -> _Tables | None:
     pairs = pa.Array.from_buffers(
         pa.binary(), 1 << 16, [None, pa.py_buffer(np.ascontiguousarray(ends[0::2])), pa.py_buffer(data)]
     )
-    return _Tables(lengths, nsym, singles, pairs)
+    return _Tables(lengths, lengths[:_LITERAL_ROW].astype(np.int64), nsym, singles, pairs)
 
 
 def _parse_table(symbol_table: bytes | memoryview) -> tuple[np.ndarray | None, np.ndarray, int]:
