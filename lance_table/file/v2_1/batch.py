@@ -325,7 +325,8 @@ def _offset_width(enc: Any) -> int:
 def _variable(
     enc: Any, data: memoryview, at: np.ndarray, sizes: np.ndarray, counts: np.ndarray, io: PageIO
 ) -> Var | None:
-    """Chunks of ``[n + 1 offsets from the buffer start][bytes]`` (at any alignment)."""
+    """Chunks of ``[n + 1 offsets from the buffer start][bytes]`` (at any alignment): their value
+    bytes joined, with the offsets of the values in the joined bytes."""
     width = _offset_width(enc)
     if not width:
         return None
@@ -334,28 +335,37 @@ def _variable(
         raise io.corrupt("a chunk runs past the page's data")
     if bool(np.any(n1 * width > sizes)):
         raise io.corrupt("a chunk's variable offsets run past its buffer")
-    lo, hi, lengths = _value_spans(_chunk_words(data, at, n1, width), counts, sizes, width, io)
-    return Var(join(data, at + lo, hi - lo), offsets_of(lengths))
+    lo, hi, offsets = _joined_offsets(_chunk_words(data, at, n1, width), counts, sizes, width, io)
+    return Var(join(data, at + lo, hi - lo), offsets)
 
 
-def _value_spans(
-    offsets: np.ndarray, counts: np.ndarray, sizes: np.ndarray, width: int, io: PageIO
+def _joined_offsets(
+    words: np.ndarray, counts: np.ndarray, sizes: np.ndarray, width: int, io: PageIO
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """From the ``counts + 1`` offsets (``width`` bytes each) of each chunk back to back: where
-    each chunk's value bytes start and end, and the length of every value; checked to lie
-    between the chunk's offsets and its end (``sizes``)."""
-    offs = offsets.astype(np.int64)
-    first = _exclusive_cumsum(counts + 1)
+    each chunk's value bytes start and end, and the n + 1 offsets of all the values once those
+    bytes are joined, checked to lie in order between the chunk's offsets and its end
+    (``sizes``).
+
+    Each chunk's offsets move by where its bytes land in the joined bytes; a chunk's last offset
+    then equals the next chunk's first, and is dropped. A few passes over the offsets, no lengths.
+    """
+    if not counts.size:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(1, np.int64)
+    n1 = counts + 1
+    first = _exclusive_cumsum(n1)
     last = first + counts
-    lo, hi = offs[first], offs[last]
-    steps = np.diff(offs)
-    inside = np.ones(steps.size, bool)
-    inside[last[:-1]] = False
-    lengths = np.compress(inside, steps)
-    bad = np.any(lo < (counts + 1) * width) or np.any(lo > hi) or np.any(hi > sizes) or np.any(lengths < 0)
-    if bool(bad):
+    lo, hi = words[first].astype(np.int64), words[last].astype(np.int64)
+    if bool(np.any(lo < n1 * width) or np.any(lo > hi) or np.any(hi > sizes)):
         raise io.corrupt("variable offsets are out of order or past the buffer")
-    return lo, hi, lengths
+    shift = _exclusive_cumsum(hi - lo) - lo
+    kept = counts.copy()  # offsets kept per chunk: all but the last, except in the last chunk
+    kept[-1] += 1
+    offsets = (np.delete(words, last[:-1]) if counts.size > 1 else words).astype(np.int64)
+    offsets += np.repeat(shift, kept)
+    if offsets.size > 1 and bool(np.any(offsets[1:] < offsets[:-1])):
+        raise io.corrupt("variable offsets are out of order or past the buffer")
+    return lo, hi, offsets
 
 
 @dataclass

@@ -281,11 +281,11 @@ def _values_array(
         return to_arrow(values, dtype, n, io)
     if not isinstance(values, Fixed) or values.bits not in bitpacking.DTYPES:
         raise io.corrupt("dictionary indices are not fixed-width integers")
-    idx = np.frombuffer(values.data, bitpacking.DTYPES[values.bits])[:n].astype(np.int64)
+    idx = np.frombuffer(values.data, bitpacking.DTYPES[values.bits])[:n]
     value_type = dtype.value_type if pa.types.is_dictionary(dtype) else dtype
     items = to_arrow(dictionary, value_type, items_n, io)
-    past = idx >= items_n
-    if past.any():
+    if idx.size and int(idx.max()) >= items_n:  # one pass when every index is in the dictionary
+        past = idx >= items_n
         if valid is None or bool(np.any(past & valid)):
             raise io.corrupt("dictionary index past the dictionary")
         idx = np.where(past, 0, idx)
