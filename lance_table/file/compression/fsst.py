@@ -17,7 +17,7 @@ How :func:`decode` works, with no loop over values or symbol lengths:
 3. Without escapes every row is one byte, and two neighbouring codes are read as one 16-bit index
    into a table of all 65536 symbol pairs (built once per symbol table): half as many elements to
    take, which is what makes the common case fast.
-4. Long streams are cut into parts that are decoded on threads.
+4. Long streams are cut into parts that are decoded on threads (when threads are free).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_table._parallel import map_parts
+from lance_table._parallel import map_parts, parts_inline
 
 FSST_MAGIC = 0x46535354
 ESCAPE = 255
@@ -123,8 +123,11 @@ def _rows(codes: np.ndarray, offsets: np.ndarray, nsym: int) -> tuple[np.ndarray
 
 
 def _bounds(n: int) -> list[int]:
-    """Where to cut ``n`` codes into parts (of even sizes, so that pairs stay within a part)."""
-    size = min(max(_MIN_PART, -(-n // _PARTS)), _MAX_PART)
+    """Where to cut ``n`` codes into parts (of even sizes, so that pairs stay within a part).
+
+    Parts that would run one after the other on this thread (inside a map that keeps every
+    worker busy) are as large as they may be: each cut costs a copy when the parts are joined."""
+    size = min(max(_MIN_PART, -(-n // _PARTS)), _MAX_PART) if not parts_inline() else _MAX_PART
     size += size % 2
     return [*range(0, n, size), n] if n else [0, 0]
 
