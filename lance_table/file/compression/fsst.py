@@ -16,7 +16,9 @@ How :func:`decode` works, with no loop over values or symbol lengths:
    output starts: one pass in C++ that releases the GIL.
 3. Without escapes every row is one byte, and two neighbouring codes are read as one 16-bit index
    into a table of all 65536 symbol pairs (built once per symbol table): half as many elements to
-   take, which is what makes the common case fast.
+   take, which is what makes the common case fast. An odd last code is paired with the escape
+   code, whose row is empty. Where each string starts in the output is the start of its pair,
+   plus the length of the pair's first code when the string starts at the second.
 4. Long streams are cut into parts that are decoded on threads (when threads are free).
 """
 
@@ -84,6 +86,8 @@ def decode(
     parts = map_parts(
         lambda b: _decode_part(rows, b[0], b[1], code_index, tables), list(itertools.pairwise(bounds))
     )
+    if len(parts) == 1 and len(parts[0][0]) == 1:
+        return parts[0][0][0], parts[0][1].astype(np.int64, copy=False)
     new_offsets = np.empty(offsets.size, np.int64)
     done = 0  # output bytes of the parts before
     first = 0  # first offset not yet placed
@@ -142,20 +146,18 @@ def _decode_part(
     last = int(np.searchsorted(code_index, hi, "left" if hi < rows.size else "right"))
     at = code_index[first:last] - lo  # string starts, as code positions in the part
     if seg.dtype == np.uint8:
-        even = seg.size - seg.size % 2
-        pairs = seg[:even]
-        if pairs.ctypes.data % 2:
-            pairs = pairs.copy()  # 16-bit indices must be aligned
+        if not seg.size:
+            return [], np.zeros(at.size, np.int64)
+        pairs = seg
+        if seg.size % 2 or seg.ctypes.data % 2:
+            # 16-bit indices must be aligned; an odd last code is paired with the escape code,
+            # whose row is empty (it never occurs in a stream without escapes)
+            pairs = np.full(seg.size + seg.size % 2, ESCAPE, np.uint8)
+            pairs[: seg.size] = seg
         data, ends = _take(t.pairs, pairs.view(np.uint16))
-        pieces = [data]
-        if even < seg.size:
-            pieces.append(_take(t.singles, seg[even:])[0])
         # a string starting at an odd code starts after the first code of a pair: add that
         # code's length (no masks: the parity multiplies it; ``at - 1`` wraps harmlessly at 0)
-        if not seg.size:
-            return pieces, np.zeros(at.size, np.int64)
-        local = ends[at >> 1] + t.code_lengths[seg[at - 1]] * (at & 1)
-        return pieces, local
+        return [data], ends[at >> 1] + t.code_lengths[seg[at - 1]] * (at & 1)
     data, ends = _take(t.singles, seg)
     return [data], ends[at].astype(np.int64)
 
@@ -216,6 +218,7 @@ def _parse_table(symbol_table: bytes | memoryview) -> tuple[np.ndarray | None, n
     table[_LITERAL_ROW:, 0] = np.arange(256, dtype=np.uint8)
     lengths = np.ones(_ROWS, np.intp)
     lengths[:nsym] = sym_lengths
+    lengths[ESCAPE] = 0  # never a row of a stream: empty, it pads odd streams to whole pairs
     return table, lengths, nsym
 
 
