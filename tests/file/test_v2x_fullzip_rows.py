@@ -13,7 +13,7 @@ from helpers import write_file
 
 from lance_table.file import LanceFileReader
 from lance_table.file.compression import fsst
-from lance_table.file.v2_1 import batch, decode
+from lance_table.file.v2_1 import batch, byteranges, decode
 
 ROWS = 3_000
 
@@ -112,7 +112,7 @@ def test_join_of_ranges_in_order_matches_slice_by_slice() -> None:
     for name, (s, n_) in cases.items():
         s64, n64 = s.astype(np.int64), n_.astype(np.int64)
         assert bytes(batch.join(memoryview(data), s64, n64)) == slow(s, n_), name
-    fast = batch._arrow_join(data, starts.astype(np.int64), lengths.astype(np.int64))
+    fast = byteranges._arrow_join(data, starts.astype(np.int64), lengths.astype(np.int64))
     assert fast is not None and bytes(fast) == slow(starts, lengths)
     back = starts[shuffled].astype(np.int64), lengths[shuffled].astype(np.int64)
-    assert batch._arrow_join(data, *back) is None
+    assert byteranges._arrow_join(data, *back) is None
