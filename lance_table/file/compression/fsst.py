@@ -152,8 +152,9 @@ def _decode_part(
         if seg.size % 2 or seg.ctypes.data % 2:
             # 16-bit indices must be aligned; an odd last code is paired with the escape code,
             # whose row is empty (it never occurs in a stream without escapes)
-            pairs = np.full(seg.size + seg.size % 2, ESCAPE, np.uint8)
+            pairs = np.empty(seg.size + seg.size % 2, np.uint8)
             pairs[: seg.size] = seg
+            pairs[seg.size :] = ESCAPE
         data, ends = _take(t.pairs, pairs.view(np.uint16))
         # a string starting at an odd code starts after the first code of a pair: add that
         # code's length (no masks: the parity multiplies it; ``at - 1`` wraps harmlessly at 0)
