@@ -50,7 +50,7 @@ def le(u8: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
     return out
 
 
-_WORDS = {2: np.dtype("<u2"), 4: np.dtype("<u4"), 8: np.dtype("<u8")}
+_WORDS: dict[int, np.dtype[Any]] = {2: np.dtype("<u2"), 4: np.dtype("<u4"), 8: np.dtype("<u8")}
 # positions from which :func:`le` reads words instead of bytes
 _WORD_GATHER = 64
 
