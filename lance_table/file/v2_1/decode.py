@@ -239,20 +239,29 @@ _FULL_ZIP_ROWS_SHARE = 0.25
 def _full_zip_rows(layout: Any, io: PageIO, dtype: pa.DataType, runs: Runs) -> pa.Array | None:
     """The rows ``runs`` of a full-zip page of variable-width values without lists (long strings),
     reading and decoding only their entries, which the repetition index locates; None for other
-    pages, or when the rows are a large share of the page (then it is read whole)."""
+    pages, for every row, or for scattered rows that are a large share of the page (then it is
+    read whole). One span of rows (a scan's share of a page) is one read."""
     if layout.WhichOneof("details") != "bits_per_offset" or int(layout.bits_rep):
         return None
     rows = int(io.page.length)
-    if runs.total >= _FULL_ZIP_ROWS_SHARE * rows:
+    if runs.is_span(0, rows) or (runs.count > 1 and runs.total >= _FULL_ZIP_ROWS_SHARE * rows):
         return None
     offset, size = io.locate(0)
     starts = _row_starts(io, rows, size)
-    positions = runs.positions()
-    if positions.size and (int(positions.min()) < 0 or int(positions.max()) >= rows):
+    if runs.count and (int(runs.starts.min()) < 0 or runs.end > rows):
         raise io.corrupt(f"rows past the page's {rows} rows")
-    lo, hi = starts[positions], starts[positions + 1]
-    u8 = np.frombuffer(read_joined(io.source, np.stack([lo + offset, hi - lo], axis=1)), np.uint8)
-    entries = _walk_full_zip(layout, io, u8, offsets_of(hi - lo))
+    if runs.count == 1:
+        first, last = int(runs.starts[0]), runs.end
+        lo = int(starts[first])
+        data = io.byte_runs(0, Runs.span(lo, int(starts[last]) - lo)) if last > first else b""
+        bounds = starts[first : last + 1] - lo
+    else:
+        positions = runs.positions()
+        at, end = starts[positions], starts[positions + 1]
+        data = read_joined(io.source, np.stack([at + offset, end - at], axis=1))
+        bounds = offsets_of(end - at)
+    u8 = np.frombuffer(data, np.uint8)
+    entries = _walk_full_zip(layout, io, u8, bounds)
     values = _full_zip_values(layout, io, u8, entries, dtype)
     return with_validity(values, entries.defs == 0) if entries.defs is not None else values
 
