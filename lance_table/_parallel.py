@@ -167,6 +167,12 @@ def map_grouped(fn: Callable[[T], R], items: Iterable[T], sizes: Sequence[int]) 
     return [r for part in parts for r in part]
 
 
+def parts_inline() -> bool:
+    """Whether :func:`map_parts` called here would run on the calling thread: then cutting work
+    into parts only adds the cost of joining them."""
+    return _inline(PARTS)
+
+
 def map_parts(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
     """``[fn(x) for x in items]`` on the pool for pieces of one page: leaf work such as decoding
     one part of a large page, which must not itself wait on that pool."""

@@ -60,6 +60,21 @@ def build_binary(
     return pa.Array.from_buffers(dtype, lengths.size, [bitmap, off_buf, data], null_count=null_count)
 
 
+def binary_from_offsets(
+    dtype: pa.DataType, offsets: np.ndarray, data: pa.Buffer | None, io: PageIO
+) -> pa.Array:
+    """A string/binary array without nulls from n + 1 non-decreasing int64 ``offsets`` into
+    ``data`` (the caller checked them): no lengths and no second cumulative sum."""
+    large = pa.types.is_large_string(dtype) or pa.types.is_large_binary(dtype)
+    if not large and offsets.size and int(offsets[-1]) >= 2**31:
+        raise UnsupportedFormatError(
+            f"{io.what}: {int(offsets[-1])} bytes of {dtype} exceed 2 GiB; read the column as large_{dtype}",
+            path=io.path,
+        )
+    off = offsets.astype(np.int64 if large else np.int32, copy=False)
+    return pa.Array.from_buffers(dtype, offsets.size - 1, [None, pa.py_buffer(off), data], null_count=0)
+
+
 def rows_of(arr: pa.Array, runs: Runs) -> pa.Array:
     """The rows ``runs`` of a decoded page's array: all of it, one slice, or a take."""
     if runs.is_span(0, len(arr)):

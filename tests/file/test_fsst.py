@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from lance_table import _parallel
 from lance_table.file import LanceFileReader
 from lance_table.file.compression import fsst
 
@@ -154,6 +155,32 @@ def test_large_stream_matches_reference(monkeypatch):
         strings.append(s)
     assert sum(map(len, strings)) > 8 * fsst._MIN_PART  # several parts
     check(table, strings)
+
+
+def _part_count(monkeypatch, busy: bool) -> int:
+    """How many lookups in the table of symbol pairs decoding a stream of eight parts' worth of
+    codes makes, from a thread that is (or is not) running a task of a map that keeps every
+    worker busy."""
+    takes = []
+    real = fsst._take
+
+    def counting(table, index):
+        if len(table) == 1 << 16:
+            takes.append(len(index))
+        return real(table, index)
+
+    monkeypatch.setattr(fsst, "_take", counting)
+    rng = np.random.default_rng(3)
+    strings = [rng.integers(0, len(SYMBOLS), 17).tolist() for _ in range(8 * fsst._MIN_PART // 17)]
+    monkeypatch.setattr(_parallel._BUSY, "on", busy, raising=False)
+    check(TABLE, strings)  # the same bytes either way
+    return len(takes)
+
+
+def test_streams_are_cut_into_parts_only_for_free_threads(monkeypatch):
+    # Parts that would run one after the other cost a join and gain nothing: one lookup then.
+    assert _part_count(monkeypatch, busy=True) == 1
+    assert _part_count(monkeypatch, busy=False) == fsst._PARTS
 
 
 @pytest.mark.parametrize(

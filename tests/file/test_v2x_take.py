@@ -16,7 +16,7 @@ import pytest
 from helpers import assert_tables_equal, write_file
 
 from lance_table.file import LanceFileReader
-from lance_table.file.v2_1 import batch
+from lance_table.file.v2_1 import batch, byteranges
 
 pytest.importorskip("lance.file")
 pytestmark = pytest.mark.interop
@@ -247,9 +247,9 @@ def test_join_of_evenly_laid_ranges_matches_slice_by_slice() -> None:
     for name, (starts, lengths) in cases.items():
         got = bytes(batch.join(memoryview(data), starts.astype(np.int64), lengths.astype(np.int64)))
         assert got == slow(starts, lengths), name
-    strided = batch._strided_join(data, even.astype(np.int64), np.full(n, 900, np.int64))
+    strided = byteranges._strided_join(data, even.astype(np.int64), np.full(n, 900, np.int64))
     assert strided is not None and bytes(strided) == slow(even, np.full(n, 900))
-    assert batch._strided_join(data, (even + 10_500).astype(np.int64), np.full(n, 900, np.int64)) is None
+    assert byteranges._strided_join(data, (even + 10_500).astype(np.int64), np.full(n, 900, np.int64)) is None
 
 
 @pytest.mark.parametrize("writer", ["ours", "pylance"])

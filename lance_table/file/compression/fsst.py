@@ -16,8 +16,10 @@ How :func:`decode` works, with no loop over values or symbol lengths:
    output starts: one pass in C++ that releases the GIL.
 3. Without escapes every row is one byte, and two neighbouring codes are read as one 16-bit index
    into a table of all 65536 symbol pairs (built once per symbol table): half as many elements to
-   take, which is what makes the common case fast.
-4. Long streams are cut into parts that are decoded on threads.
+   take, which is what makes the common case fast. An odd last code is paired with the escape
+   code, whose row is empty. Where each string starts in the output is the start of its pair,
+   plus the length of the pair's first code when the string starts at the second.
+4. Long streams are cut into parts that are decoded on threads (when threads are free).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_table._parallel import map_parts
+from lance_table._parallel import map_parts, parts_inline
 
 FSST_MAGIC = 0x46535354
 ESCAPE = 255
@@ -56,6 +58,7 @@ class _Tables:
     """A symbol table ready for decoding."""
 
     lengths: np.ndarray  # output bytes of each of the 512 rows
+    code_lengths: np.ndarray  # int64 output bytes of each of the first 256 rows (codes)
     nsym: int
     singles: pa.Array  # binary: the bytes of each row
     pairs: pa.Array  # binary: the bytes of rows a then b at index a | b << 8 (a, b < 256)
@@ -83,6 +86,8 @@ def decode(
     parts = map_parts(
         lambda b: _decode_part(rows, b[0], b[1], code_index, tables), list(itertools.pairwise(bounds))
     )
+    if len(parts) == 1 and len(parts[0][0]) == 1:
+        return parts[0][0][0], parts[0][1].astype(np.int64, copy=False)
     new_offsets = np.empty(offsets.size, np.int64)
     done = 0  # output bytes of the parts before
     first = 0  # first offset not yet placed
@@ -100,12 +105,12 @@ def _rows(codes: np.ndarray, offsets: np.ndarray, nsym: int) -> tuple[np.ndarray
     """The table rows of a code stream (uint8 without escapes, else int16 with literal rows) and
     the index among them of each string offset."""
     n = codes.size
+    if not n or int(codes.max()) < nsym:
+        return codes, offsets  # every code is a symbol: no escapes (one pass over the codes)
     ff = np.flatnonzero(codes == ESCAPE)
     if not ff.size:
-        if n and int(codes.max()) >= nsym:
-            bad = codes >= nsym
-            raise FsstError(f"code {int(codes[bad][0])} is not in a symbol table of {nsym} symbols")
-        return codes, offsets
+        bad = codes >= nsym
+        raise FsstError(f"code {int(codes[bad][0])} is not in a symbol table of {nsym} symbols")
     markers = _escape_markers(ff, offsets, n)
     literals = markers + 1
     rows = codes.astype(np.int16)
@@ -122,8 +127,11 @@ def _rows(codes: np.ndarray, offsets: np.ndarray, nsym: int) -> tuple[np.ndarray
 
 
 def _bounds(n: int) -> list[int]:
-    """Where to cut ``n`` codes into parts (of even sizes, so that pairs stay within a part)."""
-    size = min(max(_MIN_PART, -(-n // _PARTS)), _MAX_PART)
+    """Where to cut ``n`` codes into parts (of even sizes, so that pairs stay within a part).
+
+    Parts that would run one after the other on this thread (inside a map that keeps every
+    worker busy) are as large as they may be: each cut costs a copy when the parts are joined."""
+    size = min(max(_MIN_PART, -(-n // _PARTS)), _MAX_PART) if not parts_inline() else _MAX_PART
     size += size % 2
     return [*range(0, n, size), n] if n else [0, 0]
 
@@ -138,19 +146,19 @@ def _decode_part(
     last = int(np.searchsorted(code_index, hi, "left" if hi < rows.size else "right"))
     at = code_index[first:last] - lo  # string starts, as code positions in the part
     if seg.dtype == np.uint8:
-        even = seg.size - seg.size % 2
-        pairs = seg[:even]
-        if pairs.ctypes.data % 2:
-            pairs = pairs.copy()  # 16-bit indices must be aligned
+        if not seg.size:
+            return [], np.zeros(at.size, np.int64)
+        pairs = seg
+        if seg.size % 2 or seg.ctypes.data % 2:
+            # 16-bit indices must be aligned; an odd last code is paired with the escape code,
+            # whose row is empty (it never occurs in a stream without escapes)
+            pairs = np.empty(seg.size + seg.size % 2, np.uint8)
+            pairs[: seg.size] = seg
+            pairs[seg.size :] = ESCAPE
         data, ends = _take(t.pairs, pairs.view(np.uint16))
-        pieces = [data]
-        if even < seg.size:
-            pieces.append(_take(t.singles, seg[even:])[0])
-        # a string starting at an odd code starts after the first code of a pair
-        odd = at % 2 == 1
-        local = ends[at // 2].astype(np.int64)
-        local[odd] += t.lengths[seg[at[odd] - 1]]
-        return pieces, local
+        # a string starting at an odd code starts after the first code of a pair: add that
+        # code's length (no masks: the parity multiplies it; ``at - 1`` wraps harmlessly at 0)
+        return [data], ends[at >> 1] + t.code_lengths[seg[at - 1]] * (at & 1)
     data, ends = _take(t.singles, seg)
     return [data], ends[at].astype(np.int64)
 
@@ -162,7 +170,7 @@ def _take(table: pa.Array, index: np.ndarray) -> tuple[memoryview, np.ndarray]:
     ends = np.frombuffer(offsets_buf, np.int32, len(got) + 1, got.offset * 4)
     lo = int(ends[0])
     data = memoryview(data_buf)[lo : int(ends[-1])] if data_buf is not None else memoryview(b"")
-    return data, ends - lo
+    return data, (ends - lo if lo else ends)
 
 
 @functools.lru_cache(maxsize=32)
@@ -185,7 +193,7 @@ def _tables(symbol_table: bytes) -> _Tables | None:
     pairs = pa.Array.from_buffers(
         pa.binary(), 1 << 16, [None, pa.py_buffer(np.ascontiguousarray(ends[0::2])), pa.py_buffer(data)]
     )
-    return _Tables(lengths, nsym, singles, pairs)
+    return _Tables(lengths, lengths[:_LITERAL_ROW].astype(np.int64), nsym, singles, pairs)
 
 
 def _parse_table(symbol_table: bytes | memoryview) -> tuple[np.ndarray | None, np.ndarray, int]:
@@ -211,6 +219,7 @@ def _parse_table(symbol_table: bytes | memoryview) -> tuple[np.ndarray | None, n
     table[_LITERAL_ROW:, 0] = np.arange(256, dtype=np.uint8)
     lengths = np.ones(_ROWS, np.intp)
     lengths[:nsym] = sym_lengths
+    lengths[ESCAPE] = 0  # never a row of a stream: empty, it pads odd streams to whole pairs
     return table, lengths, nsym
 
 

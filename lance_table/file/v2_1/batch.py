@@ -18,82 +18,8 @@ import numpy as np
 from lance_table._parallel import map_parts
 from lance_table.file.compression import bitpacking, general
 from lance_table.file.pageio import PageIO
+from lance_table.file.v2_1.byteranges import as_bytes, exclusive_cumsum, gather, join, rows_at, spans
 from lance_table.file.v2_1.values import MAX_LIST_SIZE, Fixed, Values, Var, concat_values, offsets_of
-
-
-def _exclusive_cumsum(x: np.ndarray) -> np.ndarray:
-    out = np.zeros(x.size, np.int64)
-    np.cumsum(x[:-1], out=out[1:])
-    return out
-
-
-def as_bytes(values: np.ndarray) -> memoryview:
-    """The bytes of a contiguous array, without a copy."""
-    return np.ascontiguousarray(values).reshape(-1).view(np.uint8).data
-
-
-def join(data: bytes | memoryview, starts: np.ndarray, lengths: np.ndarray) -> bytes | memoryview:
-    """The byte ranges ``[starts, starts + lengths)`` of ``data``, concatenated."""
-    if starts.size > _STRIDED_JOIN:
-        strided = _strided_join(data, starts, lengths)
-        if strided is not None:
-            return strided
-    view = memoryview(data)  # slices of a view, not copies of bytes
-    return b"".join([view[s : s + n] for s, n in zip(starts.tolist(), lengths.tolist())])
-
-
-# ranges above which :func:`join` looks for an even layout
-_STRIDED_JOIN = 16
-
-
-def _strided_join(data: bytes | memoryview, starts: np.ndarray, lengths: np.ndarray) -> memoryview | None:
-    """:func:`join` in one numpy copy when every range but the last has one length and the ranges
-    start at even steps (chunks of a page full of equal values); None for any other layout."""
-    n = starts.size
-    step, length = int(starts[1] - starts[0]), int(lengths[0])
-    body = starts[:-1]
-    if (
-        step < length
-        or length <= 0
-        or bool(np.any(lengths[:-1] != length))
-        or bool(np.any(body != starts[0] + step * np.arange(n - 1, dtype=starts.dtype)))
-    ):
-        return None
-    u8 = np.frombuffer(data, np.uint8)
-    last_at, last_len = int(starts[-1]), int(lengths[-1])
-    first = int(starts[0])
-    if first < 0 or first + step * (n - 2) + length > u8.size or last_at < 0 or last_at + last_len > u8.size:
-        return None  # the slow path reports nothing either: slices clip, the caller checks sizes
-    rows = np.lib.stride_tricks.as_strided(u8[first:], shape=(n - 1, length), strides=(step, 1))
-    out = np.empty((n - 1) * length + max(last_len, 0), np.uint8)
-    out[: (n - 1) * length].reshape(n - 1, length)[:] = rows
-    out[(n - 1) * length :] = u8[last_at : last_at + max(last_len, 0)]
-    return memoryview(out)  # type: ignore[arg-type]
-
-
-def gather(data: bytes | memoryview, starts: np.ndarray, lengths: np.ndarray) -> memoryview:
-    """Like :func:`join`, in one numpy gather (for many short ranges)."""
-    if starts.size < 8:
-        return memoryview(join(memoryview(data), starts, lengths))
-    return as_bytes(np.frombuffer(data, np.uint8)[spans(starts, lengths)])
-
-
-def rows_at(data: bytes | memoryview, starts: np.ndarray, width: int) -> memoryview:
-    """The ``width``-byte rows of ``data`` that start at byte positions ``starts``, back to back."""
-    u8 = np.frombuffer(data, np.uint8)
-    if not starts.size:
-        return memoryview(b"")
-    typed = bitpacking.DTYPES.get(width * 8)
-    if typed is not None and not bool(np.any(starts % width)):
-        # aligned values of a machine width: one typed gather (the caller checked the bounds)
-        return as_bytes(u8[: u8.size - u8.size % width].view(typed)[starts // width])
-    return as_bytes(np.lib.stride_tricks.sliding_window_view(u8, width)[starts])
-
-
-def spans(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Indices ``starts[k] + j`` for ``j < lengths[k]``, chunk after chunk."""
-    total = int(lengths.sum())
-    return np.arange(total, dtype=np.int64) + np.repeat(starts - _exclusive_cumsum(lengths), lengths)
 
 
 def levels(
@@ -147,7 +73,7 @@ def _rle_levels(
     chunk = np.repeat(np.arange(at.size), n_runs)
     ends = np.zeros(run_lengths.size + 1, np.int64)
     np.cumsum(run_lengths, out=ends[1:])
-    before = ends[:-1] - ends[_exclusive_cumsum(n_runs)][chunk]
+    before = ends[:-1] - ends[exclusive_cumsum(n_runs)][chunk]
     left = np.maximum(counts[chunk] - before, 0)
     clipped = np.minimum(run_lengths, left)
     covered = np.bincount(chunk, clipped, at.size) if clipped.size else np.zeros(at.size)
@@ -224,7 +150,7 @@ def _general(
     width = _offset_width(inner.variable) if inner.WhichOneof("compression") == "variable" else 0
     if pick is not None and (not width or bool(np.any(np.diff(pick) < 0))):
         return None
-    first_value = _exclusive_cumsum(counts)
+    first_value = exclusive_cumsum(counts)
 
     def decode(group: tuple[int, int]) -> Values | None:
         a, b = group
@@ -258,10 +184,10 @@ def _decompress_group(
     got = general.decompress_joined(data, at, sizes, scheme)
     if got is not None:
         out, raw_sizes = got
-        return out, _exclusive_cumsum(raw_sizes), raw_sizes
+        return out, exclusive_cumsum(raw_sizes), raw_sizes
     raws = general.decompress_each(data, at, sizes, scheme, io)
     raw_sizes = np.array([len(r) for r in raws], np.int64)
-    return memoryview(b"".join(raws)), _exclusive_cumsum(raw_sizes), raw_sizes
+    return memoryview(b"".join(raws)), exclusive_cumsum(raw_sizes), raw_sizes
 
 
 def _pick_variable(
@@ -306,7 +232,7 @@ def _chunk_words(data: memoryview, at: np.ndarray, n: np.ndarray, width: int) ->
         r = present[0]
         return words(r)[spans((at - r) // width, n)]
     out = np.empty(int(n.sum()), dtype)
-    into = _exclusive_cumsum(n)
+    into = exclusive_cumsum(n)
     for r in present:
         sel = np.flatnonzero(residue == r)
         out[spans(into[sel], n[sel])] = words(r)[spans((at[sel] - r) // width, n[sel])]
@@ -325,7 +251,8 @@ def _offset_width(enc: Any) -> int:
 def _variable(
     enc: Any, data: memoryview, at: np.ndarray, sizes: np.ndarray, counts: np.ndarray, io: PageIO
 ) -> Var | None:
-    """Chunks of ``[n + 1 offsets from the buffer start][bytes]`` (at any alignment)."""
+    """Chunks of ``[n + 1 offsets from the buffer start][bytes]`` (at any alignment): their value
+    bytes joined, with the offsets of the values in the joined bytes."""
     width = _offset_width(enc)
     if not width:
         return None
@@ -334,28 +261,37 @@ def _variable(
         raise io.corrupt("a chunk runs past the page's data")
     if bool(np.any(n1 * width > sizes)):
         raise io.corrupt("a chunk's variable offsets run past its buffer")
-    lo, hi, lengths = _value_spans(_chunk_words(data, at, n1, width), counts, sizes, width, io)
-    return Var(join(data, at + lo, hi - lo), offsets_of(lengths))
+    lo, hi, offsets = _joined_offsets(_chunk_words(data, at, n1, width), counts, sizes, width, io)
+    return Var(join(data, at + lo, hi - lo), offsets)
 
 
-def _value_spans(
-    offsets: np.ndarray, counts: np.ndarray, sizes: np.ndarray, width: int, io: PageIO
+def _joined_offsets(
+    words: np.ndarray, counts: np.ndarray, sizes: np.ndarray, width: int, io: PageIO
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """From the ``counts + 1`` offsets (``width`` bytes each) of each chunk back to back: where
-    each chunk's value bytes start and end, and the length of every value; checked to lie
-    between the chunk's offsets and its end (``sizes``)."""
-    offs = offsets.astype(np.int64)
-    first = _exclusive_cumsum(counts + 1)
+    each chunk's value bytes start and end, and the n + 1 offsets of all the values once those
+    bytes are joined, checked to lie in order between the chunk's offsets and its end
+    (``sizes``).
+
+    Each chunk's offsets move by where its bytes land in the joined bytes; a chunk's last offset
+    then equals the next chunk's first, and is dropped. A few passes over the offsets, no lengths.
+    """
+    if not counts.size:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(1, np.int64)
+    n1 = counts + 1
+    first = exclusive_cumsum(n1)
     last = first + counts
-    lo, hi = offs[first], offs[last]
-    steps = np.diff(offs)
-    inside = np.ones(steps.size, bool)
-    inside[last[:-1]] = False
-    lengths = np.compress(inside, steps)
-    bad = np.any(lo < (counts + 1) * width) or np.any(lo > hi) or np.any(hi > sizes) or np.any(lengths < 0)
-    if bool(bad):
+    lo, hi = words[first].astype(np.int64), words[last].astype(np.int64)
+    if bool(np.any(lo < n1 * width) or np.any(lo > hi) or np.any(hi > sizes)):
         raise io.corrupt("variable offsets are out of order or past the buffer")
-    return lo, hi, lengths
+    shift = exclusive_cumsum(hi - lo) - lo
+    kept = counts.copy()  # offsets kept per chunk: all but the last, except in the last chunk
+    kept[-1] += 1
+    offsets = (np.delete(words, last[:-1]) if counts.size > 1 else words).astype(np.int64)
+    offsets += np.repeat(shift, kept)
+    if offsets.size > 1 and bool(np.any(offsets[1:] < offsets[:-1])):
+        raise io.corrupt("variable offsets are out of order or past the buffer")
+    return lo, hi, offsets
 
 
 @dataclass
@@ -381,7 +317,7 @@ def _inline_blocks(
     words = np.frombuffer(data, dtype, len(data) // word)
     lanes = bitpacking.BLOCK // t
     n_blocks = -(-counts // bitpacking.BLOCK)
-    first_block = _exclusive_cumsum(n_blocks)
+    first_block = exclusive_cumsum(n_blocks)
     total = int(n_blocks.sum())
     data_at = np.zeros(total, np.int64)
     width = np.zeros(total, np.int64)
@@ -513,7 +449,7 @@ def _locate(counts: np.ndarray, pick: np.ndarray) -> tuple[np.ndarray, np.ndarra
     """For sorted positions among the values of chunks holding ``counts`` values each: the chunk
     of each and its position in that chunk (the caller has checked the positions are below the
     total)."""
-    starts = _exclusive_cumsum(counts)
+    starts = exclusive_cumsum(counts)
     per_chunk = np.diff(np.searchsorted(pick, starts), append=pick.size)
     chunk = np.repeat(np.arange(counts.size), per_chunk)
     return chunk, pick - starts[chunk]
@@ -591,7 +527,7 @@ def _out_of_line(
         return Fixed(as_bytes(unpacked[: int(counts.sum())]), t)
     # Each chunk is its run of unpacked blocks cut to its count (a padded tail block is the run's
     # last), then its raw tail, if any: at most two slices per chunk, joined in one copy.
-    run_at = (_exclusive_cumsum(blocks) * bitpacking.BLOCK).tolist()
+    run_at = (exclusive_cumsum(blocks) * bitpacking.BLOCK).tolist()
     packed_n = np.where(raw_tail, full * bitpacking.BLOCK, counts).tolist()
     raw_at = (found.first + full * per_block).tolist()
     raw_n = (raw_tail * found.tail).tolist()

@@ -140,15 +140,16 @@ class _Entries:
     value_len: np.ndarray
 
 
-def _walk_full_zip(layout: Any, io: PageIO, u8: np.ndarray) -> _Entries:
-    """Parse every entry ([control word][value]) of a full-zip page, all rows in step.
+def _walk_full_zip(layout: Any, io: PageIO, u8: np.ndarray, bounds: np.ndarray | None = None) -> _Entries:
+    """Parse every entry ([control word][value]) of a full-zip page, all rows in step; or, with
+    ``bounds`` (where each row starts in ``u8``, plus the end), of some rows' entries back to back.
 
     Each row's entries are sequential (a value's size says where the next entry starts), so the
     walk advances every row by one entry per round; rounds = the most entries in one row.
     """
     bits_rep, bits_def = int(layout.bits_rep), int(layout.bits_def)
     cw = _word_bytes(bits_rep + bits_def)
-    rows = int(io.page.length)
+    rows = int(io.page.length) if bounds is None else bounds.size - 1
     fixed = layout.WhichOneof("details") == "bits_per_value"
     width = int(layout.bits_per_value) // 8 if fixed else int(layout.bits_per_offset) // 8
     if fixed and int(layout.bits_per_value) % 8:
@@ -157,14 +158,15 @@ def _walk_full_zip(layout: Any, io: PageIO, u8: np.ndarray) -> _Entries:
         raise io.corrupt(f"full-zip lengths of {width * 8} bits")
     limit = repdef.visible_limit(layout.layers)
     both = bits_rep > 0 and bits_def > 0
-    if fixed and not bits_rep:  # one entry per row, all the same size
+    if fixed and not bits_rep and bounds is None:  # one entry per row, all the same size
         stride = cw + width
         if rows * stride > u8.size:
             raise io.corrupt("full-zip values run past the page")
         pos = np.arange(rows, dtype=np.int64) * stride
         word = le(u8, pos, cw)
         return _Entries(None, word if bits_def else None, np.ones(rows, bool), pos + cw, np.full(rows, width))
-    bounds = _row_starts(io, rows, u8.size)
+    if bounds is None:
+        bounds = _row_starts(io, rows, u8.size)
     cur = bounds[:-1].copy()
     end = bounds[1:]
     active = np.flatnonzero(cur < end)
@@ -228,6 +230,40 @@ def _full_zip_levels(
     u8 = np.frombuffer(io.whole(0), np.uint8)
     entries = _walk_full_zip(layout, io, u8)
     return entries.rep, entries.defs, _full_zip_values(layout, io, u8, entries, dtype)
+
+
+# A selection of fewer rows than this share of a full-zip page reads and decodes only their entries.
+_FULL_ZIP_ROWS_SHARE = 0.25
+
+
+def _full_zip_rows(layout: Any, io: PageIO, dtype: pa.DataType, runs: Runs) -> pa.Array | None:
+    """The rows ``runs`` of a full-zip page of variable-width values without lists (long strings),
+    reading and decoding only their entries, which the repetition index locates; None for other
+    pages, for every row, or for scattered rows that are a large share of the page (then it is
+    read whole). One span of rows (a scan's share of a page) is one read."""
+    if layout.WhichOneof("details") != "bits_per_offset" or int(layout.bits_rep):
+        return None
+    rows = int(io.page.length)
+    if runs.is_span(0, rows) or (runs.count > 1 and runs.total >= _FULL_ZIP_ROWS_SHARE * rows):
+        return None
+    offset, size = io.locate(0)
+    starts = _row_starts(io, rows, size)
+    if runs.count and (int(runs.starts.min()) < 0 or runs.end > rows):
+        raise io.corrupt(f"rows past the page's {rows} rows")
+    if runs.count == 1:
+        first, last = int(runs.starts[0]), runs.end
+        lo = int(starts[first])
+        data = io.byte_runs(0, Runs.span(lo, int(starts[last]) - lo)) if last > first else b""
+        bounds = starts[first : last + 1] - lo
+    else:
+        positions = runs.positions()
+        at, end = starts[positions], starts[positions + 1]
+        data = read_joined(io.source, np.stack([at + offset, end - at], axis=1))
+        bounds = offsets_of(end - at)
+    u8 = np.frombuffer(data, np.uint8)
+    entries = _walk_full_zip(layout, io, u8, bounds)
+    values = _full_zip_values(layout, io, u8, entries, dtype)
+    return with_validity(values, entries.defs == 0) if entries.defs is not None else values
 
 
 def full_zip(layout: Any, io: PageIO, dtype: pa.DataType) -> pa.Array:
@@ -333,6 +369,10 @@ def _flat(layout: Any, io: PageIO) -> bool:
 def selection_buffers(layout: Any, io: PageIO) -> list[int]:
     """The page buffers that reading some rows of a page needs whole before its data: a
     mini-block page's chunk table, dictionary and repetition index (small, one per page)."""
+    if layout.WhichOneof("layout") == "full_zip_layout":  # the repetition index of long values
+        full = layout.full_zip_layout
+        flat_variable = full.WhichOneof("details") == "bits_per_offset" and not int(full.bits_rep)
+        return [1] if flat_variable and len(io.page.buffer_offsets) > 1 else []
     if layout.WhichOneof("layout") != "mini_block_layout":
         return []
     mini = layout.mini_block_layout
@@ -359,6 +399,11 @@ def decode_page(
     if kind == "constant_layout":
         arr = constant(layout.constant_layout, io, dtype)
     else:
+        picked = _full_zip_rows(layout.full_zip_layout, io, dtype, runs)
+        if picked is not None:
+            if len(picked) != runs.total:
+                raise io.corrupt(f"{runs.total} rows of a full-zip page decode to {len(picked)}")
+            return picked
         arr = full_zip(layout.full_zip_layout, io, dtype)
     if len(arr) != io.page.length:
         raise io.corrupt(f"page decodes to {len(arr)} rows, its metadata says {io.page.length}")

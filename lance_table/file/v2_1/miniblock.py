@@ -29,11 +29,30 @@ def _pad8(x: np.ndarray) -> np.ndarray:
 
 
 def le(u8: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
-    """Little-endian unsigned integers of ``width`` bytes at byte positions ``pos``."""
-    out = np.zeros(pos.size, np.int64)
-    for k in range(width):
-        out |= u8[pos + k].astype(np.int64) << (8 * k)
+    """Little-endian unsigned integers of ``width`` bytes at byte positions ``pos``: many of
+    them read as words, one gather per distinct alignment (``pos % width``)."""
+    word = _WORDS.get(width)
+    if word is None or pos.size < _WORD_GATHER:
+        out = np.zeros(pos.size, np.int64)
+        for k in range(width):
+            out |= u8[pos + k].astype(np.int64) << (8 * k)
+        return out
+    residue = pos % width
+    present = np.flatnonzero(np.bincount(residue, minlength=1)).tolist()
+    if len(present) == 1:
+        r = present[0]
+        words = np.frombuffer(u8, word, (u8.size - r) // width, r)
+        return words[(pos - r) // width].astype(np.int64)
+    out = np.empty(pos.size, np.int64)
+    for r in present:
+        sel = np.flatnonzero(residue == r)
+        out[sel] = np.frombuffer(u8, word, (u8.size - r) // width, r)[(pos[sel] - r) // width]
     return out
+
+
+_WORDS: dict[int, np.dtype[Any]] = {2: np.dtype("<u2"), 4: np.dtype("<u4"), 8: np.dtype("<u8")}
+# positions from which :func:`le` reads words instead of bytes
+_WORD_GATHER = 64
 
 
 @dataclass
@@ -281,11 +300,11 @@ def _values_array(
         return to_arrow(values, dtype, n, io)
     if not isinstance(values, Fixed) or values.bits not in bitpacking.DTYPES:
         raise io.corrupt("dictionary indices are not fixed-width integers")
-    idx = np.frombuffer(values.data, bitpacking.DTYPES[values.bits])[:n].astype(np.int64)
+    idx = np.frombuffer(values.data, bitpacking.DTYPES[values.bits])[:n]
     value_type = dtype.value_type if pa.types.is_dictionary(dtype) else dtype
     items = to_arrow(dictionary, value_type, items_n, io)
-    past = idx >= items_n
-    if past.any():
+    if idx.size and int(idx.max()) >= items_n:  # one pass when every index is in the dictionary
+        past = idx >= items_n
         if valid is None or bool(np.any(past & valid)):
             raise io.corrupt("dictionary index past the dictionary")
         idx = np.where(past, 0, idx)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from lance_table.file.arrow import build_binary, with_validity
+from lance_table.file.arrow import binary_from_offsets, with_validity
 from lance_table.file.compression import bitpacking, fsst
 from lance_table.file.pageio import PageIO
 
@@ -103,10 +103,7 @@ def to_arrow(values: Values, dtype: pa.DataType, n: int, io: PageIO) -> pa.Array
         values = expand(values, io)
         if values.offsets.size < n + 1:
             raise io.corrupt(f"{values.offsets.size - 1} values cannot fill {n} rows")
-        valid = np.ones(n, bool)
-        lengths = np.diff(values.offsets[: n + 1])
-        lo = int(values.offsets[0])
-        return build_binary(dtype, valid, lengths, pa.py_buffer(values.data), lo, io)
+        return binary_from_offsets(dtype, values.offsets[: n + 1], pa.py_buffer(values.data), io)
     if n == 0 and not values.data:
         return pa.array([], type=dtype)
     if pa.types.is_boolean(dtype):

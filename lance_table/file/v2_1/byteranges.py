@@ -1,0 +1,119 @@
+"""Byte ranges of page data joined into one buffer: slice by slice, in one strided copy when
+the ranges are laid out evenly, in one pyarrow pass when they are many and in order, or by a
+numpy gather of their bytes. Shared by the mini-block and full-zip decoders.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from lance_table.file.compression import bitpacking
+
+
+def exclusive_cumsum(x: np.ndarray) -> np.ndarray:
+    """The sums of the elements before each element of ``x`` (0 first), as int64."""
+    out = np.zeros(x.size, np.int64)
+    np.cumsum(x[:-1], out=out[1:])
+    return out
+
+
+def as_bytes(values: np.ndarray) -> memoryview:
+    """The bytes of a contiguous array, without a copy."""
+    return np.ascontiguousarray(values).reshape(-1).view(np.uint8).data
+
+
+def join(data: bytes | memoryview, starts: np.ndarray, lengths: np.ndarray) -> bytes | memoryview:
+    """The byte ranges ``[starts, starts + lengths)`` of ``data``, concatenated."""
+    if starts.size > _STRIDED_JOIN:
+        strided = _strided_join(data, starts, lengths)
+        if strided is not None:
+            return strided
+    if starts.size > _ARROW_JOIN:
+        joined = _arrow_join(data, starts, lengths)
+        if joined is not None:
+            return joined
+    view = memoryview(data)  # slices of a view, not copies of bytes
+    return b"".join([view[s : s + n] for s, n in zip(starts.tolist(), lengths.tolist())])
+
+
+# ranges above which :func:`join` looks for an even layout, and for ranges in order
+_STRIDED_JOIN = 16
+_ARROW_JOIN = 256
+
+
+def _arrow_join(data: bytes | memoryview, starts: np.ndarray, lengths: np.ndarray) -> memoryview | None:
+    """:func:`join` of ranges in order that do not overlap (the values of a full-zip page, each
+    after its header), in one pass in C++: the bytes are read as a binary array whose entries are
+    the ranges and the gaps between them, and the ranges are taken. None for other layouts."""
+    ends = starts + lengths
+    if (
+        int(starts[0]) < 0
+        or int(ends[-1]) > len(data)
+        or bool(np.any(lengths < 0))
+        or bool(np.any(starts[1:] < ends[:-1]))
+    ):
+        return None  # the slow path reports nothing either: slices clip, the caller checks sizes
+    n = starts.size
+    large = int(ends[-1]) >= 2**31
+    bounds = np.empty(2 * n + 1, np.int64 if large else np.int32)
+    bounds[0:-1:2] = starts
+    bounds[1::2] = ends
+    bounds[-1] = bounds[-2]
+    entries = pa.Array.from_buffers(
+        pa.large_binary() if large else pa.binary(), 2 * n, [None, pa.py_buffer(bounds), pa.py_buffer(data)]
+    )
+    got = entries.take(pa.array(np.arange(0, 2 * n, 2, dtype=np.int64)))
+    offsets = np.frombuffer(got.buffers()[1], bounds.dtype, n + 1, got.offset)
+    out = got.buffers()[2]
+    return memoryview(out)[int(offsets[0]) : int(offsets[-1])] if out is not None else memoryview(b"")
+
+
+def _strided_join(data: bytes | memoryview, starts: np.ndarray, lengths: np.ndarray) -> memoryview | None:
+    """:func:`join` in one numpy copy when every range but the last has one length and the ranges
+    start at even steps (chunks of a page full of equal values); None for any other layout."""
+    n = starts.size
+    step, length = int(starts[1] - starts[0]), int(lengths[0])
+    body = starts[:-1]
+    if (
+        step < length
+        or length <= 0
+        or bool(np.any(lengths[:-1] != length))
+        or bool(np.any(body != starts[0] + step * np.arange(n - 1, dtype=starts.dtype)))
+    ):
+        return None
+    u8 = np.frombuffer(data, np.uint8)
+    last_at, last_len = int(starts[-1]), int(lengths[-1])
+    first = int(starts[0])
+    if first < 0 or first + step * (n - 2) + length > u8.size or last_at < 0 or last_at + last_len > u8.size:
+        return None  # the slow path reports nothing either: slices clip, the caller checks sizes
+    rows = np.lib.stride_tricks.as_strided(u8[first:], shape=(n - 1, length), strides=(step, 1))
+    out = np.empty((n - 1) * length + max(last_len, 0), np.uint8)
+    out[: (n - 1) * length].reshape(n - 1, length)[:] = rows
+    out[(n - 1) * length :] = u8[last_at : last_at + max(last_len, 0)]
+    return memoryview(out)  # type: ignore[arg-type]
+
+
+def gather(data: bytes | memoryview, starts: np.ndarray, lengths: np.ndarray) -> memoryview:
+    """Like :func:`join`, in one numpy gather (for many short ranges)."""
+    if starts.size < 8:
+        return memoryview(join(memoryview(data), starts, lengths))
+    return as_bytes(np.frombuffer(data, np.uint8)[spans(starts, lengths)])
+
+
+def rows_at(data: bytes | memoryview, starts: np.ndarray, width: int) -> memoryview:
+    """The ``width``-byte rows of ``data`` that start at byte positions ``starts``, back to back."""
+    u8 = np.frombuffer(data, np.uint8)
+    if not starts.size:
+        return memoryview(b"")
+    typed = bitpacking.DTYPES.get(width * 8)
+    if typed is not None and not bool(np.any(starts % width)):
+        # aligned values of a machine width: one typed gather (the caller checked the bounds)
+        return as_bytes(u8[: u8.size - u8.size % width].view(typed)[starts // width])
+    return as_bytes(np.lib.stride_tricks.sliding_window_view(u8, width)[starts])
+
+
+def spans(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Indices ``starts[k] + j`` for ``j < lengths[k]``, chunk after chunk."""
+    total = int(lengths.sum())
+    return np.arange(total, dtype=np.int64) + np.repeat(starts - exclusive_cumsum(lengths), lengths)
