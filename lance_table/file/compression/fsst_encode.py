@@ -194,7 +194,7 @@ def segments(offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return starts, ends
 
 
-def _words(data: np.ndarray) -> np.ndarray:
+def next_words(data: np.ndarray) -> np.ndarray:
     """The 8 bytes starting at every position of ``data`` as a little-endian u64 (a strided view
     of a copy padded with 8 zero bytes)."""
     padded = np.zeros(data.size + 8, np.uint8)
@@ -205,7 +205,7 @@ def _words(data: np.ndarray) -> np.ndarray:
 def parse(m: Matcher, data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Greedy parse of all strings: the position of every code (sorted) and its code (255 for an
     escape of the byte at that position)."""
-    words = _words(data)
+    words = next_words(data)
     cur, end = segments(offsets)
     code_at = np.empty(data.size, np.uint8)
     visited = np.zeros(data.size, bool)

@@ -23,6 +23,7 @@ from lance_table.file.compression.fsst_encode import (
     as_bytes,
     compress,
     matcher,
+    next_words,
     parse,
     segments,
 )
@@ -31,6 +32,11 @@ SAMPLE_TARGET = 1 << 14
 # pylance's rounds ("sample fractions"): a candidate needs a count of 5 * frac / 128; the table
 # made in the last round counts no pairs, and comes from the best table's counts.
 _ROUNDS = (8, 38, 68, 98, 108, 128)
+# the least count on its sample of a symbol in a trained table (the last round's 5 * 128 / 128)
+_MIN_COUNT = 5
+# k-grams are counted in 2**_BITS bins by Fibonacci hashing (a collision only adds counts up)
+_HASH = np.uint64(0x9E3779B97F4A7C15)
+_BITS = 16
 
 
 def _sample(
@@ -59,6 +65,53 @@ def _sample(
     new_offsets = np.concatenate([[0], np.cumsum(lengths)])
     index = np.repeat(starts - new_offsets[:-1], lengths) + np.arange(int(new_offsets[-1]))
     return raw[index], new_offsets
+
+
+def savings_estimate(sample: np.ndarray, sample_offsets: np.ndarray) -> int:
+    """About the most bytes (input bytes minus codes) a table trained on the sample can save on
+    it, from its byte-pair and k-gram counts alone: a cheap test of whether FSST can win at all,
+    meant to err high (it is above the trained table's saving on every kind of data tried).
+
+    A code of k bytes saves k - 1, so the saving is C2 + C3 + ... + C8, Ck being the number of
+    codes of k or more bytes. C2 is taken from the greedy parse whose only longer symbols are the
+    255 most frequent byte pairs: in a run of r positions where one of them starts, the parse
+    starts ceil(r / 2) codes. Ck (k >= 3) is at most the occurrences of the k-byte prefixes of the
+    table's longer symbols: at most 255 k-grams, each seen at least 5 times (training keeps no
+    rarer symbol), and never more than C(k-1). The k-grams are counted hashed into 2**16 bins,
+    which can only add counts up. Escapes, which cost a byte each, are left out.
+    """
+    n = sample.size
+    if n < 2:
+        return 0
+    starts, ends = segments(sample_offsets)
+    left = np.repeat(ends, ends - starts) - np.arange(n)  # bytes to the end of each one's segment
+    words = next_words(sample)
+    pairs = (words & np.uint64(0xFFFF)).astype(np.intp)
+    counts = np.bincount(pairs[left >= 2], minlength=1 << 16)
+    top = _top(counts)
+    if not top.size:
+        return 0
+    starts_pair = (left >= 2) & (counts >= top.min())[pairs]
+    edges = np.diff(starts_pair.astype(np.int8), prepend=np.int8(0), append=np.int8(0))
+    runs = np.flatnonzero(edges == -1) - np.flatnonzero(edges == 1)
+    bound = int(((runs + 1) // 2).sum())
+    saving = bound
+    for k in range(3, MAX_LEN + 1):
+        keys = ((words & MASKS[k]) * _HASH) >> np.uint64(64 - _BITS)
+        counts = np.bincount(keys[left >= k].astype(np.intp), minlength=1 << _BITS)
+        bound = min(bound, int(_top(counts).sum()))
+        if not bound:
+            break
+        saving += bound
+    return saving
+
+
+def _top(counts: np.ndarray) -> np.ndarray:
+    """The largest 255 (or fewer) counts of at least :data:`_MIN_COUNT`."""
+    counts = counts[counts >= _MIN_COUNT]
+    if counts.size > MAX_SYMBOLS:
+        counts = np.partition(counts, counts.size - MAX_SYMBOLS)[-MAX_SYMBOLS:]
+    return counts
 
 
 def _distinct(draws: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -167,20 +220,41 @@ def _tokens(symbols: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.nd
     return tok_val, tok_len
 
 
+def training_sample(
+    data: bytes | memoryview | np.ndarray,
+    offsets: np.ndarray,
+    *,
+    sample_bytes: int = SAMPLE_TARGET,
+    seed: int = 0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The strings :func:`train` learns from: about ``sample_bytes`` of them, chosen at random
+    (seeded), at most one segment of each, as bytes and offsets from 0."""
+    return _sample(as_bytes(data), np.asarray(offsets, np.int64), sample_bytes, np.random.default_rng(seed))
+
+
 def train(
     data: bytes | memoryview | np.ndarray,
     offsets: np.ndarray,
     *,
     sample_bytes: int = SAMPLE_TARGET,
     seed: int = 0,
+    sample: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> SymbolTable:
     """A symbol table for strings ``data[offsets[i]:offsets[i+1]]``, trained on a random sample
-    of about ``sample_bytes`` of them (seeded: the same input gives the same table)."""
-    raw = as_bytes(data)
+    of about ``sample_bytes`` of them (seeded: the same input gives the same table).
+
+    ``sample`` is that sample when the caller already drew it (:func:`training_sample` with the
+    same arguments), so that it is drawn once."""
     offsets = np.asarray(offsets, np.int64)
     if offsets.size < 2:
         return _finalize(np.zeros(0, np.uint64), np.zeros(0, np.uint8), 0)
-    sample, sample_offsets = _sample(raw, offsets, sample_bytes, np.random.default_rng(seed))
+    if sample is None:
+        sample = training_sample(data, offsets, sample_bytes=sample_bytes, seed=seed)
+    return _train_on(*sample)
+
+
+def _train_on(sample: np.ndarray, sample_offsets: np.ndarray) -> SymbolTable:
+    """The rounds of :func:`train` on its sample."""
     terminator = int(np.argmin(np.bincount(sample, minlength=256)))
     symbols, lengths = np.zeros(0, np.uint64), np.zeros(0, np.int64)
     best_gain = -(1 << 62)

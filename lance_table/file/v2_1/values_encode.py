@@ -213,6 +213,12 @@ def _variable(
     FSST cannot beat it, the strings are not compressed at all (the caller takes the rival).
     With ``general_scheme`` (format 2.2), the chunks compressed with it are a third candidate,
     weighed on a sample and taken when smaller than both FSST and the rival.
+
+    FSST is trained (the costly part: rounds of parsing and counting in Python) only when it can
+    still win: the cheap candidates are sized first, then the training sample's byte-pair and
+    k-gram counts say about the most FSST could save (:func:`fsst_train.savings_estimate`); when
+    even that is no smaller than a rival, the table is never trained. On random letters, base64
+    or random bytes zstd wins and training is skipped; the choice is the same as with training.
     """
     t = values.type
     offsets, data = variable_parts(values)
@@ -225,18 +231,24 @@ def _variable(
     if not fsst or width != 4 or data.size < fsst_encode.MIN_INPUT or data.size <= FSST_MIN_AVG * n:
         return plain
     # FSST codes cover at most 8 bytes each: when the rival is below that, FSST need not be tried
-    fsst_floor = data.size // 8 + fsst_encode.TABLE_SIZE + width * (n + 1)
-    table = None
-    fsst_size = width * (n + 1) + data.size
-    if rival is None or rival > fsst_floor:
-        table = fsst_train.train(data, offsets)
-        fsst_size = fsst_encode.estimate(table, data, offsets) + fsst_encode.TABLE_SIZE + width * (n + 1)
-    if general_scheme is not None:
+    fixed = fsst_encode.TABLE_SIZE + width * (n + 1)
+    plain_size = width * (n + 1) + data.size
+    rivals = [plain_size] if rival is None else [plain_size, rival]
+    packed = None
+    if general_scheme is not None:  # zstd chunks: estimated first, as they cost little to try
         packed = _general(plain, general_scheme)
-        packed_size = packed.estimate(n)
-        smallest = min(fsst_size, width * (n + 1) + data.size, rival if rival is not None else fsst_size)
-        if packed_size < smallest:
-            return packed
+        rivals.append(packed.estimate(n))
+    table = None
+    fsst_size = plain_size
+    if data.size // 8 + fixed < min(rivals):
+        sample = fsst_train.training_sample(data, offsets)
+        # what the sample's statistics say FSST might reach at best, before training for it
+        saving = fsst_train.savings_estimate(*sample) / max(sample[0].size, 1)
+        if data.size * (1 - saving) + fixed < min(rivals):
+            table = fsst_train.train(data, offsets, sample=sample)
+            fsst_size = fsst_encode.estimate(table, data, offsets) + fixed
+    if packed is not None and rivals[-1] < min(fsst_size, *rivals[:-1]):
+        return packed
     if table is None or (rival is not None and fsst_size >= rival):
         return plain
     codes, code_offsets = fsst_encode.compress(table, data, offsets)
