@@ -252,7 +252,7 @@ def _delete(base: Snapshot, op: LanceOperation.Delete) -> Pending:
     """
     current = {f.id: f for f in base.manifest.fragments}
     updated = tuple(m.to_fragment() for m in op.updated_fragments)
-    missing = sorted({f.id for f in updated} | set(op.deleted_fragment_ids) - set(current))
+    missing = sorted(({f.id for f in updated} | set(op.deleted_fragment_ids)) - set(current))
     if missing:
         raise ValueError(f"fragments {missing} are not in version {base.version} of {base.uri}")
     additions: dict[int, np.ndarray] = {}
