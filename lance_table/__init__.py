@@ -22,6 +22,7 @@ from lance_table.errors import (
     StorageOptionsError,
     TagError,
     UnsupportedFormatError,
+    UnsupportedOperationError,
     VersionGoneError,
     VersionNotFoundError,
     WriteAbortedError,
@@ -32,7 +33,11 @@ try:  # the version is defined once, in pyproject.toml
 except _metadata.PackageNotFoundError:  # pragma: no cover - a source tree that was never installed
     __version__ = "0.0.0+unknown"
 
+import lance_table.fragment as fragment  # pylance's ``lance.fragment``
 from lance_table.table import Dataset, dataset, write_dataset
+from lance_table.table.lance_operation import LanceOperation, Transaction
+
+LanceDataset = Dataset  # pylance's name of the dataset class (``LanceDataset.commit(...)``)
 
 __all__ = [
     "BlobLocationError",
@@ -45,15 +50,20 @@ __all__ = [
     "DatasetAlreadyExistsError",
     "DatasetNotFoundError",
     "FilterError",
+    "LanceDataset",
+    "LanceOperation",
     "LanceTableError",
     "SchemaError",
     "StorageOptionsError",
     "TagError",
+    "Transaction",
     "UnsupportedFormatError",
+    "UnsupportedOperationError",
     "VersionGoneError",
     "VersionNotFoundError",
     "WriteAbortedError",
     "__version__",
     "dataset",
+    "fragment",
     "write_dataset",
 ]

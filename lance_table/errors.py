@@ -117,6 +117,11 @@ class TagError(LanceTableError, ValueError):
     """A tag cannot be created, updated or deleted (exists already, missing, bad name)."""
 
 
+class UnsupportedOperationError(LanceTableError, NotImplementedError):
+    """An operation pylance has (a ``LanceOperation`` kind, an option) that lance_table does not
+    perform; the message names it. Nothing was written."""
+
+
 class CommitError(LanceTableError):
     """A commit failed: no safe way to commit, retries exhausted, or the store failed mid-commit.
 

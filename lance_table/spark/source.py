@@ -72,7 +72,7 @@ class LanceTableDataSource(DataSource):
             o.storage_options,
             ds.manifest.fields,
             ds.manifest.schema_metadata,
-            ds.get_fragments(),
+            ds.manifest.fragments,
             columns,
             spark_arrow_schema(schema),
             o.filter,

@@ -9,24 +9,31 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from lance_table.errors import DatasetNotFoundError, SchemaError
-from lance_table.format.manifest import Fragment, Manifest
+from lance_table.errors import DatasetNotFoundError, UnsupportedOperationError
+from lance_table.format.manifest import Manifest
 from lance_table.storage import Storage, open_storage
 from lance_table.table import versions
 from lance_table.table.blobs import BlobFile, take_blobs
 from lance_table.table.commit import CommitLock, CommitOptions, check_can_commit, commit
+from lance_table.table.commit.protocol import DEFAULT_MAX_RETRIES
+from lance_table.table.fragment import FragmentReader
+from lance_table.table.fragment_metadata import FragmentMetadata
+from lance_table.table.lance_fragment import LanceFragment, fragment_of
+from lance_table.table.lance_operation import LanceOperation, Transaction
 from lance_table.table.operations.cleanup import (
     DEFAULT_GRACE_PERIOD,
     DEFAULT_OLDER_THAN,
     CleanupStats,
     cleanup_old_versions,
 )
+from lance_table.table.operations.commit_operation import commit_operation
 from lance_table.table.operations.compaction import DEFAULT_TARGET_ROWS, compact_files
 from lance_table.table.operations.delete import plan_delete
 from lance_table.table.operations.restore import plan_restore
@@ -36,6 +43,7 @@ from lance_table.table.operations.write import (
     ProgressCallback,
     WriteMode,
     as_reader,
+    cast_reader,
     plan_write,
     write_fragments,
 )
@@ -126,9 +134,19 @@ class Dataset:
 
     # -- reading ----------------------------------------------------------------------------------
 
-    def get_fragments(self) -> list[Fragment]:
-        """The fragments of this version."""
-        return list(self.manifest.fragments)
+    def get_fragments(self, filter: Any = None) -> list[LanceFragment]:
+        """The fragments of this version (pylance's ``LanceFragment`` basics; ``filter`` must be
+        None, as in pylance)."""
+        if filter is not None:
+            raise ValueError("get_fragments() does not support filter yet")
+        return [LanceFragment(self._snapshot, f) for f in self.manifest.fragments]
+
+    def get_fragment(self, fragment_id: int) -> LanceFragment | None:
+        """The fragment with this id, or None."""
+        try:
+            return fragment_of(self._snapshot, fragment_id)
+        except ValueError:
+            return None
 
     def count_rows(self, filter: Predicate | None = None, *, use_stats: bool = True) -> int:
         """Rows of this version (matching ``filter``, if given; ``use_stats`` as in :meth:`to_table`)."""
@@ -147,12 +165,14 @@ class Dataset:
         with_row_id: bool = False,
         batch_size: int | None = None,
         use_stats: bool = True,
+        fragments: Sequence[LanceFragment | FragmentMetadata] | None = None,
     ) -> pa.RecordBatchReader:
-        """A RecordBatchReader over the rows (streams; DuckDB, Polars and pandas can consume it)."""
+        """A RecordBatchReader over the rows (streams; DuckDB, Polars and pandas can consume it);
+        ``fragments``: only those fragments', in that order."""
         schema = self._snapshot.read_schema  # blob v2 columns read as their descriptors
         spec = make_spec(schema, columns, filter, with_row_id, batch_size, offset, limit, use_stats)
         out = output_schema(schema, spec)
-        return pa.RecordBatchReader.from_batches(out, scan(self._snapshot.fragment_readers(), spec, out))
+        return pa.RecordBatchReader.from_batches(out, scan(self._readers(fragments), spec, out))
 
     scanner = to_batches
 
@@ -165,8 +185,9 @@ class Dataset:
         offset: int | None = None,
         with_row_id: bool = False,
         use_stats: bool = True,
+        fragments: Sequence[LanceFragment | FragmentMetadata] | None = None,
     ) -> pa.Table:
-        """The rows as one table.
+        """The rows as one table (of only the ``fragments`` given, in that order, if any).
 
         ``use_stats`` (as in pylance) lets a filtered scan skip pages whose statistics prove that no
         row matches (legacy 0.1 files keep them); the rows returned are the same either way.
@@ -174,11 +195,19 @@ class Dataset:
         Raises:
             SchemaError: a column does not exist.
             FilterError: the filter does not parse.
+            ValueError: a fragment is not in this version.
         """
         schema = self._snapshot.read_schema
         spec = make_spec(schema, columns, filter, with_row_id, 1 << 30, offset, limit, use_stats)
         out = output_schema(schema, spec)
-        return scan_all(self._snapshot.fragment_readers(), spec, out)
+        return scan_all(self._readers(fragments), spec, out)
+
+    def _readers(self, fragments: Sequence[LanceFragment | FragmentMetadata] | None) -> list[FragmentReader]:
+        """Readers of this version's fragments, or of ``fragments`` (by id) in their order."""
+        if fragments is None:
+            return self._snapshot.fragment_readers()
+        ids = [f.fragment_id if isinstance(f, LanceFragment) else f.id for f in fragments]
+        return self._snapshot.fragment_readers(ids)
 
     def take(
         self, indices: Sequence[int] | np.ndarray | pa.Array, columns: Sequence[str] | None = None
@@ -234,6 +263,46 @@ class Dataset:
         )
 
     # -- writing ----------------------------------------------------------------------------------
+
+    @staticmethod
+    def commit(
+        base_uri: str | os.PathLike[str] | Dataset,
+        operation: LanceOperation.BaseOperation | Transaction,
+        read_version: int | None = None,
+        commit_lock: CommitLock | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        enable_v2_manifest_paths: bool | None = None,
+        detached: bool | None = False,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        *,
+        commit_message: str | None = None,
+    ) -> Dataset:
+        """Commit an operation built by hand (pylance's ``LanceDataset.commit``), typically fragments
+        written by :func:`lance_table.fragment.write_fragments` on workers; returns the new version.
+
+        Goes through the one commit path: a commit that lost a race rebases as any write does.
+        Fragments are checked before anything is written (see
+        :mod:`lance_table.table.operations.commit_operation`); a refused commit changes nothing.
+
+        Raises:
+            ValueError: no ``read_version`` for an operation other than Overwrite and Restore.
+            UnsupportedOperationError: a LanceOperation lance_table does not commit, or ``detached``.
+            DatasetNotFoundError: no dataset at ``base_uri`` (except for an Overwrite).
+            VersionNotFoundError: ``read_version`` does not exist.
+            DataFileNotFoundError: a fragment's data file is not in the dataset.
+            SchemaError: the fragments disagree with the schema.
+            CommitConflictError: a concurrent commit makes this one impossible.
+        """
+        if detached:
+            raise UnsupportedOperationError("detached commits are not supported")
+        if isinstance(base_uri, Dataset):
+            storage, opts = base_uri._storage, base_uri._snapshot.commit_options
+        else:
+            storage, opts = open_storage(base_uri, storage_options), CommitOptions()
+        if commit_lock is not None:
+            opts = replace(opts, commit_lock=commit_lock)
+        opts = replace(opts, max_retries=max_retries)
+        return Dataset(commit_operation(storage, operation, read_version, opts, commit_message))
 
     def delete(self, predicate: Predicate, *, commit_message: str | None = None) -> Dataset:
         """Delete the rows matching ``predicate``; returns the new version.
@@ -385,9 +454,7 @@ def write_dataset(
     except DatasetNotFoundError:
         latest = None
     base = latest.manifest if latest is not None else None
-    reader = as_reader(data, schema)
-    if schema is not None and reader.schema != schema:
-        reader = _cast_reader(reader, schema)
+    reader = cast_reader(as_reader(data, schema), schema)
     plan = plan_write(base, mode, reader.schema, storage.uri, data_storage_version)
     frags, written, dictionaries = write_fragments(
         storage,
@@ -411,17 +478,6 @@ def write_dataset(
         scheme=scheme,
     )
     return Dataset(Snapshot(storage, manifest, scheme, options))
-
-
-def _cast_reader(reader: pa.RecordBatchReader, schema: pa.Schema) -> pa.RecordBatchReader:
-    def batches() -> Iterator[pa.RecordBatch]:
-        for batch in reader:
-            try:
-                yield batch.select(schema.names).cast(schema)
-            except (pa.ArrowInvalid, KeyError, ValueError) as exc:
-                raise SchemaError(f"data cannot be cast to the given schema: {exc}") from exc
-
-    return pa.RecordBatchReader.from_batches(schema, batches())
 
 
 __all__ = ["Dataset", "dataset", "write_dataset"]

@@ -8,6 +8,7 @@ facade over a snapshot.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -16,7 +17,7 @@ import pyarrow as pa
 from lance_table.errors import UnsupportedFormatError, VersionGoneError, VersionNotFoundError
 from lance_table.file.v2_1.blob_v2 import has_blob_v2, is_blob_v2, read_node
 from lance_table.format import paths
-from lance_table.format.manifest import Manifest
+from lance_table.format.manifest import Fragment, Manifest
 from lance_table.schema import FieldNode, arrow_schema_from_fields, build_tree
 from lance_table.storage import Storage
 from lance_table.table import versions
@@ -81,12 +82,21 @@ class Snapshot:
         fields = [n.to_arrow_field() for n in self.roots.values()]
         return pa.schema(fields, metadata=self.schema.metadata)
 
-    def fragment_readers(self) -> list[FragmentReader]:
-        """A reader per fragment of this version."""
+    def fragment_readers(self, ids: Sequence[int] | None = None) -> list[FragmentReader]:
+        """A reader per fragment of this version, or of the fragments ``ids`` in that order.
+
+        Raises:
+            ValueError: an id names no fragment of this version.
+        """
+        frags: Sequence[Fragment] = self.manifest.fragments
+        if ids is not None:
+            by_id = {f.id: f for f in frags}
+            missing = [i for i in ids if i not in by_id]
+            if missing:
+                raise ValueError(f"fragments {missing[:5]} are not in version {self.version} of {self.uri}")
+            frags = [by_id[i] for i in ids]
         dicts = self.manifest.dictionaries
-        return [
-            FragmentReader(f, self.storage, self.roots, self.version, dicts) for f in self.manifest.fragments
-        ]
+        return [FragmentReader(f, self.storage, self.roots, self.version, dicts) for f in frags]
 
     def commit(self, pending: Pending, *, message: str | None = None) -> Snapshot:
         """Commit ``pending`` (planned against this version) and return the version it made.

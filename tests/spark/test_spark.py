@@ -396,7 +396,7 @@ def test_task_retries_do_not_duplicate_rows(spark, tmp_path):
     flaky.write.format("lance_table").mode("overwrite").option("max_rows_per_file", "300").save(uri)
     ids = lt.dataset(uri).to_table()["id"].to_numpy()
     assert np.array_equal(np.sort(ids), np.arange(4000))
-    referenced = {f.files[0].path for f in lt.dataset(uri).get_fragments()}
+    referenced = {f.metadata.files[0].path for f in lt.dataset(uri).get_fragments()}
     assert {p.name for p in (Path(uri) / "data").iterdir()} == referenced  # the failed attempt left nothing
 
 
@@ -506,7 +506,7 @@ def test_spark_appends_into_a_pylance_default_2_2_dataset(spark, tmp_path):
     )
     ds = lt.dataset(uri)
     assert ds.data_storage_version == "2.2" and ds.version == 2
-    files = {(f.file_major_version, f.file_minor_version) for fr in ds.get_fragments() for f in fr.files}
+    files = {(f.file_major_version, f.file_minor_version) for fr in ds.manifest.fragments for f in fr.files}
     assert files == {(2, 2)}
     expected = pa.concat_tables([base, more])
     _same(lance.dataset(uri).to_table(), expected)
@@ -528,7 +528,7 @@ def test_spark_appends_keep_a_legacy_dataset_legacy(spark, tmp_path):
     )
     ds = lt.dataset(uri)
     assert ds.data_storage_version == "0.1" and lance.dataset(uri).data_storage_version == "0.1"
-    files = {(f.file_major_version, f.file_minor_version) for fr in ds.get_fragments() for f in fr.files}
+    files = {(f.file_major_version, f.file_minor_version) for fr in ds.manifest.fragments for f in fr.files}
     assert files == {(0, 2)}
     # pylance reads what Spark wrote as it reads its own legacy files (strings keep their nulls)
     theirs = lance.dataset(uri).to_table()

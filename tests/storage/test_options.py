@@ -233,7 +233,7 @@ def test_same_uri_on_two_endpoints_reads_each_own_store(
     src, dst = open_storage(uri, s3_options), open_storage(uri, other_options)
     for entry in src.list_tree(""):
         dst.write(entry.path, src.read(entry.path))
-    data_file = first.get_fragments()[0].files[0].path
+    data_file = first.get_fragments()[0].metadata.files[0].path
     dst.delete(f"data/{data_file}")
 
     second = lt.dataset(uri, storage_options=other_options)

@@ -93,8 +93,8 @@ def test_pylance_reads_what_we_create(tmp_path, rows_per_file):
     lt.write_dataset(_table(values), ours, data_storage_version="2.2", **kw)
     lance.write_dataset(_table(values), theirs, data_storage_version="2.2", **kw)
     assert lt.dataset(ours).manifest.fields == lt.dataset(theirs).manifest.fields
-    assert [f.fields for frag in lt.dataset(ours).get_fragments() for f in frag.files] == [
-        f.fields for frag in lt.dataset(theirs).get_fragments() for f in frag.files
+    assert [f.fields for frag in lt.dataset(ours).manifest.fragments for f in frag.files] == [
+        f.fields for frag in lt.dataset(theirs).manifest.fragments for f in frag.files
     ]
     assert lance.dataset(ours).schema == lance.dataset(theirs).schema
     _same_layout(_descriptors(ours), _descriptors(theirs))

@@ -32,7 +32,7 @@ def test_append_vs_append_rebases(base):
     ds = lt.write_dataset(make_rows(2000, 10), base, mode="append")
     assert ds.version == 3 and ds.count_rows() == 320
     assert b.version == 1 and b.count_rows() == 300
-    assert [f.id for f in ds.get_fragments()] == [0, 1, 2, 3, 4]
+    assert [f.id for f in ds.manifest.fragments] == [0, 1, 2, 3, 4]
 
 
 def test_delete_vs_append_and_append_vs_delete(base):
@@ -58,7 +58,7 @@ def test_delete_vs_delete_on_the_same_fragment_merges_deletion_vectors(base):
     ds = b.delete("id % 3 = 0 AND id < 100")
     expected = [i for i in range(300) if not (i < 100 and (i % 2 == 0 or i % 3 == 0))]
     assert _ids(ds) == expected
-    frag = ds.get_fragments()[0]
+    frag = ds.manifest.fragments[0]
     assert frag.deletion_file.num_deleted_rows == 100 - len([i for i in range(100) if i % 2 and i % 3])
     assert _ids(lt.dataset(base)) == expected
 

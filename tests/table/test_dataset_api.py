@@ -223,7 +223,7 @@ def test_compaction_plan_and_versions(tmp_path):
     assert ops == ["reserve_fragments", "rewrite"]
     # as pylance: bins of at least 400 live rows, one fragment each
     assert [f.physical_rows for f in compacted.get_fragments()] == [450, 500]
-    assert [f.id for f in compacted.get_fragments()] == [10, 11]
+    assert [f.id for f in compacted.manifest.fragments] == [10, 11]
     assert_tables_equal(compacted.to_table(), before, check_metadata=False)
     assert compacted.compact_files(target_rows_per_fragment=400).version == compacted.version  # nothing to do
 
@@ -258,7 +258,7 @@ def test_scan_empty_and_fully_deleted(tmp_path):
     assert ds.to_table().num_rows == 0 and ds.to_table().schema.names == make_rows(0, 1).schema.names
     assert ds.take([]).num_rows == 0
     ds2 = lt.write_dataset(make_rows(0, 5), uri, mode="append")
-    assert [f.id for f in ds2.get_fragments()] == [2]
+    assert [f.id for f in ds2.manifest.fragments] == [2]
     assert np.array_equal(ds2.to_table()["id"].to_numpy(), np.arange(5))
 
 

@@ -60,10 +60,10 @@ def test_a_rewritten_path_of_another_size_is_opened_again(tmp_path: Path) -> Non
     lt.write_dataset(_table(0, 10), small)
     lt.write_dataset(_table(100, 500), big)
     storage = LocalStorage(small)
-    (entry,) = lt.dataset(small).get_fragments()[0].files
+    (entry,) = lt.dataset(small).manifest.fragments[0].files
     assert READERS.get(storage, entry).num_rows == 10
     # the same path, written again with other contents (and the manifest saying so)
-    (other,) = lt.dataset(big).get_fragments()[0].files
+    (other,) = lt.dataset(big).manifest.fragments[0].files
     shutil.copy(Path(big) / paths.data_file_path(other.path), Path(small) / paths.data_file_path(entry.path))
     rewritten = dataclasses.replace(entry, file_size_bytes=other.file_size_bytes)
     assert READERS.get(storage, rewritten).num_rows == 500
@@ -73,7 +73,7 @@ def test_the_reader_cache_is_bounded_by_entries_and_bytes(tmp_path: Path) -> Non
     uri = str(tmp_path / "ds")
     lt.write_dataset(_table(0, 100), uri, max_rows_per_file=10)
     storage = LocalStorage(uri)
-    files = [f.files[0] for f in lt.dataset(uri).get_fragments()]
+    files = [f.files[0] for f in lt.dataset(uri).manifest.fragments]
     by_count = ReaderCache(size=3)
     for f in files:
         by_count.get(storage, f)
@@ -125,7 +125,7 @@ def test_cached_deletion_vectors_are_read_only(tmp_path: Path) -> None:
     uri = str(tmp_path / "ds")
     lt.write_dataset(_table(0, 100), uri)
     lt.dataset(uri).delete("id < 5")
-    frag = lt.dataset(uri).get_fragments()[0]
+    frag = lt.dataset(uri).manifest.fragments[0]
     got = deletion.read_deletions(LocalStorage(uri), frag)
     assert got.tolist() == [0, 1, 2, 3, 4]
     with pytest.raises(ValueError):

@@ -75,7 +75,7 @@ def test_our_history_uses_both_deletion_file_kinds_and_drops_fragments(ours_hist
     assert versions[1]["commit_message"] == "create"
     kinds = set()
     for v in expected:
-        for frag in lt.dataset(uri, version=v).get_fragments():
+        for frag in lt.dataset(uri, version=v).manifest.fragments:
             if frag.deletion_file:
                 kinds.add(frag.deletion_file.kind)
     assert kinds == {DELETION_ARROW, DELETION_BITMAP}
@@ -95,7 +95,7 @@ def test_our_history_uses_both_deletion_file_kinds_and_drops_fragments(ours_hist
     after_whole_delete = lt.dataset(uri, version=6)
     assert len(after_whole_delete.get_fragments()) == len(lt.dataset(uri, version=5).get_fragments()) - 1
     compacted = lt.dataset(uri, version=8)
-    assert all(f.deletion_file is None for f in compacted.get_fragments())
+    assert all(f.deletion_file() is None for f in compacted.get_fragments())
 
 
 def test_pylance_sees_our_tags_and_metadata(ours_history):
@@ -170,7 +170,7 @@ def test_we_read_every_version_pylance_wrote(theirs_history):
     kinds = {
         f.deletion_file.kind
         for v in expected
-        for f in lt.dataset(uri, version=v).get_fragments()
+        for f in lt.dataset(uri, version=v).manifest.fragments
         if f.deletion_file is not None
     }
     assert kinds == {DELETION_ARROW, DELETION_BITMAP}

@@ -259,7 +259,7 @@ def _check(h: History) -> None:
     for version, expected in h.expected.items():
         ours, theirs = lt.dataset(h.uri, version=version), lance.dataset(h.uri, version=version)
         assert ours.data_storage_version == theirs.data_storage_version == h.fmt, version
-        for frag in ours.get_fragments():
+        for frag in ours.manifest.fragments:
             assert {f.version for f in frag.files} == {h.fmt}
         assert ours.schema.equals(theirs.schema, check_metadata=True), (ours.schema, theirs.schema)
         assert ours.schema.equals(SCHEMA, check_metadata=True), ours.schema

@@ -53,7 +53,7 @@ def test_file_size_bytes_that_disagree_with_the_file(where: tuple[str, Any], del
     uri, options = where
     table = pa.table({"id": np.random.default_rng(0).integers(0, 2**62, 200_000)})
     ds = lt.write_dataset(table, uri, storage_options=options)
-    (data_file,) = ds.get_fragments()[0].files
+    (data_file,) = ds.manifest.fragments[0].files
     actual = data_file.file_size_bytes
     assert actual is not None and actual > 1_000_000
     claimed = actual + delta

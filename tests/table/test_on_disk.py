@@ -87,7 +87,7 @@ def test_fragment_ids_keep_increasing_through_overwrite(tmp_path):
     uri = tmp_path / "ds"
     lt.write_dataset(make_rows(0, 30), uri, max_rows_per_file=10)
     ds = lt.write_dataset(make_rows(0, 20), uri, mode="overwrite", max_rows_per_file=10)
-    assert [f.id for f in ds.get_fragments()] == [3, 4]
+    assert [f.id for f in ds.manifest.fragments] == [3, 4]
     assert ds.manifest.max_fragment_id == 4
     assert [f.id for f in ds.manifest.fields] == list(range(len(ds.manifest.fields)))
 
@@ -217,7 +217,7 @@ def test_incremental_deletes_switch_to_bitmap_after_5000(tmp_path):
     kinds = []
     for hi in (4999, 5000, 5001):
         ds = ds.delete(f"id < {hi}")
-        df = ds.get_fragments()[0].deletion_file
+        df = ds.manifest.fragments[0].deletion_file
         kinds.append((df.kind, df.num_deleted_rows))
         name = paths.deletion_file_path(0, df.read_version, df.id, df.kind == "bitmap")
         assert (uri / name).exists()
@@ -228,7 +228,7 @@ def test_incremental_deletes_switch_to_bitmap_after_5000(tmp_path):
 def test_arrow_deletion_file_format(tmp_path):
     uri = tmp_path / "ds"
     ds = lt.write_dataset(pa.table({"id": np.arange(100)}), uri).delete("id = 7 OR id = 3")
-    df = ds.get_fragments()[0].deletion_file
+    df = ds.manifest.fragments[0].deletion_file
     data = (uri / paths.deletion_file_path(0, df.read_version, df.id, False)).read_bytes()
     assert data[:6] == b"ARROW1" and data[-6:] == b"ARROW1"
     table = pa.ipc.open_file(pa.BufferReader(data)).read_all()
@@ -240,7 +240,7 @@ def test_readers_accept_unsorted_arrow_and_both_roaring_forms(tmp_path):
     uri = tmp_path / "ds"
     # the manifest must count the rows the rewritten file deletes
     ds = lt.write_dataset(pa.table({"id": np.arange(10_000)}), uri).delete("id IN (0, 1, 5, 9)")
-    frag = ds.get_fragments()[0]
+    frag = ds.manifest.fragments[0]
     storage = open_storage(str(uri))
     df = frag.deletion_file
     path = uri / paths.deletion_file_path(0, df.read_version, df.id, False)

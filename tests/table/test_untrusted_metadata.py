@@ -66,7 +66,7 @@ def _fresh(tmp_path: Path, name: str = "ds", n: int = 12_000, **kw: Any) -> lt.D
 
 def test_data_file_path_outside_the_dataset_is_refused(tmp_path: Path) -> None:
     victim = _fresh(tmp_path, "victim", 10)
-    victim_file = victim.get_fragments()[0].files[0].path
+    victim_file = victim.manifest.fragments[0].files[0].path
     _fresh(tmp_path, "ds", 10)
     root = tmp_path / "ds"
 
@@ -113,7 +113,7 @@ def test_every_escaping_form_is_refused(tmp_path: Path, bad: str) -> None:
 def test_nested_relative_paths_and_transaction_file_names(tmp_path: Path) -> None:
     ds = _fresh(tmp_path, n=10)
     root = tmp_path / "ds"
-    name = ds.get_fragments()[0].files[0].path
+    name = ds.manifest.fragments[0].files[0].path
     (root / "data" / "sub").mkdir()
     (root / "data" / name).rename(root / "data" / "sub" / name)
     _edit_manifest(root, lambda pb: setattr(pb.fragments[0].files[0], "path", f"sub/{name}"))
@@ -170,7 +170,7 @@ def test_physical_rows_beyond_a_row_address_is_refused_on_open(tmp_path: Path) -
 def _with_deletions(tmp_path: Path, predicate: str) -> tuple[Path, Path]:
     ds = _fresh(tmp_path).delete(predicate)
     root = tmp_path / "ds"
-    df = ds.get_fragments()[0].deletion_file
+    df = ds.manifest.fragments[0].deletion_file
     assert df is not None
     return root, next((root / "_deletions").iterdir())
 
@@ -224,7 +224,7 @@ def test_every_byte_flip_of_an_arrow_deletion_file_is_corrupt_or_harmless(tmp_pa
     data = encode_deletions(offsets, "arrow")
     root, path = _with_deletions(tmp_path, "id < 100")
     storage = open_storage(str(root))
-    frag = lt.dataset(root).get_fragments()[0]
+    frag = lt.dataset(root).manifest.fragments[0]
     from dataclasses import replace
 
     assert frag.deletion_file is not None

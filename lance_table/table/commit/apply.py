@@ -172,10 +172,20 @@ def _apply_delete(base: Manifest, op: Delete) -> Manifest:
 
 
 def _apply_rewrite(base: Manifest, op: Rewrite) -> Manifest:
+    """New fragments keep their ids (compaction reserved them), but those with id 0, which no
+    reservation gives, get the next free ids (a Rewrite committed by hand, as pylance does)."""
     position = {f.id: i for i, f in enumerate(base.fragments)}
     replaced: dict[int, tuple[Fragment, ...]] = {}
     dropped: set[int] = set()
+    next_id = _next_id(base)
     for group in op.groups:
+        if any(f.id == 0 for f in group.new_fragments):
+            fresh = []
+            for f in group.new_fragments:
+                if f.id == 0:
+                    f, next_id = replace(f, id=next_id), next_id + 1
+                fresh.append(f)
+            group = replace(group, new_fragments=tuple(fresh))
         old_ids = [f.id for f in group.old_fragments]
         missing = [i for i in old_ids if i not in position]
         if missing:

@@ -235,6 +235,25 @@ def as_reader(data: Any, schema: pa.Schema | None = None) -> pa.RecordBatchReade
     raise TypeError(f"cannot write data of type {type(data).__name__}")
 
 
+def cast_reader(reader: pa.RecordBatchReader, schema: pa.Schema | None) -> pa.RecordBatchReader:
+    """``reader`` with its batches cast to ``schema`` (column order and types), when one is given.
+
+    Raises:
+        SchemaError: (as batches are read) a batch cannot be cast.
+    """
+    if schema is None or reader.schema == schema:
+        return reader
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for batch in reader:
+            try:
+                yield batch.select(schema.names).cast(schema)
+            except (pa.ArrowInvalid, KeyError, ValueError) as exc:
+                raise SchemaError(f"data cannot be cast to the given schema: {exc}") from exc
+
+    return pa.RecordBatchReader.from_batches(schema, batches())
+
+
 def conform(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
     """``batch`` with its columns in the target's order and the target's exact types.
 

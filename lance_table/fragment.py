@@ -1,0 +1,95 @@
+"""pylance's ``lance.fragment`` for distributed writes: workers call :func:`write_fragments` and send
+the :class:`FragmentMetadata` (pickled, or as ``to_json()``) to a driver, which commits them with
+``lance_table.Dataset.commit(uri, lance_table.LanceOperation.Append(fragments), read_version=...)``.
+
+Metadata is interchangeable with pylance's through JSON: fragments written by either library can be
+committed by the other.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import pyarrow as pa
+
+from lance_table.storage import open_storage
+from lance_table.table.dataset import Dataset
+from lance_table.table.fragment_metadata import (
+    DataFile,
+    DeletionFile,
+    FragmentMetadata,
+    RowDatasetVersionMeta,
+    RowIdMeta,
+)
+from lance_table.table.lance_fragment import LanceFragment
+from lance_table.table.lance_operation import LanceOperation, Transaction
+from lance_table.table.operations.stage import stage_fragments
+from lance_table.table.operations.write import (
+    DEFAULT_MAX_BYTES_PER_FILE,
+    DEFAULT_MAX_ROWS_PER_FILE,
+    WriteMode,
+)
+
+
+def write_fragments(
+    data: Any,
+    dataset_uri: str | os.PathLike[str] | Dataset,
+    schema: pa.Schema | None = None,
+    *,
+    mode: WriteMode = "append",
+    max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+    max_rows_per_group: int | None = 1024,
+    max_bytes_per_file: int = DEFAULT_MAX_BYTES_PER_FILE,
+    data_storage_version: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    return_transaction: bool = False,
+) -> list[FragmentMetadata] | Transaction:
+    """Write ``data`` into new data files of the dataset without committing them (pylance's
+    ``lance.fragment.write_fragments``).
+
+    Returns the fragments' metadata (ids 0: the commit gives ids), or with ``return_transaction``
+    a :class:`Transaction` (an Append, or an Overwrite for ``mode="create"``/``"overwrite"``)
+    that ``Dataset.commit`` takes. ``mode="append"`` checks the data against the dataset's schema
+    (into a missing dataset it writes the fragments of a new one: commit them with an Overwrite);
+    ``"create"`` and ``"overwrite"`` give field ids from the data's schema. ``max_rows_per_group`` is
+    accepted for pylance compatibility. Files of a failed write are deleted.
+
+    Raises:
+        DatasetAlreadyExistsError: ``mode="create"`` and a dataset exists.
+        SchemaError: the data does not match the dataset's schema or cannot be stored.
+        UnsupportedFormatError: the dataset needs features lance_table does not write.
+        StorageOptionsError: a storage option is unknown, unsafe or has a bad value.
+    """
+    if isinstance(dataset_uri, Dataset):
+        storage = dataset_uri._storage
+    else:
+        storage = open_storage(dataset_uri, storage_options)
+    frags, plan = stage_fragments(
+        storage,
+        data,
+        schema,
+        mode,
+        data_storage_version,
+        max_rows_per_file=max_rows_per_file,
+        max_bytes_per_file=max_bytes_per_file,
+    )
+    metas = [FragmentMetadata.from_fragment(f) for f in frags]
+    if not return_transaction:
+        return metas
+    if plan.append:
+        return Transaction(plan.read_version, LanceOperation.Append(metas))
+    return Transaction(plan.read_version, LanceOperation.Overwrite(plan.schema, metas))
+
+
+__all__ = [
+    "DEFAULT_MAX_BYTES_PER_FILE",
+    "DataFile",
+    "DeletionFile",
+    "FragmentMetadata",
+    "LanceFragment",
+    "RowDatasetVersionMeta",
+    "RowIdMeta",
+    "write_fragments",
+]
