@@ -241,7 +241,7 @@ def history(storage: Storage) -> list[dict[str, Any]]:
         txn = _transaction_of(storage, summary.transaction, summary.transaction_file, where)
         return {
             "version": entry.version,
-            "timestamp": dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=summary.timestamp_ns // 1000),
+            "timestamp": _version_time(summary.timestamp_ns),
             "operation": txn.operation.name if txn else None,
             "commit_message": txn.commit_message if txn else None,
             "metadata": dict(txn.properties) if txn else {},
@@ -249,6 +249,17 @@ def history(storage: Storage) -> list[dict[str, Any]]:
 
     found = map_on(METADATA, one, list_versions(storage))
     return [v for v in found if v is not None]
+
+
+def _version_time(ns: int) -> dt.datetime:
+    """A version's time as ``versions()`` shows it (naive UTC), computed as pylance computes it:
+    whole seconds and the microseconds of the rest, both in floating point (so the microseconds
+    agree with pylance's to the last digit)."""
+    seconds = ns // 1e9
+    return _EPOCH + dt.timedelta(seconds=seconds, microseconds=(ns % 1e9) // 1e3)
+
+
+_EPOCH = dt.datetime(1970, 1, 1)
 
 
 def write_version_hint(storage: Storage, version: int) -> None:
