@@ -58,7 +58,10 @@ class Bench:
         """Time ``mine`` and ``theirs`` alternately, then count one run of each."""
         mine_s, theirs_s = interleaved_medians(mine, theirs, self.runs)
         ours, other = self.count(mine), self.count(theirs)
-        note = f"requests: lance_table {sum(ours.values())} ({_fmt(ours)}), pylance {sum(other.values())} ({_fmt(other)})"
+        note = (
+            f"requests: lance_table {sum(ours.values())} ({_fmt(ours)}), "
+            f"pylance {sum(other.values())} ({_fmt(other)})"
+        )
         self.report.add(Result(name, mine_s, theirs_s, self.runs, note))
         print(f"      {note}", flush=True)
         self.requests.append({"scenario": name, "lance_table": dict(ours), "pylance": dict(other)})

@@ -102,12 +102,12 @@ class SlowS3:
     def counts(self, reset: bool = False) -> Counter[str]:
         """Requests by kind since the last reset."""
         url = f"{self.endpoint}{COUNTS_PATH}{'?reset' if reset else ''}"
-        with urllib.request.urlopen(url) as answer:  # noqa: S310 - our own server
+        with urllib.request.urlopen(url) as answer:
             return Counter(json.loads(answer.read()))
 
     def set_latency(self, latency: float) -> None:
         """Change the delay of every request from now on (e.g. none while building datasets)."""
-        with urllib.request.urlopen(f"{self.endpoint}{COUNTS_PATH}?latency={latency}"):  # noqa: S310
+        with urllib.request.urlopen(f"{self.endpoint}{COUNTS_PATH}?latency={latency}"):
             pass
 
     def close(self) -> None:
