@@ -14,7 +14,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from typing import TypeVar
+from typing import Any, Generic, TypeVar, overload
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -26,6 +26,7 @@ ENCODE = "lance_table-encode"
 WRITE = "lance_table-write"  # page writes of file writers, overlapping the next batch's encoding
 CLOSE = "lance_table-close"  # closing a finished data file while the next one is written
 METADATA = "lance_table-meta"  # reads of many small metadata files (manifests of a history)
+IO = "lance_table-io"  # fragments of a remote store, many at once: their time is spent waiting
 
 _POOLS: dict[str, ThreadPoolExecutor] = {}
 _LOCK = threading.Lock()
@@ -39,12 +40,21 @@ def workers() -> int:
     return min(8, os.cpu_count() or 2)
 
 
+#: the most threads of the I/O pool: the most fragment reads of a remote store in flight at once
+IO_THREADS = 64
+
+
 def pool(name: str) -> ThreadPoolExecutor:
-    """The process-wide pool called ``name`` (numpy, pyarrow and file reads release the GIL)."""
+    """The process-wide pool called ``name`` (numpy, pyarrow and file reads release the GIL).
+
+    Each has :func:`workers` threads, but :data:`IO`, whose tasks mostly wait on a remote store,
+    which has :data:`IO_THREADS`.
+    """
     with _LOCK:
         found = _POOLS.get(name)
         if found is None:
-            found = _POOLS[name] = ThreadPoolExecutor(max_workers=workers(), thread_name_prefix=name)
+            size = IO_THREADS if name == IO else workers()
+            found = _POOLS[name] = ThreadPoolExecutor(max_workers=size, thread_name_prefix=name)
         return found
 
 
@@ -136,13 +146,15 @@ GROUPS_PER_WORKER = 4
 GROUP_SIZE = 256 * 1024
 
 
-def groups(sizes: Sequence[int], per_worker: int = GROUPS_PER_WORKER) -> list[tuple[int, int]]:
-    """Contiguous ``[start, end)`` groups of items of ``sizes``: ``per_worker`` groups per worker of
-    about equal size in all (more when that would make groups larger than :data:`GROUP_SIZE`), or
-    one item a group when there are not more items than that."""
+def groups(
+    sizes: Sequence[int], per_worker: int = GROUPS_PER_WORKER, tasks: int | None = None
+) -> list[tuple[int, int]]:
+    """Contiguous ``[start, end)`` groups of items of ``sizes``: ``per_worker`` groups per worker
+    (or ``tasks`` groups) of about equal size in all (more when that would make groups larger than
+    :data:`GROUP_SIZE`), or one item a group when there are not more items than that."""
     n = len(sizes)
     total = int(sum(sizes))
-    target = max(per_worker * workers(), -(-total // GROUP_SIZE))
+    target = max(tasks or per_worker * workers(), -(-total // GROUP_SIZE))
     if n <= target:
         return [(i, i + 1) for i in range(n)]
     ends = list(itertools.accumulate(sizes))
@@ -155,15 +167,26 @@ def groups(sizes: Sequence[int], per_worker: int = GROUPS_PER_WORKER) -> list[tu
     return list(itertools.pairwise(cuts))
 
 
-def map_grouped(fn: Callable[[T], R], items: Iterable[T], sizes: Sequence[int]) -> list[R]:
+def map_grouped(
+    fn: Callable[[T], R], items: Iterable[T], sizes: Sequence[int], *, in_flight: int = 0
+) -> list[R]:
     """``[fn(x) for x in items]`` on the fragment pool, in tasks of contiguous items (see
     :func:`groups`; ``sizes``: what each item weighs): a task per tiny fragment would cost more in
-    hand-offs than its work, while the groups still keep every worker busy to the end."""
+    hand-offs than its work, while the groups still keep every worker busy to the end.
+
+    ``in_flight``: how many of the calls are worth running at once because their time goes into
+    waiting on a remote store (see ``Storage.read_parallelism``). When that is more than the
+    workers, the calls run on the :data:`IO` pool in as many tasks (at most :data:`IO_THREADS`
+    at a time), so that a scan of many small remote files waits for many requests at once.
+    """
     items = list(items)
-    spans = groups(sizes)
+    name, tasks = FRAGMENTS, None
+    if in_flight > workers() and len(items) > 1 and not _inline(FRAGMENTS) and not _inline(IO):
+        name, tasks = IO, min(in_flight, IO_THREADS)
+    spans = groups(sizes, tasks=tasks)
     if len(spans) == len(items):
-        return map_on(FRAGMENTS, fn, items, even=True)
-    parts = map_on(FRAGMENTS, lambda span: [fn(x) for x in items[span[0] : span[1]]], spans, even=True)
+        return map_on(name, fn, items, even=True)
+    parts = map_on(name, lambda span: [fn(x) for x in items[span[0] : span[1]]], spans, even=True)
     return [r for part in parts for r in part]
 
 
@@ -177,3 +200,33 @@ def map_parts(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
     """``[fn(x) for x in items]`` on the pool for pieces of one page: leaf work such as decoding
     one part of a large page, which must not itself wait on that pool."""
     return map_on(PARTS, fn, items)
+
+
+class cached_per_instance(Generic[R]):
+    """``functools.cached_property`` without its lock.
+
+    Before Python 3.12, ``cached_property`` holds one lock per class attribute while it computes:
+    the first reads of a property of many instances run one after another even on different
+    threads (a scan opening the files of hundreds of fragments at once would wait on each file in
+    turn). Here two threads asking the same instance at once may both compute the value (it must
+    not matter which one is kept); other instances never wait.
+    """
+
+    def __init__(self, fn: Callable[[Any], R]) -> None:
+        self.fn = fn
+        self.name = fn.__name__
+        self.__doc__ = fn.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> cached_per_instance[R]: ...
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> R: ...
+    def __get__(self, obj: object | None, owner: type | None = None) -> R | cached_per_instance[R]:
+        if obj is None:
+            return self
+        value = self.fn(obj)
+        obj.__dict__[self.name] = value  # found before this (non-data) descriptor from now on
+        return value

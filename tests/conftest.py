@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import collections
 import functools
 import logging
 import os
@@ -117,3 +118,64 @@ def s3_options(s3_endpoint: str) -> dict[str, str]:
 def s3_uri(s3_endpoint: str) -> str:
     """A fresh, empty prefix in the test bucket."""
     return f"s3://{S3_BUCKET}/{uuid.uuid4().hex}"
+
+
+class S3Requests:
+    """The requests the test S3 server received for one key prefix, by kind (``LIST`` for a listing,
+    else the HTTP method), and the most that were in flight at once."""
+
+    def __init__(self, prefix: str, delay: float) -> None:
+        self.prefix = prefix
+        self.delay = delay
+        self.counts: collections.Counter[str] = collections.Counter()
+        self.in_flight = 0
+        self.most_in_flight = 0
+        self._lock = threading.Lock()
+
+    def reset(self) -> None:
+        with self._lock:
+            self.counts.clear()
+            self.most_in_flight = 0
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def record(self, environ: dict[str, object]) -> bool:
+        path, query = str(environ.get("PATH_INFO", "")), str(environ.get("QUERY_STRING", ""))
+        if self.prefix not in path and self.prefix not in query:
+            return False
+        parts = path.strip("/").split("/", 1)
+        method = str(environ["REQUEST_METHOD"])
+        kind = "LIST" if method == "GET" and (len(parts) < 2 or not parts[1]) else method
+        with self._lock:
+            self.counts[kind] += 1
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        return True
+
+    def done(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
+
+
+@pytest.fixture
+def s3_requests(s3_uri: str, monkeypatch: pytest.MonkeyPatch) -> S3Requests:
+    """Counts the requests the test S3 server gets for ``s3_uri``'s prefix, each held for 5 ms
+    (so that requests sent at once overlap in the server)."""
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+
+    recorder = S3Requests(s3_uri.rsplit("/", 1)[-1], 0.005)
+    original = DomainDispatcherApplication.__call__
+
+    def counted(self: object, environ: dict[str, object], start_response: object) -> object:
+        if not recorder.record(environ):
+            return original(self, environ, start_response)  # type: ignore[arg-type]
+        try:
+            time.sleep(recorder.delay)
+            return original(self, environ, start_response)  # type: ignore[arg-type]
+        finally:
+            recorder.done()
+
+    monkeypatch.setattr(DomainDispatcherApplication, "__call__", counted)
+    return recorder

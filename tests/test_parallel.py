@@ -134,3 +134,33 @@ def test_many_small_items_are_grouped_into_a_few_tasks_per_worker(
 
     assert _parallel.map_grouped(square, range(3000), [1] * 3000) == [x * x for x in range(3000)]
     assert len(seen) == 3000
+
+
+def test_cached_per_instance_computes_instances_at_the_same_time() -> None:
+    """functools.cached_property (before 3.12) computes one instance at a time: here the first
+    instance's computation waits for the second's, which must not wait for it."""
+    from lance_table._parallel import cached_per_instance
+
+    second_started = threading.Event()
+
+    class Item:
+        def __init__(self, k: int) -> None:
+            self.k = k
+            self.calls = 0
+
+        @cached_per_instance
+        def value(self) -> int:
+            self.calls += 1
+            if self.k == 0:
+                assert second_started.wait(5), "the other instance's computation was held back"
+            else:
+                second_started.set()
+            return self.k * 10
+
+    items = [Item(0), Item(1)]
+    first = threading.Thread(target=lambda: items[0].value)
+    first.start()
+    time.sleep(0.01)
+    assert items[1].value == 10
+    first.join()
+    assert items[0].value == 0 and items[0].calls == 1 and items[1].calls == 1

@@ -14,6 +14,7 @@ from lance_table._parallel import DECODE, map_on
 from lance_table.errors import CorruptFileError, SchemaError, UnsupportedFormatError
 from lance_table.file.arrow import build_binary
 from lance_table.file.container import (
+    TAIL_READ_SIZE,
     URL_ARRAY_ENCODING,
     URL_PAGE_LAYOUT,
     FileMetadata,
@@ -32,7 +33,7 @@ from lance_table.file.v2_1 import decode as decode21
 from lance_table.file.v2_1 import layout as layout21
 from lance_table.file.v2_1 import repdef
 from lance_table.schema import FieldNode
-from lance_table.storage.sources import ByteSource, open_source
+from lance_table.storage.sources import ByteSource, in_memory_if_small, open_source
 
 Job = Callable[[], list[pa.Array]]
 Combine = Callable[[list[list[pa.Array]]], list[pa.Array]]
@@ -98,7 +99,10 @@ class LanceFileReader(RowReader):
     """Reads one Lance data file (format 2.0).
 
     Only the bytes a request needs are fetched: the footer region when opening, then the pages of
-    the projected columns, and within pages only the byte ranges of the selected rows.
+    the projected columns, and within pages only the byte ranges of the selected rows. A file no
+    larger than the footer region read first is read whole when opened, and those bytes serve the
+    first read too (see :attr:`held_bytes`); later reads go to the file again, so that a file
+    deleted meanwhile is found missing, as it is for any other file.
 
     Args:
         source: a local path, a seekable binary file object (e.g. from ``fsspec.open``), the file's
@@ -110,7 +114,11 @@ class LanceFileReader(RowReader):
     """
 
     def __init__(self, source: str | os.PathLike[str] | IO[bytes] | ByteSource | bytes) -> None:
-        self._source = open_source(source)
+        self._stored = open_source(source)
+        self._source = in_memory_if_small(self._stored, TAIL_READ_SIZE)
+        #: the bytes of the file read whole when opened (a small file's, else none), kept until
+        #: the first read has used them
+        self.held_bytes = self._source.size() if self._source is not self._stored else 0
         with decoding(self._source.name):
             self._open()
 
@@ -203,7 +211,10 @@ class LanceFileReader(RowReader):
         self, runs: Runs, columns: Sequence[str] | None, floors: Mapping[str, int] | None = None
     ) -> pa.Table:
         with decoding(self.path):
-            return self._read_selected(runs, columns, floors or {})
+            try:
+                return self._read_selected(runs, columns, floors or {})
+            finally:
+                self._source = self._stored  # the bytes read when opening serve the first read only
 
     def _read_selected(
         self, runs: Runs, columns: Sequence[str] | None, floors: Mapping[str, int]

@@ -8,7 +8,7 @@ from typing import Any
 
 from lance_table.storage.base import Entry, Storage
 from lance_table.storage.local import LocalStorage
-from lance_table.storage.options import options_fingerprint, s3fs_arguments
+from lance_table.storage.options import options_fingerprint, s3fs_arguments, with_connection_pool
 
 __all__ = ["Entry", "LocalStorage", "Storage", "open_storage"]
 
@@ -45,7 +45,7 @@ def open_storage(uri: str | os.PathLike[str], storage_options: Mapping[str, Any]
         except ImportError as exc:  # pragma: no cover - depends on the install
             raise ImportError("s3:// datasets need s3fs: pip install 'lance_table[s3]'") from exc
         kwargs = s3fs_arguments(options, rest.split("/", 1)[0])
-        fs = s3fs.S3FileSystem(**kwargs)
+        fs = s3fs.S3FileSystem(**with_connection_pool(kwargs))
         return S3Storage(fs, rest.strip("/"), text, access=options_fingerprint(kwargs))
     fs, path = fsspec.core.url_to_fs(text, **options)
     return FsspecStorage(fs, path, text, access=options_fingerprint(options))

@@ -33,6 +33,10 @@ class Storage(ABC):
 
     #: whether :meth:`put_if_absent` is atomic (exactly one of several racing writers succeeds)
     atomic_put: bool = True
+    #: how many reads (of different files) are worth having in flight at once: a remote store
+    #: answers each request after a latency that concurrent requests overlap. 0 where reads cost
+    #: work rather than waiting (local disk, memory): as many as there are worker threads.
+    read_parallelism: int = 0
 
     def __init__(self, uri: str, *, access: str = "") -> None:
         self.uri = uri

@@ -335,6 +335,18 @@ def s3fs_arguments(options: Mapping[str, Any], bucket: str) -> dict[str, Any]:
     return kwargs
 
 
+#: the connections an S3 client keeps at least (botocore's default, 10, would queue the requests of
+#: a scan of many small files behind each other)
+S3_POOL_CONNECTIONS = 64
+
+
+def with_connection_pool(kwargs: Mapping[str, Any], connections: int = S3_POOL_CONNECTIONS) -> dict[str, Any]:
+    """``kwargs`` (s3fs arguments) with a connection pool of ``connections``, unless the caller set one."""
+    config = dict(kwargs.get("config_kwargs") or {})
+    config.setdefault("max_pool_connections", connections)
+    return {**kwargs, "config_kwargs": config}
+
+
 def options_fingerprint(kwargs: Mapping[str, Any]) -> str:
     """A digest of normalized filesystem arguments: equal for equal access, and no secret in it."""
     text = json.dumps(kwargs, sort_keys=True, default=repr, separators=(",", ":"))

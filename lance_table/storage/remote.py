@@ -12,6 +12,10 @@ from lance_table.errors import CorruptFileError
 from lance_table.storage.base import Entry, Storage
 from lance_table.storage.sources import ByteSource, _RangedSource, size_disagreement
 
+#: reads of different files a remote store is given at once (see ``Storage.read_parallelism``);
+#: S3 clients get a connection pool of at least this size (see ``options.s3fs_arguments``)
+REMOTE_READ_PARALLELISM = 32
+
 
 def _mtime(info: dict[str, Any]) -> float | None:
     for key in ("mtime", "LastModified", "last_modified", "created"):
@@ -104,6 +108,7 @@ class FsspecStorage(Storage):
     atomic_put = False
     #: whether parent directories must exist before a file is created (not on object stores)
     needs_mkdir = True
+    read_parallelism = REMOTE_READ_PARALLELISM
 
     def __init__(self, fs: Any, root: str, uri: str, *, access: str = "") -> None:
         super().__init__(uri, access=access)
@@ -205,6 +210,7 @@ class MemoryStorage(FsspecStorage):
 
     atomic_put = True
     needs_mkdir = False
+    read_parallelism = 0
     _lock = threading.Lock()
 
     def source(self, path: str, size: int | None = None) -> ByteSource:
@@ -235,6 +241,10 @@ class S3Storage(FsspecStorage):
 
     atomic_put = True
     needs_mkdir = False
+
+    def read(self, path: str) -> bytes:
+        """A whole file in one GET (s3fs would first ask for its size, to split large reads)."""
+        return bytes(self.fs.cat_file(self._abs(path), max_concurrency=1))
 
     def put_if_absent(self, path: str, data: bytes) -> None:
         full = self._abs(path)

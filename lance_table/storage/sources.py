@@ -333,6 +333,18 @@ class BytesSource(_RangedSource):
         return [self._data[off : off + length] for off, length in ranges]
 
 
+def in_memory_if_small(source: ByteSource, limit: int) -> ByteSource:
+    """``source``, or the whole file read into memory (one request) when it has at most ``limit``
+    bytes: the reader of a small file needs its footer region, which is most of the file, and
+    then its data, which a remote store would otherwise answer with another request each time."""
+    if isinstance(source, BytesSource):
+        return source
+    size = source.size()
+    if not 0 < size <= limit:
+        return source
+    return BytesSource(source.read_ranges([(0, size)])[0], source.name)
+
+
 def open_source(source: str | os.PathLike[str] | IO[bytes] | ByteSource | bytes) -> ByteSource:
     """Turn what a caller passed into a :class:`ByteSource`."""
     if isinstance(source, (bytes, bytearray, memoryview)):

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyarrow import acero
 
-from lance_table._parallel import FRAGMENTS, ahead_on, map_grouped, workers
+from lance_table._parallel import FRAGMENTS, IO, IO_THREADS, ahead_on, map_grouped, workers
 from lance_table.errors import SchemaError
 from lance_table.file.runs import Runs
 from lance_table.table.fragment import FragmentReader
@@ -36,6 +36,8 @@ DENSE_SELECTION = 0.02
 # The same for 2.1+ files: their reads of selected rows decode only the selected strings of a
 # chunk (FSST decompression is the dearest part of a scan), which pays off up to a larger share.
 DENSE_SELECTION_STRUCTURAL = 0.2
+# A streaming scan of a remote store reads ahead up to this many rows (in ranges of fragments).
+READ_AHEAD_ROWS = 1 << 20
 _POS = "__lance_table_position"
 
 Predicate: TypeAlias = "str | pc.Expression"
@@ -272,6 +274,11 @@ def _empty_rows(n: int) -> pa.Table:
     return pa.table({"_": pa.nulls(n)}).drop_columns(["_"])
 
 
+def in_flight(frags: Sequence[FragmentReader]) -> int:
+    """How many fragments are worth reading at once: their storage's ``read_parallelism``."""
+    return frags[0].storage.read_parallelism if frags else 0
+
+
 def scan_all(frags: Sequence[FragmentReader], spec: ScanSpec, out_schema: pa.Schema) -> pa.Table:
     """Every matching row as one table; fragments are scanned in parallel when no limit applies."""
     if spec.limit is not None or spec.offset:
@@ -281,12 +288,17 @@ def scan_all(frags: Sequence[FragmentReader], spec: ScanSpec, out_schema: pa.Sch
     # the footers and deletions are read first, once per fragment.
     # Small fragments are read a group to a task (see map_grouped).
     sizes = [f.fragment.physical_rows for f in frags]
-    map_grouped(lambda f: (f.deleted, f.physical_rows), frags, sizes)
+    # On a remote store many fragments are read at once, whatever the number of workers.
+    wait = in_flight(frags)
+    map_grouped(lambda f: (f.deleted, f.physical_rows), frags, sizes, in_flight=wait)
     split = _split(len(frags))
     ranges = [_row_ranges(f, spec, split) for f in frags]
     tasks = [(f, lo, hi) for f, spans in zip(frags, ranges) for lo, hi in spans]
     parts = map_grouped(
-        lambda t: _scan_range(t[0], spec, out_schema, t[1], t[2]), tasks, [hi - lo for _, lo, hi in tasks]
+        lambda t: _scan_range(t[0], spec, out_schema, t[1], t[2]),
+        tasks,
+        [hi - lo for _, lo, hi in tasks],
+        in_flight=wait,
     )
     tables = [t for t in parts if t is not None]
     if not out_schema.names:  # no columns: only the row count matters
@@ -303,12 +315,20 @@ def scan(frags: Sequence[FragmentReader], spec: ScanSpec, out_schema: pa.Schema)
     # Ranges are read ahead on the worker threads while the caller consumes batches (not when a
     # limit may stop the scan early: that work would be thrown away).
     depth = 0 if spec.limit is not None else workers()
+    name = FRAGMENTS
+    wait = in_flight(frags)
+    if depth and wait > depth:  # a remote store: more ranges in flight, up to READ_AHEAD_ROWS rows
+        rows = max(
+            1, min(max(spec.batch_size, READ_CHUNK_ROWS), max(f.fragment.physical_rows for f in frags))
+        )
+        depth = max(depth, min(wait, IO_THREADS, READ_AHEAD_ROWS // rows))
+        name = IO if depth > workers() else FRAGMENTS
     tasks = ((frag, lo, hi) for frag in frags for lo, hi in _row_ranges(frag, spec))
 
     def read(task: tuple[FragmentReader, int, int]) -> pa.Table | None:
         return _scan_range(task[0], spec, out_schema, task[1], task[2])
 
-    found = ahead_on(FRAGMENTS, read, tasks, depth, even=True)
+    found = ahead_on(name, read, tasks, depth, even=True)
     try:
         for table in found:
             if table is None:
@@ -340,7 +360,8 @@ def count_matching(frags: Sequence[FragmentReader], spec: ScanSpec) -> int:
             for lo in range(0, frag.physical_rows, READ_CHUNK_ROWS)
         )
 
-    return sum(map_grouped(count, frags, [f.fragment.physical_rows for f in frags]))
+    sizes = [f.fragment.physical_rows for f in frags]
+    return sum(map_grouped(count, frags, sizes, in_flight=in_flight(frags)))
 
 
 def take_rows(
@@ -369,6 +390,6 @@ def take_rows(
         table = frag.read(spec.columns, Runs.from_sorted_unique(physical))
         return pa.Table.from_arrays(table.columns, schema=out_schema)
 
-    parts = map_grouped(read, touched, [1] * len(touched))
+    parts = map_grouped(read, touched, [1] * len(touched), in_flight=in_flight(frags))
     result = pa.concat_tables(parts) if parts else out_schema.empty_table()
     return result.take(pa.array(inverse.reshape(-1)))

@@ -133,3 +133,46 @@ def test_a_take_reads_the_chunk_tables_of_all_its_pages_in_one_request(tmp_path)
     assert len(holding) == 1
     touched = [key for key, ranges in small.items() if ranges <= set(src.requests[holding[0]])]
     assert len(touched) >= 6
+
+
+class _RemoteLike:
+    """A byte source that is not in memory (as a remote file's), counting its requests."""
+
+    def __init__(self, data: bytes) -> None:
+        self._inner = BytesSource(data, name="remote-like")
+        self.requests = 0
+
+    @property
+    def name(self) -> str:
+        return self._inner.name
+
+    def size(self) -> int:
+        return self._inner.size()
+
+    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
+        self.requests += 1
+        return self._inner.read_ranges(ranges)
+
+
+@pytest.mark.parametrize("version", ["2.0", "2.2"])
+def test_a_small_file_is_read_whole_when_opened_for_the_first_read(tmp_path, version):
+    from lance_table.table.readers import reader_weight
+
+    table = pa.table({"id": np.arange(300), "s": [f"v{i}" for i in range(300)]})
+    write_table(tmp_path / "small.lance", table, version=version)
+    src = _RemoteLike((tmp_path / "small.lance").read_bytes())
+    reader = LanceFileReader(src)
+    assert src.requests == 1 and reader.held_bytes == src.size()
+    assert reader_weight(reader) >= src.size()
+    assert reader.read_all().equals(table)
+    assert src.requests == 1
+    assert reader.take([5, 299, 0]).equals(table.take([5, 299, 0]))
+    assert src.requests > 1  # later reads go to the file (which may have been deleted since)
+
+
+def test_a_large_file_is_not_kept(big):
+    src = _RemoteLike(big[0])
+    reader = LanceFileReader(src)
+    assert reader.held_bytes == 0
+    reader.read_all(columns=["id"])
+    assert src.requests > 1

@@ -241,3 +241,12 @@ def test_same_uri_on_two_endpoints_reads_each_own_store(
         second.to_table()
     assert data_file in str(info.value)
     assert lt.dataset(uri, storage_options=s3_options).to_table().equals(table)
+
+
+def test_s3_clients_get_a_connection_pool_for_concurrent_reads() -> None:
+    from lance_table.storage.options import S3_POOL_CONNECTIONS, with_connection_pool
+
+    got = with_connection_pool({"key": "k"})
+    assert got["config_kwargs"] == {"max_pool_connections": S3_POOL_CONNECTIONS}
+    mine = with_connection_pool({"config_kwargs": {"max_pool_connections": 3, "retries": {}}})
+    assert mine["config_kwargs"] == {"max_pool_connections": 3, "retries": {}}

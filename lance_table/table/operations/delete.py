@@ -8,12 +8,11 @@ import numpy as np
 import pyarrow.compute as pc
 
 from lance_table._parallel import map_grouped
-from lance_table.format.manifest import Fragment
 from lance_table.format.transaction import Delete
 from lance_table.table.commit import Pending, check_rebasable
 from lance_table.table.deletion import union, write_deletions
 from lance_table.table.fragment import FragmentReader
-from lance_table.table.scan import READ_CHUNK_ROWS, make_spec, matching_positions
+from lance_table.table.scan import READ_CHUNK_ROWS, in_flight, make_spec, matching_positions
 from lance_table.table.snapshot import Snapshot
 
 
@@ -26,7 +25,6 @@ def plan_delete(ds: Snapshot, predicate: str | pc.Expression) -> Pending:
     """
     check_rebasable(ds.storage, Pending(Delete((), (), ""), ds.version))
     spec = make_spec(ds.schema, [], predicate, False, None, None, None)
-    updated: list[Fragment] = []
     removed: list[int] = []
     additions: dict[int, np.ndarray] = {}
     bases = {}
@@ -40,8 +38,10 @@ def plan_delete(ds: Snapshot, predicate: str | pc.Expression) -> Pending:
         return np.concatenate(parts).astype(np.uint32) if parts else None
 
     frags = ds.fragment_readers()
-    written: list[str] = []
-    for frag, matched in zip(frags, map_grouped(matches, frags, [f.fragment.physical_rows for f in frags])):
+    wait = in_flight(frags)
+    found = map_grouped(matches, frags, [f.fragment.physical_rows for f in frags], in_flight=wait)
+    rewritten: list[tuple[FragmentReader, np.ndarray]] = []
+    for frag, matched in zip(frags, found):
         if matched is None:
             continue
         additions[frag.fragment.id] = matched
@@ -50,8 +50,14 @@ def plan_delete(ds: Snapshot, predicate: str | pc.Expression) -> Pending:
         if merged.size >= frag.physical_rows:
             removed.append(frag.fragment.id)
         else:
-            df = write_deletions(ds.storage, frag.fragment, merged, ds.version)
-            written.append(df.path(frag.fragment.id))
-            updated.append(replace(frag.fragment, deletion_file=df))
+            rewritten.append((frag, merged))
+    files = map_grouped(
+        lambda item: write_deletions(ds.storage, item[0].fragment, item[1], ds.version),
+        rewritten,
+        [1] * len(rewritten),
+        in_flight=wait,
+    )
+    written = [df.path(frag.fragment.id) for (frag, _), df in zip(rewritten, files)]
+    updated = [replace(frag.fragment, deletion_file=df) for (frag, _), df in zip(rewritten, files)]
     text = predicate if isinstance(predicate, str) else str(predicate)
     return Pending(Delete(tuple(updated), tuple(removed), text), ds.version, additions, bases, tuple(written))

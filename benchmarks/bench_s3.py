@@ -1,0 +1,186 @@
+"""Object storage benchmark: lance_table vs pylance on a moto S3 server that delays every request.
+
+The server (``slow_s3.py``) runs in a subprocess on 127.0.0.1 and adds ``--latency`` seconds to
+each request; it counts requests by kind (LIST, GET, HEAD, PUT, ...), and each scenario reports
+both libraries' counts beside their times. Reads run on one dataset pylance wrote (``--rows`` rows
+in one fragment, formats 2.0 and 2.2) and on one of ``--fragments`` small fragments; both libraries
+read the same bytes. Appends and deletes run on a dataset each library wrote itself. Reads go
+through a handle opened once per library (as an application would hold it), except the ``open``
+scenarios; ``cold`` scenarios open the dataset and forget every cached file reader first.
+
+    python benchmarks/bench_s3.py --latency 0.02
+    python benchmarks/bench_s3.py --latency 0.02 --rows 300000 --fragments 500 --runs 5
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sys
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import Report, Result, argument_parser, benchmark_table, interleaved_medians
+from slow_s3 import SlowS3
+
+import lance_table as lt
+from lance_table.table.readers import READERS
+
+BUCKET = "bench"
+
+
+def _fmt(counts: Counter[str]) -> str:
+    return " ".join(f"{k}={v}" for k, v in sorted(counts.items())) or "none"
+
+
+class Bench:
+    """Times scenarios on the slowed server and counts their requests."""
+
+    def __init__(self, server: SlowS3, report: Report, runs: int, latency: float) -> None:
+        self.server = server
+        self.latency = latency
+        self.report = report
+        self.runs = runs
+        self.requests: list[dict[str, Any]] = []
+
+    def count(self, fn: Callable[[], object]) -> Counter[str]:
+        self.server.counts(reset=True)
+        fn()
+        return self.server.counts(reset=True)
+
+    def both(self, name: str, mine: Callable[[], object], theirs: Callable[[], object]) -> None:
+        """Time ``mine`` and ``theirs`` alternately, then count one run of each."""
+        mine_s, theirs_s = interleaved_medians(mine, theirs, self.runs)
+        ours, other = self.count(mine), self.count(theirs)
+        note = (
+            f"requests: lance_table {sum(ours.values())} ({_fmt(ours)}), "
+            f"pylance {sum(other.values())} ({_fmt(other)})"
+        )
+        self.report.add(Result(name, mine_s, theirs_s, self.runs, note))
+        print(f"      {note}", flush=True)
+        self.requests.append({"scenario": name, "lance_table": dict(ours), "pylance": dict(other)})
+
+
+def _reads(bench: Bench, uri: str, options: dict[str, str], label: str, rows: int) -> None:
+    import lance
+
+    def mine() -> lt.Dataset:
+        return lt.dataset(uri, storage_options=options)
+
+    def theirs() -> Any:
+        return lance.dataset(uri, storage_options=options)
+
+    def cold_mine() -> lt.Dataset:
+        READERS.clear()
+        return mine()
+
+    held_mine, held_theirs = mine(), theirs()
+    rng = np.random.default_rng(3)
+    idx = np.sort(rng.choice(rows, min(1000, rows), replace=False))
+    lo = rows // 2
+    assert held_mine.to_table().equals(held_theirs.to_table())
+    assert held_mine.take(idx).equals(held_theirs.take(idx))
+    bench.both(f"{label}: open + count", lambda: mine().count_rows(), lambda: theirs().count_rows())
+    bench.both(f"{label}: full scan", held_mine.to_table, held_theirs.to_table)
+    bench.both(
+        f"{label}: full scan, cold",
+        lambda: cold_mine().to_table(),
+        lambda: theirs().to_table(),
+    )
+    bench.both(
+        f"{label}: projection x",
+        lambda: held_mine.to_table(columns=["x"]),
+        lambda: held_theirs.to_table(columns=["x"]),
+    )
+    where = f"id >= {lo} AND id < {lo + 1000}"
+    bench.both(
+        f"{label}: filter 1000-row id range",
+        lambda: held_mine.to_table(filter=where),
+        lambda: held_theirs.to_table(filter=where),
+    )
+    bench.both(f"{label}: take 1000 rows", lambda: held_mine.take(idx), lambda: held_theirs.take(idx))
+    bench.both(
+        f"{label}: take 1000 rows, cold",
+        lambda: cold_mine().take(idx),
+        lambda: theirs().take(idx),
+    )
+
+
+def _writes(bench: Bench, base: str, options: dict[str, str], fmt: str, data: pa.Table) -> None:
+    import lance
+
+    ours, theirs = f"{base}/writes-ours-{fmt}", f"{base}/writes-theirs-{fmt}"
+    bench.server.set_latency(0)
+    lt.write_dataset(data, ours, storage_options=options, data_storage_version=fmt)
+    lance.write_dataset(data, theirs, storage_options=options, data_storage_version=fmt)
+    bench.server.set_latency(bench.latency)
+    more = data.slice(0, 1000)
+    bench.both(
+        f"{fmt}: append 1000 rows",
+        lambda: lt.write_dataset(more, ours, mode="append", storage_options=options),
+        lambda: lance.write_dataset(more, theirs, mode="append", storage_options=options),
+    )
+    ids = itertools.count(7)
+    bench.both(
+        f"{fmt}: delete 1 row",
+        lambda: lt.dataset(ours, storage_options=options).delete(f"id = {next(ids)}"),
+        lambda: lance.dataset(theirs, storage_options=options).delete(f"id = {next(ids)}"),
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argument_parser(__doc__, rows=300_000, runs=5)
+    parser.add_argument("--latency", type=float, default=0.02, help="seconds added to every request")
+    parser.add_argument("--fragments", type=int, default=500)
+    parser.add_argument("--formats", default="2.0,2.2")
+    parser.add_argument("--only", default="", help="run only scenarios whose dataset label has this")
+    args = parser.parse_args(argv)
+
+    import lance
+    import s3fs
+
+    report = Report(
+        "S3 with latency",
+        {"latency_s": args.latency, "rows": args.rows, "fragments": args.fragments, "runs": args.runs},
+    )
+    with SlowS3(0.0) as server:
+        options = {
+            "aws_access_key_id": "bench",
+            "aws_secret_access_key": "bench",
+            "aws_endpoint": server.endpoint,
+            "aws_region": "us-east-1",
+            "allow_http": "true",
+        }
+        fs = s3fs.S3FileSystem(key="bench", secret="bench", client_kwargs={"endpoint_url": server.endpoint})
+        fs.mkdir(BUCKET)
+        bench = Bench(server, report, args.runs, args.latency)
+        data = benchmark_table(args.rows)
+        for fmt in args.formats.split(","):
+            if args.only and args.only not in fmt:
+                continue
+            uri = f"s3://{BUCKET}/read-{fmt}"
+            lance.write_dataset(data, uri, storage_options=options, data_storage_version=fmt)
+            server.set_latency(args.latency)
+            _reads(bench, uri, options, fmt, args.rows)
+            _writes(bench, f"s3://{BUCKET}", options, fmt, data)
+            server.set_latency(0)
+        if args.fragments and (not args.only or "frag" in args.only):
+            per = 100
+            uri = f"s3://{BUCKET}/fragments"
+            small = benchmark_table(args.fragments * per, seed=9)
+            lance.write_dataset(small, uri, storage_options=options, max_rows_per_file=per)
+            server.set_latency(args.latency)
+            _reads(bench, uri, options, f"{args.fragments} fragments", small.num_rows)
+    report.publish(args.out, "s3")
+    (args.out / "s3_requests.json").write_text(json.dumps(bench.requests, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""How many requests dataset operations send to S3 (counted in the test server), and that reads of
+many files are sent at once. Results are compared with pylance's; no test here measures time."""
+
+from __future__ import annotations
+
+import lance
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import lance_table as lt
+from lance_table._parallel import workers
+from lance_table.table.readers import READERS
+
+pytestmark = [pytest.mark.s3, pytest.mark.interop]
+
+FRAGMENTS = 24
+ROWS_PER_FRAGMENT = 50
+
+
+def _table(rows: int, seed: int = 1) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    return pa.table(
+        {
+            "id": np.arange(rows, dtype=np.int64),
+            "x": rng.random(rows),
+            "s": pa.array([f"value-{i % 37}" for i in range(rows)]),
+        }
+    )
+
+
+@pytest.fixture(params=["2.0", "2.2"])
+def small_fragments(request, s3_uri, s3_options) -> tuple[str, pa.Table]:  # type: ignore[no-untyped-def]
+    """A dataset of FRAGMENTS small fragments, written by pylance."""
+    data = _table(FRAGMENTS * ROWS_PER_FRAGMENT)
+    lance.write_dataset(
+        data,
+        s3_uri,
+        storage_options=s3_options,
+        max_rows_per_file=ROWS_PER_FRAGMENT,
+        data_storage_version=request.param,
+    )
+    READERS.clear()
+    return s3_uri, data
+
+
+def test_open_lists_once_and_reads_the_manifest_with_one_get(small_fragments, s3_options, s3_requests):  # type: ignore[no-untyped-def]
+    uri, data = small_fragments
+    s3_requests.reset()
+    ds = lt.dataset(uri, storage_options=s3_options)
+    assert ds.count_rows() == data.num_rows
+    assert s3_requests.counts == {"LIST": 1, "GET": 1}  # no HEAD: the listing gives what is needed
+
+
+def test_full_scan_of_small_fragments_reads_each_file_once(small_fragments, s3_options, s3_requests):  # type: ignore[no-untyped-def]
+    uri, data = small_fragments
+    ds = lt.dataset(uri, storage_options=s3_options)
+    s3_requests.reset()
+    assert ds.to_table().equals(data)
+    assert s3_requests.counts == {"GET": FRAGMENTS}  # footer and data in one request a file
+    s3_requests.reset()
+    assert ds.to_table(columns=["x"]).equals(data.select(["x"]))
+    assert s3_requests.counts == {"GET": FRAGMENTS}  # the footers are cached: one request a file
+    theirs = lance.dataset(uri, storage_options=s3_options)
+    assert ds.to_table().equals(theirs.to_table())
+
+
+def test_reads_of_many_files_are_in_flight_at_once(small_fragments, s3_options, s3_requests):  # type: ignore[no-untyped-def]
+    uri, data = small_fragments
+    ds = lt.dataset(uri, storage_options=s3_options)
+    s3_requests.reset()
+    assert ds.to_table().equals(data)
+    # more than one thread per worker waits on the store, however few cores there are
+    assert s3_requests.most_in_flight > 2 * workers()
+
+
+def test_take_reads_each_touched_small_file_once(small_fragments, s3_options, s3_requests):  # type: ignore[no-untyped-def]
+    uri, data = small_fragments
+    ds = lt.dataset(uri, storage_options=s3_options)
+    idx = np.array([3, 70, 71, 500, 1111, 1199])
+    touched = len(set((idx // ROWS_PER_FRAGMENT).tolist()))
+    s3_requests.reset()
+    assert ds.take(idx).equals(data.take(pa.array(idx)))
+    assert s3_requests.counts == {"GET": touched}
+    assert ds.take(idx).equals(lance.dataset(uri, storage_options=s3_options).take(idx))
+
+
+def test_delete_sends_no_head_and_writes_deletion_files_at_once(small_fragments, s3_options, s3_requests):  # type: ignore[no-untyped-def]
+    uri, data = small_fragments
+    ds = lt.dataset(uri, storage_options=s3_options)
+    ds.delete("id % 10 = 0")  # a deletion file for every fragment
+    READERS.clear()
+    s3_requests.reset()
+    ds = lt.dataset(uri, storage_options=s3_options).delete("id % 10 = 1")
+    assert "HEAD" not in s3_requests.counts
+    # one GET a data file and a deletion file, the manifest's
+    assert s3_requests.counts["GET"] <= 2 * FRAGMENTS + 1
+    assert s3_requests.counts["PUT"] <= FRAGMENTS + 3  # deletion files, transaction, manifest, hint
+    expected = data.filter(pa.array(np.arange(data.num_rows) % 10 > 1))
+    assert ds.to_table().equals(expected)
+    assert lance.dataset(uri, storage_options=s3_options).to_table().equals(expected)
+
+
+def test_scan_of_one_large_file_reads_few_ranges(s3_uri, s3_options, s3_requests):  # type: ignore[no-untyped-def]
+    data = _table(200_000, seed=4)
+    lance.write_dataset(data, s3_uri, storage_options=s3_options)
+    READERS.clear()
+    s3_requests.reset()
+    ds = lt.dataset(uri := s3_uri, storage_options=s3_options)
+    assert ds.to_table(columns=["x"]).equals(data.select(["x"]))
+    # listing, manifest, footer, then the column's pages: one request per range a worker decodes
+    assert s3_requests.counts["LIST"] == 1 and "HEAD" not in s3_requests.counts
+    assert s3_requests.counts["GET"] <= 2 + workers()
+    s3_requests.reset()
+    assert ds.to_table().equals(lance.dataset(uri, storage_options=s3_options).to_table())
