@@ -30,7 +30,7 @@ from lance_table.file.v2_0 import nested as nested20
 from lance_table.file.v2_0.layout import column_assignment, is_packed_struct
 from lance_table.file.v2_1 import decode as decode21
 from lance_table.file.v2_1 import layout as layout21
-from lance_table.file.v2_1 import repdef
+from lance_table.file.v2_1 import miniblock_small, repdef
 from lance_table.schema import FieldNode
 from lance_table.storage.sources import ByteSource, open_source
 
@@ -58,6 +58,7 @@ class _Column:
         self.page_starts = np.zeros(len(lengths) + 1, np.int64)
         np.cumsum(lengths, out=self.page_starts[1:])
         self._encodings: dict[int, Any] = {}
+        self._small: dict[int, miniblock_small.SmallPage | None] = {}
         self._column_encoding: Any = None
 
     @property
@@ -82,6 +83,14 @@ class _Column:
                 raise CorruptFileError(source.name, f"{what} is encoded as {url}, not {self.page_url}")
             self._encodings[page] = enc
         return enc
+
+    def small_page(self, page: int, source: ByteSource, large: bool) -> miniblock_small.SmallPage | None:
+        """The description of a 2.1/2.2 page that :mod:`miniblock_small` decodes, or None."""
+        try:
+            return self._small[page]
+        except KeyError:
+            found = self._small[page] = miniblock_small.plan(self.encoding(page, source), large)
+            return found
 
     def column_encoding(self, source: ByteSource) -> Any:
         if self._column_encoding is None:
@@ -346,6 +355,11 @@ class LanceFileReader(RowReader):
         large: bool,
         floor: int | None = None,
     ) -> list[pa.Array]:
+        small = col.small_page(page, self._source, large)
+        if small is not None:
+            got = miniblock_small.decode(small, io, dtype, runs, floor)
+            if got is not None:
+                return [got]
         return [decode21.decode_page(col.encoding(page, self._source), io, dtype, large, runs, floor)]
 
     def _decode_nested(
