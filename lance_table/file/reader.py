@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import IO, Any
+from typing import IO
 
 import numpy as np
 import pyarrow as pa
@@ -13,13 +13,11 @@ import pyarrow as pa
 from lance_table._parallel import DECODE, map_on
 from lance_table.errors import CorruptFileError, SchemaError, UnsupportedFormatError
 from lance_table.file.arrow import build_binary
+from lance_table.file.column_pages import ColumnPages
 from lance_table.file.container import (
-    URL_ARRAY_ENCODING,
-    URL_PAGE_LAYOUT,
     FileMetadata,
     FileVersion,
     read_metadata,
-    unpack_encoding,
 )
 from lance_table.file.fields import BLOB_DESCRIPTOR
 from lance_table.file.pageio import PageIO, fetch_buffers
@@ -44,63 +42,8 @@ DENSE_MIN_RUNS = 64
 DENSE_FRACTION = 0.25
 # Pages read whole whose buffers add up to at most this many bytes are fetched in one request.
 SMALL_READ_BYTES = 1024 * 1024
-
-
-class _Column:
-    """One physical column: its pages, the first row of each page and parsed page encodings."""
-
-    def __init__(self, meta: FileMetadata, index: int) -> None:
-        self.index = index
-        # 2.0 pages are ArrayEncodings; 2.1+ pages are PageLayouts. A mismatch means a damaged file.
-        self.page_url = URL_ARRAY_ENCODING if meta.version is FileVersion.V2_0 else URL_PAGE_LAYOUT
-        self.pb = meta.columns[index]
-        lengths = np.fromiter((p.length for p in self.pb.pages), np.int64, len(self.pb.pages))
-        self.page_starts = np.zeros(len(lengths) + 1, np.int64)
-        np.cumsum(lengths, out=self.page_starts[1:])
-        self._encodings: dict[int, Any] = {}
-        self._small: dict[int, miniblock_small.SmallPage | None] = {}
-        self._column_encoding: Any = None
-
-    @property
-    def num_values(self) -> int:
-        return int(self.page_starts[-1])
-
-    def pages_for(self, runs: Runs) -> range:
-        if not runs.count:
-            return range(0)
-        first = int(np.searchsorted(self.page_starts, runs.starts[0], side="right")) - 1
-        last = int(np.searchsorted(self.page_starts, runs.end - 1, side="right")) - 1
-        return range(max(first, 0), min(last, len(self.pb.pages) - 1) + 1)
-
-    def encoding(self, page: int, source: ByteSource) -> Any:
-        enc = self._encodings.get(page)
-        if enc is None:
-            what = f"column {self.index} page {page}"
-            url, enc = unpack_encoding(self.pb.pages[page].encoding, source, what)
-            if enc is None:
-                raise UnsupportedFormatError(f"{what} has no encoding", path=source.name)
-            if url != self.page_url:
-                raise CorruptFileError(source.name, f"{what} is encoded as {url}, not {self.page_url}")
-            self._encodings[page] = enc
-        return enc
-
-    def small_page(self, page: int, source: ByteSource, large: bool) -> miniblock_small.SmallPage | None:
-        """The description of a 2.1/2.2 page that :mod:`miniblock_small` decodes, or None."""
-        try:
-            return self._small[page]
-        except KeyError:
-            found = self._small[page] = miniblock_small.plan(self.encoding(page, source), large)
-            return found
-
-    def column_encoding(self, source: ByteSource) -> Any:
-        if self._column_encoding is None:
-            _, self._column_encoding = unpack_encoding(self.pb.encoding, source, f"column {self.index}")
-        return self._column_encoding
-
-    def is_blob(self, source: ByteSource) -> bool:
-        """Whether a 2.0 column stores blobs (its column encoding says so)."""
-        enc = self.column_encoding(source)
-        return enc is not None and enc.WhichOneof("column_encoding") == "blob"
+# The most column selections a reader keeps resolved (their fields and schema).
+PROJECTIONS_KEPT = 16
 
 
 class LanceFileReader(RowReader):
@@ -135,7 +78,7 @@ class LanceFileReader(RowReader):
         def byte_list(node: FieldNode, index: int) -> bool:
             if index >= n_cols or not self._meta.columns[index].pages:
                 return False
-            enc = _Column(self._meta, index).encoding(0, self._source)
+            enc = ColumnPages(self._meta, index).encoding(0, self._source)
             if enc.WhichOneof("array_encoding") != "list":
                 return False
             self._byte_lists.add(node.id)
@@ -164,7 +107,9 @@ class LanceFileReader(RowReader):
                 raise CorruptFileError(
                     self._source.name, f"column {index} has {values} values for {self.num_rows} rows"
                 )
-        self._columns: dict[int, _Column] = {}
+        self._columns: dict[int, ColumnPages] = {}
+        self._projections: dict[tuple[str, ...], tuple[list[FieldNode], pa.Schema]] = {}
+        self._shapes: dict[int, int] = {}  # by field id: see _shape
 
     # -- metadata -------------------------------------------------------------------------------
 
@@ -199,6 +144,15 @@ class LanceFileReader(RowReader):
             return self._roots, self._schema
         if isinstance(columns, str):
             raise TypeError("columns must be a list of names, not a string")
+        key = tuple(columns)
+        found = self._projections.get(key)
+        if found is None:
+            if len(self._projections) >= PROJECTIONS_KEPT:
+                self._projections.clear()
+            found = self._projections[key] = self._projected(columns)
+        return found
+
+    def _projected(self, columns: Sequence[str]) -> tuple[list[FieldNode], pa.Schema]:
         by_name = {n.name: n for n in self._roots}
         nodes = []
         for name in columns:
@@ -230,7 +184,7 @@ class LanceFileReader(RowReader):
 
     def _read_runs(self, runs: Runs, columns: Sequence[str] | None, floors: Mapping[str, int]) -> pa.Table:
         nodes, schema = self._project(columns)
-        touched: list[tuple[_Column, int, PageIO]] = []
+        touched: list[tuple[ColumnPages, int, PageIO]] = []
         plans = [self._field_jobs(node, runs, touched, floors.get(node.name)) for node in nodes]
         flat = [job for jobs, _ in plans for job in jobs]
         self._fetch_selection_buffers(touched)
@@ -250,18 +204,19 @@ class LanceFileReader(RowReader):
         self,
         node: FieldNode,
         runs: Runs,
-        touched: list[tuple[_Column, int, PageIO]],
+        touched: list[tuple[ColumnPages, int, PageIO]],
         floor: int | None = None,
     ) -> tuple[list[Job], Combine]:
         """Independent pieces of work that read a field (one per page of each of its columns), and
         how their results make the field's chunks; the 2.1/2.2 pages to read are added to
         ``touched``. ``floor``: see :meth:`read_runs`."""
         t = node.arrow_type
-        if _leafless(node):  # nothing stored: every row is an (all-valid) empty struct, as pylance reads it
+        shape = self._shapes.get(node.id)
+        if shape is None:
+            shape = self._shapes[node.id] = _shape(node)
+        if shape == _LEAFLESS:  # nothing stored: every row is an (all-valid) empty struct, as pylance has it
             return [lambda: [_empty_structs(t, runs.total)]], _flatten
-        nested = (
-            pa.types.is_struct(t) or pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t)
-        )
+        nested = shape == _NESTED
         if self._structural:
             if nested and not layout21.is_packed_struct(node):
                 return self._nested_jobs(node, runs, touched)
@@ -280,7 +235,7 @@ class LanceFileReader(RowReader):
         return jobs, _flatten
 
     def _structural_jobs(
-        self, node: FieldNode, runs: Runs, touched: list[tuple[_Column, int, PageIO]], floor: int | None
+        self, node: FieldNode, runs: Runs, touched: list[tuple[ColumnPages, int, PageIO]], floor: int | None
     ) -> list[Job]:
         """Pages of a 2.1/2.2 column without nesting: each decoded, then the selected rows taken."""
         if not runs.total:
@@ -296,7 +251,7 @@ class LanceFileReader(RowReader):
         ]
 
     def _nested_jobs(
-        self, node: FieldNode, runs: Runs, touched: list[tuple[_Column, int, PageIO]]
+        self, node: FieldNode, runs: Runs, touched: list[tuple[ColumnPages, int, PageIO]]
     ) -> tuple[list[Job], Combine]:
         """A 2.1/2.2 field with lists or structs: the pages of each of its leaf columns, decoded to
         the leaf's path; the paths of all leaves then merge into the field."""
@@ -327,7 +282,7 @@ class LanceFileReader(RowReader):
 
         return jobs, combine
 
-    def _fetch_selection_buffers(self, touched: list[tuple[_Column, int, PageIO]]) -> None:
+    def _fetch_selection_buffers(self, touched: list[tuple[ColumnPages, int, PageIO]]) -> None:
         """The small buffers the pages read in part need first (chunk tables, dictionaries,
         repetition indexes), all read in one request rather than one per page; with them, every
         buffer of the pages read whole when those are small in all (a file of a few rows).
@@ -338,8 +293,8 @@ class LanceFileReader(RowReader):
             for col, p, io in partial
             for index in decode21.selection_buffers(col.encoding(p, self._source), io)
         ]
-        whole = [(io, k) for _, _, io in touched if io.whole_page for k in range(len(io.page.buffer_offsets))]
-        small = whole if sum(int(io.page.buffer_sizes[k]) for io, k in whole) <= SMALL_READ_BYTES else []
+        whole = [(io, k) for _, _, io in touched if io.whole_page for k in range(len(io.buffers))]
+        small = whole if sum(io.buffers[k][1] for io, k in whole) <= SMALL_READ_BYTES else []
         if not small and len(partial) < 2:
             return
         wanted += small
@@ -347,7 +302,7 @@ class LanceFileReader(RowReader):
 
     def _decode_structural(
         self,
-        col: _Column,
+        col: ColumnPages,
         page: int,
         runs: Runs,
         io: PageIO,
@@ -363,33 +318,36 @@ class LanceFileReader(RowReader):
         return [decode21.decode_page(col.encoding(page, self._source), io, dtype, large, runs, floor)]
 
     def _decode_nested(
-        self, col: _Column, page: int, runs: Runs, io: PageIO, path: list[pa.Field], large: bool
+        self, col: ColumnPages, page: int, runs: Runs, io: PageIO, path: list[pa.Field], large: bool
     ) -> list[pa.Array]:
         return [decode21.decode_nested_page(col.encoding(page, self._source), io, path, large, runs)]
 
     def _decode_page(
-        self, col: _Column, page: int, runs: Runs, io: PageIO, dtype: pa.DataType
+        self, col: ColumnPages, page: int, runs: Runs, io: PageIO, dtype: pa.DataType
     ) -> list[pa.Array]:
         return [decode20.decode(col.encoding(page, self._source), io, runs, dtype)]
 
-    def _column(self, node: FieldNode) -> _Column:
+    def _column(self, node: FieldNode) -> ColumnPages:
         index = self._col_of.get(node.id)
         if index is None:
             raise CorruptFileError(self.path, f"field {node.name!r} (id {node.id}) has no column in the file")
         col = self._columns.get(index)
         if col is None:
-            col = self._columns[index] = _Column(self._meta, index)
+            col = self._columns[index] = ColumnPages(self._meta, index)
         return col
 
-    def _pages(self, col: _Column, runs: Runs, prefetch: bool = True) -> Iterator[tuple[int, Runs, PageIO]]:
+    def _pages(
+        self, col: ColumnPages, runs: Runs, prefetch: bool = True
+    ) -> Iterator[tuple[int, Runs, PageIO]]:
         """(page number, runs inside that page, page IO) for each page the runs touch.
 
         With ``prefetch``, a page needed whole has all its buffers fetched in one request right away;
         otherwise that happens when the page is decoded (possibly on another thread).
         """
+        single = len(col.page_starts) == 2
         for p in col.pages_for(runs):
             lo, hi = int(col.page_starts[p]), int(col.page_starts[p + 1])
-            local = runs.clip(lo, hi)
+            local = runs if single and runs.end <= hi else runs.clip(lo, hi)
             if not local.count:
                 continue
             io = PageIO(
@@ -399,6 +357,7 @@ class LanceFileReader(RowReader):
                 self._meta.global_buffers,
                 f"column {col.index} page {p}",
                 whole_page=local.is_span(0, hi - lo),
+                buffers=col.buffers(p),
             )
             if prefetch and io.whole_page:
                 io.prefetch()
@@ -426,13 +385,13 @@ class LanceFileReader(RowReader):
             for p, local, io in self._pages(col, runs)
         ]
 
-    def _check_length(self, col: _Column, runs: Runs) -> None:
+    def _check_length(self, col: ColumnPages, runs: Runs) -> None:
         if runs.end > col.num_values:
             raise CorruptFileError(
                 self.path, f"column {col.index} has {col.num_values} values, fewer than the {runs.end} needed"
             )
 
-    def _list_layout(self, col: _Column, runs: Runs) -> tuple[np.ndarray, np.ndarray, Runs]:
+    def _list_layout(self, col: ColumnPages, runs: Runs) -> tuple[np.ndarray, np.ndarray, Runs]:
         self._check_length(col, runs)
         bases = np.cumsum(
             [0] + [int(col.encoding(p, self._source).list.num_items) for p in range(len(col.pb.pages))]
@@ -447,7 +406,7 @@ class LanceFileReader(RowReader):
         col = self._column(node)
         valid, lengths, item_runs = self._list_layout(col, runs)
         index = col.index + 1
-        items = self._columns.get(index) or self._columns.setdefault(index, _Column(self._meta, index))
+        items = self._columns.get(index) or self._columns.setdefault(index, ColumnPages(self._meta, index))
         self._check_length(items, item_runs)
         parts = [
             np.asarray(decode20.decode(items.encoding(p, self._source), io, local, pa.uint8()))
@@ -464,7 +423,7 @@ class LanceFileReader(RowReader):
         items = _concat(self._read_field(child, item_runs), child.arrow_type)
         return nested20.list_array(node.arrow_type, valid, lengths, items, node.name, self.path)
 
-    def _read_blobs(self, col: _Column, runs: Runs, dtype: pa.DataType) -> pa.Array:
+    def _read_blobs(self, col: ColumnPages, runs: Runs, dtype: pa.DataType) -> pa.Array:
         descriptors = [
             decode20.decode(col.encoding(p, self._source), io, local, BLOB_DESCRIPTOR)
             for p, local, io in self._pages(col, runs)
@@ -496,6 +455,18 @@ def _row_columns(roots: list[FieldNode], col_of: dict[int, int], structural: boo
     for root in roots:
         visit(root)
     return frozenset(out)
+
+
+_FLAT, _NESTED, _LEAFLESS = 0, 1, 2
+
+
+def _shape(node: FieldNode) -> int:
+    """Whether a field stores nothing (a struct without leaves), has nesting, or neither."""
+    t = node.arrow_type
+    if _leafless(node):
+        return _LEAFLESS
+    nested = pa.types.is_struct(t) or pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t)
+    return _NESTED if nested else _FLAT
 
 
 def _leafless(node: FieldNode) -> bool:

@@ -122,7 +122,9 @@ def test_small_pages_skip_the_general_mini_block_decoder(
     assert_tables_equal(reader.take([3, 50, 99]), table.take([3, 50, 99]))
 
 
-def test_page_descriptions_are_parsed_once_per_reader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_page_descriptions_are_parsed_once_per_reader(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     table = _table(100)
     path = tmp_path / "t.lance"
     write_file(path, table, "2.2", "ours")
@@ -191,3 +193,53 @@ def test_a_damaged_small_page_reports_what_the_general_decoder_reports(
                 assert got == expected
                 errors += 1
     assert errors  # some damage is found
+
+
+class _Counting:
+    """A byte source that records the ranges of every request."""
+
+    def __init__(self, data: bytes) -> None:
+        from lance_table.storage.sources import open_source
+
+        self._inner = open_source(data)
+        self.requests: list[list[tuple[int, int]]] = []
+
+    @property
+    def name(self) -> str:
+        return "counted"
+
+    def size(self) -> int:
+        return self._inner.size()
+
+    def read_ranges(self, ranges):  # type: ignore[no-untyped-def]
+        self.requests.append([(int(o), int(n)) for o, n in ranges])
+        return self._inner.read_ranges(ranges)
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_a_small_file_is_read_in_one_range(tmp_path: Path, version: str) -> None:
+    """After the footer, every page buffer of a small file comes in one request of one range
+    (sliced here), not one range per buffer for the source to merge."""
+    table = _table(100)
+    path = tmp_path / "t.lance"
+    write_file(path, table, version, "ours")
+    source = _Counting(path.read_bytes())
+    reader = LanceFileReader(source)  # type: ignore[arg-type]
+    opened = len(source.requests)
+    assert_tables_equal(reader.read_all(), table)
+    assert [len(r) for r in source.requests[opened:]] == [1]
+
+
+def test_buffers_far_apart_are_left_to_the_source() -> None:
+    from lance_table.file.pageio import SPAN_GAP, PageIO, fetch_buffers
+
+    source = _Counting(bytes(range(256)) * 64)
+    io = PageIO(source, None, None, (), "page", buffers=((0, 8), (16, 8), (100 + SPAN_GAP, 8)))  # type: ignore[arg-type]
+    fetch_buffers([(io, 0), (io, 1)])
+    assert source.requests == [[(0, 24)]]
+    assert bytes(io.whole(1)) == bytes(range(16, 24))
+    fetch_buffers([(io, 0), (io, 1), (io, 2)])  # 0 and 1 are in hand
+    far = PageIO(source, None, None, (), "page", buffers=((0, 8), (100 + SPAN_GAP, 8)))  # type: ignore[arg-type]
+    fetch_buffers([(far, 0), (far, 1)])
+    assert source.requests[-1] == [(0, 8), (100 + SPAN_GAP, 8)]
+    assert bytes(far.whole(1)) == (bytes(range(256)) * 64)[100 + SPAN_GAP : 108 + SPAN_GAP]
