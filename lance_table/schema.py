@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 import pyarrow as pa
@@ -79,9 +80,19 @@ class FieldNode:
     def to_arrow_field(self) -> pa.Field:
         """The Arrow field (a field of the null type is nullable, as Arrow requires, whatever a
         damaged schema says)."""
+        return self.arrow_field
+
+    @cached_property
+    def arrow_field(self) -> pa.Field:
+        """:meth:`to_arrow_field`, built once (Arrow fields are immutable)."""
         md = dict(self.field.metadata) or None
         nullable = self.field.nullable or pa.types.is_null(self.arrow_type)
         return pa.field(self.field.name, self.arrow_type, nullable, metadata=md)
+
+    @cached_property
+    def ids(self) -> frozenset[int]:
+        """The ids of this field and of every field below it."""
+        return frozenset(n.id for n in self.walk())
 
     def walk(self) -> Iterator[FieldNode]:
         """This node and all its descendants, in pre-order."""

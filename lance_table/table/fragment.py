@@ -236,9 +236,9 @@ class FragmentReader:
         2.0 files list every field id; 2.1+ files list only leaves, so a struct or list is found
         through the ids of its descendants.
         """
-        ids = {n.id for n in node.walk()}
+        ids = node.ids
         for i in range(len(self.fragment.files) - 1, -1, -1):
-            if ids.intersection(self.fragment.files[i].fields):
+            if not ids.isdisjoint(self.fragment.files[i].fields):
                 return i
         return -1
 
@@ -251,6 +251,9 @@ def _check_blob_fields(node: FieldNode, file_node: FieldNode, where: str) -> Non
     """A data file must store a blob v2 field (at any depth) as a descriptor struct, and nothing
     else as one: a manifest whose blob field is damaged (its extension name, say) would otherwise
     read the descriptors as another struct, all nulls."""
+    leaves = not node.children and not file_node.children
+    if leaves and not pa.types.is_struct(node.arrow_type) and not pa.types.is_struct(file_node.arrow_type):
+        return  # two leaves that are not structs: neither is a descriptor
     stored = {n.id: n for n in file_node.walk()}
     for n in node.walk():
         f = stored.get(n.id)
