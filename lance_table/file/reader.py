@@ -11,17 +11,26 @@ import numpy as np
 import pyarrow as pa
 
 from lance_table._parallel import DECODE, map_on
-from lance_table.errors import CorruptFileError, SchemaError, UnsupportedFormatError
-from lance_table.file.arrow import build_binary
+from lance_table.errors import CorruptFileError, LanceTableError, SchemaError, UnsupportedFormatError
+from lance_table.file.arrow import build_binary, concat_chunks
 from lance_table.file.column_pages import ColumnPages
 from lance_table.file.container import (
     FileMetadata,
     FileVersion,
     read_metadata,
 )
+from lance_table.file.field_shapes import (
+    FLAT,
+    LEAFLESS,
+    NESTED,
+    empty_structs,
+    field_shape,
+    leaf_paths,
+    row_columns,
+)
 from lance_table.file.fields import BLOB_DESCRIPTOR
 from lance_table.file.pageio import PageIO, fetch_buffers
-from lance_table.file.rows import RowReader, decoding, drop_null_items, selectable
+from lance_table.file.rows import RowReader, decoding, selectable
 from lance_table.file.runs import Runs
 from lance_table.file.v2_0 import decode as decode20
 from lance_table.file.v2_0 import nested as nested20
@@ -101,7 +110,7 @@ class LanceFileReader(RowReader):
                 self._source.name, f"file has {n_cols} columns but its schema has no fields"
             )
         # Columns that hold one value per row: their pages must add up to the file's rows.
-        for index in sorted(_row_columns(self._roots, self._col_of, self._structural)):
+        for index in sorted(row_columns(self._roots, self._col_of, self._structural)):
             values = self._meta.column_values[index]
             if values != self.num_rows:
                 raise CorruptFileError(
@@ -109,7 +118,8 @@ class LanceFileReader(RowReader):
                 )
         self._columns: dict[int, ColumnPages] = {}
         self._projections: dict[tuple[str, ...], tuple[list[FieldNode], pa.Schema]] = {}
-        self._shapes: dict[int, int] = {}  # by field id: see _shape
+        self._shapes: dict[int, int] = {}  # by field id: see field_shape
+        self._small_reads: dict[tuple[str, ...] | None, list[tuple[FieldNode, ColumnPages]] | None] = {}
 
     # -- metadata -------------------------------------------------------------------------------
 
@@ -184,6 +194,9 @@ class LanceFileReader(RowReader):
 
     def _read_runs(self, runs: Runs, columns: Sequence[str] | None, floors: Mapping[str, int]) -> pa.Table:
         nodes, schema = self._project(columns)
+        small = self._small_columns(columns, nodes, runs)
+        if small is not None:
+            return self._read_small(small, schema, runs, floors)
         touched: list[tuple[ColumnPages, int, PageIO]] = []
         plans = [self._field_jobs(node, runs, touched, floors.get(node.name)) for node in nodes]
         flat = [job for jobs, _ in plans for job in jobs]
@@ -211,12 +224,12 @@ class LanceFileReader(RowReader):
         how their results make the field's chunks; the 2.1/2.2 pages to read are added to
         ``touched``. ``floor``: see :meth:`read_runs`."""
         t = node.arrow_type
-        shape = self._shapes.get(node.id)
-        if shape is None:
-            shape = self._shapes[node.id] = _shape(node)
-        if shape == _LEAFLESS:  # nothing stored: every row is an (all-valid) empty struct, as pylance has it
-            return [lambda: [_empty_structs(t, runs.total)]], _flatten
-        nested = shape == _NESTED
+        kind = self._shapes.get(node.id)
+        if kind is None:
+            kind = self._shapes[node.id] = field_shape(node)
+        if kind == LEAFLESS:  # nothing stored: every row is an (all-valid) empty struct, as pylance has it
+            return [lambda: [empty_structs(t, runs.total)]], _flatten
+        nested = kind == NESTED
         if self._structural:
             if nested and not layout21.is_packed_struct(node):
                 return self._nested_jobs(node, runs, touched)
@@ -260,7 +273,7 @@ class LanceFileReader(RowReader):
         large = self._meta.version is FileVersion.V2_2
         jobs: list[Job] = []
         owner: list[int] = []
-        leaves = list(_leaf_paths(node, [node.to_arrow_field()]))
+        leaves = list(leaf_paths(node, [node.to_arrow_field()]))
         for k, (leaf, path) in enumerate(leaves):
             col = self._column(leaf)
             self._check_length(col, runs)
@@ -281,6 +294,72 @@ class LanceFileReader(RowReader):
                 raise CorruptFileError(self.path, f"field {node.name!r}: {exc}") from exc
 
         return jobs, combine
+
+    def _small_columns(
+        self, columns: Sequence[str] | None, nodes: list[FieldNode], runs: Runs
+    ) -> list[tuple[FieldNode, ColumnPages]] | None:
+        """The fields of a read of a 2.1/2.2 file that :meth:`_read_small` takes, with their
+        columns: fields without nesting, each one page the small-page decoder describes, and a
+        read too small to decode on threads; else None (kept per column selection)."""
+        if not self._structural or not runs.total or runs.total * len(nodes) >= PARALLEL_MIN_VALUES:
+            return None
+        key = None if columns is None else tuple(columns)
+        if key in self._small_reads:
+            found = self._small_reads[key]
+        else:
+            if len(self._small_reads) >= PROJECTIONS_KEPT:
+                self._small_reads.clear()
+            found = self._small_reads[key] = self._small_plan(nodes)
+        if found is not None and any(runs.end > col.num_values for _, col in found):
+            return None  # the general path says what is wrong
+        return found
+
+    def _small_plan(self, nodes: list[FieldNode]) -> list[tuple[FieldNode, ColumnPages]] | None:
+        large = self._meta.version is FileVersion.V2_2
+        plan = []
+        for node in nodes:
+            if field_shape(node) != FLAT or node.id not in self._col_of:
+                return None
+            col = self._column(node)
+            try:
+                if len(col.page_starts) != 2 or col.small_page(0, self._source, large) is None:
+                    return None
+            except LanceTableError:  # a damaged description: the general path says so, in its order
+                return None
+            plan.append((node, col))
+        return plan
+
+    def _read_small(
+        self,
+        small: list[tuple[FieldNode, ColumnPages]],
+        schema: pa.Schema,
+        runs: Runs,
+        floors: Mapping[str, int],
+    ) -> pa.Table:
+        """:meth:`_read_runs` of one-page columns of small pages (see :meth:`_small_columns`), with
+        the fewest calls: their buffers in one request, each page decoded on this thread."""
+        large = self._meta.version is FileVersion.V2_2
+        touched = []
+        for _, col in small:
+            whole = runs.is_span(0, col.num_values)
+            io = PageIO(
+                self._source,
+                col.pb.pages[0],
+                col.pb,
+                self._meta.global_buffers,
+                f"column {col.index} page 0",
+                whole_page=whole,
+                buffers=col.buffers(0),
+            )
+            touched.append((col, 0, io))
+        self._fetch_selection_buffers(touched)
+        arrays = []
+        for (node, col), (_, _, io) in zip(small, touched):
+            t = node.arrow_type
+            floor = floors.get(node.name) if floors and pa.types.is_integer(t) else None
+            (got,) = self._decode_structural(col, 0, runs, io, t, large, floor)
+            arrays.append(pa.chunked_array([got], type=t))
+        return pa.Table.from_arrays(arrays, schema=schema)
 
     def _fetch_selection_buffers(self, touched: list[tuple[ColumnPages, int, PageIO]]) -> None:
         """The small buffers the pages read in part need first (chunk tables, dictionaries,
@@ -368,7 +447,7 @@ class LanceFileReader(RowReader):
         if not runs.total:
             return []
         if pa.types.is_struct(t) and not is_packed_struct(node):
-            kids = [_concat(self._read_field(c, runs), c.arrow_type) for c in node.children]
+            kids = [concat_chunks(self._read_field(c, runs), c.arrow_type) for c in node.children]
             return [pa.StructArray.from_arrays(kids, fields=list(t))]
         if pa.types.is_list(t) or pa.types.is_large_list(t):
             return [self._read_list(node, runs)]
@@ -420,7 +499,7 @@ class LanceFileReader(RowReader):
         col = self._column(node)
         valid, lengths, item_runs = self._list_layout(col, runs)
         child = node.children[0]
-        items = _concat(self._read_field(child, item_runs), child.arrow_type)
+        items = concat_chunks(self._read_field(child, item_runs), child.arrow_type)
         return nested20.list_array(node.arrow_type, valid, lengths, items, node.name, self.path)
 
     def _read_blobs(self, col: ColumnPages, runs: Runs, dtype: pa.DataType) -> pa.Array:
@@ -429,79 +508,8 @@ class LanceFileReader(RowReader):
             for p, local, io in self._pages(col, runs)
         ]
         io = PageIO(self._source, col.pb.pages[0], col.pb, self._meta.global_buffers, f"column {col.index}")
-        return nested20.blob_array(_concat(descriptors, BLOB_DESCRIPTOR), self._source, dtype, io)
-
-
-# What damage that slipped past the checks may still raise while decoding (pyarrow's ArrowInvalid
-# is a ValueError, ArrowIndexError an IndexError).
-def _row_columns(roots: list[FieldNode], col_of: dict[int, int], structural: bool) -> frozenset[int]:
-    """The columns that hold one value per row of the file.
-
-    2.1/2.2: every column (a leaf's page lengths count rows). 2.0: the column of each top-level
-    field, and of the fields of top-level structs (a struct's own column and the columns below a
-    list count other things).
-    """
-    if structural:
-        return frozenset(col_of.values())
-    out: set[int] = set()
-
-    def visit(node: FieldNode) -> None:
-        if pa.types.is_struct(node.arrow_type) and not is_packed_struct(node):
-            for child in node.children:
-                visit(child)
-        elif node.id in col_of:
-            out.add(col_of[node.id])
-
-    for root in roots:
-        visit(root)
-    return frozenset(out)
-
-
-_FLAT, _NESTED, _LEAFLESS = 0, 1, 2
-
-
-def _shape(node: FieldNode) -> int:
-    """Whether a field stores nothing (a struct without leaves), has nesting, or neither."""
-    t = node.arrow_type
-    if _leafless(node):
-        return _LEAFLESS
-    nested = pa.types.is_struct(t) or pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t)
-    return _NESTED if nested else _FLAT
-
-
-def _leafless(node: FieldNode) -> bool:
-    """A struct with no leaf below it (``struct<>``, ``struct<a: struct<>>``): no column stores it."""
-    return pa.types.is_struct(node.arrow_type) and all(_leafless(c) for c in node.children)
-
-
-def _empty_structs(dtype: pa.DataType, n: int) -> pa.Array:
-    """``n`` valid rows of a leafless struct type."""
-    children = [_empty_structs(f.type, n) for f in dtype]
-    if not children:
-        return pa.StructArray.from_buffers(dtype, n, [None], null_count=0)
-    return pa.StructArray.from_arrays(children, fields=list(dtype))
+        return nested20.blob_array(concat_chunks(descriptors, BLOB_DESCRIPTOR), self._source, dtype, io)
 
 
 def _flatten(results: list[list[pa.Array]]) -> list[pa.Array]:
     return [chunk for part in results for chunk in part]
-
-
-def _leaf_paths(node: FieldNode, path: list[pa.Field]) -> Iterator[tuple[FieldNode, list[pa.Field]]]:
-    """The leaf columns below ``node`` (packed structs are leaves), with their paths of fields."""
-    if not node.children or layout21.is_packed_struct(node):
-        yield node, path
-        return
-    for child in node.children:
-        yield from _leaf_paths(child, [*path, child.to_arrow_field()])
-
-
-def _concat(chunks: list[pa.Array], dtype: pa.DataType) -> pa.Array:
-    if not chunks:
-        return pa.array([], dtype)
-    if len(chunks) == 1:
-        return chunks[0]
-    if pa.types.is_dictionary(dtype) and any(c.dictionary.null_count for c in chunks):
-        # Arrow cannot concatenate dictionaries holding nulls; the null items carry no information
-        # once the rows pointing at them are null, so drop them first.
-        chunks = [drop_null_items(c) for c in chunks]
-    return pa.concat_arrays(chunks)

@@ -243,3 +243,25 @@ def test_buffers_far_apart_are_left_to_the_source() -> None:
     fetch_buffers([(far, 0), (far, 1)])
     assert source.requests[-1] == [(0, 8), (100 + SPAN_GAP, 8)]
     assert bytes(far.whole(1)) == (bytes(range(256)) * 64)[100 + SPAN_GAP : 108 + SPAN_GAP]
+
+
+@pytest.mark.parametrize("writer", ["ours", "pylance"])
+def test_small_files_are_read_without_per_page_jobs(
+    tmp_path: Path, writer: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file of one small page per column is read column after column on the calling thread,
+    without planning a job per page (the general path of bigger files)."""
+    table = _table(100)
+    path = tmp_path / "t.lance"
+    write_file(path, table, "2.2", writer)
+
+    def refuse(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise AssertionError("jobs were planned")
+
+    monkeypatch.setattr(LanceFileReader, "_field_jobs", refuse)
+    reader = LanceFileReader(path)
+    assert_tables_equal(reader.read_all(), table)
+    assert_tables_equal(
+        reader.read_range(10, 20, columns=["s", "id"]), table.select(["s", "id"]).slice(10, 10)
+    )
+    assert_tables_equal(reader.take([0, 5, 99]), table.take([0, 5, 99]))
