@@ -339,9 +339,12 @@ class LanceFileReader(RowReader):
         """:meth:`_read_runs` of one-page columns of small pages (see :meth:`_small_columns`), with
         the fewest calls: their buffers in one request, each page decoded on this thread."""
         large = self._meta.version is FileVersion.V2_2
+        word = 4 if large else 2  # the chunk table of a page of one chunk is one word
         touched = []
         for _, col in small:
-            whole = runs.is_span(0, col.num_values)
+            # a page of one chunk is read whole, whatever rows are asked for
+            buffers = col.buffers(0)
+            whole = runs.is_span(0, col.num_values) or (len(buffers) > 1 and buffers[0][1] == word)
             io = PageIO(
                 self._source,
                 col.pb.pages[0],
@@ -349,7 +352,7 @@ class LanceFileReader(RowReader):
                 self._meta.global_buffers,
                 f"column {col.index} page 0",
                 whole_page=whole,
-                buffers=col.buffers(0),
+                buffers=buffers,
             )
             touched.append((col, 0, io))
         self._fetch_selection_buffers(touched)

@@ -219,7 +219,8 @@ class _Counting:
 @pytest.mark.parametrize("version", ["2.1", "2.2"])
 def test_a_small_file_is_read_in_one_range(tmp_path: Path, version: str) -> None:
     """After the footer, every page buffer of a small file comes in one request of one range
-    (sliced here), not one range per buffer for the source to merge."""
+    (sliced here), not one range per buffer for the source to merge, nor one request per page
+    for the rows of a take."""
     table = _table(100)
     path = tmp_path / "t.lance"
     write_file(path, table, version, "ours")
@@ -227,6 +228,11 @@ def test_a_small_file_is_read_in_one_range(tmp_path: Path, version: str) -> None
     reader = LanceFileReader(source)  # type: ignore[arg-type]
     opened = len(source.requests)
     assert_tables_equal(reader.read_all(), table)
+    assert [len(r) for r in source.requests[opened:]] == [1]
+    # a take needs every buffer of its pages of one chunk too: one request again
+    taken = LanceFileReader(source)  # type: ignore[arg-type]
+    opened = len(source.requests)
+    assert_tables_equal(taken.take([3, 60]), table.take([3, 60]))
     assert [len(r) for r in source.requests[opened:]] == [1]
 
 
