@@ -14,7 +14,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from typing import TypeVar
+from typing import Any, Generic, TypeVar, overload
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -171,3 +171,32 @@ def map_parts(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
     """``[fn(x) for x in items]`` on the pool for pieces of one page: leaf work such as decoding
     one part of a large page, which must not itself wait on that pool."""
     return map_on(PARTS, fn, items)
+
+
+class once(Generic[R]):
+    """A property computed on first use and kept in the instance (``functools.cached_property``
+    without its lock: on Python 3.11 that lock is one per property for all instances, so threads
+    computing the property of different objects, say reading the deletions of different
+    fragments, would wait on each other). Two threads asking at once may both compute the value;
+    the property must be a pure function of the instance, and either result is kept."""
+
+    def __init__(self, fn: Callable[[Any], R]) -> None:
+        self.fn = fn
+        self.name = fn.__name__
+        self.__doc__ = fn.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, cls: type | None = None) -> once[R]: ...
+
+    @overload
+    def __get__(self, obj: object, cls: type | None = None) -> R: ...
+
+    def __get__(self, obj: object | None, cls: type | None = None) -> R | once[R]:
+        if obj is None:
+            return self
+        value = self.fn(obj)
+        obj.__dict__[self.name] = value
+        return value

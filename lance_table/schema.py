@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from functools import cached_property
 from typing import Any
 
 import pyarrow as pa
 
+from lance_table._parallel import once
 from lance_table.errors import SchemaError
 
 # The legacy ``lance.file.Encoding`` enum, still written for every field.
@@ -82,14 +82,14 @@ class FieldNode:
         damaged schema says)."""
         return self.arrow_field
 
-    @cached_property
+    @once
     def arrow_field(self) -> pa.Field:
         """:meth:`to_arrow_field`, built once (Arrow fields are immutable)."""
         md = dict(self.field.metadata) or None
         nullable = self.field.nullable or pa.types.is_null(self.arrow_type)
         return pa.field(self.field.name, self.arrow_type, nullable, metadata=md)
 
-    @cached_property
+    @once
     def ids(self) -> frozenset[int]:
         """The ids of this field and of every field below it."""
         return frozenset(n.id for n in self.walk())

@@ -134,3 +134,35 @@ def test_many_small_items_are_grouped_into_a_few_tasks_per_worker(
 
     assert _parallel.map_grouped(square, range(3000), [1] * 3000) == [x * x for x in range(3000)]
     assert len(seen) == 3000
+
+
+def test_once_properties_of_different_objects_are_computed_at_the_same_time() -> None:
+    """``once`` keeps no lock: two threads computing the property of two objects (reading two
+    fragments' deletions, say) do not wait on each other, as with functools.cached_property on
+    Python 3.11, whose one lock per property serializes them."""
+    both = threading.Barrier(2, timeout=5)
+
+    class Thing:
+        def __init__(self, n: int) -> None:
+            self.n = n
+            self.calls = 0
+
+        @_parallel.once
+        def value(self) -> int:
+            """Needs the other thread inside at the same time."""
+            self.calls += 1
+            both.wait()
+            return self.n * 10
+
+    things = [Thing(1), Thing(2)]
+    results: list[int] = []
+    workers = [threading.Thread(target=lambda t=t: results.append(t.value)) for t in things]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert sorted(results) == [10, 20]
+    both.reset()
+    both.abort()  # from now on a second computation would fail
+    assert [t.value for t in things] == [10, 20] and [t.calls for t in things] == [1, 1]
+    assert Thing.value.__doc__ == "Needs the other thread inside at the same time."

@@ -8,9 +8,10 @@ values into runs of bytes, so only the needed bytes are fetched.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
+
+from lance_table._parallel import once
 
 
 @dataclass(frozen=True)
@@ -48,15 +49,15 @@ class Runs:
         keep = lengths > 0
         return _merge(np.asarray(starts[keep], np.int64), np.asarray(lengths[keep], np.int64))
 
-    @cached_property
+    @once
     def count(self) -> int:
         return len(self.starts)
 
-    @cached_property
+    @once
     def total(self) -> int:
         return int(self.lengths[0]) if len(self.lengths) == 1 else int(self.lengths.sum())
 
-    @cached_property
+    @once
     def end(self) -> int:
         return int(self.starts[-1] + self.lengths[-1]) if self.count else 0
 

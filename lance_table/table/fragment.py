@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 
+from lance_table._parallel import once
 from lance_table.errors import CorruptFileError
 from lance_table.file.fields import BLOB_KEY
 from lance_table.file.legacy import LegacyFileReader
@@ -43,13 +43,13 @@ class FragmentReader:
     dictionaries: Mapping[int, pa.Array] = field(default_factory=dict)
     _views: dict[int, LegacyView] = field(default_factory=dict, init=False, repr=False, compare=False)
 
-    @cached_property
+    @once
     def deleted(self) -> np.ndarray:
         """Sorted deleted offsets (checked against the manifest's count and ``physical_rows``)."""
         self.physical_rows  # noqa: B018 - the row count must be verified before it bounds anything
         return read_deletions(self.storage, self.fragment, version=self.version)
 
-    @cached_property
+    @once
     def physical_rows(self) -> int:
         """The fragment's rows, deleted ones included, once every data file confirms the count.
 
