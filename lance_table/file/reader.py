@@ -30,7 +30,7 @@ from lance_table.file.field_shapes import (
 )
 from lance_table.file.fields import BLOB_DESCRIPTOR
 from lance_table.file.pageio import PageIO, fetch_buffers
-from lance_table.file.rows import RowReader, decoding, selectable
+from lance_table.file.rows import RowReader, decoded, decoding, selectable
 from lance_table.file.runs import Runs
 from lance_table.file.v2_0 import decode as decode20
 from lance_table.file.v2_0 import nested as nested20
@@ -175,8 +175,7 @@ class LanceFileReader(RowReader):
     def _read(
         self, runs: Runs, columns: Sequence[str] | None, floors: Mapping[str, int] | None = None
     ) -> pa.Table:
-        with decoding(self.path):
-            return self._read_selected(runs, columns, floors or {})
+        return decoded(self._source.name, self._read_selected, runs, columns, floors or {})
 
     def _read_selected(
         self, runs: Runs, columns: Sequence[str] | None, floors: Mapping[str, int]

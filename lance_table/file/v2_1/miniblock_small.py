@@ -16,6 +16,7 @@ bytes (from the same level and FSST decoders), so results and errors are the gen
 
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass
 from typing import Any
@@ -30,7 +31,7 @@ from lance_table.file.runs import Runs
 from lance_table.file.v2_1 import batch, repdef
 from lance_table.file.v2_1.compress import decode_levels
 from lance_table.file.v2_1.miniblock import dictionary_of, values_at
-from lance_table.file.v2_1.values import Fixed, Var, expand, to_arrow
+from lance_table.file.v2_1.values import Fixed, Var, byte_width, expand, is_binary, to_arrow
 
 FLAT = 0
 BITPACKED = 1
@@ -159,7 +160,11 @@ def decode(
         if values is None:
             return None
         if page.dictionary is None:
-            arr = to_arrow(values, dtype, n, io)
+            width = _plain_width(dtype)
+            if width and values.bits == width * 8 and len(values.data) >= n * width:
+                arr = pa.Array.from_buffers(dtype, n, [None, pa.py_buffer(values.data)])
+            else:
+                arr = to_arrow(values, dtype, n, io)
         else:
             dictionary = dictionary_of(page.dictionary, io)
             arr = values_at(values, n, False, None, page.dictionary, dictionary, dtype, valid, io)[0]
@@ -231,10 +236,16 @@ def _variable(
     return pa.Array.from_buffers(dtype, n, [None, pa.py_buffer(index), pa.py_buffer(body)], null_count=0)
 
 
+@functools.lru_cache(maxsize=256)
+def _plain_width(dtype: pa.DataType) -> int:
+    """The byte width of a type whose Arrow array is its values' bytes as they are (what
+    :func:`to_arrow` builds for them), or 0 (booleans, lists, anything else)."""
+    if pa.types.is_boolean(dtype) or pa.types.is_fixed_size_list(dtype):
+        return 0
+    return byte_width(dtype)
+
+
+@functools.lru_cache(maxsize=256)
 def _is_binary(dtype: pa.DataType) -> bool:
-    return (
-        pa.types.is_string(dtype)
-        or pa.types.is_large_string(dtype)
-        or pa.types.is_binary(dtype)
-        or pa.types.is_large_binary(dtype)
-    )
+    """:func:`is_binary`, remembered by type."""
+    return is_binary(dtype)
