@@ -196,19 +196,23 @@ def _fixed(
     lanes = bitpacking.BLOCK // t
     blocks = []
     pos = 0
-    for _ in range(-(-n // bitpacking.BLOCK)):
+    for first in range(0, n, bitpacking.BLOCK):
         if pos >= words.size:
             return None
         w = int(words[pos])
         if w > t or pos + 1 + w * lanes > words.size:
             return None
+        count = min(n - first, bitpacking.BLOCK)  # values of this block that are the page's
+        block = words[pos + 1 : pos + 1 + w * lanes]
         if floor is not None and floor > 0 and w < t and (1 << w) <= floor:
-            blocks.append(np.zeros(bitpacking.BLOCK, bitpacking.DTYPES[t]))
+            blocks.append(np.zeros(count, bitpacking.DTYPES[t]))
+        elif count <= bitpacking.HEAD_VALUES:
+            blocks.append(bitpacking.unpack_head(block, t, w, count))
         else:
-            blocks.append(bitpacking.unpack(words[pos + 1 : pos + 1 + w * lanes], t, w, 1))
+            blocks.append(bitpacking.unpack(block, t, w, 1)[:count])
         pos += 1 + w * lanes
     unpacked = blocks[0] if len(blocks) == 1 else np.concatenate(blocks)
-    return Fixed(batch.as_bytes(unpacked[:n]), t)
+    return Fixed(batch.as_bytes(unpacked), t)
 
 
 def _variable(
