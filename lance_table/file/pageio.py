@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from lance_table._parallel import once
 from lance_table.errors import CorruptFileError
 from lance_table.file.compression import general
 from lance_table.file.runs import Runs
@@ -36,7 +37,8 @@ class PageIO:
         self.column = column
         self.global_buffers = global_buffers
         self.what = what
-        self._buffers = buffers
+        if buffers is not None:
+            self.__dict__["buffers"] = buffers  # else read from the page when first asked
         self._whole: dict[tuple[int, int], memoryview] = {}
         self._inflated: dict[tuple[int, int], memoryview] = {}
 
@@ -44,13 +46,11 @@ class PageIO:
     def path(self) -> str:
         return self.source.name
 
-    @property
+    @once
     def buffers(self) -> tuple[tuple[int, int], ...]:
         """The page's buffers as ``(file offset, size)`` pairs (given by the caller, who may keep
         them from page to page, or read from the page's description when first asked)."""
-        if self._buffers is None:
-            self._buffers = buffers_of(self.page)
-        return self._buffers
+        return buffers_of(self.page)
 
     def corrupt(self, problem: str) -> CorruptFileError:
         return CorruptFileError(self.source.name, f"{self.what}: {problem}")
@@ -85,7 +85,8 @@ class PageIO:
         fetch_buffers([(self, k) for k in range(len(self.buffers))])
 
     def whole(self, index: int, kind: int = BUFFER_PAGE) -> memoryview:
-        key = self.locate(index, kind)
+        buffers = self.buffers
+        key = buffers[index] if kind == BUFFER_PAGE and index < len(buffers) else self.locate(index, kind)
         data = self._whole.get(key)
         if data is None:
             data = self.source.read_ranges([key])[0]

@@ -122,7 +122,7 @@ def decode(
     Integer values below ``floor`` may read as 0 (see :func:`batch.values`)."""
     n = page.num_items
     buffers = 2 if page.dictionary is None else 3
-    if n != io.page.length or not 0 < n <= _MAX_CHUNK_VALUES or len(io.page.buffer_offsets) != buffers:
+    if n != io.page.length or not 0 < n <= _MAX_CHUNK_VALUES or len(io.buffers) != buffers:
         return None
     meta = io.whole(0)
     word_bytes = 4 if page.large else 2
