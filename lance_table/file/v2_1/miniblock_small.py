@@ -42,6 +42,13 @@ _MAX_CHUNK_VALUES = 1 << 16
 _LAYERS = ([repdef.ALL_VALID_ITEM], [repdef.NULLABLE_ITEM])
 _UINT = {4: np.uint32, 8: np.uint64}
 _MAX_SMALL_OFFSET = 2**31 - 1
+# a chunk's header: its level count, the size of its definition levels (when it has them) and
+# of its value buffer, in u16 words (2.1) or the buffer size in a u32 (2.2); by (levels, 2.2)
+_HEADERS = {
+    (has_def, large): struct.Struct("<H" + ("H" if has_def else "") + ("I" if large else "H"))
+    for has_def in (False, True)
+    for large in (False, True)
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,8 +92,7 @@ def plan(layout: Any, large: bool) -> SmallPage | None:
     if dictionary is not None and (kind == VARIABLE or bits % 8):
         return None  # dictionary indices are whole-byte integers
     has_def = mini.HasField("def_compression")
-    size = "I" if large else "H"
-    header = struct.Struct("<H" + ("H" if has_def else "") + size)
+    header = _HEADERS[has_def, large]
     defs = mini.def_compression if has_def else None
     return SmallPage(kind, bits, int(mini.num_items), symbols, defs, header, large, dictionary)
 
