@@ -214,6 +214,8 @@ class FragmentReader:
                 table = reader.read_runs(runs, wanted, floors=file_floors)
             except FileNotFoundError:  # deleted since the reader was opened (files open per read)
                 raise missing_file_error(self.storage, where(), self.version) from None
+            if keep is not None:  # one filter for the file's columns
+                table = table.filter(keep)
             for name, col in zip(group, table.columns):
                 node = self.roots[name]
                 target = node.arrow_type
@@ -223,8 +225,6 @@ class FragmentReader:
                 except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
                     problem = f"column {name!r} is stored as {col.type}, which does not read as {target}"
                     raise CorruptFileError(where(), f"{problem}: {exc}") from None
-                if keep is not None:
-                    col = col.filter(keep)
                 if not node.field.nullable and col.null_count:
                     raise CorruptFileError(
                         where(),
