@@ -14,6 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from lance_table._parallel import cached_per_instance
 from lance_table.errors import SchemaError
 
 # The legacy ``lance.file.Encoding`` enum, still written for every field.
@@ -79,9 +80,19 @@ class FieldNode:
     def to_arrow_field(self) -> pa.Field:
         """The Arrow field (a field of the null type is nullable, as Arrow requires, whatever a
         damaged schema says)."""
+        return self.arrow_field
+
+    @cached_per_instance
+    def arrow_field(self) -> pa.Field:
+        """:meth:`to_arrow_field`, built once (Arrow fields are immutable)."""
         md = dict(self.field.metadata) or None
         nullable = self.field.nullable or pa.types.is_null(self.arrow_type)
         return pa.field(self.field.name, self.arrow_type, nullable, metadata=md)
+
+    @cached_per_instance
+    def ids(self) -> frozenset[int]:
+        """The ids of this field and of every field below it."""
+        return frozenset(n.id for n in self.walk())
 
     def walk(self) -> Iterator[FieldNode]:
         """This node and all its descendants, in pre-order."""

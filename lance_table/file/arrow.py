@@ -7,6 +7,7 @@ import pyarrow as pa
 
 from lance_table.errors import UnsupportedFormatError
 from lance_table.file.pageio import PageIO
+from lance_table.file.rows import drop_null_items
 from lance_table.file.runs import Runs
 
 
@@ -82,3 +83,15 @@ def rows_of(arr: pa.Array, runs: Runs) -> pa.Array:
     if runs.count == 1:
         return arr.slice(int(runs.starts[0]), int(runs.lengths[0]))
     return arr.take(pa.array(runs.positions()))
+
+
+def concat_chunks(chunks: list[pa.Array], dtype: pa.DataType) -> pa.Array:
+    if not chunks:
+        return pa.array([], dtype)
+    if len(chunks) == 1:
+        return chunks[0]
+    if pa.types.is_dictionary(dtype) and any(c.dictionary.null_count for c in chunks):
+        # Arrow cannot concatenate dictionaries holding nulls; the null items carry no information
+        # once the rows pointing at them are null, so drop them first.
+        chunks = [drop_null_items(c) for c in chunks]
+    return pa.concat_arrays(chunks)

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from lance_table._parallel import cached_per_instance
 from lance_table.errors import CorruptFileError
 from lance_table.file.compression import general
 from lance_table.file.runs import Runs
@@ -28,6 +29,7 @@ class PageIO:
         what: str,
         *,
         whole_page: bool = False,
+        buffers: tuple[tuple[int, int], ...] | None = None,
     ) -> None:
         self.whole_page = whole_page
         self.source = source
@@ -35,6 +37,8 @@ class PageIO:
         self.column = column
         self.global_buffers = global_buffers
         self.what = what
+        if buffers is not None:
+            self.__dict__["buffers"] = buffers  # else read from the page when first asked
         self._whole: dict[tuple[int, int], memoryview] = {}
         self._inflated: dict[tuple[int, int], memoryview] = {}
 
@@ -42,14 +46,22 @@ class PageIO:
     def path(self) -> str:
         return self.source.name
 
+    @cached_per_instance
+    def buffers(self) -> tuple[tuple[int, int], ...]:
+        """The page's buffers as ``(file offset, size)`` pairs (given by the caller, who may keep
+        them from page to page, or read from the page's description when first asked)."""
+        return buffers_of(self.page)
+
     def corrupt(self, problem: str) -> CorruptFileError:
         return CorruptFileError(self.source.name, f"{self.what}: {problem}")
 
     def locate(self, index: int, kind: int = BUFFER_PAGE) -> tuple[int, int]:
         """File offset and size of a buffer."""
         if kind == BUFFER_PAGE:
-            offsets, sizes = self.page.buffer_offsets, self.page.buffer_sizes
-        elif kind == BUFFER_COLUMN:
+            if index >= len(self.buffers):
+                raise self.corrupt(f"buffer {index} does not exist (the page has {len(self.buffers)})")
+            return self.buffers[index]
+        if kind == BUFFER_COLUMN:
             offsets, sizes = self.column.buffer_offsets, self.column.buffer_sizes
         elif kind == BUFFER_FILE:
             pairs = self.global_buffers
@@ -65,15 +77,16 @@ class PageIO:
     def max_items(self) -> int:
         """The most dictionary items the page can hold: one per value (and a null item), or more
         only when they are stored, at one bit each at least."""
-        stored = sum(int(size) for size in self.page.buffer_sizes)
+        stored = sum(size for _, size in self.buffers)
         return max(int(self.page.length) + 1, 8 * stored)
 
     def prefetch(self) -> None:
         """Fetch every page buffer in one coalesced request (used when the whole page is needed)."""
-        fetch_buffers([(self, k) for k in range(len(self.page.buffer_offsets))])
+        fetch_buffers([(self, k) for k in range(len(self.buffers))])
 
     def whole(self, index: int, kind: int = BUFFER_PAGE) -> memoryview:
-        key = self.locate(index, kind)
+        buffers = self.buffers
+        key = buffers[index] if kind == BUFFER_PAGE and index < len(buffers) else self.locate(index, kind)
         data = self._whole.get(key)
         if data is None:
             data = self.source.read_ranges([key])[0]
@@ -110,6 +123,18 @@ class PageIO:
         return hit
 
 
+def buffers_of(page: Any) -> tuple[tuple[int, int], ...]:
+    """A page's buffers (from its protobuf description) as ``(file offset, size)`` pairs."""
+    return tuple(zip((int(o) for o in page.buffer_offsets), (int(s) for s in page.buffer_sizes)))
+
+
+#: Buffers this close together (and at most :data:`SPAN_MAX_RANGES` of them) are read as the one
+#: range that spans them, sliced here: less than either kind of source leaves between the ranges it
+#: merges into one read, so no more bytes are read than the source would read.
+SPAN_GAP = 4096
+SPAN_MAX_RANGES = 64
+
+
 def fetch_buffers(wanted: list[tuple[PageIO, int]]) -> None:
     """Read the buffers ``(page, index)`` of pages of one source in one coalesced request, so that
     each page then finds them in hand (a take reads a few small buffers of many pages)."""
@@ -118,9 +143,25 @@ def fetch_buffers(wanted: list[tuple[PageIO, int]]) -> None:
     if not keys:
         return
     ranges = sorted({key for _, key in keys})
-    got = dict(zip(ranges, keys[0][0].source.read_ranges(ranges)))
+    source = keys[0][0].source
+    got = _spanned(source, ranges) if len(ranges) <= SPAN_MAX_RANGES else None
+    if got is None:
+        got = dict(zip(ranges, source.read_ranges(ranges)))
     for io, key in keys:
         io._whole[key] = got[key]
+
+
+def _spanned(source: ByteSource, ranges: list[tuple[int, int]]) -> dict[tuple[int, int], memoryview] | None:
+    """The sorted ``ranges`` read as the one range that spans them, when no gap between them is
+    wider than :data:`SPAN_GAP` (a small file's pages, one after another); else None."""
+    end = ranges[0][0]
+    for offset, size in ranges:
+        if offset - end > SPAN_GAP or offset < 0 or size < 0:
+            return None
+        end = max(end, offset + size)
+    start = ranges[0][0]
+    (data,) = source.read_ranges([(start, end - start)])
+    return {(offset, size): data[offset - start : offset - start + size] for offset, size in ranges}
 
 
 def bits_runs(where: PageIO, index: int, runs: Runs, kind: int = BUFFER_PAGE) -> np.ndarray:

@@ -5,33 +5,40 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import IO, Any
+from typing import IO
 
 import numpy as np
 import pyarrow as pa
 
 from lance_table._parallel import DECODE, map_on
-from lance_table.errors import CorruptFileError, SchemaError, UnsupportedFormatError
-from lance_table.file.arrow import build_binary
+from lance_table.errors import CorruptFileError, LanceTableError, SchemaError, UnsupportedFormatError
+from lance_table.file.arrow import build_binary, concat_chunks
+from lance_table.file.column_pages import ColumnPages
 from lance_table.file.container import (
     TAIL_READ_SIZE,
-    URL_ARRAY_ENCODING,
-    URL_PAGE_LAYOUT,
     FileMetadata,
     FileVersion,
     read_metadata,
-    unpack_encoding,
+)
+from lance_table.file.field_shapes import (
+    FLAT,
+    LEAFLESS,
+    NESTED,
+    empty_structs,
+    field_shape,
+    leaf_paths,
+    row_columns,
 )
 from lance_table.file.fields import BLOB_DESCRIPTOR
 from lance_table.file.pageio import PageIO, fetch_buffers
-from lance_table.file.rows import RowReader, decoding, drop_null_items, selectable
+from lance_table.file.rows import RowReader, decoded, decoding, selectable
 from lance_table.file.runs import Runs
 from lance_table.file.v2_0 import decode as decode20
 from lance_table.file.v2_0 import nested as nested20
 from lance_table.file.v2_0.layout import column_assignment, is_packed_struct
 from lance_table.file.v2_1 import decode as decode21
 from lance_table.file.v2_1 import layout as layout21
-from lance_table.file.v2_1 import repdef
+from lance_table.file.v2_1 import miniblock_small, repdef
 from lance_table.schema import FieldNode
 from lance_table.storage.sources import ByteSource, in_memory_if_small, open_source
 
@@ -45,54 +52,8 @@ DENSE_MIN_RUNS = 64
 DENSE_FRACTION = 0.25
 # Pages read whole whose buffers add up to at most this many bytes are fetched in one request.
 SMALL_READ_BYTES = 1024 * 1024
-
-
-class _Column:
-    """One physical column: its pages, the first row of each page and parsed page encodings."""
-
-    def __init__(self, meta: FileMetadata, index: int) -> None:
-        self.index = index
-        # 2.0 pages are ArrayEncodings; 2.1+ pages are PageLayouts. A mismatch means a damaged file.
-        self.page_url = URL_ARRAY_ENCODING if meta.version is FileVersion.V2_0 else URL_PAGE_LAYOUT
-        self.pb = meta.columns[index]
-        lengths = np.fromiter((p.length for p in self.pb.pages), np.int64, len(self.pb.pages))
-        self.page_starts = np.zeros(len(lengths) + 1, np.int64)
-        np.cumsum(lengths, out=self.page_starts[1:])
-        self._encodings: dict[int, Any] = {}
-        self._column_encoding: Any = None
-
-    @property
-    def num_values(self) -> int:
-        return int(self.page_starts[-1])
-
-    def pages_for(self, runs: Runs) -> range:
-        if not runs.count:
-            return range(0)
-        first = int(np.searchsorted(self.page_starts, runs.starts[0], side="right")) - 1
-        last = int(np.searchsorted(self.page_starts, runs.end - 1, side="right")) - 1
-        return range(max(first, 0), min(last, len(self.pb.pages) - 1) + 1)
-
-    def encoding(self, page: int, source: ByteSource) -> Any:
-        enc = self._encodings.get(page)
-        if enc is None:
-            what = f"column {self.index} page {page}"
-            url, enc = unpack_encoding(self.pb.pages[page].encoding, source, what)
-            if enc is None:
-                raise UnsupportedFormatError(f"{what} has no encoding", path=source.name)
-            if url != self.page_url:
-                raise CorruptFileError(source.name, f"{what} is encoded as {url}, not {self.page_url}")
-            self._encodings[page] = enc
-        return enc
-
-    def column_encoding(self, source: ByteSource) -> Any:
-        if self._column_encoding is None:
-            _, self._column_encoding = unpack_encoding(self.pb.encoding, source, f"column {self.index}")
-        return self._column_encoding
-
-    def is_blob(self, source: ByteSource) -> bool:
-        """Whether a 2.0 column stores blobs (its column encoding says so)."""
-        enc = self.column_encoding(source)
-        return enc is not None and enc.WhichOneof("column_encoding") == "blob"
+# The most column selections a reader keeps resolved (their fields and schema).
+PROJECTIONS_KEPT = 16
 
 
 class LanceFileReader(RowReader):
@@ -134,7 +95,7 @@ class LanceFileReader(RowReader):
         def byte_list(node: FieldNode, index: int) -> bool:
             if index >= n_cols or not self._meta.columns[index].pages:
                 return False
-            enc = _Column(self._meta, index).encoding(0, self._source)
+            enc = ColumnPages(self._meta, index).encoding(0, self._source)
             if enc.WhichOneof("array_encoding") != "list":
                 return False
             self._byte_lists.add(node.id)
@@ -157,13 +118,16 @@ class LanceFileReader(RowReader):
                 self._source.name, f"file has {n_cols} columns but its schema has no fields"
             )
         # Columns that hold one value per row: their pages must add up to the file's rows.
-        for index in sorted(_row_columns(self._roots, self._col_of, self._structural)):
+        for index in sorted(row_columns(self._roots, self._col_of, self._structural)):
             values = self._meta.column_values[index]
             if values != self.num_rows:
                 raise CorruptFileError(
                     self._source.name, f"column {index} has {values} values for {self.num_rows} rows"
                 )
-        self._columns: dict[int, _Column] = {}
+        self._columns: dict[int, ColumnPages] = {}
+        self._projections: dict[tuple[str, ...], tuple[list[FieldNode], pa.Schema]] = {}
+        self._shapes: dict[int, int] = {}  # by field id: see field_shape
+        self._small_reads: dict[tuple[str, ...] | None, list[tuple[FieldNode, ColumnPages]] | None] = {}
 
     # -- metadata -------------------------------------------------------------------------------
 
@@ -198,6 +162,15 @@ class LanceFileReader(RowReader):
             return self._roots, self._schema
         if isinstance(columns, str):
             raise TypeError("columns must be a list of names, not a string")
+        key = tuple(columns)
+        found = self._projections.get(key)
+        if found is None:
+            if len(self._projections) >= PROJECTIONS_KEPT:
+                self._projections.clear()
+            found = self._projections[key] = self._projected(columns)
+        return found
+
+    def _projected(self, columns: Sequence[str]) -> tuple[list[FieldNode], pa.Schema]:
         by_name = {n.name: n for n in self._roots}
         nodes = []
         for name in columns:
@@ -210,11 +183,10 @@ class LanceFileReader(RowReader):
     def _read(
         self, runs: Runs, columns: Sequence[str] | None, floors: Mapping[str, int] | None = None
     ) -> pa.Table:
-        with decoding(self.path):
-            try:
-                return self._read_selected(runs, columns, floors or {})
-            finally:
-                self._source = self._stored  # the bytes read when opening serve the first read only
+        try:
+            return decoded(self._source.name, self._read_selected, runs, columns, floors or {})
+        finally:
+            self._source = self._stored  # the bytes read when opening serve the first read only
 
     def _read_selected(
         self, runs: Runs, columns: Sequence[str] | None, floors: Mapping[str, int]
@@ -232,7 +204,10 @@ class LanceFileReader(RowReader):
 
     def _read_runs(self, runs: Runs, columns: Sequence[str] | None, floors: Mapping[str, int]) -> pa.Table:
         nodes, schema = self._project(columns)
-        touched: list[tuple[_Column, int, PageIO]] = []
+        small = self._small_columns(columns, nodes, runs)
+        if small is not None:
+            return self._read_small(small, schema, runs, floors)
+        touched: list[tuple[ColumnPages, int, PageIO]] = []
         plans = [self._field_jobs(node, runs, touched, floors.get(node.name)) for node in nodes]
         flat = [job for jobs, _ in plans for job in jobs]
         self._fetch_selection_buffers(touched)
@@ -252,18 +227,19 @@ class LanceFileReader(RowReader):
         self,
         node: FieldNode,
         runs: Runs,
-        touched: list[tuple[_Column, int, PageIO]],
+        touched: list[tuple[ColumnPages, int, PageIO]],
         floor: int | None = None,
     ) -> tuple[list[Job], Combine]:
         """Independent pieces of work that read a field (one per page of each of its columns), and
         how their results make the field's chunks; the 2.1/2.2 pages to read are added to
         ``touched``. ``floor``: see :meth:`read_runs`."""
         t = node.arrow_type
-        if _leafless(node):  # nothing stored: every row is an (all-valid) empty struct, as pylance reads it
-            return [lambda: [_empty_structs(t, runs.total)]], _flatten
-        nested = (
-            pa.types.is_struct(t) or pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t)
-        )
+        kind = self._shapes.get(node.id)
+        if kind is None:
+            kind = self._shapes[node.id] = field_shape(node)
+        if kind == LEAFLESS:  # nothing stored: every row is an (all-valid) empty struct, as pylance has it
+            return [lambda: [empty_structs(t, runs.total)]], _flatten
+        nested = kind == NESTED
         if self._structural:
             if nested and not layout21.is_packed_struct(node):
                 return self._nested_jobs(node, runs, touched)
@@ -282,7 +258,7 @@ class LanceFileReader(RowReader):
         return jobs, _flatten
 
     def _structural_jobs(
-        self, node: FieldNode, runs: Runs, touched: list[tuple[_Column, int, PageIO]], floor: int | None
+        self, node: FieldNode, runs: Runs, touched: list[tuple[ColumnPages, int, PageIO]], floor: int | None
     ) -> list[Job]:
         """Pages of a 2.1/2.2 column without nesting: each decoded, then the selected rows taken."""
         if not runs.total:
@@ -298,7 +274,7 @@ class LanceFileReader(RowReader):
         ]
 
     def _nested_jobs(
-        self, node: FieldNode, runs: Runs, touched: list[tuple[_Column, int, PageIO]]
+        self, node: FieldNode, runs: Runs, touched: list[tuple[ColumnPages, int, PageIO]]
     ) -> tuple[list[Job], Combine]:
         """A 2.1/2.2 field with lists or structs: the pages of each of its leaf columns, decoded to
         the leaf's path; the paths of all leaves then merge into the field."""
@@ -307,7 +283,7 @@ class LanceFileReader(RowReader):
         large = self._meta.version is FileVersion.V2_2
         jobs: list[Job] = []
         owner: list[int] = []
-        leaves = list(_leaf_paths(node, [node.to_arrow_field()]))
+        leaves = list(leaf_paths(node, [node.to_arrow_field()]))
         for k, (leaf, path) in enumerate(leaves):
             col = self._column(leaf)
             self._check_length(col, runs)
@@ -329,7 +305,76 @@ class LanceFileReader(RowReader):
 
         return jobs, combine
 
-    def _fetch_selection_buffers(self, touched: list[tuple[_Column, int, PageIO]]) -> None:
+    def _small_columns(
+        self, columns: Sequence[str] | None, nodes: list[FieldNode], runs: Runs
+    ) -> list[tuple[FieldNode, ColumnPages]] | None:
+        """The fields of a read of a 2.1/2.2 file that :meth:`_read_small` takes, with their
+        columns: fields without nesting, each one page the small-page decoder describes, and a
+        read too small to decode on threads; else None (kept per column selection)."""
+        if not self._structural or not runs.total or runs.total * len(nodes) >= PARALLEL_MIN_VALUES:
+            return None
+        key = None if columns is None else tuple(columns)
+        if key in self._small_reads:
+            found = self._small_reads[key]
+        else:
+            if len(self._small_reads) >= PROJECTIONS_KEPT:
+                self._small_reads.clear()
+            found = self._small_reads[key] = self._small_plan(nodes)
+        if found is not None and any(runs.end > col.num_values for _, col in found):
+            return None  # the general path says what is wrong
+        return found
+
+    def _small_plan(self, nodes: list[FieldNode]) -> list[tuple[FieldNode, ColumnPages]] | None:
+        large = self._meta.version is FileVersion.V2_2
+        plan = []
+        for node in nodes:
+            if field_shape(node) != FLAT or node.id not in self._col_of:
+                return None
+            col = self._column(node)
+            try:
+                if len(col.page_starts) != 2 or col.small_page(0, self._source, large) is None:
+                    return None
+            except LanceTableError:  # a damaged description: the general path says so, in its order
+                return None
+            plan.append((node, col))
+        return plan
+
+    def _read_small(
+        self,
+        small: list[tuple[FieldNode, ColumnPages]],
+        schema: pa.Schema,
+        runs: Runs,
+        floors: Mapping[str, int],
+    ) -> pa.Table:
+        """:meth:`_read_runs` of one-page columns of small pages (see :meth:`_small_columns`), with
+        the fewest calls: their buffers in one request, each page decoded on this thread."""
+        large = self._meta.version is FileVersion.V2_2
+        word = 4 if large else 2  # the chunk table of a page of one chunk is one word
+        touched = []
+        for _, col in small:
+            # a page of one chunk is read whole, whatever rows are asked for
+            buffers = col.buffers(0)
+            whole = runs.is_span(0, col.num_values) or (len(buffers) > 1 and buffers[0][1] == word)
+            io = PageIO(
+                self._source,
+                col.pb.pages[0],
+                col.pb,
+                self._meta.global_buffers,
+                f"column {col.index} page 0",
+                whole_page=whole,
+                buffers=buffers,
+            )
+            touched.append((col, 0, io))
+        self._fetch_selection_buffers(touched)
+        arrays = []
+        for (node, col), (_, _, io) in zip(small, touched):
+            t = node.arrow_type
+            floor = floors.get(node.name) if floors and pa.types.is_integer(t) else None
+            (got,) = self._decode_structural(col, 0, runs, io, t, large, floor)
+            arrays.append(pa.chunked_array([got], type=t))
+        return pa.Table.from_arrays(arrays, schema=schema)
+
+    def _fetch_selection_buffers(self, touched: list[tuple[ColumnPages, int, PageIO]]) -> None:
         """The small buffers the pages read in part need first (chunk tables, dictionaries,
         repetition indexes), all read in one request rather than one per page; with them, every
         buffer of the pages read whole when those are small in all (a file of a few rows).
@@ -340,8 +385,8 @@ class LanceFileReader(RowReader):
             for col, p, io in partial
             for index in decode21.selection_buffers(col.encoding(p, self._source), io)
         ]
-        whole = [(io, k) for _, _, io in touched if io.whole_page for k in range(len(io.page.buffer_offsets))]
-        small = whole if sum(int(io.page.buffer_sizes[k]) for io, k in whole) <= SMALL_READ_BYTES else []
+        whole = [(io, k) for _, _, io in touched if io.whole_page for k in range(len(io.buffers))]
+        small = whole if sum(io.buffers[k][1] for io, k in whole) <= SMALL_READ_BYTES else []
         if not small and len(partial) < 2:
             return
         wanted += small
@@ -349,7 +394,7 @@ class LanceFileReader(RowReader):
 
     def _decode_structural(
         self,
-        col: _Column,
+        col: ColumnPages,
         page: int,
         runs: Runs,
         io: PageIO,
@@ -357,36 +402,44 @@ class LanceFileReader(RowReader):
         large: bool,
         floor: int | None = None,
     ) -> list[pa.Array]:
+        small = col.small_page(page, self._source, large)
+        if small is not None:
+            got = miniblock_small.decode(small, io, dtype, runs, floor)
+            if got is not None:
+                return [got]
         return [decode21.decode_page(col.encoding(page, self._source), io, dtype, large, runs, floor)]
 
     def _decode_nested(
-        self, col: _Column, page: int, runs: Runs, io: PageIO, path: list[pa.Field], large: bool
+        self, col: ColumnPages, page: int, runs: Runs, io: PageIO, path: list[pa.Field], large: bool
     ) -> list[pa.Array]:
         return [decode21.decode_nested_page(col.encoding(page, self._source), io, path, large, runs)]
 
     def _decode_page(
-        self, col: _Column, page: int, runs: Runs, io: PageIO, dtype: pa.DataType
+        self, col: ColumnPages, page: int, runs: Runs, io: PageIO, dtype: pa.DataType
     ) -> list[pa.Array]:
         return [decode20.decode(col.encoding(page, self._source), io, runs, dtype)]
 
-    def _column(self, node: FieldNode) -> _Column:
+    def _column(self, node: FieldNode) -> ColumnPages:
         index = self._col_of.get(node.id)
         if index is None:
             raise CorruptFileError(self.path, f"field {node.name!r} (id {node.id}) has no column in the file")
         col = self._columns.get(index)
         if col is None:
-            col = self._columns[index] = _Column(self._meta, index)
+            col = self._columns[index] = ColumnPages(self._meta, index)
         return col
 
-    def _pages(self, col: _Column, runs: Runs, prefetch: bool = True) -> Iterator[tuple[int, Runs, PageIO]]:
+    def _pages(
+        self, col: ColumnPages, runs: Runs, prefetch: bool = True
+    ) -> Iterator[tuple[int, Runs, PageIO]]:
         """(page number, runs inside that page, page IO) for each page the runs touch.
 
         With ``prefetch``, a page needed whole has all its buffers fetched in one request right away;
         otherwise that happens when the page is decoded (possibly on another thread).
         """
+        single = len(col.page_starts) == 2
         for p in col.pages_for(runs):
             lo, hi = int(col.page_starts[p]), int(col.page_starts[p + 1])
-            local = runs.clip(lo, hi)
+            local = runs if single and runs.end <= hi else runs.clip(lo, hi)
             if not local.count:
                 continue
             io = PageIO(
@@ -396,6 +449,7 @@ class LanceFileReader(RowReader):
                 self._meta.global_buffers,
                 f"column {col.index} page {p}",
                 whole_page=local.is_span(0, hi - lo),
+                buffers=col.buffers(p),
             )
             if prefetch and io.whole_page:
                 io.prefetch()
@@ -406,7 +460,7 @@ class LanceFileReader(RowReader):
         if not runs.total:
             return []
         if pa.types.is_struct(t) and not is_packed_struct(node):
-            kids = [_concat(self._read_field(c, runs), c.arrow_type) for c in node.children]
+            kids = [concat_chunks(self._read_field(c, runs), c.arrow_type) for c in node.children]
             return [pa.StructArray.from_arrays(kids, fields=list(t))]
         if pa.types.is_list(t) or pa.types.is_large_list(t):
             return [self._read_list(node, runs)]
@@ -423,13 +477,13 @@ class LanceFileReader(RowReader):
             for p, local, io in self._pages(col, runs)
         ]
 
-    def _check_length(self, col: _Column, runs: Runs) -> None:
+    def _check_length(self, col: ColumnPages, runs: Runs) -> None:
         if runs.end > col.num_values:
             raise CorruptFileError(
                 self.path, f"column {col.index} has {col.num_values} values, fewer than the {runs.end} needed"
             )
 
-    def _list_layout(self, col: _Column, runs: Runs) -> tuple[np.ndarray, np.ndarray, Runs]:
+    def _list_layout(self, col: ColumnPages, runs: Runs) -> tuple[np.ndarray, np.ndarray, Runs]:
         self._check_length(col, runs)
         bases = np.cumsum(
             [0] + [int(col.encoding(p, self._source).list.num_items) for p in range(len(col.pb.pages))]
@@ -444,7 +498,7 @@ class LanceFileReader(RowReader):
         col = self._column(node)
         valid, lengths, item_runs = self._list_layout(col, runs)
         index = col.index + 1
-        items = self._columns.get(index) or self._columns.setdefault(index, _Column(self._meta, index))
+        items = self._columns.get(index) or self._columns.setdefault(index, ColumnPages(self._meta, index))
         self._check_length(items, item_runs)
         parts = [
             np.asarray(decode20.decode(items.encoding(p, self._source), io, local, pa.uint8()))
@@ -458,76 +512,17 @@ class LanceFileReader(RowReader):
         col = self._column(node)
         valid, lengths, item_runs = self._list_layout(col, runs)
         child = node.children[0]
-        items = _concat(self._read_field(child, item_runs), child.arrow_type)
+        items = concat_chunks(self._read_field(child, item_runs), child.arrow_type)
         return nested20.list_array(node.arrow_type, valid, lengths, items, node.name, self.path)
 
-    def _read_blobs(self, col: _Column, runs: Runs, dtype: pa.DataType) -> pa.Array:
+    def _read_blobs(self, col: ColumnPages, runs: Runs, dtype: pa.DataType) -> pa.Array:
         descriptors = [
             decode20.decode(col.encoding(p, self._source), io, local, BLOB_DESCRIPTOR)
             for p, local, io in self._pages(col, runs)
         ]
         io = PageIO(self._source, col.pb.pages[0], col.pb, self._meta.global_buffers, f"column {col.index}")
-        return nested20.blob_array(_concat(descriptors, BLOB_DESCRIPTOR), self._source, dtype, io)
-
-
-# What damage that slipped past the checks may still raise while decoding (pyarrow's ArrowInvalid
-# is a ValueError, ArrowIndexError an IndexError).
-def _row_columns(roots: list[FieldNode], col_of: dict[int, int], structural: bool) -> frozenset[int]:
-    """The columns that hold one value per row of the file.
-
-    2.1/2.2: every column (a leaf's page lengths count rows). 2.0: the column of each top-level
-    field, and of the fields of top-level structs (a struct's own column and the columns below a
-    list count other things).
-    """
-    if structural:
-        return frozenset(col_of.values())
-    out: set[int] = set()
-
-    def visit(node: FieldNode) -> None:
-        if pa.types.is_struct(node.arrow_type) and not is_packed_struct(node):
-            for child in node.children:
-                visit(child)
-        elif node.id in col_of:
-            out.add(col_of[node.id])
-
-    for root in roots:
-        visit(root)
-    return frozenset(out)
-
-
-def _leafless(node: FieldNode) -> bool:
-    """A struct with no leaf below it (``struct<>``, ``struct<a: struct<>>``): no column stores it."""
-    return pa.types.is_struct(node.arrow_type) and all(_leafless(c) for c in node.children)
-
-
-def _empty_structs(dtype: pa.DataType, n: int) -> pa.Array:
-    """``n`` valid rows of a leafless struct type."""
-    children = [_empty_structs(f.type, n) for f in dtype]
-    if not children:
-        return pa.StructArray.from_buffers(dtype, n, [None], null_count=0)
-    return pa.StructArray.from_arrays(children, fields=list(dtype))
+        return nested20.blob_array(concat_chunks(descriptors, BLOB_DESCRIPTOR), self._source, dtype, io)
 
 
 def _flatten(results: list[list[pa.Array]]) -> list[pa.Array]:
     return [chunk for part in results for chunk in part]
-
-
-def _leaf_paths(node: FieldNode, path: list[pa.Field]) -> Iterator[tuple[FieldNode, list[pa.Field]]]:
-    """The leaf columns below ``node`` (packed structs are leaves), with their paths of fields."""
-    if not node.children or layout21.is_packed_struct(node):
-        yield node, path
-        return
-    for child in node.children:
-        yield from _leaf_paths(child, [*path, child.to_arrow_field()])
-
-
-def _concat(chunks: list[pa.Array], dtype: pa.DataType) -> pa.Array:
-    if not chunks:
-        return pa.array([], dtype)
-    if len(chunks) == 1:
-        return chunks[0]
-    if pa.types.is_dictionary(dtype) and any(c.dictionary.null_count for c in chunks):
-        # Arrow cannot concatenate dictionaries holding nulls; the null items carry no information
-        # once the rows pointing at them are null, so drop them first.
-        chunks = [drop_null_items(c) for c in chunks]
-    return pa.concat_arrays(chunks)

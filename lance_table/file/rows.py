@@ -5,7 +5,8 @@ from across chunks)."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -16,6 +17,8 @@ from lance_table.schema import FieldNode
 
 DEFAULT_BATCH_SIZE = 64 * 1024
 
+T = TypeVar("T")
+
 # Untyped errors that damaged bytes can raise while decoding (see ``decoding``).
 _DECODE_ERRORS = (IndexError, KeyError, OverflowError, ValueError)
 
@@ -24,13 +27,28 @@ _DECODE_ERRORS = (IndexError, KeyError, OverflowError, ValueError)
 def decoding(path: str) -> Iterator[None]:
     """Last-resort net around opening and decoding: an untyped error raised by the data is
     reported as a :class:`CorruptFileError` naming the file. The real checks are bounds checks
-    where each structure is parsed; this only keeps a missed one from escaping untyped."""
+    where each structure is parsed; this only keeps a missed one from escaping untyped.
+    (:func:`decoded` is the same net around one call, for the reads of many small files.)"""
     try:
         yield
     except LanceTableError:
         raise
     except _DECODE_ERRORS as exc:
-        raise CorruptFileError(path, f"{type(exc).__name__} while decoding: {exc}") from exc
+        raise _untyped(path, exc) from exc
+
+
+def decoded(path: str, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` inside the net of :func:`decoding`, without a context manager's calls."""
+    try:
+        return fn(*args)
+    except LanceTableError:
+        raise
+    except _DECODE_ERRORS as exc:
+        raise _untyped(path, exc) from exc
+
+
+def _untyped(path: str, exc: Exception) -> CorruptFileError:
+    return CorruptFileError(path, f"{type(exc).__name__} while decoding: {exc}")
 
 
 def as_indices(indices: Sequence[int] | np.ndarray | pa.Array) -> np.ndarray:

@@ -11,10 +11,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lance_table._parallel import cached_per_instance
+
 
 @dataclass(frozen=True)
 class Runs:
-    """Disjoint, increasing runs ``[starts[i], starts[i] + lengths[i])`` of non-negative positions."""
+    """Disjoint, increasing runs ``[starts[i], starts[i] + lengths[i])`` of non-negative positions.
+
+    The arrays are never changed once the runs exist: their count, total and end are worked out
+    once (a scan of many small fragments asks for them dozens of times a fragment).
+    """
 
     starts: np.ndarray
     lengths: np.ndarray
@@ -43,15 +49,15 @@ class Runs:
         keep = lengths > 0
         return _merge(np.asarray(starts[keep], np.int64), np.asarray(lengths[keep], np.int64))
 
-    @property
+    @cached_per_instance
     def count(self) -> int:
         return len(self.starts)
 
-    @property
+    @cached_per_instance
     def total(self) -> int:
-        return int(self.lengths.sum())
+        return int(self.lengths[0]) if len(self.lengths) == 1 else int(self.lengths.sum())
 
-    @property
+    @cached_per_instance
     def end(self) -> int:
         return int(self.starts[-1] + self.lengths[-1]) if self.count else 0
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -190,19 +190,22 @@ class FragmentReader:
                 continue
             data_file = self.fragment.files[idx]
             reader = self._reader(data_file)
-            where = f"{self.storage.uri.rstrip('/')}/{paths.data_file_path(data_file.path)}"
+
+            def where(data_file: DataFile = data_file) -> str:  # for messages: built when needed
+                return f"{self.storage.uri.rstrip('/')}/{paths.data_file_path(data_file.path)}"
+
             file_roots = reader.metadata.roots_by_id
             wanted = []
             file_floors = {}
             for name in group:
-                file_node = file_roots.get(self.roots[name].id)
+                node = self.roots[name]
+                file_node = file_roots.get(node.id)
                 if file_node is None:
                     raise CorruptFileError(
                         self._manifest_where(),
-                        f"data file {data_file.path} is listed with field {self.roots[name].id}, "
-                        "which it does not store",
+                        f"data file {data_file.path} is listed with field {node.id}, which it does not store",
                     )
-                _check_blob_fields(self.roots[name], file_node, where)
+                _check_blob_fields(node, file_node, where)
                 file_name = file_node.name
                 wanted.append(file_name)
                 if floors and name in floors:
@@ -210,23 +213,25 @@ class FragmentReader:
             try:
                 table = reader.read_runs(runs, wanted, floors=file_floors)
             except FileNotFoundError:  # deleted since the reader was opened (files open per read)
-                raise missing_file_error(self.storage, where, self.version) from None
-            for name, file_name in zip(group, wanted):
-                col = table.column(file_name)
-                target = self.roots[name].arrow_type
+                raise missing_file_error(self.storage, where(), self.version) from None
+            if keep is not None:  # one filter for the file's columns
+                table = table.filter(keep)
+            for name, col in zip(group, table.columns):
+                node = self.roots[name]
+                target = node.arrow_type
                 try:
-                    columns[name] = col if col.type == target else col.cast(target)
+                    if col.type != target:
+                        col = col.cast(target)
                 except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
                     problem = f"column {name!r} is stored as {col.type}, which does not read as {target}"
-                    raise CorruptFileError(where, f"{problem}: {exc}") from None
-                if keep is not None:
-                    columns[name] = columns[name].filter(keep)
-                if not self.roots[name].field.nullable and columns[name].null_count:
+                    raise CorruptFileError(where(), f"{problem}: {exc}") from None
+                if not node.field.nullable and col.null_count:
                     raise CorruptFileError(
-                        where,
-                        f"column {name!r} holds {columns[name].null_count} null(s) in the rows read, but "
+                        where(),
+                        f"column {name!r} holds {col.null_count} null(s) in the rows read, but "
                         "the schema marks it non-nullable",
                     )
+                columns[name] = col
         schema = pa.schema([self.roots[n].to_arrow_field() for n in names])
         return selectable(pa.Table.from_arrays([columns[n] for n in names], schema=schema))
 
@@ -236,9 +241,9 @@ class FragmentReader:
         2.0 files list every field id; 2.1+ files list only leaves, so a struct or list is found
         through the ids of its descendants.
         """
-        ids = {n.id for n in node.walk()}
+        ids = node.ids
         for i in range(len(self.fragment.files) - 1, -1, -1):
-            if ids.intersection(self.fragment.files[i].fields):
+            if not ids.isdisjoint(self.fragment.files[i].fields):
                 return i
         return -1
 
@@ -247,17 +252,20 @@ def _is_blob_descriptor(node: FieldNode) -> bool:
     return pa.types.is_struct(node.arrow_type) and BLOB_KEY in node.field.metadata
 
 
-def _check_blob_fields(node: FieldNode, file_node: FieldNode, where: str) -> None:
+def _check_blob_fields(node: FieldNode, file_node: FieldNode, where: Callable[[], str]) -> None:
     """A data file must store a blob v2 field (at any depth) as a descriptor struct, and nothing
     else as one: a manifest whose blob field is damaged (its extension name, say) would otherwise
     read the descriptors as another struct, all nulls."""
+    leaves = not node.children and not file_node.children
+    if leaves and not pa.types.is_struct(node.arrow_type) and not pa.types.is_struct(file_node.arrow_type):
+        return  # two leaves that are not structs: neither is a descriptor
     stored = {n.id: n for n in file_node.walk()}
     for n in node.walk():
         f = stored.get(n.id)
         if f is not None and _is_blob_descriptor(n) != _is_blob_descriptor(f):
             what = "a blob descriptor" if _is_blob_descriptor(f) else "no blob descriptor"
             raise CorruptFileError(
-                where,
+                where(),
                 f"field {n.name!r} (id {n.id}) is {'a blob' if _is_blob_descriptor(n) else 'not a blob'} "
                 f"column in the manifest, but the data file stores {what} for it",
             )

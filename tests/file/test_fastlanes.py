@@ -60,6 +60,20 @@ def test_pick_gives_the_unpacked_values_for_every_width(t: int) -> None:
         np.testing.assert_array_equal(got, full[block * bitpacking.BLOCK + position])
 
 
+@pytest.mark.parametrize("t", [8, 16, 32, 64])
+def test_the_head_of_a_block_is_its_first_unpacked_values_for_every_width(t: int) -> None:
+    rng = np.random.default_rng(t + 1)
+    dtype = bitpacking.DTYPES[t]
+    for w in range(t + 1):
+        per_block = w * bitpacking.BLOCK // t
+        words = rng.integers(0, 1 << t, per_block, dtype=dtype, endpoint=False) if w else np.zeros(0, dtype)
+        full = bitpacking.unpack(words, t, w, 1)
+        for count in (0, 1, 7, 100, bitpacking.HEAD_VALUES, bitpacking.BLOCK):
+            got = bitpacking.unpack_head(words, t, w, count)
+            assert got.dtype == dtype
+            np.testing.assert_array_equal(got, full[:count])
+
+
 def test_chunks_packed_together_equal_chunks_packed_alone() -> None:
     """A page's bitpacked chunks are packed in one pass per width (``prepare``); each must be the
     bytes that packing the chunk alone gives, short chunks and mixed widths included."""

@@ -141,6 +141,26 @@ def pick(words: np.ndarray, t: int, w: int, block_at: np.ndarray, positions: np.
     return out
 
 
+#: :func:`unpack_head` gathers values one by one: below this many values of a block it beats
+#: unpacking the whole block (measured: 100 values 4 us, a block 10 us)
+HEAD_VALUES = 512
+
+
+def unpack_head(words: np.ndarray, t: int, w: int, count: int) -> np.ndarray:
+    """The first ``count`` values of the one W-bit block at the start of ``words`` (what
+    ``unpack(words, t, w, 1)[:count]`` gives), gathering only those values: the block of a small
+    page holds a hundred values, not 1024. The caller checks that the block lies inside ``words``."""
+    dtype = DTYPES[t]
+    if w == 0 or count <= 0:
+        return np.zeros(max(count, 0), dtype)
+    i1, i2, right, left = _pick_plan(t, w)
+    out = words[i1[:count]] >> right[:count]
+    out |= words[i2[:count]] << left[:count]
+    if w < t:
+        out &= dtype((1 << w) - 1)
+    return out
+
+
 # --- packing ---------------------------------------------------------------------------------------
 
 

@@ -98,7 +98,7 @@ def to_arrow(values: Values, dtype: pa.DataType, n: int, io: PageIO) -> pa.Array
     if isinstance(values, FixedList):
         return _list_to_arrow(values, dtype, n, io)
     if isinstance(values, Var):
-        if not _is_binary(dtype):
+        if not is_binary(dtype):
             raise io.corrupt(f"variable-width values cannot be read as {dtype}")
         values = expand(values, io)
         if values.offsets.size < n + 1:
@@ -118,7 +118,7 @@ def to_arrow(values: Values, dtype: pa.DataType, n: int, io: PageIO) -> pa.Array
     if pa.types.is_fixed_size_list(dtype):
         items = to_arrow(values, dtype.value_type, n * dtype.list_size, io)
         return pa.FixedSizeListArray.from_arrays(items, type=dtype)
-    width = _byte_width(dtype)
+    width = byte_width(dtype)
     if not width:
         raise io.corrupt(f"{values.bits}-bit values cannot be read as {dtype}")
     data = values.data
@@ -136,7 +136,7 @@ def to_arrow(values: Values, dtype: pa.DataType, n: int, io: PageIO) -> pa.Array
     return pa.Array.from_buffers(dtype, n, [None, pa.py_buffer(data)])
 
 
-def _is_binary(dtype: pa.DataType) -> bool:
+def is_binary(dtype: pa.DataType) -> bool:
     return (
         pa.types.is_string(dtype)
         or pa.types.is_large_string(dtype)
@@ -145,7 +145,7 @@ def _is_binary(dtype: pa.DataType) -> bool:
     )
 
 
-def _byte_width(dtype: pa.DataType) -> int:
+def byte_width(dtype: pa.DataType) -> int:
     """Bytes per value of a fixed-width Arrow type; 0 for anything else."""
     if pa.types.is_fixed_size_binary(dtype):
         return int(dtype.byte_width)
