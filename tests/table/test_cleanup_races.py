@@ -655,3 +655,24 @@ def test_references_of_doomed_versions_from_their_transactions_equal_the_full_un
         doomed = {v: found[v] for v in doomed_versions}
         full = set().union(*(cleanup_module.referenced_files(f.manifest(storage)) for f in doomed.values()))
         assert cleanup_module._references_of_doomed(storage, doomed) == full, sorted(doomed_versions)
+
+
+def test_restore_that_lands_and_unpins_while_cleanup_looks_again(place):
+    """The restore read v1 (pinned) after cleanup decided v1 goes; cleanup deletes v1's manifest
+    and lists the versions; the restore lands as v4 and unpins; only then does cleanup look at the
+    pins. v4 references v1's files: they must stay."""
+    history = History(place)
+    cleaner = history.open()
+    decided = Pause(cleaner._storage, "delete", is_manifest)
+    cleanup = pause_at(decided, lambda: history.cleanup(cleaner))
+    restorer = history.open(1)
+    hold_restore = Pause(restorer._storage, "put_if_absent", is_manifest)
+    restore = pause_at(hold_restore, restorer.restore)
+    listed = Pause(cleaner._storage, "list_names", is_versions_dir, after=True)
+    decided.go.set()
+    assert listed.reached.wait(60)
+    hold_restore.go.set()
+    assert restore.result().version == 4
+    listed.go.set()
+    cleanup.result()
+    history.assert_all_live_readable(rows(0, 100))

@@ -6,8 +6,9 @@ Cleanup runs beside writers, restores and tag writers that it cannot stop, so it
    manifest; decide which versions go: older than the cutoff, not the latest, not tagged or pinned.
    Then list the commits in flight (see below) and keep every version above their read versions.
 2. Delete those manifests, so no reader can open a version whose files are about to go.
-3. Look again: versions committed since phase 1 add their files to the kept set, and a tag or pin
-   that now names a deleted version brings its manifest back (its bytes are still in hand).
+3. Look again: a tag or pin that now names a deleted version brings its manifest back (its bytes
+   are still in hand), then versions committed since phase 1 add their files to the kept set (in
+   that order: a restore unpins only once its version has landed).
 4. Delete the data, deletion and transaction files that no kept version references.
 
 A restore pins the version it reads before reading it, and tag writers check the version after
@@ -231,18 +232,20 @@ def cleanup_old_versions(
     for found in doomed.values():
         storage.delete(found.entry.path)
 
-    # Phase 3: what committed, restored or was tagged while we decided.
+    # Phase 3: what was tagged, restored or committed while we decided. Tags and pins first: a
+    # restore unpins only after its version landed, so a pin gone by now means that version is
+    # in the listing that follows.
+    for version in (_tagged(storage).keys() | pinned_versions(storage)) & doomed.keys():
+        found = doomed.pop(version)
+        with contextlib.suppress(FileExistsError):
+            storage.put_if_absent(found.entry.path, found.data)
+        kept[version] = found
     newer: list[Manifest] = []
     for entry in versions.list_versions(storage, after=latest):
         try:
             newer.append(versions.read_manifest_file(storage, entry).manifest)
         except FileNotFoundError:  # committed and already cleaned up by another cleanup
             continue
-    for version in (_tagged(storage).keys() | pinned_versions(storage)) & doomed.keys():
-        found = doomed.pop(version)
-        with contextlib.suppress(FileExistsError):
-            storage.put_if_absent(found.entry.path, found.data)
-        kept[version] = found
     kept_refs = _union_of_references([*(v.manifest(storage) for v in kept.values()), *newer])
     removed_refs = _references_of_doomed(storage, doomed)
 
