@@ -171,22 +171,14 @@ def _tagged_entry(storage: Storage, tag: str) -> versions.VersionEntry:
 
 
 def _entry_asof(storage: Storage, asof: dt.datetime) -> versions.VersionEntry:
-    """The newest version committed at or before ``asof`` (naive datetimes are UTC)."""
+    """The newest version committed at or before ``asof`` (naive datetimes are UTC), by the times
+    ``versions()`` shows: a version's own time always finds it."""
     if asof.tzinfo is not None:
         asof = asof.astimezone(dt.timezone.utc).replace(tzinfo=None)
-    # datetimes carry microseconds: compare at that precision
-    cutoff_us = (asof - dt.datetime(1970, 1, 1)) // dt.timedelta(microseconds=1)
-    chosen = None
-    for entry in versions.list_versions(storage):
-        try:
-            stamp = versions.read_manifest_file(storage, entry).manifest.timestamp_ns
-        except VersionGoneError:  # cleaned up since the listing
-            continue
-        if stamp // 1000 <= cutoff_us:
-            chosen = entry
-    if chosen is None:
+    chosen = [v["version"] for v in versions.history(storage) if v["timestamp"] <= asof]
+    if not chosen:
         raise VersionNotFoundError(f"{storage.uri} has no version at or before {asof.isoformat()}")
-    return chosen
+    return versions.find_entry(storage, max(chosen))
 
 
 def _check_data_format(manifest: Manifest, where: str) -> None:
