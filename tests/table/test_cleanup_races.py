@@ -346,7 +346,8 @@ def test_restoring_a_version_cleaned_up_while_it_is_read_is_a_version_not_found_
     restorer = history.open(1)
     hold_restore = Pause(restorer._storage, "read", lambda p: p == paths.manifest_path(1))
     restore = pause_at(hold_restore, restorer.restore)
-    looks_again = Pause(cleaner._storage, "list_names", is_versions_dir)  # its next listing
+    # cleanup's next look at the pins (after deleting the manifests, before bringing pinned ones back)
+    looks_again = Pause(cleaner._storage, "list_dir", lambda p: p == paths.PINS_DIR)
     hold_cleanup.go.set()
     assert looks_again.reached.wait(60)
     hold_restore.go.set()
