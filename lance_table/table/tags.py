@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from lance_table.errors import CorruptFileError, TagError, VersionNotFoundError
+from lance_table.errors import CorruptFileError, TagError, VersionGoneError, VersionNotFoundError
 from lance_table.format import paths
 from lance_table.storage import Storage
 from lance_table.table import versions
@@ -195,6 +195,19 @@ class Tags:
             f"version {entry.version} of {self._storage.uri} was cleaned up while tag {name!r} was written"
         )
 
+    def _manifest_size(self, entry: versions.VersionEntry) -> int:
+        """The size of a version's manifest (pylance records it in the tag).
+
+        Raises:
+            VersionGoneError: the manifest was cleaned up since it was found.
+        """
+        try:
+            return self._storage.size(entry.path)
+        except FileNotFoundError:
+            raise VersionGoneError(
+                f"version {entry.version} of {self._storage.uri} was cleaned up while it was tagged"
+            ) from None
+
     def create(self, name: str, version: int) -> None:
         """Name ``version``.
 
@@ -204,7 +217,7 @@ class Tags:
         """
         _checked_name(name)
         entry = self._entry(version)
-        data = self._body(version, self._storage.size(entry.path), _now(), {})
+        data = self._body(version, self._manifest_size(entry), _now(), {})
         with self._locked(name):
             try:
                 self._storage.put_if_absent(paths.tag_path(name), data)
@@ -221,7 +234,7 @@ class Tags:
         """
         _checked_name(name)
         entry = self._entry(version)
-        size = self._storage.size(entry.path)
+        size = self._manifest_size(entry)
         with self._locked(name):
             old, raw = self._read(name)
             body = self._body(version, size, json.loads(raw).get("createdAt") or _now(), old.metadata)

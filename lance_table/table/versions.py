@@ -221,7 +221,7 @@ def history(storage: Storage) -> list[dict[str, Any]]:
     """Every version, oldest first: number, timestamp (naive UTC), operation, commit message and
     transaction properties. Only the version, time and transaction of each manifest are decoded
     (not its fragments); manifests are read on threads. Versions cleaned up since the listing are
-    left out.
+    left out, but never the latest (the directory is listed again if it went).
 
     Raises:
         CorruptFileError: a manifest or transaction is damaged.
@@ -247,8 +247,17 @@ def history(storage: Storage) -> list[dict[str, Any]]:
             "metadata": dict(txn.properties) if txn else {},
         }
 
-    found = map_on(METADATA, one, list_versions(storage))
-    return [v for v in found if v is not None]
+    for _ in range(_HISTORY_TRIES):
+        found = map_on(METADATA, one, list_versions(storage))
+        if not found or found[-1] is not None:
+            return [v for v in found if v is not None]
+        # the latest listed version was superseded and cleaned up before it was read: list again
+    raise VersionGoneError(
+        f"the latest version of {storage.uri} kept being cleaned up while the versions were read"
+    )
+
+
+_HISTORY_TRIES = 20
 
 
 def _version_time(ns: int) -> dt.datetime:
