@@ -75,6 +75,10 @@ class SchemaError(LanceTableError, ValueError):
     """A schema cannot be stored, or data does not match the schema it is written with."""
 
 
+class InputTypeError(LanceTableError, TypeError):
+    """Data handed to a write is of no kind it takes (also a TypeError, as pylance raises)."""
+
+
 class FilterError(LanceTableError, ValueError):
     """A filter predicate cannot be parsed or uses a construct this library does not support."""
 

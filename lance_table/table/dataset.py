@@ -42,9 +42,7 @@ from lance_table.table.operations.write import (
     DEFAULT_MAX_ROWS_PER_FILE,
     ProgressCallback,
     WriteMode,
-    as_reader,
-    cast_reader,
-    plan_write,
+    prepare_write,
     write_fragments,
 )
 from lance_table.table.scan import (
@@ -454,8 +452,7 @@ def write_dataset(
     except DatasetNotFoundError:
         latest = None
     base = latest.manifest if latest is not None else None
-    reader = cast_reader(as_reader(data, schema), schema)
-    plan = plan_write(base, mode, reader.schema, storage.uri, data_storage_version)
+    plan, reader = prepare_write(base, mode, data, schema, storage.uri, data_storage_version)
     frags, written, dictionaries = write_fragments(
         storage,
         reader,

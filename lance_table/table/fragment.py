@@ -11,6 +11,7 @@ import pyarrow as pa
 
 from lance_table._parallel import cached_per_instance
 from lance_table.errors import CorruptFileError
+from lance_table.extensions import user_table
 from lance_table.file.fields import BLOB_KEY
 from lance_table.file.legacy import LegacyFileReader
 from lance_table.file.legacy.prune import may_match
@@ -233,7 +234,8 @@ class FragmentReader:
                     )
                 columns[name] = col
         schema = pa.schema([self.roots[n].to_arrow_field() for n in names])
-        return selectable(pa.Table.from_arrays([columns[n] for n in names], schema=schema))
+        table = pa.Table.from_arrays([columns[n] for n in names], schema=schema)
+        return selectable(user_table(table, schema))  # extension types as readers see them
 
     def _file_of(self, node: FieldNode) -> int:
         """Index of the data file holding a field (the last one, if several do), or -1.
