@@ -4,7 +4,7 @@ store.
 :func:`coerce_reader` accepts what pylance 14's writers accept (and objects speaking the Arrow
 stream protocol); :func:`conform` makes each batch the plan's: columns in the dataset's order, the
 dataset's types, extension types in their stored form, and (appends) nullable columns the data
-lacks left out of the files or filled with nulls. Streams stay streams: nothing is materialized
+lacks left out of the files. Streams stay streams: nothing is materialized
 that the caller did not hand over materialized.
 """
 
@@ -95,17 +95,17 @@ def _native(data: Any, schema: pa.Schema | None) -> pa.RecordBatchReader | None:
     if polars == "DataFrame":
         return data.to_arrow().to_reader()
     if polars == "LazyFrame":  # streamed: polars collects it batch by batch
-        batches = data.collect_batches() if hasattr(data, "collect_batches") else None
-        if batches is None:
+        if not hasattr(data, "collect_batches"):
             return data.collect().to_arrow().to_reader()
-        first = next(iter(batches), None)
+        frames = iter(data.collect_batches())
+        first = next(frames, None)
         if first is None:
             return data.collect().to_arrow().to_reader()
         head = first.to_arrow()
 
         def rest() -> Iterator[pa.RecordBatch]:
             yield from head.to_batches()
-            for frame in batches:
+            for frame in frames:
                 yield from frame.to_arrow().to_batches()
 
         return pa.RecordBatchReader.from_batches(head.schema, rest())
@@ -210,32 +210,15 @@ def project_present(target: pa.Schema, data: pa.Schema) -> pa.Schema:
     return pa.schema(keep(list(target), list(data)), metadata=target.metadata)
 
 
-def _column(col: pa.Array, f: pa.Field, fill: bool, what: str) -> pa.Array:
+def _column(col: pa.Array, f: pa.Field, what: str) -> pa.Array:
     """One column of a batch as the stored field ``f`` holds it."""
     if blob_write.is_blob_v2_arrow(f):  # blob bytes (or a blob struct) -> the logical struct
         return blob_write.blob_column(col, f)
-    col = to_storage(col, f, what)
-    if fill and pa.types.is_struct(f.type) and pa.types.is_struct(col.type) and col.type != f.type:
-        have = {col.type.field(i).name for i in range(col.type.num_fields)}
-        kids = [
-            _column(col.field(k.name), k, fill, f"{what}.{k.name}")
-            if k.name in have
-            else pa.nulls(len(col), k.type)
-            for k in f.type
-        ]
-        extra = have - {k.name for k in f.type}
-        if not extra:
-            col = pa.StructArray.from_arrays(
-                kids, fields=list(f.type), mask=col.is_null() if col.null_count else None
-            )
-    return col
+    return to_storage(col, f, what)
 
 
-def conform(batch: pa.RecordBatch, target: pa.Schema, *, fill: bool = False) -> pa.RecordBatch:
+def conform(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
     """``batch`` with the columns of ``target`` (the schema files store) in its order and types.
-
-    With ``fill``, nullable columns (and struct fields) of ``target`` that the batch lacks are filled
-    with nulls; without it, the batch must have them all.
 
     Raises:
         SchemaError: a column is missing, extra, of another type, or holds nulls it may not.
@@ -243,19 +226,14 @@ def conform(batch: pa.RecordBatch, target: pa.Schema, *, fill: bool = False) -> 
     names = batch.schema.names
     extra = [n for n in names if n not in target.names]
     missing = [n for n in target.names if n not in names]
-    if extra or (missing and not fill):
+    if extra or missing:
         raise SchemaError(
             f"data columns {names} do not match the dataset columns {target.names}"
             f" (missing: {missing}, unexpected: {extra})"
         )
     columns = []
     for f in target:
-        if f.name not in names:
-            if not f.nullable:
-                raise SchemaError(f"column {f.name!r} is not nullable but the data lacks it")
-            columns.append(pa.nulls(batch.num_rows, f.type))
-            continue
-        col = _column(batch.column(names.index(f.name)), f, fill, f.name)
+        col = _column(batch.column(names.index(f.name)), f, f.name)
         if col.type != f.type:
             raise SchemaError(f"column {f.name!r} is {col.type} but the dataset stores {f.type}")
         if not f.nullable and col.null_count:

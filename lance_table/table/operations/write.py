@@ -219,23 +219,23 @@ def prepare_write(
     """
     reader = coerce_reader(data, schema)
     plan = plan_write(base, mode, reader.schema, uri, data_storage_version)
-    fill = plan.append and plan.data_format == LEGACY_FORMAT
     target = plan.schema
 
     def batches() -> Iterator[pa.RecordBatch]:
         for batch in reader:
-            yield conform(batch, target, fill=fill)
+            yield conform(batch, target)
 
     return plan, pa.RecordBatchReader.from_batches(target, batches())
 
 
 def _append_plan(base: Manifest, data_format: str, data_schema: pa.Schema, uri: str) -> WritePlan:
     """An append of rows of ``data_schema``: the dataset's schema, less the nullable fields the data
-    lacks (pylance leaves them out of the new files: they read as nulls); legacy files cannot
-    leave fields out, so there they are filled with nulls instead.
+    lacks (pylance leaves them out of the new files: they read as nulls).
 
     Raises:
-        SchemaError: the data lacks a non-nullable field, or has one the dataset does not.
+        SchemaError: the data lacks a non-nullable field, or has one the dataset does not, or lacks
+            any field of a legacy dataset (whose files hold every field and cannot store nulls of
+            most types; pylance refuses such appends too).
     """
     schema = arrow_schema_from_fields(base.fields, base.schema_metadata)
     data_names = set(data_schema.names)
@@ -247,9 +247,12 @@ def _append_plan(base: Manifest, data_format: str, data_schema: pa.Schema, uri: 
             f"unexpected={extra}"
         )
     fields = base.fields
-    if data_format != LEGACY_FORMAT and (
-        data_names != set(schema.names) or project_present(schema, data_schema) != schema
-    ):
+    if data_names != set(schema.names) or project_present(schema, data_schema) != schema:
+        if data_format == LEGACY_FORMAT:
+            raise SchemaError(
+                f"{uri}: the data lacks fields of this legacy dataset, whose data files must hold "
+                f"every field: {[n for n in schema.names if n not in data_names] or 'struct fields'}"
+            )
         schema = project_present(schema, data_schema)
         fields = tuple(_present_fields(build_tree(base.fields), list(schema)))
     return WritePlan(base.version, True, schema, fields, data_format, dict(base.dictionaries))
