@@ -79,6 +79,14 @@ class InputTypeError(LanceTableError, TypeError):
     """Data handed to a write is of no kind it takes (also a TypeError, as pylance raises)."""
 
 
+class LanceFileNotFoundError(LanceTableError, FileNotFoundError, ValueError):
+    """A Lance file to read does not exist (also a ValueError, which pylance's file reader raises)."""
+
+
+class RowRangeError(LanceTableError, IndexError, ValueError):
+    """Rows asked of a file that it does not have (also a ValueError, as pylance raises)."""
+
+
 class FilterError(LanceTableError, ValueError):
     """A filter predicate cannot be parsed or uses a construct this library does not support."""
 

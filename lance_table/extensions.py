@@ -198,47 +198,50 @@ def _registered(storage: pa.DataType, name: bytes, params: bytes) -> pa.DataType
     return t if isinstance(t, pa.BaseExtensionType) else None
 
 
-def user_field(f: pa.Field) -> pa.Field:
-    """The field as readers see it: Lance JSON as ``arrow.json`` text, other extension fields as
-    their registered extension type (metadata keys dropped, as pyarrow drops them), at any depth."""
+def user_field(f: pa.Field, json: bool = True) -> pa.Field:
+    """The field as readers see it: Lance JSON as ``arrow.json`` text (with ``json``; else its
+    stored bytes, as pylance's file reader gives them), other extension fields as their registered
+    extension type (metadata keys dropped, as pyarrow drops them), at any depth."""
     md = dict(f.metadata or {})
     name = md.get(EXT_NAME)
+    if name == LANCE_JSON and not json:
+        return f
     if name is not None and not name.startswith(_OWN_PREFIX):
         rest = {k: v for k, v in md.items() if k not in (EXT_NAME, EXT_METADATA)} or None
         if name == LANCE_JSON and pa.types.is_large_binary(f.type):
             return pa.field(f.name, pa.json_(), f.nullable, metadata=rest)
-        inner = _user_type(f.type)
+        inner = _user_type(f.type, json)
         ext = _registered(inner, name, md.get(EXT_METADATA, b""))
         if ext is not None:
             return pa.field(f.name, ext, f.nullable, metadata=rest)
         return f if inner is f.type else pa.field(f.name, inner, f.nullable, metadata=f.metadata)
-    inner = _user_type(f.type)
+    inner = _user_type(f.type, json)
     return f if inner is f.type else pa.field(f.name, inner, f.nullable, metadata=f.metadata)
 
 
-def _user_type(t: pa.DataType) -> pa.DataType:
+def _user_type(t: pa.DataType, json: bool) -> pa.DataType:
     if pa.types.is_struct(t):
         kids = [t.field(i) for i in range(t.num_fields)]
-        new = [user_field(k) for k in kids]
+        new = [user_field(k, json) for k in kids]
         return t if all(a is b for a, b in zip(kids, new)) else pa.struct(new)
     if pa.types.is_fixed_size_list(t):
-        v = user_field(t.value_field)
+        v = user_field(t.value_field, json)
         return t if v is t.value_field else pa.list_(v, t.list_size)
     if pa.types.is_list(t) or pa.types.is_large_list(t):
-        v = user_field(t.value_field)
+        v = user_field(t.value_field, json)
         if v is t.value_field:
             return t
         return pa.large_list(v) if pa.types.is_large_list(t) else pa.list_(v)
     if pa.types.is_map(t):
-        k, i = user_field(t.key_field), user_field(t.item_field)
+        k, i = user_field(t.key_field, json), user_field(t.item_field, json)
         return t if (k is t.key_field and i is t.item_field) else pa.map_(k, i, t.keys_sorted)
     return t
 
 
-def user_schema(schema: pa.Schema) -> pa.Schema:
+def user_schema(schema: pa.Schema, json: bool = True) -> pa.Schema:
     """:func:`user_field` of every field (the schema itself when nothing changes)."""
     fields = [schema.field(i) for i in range(len(schema))]
-    new = [user_field(f) for f in fields]
+    new = [user_field(f, json) for f in fields]
     if all(a is b for a, b in zip(fields, new)):
         return schema
     return pa.schema(new, metadata=schema.metadata)
@@ -277,9 +280,12 @@ def to_user(
     return arr.cast(tt)
 
 
-def user_table(table: pa.Table, stored: pa.Schema, schema: pa.Schema | None = None) -> pa.Table:
-    """A table of storage schema ``stored`` as readers see it (``schema``: its :func:`user_schema`)."""
-    schema = user_schema(stored) if schema is None else schema
+def user_table(
+    table: pa.Table, stored: pa.Schema, schema: pa.Schema | None = None, *, json: bool = True
+) -> pa.Table:
+    """A table of storage schema ``stored`` as readers see it (``schema``: its :func:`user_schema`
+    with the same ``json``)."""
+    schema = user_schema(stored, json) if schema is None else schema
     if schema is stored:
         return table
     cols = [to_user(table.column(i), stored.field(i), schema.field(i)) for i in range(table.num_columns)]

@@ -6,11 +6,11 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from lance_table.storage.base import Entry, Storage
+from lance_table.storage.base import Entry, StagedFile, Storage
 from lance_table.storage.local import LocalStorage
 from lance_table.storage.options import options_fingerprint, s3fs_arguments, with_connection_pool
 
-__all__ = ["Entry", "LocalStorage", "Storage", "open_storage"]
+__all__ = ["Entry", "LocalStorage", "StagedFile", "Storage", "open_storage"]
 
 
 def open_storage(uri: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None) -> Storage:

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 import lance_table as lt
-from lance_table.file import LanceFileReader
+from lance_table.file.reader import LanceFileReader
 from lance_table.format import paths
 from lance_table.storage.local import LocalStorage
 from lance_table.table import deletion

@@ -15,11 +15,11 @@ import pyarrow as pa
 from lance_table._parallel import CLOSE, pool
 from lance_table.errors import DatasetAlreadyExistsError, SchemaError, UnsupportedFormatError
 from lance_table.extensions import storage_schema
-from lance_table.file import LanceFileWriter
 from lance_table.file.container import FileVersion
 from lance_table.file.legacy import LegacyFileWriter, LegacyWrittenFile
 from lance_table.file.v2_0.layout import column_assignment
 from lance_table.file.v2_1.blob_v2 import is_blob_v2
+from lance_table.file.writer import LanceFileWriter
 from lance_table.format import paths
 from lance_table.format.manifest import DEFAULT_DATA_FORMAT, DataFile, Fragment, Manifest
 from lance_table.format.transaction import Append, Operation, Overwrite
