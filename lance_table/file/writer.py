@@ -37,6 +37,8 @@ from lance_table.file.columns import (
 from lance_table.file.container import (
     FOOTER_STRUCT,
     MAGIC,
+    PADDING_BYTE,
+    PAGE_ALIGNMENT,
     URL_PAGE_LAYOUT,
     FileVersion,
 )
@@ -263,9 +265,9 @@ class LanceFileWriter:
         gb0 = descriptor.SerializeToString()
         gbs = [(sink.pos, len(gb0))]
         sink.write(gb0)
-        for extra in self.global_buffers:
-            gbs.append((sink.pos, len(extra)))
-            sink.write(extra)
+        for extra in self.global_buffers:  # pylance wants them 64-byte aligned, as pages
+            sink.write(PADDING_BYTE * (-sink.pos % PAGE_ALIGNMENT))
+            gbs.append(sink.write_buffer(extra))
         cm_start = sink.pos
         cmo = []
         for col in self._columns:

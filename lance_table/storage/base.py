@@ -48,6 +48,8 @@ class StagedFile:
         try:
             if callable(discard):  # fsspec buffered files: abort the upload, write nothing
                 discard()
+                with contextlib.suppress(AttributeError):
+                    self.stream.closed = True  # type: ignore[misc]  # (else its __del__ closes it)
             else:
                 self.stream.close()
         finally:
