@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from lance_table._parallel import cached_per_instance
 from lance_table.errors import SchemaError
-from lance_table.extensions import is_json_field, storage_field
+from lance_table.extensions import is_json_field, storage_field, user_field
 
 # The legacy ``lance.file.Encoding`` enum, still written for every field.
 ENCODING_NONE = 0
@@ -89,6 +89,12 @@ class FieldNode:
         md = dict(self.field.metadata) or None
         nullable = self.field.nullable or pa.types.is_null(self.arrow_type)
         return pa.field(self.field.name, self.arrow_type, nullable, metadata=md)
+
+    @cached_per_instance
+    def reader_field(self) -> pa.Field:
+        """:meth:`to_arrow_field` as readers see it: extension types rebuilt, JSON as text
+        (:func:`lance_table.extensions.user_field`; the same object when there are none)."""
+        return user_field(self.arrow_field)
 
     @cached_per_instance
     def ids(self) -> frozenset[int]:

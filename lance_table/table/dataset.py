@@ -425,15 +425,20 @@ def write_dataset(
 ) -> Dataset:
     """Write data as a new dataset, or append to / overwrite an existing one, in one atomic commit.
 
-    ``data`` may be a pyarrow Table, RecordBatch or RecordBatchReader, an iterable of RecordBatches
-    or a pandas DataFrame. Rows are streamed: memory stays bounded whatever the size, and a new data
-    file (fragment) is started every ``max_rows_per_file`` rows or ``max_bytes_per_file`` bytes.
+    ``data`` may be anything pylance takes (a pyarrow Table, RecordBatch, RecordBatchReader, Dataset
+    or Scanner, a pandas or Polars DataFrame, a dict of columns, a list of row dicts, an iterable of
+    RecordBatches, a dataset or scanner of either library) or an object with ``__arrow_c_stream__``;
+    ``schema`` casts it (see :func:`~lance_table.table.operations.inputs.coerce_reader`). Rows are
+    streamed: memory stays bounded whatever the size, and a new data file (fragment) is started every
+    ``max_rows_per_file`` rows or ``max_bytes_per_file`` bytes. An append may leave out nullable
+    columns: they read as nulls, as in pylance.
 
     ``data_storage_version`` chooses the data file format of a new dataset or of an overwrite
     (``"2.0"``, ``"2.1"``, ``"2.2"``, ``"stable"``, ``"legacy"``, ``"next"``, as pylance names them);
     an append keeps the dataset's format.
 
     Raises:
+        InputTypeError: the data is of no kind a write takes (also a TypeError).
         DatasetAlreadyExistsError: ``mode="create"`` and a dataset exists.
         SchemaError: the data does not match the dataset's schema (append) or cannot be stored.
         UnsupportedFormatError: the dataset uses a data format or features lance_table cannot write.

@@ -233,9 +233,12 @@ class FragmentReader:
                         "the schema marks it non-nullable",
                     )
                 columns[name] = col
-        schema = pa.schema([self.roots[n].to_arrow_field() for n in names])
+        nodes = [self.roots[n] for n in names]
+        schema = pa.schema([n.to_arrow_field() for n in nodes])
         table = pa.Table.from_arrays([columns[n] for n in names], schema=schema)
-        return selectable(user_table(table, schema))  # extension types as readers see them
+        if any(n.reader_field is not n.arrow_field for n in nodes):  # extension types as readers see them
+            table = user_table(table, schema, pa.schema([n.reader_field for n in nodes]))
+        return selectable(table)
 
     def _file_of(self, node: FieldNode) -> int:
         """Index of the data file holding a field (the last one, if several do), or -1.

@@ -19,6 +19,7 @@ from pyarrow import acero
 
 from lance_table._parallel import FRAGMENTS, IO, IO_THREADS, ahead_on, map_grouped, workers
 from lance_table.errors import SchemaError
+from lance_table.extensions import storage_schema
 from lance_table.file.runs import Runs
 from lance_table.table.fragment import FragmentReader
 
@@ -99,10 +100,20 @@ def make_spec(
     conditions: tuple[Condition, ...] = ()
     exact = None
     if isinstance(filter, str):
-        found, whole = _terms_cached(filter, schema)
+        found, whole = _terms_cached(filter, hashable(schema))
         conditions = found if use_stats else ()
         exact = found if whole else None
     return ScanSpec(cols, expr, fcols, with_row_id, size, offset or 0, limit, conditions, exact)
+
+
+def hashable(schema: pa.Schema) -> pa.Schema:
+    """``schema``, or its storage form when a Python extension type in it cannot be hashed (the
+    compiled filters are cached by schema)."""
+    try:
+        hash(schema)
+    except TypeError:
+        return storage_schema(schema)
+    return schema
 
 
 @functools.lru_cache(maxsize=256)
@@ -124,7 +135,7 @@ def _compile_cached(predicate: str, schema: pa.Schema) -> tuple[pc.Expression, t
 def _compile_filter(predicate: Predicate, schema: pa.Schema) -> tuple[pc.Expression, list[str]]:
     """The expression and the columns it reads (SQL text is compiled once per schema)."""
     if isinstance(predicate, str):
-        expr, cols = _compile_cached(predicate, schema)
+        expr, cols = _compile_cached(predicate, hashable(schema))
         return expr, list(cols)
     from lance_table.filters import compile_filter
 

@@ -359,3 +359,27 @@ def test_write_fragments_takes_the_same_inputs(tmp_path):
         {"a": 2, "b": "y"},
         {"a": 3, "b": None},
     ]
+
+
+def test_extension_columns_survive_deletes_compaction_filters_and_takes(tmp_path):
+    n = 20
+    table = pa.table(
+        {
+            "id": pa.array(range(n)),
+            "j": pa.array([f'{{"k":{i}}}' for i in range(n)], pa.json_()),
+            "t": pa.FixedShapeTensorArray.from_numpy_ndarray(
+                np.arange(n * 4, dtype=np.float32).reshape(n, 2, 2)
+            ),
+            "bf": lance_arrow.bfloat16_array([float(i) for i in range(n)]),
+        }
+    )
+    uri = tmp_path / "ds"
+    lt.write_dataset(table, uri, max_rows_per_file=5)
+    lt.dataset(uri).delete("id % 3 = 0")
+    lt.dataset(uri).compact_files()
+    kept = table.filter(pa.array([i % 3 != 0 for i in range(n)]))
+    assert len(lt.dataset(uri).get_fragments()) == 1
+    assert lance.dataset(uri).to_table().equals(kept)
+    assert lt.dataset(uri).to_table().equals(kept)
+    assert lt.dataset(uri).to_table(filter="id > 15").equals(kept.filter(pa.compute.greater(kept["id"], 15)))
+    assert lt.dataset(uri).take([0, 2]).equals(kept.take([0, 2]))
