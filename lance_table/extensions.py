@@ -17,7 +17,6 @@ and :func:`to_storage` convert on the way in, :func:`user_schema` and :func:`to_
 from __future__ import annotations
 
 import ctypes
-import functools
 import struct
 from collections.abc import Mapping
 
@@ -185,17 +184,28 @@ def needs_storage(schema: pa.Schema) -> bool:
 # -- out of storage ------------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=256)
+_FOUND: dict[tuple[pa.DataType, bytes, bytes], pa.DataType] = {}
+
+
 def _registered(storage: pa.DataType, name: bytes, params: bytes) -> pa.DataType | None:
     """The extension type registered under ``name`` for this storage, as pyarrow rebuilds it on
-    import; None when none is (or it refuses the parameters)."""
+    import; None when none is (or it refuses the parameters). Types found are remembered; a miss
+    is asked again, since the type may be registered later (by importing pylance, say)."""
+    key = (storage, name, params)
+    found = _FOUND.get(key)
+    if found is not None:
+        return found
     md = {EXT_NAME: name, EXT_METADATA: params}
     probe = pa.schema([pa.field("x", storage, metadata=md)])
     try:
         t = pa.ipc.read_schema(pa.py_buffer(probe.serialize())).field(0).type
     except (pa.ArrowException, ValueError, TypeError):
         return None
-    return t if isinstance(t, pa.BaseExtensionType) else None
+    if not isinstance(t, pa.BaseExtensionType):
+        return None
+    if len(_FOUND) < 1024:
+        _FOUND[key] = t
+    return t
 
 
 def user_field(f: pa.Field, json: bool = True) -> pa.Field:

@@ -3,8 +3,10 @@ the same call on lance_table and on pylance (the oracle), results compared in fu
 
 from __future__ import annotations
 
+import os
 import shutil
 import uuid
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -383,3 +385,30 @@ def test_extension_columns_survive_deletes_compaction_filters_and_takes(tmp_path
     assert lt.dataset(uri).to_table().equals(kept)
     assert lt.dataset(uri).to_table(filter="id > 15").equals(kept.filter(pa.compute.greater(kept["id"], 15)))
     assert lt.dataset(uri).take([0, 2]).equals(kept.take([0, 2]))
+
+
+def test_unregistered_extension_types_read_and_write_as_pyarrow_leaves_them(tmp_path):
+    """Without pylance imported, nobody registered ``lance.bfloat16``: it reads as its storage with
+    the extension named in the field metadata (what pyarrow does for any unknown extension type),
+    and written back that way it is the same column for pylance."""
+    import subprocess
+    import sys
+    import textwrap
+
+    lance.write_dataset(pa.table({"bf": lance_arrow.bfloat16_array([1.5, None])}), tmp_path / "src")
+    code = textwrap.dedent(
+        f"""
+        import sys
+        import lance_table as lt
+        t = lt.dataset({str(tmp_path / "src")!r}).to_table()
+        f = t.schema.field("bf")
+        assert f.type.equals(__import__("pyarrow").binary(2)), f.type
+        assert f.metadata[b"ARROW:extension:name"] == b"lance.bfloat16", f.metadata
+        lt.write_dataset(t, {str(tmp_path / "copy")!r})
+        assert "lance" not in sys.modules
+        """
+    )
+    root = str(Path(__file__).resolve().parents[2])  # this work tree's lance_table
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
+    assert lance.dataset(tmp_path / "copy").to_table().equals(lance.dataset(tmp_path / "src").to_table())
