@@ -27,6 +27,7 @@ from lance_table.table.fragment import FragmentReader
 from lance_table.table.fragment_metadata import FragmentMetadata
 from lance_table.table.lance_fragment import LanceFragment, fragment_of
 from lance_table.table.lance_operation import LanceOperation, Transaction
+from lance_table.table.lance_schema import LanceSchema
 from lance_table.table.operations.cleanup import (
     DEFAULT_GRACE_PERIOD,
     DEFAULT_OLDER_THAN,
@@ -37,6 +38,12 @@ from lance_table.table.operations.commit_operation import commit_operation
 from lance_table.table.operations.compaction import DEFAULT_TARGET_ROWS, compact_files
 from lance_table.table.operations.delete import plan_delete
 from lance_table.table.operations.restore import plan_restore
+from lance_table.table.operations.transactions import (
+    DEFAULT_RECENT_TRANSACTIONS,
+    get_transactions,
+    merge_appends,
+    read_transaction,
+)
 from lance_table.table.operations.write import (
     DEFAULT_MAX_BYTES_PER_FILE,
     DEFAULT_MAX_ROWS_PER_FILE,
@@ -303,6 +310,50 @@ class Dataset:
             opts = replace(opts, commit_lock=commit_lock)
         opts = replace(opts, max_retries=max_retries)
         return Dataset(commit_operation(storage, operation, read_version, opts, commit_message))
+
+    @staticmethod
+    def commit_batch(
+        dest: str | os.PathLike[str] | Dataset,
+        transactions: Sequence[Transaction],
+        commit_lock: CommitLock | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        enable_v2_manifest_paths: bool | None = None,
+        detached: bool | None = False,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+    ) -> dict[str, Any]:
+        """Commit several transactions as one version (pylance's ``LanceDataset.commit_batch``):
+        their appends merged into one Append. Returns ``{"dataset": ..., "merged": Transaction}``.
+
+        Raises:
+            UnsupportedOperationError: a transaction other than an Append, or ``detached``.
+            ValueError: no transactions.
+            CommitConflictError: a concurrent commit makes this one impossible.
+        """
+        merged = merge_appends(transactions)
+        ds = Dataset.commit(
+            dest, merged, None, commit_lock, storage_options, enable_v2_manifest_paths, detached, max_retries
+        )
+        return {"dataset": ds, "merged": merged}
+
+    def read_transaction(self, version: int) -> Transaction | None:
+        """The transaction that made ``version`` (pylance's ``Transaction``), or None if it has none.
+
+        Raises:
+            VersionNotFoundError: there is no such version.
+        """
+        return read_transaction(self._storage, version)
+
+    def get_transactions(
+        self, recent_transactions: int = DEFAULT_RECENT_TRANSACTIONS
+    ) -> list[Transaction | None]:
+        """The transactions of this version and up to ``recent_transactions - 1`` before it, newest
+        first (None where a version has none)."""
+        return get_transactions(self._snapshot, recent_transactions)
+
+    @property
+    def lance_schema(self) -> LanceSchema:
+        """The schema with Lance field ids (pylance's ``LanceSchema``), as ``Project`` takes it."""
+        return LanceSchema(self.manifest.fields, self.manifest.schema_metadata)
 
     def delete(self, predicate: Predicate, *, commit_message: str | None = None) -> Dataset:
         """Delete the rows matching ``predicate``; returns the new version.

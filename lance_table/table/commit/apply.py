@@ -29,6 +29,7 @@ from lance_table.format.transaction import (
     Rewrite,
     Transaction,
 )
+from lance_table.table.commit.apply_inplace import apply_inplace
 
 # The manifest stores max_fragment_id as a 32-bit unsigned integer.
 MAX_FRAGMENT_ID = 2**32 - 1
@@ -94,6 +95,8 @@ def next_manifest(
     elif isinstance(op, ReserveFragments):
         start = _next_id(base)
         m = replace(base, max_fragment_id=start + op.num_fragments - 1)
+    elif (inplace := apply_inplace(base, op, _next_id(base))) is not None:
+        m = inplace
     elif isinstance(op, Restore):
         if restored is None:
             raise ValueError("restore needs the restored manifest")
