@@ -110,6 +110,14 @@ class LanceOperation:
         groups: list[LanceOperation.RewriteGroup]
         rewritten_indices: list[Any] = field(default_factory=list)
 
+        def __post_init__(self) -> None:
+            self.groups = [
+                g
+                if isinstance(g, LanceOperation.RewriteGroup)
+                else LanceOperation.RewriteGroup(list(g.old_fragments), list(g.new_fragments))
+                for g in self.groups
+            ]
+
     @dataclass
     class Restore(BaseOperation):
         """Make an old version the latest again."""

@@ -95,7 +95,7 @@ def _schema_fields(base: Snapshot, schema: Any, what: str) -> tuple[tuple[LanceF
 
     Raises:
         TypeError: not a schema.
-        SchemaError: a type has no Lance equivalent.
+        SchemaError: a type has no Lance equivalent, or differs from the dataset's column's.
     """
     lance = as_lance_schema(schema)
     if lance is not None:
@@ -108,6 +108,11 @@ def _schema_fields(base: Snapshot, schema: Any, what: str) -> tuple[tuple[LanceF
     for f in schema:
         old = by_name.get(f.name)
         if old is not None:
+            if old.arrow_type != f.type:
+                raise SchemaError(
+                    f"{what} schema gives column {f.name!r} the type {f.type}, but the dataset stores "
+                    f"it as {old.arrow_type}"
+                )
             out.extend(n.field for n in old.walk())
         else:
             new = fields_from_arrow([f], first_id=next_id)
@@ -213,8 +218,8 @@ def _project(base: Snapshot, op: LanceOperation.Project) -> Project:
 def _update_map(value: Any, what: str) -> UpdateMap | None:
     if value is None:
         return None
-    if isinstance(value, LanceOperation.UpdateMap):
-        updates, replace_all = value.updates, value.replace
+    if hasattr(value, "updates") and hasattr(value, "replace"):  # ours or pylance's UpdateMap
+        updates, replace_all = dict(value.updates), value.replace
     elif isinstance(value, Mapping):
         updates, replace_all = dict(value), False
     else:
