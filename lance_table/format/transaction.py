@@ -49,6 +49,9 @@ class Overwrite:
     # Legacy datasets: the dictionary values of the new files, by field id (not stored in the
     # transaction; the new manifest records them).
     dictionaries: Mapping[int, pa.Array] = field(default_factory=dict, compare=False)
+    # A new dataset that uses stable row ids (not stored in the transaction; the manifest's
+    # feature flags record it).
+    stable_row_ids: bool = field(default=False, compare=False)
     name = "overwrite"
 
 

@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from lance_table.errors import DatasetNotFoundError, UnsupportedOperationError
 from lance_table.format.manifest import Manifest
+from lance_table.format.transaction import Overwrite as OverwriteOp
 from lance_table.storage import Storage, open_storage
 from lance_table.table import versions
 from lance_table.table.blobs import BlobFile, take_blobs
@@ -37,6 +38,11 @@ from lance_table.table.operations.cleanup import (
 from lance_table.table.operations.commit_operation import commit_operation
 from lance_table.table.operations.compaction import DEFAULT_TARGET_ROWS, compact_files
 from lance_table.table.operations.delete import plan_delete
+from lance_table.table.operations.manifest_paths import (
+    DEFAULT_V2_MANIFEST_PATHS,
+    migrate_manifest_paths_v2,
+    scheme_for_new_dataset,
+)
 from lance_table.table.operations.restore import plan_restore
 from lance_table.table.operations.transactions import (
     DEFAULT_RECENT_TRANSACTIONS,
@@ -283,9 +289,13 @@ class Dataset:
         max_retries: int = DEFAULT_MAX_RETRIES,
         *,
         commit_message: str | None = None,
+        enable_stable_row_ids: bool | None = None,
     ) -> Dataset:
         """Commit an operation built by hand (pylance's ``LanceDataset.commit``), typically fragments
         written by :func:`lance_table.fragment.write_fragments` on workers; returns the new version.
+
+        ``enable_v2_manifest_paths`` and ``enable_stable_row_ids`` apply to a dataset this commit
+        creates (an Overwrite of nothing); they are ignored for an existing one, as in pylance.
 
         Goes through the one commit path: a commit that lost a race rebases as any write does.
         Fragments are checked before anything is written (see
@@ -309,7 +319,17 @@ class Dataset:
         if commit_lock is not None:
             opts = replace(opts, commit_lock=commit_lock)
         opts = replace(opts, max_retries=max_retries)
-        return Dataset(commit_operation(storage, operation, read_version, opts, commit_message))
+        return Dataset(
+            commit_operation(
+                storage,
+                operation,
+                read_version,
+                opts,
+                commit_message,
+                v2_manifest_paths=enable_v2_manifest_paths,
+                stable_row_ids=bool(enable_stable_row_ids),
+            )
+        )
 
     @staticmethod
     def commit_batch(
@@ -349,6 +369,11 @@ class Dataset:
         """The transactions of this version and up to ``recent_transactions - 1`` before it, newest
         first (None where a version has none)."""
         return get_transactions(self._snapshot, recent_transactions)
+
+    def migrate_manifest_paths_v2(self) -> None:
+        """Rename the manifests to the V2 naming scheme (pylance's ``migrate_manifest_paths_v2``).
+        Idempotent; must not run while other writers commit."""
+        migrate_manifest_paths_v2(self._storage)
 
     @property
     def lance_schema(self) -> LanceSchema:
@@ -475,6 +500,9 @@ def write_dataset(
     max_retries: int | None = None,
     progress: ProgressCallback | None = None,
     data_storage_version: str | None = None,
+    enable_v2_manifest_paths: bool = DEFAULT_V2_MANIFEST_PATHS,
+    enable_stable_row_ids: bool = False,
+    transaction_properties: Mapping[str, str] | None = None,
 ) -> Dataset:
     """Write data as a new dataset, or append to / overwrite an existing one, in one atomic commit.
 
@@ -485,6 +513,11 @@ def write_dataset(
     ``data_storage_version`` chooses the data file format of a new dataset or of an overwrite
     (``"2.0"``, ``"2.1"``, ``"2.2"``, ``"stable"``, ``"legacy"``, ``"next"``, as pylance names them);
     an append keeps the dataset's format.
+
+    ``enable_v2_manifest_paths`` (manifest names of a new dataset) and ``enable_stable_row_ids``
+    (a new dataset whose rows keep their ids through compaction) apply when the dataset is created
+    and are ignored for an existing one, as in pylance. ``transaction_properties`` are stored in
+    the transaction (``commit_message`` under its own key, taking precedence).
 
     Raises:
         DatasetAlreadyExistsError: ``mode="create"`` and a dataset exists.
@@ -518,12 +551,16 @@ def write_dataset(
         data_format=plan.data_format,
         dictionaries=plan.dictionaries,
     )
-    scheme = latest.scheme if latest is not None else versions.naming_scheme([])
+    scheme = latest.scheme if latest is not None else scheme_for_new_dataset(enable_v2_manifest_paths)
+    pending = plan.pending(frags, written, dictionaries)
+    if enable_stable_row_ids and isinstance(pending.operation, OverwriteOp):
+        pending = replace(pending, operation=replace(pending.operation, stable_row_ids=True))
     manifest = commit(
         storage,
         base,
-        plan.pending(frags, written, dictionaries),
+        pending,
         options=options,
+        properties=dict(transaction_properties or {}),
         message=commit_message,
         create_only=base is None and mode == "create",
         scheme=scheme,

@@ -30,6 +30,7 @@ from lance_table.format.transaction import (
     Transaction,
 )
 from lance_table.table.commit.apply_inplace import apply_inplace
+from lance_table.table.commit.row_ids import with_row_ids
 
 # The manifest stores max_fragment_id as a 32-bit unsigned integer.
 MAX_FRAGMENT_ID = 2**32 - 1
@@ -107,6 +108,7 @@ def next_manifest(
     else:  # pragma: no cover - guarded by Transaction.to_bytes
         raise ValueError(f"cannot apply {op.name}")
     _check_fragment_ids(m)
+    m = with_row_ids(base if base.version or base.fragments else None, m, op, version)
     m = replace(
         m,
         version=version,

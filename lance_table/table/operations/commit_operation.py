@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 
@@ -21,6 +21,7 @@ from lance_table.errors import (
 )
 from lance_table.format.manifest import Fragment, data_format_of
 from lance_table.format.transaction import Append, Delete, Rewrite, RewriteGroup
+from lance_table.format.transaction import Overwrite as OverwriteOp
 from lance_table.schema import LanceField
 from lance_table.storage import Storage
 from lance_table.table import versions
@@ -31,6 +32,7 @@ from lance_table.table.lance_operation import LanceOperation, Transaction
 from lance_table.table.lance_schema import as_lance_schema
 from lance_table.table.operations.check_fragments import check_fragments
 from lance_table.table.operations.commit_inplace import plan_inplace
+from lance_table.table.operations.manifest_paths import scheme_for_new_dataset
 from lance_table.table.operations.restore import plan_restore
 from lance_table.table.operations.write import plan_write, writable_data_format
 from lance_table.table.snapshot import Snapshot, load
@@ -42,8 +44,13 @@ def commit_operation(
     read_version: int | None,
     options: CommitOptions,
     message: str | None = None,
+    *,
+    v2_manifest_paths: bool | None = None,
+    stable_row_ids: bool = False,
 ) -> Snapshot:
     """Commit ``operation`` (planned against ``read_version``); return the version it made.
+
+    ``v2_manifest_paths`` and ``stable_row_ids`` apply to a dataset an Overwrite creates.
 
     Raises:
         TypeError: ``operation`` is not a LanceOperation or Transaction.
@@ -78,7 +85,8 @@ def commit_operation(
         raise ValueError("read_version is required for all operations except Overwrite and Restore")
     check_can_commit(options, storage)
     if isinstance(operation, LanceOperation.Overwrite):
-        return _overwrite(storage, operation, read_version, options, message, properties, txn_uuid)
+        new = NewDataset(scheme_for_new_dataset(v2_manifest_paths), stable_row_ids)
+        return _overwrite(storage, operation, read_version, options, message, properties, txn_uuid, new)
     base = load(storage, read_version, options=options)
     versions.check_writable(base.manifest, storage.uri)
     if isinstance(operation, LanceOperation.Restore):
@@ -109,6 +117,14 @@ def commit_operation(
     return Snapshot(storage, manifest, base.scheme, options)
 
 
+@dataclass(frozen=True)
+class NewDataset:
+    """How a dataset an Overwrite creates is set up: its manifest naming scheme and row ids."""
+
+    scheme: str
+    stable_row_ids: bool
+
+
 def _overwrite(
     storage: Storage,
     op: LanceOperation.Overwrite,
@@ -117,6 +133,7 @@ def _overwrite(
     message: str | None,
     properties: dict[str, str],
     txn_uuid: str | None,
+    new_dataset: NewDataset,
 ) -> Snapshot:
     lance_schema = as_lance_schema(op.new_schema)
     new_schema = lance_schema.to_pyarrow() if lance_schema is not None else op.new_schema
@@ -142,7 +159,9 @@ def _overwrite(
     plan = plan_write(manifest, "overwrite", new_schema, storage.uri, requested)
     frags = _check_new(storage, plan.fields, plan.data_format, op.fragments)
     pending = plan.pending(frags, ())
-    scheme = base.scheme if base is not None else versions.naming_scheme([])
+    if base is None and new_dataset.stable_row_ids and isinstance(pending.operation, OverwriteOp):
+        pending = replace(pending, operation=replace(pending.operation, stable_row_ids=True))
+    scheme = base.scheme if base is not None else new_dataset.scheme
     new = commit(
         storage,
         manifest,
