@@ -8,6 +8,7 @@ from __future__ import annotations
 from importlib import metadata as _metadata
 
 from lance_table.errors import (
+    BatchCommitError,
     BlobLocationError,
     CommitConflictError,
     CommitError,
@@ -41,6 +42,7 @@ from lance_table.table.lance_schema import LanceSchema
 LanceDataset = Dataset  # pylance's name of the dataset class (``LanceDataset.commit(...)``)
 
 __all__ = [
+    "BatchCommitError",
     "BlobLocationError",
     "CommitConflictError",
     "CommitError",

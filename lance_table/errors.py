@@ -177,3 +177,9 @@ class DataFileNotFoundError(LanceTableError, FileNotFoundError):
         if cleaned_up:
             message += f" (version {version} has been cleaned up: its manifest no longer exists)"
         super().__init__(message)
+
+
+class BatchCommitError(LanceTableError, ValueError, OSError):
+    """``commit_batch`` was given what it cannot merge into one commit: no transactions, or one
+    other than an Append (pylance merges only appends). An ``OSError`` as pylance's is; nothing
+    was written."""

@@ -345,8 +345,8 @@ class Dataset:
         their appends merged into one Append. Returns ``{"dataset": ..., "merged": Transaction}``.
 
         Raises:
-            UnsupportedOperationError: a transaction other than an Append, or ``detached``.
-            ValueError: no transactions.
+            BatchCommitError: no transactions, or one other than an Append.
+            UnsupportedOperationError: ``detached``.
             CommitConflictError: a concurrent commit makes this one impossible.
         """
         merged = merge_appends(transactions)
@@ -359,7 +359,7 @@ class Dataset:
         """The transaction that made ``version`` (pylance's ``Transaction``), or None if it has none.
 
         Raises:
-            VersionNotFoundError: there is no such version.
+            VersionGoneError: there is no such version (also an OSError, as pylance's error).
         """
         return read_transaction(self._storage, version)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from lance_table.errors import UnsupportedOperationError, VersionNotFoundError
+from lance_table.errors import BatchCommitError, VersionGoneError, VersionNotFoundError
 from lance_table.format import operations as ops
 from lance_table.format import transaction as txn_fmt
 from lance_table.format.manifest import Fragment
@@ -32,23 +32,26 @@ def read_transaction(storage: Storage, version: int) -> Transaction | None:
     """The transaction that made ``version``, or None when it has none (or its file is gone).
 
     Raises:
-        VersionNotFoundError: there is no such version.
+        VersionGoneError: there is no such version (a VersionNotFoundError and, as pylance's error,
+            an OSError).
         CorruptFileError: the manifest or transaction is damaged.
     """
     try:
         entry = versions.find_entry(storage, version)
         mf = versions.read_manifest_file(storage, entry)
-    except FileNotFoundError as exc:
-        raise VersionNotFoundError(f"version {version} of {storage.uri} does not exist") from exc
+    except (FileNotFoundError, VersionNotFoundError) as exc:
+        raise VersionGoneError(f"version {version} of {storage.uri} does not exist") from exc
     stored = versions.read_transaction(storage, mf)
     return None if stored is None else to_python(stored)
 
 
 def get_transactions(snapshot: Snapshot, recent_transactions: int) -> list[Transaction | None]:
     """The transactions of this version and the ones before it, newest first, at most
-    ``recent_transactions`` (None for a version without one or cleaned up)."""
+    ``recent_transactions`` but at least one, as pylance (None for a version without one or
+    cleaned up)."""
     out: list[Transaction | None] = []
-    for version in range(snapshot.version, max(snapshot.version - int(recent_transactions), 0), -1):
+    count = max(int(recent_transactions), 1)
+    for version in range(snapshot.version, max(snapshot.version - count, 0), -1):
         try:
             out.append(read_transaction(snapshot.storage, version))
         except VersionNotFoundError:
@@ -137,18 +140,17 @@ def merge_appends(transactions: Sequence[Transaction]) -> Transaction:
 
     Raises:
         TypeError: not a sequence of Transactions.
-        ValueError: no transactions.
-        UnsupportedOperationError: a transaction is not an Append.
+        BatchCommitError: no transactions, or one that is not an Append.
     """
     if not transactions:
-        raise ValueError("commit_batch needs at least one transaction")
+        raise BatchCommitError("commit_batch needs at least one transaction")
     fragments: list[FragmentMetadata] = []
     properties: dict[str, str] = {}
     for t in transactions:
         if not isinstance(t, Transaction):
             raise TypeError(f"transactions must be Transactions, got {type(t)}")
         if not isinstance(t.operation, LanceOperation.Append):
-            raise UnsupportedOperationError(
+            raise BatchCommitError(
                 "commit_batch merges only Append transactions, got "
                 f"LanceOperation.{type(t.operation).__name__}"
             )
