@@ -151,3 +151,25 @@ def test_a_new_dataset_committed_by_hand_uses_stable_row_ids(tmp_path: Path) -> 
         theirs, lance.LanceOperation.Overwrite(schema, pylance_frags), enable_stable_row_ids=True
     )
     _same(ours, theirs)
+
+
+def test_a_rewrite_committed_by_hand_keeps_the_row_ids(tmp_path: Path) -> None:
+    """Fragments rewritten by a worker without row ids get the ids of the rows they hold (the live
+    rows of the old fragments, in order), as compaction gives them."""
+    uri = tmp_path / "ds"
+    lance.write_dataset(_rows(0, 10), uri, max_rows_per_file=5, enable_stable_row_ids=True)
+    lance.dataset(uri).delete("a IN (1, 7)")
+    before = _view(uri)
+    old = lance.dataset(uri).get_fragments()
+    live = lance.dataset(uri).to_table().sort_by("a")
+    new = lt.fragment.write_fragments(live, uri)
+    group = lt.LanceOperation.RewriteGroup([f.metadata for f in old], new)
+    lt.LanceDataset.commit(uri, lt.LanceOperation.Rewrite([group]), read_version=2)
+    assert _view(uri).equals(before)
+    ids = before["_rowid"].to_pylist()
+    assert lance.dataset(uri)._take_rows(ids).to_pydict() == before.select(["a", "s"]).to_pydict()
+    short = lt.fragment.write_fragments(_rows(0, 3), uri)
+    group = lt.LanceOperation.RewriteGroup([f.metadata for f in lance.dataset(uri).get_fragments()], short)
+    with pytest.raises(ValueError, match="live rows"):
+        lt.LanceDataset.commit(uri, lt.LanceOperation.Rewrite([group]), read_version=3)
+    assert lt.dataset(uri).version == 3

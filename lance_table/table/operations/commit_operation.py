@@ -12,6 +12,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+import numpy as np
 import pyarrow as pa
 
 from lance_table.errors import (
@@ -20,12 +21,14 @@ from lance_table.errors import (
     UnsupportedOperationError,
 )
 from lance_table.format.manifest import Fragment, data_format_of
+from lance_table.format.row_ids import RowMeta
 from lance_table.format.transaction import Append, Delete, Rewrite, RewriteGroup
 from lance_table.format.transaction import Overwrite as OverwriteOp
 from lance_table.schema import LanceField
 from lance_table.storage import Storage
 from lance_table.table import versions
 from lance_table.table.commit import CommitOptions, Pending, check_can_commit, check_rebasable, commit
+from lance_table.table.commit.row_ids import carried_row_ids, uses_stable_row_ids
 from lance_table.table.deletion import read_deletions
 from lance_table.table.fragment_metadata import FragmentMetadata
 from lance_table.table.lance_operation import LanceOperation, Transaction
@@ -244,5 +247,29 @@ def _rewrite(base: Snapshot, op: LanceOperation.Rewrite) -> Pending:
         check_fragments(
             base.storage, base.manifest.fields, writable_data_format(base.manifest, base.uri), new
         )
-        groups.append(RewriteGroup(tuple(current[m.id] for m in group.old_fragments), new))
+        old = [current[m.id] for m in group.old_fragments]
+        if uses_stable_row_ids(base.manifest) and not all(
+            RowMeta(f.row_id_meta, base.uri).ids is not None for f in new
+        ):
+            new = _carry_row_ids(base, old, new)
+        groups.append(RewriteGroup(tuple(old), new))
     return Pending(Rewrite(tuple(groups)), base.version)
+
+
+def _carry_row_ids(base: Snapshot, old: list[Fragment], new: tuple[Fragment, ...]) -> tuple[Fragment, ...]:
+    """New fragments of a Rewrite on a dataset with stable row ids, given the ids (and versions) of
+    the live rows of the old ones, in order, as compaction rewrites them.
+
+    Raises:
+        ValueError: the new fragments hold another number of rows than the old ones' live rows.
+    """
+    live = []
+    for frag in old:
+        deleted = read_deletions(base.storage, frag, version=base.version)
+        live.append((frag, np.setdiff1d(np.arange(frag.physical_rows), deleted)))
+    if sum(p.size for _, p in live) != sum(f.physical_rows for f in new):
+        raise ValueError(
+            "the new fragments of a Rewrite on a dataset with stable row ids must hold the live rows of "
+            "the old ones, in order (or carry their row ids)"
+        )
+    return tuple(carried_row_ids(live, list(new)))
