@@ -97,6 +97,15 @@ class StorageOptionsError(LanceTableError, ValueError):
         super().__init__(message)
 
 
+class InvalidURIError(LanceTableError, ValueError):
+    """A dataset URI names no place lance_table can reach (a ``file:`` URI of another host, or one
+    without an absolute path). Attribute ``uri``: the URI as given."""
+
+    def __init__(self, uri: str, problem: str) -> None:
+        self.uri = uri
+        super().__init__(f"{uri!r} {problem}")
+
+
 class DatasetNotFoundError(LanceTableError, FileNotFoundError):
     """No dataset (no manifest) exists at the given URI."""
 

@@ -9,12 +9,16 @@ from typing import Any
 from lance_table.storage.base import Entry, Storage
 from lance_table.storage.local import LocalStorage
 from lance_table.storage.options import options_fingerprint, s3fs_arguments, with_connection_pool
+from lance_table.storage.uris import local_path
 
 __all__ = ["Entry", "LocalStorage", "Storage", "open_storage"]
 
 
 def open_storage(uri: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None) -> Storage:
-    """The storage for a dataset URI: a local path, ``file://``, ``memory://``, ``s3://`` or any fsspec URL.
+    """The storage for a dataset URI: a local path, ``file:``, ``memory://``, ``s3://`` or any fsspec URL.
+
+    Local paths may be relative or start with ``~``; ``file:/abs``, ``file:///abs`` and
+    ``file://localhost/abs`` (what Spark and Hadoop pass) all name the same directory.
 
     ``storage_options`` are passed to the filesystem. For S3 they take pylance's names
     (``aws_access_key_id``, ``aws_secret_access_key``, ``aws_endpoint``, ``aws_region``,
@@ -28,11 +32,10 @@ def open_storage(uri: str | os.PathLike[str], storage_options: Mapping[str, Any]
     """
     text = os.fspath(uri)
     options = dict(storage_options or {})
-    if "://" not in text:
-        return LocalStorage(text)
+    local = local_path(text)
+    if local is not None:
+        return LocalStorage(local)
     protocol, rest = text.split("://", 1)
-    if protocol == "file":
-        return LocalStorage(rest)
     import fsspec
 
     from lance_table.storage.remote import FsspecStorage, MemoryStorage, S3Storage
