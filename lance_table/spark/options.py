@@ -26,6 +26,10 @@ KNOWN_OPTIONS = (
     "commit_message",
     "data_storage_version",
 )
+# Table properties Spark itself passes for catalog tables (its reserved properties); not ours to check.
+SPARK_RESERVED = frozenset(
+    ("owner", "provider", "location", "comment", "external", "is_managed_location", "collation")
+)
 # Names Spark users bring from Delta Lake and the JVM Lance connector, and ours they mean.
 ALIASES = {"versionasof": "version", "timestampasof": "asof"}
 
@@ -56,6 +60,8 @@ class SourceOptions:
         opts: dict[str, str] = {}
         for key, value in options.items():
             name = ALIASES.get(key.lower(), key.lower())
+            if name in SPARK_RESERVED:
+                continue
             if name not in KNOWN_OPTIONS:
                 raise ValueError(
                     f"unknown option {key!r} of the lance_table data source; known options: "
