@@ -106,6 +106,28 @@ class InvalidURIError(LanceTableError, ValueError):
         super().__init__(f"{uri!r} {problem}")
 
 
+class StorageUnreachableError(LanceTableError, ConnectionError):
+    """The storage service could not be reached (connection refused, DNS failure, timeout).
+
+    Attributes ``uri`` (the dataset) and ``detail`` (what the client reported). Check the
+    endpoint (``aws_endpoint``), the network, and the ``connect_timeout``/``timeout`` options."""
+
+    def __init__(self, uri: str, detail: str) -> None:
+        self.uri = uri
+        self.detail = detail
+        super().__init__(f"cannot reach the storage of {uri}: {detail}")
+
+
+class StorageCredentialsError(LanceTableError, PermissionError):
+    """The storage refused access: no credentials were found, or the ones given are invalid or
+    lack permission. Attributes ``uri`` and ``detail``."""
+
+    def __init__(self, uri: str, detail: str) -> None:
+        self.uri = uri
+        self.detail = detail
+        super().__init__(f"access to the storage of {uri} failed: {detail}")
+
+
 class DatasetNotFoundError(LanceTableError, FileNotFoundError):
     """No dataset (no manifest) exists at the given URI."""
 
