@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_table.errors import SchemaError
-from lance_table.table.row_ids import ROW_ADDR, ROW_ID, SYSTEM_COLUMNS
+from lance_table.table.row_ids import ROW_ADDR, ROW_ID, ROW_OFFSET, SYSTEM_COLUMNS
 from lance_table.table.scan_spec import ScanSpec
 
 
@@ -50,8 +50,12 @@ class Projection:
         return pa.Table.from_arrays(columns, schema=self.schema)
 
 
-def resolve(schema: pa.Schema, spec: ScanSpec) -> Projection:
+def resolve(schema: pa.Schema, spec: ScanSpec, *, nested: str = "flat") -> Projection:
     """The projection of ``spec`` over a dataset of ``schema``.
+
+    A nested field ``"s.x"`` is a column named ``s.x`` in a scan (``nested="flat"``); in a take
+    (``nested="pruned"``, as pylance's ``take`` and ``_take_rows`` return them) it is the struct
+    column ``s`` with only the fields asked for, at the place of the first one asked.
 
     Raises:
         SchemaError: a column or nested field does not exist; an output column is named twice.
@@ -63,6 +67,7 @@ def resolve(schema: pa.Schema, spec: ScanSpec) -> Projection:
     read: set[str] = set()
     system: set[str] = set()
     simple = True
+    pruned: dict[str, list[list[str]]] = {}
     if spec.expressions is not None:
         from lance_table.filters.projection import compile_value
 
@@ -78,25 +83,49 @@ def resolve(schema: pa.Schema, spec: ScanSpec) -> Projection:
         simple = False
     else:
         for name in names if spec.columns is None else spec.columns:
+            if name in pruned:  # asked for whole after some of its fields: whole, in their place
+                pruned[name].append([])
+                continue
             if name in names:
                 read.add(name)
                 fields.append(schema.field(name))
                 exprs.append(pc.field(name))
             elif name in SYSTEM_COLUMNS:
                 system.add(name)
-                fields.append(pa.field(name, pa.uint64()))
+                # pylance's takes mark _rowoffset non-nullable (its scans do not)
+                fields.append(pa.field(name, pa.uint64(), nullable=name != ROW_OFFSET or nested == "flat"))
                 exprs.append(pc.field(name))
+            elif nested == "pruned":
+                path, _ = _nested(schema, name)
+                if path[0] in read and path[0] not in pruned:
+                    continue  # the whole column is asked for already
+                read.add(path[0])
+                if path[0] not in pruned:
+                    pruned[path[0]] = []
+                    fields.append(schema.field(path[0]))
+                    exprs.append(pc.field(path[0]))
+                pruned[path[0]].append(path[1:])
             else:
                 path, found = _nested(schema, name)
                 read.add(path[0])
                 fields.append(found.with_name(name))
                 exprs.append(pc.field(*path))
                 simple = False
+        for i, f in enumerate(fields):
+            if f.name in pruned:
+                fields[i] = f.with_type(_pruned(f.type, pruned[f.name]))
+                simple = False
     for wanted, name in ((spec.with_row_id, ROW_ID), (spec.with_row_address, ROW_ADDR)):
-        if wanted and name not in (f.name for f in fields):
-            system.add(name)
-            fields.append(pa.field(name, pa.uint64()))
-            exprs.append(pc.field(name))
+        if not wanted:
+            continue
+        at = [i for i, f in enumerate(fields) if f.name == name]
+        if at and spec.expressions is None:  # projected already: moved to the end, as in pylance
+            del fields[at[0]], exprs[at[0]]
+        elif at:
+            continue
+        system.add(name)
+        fields.append(pa.field(name, pa.uint64()))
+        exprs.append(pc.field(name))
     seen: set[str] = set()
     for f in fields:
         if f.name in seen:
@@ -127,3 +156,15 @@ def _nested(schema: pa.Schema, name: str) -> tuple[list[str], pa.Field]:
             raise SchemaError(f"column {name!r} is not in the dataset: {parent!r} has no field {part!r}")
         found = found.type.field(part)
     return parts, found
+
+
+def _pruned(type_: pa.DataType, paths: list[list[str]]) -> pa.DataType:
+    """A struct type with only the fields on ``paths`` (in the struct's order)."""
+    if any(not p for p in paths) or not pa.types.is_struct(type_):
+        return type_
+    kept = []
+    for child in type_:
+        below = [p[1:] for p in paths if p[0] == child.name]
+        if below:
+            kept.append(child.with_type(_pruned(child.type, below)))
+    return pa.struct(kept)

@@ -269,7 +269,7 @@ def take(
         SchemaError, FilterError: as :func:`resolve`.
     """
     idx = _as_int_array(indices, np.int64)
-    proj = resolve(snapshot.read_schema, spec)
+    proj = resolve(snapshot.read_schema, spec, nested="pruned")
     plan, out = _positions_plan(snapshot, proj)
     return proj.apply(take_rows(snapshot.fragment_readers(fragments), plan, out, idx))
 
@@ -283,7 +283,7 @@ def take_by_ids(snapshot: Snapshot, row_ids: Any, spec: ScanSpec) -> pa.Table:
         SchemaError, FilterError: as :func:`resolve`.
     """
     ids = _as_int_array(row_ids, np.uint64)
-    proj = resolve(snapshot.read_schema, spec)
+    proj = resolve(snapshot.read_schema, spec, nested="pruned")
     plan, out = _positions_plan(snapshot, proj)
     frags = snapshot.fragment_readers()
     stable = bool(frags) and frags[0].row_ids is not None
