@@ -123,7 +123,8 @@ class LanceScanner(pyarrow.dataset.Scanner):
         """
         plan, out = self._plan
         proj = self._projection
-        batches = (b for t in _tables(scan(self._readers(), plan, out), proj) for b in t.to_batches())
+        tables = _tables(scan(self._readers(), plan, out), proj)
+        batches: Iterator[pa.RecordBatch] = (b for t in tables for b in t.to_batches())
         if self._spec.strict_batch_size:
             batches = _strict(batches, plan.batch_size)
         return pa.RecordBatchReader.from_batches(proj.schema, batches)

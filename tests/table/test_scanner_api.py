@@ -5,6 +5,7 @@ in full."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from pathlib import Path
 
@@ -208,7 +209,7 @@ def test_scanner_object(pair) -> None:
     assert "id > 3" in plan and "s.x" in plan and isinstance(scanner.explain_plan(verbose=True), str)
     assert "Output: " in scanner.analyze_plan()
     assert isinstance(scanner.spec, ScanSpec)
-    with pytest.raises(Exception):  # noqa: B017,PT011 - frozen dataclass
+    with pytest.raises(dataclasses.FrozenInstanceError):
         scanner.spec.limit = 3  # type: ignore[misc]
 
 
