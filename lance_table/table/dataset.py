@@ -48,7 +48,7 @@ from lance_table.table.operations.write import (
     write_fragments,
 )
 from lance_table.table.scan import Predicate
-from lance_table.table.scan_spec import scan_spec
+from lance_table.table.scan_spec import Columns, scan_spec
 from lance_table.table.scanner import LanceScanner
 from lance_table.table.snapshot import Snapshot, load
 from lance_table.table.tags import Tags
@@ -156,7 +156,7 @@ class Dataset:
 
     def scanner(
         self,
-        columns: Sequence[str] | Mapping[str, str] | None = None,
+        columns: Columns = None,
         filter: Predicate | None = None,
         limit: int | None = None,
         offset: int | None = None,
@@ -190,7 +190,7 @@ class Dataset:
 
     def to_batches(
         self,
-        columns: Sequence[str] | Mapping[str, str] | None = None,
+        columns: Columns = None,
         filter: Predicate | None = None,
         limit: int | None = None,
         offset: int | None = None,
@@ -208,7 +208,7 @@ class Dataset:
 
     def to_table(
         self,
-        columns: Sequence[str] | Mapping[str, str] | None = None,
+        columns: Columns = None,
         filter: Predicate | None = None,
         limit: int | None = None,
         offset: int | None = None,
@@ -234,10 +234,18 @@ class Dataset:
         """
         return LanceScanner(self._snapshot, scan_spec({**options, "limit": num_rows}, "head")).to_table()
 
+    def slice(self, start: int, end: int, columns: Columns = None) -> pa.Table:
+        """Rows ``[start, end)`` by position (pylance's ``slice``: an offset/limit scan).
+
+        Raises:
+            ScanOptionError: ``start`` is negative or ``end`` is below ``start``.
+        """
+        return LanceScanner(self._snapshot, scans.slice_spec(start, end, columns)).to_table()
+
     def take(
         self,
         indices: Sequence[int] | np.ndarray | pa.Array,
-        columns: Sequence[str] | Mapping[str, str] | None = None,
+        columns: Columns = None,
     ) -> pa.Table:
         """Rows by position in this version (deleted rows do not count), in the order given;
         ``columns`` as :meth:`scanner`'s.
@@ -251,7 +259,7 @@ class Dataset:
     def _take_rows(
         self,
         row_ids: Sequence[int] | np.ndarray | pa.Array,
-        columns: Sequence[str] | Mapping[str, str] | None = None,
+        columns: Columns = None,
         *,
         ignore_deletions: bool = False,
         **options: Any,
@@ -269,7 +277,7 @@ class Dataset:
     def sample(
         self,
         num_rows: int,
-        columns: Sequence[str] | Mapping[str, str] | None = None,
+        columns: Columns = None,
         randomize_order: bool = True,
         **options: Any,
     ) -> pa.Table:

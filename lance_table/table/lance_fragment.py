@@ -3,7 +3,7 @@ row counts and scans of its rows alone (what Ray, lance-ray and Daft split reads
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from functools import cached_property
 from typing import Any
 
@@ -14,7 +14,7 @@ from lance_table.table import scanner as scans
 from lance_table.table.fragment_metadata import DataFile, FragmentMetadata
 from lance_table.table.operations.delete import delete_in_fragment
 from lance_table.table.scan import Predicate
-from lance_table.table.scan_spec import scan_spec
+from lance_table.table.scan_spec import Columns, scan_spec
 from lance_table.table.scanner import LanceScanner
 from lance_table.table.snapshot import Snapshot
 
@@ -75,7 +75,7 @@ class LanceFragment:
     def scanner(
         self,
         *,
-        columns: Sequence[str] | Mapping[str, str] | None = None,
+        columns: Columns = None,
         batch_size: int | None = None,
         filter: Predicate | None = None,
         limit: int | None = None,
@@ -95,7 +95,7 @@ class LanceFragment:
 
     def to_table(
         self,
-        columns: Sequence[str] | Mapping[str, str] | None = None,
+        columns: Columns = None,
         filter: Predicate | None = None,
         limit: int | None = None,
         offset: int | None = None,
@@ -124,7 +124,7 @@ class LanceFragment:
         """The fragment's first ``num_rows`` live rows."""
         return self.scanner(limit=num_rows).to_table()
 
-    def take(self, indices: Any, columns: Sequence[str] | Mapping[str, str] | None = None) -> pa.Table:
+    def take(self, indices: Any, columns: Columns = None) -> pa.Table:
         """Rows by position among the fragment's live rows, in the order given.
 
         Raises:

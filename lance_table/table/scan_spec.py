@@ -15,13 +15,16 @@ pylance's options fall in three groups:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import pyarrow.compute as pc
 
 from lance_table.errors import ScanOptionError, UnsupportedOperationError
+
+#: What ``columns=`` takes: names, or output names to SQL expressions (None: every column).
+Columns: TypeAlias = "Sequence[str] | Mapping[str, str] | None"
 
 #: Options of pylance's engine that change no result: accepted, without effect.
 TUNING = frozenset(

@@ -32,7 +32,7 @@ from lance_table.table.scan import (
     scan_all,
     take_rows,
 )
-from lance_table.table.scan_spec import ScanSpec
+from lance_table.table.scan_spec import ScanSpec, scan_spec
 from lance_table.table.snapshot import Snapshot
 
 # A whole-table read needs no batches: its ranges may be as large as the scan makes them.
@@ -308,6 +308,19 @@ def take_by_ids(snapshot: Snapshot, row_ids: Any, spec: ScanSpec) -> pa.Table:
         which, offsets = np.where(keep, which, -1), np.where(keep, offsets, -1)
     found = which >= 0
     return proj.apply(read_positions(frags, plan, out, which[found], offsets[found]))
+
+
+def slice_spec(start: int, end: int, columns: Any) -> ScanSpec:
+    """The scan of rows ``[start, end)`` (pylance's ``slice``).
+
+    Raises:
+        ScanOptionError: ``start`` is negative or ``end`` is below ``start``.
+    """
+    if start < 0:
+        raise ScanOptionError(f"start must be non-negative, got {start}")
+    if end < start:
+        raise ScanOptionError(f"end ({end}) must be >= start ({start})")
+    return scan_spec({"columns": columns, "offset": start, "limit": end - start}, "slice")
 
 
 def sample(snapshot: Snapshot, num_rows: int, spec: ScanSpec, randomize_order: bool = True) -> pa.Table:

@@ -317,3 +317,16 @@ def test_row_id_sequences_with_holes_and_arrays(tmp_path: Path) -> None:
     assert_tables_equal(ours.to_table(columns=cols), theirs.to_table(columns=cols))
     picked = [7, 299, 0, 120, 50, 298]
     assert_tables_equal(ours._take_rows(picked, columns=cols), theirs._take_rows(picked, columns=cols))
+
+
+def test_slice_as_pylance(pair) -> None:
+    theirs, ours = pair
+    for args in ((3, 11), (0, 0), (30, 100)):
+        assert_tables_equal(ours.slice(*args), theirs.slice(*args))
+    assert_tables_equal(ours.slice(2, 6, columns={"i": "id"}), theirs.slice(2, 6, columns={"i": "id"}))
+    for bad in ((-1, 3), (5, 2)):
+        with pytest.raises(ValueError):
+            theirs.slice(*bad)
+        with pytest.raises(ScanOptionError):
+            ours.slice(*bad)
+    assert lt.LanceScanner is LanceScanner
