@@ -36,6 +36,10 @@ class Projection:
     schema: pa.Schema
     exprs: tuple[pc.Expression, ...] | None
 
+    def passes(self, read: pa.Schema) -> bool:
+        """Whether what the scan reads (of schema ``read``) is the output as it is."""
+        return self.exprs is None and read.equals(self.schema)
+
     def apply(self, table: pa.Table) -> pa.Table:
         """The output columns of ``table`` (which holds ``read`` then ``system``)."""
         if not self.schema.names:

@@ -109,7 +109,7 @@ class LanceScanner(pyarrow.dataset.Scanner):
         """
         plan, out = self._plan
         table = scan_all(self._readers(), replace(plan, batch_size=WHOLE_TABLE_BATCH), out)
-        return self._projection.apply(table)
+        return table if self._projection.passes(out) else self._projection.apply(table)
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         """The rows in batches of at most ``batch_size`` rows (a ``RecordBatchReader``)."""
@@ -123,8 +123,9 @@ class LanceScanner(pyarrow.dataset.Scanner):
         """
         plan, out = self._plan
         proj = self._projection
-        tables = _tables(scan(self._readers(), plan, out), proj)
-        batches: Iterator[pa.RecordBatch] = (b for t in tables for b in t.to_batches())
+        batches: Iterator[pa.RecordBatch] = scan(self._readers(), plan, out)
+        if not proj.passes(out):
+            batches = (b for t in _tables(batches, proj) for b in t.to_batches())
         if self._spec.strict_batch_size:
             batches = _strict(batches, plan.batch_size)
         return pa.RecordBatchReader.from_batches(proj.schema, batches)
