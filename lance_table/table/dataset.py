@@ -196,6 +196,10 @@ class Dataset:
         offset: int | None = None,
         nearest: Any = None,
         batch_size: int | None = None,
+        batch_size_bytes: int | None = None,
+        batch_readahead: int | None = None,
+        fragment_readahead: int | None = None,
+        scan_in_order: bool | None = None,
         **options: Any,
     ) -> pa.RecordBatchReader:
         """The rows as a RecordBatchReader (streams; DuckDB, Polars and pandas can consume it);
@@ -214,6 +218,10 @@ class Dataset:
         offset: int | None = None,
         nearest: Any = None,
         batch_size: int | None = None,
+        batch_size_bytes: int | None = None,
+        batch_readahead: int | None = None,
+        fragment_readahead: int | None = None,
+        scan_in_order: bool | None = None,
         **options: Any,
     ) -> pa.Table:
         """The rows as one table; options as :meth:`scanner`'s (``fragments=`` too).

@@ -330,3 +330,11 @@ def test_slice_as_pylance(pair) -> None:
         with pytest.raises(ScanOptionError):
             ours.slice(*bad)
     assert lt.LanceScanner is LanceScanner
+
+
+def test_positional_arguments_as_pylance(pair) -> None:
+    theirs, ours = pair
+    args = (["id"], "id > 3", 5, 2, None, 3, None, 4, 2, True)
+    assert_tables_equal(ours.to_table(*args), theirs.to_table(*args))
+    got = pa.Table.from_batches(list(ours.to_batches(*args)))
+    assert_tables_equal(got, pa.Table.from_batches(list(theirs.to_batches(*args))))
