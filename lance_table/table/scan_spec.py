@@ -8,7 +8,7 @@ pylance's options fall in three groups:
 * :data:`TUNING`: knobs of pylance's Rust engine that change no result (read-ahead depths, buffer
   sizes, index use, late materialization, ...). They are accepted and have no effect here;
 * :data:`UNSUPPORTED`: options that would change the result (vector and full-text search,
-  ordering, row address allow/block lists, deleted rows, raw blob bytes, scan statistics). Set to
+  row address allow/block lists, deleted rows, raw blob bytes, scan statistics). Set to
   anything but their default, they raise :class:`~lance_table.errors.UnsupportedOperationError`
   naming them; they are never silently ignored.
 """
@@ -45,7 +45,6 @@ UNSUPPORTED: Mapping[str, tuple[Any, ...]] = {
     "nearest": (None,),
     "full_text_query": (None,),
     "index_segments": (None,),
-    "order_by": (None, []),
     "row_addr_allowlist": (None,),
     "row_addr_blocklist": (None,),
     "scan_stats_callback": (None,),
@@ -65,6 +64,7 @@ FIELDS = (
     "scan_in_order",
     "use_stats",
     "strict_batch_size",
+    "order_by",
 )
 
 
@@ -86,6 +86,8 @@ class ScanSpec:
             in order, which is one of the orders pylance may return.
         use_stats: skip pages whose statistics prove that no row matches (same rows either way).
         strict_batch_size: every batch but the last has exactly ``batch_size`` rows.
+        order_by: ``(column, ascending, nulls_first)`` sort keys, applied to the matching rows
+            before ``offset`` and ``limit`` (pylance's ``ColumnOrdering`` or column names).
     """
 
     columns: tuple[str, ...] | None = None
@@ -100,6 +102,7 @@ class ScanSpec:
     scan_in_order: bool = True
     use_stats: bool = True
     strict_batch_size: bool = False
+    order_by: tuple[tuple[str, bool, bool], ...] | None = None
 
 
 def scan_spec(options: Mapping[str, Any], where: str = "scanner") -> ScanSpec:
@@ -147,6 +150,7 @@ def scan_spec(options: Mapping[str, Any], where: str = "scanner") -> ScanSpec:
         scan_in_order=given.get("scan_in_order") is not False,
         use_stats=given.get("use_stats") is not False,
         strict_batch_size=bool(given.get("strict_batch_size")),
+        order_by=_order_by(given.get("order_by")),
     )
 
 
@@ -166,6 +170,24 @@ def _columns(columns: Any) -> tuple[tuple[str, ...] | None, tuple[tuple[str, str
         if not isinstance(name, str):
             raise TypeError(f"column names must be strings, got {name!r}")
     return names, None
+
+
+def _order_by(value: Any) -> tuple[tuple[str, bool, bool], ...] | None:
+    """Sort keys from column names (ascending, nulls last) or pylance's ``ColumnOrdering``s."""
+    if value is None or (isinstance(value, Sequence) and not isinstance(value, str) and not value):
+        return None
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        raise TypeError(f"order_by must be a list of column names or ColumnOrderings, got {value!r}")
+    keys = []
+    for key in value:
+        if isinstance(key, str):
+            keys.append((key, True, False))
+        elif hasattr(key, "column_name"):
+            asc, first = getattr(key, "ascending", True), getattr(key, "nulls_first", False)
+            keys.append((str(key.column_name), bool(asc), bool(first)))
+        else:
+            raise TypeError(f"order_by takes column names or ColumnOrderings, got {key!r}")
+    return tuple(keys)
 
 
 def _filter(value: Any) -> str | pc.Expression | None:

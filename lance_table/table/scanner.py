@@ -16,12 +16,13 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset
 
-from lance_table.errors import ScanOptionError, UnsupportedOperationError
+from lance_table.errors import ScanOptionError, SchemaError, UnsupportedOperationError
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.projection import Projection, resolve
-from lance_table.table.row_ids import ROW_OFFSET, locate_addresses, locate_ids, offset_bases
+from lance_table.table.row_ids import ROW_OFFSET, SYSTEM_COLUMNS, locate_addresses, locate_ids, offset_bases
 from lance_table.table.scan import (
     ScanPlan,
     count_matching,
@@ -35,6 +36,8 @@ from lance_table.table.scan import (
 from lance_table.table.scan_spec import ScanSpec, scan_spec
 from lance_table.table.snapshot import Snapshot
 
+# Whether sort keys place their nulls each their own way (pyarrow 25 and later).
+PER_KEY_NULLS = int(pa.__version__.split(".")[0]) >= 25
 # A whole-table read needs no batches: its ranges may be as large as the scan makes them.
 WHOLE_TABLE_BATCH = 1 << 30
 
@@ -107,6 +110,8 @@ class LanceScanner(pyarrow.dataset.Scanner):
             FilterError: the filter or a column expression does not compile.
             ValueError: a fragment is not in this version.
         """
+        if self._spec.order_by:
+            return self._ordered()
         plan, out = self._plan
         table = scan_all(self._readers(), replace(plan, batch_size=WHOLE_TABLE_BATCH), out)
         return table if self._projection.passes(out) else self._projection.apply(table)
@@ -124,11 +129,62 @@ class LanceScanner(pyarrow.dataset.Scanner):
         plan, out = self._plan
         proj = self._projection
         batches: Iterator[pa.RecordBatch] = scan(self._readers(), plan, out)
-        if not proj.passes(out):
+        if self._spec.order_by:
+            batches = iter(self._ordered().to_batches(max_chunksize=plan.batch_size))
+        elif not proj.passes(out):
             batches = (b for t in _tables(batches, proj) for b in t.to_batches())
         if self._spec.strict_batch_size:
             batches = _strict(batches, plan.batch_size)
         return pa.RecordBatchReader.from_batches(proj.schema, batches)
+
+    def _ordered(self) -> pa.Table:
+        """The matching rows sorted by ``order_by``, then ``offset`` and ``limit``, projected.
+
+        Raises:
+            SchemaError: a sort key is not a column.
+            UnsupportedOperationError: sort keys disagree on where nulls go, or a key's type
+                does not sort.
+        """
+        spec = self._spec
+        proj = self._projection
+        schema = self._snapshot.read_schema
+        assert spec.order_by
+        keys = [name for name, _, _ in spec.order_by]
+        for name in keys:
+            if name not in schema.names and name not in SYSTEM_COLUMNS:
+                raise SchemaError(
+                    f"order_by: column {name!r} is not in the dataset; columns are {schema.names}"
+                )
+        if not PER_KEY_NULLS and len({first for _, _, first in spec.order_by}) > 1:
+            raise UnsupportedOperationError(
+                "order_by: keys that put nulls first and last at once need pyarrow 25 or later"
+            )
+        read = [n for n in schema.names if n in proj.read or n in keys]
+        system = tuple(n for n in SYSTEM_COLUMNS if n in proj.system or n in keys)
+        bases = offset_bases(self._snapshot.manifest) if ROW_OFFSET in system else None
+        plan = make_spec(
+            schema,
+            read,
+            spec.filter,
+            False,
+            WHOLE_TABLE_BATCH,
+            None,
+            None,
+            spec.use_stats,
+            system=system,
+            offset_bases=bases,
+        )
+        table = scan_all(self._readers(), plan, output_schema(schema, plan))
+        order = [(n, "ascending" if asc else "descending", _nulls(first)) for n, asc, first in spec.order_by]
+        try:
+            if PER_KEY_NULLS:
+                indices = pc.sort_indices(table, sort_keys=order)
+            else:
+                indices = pc.sort_indices(table, sort_keys=[k[:2] for k in order], null_placement=order[0][2])
+            table = table.take(indices)
+        except (pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+            raise UnsupportedOperationError(f"order_by {keys}: {exc}") from None
+        return proj.apply(table.slice(spec.offset or 0, spec.limit))
 
     def scan_batches(self) -> list[pa.RecordBatch]:
         """The batches of :meth:`to_batches`, as a list."""
@@ -196,6 +252,9 @@ class LanceScanner(pyarrow.dataset.Scanner):
         if spec.offset or spec.limit is not None:
             end = "end" if spec.limit is None else (spec.offset or 0) + spec.limit
             lines.append(f"    rows: {spec.offset or 0}..{end} of the matching rows")
+        if spec.order_by:
+            keys = ", ".join(f"{n} {'ASC' if asc else 'DESC'}" for n, asc, _ in spec.order_by)
+            lines.append(f"    order by: {keys}")
         lines.append(f"    batch_size: {plan.batch_size}{' (strict)' if spec.strict_batch_size else ''}")
         if verbose:
             lines.append(f"    fragment ids: {[f.fragment.id for f in frags]}")
@@ -221,6 +280,10 @@ class LanceScanner(pyarrow.dataset.Scanner):
     @staticmethod
     def from_batches(*args: Any, **kwargs: Any) -> Any:
         raise UnsupportedOperationError("LanceScanner.from_batches is not implemented")
+
+
+def _nulls(first: bool) -> str:
+    return "at_start" if first else "at_end"
 
 
 def _tables(batches: Iterator[pa.RecordBatch], proj: Projection) -> Iterator[pa.Table]:
