@@ -39,6 +39,7 @@ except _metadata.PackageNotFoundError:  # pragma: no cover - a source tree that 
 import lance_table.fragment as fragment  # pylance's ``lance.fragment``
 from lance_table.table import Dataset, dataset, write_dataset
 from lance_table.table.lance_operation import LanceOperation, Transaction
+from lance_table.table.scanner import LanceScanner
 
 LanceDataset = Dataset  # pylance's name of the dataset class (``LanceDataset.commit(...)``)
 
@@ -56,6 +57,7 @@ __all__ = [
     "InvalidURIError",
     "LanceDataset",
     "LanceOperation",
+    "LanceScanner",
     "LanceTableError",
     "SchemaError",
     "StorageCredentialsError",

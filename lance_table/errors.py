@@ -79,6 +79,11 @@ class FilterError(LanceTableError, ValueError):
     """A filter predicate cannot be parsed or uses a construct this library does not support."""
 
 
+class ScanOptionError(LanceTableError, ValueError):
+    """A scan option has a bad value (a negative limit, a batch size below 1) or asks what a scan
+    cannot answer (a count with a limit), as pylance's ``ValueError`` says."""
+
+
 class StorageOptionsError(LanceTableError, ValueError):
     """A storage option is unknown, unsafe for the storage layer, given twice, or has a bad value.
 
