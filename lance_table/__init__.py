@@ -18,9 +18,12 @@ from lance_table.errors import (
     DatasetAlreadyExistsError,
     DatasetNotFoundError,
     FilterError,
+    InvalidURIError,
     LanceTableError,
     SchemaError,
+    StorageCredentialsError,
     StorageOptionsError,
+    StorageUnreachableError,
     TagError,
     UnsupportedFormatError,
     UnsupportedOperationError,
@@ -38,6 +41,7 @@ import lance_table.fragment as fragment  # pylance's ``lance.fragment``
 from lance_table.table import Dataset, dataset, write_dataset
 from lance_table.table.lance_operation import LanceOperation, Transaction
 from lance_table.table.lance_schema import LanceSchema
+from lance_table.table.scanner import LanceScanner
 
 LanceDataset = Dataset  # pylance's name of the dataset class (``LanceDataset.commit(...)``)
 
@@ -53,12 +57,16 @@ __all__ = [
     "DatasetAlreadyExistsError",
     "DatasetNotFoundError",
     "FilterError",
+    "InvalidURIError",
     "LanceDataset",
     "LanceOperation",
+    "LanceScanner",
     "LanceSchema",
     "LanceTableError",
     "SchemaError",
+    "StorageCredentialsError",
     "StorageOptionsError",
+    "StorageUnreachableError",
     "TagError",
     "Transaction",
     "UnsupportedFormatError",
