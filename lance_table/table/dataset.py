@@ -375,13 +375,20 @@ class Dataset:
         Fragments are checked before anything is written (see
         :mod:`lance_table.table.operations.commit_operation`); a refused commit changes nothing.
 
+        Overwrite, Append, Delete, Rewrite, Restore, Merge, Update, Project, UpdateConfig and
+        DataReplacement are committed; conflicts with concurrent commits are decided per pair of
+        operations as pylance decides them (retryable or not).
+
         Raises:
-            ValueError: no ``read_version`` for an operation other than Overwrite and Restore.
+            ValueError: no ``read_version`` for an operation other than Overwrite and Restore;
+                fragments that are not the dataset's (an Update's, a Merge's, a Delete's).
+            TypeError: an operation or schema of the wrong kind.
             UnsupportedOperationError: a LanceOperation lance_table does not commit, or ``detached``.
             DatasetNotFoundError: no dataset at ``base_uri`` (except for an Overwrite).
             VersionNotFoundError: ``read_version`` does not exist.
             DataFileNotFoundError: a fragment's data file is not in the dataset.
-            SchemaError: the fragments disagree with the schema.
+            SchemaError: the fragments disagree with the schema; a Project's or Merge's field ids
+                or types disagree with the dataset's.
             CommitConflictError: a concurrent commit makes this one impossible.
         """
         if detached:
