@@ -125,6 +125,11 @@ def test_lance_table_dataset_and_its_stream_objects_are_inputs(tmp_path):
     src = lt.write_dataset(BASE, tmp_path / "src")
     copy = lt.write_dataset(src, tmp_path / "copy")
     assert_tables_equal(copy.to_table(), BASE)
+    scanned = lt.write_dataset(src.scanner(columns=["s", "id"], filter="id > 10"), tmp_path / "scanned")
+    theirs = lance.write_dataset(
+        lance.dataset(tmp_path / "src").scanner(columns=["s", "id"], filter="id > 10"), tmp_path / "t"
+    )
+    assert_tables_equal(scanned.to_table(), theirs.to_table())
     streamed = lt.write_dataset(_Stream(BASE), tmp_path / "stream")  # pylance refuses this one
     assert_tables_equal(streamed.to_table(), BASE)
     with pytest.raises(TypeError):
