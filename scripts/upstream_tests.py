@@ -3,7 +3,7 @@
 Usage::
 
     python scripts/upstream_tests.py UPSTREAM [--rev HEAD] [--modules test_dataset,test_file,...]
-        [--timeout 60] [--report triage.md] [--json outcomes.json] [--keep DIR]
+        [--timeout 120] [--report triage.md] [--json outcomes.json] [--keep DIR]
 
 ``UPSTREAM`` is a checkout of https://github.com/lancedb/lance or its git directory (bare or not):
 the test modules are read from ``python/python/tests`` (with ``test_data/``, which some tests read)
@@ -123,7 +123,7 @@ def _git(git_dir: Path, *args: str) -> bytes:
 def extract(upstream: Path, rev: str, modules: list[str], dest: Path) -> str:
     """Copy the chosen test modules, their helpers and ``test_data`` under ``dest``; return the commit."""
     files = [f"{TESTS}/{m}.py" for m in modules] + [f"{TESTS}/conftest.py", f"{TESTS}/helper.py"]
-    trees = [f"{TESTS}/historical_datasets", "test_data"]
+    trees = [f"{TESTS}/historical_datasets", f"{TESTS}/images", "test_data"]
     if (upstream / TESTS).is_dir():
         for rel in files:
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -215,6 +215,8 @@ def run_pass(
     results = work / f"{label}.jsonl"
     deselect = work / f"{label}.deselect"
     deselect.write_text("")
+    run_dir = work / f"run-{label}"  # each pass its own working and temporary directories
+    run_dir.mkdir()
     env = dict(os.environ)
     env.update(
         PYTHONPATH=os.pathsep.join(str(p) for p in path),
@@ -230,9 +232,9 @@ def run_pass(
         command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "upstream_plugin"]
         command += ["-c", str(work / "pytest.ini"), "--rootdir", str(work), "-q", "--no-header"]
         command += ["--continue-on-collection-errors"]
-        command += ["-k", keyword, *map(str, test_files)]
+        command += ["--basetemp", str(run_dir / "tmp"), "-k", keyword, *map(str, test_files)]
         log = (work / f"{label}.log").open("a")
-        subprocess.run(command, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT, check=False)
+        subprocess.run(command, cwd=run_dir, env=env, stdout=log, stderr=subprocess.STDOUT, check=False)
         log.close()
         started, finished = None, False
         for line in results.read_text().splitlines():
@@ -270,7 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rev", default="HEAD", help="commit to read from a git directory")
     parser.add_argument("--modules", default=",".join(DEFAULT_MODULES), help="comma-separated")
     parser.add_argument("--keyword", default=DEFAULT_KEYWORD, help="pytest -k expression")
-    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per test")
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per test")
+    parser.add_argument("--pylance-timeout", type=float, default=600.0, help="seconds per test with pylance")
     parser.add_argument("--top", type=int, default=25, help="failure causes to list")
     parser.add_argument("--report", type=Path, help="write the markdown triage here (else stdout)")
     parser.add_argument("--json", type=Path, help="write every outcome and cause here")
@@ -311,7 +314,8 @@ def main(argv: list[str] | None = None) -> int:
         runs: dict[str, dict[str, Any]] = {}
 
         def one(label: str) -> None:
-            runs[label] = run_pass(label, work, test_files, passes[label], args.keyword, args.timeout)
+            timeout = args.pylance_timeout if label == "pylance" else args.timeout
+            runs[label] = run_pass(label, work, test_files, passes[label], args.keyword, timeout)
 
         threads = [threading.Thread(target=one, args=(label,)) for label in passes]
         for thread in threads:
@@ -335,6 +339,7 @@ def main(argv: list[str] | None = None) -> int:
             "modules": modules,
             "keyword": args.keyword,
             "timeout": args.timeout,
+            "pylance_timeout": args.pylance_timeout,
             "stubs": sorted(stubs),
             "deps": sorted(p.name for d in deps for p in d.glob("*.dist-info")),
         }

@@ -14,7 +14,10 @@ from typing import Any
 AREAS = [
     ("indices / vector search (out of scope)", r"\w_index|index_|indices|nearest|vector|fts|ivf|hnsw"),
     ("scanner object: ds.scanner() returns a bare reader", r"RecordBatchReader' object has no attribute"),
-    ("scan options (to_table / to_batches / scanner keywords)", r"(to_table|to_batches|scanner)\(\) got"),
+    (
+        "scan options, ordering, sampling",
+        r"(to_table|to_batches|scanner)\(\) got|ColumnOrdering|'sample'|ShardedBatchIterator",
+    ),
     ("write_dataset / dataset options and argument order", r"(write_dataset|dataset)\(\) (got|takes)"),
     ("input types of write_dataset", r"cannot write data of type|object has no attribute 'schema'"),
     ("system columns and computed projections", r"is not in the dataset|unknown column '_row"),
@@ -107,7 +110,8 @@ def triage(
         f"lance_table at `{meta['lance_table']}`",
         f"- modules: {', '.join(meta['modules'])}",
         f'- deselected by name (out of scope): `-k "{meta["keyword"]}"`; '
-        f"per-test timeout {meta['timeout']:g}s; stubbed optional modules: "
+        f"per-test timeout {meta['timeout']:g}s ({meta['pylance_timeout']:g}s with pylance); "
+        "stubbed optional modules: "
         f"{', '.join(sorted(meta['stubs'])) or 'none'}; optional test dependencies: "
         f"{', '.join(d.removesuffix('.dist-info') for d in meta['deps']) or 'none'}",
         "",

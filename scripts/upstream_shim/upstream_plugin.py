@@ -15,6 +15,7 @@ import faulthandler
 import json
 import os
 import signal
+import time
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -120,6 +121,7 @@ def _summarize(phases: list[dict[str, Any]]) -> dict[str, Any]:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, Any, None]:
     _write({"kind": "start", "nodeid": item.nodeid})
+    started = time.monotonic()
     if _TIMEOUT > 0:
         signal.setitimer(signal.ITIMER_REAL, _TIMEOUT)
         faulthandler.dump_traceback_later(3 * _TIMEOUT, exit=True)
@@ -129,7 +131,9 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         if _TIMEOUT > 0:
             signal.setitimer(signal.ITIMER_REAL, 0)
             faulthandler.cancel_dump_traceback_later()
-    _write({"kind": "result", "nodeid": item.nodeid, **_summarize(item.stash.get(_PHASES, []))})
+    summary = _summarize(item.stash.get(_PHASES, []))
+    seconds = round(time.monotonic() - started, 2)
+    _write({"kind": "result", "nodeid": item.nodeid, "seconds": seconds, **summary})
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
