@@ -329,9 +329,12 @@ def main(argv: list[str] | None = None) -> int:
             check=False,
             cwd=work,
         ).stdout.strip()
-        head = subprocess.run(
-            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-        ).stdout.strip()
+
+        def git_head(*args: str) -> str:
+            command = ["git", "-C", str(ROOT), "log", "-1", "--format=%h", *args]
+            return subprocess.run(command, capture_output=True, text=True).stdout.strip()
+
+        head = f"{git_head()} (lance_table/ last changed in {git_head('--', 'lance_table')})"
         meta = {
             "commit": commit,
             "pylance": pylance_version or "not installed",

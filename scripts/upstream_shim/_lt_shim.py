@@ -135,7 +135,8 @@ class _Placeholder(type):
     _lt_error: type[Exception]
 
     def _lt_raise(cls, suffix: str = "") -> NoReturn:
-        raise cls._lt_error(f"{cls._lt_name}{suffix}")
+        used = f" (used as {cls._lt_name}{suffix})" if suffix else ""
+        raise cls._lt_error(f"{cls._lt_name}{used}")
 
     def _lt_lenient(cls) -> bool:
         # A missing optional module is missing for pylance too: always lenient, the test fails later.
@@ -156,7 +157,7 @@ class _Placeholder(type):
         if attr.startswith("__") or attr.startswith("_pytest") or attr == "pytestmark":
             raise AttributeError(attr)
         if cls._lt_lenient():
-            return placeholder(f"{cls._lt_name}.{attr}", cls._lt_error)
+            return placeholder(cls._lt_name, cls._lt_error)
         cls._lt_raise(f".{attr}")
 
     def __instancecheck__(cls, obj: Any) -> bool:
