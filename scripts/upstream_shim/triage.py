@@ -181,6 +181,7 @@ def triage(
         for nodeid in asserts:
             record = ours[nodeid]
             message = " / ".join((record.get("message") or "").splitlines()[:3])
+            message = re.sub(r"(?:/tmp|/work|/home|/var)[^\s'\"]*", "<path>", message)
             lines.append(f"- `{nodeid}` at `{record.get('origin')}`: `{message[:300]}`")
     extra = sorted(n for n, r in ours.items() if r["outcome"] == "passed" and n not in passing)
     if extra:
