@@ -169,10 +169,10 @@ def triage(
     lines += ["", "## By API area (the causes summed)", "", "| tests | area |", "|---:|---|"]
     for area, nodeids in sorted(areas.items(), key=lambda kv: -len(kv[1])):
         lines.append(f"| {len(nodeids)} | {area} |")
-    lines += ["", "## All causes", ""]
     rest = ranked[top:]
     if rest:
-        lines += ["", f"{len(rest)} more causes block {sum(len(v) for _, v in rest)} tests:", ""]
+        lines += ["", "## The other causes", ""]
+        lines += [f"{len(rest)} more causes block {sum(len(v) for _, v in rest)} tests:", ""]
         lines += [f"- {len(v)}: `{k}` (`{v[0]}`)" for k, v in rest]
     asserts = causes.get(cause_of({"type": "AssertionError"}), [])
     asserts += causes.get(cause_of({"type": "AssertionError", "message": "Regex pattern did not match"}), [])
