@@ -11,12 +11,14 @@ import pyarrow.compute as pc
 from sqlglot import exp
 
 from lance_table.errors import FilterError
+from lance_table.filters import functions
 from lance_table.filters.literals import (
     _NULL_BOOL,
     _arrow_type,
     _cast,
     _cast_scalar,
     _coerce_literal,
+    _exact_numeric,
     _integer_literal,
     _is_string,
     _is_temporal,
@@ -25,6 +27,7 @@ from lance_table.filters.literals import (
     _number_literal,
     _Operand,
 )
+from lance_table.filters.names import resolve_column, resolve_field
 
 _COMPARISONS: dict[type[exp.Expr], str] = {
     exp.EQ: "=",
@@ -41,12 +44,6 @@ _ARITHMETIC: dict[type[exp.Expr], tuple[str, Callable[..., Any]]] = {
     # Integer division truncates toward zero and % takes the dividend's sign, as in DataFusion.
     exp.Div: ("/", pc.divide),
     exp.Mod: ("%", pc.remainder),
-}
-_FUNCTIONS: dict[type[exp.Expr], tuple[str, Callable[..., Any]]] = {
-    exp.Lower: ("lower", pc.utf8_lower),
-    exp.Upper: ("upper", pc.utf8_upper),
-    exp.Abs: ("abs", pc.abs),
-    exp.Length: ("length", pc.utf8_length),
 }
 
 
@@ -65,9 +62,11 @@ def _balanced(fn: Callable[[_Operand, _Operand], _Operand], operands: Sequence[_
 class _Compiler:
     """Turns a sqlglot tree into an :class:`_Operand`, recording the top-level columns it reads."""
 
-    def __init__(self, schema: pa.Schema) -> None:
+    def __init__(self, schema: pa.Schema, *, regexp_match_as_boolean: bool = True) -> None:
         self.schema = schema
         self.columns: set[str] = set()
+        # in a filter, regexp_match(s, p) tests whether s matches, as pylance reads it there
+        self.regexp_match_as_boolean = regexp_match_as_boolean
 
     # -- plumbing ----------------------------------------------------------------------------------
 
@@ -79,6 +78,13 @@ class _Compiler:
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
             types = ", ".join(str(o.type) for o in operands)
             raise FilterError(f"cannot apply {what} to {types}: {e}") from e
+        if operands and all(o.value is not None for o in operands):  # fold constants, as DataFusion
+            try:
+                folded = fn(*(o.value for o in operands))
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+                raise FilterError(f"cannot evaluate {what}: {e}") from e
+            if isinstance(folded, pa.Scalar) and folded.type == result_type:
+                return _literal(folded)
         return _Operand(fn(*(o.expr for o in operands)), result_type)
 
     @staticmethod
@@ -123,20 +129,24 @@ class _Compiler:
             return self.like(node)
         if type(node) in _ARITHMETIC:
             symbol, fn = _ARITHMETIC[type(node)]
-            return self.apply(symbol, fn, self.compile(node.this), self.compile(node.expression))
+            a, b = self.arithmetic_pair(self.compile(node.this), self.compile(node.expression))
+            return self.apply(symbol, fn, a, b)
         if isinstance(node, exp.Neg):
             return self.negate(self.compile(node.this))
-        if type(node) in _FUNCTIONS:
-            name, fn = _FUNCTIONS[type(node)]
-            if any(v for k, v in node.args.items() if k != "this"):
-                raise FilterError(f"{name}() takes exactly one argument")
-            return self.apply(f"{name}()", fn, self.compile(node.this))
+        if functions.is_function(node):
+            return functions.compile_function(self, node)
+        if isinstance(node, (exp.NullSafeEQ, exp.NullSafeNEQ)):
+            return self.distinct(node)
+        if isinstance(node, exp.Case):
+            return self.case(node)
         if isinstance(node, exp.Cast) and not isinstance(node, exp.TryCast):
             return self.cast(node)
         if isinstance(node, exp.Literal):
             if node.is_string:
                 return _literal(pa.scalar(node.this, pa.string()))
             return _number_literal(node.this)
+        if isinstance(node, exp.HexString):
+            return _binary_literal(str(node.this))
         if isinstance(node, exp.Boolean):
             return _literal(pa.scalar(bool(node.this), pa.bool_()))
         if isinstance(node, exp.Null):
@@ -144,9 +154,9 @@ class _Compiler:
         if isinstance(node, exp.RawString):
             # "..." is a column when it names one (standard SQL), else a string (Lance)
             if node.this in self.schema.names:
-                return self.column([node.this])
+                return self.column([(node.this, True)])
             return _literal(pa.scalar(node.this, pa.string()))
-        if isinstance(node, (exp.Column, exp.Dot, exp.Identifier, exp.Var)):
+        if isinstance(node, (exp.Column, exp.Dot, exp.Identifier, exp.Var, exp.Bracket)):
             return self.column(self.column_path(node))
         raise self.unsupported(node)
 
@@ -157,37 +167,41 @@ class _Compiler:
 
     # -- columns -----------------------------------------------------------------------------------
 
-    def column_path(self, node: exp.Expr) -> list[str]:
-        if isinstance(node, (exp.Identifier, exp.Var, exp.RawString)):
-            return [str(node.this)]
+    def column_path(self, node: exp.Expr) -> list[tuple[str, bool]]:
+        """The parts of a column reference, each with whether it was quoted."""
+        if isinstance(node, exp.Identifier):
+            return [(str(node.this), bool(node.quoted))]
+        if isinstance(node, exp.Var):
+            return [(str(node.this), False)]
+        if isinstance(node, exp.RawString):
+            return [(str(node.this), True)]
         if isinstance(node, exp.Column):
             if isinstance(node.this, exp.Star):
                 raise self.unsupported(node.this)
-            return [str(part.this) for part in node.parts]
+            return [part for p in node.parts for part in self.column_path(p)]
         if isinstance(node, exp.Dot):
             return self.column_path(node.this) + self.column_path(node.expression)
+        if isinstance(node, exp.Bracket) and len(node.expressions) == 1:
+            key = node.expressions[0]
+            if isinstance(key, exp.Literal) and key.is_string:  # s['x'] is the field x of s
+                return [*self.column_path(node.this), (str(key.this), True)]
         raise self.unsupported(node)
 
-    def column(self, path: list[str]) -> _Operand:
-        name = path[0]
-        index = self.schema.get_field_index(name)
-        if index < 0:
-            if name in self.schema.names:
-                raise FilterError(f"ambiguous column '{name}': the schema has it more than once")
-            raise FilterError(f"unknown column '{name}'")
-        field_type = self.schema.field(index).type
-        for depth, child in enumerate(path[1:], start=1):
-            parent = ".".join(path[:depth])
+    def column(self, path: list[tuple[str, bool]]) -> _Operand:
+        """The column (or struct field) a reference names, resolved as pylance resolves names."""
+        name = resolve_column(path[0][0], self.schema, quoted=path[0][1])
+        field_type = self.schema.field(name).type
+        names = [name]
+        for child, _ in path[1:]:
+            parent = ".".join(names)
             if not pa.types.is_struct(field_type):
                 raise FilterError(
                     f"column '{parent}' is of type {field_type}, not a struct with field '{child}'"
                 )
-            child_index = field_type.get_field_index(child)
-            if child_index < 0:
-                raise FilterError(f"unknown field '{child}' in struct column '{parent}'")
-            field_type = field_type.field(child_index).type
+            field_type = field_type.field(resolve_field(field_type, child, parent)).type
+            names.append(child)
         self.columns.add(name)
-        operand = _Operand(pc.field(*path) if len(path) > 1 else pc.field(name), field_type)
+        operand = _Operand(pc.field(*names) if len(names) > 1 else pc.field(name), field_type)
         if pa.types.is_dictionary(field_type):  # compare dictionary-encoded columns by their values
             operand = self.convert(operand, field_type.value_type)
         return operand
@@ -262,7 +276,11 @@ class _Compiler:
     def compare(self, op: str, a: _Operand, b: _Operand) -> _Operand:
         if a.is_null_literal or b.is_null_literal:
             return _NULL_BOOL
+        outside = self.out_of_range(op, a, b)
+        if outside is not None:
+            return outside
         a, b = self.coerce_pair(a, b)
+        a, b = _wide_integers(self, a, b)
         if pa.types.is_floating(a.type) or pa.types.is_floating(b.type):
             return self.compare_floats(op, a, b)
         return self.apply(op, _PLAIN_COMPARE[op], a, b)
@@ -295,6 +313,35 @@ class _Compiler:
         if guard is not None:
             below = self.apply("AND", pc.and_kleene, below, guard)
         return self.apply("OR", pc.or_kleene, plain, below)
+
+    def out_of_range(self, op: str, a: _Operand, b: _Operand) -> _Operand | None:
+        """``column <op> literal`` for an integer literal outside the integer column's range (``u > -1``
+        on uint64, ``i8 < 200``): decided by which side of the range it lies, NULL for NULL rows."""
+        if a.is_literal and not b.is_literal:
+            return self.out_of_range(_FLIP[op], b, a)
+        value = b.value
+        if (
+            a.is_literal
+            or value is None
+            or not pa.types.is_integer(a.type)
+            or not pa.types.is_integer(value.type)
+        ):
+            return None
+        number, bits = value.as_py(), a.type.bit_width
+        low, high = (
+            (0, 2**bits - 1)
+            if pa.types.is_unsigned_integer(a.type)
+            else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+        )
+        if low <= number <= high:
+            return None
+        below = number < low  # the literal is below every value of the column
+        answer = {"=": False, "<>": True, "<": not below, "<=": not below, ">": below, ">=": below}[op]
+        return self.apply(
+            f"{op} {number}",
+            lambda x: pc.if_else(pc.is_valid(x), pa.scalar(answer), pa.scalar(None, pa.bool_())),
+            a,
+        )
 
     def is_nan(self, operand: _Operand) -> _Operand:
         return self.apply("isnan", pc.is_nan, operand)
@@ -365,6 +412,83 @@ class _Compiler:
 
     # -- arithmetic, casts ---------------------------------------------------------------------------
 
+    def arithmetic_pair(self, a: _Operand, b: _Operand) -> tuple[_Operand, _Operand]:
+        """A numeric literal takes the other side's numeric type where it fits exactly (``i8 * 2`` is
+        int8, ``f32 + 0.5`` float32, as in pylance); otherwise Arrow's promotion applies (pylance
+        refuses ``x * 2.5`` for an integer ``x``; here it is float64)."""
+        if a.is_literal != b.is_literal:
+            literal, other = (a, b) if a.is_literal else (b, a)
+            coerced = _exact_numeric(literal, other.type)
+            if coerced is not None:
+                return (coerced, b) if a.is_literal else (a, coerced)
+        return _wide_integers(self, a, b)
+
+    def unify(self, operands: list[_Operand], what: str) -> list[_Operand]:
+        """Literals among ``operands`` take the type of the first non-literal, where they fit."""
+        target = next((o.type for o in operands if not o.is_literal), None)
+        if target is None:
+            return operands
+        out = []
+        for o in operands:
+            if o.is_null_literal:
+                o = _literal(pa.scalar(None, target))
+            elif o.is_literal:
+                o = _exact_numeric(o, target) or (_coerce_literal(o, target) if _is_string(o.type) else o)
+            out.append(o)
+        return out
+
+    def distinct(self, node: exp.Expr) -> _Operand:
+        """``a IS [NOT] DISTINCT FROM b``: NULLs compare as equal values, never NULL."""
+        a, b = self.compile(node.this), self.compile(node.expression)
+        if a.is_null_literal and b.is_null_literal:
+            same = _literal(pa.scalar(True))
+        else:
+            equal = self.compare("=", a, b)
+            null_a = self.apply("IS NULL", pc.is_null, a)
+            null_b = self.apply("IS NULL", pc.is_null, b)
+            same = self.apply(
+                "IS NOT DISTINCT FROM",
+                lambda e, x, y: pc.if_else(pc.or_(x, y), pc.and_(x, y), pc.coalesce(e, pa.scalar(False))),
+                equal,
+                null_a,
+                null_b,
+            )
+        if isinstance(node, exp.NullSafeNEQ):
+            return self.apply("IS DISTINCT FROM", pc.invert, same)
+        return same
+
+    def case(self, node: exp.Case) -> _Operand:
+        """``CASE [x] WHEN c THEN v ... [ELSE d] END``: the first branch whose condition is TRUE."""
+        subject = node.this
+        conditions, values = [], []
+        for branch in node.args.get("ifs") or []:
+            if subject is not None:
+                test = self.compare("=", self.compile(subject), self.compile(branch.this))
+            else:
+                test = self.boolean(self.compile(branch.this), "CASE WHEN")
+            conditions.append(test)
+            values.append(self.compile(branch.args["true"]))
+        if not conditions:
+            raise FilterError("CASE needs at least one WHEN branch")
+        default = node.args.get("default")
+        values.append(self.compile(default) if default is not None else _literal(pa.scalar(None)))
+        values = self.unify(values, "CASE")
+        known = [v.type for v in values if not v.is_null_literal]
+        target = known[0] if known else pa.null()
+        if any(t != target for t in known):
+            target = pc.coalesce(*(pa.array([], type=t) for t in known)).type  # Arrow's common type
+        values = [
+            _literal(pa.scalar(None, target)) if v.is_null_literal else self.convert(v, target)
+            for v in values
+        ]
+        n = len(conditions)
+
+        def pick(*xs: Any) -> Any:
+            tests = [pc.coalesce(x, pa.scalar(False)) for x in xs[:n]]
+            return pc.case_when(pc.make_struct(*tests, field_names=[str(i) for i in range(n)]), *xs[n:])
+
+        return self.apply("CASE", pick, *conditions, *values)
+
     def negate(self, operand: _Operand) -> _Operand:
         value = operand.value
         if (
@@ -384,6 +508,31 @@ class _Compiler:
         if operand.value is not None:
             return _literal(_cast_scalar(operand.value, target))
         return self.apply(f"CAST AS {node.to.sql()}", lambda x: _cast(x, operand.type, target), operand)
+
+
+_FLIP = {"=": "=", "<>": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+def _binary_literal(digits: str) -> _Operand:
+    try:
+        return _literal(pa.scalar(bytes.fromhex(digits), pa.binary()))
+    except ValueError:
+        raise FilterError(
+            f"invalid binary literal X'{digits}' (needs an even number of hex digits)"
+        ) from None
+
+
+def _wide_integers(c: _Compiler, a: _Operand, b: _Operand) -> tuple[_Operand, _Operand]:
+    """A uint64 meets a signed integer: both as decimal128(20, 0), which holds either (DataFusion)."""
+    ta, tb = a.type, b.type
+    if not (pa.types.is_integer(ta) and pa.types.is_integer(tb)):
+        return a, b
+    if (ta == pa.uint64() and pa.types.is_signed_integer(tb)) or (
+        tb == pa.uint64() and pa.types.is_signed_integer(ta)
+    ):
+        wide = pa.decimal128(20, 0)
+        return c.convert(a, wide), c.convert(b, wide)
+    return a, b
 
 
 _PLAIN_COMPARE: dict[str, Callable[..., Any]] = {

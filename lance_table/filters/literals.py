@@ -208,6 +208,27 @@ def _coerce_literal(literal: _Operand, target: pa.DataType) -> _Operand:
     return _literal(_cast_scalar(value, target))
 
 
+def _exact_numeric(literal: _Operand, target: pa.DataType) -> _Operand | None:
+    """A numeric ``literal`` as ``target`` (an integer, float or decimal type) when the value is kept
+    exactly; None otherwise (a fraction into an integer type, a number out of the type's range)."""
+    value = literal.value
+    if value is None or not value.is_valid:
+        return None
+    source = value.type
+    numeric = pa.types.is_integer(source) or pa.types.is_floating(source)
+    if not numeric or source == target:
+        return None
+    if pa.types.is_floating(target):
+        return _literal(value.cast(target, safe=False))
+    if not (pa.types.is_integer(target) or pa.types.is_decimal(target)) or pa.types.is_floating(source):
+        return None
+    try:
+        converted = value.cast(target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    return _literal(converted) if converted.as_py() == value.as_py() else None
+
+
 def _like_pattern(pattern: str, escape: str | None) -> str:
     """``pattern`` with ``escape`` as its escape character, rewritten for Arrow (which uses ``\\``)."""
     if escape is None or escape == "\\":
