@@ -19,6 +19,7 @@ from lance_table.filters.literals import (
     _cast_scalar,
     _coerce_literal,
     _exact_numeric,
+    _integer_as_decimal,
     _integer_literal,
     _is_string,
     _is_temporal,
@@ -130,6 +131,8 @@ class _Compiler:
         if type(node) in _ARITHMETIC:
             symbol, fn = _ARITHMETIC[type(node)]
             a, b = self.arithmetic_pair(self.compile(node.this), self.compile(node.expression))
+            if symbol == "-" and pa.types.is_date32(a.type) and pa.types.is_date32(b.type):
+                a, b = (self.apply("days", _days, o) for o in (a, b))  # date - date is days, int64
             return self.apply(symbol, fn, a, b)
         if isinstance(node, exp.Neg):
             return self.negate(self.compile(node.this))
@@ -448,7 +451,9 @@ class _Compiler:
             null_b = self.apply("IS NULL", pc.is_null, b)
             same = self.apply(
                 "IS NOT DISTINCT FROM",
-                lambda e, x, y: pc.if_else(pc.or_(x, y), pc.and_(x, y), pc.coalesce(e, pa.scalar(False))),
+                lambda e, x, y: pc.if_else(
+                    pc.or_kleene(x, y), pc.and_kleene(x, y), pc.coalesce(e, pa.scalar(False))
+                ),
                 equal,
                 null_a,
                 null_b,
@@ -500,6 +505,8 @@ class _Compiler:
             if isinstance(number, int):
                 return _integer_literal(number)
             return _literal(pa.scalar(number, value.type))
+        if pa.types.is_unsigned_integer(operand.type):
+            raise FilterError(f"cannot negate {operand.type}: negation needs a signed type")
         return self.apply("unary -", pc.negate, operand)
 
     def cast(self, node: exp.Cast) -> _Operand:
@@ -513,6 +520,10 @@ class _Compiler:
 _FLIP = {"=": "=", "<>": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
 
+def _days(x: Any) -> Any:
+    return x.cast(pa.int32()).cast(pa.int64())
+
+
 def _binary_literal(digits: str) -> _Operand:
     try:
         return _literal(pa.scalar(bytes.fromhex(digits), pa.binary()))
@@ -523,8 +534,13 @@ def _binary_literal(digits: str) -> _Operand:
 
 
 def _wide_integers(c: _Compiler, a: _Operand, b: _Operand) -> tuple[_Operand, _Operand]:
-    """A uint64 meets a signed integer: both as decimal128(20, 0), which holds either (DataFusion)."""
+    """A uint64 meets a signed integer: both as decimal128(20, 0), which holds either; an integer
+    meets a decimal: the integer as the decimal DataFusion widens its type to."""
     ta, tb = a.type, b.type
+    if pa.types.is_integer(ta) and pa.types.is_decimal(tb):
+        return c.convert(a, _integer_as_decimal(ta)), b
+    if pa.types.is_decimal(ta) and pa.types.is_integer(tb):
+        return a, c.convert(b, _integer_as_decimal(tb))
     if not (pa.types.is_integer(ta) and pa.types.is_integer(tb)):
         return a, b
     if (ta == pa.uint64() and pa.types.is_signed_integer(tb)) or (

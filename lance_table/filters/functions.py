@@ -128,6 +128,8 @@ def compile_function(c: _Compiler, node: exp.Expr) -> _Operand:
         return _literal(pa.scalar(dt.datetime.now(dt.timezone.utc).date(), pa.date32()))
     if isinstance(node, exp.DPipe):
         return concat(c, [c.compile(node.this), c.compile(node.expression)], skip_nulls=False)
+    if isinstance(node, exp.ConcatWs):
+        return concat_ws(c, [c.compile(a) for a in node.expressions])
     if isinstance(node, exp.Concat):
         return concat(c, [c.compile(a) for a in node.expressions], skip_nulls=True)
     raise c.unsupported(node)
@@ -146,6 +148,7 @@ _HANDLED = (
     exp.CurrentDate,
     exp.DPipe,
     exp.Concat,
+    exp.ConcatWs,
 )
 
 
@@ -303,3 +306,36 @@ def concat(c: _Compiler, operands: list[_Operand], *, skip_nulls: bool) -> _Oper
             *texts,
         )
     return c.apply("||", lambda *xs: pc.binary_join_element_wise(*xs, sep), *texts)
+
+
+def concat_ws(c: _Compiler, operands: list[_Operand]) -> _Operand:
+    """``concat_ws(sep, a, ...)``: the non-NULL arguments joined by ``sep`` (NULL when ``sep`` is)."""
+    if len(operands) < 2:
+        raise FilterError("concat_ws() takes a separator and at least one value")
+    sep = operands[0]
+    if sep.is_null_literal:
+        return _literal(pa.scalar(None, pa.string()))
+    if sep.value is None or not _is_string(sep.type):
+        raise FilterError("the separator of concat_ws() must be a string literal")
+    texts = [o for o in operands[1:] if not o.is_null_literal]
+    for o in texts:
+        if not _is_string(o.type):
+            raise FilterError(f"cannot apply concat_ws() to {o.type}: it needs strings")
+    if not texts:
+        return _literal(pa.scalar("", pa.string()))
+    target = pa.large_string() if any(pa.types.is_large_string(o.type) for o in texts) else pa.string()
+    texts = [c.convert(o, target) for o in texts]
+    separator = sep.value.as_py()
+    sep_value, empty_value = pa.scalar(separator, target), pa.scalar("", target)
+
+    def join(*xs: pc.Expression) -> pc.Expression:
+        # every non-NULL value with the separator before it, then the first separator cut off
+        as_expr = isinstance(xs[0], pc.Expression)
+        sep_scalar, empty = (pc.scalar(v) if as_expr else v for v in (sep_value, empty_value))
+        pieces = [
+            pc.if_else(pc.is_valid(x), pc.binary_join_element_wise(sep_scalar, x, empty), empty) for x in xs
+        ]
+        joined = pieces[0] if len(pieces) == 1 else pc.binary_join_element_wise(*pieces, empty)
+        return pc.utf8_slice_codeunits(joined, start=len(separator))
+
+    return c.apply("concat_ws()", join, *texts)

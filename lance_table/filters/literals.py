@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -150,7 +151,22 @@ def _cast(x: Any, source: pa.DataType, target: pa.DataType) -> Any:
     if pa.types.is_integer(source) and pa.types.is_date32(target) and source != pa.int32():
         x = x.cast(pa.int32())  # Arrow casts only int32 to date32 (a count of days)
         source = pa.int32()
+    if pa.types.is_floating(source) and pa.types.is_integer(target):
+        # DataFusion truncates the fraction, and refuses NaN, infinities and values out of range
+        return pc.trunc(x).cast(options=pc.CastOptions(target))
+    if _is_naive(source) and pa.types.is_timestamp(target) and target.tz and target.tz not in _UTC_NAMES:
+        # a naive timestamp meeting a zoned one is wall-clock time in that zone, as DataFusion reads it
+        naive = pa.timestamp(target.unit)
+        x = x.cast(options=_cast_options(source, naive))
+        return pc.assume_timezone(x, timezone=target.tz, ambiguous="earliest", nonexistent="earliest")
     return x.cast(options=_cast_options(source, target))
+
+
+_UTC_NAMES = frozenset({"UTC", "utc", "Etc/UTC", "+00:00", "Z", "GMT"})
+
+
+def _is_naive(t: pa.DataType) -> bool:
+    return bool(pa.types.is_timestamp(t) and not t.tz)
 
 
 def _cast_scalar(value: pa.Scalar, target: pa.DataType) -> pa.Scalar:
@@ -223,10 +239,21 @@ def _exact_numeric(literal: _Operand, target: pa.DataType) -> _Operand | None:
     if not (pa.types.is_integer(target) or pa.types.is_decimal(target)) or pa.types.is_floating(source):
         return None
     try:
-        converted = value.cast(target)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        if pa.types.is_decimal(target):  # Arrow's cast would want room for any int64
+            converted = pa.scalar(decimal.Decimal(value.as_py()), target)
+        else:
+            converted = value.cast(target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, decimal.InvalidOperation):
         return None
     return _literal(converted) if converted.as_py() == value.as_py() else None
+
+
+# the decimal type DataFusion widens an integer type to when it meets a decimal
+_DECIMAL_WIDTH = {8: 3, 16: 5, 32: 10, 64: 20}
+
+
+def _integer_as_decimal(t: pa.DataType) -> pa.DataType:
+    return pa.decimal128(_DECIMAL_WIDTH[t.bit_width], 0)
 
 
 def _like_pattern(pattern: str, escape: str | None) -> str:
