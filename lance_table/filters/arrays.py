@@ -6,10 +6,12 @@ vectorized scalar function (a user-defined function of Arrow's registry, which c
 them:
 
 * ``array_has(l, v)``: TRUE when some element of ``l`` equals ``v``; NULL when ``l`` or ``v`` is NULL.
-* ``array_has_any(l, [v, ...])``: TRUE when some element equals one of the values (NULL values never
-  match); NULL for a NULL list, except that an empty value list gives FALSE for every row.
-* ``array_has_all(l, [v, ...])``: TRUE when every value is an element; NULL for a NULL list, except
-  that an empty value list gives TRUE for every row.
+* ``array_has_any(l, [v, ...])``: TRUE when some element equals one of the values (a NULL value
+  matches a NULL element); NULL for a NULL list, except that an empty value list gives FALSE for
+  every row.
+* ``array_has_all(l, [v, ...])``: TRUE when every value is an element (a NULL value is found where
+  the list has a NULL element); NULL for a NULL list, except that an empty value list gives TRUE
+  for every row.
 """
 
 from __future__ import annotations
@@ -87,25 +89,14 @@ def _has(ctx: Any, array: Any, needle: Any) -> pa.Array:
     return pc.if_else(valid, pa.array(rows), None)
 
 
-def _needles(needle: Any) -> list[pa.Scalar]:
-    if not needle.is_valid:
-        return []
-    return [v for v in needle.values if v.is_valid]
-
-
 def _has_any(ctx: Any, array: Any, needle: Any) -> pa.Array:
     array = _as_array(array, ctx.batch_length)
     if not needle.is_valid or len(needle.values) == 0:
         return pa.array(np.zeros(len(array), bool))
-    values = _needles(needle)
     flat, parents = _parents(array)
-    if values:
-        rows = _rows_with(
-            array, pc.is_in(flat, value_set=pa.array(values, type=needle.type.value_type)), parents
-        )
-    else:
-        rows = np.zeros(len(array), bool)
-    return pc.if_else(pc.is_valid(array), pa.array(rows), None)
+    # a NULL value matches a NULL element
+    hits = pc.is_in(flat, value_set=needle.values, skip_nulls=False)
+    return pc.if_else(pc.is_valid(array), pa.array(_rows_with(array, hits, parents)), None)
 
 
 def _has_all(ctx: Any, array: Any, needle: Any) -> pa.Array:
@@ -114,11 +105,9 @@ def _has_all(ctx: Any, array: Any, needle: Any) -> pa.Array:
         return pa.array(np.ones(len(array), bool))
     flat, parents = _parents(array)
     rows = np.ones(len(array), bool)
-    for value in needle.values:
-        if not value.is_valid:  # a NULL value is never an element
-            rows[:] = False
-            break
-        rows &= _rows_with(array, pc.equal(flat, value), parents)
+    for value in needle.values:  # a NULL value is found where a list has a NULL element
+        hits = pc.equal(flat, value) if value.is_valid else pc.is_null(flat)
+        rows &= _rows_with(array, hits, parents)
     return pc.if_else(pc.is_valid(array), pa.array(rows), None)
 
 

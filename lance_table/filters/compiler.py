@@ -63,11 +63,14 @@ def _balanced(fn: Callable[[_Operand, _Operand], _Operand], operands: Sequence[_
 class _Compiler:
     """Turns a sqlglot tree into an :class:`_Operand`, recording the top-level columns it reads."""
 
-    def __init__(self, schema: pa.Schema, *, regexp_match_as_boolean: bool = True) -> None:
+    def __init__(self, schema: pa.Schema, *, values: bool = False) -> None:
         self.schema = schema
         self.columns: set[str] = set()
-        # in a filter, regexp_match(s, p) tests whether s matches, as pylance reads it there
-        self.regexp_match_as_boolean = regexp_match_as_boolean
+        # pylance plans filters and value expressions apart: in a filter, regexp_match(s, p) tests
+        # whether s matches, and arithmetic promotes as DataFusion does (i8 * 2 is int64); in a value
+        # expression a numeric literal takes the other operand's type (i8 * 2 is int8, and wraps)
+        self.regexp_match_as_boolean = not values
+        self.literals_take_column_type = values
 
     # -- plumbing ----------------------------------------------------------------------------------
 
@@ -133,7 +136,7 @@ class _Compiler:
             a, b = self.arithmetic_pair(self.compile(node.this), self.compile(node.expression))
             if symbol == "-" and pa.types.is_date32(a.type) and pa.types.is_date32(b.type):
                 a, b = (self.apply("days", _days, o) for o in (a, b))  # date - date is days, int64
-            return self.apply(symbol, fn, a, b)
+            return self.arithmetic(symbol, fn, a, b)
         if isinstance(node, exp.Neg):
             return self.negate(self.compile(node.this))
         if functions.is_function(node):
@@ -192,7 +195,8 @@ class _Compiler:
 
     def column(self, path: list[tuple[str, bool]]) -> _Operand:
         """The column (or struct field) a reference names, resolved as pylance resolves names."""
-        name = resolve_column(path[0][0], self.schema, quoted=path[0][1])
+        # a quoted name alone matches exactly; the first part of a dotted path resolves as unquoted
+        name = resolve_column(path[0][0], self.schema, quoted=path[0][1] and len(path) == 1)
         field_type = self.schema.field(name).type
         names = [name]
         for child, _ in path[1:]:
@@ -419,12 +423,23 @@ class _Compiler:
         """A numeric literal takes the other side's numeric type where it fits exactly (``i8 * 2`` is
         int8, ``f32 + 0.5`` float32, as in pylance); otherwise Arrow's promotion applies (pylance
         refuses ``x * 2.5`` for an integer ``x``; here it is float64)."""
-        if a.is_literal != b.is_literal:
+        if self.literals_take_column_type and a.is_literal != b.is_literal:
             literal, other = (a, b) if a.is_literal else (b, a)
             coerced = _exact_numeric(literal, other.type)
             if coerced is not None:
                 return (coerced, b) if a.is_literal else (a, coerced)
         return _wide_integers(self, a, b)
+
+    def arithmetic(self, symbol: str, fn: Callable[..., Any], a: _Operand, b: _Operand) -> _Operand:
+        """``a <symbol> b`` with both numbers in the result's type first: Arrow, binding an expression,
+        would rather narrow a literal to a column's type (and wrap ``i8 * 2`` in int8)."""
+        result = self.apply(symbol, fn, a, b)
+        target = result.type
+        if not (pa.types.is_integer(target) or pa.types.is_floating(target)) or a.type == b.type == target:
+            return result
+        if not all(pa.types.is_integer(o.type) or pa.types.is_floating(o.type) for o in (a, b)):
+            return result
+        return self.apply(symbol, fn, self.convert(a, target), self.convert(b, target))
 
     def unify(self, operands: list[_Operand], what: str) -> list[_Operand]:
         """Literals among ``operands`` take the type of the first non-literal, where they fit."""

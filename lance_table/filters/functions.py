@@ -82,7 +82,10 @@ def compile_function(c: _Compiler, node: exp.Expr) -> _Operand:
                 raise FilterError(
                     "regexp_match() returns a list, which is not supported here; use regexp_like()"
                 )
-            return _regexp_like(c, name, args[0], args[1], args[2] if len(args) == 3 else None)
+            result = _regexp_like(c, name, args[0], args[1], args[2] if len(args) == 3 else None)
+            if name == "regexp_match":  # its list is NULL where nothing matches: TRUE or NULL here
+                result = c.apply(name, lambda m: pc.if_else(m, True, None), result)
+            return result
         if name == "list_has":
             _arity(name, args, 2)
             return _array_has(c, "has", args[0], args[1])
@@ -105,7 +108,10 @@ def compile_function(c: _Compiler, node: exp.Expr) -> _Operand:
         name, fn = _SIMPLE[type(node)]
         if any(v for k, v in node.args.items() if k != "this"):
             raise FilterError(f"{name}() takes exactly one argument")
-        return c.apply(f"{name}()", fn, c.compile(node.this))
+        operand = c.compile(node.this)
+        if pa.types.is_null(operand.type):  # lower(NULL) is a NULL string, abs(NULL) a NULL number
+            operand = _literal(pa.scalar(None, pa.int64() if name == "abs" else pa.string()))
+        return c.apply(f"{name}()", fn, operand)
     if type(node) in _TEXT_TESTS:
         return _text_test(c, type(node), node.this, node.expression)
     if isinstance(node, exp.RegexpLike):
@@ -203,6 +209,10 @@ def _regexp_like(
     inline = "".join(sorted(set(flags) - {"i"}))
     if inline:
         pattern = f"(?{inline}){pattern}"
+    try:  # Arrow compiles the pattern when it first meets a value
+        pc.match_substring_regex(pa.array([""]), pattern=pattern, ignore_case=ignore_case)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        raise FilterError(f"invalid regular expression {pattern!r} in {name}(): {e}") from e
     return c.apply(
         f"{name}()", lambda x: pc.match_substring_regex(x, pattern=pattern, ignore_case=ignore_case), value
     )
@@ -241,6 +251,8 @@ def _needle(c: _Compiler, name: str, node: exp.Expr, element: pa.DataType) -> pa
     operand = c.compile(node)
     if operand.value is None:
         raise FilterError(f"the values {name}() looks for must be literals")
+    if not operand.is_null_literal and _is_string(operand.type) != _is_string(element):
+        raise FilterError(f"{name}() cannot look for a {operand.type} value in a list of {element}")
     coerced = _coerce_literal(operand, element) if not pa.types.is_null(element) else operand
     assert coerced.value is not None
     return coerced.value
@@ -258,7 +270,7 @@ def _array_has(c: _Compiler, kind: str, list_node: exp.Expr, needle_node: exp.Ex
         expr = arrays.call(kind, array.expr, array.type, needle)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, KeyError) as e:
         raise FilterError(f"cannot apply {name}() to {array.type} and {needle.type}: {e}") from e
-    return c.apply(f"{name}()", lambda _: expr, _Operand(expr, pa.bool_()))
+    return _Operand(expr, pa.bool_())
 
 
 def _array_length(c: _Compiler, node: exp.Expr) -> _Operand:

@@ -151,6 +151,10 @@ def _cast(x: Any, source: pa.DataType, target: pa.DataType) -> Any:
     if pa.types.is_integer(source) and pa.types.is_date32(target) and source != pa.int32():
         x = x.cast(pa.int32())  # Arrow casts only int32 to date32 (a count of days)
         source = pa.int32()
+    if pa.types.is_integer(source) and pa.types.is_decimal(target) and target.precision < 38:
+        # Arrow wants room for every value of the integer type; DataFusion checks the values
+        x = x.cast(pa.decimal128(38, target.scale))
+        source = pa.decimal128(38, target.scale)
     if pa.types.is_floating(source) and pa.types.is_integer(target):
         # DataFusion truncates the fraction, and refuses NaN, infinities and values out of range
         return pc.trunc(x).cast(options=pc.CastOptions(target))
@@ -214,6 +218,9 @@ def _coerce_literal(literal: _Operand, target: pa.DataType) -> _Operand:
         convert = True  # naive literals are UTC; the unit is the column's (DataFusion truncates)
     elif pa.types.is_floating(target) and (pa.types.is_integer(source) or pa.types.is_floating(source)):
         convert = True  # f32 = 0.1 compares in float32
+    elif pa.types.is_decimal(target) and (pa.types.is_integer(source) or pa.types.is_floating(source)):
+        exact = _exact_numeric(literal, target)
+        return exact if exact is not None else literal
     elif pa.types.is_integer(source) and pa.types.is_integer(target):
         try:
             return _literal(value.cast(target))  # only when it fits; otherwise compare in int64

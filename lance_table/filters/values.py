@@ -91,7 +91,7 @@ def analyze_value(
     elif isinstance(sql, str):
         if not sql.strip():
             raise FilterError("empty value expression")
-        compiler = _Compiler(schema, regexp_match_as_boolean=False)
+        compiler = _Compiler(schema, values=True)
         try:
             operand = compiler.compile(parse(sql))
         except RecursionError:
