@@ -87,7 +87,7 @@ def analyze_value(
     """
     if isinstance(sql, pc.Expression):
         operand = _Operand(sql, _bound_type(sql, schema, str(sql)))
-        columns = expression_columns(sql, schema)
+        columns = expression_columns(pc.is_valid(sql), schema)  # (found by binding a boolean)
     elif isinstance(sql, str):
         if not sql.strip():
             raise FilterError("empty value expression")
