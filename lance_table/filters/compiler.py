@@ -11,15 +11,13 @@ import pyarrow.compute as pc
 from sqlglot import exp
 
 from lance_table.errors import FilterError
-from lance_table.filters import functions
+from lance_table.filters import forms, functions
 from lance_table.filters.literals import (
     _NULL_BOOL,
     _arrow_type,
     _cast,
     _cast_scalar,
     _coerce_literal,
-    _exact_numeric,
-    _integer_as_decimal,
     _integer_literal,
     _is_string,
     _is_temporal,
@@ -133,18 +131,18 @@ class _Compiler:
             return self.like(node)
         if type(node) in _ARITHMETIC:
             symbol, fn = _ARITHMETIC[type(node)]
-            a, b = self.arithmetic_pair(self.compile(node.this), self.compile(node.expression))
+            a, b = forms.arithmetic_pair(self, self.compile(node.this), self.compile(node.expression))
             if symbol == "-" and pa.types.is_date32(a.type) and pa.types.is_date32(b.type):
-                a, b = (self.apply("days", _days, o) for o in (a, b))  # date - date is days, int64
-            return self.arithmetic(symbol, fn, a, b)
+                a, b = (self.apply("days", forms.days, o) for o in (a, b))  # date - date is days, int64
+            return forms.arithmetic(self, symbol, fn, a, b)
         if isinstance(node, exp.Neg):
             return self.negate(self.compile(node.this))
         if functions.is_function(node):
             return functions.compile_function(self, node)
         if isinstance(node, (exp.NullSafeEQ, exp.NullSafeNEQ)):
-            return self.distinct(node)
+            return forms.distinct(self, node)
         if isinstance(node, exp.Case):
-            return self.case(node)
+            return forms.case(self, node)
         if isinstance(node, exp.Cast) and not isinstance(node, exp.TryCast):
             return self.cast(node)
         if isinstance(node, exp.Literal):
@@ -287,7 +285,7 @@ class _Compiler:
         if outside is not None:
             return outside
         a, b = self.coerce_pair(a, b)
-        a, b = _wide_integers(self, a, b)
+        a, b = forms.wide_integers(self, a, b)
         if pa.types.is_floating(a.type) or pa.types.is_floating(b.type):
             return self.compare_floats(op, a, b)
         return self.apply(op, _PLAIN_COMPARE[op], a, b)
@@ -419,96 +417,6 @@ class _Compiler:
 
     # -- arithmetic, casts ---------------------------------------------------------------------------
 
-    def arithmetic_pair(self, a: _Operand, b: _Operand) -> tuple[_Operand, _Operand]:
-        """A numeric literal takes the other side's numeric type where it fits exactly (``i8 * 2`` is
-        int8, ``f32 + 0.5`` float32, as in pylance); otherwise Arrow's promotion applies (pylance
-        refuses ``x * 2.5`` for an integer ``x``; here it is float64)."""
-        if self.literals_take_column_type and a.is_literal != b.is_literal:
-            literal, other = (a, b) if a.is_literal else (b, a)
-            coerced = _exact_numeric(literal, other.type)
-            if coerced is not None:
-                return (coerced, b) if a.is_literal else (a, coerced)
-        return _wide_integers(self, a, b)
-
-    def arithmetic(self, symbol: str, fn: Callable[..., Any], a: _Operand, b: _Operand) -> _Operand:
-        """``a <symbol> b`` with both numbers in the result's type first: Arrow, binding an expression,
-        would rather narrow a literal to a column's type (and wrap ``i8 * 2`` in int8)."""
-        result = self.apply(symbol, fn, a, b)
-        target = result.type
-        if not (pa.types.is_integer(target) or pa.types.is_floating(target)) or a.type == b.type == target:
-            return result
-        if not all(pa.types.is_integer(o.type) or pa.types.is_floating(o.type) for o in (a, b)):
-            return result
-        return self.apply(symbol, fn, self.convert(a, target), self.convert(b, target))
-
-    def unify(self, operands: list[_Operand], what: str) -> list[_Operand]:
-        """Literals among ``operands`` take the type of the first non-literal, where they fit."""
-        target = next((o.type for o in operands if not o.is_literal), None)
-        if target is None:
-            return operands
-        out = []
-        for o in operands:
-            if o.is_null_literal:
-                o = _literal(pa.scalar(None, target))
-            elif o.is_literal:
-                o = _exact_numeric(o, target) or (_coerce_literal(o, target) if _is_string(o.type) else o)
-            out.append(o)
-        return out
-
-    def distinct(self, node: exp.Expr) -> _Operand:
-        """``a IS [NOT] DISTINCT FROM b``: NULLs compare as equal values, never NULL."""
-        a, b = self.compile(node.this), self.compile(node.expression)
-        if a.is_null_literal and b.is_null_literal:
-            same = _literal(pa.scalar(True))
-        else:
-            equal = self.compare("=", a, b)
-            null_a = self.apply("IS NULL", pc.is_null, a)
-            null_b = self.apply("IS NULL", pc.is_null, b)
-            same = self.apply(
-                "IS NOT DISTINCT FROM",
-                lambda e, x, y: pc.if_else(
-                    pc.or_kleene(x, y), pc.and_kleene(x, y), pc.coalesce(e, pa.scalar(False))
-                ),
-                equal,
-                null_a,
-                null_b,
-            )
-        if isinstance(node, exp.NullSafeNEQ):
-            return self.apply("IS DISTINCT FROM", pc.invert, same)
-        return same
-
-    def case(self, node: exp.Case) -> _Operand:
-        """``CASE [x] WHEN c THEN v ... [ELSE d] END``: the first branch whose condition is TRUE."""
-        subject = node.this
-        conditions, values = [], []
-        for branch in node.args.get("ifs") or []:
-            if subject is not None:
-                test = self.compare("=", self.compile(subject), self.compile(branch.this))
-            else:
-                test = self.boolean(self.compile(branch.this), "CASE WHEN")
-            conditions.append(test)
-            values.append(self.compile(branch.args["true"]))
-        if not conditions:
-            raise FilterError("CASE needs at least one WHEN branch")
-        default = node.args.get("default")
-        values.append(self.compile(default) if default is not None else _literal(pa.scalar(None)))
-        values = self.unify(values, "CASE")
-        known = [v.type for v in values if not v.is_null_literal]
-        target = known[0] if known else pa.null()
-        if any(t != target for t in known):
-            target = pc.coalesce(*(pa.array([], type=t) for t in known)).type  # Arrow's common type
-        values = [
-            _literal(pa.scalar(None, target)) if v.is_null_literal else self.convert(v, target)
-            for v in values
-        ]
-        n = len(conditions)
-
-        def pick(*xs: Any) -> Any:
-            tests = [pc.coalesce(x, pa.scalar(False)) for x in xs[:n]]
-            return pc.case_when(pc.make_struct(*tests, field_names=[str(i) for i in range(n)]), *xs[n:])
-
-        return self.apply("CASE", pick, *conditions, *values)
-
     def negate(self, operand: _Operand) -> _Operand:
         value = operand.value
         if (
@@ -535,10 +443,6 @@ class _Compiler:
 _FLIP = {"=": "=", "<>": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
 
-def _days(x: Any) -> Any:
-    return x.cast(pa.int32()).cast(pa.int64())
-
-
 def _binary_literal(digits: str) -> _Operand:
     try:
         return _literal(pa.scalar(bytes.fromhex(digits), pa.binary()))
@@ -546,24 +450,6 @@ def _binary_literal(digits: str) -> _Operand:
         raise FilterError(
             f"invalid binary literal X'{digits}' (needs an even number of hex digits)"
         ) from None
-
-
-def _wide_integers(c: _Compiler, a: _Operand, b: _Operand) -> tuple[_Operand, _Operand]:
-    """A uint64 meets a signed integer: both as decimal128(20, 0), which holds either; an integer
-    meets a decimal: the integer as the decimal DataFusion widens its type to."""
-    ta, tb = a.type, b.type
-    if pa.types.is_integer(ta) and pa.types.is_decimal(tb):
-        return c.convert(a, _integer_as_decimal(ta)), b
-    if pa.types.is_decimal(ta) and pa.types.is_integer(tb):
-        return a, c.convert(b, _integer_as_decimal(tb))
-    if not (pa.types.is_integer(ta) and pa.types.is_integer(tb)):
-        return a, b
-    if (ta == pa.uint64() and pa.types.is_signed_integer(tb)) or (
-        tb == pa.uint64() and pa.types.is_signed_integer(ta)
-    ):
-        wide = pa.decimal128(20, 0)
-        return c.convert(a, wide), c.convert(b, wide)
-    return a, b
 
 
 _PLAIN_COMPARE: dict[str, Callable[..., Any]] = {

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from sqlglot import exp
 
 from lance_table.errors import FilterError
-from lance_table.filters import arrays
+from lance_table.filters import arrays, forms
 from lance_table.filters.literals import _coerce_literal, _is_string, _literal, _Operand
 
 if TYPE_CHECKING:
@@ -280,7 +280,7 @@ def _array_length(c: _Compiler, node: exp.Expr) -> _Operand:
 
 def coalesce(c: _Compiler, operands: list[_Operand]) -> _Operand:
     """The first non-NULL operand, in the operands' common type (literals take a column's type)."""
-    operands = c.unify(operands, "coalesce()")
+    operands = forms.unify(c, operands, "coalesce()")
     if len(operands) == 1:
         return operands[0]
     return c.apply("coalesce()", pc.coalesce, *operands)
