@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import re
+import zoneinfo
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,7 +45,7 @@ _DATE_RE = re.compile(r"\s*(\d{4})-(\d{1,2})-(\d{1,2})\s*")
 _TIMESTAMP_RE = re.compile(
     r"""\s*(\d{4})-(\d{1,2})-(\d{1,2})
         (?:[Tt\s]\s*(\d{1,2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?)?
-        \s*([Zz]|[+-]\d{2}(?::?\d{2})?)?\s*""",
+        \s*([Zz]|[+-]\d{2}(?::?\d{2})?|[A-Za-z][A-Za-z0-9_+\-/]+)?\s*""",
     re.VERBOSE,
 )
 _EPOCH = dt.datetime(1970, 1, 1)
@@ -112,11 +113,18 @@ def _parse_timestamp(text: str) -> pa.Scalar:
         wall = dt.datetime(year, month, day, hour, minute, second)
     except ValueError:
         raise FilterError(
-            f"cannot read {text!r} as a timestamp (expected YYYY-MM-DD[ HH:MM[:SS[.fff]]][Z|+HH:MM])"
+            f"cannot read {text!r} as a timestamp (expected YYYY-MM-DD[ HH:MM[:SS[.fff]]][Z|+HH:MM|zone])"
         ) from None
     nanos = (wall - _EPOCH) // dt.timedelta(microseconds=1) * 1000 + int((m[7] or "").ljust(9, "0"))
     zone = m[8]
-    if zone and zone not in "Zz":
+    if zone and len(zone) > 1 and zone[0].isalpha():  # a zone name: UTC, Europe/Berlin, ...
+        try:
+            offset = zoneinfo.ZoneInfo(zone).utcoffset(wall)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            raise FilterError(f"cannot read {text!r} as a timestamp: unknown time zone {zone!r}") from None
+        assert offset is not None
+        nanos -= offset // dt.timedelta(microseconds=1) * 1000
+    elif zone and zone not in "Zz":
         sign = -1 if zone[0] == "-" else 1
         digits = zone[1:].replace(":", "")
         offset_minutes = int(digits[:2]) * 60 + int(digits[2:] or 0)
