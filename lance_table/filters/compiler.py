@@ -160,6 +160,8 @@ class _Compiler:
             if node.this in self.schema.names:
                 return self.column([(node.this, True)])
             return _literal(pa.scalar(node.this, pa.string()))
+        if isinstance(node, exp.Bracket) and not self.is_field_access(node):
+            return self.list_element(node)
         if isinstance(node, (exp.Column, exp.Dot, exp.Identifier, exp.Var, exp.Bracket)):
             return self.column(self.column_path(node))
         raise self.unsupported(node)
@@ -185,11 +187,35 @@ class _Compiler:
             return [part for p in node.parts for part in self.column_path(p)]
         if isinstance(node, exp.Dot):
             return self.column_path(node.this) + self.column_path(node.expression)
-        if isinstance(node, exp.Bracket) and len(node.expressions) == 1:
+        if isinstance(node, exp.Bracket) and len(node.expressions) == 1 and self.is_field_access(node):
             key = node.expressions[0]
             if isinstance(key, exp.Literal) and key.is_string:  # s['x'] is the field x of s
                 return [*self.column_path(node.this), (str(key.this), True)]
         raise self.unsupported(node)
+
+    @staticmethod
+    def is_field_access(node: exp.Bracket) -> bool:
+        keys = node.expressions
+        return len(keys) == 1 and isinstance(keys[0], exp.Literal) and keys[0].is_string
+
+    def list_element(self, node: exp.Bracket) -> _Operand:
+        """``l[i]``: the i-th element (from 1) of a list, NULL where the list is shorter or NULL."""
+        keys = node.expressions
+        index = self.compile(keys[0]) if len(keys) == 1 else None
+        if index is None or index.value is None or not pa.types.is_integer(index.type):
+            raise FilterError("a list index must be one integer literal, as in l[1]")
+        lists = self.compile(node.this)
+        if not (pa.types.is_list(lists.type) or pa.types.is_large_list(lists.type)):
+            raise FilterError(f"cannot index {lists.type} with [{index.value}]: it is not a list")
+        position = index.value.as_py()
+        if position is None or position < 1:  # DataFusion counts from 1; 0 and below find nothing
+            return _literal(pa.scalar(None, lists.type.value_type))
+
+        def element(x: Any) -> Any:
+            one = pc.list_slice(x, position - 1, position, return_fixed_size_list=True)
+            return pc.list_element(one, 0)
+
+        return self.apply(f"[{position}]", element, lists)
 
     def column(self, path: list[tuple[str, bool]]) -> _Operand:
         """The column (or struct field) a reference names, resolved as pylance resolves names."""
@@ -229,7 +255,7 @@ class _Compiler:
         return _balanced(lambda a, b: self.apply(keyword, fn, a, b), operands)
 
     def is_(self, node: exp.Is) -> _Operand:
-        operand = self.compile(node.this)
+        operand = functions.regexp_match_nulls(self, node.this) or self.compile(node.this)
         test = node.expression
         if isinstance(test, exp.Null):  # IS NULL (and IS UNKNOWN, which sqlglot reads the same)
             return self.apply("IS NULL", pc.is_null, operand)

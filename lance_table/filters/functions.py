@@ -1,7 +1,7 @@
 """The SQL functions pylance users write, compiled to Arrow compute expressions.
 
 Strings: ``starts_with``, ``ends_with``, ``contains``, ``regexp_like`` (flags ``i``, ``m``, ``s``,
-``U``), ``regexp_match`` (in a filter: whether the text matches), ``lower``, ``upper``, ``length``
+``U``), ``regexp_match`` (a condition in a filter: whether the text matches), ``lower``, ``upper``, ``length``
 (``char_length``), ``octet_length``, ``concat`` (NULLs skipped) and ``||`` (NULL when a side is);
 ``coalesce`` (``ifnull``, ``nvl``), ``nullif``; lists: ``array_has`` (``array_contains``,
 ``list_has``), ``array_has_any``, ``array_has_all``, ``array_length`` (``cardinality``) with array
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 _SIMPLE: dict[type[exp.Expr], tuple[str, Callable[..., pc.Expression]]] = {
     exp.Lower: ("lower", pc.utf8_lower),
     exp.Upper: ("upper", pc.utf8_upper),
-    exp.Abs: ("abs", pc.abs),
+    exp.Abs: ("abs", pc.abs_checked),  # abs(-128) of an int8 is an overflow error, as in pylance
     exp.Length: ("length", pc.utf8_length),
 }
 _TEXT_TESTS: dict[type[exp.Expr], tuple[str, Callable[..., pc.Expression]]] = {
@@ -83,8 +83,8 @@ def compile_function(c: _Compiler, node: exp.Expr) -> _Operand:
                     "regexp_match() returns a list, which is not supported here; use regexp_like()"
                 )
             result = _regexp_like(c, name, args[0], args[1], args[2] if len(args) == 3 else None)
-            if name == "regexp_match":  # its list is NULL where nothing matches: TRUE or NULL here
-                result = c.apply(name, lambda m: pc.if_else(m, True, None), result)
+            if name == "regexp_match":  # as a condition, pylance reads it as "its list IS NOT NULL"
+                result = c.apply(name, lambda m: pc.coalesce(m, False), result)
             return result
         if name == "list_has":
             _arity(name, args, 2)
@@ -156,6 +156,18 @@ _HANDLED = (
     exp.Concat,
     exp.ConcatWs,
 )
+
+
+def regexp_match_nulls(c: _Compiler, node: exp.Expr) -> _Operand | None:
+    """For ``regexp_match(...) IS [NOT] NULL``: TRUE where its list would hold the match, NULL where
+    it would be NULL (no match, or a NULL text); None when ``node`` is not a call of regexp_match."""
+    if not (isinstance(node, exp.Anonymous) and str(node.this).lower() == "regexp_match"):
+        return None
+    args = list(node.expressions)
+    if not 2 <= len(args) <= 3:
+        raise FilterError(f"regexp_match() takes 2 or 3 arguments, got {len(args)}")
+    found = _regexp_like(c, "regexp_match", args[0], args[1], args[2] if len(args) == 3 else None)
+    return c.apply("regexp_match", lambda m: pc.if_else(m, True, None), found)
 
 
 def _arity(name: str, args: Sequence[exp.Expr], n: int) -> None:

@@ -120,6 +120,8 @@ SAME = [
     "array_has(l, 3)",
     "array_has_any(l, [1, 3])",
     "array_length(l)",
+    "l[1]",
+    "l[2] * 10",
     "x + NULL",
     "x = NULL",
     "d - d",
