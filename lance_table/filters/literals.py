@@ -148,7 +148,9 @@ def _cast_options(source: pa.DataType, target: pa.DataType) -> pc.CastOptions:
     from_float = pa.types.is_floating(source)
     return pc.CastOptions(
         target,
-        allow_float_truncate=from_float and (pa.types.is_integer(target) or pa.types.is_decimal(target)),
+        # (and, as DataFusion, integers too wide for a float's mantissa are rounded)
+        allow_float_truncate=(from_float and (pa.types.is_integer(target) or pa.types.is_decimal(target)))
+        or (pa.types.is_integer(source) and pa.types.is_floating(target)),
         allow_time_truncate=_is_temporal(source) and _is_temporal(target),
         allow_decimal_truncate=pa.types.is_decimal(source) and not pa.types.is_decimal(target),
     )
@@ -166,12 +168,52 @@ def _cast(x: Any, source: pa.DataType, target: pa.DataType) -> Any:
     if pa.types.is_floating(source) and pa.types.is_integer(target):
         # DataFusion truncates the fraction, and refuses NaN, infinities and values out of range
         return pc.trunc(x).cast(options=pc.CastOptions(target))
+    if _is_string(target) and (pa.types.is_floating(source) or _is_naive(source)):
+        text = x.cast(options=_cast_options(source, pa.string()))
+        text = _float_text(text) if pa.types.is_floating(source) else _timestamp_text(text)
+        return text if target == pa.string() else text.cast(target)
     if _is_naive(source) and pa.types.is_timestamp(target) and target.tz and target.tz not in _UTC_NAMES:
         # a naive timestamp meeting a zoned one is wall-clock time in that zone, as DataFusion reads it
         naive = pa.timestamp(target.unit)
         x = x.cast(options=_cast_options(source, naive))
         return pc.assume_timezone(x, timezone=target.tz, ambiguous="earliest", nonexistent="earliest")
     return x.cast(options=_cast_options(source, target))
+
+
+def _rewrite(x: Any, rules: list[tuple[str, str]]) -> Any:
+    for pattern, replacement in rules:
+        x = pc.replace_substring_regex(x, pattern=pattern, replacement=replacement)
+    return x
+
+
+# Arrow writes floats as 1.5e+20, 3, nan and switches to exponents at 1e15 and below 1e-6;
+# DataFusion (as pylance casts) writes 1.5e20, 3.0, NaN and switches at 1e16 and below 1e-5
+_FLOAT_TEXT = [
+    (r"^nan$", "NaN"),
+    (r"^(-?\d+)$", r"\1.0"),
+    (r"^(-?)0\.00000([1-9])$", r"\1\2e-6"),
+    (r"^(-?)0\.00000([1-9])(\d+)$", r"\1\2.\3e-6"),
+    (r"^(-?\d)e\+15$", r"\1" + "0" * 15 + ".0"),
+    *((rf"^(-?\d)\.(\d{{{k}}})e\+15$", r"\1\2" + "0" * (15 - k) + ".0") for k in range(1, 16)),
+    (r"^(-?\d)\.(\d{15})(\d+)e\+15$", r"\1\2.\3"),
+    (r"e\+", "e"),
+]
+# Arrow writes naive timestamps as 2024-01-01 00:00:00.500000; DataFusion as 2024-01-01T00:00:00.500
+_TIMESTAMP_TEXT = [
+    (r"^(\d+-\d\d-\d\d) ", r"\1T"),
+    (r"\.(000|000000|000000000)$", ""),
+    (r"(\.\d{3})000000$", r"\1"),
+    (r"(\.\d{3})000$", r"\1"),
+    (r"(\.\d{6})000$", r"\1"),
+]
+
+
+def _float_text(x: Any) -> Any:
+    return _rewrite(x, _FLOAT_TEXT)
+
+
+def _timestamp_text(x: Any) -> Any:
+    return _rewrite(x, _TIMESTAMP_TEXT)
 
 
 _UTC_NAMES = frozenset({"UTC", "utc", "Etc/UTC", "+00:00", "Z", "GMT"})
