@@ -49,8 +49,11 @@ def arithmetic(c: _Compiler, symbol: str, fn: Callable[..., Any], a: _Operand, b
 
 
 def unify(c: _Compiler, operands: list[_Operand], what: str) -> list[_Operand]:
-    """Literals among ``operands`` take the type of the first non-literal, where they fit."""
+    """Literals among ``operands`` take the type of the first non-literal (else of the first non-NULL
+    literal), where they fit."""
     target = next((o.type for o in operands if not o.is_literal), None)
+    if target is None:  # only literals: the first that is not NULL sets the type
+        target = next((o.type for o in operands if not o.is_null_literal), None)
     if target is None:
         return operands
     out = []

@@ -293,6 +293,8 @@ def _array_length(c: _Compiler, node: exp.Expr) -> _Operand:
 def coalesce(c: _Compiler, operands: list[_Operand]) -> _Operand:
     """The first non-NULL operand, in the operands' common type (literals take a column's type)."""
     operands = forms.unify(c, operands, "coalesce()")
+    if all(o.is_null_literal for o in operands):
+        return operands[0]
     if len(operands) == 1:
         return operands[0]
     return c.apply("coalesce()", pc.coalesce, *operands)
