@@ -32,7 +32,9 @@ Functions: see :mod:`lance_table.filters.functions` (``starts_with``, ``regexp_l
 :mod:`lance_table.filters.values`.
 
 Not supported (a :class:`~lance_table.errors.FilterError` names the construct): subqueries, aggregates,
-TRY_CAST, intervals, table qualifiers, and functions other than those listed.
+TRY_CAST, intervals, table qualifiers, functions other than those listed, and patterns that are
+columns rather than literals (``name LIKE other``, ``contains(a, b)``, ``array_has(l, x)``), which
+pylance accepts.
 """
 
 from __future__ import annotations

@@ -326,3 +326,25 @@ def test_decimal_results_keep_their_precision() -> None:
         None,
         decimal.Decimal("6.0000"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("sql", "arrow_type", "value"),
+    [
+        ("coalesce(NULL, 1)", pa.int64(), 1),
+        ("coalesce(NULL, NULL)", pa.null(), None),
+        ("NULL IS DISTINCT FROM NULL", pa.bool_(), False),
+        ("1 IS DISTINCT FROM NULL", pa.bool_(), True),
+        ("concat_ws('-', 'a', NULL, 'b')", pa.string(), "a-b"),
+        ("'a' || NULL", pa.string(), None),
+        ("nullif(1, 1)", pa.int64(), None),
+        ("CASE WHEN 1 = 2 THEN 'a' ELSE 'b' END", pa.string(), "b"),
+        ("CASE 2 WHEN 1 THEN 10 WHEN 2 THEN 20 END", pa.int64(), 20),
+        ("date '2024-01-02' - date '2024-01-01'", pa.int64(), 1),
+        ("CAST(1.5 AS string)", pa.string(), "1.5"),
+    ],
+)
+def test_literal_only_expressions_fill_every_row(sql: str, arrow_type: pa.DataType, value: Any) -> None:
+    result = evaluate(sql, TABLE)
+    assert result.type == arrow_type
+    assert result.to_pylist() == [value] * TABLE.num_rows
