@@ -4,7 +4,7 @@ several operands (``coalesce``, ``CASE``), ``IS [NOT] DISTINCT FROM`` and ``CASE
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -20,8 +20,19 @@ from lance_table.filters.literals import (
     _Operand,
 )
 
-if TYPE_CHECKING:
-    from lance_table.filters.compiler import _Compiler
+
+class _Compiler(Protocol):
+    """What these forms use of the compiler (:class:`lance_table.filters.compiler._Compiler`)."""
+
+    literals_take_column_type: bool
+    regexp_match_as_boolean: bool
+
+    def apply(self, what: str, fn: Callable[..., Any], *operands: _Operand) -> _Operand: ...
+    def compile(self, node: exp.Expr) -> _Operand: ...
+    def compare(self, op: str, a: _Operand, b: _Operand) -> _Operand: ...
+    def convert(self, operand: _Operand, target: pa.DataType) -> _Operand: ...
+    def boolean(self, operand: _Operand, what: str) -> _Operand: ...
+    def unsupported(self, node: exp.Expr) -> FilterError: ...
 
 
 def arithmetic_pair(c: _Compiler, a: _Operand, b: _Operand) -> tuple[_Operand, _Operand]:

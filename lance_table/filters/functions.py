@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -20,10 +19,8 @@ from sqlglot import exp
 
 from lance_table.errors import FilterError
 from lance_table.filters import arrays, forms
+from lance_table.filters.forms import _Compiler
 from lance_table.filters.literals import _coerce_literal, _is_string, _literal, _Operand
-
-if TYPE_CHECKING:
-    from lance_table.filters.compiler import _Compiler
 
 _SIMPLE: dict[type[exp.Expr], tuple[str, Callable[..., pc.Expression]]] = {
     exp.Lower: ("lower", pc.utf8_lower),
