@@ -6,6 +6,8 @@ fits, also from that built-in, so ``except ValueError`` and ``except FileNotFoun
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -94,6 +96,30 @@ class FilterError(LanceTableError, ValueError):
 class ScanOptionError(LanceTableError, ValueError):
     """A scan option has a bad value (a negative limit, a batch size below 1) or asks what a scan
     cannot answer (a count with a limit), as pylance's ``ValueError`` says."""
+
+
+class ColumnNotFoundError(FilterError):
+    """An expression names a column (or a struct field) the schema does not have.
+
+    The message lists the columns there are and suggests the nearest one. Attributes:
+        name: the name as written.
+        columns: the top-level columns (or, for a struct field, the struct's fields) there are.
+        parent: the struct column whose field is missing; None for a top-level column.
+        suggestion: the nearest existing name, when one is close.
+    """
+
+    def __init__(self, name: str, columns: Sequence[str], *, parent: str | None = None) -> None:
+        self.name = name
+        self.columns = tuple(columns)
+        self.parent = parent
+        folded = {c.casefold(): c for c in reversed(self.columns)}
+        close = difflib.get_close_matches(name.casefold(), list(folded), n=1, cutoff=0.6)
+        self.suggestion = folded[close[0]] if close else None
+        what = f"unknown field '{name}' in struct column '{parent}'" if parent else f"unknown column '{name}'"
+        hint = f"; did you mean '{self.suggestion}'?" if self.suggestion else ""
+        listed = ", ".join(self.columns[:50]) + (", ..." if len(self.columns) > 50 else "")
+        kind = "its fields" if parent else "the columns"
+        super().__init__(f"{what}{hint} ({kind}: {listed})")
 
 
 class StorageOptionsError(LanceTableError, ValueError):

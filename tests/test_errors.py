@@ -20,6 +20,7 @@ ARGS = {
     errors.InvalidURIError: (("file://h/x", "names the host 'h'"), {}),
     errors.CommitConflictError: (("lost the race",), {"retryable": True}),
     errors.DataFileNotFoundError: (("data/a.lance", 3), {"cleaned_up": True}),
+    errors.ColumnNotFoundError: (("nmae", ("id", "name")), {"parent": "s"}),
 }
 CLASSES = [c for c in vars(errors).values() if inspect.isclass(c) and issubclass(c, errors.LanceTableError)]
 

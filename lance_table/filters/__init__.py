@@ -10,12 +10,16 @@ The SQL follows Lance's dialect:
 * ``'...'`` is a string (``''`` escapes a quote); ```...``` quotes an identifier (````` escapes a
   backtick). Lance reads ``"..."`` as a *string*; here ``"name"`` is a column when the schema has a
   top-level column of exactly that name, or when it is part of a dotted path, and a string otherwise.
-* Identifiers are case sensitive and never normalised: ``Id`` names the column ``Id``, not ``id``.
-* ``a.b.c`` is field ``b.c`` of the struct column ``a``; table qualifiers are not accepted (pylance
-  rejects them too).
+* Names resolve as pylance resolves them (:mod:`lance_table.filters.names`): an unquoted name is
+  the column of exactly that name, else the first column equal to it ignoring case; quoted names and
+  struct fields match exactly. An unknown name is a :class:`~lance_table.errors.ColumnNotFoundError`
+  that lists the columns and suggests the nearest.
 * Literals take the type of the column they meet, as in DataFusion: ``d = '2024-01-01'`` compares the
-  date column ``d`` with a date, ``tz > timestamp '2024-01-01 10:00:00'`` reads the naive literal as UTC,
-  ``f32 = 0.1`` compares in float32.
+  date column ``d`` with a date, ``ts > timestamp '2024-01-01 10:00:00'`` compares in the column's unit,
+  ``f32 = 0.1`` compares in float32. A naive timestamp (column or literal) meeting a zoned one is
+  wall-clock time in that zone (a literal with an offset is converted to UTC first), as in pylance.
+  An integer literal outside an integer column's range is answered (``u > -1`` on uint64 holds for
+  every non-NULL row), where pylance refuses it.
 * Floats compare in DataFusion's total order: NaN equals NaN and sorts above +inf, so ``f > 1``
   selects NaN rows (IEEE 754 comparisons, which Arrow uses, would not). Unlike DataFusion, -0.0 equals
   0.0 also between two columns, and a NaN with its sign bit set (``0.0 / 0`` on x86) still sorts last.
@@ -23,9 +27,14 @@ The SQL follows Lance's dialect:
   ``x IN (1, NULL)`` is NULL (not false) when ``x`` is not 1. A filter selects the rows where the
   predicate is TRUE; :meth:`pyarrow.Table.filter` drops NULLs, which is the same thing.
 
+Functions: see :mod:`lance_table.filters.functions` (``starts_with``, ``regexp_like``, ``coalesce``,
+``array_has`` and others); value expressions (projections, ``update``, ``add_columns``): see
+:mod:`lance_table.filters.values`.
+
 Not supported (a :class:`~lance_table.errors.FilterError` names the construct): subqueries, aggregates,
-CASE, ``IS [NOT] DISTINCT FROM``, TRY_CAST, intervals, table qualifiers, and functions other than
-``lower``, ``upper``, ``abs`` and ``length``.
+TRY_CAST, intervals, table qualifiers, functions other than those listed, and patterns that are
+columns rather than literals (``name LIKE other``, ``contains(a, b)``, ``array_has(l, x)``), which
+pylance accepts.
 """
 
 from __future__ import annotations
@@ -37,8 +46,17 @@ from lance_table.errors import FilterError
 from lance_table.filters.columns import expression_columns
 from lance_table.filters.compiler import _Compiler
 from lance_table.filters.dialect import parse
+from lance_table.filters.values import CompiledValue, analyze_value, compile_value, evaluate
 
-__all__ = ["compile_filter", "filter_columns", "parse_filter"]
+__all__ = [
+    "CompiledValue",
+    "analyze_value",
+    "compile_filter",
+    "compile_value",
+    "evaluate",
+    "filter_columns",
+    "parse_filter",
+]
 
 
 def parse_filter(predicate: str | pc.Expression, schema: pa.Schema) -> pc.Expression:
@@ -50,8 +68,9 @@ def parse_filter(predicate: str | pc.Expression, schema: pa.Schema) -> pc.Expres
     Supported: comparisons (``= == != <> < <= > >=``), ``AND``/``OR``/``NOT``, parentheses,
     ``[NOT] IN (...)``, ``[NOT] BETWEEN``, ``IS [NOT] NULL``, ``IS [NOT] TRUE/FALSE``,
     ``[NOT] LIKE``/``ILIKE`` (with ``ESCAPE``), ``+ - * / %`` and unary minus, ``CAST(x AS type)`` and
-    ``x::type``, the functions ``lower``, ``upper``, ``abs``, ``length``; literals: integers, floats,
-    strings, ``TRUE``/``FALSE``/``NULL``, ``date '...'``, ``timestamp '...'``.
+    ``x::type``, ``IS [NOT] DISTINCT FROM``, ``CASE``, ``||``, the functions of
+    :mod:`lance_table.filters.functions`; literals: integers, floats, strings, ``X'..'``,
+    ``TRUE``/``FALSE``/``NULL``, ``date '...'``, ``timestamp '...'``, ``CURRENT_DATE``.
 
     Args:
         predicate: the SQL text, or an already built Expression.

@@ -18,6 +18,7 @@ from sqlglot import exp
 
 from lance_table.errors import FilterError
 from lance_table.filters.dialect import parse
+from lance_table.filters.names import resolve_column
 
 _FLIP = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 _OPS = {exp.EQ: "=", exp.NEQ: "!=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
@@ -113,8 +114,11 @@ def _column(node: exp.Expr | None, schema: pa.Schema) -> tuple[str | None, pa.Da
     """A plain top-level column (one that appears once in the schema) and its type."""
     if not isinstance(node, exp.Column) or node.table or isinstance(node.this, exp.Star):
         return None, None
-    name = str(node.this.this) if isinstance(node.this, exp.Identifier) else str(node.name)
-    if len(schema.get_all_field_indices(name)) != 1:  # unknown or ambiguous
+    quoted = isinstance(node.this, exp.Identifier) and bool(node.this.quoted)
+    written = str(node.this.this) if isinstance(node.this, exp.Identifier) else str(node.name)
+    try:  # the column the compiler reads for this name
+        name = resolve_column(written, schema, quoted=quoted)
+    except FilterError:  # unknown or ambiguous
         return None, None
     return name, schema.field(name).type
 

@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 from sqlglot import exp
 
 from lance_table.errors import FilterError
+from lance_table.filters import forms, functions
 from lance_table.filters.literals import (
     _NULL_BOOL,
     _arrow_type,
@@ -25,6 +26,7 @@ from lance_table.filters.literals import (
     _number_literal,
     _Operand,
 )
+from lance_table.filters.names import resolve_column, resolve_field
 
 _COMPARISONS: dict[type[exp.Expr], str] = {
     exp.EQ: "=",
@@ -41,12 +43,6 @@ _ARITHMETIC: dict[type[exp.Expr], tuple[str, Callable[..., Any]]] = {
     # Integer division truncates toward zero and % takes the dividend's sign, as in DataFusion.
     exp.Div: ("/", pc.divide),
     exp.Mod: ("%", pc.remainder),
-}
-_FUNCTIONS: dict[type[exp.Expr], tuple[str, Callable[..., Any]]] = {
-    exp.Lower: ("lower", pc.utf8_lower),
-    exp.Upper: ("upper", pc.utf8_upper),
-    exp.Abs: ("abs", pc.abs),
-    exp.Length: ("length", pc.utf8_length),
 }
 
 
@@ -65,9 +61,14 @@ def _balanced(fn: Callable[[_Operand, _Operand], _Operand], operands: Sequence[_
 class _Compiler:
     """Turns a sqlglot tree into an :class:`_Operand`, recording the top-level columns it reads."""
 
-    def __init__(self, schema: pa.Schema) -> None:
+    def __init__(self, schema: pa.Schema, *, values: bool = False) -> None:
         self.schema = schema
         self.columns: set[str] = set()
+        # pylance plans filters and value expressions apart: in a filter, regexp_match(s, p) tests
+        # whether s matches, and arithmetic promotes as DataFusion does (i8 * 2 is int64); in a value
+        # expression a numeric literal takes the other operand's type (i8 * 2 is int8, and wraps)
+        self.regexp_match_as_boolean = not values
+        self.literals_take_column_type = values
 
     # -- plumbing ----------------------------------------------------------------------------------
 
@@ -79,6 +80,13 @@ class _Compiler:
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
             types = ", ".join(str(o.type) for o in operands)
             raise FilterError(f"cannot apply {what} to {types}: {e}") from e
+        if operands and all(o.value is not None for o in operands):  # fold constants, as DataFusion
+            try:
+                folded = fn(*(o.value for o in operands))
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+                raise FilterError(f"cannot evaluate {what}: {e}") from e
+            if isinstance(folded, pa.Scalar) and folded.type == result_type:
+                return _literal(folded)
         return _Operand(fn(*(o.expr for o in operands)), result_type)
 
     @staticmethod
@@ -123,20 +131,26 @@ class _Compiler:
             return self.like(node)
         if type(node) in _ARITHMETIC:
             symbol, fn = _ARITHMETIC[type(node)]
-            return self.apply(symbol, fn, self.compile(node.this), self.compile(node.expression))
+            a, b = forms.arithmetic_pair(self, self.compile(node.this), self.compile(node.expression))
+            if symbol == "-" and pa.types.is_date32(a.type) and pa.types.is_date32(b.type):
+                a, b = (self.apply("days", forms.days, o) for o in (a, b))  # date - date is days, int64
+            return forms.arithmetic(self, symbol, fn, a, b)
         if isinstance(node, exp.Neg):
             return self.negate(self.compile(node.this))
-        if type(node) in _FUNCTIONS:
-            name, fn = _FUNCTIONS[type(node)]
-            if any(v for k, v in node.args.items() if k != "this"):
-                raise FilterError(f"{name}() takes exactly one argument")
-            return self.apply(f"{name}()", fn, self.compile(node.this))
+        if functions.is_function(node):
+            return functions.compile_function(self, node)
+        if isinstance(node, (exp.NullSafeEQ, exp.NullSafeNEQ)):
+            return forms.distinct(self, node)
+        if isinstance(node, exp.Case):
+            return forms.case(self, node)
         if isinstance(node, exp.Cast) and not isinstance(node, exp.TryCast):
             return self.cast(node)
         if isinstance(node, exp.Literal):
             if node.is_string:
                 return _literal(pa.scalar(node.this, pa.string()))
             return _number_literal(node.this)
+        if isinstance(node, exp.HexString):
+            return _binary_literal(str(node.this))
         if isinstance(node, exp.Boolean):
             return _literal(pa.scalar(bool(node.this), pa.bool_()))
         if isinstance(node, exp.Null):
@@ -144,9 +158,11 @@ class _Compiler:
         if isinstance(node, exp.RawString):
             # "..." is a column when it names one (standard SQL), else a string (Lance)
             if node.this in self.schema.names:
-                return self.column([node.this])
+                return self.column([(node.this, True)])
             return _literal(pa.scalar(node.this, pa.string()))
-        if isinstance(node, (exp.Column, exp.Dot, exp.Identifier, exp.Var)):
+        if isinstance(node, exp.Bracket) and not self.is_field_access(node):
+            return self.list_element(node)
+        if isinstance(node, (exp.Column, exp.Dot, exp.Identifier, exp.Var, exp.Bracket)):
             return self.column(self.column_path(node))
         raise self.unsupported(node)
 
@@ -157,37 +173,66 @@ class _Compiler:
 
     # -- columns -----------------------------------------------------------------------------------
 
-    def column_path(self, node: exp.Expr) -> list[str]:
-        if isinstance(node, (exp.Identifier, exp.Var, exp.RawString)):
-            return [str(node.this)]
+    def column_path(self, node: exp.Expr) -> list[tuple[str, bool]]:
+        """The parts of a column reference, each with whether it was quoted."""
+        if isinstance(node, exp.Identifier):
+            return [(str(node.this), bool(node.quoted))]
+        if isinstance(node, exp.Var):
+            return [(str(node.this), False)]
+        if isinstance(node, exp.RawString):
+            return [(str(node.this), True)]
         if isinstance(node, exp.Column):
             if isinstance(node.this, exp.Star):
                 raise self.unsupported(node.this)
-            return [str(part.this) for part in node.parts]
+            return [part for p in node.parts for part in self.column_path(p)]
         if isinstance(node, exp.Dot):
             return self.column_path(node.this) + self.column_path(node.expression)
+        if isinstance(node, exp.Bracket) and len(node.expressions) == 1 and self.is_field_access(node):
+            key = node.expressions[0]
+            if isinstance(key, exp.Literal) and key.is_string:  # s['x'] is the field x of s
+                return [*self.column_path(node.this), (str(key.this), True)]
         raise self.unsupported(node)
 
-    def column(self, path: list[str]) -> _Operand:
-        name = path[0]
-        index = self.schema.get_field_index(name)
-        if index < 0:
-            if name in self.schema.names:
-                raise FilterError(f"ambiguous column '{name}': the schema has it more than once")
-            raise FilterError(f"unknown column '{name}'")
-        field_type = self.schema.field(index).type
-        for depth, child in enumerate(path[1:], start=1):
-            parent = ".".join(path[:depth])
+    @staticmethod
+    def is_field_access(node: exp.Bracket) -> bool:
+        keys = node.expressions
+        return len(keys) == 1 and isinstance(keys[0], exp.Literal) and keys[0].is_string
+
+    def list_element(self, node: exp.Bracket) -> _Operand:
+        """``l[i]``: the i-th element (from 1) of a list, NULL where the list is shorter or NULL."""
+        keys = node.expressions
+        index = self.compile(keys[0]) if len(keys) == 1 else None
+        if index is None or index.value is None or not pa.types.is_integer(index.type):
+            raise FilterError("a list index must be one integer literal, as in l[1]")
+        lists = self.compile(node.this)
+        if not (pa.types.is_list(lists.type) or pa.types.is_large_list(lists.type)):
+            raise FilterError(f"cannot index {lists.type} with [{index.value}]: it is not a list")
+        position = index.value.as_py()
+        if position is None or position < 1:  # DataFusion counts from 1; 0 and below find nothing
+            return _literal(pa.scalar(None, lists.type.value_type))
+
+        def element(x: Any) -> Any:
+            one = pc.list_slice(x, position - 1, position, return_fixed_size_list=True)
+            return pc.list_element(one, 0)
+
+        return self.apply(f"[{position}]", element, lists)
+
+    def column(self, path: list[tuple[str, bool]]) -> _Operand:
+        """The column (or struct field) a reference names, resolved as pylance resolves names."""
+        # a quoted name alone matches exactly; the first part of a dotted path resolves as unquoted
+        name = resolve_column(path[0][0], self.schema, quoted=path[0][1] and len(path) == 1)
+        field_type = self.schema.field(name).type
+        names = [name]
+        for child, _ in path[1:]:
+            parent = ".".join(names)
             if not pa.types.is_struct(field_type):
                 raise FilterError(
                     f"column '{parent}' is of type {field_type}, not a struct with field '{child}'"
                 )
-            child_index = field_type.get_field_index(child)
-            if child_index < 0:
-                raise FilterError(f"unknown field '{child}' in struct column '{parent}'")
-            field_type = field_type.field(child_index).type
+            field_type = field_type.field(resolve_field(field_type, child, parent)).type
+            names.append(child)
         self.columns.add(name)
-        operand = _Operand(pc.field(*path) if len(path) > 1 else pc.field(name), field_type)
+        operand = _Operand(pc.field(*names) if len(names) > 1 else pc.field(name), field_type)
         if pa.types.is_dictionary(field_type):  # compare dictionary-encoded columns by their values
             operand = self.convert(operand, field_type.value_type)
         return operand
@@ -210,7 +255,7 @@ class _Compiler:
         return _balanced(lambda a, b: self.apply(keyword, fn, a, b), operands)
 
     def is_(self, node: exp.Is) -> _Operand:
-        operand = self.compile(node.this)
+        operand = functions.regexp_match_nulls(self, node.this) or self.compile(node.this)
         test = node.expression
         if isinstance(test, exp.Null):  # IS NULL (and IS UNKNOWN, which sqlglot reads the same)
             return self.apply("IS NULL", pc.is_null, operand)
@@ -262,7 +307,11 @@ class _Compiler:
     def compare(self, op: str, a: _Operand, b: _Operand) -> _Operand:
         if a.is_null_literal or b.is_null_literal:
             return _NULL_BOOL
+        outside = self.out_of_range(op, a, b)
+        if outside is not None:
+            return outside
         a, b = self.coerce_pair(a, b)
+        a, b = forms.wide_integers(self, a, b)
         if pa.types.is_floating(a.type) or pa.types.is_floating(b.type):
             return self.compare_floats(op, a, b)
         return self.apply(op, _PLAIN_COMPARE[op], a, b)
@@ -295,6 +344,35 @@ class _Compiler:
         if guard is not None:
             below = self.apply("AND", pc.and_kleene, below, guard)
         return self.apply("OR", pc.or_kleene, plain, below)
+
+    def out_of_range(self, op: str, a: _Operand, b: _Operand) -> _Operand | None:
+        """``column <op> literal`` for an integer literal outside the integer column's range (``u > -1``
+        on uint64, ``i8 < 200``): decided by which side of the range it lies, NULL for NULL rows."""
+        if a.is_literal and not b.is_literal:
+            return self.out_of_range(_FLIP[op], b, a)
+        value = b.value
+        if (
+            a.is_literal
+            or value is None
+            or not pa.types.is_integer(a.type)
+            or not pa.types.is_integer(value.type)
+        ):
+            return None
+        number, bits = value.as_py(), a.type.bit_width
+        low, high = (
+            (0, 2**bits - 1)
+            if pa.types.is_unsigned_integer(a.type)
+            else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+        )
+        if low <= number <= high:
+            return None
+        below = number < low  # the literal is below every value of the column
+        answer = {"=": False, "<>": True, "<": not below, "<=": not below, ">": below, ">=": below}[op]
+        return self.apply(
+            f"{op} {number}",
+            lambda x: pc.if_else(pc.is_valid(x), pa.scalar(answer), pa.scalar(None, pa.bool_())),
+            a,
+        )
 
     def is_nan(self, operand: _Operand) -> _Operand:
         return self.apply("isnan", pc.is_nan, operand)
@@ -376,6 +454,8 @@ class _Compiler:
             if isinstance(number, int):
                 return _integer_literal(number)
             return _literal(pa.scalar(number, value.type))
+        if pa.types.is_unsigned_integer(operand.type):
+            raise FilterError(f"cannot negate {operand.type}: negation needs a signed type")
         return self.apply("unary -", pc.negate, operand)
 
     def cast(self, node: exp.Cast) -> _Operand:
@@ -384,6 +464,18 @@ class _Compiler:
         if operand.value is not None:
             return _literal(_cast_scalar(operand.value, target))
         return self.apply(f"CAST AS {node.to.sql()}", lambda x: _cast(x, operand.type, target), operand)
+
+
+_FLIP = {"=": "=", "<>": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+def _binary_literal(digits: str) -> _Operand:
+    try:
+        return _literal(pa.scalar(bytes.fromhex(digits), pa.binary()))
+    except ValueError:
+        raise FilterError(
+            f"invalid binary literal X'{digits}' (needs an even number of hex digits)"
+        ) from None
 
 
 _PLAIN_COMPARE: dict[str, Callable[..., Any]] = {

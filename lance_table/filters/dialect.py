@@ -23,6 +23,7 @@ class _LanceSQL(Dialect):
         # column (standard SQL) or is a string (Lance).
         RAW_STRINGS = ['"']  # noqa: RUF012
         STRING_ESCAPES = ["'"]  # noqa: RUF012
+        HEX_STRINGS = [("x'", "'"), ("X'", "'")]  # noqa: RUF012  (binary literals X'0102')
 
     class Parser(parser.Parser):
         # IS binds below comparisons, as in DataFusion: `a > 1 IS TRUE` is `(a > 1) IS TRUE`

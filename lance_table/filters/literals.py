@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import re
+import zoneinfo
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,7 +45,7 @@ _DATE_RE = re.compile(r"\s*(\d{4})-(\d{1,2})-(\d{1,2})\s*")
 _TIMESTAMP_RE = re.compile(
     r"""\s*(\d{4})-(\d{1,2})-(\d{1,2})
         (?:[Tt\s]\s*(\d{1,2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?)?
-        \s*([Zz]|[+-]\d{2}(?::?\d{2})?)?\s*""",
+        \s*([Zz]|[+-]\d{2}(?::?\d{2})?|[A-Za-z][A-Za-z0-9_+\-/]+)?\s*""",
     re.VERBOSE,
 )
 _EPOCH = dt.datetime(1970, 1, 1)
@@ -111,11 +113,18 @@ def _parse_timestamp(text: str) -> pa.Scalar:
         wall = dt.datetime(year, month, day, hour, minute, second)
     except ValueError:
         raise FilterError(
-            f"cannot read {text!r} as a timestamp (expected YYYY-MM-DD[ HH:MM[:SS[.fff]]][Z|+HH:MM])"
+            f"cannot read {text!r} as a timestamp (expected YYYY-MM-DD[ HH:MM[:SS[.fff]]][Z|+HH:MM|zone])"
         ) from None
     nanos = (wall - _EPOCH) // dt.timedelta(microseconds=1) * 1000 + int((m[7] or "").ljust(9, "0"))
     zone = m[8]
-    if zone and zone not in "Zz":
+    if zone and len(zone) > 1 and zone[0].isalpha():  # a zone name: UTC, Europe/Berlin, ...
+        try:
+            offset = zoneinfo.ZoneInfo(zone).utcoffset(wall)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            raise FilterError(f"cannot read {text!r} as a timestamp: unknown time zone {zone!r}") from None
+        assert offset is not None
+        nanos -= offset // dt.timedelta(microseconds=1) * 1000
+    elif zone and zone not in "Zz":
         sign = -1 if zone[0] == "-" else 1
         digits = zone[1:].replace(":", "")
         offset_minutes = int(digits[:2]) * 60 + int(digits[2:] or 0)
@@ -139,7 +148,9 @@ def _cast_options(source: pa.DataType, target: pa.DataType) -> pc.CastOptions:
     from_float = pa.types.is_floating(source)
     return pc.CastOptions(
         target,
-        allow_float_truncate=from_float and (pa.types.is_integer(target) or pa.types.is_decimal(target)),
+        # (and, as DataFusion, integers too wide for a float's mantissa are rounded)
+        allow_float_truncate=(from_float and (pa.types.is_integer(target) or pa.types.is_decimal(target)))
+        or (pa.types.is_integer(source) and pa.types.is_floating(target)),
         allow_time_truncate=_is_temporal(source) and _is_temporal(target),
         allow_decimal_truncate=pa.types.is_decimal(source) and not pa.types.is_decimal(target),
     )
@@ -150,7 +161,66 @@ def _cast(x: Any, source: pa.DataType, target: pa.DataType) -> Any:
     if pa.types.is_integer(source) and pa.types.is_date32(target) and source != pa.int32():
         x = x.cast(pa.int32())  # Arrow casts only int32 to date32 (a count of days)
         source = pa.int32()
+    if pa.types.is_integer(source) and pa.types.is_decimal(target) and target.precision < 38:
+        # Arrow wants room for every value of the integer type; DataFusion checks the values
+        x = x.cast(pa.decimal128(38, target.scale))
+        source = pa.decimal128(38, target.scale)
+    if pa.types.is_floating(source) and pa.types.is_integer(target):
+        # DataFusion truncates the fraction, and refuses NaN, infinities and values out of range
+        return pc.trunc(x).cast(options=pc.CastOptions(target))
+    if _is_string(target) and (pa.types.is_floating(source) or _is_naive(source)):
+        text = x.cast(options=_cast_options(source, pa.string()))
+        text = _float_text(text) if pa.types.is_floating(source) else _timestamp_text(text)
+        return text if target == pa.string() else text.cast(target)
+    if _is_naive(source) and pa.types.is_timestamp(target) and target.tz and target.tz not in _UTC_NAMES:
+        # a naive timestamp meeting a zoned one is wall-clock time in that zone, as DataFusion reads it
+        naive = pa.timestamp(target.unit)
+        x = x.cast(options=_cast_options(source, naive))
+        return pc.assume_timezone(x, timezone=target.tz, ambiguous="earliest", nonexistent="earliest")
     return x.cast(options=_cast_options(source, target))
+
+
+def _rewrite(x: Any, rules: list[tuple[str, str]]) -> Any:
+    for pattern, replacement in rules:
+        x = pc.replace_substring_regex(x, pattern=pattern, replacement=replacement)
+    return x
+
+
+# Arrow writes floats as 1.5e+20, 3, nan and switches to exponents at 1e15 and below 1e-6;
+# DataFusion (as pylance casts) writes 1.5e20, 3.0, NaN and switches at 1e16 and below 1e-5
+_FLOAT_TEXT = [
+    (r"^nan$", "NaN"),
+    (r"^(-?\d+)$", r"\1.0"),
+    (r"^(-?)0\.00000([1-9])$", r"\1\2e-6"),
+    (r"^(-?)0\.00000([1-9])(\d+)$", r"\1\2.\3e-6"),
+    (r"^(-?\d)e\+15$", r"\1" + "0" * 15 + ".0"),
+    *((rf"^(-?\d)\.(\d{{{k}}})e\+15$", r"\1\2" + "0" * (15 - k) + ".0") for k in range(1, 16)),
+    (r"^(-?\d)\.(\d{15})(\d+)e\+15$", r"\1\2.\3"),
+    (r"e\+", "e"),
+]
+# Arrow writes naive timestamps as 2024-01-01 00:00:00.500000; DataFusion as 2024-01-01T00:00:00.500
+_TIMESTAMP_TEXT = [
+    (r"^(\d+-\d\d-\d\d) ", r"\1T"),
+    (r"\.(000|000000|000000000)$", ""),
+    (r"(\.\d{3})000000$", r"\1"),
+    (r"(\.\d{3})000$", r"\1"),
+    (r"(\.\d{6})000$", r"\1"),
+]
+
+
+def _float_text(x: Any) -> Any:
+    return _rewrite(x, _FLOAT_TEXT)
+
+
+def _timestamp_text(x: Any) -> Any:
+    return _rewrite(x, _TIMESTAMP_TEXT)
+
+
+_UTC_NAMES = frozenset({"UTC", "utc", "Etc/UTC", "+00:00", "Z", "GMT"})
+
+
+def _is_naive(t: pa.DataType) -> bool:
+    return bool(pa.types.is_timestamp(t) and not t.tz)
 
 
 def _cast_scalar(value: pa.Scalar, target: pa.DataType) -> pa.Scalar:
@@ -198,6 +268,9 @@ def _coerce_literal(literal: _Operand, target: pa.DataType) -> _Operand:
         convert = True  # naive literals are UTC; the unit is the column's (DataFusion truncates)
     elif pa.types.is_floating(target) and (pa.types.is_integer(source) or pa.types.is_floating(source)):
         convert = True  # f32 = 0.1 compares in float32
+    elif pa.types.is_decimal(target) and (pa.types.is_integer(source) or pa.types.is_floating(source)):
+        exact = _exact_numeric(literal, target)
+        return exact if exact is not None else literal
     elif pa.types.is_integer(source) and pa.types.is_integer(target):
         try:
             return _literal(value.cast(target))  # only when it fits; otherwise compare in int64
@@ -206,6 +279,38 @@ def _coerce_literal(literal: _Operand, target: pa.DataType) -> _Operand:
     if not convert:
         return literal
     return _literal(_cast_scalar(value, target))
+
+
+def _exact_numeric(literal: _Operand, target: pa.DataType) -> _Operand | None:
+    """A numeric ``literal`` as ``target`` (an integer, float or decimal type) when the value is kept
+    exactly; None otherwise (a fraction into an integer type, a number out of the type's range)."""
+    value = literal.value
+    if value is None or not value.is_valid:
+        return None
+    source = value.type
+    numeric = pa.types.is_integer(source) or pa.types.is_floating(source)
+    if not numeric or source == target:
+        return None
+    if pa.types.is_floating(target):
+        return _literal(value.cast(target, safe=False))
+    if not (pa.types.is_integer(target) or pa.types.is_decimal(target)) or pa.types.is_floating(source):
+        return None
+    try:
+        if pa.types.is_decimal(target):  # Arrow's cast would want room for any int64
+            converted = pa.scalar(decimal.Decimal(value.as_py()), target)
+        else:
+            converted = value.cast(target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, decimal.InvalidOperation):
+        return None
+    return _literal(converted) if converted.as_py() == value.as_py() else None
+
+
+# the decimal type DataFusion widens an integer type to when it meets a decimal
+_DECIMAL_WIDTH = {8: 3, 16: 5, 32: 10, 64: 20}
+
+
+def _integer_as_decimal(t: pa.DataType) -> pa.DataType:
+    return pa.decimal128(_DECIMAL_WIDTH[t.bit_width], 0)
 
 
 def _like_pattern(pattern: str, escape: str | None) -> str:

@@ -525,9 +525,12 @@ def test_timestamp_units_and_zones() -> None:
     )
     assert _ours("sec = timestamp '2024-01-01 10:00:00'", table) == [0]
     assert _ours("ns > '2024-01-01 10:00:00.5'", table) == [1]
-    assert _ours("ny = timestamp '2024-01-01 10:00:00'", table) == [0]  # naive literals are UTC
-    assert _ours("ny = timestamp '2024-01-01 05:00:00-05:00'", table) == [0]
-    assert _ours("sec = ny", table) == [0, 1]
+    # as in pylance, a naive timestamp meeting a zoned one is wall-clock time in that zone; a literal
+    # with an offset is first converted to UTC and then read as such a naive timestamp
+    assert _ours("ny = timestamp '2024-01-01 10:00:00'", table) == []
+    assert _ours("ny = timestamp '2024-01-01 05:00:00'", table) == [0]
+    assert _ours("ny = timestamp '2024-01-01 05:00:00-05:00'", table) == []
+    assert _ours("sec = ny", table) == []
     assert _ours("ns <= sec", table) == [0, 1]
 
 
@@ -637,11 +640,9 @@ def test_filter_columns_many_columns() -> None:
         ("foo(i) = 1", "unsupported function 'foo'"),
         ("TRY_CAST(i AS int) = 1", "unsupported SQL construct: TryCast"),
         ("sqrt(i) > 1", "unsupported SQL construct: Sqrt"),
-        ("CASE WHEN i > 1 THEN TRUE END", "unsupported SQL construct: Case"),
         ("i = ?", "unsupported SQL construct: Placeholder"),
-        ("s IS DISTINCT FROM 'a'", "unsupported SQL construct"),
         ("nosuch = 1", "unknown column 'nosuch'"),
-        ("ID = 1", "unknown column 'ID'"),
+        ("`ID` = 1", "unknown column 'ID'; did you mean 'id'?"),
         ("`weird  name` = 1", "unknown column 'weird  name'"),
         ("x.i = 1", "unknown column 'x'"),
         ("st.z = 1", "unknown field 'z' in struct column 'st'"),
@@ -667,7 +668,6 @@ def test_filter_columns_many_columns() -> None:
         ("CAST(i AS json) = 1", "unsupported CAST target type"),
         ("st = 1", "cannot"),
         ("i = 99999999999999999999999", "out of range"),
-        ("i < 9223372036854775808", "not in range"),
     ],
 )
 def test_errors(sql: str, message: str) -> None:
