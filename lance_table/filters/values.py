@@ -33,7 +33,7 @@ from lance_table.filters.compiler import _Compiler
 from lance_table.filters.dialect import parse
 from lance_table.filters.literals import _cast, _cast_scalar, _coerce_literal, _literal, _Operand
 
-__all__ = ["CompiledValue", "analyze_value", "compile_value", "evaluate"]
+__all__ = ["CompiledValue", "analyze_value", "compile_value", "evaluate", "project"]
 
 _BIND_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, KeyError)
 
@@ -123,14 +123,19 @@ def evaluate(sql: str | pc.Expression, data: pa.RecordBatch | pa.Table) -> pa.Ar
     return result.combine_chunks() if isinstance(result, pa.ChunkedArray) else result
 
 
-def _project(table: pa.Table, expr: pc.Expression) -> pa.ChunkedArray:
+def project(table: pa.Table, exprs: list[pc.Expression], names: list[str]) -> pa.Table:
+    """The expressions evaluated over ``table``, as columns ``names`` (rows keep their order)."""
     plan = acero.Declaration.from_sequence(
         [
             acero.Declaration("table_source", acero.TableSourceNodeOptions(table)),
-            acero.Declaration("project", acero.ProjectNodeOptions([expr], ["value"])),
+            acero.Declaration("project", acero.ProjectNodeOptions(exprs, names)),
         ]
     )
-    return plan.to_table(use_threads=False).column(0)
+    return plan.to_table(use_threads=False)
+
+
+def _project(table: pa.Table, expr: pc.Expression) -> pa.ChunkedArray:
+    return project(table, [expr], ["value"]).column(0)
 
 
 def _bound_type(expr: pc.Expression, schema: pa.Schema, text: object) -> pa.DataType:

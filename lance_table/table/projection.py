@@ -47,7 +47,7 @@ class Projection:
         if self.exprs is None:
             columns = [table.column(name) for name in self.schema.names]
         else:
-            from lance_table.filters.projection import project
+            from lance_table.filters.values import project
 
             columns = project(table, list(self.exprs), [f"c{i}" for i in range(len(self.exprs))]).columns
         columns = [c if c.type == f.type else c.cast(f.type) for c, f in zip(columns, self.schema)]
@@ -73,13 +73,14 @@ def resolve(schema: pa.Schema, spec: ScanSpec, *, nested: str = "flat") -> Proje
     simple = True
     pruned: dict[str, list[list[str]]] = {}
     if spec.expressions is not None:
-        from lance_table.filters.projection import compile_value
+        from lance_table.filters.values import analyze_value
 
         with_system = pa.schema(
             [*schema, *(pa.field(n, pa.uint64()) for n in SYSTEM_COLUMNS if n not in names)]
         )
         for name, sql in spec.expressions:
-            expr, type_, used = compile_value(sql, with_system)
+            value = analyze_value(sql, with_system)
+            expr, type_, used = value.expression, value.type, value.columns
             read.update(c for c in used if c in names)
             system.update(c for c in used if c not in names)
             fields.append(pa.field(name, type_))

@@ -350,7 +350,8 @@ def test_unknown_column_error_lists_columns_and_suggests(written: tuple[Any, Any
     error = info.value
     assert isinstance(error, ValueError) and isinstance(error, FilterError)
     assert error.name == "mixedcas" and error.suggestion == "MixedCase"
-    assert error.columns == tuple(TABLE.column_names)
+    # the columns, then the system columns a filter may also name
+    assert error.columns == (*TABLE.column_names, "_rowid", "_rowaddr")
     assert "did you mean 'MixedCase'?" in str(error) and "my col" in str(error)
     with pytest.raises(
         ColumnNotFoundError, match=r"unknown field 'y' in struct column 's'; did you mean 'Y'"
