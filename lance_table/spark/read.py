@@ -38,6 +38,7 @@ from pyspark.sql.datasource import (
     StringStartsWith,
 )
 
+from lance_table.errors import VersionGoneError
 from lance_table.format.manifest import Fragment, Manifest
 from lance_table.schema import LanceField, build_tree
 from lance_table.spark.options import merge_storage, task_storage_options
@@ -195,7 +196,10 @@ class LanceTableReader(DataSourceReader):
         for entry in reversed(versions.list_versions(storage)):
             if entry.version <= self.version:
                 return None
-            manifest = versions.read_manifest_file(storage, entry).manifest
+            try:
+                manifest = versions.read_manifest_file(storage, entry).manifest
+            except VersionGoneError:
+                continue  # cleaned up since the listing
             if manifest.timestamp_ns <= cutoff_ns:
                 return manifest
         return None
