@@ -21,53 +21,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from lance_table.errors import DatasetNotFoundError
-from lance_table.spark.options import SPARK_OPTION_PREFIX, SPARK_RESERVED, SourceOptions, conf_storage_options
-
-#: column metadata keys of a table created by ``CREATE TABLE ... USING lance_table LOCATION``
-LOCATION_KEY = "lance_table.location"
-OPTIONS_KEY = "lance_table.options"
-# Options that are not the table's own reading choices (credentials are never put in a schema).
-_NOT_CARRIED = frozenset(("path", "storage_options"))
+from lance_table.spark.options import SourceOptions, conf_storage_options
 
 #: the suffix of a table's directory in lance-namespace's directory layout (``<root>/<name>.lance``)
 TABLE_SUFFIX = ".lance"
-
-
-def table_options(options: Mapping[str, str]) -> dict[str, str]:
-    """The reading options of a catalog table's ``OPTIONS`` worth carrying with its schema."""
-    out: dict[str, str] = {}
-    for key, value in options.items():
-        name = key.lower()
-        if name.startswith(SPARK_OPTION_PREFIX):
-            name = name[len(SPARK_OPTION_PREFIX) :]
-        if name in SPARK_RESERVED or name in _NOT_CARRIED:
-            continue
-        out[name] = value
-    return out
-
-
-def with_location(schema: Any, location: str, options: Mapping[str, str]) -> Any:
-    """``schema`` with the table's location and options in its first column's metadata."""
-    from pyspark.sql.types import StructField, StructType
-
-    if not schema.fields:
-        return schema
-    first = schema.fields[0]
-    meta = dict(first.metadata or {})
-    meta[LOCATION_KEY] = location
-    if options:
-        meta[OPTIONS_KEY] = json.dumps(dict(options), sort_keys=True)
-    return StructType([StructField(first.name, first.dataType, first.nullable, meta), *schema.fields[1:]])
-
-
-def location_of(schema: Any) -> tuple[str | None, dict[str, str]]:
-    """The location and options a catalog table's schema carries (see :func:`with_location`)."""
-    if schema is None or not schema.fields:
-        return None, {}
-    meta = schema.fields[0].metadata or {}
-    location = meta.get(LOCATION_KEY)
-    options = json.loads(meta[OPTIONS_KEY]) if OPTIONS_KEY in meta else {}
-    return location, options
 
 
 def session_storage_options(spark: Any) -> dict[str, str]:

@@ -10,8 +10,14 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource
 
 from lance_table.errors import SchemaError
-from lance_table.spark.catalog import location_of, table_options, with_location
-from lance_table.spark.options import NO_PATH, SourceOptions, merge_storage
+from lance_table.spark.options import (
+    NO_PATH,
+    SourceOptions,
+    location_of,
+    merge_storage,
+    table_options,
+    with_location,
+)
 from lance_table.spark.read import LanceTableReader, PushdownReader
 from lance_table.spark.types import spark_arrow_schema, spark_schema
 from lance_table.spark.write import LanceTableWriter

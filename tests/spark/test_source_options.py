@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from lance_table.spark.catalog import location_of, table_options, with_location
-from lance_table.spark.options import SourceOptions, conf_storage_options, merge_storage, task_storage_options
+from lance_table.spark.options import (
+    SourceOptions,
+    conf_storage_options,
+    location_of,
+    merge_storage,
+    table_options,
+    task_storage_options,
+    with_location,
+)
 
 
 def test_aliases_and_case() -> None:
