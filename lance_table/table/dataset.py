@@ -1,8 +1,10 @@
 """The Dataset handle (a thin facade over one snapshot) and the entry points ``dataset()`` and
 ``write_dataset()``.
 
-A handle is pinned to one version and never changes. Every write goes through the one commit path
-and returns a handle on the version it made: that is decided once, in :meth:`Dataset._committed`.
+A handle reads one version until a write through it moves it, as pylance's handles move: every
+write goes through the one commit path, and where the handle goes and what the write returns is
+decided once, in :meth:`LanceDataset._committed`. ``checkout_version()`` returns another handle;
+``checkout_latest()`` moves this one.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import datetime as dt
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -34,8 +36,8 @@ from lance_table.table.operations.cleanup import (
     cleanup_old_versions,
 )
 from lance_table.table.operations.commit_operation import commit_operation
-from lance_table.table.operations.compaction import DEFAULT_TARGET_ROWS, compact_files
-from lance_table.table.operations.delete import plan_delete
+from lance_table.table.operations.compaction import CompactionMetrics
+from lance_table.table.operations.delete import DEFAULT_RETRY_TIMEOUT, plan_delete
 from lance_table.table.operations.restore import plan_restore
 from lance_table.table.operations.write import (
     DEFAULT_MAX_BYTES_PER_FILE,
@@ -56,22 +58,31 @@ from lance_table.table.scan import (
     scan_all,
     take_rows,
 )
+from lance_table.table.optimize import DatasetOptimizer
 from lance_table.table.snapshot import Snapshot, load
 from lance_table.table.tags import Tags
 
 
-class Dataset:
-    """One version of a Lance dataset. It never changes: writes return a new handle.
+_Result = TypeVar("_Result")
 
-    Open with :func:`lance_table.dataset`; create with :func:`lance_table.write_dataset`.
+
+class LanceDataset:
+    """A Lance dataset, read at one version (pylance's ``LanceDataset``).
+
+    A write through the handle (``delete``, ``restore``, ``optimize.compact_files``, ...) moves it to
+    the version it committed, as in pylance. Open with :func:`lance_table.dataset`; create with
+    :func:`lance_table.write_dataset`.
     """
 
     def __init__(self, snapshot: Snapshot) -> None:
         self._snapshot = snapshot
 
-    def _committed(self, snapshot: Snapshot) -> Dataset:
-        """The handle a write returns: on the version it committed (as pylance does)."""
-        return Dataset(snapshot)
+    def _committed(self, snapshot: Snapshot, result: _Result = None) -> _Result:  # type: ignore[assignment]
+        """Where every write through this handle ends: the handle moves to the version the write
+        committed (as pylance's does), and the caller gets ``result`` (what pylance returns for that
+        write: None, a dict of counts, metrics)."""
+        self._snapshot = snapshot
+        return result
 
     @property
     def _storage(self) -> Storage:
@@ -116,7 +127,7 @@ class Dataset:
         return versions.history(self._storage)
 
     def checkout(self, version: int | str) -> Dataset:
-        """Another version (or tag) of the same dataset.
+        """Another handle on a version (or tag) of the same dataset; this one stays where it is.
 
         Raises:
             VersionNotFoundError: the version does not exist.
@@ -124,9 +135,23 @@ class Dataset:
         """
         return Dataset(self._snapshot.checkout(version))
 
-    def checkout_latest(self) -> Dataset:
-        """The newest version (this handle stays pinned)."""
-        return Dataset(self._snapshot.checkout())
+    def checkout_version(self, version: int | str) -> Dataset:
+        """Another handle on a version (or tag) of the same dataset, as pylance's
+        ``checkout_version``; this one stays where it is.
+
+        Raises:
+            VersionNotFoundError: the version does not exist.
+            TagError: the tag does not exist.
+        """
+        return self.checkout(version)
+
+    def checkout_latest(self) -> None:
+        """Move this handle to the newest version (pylance's ``checkout_latest``; returns None).
+
+        Raises:
+            DatasetNotFoundError: the dataset was dropped.
+        """
+        self._snapshot = self._snapshot.checkout()
 
     @property
     def tags(self) -> Tags:
@@ -304,23 +329,41 @@ class Dataset:
         opts = replace(opts, max_retries=max_retries)
         return Dataset(commit_operation(storage, operation, read_version, opts, commit_message))
 
-    def delete(self, predicate: Predicate, *, commit_message: str | None = None) -> Dataset:
-        """Delete the rows matching ``predicate``; returns the new version.
+    def delete(
+        self,
+        predicate: Predicate,
+        *,
+        conflict_retries: int | None = None,
+        retry_timeout: dt.timedelta = DEFAULT_RETRY_TIMEOUT,
+        commit_message: str | None = None,
+    ) -> dict[str, int]:
+        """Delete the rows matching ``predicate`` (SQL or a pyarrow expression); the handle moves to
+        the version committed. Returns pylance's ``{"num_deleted_rows": n}``.
 
         Only the predicate's columns are read. Each touched fragment gets a new cumulative deletion
-        file; a fragment whose rows are all deleted is dropped.
+        file; a fragment whose rows are all deleted is dropped. ``conflict_retries`` bounds the
+        retries after a lost race (None: the handle's ``max_retries``); ``retry_timeout``, pylance's
+        time bound on them, is accepted and not enforced.
 
         Raises:
             FilterError: the predicate does not parse.
             CommitConflictError: a concurrent commit makes this delete impossible.
         """
+        snapshot = self._snapshot
+        if conflict_retries is not None:
+            options = replace(snapshot.commit_options, max_retries=conflict_retries)
+            snapshot = replace(snapshot, commit_options=options)
         versions.check_writable(self.manifest, self.uri)
-        check_can_commit(self._snapshot.commit_options, self._storage)
-        pending = plan_delete(self._snapshot, predicate)
-        return self._committed(self._snapshot.commit(pending, message=commit_message))
+        check_can_commit(snapshot.commit_options, self._storage)
+        pending = plan_delete(snapshot, predicate)
+        deleted = sum(len(rows) for rows in pending.delete_additions.values())
+        done = snapshot.commit(pending, message=commit_message)
+        done = replace(done, commit_options=self._snapshot.commit_options)
+        return self._committed(done, {"num_deleted_rows": deleted})
 
-    def restore(self, *, commit_message: str | None = None) -> Dataset:
-        """Make this (old) version the latest again, as a new version.
+    def restore(self, *, commit_message: str | None = None) -> None:
+        """Make this (old) version the latest again, as a new version; the handle moves to it
+        (pylance's ``restore``: returns None).
 
         Raises:
             VersionNotFoundError: this version has been cleaned up.
@@ -328,29 +371,30 @@ class Dataset:
         latest = self._snapshot.checkout()
         return self._committed(latest.commit(plan_restore(self._snapshot, latest), message=commit_message))
 
+    @property
+    def optimize(self) -> DatasetOptimizer:
+        """Compaction (pylance's ``ds.optimize``): ``ds.optimize.compact_files(...)``."""
+        return DatasetOptimizer(self)
+
     def compact_files(
         self,
         *,
-        target_rows_per_fragment: int = DEFAULT_TARGET_ROWS,
-        max_rows_per_group: int = 1024,
-        materialize_deletions: bool = True,
-        materialize_deletions_threshold: float = 0.1,
+        target_rows_per_fragment: int | None = None,
+        max_rows_per_group: int | None = None,
+        materialize_deletions: bool | None = None,
+        materialize_deletions_threshold: float | None = None,
         max_bytes_per_file: int | None = None,
         num_threads: int | None = None,
         batch_size: int | None = None,
-    ) -> Dataset:
-        """Rewrite small fragments (and fragments with many deletions) into larger ones.
-
-        Like pylance, commits two versions (a fragment id reservation, then the rewrite) and returns
-        the second, or this handle when there is nothing to compact. ``max_rows_per_group``,
-        ``num_threads`` and ``batch_size`` are accepted for pylance compatibility.
+    ) -> CompactionMetrics:
+        """Shorthand for ``ds.optimize.compact_files(...)`` (see there): the handle moves to the
+        version committed; returns pylance's compaction metrics.
 
         Raises:
             UnsupportedFormatError: the dataset has indices, or data files lance_table does not write.
             CommitConflictError: a concurrent delete or compaction touched the same fragments.
         """
-        result = compact_files(
-            self._snapshot,
+        return self.optimize.compact_files(
             target_rows_per_fragment=target_rows_per_fragment,
             max_rows_per_group=max_rows_per_group,
             materialize_deletions=materialize_deletions,
@@ -359,7 +403,6 @@ class Dataset:
             num_threads=num_threads,
             batch_size=batch_size,
         )
-        return self if result is self._snapshot else self._committed(result)
 
     def cleanup_old_versions(
         self,
@@ -384,6 +427,9 @@ class Dataset:
             delete_unverified=delete_unverified,
             error_if_tagged_old_versions=error_if_tagged_old_versions,
         )
+
+
+Dataset = LanceDataset  # the name lance_table used first
 
 
 def dataset(
@@ -480,4 +526,4 @@ def write_dataset(
     return Dataset(Snapshot(storage, manifest, scheme, options))
 
 
-__all__ = ["Dataset", "dataset", "write_dataset"]
+__all__ = ["Dataset", "LanceDataset", "dataset", "write_dataset"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import replace
 
 import numpy as np
@@ -14,6 +15,9 @@ from lance_table.table.deletion import union, write_deletions
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.scan import READ_CHUNK_ROWS, in_flight, make_spec, matching_positions
 from lance_table.table.snapshot import Snapshot
+
+# pylance's ``delete`` default time bound on retries (accepted, not enforced).
+DEFAULT_RETRY_TIMEOUT = dt.timedelta(seconds=30)
 
 
 def plan_delete(ds: Snapshot, predicate: str | pc.Expression) -> Pending:
