@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_table.errors import DatasetNotFoundError, UnsupportedOperationError
+from lance_table.format import paths
 from lance_table.format.manifest import Manifest
 from lance_table.storage import Storage, open_storage
 from lance_table.table import versions
@@ -58,6 +59,7 @@ from lance_table.table.scan import (
     scan_all,
     take_rows,
 )
+from lance_table.table.opening import handle_state, open_snapshot, refuse, snapshot_of_state
 from lance_table.table.optimize import DatasetOptimizer
 from lance_table.table.snapshot import Snapshot, load
 from lance_table.table.tags import Tags
@@ -74,8 +76,68 @@ class LanceDataset:
     :func:`lance_table.write_dataset`.
     """
 
-    def __init__(self, snapshot: Snapshot) -> None:
-        self._snapshot = snapshot
+    def __init__(
+        self,
+        uri: str | os.PathLike[str] | Snapshot,
+        version: int | str | None = None,
+        block_size: int | None = None,
+        index_cache_size: int | None = None,
+        metadata_cache_size: int | None = None,
+        commit_lock: CommitLock | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        serialized_manifest: bytes | None = None,
+        default_scan_options: Mapping[str, Any] | None = None,
+        metadata_cache_size_bytes: int | None = None,
+        index_cache_size_bytes: int | None = None,
+        read_params: Mapping[str, Any] | None = None,
+        session: Any = None,
+        namespace_client: Any = None,
+        table_id: Sequence[str] | None = None,
+        namespace_client_managed_versioning: bool = False,
+        base_store_params: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Open ``uri`` as pylance's ``LanceDataset(uri, version, ...)`` does (see :func:`dataset`;
+        ``serialized_manifest`` opens that manifest's version without listing the store), or wrap a
+        snapshot (lance_table's own use).
+
+        Raises:
+            DatasetNotFoundError: there is no dataset at ``uri``.
+            VersionNotFoundError: the version does not resolve.
+            UnsupportedOptionError: an option that would change the result is set (see
+                :func:`dataset`).
+        """
+        if isinstance(uri, Snapshot):
+            self._snapshot = uri
+            return
+        refuse(
+            "LanceDataset",
+            {
+                "default_scan_options": default_scan_options,
+                "namespace_client": namespace_client,
+                "table_id": table_id,
+                "namespace_client_managed_versioning": namespace_client_managed_versioning,
+                "base_store_params": base_store_params,
+            },
+            unset={"namespace_client_managed_versioning": False},
+        )
+        self._snapshot = open_snapshot(
+            uri,
+            version,
+            storage_options=storage_options,
+            commit_lock=commit_lock,
+            serialized_manifest=serialized_manifest,
+        )
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A handle pickles as its URI, storage options, version and manifest (as pylance's)."""
+        return handle_state(self._snapshot)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Open exactly the pickled version, without listing the store."""
+        self._snapshot = snapshot_of_state(state)
+
+    def __copy__(self) -> LanceDataset:
+        return LanceDataset(self._snapshot)
 
     def _committed(self, snapshot: Snapshot, result: _Result = None) -> _Result:  # type: ignore[assignment]
         """Where every write through this handle ends: the handle moves to the version the write
@@ -96,7 +158,7 @@ class LanceDataset:
 
     @property
     def version(self) -> int:
-        """The version this handle is pinned to."""
+        """The version this handle reads (a write through it moves it)."""
         return self._snapshot.version
 
     @property
@@ -433,61 +495,143 @@ Dataset = LanceDataset  # the name lance_table used first
 
 
 def dataset(
-    uri: str | os.PathLike[str],
-    *,
+    uri: str | os.PathLike[str] | None = None,
     version: int | str | None = None,
-    asof: dt.datetime | None = None,
-    storage_options: Mapping[str, Any] | None = None,
+    asof: dt.datetime | str | None = None,
+    block_size: int | None = None,
     commit_lock: CommitLock | None = None,
+    index_cache_size: int | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    default_scan_options: Mapping[str, Any] | None = None,
+    metadata_cache_size_bytes: int | None = None,
+    index_cache_size_bytes: int | None = None,
+    read_params: Mapping[str, Any] | None = None,
+    session: Any = None,
+    namespace_client: Any = None,
+    table_id: Sequence[str] | None = None,
+    base_store_params: Mapping[str, Any] | None = None,
+    *,
     unsafe_commit: bool = False,
 ) -> Dataset:
-    """Open a dataset at its latest version, a version number, a tag, or the version current at ``asof``.
+    """Open a dataset at its latest version, a version number, a tag, or the version current at
+    ``asof`` (pylance's ``lance.dataset``, its parameters in its order).
+
+    ``asof``: a datetime (a naive one is local time, as in pylance; an aware one is converted) or
+    an ISO string; the newest version committed at or before it. ``block_size``,
+    ``index_cache_size``, ``metadata_cache_size_bytes``, ``index_cache_size_bytes``,
+    ``read_params`` and ``session`` tune pylance's engine and are accepted as no-ops.
+    ``unsafe_commit`` (lance_table's) allows commits on a store without atomic create-if-absent.
 
     Raises:
-        DatasetNotFoundError: there is no dataset at ``uri``.
+        DatasetNotFoundError: there is no dataset at ``uri`` (also a ValueError, as in pylance).
         VersionNotFoundError: the version or time does not resolve.
         TagError: the tag does not exist.
+        UnsupportedOptionError: ``default_scan_options``, ``namespace_client``, ``table_id`` or
+            ``base_store_params`` is set.
         UnsupportedFormatError: the dataset needs features lance_table does not have.
         StorageOptionsError: a storage option is unknown, unsafe or has a bad value.
     """
-    storage = open_storage(uri, storage_options)
-    options = CommitOptions(commit_lock=commit_lock, unsafe_commit=unsafe_commit)
-    return Dataset(load(storage, version, asof, options))
+    refuse(
+        "dataset",
+        {
+            "default_scan_options": default_scan_options,
+            "namespace_client": namespace_client,
+            "table_id": table_id,
+            "base_store_params": base_store_params,
+        },
+    )
+    if uri is None:
+        raise ValueError("dataset() needs a uri (namespaces are not supported)")
+    snapshot = open_snapshot(
+        uri, version, asof, storage_options=storage_options, commit_lock=commit_lock, unsafe_commit=unsafe_commit
+    )
+    return Dataset(snapshot)
 
 
 def write_dataset(
-    data: Any,
-    uri: str | os.PathLike[str],
-    *,
-    mode: WriteMode = "create",
+    data_obj: Any,
+    uri: str | os.PathLike[str] | Dataset | None = None,
     schema: pa.Schema | None = None,
+    mode: WriteMode = "create",
+    *,
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+    max_rows_per_group: int = 1024,
     max_bytes_per_file: int = DEFAULT_MAX_BYTES_PER_FILE,
-    storage_options: Mapping[str, Any] | None = None,
-    commit_message: str | None = None,
+    data_cache_bytes: int | None = None,
+    max_page_bytes: int | None = None,
     commit_lock: CommitLock | None = None,
+    progress: ProgressCallback | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    data_storage_version: str | None = None,
+    use_legacy_format: bool | None = None,
+    enable_v2_manifest_paths: bool = True,
+    enable_stable_row_ids: bool = False,
+    auto_cleanup_options: Mapping[str, Any] | None = None,
+    commit_message: str | None = None,
+    transaction_properties: Mapping[str, str] | None = None,
+    initial_bases: Sequence[Any] | None = None,
+    target_bases: Sequence[str] | None = None,
+    target_all_bases: bool | None = None,
+    base_store_params: Mapping[str, Any] | None = None,
+    external_blob_mode: str = "reference",
+    allow_external_blob_outside_bases: bool = False,
+    blob_pack_file_size_threshold: int | None = None,
+    namespace_client: Any = None,
+    table_id: Sequence[str] | None = None,
+    session: Any = None,
     unsafe_commit: bool = False,
     max_retries: int | None = None,
-    progress: ProgressCallback | None = None,
-    data_storage_version: str | None = None,
 ) -> Dataset:
-    """Write data as a new dataset, or append to / overwrite an existing one, in one atomic commit.
+    """Write data as a new dataset, or append to / overwrite an existing one, in one atomic commit
+    (pylance's ``lance.write_dataset``, its parameters in its order).
 
-    ``data`` may be a pyarrow Table, RecordBatch or RecordBatchReader, an iterable of RecordBatches
+    ``data_obj`` may be a pyarrow Table, RecordBatch or RecordBatchReader, an iterable of RecordBatches
     or a pandas DataFrame. Rows are streamed: memory stays bounded whatever the size, and a new data
     file (fragment) is started every ``max_rows_per_file`` rows or ``max_bytes_per_file`` bytes.
 
     ``data_storage_version`` chooses the data file format of a new dataset or of an overwrite
-    (``"2.0"``, ``"2.1"``, ``"2.2"``, ``"stable"``, ``"legacy"``, ``"next"``, as pylance names them);
-    an append keeps the dataset's format.
+    (``"2.0"``, ``"2.1"``, ``"2.2"``, ``"stable"``, ``"legacy"``, ``"next"``, as pylance names them;
+    ``use_legacy_format``, pylance's older switch, picks ``"legacy"`` or ``"stable"``); an append
+    keeps the dataset's format. ``enable_v2_manifest_paths=False`` names a new dataset's manifests
+    in the V1 scheme. ``transaction_properties`` are stored in the commit's transaction, as pylance
+    stores them. ``max_rows_per_group``, ``data_cache_bytes``, ``max_page_bytes``,
+    ``blob_pack_file_size_threshold`` and ``session`` tune pylance's engine and are accepted as
+    no-ops. ``unsafe_commit`` and ``max_retries`` are lance_table's.
 
     Raises:
         DatasetAlreadyExistsError: ``mode="create"`` and a dataset exists.
         SchemaError: the data does not match the dataset's schema (append) or cannot be stored.
         UnsupportedFormatError: the dataset uses a data format or features lance_table cannot write.
+        UnsupportedOptionError: ``enable_stable_row_ids``, ``auto_cleanup_options``, base paths
+            (``initial_bases``, ``target_bases``, ``target_all_bases``, ``base_store_params``),
+            ``external_blob_mode="ingest"``, ``allow_external_blob_outside_bases`` or a namespace.
         CommitConflictError: a concurrent commit makes this write impossible.
         StorageOptionsError: a storage option is unknown, unsafe or has a bad value.
     """
+    refuse(
+        "write_dataset",
+        {
+            "enable_stable_row_ids": enable_stable_row_ids,
+            "auto_cleanup_options": auto_cleanup_options,
+            "initial_bases": initial_bases,
+            "target_bases": target_bases,
+            "target_all_bases": target_all_bases,
+            "base_store_params": base_store_params,
+            "external_blob_mode": external_blob_mode,
+            "allow_external_blob_outside_bases": allow_external_blob_outside_bases,
+            "namespace_client": namespace_client,
+            "table_id": table_id,
+        },
+        unset={"enable_stable_row_ids": False, "external_blob_mode": "reference", "allow_external_blob_outside_bases": False},
+    )
+    if isinstance(uri, LanceDataset):
+        storage_options = uri._storage.storage_options if storage_options is None else storage_options
+        uri = uri.uri
+    if uri is None:
+        raise ValueError("write_dataset() needs a uri (namespaces are not supported)")
+    if data_storage_version is None and use_legacy_format is not None:
+        data_storage_version = "legacy" if use_legacy_format else "stable"
+    data = data_obj
     storage = open_storage(uri, storage_options)
     options = CommitOptions(
         commit_lock=commit_lock,
@@ -514,11 +658,14 @@ def write_dataset(
         dictionaries=plan.dictionaries,
     )
     scheme = latest.scheme if latest is not None else versions.naming_scheme([])
+    if latest is None and not enable_v2_manifest_paths:
+        scheme = paths.ManifestNaming.V1
     manifest = commit(
         storage,
         base,
         plan.pending(frags, written, dictionaries),
         options=options,
+        properties=dict(transaction_properties or {}),
         message=commit_message,
         create_only=base is None and mode == "create",
         scheme=scheme,
