@@ -132,7 +132,8 @@ class UnsupportedOptionError(UnsupportedOperationError, ValueError):
 
     def __init__(self, call: str, option: str, why: str = "") -> None:
         self.option = option
-        super().__init__(f"{call}({option}=...) is not supported by lance_table" + (f": {why}" if why else ""))
+        message = f"{call}({option}=...) is not supported by lance_table"
+        super().__init__(message + (f": {why}" if why else ""))
 
 
 class CommitError(LanceTableError):

@@ -30,6 +30,7 @@ from lance_table.table.fragment import FragmentReader
 from lance_table.table.fragment_metadata import FragmentMetadata
 from lance_table.table.lance_fragment import LanceFragment, fragment_of
 from lance_table.table.lance_operation import LanceOperation, Transaction
+from lance_table.table.opening import handle_state, open_snapshot, refuse, snapshot_of_state
 from lance_table.table.operations.cleanup import (
     DEFAULT_GRACE_PERIOD,
     DEFAULT_OLDER_THAN,
@@ -50,6 +51,7 @@ from lance_table.table.operations.write import (
     plan_write,
     write_fragments,
 )
+from lance_table.table.optimize import DatasetOptimizer
 from lance_table.table.scan import (
     Predicate,
     count_matching,
@@ -59,11 +61,8 @@ from lance_table.table.scan import (
     scan_all,
     take_rows,
 )
-from lance_table.table.opening import handle_state, open_snapshot, refuse, snapshot_of_state
-from lance_table.table.optimize import DatasetOptimizer
 from lance_table.table.snapshot import Snapshot, load
 from lance_table.table.tags import Tags
-
 
 _Result = TypeVar("_Result")
 
@@ -431,7 +430,7 @@ class LanceDataset:
             VersionNotFoundError: this version has been cleaned up.
         """
         latest = self._snapshot.checkout()
-        return self._committed(latest.commit(plan_restore(self._snapshot, latest), message=commit_message))
+        self._committed(latest.commit(plan_restore(self._snapshot, latest), message=commit_message))
 
     @property
     def optimize(self) -> DatasetOptimizer:
@@ -543,7 +542,12 @@ def dataset(
     if uri is None:
         raise ValueError("dataset() needs a uri (namespaces are not supported)")
     snapshot = open_snapshot(
-        uri, version, asof, storage_options=storage_options, commit_lock=commit_lock, unsafe_commit=unsafe_commit
+        uri,
+        version,
+        asof,
+        storage_options=storage_options,
+        commit_lock=commit_lock,
+        unsafe_commit=unsafe_commit,
     )
     return Dataset(snapshot)
 
@@ -622,7 +626,11 @@ def write_dataset(
             "namespace_client": namespace_client,
             "table_id": table_id,
         },
-        unset={"enable_stable_row_ids": False, "external_blob_mode": "reference", "allow_external_blob_outside_bases": False},
+        unset={
+            "enable_stable_row_ids": False,
+            "external_blob_mode": "reference",
+            "allow_external_blob_outside_bases": False,
+        },
     )
     if isinstance(uri, LanceDataset):
         storage_options = uri._storage.storage_options if storage_options is None else storage_options

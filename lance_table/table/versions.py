@@ -221,8 +221,8 @@ def history(storage: Storage) -> list[dict[str, Any]]:
     """Every version, oldest first, shaped as pylance's ``versions()``: ``version``, ``timestamp``
     (naive local time, as pylance computes it) and ``metadata`` (the version's summary, strings);
     and beside them ``operation``, ``commit_message`` and ``transaction_properties``. Fragments are
-    counted in their protobuf form, not decoded; manifests are read on threads. Versions cleaned up since the listing are
-    left out, but never the latest (the directory is listed again if it went).
+    counted in their protobuf form, not decoded; manifests are read on threads. Versions cleaned up
+    since the listing are left out, but never the latest (the directory is listed again if it went).
 
     Raises:
         CorruptFileError: a manifest or transaction is damaged.

@@ -17,7 +17,7 @@ from lance_table.table.scan import READ_CHUNK_ROWS, in_flight, make_spec, matchi
 from lance_table.table.snapshot import Snapshot
 
 # pylance's ``delete`` default time bound on retries (accepted, not enforced).
-DEFAULT_RETRY_TIMEOUT = dt.timedelta(seconds=30)
+DEFAULT_RETRY_TIMEOUT: dt.timedelta = dt.timedelta(seconds=30)
 
 
 def plan_delete(ds: Snapshot, predicate: str | pc.Expression) -> Pending:
