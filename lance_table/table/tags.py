@@ -46,12 +46,34 @@ IN_FLIGHT_SECONDS = 3600.0
 
 @dataclass(frozen=True)
 class Tag:
+    """A tag; its fields read as attributes or, as pylance's ``Tag`` dict, by key
+    (``tag["version"]``; ``branch`` is always None)."""
+
     name: str
     version: int
     created_at: dt.datetime
     updated_at: dt.datetime
     manifest_size: int
     metadata: dict[str, Any]
+
+    _KEYS = ("branch", "version", "created_at", "updated_at", "manifest_size", "metadata")
+
+    def keys(self) -> tuple[str, ...]:
+        return self._KEYS
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self._KEYS:
+            raise KeyError(key)
+        return None if key == "branch" else getattr(self, key)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, dict):
+            return {k: self[k] for k in self._KEYS} == other
+        if isinstance(other, Tag):
+            return (self.name, *(self[k] for k in self._KEYS)) == (other.name, *(other[k] for k in self._KEYS))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 def _now() -> str:
@@ -208,15 +230,15 @@ class Tags:
                 f"version {entry.version} of {self._storage.uri} was cleaned up while it was tagged"
             ) from None
 
-    def create(self, name: str, version: int) -> None:
-        """Name ``version``.
+    def create(self, name: str, version: int | str) -> None:
+        """Name ``version`` (a number, or another tag's name, as pylance's ``reference``).
 
         Raises:
             TagError: the tag exists already or the name is invalid.
             VersionNotFoundError: the version does not exist (or was cleaned up meanwhile).
         """
         _checked_name(name)
-        entry = self._entry(version)
+        entry = self._entry(self._resolve(version))
         data = self._body(version, self._manifest_size(entry), _now(), {})
         with self._locked(name):
             try:
@@ -225,15 +247,18 @@ class Tags:
                 raise TagError(f"tag {name!r} already exists") from None
             self._undo_if_version_gone(name, entry, None)
 
-    def update(self, name: str, version: int) -> None:
-        """Point an existing tag at another version.
+    def _resolve(self, reference: int | str) -> int:
+        return self.get_version(reference) if isinstance(reference, str) else int(reference)
+
+    def update(self, name: str, version: int | str) -> None:
+        """Point an existing tag at another version (a number, or another tag's name).
 
         Raises:
             TagError: the tag does not exist.
             VersionNotFoundError: the version does not exist (or was cleaned up meanwhile).
         """
         _checked_name(name)
-        entry = self._entry(version)
+        entry = self._entry(self._resolve(version))
         size = self._manifest_size(entry)
         with self._locked(name):
             old, raw = self._read(name)
@@ -277,6 +302,19 @@ class Tags:
                 continue  # deleted since the listing
             out[name] = parse_tag(name, data, self._where(entry.path))
         return out
+
+    def list_ordered(self, order: str | None = None) -> list[tuple[str, Tag]]:
+        """Every tag as ``(name, tag)``, by version, newest first (``order="asc"``: oldest first),
+        as pylance's ``list_ordered``; tags of one version by name.
+
+        Raises:
+            ValueError: ``order`` is not "asc" or "desc".
+            CorruptFileError: a tag file is damaged.
+        """
+        if order not in (None, "asc", "desc"):
+            raise ValueError(f"order must be 'asc' or 'desc', not {order!r}")
+        items = sorted(self.list().items(), key=lambda item: (item[1].version, item[0]))
+        return items if order == "asc" else items[::-1]
 
 
 @contextlib.contextmanager
