@@ -30,10 +30,10 @@ from lance_table.table.fragment import FragmentReader
 from lance_table.table.fragment_metadata import FragmentMetadata
 from lance_table.table.lance_fragment import LanceFragment, fragment_of
 from lance_table.table.lance_operation import LanceOperation, Transaction
+from lance_table.table.maintenance import LanceStats, drop, validate
 from lance_table.table.opening import handle_state, open_snapshot, refuse, snapshot_of_state
 from lance_table.table.operations.cleanup import (
     DEFAULT_GRACE_PERIOD,
-    DEFAULT_OLDER_THAN,
     CleanupStats,
     cleanup_old_versions,
 )
@@ -467,27 +467,67 @@ class LanceDataset:
 
     def cleanup_old_versions(
         self,
-        older_than: dt.timedelta = DEFAULT_OLDER_THAN,
+        older_than: dt.timedelta | None = None,
+        retain_versions: int | None = None,
         *,
-        grace_period: dt.timedelta = DEFAULT_GRACE_PERIOD,
         delete_unverified: bool = False,
         error_if_tagged_old_versions: bool = True,
+        delete_rate_limit: int | None = None,
+        versions: Sequence[int] | None = None,
+        delete_concurrency: int | None = None,
+        grace_period: dt.timedelta = DEFAULT_GRACE_PERIOD,
+        dry_run: bool = False,
     ) -> CleanupStats:
-        """Delete versions older than ``older_than`` (never the latest, never a tagged one) and the
-        files only they reference; unreferenced files younger than ``grace_period`` stay unless
-        ``delete_unverified``.
+        """Delete versions older than ``older_than`` and not among the ``retain_versions`` newest
+        (neither given: older than two weeks, as pylance), only those of ``versions`` if given,
+        never the latest, never a tagged one, and the files only they reference; unreferenced files
+        younger than ``grace_period`` stay unless ``delete_unverified``. ``dry_run=True`` returns
+        what would be removed and removes nothing. ``delete_rate_limit`` and
+        ``delete_concurrency`` tune pylance's engine and are accepted as no-ops.
 
         Raises:
+            ValueError: ``retain_versions`` is not positive.
             TagError: a tagged version is older than the cutoff and ``error_if_tagged_old_versions``.
             CorruptFileError: a tag file is damaged; nothing is deleted.
         """
         return cleanup_old_versions(
             self._storage,
             older_than=older_than,
+            retain_versions=retain_versions,
+            only_versions=versions,
             grace_period=grace_period,
             delete_unverified=delete_unverified,
             error_if_tagged_old_versions=error_if_tagged_old_versions,
+            dry_run=dry_run,
         )
+
+    @property
+    def stats(self) -> LanceStats:
+        """pylance's ``ds.stats``: ``dataset_stats()`` of this version."""
+        return LanceStats(self._snapshot)
+
+    def validate(self) -> None:
+        """Check this version's integrity (fragment ids, deletion counts, files present), as
+        pylance's ``validate()``.
+
+        Raises:
+            SchemaError: two fragments share an id, or a fragment deletes more rows than it has.
+            DataFileNotFoundError: a data or deletion file is missing.
+        """
+        validate(self._snapshot)
+
+    @staticmethod
+    def drop(
+        base_uri: str | os.PathLike[str],
+        storage_options: Mapping[str, Any] | None = None,
+        ignore_not_found: bool | None = None,
+    ) -> None:
+        """Delete the dataset at ``base_uri`` and every file of it (pylance's ``LanceDataset.drop``).
+
+        Raises:
+            DatasetNotFoundError: there is no dataset there, unless ``ignore_not_found``.
+        """
+        drop(base_uri, storage_options, ignore_not_found)
 
 
 Dataset = LanceDataset  # the name lance_table used first

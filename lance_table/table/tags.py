@@ -15,6 +15,7 @@ storage's atomic create), so that an update racing a delete cannot bring the del
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import datetime as dt
 import json
@@ -70,7 +71,10 @@ class Tag:
         if isinstance(other, dict):
             return {k: self[k] for k in self._KEYS} == other
         if isinstance(other, Tag):
-            return (self.name, *(self[k] for k in self._KEYS)) == (other.name, *(other[k] for k in self._KEYS))
+            return (self.name, *(self[k] for k in self._KEYS)) == (
+                other.name,
+                *(other[k] for k in self._KEYS),
+            )
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]
@@ -238,7 +242,8 @@ class Tags:
             VersionNotFoundError: the version does not exist (or was cleaned up meanwhile).
         """
         _checked_name(name)
-        entry = self._entry(self._resolve(version))
+        version = self._resolve(version)
+        entry = self._entry(version)
         data = self._body(version, self._manifest_size(entry), _now(), {})
         with self._locked(name):
             try:
@@ -258,7 +263,8 @@ class Tags:
             VersionNotFoundError: the version does not exist (or was cleaned up meanwhile).
         """
         _checked_name(name)
-        entry = self._entry(self._resolve(version))
+        version = self._resolve(version)
+        entry = self._entry(version)
         size = self._manifest_size(entry)
         with self._locked(name):
             old, raw = self._read(name)
@@ -303,7 +309,7 @@ class Tags:
             out[name] = parse_tag(name, data, self._where(entry.path))
         return out
 
-    def list_ordered(self, order: str | None = None) -> list[tuple[str, Tag]]:
+    def list_ordered(self, order: str | None = None) -> builtins.list[tuple[str, Tag]]:
         """Every tag as ``(name, tag)``, by version, newest first (``order="asc"``: oldest first),
         as pylance's ``list_ordered``; tags of one version by name.
 
