@@ -31,13 +31,14 @@ class LanceStats:
 
     def dataset_stats(self, max_rows_per_group: int = DEFAULT_MAX_ROWS_PER_GROUP) -> dict[str, int]:
         """``{"num_deleted_rows", "num_fragments", "num_small_files"}`` as pylance counts them: the
-        rows deletion files remove, the fragments, and the fragments with fewer live rows than
+        rows deletion files remove, the fragments, and the fragments with fewer rows (deleted ones
+        included) than
         ``max_rows_per_group``."""
         frags = self._snapshot.manifest.fragments
         return {
             "num_deleted_rows": sum(f.num_deleted for f in frags),
             "num_fragments": len(frags),
-            "num_small_files": sum(f.physical_rows - f.num_deleted < max_rows_per_group for f in frags),
+            "num_small_files": sum(f.physical_rows < max_rows_per_group for f in frags),
         }
 
     def data_stats(self) -> Any:
