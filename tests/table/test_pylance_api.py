@@ -4,7 +4,6 @@ pickling, versions, tags, stats, cleanup, errors)."""
 
 from __future__ import annotations
 
-import datetime as dt
 import inspect
 import multiprocessing
 import os
