@@ -6,14 +6,12 @@ those raise :class:`~lance_table.errors.UnsupportedOperationError`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import Any, Literal, TypedDict
 
 from lance_table.errors import UnsupportedOperationError
+from lance_table.table.dataset import LanceDataset
 from lance_table.table.operations.compaction import CompactionMetrics
 from lance_table.table.optimize import DatasetOptimizer, compact
-
-if TYPE_CHECKING:
-    from lance_table.table.dataset import LanceDataset
 
 
 class CompactionOptions(TypedDict, total=False):

@@ -34,8 +34,10 @@ from lance_table.table.maintenance import LanceStats, drop, validate
 from lance_table.table.opening import handle_state, open_snapshot, refuse, snapshot_of_state
 from lance_table.table.operations.cleanup import (
     DEFAULT_GRACE_PERIOD,
+    CleanupExplanation,
     CleanupStats,
     cleanup_old_versions,
+    explain_cleanup,
 )
 from lance_table.table.operations.commit_operation import commit_operation
 from lance_table.table.operations.compaction import CompactionMetrics
@@ -216,7 +218,7 @@ class LanceDataset:
 
     @property
     def tags(self) -> Tags:
-        return Tags(self._storage)
+        return Tags(self._storage, self.version)
 
     # -- reading ----------------------------------------------------------------------------------
 
@@ -499,6 +501,37 @@ class LanceDataset:
             delete_unverified=delete_unverified,
             error_if_tagged_old_versions=error_if_tagged_old_versions,
             dry_run=dry_run,
+        )
+
+    def explain_cleanup_old_versions(
+        self,
+        older_than: dt.timedelta | None = None,
+        retain_versions: int | None = None,
+        *,
+        delete_unverified: bool = False,
+        error_if_tagged_old_versions: bool = True,
+        delete_rate_limit: int | None = None,
+        versions: Sequence[int] | None = None,
+        include_files: bool = False,
+        max_files: int = 1000,
+    ) -> CleanupExplanation:
+        """What :meth:`cleanup_old_versions` would remove, removing nothing (pylance's
+        ``explain_cleanup_old_versions``); ``include_files`` lists up to ``max_files`` files.
+
+        Raises:
+            ValueError: ``max_files`` or ``retain_versions`` is not positive.
+            TagError: a tagged version is older than the cutoff and ``error_if_tagged_old_versions``.
+        """
+        return explain_cleanup(
+            self._storage,
+            self.version,
+            include_files=include_files,
+            max_files=max_files,
+            older_than=older_than,
+            retain_versions=retain_versions,
+            only_versions=versions,
+            delete_unverified=delete_unverified,
+            error_if_tagged_old_versions=error_if_tagged_old_versions,
         )
 
     @property

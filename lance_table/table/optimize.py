@@ -7,13 +7,23 @@ pylance's options, runs it, and moves the handle to the version it committed.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, TypeVar
 
 from lance_table.errors import UnsupportedOperationError
 from lance_table.table.operations.compaction import CompactionMetrics, compact_files
+from lance_table.table.snapshot import Snapshot
 
-if TYPE_CHECKING:
-    from lance_table.table.dataset import LanceDataset
+_Result = TypeVar("_Result")
+
+
+class Handle(Protocol):
+    """What a write needs of a dataset handle (``LanceDataset``): its snapshot, and the one place
+    that moves it to the version a write committed."""
+
+    _snapshot: Snapshot
+
+    def _committed(self, snapshot: Snapshot, result: _Result = ...) -> _Result: ...
+
 
 # pylance's compaction modes; "try_binary_copy" falls back to re-encoding, which is what we do.
 COMPACTION_MODES = ("reencode", "try_binary_copy", "force_binary_copy")
@@ -62,7 +72,7 @@ def check_compaction_options(
 
 
 def compact(
-    ds: LanceDataset,
+    ds: Handle,
     *,
     target_rows_per_fragment: int | None = None,
     max_rows_per_group: int | None = None,
@@ -109,7 +119,7 @@ def compact(
 class DatasetOptimizer:
     """``ds.optimize``: pylance's ``DatasetOptimizer`` (compaction; indices are not supported)."""
 
-    def __init__(self, dataset: LanceDataset) -> None:
+    def __init__(self, dataset: Handle) -> None:
         self._dataset = dataset
 
     def compact_files(

@@ -142,8 +142,11 @@ def _checked_name(name: str) -> str:
 class Tags:
     """The tags of a dataset: ``create``, ``update``, ``delete``, ``list``, ``get_version``."""
 
-    def __init__(self, storage: Storage) -> None:
+    def __init__(self, storage: Storage, current: int | None = None) -> None:
+        """``current``: the version of the handle the tags were asked from (what ``create`` and
+        ``update`` name when given no version, as pylance's ``reference=None``)."""
         self._storage = storage
+        self._current = current
 
     def _where(self, path: str) -> str:
         return f"{self._storage.uri.rstrip('/')}/{path}"
@@ -234,8 +237,9 @@ class Tags:
                 f"version {entry.version} of {self._storage.uri} was cleaned up while it was tagged"
             ) from None
 
-    def create(self, name: str, version: int | str) -> None:
-        """Name ``version`` (a number, or another tag's name, as pylance's ``reference``).
+    def create(self, name: str, version: int | str | None = None) -> None:
+        """Name ``version`` (a number, another tag's name, or None: the handle's version, as pylance's
+        ``reference``).
 
         Raises:
             TagError: the tag exists already or the name is invalid.
@@ -252,10 +256,14 @@ class Tags:
                 raise TagError(f"tag {name!r} already exists") from None
             self._undo_if_version_gone(name, entry, None)
 
-    def _resolve(self, reference: int | str) -> int:
+    def _resolve(self, reference: int | str | None) -> int:
+        if reference is None:
+            if self._current is None:
+                raise TagError("name the version to tag")
+            return self._current
         return self.get_version(reference) if isinstance(reference, str) else int(reference)
 
-    def update(self, name: str, version: int | str) -> None:
+    def update(self, name: str, version: int | str | None = None) -> None:
         """Point an existing tag at another version (a number, or another tag's name).
 
         Raises:

@@ -4,6 +4,7 @@ pickling, versions, tags, stats, cleanup, errors)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import inspect
 import multiprocessing
 import os
@@ -320,3 +321,39 @@ def test_cleanup_as_pylance_and_dry_run(pair):
         v["version"] for v in lance.dataset(pair[1]).versions()
     ]
     assert lt.dataset(pair[0]).to_table() == lance.dataset(pair[1]).to_table()
+
+
+def test_explain_cleanup_matches_pylance_and_removes_nothing(pair):
+    for ds in (lt.dataset(pair[0]), lance.dataset(pair[1])):
+        ds.delete("id < 2")
+        ds.optimize.compact_files()
+    ours, theirs = lt.dataset(pair[0]), lance.dataset(pair[1])
+    before = sorted(p for p in Path(pair[0]).rglob("*") if p.is_file())
+    mine = ours.explain_cleanup_old_versions(older_than=dt.timedelta(0), include_files=True)
+    yours = theirs.explain_cleanup_old_versions(older_than=dt.timedelta(0), include_files=True)
+    assert sorted(p for p in Path(pair[0]).rglob("*") if p.is_file()) == before
+    fields = ("old_versions", "data_files_removed", "transaction_files_removed")
+    fields += ("deletion_files_removed", "index_files_removed")
+    assert [getattr(mine.stats, f) for f in fields] == [getattr(yours.stats, f) for f in fields]
+    assert mine.read_version == yours.read_version
+    # the data files are the same (copied); deletion files, transactions and manifests each wrote
+    data = [(Path(f.path).name, f.size_bytes) for f in mine.candidate_files if f.kind == "data"]
+    assert sorted(data) == sorted(
+        (Path(f.path).name, f.size_bytes) for f in yours.candidate_files if f.kind == "data"
+    )
+    assert sorted(f.kind for f in mine.candidate_files) == sorted(f.kind for f in yours.candidate_files)
+    for explained in (mine, yours):  # bytes count every file, manifests included
+        assert explained.stats.bytes_removed == sum(f.size_bytes for f in explained.candidate_files)
+    done = ours.cleanup_old_versions(older_than=dt.timedelta(0))
+    assert [getattr(done, f) for f in fields] == [getattr(mine.stats, f) for f in fields]
+    assert done.bytes_removed == mine.stats.bytes_removed
+
+
+def test_tag_reference_defaults_to_the_handles_version(pair):
+    for lib, uri in ((lt, pair[0]), (lance, pair[1])):
+        ds = lib.dataset(uri)
+        ds.delete("id = 1")
+        ds.tags.create("here")
+        lib.dataset(uri, version=1).tags.update("here")
+        ds.tags.create("same", "here")
+        assert lib.dataset(uri, version="same").version == 1

@@ -35,6 +35,7 @@ import datetime as dt
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from lance_table._parallel import METADATA, map_on
 from lance_table.errors import CorruptFileError, LanceTableError, TagError
@@ -73,6 +74,34 @@ class CleanupStats:
             + self.index_files_removed
             + self.deletion_files_removed
         )
+
+
+@dataclass(frozen=True)
+class CleanupCandidateFile:
+    """A file a cleanup removes (pylance's ``CleanupCandidateFile``): its URI, its kind
+    (``manifest``, ``data``, ``deletion``, ``transaction``), whether no removed version referenced
+    it (``unverified``), and its size."""
+
+    path: str
+    kind: str
+    unverified: bool
+    size_bytes: int
+
+
+@dataclass(frozen=True)
+class CleanupExplanation:
+    """What a cleanup would remove (pylance's ``explain_cleanup_old_versions`` result)."""
+
+    read_version: int
+    stats: CleanupStats
+    candidate_files: list[CleanupCandidateFile]
+    candidate_files_truncated: bool
+    candidate_file_limit: int
+    referenced_branches: list[Any]
+    warnings: list[str]
+
+
+_KINDS = {paths.DATA_DIR: "data", paths.DELETIONS_DIR: "deletion", paths.TRANSACTIONS_DIR: "transaction"}
 
 
 def referenced_files(manifest: Manifest, seen: dict[int, Fragment] | None = None) -> set[str]:
@@ -207,12 +236,14 @@ def cleanup_old_versions(
     delete_unverified: bool = False,
     error_if_tagged_old_versions: bool = True,
     dry_run: bool = False,
+    candidates: list[CleanupCandidateFile] | None = None,
 ) -> CleanupStats:
     """Delete versions older than ``older_than`` and not among the ``retain_versions`` newest (both
     as pylance; neither given: older than :data:`DEFAULT_OLDER_THAN`), only those of
     ``only_versions`` if given, never the latest, never a tagged one; then the data, deletion and
     transaction files that no remaining version references. ``dry_run`` decides and counts the
-    same, and removes nothing.
+    same, and removes nothing. ``candidates``, if given, receives every file removed (or that
+    would be), manifests included.
 
     A file that no manifest references at all is deleted only when it is older than
     ``grace_period`` (it may belong to a writer still in flight); ``delete_unverified`` lifts that
@@ -285,7 +316,13 @@ def cleanup_old_versions(
     kept_refs = _union_of_references([*(v.manifest(storage) for v in kept.values()), *newer])
     removed_refs = _references_of_doomed(storage, doomed)
 
-    removed_bytes = 0
+    root = storage.uri.rstrip("/")
+    removed_bytes = sum(len(found.data) for found in doomed.values())
+    for found in doomed.values():
+        if candidates is not None:
+            candidates.append(
+                CleanupCandidateFile(f"{root}/{found.entry.path}", "manifest", False, len(found.data))
+            )
     removed_files = dict.fromkeys((paths.DATA_DIR, paths.DELETIONS_DIR, paths.TRANSACTIONS_DIR), 0)
     # Keep the transaction files of commits in flight, so that later cleanups see them too (unless
     # the caller says no writer runs: ``delete_unverified``).
@@ -308,6 +345,10 @@ def cleanup_old_versions(
                 storage.delete(item.path)
             removed_bytes += item.size
             removed_files[directory] += 1
+            if candidates is not None:
+                candidates.append(
+                    CleanupCandidateFile(f"{root}/{item.path}", _KINDS[directory], not verified, item.size)
+                )
     for item in [] if dry_run else _leftovers(storage, now, grace_cutoff):
         storage.delete(item.path)
         removed_bytes += item.size
@@ -364,3 +405,33 @@ def _leftovers(storage: Storage, now: float, grace_cutoff: float) -> list[Entry]
         if item.modified is not None and now - item.modified > PIN_STALE_SECONDS
     ]
     return out
+
+
+def explain_cleanup(
+    storage: Storage,
+    read_version: int,
+    *,
+    include_files: bool = False,
+    max_files: int = 1000,
+    **policy: Any,
+) -> CleanupExplanation:
+    """What :func:`cleanup_old_versions` with ``policy`` would remove, removing nothing; the
+    candidate files are listed (up to ``max_files``) when ``include_files``.
+
+    Raises:
+        ValueError: ``max_files`` is not positive, or see :func:`cleanup_old_versions`.
+    """
+    if max_files <= 0:
+        raise ValueError("max_files must be positive")
+    found: list[CleanupCandidateFile] = []
+    stats = cleanup_old_versions(storage, dry_run=True, candidates=found, **policy)
+    shown = found[:max_files] if include_files else []
+    return CleanupExplanation(
+        read_version=read_version,
+        stats=stats,
+        candidate_files=shown,
+        candidate_files_truncated=include_files and len(found) > max_files,
+        candidate_file_limit=max_files,
+        referenced_branches=[],
+        warnings=[],
+    )
