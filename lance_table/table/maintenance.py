@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from lance_table._parallel import METADATA, map_on
@@ -12,15 +13,45 @@ from lance_table.errors import (
     DataFileNotFoundError,
     DatasetNotFoundError,
     SchemaError,
+    UnsupportedFormatError,
     UnsupportedOperationError,
 )
+from lance_table.file.container import read_metadata
 from lance_table.format import paths
+from lance_table.format.manifest import DataFile
 from lance_table.storage import open_storage
 from lance_table.table import versions
 from lance_table.table.snapshot import Snapshot
 
 #: pylance's ``dataset_stats`` default: fragments with fewer rows than this are "small files".
 DEFAULT_MAX_ROWS_PER_GROUP = 1024
+
+
+@dataclass(frozen=True)
+class FieldStatistics:
+    """pylance's ``FieldStatistics``: a field's id and the bytes its pages take on disk."""
+
+    id: int
+    bytes_on_disk: int
+
+
+@dataclass(frozen=True)
+class DataStatistics:
+    """pylance's ``DataStatistics``: one :class:`FieldStatistics` per field of the schema."""
+
+    fields: list[FieldStatistics]
+
+
+def _bytes_per_field(snapshot: Snapshot, data_file: DataFile) -> dict[int, int]:
+    """The page (and column) buffer bytes of each field a data file stores."""
+    meta = read_metadata(snapshot.storage.source(paths.data_file_path(data_file.path)))
+    out: dict[int, int] = {}
+    for field_id, column in zip(data_file.fields, data_file.column_indices):
+        if 0 <= column < len(meta.columns):
+            col = meta.columns[column]
+            size = sum(sum(page.buffer_sizes) for page in col.pages) + sum(col.buffer_sizes)
+            out[field_id] = out.get(field_id, 0) + size
+    return out
 
 
 class LanceStats:
@@ -41,13 +72,23 @@ class LanceStats:
             "num_small_files": sum(f.physical_rows < max_rows_per_group for f in frags),
         }
 
-    def data_stats(self) -> Any:
-        """Not supported yet: per-field bytes on disk.
+    def data_stats(self) -> DataStatistics:
+        """Bytes on disk of each field's pages, summed over the version's data files (the data
+        files' metadata is read), as pylance's ``data_stats()``; a struct's own entry is 0.
 
         Raises:
-            UnsupportedOperationError: always.
+            UnsupportedFormatError: a data file is in legacy format 0.1 (no per-column pages).
+            DataFileNotFoundError: a data file is missing.
         """
-        raise UnsupportedOperationError("stats.data_stats() is not supported by lance_table")
+        files = [f for frag in self._snapshot.manifest.fragments for f in frag.files if f.base_id is None]
+        if any(f.file_major_version == 0 for f in files):
+            raise UnsupportedFormatError("stats.data_stats() does not read legacy (0.1) data files")
+        totals: dict[int, int] = {}
+        for sizes in map_on(METADATA, lambda f: _bytes_per_field(self._snapshot, f), files):
+            for field_id, size in sizes.items():
+                totals[field_id] = totals.get(field_id, 0) + size
+        ids = [f.id for f in self._snapshot.manifest.fields]
+        return DataStatistics([FieldStatistics(i, totals.get(i, 0)) for i in ids])
 
     def index_stats(self, index_name: str) -> dict[str, Any]:
         """Not supported: lance_table has no indices.

@@ -287,6 +287,8 @@ def test_stats_and_validate(pair):
     ours, theirs = lt.dataset(pair[0]), lance.dataset(pair[1])
     assert ours.stats.dataset_stats() == theirs.stats.dataset_stats()
     assert ours.stats.dataset_stats(max_rows_per_group=2) == theirs.stats.dataset_stats(max_rows_per_group=2)
+    mine, yours = ours.stats.data_stats(), theirs.stats.data_stats()
+    assert [(f.id, f.bytes_on_disk) for f in mine.fields] == [(f.id, f.bytes_on_disk) for f in yours.fields]
     assert ours.validate() is None and theirs.validate() is None
     data_file = ours.manifest.fragments[3].files[0].path
     os.remove(Path(pair[0]) / "data" / data_file)
@@ -357,3 +359,18 @@ def test_tag_reference_defaults_to_the_handles_version(pair):
         lib.dataset(uri, version=1).tags.update("here")
         ds.tags.create("same", "here")
         assert lib.dataset(uri, version="same").version == 1
+
+
+@pytest.mark.parametrize("version", ["2.0", "2.1"])
+def test_data_stats_of_nested_and_string_fields(tmp_path, version):
+    table = pa.table(
+        {
+            "a": range(900),
+            "s": [f"x{i}" for i in range(900)],
+            "st": [{"p": i, "q": str(i)} for i in range(900)],
+        }
+    )
+    uri = str(tmp_path / "ds")
+    lance.write_dataset(table, uri, max_rows_per_file=400, data_storage_version=version)
+    mine, yours = lt.dataset(uri).stats.data_stats(), lance.dataset(uri).stats.data_stats()
+    assert [(f.id, f.bytes_on_disk) for f in mine.fields] == [(f.id, f.bytes_on_disk) for f in yours.fields]
