@@ -261,7 +261,7 @@ class Tags:
             if self._current is None:
                 raise TagError("name the version to tag")
             return self._current
-        return self.get_version(reference) if isinstance(reference, str) else int(reference)
+        return self.get_version(reference) if isinstance(reference, str) else reference
 
     def update(self, name: str, version: int | str | None = None) -> None:
         """Point an existing tag at another version (a number, or another tag's name).
