@@ -17,6 +17,7 @@ ARGS = {
     errors.StorageOptionsError: (("timeoutt", "is unknown"), {"known": ("timeout",)}),
     errors.CommitConflictError: (("lost the race",), {"retryable": True}),
     errors.DataFileNotFoundError: (("data/a.lance", 3), {"cleaned_up": True}),
+    errors.UnsupportedOptionError: (("write_dataset", "table_id"), {}),
 }
 CLASSES = [c for c in vars(errors).values() if inspect.isclass(c) and issubclass(c, errors.LanceTableError)]
 

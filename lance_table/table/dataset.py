@@ -41,7 +41,7 @@ from lance_table.table.operations.cleanup import (
 )
 from lance_table.table.operations.commit_operation import commit_operation
 from lance_table.table.operations.compaction import CompactionMetrics
-from lance_table.table.operations.delete import DEFAULT_RETRY_TIMEOUT, plan_delete
+from lance_table.table.operations.delete import DEFAULT_RETRY_TIMEOUT, delete_rows
 from lance_table.table.operations.restore import plan_restore
 from lance_table.table.operations.write import (
     DEFAULT_MAX_BYTES_PER_FILE,
@@ -98,8 +98,8 @@ class LanceDataset:
         base_store_params: Mapping[str, Any] | None = None,
     ) -> None:
         """Open ``uri`` as pylance's ``LanceDataset(uri, version, ...)`` does (see :func:`dataset`;
-        ``serialized_manifest`` opens that manifest's version without listing the store), or wrap a
-        snapshot (lance_table's own use).
+        ``serialized_manifest``, the bytes of a manifest file as a pickled handle carries them,
+        opens that version without listing the store), or wrap a snapshot (lance_table's own use).
 
         Raises:
             DatasetNotFoundError: there is no dataset at ``uri``.
@@ -412,16 +412,7 @@ class LanceDataset:
             FilterError: the predicate does not parse.
             CommitConflictError: a concurrent commit makes this delete impossible.
         """
-        snapshot = self._snapshot
-        if conflict_retries is not None:
-            options = replace(snapshot.commit_options, max_retries=conflict_retries)
-            snapshot = replace(snapshot, commit_options=options)
-        versions.check_writable(self.manifest, self.uri)
-        check_can_commit(snapshot.commit_options, self._storage)
-        pending = plan_delete(snapshot, predicate)
-        deleted = sum(len(rows) for rows in pending.delete_additions.values())
-        done = snapshot.commit(pending, message=commit_message)
-        done = replace(done, commit_options=self._snapshot.commit_options)
+        done, deleted = delete_rows(self._snapshot, predicate, conflict_retries, commit_message)
         return self._committed(done, {"num_deleted_rows": deleted})
 
     def restore(self, *, commit_message: str | None = None) -> None:

@@ -374,3 +374,14 @@ def test_data_stats_of_nested_and_string_fields(tmp_path, version):
     lance.write_dataset(table, uri, max_rows_per_file=400, data_storage_version=version)
     mine, yours = lt.dataset(uri).stats.data_stats(), lance.dataset(uri).stats.data_stats()
     assert [(f.id, f.bytes_on_disk) for f in mine.fields] == [(f.id, f.bytes_on_disk) for f in yours.fields]
+
+
+def test_write_to_a_handle_and_open_from_manifest_bytes(pair):
+    ds = lt.dataset(pair[0])
+    lt.write_dataset(_rows(2, 100), ds, mode="append")  # pylance's uri may be a dataset
+    manifest = next((Path(pair[0]) / "_versions").glob("*.manifest"))
+    data = sorted((Path(pair[0]) / "_versions").glob("*.manifest"), key=lambda p: p.name)
+    opened = [lt.LanceDataset(pair[0], serialized_manifest=p.read_bytes()) for p in data]
+    assert sorted(d.version for d in opened) == [1, 2] and manifest.exists()
+    with pytest.raises(lt.VersionNotFoundError):
+        lt.LanceDataset(pair[0], 5, serialized_manifest=data[0].read_bytes())
