@@ -237,16 +237,16 @@ class Tags:
                 f"version {entry.version} of {self._storage.uri} was cleaned up while it was tagged"
             ) from None
 
-    def create(self, name: str, version: int | str | None = None) -> None:
-        """Name ``version`` (a number, another tag's name, or None: the handle's version, as pylance's
-        ``reference``).
+    def create(self, tag: str, reference: int | str | None = None) -> None:
+        """Name a version: ``reference`` is its number, another tag's name, or None for the
+        handle's version (pylance's parameters).
 
         Raises:
             TagError: the tag exists already or the name is invalid.
             VersionNotFoundError: the version does not exist (or was cleaned up meanwhile).
         """
-        _checked_name(name)
-        version = self._resolve(version)
+        name = _checked_name(tag)
+        version = self._resolve(reference)
         entry = self._entry(version)
         data = self._body(version, self._manifest_size(entry), _now(), {})
         with self._locked(name):
@@ -263,15 +263,16 @@ class Tags:
             return self._current
         return self.get_version(reference) if isinstance(reference, str) else reference
 
-    def update(self, name: str, version: int | str | None = None) -> None:
-        """Point an existing tag at another version (a number, or another tag's name).
+    def update(self, tag: str, reference: int | str | None = None) -> None:
+        """Point an existing tag at another version (``reference``: a number, another tag's name,
+        or None for the handle's version).
 
         Raises:
             TagError: the tag does not exist.
             VersionNotFoundError: the version does not exist (or was cleaned up meanwhile).
         """
-        _checked_name(name)
-        version = self._resolve(version)
+        name = _checked_name(tag)
+        version = self._resolve(reference)
         entry = self._entry(version)
         size = self._manifest_size(entry)
         with self._locked(name):
@@ -280,24 +281,25 @@ class Tags:
             self._storage.write(paths.tag_path(name), body)
             self._undo_if_version_gone(name, entry, raw)
 
-    def delete(self, name: str) -> None:
+    def delete(self, tag: str) -> None:
         """Remove a tag.
 
         Raises:
             TagError: the tag does not exist.
         """
+        name = tag
         with self._locked(_checked_name(name)):
             self._read(name)
             self._storage.delete(paths.tag_path(name))
 
-    def get_version(self, name: str) -> int:
+    def get_version(self, tag: str) -> int:
         """The version a tag names.
 
         Raises:
             TagError: the tag does not exist or the name is invalid.
             CorruptFileError: the tag file is damaged.
         """
-        return self._read(name)[0].version
+        return self._read(tag)[0].version
 
     def list(self) -> dict[str, Tag]:
         """Every tag, by name.

@@ -19,6 +19,8 @@ import pyarrow as pa
 import pytest
 
 import lance_table as lt
+from lance_table.table.maintenance import LanceStats
+from lance_table.table.tags import Tags
 
 lance = pytest.importorskip("lance")
 pytestmark = pytest.mark.interop
@@ -150,6 +152,19 @@ def test_lancedataset_opens_as_pylances_constructor(pair):
         (lambda: lance.LanceDataset.cleanup_old_versions, lambda: lt.LanceDataset.cleanup_old_versions),
         (lambda: lance.LanceDataset.checkout_version, lambda: lt.LanceDataset.checkout_version),
         (lambda: lance.LanceDataset.drop, lambda: lt.LanceDataset.drop),
+        (lambda: lance.LanceDataset.restore, lambda: lt.LanceDataset.restore),
+        (lambda: lance.LanceDataset.checkout_latest, lambda: lt.LanceDataset.checkout_latest),
+        (lambda: lance.LanceDataset.validate, lambda: lt.LanceDataset.validate),
+        (
+            lambda: lance.LanceDataset.explain_cleanup_old_versions,
+            lambda: lt.LanceDataset.explain_cleanup_old_versions,
+        ),
+        (lambda: sys.modules["lance.dataset"].Tags.create, lambda: Tags.create),
+        (lambda: sys.modules["lance.dataset"].Tags.update, lambda: Tags.update),
+        (lambda: sys.modules["lance.dataset"].Tags.delete, lambda: Tags.delete),
+        (lambda: sys.modules["lance.dataset"].Tags.get_version, lambda: Tags.get_version),
+        (lambda: sys.modules["lance.dataset"].Tags.list_ordered, lambda: Tags.list_ordered),
+        (lambda: sys.modules["lance.dataset"].LanceStats.dataset_stats, lambda: LanceStats.dataset_stats),
         (
             lambda: sys.modules["lance.dataset"].DatasetOptimizer.compact_files,
             lambda: lt.optimize.DatasetOptimizer.compact_files,
