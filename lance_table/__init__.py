@@ -8,6 +8,7 @@ from __future__ import annotations
 from importlib import metadata as _metadata
 
 from lance_table.errors import (
+    BatchCommitError,
     BlobLocationError,
     CommitConflictError,
     CommitError,
@@ -17,9 +18,12 @@ from lance_table.errors import (
     DatasetAlreadyExistsError,
     DatasetNotFoundError,
     FilterError,
+    InvalidURIError,
     LanceTableError,
     SchemaError,
+    StorageCredentialsError,
     StorageOptionsError,
+    StorageUnreachableError,
     TagError,
     UnsupportedFormatError,
     UnsupportedOperationError,
@@ -39,9 +43,12 @@ import lance_table.fragment as fragment  # pylance's ``lance.fragment``
 import lance_table.optimize as optimize  # pylance's ``lance.optimize``
 from lance_table.table import Dataset, LanceDataset, dataset, write_dataset
 from lance_table.table.lance_operation import LanceOperation, Transaction
+from lance_table.table.lance_schema import LanceSchema
 from lance_table.table.operations.cleanup import CleanupStats
+from lance_table.table.scanner import LanceScanner
 
 __all__ = [
+    "BatchCommitError",
     "BlobLocationError",
     "CleanupStats",
     "CommitConflictError",
@@ -53,11 +60,16 @@ __all__ = [
     "DatasetAlreadyExistsError",
     "DatasetNotFoundError",
     "FilterError",
+    "InvalidURIError",
     "LanceDataset",
     "LanceOperation",
+    "LanceScanner",
+    "LanceSchema",
     "LanceTableError",
     "SchemaError",
+    "StorageCredentialsError",
     "StorageOptionsError",
+    "StorageUnreachableError",
     "TagError",
     "Transaction",
     "UnsupportedFormatError",

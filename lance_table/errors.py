@@ -79,6 +79,11 @@ class FilterError(LanceTableError, ValueError):
     """A filter predicate cannot be parsed or uses a construct this library does not support."""
 
 
+class ScanOptionError(LanceTableError, ValueError):
+    """A scan option has a bad value (a negative limit, a batch size below 1) or asks what a scan
+    cannot answer (a count with a limit), as pylance's ``ValueError`` says."""
+
+
 class StorageOptionsError(LanceTableError, ValueError):
     """A storage option is unknown, unsafe for the storage layer, given twice, or has a bad value.
 
@@ -95,6 +100,37 @@ class StorageOptionsError(LanceTableError, ValueError):
         if known:
             message += f"; known options: {', '.join(known)}"
         super().__init__(message)
+
+
+class InvalidURIError(LanceTableError, ValueError):
+    """A dataset URI names no place lance_table can reach (a ``file:`` URI of another host, or one
+    without an absolute path). Attribute ``uri``: the URI as given."""
+
+    def __init__(self, uri: str, problem: str) -> None:
+        self.uri = uri
+        super().__init__(f"{uri!r} {problem}")
+
+
+class StorageUnreachableError(LanceTableError, ConnectionError):
+    """The storage service could not be reached (connection refused, DNS failure, timeout).
+
+    Attributes ``uri`` (the dataset) and ``detail`` (what the client reported). Check the
+    endpoint (``aws_endpoint``), the network, and the ``connect_timeout``/``timeout`` options."""
+
+    def __init__(self, uri: str, detail: str) -> None:
+        self.uri = uri
+        self.detail = detail
+        super().__init__(f"cannot reach the storage of {uri}: {detail}")
+
+
+class StorageCredentialsError(LanceTableError, PermissionError):
+    """The storage refused access: no credentials were found, or the ones given are invalid or
+    lack permission. Attributes ``uri`` and ``detail``."""
+
+    def __init__(self, uri: str, detail: str) -> None:
+        self.uri = uri
+        self.detail = detail
+        super().__init__(f"access to the storage of {uri} failed: {detail}")
 
 
 class DatasetNotFoundError(LanceTableError, FileNotFoundError, ValueError):
@@ -191,3 +227,9 @@ class DataFileNotFoundError(LanceTableError, FileNotFoundError):
         if cleaned_up:
             message += f" (version {version} has been cleaned up: its manifest no longer exists)"
         super().__init__(message)
+
+
+class BatchCommitError(LanceTableError, ValueError, OSError):
+    """``commit_batch`` was given what it cannot merge into one commit: no transactions, or one
+    other than an Append (pylance merges only appends). An ``OSError`` as pylance's is; nothing
+    was written."""

@@ -50,6 +50,18 @@ class FragmentReader:
         return read_deletions(self.storage, self.fragment, version=self.version)
 
     @cached_per_instance
+    def row_ids(self) -> np.ndarray | None:
+        """The stable row ids of the fragment's physical rows (None: its row ids are addresses).
+
+        Raises:
+            CorruptFileError: the row id sequence is damaged or does not fit the fragment.
+        """
+        from lance_table.table.row_ids import fragment_row_ids
+
+        where = f"{self.storage.uri.rstrip('/')} version {self.version} (manifest)"
+        return fragment_row_ids(self.fragment, where)
+
+    @cached_per_instance
     def physical_rows(self) -> int:
         """The fragment's rows, deleted ones included, once every data file confirms the count.
 

@@ -128,7 +128,7 @@ def test_batches_stream_and_feed_other_libraries(tmp_path):
     assert max(sizes) <= 700 and sum(sizes) == 5000
     df = pd.DataFrame(ds.to_batches(columns=["id"]).read_pandas())
     assert df["id"].tolist() == list(range(5000))
-    assert ds.scanner(filter="id < 3").read_all().num_rows == 3
+    assert ds.scanner(filter="id < 3").to_table().num_rows == 3
 
 
 def test_take_by_position_skips_deleted_rows(tmp_path):

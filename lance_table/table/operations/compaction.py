@@ -12,6 +12,7 @@ from lance_table.format.manifest import Fragment
 from lance_table.format.transaction import ReserveFragments, Rewrite, RewriteGroup
 from lance_table.table import blob_write
 from lance_table.table.commit import Pending, check_can_commit, check_rebasable
+from lance_table.table.commit.row_ids import carried_row_ids, uses_stable_row_ids
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.operations.write import (
     DEFAULT_MAX_BYTES_PER_FILE,
@@ -216,6 +217,11 @@ def compact_files(
             for path in files:
                 ds.storage.delete(path)
             raise error
+    if uses_stable_row_ids(ds.manifest):  # the rewritten rows keep their ids (and versions)
+        written = [
+            carried_row_ids([(f.fragment, f.live_positions()) for f in bin_.fragments], new)
+            for bin_, new in zip(bins, written, strict=True)
+        ]
     total = sum(len(w) for w in written)
     # A failed reservation deletes the new files; so does a failed rewrite (through its pending).
     reserved = ds.commit(Pending(ReserveFragments(total), ds.version, written=files)).manifest
