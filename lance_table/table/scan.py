@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyarrow import acero
 
-from lance_table._parallel import FRAGMENTS, IO, IO_THREADS, ahead_on, map_grouped, workers
+from lance_table._parallel import FRAGMENTS, IO, IO_THREADS, ahead_on, map_grouped, map_groups, workers
 from lance_table.errors import SchemaError
 from lance_table.file.runs import Runs
 from lance_table.table.fragment import FragmentReader
@@ -294,13 +294,10 @@ def scan_all(frags: Sequence[FragmentReader], spec: ScanSpec, out_schema: pa.Sch
     split = _split(len(frags))
     ranges = [_row_ranges(f, spec, split) for f in frags]
     tasks = [(f, lo, hi) for f, spans in zip(frags, ranges) for lo, hi in spans]
-    parts = map_grouped(
-        lambda t: _scan_range(t[0], spec, out_schema, t[1], t[2]),
-        tasks,
-        [hi - lo for _, lo, hi in tasks],
-        in_flight=wait,
-    )
-    tables = [t for t in parts if t is not None]
+    from lance_table.table.scan_groups import scan_tasks  # small fragments a batch at a time
+
+    sizes = [hi - lo for _, lo, hi in tasks]
+    tables = map_groups(lambda group: scan_tasks(group, spec, out_schema), tasks, sizes, in_flight=wait)
     if not out_schema.names:  # no columns: only the row count matters
         return _empty_rows(sum(t.num_rows for t in tables))
     return pa.concat_tables(tables) if tables else out_schema.empty_table()
@@ -383,13 +380,18 @@ def take_rows(
     which = np.searchsorted(starts, unique, side="right") - 1
     touched = np.unique(which).tolist()
 
-    def read(k: int) -> pa.Table:
-        frag = frags[k]
-        local = unique[which == k] - starts[k]
-        physical = frag.live_positions()[local] if frag.deleted.size else local
-        table = frag.read(spec.columns, Runs.from_sorted_unique(physical))
-        return pa.Table.from_arrays(table.columns, schema=out_schema)
+    from lance_table.table.scan_groups import take_batch  # small fragments a batch at a time
 
-    parts = map_grouped(read, touched, [1] * len(touched), in_flight=in_flight(frags))
+    def runs(k: int) -> Runs:
+        frag = frags[k]
+        a, b = np.searchsorted(which, [k, k + 1]).tolist()  # ``which`` is sorted
+        local = unique[a:b] - starts[k]
+        physical = frag.live_positions()[local] if frag.deleted.size else local
+        return Runs.from_sorted_unique(physical)
+
+    def read(group: list[int]) -> list[pa.Table]:
+        return [take_batch([frags[k] for k in group], [runs(k) for k in group], spec, out_schema)]
+
+    parts = map_groups(read, touched, [1] * len(touched), in_flight=in_flight(frags))
     result = pa.concat_tables(parts) if parts else out_schema.empty_table()
     return result.take(pa.array(inverse.reshape(-1)))

@@ -1,0 +1,161 @@
+"""Scans, filters and takes over many small fragments, a group of fragments at a time.
+
+Each task of a whole-table scan is a range of a fragment; a table of many small appends makes
+thousands of them, each worth a few microseconds of decoding. The tasks whose fragments
+:mod:`fragment_batch` reads as one batch are read together here: the predicate's columns of all
+of them decoded in one pass and evaluated in one call, then the projection of the fragments with
+matching rows in one more pass. Other tasks are read one by one as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from lance_table.file.runs import EMPTY, Runs
+from lance_table.table import fragment_batch
+from lance_table.table.fragment import FragmentReader
+from lance_table.table.scan import (
+    ROW_ID,
+    ScanSpec,
+    _empty_rows,
+    _floors,
+    _scan_range,
+    evaluate_mask,
+    matching_positions,
+)
+
+Task = tuple[FragmentReader, int, int]
+
+
+def _needed(spec: ScanSpec) -> list[str]:
+    return list(dict.fromkeys([*spec.columns, *spec.filter_columns]))
+
+
+def _batches(tasks: Sequence[Task], names: list[str]) -> list[tuple[int, int, bool]]:
+    """Runs ``[i, j)`` of the tasks, each read as a batch (True) or task by task (False)."""
+    found = fragment_batch.plans([t[0] for t in tasks], names)
+    out: list[tuple[int, int, bool]] = []
+    i, n = 0, len(tasks)
+    while i < n:
+        j = i
+        while j < n and found[j] is not None:
+            j += 1
+        if j - i > 1:
+            out.append((i, j, True))
+        else:
+            j = max(j, i + 1)
+            out.append((i, j, False))
+        i = j
+    return out
+
+
+def scan_tasks(tasks: Sequence[Task], spec: ScanSpec, out_schema: pa.Schema) -> list[pa.Table]:
+    """The matching rows of each task's range ``[lo, hi)`` of its fragment (as ``_scan_range``
+    reads one), the tasks of small fragments read as batches; tables without rows left out."""
+    out: list[pa.Table | None] = []
+    for i, j, batched in _batches(tasks, _needed(spec)):
+        if batched:
+            out.append(_scan_batch(tasks[i:j], spec, out_schema))
+        else:
+            out.extend(_scan_range(f, spec, out_schema, lo, hi) for f, lo, hi in tasks[i:j])
+    return [t for t in out if t is not None]
+
+
+def _matching(
+    frags: Sequence[FragmentReader], spec: ScanSpec, lives: list[Runs]
+) -> tuple[list[Runs], pa.Table]:
+    """The runs of the matching live rows of each fragment, and the predicate's columns of the
+    matching rows (one table for all)."""
+    assert spec.filter is not None
+    floors = _floors(spec.exact) if spec.exact else None
+    total = sum(r.total for r in lives)
+    if spec.filter_columns:
+        table = fragment_batch.read(frags, spec.filter_columns, lives, floors)
+    else:
+        table = _empty_rows(total)
+    mask = None
+    if spec.exact:
+        from lance_table.filters import vectorized
+
+        mask = vectorized.mask(table, spec.exact)
+    if mask is None:
+        mask = evaluate_mask(table, spec.filter)
+    hits = np.flatnonzero(mask)
+    bounds = np.zeros(len(lives) + 1, np.int64)
+    np.cumsum([r.total for r in lives], out=bounds[1:])
+    owner = np.searchsorted(bounds, hits, side="right") - 1
+    found = [EMPTY] * len(lives)
+    if hits.size:
+        cuts = np.searchsorted(owner, np.arange(len(lives) + 1))
+        for k in np.unique(owner).tolist():
+            ordinals = hits[cuts[k] : cuts[k + 1]] - bounds[k]
+            found[k] = Runs.from_sorted_unique(lives[k].select(ordinals))
+    return found, table.filter(pa.array(mask)) if hits.size < total else table
+
+
+def _scan_batch(tasks: Sequence[Task], spec: ScanSpec, out_schema: pa.Schema) -> pa.Table | None:
+    frags = [t[0] for t in tasks]
+    lives = [f.live_runs(lo, hi) for f, lo, hi in tasks]
+    if spec.filter is None:
+        selected = lives
+        total = sum(r.total for r in lives)
+        table = fragment_batch.read(frags, spec.columns, lives) if spec.columns else _empty_rows(total)
+    else:
+        selected, ftable = _matching(frags, spec, lives)
+        total = ftable.num_rows
+        cols = {n: ftable.column(n) for n in spec.filter_columns if n in spec.columns}
+        rest = [c for c in spec.columns if c not in cols]
+        if rest and total:
+            keep = [k for k, r in enumerate(selected) if r.total]
+            other = fragment_batch.read([frags[k] for k in keep], rest, [selected[k] for k in keep])
+            cols.update({n: other.column(n) for n in rest})
+        table = pa.table({n: cols[n] for n in spec.columns}) if spec.columns and total else _empty_rows(total)
+    if not total:
+        return None
+    if spec.with_row_id:
+        ids = [
+            (np.uint64(f.fragment.id) << np.uint64(32)) | r.positions().astype(np.uint64)
+            for f, r in zip(frags, selected)
+            if r.total
+        ]
+        table = table.append_column(pa.field(ROW_ID, pa.uint64()), pa.array(np.concatenate(ids), pa.uint64()))
+    if table.num_columns:
+        table = pa.Table.from_arrays(table.columns, schema=out_schema)
+    return table
+
+
+def matching_runs(frags: Sequence[FragmentReader], spec: ScanSpec, chunk: int) -> list[Runs]:
+    """:func:`matching_positions` over all the rows of each fragment (in ranges of ``chunk`` rows
+    for fragments larger than that), small fragments' predicate columns read as batches."""
+    out: list[Runs] = []
+    small = [f.physical_rows <= chunk for f in frags]
+    for i, j, batched in _batches([(f, 0, f.physical_rows) for f in frags], list(spec.filter_columns)):
+        if batched and spec.filter is not None and all(small[i:j]):
+            group = frags[i:j]
+            lives = [f.live_runs(0, f.physical_rows) for f in group]
+            found, _ = _matching(group, spec, lives)
+            out.extend(found)
+            continue
+        for f in frags[i:j]:
+            parts = [
+                matching_positions(f, spec, lo, min(lo + chunk, f.physical_rows))
+                for lo in range(0, f.physical_rows, chunk)
+            ]
+            parts = [p for p in parts if p.total]
+            if len(parts) == 1:
+                out.append(parts[0])
+            else:
+                positions = [p.positions() for p in parts]
+                out.append(Runs.from_sorted_unique(np.concatenate(positions)) if positions else EMPTY)
+    return out
+
+
+def take_batch(
+    frags: Sequence[FragmentReader], runs: Sequence[Runs], spec: ScanSpec, out_schema: pa.Schema
+) -> pa.Table:
+    """The projected columns of the rows ``runs[k]`` of each fragment ``frags[k]``, in order."""
+    table = fragment_batch.read(frags, spec.columns, runs)
+    return pa.Table.from_arrays(table.columns, schema=out_schema)
