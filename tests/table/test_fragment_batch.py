@@ -84,7 +84,7 @@ def test_scans_filters_and_takes_equal_pylance(many: str) -> None:
         cols = ["s", "id"]
         assert ours.to_table(columns=cols, filter=flt).equals(theirs.to_table(columns=cols, filter=flt))
     n = theirs.count_rows()
-    picks = np.random.default_rng(3).choice(n, 200, replace=False).tolist() + [0, n - 1, 0]
+    picks = [*np.random.default_rng(3).choice(n, 200, replace=False).tolist(), 0, n - 1, 0]
     assert ours.take(picks).equals(theirs.take(picks))
     assert ours.take(picks, columns=["big", "s"]).equals(theirs.take(picks, columns=["big", "s"]))
 
