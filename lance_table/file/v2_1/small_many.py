@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from lance_table.errors import LanceTableError
 from lance_table.file.arrow import with_validity
+from lance_table.file.compression import bitpacking
 from lance_table.file.container import FileVersion
 from lance_table.file.field_shapes import FLAT, field_shape
 from lance_table.file.pageio import PageIO
@@ -242,7 +243,14 @@ def _decode(
         if levels is None or levels.size != total:
             return None
         valid = levels == 0
-    values = batch.values(cols[0].encoding, data, chunk_at + value_at, size, n, io, floor)
+    enc = cols[0].encoding
+    values = None
+    if floor is None and enc.WhichOneof("compression") == "inline_bitpacking":
+        # short chunks fill a little of their 1024-value blocks: only their values are unpacked
+        share = total / (int((-(-n // bitpacking.BLOCK)).sum()) * bitpacking.BLOCK)
+        values = batch.pick_values(enc, data, chunk_at + value_at, size, n, np.arange(total), io, share)
+    if values is None:
+        values = batch.values(enc, data, chunk_at + value_at, size, n, io, floor)
     if values is None:
         return None
     if isinstance(values, Var) and len(values.data) > MAX_VAR_BYTES:
