@@ -168,6 +168,19 @@ def decode_manifest(storage: Storage, entry: VersionEntry, data: bytes) -> Manif
     return mf
 
 
+def remember_manifest(
+    storage: Storage, path: str, data: bytes, manifest: Manifest, transaction: bytes
+) -> None:
+    """Keep a manifest this process just committed (``data``: the bytes written at ``path``) as
+    if its file had been decoded: the next open of the latest version, by the next append of a
+    stream of them, reads the file and finds the same bytes, without decoding them again."""
+    where = f"{storage.uri.rstrip('/')}/{path}"
+    with _DECODED_LOCK:
+        _DECODED[(storage.cache_key, path)] = (data, ManifestFile(manifest, transaction, len(data), where))
+        while len(_DECODED) > DECODED_CACHE_SIZE:
+            _DECODED.popitem(last=False)
+
+
 def check_readable(manifest: Manifest, uri: str) -> None:
     """Refuse manifests whose reader feature flags lance_table does not implement.
 

@@ -224,6 +224,7 @@ def _commit(
                         f"writing version {manifest.version} of {storage.uri} failed ({exc!r}); "
                         "the version may or may not exist"
                     ) from exc
+            versions.remember_manifest(storage, path, data, manifest, txn_bytes)
             versions.write_version_hint(storage, manifest.version)
             return manifest
     raise CommitError(f"gave up committing to {storage.uri} after {options.max_retries} retries")
