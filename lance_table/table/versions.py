@@ -112,11 +112,11 @@ def find_entry(storage: Storage, version: int) -> VersionEntry:
         VersionNotFoundError: the version does not exist.
         DatasetNotFoundError: there is no dataset.
     """
-    names = set(storage.list_names(paths.VERSIONS_DIR))
+    # Looked up by name (one stat or HEAD each), not by listing a history of thousands.
     for scheme in (paths.ManifestNaming.V2, paths.ManifestNaming.V1):
-        name = paths.manifest_name(version, scheme)
-        if name in names:
-            return VersionEntry(version, f"{paths.VERSIONS_DIR}/{name}", -1, scheme)
+        path = f"{paths.VERSIONS_DIR}/{paths.manifest_name(version, scheme)}"
+        if storage.exists(path):
+            return VersionEntry(version, path, -1, scheme)
     entries = list_versions(storage)
     if not entries:
         raise DatasetNotFoundError(f"no Lance dataset at {storage.uri}")
