@@ -44,7 +44,7 @@ def plans(frags: Sequence[FragmentReader], names: Sequence[str]) -> list[Plan | 
     nodes = [roots[n] for n in names]
     if any(field_shape(n) != FLAT for n in nodes):
         return [None] * len(frags)
-    key = tuple((n.id, n.arrow_type) for n in nodes)
+    key = tuple((n.id, str(n.arrow_type)) for n in nodes)  # (a string's hash is kept)
     return [_plan(f, nodes, key) for f in frags]
 
 

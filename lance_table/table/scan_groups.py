@@ -34,8 +34,11 @@ def _needed(spec: ScanSpec) -> list[str]:
     return list(dict.fromkeys([*spec.columns, *spec.filter_columns]))
 
 
-def _batches(tasks: Sequence[Task], names: list[str]) -> list[tuple[int, int, bool]]:
-    """Runs ``[i, j)`` of the tasks, each read as a batch (True) or task by task (False)."""
+def _batches(
+    tasks: Sequence[Task], names: list[str]
+) -> tuple[list[tuple[int, int, bool]], list[fragment_batch.Plan | None]]:
+    """Runs ``[i, j)`` of the tasks, each read as a batch (True) or task by task (False), and
+    the plans of the tasks' fragments for ``names``."""
     found = fragment_batch.plans([t[0] for t in tasks], names)
     out: list[tuple[int, int, bool]] = []
     i, n = 0, len(tasks)
@@ -49,23 +52,27 @@ def _batches(tasks: Sequence[Task], names: list[str]) -> list[tuple[int, int, bo
             j = max(j, i + 1)
             out.append((i, j, False))
         i = j
-    return out
+    return out, found
 
 
 def scan_tasks(tasks: Sequence[Task], spec: ScanSpec, out_schema: pa.Schema) -> list[pa.Table]:
     """The matching rows of each task's range ``[lo, hi)`` of its fragment (as ``_scan_range``
     reads one), the tasks of small fragments read as batches; tables without rows left out."""
     out: list[pa.Table | None] = []
-    for i, j, batched in _batches(tasks, _needed(spec)):
+    runs, found = _batches(tasks, _needed(spec))
+    for i, j, batched in runs:
         if batched:
-            out.append(_scan_batch(tasks[i:j], spec, out_schema))
+            out.append(_scan_batch(tasks[i:j], spec, out_schema, found[i:j]))
         else:
             out.extend(_scan_range(f, spec, out_schema, lo, hi) for f, lo, hi in tasks[i:j])
     return [t for t in out if t is not None]
 
 
 def _matching(
-    frags: Sequence[FragmentReader], spec: ScanSpec, lives: list[Runs]
+    frags: Sequence[FragmentReader],
+    spec: ScanSpec,
+    lives: list[Runs],
+    found: Sequence[fragment_batch.Plan | None] | None = None,
 ) -> tuple[list[Runs], pa.Table]:
     """The runs of the matching live rows of each fragment, and the predicate's columns of the
     matching rows (one table for all)."""
@@ -73,7 +80,7 @@ def _matching(
     floors = _floors(spec.exact) if spec.exact else None
     total = sum(r.total for r in lives)
     if spec.filter_columns:
-        table = fragment_batch.read(frags, spec.filter_columns, lives, floors)
+        table = fragment_batch.read(frags, spec.filter_columns, lives, floors, found)
     else:
         table = _empty_rows(total)
     mask = None
@@ -87,22 +94,30 @@ def _matching(
     bounds = np.zeros(len(lives) + 1, np.int64)
     np.cumsum([r.total for r in lives], out=bounds[1:])
     owner = np.searchsorted(bounds, hits, side="right") - 1
-    found = [EMPTY] * len(lives)
+    matched = [EMPTY] * len(lives)
     if hits.size:
         cuts = np.searchsorted(owner, np.arange(len(lives) + 1))
         for k in np.unique(owner).tolist():
             ordinals = hits[cuts[k] : cuts[k + 1]] - bounds[k]
-            found[k] = Runs.from_sorted_unique(lives[k].select(ordinals))
-    return found, table.filter(pa.array(mask)) if hits.size < total else table
+            matched[k] = Runs.from_sorted_unique(lives[k].select(ordinals))
+    return matched, table.filter(pa.array(mask)) if hits.size < total else table
 
 
-def _scan_batch(tasks: Sequence[Task], spec: ScanSpec, out_schema: pa.Schema) -> pa.Table | None:
+def _scan_batch(
+    tasks: Sequence[Task], spec: ScanSpec, out_schema: pa.Schema, found: Sequence[fragment_batch.Plan | None]
+) -> pa.Table | None:
+    """The matching rows of tasks whose fragments read as a batch (``found``: their plans for
+    the projection and the predicate's columns)."""
     frags = [t[0] for t in tasks]
     lives = [f.live_runs(lo, hi) for f, lo, hi in tasks]
     if spec.filter is None:
         selected = lives
         total = sum(r.total for r in lives)
-        table = fragment_batch.read(frags, spec.columns, lives) if spec.columns else _empty_rows(total)
+        same = spec.columns == _needed(spec)  # the plans are for these columns
+        if spec.columns:
+            table = fragment_batch.read(frags, spec.columns, lives, found=found if same else None)
+        else:
+            table = _empty_rows(total)
     else:
         selected, ftable = _matching(frags, spec, lives)
         total = ftable.num_rows
@@ -132,11 +147,12 @@ def matching_runs(frags: Sequence[FragmentReader], spec: ScanSpec, chunk: int) -
     for fragments larger than that), small fragments' predicate columns read as batches."""
     out: list[Runs] = []
     small = [f.physical_rows <= chunk for f in frags]
-    for i, j, batched in _batches([(f, 0, f.physical_rows) for f in frags], list(spec.filter_columns)):
+    runs, plans = _batches([(f, 0, f.physical_rows) for f in frags], list(spec.filter_columns))
+    for i, j, batched in runs:
         if batched and spec.filter is not None and all(small[i:j]):
             group = frags[i:j]
             lives = [f.live_runs(0, f.physical_rows) for f in group]
-            found, _ = _matching(group, spec, lives)
+            found, _ = _matching(group, spec, lives, plans[i:j])
             out.extend(found)
             continue
         for f in frags[i:j]:
