@@ -11,7 +11,7 @@ venv: $(PY)
 
 $(PY): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install -q -e '.[test,dev]'
+	$(VENV)/bin/pip install -q -e '.[test,dev]' --config-settings editable_mode=compat
 	touch $(PY)
 
 test: venv

@@ -20,7 +20,8 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).parent))
 from common import Report, Result, argument_parser, benchmark_table, interleaved_medians
 
-from lance_table.file import LanceFileReader, LanceFileWriter
+from lance_table.file.reader import LanceFileReader
+from lance_table.file.writer import LanceFileWriter
 
 BATCH_ROWS = 128 * 1024
 PYLANCE_BATCH = 64 * 1024

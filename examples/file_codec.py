@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from lance_table.file import LanceFileReader, LanceFileWriter
+from lance_table.file.reader import LanceFileReader
+from lance_table.file.writer import LanceFileWriter
 
 
 def main() -> None:

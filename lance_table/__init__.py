@@ -8,6 +8,7 @@ from __future__ import annotations
 from importlib import metadata as _metadata
 
 from lance_table.errors import (
+    BatchCommitError,
     BlobLocationError,
     CommitConflictError,
     CommitError,
@@ -17,9 +18,15 @@ from lance_table.errors import (
     DatasetAlreadyExistsError,
     DatasetNotFoundError,
     FilterError,
+    InputTypeError,
+    InvalidURIError,
+    LanceFileNotFoundError,
     LanceTableError,
+    RowRangeError,
     SchemaError,
+    StorageCredentialsError,
     StorageOptionsError,
+    StorageUnreachableError,
     TagError,
     UnsupportedFormatError,
     UnsupportedOperationError,
@@ -36,10 +43,13 @@ except _metadata.PackageNotFoundError:  # pragma: no cover - a source tree that 
 import lance_table.fragment as fragment  # pylance's ``lance.fragment``
 from lance_table.table import Dataset, dataset, write_dataset
 from lance_table.table.lance_operation import LanceOperation, Transaction
+from lance_table.table.lance_schema import LanceSchema
+from lance_table.table.scanner import LanceScanner
 
 LanceDataset = Dataset  # pylance's name of the dataset class (``LanceDataset.commit(...)``)
 
 __all__ = [
+    "BatchCommitError",
     "BlobLocationError",
     "CommitConflictError",
     "CommitError",
@@ -50,11 +60,19 @@ __all__ = [
     "DatasetAlreadyExistsError",
     "DatasetNotFoundError",
     "FilterError",
+    "InputTypeError",
+    "InvalidURIError",
     "LanceDataset",
+    "LanceFileNotFoundError",
     "LanceOperation",
+    "LanceScanner",
+    "LanceSchema",
     "LanceTableError",
+    "RowRangeError",
     "SchemaError",
+    "StorageCredentialsError",
     "StorageOptionsError",
+    "StorageUnreachableError",
     "TagError",
     "Transaction",
     "UnsupportedFormatError",

@@ -75,8 +75,25 @@ class SchemaError(LanceTableError, ValueError):
     """A schema cannot be stored, or data does not match the schema it is written with."""
 
 
+class InputTypeError(LanceTableError, TypeError):
+    """Data handed to a write is of no kind it takes (also a TypeError, as pylance raises)."""
+
+
+class LanceFileNotFoundError(LanceTableError, FileNotFoundError, ValueError):
+    """A Lance file to read does not exist (also a ValueError, which pylance's file reader raises)."""
+
+
+class RowRangeError(LanceTableError, IndexError, ValueError):
+    """Rows asked of a file that it does not have (also a ValueError, as pylance raises)."""
+
+
 class FilterError(LanceTableError, ValueError):
     """A filter predicate cannot be parsed or uses a construct this library does not support."""
+
+
+class ScanOptionError(LanceTableError, ValueError):
+    """A scan option has a bad value (a negative limit, a batch size below 1) or asks what a scan
+    cannot answer (a count with a limit), as pylance's ``ValueError`` says."""
 
 
 class StorageOptionsError(LanceTableError, ValueError):
@@ -95,6 +112,37 @@ class StorageOptionsError(LanceTableError, ValueError):
         if known:
             message += f"; known options: {', '.join(known)}"
         super().__init__(message)
+
+
+class InvalidURIError(LanceTableError, ValueError):
+    """A dataset URI names no place lance_table can reach (a ``file:`` URI of another host, or one
+    without an absolute path). Attribute ``uri``: the URI as given."""
+
+    def __init__(self, uri: str, problem: str) -> None:
+        self.uri = uri
+        super().__init__(f"{uri!r} {problem}")
+
+
+class StorageUnreachableError(LanceTableError, ConnectionError):
+    """The storage service could not be reached (connection refused, DNS failure, timeout).
+
+    Attributes ``uri`` (the dataset) and ``detail`` (what the client reported). Check the
+    endpoint (``aws_endpoint``), the network, and the ``connect_timeout``/``timeout`` options."""
+
+    def __init__(self, uri: str, detail: str) -> None:
+        self.uri = uri
+        self.detail = detail
+        super().__init__(f"cannot reach the storage of {uri}: {detail}")
+
+
+class StorageCredentialsError(LanceTableError, PermissionError):
+    """The storage refused access: no credentials were found, or the ones given are invalid or
+    lack permission. Attributes ``uri`` and ``detail``."""
+
+    def __init__(self, uri: str, detail: str) -> None:
+        self.uri = uri
+        self.detail = detail
+        super().__init__(f"access to the storage of {uri} failed: {detail}")
 
 
 class DatasetNotFoundError(LanceTableError, FileNotFoundError):
@@ -177,3 +225,9 @@ class DataFileNotFoundError(LanceTableError, FileNotFoundError):
         if cleaned_up:
             message += f" (version {version} has been cleaned up: its manifest no longer exists)"
         super().__init__(message)
+
+
+class BatchCommitError(LanceTableError, ValueError, OSError):
+    """``commit_batch`` was given what it cannot merge into one commit: no transactions, or one
+    other than an Append (pylance merges only appends). An ``OSError`` as pylance's is; nothing
+    was written."""

@@ -57,6 +57,7 @@ def write_fragments(
     accepted for pylance compatibility. Files of a failed write are deleted.
 
     Raises:
+        InputTypeError: the data is of no kind a write takes (also a TypeError).
         DatasetAlreadyExistsError: ``mode="create"`` and a dataset exists.
         SchemaError: the data does not match the dataset's schema or cannot be stored.
         UnsupportedFormatError: the dataset needs features lance_table does not write.

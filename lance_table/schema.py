@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from lance_table._parallel import cached_per_instance
 from lance_table.errors import SchemaError
+from lance_table.extensions import is_json_field, storage_field, user_field
 
 # The legacy ``lance.file.Encoding`` enum, still written for every field.
 ENCODING_NONE = 0
@@ -88,6 +89,12 @@ class FieldNode:
         md = dict(self.field.metadata) or None
         nullable = self.field.nullable or pa.types.is_null(self.arrow_type)
         return pa.field(self.field.name, self.arrow_type, nullable, metadata=md)
+
+    @cached_per_instance
+    def reader_field(self) -> pa.Field:
+        """:meth:`to_arrow_field` as readers see it: extension types rebuilt, JSON as text
+        (:func:`lance_table.extensions.user_field`; the same object when there are none)."""
+        return user_field(self.arrow_field)
 
     @cached_per_instance
     def ids(self) -> frozenset[int]:
@@ -232,13 +239,14 @@ def fields_from_arrow(schema: pa.Schema | Iterable[pa.Field], *, first_id: int =
 
     def visit(f: pa.Field, parent: int) -> None:
         fid = first_id + len(out)
+        f = storage_field(f)  # extension types: their storage, named in the metadata
         md = utf8_metadata(f.metadata, f"field {f.name!r}")
         out.append(
             LanceField(
                 id=fid,
                 parent_id=parent,
                 name=f.name,
-                logical_type=logical_type_of(f.type),
+                logical_type="json" if is_json_field(f) else logical_type_of(f.type),
                 nullable=f.nullable,
                 metadata=md,
                 encoding=_legacy_encoding(f.type),

@@ -82,7 +82,7 @@ def write_file(path: Any, table: pa.Table, version: str, writer: str, batch_rows
     """Write ``table`` as one Lance file with our writer (``writer="ours"``, in batches of
     ``batch_rows`` rows when given) or pylance's (``"pylance"``)."""
     if writer == "ours":
-        from lance_table.file import LanceFileWriter
+        from lance_table.file.writer import LanceFileWriter
 
         with LanceFileWriter(path, table.schema, version=version) as w:
             for batch in table.to_batches(max_chunksize=batch_rows) if batch_rows else [table]:

@@ -15,6 +15,9 @@ ARGS = {
     errors.UnsupportedFormatError: (("encoding X",), {"path": "data/a.lance"}),
     errors.BlobLocationError: (("http://h/x", "not below a base"), {"path": "data/a.lance"}),
     errors.StorageOptionsError: (("timeoutt", "is unknown"), {"known": ("timeout",)}),
+    errors.StorageUnreachableError: (("s3://b/x", "connection refused"), {}),
+    errors.StorageCredentialsError: (("s3://b/x", "no credentials"), {}),
+    errors.InvalidURIError: (("file://h/x", "names the host 'h'"), {}),
     errors.CommitConflictError: (("lost the race",), {"retryable": True}),
     errors.DataFileNotFoundError: (("data/a.lance", 3), {"cleaned_up": True}),
 }

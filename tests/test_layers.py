@@ -13,7 +13,14 @@ PACKAGES = ("lance_table", "pyspark_lance_table")
 
 # Bottom to top. A module may import its own layer and the layers below it.
 LAYERS = [
-    ("lance_table.errors", "lance_table._proto", "lance_table._parallel", "lance_table.schema"),
+    (
+        "lance_table.errors",
+        "lance_table._proto",
+        "lance_table._parallel",
+        "lance_table.schema",
+        "lance_table.extensions",  # extension types in Lance schemas
+        "lance_table.jsonb",
+    ),
     ("lance_table.storage", "lance_table.format"),
     ("lance_table.file",),
     ("lance_table.filters",),

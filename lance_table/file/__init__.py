@@ -1,10 +1,25 @@
-"""The embedded Lance file codec: read Lance data files of formats 2.0, 2.1 and 2.2; write format 2.0."""
+"""The embedded Lance file codec: read Lance data files of formats 2.0, 2.1 and 2.2 and write them.
+
+:class:`LanceFileReader` and :class:`LanceFileWriter` here are pylance's file API (``lance.file``);
+the codec classes underneath, which work on file objects and byte sources, are
+:class:`lance_table.file.reader.LanceFileReader` and :class:`lance_table.file.writer.LanceFileWriter`.
+"""
 
 from __future__ import annotations
 
+from lance_table.file.api import (
+    LanceBufferDescriptor,
+    LanceColumnMetadata,
+    LanceColumnStatistics,
+    LanceFileMetadata,
+    LanceFileReader,
+    LanceFileStatistics,
+    LanceFileWriter,
+    LancePageMetadata,
+    ReaderResults,
+)
 from lance_table.file.container import FileMetadata, FileVersion
-from lance_table.file.reader import LanceFileReader
-from lance_table.file.writer import DEFAULT_PAGE_SIZE, LanceFileWriter, WrittenFile, write_table
+from lance_table.file.writer import DEFAULT_PAGE_SIZE, WrittenFile, write_table
 from lance_table.storage.sources import ByteSource, BytesSource, FileObjectSource, LocalFileSource
 
 __all__ = [
@@ -14,9 +29,16 @@ __all__ = [
     "FileMetadata",
     "FileObjectSource",
     "FileVersion",
+    "LanceBufferDescriptor",
+    "LanceColumnMetadata",
+    "LanceColumnStatistics",
+    "LanceFileMetadata",
     "LanceFileReader",
+    "LanceFileStatistics",
     "LanceFileWriter",
+    "LancePageMetadata",
     "LocalFileSource",
+    "ReaderResults",
     "WrittenFile",
     "write_table",
 ]

@@ -30,6 +30,7 @@ from lance_table.file.fields import BLOB_DESCRIPTOR
 from lance_table.file.v2_0 import encode as encode20
 from lance_table.file.v2_0.layout import is_packed_struct
 from lance_table.file.v2_1 import encode as encode21
+from lance_table.file.v2_1.values_encode import compression_scheme
 from lance_table.schema import FieldNode
 
 
@@ -132,7 +133,7 @@ class LeafWriter(FieldWriter):
             return
         self.pending.append(arr)
         self.pending_bytes += arr.nbytes
-        budget = self.w.page_size_bytes
+        budget = _page_budget(self.w)
         while self.pending_bytes >= budget:
             total = sum(len(a) for a in self.pending)
             rows = max(1, int(budget * total / max(self.pending_bytes, 1)))
@@ -160,7 +161,8 @@ class LeafWriter(FieldWriter):
     def encode(self, chunks: list[pa.Array], bufs: encode20.PageBuffers) -> Any:
         if is_packed_struct(self.node):
             return encode20.encode_packed_struct(_concat(chunks), bufs)
-        return encode20.encode_leaf_chunks(chunks, bufs)
+        scheme = compression_scheme(self.node.field.metadata)
+        return encode20.encode_leaf_chunks(chunks, bufs, scheme)
 
 
 class BlobWriter(LeafWriter):
@@ -256,7 +258,7 @@ class ListWriter(FieldWriter):
         self.lengths.append(lengths)
         self.valid.append(valid)
         self.pending_rows += n
-        if self.pending_rows * 8 >= self.w.page_size_bytes:
+        if self.pending_rows * 8 >= _page_budget(self.w):
             self._flush()
 
     def _flush(self) -> None:
@@ -327,6 +329,14 @@ class StructuralWriter(FieldWriter):
     def finish(self) -> None:
         for leaf in self.leaves:
             leaf.finish()
+
+
+def _page_budget(writer: FileOut) -> int:
+    """The bytes a 2.0 column buffers before they become a page: the page size, or less when
+    ``max_page_bytes`` asks for smaller pages (pylance splits 2.0 pages at it)."""
+    if writer.max_page_bytes is None:
+        return writer.page_size_bytes
+    return min(writer.page_size_bytes, writer.max_page_bytes)
 
 
 def _item_positions(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:

@@ -37,6 +37,8 @@ from lance_table.file.columns import (
 from lance_table.file.container import (
     FOOTER_STRUCT,
     MAGIC,
+    PADDING_BYTE,
+    PAGE_ALIGNMENT,
     URL_PAGE_LAYOUT,
     FileVersion,
 )
@@ -121,6 +123,8 @@ class LanceFileWriter:
         self._io: Future[None] | None = None  # the pages of the last batch, being written
         self.num_rows = 0
         self._closed = False
+        #: global buffers written after the file descriptor (buffer 0), as indices 1, 2, ...
+        self.global_buffers: list[bytes] = []
 
     def _new_column(self, column_encoding: Any) -> ColumnOut:
         col = ColumnOut(len(self._columns), column_encoding)
@@ -259,8 +263,11 @@ class LanceFileWriter:
             descriptor.schema.metadata[k.decode()] = v
         descriptor.length = self.num_rows
         gb0 = descriptor.SerializeToString()
-        gb0_pos = sink.pos
+        gbs = [(sink.pos, len(gb0))]
         sink.write(gb0)
+        for extra in self.global_buffers:  # pylance wants them 64-byte aligned, as pages
+            sink.write(PADDING_BYTE * (-sink.pos % PAGE_ALIGNMENT))
+            gbs.append(sink.write_buffer(extra))
         cm_start = sink.pos
         cmo = []
         for col in self._columns:
@@ -270,10 +277,11 @@ class LanceFileWriter:
         cmo_start = sink.pos
         sink.write(b"".join(struct.pack("<QQ", p, s) for p, s in cmo))
         gbo_start = sink.pos
-        sink.write(struct.pack("<QQ", gb0_pos, len(gb0)))
+        sink.write(b"".join(struct.pack("<QQ", p, s) for p, s in gbs))
         major, minor = self.version.footer
         sink.write(
-            FOOTER_STRUCT.pack(cm_start, cmo_start, gbo_start, 1, len(self._columns), major, minor) + MAGIC
+            FOOTER_STRUCT.pack(cm_start, cmo_start, gbo_start, len(gbs), len(self._columns), major, minor)
+            + MAGIC
         )
         if self._owns_file:
             sink.f.close()

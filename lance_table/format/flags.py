@@ -19,8 +19,8 @@ NAMES = {
     DISABLE_TRANSACTION_FILE: "inline transactions only",
 }
 
-# What lance_table implements. Reading ignores row-id sequences (they are only needed to resolve
-# stable row ids); writing would have to maintain them, so datasets using them are read-only here.
+# What lance_table implements. Writes maintain row-id sequences (new rows get the next ids, deletes
+# keep them, compaction carries them to the rewritten rows).
 # Datasets with base paths read: external blobs resolve against the bases, and a data or deletion
 # file that lives in another base is refused on its own (UnsupportedFormatError naming it).
 READABLE = (
@@ -31,7 +31,9 @@ READABLE = (
     | BASE_PATHS
     | DISABLE_TRANSACTION_FILE
 )
-WRITABLE = DELETION_FILES | USE_V2_FORMAT_DEPRECATED | TABLE_CONFIG | DISABLE_TRANSACTION_FILE
+WRITABLE = (
+    DELETION_FILES | STABLE_ROW_IDS | USE_V2_FORMAT_DEPRECATED | TABLE_CONFIG | DISABLE_TRANSACTION_FILE
+)
 
 
 def describe(flags: int) -> str:

@@ -272,7 +272,8 @@ class Manifest:
         """This manifest with its feature flags recomputed from its contents."""
         reader, writer = feature_flags.compute(
             has_deletions=any(f.deletion_file for f in self.fragments),
-            has_row_ids=any(f.row_id_meta for f in self.fragments),
+            has_row_ids=bool(self.reader_feature_flags & feature_flags.STABLE_ROW_IDS)
+            or any(f.row_id_meta for f in self.fragments),
             has_config=bool(self.config),
             has_base_paths=_has_base_paths(self.passthrough),
         )

@@ -12,7 +12,9 @@ from google.protobuf.message import DecodeError
 
 from lance_table._proto import transaction_pb2
 from lance_table.errors import CorruptFileError
+from lance_table.format import operations as ops
 from lance_table.format.manifest import Fragment, check_fragments, check_schema
+from lance_table.format.operations import DataReplacement, Merge, Project, Update, UpdateConfig
 from lance_table.schema import LanceField, fields_from_pb, fields_to_pb
 
 COMMIT_MESSAGE_KEY = "__lance_commit_message"
@@ -47,6 +49,9 @@ class Overwrite:
     # Legacy datasets: the dictionary values of the new files, by field id (not stored in the
     # transaction; the new manifest records them).
     dictionaries: Mapping[int, pa.Array] = field(default_factory=dict, compare=False)
+    # A new dataset that uses stable row ids (not stored in the transaction; the manifest's
+    # feature flags record it).
+    stable_row_ids: bool = field(default=False, compare=False)
     name = "overwrite"
 
 
@@ -82,7 +87,20 @@ class OtherOperation:
     fragment_ids: frozenset[int] = frozenset()
 
 
-Operation = Append | Delete | Overwrite | Rewrite | ReserveFragments | Restore | OtherOperation
+Operation = (
+    Append
+    | Delete
+    | Overwrite
+    | Rewrite
+    | ReserveFragments
+    | Restore
+    | Merge
+    | Update
+    | Project
+    | UpdateConfig
+    | DataReplacement
+    | OtherOperation
+)
 
 
 @dataclass(frozen=True)
@@ -144,6 +162,14 @@ def _check_operation(pb: Any, path: str) -> None:
     elif kind == "overwrite":
         check_fragments(pb.overwrite.fragments, path)
         check_schema(pb.overwrite.schema, path)
+    elif kind == "merge":
+        check_fragments(pb.merge.fragments, path)
+        check_schema(pb.merge.schema, path)
+    elif kind == "project":
+        check_schema(pb.project.schema, path)
+    elif kind == "update":
+        check_fragments(pb.update.updated_fragments, path)
+        check_fragments(pb.update.new_fragments, path)
     elif kind == "rewrite":
         r = pb.rewrite
         for group in (*r.groups, r):
@@ -187,7 +213,7 @@ def _operation_to_pb(op: Operation, pb: Any) -> None:
         pb.reserve_fragments.num_fragments = op.num_fragments
     elif isinstance(op, Restore):
         pb.restore.version = op.version
-    else:
+    elif not ops.to_pb(op, pb):
         raise ValueError(f"lance_table cannot write a {op.name!r} transaction")
 
 
@@ -215,6 +241,9 @@ def _operation_from_pb(pb: Any) -> Operation:
         return ReserveFragments(pb.reserve_fragments.num_fragments)
     if kind == "restore":
         return Restore(pb.restore.version)
+    modelled = ops.from_pb(pb, kind)
+    if modelled is not None:
+        return modelled  # type: ignore[no-any-return,unused-ignore]
     return OtherOperation(kind or "unknown", frozenset(_touched_fragment_ids(pb, kind)))
 
 

@@ -11,6 +11,28 @@ from typing import Any
 DEFAULT_MAX_ROWS_PER_PARTITION = 1024 * 1024
 DEFAULT_BATCH_SIZE = 64 * 1024
 
+# The options this source understands (lower case; Spark hands keys over case-insensitively).
+KNOWN_OPTIONS = (
+    "path",
+    "version",
+    "tag",
+    "asof",
+    "columns",
+    "filter",
+    "batch_size",
+    "max_rows_per_partition",
+    "storage_options",
+    "max_rows_per_file",
+    "commit_message",
+    "data_storage_version",
+)
+# Table properties Spark itself passes for catalog tables (its reserved properties); not ours to check.
+SPARK_RESERVED = frozenset(
+    ("owner", "provider", "location", "comment", "external", "is_managed_location", "collation")
+)
+# Names Spark users bring from Delta Lake and the JVM Lance connector, and ours they mean.
+ALIASES = {"versionasof": "version", "timestampasof": "asof"}
+
 
 @dataclass(frozen=True)
 class SourceOptions:
@@ -32,9 +54,22 @@ class SourceOptions:
         """Parse Spark's string options.
 
         Raises:
-            ValueError: a missing path or a malformed value (naming the option).
+            ValueError: a missing path, an unknown option (naming it and the known ones), an option
+                given twice under two names, or a malformed value (naming the option).
         """
-        opts = {k.lower(): v for k, v in options.items()}
+        opts: dict[str, str] = {}
+        for key, value in options.items():
+            name = ALIASES.get(key.lower(), key.lower())
+            if name in SPARK_RESERVED:
+                continue
+            if name not in KNOWN_OPTIONS:
+                raise ValueError(
+                    f"unknown option {key!r} of the lance_table data source; known options: "
+                    f"{', '.join(KNOWN_OPTIONS)} (and versionAsOf, timestampAsOf)"
+                )
+            if name in opts:
+                raise ValueError(f"option {name!r} is given twice (as {key!r} too)")
+            opts[name] = value
         path = opts.get("path")
         if not path:
             raise ValueError(

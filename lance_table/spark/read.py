@@ -34,7 +34,7 @@ from lance_table.schema import LanceField, build_tree
 from lance_table.spark.types import cast_batch
 from lance_table.storage import open_storage
 from lance_table.table.fragment import FragmentReader
-from lance_table.table.scan import ScanSpec, _read_matching, make_spec
+from lance_table.table.scan import ScanPlan, _read_matching, make_spec
 
 # Values whose meaning does not depend on a session time zone can be pushed down safely.
 _PUSHABLE = (bool, int, float, str, bytes, decimal.Decimal, dt.date)
@@ -126,7 +126,7 @@ class LanceTableReader(DataSourceReader):
                 parts.append(FragmentRange(frag, start, min(start + self.max_rows, frag.physical_rows)))
         return parts
 
-    def _spec(self) -> ScanSpec:
+    def _spec(self) -> ScanPlan:
         from lance_table.filters import parse_filter
         from lance_table.schema import arrow_schema_from_fields
 

@@ -6,15 +6,20 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from lance_table.storage.base import Entry, Storage
+from lance_table.errors import InvalidURIError
+from lance_table.storage.base import Entry, StagedFile, Storage
 from lance_table.storage.local import LocalStorage
 from lance_table.storage.options import options_fingerprint, s3fs_arguments, with_connection_pool
+from lance_table.storage.uris import local_path
 
-__all__ = ["Entry", "LocalStorage", "Storage", "open_storage"]
+__all__ = ["Entry", "LocalStorage", "StagedFile", "Storage", "clear_memory", "open_storage"]
 
 
 def open_storage(uri: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None) -> Storage:
-    """The storage for a dataset URI: a local path, ``file://``, ``memory://``, ``s3://`` or any fsspec URL.
+    """The storage for a dataset URI: a local path, ``file:``, ``memory://``, ``s3://`` or any fsspec URL.
+
+    Local paths may be relative or start with ``~``; ``file:/abs``, ``file:///abs`` and
+    ``file://localhost/abs`` (what Spark and Hadoop pass) all name the same directory.
 
     ``storage_options`` are passed to the filesystem. For S3 they take pylance's names
     (``aws_access_key_id``, ``aws_secret_access_key``, ``aws_endpoint``, ``aws_region``,
@@ -28,11 +33,10 @@ def open_storage(uri: str | os.PathLike[str], storage_options: Mapping[str, Any]
     """
     text = os.fspath(uri)
     options = dict(storage_options or {})
-    if "://" not in text:
-        return LocalStorage(text)
+    local = local_path(text)
+    if local is not None:
+        return LocalStorage(local)
     protocol, rest = text.split("://", 1)
-    if protocol == "file":
-        return LocalStorage(rest)
     import fsspec
 
     from lance_table.storage.remote import FsspecStorage, MemoryStorage, S3Storage
@@ -49,3 +53,31 @@ def open_storage(uri: str | os.PathLike[str], storage_options: Mapping[str, Any]
         return S3Storage(fs, rest.strip("/"), text, access=options_fingerprint(kwargs))
     fs, path = fsspec.core.url_to_fs(text, **options)
     return FsspecStorage(fs, path, text, access=options_fingerprint(options))
+
+
+def clear_memory(uri: str | None = None) -> int:
+    """Free ``memory://`` datasets: the one at ``uri``, or every one when ``uri`` is None.
+
+    ``memory://`` datasets live in fsspec's in-memory filesystem, one store shared by the whole
+    process (every handle, thread and library using fsspec's ``memory`` protocol sees the same
+    files) until the process exits. Returns the number of files removed.
+
+    Raises:
+        InvalidURIError: ``uri`` is not a ``memory://`` URI.
+    """
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    if uri is None:
+        root = "/"
+    elif uri.startswith("memory://"):
+        root = "/" + uri[len("memory://") :].strip("/")
+    else:
+        raise InvalidURIError(uri, "is not a memory:// URI")
+    paths = [p for p in fs.find(root) if root == "/" or p == root or p.startswith(root + "/")]
+    for path in paths:
+        fs.rm_file(path)
+    for directory in sorted(fs.pseudo_dirs, key=len, reverse=True):
+        if directory and (root == "/" or directory == root or directory.startswith(root + "/")):
+            fs.pseudo_dirs.remove(directory)
+    return len(paths)

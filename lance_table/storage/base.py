@@ -7,6 +7,7 @@ the caller provides a commit lock or opts into unsafe commits).
 
 from __future__ import annotations
 
+import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,6 +27,34 @@ class Entry:
     @property
     def name(self) -> str:
         return self.path.rsplit("/", 1)[-1]
+
+
+class StagedFile:
+    """A file being written that appears at its path only when :meth:`publish` is called;
+    :meth:`discard` leaves nothing there (an object store's multipart upload is aborted)."""
+
+    def __init__(self, storage: Storage, path: str, stream: IO[bytes]) -> None:
+        self.storage = storage
+        self.path = path
+        self.stream = stream
+
+    def publish(self) -> None:
+        """Finish the file: it appears whole at its path."""
+        self.stream.close()
+
+    def discard(self) -> None:
+        """Drop what was written; nothing is left at the path."""
+        discard = getattr(self.stream, "discard", None)
+        try:
+            if callable(discard):  # fsspec buffered files: abort the upload, write nothing
+                discard()
+                with contextlib.suppress(AttributeError):
+                    self.stream.closed = True  # type: ignore[misc]  # (else its __del__ closes it)
+            else:
+                self.stream.close()
+        finally:
+            with contextlib.suppress(OSError):
+                self.storage.delete(self.path)
 
 
 class Storage(ABC):
@@ -76,6 +105,10 @@ class Storage(ABC):
     @abstractmethod
     def open_writer(self, path: str) -> IO[bytes]:
         """A writable binary stream; the file appears complete when the stream is closed."""
+
+    def open_staged(self, path: str) -> StagedFile:
+        """A writer whose file appears at ``path`` only once published (see :class:`StagedFile`)."""
+        return StagedFile(self, path, self.open_writer(path))
 
     @abstractmethod
     def put_if_absent(self, path: str, data: bytes) -> None:

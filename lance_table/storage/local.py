@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Sequence
 from typing import IO
 
-from lance_table.storage.base import Entry, Storage
+from lance_table.storage.base import Entry, StagedFile, Storage
 from lance_table.storage.sources import ByteSource, LocalFileSource, size_disagreement
 
 
@@ -74,6 +74,13 @@ class LocalStorage(Storage):
         self._makedirs(full)
         return open(full, "wb")
 
+    def open_staged(self, path: str) -> StagedFile:
+        """Written to a temporary name beside ``path``, renamed into place when published."""
+        full = self._abs(path)
+        self._makedirs(full)
+        tmp = os.path.join(os.path.dirname(full), f".{os.path.basename(full)}.tmp-{uuid.uuid4().hex}")
+        return _LocalStaged(self, path, open(tmp, "wb"), tmp, full)
+
     def put_if_absent(self, path: str, data: bytes) -> None:
         full = self._abs(path)
         self._makedirs(full)
@@ -131,3 +138,20 @@ class LocalStorage(Storage):
 
     def exists(self, path: str) -> bool:
         return os.path.isfile(self._abs(path))
+
+
+class _LocalStaged(StagedFile):
+    def __init__(self, storage: Storage, path: str, stream: IO[bytes], tmp: str, full: str) -> None:
+        super().__init__(storage, path, stream)
+        self._tmp = tmp
+        self._full = full
+
+    def publish(self) -> None:
+        self.stream.close()
+        os.replace(self._tmp, self._full)
+
+    def discard(self) -> None:
+        with contextlib.suppress(OSError):
+            self.stream.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self._tmp)

@@ -10,6 +10,7 @@ from typing import IO, Any
 
 from lance_table.errors import CorruptFileError
 from lance_table.storage.base import Entry, Storage
+from lance_table.storage.failures import STORAGE_METHODS, typed_failures, wrap_methods
 from lance_table.storage.sources import ByteSource, _RangedSource, size_disagreement
 
 #: reads of different files a remote store is given at once (see ``Storage.read_parallelism``);
@@ -63,6 +64,7 @@ class _FsspecSource(_RangedSource):
                 raise wrong
         return super()._checked(off, length, data)
 
+    @typed_failures
     def _read_many(self, reads: list[tuple[int, int]]) -> list[bytes | memoryview]:
         try:
             return self._fetch(reads)
@@ -74,6 +76,7 @@ class _FsspecSource(_RangedSource):
                 raise wrong from exc
             raise
 
+    @typed_failures
     def size(self) -> int:
         if self._size is None:
             self._size = int(self._fs.size(self._path))
@@ -109,6 +112,10 @@ class FsspecStorage(Storage):
     #: whether parent directories must exist before a file is created (not on object stores)
     needs_mkdir = True
     read_parallelism = REMOTE_READ_PARALLELISM
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        wrap_methods(cls, STORAGE_METHODS)
 
     def __init__(self, fs: Any, root: str, uri: str, *, access: str = "") -> None:
         super().__init__(uri, access=access)
@@ -203,6 +210,9 @@ class FsspecStorage(Storage):
         full = self._abs(path)
         self.fs.invalidate_cache(full)
         return bool(self.fs.isfile(full))
+
+
+wrap_methods(FsspecStorage, STORAGE_METHODS)  # client failures become typed errors (failures.py)
 
 
 class MemoryStorage(FsspecStorage):

@@ -18,15 +18,17 @@ import pyarrow as pa
 
 from lance_table.errors import DatasetNotFoundError, UnsupportedOperationError
 from lance_table.format.manifest import Manifest
+from lance_table.format.transaction import Overwrite as OverwriteOp
 from lance_table.storage import Storage, open_storage
+from lance_table.table import scanner as scans
 from lance_table.table import versions
 from lance_table.table.blobs import BlobFile, take_blobs
 from lance_table.table.commit import CommitLock, CommitOptions, check_can_commit, commit
 from lance_table.table.commit.protocol import DEFAULT_MAX_RETRIES
-from lance_table.table.fragment import FragmentReader
 from lance_table.table.fragment_metadata import FragmentMetadata
 from lance_table.table.lance_fragment import LanceFragment, fragment_of
 from lance_table.table.lance_operation import LanceOperation, Transaction
+from lance_table.table.lance_schema import LanceSchema
 from lance_table.table.operations.cleanup import (
     DEFAULT_GRACE_PERIOD,
     DEFAULT_OLDER_THAN,
@@ -36,26 +38,29 @@ from lance_table.table.operations.cleanup import (
 from lance_table.table.operations.commit_operation import commit_operation
 from lance_table.table.operations.compaction import DEFAULT_TARGET_ROWS, compact_files
 from lance_table.table.operations.delete import plan_delete
+from lance_table.table.operations.manifest_paths import (
+    DEFAULT_V2_MANIFEST_PATHS,
+    migrate_manifest_paths_v2,
+    scheme_for_new_dataset,
+)
 from lance_table.table.operations.restore import plan_restore
+from lance_table.table.operations.transactions import (
+    DEFAULT_RECENT_TRANSACTIONS,
+    get_transactions,
+    merge_appends,
+    read_transaction,
+)
 from lance_table.table.operations.write import (
     DEFAULT_MAX_BYTES_PER_FILE,
     DEFAULT_MAX_ROWS_PER_FILE,
     ProgressCallback,
     WriteMode,
-    as_reader,
-    cast_reader,
-    plan_write,
+    prepare_write,
     write_fragments,
 )
-from lance_table.table.scan import (
-    Predicate,
-    count_matching,
-    make_spec,
-    output_schema,
-    scan,
-    scan_all,
-    take_rows,
-)
+from lance_table.table.scan import Predicate
+from lance_table.table.scan_spec import Columns, scan_spec
+from lance_table.table.scanner import LanceScanner
 from lance_table.table.snapshot import Snapshot, load
 from lance_table.table.tags import Tags
 
@@ -148,82 +153,162 @@ class Dataset:
         except ValueError:
             return None
 
-    def count_rows(self, filter: Predicate | None = None, *, use_stats: bool = True) -> int:
-        """Rows of this version (matching ``filter``, if given; ``use_stats`` as in :meth:`to_table`)."""
-        if filter is None:
-            return self.manifest.num_rows
-        spec = make_spec(self._snapshot.read_schema, [], filter, False, None, None, None, use_stats)
-        return count_matching(self._snapshot.fragment_readers(), spec)
+    def count_rows(self, filter: Predicate | None = None, **options: Any) -> int:
+        """Rows of this version (matching ``filter``, if given); ``options`` as :meth:`scanner`'s
+        (``fragments=`` counts those fragments' rows).
+
+        Raises:
+            FilterError: the filter does not parse.
+            ScanOptionError: a ``limit`` or ``offset`` is given (as in pylance).
+        """
+        return LanceScanner(
+            self._snapshot, scan_spec({"filter": filter, **options}, "count_rows")
+        ).count_rows()
+
+    def scanner(
+        self,
+        columns: Columns = None,
+        filter: Predicate | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        nearest: Any = None,
+        batch_size: int | None = None,
+        batch_size_bytes: int | None = None,
+        batch_readahead: int | None = None,
+        fragment_readahead: int | None = None,
+        scan_in_order: bool | None = None,
+        fragments: Sequence[LanceFragment | FragmentMetadata] | None = None,
+        index_segments: Any = None,
+        full_text_query: Any = None,
+        **options: Any,
+    ) -> LanceScanner:
+        """A scanner over this version, taking pylance's ``scanner`` options.
+
+        ``columns``: names (nested ``"s.x"`` and ``_rowid``, ``_rowaddr``, ``_rowoffset`` too) or a
+        dict of output names to SQL expressions. ``filter``: SQL or a pyarrow compute expression
+        (it may read ``_rowid`` and ``_rowaddr``). ``fragments``: only those, in that order.
+        Keyword-only options: ``with_row_id``, ``with_row_address``, ``use_stats``,
+        ``strict_batch_size`` and pylance's tuning knobs, which change no result (see
+        :mod:`lance_table.table.scan_spec`).
+
+        Raises:
+            TypeError: an option pylance does not have, or ``columns`` of the wrong type.
+            ScanOptionError: a negative limit or offset, a batch size below 1.
+            UnsupportedOperationError: an option that would change the result and is not implemented
+                (``nearest``, ``full_text_query``, ``order_by``, ...).
+        """
+        return LanceScanner(self._snapshot, scan_spec({**locals(), **options}, "scanner"))
 
     def to_batches(
         self,
-        columns: Sequence[str] | None = None,
+        columns: Columns = None,
         filter: Predicate | None = None,
-        *,
         limit: int | None = None,
         offset: int | None = None,
-        with_row_id: bool = False,
+        nearest: Any = None,
         batch_size: int | None = None,
-        use_stats: bool = True,
-        fragments: Sequence[LanceFragment | FragmentMetadata] | None = None,
+        batch_size_bytes: int | None = None,
+        batch_readahead: int | None = None,
+        fragment_readahead: int | None = None,
+        scan_in_order: bool | None = None,
+        **options: Any,
     ) -> pa.RecordBatchReader:
-        """A RecordBatchReader over the rows (streams; DuckDB, Polars and pandas can consume it);
-        ``fragments``: only those fragments', in that order."""
-        schema = self._snapshot.read_schema  # blob v2 columns read as their descriptors
-        spec = make_spec(schema, columns, filter, with_row_id, batch_size, offset, limit, use_stats)
-        out = output_schema(schema, spec)
-        return pa.RecordBatchReader.from_batches(out, scan(self._readers(fragments), spec, out))
+        """The rows as a RecordBatchReader (streams; DuckDB, Polars and pandas can consume it);
+        options as :meth:`scanner`'s.
 
-    scanner = to_batches
+        Raises:
+            as :meth:`scanner` and :meth:`to_table`.
+        """
+        return LanceScanner(self._snapshot, scan_spec({**locals(), **options}, "to_batches")).to_reader()
 
     def to_table(
         self,
-        columns: Sequence[str] | None = None,
+        columns: Columns = None,
         filter: Predicate | None = None,
-        *,
         limit: int | None = None,
         offset: int | None = None,
-        with_row_id: bool = False,
-        use_stats: bool = True,
-        fragments: Sequence[LanceFragment | FragmentMetadata] | None = None,
+        nearest: Any = None,
+        batch_size: int | None = None,
+        batch_size_bytes: int | None = None,
+        batch_readahead: int | None = None,
+        fragment_readahead: int | None = None,
+        scan_in_order: bool | None = None,
+        **options: Any,
     ) -> pa.Table:
-        """The rows as one table (of only the ``fragments`` given, in that order, if any).
-
-        ``use_stats`` (as in pylance) lets a filtered scan skip pages whose statistics prove that no
-        row matches (legacy 0.1 files keep them); the rows returned are the same either way.
+        """The rows as one table; options as :meth:`scanner`'s (``fragments=`` too).
 
         Raises:
-            SchemaError: a column does not exist.
-            FilterError: the filter does not parse.
+            SchemaError: a column does not exist, or an output column is named twice.
+            FilterError: the filter or a column expression does not parse.
             ValueError: a fragment is not in this version.
+            TypeError, ScanOptionError, UnsupportedOperationError: as :meth:`scanner`.
         """
-        schema = self._snapshot.read_schema
-        spec = make_spec(schema, columns, filter, with_row_id, 1 << 30, offset, limit, use_stats)
-        out = output_schema(schema, spec)
-        return scan_all(self._readers(fragments), spec, out)
+        return LanceScanner(self._snapshot, scan_spec({**locals(), **options}, "to_table")).to_table()
 
-    def _readers(self, fragments: Sequence[LanceFragment | FragmentMetadata] | None) -> list[FragmentReader]:
-        """Readers of this version's fragments, or of ``fragments`` (by id) in their order."""
-        if fragments is None:
-            return self._snapshot.fragment_readers()
-        ids = [f.fragment_id if isinstance(f, LanceFragment) else f.id for f in fragments]
-        return self._snapshot.fragment_readers(ids)
+    def head(self, num_rows: int, **options: Any) -> pa.Table:
+        """The first ``num_rows`` rows; options as :meth:`scanner`'s.
+
+        Raises:
+            as :meth:`to_table`.
+        """
+        return LanceScanner(self._snapshot, scan_spec({**options, "limit": num_rows}, "head")).to_table()
+
+    def slice(self, start: int, end: int, columns: Columns = None) -> pa.Table:
+        """Rows ``[start, end)`` by position (pylance's ``slice``: an offset/limit scan).
+
+        Raises:
+            ScanOptionError: ``start`` is negative or ``end`` is below ``start``.
+        """
+        return LanceScanner(self._snapshot, scans.slice_spec(start, end, columns)).to_table()
 
     def take(
-        self, indices: Sequence[int] | np.ndarray | pa.Array, columns: Sequence[str] | None = None
+        self,
+        indices: Sequence[int] | np.ndarray | pa.Array,
+        columns: Columns = None,
     ) -> pa.Table:
-        """Rows by position in this version (deleted rows do not count), in the order given.
+        """Rows by position in this version (deleted rows do not count), in the order given;
+        ``columns`` as :meth:`scanner`'s.
 
         Raises:
             IndexError: an index is outside ``[0, count_rows())``.
+            SchemaError: a column does not exist.
         """
-        idx = np.asarray(
-            indices.to_numpy() if isinstance(indices, pa.Array) else indices, dtype=np.int64
-        ).reshape(-1)
-        schema = self._snapshot.read_schema
-        spec = make_spec(schema, columns, None, False, None, None, None)
-        out = output_schema(schema, spec)
-        return take_rows(self._snapshot.fragment_readers(), spec, out, idx)
+        return scans.take(self._snapshot, indices, scan_spec({"columns": columns}, "take"))
+
+    def _take_rows(
+        self,
+        row_ids: Sequence[int] | np.ndarray | pa.Array,
+        columns: Columns = None,
+        *,
+        ignore_deletions: bool = False,
+        **options: Any,
+    ) -> pa.Table:
+        """Rows by row id (stable ids on datasets with stable row ids, else row addresses), in the
+        order given; deleted rows are left out (pylance's unstable ``_take_rows``).
+        ``ignore_deletions`` is accepted: the result holds the live rows either way.
+
+        Raises:
+            IndexError: an address names no fragment of this version, or an offset past its rows.
+            SchemaError: a column does not exist.
+        """
+        return scans.take_by_ids(self._snapshot, row_ids, scan_spec({"columns": columns}, "_take_rows"))
+
+    def sample(
+        self,
+        num_rows: int,
+        columns: Columns = None,
+        randomize_order: bool = True,
+        **options: Any,
+    ) -> pa.Table:
+        """``num_rows`` distinct rows at random (in random order unless ``randomize_order`` is False).
+
+        Raises:
+            ValueError: ``num_rows`` is negative or above the number of rows.
+            SchemaError: a column does not exist.
+        """
+        return scans.sample(
+            self._snapshot, num_rows, scan_spec({"columns": columns}, "sample"), randomize_order
+        )
 
     def take_blobs(
         self,
@@ -276,21 +361,32 @@ class Dataset:
         max_retries: int = DEFAULT_MAX_RETRIES,
         *,
         commit_message: str | None = None,
+        enable_stable_row_ids: bool | None = None,
     ) -> Dataset:
         """Commit an operation built by hand (pylance's ``LanceDataset.commit``), typically fragments
         written by :func:`lance_table.fragment.write_fragments` on workers; returns the new version.
+
+        ``enable_v2_manifest_paths`` and ``enable_stable_row_ids`` apply to a dataset this commit
+        creates (an Overwrite of nothing); they are ignored for an existing one, as in pylance.
 
         Goes through the one commit path: a commit that lost a race rebases as any write does.
         Fragments are checked before anything is written (see
         :mod:`lance_table.table.operations.commit_operation`); a refused commit changes nothing.
 
+        Overwrite, Append, Delete, Rewrite, Restore, Merge, Update, Project, UpdateConfig and
+        DataReplacement are committed; conflicts with concurrent commits are decided per pair of
+        operations as pylance decides them (retryable or not).
+
         Raises:
-            ValueError: no ``read_version`` for an operation other than Overwrite and Restore.
+            ValueError: no ``read_version`` for an operation other than Overwrite and Restore;
+                fragments that are not the dataset's (an Update's, a Merge's, a Delete's).
+            TypeError: an operation or schema of the wrong kind.
             UnsupportedOperationError: a LanceOperation lance_table does not commit, or ``detached``.
             DatasetNotFoundError: no dataset at ``base_uri`` (except for an Overwrite).
             VersionNotFoundError: ``read_version`` does not exist.
             DataFileNotFoundError: a fragment's data file is not in the dataset.
-            SchemaError: the fragments disagree with the schema.
+            SchemaError: the fragments disagree with the schema; a Project's or Merge's field ids
+                or types disagree with the dataset's.
             CommitConflictError: a concurrent commit makes this one impossible.
         """
         if detached:
@@ -302,7 +398,66 @@ class Dataset:
         if commit_lock is not None:
             opts = replace(opts, commit_lock=commit_lock)
         opts = replace(opts, max_retries=max_retries)
-        return Dataset(commit_operation(storage, operation, read_version, opts, commit_message))
+        return Dataset(
+            commit_operation(
+                storage,
+                operation,
+                read_version,
+                opts,
+                commit_message,
+                v2_manifest_paths=enable_v2_manifest_paths,
+                stable_row_ids=bool(enable_stable_row_ids),
+            )
+        )
+
+    @staticmethod
+    def commit_batch(
+        dest: str | os.PathLike[str] | Dataset,
+        transactions: Sequence[Transaction],
+        commit_lock: CommitLock | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        enable_v2_manifest_paths: bool | None = None,
+        detached: bool | None = False,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+    ) -> dict[str, Any]:
+        """Commit several transactions as one version (pylance's ``LanceDataset.commit_batch``):
+        their appends merged into one Append. Returns ``{"dataset": ..., "merged": Transaction}``.
+
+        Raises:
+            BatchCommitError: no transactions, or one other than an Append.
+            UnsupportedOperationError: ``detached``.
+            CommitConflictError: a concurrent commit makes this one impossible.
+        """
+        merged = merge_appends(transactions)
+        ds = Dataset.commit(
+            dest, merged, None, commit_lock, storage_options, enable_v2_manifest_paths, detached, max_retries
+        )
+        return {"dataset": ds, "merged": merged}
+
+    def read_transaction(self, version: int) -> Transaction | None:
+        """The transaction that made ``version`` (pylance's ``Transaction``), or None if it has none.
+
+        Raises:
+            VersionGoneError: there is no such version (also an OSError, as pylance's error).
+        """
+        return read_transaction(self._storage, version)
+
+    def get_transactions(
+        self, recent_transactions: int = DEFAULT_RECENT_TRANSACTIONS
+    ) -> list[Transaction | None]:
+        """The transactions of this version and up to ``recent_transactions - 1`` before it, newest
+        first (None where a version has none)."""
+        return get_transactions(self._snapshot, recent_transactions)
+
+    def migrate_manifest_paths_v2(self) -> None:
+        """Rename the manifests to the V2 naming scheme (pylance's ``migrate_manifest_paths_v2``).
+        Idempotent; must not run while other writers commit."""
+        migrate_manifest_paths_v2(self._storage)
+
+    @property
+    def lance_schema(self) -> LanceSchema:
+        """The schema with Lance field ids (pylance's ``LanceSchema``), as ``Project`` takes it."""
+        return LanceSchema(self.manifest.fields, self.manifest.schema_metadata)
 
     def delete(self, predicate: Predicate, *, commit_message: str | None = None) -> Dataset:
         """Delete the rows matching ``predicate``; returns the new version.
@@ -424,18 +579,31 @@ def write_dataset(
     max_retries: int | None = None,
     progress: ProgressCallback | None = None,
     data_storage_version: str | None = None,
+    enable_v2_manifest_paths: bool = DEFAULT_V2_MANIFEST_PATHS,
+    enable_stable_row_ids: bool = False,
+    transaction_properties: Mapping[str, str] | None = None,
 ) -> Dataset:
     """Write data as a new dataset, or append to / overwrite an existing one, in one atomic commit.
 
-    ``data`` may be a pyarrow Table, RecordBatch or RecordBatchReader, an iterable of RecordBatches
-    or a pandas DataFrame. Rows are streamed: memory stays bounded whatever the size, and a new data
-    file (fragment) is started every ``max_rows_per_file`` rows or ``max_bytes_per_file`` bytes.
+    ``data`` may be anything pylance takes (a pyarrow Table, RecordBatch, RecordBatchReader, Dataset
+    or Scanner, a pandas or Polars DataFrame, a dict of columns, a list of row dicts, an iterable of
+    RecordBatches, a dataset or scanner of either library) or an object with ``__arrow_c_stream__``;
+    ``schema`` casts it (see :func:`~lance_table.table.operations.inputs.coerce_reader`). Rows are
+    streamed: memory stays bounded whatever the size, and a new data file (fragment) is started every
+    ``max_rows_per_file`` rows or ``max_bytes_per_file`` bytes. An append may leave out nullable
+    columns: they read as nulls, as in pylance.
 
     ``data_storage_version`` chooses the data file format of a new dataset or of an overwrite
     (``"2.0"``, ``"2.1"``, ``"2.2"``, ``"stable"``, ``"legacy"``, ``"next"``, as pylance names them);
     an append keeps the dataset's format.
 
+    ``enable_v2_manifest_paths`` (manifest names of a new dataset) and ``enable_stable_row_ids``
+    (a new dataset whose rows keep their ids through compaction) apply when the dataset is created
+    and are ignored for an existing one, as in pylance. ``transaction_properties`` are stored in
+    the transaction (``commit_message`` under its own key, taking precedence).
+
     Raises:
+        InputTypeError: the data is of no kind a write takes (also a TypeError).
         DatasetAlreadyExistsError: ``mode="create"`` and a dataset exists.
         SchemaError: the data does not match the dataset's schema (append) or cannot be stored.
         UnsupportedFormatError: the dataset uses a data format or features lance_table cannot write.
@@ -454,8 +622,7 @@ def write_dataset(
     except DatasetNotFoundError:
         latest = None
     base = latest.manifest if latest is not None else None
-    reader = cast_reader(as_reader(data, schema), schema)
-    plan = plan_write(base, mode, reader.schema, storage.uri, data_storage_version)
+    plan, reader = prepare_write(base, mode, data, schema, storage.uri, data_storage_version)
     frags, written, dictionaries = write_fragments(
         storage,
         reader,
@@ -467,12 +634,16 @@ def write_dataset(
         data_format=plan.data_format,
         dictionaries=plan.dictionaries,
     )
-    scheme = latest.scheme if latest is not None else versions.naming_scheme([])
+    scheme = latest.scheme if latest is not None else scheme_for_new_dataset(enable_v2_manifest_paths)
+    pending = plan.pending(frags, written, dictionaries)
+    if enable_stable_row_ids and isinstance(pending.operation, OverwriteOp):
+        pending = replace(pending, operation=replace(pending.operation, stable_row_ids=True))
     manifest = commit(
         storage,
         base,
-        plan.pending(frags, written, dictionaries),
+        pending,
         options=options,
+        properties=dict(transaction_properties or {}),
         message=commit_message,
         create_only=base is None and mode == "create",
         scheme=scheme,

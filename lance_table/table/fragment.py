@@ -11,6 +11,7 @@ import pyarrow as pa
 
 from lance_table._parallel import cached_per_instance
 from lance_table.errors import CorruptFileError
+from lance_table.extensions import user_table
 from lance_table.file.fields import BLOB_KEY
 from lance_table.file.legacy import LegacyFileReader
 from lance_table.file.legacy.prune import may_match
@@ -48,6 +49,18 @@ class FragmentReader:
         """Sorted deleted offsets (checked against the manifest's count and ``physical_rows``)."""
         self.physical_rows  # noqa: B018 - the row count must be verified before it bounds anything
         return read_deletions(self.storage, self.fragment, version=self.version)
+
+    @cached_per_instance
+    def row_ids(self) -> np.ndarray | None:
+        """The stable row ids of the fragment's physical rows (None: its row ids are addresses).
+
+        Raises:
+            CorruptFileError: the row id sequence is damaged or does not fit the fragment.
+        """
+        from lance_table.table.row_ids import fragment_row_ids
+
+        where = f"{self.storage.uri.rstrip('/')} version {self.version} (manifest)"
+        return fragment_row_ids(self.fragment, where)
 
     @cached_per_instance
     def physical_rows(self) -> int:
@@ -232,8 +245,12 @@ class FragmentReader:
                         "the schema marks it non-nullable",
                     )
                 columns[name] = col
-        schema = pa.schema([self.roots[n].to_arrow_field() for n in names])
-        return selectable(pa.Table.from_arrays([columns[n] for n in names], schema=schema))
+        nodes = [self.roots[n] for n in names]
+        schema = pa.schema([n.to_arrow_field() for n in nodes])
+        table = pa.Table.from_arrays([columns[n] for n in names], schema=schema)
+        if any(n.reader_field is not n.arrow_field for n in nodes):  # extension types as readers see them
+            table = user_table(table, schema, pa.schema([n.reader_field for n in nodes]))
+        return selectable(table)
 
     def _file_of(self, node: FieldNode) -> int:
         """Index of the data file holding a field (the last one, if several do), or -1.

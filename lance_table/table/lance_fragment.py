@@ -3,15 +3,19 @@ row counts and scans of its rows alone (what Ray, lance-ray and Daft split reads
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from functools import cached_property
 from typing import Any
 
 import pyarrow as pa
 
 from lance_table.format.manifest import Fragment
+from lance_table.table import scanner as scans
 from lance_table.table.fragment_metadata import DataFile, FragmentMetadata
-from lance_table.table.scan import Predicate, count_matching, make_spec, output_schema, scan, scan_all
+from lance_table.table.operations.delete import delete_in_fragment
+from lance_table.table.scan import Predicate
+from lance_table.table.scan_spec import Columns, scan_spec
+from lance_table.table.scanner import LanceScanner
 from lance_table.table.snapshot import Snapshot
 
 
@@ -46,9 +50,11 @@ class LanceFragment:
 
     @property
     def schema(self) -> pa.Schema:
+        """The schema of the dataset version (what the fragment's scans return)."""
         return self._snapshot.read_schema
 
     def data_files(self) -> list[DataFile]:
+        """The fragment's data files, as pylance's ``DataFile``."""
         return list(self.metadata.files)
 
     def deletion_file(self) -> str | None:
@@ -64,47 +70,80 @@ class LanceFragment:
         """
         if filter is None:
             return self._fragment.num_rows
-        spec = make_spec(self._snapshot.read_schema, [], filter, False, None, None, None)
-        return count_matching(self._readers(), spec)
+        return self.scanner(filter=filter).count_rows()
 
-    def to_table(
-        self,
-        columns: Sequence[str] | None = None,
-        filter: Predicate | None = None,
-        limit: int | None = None,
-        offset: int | None = None,
-        with_row_id: bool = False,
-    ) -> pa.Table:
-        """The fragment's rows as one table (as ``Dataset.to_table`` over this fragment alone).
-
-        Raises:
-            SchemaError: a column does not exist.
-            FilterError: the filter does not parse.
-        """
-        schema = self._snapshot.read_schema
-        spec = make_spec(schema, columns, filter, with_row_id, 1 << 30, offset, limit)
-        return scan_all(self._readers(), spec, output_schema(schema, spec))
-
-    def to_batches(
+    def scanner(
         self,
         *,
-        columns: Sequence[str] | None = None,
+        columns: Columns = None,
         batch_size: int | None = None,
         filter: Predicate | None = None,
         limit: int | None = None,
         offset: int | None = None,
         with_row_id: bool = False,
-    ) -> Iterator[pa.RecordBatch]:
-        """The fragment's rows in batches of at most ``batch_size`` rows (see :meth:`to_table`)."""
-        schema = self._snapshot.read_schema
-        spec = make_spec(schema, columns, filter, with_row_id, batch_size, offset, limit)
-        return scan(self._readers(), spec, output_schema(schema, spec))
+        with_row_address: bool = False,
+        **options: Any,
+    ) -> LanceScanner:
+        """A scanner over this fragment's rows alone; options as ``Dataset.scanner``'s
+        (``_rowoffset`` is the row's position in the whole version, as in pylance).
+
+        Raises:
+            TypeError, ScanOptionError, UnsupportedOperationError: as ``Dataset.scanner``.
+        """
+        args = {**locals(), **options, "fragments": (self.fragment_id,)}
+        return LanceScanner(self._snapshot, scan_spec(args, "LanceFragment.scanner"))
+
+    def to_table(
+        self,
+        columns: Columns = None,
+        filter: Predicate | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        with_row_id: bool = False,
+        with_row_address: bool = False,
+        **options: Any,
+    ) -> pa.Table:
+        """The fragment's rows as one table (as ``Dataset.to_table`` over this fragment alone).
+
+        Raises:
+            SchemaError: a column does not exist.
+            FilterError: the filter or a column expression does not parse.
+        """
+        args = {**locals(), **options, "fragments": (self.fragment_id,)}
+        return LanceScanner(self._snapshot, scan_spec(args, "LanceFragment.to_table")).to_table()
+
+    def to_batches(self, **options: Any) -> Iterator[pa.RecordBatch]:
+        """The fragment's rows in batches of at most ``batch_size`` rows (options as :meth:`scanner`).
+
+        Raises:
+            as :meth:`to_table`.
+        """
+        return self.scanner(**options).to_batches()
 
     def head(self, num_rows: int) -> pa.Table:
-        return self.to_table(limit=num_rows)
+        """The fragment's first ``num_rows`` live rows."""
+        return self.scanner(limit=num_rows).to_table()
 
-    def _readers(self) -> list[Any]:
-        return self._snapshot.fragment_readers([self.fragment_id])
+    def take(self, indices: Any, columns: Columns = None) -> pa.Table:
+        """Rows by position among the fragment's live rows, in the order given.
+
+        Raises:
+            IndexError: an index is outside ``[0, count_rows())``.
+            SchemaError: a column does not exist.
+        """
+        spec = scan_spec({"columns": columns}, "LanceFragment.take")
+        return scans.take(self._snapshot, indices, spec, [self.fragment_id])
+
+    def delete(self, predicate: Predicate) -> FragmentMetadata | None:
+        """The fragment with the rows matching ``predicate`` deleted as well, or None when no row
+        would be left: a new deletion file is written, nothing is committed (commit it with
+        ``LanceOperation.Delete``, as in pylance).
+
+        Raises:
+            FilterError: the predicate does not parse.
+        """
+        fragment = delete_in_fragment(self._snapshot, self.fragment_id, predicate)
+        return None if fragment is None else FragmentMetadata.from_fragment(fragment)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return _reopen, (self._snapshot, self.fragment_id)

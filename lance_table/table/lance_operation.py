@@ -2,8 +2,9 @@
 ``Dataset.commit`` after workers wrote fragments (:func:`lance_table.fragment.write_fragments`).
 
 The operations lance_table commits (``Overwrite``, ``Append``, ``Delete``, ``Rewrite``,
-``Restore``) have pylance 14's fields and defaults; the other names pylance has exist so that code
-naming them imports, and committing one raises :class:`UnsupportedOperationError` naming it.
+``Restore``, ``Merge``, ``Update``, ``Project``, ``UpdateConfig``, ``DataReplacement``) have
+pylance 14's fields and defaults; the other names pylance has exist so that code naming them
+imports, and committing one raises :class:`UnsupportedOperationError` naming it.
 Fragment lists take this library's :class:`FragmentMetadata` or any object with pylance's
 ``to_json()`` (pylance's own metadata), converted on construction.
 """
@@ -16,7 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from lance_table.table.fragment_metadata import FragmentMetadata
+from lance_table.table.fragment_metadata import DataFile, FragmentMetadata
 
 
 def _fragments(value: Any, what: str) -> list[FragmentMetadata]:
@@ -109,11 +110,101 @@ class LanceOperation:
         groups: list[LanceOperation.RewriteGroup]
         rewritten_indices: list[Any] = field(default_factory=list)
 
+        def __post_init__(self) -> None:
+            self.groups = [
+                g
+                if isinstance(g, LanceOperation.RewriteGroup)
+                else LanceOperation.RewriteGroup(list(g.old_fragments), list(g.new_fragments))
+                for g in self.groups
+            ]
+
     @dataclass
     class Restore(BaseOperation):
         """Make an old version the latest again."""
 
         version: int
+
+    @dataclass
+    class Update(BaseOperation):
+        """Rows rewritten: fragments removed, fragments with new deletion files (or data files),
+        and new fragments holding the rewritten rows (new ids are assigned on commit).
+
+        Attributes:
+            removed_fragment_ids: fragments all of whose rows were rewritten.
+            updated_fragments: fragments of the dataset with new deletion files (same ids).
+            new_fragments: the fragments holding the new rows.
+            fields_modified: ids of fields whose values changed in ``updated_fragments``.
+            fields_for_preserving_frag_bitmap: recorded for indices (lance_table keeps none).
+            update_mode: ``"rewrite_rows"`` or ``"rewrite_columns"`` (``""``: rows).
+            updated_fragment_offsets: accepted; only pylance's row-level version metadata uses it.
+        """
+
+        removed_fragment_ids: list[int] = field(default_factory=list)
+        updated_fragments: list[FragmentMetadata] = field(default_factory=list)
+        new_fragments: list[FragmentMetadata] = field(default_factory=list)
+        fields_modified: list[int] = field(default_factory=list)
+        fields_for_preserving_frag_bitmap: list[int] = field(default_factory=list)
+        update_mode: str = ""
+        updated_fragment_offsets: dict[int, bytes] | None = None
+
+        def __post_init__(self) -> None:
+            self.updated_fragments = _fragments(self.updated_fragments, "updated_fragments")
+            self.new_fragments = _fragments(self.new_fragments, "new_fragments")
+
+    @dataclass
+    class Merge(BaseOperation):
+        """New columns added to existing fragments: every fragment of the new version (same ids)
+        and its schema (a :class:`LanceSchema`, pylance's, or a pyarrow schema whose fields are
+        matched to the dataset's by name).
+
+        Attributes:
+            preserves_nullability: every new column is nullable, so concurrent appends (whose
+                fragments lack it) may commit (otherwise they conflict).
+        """
+
+        fragments: list[FragmentMetadata]
+        schema: Any
+        preserves_nullability: bool = False
+
+        def __post_init__(self) -> None:
+            self.fragments = _fragments(self.fragments, "fragments")
+
+    @dataclass
+    class Project(BaseOperation):
+        """A new schema over the same data: drop, rename or reorder columns. Fields are matched
+        by id (a :class:`LanceSchema`, or pylance's)."""
+
+        schema: Any
+        preserves_nullability: bool = False
+
+    @dataclass
+    class UpdateMap:
+        """Changes to a string map: ``None`` values delete keys; ``replace`` empties it first."""
+
+        updates: dict[str, str | None]
+        replace: bool = False
+
+    @dataclass
+    class UpdateConfig(BaseOperation):
+        """Changes to the config, table metadata, schema metadata and fields' metadata (by id)."""
+
+        config_updates: LanceOperation.UpdateMap | None = None
+        table_metadata_updates: LanceOperation.UpdateMap | None = None
+        schema_metadata_updates: LanceOperation.UpdateMap | None = None
+        field_metadata_updates: dict[int, LanceOperation.UpdateMap] | None = None
+
+    @dataclass
+    class DataReplacementGroup:
+        """A new data file for fragment ``fragment_id``, replacing the file with the same fields."""
+
+        fragment_id: int
+        new_file: DataFile
+
+    @dataclass
+    class DataReplacement(BaseOperation):
+        """Replace data files of fragments (or add files for columns that were all null)."""
+
+        replacements: list[LanceOperation.DataReplacementGroup]
 
 
 class _Unsupported(LanceOperation.BaseOperation):
@@ -130,18 +221,11 @@ class _Unsupported(LanceOperation.BaseOperation):
 # pylance 14's other operation names (and their helper records): they construct, and committing
 # an operation among them raises UnsupportedOperationError.
 UNSUPPORTED = (
-    "Update",
-    "Merge",
     "Clone",
     "CreateIndex",
-    "DataReplacement",
-    "DataReplacementGroup",
     "DataOverlay",
     "DataOverlayFile",
     "DataOverlayGroup",
-    "Project",
-    "UpdateMap",
-    "UpdateConfig",
     "RewrittenIndex",
 )
 for _name in UNSUPPORTED:

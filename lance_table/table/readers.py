@@ -12,8 +12,8 @@ from typing import TypeAlias
 import pyarrow as pa
 
 from lance_table.errors import CorruptFileError, SchemaError, UnsupportedFormatError
-from lance_table.file import LanceFileReader
 from lance_table.file.legacy import LegacyFileReader
+from lance_table.file.reader import LanceFileReader
 from lance_table.format import paths
 from lance_table.format.manifest import DataFile
 from lance_table.schema import FieldNode, build_tree

@@ -1,4 +1,9 @@
-"""Scans: stream the rows of a dataset version, with projection, filter, offset/limit and row ids.
+"""Scans: stream the rows of a dataset version, with projection, filter, offset/limit and the
+system columns ``_rowid``, ``_rowaddr`` and ``_rowoffset``.
+
+This is the execution layer: a :class:`ScanPlan` names top-level columns only. What users ask for
+(nested fields, SQL expressions, pylance's options) is resolved into a plan by
+:mod:`lance_table.table.scanner`.
 
 A filtered scan reads only the columns the predicate needs to decide which rows match, then
 fetches the projected columns of the matching rows alone.
@@ -8,8 +13,8 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
@@ -19,13 +24,14 @@ from pyarrow import acero
 
 from lance_table._parallel import FRAGMENTS, IO, IO_THREADS, ahead_on, map_grouped, map_groups, workers
 from lance_table.errors import SchemaError
+from lance_table.extensions import storage_schema
 from lance_table.file.runs import Runs
 from lance_table.table.fragment import FragmentReader
+from lance_table.table.row_ids import FILTERABLE, ROW_ADDR, ROW_ID, ROW_OFFSET, addresses, row_offsets
 
 if TYPE_CHECKING:
     from lance_table.filters.bounds import Condition
 
-ROW_ID = "_rowid"
 DEFAULT_BATCH_SIZE = 8192
 # Rows read from a fragment at a time; output batches are sliced from these.
 READ_CHUNK_ROWS = 256 * 1024
@@ -44,11 +50,14 @@ Predicate: TypeAlias = "str | pc.Expression"
 
 
 @dataclass
-class ScanSpec:
+class ScanPlan:
+    """What a scan reads: top-level ``columns``, then the ``system`` columns, of the live rows that
+    pass ``filter`` (which reads ``filter_columns`` and the system columns ``filter_system``)."""
+
     columns: list[str]
     filter: pc.Expression | None
     filter_columns: list[str]
-    with_row_id: bool
+    system: tuple[str, ...]
     batch_size: int
     offset: int
     limit: int | None
@@ -56,6 +65,13 @@ class ScanSpec:
     conditions: tuple[Condition, ...] = ()
     # the filter as simple conditions, when they are all of it (evaluated with numpy if they can)
     exact: tuple[Condition, ...] | None = None
+    filter_system: tuple[str, ...] = ()
+    # the ``_rowoffset`` of each fragment's first live row, by fragment id (when ``_rowoffset`` is read)
+    offset_bases: Mapping[int, int] = field(default_factory=dict)
+
+    @property
+    def with_row_id(self) -> bool:
+        return ROW_ID in self.system
 
 
 def make_spec(
@@ -67,10 +83,16 @@ def make_spec(
     offset: int | None,
     limit: int | None,
     use_stats: bool = True,
-) -> ScanSpec:
+    *,
+    system: Sequence[str] = (),
+    offset_bases: Mapping[int, int] | None = None,
+) -> ScanPlan:
     """Validate scan options against the schema.
 
     With ``use_stats``, pages whose statistics prove the filter false are skipped (legacy files).
+    ``system`` names the system columns appended after ``columns`` (``with_row_id`` appends
+    ``_rowid``); ``offset_bases`` is needed for ``_rowoffset`` (see :func:`row_ids.offset_bases`).
+    The filter may read ``_rowid`` and ``_rowaddr``.
 
     Raises:
         SchemaError: an unknown column.
@@ -89,8 +111,12 @@ def make_spec(
                 raise SchemaError(f"column {c!r} is not in the dataset; columns are {names}")
     expr = None
     fcols: list[str] = []
+    fsystem: tuple[str, ...] = ()
+    fschema = filter_schema(schema)
     if filter is not None:
-        expr, fcols = _compile_filter(filter, schema)
+        expr, fcols = _compile_filter(filter, fschema)
+        fsystem = tuple(c for c in fcols if c not in names)
+        fcols = [c for c in fcols if c in names]
     if (offset or 0) < 0 or (limit is not None and limit < 0):
         raise ValueError("offset and limit must not be negative")
     size = batch_size or DEFAULT_BATCH_SIZE
@@ -99,10 +125,31 @@ def make_spec(
     conditions: tuple[Condition, ...] = ()
     exact = None
     if isinstance(filter, str):
-        found, whole = _terms_cached(filter, schema)
+        found, whole = _terms_cached(filter, hashable(fschema))
         conditions = found if use_stats else ()
         exact = found if whole else None
-    return ScanSpec(cols, expr, fcols, with_row_id, size, offset or 0, limit, conditions, exact)
+    extra = tuple(dict.fromkeys([*((ROW_ID,) if with_row_id else ()), *system]))
+    if ROW_OFFSET in extra and offset_bases is None:
+        raise ValueError("reading _rowoffset needs the offsets of the fragments' first rows")
+    bases = offset_bases or {}
+    return ScanPlan(cols, expr, fcols, extra, size, offset or 0, limit, conditions, exact, fsystem, bases)
+
+
+def filter_schema(schema: pa.Schema) -> pa.Schema:
+    """The schema a filter is compiled against: ``schema`` and the system columns a filter may
+    read (a dataset column of the same name wins)."""
+    extra = [pa.field(n, pa.uint64()) for n in FILTERABLE if n not in schema.names]
+    return pa.schema([*schema, *extra], metadata=schema.metadata) if extra else schema
+
+
+def hashable(schema: pa.Schema) -> pa.Schema:
+    """``schema``, or its storage form when a Python extension type in it cannot be hashed (the
+    compiled filters are cached by schema)."""
+    try:
+        hash(schema)
+    except TypeError:
+        return storage_schema(schema)
+    return schema
 
 
 @functools.lru_cache(maxsize=256)
@@ -124,27 +171,54 @@ def _compile_cached(predicate: str, schema: pa.Schema) -> tuple[pc.Expression, t
 def _compile_filter(predicate: Predicate, schema: pa.Schema) -> tuple[pc.Expression, list[str]]:
     """The expression and the columns it reads (SQL text is compiled once per schema)."""
     if isinstance(predicate, str):
-        expr, cols = _compile_cached(predicate, schema)
+        expr, cols = _compile_cached(predicate, hashable(schema))
         return expr, list(cols)
     from lance_table.filters import compile_filter
 
     return compile_filter(predicate, schema)
 
 
-def output_schema(schema: pa.Schema, spec: ScanSpec) -> pa.Schema:
+def output_schema(schema: pa.Schema, spec: ScanPlan) -> pa.Schema:
     fields = [schema.field(c) for c in spec.columns]
-    if spec.with_row_id:
-        fields.append(pa.field(ROW_ID, pa.uint64()))
+    fields.extend(pa.field(n, pa.uint64()) for n in spec.system)
     return pa.schema(fields, metadata=schema.metadata)
 
 
-def _filter_pass(frag: FragmentReader, spec: ScanSpec, live: Runs) -> tuple[pa.Table, np.ndarray]:
+def system_column(
+    frag: FragmentReader, name: str, positions: np.ndarray, bases: Mapping[int, int]
+) -> pa.Array:
+    """The system column ``name`` of a fragment's physical rows at ``positions``.
+
+    Raises:
+        CorruptFileError: the fragment's row id sequence is damaged.
+    """
+    if name == ROW_ID and frag.row_ids is not None:
+        return pa.array(frag.row_ids[positions], pa.uint64())
+    if name in (ROW_ID, ROW_ADDR):
+        return pa.array(addresses(frag.fragment.id, positions), pa.uint64())
+    return pa.array(row_offsets(bases[frag.fragment.id], frag.deleted, positions), pa.uint64())
+
+
+def _with_system(
+    table: pa.Table, frag: FragmentReader, names: Sequence[str], runs: Runs, bases: Mapping[int, int]
+) -> pa.Table:
+    """``table`` (the rows at ``runs``) with the system columns ``names`` appended."""
+    if not names:
+        return table
+    positions = runs.positions()
+    for name in names:
+        table = table.append_column(pa.field(name, pa.uint64()), system_column(frag, name, positions, bases))
+    return table
+
+
+def _filter_pass(frag: FragmentReader, spec: ScanPlan, live: Runs) -> tuple[pa.Table, np.ndarray]:
     """Read the predicate's columns for ``live`` rows; return them and the mask of matching rows."""
     assert spec.filter is not None
     # Rows match only when they meet every condition of ``exact``: values below a floor it sets
     # can only fail it, and need not be decoded.
     floors = _floors(spec.exact) if spec.exact else None
     table = frag.read(spec.filter_columns, live, floors) if spec.filter_columns else _empty_rows(live.total)
+    table = _with_system(table, frag, spec.filter_system, live, spec.offset_bases)
     fast = None
     if spec.exact:
         from lance_table.filters import vectorized  # (loaded by the filter's compilation already)
@@ -186,7 +260,7 @@ def evaluate_mask(table: pa.Table, expr: pc.Expression) -> np.ndarray:
     return mask
 
 
-def matching_positions(frag: FragmentReader, spec: ScanSpec, lo: int, hi: int) -> Runs:
+def matching_positions(frag: FragmentReader, spec: ScanPlan, lo: int, hi: int) -> Runs:
     """Live rows of ``[lo, hi)`` that pass the filter (all live rows without a filter)."""
     live = frag.live_runs(lo, hi)
     if spec.filter is None or not live.total:
@@ -198,7 +272,7 @@ def matching_positions(frag: FragmentReader, spec: ScanSpec, lo: int, hi: int) -
     return Runs.from_sorted_unique(live.select(np.flatnonzero(mask)))
 
 
-def _read_matching(frag: FragmentReader, spec: ScanSpec, lo: int, hi: int) -> tuple[pa.Table, Runs]:
+def _read_matching(frag: FragmentReader, spec: ScanPlan, lo: int, hi: int) -> tuple[pa.Table, Runs]:
     """The projected columns of the matching live rows of ``[lo, hi)``, and where they are."""
     live = frag.live_runs(lo, hi)
     if not live.total:
@@ -231,7 +305,7 @@ def _read_matching(frag: FragmentReader, spec: ScanSpec, lo: int, hi: int) -> tu
     return pa.table({n: cols[n] for n in spec.columns}), runs
 
 
-def _row_ranges(frag: FragmentReader, spec: ScanSpec, split: int = 1) -> list[tuple[int, int]]:
+def _row_ranges(frag: FragmentReader, spec: ScanPlan, split: int = 1) -> list[tuple[int, int]]:
     """The fragment's physical rows as the ranges it is read in: equal parts of at most
     ``max(READ_CHUNK_ROWS, spec.batch_size)`` rows, and at least ``split`` parts where they can
     hold ``READ_CHUNK_ROWS`` rows each."""
@@ -254,16 +328,14 @@ def _split(fragments: int) -> int:
 
 
 def _scan_range(
-    frag: FragmentReader, spec: ScanSpec, out_schema: pa.Schema, lo: int, hi: int
+    frag: FragmentReader, spec: ScanPlan, out_schema: pa.Schema, lo: int, hi: int
 ) -> pa.Table | None:
     """The matching rows of ``[lo, hi)`` of one fragment (None when none match); a table without
     columns keeps its row count."""
     table, runs = _read_matching(frag, spec, lo, hi)
     if not runs.total:
         return None
-    if spec.with_row_id:
-        row_ids = (np.uint64(frag.fragment.id) << np.uint64(32)) | runs.positions().astype(np.uint64)
-        table = table.append_column(pa.field(ROW_ID, pa.uint64()), pa.array(row_ids, pa.uint64()))
+    table = _with_system(table, frag, spec.system, runs, spec.offset_bases)
     if table.num_columns:
         table = pa.Table.from_arrays(table.columns, schema=out_schema)
     return table
@@ -279,7 +351,7 @@ def in_flight(frags: Sequence[FragmentReader]) -> int:
     return frags[0].storage.read_parallelism if frags else 0
 
 
-def scan_all(frags: Sequence[FragmentReader], spec: ScanSpec, out_schema: pa.Schema) -> pa.Table:
+def scan_all(frags: Sequence[FragmentReader], spec: ScanPlan, out_schema: pa.Schema) -> pa.Table:
     """Every matching row as one table; fragments are scanned in parallel when no limit applies."""
     if spec.limit is not None or spec.offset:
         return pa.Table.from_batches(list(scan(frags, spec, out_schema)), schema=out_schema)
@@ -303,7 +375,7 @@ def scan_all(frags: Sequence[FragmentReader], spec: ScanSpec, out_schema: pa.Sch
     return pa.concat_tables(tables) if tables else out_schema.empty_table()
 
 
-def scan(frags: Sequence[FragmentReader], spec: ScanSpec, out_schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+def scan(frags: Sequence[FragmentReader], spec: ScanPlan, out_schema: pa.Schema) -> Iterator[pa.RecordBatch]:
     """Batches of at most ``spec.batch_size`` rows, honouring offset and limit."""
     skip = spec.offset
     remaining = spec.limit
@@ -348,7 +420,7 @@ def scan(frags: Sequence[FragmentReader], spec: ScanSpec, out_schema: pa.Schema)
         found.close()  # stops the reads ahead when the caller stops early
 
 
-def count_matching(frags: Sequence[FragmentReader], spec: ScanSpec) -> int:
+def count_matching(frags: Sequence[FragmentReader], spec: ScanPlan) -> int:
     def count(frag: FragmentReader) -> int:
         if spec.filter is None:
             return frag.physical_rows - int(frag.deleted.size)
@@ -362,11 +434,9 @@ def count_matching(frags: Sequence[FragmentReader], spec: ScanSpec) -> int:
 
 
 def take_rows(
-    frags: Sequence[FragmentReader], spec: ScanSpec, out_schema: pa.Schema, indices: np.ndarray
+    frags: Sequence[FragmentReader], spec: ScanPlan, out_schema: pa.Schema, indices: np.ndarray
 ) -> pa.Table:
     """Rows by position among the live rows of ``frags``, in the order of ``indices``.
-
-    Each fragment reads only the rows asked of it, once however often they are asked.
 
     Raises:
         IndexError: an index is outside ``[0, live rows)``.
@@ -375,22 +445,42 @@ def take_rows(
     total = int(live_counts.sum())
     if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= total):
         raise IndexError(f"row index out of range for {total} rows")
-    unique, inverse = np.unique(indices, return_inverse=True)
     starts = np.concatenate([[0], np.cumsum(live_counts)])
-    which = np.searchsorted(starts, unique, side="right") - 1
-    touched = np.unique(which).tolist()
+    which = np.searchsorted(starts, indices, side="right") - 1
+    local = indices - starts[which]
+    physical = local.copy()
+    for k in np.unique(which).tolist():
+        if frags[k].deleted.size:
+            at = which == k
+            physical[at] = frags[k].live_positions()[local[at]]
+    return read_positions(frags, spec, out_schema, which, physical)
+
+
+def read_positions(
+    frags: Sequence[FragmentReader],
+    spec: ScanPlan,
+    out_schema: pa.Schema,
+    which: np.ndarray,
+    positions: np.ndarray,
+) -> pa.Table:
+    """The rows at physical ``positions`` of the fragments ``frags[which]``, in that order.
+
+    Each fragment reads only the rows asked of it, once however often they are asked.
+    """
+    if not out_schema.names:
+        return _empty_rows(int(which.size))
+    key = (which.astype(np.int64) << 32) | positions.astype(np.int64)
+    unique, inverse = np.unique(key, return_inverse=True)
+    owner, offsets = unique >> 32, unique & 0xFFFFFFFF
+    touched = np.unique(owner).tolist()
 
     from lance_table.table.scan_groups import take_batch  # small fragments a batch at a time
 
-    def runs(k: int) -> Runs:
-        frag = frags[k]
-        a, b = np.searchsorted(which, [k, k + 1]).tolist()  # ``which`` is sorted
-        local = unique[a:b] - starts[k]
-        physical = frag.live_positions()[local] if frag.deleted.size else local
-        return Runs.from_sorted_unique(physical)
+    cuts = np.searchsorted(owner, np.arange(len(frags) + 1))  # ``owner`` is sorted
 
     def read(group: list[int]) -> list[pa.Table]:
-        return [take_batch([frags[k] for k in group], [runs(k) for k in group], spec, out_schema)]
+        runs = [Runs.from_sorted_unique(offsets[cuts[k] : cuts[k + 1]]) for k in group]
+        return [take_batch([frags[k] for k in group], runs, spec, out_schema)]
 
     parts = map_groups(read, touched, [1] * len(touched), in_flight=in_flight(frags))
     result = pa.concat_tables(parts) if parts else out_schema.empty_table()

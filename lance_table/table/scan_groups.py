@@ -18,19 +18,37 @@ from lance_table.file.runs import EMPTY, Runs
 from lance_table.table import fragment_batch
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.scan import (
-    ROW_ID,
-    ScanSpec,
+    ScanPlan,
     _empty_rows,
     _floors,
     _scan_range,
     evaluate_mask,
     matching_positions,
+    system_column,
 )
 
 Task = tuple[FragmentReader, int, int]
 
 
-def _needed(spec: ScanSpec) -> list[str]:
+def _with_system(
+    table: pa.Table,
+    frags: Sequence[FragmentReader],
+    names: Sequence[str],
+    runs: Sequence[Runs],
+    spec: ScanPlan,
+) -> pa.Table:
+    """``table`` (the rows ``runs[k]`` of each fragment ``frags[k]``, one after another) with the
+    system columns ``names`` appended."""
+    for name in names:
+        parts = [
+            system_column(f, name, r.positions(), spec.offset_bases) for f, r in zip(frags, runs) if r.total
+        ]
+        column = pa.chunked_array(parts, pa.uint64()) if parts else pa.chunked_array([], pa.uint64())
+        table = table.append_column(pa.field(name, pa.uint64()), column)
+    return table
+
+
+def _needed(spec: ScanPlan) -> list[str]:
     return list(dict.fromkeys([*spec.columns, *spec.filter_columns]))
 
 
@@ -55,7 +73,7 @@ def _batches(
     return out, found
 
 
-def scan_tasks(tasks: Sequence[Task], spec: ScanSpec, out_schema: pa.Schema) -> list[pa.Table]:
+def scan_tasks(tasks: Sequence[Task], spec: ScanPlan, out_schema: pa.Schema) -> list[pa.Table]:
     """The matching rows of each task's range ``[lo, hi)`` of its fragment (as ``_scan_range``
     reads one), the tasks of small fragments read as batches; tables without rows left out."""
     out: list[pa.Table | None] = []
@@ -70,7 +88,7 @@ def scan_tasks(tasks: Sequence[Task], spec: ScanSpec, out_schema: pa.Schema) -> 
 
 def _matching(
     frags: Sequence[FragmentReader],
-    spec: ScanSpec,
+    spec: ScanPlan,
     lives: list[Runs],
     found: Sequence[fragment_batch.Plan | None] | None = None,
 ) -> tuple[list[Runs], pa.Table]:
@@ -83,6 +101,7 @@ def _matching(
         table = fragment_batch.read(frags, spec.filter_columns, lives, floors, found)
     else:
         table = _empty_rows(total)
+    table = _with_system(table, frags, spec.filter_system, lives, spec)
     mask = None
     if spec.exact:
         from lance_table.filters import vectorized
@@ -104,7 +123,7 @@ def _matching(
 
 
 def _scan_batch(
-    tasks: Sequence[Task], spec: ScanSpec, out_schema: pa.Schema, found: Sequence[fragment_batch.Plan | None]
+    tasks: Sequence[Task], spec: ScanPlan, out_schema: pa.Schema, found: Sequence[fragment_batch.Plan | None]
 ) -> pa.Table | None:
     """The matching rows of tasks whose fragments read as a batch (``found``: their plans for
     the projection and the predicate's columns)."""
@@ -130,19 +149,13 @@ def _scan_batch(
         table = pa.table({n: cols[n] for n in spec.columns}) if spec.columns and total else _empty_rows(total)
     if not total:
         return None
-    if spec.with_row_id:
-        ids = [
-            (np.uint64(f.fragment.id) << np.uint64(32)) | r.positions().astype(np.uint64)
-            for f, r in zip(frags, selected)
-            if r.total
-        ]
-        table = table.append_column(pa.field(ROW_ID, pa.uint64()), pa.array(np.concatenate(ids), pa.uint64()))
+    table = _with_system(table, frags, spec.system, selected, spec)
     if table.num_columns:
         table = pa.Table.from_arrays(table.columns, schema=out_schema)
     return table
 
 
-def matching_runs(frags: Sequence[FragmentReader], spec: ScanSpec, chunk: int) -> list[Runs]:
+def matching_runs(frags: Sequence[FragmentReader], spec: ScanPlan, chunk: int) -> list[Runs]:
     """:func:`matching_positions` over all the rows of each fragment (in ranges of ``chunk`` rows
     for fragments larger than that), small fragments' predicate columns read as batches."""
     out: list[Runs] = []
@@ -170,8 +183,13 @@ def matching_runs(frags: Sequence[FragmentReader], spec: ScanSpec, chunk: int) -
 
 
 def take_batch(
-    frags: Sequence[FragmentReader], runs: Sequence[Runs], spec: ScanSpec, out_schema: pa.Schema
+    frags: Sequence[FragmentReader], runs: Sequence[Runs], spec: ScanPlan, out_schema: pa.Schema
 ) -> pa.Table:
-    """The projected columns of the rows ``runs[k]`` of each fragment ``frags[k]``, in order."""
-    table = fragment_batch.read(frags, spec.columns, runs)
+    """The projected columns, then the system columns, of the rows ``runs[k]`` of each fragment
+    ``frags[k]``, in order."""
+    if spec.columns:
+        table = fragment_batch.read(frags, spec.columns, runs)
+    else:
+        table = _empty_rows(sum(r.total for r in runs))
+    table = _with_system(table, frags, spec.system, runs, spec)
     return pa.Table.from_arrays(table.columns, schema=out_schema)

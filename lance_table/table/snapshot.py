@@ -15,6 +15,7 @@ from functools import cached_property
 import pyarrow as pa
 
 from lance_table.errors import UnsupportedFormatError, VersionGoneError, VersionNotFoundError
+from lance_table.extensions import user_schema
 from lance_table.file.v2_1.blob_v2 import has_blob_v2, is_blob_v2, read_node
 from lance_table.format import paths
 from lance_table.format.manifest import Fragment, Manifest
@@ -65,8 +66,8 @@ class Snapshot:
 
     @cached_property
     def schema(self) -> pa.Schema:
-        """The Arrow schema of this version."""
-        return arrow_schema_from_fields(self.manifest.fields, self.manifest.schema_metadata)
+        """The Arrow schema of this version (extension types as readers see them)."""
+        return user_schema(arrow_schema_from_fields(self.manifest.fields, self.manifest.schema_metadata))
 
     @cached_property
     def roots(self) -> dict[str, FieldNode]:
@@ -80,7 +81,7 @@ class Snapshot:
         if not has_blob_v2(self.manifest.fields):
             return self.schema
         fields = [n.to_arrow_field() for n in self.roots.values()]
-        return pa.schema(fields, metadata=self.schema.metadata)
+        return user_schema(pa.schema(fields, metadata=self.schema.metadata))
 
     def fragment_readers(self, ids: Sequence[int] | None = None) -> list[FragmentReader]:
         """A reader per fragment of this version, or of the fragments ``ids`` in that order.

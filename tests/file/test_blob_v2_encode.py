@@ -11,10 +11,11 @@ import pytest
 
 from lance_table._proto import encodings_v2_1_pb2 as pb
 from lance_table.errors import UnsupportedFormatError
-from lance_table.file import LanceFileReader, LanceFileWriter
+from lance_table.file.reader import LanceFileReader
 from lance_table.file.v2_1 import repdef
 from lance_table.file.v2_1.blob_v2 import DESCRIPTOR, DESCRIPTOR_METADATA
 from lance_table.file.v2_1.blob_v2_encode import _FIXED, Thresholds, encode_descriptor_page, file_fields
+from lance_table.file.writer import LanceFileWriter
 from lance_table.schema import LanceField, fields_from_arrow
 
 BLOB = pa.struct([pa.field("data", pa.large_binary()), pa.field("uri", pa.utf8())])

@@ -7,7 +7,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from lance_table.file import LanceFileReader
+from lance_table.file.reader import LanceFileReader
 from lance_table.file.v2_1.blob_v2 import (
     DESCRIPTOR,
     DESCRIPTOR_METADATA,

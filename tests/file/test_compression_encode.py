@@ -15,7 +15,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lance_table._proto import encodings_v2_1_pb2 as pb
-from lance_table.file import LanceFileReader
 from lance_table.file.compression import (
     bitpacking,
     byte_stream_split,
@@ -27,6 +26,7 @@ from lance_table.file.compression import (
     rle,
 )
 from lance_table.file.pageio import PageIO
+from lance_table.file.reader import LanceFileReader
 from lance_table.file.v2_1 import compress as compress21
 from lance_table.file.v2_1 import values as values21
 from lance_table.storage.sources import open_source

@@ -9,8 +9,9 @@ import pyarrow as pa
 import pytest
 
 from lance_table.errors import CorruptFileError, LanceTableError, UnsupportedFormatError
-from lance_table.file import LanceFileReader, write_table
+from lance_table.file import write_table
 from lance_table.file.container import FOOTER_SIZE
+from lance_table.file.reader import LanceFileReader
 
 
 @pytest.fixture

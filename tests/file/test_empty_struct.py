@@ -5,7 +5,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from lance_table.file import LanceFileReader, write_table
+from lance_table.file import write_table
+from lance_table.file.reader import LanceFileReader
 
 TABLE = pa.table(
     {

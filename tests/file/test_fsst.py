@@ -11,8 +11,8 @@ import pyarrow as pa
 import pytest
 
 from lance_table import _parallel
-from lance_table.file import LanceFileReader
 from lance_table.file.compression import fsst
+from lance_table.file.reader import LanceFileReader
 
 
 def make_table(symbols: list[bytes], switch: bool = True) -> bytes:

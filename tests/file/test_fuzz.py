@@ -35,7 +35,7 @@ from google.protobuf.descriptor import FieldDescriptor
 
 from lance_table._proto import encodings_v2_0_pb2, encodings_v2_1_pb2, file2_pb2, file_pb2
 from lance_table.errors import LanceTableError
-from lance_table.file import LanceFileReader, write_table
+from lance_table.file import write_table
 from lance_table.file.container import (
     FOOTER_SIZE,
     FOOTER_STRUCT,
@@ -43,6 +43,7 @@ from lance_table.file.container import (
     URL_COLUMN_ENCODING,
     URL_PAGE_LAYOUT,
 )
+from lance_table.file.reader import LanceFileReader
 
 ROWS = 300
 TAKE = [299, 0, 5, 5, 150, 77, 201]

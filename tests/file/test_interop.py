@@ -8,7 +8,9 @@ import pytest
 from helpers import assert_tables_equal
 from typecases import compression_cases, type_cases
 
-from lance_table.file import LanceFileReader, LanceFileWriter, write_table
+from lance_table.file import write_table
+from lance_table.file.reader import LanceFileReader
+from lance_table.file.writer import LanceFileWriter
 
 lance_file = pytest.importorskip("lance.file")
 pytestmark = pytest.mark.interop

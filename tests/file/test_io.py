@@ -9,8 +9,9 @@ import pyarrow as pa
 import pytest
 from helpers import assert_tables_equal
 
-from lance_table.file import BytesSource, LanceFileReader, write_table
+from lance_table.file import BytesSource, write_table
 from lance_table.file.container import unpack_encoding
+from lance_table.file.reader import LanceFileReader
 from lance_table.storage.sources import coalesce
 
 

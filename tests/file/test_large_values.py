@@ -17,9 +17,10 @@ import pytest
 from helpers import assert_tables_equal
 
 import lance_table
-from lance_table.file import LanceFileReader, LanceFileWriter
 from lance_table.file.compression import entries, fsst_encode, fsst_train, general
 from lance_table.file.container import read_metadata, unpack_encoding
+from lance_table.file.reader import LanceFileReader
+from lance_table.file.writer import LanceFileWriter
 from lance_table.storage.sources import LocalFileSource
 
 MB = 1 << 20

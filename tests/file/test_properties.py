@@ -12,7 +12,8 @@ from helpers import assert_tables_equal
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lance_table.file import LanceFileReader, LanceFileWriter
+from lance_table.file.reader import LanceFileReader
+from lance_table.file.writer import LanceFileWriter
 
 LEAVES = [
     pa.bool_(),

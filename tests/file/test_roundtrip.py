@@ -12,7 +12,9 @@ from helpers import assert_tables_equal
 from typecases import compression_cases, type_cases
 
 from lance_table.errors import SchemaError, UnsupportedFormatError
-from lance_table.file import LanceFileReader, LanceFileWriter, write_table
+from lance_table.file import write_table
+from lance_table.file.reader import LanceFileReader
+from lance_table.file.writer import LanceFileWriter
 
 ALL_CASES = {**type_cases(), **compression_cases()}
 

@@ -11,7 +11,7 @@ from helpers import assert_tables_equal
 from typecases import type_cases
 
 from lance_table.errors import CorruptFileError, UnsupportedFormatError
-from lance_table.file import LanceFileReader
+from lance_table.file.reader import LanceFileReader
 from lance_table.file.v2_1 import decode as decode21
 from lance_table.file.v2_1 import miniblock_nested
 

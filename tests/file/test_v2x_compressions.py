@@ -17,10 +17,10 @@ import pytest
 
 from lance_table._proto import encodings_v2_1_pb2 as pb
 from lance_table.errors import CorruptFileError, UnsupportedFormatError
-from lance_table.file import LanceFileReader
 from lance_table.file.container import read_metadata, unpack_encoding
 from lance_table.file.inspect import describe
 from lance_table.file.pageio import PageIO
+from lance_table.file.reader import LanceFileReader
 from lance_table.file.v2_1 import compress as compress21
 from lance_table.file.v2_1 import pervalue as pervalue21
 from lance_table.file.v2_1 import values as values21

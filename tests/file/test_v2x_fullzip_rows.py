@@ -11,8 +11,8 @@ import pyarrow as pa
 import pytest
 from helpers import write_file
 
-from lance_table.file import LanceFileReader
 from lance_table.file.compression import fsst
+from lance_table.file.reader import LanceFileReader
 from lance_table.file.v2_1 import batch, byteranges, decode
 
 ROWS = 3_000

@@ -29,8 +29,8 @@ import pytest
 from helpers import assert_tables_equal
 
 from lance_table.errors import CorruptFileError, UnsupportedFormatError
-from lance_table.file import LanceFileReader
 from lance_table.file.container import unpack_encoding
+from lance_table.file.reader import LanceFileReader
 from lance_table.storage.sources import LocalFileSource
 
 lance_file = pytest.importorskip("lance.file")

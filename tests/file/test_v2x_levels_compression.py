@@ -21,10 +21,11 @@ import pyarrow as pa
 import pytest
 from helpers import assert_tables_equal
 
-from lance_table.file import LanceFileReader, LanceFileWriter
 from lance_table.file.container import read_metadata, unpack_encoding
+from lance_table.file.reader import LanceFileReader
 from lance_table.file.v2_1 import level_compress, miniblock_encode
 from lance_table.file.v2_1.compress import decode_levels
+from lance_table.file.writer import LanceFileWriter
 from lance_table.storage.sources import LocalFileSource
 
 lance_file = pytest.importorskip("lance.file")

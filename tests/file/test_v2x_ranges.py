@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 from helpers import assert_tables_equal, write_file
 
-from lance_table.file import LanceFileReader
+from lance_table.file.reader import LanceFileReader
 from lance_table.file.v2_1 import miniblock, miniblock_nested
 
 pytest.importorskip("lance.file")

@@ -18,7 +18,7 @@ import pytest
 from helpers import assert_tables_equal, write_file
 
 from lance_table.errors import CorruptFileError
-from lance_table.file import LanceFileReader
+from lance_table.file.reader import LanceFileReader
 from lance_table.file.runs import Runs
 from lance_table.file.v2_1 import decode as decode21
 from lance_table.file.v2_1 import miniblock_small

@@ -20,8 +20,9 @@ from hypothesis import strategies as st
 from typecases import compression_cases, type_cases
 
 from lance_table.errors import SchemaError, UnsupportedFormatError
-from lance_table.file import LanceFileReader, LanceFileWriter
 from lance_table.file.container import FileVersion, read_metadata, unpack_encoding
+from lance_table.file.reader import LanceFileReader
+from lance_table.file.writer import LanceFileWriter
 from lance_table.storage.sources import LocalFileSource
 
 lance_file = pytest.importorskip("lance.file")

@@ -17,8 +17,9 @@ import pyarrow.compute as pc
 import pytest
 from helpers import assert_tables_equal
 
-from lance_table.file import LanceFileReader, LanceFileWriter
 from lance_table.file.container import read_metadata, unpack_encoding
+from lance_table.file.reader import LanceFileReader
+from lance_table.file.writer import LanceFileWriter
 from lance_table.storage.sources import LocalFileSource
 
 lance_file = pytest.importorskip("lance.file")

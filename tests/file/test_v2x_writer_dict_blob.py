@@ -16,9 +16,10 @@ from helpers import assert_tables_equal
 
 import lance_table
 from lance_table.errors import UnsupportedFormatError
-from lance_table.file import LanceFileReader, LanceFileWriter
 from lance_table.file.container import read_metadata, unpack_encoding
+from lance_table.file.reader import LanceFileReader
 from lance_table.file.rows import selectable
+from lance_table.file.writer import LanceFileWriter
 from lance_table.storage.sources import LocalFileSource
 
 lance = pytest.importorskip("lance")

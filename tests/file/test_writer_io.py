@@ -9,7 +9,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from lance_table.file import LanceFileReader, LanceFileWriter
+from lance_table.file.reader import LanceFileReader
+from lance_table.file.writer import LanceFileWriter
 
 
 def _batches(n: int, rows: int) -> list[pa.RecordBatch]:

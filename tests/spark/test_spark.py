@@ -180,6 +180,17 @@ def test_read_options(spark, tmp_path):
     assert user.columns == ["id"] and user.count() == 1400
     with pytest.raises(Exception, match="version"):
         _read(spark, uri, version="1", tag="first")
+    # Delta's and the JVM connector's names, in any case; a misspelled option names itself
+    assert _read(spark, uri, versionAsOf="1").num_rows == 1000
+    assert _read(spark, uri, TIMESTAMPASOF=asof).num_rows == 1500
+    with pytest.raises(Exception, match=r"'verison'.*known options: path, version"):
+        _read(spark, uri, verison="1")
+    with pytest.raises(Exception, match="given twice"):
+        _read(spark, uri, version="1", versionAsOf="1")
+    writer = spark.createDataFrame([(1,)], "id long").write.format("lance_table").mode("append")
+    with pytest.raises(Exception, match="unknown option 'block_sise'"):
+        writer.option("block_sise", "1").save(uri)
+    assert lt.dataset(uri).count_rows() == 1400
 
 
 def test_filter_pushdown_after_register(spark, tmp_path):

@@ -12,7 +12,8 @@ import pytest
 from helpers import race_creates
 
 from lance_table.errors import CorruptFileError
-from lance_table.file import LanceFileReader, LanceFileWriter
+from lance_table.file.reader import LanceFileReader
+from lance_table.file.writer import LanceFileWriter
 from lance_table.storage import Storage, open_storage
 from lance_table.storage.sources import LocalFileSource, read_joined
 

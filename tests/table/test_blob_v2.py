@@ -17,7 +17,7 @@ from helpers import assert_tables_equal
 
 import lance_table as lt
 from lance_table.errors import CorruptFileError, DataFileNotFoundError, SchemaError, UnsupportedFormatError
-from lance_table.file import LanceFileReader
+from lance_table.file.reader import LanceFileReader
 from lance_table.file.v2_1.blob_v2 import DESCRIPTOR, BlobKind, blob_file_name
 from lance_table.table.blobs import _sidecar_dir
 

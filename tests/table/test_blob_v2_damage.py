@@ -11,7 +11,7 @@ import pytest
 
 import lance_table as lt
 from lance_table.errors import CorruptFileError
-from lance_table.file import LanceFileReader
+from lance_table.file.reader import LanceFileReader
 from lance_table.file.v2_1.blob_v2 import BlobKind, blob_file_name
 
 lance = pytest.importorskip("lance")

@@ -94,7 +94,8 @@ BASE = make_rows(0, 300)
 def _append(ds: Dataset) -> pa.Table:
     from lance_table.format.transaction import Append
     from lance_table.table.commit import Pending, commit
-    from lance_table.table.operations.write import as_reader, write_fragments
+    from lance_table.table.operations.inputs import coerce_reader as as_reader
+    from lance_table.table.operations.write import write_fragments
 
     more = make_rows(1000, 120)
     frags, _, _ = write_fragments(
@@ -216,7 +217,8 @@ class _FailingClose:
 def test_a_file_failing_to_close_in_the_background_fails_the_write_and_leaves_no_file(tmp_path, failing_file):
     """Finished files close on a thread while the next one is written; when one fails to close,
     the write raises that error and every file it wrote is gone."""
-    from lance_table.table.operations.write import as_reader, write_fragments
+    from lance_table.table.operations.inputs import coerce_reader as as_reader
+    from lance_table.table.operations.write import write_fragments
 
     uri = _fresh(tmp_path, "ds")
     inner = open_storage(uri)

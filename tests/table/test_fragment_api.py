@@ -196,8 +196,8 @@ def test_bad_inputs_are_typed_errors_and_change_nothing(tmp_path: Path) -> None:
     _refused(uri, lt.SchemaError, lt.LanceOperation.Overwrite(renamed, good))
     lying = [FragmentMetadata.from_json({**good[0].to_json(), "physical_rows": 11})]
     _refused(uri, lt.CorruptFileError, lt.LanceOperation.Append(lying))
-    _refused(uri, lt.UnsupportedOperationError, lt.LanceOperation.Merge(good, wrong))
-    _refused(uri, lt.UnsupportedOperationError, lt.LanceOperation.Project(wrong))
+    _refused(uri, lt.SchemaError, lt.LanceOperation.Merge(good, wrong))
+    _refused(uri, TypeError, lt.LanceOperation.Project(wrong))
     with pytest.raises(lt.DatasetNotFoundError):
         lt.LanceDataset.commit(str(tmp_path / "none"), lt.LanceOperation.Append(good), read_version=1)
     with pytest.raises(TypeError):

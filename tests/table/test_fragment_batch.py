@@ -138,3 +138,18 @@ def test_a_file_gone_among_many_is_named(many: str) -> None:
         lt.dataset(many).to_table()
     with pytest.raises(DataFileNotFoundError, match=path.name):
         lt.dataset(many).delete("id = 3")
+
+
+def test_system_columns_of_batches_equal_pylance(many: str, tmp_path: Path) -> None:
+    copy = str(tmp_path / "copy")
+    shutil.copytree(many, copy)
+    lt.dataset(many).delete("id % 5 = 1")
+    lance.dataset(copy).delete("id % 5 = 1")
+    ours, theirs = lt.dataset(many), lance.dataset(copy)
+    cols = ["_rowaddr", "id", "_rowid", "_rowoffset"]
+    assert ours.to_table(columns=cols).equals(theirs.to_table(columns=cols))
+    for flt in ["id > 200 AND id < 700", "_rowaddr > 8589934592"]:
+        got = ours.to_table(columns=["s", "_rowaddr", "_rowoffset"], filter=flt)
+        assert got.equals(theirs.to_table(columns=["s", "_rowaddr", "_rowoffset"], filter=flt)), flt
+    picks = list(range(0, theirs.count_rows(), 11))
+    assert ours.take(picks, columns=["id", "_rowaddr"]).equals(theirs.take(picks, columns=["id", "_rowaddr"]))

@@ -35,7 +35,7 @@ import pytest
 
 import lance_table as lt
 from lance_table.errors import LanceTableError
-from lance_table.file import LanceFileReader
+from lance_table.file.reader import LanceFileReader
 
 lance = pytest.importorskip("lance")
 pytestmark = pytest.mark.interop

@@ -148,7 +148,7 @@ def test_base_paths_read_but_are_not_written(tmp_path):
         lt.write_dataset(make_rows(10, 10), uri, mode="append")
 
 
-@pytest.mark.parametrize("flag", [flags.STABLE_ROW_IDS, 64, 1 << 20])
+@pytest.mark.parametrize("flag", [64, 1 << 20])
 def test_unsupported_writer_flags_refuse_to_write(tmp_path, flag):
     uri = tmp_path / "ds"
     lt.write_dataset(make_rows(0, 10), uri)

@@ -41,12 +41,18 @@ def _nullable(enc: Any, io: PageIO, runs: Runs, dtype: pa.DataType) -> pa.Array:
     return with_validity(values, valid)
 
 
+def _compressed(flat: Any) -> bool:
+    """Whether a flat buffer is compressed (pylance writes scheme ``"none"`` for a field whose
+    ``lance-encoding:compression`` is ``none``: stored as is)."""
+    return bool(flat.HasField("compression") and flat.compression.scheme not in ("", "none"))
+
+
 def decode_bits(enc: Any, io: PageIO, runs: Runs) -> np.ndarray:
     """A 1-bit flat encoding (validity) as a bool array."""
     if enc.WhichOneof("array_encoding") != "flat" or enc.flat.bits_per_value != 1:
         raise UnsupportedFormatError(f"{io.what}: validity must be a 1-bit flat buffer", path=io.path)
     flat = enc.flat
-    if flat.HasField("compression") and flat.compression.scheme:
+    if _compressed(flat):
         n = runs.end
         data = io.decompressed(
             flat.buffer.buffer_index, flat.compression.scheme, None, flat.buffer.buffer_type
@@ -68,7 +74,7 @@ def flat_bytes(enc: Any, io: PageIO, runs: Runs) -> bytes | memoryview:
         raise UnsupportedFormatError(f"{io.what}: flat values of {bits} bits are not supported", path=io.path)
     width = bits // 8
     buf = enc.buffer
-    if enc.HasField("compression") and enc.compression.scheme:
+    if _compressed(enc):
         data = io.decompressed(buf.buffer_index, enc.compression.scheme, None, buf.buffer_type)
         if len(data) < runs.end * width:
             raise io.corrupt(f"decompressed buffer of {len(data)} bytes cannot hold {runs.end} values")

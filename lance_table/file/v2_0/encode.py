@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from lance_table._proto import encodings_v2_0_pb2 as pb
 from lance_table.errors import SchemaError
+from lance_table.file.compression import general
 from lance_table.schema import is_binary_like
 
 Buffer: TypeAlias = "bytes | memoryview | pa.Buffer"
@@ -99,9 +100,10 @@ def _values(arr: pa.Array, bufs: PageBuffers) -> Any:
     return _flat(byte_width(t) * 8, fixed_bytes(arr, byte_width(t)), bufs)
 
 
-def encode_binary(arr: pa.Array, bufs: PageBuffers) -> Any:
-    """Strings and binaries: u64 end offsets (nulls store ``end + total + 1``) and the value bytes."""
-    return _binary_chunks([arr], bufs)
+def encode_binary(arr: pa.Array, bufs: PageBuffers, compression: str | None = None) -> Any:
+    """Strings and binaries: u64 end offsets (nulls store ``end + total + 1``) and the value bytes
+    (compressed with ``compression``, the field's ``lance-encoding:compression``, as pylance does)."""
+    return _binary_chunks([arr], bufs, compression)
 
 
 def _binary_data(arr: pa.Array, large: bool) -> Buffer:
@@ -164,11 +166,11 @@ def _is_fixed_width(t: pa.DataType) -> bool:
     )
 
 
-def encode_leaf(arr: pa.Array, bufs: PageBuffers) -> Any:
-    """The 2.0 encoding of one page of a leaf column."""
+def encode_leaf(arr: pa.Array, bufs: PageBuffers, compression: str | None = None) -> Any:
+    """The 2.0 encoding of one page of a leaf column (``compression``: of string/binary bytes)."""
     t = arr.type
     if is_binary_like(t):
-        return encode_binary(arr, bufs)
+        return encode_binary(arr, bufs, compression)
     if pa.types.is_dictionary(t):
         return encode_dictionary(arr, bufs)
     if pa.types.is_null(t):
@@ -180,7 +182,7 @@ def encode_leaf(arr: pa.Array, bufs: PageBuffers) -> Any:
     raise SchemaError(f"type {t} cannot be stored in a Lance 2.0 leaf column")
 
 
-def encode_leaf_chunks(chunks: list[pa.Array], bufs: PageBuffers) -> Any:
+def encode_leaf_chunks(chunks: list[pa.Array], bufs: PageBuffers, compression: str | None = None) -> Any:
     """The encoding of one page made of several arrays, writing their buffers piece by piece.
 
     Gives the same bytes as encoding the concatenated array, without the copy; types whose
@@ -188,7 +190,7 @@ def encode_leaf_chunks(chunks: list[pa.Array], bufs: PageBuffers) -> Any:
     """
     chunks = [c for c in chunks if len(c)] or chunks[:1]
     if len(chunks) == 1:
-        return encode_leaf(chunks[0], bufs)
+        return encode_leaf(chunks[0], bufs, compression)
     t = chunks[0].type
     if _is_fixed_width(t):
         width = byte_width(t)
@@ -196,8 +198,8 @@ def encode_leaf_chunks(chunks: list[pa.Array], bufs: PageBuffers) -> Any:
             chunks, lambda: _flat(width * 8, [fixed_bytes(c, width) for c in chunks], bufs), bufs
         )
     if is_binary_like(t):
-        return _binary_chunks(chunks, bufs)
-    return encode_leaf(pa.concat_arrays(chunks), bufs)
+        return _binary_chunks(chunks, bufs, compression)
+    return encode_leaf(pa.concat_arrays(chunks), bufs, compression)
 
 
 def _nullable_chunks(chunks: list[pa.Array], values: Any, bufs: PageBuffers) -> Any:
@@ -217,7 +219,7 @@ def _nullable_chunks(chunks: list[pa.Array], values: Any, bufs: PageBuffers) -> 
     return enc
 
 
-def _binary_chunks(chunks: list[pa.Array], bufs: PageBuffers) -> Any:
+def _binary_chunks(chunks: list[pa.Array], bufs: PageBuffers, compression: str | None = None) -> Any:
     large = pa.types.is_large_string(chunks[0].type) or pa.types.is_large_binary(chunks[0].type)
     lengths: list[np.ndarray] = []
     valids: list[np.ndarray | None] = []
@@ -246,7 +248,14 @@ def _binary_chunks(chunks: list[pa.Array], bufs: PageBuffers) -> Any:
         ends = np.where(valid, ends, ends + np.uint64(adjustment))
     enc = pb.ArrayEncoding()
     enc.binary.indices.nullable.no_nulls.values.CopyFrom(_flat(64, ends.astype("<u8", copy=False), bufs))
-    enc.binary.bytes.CopyFrom(_flat(8, data, bufs))
+    if compression in ("zstd", "lz4"):
+        joined = b"".join(bytes(d) for d in data)
+        enc.binary.bytes.CopyFrom(_flat(8, general.compress(joined, compression), bufs))
+        enc.binary.bytes.flat.compression.scheme = compression
+    else:
+        enc.binary.bytes.CopyFrom(_flat(8, data, bufs))
+        if compression == "none":  # pylance records the hint
+            enc.binary.bytes.flat.compression.scheme = "none"
     enc.binary.null_adjustment = adjustment
     return enc
 

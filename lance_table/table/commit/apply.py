@@ -29,6 +29,8 @@ from lance_table.format.transaction import (
     Rewrite,
     Transaction,
 )
+from lance_table.table.commit.apply_inplace import apply_inplace
+from lance_table.table.commit.row_ids import with_row_ids
 
 # The manifest stores max_fragment_id as a 32-bit unsigned integer.
 MAX_FRAGMENT_ID = 2**32 - 1
@@ -94,6 +96,8 @@ def next_manifest(
     elif isinstance(op, ReserveFragments):
         start = _next_id(base)
         m = replace(base, max_fragment_id=start + op.num_fragments - 1)
+    elif (inplace := apply_inplace(base, op, _next_id(base))) is not None:
+        m = inplace
     elif isinstance(op, Restore):
         if restored is None:
             raise ValueError("restore needs the restored manifest")
@@ -104,6 +108,7 @@ def next_manifest(
     else:  # pragma: no cover - guarded by Transaction.to_bytes
         raise ValueError(f"cannot apply {op.name}")
     _check_fragment_ids(m)
+    m = with_row_ids(base if base.version or base.fragments else None, m, op, version)
     m = replace(
         m,
         version=version,

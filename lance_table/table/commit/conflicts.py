@@ -7,21 +7,27 @@ version, in commit order, and either accepts it, rewrites my operation, or raise
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from lance_table.errors import CommitConflictError
 from lance_table.format.manifest import DeletionFile, Fragment, Manifest
+from lance_table.format.operations import (
+    DataReplacement,
+    Merge,
+    Project,
+    Update,
+    UpdateConfig,
+    touched_fragment_ids,
+)
 from lance_table.format.transaction import (
     Append,
     Delete,
     Operation,
     OtherOperation,
     Overwrite,
-    ReserveFragments,
-    Restore,
     Rewrite,
     Transaction,
 )
@@ -55,44 +61,150 @@ def _touched(op: Operation) -> set[int]:
         return {f.id for g in op.groups for f in g.old_fragments}
     if isinstance(op, OtherOperation):
         return set(op.fragment_ids)
-    return set()
-
-
-def _replaces_data(op: Operation) -> bool:
-    return isinstance(op, (Overwrite, Restore))
-
-
-def _changes_schema(op: Operation) -> bool:
-    return isinstance(op, OtherOperation) and op.name in ("merge", "project", "update_config", "clone")
+    return touched_fragment_ids(op)
 
 
 def _conflict(message: str, *, retryable: bool = True) -> CommitConflictError:
     return CommitConflictError(message, retryable=retryable)
 
 
-def _check_append(mine: Operation, other: Operation, where: str) -> None:
-    """An append adds new fragments: only a schema change gets in its way."""
-    if _changes_schema(other):
-        raise _conflict(f"a concurrent {other.name} changed the schema ({where})")
+# Outcomes of one check: None (compatible), or the conflict, retryable or not.
+RETRY = "retry"
+INCOMPATIBLE = "incompatible"
+Outcome = str | None
+
+# Kinds (transaction protobuf names) that replace the table's data or state wholesale.
+_REPLACES = {"overwrite", "restore"}
 
 
-def _check_fragments(mine: Operation, other: Operation, where: str) -> None:
-    """A delete, rewrite (compaction) or other operation on fragments needs them unchanged by
-    anything else; only two deletes of the same fragments merge (their deletions are unioned)."""
-    if _changes_schema(other):
-        raise _conflict(f"a concurrent {other.name} changed the table ({where})")
-    overlap = _touched(mine) & _touched(other)
-    if overlap and not (isinstance(mine, Delete) and isinstance(other, Delete)):
-        raise _conflict(f"{mine.name} and a concurrent {other.name} both changed fragments {sorted(overlap)}")
+def _kind(op: Operation) -> str:
+    return op.name
 
 
-# One check per kind of my operation; Overwrite, Restore and ReserveFragments apply to whatever
-# version is latest and need none.
-_CHECKS = {
+def _changes_nullability(op: Operation) -> bool:
+    """A Merge or Project that does not promise to keep data staged against the old schema valid
+    (pylance's ``preserves_nullability``): concurrent writes of new rows must retry."""
+    return isinstance(op, (Merge, Project)) and not op.preserves_nullability
+
+
+def _overlap(mine: Operation, other: Operation) -> bool:
+    return bool(_touched(mine) & _touched(other))
+
+
+def _check_append(mine: Operation, other: Operation, pending: Pending) -> Outcome:
+    if _kind(other) in _REPLACES | {"update_mem_wal_state"}:
+        return INCOMPATIBLE
+    return RETRY if _changes_nullability(other) else None
+
+
+def _check_delete_update(mine: Operation, other: Operation, pending: Pending) -> Outcome:
+    """A Delete or Update needs the fragments it changes unchanged by others; a delete made here
+    (which knows the rows it removes) is rebased over other deletes and updates of its fragments."""
+    kind = _kind(other)
+    if kind == "update_mem_wal_state":
+        return None if isinstance(mine, Update) else INCOMPATIBLE
+    if kind in _REPLACES:
+        return INCOMPATIBLE
+    if kind == "merge":
+        return RETRY
+    if isinstance(mine, Update) and isinstance(other, Project) and _changes_nullability(other):
+        return RETRY
+    if kind in ("rewrite", "data_replacement"):
+        return RETRY if _overlap(mine, other) else None
+    rebasable = isinstance(mine, Delete) and bool(pending.delete_additions) and isinstance(other, Delete)
+    if isinstance(other, (Delete, Update)) and _overlap(mine, other) and not rebasable:
+        # the rows it removes are not known (a commit of a LanceOperation), or the other rewrote
+        # rows of its fragments: it cannot be rebased
+        return RETRY
+    return None
+
+
+def _check_rewrite(mine: Operation, other: Operation, pending: Pending) -> Outcome:
+    kind = _kind(other)
+    if kind in _REPLACES:
+        return INCOMPATIBLE
+    if kind == "merge":
+        return RETRY
+    if kind in ("delete", "update", "rewrite", "data_replacement"):
+        return RETRY if _overlap(mine, other) else None
+    return None
+
+
+def _check_merge(mine: Operation, other: Operation, pending: Pending) -> Outcome:
+    kind = _kind(other)
+    if kind in _REPLACES | {"project", "update_mem_wal_state"}:
+        return INCOMPATIBLE
+    if kind in ("update", "append", "delete", "rewrite", "merge", "data_replacement"):
+        return RETRY
+    return None
+
+
+def _check_project(mine: Operation, other: Operation, pending: Pending) -> Outcome:
+    kind = _kind(other)
+    if kind in _REPLACES | {"update_mem_wal_state"}:
+        return INCOMPATIBLE
+    if kind in ("merge", "project"):
+        return RETRY
+    if kind in ("append", "update") and _changes_nullability(mine):
+        return RETRY
+    return None
+
+
+def _config_keys(op: Operation) -> tuple[set[str], set[str]]:
+    """The config keys an operation sets and deletes."""
+    if isinstance(op, UpdateConfig) and op.config_updates is not None:
+        return op.config_updates.upserted, op.config_updates.deleted
+    if isinstance(op, Overwrite):
+        return set(op.config_upsert_values), set()
+    return set(), set()
+
+
+def _upsert_key_conflict(mine: Operation, other: Operation) -> bool:
+    (mine_set, mine_del), (other_set, other_del) = _config_keys(mine), _config_keys(other)
+    return bool(mine_set & (other_set | other_del) or other_set & (mine_set | mine_del))
+
+
+def _check_update_config(mine: Operation, other: Operation, pending: Pending) -> Outcome:
+    assert isinstance(mine, UpdateConfig)
+    if isinstance(other, Overwrite):
+        touches_schema = mine.schema_metadata_updates is not None or bool(mine.field_metadata_updates)
+        return INCOMPATIBLE if touches_schema or _upsert_key_conflict(mine, other) else None
+    if isinstance(other, UpdateConfig):
+        same = (
+            mine.schema_metadata_updates is not None and other.schema_metadata_updates is not None
+        ) or bool(set(mine.field_metadata_updates) & set(other.field_metadata_updates))
+        return INCOMPATIBLE if same or _upsert_key_conflict(mine, other) else None
+    return None
+
+
+def _check_data_replacement(mine: Operation, other: Operation, pending: Pending) -> Outcome:
+    assert isinstance(mine, DataReplacement)
+    kind = _kind(other)
+    if kind in _REPLACES | {"update_mem_wal_state"}:
+        return INCOMPATIBLE
+    if kind == "rewrite":
+        return RETRY if _overlap(mine, other) else None
+    if kind == "create_index":
+        return RETRY  # the index's fields are not known here: assume it covers a replaced field
+    if isinstance(other, DataReplacement):
+        for frag_id, new_file in mine.replacements:
+            for other_id, other_file in other.replacements:
+                if frag_id == other_id and set(new_file.fields) & set(other_file.fields):
+                    return RETRY
+    return None
+
+
+# One check per kind of my operation (pylance's conflict resolver); Overwrite, Restore and
+# ReserveFragments apply to whatever version is latest and need none.
+_CHECKS: dict[type, Callable[[Operation, Operation, Pending], Outcome]] = {
     Append: _check_append,
-    Delete: _check_fragments,
-    Rewrite: _check_fragments,
-    OtherOperation: _check_fragments,
+    Delete: _check_delete_update,
+    Update: _check_delete_update,
+    Rewrite: _check_rewrite,
+    Merge: _check_merge,
+    Project: _check_project,
+    UpdateConfig: _check_update_config,
+    DataReplacement: _check_data_replacement,
 }
 
 
@@ -100,7 +212,8 @@ def rebase(pending: Pending, theirs: list[Transaction], latest: Manifest, storag
     """Rebase ``pending`` onto the transactions committed after its read version.
 
     Raises:
-        CommitConflictError: the operations cannot be combined.
+        CommitConflictError: the operations cannot be combined (retryable when a retry of the
+            whole operation on the latest version can succeed).
     """
     mine = pending.operation
     check = _CHECKS.get(type(mine))
@@ -108,15 +221,18 @@ def rebase(pending: Pending, theirs: list[Transaction], latest: Manifest, storag
         return pending
     for txn in theirs:
         other = txn.operation
-        where = f"version committed by transaction {txn.uuid} ({other.name})"
-        if _replaces_data(other):
+        outcome = check(mine, other, pending)
+        if outcome is not None:
+            where = f"version committed by transaction {txn.uuid} ({other.name})"
+            if outcome == INCOMPATIBLE:
+                raise _conflict(
+                    f"this {mine.name} is incompatible with a concurrent {other.name} ({where})",
+                    retryable=False,
+                )
             raise _conflict(
-                f"a concurrent {other.name} replaced the data this {mine.name} was based on ({where})",
-                retryable=False,
+                f"this {mine.name} was preempted by a concurrent {other.name} ({where}); retry it"
             )
-        if not isinstance(other, (ReserveFragments, Append)):
-            check(mine, other, where)
-    if isinstance(mine, Delete):
+    if isinstance(mine, Delete) and pending.delete_additions:
         return _rebase_delete(pending, mine, latest, storage)
     return pending
 

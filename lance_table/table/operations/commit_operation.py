@@ -10,32 +10,34 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
 
-from lance_table._parallel import METADATA, map_on
 from lance_table.errors import (
     DatasetNotFoundError,
-    SchemaError,
     UnsupportedFormatError,
     UnsupportedOperationError,
 )
-from lance_table.file.fields import BLOB_KEY
-from lance_table.file.v2_1.blob_v2 import read_node
-from lance_table.format import paths
 from lance_table.format.manifest import Fragment, data_format_of
+from lance_table.format.row_ids import RowMeta
 from lance_table.format.transaction import Append, Delete, Rewrite, RewriteGroup
-from lance_table.schema import FieldNode, LanceField, build_tree
+from lance_table.format.transaction import Overwrite as OverwriteOp
+from lance_table.schema import LanceField
 from lance_table.storage import Storage
 from lance_table.table import versions
 from lance_table.table.commit import CommitOptions, Pending, check_can_commit, check_rebasable, commit
+from lance_table.table.commit.row_ids import carried_row_ids, uses_stable_row_ids
 from lance_table.table.deletion import read_deletions
-from lance_table.table.fragment import FragmentReader
 from lance_table.table.fragment_metadata import FragmentMetadata
 from lance_table.table.lance_operation import LanceOperation, Transaction
+from lance_table.table.lance_schema import as_lance_schema
+from lance_table.table.operations.check_fragments import check_fragments
+from lance_table.table.operations.commit_inplace import plan_inplace
+from lance_table.table.operations.manifest_paths import scheme_for_new_dataset
 from lance_table.table.operations.restore import plan_restore
-from lance_table.table.operations.write import LEGACY_FORMAT, plan_write, writable_data_format
+from lance_table.table.operations.write import plan_write, writable_data_format
 from lance_table.table.snapshot import Snapshot, load
 
 
@@ -45,8 +47,13 @@ def commit_operation(
     read_version: int | None,
     options: CommitOptions,
     message: str | None = None,
+    *,
+    v2_manifest_paths: bool | None = None,
+    stable_row_ids: bool = False,
 ) -> Snapshot:
     """Commit ``operation`` (planned against ``read_version``); return the version it made.
+
+    ``v2_manifest_paths`` and ``stable_row_ids`` apply to a dataset an Overwrite creates.
 
     Raises:
         TypeError: ``operation`` is not a LanceOperation or Transaction.
@@ -73,14 +80,16 @@ def commit_operation(
     if not dataclasses.is_dataclass(operation):
         raise UnsupportedOperationError(
             f"LanceOperation.{type(operation).__name__} is not supported by lance_table; it commits "
-            "Overwrite, Append, Delete, Rewrite and Restore"
+            "Overwrite, Append, Delete, Rewrite, Restore, Merge, Update, Project, UpdateConfig and "
+            "DataReplacement"
         )
     replaces = isinstance(operation, (LanceOperation.Overwrite, LanceOperation.Restore))
     if read_version is None and not replaces:
         raise ValueError("read_version is required for all operations except Overwrite and Restore")
     check_can_commit(options, storage)
     if isinstance(operation, LanceOperation.Overwrite):
-        return _overwrite(storage, operation, read_version, options, message, properties, txn_uuid)
+        new = NewDataset(scheme_for_new_dataset(v2_manifest_paths), stable_row_ids)
+        return _overwrite(storage, operation, read_version, options, message, properties, txn_uuid, new)
     base = load(storage, read_version, options=options)
     versions.check_writable(base.manifest, storage.uri)
     if isinstance(operation, LanceOperation.Restore):
@@ -93,6 +102,8 @@ def commit_operation(
         pending = _delete(base, operation)
     elif isinstance(operation, LanceOperation.Rewrite):
         pending = _rewrite(base, operation)
+    elif (inplace := plan_inplace(base, operation)) is not None:
+        pending = inplace
     else:  # pragma: no cover - every dataclass operation is handled above
         raise UnsupportedOperationError(f"LanceOperation.{type(operation).__name__} is not supported")
     check_rebasable(storage, pending)
@@ -109,6 +120,14 @@ def commit_operation(
     return Snapshot(storage, manifest, base.scheme, options)
 
 
+@dataclass(frozen=True)
+class NewDataset:
+    """How a dataset an Overwrite creates is set up: its manifest naming scheme and row ids."""
+
+    scheme: str
+    stable_row_ids: bool
+
+
 def _overwrite(
     storage: Storage,
     op: LanceOperation.Overwrite,
@@ -117,9 +136,14 @@ def _overwrite(
     message: str | None,
     properties: dict[str, str],
     txn_uuid: str | None,
+    new_dataset: NewDataset,
 ) -> Snapshot:
-    if not isinstance(op.new_schema, pa.Schema):
-        raise TypeError(f"Overwrite.new_schema must be a pyarrow.Schema, got {type(op.new_schema)}")
+    lance_schema = as_lance_schema(op.new_schema)
+    new_schema = lance_schema.to_pyarrow() if lance_schema is not None else op.new_schema
+    if not isinstance(new_schema, pa.Schema):
+        raise TypeError(
+            f"Overwrite.new_schema must be a pyarrow.Schema or LanceSchema, got {type(new_schema)}"
+        )
     if op.initial_bases:
         raise UnsupportedOperationError(
             "Overwrite with initial_bases (registered base paths) is not supported"
@@ -135,10 +159,12 @@ def _overwrite(
         raise UnsupportedFormatError(f"the fragments mix data formats {sorted(formats)}")
     requested = formats.pop() if formats else None
     manifest = base.manifest if base is not None else None
-    plan = plan_write(manifest, "overwrite", op.new_schema, storage.uri, requested)
+    plan = plan_write(manifest, "overwrite", new_schema, storage.uri, requested)
     frags = _check_new(storage, plan.fields, plan.data_format, op.fragments)
     pending = plan.pending(frags, ())
-    scheme = base.scheme if base is not None else versions.naming_scheme([])
+    if base is None and new_dataset.stable_row_ids and isinstance(pending.operation, OverwriteOp):
+        pending = replace(pending, operation=replace(pending.operation, stable_row_ids=True))
+    scheme = base.scheme if base is not None else new_dataset.scheme
     new = commit(
         storage,
         manifest,
@@ -178,73 +204,10 @@ def _check_new(
     return frags
 
 
-def check_fragments(
-    storage: Storage, fields: Sequence[LanceField], data_format: str, frags: Sequence[Fragment]
-) -> None:
-    """Check that fragments' data files are in this dataset, in ``data_format``, with the rows their
-    metadata says and the fields of ``fields`` (by id, name and type). Footers are read on threads.
-
-    Raises:
-        UnsupportedFormatError: a data file of another format, or in another base path.
-        SchemaError: a data file is listed with a field id the schema does not have, or stores a
-            field under another name or type.
-        DataFileNotFoundError: a data file does not exist in this dataset.
-        CorruptFileError: a data file's path is not a plain name, or it holds another number of rows.
-    """
-    roots = {n.name: read_node(n) for n in build_tree(tuple(fields))}
-    by_id = {n.id: n for root in roots.values() for n in root.walk()}
-    if data_format == LEGACY_FORMAT and any(pa.types.is_dictionary(n.arrow_type) for n in by_id.values()):
-        raise UnsupportedFormatError("fragments of legacy datasets with dictionary columns are not committed")
-    for frag in frags:
-        for f in frag.files:
-            paths.check_relative_path(f.path, "fragment metadata", "data file")
-            if f.base_id is not None:
-                raise UnsupportedFormatError(f"data file {f.path} is in base path {f.base_id}, not supported")
-            if f.version != data_format:
-                raise UnsupportedFormatError(
-                    f"data file {f.path} is format {f.version}, but the dataset stores format {data_format}"
-                )
-            unknown = sorted(set(f.fields) - set(by_id))
-            if unknown:
-                raise SchemaError(
-                    f"data file {f.path} stores field ids {unknown}, which the schema does not have"
-                )
-
-    def check(frag: Fragment) -> None:
-        reader = FragmentReader(frag, storage, roots)
-        reader.physical_rows  # noqa: B018 - reads every footer: the files exist and hold these rows
-        for f in frag.files:
-            stored = reader._reader(f).metadata.roots_by_id
-            for node in (n for r in stored.values() for n in r.walk()):
-                _check_field(by_id.get(node.id), node, f.path)
-
-    map_on(METADATA, check, frags)
-
-
-def _check_field(expected: FieldNode | None, stored: FieldNode, path: str) -> None:
-    """Raises: SchemaError: the file stores the field under another name or type."""
-    if expected is None or BLOB_KEY in stored.field.metadata or BLOB_KEY in expected.field.metadata:
-        return  # a 2.1+ file lists only leaves, a 2.0 file may hold more; blobs are checked on read
-    if expected.name != stored.name or (
-        not expected.children and not _same_type(expected.arrow_type, stored.arrow_type)
-    ):
-        raise SchemaError(
-            f"data file {path} stores field {stored.id} as {stored.name!r} ({stored.arrow_type}), "
-            f"but the schema has {expected.name!r} ({expected.arrow_type})"
-        )
-
-
-def _same_type(a: pa.DataType, b: pa.DataType) -> bool:
-    if pa.types.is_dictionary(a):
-        a = a.value_type
-    if pa.types.is_dictionary(b):
-        b = b.value_type
-    return bool(a == b)
-
-
 def _delete(base: Snapshot, op: LanceOperation.Delete) -> Pending:
-    """A Delete of fragments of ``base``, with what each loses, so that it rebases as a delete made
-    by :meth:`Dataset.delete` does.
+    """A Delete of fragments of ``base``. As in pylance, the rows it removes are not known to the
+    commit: it is not rebased over a concurrent delete or update of its fragments (that is a
+    retryable conflict), unlike a delete made by :meth:`Dataset.delete`.
 
     Raises:
         ValueError: a fragment is not in ``base`` or its data files differ from it there.
@@ -255,23 +218,18 @@ def _delete(base: Snapshot, op: LanceOperation.Delete) -> Pending:
     missing = sorted(({f.id for f in updated} | set(op.deleted_fragment_ids)) - set(current))
     if missing:
         raise ValueError(f"fragments {missing} are not in version {base.version} of {base.uri}")
-    additions: dict[int, np.ndarray] = {}
-    bases = {}
     for frag in updated:
         old = current[frag.id]
         if frag.files != old.files or frag.physical_rows != old.physical_rows:
             raise ValueError(f"fragment {frag.id} has other data files than in version {base.version}")
         if frag.deletion_file is None:
             raise ValueError(f"updated fragment {frag.id} has no deletion file")
-        before = read_deletions(base.storage, old, version=base.version)
-        after = read_deletions(base.storage, frag, version=base.version)
-        additions[frag.id] = np.setdiff1d(after, before).astype(np.uint32)
-        bases[frag.id] = old.deletion_file
-    for frag_id in op.deleted_fragment_ids:
-        additions[frag_id] = np.arange(current[frag_id].physical_rows, dtype=np.uint32)
-        bases[frag_id] = current[frag_id].deletion_file
-    delete = Delete(updated, tuple(op.deleted_fragment_ids), op.predicate)
-    return Pending(delete, base.version, additions, bases)
+        read_deletions(base.storage, frag, version=base.version)  # the file exists and reads
+    # A fragment keeps its row ids (metadata built by hand may not carry them).
+    updated = tuple(
+        f if f.row_id_meta else replace(f, row_id_meta=current[f.id].row_id_meta) for f in updated
+    )
+    return Pending(Delete(updated, tuple(op.deleted_fragment_ids), op.predicate), base.version)
 
 
 def _rewrite(base: Snapshot, op: LanceOperation.Rewrite) -> Pending:
@@ -289,5 +247,29 @@ def _rewrite(base: Snapshot, op: LanceOperation.Rewrite) -> Pending:
         check_fragments(
             base.storage, base.manifest.fields, writable_data_format(base.manifest, base.uri), new
         )
-        groups.append(RewriteGroup(tuple(current[m.id] for m in group.old_fragments), new))
+        old = [current[m.id] for m in group.old_fragments]
+        if uses_stable_row_ids(base.manifest) and not all(
+            RowMeta(f.row_id_meta, base.uri).ids is not None for f in new
+        ):
+            new = _carry_row_ids(base, old, new)
+        groups.append(RewriteGroup(tuple(old), new))
     return Pending(Rewrite(tuple(groups)), base.version)
+
+
+def _carry_row_ids(base: Snapshot, old: list[Fragment], new: tuple[Fragment, ...]) -> tuple[Fragment, ...]:
+    """New fragments of a Rewrite on a dataset with stable row ids, given the ids (and versions) of
+    the live rows of the old ones, in order, as compaction rewrites them.
+
+    Raises:
+        ValueError: the new fragments hold another number of rows than the old ones' live rows.
+    """
+    live = []
+    for frag in old:
+        deleted = read_deletions(base.storage, frag, version=base.version)
+        live.append((frag, np.setdiff1d(np.arange(frag.physical_rows), deleted)))
+    if sum(p.size for _, p in live) != sum(f.physical_rows for f in new):
+        raise ValueError(
+            "the new fragments of a Rewrite on a dataset with stable row ids must hold the live rows of "
+            "the old ones, in order (or carry their row ids)"
+        )
+    return tuple(carried_row_ids(live, list(new)))

@@ -15,6 +15,7 @@ from lance_table.format.transaction import ReserveFragments, Rewrite, RewriteGro
 from lance_table.table import blob_write, fragment_batch
 from lance_table.table.blob_write import is_blob_v2_arrow
 from lance_table.table.commit import Pending, check_can_commit, check_rebasable
+from lance_table.table.commit.row_ids import carried_row_ids, uses_stable_row_ids
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.operations.write import (
     DEFAULT_MAX_BYTES_PER_FILE,
@@ -219,6 +220,11 @@ def compact_files(
             for path in files:
                 ds.storage.delete(path)
             raise error
+    if uses_stable_row_ids(ds.manifest):  # the rewritten rows keep their ids (and versions)
+        written = [
+            carried_row_ids([(f.fragment, f.live_positions()) for f in bin_.fragments], new)
+            for bin_, new in zip(bins, written, strict=True)
+        ]
     total = sum(len(w) for w in written)
     # A failed reservation deletes the new files; so does a failed rewrite (through its pending).
     reserved = ds.commit(Pending(ReserveFragments(total), ds.version, written=files)).manifest

@@ -8,11 +8,12 @@ import numpy as np
 import pyarrow.compute as pc
 
 from lance_table._parallel import map_grouped, map_groups
+from lance_table.format.manifest import Fragment
 from lance_table.format.transaction import Delete
 from lance_table.table.commit import Pending, check_rebasable
 from lance_table.table.deletion import union, write_deletions
 from lance_table.table.fragment import FragmentReader
-from lance_table.table.scan import READ_CHUNK_ROWS, in_flight, make_spec
+from lance_table.table.scan import READ_CHUNK_ROWS, in_flight, make_spec, matching_positions
 from lance_table.table.scan_groups import matching_runs
 from lance_table.table.snapshot import Snapshot
 
@@ -59,3 +60,28 @@ def plan_delete(ds: Snapshot, predicate: str | pc.Expression) -> Pending:
     updated = [replace(frag.fragment, deletion_file=df) for (frag, _), df in zip(rewritten, files)]
     text = predicate if isinstance(predicate, str) else str(predicate)
     return Pending(Delete(tuple(updated), tuple(removed), text), ds.version, additions, bases, tuple(written))
+
+
+def delete_in_fragment(ds: Snapshot, fragment_id: int, predicate: str | pc.Expression) -> Fragment | None:
+    """The fragment ``fragment_id`` of ``ds`` with the rows matching ``predicate`` deleted too (a
+    new deletion file is written, nothing is committed); None when no row would be left.
+
+    Raises:
+        ValueError: the version has no such fragment.
+        FilterError: the predicate does not parse.
+    """
+    (frag,) = ds.fragment_readers([fragment_id])
+    spec = make_spec(ds.schema, [], predicate, False, None, None, None)
+    parts = [
+        matching_positions(frag, spec, lo, min(lo + READ_CHUNK_ROWS, frag.physical_rows)).positions()
+        for lo in range(0, frag.physical_rows, READ_CHUNK_ROWS)
+    ]
+    matched = np.concatenate(parts).astype(np.uint32) if parts else np.zeros(0, np.uint32)
+    if not matched.size:
+        return frag.fragment
+    merged = union(frag.deleted, matched)
+    if merged.size >= frag.physical_rows:
+        return None
+    return replace(
+        frag.fragment, deletion_file=write_deletions(ds.storage, frag.fragment, merged, ds.version)
+    )

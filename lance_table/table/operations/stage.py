@@ -15,9 +15,7 @@ from lance_table.table.operations.write import (
     LEGACY_FORMAT,
     WriteMode,
     WritePlan,
-    as_reader,
-    cast_reader,
-    plan_write,
+    prepare_write,
     write_fragments,
 )
 from lance_table.table.snapshot import load
@@ -47,9 +45,8 @@ def stage_fragments(
         base = load(storage).manifest
     except DatasetNotFoundError:
         base = None
-    reader = cast_reader(as_reader(data, schema), schema)
-    plan = plan_write(
-        base, mode if base is not None else "create", reader.schema, storage.uri, data_storage_version
+    plan, reader = prepare_write(
+        base, mode if base is not None else "create", data, schema, storage.uri, data_storage_version
     )
     if plan.data_format == LEGACY_FORMAT and any(
         pa.types.is_dictionary(n.arrow_type) for root in build_tree(plan.fields) for n in root.walk()

@@ -5,7 +5,7 @@ writer both go through here."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import IO, Any, Literal
@@ -14,18 +14,26 @@ import pyarrow as pa
 
 from lance_table._parallel import CLOSE, pool
 from lance_table.errors import DatasetAlreadyExistsError, SchemaError, UnsupportedFormatError
-from lance_table.file import LanceFileWriter
+from lance_table.extensions import storage_schema
 from lance_table.file.container import FileVersion
 from lance_table.file.legacy import LegacyFileWriter, LegacyWrittenFile
 from lance_table.file.v2_0.layout import column_assignment
 from lance_table.file.v2_1.blob_v2 import is_blob_v2
+from lance_table.file.writer import LanceFileWriter
 from lance_table.format import paths
 from lance_table.format.manifest import DEFAULT_DATA_FORMAT, DataFile, Fragment, Manifest
 from lance_table.format.transaction import Append, Operation, Overwrite
-from lance_table.schema import LanceField, arrow_schema_from_fields, build_tree, fields_from_arrow
+from lance_table.schema import (
+    FieldNode,
+    LanceField,
+    arrow_schema_from_fields,
+    build_tree,
+    fields_from_arrow,
+)
 from lance_table.storage import Storage
 from lance_table.table import blob_write, versions
 from lance_table.table.commit import Pending
+from lance_table.table.operations.inputs import coerce_reader, conform, missing_fields, project_present
 from lance_table.table.snapshot import BLOB_V2_FORMATS
 
 DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
@@ -182,98 +190,87 @@ def plan_write(
     if base is not None and mode == "append":
         data_format = writable_data_format(base, uri)  # an append keeps the dataset's format
         check_blob_fields(base.fields, data_format, uri)
-        schema = arrow_schema_from_fields(base.fields, base.schema_metadata)
-        return WritePlan(base.version, True, schema, base.fields, data_format, dict(base.dictionaries))
+        return _append_plan(base, data_format, data_schema, uri)
     data_format = writable_data_format(base, uri, data_storage_version)
     data_schema = blob_write.logical_schema(data_schema, data_format)  # 2.2 blobs: blob v2 structs
+    data_schema = storage_schema(data_schema)  # extension types as Lance stores them
     fields = tuple(fields_from_arrow(data_schema))
     build_tree(fields)
     check_blob_fields(fields, data_format, uri)
     return WritePlan(base.version if base is not None else 0, False, data_schema, fields, data_format)
 
 
-def as_reader(data: Any, schema: pa.Schema | None = None) -> pa.RecordBatchReader:
-    """Turn the data a user passed into a RecordBatchReader, without materializing streams.
-
-    Accepts a pyarrow Table, RecordBatch or RecordBatchReader, a pandas DataFrame, anything with
-    ``__arrow_c_stream__``, or an iterable of RecordBatches (then ``schema`` is needed, or taken
-    from the first batch).
-
-    Raises:
-        TypeError: the data is of another kind.
-    """
-    if isinstance(data, pa.RecordBatchReader):
-        return data
-    if isinstance(data, pa.Table):
-        return pa.RecordBatchReader.from_batches(data.schema, data.to_batches())
-    if isinstance(data, pa.RecordBatch):
-        return pa.RecordBatchReader.from_batches(data.schema, [data])
-    if (
-        type(data).__name__ == "DataFrame"
-        and hasattr(data, "to_numpy")
-        and type(data).__module__.startswith("pandas")
-    ):
-        table = pa.Table.from_pandas(data, schema=schema, preserve_index=False)
-        return as_reader(table)
-    if hasattr(data, "__arrow_c_stream__"):
-        return pa.RecordBatchReader.from_stream(data)
-    if isinstance(data, Iterable):
-        it = iter(data)
-        if schema is None:
-            try:
-                first = next(it)
-            except StopIteration:
-                raise ValueError("cannot infer a schema from an empty iterable; pass schema=") from None
-            schema = first.schema
-
-            def chain() -> Iterator[pa.RecordBatch]:
-                yield first
-                yield from it
-
-            return pa.RecordBatchReader.from_batches(schema, chain())
-        return pa.RecordBatchReader.from_batches(schema, it)
-    raise TypeError(f"cannot write data of type {type(data).__name__}")
-
-
-def cast_reader(reader: pa.RecordBatchReader, schema: pa.Schema | None) -> pa.RecordBatchReader:
-    """``reader`` with its batches cast to ``schema`` (column order and types), when one is given.
+def prepare_write(
+    base: Manifest | None,
+    mode: WriteMode,
+    data: Any,
+    schema: pa.Schema | None,
+    uri: str,
+    data_storage_version: str | None = None,
+) -> tuple[WritePlan, pa.RecordBatchReader]:
+    """The one way from what a user passes to a write to the batches the files store: the data as
+    a reader (:func:`~lance_table.table.operations.inputs.coerce_reader`, cast to ``schema``), the
+    plan, and the reader's batches conformed to the plan's schema.
 
     Raises:
-        SchemaError: (as batches are read) a batch cannot be cast.
+        InputTypeError: the data is of no kind a write takes.
+        SchemaError: the data does not match the dataset (append) or cannot be stored.
+        (and what :func:`plan_write` raises)
     """
-    if schema is None or reader.schema == schema:
-        return reader
+    reader = coerce_reader(data, schema)
+    plan = plan_write(base, mode, reader.schema, uri, data_storage_version)
+    target = plan.schema
 
     def batches() -> Iterator[pa.RecordBatch]:
         for batch in reader:
-            try:
-                yield batch.select(schema.names).cast(schema)
-            except (pa.ArrowInvalid, KeyError, ValueError) as exc:
-                raise SchemaError(f"data cannot be cast to the given schema: {exc}") from exc
+            yield conform(batch, target)
 
-    return pa.RecordBatchReader.from_batches(schema, batches())
+    return plan, pa.RecordBatchReader.from_batches(target, batches())
 
 
-def conform(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
-    """``batch`` with its columns in the target's order and the target's exact types.
+def _append_plan(base: Manifest, data_format: str, data_schema: pa.Schema, uri: str) -> WritePlan:
+    """An append of rows of ``data_schema``: the dataset's schema, less the nullable fields the data
+    lacks (pylance leaves them out of the new files: they read as nulls).
 
     Raises:
-        SchemaError: a column is missing, extra, of another type, or holds nulls it may not.
+        SchemaError: the data lacks a non-nullable field, or has one the dataset does not, or lacks
+            any field of a legacy dataset (whose files hold every field and cannot store nulls of
+            most types; pylance refuses such appends too).
     """
-    names = batch.schema.names
-    if sorted(names) != sorted(target.names):
-        raise SchemaError(f"data columns {names} do not match the dataset columns {target.names}")
-    columns = []
-    for f in target:
-        col = batch.column(names.index(f.name))
-        if blob_write.is_blob_v2_arrow(f):  # blob bytes (or a blob struct) -> the logical struct
-            col = blob_write.blob_column(col, f)
-        if col.type != f.type:
-            raise SchemaError(f"column {f.name!r} is {col.type} but the dataset stores {f.type}")
-        if not f.nullable and col.null_count:
-            raise SchemaError(f"column {f.name!r} is not nullable but the data holds {col.null_count} nulls")
-        columns.append(col)
-    return pa.RecordBatch.from_arrays(columns, schema=target)
+    schema = arrow_schema_from_fields(base.fields, base.schema_metadata)
+    data_names = set(data_schema.names)
+    extra = [n for n in data_schema.names if n not in schema.names]
+    missing = missing_fields(data_schema, schema)
+    if extra or missing:
+        raise SchemaError(
+            f"{uri}: append with a different schema: fields do not match, missing={missing}, "
+            f"unexpected={extra}"
+        )
+    fields = base.fields
+    if data_names != set(schema.names) or project_present(schema, data_schema) != schema:
+        if data_format == LEGACY_FORMAT:
+            raise SchemaError(
+                f"{uri}: the data lacks fields of this legacy dataset, whose data files must hold "
+                f"every field: {[n for n in schema.names if n not in data_names] or 'struct fields'}"
+            )
+        schema = project_present(schema, data_schema)
+        fields = tuple(_present_fields(build_tree(base.fields), list(schema)))
+    return WritePlan(base.version, True, schema, fields, data_format, dict(base.dictionaries))
+
+
+def _present_fields(nodes: Sequence[FieldNode], present: Sequence[pa.Field]) -> Iterator[LanceField]:
+    """The Lance fields of ``nodes`` that ``present`` (Arrow fields, struct children projected)
+    names, with their ids, in pre-order."""
+    by_name = {f.name: f for f in present}
+    for node in nodes:
+        f = by_name.get(node.name)
+        if f is None:
+            continue
+        if node.field.logical_type == "struct" and pa.types.is_struct(f.type):
+            yield node.field
+            yield from _present_fields(node.children, list(f.type))
+        else:
+            yield from (n.field for n in node.walk())
 
 
 class FragmentWriter:
@@ -304,7 +301,7 @@ class FragmentWriter:
         if max_rows_per_file <= 0 or max_bytes_per_file <= 0:
             raise ValueError("max_rows_per_file and max_bytes_per_file must be positive")
         self.storage = storage
-        self.schema = schema
+        self.schema = storage_schema(schema)  # (a dataset's schema as readers see it is taken too)
         self.fields = fields
         self.max_rows = max_rows_per_file
         self.max_bytes = max_bytes_per_file
@@ -409,6 +406,8 @@ class FragmentWriter:
         )
 
     def write(self, batch: pa.RecordBatch) -> None:
+        if batch.schema != self.schema:  # rows as read (extension types): as the files store them
+            batch = conform(batch, self.schema)
         offset = 0
         row_bytes = batch.nbytes / max(batch.num_rows, 1)
         while offset < batch.num_rows:
@@ -462,7 +461,7 @@ def write_fragments(
     try:
         for batch in reader:
             if batch.num_rows:
-                for chunk in _chunks(conform(batch, schema), rows):
+                for chunk in _chunks(conform(batch, writer.schema), rows):
                     writer.write(chunk)
         return writer.finish(), writer.paths, writer.dictionaries
     except BaseException:
