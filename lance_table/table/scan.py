@@ -28,6 +28,7 @@ from lance_table.extensions import storage_schema
 from lance_table.file.runs import Runs
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.row_ids import FILTERABLE, ROW_ADDR, ROW_ID, ROW_OFFSET, addresses, row_offsets
+from lance_table.table.scan_groups import RowReads, scan_tasks, take_batch
 
 if TYPE_CHECKING:
     from lance_table.filters.bounds import Condition
@@ -366,10 +367,11 @@ def scan_all(frags: Sequence[FragmentReader], spec: ScanPlan, out_schema: pa.Sch
     split = _split(len(frags))
     ranges = [_row_ranges(f, spec, split) for f in frags]
     tasks = [(f, lo, hi) for f, spans in zip(frags, ranges) for lo, hi in spans]
-    from lance_table.table.scan_groups import scan_tasks  # small fragments a batch at a time
-
     sizes = [hi - lo for _, lo, hi in tasks]
-    tables = map_groups(lambda group: scan_tasks(group, spec, out_schema), tasks, sizes, in_flight=wait)
+    # small fragments a batch at a time
+    tables = map_groups(
+        lambda group: scan_tasks(group, spec, out_schema, ROW_READS), tasks, sizes, in_flight=wait
+    )
     if not out_schema.names:  # no columns: only the row count matters
         return _empty_rows(sum(t.num_rows for t in tables))
     return pa.concat_tables(tables) if tables else out_schema.empty_table()
@@ -474,14 +476,18 @@ def read_positions(
     owner, offsets = unique >> 32, unique & 0xFFFFFFFF
     touched = np.unique(owner).tolist()
 
-    from lance_table.table.scan_groups import take_batch  # small fragments a batch at a time
-
     cuts = np.searchsorted(owner, np.arange(len(frags) + 1))  # ``owner`` is sorted
 
     def read(group: list[int]) -> list[pa.Table]:
         runs = [Runs.from_sorted_unique(offsets[cuts[k] : cuts[k + 1]]) for k in group]
-        return [take_batch([frags[k] for k in group], runs, spec, out_schema)]
+        return [
+            take_batch([frags[k] for k in group], runs, spec, out_schema, ROW_READS)
+        ]  # small ones batched
 
     parts = map_groups(read, touched, [1] * len(touched), in_flight=in_flight(frags))
     result = pa.concat_tables(parts) if parts else out_schema.empty_table()
     return result.take(pa.array(inverse.reshape(-1)))
+
+
+#: The reads of one fragment above, for the batches of many small fragments (see scan_groups).
+ROW_READS = RowReads(_scan_range, matching_positions, evaluate_mask, system_column, _floors)

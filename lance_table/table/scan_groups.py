@@ -9,7 +9,9 @@ matching rows in one more pass. Other tasks are read one by one as before.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -17,15 +19,36 @@ import pyarrow as pa
 from lance_table.file.runs import EMPTY, Runs
 from lance_table.table import fragment_batch
 from lance_table.table.fragment import FragmentReader
-from lance_table.table.scan import (
-    ScanPlan,
-    _empty_rows,
-    _floors,
-    _scan_range,
-    evaluate_mask,
-    matching_positions,
-    system_column,
-)
+
+
+class Plan(Protocol):
+    """What a batch reads of a scan's plan (:class:`scan.Plan`)."""
+
+    columns: list[str]
+    filter: Any
+    filter_columns: list[str]
+    system: tuple[str, ...]
+    exact: Any
+    filter_system: tuple[str, ...]
+    offset_bases: Mapping[int, int]
+
+
+@dataclass(frozen=True)
+class RowReads:
+    """The reads of one fragment that :mod:`scan` makes and batches build on or fall back to
+    (given by :mod:`scan`, which calls into this module: no import cycle)."""
+
+    scan_range: Callable[[FragmentReader, Any, pa.Schema, int, int], pa.Table | None]
+    matching_positions: Callable[[FragmentReader, Any, int, int], Runs]
+    evaluate_mask: Callable[[pa.Table, Any], np.ndarray]
+    system_column: Callable[[FragmentReader, str, np.ndarray, Mapping[int, int]], pa.Array]
+    floors: Callable[[Any], dict[str, int]]
+
+
+def _empty_rows(n: int) -> pa.Table:
+    """A table with ``n`` rows and no columns."""
+    return pa.table({"_": pa.nulls(n)}).drop_columns(["_"])
+
 
 Task = tuple[FragmentReader, int, int]
 
@@ -35,20 +58,23 @@ def _with_system(
     frags: Sequence[FragmentReader],
     names: Sequence[str],
     runs: Sequence[Runs],
-    spec: ScanPlan,
+    spec: Plan,
+    ops: RowReads,
 ) -> pa.Table:
     """``table`` (the rows ``runs[k]`` of each fragment ``frags[k]``, one after another) with the
     system columns ``names`` appended."""
     for name in names:
         parts = [
-            system_column(f, name, r.positions(), spec.offset_bases) for f, r in zip(frags, runs) if r.total
+            ops.system_column(f, name, r.positions(), spec.offset_bases)
+            for f, r in zip(frags, runs)
+            if r.total
         ]
         column = pa.chunked_array(parts, pa.uint64()) if parts else pa.chunked_array([], pa.uint64())
         table = table.append_column(pa.field(name, pa.uint64()), column)
     return table
 
 
-def _needed(spec: ScanPlan) -> list[str]:
+def _needed(spec: Plan) -> list[str]:
     return list(dict.fromkeys([*spec.columns, *spec.filter_columns]))
 
 
@@ -73,42 +99,43 @@ def _batches(
     return out, found
 
 
-def scan_tasks(tasks: Sequence[Task], spec: ScanPlan, out_schema: pa.Schema) -> list[pa.Table]:
+def scan_tasks(tasks: Sequence[Task], spec: Plan, out_schema: pa.Schema, ops: RowReads) -> list[pa.Table]:
     """The matching rows of each task's range ``[lo, hi)`` of its fragment (as ``_scan_range``
     reads one), the tasks of small fragments read as batches; tables without rows left out."""
     out: list[pa.Table | None] = []
     runs, found = _batches(tasks, _needed(spec))
     for i, j, batched in runs:
         if batched:
-            out.append(_scan_batch(tasks[i:j], spec, out_schema, found[i:j]))
+            out.append(_scan_batch(tasks[i:j], spec, out_schema, found[i:j], ops))
         else:
-            out.extend(_scan_range(f, spec, out_schema, lo, hi) for f, lo, hi in tasks[i:j])
+            out.extend(ops.scan_range(f, spec, out_schema, lo, hi) for f, lo, hi in tasks[i:j])
     return [t for t in out if t is not None]
 
 
 def _matching(
     frags: Sequence[FragmentReader],
-    spec: ScanPlan,
+    spec: Plan,
     lives: list[Runs],
+    ops: RowReads,
     found: Sequence[fragment_batch.Plan | None] | None = None,
 ) -> tuple[list[Runs], pa.Table]:
     """The runs of the matching live rows of each fragment, and the predicate's columns of the
     matching rows (one table for all)."""
     assert spec.filter is not None
-    floors = _floors(spec.exact) if spec.exact else None
+    floors = ops.floors(spec.exact) if spec.exact else None
     total = sum(r.total for r in lives)
     if spec.filter_columns:
         table = fragment_batch.read(frags, spec.filter_columns, lives, floors, found)
     else:
         table = _empty_rows(total)
-    table = _with_system(table, frags, spec.filter_system, lives, spec)
+    table = _with_system(table, frags, spec.filter_system, lives, spec, ops)
     mask = None
     if spec.exact:
         from lance_table.filters import vectorized
 
         mask = vectorized.mask(table, spec.exact)
     if mask is None:
-        mask = evaluate_mask(table, spec.filter)
+        mask = ops.evaluate_mask(table, spec.filter)
     hits = np.flatnonzero(mask)
     bounds = np.zeros(len(lives) + 1, np.int64)
     np.cumsum([r.total for r in lives], out=bounds[1:])
@@ -123,7 +150,11 @@ def _matching(
 
 
 def _scan_batch(
-    tasks: Sequence[Task], spec: ScanPlan, out_schema: pa.Schema, found: Sequence[fragment_batch.Plan | None]
+    tasks: Sequence[Task],
+    spec: Plan,
+    out_schema: pa.Schema,
+    found: Sequence[fragment_batch.Plan | None],
+    ops: RowReads,
 ) -> pa.Table | None:
     """The matching rows of tasks whose fragments read as a batch (``found``: their plans for
     the projection and the predicate's columns)."""
@@ -138,7 +169,7 @@ def _scan_batch(
         else:
             table = _empty_rows(total)
     else:
-        selected, ftable = _matching(frags, spec, lives)
+        selected, ftable = _matching(frags, spec, lives, ops)
         total = ftable.num_rows
         cols = {n: ftable.column(n) for n in spec.filter_columns if n in spec.columns}
         rest = [c for c in spec.columns if c not in cols]
@@ -149,13 +180,13 @@ def _scan_batch(
         table = pa.table({n: cols[n] for n in spec.columns}) if spec.columns and total else _empty_rows(total)
     if not total:
         return None
-    table = _with_system(table, frags, spec.system, selected, spec)
+    table = _with_system(table, frags, spec.system, selected, spec, ops)
     if table.num_columns:
         table = pa.Table.from_arrays(table.columns, schema=out_schema)
     return table
 
 
-def matching_runs(frags: Sequence[FragmentReader], spec: ScanPlan, chunk: int) -> list[Runs]:
+def matching_runs(frags: Sequence[FragmentReader], spec: Plan, chunk: int, ops: RowReads) -> list[Runs]:
     """:func:`matching_positions` over all the rows of each fragment (in ranges of ``chunk`` rows
     for fragments larger than that), small fragments' predicate columns read as batches."""
     out: list[Runs] = []
@@ -165,12 +196,12 @@ def matching_runs(frags: Sequence[FragmentReader], spec: ScanPlan, chunk: int) -
         if batched and spec.filter is not None and all(small[i:j]):
             group = frags[i:j]
             lives = [f.live_runs(0, f.physical_rows) for f in group]
-            found, _ = _matching(group, spec, lives, plans[i:j])
+            found, _ = _matching(group, spec, lives, ops, plans[i:j])
             out.extend(found)
             continue
         for f in frags[i:j]:
             parts = [
-                matching_positions(f, spec, lo, min(lo + chunk, f.physical_rows))
+                ops.matching_positions(f, spec, lo, min(lo + chunk, f.physical_rows))
                 for lo in range(0, f.physical_rows, chunk)
             ]
             parts = [p for p in parts if p.total]
@@ -183,7 +214,7 @@ def matching_runs(frags: Sequence[FragmentReader], spec: ScanPlan, chunk: int) -
 
 
 def take_batch(
-    frags: Sequence[FragmentReader], runs: Sequence[Runs], spec: ScanPlan, out_schema: pa.Schema
+    frags: Sequence[FragmentReader], runs: Sequence[Runs], spec: Plan, out_schema: pa.Schema, ops: RowReads
 ) -> pa.Table:
     """The projected columns, then the system columns, of the rows ``runs[k]`` of each fragment
     ``frags[k]``, in order."""
@@ -191,5 +222,5 @@ def take_batch(
         table = fragment_batch.read(frags, spec.columns, runs)
     else:
         table = _empty_rows(sum(r.total for r in runs))
-    table = _with_system(table, frags, spec.system, runs, spec)
+    table = _with_system(table, frags, spec.system, runs, spec, ops)
     return pa.Table.from_arrays(table.columns, schema=out_schema)

@@ -13,7 +13,7 @@ from lance_table.format.transaction import Delete
 from lance_table.table.commit import Pending, check_rebasable
 from lance_table.table.deletion import union, write_deletions
 from lance_table.table.fragment import FragmentReader
-from lance_table.table.scan import READ_CHUNK_ROWS, in_flight, make_spec, matching_positions
+from lance_table.table.scan import READ_CHUNK_ROWS, ROW_READS, in_flight, make_spec, matching_positions
 from lance_table.table.scan_groups import matching_runs
 from lance_table.table.snapshot import Snapshot
 
@@ -33,7 +33,7 @@ def plan_delete(ds: Snapshot, predicate: str | pc.Expression) -> Pending:
 
     def matches(group: list[FragmentReader]) -> list[np.ndarray | None]:
         # small fragments' predicate columns read a batch at a time
-        runs = matching_runs(group, spec, READ_CHUNK_ROWS)
+        runs = matching_runs(group, spec, READ_CHUNK_ROWS, ROW_READS)
         return [r.positions().astype(np.uint32) if r.total else None for r in runs]
 
     frags = ds.fragment_readers()
