@@ -224,3 +224,38 @@ def test_append_rebases_over_an_update(tmp_path):
     rows = {r["_rowid"]: r for r in t.to_pylist()}
     assert [rows[i]["x"] for i in range(1, 5)] == [0.0] * 4 and rows[9]["s"] == "late"
     assert [v["operation"] for v in lt.dataset(uri).versions()][-3:] == ["update", "update", "append"]
+
+
+def test_update_of_a_large_fragment_with_stable_ids(tmp_path):
+    n = 300_000  # one fragment read in two pieces
+    t = pa.table({"id": pa.array(np.arange(n)), "v": pa.array(np.arange(n) % 1000, pa.int32())})
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    lance.write_dataset(t, ours, enable_stable_row_ids=True)
+    shutil.copytree(ours, theirs)
+    where = "v = 7 OR id > 299990"
+    assert lt.dataset(ours).update({"v": "-v"}, where) == lance.dataset(theirs).update({"v": "-v"}, where)
+    assert _state(ours, True)[:4] == _state(theirs, True)[:4]
+
+
+@pytest.mark.parametrize("fmt", ["2.0", "2.2"])
+def test_update_of_a_dataset_with_blobs(tmp_path, fmt):
+    blob = pa.field("blob", pa.large_binary(), metadata={"lance-encoding:blob": "true"})
+    t = pa.table(
+        [
+            pa.array(range(8), pa.int64()),
+            pa.array([bytes([i]) * (i * 100 + 1) for i in range(8)], pa.large_binary()),
+        ],
+        schema=pa.schema([pa.field("id", pa.int64()), blob]),
+    )
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    lance.write_dataset(t, ours, max_rows_per_file=3, data_storage_version=fmt)
+    shutil.copytree(ours, theirs)
+    assert lt.dataset(ours).update({"id": "id + 100"}, "id % 2 = 0") == {"num_rows_updated": 4}
+    lance.dataset(theirs).update({"id": "id + 100"}, "id % 2 = 0")
+    for uri in (ours, theirs):
+        ds = lance.dataset(uri)
+        ids = ds.to_table(columns=["id"])["id"].to_pylist()
+        blobs = [f.readall() for f in ds.take_blobs("blob", indices=list(range(len(ids))))]
+        assert sorted(zip(ids, blobs)) == sorted(
+            (i + 100 if i % 2 == 0 else i, bytes([i]) * (i * 100 + 1)) for i in range(8)
+        )

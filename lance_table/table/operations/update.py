@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_table._parallel import map_grouped
+from lance_table._parallel import FRAGMENTS, ahead_on, map_grouped, workers
 from lance_table.errors import (
     ColumnNotFoundError,
     UnsupportedFormatError,
@@ -162,6 +163,16 @@ def plan_update(
     return Pending(op, ds.version, written=tuple(written)), count
 
 
+def _chunks(touched: list[tuple[FragmentReader, np.ndarray]]) -> Iterator[tuple[FragmentReader, np.ndarray]]:
+    """The matching rows of each fragment in pieces of at most :data:`UPDATE_CHUNK_ROWS` rows that
+    span at most :data:`READ_CHUNK_ROWS` physical rows (pieces are read in parallel)."""
+    for frag, positions in touched:
+        bounds = np.searchsorted(positions, np.arange(0, frag.physical_rows, READ_CHUNK_ROWS)[1:])
+        for part in np.split(positions, bounds):
+            for start in range(0, part.size, UPDATE_CHUNK_ROWS):
+                yield frag, part[start : start + UPDATE_CHUNK_ROWS].astype(np.int64)
+
+
 def _rewrite(
     ds: Snapshot,
     touched: list[tuple[FragmentReader, np.ndarray]],
@@ -169,34 +180,33 @@ def _rewrite(
     writer: FragmentWriter,
 ) -> list[Fragment]:
     """Write the matching rows with their new values; the new fragments (with the rows' stable
-    row ids, on a dataset that has them)."""
+    row ids, on a dataset that has them). Pieces are read and computed ahead on the fragment pool
+    (a few at a time: memory stays bounded) while the writer writes the previous ones in order."""
     names = ds.schema.names
     targets = list(assignments.values)
     exprs = list(assignments.values.values())
-    stable = uses_stable_row_ids(ds.manifest)
-    ids: list[np.ndarray] = []
-    for frag, positions in touched:
-        for start in range(0, positions.size, UPDATE_CHUNK_ROWS):
-            chunk = positions[start : start + UPDATE_CHUNK_ROWS].astype(np.int64)
-            runs = Runs.from_sorted_unique(chunk)
-            table = frag.read(names, runs)
-            computed = project(table, exprs, targets)
-            for name in targets:
-                column = computed.column(name)
-                target = ds.schema.field(name).type
-                if column.type != target:
-                    column = column.cast(target)
-                table = table.set_column(names.index(name), ds.schema.field(name), column)
-            for batch in blob_write.with_blob_bytes(ds, frag, table, runs, ds.schema):
-                writer.write(batch)
-        if stable:
-            row_ids = frag.row_ids
-            assert row_ids is not None
-            ids.append(row_ids[positions.astype(np.int64)])
+
+    def compute(item: tuple[FragmentReader, np.ndarray]) -> tuple[FragmentReader, pa.Table, Runs]:
+        frag, chunk = item
+        runs = Runs.from_sorted_unique(chunk)
+        table = frag.read(names, runs)
+        computed = project(table, exprs, targets)
+        for name in targets:
+            column = computed.column(name)
+            target = ds.schema.field(name)
+            if column.type != target.type:
+                column = column.cast(target.type)
+            table = table.set_column(names.index(name), target, column)
+        return frag, table, runs
+
+    for frag, table, runs in ahead_on(FRAGMENTS, compute, _chunks(touched), workers()):
+        for batch in blob_write.with_blob_bytes(ds, frag, table, runs, ds.schema):
+            writer.write(batch)
     new = writer.finish()
     _check_dictionaries(ds, writer)
-    if not stable:
+    if not uses_stable_row_ids(ds.manifest):
         return new
+    ids = [_row_ids(frag)[positions.astype(np.int64)] for frag, positions in touched]
     all_ids = np.concatenate(ids) if ids else np.zeros(0, np.uint64)
     out, at = [], 0
     for f in new:
@@ -204,6 +214,12 @@ def _rewrite(
         out.append(replace(f, row_id_meta=row_id_meta(all_ids[at : at + f.physical_rows], None, None)))
         at += f.physical_rows
     return out
+
+
+def _row_ids(frag: FragmentReader) -> np.ndarray:
+    ids = frag.row_ids
+    assert ids is not None  # a dataset with stable row ids has them for every fragment
+    return ids
 
 
 def _check_dictionaries(ds: Snapshot, writer: FragmentWriter) -> None:
