@@ -29,7 +29,6 @@ from lance_table.errors import (
 )
 from lance_table.file.runs import Runs
 from lance_table.file.v2_1.blob_v2 import is_blob_v2
-from lance_table.filters.values import compile_value, project
 from lance_table.format.manifest import Fragment
 from lance_table.format.operations import REWRITE_ROWS, Update
 from lance_table.format.row_ids import row_id_meta
@@ -75,6 +74,8 @@ def compile_assignments(ds: Snapshot, updates: Mapping[str, str]) -> Assignments
         )
     if not updates:
         raise UpdateError("no updates provided: give at least one column and its new value")
+    from lance_table.filters.values import compile_value  # (the SQL parser loads on first use)
+
     schema = ds.schema
     nodes = {n.name: n for n in build_tree(ds.manifest.fields)}
     values: dict[str, pc.Expression] = {}
@@ -182,6 +183,8 @@ def _rewrite(
     """Write the matching rows with their new values; the new fragments (with the rows' stable
     row ids, on a dataset that has them). Pieces are read and computed ahead on the fragment pool
     (a few at a time: memory stays bounded) while the writer writes the previous ones in order."""
+    from lance_table.filters.values import project
+
     names = ds.schema.names
     targets = list(assignments.values)
     exprs = list(assignments.values.values())
