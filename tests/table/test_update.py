@@ -259,3 +259,12 @@ def test_update_of_a_dataset_with_blobs(tmp_path, fmt):
         assert sorted(zip(ids, blobs)) == sorted(
             (i + 100 if i % 2 == 0 else i, bytes([i]) * (i * 100 + 1)) for i in range(8)
         )
+
+
+def test_update_where_a_pyarrow_expression(tmp_path):
+    import pyarrow.compute as pc
+
+    ours, theirs = _copies(tmp_path, "2.2", False)
+    where = (pc.field("id") > 5) & (pc.field("x") < 9)
+    assert lt.dataset(ours).update({"x": "0"}, where) == lance.dataset(theirs).update({"x": "0"}, where)
+    assert _state(ours, False)[:3] == _state(theirs, False)[:3]
