@@ -21,6 +21,7 @@ from lance_table.format import paths
 from lance_table.format.manifest import DataFile, Fragment
 from lance_table.schema import FieldNode
 from lance_table.storage import Storage
+from lance_table.table.conform import conform
 from lance_table.table.deletion import missing_file_error, read_deletions
 from lance_table.table.readers import READERS, FileReader, LegacyView, is_legacy_file, legacy_view
 
@@ -209,6 +210,7 @@ class FragmentReader:
 
             file_roots = reader.metadata.roots_by_id
             wanted = []
+            file_nodes = []
             file_floors = {}
             for name in group:
                 node = self.roots[name]
@@ -221,6 +223,7 @@ class FragmentReader:
                 _check_blob_fields(node, file_node, where)
                 file_name = file_node.name
                 wanted.append(file_name)
+                file_nodes.append(file_node)
                 if floors and name in floors:
                     file_floors[file_name] = floors[name]
             try:
@@ -229,8 +232,9 @@ class FragmentReader:
                 raise missing_file_error(self.storage, where(), self.version) from None
             if keep is not None:  # one filter for the file's columns
                 table = table.filter(keep)
-            for name, col in zip(group, table.columns):
+            for name, col, file_node in zip(group, table.columns, file_nodes):
                 node = self.roots[name]
+                col = conform(col, node, file_node)
                 target = node.arrow_type
                 try:
                     if col.type != target:
