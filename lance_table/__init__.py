@@ -23,6 +23,7 @@ from lance_table.errors import (
     LanceFileNotFoundError,
     LanceTableError,
     RowRangeError,
+    SchemaChangeError,
     SchemaError,
     StorageCredentialsError,
     StorageOptionsError,
@@ -45,11 +46,13 @@ from lance_table.table import Dataset, dataset, write_dataset
 from lance_table.table.lance_operation import LanceOperation, Transaction
 from lance_table.table.lance_schema import LanceSchema
 from lance_table.table.scanner import LanceScanner
+from lance_table.udf import BatchUDF, add_columns_udf, batch_udf
 
 LanceDataset = Dataset  # pylance's name of the dataset class (``LanceDataset.commit(...)``)
 
 __all__ = [
     "BatchCommitError",
+    "BatchUDF",
     "BlobLocationError",
     "CommitConflictError",
     "CommitError",
@@ -69,6 +72,7 @@ __all__ = [
     "LanceSchema",
     "LanceTableError",
     "RowRangeError",
+    "SchemaChangeError",
     "SchemaError",
     "StorageCredentialsError",
     "StorageOptionsError",
@@ -81,6 +85,8 @@ __all__ = [
     "VersionNotFoundError",
     "WriteAbortedError",
     "__version__",
+    "add_columns_udf",
+    "batch_udf",
     "dataset",
     "fragment",
     "write_dataset",

@@ -1,0 +1,199 @@
+"""``drop_columns`` and ``alter_columns`` as pylance makes them: dropping, renaming and changing
+nullability only write a new schema (a ``Project`` transaction; field ids are kept, data files
+untouched); a cast gives the field a new id and writes its values into a new data file of each
+fragment (a ``Merge``), leaving the other columns' files alone."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from lance_table.errors import SchemaChangeError, SchemaError
+from lance_table.format.operations import Merge, Project
+from lance_table.schema import LanceField, fields_from_arrow, logical_type_of
+from lance_table.table.commit import Pending
+from lance_table.table.fragment import FragmentReader
+from lance_table.table.operations import schema_add as add
+from lance_table.table.snapshot import Snapshot
+
+ALTER_KEYS = frozenset({"path", "name", "nullable", "data_type"})
+
+
+def find_field(fields: Sequence[LanceField], path: str) -> LanceField | None:
+    """The field at a dot-separated path (``"a.b.c"``), or None."""
+    parent, found = -1, None
+    for part in path.split("."):
+        found = next((f for f in fields if f.parent_id == parent and f.name == part), None)
+        if found is None:
+            return None
+        parent = found.id
+    return found
+
+
+def descendants(fields: Sequence[LanceField], root: int) -> set[int]:
+    """The id ``root`` and the ids of every field below it."""
+    out = {root}
+    for f in fields:  # fields are in pre-order: parents come before children
+        if f.parent_id in out:
+            out.add(f.id)
+    return out
+
+
+def plan_drop_columns(ds: Snapshot, columns: Iterable[str]) -> Pending:
+    """The Project that drops ``columns`` (top-level names or nested paths).
+
+    Raises:
+        SchemaError: a column does not exist (a ValueError, as in pylance), or nothing would be left.
+    """
+    if isinstance(columns, str):
+        columns = [columns]
+    fields = ds.manifest.fields
+    gone: set[int] = set()
+    for path in columns:
+        f = find_field(fields, path)
+        if f is None:
+            raise SchemaError(f"Column {path} does not exist in the dataset")
+        gone |= descendants(fields, f.id)
+    kept = tuple(f for f in fields if f.id not in gone)
+    if not any(f.parent_id == -1 for f in kept):
+        raise SchemaError("Cannot drop all columns from a dataset")
+    return Pending(Project(kept, schema_metadata=ds.manifest.schema_metadata), ds.version)
+
+
+def _castable(old: pa.DataType, new: pa.DataType) -> bool:
+    """Whether pylance's ``alter_columns`` casts ``old`` to ``new``: integers to integers, floats to
+    floats, and strings, binaries and lists to their size variants."""
+    t = pa.types
+    if t.is_integer(old) and t.is_integer(new):
+        return True
+    if t.is_floating(old) and t.is_floating(new):
+        return True
+    strings = (t.is_string(old) or t.is_large_string(old)) and (t.is_string(new) or t.is_large_string(new))
+    binaries = (t.is_binary(old) or t.is_large_binary(old)) and (t.is_binary(new) or t.is_large_binary(new))
+    lists = (t.is_list(old) or t.is_large_list(old)) and (t.is_list(new) or t.is_large_list(new))
+    if lists:
+        return bool(old.value_type == new.value_type or _castable(old.value_type, new.value_type))
+    return strings or binaries
+
+
+def _check_no_nulls(ds: Snapshot, path: str) -> None:
+    """Raises SchemaChangeError when the column at ``path`` holds a null in a live row."""
+    from lance_table.table.scan import READ_CHUNK_ROWS, make_spec, matching_positions
+
+    quoted = ".".join(f"`{p}`" for p in path.split("."))
+    spec = make_spec(ds.schema, [], f"{quoted} IS NULL", False, None, None, None)
+    for frag in ds.fragment_readers():
+        for lo in range(0, frag.physical_rows, READ_CHUNK_ROWS):
+            if matching_positions(frag, spec, lo, min(lo + READ_CHUNK_ROWS, frag.physical_rows)).total:
+                raise SchemaChangeError(
+                    f"Column {path!r} cannot be made non-nullable: it contains null values"
+                )
+
+
+def _alteration(fields: Sequence[LanceField], alt: Mapping[str, Any]) -> tuple[LanceField, dict[str, Any]]:
+    if not isinstance(alt, Mapping):
+        raise TypeError(f"an alteration must be a dict with 'path', not {type(alt).__name__}")
+    unknown = set(alt) - ALTER_KEYS
+    if unknown or "path" not in alt:
+        raise SchemaChangeError(
+            f"an alteration takes 'path' and any of 'name', 'nullable', 'data_type'; got {sorted(alt)}"
+        )
+    f = find_field(fields, alt["path"])
+    if f is None:
+        raise SchemaChangeError(f'Column "{alt["path"]}" does not exist in the dataset')
+    return f, {k: v for k, v in alt.items() if k != "path" and v is not None}
+
+
+def plan_alter_columns(ds: Snapshot, alterations: Sequence[Mapping[str, Any]]) -> Pending:
+    """The Project (renames, nullability) or Merge (casts: new data files) for ``alterations``.
+
+    Raises:
+        SchemaChangeError: a path does not exist, a new name is taken, a cast is not allowed or a
+            value does not fit the new type, or a column with nulls would become non-nullable.
+        TypeError: an alteration is not a dict.
+    """
+    fields = list(ds.manifest.fields)
+    casts: dict[int, pa.DataType] = {}
+    by_id = {f.id: i for i, f in enumerate(fields)}
+    for alt in alterations:
+        f, change = _alteration(fields, alt)
+        path = alt["path"]
+        new = fields[by_id[f.id]]
+        if "name" in change:
+            name = change["name"]
+            if any(g.parent_id == f.parent_id and g.name == name and g.id != f.id for g in fields):
+                raise SchemaChangeError(f'Column "{name}" already exists in the dataset')
+            new = replace(new, name=name)
+        if "nullable" in change:
+            if not change["nullable"] and new.nullable:
+                _check_no_nulls(ds, path)
+            new = replace(new, nullable=bool(change["nullable"]))
+        if "data_type" in change:
+            target = change["data_type"]
+            if not isinstance(target, pa.DataType):
+                raise TypeError(f"data_type must be a pyarrow DataType, not {type(target).__name__}")
+            old_type = ds.schema.field(f.name).type if f.parent_id == -1 else None
+            if f.parent_id != -1:
+                raise SchemaChangeError(f"Column {path!r} is nested: only top-level columns can be cast")
+            if old_type != target:
+                if not _castable(old_type, target):
+                    raise SchemaChangeError(f"Cannot cast column {path!r} from {old_type} to {target}")
+                casts[f.id] = target
+        fields[by_id[f.id]] = new
+    if not casts:
+        return Pending(Project(tuple(fields), schema_metadata=ds.manifest.schema_metadata), ds.version)
+    return _plan_casts(ds, fields, casts)
+
+
+def _plan_casts(ds: Snapshot, fields: list[LanceField], casts: dict[int, pa.DataType]) -> Pending:
+    """Write each cast column into new data files (new field ids) and merge the new schema."""
+    old_names = {f.id: f.name for f in ds.manifest.fields}
+    cast_ids = [f.id for f in fields if f.id in casts]  # schema order
+    final = {f.id: f for f in fields}
+    out_schema = pa.schema(
+        [
+            pa.field(final[i].name, casts[i], final[i].nullable, metadata=dict(final[i].metadata) or None)
+            for i in cast_ids
+        ]
+    )
+    first = add.next_field_id(ds.manifest)
+    new_fields = fields_from_arrow(out_schema, first_id=first)
+    reads = [old_names[i] for i in cast_ids]
+
+    def compute(frag: FragmentReader, lo: int, live: np.ndarray, index: int) -> pa.Table:
+        table = add.read_live(frag, reads, live)
+        cols = []
+        for col, field in zip(table.columns, out_schema):
+            try:
+                cols.append(col.cast(field.type, safe=True))
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                raise SchemaChangeError(f"Cannot cast column {field.name!r} to {field.type}: {exc}") from None
+        return pa.Table.from_arrays(cols, schema=out_schema)
+
+    frags, _, written = add.write_columns(ds, out_schema, compute, add.SQL_CHUNK_ROWS, first_id=first)
+    # the cast fields (and their children) take their places in the schema with their new ids
+    replaced: list[LanceField] = []
+    roots = {f.name: f for f in new_fields if f.parent_id == -1}
+    gone: set[int] = set()
+    for i in cast_ids:
+        gone |= descendants(fields, i)
+    for f in fields:
+        if f.id in casts:
+            root = roots[final[f.id].name]
+            replaced.append(replace(root, metadata=f.metadata, logical_type=logical_type_of(casts[f.id])))
+            replaced.extend(_children(new_fields, root.id))
+        elif f.id not in gone:
+            replaced.append(f)
+    m = ds.manifest
+    by_id = {f.id: f for f in frags}
+    op = Merge(tuple(by_id.get(f.id, f) for f in m.fragments), tuple(replaced), dict(m.schema_metadata))
+    return Pending(op, ds.version, written=tuple(written))
+
+
+def _children(fields: Sequence[LanceField], root: int) -> list[LanceField]:
+    ids = descendants(fields, root) - {root}
+    return [f for f in fields if f.id in ids]
