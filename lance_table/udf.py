@@ -32,7 +32,9 @@ def _as_batch(result: Any) -> pa.RecordBatch:
         pd = None
     if pd is not None and isinstance(result, pd.DataFrame):
         return pa.RecordBatch.from_pandas(result, preserve_index=False)
-    raise TypeError(f"a batch UDF must return a RecordBatch or a pandas DataFrame, not {type(result).__name__}")
+    raise TypeError(
+        f"a batch UDF must return a RecordBatch or a pandas DataFrame, not {type(result).__name__}"
+    )
 
 
 class BatchUDFCheckpoint:
@@ -62,7 +64,7 @@ class BatchUDFCheckpoint:
                 "SELECT result FROM batches WHERE fragment_id = ? AND batch_index = ?",
                 (info.fragment_id, info.batch_index),
             ).fetchone()
-        return None if row is None else pickle.loads(row[0])  # noqa: S301 - our own checkpoint file
+        return None if row is None else pickle.loads(row[0])
 
     def insert_batch(self, info: BatchInfo, batch: pa.RecordBatch) -> None:
         """Save the result of a batch."""
@@ -114,7 +116,9 @@ class BatchUDF:
             AssertionError: the result has another schema (as pylance asserts).
         """
         if self.output_schema is None:
-            raise ValueError("output_schema must be provided when using a function that returns a RecordBatch")
+            raise ValueError(
+                "output_schema must be provided when using a function that returns a RecordBatch"
+            )
         result = _as_batch(self.func(batch))
         assert result.schema == self.output_schema, (
             f"Output schema of function does not match the expected schema. "

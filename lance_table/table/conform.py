@@ -14,7 +14,8 @@ def same_shape(node: FieldNode, file_node: FieldNode) -> bool:
     if len(node.children) != len(file_node.children):
         return False
     return all(
-        a.id == b.id and a.name == b.name and same_shape(a, b) for a, b in zip(node.children, file_node.children)
+        a.id == b.id and a.name == b.name and same_shape(a, b)
+        for a, b in zip(node.children, file_node.children)
     )
 
 
@@ -68,7 +69,11 @@ def _array(arr: pa.Array, node: FieldNode, file_node: FieldNode) -> pa.Array:
         mask = arr.is_null() if arr.null_count else None
         # struct children are sliced with their parent by ``field``: offsets are already applied
         return pa.StructArray.from_arrays(arrays, fields=fields, mask=mask)
-    if pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type) or pa.types.is_fixed_size_list(arr.type):
+    if (
+        pa.types.is_list(arr.type)
+        or pa.types.is_large_list(arr.type)
+        or pa.types.is_fixed_size_list(arr.type)
+    ):
         if len(node.children) != 1 or len(file_node.children) != 1:
             return arr
         target = _type(node, file_node)

@@ -38,12 +38,12 @@ from lance_table.table.operations.cleanup import (
 from lance_table.table.operations.commit_operation import commit_operation
 from lance_table.table.operations.compaction import DEFAULT_TARGET_ROWS, compact_files
 from lance_table.table.operations.delete import plan_delete
+from lance_table.table.operations.inputs import coerce_reader
 from lance_table.table.operations.manifest_paths import (
     DEFAULT_V2_MANIFEST_PATHS,
     migrate_manifest_paths_v2,
     scheme_for_new_dataset,
 )
-from lance_table.table.operations.inputs import coerce_reader
 from lance_table.table.operations.restore import plan_restore
 from lance_table.table.operations.schema_add import plan_merge
 from lance_table.table.operations.schema_alter import plan_alter_columns, plan_drop_columns
@@ -571,7 +571,9 @@ class Dataset:
         if udf is not None and udf.cache is not None:
             udf.cache.cleanup()
 
-    def merge(self, data_obj: Any, left_on: str, right_on: str | None = None, schema: pa.Schema | None = None) -> None:
+    def merge(
+        self, data_obj: Any, left_on: str, right_on: str | None = None, schema: pa.Schema | None = None
+    ) -> None:
         """Left-join the columns of ``data_obj`` onto the dataset where ``left_on`` equals the
         data's ``right_on`` (default ``left_on``); unmatched rows get nulls. Commits a ``Merge``.
 
@@ -606,7 +608,6 @@ class Dataset:
         """
         check_can_commit(self._snapshot.commit_options, self._storage)
         self._committed(self._snapshot.commit(plan_drop_columns(self._snapshot, columns)))
-
 
 
 def dataset(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -83,9 +84,12 @@ def write_columns(
     fragment_ids: Sequence[int] | None = None,
     parallel: bool = True,
     first_id: int | None = None,
+    live_only: bool = True,
 ) -> tuple[list[Fragment], tuple[LanceField, ...], list[str]]:
     """Write the columns ``schema`` into a new data file of each fragment (of ``fragment_ids``, or
-    all), ``chunk_rows`` physical rows at a time; deleted rows hold nulls.
+    all), ``chunk_rows`` physical rows at a time. ``compute`` gets the live rows and deleted rows
+    hold nulls; or, unless ``live_only``, it gets every row (deleted ones too: values computed
+    from the data, which a non-nullable column of a legacy file needs).
 
     Returns the fragments with their new file, the new fields and the files written. On error the
     files written so far are deleted.
@@ -112,7 +116,7 @@ def write_columns(
         try:
             for index, lo in enumerate(range(0, frag.physical_rows, chunk_rows)):
                 hi = min(lo + chunk_rows, frag.physical_rows)
-                live = frag.live_positions(lo, hi)
+                live = frag.live_positions(lo, hi) if live_only else np.arange(lo, hi, dtype=np.int64)
                 if live.size:
                     values = _checked(compute(frag, lo, live, index), schema, live.size, frag.fragment.id)
                 else:
@@ -167,7 +171,9 @@ def _spread(values: pa.Table, live: np.ndarray, rows: int) -> pa.Table:
     return values.take(pa.array(index, mask=mask))
 
 
-def merge_pending(ds: Snapshot, frags: list[Fragment], fields: Sequence[LanceField], written: list[str]) -> Pending:
+def merge_pending(
+    ds: Snapshot, frags: list[Fragment], fields: Sequence[LanceField], written: list[str]
+) -> Pending:
     """The Merge of fragments given new data files and the new fields appended to the schema."""
     m = ds.manifest
     new = {f.id: f for f in frags}
@@ -209,7 +215,13 @@ def sql_compute(ds: Snapshot, exprs: Mapping[str, str]) -> tuple[pa.Schema, Comp
     source = ds.schema
     compiled = {name: analyze_value(sql, source) for name, sql in exprs.items()}
     reads = [n for n in source.names if any(n in c.columns for c in compiled.values())]
-    schema = pa.schema([pa.field(n, c.type) for n, c in compiled.items()])
+    # nullable as pylance (DataFusion) infers it: when a column read is, or the value is NULL
+    schema = pa.schema(
+        [
+            pa.field(n, c.type, pa.types.is_null(c.type) or any(source.field(x).nullable for x in c.columns))
+            for n, c in compiled.items()
+        ]
+    )
     names = list(compiled)
     exprs_ = [c.expression for c in compiled.values()]
 
@@ -279,5 +291,5 @@ def plan_merge(ds: Snapshot, data: pa.RecordBatchReader, left_on: str, right_on:
         left = read_live(frag, [left_on], live).column(0)
         return values.take(pc.index_in(left, value_set=keys, skip_nulls=True))
 
-    frags, fields, written = write_columns(ds, values.schema, compute, SQL_CHUNK_ROWS)
+    frags, fields, written = write_columns(ds, values.schema, compute, SQL_CHUNK_ROWS, live_only=False)
     return merge_pending(ds, frags, fields, written)

@@ -174,7 +174,10 @@ def _plan_casts(ds: Snapshot, fields: list[LanceField], casts: dict[int, pa.Data
                 raise SchemaChangeError(f"Cannot cast column {field.name!r} to {field.type}: {exc}") from None
         return pa.Table.from_arrays(cols, schema=out_schema)
 
-    frags, _, written = add.write_columns(ds, out_schema, compute, add.SQL_CHUNK_ROWS, first_id=first)
+    # deleted rows are cast too: a column made non-nullable must hold no null, read or not
+    frags, _, written = add.write_columns(
+        ds, out_schema, compute, add.SQL_CHUNK_ROWS, first_id=first, live_only=False
+    )
     # the cast fields (and their children) take their places in the schema with their new ids
     replaced: list[LanceField] = []
     roots = {f.name: f for f in new_fields if f.parent_id == -1}

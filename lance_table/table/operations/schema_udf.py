@@ -31,7 +31,9 @@ def split_read_columns(read_columns: Sequence[str] | None) -> tuple[list[str] | 
     return data, system
 
 
-def _sample(ds: Snapshot, read_columns: Sequence[str] | None, fragment_ids: Sequence[int] | None) -> pa.RecordBatch:
+def _sample(
+    ds: Snapshot, read_columns: Sequence[str] | None, fragment_ids: Sequence[int] | None
+) -> pa.RecordBatch:
     """The first live row, with the columns a UDF reads (to learn its output schema)."""
     data, system = split_read_columns(read_columns)
     names = list(ds.schema.names) if data is None else data
@@ -91,7 +93,9 @@ def normalize(
         ) from exc
 
 
-def udf_compute(ds: Snapshot, udf: BatchUDF, read_columns: Sequence[str] | None) -> tuple[pa.Schema, add.Compute]:
+def udf_compute(
+    ds: Snapshot, udf: BatchUDF, read_columns: Sequence[str] | None
+) -> tuple[pa.Schema, add.Compute]:
     """The UDF's output schema and how to compute a batch (from its checkpoint when saved there)."""
     assert udf.output_schema is not None
     add.check_new_names(ds, udf.output_schema.names)
@@ -106,7 +110,9 @@ def udf_compute(ds: Snapshot, udf: BatchUDF, read_columns: Sequence[str] | None)
             if saved is not None:
                 return pa.Table.from_batches([saved])
         batch = add.read_live(frag, names, live).combine_chunks()
-        result = udf._call(batch.to_batches()[0] if batch.num_rows else pa.RecordBatch.from_pylist([], schema=batch.schema))
+        result = udf._call(
+            batch.to_batches()[0] if batch.num_rows else pa.RecordBatch.from_pylist([], schema=batch.schema)
+        )
         if cache is not None:
             cache.insert_batch(info, result)
         return pa.Table.from_batches([result])
@@ -125,7 +131,9 @@ def write_transform(
     if isinstance(transform, pa.RecordBatchReader):
         schema, compute, done = add.reader_compute(transform)
         add.check_new_names(ds, schema.names)
-        out = add.write_columns(ds, schema, compute, batch_size or add.SQL_CHUNK_ROWS, fragment_ids, parallel=False)
+        out = add.write_columns(
+            ds, schema, compute, batch_size or add.SQL_CHUNK_ROWS, fragment_ids, parallel=False
+        )
         try:
             done()
         except BaseException:
@@ -136,9 +144,14 @@ def write_transform(
         return out
     if isinstance(transform, dict):
         schema, compute = add.sql_compute(ds, transform)
-        return add.write_columns(ds, schema, compute, batch_size or add.SQL_CHUNK_ROWS, fragment_ids)
+        rows = batch_size or add.SQL_CHUNK_ROWS
+        return add.write_columns(ds, schema, compute, rows, fragment_ids, live_only=False)
     schema, compute = udf_compute(ds, transform, read_columns)
-    return add.write_columns(ds, schema, compute, batch_size or add.DEFAULT_UDF_BATCH_ROWS, fragment_ids)
+    # a UDF is called batch after batch, fragment after fragment, as pylance calls it
+    # (legacy datasets: batch_size is ignored, as pylance ignores it)
+    legacy = add.writable_data_format(ds.manifest, ds.uri) == add.LEGACY_FORMAT
+    rows = add.DEFAULT_UDF_BATCH_ROWS if legacy or batch_size is None else batch_size
+    return add.write_columns(ds, schema, compute, rows, fragment_ids, parallel=False)
 
 
 def plan_add_columns(
@@ -161,7 +174,9 @@ def plan_add_columns(
     if isinstance(transform, pa.Schema):
         return add.plan_null_columns(ds, transform), None
     frags, fields, written = write_transform(ds, transform, read_columns, batch_size)
-    return add.merge_pending(ds, frags, fields, written), transform if isinstance(transform, BatchUDF) else None
+    return add.merge_pending(ds, frags, fields, written), transform if isinstance(
+        transform, BatchUDF
+    ) else None
 
 
 def merge_fragment_columns(
