@@ -355,3 +355,61 @@ def test_all_null_columns_on_a_legacy_dataset_are_refused(tmp_path):
     ours, _ = _copies(tmp_path, "legacy")
     with pytest.raises(lt.UnsupportedFormatError, match="legacy"):
         lt.dataset(ours).add_columns(pa.field("n", pa.int32()))
+
+
+def test_the_handle_moves_to_the_version_it_committed(tmp_path):
+    ours, _ = _copies(tmp_path, "2.2")
+    ds = lt.dataset(ours)
+    assert ds.add_columns({"b": "a + 1"}) is None
+    assert ds.alter_columns({"path": "b", "name": "c"}) is None
+    assert ds.drop_columns(["t"]) is None
+    assert ds.merge(pa.table({"a": [1], "m": [2]}), "a") is None
+    assert ds.version == lance.dataset(ours).version == 6
+    assert ds.schema.names == ["a", "s", "f", "l", "c", "m"]
+
+
+@pytest.mark.parametrize("concurrent", ["append", "delete", "add_columns"])
+def test_a_concurrent_write_preempts_a_schema_change_which_removes_its_files(tmp_path, concurrent):
+    from lance_table.table.operations.schema_alter import plan_alter_columns
+    from lance_table.table.operations.schema_udf import plan_add_columns
+
+    ours, _ = _copies(tmp_path, "2.2")
+    for plan in (
+        lambda s: plan_add_columns(s, {"b": "a + 1"})[0],
+        lambda s: plan_alter_columns(s, [{"path": "a", "data_type": pa.int32()}]),
+    ):
+        snapshot = lt.dataset(ours)._snapshot
+        pending = plan(snapshot)
+        assert pending.written
+        if concurrent == "append":
+            lance.write_dataset(lance.dataset(ours).to_table().slice(0, 1), ours, mode="append")
+        elif concurrent == "delete":
+            lance.dataset(ours).delete("a = 1")
+        else:
+            lance.dataset(ours).add_columns({f"z{lance.dataset(ours).version}": "a * 3"})
+        expected = lance.dataset(ours).to_table()
+        with pytest.raises(lt.CommitConflictError, match="retry"):
+            snapshot.commit(pending)
+        assert not [p for p in pending.written if Path(ours, p).exists()]
+        assert_tables_equal(lt.dataset(ours).to_table(), expected)
+
+
+@pytest.mark.s3
+def test_schema_changes_on_s3_match_pylance(tmp_path, s3_uri, s3_options):
+    """Each change made on the S3 server, and the same by pylance locally: same tables."""
+    local = str(tmp_path / "theirs")
+    for uri, opts in ((s3_uri, s3_options), (local, None)):
+        lance.write_dataset(_table(12), uri, max_rows_per_file=5, storage_options=opts)
+        lance.dataset(uri, storage_options=opts).delete("a = 5")
+    ops: list[Callable[[Any], Any]] = [
+        lambda d: d.add_columns({"b": "a * 2"}),
+        lambda d: d.alter_columns({"path": "a", "data_type": pa.int32()}, {"path": "s.x", "name": "xx"}),
+        lambda d: d.drop_columns(["t"]),
+        lambda d: d.merge(pa.table({"a": pa.array([1, 2], pa.int32()), "m": [1, 2]}), "a"),
+    ]
+    for op in ops:
+        op(lt.dataset(s3_uri, storage_options=s3_options))
+        op(lance.dataset(local))
+        expected = lance.dataset(local).to_table()
+        assert_tables_equal(lance.dataset(s3_uri, storage_options=s3_options).to_table(), expected)
+        assert_tables_equal(lt.dataset(s3_uri, storage_options=s3_options).to_table(), expected)
