@@ -413,3 +413,25 @@ def test_schema_changes_on_s3_match_pylance(tmp_path, s3_uri, s3_options):
         expected = lance.dataset(local).to_table()
         assert_tables_equal(lance.dataset(s3_uri, storage_options=s3_options).to_table(), expected)
         assert_tables_equal(lt.dataset(s3_uri, storage_options=s3_options).to_table(), expected)
+
+
+def test_indexed_columns_keep_their_indices_or_refuse_a_cast_as_in_pylance(tmp_path):
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    table = pa.table({"a": pa.array(range(100), pa.int64()), "t": [f"s{i % 5}" for i in range(100)]})
+    lance.write_dataset(table, theirs, max_rows_per_file=40)
+    lance.dataset(theirs).create_scalar_index("a", "BTREE")
+    lance.dataset(theirs).create_scalar_index("t", "BITMAP")
+    shutil.copytree(theirs, ours)
+    for mod in (lt, lance):
+        uri = ours if mod is lt else theirs
+        with pytest.raises(OSError, match="a_idx"):
+            mod.dataset(uri).alter_columns({"path": "a", "data_type": pa.int32()})
+    _both(ours, theirs, lambda d: d.add_columns({"b": "a + 1"}))
+    _both(ours, theirs, lambda d: d.alter_columns({"path": "a", "name": "aa"}))
+    for uri in (ours, theirs):
+        ds = lance.dataset(uri)
+        assert sorted((i.name, tuple(i.field_names)) for i in ds.describe_indices()) == [
+            ("a_idx", ("aa",)),
+            ("t_idx", ("t",)),
+        ]
+        assert ds.to_table(filter="aa = 3 and t = 's3'").num_rows == 1

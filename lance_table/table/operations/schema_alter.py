@@ -146,7 +146,28 @@ def plan_alter_columns(ds: Snapshot, alterations: Sequence[Mapping[str, Any]]) -
         fields[by_id[f.id]] = new
     if not casts:
         return Pending(Project(tuple(fields), schema_metadata=ds.manifest.schema_metadata), ds.version)
+    _check_not_indexed(ds, casts)
     return _plan_casts(ds, fields, casts)
+
+
+def _check_not_indexed(ds: Snapshot, casts: Mapping[int, pa.DataType]) -> None:
+    """Raises SchemaChangeError when a column to cast has an index (pylance refuses it: the cast
+    would leave the index pointing at the old values)."""
+    from lance_table._proto import table_pb2
+
+    section = ds.manifest.index_section
+    if not section:
+        return
+    names = {f.id: f.name for f in ds.manifest.fields}
+    indices = table_pb2.IndexSection.FromString(section).indices
+    hit = sorted({idx.name for idx in indices if set(idx.fields) & set(casts)})
+    if hit:
+        cols = sorted(names[i] for i in casts if any(i in idx.fields for idx in indices))
+        raise SchemaChangeError(
+            f"Cannot cast column(s) [{', '.join(cols)}] to a new type: they have {len(hit)} index(es) "
+            f"attached: [{', '.join(hit)}]. Drop the index(es) with drop_index() before altering, then "
+            "recreate them after the cast completes."
+        )
 
 
 def _plan_casts(ds: Snapshot, fields: list[LanceField], casts: dict[int, pa.DataType]) -> Pending:
