@@ -22,7 +22,7 @@ import lance_table as lt
 
 pytestmark = pytest.mark.interop
 
-VERSIONS = ["legacy", "2.0", "2.2"]
+VERSIONS = ["legacy", "2.0", "2.1", "2.2"]
 
 
 def _table(n: int = 10) -> pa.Table:
@@ -435,3 +435,19 @@ def test_indexed_columns_keep_their_indices_or_refuse_a_cast_as_in_pylance(tmp_p
             ("t_idx", ("t",)),
         ]
         assert ds.to_table(filter="aa = 3 and t = 's3'").num_rows == 1
+
+
+def test_blob_v2_columns(tmp_path):
+    from lance.blob import blob_array
+
+    values = [b"x" * i for i in range(8)]
+    table = pa.table({"a": pa.array(range(8), pa.int64()), "blob": blob_array(values)})
+    theirs, ours = str(tmp_path / "theirs"), str(tmp_path / "ours")
+    lance.write_dataset(table, theirs, data_storage_version="2.2", max_rows_per_file=3)
+    shutil.copytree(theirs, ours)
+    _both(ours, theirs, lambda d: d.add_columns({"b": "a + 1"}))
+    _both(ours, theirs, lambda d: d.alter_columns({"path": "a", "data_type": pa.int32()}))
+    _both(ours, theirs, lambda d: d.alter_columns({"path": "blob", "name": "bytes"}))
+    assert [f.read() for f in lance.dataset(ours).take_blobs("bytes", indices=[2, 5])] == [b"xx", b"x" * 5]
+    assert [f.read() for f in lt.dataset(ours).take_blobs("bytes", indices=[2, 5])] == [b"xx", b"x" * 5]
+    _both(ours, theirs, lambda d: d.drop_columns(["bytes"]))
