@@ -79,7 +79,9 @@ def _same(ours: str, theirs: str) -> None:
     assert _field_ids(ours) == _field_ids(theirs)
     assert _layout(ours) == _layout(theirs)
     o, t = lance.dataset(ours), lance.dataset(theirs)
-    assert type(o.read_transaction(o.version).operation) is type(t.read_transaction(t.version).operation)
+    mine, theirs_op = o.read_transaction(o.version).operation, t.read_transaction(t.version).operation
+    assert type(mine) is type(theirs_op)
+    assert getattr(mine, "preserves_nullability", None) == getattr(theirs_op, "preserves_nullability", None)
     assert o.version == t.version
 
 
@@ -451,3 +453,14 @@ def test_blob_v2_columns(tmp_path):
     assert [f.read() for f in lance.dataset(ours).take_blobs("bytes", indices=[2, 5])] == [b"xx", b"x" * 5]
     assert [f.read() for f in lt.dataset(ours).take_blobs("bytes", indices=[2, 5])] == [b"xx", b"x" * 5]
     _both(ours, theirs, lambda d: d.drop_columns(["bytes"]))
+
+
+def test_non_nullable_fields_as_pylance_records_them(tmp_path):
+    ours, theirs = _copies(tmp_path, "2.2")
+    _both(ours, theirs, lambda d: d.alter_columns({"path": "a", "nullable": False}))
+    _both(ours, theirs, lambda d: d.alter_columns({"path": "t", "name": "tt"}))
+    _both(ours, theirs, lambda d: d.add_columns({"b": "a * 2", "one": "1"}))  # not nullable, as a is not
+    _both(ours, theirs, lambda d: d.add_columns({"c": "tt"}))
+    _both(ours, theirs, lambda d: d.alter_columns({"path": "b", "nullable": False, "data_type": pa.int32()}))
+    _both(ours, theirs, lambda d: d.alter_columns({"path": "a", "nullable": True, "data_type": pa.int32()}))
+    _both(ours, theirs, lambda d: d.drop_columns(["tt"]))

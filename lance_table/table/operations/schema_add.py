@@ -72,7 +72,7 @@ def plan_null_columns(ds: Snapshot, schema: pa.Schema) -> Pending:
             raise SchemaChangeError(f"all-null column {f.name!r} must be nullable")
     fields = fields_from_arrow(schema, first_id=next_field_id(ds.manifest))
     m = ds.manifest
-    op = Merge(m.fragments, m.fields + tuple(fields), dict(m.schema_metadata))
+    op = Merge(m.fragments, m.fields + tuple(fields), dict(m.schema_metadata), preserves_nullability=True)
     return Pending(op, ds.version)
 
 
@@ -178,7 +178,9 @@ def merge_pending(
     m = ds.manifest
     new = {f.id: f for f in frags}
     all_frags = tuple(new.get(f.id, f) for f in m.fragments)
-    op = Merge(all_frags, m.fields + tuple(fields), dict(m.schema_metadata))
+    # pylance records whether every new field is nullable
+    nullable = all(f.nullable for f in fields)
+    op = Merge(all_frags, m.fields + tuple(fields), dict(m.schema_metadata), preserves_nullability=nullable)
     return Pending(op, ds.version, written=tuple(written))
 
 

@@ -61,7 +61,7 @@ def plan_drop_columns(ds: Snapshot, columns: Iterable[str]) -> Pending:
     kept = tuple(f for f in fields if f.id not in gone)
     if not any(f.parent_id == -1 for f in kept):
         raise SchemaError("Cannot drop all columns from a dataset")
-    return Pending(Project(kept, schema_metadata=ds.manifest.schema_metadata), ds.version)
+    return Pending(Project(kept, True, ds.manifest.schema_metadata), ds.version)
 
 
 def _castable(old: pa.DataType, new: pa.DataType) -> bool:
@@ -119,8 +119,10 @@ def plan_alter_columns(ds: Snapshot, alterations: Sequence[Mapping[str, Any]]) -
     fields = list(ds.manifest.fields)
     casts: dict[int, pa.DataType] = {}
     by_id = {f.id: i for i, f in enumerate(fields)}
+    altered: set[int] = set()
     for alt in alterations:
         f, change = _alteration(fields, alt)
+        altered.add(f.id)
         path = alt["path"]
         new = fields[by_id[f.id]]
         if "name" in change:
@@ -144,10 +146,12 @@ def plan_alter_columns(ds: Snapshot, alterations: Sequence[Mapping[str, Any]]) -
                     raise SchemaChangeError(f"Cannot cast column {path!r} from {old_type} to {target}")
                 casts[f.id] = target
         fields[by_id[f.id]] = new
+    # pylance records whether every altered field is nullable
+    nullable = all(fields[by_id[i]].nullable for i in altered)
     if not casts:
-        return Pending(Project(tuple(fields), schema_metadata=ds.manifest.schema_metadata), ds.version)
+        return Pending(Project(tuple(fields), nullable, ds.manifest.schema_metadata), ds.version)
     _check_not_indexed(ds, casts)
-    return _plan_casts(ds, fields, casts)
+    return _plan_casts(ds, fields, casts, nullable)
 
 
 def _check_not_indexed(ds: Snapshot, casts: Mapping[int, pa.DataType]) -> None:
@@ -170,7 +174,9 @@ def _check_not_indexed(ds: Snapshot, casts: Mapping[int, pa.DataType]) -> None:
         )
 
 
-def _plan_casts(ds: Snapshot, fields: list[LanceField], casts: dict[int, pa.DataType]) -> Pending:
+def _plan_casts(
+    ds: Snapshot, fields: list[LanceField], casts: dict[int, pa.DataType], nullable: bool
+) -> Pending:
     """Write each cast column into new data files (new field ids) and merge the new schema."""
     old_names = {f.id: f.name for f in ds.manifest.fields}
     cast_ids = [f.id for f in fields if f.id in casts]  # schema order
@@ -214,7 +220,13 @@ def _plan_casts(ds: Snapshot, fields: list[LanceField], casts: dict[int, pa.Data
             replaced.append(f)
     m = ds.manifest
     by_id = {f.id: f for f in frags}
-    op = Merge(tuple(by_id.get(f.id, f) for f in m.fragments), tuple(replaced), dict(m.schema_metadata))
+    remaining = {f.id for f in replaced}
+    # a data file none of whose fields is left (it held only cast columns) leaves its fragment
+    new_frags = tuple(
+        replace(f, files=tuple(d for d in f.files if not d.fields or remaining.intersection(d.fields)))
+        for f in (by_id.get(f.id, f) for f in m.fragments)
+    )
+    op = Merge(new_frags, tuple(replaced), dict(m.schema_metadata), preserves_nullability=nullable)
     return Pending(op, ds.version, written=tuple(written))
 
 
