@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_table._parallel import map_grouped
+from lance_table._parallel import PARTS, ahead_on, map_grouped
 from lance_table.errors import SchemaChangeError, UnsupportedFormatError
 from lance_table.file.runs import Runs
 from lance_table.format.manifest import Fragment, Manifest
@@ -32,6 +32,8 @@ DEFAULT_UDF_BATCH_ROWS = 1024
 SQL_CHUNK_ROWS = 128 * 1024
 ROW_ID = "_rowid"
 ROW_ADDR = "_rowaddr"
+# Chunks of a fragment computed ahead of the one being written (parallel transforms).
+CHUNKS_AHEAD = 1
 # One data file per fragment: no size limit rolls it over.
 _UNLIMITED = 1 << 62
 
@@ -113,15 +115,21 @@ def write_columns(
             data_format=data_format,
             dictionaries=ds.manifest.dictionaries,
         )
+
+        def chunk(item: tuple[int, int]) -> pa.Table:
+            index, lo = item
+            hi = min(lo + chunk_rows, frag.physical_rows)
+            live = frag.live_positions(lo, hi) if live_only else np.arange(lo, hi, dtype=np.int64)
+            if not live.size:
+                return _spread(schema.empty_table(), live, hi - lo)
+            values = _checked(compute(frag, lo, live, index), schema, live.size, frag.fragment.id)
+            return _spread(values, live - lo, hi - lo)
+
+        # in parallel, the next chunk is computed while this one is written
+        items = enumerate(range(0, frag.physical_rows, chunk_rows))
         try:
-            for index, lo in enumerate(range(0, frag.physical_rows, chunk_rows)):
-                hi = min(lo + chunk_rows, frag.physical_rows)
-                live = frag.live_positions(lo, hi) if live_only else np.arange(lo, hi, dtype=np.int64)
-                if live.size:
-                    values = _checked(compute(frag, lo, live, index), schema, live.size, frag.fragment.id)
-                else:
-                    values = schema.empty_table()
-                for batch in _spread(values, live - lo, hi - lo).to_batches():
+            for values in ahead_on(PARTS, chunk, items, CHUNKS_AHEAD if parallel else 0):
+                for batch in values.to_batches():
                     writer.write(batch)
             made = writer.finish()
         except BaseException:
@@ -164,6 +172,8 @@ def _spread(values: pa.Table, live: np.ndarray, rows: int) -> pa.Table:
     """``values`` (one per live row) placed at the offsets ``live`` of ``rows`` rows; nulls elsewhere."""
     if live.size == rows:
         return values
+    if not live.size:
+        return pa.Table.from_arrays([pa.nulls(rows, f.type) for f in values.schema], schema=values.schema)
     index = np.zeros(rows, np.int64)
     index[live] = np.arange(live.size)
     mask = np.ones(rows, bool)
@@ -188,7 +198,9 @@ def read_live(frag: FragmentReader, names: list[str], live: np.ndarray, rows: in
     """Columns ``names`` (``_rowid``/``_rowaddr`` too) of the live rows ``live`` of a fragment; a
     table of ``rows`` rows without columns stands for no names."""
     data = [n for n in names if n not in (ROW_ID, ROW_ADDR)]
-    table = frag.read(data, Runs.from_sorted_unique(live)) if data else pa.table({})
+    whole = live.size and int(live[-1]) - int(live[0]) + 1 == live.size  # (live is sorted, unique)
+    runs = Runs.span(int(live[0]), live.size) if whole else Runs.from_sorted_unique(live)
+    table = frag.read(data, runs) if data else pa.table({})
     for name in names:
         if name == ROW_ID:
             ids = frag.row_ids
