@@ -464,3 +464,52 @@ def test_non_nullable_fields_as_pylance_records_them(tmp_path):
     _both(ours, theirs, lambda d: d.alter_columns({"path": "b", "nullable": False, "data_type": pa.int32()}))
     _both(ours, theirs, lambda d: d.alter_columns({"path": "a", "nullable": True, "data_type": pa.int32()}))
     _both(ours, theirs, lambda d: d.drop_columns(["tt"]))
+
+
+def _nested_copies(tmp_path: Path, version: str) -> tuple[str, str]:
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    n = 9
+    inner = pa.StructArray.from_arrays(
+        [pa.array(range(n), pa.int32()), pa.array([f"q{i}" for i in range(n)])], ["p", "q"]
+    )
+    s = pa.StructArray.from_arrays(
+        [pa.array(range(n), pa.int64()), pa.array([f"y{i}" if i % 4 else None for i in range(n)]), inner],
+        ["x", "y", "in"],
+        mask=pa.array([i == 4 for i in range(n)]),
+    )
+    lance.write_dataset(
+        pa.table({"k": range(n), "s": s}), theirs, data_storage_version=version, max_rows_per_file=4
+    )
+    lance.dataset(theirs).delete("k = 2")
+    shutil.copytree(theirs, ours)
+    return ours, theirs
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_nested_casts_match_pylance(tmp_path, version):
+    ours, theirs = _nested_copies(tmp_path, version)
+    _both(ours, theirs, lambda d: d.alter_columns({"path": "s.y", "data_type": pa.large_string()}))
+    _both(ours, theirs, lambda d: d.alter_columns({"path": "s.in.p", "data_type": pa.int64(), "name": "pp"}))
+    _both(
+        ours,
+        theirs,
+        lambda d: d.alter_columns(
+            {"path": "s.x", "data_type": pa.int32()}, {"path": "k", "data_type": pa.int32()}
+        ),
+    )
+    _both(ours, theirs, lambda d: d.drop_columns(["s.in.q"]))
+    _both(ours, theirs, lambda d: d.add_columns({"b": "k + 1"}))
+    lt.dataset(ours).compact_files()
+    lance.dataset(theirs).optimize.compact_files()
+    assert_tables_equal(lt.dataset(ours).to_table(), lance.dataset(theirs).to_table())
+    assert_tables_equal(lance.dataset(ours).to_table(), lance.dataset(theirs).to_table())
+
+
+@pytest.mark.parametrize("version", ["legacy", "2.0"])
+def test_nested_casts_are_refused_before_format_2_1(tmp_path, version):
+    ours = str(tmp_path / "ours")
+    s = pa.StructArray.from_arrays([pa.array([1, 2], pa.int64())], ["x"])
+    lance.write_dataset(pa.table({"s": s}), ours, data_storage_version=version)
+    with pytest.raises(lt.SchemaChangeError, match=r"2\.1 or later"):
+        lt.dataset(ours).alter_columns({"path": "s.x", "data_type": pa.int32()})
+    assert lt.dataset(ours).version == 1

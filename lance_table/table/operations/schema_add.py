@@ -87,6 +87,7 @@ def write_columns(
     parallel: bool = True,
     first_id: int | None = None,
     live_only: bool = True,
+    fields: Sequence[LanceField] | None = None,
 ) -> tuple[list[Fragment], tuple[LanceField, ...], list[str]]:
     """Write the columns ``schema`` into a new data file of each fragment (of ``fragment_ids``, or
     all), ``chunk_rows`` physical rows at a time. ``compute`` gets the live rows and deleted rows
@@ -100,8 +101,10 @@ def write_columns(
         SchemaChangeError: ``compute`` returned the wrong number of rows or other columns.
     """
     data_format = writable_data_format(ds.manifest, ds.uri)
-    start = next_field_id(ds.manifest) if first_id is None else first_id
-    fields = fields_from_arrow(schema, first_id=start)
+    if fields is None:  # (else the fields of ``schema``, with their ids, are given)
+        start = next_field_id(ds.manifest) if first_id is None else first_id
+        fields = fields_from_arrow(schema, first_id=start)
+    fields = list(fields)
     frags = ds.fragment_readers(fragment_ids)
     written: list[str] = []
 

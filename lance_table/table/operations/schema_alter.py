@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from lance_table.errors import SchemaChangeError, SchemaError
 from lance_table.format.operations import Merge, Project
-from lance_table.schema import LanceField, fields_from_arrow, logical_type_of
+from lance_table.schema import FieldNode, LanceField, build_tree, fields_from_arrow
 from lance_table.table.commit import Pending
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.operations import schema_add as add
@@ -138,9 +138,9 @@ def plan_alter_columns(ds: Snapshot, alterations: Sequence[Mapping[str, Any]]) -
             target = change["data_type"]
             if not isinstance(target, pa.DataType):
                 raise TypeError(f"data_type must be a pyarrow DataType, not {type(target).__name__}")
-            old_type = ds.schema.field(f.name).type if f.parent_id == -1 else None
+            old_type = _node(ds, f.id).arrow_type
             if f.parent_id != -1:
-                raise SchemaChangeError(f"Column {path!r} is nested: only top-level columns can be cast")
+                _check_nested_cast(ds, path)
             if old_type != target:
                 if not _castable(old_type, target):
                     raise SchemaChangeError(f"Cannot cast column {path!r} from {old_type} to {target}")
@@ -152,6 +152,30 @@ def plan_alter_columns(ds: Snapshot, alterations: Sequence[Mapping[str, Any]]) -
         return Pending(Project(tuple(fields), nullable, ds.manifest.schema_metadata), ds.version)
     _check_not_indexed(ds, casts)
     return _plan_casts(ds, fields, casts, nullable)
+
+
+def _node(ds: Snapshot, field_id: int) -> FieldNode:
+    for root in build_tree(ds.manifest.fields):
+        for n in root.walk():
+            if n.id == field_id:
+                return n
+    raise SchemaChangeError(f"field id {field_id} is not in the schema")  # pragma: no cover
+
+
+def _check_nested_cast(ds: Snapshot, path: str) -> None:
+    """Raises SchemaChangeError unless a nested field at ``path`` can be cast: below structs
+    only, in a dataset of format 2.1 or later (pylance's 2.0 and legacy results are unreadable)."""
+    fields = ds.manifest.fields
+    parts = path.split(".")
+    for depth in range(1, len(parts)):
+        above = find_field(fields, ".".join(parts[:depth]))
+        if above is None or above.logical_type != "struct":
+            raise SchemaChangeError(f"Cannot cast column {path!r}: only fields below structs can be cast")
+    if add.writable_data_format(ds.manifest, ds.uri) in (add.LEGACY_FORMAT, "2.0"):
+        raise SchemaChangeError(
+            f"Cannot cast the nested column {path!r} of a dataset of format "
+            f"{ds.manifest.data_storage_version}: nested casts need format 2.1 or later"
+        )
 
 
 def _check_not_indexed(ds: Snapshot, casts: Mapping[int, pa.DataType]) -> None:
@@ -177,59 +201,89 @@ def _check_not_indexed(ds: Snapshot, casts: Mapping[int, pa.DataType]) -> None:
 def _plan_casts(
     ds: Snapshot, fields: list[LanceField], casts: dict[int, pa.DataType], nullable: bool
 ) -> Pending:
-    """Write each cast column into new data files (new field ids) and merge the new schema."""
-    old_names = {f.id: f.name for f in ds.manifest.fields}
-    cast_ids = [f.id for f in fields if f.id in casts]  # schema order
-    final = {f.id: f for f in fields}
-    out_schema = pa.schema(
-        [
-            pa.field(final[i].name, casts[i], final[i].nullable, metadata=dict(final[i].metadata) or None)
-            for i in cast_ids
-        ]
-    )
+    """Write each cast field into a new data file per fragment (new field ids; a nested field
+    under its structs, which keep their ids) and merge the new schema."""
     first = add.next_field_id(ds.manifest)
-    new_fields = fields_from_arrow(out_schema, first_id=first)
-    reads = [old_names[i] for i in cast_ids]
-
-    def compute(frag: FragmentReader, lo: int, live: np.ndarray, index: int) -> pa.Table:
-        table = add.read_live(frag, reads, live)
-        cols = []
-        for col, field in zip(table.columns, out_schema):
-            try:
-                cols.append(col.cast(field.type, safe=True))
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-                raise SchemaChangeError(f"Cannot cast column {field.name!r} to {field.type}: {exc}") from None
-        return pa.Table.from_arrays(cols, schema=out_schema)
-
-    # deleted rows are cast too: a column made non-nullable must hold no null, read or not
-    frags, _, written = add.write_columns(
-        ds, out_schema, compute, add.SQL_CHUNK_ROWS, first_id=first, live_only=False
-    )
-    # the cast fields (and their children) take their places in the schema with their new ids
-    replaced: list[LanceField] = []
-    roots = {f.name: f for f in new_fields if f.parent_id == -1}
+    new: dict[int, list[LanceField]] = {}  # cast field id -> its new field and children
+    by_id = {f.id: f for f in fields}
+    for f in (by_id[i] for i in casts):  # in the order of the alterations, as pylance numbers them
+        arrow = pa.field(f.name, casts[f.id], f.nullable, metadata=dict(f.metadata) or None)
+        made = fields_from_arrow([arrow], first_id=first)
+        made[0] = replace(made[0], parent_id=f.parent_id, metadata=f.metadata)
+        first += len(made)
+        new[f.id] = made
+    # the file holds the cast fields, nested ones under their (unchanged) ancestors
+    ancestors: set[int] = set()
+    parent = {f.id: f.parent_id for f in fields}
+    for i in casts:
+        p = parent[i]
+        while p != -1:
+            ancestors.add(p)
+            p = parent[p]
+    file_fields: list[LanceField] = []
+    schema_fields: list[LanceField] = []
     gone: set[int] = set()
-    for i in cast_ids:
+    for i in casts:
         gone |= descendants(fields, i)
     for f in fields:
         if f.id in casts:
-            root = roots[final[f.id].name]
-            replaced.append(replace(root, metadata=f.metadata, logical_type=logical_type_of(casts[f.id])))
-            replaced.extend(_children(new_fields, root.id))
+            file_fields.extend(new[f.id])
+            schema_fields.extend(new[f.id])
         elif f.id not in gone:
-            replaced.append(f)
+            schema_fields.append(f)
+            if f.id in ancestors:
+                file_fields.append(f)
+    file_tree = build_tree(file_fields)
+    file_schema = pa.schema([n.to_arrow_field() for n in file_tree])
+    tree = {n.id: n for n in build_tree(ds.manifest.fields)}
+    roots = [
+        tree[n.id if n.id in tree else next(i for i in casts if new[i][0].id == n.id)] for n in file_tree
+    ]
+
+    def compute(frag: FragmentReader, lo: int, live: np.ndarray, index: int) -> pa.Table:
+        table = add.read_live(frag, [r.name for r in roots], live)
+        cols = [_cast_part(c, r, fn, casts) for c, r, fn in zip(table.columns, roots, file_tree)]
+        return pa.Table.from_arrays(cols, schema=file_schema)
+
+    # deleted rows are cast too: a column made non-nullable must hold no null, read or not
+    frags, _, written = add.write_columns(
+        ds, file_schema, compute, add.SQL_CHUNK_ROWS, live_only=False, fields=file_fields
+    )
     m = ds.manifest
-    by_id = {f.id: f for f in frags}
-    remaining = {f.id for f in replaced}
+    written_frags = {f.id: f for f in frags}
+    remaining = {f.id for f in schema_fields}
     # a data file none of whose fields is left (it held only cast columns) leaves its fragment
     new_frags = tuple(
         replace(f, files=tuple(d for d in f.files if not d.fields or remaining.intersection(d.fields)))
-        for f in (by_id.get(f.id, f) for f in m.fragments)
+        for f in (written_frags.get(f.id, f) for f in m.fragments)
     )
-    op = Merge(new_frags, tuple(replaced), dict(m.schema_metadata), preserves_nullability=nullable)
+    op = Merge(new_frags, tuple(schema_fields), dict(m.schema_metadata), preserves_nullability=nullable)
     return Pending(op, ds.version, written=tuple(written))
 
 
-def _children(fields: Sequence[LanceField], root: int) -> list[LanceField]:
-    ids = descendants(fields, root) - {root}
-    return [f for f in fields if f.id in ids]
+def _cast_part(
+    col: pa.ChunkedArray, node: FieldNode, file_node: FieldNode, casts: Mapping[int, pa.DataType]
+) -> pa.ChunkedArray:
+    """The values of ``node`` as the new file stores them (``file_node``): cast if ``node`` is
+    cast, else (a struct above cast fields) the struct of those parts with its own validity.
+
+    Raises:
+        SchemaChangeError: a value does not fit the new type.
+    """
+    target = file_node.arrow_type
+    if node.id in casts:
+        try:
+            return col.cast(target, safe=True)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            raise SchemaChangeError(f"Cannot cast column {node.name!r} to {target}: {exc}") from None
+    arr = col.combine_chunks()
+    kids = list(node.children)
+    parts = []
+    # the file's children are, in order, the children of ``node`` that are cast or hold cast fields
+    wanted = [i for i, c in enumerate(kids) if c.id in casts or any(n.id in casts for n in c.walk())]
+    for i, file_child in zip(wanted, file_node.children):
+        part = _cast_part(pa.chunked_array([arr.field(i)]), kids[i], file_child, casts)
+        parts.append(part.combine_chunks())
+    mask = arr.is_null() if arr.null_count else None
+    fields = [c.to_arrow_field() for c in file_node.children]
+    return pa.chunked_array([pa.StructArray.from_arrays(parts, fields=fields, mask=mask)])
