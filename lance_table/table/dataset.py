@@ -24,7 +24,7 @@ from lance_table.storage import Storage, open_storage
 from lance_table.table import scanner as scans
 from lance_table.table import versions
 from lance_table.table.blobs import BlobFile, take_blobs
-from lance_table.table.commit import CommitLock, CommitOptions
+from lance_table.table.commit import CommitLock, CommitOptions, check_can_commit
 from lance_table.table.commit.protocol import DEFAULT_MAX_RETRIES
 from lance_table.table.fragment_metadata import FragmentMetadata
 from lance_table.table.lance_fragment import LanceFragment, fragment_of
