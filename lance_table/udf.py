@@ -31,7 +31,7 @@ def _as_batch(result: Any) -> pa.RecordBatch:
     except ImportError:  # pragma: no cover - pandas is optional
         pd = None
     if pd is not None and isinstance(result, pd.DataFrame):
-        return pa.RecordBatch.from_pandas(result, preserve_index=False)
+        return pa.RecordBatch.from_pandas(result)  # (as pylance converts it)
     raise TypeError(
         f"a batch UDF must return a RecordBatch or a pandas DataFrame, not {type(result).__name__}"
     )
