@@ -257,3 +257,14 @@ class BatchCommitError(LanceTableError, ValueError, OSError):
     """``commit_batch`` was given what it cannot merge into one commit: no transactions, or one
     other than an Append (pylance merges only appends). An ``OSError`` as pylance's is; nothing
     was written."""
+
+
+class MergeInsertError(LanceTableError, ValueError):
+    """A ``merge_insert`` is set up wrongly: no join keys, a key column the dataset lacks, no
+    clause that changes data, or a bad option value (a ValueError, as pylance raises)."""
+
+
+class MergeSourceError(LanceTableError, OSError):
+    """The source data of a ``merge_insert`` cannot be merged: several source rows match the same
+    target row (ambiguous), a row matched under ``when_matched_fail``, or the source's columns do
+    not fit the dataset's (an OSError, as pylance raises)."""

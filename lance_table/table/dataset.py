@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -43,6 +43,7 @@ from lance_table.table.operations.manifest_paths import (
     migrate_manifest_paths_v2,
     scheme_for_new_dataset,
 )
+from lance_table.table.operations.merge_insert import MergeInsertBuilder
 from lance_table.table.operations.restore import plan_restore
 from lance_table.table.operations.transactions import (
     DEFAULT_RECENT_TRANSACTIONS,
@@ -473,6 +474,16 @@ class Dataset:
         check_can_commit(self._snapshot.commit_options, self._storage)
         pending = plan_delete(self._snapshot, predicate)
         return self._committed(self._snapshot.commit(pending, message=commit_message))
+
+    def merge_insert(self, on: str | Iterable[str] | None = None) -> MergeInsertBuilder:
+        """A builder for a merge_insert (upsert, insert-if-absent, replace a range) joining source
+        rows to this dataset's rows on ``on`` (a column or several; None: the dataset's
+        unenforced primary key), as pylance's ``merge_insert``.
+
+        Raises:
+            MergeInsertError: no join keys, or a key column the dataset does not have.
+        """
+        return MergeInsertBuilder(self, on)
 
     def restore(self, *, commit_message: str | None = None) -> Dataset:
         """Make this (old) version the latest again, as a new version.

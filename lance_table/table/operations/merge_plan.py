@@ -1,0 +1,312 @@
+"""Planning a merge_insert against one version: match the source's keys with the target's, fragment
+by fragment, reading only the key columns; then rewrite only the fragments with matched (or
+deleted) rows. The result is pylance's ``Update`` transaction: touched fragments get deletion files
+(or are removed), and new fragments hold the updated rows (first, with their stable row ids) and
+the inserted ones.
+
+Memory: the source's keys of one key range (see :meth:`MergeSource.key_ranges`), the matches found
+(two integers per matched row), and the rows of one fragment being rewritten; never the target.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pyarrow as pa
+
+from lance_table._parallel import map_grouped
+from lance_table.errors import MergeSourceError, UnsupportedOperationError
+from lance_table.file.runs import Runs
+from lance_table.filters import compile_filter
+from lance_table.format.manifest import Fragment
+from lance_table.format.operations import REWRITE_ROWS, Update
+from lance_table.format.row_ids import row_id_meta
+from lance_table.schema import arrow_schema_from_fields
+from lance_table.table.commit import Pending
+from lance_table.table.commit.row_ids import uses_stable_row_ids
+from lance_table.table.deletion import union, write_deletions
+from lance_table.table.fragment import FragmentReader
+from lance_table.table.operations.merge_source import SOURCE_INDEX, TARGET_POSITION, MergeSource
+from lance_table.table.operations.write import FragmentWriter, writable_data_format
+from lance_table.table.scan import READ_CHUNK_ROWS, evaluate_mask, in_flight, make_spec, matching_positions
+from lance_table.table.snapshot import Snapshot
+
+# What happens to matched target rows.
+UPDATE, DELETE, FAIL = "update", "delete", "fail"
+
+
+@dataclass(frozen=True)
+class MergeSpec:
+    """What a merge_insert does (the builder's choices), independent of the data."""
+
+    on: tuple[str, ...]
+    matched: str | None = None
+    matched_condition: str | None = None
+    insert: bool = False
+    by_source_delete: bool = False
+    by_source_condition: str | None = None
+    data_format: str | None = None
+
+
+@dataclass
+class MergeStats:
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        """pylance's statistics dict."""
+        return {
+            "num_inserted_rows": self.inserted,
+            "num_updated_rows": self.updated,
+            "num_deleted_rows": self.deleted,
+        }
+
+
+def _describe_key(source: MergeSource, on: tuple[str, ...], src_index: int) -> str:
+    row = source.rows(np.array([src_index])).select(list(on)).to_pylist()[0]
+    return ", ".join(f"{k} = {row[k]!r}" for k in on)
+
+
+def _match_fragment(
+    frag: FragmentReader, on: tuple[str, ...], keys: pa.Table
+) -> tuple[np.ndarray, np.ndarray]:
+    """Target positions and source indices of the rows of ``frag`` whose keys are in ``keys``
+    (nulls never match)."""
+    pos_parts, src_parts = [], []
+    for lo in range(0, frag.physical_rows, READ_CHUNK_ROWS):
+        runs = frag.live_runs(lo, min(lo + READ_CHUNK_ROWS, frag.physical_rows))
+        if not runs.total:
+            continue
+        table = frag.read(list(on), runs)
+        table = pa.table(
+            [table.column(k) for k in on] + [pa.array(runs.positions().astype(np.int64))],
+            names=[*on, TARGET_POSITION],
+        )
+        joined = table.join(keys, list(on), join_type="inner", use_threads=False)
+        if joined.num_rows:
+            pos_parts.append(joined.column(TARGET_POSITION).to_numpy())
+            src_parts.append(joined.column(SOURCE_INDEX).to_numpy())
+    if not pos_parts:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate(pos_parts), np.concatenate(src_parts)
+
+
+def _find_matches(
+    frags: list[FragmentReader], source: MergeSource, on: tuple[str, ...], limit: int
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per fragment: (target positions, source indices) of every matched pair, sorted by position."""
+    found: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in frags]
+    wait = in_flight(frags)
+    for keys in source.key_ranges(on, limit):
+        parts = map_grouped(
+            lambda f, keys=keys: _match_fragment(f, on, keys),
+            frags,
+            [f.fragment.physical_rows for f in frags],
+            in_flight=wait,
+        )
+        for acc, part in zip(found, parts):
+            if part[0].size:
+                acc.append(part)
+    out = []
+    for acc in found:
+        if not acc:
+            out.append((np.zeros(0, np.int64), np.zeros(0, np.int64)))
+            continue
+        pos = np.concatenate([a for a, _ in acc])
+        src = np.concatenate([b for _, b in acc])
+        order = np.argsort(pos, kind="stable")
+        out.append((pos[order], src[order]))
+    return out
+
+
+def _read_at(frag: FragmentReader, names: list[str], positions: np.ndarray) -> pa.Table:
+    """Columns ``names`` of the rows at sorted unique ``positions``."""
+    return frag.read(names, Runs.from_sorted_unique(positions.astype(np.int64)))
+
+
+def _condition_mask(
+    frag: FragmentReader, snap: Snapshot, source: MergeSource, pos: np.ndarray, src: np.ndarray, cond: str
+) -> np.ndarray:
+    """Which matched pairs satisfy ``cond`` (``source.`` and ``target.`` qualified columns)."""
+    names = snap.read_schema.names
+    target = _read_at(frag, names, pos)
+    source_rows = source.rows(src)
+    both = pa.table(
+        {
+            "source": pa.StructArray.from_arrays(
+                [c.combine_chunks() for c in source_rows.columns], names=source_rows.column_names
+            ),
+            "target": pa.StructArray.from_arrays([c.combine_chunks() for c in target.columns], names=names),
+        }
+    )
+    expr, _ = compile_filter(cond, both.schema)
+    return evaluate_mask(both, expr)
+
+
+def _by_source_positions(
+    frag: FragmentReader, snap: Snapshot, matched: np.ndarray, cond: str | None
+) -> np.ndarray:
+    """Live rows of ``frag`` matched by no source row (and satisfying ``cond``)."""
+    if cond is None:
+        candidates = frag.live_positions()
+    else:
+        spec = make_spec(snap.schema, [], cond, False, None, None, None)
+        parts = [
+            matching_positions(frag, spec, lo, min(lo + READ_CHUNK_ROWS, frag.physical_rows)).positions()
+            for lo in range(0, frag.physical_rows, READ_CHUNK_ROWS)
+        ]
+        candidates = np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
+    return np.setdiff1d(candidates, matched, assume_unique=False)
+
+
+def _full_rows(schema: pa.Schema, present: pa.Table, fill: pa.Table | None) -> pa.RecordBatch:
+    """Rows of ``schema``: ``present``'s columns, the rest from ``fill`` (same rows) or nulls."""
+    n = present.num_rows
+    cols = []
+    for f in schema:
+        if f.name in present.column_names:
+            cols.append(present.column(f.name).combine_chunks())
+        elif fill is not None:
+            cols.append(fill.column(f.name).combine_chunks())
+        else:
+            cols.append(pa.nulls(n, f.type))
+    return pa.RecordBatch.from_arrays(cols, schema=schema)
+
+
+class _Output:
+    """The new fragments: rows are written as they come (updated rows before inserted ones), and
+    the stable row ids of the updated rows are kept for the fragments' row id sequences."""
+
+    def __init__(self, snap: Snapshot, data_format: str | None) -> None:
+        m = snap.manifest
+        fmt = data_format or writable_data_format(m, snap.uri)
+        self.schema = arrow_schema_from_fields(m.fields, m.schema_metadata)
+        self.read_schema = snap.read_schema
+        self.writer = FragmentWriter(
+            snap.storage, self.schema, list(m.fields), data_format=fmt, dictionaries=m.dictionaries
+        )
+        self._dicts = dict(m.dictionaries)
+        self.ids: list[np.ndarray] = []
+        self.stable = uses_stable_row_ids(m)
+
+    def write(self, batch: pa.RecordBatch, row_ids: np.ndarray | None = None) -> None:
+        if not batch.num_rows:
+            return
+        self.writer.write(batch)
+        if row_ids is not None:
+            self.ids.append(row_ids)
+
+    def finish(self) -> list[Fragment]:
+        frags = self.writer.finish()
+        if self.writer.dictionaries.keys() != self._dicts.keys() or any(
+            not self.writer.dictionaries[k].equals(v) for k, v in self._dicts.items()
+        ):
+            raise UnsupportedOperationError(
+                "merge_insert brings new values to a dictionary-encoded column of this legacy "
+                "dataset, which an Update cannot record"
+            )
+        if not self.ids:
+            return frags
+        ids = np.concatenate(self.ids).astype(np.uint64)
+        out, start = [], 0
+        for f in frags:
+            have = ids[start : start + f.physical_rows]
+            start += have.size
+            out.append(replace(f, row_id_meta=row_id_meta(have, None, None)) if have.size else f)
+        return out
+
+
+def plan_merge(
+    snap: Snapshot, spec: MergeSpec, source: MergeSource, limit: int
+) -> tuple[Pending, MergeStats]:
+    """The Update a merge_insert of ``source`` into ``snap`` commits (its files written), and its
+    statistics. Nothing is left behind when it raises.
+
+    Raises:
+        MergeSourceError: several source rows match one target row (an update or delete of matched
+            rows), or a row matched under ``when_matched_fail``.
+        FilterError: a condition does not parse.
+    """
+    frags = snap.fragment_readers()
+    stats = MergeStats()
+    out = _Output(snap, spec.data_format)
+    written: list[str] = []
+    updated_frags, removed = [], []
+    matched_src = np.zeros(source.num_rows, bool)
+    try:
+        matches = _find_matches(frags, source, spec.on, limit)
+        for frag, (pos, src) in zip(frags, matches):
+            matched_src[src] = True
+            all_pos = pos
+            if pos.size and spec.matched is not None:
+                if spec.matched == FAIL:
+                    raise MergeSourceError(
+                        f"merge insert failed: found matching row with key values: "
+                        f"{_describe_key(source, spec.on, int(src[0]))}"
+                    )
+                dup = np.flatnonzero(pos[1:] == pos[:-1])
+                if dup.size:
+                    raise MergeSourceError(
+                        "ambiguous merge inserts are prohibited: multiple source rows match the same "
+                        f"target row on ({_describe_key(source, spec.on, int(src[dup[0]]))}); ensure "
+                        "each target row is matched by at most one source row"
+                    )
+            gone = np.zeros(0, np.int64)
+            if pos.size and spec.matched == UPDATE:
+                if spec.matched_condition is not None:
+                    keep = _condition_mask(frag, snap, source, pos, src, spec.matched_condition)
+                    pos, src = pos[keep], src[keep]
+                if pos.size:
+                    rows = source.rows(src)
+                    fill = None
+                    if set(rows.column_names) != set(out.read_schema.names):
+                        missing = [n for n in out.read_schema.names if n not in rows.column_names]
+                        fill = _read_at(frag, missing, pos)
+                    ids = frag.row_ids[pos] if frag.row_ids is not None and out.stable else None
+                    out.write(_full_rows(out.read_schema, rows, fill), ids)
+                    stats.updated += int(pos.size)
+                    gone = pos
+            elif pos.size and spec.matched == DELETE:
+                gone = pos
+                stats.deleted += int(pos.size)
+            if spec.by_source_delete:
+                extra = _by_source_positions(frag, snap, all_pos, spec.by_source_condition)
+                stats.deleted += int(extra.size)
+                gone = np.union1d(gone, extra)
+            if not gone.size:
+                continue
+            merged = union(frag.deleted, gone.astype(np.uint32))
+            if merged.size >= frag.physical_rows:
+                removed.append(frag.fragment.id)
+                continue
+            df = write_deletions(snap.storage, frag.fragment, merged, snap.version)
+            written.append(df.path(frag.fragment.id))
+            updated_frags.append(replace(frag.fragment, deletion_file=df))
+        if spec.insert:
+            start = 0
+            for batch in source.table.to_batches():
+                keep = ~matched_src[start : start + batch.num_rows]
+                start += batch.num_rows
+                if keep.any():
+                    rows = pa.Table.from_batches([batch]).filter(pa.array(keep))
+                    out.write(_full_rows(out.read_schema, rows, None))
+                    stats.inserted += int(keep.sum())
+        new = out.finish()
+    except BaseException:
+        out.writer.abort()
+        for path in written:
+            with contextlib.suppress(OSError):
+                snap.storage.delete(path)
+        raise
+    op = Update(
+        tuple(sorted(removed)),
+        tuple(updated_frags),
+        tuple(new),
+        fields_modified=(),
+        fields_for_preserving_frag_bitmap=tuple(f.id for f in snap.manifest.fields),
+        update_mode=REWRITE_ROWS,
+    )
+    return Pending(op, snap.version, written=tuple(written) + tuple(out.writer.paths)), stats
