@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 DEFAULT_CONFLICT_RETRIES = 10
 DEFAULT_RETRY_TIMEOUT = dt.timedelta(seconds=30)
 # Field metadata naming a column of the dataset's unenforced primary key (pylance's).
-PRIMARY_KEY_METADATA = b"lance-schema:unenforced-primary-key"
+PRIMARY_KEY_METADATA = "lance-schema:unenforced-primary-key"
 WRITE_MODES = ("auto", "rewrite_rows", "rewrite_columns")
 
 
@@ -194,7 +194,7 @@ class MergeInsertBuilder:
         if s.matched in (None, FAIL) and not s.insert and not s.by_source_delete:
             raise MergeInsertError("the merge insert job is not configured to change the data in any way")
         fields = self._dataset._snapshot.manifest.fields
-        if has_blob_v2(fields) or any(BLOB_KEY.encode() in (f.metadata or {}) for f in fields):
+        if has_blob_v2(fields) or any(BLOB_KEY in (f.metadata or {}) for f in fields):
             raise UnsupportedOperationError("merge_insert on a dataset with blob columns is not supported")
 
     def _source(self, data: Any, schema: pa.Schema | None) -> MergeSource:

@@ -11,10 +11,12 @@ Memory: the source's keys of one key range (see :meth:`MergeSource.key_ranges`),
 from __future__ import annotations
 
 import contextlib
+import itertools
 from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lance_table._parallel import map_grouped
 from lance_table.errors import MergeSourceError, UnsupportedOperationError
@@ -33,6 +35,10 @@ from lance_table.table.operations.write import FragmentWriter, writable_data_for
 from lance_table.table.scan import READ_CHUNK_ROWS, evaluate_mask, in_flight, make_spec, matching_positions
 from lance_table.table.snapshot import Snapshot
 
+# Column of the target fragment (its index in the version's list) in match tables.
+FRAGMENT = "__merge_target_fragment"
+# New rows are queued up to this many before they are written.
+WRITE_BATCH_ROWS = 64 * 1024
 # What happens to matched target rows.
 UPDATE, DELETE, FAIL = "update", "delete", "fail"
 
@@ -70,56 +76,96 @@ def _describe_key(source: MergeSource, on: tuple[str, ...], src_index: int) -> s
     return ", ".join(f"{k} = {row[k]!r}" for k in on)
 
 
-def _match_fragment(
-    frag: FragmentReader, on: tuple[str, ...], keys: pa.Table
-) -> tuple[np.ndarray, np.ndarray]:
-    """Target positions and source indices of the rows of ``frag`` whose keys are in ``keys``
-    (nulls never match)."""
-    pos_parts, src_parts = [], []
-    for lo in range(0, frag.physical_rows, READ_CHUNK_ROWS):
-        runs = frag.live_runs(lo, min(lo + READ_CHUNK_ROWS, frag.physical_rows))
+class _Matcher:
+    """Finds the source rows of one key range matching target keys: ``pc.index_in`` for one key
+    column whose source values are unique, a hash join otherwise. Nulls never match."""
+
+    def __init__(self, on: tuple[str, ...], keys: pa.Table) -> None:
+        self.on = on
+        self.keys = keys
+        self.values: pa.Array | None = None
+        if len(on) == 1:
+            values = keys.column(on[0]).combine_chunks()
+            valid = len(values) - values.null_count
+            if pc.count_distinct(values, mode="only_valid").as_py() == valid:
+                self.values = values
+                self.index = keys.column(SOURCE_INDEX).combine_chunks()
+
+    def __call__(self, table: pa.Table) -> pa.Table:
+        """``table``'s rows (key columns, :data:`TARGET_POSITION`, :data:`FRAGMENT`) that match,
+        with the matching source row in :data:`SOURCE_INDEX`."""
+        if self.values is not None:
+            found = pc.index_in(table.column(self.on[0]), value_set=self.values, skip_nulls=True)
+            hit = pc.is_valid(found)
+            out = table.select([TARGET_POSITION, FRAGMENT]).filter(hit)
+            return out.append_column(SOURCE_INDEX, self.index.take(found.filter(hit)))
+        return table.join(self.keys, list(self.on), join_type="inner", use_threads=False)
+
+
+def _pieces(frags: list[FragmentReader]) -> list[list[tuple[int, int, int]]]:
+    """Consecutive (fragment, first row, end row) pieces in groups of about READ_CHUNK_ROWS rows:
+    one match per group, so that tiny fragments do not each pay for one."""
+    groups: list[list[tuple[int, int, int]]] = [[]]
+    rows = 0
+    for k, frag in enumerate(frags):
+        for lo in range(0, frag.physical_rows, READ_CHUNK_ROWS):
+            hi = min(lo + READ_CHUNK_ROWS, frag.physical_rows)
+            if rows and rows + hi - lo > READ_CHUNK_ROWS:
+                groups.append([])
+                rows = 0
+            groups[-1].append((k, lo, hi))
+            rows += hi - lo
+    return [g for g in groups if g]
+
+
+def _match_group(
+    frags: list[FragmentReader], on: tuple[str, ...], group: list[tuple[int, int, int]], match: _Matcher
+) -> pa.Table | None:
+    parts = []
+    for k, lo, hi in group:
+        frag = frags[k]
+        runs = frag.live_runs(lo, hi)
         if not runs.total:
             continue
         table = frag.read(list(on), runs)
-        table = pa.table(
-            [table.column(k) for k in on] + [pa.array(runs.positions().astype(np.int64))],
-            names=[*on, TARGET_POSITION],
+        parts.append(
+            pa.table(
+                [table.column(c) for c in on]
+                + [pa.array(runs.positions().astype(np.int64)), pa.array(np.full(runs.total, k, np.int64))],
+                names=[*on, TARGET_POSITION, FRAGMENT],
+            )
         )
-        joined = table.join(keys, list(on), join_type="inner", use_threads=False)
-        if joined.num_rows:
-            pos_parts.append(joined.column(TARGET_POSITION).to_numpy())
-            src_parts.append(joined.column(SOURCE_INDEX).to_numpy())
-    if not pos_parts:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    return np.concatenate(pos_parts), np.concatenate(src_parts)
+    if not parts:
+        return None
+    found = match(pa.concat_tables(parts))
+    return found.select([FRAGMENT, TARGET_POSITION, SOURCE_INDEX]) if found.num_rows else None
 
 
 def _find_matches(
     frags: list[FragmentReader], source: MergeSource, on: tuple[str, ...], limit: int
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per fragment: (target positions, source indices) of every matched pair, sorted by position."""
-    found: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in frags]
+    groups = _pieces(frags)
     wait = in_flight(frags)
+    found: list[pa.Table] = []
     for keys in source.key_ranges(on, limit):
+        match = _Matcher(on, keys)
         parts = map_grouped(
-            lambda f, keys=keys: _match_fragment(f, on, keys),
-            frags,
-            [f.fragment.physical_rows for f in frags],
+            lambda g, match=match: _match_group(frags, on, g, match),
+            groups,
+            [sum(hi - lo for _, lo, hi in g) for g in groups],
             in_flight=wait,
         )
-        for acc, part in zip(found, parts):
-            if part[0].size:
-                acc.append(part)
-    out = []
-    for acc in found:
-        if not acc:
-            out.append((np.zeros(0, np.int64), np.zeros(0, np.int64)))
-            continue
-        pos = np.concatenate([a for a, _ in acc])
-        src = np.concatenate([b for _, b in acc])
-        order = np.argsort(pos, kind="stable")
-        out.append((pos[order], src[order]))
-    return out
+        found.extend(p for p in parts if p is not None)
+    empty = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    if not found:
+        return [empty for _ in frags]
+    every = pa.concat_tables(found)
+    which, pos, src = (every.column(c).to_numpy() for c in (FRAGMENT, TARGET_POSITION, SOURCE_INDEX))
+    order = np.lexsort((pos, which))
+    which, pos, src = which[order], pos[order], src[order]
+    bounds = np.searchsorted(which, np.arange(len(frags) + 1))
+    return [(pos[a:b], src[a:b]) for a, b in itertools.pairwise(bounds.tolist())]
 
 
 def _read_at(frag: FragmentReader, names: list[str], positions: np.ndarray) -> pa.Table:
@@ -190,16 +236,31 @@ class _Output:
         )
         self._dicts = dict(m.dictionaries)
         self.ids: list[np.ndarray] = []
+        self._queued: list[pa.RecordBatch] = []
+        self._rows = 0
         self.stable = uses_stable_row_ids(m)
 
     def write(self, batch: pa.RecordBatch, row_ids: np.ndarray | None = None) -> None:
+        """Queue ``batch`` (written once :data:`WRITE_BATCH_ROWS` rows are queued: a tiny batch
+        per fragment would make tiny pages)."""
         if not batch.num_rows:
             return
-        self.writer.write(batch)
+        self._queued.append(batch)
+        self._rows += batch.num_rows
         if row_ids is not None:
             self.ids.append(row_ids)
+        if self._rows >= WRITE_BATCH_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._queued:
+            table = pa.Table.from_batches(self._queued).combine_chunks()
+            self._queued, self._rows = [], 0
+            for batch in table.to_batches():
+                self.writer.write(batch)
 
     def finish(self) -> list[Fragment]:
+        self._flush()
         frags = self.writer.finish()
         if self.writer.dictionaries.keys() != self._dicts.keys() or any(
             not self.writer.dictionaries[k].equals(v) for k, v in self._dicts.items()
