@@ -333,7 +333,8 @@ def test_pylance_indices_stay_correct(tmp_path, stable):
 def test_a_source_past_the_limit_is_read_back_from_a_temporary_file():
     from lance_table.table.operations.merge_source import read_source
 
-    src = pa.table({"id": pa.array(np.arange(5000), pa.int64()), "v": pa.array([str(i) for i in range(5000)])})
+    ids = np.arange(5000)
+    src = pa.table({"id": pa.array(ids, pa.int64()), "v": pa.array([str(i) for i in ids])})
     reader = pa.RecordBatchReader.from_batches(src.schema, src.to_batches(max_chunksize=100))
     with read_source(reader, None, src.schema, ("id",), "mem", limit=1024) as source:
         assert source.spilled and source.table.equals(src)

@@ -139,7 +139,8 @@ class MergeInsertBuilder:
             UnsupportedOperationError: a version lance_table does not write.
         """
         fmt = resolve_data_storage_version(version)
-        current = self._dataset._snapshot.manifest.data_format[1] or LEGACY_FORMAT
+        data_format = self._dataset._snapshot.manifest.data_format
+        current = (data_format[1] if data_format else "") or LEGACY_FORMAT
         if (fmt == LEGACY_FORMAT) != (current == LEGACY_FORMAT):
             raise MergeInsertError(
                 f"data_storage_version {version!r} is of another family than the dataset's ({current})"

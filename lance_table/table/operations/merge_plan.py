@@ -11,6 +11,7 @@ Memory: the source's keys of one key range (see :meth:`MergeSource.key_ranges`),
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 from dataclasses import dataclass, replace
 
@@ -119,8 +120,9 @@ def _pieces(frags: list[FragmentReader]) -> list[list[tuple[int, int, int]]]:
 
 
 def _match_group(
-    frags: list[FragmentReader], on: tuple[str, ...], group: list[tuple[int, int, int]], match: _Matcher
+    frags: list[FragmentReader], on: tuple[str, ...], group: list[tuple[int, int, int]], *, match: _Matcher
 ) -> pa.Table | None:
+    """The matches of the rows of ``group``'s pieces: fragment index, position, source index."""
     parts = []
     for k, lo, hi in group:
         frag = frags[k]
@@ -151,7 +153,7 @@ def _find_matches(
     for keys in source.key_ranges(on, limit):
         match = _Matcher(on, keys)
         parts = map_grouped(
-            lambda g, match=match: _match_group(frags, on, g, match),
+            functools.partial(_match_group, frags, on, match=match),
             groups,
             [sum(hi - lo for _, lo, hi in g) for g in groups],
             in_flight=wait,
