@@ -262,7 +262,7 @@ def test_handle_moves_to_the_merged_version(tmp_path):
     ours, _ = _copies(tmp_path, "2.2", False)
     ds = lt.dataset(ours)
     CLAUSES["upsert"](ds.merge_insert("id")).execute(_source())
-    assert lt.dataset(ours).version == 2
+    assert lt.dataset(ours).version == ds.version == 2
 
 
 def test_source_larger_than_the_memory_limit_spills(tmp_path):

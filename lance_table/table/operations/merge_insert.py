@@ -11,7 +11,7 @@ import datetime as dt
 import time
 from collections.abc import Iterable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import pyarrow as pa
 
@@ -27,8 +27,16 @@ from lance_table.table.operations.write import LEGACY_FORMAT, WRITABLE_FORMATS, 
 from lance_table.table.snapshot import Snapshot
 
 if TYPE_CHECKING:
-    from lance_table.table.dataset import Dataset
     from lance_table.table.lance_operation import Transaction
+
+
+class Handle(Protocol):
+    """What the builder needs of a dataset handle: its version, and moving it after a commit."""
+
+    _snapshot: Snapshot
+
+    def _committed(self, snapshot: Snapshot) -> Any: ...
+
 
 DEFAULT_CONFLICT_RETRIES = 10
 DEFAULT_RETRY_TIMEOUT = dt.timedelta(seconds=30)
@@ -67,7 +75,7 @@ class MergeInsertBuilder:
     happens to matched rows, to source rows matching nothing and to target rows no source row
     matches, then :meth:`execute` with the source data."""
 
-    def __init__(self, dataset: Dataset, on: str | Iterable[str] | None) -> None:
+    def __init__(self, dataset: Handle, on: str | Iterable[str] | None) -> None:
         self._dataset = dataset
         self._spec = MergeSpec(join_keys(dataset._snapshot, on))
         self._retries = DEFAULT_CONFLICT_RETRIES
@@ -184,7 +192,8 @@ class MergeInsertBuilder:
             + f", when_not_matched={'InsertAll' if s.insert else 'DoNothing'}"
             + f", when_not_matched_by_source={'Delete' if s.by_source_delete else 'Keep'}"
             + (f" if {s.by_source_condition}" if s.by_source_condition else ""),
-            f"  KeyMatch: fragments of version {self._dataset.version}, columns=[{', '.join(s.on)}]",
+            f"  KeyMatch: fragments of version {self._dataset._snapshot.version}, "
+            f"columns=[{', '.join(s.on)}]",
         ]
         return "\n".join(lines) + "\n"
 
@@ -219,7 +228,7 @@ class MergeInsertBuilder:
         """
         self._check()
         ds = self._dataset
-        versions.check_writable(ds.manifest, ds.uri)
+        versions.check_writable(ds._snapshot.manifest, ds._snapshot.uri)
         check_can_commit(ds._snapshot.commit_options, ds._snapshot.storage)
         deadline = time.monotonic() + self._timeout.total_seconds()
         with self._source(data_obj, schema) as source:

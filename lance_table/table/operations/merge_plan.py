@@ -22,7 +22,6 @@ import pyarrow.compute as pc
 from lance_table._parallel import map_grouped
 from lance_table.errors import MergeSourceError, UnsupportedOperationError
 from lance_table.file.runs import Runs
-from lance_table.filters import compile_filter
 from lance_table.format.manifest import Fragment
 from lance_table.format.operations import REWRITE_ROWS, Update
 from lance_table.format.row_ids import row_id_meta
@@ -179,6 +178,8 @@ def _condition_mask(
     frag: FragmentReader, snap: Snapshot, source: MergeSource, pos: np.ndarray, src: np.ndarray, cond: str
 ) -> np.ndarray:
     """Which matched pairs satisfy ``cond`` (``source.`` and ``target.`` qualified columns)."""
+    from lance_table.filters import compile_filter  # (loads the SQL parser: only when needed)
+
     names = snap.read_schema.names
     target = _read_at(frag, names, pos)
     source_rows = source.rows(src)
