@@ -343,3 +343,29 @@ def test_a_source_past_the_limit_is_read_back_from_a_temporary_file():
     assert not os.path.exists(spill)
     with read_source(src, None, src.schema, ("id",), "mem", limit=1 << 30) as source:
         assert not source.spilled
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [
+        pa.array([5, 1, None, 3, 4, 2], pa.int32()),  # dense integers: a lookup table
+        pa.array([5, 1_000_000_007, None, -(2**40), 4, 2], pa.int64()),  # sparse: a hash lookup
+        pa.array(["e", "a", None, "c", "d", "b"]),  # strings: a hash lookup
+        pa.array([2**63 + 5, 1, None, 3, 4, 2], pa.uint64()),
+    ],
+    ids=["dense", "sparse", "strings", "uint64"],
+)
+@pytest.mark.parametrize("duplicates", [False, True], ids=["unique", "duplicates"])
+def test_every_kind_of_key(tmp_path, keys, duplicates):
+    target = pa.table({"k": keys, "v": pa.array(range(6), pa.int64())})
+    ours, theirs = _copies(tmp_path, "2.2", True, target)
+    # four source rows match target rows; a new key (twice with duplicates: both are inserted)
+    src_keys = pa.concat_arrays([keys.take(pa.array([1, 5, 3])), keys.take(pa.array([2]))])
+    new = pa.array(["z"] if pa.types.is_string(keys.type) else [77], keys.type)
+    src_keys = pa.concat_arrays([src_keys, *([new, new] if duplicates else [new])])
+    src = pa.table({"k": src_keys, "v": pa.array(range(100, 100 + len(src_keys)), pa.int64())})
+    clauses = CLAUSES["replace"]
+    assert clauses(lt.dataset(ours).merge_insert("k")).execute(src) == clauses(
+        lance.dataset(theirs).merge_insert("k")
+    ).execute(src)
+    assert lance.dataset(ours).to_table().sort_by("v").equals(lance.dataset(theirs).to_table().sort_by("v"))

@@ -37,6 +37,8 @@ from lance_table.table.snapshot import Snapshot
 
 # Column of the target fragment (its index in the version's list) in match tables.
 FRAGMENT = "__merge_target_fragment"
+# Integer keys use a lookup table when their span is at most this many times their number.
+DENSE_SPAN_PER_KEY = 16
 # New rows are queued up to this many before they are written.
 WRITE_BATCH_ROWS = 64 * 1024
 # What happens to matched target rows.
@@ -77,28 +79,63 @@ def _describe_key(source: MergeSource, on: tuple[str, ...], src_index: int) -> s
 
 
 class _Matcher:
-    """Finds the source rows of one key range matching target keys: ``pc.index_in`` for one key
-    column whose source values are unique, a hash join otherwise. Nulls never match."""
+    """Finds the source rows of one key range matching target keys. Nulls never match.
+
+    One integer key column with unique, dense source values (the common auto-increment id): a
+    direct lookup table over the values' span (at most :data:`DENSE_SPAN_PER_KEY` entries per
+    key); one key column with unique values: ``pc.index_in``; otherwise a hash join."""
 
     def __init__(self, on: tuple[str, ...], keys: pa.Table) -> None:
         self.on = on
         self.keys = keys
         self.values: pa.Array | None = None
-        if len(on) == 1:
-            values = keys.column(on[0]).combine_chunks()
-            valid = len(values) - values.null_count
-            if pc.count_distinct(values, mode="only_valid").as_py() == valid:
-                self.values = values
-                self.index = keys.column(SOURCE_INDEX).combine_chunks()
+        self.lookup: np.ndarray | None = None
+        if len(on) != 1:
+            return
+        values = keys.column(on[0]).combine_chunks()
+        index = keys.column(SOURCE_INDEX).combine_chunks()
+        valid = len(values) - values.null_count
+        if valid and self._dense(values, index):
+            return
+        if pc.count_distinct(values, mode="only_valid").as_py() == valid:
+            self.values, self.index = values, index
+
+    def _dense(self, values: pa.Array, index: pa.Array) -> bool:
+        """Build the lookup table if the values are unique integers of a small enough span."""
+        t = values.type
+        if not pa.types.is_integer(t) or (pa.types.is_unsigned_integer(t) and t.bit_width == 64):
+            return False
+        present = values.is_valid()
+        ints = values.filter(present).to_numpy().astype(np.int64)
+        self.low, high = int(ints.min()), int(ints.max())
+        span = high - self.low + 1
+        if span > DENSE_SPAN_PER_KEY * ints.size + 4096 or self.low <= -(2**62) or high >= 2**62:
+            return False
+        lookup = np.full(span, -1, np.int64)
+        lookup[ints - self.low] = index.filter(present).to_numpy()
+        if np.count_nonzero(lookup >= 0) != ints.size:
+            return False  # repeated values: the join finds every pair
+        self.lookup = lookup
+        return True
 
     def __call__(self, table: pa.Table) -> pa.Table:
         """``table``'s rows (key columns, :data:`TARGET_POSITION`, :data:`FRAGMENT`) that match,
         with the matching source row in :data:`SOURCE_INDEX`."""
+        rows = table.select([TARGET_POSITION, FRAGMENT])
+        if self.lookup is not None:
+            col = table.column(self.on[0]).combine_chunks()
+            offsets = pc.fill_null(col, self.low).to_numpy().astype(np.int64) - self.low
+            inside = (offsets >= 0) & (offsets < self.lookup.size)
+            if col.null_count:
+                inside &= col.is_valid().to_numpy(zero_copy_only=False)
+            found = np.full(offsets.size, -1, np.int64)
+            found[inside] = self.lookup[offsets[inside]]
+            hit = found >= 0
+            return rows.filter(pa.array(hit)).append_column(SOURCE_INDEX, pa.array(found[hit]))
         if self.values is not None:
             found = pc.index_in(table.column(self.on[0]), value_set=self.values, skip_nulls=True)
             hit = pc.is_valid(found)
-            out = table.select([TARGET_POSITION, FRAGMENT]).filter(hit)
-            return out.append_column(SOURCE_INDEX, self.index.take(found.filter(hit)))
+            return rows.filter(hit).append_column(SOURCE_INDEX, self.index.take(found.filter(hit)))
         return table.join(self.keys, list(self.on), join_type="inner", use_threads=False)
 
 
