@@ -369,3 +369,29 @@ def test_every_kind_of_key(tmp_path, keys, duplicates):
         lance.dataset(theirs).merge_insert("k")
     ).execute(src)
     assert lance.dataset(ours).to_table().sort_by("v").equals(lance.dataset(theirs).to_table().sort_by("v"))
+
+
+def test_data_storage_version_of_the_new_files(tmp_path):
+    ours, theirs = _copies(tmp_path, "2.0", False)
+    for uri, mod in ((ours, lt), (theirs, lance)):
+        CLAUSES["upsert"](mod.dataset(uri).merge_insert("id")).data_storage_version("2.0").execute(_source())
+    assert _rows(ours, False).equals(_rows(theirs, False))
+    with pytest.raises(ValueError, match="another family"):
+        lt.dataset(ours).merge_insert("id").data_storage_version("legacy")
+    with pytest.raises(ValueError, match="bogus"):
+        lt.dataset(ours).merge_insert("id").data_storage_version("bogus")
+    with pytest.raises(UnsupportedOperationError, match="mix formats"):  # pylance writes 2.1 files here
+        lt.dataset(ours).merge_insert("id").data_storage_version("2.1")
+
+
+def test_analyze_plan_runs_without_committing_or_leaving_files(tmp_path):
+    ours, _ = _copies(tmp_path, "2.2", False)
+    before = sorted(p.name for p in (tmp_path / "ours" / "data").iterdir())
+    text = CLAUSES["replace"](lt.dataset(ours).merge_insert("id")).analyze_plan(_source())
+    assert text.startswith("MergeInsert: elapsed=")
+    assert "num_inserted_rows=3" in text and "num_updated_rows=5" in text and "num_deleted_rows=4" in text
+    assert lt.dataset(ours).version == 1
+    assert sorted(p.name for p in (tmp_path / "ours" / "data").iterdir()) == before
+    assert not (tmp_path / "ours" / "_deletions").exists() or not any(
+        (tmp_path / "ours" / "_deletions").iterdir()
+    )

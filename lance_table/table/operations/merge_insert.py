@@ -23,7 +23,11 @@ from lance_table.table import versions
 from lance_table.table.commit import check_can_commit
 from lance_table.table.operations.merge_plan import DELETE, FAIL, UPDATE, MergeSpec, plan_merge
 from lance_table.table.operations.merge_source import DEFAULT_MEMORY_LIMIT, MergeSource, read_source
-from lance_table.table.operations.write import LEGACY_FORMAT, WRITABLE_FORMATS, resolve_data_storage_version
+from lance_table.table.operations.write import (
+    LEGACY_FORMAT,
+    resolve_data_storage_version,
+    writable_data_format,
+)
 from lance_table.table.snapshot import Snapshot
 
 if TYPE_CHECKING:
@@ -117,9 +121,10 @@ class MergeInsertBuilder:
         self._retries = int(max_retries)
         return self
 
-    def retry_timeout(self, timeout: dt.timedelta) -> MergeInsertBuilder:
-        """No new attempt starts after ``timeout`` (default 30 seconds); the first always runs."""
-        self._timeout = timeout
+    def retry_timeout(self, timeout: dt.timedelta | float) -> MergeInsertBuilder:
+        """No new attempt starts after ``timeout`` (a timedelta or seconds; default 30 seconds);
+        the first always runs."""
+        self._timeout = timeout if isinstance(timeout, dt.timedelta) else dt.timedelta(seconds=timeout)
         return self
 
     def use_index(self, use_index: bool) -> MergeInsertBuilder:
@@ -140,21 +145,25 @@ class MergeInsertBuilder:
         return self
 
     def data_storage_version(self, version: str) -> MergeInsertBuilder:
-        """Write the new files in data format ``version`` (of the dataset's family: legacy or 2.x).
+        """Write the new files in data format ``version``: lance_table takes only the format the
+        dataset's files have (it does not read datasets whose files mix formats).
 
         Raises:
-            ValueError: an unknown version, or one of the other family.
-            UnsupportedOperationError: a version lance_table does not write.
+            ValueError: an unknown version, or one of the other family (legacy or 2.x).
+            UnsupportedOperationError: a version other than the dataset's.
         """
         fmt = resolve_data_storage_version(version)
-        data_format = self._dataset._snapshot.manifest.data_format
-        current = (data_format[1] if data_format else "") or LEGACY_FORMAT
+        snap = self._dataset._snapshot
+        current = writable_data_format(snap.manifest, snap.uri)
         if (fmt == LEGACY_FORMAT) != (current == LEGACY_FORMAT):
             raise MergeInsertError(
                 f"data_storage_version {version!r} is of another family than the dataset's ({current})"
             )
-        if fmt not in WRITABLE_FORMATS:
-            raise UnsupportedOperationError(f"merge_insert data_storage_version {version!r} is not supported")
+        if fmt != current:
+            raise UnsupportedOperationError(
+                f"merge_insert data_storage_version {version!r}: the dataset's files are format {current}, "
+                "and lance_table does not read datasets whose files mix formats"
+            )
         return self._with(data_format=fmt)
 
     def target_bases(self, bases: list[str]) -> MergeInsertBuilder:
@@ -185,9 +194,36 @@ class MergeInsertBuilder:
 
     def explain_plan(self, schema: pa.Schema | None = None, verbose: bool = False) -> str:
         """A description of what :meth:`execute` would do (lance_table's plan, not DataFusion's)."""
+        return self._plan_text("")
+
+    def analyze_plan(self, data_obj: Any, *, schema: pa.Schema | None = None) -> str:
+        """Run the merge of ``data_obj`` without committing it (the files it wrote are deleted) and
+        return :meth:`explain_plan`'s text with the time taken and pylance's metric names.
+
+        Raises:
+            (what :meth:`execute` raises, except conflicts)
+        """
+        self._check()
+        snap = self._dataset._snapshot
+        start = time.perf_counter()
+        with self._source(data_obj, schema) as source:
+            pending, stats = plan_merge(snap, self._spec, source, self._memory_limit)
+        elapsed = time.perf_counter() - start
+        sizes = [snap.storage.size(p) for p in pending.written]
+        for path in pending.written:
+            snap.storage.delete(path)
+        metrics = (
+            f"elapsed={elapsed * 1000:.3f}ms, metrics=[bytes_written={sum(sizes)}, "
+            f"num_deleted_rows={stats.deleted}, num_files_written={len(sizes)}, "
+            f"num_inserted_rows={stats.inserted}, num_updated_rows={stats.updated}]"
+        )
+        return self._plan_text(metrics)
+
+    def _plan_text(self, metrics: str) -> str:
         s = self._spec
         lines = [
-            f"MergeInsert: on=[{', '.join(s.on)}], when_matched={s.matched or 'DoNothing'}"
+            f"MergeInsert: {metrics + ', ' if metrics else ''}on=[{', '.join(s.on)}], "
+            f"when_matched={s.matched or 'DoNothing'}"
             + (f" if {s.matched_condition}" if s.matched_condition else "")
             + f", when_not_matched={'InsertAll' if s.insert else 'DoNothing'}"
             + f", when_not_matched_by_source={'Delete' if s.by_source_delete else 'Keep'}"
