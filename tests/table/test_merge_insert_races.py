@@ -1,4 +1,4 @@
-"""merge_insert racing appends and other merge_inserts on threads: every commit lands (merges
+"""merge_insert racing appends, deletes and other merge_inserts on threads: every commit lands (merges
 retried on conflicts), nothing is lost or doubled, and pylance reads the result."""
 
 from __future__ import annotations
@@ -40,14 +40,38 @@ def _run(workers: list) -> None:
         raise errors[0]
 
 
-def test_merge_insert_races_appends_and_itself(tmp_path):
-    uri = str(tmp_path / "ds")
-    lt.write_dataset(_rows(np.arange(BASE), "base"), uri, max_rows_per_file=100, enable_stable_row_ids=True)
+def test_merge_insert_races_appends_deletes_and_itself(tmp_path):
+    _race(str(tmp_path / "ds"), None)
+
+
+@pytest.mark.s3
+def test_merge_insert_races_appends_deletes_and_itself_on_s3(s3_uri, s3_options):
+    _race(s3_uri, s3_options)
+
+
+def _race(uri: str, options: dict | None) -> None:
+    lt.write_dataset(
+        _rows(np.arange(BASE), "base"),
+        uri,
+        max_rows_per_file=100,
+        enable_stable_row_ids=True,
+        storage_options=options,
+    )
 
     def appender():
         for r in range(ROUNDS):
             ids = np.arange(10_000 + r * 10, 10_000 + r * 10 + 10)
-            lt.write_dataset(_rows(ids, "appended"), uri, mode="append")
+            lt.write_dataset(_rows(ids, "appended"), uri, mode="append", storage_options=options)
+
+    def deleter():
+        for r in range(ROUNDS):
+            while True:  # a delete of rows a concurrent merge rewrote conflicts: run it again
+                try:
+                    lt.dataset(uri, storage_options=options).delete(f"id = {900 + r}")
+                    break
+                except lt.CommitConflictError as exc:
+                    if not exc.retryable:
+                        raise
 
     def merger(worker: int):
         def run():
@@ -58,7 +82,7 @@ def test_merge_insert_races_appends_and_itself(tmp_path):
                 new = np.arange(20_000 + worker * 1000 + r * 10, 20_000 + worker * 1000 + r * 10 + 3)
                 src = _rows(np.concatenate([old, new]), f"merged-{worker}")
                 stats = (
-                    lt.dataset(uri)
+                    lt.dataset(uri, storage_options=options)
                     .merge_insert("id")
                     .when_matched_update_all()
                     .when_not_matched_insert_all()
@@ -69,12 +93,12 @@ def test_merge_insert_races_appends_and_itself(tmp_path):
 
         return run
 
-    _run([appender, merger(0), merger(1)])
-    ds = lt.dataset(uri)
+    _run([appender, deleter, merger(0), merger(1)])
+    ds = lt.dataset(uri, storage_options=options)
     table = ds.to_table()
     ids = table["id"].to_numpy()
     assert np.unique(ids).size == ids.size  # no row doubled
-    expected = set(range(BASE)) | {10_000 + i for i in range(ROUNDS * 10)}
+    expected = (set(range(BASE)) - set(range(900, 900 + ROUNDS))) | {10_000 + i for i in range(ROUNDS * 10)}
     for w in (0, 1):
         for r in range(ROUNDS):
             expected |= set(range(20_000 + w * 1000 + r * 10, 20_000 + w * 1000 + r * 10 + 3))
@@ -85,12 +109,12 @@ def test_merge_insert_races_appends_and_itself(tmp_path):
             for i in np.arange(w + 2 * r * 37, BASE, 2 * ROUNDS * 37)[:5].tolist():
                 assert tags[i] == f"merged-{w}"
     ops = [v["operation"] for v in ds.versions()[1:]]
-    assert sorted(ops) == sorted(["append"] * ROUNDS + ["update"] * (2 * ROUNDS))
+    assert sorted(ops) == sorted(["append"] * ROUNDS + ["delete"] * ROUNDS + ["update"] * (2 * ROUNDS))
     # stable row ids stay unique and pylance reads the same rows
     rowids = ds.to_table(with_row_id=True)["_rowid"].to_numpy()
     assert np.unique(rowids).size == rowids.size
     lance = pytest.importorskip("lance")
-    assert lance.dataset(uri).to_table().sort_by("id").equals(table.sort_by("id"))
+    assert lance.dataset(uri, storage_options=options).to_table().sort_by("id").equals(table.sort_by("id"))
 
 
 def test_merge_insert_gives_up_after_its_retries(tmp_path):
