@@ -273,6 +273,27 @@ class BatchCommitError(LanceTableError, ValueError, OSError):
     was written."""
 
 
+class UpdateError(LanceTableError, ValueError):
+    """An ``update`` asks for what cannot be done: no columns, a nested field or a blob column to
+    update, a negative retry count (a ValueError, as pylance raises). Nothing was written."""
+
+
+class FieldNotFoundError(SchemaError, OSError):
+    """A field path (``"a"``, ``"s.x"``) names no field of the dataset's schema; the message lists the
+    fields there are. Also an ``OSError``, as pylance's metadata updates raise it.
+
+    Attributes:
+        path: the path as given.
+        fields: the paths of the fields there are.
+    """
+
+    def __init__(self, path: str, fields: Sequence[str]) -> None:
+        self.path = path
+        self.fields = tuple(fields)
+        listed = ", ".join(self.fields[:50]) + (", ..." if len(self.fields) > 50 else "")
+        super().__init__(f"field {path!r} not found; the fields are: {listed}")
+
+
 class MergeInsertError(LanceTableError, ValueError):
     """A ``merge_insert`` is set up wrongly: no join keys, a key column the dataset lacks, no
     clause that changes data, or a bad option value (a ValueError, as pylance raises)."""

@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import pyarrow as pa
 
-from lance_table.errors import CommitConflictError, MergeInsertError, UnsupportedOperationError
+from lance_table.errors import MergeInsertError, UnsupportedOperationError
 from lance_table.file.fields import BLOB_KEY
 from lance_table.file.v2_1.blob_v2 import has_blob_v2
 from lance_table.format.transaction import Transaction as StoredTransaction
 from lance_table.table import versions
 from lance_table.table.commit import check_can_commit
-from lance_table.table.operations.merge_plan import DELETE, FAIL, UPDATE, MergeSpec, plan_merge
+from lance_table.table.commit.retry import retry_on_conflict
+from lance_table.table.operations.merge_plan import DELETE, FAIL, UPDATE, MergeSpec, MergeStats, plan_merge
 from lance_table.table.operations.merge_source import DEFAULT_MEMORY_LIMIT, MergeSource, read_source
 from lance_table.table.operations.write import (
     LEGACY_FORMAT,
@@ -266,20 +267,13 @@ class MergeInsertBuilder:
         ds = self._dataset
         versions.check_writable(ds._snapshot.manifest, ds._snapshot.uri)
         check_can_commit(ds._snapshot.commit_options, ds._snapshot.storage)
-        deadline = time.monotonic() + self._timeout.total_seconds()
         with self._source(data_obj, schema) as source:
-            snap = ds._snapshot
-            attempt = 0
-            while True:
+
+            def attempt(snap: Snapshot) -> tuple[Snapshot, MergeStats]:
                 pending, stats = plan_merge(snap, self._spec, source, self._memory_limit)
-                try:
-                    committed = snap.commit(pending)
-                    break
-                except CommitConflictError as exc:
-                    if not exc.retryable or attempt >= self._retries or time.monotonic() >= deadline:
-                        raise
-                    attempt += 1
-                    snap = snap.checkout()
+                return snap.commit(pending), stats
+
+            committed, stats = retry_on_conflict(ds._snapshot, attempt, self._retries, self._timeout)
         ds._committed(committed)
         return stats.as_dict()
 
