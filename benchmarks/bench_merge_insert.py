@@ -8,6 +8,9 @@ the process held just before the merge (the library imported, the source built),
 /proc peak RSS reset just before the merge.
 
     python benchmarks/bench_merge_insert.py --rows 1000000 --source-rows 100000 --runs 3
+
+Imported by ``bench_mutations.py`` (listed in its ``MODULES``), this module adds its scenarios
+there: upserts of 100k and of 1M source rows, half matched, into that benchmark's dataset.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -85,6 +89,55 @@ def _reset_peak() -> None:
     """Start the peak RSS (VmHWM) over from the current RSS (Linux: clear_refs 5)."""
     with contextlib.suppress(OSError):
         Path("/proc/self/clear_refs").write_text("5")
+
+
+# Sources of the bench_mutations scenarios, by (dataset rows, source rows): built once, untimed
+# after the first call.
+_SOURCES: dict[tuple[int, int], pa.Table] = {}
+
+
+def mutations_source(rows: int, n: int) -> pa.Table:
+    """``n`` rows of bench_mutations' table, half of them updating ids spread over its ``rows``."""
+    key = (rows, n)
+    if key not in _SOURCES:
+        from common import benchmark_table
+
+        matched = np.linspace(0, rows - 1, n // 2).astype(np.int64)
+        new = np.arange(rows, rows + n - n // 2, dtype=np.int64)
+        table = benchmark_table(n, seed=7)
+        _SOURCES[key] = table.set_column(0, "id", pa.array(np.concatenate([matched, new])))
+    return _SOURCES[key]
+
+
+def _mutation(side: str, n: int) -> Callable[[str], object]:
+    def run(uri: str) -> object:
+        if side == "lance_table":
+            import lance_table as lib
+        else:
+            import lance as lib  # type: ignore[no-redef]
+        ds = lib.dataset(uri)
+        source = mutations_source(ds.count_rows(), n)
+        return ds.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(source)
+
+    return run
+
+
+def _register() -> None:
+    """Add the upsert scenarios to bench_mutations' list (the one of the module running as the
+    main script too, which is another module object than the imported one)."""
+    import bench_mutations
+
+    targets = [bench_mutations]
+    main_module = sys.modules.get("__main__")
+    if main_module is not None and hasattr(main_module, "SCENARIOS") and hasattr(main_module, "Scenario"):
+        targets.append(main_module)
+    for module in targets:
+        for n, label in ((100_000, "100k"), (1_000_000, "1M")):
+            name = f"merge_insert upsert {label} rows (half matched)"
+            if all(s.name != name for s in module.SCENARIOS):
+                module.SCENARIOS.append(
+                    module.Scenario(name, _mutation("lance_table", n), _mutation("pylance", n))
+                )
 
 
 def main() -> None:
@@ -156,3 +209,5 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+else:
+    _register()

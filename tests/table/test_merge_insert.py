@@ -395,3 +395,23 @@ def test_analyze_plan_runs_without_committing_or_leaving_files(tmp_path):
     assert not (tmp_path / "ours" / "_deletions").exists() or not any(
         (tmp_path / "ours" / "_deletions").iterdir()
     )
+
+
+def test_more_updated_and_inserted_rows_than_one_write_batch(tmp_path):
+    from lance_table.table.operations.merge_plan import WRITE_BATCH_ROWS
+
+    n = WRITE_BATCH_ROWS + 5000
+    table = pa.table({"id": pa.array(np.arange(n), pa.int64()), "x": np.arange(n) * 1.0})
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    lance.write_dataset(table, theirs, max_rows_per_file=20_000, enable_stable_row_ids=True)
+    shutil.copytree(theirs, ours)
+    ids = np.arange(n + WRITE_BATCH_ROWS + 10)[::-1]  # every row updated, as many again inserted
+    src = pa.table({"id": pa.array(ids, pa.int64()), "x": ids * 3.0})
+    for uri, mod in ((ours, lt), (theirs, lance)):
+        CLAUSES["upsert"](mod.dataset(uri).merge_insert("id")).execute(src)
+    mine = lance.dataset(ours).to_table(with_row_id=True).sort_by("id")
+    ref = lance.dataset(theirs).to_table(with_row_id=True).sort_by("id")
+    assert mine.drop_columns(["_rowid"]).equals(ref.drop_columns(["_rowid"]))
+    assert mine["_rowid"].to_numpy()[:n].tolist() == list(range(n))  # updated rows keep their ids
+    assert ref["_rowid"].to_numpy()[:n].tolist() == list(range(n))
+    assert sorted(mine["_rowid"].to_pylist()) == sorted(ref["_rowid"].to_pylist())

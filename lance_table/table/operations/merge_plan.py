@@ -293,10 +293,11 @@ class _Output:
             self._flush()
 
     def _flush(self) -> None:
-        if self._queued:
-            table = pa.Table.from_batches(self._queued).combine_chunks()
-            self._queued, self._rows = [], 0
-            for batch in table.to_batches():
+        queued, self._queued, self._rows = self._queued, [], 0
+        if len(queued) == 1:
+            self.writer.write(queued[0])
+        elif queued:
+            for batch in pa.Table.from_batches(queued).combine_chunks().to_batches():
                 self.writer.write(batch)
 
     def finish(self) -> list[Fragment]:
@@ -361,13 +362,13 @@ def plan_merge(
                     keep = _condition_mask(frag, snap, source, pos, src, spec.matched_condition)
                     pos, src = pos[keep], src[keep]
                 if pos.size:
-                    rows = source.rows(src)
-                    fill = None
-                    if set(rows.column_names) != set(out.read_schema.names):
-                        missing = [n for n in out.read_schema.names if n not in rows.column_names]
-                        fill = _read_at(frag, missing, pos)
                     ids = frag.row_ids[pos] if frag.row_ids is not None and out.stable else None
-                    out.write(_full_rows(out.read_schema, rows, fill), ids)
+                    missing = [n for n in out.read_schema.names if n not in source.table.column_names]
+                    for lo in range(0, pos.size, WRITE_BATCH_ROWS):  # a slice at a time: bounded copies
+                        at = slice(lo, lo + WRITE_BATCH_ROWS)
+                        fill = _read_at(frag, missing, pos[at]) if missing else None
+                        rows = _full_rows(out.read_schema, source.rows(src[at]), fill)
+                        out.write(rows, ids[at] if ids is not None else None)
                     stats.updated += int(pos.size)
                     gone = pos
             elif pos.size and spec.matched == DELETE:
@@ -387,12 +388,10 @@ def plan_merge(
             written.append(df.path(frag.fragment.id))
             updated_frags.append(replace(frag.fragment, deletion_file=df))
         if spec.insert:
-            start = 0
-            for batch in source.table.to_batches():
-                keep = ~matched_src[start : start + batch.num_rows]
-                start += batch.num_rows
+            for lo in range(0, source.num_rows, WRITE_BATCH_ROWS):
+                keep = ~matched_src[lo : lo + WRITE_BATCH_ROWS]
                 if keep.any():
-                    rows = pa.Table.from_batches([batch]).filter(pa.array(keep))
+                    rows = source.table.slice(lo, keep.size).filter(pa.array(keep))
                     out.write(_full_rows(out.read_schema, rows, None))
                     stats.inserted += int(keep.sum())
         new = out.finish()
