@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import shutil
+import sys
 
 import numpy as np
 import pyarrow as pa
@@ -415,3 +416,24 @@ def test_more_updated_and_inserted_rows_than_one_write_batch(tmp_path):
     assert mine["_rowid"].to_numpy()[:n].tolist() == list(range(n))  # updated rows keep their ids
     assert ref["_rowid"].to_numpy()[:n].tolist() == list(range(n))
     assert sorted(mine["_rowid"].to_pylist()) == sorted(ref["_rowid"].to_pylist())
+
+
+def test_every_pylance_builder_method_with_its_parameters():
+    import inspect
+
+    from lance_table.table.operations.merge_insert import MergeInsertBuilder
+
+    theirs = sys.modules["lance.dataset"].MergeInsertBuilder
+    names = [n for n in dir(theirs) if not n.startswith("_") and not n.endswith("_batches")]
+    assert {"when_matched_update_all", "execute_uncommitted", "conflict_retries"} <= set(names)
+    pairs = [(getattr(theirs, n), getattr(MergeInsertBuilder, n)) for n in names]
+    pairs.append((lance.LanceDataset.merge_insert, lt.LanceDataset.merge_insert))
+    for their, our in pairs:
+        try:
+            yours = inspect.signature(their).parameters
+        except ValueError:  # a method of the extension module without a signature
+            continue
+        mine = inspect.signature(our).parameters
+        assert set(yours) <= set(mine), (our, sorted(set(yours) - set(mine)))
+        positional = [n for n, p in yours.items() if p.kind is p.POSITIONAL_OR_KEYWORD]
+        assert [n for n in mine if n in positional] == positional, our

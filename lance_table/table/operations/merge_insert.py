@@ -179,7 +179,7 @@ class MergeInsertBuilder:
         """
         raise UnsupportedOperationError("merge_insert target_all_bases is not supported")
 
-    def mark_sstables_as_compacted(self, *args: Any, **kwargs: Any) -> MergeInsertBuilder:
+    def mark_sstables_as_compacted(self, sstables: list[Any]) -> MergeInsertBuilder:
         """Raises:
         UnsupportedOperationError: lance_table has no MemWAL.
         """
