@@ -437,3 +437,22 @@ def test_every_pylance_builder_method_with_its_parameters():
         assert set(yours) <= set(mine), (our, sorted(set(yours) - set(mine)))
         positional = [n for n, p in yours.items() if p.kind is p.POSITIONAL_OR_KEYWORD]
         assert [n for n in mine if n in positional] == positional, our
+
+
+@pytest.mark.parametrize(("fmt", "stable"), [("2.0", False), ("2.2", True)])
+def test_nested_and_list_columns(tmp_path, rows, fmt, stable):
+    target = rows(0, 300)
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    lance.write_dataset(
+        target, theirs, max_rows_per_file=100, data_storage_version=fmt, enable_stable_row_ids=stable
+    )
+    shutil.copytree(theirs, ours)
+    src = rows(250, 100, seed=3).select(
+        ["id", "x", "tags", "v"]
+    )  # no `s`: kept when updated, null when inserted
+    clauses = CLAUSES["replace"]
+    assert clauses(lt.dataset(ours).merge_insert("id")).execute(src) == clauses(
+        lance.dataset(theirs).merge_insert("id")
+    ).execute(src)
+    assert lance.dataset(ours).to_table().sort_by("id").equals(lance.dataset(theirs).to_table().sort_by("id"))
+    assert lt.dataset(theirs).to_table().sort_by("id").equals(lance.dataset(theirs).to_table().sort_by("id"))
