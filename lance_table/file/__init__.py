@@ -17,6 +17,7 @@ from lance_table.file.api import (
     LanceFileWriter,
     LancePageMetadata,
     ReaderResults,
+    stable_version,
 )
 from lance_table.file.container import FileMetadata, FileVersion
 from lance_table.file.writer import DEFAULT_PAGE_SIZE, WrittenFile, write_table
@@ -40,5 +41,6 @@ __all__ = [
     "LocalFileSource",
     "ReaderResults",
     "WrittenFile",
+    "stable_version",
     "write_table",
 ]

@@ -54,6 +54,12 @@ READ_CHUNK_ROWS = 64 * 1024
 VERSIONS = {"stable": "2.2", "2.0": "2.0", "0.3": "2.0", "2.1": "2.1", "2.2": "2.2"}
 
 
+def stable_version() -> str:
+    """The file format version "stable" means, which writers use by default (pylance's
+    ``lance.file.stable_version()``)."""
+    return VERSIONS["stable"]
+
+
 def _split(path: str | os.PathLike[str]) -> tuple[str, str]:
     """(directory URI, file name) of a file path or URI."""
     text = os.fspath(path)

@@ -274,3 +274,11 @@ def test_s3_files_and_aborted_uploads(s3_uri, s3_options):
         raise RuntimeError("boom")
     with pytest.raises(FileNotFoundError):
         LanceFileReader(failed, storage_options=s3_options)
+
+
+def test_stable_version_is_pylances() -> None:
+    import lance.file
+
+    from lance_table.file import stable_version
+
+    assert stable_version() == lance.file.stable_version()
