@@ -64,6 +64,9 @@ class RewriteGroup:
 @dataclass(frozen=True)
 class Rewrite:
     groups: tuple[RewriteGroup, ...]
+    # Not stored in the transaction (as in pylance): the fragment reuse index this compaction
+    # records (a serialized IndexMetadata) for the next version's index section.
+    frag_reuse_index: bytes | None = field(default=None, compare=False)
     name = "rewrite"
 
 
