@@ -493,6 +493,7 @@ class Dataset:
         max_bytes_per_file: int | None = None,
         num_threads: int | None = None,
         batch_size: int | None = None,
+        defer_index_remap: bool | None = None,
     ) -> Dataset:
         """Rewrite small fragments (and fragments with many deletions) into larger ones.
 
@@ -500,8 +501,13 @@ class Dataset:
         the second, or this handle when there is nothing to compact. ``max_rows_per_group``,
         ``num_threads`` and ``batch_size`` are accepted for pylance compatibility.
 
+        Indices stay valid as with pylance's ``defer_index_remap=True``: moved indexed rows are
+        recorded in pylance's fragment reuse index (lance_table does not rewrite index files);
+        with stable row ids the index coverage moves to the new fragments.
+
         Raises:
-            UnsupportedFormatError: the dataset has indices, or data files lance_table does not write.
+            UnsupportedFormatError: data files lance_table does not write.
+            CorruptFileError: the dataset's fragment reuse index does not parse.
             CommitConflictError: a concurrent delete or compaction touched the same fragments.
         """
         result = compact_files(
@@ -513,6 +519,7 @@ class Dataset:
             max_bytes_per_file=max_bytes_per_file,
             num_threads=num_threads,
             batch_size=batch_size,
+            defer_index_remap=defer_index_remap,
         )
         return self if result is self._snapshot else self._committed(result)
 

@@ -74,6 +74,14 @@ def is_vector_index(idx: IndexMetadata) -> bool:
     return idx.HasField("index_details") and idx.index_details.type_url.endswith("VectorIndexDetails")
 
 
+def keyed_by_row_id(idx: IndexMetadata) -> bool:
+    """Whether pylance 14 keeps the index as it is through a compaction of a dataset with stable
+    row ids (it holds the rows' ids): bitmap and vector indices. pylance rewrites the others
+    (BTREE among them), which lance_table cannot do."""
+    url = idx.index_details.type_url if idx.HasField("index_details") else ""
+    return url.endswith(("VectorIndexDetails", ".BitmapIndexDetails"))
+
+
 def fragment_bitmap(idx: IndexMetadata) -> BitMap | None:
     """The fragment ids the index covers; None when the index does not record them."""
     return BitMap.deserialize(idx.fragment_bitmap) if idx.fragment_bitmap else None
@@ -228,7 +236,10 @@ def index_section_after(base: Manifest, op: Any, new: Manifest, stable_row_ids: 
             for idx in indices:
                 bitmap = fragment_bitmap(idx)
                 if bitmap is not None:
-                    set_fragment_bitmap(idx, rewritten_bitmap(bitmap, op.groups))
+                    moved = rewritten_bitmap(bitmap, op.groups)
+                    if not keyed_by_row_id(idx):  # pylance rewrites these; they leave the fragments
+                        moved = bitmap - BitMap(f.id for g in op.groups for f in g.old_fragments)
+                    set_fragment_bitmap(idx, moved)
         if op.frag_reuse_index is not None:
             reuse = table_pb2.IndexMetadata.FromString(op.frag_reuse_index)
             indices = [i for i in indices if i.name != reuse.name] + [reuse]

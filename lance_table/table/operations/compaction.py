@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -10,9 +11,10 @@ from lance_table.errors import UnsupportedFormatError
 from lance_table.file.runs import Runs
 from lance_table.format.manifest import Fragment
 from lance_table.format.transaction import ReserveFragments, Rewrite, RewriteGroup
-from lance_table.table import blob_write
+from lance_table.table import blob_write, indices
 from lance_table.table.commit import Pending, check_can_commit, check_rebasable
 from lance_table.table.commit.row_ids import carried_row_ids, uses_stable_row_ids
+from lance_table.table.frag_reuse import MovedGroup, next_frag_reuse_index
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.operations.write import (
     DEFAULT_MAX_BYTES_PER_FILE,
@@ -24,12 +26,14 @@ from lance_table.table.snapshot import Snapshot
 
 DEFAULT_TARGET_ROWS = 1024 * 1024
 COPY_CHUNK_ROWS = 128 * 1024
+DEFER_INDEX_REMAP_KEY = "lance.compaction.defer_index_remap"
 
 
 @dataclass
 class _Bin:
     fragments: list[FragmentReader] = field(default_factory=list)
     compact_itself: list[bool] = field(default_factory=list)
+    indices: tuple[int, ...] = ()  # the indices covering the bin's fragments (all the same)
 
     @property
     def live_rows(self) -> list[int]:
@@ -50,17 +54,22 @@ class _Bin:
                 rows += counts[n]
                 n += 1
             if sum(counts[n:]) >= target:
-                out.append(_Bin(rest.fragments[:n], rest.compact_itself[:n]))
-                rest = _Bin(rest.fragments[n:], rest.compact_itself[n:])
+                out.append(_Bin(rest.fragments[:n], rest.compact_itself[:n], self.indices))
+                rest = _Bin(rest.fragments[n:], rest.compact_itself[n:], self.indices)
             else:
                 out.append(rest)
                 return out
 
 
 def plan(
-    frags: list[FragmentReader], target_rows: int, materialize_deletions: bool, threshold: float
+    frags: list[FragmentReader],
+    target_rows: int,
+    materialize_deletions: bool,
+    threshold: float,
+    coverage: Callable[[int], tuple[int, ...]] = lambda _: (),
 ) -> list[_Bin]:
-    """Group adjacent fragments to rewrite, the way pylance's planner does."""
+    """Group adjacent fragments to rewrite, the way pylance's planner does; ``coverage`` gives the
+    indices covering a fragment id, and fragments covered by different indices never share a bin."""
     bins: list[_Bin] = []
     current: _Bin | None = None
     for frag in frags:
@@ -77,8 +86,12 @@ def plan(
                 bins.append(current)
                 current = None
             continue
+        covered = coverage(f.id)
+        if current is not None and current.indices != covered:
+            bins.append(current)
+            current = None
         if current is None:
-            current = _Bin()
+            current = _Bin(indices=covered)
         current.fragments.append(frag)
         current.compact_itself.append(candidacy)
     if current is not None:
@@ -123,6 +136,20 @@ def _rewrite_bin(
         raise
 
 
+def _warn_uncovered(index_list: list[indices.IndexMetadata], bins: list[_Bin]) -> None:
+    """Warn, naming them, of the indices that stop covering the fragments a compaction of a dataset
+    with stable row ids rewrites (pylance would rewrite their files)."""
+    touched = {pos for b in bins for pos in b.indices}
+    names = sorted({index_list[pos].name for pos in touched if not indices.keyed_by_row_id(index_list[pos])})
+    names = [n for n in names if n not in indices.SYSTEM_INDEX_NAMES]
+    if names:
+        warnings.warn(
+            f"compaction leaves the rewritten rows out of index(es) {', '.join(names)} (lance_table "
+            "does not rewrite index files): queries scan those rows until the index is optimized",
+            stacklevel=3,
+        )
+
+
 def _try(
     fn: Callable[[], tuple[list[Fragment], list[str]]],
 ) -> tuple[tuple[list[Fragment], list[str]], BaseException | None]:
@@ -142,6 +169,7 @@ def compact_files(
     max_bytes_per_file: int | None = None,
     num_threads: int | None = None,
     batch_size: int | None = None,
+    defer_index_remap: bool | None = None,
 ) -> Snapshot:
     """Rewrite small fragments into fragments of about ``target_rows_per_fragment`` rows, dropping
     deleted rows; commits ``ReserveFragments`` and then ``Rewrite`` (two versions), as pylance does.
@@ -149,10 +177,22 @@ def compact_files(
 
     ``max_rows_per_group``, ``num_threads`` and ``batch_size`` are accepted for pylance compatibility.
 
+    Indices (lance_table does not rewrite index files) stay valid as with pylance's deferred
+    index remapping: fragments covered by different indices are never merged; with stable row
+    ids the indices still hold the moved rows' ids and their fragment bitmaps move to the new
+    fragments (bitmap and vector indices, which pylance 14 keeps as they are), while the indices
+    pylance would rewrite (BTREE and the others) stop covering the rewritten fragments, with a
+    warning naming them: their rows are scanned, never wrongly indexed. With row addresses, a
+    compaction that moves indexed rows (or any compaction when ``defer_index_remap`` is true;
+    None reads the ``lance.compaction.defer_index_remap`` config, default false) records the
+    old-to-new addresses in pylance's fragment reuse index (``__lance_frag_reuse``), through which
+    pylance's indices keep answering, exactly as pylance's ``defer_index_remap=True`` does.
+    pylance without deferral would rewrite the index files instead; the answers are the same.
+
     Raises:
-        UnsupportedFormatError: the dataset has indices (they would need remapping), a data
-            format lance_table does not write, or blob v2 columns it does not write (nested ones,
-            external blobs).
+        UnsupportedFormatError: a data format lance_table does not write, or blob v2 columns it
+            does not write (nested ones, external blobs).
+        CorruptFileError: the dataset's fragment reuse index does not parse.
         CorruptFileError, DataFileNotFoundError: a blob v2 descriptor names bytes that are not there.
         CommitConflictError: a concurrent delete or compaction touched the same fragments, or
             versions committed since ``ds`` are gone.
@@ -163,17 +203,24 @@ def compact_files(
     check_can_commit(ds.commit_options, ds.storage)
     if materialize_deletions and materialize_deletions_threshold >= 1.0:
         materialize_deletions = False
+    index_list = indices.decode_section(ds.manifest.index_section)
     bins = plan(
         ds.fragment_readers(),
         target_rows_per_fragment,
         materialize_deletions,
         materialize_deletions_threshold,
+        lambda fid: indices.covering(index_list, fid),
     )
     if not bins:
         return ds
     check_blob_fields(ds.manifest.fields, data_format, ds.uri)
-    if ds.manifest.index_section is not None:
-        raise UnsupportedFormatError(f"{ds.uri} has indices; compacting it would require remapping them")
+    if defer_index_remap is None:
+        defer_index_remap = ds.manifest.config.get(DEFER_INDEX_REMAP_KEY, "false").lower() == "true"
+    stable = uses_stable_row_ids(ds.manifest)
+    # pylance 14 reads no fragment reuse index on datasets with stable row ids
+    record_moves = not stable and (defer_index_remap or any(b.indices for b in bins))
+    if stable:
+        _warn_uncovered(index_list, bins)
     # The rewrite commits after a ReserveFragments version: refuse before either if it cannot land.
     check_rebasable(ds.storage, Pending(Rewrite(()), ds.version))
     limit = max_bytes_per_file or DEFAULT_MAX_BYTES_PER_FILE
@@ -186,7 +233,7 @@ def compact_files(
             for path in files:
                 ds.storage.delete(path)
             raise error
-    if uses_stable_row_ids(ds.manifest):  # the rewritten rows keep their ids (and versions)
+    if stable:  # the rewritten rows keep their ids (and versions)
         written = [
             carried_row_ids([(f.fragment, f.live_positions()) for f in bin_.fragments], new)
             for bin_, new in zip(bins, written, strict=True)
@@ -203,4 +250,17 @@ def compact_files(
             with_ids.append(replace(frag, id=next_id))
             next_id += 1
         groups.append(RewriteGroup(tuple(f.fragment for f in bin_.fragments), tuple(with_ids)))
-    return ds.commit(Pending(Rewrite(tuple(groups)), ds.version, written=files))
+    reuse = None
+    if record_moves:
+        moved = [
+            MovedGroup([(f.fragment, f.live_positions()) for f in bin_.fragments], group.new_fragments)
+            for bin_, group in zip(bins, groups, strict=True)
+        ]
+        try:
+            reuse, details = next_frag_reuse_index(ds.storage, reserved, moved, stable)
+        except BaseException:
+            for path in files:
+                ds.storage.delete(path)
+            raise
+        files += tuple(details)
+    return ds.commit(Pending(Rewrite(tuple(groups), frag_reuse_index=reuse), ds.version, written=files))
