@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -20,12 +21,13 @@ from lance_table.errors import DatasetNotFoundError, UnsupportedOperationError
 from lance_table.format.manifest import Manifest
 from lance_table.format.transaction import Overwrite as OverwriteOp
 from lance_table.storage import Storage, open_storage
+from lance_table.table import index_list, versions
 from lance_table.table import scanner as scans
-from lance_table.table import versions
 from lance_table.table.blobs import BlobFile, take_blobs
 from lance_table.table.commit import CommitLock, CommitOptions, check_can_commit, commit
 from lance_table.table.commit.protocol import DEFAULT_MAX_RETRIES
 from lance_table.table.fragment_metadata import FragmentMetadata
+from lance_table.table.index_list import IndexDescription
 from lance_table.table.lance_fragment import LanceFragment, fragment_of
 from lance_table.table.lance_operation import LanceOperation, Transaction
 from lance_table.table.lance_schema import LanceSchema
@@ -546,6 +548,64 @@ class Dataset:
             delete_unverified=delete_unverified,
             error_if_tagged_old_versions=error_if_tagged_old_versions,
         )
+
+    # -- indices (read from the manifest; lance_table builds none) ---------------------------------
+
+    def describe_indices(self) -> list[IndexDescription]:
+        """The indices of this version as pylance describes them (name, type, fields, segments with
+        the fragments each covers, rows indexed), read from the manifest alone."""
+        return index_list.describe_indices(self.manifest)
+
+    def list_indices(self) -> list[dict[str, Any]]:
+        """One dict per index segment, as pylance's deprecated ``list_indices`` gives them (and, like
+        it, with a DeprecationWarning pointing at :meth:`describe_indices`)."""
+        warnings.warn(
+            "The 'list_indices' method is deprecated. Use describe_indices() instead.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return index_list.list_indices(self.manifest)
+
+    @property
+    def has_index(self) -> bool:
+        """Whether this version has any index."""
+        return bool(index_list.describe_indices(self.manifest))
+
+    def create_index(
+        self, column: str | list[str], index_type: str, name: str | None = None, **kwargs: Any
+    ) -> None:
+        """Not supported: lance_table does not build indices (build them with pylance).
+
+        Raises:
+            UnsupportedOperationError: always.
+        """
+        raise UnsupportedOperationError(index_list.unsupported("create_index"))
+
+    def create_scalar_index(
+        self, column: str, index_type: str, name: str | None = None, **kwargs: Any
+    ) -> None:
+        """Not supported: lance_table does not build indices (build them with pylance).
+
+        Raises:
+            UnsupportedOperationError: always.
+        """
+        raise UnsupportedOperationError(index_list.unsupported("create_scalar_index"))
+
+    def drop_index(self, name: str) -> None:
+        """Not supported yet: lance_table does not write index transactions.
+
+        Raises:
+            UnsupportedOperationError: always.
+        """
+        raise UnsupportedOperationError(index_list.unsupported("drop_index"))
+
+    def index_statistics(self, index_name: str) -> dict[str, Any]:
+        """Not supported: index statistics need the index files, which lance_table does not read.
+
+        Raises:
+            UnsupportedOperationError: always.
+        """
+        raise UnsupportedOperationError(index_list.unsupported("index_statistics"))
 
 
 def dataset(

@@ -10,9 +10,9 @@ transaction kind; the per-rule functions below it are pylance's rules, usable on
 - ``Overwrite``: no indices.
 - ``Restore``: the restored version's indices (the caller copies them with the manifest).
 - ``Delete``, ``Merge``, ``Project``: :func:`retain_relevant` (an index whose fields left the
-  schema goes; an index none of whose fragments remain goes when it is a vector index, or when
-  another segment of the same name still covers something). Fragment bitmaps are not changed: a
-  bitmap may name fragments that no longer exist.
+  schema goes; a segment none of whose fragments remain goes when another segment of the same
+  name still covers something). Fragment bitmaps are not changed: a bitmap may name fragments
+  that no longer exist.
 - ``Update``: fragments whose indexed fields were rewritten in place leave the bitmaps of the
   indices on those fields (:func:`prune_updated_fields`); with stable row ids, fragments made
   only of moved rows (none inserted) join the bitmaps of indices on untouched fields that covered
@@ -26,7 +26,7 @@ transaction kind; the per-rule functions below it are pylance's rules, usable on
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from pyroaring import BitMap
@@ -95,11 +95,10 @@ def set_fragment_bitmap(idx: IndexMetadata, frags: Iterable[int]) -> None:
 def retain_relevant(
     indices: list[IndexMetadata], field_ids: Iterable[int], fragment_ids: Iterable[int]
 ) -> list[IndexMetadata]:
-    """The indices a version keeps given its schema's field ids and its fragment ids (pylance's
+    """The indices a version keeps given its schema's field ids and its fragment ids (pylance 14's
     ``retain_relevant_indices``): indices on a field no longer in the schema go; of the segments
     of one name, those covering no existing fragment go when another covers some, else the
-    oldest stays unless it is a vector index; a lone vector index covering nothing goes. System
-    indices always stay."""
+    oldest stays (vector indices too). System indices always stay."""
     fields = set(field_ids)
     existing = BitMap(sorted(set(fragment_ids)))
     kept = [i for i in indices if all(f in fields for f in i.fields) or is_system_index(i)]
@@ -117,12 +116,8 @@ def retain_relevant(
         full = [i for i in same if not empty(i)]
         if full:
             keep.update(i.uuid.uuid for i in full)
-        elif len(same) > 1:
-            oldest = min(same, key=lambda i: i.dataset_version)
-            if not is_vector_index(oldest):
-                keep.add(oldest.uuid.uuid)
-        elif not is_vector_index(same[0]):
-            keep.add(same[0].uuid.uuid)
+        else:
+            keep.add(min(same, key=lambda i: i.dataset_version).uuid.uuid)
     return [i for i in kept if i.name == FRAG_REUSE_INDEX_NAME or i.uuid.uuid in keep]
 
 
@@ -179,15 +174,45 @@ def rewritten_bitmap(bitmap: BitMap, groups: Sequence[RewriteGroup]) -> BitMap:
     return out
 
 
-def covering(indices: Sequence[IndexMetadata], fragment_id: int) -> tuple[int, ...]:
-    """The positions of the indices that cover a fragment (what compaction may not mix); an index
-    without a bitmap counts as covering every fragment."""
-    out = []
-    for pos, idx in enumerate(indices):
-        bitmap = fragment_bitmap(idx)
-        if bitmap is None or fragment_id in bitmap:
-            out.append(pos)
-    return tuple(out)
+def reuse_moves(indices: list[IndexMetadata]) -> list[tuple[list[int], list[int]]]:
+    """The (old fragments, new fragments) of every group the fragment reuse index records."""
+    for idx in indices:
+        if idx.name == FRAG_REUSE_INDEX_NAME:
+            details = table_pb2.FragmentReuseIndexDetails.FromString(idx.index_details.value)
+            if not details.HasField("inline"):
+                return []  # kept in a file: describing reads the manifest only
+            return [
+                ([f.id for f in g.old_fragments], [f.id for f in g.new_fragments])
+                for v in details.inline.versions
+                for g in v.groups
+            ]
+    return []
+
+
+def covered_fragments(idx: IndexMetadata, moves: list[tuple[list[int], list[int]]]) -> BitMap:
+    """The fragments an index answers for: its bitmap, with each group a compaction recorded in
+    the fragment reuse index (``moves``, oldest first) traded for its new fragments when the
+    index covered all of the group's old ones."""
+    bitmap = fragment_bitmap(idx) or BitMap()
+    if is_system_index(idx):
+        return bitmap
+    for old, new in moves:
+        if old and all(f in bitmap for f in old):
+            bitmap = (bitmap - BitMap(old)) | BitMap(new)
+    return bitmap
+
+
+def coverage(indices: Sequence[IndexMetadata]) -> Callable[[int], tuple[int, ...]]:
+    """A function from a fragment id to the positions of the indices covering it (what compaction
+    may not mix), through the fragment reuse index as pylance sees them; an index without a bitmap
+    covers every fragment."""
+    moves = reuse_moves(list(indices))
+    covered = [covered_fragments(idx, moves) if idx.fragment_bitmap else None for idx in indices]
+
+    def of(fragment_id: int) -> tuple[int, ...]:
+        return tuple(pos for pos, frags in enumerate(covered) if frags is None or fragment_id in frags)
+
+    return of
 
 
 def moved_only(fragments: Sequence[Any]) -> list[int]:

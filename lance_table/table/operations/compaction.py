@@ -26,7 +26,6 @@ from lance_table.table.snapshot import Snapshot
 
 DEFAULT_TARGET_ROWS = 1024 * 1024
 COPY_CHUNK_ROWS = 128 * 1024
-DEFER_INDEX_REMAP_KEY = "lance.compaction.defer_index_remap"
 
 
 @dataclass
@@ -183,11 +182,11 @@ def compact_files(
     fragments (bitmap and vector indices, which pylance 14 keeps as they are), while the indices
     pylance would rewrite (BTREE and the others) stop covering the rewritten fragments, with a
     warning naming them: their rows are scanned, never wrongly indexed. With row addresses, a
-    compaction that moves indexed rows (or any compaction when ``defer_index_remap`` is true;
-    None reads the ``lance.compaction.defer_index_remap`` config, default false) records the
-    old-to-new addresses in pylance's fragment reuse index (``__lance_frag_reuse``), through which
-    pylance's indices keep answering, exactly as pylance's ``defer_index_remap=True`` does.
-    pylance without deferral would rewrite the index files instead; the answers are the same.
+    compaction that moves indexed rows records the old-to-new addresses in pylance's fragment
+    reuse index (``__lance_frag_reuse``), through which pylance's indices keep answering, exactly
+    as pylance's ``defer_index_remap=True`` does; so ``defer_index_remap`` (and its config key
+    ``lance.compaction.defer_index_remap``) changes nothing here. pylance without deferral would
+    rewrite the index files instead; the answers are the same.
 
     Raises:
         UnsupportedFormatError: a data format lance_table does not write, or blob v2 columns it
@@ -209,16 +208,15 @@ def compact_files(
         target_rows_per_fragment,
         materialize_deletions,
         materialize_deletions_threshold,
-        lambda fid: indices.covering(index_list, fid),
+        indices.coverage(index_list),
     )
     if not bins:
         return ds
     check_blob_fields(ds.manifest.fields, data_format, ds.uri)
-    if defer_index_remap is None:
-        defer_index_remap = ds.manifest.config.get(DEFER_INDEX_REMAP_KEY, "false").lower() == "true"
     stable = uses_stable_row_ids(ds.manifest)
-    # pylance 14 reads no fragment reuse index on datasets with stable row ids
-    record_moves = not stable and (defer_index_remap or any(b.indices for b in bins))
+    # pylance 14 records the moves of indexed rows only, and none on datasets with stable row ids
+    user_indices = {pos for pos, idx in enumerate(index_list) if not indices.is_system_index(idx)}
+    record_moves = not stable and any(user_indices.intersection(b.indices) for b in bins)
     if stable:
         _warn_uncovered(index_list, bins)
     # The rewrite commits after a ReserveFragments version: refuse before either if it cannot land.

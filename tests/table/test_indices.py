@@ -1,0 +1,255 @@
+"""Datasets with pylance-built indices (BTREE on an integer, BITMAP on a string, IVF_PQ on a
+vector): after each lance_table write, pylance's indexed answers equal its full-scan answers, and
+the manifest's index metadata is what pylance writes after the same operation."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+import warnings
+from pathlib import Path
+from typing import Any
+
+import lance
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import lance_table as lt
+from lance_table._proto import table_pb2
+from lance_table.table.indices import FRAG_REUSE_INDEX_NAME, decode_section
+
+pytestmark = pytest.mark.interop
+
+DIM = 8
+FILTERS = ["i > 1500", "i = 77", "i < 40", "s = 'c3'", "s IN ('c1', 'c5')"]
+
+
+def _rows(start: int, n: int) -> pa.Table:
+    rng = np.random.default_rng(start)
+    vec = pa.FixedSizeListArray.from_arrays(pa.array(rng.random(n * DIM, dtype=np.float32)), DIM)
+    ids = np.arange(start, start + n)
+    return pa.table({"i": pa.array(ids), "s": pa.array([f"c{k % 7}" for k in ids]), "v": vec})
+
+
+def _indexed(path: Path, version: str, stable: bool) -> str:
+    uri = str(path)
+    ds = lance.write_dataset(
+        _rows(0, 2000), uri, max_rows_per_file=300, data_storage_version=version, enable_stable_row_ids=stable
+    )
+    ds.create_scalar_index("i", "BTREE")
+    ds.create_scalar_index("s", "BITMAP")
+    ds.create_index("v", "IVF_PQ", num_partitions=2, num_sub_vectors=2)
+    lance.write_dataset(_rows(2000, 250), uri, mode="append")  # one fragment no index covers
+    return uri
+
+
+@pytest.fixture(params=[("2.0", False), ("2.2", False), ("2.2", True)], ids=["v2.0", "v2.2", "v2.2-stable"])
+def indexed(request: Any, tmp_path: Path) -> tuple[str, str, str]:
+    """Two copies of one indexed dataset: (ours, pylance's, kind)."""
+    version, stable = request.param
+    base = _indexed(tmp_path / "base", version, stable)
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    shutil.copytree(base, ours)
+    shutil.copytree(base, theirs)
+    return ours, theirs, "stable" if stable else "addresses"
+
+
+def assert_indices_answer(uri: str) -> None:
+    """pylance's indexed answers are its full-scan answers."""
+    ds = lance.dataset(uri)
+    for f in FILTERS:
+        indexed = ds.to_table(filter=f, columns=["i"]).sort_by("i")
+        scanned = ds.to_table(filter=f, columns=["i"], use_scalar_index=False).sort_by("i")
+        assert indexed.equals(scanned), f
+    q = np.random.default_rng(1).random(DIM, dtype=np.float32)
+    knn = {"column": "v", "q": q, "k": 10, "nprobes": 2, "refine_factor": 1000}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = ds.to_table(nearest=knn, columns=["i"], disable_scoring_autoprojection=True)
+        b = ds.to_table(
+            nearest={**knn, "use_index": False}, columns=["i"], disable_scoring_autoprojection=True
+        )
+    assert sorted(a["i"].to_pylist()) == sorted(b["i"].to_pylist())
+
+
+def described(uri: str) -> list[tuple[Any, ...]]:
+    """pylance's description of the indices, without what differs between two runs (uuids, times)."""
+    out = []
+    for d in lance.dataset(uri).describe_indices():
+        segs = sorted(
+            (sorted(s.fragment_ids), s.dataset_version_at_last_update, s.index_version) for s in d.segments
+        )
+        out.append((d.name, d.type_url, d.index_type, d.field_names, d.num_rows_indexed, segs))
+    return sorted(out)
+
+
+def section(uri: str) -> bytes | None:
+    return lt.dataset(uri)._snapshot.manifest.index_section
+
+
+def _reuse_content(uri: str) -> Any:
+    for idx in decode_section(section(uri)):
+        if idx.name == FRAG_REUSE_INDEX_NAME:
+            return table_pb2.FragmentReuseIndexDetails.FromString(idx.index_details.value).inline
+    return None
+
+
+def test_append_keeps_the_index_section(indexed: tuple[str, str, str]) -> None:
+    ours, theirs, _ = indexed
+    lt.write_dataset(_rows(5000, 100), ours, mode="append")
+    lance.write_dataset(_rows(5000, 100), theirs, mode="append")
+    assert section(ours) == section(theirs)
+    assert described(ours) == described(theirs)
+    assert_indices_answer(ours)
+
+
+@pytest.mark.parametrize("predicate", ["i % 5 = 0", "i < 600", "i < 2000", "s = 'c2'"])
+def test_delete_keeps_indices_as_pylance_does(indexed: tuple[str, str, str], predicate: str) -> None:
+    ours, theirs, _ = indexed
+    lt.dataset(ours).delete(predicate)
+    lance.dataset(theirs).delete(predicate)
+    # "i < 2000" deletes every indexed fragment: pylance drops the vector index, keeps the others
+    assert section(ours) == section(theirs)
+    assert described(ours) == described(theirs)
+    assert_indices_answer(ours)
+    # pylance keeps writing ours: its append and delete land and the indices still answer
+    lance.write_dataset(_rows(9000, 50), ours, mode="append")
+    lance.dataset(ours).delete("i = 9001")
+    assert_indices_answer(ours)
+
+
+def test_overwrite_drops_indices(indexed: tuple[str, str, str]) -> None:
+    ours, theirs, _ = indexed
+    lt.write_dataset(_rows(0, 100), ours, mode="overwrite")
+    lance.write_dataset(_rows(0, 100), theirs, mode="overwrite")
+    assert section(ours) is None and section(theirs) is None
+    assert described(ours) == [] and not lt.dataset(ours).has_index
+    assert lance.dataset(ours).to_table().num_rows == 100
+
+
+def test_restore_brings_back_that_versions_indices(indexed: tuple[str, str, str]) -> None:
+    ours, theirs, _ = indexed
+    v = lt.dataset(ours).version
+    for uri, write in ((ours, lt.write_dataset), (theirs, lance.write_dataset)):
+        write(_rows(0, 100), uri, mode="overwrite")
+    lt.dataset(ours, version=v).restore()
+    lance.dataset(theirs, version=v).restore()
+    assert section(ours) == section(theirs) and section(ours) is not None
+    assert described(ours) == described(theirs)
+    assert_indices_answer(ours)
+
+
+def test_compaction_records_moves_as_pylance_deferred_remap_does(indexed: tuple[str, str, str]) -> None:
+    ours, theirs, kind = indexed
+    lt.dataset(ours).delete("i % 5 = 0")
+    lance.dataset(theirs).delete("i % 5 = 0")
+    if kind == "stable":
+        with pytest.warns(UserWarning, match="i_idx"):
+            lt.dataset(ours).compact_files(target_rows_per_fragment=1000)
+        lance.dataset(theirs).optimize.compact_files(target_rows_per_fragment=1000)
+        # bitmap and vector indices cover the new fragments as pylance's do; the BTREE (which
+        # pylance rewrites) no longer covers the rewritten rows: they are scanned
+        ours_d = {d[0]: d for d in described(ours)}
+        theirs_d = {d[0]: d for d in described(theirs)}
+        assert ours_d["s_idx"] == theirs_d["s_idx"] and ours_d["v_idx"] == theirs_d["v_idx"]
+        assert ours_d["i_idx"][-1][0][0] == []
+    else:
+        lt.dataset(ours).compact_files(target_rows_per_fragment=1000)
+        lance.dataset(theirs).optimize.compact_files(target_rows_per_fragment=1000, defer_index_remap=True)
+        assert described(ours) == described(theirs)
+        assert _reuse_content(ours) == _reuse_content(theirs) and _reuse_content(ours) is not None
+    assert [f.fragment_id for f in lance.dataset(ours).get_fragments()] == [
+        f.fragment_id for f in lance.dataset(theirs).get_fragments()
+    ]
+    assert_indices_answer(ours)
+    # later writes by either library keep the indices answering
+    lance.write_dataset(_rows(7000, 300), ours, mode="append")
+    lt.dataset(ours).delete("i % 7 = 1")
+    assert_indices_answer(ours)
+    lance.dataset(ours).delete("i = 1501")
+    assert_indices_answer(ours)
+    # and pylance can bring the indices up to date again
+    lance.dataset(ours).optimize.optimize_indices()
+    assert_indices_answer(ours)
+
+
+def test_second_compaction_adds_a_reuse_version(tmp_path: Path) -> None:
+    ours = _indexed(tmp_path / "ours", "2.0", False)
+    theirs = str(tmp_path / "theirs")
+    shutil.copytree(ours, theirs)
+    for round_ in range(2):
+        pred = f"i % 5 = {round_}"
+        lt.dataset(ours).delete(pred)
+        lance.dataset(theirs).delete(pred)
+        lt.dataset(ours).compact_files(target_rows_per_fragment=2000)
+        lance.dataset(theirs).optimize.compact_files(target_rows_per_fragment=2000, defer_index_remap=True)
+        assert described(ours) == described(theirs)
+        assert _reuse_content(ours) == _reuse_content(theirs)
+        assert_indices_answer(ours)
+    assert len(_reuse_content(ours).versions) == 2
+
+
+def test_compaction_never_merges_indexed_with_unindexed_fragments(indexed: tuple[str, str, str]) -> None:
+    ours, theirs, kind = indexed
+    for uri, write in ((ours, lt.write_dataset), (theirs, lance.write_dataset)):
+        write(_rows(3000, 100), uri, mode="append")
+    # a target above every fragment would merge all of them, were it not for the indices
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lt.dataset(ours).compact_files(target_rows_per_fragment=100_000)
+    lance.dataset(theirs).optimize.compact_files(
+        target_rows_per_fragment=100_000, defer_index_remap=kind != "stable"
+    )
+    ours_frags = [(f.fragment_id, f.count_rows()) for f in lance.dataset(ours).get_fragments()]
+    theirs_frags = [(f.fragment_id, f.count_rows()) for f in lance.dataset(theirs).get_fragments()]
+    assert ours_frags == theirs_frags and len(ours_frags) == 2
+    assert_indices_answer(ours)
+
+
+def test_compaction_of_unindexed_fragments_records_nothing(tmp_path: Path) -> None:
+    uri = _indexed(tmp_path / "ds", "2.0", False)
+    lt.write_dataset(_rows(3000, 100), uri, mode="append")
+    lt.write_dataset(_rows(3100, 100), uri, mode="append")
+    before = decode_section(section(uri))
+    lt.dataset(uri).compact_files(target_rows_per_fragment=250)  # merges the two new fragments only
+    assert [f.count_rows() for f in lance.dataset(uri).get_fragments()][-2:] == [250, 200]
+    assert decode_section(section(uri)) == before  # no reuse index: no indexed row moved
+    assert_indices_answer(uri)
+
+
+def test_defer_index_remap_records_no_unindexed_moves(tmp_path: Path) -> None:
+    ours = _indexed(tmp_path / "ours", "2.0", False)
+    for start in (3000, 3100):
+        lt.write_dataset(_rows(start, 100), ours, mode="append")
+    theirs = str(tmp_path / "theirs")
+    shutil.copytree(ours, theirs)
+    lt.dataset(ours).compact_files(target_rows_per_fragment=250, defer_index_remap=True)
+    lance.dataset(theirs).optimize.compact_files(target_rows_per_fragment=250, defer_index_remap=True)
+    assert described(ours) == described(theirs)
+    assert _reuse_content(ours) is None and _reuse_content(theirs) is None
+    assert_indices_answer(ours)
+
+
+def test_cleanup_keeps_referenced_index_files(indexed: tuple[str, str, str]) -> None:
+    ours, _, _ = indexed
+    lt.dataset(ours).delete("i % 3 = 0")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lt.dataset(ours).compact_files(target_rows_per_fragment=1000)
+    lt.dataset(ours).cleanup_old_versions(older_than=dt.timedelta(0), delete_unverified=True)
+    assert len(lance.dataset(ours).versions()) == 1
+    assert_indices_answer(ours)
+    stats = lance.dataset(ours).stats.index_stats("s_idx")
+    assert stats["num_indexed_rows"] + stats["num_unindexed_rows"] == lance.dataset(ours).count_rows()
+
+
+def test_index_stats_agree_with_pylance_after_the_same_delete(indexed: tuple[str, str, str]) -> None:
+    ours, theirs, _ = indexed
+    lt.dataset(ours).delete("i < 700")
+    lance.dataset(theirs).delete("i < 700")
+    for name in ("i_idx", "s_idx", "v_idx"):
+        a = json.dumps(lance.dataset(ours).stats.index_stats(name), sort_keys=True)
+        b = json.dumps(lance.dataset(theirs).stats.index_stats(name), sort_keys=True)
+        assert a.replace(ours, theirs) == b
