@@ -1,8 +1,10 @@
-"""The Dataset handle (a thin facade over one snapshot) and the entry points ``dataset()`` and
-``write_dataset()``.
+"""The Dataset handle, a thin facade over one snapshot (the entry points ``dataset()`` and
+``write_dataset()`` are in :mod:`lance_table.table.entry`).
 
-A handle is pinned to one version and never changes. Every write goes through the one commit path
-and returns a handle on the version it made: that is decided once, in :meth:`Dataset._committed`.
+A handle reads one version until a write through it moves it, as pylance's handles move: every
+write goes through the one commit path, and where the handle goes and what the write returns is
+decided once, in :meth:`LanceDataset._committed`. ``checkout_version()`` returns another handle;
+``checkout_latest()`` moves this one.
 """
 
 from __future__ import annotations
@@ -12,38 +14,38 @@ import os
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
 
-from lance_table.errors import DatasetNotFoundError, UnsupportedOperationError
+from lance_table.errors import UnsupportedOperationError
 from lance_table.format.manifest import Manifest
-from lance_table.format.transaction import Overwrite as OverwriteOp
 from lance_table.storage import Storage, open_storage
 from lance_table.table import index_list, versions
 from lance_table.table import scanner as scans
 from lance_table.table.blobs import BlobFile, take_blobs
-from lance_table.table.commit import CommitLock, CommitOptions, check_can_commit, commit
+from lance_table.table.commit import CommitLock, CommitOptions
 from lance_table.table.commit.protocol import DEFAULT_MAX_RETRIES
 from lance_table.table.fragment_metadata import FragmentMetadata
 from lance_table.table.index_list import IndexDescription
 from lance_table.table.lance_fragment import LanceFragment, fragment_of
 from lance_table.table.lance_operation import LanceOperation, Transaction
 from lance_table.table.lance_schema import LanceSchema
+from lance_table.table.maintenance import LanceStats, drop, validate
+from lance_table.table.opening import handle_state, open_snapshot, refuse, snapshot_of_state
 from lance_table.table.operations.cleanup import (
     DEFAULT_GRACE_PERIOD,
-    DEFAULT_OLDER_THAN,
+    CleanupExplanation,
     CleanupStats,
     cleanup_old_versions,
+    explain_cleanup,
 )
 from lance_table.table.operations.commit_operation import commit_operation
-from lance_table.table.operations.compaction import DEFAULT_TARGET_ROWS, compact_files
-from lance_table.table.operations.delete import plan_delete
+from lance_table.table.operations.compaction import CompactionMetrics
+from lance_table.table.operations.delete import DEFAULT_RETRY_TIMEOUT, delete_rows
 from lance_table.table.operations.manifest_paths import (
-    DEFAULT_V2_MANIFEST_PATHS,
     migrate_manifest_paths_v2,
-    scheme_for_new_dataset,
 )
 from lance_table.table.operations.restore import plan_restore
 from lance_table.table.operations.transactions import (
@@ -52,33 +54,93 @@ from lance_table.table.operations.transactions import (
     merge_appends,
     read_transaction,
 )
-from lance_table.table.operations.write import (
-    DEFAULT_MAX_BYTES_PER_FILE,
-    DEFAULT_MAX_ROWS_PER_FILE,
-    ProgressCallback,
-    WriteMode,
-    prepare_write,
-    write_fragments,
-)
+from lance_table.table.optimize import DatasetOptimizer
 from lance_table.table.scan import Predicate
 from lance_table.table.scan_spec import Columns, scan_spec
 from lance_table.table.scanner import LanceScanner
-from lance_table.table.snapshot import Snapshot, load
+from lance_table.table.snapshot import Snapshot
 from lance_table.table.tags import Tags
 
+_Result = TypeVar("_Result")
 
-class Dataset:
-    """One version of a Lance dataset. It never changes: writes return a new handle.
 
-    Open with :func:`lance_table.dataset`; create with :func:`lance_table.write_dataset`.
+class LanceDataset:
+    """A Lance dataset, read at one version (pylance's ``LanceDataset``).
+
+    A write through the handle (``delete``, ``restore``, ``optimize.compact_files``, ...) moves it to
+    the version it committed, as in pylance. Open with :func:`lance_table.dataset`; create with
+    :func:`lance_table.write_dataset`.
     """
 
-    def __init__(self, snapshot: Snapshot) -> None:
-        self._snapshot = snapshot
+    def __init__(
+        self,
+        uri: str | os.PathLike[str] | Snapshot,
+        version: int | str | None = None,
+        block_size: int | None = None,
+        index_cache_size: int | None = None,
+        metadata_cache_size: int | None = None,
+        commit_lock: CommitLock | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        serialized_manifest: bytes | None = None,
+        default_scan_options: Mapping[str, Any] | None = None,
+        metadata_cache_size_bytes: int | None = None,
+        index_cache_size_bytes: int | None = None,
+        read_params: Mapping[str, Any] | None = None,
+        session: Any = None,
+        namespace_client: Any = None,
+        table_id: Sequence[str] | None = None,
+        namespace_client_managed_versioning: bool = False,
+        base_store_params: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Open ``uri`` as pylance's ``LanceDataset(uri, version, ...)`` does (see :func:`dataset`;
+        ``serialized_manifest``, the bytes of a manifest file as a pickled handle carries them,
+        opens that version without listing the store), or wrap a snapshot (lance_table's own use).
 
-    def _committed(self, snapshot: Snapshot) -> Dataset:
-        """The handle a write returns: on the version it committed (as pylance does)."""
-        return Dataset(snapshot)
+        Raises:
+            DatasetNotFoundError: there is no dataset at ``uri``.
+            VersionNotFoundError: the version does not resolve.
+            UnsupportedOptionError: an option that would change the result is set (see
+                :func:`dataset`).
+        """
+        if isinstance(uri, Snapshot):
+            self._snapshot = uri
+            return
+        refuse(
+            "LanceDataset",
+            {
+                "default_scan_options": default_scan_options,
+                "namespace_client": namespace_client,
+                "table_id": table_id,
+                "namespace_client_managed_versioning": namespace_client_managed_versioning,
+                "base_store_params": base_store_params,
+            },
+            unset={"namespace_client_managed_versioning": False},
+        )
+        self._snapshot = open_snapshot(
+            uri,
+            version,
+            storage_options=storage_options,
+            commit_lock=commit_lock,
+            serialized_manifest=serialized_manifest,
+        )
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A handle pickles as its URI, storage options, version and manifest (as pylance's)."""
+        return handle_state(self._snapshot)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Open exactly the pickled version, without listing the store."""
+        self._snapshot = snapshot_of_state(state)
+
+    def __copy__(self) -> LanceDataset:
+        return LanceDataset(self._snapshot)
+
+    def _committed(self, snapshot: Snapshot, result: _Result = None) -> _Result:  # type: ignore[assignment]
+        """Where every write through this handle ends: the handle moves to the version the write
+        committed (as pylance's does), and the caller gets ``result`` (what pylance returns for that
+        write: None, a dict of counts, metrics)."""
+        self._snapshot = snapshot
+        return result
 
     @property
     def _storage(self) -> Storage:
@@ -92,7 +154,7 @@ class Dataset:
 
     @property
     def version(self) -> int:
-        """The version this handle is pinned to."""
+        """The version this handle reads (a write through it moves it)."""
         return self._snapshot.version
 
     @property
@@ -123,7 +185,7 @@ class Dataset:
         return versions.history(self._storage)
 
     def checkout(self, version: int | str) -> Dataset:
-        """Another version (or tag) of the same dataset.
+        """Another handle on a version (or tag) of the same dataset; this one stays where it is.
 
         Raises:
             VersionNotFoundError: the version does not exist.
@@ -131,13 +193,27 @@ class Dataset:
         """
         return Dataset(self._snapshot.checkout(version))
 
-    def checkout_latest(self) -> Dataset:
-        """The newest version (this handle stays pinned)."""
-        return Dataset(self._snapshot.checkout())
+    def checkout_version(self, version: int | str) -> Dataset:
+        """Another handle on a version (or tag) of the same dataset, as pylance's
+        ``checkout_version``; this one stays where it is.
+
+        Raises:
+            VersionNotFoundError: the version does not exist.
+            TagError: the tag does not exist.
+        """
+        return self.checkout(version)
+
+    def checkout_latest(self) -> None:
+        """Move this handle to the newest version (pylance's ``checkout_latest``; returns None).
+
+        Raises:
+            DatasetNotFoundError: the dataset was dropped.
+        """
+        self._snapshot = self._snapshot.checkout()
 
     @property
     def tags(self) -> Tags:
-        return Tags(self._storage)
+        return Tags(self._storage, self.version)
 
     # -- reading ----------------------------------------------------------------------------------
 
@@ -461,47 +537,58 @@ class Dataset:
         """The schema with Lance field ids (pylance's ``LanceSchema``), as ``Project`` takes it."""
         return LanceSchema(self.manifest.fields, self.manifest.schema_metadata)
 
-    def delete(self, predicate: Predicate, *, commit_message: str | None = None) -> Dataset:
-        """Delete the rows matching ``predicate``; returns the new version.
+    def delete(
+        self,
+        predicate: Predicate,
+        *,
+        conflict_retries: int | None = None,
+        retry_timeout: dt.timedelta = DEFAULT_RETRY_TIMEOUT,
+        commit_message: str | None = None,
+    ) -> dict[str, int]:
+        """Delete the rows matching ``predicate`` (SQL or a pyarrow expression); the handle moves to
+        the version committed. Returns pylance's ``{"num_deleted_rows": n}``.
 
         Only the predicate's columns are read. Each touched fragment gets a new cumulative deletion
-        file; a fragment whose rows are all deleted is dropped.
+        file; a fragment whose rows are all deleted is dropped. ``conflict_retries`` bounds the
+        retries after a lost race (None: the handle's ``max_retries``); ``retry_timeout``, pylance's
+        time bound on them, is accepted and not enforced.
 
         Raises:
             FilterError: the predicate does not parse.
             CommitConflictError: a concurrent commit makes this delete impossible.
         """
-        versions.check_writable(self.manifest, self.uri)
-        check_can_commit(self._snapshot.commit_options, self._storage)
-        pending = plan_delete(self._snapshot, predicate)
-        return self._committed(self._snapshot.commit(pending, message=commit_message))
+        done, deleted = delete_rows(self._snapshot, predicate, conflict_retries, commit_message)
+        return self._committed(done, {"num_deleted_rows": deleted})
 
-    def restore(self, *, commit_message: str | None = None) -> Dataset:
-        """Make this (old) version the latest again, as a new version.
+    def restore(self, *, commit_message: str | None = None) -> None:
+        """Make this (old) version the latest again, as a new version; the handle moves to it
+        (pylance's ``restore``: returns None).
 
         Raises:
             VersionNotFoundError: this version has been cleaned up.
         """
         latest = self._snapshot.checkout()
-        return self._committed(latest.commit(plan_restore(self._snapshot, latest), message=commit_message))
+        self._committed(latest.commit(plan_restore(self._snapshot, latest), message=commit_message))
+
+    @property
+    def optimize(self) -> DatasetOptimizer:
+        """Compaction (pylance's ``ds.optimize``): ``ds.optimize.compact_files(...)``."""
+        return DatasetOptimizer(self)
 
     def compact_files(
         self,
         *,
-        target_rows_per_fragment: int = DEFAULT_TARGET_ROWS,
-        max_rows_per_group: int = 1024,
-        materialize_deletions: bool = True,
-        materialize_deletions_threshold: float = 0.1,
+        target_rows_per_fragment: int | None = None,
+        max_rows_per_group: int | None = None,
+        materialize_deletions: bool | None = None,
+        materialize_deletions_threshold: float | None = None,
         max_bytes_per_file: int | None = None,
         num_threads: int | None = None,
         batch_size: int | None = None,
         defer_index_remap: bool | None = None,
-    ) -> Dataset:
-        """Rewrite small fragments (and fragments with many deletions) into larger ones.
-
-        Like pylance, commits two versions (a fragment id reservation, then the rewrite) and returns
-        the second, or this handle when there is nothing to compact. ``max_rows_per_group``,
-        ``num_threads`` and ``batch_size`` are accepted for pylance compatibility.
+    ) -> CompactionMetrics:
+        """Shorthand for ``ds.optimize.compact_files(...)`` (see there): the handle moves to the
+        version committed; returns pylance's compaction metrics.
 
         Indices stay valid as with pylance's ``defer_index_remap=True``: moved indexed rows are
         recorded in pylance's fragment reuse index (lance_table does not rewrite index files);
@@ -512,8 +599,7 @@ class Dataset:
             CorruptFileError: the dataset's fragment reuse index does not parse.
             CommitConflictError: a concurrent delete or compaction touched the same fragments.
         """
-        result = compact_files(
-            self._snapshot,
+        return self.optimize.compact_files(
             target_rows_per_fragment=target_rows_per_fragment,
             max_rows_per_group=max_rows_per_group,
             materialize_deletions=materialize_deletions,
@@ -523,31 +609,78 @@ class Dataset:
             batch_size=batch_size,
             defer_index_remap=defer_index_remap,
         )
-        return self if result is self._snapshot else self._committed(result)
 
     def cleanup_old_versions(
         self,
-        older_than: dt.timedelta = DEFAULT_OLDER_THAN,
+        older_than: dt.timedelta | None = None,
+        retain_versions: int | None = None,
         *,
-        grace_period: dt.timedelta = DEFAULT_GRACE_PERIOD,
         delete_unverified: bool = False,
         error_if_tagged_old_versions: bool = True,
+        delete_rate_limit: int | None = None,
+        versions: Sequence[int] | None = None,
+        delete_concurrency: int | None = None,
+        grace_period: dt.timedelta = DEFAULT_GRACE_PERIOD,
+        dry_run: bool = False,
     ) -> CleanupStats:
-        """Delete versions older than ``older_than`` (never the latest, never a tagged one) and the
-        files only they reference; unreferenced files younger than ``grace_period`` stay unless
-        ``delete_unverified``.
+        """Delete versions older than ``older_than`` and not among the ``retain_versions`` newest
+        (neither given: older than two weeks, as pylance), only those of ``versions`` if given,
+        never the latest, never a tagged one, and the files only they reference; unreferenced files
+        younger than ``grace_period`` stay unless ``delete_unverified``. ``dry_run=True`` returns
+        what would be removed and removes nothing. ``delete_rate_limit`` and
+        ``delete_concurrency`` tune pylance's engine and are accepted as no-ops.
 
         Raises:
+            ValueError: ``retain_versions`` is not positive.
             TagError: a tagged version is older than the cutoff and ``error_if_tagged_old_versions``.
             CorruptFileError: a tag file is damaged; nothing is deleted.
         """
         return cleanup_old_versions(
             self._storage,
             older_than=older_than,
+            retain_versions=retain_versions,
+            only_versions=versions,
             grace_period=grace_period,
             delete_unverified=delete_unverified,
             error_if_tagged_old_versions=error_if_tagged_old_versions,
+            dry_run=dry_run,
         )
+
+    def explain_cleanup_old_versions(
+        self,
+        older_than: dt.timedelta | None = None,
+        retain_versions: int | None = None,
+        *,
+        delete_unverified: bool = False,
+        error_if_tagged_old_versions: bool = True,
+        delete_rate_limit: int | None = None,
+        versions: Sequence[int] | None = None,
+        include_files: bool = False,
+        max_files: int = 1000,
+    ) -> CleanupExplanation:
+        """What :meth:`cleanup_old_versions` would remove, removing nothing (pylance's
+        ``explain_cleanup_old_versions``); ``include_files`` lists up to ``max_files`` files.
+
+        Raises:
+            ValueError: ``max_files`` or ``retain_versions`` is not positive.
+            TagError: a tagged version is older than the cutoff and ``error_if_tagged_old_versions``.
+        """
+        return explain_cleanup(
+            self._storage,
+            self.version,
+            include_files=include_files,
+            max_files=max_files,
+            older_than=older_than,
+            retain_versions=retain_versions,
+            only_versions=versions,
+            delete_unverified=delete_unverified,
+            error_if_tagged_old_versions=error_if_tagged_old_versions,
+        )
+
+    @property
+    def stats(self) -> LanceStats:
+        """pylance's ``ds.stats``: ``dataset_stats()`` of this version."""
+        return LanceStats(self._snapshot)
 
     # -- indices (read from the manifest; lance_table builds none) ---------------------------------
 
@@ -607,115 +740,30 @@ class Dataset:
         """
         raise UnsupportedOperationError(index_list.unsupported("index_statistics"))
 
+    def validate(self) -> None:
+        """Check this version's integrity (fragment ids, deletion counts, files present), as
+        pylance's ``validate()``.
 
-def dataset(
-    uri: str | os.PathLike[str],
-    *,
-    version: int | str | None = None,
-    asof: dt.datetime | None = None,
-    storage_options: Mapping[str, Any] | None = None,
-    commit_lock: CommitLock | None = None,
-    unsafe_commit: bool = False,
-) -> Dataset:
-    """Open a dataset at its latest version, a version number, a tag, or the version current at ``asof``.
+        Raises:
+            SchemaError: two fragments share an id, or a fragment deletes more rows than it has.
+            DataFileNotFoundError: a data or deletion file is missing.
+        """
+        validate(self._snapshot)
 
-    Raises:
-        DatasetNotFoundError: there is no dataset at ``uri``.
-        VersionNotFoundError: the version or time does not resolve.
-        TagError: the tag does not exist.
-        UnsupportedFormatError: the dataset needs features lance_table does not have.
-        StorageOptionsError: a storage option is unknown, unsafe or has a bad value.
-    """
-    storage = open_storage(uri, storage_options)
-    options = CommitOptions(commit_lock=commit_lock, unsafe_commit=unsafe_commit)
-    return Dataset(load(storage, version, asof, options))
+    @staticmethod
+    def drop(
+        base_uri: str | os.PathLike[str],
+        storage_options: Mapping[str, Any] | None = None,
+        ignore_not_found: bool | None = None,
+    ) -> None:
+        """Delete the dataset at ``base_uri`` and every file of it (pylance's ``LanceDataset.drop``).
 
-
-def write_dataset(
-    data: Any,
-    uri: str | os.PathLike[str],
-    *,
-    mode: WriteMode = "create",
-    schema: pa.Schema | None = None,
-    max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
-    max_bytes_per_file: int = DEFAULT_MAX_BYTES_PER_FILE,
-    storage_options: Mapping[str, Any] | None = None,
-    commit_message: str | None = None,
-    commit_lock: CommitLock | None = None,
-    unsafe_commit: bool = False,
-    max_retries: int | None = None,
-    progress: ProgressCallback | None = None,
-    data_storage_version: str | None = None,
-    enable_v2_manifest_paths: bool = DEFAULT_V2_MANIFEST_PATHS,
-    enable_stable_row_ids: bool = False,
-    transaction_properties: Mapping[str, str] | None = None,
-) -> Dataset:
-    """Write data as a new dataset, or append to / overwrite an existing one, in one atomic commit.
-
-    ``data`` may be anything pylance takes (a pyarrow Table, RecordBatch, RecordBatchReader, Dataset
-    or Scanner, a pandas or Polars DataFrame, a dict of columns, a list of row dicts, an iterable of
-    RecordBatches, a dataset or scanner of either library) or an object with ``__arrow_c_stream__``;
-    ``schema`` casts it (see :func:`~lance_table.table.operations.inputs.coerce_reader`). Rows are
-    streamed: memory stays bounded whatever the size, and a new data file (fragment) is started every
-    ``max_rows_per_file`` rows or ``max_bytes_per_file`` bytes. An append may leave out nullable
-    columns: they read as nulls, as in pylance.
-
-    ``data_storage_version`` chooses the data file format of a new dataset or of an overwrite
-    (``"2.0"``, ``"2.1"``, ``"2.2"``, ``"stable"``, ``"legacy"``, ``"next"``, as pylance names them);
-    an append keeps the dataset's format.
-
-    ``enable_v2_manifest_paths`` (manifest names of a new dataset) and ``enable_stable_row_ids``
-    (a new dataset whose rows keep their ids through compaction) apply when the dataset is created
-    and are ignored for an existing one, as in pylance. ``transaction_properties`` are stored in
-    the transaction (``commit_message`` under its own key, taking precedence).
-
-    Raises:
-        InputTypeError: the data is of no kind a write takes (also a TypeError).
-        DatasetAlreadyExistsError: ``mode="create"`` and a dataset exists.
-        SchemaError: the data does not match the dataset's schema (append) or cannot be stored.
-        UnsupportedFormatError: the dataset uses a data format or features lance_table cannot write.
-        CommitConflictError: a concurrent commit makes this write impossible.
-        StorageOptionsError: a storage option is unknown, unsafe or has a bad value.
-    """
-    storage = open_storage(uri, storage_options)
-    options = CommitOptions(
-        commit_lock=commit_lock,
-        unsafe_commit=unsafe_commit,
-        **({"max_retries": max_retries} if max_retries is not None else {}),
-    )
-    check_can_commit(options, storage)
-    try:
-        latest: Snapshot | None = load(storage)
-    except DatasetNotFoundError:
-        latest = None
-    base = latest.manifest if latest is not None else None
-    plan, reader = prepare_write(base, mode, data, schema, storage.uri, data_storage_version)
-    frags, written, dictionaries = write_fragments(
-        storage,
-        reader,
-        plan.schema,
-        list(plan.fields),
-        max_rows_per_file=max_rows_per_file,
-        max_bytes_per_file=max_bytes_per_file,
-        progress=progress,
-        data_format=plan.data_format,
-        dictionaries=plan.dictionaries,
-    )
-    scheme = latest.scheme if latest is not None else scheme_for_new_dataset(enable_v2_manifest_paths)
-    pending = plan.pending(frags, written, dictionaries)
-    if enable_stable_row_ids and isinstance(pending.operation, OverwriteOp):
-        pending = replace(pending, operation=replace(pending.operation, stable_row_ids=True))
-    manifest = commit(
-        storage,
-        base,
-        pending,
-        options=options,
-        properties=dict(transaction_properties or {}),
-        message=commit_message,
-        create_only=base is None and mode == "create",
-        scheme=scheme,
-    )
-    return Dataset(Snapshot(storage, manifest, scheme, options))
+        Raises:
+            DatasetNotFoundError: there is no dataset there, unless ``ignore_not_found``.
+        """
+        drop(base_uri, storage_options, ignore_not_found)
 
 
-__all__ = ["Dataset", "dataset", "write_dataset"]
+Dataset = LanceDataset  # the name lance_table used first
+
+__all__ = ["Dataset", "LanceDataset"]

@@ -112,11 +112,11 @@ def find_entry(storage: Storage, version: int) -> VersionEntry:
         VersionNotFoundError: the version does not exist.
         DatasetNotFoundError: there is no dataset.
     """
-    names = set(storage.list_names(paths.VERSIONS_DIR))
+    # Looked up by name (one stat or HEAD each), not by listing a history of thousands.
     for scheme in (paths.ManifestNaming.V2, paths.ManifestNaming.V1):
-        name = paths.manifest_name(version, scheme)
-        if name in names:
-            return VersionEntry(version, f"{paths.VERSIONS_DIR}/{name}", -1, scheme)
+        path = f"{paths.VERSIONS_DIR}/{paths.manifest_name(version, scheme)}"
+        if storage.exists(path):
+            return VersionEntry(version, path, -1, scheme)
     entries = list_versions(storage)
     if not entries:
         raise DatasetNotFoundError(f"no Lance dataset at {storage.uri}")
@@ -166,6 +166,19 @@ def decode_manifest(storage: Storage, entry: VersionEntry, data: bytes) -> Manif
         while len(_DECODED) > DECODED_CACHE_SIZE:
             _DECODED.popitem(last=False)
     return mf
+
+
+def remember_manifest(
+    storage: Storage, path: str, data: bytes, manifest: Manifest, transaction: bytes
+) -> None:
+    """Keep a manifest this process just committed (``data``: the bytes written at ``path``) as
+    if its file had been decoded: the next open of the latest version, by the next append of a
+    stream of them, reads the file and finds the same bytes, without decoding them again."""
+    where = f"{storage.uri.rstrip('/')}/{path}"
+    with _DECODED_LOCK:
+        _DECODED[(storage.cache_key, path)] = (data, ManifestFile(manifest, transaction, len(data), where))
+        while len(_DECODED) > DECODED_CACHE_SIZE:
+            _DECODED.popitem(last=False)
 
 
 def check_readable(manifest: Manifest, uri: str) -> None:
@@ -218,10 +231,11 @@ def _transaction_of(
 
 
 def history(storage: Storage) -> list[dict[str, Any]]:
-    """Every version, oldest first: number, timestamp (naive UTC), operation, commit message and
-    transaction properties. Only the version, time and transaction of each manifest are decoded
-    (not its fragments); manifests are read on threads. Versions cleaned up since the listing are
-    left out, but never the latest (the directory is listed again if it went).
+    """Every version, oldest first, shaped as pylance's ``versions()``: ``version``, ``timestamp``
+    (naive local time, as pylance computes it) and ``metadata`` (the version's summary, strings);
+    and beside them ``operation``, ``commit_message`` and ``transaction_properties``. Fragments are
+    counted in their protobuf form, not decoded; manifests are read on threads. Versions cleaned up
+    since the listing are left out, but never the latest (the directory is listed again if it went).
 
     Raises:
         CorruptFileError: a manifest or transaction is damaged.
@@ -242,9 +256,10 @@ def history(storage: Storage) -> list[dict[str, Any]]:
         return {
             "version": entry.version,
             "timestamp": _version_time(summary.timestamp_ns),
+            "metadata": summary.totals(),
             "operation": txn.operation.name if txn else None,
             "commit_message": txn.commit_message if txn else None,
-            "metadata": dict(txn.properties) if txn else {},
+            "transaction_properties": dict(txn.properties) if txn else {},
         }
 
     for _ in range(_HISTORY_TRIES):
@@ -261,14 +276,11 @@ _HISTORY_TRIES = 20
 
 
 def _version_time(ns: int) -> dt.datetime:
-    """A version's time as ``versions()`` shows it (naive UTC), computed as pylance computes it:
-    whole seconds and the microseconds of the rest, both in floating point (so the microseconds
+    """A version's time as ``versions()`` shows it (naive local time), computed as pylance computes
+    it: whole seconds and the microseconds of the rest, both in floating point (so the microseconds
     agree with pylance's to the last digit)."""
     seconds = ns // 1e9
-    return _EPOCH + dt.timedelta(seconds=seconds, microseconds=(ns % 1e9) // 1e3)
-
-
-_EPOCH = dt.datetime(1970, 1, 1)
+    return dt.datetime.fromtimestamp(seconds) + dt.timedelta(microseconds=(ns % 1e9) // 1e3)
 
 
 def write_version_hint(storage: Storage, version: int) -> None:

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
-from lance_table._parallel import map_fragments
+import pyarrow as pa
+
+from lance_table._parallel import FRAGMENTS, ahead_on, map_fragments, workers
 from lance_table.errors import UnsupportedFormatError
 from lance_table.file.runs import Runs
 from lance_table.format.manifest import Fragment
 from lance_table.format.transaction import ReserveFragments, Rewrite, RewriteGroup
-from lance_table.table import blob_write, indices
+from lance_table.table import blob_write, fragment_batch, indices
+from lance_table.table.blob_write import is_blob_v2_arrow
 from lance_table.table.commit import Pending, check_can_commit, check_rebasable
 from lance_table.table.commit.row_ids import carried_row_ids, uses_stable_row_ids
 from lance_table.table.frag_reuse import MovedGroup, next_frag_reuse_index
@@ -25,7 +28,31 @@ from lance_table.table.operations.write import (
 from lance_table.table.snapshot import Snapshot
 
 DEFAULT_TARGET_ROWS = 1024 * 1024
+DEFAULT_MAX_ROWS_PER_GROUP = 1024
+DEFAULT_MATERIALIZE_DELETIONS = True
+DEFAULT_MATERIALIZE_DELETIONS_THRESHOLD = 0.1
 COPY_CHUNK_ROWS = 128 * 1024
+
+
+@dataclass(frozen=True)
+class CompactionMetrics:
+    """What a compaction did, with pylance's attribute names (``lance.optimize.CompactionMetrics``).
+
+    Attributes:
+        fragments_removed: fragments rewritten away.
+        fragments_added: fragments written in their place.
+        files_removed: data and deletion files no longer referenced by the new version.
+        files_added: data files written.
+    """
+
+    fragments_removed: int = 0
+    fragments_added: int = 0
+    files_removed: int = 0
+    files_added: int = 0
+
+
+def _files_of(frag: Fragment) -> int:
+    return len(frag.files) + (frag.deletion_file is not None)
 
 
 @dataclass
@@ -112,13 +139,26 @@ def _rewrite_bin(
         dictionaries=ds.manifest.dictionaries,
     )
     try:
-        for frag in bin_.fragments:
-            for lo in range(0, frag.physical_rows, COPY_CHUNK_ROWS):
-                runs: Runs = frag.live_runs(lo, min(lo + COPY_CHUNK_ROWS, frag.physical_rows))
-                if runs.total:
-                    table = frag.read(ds.schema.names, runs)
-                    # blob v2 columns read as descriptors: their bytes are written anew
-                    for batch in blob_write.with_blob_bytes(ds, frag, table, runs, ds.schema):
+        names = ds.schema.names
+        if any(is_blob_v2_arrow(f) for f in ds.schema):
+            for frag in bin_.fragments:
+                for lo in range(0, frag.physical_rows, COPY_CHUNK_ROWS):
+                    runs: Runs = frag.live_runs(lo, min(lo + COPY_CHUNK_ROWS, frag.physical_rows))
+                    if runs.total:
+                        table = frag.read(names, runs)
+                        # blob v2 columns read as descriptors: their bytes are written anew
+                        for batch in blob_write.with_blob_bytes(ds, frag, table, runs, ds.schema):
+                            writer.write(batch)
+        else:
+            # Pieces of about COPY_CHUNK_ROWS rows (many small fragments read as one batch) are
+            # read on the workers, a few ahead of the writer: memory stays bounded by the depth.
+            def read(piece: list[tuple[FragmentReader, int, int]]) -> pa.Table:
+                runs = [f.live_runs(lo, hi) for f, lo, hi in piece]
+                return fragment_batch.read([f for f, _, _ in piece], names, runs)
+
+            for table in ahead_on(FRAGMENTS, read, _pieces(bin_.fragments), workers()):
+                if table.num_rows:
+                    for batch in table.combine_chunks().to_batches():
                         writer.write(batch)
         fragments = writer.finish()
         for fid, values in writer.dictionaries.items():
@@ -149,6 +189,24 @@ def _warn_uncovered(index_list: list[indices.IndexMetadata], bins: list[_Bin]) -
         )
 
 
+def _pieces(frags: list[FragmentReader]) -> Iterator[list[tuple[FragmentReader, int, int]]]:
+    """The fragments' rows in order, as lists of ranges ``(fragment, lo, hi)`` of about
+    :data:`COPY_CHUNK_ROWS` rows in all (a large fragment in several, small ones together)."""
+    piece: list[tuple[FragmentReader, int, int]] = []
+    rows = 0
+    for frag in frags:
+        n = frag.physical_rows
+        for lo in range(0, n, COPY_CHUNK_ROWS):
+            hi = min(lo + COPY_CHUNK_ROWS, n)
+            if piece and rows + hi - lo > COPY_CHUNK_ROWS:
+                yield piece
+                piece, rows = [], 0
+            piece.append((frag, lo, hi))
+            rows += hi - lo
+    if piece:
+        yield piece
+
+
 def _try(
     fn: Callable[[], tuple[list[Fragment], list[str]]],
 ) -> tuple[tuple[list[Fragment], list[str]], BaseException | None]:
@@ -161,18 +219,18 @@ def _try(
 def compact_files(
     ds: Snapshot,
     *,
-    target_rows_per_fragment: int = DEFAULT_TARGET_ROWS,
-    max_rows_per_group: int = 1024,
-    materialize_deletions: bool = True,
-    materialize_deletions_threshold: float = 0.1,
+    target_rows_per_fragment: int | None = DEFAULT_TARGET_ROWS,
+    max_rows_per_group: int | None = DEFAULT_MAX_ROWS_PER_GROUP,
+    materialize_deletions: bool | None = DEFAULT_MATERIALIZE_DELETIONS,
+    materialize_deletions_threshold: float | None = DEFAULT_MATERIALIZE_DELETIONS_THRESHOLD,
     max_bytes_per_file: int | None = None,
     num_threads: int | None = None,
     batch_size: int | None = None,
-    defer_index_remap: bool | None = None,
-) -> Snapshot:
+) -> tuple[Snapshot, CompactionMetrics]:
     """Rewrite small fragments into fragments of about ``target_rows_per_fragment`` rows, dropping
     deleted rows; commits ``ReserveFragments`` and then ``Rewrite`` (two versions), as pylance does.
-    Returns the new version, or ``ds`` itself when there is nothing to compact.
+    Returns the new version and what changed, or ``ds`` itself and zero metrics when there is
+    nothing to compact. An option given as None takes its default (as in pylance).
 
     ``max_rows_per_group``, ``num_threads`` and ``batch_size`` are accepted for pylance compatibility.
 
@@ -184,9 +242,9 @@ def compact_files(
     warning naming them: their rows are scanned, never wrongly indexed. With row addresses, a
     compaction that moves indexed rows records the old-to-new addresses in pylance's fragment
     reuse index (``__lance_frag_reuse``), through which pylance's indices keep answering, exactly
-    as pylance's ``defer_index_remap=True`` does; so ``defer_index_remap`` (and its config key
-    ``lance.compaction.defer_index_remap``) changes nothing here. pylance without deferral would
-    rewrite the index files instead; the answers are the same.
+    as pylance's ``defer_index_remap=True`` does (so pylance's ``defer_index_remap`` option
+    changes nothing here). pylance without deferral would rewrite the index files instead; the
+    answers are the same.
 
     Raises:
         UnsupportedFormatError: a data format lance_table does not write, or blob v2 columns it
@@ -196,6 +254,12 @@ def compact_files(
         CommitConflictError: a concurrent delete or compaction touched the same fragments, or
             versions committed since ``ds`` are gone.
     """
+    if target_rows_per_fragment is None:
+        target_rows_per_fragment = DEFAULT_TARGET_ROWS
+    if materialize_deletions is None:
+        materialize_deletions = DEFAULT_MATERIALIZE_DELETIONS
+    if materialize_deletions_threshold is None:
+        materialize_deletions_threshold = DEFAULT_MATERIALIZE_DELETIONS_THRESHOLD
     if target_rows_per_fragment <= 0:
         raise ValueError("target_rows_per_fragment must be positive")
     data_format = writable_data_format(ds.manifest, ds.uri)
@@ -211,7 +275,7 @@ def compact_files(
         indices.coverage(index_list),
     )
     if not bins:
-        return ds
+        return ds, CompactionMetrics()
     check_blob_fields(ds.manifest.fields, data_format, ds.uri)
     stable = uses_stable_row_ids(ds.manifest)
     # pylance 14 records the moves of indexed rows only, and none on datasets with stable row ids
@@ -261,4 +325,11 @@ def compact_files(
                 ds.storage.delete(path)
             raise
         files += tuple(details)
-    return ds.commit(Pending(Rewrite(tuple(groups), frag_reuse_index=reuse), ds.version, written=files))
+    done = ds.commit(Pending(Rewrite(tuple(groups), frag_reuse_index=reuse), ds.version, written=files))
+    metrics = CompactionMetrics(
+        fragments_removed=sum(len(g.old_fragments) for g in groups),
+        fragments_added=total,
+        files_removed=sum(_files_of(f) for g in groups for f in g.old_fragments),
+        files_added=sum(_files_of(f) for g in groups for f in g.new_fragments),
+    )
+    return done, metrics
