@@ -68,8 +68,9 @@ def _digest(frag: Fragment, out: table_pb2.FragmentReuseIndexDetails.FragmentDig
     out.num_deleted_rows = frag.num_deleted
 
 
-def _current_versions(storage: Storage, base: Manifest) -> tuple[list[Any], int]:
-    """The versions recorded by the dataset's fragment reuse index so far, and its index_version.
+def _current_versions(storage: Storage, base: Manifest) -> tuple[list[Any], int, bytes]:
+    """The versions recorded by the dataset's fragment reuse index so far, its index_version and
+    its uuid (b"" when there is none).
 
     Raises:
         CorruptFileError: the index's details do not parse.
@@ -89,21 +90,22 @@ def _current_versions(storage: Storage, base: Manifest) -> tuple[list[Any], int]
                 content = details.inline
         except Exception as exc:  # protobuf's DecodeError and friends
             raise CorruptFileError(where, f"fragment reuse details do not parse ({exc})") from exc
-        return list(content.versions), idx.index_version
-    return [], 0
+        return list(content.versions), idx.index_version, idx.uuid.uuid
+    return [], 0, b""
 
 
 def next_frag_reuse_index(
     storage: Storage, base: Manifest, groups: Sequence[MovedGroup], stable_row_ids: bool
-) -> tuple[bytes, list[str]]:
+) -> tuple[bytes, bytes, list[str]]:
     """The fragment reuse index after a compaction read at ``base`` (the version its Rewrite
     commits on): the existing versions plus one for ``groups``. Returns the serialized
-    ``IndexMetadata`` and the files written for it (an external details file, if any).
+    ``IndexMetadata``, the uuid of the index it extends (b"" for none) and the files written for
+    it (an external details file, if any).
 
     Raises:
         CorruptFileError: the existing index's details do not parse.
     """
-    versions, index_version = _current_versions(storage, base)
+    versions, index_version, extends = _current_versions(storage, base)
     content = Details.InlineContent()
     for v in versions:
         content.versions.add().CopyFrom(v)
@@ -140,4 +142,4 @@ def next_frag_reuse_index(
     meta.index_details.value = details.SerializeToString()
     meta.index_version = index_version
     meta.created_at = time.time_ns() // 1_000_000
-    return meta.SerializeToString(), written
+    return meta.SerializeToString(), extends, written

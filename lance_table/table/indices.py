@@ -32,6 +32,7 @@ from typing import Any
 from pyroaring import BitMap
 
 from lance_table._proto import table_pb2
+from lance_table.errors import CommitConflictError
 from lance_table.format.manifest import Manifest
 from lance_table.format.operations import REWRITE_ROWS, Merge, Project, Update
 from lance_table.format.row_ids import RowMeta
@@ -233,6 +234,8 @@ def index_section_after(base: Manifest, op: Any, new: Manifest, stable_row_ids: 
 
     Raises:
         ValueError: a Rewrite group mixes fragments an index covers with ones it does not.
+        CommitConflictError: a Rewrite's fragment reuse index extends one that is no longer the
+            dataset's (retryable).
     """
     if isinstance(op, Overwrite):
         return None
@@ -266,6 +269,13 @@ def index_section_after(base: Manifest, op: Any, new: Manifest, stable_row_ids: 
                         moved = bitmap - BitMap(f.id for g in op.groups for f in g.old_fragments)
                     set_fragment_bitmap(idx, moved)
         if op.frag_reuse_index is not None:
+            current = [i.uuid.uuid for i in indices if i.name == FRAG_REUSE_INDEX_NAME]
+            if current != ([op.frag_reuse_extends] if op.frag_reuse_extends else []):
+                raise CommitConflictError(
+                    "a concurrent commit changed the fragment reuse index this compaction extends; "
+                    "run the compaction again",
+                    retryable=True,
+                )
             reuse = table_pb2.IndexMetadata.FromString(op.frag_reuse_index)
             indices = [i for i in indices if i.name != reuse.name] + [reuse]
     else:

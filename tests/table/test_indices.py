@@ -385,3 +385,22 @@ def test_cleanup_removes_the_index_files_pylance_removes(indexed: tuple[str, str
     assert {f.split("/")[0] for f in _index_files(ours)} <= referenced
     if referenced:
         assert_indices_answer(ours)
+
+
+def test_a_reuse_index_changed_meanwhile_makes_the_rewrite_conflict(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from lance_table.format.transaction import Rewrite
+    from lance_table.table.indices import index_section_after
+
+    uri = _indexed(tmp_path / "ds", "2.0", False)
+    lt.dataset(uri).delete("i % 5 = 0")
+    lt.dataset(uri).compact_files(target_rows_per_fragment=1000)  # records a reuse index
+    manifest = lt.dataset(uri)._snapshot.manifest
+    current = next(i for i in decode_section(manifest.index_section) if i.name == FRAG_REUSE_INDEX_NAME)
+    stale = Rewrite((), frag_reuse_index=current.SerializeToString(), frag_reuse_extends=b"")
+    with pytest.raises(lt.errors.CommitConflictError) as err:
+        index_section_after(manifest, stale, manifest, False)
+    assert err.value.retryable
+    fresh = replace(stale, frag_reuse_extends=current.uuid.uuid)
+    assert index_section_after(manifest, fresh, manifest, False) is not None

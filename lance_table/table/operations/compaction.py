@@ -312,20 +312,26 @@ def compact_files(
             with_ids.append(replace(frag, id=next_id))
             next_id += 1
         groups.append(RewriteGroup(tuple(f.fragment for f in bin_.fragments), tuple(with_ids)))
-    reuse = None
+    reuse, extends = None, b""
     if record_moves:
         moved = [
             MovedGroup([(f.fragment, f.live_positions()) for f in bin_.fragments], group.new_fragments)
             for bin_, group in zip(bins, groups, strict=True)
         ]
         try:
-            reuse, details = next_frag_reuse_index(ds.storage, reserved, moved, stable)
+            reuse, extends, details = next_frag_reuse_index(ds.storage, reserved, moved, stable)
         except BaseException:
             for path in files:
                 ds.storage.delete(path)
             raise
         files += tuple(details)
-    done = ds.commit(Pending(Rewrite(tuple(groups), frag_reuse_index=reuse), ds.version, written=files))
+    done = ds.commit(
+        Pending(
+            Rewrite(tuple(groups), frag_reuse_index=reuse, frag_reuse_extends=extends),
+            ds.version,
+            written=files,
+        )
+    )
     metrics = CompactionMetrics(
         fragments_removed=sum(len(g.old_fragments) for g in groups),
         fragments_added=total,
