@@ -241,6 +241,8 @@ def index_section_after(base: Manifest, op: Any, new: Manifest, stable_row_ids: 
         return None
     if isinstance(op, Restore):
         return new.index_section
+    if not isinstance(op, (Delete, Merge, Project, Update, Rewrite)):
+        return base.index_section  # Append, ReserveFragments, UpdateConfig, DataReplacement, ...
     indices = decode_section(base.index_section)
     if not indices:
         return None
@@ -278,6 +280,4 @@ def index_section_after(base: Manifest, op: Any, new: Manifest, stable_row_ids: 
                 )
             reuse = table_pb2.IndexMetadata.FromString(op.frag_reuse_index)
             indices = [i for i in indices if i.name != reuse.name] + [reuse]
-    else:
-        return base.index_section
     return encode_section(indices)
