@@ -27,6 +27,7 @@ from lance_table.table import scanner as scans
 from lance_table.table.blobs import BlobFile, take_blobs
 from lance_table.table.commit import CommitLock, CommitOptions
 from lance_table.table.commit.protocol import DEFAULT_MAX_RETRIES
+from lance_table.table.frag_reuse import load_versions
 from lance_table.table.fragment_metadata import FragmentMetadata
 from lance_table.table.index_list import IndexDescription
 from lance_table.table.lance_fragment import LanceFragment, fragment_of
@@ -687,7 +688,7 @@ class LanceDataset:
     def describe_indices(self) -> list[IndexDescription]:
         """The indices of this version as pylance describes them (name, type, fields, segments with
         the fragments each covers, rows indexed), read from the manifest alone."""
-        return index_list.describe_indices(self.manifest)
+        return index_list.describe_indices(self.manifest, self._reuse_loader)
 
     def list_indices(self) -> list[dict[str, Any]]:
         """One dict per index segment, as pylance's deprecated ``list_indices`` gives them (and, like
@@ -697,12 +698,15 @@ class LanceDataset:
             DeprecationWarning,
             stacklevel=2,
         )
-        return index_list.list_indices(self.manifest)
+        return index_list.list_indices(self.manifest, self._reuse_loader)
 
     @property
     def has_index(self) -> bool:
         """Whether this version has any index."""
         return bool(index_list.describe_indices(self.manifest))
+
+    def _reuse_loader(self, idx: Any) -> list[Any]:
+        return load_versions(self._storage, idx)
 
     def create_index(
         self, column: str | list[str], index_type: str, name: str | None = None, **kwargs: Any

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from google.protobuf.message import DecodeError
 from pyroaring import BitMap
 
 from lance_table._proto import table_pb2
@@ -68,6 +69,27 @@ def _digest(frag: Fragment, out: table_pb2.FragmentReuseIndexDetails.FragmentDig
     out.num_deleted_rows = frag.num_deleted
 
 
+def load_versions(storage: Storage, idx: Any) -> list[Any]:
+    """The versions a fragment reuse index records, from its metadata or its details file.
+
+    Raises:
+        CorruptFileError: the details do not parse.
+    """
+    index_id = uuid_mod.UUID(bytes=idx.uuid.uuid)
+    try:
+        details = Details.FromString(idx.index_details.value)
+        if details.HasField("external"):
+            ext = details.external
+            data = storage.read(f"{paths.INDICES_DIR}/{index_id}/{ext.path}")[
+                ext.offset : ext.offset + ext.size
+            ]
+            return list(Details.InlineContent.FromString(data).versions)
+        return list(details.inline.versions)
+    except DecodeError as exc:
+        where = f"{FRAG_REUSE_INDEX_NAME} index {index_id}"
+        raise CorruptFileError(where, f"fragment reuse details do not parse ({exc})") from exc
+
+
 def _current_versions(storage: Storage, base: Manifest) -> tuple[list[Any], int, bytes]:
     """The versions recorded by the dataset's fragment reuse index so far, its index_version and
     its uuid (b"" when there is none).
@@ -76,21 +98,8 @@ def _current_versions(storage: Storage, base: Manifest) -> tuple[list[Any], int,
         CorruptFileError: the index's details do not parse.
     """
     for idx in decode_section(base.index_section):
-        if idx.name != FRAG_REUSE_INDEX_NAME:
-            continue
-        where = f"{FRAG_REUSE_INDEX_NAME} index {uuid_mod.UUID(bytes=idx.uuid.uuid)}"
-        try:
-            details = Details.FromString(idx.index_details.value)
-            if details.HasField("external"):
-                ext = details.external
-                path = f"{paths.INDICES_DIR}/{uuid_mod.UUID(bytes=idx.uuid.uuid)}/{ext.path}"
-                data = storage.read(path)[ext.offset : ext.offset + ext.size]
-                content = Details.InlineContent.FromString(data)
-            else:
-                content = details.inline
-        except Exception as exc:  # protobuf's DecodeError and friends
-            raise CorruptFileError(where, f"fragment reuse details do not parse ({exc})") from exc
-        return list(content.versions), idx.index_version, idx.uuid.uuid
+        if idx.name == FRAG_REUSE_INDEX_NAME:
+            return load_versions(storage, idx), idx.index_version, idx.uuid.uuid
     return [], 0, b""
 
 

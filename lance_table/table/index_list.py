@@ -18,6 +18,7 @@ from lance_table.format.manifest import Manifest
 from lance_table.table.indices import (
     FRAG_REUSE_INDEX_NAME,
     IndexMetadata,
+    VersionsLoader,
     covered_fragments,
     decode_section,
     reuse_moves,
@@ -123,10 +124,11 @@ def index_type(idx: IndexMetadata) -> str:
     return _SCALAR_TYPES.get(suffix, suffix.removesuffix("IndexDetails") or "Unknown")
 
 
-def describe_indices(manifest: Manifest) -> list[IndexDescription]:
-    """The indices of a version, one description per index name, by name."""
+def describe_indices(manifest: Manifest, load: VersionsLoader | None = None) -> list[IndexDescription]:
+    """The indices of a version, one description per index name, by name; ``load`` reads the
+    fragment reuse records kept in their own file (past 200 KiB)."""
     indices = decode_section(manifest.index_section)
-    moves = reuse_moves(indices)
+    moves = reuse_moves(indices, load)
     names = {f.id: f.name for f in manifest.fields}
     rows = {f.id: f.num_rows for f in manifest.fragments}
     by_name: dict[str, list[IndexMetadata]] = {}
@@ -172,7 +174,7 @@ def describe_indices(manifest: Manifest) -> list[IndexDescription]:
     return out
 
 
-def list_indices(manifest: Manifest) -> list[dict[str, Any]]:
+def list_indices(manifest: Manifest, load: VersionsLoader | None = None) -> list[dict[str, Any]]:
     """pylance's ``list_indices`` rows: one dict per index segment."""
     return [
         {
@@ -184,7 +186,7 @@ def list_indices(manifest: Manifest) -> list[dict[str, Any]]:
             "fragment_ids": s.fragment_ids,
             "base_id": s.base_id,
         }
-        for d in describe_indices(manifest)
+        for d in describe_indices(manifest, load)
         for s in d.segments
     ]
 

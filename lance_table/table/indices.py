@@ -175,16 +175,27 @@ def rewritten_bitmap(bitmap: BitMap, groups: Sequence[RewriteGroup]) -> BitMap:
     return out
 
 
-def reuse_moves(indices: list[IndexMetadata]) -> list[tuple[list[int], list[int]]]:
-    """The (old fragments, new fragments) of every group the fragment reuse index records."""
+#: Reads the versions of a fragment reuse index whose details live in their own file.
+VersionsLoader = Callable[[IndexMetadata], Sequence[Any]]
+
+
+def reuse_moves(
+    indices: list[IndexMetadata], load: VersionsLoader | None = None
+) -> list[tuple[list[int], list[int]]]:
+    """The (old fragments, new fragments) of every group the fragment reuse index records;
+    ``load`` reads details kept in their own file (without it, such details count as none)."""
     for idx in indices:
         if idx.name == FRAG_REUSE_INDEX_NAME:
             details = table_pb2.FragmentReuseIndexDetails.FromString(idx.index_details.value)
-            if not details.HasField("inline"):
-                return []  # kept in a file: describing reads the manifest only
+            if details.HasField("inline"):
+                versions: Sequence[Any] = details.inline.versions
+            elif load is not None:
+                versions = load(idx)
+            else:
+                return []
             return [
                 ([f.id for f in g.old_fragments], [f.id for f in g.new_fragments])
-                for v in details.inline.versions
+                for v in versions
                 for g in v.groups
             ]
     return []
@@ -203,11 +214,13 @@ def covered_fragments(idx: IndexMetadata, moves: list[tuple[list[int], list[int]
     return bitmap
 
 
-def coverage(indices: Sequence[IndexMetadata]) -> Callable[[int], tuple[int, ...]]:
+def coverage(
+    indices: Sequence[IndexMetadata], load: VersionsLoader | None = None
+) -> Callable[[int], tuple[int, ...]]:
     """A function from a fragment id to the positions of the indices covering it (what compaction
     may not mix), through the fragment reuse index as pylance sees them; an index without a bitmap
     covers every fragment."""
-    moves = reuse_moves(list(indices))
+    moves = reuse_moves(list(indices), load)
     covered = [covered_fragments(idx, moves) if idx.fragment_bitmap else None for idx in indices]
 
     def of(fragment_id: int) -> tuple[int, ...]:

@@ -404,3 +404,37 @@ def test_a_reuse_index_changed_meanwhile_makes_the_rewrite_conflict(tmp_path: Pa
     assert err.value.retryable
     fresh = replace(stale, frag_reuse_extends=current.uuid.uuid)
     assert index_section_after(manifest, fresh, manifest, False) is not None
+
+
+def test_reuse_details_in_their_own_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past 200 KiB pylance keeps the reuse details in ``_indices/<uuid>/details.binpb``; so do we
+    (here past a lowered limit: 200 KiB of moves takes millions of rows), pylance reads them, and a
+    second compaction extends them from there."""
+    from lance_table.table import frag_reuse
+
+    monkeypatch.setattr(frag_reuse, "INLINE_LIMIT", 100)
+    ours = _indexed(tmp_path / "ours", "2.0", False)
+    theirs = str(tmp_path / "theirs")
+    shutil.copytree(ours, theirs)
+    for pred in ("i % 5 = 0", "i % 3 = 0"):
+        lt.dataset(ours).delete(pred)
+        lance.dataset(theirs).delete(pred)
+        lt.dataset(ours).compact_files(target_rows_per_fragment=2000)
+        lance.dataset(theirs).optimize.compact_files(target_rows_per_fragment=2000, defer_index_remap=True)
+        reuse = next(i for i in decode_section(section(ours)) if i.name == FRAG_REUSE_INDEX_NAME)
+        details = table_pb2.FragmentReuseIndexDetails.FromString(reuse.index_details.value)
+        assert details.HasField("external") and details.external.path == "details.binpb"
+        stored = (Path(ours) / "_indices" / _uuid(reuse) / "details.binpb").read_bytes()
+        assert table_pb2.FragmentReuseIndexDetails.InlineContent.FromString(stored) == _reuse_content(theirs)
+        assert described(ours) == described(theirs)
+        mine = {d.name: sorted(d.segments[0].fragment_ids) for d in lt.dataset(ours).describe_indices()}
+        assert mine == {
+            d.name: sorted(d.segments[0].fragment_ids) for d in lance.dataset(ours).describe_indices()
+        }
+        assert_indices_answer(ours)
+
+
+def _uuid(idx: Any) -> str:
+    import uuid
+
+    return str(uuid.UUID(bytes=idx.uuid.uuid))

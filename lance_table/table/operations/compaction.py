@@ -17,7 +17,7 @@ from lance_table.table import blob_write, fragment_batch, indices
 from lance_table.table.blob_write import is_blob_v2_arrow
 from lance_table.table.commit import Pending, check_can_commit, check_rebasable
 from lance_table.table.commit.row_ids import carried_row_ids, uses_stable_row_ids
-from lance_table.table.frag_reuse import MovedGroup, next_frag_reuse_index
+from lance_table.table.frag_reuse import MovedGroup, load_versions, next_frag_reuse_index
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.operations.write import (
     DEFAULT_MAX_BYTES_PER_FILE,
@@ -272,7 +272,7 @@ def compact_files(
         target_rows_per_fragment,
         materialize_deletions,
         materialize_deletions_threshold,
-        indices.coverage(index_list),
+        indices.coverage(index_list, lambda idx: load_versions(ds.storage, idx)),
     )
     if not bins:
         return ds, CompactionMetrics()
