@@ -99,7 +99,8 @@ def _top_level_fields(data: bytes) -> set[int]:
             elif wire == 1:
                 pos += 8
             elif wire == 2:
-                pos += varint()
+                size = varint()  # (read before moving: ``pos += varint()`` would add to the old pos)
+                pos += size
             elif wire == 5:
                 pos += 4
             else:

@@ -438,3 +438,18 @@ def _uuid(idx: Any) -> str:
     import uuid
 
     return str(uuid.UUID(bytes=idx.uuid.uuid))
+
+
+@pytest.mark.parametrize(
+    "kind", ["IVF_FLAT", "IVF_PQ", "IVF_SQ", "IVF_RQ", "IVF_HNSW_FLAT", "IVF_HNSW_PQ", "IVF_HNSW_SQ"]
+)
+def test_vector_index_types_are_named_as_pylance_names_them(tmp_path: Path, kind: str) -> None:
+    rng = np.random.default_rng(0)
+    vec = pa.FixedSizeListArray.from_arrays(pa.array(rng.random(600 * 16, dtype=np.float32)), 16)
+    ds = lance.write_dataset(pa.table({"v": vec}), str(tmp_path / "ds"))
+    ds.create_index("v", kind, num_partitions=2, **({"num_sub_vectors": 2} if "PQ" in kind else {}))
+    mine = lt.dataset(str(tmp_path / "ds")).describe_indices()
+    assert [d.index_type for d in mine] == [
+        d.index_type for d in lance.dataset(str(tmp_path / "ds")).describe_indices()
+    ]
+    assert mine[0].index_type == kind
