@@ -33,7 +33,7 @@ from pyroaring import BitMap
 
 from lance_table._proto import table_pb2
 from lance_table.errors import CommitConflictError
-from lance_table.format.manifest import Manifest
+from lance_table.format.manifest import Manifest, assign_fragment_ids
 from lance_table.format.operations import REWRITE_ROWS, Merge, Project, Update
 from lance_table.format.row_ids import RowMeta
 from lance_table.format.transaction import Delete, Overwrite, Restore, Rewrite, RewriteGroup
@@ -240,10 +240,13 @@ def moved_only(fragments: Sequence[Any]) -> list[int]:
     return out
 
 
-def index_section_after(base: Manifest, op: Any, new: Manifest, stable_row_ids: bool) -> bytes | None:
+def index_section_after(
+    base: Manifest, op: Any, new: Manifest, stable_row_ids: bool, next_id: int = 0
+) -> bytes | None:
     """The index section of the version ``op`` makes from ``base``; ``new`` is that version's
     manifest with its fragments (their final ids) and schema; ``stable_row_ids`` whether the
-    dataset uses stable row ids. An ``Update``'s new fragments are the ids ``new`` adds, in order.
+    dataset uses stable row ids; ``next_id`` the first fragment id an ``Update``'s new fragments
+    without one were given.
 
     Raises:
         ValueError: a Rewrite group mixes fragments an index covers with ones it does not.
@@ -266,10 +269,7 @@ def index_section_after(base: Manifest, op: Any, new: Manifest, stable_row_ids: 
     elif isinstance(op, Update):
         prune_updated_fields(indices, [f.id for f in op.updated_fragments], op.fields_modified)
         if stable_row_ids and op.update_mode == REWRITE_ROWS:
-            # the new fragments got consecutive ids above every existing one, in order
-            known = {f.id for f in base.fragments}
-            new_ids = sorted(i for i in frags if i not in known)
-            new_ids = new_ids[len(new_ids) - len(op.new_fragments) :]
+            new_ids = [f.id for f in assign_fragment_ids(op.new_fragments, next_id)]  # as applied
             moved_ids = [new_ids[pos] for pos in moved_only(op.new_fragments)]
             sources = [*op.removed_fragment_ids, *(f.id for f in op.updated_fragments)]
             register_moved_rows(indices, moved_ids, sources, op.fields_for_preserving_frag_bitmap)

@@ -453,3 +453,18 @@ def test_vector_index_types_are_named_as_pylance_names_them(tmp_path: Path, kind
         d.index_type for d in lance.dataset(str(tmp_path / "ds")).describe_indices()
     ]
     assert mine[0].index_type == kind
+
+
+@pytest.mark.parametrize(
+    "updates,where",
+    [({"i": "i + 10000"}, "i < 450"), ({"s": "'z'"}, "i % 4 = 0"), ({"v": "v"}, "s = 'c1'")],
+)
+def test_update_keeps_index_metadata_as_pylance(
+    indexed: tuple[str, str, str], updates: Any, where: str
+) -> None:
+    ours, theirs, _ = indexed
+    lt.dataset(ours).update(updates, where=where)
+    lance.dataset(theirs).update(updates, where=where)
+    assert described(ours) == described(theirs)
+    assert section(ours) == section(theirs)
+    assert_indices_answer(ours)

@@ -109,7 +109,8 @@ def next_manifest(
     else:  # pragma: no cover - guarded by Transaction.to_bytes
         raise ValueError(f"cannot apply {op.name}")
     _check_fragment_ids(m)
-    m = replace(m, index_section=index_section_after(base, op, m, uses_stable_row_ids(base)))
+    section = index_section_after(base, op, m, uses_stable_row_ids(base), _next_id(base))
+    m = replace(m, index_section=section)
     m = with_row_ids(base if base.version or base.fragments else None, m, op, version)
     m = replace(
         m,
