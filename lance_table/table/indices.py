@@ -144,13 +144,14 @@ def register_moved_rows(
     fields_changed: Iterable[int],
 ) -> None:
     """With stable row ids: add the new fragments holding only moved rows to the bitmaps of the
-    indices on none of ``fields_changed`` that covered every source fragment (in place)."""
+    indices on none of ``fields_changed`` that covered every source fragment and hold row ids
+    (:func:`keyed_by_row_id`; pylance 14 leaves a BTREE alone), in place."""
     if not moved_fragment_ids:
         return
     changed = set(fields_changed)
     for idx in indices:
         bitmap = fragment_bitmap(idx)
-        if bitmap is None or any(f in changed for f in idx.fields):
+        if bitmap is None or any(f in changed for f in idx.fields) or not keyed_by_row_id(idx):
             continue
         if all(f in bitmap for f in source_fragment_ids):
             set_fragment_bitmap(idx, bitmap | BitMap(moved_fragment_ids))
