@@ -77,6 +77,12 @@ class SchemaError(LanceTableError, ValueError):
     """A schema cannot be stored, or data does not match the schema it is written with."""
 
 
+class SchemaChangeError(LanceTableError, OSError):
+    """A schema change (``add_columns``, ``alter_columns``, ``merge``) cannot be made as asked: a
+    column already exists or does not exist, a cast is not allowed, a value does not fit. An
+    ``OSError``, as pylance raises it."""
+
+
 class InputTypeError(LanceTableError, TypeError):
     """Data handed to a write is of no kind it takes (also a TypeError, as pylance raises)."""
 

@@ -473,3 +473,21 @@ def test_update_keeps_index_metadata_as_pylance(
     assert described(ours) == described(theirs)
     assert section(ours) == section(theirs)
     assert_indices_answer(ours)
+
+
+@pytest.mark.parametrize("op", ["drop_indexed", "drop_other", "add_sql", "rename_indexed"])
+def test_schema_evolution_keeps_index_metadata_as_pylance(indexed: tuple[str, str, str], op: str) -> None:
+    ours, theirs, _ = indexed
+    for ds in (lt.dataset(ours), lance.dataset(theirs)):
+        if op == "drop_indexed":
+            ds.drop_columns(["s"])
+        elif op == "drop_other":
+            ds.add_columns({"d": "i * 2"})
+            ds.drop_columns(["d"])
+        elif op == "add_sql":
+            ds.add_columns({"d": "i * 2"})
+        else:
+            ds.alter_columns({"path": "s", "name": "s2"})
+    assert section(ours) == section(theirs)
+    assert described(ours) == described(theirs)
+    assert_indices_answer(ours)
