@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -36,6 +36,7 @@ from lance_table.table.operations.delete import DEFAULT_RETRY_TIMEOUT, delete_ro
 from lance_table.table.operations.manifest_paths import (
     migrate_manifest_paths_v2,
 )
+from lance_table.table.operations.merge_insert import MergeInsertBuilder
 from lance_table.table.operations.transactions import (
     DEFAULT_RECENT_TRANSACTIONS,
     get_transactions,
@@ -361,6 +362,16 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
         """
         kwargs.setdefault("storage_options", self._storage.storage_options)
         self._committed(write_snapshot(data, self.uri, mode=mode, **kwargs))
+
+    def merge_insert(self, on: str | Iterable[str] | None = None) -> MergeInsertBuilder:
+        """A builder for a merge_insert (upsert, insert-if-absent, replace a range) joining source
+        rows to this dataset's rows on ``on`` (a column or several; None: the dataset's
+        unenforced primary key), as pylance's ``merge_insert``.
+
+        Raises:
+            MergeInsertError: no join keys, or a key column the dataset does not have.
+        """
+        return MergeInsertBuilder(self, on)
 
     def truncate_table(self, *, commit_message: str | None = None) -> None:
         """Delete every row (one Delete of all fragments); the schema, config and indices stay and the
