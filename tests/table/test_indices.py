@@ -491,3 +491,14 @@ def test_schema_evolution_keeps_index_metadata_as_pylance(indexed: tuple[str, st
     assert section(ours) == section(theirs)
     assert described(ours) == described(theirs)
     assert_indices_answer(ours)
+
+
+def test_merge_insert_keeps_index_metadata_as_pylance(indexed: tuple[str, str, str]) -> None:
+    ours, theirs, _ = indexed
+    source = _rows(400, 300)  # matches rows of indexed fragments
+    source = source.set_column(1, "s", pa.array(["m"] * source.num_rows))
+    for ds in (lt.dataset(ours), lance.dataset(theirs)):
+        ds.merge_insert("i").when_matched_update_all().when_not_matched_insert_all().execute(source)
+    assert described(ours) == described(theirs)
+    assert section(ours) == section(theirs)
+    assert_indices_answer(ours)
