@@ -64,6 +64,12 @@ class RewriteGroup:
 @dataclass(frozen=True)
 class Rewrite:
     groups: tuple[RewriteGroup, ...]
+    # Not stored in the transaction (as in pylance): the fragment reuse index this compaction
+    # records (a serialized IndexMetadata) for the next version's index section.
+    frag_reuse_index: bytes | None = field(default=None, compare=False)
+    # The uuid of the fragment reuse index it extends (b"" for none): one that changed meanwhile
+    # (a concurrent compaction recorded its own moves) makes this commit conflict.
+    frag_reuse_extends: bytes = field(default=b"", compare=False)
     name = "rewrite"
 
 

@@ -55,12 +55,18 @@ class _Maintenance(Handle):
         max_bytes_per_file: int | None = None,
         num_threads: int | None = None,
         batch_size: int | None = None,
+        defer_index_remap: bool | None = None,
     ) -> CompactionMetrics:
         """Shorthand for ``ds.optimize.compact_files(...)`` (see there): the handle moves to the
         version committed; returns pylance's compaction metrics.
 
+        Indices stay valid as with pylance's ``defer_index_remap=True``: moved indexed rows are
+        recorded in pylance's fragment reuse index (lance_table does not rewrite index files);
+        with stable row ids the index coverage moves to the new fragments.
+
         Raises:
-            UnsupportedFormatError: the dataset has indices, or data files lance_table does not write.
+            UnsupportedFormatError: data files lance_table does not write.
+            CorruptFileError: the dataset's fragment reuse index does not parse.
             CommitConflictError: a concurrent delete or compaction touched the same fragments.
         """
         return self.optimize.compact_files(
@@ -71,6 +77,7 @@ class _Maintenance(Handle):
             max_bytes_per_file=max_bytes_per_file,
             num_threads=num_threads,
             batch_size=batch_size,
+            defer_index_remap=defer_index_remap,
         )
 
     def cleanup_old_versions(

@@ -134,7 +134,8 @@ class LanceOperation:
             updated_fragments: fragments of the dataset with new deletion files (same ids).
             new_fragments: the fragments holding the new rows.
             fields_modified: ids of fields whose values changed in ``updated_fragments``.
-            fields_for_preserving_frag_bitmap: recorded for indices (lance_table keeps none).
+            fields_for_preserving_frag_bitmap: fields whose indices keep covering moved rows (stable
+                row ids), as in pylance.
             update_mode: ``"rewrite_rows"`` or ``"rewrite_columns"`` (``""``: rows).
             updated_fragment_offsets: accepted; only pylance's row-level version metadata uses it.
         """

@@ -146,16 +146,21 @@ class DatasetOptimizer:
         pylance: a fragment id reservation, then the rewrite). Returns pylance's metrics.
 
         An option left None takes its default (1024 * 1024 rows per fragment, deletions
-        materialized above 10%). ``max_rows_per_group``, ``num_threads``, ``batch_size``,
-        ``binary_copy_read_batch_bytes`` and ``defer_index_remap`` only tune pylance's engine and
-        are accepted as no-ops; ``compaction_mode="try_binary_copy"`` re-encodes, as pylance does
-        when it cannot copy.
+        materialized above 10%). ``max_rows_per_group``, ``num_threads``, ``batch_size`` and
+        ``binary_copy_read_batch_bytes`` only tune pylance's engine and are accepted as no-ops;
+        ``compaction_mode="try_binary_copy"`` re-encodes, as pylance does when it cannot copy.
+
+        Indices (lance_table does not rewrite index files) stay valid: moved indexed rows are
+        recorded in pylance's fragment reuse index, as ``defer_index_remap=True`` does in pylance,
+        whatever ``defer_index_remap`` says; with stable row ids, see
+        :func:`lance_table.table.operations.compaction.compact_files`.
 
         Raises:
             UnsupportedOperationError: ``max_source_fragments``, ``max_source_rows``,
                 ``max_source_bytes``, ``excluded_fragment_ids``, ``compaction_mode=
                 "force_binary_copy"`` or another ``data_storage_version`` than the dataset's.
-            UnsupportedFormatError: the dataset has indices, or data files lance_table does not write.
+            UnsupportedFormatError: data files lance_table does not write.
+            CorruptFileError: the dataset's fragment reuse index does not parse.
             CommitConflictError: a concurrent delete or compaction touched the same fragments.
         """
         return compact(

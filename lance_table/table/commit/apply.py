@@ -30,7 +30,8 @@ from lance_table.format.transaction import (
     Transaction,
 )
 from lance_table.table.commit.apply_inplace import apply_inplace
-from lance_table.table.commit.row_ids import with_row_ids
+from lance_table.table.commit.row_ids import uses_stable_row_ids, with_row_ids
+from lance_table.table.indices import index_section_after
 
 # The manifest stores max_fragment_id as a 32-bit unsigned integer.
 MAX_FRAGMENT_ID = 2**32 - 1
@@ -108,6 +109,8 @@ def next_manifest(
     else:  # pragma: no cover - guarded by Transaction.to_bytes
         raise ValueError(f"cannot apply {op.name}")
     _check_fragment_ids(m)
+    section = index_section_after(base, op, m, uses_stable_row_ids(base), _next_id(base))
+    m = replace(m, index_section=section)
     m = with_row_ids(base if base.version or base.fragments else None, m, op, version)
     m = replace(
         m,

@@ -9,7 +9,7 @@ Cleanup runs beside writers, restores and tag writers that it cannot stop, so it
 3. Look again: a tag or pin that now names a deleted version brings its manifest back (its bytes
    are still in hand), then versions committed since phase 1 add their files to the kept set (in
    that order: a restore unpins only once its version has landed).
-4. Delete the data, deletion and transaction files that no kept version references.
+4. Delete the data, deletion, transaction and index files that no kept version references.
 
 A restore pins the version it reads before reading it, and tag writers check the version after
 writing the tag (see :mod:`lance_table.table.tags`): an operation that phase 3 does not see found
@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import time
+import uuid as uuid_mod
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +45,7 @@ from lance_table.format.manifest import Fragment, Manifest, ManifestSummary, dec
 from lance_table.format.transaction import Append, Delete, Overwrite, ReserveFragments, Rewrite, Transaction
 from lance_table.storage import Entry, Storage
 from lance_table.table import versions
+from lance_table.table.indices import decode_section
 from lance_table.table.tags import IN_FLIGHT_SECONDS, PIN_STALE_SECONDS, Tags, pinned_versions
 
 DEFAULT_OLDER_THAN = dt.timedelta(days=14)
@@ -79,7 +81,7 @@ class CleanupStats:
 @dataclass(frozen=True)
 class CleanupCandidateFile:
     """A file a cleanup removes (pylance's ``CleanupCandidateFile``): its URI, its kind
-    (``manifest``, ``data``, ``deletion``, ``transaction``), whether no removed version referenced
+    (``manifest``, ``data``, ``deletion``, ``transaction``, ``index``), whether no removed version referenced
     it (``unverified``), and its size."""
 
     path: str
@@ -101,7 +103,12 @@ class CleanupExplanation:
     warnings: list[str]
 
 
-_KINDS = {paths.DATA_DIR: "data", paths.DELETIONS_DIR: "deletion", paths.TRANSACTIONS_DIR: "transaction"}
+_KINDS = {
+    paths.DATA_DIR: "data",
+    paths.DELETIONS_DIR: "deletion",
+    paths.TRANSACTIONS_DIR: "transaction",
+    paths.INDICES_DIR: "index",
+}
 
 
 def referenced_files(manifest: Manifest, seen: dict[int, Fragment] | None = None) -> set[str]:
@@ -121,7 +128,17 @@ def referenced_files(manifest: Manifest, seen: dict[int, Fragment] | None = None
         out |= frag.files_used
     if manifest.transaction_file:
         out.add(paths.transaction_path(manifest.transaction_file))
+    out |= index_dirs(manifest)
     return out
+
+
+def index_dirs(manifest: Manifest) -> set[str]:
+    """The directories (``_indices/<uuid>``) of the indices a version has."""
+    return {
+        f"{paths.INDICES_DIR}/{uuid_mod.UUID(bytes=idx.uuid.uuid)}"
+        for idx in decode_section(manifest.index_section)
+        if not idx.HasField("base_id")
+    }
 
 
 def _union_of_references(manifests: Iterable[Manifest]) -> set[str]:
@@ -323,7 +340,7 @@ def cleanup_old_versions(
             candidates.append(
                 CleanupCandidateFile(f"{root}/{found.entry.path}", "manifest", False, len(found.data))
             )
-    removed_files = dict.fromkeys((paths.DATA_DIR, paths.DELETIONS_DIR, paths.TRANSACTIONS_DIR), 0)
+    removed_files = dict.fromkeys(_KINDS, 0)
     # Keep the transaction files of commits in flight, so that later cleanups see them too (unless
     # the caller says no writer runs: ``delete_unverified``).
     in_flight = {
@@ -331,7 +348,7 @@ def cleanup_old_versions(
         for item in transactions
         if not delete_unverified and _in_flight(item, landed, now) is not None
     }
-    for directory in (paths.DATA_DIR, paths.DELETIONS_DIR, paths.TRANSACTIONS_DIR):
+    for directory in _KINDS:
         listed = transactions if directory == paths.TRANSACTIONS_DIR else storage.list_tree(directory)
         for item in listed:
             owner = _owner(item.path)
@@ -358,6 +375,7 @@ def cleanup_old_versions(
         data_files_removed=removed_files[paths.DATA_DIR],
         transaction_files_removed=removed_files[paths.TRANSACTIONS_DIR],
         deletion_files_removed=removed_files[paths.DELETIONS_DIR],
+        index_files_removed=removed_files[paths.INDICES_DIR],
     )
 
 
@@ -381,8 +399,12 @@ def _in_flight_floor(transactions: list[Entry], landed: set[str], now: float) ->
 
 def _owner(path: str) -> str:
     """The file whose life decides ``path``'s: a blob sidecar (``data/<stem>/<id>.blob``) lives
-    and dies with its data file ``data/<stem>.lance``; any other file with itself. (A data file a
+    and dies with its data file ``data/<stem>.lance``; an index's file with its directory
+    ``_indices/<uuid>``; any other file with itself. (A data file a
     manifest names at a nested path, ``data/sub/x.lance``, is kept by its own name.)"""
+    indices = paths.INDICES_DIR + "/"
+    if path.startswith(indices):  # an index's files live and die with its directory
+        return indices + path[len(indices) :].partition("/")[0]
     prefix = paths.DATA_DIR.rstrip("/") + "/"
     if path.startswith(prefix):
         stem, sep, _ = path[len(prefix) :].partition("/")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
@@ -12,10 +13,11 @@ from lance_table.errors import UnsupportedFormatError
 from lance_table.file.runs import Runs
 from lance_table.format.manifest import Fragment
 from lance_table.format.transaction import ReserveFragments, Rewrite, RewriteGroup
-from lance_table.table import blob_write, fragment_batch
+from lance_table.table import blob_write, fragment_batch, indices
 from lance_table.table.blob_write import is_blob_v2_arrow
 from lance_table.table.commit import Pending, check_can_commit, check_rebasable
 from lance_table.table.commit.row_ids import carried_row_ids, uses_stable_row_ids
+from lance_table.table.frag_reuse import MovedGroup, load_versions, next_frag_reuse_index
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.operations.write import (
     DEFAULT_MAX_BYTES_PER_FILE,
@@ -57,6 +59,7 @@ def _files_of(frag: Fragment) -> int:
 class _Bin:
     fragments: list[FragmentReader] = field(default_factory=list)
     compact_itself: list[bool] = field(default_factory=list)
+    indices: tuple[int, ...] = ()  # the indices covering the bin's fragments (all the same)
 
     @property
     def live_rows(self) -> list[int]:
@@ -77,17 +80,22 @@ class _Bin:
                 rows += counts[n]
                 n += 1
             if sum(counts[n:]) >= target:
-                out.append(_Bin(rest.fragments[:n], rest.compact_itself[:n]))
-                rest = _Bin(rest.fragments[n:], rest.compact_itself[n:])
+                out.append(_Bin(rest.fragments[:n], rest.compact_itself[:n], self.indices))
+                rest = _Bin(rest.fragments[n:], rest.compact_itself[n:], self.indices)
             else:
                 out.append(rest)
                 return out
 
 
 def plan(
-    frags: list[FragmentReader], target_rows: int, materialize_deletions: bool, threshold: float
+    frags: list[FragmentReader],
+    target_rows: int,
+    materialize_deletions: bool,
+    threshold: float,
+    coverage: Callable[[int], tuple[int, ...]] = lambda _: (),
 ) -> list[_Bin]:
-    """Group adjacent fragments to rewrite, the way pylance's planner does."""
+    """Group adjacent fragments to rewrite, the way pylance's planner does; ``coverage`` gives the
+    indices covering a fragment id, and fragments covered by different indices never share a bin."""
     bins: list[_Bin] = []
     current: _Bin | None = None
     for frag in frags:
@@ -104,8 +112,12 @@ def plan(
                 bins.append(current)
                 current = None
             continue
+        covered = coverage(f.id)
+        if current is not None and current.indices != covered:
+            bins.append(current)
+            current = None
         if current is None:
-            current = _Bin()
+            current = _Bin(indices=covered)
         current.fragments.append(frag)
         current.compact_itself.append(candidacy)
     if current is not None:
@@ -163,6 +175,20 @@ def _rewrite_bin(
         raise
 
 
+def _warn_uncovered(index_list: list[indices.IndexMetadata], bins: list[_Bin]) -> None:
+    """Warn, naming them, of the indices that stop covering the fragments a compaction of a dataset
+    with stable row ids rewrites (pylance would rewrite their files)."""
+    touched = {pos for b in bins for pos in b.indices}
+    names = sorted({index_list[pos].name for pos in touched if not indices.keyed_by_row_id(index_list[pos])})
+    names = [n for n in names if n not in indices.SYSTEM_INDEX_NAMES]
+    if names:
+        warnings.warn(
+            f"compaction leaves the rewritten rows out of index(es) {', '.join(names)} (lance_table "
+            "does not rewrite index files): queries scan those rows until the index is optimized",
+            stacklevel=3,
+        )
+
+
 def _pieces(frags: list[FragmentReader]) -> Iterator[list[tuple[FragmentReader, int, int]]]:
     """The fragments' rows in order, as lists of ranges ``(fragment, lo, hi)`` of about
     :data:`COPY_CHUNK_ROWS` rows in all (a large fragment in several, small ones together)."""
@@ -208,10 +234,22 @@ def compact_files(
 
     ``max_rows_per_group``, ``num_threads`` and ``batch_size`` are accepted for pylance compatibility.
 
+    Indices (lance_table does not rewrite index files) stay valid as with pylance's deferred
+    index remapping: fragments covered by different indices are never merged; with stable row
+    ids the indices still hold the moved rows' ids and their fragment bitmaps move to the new
+    fragments (bitmap and vector indices, which pylance 14 keeps as they are), while the indices
+    pylance would rewrite (BTREE and the others) stop covering the rewritten fragments, with a
+    warning naming them: their rows are scanned, never wrongly indexed. With row addresses, a
+    compaction that moves indexed rows records the old-to-new addresses in pylance's fragment
+    reuse index (``__lance_frag_reuse``), through which pylance's indices keep answering, exactly
+    as pylance's ``defer_index_remap=True`` does (so pylance's ``defer_index_remap`` option
+    changes nothing here). pylance without deferral would rewrite the index files instead; the
+    answers are the same.
+
     Raises:
-        UnsupportedFormatError: the dataset has indices (they would need remapping), a data
-            format lance_table does not write, or blob v2 columns it does not write (nested ones,
-            external blobs).
+        UnsupportedFormatError: a data format lance_table does not write, or blob v2 columns it
+            does not write (nested ones, external blobs).
+        CorruptFileError: the dataset's fragment reuse index does not parse.
         CorruptFileError, DataFileNotFoundError: a blob v2 descriptor names bytes that are not there.
         CommitConflictError: a concurrent delete or compaction touched the same fragments, or
             versions committed since ``ds`` are gone.
@@ -228,17 +266,23 @@ def compact_files(
     check_can_commit(ds.commit_options, ds.storage)
     if materialize_deletions and materialize_deletions_threshold >= 1.0:
         materialize_deletions = False
+    index_list = indices.decode_section(ds.manifest.index_section)
     bins = plan(
         ds.fragment_readers(),
         target_rows_per_fragment,
         materialize_deletions,
         materialize_deletions_threshold,
+        indices.coverage(index_list, lambda idx: load_versions(ds.storage, idx)),
     )
     if not bins:
         return ds, CompactionMetrics()
     check_blob_fields(ds.manifest.fields, data_format, ds.uri)
-    if ds.manifest.index_section is not None:
-        raise UnsupportedFormatError(f"{ds.uri} has indices; compacting it would require remapping them")
+    stable = uses_stable_row_ids(ds.manifest)
+    # pylance 14 records the moves of indexed rows only, and none on datasets with stable row ids
+    user_indices = {pos for pos, idx in enumerate(index_list) if not indices.is_system_index(idx)}
+    record_moves = not stable and any(user_indices.intersection(b.indices) for b in bins)
+    if stable:
+        _warn_uncovered(index_list, bins)
     # The rewrite commits after a ReserveFragments version: refuse before either if it cannot land.
     check_rebasable(ds.storage, Pending(Rewrite(()), ds.version))
     limit = max_bytes_per_file or DEFAULT_MAX_BYTES_PER_FILE
@@ -251,7 +295,7 @@ def compact_files(
             for path in files:
                 ds.storage.delete(path)
             raise error
-    if uses_stable_row_ids(ds.manifest):  # the rewritten rows keep their ids (and versions)
+    if stable:  # the rewritten rows keep their ids (and versions)
         written = [
             carried_row_ids([(f.fragment, f.live_positions()) for f in bin_.fragments], new)
             for bin_, new in zip(bins, written, strict=True)
@@ -268,7 +312,26 @@ def compact_files(
             with_ids.append(replace(frag, id=next_id))
             next_id += 1
         groups.append(RewriteGroup(tuple(f.fragment for f in bin_.fragments), tuple(with_ids)))
-    done = ds.commit(Pending(Rewrite(tuple(groups)), ds.version, written=files))
+    reuse, extends = None, b""
+    if record_moves:
+        moved = [
+            MovedGroup([(f.fragment, f.live_positions()) for f in bin_.fragments], group.new_fragments)
+            for bin_, group in zip(bins, groups, strict=True)
+        ]
+        try:
+            reuse, extends, details = next_frag_reuse_index(ds.storage, reserved, moved, stable)
+        except BaseException:
+            for path in files:
+                ds.storage.delete(path)
+            raise
+        files += tuple(details)
+    done = ds.commit(
+        Pending(
+            Rewrite(tuple(groups), frag_reuse_index=reuse, frag_reuse_extends=extends),
+            ds.version,
+            written=files,
+        )
+    )
     metrics = CompactionMetrics(
         fragments_removed=sum(len(g.old_fragments) for g in groups),
         fragments_added=total,
