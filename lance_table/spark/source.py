@@ -93,6 +93,50 @@ class LanceTableDataSource(DataSource):
             data_storage_version=o.data_storage_version,
         )
 
+    def streamWriter(self, schema: Any, overwrite: bool) -> Any:
+        """The Structured Streaming sink (see :mod:`lance_table.spark.streaming_sink`)."""
+        from lance_table.spark.streaming_options import StreamOptions
+        from lance_table.spark.streaming_sink import LanceStreamWriter
+
+        o, stream = self._opts, StreamOptions.parse(self.options)
+        return LanceStreamWriter(
+            o.path,
+            o.storage_options,
+            spark_arrow_schema(schema),
+            overwrite,
+            query_id=stream.query_id,
+            dedupe_lookback=stream.dedupe_lookback,
+            checkpoint=stream.checkpoint,
+            max_rows_per_file=o.max_rows_per_file,
+            commit_message=o.commit_message,
+            data_storage_version=o.data_storage_version,
+        )
+
+    def streamReader(self, schema: Any) -> Any:
+        """The Structured Streaming source (see :mod:`lance_table.spark.streaming_source`)."""
+        from lance_table.spark.streaming_options import StreamOptions
+        from lance_table.spark.streaming_source import LanceStreamReader
+
+        ds, o = self._pinned(), self._opts
+        names = ds.schema.names
+        columns = [f.name for f in schema.fields]
+        missing = [c for c in columns if c not in names]
+        if missing:
+            raise SchemaError(f"columns {missing} are not in {o.path}; columns are {names}")
+        return LanceStreamReader(
+            o.path,
+            o.storage_options,
+            ds.version,
+            ds.manifest.fields,
+            ds.manifest.schema_metadata,
+            columns,
+            spark_arrow_schema(schema),
+            o.batch_size,
+            o.max_rows_per_partition,
+            StreamOptions.parse(self.options),
+            dictionaries=ds.manifest.dictionaries,
+        )
+
 
 class PushdownDataSource(LanceTableDataSource):
     """The same source with filter pushdown, installed by :func:`lance_table.spark.register`."""
