@@ -37,7 +37,7 @@ def main() -> None:
         ds = lt.write_dataset(events(100_000, 20_000), uri, mode="append")
         print(f"v{ds.version}: appended, {ds.count_rows()} rows")
 
-        ds = ds.delete("kind = 'view' AND score < 0.5")
+        ds.delete("kind = 'view' AND score < 0.5")
         print(f"v{ds.version}: deleted, {ds.count_rows()} rows")
         ds.tags.create("cleaned", ds.version)
 
@@ -45,7 +45,7 @@ def main() -> None:
         print(f"{buys.num_rows} high-score buys, e.g. {buys.slice(0, 2).to_pylist()}")
         print("rows 0, 5 and 7:", ds.take([0, 5, 7], columns=["id"]).column("id").to_pylist())
 
-        ds = ds.compact_files(target_rows_per_fragment=200_000)
+        ds.optimize.compact_files(target_rows_per_fragment=200_000)
         print(f"v{ds.version}: compacted into {len(ds.get_fragments())} fragment(s)")
 
         first = lt.dataset(uri, version=1)

@@ -30,6 +30,7 @@ from lance_table.errors import (
     TagError,
     UnsupportedFormatError,
     UnsupportedOperationError,
+    UnsupportedOptionError,
     VersionGoneError,
     VersionNotFoundError,
     WriteAbortedError,
@@ -40,17 +41,19 @@ try:  # the version is defined once, in pyproject.toml
 except _metadata.PackageNotFoundError:  # pragma: no cover - a source tree that was never installed
     __version__ = "0.0.0+unknown"
 
+import lance_table.commit as commit  # pylance's ``lance.commit``
 import lance_table.fragment as fragment  # pylance's ``lance.fragment``
-from lance_table.table import Dataset, dataset, write_dataset
+import lance_table.optimize as optimize  # pylance's ``lance.optimize``
+from lance_table.table import Dataset, LanceDataset, dataset, write_dataset
 from lance_table.table.lance_operation import LanceOperation, Transaction
 from lance_table.table.lance_schema import LanceSchema
+from lance_table.table.operations.cleanup import CleanupStats
 from lance_table.table.scanner import LanceScanner
-
-LanceDataset = Dataset  # pylance's name of the dataset class (``LanceDataset.commit(...)``)
 
 __all__ = [
     "BatchCommitError",
     "BlobLocationError",
+    "CleanupStats",
     "CommitConflictError",
     "CommitError",
     "CommitStateUnknownError",
@@ -77,11 +80,14 @@ __all__ = [
     "Transaction",
     "UnsupportedFormatError",
     "UnsupportedOperationError",
+    "UnsupportedOptionError",
     "VersionGoneError",
     "VersionNotFoundError",
     "WriteAbortedError",
     "__version__",
+    "commit",
     "dataset",
     "fragment",
+    "optimize",
     "write_dataset",
 ]

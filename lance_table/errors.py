@@ -171,16 +171,17 @@ class StorageCredentialsError(LanceTableError, PermissionError):
         super().__init__(f"access to the storage of {uri} failed: {detail}")
 
 
-class DatasetNotFoundError(LanceTableError, FileNotFoundError):
-    """No dataset (no manifest) exists at the given URI."""
+class DatasetNotFoundError(LanceTableError, FileNotFoundError, ValueError):
+    """No dataset (no manifest) exists at the given URI (pylance raises ValueError there)."""
 
 
 class DatasetAlreadyExistsError(LanceTableError, FileExistsError):
     """``mode="create"`` was asked for where a dataset already exists."""
 
 
-class VersionNotFoundError(LanceTableError, LookupError):
-    """The requested version, tag or timestamp does not resolve to a version of the dataset."""
+class VersionNotFoundError(LanceTableError, LookupError, ValueError, OSError):
+    """The requested version, tag or timestamp does not resolve to a version of the dataset
+    (pylance raises ValueError when opening such a version, OSError when checking it out)."""
 
 
 class VersionGoneError(VersionNotFoundError, FileNotFoundError):
@@ -196,6 +197,19 @@ class UnsupportedOperationError(LanceTableError, NotImplementedError):
     perform; the message names it. Nothing was written."""
 
 
+class UnsupportedOptionError(UnsupportedOperationError, ValueError):
+    """A pylance option that would change the result and that lance_table does not implement.
+
+    Attributes:
+        option: the option's name.
+    """
+
+    def __init__(self, call: str, option: str, why: str = "") -> None:
+        self.option = option
+        message = f"{call}({option}=...) is not supported by lance_table"
+        super().__init__(message + (f": {why}" if why else ""))
+
+
 class CommitError(LanceTableError):
     """A commit failed: no safe way to commit, retries exhausted, or the store failed mid-commit.
 
@@ -203,7 +217,7 @@ class CommitError(LanceTableError):
     """
 
 
-class CommitConflictError(CommitError):
+class CommitConflictError(CommitError, OSError):
     """A commit lost against concurrent commits it cannot be rebased onto.
 
     Attributes:
@@ -212,7 +226,7 @@ class CommitConflictError(CommitError):
             this one was based on (an overwrite or restore), or the versions to rebase over are gone.
     """
 
-    def __init__(self, message: str, *, retryable: bool) -> None:
+    def __init__(self, message: str = "", retryable: bool = True) -> None:
         self.retryable = retryable
         super().__init__(message)
 

@@ -21,6 +21,7 @@ ARGS = {
     errors.CommitConflictError: (("lost the race",), {"retryable": True}),
     errors.DataFileNotFoundError: (("data/a.lance", 3), {"cleaned_up": True}),
     errors.ColumnNotFoundError: (("nmae", ("id", "name")), {"parent": "s"}),
+    errors.UnsupportedOptionError: (("write_dataset", "table_id"), {}),
 }
 CLASSES = [c for c in vars(errors).values() if inspect.isclass(c) and issubclass(c, errors.LanceTableError)]
 

@@ -24,7 +24,8 @@ LAYERS = [
     ("lance_table.storage", "lance_table.format"),
     ("lance_table.file",),
     ("lance_table.filters",),
-    ("lance_table.table", "lance_table.fragment"),  # lance_table.fragment: pylance's module name
+    # pylance's module names: lance_table.fragment, lance_table.commit, lance_table.optimize
+    ("lance_table.table", "lance_table.fragment", "lance_table.commit", "lance_table.optimize"),
     ("lance_table.spark",),
     ("pyspark_lance_table",),
 ]

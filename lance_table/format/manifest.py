@@ -432,6 +432,24 @@ class ManifestSummary:
     timestamp_ns: int
     transaction: bytes | None  # the inline serialized Transaction, if present
     transaction_file: str
+    fragments: Any = field(default=None, compare=False, repr=False)  # the protobuf fragments, undecoded
+
+    def totals(self) -> dict[str, str]:
+        """The version's summary as pylance's ``versions()`` shows it in ``metadata`` (strings):
+        fragments, data and deletion files, their rows, the data files' bytes and the live rows."""
+        frags = list(self.fragments or ())
+        data_rows = sum(f.physical_rows for f in frags)
+        deleted = [f.deletion_file for f in frags if f.HasField("deletion_file")]
+        deleted_rows = sum(d.num_deleted_rows for d in deleted)
+        return {
+            "total_data_file_rows": str(data_rows),
+            "total_data_files": str(sum(len(f.files) for f in frags)),
+            "total_deletion_file_rows": str(deleted_rows),
+            "total_deletion_files": str(len(deleted)),
+            "total_files_size": str(sum(d.file_size_bytes for f in frags for d in f.files)),
+            "total_fragments": str(len(frags)),
+            "total_rows": str(data_rows - deleted_rows),
+        }
 
 
 def decode_manifest_summary(data: bytes, path: str) -> ManifestSummary:
@@ -442,7 +460,7 @@ def decode_manifest_summary(data: bytes, path: str) -> ManifestSummary:
     """
     pb, _, txn = _parse(data, path)
     return ManifestSummary(
-        pb.version, pb.timestamp.seconds * 10**9 + pb.timestamp.nanos, txn, pb.transaction_file
+        pb.version, pb.timestamp.seconds * 10**9 + pb.timestamp.nanos, txn, pb.transaction_file, pb.fragments
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,11 +43,47 @@ ALIASES = {
     "timestampasof": "asof",
     "lance.streaming.dedupe.lookback.versions": "dedupe_lookback_versions",
 }
+# Spark copies a catalog table's OPTIONS into its properties under this prefix as well.
+SPARK_OPTION_PREFIX = "option."
+# Spark conf keys (``spark.lance_table.<name>``) that become storage options for every dataset.
+CONF_PREFIX = "spark.lance_table."
+NO_PATH = (
+    "the lance_table data source needs a path: load(uri), save(uri), option('path', ...), "
+    "or a catalog table made by lance_table.spark.create_table / attach"
+)
+
+
+def conf_storage_options(conf: Mapping[str, str] | Iterable[tuple[str, str]]) -> dict[str, str]:
+    """The storage options set in a Spark conf as ``spark.lance_table.<option>``."""
+    items = conf.items() if isinstance(conf, Mapping) else conf
+    n = len(CONF_PREFIX)
+    return {k[n:]: v for k, v in items if k.startswith(CONF_PREFIX) and len(k) > n}
+
+
+def task_storage_options() -> dict[str, str]:
+    """The ``spark.lance_table.*`` storage options of the Spark task running this code (Spark hands a
+    session's conf to its tasks as local properties), or none outside a task."""
+    try:
+        from pyspark import TaskContext
+    except ImportError:  # pragma: no cover - pyspark is installed with the spark extra
+        return {}
+    ctx = TaskContext.get()
+    props = getattr(ctx, "_localProperties", None) if ctx is not None else None
+    return conf_storage_options(props) if isinstance(props, Mapping) else {}
+
+
+def merge_storage(*layers: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """Storage options from several sources, later ones winning; None when there are none."""
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        if layer:
+            merged.update(layer)
+    return merged or None
 
 
 @dataclass(frozen=True)
 class SourceOptions:
-    path: str
+    path: str | None
     version: int | None = None
     tag: str | None = None
     asof: dt.datetime | None = None
@@ -61,16 +97,23 @@ class SourceOptions:
     data_storage_version: str | None = None
 
     @classmethod
-    def parse(cls, options: Mapping[str, str]) -> SourceOptions:
+    def parse(cls, options: Mapping[str, str], *, require_path: bool = True) -> SourceOptions:
         """Parse Spark's string options.
 
         Raises:
-            ValueError: a missing path, an unknown option (naming it and the known ones), an option
-                given twice under two names, or a malformed value (naming the option).
+            ValueError: a missing path (when ``require_path``), an unknown option (naming it and the
+                known ones), an option given twice under two names, or a malformed value (naming the
+                option).
         """
         opts: dict[str, str] = {}
+        lowered = {k.lower(): v for k, v in options.items()}
         for key, value in options.items():
-            name = ALIASES.get(key.lower(), key.lower())
+            name = key.lower()
+            if name.startswith(SPARK_OPTION_PREFIX):
+                name = name[len(SPARK_OPTION_PREFIX) :]
+                if lowered.get(name) == value:
+                    continue  # Spark's copy of a table option given plainly too
+            name = ALIASES.get(name, name)
             if name in SPARK_RESERVED:
                 continue
             if name not in KNOWN_OPTIONS:
@@ -81,11 +124,9 @@ class SourceOptions:
             if name in opts:
                 raise ValueError(f"option {name!r} is given twice (as {key!r} too)")
             opts[name] = value
-        path = opts.get("path")
-        if not path:
-            raise ValueError(
-                "the lance_table data source needs a path: load(uri), save(uri) or option('path', ...)"
-            )
+        path = opts.get("path") or None
+        if path is None and require_path:
+            raise ValueError(NO_PATH)
 
         def integer(name: str, default: int | None) -> int | None:
             if name not in opts:
@@ -132,3 +173,47 @@ class SourceOptions:
             commit_message=opts.get("commit_message") or None,
             data_storage_version=opts.get("data_storage_version") or None,
         )
+
+
+#: column metadata keys of a table created by ``CREATE TABLE ... USING lance_table LOCATION``
+LOCATION_KEY = "lance_table.location"
+OPTIONS_KEY = "lance_table.options"
+# Options that are not the table's own reading choices (credentials are never put in a schema).
+_NOT_CARRIED = frozenset(("path", "storage_options"))
+
+
+def table_options(options: Mapping[str, str]) -> dict[str, str]:
+    """The reading options of a catalog table's ``OPTIONS`` worth carrying with its schema."""
+    out: dict[str, str] = {}
+    for key, value in options.items():
+        name = key.lower()
+        if name.startswith(SPARK_OPTION_PREFIX):
+            name = name[len(SPARK_OPTION_PREFIX) :]
+        if name in SPARK_RESERVED or name in _NOT_CARRIED:
+            continue
+        out[name] = value
+    return out
+
+
+def with_location(schema: Any, location: str, options: Mapping[str, str]) -> Any:
+    """``schema`` with the table's location and options in its first column's metadata."""
+    from pyspark.sql.types import StructField, StructType
+
+    if not schema.fields:
+        return schema
+    first = schema.fields[0]
+    meta = dict(first.metadata or {})
+    meta[LOCATION_KEY] = location
+    if options:
+        meta[OPTIONS_KEY] = json.dumps(dict(options), sort_keys=True)
+    return StructType([StructField(first.name, first.dataType, first.nullable, meta), *schema.fields[1:]])
+
+
+def location_of(schema: Any) -> tuple[str | None, dict[str, str]]:
+    """The location and options a catalog table's schema carries (see :func:`with_location`)."""
+    if schema is None or not schema.fields:
+        return None, {}
+    meta = schema.fields[0].metadata or {}
+    location = meta.get(LOCATION_KEY)
+    options = json.loads(meta[OPTIONS_KEY]) if OPTIONS_KEY in meta else {}
+    return location, options

@@ -1,9 +1,18 @@
-"""Reading: one Spark partition per fragment (large fragments split into row ranges), one pinned version."""
+"""Reading: one Spark partition per fragment (large fragments split into row ranges), one version.
+
+Spark plans a DataFrame's read once (partitions and the pickled reader) and reuses that plan in
+every later query on the DataFrame or on a temporary view over it. A read that pins no version
+must still show each query the latest version, so tasks look for a newer version when their query
+started after the plan was made: every task of that query takes the latest version committed
+before the query started (Spark's query id is a UUIDv7, which holds that time), so all of them read
+the same version, and each reads its share (every ``slots``-th range) of that version's fragments.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
 import decimal
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,10 +38,13 @@ from pyspark.sql.datasource import (
     StringStartsWith,
 )
 
-from lance_table.format.manifest import Fragment
+from lance_table.errors import VersionGoneError
+from lance_table.format.manifest import Fragment, Manifest
 from lance_table.schema import LanceField, build_tree
+from lance_table.spark.options import merge_storage, task_storage_options
 from lance_table.spark.types import cast_batch
-from lance_table.storage import open_storage
+from lance_table.storage import Storage, open_storage
+from lance_table.table import versions
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.scan import ScanPlan, _read_matching, make_spec
 
@@ -40,13 +52,43 @@ from lance_table.table.scan import ScanPlan, _read_matching, make_spec
 _PUSHABLE = (bool, int, float, str, bytes, decimal.Decimal, dt.date)
 
 
+# Spark's id of the running query (a UUIDv7 since Spark 4.0), which tasks see as a local property.
+QUERY_ID_PROPERTY = "spark.sql.execution.query.id"
+
+
 @dataclass
 class FragmentRange(InputPartition):
-    """A task's share: rows ``[start, stop)`` of one fragment."""
+    """A task's share: rows ``[start, stop)`` of one fragment (none for the placeholder of an empty
+    dataset), the ``slot``-th of ``slots`` partitions planned."""
 
-    fragment: Fragment
+    fragment: Fragment | None
     start: int
     stop: int
+    slot: int = 0
+    slots: int = 1
+
+
+def _ranges(fragments: Sequence[Fragment], max_rows: int) -> list[tuple[Fragment, int, int]]:
+    return [
+        (frag, start, min(start + max_rows, frag.physical_rows))
+        for frag in fragments
+        for start in range(0, frag.physical_rows, max_rows)
+    ]
+
+
+def query_started() -> float | None:
+    """When the query running this task started (seconds since the epoch), if Spark says."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    qid = ctx.getLocalProperty(QUERY_ID_PROPERTY) if ctx is not None else None
+    try:
+        parsed = uuid.UUID(qid) if qid else None
+    except ValueError:
+        return None
+    if parsed is None or parsed.version != 7:
+        return None
+    return (parsed.int >> 80) / 1000.0
 
 
 def _literal(value: Any) -> bool:
@@ -104,8 +146,13 @@ class LanceTableReader(DataSourceReader):
         max_rows_per_partition: int,
         *,
         dictionaries: Mapping[int, pa.Array] | None = None,
+        version: int = 0,
+        planned_at: float | None = None,
     ) -> None:
         self.uri = uri
+        self.version = version
+        # when the plan was made, for a read that follows the latest version (None: pinned)
+        self.planned_at = planned_at
         # legacy datasets: the manifest's dictionary values, which their files are read with
         self.dictionaries = dict(dictionaries or {})
         self.storage_options = dict(storage_options) if storage_options else None
@@ -120,31 +167,80 @@ class LanceTableReader(DataSourceReader):
         self.pushed: list[pc.Expression] = []
 
     def partitions(self) -> list[FragmentRange]:
-        parts = []
-        for frag in self.fragments:
-            for start in range(0, frag.physical_rows, self.max_rows):
-                parts.append(FragmentRange(frag, start, min(start + self.max_rows, frag.physical_rows)))
-        return parts
+        ranges = _ranges(self.fragments, self.max_rows)
+        if not ranges:
+            # A read that follows the latest version needs a task for the rows appended later.
+            return [FragmentRange(None, 0, 0)] if self.planned_at is not None else []
+        n = len(ranges)
+        return [FragmentRange(frag, lo, hi, i, n) for i, (frag, lo, hi) in enumerate(ranges)]
 
-    def _spec(self) -> ScanPlan:
+    def _spec(self, fields: Sequence[LanceField], schema_metadata: Mapping[str, bytes]) -> ScanPlan:
         from lance_table.filters import parse_filter
         from lance_table.schema import arrow_schema_from_fields
 
-        schema = arrow_schema_from_fields(self.fields, self.schema_metadata)
+        schema = arrow_schema_from_fields(fields, schema_metadata)
         expr = parse_filter(self.sql_filter, schema) if self.sql_filter else None
         for pushed in self.pushed:
             expr = pushed if expr is None else expr & pushed
         return make_spec(schema, self.columns, expr, False, self.batch_size, None, None)
 
+    def _newer(self, storage: Storage) -> Manifest | None:
+        """The version this task's query must read instead of the planned one, if any: the latest
+        committed before the query started, when the query started after the plan was made."""
+        if self.planned_at is None:
+            return None
+        started = query_started()
+        if started is None or started <= self.planned_at:
+            return None  # the query that made the plan (or one Spark does not date)
+        cutoff_ns = int((started + 0.001) * 1e9)  # the query id's time is in whole milliseconds
+        for entry in reversed(versions.list_versions(storage)):
+            if entry.version <= self.version:
+                return None
+            try:
+                manifest = versions.read_manifest_file(storage, entry).manifest
+            except VersionGoneError:
+                continue  # cleaned up since the listing
+            if manifest.timestamp_ns <= cutoff_ns:
+                return manifest
+        return None
+
     def read(self, partition: FragmentRange) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
-        storage = open_storage(self.uri, self.storage_options)
-        roots = {n.name: n for n in build_tree(self.fields)}
-        frag = FragmentReader(partition.fragment, storage, roots, dictionaries=self.dictionaries)
-        spec = self._spec()
-        where = f"{self.uri} fragment {partition.fragment.id}"
+        storage = open_storage(self.uri, merge_storage(task_storage_options(), self.storage_options))
+        newer = self._newer(storage)
+        if newer is None:
+            if partition.fragment is not None:
+                yield from self._read_range(
+                    storage,
+                    self.fields,
+                    self.schema_metadata,
+                    self.dictionaries,
+                    partition.fragment,
+                    partition.start,
+                    partition.stop,
+                )
+            return
+        for frag, lo, hi in _ranges(newer.fragments, self.max_rows)[partition.slot :: partition.slots]:
+            yield from self._read_range(
+                storage, newer.fields, newer.schema_metadata, newer.dictionaries or {}, frag, lo, hi
+            )
+
+    def _read_range(
+        self,
+        storage: Storage,
+        fields: Sequence[LanceField],
+        schema_metadata: Mapping[str, bytes],
+        dictionaries: Mapping[int, pa.Array],
+        fragment: Fragment,
+        start: int,
+        stop: int,
+    ) -> Iterator[pa.RecordBatch]:
+        roots = {n.name: n for n in build_tree(fields)}
+        frag = FragmentReader(fragment, storage, roots, dictionaries=dictionaries)
+        spec = self._spec(fields, schema_metadata)
+        where = f"{self.uri} fragment {fragment.id}"
         step = max(self.batch_size, 64 * 1024)
-        for lo in range(partition.start, partition.stop, step):
-            hi = min(lo + step, partition.stop)
+        for lo in range(start, stop, step):
+            hi = min(lo + step, stop)
             table, runs = _read_matching(frag, spec, lo, hi)
             if not runs.total:
                 continue

@@ -1,75 +1,128 @@
-"""The ``lance_table`` data source for ``spark.read`` / ``df.write``."""
+"""The ``lance_table`` data source for ``spark.read`` / ``df.write`` and Spark SQL tables."""
 
 from __future__ import annotations
 
-from typing import Any
+import time
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource
 
 from lance_table.errors import SchemaError
-from lance_table.spark.options import SourceOptions
+from lance_table.spark.options import (
+    NO_PATH,
+    SourceOptions,
+    location_of,
+    merge_storage,
+    table_options,
+    with_location,
+)
 from lance_table.spark.read import LanceTableReader, PushdownReader
 from lance_table.spark.types import spark_arrow_schema, spark_schema
 from lance_table.spark.write import LanceTableWriter
 
+# Keys Spark passes only when it infers the schema of a catalog table it is creating.
+_CATALOG_KEYS = frozenset(("location", "provider", "owner"))
+NO_TABLE_LOCATION = (
+    "Spark does not pass a catalog table's location to a Python data source's writer, nor a table's "
+    "location to reads of tables it did not let the source describe. Make the table with "
+    "lance_table.spark.create_table(spark, name, uri) or lance_table.spark.attach(spark, root), or "
+    "CREATE TABLE ... USING the source lance_table.spark.table_source(spark, uri) returns; or write "
+    "with df.write.format('lance_table').mode('append').save(uri)"
+)
+
 
 class LanceTableDataSource(DataSource):
-    """Reads one pinned version of a dataset and writes DataFrames as one atomic commit.
+    """Reads one version of a dataset and writes DataFrames as one atomic commit.
 
     Read options: ``version``, ``tag``, ``asof`` (ISO timestamp), ``columns`` (comma-separated),
     ``filter`` (SQL predicate), ``batch_size``, ``max_rows_per_partition``, ``storage_options``
     (a JSON object). Write options: ``storage_options``, ``max_rows_per_file``, ``commit_message``,
-    ``data_storage_version`` (for a new dataset or an overwrite).
+    ``data_storage_version`` (for a new dataset or an overwrite). Without ``version``, ``tag`` or
+    ``asof`` each query reads the latest version.
     """
+
+    #: the name Spark knows the source by
+    provider: ClassVar[str] = "lance_table"
+    #: the options of a source bound to one dataset (:func:`lance_table.spark.table_source`)
+    bound_options: ClassVar[Mapping[str, str]] = {}
+    #: the ``spark.lance_table.*`` storage options of the session that registered the source
+    session_storage: ClassVar[Mapping[str, str]] = {}
 
     @classmethod
     def name(cls) -> str:
-        return "lance_table"
+        return cls.provider
 
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
-        self._opts = SourceOptions.parse(options)
-        self._dataset: Any = None
+        given = {k.lower(): v for k, v in options.items()}
+        self._catalog_create = not self.bound_options and bool(_CATALOG_KEYS & given.keys())
+        if self.bound_options:
+            given = {k: v for k, v in given.items() if k not in ("path", "location")}
+            given = {**self.bound_options, **given}
+        self._given = given
+        self._opts = SourceOptions.parse(given, require_path=False)
 
-    def _pinned(self) -> Any:
-        """The dataset at the requested version, resolved once for the whole query."""
-        if self._dataset is None:
-            import lance_table as lt
+    def _resolved(self, schema: Any = None) -> SourceOptions:
+        """The options with the path: given, bound, or carried by a catalog table's schema.
 
-            o = self._opts
-            version = o.tag if o.tag is not None else o.version
-            self._dataset = lt.dataset(
-                o.path, version=version, asof=o.asof, storage_options=o.storage_options
-            )
-        return self._dataset
+        Raises:
+            ValueError: there is no path.
+        """
+        if self._opts.path is not None:
+            return self._opts
+        location, carried = location_of(schema)
+        if location is None:
+            raise ValueError(f"{NO_PATH}. {NO_TABLE_LOCATION}")
+        return SourceOptions.parse({**carried, **self._given, "path": location})
 
-    def _columns(self) -> list[str]:
-        names = self._pinned().schema.names
-        if self._opts.columns is None:
+    def _storage_options(self, o: SourceOptions) -> dict[str, Any] | None:
+        return merge_storage(self.session_storage, o.storage_options)
+
+    def _open(self, o: SourceOptions) -> Any:
+        """The dataset at the requested version (the latest unless one is pinned)."""
+        import lance_table as lt
+
+        version = o.tag if o.tag is not None else o.version
+        assert o.path is not None
+        return lt.dataset(o.path, version=version, asof=o.asof, storage_options=self._storage_options(o))
+
+    def _columns(self, ds: Any, o: SourceOptions) -> list[str]:
+        names = ds.schema.names
+        if o.columns is None:
             return list(names)
-        missing = [c for c in self._opts.columns if c not in names]
+        missing = [c for c in o.columns if c not in names]
         if missing:
-            raise SchemaError(f"columns {missing} are not in {self._opts.path}; columns are {names}")
-        return list(self._opts.columns)
+            raise SchemaError(f"columns {missing} are not in {o.path}; columns are {names}")
+        return list(o.columns)
 
     def schema(self) -> Any:
-        ds = self._pinned()
-        return spark_schema(pa.schema([ds.schema.field(c) for c in self._columns()]))
+        o = self._resolved()
+        ds = self._open(o)
+        schema = spark_schema(pa.schema([ds.schema.field(c) for c in self._columns(ds, o)]))
+        if self._catalog_create:  # CREATE TABLE ... USING lance_table LOCATION: remember where
+            assert o.path is not None
+            schema = with_location(schema, o.path, table_options(self._given))
+        return schema
 
     reader_class: type[LanceTableReader] = LanceTableReader
 
     def reader(self, schema: Any) -> LanceTableReader:
-        ds = self._pinned()
+        # Spark plans a DataFrame's read once and reuses the plan in later queries: the reader
+        # records when it planned, and tasks of a later query look for a newer version.
+        o = self._resolved(schema)
+        ds = self._open(o)
         names = ds.schema.names
         columns = [f.name for f in schema.fields]
         missing = [c for c in columns if c not in names]
         if missing:
-            raise SchemaError(f"columns {missing} are not in {self._opts.path}; columns are {names}")
-        o = self._opts
+            raise SchemaError(f"columns {missing} are not in {o.path}; columns are {names}")
+        pinned = o.version is not None or o.tag is not None or o.asof is not None
+        assert o.path is not None
         return self.reader_class(
             o.path,
-            o.storage_options,
+            self._storage_options(o),
             ds.manifest.fields,
             ds.manifest.schema_metadata,
             ds.manifest.fragments,
@@ -79,13 +132,17 @@ class LanceTableDataSource(DataSource):
             o.batch_size,
             o.max_rows_per_partition,
             dictionaries=ds.manifest.dictionaries,
+            version=ds.version,
+            planned_at=None if pinned else time.time(),
         )
 
     def writer(self, schema: Any, overwrite: bool) -> LanceTableWriter:
-        o = self._opts
+        o = self._opts  # never a path from the schema: a query's columns carry their source table's
+        if o.path is None:
+            raise ValueError(f"{NO_PATH}. {NO_TABLE_LOCATION}")
         return LanceTableWriter(
             o.path,
-            o.storage_options,
+            self._storage_options(o),
             spark_arrow_schema(schema),
             overwrite,
             max_rows_per_file=o.max_rows_per_file,
@@ -98,10 +155,12 @@ class LanceTableDataSource(DataSource):
         from lance_table.spark.streaming_options import StreamOptions
         from lance_table.spark.streaming_sink import LanceStreamWriter
 
-        o, stream = self._opts, StreamOptions.parse(self.options)
+        o, stream = self._opts, StreamOptions.parse(self._given)
+        if o.path is None:
+            raise ValueError(f"{NO_PATH}. {NO_TABLE_LOCATION}")
         return LanceStreamWriter(
             o.path,
-            o.storage_options,
+            self._storage_options(o),
             spark_arrow_schema(schema),
             overwrite,
             query_id=stream.query_id,
@@ -117,15 +176,17 @@ class LanceTableDataSource(DataSource):
         from lance_table.spark.streaming_options import StreamOptions
         from lance_table.spark.streaming_source import LanceStreamReader
 
-        ds, o = self._pinned(), self._opts
+        o = self._resolved(schema)
+        ds = self._open(o)
         names = ds.schema.names
         columns = [f.name for f in schema.fields]
         missing = [c for c in columns if c not in names]
         if missing:
             raise SchemaError(f"columns {missing} are not in {o.path}; columns are {names}")
+        assert o.path is not None
         return LanceStreamReader(
             o.path,
-            o.storage_options,
+            self._storage_options(o),
             ds.version,
             ds.manifest.fields,
             ds.manifest.schema_metadata,
@@ -133,7 +194,7 @@ class LanceTableDataSource(DataSource):
             spark_arrow_schema(schema),
             o.batch_size,
             o.max_rows_per_partition,
-            StreamOptions.parse(self.options),
+            StreamOptions.parse(self._given),
             dictionaries=ds.manifest.dictionaries,
         )
 

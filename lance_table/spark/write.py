@@ -34,6 +34,7 @@ from lance_table.errors import (
 from lance_table.format import paths
 from lance_table.format.manifest import Fragment
 from lance_table.schema import LanceField
+from lance_table.spark.options import merge_storage, task_storage_options
 from lance_table.spark.types import cast_batch
 from lance_table.storage import Storage, open_storage
 from lance_table.table import versions
@@ -111,7 +112,8 @@ class LanceTableWriter(DataSourceArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> FragmentsWritten:
         partition, attempt = _task_identity()
-        storage = self._storage()
+        # the task's session conf (spark.lance_table.*) under the options the driver planned with
+        storage = open_storage(self.uri, merge_storage(task_storage_options(), self.storage_options))
         marker = paths.aborted_write_path(self.write_id)
 
         def check_not_aborted() -> None:

@@ -31,8 +31,12 @@ def open_storage(uri: str | os.PathLike[str], storage_options: Mapping[str, Any]
         StorageOptionsError: an S3 option is unknown, unsafe (``asynchronous``, ``loop``, a listing
             cache) or has a bad value.
     """
-    text = os.fspath(uri)
-    options = dict(storage_options or {})
+    storage = _open(os.fspath(uri), dict(storage_options or {}))
+    storage.storage_options = dict(storage_options or {})
+    return storage
+
+
+def _open(text: str, options: dict[str, Any]) -> Storage:
     local = local_path(text)
     if local is not None:
         return LocalStorage(local)

@@ -11,7 +11,7 @@ import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, Any
 
 from lance_table.storage.sources import ByteSource
 
@@ -72,6 +72,8 @@ class Storage(ABC):
         #: what process-wide caches of this storage's files are keyed by: the URI and a digest of
         #: everything else that decides access (credentials, endpoint, ...), never a secret itself
         self.cache_key = f"{uri}#{access}" if access else uri
+        #: the options the storage was opened with (a pickled dataset handle opens it again with them)
+        self.storage_options: dict[str, Any] = {}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.uri!r})"

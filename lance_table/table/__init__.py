@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from lance_table.table.dataset import Dataset, dataset, write_dataset
+from lance_table.table.dataset import Dataset, LanceDataset, dataset, write_dataset
 
-__all__ = ["Dataset", "dataset", "write_dataset"]
+__all__ = ["Dataset", "LanceDataset", "dataset", "write_dataset"]

@@ -1,8 +1,10 @@
 """The Dataset handle (a thin facade over one snapshot) and the entry points ``dataset()`` and
 ``write_dataset()``.
 
-A handle is pinned to one version and never changes. Every write goes through the one commit path
-and returns a handle on the version it made: that is decided once, in :meth:`Dataset._committed`.
+A handle reads one version until a write through it moves it, as pylance's handles move: every
+write goes through the one commit path, and where the handle goes and what the write returns is
+decided once, in :meth:`LanceDataset._committed`. ``checkout_version()`` returns another handle;
+``checkout_latest()`` moves this one.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import datetime as dt
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -29,15 +31,18 @@ from lance_table.table.fragment_metadata import FragmentMetadata
 from lance_table.table.lance_fragment import LanceFragment, fragment_of
 from lance_table.table.lance_operation import LanceOperation, Transaction
 from lance_table.table.lance_schema import LanceSchema
+from lance_table.table.maintenance import LanceStats, drop, validate
+from lance_table.table.opening import handle_state, open_snapshot, refuse, snapshot_of_state
 from lance_table.table.operations.cleanup import (
     DEFAULT_GRACE_PERIOD,
-    DEFAULT_OLDER_THAN,
+    CleanupExplanation,
     CleanupStats,
     cleanup_old_versions,
+    explain_cleanup,
 )
 from lance_table.table.operations.commit_operation import commit_operation
-from lance_table.table.operations.compaction import DEFAULT_TARGET_ROWS, compact_files
-from lance_table.table.operations.delete import plan_delete
+from lance_table.table.operations.compaction import CompactionMetrics
+from lance_table.table.operations.delete import DEFAULT_RETRY_TIMEOUT, delete_rows
 from lance_table.table.operations.manifest_paths import (
     DEFAULT_V2_MANIFEST_PATHS,
     migrate_manifest_paths_v2,
@@ -58,25 +63,93 @@ from lance_table.table.operations.write import (
     prepare_write,
     write_fragments,
 )
+from lance_table.table.optimize import DatasetOptimizer
 from lance_table.table.scan import Predicate
 from lance_table.table.scan_spec import Columns, scan_spec
 from lance_table.table.scanner import LanceScanner
 from lance_table.table.snapshot import Snapshot, load
 from lance_table.table.tags import Tags
 
+_Result = TypeVar("_Result")
 
-class Dataset:
-    """One version of a Lance dataset. It never changes: writes return a new handle.
 
-    Open with :func:`lance_table.dataset`; create with :func:`lance_table.write_dataset`.
+class LanceDataset:
+    """A Lance dataset, read at one version (pylance's ``LanceDataset``).
+
+    A write through the handle (``delete``, ``restore``, ``optimize.compact_files``, ...) moves it to
+    the version it committed, as in pylance. Open with :func:`lance_table.dataset`; create with
+    :func:`lance_table.write_dataset`.
     """
 
-    def __init__(self, snapshot: Snapshot) -> None:
-        self._snapshot = snapshot
+    def __init__(
+        self,
+        uri: str | os.PathLike[str] | Snapshot,
+        version: int | str | None = None,
+        block_size: int | None = None,
+        index_cache_size: int | None = None,
+        metadata_cache_size: int | None = None,
+        commit_lock: CommitLock | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        serialized_manifest: bytes | None = None,
+        default_scan_options: Mapping[str, Any] | None = None,
+        metadata_cache_size_bytes: int | None = None,
+        index_cache_size_bytes: int | None = None,
+        read_params: Mapping[str, Any] | None = None,
+        session: Any = None,
+        namespace_client: Any = None,
+        table_id: Sequence[str] | None = None,
+        namespace_client_managed_versioning: bool = False,
+        base_store_params: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Open ``uri`` as pylance's ``LanceDataset(uri, version, ...)`` does (see :func:`dataset`;
+        ``serialized_manifest``, the bytes of a manifest file as a pickled handle carries them,
+        opens that version without listing the store), or wrap a snapshot (lance_table's own use).
 
-    def _committed(self, snapshot: Snapshot) -> Dataset:
-        """The handle a write returns: on the version it committed (as pylance does)."""
-        return Dataset(snapshot)
+        Raises:
+            DatasetNotFoundError: there is no dataset at ``uri``.
+            VersionNotFoundError: the version does not resolve.
+            UnsupportedOptionError: an option that would change the result is set (see
+                :func:`dataset`).
+        """
+        if isinstance(uri, Snapshot):
+            self._snapshot = uri
+            return
+        refuse(
+            "LanceDataset",
+            {
+                "default_scan_options": default_scan_options,
+                "namespace_client": namespace_client,
+                "table_id": table_id,
+                "namespace_client_managed_versioning": namespace_client_managed_versioning,
+                "base_store_params": base_store_params,
+            },
+            unset={"namespace_client_managed_versioning": False},
+        )
+        self._snapshot = open_snapshot(
+            uri,
+            version,
+            storage_options=storage_options,
+            commit_lock=commit_lock,
+            serialized_manifest=serialized_manifest,
+        )
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A handle pickles as its URI, storage options, version and manifest (as pylance's)."""
+        return handle_state(self._snapshot)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Open exactly the pickled version, without listing the store."""
+        self._snapshot = snapshot_of_state(state)
+
+    def __copy__(self) -> LanceDataset:
+        return LanceDataset(self._snapshot)
+
+    def _committed(self, snapshot: Snapshot, result: _Result = None) -> _Result:  # type: ignore[assignment]
+        """Where every write through this handle ends: the handle moves to the version the write
+        committed (as pylance's does), and the caller gets ``result`` (what pylance returns for that
+        write: None, a dict of counts, metrics)."""
+        self._snapshot = snapshot
+        return result
 
     @property
     def _storage(self) -> Storage:
@@ -90,7 +163,7 @@ class Dataset:
 
     @property
     def version(self) -> int:
-        """The version this handle is pinned to."""
+        """The version this handle reads (a write through it moves it)."""
         return self._snapshot.version
 
     @property
@@ -121,7 +194,7 @@ class Dataset:
         return versions.history(self._storage)
 
     def checkout(self, version: int | str) -> Dataset:
-        """Another version (or tag) of the same dataset.
+        """Another handle on a version (or tag) of the same dataset; this one stays where it is.
 
         Raises:
             VersionNotFoundError: the version does not exist.
@@ -129,13 +202,27 @@ class Dataset:
         """
         return Dataset(self._snapshot.checkout(version))
 
-    def checkout_latest(self) -> Dataset:
-        """The newest version (this handle stays pinned)."""
-        return Dataset(self._snapshot.checkout())
+    def checkout_version(self, version: int | str) -> Dataset:
+        """Another handle on a version (or tag) of the same dataset, as pylance's
+        ``checkout_version``; this one stays where it is.
+
+        Raises:
+            VersionNotFoundError: the version does not exist.
+            TagError: the tag does not exist.
+        """
+        return self.checkout(version)
+
+    def checkout_latest(self) -> None:
+        """Move this handle to the newest version (pylance's ``checkout_latest``; returns None).
+
+        Raises:
+            DatasetNotFoundError: the dataset was dropped.
+        """
+        self._snapshot = self._snapshot.checkout()
 
     @property
     def tags(self) -> Tags:
-        return Tags(self._storage)
+        return Tags(self._storage, self.version)
 
     # -- reading ----------------------------------------------------------------------------------
 
@@ -459,53 +546,63 @@ class Dataset:
         """The schema with Lance field ids (pylance's ``LanceSchema``), as ``Project`` takes it."""
         return LanceSchema(self.manifest.fields, self.manifest.schema_metadata)
 
-    def delete(self, predicate: Predicate, *, commit_message: str | None = None) -> Dataset:
-        """Delete the rows matching ``predicate``; returns the new version.
+    def delete(
+        self,
+        predicate: Predicate,
+        *,
+        conflict_retries: int | None = None,
+        retry_timeout: dt.timedelta = DEFAULT_RETRY_TIMEOUT,
+        commit_message: str | None = None,
+    ) -> dict[str, int]:
+        """Delete the rows matching ``predicate`` (SQL or a pyarrow expression); the handle moves to
+        the version committed. Returns pylance's ``{"num_deleted_rows": n}``.
 
         Only the predicate's columns are read. Each touched fragment gets a new cumulative deletion
-        file; a fragment whose rows are all deleted is dropped.
+        file; a fragment whose rows are all deleted is dropped. ``conflict_retries`` bounds the
+        retries after a lost race (None: the handle's ``max_retries``); ``retry_timeout``, pylance's
+        time bound on them, is accepted and not enforced.
 
         Raises:
             FilterError: the predicate does not parse.
             CommitConflictError: a concurrent commit makes this delete impossible.
         """
-        versions.check_writable(self.manifest, self.uri)
-        check_can_commit(self._snapshot.commit_options, self._storage)
-        pending = plan_delete(self._snapshot, predicate)
-        return self._committed(self._snapshot.commit(pending, message=commit_message))
+        done, deleted = delete_rows(self._snapshot, predicate, conflict_retries, commit_message)
+        return self._committed(done, {"num_deleted_rows": deleted})
 
-    def restore(self, *, commit_message: str | None = None) -> Dataset:
-        """Make this (old) version the latest again, as a new version.
+    def restore(self, *, commit_message: str | None = None) -> None:
+        """Make this (old) version the latest again, as a new version; the handle moves to it
+        (pylance's ``restore``: returns None).
 
         Raises:
             VersionNotFoundError: this version has been cleaned up.
         """
         latest = self._snapshot.checkout()
-        return self._committed(latest.commit(plan_restore(self._snapshot, latest), message=commit_message))
+        self._committed(latest.commit(plan_restore(self._snapshot, latest), message=commit_message))
+
+    @property
+    def optimize(self) -> DatasetOptimizer:
+        """Compaction (pylance's ``ds.optimize``): ``ds.optimize.compact_files(...)``."""
+        return DatasetOptimizer(self)
 
     def compact_files(
         self,
         *,
-        target_rows_per_fragment: int = DEFAULT_TARGET_ROWS,
-        max_rows_per_group: int = 1024,
-        materialize_deletions: bool = True,
-        materialize_deletions_threshold: float = 0.1,
+        target_rows_per_fragment: int | None = None,
+        max_rows_per_group: int | None = None,
+        materialize_deletions: bool | None = None,
+        materialize_deletions_threshold: float | None = None,
         max_bytes_per_file: int | None = None,
         num_threads: int | None = None,
         batch_size: int | None = None,
-    ) -> Dataset:
-        """Rewrite small fragments (and fragments with many deletions) into larger ones.
-
-        Like pylance, commits two versions (a fragment id reservation, then the rewrite) and returns
-        the second, or this handle when there is nothing to compact. ``max_rows_per_group``,
-        ``num_threads`` and ``batch_size`` are accepted for pylance compatibility.
+    ) -> CompactionMetrics:
+        """Shorthand for ``ds.optimize.compact_files(...)`` (see there): the handle moves to the
+        version committed; returns pylance's compaction metrics.
 
         Raises:
             UnsupportedFormatError: the dataset has indices, or data files lance_table does not write.
             CommitConflictError: a concurrent delete or compaction touched the same fragments.
         """
-        result = compact_files(
-            self._snapshot,
+        return self.optimize.compact_files(
             target_rows_per_fragment=target_rows_per_fragment,
             max_rows_per_group=max_rows_per_group,
             materialize_deletions=materialize_deletions,
@@ -514,78 +611,203 @@ class Dataset:
             num_threads=num_threads,
             batch_size=batch_size,
         )
-        return self if result is self._snapshot else self._committed(result)
 
     def cleanup_old_versions(
         self,
-        older_than: dt.timedelta = DEFAULT_OLDER_THAN,
+        older_than: dt.timedelta | None = None,
+        retain_versions: int | None = None,
         *,
-        grace_period: dt.timedelta = DEFAULT_GRACE_PERIOD,
         delete_unverified: bool = False,
         error_if_tagged_old_versions: bool = True,
+        delete_rate_limit: int | None = None,
+        versions: Sequence[int] | None = None,
+        delete_concurrency: int | None = None,
+        grace_period: dt.timedelta = DEFAULT_GRACE_PERIOD,
+        dry_run: bool = False,
     ) -> CleanupStats:
-        """Delete versions older than ``older_than`` (never the latest, never a tagged one) and the
-        files only they reference; unreferenced files younger than ``grace_period`` stay unless
-        ``delete_unverified``.
+        """Delete versions older than ``older_than`` and not among the ``retain_versions`` newest
+        (neither given: older than two weeks, as pylance), only those of ``versions`` if given,
+        never the latest, never a tagged one, and the files only they reference; unreferenced files
+        younger than ``grace_period`` stay unless ``delete_unverified``. ``dry_run=True`` returns
+        what would be removed and removes nothing. ``delete_rate_limit`` and
+        ``delete_concurrency`` tune pylance's engine and are accepted as no-ops.
 
         Raises:
+            ValueError: ``retain_versions`` is not positive.
             TagError: a tagged version is older than the cutoff and ``error_if_tagged_old_versions``.
             CorruptFileError: a tag file is damaged; nothing is deleted.
         """
         return cleanup_old_versions(
             self._storage,
             older_than=older_than,
+            retain_versions=retain_versions,
+            only_versions=versions,
             grace_period=grace_period,
+            delete_unverified=delete_unverified,
+            error_if_tagged_old_versions=error_if_tagged_old_versions,
+            dry_run=dry_run,
+        )
+
+    def explain_cleanup_old_versions(
+        self,
+        older_than: dt.timedelta | None = None,
+        retain_versions: int | None = None,
+        *,
+        delete_unverified: bool = False,
+        error_if_tagged_old_versions: bool = True,
+        delete_rate_limit: int | None = None,
+        versions: Sequence[int] | None = None,
+        include_files: bool = False,
+        max_files: int = 1000,
+    ) -> CleanupExplanation:
+        """What :meth:`cleanup_old_versions` would remove, removing nothing (pylance's
+        ``explain_cleanup_old_versions``); ``include_files`` lists up to ``max_files`` files.
+
+        Raises:
+            ValueError: ``max_files`` or ``retain_versions`` is not positive.
+            TagError: a tagged version is older than the cutoff and ``error_if_tagged_old_versions``.
+        """
+        return explain_cleanup(
+            self._storage,
+            self.version,
+            include_files=include_files,
+            max_files=max_files,
+            older_than=older_than,
+            retain_versions=retain_versions,
+            only_versions=versions,
             delete_unverified=delete_unverified,
             error_if_tagged_old_versions=error_if_tagged_old_versions,
         )
 
+    @property
+    def stats(self) -> LanceStats:
+        """pylance's ``ds.stats``: ``dataset_stats()`` of this version."""
+        return LanceStats(self._snapshot)
+
+    def validate(self) -> None:
+        """Check this version's integrity (fragment ids, deletion counts, files present), as
+        pylance's ``validate()``.
+
+        Raises:
+            SchemaError: two fragments share an id, or a fragment deletes more rows than it has.
+            DataFileNotFoundError: a data or deletion file is missing.
+        """
+        validate(self._snapshot)
+
+    @staticmethod
+    def drop(
+        base_uri: str | os.PathLike[str],
+        storage_options: Mapping[str, Any] | None = None,
+        ignore_not_found: bool | None = None,
+    ) -> None:
+        """Delete the dataset at ``base_uri`` and every file of it (pylance's ``LanceDataset.drop``).
+
+        Raises:
+            DatasetNotFoundError: there is no dataset there, unless ``ignore_not_found``.
+        """
+        drop(base_uri, storage_options, ignore_not_found)
+
+
+Dataset = LanceDataset  # the name lance_table used first
+
 
 def dataset(
-    uri: str | os.PathLike[str],
-    *,
+    uri: str | os.PathLike[str] | None = None,
     version: int | str | None = None,
-    asof: dt.datetime | None = None,
-    storage_options: Mapping[str, Any] | None = None,
+    asof: dt.datetime | str | None = None,
+    block_size: int | None = None,
     commit_lock: CommitLock | None = None,
+    index_cache_size: int | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    default_scan_options: Mapping[str, Any] | None = None,
+    metadata_cache_size_bytes: int | None = None,
+    index_cache_size_bytes: int | None = None,
+    read_params: Mapping[str, Any] | None = None,
+    session: Any = None,
+    namespace_client: Any = None,
+    table_id: Sequence[str] | None = None,
+    base_store_params: Mapping[str, Any] | None = None,
+    *,
     unsafe_commit: bool = False,
 ) -> Dataset:
-    """Open a dataset at its latest version, a version number, a tag, or the version current at ``asof``.
+    """Open a dataset at its latest version, a version number, a tag, or the version current at
+    ``asof`` (pylance's ``lance.dataset``, its parameters in its order).
+
+    ``asof``: a datetime (a naive one is local time, as in pylance; an aware one is converted) or
+    an ISO string; the newest version committed at or before it. ``block_size``,
+    ``index_cache_size``, ``metadata_cache_size_bytes``, ``index_cache_size_bytes``,
+    ``read_params`` and ``session`` tune pylance's engine and are accepted as no-ops.
+    ``unsafe_commit`` (lance_table's) allows commits on a store without atomic create-if-absent.
 
     Raises:
-        DatasetNotFoundError: there is no dataset at ``uri``.
+        DatasetNotFoundError: there is no dataset at ``uri`` (also a ValueError, as in pylance).
         VersionNotFoundError: the version or time does not resolve.
         TagError: the tag does not exist.
+        UnsupportedOptionError: ``default_scan_options``, ``namespace_client``, ``table_id`` or
+            ``base_store_params`` is set.
         UnsupportedFormatError: the dataset needs features lance_table does not have.
         StorageOptionsError: a storage option is unknown, unsafe or has a bad value.
     """
-    storage = open_storage(uri, storage_options)
-    options = CommitOptions(commit_lock=commit_lock, unsafe_commit=unsafe_commit)
-    return Dataset(load(storage, version, asof, options))
+    refuse(
+        "dataset",
+        {
+            "default_scan_options": default_scan_options,
+            "namespace_client": namespace_client,
+            "table_id": table_id,
+            "base_store_params": base_store_params,
+        },
+    )
+    if uri is None:
+        raise ValueError("dataset() needs a uri (namespaces are not supported)")
+    snapshot = open_snapshot(
+        uri,
+        version,
+        asof,
+        storage_options=storage_options,
+        commit_lock=commit_lock,
+        unsafe_commit=unsafe_commit,
+    )
+    return Dataset(snapshot)
 
 
 def write_dataset(
-    data: Any,
-    uri: str | os.PathLike[str],
-    *,
-    mode: WriteMode = "create",
+    data_obj: Any,
+    uri: str | os.PathLike[str] | Dataset | None = None,
     schema: pa.Schema | None = None,
+    mode: WriteMode = "create",
+    *,
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+    max_rows_per_group: int = 1024,
     max_bytes_per_file: int = DEFAULT_MAX_BYTES_PER_FILE,
-    storage_options: Mapping[str, Any] | None = None,
-    commit_message: str | None = None,
+    data_cache_bytes: int | None = None,
+    max_page_bytes: int | None = None,
     commit_lock: CommitLock | None = None,
-    unsafe_commit: bool = False,
-    max_retries: int | None = None,
     progress: ProgressCallback | None = None,
+    storage_options: Mapping[str, Any] | None = None,
     data_storage_version: str | None = None,
+    use_legacy_format: bool | None = None,
     enable_v2_manifest_paths: bool = DEFAULT_V2_MANIFEST_PATHS,
     enable_stable_row_ids: bool = False,
+    auto_cleanup_options: Mapping[str, Any] | None = None,
+    commit_message: str | None = None,
     transaction_properties: Mapping[str, str] | None = None,
+    initial_bases: Sequence[Any] | None = None,
+    target_bases: Sequence[str] | None = None,
+    target_all_bases: bool | None = None,
+    base_store_params: Mapping[str, Any] | None = None,
+    external_blob_mode: str = "reference",
+    allow_external_blob_outside_bases: bool = False,
+    blob_pack_file_size_threshold: int | None = None,
+    namespace_client: Any = None,
+    table_id: Sequence[str] | None = None,
+    session: Any = None,
+    unsafe_commit: bool = False,
+    max_retries: int | None = None,
 ) -> Dataset:
-    """Write data as a new dataset, or append to / overwrite an existing one, in one atomic commit.
+    """Write data as a new dataset, or append to / overwrite an existing one, in one atomic commit
+    (pylance's ``lance.write_dataset``, its parameters in its order).
 
-    ``data`` may be anything pylance takes (a pyarrow Table, RecordBatch, RecordBatchReader, Dataset
+    ``data_obj`` may be anything pylance takes (a pyarrow Table, RecordBatch, RecordBatchReader, Dataset
     or Scanner, a pandas or Polars DataFrame, a dict of columns, a list of row dicts, an iterable of
     RecordBatches, a dataset or scanner of either library) or an object with ``__arrow_c_stream__``;
     ``schema`` casts it (see :func:`~lance_table.table.operations.inputs.coerce_reader`). Rows are
@@ -594,8 +816,11 @@ def write_dataset(
     columns: they read as nulls, as in pylance.
 
     ``data_storage_version`` chooses the data file format of a new dataset or of an overwrite
-    (``"2.0"``, ``"2.1"``, ``"2.2"``, ``"stable"``, ``"legacy"``, ``"next"``, as pylance names them);
-    an append keeps the dataset's format.
+    (``"2.0"``, ``"2.1"``, ``"2.2"``, ``"stable"``, ``"legacy"``, ``"next"``, as pylance names them;
+    ``use_legacy_format``, pylance's older switch, picks ``"legacy"`` or ``"stable"``); an append
+    keeps the dataset's format. ``max_rows_per_group``, ``data_cache_bytes``, ``max_page_bytes``,
+    ``blob_pack_file_size_threshold`` and ``session`` tune pylance's engine and are accepted as
+    no-ops. ``unsafe_commit`` and ``max_retries`` are lance_table's.
 
     ``enable_v2_manifest_paths`` (manifest names of a new dataset) and ``enable_stable_row_ids``
     (a new dataset whose rows keep their ids through compaction) apply when the dataset is created
@@ -607,9 +832,38 @@ def write_dataset(
         DatasetAlreadyExistsError: ``mode="create"`` and a dataset exists.
         SchemaError: the data does not match the dataset's schema (append) or cannot be stored.
         UnsupportedFormatError: the dataset uses a data format or features lance_table cannot write.
+        UnsupportedOptionError: ``auto_cleanup_options``, base paths
+            (``initial_bases``, ``target_bases``, ``target_all_bases``, ``base_store_params``),
+            ``external_blob_mode="ingest"``, ``allow_external_blob_outside_bases`` or a namespace.
         CommitConflictError: a concurrent commit makes this write impossible.
         StorageOptionsError: a storage option is unknown, unsafe or has a bad value.
     """
+    refuse(
+        "write_dataset",
+        {
+            "auto_cleanup_options": auto_cleanup_options,
+            "initial_bases": initial_bases,
+            "target_bases": target_bases,
+            "target_all_bases": target_all_bases,
+            "base_store_params": base_store_params,
+            "external_blob_mode": external_blob_mode,
+            "allow_external_blob_outside_bases": allow_external_blob_outside_bases,
+            "namespace_client": namespace_client,
+            "table_id": table_id,
+        },
+        unset={
+            "external_blob_mode": "reference",
+            "allow_external_blob_outside_bases": False,
+        },
+    )
+    if isinstance(uri, LanceDataset):
+        storage_options = uri._storage.storage_options if storage_options is None else storage_options
+        uri = uri.uri
+    if uri is None:
+        raise ValueError("write_dataset() needs a uri (namespaces are not supported)")
+    if data_storage_version is None and use_legacy_format is not None:
+        data_storage_version = "legacy" if use_legacy_format else "stable"
+    data = data_obj
     storage = open_storage(uri, storage_options)
     options = CommitOptions(
         commit_lock=commit_lock,
@@ -651,4 +905,4 @@ def write_dataset(
     return Dataset(Snapshot(storage, manifest, scheme, options))
 
 
-__all__ = ["Dataset", "dataset", "write_dataset"]
+__all__ = ["Dataset", "LanceDataset", "dataset", "write_dataset"]

@@ -172,10 +172,10 @@ def _tagged_entry(storage: Storage, tag: str) -> versions.VersionEntry:
 
 
 def _entry_asof(storage: Storage, asof: dt.datetime) -> versions.VersionEntry:
-    """The newest version committed at or before ``asof`` (naive datetimes are UTC), by the times
-    ``versions()`` shows: a version's own time always finds it."""
+    """The newest version committed at or before ``asof`` (a naive datetime is local time, as in
+    pylance), by the times ``versions()`` shows: a version's own time always finds it."""
     if asof.tzinfo is not None:
-        asof = asof.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        asof = asof.astimezone().replace(tzinfo=None)  # local time, as versions() shows it
     chosen = [v["version"] for v in versions.history(storage) if v["timestamp"] <= asof]
     if not chosen:
         raise VersionNotFoundError(f"{storage.uri} has no version at or before {asof.isoformat()}")

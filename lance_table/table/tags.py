@@ -15,6 +15,7 @@ storage's atomic create), so that an update racing a delete cannot bring the del
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import datetime as dt
 import json
@@ -46,12 +47,37 @@ IN_FLIGHT_SECONDS = 3600.0
 
 @dataclass(frozen=True)
 class Tag:
+    """A tag; its fields read as attributes or, as pylance's ``Tag`` dict, by key
+    (``tag["version"]``; ``branch`` is always None)."""
+
     name: str
     version: int
     created_at: dt.datetime
     updated_at: dt.datetime
     manifest_size: int
     metadata: dict[str, Any]
+
+    _KEYS = ("branch", "version", "created_at", "updated_at", "manifest_size", "metadata")
+
+    def keys(self) -> tuple[str, ...]:
+        return self._KEYS
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self._KEYS:
+            raise KeyError(key)
+        return None if key == "branch" else getattr(self, key)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, dict):
+            return {k: self[k] for k in self._KEYS} == other
+        if isinstance(other, Tag):
+            return (self.name, *(self[k] for k in self._KEYS)) == (
+                other.name,
+                *(other[k] for k in self._KEYS),
+            )
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 def _now() -> str:
@@ -116,8 +142,11 @@ def _checked_name(name: str) -> str:
 class Tags:
     """The tags of a dataset: ``create``, ``update``, ``delete``, ``list``, ``get_version``."""
 
-    def __init__(self, storage: Storage) -> None:
+    def __init__(self, storage: Storage, current: int | None = None) -> None:
+        """``current``: the version of the handle the tags were asked from (what ``create`` and
+        ``update`` name when given no version, as pylance's ``reference=None``)."""
         self._storage = storage
+        self._current = current
 
     def _where(self, path: str) -> str:
         return f"{self._storage.uri.rstrip('/')}/{path}"
@@ -208,14 +237,16 @@ class Tags:
                 f"version {entry.version} of {self._storage.uri} was cleaned up while it was tagged"
             ) from None
 
-    def create(self, name: str, version: int) -> None:
-        """Name ``version``.
+    def create(self, tag: str, reference: int | str | None = None) -> None:
+        """Name a version: ``reference`` is its number, another tag's name, or None for the
+        handle's version (pylance's parameters).
 
         Raises:
             TagError: the tag exists already or the name is invalid.
             VersionNotFoundError: the version does not exist (or was cleaned up meanwhile).
         """
-        _checked_name(name)
+        name = _checked_name(tag)
+        version = self._resolve(reference)
         entry = self._entry(version)
         data = self._body(version, self._manifest_size(entry), _now(), {})
         with self._locked(name):
@@ -225,14 +256,23 @@ class Tags:
                 raise TagError(f"tag {name!r} already exists") from None
             self._undo_if_version_gone(name, entry, None)
 
-    def update(self, name: str, version: int) -> None:
-        """Point an existing tag at another version.
+    def _resolve(self, reference: int | str | None) -> int:
+        if reference is None:
+            if self._current is None:
+                raise TagError("name the version to tag")
+            return self._current
+        return self.get_version(reference) if isinstance(reference, str) else reference
+
+    def update(self, tag: str, reference: int | str | None = None) -> None:
+        """Point an existing tag at another version (``reference``: a number, another tag's name,
+        or None for the handle's version).
 
         Raises:
             TagError: the tag does not exist.
             VersionNotFoundError: the version does not exist (or was cleaned up meanwhile).
         """
-        _checked_name(name)
+        name = _checked_name(tag)
+        version = self._resolve(reference)
         entry = self._entry(version)
         size = self._manifest_size(entry)
         with self._locked(name):
@@ -241,24 +281,25 @@ class Tags:
             self._storage.write(paths.tag_path(name), body)
             self._undo_if_version_gone(name, entry, raw)
 
-    def delete(self, name: str) -> None:
+    def delete(self, tag: str) -> None:
         """Remove a tag.
 
         Raises:
             TagError: the tag does not exist.
         """
+        name = tag
         with self._locked(_checked_name(name)):
             self._read(name)
             self._storage.delete(paths.tag_path(name))
 
-    def get_version(self, name: str) -> int:
+    def get_version(self, tag: str) -> int:
         """The version a tag names.
 
         Raises:
             TagError: the tag does not exist or the name is invalid.
             CorruptFileError: the tag file is damaged.
         """
-        return self._read(name)[0].version
+        return self._read(tag)[0].version
 
     def list(self) -> dict[str, Tag]:
         """Every tag, by name.
@@ -277,6 +318,19 @@ class Tags:
                 continue  # deleted since the listing
             out[name] = parse_tag(name, data, self._where(entry.path))
         return out
+
+    def list_ordered(self, order: str | None = None) -> builtins.list[tuple[str, Tag]]:
+        """Every tag as ``(name, tag)``, by version, newest first (``order="asc"``: oldest first),
+        as pylance's ``list_ordered``; tags of one version by name.
+
+        Raises:
+            ValueError: ``order`` is not "asc" or "desc".
+            CorruptFileError: a tag file is damaged.
+        """
+        if order not in (None, "asc", "desc"):
+            raise ValueError(f"order must be 'asc' or 'desc', not {order!r}")
+        items = sorted(self.list().items(), key=lambda item: (item[1].version, item[0]))
+        return items if order == "asc" else items[::-1]
 
 
 @contextlib.contextmanager

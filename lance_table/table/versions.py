@@ -218,10 +218,11 @@ def _transaction_of(
 
 
 def history(storage: Storage) -> list[dict[str, Any]]:
-    """Every version, oldest first: number, timestamp (naive UTC), operation, commit message and
-    transaction properties. Only the version, time and transaction of each manifest are decoded
-    (not its fragments); manifests are read on threads. Versions cleaned up since the listing are
-    left out, but never the latest (the directory is listed again if it went).
+    """Every version, oldest first, shaped as pylance's ``versions()``: ``version``, ``timestamp``
+    (naive local time, as pylance computes it) and ``metadata`` (the version's summary, strings);
+    and beside them ``operation``, ``commit_message`` and ``transaction_properties``. Fragments are
+    counted in their protobuf form, not decoded; manifests are read on threads. Versions cleaned up
+    since the listing are left out, but never the latest (the directory is listed again if it went).
 
     Raises:
         CorruptFileError: a manifest or transaction is damaged.
@@ -242,9 +243,10 @@ def history(storage: Storage) -> list[dict[str, Any]]:
         return {
             "version": entry.version,
             "timestamp": _version_time(summary.timestamp_ns),
+            "metadata": summary.totals(),
             "operation": txn.operation.name if txn else None,
             "commit_message": txn.commit_message if txn else None,
-            "metadata": dict(txn.properties) if txn else {},
+            "transaction_properties": dict(txn.properties) if txn else {},
         }
 
     for _ in range(_HISTORY_TRIES):
@@ -261,14 +263,11 @@ _HISTORY_TRIES = 20
 
 
 def _version_time(ns: int) -> dt.datetime:
-    """A version's time as ``versions()`` shows it (naive UTC), computed as pylance computes it:
-    whole seconds and the microseconds of the rest, both in floating point (so the microseconds
+    """A version's time as ``versions()`` shows it (naive local time), computed as pylance computes
+    it: whole seconds and the microseconds of the rest, both in floating point (so the microseconds
     agree with pylance's to the last digit)."""
     seconds = ns // 1e9
-    return _EPOCH + dt.timedelta(seconds=seconds, microseconds=(ns % 1e9) // 1e3)
-
-
-_EPOCH = dt.datetime(1970, 1, 1)
+    return dt.datetime.fromtimestamp(seconds) + dt.timedelta(microseconds=(ns % 1e9) // 1e3)
 
 
 def write_version_hint(storage: Storage, version: int) -> None:

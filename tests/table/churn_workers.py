@@ -49,8 +49,9 @@ def writer(args: tuple[str, dict[str, Any], int, float, tuple[str, ...]]) -> Log
                 log.append(("overwrite", ds.version, ids.tolist()))
             else:
                 before = _open(uri, options)
-                after = _other(kind, before, rng)
-                if after is not None and after.version != before.version:
+                read = before.version
+                after = _other(kind, before, rng)  # a write moves the handle to its version
+                if after is not None and after.version != read:
                     log.append((kind, after.version, []))
         except (lt.CommitConflictError, lt.VersionNotFoundError, lt.TagError):
             continue  # refused cleanly: nothing was reported committed
@@ -64,12 +65,16 @@ def writer(args: tuple[str, dict[str, Any], int, float, tuple[str, ...]]) -> Log
 def _other(kind: str, ds: lt.Dataset, rng: random.Random) -> lt.Dataset | None:
     if kind == "delete":
         lo = rng.randrange(0, INITIAL, 10)
-        return ds.delete(f"id >= {lo} AND id < {lo + 10}")
+        ds.delete(f"id >= {lo} AND id < {lo + 10}")
+        return ds
     if kind == "compact":
-        return ds.compact_files(target_rows_per_fragment=10_000)
+        ds.compact_files(target_rows_per_fragment=10_000)
+        return ds
     if kind == "restore":
         listed = [v["version"] for v in ds.versions()]
-        return ds.checkout(rng.choice(listed)).restore()
+        old = ds.checkout(rng.choice(listed))
+        old.restore()
+        return old
     if kind == "tag":
         name = f"t{rng.randrange(5)}"
         if name in ds.tags.list():

@@ -293,9 +293,10 @@ def test_appends_and_compaction_keep_pylance_blobs(tmp_path, mixed):
     shutil.copytree(mixed[0], uri)
     ds = lt.dataset(uri)
     ds = lt.write_dataset(_blob_table([None, b"x" * 70_000], 40), uri, mode="append")
-    after = ds.delete("id < 3")
-    assert_tables_equal(after.to_table(), lance.dataset(uri).to_table())
-    compacted = after.compact_files()
+    ds.delete("id < 3")
+    assert_tables_equal(ds.to_table(), lance.dataset(uri).to_table())
+    ds.compact_files()
+    compacted = ds
     assert len(compacted.get_fragments()) == 1
     assert_tables_equal(compacted.to_table(), lance.dataset(uri).to_table())
     rows = list(range(compacted.count_rows()))

@@ -168,7 +168,8 @@ def test_appends_deletes_and_compaction_alternate(tmp_path):
     lt.dataset(uri).delete("id % 4 = 1")
     _check(uri, values[:27])
     before = {p for p in Path(uri, "data").glob("*.lance")}
-    compacted = lt.dataset(uri).compact_files(target_rows_per_fragment=1000)
+    compacted = lt.dataset(uri)
+    compacted.compact_files(target_rows_per_fragment=1000)
     assert len(compacted.get_fragments()) == 1
     new_files = {p for p in Path(uri, "data").glob("*.lance")} - before
     (new,) = new_files

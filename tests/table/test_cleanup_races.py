@@ -212,8 +212,8 @@ def test_restore_of_a_cleaned_up_version_is_refused(place):
 def test_a_commit_from_an_old_handle_rebases_over_every_version(place):
     history = History(place)
     old = history.open(1)
-    new = old.delete("id = 50")
-    assert new.version == 4
+    old.delete("id = 50")
+    assert old.version == 4  # the handle moved to the version it committed
     expected = rows(50, 200).filter(pa.compute.not_equal(rows(50, 200)["id"], 50))
     history.assert_all_live_readable(expected)
 
@@ -258,7 +258,8 @@ def test_a_commit_in_flight_never_lands_in_a_hole_cleanup_made(place):
     _append(history, 210, 220)
     history.cleanup()
     pause.go.set()
-    committed = run.result()
+    run.result()
+    committed = deleter  # the handle moved to the version it committed
     assert committed.version == 6
     _assert_landed_on_the_latest(history, committed, pa.concat_tables([rows(50, 190), rows(200, 220)]))
 
@@ -278,7 +279,8 @@ def test_a_retried_commit_never_lands_in_a_hole_cleanup_made(place):
     _append(history, 220, 230)
     history.cleanup()
     probe.go.set()
-    committed = run.result()
+    run.result()
+    committed = deleter  # the handle moved to the version it committed
     assert committed.version == 7
     _assert_landed_on_the_latest(history, committed, pa.concat_tables([rows(50, 190), rows(200, 230)]))
 
@@ -296,7 +298,8 @@ def test_cleanup_keeps_versions_a_commit_in_flight_may_need_then_removes_them(pl
     assert stats.old_versions == 3  # v1..v3: the delete read v3 and needs v4 and v5 only
     assert [v["version"] for v in history.open().versions()] == [4, 5]
     pause.go.set()
-    assert run.result().version == 6
+    run.result()
+    assert deleter.version == 6
     assert history.cleanup().old_versions == 2
     assert [v["version"] for v in history.open().versions()] == [6]
     history.assert_all_live_readable(pa.concat_tables([rows(50, 190), rows(200, 220)]))
@@ -335,7 +338,8 @@ def test_opening_the_latest_version_cleaned_up_while_it_is_read_opens_the_new_la
     _append(history, 200, 210)
     history.cleanup()
     pause.go.set()
-    assert run.result().version == 4
+    run.result()
+    assert reader.version == 4
 
 
 def test_restoring_a_version_cleaned_up_while_it_is_read_is_a_version_not_found_error(place):
@@ -367,7 +371,8 @@ def test_restore_committed_while_cleanup_decides(place):
     cleaner = history.open()
     pause = Pause(cleaner._storage, "delete", is_manifest)
     run = pause_at(pause, lambda: history.cleanup(cleaner))
-    restored = history.open(1).restore()
+    restored = history.open(1)
+    restored.restore()
     assert restored.version == 4
     pause.go.set()
     run.result()
@@ -382,7 +387,8 @@ def test_restore_reading_while_cleanup_runs_whole(place):
     run = pause_at(pause, restorer.restore)
     history.cleanup()
     pause.go.set()
-    assert run.result().version == 4
+    run.result()
+    assert restorer.version == 4
     history.assert_all_live_readable(rows(0, 100))
 
 
@@ -411,7 +417,8 @@ def test_restore_committed_just_before_cleanup_looks_again(place):
     hold_cleanup = Pause(cleaner._storage, "list_names", is_versions_dir, nth=2)
     cleanup = pause_at(hold_cleanup, lambda: history.cleanup(cleaner))
     hold_restore.go.set()
-    assert restore.result().version == 4
+    restore.result()
+    assert restorer.version == 4
     hold_cleanup.go.set()
     cleanup.result()
     history.assert_all_live_readable(rows(0, 100))
@@ -438,7 +445,8 @@ def test_delete_committing_while_cleanup_runs_whole(place):
     run = pause_at(pause, lambda: deleter.delete("id >= 190"))
     history.cleanup()
     pause.go.set()
-    assert run.result().version == 4
+    run.result()
+    assert deleter.version == 4
     history.assert_all_live_readable(rows(50, 190))
 
 
@@ -622,10 +630,10 @@ def test_a_slow_commit_rewrites_its_transaction_file_and_looks_again(place, monk
         original(path, data)
 
     deleter._storage.write = write
-    committed = deleter.delete("id >= 190")
+    deleter.delete("id >= 190")
     txns = [p for p in writes if p.startswith(paths.TRANSACTIONS_DIR + "/")]
     assert len(txns) == 2 and len(set(txns)) == 1
-    assert committed.version == 4
+    assert deleter.version == 4
     history.assert_all_live_readable(rows(50, 190))
 
 
@@ -673,7 +681,8 @@ def test_restore_that_lands_and_unpins_while_cleanup_looks_again(place):
     decided.go.set()
     assert listed.reached.wait(60)
     hold_restore.go.set()
-    assert restore.result().version == 4
+    restore.result()
+    assert restorer.version == 4
     listed.go.set()
     cleanup.result()
     history.assert_all_live_readable(rows(0, 100))

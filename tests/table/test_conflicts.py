@@ -38,7 +38,8 @@ def test_append_vs_append_rebases(base):
 def test_delete_vs_append_and_append_vs_delete(base):
     stale = lt.dataset(base)
     lt.write_dataset(make_rows(1000, 10), base, mode="append")
-    ds = stale.delete("id < 5")  # planned at v1, committed after the append
+    stale.delete("id < 5")  # planned at v1, committed after the append
+    ds = stale
     assert ds.version == 3
     assert _ids(ds) == list(range(5, 300)) + list(range(1000, 1010))
 
@@ -47,7 +48,8 @@ def test_delete_vs_delete_on_different_fragments(base):
     a = lt.dataset(base)
     b = lt.dataset(base)
     a.delete("id < 10")
-    ds = b.delete("id >= 290")
+    b.delete("id >= 290")
+    ds = b
     assert _ids(ds) == list(range(10, 290))
 
 
@@ -55,7 +57,8 @@ def test_delete_vs_delete_on_the_same_fragment_merges_deletion_vectors(base):
     a = lt.dataset(base)
     b = lt.dataset(base)
     a.delete("id % 2 = 0 AND id < 100")
-    ds = b.delete("id % 3 = 0 AND id < 100")
+    b.delete("id % 3 = 0 AND id < 100")
+    ds = b
     expected = [i for i in range(300) if not (i < 100 and (i % 2 == 0 or i % 3 == 0))]
     assert _ids(ds) == expected
     frag = ds.manifest.fragments[0]
@@ -67,19 +70,21 @@ def test_delete_vs_delete_that_removed_the_whole_fragment(base):
     a = lt.dataset(base)
     b = lt.dataset(base)
     a.delete("id < 100")  # fragment 0 dropped
-    ds = b.delete("id < 50 OR id = 150")
+    assert b.delete("id < 50 OR id = 150") == {"num_deleted_rows": 51}  # as planned at its read
+    ds = b
     assert _ids(ds) == [i for i in range(100, 300) if i != 150]
 
 
 def test_compaction_vs_delete_is_a_retryable_conflict(base):
     stale = lt.dataset(base)
-    stale.delete("id = 5")
+    lt.dataset(base).delete("id = 5")
     with pytest.raises(lt.CommitConflictError) as info:
         stale.compact_files(target_rows_per_fragment=1000)
     assert info.value.retryable
     assert _ids(lt.dataset(base)) == [i for i in range(300) if i != 5]
     # retrying at the application level works
-    ds = lt.dataset(base).compact_files(target_rows_per_fragment=1000)
+    ds = lt.dataset(base)
+    ds.compact_files(target_rows_per_fragment=1000)
     assert len(ds.get_fragments()) == 1 and _ids(ds) == [i for i in range(300) if i != 5]
 
 
@@ -89,7 +94,10 @@ def test_delete_vs_compaction_is_a_retryable_conflict(base):
     with pytest.raises(lt.CommitConflictError) as info:
         stale.delete("id = 7")
     assert info.value.retryable
-    assert lt.dataset(base).delete("id = 7").count_rows() == 299
+    assert stale.version == 1  # a failed write leaves the handle where it was
+    ds = lt.dataset(base)
+    ds.delete("id = 7")
+    assert ds.count_rows() == 299
 
 
 @pytest.mark.parametrize("other", ["overwrite", "restore"])
@@ -110,7 +118,8 @@ def test_anything_vs_overwrite_or_restore_conflicts(base, other):
 def test_overwrite_and_restore_apply_to_the_latest(base):
     stale = lt.dataset(base)
     lt.write_dataset(make_rows(1000, 10), base, mode="append")
-    restored = stale.restore()
+    stale.restore()
+    restored = stale
     assert restored.version == 3 and restored.count_rows() == 300
     assert restored.manifest.max_fragment_id == 3  # never decreases
 
@@ -140,7 +149,8 @@ def test_snapshot_isolation(base):
     lt.write_dataset(make_rows(1000, 10), base, mode="append")
     lt.dataset(base).delete("id < 100")
     assert ds.to_table().equals(before) and ds.count_rows() == 300
-    assert ds.checkout_latest().count_rows() == 210
+    ds.checkout_latest()
+    assert ds.count_rows() == 210
     assert ds.latest_version == 3
 
 

@@ -38,8 +38,9 @@ def test_handles_are_pinned(tmp_path):
     lt.write_dataset(make_rows(10, 10), uri, mode="append")
     assert ds.version == 1 and ds.count_rows() == 10 and ds.to_table().num_rows == 10
     assert ds.latest_version == 2
-    assert ds.checkout_latest().count_rows() == 20
     assert ds.checkout(1).count_rows() == 10
+    assert ds.checkout_latest() is None  # moves this handle, as pylance's
+    assert ds.version == 2 and ds.count_rows() == 20
     with pytest.raises(lt.VersionNotFoundError):
         ds.checkout(9)
 
@@ -132,7 +133,8 @@ def test_batches_stream_and_feed_other_libraries(tmp_path):
 
 def test_take_by_position_skips_deleted_rows(tmp_path):
     table = make_rows(0, 3000)
-    ds = lt.write_dataset(table, tmp_path / "ds", max_rows_per_file=1000).delete("id % 3 = 0")
+    ds = lt.write_dataset(table, tmp_path / "ds", max_rows_per_file=1000)
+    assert ds.delete("id % 3 = 0") == {"num_deleted_rows": 1000}
     live = table.filter(pc.not_equal(pc.modulo(table["id"], 3), 0))
     idx = [0, 1999, 5, 5, 1000, 1]
     assert_tables_equal(ds.take(idx), live.take(pa.array(idx)), check_metadata=False)
@@ -180,7 +182,8 @@ def test_restore_and_tags(tmp_path):
     ds.tags.update("first", 1)
     tags = ds.tags.list()
     assert tags["first"].version == 1 and tags["first"].updated_at.tzinfo is not None
-    restored = lt.dataset(uri, version="first").restore()
+    restored = lt.dataset(uri, version="first")
+    assert restored.restore() is None
     assert restored.version == 3 and restored.count_rows() == 10
     assert restored.versions()[-1]["operation"] == "restore"
     ds.tags.delete("first")
@@ -194,7 +197,7 @@ def test_cleanup_removes_only_unreferenced_old_files(tmp_path):
     uri = tmp_path / "ds"
     lt.write_dataset(make_rows(0, 100), uri)
     ds = lt.write_dataset(make_rows(0, 50), uri, mode="overwrite")
-    ds = ds.delete("id < 10")
+    ds.delete("id < 10")
     ds.tags.create("keep", 2)
     orphan = uri / "data" / "orphan.lance"
     orphan.write_bytes(b"in flight")
@@ -215,9 +218,12 @@ def test_cleanup_removes_only_unreferenced_old_files(tmp_path):
 def test_compaction_plan_and_versions(tmp_path):
     uri = tmp_path / "ds"
     ds = lt.write_dataset(make_rows(0, 1000), uri, max_rows_per_file=100)
-    ds = ds.delete("id < 50")
+    ds.delete("id < 50")
     before = ds.to_table()
-    compacted = ds.compact_files(target_rows_per_fragment=400)
+    compacted = lt.dataset(uri)
+    metrics = compacted.optimize.compact_files(target_rows_per_fragment=400)
+    assert (metrics.fragments_removed, metrics.fragments_added) == (10, 2)
+    assert (metrics.files_removed, metrics.files_added) == (10 + 1, 2)  # with the deletion file
     assert compacted.version == ds.version + 2
     ops = [v["operation"] for v in compacted.versions()[-2:]]
     assert ops == ["reserve_fragments", "rewrite"]
@@ -225,7 +231,9 @@ def test_compaction_plan_and_versions(tmp_path):
     assert [f.physical_rows for f in compacted.get_fragments()] == [450, 500]
     assert [f.id for f in compacted.manifest.fragments] == [10, 11]
     assert_tables_equal(compacted.to_table(), before, check_metadata=False)
-    assert compacted.compact_files(target_rows_per_fragment=400).version == compacted.version  # nothing to do
+    version = compacted.version
+    assert compacted.compact_files(target_rows_per_fragment=400).fragments_removed == 0  # nothing to do
+    assert compacted.version == version
 
 
 def test_memory_storage(tmp_path):
@@ -253,7 +261,8 @@ def test_asof(tmp_path):
 
 def test_scan_empty_and_fully_deleted(tmp_path):
     uri = tmp_path / "ds"
-    ds = lt.write_dataset(make_rows(0, 100), uri, max_rows_per_file=50).delete("id >= 0")
+    ds = lt.write_dataset(make_rows(0, 100), uri, max_rows_per_file=50)
+    ds.delete("id >= 0")
     assert ds.count_rows() == 0 and ds.get_fragments() == []
     assert ds.to_table().num_rows == 0 and ds.to_table().schema.names == make_rows(0, 1).schema.names
     assert ds.take([]).num_rows == 0
@@ -299,7 +308,7 @@ def test_streamed_scans_read_ahead_in_order(tmp_path, monkeypatch, version):
     monkeypatch.setattr(scan, "READ_CHUNK_ROWS", 150)  # many ranges per fragment
     table = make_rows(0, 3000)
     ds = lt.write_dataset(table, tmp_path / "ds", max_rows_per_file=700, data_storage_version=version)
-    ds = ds.delete("id % 7 = 3")
+    ds.delete("id % 7 = 3")
     expected = ds.to_table()
     assert expected.num_rows == 3000 - len([i for i in range(3000) if i % 7 == 3])
     got = pa.Table.from_batches(list(ds.to_batches(batch_size=64)))

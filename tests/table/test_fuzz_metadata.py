@@ -85,8 +85,8 @@ def _rows(n: int) -> pa.Table:
 
 def _write_lance_table(root: Path) -> None:
     ds = lt.write_dataset(_rows(12_000), root, max_rows_per_file=6_000)
-    ds = ds.delete("id < 100")  # 100 rows: an Arrow deletion file
-    ds = ds.delete("id >= 6000 AND id < 11500")  # 5500 rows: a roaring bitmap
+    ds.delete("id < 100")  # 100 rows: an Arrow deletion file
+    ds.delete("id >= 6000 AND id < 11500")  # 5500 rows: a roaring bitmap
     ds.tags.create("t1", ds.version)
 
 

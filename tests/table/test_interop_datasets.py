@@ -43,23 +43,24 @@ def ours_history(tmp_path_factory):
         ds = lt.write_dataset(more, uri, mode="append")
         current = pa.concat_tables([current, more])
         expected[ds.version] = current
-    ds = ds.delete("id % 97 = 3")  # sparse: .arrow files
+    ds.delete("id % 97 = 3")  # sparse: .arrow files
     current = _drop(current, pc.equal(pc.modulo(current["id"], 97), 3))
     expected[ds.version] = current
-    ds = ds.delete("id >= 6000 AND id < 11500")  # dense in fragment 1: .bin
+    ds.delete("id >= 6000 AND id < 11500")  # dense in fragment 1: .bin
     current = _drop(current, pc.and_(pc.greater_equal(current["id"], 6000), pc.less(current["id"], 11500)))
     expected[ds.version] = current
-    ds = ds.delete("id >= 30000")  # the whole second append: fragment dropped
+    ds.delete("id >= 30000")  # the whole second append: fragment dropped
     current = _drop(current, pc.greater_equal(current["id"], 30000))
     expected[ds.version] = current
     ds.tags.create("before-compaction", ds.version)
-    ds = ds.compact_files(target_rows_per_fragment=10_000)
+    ds.compact_files(target_rows_per_fragment=10_000)
     expected[ds.version - 1] = current  # ReserveFragments keeps the data
     expected[ds.version] = current
     replacement = make_rows(100_000, 3000)
     ds = lt.write_dataset(replacement, uri, mode="overwrite")
     expected[ds.version] = replacement
-    ds = lt.dataset(uri, version="before-compaction").restore()
+    ds = lt.dataset(uri, version="before-compaction")
+    ds.restore()
     expected[ds.version] = expected[lt.dataset(uri, version="before-compaction").version]
     return uri, expected
 
@@ -121,7 +122,7 @@ def test_pylance_appends_and_deletes_on_top_of_ours(ours_history, tmp_path):
     assert_tables_equal(lt.dataset(uri).to_table(), current, check_metadata=False)
     # and we keep writing on top of pylance's commits
     ds = lt.write_dataset(make_rows(600_000, 10), uri, mode="append")
-    ds = ds.delete("id = 600003")
+    ds.delete("id = 600003")
     current = pa.concat_tables([current, make_rows(600_000, 10)])
     current = _drop(current, pc.equal(current["id"], 600003))
     assert_tables_equal(lance.dataset(uri).to_table(), current, check_metadata=False)
@@ -187,9 +188,9 @@ def test_we_write_on_top_of_pylance(theirs_history, tmp_path):
     more = make_rows(700_000, 500)
     ds = lt.write_dataset(more, uri, mode="append")
     current = pa.concat_tables([current, more])
-    ds = ds.delete("id % 5 = 1")
+    ds.delete("id % 5 = 1")
     current = _drop(current, pc.equal(pc.modulo(current["id"], 5), 1))
-    ds = ds.compact_files(target_rows_per_fragment=100_000)
+    ds.compact_files(target_rows_per_fragment=100_000)
     assert len(ds.get_fragments()) == 1
     for table in (ds.to_table(), lance.dataset(uri).to_table()):
         assert_tables_equal(table, current, check_metadata=False)

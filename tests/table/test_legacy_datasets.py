@@ -69,9 +69,9 @@ def test_pylance_legacy_dataset_continued_by_lance_table_and_back(tmp_path):
     lance.write_dataset(_table(3000), uri, data_storage_version="legacy", max_rows_per_file=1200)
     _same(uri)
     ds = lt.write_dataset(_table(1500, 3000, seed=1), uri, mode="append")
-    ds = ds.delete("id % 7 = 3 OR i > 40")
+    ds.delete("id % 7 = 3 OR i > 40")
     _same(uri)
-    ds = ds.compact_files()
+    ds.compact_files()
     assert lance.dataset(uri).data_storage_version == "0.1"
     _same(uri)
     lance.write_dataset(_table(700, 10_000, seed=2), uri, mode="append")
@@ -146,8 +146,8 @@ def test_legacy_dictionary_columns_are_continued(tmp_path):
     )
     assert lt.dataset(uri).manifest.dictionaries[1].to_pylist() == ["a", "b", "c", "x", "yy"]
     ds = lt.write_dataset(_dict_rows(range(30, 34), ["c", "zz"]), uri, mode="append")
-    ds = ds.delete("id % 5 = 1")
-    ds = ds.compact_files()
+    ds.delete("id % 5 = 1")
+    ds.compact_files()
     _check_versions(uri)
     # pylance appends with the manifest's dictionary (it refuses any other), and we read it
     values = lance.dataset(uri).schema.field("d").type
@@ -185,7 +185,9 @@ def test_legacy_dictionaries_holding_nulls_are_appended_and_compacted(tmp_path):
     lt.write_dataset(
         _keyed(range(7, 9), [0, 1], pa.array(["r", "a"])), uri, mode="append", max_rows_per_file=1
     )
-    ds = lt.dataset(uri).delete("id = 5").compact_files()
+    ds = lt.dataset(uri)
+    ds.delete("id = 5")
+    ds.compact_files()
     assert len(ds.manifest.fragments) == 1
     _check_versions(uri)
     assert _decoded(lt.dataset(uri).to_table()).column("d").to_pylist() == [

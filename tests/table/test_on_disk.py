@@ -76,9 +76,9 @@ def test_empty_dataset_has_no_max_fragment_id(tmp_path):
 def test_flags_follow_deletions(tmp_path):
     uri = tmp_path / "ds"
     ds = lt.write_dataset(make_rows(0, 100), uri)
-    ds = ds.delete("id < 20")  # 20% deleted: above the 10% materialization threshold
+    ds.delete("id < 20")  # 20% deleted: above the 10% materialization threshold
     assert (ds.manifest.reader_feature_flags, ds.manifest.writer_feature_flags) == (1, 1)
-    ds = ds.compact_files()
+    ds.compact_files()
     assert ds.count_rows() == 80
     assert (ds.manifest.reader_feature_flags, ds.manifest.writer_feature_flags) == (0, 0)
 
@@ -167,7 +167,8 @@ def test_2_2_datasets_stay_2_2_and_pylance_keeps_writing_them(tmp_path):
     cols = ["id", "x", "s", "v"]
     lance.write_dataset(make_rows(0, 10).select(cols), uri)  # pylance's default format
     ds = lt.write_dataset(make_rows(10, 10).select(cols), uri, mode="append")
-    ds = ds.delete("id = 3").compact_files()
+    ds.delete("id = 3")
+    ds.compact_files()
     expected = pa.concat_tables([make_rows(0, 10), make_rows(10, 10)]).select(cols)
     expected = expected.filter(pc.not_equal(expected["id"], 3))
     theirs = lance.dataset(uri)
@@ -190,7 +191,8 @@ def test_2_2_datasets_stay_2_2_and_pylance_keeps_writing_them(tmp_path):
 
 def test_manifest_round_trips_through_our_codec(tmp_path):
     uri = tmp_path / "ds"
-    ds = lt.write_dataset(make_rows(0, 50), uri, max_rows_per_file=20).delete("id < 5")
+    ds = lt.write_dataset(make_rows(0, 50), uri, max_rows_per_file=20)
+    ds.delete("id < 5")
     path = uri / "_versions" / paths.manifest_name(ds.version)
     mf = decode_manifest_file(path.read_bytes(), str(path))
     assert encode_manifest_file(mf.manifest, mf.transaction or b"") == path.read_bytes()
@@ -216,7 +218,7 @@ def test_incremental_deletes_switch_to_bitmap_after_5000(tmp_path):
     ds = lt.write_dataset(pa.table({"id": np.arange(20_000)}), uri)
     kinds = []
     for hi in (4999, 5000, 5001):
-        ds = ds.delete(f"id < {hi}")
+        ds.delete(f"id < {hi}")
         df = ds.manifest.fragments[0].deletion_file
         kinds.append((df.kind, df.num_deleted_rows))
         name = paths.deletion_file_path(0, df.read_version, df.id, df.kind == "bitmap")
@@ -227,7 +229,8 @@ def test_incremental_deletes_switch_to_bitmap_after_5000(tmp_path):
 
 def test_arrow_deletion_file_format(tmp_path):
     uri = tmp_path / "ds"
-    ds = lt.write_dataset(pa.table({"id": np.arange(100)}), uri).delete("id = 7 OR id = 3")
+    ds = lt.write_dataset(pa.table({"id": np.arange(100)}), uri)
+    ds.delete("id = 7 OR id = 3")
     df = ds.manifest.fragments[0].deletion_file
     data = (uri / paths.deletion_file_path(0, df.read_version, df.id, False)).read_bytes()
     assert data[:6] == b"ARROW1" and data[-6:] == b"ARROW1"
@@ -239,7 +242,8 @@ def test_arrow_deletion_file_format(tmp_path):
 def test_readers_accept_unsorted_arrow_and_both_roaring_forms(tmp_path):
     uri = tmp_path / "ds"
     # the manifest must count the rows the rewritten file deletes
-    ds = lt.write_dataset(pa.table({"id": np.arange(10_000)}), uri).delete("id IN (0, 1, 5, 9)")
+    ds = lt.write_dataset(pa.table({"id": np.arange(10_000)}), uri)
+    ds.delete("id IN (0, 1, 5, 9)")
     frag = ds.manifest.fragments[0]
     storage = open_storage(str(uri))
     df = frag.deletion_file

@@ -22,7 +22,7 @@ def test_s3_sees_deletion_files_written_after_its_cleanup_listed(s3_uri, s3_opti
     """Cleanup lists _deletions; another process (pylance) then deletes rows; we read its file."""
     lance = pytest.importorskip("lance")
     ds = lt.write_dataset(pa.table({"id": np.arange(100)}), s3_uri, storage_options=s3_options)
-    ds = ds.delete("id < 3")
+    ds.delete("id < 3")
     ds.cleanup_old_versions(older_than=dt.timedelta(0))
     other = lance.dataset(s3_uri, storage_options=s3_options)
     other.delete("id < 10")
@@ -70,7 +70,7 @@ def test_scan_of_more_fragments_than_open_files_allowed(tmp_path):
         assert ds.count_rows("x > 100") == 1200 - 201
         assert ds.take([1199, 0, 600])["id"].to_pylist() == [1199, 0, 600]
         assert ds.to_table()["id"].to_pylist() == list(range(1200))  # readers now cached
-        ds = ds.compact_files(target_rows_per_fragment=600)
+        ds.compact_files(target_rows_per_fragment=600)
         assert len(ds.get_fragments()) == 2 and ds.count_rows() == 1200
         print("ok")
         """

@@ -91,7 +91,8 @@ def test_delete_sends_no_head_and_writes_deletion_files_at_once(small_fragments,
     ds.delete("id % 10 = 0")  # a deletion file for every fragment
     READERS.clear()
     s3_requests.reset()
-    ds = lt.dataset(uri, storage_options=s3_options).delete("id % 10 = 1")
+    ds = lt.dataset(uri, storage_options=s3_options)
+    ds.delete("id % 10 = 1")
     assert "HEAD" not in s3_requests.counts
     # one GET a data file and a deletion file, the manifest's
     assert s3_requests.counts["GET"] <= 2 * FRAGMENTS + 1

@@ -168,7 +168,8 @@ def test_physical_rows_beyond_a_row_address_is_refused_on_open(tmp_path: Path) -
 
 
 def _with_deletions(tmp_path: Path, predicate: str) -> tuple[Path, Path]:
-    ds = _fresh(tmp_path).delete(predicate)
+    ds = _fresh(tmp_path)
+    ds.delete(predicate)
     root = tmp_path / "ds"
     df = ds.manifest.fragments[0].deletion_file
     assert df is not None

@@ -90,7 +90,8 @@ def test_we_delete_from_a_2_2_dataset_and_pylance_reads_it(tmp_path):
     uri = str(tmp_path / "ds")
     table = _rows(0, 20_000)
     lance.write_dataset(table, uri, max_rows_per_file=8000)
-    ds = lt.dataset(uri).delete("id >= 100 AND id < 6000")
+    ds = lt.dataset(uri)
+    ds.delete("id >= 100 AND id < 6000")
     expected = table.filter(
         pc.invert(pc.and_(pc.greater_equal(table["id"], 100), pc.less(table["id"], 6000)))
     )

@@ -200,9 +200,20 @@ def _commit(
             manifest = next_manifest(current, txn, restored)
             data = encode_manifest_file(manifest, txn_bytes)
             path = paths.manifest_path(manifest.version, scheme)
+            landed = False
             try:
                 with _lock(options, storage, manifest.version):
-                    storage.put_if_absent(path, data)
+                    try:
+                        storage.put_if_absent(path, data)
+                    except FileExistsError:
+                        raise
+                    except Exception as exc:
+                        if not _landed(storage, path, data):
+                            raise CommitStateUnknownError(
+                                f"writing version {manifest.version} of {storage.uri} failed ({exc!r}); "
+                                "the version may or may not exist"
+                            ) from exc
+                    landed = True
             except FileExistsError:
                 if create_only:
                     raise DatasetAlreadyExistsError(
@@ -218,12 +229,14 @@ def _commit(
                     storage, current, pending, _probed(storage, after, scheme)
                 )
                 continue
-            except Exception as exc:
-                if not _landed(storage, path, data):
-                    raise CommitStateUnknownError(
-                        f"writing version {manifest.version} of {storage.uri} failed ({exc!r}); "
-                        "the version may or may not exist"
-                    ) from exc
+            except Exception:
+                if landed:
+                    # The version is committed but the commit lock failed as it was released: the
+                    # error propagates (as in pylance) and the committed files stay.
+                    versions.write_version_hint(storage, manifest.version)
+                    attempt.pending = replace(attempt.pending, written=())
+                    attempt.transaction_path = None
+                raise
             versions.write_version_hint(storage, manifest.version)
             return manifest
     raise CommitError(f"gave up committing to {storage.uri} after {options.max_retries} retries")

@@ -35,6 +35,7 @@ import datetime as dt
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from lance_table._parallel import METADATA, map_on
 from lance_table.errors import CorruptFileError, LanceTableError, TagError
@@ -54,9 +55,53 @@ _TEMP_MARK = ".tmp-"
 
 @dataclass(frozen=True)
 class CleanupStats:
-    old_versions: int
-    bytes_removed: int
-    files_removed: int
+    """What a cleanup removed (or, in a dry run, would remove), with pylance's field names."""
+
+    bytes_removed: int = 0
+    old_versions: int = 0
+    data_files_removed: int = 0
+    transaction_files_removed: int = 0
+    index_files_removed: int = 0
+    deletion_files_removed: int = 0
+    failed_deletes: int = 0
+
+    @property
+    def files_removed(self) -> int:
+        """Every file removed (data, transaction, deletion and index files)."""
+        return (
+            self.data_files_removed
+            + self.transaction_files_removed
+            + self.index_files_removed
+            + self.deletion_files_removed
+        )
+
+
+@dataclass(frozen=True)
+class CleanupCandidateFile:
+    """A file a cleanup removes (pylance's ``CleanupCandidateFile``): its URI, its kind
+    (``manifest``, ``data``, ``deletion``, ``transaction``), whether no removed version referenced
+    it (``unverified``), and its size."""
+
+    path: str
+    kind: str
+    unverified: bool
+    size_bytes: int
+
+
+@dataclass(frozen=True)
+class CleanupExplanation:
+    """What a cleanup would remove (pylance's ``explain_cleanup_old_versions`` result)."""
+
+    read_version: int
+    stats: CleanupStats
+    candidate_files: list[CleanupCandidateFile]
+    candidate_files_truncated: bool
+    candidate_file_limit: int
+    referenced_branches: list[Any]
+    warnings: list[str]
+
+
+_KINDS = {paths.DATA_DIR: "data", paths.DELETIONS_DIR: "deletion", paths.TRANSACTIONS_DIR: "transaction"}
 
 
 def referenced_files(manifest: Manifest, seen: dict[int, Fragment] | None = None) -> set[str]:
@@ -184,29 +229,44 @@ def _tagged(storage: Storage) -> dict[int, str]:
 def cleanup_old_versions(
     storage: Storage,
     *,
-    older_than: dt.timedelta = DEFAULT_OLDER_THAN,
+    older_than: dt.timedelta | None = None,
+    retain_versions: int | None = None,
+    only_versions: Iterable[int] | None = None,
     grace_period: dt.timedelta = DEFAULT_GRACE_PERIOD,
     delete_unverified: bool = False,
     error_if_tagged_old_versions: bool = True,
+    dry_run: bool = False,
+    candidates: list[CleanupCandidateFile] | None = None,
 ) -> CleanupStats:
-    """Delete versions older than ``older_than`` (never the latest, never a tagged one) and the data,
-    deletion and transaction files that no remaining version references.
+    """Delete versions older than ``older_than`` and not among the ``retain_versions`` newest (both
+    as pylance; neither given: older than :data:`DEFAULT_OLDER_THAN`), only those of
+    ``only_versions`` if given, never the latest, never a tagged one; then the data, deletion and
+    transaction files that no remaining version references. ``dry_run`` decides and counts the
+    same, and removes nothing. ``candidates``, if given, receives every file removed (or that
+    would be), manifests included.
 
     A file that no manifest references at all is deleted only when it is older than
     ``grace_period`` (it may belong to a writer still in flight); ``delete_unverified`` lifts that
     rule. Temporary files that killed writers left behind go once older than the grace period.
 
     Raises:
+        ValueError: ``retain_versions`` is not positive.
         TagError: a tagged version is older than the cutoff and ``error_if_tagged_old_versions``.
         CorruptFileError: a tag file is damaged; nothing is deleted.
     """
+    if retain_versions is not None and retain_versions <= 0:
+        raise ValueError(f"retain_versions must be positive, not {retain_versions}")
+    if older_than is None and retain_versions is None and only_versions is None:
+        older_than = DEFAULT_OLDER_THAN
+    only = None if only_versions is None else set(only_versions)
     now = time.time()
-    cutoff_ns = int((now - older_than.total_seconds()) * 1e9)
+    cutoff_ns = None if older_than is None else int((now - older_than.total_seconds()) * 1e9)
     grace_cutoff = now - (0 if delete_unverified else grace_period.total_seconds())
     entries = versions.list_versions(storage)
     if not entries:
-        return CleanupStats(0, 0, 0)
+        return CleanupStats()
     latest = entries[-1].version
+    retained = {e.version for e in entries[-retain_versions:]} if retain_versions else set()
     tagged = _tagged(storage)
     pinned = pinned_versions(storage)
     landed: set[str] = set()  # transaction files of the versions read
@@ -216,7 +276,12 @@ def cleanup_old_versions(
         entry, summary = found.entry, found.summary
         if summary.transaction_file:
             landed.add(paths.transaction_path(summary.transaction_file))
-        old = summary.timestamp_ns < cutoff_ns and entry.version != latest
+        old = (
+            (cutoff_ns is None or summary.timestamp_ns < cutoff_ns)
+            and entry.version not in retained
+            and (only is None or entry.version in only)
+            and entry.version != latest
+        )
         if old and entry.version in tagged and error_if_tagged_old_versions:
             raise TagError(
                 f"version {entry.version} is older than the cutoff but tagged {tagged[entry.version]!r}; "
@@ -230,15 +295,17 @@ def cleanup_old_versions(
     for version in [v for v in doomed if floor is not None and v > floor]:
         kept[version] = doomed.pop(version)
     for found in doomed.values():
-        storage.delete(found.entry.path)
+        if not dry_run:
+            storage.delete(found.entry.path)
 
     # Phase 3: what was tagged, restored or committed while we decided. Tags and pins first: a
     # restore unpins only after its version landed, so a pin gone by now means that version is
     # in the listing that follows.
     for version in (_tagged(storage).keys() | pinned_versions(storage)) & doomed.keys():
         found = doomed.pop(version)
-        with contextlib.suppress(FileExistsError):
-            storage.put_if_absent(found.entry.path, found.data)
+        if not dry_run:
+            with contextlib.suppress(FileExistsError):
+                storage.put_if_absent(found.entry.path, found.data)
         kept[version] = found
     newer: list[Manifest] = []
     for entry in versions.list_versions(storage, after=latest):
@@ -249,8 +316,14 @@ def cleanup_old_versions(
     kept_refs = _union_of_references([*(v.manifest(storage) for v in kept.values()), *newer])
     removed_refs = _references_of_doomed(storage, doomed)
 
-    removed_bytes = 0
-    removed_files = 0
+    root = storage.uri.rstrip("/")
+    removed_bytes = sum(len(found.data) for found in doomed.values())
+    for found in doomed.values():
+        if candidates is not None:
+            candidates.append(
+                CleanupCandidateFile(f"{root}/{found.entry.path}", "manifest", False, len(found.data))
+            )
+    removed_files = dict.fromkeys((paths.DATA_DIR, paths.DELETIONS_DIR, paths.TRANSACTIONS_DIR), 0)
     # Keep the transaction files of commits in flight, so that later cleanups see them too (unless
     # the caller says no writer runs: ``delete_unverified``).
     in_flight = {
@@ -268,14 +341,24 @@ def cleanup_old_versions(
             young = item.modified is None or item.modified > grace_cutoff
             if not verified and young:
                 continue
-            storage.delete(item.path)
+            if not dry_run:
+                storage.delete(item.path)
             removed_bytes += item.size
-            removed_files += 1
-    for item in _leftovers(storage, now, grace_cutoff):
+            removed_files[directory] += 1
+            if candidates is not None:
+                candidates.append(
+                    CleanupCandidateFile(f"{root}/{item.path}", _KINDS[directory], not verified, item.size)
+                )
+    for item in [] if dry_run else _leftovers(storage, now, grace_cutoff):
         storage.delete(item.path)
         removed_bytes += item.size
-        removed_files += 1
-    return CleanupStats(len(doomed), removed_bytes, removed_files)
+    return CleanupStats(
+        bytes_removed=removed_bytes,
+        old_versions=len(doomed),
+        data_files_removed=removed_files[paths.DATA_DIR],
+        transaction_files_removed=removed_files[paths.TRANSACTIONS_DIR],
+        deletion_files_removed=removed_files[paths.DELETIONS_DIR],
+    )
 
 
 def _in_flight(item: Entry, landed: set[str], now: float) -> int | None:
@@ -322,3 +405,33 @@ def _leftovers(storage: Storage, now: float, grace_cutoff: float) -> list[Entry]
         if item.modified is not None and now - item.modified > PIN_STALE_SECONDS
     ]
     return out
+
+
+def explain_cleanup(
+    storage: Storage,
+    read_version: int,
+    *,
+    include_files: bool = False,
+    max_files: int = 1000,
+    **policy: Any,
+) -> CleanupExplanation:
+    """What :func:`cleanup_old_versions` with ``policy`` would remove, removing nothing; the
+    candidate files are listed (up to ``max_files``) when ``include_files``.
+
+    Raises:
+        ValueError: ``max_files`` is not positive, or see :func:`cleanup_old_versions`.
+    """
+    if max_files <= 0:
+        raise ValueError("max_files must be positive")
+    found: list[CleanupCandidateFile] = []
+    stats = cleanup_old_versions(storage, dry_run=True, candidates=found, **policy)
+    shown = found[:max_files] if include_files else []
+    return CleanupExplanation(
+        read_version=read_version,
+        stats=stats,
+        candidate_files=shown,
+        candidate_files_truncated=include_files and len(found) > max_files,
+        candidate_file_limit=max_files,
+        referenced_branches=[],
+        warnings=[],
+    )

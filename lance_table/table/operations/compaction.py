@@ -23,7 +23,31 @@ from lance_table.table.operations.write import (
 from lance_table.table.snapshot import Snapshot
 
 DEFAULT_TARGET_ROWS = 1024 * 1024
+DEFAULT_MAX_ROWS_PER_GROUP = 1024
+DEFAULT_MATERIALIZE_DELETIONS = True
+DEFAULT_MATERIALIZE_DELETIONS_THRESHOLD = 0.1
 COPY_CHUNK_ROWS = 128 * 1024
+
+
+@dataclass(frozen=True)
+class CompactionMetrics:
+    """What a compaction did, with pylance's attribute names (``lance.optimize.CompactionMetrics``).
+
+    Attributes:
+        fragments_removed: fragments rewritten away.
+        fragments_added: fragments written in their place.
+        files_removed: data and deletion files no longer referenced by the new version.
+        files_added: data files written.
+    """
+
+    fragments_removed: int = 0
+    fragments_added: int = 0
+    files_removed: int = 0
+    files_added: int = 0
+
+
+def _files_of(frag: Fragment) -> int:
+    return len(frag.files) + (frag.deletion_file is not None)
 
 
 @dataclass
@@ -135,17 +159,18 @@ def _try(
 def compact_files(
     ds: Snapshot,
     *,
-    target_rows_per_fragment: int = DEFAULT_TARGET_ROWS,
-    max_rows_per_group: int = 1024,
-    materialize_deletions: bool = True,
-    materialize_deletions_threshold: float = 0.1,
+    target_rows_per_fragment: int | None = DEFAULT_TARGET_ROWS,
+    max_rows_per_group: int | None = DEFAULT_MAX_ROWS_PER_GROUP,
+    materialize_deletions: bool | None = DEFAULT_MATERIALIZE_DELETIONS,
+    materialize_deletions_threshold: float | None = DEFAULT_MATERIALIZE_DELETIONS_THRESHOLD,
     max_bytes_per_file: int | None = None,
     num_threads: int | None = None,
     batch_size: int | None = None,
-) -> Snapshot:
+) -> tuple[Snapshot, CompactionMetrics]:
     """Rewrite small fragments into fragments of about ``target_rows_per_fragment`` rows, dropping
     deleted rows; commits ``ReserveFragments`` and then ``Rewrite`` (two versions), as pylance does.
-    Returns the new version, or ``ds`` itself when there is nothing to compact.
+    Returns the new version and what changed, or ``ds`` itself and zero metrics when there is
+    nothing to compact. An option given as None takes its default (as in pylance).
 
     ``max_rows_per_group``, ``num_threads`` and ``batch_size`` are accepted for pylance compatibility.
 
@@ -157,6 +182,12 @@ def compact_files(
         CommitConflictError: a concurrent delete or compaction touched the same fragments, or
             versions committed since ``ds`` are gone.
     """
+    if target_rows_per_fragment is None:
+        target_rows_per_fragment = DEFAULT_TARGET_ROWS
+    if materialize_deletions is None:
+        materialize_deletions = DEFAULT_MATERIALIZE_DELETIONS
+    if materialize_deletions_threshold is None:
+        materialize_deletions_threshold = DEFAULT_MATERIALIZE_DELETIONS_THRESHOLD
     if target_rows_per_fragment <= 0:
         raise ValueError("target_rows_per_fragment must be positive")
     data_format = writable_data_format(ds.manifest, ds.uri)
@@ -170,7 +201,7 @@ def compact_files(
         materialize_deletions_threshold,
     )
     if not bins:
-        return ds
+        return ds, CompactionMetrics()
     check_blob_fields(ds.manifest.fields, data_format, ds.uri)
     if ds.manifest.index_section is not None:
         raise UnsupportedFormatError(f"{ds.uri} has indices; compacting it would require remapping them")
@@ -203,4 +234,11 @@ def compact_files(
             with_ids.append(replace(frag, id=next_id))
             next_id += 1
         groups.append(RewriteGroup(tuple(f.fragment for f in bin_.fragments), tuple(with_ids)))
-    return ds.commit(Pending(Rewrite(tuple(groups)), ds.version, written=files))
+    done = ds.commit(Pending(Rewrite(tuple(groups)), ds.version, written=files))
+    metrics = CompactionMetrics(
+        fragments_removed=sum(len(g.old_fragments) for g in groups),
+        fragments_added=total,
+        files_removed=sum(_files_of(f) for g in groups for f in g.old_fragments),
+        files_added=sum(_files_of(f) for g in groups for f in g.new_fragments),
+    )
+    return done, metrics

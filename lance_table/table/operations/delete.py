@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import replace
 
 import numpy as np
@@ -10,11 +11,15 @@ import pyarrow.compute as pc
 from lance_table._parallel import map_grouped
 from lance_table.format.manifest import Fragment
 from lance_table.format.transaction import Delete
-from lance_table.table.commit import Pending, check_rebasable
+from lance_table.table import versions
+from lance_table.table.commit import Pending, check_can_commit, check_rebasable
 from lance_table.table.deletion import union, write_deletions
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.scan import READ_CHUNK_ROWS, in_flight, make_spec, matching_positions
 from lance_table.table.snapshot import Snapshot
+
+# pylance's ``delete`` default time bound on retries (accepted, not enforced).
+DEFAULT_RETRY_TIMEOUT: dt.timedelta = dt.timedelta(seconds=30)
 
 
 def plan_delete(ds: Snapshot, predicate: str | pc.Expression) -> Pending:
@@ -62,6 +67,29 @@ def plan_delete(ds: Snapshot, predicate: str | pc.Expression) -> Pending:
     updated = [replace(frag.fragment, deletion_file=df) for (frag, _), df in zip(rewritten, files)]
     text = predicate if isinstance(predicate, str) else str(predicate)
     return Pending(Delete(tuple(updated), tuple(removed), text), ds.version, additions, bases, tuple(written))
+
+
+def delete_rows(
+    ds: Snapshot, predicate: str | pc.Expression, conflict_retries: int | None, message: str | None
+) -> tuple[Snapshot, int]:
+    """Delete the rows matching ``predicate`` from ``ds``: the version committed and how many rows
+    this delete removed (as planned against ``ds``). ``conflict_retries`` (None: those of ``ds``'s
+    commit options) bounds the retries after lost races.
+
+    Raises:
+        FilterError: the predicate does not parse.
+        UnsupportedFormatError: the version needs writer features lance_table lacks.
+        CommitConflictError: a concurrent commit makes this delete impossible.
+    """
+    versions.check_writable(ds.manifest, ds.uri)
+    planned = ds
+    if conflict_retries is not None:
+        planned = replace(ds, commit_options=replace(ds.commit_options, max_retries=conflict_retries))
+    check_can_commit(planned.commit_options, ds.storage)
+    pending = plan_delete(planned, predicate)
+    deleted = sum(len(rows) for rows in pending.delete_additions.values())
+    done = planned.commit(pending, message=message)
+    return replace(done, commit_options=ds.commit_options), deleted
 
 
 def delete_in_fragment(ds: Snapshot, fragment_id: int, predicate: str | pc.Expression) -> Fragment | None:

@@ -1,0 +1,202 @@
+"""The ``ds.optimize`` namespace (pylance's ``DatasetOptimizer``): compaction through the handle.
+
+Compaction itself lives in :mod:`lance_table.table.operations.compaction`; this module checks
+pylance's options, runs it, and moves the handle to the version it committed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, TypeVar
+
+from lance_table.errors import UnsupportedOperationError
+from lance_table.table.operations.compaction import CompactionMetrics, compact_files
+from lance_table.table.snapshot import Snapshot
+
+_Result = TypeVar("_Result")
+
+
+class Handle(Protocol):
+    """What a write needs of a dataset handle (``LanceDataset``): its snapshot, and the one place
+    that moves it to the version a write committed."""
+
+    _snapshot: Snapshot
+
+    def _committed(self, snapshot: Snapshot, result: _Result = ...) -> _Result: ...
+
+
+# pylance's compaction modes; "try_binary_copy" falls back to re-encoding, which is what we do.
+COMPACTION_MODES = ("reencode", "try_binary_copy", "force_binary_copy")
+
+
+def _refuse(option: str, why: str) -> UnsupportedOperationError:
+    return UnsupportedOperationError(f"compact_files({option}=...) is not supported: {why}")
+
+
+def check_compaction_options(
+    *,
+    compaction_mode: str | None = None,
+    max_source_fragments: int | None = None,
+    max_source_rows: int | None = None,
+    max_source_bytes: int | None = None,
+    excluded_fragment_ids: Sequence[int] | None = None,
+    data_storage_version: str | None = None,
+    current_format: str | None = None,
+) -> None:
+    """Refuse the pylance compaction options that would change the result and that lance_table does
+    not implement (naming the option).
+
+    Raises:
+        ValueError: ``compaction_mode`` is not one of pylance's modes.
+        UnsupportedOperationError: a limit on the sources, excluded fragments, binary copy, or
+            another data storage version than the dataset's.
+    """
+    if compaction_mode is not None and compaction_mode not in COMPACTION_MODES:
+        raise ValueError(f"compaction_mode must be one of {COMPACTION_MODES}, not {compaction_mode!r}")
+    if compaction_mode == "force_binary_copy":
+        raise _refuse("compaction_mode", "lance_table always re-encodes (binary copy is not implemented)")
+    for name, value in (
+        ("max_source_fragments", max_source_fragments),
+        ("max_source_rows", max_source_rows),
+        ("max_source_bytes", max_source_bytes),
+    ):
+        if value is not None:
+            raise _refuse(name, "incremental compaction is not implemented")
+    if excluded_fragment_ids:
+        raise _refuse("excluded_fragment_ids", "every fragment is a compaction candidate")
+    if data_storage_version is not None and data_storage_version != current_format:
+        raise _refuse(
+            "data_storage_version",
+            f"compaction keeps the dataset's data format ({current_format}), not {data_storage_version!r}",
+        )
+
+
+def compact(
+    ds: Handle,
+    *,
+    target_rows_per_fragment: int | None = None,
+    max_rows_per_group: int | None = None,
+    max_bytes_per_file: int | None = None,
+    materialize_deletions: bool | None = None,
+    materialize_deletions_threshold: float | None = None,
+    defer_index_remap: bool | None = None,
+    num_threads: int | None = None,
+    batch_size: int | None = None,
+    compaction_mode: str | None = None,
+    binary_copy_read_batch_bytes: int | None = None,
+    max_source_fragments: int | None = None,
+    max_source_rows: int | None = None,
+    max_source_bytes: int | None = None,
+    excluded_fragment_ids: Sequence[int] | None = None,
+    data_storage_version: str | None = None,
+    io_buffer_size: int | None = None,
+) -> CompactionMetrics:
+    """Compact ``ds`` and move the handle to the version the compaction committed (see
+    :class:`DatasetOptimizer.compact_files`)."""
+    snapshot = ds._snapshot
+    check_compaction_options(
+        compaction_mode=compaction_mode,
+        max_source_fragments=max_source_fragments,
+        max_source_rows=max_source_rows,
+        max_source_bytes=max_source_bytes,
+        excluded_fragment_ids=excluded_fragment_ids,
+        data_storage_version=data_storage_version,
+        current_format=snapshot.manifest.data_storage_version,
+    )
+    done, metrics = compact_files(
+        snapshot,
+        target_rows_per_fragment=target_rows_per_fragment,
+        max_rows_per_group=max_rows_per_group,
+        materialize_deletions=materialize_deletions,
+        materialize_deletions_threshold=materialize_deletions_threshold,
+        max_bytes_per_file=max_bytes_per_file,
+        num_threads=num_threads,
+        batch_size=batch_size,
+    )
+    return ds._committed(done, metrics)
+
+
+class DatasetOptimizer:
+    """``ds.optimize``: pylance's ``DatasetOptimizer`` (compaction; indices are not supported)."""
+
+    def __init__(self, dataset: Handle) -> None:
+        self._dataset = dataset
+
+    def compact_files(
+        self,
+        *,
+        target_rows_per_fragment: int | None = None,
+        max_rows_per_group: int | None = None,
+        max_bytes_per_file: int | None = None,
+        materialize_deletions: bool | None = None,
+        materialize_deletions_threshold: float | None = None,
+        defer_index_remap: bool | None = None,
+        num_threads: int | None = None,
+        batch_size: int | None = None,
+        compaction_mode: str | None = None,
+        binary_copy_read_batch_bytes: int | None = None,
+        max_source_fragments: int | None = None,
+        max_source_rows: int | None = None,
+        max_source_bytes: int | None = None,
+        excluded_fragment_ids: list[int] | None = None,
+        data_storage_version: str | None = None,
+    ) -> CompactionMetrics:
+        """Rewrite small fragments (and fragments with many deleted rows) into larger ones, keeping
+        the row order; the handle moves to the version committed (two versions are committed, as in
+        pylance: a fragment id reservation, then the rewrite). Returns pylance's metrics.
+
+        An option left None takes its default (1024 * 1024 rows per fragment, deletions
+        materialized above 10%). ``max_rows_per_group``, ``num_threads``, ``batch_size``,
+        ``binary_copy_read_batch_bytes`` and ``defer_index_remap`` only tune pylance's engine and
+        are accepted as no-ops; ``compaction_mode="try_binary_copy"`` re-encodes, as pylance does
+        when it cannot copy.
+
+        Raises:
+            UnsupportedOperationError: ``max_source_fragments``, ``max_source_rows``,
+                ``max_source_bytes``, ``excluded_fragment_ids``, ``compaction_mode=
+                "force_binary_copy"`` or another ``data_storage_version`` than the dataset's.
+            UnsupportedFormatError: the dataset has indices, or data files lance_table does not write.
+            CommitConflictError: a concurrent delete or compaction touched the same fragments.
+        """
+        return compact(
+            self._dataset,
+            target_rows_per_fragment=target_rows_per_fragment,
+            max_rows_per_group=max_rows_per_group,
+            max_bytes_per_file=max_bytes_per_file,
+            materialize_deletions=materialize_deletions,
+            materialize_deletions_threshold=materialize_deletions_threshold,
+            defer_index_remap=defer_index_remap,
+            num_threads=num_threads,
+            batch_size=batch_size,
+            compaction_mode=compaction_mode,
+            binary_copy_read_batch_bytes=binary_copy_read_batch_bytes,
+            max_source_fragments=max_source_fragments,
+            max_source_rows=max_source_rows,
+            max_source_bytes=max_source_bytes,
+            excluded_fragment_ids=excluded_fragment_ids,
+            data_storage_version=data_storage_version,
+        )
+
+    def optimize_indices(self, **kwargs: Any) -> None:
+        """Not supported: lance_table has no indices.
+
+        Raises:
+            UnsupportedOperationError: always.
+        """
+        raise UnsupportedOperationError("optimize_indices() is not supported: lance_table has no indices")
+
+    def enable_auto_cleanup(self, auto_cleanup_config: Any, **kwargs: Any) -> None:
+        """Not supported: call ``cleanup_old_versions()`` instead.
+
+        Raises:
+            UnsupportedOperationError: always.
+        """
+        raise UnsupportedOperationError("enable_auto_cleanup() is not supported; call cleanup_old_versions()")
+
+    def disable_auto_cleanup(self, **kwargs: Any) -> None:
+        """Not supported (auto cleanup is never enabled by lance_table).
+
+        Raises:
+            UnsupportedOperationError: always.
+        """
+        raise UnsupportedOperationError("disable_auto_cleanup() is not supported")
