@@ -74,7 +74,9 @@ def committed_epoch(storage: Storage, query_id: str, epoch: int, lookback: int) 
     """The version among the ``lookback`` newest that a commit of ``query_id`` at epoch ``epoch``
     or later made, or None.
 
-    A version cleaned up meanwhile, or one without a transaction, is passed over.
+    The search stops at the newest commit of the query: a query's epochs grow with its versions, so
+    when that one is older than ``epoch`` no earlier one can be. A version cleaned up meanwhile, or
+    one without a transaction, is passed over.
     """
     try:
         entries = versions.list_versions(storage)
@@ -88,10 +90,10 @@ def committed_epoch(storage: Storage, query_id: str, epoch: int, lookback: int) 
         if txn is None or txn.properties.get(QUERY_ID_KEY) != query_id:
             continue
         try:
-            if int(txn.properties.get(EPOCH_ID_KEY, "")) >= epoch:
-                return entry.version
+            committed = int(txn.properties.get(EPOCH_ID_KEY, ""))
         except ValueError:
             continue
+        return entry.version if committed >= epoch else None
     return None
 
 

@@ -60,20 +60,30 @@ def test_source_follows_appends_bounds_batches_and_stops_at_changes(spark, tmp_p
         q.stop()
     assert q.exception() is not None and "skipChangeCommits" in str(q.exception())
 
-    # From version 3 on, passing over the delete: versions 3, 4 and 6 in one run to the end.
+    # From version 3 on, passing over the delete, 50 rows a micro-batch, into another dataset;
+    # then restarted from its checkpoint after one more append: every row once.
     lt.write_dataset(_rows(300, 20), uri, mode="append")  # version 6
-    q = (
-        spark.readStream.format("lance_table")
-        .option("startingVersion", "3")
-        .option("skipChangeCommits", "true")
-        .load(uri)
-        .writeStream.format("memory")
-        .queryName("from3")
-        .trigger(availableNow=True)
-        .start()
-    )
-    q.awaitTermination()
-    _check(_collected(spark, "from3"), list(range(150, 320)))
+    copy, ck = str(tmp_path / "copy"), str(tmp_path / "ck")
+
+    def pipeline() -> None:
+        (
+            spark.readStream.format("lance_table")
+            .option("startingVersion", "3")
+            .option("skipChangeCommits", "true")
+            .option("maxRowsPerTrigger", "50")
+            .load(uri)
+            .writeStream.format("lance_table")
+            .option("checkpointLocation", ck)
+            .trigger(availableNow=True)
+            .start(copy)
+        ).awaitTermination()
+
+    pipeline()
+    _check(lt.dataset(copy).to_table().sort_by("id"), list(range(150, 320)))
+    assert lt.dataset(copy).version == 4  # 170 rows: 50 + 50 + 50 + 20 (micro-batches split versions)
+    lt.write_dataset(_rows(320, 30), uri, mode="append")  # version 7
+    pipeline()
+    _check(lt.dataset(copy).to_table().sort_by("id"), list(range(150, 350)))
 
 
 def test_a_bad_streaming_option_fails_the_query_naming_it(spark, tmp_path):
