@@ -43,38 +43,59 @@ def _build(side: str, uri: str, appends: int, size: int, history: str = "appends
     once (``appends * size`` rows in fragments of ``size`` rows), then each commit deletes one row,
     and every 100th overwrites the table with itself (as a reload would).
     """
+    return [step() for step in _steps(side, uri, appends, size, history)][-50:]
+
+
+def _build_both(
+    uris: tuple[str, str], appends: int, size: int, history: str
+) -> tuple[list[float], list[float]]:
+    """:func:`_build` of both sides, commit by commit in turn (the side going first alternating),
+    so that both see the same load of a shared machine; the times of each side's last 50."""
+    steps = (
+        _steps("lance_table", uris[0], appends, size, history),
+        _steps("pylance", uris[1], appends, size, history),
+    )
+    times: tuple[list[float], list[float]] = ([], [])
+    for k, pair in enumerate(zip(*steps)):
+        for side in (0, 1) if k % 2 == 0 else (1, 0):
+            times[side].append(pair[side]())
+    return times[0][-50:], times[1][-50:]
+
+
+def _steps(side: str, uri: str, appends: int, size: int, history: str) -> list[Callable[[], float]]:
+    """The commits that build a side's dataset, each a call returning its time."""
     import lance
+
+    mod = lt if side == "lance_table" else lance
+
+    def timed(fn: Callable[[], object]) -> Callable[[], float]:
+        def run() -> float:
+            start = time.perf_counter()
+            fn()
+            return time.perf_counter() - start
+
+        return run
 
     if history == "deletes":
-        return _build_deletes(side, uri, appends, size)
-    times = []
-    for i in range(appends):
+        total = appends * size
+
+        def first() -> None:
+            mod.write_dataset(_rows(0, total), uri, max_rows_per_file=size, data_storage_version=FORMAT)
+
+        def change(i: int) -> None:
+            if i % 100 == 0:
+                table = mod.dataset(uri).to_table()
+                mod.write_dataset(table, uri, mode="overwrite", max_rows_per_file=size)
+            else:
+                mod.dataset(uri).delete(f"id = {(i * 7919) % total}")
+
+        return [timed(first)] + [timed(lambda i=i: change(i)) for i in range(1, appends)]
+
+    def append(i: int) -> None:
         data = _rows(i * size, size)
-        start = time.perf_counter()
-        if side == "lance_table":
-            lt.write_dataset(data, uri, mode="append" if i else "create", data_storage_version=FORMAT)
-        else:
-            lance.write_dataset(data, uri, mode="append" if i else "create", data_storage_version=FORMAT)
-        times.append(time.perf_counter() - start)
-    return times[-50:]
+        mod.write_dataset(data, uri, mode="append" if i else "create", data_storage_version=FORMAT)
 
-
-def _build_deletes(side: str, uri: str, commits: int, size: int) -> list[float]:
-    import lance
-
-    total = commits * size
-    mod = lt if side == "lance_table" else lance
-    mod.write_dataset(_rows(0, total), uri, max_rows_per_file=size, data_storage_version=FORMAT)
-    times = []
-    for i in range(1, commits):
-        start = time.perf_counter()
-        if i % 100 == 0:
-            table = mod.dataset(uri).to_table()
-            mod.write_dataset(table, uri, mode="overwrite", max_rows_per_file=size)
-        else:
-            mod.dataset(uri).delete(f"id = {(i * 7919) % total}")
-        times.append(time.perf_counter() - start)
-    return times[-50:]
+    return [timed(lambda i=i: append(i)) for i in range(appends)]
 
 
 def main() -> None:
@@ -95,8 +116,7 @@ def main() -> None:
     uris = (str(root / "ours"), str(root / "theirs"))
     try:
         print(f"building two datasets of {what} ...", flush=True)
-        ours_appends = _build("lance_table", uris[0], n, size, args.history)
-        theirs_appends = _build("pylance", uris[1], n, size, args.history)
+        ours_appends, theirs_appends = _build_both(uris, n, size, args.history)
         report.add(
             Result(
                 f"append {size} rows (last 50)"

@@ -190,6 +190,31 @@ def map_grouped(
     return [r for part in parts for r in part]
 
 
+#: :func:`map_groups` makes at most this many groups per worker, of at least BATCH_ITEMS items
+BATCH_GROUPS_PER_WORKER = 2
+BATCH_ITEMS = 32
+
+
+def map_groups(
+    fn: Callable[[list[T]], list[R]], items: Iterable[T], sizes: Sequence[int], *, in_flight: int = 0
+) -> list[R]:
+    """:func:`map_grouped`, but ``fn`` takes a whole group of contiguous items (see :func:`groups`)
+    and returns a list of results for it (any number): work on many tiny items done as one
+    (a batch read of many small fragments). The groups' lists are joined in order."""
+    items = list(items)
+    if not items:
+        return []
+    # Fewer, larger groups than map_grouped makes: the work per item here is mostly Python (it
+    # holds the GIL), so more groups would not run faster on more cores, and each group has a
+    # fixed cost of its own; each group keeps at least BATCH_ITEMS items when there are enough.
+    name, tasks = FRAGMENTS, max(1, min(BATCH_GROUPS_PER_WORKER * workers(), len(items) // BATCH_ITEMS))
+    if in_flight > workers() and len(items) > 1 and not _inline(FRAGMENTS) and not _inline(IO):
+        name, tasks = IO, min(in_flight, IO_THREADS)
+    spans = groups(sizes, tasks=tasks)
+    parts = map_on(name, lambda span: fn(items[span[0] : span[1]]), spans, even=True)
+    return [r for part in parts for r in part]
+
+
 def parts_inline() -> bool:
     """Whether :func:`map_parts` called here would run on the calling thread: then cutting work
     into parts only adds the cost of joining them."""

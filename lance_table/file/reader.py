@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import IO
+from typing import IO, Any
 
 import numpy as np
 import pyarrow as pa
@@ -128,6 +128,7 @@ class LanceFileReader(RowReader):
         self._projections: dict[tuple[str, ...], tuple[list[FieldNode], pa.Schema]] = {}
         self._shapes: dict[int, int] = {}  # by field id: see field_shape
         self._small_reads: dict[tuple[str, ...] | None, list[tuple[FieldNode, ColumnPages]] | None] = {}
+        self._many_layouts: dict[tuple[Any, ...], Any] = {}  # see small_many.layout
 
     # -- metadata -------------------------------------------------------------------------------
 
@@ -154,6 +155,19 @@ class LanceFileReader(RowReader):
         return self._meta
 
     # -- reads ----------------------------------------------------------------------------------
+
+    def read_span(self, start: int, length: int) -> memoryview:
+        """The file's bytes ``[start, start + length)`` in one request (the bytes read when
+        opening serve this if they are the first read, as for any read).
+
+        Raises:
+            CorruptFileError: the range lies outside the file.
+            FileNotFoundError: the file no longer exists.
+        """
+        try:
+            return self._source.read_ranges([(start, length)])[0]
+        finally:
+            self._source = self._stored
 
     # -- internals ------------------------------------------------------------------------------
 

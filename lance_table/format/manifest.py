@@ -169,6 +169,12 @@ class Fragment:
         return out.SerializeToString()
 
     @cached_property
+    def manifest_entry(self) -> bytes:
+        """The fragment as an entry of a manifest's repeated ``fragments`` field (its tag, length
+        and :attr:`pb_bytes`): a manifest's fragments are these, back to back."""
+        return _FRAGMENTS_TAG + _varint(len(self.pb_bytes)) + self.pb_bytes
+
+    @cached_property
     def files_used(self) -> frozenset[str]:
         """The paths (relative to the dataset root) of the fragment's own files: its data files and
         deletion file, not those in other base paths."""
@@ -278,9 +284,11 @@ class Manifest:
         transaction_offset: int | None,
         index_offset: int | None,
         dictionary_positions: Mapping[int, tuple[int, int]] | None = None,
+        with_fragments: bool = True,
     ) -> Any:
         """The ``lance.table.Manifest`` protobuf; ``dictionary_positions`` gives the ``(offset, length)``
-        of dictionary fields' values in the manifest file."""
+        of dictionary fields' values in the manifest file. Without ``with_fragments``, the
+        fragments are left out (see :attr:`Fragment.manifest_entry`)."""
         pb = table_pb2.Manifest()
         if self.passthrough:
             pb.MergeFromString(self.passthrough)
@@ -288,8 +296,9 @@ class Manifest:
         for pf in pb.fields:
             if dictionary_positions and pf.id in dictionary_positions:
                 pf.dictionary.offset, pf.dictionary.length = dictionary_positions[pf.id]
-        for f in self.fragments:
-            pb.fragments.add().MergeFromString(f.pb_bytes)
+        if with_fragments:
+            for f in self.fragments:
+                pb.fragments.add().MergeFromString(f.pb_bytes)
         pb.version = self.version
         for k, v in self.schema_metadata.items():
             pb.schema_metadata[k] = v
@@ -390,6 +399,19 @@ class ManifestFile:
     path: str = ""  # where the file was read from, for error messages
 
 
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+# the tag of an entry of the Manifest's repeated ``fragments`` field (length-delimited)
+_FRAGMENTS_TAG = _varint(table_pb2.Manifest.DESCRIPTOR.fields_by_name["fragments"].number << 3 | 2)
+
+
 def encode_manifest_file(manifest: Manifest, transaction: bytes) -> bytes:
     """The bytes of a manifest file: optional index section, inline transaction, manifest, footer."""
     out = bytearray()
@@ -400,7 +422,10 @@ def encode_manifest_file(manifest: Manifest, transaction: bytes) -> bytes:
         out += struct.pack("<I", len(manifest.index_section)) + manifest.index_section
     txn_offset = len(out)
     out += struct.pack("<I", len(transaction)) + transaction
-    body = manifest.to_pb(txn_offset, index_offset, dictionary_positions).SerializeToString()
+    # The fragments' entries are joined as they are: a protobuf message may hold its fields in any
+    # order, and a repeated field's entries keep theirs (a parser reads the same manifest).
+    pb = manifest.to_pb(txn_offset, index_offset, dictionary_positions, with_fragments=False)
+    body = pb.SerializeToString() + b"".join([f.manifest_entry for f in manifest.fragments])
     manifest_pos = len(out)
     out += struct.pack("<I", len(body)) + body
     out += MANIFEST_FOOTER.pack(manifest_pos, *MANIFEST_FOOTER_VERSION) + MANIFEST_MAGIC

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
-from lance_table.table.dataset import Dataset, LanceDataset, dataset, write_dataset
+from lance_table.table.dataset import Dataset, LanceDataset
+from lance_table.table.entry import dataset, write_dataset
 
 __all__ = ["Dataset", "LanceDataset", "dataset", "write_dataset"]

@@ -1,5 +1,5 @@
-"""The Dataset handle (a thin facade over one snapshot) and the entry points ``dataset()`` and
-``write_dataset()``.
+"""The Dataset handle, a thin facade over one snapshot (the entry points ``dataset()`` and
+``write_dataset()`` are in :mod:`lance_table.table.entry`).
 
 A handle reads one version until a write through it moves it, as pylance's handles move: every
 write goes through the one commit path, and where the handle goes and what the write returns is
@@ -18,14 +18,13 @@ from typing import Any, TypeVar
 import numpy as np
 import pyarrow as pa
 
-from lance_table.errors import DatasetNotFoundError, UnsupportedOperationError
+from lance_table.errors import UnsupportedOperationError
 from lance_table.format.manifest import Manifest
-from lance_table.format.transaction import Overwrite as OverwriteOp
 from lance_table.storage import Storage, open_storage
 from lance_table.table import scanner as scans
 from lance_table.table import versions
 from lance_table.table.blobs import BlobFile, take_blobs
-from lance_table.table.commit import CommitLock, CommitOptions, check_can_commit, commit
+from lance_table.table.commit import CommitLock, CommitOptions
 from lance_table.table.commit.protocol import DEFAULT_MAX_RETRIES
 from lance_table.table.fragment_metadata import FragmentMetadata
 from lance_table.table.lance_fragment import LanceFragment, fragment_of
@@ -44,9 +43,7 @@ from lance_table.table.operations.commit_operation import commit_operation
 from lance_table.table.operations.compaction import CompactionMetrics
 from lance_table.table.operations.delete import DEFAULT_RETRY_TIMEOUT, delete_rows
 from lance_table.table.operations.manifest_paths import (
-    DEFAULT_V2_MANIFEST_PATHS,
     migrate_manifest_paths_v2,
-    scheme_for_new_dataset,
 )
 from lance_table.table.operations.restore import plan_restore
 from lance_table.table.operations.transactions import (
@@ -55,19 +52,11 @@ from lance_table.table.operations.transactions import (
     merge_appends,
     read_transaction,
 )
-from lance_table.table.operations.write import (
-    DEFAULT_MAX_BYTES_PER_FILE,
-    DEFAULT_MAX_ROWS_PER_FILE,
-    ProgressCallback,
-    WriteMode,
-    prepare_write,
-    write_fragments,
-)
 from lance_table.table.optimize import DatasetOptimizer
 from lance_table.table.scan import Predicate
 from lance_table.table.scan_spec import Columns, scan_spec
 from lance_table.table.scanner import LanceScanner
-from lance_table.table.snapshot import Snapshot, load
+from lance_table.table.snapshot import Snapshot
 from lance_table.table.tags import Tags
 
 _Result = TypeVar("_Result")
@@ -710,199 +699,4 @@ class LanceDataset:
 
 Dataset = LanceDataset  # the name lance_table used first
 
-
-def dataset(
-    uri: str | os.PathLike[str] | None = None,
-    version: int | str | None = None,
-    asof: dt.datetime | str | None = None,
-    block_size: int | None = None,
-    commit_lock: CommitLock | None = None,
-    index_cache_size: int | None = None,
-    storage_options: Mapping[str, Any] | None = None,
-    default_scan_options: Mapping[str, Any] | None = None,
-    metadata_cache_size_bytes: int | None = None,
-    index_cache_size_bytes: int | None = None,
-    read_params: Mapping[str, Any] | None = None,
-    session: Any = None,
-    namespace_client: Any = None,
-    table_id: Sequence[str] | None = None,
-    base_store_params: Mapping[str, Any] | None = None,
-    *,
-    unsafe_commit: bool = False,
-) -> Dataset:
-    """Open a dataset at its latest version, a version number, a tag, or the version current at
-    ``asof`` (pylance's ``lance.dataset``, its parameters in its order).
-
-    ``asof``: a datetime (a naive one is local time, as in pylance; an aware one is converted) or
-    an ISO string; the newest version committed at or before it. ``block_size``,
-    ``index_cache_size``, ``metadata_cache_size_bytes``, ``index_cache_size_bytes``,
-    ``read_params`` and ``session`` tune pylance's engine and are accepted as no-ops.
-    ``unsafe_commit`` (lance_table's) allows commits on a store without atomic create-if-absent.
-
-    Raises:
-        DatasetNotFoundError: there is no dataset at ``uri`` (also a ValueError, as in pylance).
-        VersionNotFoundError: the version or time does not resolve.
-        TagError: the tag does not exist.
-        UnsupportedOptionError: ``default_scan_options``, ``namespace_client``, ``table_id`` or
-            ``base_store_params`` is set.
-        UnsupportedFormatError: the dataset needs features lance_table does not have.
-        StorageOptionsError: a storage option is unknown, unsafe or has a bad value.
-    """
-    refuse(
-        "dataset",
-        {
-            "default_scan_options": default_scan_options,
-            "namespace_client": namespace_client,
-            "table_id": table_id,
-            "base_store_params": base_store_params,
-        },
-    )
-    if uri is None:
-        raise ValueError("dataset() needs a uri (namespaces are not supported)")
-    snapshot = open_snapshot(
-        uri,
-        version,
-        asof,
-        storage_options=storage_options,
-        commit_lock=commit_lock,
-        unsafe_commit=unsafe_commit,
-    )
-    return Dataset(snapshot)
-
-
-def write_dataset(
-    data_obj: Any,
-    uri: str | os.PathLike[str] | Dataset | None = None,
-    schema: pa.Schema | None = None,
-    mode: WriteMode = "create",
-    *,
-    max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
-    max_rows_per_group: int = 1024,
-    max_bytes_per_file: int = DEFAULT_MAX_BYTES_PER_FILE,
-    data_cache_bytes: int | None = None,
-    max_page_bytes: int | None = None,
-    commit_lock: CommitLock | None = None,
-    progress: ProgressCallback | None = None,
-    storage_options: Mapping[str, Any] | None = None,
-    data_storage_version: str | None = None,
-    use_legacy_format: bool | None = None,
-    enable_v2_manifest_paths: bool = DEFAULT_V2_MANIFEST_PATHS,
-    enable_stable_row_ids: bool = False,
-    auto_cleanup_options: Mapping[str, Any] | None = None,
-    commit_message: str | None = None,
-    transaction_properties: Mapping[str, str] | None = None,
-    initial_bases: Sequence[Any] | None = None,
-    target_bases: Sequence[str] | None = None,
-    target_all_bases: bool | None = None,
-    base_store_params: Mapping[str, Any] | None = None,
-    external_blob_mode: str = "reference",
-    allow_external_blob_outside_bases: bool = False,
-    blob_pack_file_size_threshold: int | None = None,
-    namespace_client: Any = None,
-    table_id: Sequence[str] | None = None,
-    session: Any = None,
-    unsafe_commit: bool = False,
-    max_retries: int | None = None,
-) -> Dataset:
-    """Write data as a new dataset, or append to / overwrite an existing one, in one atomic commit
-    (pylance's ``lance.write_dataset``, its parameters in its order).
-
-    ``data_obj`` may be anything pylance takes (a pyarrow Table, RecordBatch, RecordBatchReader, Dataset
-    or Scanner, a pandas or Polars DataFrame, a dict of columns, a list of row dicts, an iterable of
-    RecordBatches, a dataset or scanner of either library) or an object with ``__arrow_c_stream__``;
-    ``schema`` casts it (see :func:`~lance_table.table.operations.inputs.coerce_reader`). Rows are
-    streamed: memory stays bounded whatever the size, and a new data file (fragment) is started every
-    ``max_rows_per_file`` rows or ``max_bytes_per_file`` bytes. An append may leave out nullable
-    columns: they read as nulls, as in pylance.
-
-    ``data_storage_version`` chooses the data file format of a new dataset or of an overwrite
-    (``"2.0"``, ``"2.1"``, ``"2.2"``, ``"stable"``, ``"legacy"``, ``"next"``, as pylance names them;
-    ``use_legacy_format``, pylance's older switch, picks ``"legacy"`` or ``"stable"``); an append
-    keeps the dataset's format. ``max_rows_per_group``, ``data_cache_bytes``, ``max_page_bytes``,
-    ``blob_pack_file_size_threshold`` and ``session`` tune pylance's engine and are accepted as
-    no-ops. ``unsafe_commit`` and ``max_retries`` are lance_table's.
-
-    ``enable_v2_manifest_paths`` (manifest names of a new dataset) and ``enable_stable_row_ids``
-    (a new dataset whose rows keep their ids through compaction) apply when the dataset is created
-    and are ignored for an existing one, as in pylance. ``transaction_properties`` are stored in
-    the transaction (``commit_message`` under its own key, taking precedence).
-
-    Raises:
-        InputTypeError: the data is of no kind a write takes (also a TypeError).
-        DatasetAlreadyExistsError: ``mode="create"`` and a dataset exists.
-        SchemaError: the data does not match the dataset's schema (append) or cannot be stored.
-        UnsupportedFormatError: the dataset uses a data format or features lance_table cannot write.
-        UnsupportedOptionError: ``auto_cleanup_options``, base paths
-            (``initial_bases``, ``target_bases``, ``target_all_bases``, ``base_store_params``),
-            ``external_blob_mode="ingest"``, ``allow_external_blob_outside_bases`` or a namespace.
-        CommitConflictError: a concurrent commit makes this write impossible.
-        StorageOptionsError: a storage option is unknown, unsafe or has a bad value.
-    """
-    refuse(
-        "write_dataset",
-        {
-            "auto_cleanup_options": auto_cleanup_options,
-            "initial_bases": initial_bases,
-            "target_bases": target_bases,
-            "target_all_bases": target_all_bases,
-            "base_store_params": base_store_params,
-            "external_blob_mode": external_blob_mode,
-            "allow_external_blob_outside_bases": allow_external_blob_outside_bases,
-            "namespace_client": namespace_client,
-            "table_id": table_id,
-        },
-        unset={
-            "external_blob_mode": "reference",
-            "allow_external_blob_outside_bases": False,
-        },
-    )
-    if isinstance(uri, LanceDataset):
-        storage_options = uri._storage.storage_options if storage_options is None else storage_options
-        uri = uri.uri
-    if uri is None:
-        raise ValueError("write_dataset() needs a uri (namespaces are not supported)")
-    if data_storage_version is None and use_legacy_format is not None:
-        data_storage_version = "legacy" if use_legacy_format else "stable"
-    data = data_obj
-    storage = open_storage(uri, storage_options)
-    options = CommitOptions(
-        commit_lock=commit_lock,
-        unsafe_commit=unsafe_commit,
-        **({"max_retries": max_retries} if max_retries is not None else {}),
-    )
-    check_can_commit(options, storage)
-    try:
-        latest: Snapshot | None = load(storage)
-    except DatasetNotFoundError:
-        latest = None
-    base = latest.manifest if latest is not None else None
-    plan, reader = prepare_write(base, mode, data, schema, storage.uri, data_storage_version)
-    frags, written, dictionaries = write_fragments(
-        storage,
-        reader,
-        plan.schema,
-        list(plan.fields),
-        max_rows_per_file=max_rows_per_file,
-        max_bytes_per_file=max_bytes_per_file,
-        progress=progress,
-        data_format=plan.data_format,
-        dictionaries=plan.dictionaries,
-    )
-    scheme = latest.scheme if latest is not None else scheme_for_new_dataset(enable_v2_manifest_paths)
-    pending = plan.pending(frags, written, dictionaries)
-    if enable_stable_row_ids and isinstance(pending.operation, OverwriteOp):
-        pending = replace(pending, operation=replace(pending.operation, stable_row_ids=True))
-    manifest = commit(
-        storage,
-        base,
-        pending,
-        options=options,
-        properties=dict(transaction_properties or {}),
-        message=commit_message,
-        create_only=base is None and mode == "create",
-        scheme=scheme,
-    )
-    return Dataset(Snapshot(storage, manifest, scheme, options))
-
-
-__all__ = ["Dataset", "LanceDataset", "dataset", "write_dataset"]
+__all__ = ["Dataset", "LanceDataset"]

@@ -22,12 +22,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyarrow import acero
 
-from lance_table._parallel import FRAGMENTS, IO, IO_THREADS, ahead_on, map_grouped, workers
+from lance_table._parallel import FRAGMENTS, IO, IO_THREADS, ahead_on, map_grouped, map_groups, workers
 from lance_table.errors import SchemaError
 from lance_table.extensions import storage_schema
 from lance_table.file.runs import Runs
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.row_ids import FILTERABLE, ROW_ADDR, ROW_ID, ROW_OFFSET, addresses, row_offsets
+from lance_table.table.scan_groups import RowReads, scan_tasks, take_batch
 
 if TYPE_CHECKING:
     from lance_table.filters.bounds import Condition
@@ -366,13 +367,11 @@ def scan_all(frags: Sequence[FragmentReader], spec: ScanPlan, out_schema: pa.Sch
     split = _split(len(frags))
     ranges = [_row_ranges(f, spec, split) for f in frags]
     tasks = [(f, lo, hi) for f, spans in zip(frags, ranges) for lo, hi in spans]
-    parts = map_grouped(
-        lambda t: _scan_range(t[0], spec, out_schema, t[1], t[2]),
-        tasks,
-        [hi - lo for _, lo, hi in tasks],
-        in_flight=wait,
+    sizes = [hi - lo for _, lo, hi in tasks]
+    # small fragments a batch at a time
+    tables = map_groups(
+        lambda group: scan_tasks(group, spec, out_schema, ROW_READS), tasks, sizes, in_flight=wait
     )
-    tables = [t for t in parts if t is not None]
     if not out_schema.names:  # no columns: only the row count matters
         return _empty_rows(sum(t.num_rows for t in tables))
     return pa.concat_tables(tables) if tables else out_schema.empty_table()
@@ -477,13 +476,18 @@ def read_positions(
     owner, offsets = unique >> 32, unique & 0xFFFFFFFF
     touched = np.unique(owner).tolist()
 
-    def read(k: int) -> pa.Table:
-        frag = frags[k]
-        runs = Runs.from_sorted_unique(offsets[owner == k])
-        table = frag.read(spec.columns, runs) if spec.columns else _empty_rows(runs.total)
-        table = _with_system(table, frag, spec.system, runs, spec.offset_bases)
-        return pa.Table.from_arrays(table.columns, schema=out_schema)
+    cuts = np.searchsorted(owner, np.arange(len(frags) + 1))  # ``owner`` is sorted
 
-    parts = map_grouped(read, touched, [1] * len(touched), in_flight=in_flight(frags))
+    def read(group: list[int]) -> list[pa.Table]:
+        runs = [Runs.from_sorted_unique(offsets[cuts[k] : cuts[k + 1]]) for k in group]
+        return [
+            take_batch([frags[k] for k in group], runs, spec, out_schema, ROW_READS)
+        ]  # small ones batched
+
+    parts = map_groups(read, touched, [1] * len(touched), in_flight=in_flight(frags))
     result = pa.concat_tables(parts) if parts else out_schema.empty_table()
     return result.take(pa.array(inverse.reshape(-1)))
+
+
+#: The reads of one fragment above, for the batches of many small fragments (see scan_groups).
+ROW_READS = RowReads(_scan_range, matching_positions, evaluate_mask, system_column, _floors)

@@ -112,11 +112,11 @@ def find_entry(storage: Storage, version: int) -> VersionEntry:
         VersionNotFoundError: the version does not exist.
         DatasetNotFoundError: there is no dataset.
     """
-    names = set(storage.list_names(paths.VERSIONS_DIR))
+    # Looked up by name (one stat or HEAD each), not by listing a history of thousands.
     for scheme in (paths.ManifestNaming.V2, paths.ManifestNaming.V1):
-        name = paths.manifest_name(version, scheme)
-        if name in names:
-            return VersionEntry(version, f"{paths.VERSIONS_DIR}/{name}", -1, scheme)
+        path = f"{paths.VERSIONS_DIR}/{paths.manifest_name(version, scheme)}"
+        if storage.exists(path):
+            return VersionEntry(version, path, -1, scheme)
     entries = list_versions(storage)
     if not entries:
         raise DatasetNotFoundError(f"no Lance dataset at {storage.uri}")
@@ -166,6 +166,19 @@ def decode_manifest(storage: Storage, entry: VersionEntry, data: bytes) -> Manif
         while len(_DECODED) > DECODED_CACHE_SIZE:
             _DECODED.popitem(last=False)
     return mf
+
+
+def remember_manifest(
+    storage: Storage, path: str, data: bytes, manifest: Manifest, transaction: bytes
+) -> None:
+    """Keep a manifest this process just committed (``data``: the bytes written at ``path``) as
+    if its file had been decoded: the next open of the latest version, by the next append of a
+    stream of them, reads the file and finds the same bytes, without decoding them again."""
+    where = f"{storage.uri.rstrip('/')}/{path}"
+    with _DECODED_LOCK:
+        _DECODED[(storage.cache_key, path)] = (data, ManifestFile(manifest, transaction, len(data), where))
+        while len(_DECODED) > DECODED_CACHE_SIZE:
+            _DECODED.popitem(last=False)
 
 
 def check_readable(manifest: Manifest, uri: str) -> None:

@@ -234,3 +234,22 @@ def test_random_doubles_stay_flat(tmp_path: Path, version: str) -> None:
     found = _value_compressions(path)
     assert "flat" in found and "inline_bitpacking" not in found
     assert_tables_equal(lance_file.LanceFileReader(str(path)).read_all().to_table(), table)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("rows", [50, 100, 200])
+def test_short_pages_of_narrow_integers_stay_flat(tmp_path: Path, version: str, rows: int) -> None:
+    """A page of a few hundred integers (a small append's) packs into whole 1024-value blocks,
+    more bytes than its plain values: it is written flat, as pylance writes it, and no larger
+    than pylance's file; a full block of the same values is bitpacked."""
+    table = _table(pa.array(np.arange(25_000, 25_000 + rows, dtype=np.int64)), {})
+    ours, theirs = tmp_path / "ours.lance", tmp_path / "theirs.lance"
+    size = _write(ours, table, version)
+    assert "inline_bitpacking" not in _value_compressions(ours)
+    with lance_file.LanceFileWriter(str(theirs), table.schema, version=version) as w:
+        w.write_batch(table)
+    assert size <= theirs.stat().st_size
+    assert_tables_equal(lance_file.LanceFileReader(str(ours)).read_all().to_table(), table)
+    full = _table(pa.array(np.arange(25_000, 25_000 + 1024 * 3, dtype=np.int64)), {})
+    _write(ours, full, version)
+    assert "inline_bitpacking" in _value_compressions(ours)

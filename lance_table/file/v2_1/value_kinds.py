@@ -271,7 +271,14 @@ def bitpacked(values: pa.Array) -> BitpackedValues | None:
         return None
     bits = t.bit_width
     words = byte_values(values, bits // 8).reshape(-1).view(bitpacking.DTYPES[bits])
-    if bitpacking.bit_width(words) > bits - bits // PACK_MIN_SAVING:
+    width = bitpacking.bit_width(words)
+    if width > bits - bits // PACK_MIN_SAVING:
+        return None
+    # Blocks hold 1024 values (the last one padded) after a width word: a short page (a small
+    # append's) packs into more bytes than its plain values, as pylance finds too.
+    n = words.size
+    packed = -(-n // bitpacking.BLOCK) * (bits + width * bitpacking.BLOCK)
+    if packed > n * bits - n * bits // PACK_MIN_SAVING:
         return None
     enc = pb.CompressiveEncoding()
     enc.inline_bitpacking.uncompressed_bits_per_value = bits

@@ -237,6 +237,7 @@ def _commit(
                     attempt.pending = replace(attempt.pending, written=())
                     attempt.transaction_path = None
                 raise
+            versions.remember_manifest(storage, path, data, manifest, txn_bytes)
             versions.write_version_hint(storage, manifest.version)
             return manifest
     raise CommitError(f"gave up committing to {storage.uri} after {options.max_retries} retries")

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
-from lance_table._parallel import map_fragments
+import pyarrow as pa
+
+from lance_table._parallel import FRAGMENTS, ahead_on, map_fragments, workers
 from lance_table.errors import UnsupportedFormatError
 from lance_table.file.runs import Runs
 from lance_table.format.manifest import Fragment
 from lance_table.format.transaction import ReserveFragments, Rewrite, RewriteGroup
-from lance_table.table import blob_write
+from lance_table.table import blob_write, fragment_batch
+from lance_table.table.blob_write import is_blob_v2_arrow
 from lance_table.table.commit import Pending, check_can_commit, check_rebasable
 from lance_table.table.commit.row_ids import carried_row_ids, uses_stable_row_ids
 from lance_table.table.fragment import FragmentReader
@@ -124,13 +127,26 @@ def _rewrite_bin(
         dictionaries=ds.manifest.dictionaries,
     )
     try:
-        for frag in bin_.fragments:
-            for lo in range(0, frag.physical_rows, COPY_CHUNK_ROWS):
-                runs: Runs = frag.live_runs(lo, min(lo + COPY_CHUNK_ROWS, frag.physical_rows))
-                if runs.total:
-                    table = frag.read(ds.schema.names, runs)
-                    # blob v2 columns read as descriptors: their bytes are written anew
-                    for batch in blob_write.with_blob_bytes(ds, frag, table, runs, ds.schema):
+        names = ds.schema.names
+        if any(is_blob_v2_arrow(f) for f in ds.schema):
+            for frag in bin_.fragments:
+                for lo in range(0, frag.physical_rows, COPY_CHUNK_ROWS):
+                    runs: Runs = frag.live_runs(lo, min(lo + COPY_CHUNK_ROWS, frag.physical_rows))
+                    if runs.total:
+                        table = frag.read(names, runs)
+                        # blob v2 columns read as descriptors: their bytes are written anew
+                        for batch in blob_write.with_blob_bytes(ds, frag, table, runs, ds.schema):
+                            writer.write(batch)
+        else:
+            # Pieces of about COPY_CHUNK_ROWS rows (many small fragments read as one batch) are
+            # read on the workers, a few ahead of the writer: memory stays bounded by the depth.
+            def read(piece: list[tuple[FragmentReader, int, int]]) -> pa.Table:
+                runs = [f.live_runs(lo, hi) for f, lo, hi in piece]
+                return fragment_batch.read([f for f, _, _ in piece], names, runs)
+
+            for table in ahead_on(FRAGMENTS, read, _pieces(bin_.fragments), workers()):
+                if table.num_rows:
+                    for batch in table.combine_chunks().to_batches():
                         writer.write(batch)
         fragments = writer.finish()
         for fid, values in writer.dictionaries.items():
@@ -145,6 +161,24 @@ def _rewrite_bin(
     except BaseException:
         writer.abort()
         raise
+
+
+def _pieces(frags: list[FragmentReader]) -> Iterator[list[tuple[FragmentReader, int, int]]]:
+    """The fragments' rows in order, as lists of ranges ``(fragment, lo, hi)`` of about
+    :data:`COPY_CHUNK_ROWS` rows in all (a large fragment in several, small ones together)."""
+    piece: list[tuple[FragmentReader, int, int]] = []
+    rows = 0
+    for frag in frags:
+        n = frag.physical_rows
+        for lo in range(0, n, COPY_CHUNK_ROWS):
+            hi = min(lo + COPY_CHUNK_ROWS, n)
+            if piece and rows + hi - lo > COPY_CHUNK_ROWS:
+                yield piece
+                piece, rows = [], 0
+            piece.append((frag, lo, hi))
+            rows += hi - lo
+    if piece:
+        yield piece
 
 
 def _try(

@@ -8,14 +8,15 @@ from dataclasses import replace
 import numpy as np
 import pyarrow.compute as pc
 
-from lance_table._parallel import map_grouped
+from lance_table._parallel import map_grouped, map_groups
 from lance_table.format.manifest import Fragment
 from lance_table.format.transaction import Delete
 from lance_table.table import versions
 from lance_table.table.commit import Pending, check_can_commit, check_rebasable
 from lance_table.table.deletion import union, write_deletions
 from lance_table.table.fragment import FragmentReader
-from lance_table.table.scan import READ_CHUNK_ROWS, in_flight, make_spec, matching_positions
+from lance_table.table.scan import READ_CHUNK_ROWS, ROW_READS, in_flight, make_spec, matching_positions
+from lance_table.table.scan_groups import matching_runs
 from lance_table.table.snapshot import Snapshot
 
 # pylance's ``delete`` default time bound on retries (accepted, not enforced).
@@ -35,17 +36,14 @@ def plan_delete(ds: Snapshot, predicate: str | pc.Expression) -> Pending:
     additions: dict[int, np.ndarray] = {}
     bases = {}
 
-    def matches(frag: FragmentReader) -> np.ndarray | None:
-        parts = []
-        for lo in range(0, frag.physical_rows, READ_CHUNK_ROWS):
-            runs = matching_positions(frag, spec, lo, min(lo + READ_CHUNK_ROWS, frag.physical_rows))
-            if runs.total:
-                parts.append(runs.positions())
-        return np.concatenate(parts).astype(np.uint32) if parts else None
+    def matches(group: list[FragmentReader]) -> list[np.ndarray | None]:
+        # small fragments' predicate columns read a batch at a time
+        runs = matching_runs(group, spec, READ_CHUNK_ROWS, ROW_READS)
+        return [r.positions().astype(np.uint32) if r.total else None for r in runs]
 
     frags = ds.fragment_readers()
     wait = in_flight(frags)
-    found = map_grouped(matches, frags, [f.fragment.physical_rows for f in frags], in_flight=wait)
+    found = map_groups(matches, frags, [f.fragment.physical_rows for f in frags], in_flight=wait)
     rewritten: list[tuple[FragmentReader, np.ndarray]] = []
     for frag, matched in zip(frags, found):
         if matched is None:

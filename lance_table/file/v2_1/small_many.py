@@ -1,0 +1,265 @@
+"""One column of many small 2.1/2.2 files decoded in one numpy pass.
+
+A table of many small appends holds thousands of files of a few hundred rows, each column one
+page of one mini-block chunk. Decoding them file by file costs a few dozen Python calls per file
+and column, more than the values themselves. Here the files' bytes are joined into one buffer
+(each at an aligned place), every chunk's header is read with a few numpy gathers, and the
+chunks of all files that share an encoding are decoded as the chunks of one page would be (see
+:mod:`batch`): the cost per file is a read and a few list appends.
+
+:func:`layout` says what a file's read of some columns looks like (kept per reader and column
+selection); :func:`decode` returns None when anything does not check out, and the caller then
+reads the files one by one, which also says what is wrong with a damaged one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from lance_table.errors import LanceTableError
+from lance_table.file.arrow import with_validity
+from lance_table.file.compression import bitpacking
+from lance_table.file.container import FileVersion
+from lance_table.file.field_shapes import FLAT, field_shape
+from lance_table.file.pageio import PageIO
+from lance_table.file.v2_1 import batch
+from lance_table.file.v2_1.byteranges import exclusive_cumsum, spans
+from lance_table.file.v2_1.miniblock_small import SmallPage
+from lance_table.file.v2_1.values import Fixed, Var, to_arrow
+
+if TYPE_CHECKING:
+    from lance_table.file.reader import LanceFileReader
+
+#: where each file's bytes start in the joined buffer: a multiple of this (the values of inline
+#: bitpacking are read as aligned words)
+ALIGN = 64
+#: variable-width bytes of one column of a batch above which the files are read one by one
+#: (32-bit Arrow offsets)
+MAX_VAR_BYTES = 2**31 - 1
+# Untyped errors damaged bytes may raise (the files are then read one by one, which reports them).
+_ERRORS = (LanceTableError, IndexError, KeyError, OverflowError, ValueError, TypeError, pa.ArrowException)
+# interned encoding keys: chunks of files whose keys are the same object decode as one batch
+_KEYS: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+_MAX_KEYS = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnLayout:
+    """Where one column's page of one file is (relative to the file's span) and how it decodes."""
+
+    meta_at: int  # the page's chunk table (one word)
+    data_at: int  # the page's one chunk
+    data_size: int
+    page: SmallPage
+    encoding: Any  # the value compression (a protobuf message)
+    key: tuple[Any, ...]  # interned: same object for the same encoding
+
+
+@dataclass(frozen=True, slots=True)
+class FileLayout:
+    """A read of some columns of a small file: the byte span holding their pages, and each page."""
+
+    start: int
+    length: int
+    num_rows: int
+    columns: tuple[ColumnLayout, ...]
+
+
+def layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
+    """The layout of a read of the file's columns ``names`` when every one is a column without
+    nesting stored as one page of one small chunk (see :mod:`miniblock_small`), without a
+    dictionary; else None. Kept per reader and selection."""
+    key = tuple(names)
+    cache = reader._many_layouts
+    try:
+        return cache[key]
+    except KeyError:
+        pass
+    if len(cache) >= 16:
+        cache.clear()
+    found = cache[key] = _layout(reader, names)
+    return found
+
+
+def _layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
+    meta = reader.metadata
+    if meta.version is FileVersion.V2_0 or not meta.num_rows:
+        return None
+    large = meta.version is FileVersion.V2_2
+    word = 4 if large else 2
+    by_name = {n.name: n for n in reader._roots}
+    cols = []
+    for name in names:
+        node = by_name.get(name)
+        if node is None or field_shape(node) != FLAT or pa.types.is_dictionary(node.arrow_type):
+            return None
+        try:
+            col = reader._column(node)
+            if len(col.page_starts) != 2 or col.num_values != meta.num_rows:
+                return None
+            page = col.small_page(0, reader._stored, large)
+            buffers = col.buffers(0)
+            if page is None or page.dictionary is not None or len(buffers) != 2 or buffers[0][1] != word:
+                return None
+            if page.num_items != meta.num_rows or not 0 < page.num_items <= 1 << 16:
+                return None
+            enc = col.encoding(0, reader._stored).mini_block_layout
+        except _ERRORS:
+            return None
+        value_enc = enc.value_compression
+        defs = enc.def_compression.SerializeToString() if enc.HasField("def_compression") else None
+        ident = (large, value_enc.SerializeToString(), defs, tuple(enc.layers))
+        interned = _KEYS.get(ident)
+        if interned is None:
+            if len(_KEYS) >= _MAX_KEYS:
+                _KEYS.clear()
+            interned = _KEYS.setdefault(ident, ident)
+        cols.append((buffers, page, value_enc, interned))
+    if not cols:
+        return None
+    start = min(b[0][0] for b, *_ in cols)
+    end = max(o + s for b, *_ in cols for o, s in b)
+    return FileLayout(
+        start,
+        end - start,
+        meta.num_rows,
+        tuple(
+            ColumnLayout(b[0][0] - start, b[1][0] - start, b[1][1], page, value_enc, k)
+            for b, page, value_enc, k in cols
+        ),
+    )
+
+
+def joined(blobs: Sequence[bytes | memoryview]) -> tuple[memoryview, np.ndarray]:
+    """The files' bytes in one buffer, each from a multiple of :data:`ALIGN`, and where each starts."""
+    lengths = np.fromiter((len(b) for b in blobs), np.int64, len(blobs))
+    padded = -(-lengths // ALIGN) * ALIGN
+    bases = exclusive_cumsum(padded)
+    pads = (padded - lengths).tolist()
+    pieces: list[bytes | memoryview] = []
+    for blob, pad in zip(blobs, pads):
+        pieces.append(blob)
+        if pad:
+            pieces.append(bytes(pad))
+    return memoryview(b"".join(pieces)), bases
+
+
+def decode(
+    layouts: Sequence[FileLayout],
+    data: memoryview,
+    bases: np.ndarray,
+    column: int,
+    dtype: pa.DataType,
+    io: PageIO,
+    floor: int | None = None,
+) -> pa.Array | None:
+    """Every row of column ``column`` (of the layouts' selection) of the files, one file after
+    another, from their bytes ``data`` (the file of ``layouts[k]`` from ``bases[k]``, see
+    :func:`joined`); None when the files must be read one by one. Integer values below ``floor``
+    may read as 0 (see :func:`batch.values`). ``io`` stands for the pages in messages."""
+    cols = [f.columns[column] for f in layouts]
+    first = cols[0].key
+    try:
+        if all(c.key is first for c in cols):
+            return _decode(cols, layouts, data, bases, dtype, io, floor)
+        groups: dict[int, list[int]] = {}
+        for k, c in enumerate(cols):
+            groups.setdefault(id(c.key), []).append(k)
+        counts = np.fromiter((f.num_rows for f in layouts), np.int64, len(layouts))
+        starts = exclusive_cumsum(counts)
+        parts, order = [], []
+        for members in groups.values():
+            sel = np.asarray(members, np.int64)
+            got = _decode(
+                [cols[k] for k in members], [layouts[k] for k in members], data, bases[sel], dtype, io, floor
+            )
+            if got is None:
+                return None
+            parts.append(got)
+            order.append(spans(starts[sel], counts[sel]))
+        # the groups' rows back in file order
+        where = np.empty(int(counts.sum()), np.int64)
+        where[np.concatenate(order)] = np.arange(where.size)
+        return pa.concat_arrays(parts).take(pa.array(where))
+    except _ERRORS:
+        return None
+
+
+def _le(u8: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
+    """Little-endian unsigned integers of ``width`` bytes at byte positions ``at``."""
+    out = u8[at].astype(np.int64)
+    for k in range(1, width):
+        out |= u8[at + k].astype(np.int64) << (8 * k)
+    return out
+
+
+def _decode(
+    cols: list[ColumnLayout],
+    files: Sequence[FileLayout],
+    data: memoryview,
+    bases: np.ndarray,
+    dtype: pa.DataType,
+    io: PageIO,
+    floor: int | None,
+) -> pa.Array | None:
+    """The chunks of files whose pages share one encoding (the checks of
+    :func:`miniblock_small.decode`, for all chunks at once)."""
+    page = cols[0].page
+    u8 = np.frombuffer(data, np.uint8)
+    n = np.fromiter((f.num_rows for f in files), np.int64, len(files))
+    meta_at = bases + np.fromiter((c.meta_at for c in cols), np.int64, len(cols))
+    chunk_at = bases + np.fromiter((c.data_at for c in cols), np.int64, len(cols))
+    data_size = np.fromiter((c.data_size for c in cols), np.int64, len(cols))
+    word = 4 if page.large else 2
+    if int((chunk_at + data_size).max()) > u8.size or int(meta_at.max()) + word > u8.size:
+        return None
+    chunk_bytes = ((_le(u8, meta_at, word) >> 4) + 1) * 8
+    header = page.header.size
+    if bool(np.any(chunk_bytes > data_size)) or bool(np.any(chunk_bytes < header)):
+        return None
+    at = (header + 7) & ~7
+    size_width = 4 if page.large else 2
+    valid = None
+    if page.defs is not None:
+        if bool(np.any(_le(u8, chunk_at, 2) != n)):
+            return None
+        def_size = _le(u8, chunk_at + 2, 2)
+        value_at = at + ((def_size + 7) & ~7)
+        size = _le(u8, chunk_at + 4, size_width)
+    else:
+        def_size = None
+        value_at = np.full(n.size, at, np.int64)
+        size = _le(u8, chunk_at + 2, size_width)
+    if bool(np.any(value_at + size > chunk_bytes)):
+        return None
+    total = int(n.sum())
+    if def_size is not None:
+        levels = batch.levels(page.defs, data, chunk_at + at, def_size, n, io)
+        if levels is None or levels.size != total:
+            return None
+        valid = levels == 0
+    enc = cols[0].encoding
+    values = None
+    if floor is None and enc.WhichOneof("compression") == "inline_bitpacking":
+        # short chunks fill a little of their 1024-value blocks: only their values are unpacked
+        share = total / (int((-(-n // bitpacking.BLOCK)).sum()) * bitpacking.BLOCK)
+        values = batch.pick_values(enc, data, chunk_at + value_at, size, n, np.arange(total), io, share)
+    if values is None:
+        values = batch.values(enc, data, chunk_at + value_at, size, n, io, floor)
+    if values is None:
+        return None
+    if isinstance(values, Var) and len(values.data) > MAX_VAR_BYTES:
+        return None
+    if not isinstance(values, (Fixed, Var)):
+        return None
+    arr = to_arrow(values, dtype, total, io)
+    if len(arr) != total:
+        return None
+    if valid is not None and not valid.all():
+        arr = with_validity(arr, valid)
+    return arr

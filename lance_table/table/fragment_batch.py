@@ -1,0 +1,163 @@
+"""Reading the rows of many small fragments at once.
+
+A living table is thousands of fragments of a few hundred rows each. Read one by one, each costs
+a few hundred microseconds of Python around a few microseconds of decoding. Here the fragments
+whose data is one small 2.1/2.2 file of one page per column (see :mod:`small_many`) are read as
+one batch: a request per file, then each column of all the files decoded in one numpy pass and
+the selected rows taken in one call. Other fragments (and any batch whose bytes do not check
+out, so that the error names the file) are read one by one, as :meth:`FragmentReader.read` does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from lance_table.file.field_shapes import FLAT, field_shape
+from lance_table.file.pageio import PageIO
+from lance_table.file.reader import LanceFileReader
+from lance_table.file.runs import Runs
+from lance_table.file.v2_1 import small_many
+from lance_table.file.v2_1.byteranges import spans
+from lance_table.format import paths
+from lance_table.schema import FieldNode
+from lance_table.table.deletion import missing_file_error
+from lance_table.table.fragment import FragmentReader
+
+Plan = tuple[LanceFileReader, small_many.FileLayout]
+
+
+def plans(frags: Sequence[FragmentReader], names: Sequence[str]) -> list[Plan | None]:
+    """For each fragment, how a batch reads its columns ``names`` (its file's reader and layout),
+    or None when it is read on its own.
+
+    Raises:
+        DataFileNotFoundError: a data file does not exist.
+        CorruptFileError: a data file's row count is not the fragment's.
+    """
+    if not frags or not names:
+        return [None] * len(frags)
+    roots = frags[0].roots
+    nodes = [roots[n] for n in names]
+    if any(field_shape(n) != FLAT for n in nodes):
+        return [None] * len(frags)
+    key = tuple((n.id, str(n.arrow_type)) for n in nodes)  # (a string's hash is kept)
+    return [_plan(f, nodes, key) for f in frags]
+
+
+def _plan(frag: FragmentReader, nodes: list[FieldNode], key: tuple[Any, ...]) -> Plan | None:
+    files = frag.fragment.files
+    if len(files) != 1:
+        return None
+    data_file = files[0]
+    if data_file.base_id is not None or (data_file.file_major_version, data_file.file_minor_version) < (2, 1):
+        return None
+    fields = data_file.fields
+    for node in nodes:
+        if node.id not in fields:
+            return None
+    reader = frag._reader(data_file)
+    if not isinstance(reader, LanceFileReader):
+        return None
+    frag.physical_rows  # noqa: B018 - the file's row count checked against the manifest's
+    cache = reader._many_layouts
+    found = cache.get(key, False)
+    if found is False:
+        found = cache[key] = _file_layout(reader, nodes)
+    return None if found is None else (reader, found)
+
+
+def _file_layout(reader: LanceFileReader, nodes: list[FieldNode]) -> small_many.FileLayout | None:
+    """The layout of the file's columns of ``nodes`` (by field id), when each is stored with the
+    type the dataset gives it."""
+    by_id = reader.metadata.roots_by_id
+    names = []
+    for node in nodes:
+        stored = by_id.get(node.id)
+        if stored is None or stored.arrow_type != node.arrow_type:
+            return None
+        names.append(stored.name)
+    return small_many.layout(reader, names)
+
+
+def read(
+    frags: Sequence[FragmentReader],
+    names: list[str],
+    runs: Sequence[Runs],
+    floors: Mapping[str, int] | None = None,
+    found: Sequence[Plan | None] | None = None,
+) -> pa.Table:
+    """Columns ``names`` of the rows ``runs[k]`` of each fragment ``frags[k]``, one fragment after
+    another (as :meth:`FragmentReader.read` of each, concatenated); ``found``: :func:`plans`
+    for these fragments and columns, when the caller has them.
+
+    Raises:
+        IndexError: runs reach past a fragment's rows.
+        CorruptFileError, DataFileNotFoundError: see :meth:`FragmentReader.read`.
+    """
+    roots = frags[0].roots if frags else {}
+    schema = pa.schema([roots[n].to_arrow_field() for n in names])
+    if found is None:
+        found = plans(frags, names)
+    pieces = []
+    i, n = 0, len(frags)
+    while i < n:
+        j = i
+        while j < n and found[j] is not None and runs[j].total:
+            j += 1
+        if j - i > 1:
+            batch = [p for p in found[i:j] if p is not None]
+            pieces.append(_read_batch(frags[i:j], batch, names, schema, runs[i:j], floors))
+        else:
+            j = max(j, i + 1)
+            pieces.extend(f.read(names, r, floors) for f, r in zip(frags[i:j], runs[i:j]) if r.total)
+        i = j
+    if not pieces:
+        return schema.empty_table()
+    return pieces[0] if len(pieces) == 1 else pa.concat_tables(pieces)
+
+
+def _read_batch(
+    frags: Sequence[FragmentReader],
+    found: list[Plan],
+    names: list[str],
+    schema: pa.Schema,
+    runs: Sequence[Runs],
+    floors: Mapping[str, int] | None,
+) -> pa.Table:
+    for frag, r in zip(frags, runs):
+        if r.end > frag.physical_rows:
+            raise IndexError(f"rows up to {r.end} requested from a fragment of {frag.physical_rows} rows")
+    blobs = []
+    for frag, (reader, lay) in zip(frags, found):
+        try:
+            blobs.append(reader.read_span(lay.start, lay.length))
+        except FileNotFoundError:  # deleted since the reader was opened
+            where = f"{frag.storage.uri.rstrip('/')}/{paths.data_file_path(frag.fragment.files[0].path)}"
+            raise missing_file_error(frag.storage, where, frag.version) from None
+    data, bases = small_many.joined(blobs)
+    layouts = [lay for _, lay in found]
+    io = PageIO(found[0][0]._stored, None, None, (), "small pages of many files")
+    roots = frags[0].roots
+    arrays = []
+    for c, name in enumerate(names):
+        node = roots[name]
+        t = node.arrow_type
+        floor = floors.get(name) if floors and pa.types.is_integer(t) else None
+        arr = small_many.decode(layouts, data, bases, c, t, io, floor)
+        if arr is None or (arr.null_count and not node.field.nullable):
+            # read one by one: the fragment at fault says what is wrong
+            return pa.concat_tables([f.read(names, r, floors) for f, r in zip(frags, runs)])
+        arrays.append(arr)
+    table = pa.Table.from_arrays(arrays, schema=schema)
+    counts = [lay.num_rows for lay in layouts]
+    if all(r.is_span(0, k) for r, k in zip(runs, counts)):
+        return table
+    row_base = np.zeros(len(counts), np.int64)
+    np.cumsum(counts[:-1], out=row_base[1:])
+    starts = np.concatenate([r.starts + b for r, b in zip(runs, row_base.tolist())])
+    lengths = np.concatenate([r.lengths for r in runs])
+    return table.take(pa.array(spans(starts, lengths)))

@@ -1,0 +1,226 @@
+"""Scans, filters and takes over many small fragments, a group of fragments at a time.
+
+Each task of a whole-table scan is a range of a fragment; a table of many small appends makes
+thousands of them, each worth a few microseconds of decoding. The tasks whose fragments
+:mod:`fragment_batch` reads as one batch are read together here: the predicate's columns of all
+of them decoded in one pass and evaluated in one call, then the projection of the fragments with
+matching rows in one more pass. Other tasks are read one by one as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import pyarrow as pa
+
+from lance_table.file.runs import EMPTY, Runs
+from lance_table.table import fragment_batch
+from lance_table.table.fragment import FragmentReader
+
+
+class Plan(Protocol):
+    """What a batch reads of a scan's plan (:class:`scan.Plan`)."""
+
+    columns: list[str]
+    filter: Any
+    filter_columns: list[str]
+    system: tuple[str, ...]
+    exact: Any
+    filter_system: tuple[str, ...]
+    offset_bases: Mapping[int, int]
+
+
+@dataclass(frozen=True)
+class RowReads:
+    """The reads of one fragment that :mod:`scan` makes and batches build on or fall back to
+    (given by :mod:`scan`, which calls into this module: no import cycle)."""
+
+    scan_range: Callable[[FragmentReader, Any, pa.Schema, int, int], pa.Table | None]
+    matching_positions: Callable[[FragmentReader, Any, int, int], Runs]
+    evaluate_mask: Callable[[pa.Table, Any], np.ndarray]
+    system_column: Callable[[FragmentReader, str, np.ndarray, Mapping[int, int]], pa.Array]
+    floors: Callable[[Any], dict[str, int]]
+
+
+def _empty_rows(n: int) -> pa.Table:
+    """A table with ``n`` rows and no columns."""
+    return pa.table({"_": pa.nulls(n)}).drop_columns(["_"])
+
+
+Task = tuple[FragmentReader, int, int]
+
+
+def _with_system(
+    table: pa.Table,
+    frags: Sequence[FragmentReader],
+    names: Sequence[str],
+    runs: Sequence[Runs],
+    spec: Plan,
+    ops: RowReads,
+) -> pa.Table:
+    """``table`` (the rows ``runs[k]`` of each fragment ``frags[k]``, one after another) with the
+    system columns ``names`` appended."""
+    for name in names:
+        parts = [
+            ops.system_column(f, name, r.positions(), spec.offset_bases)
+            for f, r in zip(frags, runs)
+            if r.total
+        ]
+        column = pa.chunked_array(parts, pa.uint64()) if parts else pa.chunked_array([], pa.uint64())
+        table = table.append_column(pa.field(name, pa.uint64()), column)
+    return table
+
+
+def _needed(spec: Plan) -> list[str]:
+    return list(dict.fromkeys([*spec.columns, *spec.filter_columns]))
+
+
+def _batches(
+    tasks: Sequence[Task], names: list[str]
+) -> tuple[list[tuple[int, int, bool]], list[fragment_batch.Plan | None]]:
+    """Runs ``[i, j)`` of the tasks, each read as a batch (True) or task by task (False), and
+    the plans of the tasks' fragments for ``names``."""
+    found = fragment_batch.plans([t[0] for t in tasks], names)
+    out: list[tuple[int, int, bool]] = []
+    i, n = 0, len(tasks)
+    while i < n:
+        j = i
+        while j < n and found[j] is not None:
+            j += 1
+        if j - i > 1:
+            out.append((i, j, True))
+        else:
+            j = max(j, i + 1)
+            out.append((i, j, False))
+        i = j
+    return out, found
+
+
+def scan_tasks(tasks: Sequence[Task], spec: Plan, out_schema: pa.Schema, ops: RowReads) -> list[pa.Table]:
+    """The matching rows of each task's range ``[lo, hi)`` of its fragment (as ``_scan_range``
+    reads one), the tasks of small fragments read as batches; tables without rows left out."""
+    out: list[pa.Table | None] = []
+    runs, found = _batches(tasks, _needed(spec))
+    for i, j, batched in runs:
+        if batched:
+            out.append(_scan_batch(tasks[i:j], spec, out_schema, found[i:j], ops))
+        else:
+            out.extend(ops.scan_range(f, spec, out_schema, lo, hi) for f, lo, hi in tasks[i:j])
+    return [t for t in out if t is not None]
+
+
+def _matching(
+    frags: Sequence[FragmentReader],
+    spec: Plan,
+    lives: list[Runs],
+    ops: RowReads,
+    found: Sequence[fragment_batch.Plan | None] | None = None,
+) -> tuple[list[Runs], pa.Table]:
+    """The runs of the matching live rows of each fragment, and the predicate's columns of the
+    matching rows (one table for all)."""
+    assert spec.filter is not None
+    floors = ops.floors(spec.exact) if spec.exact else None
+    total = sum(r.total for r in lives)
+    if spec.filter_columns:
+        table = fragment_batch.read(frags, spec.filter_columns, lives, floors, found)
+    else:
+        table = _empty_rows(total)
+    table = _with_system(table, frags, spec.filter_system, lives, spec, ops)
+    mask = None
+    if spec.exact:
+        from lance_table.filters import vectorized
+
+        mask = vectorized.mask(table, spec.exact)
+    if mask is None:
+        mask = ops.evaluate_mask(table, spec.filter)
+    hits = np.flatnonzero(mask)
+    bounds = np.zeros(len(lives) + 1, np.int64)
+    np.cumsum([r.total for r in lives], out=bounds[1:])
+    owner = np.searchsorted(bounds, hits, side="right") - 1
+    matched = [EMPTY] * len(lives)
+    if hits.size:
+        cuts = np.searchsorted(owner, np.arange(len(lives) + 1))
+        for k in np.unique(owner).tolist():
+            ordinals = hits[cuts[k] : cuts[k + 1]] - bounds[k]
+            matched[k] = Runs.from_sorted_unique(lives[k].select(ordinals))
+    return matched, table.filter(pa.array(mask)) if hits.size < total else table
+
+
+def _scan_batch(
+    tasks: Sequence[Task],
+    spec: Plan,
+    out_schema: pa.Schema,
+    found: Sequence[fragment_batch.Plan | None],
+    ops: RowReads,
+) -> pa.Table | None:
+    """The matching rows of tasks whose fragments read as a batch (``found``: their plans for
+    the projection and the predicate's columns)."""
+    frags = [t[0] for t in tasks]
+    lives = [f.live_runs(lo, hi) for f, lo, hi in tasks]
+    if spec.filter is None:
+        selected = lives
+        total = sum(r.total for r in lives)
+        same = spec.columns == _needed(spec)  # the plans are for these columns
+        if spec.columns:
+            table = fragment_batch.read(frags, spec.columns, lives, found=found if same else None)
+        else:
+            table = _empty_rows(total)
+    else:
+        selected, ftable = _matching(frags, spec, lives, ops)
+        total = ftable.num_rows
+        cols = {n: ftable.column(n) for n in spec.filter_columns if n in spec.columns}
+        rest = [c for c in spec.columns if c not in cols]
+        if rest and total:
+            keep = [k for k, r in enumerate(selected) if r.total]
+            other = fragment_batch.read([frags[k] for k in keep], rest, [selected[k] for k in keep])
+            cols.update({n: other.column(n) for n in rest})
+        table = pa.table({n: cols[n] for n in spec.columns}) if spec.columns and total else _empty_rows(total)
+    if not total:
+        return None
+    table = _with_system(table, frags, spec.system, selected, spec, ops)
+    if table.num_columns:
+        table = pa.Table.from_arrays(table.columns, schema=out_schema)
+    return table
+
+
+def matching_runs(frags: Sequence[FragmentReader], spec: Plan, chunk: int, ops: RowReads) -> list[Runs]:
+    """:func:`matching_positions` over all the rows of each fragment (in ranges of ``chunk`` rows
+    for fragments larger than that), small fragments' predicate columns read as batches."""
+    out: list[Runs] = []
+    small = [f.physical_rows <= chunk for f in frags]
+    runs, plans = _batches([(f, 0, f.physical_rows) for f in frags], list(spec.filter_columns))
+    for i, j, batched in runs:
+        if batched and spec.filter is not None and all(small[i:j]):
+            group = frags[i:j]
+            lives = [f.live_runs(0, f.physical_rows) for f in group]
+            found, _ = _matching(group, spec, lives, ops, plans[i:j])
+            out.extend(found)
+            continue
+        for f in frags[i:j]:
+            parts = [
+                ops.matching_positions(f, spec, lo, min(lo + chunk, f.physical_rows))
+                for lo in range(0, f.physical_rows, chunk)
+            ]
+            parts = [p for p in parts if p.total]
+            if len(parts) == 1:
+                out.append(parts[0])
+            else:
+                positions = [p.positions() for p in parts]
+                out.append(Runs.from_sorted_unique(np.concatenate(positions)) if positions else EMPTY)
+    return out
+
+
+def take_batch(
+    frags: Sequence[FragmentReader], runs: Sequence[Runs], spec: Plan, out_schema: pa.Schema, ops: RowReads
+) -> pa.Table:
+    """The projected columns, then the system columns, of the rows ``runs[k]`` of each fragment
+    ``frags[k]``, in order."""
+    if spec.columns:
+        table = fragment_batch.read(frags, spec.columns, runs)
+    else:
+        table = _empty_rows(sum(r.total for r in runs))
+    table = _with_system(table, frags, spec.system, runs, spec, ops)
+    return pa.Table.from_arrays(table.columns, schema=out_schema)

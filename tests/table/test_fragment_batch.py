@@ -1,0 +1,155 @@
+"""Many small fragments read as batches (one numpy pass per column over many files): the same
+rows, row ids, filters, takes, deletes and compactions as pylance, on files either library
+wrote, and the same errors as a read fragment by fragment when a file is damaged or gone."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import lance
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import lance_table as lt
+from lance_table.errors import CorruptFileError, DataFileNotFoundError
+from lance_table.file.v2_1 import small_many
+from lance_table.table import deletion, fragment_batch
+from lance_table.table.readers import READERS
+
+
+@pytest.fixture(autouse=True)
+def _empty_caches() -> None:
+    READERS.clear()
+    deletion.DELETIONS.clear()
+
+
+def _rows(start: int, n: int, seed: int) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    ids = np.arange(start, start + n, dtype=np.int64)
+    nulls = rng.random(n) < 0.2
+    words = ["alpha", "beta", "gamma-gamma", "delta" * 5, ""]
+    text = [None if k else f"{words[i % 5]}-{i}" for i, k in zip(ids.tolist(), nulls.tolist())]
+    return pa.table(
+        {
+            "id": ids,
+            "x": pa.array(ids * 0.5, mask=rng.random(n) < 0.1),
+            "small": pa.array(rng.integers(-50, 50, n).astype(np.int32), mask=rng.random(n) < 0.3),
+            "s": pa.array(text, pa.string()),
+            "flag": pa.array(rng.random(n) < 0.5),
+            "big": pa.array(rng.integers(0, 2**40, n).astype(np.int64)),
+        }
+    )
+
+
+def _build(uri: str, version: str, appends: int = 24) -> None:
+    """Appends alternating between the two libraries, of varying sizes (some empty-ish)."""
+    start = 0
+    for i in range(appends):
+        n = [1, 37, 100, 5, 250][i % 5]
+        data = _rows(start, n, i)
+        mode = "append" if i else "create"
+        if i % 3 == 1:
+            lance.write_dataset(data, uri, mode=mode, data_storage_version=version)
+        else:
+            lt.write_dataset(data, uri, mode=mode, data_storage_version=version)
+        start += n
+
+
+@pytest.fixture(params=["2.1", "2.2"])
+def many(tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    uri = str(tmp_path / "ds")
+    _build(uri, request.param)
+    return uri
+
+
+def test_the_fragments_are_read_as_batches(many: str) -> None:
+    ds = lt.dataset(many)
+    frags = ds._snapshot.fragment_readers()
+    # pages of one row may be constant pages (a null, or pylance's 2.2 pages of one value): their
+    # fragments are read on their own; every other fragment is read in a batch
+    single = sum(f.fragment.physical_rows == 1 for f in frags)
+    for columns in (["id", "big"], ["id", "x", "small", "s"]):
+        assert fragment_batch.plans(frags, columns).count(None) <= single
+
+
+def test_scans_filters_and_takes_equal_pylance(many: str) -> None:
+    ours, theirs = lt.dataset(many), lance.dataset(many)
+    assert ours.to_table().equals(theirs.to_table())
+    assert ours.to_table(with_row_id=True).equals(theirs.to_table(with_row_id=True))
+    for flt in ["id >= 300 AND id < 420", "small > 10", "s LIKE 'beta%'", "x IS NULL", "big < 1000000000"]:
+        got = ours.to_table(filter=flt, with_row_id=True)
+        assert got.equals(theirs.to_table(filter=flt, with_row_id=True)), flt
+        cols = ["s", "id"]
+        assert ours.to_table(columns=cols, filter=flt).equals(theirs.to_table(columns=cols, filter=flt))
+    n = theirs.count_rows()
+    picks = [*np.random.default_rng(3).choice(n, 200, replace=False).tolist(), 0, n - 1, 0]
+    assert ours.take(picks).equals(theirs.take(picks))
+    assert ours.take(picks, columns=["big", "s"]).equals(theirs.take(picks, columns=["big", "s"]))
+
+
+def test_deletes_then_scans_and_compaction_equal_pylance(many: str, tmp_path: Path) -> None:
+    copy = str(tmp_path / "copy")
+    shutil.copytree(many, copy)
+    lt.dataset(many).delete("id % 7 = 3 OR small < -40")
+    lance.dataset(copy).delete("id % 7 = 3 OR small < -40")
+    ours, theirs = lt.dataset(many), lance.dataset(copy)
+    assert ours.count_rows() == theirs.count_rows()
+    assert ours.to_table(with_row_id=True).equals(theirs.to_table(with_row_id=True))
+    flt = "id > 100 AND id < 900"
+    assert ours.to_table(filter=flt, with_row_id=True).equals(theirs.to_table(filter=flt, with_row_id=True))
+    picks = list(range(0, theirs.count_rows(), 7))
+    assert ours.take(picks).equals(theirs.take(picks))
+    expected = theirs.to_table()
+    lt.dataset(many).compact_files()
+    assert len(lance.dataset(many).get_fragments()) == 1
+    assert lance.dataset(many).to_table().equals(expected)
+    assert lt.dataset(many).to_table().equals(expected)
+
+
+def _data_file(uri: str, fragment: int) -> Path:
+    frag = lt.dataset(uri)._snapshot.manifest.fragments[fragment]
+    return Path(uri) / "data" / frag.files[0].path
+
+
+def test_a_damaged_file_among_many_is_named(many: str) -> None:
+    ds = lt.dataset(many)
+    ds.to_table()  # the readers (footers) are cached: only the page bytes change below
+    reader = READERS.get(ds._snapshot.storage, ds._snapshot.manifest.fragments[12].files[0])
+    lay = small_many.layout(reader, ["id"])
+    assert lay is not None
+    path = _data_file(many, 12)
+    raw = bytearray(path.read_bytes())
+    at = lay.start + lay.columns[0].meta_at  # the chunk table: a chunk longer than its page
+    raw[at : at + 2] = b"\xff\xff"
+    path.write_bytes(bytes(raw))
+    with pytest.raises(CorruptFileError, match=path.name):
+        lt.dataset(many).to_table()
+    with pytest.raises(CorruptFileError, match=path.name):
+        lt.dataset(many).to_table(filter="id > 3")
+
+
+def test_a_file_gone_among_many_is_named(many: str) -> None:
+    lt.dataset(many).to_table()
+    path = _data_file(many, 9)
+    path.unlink()
+    with pytest.raises(DataFileNotFoundError, match=path.name):
+        lt.dataset(many).to_table()
+    with pytest.raises(DataFileNotFoundError, match=path.name):
+        lt.dataset(many).delete("id = 3")
+
+
+def test_system_columns_of_batches_equal_pylance(many: str, tmp_path: Path) -> None:
+    copy = str(tmp_path / "copy")
+    shutil.copytree(many, copy)
+    lt.dataset(many).delete("id % 5 = 1")
+    lance.dataset(copy).delete("id % 5 = 1")
+    ours, theirs = lt.dataset(many), lance.dataset(copy)
+    cols = ["_rowaddr", "id", "_rowid", "_rowoffset"]
+    assert ours.to_table(columns=cols).equals(theirs.to_table(columns=cols))
+    for flt in ["id > 200 AND id < 700", "_rowaddr > 8589934592"]:
+        got = ours.to_table(columns=["s", "_rowaddr", "_rowoffset"], filter=flt)
+        assert got.equals(theirs.to_table(columns=["s", "_rowaddr", "_rowoffset"], filter=flt)), flt
+    picks = list(range(0, theirs.count_rows(), 11))
+    assert ours.take(picks, columns=["id", "_rowaddr"]).equals(theirs.take(picks, columns=["id", "_rowaddr"]))
