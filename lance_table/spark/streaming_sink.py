@@ -8,8 +8,8 @@ one, among the recent versions of the same query: the replay is not committed ag
 are deleted. The JVM connector's sink recognises these epochs and this sink recognises its.
 
 Spark builds the sink's writer on the driver for the tasks and, separately, for each ``commit()``
-and ``abort()``; only the tasks know Spark's query id and run (from their local properties), so
-their commit messages carry them to the driver.
+and ``abort()``; only the tasks know Spark's query id (from their local properties), so their
+commit messages carry it to the driver.
 """
 
 from __future__ import annotations
@@ -33,9 +33,8 @@ from lance_table.table import versions
 
 log = logging.getLogger(__name__)
 
-# Local properties Spark gives every task of a streaming query.
+# Local properties Spark gives every task of a streaming query (the run id is not among them).
 _SPARK_QUERY_ID = "sql.streaming.queryId"
-_SPARK_RUN_ID = "spark.sql.streaming.runId"
 _SPARK_BATCH_ID = "streaming.sql.batchId"
 
 
@@ -47,26 +46,23 @@ class EpochPart(WriterCommitMessage):
     spark_query_id: str | None
 
 
-def _spark_query() -> tuple[str | None, str | None, str | None]:
-    """Spark's query id, run id and batch id of the running task (None outside a streaming task)."""
+def _spark_query() -> tuple[str | None, str | None]:
+    """Spark's query id and batch id of the running task (None outside a streaming task)."""
     from pyspark import TaskContext
 
     ctx = TaskContext.get()
     if ctx is None:  # pragma: no cover - only outside Spark
-        return None, None, None
-    return (
-        ctx.getLocalProperty(_SPARK_QUERY_ID),
-        ctx.getLocalProperty(_SPARK_RUN_ID),
-        ctx.getLocalProperty(_SPARK_BATCH_ID),
-    )
+        return None, None
+    return ctx.getLocalProperty(_SPARK_QUERY_ID), ctx.getLocalProperty(_SPARK_BATCH_ID)
 
 
-def _write_tag(query_id: str | None, run_id: str | None, batch_id: str | None) -> str:
-    """The tag in the names of one micro-batch's data files: one per run of a query and epoch, so
-    that a replay in a later run never meets the abort marker of an earlier attempt."""
-    if query_id is None or run_id is None or batch_id is None:
+def _write_tag(query_id: str | None, nonce: str, batch_id: str | None) -> str:
+    """The tag in the names of one micro-batch's data files, shared by its tasks: one per epoch and
+    writer (Spark builds the tasks' writer anew for each run of a query), so that a replay never
+    meets the abort marker of an earlier attempt."""
+    if query_id is None or batch_id is None:
         return uuid.uuid4().hex[: paths.WRITE_TAG_LENGTH]
-    key = f"{query_id}/{run_id}/{batch_id}".encode()
+    key = f"{query_id}/{nonce}/{batch_id}".encode()
     return hashlib.sha256(key).hexdigest()[: paths.WRITE_TAG_LENGTH]
 
 
@@ -119,6 +115,7 @@ class LanceStreamWriter(DataSourceStreamArrowWriter):
         self.query_id = query_id
         self.dedupe_lookback = dedupe_lookback
         self.checkpoint = checkpoint
+        self.nonce = uuid.uuid4().hex
         # Planned against the latest version each time Spark builds the writer (for every commit).
         self.batch = LanceTableWriter(
             uri,
@@ -131,8 +128,8 @@ class LanceStreamWriter(DataSourceStreamArrowWriter):
         )
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> EpochPart:
-        spark_query, run, batch = _spark_query()
-        self.batch.write_id = _write_tag(spark_query, run, batch)
+        spark_query, batch = _spark_query()
+        self.batch.write_id = _write_tag(spark_query, self.nonce, batch)
         return EpochPart(self.batch.write(iterator), spark_query)
 
     def _query_id(self, messages: Sequence[EpochPart | None]) -> str | None:

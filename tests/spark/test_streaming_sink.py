@@ -57,6 +57,9 @@ def test_sink_exactly_once_across_stop_restart_and_replay(spark, tmp_path):
     q.awaitTermination()
     query_id = str(q.id)
     assert _epochs(uri) == [(1, query_id, "0"), (2, query_id, "1")]
+    # The tasks of a micro-batch tag its files with one tag of their own (what an abort looks for).
+    tags = {f.path[24:34] for frag in lt.dataset(uri).get_fragments() for f in frag.data_files()}
+    assert len(tags) == 2
 
     # The sink committed micro-batch 1 but the checkpoint "did not": Spark replays it on restart.
     for name in ("1", ".1.crc"):  # the commit file and Hadoop's checksum of it
