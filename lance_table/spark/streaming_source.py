@@ -123,6 +123,12 @@ class LanceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             end["snapshot"] = True
         return start if _key(end) == _key(start) else end
 
+    def commit(self, end: Offset) -> None:
+        """Forget what the versions Spark is done with added (it never plans them again)."""
+        done = int(end["version"])
+        self._added = {k: v for k, v in self._added.items() if k[0] >= done}
+        self._manifests = {v: m for v, m in self._manifests.items() if v >= done - 1}
+
     def reportLatestOffset(self) -> Offset | None:
         return {"version": self._newest() + 1, "row": 0}
 
@@ -178,8 +184,6 @@ class LanceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             else:
                 added = self._appended(version, cur)
             self._added[key] = tuple(sorted(added, key=lambda f: f.id))
-            for old in [v for v in self._manifests if v < version - 1]:
-                del self._manifests[old]  # planning moves forward: older manifests are not needed
         return self._added[key]
 
     def _appended(self, version: int, cur: Manifest) -> tuple[Fragment, ...]:
