@@ -45,15 +45,18 @@ import lance_table.commit as commit  # pylance's ``lance.commit``
 import lance_table.fragment as fragment  # pylance's ``lance.fragment``
 import lance_table.optimize as optimize  # pylance's ``lance.optimize``
 from lance_table.table import Dataset, LanceDataset, dataset, write_dataset
+from lance_table.table.lance_fragment import LanceFragment
 from lance_table.table.lance_operation import LanceOperation, Transaction
 from lance_table.table.lance_schema import LanceSchema
 from lance_table.table.operations.cleanup import CleanupStats
+from lance_table.table.scan_spec import ColumnOrdering
 from lance_table.table.scanner import LanceScanner
 
 __all__ = [
     "BatchCommitError",
     "BlobLocationError",
     "CleanupStats",
+    "ColumnOrdering",
     "CommitConflictError",
     "CommitError",
     "CommitStateUnknownError",
@@ -67,6 +70,7 @@ __all__ = [
     "InvalidURIError",
     "LanceDataset",
     "LanceFileNotFoundError",
+    "LanceFragment",
     "LanceOperation",
     "LanceScanner",
     "LanceSchema",

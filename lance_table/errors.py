@@ -271,3 +271,24 @@ class BatchCommitError(LanceTableError, ValueError, OSError):
     """``commit_batch`` was given what it cannot merge into one commit: no transactions, or one
     other than an Append (pylance merges only appends). An ``OSError`` as pylance's is; nothing
     was written."""
+
+
+class UpdateError(LanceTableError, ValueError):
+    """An ``update`` asks for what cannot be done: no columns, a nested field or a blob column to
+    update, a negative retry count (a ValueError, as pylance raises). Nothing was written."""
+
+
+class FieldNotFoundError(SchemaError, OSError):
+    """A field path (``"a"``, ``"s.x"``) names no field of the dataset's schema; the message lists the
+    fields there are. Also an ``OSError``, as pylance's metadata updates raise it.
+
+    Attributes:
+        path: the path as given.
+        fields: the paths of the fields there are.
+    """
+
+    def __init__(self, path: str, fields: Sequence[str]) -> None:
+        self.path = path
+        self.fields = tuple(fields)
+        listed = ", ".join(self.fields[:50]) + (", ..." if len(self.fields) > 50 else "")
+        super().__init__(f"field {path!r} not found; the fields are: {listed}")

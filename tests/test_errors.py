@@ -22,6 +22,7 @@ ARGS = {
     errors.DataFileNotFoundError: (("data/a.lance", 3), {"cleaned_up": True}),
     errors.ColumnNotFoundError: (("nmae", ("id", "name")), {"parent": "s"}),
     errors.UnsupportedOptionError: (("write_dataset", "table_id"), {}),
+    errors.FieldNotFoundError: (("s.y", ("id", "s", "s.x")), {}),
 }
 CLASSES = [c for c in vars(errors).values() if inspect.isclass(c) and issubclass(c, errors.LanceTableError)]
 

@@ -783,5 +783,12 @@ def _section(data: bytes, offset: int, path: str, what: str) -> bytes:
 
 
 def assign_fragment_ids(fragments: Iterable[Fragment], start: int) -> list[Fragment]:
-    """Give fragments consecutive ids from ``start``."""
-    return [replace(f, id=start + i) for i, f in enumerate(fragments)]
+    """Give the fragments whose id is 0 (not yet given one) consecutive ids from ``start``; other
+    ids stay, as pylance keeps the ids a caller chose (``LanceFragment.create(fragment_id=)``)."""
+    out = []
+    for f in fragments:
+        if f.id == 0:
+            f = replace(f, id=start)
+            start += 1
+        out.append(f)
+    return out

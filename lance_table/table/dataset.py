@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -32,6 +33,8 @@ from lance_table.table.lance_operation import LanceOperation, Transaction
 from lance_table.table.lance_schema import LanceSchema
 from lance_table.table.maintenance import LanceStats, drop, validate
 from lance_table.table.opening import handle_state, open_snapshot, refuse, snapshot_of_state
+from lance_table.table.operations import config as config_ops
+from lance_table.table.operations import update as update_ops
 from lance_table.table.operations.cleanup import (
     DEFAULT_GRACE_PERIOD,
     CleanupExplanation,
@@ -52,6 +55,9 @@ from lance_table.table.operations.transactions import (
     merge_appends,
     read_transaction,
 )
+from lance_table.table.operations.truncate import truncate
+from lance_table.table.operations.write import WriteMode
+from lance_table.table.operations.write_dataset import write_snapshot
 from lance_table.table.optimize import DatasetOptimizer
 from lance_table.table.scan import Predicate
 from lance_table.table.scan_spec import Columns, scan_spec
@@ -557,6 +563,160 @@ class LanceDataset:
         """
         done, deleted = delete_rows(self._snapshot, predicate, conflict_retries, commit_message)
         return self._committed(done, {"num_deleted_rows": deleted})
+
+    # -- changing data and metadata in place (update, insert, truncate, config, metadata) ---------
+
+    def update(
+        self,
+        updates: Mapping[str, str],
+        where: Predicate | None = None,
+        conflict_retries: int = update_ops.DEFAULT_CONFLICT_RETRIES,
+        retry_timeout: dt.timedelta = update_ops.DEFAULT_RETRY_TIMEOUT,
+        data_storage_version: str | None = None,
+        *,
+        commit_message: str | None = None,
+    ) -> dict[str, int]:
+        """Set columns to SQL values (``{"x": "x * 2"}``) in the rows matching ``where`` (all rows if
+        None); the handle moves to the version committed. Returns ``{"num_rows_updated": n}``.
+
+        As pylance's ``update``: the rows are written again into new fragments and deleted where
+        they were, in one ``Update`` transaction; stable row ids stay; a conflict with a concurrent
+        update or delete of the same fragments re-runs it, up to ``conflict_retries`` times within
+        ``retry_timeout``. Values are cast to their column's type.
+
+        Raises:
+            TypeError: ``updates`` is not a dict of column names to SQL text.
+            UpdateError: no columns, a nested field or a blob column named.
+            ColumnNotFoundError: a column the dataset does not have.
+            FilterError: a value or ``where`` does not compile, or a value cannot be cast.
+            UnsupportedFormatError: ``data_storage_version`` is not the dataset's data format.
+            CommitConflictError: the conflicts outlast the retries, or cannot be retried.
+        """
+        done, result = update_ops.update_rows(
+            self._snapshot,
+            updates,
+            where,
+            conflict_retries=conflict_retries,
+            retry_timeout=retry_timeout,
+            data_storage_version=data_storage_version,
+            message=commit_message,
+        )
+        return self._committed(done, result)
+
+    def insert(self, data: Any, *, mode: WriteMode = "append", **kwargs: Any) -> None:
+        """Write ``data`` into this dataset (pylance's ``insert``: :func:`write_dataset` with
+        ``mode``, ``"append"`` by default, and its other options); the handle moves to the version
+        committed.
+
+        Raises:
+            as :func:`write_dataset`.
+        """
+        kwargs.setdefault("storage_options", self._storage.storage_options)
+        self._committed(write_snapshot(data, self.uri, mode=mode, **kwargs))
+
+    def truncate_table(self, *, commit_message: str | None = None) -> None:
+        """Delete every row (one Delete of all fragments); the schema, config and indices stay and the
+        handle moves to the version committed.
+
+        Raises:
+            CommitConflictError: a concurrent commit makes this one impossible.
+        """
+        self._committed(truncate(self._snapshot, commit_message))
+
+    def config(self) -> dict[str, str]:
+        """The dataset's config (key-value settings)."""
+        return dict(self.manifest.config)
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        """The table metadata (key-value pairs)."""
+        return dict(self.manifest.table_metadata)
+
+    @property
+    def schema_metadata(self) -> dict[str, str]:
+        """The schema metadata, as text."""
+        return config_ops.string_map(self.manifest.schema_metadata)
+
+    def update_config(self, values: Mapping[str, str | None], *, replace: bool = False) -> dict[str, str]:
+        """Set config keys (a None value removes one; ``replace`` drops every other key) in one
+        ``UpdateConfig`` commit; the handle moves to it. Returns the config after.
+
+        Raises:
+            TypeError: keys or values other than strings (values may be None).
+            CommitConflictError: a concurrent change of the same keys.
+        """
+        done = config_ops.update_config(self._snapshot, values, replace)
+        return self._committed(done, dict(done.manifest.config))
+
+    def delete_config_keys(self, keys: list[str]) -> None:
+        """Remove config keys (missing ones are ignored); the handle moves to the version committed.
+
+        Raises:
+            TypeError: ``keys`` is not a list of strings.
+        """
+        self._committed(config_ops.delete_config_keys(self._snapshot, keys))
+
+    def update_metadata(self, values: Mapping[str, str | None], *, replace: bool = False) -> dict[str, str]:
+        """Set table metadata keys (None removes one; ``replace`` drops the others). Returns the
+        table metadata after.
+
+        Raises:
+            TypeError: keys or values other than strings (values may be None).
+        """
+        done = config_ops.update_table_metadata(self._snapshot, values, replace)
+        return self._committed(done, dict(done.manifest.table_metadata))
+
+    def update_schema_metadata(
+        self, values: Mapping[str, str | None], *, replace: bool = False
+    ) -> dict[str, str]:
+        """Set schema metadata keys (None removes one; ``replace`` drops the others). Returns the
+        schema metadata after.
+
+        Raises:
+            TypeError: keys or values other than strings (values may be None).
+            CommitConflictError: a concurrent change of the schema metadata.
+        """
+        done = config_ops.update_schema_metadata(self._snapshot, values, replace)
+        return self._committed(done, config_ops.string_map(done.manifest.schema_metadata))
+
+    def update_field_metadata(
+        self, field_updates: Mapping[str, Mapping[str, str | None]], *, replace: bool = False
+    ) -> None:
+        """Set metadata keys of fields named by path (``"a"``, ``"s.x"``; None removes a key;
+        ``replace`` drops a field's other keys), in one commit.
+
+        Raises:
+            TypeError: paths, keys or values other than strings (values may be None).
+            FieldNotFoundError: a path names no field (also an OSError, as pylance's).
+            CommitConflictError: a concurrent change of the same fields' metadata.
+        """
+        self._committed(config_ops.update_field_metadata(self._snapshot, field_updates, replace))
+
+    def replace_schema_metadata(self, new_metadata: Mapping[str, str]) -> None:
+        """Deprecated (as in pylance): ``update_schema_metadata(new_metadata, replace=True)``.
+
+        Raises:
+            as :meth:`update_schema_metadata`.
+        """
+        warnings.warn(
+            "replace_schema_metadata is deprecated; use update_schema_metadata(metadata, replace=True)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        self.update_schema_metadata(new_metadata, replace=True)
+
+    def replace_field_metadata(self, field_name: str, new_metadata: Mapping[str, str]) -> None:
+        """Deprecated (as in pylance): ``update_field_metadata({field_name: new_metadata}, replace=True)``.
+
+        Raises:
+            as :meth:`update_field_metadata`.
+        """
+        warnings.warn(
+            "replace_field_metadata is deprecated; use update_field_metadata({path: metadata}, replace=True)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        self.update_field_metadata({field_name: new_metadata}, replace=True)
 
     def restore(self, *, commit_message: str | None = None) -> None:
         """Make this (old) version the latest again, as a new version; the handle moves to it

@@ -6,30 +6,23 @@ from __future__ import annotations
 import datetime as dt
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
 
-from lance_table.errors import DatasetNotFoundError
-from lance_table.format.transaction import Overwrite as OverwriteOp
-from lance_table.storage import open_storage
-from lance_table.table.commit import CommitLock, CommitOptions, check_can_commit, commit
+from lance_table.table.commit import CommitLock
 from lance_table.table.dataset import Dataset, LanceDataset
 from lance_table.table.opening import open_snapshot, refuse
 from lance_table.table.operations.manifest_paths import (
     DEFAULT_V2_MANIFEST_PATHS,
-    scheme_for_new_dataset,
 )
 from lance_table.table.operations.write import (
     DEFAULT_MAX_BYTES_PER_FILE,
     DEFAULT_MAX_ROWS_PER_FILE,
     ProgressCallback,
     WriteMode,
-    prepare_write,
-    write_fragments,
 )
-from lance_table.table.snapshot import Snapshot, load
+from lance_table.table.operations.write_dataset import write_snapshot
 
 
 def dataset(
@@ -159,71 +152,44 @@ def write_dataset(
         CommitConflictError: a concurrent commit makes this write impossible.
         StorageOptionsError: a storage option is unknown, unsafe or has a bad value.
     """
-    refuse(
-        "write_dataset",
-        {
-            "auto_cleanup_options": auto_cleanup_options,
-            "initial_bases": initial_bases,
-            "target_bases": target_bases,
-            "target_all_bases": target_all_bases,
-            "base_store_params": base_store_params,
-            "external_blob_mode": external_blob_mode,
-            "allow_external_blob_outside_bases": allow_external_blob_outside_bases,
-            "namespace_client": namespace_client,
-            "table_id": table_id,
-        },
-        unset={
-            "external_blob_mode": "reference",
-            "allow_external_blob_outside_bases": False,
-        },
-    )
     if isinstance(uri, LanceDataset):
         storage_options = uri._storage.storage_options if storage_options is None else storage_options
         uri = uri.uri
-    if uri is None:
-        raise ValueError("write_dataset() needs a uri (namespaces are not supported)")
-    if data_storage_version is None and use_legacy_format is not None:
-        data_storage_version = "legacy" if use_legacy_format else "stable"
-    data = data_obj
-    storage = open_storage(uri, storage_options)
-    options = CommitOptions(
-        commit_lock=commit_lock,
-        unsafe_commit=unsafe_commit,
-        **({"max_retries": max_retries} if max_retries is not None else {}),
+    return Dataset(
+        write_snapshot(
+            data_obj=data_obj,
+            uri=uri,
+            schema=schema,
+            mode=mode,
+            max_rows_per_file=max_rows_per_file,
+            max_rows_per_group=max_rows_per_group,
+            max_bytes_per_file=max_bytes_per_file,
+            data_cache_bytes=data_cache_bytes,
+            max_page_bytes=max_page_bytes,
+            commit_lock=commit_lock,
+            progress=progress,
+            storage_options=storage_options,
+            data_storage_version=data_storage_version,
+            use_legacy_format=use_legacy_format,
+            enable_v2_manifest_paths=enable_v2_manifest_paths,
+            enable_stable_row_ids=enable_stable_row_ids,
+            auto_cleanup_options=auto_cleanup_options,
+            commit_message=commit_message,
+            transaction_properties=transaction_properties,
+            initial_bases=initial_bases,
+            target_bases=target_bases,
+            target_all_bases=target_all_bases,
+            base_store_params=base_store_params,
+            external_blob_mode=external_blob_mode,
+            allow_external_blob_outside_bases=allow_external_blob_outside_bases,
+            blob_pack_file_size_threshold=blob_pack_file_size_threshold,
+            namespace_client=namespace_client,
+            table_id=table_id,
+            session=session,
+            unsafe_commit=unsafe_commit,
+            max_retries=max_retries,
+        )
     )
-    check_can_commit(options, storage)
-    try:
-        latest: Snapshot | None = load(storage)
-    except DatasetNotFoundError:
-        latest = None
-    base = latest.manifest if latest is not None else None
-    plan, reader = prepare_write(base, mode, data, schema, storage.uri, data_storage_version)
-    frags, written, dictionaries = write_fragments(
-        storage,
-        reader,
-        plan.schema,
-        list(plan.fields),
-        max_rows_per_file=max_rows_per_file,
-        max_bytes_per_file=max_bytes_per_file,
-        progress=progress,
-        data_format=plan.data_format,
-        dictionaries=plan.dictionaries,
-    )
-    scheme = latest.scheme if latest is not None else scheme_for_new_dataset(enable_v2_manifest_paths)
-    pending = plan.pending(frags, written, dictionaries)
-    if enable_stable_row_ids and isinstance(pending.operation, OverwriteOp):
-        pending = replace(pending, operation=replace(pending.operation, stable_row_ids=True))
-    manifest = commit(
-        storage,
-        base,
-        pending,
-        options=options,
-        properties=dict(transaction_properties or {}),
-        message=commit_message,
-        create_only=base is None and mode == "create",
-        scheme=scheme,
-    )
-    return Dataset(Snapshot(storage, manifest, scheme, options))
 
 
 __all__ = ["dataset", "write_dataset"]

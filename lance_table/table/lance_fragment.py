@@ -3,16 +3,20 @@ row counts and scans of its rows alone (what Ray, lance-ray and Daft split reads
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+from collections.abc import Iterator, Mapping, Sequence
 from functools import cached_property
 from typing import Any
 
 import pyarrow as pa
 
 from lance_table.format.manifest import Fragment
+from lance_table.storage import open_storage
 from lance_table.table import scanner as scans
 from lance_table.table.fragment_metadata import DataFile, FragmentMetadata
+from lance_table.table.opening import refuse
 from lance_table.table.operations.delete import delete_in_fragment
+from lance_table.table.operations.stage import create_fragment
 from lance_table.table.scan import Predicate
 from lance_table.table.scan_spec import Columns, scan_spec
 from lance_table.table.scanner import LanceScanner
@@ -25,6 +29,40 @@ class LanceFragment:
     def __init__(self, snapshot: Snapshot, fragment: Fragment) -> None:
         self._snapshot = snapshot
         self._fragment = fragment
+
+    @staticmethod
+    def create(
+        dataset_uri: str | os.PathLike[str],
+        data: Any,
+        fragment_id: int | None = None,
+        schema: pa.Schema | None = None,
+        max_rows_per_group: int | None = 1024,
+        progress: Any = None,
+        mode: str = "append",
+        *,
+        data_storage_version: str | None = None,
+        use_legacy_format: bool | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        namespace_client: Any = None,
+        table_id: Sequence[str] | None = None,
+        session: Any = None,
+    ) -> FragmentMetadata:
+        """Write ``data`` as one fragment of the dataset at ``dataset_uri`` without committing it
+        (pylance's ``LanceFragment.create``); commit the metadata with ``LanceOperation.Append`` or
+        ``Overwrite``. ``max_rows_per_group``, ``progress`` and ``session`` are accepted as no-ops.
+
+        Raises:
+            UnsupportedOptionError: ``namespace_client`` or ``table_id`` is set.
+            ValueError: a bad ``fragment_id``, or no rows.
+            SchemaError: (``mode="append"``) the data does not match the dataset's schema.
+            InputTypeError: the data is of no kind a write takes (also a TypeError).
+        """
+        refuse("LanceFragment.create", {"namespace_client": namespace_client, "table_id": table_id})
+        if data_storage_version is None and use_legacy_format is not None:
+            data_storage_version = "legacy" if use_legacy_format else "stable"
+        storage = open_storage(dataset_uri, storage_options)
+        frag = create_fragment(storage, data, fragment_id, schema, mode, data_storage_version)  # type: ignore[arg-type]
+        return FragmentMetadata.from_fragment(frag)
 
     def __repr__(self) -> str:
         files = [f.path for f in self._fragment.files]

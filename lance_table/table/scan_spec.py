@@ -172,6 +172,16 @@ def _columns(columns: Any) -> tuple[tuple[str, ...] | None, tuple[tuple[str, str
     return names, None
 
 
+@dataclass(frozen=True)
+class ColumnOrdering:
+    """One sort key of a scan's ``order_by`` (pylance's ``ColumnOrdering``): a column, ascending or
+    not, nulls first or last."""
+
+    column_name: str
+    ascending: bool = True
+    nulls_first: bool = False
+
+
 def _order_by(value: Any) -> tuple[tuple[str, bool, bool], ...] | None:
     """Sort keys from column names (ascending, nulls last) or pylance's ``ColumnOrdering``s."""
     if value is None or (isinstance(value, Sequence) and not isinstance(value, str) and not value):

@@ -13,6 +13,7 @@ from lance_table.format.manifest import Fragment
 from lance_table.format.transaction import Delete
 from lance_table.table import versions
 from lance_table.table.commit import Pending, check_can_commit, check_rebasable
+from lance_table.table.commit.retry import retry_on_conflict
 from lance_table.table.deletion import union, write_deletions
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.scan import READ_CHUNK_ROWS, ROW_READS, in_flight, make_spec, matching_positions
@@ -71,8 +72,8 @@ def delete_rows(
     ds: Snapshot, predicate: str | pc.Expression, conflict_retries: int | None, message: str | None
 ) -> tuple[Snapshot, int]:
     """Delete the rows matching ``predicate`` from ``ds``: the version committed and how many rows
-    this delete removed (as planned against ``ds``). ``conflict_retries`` (None: those of ``ds``'s
-    commit options) bounds the retries after lost races.
+    this delete removed (as last planned). ``conflict_retries`` (None: those of ``ds``'s commit
+    options) bounds the retries after lost races, and the re-runs after retryable conflicts.
 
     Raises:
         FilterError: the predicate does not parse.
@@ -84,9 +85,16 @@ def delete_rows(
     if conflict_retries is not None:
         planned = replace(ds, commit_options=replace(ds.commit_options, max_retries=conflict_retries))
     check_can_commit(planned.commit_options, ds.storage)
-    pending = plan_delete(planned, predicate)
-    deleted = sum(len(rows) for rows in pending.delete_additions.values())
-    done = planned.commit(pending, message=message)
+
+    def attempt(current: Snapshot) -> tuple[Snapshot, int]:
+        pending = plan_delete(current, predicate)
+        deleted = sum(len(rows) for rows in pending.delete_additions.values())
+        return current.commit(pending, message=message), deleted
+
+    # a conflict the commit cannot rebase over (an update rewrote rows of the same fragments)
+    # re-runs the delete on the latest version, as pylance's delete does
+    retries = planned.commit_options.max_retries
+    done, deleted = retry_on_conflict(planned, attempt, retries, DEFAULT_RETRY_TIMEOUT)
     return replace(done, commit_options=ds.commit_options), deleted
 
 

@@ -3,6 +3,7 @@ distributed write; the driver commits the fragments with ``Dataset.commit``)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
@@ -59,3 +60,35 @@ def stage_fragments(
         storage, reader, plan.schema, list(plan.fields), data_format=plan.data_format, **options
     )
     return frags, plan
+
+
+def create_fragment(
+    storage: Storage,
+    data: Any,
+    fragment_id: int | None,
+    schema: pa.Schema | None,
+    mode: WriteMode,
+    data_storage_version: str | None,
+) -> Fragment:
+    """All of ``data`` as one new fragment (one data file) with id ``fragment_id`` (0 if None), not
+    committed: pylance's ``LanceFragment.create``.
+
+    Raises:
+        ValueError: ``fragment_id`` is negative or past 2**32-1; the data has no rows.
+        (and as :func:`stage_fragments`)
+    """
+    fid = 0 if fragment_id is None else int(fragment_id)
+    if not 0 <= fid < 1 << 32:
+        raise ValueError(f"fragment_id must be in [0, 2**32), got {fragment_id}")
+    frags, _ = stage_fragments(
+        storage,
+        data,
+        schema,
+        mode,
+        data_storage_version,
+        max_rows_per_file=1 << 62,
+        max_bytes_per_file=1 << 62,
+    )
+    if not frags:
+        raise ValueError(f"{storage.uri}: LanceFragment.create was given no rows")
+    return replace(frags[0], id=fid)

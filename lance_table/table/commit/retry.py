@@ -1,0 +1,43 @@
+"""The one retry loop for operations that re-run whole after a retryable conflict (pylance's
+``conflict_retries`` and ``retry_timeout``): the commit path rebases what it can; what it cannot
+(an update whose fragments another update rewrote) is planned again on the latest version."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
+
+from lance_table.errors import CommitConflictError
+
+if TYPE_CHECKING:
+    from lance_table.table.snapshot import Snapshot
+
+R = TypeVar("R")
+
+
+def retry_on_conflict(
+    ds: Snapshot,
+    attempt: Callable[[Snapshot], R],
+    conflict_retries: int,
+    retry_timeout: dt.timedelta,
+) -> R:
+    """``attempt(ds)``; after a retryable :class:`CommitConflictError`, ``attempt`` again on the
+    latest version, up to ``conflict_retries`` more times and while ``retry_timeout`` has not
+    passed since the start (the first attempt always runs).
+
+    Raises:
+        CommitConflictError: a conflict that is not retryable, or the last one once the retries or
+            the time run out.
+    """
+    deadline = time.monotonic() + retry_timeout.total_seconds()
+    current = ds
+    for tries in range(conflict_retries + 1):
+        try:
+            return attempt(current)
+        except CommitConflictError as exc:
+            if not exc.retryable or tries == conflict_retries or time.monotonic() >= deadline:
+                raise
+        current = current.checkout()
+    raise AssertionError("unreachable")  # pragma: no cover

@@ -1,0 +1,133 @@
+"""Writing rows into a dataset as a new one, an append or an overwrite: the work of
+``write_dataset`` (and of ``insert``), with pylance's parameters, returning the version committed."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+import pyarrow as pa
+
+from lance_table.errors import DatasetNotFoundError
+from lance_table.format.transaction import Overwrite as OverwriteOp
+from lance_table.storage import open_storage
+from lance_table.table.commit import CommitLock, CommitOptions, check_can_commit, commit
+from lance_table.table.opening import refuse
+from lance_table.table.operations.manifest_paths import (
+    DEFAULT_V2_MANIFEST_PATHS,
+    scheme_for_new_dataset,
+)
+from lance_table.table.operations.write import (
+    DEFAULT_MAX_BYTES_PER_FILE,
+    DEFAULT_MAX_ROWS_PER_FILE,
+    ProgressCallback,
+    WriteMode,
+    prepare_write,
+    write_fragments,
+)
+from lance_table.table.snapshot import Snapshot, load
+
+
+def write_snapshot(
+    data_obj: Any,
+    uri: str | os.PathLike[str] | None = None,
+    schema: pa.Schema | None = None,
+    mode: WriteMode = "create",
+    *,
+    max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+    max_rows_per_group: int = 1024,
+    max_bytes_per_file: int = DEFAULT_MAX_BYTES_PER_FILE,
+    data_cache_bytes: int | None = None,
+    max_page_bytes: int | None = None,
+    commit_lock: CommitLock | None = None,
+    progress: ProgressCallback | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    data_storage_version: str | None = None,
+    use_legacy_format: bool | None = None,
+    enable_v2_manifest_paths: bool = DEFAULT_V2_MANIFEST_PATHS,
+    enable_stable_row_ids: bool = False,
+    auto_cleanup_options: Mapping[str, Any] | None = None,
+    commit_message: str | None = None,
+    transaction_properties: Mapping[str, str] | None = None,
+    initial_bases: Sequence[Any] | None = None,
+    target_bases: Sequence[str] | None = None,
+    target_all_bases: bool | None = None,
+    base_store_params: Mapping[str, Any] | None = None,
+    external_blob_mode: str = "reference",
+    allow_external_blob_outside_bases: bool = False,
+    blob_pack_file_size_threshold: int | None = None,
+    namespace_client: Any = None,
+    table_id: Sequence[str] | None = None,
+    session: Any = None,
+    unsafe_commit: bool = False,
+    max_retries: int | None = None,
+) -> Snapshot:
+    """What :func:`lance_table.write_dataset` does, given a URI: the version it commits.
+
+    Raises:
+        as :func:`lance_table.write_dataset`.
+    """
+    refuse(
+        "write_dataset",
+        {
+            "auto_cleanup_options": auto_cleanup_options,
+            "initial_bases": initial_bases,
+            "target_bases": target_bases,
+            "target_all_bases": target_all_bases,
+            "base_store_params": base_store_params,
+            "external_blob_mode": external_blob_mode,
+            "allow_external_blob_outside_bases": allow_external_blob_outside_bases,
+            "namespace_client": namespace_client,
+            "table_id": table_id,
+        },
+        unset={
+            "external_blob_mode": "reference",
+            "allow_external_blob_outside_bases": False,
+        },
+    )
+    if uri is None:
+        raise ValueError("write_dataset() needs a uri (namespaces are not supported)")
+    if data_storage_version is None and use_legacy_format is not None:
+        data_storage_version = "legacy" if use_legacy_format else "stable"
+    data = data_obj
+    storage = open_storage(uri, storage_options)
+    options = CommitOptions(
+        commit_lock=commit_lock,
+        unsafe_commit=unsafe_commit,
+        **({"max_retries": max_retries} if max_retries is not None else {}),
+    )
+    check_can_commit(options, storage)
+    try:
+        latest: Snapshot | None = load(storage)
+    except DatasetNotFoundError:
+        latest = None
+    base = latest.manifest if latest is not None else None
+    plan, reader = prepare_write(base, mode, data, schema, storage.uri, data_storage_version)
+    frags, written, dictionaries = write_fragments(
+        storage,
+        reader,
+        plan.schema,
+        list(plan.fields),
+        max_rows_per_file=max_rows_per_file,
+        max_bytes_per_file=max_bytes_per_file,
+        progress=progress,
+        data_format=plan.data_format,
+        dictionaries=plan.dictionaries,
+    )
+    scheme = latest.scheme if latest is not None else scheme_for_new_dataset(enable_v2_manifest_paths)
+    pending = plan.pending(frags, written, dictionaries)
+    if enable_stable_row_ids and isinstance(pending.operation, OverwriteOp):
+        pending = replace(pending, operation=replace(pending.operation, stable_row_ids=True))
+    manifest = commit(
+        storage,
+        base,
+        pending,
+        options=options,
+        properties=dict(transaction_properties or {}),
+        message=commit_message,
+        create_only=base is None and mode == "create",
+        scheme=scheme,
+    )
+    return Snapshot(storage, manifest, scheme, options)
