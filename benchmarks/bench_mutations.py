@@ -54,7 +54,7 @@ def _update_theirs(uri: str) -> object:
 
 SCENARIOS: list[Scenario] = [Scenario("update 1% of rows", _update_ours, _update_theirs)]
 # Modules (next to this one) that append their scenarios to SCENARIOS when imported.
-MODULES: list[str] = []
+MODULES: list[str] = ["bench_merge_insert"]
 
 
 def _child(side: str, scenario: str, uri: str) -> None:

@@ -22,7 +22,10 @@ from lance_table.errors import (
     InvalidURIError,
     LanceFileNotFoundError,
     LanceTableError,
+    MergeInsertError,
+    MergeSourceError,
     RowRangeError,
+    SchemaChangeError,
     SchemaError,
     StorageCredentialsError,
     StorageOptionsError,
@@ -51,9 +54,11 @@ from lance_table.table.lance_schema import LanceSchema
 from lance_table.table.operations.cleanup import CleanupStats
 from lance_table.table.scan_spec import ColumnOrdering
 from lance_table.table.scanner import LanceScanner
+from lance_table.udf import BatchUDF, add_columns_udf, batch_udf
 
 __all__ = [
     "BatchCommitError",
+    "BatchUDF",
     "BlobLocationError",
     "CleanupStats",
     "ColumnOrdering",
@@ -75,7 +80,10 @@ __all__ = [
     "LanceScanner",
     "LanceSchema",
     "LanceTableError",
+    "MergeInsertError",
+    "MergeSourceError",
     "RowRangeError",
+    "SchemaChangeError",
     "SchemaError",
     "StorageCredentialsError",
     "StorageOptionsError",
@@ -89,6 +97,8 @@ __all__ = [
     "VersionNotFoundError",
     "WriteAbortedError",
     "__version__",
+    "add_columns_udf",
+    "batch_udf",
     "commit",
     "dataset",
     "fragment",

@@ -77,6 +77,12 @@ class SchemaError(LanceTableError, ValueError):
     """A schema cannot be stored, or data does not match the schema it is written with."""
 
 
+class SchemaChangeError(LanceTableError, OSError):
+    """A schema change (``add_columns``, ``alter_columns``, ``merge``) cannot be made as asked: a
+    column already exists or does not exist, a cast is not allowed, a value does not fit. An
+    ``OSError``, as pylance raises it."""
+
+
 class InputTypeError(LanceTableError, TypeError):
     """Data handed to a write is of no kind it takes (also a TypeError, as pylance raises)."""
 
@@ -292,3 +298,14 @@ class FieldNotFoundError(SchemaError, OSError):
         self.fields = tuple(fields)
         listed = ", ".join(self.fields[:50]) + (", ..." if len(self.fields) > 50 else "")
         super().__init__(f"field {path!r} not found; the fields are: {listed}")
+
+
+class MergeInsertError(LanceTableError, ValueError):
+    """A ``merge_insert`` is set up wrongly: no join keys, a key column the dataset lacks, no
+    clause that changes data, or a bad option value (a ValueError, as pylance raises)."""
+
+
+class MergeSourceError(LanceTableError, OSError):
+    """The source data of a ``merge_insert`` cannot be merged: several source rows match the same
+    target row (ambiguous), a row matched under ``when_matched_fail``, or the source's columns do
+    not fit the dataset's (an OSError, as pylance raises)."""

@@ -21,8 +21,10 @@ from lance_table.format import paths
 from lance_table.format.manifest import DataFile, Fragment
 from lance_table.schema import FieldNode
 from lance_table.storage import Storage
+from lance_table.table.conform import conform
 from lance_table.table.deletion import missing_file_error, read_deletions
 from lance_table.table.readers import READERS, FileReader, LegacyView, is_legacy_file, legacy_view
+from lance_table.table.split_struct import assemble, is_split
 
 if TYPE_CHECKING:
     from lance_table.filters.bounds import Condition
@@ -190,11 +192,14 @@ class FragmentReader:
     ) -> pa.Table:
         """:meth:`read` of ``runs``, then only the rows ``keep`` (a mask over them) when given."""
         by_file: dict[int, list[str]] = {}
+        columns: dict[str, pa.ChunkedArray] = {}
         for name in names:
             node = self.roots[name]
+            if is_split(node, self.fragment.files):
+                columns[name] = self._read_split(node, runs, keep)
+                continue
             idx = self._file_of(node)
             by_file.setdefault(idx, []).append(name)
-        columns: dict[str, pa.ChunkedArray] = {}
         for idx, group in by_file.items():
             if idx < 0:
                 for name in group:
@@ -209,6 +214,7 @@ class FragmentReader:
 
             file_roots = reader.metadata.roots_by_id
             wanted = []
+            file_nodes = []
             file_floors = {}
             for name in group:
                 node = self.roots[name]
@@ -221,6 +227,7 @@ class FragmentReader:
                 _check_blob_fields(node, file_node, where)
                 file_name = file_node.name
                 wanted.append(file_name)
+                file_nodes.append(file_node)
                 if floors and name in floors:
                     file_floors[file_name] = floors[name]
             try:
@@ -229,8 +236,9 @@ class FragmentReader:
                 raise missing_file_error(self.storage, where(), self.version) from None
             if keep is not None:  # one filter for the file's columns
                 table = table.filter(keep)
-            for name, col in zip(group, table.columns):
+            for name, col, file_node in zip(group, table.columns, file_nodes):
                 node = self.roots[name]
+                col = conform(col, node, file_node)
                 target = node.arrow_type
                 try:
                     if col.type != target:
@@ -251,6 +259,25 @@ class FragmentReader:
         if any(n.reader_field is not n.arrow_field for n in nodes):  # extension types as readers see them
             table = user_table(table, schema, pa.schema([n.reader_field for n in nodes]))
         return selectable(table)
+
+    def _read_split(self, node: FieldNode, runs: Runs, keep: pa.Array | None) -> pa.ChunkedArray:
+        """A struct whose children live in several data files (see :mod:`split_struct`)."""
+
+        def read_top(idx: int, root_id: int) -> tuple[FieldNode, pa.ChunkedArray]:
+            data_file = self.fragment.files[idx]
+            reader = self._reader(data_file)
+            file_node = reader.metadata.roots_by_id.get(root_id)
+            if file_node is None:
+                raise CorruptFileError(
+                    self._manifest_where(),
+                    f"data file {data_file.path} is listed with field {root_id}, which it does not store",
+                )
+            table = reader.read_runs(runs, [file_node.name])
+            return file_node, (table.filter(keep) if keep is not None else table).column(0)
+
+        rows = runs.total if keep is None else keep.true_count
+        col = assemble(node.id, node, self.fragment.files, read_top, rows)
+        return col if col.type == node.arrow_type else col.cast(node.arrow_type)
 
     def _file_of(self, node: FieldNode) -> int:
         """Index of the data file holding a field (the last one, if several do), or -1.

@@ -14,6 +14,7 @@ from lance_table.format.manifest import Fragment
 from lance_table.storage import open_storage
 from lance_table.table import scanner as scans
 from lance_table.table.fragment_metadata import DataFile, FragmentMetadata
+from lance_table.table.lance_schema import LanceSchema
 from lance_table.table.opening import refuse
 from lance_table.table.operations.delete import delete_in_fragment
 from lance_table.table.operations.stage import create_fragment
@@ -182,6 +183,32 @@ class LanceFragment:
         """
         fragment = delete_in_fragment(self._snapshot, self.fragment_id, predicate)
         return None if fragment is None else FragmentMetadata.from_fragment(fragment)
+
+    def merge_columns(
+        self,
+        value_func: Any,
+        columns: list[str] | None = None,
+        batch_size: int | None = None,
+        reader_schema: pa.Schema | None = None,
+    ) -> tuple[FragmentMetadata, LanceSchema]:
+        """This fragment with new columns in a new data file (as ``Dataset.add_columns`` makes
+        them: SQL expressions, a batch UDF reading ``columns``, or rows aligned with this
+        fragment's), and the schema with the new fields; nothing is committed (commit with
+        ``LanceOperation.Merge``, as in pylance).
+
+        Raises:
+            ValueError: the UDF has a checkpoint file.
+            SchemaChangeError: a new column's name is taken; aligned data has another row count.
+            FilterError: a SQL expression does not compile.
+            TypeError: ``value_func`` is of no kind taken.
+        """
+        from lance_table.table.operations.schema_udf import merge_fragment_columns
+
+        fragment, fields = merge_fragment_columns(
+            self._snapshot, self.fragment_id, value_func, columns, batch_size, reader_schema
+        )
+        metadata = FragmentMetadata.from_fragment(fragment)
+        return metadata, LanceSchema(fields, self._snapshot.manifest.schema_metadata)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return _reopen, (self._snapshot, self.fragment_id)

@@ -1,0 +1,115 @@
+"""Config and metadata: reading and changing them in place
+
+A part of :class:`~lance_table.table.dataset.LanceDataset`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from lance_table.table.handle import Handle
+from lance_table.table.operations import config as config_ops
+
+if TYPE_CHECKING:
+    pass
+
+
+class _Metadata(Handle):
+    """Config and metadata: reading and changing them in place."""
+
+    def config(self) -> dict[str, str]:
+        """The dataset's config (key-value settings)."""
+        return dict(self.manifest.config)
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        """The table metadata (key-value pairs)."""
+        return dict(self.manifest.table_metadata)
+
+    @property
+    def schema_metadata(self) -> dict[str, str]:
+        """The schema metadata, as text."""
+        return config_ops.string_map(self.manifest.schema_metadata)
+
+    def update_config(self, values: Mapping[str, str | None], *, replace: bool = False) -> dict[str, str]:
+        """Set config keys (a None value removes one; ``replace`` drops every other key) in one
+        ``UpdateConfig`` commit; the handle moves to it. Returns the config after.
+
+        Raises:
+            TypeError: keys or values other than strings (values may be None).
+            CommitConflictError: a concurrent change of the same keys.
+        """
+        done = config_ops.update_config(self._snapshot, values, replace)
+        return self._committed(done, dict(done.manifest.config))
+
+    def delete_config_keys(self, keys: list[str]) -> None:
+        """Remove config keys (missing ones are ignored); the handle moves to the version committed.
+
+        Raises:
+            TypeError: ``keys`` is not a list of strings.
+        """
+        self._committed(config_ops.delete_config_keys(self._snapshot, keys))
+
+    def update_metadata(self, values: Mapping[str, str | None], *, replace: bool = False) -> dict[str, str]:
+        """Set table metadata keys (None removes one; ``replace`` drops the others). Returns the
+        table metadata after.
+
+        Raises:
+            TypeError: keys or values other than strings (values may be None).
+        """
+        done = config_ops.update_table_metadata(self._snapshot, values, replace)
+        return self._committed(done, dict(done.manifest.table_metadata))
+
+    def update_schema_metadata(
+        self, values: Mapping[str, str | None], *, replace: bool = False
+    ) -> dict[str, str]:
+        """Set schema metadata keys (None removes one; ``replace`` drops the others). Returns the
+        schema metadata after.
+
+        Raises:
+            TypeError: keys or values other than strings (values may be None).
+            CommitConflictError: a concurrent change of the schema metadata.
+        """
+        done = config_ops.update_schema_metadata(self._snapshot, values, replace)
+        return self._committed(done, config_ops.string_map(done.manifest.schema_metadata))
+
+    def update_field_metadata(
+        self, field_updates: Mapping[str, Mapping[str, str | None]], *, replace: bool = False
+    ) -> None:
+        """Set metadata keys of fields named by path (``"a"``, ``"s.x"``; None removes a key;
+        ``replace`` drops a field's other keys), in one commit.
+
+        Raises:
+            TypeError: paths, keys or values other than strings (values may be None).
+            FieldNotFoundError: a path names no field (also an OSError, as pylance's).
+            CommitConflictError: a concurrent change of the same fields' metadata.
+        """
+        self._committed(config_ops.update_field_metadata(self._snapshot, field_updates, replace))
+
+    def replace_schema_metadata(self, new_metadata: Mapping[str, str]) -> None:
+        """Deprecated (as in pylance): ``update_schema_metadata(new_metadata, replace=True)``.
+
+        Raises:
+            as :meth:`update_schema_metadata`.
+        """
+        warnings.warn(
+            "replace_schema_metadata is deprecated; use update_schema_metadata(metadata, replace=True)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        self.update_schema_metadata(new_metadata, replace=True)
+
+    def replace_field_metadata(self, field_name: str, new_metadata: Mapping[str, str]) -> None:
+        """Deprecated (as in pylance): ``update_field_metadata({field_name: new_metadata}, replace=True)``.
+
+        Raises:
+            as :meth:`update_field_metadata`.
+        """
+        warnings.warn(
+            "replace_field_metadata is deprecated; use update_field_metadata({path: metadata}, replace=True)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        self.update_field_metadata({field_name: new_metadata}, replace=True)

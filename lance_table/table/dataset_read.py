@@ -1,0 +1,238 @@
+"""Reading: fragments, counts, scans, takes and blobs
+
+A part of :class:`~lance_table.table.dataset.LanceDataset`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from lance_table.table import scanner as scans
+from lance_table.table.blobs import BlobFile, take_blobs
+from lance_table.table.fragment_metadata import FragmentMetadata
+from lance_table.table.handle import Handle
+from lance_table.table.lance_fragment import LanceFragment, fragment_of
+from lance_table.table.scan import Predicate
+from lance_table.table.scan_spec import Columns, scan_spec
+from lance_table.table.scanner import LanceScanner
+
+if TYPE_CHECKING:
+    pass
+
+
+class _Reading(Handle):
+    """Reading: fragments, counts, scans, takes and blobs."""
+
+    # -- reading ----------------------------------------------------------------------------------
+
+    def get_fragments(self, filter: Any = None) -> list[LanceFragment]:
+        """The fragments of this version (pylance's ``LanceFragment`` basics; ``filter`` must be
+        None, as in pylance)."""
+        if filter is not None:
+            raise ValueError("get_fragments() does not support filter yet")
+        return [LanceFragment(self._snapshot, f) for f in self.manifest.fragments]
+
+    def get_fragment(self, fragment_id: int) -> LanceFragment | None:
+        """The fragment with this id, or None."""
+        try:
+            return fragment_of(self._snapshot, fragment_id)
+        except ValueError:
+            return None
+
+    def count_rows(self, filter: Predicate | None = None, **options: Any) -> int:
+        """Rows of this version (matching ``filter``, if given); ``options`` as :meth:`scanner`'s
+        (``fragments=`` counts those fragments' rows).
+
+        Raises:
+            FilterError: the filter does not parse.
+            ScanOptionError: a ``limit`` or ``offset`` is given (as in pylance).
+        """
+        return LanceScanner(
+            self._snapshot, scan_spec({"filter": filter, **options}, "count_rows")
+        ).count_rows()
+
+    def scanner(
+        self,
+        columns: Columns = None,
+        filter: Predicate | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        nearest: Any = None,
+        batch_size: int | None = None,
+        batch_size_bytes: int | None = None,
+        batch_readahead: int | None = None,
+        fragment_readahead: int | None = None,
+        scan_in_order: bool | None = None,
+        fragments: Sequence[LanceFragment | FragmentMetadata] | None = None,
+        index_segments: Any = None,
+        full_text_query: Any = None,
+        **options: Any,
+    ) -> LanceScanner:
+        """A scanner over this version, taking pylance's ``scanner`` options.
+
+        ``columns``: names (nested ``"s.x"`` and ``_rowid``, ``_rowaddr``, ``_rowoffset`` too) or a
+        dict of output names to SQL expressions. ``filter``: SQL or a pyarrow compute expression
+        (it may read ``_rowid`` and ``_rowaddr``). ``fragments``: only those, in that order.
+        Keyword-only options: ``with_row_id``, ``with_row_address``, ``use_stats``,
+        ``strict_batch_size`` and pylance's tuning knobs, which change no result (see
+        :mod:`lance_table.table.scan_spec`).
+
+        Raises:
+            TypeError: an option pylance does not have, or ``columns`` of the wrong type.
+            ScanOptionError: a negative limit or offset, a batch size below 1.
+            UnsupportedOperationError: an option that would change the result and is not implemented
+                (``nearest``, ``full_text_query``, ``order_by``, ...).
+        """
+        return LanceScanner(self._snapshot, scan_spec({**locals(), **options}, "scanner"))
+
+    def to_batches(
+        self,
+        columns: Columns = None,
+        filter: Predicate | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        nearest: Any = None,
+        batch_size: int | None = None,
+        batch_size_bytes: int | None = None,
+        batch_readahead: int | None = None,
+        fragment_readahead: int | None = None,
+        scan_in_order: bool | None = None,
+        **options: Any,
+    ) -> pa.RecordBatchReader:
+        """The rows as a RecordBatchReader (streams; DuckDB, Polars and pandas can consume it);
+        options as :meth:`scanner`'s.
+
+        Raises:
+            as :meth:`scanner` and :meth:`to_table`.
+        """
+        return LanceScanner(self._snapshot, scan_spec({**locals(), **options}, "to_batches")).to_reader()
+
+    def to_table(
+        self,
+        columns: Columns = None,
+        filter: Predicate | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        nearest: Any = None,
+        batch_size: int | None = None,
+        batch_size_bytes: int | None = None,
+        batch_readahead: int | None = None,
+        fragment_readahead: int | None = None,
+        scan_in_order: bool | None = None,
+        **options: Any,
+    ) -> pa.Table:
+        """The rows as one table; options as :meth:`scanner`'s (``fragments=`` too).
+
+        Raises:
+            SchemaError: a column does not exist, or an output column is named twice.
+            FilterError: the filter or a column expression does not parse.
+            ValueError: a fragment is not in this version.
+            TypeError, ScanOptionError, UnsupportedOperationError: as :meth:`scanner`.
+        """
+        return LanceScanner(self._snapshot, scan_spec({**locals(), **options}, "to_table")).to_table()
+
+    def head(self, num_rows: int, **options: Any) -> pa.Table:
+        """The first ``num_rows`` rows; options as :meth:`scanner`'s.
+
+        Raises:
+            as :meth:`to_table`.
+        """
+        return LanceScanner(self._snapshot, scan_spec({**options, "limit": num_rows}, "head")).to_table()
+
+    def slice(self, start: int, end: int, columns: Columns = None) -> pa.Table:
+        """Rows ``[start, end)`` by position (pylance's ``slice``: an offset/limit scan).
+
+        Raises:
+            ScanOptionError: ``start`` is negative or ``end`` is below ``start``.
+        """
+        return LanceScanner(self._snapshot, scans.slice_spec(start, end, columns)).to_table()
+
+    def take(
+        self,
+        indices: Sequence[int] | np.ndarray | pa.Array,
+        columns: Columns = None,
+    ) -> pa.Table:
+        """Rows by position in this version (deleted rows do not count), in the order given;
+        ``columns`` as :meth:`scanner`'s.
+
+        Raises:
+            IndexError: an index is outside ``[0, count_rows())``.
+            SchemaError: a column does not exist.
+        """
+        return scans.take(self._snapshot, indices, scan_spec({"columns": columns}, "take"))
+
+    def _take_rows(
+        self,
+        row_ids: Sequence[int] | np.ndarray | pa.Array,
+        columns: Columns = None,
+        *,
+        ignore_deletions: bool = False,
+        **options: Any,
+    ) -> pa.Table:
+        """Rows by row id (stable ids on datasets with stable row ids, else row addresses), in the
+        order given; deleted rows are left out (pylance's unstable ``_take_rows``).
+        ``ignore_deletions`` is accepted: the result holds the live rows either way.
+
+        Raises:
+            IndexError: an address names no fragment of this version, or an offset past its rows.
+            SchemaError: a column does not exist.
+        """
+        return scans.take_by_ids(self._snapshot, row_ids, scan_spec({"columns": columns}, "_take_rows"))
+
+    def sample(
+        self,
+        num_rows: int,
+        columns: Columns = None,
+        randomize_order: bool = True,
+        **options: Any,
+    ) -> pa.Table:
+        """``num_rows`` distinct rows at random (in random order unless ``randomize_order`` is False).
+
+        Raises:
+            ValueError: ``num_rows`` is negative or above the number of rows.
+            SchemaError: a column does not exist.
+        """
+        return scans.sample(
+            self._snapshot, num_rows, scan_spec({"columns": columns}, "sample"), randomize_order
+        )
+
+    def take_blobs(
+        self,
+        blob_column: str,
+        ids: Sequence[int] | np.ndarray | pa.Array | None = None,
+        addresses: Sequence[int] | np.ndarray | pa.Array | None = None,
+        indices: Sequence[int] | np.ndarray | pa.Array | None = None,
+        *,
+        allow_external: bool = False,
+    ) -> list[BlobFile | None]:
+        """The values of a blob column as lazy, seekable binary files (pylance's ``take_blobs``).
+
+        Select rows by exactly one of ``ids`` (row ids), ``addresses`` (fragment id << 32 | offset)
+        or ``indices`` (positions in this version); one element per selected row, None for a null
+        blob. Blobs at URIs outside the dataset are opened only with ``allow_external``, and
+        only below one of the dataset's registered base paths (object store schemes only).
+
+        Raises:
+            ValueError: not exactly one selection is given.
+            SchemaError: the column is not a top-level blob column.
+            IndexError: an index or address names no row.
+            UnsupportedFormatError: an external blob without ``allow_external``; row ids of a
+                dataset with stable row ids.
+            BlobLocationError: an external blob outside the registered base paths, with an
+                unknown scheme or escaping its base (never opened).
+            CorruptFileError: a blob descriptor is damaged, points outside its file or names a
+                sidecar that does not exist.
+            DataFileNotFoundError: a data file does not exist.
+        """
+        return take_blobs(
+            self._snapshot,
+            blob_column,
+            ids=ids,
+            addresses=addresses,
+            indices=indices,
+            allow_external=allow_external,
+        )

@@ -1,0 +1,412 @@
+"""Planning a merge_insert against one version: match the source's keys with the target's, fragment
+by fragment, reading only the key columns; then rewrite only the fragments with matched (or
+deleted) rows. The result is pylance's ``Update`` transaction: touched fragments get deletion files
+(or are removed), and new fragments hold the updated rows (first, with their stable row ids) and
+the inserted ones.
+
+Memory: the source's keys of one key range (see :meth:`MergeSource.key_ranges`), the matches found
+(two integers per matched row), and the rows of one fragment being rewritten; never the target.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import itertools
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lance_table._parallel import map_grouped
+from lance_table.errors import MergeSourceError, UnsupportedOperationError
+from lance_table.file.runs import Runs
+from lance_table.format.manifest import Fragment
+from lance_table.format.operations import REWRITE_ROWS, Update
+from lance_table.format.row_ids import row_id_meta
+from lance_table.schema import arrow_schema_from_fields
+from lance_table.table.commit import Pending
+from lance_table.table.commit.row_ids import uses_stable_row_ids
+from lance_table.table.deletion import union, write_deletions
+from lance_table.table.fragment import FragmentReader
+from lance_table.table.operations.merge_source import SOURCE_INDEX, TARGET_POSITION, MergeSource
+from lance_table.table.operations.write import FragmentWriter, writable_data_format
+from lance_table.table.scan import READ_CHUNK_ROWS, evaluate_mask, in_flight, make_spec, matching_positions
+from lance_table.table.snapshot import Snapshot
+
+# Column of the target fragment (its index in the version's list) in match tables.
+FRAGMENT = "__merge_target_fragment"
+# Integer keys use a lookup table when their span is at most this many times their number.
+DENSE_SPAN_PER_KEY = 16
+# New rows are queued up to this many before they are written.
+WRITE_BATCH_ROWS = 64 * 1024
+# What happens to matched target rows.
+UPDATE, DELETE, FAIL = "update", "delete", "fail"
+
+
+@dataclass(frozen=True)
+class MergeSpec:
+    """What a merge_insert does (the builder's choices), independent of the data."""
+
+    on: tuple[str, ...]
+    matched: str | None = None
+    matched_condition: str | None = None
+    insert: bool = False
+    by_source_delete: bool = False
+    by_source_condition: str | None = None
+    data_format: str | None = None
+
+
+@dataclass
+class MergeStats:
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        """pylance's statistics dict."""
+        return {
+            "num_inserted_rows": self.inserted,
+            "num_updated_rows": self.updated,
+            "num_deleted_rows": self.deleted,
+        }
+
+
+def _describe_key(source: MergeSource, on: tuple[str, ...], src_index: int) -> str:
+    row = source.rows(np.array([src_index])).select(list(on)).to_pylist()[0]
+    return ", ".join(f"{k} = {row[k]!r}" for k in on)
+
+
+class _Matcher:
+    """Finds the source rows of one key range matching target keys. Nulls never match.
+
+    One integer key column with unique, dense source values (the common auto-increment id): a
+    direct lookup table over the values' span (at most :data:`DENSE_SPAN_PER_KEY` entries per
+    key); one key column with unique values: ``pc.index_in``; otherwise a hash join."""
+
+    def __init__(self, on: tuple[str, ...], keys: pa.Table) -> None:
+        self.on = on
+        self.keys = keys
+        self.values: pa.Array | None = None
+        self.lookup: np.ndarray | None = None
+        if len(on) != 1:
+            return
+        values = keys.column(on[0]).combine_chunks()
+        index = keys.column(SOURCE_INDEX).combine_chunks()
+        valid = len(values) - values.null_count
+        if valid and self._dense(values, index):
+            return
+        if pc.count_distinct(values, mode="only_valid").as_py() == valid:
+            self.values, self.index = values, index
+
+    def _dense(self, values: pa.Array, index: pa.Array) -> bool:
+        """Build the lookup table if the values are unique integers of a small enough span."""
+        t = values.type
+        if not pa.types.is_integer(t) or (pa.types.is_unsigned_integer(t) and t.bit_width == 64):
+            return False
+        present = values.is_valid()
+        ints = values.filter(present).to_numpy().astype(np.int64)
+        self.low, high = int(ints.min()), int(ints.max())
+        span = high - self.low + 1
+        if span > DENSE_SPAN_PER_KEY * ints.size + 4096 or self.low <= -(2**62) or high >= 2**62:
+            return False
+        lookup = np.full(span, -1, np.int64)
+        lookup[ints - self.low] = index.filter(present).to_numpy()
+        if np.count_nonzero(lookup >= 0) != ints.size:
+            return False  # repeated values: the join finds every pair
+        self.lookup = lookup
+        return True
+
+    def __call__(self, table: pa.Table) -> pa.Table:
+        """``table``'s rows (key columns, :data:`TARGET_POSITION`, :data:`FRAGMENT`) that match,
+        with the matching source row in :data:`SOURCE_INDEX`."""
+        rows = table.select([TARGET_POSITION, FRAGMENT])
+        if self.lookup is not None:
+            col = table.column(self.on[0]).combine_chunks()
+            offsets = pc.fill_null(col, self.low).to_numpy().astype(np.int64) - self.low
+            inside = (offsets >= 0) & (offsets < self.lookup.size)
+            if col.null_count:
+                inside &= col.is_valid().to_numpy(zero_copy_only=False)
+            found = np.full(offsets.size, -1, np.int64)
+            found[inside] = self.lookup[offsets[inside]]
+            hit = found >= 0
+            return rows.filter(pa.array(hit)).append_column(SOURCE_INDEX, pa.array(found[hit]))
+        if self.values is not None:
+            found = pc.index_in(table.column(self.on[0]), value_set=self.values, skip_nulls=True)
+            hit = pc.is_valid(found)
+            return rows.filter(hit).append_column(SOURCE_INDEX, self.index.take(found.filter(hit)))
+        return table.join(self.keys, list(self.on), join_type="inner", use_threads=False)
+
+
+def _pieces(frags: list[FragmentReader]) -> list[list[tuple[int, int, int]]]:
+    """Consecutive (fragment, first row, end row) pieces in groups of about READ_CHUNK_ROWS rows:
+    one match per group, so that tiny fragments do not each pay for one."""
+    groups: list[list[tuple[int, int, int]]] = [[]]
+    rows = 0
+    for k, frag in enumerate(frags):
+        for lo in range(0, frag.physical_rows, READ_CHUNK_ROWS):
+            hi = min(lo + READ_CHUNK_ROWS, frag.physical_rows)
+            if rows and rows + hi - lo > READ_CHUNK_ROWS:
+                groups.append([])
+                rows = 0
+            groups[-1].append((k, lo, hi))
+            rows += hi - lo
+    return [g for g in groups if g]
+
+
+def _match_group(
+    frags: list[FragmentReader], on: tuple[str, ...], group: list[tuple[int, int, int]], *, match: _Matcher
+) -> pa.Table | None:
+    """The matches of the rows of ``group``'s pieces: fragment index, position, source index."""
+    parts = []
+    for k, lo, hi in group:
+        frag = frags[k]
+        runs = frag.live_runs(lo, hi)
+        if not runs.total:
+            continue
+        table = frag.read(list(on), runs)
+        parts.append(
+            pa.table(
+                [table.column(c) for c in on]
+                + [pa.array(runs.positions().astype(np.int64)), pa.array(np.full(runs.total, k, np.int64))],
+                names=[*on, TARGET_POSITION, FRAGMENT],
+            )
+        )
+    if not parts:
+        return None
+    found = match(pa.concat_tables(parts))
+    return found.select([FRAGMENT, TARGET_POSITION, SOURCE_INDEX]) if found.num_rows else None
+
+
+def _find_matches(
+    frags: list[FragmentReader], source: MergeSource, on: tuple[str, ...], limit: int
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per fragment: (target positions, source indices) of every matched pair, sorted by position."""
+    groups = _pieces(frags)
+    wait = in_flight(frags)
+    found: list[pa.Table] = []
+    for keys in source.key_ranges(on, limit):
+        match = _Matcher(on, keys)
+        parts = map_grouped(
+            functools.partial(_match_group, frags, on, match=match),
+            groups,
+            [sum(hi - lo for _, lo, hi in g) for g in groups],
+            in_flight=wait,
+        )
+        found.extend(p for p in parts if p is not None)
+    empty = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    if not found:
+        return [empty for _ in frags]
+    every = pa.concat_tables(found)
+    which, pos, src = (every.column(c).to_numpy() for c in (FRAGMENT, TARGET_POSITION, SOURCE_INDEX))
+    order = np.lexsort((pos, which))
+    which, pos, src = which[order], pos[order], src[order]
+    bounds = np.searchsorted(which, np.arange(len(frags) + 1))
+    return [(pos[a:b], src[a:b]) for a, b in itertools.pairwise(bounds.tolist())]
+
+
+def _read_at(frag: FragmentReader, names: list[str], positions: np.ndarray) -> pa.Table:
+    """Columns ``names`` of the rows at sorted unique ``positions``."""
+    return frag.read(names, Runs.from_sorted_unique(positions.astype(np.int64)))
+
+
+def _condition_mask(
+    frag: FragmentReader, snap: Snapshot, source: MergeSource, pos: np.ndarray, src: np.ndarray, cond: str
+) -> np.ndarray:
+    """Which matched pairs satisfy ``cond`` (``source.`` and ``target.`` qualified columns)."""
+    from lance_table.filters import compile_filter  # (loads the SQL parser: only when needed)
+
+    names = snap.read_schema.names
+    target = _read_at(frag, names, pos)
+    source_rows = source.rows(src)
+    both = pa.table(
+        {
+            "source": pa.StructArray.from_arrays(
+                [c.combine_chunks() for c in source_rows.columns], names=source_rows.column_names
+            ),
+            "target": pa.StructArray.from_arrays([c.combine_chunks() for c in target.columns], names=names),
+        }
+    )
+    expr, _ = compile_filter(cond, both.schema)
+    return evaluate_mask(both, expr)
+
+
+def _by_source_positions(
+    frag: FragmentReader, snap: Snapshot, matched: np.ndarray, cond: str | None
+) -> np.ndarray:
+    """Live rows of ``frag`` matched by no source row (and satisfying ``cond``)."""
+    if cond is None:
+        candidates = frag.live_positions()
+    else:
+        spec = make_spec(snap.schema, [], cond, False, None, None, None)
+        parts = [
+            matching_positions(frag, spec, lo, min(lo + READ_CHUNK_ROWS, frag.physical_rows)).positions()
+            for lo in range(0, frag.physical_rows, READ_CHUNK_ROWS)
+        ]
+        candidates = np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
+    return np.setdiff1d(candidates, matched, assume_unique=False)
+
+
+def _full_rows(schema: pa.Schema, present: pa.Table, fill: pa.Table | None) -> pa.RecordBatch:
+    """Rows of ``schema``: ``present``'s columns, the rest from ``fill`` (same rows) or nulls."""
+    n = present.num_rows
+    cols = []
+    for f in schema:
+        if f.name in present.column_names:
+            cols.append(present.column(f.name).combine_chunks())
+        elif fill is not None:
+            cols.append(fill.column(f.name).combine_chunks())
+        else:
+            cols.append(pa.nulls(n, f.type))
+    return pa.RecordBatch.from_arrays(cols, schema=schema)
+
+
+class _Output:
+    """The new fragments: rows are written as they come (updated rows before inserted ones), and
+    the stable row ids of the updated rows are kept for the fragments' row id sequences."""
+
+    def __init__(self, snap: Snapshot, data_format: str | None) -> None:
+        m = snap.manifest
+        fmt = data_format or writable_data_format(m, snap.uri)
+        self.schema = arrow_schema_from_fields(m.fields, m.schema_metadata)
+        self.read_schema = snap.read_schema
+        self.writer = FragmentWriter(
+            snap.storage, self.schema, list(m.fields), data_format=fmt, dictionaries=m.dictionaries
+        )
+        self._dicts = dict(m.dictionaries)
+        self.ids: list[np.ndarray] = []
+        self._queued: list[pa.RecordBatch] = []
+        self._rows = 0
+        self.stable = uses_stable_row_ids(m)
+
+    def write(self, batch: pa.RecordBatch, row_ids: np.ndarray | None = None) -> None:
+        """Queue ``batch`` (written once :data:`WRITE_BATCH_ROWS` rows are queued: a tiny batch
+        per fragment would make tiny pages)."""
+        if not batch.num_rows:
+            return
+        self._queued.append(batch)
+        self._rows += batch.num_rows
+        if row_ids is not None:
+            self.ids.append(row_ids)
+        if self._rows >= WRITE_BATCH_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        queued, self._queued, self._rows = self._queued, [], 0
+        if len(queued) == 1:
+            self.writer.write(queued[0])
+        elif queued:
+            for batch in pa.Table.from_batches(queued).combine_chunks().to_batches():
+                self.writer.write(batch)
+
+    def finish(self) -> list[Fragment]:
+        self._flush()
+        frags = self.writer.finish()
+        if self.writer.dictionaries.keys() != self._dicts.keys() or any(
+            not self.writer.dictionaries[k].equals(v) for k, v in self._dicts.items()
+        ):
+            raise UnsupportedOperationError(
+                "merge_insert brings new values to a dictionary-encoded column of this legacy "
+                "dataset, which an Update cannot record"
+            )
+        if not self.ids:
+            return frags
+        ids = np.concatenate(self.ids).astype(np.uint64)
+        out, start = [], 0
+        for f in frags:
+            have = ids[start : start + f.physical_rows]
+            start += have.size
+            out.append(replace(f, row_id_meta=row_id_meta(have, None, None)) if have.size else f)
+        return out
+
+
+def plan_merge(
+    snap: Snapshot, spec: MergeSpec, source: MergeSource, limit: int
+) -> tuple[Pending, MergeStats]:
+    """The Update a merge_insert of ``source`` into ``snap`` commits (its files written), and its
+    statistics. Nothing is left behind when it raises.
+
+    Raises:
+        MergeSourceError: several source rows match one target row (an update or delete of matched
+            rows), or a row matched under ``when_matched_fail``.
+        FilterError: a condition does not parse.
+    """
+    frags = snap.fragment_readers()
+    stats = MergeStats()
+    out = _Output(snap, spec.data_format)
+    written: list[str] = []
+    updated_frags, removed = [], []
+    matched_src = np.zeros(source.num_rows, bool)
+    try:
+        matches = _find_matches(frags, source, spec.on, limit)
+        for frag, (pos, src) in zip(frags, matches):
+            matched_src[src] = True
+            all_pos = pos
+            if pos.size and spec.matched is not None:
+                if spec.matched == FAIL:
+                    raise MergeSourceError(
+                        f"merge insert failed: found matching row with key values: "
+                        f"{_describe_key(source, spec.on, int(src[0]))}"
+                    )
+                dup = np.flatnonzero(pos[1:] == pos[:-1])
+                if dup.size:
+                    raise MergeSourceError(
+                        "ambiguous merge inserts are prohibited: multiple source rows match the same "
+                        f"target row on ({_describe_key(source, spec.on, int(src[dup[0]]))}); ensure "
+                        "each target row is matched by at most one source row"
+                    )
+            gone = np.zeros(0, np.int64)
+            if pos.size and spec.matched == UPDATE:
+                if spec.matched_condition is not None:
+                    keep = _condition_mask(frag, snap, source, pos, src, spec.matched_condition)
+                    pos, src = pos[keep], src[keep]
+                if pos.size:
+                    ids = frag.row_ids[pos] if frag.row_ids is not None and out.stable else None
+                    missing = [n for n in out.read_schema.names if n not in source.table.column_names]
+                    for lo in range(0, pos.size, WRITE_BATCH_ROWS):  # a slice at a time: bounded copies
+                        at = slice(lo, lo + WRITE_BATCH_ROWS)
+                        fill = _read_at(frag, missing, pos[at]) if missing else None
+                        rows = _full_rows(out.read_schema, source.rows(src[at]), fill)
+                        out.write(rows, ids[at] if ids is not None else None)
+                    stats.updated += int(pos.size)
+                    gone = pos
+            elif pos.size and spec.matched == DELETE:
+                gone = pos
+                stats.deleted += int(pos.size)
+            if spec.by_source_delete:
+                extra = _by_source_positions(frag, snap, all_pos, spec.by_source_condition)
+                stats.deleted += int(extra.size)
+                gone = np.union1d(gone, extra)
+            if not gone.size:
+                continue
+            merged = union(frag.deleted, gone.astype(np.uint32))
+            if merged.size >= frag.physical_rows:
+                removed.append(frag.fragment.id)
+                continue
+            df = write_deletions(snap.storage, frag.fragment, merged, snap.version)
+            written.append(df.path(frag.fragment.id))
+            updated_frags.append(replace(frag.fragment, deletion_file=df))
+        if spec.insert:
+            for lo in range(0, source.num_rows, WRITE_BATCH_ROWS):
+                keep = ~matched_src[lo : lo + WRITE_BATCH_ROWS]
+                if keep.any():
+                    rows = source.table.slice(lo, keep.size).filter(pa.array(keep))
+                    out.write(_full_rows(out.read_schema, rows, None))
+                    stats.inserted += int(keep.sum())
+        new = out.finish()
+    except BaseException:
+        out.writer.abort()
+        for path in written:
+            with contextlib.suppress(OSError):
+                snap.storage.delete(path)
+        raise
+    op = Update(
+        tuple(sorted(removed)),
+        tuple(updated_frags),
+        tuple(new),
+        fields_modified=(),
+        fields_for_preserving_frag_bitmap=tuple(f.id for f in snap.manifest.fields),
+        update_mode=REWRITE_ROWS,
+    )
+    return Pending(op, snap.version, written=tuple(written) + tuple(out.writer.paths)), stats

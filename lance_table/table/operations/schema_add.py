@@ -1,0 +1,312 @@
+"""Adding columns to every fragment of a dataset, as pylance's ``add_columns`` and ``merge`` do:
+the new columns are written into one new data file per fragment (existing files are not
+rewritten), the new fields get the ids after the highest one in use, and the change commits as a
+``Merge`` transaction. All-null columns are metadata only.
+
+The values come from SQL expressions, a batch UDF (:mod:`lance_table.udf`), rows aligned with the
+dataset's rows, or a left join on a key column (:func:`plan_merge`)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lance_table._parallel import PARTS, ahead_on, map_grouped
+from lance_table.errors import SchemaChangeError, UnsupportedFormatError
+from lance_table.file.runs import Runs
+from lance_table.format.manifest import Fragment, Manifest
+from lance_table.format.operations import Merge
+from lance_table.schema import LanceField, fields_from_arrow
+from lance_table.table.commit import Pending
+from lance_table.table.fragment import FragmentReader
+from lance_table.table.operations.write import LEGACY_FORMAT, FragmentWriter, writable_data_format
+from lance_table.table.snapshot import Snapshot
+
+# Rows per batch a UDF is called with (pylance's default); SQL expressions go in larger chunks.
+DEFAULT_UDF_BATCH_ROWS = 1024
+SQL_CHUNK_ROWS = 128 * 1024
+ROW_ID = "_rowid"
+ROW_ADDR = "_rowaddr"
+# Chunks of a fragment computed ahead of the one being written (parallel transforms).
+CHUNKS_AHEAD = 1
+# One data file per fragment: no size limit rolls it over.
+_UNLIMITED = 1 << 62
+
+# (fragment reader, physical offset of the chunk, live positions in it, batch index) -> the new
+# columns' values for the live rows
+Compute = Callable[[FragmentReader, int, np.ndarray, int], pa.Table]
+
+
+def next_field_id(manifest: Manifest) -> int:
+    """The id the next new field gets: after every id of the schema and of the data files."""
+    ids = [f.id for f in manifest.fields]
+    ids += [i for frag in manifest.fragments for d in frag.files for i in d.fields]
+    return max(ids, default=-1) + 1
+
+
+def check_new_names(ds: Snapshot, names: Sequence[str]) -> None:
+    """Raises SchemaChangeError when a new column's name is taken (or given twice)."""
+    taken = set(ds.schema.names)
+    seen: set[str] = set()
+    for name in names:
+        if name in taken or name in seen:
+            raise SchemaChangeError(f"Column {name} already exists in the dataset")
+        seen.add(name)
+
+
+def plan_null_columns(ds: Snapshot, schema: pa.Schema) -> Pending:
+    """All-null columns ``schema``: a Merge that only changes the schema.
+
+    Raises:
+        SchemaChangeError: a name is taken, or a new field is not nullable.
+        UnsupportedFormatError: the dataset uses the legacy format (pylance refuses it too).
+    """
+    if writable_data_format(ds.manifest, ds.uri) == LEGACY_FORMAT:
+        raise UnsupportedFormatError("Cannot add all-null columns to legacy dataset version.")
+    check_new_names(ds, schema.names)
+    for f in schema:
+        if not f.nullable:
+            raise SchemaChangeError(f"all-null column {f.name!r} must be nullable")
+    fields = fields_from_arrow(schema, first_id=next_field_id(ds.manifest))
+    m = ds.manifest
+    op = Merge(m.fragments, m.fields + tuple(fields), dict(m.schema_metadata), preserves_nullability=True)
+    return Pending(op, ds.version)
+
+
+def write_columns(
+    ds: Snapshot,
+    schema: pa.Schema,
+    compute: Compute,
+    chunk_rows: int,
+    fragment_ids: Sequence[int] | None = None,
+    parallel: bool = True,
+    first_id: int | None = None,
+    live_only: bool = True,
+    fields: Sequence[LanceField] | None = None,
+) -> tuple[list[Fragment], tuple[LanceField, ...], list[str]]:
+    """Write the columns ``schema`` into a new data file of each fragment (of ``fragment_ids``, or
+    all), ``chunk_rows`` physical rows at a time. ``compute`` gets the live rows and deleted rows
+    hold nulls; or, unless ``live_only``, it gets every row (deleted ones too: values computed
+    from the data, which a non-nullable column of a legacy file needs).
+
+    Returns the fragments with their new file, the new fields and the files written. On error the
+    files written so far are deleted.
+
+    Raises:
+        SchemaChangeError: ``compute`` returned the wrong number of rows or other columns.
+    """
+    data_format = writable_data_format(ds.manifest, ds.uri)
+    if fields is None:  # (else the fields of ``schema``, with their ids, are given)
+        start = next_field_id(ds.manifest) if first_id is None else first_id
+        fields = fields_from_arrow(schema, first_id=start)
+    fields = list(fields)
+    frags = ds.fragment_readers(fragment_ids)
+    written: list[str] = []
+
+    def one(frag: FragmentReader) -> Fragment:
+        writer = FragmentWriter(
+            ds.storage,
+            schema,
+            fields,
+            max_rows_per_file=_UNLIMITED,
+            max_bytes_per_file=_UNLIMITED,
+            data_format=data_format,
+            dictionaries=ds.manifest.dictionaries,
+        )
+
+        def chunk(item: tuple[int, int]) -> pa.Table:
+            index, lo = item
+            hi = min(lo + chunk_rows, frag.physical_rows)
+            live = frag.live_positions(lo, hi) if live_only else np.arange(lo, hi, dtype=np.int64)
+            if not live.size:
+                return _spread(schema.empty_table(), live, hi - lo)
+            values = _checked(compute(frag, lo, live, index), schema, live.size, frag.fragment.id)
+            return _spread(values, live - lo, hi - lo)
+
+        # in parallel, the next chunk is computed while this one is written
+        items = enumerate(range(0, frag.physical_rows, chunk_rows))
+        try:
+            for values in ahead_on(PARTS, chunk, items, CHUNKS_AHEAD if parallel else 0):
+                for batch in values.to_batches():
+                    writer.write(batch)
+            made = writer.finish()
+        except BaseException:
+            writer.abort()
+            raise
+        finally:
+            written.extend(writer.paths)
+        if not made:  # a fragment without rows gets no file
+            return frag.fragment
+        return replace(frag.fragment, files=frag.fragment.files + made[0].files)
+
+    try:
+        if parallel:
+            out = map_grouped(one, frags, [f.fragment.physical_rows for f in frags])
+        else:
+            out = [one(f) for f in frags]
+    except BaseException:
+        for path in written:
+            with contextlib.suppress(OSError):
+                ds.storage.delete(path)
+        raise
+    return out, tuple(fields), written
+
+
+def _checked(values: pa.Table | pa.RecordBatch, schema: pa.Schema, rows: int, frag_id: int) -> pa.Table:
+    if isinstance(values, pa.RecordBatch):
+        values = pa.Table.from_batches([values])
+    if values.num_rows != rows:
+        raise SchemaChangeError(
+            f"the new columns have {values.num_rows} rows for {rows} rows of fragment {frag_id}"
+        )
+    if values.schema.names != schema.names:
+        raise SchemaChangeError(f"the new columns are {values.schema.names}, expected {schema.names}")
+    if values.schema != schema:
+        values = values.cast(schema)
+    return values.combine_chunks()
+
+
+def _spread(values: pa.Table, live: np.ndarray, rows: int) -> pa.Table:
+    """``values`` (one per live row) placed at the offsets ``live`` of ``rows`` rows; nulls elsewhere."""
+    if live.size == rows:
+        return values
+    if not live.size:
+        return pa.Table.from_arrays([pa.nulls(rows, f.type) for f in values.schema], schema=values.schema)
+    index = np.zeros(rows, np.int64)
+    index[live] = np.arange(live.size)
+    mask = np.ones(rows, bool)
+    mask[live] = False
+    return values.take(pa.array(index, mask=mask))
+
+
+def merge_pending(
+    ds: Snapshot, frags: list[Fragment], fields: Sequence[LanceField], written: list[str]
+) -> Pending:
+    """The Merge of fragments given new data files and the new fields appended to the schema."""
+    m = ds.manifest
+    new = {f.id: f for f in frags}
+    all_frags = tuple(new.get(f.id, f) for f in m.fragments)
+    # pylance records whether every new field is nullable
+    nullable = all(f.nullable for f in fields)
+    op = Merge(all_frags, m.fields + tuple(fields), dict(m.schema_metadata), preserves_nullability=nullable)
+    return Pending(op, ds.version, written=tuple(written))
+
+
+def read_live(frag: FragmentReader, names: list[str], live: np.ndarray, rows: int | None = None) -> pa.Table:
+    """Columns ``names`` (``_rowid``/``_rowaddr`` too) of the live rows ``live`` of a fragment; a
+    table of ``rows`` rows without columns stands for no names."""
+    data = [n for n in names if n not in (ROW_ID, ROW_ADDR)]
+    whole = live.size and int(live[-1]) - int(live[0]) + 1 == live.size  # (live is sorted, unique)
+    runs = Runs.span(int(live[0]), live.size) if whole else Runs.from_sorted_unique(live)
+    table = frag.read(data, runs) if data else pa.table({})
+    for name in names:
+        if name == ROW_ID:
+            ids = frag.row_ids
+            arr = (frag.fragment.id << 32) + live if ids is None else ids[live]
+            table = table.append_column(name, pa.array(np.asarray(arr, np.uint64)))
+        elif name == ROW_ADDR:
+            table = table.append_column(name, pa.array(((frag.fragment.id << 32) + live).astype(np.uint64)))
+    return table
+
+
+def sql_compute(ds: Snapshot, exprs: Mapping[str, str]) -> tuple[pa.Schema, Compute]:
+    """The schema of SQL expressions' columns (pylance's result types) and how to compute them.
+
+    Raises:
+        FilterError: an expression does not compile (an unknown column, say).
+        TypeError: a name or expression is not a string.
+    """
+    from lance_table.filters.values import analyze_value, project
+
+    for k, v in exprs.items():
+        if not isinstance(k, str):
+            raise TypeError(f"Column names must be a string. Got {type(k)}")
+        if not isinstance(v, str):
+            raise TypeError(f"Column expressions must be a string. Got {type(v)}")
+    check_new_names(ds, list(exprs))
+    source = ds.schema
+    compiled = {name: analyze_value(sql, source) for name, sql in exprs.items()}
+    reads = [n for n in source.names if any(n in c.columns for c in compiled.values())]
+    # nullable as pylance (DataFusion) infers it: when a column read is, or the value is NULL
+    schema = pa.schema(
+        [
+            pa.field(n, c.type, pa.types.is_null(c.type) or any(source.field(x).nullable for x in c.columns))
+            for n, c in compiled.items()
+        ]
+    )
+    names = list(compiled)
+    exprs_ = [c.expression for c in compiled.values()]
+
+    def compute(frag: FragmentReader, lo: int, live: np.ndarray, index: int) -> pa.Table:
+        table = read_live(frag, reads, live)
+        if not reads:
+            table = pa.table({"__rows": pa.nulls(live.size)})
+        return project(table, exprs_, names)
+
+    return schema, compute
+
+
+def reader_compute(reader: pa.RecordBatchReader) -> tuple[pa.Schema, Compute, Callable[[], None]]:
+    """Columns taken in order from ``reader``, row for row with the dataset's live rows, and a
+    check that the reader had no rows left over.
+
+    Raises:
+        SchemaChangeError: the reader has fewer rows than the dataset (or, from the check, more).
+    """
+    batches: Iterator[pa.RecordBatch] = iter(reader)
+    pending: list[pa.RecordBatch] = []
+
+    def take(n: int) -> pa.Table:
+        got, out = 0, []
+        while got < n:
+            batch = pending.pop(0) if pending else next(batches, None)
+            if batch is None:
+                raise SchemaChangeError("the new column data has fewer rows than the dataset")
+            if got + batch.num_rows > n:
+                pending.insert(0, batch.slice(n - got))
+                batch = batch.slice(0, n - got)
+            out.append(batch)
+            got += batch.num_rows
+        return pa.Table.from_batches(out, schema=reader.schema)
+
+    def done() -> None:
+        rest = sum(b.num_rows for b in pending) + sum(b.num_rows for b in batches)
+        if rest:
+            raise SchemaChangeError(f"the new column data has {rest} rows more than the dataset")
+
+    return reader.schema, lambda frag, lo, live, index: take(live.size), done
+
+
+def plan_merge(ds: Snapshot, data: pa.RecordBatchReader, left_on: str, right_on: str) -> Pending:
+    """A left join of ``data``'s columns (but ``right_on``) onto the dataset by key; rows without a
+    match get nulls, and of several source rows with one key the last wins (as in pylance).
+
+    Raises:
+        SchemaChangeError: a key column is missing, or a new column's name is taken.
+    """
+    right = data.read_all()
+    if left_on not in ds.schema.names:
+        raise SchemaChangeError(f"Column {left_on} does not exist in the left side (the dataset)")
+    if right_on not in right.schema.names:
+        raise SchemaChangeError(f"Column {right_on} does not exist in the right side (the data)")
+    new_names = [n for n in right.schema.names if n != right_on]
+    check_new_names(ds, new_names)
+    # last row of a key wins: look keys up in the reversed source (index_in finds the first)
+    right = right.take(pa.array(np.arange(right.num_rows - 1, -1, -1, dtype=np.int64)))
+    keys = right.column(right_on).combine_chunks()
+    key_type = ds.schema.field(left_on).type
+    if keys.type != key_type:
+        keys = keys.cast(key_type)
+    values = right.select(new_names).combine_chunks()
+
+    def compute(frag: FragmentReader, lo: int, live: np.ndarray, index: int) -> pa.Table:
+        left = read_live(frag, [left_on], live).column(0)
+        return values.take(pc.index_in(left, value_set=keys, skip_nulls=True))
+
+    frags, fields, written = write_columns(ds, values.schema, compute, SQL_CHUNK_ROWS, live_only=False)
+    return merge_pending(ds, frags, fields, written)

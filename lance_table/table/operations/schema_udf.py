@@ -1,0 +1,206 @@
+"""``add_columns`` and ``LanceFragment.merge_columns``: what kind of transform was given (SQL
+expressions, a batch UDF, a plain function, new data aligned by row, or all-null fields) and the
+plan that writes it, as pylance's ``normalize_transform`` and ``add_columns`` decide."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from lance_table.errors import InputTypeError
+from lance_table.format.manifest import Fragment
+from lance_table.schema import LanceField
+from lance_table.table.commit import Pending
+from lance_table.table.fragment import FragmentReader
+from lance_table.table.operations import schema_add as add
+from lance_table.table.operations.inputs import coerce_reader
+from lance_table.table.snapshot import Snapshot
+from lance_table.udf import BatchUDF, BatchUDFCheckpoint, _as_batch
+
+
+def split_read_columns(read_columns: Sequence[str] | None) -> tuple[list[str] | None, list[str]]:
+    """Data columns (None: all) and the system columns (``_rowid``, ``_rowaddr``) asked for."""
+    if read_columns is None:
+        return None, []
+    data = [c for c in read_columns if c not in (add.ROW_ID, add.ROW_ADDR)]
+    system = [c for c in (add.ROW_ID, add.ROW_ADDR) if c in read_columns]
+    return data, system
+
+
+def _sample(
+    ds: Snapshot, read_columns: Sequence[str] | None, fragment_ids: Sequence[int] | None
+) -> pa.RecordBatch:
+    """The first live row, with the columns a UDF reads (to learn its output schema)."""
+    data, system = split_read_columns(read_columns)
+    names = list(ds.schema.names) if data is None else data
+    for frag in ds.fragment_readers(fragment_ids):
+        live = frag.live_positions(0, min(frag.physical_rows, add.DEFAULT_UDF_BATCH_ROWS))[:1]
+        if live.size:
+            return add.read_live(frag, names + system, live).to_batches()[0]
+    raise ValueError("the dataset has no rows to learn the UDF's output schema from")
+
+
+def normalize(
+    ds: Snapshot,
+    transforms: Any,
+    read_columns: Sequence[str] | None,
+    reader_schema: pa.Schema | None,
+    fragment_ids: Sequence[int] | None = None,
+) -> dict[str, str] | BatchUDF | pa.RecordBatchReader | pa.Schema:
+    """The transform as one of the kinds ``add_columns`` writes.
+
+    Raises:
+        TypeError: SQL names or expressions are not strings; a function fails on a sample batch;
+            the value is none of the kinds taken (an InputTypeError).
+    """
+    if isinstance(transforms, pa.Field):
+        transforms = [transforms]
+    if isinstance(transforms, list) and transforms and isinstance(transforms[0], pa.Field):
+        transforms = pa.schema(transforms)
+    if isinstance(transforms, pa.Schema):
+        return transforms
+    if isinstance(transforms, BatchUDF):
+        if transforms.output_schema is None:
+            transforms.output_schema = _as_batch(transforms(_sample(ds, read_columns, fragment_ids))).schema
+        return transforms
+    if isinstance(transforms, dict):
+        for k, v in transforms.items():
+            if not isinstance(k, str):
+                raise TypeError(f"Column names must be a string. Got {type(k)}")
+            if not isinstance(v, str):
+                raise TypeError(f"Column expressions must be a string. Got {type(v)}")
+        return transforms
+    if callable(transforms):
+        try:
+            schema = _as_batch(transforms(_sample(ds, read_columns, fragment_ids))).schema
+        except Exception as exc:
+            raise InputTypeError(
+                "transforms must be a BatchUDF, dict, map function, or ReaderLike value.  Received "
+                f"{type(transforms)}, which is callable, but gave an error when called with a batch "
+                f"of data: {exc}"
+            ) from exc
+        return BatchUDF(transforms, output_schema=schema)
+    try:
+        return coerce_reader(transforms, reader_schema)
+    except TypeError as exc:
+        raise InputTypeError(
+            "transforms must be a BatchUDF, dict, map function, or ReaderLike value.  "
+            f"Received {type(transforms)}.  Could not coerce to a reader: {exc}"
+        ) from exc
+
+
+def udf_compute(
+    ds: Snapshot, udf: BatchUDF, read_columns: Sequence[str] | None
+) -> tuple[pa.Schema, add.Compute]:
+    """The UDF's output schema and how to compute a batch (from its checkpoint when saved there)."""
+    assert udf.output_schema is not None
+    add.check_new_names(ds, udf.output_schema.names)
+    data, system = split_read_columns(read_columns)
+    names = (list(ds.schema.names) if data is None else data) + system
+    cache = udf.cache
+
+    def compute(frag: FragmentReader, lo: int, live: np.ndarray, index: int) -> pa.Table:
+        info = BatchUDFCheckpoint.BatchInfo(frag.fragment.id, index)
+        if cache is not None:
+            saved = cache.get_batch(info)
+            if saved is not None:
+                return pa.Table.from_batches([saved])
+        batch = add.read_live(frag, names, live).combine_chunks()
+        result = udf._call(
+            batch.to_batches()[0] if batch.num_rows else pa.RecordBatch.from_pylist([], schema=batch.schema)
+        )
+        if cache is not None:
+            cache.insert_batch(info, result)
+        return pa.Table.from_batches([result])
+
+    return udf.output_schema, compute
+
+
+def write_transform(
+    ds: Snapshot,
+    transform: dict[str, str] | BatchUDF | pa.RecordBatchReader,
+    read_columns: Sequence[str] | None,
+    batch_size: int | None,
+    fragment_ids: Sequence[int] | None = None,
+) -> tuple[list[Fragment], tuple[LanceField, ...], list[str]]:
+    """Write the new columns of a transform into new data files of the fragments."""
+    if isinstance(transform, pa.RecordBatchReader):
+        schema, compute, done = add.reader_compute(transform)
+        add.check_new_names(ds, schema.names)
+        out = add.write_columns(
+            ds, schema, compute, batch_size or add.SQL_CHUNK_ROWS, fragment_ids, parallel=False
+        )
+        try:
+            done()
+        except BaseException:
+            for path in out[2]:
+                with contextlib.suppress(OSError):
+                    ds.storage.delete(path)
+            raise
+        return out
+    if isinstance(transform, dict):
+        schema, compute = add.sql_compute(ds, transform)
+        rows = batch_size or add.SQL_CHUNK_ROWS
+        return add.write_columns(ds, schema, compute, rows, fragment_ids, live_only=False)
+    schema, compute = udf_compute(ds, transform, read_columns)
+    # a UDF is called batch after batch, fragment after fragment, as pylance calls it
+    # (legacy datasets: batch_size is ignored, as pylance ignores it)
+    legacy = add.writable_data_format(ds.manifest, ds.uri) == add.LEGACY_FORMAT
+    rows = add.DEFAULT_UDF_BATCH_ROWS if legacy or batch_size is None else batch_size
+    return add.write_columns(ds, schema, compute, rows, fragment_ids, parallel=False)
+
+
+def plan_add_columns(
+    ds: Snapshot,
+    transforms: Any,
+    read_columns: Sequence[str] | None = None,
+    reader_schema: pa.Schema | None = None,
+    batch_size: int | None = None,
+) -> tuple[Pending, BatchUDF | None]:
+    """The Merge adding the columns ``transforms`` describes (files written), and the UDF whose
+    checkpoint to remove once it is committed.
+
+    Raises:
+        SchemaChangeError: a new column's name is taken; the aligned data has another row count.
+        FilterError: a SQL expression does not compile.
+        TypeError: the transform is of no kind taken.
+        UnsupportedFormatError: all-null columns on a legacy dataset.
+    """
+    transform = normalize(ds, transforms, read_columns, reader_schema)
+    if isinstance(transform, pa.Schema):
+        return add.plan_null_columns(ds, transform), None
+    frags, fields, written = write_transform(ds, transform, read_columns, batch_size)
+    return add.merge_pending(ds, frags, fields, written), transform if isinstance(
+        transform, BatchUDF
+    ) else None
+
+
+def merge_fragment_columns(
+    ds: Snapshot,
+    fragment_id: int,
+    value_func: Any,
+    columns: Sequence[str] | None = None,
+    batch_size: int | None = None,
+    reader_schema: pa.Schema | None = None,
+) -> tuple[Fragment, tuple[LanceField, ...]]:
+    """One fragment with the new columns in a new data file, and the schema (old and new fields)
+    for a ``LanceOperation.Merge`` commit; nothing is committed.
+
+    Raises:
+        ValueError: the UDF has a checkpoint file (pylance refuses it here too).
+        As :func:`plan_add_columns` otherwise.
+    """
+    transform = normalize(ds, value_func, columns, reader_schema, [fragment_id])
+    if isinstance(transform, BatchUDF) and transform.cache is not None:
+        raise ValueError(
+            "A checkpoint file cannot be used when applying a UDF with LanceFragment.merge_columns.  "
+            "You must apply your own checkpointing for fragment-level operations."
+        )
+    if isinstance(transform, pa.Schema):
+        raise InputTypeError("LanceFragment.merge_columns does not add all-null columns: use add_columns")
+    frags, fields, _ = write_transform(ds, transform, columns, batch_size, [fragment_id])
+    return frags[0], ds.manifest.fields + fields
