@@ -32,6 +32,7 @@ KNOWN_OPTIONS = (
     "startingversion",
     "maxrowspertrigger",
     "skipchangecommits",
+    "merge_on",
 )
 # Table properties Spark itself passes for catalog tables (its reserved properties); not ours to check.
 SPARK_RESERVED = frozenset(

@@ -158,6 +158,24 @@ class LanceTableDataSource(DataSource):
         o, stream = self._opts, StreamOptions.parse(self._given)
         if o.path is None:
             raise ValueError(f"{NO_PATH}. {NO_TABLE_LOCATION}")
+        if stream.merge_on is not None:
+            from lance_table.spark.streaming_merge import LanceStreamMergeWriter
+
+            if overwrite:
+                raise ValueError(
+                    "option 'merge_on' merges micro-batches: use it with the append or update output "
+                    "mode, not complete"
+                )
+            return LanceStreamMergeWriter(
+                o.path,
+                self._storage_options(o),
+                spark_arrow_schema(schema),
+                stream.merge_on,
+                query_id=stream.query_id,
+                dedupe_lookback=stream.dedupe_lookback,
+                checkpoint=stream.checkpoint,
+                commit_message=o.commit_message,
+            )
         return LanceStreamWriter(
             o.path,
             self._storage_options(o),

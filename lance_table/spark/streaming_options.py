@@ -35,6 +35,8 @@ class StreamOptions:
         max_rows_per_trigger: ``maxRowsPerTrigger``: at most this many rows in one micro-batch.
         skip_change_commits: ``skipChangeCommits``: pass over versions that delete, update or
             rewrite rows instead of failing.
+        merge_on: ``merge_on``: the key columns (comma-separated) the sink merges each
+            micro-batch on (update matched rows, insert the others); None: the sink appends.
     """
 
     query_id: str | None = None
@@ -43,6 +45,7 @@ class StreamOptions:
     starting_version: int | None = None
     max_rows_per_trigger: int | None = None
     skip_change_commits: bool = False
+    merge_on: tuple[str, ...] | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> StreamOptions:
@@ -78,6 +81,11 @@ class StreamOptions:
         query_id = opts.get("streamingqueryid")
         if query_id is not None and not query_id.strip():
             raise ValueError("option 'streamingQueryId' must not be empty")
+        merge_on = None
+        if "merge_on" in opts:
+            merge_on = tuple(c.strip() for c in opts["merge_on"].split(",") if c.strip())
+            if not merge_on:
+                raise ValueError("option 'merge_on' must name at least one key column")
         return cls(
             query_id=query_id.strip() if query_id else None,
             dedupe_lookback=positive(
@@ -88,4 +96,5 @@ class StreamOptions:
             starting_version=starting,
             max_rows_per_trigger=positive("maxrowspertrigger", "maxRowsPerTrigger"),
             skip_change_commits=skip == "true",
+            merge_on=merge_on,
         )

@@ -28,9 +28,11 @@ def test_streaming_options_with_spark_users_names() -> None:
         skip_change_commits=True,
     )
     assert StreamOptions.parse({"startingVersion": "latest"}).starting_version == -1
+    assert StreamOptions.parse({"merge_on": " id, region "}).merge_on == ("id", "region")
     defaults = StreamOptions.parse({"path": "/x"})
     assert defaults.query_id is None and defaults.dedupe_lookback == DEFAULT_DEDUPE_LOOKBACK
     assert defaults.starting_version is None and not defaults.skip_change_commits
+    assert defaults.merge_on is None
 
 
 @pytest.mark.parametrize(
@@ -43,6 +45,7 @@ def test_streaming_options_with_spark_users_names() -> None:
         ({"skipChangeCommits": "yes"}, "'skipChangeCommits' must be true or false"),
         ({"streamingQueryId": " "}, "'streamingQueryId' must not be empty"),
         ({"lance.streaming.dedupe.lookback.versions": "20000"}, "at most 10000"),
+        ({"merge_on": " , "}, "'merge_on' must name at least one key column"),
     ],
 )
 def test_bad_streaming_options_name_themselves(options: dict[str, str], message: str) -> None:

@@ -119,3 +119,46 @@ def test_sink_complete_mode_and_recognises_another_writers_epochs(spark, tmp_pat
     assert table["bucket"].to_pylist() == [0, 1, 2]
     assert table["count"].to_pylist() == [100, 100, 100]
     assert lt.dataset(uri).versions()[-1]["operation"] == "overwrite"
+
+
+def test_sink_merge_on_upserts_each_micro_batch_exactly_once(spark, tmp_path):
+    lance = pytest.importorskip("lance")
+    folder, uri, ck = tmp_path / "in", str(tmp_path / "out"), tmp_path / "ck"
+    folder.mkdir()
+    inputs = [
+        pa.table({"id": list(range(0, 100)), "name": [f"a{i}" for i in range(0, 100)]}),
+        pa.table({"id": list(range(50, 150)), "name": [f"b{i}" for i in range(50, 150)]}),
+        pa.table({"id": list(range(140, 160)), "name": [f"c{i}" for i in range(140, 160)]}),
+    ]
+    for k in range(2):
+        pq.write_table(inputs[k], folder / f"part-{k:03d}.parquet")
+
+    def run() -> None:
+        (
+            _stream(spark, folder)
+            .writeStream.format("lance_table")
+            .option("checkpointLocation", str(ck))
+            .option("streamingQueryId", "upsert-1")
+            .option("merge_on", "id")
+            .trigger(availableNow=True)
+            .start(uri)
+        ).awaitTermination()
+
+    run()
+    for name in ("1", ".1.crc"):  # force a replay of the merged micro-batch 1
+        (ck / "commits" / name).unlink(missing_ok=True)
+    pq.write_table(inputs[2], folder / "part-002.parquet")
+    run()
+
+    assert [e[1:] for e in _epochs(uri)] == [("upsert-1", str(i)) for i in range(3)]
+    # pylance's merge_insert of the same micro-batches, one after another
+    oracle = str(tmp_path / "oracle")
+    lance.write_dataset(inputs[0], oracle)
+    for table in inputs[1:]:
+        lance.dataset(oracle).merge_insert(
+            "id"
+        ).when_matched_update_all().when_not_matched_insert_all().execute(table)
+    expected = lance.dataset(oracle).to_table().sort_by("id")
+    actual = lt.dataset(uri).to_table().sort_by("id")
+    assert actual["id"].to_pylist() == list(range(160)) == expected["id"].to_pylist()
+    assert actual["name"].to_pylist() == expected["name"].to_pylist()
