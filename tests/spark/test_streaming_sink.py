@@ -3,6 +3,8 @@ restart and a forced replay; complete mode; the JVM connector's transaction prop
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -15,12 +17,22 @@ from lance_table.spark.streaming_options import EPOCH_ID_KEY, QUERY_ID_KEY
 pytestmark = pytest.mark.spark
 
 SCHEMA = "id long, name string"
+_EPOCH = int(time.time()) - 3600
+
+
+def _put(folder: Path, k: int, table: pa.Table) -> None:
+    """Input file ``k``; Spark's file source takes files oldest first, so file ``k`` is dated ``k``
+    seconds after a fixed recent time (files written within one millisecond would come in any order)."""
+    path = folder / f"part-{k:03d}.parquet"
+    pq.write_table(table, path)
+    stamp = _EPOCH + k
+    os.utime(path, (stamp, stamp))
 
 
 def _drop_file(folder: Path, k: int, rows: int = 100) -> None:
     """One more input file: ids ``k*rows .. (k+1)*rows - 1``."""
     ids = list(range(k * rows, (k + 1) * rows))
-    pq.write_table(pa.table({"id": ids, "name": [f"n{i}" for i in ids]}), folder / f"part-{k:03d}.parquet")
+    _put(folder, k, pa.table({"id": ids, "name": [f"n{i}" for i in ids]}))
 
 
 def _stream(spark, folder: Path):
@@ -131,7 +143,7 @@ def test_sink_merge_on_upserts_each_micro_batch_exactly_once(spark, tmp_path):
         pa.table({"id": list(range(140, 160)), "name": [f"c{i}" for i in range(140, 160)]}),
     ]
     for k in range(2):
-        pq.write_table(inputs[k], folder / f"part-{k:03d}.parquet")
+        _put(folder, k, inputs[k])
 
     def run() -> None:
         (
@@ -147,7 +159,7 @@ def test_sink_merge_on_upserts_each_micro_batch_exactly_once(spark, tmp_path):
     run()
     for name in ("1", ".1.crc"):  # force a replay of the merged micro-batch 1
         (ck / "commits" / name).unlink(missing_ok=True)
-    pq.write_table(inputs[2], folder / "part-002.parquet")
+    _put(folder, 2, inputs[2])
     run()
 
     assert [e[1:] for e in _epochs(uri)] == [("upsert-1", str(i)) for i in range(3)]
