@@ -25,13 +25,25 @@ KNOWN_OPTIONS = (
     "max_rows_per_file",
     "commit_message",
     "data_storage_version",
+    # Streaming (parsed by lance_table.spark.streaming_options).
+    "streamingqueryid",
+    "dedupe_lookback_versions",
+    "checkpointlocation",
+    "startingversion",
+    "maxrowspertrigger",
+    "skipchangecommits",
+    "merge_on",
 )
 # Table properties Spark itself passes for catalog tables (its reserved properties); not ours to check.
 SPARK_RESERVED = frozenset(
     ("owner", "provider", "location", "comment", "external", "is_managed_location", "collation")
 )
 # Names Spark users bring from Delta Lake and the JVM Lance connector, and ours they mean.
-ALIASES = {"versionasof": "version", "timestampasof": "asof"}
+ALIASES = {
+    "versionasof": "version",
+    "timestampasof": "asof",
+    "lance.streaming.dedupe.lookback.versions": "dedupe_lookback_versions",
+}
 # Spark copies a catalog table's OPTIONS into its properties under this prefix as well.
 SPARK_OPTION_PREFIX = "option."
 # Spark conf keys (``spark.lance_table.<name>``) that become storage options for every dataset.

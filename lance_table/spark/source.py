@@ -150,6 +150,72 @@ class LanceTableDataSource(DataSource):
             data_storage_version=o.data_storage_version,
         )
 
+    def streamWriter(self, schema: Any, overwrite: bool) -> Any:
+        """The Structured Streaming sink (see :mod:`lance_table.spark.streaming_sink`)."""
+        from lance_table.spark.streaming_options import StreamOptions
+        from lance_table.spark.streaming_sink import LanceStreamWriter
+
+        o, stream = self._opts, StreamOptions.parse(self._given)
+        if o.path is None:
+            raise ValueError(f"{NO_PATH}. {NO_TABLE_LOCATION}")
+        if stream.merge_on is not None:
+            from lance_table.spark.streaming_merge import LanceStreamMergeWriter
+
+            if overwrite:
+                raise ValueError(
+                    "option 'merge_on' merges micro-batches: use it with the append or update output "
+                    "mode, not complete"
+                )
+            return LanceStreamMergeWriter(
+                o.path,
+                self._storage_options(o),
+                spark_arrow_schema(schema),
+                stream.merge_on,
+                query_id=stream.query_id,
+                dedupe_lookback=stream.dedupe_lookback,
+                checkpoint=stream.checkpoint,
+                commit_message=o.commit_message,
+            )
+        return LanceStreamWriter(
+            o.path,
+            self._storage_options(o),
+            spark_arrow_schema(schema),
+            overwrite,
+            query_id=stream.query_id,
+            dedupe_lookback=stream.dedupe_lookback,
+            checkpoint=stream.checkpoint,
+            max_rows_per_file=o.max_rows_per_file,
+            commit_message=o.commit_message,
+            data_storage_version=o.data_storage_version,
+        )
+
+    def streamReader(self, schema: Any) -> Any:
+        """The Structured Streaming source (see :mod:`lance_table.spark.streaming_source`)."""
+        from lance_table.spark.streaming_options import StreamOptions
+        from lance_table.spark.streaming_source import LanceStreamReader
+
+        o = self._resolved(schema)
+        ds = self._open(o)
+        names = ds.schema.names
+        columns = [f.name for f in schema.fields]
+        missing = [c for c in columns if c not in names]
+        if missing:
+            raise SchemaError(f"columns {missing} are not in {o.path}; columns are {names}")
+        assert o.path is not None
+        return LanceStreamReader(
+            o.path,
+            self._storage_options(o),
+            ds.version,
+            ds.manifest.fields,
+            ds.manifest.schema_metadata,
+            columns,
+            spark_arrow_schema(schema),
+            o.batch_size,
+            o.max_rows_per_partition,
+            StreamOptions.parse(self._given),
+            dictionaries=ds.manifest.dictionaries,
+        )
+
 
 class PushdownDataSource(LanceTableDataSource):
     """The same source with filter pushdown, installed by :func:`lance_table.spark.register`."""

@@ -94,6 +94,8 @@ class LanceTableWriter(DataSourceArrowWriter):
         self.write_id = uuid.uuid4().hex[: paths.WRITE_TAG_LENGTH]
         # Names the commit's transaction file: abort() finds it when the commit may have landed.
         self.txn_uuid = str(uuid.uuid4())
+        # Stored in the commit's transaction (the streaming sink records its query and epoch here).
+        self.transaction_properties: dict[str, str] = {}
         storage = self._storage()
         entries = versions.list_versions(storage)
         self.scheme = versions.naming_scheme(entries)
@@ -195,6 +197,7 @@ class LanceTableWriter(DataSourceArrowWriter):
             base,
             self.plan.pending(fragments, files, dictionaries),
             options=CommitOptions(),
+            properties=self.transaction_properties,
             message=self.commit_message,
             scheme=versions.naming_scheme(entries) if entries else self.scheme,
             txn_uuid=self.txn_uuid,
