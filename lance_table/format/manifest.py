@@ -461,20 +461,52 @@ class ManifestSummary:
 
     def totals(self) -> dict[str, str]:
         """The version's summary as pylance's ``versions()`` shows it in ``metadata`` (strings):
-        fragments, data and deletion files, their rows, the data files' bytes and the live rows."""
+        fragments, data and deletion files, their rows, the data files' bytes and the live rows.
+
+        A fragment's counts are cached by its protobuf bytes: the versions of a long history share
+        most fragments, so listing them costs one serialization per fragment, not a walk of its
+        fields."""
         frags = list(self.fragments or ())
-        data_rows = sum(f.physical_rows for f in frags)
-        deleted = [f.deletion_file for f in frags if f.HasField("deletion_file")]
-        deleted_rows = sum(d.num_deleted_rows for d in deleted)
+        keys = [f.SerializeToString() for f in frags]
+        with _TOTALS_LOCK:
+            counts = [_TOTALS.get(key) for key in keys]
+        missing = [i for i, c in enumerate(counts) if c is None]
+        if missing:
+            for i in missing:
+                counts[i] = _fragment_counts(frags[i])
+            with _TOTALS_LOCK:
+                if len(_TOTALS) > FRAGMENT_CACHE_SIZE:
+                    _TOTALS.clear()
+                for i in missing:
+                    _TOTALS[keys[i]] = counts[i]  # type: ignore[assignment]
+        data_rows, data_files, deleted_rows, deletion_files, size = (
+            (sum(column) for column in zip(*counts)) if counts else (0, 0, 0, 0, 0)
+        )
         return {
             "total_data_file_rows": str(data_rows),
-            "total_data_files": str(sum(len(f.files) for f in frags)),
+            "total_data_files": str(data_files),
             "total_deletion_file_rows": str(deleted_rows),
-            "total_deletion_files": str(len(deleted)),
-            "total_files_size": str(sum(d.file_size_bytes for f in frags for d in f.files)),
+            "total_deletion_files": str(deletion_files),
+            "total_files_size": str(size),
             "total_fragments": str(len(frags)),
             "total_rows": str(data_rows - deleted_rows),
         }
+
+
+# A fragment's (rows, data files, deleted rows, deletion files, bytes), by its protobuf bytes.
+_TOTALS: dict[bytes, tuple[int, int, int, int, int]] = {}
+_TOTALS_LOCK = threading.Lock()
+
+
+def _fragment_counts(f: Any) -> tuple[int, int, int, int, int]:
+    deleted = f.deletion_file.num_deleted_rows if f.HasField("deletion_file") else 0
+    return (
+        f.physical_rows,
+        len(f.files),
+        deleted,
+        int(f.HasField("deletion_file")),
+        sum(d.file_size_bytes for d in f.files),
+    )
 
 
 def decode_manifest_summary(data: bytes, path: str) -> ManifestSummary:

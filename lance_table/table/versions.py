@@ -241,12 +241,16 @@ def history(storage: Storage) -> list[dict[str, Any]]:
         CorruptFileError: a manifest or transaction is damaged.
     """
 
-    def one(entry: VersionEntry) -> dict[str, Any] | None:
-        where = f"{storage.uri.rstrip('/')}/{entry.path}"
+    def read(entry: VersionEntry) -> bytes | None:
         try:
-            data = storage.read(entry.path)
+            return storage.read(entry.path)
         except FileNotFoundError:
             return None
+
+    def one(entry: VersionEntry, data: bytes | None) -> dict[str, Any] | None:
+        if data is None:
+            return None
+        where = f"{storage.uri.rstrip('/')}/{entry.path}"
         summary = decode_manifest_summary(data, where)
         if summary.version != entry.version:
             raise CorruptFileError(
@@ -263,7 +267,10 @@ def history(storage: Storage) -> list[dict[str, Any]]:
         }
 
     for _ in range(_HISTORY_TRIES):
-        found = map_on(METADATA, one, list_versions(storage))
+        entries = list_versions(storage)
+        # the reads run concurrently (they wait on storage); the decoding holds the GIL, so it runs
+        # here, where threads would only contend for it
+        found = [one(e, data) for e, data in zip(entries, map_on(METADATA, read, entries))]
         if not found or found[-1] is not None:
             return [v for v in found if v is not None]
         # the latest listed version was superseded and cleaned up before it was read: list again
