@@ -29,7 +29,7 @@ def _decode_array(pb: rowids_pb2.EncodedU64Array) -> np.ndarray:
     return np.zeros(0, np.uint64)
 
 
-def _decode_segment(seg: rowids_pb2.U64Segment) -> np.ndarray:
+def _decode_segment(seg: rowids_pb2.U64Segment, where: str) -> np.ndarray:
     kind = seg.WhichOneof("segment")
     if kind == "range":
         return np.arange(seg.range.start, seg.range.end, dtype=np.uint64)
@@ -40,11 +40,13 @@ def _decode_segment(seg: rowids_pb2.U64Segment) -> np.ndarray:
     if kind == "range_with_bitmap":
         r = seg.range_with_bitmap
         n = r.end - r.start
-        bits = np.unpackbits(np.frombuffer(r.bitmap, np.uint8), bitorder="little")[:n].astype(bool)
-        return np.arange(r.start, r.end, dtype=np.uint64)[bits]
+        bits = np.unpackbits(np.frombuffer(r.bitmap, np.uint8), bitorder="little")
+        if bits.size < n:
+            raise CorruptFileError(where, f"a row id bitmap holds {bits.size} bits for {n} ids")
+        return np.arange(r.start, r.end, dtype=np.uint64)[bits[:n].astype(bool)]
     if kind in ("sorted_array", "array"):
         return _decode_array(getattr(seg, kind))
-    return np.zeros(0, np.uint64)
+    raise CorruptFileError(where, f"a row id segment of unknown kind {kind!r}")
 
 
 def _encode_segments(values: np.ndarray, out: object) -> None:
@@ -87,7 +89,7 @@ def decode_row_ids(data: bytes, where: str) -> np.ndarray:
         pb.ParseFromString(data)
     except Exception as exc:
         raise CorruptFileError(where, f"row id sequence does not parse ({exc})") from exc
-    parts = [_decode_segment(s) for s in pb.segments]
+    parts = [_decode_segment(s, where) for s in pb.segments]
     return np.concatenate(parts) if parts else np.zeros(0, np.uint64)
 
 
@@ -104,7 +106,7 @@ def decode_versions(data: bytes, where: str) -> np.ndarray:
         pb.ParseFromString(data)
     except Exception as exc:
         raise CorruptFileError(where, f"row version sequence does not parse ({exc})") from exc
-    parts = [np.full(_decode_segment(r.span).size, r.version, np.uint64) for r in pb.runs]
+    parts = [np.full(_decode_segment(r.span, where).size, r.version, np.uint64) for r in pb.runs]
     return np.concatenate(parts) if parts else np.zeros(0, np.uint64)
 
 

@@ -13,9 +13,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from lance_table._proto import rowids_pb2, table_pb2
+from lance_table._proto import table_pb2
 from lance_table.errors import CorruptFileError, UnsupportedFormatError
 from lance_table.format.manifest import Fragment, Manifest
+from lance_table.format.row_ids import decode_row_ids
 
 ROW_ID = "_rowid"
 ROW_ADDR = "_rowaddr"
@@ -31,49 +32,13 @@ def addresses(fragment_id: int, positions: np.ndarray) -> np.ndarray:
     return (np.uint64(fragment_id) << np.uint64(32)) | positions.astype(np.uint64)
 
 
-def _encoded(arr: rowids_pb2.EncodedU64Array) -> np.ndarray:
-    kind = arr.WhichOneof("array")
-    if kind == "u16_array":
-        return np.frombuffer(arr.u16_array.offsets, "<u2").astype(np.uint64) + np.uint64(arr.u16_array.base)
-    if kind == "u32_array":
-        return np.frombuffer(arr.u32_array.offsets, "<u4").astype(np.uint64) + np.uint64(arr.u32_array.base)
-    if kind == "u64_array":
-        return np.frombuffer(arr.u64_array.values, "<u8").astype(np.uint64)
-    return np.zeros(0, np.uint64)
-
-
-def _segment(seg: rowids_pb2.U64Segment, where: str) -> np.ndarray:
-    kind = seg.WhichOneof("segment")
-    if kind == "range":
-        return np.arange(seg.range.start, seg.range.end, dtype=np.uint64)
-    if kind == "range_with_holes":
-        r = seg.range_with_holes
-        values = np.arange(r.start, r.end, dtype=np.uint64)
-        return values[~np.isin(values, _encoded(r.holes))]
-    if kind == "range_with_bitmap":
-        r = seg.range_with_bitmap
-        n = r.end - r.start
-        bits = np.unpackbits(np.frombuffer(r.bitmap, np.uint8), bitorder="little")
-        if bits.size < n:
-            raise CorruptFileError(where, f"a row id bitmap holds {bits.size} bits for {n} ids")
-        return np.arange(r.start, r.end, dtype=np.uint64)[bits[:n].astype(bool)]
-    if kind in ("sorted_array", "array"):
-        return _encoded(getattr(seg, kind))
-    raise CorruptFileError(where, f"a row id segment of unknown kind {kind!r}")
-
-
 def decode_sequence(data: bytes, where: str = "row id sequence") -> np.ndarray:
     """The row ids a serialized ``RowIdSequence`` holds, in order (uint64).
 
     Raises:
         CorruptFileError: the bytes are not a sequence (``where`` names their place).
     """
-    try:
-        seq = rowids_pb2.RowIdSequence.FromString(data)
-    except Exception as exc:  # protobuf's DecodeError
-        raise CorruptFileError(where, f"the row id sequence does not parse: {exc}") from None
-    parts = [_segment(s, where) for s in seq.segments]
-    return np.concatenate(parts) if parts else np.zeros(0, np.uint64)
+    return decode_row_ids(data, where)
 
 
 def fragment_row_ids(fragment: Fragment, where: str) -> np.ndarray | None:
