@@ -71,6 +71,7 @@ class LanceFragment:
 
     @property
     def fragment_id(self) -> int:
+        """The fragment's id in the manifest."""
         return self._fragment.id
 
     @cached_property
@@ -85,6 +86,7 @@ class LanceFragment:
 
     @property
     def num_deletions(self) -> int:
+        """How many of the fragment's rows are deleted."""
         return self._fragment.num_deleted
 
     @property
