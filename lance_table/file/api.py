@@ -56,7 +56,15 @@ VERSIONS = {"stable": "2.2", "2.0": "2.0", "0.3": "2.0", "2.1": "2.1", "2.2": "2
 
 def stable_version() -> str:
     """The file format version "stable" means, which writers use by default (pylance's
-    ``lance.file.stable_version()``)."""
+    ``lance.file.stable_version()``).
+
+    Example:
+        ```python
+        from lance_table.file import stable_version
+
+        print(stable_version())  # "2.2", as pylance 14
+        ```
+    """
     return VERSIONS["stable"]
 
 
@@ -102,6 +110,16 @@ class LanceFileReader:
         CorruptFileError: the file is not a Lance file or is damaged.
         UnsupportedFormatError: a format version or encoding this reader lacks.
         UnsupportedOperationError: ``namespace_client`` is given.
+
+    Example:
+        ```python
+        from lance_table.file import LanceFileReader, LanceFileWriter
+
+        with LanceFileWriter(f"{tmp}/read.lance") as writer:
+            writer.write_batch(table)
+        reader = LanceFileReader(f"{tmp}/read.lance", columns=["id"])
+        print(reader.num_rows(), reader.read_all().to_table(), reader.take_rows([0, 2]).to_table())
+        ```
     """
 
     def __init__(
@@ -295,6 +313,14 @@ class LanceFileWriter:
         UnsupportedOperationError: an option lance_table does not implement is given.
         SchemaError: the schema holds a type Lance cannot store.
         ValueError: ``data_cache_bytes`` or ``max_page_bytes`` is not positive.
+
+    Example:
+        ```python
+        from lance_table.file import LanceFileWriter
+
+        with LanceFileWriter(f"{tmp}/data.lance") as writer:  # schema from the first batch; format 2.2
+            writer.write_batch(table)
+        ```
     """
 
     def __init__(

@@ -44,7 +44,16 @@ URL_PAGE_LAYOUT = "/lance.encodings21.PageLayout"
 
 
 class FileVersion(Enum):
-    """Versions of the v2 file format, with the (major, minor) their footers carry."""
+    """Versions of the v2 file format, with the (major, minor) their footers carry.
+
+    Example:
+        ```python
+        from lance_table.file import FileVersion
+
+        assert FileVersion.parse("stable") is FileVersion.parse("2.2")
+        print(FileVersion.parse("2.1").footer)  # (2, 1)
+        ```
+    """
 
     V2_0 = "2.0"
     V2_1 = "2.1"
@@ -87,7 +96,18 @@ class FileVersion(Enum):
 
 @dataclass(frozen=True)
 class FileMetadata:
-    """Everything the footer region of a Lance file says, parsed and validated."""
+    """Everything the footer region of a Lance file says, parsed and validated.
+
+    Example:
+        ```python
+        from lance_table.file import write_table
+        from lance_table.file.reader import LanceFileReader as FileReader
+
+        write_table(f"{tmp}/fm.lance", table)
+        meta = FileReader(f"{tmp}/fm.lance").metadata
+        print(meta.version, meta.num_rows, [f.name for f in meta.fields])
+        ```
+    """
 
     path: str
     size: int

@@ -25,7 +25,17 @@ LOCAL_COALESCE_GAP = 8 * 1024
 
 @runtime_checkable
 class ByteSource(Protocol):
-    """What the reader needs from storage: a name, a size and ranged reads."""
+    """What the reader needs from storage: a name, a size and ranged reads.
+
+    Example:
+        ```python
+        from lance_table.file import ByteSource, BytesSource
+
+        source = BytesSource(b"0123456789", name="digits")
+        assert isinstance(source, ByteSource)
+        print([bytes(b) for b in source.read_ranges([(0, 2), (8, 2)])])
+        ```
+    """
 
     @property
     def name(self) -> str:
@@ -139,6 +149,14 @@ class LocalFileSource(_RangedSource):
 
     The file is open only while a read runs, so that any number of sources (a scan of thousands
     of fragments, a cache of readers) holds no file descriptors between reads.
+
+    Example:
+        ```python
+        from lance_table.file import LocalFileSource, write_table
+
+        write_table(f"{tmp}/l.lance", table)
+        print(LocalFileSource(f"{tmp}/l.lance").size())
+        ```
     """
 
     coalesce_gap = LOCAL_COALESCE_GAP
@@ -296,7 +314,18 @@ def _pairs(arr: np.ndarray) -> list[tuple[int, int]]:
 
 
 class FileObjectSource(_RangedSource):
-    """Any seekable binary file object (an fsspec file, ``io.BytesIO``, an open local file)."""
+    """Any seekable binary file object (an fsspec file, ``io.BytesIO``, an open local file).
+
+    Example:
+        ```python
+        from lance_table.file import FileObjectSource, write_table
+
+        write_table(f"{tmp}/o.lance", table)
+        with open(f"{tmp}/o.lance", "rb") as f:
+            source = FileObjectSource(f)
+            print(source.size(), bytes(source.read_ranges([(0, 4)])[0]))
+        ```
+    """
 
     def __init__(self, fobj: IO[bytes], name: str | None = None, size: int | None = None) -> None:
         self._f = fobj
@@ -324,7 +353,18 @@ class FileObjectSource(_RangedSource):
 
 
 class BytesSource(_RangedSource):
-    """An in-memory file."""
+    """An in-memory file.
+
+    Example:
+        ```python
+        from lance_table.file import BytesSource, write_table
+        from lance_table.file.reader import LanceFileReader as FileReader
+
+        write_table(f"{tmp}/b.lance", table)
+        with open(f"{tmp}/b.lance", "rb") as f:
+            reader = FileReader(BytesSource(f.read(), name="b.lance"))
+        ```
+    """
 
     def __init__(self, data: bytes | bytearray | memoryview, name: str = "<memory>") -> None:
         self._data = memoryview(data).cast("B")

@@ -57,6 +57,14 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
     A write through the handle (``delete``, ``restore``, ``optimize.compact_files``, ...) moves it to
     the version it committed, as in pylance. Open with :func:`lance_table.dataset`; create with
     :func:`lance_table.write_dataset`.
+
+    Example:
+        ```python
+        ds = lt.dataset(uri)
+        print(ds.version, ds.count_rows(), ds.schema)
+        ds.delete("kind = 'view'")  # the handle moves to the version the delete committed
+        old = ds.checkout_version(1)  # another handle, on version 1
+        ```
     """
 
     def __init__(

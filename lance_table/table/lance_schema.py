@@ -48,6 +48,12 @@ class LanceSchema:
 
     Raises:
         SchemaError: the fields do not form a schema (on construction).
+
+    Example:
+        ```python
+        schema = ds.lance_schema
+        print(schema.field("id"), schema.to_pyarrow())
+        ```
     """
 
     def __init__(self, fields: Sequence[LanceField], metadata: Mapping[str, bytes] | None = None) -> None:
