@@ -99,12 +99,30 @@ def _check_codec(ns: dict[str, Any], tmp: Path) -> None:
     assert ns["reader"].take([2, 0, 2]).column("id").to_pylist() == [3, 1, 3]
 
 
+def _pylance_users(tmp: Path) -> tuple[dict[str, Any], dict[str, str]]:
+    return {"table": _events(0, 100)}, {"/data/events": str(tmp / "events"), "/data/": f"{tmp}/"}
+
+
+def _check_pylance_users(ns: dict[str, Any], tmp: Path) -> None:
+    assert lt.dataset(str(tmp / "events")).count_rows() == 90
+
+
+def _pandas(tmp: Path) -> tuple[dict[str, Any], dict[str, str]]:
+    return {}, {"/data/people": str(tmp / "people")}
+
+
+def _check_pandas(ns: dict[str, Any], tmp: Path) -> None:
+    assert sorted(lt.dataset(str(tmp / "people")).to_table()["id"].to_pylist()) == [1, 2, 3, 4, 5, 6]
+
+
 Setup = Callable[[Path], tuple[dict[str, Any], dict[str, str]]]
 SETUPS: dict[str, tuple[Setup, Callable[[dict[str, Any], Path], None]]] = {
     "datasets": (_datasets, _check_datasets),
     "scanning": (_scanning, lambda ns, tmp: None),
     "fragments": (_fragments, _check_fragments),
     "codec": (_codec, _check_codec),
+    "pylance-users": (_pylance_users, _check_pylance_users),
+    "pandas": (_pandas, _check_pandas),
 }
 
 
