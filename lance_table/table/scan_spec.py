@@ -179,7 +179,8 @@ class ColumnOrdering:
 
     Example:
         ```python
-        top = ds.to_table(columns=["id", "score"], order_by=[lt.ColumnOrdering("score", ascending=False)], limit=3)
+        by_score = [lt.ColumnOrdering("score", ascending=False)]
+        top = ds.to_table(columns=["id", "score"], order_by=by_score, limit=3)
         ```
     """
 
