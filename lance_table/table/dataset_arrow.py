@@ -14,13 +14,17 @@ A part of :class:`~lance_table.table.dataset.LanceDataset`, which is a ``pyarrow
   ``pa.table(ds)``, ``pl.DataFrame(ds)``, ``duckdb.from_arrow(ds)``,
   ``pyarrow.dataset.write_dataset(ds, ...)`` take a dataset or a scanner directly.
 * ``filter`` returns a :class:`FilteredDataset`, a view whose reads add its condition;
-  ``join``, ``join_asof`` and ``sort_by`` run pyarrow's own implementation (Acero) over the stream of
-  rows and return a ``pyarrow.dataset.InMemoryDataset``, as pyarrow's do.
+  ``join``, ``join_asof`` and ``sort_by`` read the rows (projected and filtered by a view) into
+  memory and run pyarrow's own plans (Acero) on them, returning a
+  ``pyarrow.dataset.InMemoryDataset``, as pyarrow's do.
 
 The pyarrow base class is a Cython class holding a C++ dataset that a lance_table dataset does not
-have: every method of it is overridden here or in the dataset, so none reaches the empty C++ pointer.
-``pyarrow.dataset.Scanner.from_dataset(ds)`` (which needs that pointer) is refused by pyarrow; use
-``ds.scanner()``.
+have (nor has pylance's): every Python method of it is overridden here or in the dataset, so none
+reaches the empty C++ pointer. pyarrow's C++ entry points that take a dataset object directly
+(``pyarrow.dataset.Scanner.from_dataset(ds)``, ``ScanNodeOptions(ds)``, and so a lance_table
+dataset as the *right* side of a pyarrow dataset's ``join``) dereference that pointer before any
+Python code runs, and crash the process, as with pylance's dataset: call ``ds.scanner(...)``, or
+pass ``ds.to_table()`` / ``ds.join(...)`` instead.
 """
 
 from __future__ import annotations
@@ -76,7 +80,8 @@ class _ArrowProtocol(pds.Dataset):
         use_threads: bool = True,
     ) -> pds.InMemoryDataset:
         """Join with another dataset (lance_table, pylance, pyarrow) or table, as pyarrow's
-        ``Dataset.join`` (Acero's hash join over the streamed rows); returns an InMemoryDataset.
+        ``Dataset.join`` (Acero's hash join of the rows read into memory); returns an
+        InMemoryDataset.
 
         Raises:
             pyarrow.ArrowInvalid: a key is not a column, or the key types differ.
@@ -291,9 +296,9 @@ def both(a: Predicate, b: Predicate, schema: pa.Schema) -> Predicate:
 
 
 def _in_memory(dataset: _ArrowProtocol) -> pds.InMemoryDataset:
-    """A one-shot pyarrow dataset over the streamed rows, so that pyarrow's own Acero plans
-    (join, as-of join, sort) run on them as they run on a pyarrow dataset."""
-    return pds.InMemoryDataset(pa.RecordBatchReader.from_stream(dataset))
+    """The rows as a pyarrow dataset (in memory, as pyarrow's join and sort results are), so that
+    pyarrow's own Acero plans (join, as-of join, sort) run on them as on any pyarrow dataset."""
+    return pds.InMemoryDataset(dataset.scanner().to_table())
 
 
 def _arrow_side(other: Any) -> Any:
