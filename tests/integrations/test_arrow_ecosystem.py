@@ -144,6 +144,24 @@ def test_a_dataset_is_a_pyarrow_dataset_as_pylances_is(pair):
         assert_tables_equal(back.to_table(), ours.to_table())
 
 
+def test_fragments_are_pyarrow_fragments_as_pylances_are(pair):
+    ours, theirs = pair
+    expr = pc.field("x") < 0.5
+    for mine, other in zip(ours.get_fragments(), theirs.get_fragments()):
+        assert isinstance(mine, pds.Fragment) and isinstance(other, pds.Fragment)
+        assert mine.physical_schema == ours.schema
+        assert_tables_equal(
+            mine.to_table(columns=["id"], filter=expr), other.to_table(columns=["id"], filter=expr)
+        )
+        assert mine.count_rows(expr) == other.count_rows(expr)
+        assert_tables_equal(mine.head(3), other.head(3))
+        assert_tables_equal(mine.take([1, 4], columns=["cat"]), other.take([1, 4], columns=["cat"]))
+        assert_tables_equal(pickle.loads(pickle.dumps(mine)).to_table(), other.to_table())
+        for side in (mine, other):
+            with pytest.raises(NotImplementedError):
+                side.partition_expression  # noqa: B018
+
+
 def test_duckdb_replacement_scan_pushes_projection_and_filter_down(pair, reads):
     ours, theirs = pair  # noqa: RUF059 (DuckDB finds the variables by name)
     query = "select cat, count(*) from {} where x < 0.1 group by cat order by cat"
