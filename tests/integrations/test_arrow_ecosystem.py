@@ -269,7 +269,7 @@ def test_any_pyarrow_expression_filters_as_pyarrow_does(pair, expr, reads):
     assert set(read) <= {"id", *(n for n in ("x", "cat", "n", "payload") if n in str(expr))}
 
 
-def test_filter_returns_a_dataset_view(pair, reads):
+def test_filter_returns_a_dataset_view(pair, reads, tmp_path):
     ours, _ = pair
     arrow = pds.dataset(_table())
     expr = pc.field("cat") == "c"
@@ -297,6 +297,16 @@ def test_filter_returns_a_dataset_view(pair, reads):
     assert pickle.loads(pickle.dumps(sql)).count_rows() == 3
     with pytest.raises(IndexError):
         view.take([500])
+    # take by position among the view's rows on a dataset with stable row ids and deletions too
+    stable = lt.write_dataset(
+        _table().slice(0, 40), tmp_path / "stable", max_rows_per_file=15, enable_stable_row_ids=True
+    )
+    stable.delete("id % 3 = 0")
+    mine = stable.filter(pc.field("cat") != "b")
+    want = pds.dataset(stable.to_table()).filter(pc.field("cat") != "b")
+    assert_tables_equal(
+        mine.take([7, 0, 3], columns=["id"]), want.take([7, 0, 3], columns=["id"]), check_metadata=False
+    )
     # DuckDB and Polars take the view with pushdown
     reads.clear()
     assert duckdb.sql("select count(*) from view where id < 100").fetchall() == [(25,)]
