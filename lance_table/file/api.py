@@ -93,7 +93,8 @@ class LanceFileReader:
         path: a local path or a URI (``file://``, ``memory://``, ``s3://``, ...).
         storage_options: options of the store (see :func:`lance_table.storage.open_storage`).
         columns: the columns every read returns (all by default).
-        namespace_client, table_id: pylance's credential vending; not supported (an error if given).
+        namespace_client: pylance's credential vending; not supported (an error if given).
+        table_id: with ``namespace_client``; not supported (an error if given).
 
     Raises:
         LanceFileNotFoundError: there is no file at ``path`` (also a FileNotFoundError and a
@@ -285,7 +286,8 @@ class LanceFileWriter:
         version: the file format: ``"2.0"``, ``"2.1"``, ``"2.2"`` or ``"stable"`` (the default, 2.2).
         storage_options: options of the store.
         max_page_bytes: the most bytes a page holds; a larger array is split across pages.
-        namespace_client, table_id: not supported (an error if given).
+        namespace_client: not supported (an error if given).
+        table_id: not supported (an error if given).
         **kwargs: other pylance options; any given raises an error naming it.
 
     Raises:

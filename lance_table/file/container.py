@@ -52,6 +52,7 @@ class FileVersion(Enum):
 
     @property
     def footer(self) -> tuple[int, int]:
+        """The (major, minor) version a file of this format records in its footer."""
         return {"2.0": (0, 3), "2.1": (2, 1), "2.2": (2, 2)}[self.value]
 
     @property
@@ -61,6 +62,7 @@ class FileVersion(Enum):
 
     @classmethod
     def from_footer(cls, major: int, minor: int, path: str) -> FileVersion:
+        """The format of a file whose footer records ``major.minor`` (an error naming ``path`` if unknown)."""
         if (major, minor) in ((0, 3), (2, 0)):
             return cls.V2_0
         if (major, minor) == (2, 1):
@@ -75,6 +77,7 @@ class FileVersion(Enum):
 
     @classmethod
     def parse(cls, text: str) -> FileVersion:
+        """The format a user names (``"2.0"``, ``"2.1"``, ``"2.2"`` or ``"stable"``)."""
         aliases = {"stable": "2.2", "2.0": "2.0", "2.1": "2.1", "2.2": "2.2"}
         try:
             return cls(aliases[text])

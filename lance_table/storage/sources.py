@@ -28,11 +28,17 @@ class ByteSource(Protocol):
     """What the reader needs from storage: a name, a size and ranged reads."""
 
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """The path or URI that errors name."""
+        ...
 
-    def size(self) -> int: ...
+    def size(self) -> int:
+        """The size in bytes."""
+        ...
 
-    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[memoryview]: ...
+    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
+        """The bytes of each ``(offset, length)`` range, in order."""
+        ...
 
 
 def coalesce(
@@ -82,9 +88,11 @@ class _RangedSource:
 
     @property
     def name(self) -> str:
+        """The path or URI that errors name."""
         return self._name
 
     def size(self) -> int:  # pragma: no cover - overridden
+        """The size in bytes."""
         raise NotImplementedError
 
     def _read(self, offset: int, length: int) -> bytes | memoryview:  # pragma: no cover - overridden
@@ -95,6 +103,7 @@ class _RangedSource:
         return [self._read(off, length) for off, length in reads]
 
     def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
+        """The bytes of each ``(offset, length)`` range, in order."""
         size = self.size()
         if len(ranges) == 1:  # most metadata reads: no merging to plan
             off, length = (int(v) for v in ranges[0])
@@ -139,9 +148,11 @@ class LocalFileSource(_RangedSource):
         self._size = os.stat(self._name).st_size
 
     def size(self) -> int:
+        """The size in bytes."""
         return self._size
 
     def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
+        """The bytes of each ``(offset, length)`` range, in order."""
         if not ranges:
             return []
         fd = os.open(self._name, os.O_RDONLY | getattr(os, "O_BINARY", 0))
@@ -192,6 +203,7 @@ class _LocalRead(_RangedSource):
         self._fd = fd
 
     def size(self) -> int:
+        """The size in bytes."""
         return self._size
 
     def _read_many(self, reads: list[tuple[int, int]]) -> list[bytes | memoryview]:
@@ -302,6 +314,7 @@ class FileObjectSource(_RangedSource):
         self._size = int(size)
 
     def size(self) -> int:
+        """The size in bytes."""
         return self._size
 
     def _read(self, offset: int, length: int) -> bytes:
@@ -318,12 +331,14 @@ class BytesSource(_RangedSource):
         self._name = name
 
     def size(self) -> int:
+        """The size in bytes."""
         return len(self._data)
 
     def _read(self, offset: int, length: int) -> bytes:
         return self._data[offset : offset + length]  # type: ignore[return-value]
 
     def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
+        """The bytes of each ``(offset, length)`` range, in order."""
         size = len(self._data)
         for off, length in ranges:
             if off < 0 or length < 0 or off + length > size:

@@ -139,6 +139,7 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
 
     @property
     def data_storage_version(self) -> str | None:
+        """The data file format of this version ("0.1", "2.0", "2.1", "2.2"), as pylance names it."""
         return self.manifest.data_storage_version
 
     def __repr__(self) -> str:
@@ -179,6 +180,7 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
 
     @property
     def tags(self) -> Tags:
+        """The dataset's tags (names for versions): ``list()``, ``create``, ``update``, ``delete``."""
         return Tags(self._storage, self.version)
 
     # -- writing ----------------------------------------------------------------------------------

@@ -104,10 +104,12 @@ class DeletionFile:
         }
 
     def json(self) -> str:
+        """The JSON text of :meth:`asdict`."""
         return json.dumps(self.asdict())
 
     @staticmethod
     def from_json(data: str) -> DeletionFile:
+        """Read what :meth:`json` wrote."""
         return DeletionFile(**json.loads(data))
 
     def path(self, fragment_id: int) -> str:
@@ -131,6 +133,7 @@ class RowIdMeta:
     inline: bytes
 
     def asdict(self) -> dict[str, Any]:
+        """The dictionary pylance's ``RowIdMeta.asdict`` returns."""
         return {"Inline": list(self.inline)}
 
     @staticmethod
@@ -147,6 +150,7 @@ class RowDatasetVersionMeta:
     inline: bytes
 
     def json(self) -> str:
+        """The JSON text pylance writes for the row versions."""
         return json.dumps({"inline": list(self.inline)})
 
     @staticmethod

@@ -78,6 +78,7 @@ class LanceFragment(pds.Fragment):
 
     @property
     def fragment_id(self) -> int:
+        """The fragment's id in the manifest."""
         return self._fragment.id
 
     @cached_property
@@ -92,6 +93,7 @@ class LanceFragment(pds.Fragment):
 
     @property
     def num_deletions(self) -> int:
+        """How many of the fragment's rows are deleted."""
         return self._fragment.num_deleted
 
     @property
