@@ -99,12 +99,23 @@ def _check_codec(ns: dict[str, Any], tmp: Path) -> None:
     assert ns["reader"].take([2, 0, 2]).column("id").to_pylist() == [3, 1, 3]
 
 
+def _ecosystem(tmp: Path) -> tuple[dict[str, Any], dict[str, str]]:
+    return {}, {"/data/ecosystem": str(tmp / "ecosystem")}
+
+
+def _check_ecosystem(ns: dict[str, Any], tmp: Path) -> None:
+    assert ns["by_cat"] == [("a", 2), ("b", 1)]
+    assert ns["frame"].to_dicts() == [{"cat": "a", "x": 0.05}, {"cat": "b", "x": 0.02}]
+    assert ns["table"] == lt.dataset(str(tmp / "ecosystem")).to_table()
+
+
 Setup = Callable[[Path], tuple[dict[str, Any], dict[str, str]]]
 SETUPS: dict[str, tuple[Setup, Callable[[dict[str, Any], Path], None]]] = {
     "datasets": (_datasets, _check_datasets),
     "scanning": (_scanning, lambda ns, tmp: None),
     "fragments": (_fragments, _check_fragments),
     "codec": (_codec, _check_codec),
+    "ecosystem": (_ecosystem, _check_ecosystem),
 }
 
 

@@ -210,7 +210,7 @@ class FilteredDataset(_ArrowProtocol):
         """The dataset's ``scanner`` with this view's condition added to ``filter``.
 
         Raises:
-            as the dataset's ``scanner``.
+            SchemaError, FilterError, ScanOptionError: as the dataset's ``scanner``.
         """
         return self._dataset.scanner(columns=columns, filter=self._and(filter), **options)
 
@@ -218,7 +218,7 @@ class FilteredDataset(_ArrowProtocol):
         """The matching rows as one table; options as the dataset's ``to_table``.
 
         Raises:
-            as the dataset's ``to_table``.
+            SchemaError, FilterError, ScanOptionError: as the dataset's ``to_table``.
         """
         return self.scanner(columns, filter, **options).to_table()
 
@@ -228,7 +228,7 @@ class FilteredDataset(_ArrowProtocol):
         """The matching rows as a RecordBatchReader; options as the dataset's ``to_batches``.
 
         Raises:
-            as the dataset's ``to_batches``.
+            SchemaError, FilterError, ScanOptionError: as the dataset's ``to_batches``.
         """
         return self.scanner(columns, filter, **options).to_reader()
 
@@ -236,7 +236,7 @@ class FilteredDataset(_ArrowProtocol):
         """The rows matching this view's condition (and ``filter``).
 
         Raises:
-            as the dataset's ``count_rows``.
+            SchemaError, FilterError, ScanOptionError: as the dataset's ``count_rows``.
         """
         return self._dataset.count_rows(filter=self._and(filter), **options)
 
@@ -246,7 +246,7 @@ class FilteredDataset(_ArrowProtocol):
         """The first ``num_rows`` matching rows.
 
         Raises:
-            as the dataset's ``head``.
+            SchemaError, FilterError, ScanOptionError: as the dataset's ``head``.
         """
         return self.scanner(columns, filter, limit=num_rows, **options).to_table()
 

@@ -1,6 +1,7 @@
 """A lance_table dataset and scanner where a ``pyarrow.dataset.Dataset`` / ``Scanner`` is expected:
 real DuckDB (replacement scans, ``from_arrow``), real Polars (``scan_pyarrow_dataset``, ``DataFrame``),
-pyarrow (``pa.table``, joins, ``filter``, ``write_dataset``) and the Arrow PyCapsule stream.
+pyarrow (``pa.table``, joins, ``filter``, ``write_dataset``) and the Arrow PyCapsule stream (the
+README's snippet runs in ``tests/test_readme.py``).
 
 Results are compared with pylance's dataset (the oracle) on a copy of the same data, or with
 pyarrow's own in-memory dataset for pyarrow's semantics. Pushdown is checked by counting what the
@@ -12,12 +13,10 @@ from __future__ import annotations
 
 import copy
 import pickle
-import re
 import shutil
 import threading
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 
 import lance
 import numpy as np
@@ -37,7 +36,6 @@ pl = pytest.importorskip("polars")
 
 pytestmark = pytest.mark.interop
 
-README = Path(__file__).parents[2] / "README.md"
 N = 2000
 
 
@@ -335,14 +333,3 @@ def test_joins_and_sort_run_pyarrows_plans(pair, tmp_path):
         check_metadata=False,
     )
     assert theirs is not None
-
-
-def test_readme_duckdb_polars_pyarrow_snippet(tmp_path):
-    text = README.read_text()
-    section = text[text.index("### DuckDB, Polars and pyarrow") :]
-    snippet = re.search(r"```python\n(.*?)```", section, re.S).group(1)  # type: ignore[union-attr]
-    scope: dict[str, object] = {"root": str(tmp_path)}
-    exec(snippet, scope)  # the README's own code
-    assert scope["by_cat"] == [("a", 2), ("b", 1)]
-    assert scope["frame"].shape == (2, 2)  # type: ignore[attr-defined]
-    assert scope["table"].num_rows == 5  # type: ignore[attr-defined]
