@@ -115,6 +115,16 @@ def _check_pandas(ns: dict[str, Any], tmp: Path) -> None:
     assert sorted(lt.dataset(str(tmp / "people")).to_table()["id"].to_pylist()) == [1, 2, 3, 4, 5, 6]
 
 
+def _ecosystem(tmp: Path) -> tuple[dict[str, Any], dict[str, str]]:
+    return {}, {"/data/ecosystem": str(tmp / "ecosystem")}
+
+
+def _check_ecosystem(ns: dict[str, Any], tmp: Path) -> None:
+    assert ns["by_cat"] == [("a", 2), ("b", 1)]
+    assert ns["frame"].to_dicts() == [{"cat": "a", "x": 0.05}, {"cat": "b", "x": 0.02}]
+    assert ns["table"] == lt.dataset(str(tmp / "ecosystem")).to_table()
+
+
 Setup = Callable[[Path], tuple[dict[str, Any], dict[str, str]]]
 SETUPS: dict[str, tuple[Setup, Callable[[dict[str, Any], Path], None]]] = {
     "datasets": (_datasets, _check_datasets),
@@ -123,6 +133,7 @@ SETUPS: dict[str, tuple[Setup, Callable[[dict[str, Any], Path], None]]] = {
     "codec": (_codec, _check_codec),
     "pylance-users": (_pylance_users, _check_pylance_users),
     "pandas": (_pandas, _check_pandas),
+    "ecosystem": (_ecosystem, _check_ecosystem),
 }
 
 

@@ -38,6 +38,10 @@ TUNING = frozenset(
         "fast_search",
         "prefilter",
         "disable_scoring_autoprojection",
+        # pyarrow's ``Dataset.scanner`` knobs, which pyarrow.dataset consumers pass
+        "use_threads",
+        "cache_metadata",
+        "memory_pool",
     }
 )
 #: Options that change the result and are not implemented, with the values that mean "off".
