@@ -26,12 +26,13 @@ from lance_table.format.manifest import Fragment
 from lance_table.format.operations import REWRITE_ROWS, Update
 from lance_table.format.row_ids import row_id_meta
 from lance_table.schema import arrow_schema_from_fields
+from lance_table.table.blob_write import blob_column, is_blob_v2_arrow, with_blob_bytes
 from lance_table.table.commit import Pending
 from lance_table.table.commit.row_ids import uses_stable_row_ids
 from lance_table.table.deletion import union, write_deletions
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.operations.merge_source import SOURCE_INDEX, TARGET_POSITION, MergeSource
-from lance_table.table.operations.write import FragmentWriter, writable_data_format
+from lance_table.table.operations.write import FragmentWriter, check_blob_fields, writable_data_format
 from lance_table.table.scan import READ_CHUNK_ROWS, evaluate_mask, in_flight, make_spec, matching_positions
 from lance_table.table.snapshot import Snapshot
 
@@ -39,8 +40,9 @@ from lance_table.table.snapshot import Snapshot
 FRAGMENT = "__merge_target_fragment"
 # Integer keys use a lookup table when their span is at most this many times their number.
 DENSE_SPAN_PER_KEY = 16
-# New rows are queued up to this many before they are written.
+# New rows are queued up to this many (or this many bytes: blobs) before they are written.
 WRITE_BATCH_ROWS = 64 * 1024
+WRITE_BATCH_BYTES = 64 * 1024 * 1024
 # What happens to matched target rows.
 UPDATE, DELETE, FAIL = "update", "delete", "fail"
 
@@ -249,12 +251,14 @@ def _by_source_positions(
 
 
 def _full_rows(schema: pa.Schema, present: pa.Table, fill: pa.Table | None) -> pa.RecordBatch:
-    """Rows of ``schema``: ``present``'s columns, the rest from ``fill`` (same rows) or nulls."""
+    """Rows of ``schema``: ``present``'s columns, the rest from ``fill`` (same rows) or nulls.
+    A blob v2 column of ``present`` (bytes or a blob struct) becomes the logical blob struct."""
     n = present.num_rows
     cols = []
     for f in schema:
         if f.name in present.column_names:
-            cols.append(present.column(f.name).combine_chunks())
+            col = present.column(f.name).combine_chunks()
+            cols.append(blob_column(col, f) if is_blob_v2_arrow(f) else col)
         elif fill is not None:
             cols.append(fill.column(f.name).combine_chunks())
         else:
@@ -278,6 +282,7 @@ class _Output:
         self.ids: list[np.ndarray] = []
         self._queued: list[pa.RecordBatch] = []
         self._rows = 0
+        self._bytes = 0
         self.stable = uses_stable_row_ids(m)
 
     def write(self, batch: pa.RecordBatch, row_ids: np.ndarray | None = None) -> None:
@@ -287,13 +292,14 @@ class _Output:
             return
         self._queued.append(batch)
         self._rows += batch.num_rows
+        self._bytes += batch.nbytes
         if row_ids is not None:
             self.ids.append(row_ids)
-        if self._rows >= WRITE_BATCH_ROWS:
+        if self._rows >= WRITE_BATCH_ROWS or self._bytes >= WRITE_BATCH_BYTES:
             self._flush()
 
     def _flush(self) -> None:
-        queued, self._queued, self._rows = self._queued, [], 0
+        queued, self._queued, self._rows, self._bytes = self._queued, [], 0, 0
         if len(queued) == 1:
             self.writer.write(queued[0])
         elif queued:
@@ -321,6 +327,35 @@ class _Output:
         return out
 
 
+def _write_updated(
+    out: _Output,
+    snap: Snapshot,
+    frag: FragmentReader,
+    source: MergeSource,
+    pos: np.ndarray,
+    src: np.ndarray,
+    ids: np.ndarray | None,
+) -> None:
+    """Write the updated rows: the source rows ``src`` for the target rows ``pos`` of ``frag``, the
+    columns the source lacks read from the target (blob v2 columns as their bytes, in batches of
+    bounded size, as compaction rewrites them)."""
+    missing = [n for n in out.schema.names if n not in source.table.column_names]
+    fill_schema = pa.schema([out.schema.field(n) for n in missing])
+    for lo in range(0, pos.size, WRITE_BATCH_ROWS):  # a slice at a time: bounded copies
+        at = slice(lo, lo + WRITE_BATCH_ROWS)
+        present = source.rows(src[at])
+        if not missing:
+            out.write(_full_rows(out.schema, present, None), ids[at] if ids is not None else None)
+            continue
+        runs = Runs.from_sorted_unique(pos[at].astype(np.int64))
+        start = lo
+        for batch in with_blob_bytes(snap, frag, frag.read(missing, runs), runs, fill_schema):
+            n = batch.num_rows
+            rows = _full_rows(out.schema, present.slice(start - lo, n), pa.Table.from_batches([batch]))
+            out.write(rows, ids[start : start + n] if ids is not None else None)
+            start += n
+
+
 def plan_merge(
     snap: Snapshot, spec: MergeSpec, source: MergeSource, limit: int
 ) -> tuple[Pending, MergeStats]:
@@ -335,6 +370,7 @@ def plan_merge(
     frags = snap.fragment_readers()
     stats = MergeStats()
     out = _Output(snap, spec.data_format)
+    check_blob_fields(snap.manifest.fields, out.writer.data_format, snap.uri)
     written: list[str] = []
     updated_frags, removed = [], []
     matched_src = np.zeros(source.num_rows, bool)
@@ -363,12 +399,7 @@ def plan_merge(
                     pos, src = pos[keep], src[keep]
                 if pos.size:
                     ids = frag.row_ids[pos] if frag.row_ids is not None and out.stable else None
-                    missing = [n for n in out.read_schema.names if n not in source.table.column_names]
-                    for lo in range(0, pos.size, WRITE_BATCH_ROWS):  # a slice at a time: bounded copies
-                        at = slice(lo, lo + WRITE_BATCH_ROWS)
-                        fill = _read_at(frag, missing, pos[at]) if missing else None
-                        rows = _full_rows(out.read_schema, source.rows(src[at]), fill)
-                        out.write(rows, ids[at] if ids is not None else None)
+                    _write_updated(out, snap, frag, source, pos, src, ids)
                     stats.updated += int(pos.size)
                     gone = pos
             elif pos.size and spec.matched == DELETE:
@@ -392,7 +423,7 @@ def plan_merge(
                 keep = ~matched_src[lo : lo + WRITE_BATCH_ROWS]
                 if keep.any():
                     rows = source.table.slice(lo, keep.size).filter(pa.array(keep))
-                    out.write(_full_rows(out.read_schema, rows, None))
+                    out.write(_full_rows(out.schema, rows, None))
                     stats.inserted += int(keep.sum())
         new = out.finish()
     except BaseException:
