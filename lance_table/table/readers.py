@@ -206,7 +206,19 @@ def legacy_view(
     """
     every = [n.field for r in roots for n in r.walk()]
     ids = set(data_file.fields)
-    kept = [f for f in every if f.id in ids] if ids else every
+    if ids:
+        # a struct whose own id the file lists as a tombstone (pylance's nested casts move the
+        # struct to the new file) still holds the children the file stores: keep it as their parent
+        parent = {f.id: f.parent_id for f in every}
+        listed = {i for i in ids if i in parent}
+        for i in list(listed):
+            p = parent[i]
+            while p != -1 and p not in listed:
+                listed.add(p)
+                p = parent[p]
+        kept = [f for f in every if f.id in listed]
+    else:
+        kept = every
     try:
         tree = tuple(build_tree(kept))
     except SchemaError as exc:
@@ -228,6 +240,10 @@ def _legacy_reader(source: object, data_file: DataFile, view: LegacyView | None)
     ids = data_file.fields or None
     if view is None:
         return LegacyFileReader(source, field_ids=ids)  # type: ignore[arg-type]
+    if ids is not None and min(ids) < 0:
+        # tombstoned ids (negative) have no rows; a tombstoned struct that still parents stored
+        # children is in the view, and its row starts the page table as pylance reads it
+        ids = sorted({i for i in ids if i >= 0} | {n.id for r in view.roots for n in r.walk()})
     return LegacyFileReader(
         source,  # type: ignore[arg-type]
         list(view.roots),

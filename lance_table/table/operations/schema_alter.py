@@ -13,12 +13,16 @@ import numpy as np
 import pyarrow as pa
 
 from lance_table.errors import SchemaChangeError, SchemaError
+from lance_table.format.manifest import Fragment
 from lance_table.format.operations import Merge, Project
 from lance_table.schema import FieldNode, LanceField, build_tree, fields_from_arrow
 from lance_table.table.commit import Pending
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.operations import schema_add as add
 from lance_table.table.snapshot import Snapshot
+
+# The id a data file lists for a field it no longer provides (pylance's tombstone).
+TOMBSTONE = -2
 
 ALTER_KEYS = frozenset({"path", "name", "nullable", "data_type"})
 
@@ -164,17 +168,19 @@ def _node(ds: Snapshot, field_id: int) -> FieldNode:
 
 def _check_nested_cast(ds: Snapshot, path: str) -> None:
     """Raises SchemaChangeError unless a nested field at ``path`` can be cast: below structs
-    only, in a dataset of format 2.1 or later (pylance's 2.0 and legacy results are unreadable)."""
+    only, in a legacy dataset or one of format 2.1 or later (pylance casts nested fields of 2.0
+    files too, but its result does not read back)."""
     fields = ds.manifest.fields
     parts = path.split(".")
     for depth in range(1, len(parts)):
         above = find_field(fields, ".".join(parts[:depth]))
         if above is None or above.logical_type != "struct":
             raise SchemaChangeError(f"Cannot cast column {path!r}: only fields below structs can be cast")
-    if add.writable_data_format(ds.manifest, ds.uri) in (add.LEGACY_FORMAT, "2.0"):
+    if add.writable_data_format(ds.manifest, ds.uri) == "2.0":
         raise SchemaChangeError(
-            f"Cannot cast the nested column {path!r} of a dataset of format "
-            f"{ds.manifest.data_storage_version}: nested casts need format 2.1 or later"
+            f"Cannot cast the nested column {path!r} of a dataset of format 2.0: 2.0 files cannot "
+            "hold a struct's fields in separate files (pylance's result of this cast does not read "
+            "back); nested casts need format 2.1 or later, or the legacy format"
         )
 
 
@@ -257,8 +263,28 @@ def _plan_casts(
         replace(f, files=tuple(d for d in f.files if not d.fields or remaining.intersection(d.fields)))
         for f in (written_frags.get(f.id, f) for f in m.fragments)
     )
+    if ancestors and add.writable_data_format(m, ds.uri) == add.LEGACY_FORMAT:
+        old_files = {d.path for f in m.fragments for d in f.files}
+        new_frags = _tombstone_ancestors(new_frags, ancestors, old_files)
     op = Merge(new_frags, tuple(schema_fields), dict(m.schema_metadata), preserves_nullability=nullable)
     return Pending(op, ds.version, written=tuple(written))
+
+
+def _tombstone_ancestors(
+    frags: tuple[Fragment, ...], ancestors: set[int], old_files: set[str]
+) -> tuple[Fragment, ...]:
+    """Legacy files list struct ids too: as pylance does, the structs above a nested cast belong
+    to the new data file only, and the older files (``old_files``) list them as tombstones."""
+    out = []
+    for f in frags:
+        files = tuple(
+            replace(d, fields=tuple(TOMBSTONE if i in ancestors else i for i in d.fields))
+            if d.path in old_files
+            else d
+            for d in f.files
+        )
+        out.append(replace(f, files=files))
+    return tuple(out)
 
 
 def _cast_part(
