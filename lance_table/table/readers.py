@@ -243,7 +243,7 @@ def _legacy_reader(source: object, data_file: DataFile, view: LegacyView | None)
     if ids is not None and min(ids) < 0:
         # tombstoned ids (negative) have no rows; a tombstoned struct that still parents stored
         # children is in the view, and its row starts the page table as pylance reads it
-        ids = sorted({i for i in ids if i >= 0} | {n.id for r in view.roots for n in r.walk()})
+        ids = tuple(sorted({i for i in ids if i >= 0} | {n.id for r in view.roots for n in r.walk()}))
     return LegacyFileReader(
         source,  # type: ignore[arg-type]
         list(view.roots),
