@@ -82,8 +82,6 @@ STEPS: list[Step] = [
         lambda m, d: d.insert(_table(range(3), "t").rename_columns(["id", "n", "text"]).cast(d.schema)),
     ),
 ]
-# Not cast on legacy files by pylance either (it rewrites the column into a 2.0 file there).
-SKIP = {("legacy", "alter_cast")}
 
 
 def _state(uri: str, stable: bool) -> pa.Table:
@@ -106,8 +104,6 @@ def test_every_operation_on_every_format(tmp_path, fmt, stable):
     )
     shutil.copytree(theirs, ours)
     for name, step in STEPS:
-        if (fmt, name) in SKIP:
-            continue
         got = step(lt, lt.dataset(ours))
         want = step(lance, lance.dataset(theirs))
         if isinstance(want, dict):
