@@ -12,6 +12,7 @@ from lance_table.errors import UnsupportedOperationError
 from lance_table.table.dataset import LanceDataset
 from lance_table.table.operations.compaction import CompactionMetrics
 from lance_table.table.optimize import DatasetOptimizer, compact
+from lance_table.table.progress import Progress
 
 
 class CompactionOptions(TypedDict, total=False):
@@ -39,17 +40,21 @@ class Compaction:
     """pylance's ``Compaction``: ``execute`` compacts a dataset in one call (its handle moves)."""
 
     @staticmethod
-    def execute(dataset: LanceDataset, options: CompactionOptions) -> CompactionMetrics:
-        """Compact ``dataset`` with ``options`` (as ``dataset.optimize.compact_files(**options)``).
+    def execute(
+        dataset: LanceDataset, options: CompactionOptions, *, progress: Progress = None
+    ) -> CompactionMetrics:
+        """Compact ``dataset`` with ``options`` (as ``dataset.optimize.compact_files(**options,
+        progress=progress)``; ``progress`` is lance_table's).
 
         Raises:
             TypeError: an option pylance does not have.
             UnsupportedOperationError: see :meth:`DatasetOptimizer.compact_files`.
+            InputTypeError: ``progress`` is of no kind taken.
         """
         unknown = set(options) - set(CompactionOptions.__annotations__)
         if unknown:
             raise TypeError(f"unknown compaction options: {sorted(unknown)}")
-        return compact(dataset, **options)
+        return compact(dataset, **options, progress=progress)
 
     @staticmethod
     def plan(dataset: LanceDataset, options: CompactionOptions) -> Any:

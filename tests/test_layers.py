@@ -25,8 +25,15 @@ LAYERS = [
     ("lance_table.storage", "lance_table.format"),
     ("lance_table.file",),
     ("lance_table.filters",),
-    # pylance's module names: lance_table.fragment, lance_table.commit, lance_table.optimize
-    ("lance_table.table", "lance_table.fragment", "lance_table.commit", "lance_table.optimize"),
+    # pylance's module names: lance_table.fragment, lance_table.commit, lance_table.optimize,
+    # lance_table.progress
+    (
+        "lance_table.table",
+        "lance_table.fragment",
+        "lance_table.commit",
+        "lance_table.optimize",
+        "lance_table.progress",
+    ),
     ("lance_table.spark",),
     ("pyspark_lance_table",),
 ]

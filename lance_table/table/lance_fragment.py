@@ -50,19 +50,29 @@ class LanceFragment:
     ) -> FragmentMetadata:
         """Write ``data`` as one fragment of the dataset at ``dataset_uri`` without committing it
         (pylance's ``LanceFragment.create``); commit the metadata with ``LanceOperation.Append`` or
-        ``Overwrite``. ``max_rows_per_group``, ``progress`` and ``session`` are accepted as no-ops.
+        ``Overwrite``. ``max_rows_per_group`` and ``session`` are accepted as no-ops; ``progress``
+        as ``write_fragments``'s (a pylance ``FragmentWriteProgress`` sees ``fragment_id``).
 
         Raises:
             UnsupportedOptionError: ``namespace_client`` or ``table_id`` is set.
             ValueError: a bad ``fragment_id``, or no rows.
             SchemaError: (``mode="append"``) the data does not match the dataset's schema.
-            InputTypeError: the data is of no kind a write takes (also a TypeError).
+            InputTypeError: the data is of no kind a write takes, or ``progress`` of no kind
+                taken (also a TypeError).
         """
         refuse("LanceFragment.create", {"namespace_client": namespace_client, "table_id": table_id})
         if data_storage_version is None and use_legacy_format is not None:
             data_storage_version = "legacy" if use_legacy_format else "stable"
         storage = open_storage(dataset_uri, storage_options)
-        frag = create_fragment(storage, data, fragment_id, schema, mode, data_storage_version)  # type: ignore[arg-type]
+        frag = create_fragment(
+            storage,
+            data,
+            fragment_id,
+            schema,
+            mode,  # type: ignore[arg-type]
+            data_storage_version,
+            progress,
+        )
         return FragmentMetadata.from_fragment(frag)
 
     def __repr__(self) -> str:
