@@ -346,10 +346,11 @@ class _Bar:
 
         self.close()
         self._files_only = rows_total is None and files_total is not None
+        total = files_total if self._files_only else rows_total
         self._bar = tqdm(
-            total=files_total if self._files_only else rows_total,
+            total=total,
             unit="files" if self._files_only else "rows",
-            unit_scale=not self._files_only,
+            unit_scale=total is None or total >= 10_000,  # (small counts are shown as they are)
             desc=self.operation if phase == self.operation else f"{self.operation} {phase}",
             file=sys.stderr,
             disable=False,
