@@ -52,6 +52,14 @@ class ProgressEvent:
         bytes: bytes of those files.
         rows_total, files_total, bytes_total: what the phase will process, or None if not known.
         elapsed: seconds since the phase started.
+
+    Example::
+
+        def show(event: ProgressEvent) -> None:
+            if event.event == "complete":
+                print(f"{event.operation}: {event.rows} rows, {event.files} files, {event.bytes} bytes")
+
+        ds.optimize.compact_files(progress=show)
     """
 
     operation: str
@@ -109,7 +117,8 @@ class Reporter:
     """The progress of one operation. Thread-safe: the workers of an operation report at once.
 
     Use as a context manager: leaving it without an error sends the ``complete`` event, and any
-    bar is closed either way.
+    bar is closed either way. ``callback`` gets the events; ``bar``: draw tqdm bars; ``hooks``:
+    pylance's ``FragmentWriteProgress``, told of each data file with ``fragment_id`` as its id.
     """
 
     active = True
@@ -125,7 +134,7 @@ class Reporter:
     ) -> None:
         self.operation = operation
         self._callback = callback
-        self._bar: _Bar | None = _Bar(operation) if bar else None
+        self._bar: _Bar | None = None if bar is False else _Bar(operation)
         self._hooks = hooks
         self._fragment_id = fragment_id
         self._lock = threading.Lock()
@@ -267,6 +276,8 @@ def reporter(operation: str, progress: Progress, *, fragment_id: int = 0) -> Rep
         show = _stderr_is_terminal() and _have_tqdm()
         return Reporter(operation, bar=True) if show else SILENT
     if progress is True:
+        if sys.stderr is None:  # (no stderr at all: nowhere to draw)
+            return SILENT
         if _have_tqdm():
             return Reporter(operation, bar=True)
         _warn_no_tqdm()
@@ -353,9 +364,9 @@ class _Bar:
             unit_scale=total is None or total >= 10_000,  # (small counts are shown as they are)
             desc=self.operation if phase == self.operation else f"{self.operation} {phase}",
             file=sys.stderr,
-            disable=False,
             leave=True,
             dynamic_ncols=True,
+            disable=False,
         )
 
     def update(self, rows: int, files: int, files_done: int, nbytes: int, elapsed: float) -> None:

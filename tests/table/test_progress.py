@@ -13,6 +13,7 @@ import struct
 import sys
 import termios
 from pathlib import Path
+from typing import IO
 
 import pyarrow as pa
 import pytest
@@ -272,15 +273,22 @@ def test_bar_on_a_terminal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     pytest.importorskip("tqdm")
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))  # rows, columns
-    shown = b""
+
+    def shown(terminal: IO[str]) -> bytes:
+        terminal.flush()
+        out = b""
+        while select.select([master], [], [], 0.1)[0]:
+            out += os.read(master, 65536)
+        return out
+
     with os.fdopen(slave, "w") as terminal:
         monkeypatch.setattr(sys, "stderr", terminal)
         lt.write_dataset(_table(0, 30), tmp_path / "d")
-        terminal.flush()
-        while select.select([master], [], [], 0.1)[0]:
-            shown += os.read(master, 65536)
+        drawn = shown(terminal)
+        assert b"write: 100%" in drawn and b"30/30" in drawn
+        lt.write_dataset(_table(0, 30), tmp_path / "d", mode="append", progress=False)
+        assert shown(terminal) == b""
     os.close(master)
-    assert b"write: 100%" in shown and b"30/30" in shown
 
 
 def test_without_tqdm(
