@@ -66,6 +66,14 @@ def write_fragments(
         UnsupportedFormatError: the dataset needs features lance_table does not write.
         StorageOptionsError: a storage option is unknown, unsafe or has a bad value.
         InputTypeError: also when ``progress`` is of no kind taken.
+
+    Example:
+        ```python
+        from lance_table.fragment import write_fragments
+
+        metas = write_fragments(table, uri, max_rows_per_file=1_000_000)
+        lt.LanceDataset.commit(uri, lt.LanceOperation.Append(metas), read_version=ds.version)
+        ```
     """
     if isinstance(dataset_uri, Dataset):
         storage = dataset_uri._storage
