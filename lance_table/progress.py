@@ -3,20 +3,6 @@
 ``lance_table.fragment.write_fragments(progress=...)`` and ``LanceFragment.create(progress=...)``),
 and lance_table's progress records (:class:`ProgressEvent`) for the ``progress=`` argument of
 every long operation (see :mod:`lance_table.table.progress`).
-
-Example::
-
-    class Count(FragmentWriteProgress):
-        def __init__(self) -> None:
-            self.done = 0
-
-        def begin(self, fragment, **kwargs) -> None:
-            pass
-
-        def complete(self, fragment, **kwargs) -> None:
-            self.done += 1
-
-    lance_table.write_dataset(table, uri, max_rows_per_file=5, progress=Count())
 """
 
 from __future__ import annotations
@@ -37,6 +23,25 @@ class FragmentWriteProgress(ABC):
     ``FragmentWriteProgress``): :meth:`begin` before the file is written, :meth:`complete` once it
     is. Files are reported one after the other, on the writing thread or a worker thread; an
     exception from a hook fails the write (its files are removed).
+
+    Example:
+        ```python
+        from lance_table.progress import FragmentWriteProgress
+
+        class Count(FragmentWriteProgress):
+            def __init__(self) -> None:
+                self.done = 0
+
+            def begin(self, fragment, **kwargs) -> None:
+                pass
+
+            def complete(self, fragment, **kwargs) -> None:
+                self.done += 1
+
+        count = Count()
+        lt.write_dataset(table, f"{tmp}/counted", max_rows_per_file=5, progress=count)
+        assert count.done == 2
+        ```
     """
 
     @abstractmethod
@@ -50,7 +55,15 @@ class FragmentWriteProgress(ABC):
 
 
 class NoopFragmentWriteProgress(FragmentWriteProgress):
-    """Hooks that do nothing (what a write without ``progress`` does)."""
+    """Hooks that do nothing (what a write without ``progress`` does).
+
+    Example:
+        ```python
+        from lance_table.progress import NoopFragmentWriteProgress
+
+        lt.write_dataset(table, f"{tmp}/quiet", progress=NoopFragmentWriteProgress())
+        ```
+    """
 
     def begin(self, fragment: FragmentMetadata, **kwargs: Any) -> None:
         """Nothing."""
@@ -66,10 +79,18 @@ class FileSystemFragmentWriteProgress(FragmentWriteProgress):
     ``fragment_<id>.json`` (the fragment's metadata); on :meth:`complete`, the ``.in_progress``
     file is removed.
 
-    Example::
+    Raises:
+        StorageOptionsError: a storage option is unknown, unsafe or has a bad value.
 
-        progress = FileSystemFragmentWriteProgress("/tmp/progress", {"worker": "3"})
-        LanceFragment.create(uri, table, fragment_id=3, progress=progress)
+    Example:
+        ```python
+        from lance_table.progress import FileSystemFragmentWriteProgress
+
+        progress = FileSystemFragmentWriteProgress(f"{tmp}/progress", {"worker": "3"})
+        lt.LanceFragment.create(uri, table, fragment_id=3, progress=progress)
+        with open(f"{tmp}/progress/fragment_3.json") as f:
+            print(json.load(f)["files"])  # the fragment's data file
+        ```
     """
 
     PROGRESS_EXT = ".in_progress"
@@ -80,9 +101,6 @@ class FileSystemFragmentWriteProgress(FragmentWriteProgress):
         metadata: Mapping[str, str] | None = None,
         storage_options: Mapping[str, Any] | None = None,
     ) -> None:
-        """Raises:
-        StorageOptionsError: a storage option is unknown, unsafe or has a bad value.
-        """
         self._storage = open_storage(base_uri, storage_options)
         self._metadata = dict(metadata or {})
 

@@ -53,13 +53,16 @@ class ProgressEvent:
         rows_total, files_total, bytes_total: what the phase will process, or None if not known.
         elapsed: seconds since the phase started.
 
-    Example::
+    Example:
+        ```python
+        from lance_table.progress import ProgressEvent
 
         def show(event: ProgressEvent) -> None:
             if event.event == "complete":
                 print(f"{event.operation}: {event.rows} rows, {event.files} files, {event.bytes} bytes")
 
-        ds.optimize.compact_files(progress=show)
+        lt.write_dataset(table, uri, mode="append", progress=show)  # write: 10 rows, 1 files, ...
+        ```
     """
 
     operation: str
