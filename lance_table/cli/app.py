@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import click
 
-import lance_table
+from lance_table import __version__
 from lance_table.cli import describe, maintain, read
 from lance_table.cli.common import DEBUG_ENV, Group
 
@@ -15,7 +15,7 @@ PROG_NAME = "lance-table"
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(lance_table.__version__, "--version", "-V", prog_name=PROG_NAME)
+@click.version_option(__version__, "--version", "-V", prog_name=PROG_NAME)
 @click.option(
     "--debug", is_flag=True, help=f"Show Python tracebacks instead of one-line errors (also ${DEBUG_ENV})."
 )

@@ -191,9 +191,9 @@ def open_dataset(uri: str, storage_options: Mapping[str, str], version: int | st
         DatasetNotFoundError: there is no dataset there.
         VersionNotFoundError: the version does not exist.
     """
-    import lance_table
+    from lance_table.table import dataset
 
-    return lance_table.dataset(uri, version=version, storage_options=dict(storage_options) or None)
+    return dataset(uri, version=version, storage_options=dict(storage_options) or None)
 
 
 # -- progress ---------------------------------------------------------------------------------------
