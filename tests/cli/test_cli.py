@@ -240,3 +240,27 @@ def test_durations() -> None:
     for bad in ("", "7", "7x", "d7", "1h-"):
         with pytest.raises(Exception, match="duration"):
             parse_duration(bad)
+
+
+def test_readme_command_line_snippet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every command of the README's "Command line" section runs as written (its dataset and file
+    names pointed at a dataset here)."""
+    import re
+    import shlex
+
+    text = (Path(__file__).parents[2] / "README.md").read_text()
+    section = text[text.index("## Command line") :]
+    snippet = re.search(r"```bash\n(.*?)```", section, re.S).group(1)  # type: ignore[union-attr]
+    uri = str(tmp_path / "events")
+    rows = pa.table({"id": np.arange(30), "kind": ["buy", "view"] * 15, "score": np.linspace(0, 1, 30)})
+    for i in range(3):
+        lt.write_dataset(rows.slice(i * 10, 10), uri, mode="append")
+    data_file = next((Path(uri) / "data").iterdir()).name
+    monkeypatch.chdir(tmp_path)
+    commands = [shlex.split(line, comments=True) for line in snippet.splitlines() if line.strip()]
+    assert len(commands) >= 12 and all(c[0] == "lance-table" for c in commands)
+    for command in commands:
+        args = [a.replace("/data/events", uri).replace("FILE.lance", data_file) for a in command[1:]]
+        run(*args)
+    assert pq.read_table(tmp_path / "events.parquet").num_rows == 30
+    assert lance.dataset(uri).tags.list()["clean"]["version"] == 3
