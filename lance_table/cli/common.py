@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import io
 import json
 import os
 import re
@@ -49,11 +50,25 @@ class Group(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except BrokenPipeError:
+            # the reader went away (``| head``): stop quietly, and keep Python's exit-time flush
+            # of standard output from failing again
+            _silence_stdout()
+            raise click.exceptions.Exit(EXIT_ERROR) from None
         except REPORTED as exc:
             if (ctx.obj or {}).get("debug") or os.environ.get(DEBUG_ENV):
                 raise
             message = " ".join(str(exc).split()) or "(no message)"
             raise CommandError(f"{type(exc).__name__}: {message}") from exc
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        pass  # not a real file (a test runner's buffer): nothing will flush it
 
 
 def console() -> Console:
