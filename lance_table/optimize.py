@@ -15,7 +15,13 @@ from lance_table.table.optimize import DatasetOptimizer, compact
 
 
 class CompactionOptions(TypedDict, total=False):
-    """pylance's compaction options (see :meth:`DatasetOptimizer.compact_files` for which apply)."""
+    """pylance's compaction options (see :meth:`DatasetOptimizer.compact_files` for which apply).
+
+    Example:
+        ```python
+        metrics = ds.optimize.compact_files(target_rows_per_fragment=1_000_000, materialize_deletions=True)
+        ```
+    """
 
     target_rows_per_fragment: int | None
     max_rows_per_group: int | None
@@ -36,7 +42,15 @@ class CompactionOptions(TypedDict, total=False):
 
 
 class Compaction:
-    """pylance's ``Compaction``: ``execute`` compacts a dataset in one call (its handle moves)."""
+    """pylance's ``Compaction``: ``execute`` compacts a dataset in one call (its handle moves).
+
+    Example:
+        ```python
+        from lance_table.optimize import Compaction
+
+        metrics = Compaction.execute(ds, {"target_rows_per_fragment": 1_000_000})
+        ```
+    """
 
     @staticmethod
     def execute(dataset: LanceDataset, options: CompactionOptions) -> CompactionMetrics:

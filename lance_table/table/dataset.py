@@ -57,6 +57,14 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
     A write through the handle (``delete``, ``restore``, ``optimize.compact_files``, ...) moves it to
     the version it committed, as in pylance. Open with :func:`lance_table.dataset`; create with
     :func:`lance_table.write_dataset`.
+
+    Example:
+        ```python
+        ds = lt.dataset(uri)
+        print(ds.version, ds.count_rows(), ds.schema)
+        ds.delete("kind = 'view'")  # the handle moves to the version the delete committed
+        old = ds.checkout_version(1)  # another handle, on version 1
+        ```
     """
 
     def __init__(
@@ -136,6 +144,7 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
 
     @property
     def data_storage_version(self) -> str | None:
+        """The data file format of this version ("0.1", "2.0", "2.1", "2.2"), as pylance names it."""
         return self.manifest.data_storage_version
 
     def __repr__(self) -> str:
@@ -176,6 +185,7 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
 
     @property
     def tags(self) -> Tags:
+        """The dataset's tags (names for versions): ``list()``, ``create``, ``update``, ``delete``."""
         return Tags(self._storage, self.version)
 
     # -- writing ----------------------------------------------------------------------------------

@@ -25,7 +25,15 @@ from lance_table.table.snapshot import Snapshot
 
 
 class LanceFragment:
-    """A fragment of one dataset version (it never changes). Pickles as its version and id."""
+    """A fragment of one dataset version (it never changes). Pickles as its version and id.
+
+    Example:
+        ```python
+        frag = ds.get_fragments()[0]
+        print(frag.fragment_id, frag.count_rows(), frag.metadata.files[0].path)
+        frag.to_table(columns=["id"], filter="score > 0.5")
+        ```
+    """
 
     def __init__(self, snapshot: Snapshot, fragment: Fragment) -> None:
         self._snapshot = snapshot
@@ -71,6 +79,7 @@ class LanceFragment:
 
     @property
     def fragment_id(self) -> int:
+        """The fragment's id in the manifest."""
         return self._fragment.id
 
     @cached_property
@@ -85,6 +94,7 @@ class LanceFragment:
 
     @property
     def num_deletions(self) -> int:
+        """How many of the fragment's rows are deleted."""
         return self._fragment.num_deleted
 
     @property

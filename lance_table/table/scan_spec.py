@@ -175,7 +175,13 @@ def _columns(columns: Any) -> tuple[tuple[str, ...] | None, tuple[tuple[str, str
 @dataclass(frozen=True)
 class ColumnOrdering:
     """One sort key of a scan's ``order_by`` (pylance's ``ColumnOrdering``): a column, ascending or
-    not, nulls first or last."""
+    not, nulls first or last.
+
+    Example:
+        ```python
+        top = ds.to_table(columns=["id", "score"], order_by=[lt.ColumnOrdering("score", ascending=False)], limit=3)
+        ```
+    """
 
     column_name: str
     ascending: bool = True

@@ -46,6 +46,14 @@ class LanceScanner(pyarrow.dataset.Scanner):
     """A scan of one dataset version (pylance's ``LanceScanner``; a ``pyarrow.dataset.Scanner``).
 
     Build it with ``ds.scanner(...)`` or ``fragment.scanner(...)``.
+
+    Example:
+        ```python
+        scanner = ds.scanner(columns=["id", "kind"], filter="score > 0.5", batch_size=1024)
+        for batch in scanner.to_batches():
+            ...
+        print(scanner.count_rows(), scanner.explain_plan())
+        ```
     """
 
     def __init__(self, snapshot: Snapshot, spec: ScanSpec) -> None:

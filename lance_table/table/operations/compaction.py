@@ -43,6 +43,12 @@ class CompactionMetrics:
         fragments_added: fragments written in their place.
         files_removed: data and deletion files no longer referenced by the new version.
         files_added: data files written.
+
+    Example:
+        ```python
+        metrics = ds.optimize.compact_files(target_rows_per_fragment=1_000_000)
+        print(metrics.fragments_removed, metrics.fragments_added, metrics.files_removed, metrics.files_added)
+        ```
     """
 
     fragments_removed: int = 0
