@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import inspect
 import io
 import json
 import os
@@ -214,12 +215,27 @@ def open_dataset(uri: str, storage_options: Mapping[str, str], version: int | st
 # -- progress ---------------------------------------------------------------------------------------
 
 
-def progress_arguments(operation: str) -> dict[str, Any]:
-    """The keyword arguments that make a long library call (``compact``, ``cleanup``) report
-    progress: the one place the command line wires the library's progress reporting.
+def progress_option(f: F) -> F:
+    """The ``--progress/--no-progress`` switch of a long command (default: the library's choice,
+    a bar on standard error when it is a terminal)."""
+    return click.option(
+        "--progress/--no-progress",
+        default=None,
+        help="Show a progress bar on standard error, or never (default: when it is a terminal).",
+    )(f)
 
-    The library's ``progress=`` arguments are not there yet, so this adds none; once
-    ``compact_files`` and ``cleanup_old_versions`` take one, return it here (e.g. on when standard
-    error is a terminal).
+
+def progress_arguments(call: Callable[..., Any], choice: bool | None) -> dict[str, Any]:
+    """The keyword arguments that give a long library call (``compact_files``,
+    ``cleanup_old_versions``) the progress reporting asked for: the one place the command line
+    wires the library's ``progress=`` argument. Nothing when the user did not choose (the
+    library's default applies).
+
+    Raises:
+        click.UsageError: a choice was made but this version of the library takes no ``progress=``.
     """
-    return {}
+    if choice is None:
+        return {}
+    if "progress" not in inspect.signature(call).parameters:
+        raise click.UsageError("--progress/--no-progress: this version of lance_table reports no progress")
+    return {"progress": choice}

@@ -19,6 +19,7 @@ from lance_table.cli.common import (
     json_flag,
     open_dataset,
     progress_arguments,
+    progress_option,
     table,
     version_ref,
 )
@@ -46,6 +47,7 @@ DRY_RUN_FILES = 1000
 )
 @click.option("--num-threads", type=click.IntRange(min=1), help="Fragments rewritten at once.")
 @click.option("--batch-size", type=click.IntRange(min=1), help="Rows read per batch while rewriting.")
+@progress_option
 def compact(
     uri: str,
     storage_options: Mapping[str, str],
@@ -56,6 +58,7 @@ def compact(
     max_bytes_per_file: int | None,
     num_threads: int | None,
     batch_size: int | None,
+    progress: bool | None,
 ) -> None:
     """Rewrite the small fragments (and those with many deleted rows) of the dataset at URI into
     fewer, larger ones, as a new version (unset options take the library's defaults)."""
@@ -69,7 +72,7 @@ def compact(
         max_bytes_per_file=max_bytes_per_file,
         num_threads=num_threads,
         batch_size=batch_size,
-        **progress_arguments("compact"),
+        **progress_arguments(ds.compact_files, progress),
     )
     if ds.version == before:
         click.echo(f"nothing to compact (version {before})")
@@ -99,6 +102,7 @@ def compact(
     "--error-if-tagged/--no-error-if-tagged", default=True, show_default=True,
     help="Fail when a tagged version is older than the cutoff (otherwise it is kept silently).",
 )  # fmt: skip
+@progress_option
 def cleanup(
     uri: str,
     storage_options: Mapping[str, str],
@@ -107,6 +111,7 @@ def cleanup(
     dry_run: bool,
     delete_unverified: bool,
     error_if_tagged: bool,
+    progress: bool | None,
 ) -> None:
     """Remove the old versions of the dataset at URI and the files only they reference (never the
     latest version, never a tagged one)."""
@@ -135,7 +140,7 @@ def cleanup(
             f"({human_bytes(stats.bytes_removed)}); nothing was removed"
         )
         return
-    stats = ds.cleanup_old_versions(**options, **progress_arguments("cleanup"))
+    stats = ds.cleanup_old_versions(**options, **progress_arguments(ds.cleanup_old_versions, progress))
     size = human_bytes(stats.bytes_removed)
     click.echo(f"removed {stats.old_versions} versions and {stats.files_removed} files ({size})")
 
