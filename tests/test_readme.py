@@ -127,6 +127,16 @@ def _check_progress(ns: dict[str, Any], tmp: Path) -> None:
     assert ds.count_rows() == 150 and len(ds.get_fragments()) == 2  # the first 4 fragments compacted
 
 
+def _ecosystem(tmp: Path) -> tuple[dict[str, Any], dict[str, str]]:
+    return {}, {"/data/ecosystem": str(tmp / "ecosystem")}
+
+
+def _check_ecosystem(ns: dict[str, Any], tmp: Path) -> None:
+    assert ns["by_cat"] == [("a", 2), ("b", 1)]
+    assert ns["frame"].to_dicts() == [{"cat": "a", "x": 0.05}, {"cat": "b", "x": 0.02}]
+    assert ns["table"] == lt.dataset(str(tmp / "ecosystem")).to_table()
+
+
 Setup = Callable[[Path], tuple[dict[str, Any], dict[str, str]]]
 SETUPS: dict[str, tuple[Setup, Callable[[dict[str, Any], Path], None]]] = {
     "datasets": (_datasets, _check_datasets),
@@ -136,6 +146,7 @@ SETUPS: dict[str, tuple[Setup, Callable[[dict[str, Any], Path], None]]] = {
     "pylance-users": (_pylance_users, _check_pylance_users),
     "pandas": (_pandas, _check_pandas),
     "progress": (_progress, _check_progress),
+    "ecosystem": (_ecosystem, _check_ecosystem),
 }
 
 

@@ -38,6 +38,10 @@ TUNING = frozenset(
         "fast_search",
         "prefilter",
         "disable_scoring_autoprojection",
+        # pyarrow's ``Dataset.scanner`` knobs, which pyarrow.dataset consumers pass
+        "use_threads",
+        "cache_metadata",
+        "memory_pool",
     }
 )
 #: Options that change the result and are not implemented, with the values that mean "off".
@@ -179,7 +183,8 @@ class ColumnOrdering:
 
     Example:
         ```python
-        top = ds.to_table(columns=["id", "score"], order_by=[lt.ColumnOrdering("score", ascending=False)], limit=3)
+        by_score = [lt.ColumnOrdering("score", ascending=False)]
+        top = ds.to_table(columns=["id", "score"], order_by=by_score, limit=3)
         ```
     """
 

@@ -145,6 +145,11 @@ class LanceScanner(pyarrow.dataset.Scanner):
             batches = _strict(batches, plan.batch_size)
         return pa.RecordBatchReader.from_batches(proj.schema, batches)
 
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
+        """The rows, streamed batch by batch (the Arrow PyCapsule stream interface: ``pa.table``,
+        ``pl.DataFrame``, ``duckdb.from_arrow`` take a scanner directly)."""
+        return self.to_reader().__arrow_c_stream__(requested_schema)
+
     def _ordered(self) -> pa.Table:
         """The matching rows sorted by ``order_by``, then ``offset`` and ``limit``, projected.
 
