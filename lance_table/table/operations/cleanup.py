@@ -90,7 +90,15 @@ class CleanupStats:
 class CleanupCandidateFile:
     """A file a cleanup removes (pylance's ``CleanupCandidateFile``): its URI, its kind
     (``manifest``, ``data``, ``deletion``, ``transaction``, ``index``), whether no removed version referenced
-    it (``unverified``), and its size."""
+    it (``unverified``), and its size.
+
+    Example:
+        ```python
+        ds.delete("id < 10")
+        plan = ds.explain_cleanup_old_versions(older_than=datetime.timedelta(0))
+        print([(f.kind, f.path) for f in plan.candidate_files])
+        ```
+    """
 
     path: str
     kind: str
@@ -100,7 +108,15 @@ class CleanupCandidateFile:
 
 @dataclass(frozen=True)
 class CleanupExplanation:
-    """What a cleanup would remove (pylance's ``explain_cleanup_old_versions`` result)."""
+    """What a cleanup would remove (pylance's ``explain_cleanup_old_versions`` result).
+
+    Example:
+        ```python
+        ds.delete("id < 10")
+        plan = ds.explain_cleanup_old_versions(older_than=datetime.timedelta(0))
+        print(plan.stats.old_versions, len(plan.candidate_files))
+        ```
+    """
 
     read_version: int
     stats: CleanupStats

@@ -79,7 +79,15 @@ def join_keys(snap: Snapshot, on: str | Iterable[str] | None) -> tuple[str, ...]
 class MergeInsertBuilder:
     """Builds and runs a merge_insert on a dataset (pylance's ``MergeInsertBuilder``): choose what
     happens to matched rows, to source rows matching nothing and to target rows no source row
-    matches, then :meth:`execute` with the source data."""
+    matches, then :meth:`execute` with the source data.
+
+    Example:
+        ```python
+        new = pa.table({"id": [5, 1000], "score": [1.0, 0.5], "kind": ["buy", "view"]})
+        counts = ds.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(new)
+        print(counts)  # {'num_inserted_rows': 1, 'num_updated_rows': 1, 'num_deleted_rows': 0}
+        ```
+    """
 
     def __init__(self, dataset: Handle, on: str | Iterable[str] | None) -> None:
         self._dataset = dataset
