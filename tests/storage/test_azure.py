@@ -10,10 +10,8 @@ import pytest
 from cloud_servers import AZURE_ACCOUNT, AZURE_CONTAINER, AZURE_KEY
 
 import lance_table as lt
-from lance_table.errors import StorageCredentialsError, StorageOptionsError, StorageUnreachableError
+from lance_table.errors import StorageCredentialsError, StorageUnreachableError
 from lance_table.fragment import write_fragments
-from lance_table.storage import open_storage
-from lance_table.storage.azure import KNOWN_AZURE_OPTIONS, account_url, azure_settings
 
 pytestmark = pytest.mark.azure
 
@@ -23,7 +21,7 @@ def _table(start: int, n: int = 50) -> pa.Table:
     return pa.table({"id": ids, "name": pa.array([f"row {i}" for i in range(start, start + n)])})
 
 
-def test_create_append_delete_read_under_every_uri_spelling(az_uri: str, azure_options: dict[str, str]) -> None:
+def test_create_append_delete_read_under_every_uri_spelling(az_uri: str, azure_options: dict[str, str]):
     ds = lt.write_dataset(_table(0), az_uri, storage_options=azure_options)
     lt.write_dataset(_table(50), az_uri, mode="append", storage_options=azure_options)
     ds = lt.dataset(az_uri, storage_options=azure_options)
@@ -71,7 +69,8 @@ def test_racing_commits_all_land_once(az_uri: str, azure_options: dict[str, str]
     lt.write_dataset(_table(0), az_uri, storage_options=azure_options)
     frags = [write_fragments(_table(s), az_uri, storage_options=azure_options) for s in (50, 100)]
     for f in frags:
-        lt.LanceDataset.commit(az_uri, lt.LanceOperation.Append(f), read_version=1, storage_options=azure_options)
+        op = lt.LanceOperation.Append(f)
+        lt.LanceDataset.commit(az_uri, op, read_version=1, storage_options=azure_options)
     barrier = threading.Barrier(4)
     errors: list[BaseException] = []
 
