@@ -10,6 +10,7 @@ over the environment; a bad value in either is a :class:`StorageOptionsError` na
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -304,7 +305,7 @@ def open_filesystem(settings: AzureSettings) -> Any:
     return BlobFileSystem(
         account=settings.account or EMULATOR_ACCOUNT,
         account_url=account_url(settings),
-        credential=credential(settings),
+        credential=functools.partial(credential, settings),
         connection_string=settings.connection_string,
         client=settings.client,
     )

@@ -7,6 +7,7 @@ every option pylance takes for Azure reaches the client.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import adlfs
@@ -28,13 +29,13 @@ class BlobFileSystem(adlfs.AzureBlobFileSystem):
         *,
         account: str,
         account_url: str,
-        credential: Any,
+        credential: Callable[[], Any],
         connection_string: str | None,
         client: dict[str, Any],
         **kwargs: Any,
     ) -> None:
         self._lt_url = account_url
-        self._lt_credential = credential
+        self._lt_credential = credential()  # a factory: fsspec caches instances by their arguments' text
         self._lt_connection_string = connection_string
         self._lt_client = {"retry_total": DEFAULT_RETRIES, **client}
         super().__init__(
