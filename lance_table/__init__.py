@@ -51,12 +51,14 @@ from lance_table.table import Dataset, LanceDataset, dataset, write_dataset
 from lance_table.table.lance_fragment import LanceFragment
 from lance_table.table.lance_operation import LanceOperation, Transaction
 from lance_table.table.lance_schema import LanceSchema
+from lance_table.table.operations.auto_cleanup import AutoCleanupConfig
 from lance_table.table.operations.cleanup import CleanupStats
 from lance_table.table.scan_spec import ColumnOrdering
 from lance_table.table.scanner import LanceScanner
 from lance_table.udf import BatchUDF, add_columns_udf, batch_udf
 
 __all__ = [
+    "AutoCleanupConfig",
     "BatchCommitError",
     "BatchUDF",
     "BlobLocationError",

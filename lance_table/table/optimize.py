@@ -6,10 +6,12 @@ pylance's options, runs it, and moves the handle to the version it committed.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 from lance_table.errors import UnsupportedOperationError
+from lance_table.table.operations import auto_cleanup
+from lance_table.table.operations.auto_cleanup import AutoCleanupConfig
 from lance_table.table.operations.compaction import CompactionMetrics, compact_files
 from lance_table.table.snapshot import Snapshot
 
@@ -21,6 +23,10 @@ class Handle(Protocol):
     that moves it to the version a write committed."""
 
     _snapshot: Snapshot
+
+    def update_config(self, values: Mapping[str, str | None], *, replace: bool = False) -> dict[str, str]: ...
+
+    def delete_config_keys(self, keys: list[str]) -> None: ...
 
     def _committed(self, snapshot: Snapshot, result: _Result = ...) -> _Result: ...
 
@@ -190,18 +196,21 @@ class DatasetOptimizer:
         """
         raise UnsupportedOperationError("optimize_indices() is not supported: lance_table has no indices")
 
-    def enable_auto_cleanup(self, auto_cleanup_config: Any, **kwargs: Any) -> None:
-        """Not supported: call ``cleanup_old_versions()`` instead.
+    def enable_auto_cleanup(self, auto_cleanup_config: AutoCleanupConfig, **kwargs: Any) -> None:
+        """Turn on automatic cleanup (pylance's): every ``interval`` versions a commit removes the
+        versions older than ``older_than_seconds``. The keys go into the dataset config in one
+        commit; the handle moves to it.
 
         Raises:
-            UnsupportedOperationError: always.
+            KeyError: ``interval`` or ``older_than_seconds`` is missing.
+            CommitConflictError: a concurrent change of the same config keys.
         """
-        raise UnsupportedOperationError("enable_auto_cleanup() is not supported; call cleanup_old_versions()")
+        self._dataset.update_config(auto_cleanup.enable_values(auto_cleanup_config))
 
     def disable_auto_cleanup(self, **kwargs: Any) -> None:
-        """Not supported (auto cleanup is never enabled by lance_table).
+        """Turn automatic cleanup off: the config keys go, in one commit; the handle moves to it.
 
         Raises:
-            UnsupportedOperationError: always.
+            CommitConflictError: a concurrent change of the same config keys.
         """
-        raise UnsupportedOperationError("disable_auto_cleanup() is not supported")
+        self._dataset.delete_config_keys([auto_cleanup.INTERVAL_KEY, auto_cleanup.OLDER_THAN_KEY])
