@@ -6,11 +6,12 @@ pylance's options, runs it, and moves the handle to the version it committed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, Protocol, TypeVar
 
 from lance_table.errors import UnsupportedOperationError
 from lance_table.table.operations import auto_cleanup
+from lance_table.table.operations import config as config_ops
 from lance_table.table.operations.auto_cleanup import AutoCleanupConfig
 from lance_table.table.operations.compaction import CompactionMetrics, compact_files
 from lance_table.table.snapshot import Snapshot
@@ -23,10 +24,6 @@ class Handle(Protocol):
     that moves it to the version a write committed."""
 
     _snapshot: Snapshot
-
-    def update_config(self, values: Mapping[str, str | None], *, replace: bool = False) -> dict[str, str]: ...
-
-    def delete_config_keys(self, keys: list[str]) -> None: ...
 
     def _committed(self, snapshot: Snapshot, result: _Result = ...) -> _Result: ...
 
@@ -205,7 +202,8 @@ class DatasetOptimizer:
             KeyError: ``interval`` or ``older_than_seconds`` is missing.
             CommitConflictError: a concurrent change of the same config keys.
         """
-        self._dataset.update_config(auto_cleanup.enable_values(auto_cleanup_config))
+        values = auto_cleanup.enable_values(auto_cleanup_config)
+        self._dataset._committed(config_ops.update_config(self._dataset._snapshot, values, False))
 
     def disable_auto_cleanup(self, **kwargs: Any) -> None:
         """Turn automatic cleanup off: the config keys go, in one commit; the handle moves to it.
@@ -213,4 +211,5 @@ class DatasetOptimizer:
         Raises:
             CommitConflictError: a concurrent change of the same config keys.
         """
-        self._dataset.delete_config_keys([auto_cleanup.INTERVAL_KEY, auto_cleanup.OLDER_THAN_KEY])
+        keys = [auto_cleanup.INTERVAL_KEY, auto_cleanup.OLDER_THAN_KEY]
+        self._dataset._committed(config_ops.delete_config_keys(self._dataset._snapshot, keys))
