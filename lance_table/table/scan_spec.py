@@ -132,7 +132,8 @@ def scan_spec(options: Mapping[str, Any], where: str = "scanner") -> ScanSpec:
     limit, offset, batch_size = (given.get(k) for k in ("limit", "offset", "batch_size"))
     for name, value in (("limit", limit), ("offset", offset)):
         if value is not None and (not isinstance(value, int) or value < 0):
-            raise ScanOptionError(f"{name} must be a non-negative integer, got {value!r}")
+            # (pylance's words, which its users match)
+            raise ScanOptionError(f"{name.capitalize()} must be non-negative (an integer), got {value!r}")
     if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
         raise ScanOptionError(f"batch_size must be a positive integer, got {batch_size!r}")
     if given.get("strict_batch_size") and batch_size is None:
