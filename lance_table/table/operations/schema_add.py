@@ -266,7 +266,10 @@ def reader_compute(reader: pa.RecordBatchReader) -> tuple[pa.Schema, Compute, Ca
         while got < n:
             batch = pending.pop(0) if pending else next(batches, None)
             if batch is None:
-                raise SchemaChangeError("the new column data has fewer rows than the dataset")
+                raise SchemaChangeError(
+                    "Stream ended before producing values for all rows in dataset "
+                    "(the new column data has fewer rows than the dataset)"
+                )
             if got + batch.num_rows > n:
                 pending.insert(0, batch.slice(n - got))
                 batch = batch.slice(0, n - got)
@@ -277,7 +280,9 @@ def reader_compute(reader: pa.RecordBatchReader) -> tuple[pa.Schema, Compute, Ca
     def done() -> None:
         rest = sum(b.num_rows for b in pending) + sum(b.num_rows for b in batches)
         if rest:
-            raise SchemaChangeError(f"the new column data has {rest} rows more than the dataset")
+            raise SchemaChangeError(
+                f"Stream produced more values than expected for dataset ({rest} rows more than the dataset)"
+            )
 
     return reader.schema, lambda frag, lo, live, index: take(live.size), done
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lance_table.errors import SchemaChangeError, SchemaError
 from lance_table.format.operations import Merge, Project
@@ -275,7 +276,8 @@ def _cast_part(
         try:
             return col.cast(target, safe=True)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-            raise SchemaChangeError(f"Cannot cast column {node.name!r} to {target}: {exc}") from None
+            why = _uncastable(col, target) or str(exc)
+            raise SchemaChangeError(f"Cannot cast column {node.name!r} to {target}: {why}") from None
     arr = col.combine_chunks()
     kids = list(node.children)
     parts = []
@@ -287,3 +289,24 @@ def _cast_part(
     mask = arr.is_null() if arr.null_count else None
     fields = [c.to_arrow_field() for c in file_node.children]
     return pa.chunked_array([pa.StructArray.from_arrays(parts, fields=fields, mask=mask)])
+
+
+def _uncastable(col: pa.ChunkedArray, target: pa.DataType) -> str | None:
+    """pylance's words for the first number that does not fit ``target`` ("Can't cast value 1024
+    to type Int8"), or None when the values are not numbers."""
+    if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)) or not (
+        pa.types.is_integer(target) or pa.types.is_floating(target)
+    ):
+        return None
+    arr = col.combine_chunks()
+    try:
+        back = arr.cast(target, safe=False).cast(arr.type, safe=False)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    differs = pc.fill_null(pc.not_equal(arr, back), False).to_numpy(zero_copy_only=False)
+    bad = np.flatnonzero(differs)
+    if not bad.size:
+        return None
+    name = {pa.float16(): "Float16", pa.float32(): "Float32", pa.float64(): "Float64"}.get(target)
+    name = name or str(target).replace("uint", "UInt").replace("int", "Int")
+    return f"Can't cast value {arr[int(bad[0])].as_py()} to type {name}"
