@@ -23,6 +23,8 @@ ENCODING_NONE = 0
 ENCODING_PLAIN = 1
 ENCODING_VAR_BINARY = 2
 ENCODING_DICTIONARY = 3
+# the extension whose fixed-size lists pylance names by it (``fixed_size_list:lance.bfloat16:N``)
+BFLOAT16_NAME = b"lance.bfloat16"
 
 _SIMPLE: dict[str, pa.DataType] = {
     "null": pa.null(),
@@ -136,6 +138,8 @@ def logical_type_of(t: pa.DataType) -> str:
     if pa.types.is_fixed_size_binary(t):
         return f"fixed_size_binary:{t.byte_width}"
     if pa.types.is_fixed_size_list(t):
+        if (t.value_field.metadata or {}).get(b"ARROW:extension:name") == BFLOAT16_NAME:
+            return f"fixed_size_list:lance.bfloat16:{t.list_size}"  # (as pylance names it)
         return f"fixed_size_list:{logical_type_of(t.value_type)}:{t.list_size}"
     if pa.types.is_dictionary(t):
         return f"dict:{logical_type_of(t.value_type)}:{logical_type_of(t.index_type)}:false"
@@ -182,6 +186,10 @@ def leaf_type_from_logical(lt: str) -> pa.DataType:
             return ctor(int(parts[2]), int(parts[3]))
         if head == "fixed_size_binary" and len(parts) == 2:
             return pa.binary(int(parts[1]))
+        if head == "fixed_size_list" and parts[1:-1] == ["lance.bfloat16"]:
+            # bfloat16 values: 2 bytes each, the extension named on the item (as pylance reads it)
+            md = {b"ARROW:extension:name": BFLOAT16_NAME, b"ARROW:extension:metadata": b""}
+            return pa.list_(pa.field("item", pa.binary(2), True, metadata=md), int(parts[-1]))
         if head == "fixed_size_list" and len(parts) >= 3:
             inner = leaf_type_from_logical(":".join(parts[1:-1]))
             return pa.list_(pa.field("item", inner, True), int(parts[-1]))

@@ -21,6 +21,7 @@ LAYERS = [
         "lance_table.extensions",  # extension types in Lance schemas
         "lance_table.jsonb",
         "lance_table.udf",  # pylance's ``lance.udf``: batch UDFs and their checkpoints (no imports)
+        "lance_table.arrow",  # pylance's ``lance.arrow``: bfloat16 and the image extension types
     ),
     ("lance_table.storage", "lance_table.format"),
     ("lance_table.file",),

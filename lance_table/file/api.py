@@ -412,7 +412,7 @@ class LanceFileWriter:
         self.closed = True
         if self._writer is None:
             raise ValueError(
-                f"{self._path}: Schema is unknown and file cannot be created (no schema given, no data written)"
+                f"{self._path}: Schema is unknown and file cannot be created (no schema, no data written)"
             )
         writer, staged = self._writer, self._staged
         assert staged is not None

@@ -14,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 
 from lance_table._proto import file_pb2
+from lance_table.extensions import user_schema
 from lance_table.schema import (
     LanceField,
     arrow_schema_from_fields,
@@ -67,7 +68,9 @@ class LanceSchema:
         )
 
     def to_pyarrow(self) -> pa.Schema:
-        return arrow_schema_from_fields(self._fields, self._metadata)
+        """The Arrow schema, extension types as readers see them (JSON as its stored bytes, as
+        pylance gives it here)."""
+        return user_schema(arrow_schema_from_fields(self._fields, self._metadata), json=False)
 
     def fields(self) -> list[LanceSchemaField]:
         def node(n: Any) -> LanceSchemaField:
