@@ -47,6 +47,7 @@ except _metadata.PackageNotFoundError:  # pragma: no cover - a source tree that 
 import lance_table.commit as commit  # pylance's ``lance.commit``
 import lance_table.fragment as fragment  # pylance's ``lance.fragment``
 import lance_table.optimize as optimize  # pylance's ``lance.optimize``
+from lance_table.schema import json_to_schema, schema_to_json
 from lance_table.table import Dataset, LanceDataset, dataset, write_dataset
 from lance_table.table.lance_fragment import LanceFragment
 from lance_table.table.lance_operation import LanceOperation, Transaction
@@ -104,6 +105,8 @@ __all__ = [
     "commit",
     "dataset",
     "fragment",
+    "json_to_schema",
     "optimize",
+    "schema_to_json",
     "write_dataset",
 ]
