@@ -28,7 +28,13 @@ LAYERS = [
     ("lance_table.file",),
     ("lance_table.filters",),
     # pylance's module names: lance_table.fragment, lance_table.commit, lance_table.optimize
-    ("lance_table.table", "lance_table.fragment", "lance_table.commit", "lance_table.optimize"),
+    (
+        "lance_table.table",
+        "lance_table.fragment",
+        "lance_table.commit",
+        "lance_table.optimize",
+        "lance_table._dataset",  # pylance's lance._dataset (ShardedBatchIterator)
+    ),
     ("lance_table.spark",),
     ("pyspark_lance_table",),
 ]
