@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
-from lance_table import jsonb
+import lance_table.jsonb as jsonb
 from lance_table.errors import FilterError
 from lance_table.filters.forms import _Compiler
 from lance_table.filters.literals import _Operand
