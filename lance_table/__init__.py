@@ -47,6 +47,7 @@ except _metadata.PackageNotFoundError:  # pragma: no cover - a source tree that 
 import lance_table.commit as commit  # pylance's ``lance.commit``
 import lance_table.fragment as fragment  # pylance's ``lance.fragment``
 import lance_table.optimize as optimize  # pylance's ``lance.optimize``
+from lance_table.format.transaction import COMMIT_MESSAGE_KEY as LANCE_COMMIT_MESSAGE_KEY
 from lance_table.schema import json_to_schema, schema_to_json
 from lance_table.table import Dataset, LanceDataset, dataset, write_dataset
 from lance_table.table.lance_fragment import LanceFragment
@@ -59,6 +60,7 @@ from lance_table.table.scanner import LanceScanner
 from lance_table.udf import BatchUDF, add_columns_udf, batch_udf
 
 __all__ = [
+    "LANCE_COMMIT_MESSAGE_KEY",
     "AutoCleanupConfig",
     "BatchCommitError",
     "BatchUDF",
