@@ -15,6 +15,7 @@ pylance's options fall in three groups:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
@@ -22,6 +23,18 @@ from typing import Any, TypeAlias
 import pyarrow.compute as pc
 
 from lance_table.errors import ScanOptionError, UnsupportedOperationError
+
+DEFAULT_BATCH_SIZE = 8192
+# pylance's environment variable for the batch size of scans that name none
+BATCH_SIZE_ENV = "LANCE_DEFAULT_BATCH_SIZE"
+
+
+def default_batch_size() -> int:
+    """Rows per batch of a scan that names no batch size: ``LANCE_DEFAULT_BATCH_SIZE`` when set
+    to a positive integer (read at each scan, as pylance reads it), else 8192."""
+    text = os.environ.get(BATCH_SIZE_ENV, "")
+    return int(text) if text.strip().isdigit() and int(text) > 0 else DEFAULT_BATCH_SIZE
+
 
 #: What ``columns=`` takes: names, or output names to SQL expressions (None: every column).
 Columns: TypeAlias = "Sequence[str] | Mapping[str, str] | None"
