@@ -1,5 +1,6 @@
 """pylance's ``lance.arrow``: the ``lance.bfloat16`` extension type (its array, scalar, value and
-pandas dtype), ``bfloat16_array`` and ``cast`` between floats and bfloat16.
+pandas dtype), ``bfloat16_array`` and ``cast`` between floats and bfloat16; the image types come
+from :mod:`lance_table.arrow_images`.
 
 A bfloat16 value is the upper half of a float32 (rounded to nearest, ties to even); the type
 stores it as 2 little-endian bytes (``fixed_size_binary[2]``) under the extension name
@@ -22,12 +23,31 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_table.arrow_images import (
+    EncodedImageArray,
+    EncodedImageType,
+    FixedShapeImageTensorArray,
+    FixedShapeImageTensorType,
+    ImageArray,
+    ImageScalar,
+    ImageURIArray,
+    ImageURIType,
+)
+
 BFLOAT16_NAME = "lance.bfloat16"
 
 __all__ = [
     "BFloat16",
     "BFloat16Array",
     "BFloat16Type",
+    "EncodedImageArray",
+    "EncodedImageType",
+    "FixedShapeImageTensorArray",
+    "FixedShapeImageTensorType",
+    "ImageArray",
+    "ImageScalar",
+    "ImageURIArray",
+    "ImageURIType",
     "bfloat16_array",
     "cast",
 ]

@@ -216,13 +216,17 @@ def _registered(storage: pa.DataType, name: bytes, params: bytes) -> pa.DataType
     return t
 
 
-def _own(storage: pa.DataType, name: bytes) -> pa.DataType | None:
-    """lance_table's own type for an extension nobody registered (``lance.bfloat16``; see
-    :mod:`lance_table.arrow`), or None."""
+def _own(storage: pa.DataType, name: bytes, params: bytes) -> pa.DataType | None:
+    """lance_table's own type for an extension nobody registered (``lance.bfloat16``, the image
+    types; see :mod:`lance_table.arrow`), or None."""
     if name == BFLOAT16 and storage == pa.binary(2):
         from lance_table.arrow import BFloat16Type
 
         return BFloat16Type()
+    if name.startswith(b"lance.arrow."):
+        from lance_table.arrow_images import own_image_type
+
+        return own_image_type(storage, name, params)
     return None
 
 
@@ -239,7 +243,8 @@ def user_field(f: pa.Field, json: bool = True) -> pa.Field:
         if name == LANCE_JSON and pa.types.is_large_binary(f.type):
             return pa.field(f.name, pa.json_(), f.nullable, metadata=rest)
         inner = _user_type(f.type, json)
-        ext = _registered(inner, name, md.get(EXT_METADATA, b"")) or _own(inner, name)
+        params = md.get(EXT_METADATA, b"")
+        ext = _registered(inner, name, params) or _own(inner, name, params)
         if ext is not None:
             return pa.field(f.name, ext, f.nullable, metadata=rest)
         return f if inner is f.type else pa.field(f.name, inner, f.nullable, metadata=f.metadata)

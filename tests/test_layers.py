@@ -22,6 +22,7 @@ LAYERS = [
         "lance_table.extensions",  # extension types in Lance schemas
         "lance_table.jsonb",
         "lance_table.udf",  # pylance's ``lance.udf``: batch UDFs and their checkpoints (no imports)
+        "lance_table.arrow_images",  # pylance's image extension types (in ``lance.arrow``)
         "lance_table.arrow",  # pylance's ``lance.arrow``: bfloat16 and the image extension types
     ),
     ("lance_table.storage", "lance_table.format"),
