@@ -80,3 +80,18 @@ def test_a_bare_conflict_from_a_commit_lock_names_itself(tmp_path: Path) -> None
     with pytest.raises(lt.CommitConflictError, match="CommitConflictError"):
         lt.write_dataset(pa.table({"a": [1]}), tmp_path, commit_lock=lock)
     assert not (tmp_path / "_versions").exists() or not any((tmp_path / "_versions").iterdir())
+
+
+@pytest.mark.parametrize(("column", "target"), [("x", pa.string()), ("f", pa.int32()), ("b", pa.float32())])
+def test_an_impossible_cast_names_the_types_as_pylance(
+    tmp_path: Path, column: str, target: pa.DataType
+) -> None:
+    table = pa.table({"x": pa.array([1], pa.int32()), "f": [1.5], "b": [True]})
+    messages = []
+    for lib in (lance, lt):
+        lib.write_dataset(table, tmp_path / lib.__name__)
+        with pytest.raises(OSError) as info:
+            lib.dataset(tmp_path / lib.__name__).alter_columns({"path": column, "data_type": target})
+        messages.append(str(info.value))
+    phrase = messages[1]
+    assert phrase.startswith(f'Cannot cast column "{column}" from ') and phrase in messages[0]

@@ -144,7 +144,9 @@ def plan_alter_columns(ds: Snapshot, alterations: Sequence[Mapping[str, Any]]) -
                 _check_nested_cast(ds, path)
             if old_type != target:
                 if not _castable(old_type, target):
-                    raise SchemaChangeError(f"Cannot cast column {path!r} from {old_type} to {target}")
+                    # (pylance's words and Arrow type names, which its users match)
+                    old_name, new_name = _arrow_name(old_type), _arrow_name(target)
+                    raise SchemaChangeError(f'Cannot cast column "{path}" from {old_name} to {new_name}')
                 casts[f.id] = target
         fields[by_id[f.id]] = new
     # pylance records whether every altered field is nullable
@@ -307,6 +309,28 @@ def _uncastable(col: pa.ChunkedArray, target: pa.DataType) -> str | None:
     bad = np.flatnonzero(differs)
     if not bad.size:
         return None
-    name = {pa.float16(): "Float16", pa.float32(): "Float32", pa.float64(): "Float64"}.get(target)
-    name = name or str(target).replace("uint", "UInt").replace("int", "Int")
-    return f"Can't cast value {arr[int(bad[0])].as_py()} to type {name}"
+    return f"Can't cast value {arr[int(bad[0])].as_py()} to type {_arrow_name(target)}"
+
+
+_ARROW_NAMES = {
+    pa.bool_(): "Boolean",
+    pa.float16(): "Float16",
+    pa.float32(): "Float32",
+    pa.float64(): "Float64",
+    pa.string(): "Utf8",
+    pa.large_string(): "LargeUtf8",
+    pa.binary(): "Binary",
+    pa.large_binary(): "LargeBinary",
+    pa.date32(): "Date32",
+    pa.date64(): "Date64",
+    pa.null(): "Null",
+}
+
+
+def _arrow_name(t: pa.DataType) -> str:
+    """The name Arrow's Rust implementation (pylance's messages) gives a type: ``Int32``, ``Utf8``."""
+    if t in _ARROW_NAMES:
+        return _ARROW_NAMES[t]
+    if pa.types.is_integer(t):
+        return str(t).replace("uint", "UInt").replace("int", "Int")
+    return str(t)
