@@ -60,7 +60,8 @@ _FILTERS = [
 def uri(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("json") / "ds"
     data = [json.dumps(r) if r is not None else None for r in _ROWS]
-    lance.write_dataset(pa.table({"id": range(len(_ROWS)), "data": pa.array(data, pa.json_())}), path)
+    table = pa.table({"id": range(len(_ROWS)), "data": pa.array(data, pa.json_())})
+    lance.write_dataset(table, path, max_rows_per_file=2)  # several fragments: read as one batch
     return path
 
 
