@@ -205,12 +205,17 @@ def read_live(frag: FragmentReader, names: list[str], live: np.ndarray, rows: in
     runs = Runs.span(int(live[0]), live.size) if whole else Runs.from_sorted_unique(live)
     table = frag.read(data, runs) if data else pa.table({})
     for name in names:
+        if name not in (ROW_ID, ROW_ADDR):
+            continue
         if name == ROW_ID:
             ids = frag.row_ids
-            arr = (frag.fragment.id << 32) + live if ids is None else ids[live]
-            table = table.append_column(name, pa.array(np.asarray(arr, np.uint64)))
-        elif name == ROW_ADDR:
-            table = table.append_column(name, pa.array(((frag.fragment.id << 32) + live).astype(np.uint64)))
+            arr = pa.array(
+                np.asarray((frag.fragment.id << 32) + live if ids is None else ids[live], np.uint64)
+            )
+        else:
+            arr = pa.array(((frag.fragment.id << 32) + live).astype(np.uint64))
+        # (only system columns asked for: the table starts with the first)
+        table = table.append_column(name, arr) if table.num_columns else pa.table({name: arr})
     return table
 
 
