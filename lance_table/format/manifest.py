@@ -458,6 +458,7 @@ class ManifestSummary:
     transaction: bytes | None  # the inline serialized Transaction, if present
     transaction_file: str
     fragments: Any = field(default=None, compare=False, repr=False)  # the protobuf fragments, undecoded
+    body: bytes = field(default=b"", compare=False, repr=False)  # the manifest protobuf's bytes
 
     def totals(self) -> dict[str, str]:
         """The version's summary as pylance's ``versions()`` shows it in ``metadata`` (strings):
@@ -515,9 +516,14 @@ def decode_manifest_summary(data: bytes, path: str) -> ManifestSummary:
     Raises:
         CorruptFileError: the framing or the protobuf is damaged.
     """
-    pb, _, txn = _parse(data, path)
+    pb, pos, txn = _parse(data, path)
     return ManifestSummary(
-        pb.version, pb.timestamp.seconds * 10**9 + pb.timestamp.nanos, txn, pb.transaction_file, pb.fragments
+        pb.version,
+        pb.timestamp.seconds * 10**9 + pb.timestamp.nanos,
+        txn,
+        pb.transaction_file,
+        pb.fragments,
+        memoryview(data)[pos + 4 : len(data) - MANIFEST_FOOTER_SIZE].tobytes(),
     )
 
 

@@ -23,6 +23,7 @@ class Entry:
     path: str
     size: int
     modified: float | None  # seconds since the epoch, when the backend knows it
+    etag: str | None = None  # the store's digest of the content, when the listing gives it
 
     @property
     def name(self) -> str:
