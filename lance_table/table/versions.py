@@ -59,13 +59,18 @@ def list_versions(storage: Storage, *, after: int | None = None) -> list[Version
         CorruptFileError: the directory mixes the V1 and V2 manifest naming schemes.
     """
     names = [n for n in storage.list_names(paths.VERSIONS_DIR) if n.endswith(paths.MANIFEST_SUFFIX)]
-    if after is not None and all(len(n) == paths.V2_NAME_LENGTH for n in names):
+    if after is not None and _all_v2(names):
         cut = paths.manifest_name(after, paths.ManifestNaming.V2)
         names = [n for n in names if n < cut]
     entries = _entries(names)
     _check_one_scheme(storage, entries)
     entries.sort(key=lambda e: e.version)
     return [e for e in entries if e.version > after] if after is not None else entries
+
+
+def _all_v2(names: list[str]) -> bool:
+    """Whether there are manifest names and all are V2 names (told apart by their length)."""
+    return bool(names) and min(map(len, names)) == max(map(len, names)) == paths.V2_NAME_LENGTH
 
 
 def _check_one_scheme(storage: Storage, entries: list[VersionEntry]) -> None:
@@ -100,11 +105,10 @@ def latest_entry(storage: Storage) -> VersionEntry:
         CorruptFileError: the directory mixes the V1 and V2 manifest naming schemes.
     """
     names = [n for n in storage.list_names(paths.VERSIONS_DIR) if n.endswith(paths.MANIFEST_SUFFIX)]
-    if names and all(len(n) == paths.V2_NAME_LENGTH for n in names):
-        for name in sorted(names):
-            found = _entries([name])
-            if found:
-                return found[0]
+    if _all_v2(names):
+        found = _entries([min(names)])
+        if found:
+            return found[0]
     entries = list_versions(storage)
     if not entries:
         raise DatasetNotFoundError(f"no Lance dataset at {storage.uri}")
