@@ -45,6 +45,13 @@ _SUMMARIES: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
 _LOCK = threading.Lock()
 
 
+def clear() -> None:
+    """Forget every cached summary and fragment run (for benchmarks that time a first call)."""
+    with _LOCK:
+        _SUMMARIES.clear()
+        _LAST.clear()
+
+
 def summary_key(storage: Storage, entry: Entry, now: float | None = None) -> tuple[Any, ...] | None:
     """The key under which a listed manifest file's summary may be cached; None when what the
     listing says does not identify the file's content (no ETag, no time, or a time too recent)."""
