@@ -105,6 +105,19 @@ class Storage(ABC):
     def write(self, path: str, data: bytes) -> None:
         """Create or replace a file with ``data``."""
 
+    def write_new(self, path: str, data: bytes) -> None:
+        """Create a file that nobody reads before it is complete (a fresh unique name, referenced
+        only once written): where it is cheaper, without :meth:`write`'s atomic replacement.
+
+        Raises:
+            FileExistsError: where the backend can tell, the file already exists.
+        """
+        self.write(path, data)
+
+    def write_hint(self, path: str, data: bytes) -> None:
+        """Update a small file that readers never trust (a hint): where it is cheaper, in place."""
+        self.write(path, data)
+
     @abstractmethod
     def open_writer(self, path: str) -> IO[bytes]:
         """A writable binary stream; the file appears complete when the stream is closed."""

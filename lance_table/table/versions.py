@@ -330,6 +330,6 @@ def _version_time(ns: int) -> dt.datetime:
 def write_version_hint(storage: Storage, version: int) -> None:
     """Best-effort update of ``latest_version_hint.json`` (only a hint; readers list the directory)."""
     with contextlib.suppress(OSError):
-        storage.write(
+        storage.write_hint(
             paths.LATEST_VERSION_HINT, json.dumps({"version": version}, separators=(",", ":")).encode()
         )
