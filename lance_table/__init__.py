@@ -48,10 +48,14 @@ import lance_table.commit as commit  # pylance's ``lance.commit``
 import lance_table.fragment as fragment  # pylance's ``lance.fragment``
 import lance_table.optimize as optimize  # pylance's ``lance.optimize``
 from lance_table.table import Dataset, LanceDataset, dataset, write_dataset
+from lance_table.table.blobs import BlobFile
+from lance_table.table.fragment_metadata import FragmentMetadata
 from lance_table.table.lance_fragment import LanceFragment
 from lance_table.table.lance_operation import LanceOperation, Transaction
 from lance_table.table.lance_schema import LanceSchema
-from lance_table.table.operations.cleanup import CleanupStats
+from lance_table.table.maintenance import DataStatistics, FieldStatistics
+from lance_table.table.operations.cleanup import CleanupCandidateFile, CleanupExplanation, CleanupStats
+from lance_table.table.operations.merge_insert import MergeInsertBuilder
 from lance_table.table.scan_spec import ColumnOrdering
 from lance_table.table.scanner import LanceScanner
 from lance_table.udf import BatchUDF, add_columns_udf, batch_udf
@@ -59,7 +63,10 @@ from lance_table.udf import BatchUDF, add_columns_udf, batch_udf
 __all__ = [
     "BatchCommitError",
     "BatchUDF",
+    "BlobFile",
     "BlobLocationError",
+    "CleanupCandidateFile",
+    "CleanupExplanation",
     "CleanupStats",
     "ColumnOrdering",
     "CommitConflictError",
@@ -67,10 +74,13 @@ __all__ = [
     "CommitStateUnknownError",
     "CorruptFileError",
     "DataFileNotFoundError",
+    "DataStatistics",
     "Dataset",
     "DatasetAlreadyExistsError",
     "DatasetNotFoundError",
+    "FieldStatistics",
     "FilterError",
+    "FragmentMetadata",
     "InputTypeError",
     "InvalidURIError",
     "LanceDataset",
@@ -80,6 +90,7 @@ __all__ = [
     "LanceScanner",
     "LanceSchema",
     "LanceTableError",
+    "MergeInsertBuilder",
     "MergeInsertError",
     "MergeSourceError",
     "RowRangeError",
