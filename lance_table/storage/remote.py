@@ -32,6 +32,11 @@ def _mtime(info: dict[str, Any]) -> float | None:
     return None
 
 
+def _etag(info: dict[str, Any]) -> str | None:
+    value = info.get("ETag") or info.get("etag")
+    return str(value) if value else None
+
+
 class _FsspecSource(_RangedSource):
     """A ByteSource over one fsspec file, fetching coalesced ranges with ``cat_ranges``.
 
@@ -181,7 +186,8 @@ class FsspecStorage(Storage):
             if info.get("type") != "file":
                 continue
             name = str(info["name"]).rstrip("/").rsplit("/", 1)[-1]
-            out.append(Entry(f"{path}/{name}" if path else name, int(info.get("size") or 0), _mtime(info)))
+            rel = f"{path}/{name}" if path else name
+            out.append(Entry(rel, int(info.get("size") or 0), _mtime(info), _etag(info)))
         return out
 
     def list_tree(self, path: str) -> list[Entry]:

@@ -170,7 +170,7 @@ def _commit(
             paths.transaction_file_name(txn.read_version, txn.uuid)
         )
         written_at = time.monotonic()
-        storage.write(attempt.transaction_path, txn_bytes)
+        storage.write_new(attempt.transaction_path, txn_bytes)  # a fresh name, read once committed
         # Never create the version after ``base`` blindly: cleanup may have removed versions between
         # base and the latest, and a manifest created in that hole would be invisible (and deleted
         # by the next cleanup). Learn the latest version, after the transaction file is there for
