@@ -531,3 +531,27 @@ def test_pylance_legacy_nested_cast_reads_and_we_write_it_the_same_way(tmp_path)
     assert_tables_equal(
         lt.dataset(theirs).to_table(filter="s.x > 4"), lance.dataset(theirs).to_table(filter="s.x > 4")
     )
+    # a second nested cast (pylance 14's own panics on legacy files): pylance reads ours
+    lt.dataset(ours).alter_columns({"path": "s.y", "data_type": pa.large_string()})
+    lt.dataset(ours).add_columns({"b": "k + 1"})
+    lt.dataset(ours).compact_files()
+    assert_tables_equal(lt.dataset(ours).to_table(), lance.dataset(ours).to_table())
+    assert lance.dataset(ours).schema.field("s").type.field("y").type == pa.large_string()
+
+
+def test_merge_columns_reading_only_system_columns_matches_pylance(tmp_path: Path) -> None:
+    """A UDF that reads only ``_rowid``/``_rowaddr`` (no data column) gets them, as in pylance."""
+    results = []
+    for mod, name in ((lt, "ours"), (lance, "pylance")):
+        uri = tmp_path / name
+        mod.write_dataset(pa.table({"a": range(10)}), uri, max_rows_per_file=4)
+        mod.dataset(uri).delete("a = 5")
+        ds = mod.dataset(uri)
+        frags, schema = [], None
+        for frag in ds.get_fragments():
+            udf = lambda b: pa.record_batch({"rid": b["_rowid"], "addr": b["_rowaddr"]})  # noqa: E731
+            metadata, schema = frag.merge_columns(udf, columns=["_rowid", "_rowaddr"])
+            frags.append(metadata)
+        merge = mod.LanceOperation.Merge(frags, schema)
+        results.append(mod.LanceDataset.commit(uri, merge, read_version=ds.version).to_table())
+    assert results[0].equals(results[1])
