@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -165,6 +166,8 @@ class LanceTableReader(DataSourceReader):
         self.batch_size = batch_size
         self.max_rows = max_rows_per_partition
         self.pushed: list[pc.Expression] = []
+        # when pushFilters ran (see PushdownReader): the pushed filters belong to that query only
+        self.pushed_at: float | None = None
 
     def partitions(self) -> list[FragmentRange]:
         ranges = _ranges(self.fragments, self.max_rows)
@@ -180,9 +183,30 @@ class LanceTableReader(DataSourceReader):
 
         schema = arrow_schema_from_fields(fields, schema_metadata)
         expr = parse_filter(self.sql_filter, schema) if self.sql_filter else None
-        for pushed in self.pushed:
+        for pushed in self._pushed_here():
             expr = pushed if expr is None else expr & pushed
         return make_spec(schema, self.columns, expr, False, self.batch_size, None, None)
+
+    def _pushed_here(self) -> list[pc.Expression]:
+        """The pushed filters, if the query running this task is the one they were pushed for.
+
+        Spark 4.3 keeps the last planned read of a DataFrame (this pickled reader, pushed filters
+        and all) and runs it for later queries on the DataFrame that push no filters. Filters are
+        applied only by a task whose query started before they were pushed (the query that pushed
+        them); Spark re-applies every filter itself (:meth:`PushdownReader.pushFilters` hands them
+        all back), so skipping them is always correct and applying them only saves work. Outside a
+        Spark task (no query to tell apart) they are applied.
+        """
+        if not self.pushed or self.pushed_at is None:
+            return self.pushed
+        from pyspark import TaskContext
+
+        if TaskContext.get() is None:
+            return self.pushed
+        started = query_started()
+        if started is None or started > self.pushed_at:
+            return []
+        return self.pushed
 
     def _newer(self, storage: Storage) -> Manifest | None:
         """The version this task's query must read instead of the planned one, if any: the latest
@@ -263,16 +287,15 @@ class PushdownReader(LanceTableReader):
     """
 
     def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
-        """Keep the filters that translate exactly; hand the rest back to Spark.
+        """Keep the filters that translate exactly to apply them while reading, and hand every
+        filter back to Spark, which applies them again after the scan.
 
-        Each call states the whole set of pushed filters for the query about to run.
+        Pushdown is thereby only a saving: a task applies the pushed filters only when its query
+        is the one that pushed them (see :meth:`LanceTableReader._pushed_here`), and Spark's own
+        filter keeps the answer exact when a later query runs this reader without them. Each
+        call states the whole set of pushed filters for the query about to run.
         """
-        pushed, rejected = [], []
-        for f in filters:
-            expr = to_expression(f)
-            if expr is None:
-                rejected.append(f)
-            else:
-                pushed.append(expr)
+        pushed = [expr for expr in map(to_expression, filters) if expr is not None]
         self.pushed = pushed
-        return iter(rejected)
+        self.pushed_at = time.time() if pushed else None
+        return iter(filters)
