@@ -181,7 +181,9 @@ def test_sql_on_s3_with_storage_options_from_the_conf_or_options(spark, s3_uri, 
             spark.conf.set(key, value)
         register(spark)  # the driver's side gets the conf's storage options; tasks read the conf
         spark.sql(f"CREATE TABLE sq_s3 USING lance_table LOCATION '{s3a}'")
+        spark.sql(f"CREATE TABLE sq_s3_plain USING lance_table LOCATION '{uri}'")  # s3:// as well
         assert _ids(spark, "SELECT id FROM sq_s3") == list(range(30))
+        assert _ids(spark, "SELECT id FROM sq_s3_plain WHERE id < 3") == [0, 1, 2]
         create_table(spark, "sq_s3_rw", uri)
         spark.sql("INSERT INTO sq_s3_rw VALUES (100, 'x')")
         assert _lance_ids(uri, storage_options=s3_options) == [*range(30), 100]
@@ -197,3 +199,8 @@ def test_sql_on_s3_with_storage_options_from_the_conf_or_options(spark, s3_uri, 
     assert _ids(spark, "SELECT id FROM sq_s3_view") == list(range(5))
     spark.sql("INSERT INTO sq_s3_view VALUES (7, 'y')")
     assert _lance_ids(uri, storage_options=s3_options) == [0, 1, 2, 3, 4, 7]
+    # A catalog table cannot keep them (Spark hands its reads no OPTIONS): refused, saying what works.
+    with pytest.raises(Exception, match="spark.lance_table.<option>"):
+        spark.sql(f"CREATE TABLE sq_s3_opts USING lance_table OPTIONS (path '{uri}', storage_options '{so}')")
+    create_table(spark, "sq_s3_opts", s3a, storage_options=s3_options)
+    assert _ids(spark, "SELECT id FROM sq_s3_opts") == [0, 1, 2, 3, 4, 7]
