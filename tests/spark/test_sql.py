@@ -200,7 +200,7 @@ def test_sql_on_s3_with_storage_options_from_the_conf_or_options(spark, s3_uri, 
     spark.sql("INSERT INTO sq_s3_view VALUES (7, 'y')")
     assert _lance_ids(uri, storage_options=s3_options) == [0, 1, 2, 3, 4, 7]
     # A catalog table cannot keep them (Spark hands its reads no OPTIONS): refused, saying what works.
-    with pytest.raises(Exception, match="spark.lance_table.<option>"):
+    with pytest.raises(Exception, match=r"spark\.lance_table\.<option>"):
         spark.sql(f"CREATE TABLE sq_s3_opts USING lance_table OPTIONS (path '{uri}', storage_options '{so}')")
     create_table(spark, "sq_s3_opts", s3a, storage_options=s3_options)
     assert _ids(spark, "SELECT id FROM sq_s3_opts") == [0, 1, 2, 3, 4, 7]
