@@ -17,7 +17,7 @@ def test_the_spark_pipeline_example_runs(spark, tmp_path):
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    summary = module.run(spark, tmp_path, rows=100, files=2)  # one query of two micro-batches; asserts each step
+    summary = module.run(spark, tmp_path, rows=100, files=2)  # one query, two micro-batches
     assert summary["updates"] == 200
     assert summary["accounts_at_version_1"] == 100
     assert summary["fragments_after_compaction"] == 1 < summary["fragments_before_compaction"]
