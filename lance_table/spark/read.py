@@ -60,13 +60,39 @@ QUERY_ID_PROPERTY = "spark.sql.execution.query.id"
 @dataclass
 class FragmentRange(InputPartition):
     """A task's share: rows ``[start, stop)`` of one fragment (none for the placeholder of an empty
-    dataset), the ``slot``-th of ``slots`` partitions planned."""
+    dataset), and the row ranges of further small fragments in ``more``; the ``slot``-th of
+    ``slots`` partitions planned."""
 
     fragment: Fragment | None
     start: int
     stop: int
     slot: int = 0
     slots: int = 1
+    more: tuple[tuple[Fragment, int, int], ...] = ()
+
+
+#: small fragments are read together, this many rows to a task at least (when there are that many):
+#: each Spark task costs far more than opening a small fragment
+MIN_PARTITION_ROWS = 64 * 1024
+
+
+def _packed(
+    ranges: Sequence[tuple[Fragment, int, int]], max_rows: int
+) -> list[list[tuple[Fragment, int, int]]]:
+    """Consecutive row ranges grouped into partitions: a range of :data:`MIN_PARTITION_ROWS` or more
+    rows alone, smaller ones together until a group has that many (never above ``max_rows``)."""
+    floor = min(MIN_PARTITION_ROWS, max_rows)
+    groups: list[list[tuple[Fragment, int, int]]] = []
+    open_rows = 0
+    for piece in ranges:
+        rows = piece[2] - piece[1]
+        if groups and open_rows and open_rows + rows <= floor:
+            groups[-1].append(piece)
+            open_rows += rows
+            continue
+        groups.append([piece])
+        open_rows = rows if rows < floor else 0
+    return groups
 
 
 def _ranges(fragments: Sequence[Fragment], max_rows: int) -> list[tuple[Fragment, int, int]]:
@@ -174,8 +200,11 @@ class LanceTableReader(DataSourceReader):
         if not ranges:
             # A read that follows the latest version needs a task for the rows appended later.
             return [FragmentRange(None, 0, 0)] if self.planned_at is not None else []
-        n = len(ranges)
-        return [FragmentRange(frag, lo, hi, i, n) for i, (frag, lo, hi) in enumerate(ranges)]
+        groups = _packed(ranges, self.max_rows)
+        n = len(groups)
+        return [
+            FragmentRange(frag, lo, hi, i, n, tuple(rest)) for i, ((frag, lo, hi), *rest) in enumerate(groups)
+        ]
 
     def _spec(self, fields: Sequence[LanceField], schema_metadata: Mapping[str, bytes]) -> ScanPlan:
         from lance_table.filters import parse_filter
@@ -233,15 +262,11 @@ class LanceTableReader(DataSourceReader):
         newer = self._newer(storage)
         if newer is None:
             if partition.fragment is not None:
-                yield from self._read_range(
-                    storage,
-                    self.fields,
-                    self.schema_metadata,
-                    self.dictionaries,
-                    partition.fragment,
-                    partition.start,
-                    partition.stop,
-                )
+                pieces = ((partition.fragment, partition.start, partition.stop), *partition.more)
+                for frag, lo, hi in pieces:
+                    yield from self._read_range(
+                        storage, self.fields, self.schema_metadata, self.dictionaries, frag, lo, hi
+                    )
             return
         for frag, lo, hi in _ranges(newer.fragments, self.max_rows)[partition.slot :: partition.slots]:
             yield from self._read_range(

@@ -34,3 +34,21 @@ def test_tasks_read_the_planned_version_without_the_version_files(tmp_path, opti
     task = pickle.loads(shipped)
     got = [i for p in partitions for b in task.read(p) for i in b.column(0).to_pylist()]
     assert sorted(got) == expected
+
+
+def test_small_fragments_share_tasks_and_each_row_is_read_once(tmp_path):
+    from lance_table.spark import read
+
+    uri = str(tmp_path / "ds")
+    lt.write_dataset(pa.table({"id": np.arange(3000)}), uri, max_rows_per_file=10)  # 300 fragments
+    lt.write_dataset(pa.table({"id": np.arange(3000, 4000)}), uri, mode="append")  # one of 1000
+    source = LanceTableDataSource({"path": uri, "max_rows_per_partition": "700"})
+    reader = source.reader(source.schema())
+    parts = reader.partitions()
+    sizes = [sum(hi - lo for _, lo, hi in ((p.fragment, p.start, p.stop), *p.more)) for p in parts]
+    assert read.MIN_PARTITION_ROWS > 700  # so the bound is max_rows_per_partition
+    assert sizes == [700] * 4 + [200, 700, 300]  # packed up to the bound; the big fragment split
+    assert [(p.slot, p.slots) for p in parts] == [(i, 7) for i in range(7)]
+    task = pickle.loads(pickle.dumps(reader))
+    got = [i for p in parts for b in task.read(p) for i in b.column(0).to_pylist()]
+    assert sorted(got) == list(range(4000))

@@ -124,7 +124,8 @@ def test_dataframes_and_temp_views_read_the_latest_version(spark, tmp_path):
     lance = pytest.importorskip("lance")
     empty, two = str(tmp_path / "empty"), str(tmp_path / "two")
     lt.write_dataset(_rows(0, 0), empty)
-    lt.write_dataset(_rows(0, 20), two, max_rows_per_file=10)  # two fragments: two planned tasks
+    # two fragments, two planned tasks (a task per 10 rows: small fragments would share one)
+    lt.write_dataset(_rows(0, 20), two, max_rows_per_file=10)
 
     df = spark.read.format("lance_table").load(empty)
     df.createOrReplaceTempView("sq_empty")
@@ -132,8 +133,13 @@ def test_dataframes_and_temp_views_read_the_latest_version(spark, tmp_path):
     lt.write_dataset(_rows(0, 35), empty, mode="append", max_rows_per_file=10)
     assert _ids(spark, "SELECT id FROM sq_empty") == list(range(35))  # one planned task reads all
 
-    spark.read.format("lance_table").load(two).createOrReplaceTempView("sq_two")
-    spark.sql(f"CREATE TEMP VIEW sq_two_sql USING lance_table OPTIONS (path 'file:{two}')")
+    spark.read.format("lance_table").option("max_rows_per_partition", 10).load(two).createOrReplaceTempView(
+        "sq_two"
+    )
+    spark.sql(
+        "CREATE TEMP VIEW sq_two_sql USING lance_table "
+        f"OPTIONS (path 'file:{two}', max_rows_per_partition '10')"
+    )
     spark.sql(f"CREATE TEMP VIEW sq_two_v1 USING lance_table OPTIONS (path '{two}', version '1')")
     assert spark.sql("SELECT count(*) FROM sq_two").first()[0] == 20
     assert spark.sql("SELECT count(*) FROM sq_two_sql").first()[0] == 20
