@@ -1,4 +1,4 @@
-"""Reading: one Spark partition per fragment (large fragments split into row ranges), one version.
+"""Reading: a Spark partition per fragment (large ones split, small ones packed), one version.
 
 Spark plans a DataFrame's read once (partitions and the pickled reader) and reuses that plan in
 every later query on the DataFrame or on a temporary view over it. A read that pins no version
