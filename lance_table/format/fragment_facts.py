@@ -14,10 +14,24 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from lance_table.format.manifest import Fragment
+
+class Fragment(Protocol):
+    """What the facts read of a manifest fragment (:class:`lance_table.format.manifest.Fragment`,
+    which imports this module)."""
+
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def formats(self) -> frozenset[str]: ...
+
+    @property
+    def deletion_file(self) -> Any: ...
+
+    @property
+    def row_id_meta(self) -> Any: ...
 
 #: fragment tuples whose facts are kept (the latest manifests of the datasets in use)
 FACTS_CACHE_SIZE = 8

@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 from google.protobuf.message import DecodeError
 
+from lance_table._parallel import after_fork_in_child
 from lance_table._proto import table_pb2
 from lance_table.errors import CorruptFileError, SchemaError, UnsupportedFormatError
 from lance_table.format import flags as feature_flags
@@ -499,6 +500,14 @@ _TOTALS: dict[bytes, tuple[int, int, int, int, int]] = {}
 _TOTALS_LOCK = threading.Lock()
 
 
+def _new_totals_lock() -> None:
+    global _TOTALS_LOCK
+    _TOTALS_LOCK = threading.Lock()  # a forked child: another thread may have held it at the fork
+
+
+after_fork_in_child(_new_totals_lock)
+
+
 def _fragment_counts(f: Any) -> tuple[int, int, int, int, int]:
     deleted = f.deletion_file.num_deleted_rows if f.HasField("deletion_file") else 0
     return (
@@ -732,6 +741,14 @@ def check_fragments(fragments: Iterable[Any], where: str) -> None:
 FRAGMENT_CACHE_SIZE = 65_536
 _FRAGMENTS: OrderedDict[bytes, Fragment] = OrderedDict()
 _FRAGMENTS_LOCK = threading.Lock()
+
+
+def _new_fragments_lock() -> None:
+    global _FRAGMENTS_LOCK
+    _FRAGMENTS_LOCK = threading.Lock()  # a forked child: another thread may have held it at the fork
+
+
+after_fork_in_child(_new_fragments_lock)
 
 
 def checked_fragments(pbs: Any, where: str) -> tuple[Fragment, ...]:

@@ -12,6 +12,7 @@ from pyspark.sql.datasource import DataSource
 from lance_table.errors import SchemaError
 from lance_table.spark.options import (
     NO_PATH,
+    SPARK_OPTION_PREFIX,
     SourceOptions,
     location_of,
     merge_storage,
@@ -30,6 +31,14 @@ NO_TABLE_LOCATION = (
     "lance_table.spark.create_table(spark, name, uri) or lance_table.spark.attach(spark, root), or "
     "CREATE TABLE ... USING the source lance_table.spark.table_source(spark, uri) returns; or write "
     "with df.write.format('lance_table').mode('append').save(uri)"
+)
+
+NO_TABLE_STORAGE_OPTIONS = (
+    "option 'storage_options' cannot be kept by a catalog table: Spark hands later reads of the "
+    "table none of its OPTIONS, and credentials are not stored in its schema. Set them in the Spark "
+    "conf as spark.lance_table.<option> (then call lance_table.spark.register(spark)), or make the "
+    "table with lance_table.spark.create_table(spark, name, uri, storage_options=...); a "
+    "temporary view (CREATE TEMP VIEW ... USING lance_table OPTIONS (...)) keeps them"
 )
 
 
@@ -103,6 +112,8 @@ class LanceTableDataSource(DataSource):
         schema = spark_schema(pa.schema([ds.schema.field(c) for c in self._columns(ds, o)]))
         if self._catalog_create:  # CREATE TABLE ... USING lance_table LOCATION: remember where
             assert o.path is not None
+            if any(k.removeprefix(SPARK_OPTION_PREFIX) == "storage_options" for k in self._given):
+                raise ValueError(NO_TABLE_STORAGE_OPTIONS)
             schema = with_location(schema, o.path, table_options(self._given))
         return schema
 

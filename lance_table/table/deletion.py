@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 from pyroaring import BitMap
 
+from lance_table._parallel import after_fork_in_child
 from lance_table.errors import CorruptFileError, DataFileNotFoundError, UnsupportedFormatError
 from lance_table.format.bases import BasePath
 from lance_table.format.manifest import DELETION_ARROW, DELETION_BITMAP, DeletionFile, Fragment
@@ -81,6 +82,13 @@ class DeletionCache:
 
 
 DELETIONS = DeletionCache()
+
+
+def _deletions_after_fork() -> None:
+    DELETIONS._lock = threading.Lock()  # a forked child: another thread may have held it at the fork
+
+
+after_fork_in_child(_deletions_after_fork)
 
 
 def read_deletions(

@@ -11,6 +11,7 @@ from typing import TypeAlias
 
 import pyarrow as pa
 
+from lance_table._parallel import after_fork_in_child
 from lance_table.errors import CorruptFileError, SchemaError
 from lance_table.file.legacy import LegacyFileReader
 from lance_table.file.reader import LanceFileReader
@@ -164,6 +165,16 @@ def open_reader(
 
 
 READERS = ReaderCache()
+
+
+def _readers_after_fork() -> None:
+    """A forked child opens its files afresh: a cached reader of a remote file holds its parent's
+    connection (and event loop), and another thread may have held the lock at the fork."""
+    READERS._lock = threading.Lock()
+    READERS.clear()
+
+
+after_fork_in_child(_readers_after_fork)
 
 
 def _check_size(storage: Storage, path: str, claimed: int | None, exc: CorruptFileError) -> None:

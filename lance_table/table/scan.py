@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyarrow import acero
 
-from lance_table._parallel import FRAGMENTS, IO, IO_THREADS, ahead_on, map_grouped, map_groups, workers
+from lance_table._parallel import FRAGMENTS, IO, ahead_on, io_threads, map_grouped, map_groups, workers
 from lance_table.errors import SchemaError
 from lance_table.extensions import storage_schema
 from lance_table.file.runs import Runs
@@ -393,7 +393,7 @@ def scan(frags: Sequence[FragmentReader], spec: ScanPlan, out_schema: pa.Schema)
         rows = max(
             1, min(max(spec.batch_size, READ_CHUNK_ROWS), max(f.fragment.physical_rows for f in frags))
         )
-        depth = max(depth, min(wait, IO_THREADS, READ_AHEAD_ROWS // rows))
+        depth = max(depth, min(wait, io_threads(), READ_AHEAD_ROWS // rows))
         name = IO if depth > workers() else FRAGMENTS
     tasks = ((frag, lo, hi) for frag in frags for lo, hi in _row_ranges(frag, spec))
 

@@ -11,7 +11,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from lance_table._parallel import METADATA, map_on
+from lance_table._parallel import METADATA, after_fork_in_child, map_on
 from lance_table.errors import (
     CorruptFileError,
     DatasetNotFoundError,
@@ -36,6 +36,14 @@ from lance_table.table import version_summaries
 DECODED_CACHE_SIZE = 256
 _DECODED: OrderedDict[tuple[str, str], tuple[bytes, ManifestFile]] = OrderedDict()
 _DECODED_LOCK = threading.Lock()
+
+
+def _new_decoded_lock() -> None:
+    global _DECODED_LOCK
+    _DECODED_LOCK = threading.Lock()  # a forked child: another thread may have held it at the fork
+
+
+after_fork_in_child(_new_decoded_lock)
 
 
 @dataclass(frozen=True)
