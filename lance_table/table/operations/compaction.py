@@ -126,7 +126,7 @@ def plan(
 
 
 def _rewrite_bin(
-    ds: Snapshot, bin_: _Bin, max_bytes: int, data_format: str
+    ds: Snapshot, bin_: _Bin, max_bytes: int, data_format: str, write_tag: str = ""
 ) -> tuple[list[Fragment], list[str]]:
     # Like pylance, each bin becomes one fragment (unless it passes the byte limit).
     writer = FragmentWriter(
@@ -137,6 +137,7 @@ def _rewrite_bin(
         max_bytes_per_file=max_bytes,
         data_format=data_format,
         dictionaries=ds.manifest.dictionaries,
+        write_tag=write_tag,
     )
     try:
         names = ds.schema.names
@@ -185,7 +186,7 @@ def _warn_uncovered(index_list: list[indices.IndexMetadata], bins: list[_Bin]) -
         warnings.warn(
             f"compaction leaves the rewritten rows out of index(es) {', '.join(names)} (lance_table "
             "does not rewrite index files): queries scan those rows until the index is optimized",
-            stacklevel=3,
+            stacklevel=4,
         )
 
 
@@ -254,6 +255,62 @@ def compact_files(
         CommitConflictError: a concurrent delete or compaction touched the same fragments, or
             versions committed since ``ds`` are gone.
     """
+    planned = plan_compaction(
+        ds,
+        target_rows_per_fragment=target_rows_per_fragment,
+        materialize_deletions=materialize_deletions,
+        materialize_deletions_threshold=materialize_deletions_threshold,
+        max_bytes_per_file=max_bytes_per_file,
+    )
+    if planned is None:
+        return ds, CompactionMetrics()
+    # Bins are independent: rewrite them in parallel, then fail (and clean up) if any failed.
+    results = map_fragments(lambda bin_: _try(lambda: planned.rewrite(ds, bin_)), planned.bins)
+    written = [frags for (frags, _), _ in results]
+    files = tuple(path for (_, written_paths), _ in results for path in written_paths)  # with sidecars
+    for _, error in results:
+        if error is not None:
+            for path in files:
+                ds.storage.delete(path)
+            raise error
+    return commit_compaction(ds, planned, written, files)
+
+
+@dataclass
+class CompactionPlan:
+    """The bins of fragments a compaction rewrites (each into new fragments), and how."""
+
+    bins: list[_Bin]
+    data_format: str
+    max_bytes: int
+    stable: bool
+    record_moves: bool
+
+    def rewrite(self, ds: Snapshot, bin_: _Bin, write_tag: str = "") -> tuple[list[Fragment], list[str]]:
+        """Write the rows of ``bin_`` (of ``ds``, the version planned on) into new fragments: the
+        fragments (ids not assigned) and the files written (named with ``write_tag``)."""
+        return _rewrite_bin(ds, bin_, self.max_bytes, self.data_format, write_tag)
+
+    def bin_of(self, ds: Snapshot, index: int) -> _Bin:
+        """Bin ``index`` with its fragments read from ``ds`` (the version planned on, opened anew)."""
+        planned = self.bins[index]
+        frags = ds.fragment_readers([f.fragment.id for f in planned.fragments])
+        return _Bin(frags, list(planned.compact_itself), planned.indices)
+
+
+def plan_compaction(
+    ds: Snapshot,
+    *,
+    target_rows_per_fragment: int | None = DEFAULT_TARGET_ROWS,
+    materialize_deletions: bool | None = DEFAULT_MATERIALIZE_DELETIONS,
+    materialize_deletions_threshold: float | None = DEFAULT_MATERIALIZE_DELETIONS_THRESHOLD,
+    max_bytes_per_file: int | None = None,
+) -> CompactionPlan | None:
+    """The bins :func:`compact_files` rewrites (None: nothing to compact).
+
+    Raises:
+        as :func:`compact_files`, except conflicts after planning.
+    """
     if target_rows_per_fragment is None:
         target_rows_per_fragment = DEFAULT_TARGET_ROWS
     if materialize_deletions is None:
@@ -275,7 +332,7 @@ def compact_files(
         indices.coverage(index_list, lambda idx: load_versions(ds.storage, idx)),
     )
     if not bins:
-        return ds, CompactionMetrics()
+        return None
     check_blob_fields(ds.manifest.fields, data_format, ds.uri)
     stable = uses_stable_row_ids(ds.manifest)
     # pylance 14 records the moves of indexed rows only, and none on datasets with stable row ids
@@ -285,16 +342,23 @@ def compact_files(
         _warn_uncovered(index_list, bins)
     # The rewrite commits after a ReserveFragments version: refuse before either if it cannot land.
     check_rebasable(ds.storage, Pending(Rewrite(()), ds.version))
-    limit = max_bytes_per_file or DEFAULT_MAX_BYTES_PER_FILE
-    # Bins are independent: rewrite them in parallel, then fail (and clean up) if any failed.
-    results = map_fragments(lambda bin_: _try(lambda: _rewrite_bin(ds, bin_, limit, data_format)), bins)
-    written = [frags for (frags, _), _ in results]
-    files = tuple(path for (_, written_paths), _ in results for path in written_paths)  # with sidecars
-    for _, error in results:
-        if error is not None:
-            for path in files:
-                ds.storage.delete(path)
-            raise error
+    return CompactionPlan(
+        bins, data_format, max_bytes_per_file or DEFAULT_MAX_BYTES_PER_FILE, stable, record_moves
+    )
+
+
+def commit_compaction(
+    ds: Snapshot, planned: CompactionPlan, written: list[list[Fragment]], files: tuple[str, ...]
+) -> tuple[Snapshot, CompactionMetrics]:
+    """Commit the rewrite of ``planned``'s bins into ``written`` (the new fragments of each bin,
+    in order; ``files`` all files written): ``ReserveFragments`` and then ``Rewrite``, with the
+    fragment reuse index when indexed rows moved. The files are deleted if it fails.
+
+    Raises:
+        CorruptFileError: the dataset's fragment reuse index does not parse.
+        CommitConflictError: a concurrent delete or compaction touched the same fragments.
+    """
+    bins, stable, record_moves = planned.bins, planned.stable, planned.record_moves
     if stable:  # the rewritten rows keep their ids (and versions)
         written = [
             carried_row_ids([(f.fragment, f.live_positions()) for f in bin_.fragments], new)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -73,8 +74,8 @@ class MergeStats:
         }
 
 
-def _describe_key(source: MergeSource, on: tuple[str, ...], src_index: int) -> str:
-    row = source.rows(np.array([src_index])).select(list(on)).to_pylist()[0]
+def _describe_key(rows: Callable[[np.ndarray], pa.Table], on: tuple[str, ...], src_index: int) -> str:
+    row = rows(np.array([src_index])).select(list(on)).to_pylist()[0]
     return ", ".join(f"{k} = {row[k]!r}" for k in on)
 
 
@@ -212,14 +213,19 @@ def _read_at(frag: FragmentReader, names: list[str], positions: np.ndarray) -> p
 
 
 def _condition_mask(
-    frag: FragmentReader, snap: Snapshot, source: MergeSource, pos: np.ndarray, src: np.ndarray, cond: str
+    frag: FragmentReader,
+    snap: Snapshot,
+    rows: Callable[[np.ndarray], pa.Table],
+    pos: np.ndarray,
+    src: np.ndarray,
+    cond: str,
 ) -> np.ndarray:
     """Which matched pairs satisfy ``cond`` (``source.`` and ``target.`` qualified columns)."""
     from lance_table.filters import compile_filter  # (loads the SQL parser: only when needed)
 
     names = snap.read_schema.names
     target = _read_at(frag, names, pos)
-    source_rows = source.rows(src)
+    source_rows = rows(src)
     both = pa.table(
         {
             "source": pa.StructArray.from_arrays(
@@ -248,7 +254,7 @@ def _by_source_positions(
     return np.setdiff1d(candidates, matched, assume_unique=False)
 
 
-def _full_rows(schema: pa.Schema, present: pa.Table, fill: pa.Table | None) -> pa.RecordBatch:
+def full_rows(schema: pa.Schema, present: pa.Table, fill: pa.Table | None) -> pa.RecordBatch:
     """Rows of ``schema``: ``present``'s columns, the rest from ``fill`` (same rows) or nulls."""
     n = present.num_rows
     cols = []
@@ -262,17 +268,22 @@ def _full_rows(schema: pa.Schema, present: pa.Table, fill: pa.Table | None) -> p
     return pa.RecordBatch.from_arrays(cols, schema=schema)
 
 
-class _Output:
+class MergeOutput:
     """The new fragments: rows are written as they come (updated rows before inserted ones), and
     the stable row ids of the updated rows are kept for the fragments' row id sequences."""
 
-    def __init__(self, snap: Snapshot, data_format: str | None) -> None:
+    def __init__(self, snap: Snapshot, data_format: str | None, *, write_tag: str = "") -> None:
         m = snap.manifest
         fmt = data_format or writable_data_format(m, snap.uri)
         self.schema = arrow_schema_from_fields(m.fields, m.schema_metadata)
         self.read_schema = snap.read_schema
         self.writer = FragmentWriter(
-            snap.storage, self.schema, list(m.fields), data_format=fmt, dictionaries=m.dictionaries
+            snap.storage,
+            self.schema,
+            list(m.fields),
+            data_format=fmt,
+            dictionaries=m.dictionaries,
+            write_tag=write_tag,
         )
         self._dicts = dict(m.dictionaries)
         self.ids: list[np.ndarray] = []
@@ -321,6 +332,84 @@ class _Output:
         return out
 
 
+@dataclass
+class FragmentChange:
+    """What a merge did to one target fragment: removed (all its rows gone), or given a new
+    deletion file (``updated``, written at ``written``), or neither."""
+
+    removed: int | None = None
+    updated: Fragment | None = None
+    written: str | None = None
+
+
+def merge_fragment(
+    snap: Snapshot,
+    spec: MergeSpec,
+    frag: FragmentReader,
+    pos: np.ndarray,
+    src: np.ndarray,
+    rows: Callable[[np.ndarray], pa.Table],
+    source_names: Sequence[str],
+    out: MergeOutput,
+    stats: MergeStats,
+    *,
+    tag: str = "",
+) -> FragmentChange:
+    """Merge into one target fragment: ``pos`` are its matched positions (sorted) and ``src`` the
+    matching source rows' indices, which ``rows`` turns into the source rows (of columns
+    ``source_names``). Updated rows go to ``out``; the fragment's deletion file (its name carrying
+    ``tag``) is written; ``stats`` counts what changed.
+
+    Raises:
+        MergeSourceError: several source rows match one target row (an update or delete of matched
+            rows), or a row matched under ``when_matched_fail``.
+        FilterError: a condition does not parse.
+    """
+    all_pos = pos
+    if pos.size and spec.matched is not None:
+        if spec.matched == FAIL:
+            raise MergeSourceError(
+                f"merge insert failed: found matching row with key values: "
+                f"{_describe_key(rows, spec.on, int(src[0]))}"
+            )
+        dup = np.flatnonzero(pos[1:] == pos[:-1])
+        if dup.size:
+            raise MergeSourceError(
+                "ambiguous merge inserts are prohibited: multiple source rows match the same "
+                f"target row on ({_describe_key(rows, spec.on, int(src[dup[0]]))}); ensure "
+                "each target row is matched by at most one source row"
+            )
+    gone = np.zeros(0, np.int64)
+    if pos.size and spec.matched == UPDATE:
+        if spec.matched_condition is not None:
+            keep = _condition_mask(frag, snap, rows, pos, src, spec.matched_condition)
+            pos, src = pos[keep], src[keep]
+        if pos.size:
+            ids = frag.row_ids[pos] if frag.row_ids is not None and out.stable else None
+            missing = [n for n in out.read_schema.names if n not in source_names]
+            for lo in range(0, pos.size, WRITE_BATCH_ROWS):  # a slice at a time: bounded copies
+                at = slice(lo, lo + WRITE_BATCH_ROWS)
+                fill = _read_at(frag, missing, pos[at]) if missing else None
+                full = full_rows(out.read_schema, rows(src[at]), fill)
+                out.write(full, ids[at] if ids is not None else None)
+            stats.updated += int(pos.size)
+            gone = pos
+    elif pos.size and spec.matched == DELETE:
+        gone = pos
+        stats.deleted += int(pos.size)
+    if spec.by_source_delete:
+        extra = _by_source_positions(frag, snap, all_pos, spec.by_source_condition)
+        stats.deleted += int(extra.size)
+        gone = np.union1d(gone, extra)
+    if not gone.size:
+        return FragmentChange()
+    merged = union(frag.deleted, gone.astype(np.uint32))
+    if merged.size >= frag.physical_rows:
+        return FragmentChange(removed=frag.fragment.id)
+    df = write_deletions(snap.storage, frag.fragment, merged, snap.version, tag=tag)
+    return FragmentChange(updated=replace(frag.fragment, deletion_file=df), written=df.path(frag.fragment.id))
+
+
 def plan_merge(
     snap: Snapshot, spec: MergeSpec, source: MergeSource, limit: int
 ) -> tuple[Pending, MergeStats]:
@@ -334,65 +423,28 @@ def plan_merge(
     """
     frags = snap.fragment_readers()
     stats = MergeStats()
-    out = _Output(snap, spec.data_format)
+    out = MergeOutput(snap, spec.data_format)
     written: list[str] = []
     updated_frags, removed = [], []
     matched_src = np.zeros(source.num_rows, bool)
     try:
         matches = _find_matches(frags, source, spec.on, limit)
+        names = source.table.column_names
         for frag, (pos, src) in zip(frags, matches):
             matched_src[src] = True
-            all_pos = pos
-            if pos.size and spec.matched is not None:
-                if spec.matched == FAIL:
-                    raise MergeSourceError(
-                        f"merge insert failed: found matching row with key values: "
-                        f"{_describe_key(source, spec.on, int(src[0]))}"
-                    )
-                dup = np.flatnonzero(pos[1:] == pos[:-1])
-                if dup.size:
-                    raise MergeSourceError(
-                        "ambiguous merge inserts are prohibited: multiple source rows match the same "
-                        f"target row on ({_describe_key(source, spec.on, int(src[dup[0]]))}); ensure "
-                        "each target row is matched by at most one source row"
-                    )
-            gone = np.zeros(0, np.int64)
-            if pos.size and spec.matched == UPDATE:
-                if spec.matched_condition is not None:
-                    keep = _condition_mask(frag, snap, source, pos, src, spec.matched_condition)
-                    pos, src = pos[keep], src[keep]
-                if pos.size:
-                    ids = frag.row_ids[pos] if frag.row_ids is not None and out.stable else None
-                    missing = [n for n in out.read_schema.names if n not in source.table.column_names]
-                    for lo in range(0, pos.size, WRITE_BATCH_ROWS):  # a slice at a time: bounded copies
-                        at = slice(lo, lo + WRITE_BATCH_ROWS)
-                        fill = _read_at(frag, missing, pos[at]) if missing else None
-                        rows = _full_rows(out.read_schema, source.rows(src[at]), fill)
-                        out.write(rows, ids[at] if ids is not None else None)
-                    stats.updated += int(pos.size)
-                    gone = pos
-            elif pos.size and spec.matched == DELETE:
-                gone = pos
-                stats.deleted += int(pos.size)
-            if spec.by_source_delete:
-                extra = _by_source_positions(frag, snap, all_pos, spec.by_source_condition)
-                stats.deleted += int(extra.size)
-                gone = np.union1d(gone, extra)
-            if not gone.size:
-                continue
-            merged = union(frag.deleted, gone.astype(np.uint32))
-            if merged.size >= frag.physical_rows:
-                removed.append(frag.fragment.id)
-                continue
-            df = write_deletions(snap.storage, frag.fragment, merged, snap.version)
-            written.append(df.path(frag.fragment.id))
-            updated_frags.append(replace(frag.fragment, deletion_file=df))
+            change = merge_fragment(snap, spec, frag, pos, src, source.rows, names, out, stats)
+            if change.removed is not None:
+                removed.append(change.removed)
+            if change.updated is not None:
+                assert change.written is not None
+                written.append(change.written)
+                updated_frags.append(change.updated)
         if spec.insert:
             for lo in range(0, source.num_rows, WRITE_BATCH_ROWS):
                 keep = ~matched_src[lo : lo + WRITE_BATCH_ROWS]
                 if keep.any():
                     rows = source.table.slice(lo, keep.size).filter(pa.array(keep))
-                    out.write(_full_rows(out.read_schema, rows, None))
+                    out.write(full_rows(out.read_schema, rows, None))
                     stats.inserted += int(keep.sum())
         new = out.finish()
     except BaseException:

@@ -88,14 +88,15 @@ def write_columns(
     first_id: int | None = None,
     live_only: bool = True,
     fields: Sequence[LanceField] | None = None,
+    write_tag: str = "",
 ) -> tuple[list[Fragment], tuple[LanceField, ...], list[str]]:
     """Write the columns ``schema`` into a new data file of each fragment (of ``fragment_ids``, or
     all), ``chunk_rows`` physical rows at a time. ``compute`` gets the live rows and deleted rows
     hold nulls; or, unless ``live_only``, it gets every row (deleted ones too: values computed
     from the data, which a non-nullable column of a legacy file needs).
 
-    Returns the fragments with their new file, the new fields and the files written. On error the
-    files written so far are deleted.
+    Returns the fragments with their new file, the new fields and the files written (named with
+    ``write_tag``). On error the files written so far are deleted.
 
     Raises:
         SchemaChangeError: ``compute`` returned the wrong number of rows or other columns.
@@ -117,6 +118,7 @@ def write_columns(
             max_bytes_per_file=_UNLIMITED,
             data_format=data_format,
             dictionaries=ds.manifest.dictionaries,
+            write_tag=write_tag,
         )
 
         def chunk(item: tuple[int, int]) -> pa.Table:
