@@ -291,11 +291,16 @@ class CompactionPlan:
         fragments (ids not assigned) and the files written (named with ``write_tag``)."""
         return _rewrite_bin(ds, bin_, self.max_bytes, self.data_format, write_tag)
 
-    def bin_of(self, ds: Snapshot, index: int) -> _Bin:
-        """Bin ``index`` with its fragments read from ``ds`` (the version planned on, opened anew)."""
-        planned = self.bins[index]
-        frags = ds.fragment_readers([f.fragment.id for f in planned.fragments])
-        return _Bin(frags, list(planned.compact_itself), planned.indices)
+    def bin_fragments(self) -> list[list[int]]:
+        """The ids of each bin's fragments (what :meth:`rewrite_bin` takes)."""
+        return [[f.fragment.id for f in b.fragments] for b in self.bins]
+
+    def rewrite_bin(
+        self, ds: Snapshot, fragment_ids: list[int], write_tag: str = ""
+    ) -> tuple[list[Fragment], list[str]]:
+        """:meth:`rewrite` of the bin of fragments ``fragment_ids`` read from ``ds`` (the version
+        planned on, opened anew: in another process, say)."""
+        return self.rewrite(ds, _Bin(ds.fragment_readers(fragment_ids)), write_tag)
 
 
 def plan_compaction(
