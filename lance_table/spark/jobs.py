@@ -15,9 +15,9 @@ Errors of lance_table that retrying cannot cure (a source row matched twice, a f
 not parse) travel back to the driver inside the task's result and are raised there, typed, after
 the clean-up; other task failures are Spark's to retry.
 
-The test hook :data:`FAIL_PROPERTY` (a Spark local property) makes tasks crash (the Python worker
-exits) after writing their files: ``first-attempt`` on the first attempt of partition 0,
-``always`` on every attempt.
+The test hook :data:`FAIL_PROPERTY` (a Spark local property) makes the task of partition 0 crash
+(its Python worker exits) after writing its files: ``first-attempt`` on its first attempt only,
+``always`` on every attempt (the job fails; the other tasks' files must go too).
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def _test_failure(partition: int, attempt: int) -> None:
 
     ctx = TaskContext.get()
     mode = ctx.getLocalProperty(FAIL_PROPERTY) if ctx is not None else None
-    if mode == "always" or (mode == "first-attempt" and partition == 0 and attempt == 0):
+    if partition == 0 and (mode == "always" or (mode == "first-attempt" and attempt == 0)):
         os._exit(17)
 
 

@@ -82,7 +82,9 @@ def unreferenced(uri: str) -> set[str]:
 
 def files_of(uri: str) -> set[str]:
     return {
-        str(p.relative_to(uri)) for p in Path(uri).rglob("*") if p.is_file() and "_transactions" not in p.parts
+        str(p.relative_to(uri))
+        for p in Path(uri).rglob("*")
+        if p.is_file() and "_transactions" not in p.parts
     }
 
 
@@ -114,11 +116,12 @@ def test_merge_insert_delete_by_source_with_a_retried_task(
     ours, theirs = pair
     df, table = source(spark, np.arange(1000, 3300, 2), "src")
     failing.setLocalProperty(FAIL_PROPERTY, "first-attempt")  # type: ignore[attr-defined]
-    got = lts.merge_insert(
-        df, ours, ["id"], when_matched="do_nothing", when_not_matched_by_source="delete"
-    )
+    got = lts.merge_insert(df, ours, ["id"], when_matched="do_nothing", when_not_matched_by_source="delete")
     want = (
-        lance.dataset(theirs).merge_insert("id").when_not_matched_insert_all().when_not_matched_by_source_delete()
+        lance.dataset(theirs)
+        .merge_insert("id")
+        .when_not_matched_insert_all()
+        .when_not_matched_by_source_delete()
     ).execute(table)
     assert got == {k: want[k] for k in got}
     assert contents(ours).equals(contents(theirs))
@@ -161,13 +164,15 @@ def test_delete_matches_pylance(spark: object, pair: tuple[str, str]) -> None:
         lts.delete(spark, ours, "no_such_column = 1")
 
 
-def test_failed_job_leaves_the_dataset_as_it_was(spark: object, pair: tuple[str, str], failing: object) -> None:
+def test_failed_job_leaves_the_dataset_as_it_was(
+    spark: object, pair: tuple[str, str], failing: object
+) -> None:
     """Every attempt crashes after writing its deletion files: the job fails, and neither a
     version nor a file of it remains."""
     ours, _ = pair
     before, version = files_of(ours), lance.dataset(ours).version
     failing.setLocalProperty(FAIL_PROPERTY, "always")  # type: ignore[attr-defined]
-    with pytest.raises(Exception, match="exited|crashed|Python worker"):
+    with pytest.raises(Exception, match=r"exited|crashed|Python worker"):
         lts.delete(spark, ours, "id < 2000")
     assert lance.dataset(ours).version == version
     assert files_of(ours) == before
