@@ -3,7 +3,7 @@ on ``local[2]``, against pylance's single-process ``merge_insert`` of the same r
 the same dataset, and against Spark's own Parquet-based equivalent (a full outer join of the source
 and the Parquet target on the key, written out as a new Parquet table: Parquet has no in-place
 update). Half the source rows match target rows, half are new. One timed run each (after a
-warm-up merge of a few rows that starts Spark's Python workers); the source is read from Parquet
+warm-up on scratch data that starts Spark's Python workers); the source is read from Parquet
 by every side.
 
     python benchmarks/bench_spark_merge.py                      # 1M into 5M
@@ -86,10 +86,16 @@ def main(argv: list[str] | None = None) -> int:
         src_path = str(work / "source.parquet")
         pq.write_table(table(src_ids, "s"), src_path)
 
-        # warm-up: Spark's Python workers and plans (a merge of a few rows into a scratch copy)
+        # warm-up: Spark's Python workers (their imports) and plans, on scratch data of every kind
         scratch = str(work / "scratch")
-        lance.write_dataset(table(np.arange(100), "w"), scratch)
-        lts.merge_insert(spark.createDataFrame(table(np.arange(50, 150), "x").to_pandas()), scratch, "id")
+        lance.write_dataset(table(np.arange(20_000), "w"), scratch, max_rows_per_file=5_000)
+        pq.write_table(table(np.arange(15_000, 25_000), "x"), str(work / "scratch.parquet"))
+        for _ in range(2):
+            lts.merge_insert(spark.read.parquet(str(work / "scratch.parquet")), scratch, "id")
+        warm = spark.read.parquet(str(work / "scratch.parquet"))
+        warm.join(warm.alias("w2"), "id", "full_outer").write.mode("overwrite").parquet(
+            str(work / "w.parquet")
+        )
 
         counts: dict[str, object] = {}
 
