@@ -62,6 +62,14 @@ def write_fragments(
         SchemaError: the data does not match the dataset's schema or cannot be stored.
         UnsupportedFormatError: the dataset needs features lance_table does not write.
         StorageOptionsError: a storage option is unknown, unsafe or has a bad value.
+
+    Example:
+        ```python
+        from lance_table.fragment import write_fragments
+
+        metas = write_fragments(table, uri, max_rows_per_file=1_000_000)
+        lt.LanceDataset.commit(uri, lt.LanceOperation.Append(metas), read_version=ds.version)
+        ```
     """
     if isinstance(dataset_uri, Dataset):
         storage = dataset_uri._storage

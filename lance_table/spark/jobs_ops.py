@@ -28,10 +28,11 @@ from lance_table.table.operations.compaction import (
     DEFAULT_MATERIALIZE_DELETIONS,
     DEFAULT_MATERIALIZE_DELETIONS_THRESHOLD,
     DEFAULT_TARGET_ROWS,
+    CompactionJob,
     CompactionMetrics,
-    CompactionPlan,
     commit_compaction,
     plan_compaction,
+    rewrite_fragments,
 )
 from lance_table.table.operations.delete import delete_in_fragment
 from lance_table.table.operations.schema_add import merge_pending, plan_null_columns
@@ -181,19 +182,21 @@ def compact(
     if planned is None:
         return CompactionMetrics()
     job = new_job(uri, storage_options, snap.version)
-    # what the tasks need of the plan (its bins hold the driver's fragment readers)
-    shipped = CompactionPlan([], planned.data_format, planned.max_bytes, planned.stable, False)
+    fmt, limit, stable = planned.data_format, planned.max_bytes, planned.stable
 
     def work(s: Snapshot, ids: list[int]) -> tuple[Any, Sequence[str]]:
-        frags, files = shipped.rewrite_bin(s, ids, job.tag)
+        # what the task needs of the plan (the driver's holds its own fragment readers)
+        shipped = CompactionJob(s, [], fmt, limit, stable, False)
+        frags, files = rewrite_fragments(shipped, s, ids, job.tag)
         return (frags, files), files
 
     def commit(parts: list[tuple[list[Fragment], list[str]]]) -> CompactionMetrics:
         files = tuple(f for _, fs in parts for f in fs)
-        _, metrics = commit_compaction(snap, planned, [frags for frags, _ in parts], files)
+        _, metrics = commit_compaction(planned, [frags for frags, _ in parts], files)
         return metrics
 
-    return run_job(job, _per_fragment(spark, job, planned.bin_fragments(), work), commit)
+    bins = [[f.fragment.id for f in b.fragments] for b in planned.bins]
+    return run_job(job, _per_fragment(spark, job, bins, work), commit)
 
 
 def add_columns(

@@ -22,6 +22,7 @@ from lance_table.storage import open_storage
 from lance_table.table import versions
 from lance_table.table.commit import CommitLock, CommitOptions
 from lance_table.table.commit.protocol import DEFAULT_MAX_RETRIES
+from lance_table.table.dataset_arrow import _ArrowDataset
 from lance_table.table.dataset_indices import _Indices
 from lance_table.table.dataset_maintenance import _Maintenance
 from lance_table.table.dataset_meta import _Metadata
@@ -51,12 +52,22 @@ from lance_table.table.snapshot import Snapshot
 from lance_table.table.tags import Tags
 
 
-class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices):
-    """A Lance dataset, read at one version (pylance's ``LanceDataset``).
+class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices, _ArrowDataset):
+    """A Lance dataset, read at one version (pylance's ``LanceDataset``; a ``pyarrow.dataset.Dataset``
+    that DuckDB, Polars and pyarrow read with projection and filter pushdown, see
+    :mod:`lance_table.table.dataset_arrow`).
 
     A write through the handle (``delete``, ``restore``, ``optimize.compact_files``, ...) moves it to
     the version it committed, as in pylance. Open with :func:`lance_table.dataset`; create with
     :func:`lance_table.write_dataset`.
+
+    Example:
+        ```python
+        ds = lt.dataset(uri)
+        print(ds.version, ds.count_rows(), ds.schema)
+        ds.delete("kind = 'view'")  # the handle moves to the version the delete committed
+        old = ds.checkout_version(1)  # another handle, on version 1
+        ```
     """
 
     def __init__(
@@ -136,6 +147,7 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
 
     @property
     def data_storage_version(self) -> str | None:
+        """The data file format of this version ("0.1", "2.0", "2.1", "2.2"), as pylance names it."""
         return self.manifest.data_storage_version
 
     def __repr__(self) -> str:
@@ -176,6 +188,7 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
 
     @property
     def tags(self) -> Tags:
+        """The dataset's tags (names for versions): ``list()``, ``create``, ``update``, ``delete``."""
         return Tags(self._storage, self.version)
 
     # -- writing ----------------------------------------------------------------------------------

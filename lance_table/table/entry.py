@@ -61,6 +61,13 @@ def dataset(
             ``base_store_params`` is set.
         UnsupportedFormatError: the dataset needs features lance_table does not have.
         StorageOptionsError: a storage option is unknown, unsafe or has a bad value.
+
+    Example:
+        ```python
+        latest = lt.dataset(uri)
+        first = lt.dataset(uri, version=1)
+        now = lt.dataset(uri, asof=datetime.datetime.now())  # the version current at a time
+        ```
     """
     refuse(
         "dataset",
@@ -151,6 +158,13 @@ def write_dataset(
             ``external_blob_mode="ingest"``, ``allow_external_blob_outside_bases`` or a namespace.
         CommitConflictError: a concurrent commit makes this write impossible.
         StorageOptionsError: a storage option is unknown, unsafe or has a bad value.
+
+    Example:
+        ```python
+        new = lt.write_dataset(table, f"{tmp}/new")  # mode="create"
+        lt.write_dataset(table, f"{tmp}/new", mode="append", commit_message="more rows")
+        lt.write_dataset(table, f"{tmp}/new", mode="overwrite", data_storage_version="2.0")
+        ```
     """
     if isinstance(uri, LanceDataset):
         storage_options = uri._storage.storage_options if storage_options is None else storage_options

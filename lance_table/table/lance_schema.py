@@ -48,6 +48,12 @@ class LanceSchema:
 
     Raises:
         SchemaError: the fields do not form a schema (on construction).
+
+    Example:
+        ```python
+        schema = ds.lance_schema
+        print(schema.field("id"), schema.to_pyarrow())
+        ```
     """
 
     def __init__(self, fields: Sequence[LanceField], metadata: Mapping[str, bytes] | None = None) -> None:
@@ -67,18 +73,23 @@ class LanceSchema:
         )
 
     def to_pyarrow(self) -> pa.Schema:
+        """The schema as a pyarrow schema."""
         return arrow_schema_from_fields(self._fields, self._metadata)
 
     def fields(self) -> list[LanceSchemaField]:
+        """The top-level fields, with their Lance field ids and children."""
+
         def node(n: Any) -> LanceSchemaField:
             return LanceSchemaField(n.field, [node(c) for c in n.children])
 
         return [node(n) for n in build_tree(self._fields)]
 
     def field(self, name: str) -> LanceSchemaField | None:
+        """The top-level field of that name, or None."""
         return next((f for f in self.fields() if f.name() == name), None)
 
     def field_case_insensitive(self, name: str) -> LanceSchemaField | None:
+        """The top-level field of that name in any case, or None."""
         return next((f for f in self.fields() if f.name().lower() == name.lower()), None)
 
     @property
@@ -88,6 +99,7 @@ class LanceSchema:
 
     @property
     def metadata(self) -> dict[str, bytes]:
+        """The schema's metadata."""
         return dict(self._metadata)
 
     def __eq__(self, other: object) -> bool:

@@ -117,7 +117,13 @@ def compact(
 
 
 class DatasetOptimizer:
-    """``ds.optimize``: pylance's ``DatasetOptimizer`` (compaction; indices are not supported)."""
+    """``ds.optimize``: pylance's ``DatasetOptimizer`` (compaction; indices are not supported).
+
+    Example:
+        ```python
+        ds.optimize.compact_files(target_rows_per_fragment=1_000_000)
+        ```
+    """
 
     def __init__(self, dataset: Handle) -> None:
         self._dataset = dataset

@@ -57,7 +57,14 @@ _TEMP_MARK = ".tmp-"
 
 @dataclass(frozen=True)
 class CleanupStats:
-    """What a cleanup removed (or, in a dry run, would remove), with pylance's field names."""
+    """What a cleanup removed (or, in a dry run, would remove), with pylance's field names.
+
+    Example:
+        ```python
+        stats = ds.cleanup_old_versions(older_than=datetime.timedelta(0))
+        print(stats.old_versions, stats.bytes_removed, stats.data_files_removed)
+        ```
+    """
 
     bytes_removed: int = 0
     old_versions: int = 0

@@ -43,6 +43,12 @@ class CompactionMetrics:
         fragments_added: fragments written in their place.
         files_removed: data and deletion files no longer referenced by the new version.
         files_added: data files written.
+
+    Example:
+        ```python
+        metrics = ds.optimize.compact_files(target_rows_per_fragment=1_000_000)
+        print(metrics.fragments_removed, metrics.fragments_added, metrics.files_removed, metrics.files_added)
+        ```
     """
 
     fragments_removed: int = 0
@@ -186,7 +192,7 @@ def _warn_uncovered(index_list: list[indices.IndexMetadata], bins: list[_Bin]) -
         warnings.warn(
             f"compaction leaves the rewritten rows out of index(es) {', '.join(names)} (lance_table "
             "does not rewrite index files): queries scan those rows until the index is optimized",
-            stacklevel=4,
+            stacklevel=3,
         )
 
 
@@ -215,6 +221,154 @@ def _try(
         return fn(), None
     except Exception as exc:
         return ([], []), exc
+
+
+@dataclass
+class CompactionJob:
+    """A planned compaction of one version: its bins (each rewritten into new fragments on its own,
+    in any process) and what the rewrite and the commit need to know."""
+
+    ds: Snapshot
+    bins: list[_Bin]
+    data_format: str
+    max_bytes: int
+    stable: bool  # rows keep their ids: the rewrite carries them
+    record_moves: bool  # moves of indexed rows go into the fragment reuse index
+
+
+def job_for(ds: Snapshot, bins: list[_Bin], max_bytes_per_file: int | None) -> CompactionJob:
+    """The job that rewrites ``bins`` of ``ds``, after the checks every compaction makes.
+
+    Raises:
+        as :func:`compact_files`.
+    """
+    data_format = writable_data_format(ds.manifest, ds.uri)
+    check_blob_fields(ds.manifest.fields, data_format, ds.uri)
+    index_list = indices.decode_section(ds.manifest.index_section)
+    stable = uses_stable_row_ids(ds.manifest)
+    # pylance 14 records the moves of indexed rows only, and none on datasets with stable row ids
+    user_indices = {pos for pos, idx in enumerate(index_list) if not indices.is_system_index(idx)}
+    record_moves = not stable and any(user_indices.intersection(b.indices) for b in bins)
+    if stable:
+        _warn_uncovered(index_list, bins)
+    # The rewrite commits after a ReserveFragments version: refuse before either if it cannot land.
+    check_rebasable(ds.storage, Pending(Rewrite(()), ds.version))
+    limit = max_bytes_per_file or DEFAULT_MAX_BYTES_PER_FILE
+    return CompactionJob(ds, bins, data_format, limit, stable, record_moves)
+
+
+def plan_compaction(
+    ds: Snapshot,
+    *,
+    target_rows_per_fragment: int | None = DEFAULT_TARGET_ROWS,
+    materialize_deletions: bool | None = DEFAULT_MATERIALIZE_DELETIONS,
+    materialize_deletions_threshold: float | None = DEFAULT_MATERIALIZE_DELETIONS_THRESHOLD,
+    max_bytes_per_file: int | None = None,
+) -> CompactionJob | None:
+    """The compaction of ``ds`` as pylance plans it, or None when there is nothing to compact. An
+    option given as None takes its default (as in pylance).
+
+    Raises:
+        as :func:`compact_files`.
+    """
+    if target_rows_per_fragment is None:
+        target_rows_per_fragment = DEFAULT_TARGET_ROWS
+    if materialize_deletions is None:
+        materialize_deletions = DEFAULT_MATERIALIZE_DELETIONS
+    if materialize_deletions_threshold is None:
+        materialize_deletions_threshold = DEFAULT_MATERIALIZE_DELETIONS_THRESHOLD
+    if target_rows_per_fragment <= 0:
+        raise ValueError("target_rows_per_fragment must be positive")
+    writable_data_format(ds.manifest, ds.uri)
+    check_can_commit(ds.commit_options, ds.storage)
+    if materialize_deletions and materialize_deletions_threshold >= 1.0:
+        materialize_deletions = False
+    index_list = indices.decode_section(ds.manifest.index_section)
+    bins = plan(
+        ds.fragment_readers(),
+        target_rows_per_fragment,
+        materialize_deletions,
+        materialize_deletions_threshold,
+        indices.coverage(index_list, lambda idx: load_versions(ds.storage, idx)),
+    )
+    if not bins:
+        return None
+    return job_for(ds, bins, max_bytes_per_file)
+
+
+def rewrite(job: CompactionJob, bin_: _Bin, write_tag: str = "") -> tuple[list[Fragment], list[str]]:
+    """Rewrite one bin: its new fragments (ids not yet assigned; with stable row ids, carrying the
+    rows' ids) and every file written (sidecars too; data files named with ``write_tag``). A
+    failure deletes what it wrote."""
+    new, files = _rewrite_bin(job.ds, bin_, job.max_bytes, job.data_format, write_tag)
+    if job.stable:  # the rewritten rows keep their ids (and versions)
+        try:
+            new = carried_row_ids([(f.fragment, f.live_positions()) for f in bin_.fragments], new)
+        except BaseException:
+            for path in files:
+                job.ds.storage.delete(path)
+            raise
+    return new, files
+
+
+def rewrite_fragments(
+    job: CompactionJob, ds: Snapshot, fragment_ids: list[int], write_tag: str = ""
+) -> tuple[list[Fragment], list[str]]:
+    """:func:`rewrite` of the bin of fragments ``fragment_ids`` of ``ds``: the version ``job``
+    planned on, opened anew (in another process, where the job's own readers are not)."""
+    here = replace(job, ds=ds, bins=[])
+    return rewrite(here, _Bin(ds.fragment_readers(fragment_ids)), write_tag)
+
+
+def commit_compaction(
+    job: CompactionJob, written: list[list[Fragment]], files: tuple[str, ...]
+) -> tuple[Snapshot, CompactionMetrics]:
+    """Commit the rewritten bins (``written[i]`` replaces ``job.bins[i]``): ``ReserveFragments``,
+    then ``Rewrite``, as pylance does. A failure deletes ``files``.
+
+    Raises:
+        CommitConflictError: a concurrent delete or compaction touched the same fragments.
+    """
+    ds = job.ds
+    total = sum(len(w) for w in written)
+    # A failed reservation deletes the new files; so does a failed rewrite (through its pending).
+    reserved = ds.commit(Pending(ReserveFragments(total), ds.version, written=files)).manifest
+    assert reserved.max_fragment_id is not None
+    next_id = reserved.max_fragment_id - total + 1
+    groups = []
+    for bin_, new in zip(job.bins, written, strict=True):
+        with_ids = []
+        for frag in new:
+            with_ids.append(replace(frag, id=next_id))
+            next_id += 1
+        groups.append(RewriteGroup(tuple(f.fragment for f in bin_.fragments), tuple(with_ids)))
+    reuse, extends = None, b""
+    if job.record_moves:
+        moved = [
+            MovedGroup([(f.fragment, f.live_positions()) for f in bin_.fragments], group.new_fragments)
+            for bin_, group in zip(job.bins, groups, strict=True)
+        ]
+        try:
+            reuse, extends, details = next_frag_reuse_index(ds.storage, reserved, moved, job.stable)
+        except BaseException:
+            for path in files:
+                ds.storage.delete(path)
+            raise
+        files += tuple(details)
+    done = ds.commit(
+        Pending(
+            Rewrite(tuple(groups), frag_reuse_index=reuse, frag_reuse_extends=extends),
+            ds.version,
+            written=files,
+        )
+    )
+    metrics = CompactionMetrics(
+        fragments_removed=sum(len(g.old_fragments) for g in groups),
+        fragments_added=total,
+        files_removed=sum(_files_of(f) for g in groups for f in g.old_fragments),
+        files_added=sum(_files_of(f) for g in groups for f in g.new_fragments),
+    )
+    return done, metrics
 
 
 def compact_files(
@@ -255,17 +409,17 @@ def compact_files(
         CommitConflictError: a concurrent delete or compaction touched the same fragments, or
             versions committed since ``ds`` are gone.
     """
-    planned = plan_compaction(
+    job = plan_compaction(
         ds,
         target_rows_per_fragment=target_rows_per_fragment,
         materialize_deletions=materialize_deletions,
         materialize_deletions_threshold=materialize_deletions_threshold,
         max_bytes_per_file=max_bytes_per_file,
     )
-    if planned is None:
+    if job is None:
         return ds, CompactionMetrics()
     # Bins are independent: rewrite them in parallel, then fail (and clean up) if any failed.
-    results = map_fragments(lambda bin_: _try(lambda: planned.rewrite(ds, bin_)), planned.bins)
+    results = map_fragments(lambda bin_: _try(lambda: rewrite(job, bin_)), job.bins)
     written = [frags for (frags, _), _ in results]
     files = tuple(path for (_, written_paths), _ in results for path in written_paths)  # with sidecars
     for _, error in results:
@@ -273,138 +427,4 @@ def compact_files(
             for path in files:
                 ds.storage.delete(path)
             raise error
-    return commit_compaction(ds, planned, written, files)
-
-
-@dataclass
-class CompactionPlan:
-    """The bins of fragments a compaction rewrites (each into new fragments), and how."""
-
-    bins: list[_Bin]
-    data_format: str
-    max_bytes: int
-    stable: bool
-    record_moves: bool
-
-    def rewrite(self, ds: Snapshot, bin_: _Bin, write_tag: str = "") -> tuple[list[Fragment], list[str]]:
-        """Write the rows of ``bin_`` (of ``ds``, the version planned on) into new fragments: the
-        fragments (ids not assigned) and the files written (named with ``write_tag``)."""
-        return _rewrite_bin(ds, bin_, self.max_bytes, self.data_format, write_tag)
-
-    def bin_fragments(self) -> list[list[int]]:
-        """The ids of each bin's fragments (what :meth:`rewrite_bin` takes)."""
-        return [[f.fragment.id for f in b.fragments] for b in self.bins]
-
-    def rewrite_bin(
-        self, ds: Snapshot, fragment_ids: list[int], write_tag: str = ""
-    ) -> tuple[list[Fragment], list[str]]:
-        """:meth:`rewrite` of the bin of fragments ``fragment_ids`` read from ``ds`` (the version
-        planned on, opened anew: in another process, say)."""
-        return self.rewrite(ds, _Bin(ds.fragment_readers(fragment_ids)), write_tag)
-
-
-def plan_compaction(
-    ds: Snapshot,
-    *,
-    target_rows_per_fragment: int | None = DEFAULT_TARGET_ROWS,
-    materialize_deletions: bool | None = DEFAULT_MATERIALIZE_DELETIONS,
-    materialize_deletions_threshold: float | None = DEFAULT_MATERIALIZE_DELETIONS_THRESHOLD,
-    max_bytes_per_file: int | None = None,
-) -> CompactionPlan | None:
-    """The bins :func:`compact_files` rewrites (None: nothing to compact).
-
-    Raises:
-        as :func:`compact_files`, except conflicts after planning.
-    """
-    if target_rows_per_fragment is None:
-        target_rows_per_fragment = DEFAULT_TARGET_ROWS
-    if materialize_deletions is None:
-        materialize_deletions = DEFAULT_MATERIALIZE_DELETIONS
-    if materialize_deletions_threshold is None:
-        materialize_deletions_threshold = DEFAULT_MATERIALIZE_DELETIONS_THRESHOLD
-    if target_rows_per_fragment <= 0:
-        raise ValueError("target_rows_per_fragment must be positive")
-    data_format = writable_data_format(ds.manifest, ds.uri)
-    check_can_commit(ds.commit_options, ds.storage)
-    if materialize_deletions and materialize_deletions_threshold >= 1.0:
-        materialize_deletions = False
-    index_list = indices.decode_section(ds.manifest.index_section)
-    bins = plan(
-        ds.fragment_readers(),
-        target_rows_per_fragment,
-        materialize_deletions,
-        materialize_deletions_threshold,
-        indices.coverage(index_list, lambda idx: load_versions(ds.storage, idx)),
-    )
-    if not bins:
-        return None
-    check_blob_fields(ds.manifest.fields, data_format, ds.uri)
-    stable = uses_stable_row_ids(ds.manifest)
-    # pylance 14 records the moves of indexed rows only, and none on datasets with stable row ids
-    user_indices = {pos for pos, idx in enumerate(index_list) if not indices.is_system_index(idx)}
-    record_moves = not stable and any(user_indices.intersection(b.indices) for b in bins)
-    if stable:
-        _warn_uncovered(index_list, bins)
-    # The rewrite commits after a ReserveFragments version: refuse before either if it cannot land.
-    check_rebasable(ds.storage, Pending(Rewrite(()), ds.version))
-    return CompactionPlan(
-        bins, data_format, max_bytes_per_file or DEFAULT_MAX_BYTES_PER_FILE, stable, record_moves
-    )
-
-
-def commit_compaction(
-    ds: Snapshot, planned: CompactionPlan, written: list[list[Fragment]], files: tuple[str, ...]
-) -> tuple[Snapshot, CompactionMetrics]:
-    """Commit the rewrite of ``planned``'s bins into ``written`` (the new fragments of each bin,
-    in order; ``files`` all files written): ``ReserveFragments`` and then ``Rewrite``, with the
-    fragment reuse index when indexed rows moved. The files are deleted if it fails.
-
-    Raises:
-        CorruptFileError: the dataset's fragment reuse index does not parse.
-        CommitConflictError: a concurrent delete or compaction touched the same fragments.
-    """
-    bins, stable, record_moves = planned.bins, planned.stable, planned.record_moves
-    if stable:  # the rewritten rows keep their ids (and versions)
-        written = [
-            carried_row_ids([(f.fragment, f.live_positions()) for f in bin_.fragments], new)
-            for bin_, new in zip(bins, written, strict=True)
-        ]
-    total = sum(len(w) for w in written)
-    # A failed reservation deletes the new files; so does a failed rewrite (through its pending).
-    reserved = ds.commit(Pending(ReserveFragments(total), ds.version, written=files)).manifest
-    assert reserved.max_fragment_id is not None
-    next_id = reserved.max_fragment_id - total + 1
-    groups = []
-    for bin_, new in zip(bins, written):
-        with_ids = []
-        for frag in new:
-            with_ids.append(replace(frag, id=next_id))
-            next_id += 1
-        groups.append(RewriteGroup(tuple(f.fragment for f in bin_.fragments), tuple(with_ids)))
-    reuse, extends = None, b""
-    if record_moves:
-        moved = [
-            MovedGroup([(f.fragment, f.live_positions()) for f in bin_.fragments], group.new_fragments)
-            for bin_, group in zip(bins, groups, strict=True)
-        ]
-        try:
-            reuse, extends, details = next_frag_reuse_index(ds.storage, reserved, moved, stable)
-        except BaseException:
-            for path in files:
-                ds.storage.delete(path)
-            raise
-        files += tuple(details)
-    done = ds.commit(
-        Pending(
-            Rewrite(tuple(groups), frag_reuse_index=reuse, frag_reuse_extends=extends),
-            ds.version,
-            written=files,
-        )
-    )
-    metrics = CompactionMetrics(
-        fragments_removed=sum(len(g.old_fragments) for g in groups),
-        fragments_added=total,
-        files_removed=sum(_files_of(f) for g in groups for f in g.old_fragments),
-        files_added=sum(_files_of(f) for g in groups for f in g.new_fragments),
-    )
-    return done, metrics
+    return commit_compaction(job, written, files)
