@@ -38,6 +38,16 @@ def table(ids: np.ndarray, tag: str) -> pa.Table:
     )
 
 
+def rewrite_parquet(spark: object, source: str, target: str, out: str) -> None:
+    """Spark's Parquet merge: a full outer join on the key (source values win), written anew."""
+    from pyspark.sql import functions as F
+
+    s = spark.read.parquet(source).alias("s")  # type: ignore[attr-defined]
+    t = spark.read.parquet(target).alias("t")  # type: ignore[attr-defined]
+    cols = [F.coalesce(F.col(f"s.{c}"), F.col(f"t.{c}")).alias(c) for c in ("id", "name", "value", "bucket")]
+    t.join(s, F.col("t.id") == F.col("s.id"), "full_outer").select(*cols).write.mode("overwrite").parquet(out)
+
+
 def timed(fn: object) -> float:
     start = time.perf_counter()
     fn()  # type: ignore[operator]
@@ -57,8 +67,6 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     import lance
     from pyspark.sql import SparkSession
-    from pyspark.sql import functions as F
-
     import lance_table.spark as lts
 
     spark = (
@@ -107,14 +115,7 @@ def main(argv: list[str] | None = None) -> int:
             counts["pylance"] = builder.when_not_matched_insert_all().execute(pq.read_table(src_path))
 
         def parquet_rewrite() -> None:
-            s = spark.read.parquet(src_path).alias("s")
-            t = spark.read.parquet(pq_target).alias("t")
-            cols = [
-                F.coalesce(F.col(f"s.{c}"), F.col(f"t.{c}")).alias(c)
-                for c in ("id", "name", "value", "bucket")
-            ]
-            joined = t.join(s, F.col("t.id") == F.col("s.id"), "full_outer").select(*cols)
-            joined.write.mode("overwrite").parquet(str(work / "merged_parquet"))
+            rewrite_parquet(spark, src_path, pq_target, str(work / "merged_parquet"))
 
         t_ours = timed(distributed)
         t_pylance = timed(single)

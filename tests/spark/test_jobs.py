@@ -102,7 +102,7 @@ def test_merge_insert_upsert_matches_pylance(spark: object, pair: tuple[str, str
     want = (
         lance.dataset(theirs).merge_insert("id").when_matched_update_all().when_not_matched_insert_all()
     ).execute(table)
-    assert got == {k: want[k] for k in got}
+    assert got == want
     assert contents(ours).equals(contents(theirs))
     assert lance.dataset(ours).version == lance.dataset(theirs).version
     assert unreferenced(ours) == set()
@@ -123,7 +123,7 @@ def test_merge_insert_delete_by_source_with_a_retried_task(
         .when_not_matched_insert_all()
         .when_not_matched_by_source_delete()
     ).execute(table)
-    assert got == {k: want[k] for k in got}
+    assert got == want
     assert contents(ours).equals(contents(theirs))
     assert unreferenced(ours) == set()
 
