@@ -67,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     import lance
     from pyspark.sql import SparkSession
+
     import lance_table.spark as lts
 
     spark = (
