@@ -101,10 +101,9 @@ def main(argv: list[str] | None = None) -> int:
         pq.write_table(table(np.arange(15_000, 25_000), "x"), str(work / "scratch.parquet"))
         for _ in range(2):
             lts.merge_insert(spark.read.parquet(str(work / "scratch.parquet")), scratch, "id")
-        warm = spark.read.parquet(str(work / "scratch.parquet"))
-        warm.join(warm.alias("w2"), "id", "full_outer").write.mode("overwrite").parquet(
-            str(work / "w.parquet")
-        )
+        pq.write_table(table(np.arange(20_000), "w"), str(work / "scratch_target.parquet"))
+        warm = [str(work / n) for n in ("scratch.parquet", "scratch_target.parquet", "w")]
+        rewrite_parquet(spark, *warm)
 
         counts: dict[str, object] = {}
 
