@@ -2,8 +2,8 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-# The fast tier: unit and pylance interop tests; no JVM, no S3 server, no races, no 100k-row corpus.
-FAST := not spark and not s3 and not stress and not corpus
+# The fast tier: unit and pylance interop tests; no JVM, no S3/Azure/GCS server, no races, no 100k-row corpus.
+FAST := not spark and not s3 and not azure and not gcs and not stress and not corpus
 
 .PHONY: venv test test-all lint format check wheel-check docs
 

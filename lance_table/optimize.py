@@ -11,6 +11,7 @@ from lance_table.table.compaction_tasks import CompactionPlan, CompactionTask, R
 from lance_table.table.dataset import LanceDataset
 from lance_table.table.operations.compaction import CompactionMetrics
 from lance_table.table.optimize import DatasetOptimizer, check_compaction_options, compact
+from lance_table.table.progress import Progress
 
 
 class CompactionOptions(TypedDict, total=False):
@@ -73,15 +74,19 @@ class Compaction:
     """
 
     @staticmethod
-    def execute(dataset: LanceDataset, options: CompactionOptions) -> CompactionMetrics:
-        """Compact ``dataset`` with ``options`` (as ``dataset.optimize.compact_files(**options)``).
+    def execute(
+        dataset: LanceDataset, options: CompactionOptions, *, progress: Progress = None
+    ) -> CompactionMetrics:
+        """Compact ``dataset`` with ``options`` (as ``dataset.optimize.compact_files(**options,
+        progress=progress)``; ``progress`` is lance_table's).
 
         Raises:
             TypeError: an option pylance does not have.
             UnsupportedOperationError: see :meth:`DatasetOptimizer.compact_files`.
+            InputTypeError: ``progress`` is of no kind taken.
         """
         _check(dataset, options)
-        return compact(dataset, **options)
+        return compact(dataset, **options, progress=progress)
 
     @staticmethod
     def plan(dataset: LanceDataset, options: CompactionOptions) -> CompactionPlan:

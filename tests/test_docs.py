@@ -24,6 +24,7 @@ PUBLIC = [
     "lance_table",
     "lance_table.fragment",
     "lance_table.optimize",
+    "lance_table.progress",
     "lance_table.file",
     "lance_table.spark",
 ]

@@ -115,6 +115,18 @@ def _check_pandas(ns: dict[str, Any], tmp: Path) -> None:
     assert sorted(lt.dataset(str(tmp / "people")).to_table()["id"].to_pylist()) == [1, 2, 3, 4, 5, 6]
 
 
+def _progress(tmp: Path) -> tuple[dict[str, Any], dict[str, str]]:
+    ds = lt.write_dataset(_events(0, 100), str(tmp / "events"), max_rows_per_file=30)
+    return {"ds": ds, "table": _events(100, 50)}, {"/data/events": str(tmp / "events")}
+
+
+def _check_progress(ns: dict[str, Any], tmp: Path) -> None:
+    last = ns["events"][-1]
+    assert (last.operation, last.event, last.rows, last.rows_total) == ("write", "complete", 50, 50)
+    ds = lt.dataset(str(tmp / "events"))
+    assert ds.count_rows() == 150 and len(ds.get_fragments()) == 2  # the first 4 fragments compacted
+
+
 def _ecosystem(tmp: Path) -> tuple[dict[str, Any], dict[str, str]]:
     return {}, {"/data/ecosystem": str(tmp / "ecosystem")}
 
@@ -133,6 +145,7 @@ SETUPS: dict[str, tuple[Setup, Callable[[dict[str, Any], Path], None]]] = {
     "codec": (_codec, _check_codec),
     "pylance-users": (_pylance_users, _check_pylance_users),
     "pandas": (_pandas, _check_pandas),
+    "progress": (_progress, _check_progress),
     "ecosystem": (_ecosystem, _check_ecosystem),
 }
 

@@ -240,7 +240,9 @@ def add_columns(
     job = new_job(uri, storage_options, snap.version)
 
     def work(s: Snapshot, fid: int) -> tuple[Any, Sequence[str]]:
-        frags, fields, written = write_transform(s, transform, read_columns, batch_size, [fid], job.tag)
+        frags, fields, written = write_transform(
+            s, transform, read_columns, batch_size, [fid], write_tag=job.tag
+        )
         return (frags[0], fields, written), written
 
     def commit(parts: list[Any]) -> None:

@@ -47,6 +47,7 @@ from lance_table.table.operations.transactions import (
 from lance_table.table.operations.truncate import truncate
 from lance_table.table.operations.write import WriteMode
 from lance_table.table.operations.write_dataset import write_snapshot
+from lance_table.table.progress import Progress
 from lance_table.table.scan import Predicate
 from lance_table.table.snapshot import Snapshot
 from lance_table.table.tags import Tags
@@ -337,6 +338,7 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
         data_storage_version: str | None = None,
         *,
         commit_message: str | None = None,
+        progress: Progress = None,
     ) -> dict[str, int]:
         """Set columns to SQL values (``{"x": "x * 2"}``) in the rows matching ``where`` (all rows if
         None); the handle moves to the version committed. Returns ``{"num_rows_updated": n}``.
@@ -344,7 +346,10 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
         As pylance's ``update``: the rows are written again into new fragments and deleted where
         they were, in one ``Update`` transaction; stable row ids stay; a conflict with a concurrent
         update or delete of the same fragments re-runs it, up to ``conflict_retries`` times within
-        ``retry_timeout``. Values are cast to their column's type.
+        ``retry_timeout``. Values are cast to their column's type. ``progress`` (lance_table's):
+        a bar on stderr when it is a terminal (None, the default; needs tqdm), always (True) or
+        never (False), or a callable receiving :class:`~lance_table.progress.ProgressEvent`
+        records (phases ``scan`` and ``write``).
 
         Raises:
             TypeError: ``updates`` is not a dict of column names to SQL text.
@@ -353,6 +358,7 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
             FilterError: a value or ``where`` does not compile, or a value cannot be cast.
             UnsupportedFormatError: ``data_storage_version`` is not the dataset's data format.
             CommitConflictError: the conflicts outlast the retries, or cannot be retried.
+            InputTypeError: ``progress`` is of no kind taken.
         """
         done, result = update_ops.update_rows(
             self._snapshot,
@@ -362,6 +368,7 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
             retry_timeout=retry_timeout,
             data_storage_version=data_storage_version,
             message=commit_message,
+            progress=progress,
         )
         return self._committed(done, result)
 

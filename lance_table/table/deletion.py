@@ -6,6 +6,7 @@ import io
 import struct
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -14,8 +15,10 @@ from pyroaring import BitMap
 
 from lance_table.errors import CorruptFileError, DataFileNotFoundError, UnsupportedFormatError
 from lance_table.format import paths
+from lance_table.format.bases import BasePath
 from lance_table.format.manifest import DELETION_ARROW, DELETION_BITMAP, DeletionFile, Fragment
 from lance_table.storage import Storage
+from lance_table.table.base_storage import base_storage
 
 # pylance's threshold: fresh deletions of at least this many rows start as a bitmap, and an Arrow
 # set turns into a bitmap once it holds more than this many rows. A bitmap stays a bitmap.
@@ -80,13 +83,20 @@ class DeletionCache:
 DELETIONS = DeletionCache()
 
 
-def read_deletions(storage: Storage, fragment: Fragment, *, version: int | None = None) -> np.ndarray:
+def read_deletions(
+    storage: Storage,
+    fragment: Fragment,
+    *,
+    version: int | None = None,
+    bases: Mapping[int, BasePath] | None = None,
+) -> np.ndarray:
     """Sorted unique deleted offsets of a fragment (empty when it has no deletion file), read-only.
 
     Decoded vectors are kept in :data:`DELETIONS`. The file must hold exactly the manifest's
     ``num_deleted_rows`` offsets, all below ``physical_rows``; both are checked before anything
     sized by the file's contents is allocated.
-    ``version`` (the version whose manifest names the file) only serves error messages.
+    ``version`` (the version whose manifest names the file) only serves error messages. A file in
+    another base path is read there (``bases``: the manifest's base paths).
 
     Raises:
         CorruptFileError: the deletion file cannot be decoded or disagrees with the manifest.
@@ -99,7 +109,10 @@ def read_deletions(storage: Storage, fragment: Fragment, *, version: int | None 
     path = df.path(fragment.id)
     where = f"{storage.uri.rstrip('/')}/{path}"
     if df.base_id is not None:
-        raise UnsupportedFormatError("the deletion file lives in another base path", path=where)
+        if not bases or df.base_id not in bases:
+            raise UnsupportedFormatError("the deletion file lives in another base path", path=where)
+        storage = base_storage(storage, bases, df.base_id, f"deletion file {path}")
+        where = f"{storage.uri.rstrip('/')}/{path}"
     key = (storage.cache_key, path, df.kind, df.num_deleted_rows, fragment.physical_rows)
     cached = DELETIONS.get(key)
     if cached is not None:

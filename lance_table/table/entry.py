@@ -19,10 +19,10 @@ from lance_table.table.operations.manifest_paths import (
 from lance_table.table.operations.write import (
     DEFAULT_MAX_BYTES_PER_FILE,
     DEFAULT_MAX_ROWS_PER_FILE,
-    ProgressCallback,
     WriteMode,
 )
 from lance_table.table.operations.write_dataset import write_snapshot
+from lance_table.table.progress import Progress
 
 
 def dataset(
@@ -103,7 +103,7 @@ def write_dataset(
     data_cache_bytes: int | None = None,
     max_page_bytes: int | None = None,
     commit_lock: CommitLock | None = None,
-    progress: ProgressCallback | None = None,
+    progress: Progress = None,
     storage_options: Mapping[str, Any] | None = None,
     data_storage_version: str | None = None,
     use_legacy_format: bool | None = None,
@@ -147,17 +147,26 @@ def write_dataset(
     (a new dataset whose rows keep their ids through compaction) apply when the dataset is created
     and are ignored for an existing one, as in pylance. ``transaction_properties`` are stored in
     the transaction (``commit_message`` under its own key, taking precedence).
+    ``auto_cleanup_options`` (pylance's ``AutoCleanupConfig``) turns on automatic cleanup of a
+    new dataset (see :mod:`lance_table.table.operations.auto_cleanup`); ignored for an existing one.
+
+    ``progress``: a bar on stderr when it is a terminal (None, the default; needs tqdm, the
+    ``progress`` extra), always (True) or never (False); a callable receiving
+    :class:`~lance_table.progress.ProgressEvent` records; or, as in pylance, a
+    :class:`~lance_table.progress.FragmentWriteProgress` told of each data file begun and complete.
 
     Raises:
-        InputTypeError: the data is of no kind a write takes (also a TypeError).
+        InputTypeError: the data is of no kind a write takes, or ``progress`` of no kind taken
+            (also a TypeError).
         DatasetAlreadyExistsError: ``mode="create"`` and a dataset exists.
         SchemaError: the data does not match the dataset's schema (append) or cannot be stored.
         UnsupportedFormatError: the dataset uses a data format or features lance_table cannot write.
-        UnsupportedOptionError: ``auto_cleanup_options``, base paths
+        UnsupportedOptionError: base paths
             (``initial_bases``, ``target_bases``, ``target_all_bases``, ``base_store_params``),
             ``external_blob_mode="ingest"``, ``allow_external_blob_outside_bases`` or a namespace.
         CommitConflictError: a concurrent commit makes this write impossible.
         StorageOptionsError: a storage option is unknown, unsafe or has a bad value.
+        TypeError, ValueError: ``auto_cleanup_options`` has a bad value.
 
     Example:
         ```python

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from lance_table.errors import (
 from lance_table.file.container import read_metadata
 from lance_table.format import paths
 from lance_table.format.manifest import DataFile
-from lance_table.storage import open_storage
+from lance_table.storage import LocalStorage, open_storage
 from lance_table.table import versions
 from lance_table.table.snapshot import Snapshot
 
@@ -29,7 +30,14 @@ DEFAULT_MAX_ROWS_PER_GROUP = 1024
 
 @dataclass(frozen=True)
 class FieldStatistics:
-    """pylance's ``FieldStatistics``: a field's id and the bytes its pages take on disk."""
+    """pylance's ``FieldStatistics``: a field's id and the bytes its pages take on disk.
+
+    Example:
+        ```python
+        stats = ds.stats.data_stats()
+        print([(f.id, f.bytes_on_disk) for f in stats.fields])
+        ```
+    """
 
     id: int
     bytes_on_disk: int
@@ -37,7 +45,13 @@ class FieldStatistics:
 
 @dataclass(frozen=True)
 class DataStatistics:
-    """pylance's ``DataStatistics``: one :class:`FieldStatistics` per field of the schema."""
+    """pylance's ``DataStatistics``: one :class:`FieldStatistics` per field of the schema.
+
+    Example:
+        ```python
+        print(ds.stats.data_stats().fields[0])
+        ```
+    """
 
     fields: list[FieldStatistics]
 
@@ -147,3 +161,7 @@ def drop(
     ):
         for item in storage.list_tree(directory):
             storage.delete(item.path)
+    if isinstance(storage, LocalStorage):  # and the directories left empty, the root too (as pylance)
+        for dirpath, _, _ in sorted(os.walk(storage.root), key=lambda d: -len(d[0])):
+            with contextlib.suppress(OSError):  # (not empty: someone else's file)
+                os.rmdir(dirpath)

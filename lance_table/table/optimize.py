@@ -10,7 +10,11 @@ from collections.abc import Sequence
 from typing import Any, Protocol, TypeVar
 
 from lance_table.errors import UnsupportedOperationError
+from lance_table.table.operations import auto_cleanup
+from lance_table.table.operations import config as config_ops
+from lance_table.table.operations.auto_cleanup import AutoCleanupConfig
 from lance_table.table.operations.compaction import CompactionMetrics, compact_files
+from lance_table.table.progress import Progress
 from lance_table.table.snapshot import Snapshot
 
 _Result = TypeVar("_Result")
@@ -90,6 +94,7 @@ def compact(
     excluded_fragment_ids: Sequence[int] | None = None,
     data_storage_version: str | None = None,
     io_buffer_size: int | None = None,
+    progress: Progress = None,
 ) -> CompactionMetrics:
     """Compact ``ds`` and move the handle to the version the compaction committed (see
     :class:`DatasetOptimizer.compact_files`)."""
@@ -112,6 +117,7 @@ def compact(
         max_bytes_per_file=max_bytes_per_file,
         num_threads=num_threads,
         batch_size=batch_size,
+        progress=progress,
     )
     return ds._committed(done, metrics)
 
@@ -146,6 +152,7 @@ class DatasetOptimizer:
         max_source_bytes: int | None = None,
         excluded_fragment_ids: list[int] | None = None,
         data_storage_version: str | None = None,
+        progress: Progress = None,
     ) -> CompactionMetrics:
         """Rewrite small fragments (and fragments with many deleted rows) into larger ones, keeping
         the row order; the handle moves to the version committed (two versions are committed, as in
@@ -161,6 +168,10 @@ class DatasetOptimizer:
         whatever ``defer_index_remap`` says; with stable row ids, see
         :func:`lance_table.table.operations.compaction.compact_files`.
 
+        ``progress`` (lance_table's): a bar on stderr when it is a terminal (None, the default;
+        needs tqdm), always (True) or never (False), or a callable receiving
+        :class:`~lance_table.progress.ProgressEvent` records (phase ``rewrite``).
+
         Raises:
             UnsupportedOperationError: ``max_source_fragments``, ``max_source_rows``,
                 ``max_source_bytes``, ``excluded_fragment_ids``, ``compaction_mode=
@@ -168,6 +179,7 @@ class DatasetOptimizer:
             UnsupportedFormatError: data files lance_table does not write.
             CorruptFileError: the dataset's fragment reuse index does not parse.
             CommitConflictError: a concurrent delete or compaction touched the same fragments.
+            InputTypeError: ``progress`` is of no kind taken.
         """
         return compact(
             self._dataset,
@@ -186,6 +198,7 @@ class DatasetOptimizer:
             max_source_bytes=max_source_bytes,
             excluded_fragment_ids=excluded_fragment_ids,
             data_storage_version=data_storage_version,
+            progress=progress,
         )
 
     def optimize_indices(self, **kwargs: Any) -> None:
@@ -196,18 +209,23 @@ class DatasetOptimizer:
         """
         raise UnsupportedOperationError("optimize_indices() is not supported: lance_table has no indices")
 
-    def enable_auto_cleanup(self, auto_cleanup_config: Any, **kwargs: Any) -> None:
-        """Not supported: call ``cleanup_old_versions()`` instead.
+    def enable_auto_cleanup(self, auto_cleanup_config: AutoCleanupConfig, **kwargs: Any) -> None:
+        """Turn on automatic cleanup (pylance's): every ``interval`` versions a commit removes the
+        versions older than ``older_than_seconds``. The keys go into the dataset config in one
+        commit; the handle moves to it.
 
         Raises:
-            UnsupportedOperationError: always.
+            KeyError: ``interval`` or ``older_than_seconds`` is missing.
+            CommitConflictError: a concurrent change of the same config keys.
         """
-        raise UnsupportedOperationError("enable_auto_cleanup() is not supported; call cleanup_old_versions()")
+        values = auto_cleanup.enable_values(auto_cleanup_config)
+        self._dataset._committed(config_ops.update_config(self._dataset._snapshot, values, False))
 
     def disable_auto_cleanup(self, **kwargs: Any) -> None:
-        """Not supported (auto cleanup is never enabled by lance_table).
+        """Turn automatic cleanup off: the config keys go, in one commit; the handle moves to it.
 
         Raises:
-            UnsupportedOperationError: always.
+            CommitConflictError: a concurrent change of the same config keys.
         """
-        raise UnsupportedOperationError("disable_auto_cleanup() is not supported")
+        keys = [auto_cleanup.INTERVAL_KEY, auto_cleanup.OLDER_THAN_KEY]
+        self._dataset._committed(config_ops.delete_config_keys(self._dataset._snapshot, keys))

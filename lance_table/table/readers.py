@@ -11,7 +11,7 @@ from typing import TypeAlias
 
 import pyarrow as pa
 
-from lance_table.errors import CorruptFileError, SchemaError, UnsupportedFormatError
+from lance_table.errors import CorruptFileError, SchemaError
 from lance_table.file.legacy import LegacyFileReader
 from lance_table.file.reader import LanceFileReader
 from lance_table.format import paths
@@ -103,18 +103,18 @@ class ReaderCache:
         data_file: DataFile,
         version: int | None = None,
         view: LegacyView | None = None,
+        directory: str = paths.DATA_DIR,
     ) -> FileReader:
-        """The reader of a data file (``version``, whose manifest names it, serves error messages).
+        """The reader of a data file (``version``, whose manifest names it, serves error messages)
+        in ``directory`` of ``storage`` (a file in another base path: that base's storage and
+        directory, see :mod:`lance_table.table.base_storage`).
 
         A legacy file is read through ``view`` (the manifest's fields and dictionaries) when given.
 
         Raises:
             DataFileNotFoundError: the file does not exist (e.g. its version was cleaned up).
-            UnsupportedFormatError: the file lives in another base path.
         """
-        if data_file.base_id is not None:
-            raise UnsupportedFormatError(f"data file {data_file.path} lives in another base path")
-        key: Key = (storage.cache_key, data_file.path, data_file.file_size_bytes)
+        key: Key = (storage.cache_key, directory, data_file.path, data_file.file_size_bytes)
         if view is not None and is_legacy_file(data_file):
             key = (*key, view.key)  # a legacy file's reader depends on its view (a rename changes it)
         with self._lock:
@@ -122,7 +122,7 @@ class ReaderCache:
             if cached is not None:
                 self._items.move_to_end(key)
                 return cached[0]
-        reader = open_reader(storage, data_file, version, view)
+        reader = open_reader(storage, data_file, version, view, directory)
         weight = reader_weight(reader)
         with self._lock:
             old = self._items.pop(key, None)
@@ -137,10 +137,14 @@ class ReaderCache:
 
 
 def open_reader(
-    storage: Storage, data_file: DataFile, version: int | None = None, view: LegacyView | None = None
+    storage: Storage,
+    data_file: DataFile,
+    version: int | None = None,
+    view: LegacyView | None = None,
+    directory: str = paths.DATA_DIR,
 ) -> FileReader:
     """A new reader of a data file (see :meth:`ReaderCache.get`)."""
-    path = paths.data_file_path(data_file.path)
+    path = f"{directory}/{data_file.path}" if directory else data_file.path
     try:
         source = storage.source(path, known_size(data_file))
         if is_legacy_file(data_file):

@@ -29,11 +29,12 @@ from lance_table.file.runs import Runs
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.row_ids import FILTERABLE, ROW_ADDR, ROW_ID, ROW_OFFSET, addresses, row_offsets
 from lance_table.table.scan_groups import RowReads, scan_tasks, take_batch
+from lance_table.table.scan_spec import default_batch_size
 
 if TYPE_CHECKING:
     from lance_table.filters.bounds import Condition
 
-DEFAULT_BATCH_SIZE = 8192
+
 # Rows read from a fragment at a time; output batches are sliced from these.
 READ_CHUNK_ROWS = 256 * 1024
 # A whole-table scan splits its fragments into at most this many ranges per worker in all.
@@ -120,7 +121,7 @@ def make_spec(
         fcols = [c for c in fcols if c in names]
     if (offset or 0) < 0 or (limit is not None and limit < 0):
         raise ValueError("offset and limit must not be negative")
-    size = batch_size or DEFAULT_BATCH_SIZE
+    size = batch_size or default_batch_size()
     if size <= 0:
         raise ValueError("batch_size must be positive")
     conditions: tuple[Condition, ...] = ()

@@ -513,3 +513,21 @@ def test_nested_casts_are_refused_before_format_2_1(tmp_path, version):
     with pytest.raises(lt.SchemaChangeError, match=r"2\.1 or later"):
         lt.dataset(ours).alter_columns({"path": "s.x", "data_type": pa.int32()})
     assert lt.dataset(ours).version == 1
+
+
+def test_merge_columns_reading_only_system_columns_matches_pylance(tmp_path: Path) -> None:
+    """A UDF that reads only ``_rowid``/``_rowaddr`` (no data column) gets them, as in pylance."""
+    results = []
+    for mod, name in ((lt, "ours"), (lance, "pylance")):
+        uri = tmp_path / name
+        mod.write_dataset(pa.table({"a": range(10)}), uri, max_rows_per_file=4)
+        mod.dataset(uri).delete("a = 5")
+        ds = mod.dataset(uri)
+        frags, schema = [], None
+        for frag in ds.get_fragments():
+            udf = lambda b: pa.record_batch({"rid": b["_rowid"], "addr": b["_rowaddr"]})  # noqa: E731
+            metadata, schema = frag.merge_columns(udf, columns=["_rowid", "_rowaddr"])
+            frags.append(metadata)
+        merge = mod.LanceOperation.Merge(frags, schema)
+        results.append(mod.LanceDataset.commit(uri, merge, read_version=ds.version).to_table())
+    assert results[0].equals(results[1])

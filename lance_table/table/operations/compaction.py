@@ -25,6 +25,7 @@ from lance_table.table.operations.write import (
     check_blob_fields,
     writable_data_format,
 )
+from lance_table.table.progress import SILENT, Progress, Reporter, reporter
 from lance_table.table.snapshot import Snapshot
 
 DEFAULT_TARGET_ROWS = 1024 * 1024
@@ -132,7 +133,12 @@ def plan(
 
 
 def _rewrite_bin(
-    ds: Snapshot, bin_: _Bin, max_bytes: int, data_format: str, write_tag: str = ""
+    ds: Snapshot,
+    bin_: _Bin,
+    max_bytes: int,
+    data_format: str,
+    report: Reporter = SILENT,
+    write_tag: str = "",
 ) -> tuple[list[Fragment], list[str]]:
     # Like pylance, each bin becomes one fragment (unless it passes the byte limit).
     writer = FragmentWriter(
@@ -144,6 +150,7 @@ def _rewrite_bin(
         data_format=data_format,
         dictionaries=ds.manifest.dictionaries,
         write_tag=write_tag,
+        progress=report,
     )
     try:
         names = ds.schema.names
@@ -296,11 +303,13 @@ def plan_compaction(
     return job_for(ds, bins, max_bytes_per_file)
 
 
-def rewrite(job: CompactionJob, bin_: _Bin, write_tag: str = "") -> tuple[list[Fragment], list[str]]:
+def rewrite(
+    job: CompactionJob, bin_: _Bin, report: Reporter = SILENT, write_tag: str = ""
+) -> tuple[list[Fragment], list[str]]:
     """Rewrite one bin: its new fragments (ids not yet assigned; with stable row ids, carrying the
     rows' ids) and every file written (sidecars too; data files named with ``write_tag``). A
-    failure deletes what it wrote."""
-    new, files = _rewrite_bin(job.ds, bin_, job.max_bytes, job.data_format, write_tag)
+    failure deletes what it wrote. ``report`` hears of the rows and files written."""
+    new, files = _rewrite_bin(job.ds, bin_, job.max_bytes, job.data_format, report, write_tag)
     if job.stable:  # the rewritten rows keep their ids (and versions)
         try:
             new = carried_row_ids([(f.fragment, f.live_positions()) for f in bin_.fragments], new)
@@ -317,7 +326,7 @@ def rewrite_fragments(
     """:func:`rewrite` of the bin of fragments ``fragment_ids`` of ``ds``: the version ``job``
     planned on, opened anew (in another process, where the job's own readers are not)."""
     here = replace(job, ds=ds, bins=[])
-    return rewrite(here, _Bin(ds.fragment_readers(fragment_ids)), write_tag)
+    return rewrite(here, _Bin(ds.fragment_readers(fragment_ids)), write_tag=write_tag)
 
 
 def commit_compaction(
@@ -381,6 +390,7 @@ def compact_files(
     max_bytes_per_file: int | None = None,
     num_threads: int | None = None,
     batch_size: int | None = None,
+    progress: Progress = None,
 ) -> tuple[Snapshot, CompactionMetrics]:
     """Rewrite small fragments into fragments of about ``target_rows_per_fragment`` rows, dropping
     deleted rows; commits ``ReserveFragments`` and then ``Rewrite`` (two versions), as pylance does.
@@ -388,6 +398,8 @@ def compact_files(
     nothing to compact. An option given as None takes its default (as in pylance).
 
     ``max_rows_per_group``, ``num_threads`` and ``batch_size`` are accepted for pylance compatibility.
+    ``progress`` (see :mod:`lance_table.table.progress`) follows the rewrite: the rows of the
+    fragments rewritten (their total known), and the files written.
 
     Indices (lance_table does not rewrite index files) stay valid as with pylance's deferred
     index remapping: fragments covered by different indices are never merged; with stable row
@@ -408,7 +420,9 @@ def compact_files(
         CorruptFileError, DataFileNotFoundError: a blob v2 descriptor names bytes that are not there.
         CommitConflictError: a concurrent delete or compaction touched the same fragments, or
             versions committed since ``ds`` are gone.
+        InputTypeError: ``progress`` is of no kind taken.
     """
+    report = reporter("compact", progress)
     job = plan_compaction(
         ds,
         target_rows_per_fragment=target_rows_per_fragment,
@@ -419,7 +433,9 @@ def compact_files(
     if job is None:
         return ds, CompactionMetrics()
     # Bins are independent: rewrite them in parallel, then fail (and clean up) if any failed.
-    results = map_fragments(lambda bin_: _try(lambda: rewrite(job, bin_)), job.bins)
+    with report:
+        report.phase("rewrite", rows_total=sum(sum(b.live_rows) for b in job.bins))
+        results = map_fragments(lambda bin_: _try(lambda: rewrite(job, bin_, report)), job.bins)
     written = [frags for (frags, _), _ in results]
     files = tuple(path for (_, written_paths), _ in results for path in written_paths)  # with sidecars
     for _, error in results:

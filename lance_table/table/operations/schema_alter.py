@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lance_table.errors import SchemaChangeError, SchemaError
 from lance_table.format.operations import Merge, Project
@@ -143,7 +144,9 @@ def plan_alter_columns(ds: Snapshot, alterations: Sequence[Mapping[str, Any]]) -
                 _check_nested_cast(ds, path)
             if old_type != target:
                 if not _castable(old_type, target):
-                    raise SchemaChangeError(f"Cannot cast column {path!r} from {old_type} to {target}")
+                    # (pylance's words and Arrow type names, which its users match)
+                    old_name, new_name = _arrow_name(old_type), _arrow_name(target)
+                    raise SchemaChangeError(f'Cannot cast column "{path}" from {old_name} to {new_name}')
                 casts[f.id] = target
         fields[by_id[f.id]] = new
     # pylance records whether every altered field is nullable
@@ -275,7 +278,8 @@ def _cast_part(
         try:
             return col.cast(target, safe=True)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-            raise SchemaChangeError(f"Cannot cast column {node.name!r} to {target}: {exc}") from None
+            why = _uncastable(col, target) or str(exc)
+            raise SchemaChangeError(f"Cannot cast column {node.name!r} to {target}: {why}") from None
     arr = col.combine_chunks()
     kids = list(node.children)
     parts = []
@@ -287,3 +291,46 @@ def _cast_part(
     mask = arr.is_null() if arr.null_count else None
     fields = [c.to_arrow_field() for c in file_node.children]
     return pa.chunked_array([pa.StructArray.from_arrays(parts, fields=fields, mask=mask)])
+
+
+def _uncastable(col: pa.ChunkedArray, target: pa.DataType) -> str | None:
+    """pylance's words for the first number that does not fit ``target`` ("Can't cast value 1024
+    to type Int8"), or None when the values are not numbers."""
+    if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)) or not (
+        pa.types.is_integer(target) or pa.types.is_floating(target)
+    ):
+        return None
+    arr = col.combine_chunks()
+    try:
+        back = arr.cast(target, safe=False).cast(arr.type, safe=False)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    differs = pc.fill_null(pc.not_equal(arr, back), False).to_numpy(zero_copy_only=False)
+    bad = np.flatnonzero(differs)
+    if not bad.size:
+        return None
+    return f"Can't cast value {arr[int(bad[0])].as_py()} to type {_arrow_name(target)}"
+
+
+_ARROW_NAMES = {
+    pa.bool_(): "Boolean",
+    pa.float16(): "Float16",
+    pa.float32(): "Float32",
+    pa.float64(): "Float64",
+    pa.string(): "Utf8",
+    pa.large_string(): "LargeUtf8",
+    pa.binary(): "Binary",
+    pa.large_binary(): "LargeBinary",
+    pa.date32(): "Date32",
+    pa.date64(): "Date64",
+    pa.null(): "Null",
+}
+
+
+def _arrow_name(t: pa.DataType) -> str:
+    """The name Arrow's Rust implementation (pylance's messages) gives a type: ``Int32``, ``Utf8``."""
+    if t in _ARROW_NAMES:
+        return _ARROW_NAMES[t]
+    if pa.types.is_integer(t):
+        return str(t).replace("uint", "UInt").replace("int", "Int")
+    return str(t)

@@ -15,6 +15,7 @@ from lance_table.format.transaction import Overwrite as OverwriteOp
 from lance_table.storage import open_storage
 from lance_table.table.commit import CommitLock, CommitOptions, check_can_commit, commit
 from lance_table.table.opening import refuse
+from lance_table.table.operations import auto_cleanup
 from lance_table.table.operations.manifest_paths import (
     DEFAULT_V2_MANIFEST_PATHS,
     scheme_for_new_dataset,
@@ -22,11 +23,11 @@ from lance_table.table.operations.manifest_paths import (
 from lance_table.table.operations.write import (
     DEFAULT_MAX_BYTES_PER_FILE,
     DEFAULT_MAX_ROWS_PER_FILE,
-    ProgressCallback,
     WriteMode,
     prepare_write,
     write_fragments,
 )
+from lance_table.table.progress import Progress, known_rows, reporter
 from lance_table.table.snapshot import Snapshot, load
 
 
@@ -42,7 +43,7 @@ def write_snapshot(
     data_cache_bytes: int | None = None,
     max_page_bytes: int | None = None,
     commit_lock: CommitLock | None = None,
-    progress: ProgressCallback | None = None,
+    progress: Progress = None,
     storage_options: Mapping[str, Any] | None = None,
     data_storage_version: str | None = None,
     use_legacy_format: bool | None = None,
@@ -72,7 +73,6 @@ def write_snapshot(
     refuse(
         "write_dataset",
         {
-            "auto_cleanup_options": auto_cleanup_options,
             "initial_bases": initial_bases,
             "target_bases": target_bases,
             "target_all_bases": target_all_bases,
@@ -89,6 +89,9 @@ def write_snapshot(
     )
     if uri is None:
         raise ValueError("write_dataset() needs a uri (namespaces are not supported)")
+    cleanup_config = None
+    if auto_cleanup_options is not None:
+        cleanup_config = auto_cleanup.config_values(auto_cleanup_options)
     if data_storage_version is None and use_legacy_format is not None:
         data_storage_version = "legacy" if use_legacy_format else "stable"
     data = data_obj
@@ -105,21 +108,27 @@ def write_snapshot(
         latest = None
     base = latest.manifest if latest is not None else None
     plan, reader = prepare_write(base, mode, data, schema, storage.uri, data_storage_version)
-    frags, written, dictionaries = write_fragments(
-        storage,
-        reader,
-        plan.schema,
-        list(plan.fields),
-        max_rows_per_file=max_rows_per_file,
-        max_bytes_per_file=max_bytes_per_file,
-        progress=progress,
-        data_format=plan.data_format,
-        dictionaries=plan.dictionaries,
-    )
+    with reporter("write", progress) as report:
+        report.phase("write", rows_total=known_rows(data))
+        frags, written, dictionaries = write_fragments(
+            storage,
+            reader,
+            plan.schema,
+            list(plan.fields),
+            max_rows_per_file=max_rows_per_file,
+            max_bytes_per_file=max_bytes_per_file,
+            progress=report,
+            data_format=plan.data_format,
+            dictionaries=plan.dictionaries,
+        )
     scheme = latest.scheme if latest is not None else scheme_for_new_dataset(enable_v2_manifest_paths)
     pending = plan.pending(frags, written, dictionaries)
     if enable_stable_row_ids and isinstance(pending.operation, OverwriteOp):
         pending = replace(pending, operation=replace(pending.operation, stable_row_ids=True))
+    if cleanup_config is not None and base is None and isinstance(pending.operation, OverwriteOp):
+        # (as in pylance: only a new dataset takes them)
+        upsert = {**pending.operation.config_upsert_values, **cleanup_config}
+        pending = replace(pending, operation=replace(pending.operation, config_upsert_values=upsert))
     manifest = commit(
         storage,
         base,
