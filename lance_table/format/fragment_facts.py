@@ -33,6 +33,7 @@ class Fragment(Protocol):
     @property
     def row_id_meta(self) -> Any: ...
 
+
 #: fragment tuples whose facts are kept (the latest manifests of the datasets in use)
 FACTS_CACHE_SIZE = 8
 

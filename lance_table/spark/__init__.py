@@ -4,7 +4,9 @@
 without registration (Spark finds :mod:`pyspark_lance_table`); :func:`register` does it explicitly
 (and hands the session's ``spark.lance_table.*`` storage options to the driver's side of every read
 and write; tasks find them in the conf by themselves). :func:`create_table`, :func:`attach` and
-:func:`table_source` make Spark SQL tables that read and write a dataset.
+:func:`table_source` make Spark SQL tables that read and write a dataset. :func:`merge_insert`,
+:func:`update`, :func:`delete`, :func:`compact` and :func:`add_columns` run those operations as
+Spark jobs (per-fragment work in the tasks, one commit on the driver).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import warnings
 from typing import Any
 
 from lance_table.spark.catalog import attach, create_table, table_source
+from lance_table.spark.jobs_merge import merge_insert
+from lance_table.spark.jobs_ops import add_columns, compact, delete, update
 
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
@@ -66,4 +70,15 @@ def register(spark: Any, *, pushdown: bool = False) -> None:
     spark.dataSource.register(base)
 
 
-__all__ = ["PUSHDOWN_CONF", "attach", "create_table", "register", "table_source"]
+__all__ = [
+    "PUSHDOWN_CONF",
+    "add_columns",
+    "attach",
+    "compact",
+    "create_table",
+    "delete",
+    "merge_insert",
+    "register",
+    "table_source",
+    "update",
+]

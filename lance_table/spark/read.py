@@ -47,11 +47,14 @@ from lance_table.spark.types import cast_batch
 from lance_table.storage import Storage, open_storage
 from lance_table.table import versions
 from lance_table.table.fragment import FragmentReader
-from lance_table.table.scan import ScanPlan, _read_matching, make_spec
+from lance_table.table.scan import ScanPlan, _read_matching, _with_system, make_spec
 
 # Values whose meaning does not depend on a session time zone can be pushed down safely.
 _PUSHABLE = (bool, int, float, str, bytes, decimal.Decimal, dt.date)
 
+
+# System columns a read may project (appended after the data columns; cast_batch orders them).
+SYSTEM_COLUMNS = ("_rowaddr", "_rowid")
 
 # Spark's id of the running query (a UUIDv7 since Spark 4.0), which tasks see as a local property.
 QUERY_ID_PROPERTY = "spark.sql.execution.query.id"
@@ -214,7 +217,9 @@ class LanceTableReader(DataSourceReader):
         expr = parse_filter(self.sql_filter, schema) if self.sql_filter else None
         for pushed in self._pushed_here():
             expr = pushed if expr is None else expr & pushed
-        return make_spec(schema, self.columns, expr, False, self.batch_size, None, None)
+        system = [c for c in self.columns if c in SYSTEM_COLUMNS and c not in schema.names]
+        data = [c for c in self.columns if c not in system]
+        return make_spec(schema, data, expr, False, self.batch_size, None, None, system=system)
 
     def _pushed_here(self) -> list[pc.Expression]:
         """The pushed filters, if the query running this task is the one they were pushed for.
@@ -293,7 +298,8 @@ class LanceTableReader(DataSourceReader):
             table, runs = _read_matching(frag, spec, lo, hi)
             if not runs.total:
                 continue
-            if not spec.columns:
+            table = _with_system(table, frag, spec.system, runs, spec.offset_bases)
+            if not spec.columns and not spec.system:
                 yield _no_columns(runs.total)
                 continue
             for batch in table.combine_chunks().to_batches(max_chunksize=self.batch_size):

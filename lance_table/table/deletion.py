@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import secrets
 import struct
 import threading
 from collections import OrderedDict
@@ -16,6 +15,7 @@ from pyroaring import BitMap
 
 from lance_table._parallel import after_fork_in_child
 from lance_table.errors import CorruptFileError, DataFileNotFoundError, UnsupportedFormatError
+from lance_table.format import paths
 from lance_table.format.bases import BasePath
 from lance_table.format.manifest import DELETION_ARROW, DELETION_BITMAP, DeletionFile, Fragment
 from lance_table.storage import Storage
@@ -355,12 +355,16 @@ def encode_deletions(offsets: np.ndarray, kind: str) -> bytes:
 
 
 def write_deletions(
-    storage: Storage, fragment: Fragment, offsets: np.ndarray, read_version: int
+    storage: Storage, fragment: Fragment, offsets: np.ndarray, read_version: int, *, tag: str = ""
 ) -> DeletionFile:
-    """Write a new cumulative deletion file for ``fragment`` and return its descriptor."""
+    """Write a new cumulative deletion file for ``fragment`` and return its descriptor; a write
+    ``tag`` goes into the file's id (see :func:`~lance_table.format.paths.new_deletion_file_id`)."""
     kind = choose_kind(fragment.deletion_file, int(offsets.size))
     df = DeletionFile(
-        kind=kind, read_version=read_version, id=secrets.randbits(64), num_deleted_rows=int(offsets.size)
+        kind=kind,
+        read_version=read_version,
+        id=paths.new_deletion_file_id(tag),
+        num_deleted_rows=int(offsets.size),
     )
     storage.write(df.path(fragment.id), encode_deletions(offsets, kind))
     return df

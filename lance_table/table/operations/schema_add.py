@@ -90,6 +90,7 @@ def write_columns(
     live_only: bool = True,
     fields: Sequence[LanceField] | None = None,
     report: Reporter = SILENT,
+    write_tag: str = "",
 ) -> tuple[list[Fragment], tuple[LanceField, ...], list[str]]:
     """Write the columns ``schema`` into a new data file of each fragment (of ``fragment_ids``, or
     all), ``chunk_rows`` physical rows at a time. ``compute`` gets the live rows and deleted rows
@@ -97,8 +98,8 @@ def write_columns(
     from the data, which a non-nullable column of a legacy file needs). ``report`` hears of the
     rows and files written (phase ``write``).
 
-    Returns the fragments with their new file, the new fields and the files written. On error the
-    files written so far are deleted.
+    Returns the fragments with their new file, the new fields and the files written (named with
+    ``write_tag``). On error the files written so far are deleted.
 
     Raises:
         SchemaChangeError: ``compute`` returned the wrong number of rows or other columns.
@@ -122,6 +123,7 @@ def write_columns(
             max_bytes_per_file=_UNLIMITED,
             data_format=data_format,
             dictionaries=ds.manifest.dictionaries,
+            write_tag=write_tag,
             progress=report,
         )
 
