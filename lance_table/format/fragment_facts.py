@@ -14,10 +14,9 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
-if TYPE_CHECKING:
-    from lance_table.format.manifest import Fragment
+Fragment = Any  # lance_table.format.manifest.Fragment (not imported: manifest imports this module)
 
 #: fragment tuples whose facts are kept (the latest manifests of the datasets in use)
 FACTS_CACHE_SIZE = 8
