@@ -40,7 +40,13 @@ from lance_table.file.v2_1 import decode as decode21
 from lance_table.file.v2_1 import layout as layout21
 from lance_table.file.v2_1 import miniblock_small, repdef
 from lance_table.schema import FieldNode
-from lance_table.storage.sources import ByteSource, in_memory_if_small, open_source
+from lance_table.storage.sources import (
+    ByteSource,
+    BytesSource,
+    LocalFileSource,
+    in_memory_if_small,
+    open_source,
+)
 
 Job = Callable[[], list[pa.Array]]
 Combine = Callable[[list[list[pa.Array]]], list[pa.Array]]
@@ -412,6 +418,12 @@ class LanceFileReader(RowReader):
                 io._whole[key] = kept[key]
         whole = [(io, k) for _, _, io in touched if io.whole_page for k in range(len(io.buffers))]
         small = whole if sum(io.buffers[k][1] for io, k in whole) <= SMALL_READ_BYTES else []
+        if partial and not isinstance(self._source, (LocalFileSource, BytesSource)):
+            # on a remote store, the pages read in part come with the rest when all are small (a
+            # take from a small file: one request, not one per column after its chunk table)
+            every = [(io, k) for _, _, io in touched for k in range(len(io.buffers))]
+            if sum(io.buffers[k][1] for io, k in every) <= SMALL_READ_BYTES:
+                small = every
         if not small and not wanted:
             return
         fetch_buffers(wanted + small)

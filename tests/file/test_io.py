@@ -177,3 +177,17 @@ def test_a_large_file_is_not_kept(big):
     assert reader.held_bytes == 0
     reader.read_all(columns=["id"])
     assert src.requests > 1
+
+
+def test_a_take_from_a_small_remote_file_is_one_request(tmp_path):
+    """The pages a take reads in part come with the rest when all are small: one request, not
+    one per column after its chunk table."""
+    n = 20_000  # pages of several chunks, read in part by a take
+    table = pa.table({"id": np.arange(n), "x": np.arange(n) * 0.5, "s": [f"v{i}" for i in range(n)]})
+    write_table(tmp_path / "small.lance", table, version="2.2")
+    reader = LanceFileReader(_RemoteLike((tmp_path / "small.lance").read_bytes()))
+    reader.read_all()
+    src = reader._source
+    before = src.requests
+    assert reader.take([3, 9_000, 19_997]).equals(table.take([3, 9_000, 19_997]))
+    assert src.requests - before == 1

@@ -119,7 +119,7 @@ def _chosen_data(io: PageIO, table: Chunks, chosen: np.ndarray) -> tuple[memoryv
     ends = table.byte_starts[chosen + 1]
     sizes = ends - starts
     total = int(table.byte_starts[-1])
-    if chosen.size == table.counts.size:
+    if chosen.size == table.counts.size or io.locate(1) in io._whole:  # all, or already in hand
         return io.whole(1), starts, ends
     offset = io.locate(1)[0]
     if chosen.size and int(chosen[-1]) - int(chosen[0]) + 1 == chosen.size:  # a run of chunks: one read
