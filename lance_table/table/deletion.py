@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import array
 import io
 import secrets
 import struct
@@ -323,9 +324,10 @@ def encode_deletions(offsets: np.ndarray, kind: str) -> bytes:
     """The bytes of a deletion file holding ``offsets``."""
     values = np.asarray(offsets, np.uint32)
     if kind == DELETION_BITMAP:
-        bitmap = BitMap()
-        bitmap.update(values)
-        return bitmap.serialize()
+        # pyroaring reads an ``array.array`` of u32 in one call (a numpy array value by value)
+        words = array.array("I")
+        words.frombytes(np.ascontiguousarray(values).tobytes())
+        return BitMap(words).serialize()
     sink = io.BytesIO()
     options = ipc.IpcWriteOptions(compression="zstd")
     with ipc.new_file(sink, ARROW_SCHEMA, options=options) as writer:
