@@ -324,10 +324,11 @@ def encode_deletions(offsets: np.ndarray, kind: str) -> bytes:
     """The bytes of a deletion file holding ``offsets``."""
     values = np.asarray(offsets, np.uint32)
     if kind == DELETION_BITMAP:
-        # pyroaring reads an ``array.array`` of u32 in one call (a numpy array value by value)
+        # pyroaring reads an ``array.array`` of u32 in one call (a numpy array value by value);
+        # no run containers, as pylance writes them
         words = array.array("I")
         words.frombytes(np.ascontiguousarray(values).tobytes())
-        return BitMap(words).serialize()
+        return BitMap(words, optimize=False).serialize()
     sink = io.BytesIO()
     options = ipc.IpcWriteOptions(compression="zstd")
     with ipc.new_file(sink, ARROW_SCHEMA, options=options) as writer:
