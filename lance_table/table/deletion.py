@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import array
 import io
 import struct
 import threading
@@ -320,7 +321,7 @@ class _Flatbuffer:
 
 def sorted_unique(values: np.ndarray) -> np.ndarray:
     """Sorted, duplicate-free copy (sort-based: faster than hashing for row offsets)."""
-    out = np.sort(np.asarray(values, np.uint32))
+    out = np.sort(np.asarray(values, np.uint32), kind="stable")  # merges sorted runs in one pass
     if out.size > 1:
         out = out[np.concatenate(([True], out[1:] != out[:-1]))]
     return out
@@ -344,9 +345,11 @@ def encode_deletions(offsets: np.ndarray, kind: str) -> bytes:
     """The bytes of a deletion file holding ``offsets``."""
     values = np.asarray(offsets, np.uint32)
     if kind == DELETION_BITMAP:
-        bitmap = BitMap()
-        bitmap.update(values)
-        return bitmap.serialize()
+        # pyroaring reads an ``array.array`` of u32 in one call (a numpy array value by value);
+        # no run containers, as pylance writes them
+        words = array.array("I")
+        words.frombytes(np.ascontiguousarray(values).view(np.uint8).data)
+        return BitMap(words, optimize=False).serialize()
     sink = io.BytesIO()
     options = ipc.IpcWriteOptions(compression="zstd")
     with ipc.new_file(sink, ARROW_SCHEMA, options=options) as writer:

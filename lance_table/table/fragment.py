@@ -183,7 +183,11 @@ class FragmentReader:
     def live_runs(self, lo: int, hi: int) -> Runs:
         if not self.deleted.size or not _any_in(self.deleted, lo, hi):
             return Runs.span(lo, hi - lo)
-        return Runs.from_sorted_unique(self.live_positions(lo, hi))
+        # the gaps between the deleted runs: work in the number of deleted rows, not of live ones
+        a, b = np.searchsorted(self.deleted, [lo, hi])
+        gone = Runs.from_sorted_unique(self.deleted[a:b])
+        starts = np.append(np.int64(lo), gone.starts + gone.lengths)
+        return Runs.normalized(starts, np.append(gone.starts, np.int64(hi)) - starts)
 
     def read(self, names: list[str], runs: Runs, floors: Mapping[str, int] | None = None) -> pa.Table:
         """Columns ``names`` (dataset names) of the rows at ``runs``; integer values below their
@@ -195,8 +199,10 @@ class FragmentReader:
             raise IndexError(f"rows up to {runs.end} requested from a fragment of {self.physical_rows} rows")
         if runs.count > 1 and runs.total >= DENSE_RUNS_SHARE * (runs.end - int(runs.starts[0])):
             lo = int(runs.starts[0])
-            mask = np.zeros(runs.end - lo, bool)
-            mask[runs.positions() - lo] = True
+            ends = runs.starts + runs.lengths
+            gaps = Runs.normalized(ends[:-1], runs.starts[1:] - ends[:-1])  # the fewer positions
+            mask = np.ones(runs.end - lo, bool)
+            mask[gaps.positions() - lo] = False
             return self._read(names, Runs.span(lo, runs.end - lo), floors, pa.array(mask))
         return self._read(names, runs, floors)
 

@@ -207,9 +207,12 @@ def matching_runs(frags: Sequence[FragmentReader], spec: Plan, chunk: int, ops: 
             parts = [p for p in parts if p.total]
             if len(parts) == 1:
                 out.append(parts[0])
+            elif parts:  # the ranges' runs in order (merged where they touch): never expanded
+                starts = np.concatenate([p.starts for p in parts])
+                lengths = np.concatenate([p.lengths for p in parts])
+                out.append(Runs.normalized(starts, lengths))
             else:
-                positions = [p.positions() for p in parts]
-                out.append(Runs.from_sorted_unique(np.concatenate(positions)) if positions else EMPTY)
+                out.append(EMPTY)
     return out
 
 
