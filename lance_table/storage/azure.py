@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lance_table.errors import StorageCredentialsError, StorageOptionsError
-from lance_table.storage.options import parse_bool, parse_count, parse_duration
+from lance_table.storage.options import apply_named_options, parse_bool, parse_count, parse_duration
 
 #: the storage account and key every Azurite server knows (published in Azure's documentation)
 EMULATOR_ACCOUNT = "devstoreaccount1"
@@ -208,27 +208,14 @@ def azure_settings(options: Mapping[str, Any], container: str) -> AzureSettings:
             name (with the reason), or a bad value.
     """
     settings = AzureSettings(container)
-    given: dict[Handler, str] = {}
-    pending: list[tuple[Handler, str, Any]] = []
-    for raw, value in options.items():
-        if not isinstance(raw, str):
-            raise StorageOptionsError(repr(raw), "option names must be strings", known=KNOWN_AZURE_OPTIONS)
-        handler = _HANDLERS.get(raw.lower())
-        if handler is None:
-            raise StorageOptionsError(raw, "is not a known Azure storage option", known=KNOWN_AZURE_OPTIONS)
-        if handler in given:
-            raise StorageOptionsError(raw, f"is the same option as {given[handler]!r}, given twice")
-        given[handler] = raw
-        pending.append((handler, raw, value))
-    for env, value in sorted(os.environ.items()):
-        name = env.lower()
-        handler = _HANDLERS.get(name)
-        if env.startswith("AZURE_") and handler not in (None, *given) and name not in _ENV_SKIPPED:
-            assert handler is not None
-            given[handler] = env
-            pending.append((handler, env, value))
-    for handler, name, value in pending:
-        handler(settings, name, value)
+    apply_named_options(
+        settings,
+        options,
+        _HANDLERS,
+        store="Azure",
+        known=KNOWN_AZURE_OPTIONS,
+        from_environment=lambda env: env.startswith("AZURE_") and env.lower() not in _ENV_SKIPPED,
+    )
     return settings
 
 

@@ -19,7 +19,13 @@ from typing import Any
 
 from lance_table.errors import StorageOptionsError
 from lance_table.storage.base import Storage
-from lance_table.storage.options import options_fingerprint, parse_bool, parse_count, parse_duration
+from lance_table.storage.options import (
+    apply_named_options,
+    options_fingerprint,
+    parse_bool,
+    parse_count,
+    parse_duration,
+)
 
 #: attempts gcsfs makes for a failing request unless ``client_max_retries`` says otherwise
 DEFAULT_ATTEMPTS = 6
@@ -199,27 +205,14 @@ def gcs_settings(options: Mapping[str, Any], bucket: str) -> GCSSettings:
         StorageOptionsError: an unknown, refused or twice-given name, or a bad value.
     """
     settings = GCSSettings(bucket)
-    given: dict[Handler, str] = {}
-    pending: list[tuple[Handler, str, Any]] = []
-    for raw, value in options.items():
-        if not isinstance(raw, str):
-            raise StorageOptionsError(repr(raw), "option names must be strings", known=KNOWN_GCS_OPTIONS)
-        handler = _HANDLERS.get(raw.lower())
-        if handler is None:
-            raise StorageOptionsError(raw, "is not a known GCS storage option", known=KNOWN_GCS_OPTIONS)
-        if handler in given:
-            raise StorageOptionsError(raw, f"is the same option as {given[handler]!r}, given twice")
-        given[handler] = raw
-        pending.append((handler, raw, value))
-    for env, value in sorted(os.environ.items()):
-        name = env.lower()
-        if name in _ENV_NAMES and name not in _ENV_LEFT_ALONE:
-            handler = _HANDLERS[name]
-            if handler not in given:
-                given[handler] = env
-                pending.append((handler, env, value))
-    for handler, name, value in pending:
-        handler(settings, name, value)
+    apply_named_options(
+        settings,
+        options,
+        _HANDLERS,
+        store="GCS",
+        known=KNOWN_GCS_OPTIONS,
+        from_environment=lambda env: env.lower() in _ENV_NAMES and env.lower() not in _ENV_LEFT_ALONE,
+    )
     return settings
 
 

@@ -14,6 +14,7 @@ import base64
 import binascii
 import hashlib
 import json
+import os
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -63,6 +64,42 @@ _DURATION_PART = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-zµ]*)")
 
 def _bad(name: str, problem: str) -> StorageOptionsError:
     return StorageOptionsError(name, problem)
+
+
+def apply_named_options(
+    settings: Any,
+    options: Mapping[str, Any],
+    handlers: Mapping[str, Callable[[Any, str, Any], None]],
+    *,
+    store: str,
+    known: Any,
+    from_environment: Callable[[str], bool],
+) -> None:
+    """Hand each option to its handler (names case-insensitive), then each environment variable
+    that ``from_environment`` takes and that names an option not given explicitly.
+
+    Raises:
+        StorageOptionsError: an unknown name, or one option given twice under two spellings.
+    """
+    given: dict[Callable[[Any, str, Any], None], str] = {}
+    pending: list[tuple[Callable[[Any, str, Any], None], str, Any]] = []
+    for raw, value in options.items():
+        if not isinstance(raw, str):
+            raise StorageOptionsError(repr(raw), "option names must be strings", known=known)
+        handler = handlers.get(raw.lower())
+        if handler is None:
+            raise StorageOptionsError(raw, f"is not a known {store} storage option", known=known)
+        if handler in given:
+            raise StorageOptionsError(raw, f"is the same option as {given[handler]!r}, given twice")
+        given[handler] = raw
+        pending.append((handler, raw, value))
+    for env, value in sorted(os.environ.items()):
+        handler = handlers.get(env.lower())
+        if handler is not None and handler not in given and from_environment(env):
+            given[handler] = env
+            pending.append((handler, env, value))
+    for handler, name, value in pending:
+        handler(settings, name, value)
 
 
 def parse_bool(name: str, value: Any) -> bool:

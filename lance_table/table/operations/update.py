@@ -173,7 +173,24 @@ def update_fragment(
     pos = _matching(frag, make_spec(ds.schema, [], where, False, None, None, None))
     if pos is None:
         return FragmentUpdate([], [], [], [], 0)
-    touched = [(frag, pos)]
+    new, removed, updated, written = _write_update(
+        ds, [(frag, pos)], assignments, data_format, write_tag=write_tag
+    )
+    return FragmentUpdate(new, removed, updated, written, int(pos.size))
+
+
+def _write_update(
+    ds: Snapshot,
+    touched: list[tuple[FragmentReader, np.ndarray]],
+    assignments: Assignments,
+    data_format: str,
+    *,
+    write_tag: str = "",
+    report: Reporter = SILENT,
+) -> tuple[list[Fragment], list[int], list[Fragment], list[str]]:
+    """Rewrite the ``touched`` rows with their new values and delete the old copies: the new
+    fragments, the fragments left without rows, the fragments with new deletion files, and every
+    file written. A failure deletes what it wrote."""
     written: list[str] = []
     writer = FragmentWriter(
         ds.storage,
@@ -182,6 +199,7 @@ def update_fragment(
         data_format=data_format,
         dictionaries=ds.manifest.dictionaries,
         write_tag=write_tag,
+        progress=report,
     )
     try:
         new = _rewrite(ds, touched, assignments, writer)
@@ -193,7 +211,7 @@ def update_fragment(
             with contextlib.suppress(OSError):
                 ds.storage.delete(path)
         raise
-    return FragmentUpdate(new, removed, updated, written, int(pos.size))
+    return new, removed, updated, written
 
 
 def plan_update(
@@ -231,25 +249,7 @@ def plan_update(
     found = map_grouped(matches, frags, [f.fragment.physical_rows for f in frags], in_flight=wait)
     touched = [(frag, pos) for frag, pos in zip(frags, found) if pos is not None]
     report.phase("write", rows_total=sum(int(pos.size) for _, pos in touched))
-    written: list[str] = []
-    writer = FragmentWriter(
-        ds.storage,
-        ds.schema,
-        list(ds.manifest.fields),
-        data_format=data_format,
-        dictionaries=ds.manifest.dictionaries,
-        progress=report,
-    )
-    try:
-        new = _rewrite(ds, touched, assignments, writer)
-        written.extend(writer.paths)
-        removed, updated = _delete_rewritten(ds, touched, written)
-    except BaseException:
-        writer.abort()
-        for path in written:
-            with contextlib.suppress(OSError):
-                ds.storage.delete(path)
-        raise
+    new, removed, updated, written = _write_update(ds, touched, assignments, data_format, report=report)
     op = Update(tuple(removed), tuple(updated), tuple(new), (), assignments.field_ids, REWRITE_ROWS)
     count = sum(int(pos.size) for _, pos in touched)
     return Pending(op, ds.version, written=tuple(written)), count
