@@ -1,6 +1,6 @@
-"""SQL pylance reads that lance_table did not: list literals as values, a field of a computed struct (``l[1]['x']``,
-of a list element) and typed literals with double-quoted text (``TIMESTAMP "..."``), in column
-expressions and filters, compared with pylance."""
+"""SQL pylance reads that lance_table did not: list literals as values, a field of a computed
+struct (``l[1]['x']``, of a list element) and typed literals with double-quoted text
+(``TIMESTAMP "..."``), in column expressions and filters, compared with pylance."""
 
 from __future__ import annotations
 
