@@ -2,10 +2,10 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-# The fast tier: unit and pylance interop tests; no JVM, no S3 server, no races, no 100k-row corpus.
-FAST := not spark and not s3 and not stress and not corpus
+# The fast tier: unit and pylance interop tests; no JVM, no S3/Azure/GCS server, no races, no 100k-row corpus.
+FAST := not spark and not s3 and not azure and not gcs and not stress and not corpus
 
-.PHONY: venv test test-all lint format check wheel-check
+.PHONY: venv test test-all lint format check wheel-check docs
 
 venv: $(PY)
 
@@ -30,3 +30,7 @@ format: venv
 	$(VENV)/bin/ruff format .
 
 check: lint test-all
+
+docs: venv
+	$(VENV)/bin/pip install -q -e '.[docs]' --config-settings editable_mode=compat
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict -d site

@@ -43,20 +43,31 @@ def main() -> None:
 
         buys = ds.to_table(columns=["id", "score"], filter="kind = 'buy' AND score > 0.99")
         print(f"{buys.num_rows} high-score buys, e.g. {buys.slice(0, 2).to_pylist()}")
-        print("rows 0, 5 and 7:", ds.take([0, 5, 7], columns=["id"]).column("id").to_pylist())
+        # take() counts positions among the rows that are left: deleted rows have no position.
+        ids = ds.take([0, 5, 7], columns=["id"]).column("id").to_pylist()
+        print(f"rows at positions 0, 5 and 7 (after the delete): ids {ids}")
 
+        before = ds.version
         ds.optimize.compact_files(target_rows_per_fragment=200_000)
-        print(f"v{ds.version}: compacted into {len(ds.get_fragments())} fragment(s)")
+        # As in pylance, a compaction commits two versions: one reserves the new fragments' ids,
+        # the next swaps the rewritten fragments in.
+        print(
+            f"v{ds.version}: compacted into {len(ds.get_fragments())} fragment(s) "
+            f"(v{before + 1} reserved fragment ids, v{ds.version} rewrote the data)"
+        )
 
         first = lt.dataset(uri, version=1)
         tagged = lt.dataset(uri, version="cleaned")
         print(f"time travel: v1 had {first.count_rows()} rows; tag 'cleaned' is v{tagged.version}")
+        # A new dataset's first version is an "overwrite" of nothing, as pylance records it.
+        print("history:")
         for v in ds.versions():
             print(f"  v{v['version']:<2} {v['operation']:<18} {v['commit_message'] or ''}")
 
         try:
             import lance
         except ImportError:
+            print("pylance is not installed: skipping the check that pylance opens the dataset")
             return
         print("pylance opens it too:", lance.dataset(uri).count_rows(), "rows")
 

@@ -50,11 +50,15 @@ import lance_table.optimize as optimize  # pylance's ``lance.optimize``
 from lance_table.format.transaction import COMMIT_MESSAGE_KEY as LANCE_COMMIT_MESSAGE_KEY
 from lance_table.schema import json_to_schema, schema_to_json
 from lance_table.table import Dataset, LanceDataset, dataset, write_dataset
+from lance_table.table.blobs import BlobFile
+from lance_table.table.fragment_metadata import FragmentMetadata
 from lance_table.table.lance_fragment import LanceFragment
 from lance_table.table.lance_operation import LanceOperation, Transaction
 from lance_table.table.lance_schema import LanceSchema
+from lance_table.table.maintenance import DataStatistics, FieldStatistics
 from lance_table.table.operations.auto_cleanup import AutoCleanupConfig
-from lance_table.table.operations.cleanup import CleanupStats
+from lance_table.table.operations.cleanup import CleanupCandidateFile, CleanupExplanation, CleanupStats
+from lance_table.table.operations.merge_insert import MergeInsertBuilder
 from lance_table.table.scan_spec import ColumnOrdering
 from lance_table.table.scanner import LanceScanner
 from lance_table.udf import BatchUDF, add_columns_udf, batch_udf
@@ -64,7 +68,10 @@ __all__ = [
     "AutoCleanupConfig",
     "BatchCommitError",
     "BatchUDF",
+    "BlobFile",
     "BlobLocationError",
+    "CleanupCandidateFile",
+    "CleanupExplanation",
     "CleanupStats",
     "ColumnOrdering",
     "CommitConflictError",
@@ -72,10 +79,13 @@ __all__ = [
     "CommitStateUnknownError",
     "CorruptFileError",
     "DataFileNotFoundError",
+    "DataStatistics",
     "Dataset",
     "DatasetAlreadyExistsError",
     "DatasetNotFoundError",
+    "FieldStatistics",
     "FilterError",
+    "FragmentMetadata",
     "InputTypeError",
     "InvalidURIError",
     "LanceDataset",
@@ -85,6 +95,7 @@ __all__ = [
     "LanceScanner",
     "LanceSchema",
     "LanceTableError",
+    "MergeInsertBuilder",
     "MergeInsertError",
     "MergeSourceError",
     "RowRangeError",

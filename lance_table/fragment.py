@@ -31,6 +31,7 @@ from lance_table.table.operations.write import (
     DEFAULT_MAX_ROWS_PER_FILE,
     WriteMode,
 )
+from lance_table.table.progress import Progress, known_rows, reporter
 
 
 def write_fragments(
@@ -45,6 +46,7 @@ def write_fragments(
     data_storage_version: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
     return_transaction: bool = False,
+    progress: Progress = None,
 ) -> list[FragmentMetadata] | Transaction:
     """Write ``data`` into new data files of the dataset without committing them (pylance's
     ``lance.fragment.write_fragments``).
@@ -54,7 +56,8 @@ def write_fragments(
     that ``Dataset.commit`` takes. ``mode="append"`` checks the data against the dataset's schema
     (into a missing dataset it writes the fragments of a new one: commit them with an Overwrite);
     ``"create"`` and ``"overwrite"`` give field ids from the data's schema. ``max_rows_per_group`` is
-    accepted for pylance compatibility. Files of a failed write are deleted.
+    accepted for pylance compatibility. Files of a failed write are deleted. ``progress`` shows or
+    reports the write as ``write_dataset``'s does (a pylance ``FragmentWriteProgress`` too).
 
     Raises:
         InputTypeError: the data is of no kind a write takes (also a TypeError).
@@ -62,20 +65,32 @@ def write_fragments(
         SchemaError: the data does not match the dataset's schema or cannot be stored.
         UnsupportedFormatError: the dataset needs features lance_table does not write.
         StorageOptionsError: a storage option is unknown, unsafe or has a bad value.
+        InputTypeError: also when ``progress`` is of no kind taken.
+
+    Example:
+        ```python
+        from lance_table.fragment import write_fragments
+
+        metas = write_fragments(table, uri, max_rows_per_file=1_000_000)
+        lt.LanceDataset.commit(uri, lt.LanceOperation.Append(metas), read_version=ds.version)
+        ```
     """
     if isinstance(dataset_uri, Dataset):
         storage = dataset_uri._storage
     else:
         storage = open_storage(dataset_uri, storage_options)
-    frags, plan = stage_fragments(
-        storage,
-        data,
-        schema,
-        mode,
-        data_storage_version,
-        max_rows_per_file=max_rows_per_file,
-        max_bytes_per_file=max_bytes_per_file,
-    )
+    with reporter("write_fragments", progress) as report:
+        report.phase("write", rows_total=known_rows(data))
+        frags, plan = stage_fragments(
+            storage,
+            data,
+            schema,
+            mode,
+            data_storage_version,
+            max_rows_per_file=max_rows_per_file,
+            max_bytes_per_file=max_bytes_per_file,
+            progress=report,
+        )
     metas = [FragmentMetadata.from_fragment(f) for f in frags]
     if not return_transaction:
         return metas

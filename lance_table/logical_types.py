@@ -134,6 +134,12 @@ def schema_to_json(schema: pa.Schema) -> dict[str, Any]:
 
     Raises:
         SchemaError: a type has no Lance equivalent (a map, say); also a ValueError.
+
+    Example:
+        ```python
+        as_json = lt.schema_to_json(ds.schema)
+        assert lt.json_to_schema(as_json) == ds.schema
+        ```
     """
     out: dict[str, Any] = {"fields": [_field_json(f) for f in schema]}
     if schema.metadata:
@@ -175,6 +181,11 @@ def json_to_schema(schema_json: dict[str, Any]) -> pa.Schema:
 
     Raises:
         SchemaError: the JSON is not such a schema (also a ValueError).
+
+    Example:
+        ```python
+        schema = lt.json_to_schema({"fields": [{"name": "id", "type": {"type": "int64"}, "nullable": True}]})
+        ```
     """
     try:
         fields = [_field_of(f) for f in schema_json["fields"]]

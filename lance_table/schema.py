@@ -372,6 +372,12 @@ class LanceSchema:
 
     Raises:
         SchemaError: the fields do not form a schema (on construction).
+
+    Example:
+        ```python
+        schema = ds.lance_schema
+        print(schema.field("id"), schema.to_pyarrow())
+        ```
     """
 
     def __init__(self, fields: Sequence[LanceField], metadata: Mapping[str, bytes] | None = None) -> None:
@@ -396,6 +402,8 @@ class LanceSchema:
         return user_schema(arrow_schema_from_fields(self._fields, self._metadata), json=False)
 
     def fields(self) -> list[LanceSchemaField]:
+        """The top-level fields, with their Lance field ids and children."""
+
         def node(n: FieldNode, arrow: pa.Field) -> LanceSchemaField:
             kids = _child_fields(arrow.type)
             return LanceSchemaField(n.field, [node(c, a) for c, a in zip(n.children, kids)], arrow)
@@ -403,9 +411,11 @@ class LanceSchema:
         return [node(n, a) for n, a in zip(build_tree(self._fields), self.to_pyarrow())]
 
     def field(self, name: str) -> LanceSchemaField | None:
+        """The top-level field of that name, or None."""
         return next((f for f in self.fields() if f.name() == name), None)
 
     def field_case_insensitive(self, name: str) -> LanceSchemaField | None:
+        """The top-level field of that name in any case, or None."""
         return next((f for f in self.fields() if f.name().lower() == name.lower()), None)
 
     def unenforced_primary_key(self) -> list[LanceSchemaField]:
@@ -420,6 +430,7 @@ class LanceSchema:
         )
 
     def unenforced_clustering_key(self) -> list[LanceSchemaField]:
+        """The clustering key fields (none: lance_table does not record one)."""
         return []
 
     @property
@@ -429,6 +440,7 @@ class LanceSchema:
 
     @property
     def metadata(self) -> dict[str, bytes]:
+        """The schema's metadata."""
         return dict(self._metadata)
 
     def __eq__(self, other: object) -> bool:

@@ -91,7 +91,18 @@ class BatchUDFCheckpoint:
 
 class BatchUDF:
     """A function of a ``RecordBatch`` returning new columns, for ``add_columns`` (made by
-    :func:`batch_udf`). Calling it calls the function as written."""
+    :func:`batch_udf`). Calling it calls the function as written.
+
+    Example:
+        ```python
+        @lt.batch_udf(output_schema=pa.schema([pa.field("half", pa.float64())]))
+        def half(batch):
+            return pa.record_batch([pc.divide(batch["score"], 2.0)], ["half"])
+
+        assert isinstance(half, lt.BatchUDF)
+        ds.add_columns(half, read_columns=["score"])
+        ```
+    """
 
     def __init__(
         self,
@@ -138,6 +149,15 @@ def batch_udf(
         checkpoint_file: a SQLite file keeping the results of completed batches: an interrupted
             ``add_columns`` called again with the same file does not recompute them. Removed once
             the columns are committed.
+
+    Example:
+        ```python
+        @lt.batch_udf(output_schema=pa.schema([pa.field("label", pa.string())]))
+        def label(batch):
+            return pa.record_batch([pc.utf8_upper(batch["kind"])], ["label"])
+
+        ds.add_columns(label, read_columns=["kind"])  # one new data file per fragment
+        ```
     """
 
     def inner(func: Callable[[pa.RecordBatch], Any]) -> BatchUDF:

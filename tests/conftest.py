@@ -15,6 +15,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from cloud_servers import az_uri, azure_options, azurite_endpoint, gcs_endpoint, gcs_options, gs_uri  # noqa: F401
+
 S3_KEY = "testing"
 S3_SECRET = "testing"
 S3_BUCKET = "lance-table-tests"

@@ -28,16 +28,20 @@ LAYERS = [
     ("lance_table.storage", "lance_table.format"),
     ("lance_table.file",),
     ("lance_table.filters",),
-    # pylance's module names: lance_table.fragment, lance_table.commit, lance_table.optimize
+    # pylance's module names: lance_table.fragment, lance_table.commit, lance_table.optimize,
+    # lance_table.progress
     (
         "lance_table.table",
         "lance_table.fragment",
         "lance_table.commit",
         "lance_table.optimize",
+        "lance_table.progress",
         "lance_table._dataset",  # pylance's lance._dataset (ShardedBatchIterator)
     ),
     ("lance_table.spark",),
     ("pyspark_lance_table",),
+    # the command line (``lance-table``, ``python -m lance_table``) at the edge
+    ("lance_table.cli", "lance_table.__main__"),
 ]
 
 
@@ -147,5 +151,9 @@ def test_importing_the_package_leaves_sqlglot_unloaded() -> None:
     import subprocess
     import sys
 
-    code = "import sys, lance_table; assert 'sqlglot' not in sys.modules, 'sqlglot loaded on import'"
+    code = (
+        "import sys, lance_table; assert 'sqlglot' not in sys.modules, 'sqlglot loaded on import'; "
+        # nor the command line's libraries (the 'cli' extra)
+        "loaded = [m for m in ('click', 'rich') if m in sys.modules]; assert not loaded, loaded"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)

@@ -56,7 +56,15 @@ VERSIONS = {"stable": "2.2", "2.0": "2.0", "0.3": "2.0", "2.1": "2.1", "2.2": "2
 
 def stable_version() -> str:
     """The file format version "stable" means, which writers use by default (pylance's
-    ``lance.file.stable_version()``)."""
+    ``lance.file.stable_version()``).
+
+    Example:
+        ```python
+        from lance_table.file import stable_version
+
+        print(stable_version())  # "2.2", as pylance 14
+        ```
+    """
     return VERSIONS["stable"]
 
 
@@ -93,7 +101,8 @@ class LanceFileReader:
         path: a local path or a URI (``file://``, ``memory://``, ``s3://``, ...).
         storage_options: options of the store (see :func:`lance_table.storage.open_storage`).
         columns: the columns every read returns (all by default).
-        namespace_client, table_id: pylance's credential vending; not supported (an error if given).
+        namespace_client: pylance's credential vending; not supported (an error if given).
+        table_id: with ``namespace_client``; not supported (an error if given).
 
     Raises:
         LanceFileNotFoundError: there is no file at ``path`` (also a FileNotFoundError and a
@@ -101,6 +110,16 @@ class LanceFileReader:
         CorruptFileError: the file is not a Lance file or is damaged.
         UnsupportedFormatError: a format version or encoding this reader lacks.
         UnsupportedOperationError: ``namespace_client`` is given.
+
+    Example:
+        ```python
+        from lance_table.file import LanceFileReader, LanceFileWriter
+
+        with LanceFileWriter(f"{tmp}/read.lance") as writer:
+            writer.write_batch(table)
+        reader = LanceFileReader(f"{tmp}/read.lance", columns=["id"])
+        print(reader.num_rows(), reader.read_all().to_table(), reader.take_rows([0, 2]).to_table())
+        ```
     """
 
     def __init__(
@@ -285,7 +304,8 @@ class LanceFileWriter:
         version: the file format: ``"2.0"``, ``"2.1"``, ``"2.2"`` or ``"stable"`` (the default, 2.2).
         storage_options: options of the store.
         max_page_bytes: the most bytes a page holds; a larger array is split across pages.
-        namespace_client, table_id: not supported (an error if given).
+        namespace_client: not supported (an error if given).
+        table_id: not supported (an error if given).
         **kwargs: other pylance options; any given raises an error naming it.
 
     Raises:
@@ -293,6 +313,14 @@ class LanceFileWriter:
         UnsupportedOperationError: an option lance_table does not implement is given.
         SchemaError: the schema holds a type Lance cannot store.
         ValueError: ``data_cache_bytes`` or ``max_page_bytes`` is not positive.
+
+    Example:
+        ```python
+        from lance_table.file import LanceFileWriter
+
+        with LanceFileWriter(f"{tmp}/data.lance") as writer:  # schema from the first batch; format 2.2
+            writer.write_batch(table)
+        ```
     """
 
     def __init__(

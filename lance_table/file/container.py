@@ -44,7 +44,16 @@ URL_PAGE_LAYOUT = "/lance.encodings21.PageLayout"
 
 
 class FileVersion(Enum):
-    """Versions of the v2 file format, with the (major, minor) their footers carry."""
+    """Versions of the v2 file format, with the (major, minor) their footers carry.
+
+    Example:
+        ```python
+        from lance_table.file import FileVersion
+
+        assert FileVersion.parse("stable") is FileVersion.parse("2.2")
+        print(FileVersion.parse("2.1").footer)  # (2, 1)
+        ```
+    """
 
     V2_0 = "2.0"
     V2_1 = "2.1"
@@ -52,6 +61,7 @@ class FileVersion(Enum):
 
     @property
     def footer(self) -> tuple[int, int]:
+        """The (major, minor) version a file of this format records in its footer."""
         return {"2.0": (0, 3), "2.1": (2, 1), "2.2": (2, 2)}[self.value]
 
     @property
@@ -61,6 +71,7 @@ class FileVersion(Enum):
 
     @classmethod
     def from_footer(cls, major: int, minor: int, path: str) -> FileVersion:
+        """The format of a file whose footer records ``major.minor`` (an error naming ``path`` if unknown)."""
         if (major, minor) in ((0, 3), (2, 0)):
             return cls.V2_0
         if (major, minor) == (2, 1):
@@ -75,6 +86,7 @@ class FileVersion(Enum):
 
     @classmethod
     def parse(cls, text: str) -> FileVersion:
+        """The format a user names (``"2.0"``, ``"2.1"``, ``"2.2"`` or ``"stable"``)."""
         aliases = {"stable": "2.2", "2.0": "2.0", "2.1": "2.1", "2.2": "2.2"}
         try:
             return cls(aliases[text])
@@ -84,7 +96,18 @@ class FileVersion(Enum):
 
 @dataclass(frozen=True)
 class FileMetadata:
-    """Everything the footer region of a Lance file says, parsed and validated."""
+    """Everything the footer region of a Lance file says, parsed and validated.
+
+    Example:
+        ```python
+        from lance_table.file import write_table
+        from lance_table.file.reader import LanceFileReader as FileReader
+
+        write_table(f"{tmp}/fm.lance", table)
+        meta = FileReader(f"{tmp}/fm.lance").metadata
+        print(meta.version, meta.num_rows, [f.name for f in meta.fields])
+        ```
+    """
 
     path: str
     size: int

@@ -11,7 +11,18 @@ import pyarrow as pa
 
 @dataclass(frozen=True)
 class LanceBufferDescriptor:
-    """Where a buffer lies in the file."""
+    """Where a buffer lies in the file.
+
+    Example:
+        ```python
+        from lance_table.file import LanceFileReader, LanceFileWriter
+
+        with LanceFileWriter(f"{tmp}/buffers.lance") as writer:
+            writer.write_batch(table)
+        buffer = LanceFileReader(f"{tmp}/buffers.lance").metadata().columns[0].pages[0].buffers[0]
+        print(buffer.position, buffer.size)
+        ```
+    """
 
     position: int
     size: int
@@ -19,7 +30,18 @@ class LanceBufferDescriptor:
 
 @dataclass(frozen=True)
 class LancePageMetadata:
-    """A page: its buffers and its encoding (the protobuf message, as text)."""
+    """A page: its buffers and its encoding (the protobuf message, as text).
+
+    Example:
+        ```python
+        from lance_table.file import LanceFileReader, LanceFileWriter
+
+        with LanceFileWriter(f"{tmp}/pages.lance") as writer:
+            writer.write_batch(table)
+        page = LanceFileReader(f"{tmp}/pages.lance").metadata().columns[0].pages[0]
+        print(page.encoding, [(b.position, b.size) for b in page.buffers])
+        ```
+    """
 
     buffers: list[LanceBufferDescriptor]
     encoding: str
@@ -27,7 +49,18 @@ class LancePageMetadata:
 
 @dataclass(frozen=True)
 class LanceColumnMetadata:
-    """A column: its own buffers and its pages."""
+    """A column: its own buffers and its pages.
+
+    Example:
+        ```python
+        from lance_table.file import LanceFileReader, LanceFileWriter
+
+        with LanceFileWriter(f"{tmp}/cols.lance") as writer:
+            writer.write_batch(table)
+        column = LanceFileReader(f"{tmp}/cols.lance").metadata().columns[0]
+        print(len(column.pages), column.pages[0].encoding)
+        ```
+    """
 
     column_buffers: list[LanceBufferDescriptor]
     pages: list[LancePageMetadata]
@@ -35,7 +68,18 @@ class LanceColumnMetadata:
 
 @dataclass(frozen=True)
 class LanceFileMetadata:
-    """What a file's footer region says (pylance's ``LanceFileMetadata``)."""
+    """What a file's footer region says (pylance's ``LanceFileMetadata``).
+
+    Example:
+        ```python
+        from lance_table.file import LanceFileReader, LanceFileWriter
+
+        with LanceFileWriter(f"{tmp}/meta.lance") as writer:
+            writer.write_batch(table)
+        meta = LanceFileReader(f"{tmp}/meta.lance").metadata()
+        print(meta.num_rows, meta.major_version, meta.minor_version, len(meta.columns))
+        ```
+    """
 
     schema: pa.Schema
     num_rows: int
@@ -50,7 +94,18 @@ class LanceFileMetadata:
 
 @dataclass(frozen=True)
 class LanceColumnStatistics:
-    """A column's page count and the bytes of its pages."""
+    """A column's page count and the bytes of its pages.
+
+    Example:
+        ```python
+        from lance_table.file import LanceFileReader, LanceFileWriter
+
+        with LanceFileWriter(f"{tmp}/colstats.lance") as writer:
+            writer.write_batch(table)
+        column = LanceFileReader(f"{tmp}/colstats.lance").file_statistics().columns[0]
+        print(column.num_pages, column.size_bytes)
+        ```
+    """
 
     num_pages: int
     size_bytes: int
@@ -58,7 +113,18 @@ class LanceColumnStatistics:
 
 @dataclass(frozen=True)
 class LanceFileStatistics:
-    """Per-column statistics of a file."""
+    """Per-column statistics of a file.
+
+    Example:
+        ```python
+        from lance_table.file import LanceFileReader, LanceFileWriter
+
+        with LanceFileWriter(f"{tmp}/stats.lance") as writer:
+            writer.write_batch(table)
+        stats = LanceFileReader(f"{tmp}/stats.lance").file_statistics()
+        print([(c.num_pages, c.size_bytes) for c in stats.columns])
+        ```
+    """
 
     columns: list[LanceColumnStatistics]
 
@@ -69,7 +135,18 @@ def buffers_of(offsets: Sequence[int], sizes: Sequence[int]) -> list[LanceBuffer
 
 
 class ReaderResults:
-    """The rows a read returns, as batches or as a table (pylance's ``ReaderResults``)."""
+    """The rows a read returns, as batches or as a table (pylance's ``ReaderResults``).
+
+    Example:
+        ```python
+        from lance_table.file import LanceFileReader, LanceFileWriter
+
+        with LanceFileWriter(f"{tmp}/results.lance") as writer:
+            writer.write_batch(table)
+        results = LanceFileReader(f"{tmp}/results.lance").read_range(0, 2)
+        print(results.to_table())
+        ```
+    """
 
     def __init__(self, reader: pa.RecordBatchReader) -> None:
         self.reader = reader

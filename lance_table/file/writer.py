@@ -60,7 +60,16 @@ INLINE_ENCODE_BYTES = 64 * 1024
 
 @dataclass(frozen=True)
 class WrittenFile:
-    """What a finished file holds: enough for a manifest's DataFile entry."""
+    """What a finished file holds: enough for a manifest's DataFile entry.
+
+    Example:
+        ```python
+        from lance_table.file import write_table
+
+        written = write_table(f"{tmp}/w.lance", table)
+        print(written.num_rows, written.size, written.version)
+        ```
+    """
 
     num_rows: int
     size: int
@@ -339,7 +348,17 @@ def write_table(
     version: str = "2.0",
     page_size_bytes: int = DEFAULT_PAGE_SIZE,
 ) -> WrittenFile:
-    """Write a whole table into one Lance file of format ``version``."""
+    """Write a whole table into one Lance file of format ``version``.
+
+    Example:
+        ```python
+        from lance_table.file import write_table
+        from lance_table.file.reader import LanceFileReader as FileReader
+
+        written = write_table(f"{tmp}/t.lance", table, version="2.1")
+        assert FileReader(f"{tmp}/t.lance").read_all().num_rows == written.num_rows
+        ```
+    """
     writer = LanceFileWriter(path, table.schema, version=version, page_size_bytes=page_size_bytes)
     try:
         writer.write(table)

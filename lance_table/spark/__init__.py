@@ -34,6 +34,14 @@ def register(spark: Any, *, pushdown: bool = False) -> None:
         place: ``df.filter("id < 10").count()`` followed by ``df.count()`` returns 10. Use pushdown
         only with DataFrames that are not reused across queries, or rely on the ``filter`` read
         option, which is always exact.
+
+    Example:
+        ```python
+        import lance_table.spark
+
+        lance_table.spark.register(spark)  # the session's spark.lance_table.* options reach every read
+        df = spark.read.format("lance_table").load(uri)
+        ```
     """
     from lance_table.spark.catalog import session_storage_options
     from lance_table.spark.source import LanceTableDataSource, PushdownDataSource

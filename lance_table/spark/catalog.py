@@ -47,6 +47,14 @@ def table_source(
 
     Raises:
         ValueError: an unknown option or a malformed value (naming it).
+
+    Example:
+        ```python
+        import lance_table.spark
+
+        source = lance_table.spark.table_source(spark, f"{tmp}/ids.lance")
+        spark.range(5).write.format(source).saveAsTable("ids")
+        ```
     """
     from lance_table.spark.source import LanceTableDataSource
 
@@ -88,6 +96,14 @@ def create_table(
     Raises:
         DatasetNotFoundError: there is no dataset at ``uri``.
         ValueError: an unknown option or a malformed value (naming it).
+
+    Example:
+        ```python
+        import lance_table.spark
+
+        lance_table.spark.create_table(spark, "events", uri)
+        spark.sql("INSERT INTO events SELECT * FROM events WHERE id < 10")
+        ```
     """
     provider = table_source(spark, uri, storage_options=storage_options, **options)
     spark.sql(f"CREATE TABLE IF NOT EXISTS {name} USING {provider} LOCATION {_quote(str(uri))}")
@@ -140,6 +156,14 @@ def attach(
 
     Raises:
         ValueError: an option is malformed.
+
+    Example:
+        ```python
+        import lance_table.spark
+
+        lance_table.spark.attach(spark, tmp, database="lake")  # one table per <name>.lance under tmp
+        spark.sql("SHOW TABLES IN lake").show()
+        ```
     """
     if database:
         spark.sql(f"CREATE DATABASE IF NOT EXISTS `{database}`")

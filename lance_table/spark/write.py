@@ -189,7 +189,7 @@ class LanceTableWriter(DataSourceArrowWriter):
                 raise CommitConflictError(
                     f"version {self.read_version} of {self.uri}, which this write planned against, has "
                     "been cleaned up; re-run the write against the latest version",
-                    retryable=False,
+                    retryable=True,
                 ) from None
         entries = versions.list_versions(storage)
         commit(

@@ -16,20 +16,26 @@ __all__ = ["Entry", "LocalStorage", "StagedFile", "Storage", "clear_memory", "op
 
 
 def open_storage(uri: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None) -> Storage:
-    """The storage for a dataset URI: a local path, ``file:``, ``memory://``, ``s3://`` or any fsspec URL.
+    """The storage for a dataset URI: a local path, ``file:``, ``memory://``, ``s3://``, ``az://``
+    (``abfs://``, ``abfss://``), ``gs://`` or any fsspec URL.
 
     Local paths may be relative or start with ``~``; ``file:/abs``, ``file:///abs`` and
     ``file://localhost/abs`` (what Spark and Hadoop pass) all name the same directory.
 
     ``storage_options`` are passed to the filesystem. For S3 they take pylance's names
     (``aws_access_key_id``, ``aws_secret_access_key``, ``aws_endpoint``, ``aws_region``,
-    ``timeout``, ``client_max_retries``, ... see :mod:`lance_table.storage.options`) and s3fs's own.
+    ``timeout``, ``client_max_retries``, ... see :mod:`lance_table.storage.options`) and s3fs's own;
+    for Azure pylance's ``azure_*`` names (:mod:`lance_table.storage.azure`), for GCS its
+    ``google_*`` names (:mod:`lance_table.storage.gcs`); the environment variables pylance reads
+    (``AWS_*``, ``AZURE_*``, ``GOOGLE_*``) are read too, and explicit options win over them.
     The storage's ``cache_key`` covers the options, so handles opened with other credentials or
     another endpoint never share cached readers.
 
     Raises:
-        StorageOptionsError: an S3 option is unknown, unsafe (``asynchronous``, ``loop``, a listing
-            cache) or has a bad value.
+        StorageOptionsError: an option is unknown, unsafe (``asynchronous``, ``loop``, a listing
+            cache), refused (the message says why) or has a bad value.
+        StorageCredentialsError: an Azure URI names no storage account.
+        InvalidURIError: an Azure URI names no container.
     """
     storage = _open(os.fspath(uri), dict(storage_options or {}))
     storage.storage_options = dict(storage_options or {})
@@ -52,11 +58,45 @@ def _open(text: str, options: dict[str, Any]) -> Storage:
             import s3fs
         except ImportError as exc:  # pragma: no cover - depends on the install
             raise ImportError("s3:// datasets need s3fs: pip install 'lance_table[s3]'") from exc
-        kwargs = s3fs_arguments(options, rest.split("/", 1)[0])
+        kwargs = s3fs_arguments(options, rest.split("/", 1)[0], os.environ)
         fs = s3fs.S3FileSystem(**with_connection_pool(kwargs))
         return S3Storage(fs, rest.strip("/"), text, access=options_fingerprint(kwargs))
+    if protocol in AZURE_SCHEMES:
+        return _open_azure(text, rest, options)
+    if protocol in ("gs", "gcs"):
+        from lance_table.storage.gcs import open_gcs
+
+        return open_gcs(text, rest, options)
     fs, path = fsspec.core.url_to_fs(text, **options)
     return FsspecStorage(fs, path, text, access=options_fingerprint(options))
+
+
+#: URI schemes of Azure Blob Storage (``abfs[s]://container@account.dfs.core.windows.net/path`` too)
+AZURE_SCHEMES = ("az", "abfs", "abfss", "adl", "azure")
+
+
+def _open_azure(text: str, rest: str, options: dict[str, Any]) -> Storage:
+    from lance_table.storage import azure
+    from lance_table.storage.remote import AzureStorage
+
+    authority, _, path = rest.partition("/")
+    container, at, host = authority.partition("@")
+    if at:  # the Hadoop form names the account in the host
+        account, dot, domain = host.partition(".")
+        if not dot or not domain.startswith(("dfs.", "blob.")):
+            raise InvalidURIError(text, "names no storage account (container@account.dfs.core.windows.net)")
+        options = {**options}
+        given = {k.lower() for k in options}
+        if not given & {"azure_storage_account_name", "account_name"}:
+            options["azure_storage_account_name"] = account
+        if "fabric" in domain and not given & {"azure_use_fabric_endpoint", "use_fabric_endpoint"}:
+            options["azure_use_fabric_endpoint"] = "true"
+    if not container:
+        raise InvalidURIError(text, "names no container (az://container/path)")
+    settings = azure.azure_settings(options, container)
+    fs = azure.open_filesystem(settings)
+    root = f"{container}/{path.strip('/')}".rstrip("/")
+    return AzureStorage(fs, root, text, access=options_fingerprint(settings.fingerprint()))
 
 
 def clear_memory(uri: str | None = None) -> int:

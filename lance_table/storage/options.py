@@ -158,15 +158,21 @@ def _proxy(b: _Builder, name: str, value: Any) -> None:
     b.config["proxies"] = {"http": str(value), "https": str(value)}
 
 
+_CHECKSUMS = ("CRC32", "CRC32C", "CRC64NVME", "SHA1", "SHA256")
+
+
 def _checksum(b: _Builder, name: str, value: Any) -> None:
-    if str(value).strip().lower() != "sha256":
-        raise _bad(name, f"must be 'sha256', not {value!r}")
-    b.extra["ChecksumAlgorithm"] = "SHA256"
+    algorithm = str(value).strip().upper()
+    if algorithm not in _CHECKSUMS:
+        raise _bad(name, f"must be one of {', '.join(_CHECKSUMS)}, not {value!r}")
+    b.extra["ChecksumAlgorithm"] = algorithm
 
 
 def _encryption(b: _Builder, name: str, value: Any) -> None:
+    if value == "sse-c":  # the customer key option sets SSE-C's own headers
+        return
     if value not in ("AES256", "aws:kms", "aws:kms:dsse"):
-        raise _bad(name, f"must be 'AES256', 'aws:kms' or 'aws:kms:dsse', not {value!r}")
+        raise _bad(name, f"must be 'AES256', 'aws:kms', 'aws:kms:dsse' or 'sse-c', not {value!r}")
     b.extra["ServerSideEncryption"] = value
 
 
@@ -206,7 +212,11 @@ def _refused(reason: str) -> Handler:
     def handle(b: _Builder, name: str, value: Any) -> None:
         raise _bad(name, f"is not supported: {reason}")
 
+    _REFUSED.add(handle)
     return handle
+
+
+_REFUSED: set[Handler] = set()
 
 
 def _no_listing_cache(b: _Builder, name: str, value: Any) -> None:
@@ -257,10 +267,13 @@ _PYLANCE: dict[tuple[str, ...], Handler] = {
     ("aws_container_credentials_relative_uri",): _refused(_CREDENTIAL_DISCOVERY),
     ("aws_container_credentials_full_uri",): _refused(_CREDENTIAL_DISCOVERY),
     ("aws_container_authorization_token_file",): _refused(_CREDENTIAL_DISCOVERY),
+    ("aws_web_identity_token_file", "web_identity_token_file"): _refused(_CREDENTIAL_DISCOVERY),
+    ("aws_role_arn", "role_arn"): _refused(_CREDENTIAL_DISCOVERY),
+    ("aws_role_session_name", "role_session_name"): _refused(_CREDENTIAL_DISCOVERY),
     _with_aws("allow_http"): _checked(parse_bool),  # s3fs follows the endpoint's own scheme
     _with_aws("allow_invalid_certificates"): _invalid_certificates,
     _with_aws("connect_timeout"): _to_config("connect_timeout", parse_duration),
-    _with_aws("timeout", "request_timeout"): _to_config("read_timeout", parse_duration),
+    _with_aws("timeout", "request_timeout", "read_timeout"): _to_config("read_timeout", parse_duration),
     _with_aws("user_agent"): _to_config("user_agent", lambda n, v: str(v)),
     _with_aws("proxy_url"): _proxy,
     _with_aws("default_content_type"): _to_extra("ContentType", lambda n, v: str(v)),
@@ -306,10 +319,41 @@ KNOWN_S3_OPTIONS: tuple[str, ...] = tuple(sorted({n for names in _PYLANCE for n 
 )
 
 
-def s3fs_arguments(options: Mapping[str, Any], bucket: str) -> dict[str, Any]:
+#: ``AWS_*`` variables botocore reads itself (taking them as options too would, for one, override
+#: the ``profile`` option's credentials, which botocore puts before the environment's)
+_ENV_READ_BY_BOTOCORE = (
+    "aws_access_key_id", "aws_secret_access_key", "aws_session_token", "aws_default_region",
+    "aws_endpoint_url",
+)  # fmt: skip
+_ENV_OVERRIDDEN_BY_URI = ("aws_bucket", "aws_bucket_name")
+_ENV_LEFT_ALONE = frozenset(_ENV_READ_BY_BOTOCORE + _ENV_OVERRIDDEN_BY_URI)
+
+
+def environment_options(environ: Mapping[str, str]) -> dict[str, str]:
+    """The ``AWS_*`` environment variables pylance reads as options that botocore does not read.
+
+    pylance's client takes every ``AWS_*`` variable that names one of its options (``AWS_REGION``,
+    ``AWS_ENDPOINT``, ``AWS_ALLOW_HTTP``, ``AWS_SKIP_SIGNATURE``, ``AWS_SERVER_SIDE_ENCRYPTION``,
+    ...); variables for credential discovery are left to botocore, which has its own.
+    """
+    out = {}
+    for env, value in environ.items():
+        name = env.lower()
+        handler = _HANDLERS.get(name)
+        if env.startswith("AWS_") and handler not in (None, *_REFUSED) and name not in _ENV_LEFT_ALONE:
+            out[env] = value
+    return out
+
+
+def s3fs_arguments(
+    options: Mapping[str, Any], bucket: str, environ: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """The ``s3fs.S3FileSystem`` arguments for pylance-style (or s3fs) storage options.
 
     Names are case-insensitive. Values may be strings, as pylance takes them (``"true"``, ``"60s"``).
+    ``environ`` (the process environment, for :func:`lance_table.storage.open_storage`) adds the
+    options its ``AWS_*`` variables name (see :func:`environment_options`) where ``options`` do not
+    set the same option.
 
     Raises:
         StorageOptionsError: an unknown name, a name that would break the storage layer (an event
@@ -330,6 +374,11 @@ def s3fs_arguments(options: Mapping[str, Any], bucket: str) -> dict[str, Any]:
         if name in _DICT_OPTIONS and value is not None and not isinstance(value, Mapping):
             raise StorageOptionsError(raw_name, "must be a dict of keyword arguments")
         handler(builder, raw_name, value)
+    for env, value in sorted(environment_options(environ or {}).items()):
+        handler = _HANDLERS[env.lower()]
+        if handler not in seen:
+            seen[handler] = env
+            handler(builder, env, value)
     kwargs = builder.result()
     kwargs["use_listings_cache"] = False  # see _LISTING_CACHE
     return kwargs

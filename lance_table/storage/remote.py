@@ -32,6 +32,11 @@ def _mtime(info: dict[str, Any]) -> float | None:
     return None
 
 
+def _etag(info: dict[str, Any]) -> str | None:
+    value = info.get("ETag") or info.get("etag")
+    return str(value) if value else None
+
+
 class _FsspecSource(_RangedSource):
     """A ByteSource over one fsspec file, fetching coalesced ranges with ``cat_ranges``.
 
@@ -181,7 +186,8 @@ class FsspecStorage(Storage):
             if info.get("type") != "file":
                 continue
             name = str(info["name"]).rstrip("/").rsplit("/", 1)[-1]
-            out.append(Entry(f"{path}/{name}" if path else name, int(info.get("size") or 0), _mtime(info)))
+            rel = f"{path}/{name}" if path else name
+            out.append(Entry(rel, int(info.get("size") or 0), _mtime(info), _etag(info)))
         return out
 
     def list_tree(self, path: str) -> list[Entry]:
@@ -239,22 +245,19 @@ class MemoryStorage(FsspecStorage):
             self.fs.pipe_file(self._abs(path), data, mode="create")
 
 
-class S3Storage(FsspecStorage):
-    """S3 through s3fs; commits use a conditional PUT (``If-None-Match: *``).
+class ConditionalPutStorage(FsspecStorage):
+    """An object store whose commits are a conditional create (``pipe_file(mode="create")``).
 
-    A lost race shows up in three shapes, all normalized to FileExistsError: s3fs's own
-    FileExistsError (the server named the failed precondition), OSError(EINVAL) for a bare 412,
-    and OSError(EBUSY) for a 409 from a concurrent conditional write. Because s3fs retries on
-    timeouts, "already exists" may be our own earlier, successful attempt: the object is read back
-    and compared byte for byte before a conflict is declared.
+    The backend sends the store's create-if-absent precondition (S3 and Azure: ``If-None-Match: *``;
+    GCS: ``ifGenerationMatch=0``). A lost race shows up in several shapes, all normalized to
+    FileExistsError: the backend's own FileExistsError (the server named the failed precondition),
+    OSError(EINVAL) for a bare 412, and OSError(EBUSY) for a 409 from a concurrent conditional
+    write. Because clients retry on timeouts, "already exists" may be our own earlier, successful
+    attempt: the object is read back and compared byte for byte before a conflict is declared.
     """
 
     atomic_put = True
     needs_mkdir = False
-
-    def read(self, path: str) -> bytes:
-        """A whole file in one GET (s3fs would first ask for its size, to split large reads)."""
-        return bytes(self.fs.cat_file(self._abs(path), max_concurrency=1))
 
     def put_if_absent(self, path: str, data: bytes) -> None:
         full = self._abs(path)
@@ -277,3 +280,19 @@ class S3Storage(FsspecStorage):
         if existing == data:
             return  # our own write, retried by the client after a timeout
         raise FileExistsError(errno.EEXIST, "already exists", full) from cause
+
+
+class S3Storage(ConditionalPutStorage):
+    """S3 through s3fs; commits use a conditional PUT (``If-None-Match: *``)."""
+
+    def read(self, path: str) -> bytes:
+        """A whole file in one GET (s3fs would first ask for its size, to split large reads)."""
+        return bytes(self.fs.cat_file(self._abs(path), max_concurrency=1))
+
+
+class AzureStorage(ConditionalPutStorage):
+    """Azure Blob Storage through adlfs; commits upload with ``If-None-Match: *``."""
+
+
+class GCSStorage(ConditionalPutStorage):
+    """Google Cloud Storage through gcsfs; commits upload with ``ifGenerationMatch=0``."""

@@ -25,14 +25,30 @@ LOCAL_COALESCE_GAP = 8 * 1024
 
 @runtime_checkable
 class ByteSource(Protocol):
-    """What the reader needs from storage: a name, a size and ranged reads."""
+    """What the reader needs from storage: a name, a size and ranged reads.
+
+    Example:
+        ```python
+        from lance_table.file import ByteSource, BytesSource
+
+        source = BytesSource(b"0123456789", name="digits")
+        assert isinstance(source, ByteSource)
+        print([bytes(b) for b in source.read_ranges([(0, 2), (8, 2)])])
+        ```
+    """
 
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """The path or URI that errors name."""
+        ...
 
-    def size(self) -> int: ...
+    def size(self) -> int:
+        """The size in bytes."""
+        ...
 
-    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[memoryview]: ...
+    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
+        """The bytes of each ``(offset, length)`` range, in order."""
+        ...
 
 
 def coalesce(
@@ -82,9 +98,11 @@ class _RangedSource:
 
     @property
     def name(self) -> str:
+        """The path or URI that errors name."""
         return self._name
 
     def size(self) -> int:  # pragma: no cover - overridden
+        """The size in bytes."""
         raise NotImplementedError
 
     def _read(self, offset: int, length: int) -> bytes | memoryview:  # pragma: no cover - overridden
@@ -95,6 +113,7 @@ class _RangedSource:
         return [self._read(off, length) for off, length in reads]
 
     def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
+        """The bytes of each ``(offset, length)`` range, in order."""
         size = self.size()
         if len(ranges) == 1:  # most metadata reads: no merging to plan
             off, length = (int(v) for v in ranges[0])
@@ -130,6 +149,14 @@ class LocalFileSource(_RangedSource):
 
     The file is open only while a read runs, so that any number of sources (a scan of thousands
     of fragments, a cache of readers) holds no file descriptors between reads.
+
+    Example:
+        ```python
+        from lance_table.file import LocalFileSource, write_table
+
+        write_table(f"{tmp}/l.lance", table)
+        print(LocalFileSource(f"{tmp}/l.lance").size())
+        ```
     """
 
     coalesce_gap = LOCAL_COALESCE_GAP
@@ -139,9 +166,11 @@ class LocalFileSource(_RangedSource):
         self._size = os.stat(self._name).st_size
 
     def size(self) -> int:
+        """The size in bytes."""
         return self._size
 
     def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
+        """The bytes of each ``(offset, length)`` range, in order."""
         if not ranges:
             return []
         fd = os.open(self._name, os.O_RDONLY | getattr(os, "O_BINARY", 0))
@@ -192,6 +221,7 @@ class _LocalRead(_RangedSource):
         self._fd = fd
 
     def size(self) -> int:
+        """The size in bytes."""
         return self._size
 
     def _read_many(self, reads: list[tuple[int, int]]) -> list[bytes | memoryview]:
@@ -284,7 +314,18 @@ def _pairs(arr: np.ndarray) -> list[tuple[int, int]]:
 
 
 class FileObjectSource(_RangedSource):
-    """Any seekable binary file object (an fsspec file, ``io.BytesIO``, an open local file)."""
+    """Any seekable binary file object (an fsspec file, ``io.BytesIO``, an open local file).
+
+    Example:
+        ```python
+        from lance_table.file import FileObjectSource, write_table
+
+        write_table(f"{tmp}/o.lance", table)
+        with open(f"{tmp}/o.lance", "rb") as f:
+            source = FileObjectSource(f)
+            print(source.size(), bytes(source.read_ranges([(0, 4)])[0]))
+        ```
+    """
 
     def __init__(self, fobj: IO[bytes], name: str | None = None, size: int | None = None) -> None:
         self._f = fobj
@@ -302,6 +343,7 @@ class FileObjectSource(_RangedSource):
         self._size = int(size)
 
     def size(self) -> int:
+        """The size in bytes."""
         return self._size
 
     def _read(self, offset: int, length: int) -> bytes:
@@ -311,19 +353,32 @@ class FileObjectSource(_RangedSource):
 
 
 class BytesSource(_RangedSource):
-    """An in-memory file."""
+    """An in-memory file.
+
+    Example:
+        ```python
+        from lance_table.file import BytesSource, write_table
+        from lance_table.file.reader import LanceFileReader as FileReader
+
+        write_table(f"{tmp}/b.lance", table)
+        with open(f"{tmp}/b.lance", "rb") as f:
+            reader = FileReader(BytesSource(f.read(), name="b.lance"))
+        ```
+    """
 
     def __init__(self, data: bytes | bytearray | memoryview, name: str = "<memory>") -> None:
         self._data = memoryview(data).cast("B")
         self._name = name
 
     def size(self) -> int:
+        """The size in bytes."""
         return len(self._data)
 
     def _read(self, offset: int, length: int) -> bytes:
         return self._data[offset : offset + length]  # type: ignore[return-value]
 
     def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
+        """The bytes of each ``(offset, length)`` range, in order."""
         size = len(self._data)
         for off, length in ranges:
             if off < 0 or length < 0 or off + length > size:

@@ -48,6 +48,20 @@ class BlobFile(io.RawIOBase):
     """One blob as a read-only, seekable binary file (like pylance's ``BlobFile``).
 
     Reads fetch only the bytes asked for; ``read_range`` / ``read_ranges`` do not move the cursor.
+
+    Example:
+        ```python
+        blobs = pa.table(
+            {"id": [1, 2], "image": pa.array([b"PNG...", b"GIF89a..."], pa.large_binary())},
+            schema=pa.schema([
+                pa.field("id", pa.int64()),
+                pa.field("image", pa.large_binary(), metadata={"lance-encoding:blob": "true"}),
+            ]),
+        )
+        images = lt.write_dataset(blobs, f"{tmp}/images")
+        with images.take_blobs("image", indices=[1])[0] as f:  # a lazy, seekable file
+            print(f.read(3))
+        ```
     """
 
     def __init__(self, read_at: ReadAt, start: int, size: int, name: str) -> None:
@@ -87,6 +101,7 @@ class BlobFile(io.RawIOBase):
         return pos
 
     def readinto(self, buffer: Any) -> int:
+        """Read into ``buffer`` from the cursor; the number of bytes read (0 at the end)."""
         self._check_open()
         view = memoryview(buffer).cast("B")
         n = max(0, min(len(view), self._size - self._pos))

@@ -22,6 +22,7 @@ from lance_table.storage import open_storage
 from lance_table.table import versions
 from lance_table.table.commit import CommitLock, CommitOptions
 from lance_table.table.commit.protocol import DEFAULT_MAX_RETRIES
+from lance_table.table.dataset_arrow import _ArrowDataset
 from lance_table.table.dataset_indices import _Indices
 from lance_table.table.dataset_maintenance import _Maintenance
 from lance_table.table.dataset_meta import _Metadata
@@ -46,17 +47,28 @@ from lance_table.table.operations.transactions import (
 from lance_table.table.operations.truncate import truncate
 from lance_table.table.operations.write import WriteMode
 from lance_table.table.operations.write_dataset import write_snapshot
+from lance_table.table.progress import Progress
 from lance_table.table.scan import Predicate
 from lance_table.table.snapshot import Snapshot
 from lance_table.table.tags import Tags
 
 
-class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices):
-    """A Lance dataset, read at one version (pylance's ``LanceDataset``).
+class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices, _ArrowDataset):
+    """A Lance dataset, read at one version (pylance's ``LanceDataset``; a ``pyarrow.dataset.Dataset``
+    that DuckDB, Polars and pyarrow read with projection and filter pushdown, see
+    :mod:`lance_table.table.dataset_arrow`).
 
     A write through the handle (``delete``, ``restore``, ``optimize.compact_files``, ...) moves it to
     the version it committed, as in pylance. Open with :func:`lance_table.dataset`; create with
     :func:`lance_table.write_dataset`.
+
+    Example:
+        ```python
+        ds = lt.dataset(uri)
+        print(ds.version, ds.count_rows(), ds.schema)
+        ds.delete("kind = 'view'")  # the handle moves to the version the delete committed
+        old = ds.checkout_version(1)  # another handle, on version 1
+        ```
     """
 
     def __init__(
@@ -136,6 +148,7 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
 
     @property
     def data_storage_version(self) -> str | None:
+        """The data file format of this version ("0.1", "2.0", "2.1", "2.2"), as pylance names it."""
         return self.manifest.data_storage_version
 
     def __repr__(self) -> str:
@@ -176,6 +189,7 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
 
     @property
     def tags(self) -> Tags:
+        """The dataset's tags (names for versions): ``list()``, ``create``, ``update``, ``delete``."""
         return Tags(self._storage, self.version)
 
     # -- writing ----------------------------------------------------------------------------------
@@ -324,6 +338,7 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
         data_storage_version: str | None = None,
         *,
         commit_message: str | None = None,
+        progress: Progress = None,
     ) -> dict[str, int]:
         """Set columns to SQL values (``{"x": "x * 2"}``) in the rows matching ``where`` (all rows if
         None); the handle moves to the version committed. Returns ``{"num_rows_updated": n}``.
@@ -331,7 +346,10 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
         As pylance's ``update``: the rows are written again into new fragments and deleted where
         they were, in one ``Update`` transaction; stable row ids stay; a conflict with a concurrent
         update or delete of the same fragments re-runs it, up to ``conflict_retries`` times within
-        ``retry_timeout``. Values are cast to their column's type.
+        ``retry_timeout``. Values are cast to their column's type. ``progress`` (lance_table's):
+        a bar on stderr when it is a terminal (None, the default; needs tqdm), always (True) or
+        never (False), or a callable receiving :class:`~lance_table.progress.ProgressEvent`
+        records (phases ``scan`` and ``write``).
 
         Raises:
             TypeError: ``updates`` is not a dict of column names to SQL text.
@@ -340,6 +358,7 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
             FilterError: a value or ``where`` does not compile, or a value cannot be cast.
             UnsupportedFormatError: ``data_storage_version`` is not the dataset's data format.
             CommitConflictError: the conflicts outlast the retries, or cannot be retried.
+            InputTypeError: ``progress`` is of no kind taken.
         """
         done, result = update_ops.update_rows(
             self._snapshot,
@@ -349,6 +368,7 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
             retry_timeout=retry_timeout,
             data_storage_version=data_storage_version,
             message=commit_message,
+            progress=progress,
         )
         return self._committed(done, result)
 

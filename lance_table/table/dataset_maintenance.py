@@ -22,6 +22,7 @@ from lance_table.table.operations.cleanup import (
 from lance_table.table.operations.compaction import CompactionMetrics
 from lance_table.table.operations.restore import plan_restore
 from lance_table.table.optimize import DatasetOptimizer
+from lance_table.table.progress import Progress
 
 if TYPE_CHECKING:
     pass
@@ -56,6 +57,7 @@ class _Maintenance(Handle):
         num_threads: int | None = None,
         batch_size: int | None = None,
         defer_index_remap: bool | None = None,
+        progress: Progress = None,
     ) -> CompactionMetrics:
         """Shorthand for ``ds.optimize.compact_files(...)`` (see there): the handle moves to the
         version committed; returns pylance's compaction metrics.
@@ -68,6 +70,7 @@ class _Maintenance(Handle):
             UnsupportedFormatError: data files lance_table does not write.
             CorruptFileError: the dataset's fragment reuse index does not parse.
             CommitConflictError: a concurrent delete or compaction touched the same fragments.
+            InputTypeError: ``progress`` is of no kind taken.
         """
         return self.optimize.compact_files(
             target_rows_per_fragment=target_rows_per_fragment,
@@ -78,6 +81,7 @@ class _Maintenance(Handle):
             num_threads=num_threads,
             batch_size=batch_size,
             defer_index_remap=defer_index_remap,
+            progress=progress,
         )
 
     def cleanup_old_versions(
@@ -92,18 +96,23 @@ class _Maintenance(Handle):
         delete_concurrency: int | None = None,
         grace_period: dt.timedelta = DEFAULT_GRACE_PERIOD,
         dry_run: bool = False,
+        progress: Progress = None,
     ) -> CleanupStats:
         """Delete versions older than ``older_than`` and not among the ``retain_versions`` newest
         (neither given: older than two weeks, as pylance), only those of ``versions`` if given,
         never the latest, never a tagged one, and the files only they reference; unreferenced files
         younger than ``grace_period`` stay unless ``delete_unverified``. ``dry_run=True`` returns
         what would be removed and removes nothing. ``delete_rate_limit`` and
-        ``delete_concurrency`` tune pylance's engine and are accepted as no-ops.
+        ``delete_concurrency`` tune pylance's engine and are accepted as no-ops. ``progress``
+        (lance_table's): a bar on stderr when it is a terminal (None, the default; needs tqdm),
+        always (True) or never (False), or a callable receiving
+        :class:`~lance_table.progress.ProgressEvent` records (phases ``versions`` and ``files``).
 
         Raises:
             ValueError: ``retain_versions`` is not positive.
             TagError: a tagged version is older than the cutoff and ``error_if_tagged_old_versions``.
             CorruptFileError: a tag file is damaged; nothing is deleted.
+            InputTypeError: ``progress`` is of no kind taken.
         """
         return cleanup_old_versions(
             self._storage,
@@ -114,6 +123,7 @@ class _Maintenance(Handle):
             delete_unverified=delete_unverified,
             error_if_tagged_old_versions=error_if_tagged_old_versions,
             dry_run=dry_run,
+            progress=progress,
         )
 
     def explain_cleanup_old_versions(

@@ -16,6 +16,7 @@ from lance_table.table.operations.inputs import coerce_reader
 from lance_table.table.operations.schema_add import plan_merge
 from lance_table.table.operations.schema_alter import plan_alter_columns, plan_drop_columns
 from lance_table.table.operations.schema_udf import plan_add_columns
+from lance_table.table.progress import Progress
 
 if TYPE_CHECKING:
     pass
@@ -32,6 +33,8 @@ class _SchemaEvolution(Handle):
         read_columns: list[str] | None = None,
         reader_schema: pa.Schema | None = None,
         batch_size: int | None = None,
+        *,
+        progress: Progress = None,
     ) -> None:
         """Add columns, written into a new data file of each fragment (existing files are kept):
         from SQL expressions (``{"b": "a * 2"}``), a batch UDF (:func:`lance_table.batch_udf`, or
@@ -39,14 +42,20 @@ class _SchemaEvolution(Handle):
         rows aligned with the dataset's (any reader-like data, ``reader_schema`` its schema), or
         all-null columns from pyarrow fields or a schema (metadata only). Commits a ``Merge``.
 
+        ``progress`` (lance_table's): a bar on stderr when it is a terminal (None, the default;
+        needs tqdm), always (True) or never (False), or a callable receiving
+        :class:`~lance_table.progress.ProgressEvent` records (phase ``write``).
+
         Raises:
             SchemaChangeError: a new column's name is taken; aligned data has another row count.
             FilterError: a SQL expression does not compile.
-            TypeError: ``transforms`` is of no kind taken.
+            TypeError: ``transforms`` (or ``progress``, an InputTypeError) is of no kind taken.
             UnsupportedFormatError: all-null columns on a legacy dataset (as in pylance).
         """
         check_can_commit(self._snapshot.commit_options, self._storage)
-        pending, udf = plan_add_columns(self._snapshot, transforms, read_columns, reader_schema, batch_size)
+        pending, udf = plan_add_columns(
+            self._snapshot, transforms, read_columns, reader_schema, batch_size, progress
+        )
         self._committed(self._snapshot.commit(pending))
         if udf is not None and udf.cache is not None:
             udf.cache.cleanup()

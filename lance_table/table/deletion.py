@@ -121,8 +121,24 @@ def read_deletions(
         data = storage.read(path)
     except FileNotFoundError:
         raise missing_file_error(storage, where, version) from None
-    expected = df.num_deleted_rows
     said = f"the manifest of version {version}" if version is not None else "the manifest"
+    offsets = decode_deletions(data, fragment, where, said)
+    DELETIONS.put(key, offsets)
+    return offsets
+
+
+def decode_deletions(data: bytes, fragment: Fragment, where: str, said: str = "the manifest") -> np.ndarray:
+    """Sorted unique deleted offsets decoded from the bytes of ``fragment``'s deletion file, checked
+    against the manifest: exactly ``num_deleted_rows`` distinct offsets, all below ``physical_rows``
+    (nothing is cached; ``where`` and ``said`` name the file and the manifest in errors).
+
+    Raises:
+        CorruptFileError: the bytes do not decode or disagree with the manifest.
+    """
+    df = fragment.deletion_file
+    if df is None:
+        return np.zeros(0, np.uint32)
+    expected = df.num_deleted_rows
     if df.kind == DELETION_BITMAP:
         offsets = _read_bitmap(data, where, expected, fragment.physical_rows, said)
     else:
@@ -131,7 +147,6 @@ def read_deletions(
         raise CorruptFileError(where, f"holds {offsets.size} distinct rows, {said} says {expected}")
     if offsets.size and int(offsets[-1]) >= fragment.physical_rows:
         raise CorruptFileError(where, f"deleted offset {int(offsets[-1])} >= {fragment.physical_rows} rows")
-    DELETIONS.put(key, offsets)
     return offsets
 
 

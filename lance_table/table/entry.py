@@ -19,10 +19,10 @@ from lance_table.table.operations.manifest_paths import (
 from lance_table.table.operations.write import (
     DEFAULT_MAX_BYTES_PER_FILE,
     DEFAULT_MAX_ROWS_PER_FILE,
-    ProgressCallback,
     WriteMode,
 )
 from lance_table.table.operations.write_dataset import write_snapshot
+from lance_table.table.progress import Progress
 
 
 def dataset(
@@ -61,6 +61,13 @@ def dataset(
             ``base_store_params`` is set.
         UnsupportedFormatError: the dataset needs features lance_table does not have.
         StorageOptionsError: a storage option is unknown, unsafe or has a bad value.
+
+    Example:
+        ```python
+        latest = lt.dataset(uri)
+        first = lt.dataset(uri, version=1)
+        now = lt.dataset(uri, asof=datetime.datetime.now())  # the version current at a time
+        ```
     """
     refuse(
         "dataset",
@@ -96,7 +103,7 @@ def write_dataset(
     data_cache_bytes: int | None = None,
     max_page_bytes: int | None = None,
     commit_lock: CommitLock | None = None,
-    progress: ProgressCallback | None = None,
+    progress: Progress = None,
     storage_options: Mapping[str, Any] | None = None,
     data_storage_version: str | None = None,
     use_legacy_format: bool | None = None,
@@ -143,8 +150,14 @@ def write_dataset(
     ``auto_cleanup_options`` (pylance's ``AutoCleanupConfig``) turns on automatic cleanup of a
     new dataset (see :mod:`lance_table.table.operations.auto_cleanup`); ignored for an existing one.
 
+    ``progress``: a bar on stderr when it is a terminal (None, the default; needs tqdm, the
+    ``progress`` extra), always (True) or never (False); a callable receiving
+    :class:`~lance_table.progress.ProgressEvent` records; or, as in pylance, a
+    :class:`~lance_table.progress.FragmentWriteProgress` told of each data file begun and complete.
+
     Raises:
-        InputTypeError: the data is of no kind a write takes (also a TypeError).
+        InputTypeError: the data is of no kind a write takes, or ``progress`` of no kind taken
+            (also a TypeError).
         DatasetAlreadyExistsError: ``mode="create"`` and a dataset exists.
         SchemaError: the data does not match the dataset's schema (append) or cannot be stored.
         UnsupportedFormatError: the dataset uses a data format or features lance_table cannot write.
@@ -154,6 +167,13 @@ def write_dataset(
         CommitConflictError: a concurrent commit makes this write impossible.
         StorageOptionsError: a storage option is unknown, unsafe or has a bad value.
         TypeError, ValueError: ``auto_cleanup_options`` has a bad value.
+
+    Example:
+        ```python
+        new = lt.write_dataset(table, f"{tmp}/new")  # mode="create"
+        lt.write_dataset(table, f"{tmp}/new", mode="append", commit_message="more rows")
+        lt.write_dataset(table, f"{tmp}/new", mode="overwrite", data_storage_version="2.0")
+        ```
     """
     if isinstance(uri, LanceDataset):
         storage_options = uri._storage.storage_options if storage_options is None else storage_options

@@ -49,6 +49,12 @@ class DataFile:
         file_major_version, file_minor_version: the file format version as the manifest records it.
         file_size_bytes: the file's size, when known.
         base_id: the registered base path holding the file (None: the dataset's own).
+
+    Example:
+        ```python
+        data_file = ds.get_fragments()[0].metadata.files[0]
+        print(data_file.path, data_file.fields, data_file.file_major_version, data_file.file_minor_version)
+        ```
     """
 
     path: str
@@ -105,6 +111,13 @@ class DeletionFile:
 
     Raises:
         ValueError: ``file_type`` is not ``"array"`` or ``"bitmap"`` (as pylance).
+
+    Example:
+        ```python
+        ds.delete("id < 3")
+        deletion = ds.get_fragments()[0].metadata.deletion_file
+        print(deletion.file_type, deletion.num_deleted_rows, deletion.path(0))
+        ```
     """
 
     read_version: int
@@ -128,10 +141,12 @@ class DeletionFile:
         }
 
     def json(self) -> str:
+        """The JSON text of :meth:`asdict`."""
         return json.dumps(self.asdict())
 
     @staticmethod
     def from_json(data: str) -> DeletionFile:
+        """Read what :meth:`json` wrote."""
         return DeletionFile(**json.loads(data))
 
     def path(self, fragment_id: int) -> str:
@@ -150,11 +165,19 @@ class DeletionFile:
 @dataclass(frozen=True)
 class RowIdMeta:
     """The stable row ids of a fragment's rows: a serialized ``RowIdSequence`` stored inline (as
-    pylance's ``RowIdMeta``; sequences in external files are not supported)."""
+    pylance's ``RowIdMeta``; sequences in external files are not supported).
+
+    Example:
+        ```python
+        stable = lt.write_dataset(table, f"{tmp}/stable", enable_stable_row_ids=True)
+        print(stable.get_fragments()[0].metadata.row_id_meta)
+        ```
+    """
 
     inline: bytes
 
     def asdict(self) -> dict[str, Any]:
+        """The dictionary pylance's ``RowIdMeta.asdict`` returns."""
         return {"Inline": list(self.inline)}
 
     @staticmethod
@@ -166,11 +189,19 @@ class RowIdMeta:
 @dataclass(frozen=True)
 class RowDatasetVersionMeta:
     """The version each row was created or last updated in: a serialized
-    ``RowDatasetVersionSequence`` stored inline (as pylance's ``RowDatasetVersionMeta``)."""
+    ``RowDatasetVersionSequence`` stored inline (as pylance's ``RowDatasetVersionMeta``).
+
+    Example:
+        ```python
+        meta = ds.get_fragments()[0].metadata
+        print(meta.created_at_version_meta, meta.last_updated_at_version_meta)  # None unless recorded
+        ```
+    """
 
     inline: bytes
 
     def json(self) -> str:
+        """The JSON text pylance writes for the row versions."""
         return json.dumps({"inline": list(self.inline)})
 
     @staticmethod
@@ -202,6 +233,15 @@ class FragmentMetadata:
     Fragments written by :func:`lance_table.fragment.write_fragments` have id 0 until a commit
     gives them ids. Overlays (pylance's data overlay files) are not supported: the list is always
     empty, and metadata holding overlays is refused.
+
+    Example:
+        ```python
+        from lance_table.fragment import FragmentMetadata
+
+        meta = ds.get_fragments()[0].metadata
+        text = json.dumps(meta.to_json())  # what a worker sends to the driver
+        assert FragmentMetadata.from_json(text) == meta
+        ```
     """
 
     id: int

@@ -9,7 +9,10 @@ from functools import cached_property
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pds
 
+from lance_table.errors import UnsupportedOperationError
 from lance_table.format.manifest import Fragment
 from lance_table.storage import open_storage
 from lance_table.table import scanner as scans
@@ -24,8 +27,19 @@ from lance_table.table.scanner import LanceScanner
 from lance_table.table.snapshot import Snapshot
 
 
-class LanceFragment:
-    """A fragment of one dataset version (it never changes). Pickles as its version and id."""
+class LanceFragment(pds.Fragment):
+    """A fragment of one dataset version (it never changes). Pickles as its version and id.
+
+    A ``pyarrow.dataset.Fragment``, as pylance's is (its members are overridden: the Cython base's
+    C++ fragment does not exist).
+
+    Example:
+        ```python
+        frag = ds.get_fragments()[0]
+        print(frag.fragment_id, frag.count_rows(), frag.metadata.files[0].path)
+        frag.to_table(columns=["id"], filter="score > 0.5")
+        ```
+    """
 
     def __init__(self, snapshot: Snapshot, fragment: Fragment) -> None:
         self._snapshot = snapshot
@@ -50,19 +64,29 @@ class LanceFragment:
     ) -> FragmentMetadata:
         """Write ``data`` as one fragment of the dataset at ``dataset_uri`` without committing it
         (pylance's ``LanceFragment.create``); commit the metadata with ``LanceOperation.Append`` or
-        ``Overwrite``. ``max_rows_per_group``, ``progress`` and ``session`` are accepted as no-ops.
+        ``Overwrite``. ``max_rows_per_group`` and ``session`` are accepted as no-ops; ``progress``
+        as ``write_fragments``'s (a pylance ``FragmentWriteProgress`` sees ``fragment_id``).
 
         Raises:
             UnsupportedOptionError: ``namespace_client`` or ``table_id`` is set.
             ValueError: a bad ``fragment_id``, or no rows.
             SchemaError: (``mode="append"``) the data does not match the dataset's schema.
-            InputTypeError: the data is of no kind a write takes (also a TypeError).
+            InputTypeError: the data is of no kind a write takes, or ``progress`` of no kind
+                taken (also a TypeError).
         """
         refuse("LanceFragment.create", {"namespace_client": namespace_client, "table_id": table_id})
         if data_storage_version is None and use_legacy_format is not None:
             data_storage_version = "legacy" if use_legacy_format else "stable"
         storage = open_storage(dataset_uri, storage_options)
-        frag = create_fragment(storage, data, fragment_id, schema, mode, data_storage_version)  # type: ignore[arg-type]
+        frag = create_fragment(
+            storage,
+            data,
+            fragment_id,
+            schema,
+            mode,  # type: ignore[arg-type]
+            data_storage_version,
+            progress,
+        )
         return FragmentMetadata.from_fragment(frag)
 
     def __repr__(self) -> str:
@@ -71,6 +95,7 @@ class LanceFragment:
 
     @property
     def fragment_id(self) -> int:
+        """The fragment's id in the manifest."""
         return self._fragment.id
 
     @cached_property
@@ -85,12 +110,28 @@ class LanceFragment:
 
     @property
     def num_deletions(self) -> int:
+        """How many of the fragment's rows are deleted."""
         return self._fragment.num_deleted
 
     @property
     def schema(self) -> pa.Schema:
         """The schema of the dataset version (what the fragment's scans return)."""
         return self._snapshot.read_schema
+
+    @property
+    def physical_schema(self) -> pa.Schema:
+        """The schema of the rows the fragment's scans return (pyarrow's ``Fragment`` member;
+        pylance leaves it unimplemented)."""
+        return self.schema
+
+    @property
+    def partition_expression(self) -> pc.Expression:
+        """Not supported (as in pylance: a Lance dataset is not partitioned).
+
+        Raises:
+            UnsupportedOperationError: always (also a NotImplementedError, as pylance's).
+        """
+        raise UnsupportedOperationError("partition_expression: Lance fragments are not partitioned")
 
     def data_files(self) -> list[DataFile]:
         """The fragment's data files, as pylance's ``DataFile``."""

@@ -41,7 +41,16 @@ def _fragments(value: Any, what: str) -> list[FragmentMetadata]:
 
 
 class LanceOperation:
-    """The operations :meth:`lance_table.Dataset.commit` applies (pylance's ``LanceOperation``)."""
+    """The operations :meth:`lance_table.Dataset.commit` applies (pylance's ``LanceOperation``).
+
+    Example:
+        ```python
+        from lance_table.fragment import write_fragments
+
+        metas = write_fragments(table, uri)  # on any worker: files, no commit
+        ds = lt.LanceDataset.commit(uri, lt.LanceOperation.Append(metas), read_version=ds.version)
+        ```
+    """
 
     class BaseOperation:
         """Base of every operation."""
@@ -244,7 +253,14 @@ for _name in UNSUPPORTED:
 @dataclass
 class Transaction:
     """An operation with the version it was planned against (pylance's ``Transaction``), as
-    ``write_fragments(..., return_transaction=True)`` returns it."""
+    ``write_fragments(..., return_transaction=True)`` returns it.
+
+    Example:
+        ```python
+        txn = ds.read_transaction(ds.version)
+        print(txn.read_version, type(txn.operation).__name__)
+        ```
+    """
 
     read_version: int
     operation: LanceOperation.BaseOperation

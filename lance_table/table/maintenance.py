@@ -30,7 +30,14 @@ DEFAULT_MAX_ROWS_PER_GROUP = 1024
 
 @dataclass(frozen=True)
 class FieldStatistics:
-    """pylance's ``FieldStatistics``: a field's id and the bytes its pages take on disk."""
+    """pylance's ``FieldStatistics``: a field's id and the bytes its pages take on disk.
+
+    Example:
+        ```python
+        stats = ds.stats.data_stats()
+        print([(f.id, f.bytes_on_disk) for f in stats.fields])
+        ```
+    """
 
     id: int
     bytes_on_disk: int
@@ -38,7 +45,13 @@ class FieldStatistics:
 
 @dataclass(frozen=True)
 class DataStatistics:
-    """pylance's ``DataStatistics``: one :class:`FieldStatistics` per field of the schema."""
+    """pylance's ``DataStatistics``: one :class:`FieldStatistics` per field of the schema.
+
+    Example:
+        ```python
+        print(ds.stats.data_stats().fields[0])
+        ```
+    """
 
     fields: list[FieldStatistics]
 

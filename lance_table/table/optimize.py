@@ -14,6 +14,7 @@ from lance_table.table.operations import auto_cleanup
 from lance_table.table.operations import config as config_ops
 from lance_table.table.operations.auto_cleanup import AutoCleanupConfig
 from lance_table.table.operations.compaction import CompactionMetrics, compact_files
+from lance_table.table.progress import Progress
 from lance_table.table.snapshot import Snapshot
 
 _Result = TypeVar("_Result")
@@ -93,6 +94,7 @@ def compact(
     excluded_fragment_ids: Sequence[int] | None = None,
     data_storage_version: str | None = None,
     io_buffer_size: int | None = None,
+    progress: Progress = None,
 ) -> CompactionMetrics:
     """Compact ``ds`` and move the handle to the version the compaction committed (see
     :class:`DatasetOptimizer.compact_files`)."""
@@ -115,12 +117,19 @@ def compact(
         max_bytes_per_file=max_bytes_per_file,
         num_threads=num_threads,
         batch_size=batch_size,
+        progress=progress,
     )
     return ds._committed(done, metrics)
 
 
 class DatasetOptimizer:
-    """``ds.optimize``: pylance's ``DatasetOptimizer`` (compaction; indices are not supported)."""
+    """``ds.optimize``: pylance's ``DatasetOptimizer`` (compaction; indices are not supported).
+
+    Example:
+        ```python
+        ds.optimize.compact_files(target_rows_per_fragment=1_000_000)
+        ```
+    """
 
     def __init__(self, dataset: Handle) -> None:
         self._dataset = dataset
@@ -143,6 +152,7 @@ class DatasetOptimizer:
         max_source_bytes: int | None = None,
         excluded_fragment_ids: list[int] | None = None,
         data_storage_version: str | None = None,
+        progress: Progress = None,
     ) -> CompactionMetrics:
         """Rewrite small fragments (and fragments with many deleted rows) into larger ones, keeping
         the row order; the handle moves to the version committed (two versions are committed, as in
@@ -158,6 +168,10 @@ class DatasetOptimizer:
         whatever ``defer_index_remap`` says; with stable row ids, see
         :func:`lance_table.table.operations.compaction.compact_files`.
 
+        ``progress`` (lance_table's): a bar on stderr when it is a terminal (None, the default;
+        needs tqdm), always (True) or never (False), or a callable receiving
+        :class:`~lance_table.progress.ProgressEvent` records (phase ``rewrite``).
+
         Raises:
             UnsupportedOperationError: ``max_source_fragments``, ``max_source_rows``,
                 ``max_source_bytes``, ``excluded_fragment_ids``, ``compaction_mode=
@@ -165,6 +179,7 @@ class DatasetOptimizer:
             UnsupportedFormatError: data files lance_table does not write.
             CorruptFileError: the dataset's fragment reuse index does not parse.
             CommitConflictError: a concurrent delete or compaction touched the same fragments.
+            InputTypeError: ``progress`` is of no kind taken.
         """
         return compact(
             self._dataset,
@@ -183,6 +198,7 @@ class DatasetOptimizer:
             max_source_bytes=max_source_bytes,
             excluded_fragment_ids=excluded_fragment_ids,
             data_storage_version=data_storage_version,
+            progress=progress,
         )
 
     def optimize_indices(self, **kwargs: Any) -> None:

@@ -51,6 +51,10 @@ TUNING = frozenset(
         "fast_search",
         "prefilter",
         "disable_scoring_autoprojection",
+        # pyarrow's ``Dataset.scanner`` knobs, which pyarrow.dataset consumers pass
+        "use_threads",
+        "cache_metadata",
+        "memory_pool",
     }
 )
 #: Options that change the result and are not implemented, with the values that mean "off".
@@ -189,7 +193,14 @@ def _columns(columns: Any) -> tuple[tuple[str, ...] | None, tuple[tuple[str, str
 @dataclass(frozen=True)
 class ColumnOrdering:
     """One sort key of a scan's ``order_by`` (pylance's ``ColumnOrdering``): a column, ascending or
-    not, nulls first or last."""
+    not, nulls first or last.
+
+    Example:
+        ```python
+        by_score = [lt.ColumnOrdering("score", ascending=False)]
+        top = ds.to_table(columns=["id", "score"], order_by=by_score, limit=3)
+        ```
+    """
 
     column_name: str
     ascending: bool = True

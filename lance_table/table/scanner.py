@@ -46,6 +46,14 @@ class LanceScanner(pyarrow.dataset.Scanner):
     """A scan of one dataset version (pylance's ``LanceScanner``; a ``pyarrow.dataset.Scanner``).
 
     Build it with ``ds.scanner(...)`` or ``fragment.scanner(...)``.
+
+    Example:
+        ```python
+        scanner = ds.scanner(columns=["id", "kind"], filter="score > 0.5", batch_size=1024)
+        for batch in scanner.to_batches():
+            ...
+        print(scanner.count_rows(), scanner.explain_plan())
+        ```
     """
 
     def __init__(self, snapshot: Snapshot, spec: ScanSpec) -> None:
@@ -136,6 +144,11 @@ class LanceScanner(pyarrow.dataset.Scanner):
         if self._spec.strict_batch_size:
             batches = _strict(batches, plan.batch_size)
         return pa.RecordBatchReader.from_batches(proj.schema, batches)
+
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
+        """The rows, streamed batch by batch (the Arrow PyCapsule stream interface: ``pa.table``,
+        ``pl.DataFrame``, ``duckdb.from_arrow`` take a scanner directly)."""
+        return self.to_reader().__arrow_c_stream__(requested_schema)
 
     def _ordered(self) -> pa.Table:
         """The matching rows sorted by ``order_by``, then ``offset`` and ``limit``, projected.

@@ -1,4 +1,5 @@
-"""One contract, every backend: local disk, fsspec memory and S3 (moto's server)."""
+"""One contract, every backend: local disk, fsspec memory, S3 (moto's server), Azure (Azurite) and
+GCS (fake-gcs-server)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,15 @@ from lance_table.storage import Storage, open_storage
 from lance_table.storage.sources import LocalFileSource, read_joined
 
 
-@pytest.fixture(params=["local", "memory", pytest.param("s3", marks=pytest.mark.s3)])
+@pytest.fixture(
+    params=[
+        "local",
+        "memory",
+        pytest.param("s3", marks=pytest.mark.s3),
+        pytest.param("azure", marks=pytest.mark.azure),
+        pytest.param("gcs", marks=pytest.mark.gcs),
+    ]
+)
 def storage(request, tmp_path) -> Iterator[Storage]:
     if request.param == "local":
         yield open_storage(str(tmp_path / "root"))
@@ -27,8 +36,9 @@ def storage(request, tmp_path) -> Iterator[Storage]:
         yield open_storage(root)
         fsspec.filesystem("memory").rm(root.replace("memory://", "/"), recursive=True)
     else:
-        uri = request.getfixturevalue("s3_uri")
-        yield open_storage(uri, request.getfixturevalue("s3_options"))
+        uri = request.getfixturevalue({"s3": "s3_uri", "azure": "az_uri", "gcs": "gs_uri"}[request.param])
+        options = request.getfixturevalue(f"{request.param}_options")
+        yield open_storage(uri, options)
 
 
 def test_write_read_size_exists(storage):

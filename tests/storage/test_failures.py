@@ -57,3 +57,13 @@ def _table():
     import pyarrow as pa
 
     return pa.table({"a": [1, 2]})
+
+
+@pytest.mark.s3
+def test_missing_credentials_against_the_s3_server(s3_endpoint: str, no_aws_environment: None) -> None:
+    """No credentials anywhere: botocore's NoCredentialsError before any request, a typed error."""
+    options = {"aws_endpoint": s3_endpoint, "aws_region": "us-east-1", "allow_http": "true"}
+    started = time.monotonic()
+    with pytest.raises(StorageCredentialsError, match="NoCredentialsError"):
+        lance_table.write_dataset(_table(), "s3://lance-table-tests/no-credentials", storage_options=options)
+    assert time.monotonic() - started < 10

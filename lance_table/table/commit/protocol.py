@@ -170,7 +170,7 @@ def _commit(
             paths.transaction_file_name(txn.read_version, txn.uuid)
         )
         written_at = time.monotonic()
-        storage.write(attempt.transaction_path, txn_bytes)
+        storage.write_new(attempt.transaction_path, txn_bytes)  # a fresh name, read once committed
         # Never create the version after ``base`` blindly: cleanup may have removed versions between
         # base and the latest, and a manifest created in that hole would be invisible (and deleted
         # by the next cleanup). Learn the latest version, after the transaction file is there for
@@ -269,7 +269,7 @@ def _listed(storage: Storage, after: int, entries: list[versions.VersionEntry], 
     """The versions after ``after`` in a listing; all of them must be there to rebase over them.
 
     Raises:
-        CommitConflictError: (not retryable) a version in between was cleaned up.
+        CommitConflictError: (retryable) a version in between was cleaned up.
     """
     newer = [e for e in entries if e.version > after]
     if newer and not _needs_history(pending):
@@ -303,7 +303,7 @@ def check_rebasable(storage: Storage, pending: Pending) -> None:
     version because versions committed since its read version have been cleaned up.
 
     Raises:
-        CommitConflictError: not retryable, as :func:`commit` would raise it.
+        CommitConflictError: retryable (re-run on the latest version), as :func:`commit` would raise it.
     """
     if _needs_history(pending):
         after = pending.read_version
@@ -363,7 +363,7 @@ def _history_gone(storage: Storage, pending: Pending, after: int, missing: list[
         f"versions {shown} of {storage.uri}, committed after version {after} which this "
         f"{pending.operation.name} read, have been cleaned up: their transactions are gone, so it cannot "
         "be rebased over them; re-run it on the latest version",
-        retryable=False,
+        retryable=True,  # re-planned on the latest version, the operation needs none of them
     )
 
 

@@ -31,7 +31,15 @@ DEFAULT_OLDER_THAN_SECONDS = 14 * 24 * 3600
 
 class AutoCleanupConfig(TypedDict):
     """pylance's ``AutoCleanupConfig``: clean up every ``interval`` versions, removing versions
-    older than ``older_than_seconds``."""
+    older than ``older_than_seconds``.
+
+    Example:
+        ```python
+        config = lt.AutoCleanupConfig(interval=20, older_than_seconds=3600)
+        auto = lt.write_dataset(table, f"{tmp}/auto", auto_cleanup_options=config)
+        print(auto.config())  # lance.auto_cleanup.* keys
+        ```
+    """
 
     interval: int
     older_than_seconds: int

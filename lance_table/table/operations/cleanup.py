@@ -46,6 +46,7 @@ from lance_table.format.transaction import Append, Delete, Overwrite, ReserveFra
 from lance_table.storage import Entry, Storage
 from lance_table.table import versions
 from lance_table.table.indices import decode_section
+from lance_table.table.progress import SILENT, Progress, reporter
 from lance_table.table.tags import IN_FLIGHT_SECONDS, PIN_STALE_SECONDS, Tags, pinned_versions
 
 DEFAULT_OLDER_THAN = dt.timedelta(days=14)
@@ -57,7 +58,14 @@ _TEMP_MARK = ".tmp-"
 
 @dataclass(frozen=True)
 class CleanupStats:
-    """What a cleanup removed (or, in a dry run, would remove), with pylance's field names."""
+    """What a cleanup removed (or, in a dry run, would remove), with pylance's field names.
+
+    Example:
+        ```python
+        stats = ds.cleanup_old_versions(older_than=datetime.timedelta(0))
+        print(stats.old_versions, stats.bytes_removed, stats.data_files_removed)
+        ```
+    """
 
     bytes_removed: int = 0
     old_versions: int = 0
@@ -82,7 +90,15 @@ class CleanupStats:
 class CleanupCandidateFile:
     """A file a cleanup removes (pylance's ``CleanupCandidateFile``): its URI, its kind
     (``manifest``, ``data``, ``deletion``, ``transaction``, ``index``), whether no removed version referenced
-    it (``unverified``), and its size."""
+    it (``unverified``), and its size.
+
+    Example:
+        ```python
+        ds.delete("id < 10")
+        plan = ds.explain_cleanup_old_versions(older_than=datetime.timedelta(0))
+        print([(f.kind, f.path) for f in plan.candidate_files])
+        ```
+    """
 
     path: str
     kind: str
@@ -92,7 +108,15 @@ class CleanupCandidateFile:
 
 @dataclass(frozen=True)
 class CleanupExplanation:
-    """What a cleanup would remove (pylance's ``explain_cleanup_old_versions`` result)."""
+    """What a cleanup would remove (pylance's ``explain_cleanup_old_versions`` result).
+
+    Example:
+        ```python
+        ds.delete("id < 10")
+        plan = ds.explain_cleanup_old_versions(older_than=datetime.timedelta(0))
+        print(plan.stats.old_versions, len(plan.candidate_files))
+        ```
+    """
 
     read_version: int
     stats: CleanupStats
@@ -254,6 +278,7 @@ def cleanup_old_versions(
     error_if_tagged_old_versions: bool = True,
     dry_run: bool = False,
     candidates: list[CleanupCandidateFile] | None = None,
+    progress: Progress = None,
 ) -> CleanupStats:
     """Delete versions older than ``older_than`` and not among the ``retain_versions`` newest (both
     as pylance; neither given: older than :data:`DEFAULT_OLDER_THAN`), only those of
@@ -266,11 +291,17 @@ def cleanup_old_versions(
     ``grace_period`` (it may belong to a writer still in flight); ``delete_unverified`` lifts that
     rule. Temporary files that killed writers left behind go once older than the grace period.
 
+    ``progress`` (see :mod:`lance_table.table.progress`) follows the deletions: phase
+    ``versions`` (manifests) and phase ``files`` (the other files), with their totals; a dry run
+    reports nothing.
+
     Raises:
         ValueError: ``retain_versions`` is not positive.
         TagError: a tagged version is older than the cutoff and ``error_if_tagged_old_versions``.
         CorruptFileError: a tag file is damaged; nothing is deleted.
+        InputTypeError: ``progress`` is of no kind taken.
     """
+    report = SILENT if dry_run else reporter("cleanup", progress)
     if retain_versions is not None and retain_versions <= 0:
         raise ValueError(f"retain_versions must be positive, not {retain_versions}")
     if older_than is None and retain_versions is None and only_versions is None:
@@ -311,9 +342,12 @@ def cleanup_old_versions(
     floor = _in_flight_floor(transactions, landed, now)
     for version in [v for v in doomed if floor is not None and v > floor]:
         kept[version] = doomed.pop(version)
-    for found in doomed.values():
-        if not dry_run:
+    if not dry_run:
+        sizes = [len(found.data) for found in doomed.values()]
+        report.phase("versions", files_total=len(sizes), bytes_total=sum(sizes))
+        for found in doomed.values():
             storage.delete(found.entry.path)
+            report.advance(files=1, nbytes=len(found.data))
 
     # Phase 3: what was tagged, restored or committed while we decided. Tags and pins first: a
     # restore unpins only after its version landed, so a pin gone by now means that version is
@@ -348,6 +382,7 @@ def cleanup_old_versions(
         for item in transactions
         if not delete_unverified and _in_flight(item, landed, now) is not None
     }
+    doomed_files: list[Entry] = []
     for directory in _KINDS:
         listed = transactions if directory == paths.TRANSACTIONS_DIR else storage.list_tree(directory)
         for item in listed:
@@ -358,17 +393,24 @@ def cleanup_old_versions(
             young = item.modified is None or item.modified > grace_cutoff
             if not verified and young:
                 continue
-            if not dry_run:
-                storage.delete(item.path)
+            doomed_files.append(item)
             removed_bytes += item.size
             removed_files[directory] += 1
             if candidates is not None:
                 candidates.append(
                     CleanupCandidateFile(f"{root}/{item.path}", _KINDS[directory], not verified, item.size)
                 )
-    for item in [] if dry_run else _leftovers(storage, now, grace_cutoff):
-        storage.delete(item.path)
-        removed_bytes += item.size
+    if not dry_run:
+        leftovers = _leftovers(storage, now, grace_cutoff)
+        removed_bytes += sum(item.size for item in leftovers)
+        doomed_files += leftovers
+        with report:
+            report.phase(
+                "files", files_total=len(doomed_files), bytes_total=sum(i.size for i in doomed_files)
+            )
+            for item in doomed_files:
+                storage.delete(item.path)
+                report.advance(files=1, nbytes=item.size)
     return CleanupStats(
         bytes_removed=removed_bytes,
         old_versions=len(doomed),

@@ -25,6 +25,7 @@ from lance_table.table.operations.write import (
     check_blob_fields,
     writable_data_format,
 )
+from lance_table.table.progress import SILENT, Progress, Reporter, reporter
 from lance_table.table.snapshot import Snapshot
 
 DEFAULT_TARGET_ROWS = 1024 * 1024
@@ -43,6 +44,12 @@ class CompactionMetrics:
         fragments_added: fragments written in their place.
         files_removed: data and deletion files no longer referenced by the new version.
         files_added: data files written.
+
+    Example:
+        ```python
+        metrics = ds.optimize.compact_files(target_rows_per_fragment=1_000_000)
+        print(metrics.fragments_removed, metrics.fragments_added, metrics.files_removed, metrics.files_added)
+        ```
     """
 
     fragments_removed: int = 0
@@ -126,7 +133,7 @@ def plan(
 
 
 def _rewrite_bin(
-    ds: Snapshot, bin_: _Bin, max_bytes: int, data_format: str
+    ds: Snapshot, bin_: _Bin, max_bytes: int, data_format: str, report: Reporter = SILENT
 ) -> tuple[list[Fragment], list[str]]:
     # Like pylance, each bin becomes one fragment (unless it passes the byte limit).
     writer = FragmentWriter(
@@ -137,6 +144,7 @@ def _rewrite_bin(
         max_bytes_per_file=max_bytes,
         data_format=data_format,
         dictionaries=ds.manifest.dictionaries,
+        progress=report,
     )
     try:
         names = ds.schema.names
@@ -216,6 +224,145 @@ def _try(
         return ([], []), exc
 
 
+@dataclass
+class CompactionJob:
+    """A planned compaction of one version: its bins (each rewritten into new fragments on its own,
+    in any process) and what the rewrite and the commit need to know."""
+
+    ds: Snapshot
+    bins: list[_Bin]
+    data_format: str
+    max_bytes: int
+    stable: bool  # rows keep their ids: the rewrite carries them
+    record_moves: bool  # moves of indexed rows go into the fragment reuse index
+
+
+def job_for(ds: Snapshot, bins: list[_Bin], max_bytes_per_file: int | None) -> CompactionJob:
+    """The job that rewrites ``bins`` of ``ds``, after the checks every compaction makes.
+
+    Raises:
+        as :func:`compact_files`.
+    """
+    data_format = writable_data_format(ds.manifest, ds.uri)
+    check_blob_fields(ds.manifest.fields, data_format, ds.uri)
+    index_list = indices.decode_section(ds.manifest.index_section)
+    stable = uses_stable_row_ids(ds.manifest)
+    # pylance 14 records the moves of indexed rows only, and none on datasets with stable row ids
+    user_indices = {pos for pos, idx in enumerate(index_list) if not indices.is_system_index(idx)}
+    record_moves = not stable and any(user_indices.intersection(b.indices) for b in bins)
+    if stable:
+        _warn_uncovered(index_list, bins)
+    # The rewrite commits after a ReserveFragments version: refuse before either if it cannot land.
+    check_rebasable(ds.storage, Pending(Rewrite(()), ds.version))
+    limit = max_bytes_per_file or DEFAULT_MAX_BYTES_PER_FILE
+    return CompactionJob(ds, bins, data_format, limit, stable, record_moves)
+
+
+def plan_compaction(
+    ds: Snapshot,
+    *,
+    target_rows_per_fragment: int | None = DEFAULT_TARGET_ROWS,
+    materialize_deletions: bool | None = DEFAULT_MATERIALIZE_DELETIONS,
+    materialize_deletions_threshold: float | None = DEFAULT_MATERIALIZE_DELETIONS_THRESHOLD,
+    max_bytes_per_file: int | None = None,
+) -> CompactionJob | None:
+    """The compaction of ``ds`` as pylance plans it, or None when there is nothing to compact. An
+    option given as None takes its default (as in pylance).
+
+    Raises:
+        as :func:`compact_files`.
+    """
+    if target_rows_per_fragment is None:
+        target_rows_per_fragment = DEFAULT_TARGET_ROWS
+    if materialize_deletions is None:
+        materialize_deletions = DEFAULT_MATERIALIZE_DELETIONS
+    if materialize_deletions_threshold is None:
+        materialize_deletions_threshold = DEFAULT_MATERIALIZE_DELETIONS_THRESHOLD
+    if target_rows_per_fragment <= 0:
+        raise ValueError("target_rows_per_fragment must be positive")
+    writable_data_format(ds.manifest, ds.uri)
+    check_can_commit(ds.commit_options, ds.storage)
+    if materialize_deletions and materialize_deletions_threshold >= 1.0:
+        materialize_deletions = False
+    index_list = indices.decode_section(ds.manifest.index_section)
+    bins = plan(
+        ds.fragment_readers(),
+        target_rows_per_fragment,
+        materialize_deletions,
+        materialize_deletions_threshold,
+        indices.coverage(index_list, lambda idx: load_versions(ds.storage, idx)),
+    )
+    if not bins:
+        return None
+    return job_for(ds, bins, max_bytes_per_file)
+
+
+def rewrite(job: CompactionJob, bin_: _Bin, report: Reporter = SILENT) -> tuple[list[Fragment], list[str]]:
+    """Rewrite one bin: its new fragments (ids not yet assigned; with stable row ids, carrying the
+    rows' ids) and every file written (sidecars too). A failure deletes what it wrote. ``report``
+    hears of the rows and files written."""
+    new, files = _rewrite_bin(job.ds, bin_, job.max_bytes, job.data_format, report)
+    if job.stable:  # the rewritten rows keep their ids (and versions)
+        try:
+            new = carried_row_ids([(f.fragment, f.live_positions()) for f in bin_.fragments], new)
+        except BaseException:
+            for path in files:
+                job.ds.storage.delete(path)
+            raise
+    return new, files
+
+
+def commit_compaction(
+    job: CompactionJob, written: list[list[Fragment]], files: tuple[str, ...]
+) -> tuple[Snapshot, CompactionMetrics]:
+    """Commit the rewritten bins (``written[i]`` replaces ``job.bins[i]``): ``ReserveFragments``,
+    then ``Rewrite``, as pylance does. A failure deletes ``files``.
+
+    Raises:
+        CommitConflictError: a concurrent delete or compaction touched the same fragments.
+    """
+    ds = job.ds
+    total = sum(len(w) for w in written)
+    # A failed reservation deletes the new files; so does a failed rewrite (through its pending).
+    reserved = ds.commit(Pending(ReserveFragments(total), ds.version, written=files)).manifest
+    assert reserved.max_fragment_id is not None
+    next_id = reserved.max_fragment_id - total + 1
+    groups = []
+    for bin_, new in zip(job.bins, written, strict=True):
+        with_ids = []
+        for frag in new:
+            with_ids.append(replace(frag, id=next_id))
+            next_id += 1
+        groups.append(RewriteGroup(tuple(f.fragment for f in bin_.fragments), tuple(with_ids)))
+    reuse, extends = None, b""
+    if job.record_moves:
+        moved = [
+            MovedGroup([(f.fragment, f.live_positions()) for f in bin_.fragments], group.new_fragments)
+            for bin_, group in zip(job.bins, groups, strict=True)
+        ]
+        try:
+            reuse, extends, details = next_frag_reuse_index(ds.storage, reserved, moved, job.stable)
+        except BaseException:
+            for path in files:
+                ds.storage.delete(path)
+            raise
+        files += tuple(details)
+    done = ds.commit(
+        Pending(
+            Rewrite(tuple(groups), frag_reuse_index=reuse, frag_reuse_extends=extends),
+            ds.version,
+            written=files,
+        )
+    )
+    metrics = CompactionMetrics(
+        fragments_removed=sum(len(g.old_fragments) for g in groups),
+        fragments_added=total,
+        files_removed=sum(_files_of(f) for g in groups for f in g.old_fragments),
+        files_added=sum(_files_of(f) for g in groups for f in g.new_fragments),
+    )
+    return done, metrics
+
+
 def compact_files(
     ds: Snapshot,
     *,
@@ -226,6 +373,7 @@ def compact_files(
     max_bytes_per_file: int | None = None,
     num_threads: int | None = None,
     batch_size: int | None = None,
+    progress: Progress = None,
 ) -> tuple[Snapshot, CompactionMetrics]:
     """Rewrite small fragments into fragments of about ``target_rows_per_fragment`` rows, dropping
     deleted rows; commits ``ReserveFragments`` and then ``Rewrite`` (two versions), as pylance does.
@@ -233,6 +381,8 @@ def compact_files(
     nothing to compact. An option given as None takes its default (as in pylance).
 
     ``max_rows_per_group``, ``num_threads`` and ``batch_size`` are accepted for pylance compatibility.
+    ``progress`` (see :mod:`lance_table.table.progress`) follows the rewrite: the rows of the
+    fragments rewritten (their total known), and the files written.
 
     Indices (lance_table does not rewrite index files) stay valid as with pylance's deferred
     index remapping: fragments covered by different indices are never merged; with stable row
@@ -253,41 +403,22 @@ def compact_files(
         CorruptFileError, DataFileNotFoundError: a blob v2 descriptor names bytes that are not there.
         CommitConflictError: a concurrent delete or compaction touched the same fragments, or
             versions committed since ``ds`` are gone.
+        InputTypeError: ``progress`` is of no kind taken.
     """
-    if target_rows_per_fragment is None:
-        target_rows_per_fragment = DEFAULT_TARGET_ROWS
-    if materialize_deletions is None:
-        materialize_deletions = DEFAULT_MATERIALIZE_DELETIONS
-    if materialize_deletions_threshold is None:
-        materialize_deletions_threshold = DEFAULT_MATERIALIZE_DELETIONS_THRESHOLD
-    if target_rows_per_fragment <= 0:
-        raise ValueError("target_rows_per_fragment must be positive")
-    data_format = writable_data_format(ds.manifest, ds.uri)
-    check_can_commit(ds.commit_options, ds.storage)
-    if materialize_deletions and materialize_deletions_threshold >= 1.0:
-        materialize_deletions = False
-    index_list = indices.decode_section(ds.manifest.index_section)
-    bins = plan(
-        ds.fragment_readers(),
-        target_rows_per_fragment,
-        materialize_deletions,
-        materialize_deletions_threshold,
-        indices.coverage(index_list, lambda idx: load_versions(ds.storage, idx)),
+    report = reporter("compact", progress)
+    job = plan_compaction(
+        ds,
+        target_rows_per_fragment=target_rows_per_fragment,
+        materialize_deletions=materialize_deletions,
+        materialize_deletions_threshold=materialize_deletions_threshold,
+        max_bytes_per_file=max_bytes_per_file,
     )
-    if not bins:
+    if job is None:
         return ds, CompactionMetrics()
-    check_blob_fields(ds.manifest.fields, data_format, ds.uri)
-    stable = uses_stable_row_ids(ds.manifest)
-    # pylance 14 records the moves of indexed rows only, and none on datasets with stable row ids
-    user_indices = {pos for pos, idx in enumerate(index_list) if not indices.is_system_index(idx)}
-    record_moves = not stable and any(user_indices.intersection(b.indices) for b in bins)
-    if stable:
-        _warn_uncovered(index_list, bins)
-    # The rewrite commits after a ReserveFragments version: refuse before either if it cannot land.
-    check_rebasable(ds.storage, Pending(Rewrite(()), ds.version))
-    limit = max_bytes_per_file or DEFAULT_MAX_BYTES_PER_FILE
     # Bins are independent: rewrite them in parallel, then fail (and clean up) if any failed.
-    results = map_fragments(lambda bin_: _try(lambda: _rewrite_bin(ds, bin_, limit, data_format)), bins)
+    with report:
+        report.phase("rewrite", rows_total=sum(sum(b.live_rows) for b in job.bins))
+        results = map_fragments(lambda bin_: _try(lambda: rewrite(job, bin_, report)), job.bins)
     written = [frags for (frags, _), _ in results]
     files = tuple(path for (_, written_paths), _ in results for path in written_paths)  # with sidecars
     for _, error in results:
@@ -295,47 +426,4 @@ def compact_files(
             for path in files:
                 ds.storage.delete(path)
             raise error
-    if stable:  # the rewritten rows keep their ids (and versions)
-        written = [
-            carried_row_ids([(f.fragment, f.live_positions()) for f in bin_.fragments], new)
-            for bin_, new in zip(bins, written, strict=True)
-        ]
-    total = sum(len(w) for w in written)
-    # A failed reservation deletes the new files; so does a failed rewrite (through its pending).
-    reserved = ds.commit(Pending(ReserveFragments(total), ds.version, written=files)).manifest
-    assert reserved.max_fragment_id is not None
-    next_id = reserved.max_fragment_id - total + 1
-    groups = []
-    for bin_, new in zip(bins, written):
-        with_ids = []
-        for frag in new:
-            with_ids.append(replace(frag, id=next_id))
-            next_id += 1
-        groups.append(RewriteGroup(tuple(f.fragment for f in bin_.fragments), tuple(with_ids)))
-    reuse, extends = None, b""
-    if record_moves:
-        moved = [
-            MovedGroup([(f.fragment, f.live_positions()) for f in bin_.fragments], group.new_fragments)
-            for bin_, group in zip(bins, groups, strict=True)
-        ]
-        try:
-            reuse, extends, details = next_frag_reuse_index(ds.storage, reserved, moved, stable)
-        except BaseException:
-            for path in files:
-                ds.storage.delete(path)
-            raise
-        files += tuple(details)
-    done = ds.commit(
-        Pending(
-            Rewrite(tuple(groups), frag_reuse_index=reuse, frag_reuse_extends=extends),
-            ds.version,
-            written=files,
-        )
-    )
-    metrics = CompactionMetrics(
-        fragments_removed=sum(len(g.old_fragments) for g in groups),
-        fragments_added=total,
-        files_removed=sum(_files_of(f) for g in groups for f in g.old_fragments),
-        files_added=sum(_files_of(f) for g in groups for f in g.new_fragments),
-    )
-    return done, metrics
+    return commit_compaction(job, written, files)

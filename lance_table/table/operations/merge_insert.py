@@ -29,6 +29,7 @@ from lance_table.table.operations.write import (
     resolve_data_storage_version,
     writable_data_format,
 )
+from lance_table.table.progress import Progress, reporter
 from lance_table.table.snapshot import Snapshot
 
 if TYPE_CHECKING:
@@ -78,7 +79,15 @@ def join_keys(snap: Snapshot, on: str | Iterable[str] | None) -> tuple[str, ...]
 class MergeInsertBuilder:
     """Builds and runs a merge_insert on a dataset (pylance's ``MergeInsertBuilder``): choose what
     happens to matched rows, to source rows matching nothing and to target rows no source row
-    matches, then :meth:`execute` with the source data."""
+    matches, then :meth:`execute` with the source data.
+
+    Example:
+        ```python
+        new = pa.table({"id": [5, 1000], "score": [1.0, 0.5], "kind": ["buy", "view"]})
+        counts = ds.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(new)
+        print(counts)  # {'num_inserted_rows': 1, 'num_updated_rows': 1, 'num_deleted_rows': 0}
+        ```
+    """
 
     def __init__(self, dataset: Handle, on: str | Iterable[str] | None) -> None:
         self._dataset = dataset
@@ -248,10 +257,17 @@ class MergeInsertBuilder:
         snap = self._dataset._snapshot
         return read_source(data, schema, snap.schema, self._spec.on, snap.uri, self._memory_limit)
 
-    def execute(self, data_obj: Any, *, schema: pa.Schema | None = None) -> dict[str, int]:
+    def execute(
+        self, data_obj: Any, *, schema: pa.Schema | None = None, progress: Progress = None
+    ) -> dict[str, int]:
         """Merge ``data_obj`` (any input ``write_dataset`` takes) into the dataset and commit;
         returns pylance's statistics (``num_inserted_rows``, ``num_updated_rows``,
         ``num_deleted_rows``). The dataset handle moves to the new version.
+
+        ``progress`` (lance_table's): a bar on stderr when it is a terminal (None, the default;
+        needs tqdm), always (True) or never (False), or a callable receiving
+        :class:`~lance_table.progress.ProgressEvent` records (phases ``match`` and ``write``; a
+        retry after a conflict starts them again).
 
         Raises:
             MergeInsertError: nothing would change (no clause set).
@@ -262,15 +278,17 @@ class MergeInsertBuilder:
             CommitConflictError: conflicts went on past the retries or the timeout, or a concurrent
                 commit makes the merge impossible.
             UnsupportedOperationError: the dataset has blob columns.
+            InputTypeError: also when ``progress`` is of no kind taken.
         """
         self._check()
+        report = reporter("merge_insert", progress)
         ds = self._dataset
         versions.check_writable(ds._snapshot.manifest, ds._snapshot.uri)
         check_can_commit(ds._snapshot.commit_options, ds._snapshot.storage)
-        with self._source(data_obj, schema) as source:
+        with self._source(data_obj, schema) as source, report:
 
             def attempt(snap: Snapshot) -> tuple[Snapshot, MergeStats]:
-                pending, stats = plan_merge(snap, self._spec, source, self._memory_limit)
+                pending, stats = plan_merge(snap, self._spec, source, self._memory_limit, report)
                 return snap.commit(pending), stats
 
             committed, stats = retry_on_conflict(ds._snapshot, attempt, self._retries, self._timeout)
@@ -278,10 +296,11 @@ class MergeInsertBuilder:
         return stats.as_dict()
 
     def execute_uncommitted(
-        self, data_obj: Any, *, schema: pa.Schema | None = None
+        self, data_obj: Any, *, schema: pa.Schema | None = None, progress: Progress = None
     ) -> tuple[Transaction, dict[str, int]]:
         """Write the merge's files without committing; returns the transaction (pylance's, to
         commit with ``LanceDataset.commit``) and the statistics :meth:`execute` returns.
+        ``progress`` as :meth:`execute`'s.
 
         Raises:
             (what :meth:`execute` raises, except conflicts)
@@ -289,8 +308,9 @@ class MergeInsertBuilder:
         from lance_table.table.operations.transactions import to_python
 
         self._check()
+        report = reporter("merge_insert", progress)
         snap = self._dataset._snapshot
-        with self._source(data_obj, schema) as source:
-            pending, stats = plan_merge(snap, self._spec, source, self._memory_limit)
+        with self._source(data_obj, schema) as source, report:
+            pending, stats = plan_merge(snap, self._spec, source, self._memory_limit, report)
         stored = StoredTransaction(read_version=pending.read_version, operation=pending.operation)
         return to_python(stored), stats.as_dict()

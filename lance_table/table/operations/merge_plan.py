@@ -32,6 +32,7 @@ from lance_table.table.deletion import union, write_deletions
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.operations.merge_source import SOURCE_INDEX, TARGET_POSITION, MergeSource
 from lance_table.table.operations.write import FragmentWriter, writable_data_format
+from lance_table.table.progress import SILENT, Reporter
 from lance_table.table.scan import READ_CHUNK_ROWS, evaluate_mask, in_flight, make_spec, matching_positions
 from lance_table.table.snapshot import Snapshot
 
@@ -156,7 +157,12 @@ def _pieces(frags: list[FragmentReader]) -> list[list[tuple[int, int, int]]]:
 
 
 def _match_group(
-    frags: list[FragmentReader], on: tuple[str, ...], group: list[tuple[int, int, int]], *, match: _Matcher
+    frags: list[FragmentReader],
+    on: tuple[str, ...],
+    group: list[tuple[int, int, int]],
+    *,
+    match: _Matcher,
+    report: Reporter = SILENT,
 ) -> pa.Table | None:
     """The matches of the rows of ``group``'s pieces: fragment index, position, source index."""
     parts = []
@@ -173,6 +179,7 @@ def _match_group(
                 names=[*on, TARGET_POSITION, FRAGMENT],
             )
         )
+    report.advance(sum(hi - lo for _, lo, hi in group))
     if not parts:
         return None
     found = match(pa.concat_tables(parts))
@@ -180,16 +187,19 @@ def _match_group(
 
 
 def _find_matches(
-    frags: list[FragmentReader], source: MergeSource, on: tuple[str, ...], limit: int
+    frags: list[FragmentReader], source: MergeSource, on: tuple[str, ...], limit: int, report: Reporter
 ) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Per fragment: (target positions, source indices) of every matched pair, sorted by position."""
+    """Per fragment: (target positions, source indices) of every matched pair, sorted by position.
+    ``report`` counts the target rows read (a spilled source may need several passes over them)."""
     groups = _pieces(frags)
     wait = in_flight(frags)
     found: list[pa.Table] = []
+    scanned = sum(f.physical_rows for f in frags)
+    report.phase("match", rows_total=None if source.spilled else scanned)
     for keys in source.key_ranges(on, limit):
         match = _Matcher(on, keys)
         parts = map_grouped(
-            functools.partial(_match_group, frags, on, match=match),
+            functools.partial(_match_group, frags, on, match=match, report=report),
             groups,
             [sum(hi - lo for _, lo, hi in g) for g in groups],
             in_flight=wait,
@@ -266,13 +276,18 @@ class _Output:
     """The new fragments: rows are written as they come (updated rows before inserted ones), and
     the stable row ids of the updated rows are kept for the fragments' row id sequences."""
 
-    def __init__(self, snap: Snapshot, data_format: str | None) -> None:
+    def __init__(self, snap: Snapshot, data_format: str | None, report: Reporter) -> None:
         m = snap.manifest
         fmt = data_format or writable_data_format(m, snap.uri)
         self.schema = arrow_schema_from_fields(m.fields, m.schema_metadata)
         self.read_schema = snap.read_schema
         self.writer = FragmentWriter(
-            snap.storage, self.schema, list(m.fields), data_format=fmt, dictionaries=m.dictionaries
+            snap.storage,
+            self.schema,
+            list(m.fields),
+            data_format=fmt,
+            dictionaries=m.dictionaries,
+            progress=report,
         )
         self._dicts = dict(m.dictionaries)
         self.ids: list[np.ndarray] = []
@@ -321,11 +336,23 @@ class _Output:
         return out
 
 
+def _rows_to_write(spec: MergeSpec, sources: int, matches: list[tuple[np.ndarray, np.ndarray]]) -> int | None:
+    """How many rows a merge writes (updated and inserted), unless a condition decides it."""
+    if spec.matched == UPDATE and spec.matched_condition is not None:
+        return None
+    seen = np.zeros(sources, bool)
+    for _, src in matches:
+        seen[src] = True
+    updated = sum(int(pos.size) for pos, _ in matches) if spec.matched == UPDATE else 0
+    return updated + (sources - int(seen.sum()) if spec.insert else 0)
+
+
 def plan_merge(
-    snap: Snapshot, spec: MergeSpec, source: MergeSource, limit: int
+    snap: Snapshot, spec: MergeSpec, source: MergeSource, limit: int, report: Reporter = SILENT
 ) -> tuple[Pending, MergeStats]:
     """The Update a merge_insert of ``source`` into ``snap`` commits (its files written), and its
-    statistics. Nothing is left behind when it raises.
+    statistics. Nothing is left behind when it raises. ``report`` hears of the target rows read
+    (phase ``match``) and of the rows written (phase ``write``).
 
     Raises:
         MergeSourceError: several source rows match one target row (an update or delete of matched
@@ -334,12 +361,14 @@ def plan_merge(
     """
     frags = snap.fragment_readers()
     stats = MergeStats()
-    out = _Output(snap, spec.data_format)
+    out = _Output(snap, spec.data_format, report)
     written: list[str] = []
     updated_frags, removed = [], []
     matched_src = np.zeros(source.num_rows, bool)
     try:
-        matches = _find_matches(frags, source, spec.on, limit)
+        matches = _find_matches(frags, source, spec.on, limit, report)
+        if report.active:
+            report.phase("write", rows_total=_rows_to_write(spec, source.num_rows, matches))
         for frag, (pos, src) in zip(frags, matches):
             matched_src[src] = True
             all_pos = pos

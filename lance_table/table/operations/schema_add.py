@@ -25,6 +25,7 @@ from lance_table.schema import LanceField, fields_from_arrow
 from lance_table.table.commit import Pending
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.operations.write import LEGACY_FORMAT, FragmentWriter, writable_data_format
+from lance_table.table.progress import SILENT, Reporter
 from lance_table.table.snapshot import Snapshot
 
 # Rows per batch a UDF is called with (pylance's default); SQL expressions go in larger chunks.
@@ -88,11 +89,13 @@ def write_columns(
     first_id: int | None = None,
     live_only: bool = True,
     fields: Sequence[LanceField] | None = None,
+    report: Reporter = SILENT,
 ) -> tuple[list[Fragment], tuple[LanceField, ...], list[str]]:
     """Write the columns ``schema`` into a new data file of each fragment (of ``fragment_ids``, or
     all), ``chunk_rows`` physical rows at a time. ``compute`` gets the live rows and deleted rows
     hold nulls; or, unless ``live_only``, it gets every row (deleted ones too: values computed
-    from the data, which a non-nullable column of a legacy file needs).
+    from the data, which a non-nullable column of a legacy file needs). ``report`` hears of the
+    rows and files written (phase ``write``).
 
     Returns the fragments with their new file, the new fields and the files written. On error the
     files written so far are deleted.
@@ -107,6 +110,8 @@ def write_columns(
     fields = list(fields)
     frags = ds.fragment_readers(fragment_ids)
     written: list[str] = []
+    rows = [f.physical_rows for f in frags]
+    report.phase("write", rows_total=sum(rows), files_total=sum(1 for n in rows if n))
 
     def one(frag: FragmentReader) -> Fragment:
         writer = FragmentWriter(
@@ -117,6 +122,7 @@ def write_columns(
             max_bytes_per_file=_UNLIMITED,
             data_format=data_format,
             dictionaries=ds.manifest.dictionaries,
+            progress=report,
         )
 
         def chunk(item: tuple[int, int]) -> pa.Table:

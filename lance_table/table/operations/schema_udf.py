@@ -18,6 +18,7 @@ from lance_table.table.commit import Pending
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.operations import schema_add as add
 from lance_table.table.operations.inputs import coerce_reader
+from lance_table.table.progress import SILENT, Progress, Reporter, reporter
 from lance_table.table.snapshot import Snapshot
 from lance_table.udf import BatchUDF, BatchUDFCheckpoint, _as_batch
 
@@ -126,13 +127,15 @@ def write_transform(
     read_columns: Sequence[str] | None,
     batch_size: int | None,
     fragment_ids: Sequence[int] | None = None,
+    report: Reporter = SILENT,
 ) -> tuple[list[Fragment], tuple[LanceField, ...], list[str]]:
-    """Write the new columns of a transform into new data files of the fragments."""
+    """Write the new columns of a transform into new data files of the fragments (``report``
+    hears of the rows and files written)."""
     if isinstance(transform, pa.RecordBatchReader):
         schema, compute, done = add.reader_compute(transform)
         add.check_new_names(ds, schema.names)
         out = add.write_columns(
-            ds, schema, compute, batch_size or add.SQL_CHUNK_ROWS, fragment_ids, parallel=False
+            ds, schema, compute, batch_size or add.SQL_CHUNK_ROWS, fragment_ids, parallel=False, report=report
         )
         try:
             done()
@@ -145,13 +148,13 @@ def write_transform(
     if isinstance(transform, dict):
         schema, compute = add.sql_compute(ds, transform)
         rows = batch_size or add.SQL_CHUNK_ROWS
-        return add.write_columns(ds, schema, compute, rows, fragment_ids, live_only=False)
+        return add.write_columns(ds, schema, compute, rows, fragment_ids, live_only=False, report=report)
     schema, compute = udf_compute(ds, transform, read_columns)
     # a UDF is called batch after batch, fragment after fragment, as pylance calls it
     # (legacy datasets: batch_size is ignored, as pylance ignores it)
     legacy = add.writable_data_format(ds.manifest, ds.uri) == add.LEGACY_FORMAT
     rows = add.DEFAULT_UDF_BATCH_ROWS if legacy or batch_size is None else batch_size
-    return add.write_columns(ds, schema, compute, rows, fragment_ids, parallel=False)
+    return add.write_columns(ds, schema, compute, rows, fragment_ids, parallel=False, report=report)
 
 
 def plan_add_columns(
@@ -160,20 +163,24 @@ def plan_add_columns(
     read_columns: Sequence[str] | None = None,
     reader_schema: pa.Schema | None = None,
     batch_size: int | None = None,
+    progress: Progress = None,
 ) -> tuple[Pending, BatchUDF | None]:
     """The Merge adding the columns ``transforms`` describes (files written), and the UDF whose
-    checkpoint to remove once it is committed.
+    checkpoint to remove once it is committed. ``progress``: see :mod:`lance_table.table.progress`
+    (all-null columns write nothing and report nothing).
 
     Raises:
         SchemaChangeError: a new column's name is taken; the aligned data has another row count.
         FilterError: a SQL expression does not compile.
-        TypeError: the transform is of no kind taken.
+        TypeError: the transform is of no kind taken (InputTypeError also for ``progress``).
         UnsupportedFormatError: all-null columns on a legacy dataset.
     """
+    report = reporter("add_columns", progress)
     transform = normalize(ds, transforms, read_columns, reader_schema)
     if isinstance(transform, pa.Schema):
         return add.plan_null_columns(ds, transform), None
-    frags, fields, written = write_transform(ds, transform, read_columns, batch_size)
+    with report:
+        frags, fields, written = write_transform(ds, transform, read_columns, batch_size, report=report)
     return add.merge_pending(ds, frags, fields, written), transform if isinstance(
         transform, BatchUDF
     ) else None

@@ -19,6 +19,7 @@ from lance_table.table.operations.write import (
     prepare_write,
     write_fragments,
 )
+from lance_table.table.progress import Progress, known_rows, reporter
 from lance_table.table.snapshot import load
 
 
@@ -69,26 +70,32 @@ def create_fragment(
     schema: pa.Schema | None,
     mode: WriteMode,
     data_storage_version: str | None,
+    progress: Progress = None,
 ) -> Fragment:
     """All of ``data`` as one new fragment (one data file) with id ``fragment_id`` (0 if None), not
-    committed: pylance's ``LanceFragment.create``.
+    committed: pylance's ``LanceFragment.create``. ``progress`` as ``write_fragments``'s (fragment
+    hooks see ``fragment_id``).
 
     Raises:
         ValueError: ``fragment_id`` is negative or past 2**32-1; the data has no rows.
+        InputTypeError: ``progress`` is of no kind taken.
         (and as :func:`stage_fragments`)
     """
     fid = 0 if fragment_id is None else int(fragment_id)
     if not 0 <= fid < 1 << 32:
         raise ValueError(f"fragment_id must be in [0, 2**32), got {fragment_id}")
-    frags, _ = stage_fragments(
-        storage,
-        data,
-        schema,
-        mode,
-        data_storage_version,
-        max_rows_per_file=1 << 62,
-        max_bytes_per_file=1 << 62,
-    )
+    with reporter("write_fragments", progress, fragment_id=fid) as report:
+        report.phase("write", rows_total=known_rows(data))
+        frags, _ = stage_fragments(
+            storage,
+            data,
+            schema,
+            mode,
+            data_storage_version,
+            max_rows_per_file=1 << 62,
+            max_bytes_per_file=1 << 62,
+            progress=report,
+        )
     if not frags:
         raise ValueError(f"{storage.uri}: LanceFragment.create was given no rows")
     return replace(frags[0], id=fid)

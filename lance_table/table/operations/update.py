@@ -40,6 +40,7 @@ from lance_table.table.commit.row_ids import uses_stable_row_ids
 from lance_table.table.deletion import union, write_deletions
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.operations.write import FragmentWriter, check_blob_fields, writable_data_format
+from lance_table.table.progress import SILENT, Progress, Reporter, reporter
 from lance_table.table.scan import READ_CHUNK_ROWS, Predicate, in_flight, make_spec, matching_positions
 from lance_table.table.snapshot import Snapshot
 
@@ -104,9 +105,11 @@ def plan_update(
     updates: Mapping[str, str],
     where: Predicate | None = None,
     data_storage_version: str | None = None,
+    report: Reporter = SILENT,
 ) -> tuple[Pending, int]:
     """The Update operation for ``updates`` of the rows matching ``where`` (all rows if None) in
     ``ds``, with its new data and deletion files written, and how many rows it rewrites.
+    ``report`` hears of the rows scanned (phase ``scan``) and rewritten (phase ``write``).
 
     Raises:
         TypeError, UpdateError, ColumnNotFoundError, FilterError: as :func:`compile_assignments`;
@@ -135,12 +138,15 @@ def plan_update(
             runs = matching_positions(frag, spec, lo, min(lo + READ_CHUNK_ROWS, frag.physical_rows))
             if runs.total:
                 parts.append(runs.positions())
+        report.advance(frag.physical_rows)
         return np.concatenate(parts).astype(np.uint32) if parts else None
 
     frags = ds.fragment_readers()
     wait = in_flight(frags)
+    report.phase("scan", rows_total=sum(f.physical_rows for f in frags))
     found = map_grouped(matches, frags, [f.fragment.physical_rows for f in frags], in_flight=wait)
     touched = [(frag, pos) for frag, pos in zip(frags, found) if pos is not None]
+    report.phase("write", rows_total=sum(int(pos.size) for _, pos in touched))
     written: list[str] = []
     writer = FragmentWriter(
         ds.storage,
@@ -148,6 +154,7 @@ def plan_update(
         list(ds.manifest.fields),
         data_format=data_format,
         dictionaries=ds.manifest.dictionaries,
+        progress=report,
     )
     try:
         new = _rewrite(ds, touched, assignments, writer)
@@ -267,26 +274,31 @@ def update_rows(
     retry_timeout: dt.timedelta = DEFAULT_RETRY_TIMEOUT,
     data_storage_version: str | None = None,
     message: str | None = None,
+    progress: Progress = None,
 ) -> tuple[Snapshot, dict[str, int]]:
     """Update the rows of ``ds`` matching ``where``: the version committed and pylance's result,
     ``{"num_rows_updated": n}``. A conflict that a new attempt can get past (another update or
     delete of the same fragments) re-runs the whole update on the latest version, up to
-    ``conflict_retries`` times within ``retry_timeout``.
+    ``conflict_retries`` times within ``retry_timeout``. ``progress``: see
+    :mod:`lance_table.table.progress` (a retry starts the phases again).
 
     Raises:
         as :func:`plan_update`; UnsupportedFormatError also for a version lance_table cannot
-        write; CommitConflictError when the retries run out or the conflict is not retryable.
+        write; CommitConflictError when the retries run out or the conflict is not retryable;
+        InputTypeError when ``progress`` is of no kind taken.
     """
+    report = reporter("update", progress)
     versions.check_writable(ds.manifest, ds.uri)
     check_can_commit(ds.commit_options, ds.storage)
     if conflict_retries < 0:
         raise UpdateError(f"conflict_retries must not be negative, not {conflict_retries}")
 
     def attempt(current: Snapshot) -> tuple[Snapshot, dict[str, int]]:
-        pending, count = plan_update(current, updates, where, data_storage_version)
+        pending, count = plan_update(current, updates, where, data_storage_version, report)
         return current.commit(pending, message=message), {"num_rows_updated": count}
 
-    return retry_on_conflict(ds, attempt, conflict_retries, retry_timeout)
+    with report:
+        return retry_on_conflict(ds, attempt, conflict_retries, retry_timeout)
 
 
 __all__ = [

@@ -34,6 +34,7 @@ from lance_table.storage import Storage
 from lance_table.table import blob_write, versions
 from lance_table.table.commit import Pending
 from lance_table.table.operations.inputs import coerce_reader, conform, missing_fields, project_present
+from lance_table.table.progress import SILENT, Progress, Reporter
 from lance_table.table.snapshot import BLOB_V2_FORMATS
 
 DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
@@ -43,7 +44,8 @@ DEFAULT_MAX_BYTES_PER_FILE = 90 * 1024**3
 # one page, as pylance writes them.
 WRITE_CHUNK_ROWS = 128 * 1024
 
-ProgressCallback = Callable[[int], None]
+#: what ``write_dataset``'s ``progress=`` takes (see :mod:`lance_table.table.progress`)
+ProgressCallback = Progress
 WriteMode = Literal["create", "append", "overwrite"]
 # Data file formats lance_table writes into datasets.
 WRITABLE_FORMATS = ("0.1", "2.0", "2.1", "2.2")
@@ -278,6 +280,7 @@ class FragmentWriter:
 
     If anything fails, :meth:`abort` deletes every file written so far. ``before_file`` runs before
     each new file is created; an exception from it stops the write (the caller then aborts).
+    ``progress`` hears of the rows of each batch written and of each file begun and finished.
 
     Legacy files: ``dictionaries`` are the dataset's dictionary values by field id; every file's keys
     index them, extended by the values the rows bring, and :attr:`dictionaries` holds the values the
@@ -292,7 +295,7 @@ class FragmentWriter:
         *,
         max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
         max_bytes_per_file: int = DEFAULT_MAX_BYTES_PER_FILE,
-        progress: ProgressCallback | None = None,
+        progress: Reporter = SILENT,
         write_tag: str = "",
         before_file: Callable[[], None] | None = None,
         data_format: str = DEFAULT_DATA_FORMAT[1],
@@ -318,6 +321,7 @@ class FragmentWriter:
         self.fragments: list[Fragment] = []
         self.paths: list[str] = []
         self._writer: LanceFileWriter | LegacyFileWriter | None = None
+        self._background = not self._legacy and not progress.ordered
         self._stream: Any = None
         self._name = ""
         self._rows = 0
@@ -331,6 +335,7 @@ class FragmentWriter:
         path = paths.data_file_path(self._name)
         self.paths.append(path)
         self._stream = self.storage.open_writer(path)
+        self.progress.file_started(self._name, *self._file_version)
         stem = self._name[: -len(paths.DATA_FILE_SUFFIX)]
         if self._legacy:
             self._writer = LegacyFileWriter(
@@ -356,7 +361,8 @@ class FragmentWriter:
 
     def _finish_file(self, background: bool = False) -> None:
         """Close the file being written; with ``background``, on a thread while the next file is
-        written (not for legacy files: the next one needs this one's dictionaries). At most one
+        written (not for legacy files: the next one needs this one's dictionaries; nor when the
+        progress hooks must see each file complete before the next begins). At most one
         file closes in the background at a time, which bounds the memory its pages hold."""
         if self._writer is None:
             return
@@ -364,7 +370,7 @@ class FragmentWriter:
         writer, stream, name = self._writer, self._stream, self._name
         self._writer = None
         self._stream = None
-        if background and not self._legacy:
+        if background and self._background:
             self._closing = pool(CLOSE).submit(self._close_file, writer, stream, name)
         else:
             self.fragments.append(self._close_file(writer, stream, name))
@@ -386,7 +392,7 @@ class FragmentWriter:
             raise
         if isinstance(written, LegacyWrittenFile):
             self.dictionaries.update(written.dictionaries)
-        return Fragment(
+        fragment = Fragment(
             id=0,
             files=(
                 DataFile(
@@ -404,6 +410,8 @@ class FragmentWriter:
             ),
             physical_rows=written.num_rows,
         )
+        self.progress.file_written(fragment)
+        return fragment
 
     def write(self, batch: pa.RecordBatch) -> None:
         if batch.schema != self.schema:  # rows as read (extension types): as the files store them
@@ -420,8 +428,7 @@ class FragmentWriter:
             self._rows += piece.num_rows
             self._bytes += piece.nbytes
             offset += piece.num_rows
-            if self.progress is not None:
-                self.progress(piece.num_rows)
+            self.progress.advance(piece.num_rows)
             if self._rows >= self.max_rows or self._bytes >= self.max_bytes:
                 self._finish_file(background=True)
 

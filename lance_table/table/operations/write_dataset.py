@@ -23,11 +23,11 @@ from lance_table.table.operations.manifest_paths import (
 from lance_table.table.operations.write import (
     DEFAULT_MAX_BYTES_PER_FILE,
     DEFAULT_MAX_ROWS_PER_FILE,
-    ProgressCallback,
     WriteMode,
     prepare_write,
     write_fragments,
 )
+from lance_table.table.progress import Progress, known_rows, reporter
 from lance_table.table.snapshot import Snapshot, load
 
 
@@ -43,7 +43,7 @@ def write_snapshot(
     data_cache_bytes: int | None = None,
     max_page_bytes: int | None = None,
     commit_lock: CommitLock | None = None,
-    progress: ProgressCallback | None = None,
+    progress: Progress = None,
     storage_options: Mapping[str, Any] | None = None,
     data_storage_version: str | None = None,
     use_legacy_format: bool | None = None,
@@ -108,17 +108,19 @@ def write_snapshot(
         latest = None
     base = latest.manifest if latest is not None else None
     plan, reader = prepare_write(base, mode, data, schema, storage.uri, data_storage_version)
-    frags, written, dictionaries = write_fragments(
-        storage,
-        reader,
-        plan.schema,
-        list(plan.fields),
-        max_rows_per_file=max_rows_per_file,
-        max_bytes_per_file=max_bytes_per_file,
-        progress=progress,
-        data_format=plan.data_format,
-        dictionaries=plan.dictionaries,
-    )
+    with reporter("write", progress) as report:
+        report.phase("write", rows_total=known_rows(data))
+        frags, written, dictionaries = write_fragments(
+            storage,
+            reader,
+            plan.schema,
+            list(plan.fields),
+            max_rows_per_file=max_rows_per_file,
+            max_bytes_per_file=max_bytes_per_file,
+            progress=report,
+            data_format=plan.data_format,
+            dictionaries=plan.dictionaries,
+        )
     scheme = latest.scheme if latest is not None else scheme_for_new_dataset(enable_v2_manifest_paths)
     pending = plan.pending(frags, written, dictionaries)
     if enable_stable_row_ids and isinstance(pending.operation, OverwriteOp):

@@ -1,0 +1,202 @@
+"""Distributed compaction with pylance's objects (``lance.optimize.Compaction.plan``, ``CompactionTask``,
+``RewriteResult``, ``Compaction.commit``): a driver plans, workers in any process rewrite one task's
+fragments each, and the driver commits every rewrite as one compaction (lance-ray's contract).
+
+Tasks and results pickle; a task reads the version the plan was made on, whatever was committed
+since, and the commit rebases over concurrent appends as any compaction does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from lance_table.errors import CommitConflictError
+from lance_table.table import indices
+from lance_table.table.frag_reuse import load_versions
+from lance_table.table.fragment_metadata import FragmentMetadata
+from lance_table.table.operations.compaction import (
+    CompactionMetrics,
+    _Bin,
+    _files_of,
+    commit_compaction,
+    job_for,
+    plan_compaction,
+    rewrite,
+)
+from lance_table.table.snapshot import Snapshot
+
+# the options that decide which fragments are compacted (the others only tune the rewrite)
+PLAN_OPTIONS = ("target_rows_per_fragment", "materialize_deletions", "materialize_deletions_threshold")
+
+
+def _at(dataset: Any, version: int) -> Snapshot:
+    snapshot: Snapshot = dataset._snapshot
+    return snapshot if snapshot.version == version else dataset.checkout_version(version)._snapshot
+
+
+def _bins_of(snapshot: Snapshot, groups: Sequence[Sequence[int]]) -> list[_Bin]:
+    """The bins of fragment ids ``groups`` of ``snapshot``, with the indices covering them."""
+    readers = {r.fragment.id: r for r in snapshot.fragment_readers()}
+    missing = [i for ids in groups for i in ids if i not in readers]
+    if missing:
+        raise CommitConflictError(
+            f"{snapshot.uri}: fragments {missing} of a compaction task are not in version {snapshot.version}",
+            retryable=False,
+        )
+    index_list = indices.decode_section(snapshot.manifest.index_section)
+    covered = indices.coverage(index_list, lambda idx: load_versions(snapshot.storage, idx))
+    return [
+        _Bin([readers[i] for i in ids], [True] * len(ids), covered(ids[0]) if ids else ()) for ids in groups
+    ]
+
+
+@dataclass(frozen=True)
+class RewriteResult:
+    """What one :class:`CompactionTask` wrote (pylance's ``lance.optimize.RewriteResult``): hand it
+    back to the driver for :meth:`~lance_table.optimize.Compaction.commit`.
+
+    Attributes:
+        read_version: the version the task read.
+        metrics: the task's share of the compaction's metrics.
+        old_fragments: the fragments it rewrote.
+        new_fragments: the fragments written in their place (ids are assigned at the commit).
+
+    Example:
+        ```python
+        from lance_table.optimize import Compaction
+
+        ds.delete("id % 2 = 0")
+        plan = Compaction.plan(ds, {"target_rows_per_fragment": 1_000_000})
+        result = plan.tasks[0].execute(ds)
+        print(result.metrics, [f.physical_rows for f in result.new_fragments])
+        ```
+    """
+
+    read_version: int
+    metrics: CompactionMetrics
+    old_fragments: list[FragmentMetadata]
+    new_fragments: list[FragmentMetadata]
+    files: tuple[str, ...] = field(default=(), repr=False)  # every file written, sidecars too
+
+
+@dataclass(frozen=True)
+class CompactionTask:
+    """One group of fragments to rewrite (pylance's ``lance.optimize.CompactionTask``).
+
+    Attributes:
+        read_version: the version the plan was made on.
+        fragments: the fragments this task rewrites into one.
+
+    Example:
+        ```python
+        from lance_table.optimize import Compaction
+
+        ds.delete("id % 2 = 0")
+        plan = Compaction.plan(ds, {"target_rows_per_fragment": 1_000_000})
+        task = plan.tasks[0]
+        print([f.id for f in task.fragments])
+        Compaction.commit(ds, [task.execute(lt.dataset(uri))])
+        ```
+    """
+
+    read_version: int
+    fragments: list[FragmentMetadata]
+    options: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+    def execute(self, dataset: Any) -> RewriteResult:
+        """Rewrite the task's fragments into new data files of ``dataset`` (any handle on it, in
+        any process); nothing is committed.
+
+        Raises:
+            CommitConflictError: the task's fragments are not in its read version.
+            UnsupportedFormatError: as :meth:`~lance_table.LanceDataset.optimize` ``.compact_files``.
+        """
+        snapshot = _at(dataset, self.read_version)
+        [bin_] = _bins_of(snapshot, [[f.id for f in self.fragments]])
+        job = job_for(snapshot, [bin_], self.options.get("max_bytes_per_file"))
+        new, files = rewrite(job, bin_)
+        old = [r.fragment for r in bin_.fragments]
+        metrics = CompactionMetrics(
+            fragments_removed=len(old),
+            fragments_added=len(new),
+            files_removed=sum(_files_of(f) for f in old),
+            files_added=sum(_files_of(f) for f in new),
+        )
+        return RewriteResult(
+            self.read_version,
+            metrics,
+            [FragmentMetadata.from_fragment(f) for f in old],
+            [FragmentMetadata.from_fragment(f) for f in new],
+            tuple(files),
+        )
+
+
+@dataclass(frozen=True)
+class CompactionPlan:
+    """The tasks of a compaction (pylance's ``lance.optimize.CompactionPlan``).
+
+    Attributes:
+        read_version: the version the plan was made on.
+        tasks: one task per group of fragments to rewrite.
+
+    Example:
+        ```python
+        from lance_table.optimize import Compaction
+
+        ds.delete("id % 2 = 0")
+        plan = Compaction.plan(ds, {"target_rows_per_fragment": 1_000_000})
+        print(plan.read_version, plan.num_tasks())
+        ```
+    """
+
+    read_version: int
+    tasks: list[CompactionTask]
+
+    def num_tasks(self) -> int:
+        """How many tasks the plan has."""
+        return len(self.tasks)
+
+
+def plan(dataset: Any, options: Mapping[str, Any]) -> CompactionPlan:
+    """The compaction of ``dataset``'s version as tasks (none when there is nothing to compact)."""
+    snapshot: Snapshot = dataset._snapshot
+    job = plan_compaction(
+        snapshot,
+        **{k: options.get(k) for k in PLAN_OPTIONS},
+        max_bytes_per_file=options.get("max_bytes_per_file"),
+    )
+    bins = job.bins if job is not None else []
+    tasks = [
+        CompactionTask(
+            snapshot.version,
+            [FragmentMetadata.from_fragment(r.fragment) for r in bin_.fragments],
+            dict(options),
+        )
+        for bin_ in bins
+    ]
+    return CompactionPlan(snapshot.version, tasks)
+
+
+def commit(dataset: Any, rewrites: Sequence[RewriteResult]) -> tuple[Snapshot, CompactionMetrics]:
+    """Commit the rewrites of one plan as one compaction (``ReserveFragments``, then ``Rewrite``).
+
+    Raises:
+        ValueError: the rewrites were made on different versions.
+        CommitConflictError: a concurrent delete or compaction touched the same fragments.
+    """
+    snapshot: Snapshot = dataset._snapshot
+    if not rewrites:
+        return snapshot, CompactionMetrics()
+    versions = {r.read_version for r in rewrites}
+    if len(versions) != 1:
+        raise ValueError(
+            f"the rewrites come from different versions {sorted(versions)}: commit each plan alone"
+        )
+    base = _at(dataset, versions.pop())
+    bins = _bins_of(base, [[f.id for f in r.old_fragments] for r in rewrites])
+    job = job_for(base, bins, None)
+    written = [[f.to_fragment() for f in r.new_fragments] for r in rewrites]
+    files = tuple(path for r in rewrites for path in r.files)
+    return commit_compaction(job, written, files)

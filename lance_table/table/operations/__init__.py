@@ -1,0 +1,1 @@
+"""The operations a dataset runs: writes, deletes, updates, merges, schema changes, maintenance."""
