@@ -129,6 +129,8 @@ def compile_function(c: _Compiler, node: exp.Expr) -> _Operand:
         if node.args.get("expression") is not None:
             raise FilterError("array_length() with a dimension is not supported")
         return _array_length(c, node.this)
+    if isinstance(node, exp.Array):
+        return _list_value(c, node)
     if isinstance(node, exp.Coalesce):
         return coalesce(c, [c.compile(a) for a in [node.this, *node.expressions]])
     if isinstance(node, exp.Nullif):
@@ -152,6 +154,7 @@ _HANDLED = (
     exp.ArrayContainsAll,
     exp.ArrayOverlaps,
     exp.ArraySize,
+    exp.Array,
     exp.Coalesce,
     exp.Nullif,
     exp.CurrentDate,
@@ -260,6 +263,19 @@ def _array_literal(c: _Compiler, name: str, node: exp.Expr, element: pa.DataType
     types = {v.type for v in values if v.is_valid}
     target = types.pop() if len(types) == 1 else element
     return pa.scalar([v.cast(target).as_py() if v.is_valid else None for v in values], pa.list_(target))
+
+
+def _list_value(c: _Compiler, node: exp.Array) -> _Operand:
+    """A list literal ``[1.5, 2]`` as a value (an update of a vector column, say): a list of the
+    items' common type (integers and floats: floats)."""
+    items = [c.compile(item) for item in node.expressions]
+    if any(item.value is None for item in items):
+        raise FilterError("the items of a list literal must be literals")
+    try:
+        values = pa.array([item.value.as_py() for item in items if item.value is not None])
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+        raise FilterError(f"the items of a list literal have no common type: {e}") from e
+    return _literal(pa.scalar(values.to_pylist(), pa.list_(values.type)))
 
 
 def _needle(c: _Compiler, name: str, node: exp.Expr, element: pa.DataType) -> pa.Scalar:

@@ -70,6 +70,10 @@ class DataFile:
         if type(self.path) is not _CallablePath:
             self.path = _CallablePath(self.path)
 
+    def __setstate__(self, state: dict[str, Any]) -> None:  # (unpickled: the path callable again)
+        self.__dict__.update(state)
+        self.path = _CallablePath(self.path)
+
     def field_ids(self) -> list[int]:
         """Deprecated (as in pylance): use ``fields``."""
         warnings.warn(

@@ -1,6 +1,6 @@
-"""SQL pylance reads that lance_table did not: a field of a computed struct value (``l[1]['x']``,
-of a list element) and typed literals with double-quoted text (``TIMESTAMP "..."``), in column
-expressions and filters, compared with pylance."""
+"""SQL pylance reads that lance_table did not: list literals as values, a field of a computed
+struct (``l[1]['x']``, of a list element) and typed literals with double-quoted text
+(``TIMESTAMP "..."``), in column expressions and filters, compared with pylance."""
 
 from __future__ import annotations
 
@@ -43,3 +43,27 @@ def test_typed_literals_with_double_quoted_text_as_pylance(tmp_path: Path) -> No
         assert lt.dataset(tmp_path).count_rows(sql) == lance.dataset(tmp_path).count_rows(sql)
     # a double-quoted text elsewhere keeps its meaning
     assert lt.dataset(tmp_path).count_rows('"t" IS NOT NULL') == 2
+
+
+def test_list_literals_as_values_as_pylance(tmp_path: Path) -> None:
+    """``[42.0, 43.0]`` as a value: an update of a vector column, a projected constant."""
+    vecs = pa.FixedSizeListArray.from_arrays(pa.array(range(8), type=pa.float32()), 2)
+    for lib, name in ((lt, "ours"), (lance, "pylance")):
+        lance.write_dataset(pa.table({"a": range(4), "vec": vecs}), tmp_path / name)
+        assert lib.dataset(tmp_path / name).update({"vec": "[42.0, 43.0]"}, where="a < 2") == {
+            "num_rows_updated": 2
+        }
+    ours, theirs = (lance.dataset(tmp_path / n).to_table().sort_by("a") for n in ("ours", "pylance"))
+    assert ours.equals(theirs)
+    columns = {"x": "[1.0, 2.5]", "a": "a"}
+    mine, yours = (
+        lt.dataset(tmp_path / "ours").to_table(columns=columns),
+        lance.dataset(tmp_path / "ours").to_table(columns=columns),
+    )
+    assert (
+        mine.to_pylist() == yours.to_pylist() and mine.schema.field("x").type == yours.schema.field("x").type
+    )
+    with pytest.raises(lt.FilterError, match="fixed_size_list"):
+        lt.dataset(tmp_path / "ours").update({"vec": "[1, 2, 3]"})
+    with pytest.raises(lt.FilterError, match="literals"):
+        lt.dataset(tmp_path / "ours").to_table(columns={"x": "[a, 1]"})

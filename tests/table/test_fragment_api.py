@@ -223,6 +223,8 @@ def test_deprecated_pylance_spellings_still_work_and_warn(tmp_path: Path) -> Non
     with pytest.warns(DeprecationWarning):
         assert metadata.data_files() == metadata.files
     assert pickle.loads(pickle.dumps(data_file)) == data_file and json.dumps(metadata.to_json())
+    with pytest.warns(DeprecationWarning):  # (unpickled too, as pylance's)
+        assert pickle.loads(pickle.dumps(metadata)).files[0].path() == data_file.path
     merged, _ = lt.dataset(tmp_path).get_fragment(0).merge_columns(lambda b: pa.record_batch([b["a"]], ["c"]))
     with pytest.deprecated_call():
         merge = lt.LanceOperation.Merge([merged], pa.schema([("a", pa.int64()), ("c", pa.int64())]))

@@ -95,3 +95,18 @@ def test_an_impossible_cast_names_the_types_as_pylance(
         messages.append(str(info.value))
     phrase = messages[1]
     assert phrase.startswith(f'Cannot cast column "{column}" from ') and phrase in messages[0]
+
+
+@pytest.mark.parametrize(
+    ("alteration", "phrase"),
+    [
+        ({"path": "x", "type": "string"}, "Unknown key: type"),
+        ({"path": "x"}, "At least one of name, nullable, or data_type must be specified"),
+        ({"name": "y"}, "path is required"),
+    ],
+)
+def test_bad_alterations_are_pylances_value_errors(tmp_path: Path, alteration: dict, phrase: str) -> None:
+    for lib in (lance, lt):
+        lib.write_dataset(pa.table({"x": [1]}), tmp_path / lib.__name__)
+        with pytest.raises(ValueError, match=phrase):
+            lib.dataset(tmp_path / lib.__name__).alter_columns(alteration)

@@ -102,11 +102,14 @@ def _check_no_nulls(ds: Snapshot, path: str) -> None:
 def _alteration(fields: Sequence[LanceField], alt: Mapping[str, Any]) -> tuple[LanceField, dict[str, Any]]:
     if not isinstance(alt, Mapping):
         raise TypeError(f"an alteration must be a dict with 'path', not {type(alt).__name__}")
-    unknown = set(alt) - ALTER_KEYS
-    if unknown or "path" not in alt:
-        raise SchemaChangeError(
-            f"an alteration takes 'path' and any of 'name', 'nullable', 'data_type'; got {sorted(alt)}"
-        )
+    # (pylance's words, and a ValueError as pylance raises)
+    unknown = sorted(set(alt) - ALTER_KEYS)
+    if unknown:
+        raise SchemaError(f"Unknown key: {unknown[0]}. Valid keys are name, nullable, and data_type.")
+    if "path" not in alt:
+        raise SchemaError("path is required")
+    if not set(alt) - {"path"}:
+        raise SchemaError("At least one of name, nullable, or data_type must be specified")
     f = find_field(fields, alt["path"])
     if f is None:
         raise SchemaChangeError(f'Column "{alt["path"]}" does not exist in the dataset')
