@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from common import Report, Result, argument_parser, interleaved_on_datasets
 
 import lance_table as lt
+from lance_table.table import version_summaries
 
 FORMAT = "2.2"
 
@@ -138,6 +139,12 @@ def main() -> None:
         both("open latest", lambda u: lt.dataset(u), lambda u: lance.dataset(u))
         both("open version 1", lambda u: lt.dataset(u, version=1), lambda u: lance.dataset(u, version=1))
         both("versions()", lambda u: lt.dataset(u).versions(), lambda u: lance.dataset(u).versions())
+
+        def cold_versions(u: str) -> object:
+            version_summaries.clear()
+            return lt.dataset(u).versions()
+
+        both("versions(), first call", cold_versions, lambda u: lance.dataset(u).versions())
         both("count rows", lambda u: lt.dataset(u).count_rows(), lambda u: lance.dataset(u).count_rows())
         both("full scan", lambda u: lt.dataset(u).to_table(), lambda u: lance.dataset(u).to_table())
         flt = f"id >= {lo} AND id < {lo + 100}"

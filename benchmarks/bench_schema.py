@@ -86,6 +86,10 @@ def main(argv: list[str] | None = None) -> int:
 
     import lance_table as lt
 
+    # lance_table loads its SQL parser (sqlglot) on the first SQL expression, a one-off cost of
+    # about half a second (more on a loaded machine): loaded before the timings, as pylance is
+    import lance_table.filters.values
+
     report = Report("Schema evolution (fresh copy per call)", {"rows": args.rows, "runs": args.runs})
     work = Path(tempfile.mkdtemp(prefix="lance_table_bench_schema_"))
     try:

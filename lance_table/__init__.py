@@ -47,6 +47,8 @@ except _metadata.PackageNotFoundError:  # pragma: no cover - a source tree that 
 import lance_table.commit as commit  # pylance's ``lance.commit``
 import lance_table.fragment as fragment  # pylance's ``lance.fragment``
 import lance_table.optimize as optimize  # pylance's ``lance.optimize``
+from lance_table.format.transaction import COMMIT_MESSAGE_KEY as LANCE_COMMIT_MESSAGE_KEY
+from lance_table.schema import json_to_schema, schema_to_json
 from lance_table.table import Dataset, LanceDataset, dataset, write_dataset
 from lance_table.table.blobs import BlobFile
 from lance_table.table.fragment_metadata import FragmentMetadata
@@ -54,6 +56,7 @@ from lance_table.table.lance_fragment import LanceFragment
 from lance_table.table.lance_operation import LanceOperation, Transaction
 from lance_table.table.lance_schema import LanceSchema
 from lance_table.table.maintenance import DataStatistics, FieldStatistics
+from lance_table.table.operations.auto_cleanup import AutoCleanupConfig
 from lance_table.table.operations.cleanup import CleanupCandidateFile, CleanupExplanation, CleanupStats
 from lance_table.table.operations.merge_insert import MergeInsertBuilder
 from lance_table.table.scan_spec import ColumnOrdering
@@ -61,6 +64,8 @@ from lance_table.table.scanner import LanceScanner
 from lance_table.udf import BatchUDF, add_columns_udf, batch_udf
 
 __all__ = [
+    "LANCE_COMMIT_MESSAGE_KEY",
+    "AutoCleanupConfig",
     "BatchCommitError",
     "BatchUDF",
     "BlobFile",
@@ -113,6 +118,8 @@ __all__ = [
     "commit",
     "dataset",
     "fragment",
+    "json_to_schema",
     "optimize",
+    "schema_to_json",
     "write_dataset",
 ]

@@ -3,7 +3,12 @@ pieces of one big page on a third, so a task can wait on tasks of the next pool 
 Writers encode their columns on a fourth (whose tasks may wait on the pieces' pool), write a
 batch's pages on a fifth while the next batch is encoded, and close a finished file on a sixth
 (whose tasks wait on the fourth and fifth) while the next file is written. Maps called inside the
-tasks of a map of even tasks that already keeps every worker busy run inline."""
+tasks of a map of even tasks that already keeps every worker busy run inline.
+
+The pools are the process's own: a child forked from a process that used them (Spark's Python
+workers, ``multiprocessing`` with ``fork``) starts with none and makes its own on first use.
+``LANCE_CPU_THREADS`` and ``LANCE_IO_THREADS`` (pylance's names) bound the threads of each pool;
+set them on Spark's executors with ``spark.executorEnv.LANCE_CPU_THREADS``."""
 
 from __future__ import annotations
 
@@ -35,25 +40,78 @@ _LOCK = threading.Lock()
 _BUSY = threading.local()
 
 
+def _threads_setting(name: str, default: int) -> int:
+    """A thread count from the environment variable ``name``, or ``default`` when unset.
+
+    Raises:
+        ValueError: the variable is set to something other than a positive integer, naming it.
+    """
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"environment variable {name} must be a positive integer, got {raw!r}")
+    return value
+
+
 def workers() -> int:
-    """The number of threads of each pool."""
-    return min(8, os.cpu_count() or 2)
+    """The number of threads of each pool: ``LANCE_CPU_THREADS``, else the cores (at most 8).
+
+    Raises:
+        ValueError: ``LANCE_CPU_THREADS`` is not a positive integer.
+    """
+    return _threads_setting("LANCE_CPU_THREADS", min(8, os.cpu_count() or 2))
 
 
-#: the most threads of the I/O pool: the most fragment reads of a remote store in flight at once
+#: the most threads of the I/O pool by default: the most fragment reads of a remote store in flight
 IO_THREADS = 64
+
+
+def io_threads() -> int:
+    """The threads of the I/O pool: ``LANCE_IO_THREADS``, else :data:`IO_THREADS`.
+
+    Raises:
+        ValueError: ``LANCE_IO_THREADS`` is not a positive integer.
+    """
+    return _threads_setting("LANCE_IO_THREADS", IO_THREADS)
+
+
+def after_fork_in_child(fn: Callable[[], None]) -> None:
+    """Run ``fn`` in every child process forked from this one (where ``os.fork`` exists): it
+    replaces locks another thread may have held at the fork and drops what lives on threads or
+    connections of the parent."""
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=fn)
+
+
+def _reset_after_fork() -> None:
+    """A forked child has none of its parent's pool threads: it starts without pools."""
+    global _LOCK, _BUSY
+    _POOLS.clear()
+    _LOCK = threading.Lock()
+    _BUSY = threading.local()
+
+
+after_fork_in_child(_reset_after_fork)
 
 
 def pool(name: str) -> ThreadPoolExecutor:
     """The process-wide pool called ``name`` (numpy, pyarrow and file reads release the GIL).
 
     Each has :func:`workers` threads, but :data:`IO`, whose tasks mostly wait on a remote store,
-    which has :data:`IO_THREADS`.
+    which has :func:`io_threads`.
+
+    Raises:
+        ValueError: the thread count's environment variable is not a positive integer.
     """
     with _LOCK:
         found = _POOLS.get(name)
         if found is None:
-            size = IO_THREADS if name == IO else workers()
+            size = io_threads() if name == IO else workers()
             found = _POOLS[name] = ThreadPoolExecutor(max_workers=size, thread_name_prefix=name)
         return found
 
@@ -182,7 +240,7 @@ def map_grouped(
     items = list(items)
     name, tasks = FRAGMENTS, None
     if in_flight > workers() and len(items) > 1 and not _inline(FRAGMENTS) and not _inline(IO):
-        name, tasks = IO, min(in_flight, IO_THREADS)
+        name, tasks = IO, min(in_flight, io_threads())
     spans = groups(sizes, tasks=tasks)
     if len(spans) == len(items):
         return map_on(name, fn, items, even=True)
@@ -209,7 +267,7 @@ def map_groups(
     # fixed cost of its own; each group keeps at least BATCH_ITEMS items when there are enough.
     name, tasks = FRAGMENTS, max(1, min(BATCH_GROUPS_PER_WORKER * workers(), len(items) // BATCH_ITEMS))
     if in_flight > workers() and len(items) > 1 and not _inline(FRAGMENTS) and not _inline(IO):
-        name, tasks = IO, min(in_flight, IO_THREADS)
+        name, tasks = IO, min(in_flight, io_threads())
     spans = groups(sizes, tasks=tasks)
     parts = map_on(name, lambda span: fn(items[span[0] : span[1]]), spans, even=True)
     return [r for part in parts for r in part]

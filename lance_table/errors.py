@@ -96,7 +96,17 @@ class RowRangeError(LanceTableError, IndexError, ValueError):
 
 
 class FilterError(LanceTableError, ValueError):
-    """A filter predicate cannot be parsed or uses a construct this library does not support."""
+    """A filter predicate cannot be parsed or uses a construct this library does not support.
+
+    The message starts as pylance's does (``Invalid user input: ``), which its users match on.
+    """
+
+    PREFIX = "Invalid user input: "
+
+    def __init__(self, message: str = "", *args: Any) -> None:
+        if not message.startswith(self.PREFIX):
+            message = self.PREFIX + message
+        super().__init__(message, *args)
 
 
 class ScanOptionError(LanceTableError, ValueError):
@@ -121,7 +131,8 @@ class ColumnNotFoundError(FilterError):
         folded = {c.casefold(): c for c in reversed(self.columns)}
         close = difflib.get_close_matches(name.casefold(), list(folded), n=1, cutoff=0.6)
         self.suggestion = folded[close[0]] if close else None
-        what = f"unknown field '{name}' in struct column '{parent}'" if parent else f"unknown column '{name}'"
+        # (top level: pylance's words, "No field named x", which its users match on)
+        what = f"unknown field '{name}' in struct column '{parent}'" if parent else f"No field named {name}"
         hint = f"; did you mean '{self.suggestion}'?" if self.suggestion else ""
         listed = ", ".join(self.columns[:50]) + (", ..." if len(self.columns) > 50 else "")
         kind = "its fields" if parent else "the columns"
@@ -234,7 +245,8 @@ class CommitConflictError(CommitError, OSError):
 
     def __init__(self, message: str = "", retryable: bool = True) -> None:
         self.retryable = retryable
-        super().__init__(message)
+        # raised bare (by a commit lock, as pylance's tests do): the message still names the error
+        super().__init__(message or "CommitConflictError: a concurrent commit conflicts with this one")
 
 
 class CommitStateUnknownError(CommitError):

@@ -7,8 +7,8 @@ text is stored as JSONB (:mod:`lance_table.jsonb`) under the logical type ``json
 ``lance.json``, and reads back as ``arrow.json`` text.
 
 Reading rebuilds an extension type through pyarrow's registry, as pyarrow does for data it
-imports: a type nobody registered (``lance.bfloat16`` when pylance was never imported, say) stays
-its storage type with the two metadata keys, exactly as pyarrow leaves it.
+imports: a type nobody registered stays its storage type with the two metadata keys, exactly as
+pyarrow leaves it; ``lance.bfloat16`` then reads as lance_table's own type (:mod:`lance_table.arrow`).
 
 Inside lance_table (codecs, the write path) columns keep their storage types; :func:`storage_schema`
 and :func:`to_storage` convert on the way in, :func:`user_schema` and :func:`to_user` on the way out.
@@ -30,6 +30,7 @@ ARROW_JSON = "arrow.json"
 LANCE_JSON = b"lance.json"
 # Extension names the table layer handles itself (blob columns) and this module leaves alone.
 _OWN_PREFIX = b"lance.blob"
+BFLOAT16 = b"lance.bfloat16"
 
 
 class _CSchema(ctypes.Structure):
@@ -203,9 +204,30 @@ def _registered(storage: pa.DataType, name: bytes, params: bytes) -> pa.DataType
         return None
     if not isinstance(t, pa.BaseExtensionType):
         return None
+    if t.storage_type != storage and isinstance(t, pa.FixedShapeTensorType):
+        # a tensor of an extension nobody registered (bfloat16): its values as given
+        if not pa.types.is_fixed_size_list(storage):
+            return None
+        t = pa.fixed_shape_tensor(
+            storage.value_type, t.shape, dim_names=t.dim_names, permutation=t.permutation
+        )
     if len(_FOUND) < 1024:
         _FOUND[key] = t
     return t
+
+
+def _own(storage: pa.DataType, name: bytes, params: bytes) -> pa.DataType | None:
+    """lance_table's own type for an extension nobody registered (``lance.bfloat16``, the image
+    types; see :mod:`lance_table.arrow`), or None."""
+    if name == BFLOAT16 and storage == pa.binary(2):
+        from lance_table.arrow import BFloat16Type
+
+        return BFloat16Type()
+    if name.startswith(b"lance.arrow."):
+        from lance_table.arrow_images import own_image_type
+
+        return own_image_type(storage, name, params)
+    return None
 
 
 def user_field(f: pa.Field, json: bool = True) -> pa.Field:
@@ -221,7 +243,8 @@ def user_field(f: pa.Field, json: bool = True) -> pa.Field:
         if name == LANCE_JSON and pa.types.is_large_binary(f.type):
             return pa.field(f.name, pa.json_(), f.nullable, metadata=rest)
         inner = _user_type(f.type, json)
-        ext = _registered(inner, name, md.get(EXT_METADATA, b""))
+        params = md.get(EXT_METADATA, b"")
+        ext = _registered(inner, name, params) or _own(inner, name, params)
         if ext is not None:
             return pa.field(f.name, ext, f.nullable, metadata=rest)
         return f if inner is f.type else pa.field(f.name, inner, f.nullable, metadata=f.metadata)
@@ -286,6 +309,8 @@ def to_user(
         values = to_user(flat, stored.type.value_field, tt.value_field)
         return pa.FixedSizeListArray.from_arrays(values, type=tt, mask=_mask(arr))
     if isinstance(tt, pa.BaseExtensionType):
+        if arr.type != tt.storage_type:  # its storage holds extension values too (a bfloat16 tensor)
+            arr = to_user(arr, pa.field(stored.name, stored.type), pa.field(stored.name, tt.storage_type))
         return pa.ExtensionArray.from_storage(tt, arr)
     return arr.cast(tt)
 

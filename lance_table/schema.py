@@ -8,7 +8,7 @@ dictionaries are leaves whose inner type is spelled out in the logical type stri
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -16,37 +16,14 @@ import pyarrow as pa
 
 from lance_table._parallel import cached_per_instance
 from lance_table.errors import SchemaError
-from lance_table.extensions import is_json_field, storage_field, user_field
+from lance_table.extensions import is_json_field, storage_field, user_field, user_schema
+from lance_table.logical_types import json_to_schema, leaf_type_from_logical, logical_type_of, schema_to_json
 
 # The legacy ``lance.file.Encoding`` enum, still written for every field.
 ENCODING_NONE = 0
 ENCODING_PLAIN = 1
 ENCODING_VAR_BINARY = 2
 ENCODING_DICTIONARY = 3
-
-_SIMPLE: dict[str, pa.DataType] = {
-    "null": pa.null(),
-    "bool": pa.bool_(),
-    "int8": pa.int8(),
-    "uint8": pa.uint8(),
-    "int16": pa.int16(),
-    "uint16": pa.uint16(),
-    "int32": pa.int32(),
-    "uint32": pa.uint32(),
-    "int64": pa.int64(),
-    "uint64": pa.uint64(),
-    "halffloat": pa.float16(),
-    "float": pa.float32(),
-    "double": pa.float64(),
-    "string": pa.string(),
-    "binary": pa.binary(),
-    "large_string": pa.large_string(),
-    "large_binary": pa.large_binary(),
-    "json": pa.large_binary(),
-    "date32:day": pa.date32(),
-    "date64:ms": pa.date64(),
-}
-_SIMPLE_NAMES: dict[pa.DataType, str] = {t: n for n, t in _SIMPLE.items() if n != "json"}
 
 
 @dataclass(frozen=True)
@@ -106,90 +83,6 @@ class FieldNode:
         yield self
         for child in self.children:
             yield from child.walk()
-
-
-# ---------------------------------------------------------------------------------------------
-# logical type strings
-
-
-def logical_type_of(t: pa.DataType) -> str:
-    """The Lance logical type string for an Arrow type.
-
-    Raises:
-        SchemaError: the type has no Lance equivalent.
-    """
-    simple = _SIMPLE_NAMES.get(t)
-    if simple is not None:
-        return simple
-    if pa.types.is_timestamp(t):
-        return f"timestamp:{t.unit}:{t.tz if t.tz is not None else '-'}"
-    if pa.types.is_time32(t):
-        return f"time32:{t.unit}"
-    if pa.types.is_time64(t):
-        return f"time64:{t.unit}"
-    if pa.types.is_duration(t):
-        return f"duration:{t.unit}"
-    if pa.types.is_decimal128(t):
-        return f"decimal:128:{t.precision}:{t.scale}"
-    if pa.types.is_decimal256(t):
-        return f"decimal:256:{t.precision}:{t.scale}"
-    if pa.types.is_fixed_size_binary(t):
-        return f"fixed_size_binary:{t.byte_width}"
-    if pa.types.is_fixed_size_list(t):
-        return f"fixed_size_list:{logical_type_of(t.value_type)}:{t.list_size}"
-    if pa.types.is_dictionary(t):
-        return f"dict:{logical_type_of(t.value_type)}:{logical_type_of(t.index_type)}:false"
-    if pa.types.is_struct(t):
-        return "struct"
-    if pa.types.is_list(t):
-        return "list.struct" if pa.types.is_struct(t.value_type) else "list"
-    if pa.types.is_large_list(t):
-        return "large_list.struct" if pa.types.is_struct(t.value_type) else "large_list"
-    if pa.types.is_map(t):
-        return "map"
-    raise SchemaError(f"Arrow type {t} has no Lance equivalent")
-
-
-def _time_unit(unit: str, lt: str) -> str:
-    if unit not in ("s", "ms", "us", "ns"):
-        raise SchemaError(f"bad time unit in logical type {lt!r}")
-    return unit
-
-
-def leaf_type_from_logical(lt: str) -> pa.DataType:
-    """The Arrow type of a logical type string that needs no child fields.
-
-    Raises:
-        SchemaError: the string is not a known leaf logical type.
-    """
-    simple = _SIMPLE.get(lt)
-    if simple is not None:
-        return simple
-    parts = lt.split(":")
-    head = parts[0]
-    try:
-        if head == "timestamp" and len(parts) >= 3:
-            tz = ":".join(parts[2:])
-            return pa.timestamp(_time_unit(parts[1], lt), None if tz == "-" else tz)
-        if head == "time32" and len(parts) == 2:
-            return pa.time32(_time_unit(parts[1], lt))
-        if head == "time64" and len(parts) == 2:
-            return pa.time64(_time_unit(parts[1], lt))
-        if head == "duration" and len(parts) == 2:
-            return pa.duration(_time_unit(parts[1], lt))
-        if head == "decimal" and len(parts) == 4:
-            ctor = {"128": pa.decimal128, "256": pa.decimal256}[parts[1]]
-            return ctor(int(parts[2]), int(parts[3]))
-        if head == "fixed_size_binary" and len(parts) == 2:
-            return pa.binary(int(parts[1]))
-        if head == "fixed_size_list" and len(parts) >= 3:
-            inner = leaf_type_from_logical(":".join(parts[1:-1]))
-            return pa.list_(pa.field("item", inner, True), int(parts[-1]))
-        if head == "dict" and len(parts) == 4:
-            return pa.dictionary(leaf_type_from_logical(parts[2]), leaf_type_from_logical(parts[1]))
-    except (KeyError, ValueError, TypeError, OverflowError, pa.ArrowException) as exc:
-        raise SchemaError(f"invalid logical type {lt!r}: {exc}") from exc
-    raise SchemaError(f"unknown logical type {lt!r}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -405,3 +298,170 @@ def with_ids(fields: Iterable[LanceField], first_id: int) -> list[LanceField]:
         replace(f, id=mapping[f.id], parent_id=mapping.get(f.parent_id, -1) if f.parent_id != -1 else -1)
         for f in fields
     ]
+
+
+# ---------------------------------------------------------------------------------------------
+# pylance's ``lance.schema``: LanceSchema, its fields, and the schema's JSON form
+# (``schema_to_json`` and ``json_to_schema``, from :mod:`lance_table.logical_types`)
+
+__all__ = ["LanceSchema", "LanceSchemaField", "json_to_schema", "schema_to_json"]
+
+_ENCODING_NAMES = {
+    ENCODING_PLAIN: "Some(Plain)",
+    ENCODING_VAR_BINARY: "Some(VarBinary)",
+    ENCODING_DICTIONARY: "Some(Dictionary)",
+}
+_PRIMARY_KEY = "lance-schema:unenforced-primary-key"
+_PRIMARY_KEY_POSITION = "lance-schema:unenforced-primary-key:position"
+
+
+class LanceSchemaField:
+    """One field of a :class:`LanceSchema` (pylance's ``lance.schema`` ``LanceField``): its name,
+    id, metadata and children."""
+
+    def __init__(self, field: LanceField, children: Sequence[LanceSchemaField], arrow: pa.Field) -> None:
+        self._field = field
+        self._children = list(children)
+        self._arrow = arrow
+
+    def name(self) -> str:
+        return self._field.name
+
+    def id(self) -> int:
+        return self._field.id
+
+    def children(self) -> list[LanceSchemaField]:
+        return list(self._children)
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        """The field metadata (values as text, as pylance gives them)."""
+        return {k: v.decode("utf-8", "replace") for k, v in self._field.metadata.items()}
+
+    def to_arrow(self) -> pa.Field:
+        """The field as an Arrow field (extension types as readers see them)."""
+        return self._arrow
+
+    def is_unenforced_primary_key(self) -> bool:
+        return self.metadata.get(_PRIMARY_KEY, "").lower() in ("true", "1", "yes")
+
+    def unenforced_primary_key_position(self) -> int | None:
+        position = self.metadata.get(_PRIMARY_KEY_POSITION)
+        return int(position) if position is not None and position.isdigit() else None
+
+    def is_unenforced_clustering_key(self) -> bool:
+        return False
+
+    def unenforced_clustering_key_position(self) -> int | None:
+        return None
+
+    def __repr__(self) -> str:
+        f = self._field
+        md = ", ".join(f"{k!r}: {v!r}".replace("'", '"') for k, v in sorted(self.metadata.items()))
+        kids = ", ".join(repr(c) for c in self._children)
+        encoding = _ENCODING_NAMES.get(f.encoding, "None")
+        return (
+            f'Field {{ name: "{f.name}", id: {f.id}, parent_id: {f.parent_id}, '
+            f'logical_type: LogicalType("{f.logical_type}"), metadata: {{{md}}}, encoding: {encoding}, '
+            f"nullable: {str(f.nullable).lower()}, children: [{kids}] }}"
+        )
+
+
+class LanceSchema:
+    """A schema with Lance field ids (pylance's ``lance.schema.LanceSchema``).
+
+    Raises:
+        SchemaError: the fields do not form a schema (on construction).
+
+    Example:
+        ```python
+        schema = ds.lance_schema
+        print(schema.field("id"), schema.to_pyarrow())
+        ```
+    """
+
+    def __init__(self, fields: Sequence[LanceField], metadata: Mapping[str, bytes] | None = None) -> None:
+        self._fields = tuple(fields)
+        self._metadata = dict(metadata or {})
+        build_tree(self._fields)  # checks the field list
+
+    @staticmethod
+    def from_pyarrow(schema: pa.Schema) -> LanceSchema:
+        """Field ids given in pre-order from 0, as pylance gives them.
+
+        Raises:
+            SchemaError: a type has no Lance equivalent.
+        """
+        return LanceSchema(
+            fields_from_arrow(schema), {k.decode(): v for k, v in (schema.metadata or {}).items()}
+        )
+
+    def to_pyarrow(self) -> pa.Schema:
+        """The Arrow schema, extension types as readers see them (JSON as its stored bytes, as
+        pylance gives it here)."""
+        return user_schema(arrow_schema_from_fields(self._fields, self._metadata), json=False)
+
+    def fields(self) -> list[LanceSchemaField]:
+        """The top-level fields, with their Lance field ids and children."""
+
+        def node(n: FieldNode, arrow: pa.Field) -> LanceSchemaField:
+            kids = _child_fields(arrow.type)
+            return LanceSchemaField(n.field, [node(c, a) for c, a in zip(n.children, kids)], arrow)
+
+        return [node(n, a) for n, a in zip(build_tree(self._fields), self.to_pyarrow())]
+
+    def field(self, name: str) -> LanceSchemaField | None:
+        """The top-level field of that name, or None."""
+        return next((f for f in self.fields() if f.name() == name), None)
+
+    def field_case_insensitive(self, name: str) -> LanceSchemaField | None:
+        """The top-level field of that name in any case, or None."""
+        return next((f for f in self.fields() if f.name().lower() == name.lower()), None)
+
+    def unenforced_primary_key(self) -> list[LanceSchemaField]:
+        """The fields marked as the (unenforced) primary key, in key order."""
+        found = [f for root in self.fields() for f in _walk(root) if f.is_unenforced_primary_key()]
+        return sorted(
+            found,
+            key=lambda f: (
+                f.unenforced_primary_key_position() is None,
+                f.unenforced_primary_key_position() or 0,
+            ),
+        )
+
+    def unenforced_clustering_key(self) -> list[LanceSchemaField]:
+        """The clustering key fields (none: lance_table does not record one)."""
+        return []
+
+    @property
+    def lance_fields(self) -> tuple[LanceField, ...]:
+        """The flattened field list, as the manifest stores it."""
+        return self._fields
+
+    @property
+    def metadata(self) -> dict[str, bytes]:
+        """The schema's metadata."""
+        return dict(self._metadata)
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, LanceSchema)
+            and self._fields == other._fields
+            and self._metadata == other._metadata
+        )
+
+    def __hash__(self) -> int:
+        return hash(self._fields)
+
+    def __repr__(self) -> str:
+        md = ", ".join(f'"{k}": "{v.decode("utf-8", "replace")}"' for k, v in sorted(self._metadata.items()))
+        return f"Schema {{ fields: [{', '.join(repr(f) for f in self.fields())}], metadata: {{{md}}} }}"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (LanceSchema, (self._fields, self._metadata))
+
+
+def _walk(f: LanceSchemaField) -> Iterator[LanceSchemaField]:
+    yield f
+    for c in f.children():
+        yield from _walk(c)

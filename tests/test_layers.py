@@ -17,10 +17,13 @@ LAYERS = [
         "lance_table.errors",
         "lance_table._proto",
         "lance_table._parallel",
+        "lance_table.logical_types",  # Lance logical type strings
         "lance_table.schema",
         "lance_table.extensions",  # extension types in Lance schemas
         "lance_table.jsonb",
         "lance_table.udf",  # pylance's ``lance.udf``: batch UDFs and their checkpoints (no imports)
+        "lance_table.arrow_images",  # pylance's image extension types (in ``lance.arrow``)
+        "lance_table.arrow",  # pylance's ``lance.arrow``: bfloat16 and the image extension types
     ),
     ("lance_table.storage", "lance_table.format"),
     ("lance_table.file",),
@@ -33,6 +36,7 @@ LAYERS = [
         "lance_table.commit",
         "lance_table.optimize",
         "lance_table.progress",
+        "lance_table._dataset",  # pylance's lance._dataset (ShardedBatchIterator)
     ),
     ("lance_table.spark",),
     ("pyspark_lance_table",),

@@ -439,7 +439,9 @@ class LanceFileWriter:
             return None
         self.closed = True
         if self._writer is None:
-            raise ValueError(f"{self._path}: no schema was given and no data was written")
+            raise ValueError(
+                f"{self._path}: Schema is unknown and file cannot be created (no schema, no data written)"
+            )
         writer, staged = self._writer, self._staged
         assert staged is not None
         try:

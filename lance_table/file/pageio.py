@@ -88,6 +88,9 @@ class PageIO:
         buffers = self.buffers
         key = buffers[index] if kind == BUFFER_PAGE and index < len(buffers) else self.locate(index, kind)
         data = self._whole.get(key)
+        if data is None and self.whole_page and not self._whole and kind == BUFFER_PAGE:
+            self.prefetch()  # every buffer of a page needed whole, in one request
+            data = self._whole.get(key)
         if data is None:
             data = self.source.read_ranges([key])[0]
             self._whole[key] = data

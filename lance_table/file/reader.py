@@ -52,6 +52,8 @@ DENSE_MIN_RUNS = 64
 DENSE_FRACTION = 0.25
 # Pages read whole whose buffers add up to at most this many bytes are fetched in one request.
 SMALL_READ_BYTES = 1024 * 1024
+#: bytes of selection buffers a reader keeps for its next reads (see ``_fetch_selection_buffers``)
+KEPT_BYTES = 64 * 1024
 # The most column selections a reader keeps resolved (their fields and schema).
 PROJECTIONS_KEPT = 16
 
@@ -129,6 +131,10 @@ class LanceFileReader(RowReader):
         self._shapes: dict[int, int] = {}  # by field id: see field_shape
         self._small_reads: dict[tuple[str, ...] | None, list[tuple[FieldNode, ColumnPages]] | None] = {}
         self._many_layouts: dict[tuple[Any, ...], Any] = {}  # see small_many.layout
+        # the small buffers reads of parts of pages need first (chunk tables, dictionaries), kept
+        # for the next read of the file (a filter or take on a dataset held open): bounded
+        self._kept: dict[tuple[int, int], memoryview] = {}
+        self._kept_bytes = 0
 
     # -- metadata -------------------------------------------------------------------------------
 
@@ -399,12 +405,21 @@ class LanceFileReader(RowReader):
             for col, p, io in partial
             for index in decode21.selection_buffers(col.encoding(p, self._source), io)
         ]
+        kept = self._kept
+        for io, index in wanted:  # read by an earlier read of this file: in hand
+            key = io.locate(index)
+            if key in kept:
+                io._whole[key] = kept[key]
         whole = [(io, k) for _, _, io in touched if io.whole_page for k in range(len(io.buffers))]
         small = whole if sum(io.buffers[k][1] for io, k in whole) <= SMALL_READ_BYTES else []
-        if not small and len(partial) < 2:
+        if not small and not wanted:
             return
-        wanted += small
-        fetch_buffers(wanted)
+        fetch_buffers(wanted + small)
+        for io, index in wanted:
+            key = io.locate(index)
+            if key not in kept and self._kept_bytes + key[1] <= KEPT_BYTES:
+                kept[key] = io._whole[key]
+                self._kept_bytes += key[1]
 
     def _decode_structural(
         self,

@@ -142,7 +142,7 @@ def _compile(predicate: str, schema: pa.Schema) -> tuple[pc.Expression, set[str]
     except RecursionError:
         raise FilterError("filter is nested too deeply") from None
     if not pa.types.is_boolean(result.type):
-        raise FilterError(f"filter {predicate!r} is not a boolean expression (it is of type {result.type})")
+        raise FilterError(f"The filter {predicate} does not return a boolean (it is of type {result.type})")
     try:  # a last check that the expression binds against the schema
         schema.empty_table().filter(result.expr)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:

@@ -25,7 +25,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_table._parallel import after_fork_in_child
+
 _LOCK = threading.Lock()
+
+
+def _new_lock() -> None:
+    global _LOCK
+    _LOCK = threading.Lock()  # a forked child: another thread may have held it at the fork
+
+
+after_fork_in_child(_new_lock)
 _REGISTERED: dict[tuple[str, pa.DataType, pa.DataType], str] = {}
 
 

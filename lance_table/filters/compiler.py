@@ -162,6 +162,8 @@ class _Compiler:
             return _literal(pa.scalar(node.this, pa.string()))
         if isinstance(node, exp.Bracket) and not self.is_field_access(node):
             return self.list_element(node)
+        if isinstance(node, exp.Bracket) and isinstance(node.this, exp.Bracket):
+            return self.field_of(node)  # l[1]['x']: a field of a computed struct
         if isinstance(node, (exp.Column, exp.Dot, exp.Identifier, exp.Var, exp.Bracket)):
             return self.column(self.column_path(node))
         raise self.unsupported(node)
@@ -197,6 +199,15 @@ class _Compiler:
     def is_field_access(node: exp.Bracket) -> bool:
         keys = node.expressions
         return len(keys) == 1 and isinstance(keys[0], exp.Literal) and keys[0].is_string
+
+    def field_of(self, node: exp.Bracket) -> _Operand:
+        """``v['x']`` of a computed struct value ``v`` (a list element, say): its field ``x``."""
+        value = self.compile(node.this)
+        name = str(node.expressions[0].this)
+        if not pa.types.is_struct(value.type):
+            raise FilterError(f"cannot take field '{name}' of {value.type}: it is not a struct")
+        index = resolve_field(value.type, name, node.this.sql())
+        return _Operand(pc.struct_field(value.expr, [index]), value.type.field(index).type)
 
     def list_element(self, node: exp.Bracket) -> _Operand:
         """``l[i]``: the i-th element (from 1) of a list, NULL where the list is shorter or NULL."""

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import re
+
 import sqlglot
 from sqlglot import exp, parser, tokens
 from sqlglot.dialects.dialect import Dialect, NormalizationStrategy
@@ -30,16 +33,34 @@ class _LanceSQL(Dialect):
         IS_PREDICATE_PRECEDENCE = IsPredicatePrecedence.LOW
 
 
+# a typed literal with a double-quoted text (``TIMESTAMP "2021-01-02 00:00:00"``), which Lance reads
+# as a string: sqlglot reads ``"..."`` there as nothing it knows
+_TYPED_RAW = re.compile(r'\b(TIMESTAMP|DATE|TIME|DATETIME)(\s+)"([^"\']*)"', re.IGNORECASE)
+
+
 def parse(text: str) -> exp.Expr:
     try:
-        trees = [tree for tree in sqlglot.parse(text, dialect=_LanceSQL) if tree is not None]
+        trees = _parse(text)
     except ParseError as e:
+        fixed = _TYPED_RAW.sub(r"\1\2'\3'", text)
+        if fixed != text:
+            with contextlib.suppress(SqlglotError):
+                trees = _parse(fixed)
+                return _one(trees, text)
         detail = e.errors[0] if e.errors else {}
         description = detail.get("description", str(e))
         where = f" at line {detail['line']}, column {detail['col']}" if "line" in detail else ""
         raise FilterError(f"syntax error in filter {text!r}: {description}{where}") from e
     except SqlglotError as e:
         raise FilterError(f"syntax error in filter {text!r}: {e}") from e
+    return _one(trees, text)
+
+
+def _parse(text: str) -> list[exp.Expr]:
+    return [tree for tree in sqlglot.parse(text, dialect=_LanceSQL) if tree is not None]
+
+
+def _one(trees: list[exp.Expr], text: str) -> exp.Expr:
     if len(trees) != 1:
         raise FilterError(f"a filter must be a single expression, got {len(trees)} statements: {text!r}")
     return trees[0]

@@ -5,7 +5,9 @@ Strings: ``starts_with``, ``ends_with``, ``contains``, ``regexp_like`` (flags ``
 (``char_length``), ``octet_length``, ``concat`` (NULLs skipped) and ``||`` (NULL when a side is);
 ``coalesce`` (``ifnull``, ``nvl``), ``nullif``; lists: ``array_has`` (``array_contains``,
 ``list_has``), ``array_has_any``, ``array_has_all``, ``array_length`` (``cardinality``) with array
-literals ``[1, 2]`` or ``make_array(1, 2)``; ``CURRENT_DATE`` and ``now()`` (UTC, as DataFusion).
+literals ``[1, 2]`` or ``make_array(1, 2)``; ``CURRENT_DATE`` and ``now()`` (UTC, as DataFusion);
+JSON: ``json_extract``, ``json_exists``, ``json_get`` and ``json_get_<type>``, ``json_array_contains``,
+``json_array_length`` (see :mod:`lance_table.filters.json_functions`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import pyarrow.compute as pc
 from sqlglot import exp
 
 from lance_table.errors import FilterError
-from lance_table.filters import arrays, forms
+from lance_table.filters import arrays, forms, json_functions
 from lance_table.filters.forms import _Compiler
 from lance_table.filters.literals import _coerce_literal, _is_string, _literal, _Operand
 
@@ -55,8 +57,8 @@ _REGEX_FLAGS = frozenset("imsU")
 def is_function(node: exp.Expr) -> bool:
     """Whether :func:`compile_function` compiles ``node``."""
     if isinstance(node, exp.Anonymous):
-        return str(node.this).lower() in _ANONYMOUS
-    return isinstance(node, _HANDLED)
+        return str(node.this).lower() in _ANONYMOUS or str(node.this).lower() in json_functions.NAMES
+    return isinstance(node, (*_HANDLED, exp.JSONExtract, exp.JSONArrayContains))
 
 
 def compile_function(c: _Compiler, node: exp.Expr) -> _Operand:
@@ -65,6 +67,10 @@ def compile_function(c: _Compiler, node: exp.Expr) -> _Operand:
     Raises:
         FilterError: wrong arguments, a non-literal pattern, or types the function does not take.
     """
+    if isinstance(node, (exp.JSONExtract, exp.JSONArrayContains)) or (
+        isinstance(node, exp.Anonymous) and str(node.this).lower() in json_functions.NAMES
+    ):
+        return json_functions.compile_json(c, node)
     if isinstance(node, exp.Anonymous):
         name = str(node.this).lower()
         args = list(node.expressions)

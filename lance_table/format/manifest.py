@@ -26,10 +26,11 @@ import numpy as np
 import pyarrow as pa
 from google.protobuf.message import DecodeError
 
+from lance_table._parallel import after_fork_in_child
 from lance_table._proto import table_pb2
 from lance_table.errors import CorruptFileError, SchemaError, UnsupportedFormatError
 from lance_table.format import flags as feature_flags
-from lance_table.format import paths
+from lance_table.format import fragment_facts, paths
 from lance_table.format.paths import check_relative_path
 from lance_table.schema import LanceField, build_tree, fields_from_pb, fields_to_pb, is_binary_like
 
@@ -257,7 +258,7 @@ class Manifest:
     @cached_property
     def data_formats(self) -> frozenset[str]:
         """The data formats of the manifest's data files."""
-        return frozenset().union(*(frag.formats for frag in self.fragments))
+        return fragment_facts.facts(tuple(self.fragments)).formats
 
     @property
     def data_storage_version(self) -> str | None:
@@ -270,10 +271,10 @@ class Manifest:
 
     def with_flags(self) -> Manifest:
         """This manifest with its feature flags recomputed from its contents."""
+        found = fragment_facts.facts(tuple(self.fragments))
         reader, writer = feature_flags.compute(
-            has_deletions=any(f.deletion_file for f in self.fragments),
-            has_row_ids=bool(self.reader_feature_flags & feature_flags.STABLE_ROW_IDS)
-            or any(f.row_id_meta for f in self.fragments),
+            has_deletions=found.deletions,
+            has_row_ids=bool(self.reader_feature_flags & feature_flags.STABLE_ROW_IDS) or found.row_ids,
             has_config=bool(self.config),
             has_base_paths=_has_base_paths(self.passthrough),
         )
@@ -458,6 +459,7 @@ class ManifestSummary:
     transaction: bytes | None  # the inline serialized Transaction, if present
     transaction_file: str
     fragments: Any = field(default=None, compare=False, repr=False)  # the protobuf fragments, undecoded
+    body: bytes = field(default=b"", compare=False, repr=False)  # the manifest protobuf's bytes
 
     def totals(self) -> dict[str, str]:
         """The version's summary as pylance's ``versions()`` shows it in ``metadata`` (strings):
@@ -498,6 +500,14 @@ _TOTALS: dict[bytes, tuple[int, int, int, int, int]] = {}
 _TOTALS_LOCK = threading.Lock()
 
 
+def _new_totals_lock() -> None:
+    global _TOTALS_LOCK
+    _TOTALS_LOCK = threading.Lock()  # a forked child: another thread may have held it at the fork
+
+
+after_fork_in_child(_new_totals_lock)
+
+
 def _fragment_counts(f: Any) -> tuple[int, int, int, int, int]:
     deleted = f.deletion_file.num_deleted_rows if f.HasField("deletion_file") else 0
     return (
@@ -515,9 +525,14 @@ def decode_manifest_summary(data: bytes, path: str) -> ManifestSummary:
     Raises:
         CorruptFileError: the framing or the protobuf is damaged.
     """
-    pb, _, txn = _parse(data, path)
+    pb, pos, txn = _parse(data, path)
     return ManifestSummary(
-        pb.version, pb.timestamp.seconds * 10**9 + pb.timestamp.nanos, txn, pb.transaction_file, pb.fragments
+        pb.version,
+        pb.timestamp.seconds * 10**9 + pb.timestamp.nanos,
+        txn,
+        pb.transaction_file,
+        pb.fragments,
+        memoryview(data)[pos + 4 : len(data) - MANIFEST_FOOTER_SIZE].tobytes(),
     )
 
 
@@ -726,6 +741,14 @@ def check_fragments(fragments: Iterable[Any], where: str) -> None:
 FRAGMENT_CACHE_SIZE = 65_536
 _FRAGMENTS: OrderedDict[bytes, Fragment] = OrderedDict()
 _FRAGMENTS_LOCK = threading.Lock()
+
+
+def _new_fragments_lock() -> None:
+    global _FRAGMENTS_LOCK
+    _FRAGMENTS_LOCK = threading.Lock()  # a forked child: another thread may have held it at the fork
+
+
+after_fork_in_child(_new_fragments_lock)
 
 
 def checked_fragments(pbs: Any, where: str) -> tuple[Fragment, ...]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import secrets
 import uuid
 
 from lance_table.errors import CorruptFileError
@@ -81,6 +82,30 @@ WRITE_TAG_LENGTH = 10
 def has_write_tag(name: str, tag: str) -> bool:
     """Whether a data file name carries a write tag given to :func:`new_data_file_name`."""
     return len(name) == 24 + 26 + len(DATA_FILE_SUFFIX) and name[24 : 24 + len(tag)] == tag
+
+
+# Random bits of a tagged deletion file's id below the tag's 40 bits.
+_DELETION_RANDOM_BITS = 64 - 4 * WRITE_TAG_LENGTH
+
+
+def new_deletion_file_id(tag: str = "") -> int:
+    """A deletion file id: 64 random bits, or a write ``tag`` (exactly :data:`WRITE_TAG_LENGTH`
+    hex digits) in the top bits and random ones below, so that the deletion files of one
+    distributed job can be found by name (:func:`has_deletion_tag`)."""
+    if not tag:
+        return secrets.randbits(64)
+    if len(tag) != WRITE_TAG_LENGTH or any(c not in "0123456789abcdef" for c in tag):
+        raise ValueError(f"invalid deletion file tag {tag!r}")
+    return (int(tag, 16) << _DELETION_RANDOM_BITS) | secrets.randbits(_DELETION_RANDOM_BITS)
+
+
+def has_deletion_tag(name: str, tag: str) -> bool:
+    """Whether a deletion file name (``<fragment>-<read version>-<id>.<ext>``) has an id made by
+    :func:`new_deletion_file_id` with ``tag``."""
+    parts = name.split(".", 1)[0].split("-")
+    if len(parts) != 3 or not parts[2].isdigit() or len(tag) != WRITE_TAG_LENGTH:
+        return False
+    return int(parts[2]) >> _DELETION_RANDOM_BITS == int(tag, 16)
 
 
 # A URL scheme (``s3:``, ``file:``) or a drive letter (``C:``) at the start of a path.

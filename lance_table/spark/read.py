@@ -1,4 +1,4 @@
-"""Reading: one Spark partition per fragment (large fragments split into row ranges), one version.
+"""Reading: a Spark partition per fragment (large ones split, small ones packed), one version.
 
 Spark plans a DataFrame's read once (partitions and the pickled reader) and reuses that plan in
 every later query on the DataFrame or on a temporary view over it. A read that pins no version
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -46,11 +47,14 @@ from lance_table.spark.types import cast_batch
 from lance_table.storage import Storage, open_storage
 from lance_table.table import versions
 from lance_table.table.fragment import FragmentReader
-from lance_table.table.scan import ScanPlan, _read_matching, make_spec
+from lance_table.table.scan import ScanPlan, _read_matching, _with_system, make_spec
 
 # Values whose meaning does not depend on a session time zone can be pushed down safely.
 _PUSHABLE = (bool, int, float, str, bytes, decimal.Decimal, dt.date)
 
+
+# System columns a read may project (appended after the data columns; cast_batch orders them).
+SYSTEM_COLUMNS = ("_rowaddr", "_rowid")
 
 # Spark's id of the running query (a UUIDv7 since Spark 4.0), which tasks see as a local property.
 QUERY_ID_PROPERTY = "spark.sql.execution.query.id"
@@ -59,13 +63,39 @@ QUERY_ID_PROPERTY = "spark.sql.execution.query.id"
 @dataclass
 class FragmentRange(InputPartition):
     """A task's share: rows ``[start, stop)`` of one fragment (none for the placeholder of an empty
-    dataset), the ``slot``-th of ``slots`` partitions planned."""
+    dataset), and the row ranges of further small fragments in ``more``; the ``slot``-th of
+    ``slots`` partitions planned."""
 
     fragment: Fragment | None
     start: int
     stop: int
     slot: int = 0
     slots: int = 1
+    more: tuple[tuple[Fragment, int, int], ...] = ()
+
+
+#: small fragments are read together, this many rows to a task at least (when there are that many):
+#: each Spark task costs far more than opening a small fragment
+MIN_PARTITION_ROWS = 64 * 1024
+
+
+def _packed(
+    ranges: Sequence[tuple[Fragment, int, int]], max_rows: int
+) -> list[list[tuple[Fragment, int, int]]]:
+    """Consecutive row ranges grouped into partitions: a range of :data:`MIN_PARTITION_ROWS` or more
+    rows alone, smaller ones together until a group has that many (never above ``max_rows``)."""
+    floor = min(MIN_PARTITION_ROWS, max_rows)
+    groups: list[list[tuple[Fragment, int, int]]] = []
+    open_rows = 0
+    for piece in ranges:
+        rows = piece[2] - piece[1]
+        if groups and open_rows and open_rows + rows <= floor:
+            groups[-1].append(piece)
+            open_rows += rows
+            continue
+        groups.append([piece])
+        open_rows = rows if rows < floor else 0
+    return groups
 
 
 def _ranges(fragments: Sequence[Fragment], max_rows: int) -> list[tuple[Fragment, int, int]]:
@@ -165,14 +195,19 @@ class LanceTableReader(DataSourceReader):
         self.batch_size = batch_size
         self.max_rows = max_rows_per_partition
         self.pushed: list[pc.Expression] = []
+        # when pushFilters ran (see PushdownReader): the pushed filters belong to that query only
+        self.pushed_at: float | None = None
 
     def partitions(self) -> list[FragmentRange]:
         ranges = _ranges(self.fragments, self.max_rows)
         if not ranges:
             # A read that follows the latest version needs a task for the rows appended later.
             return [FragmentRange(None, 0, 0)] if self.planned_at is not None else []
-        n = len(ranges)
-        return [FragmentRange(frag, lo, hi, i, n) for i, (frag, lo, hi) in enumerate(ranges)]
+        groups = _packed(ranges, self.max_rows)
+        n = len(groups)
+        return [
+            FragmentRange(frag, lo, hi, i, n, tuple(rest)) for i, ((frag, lo, hi), *rest) in enumerate(groups)
+        ]
 
     def _spec(self, fields: Sequence[LanceField], schema_metadata: Mapping[str, bytes]) -> ScanPlan:
         from lance_table.filters import parse_filter
@@ -180,9 +215,32 @@ class LanceTableReader(DataSourceReader):
 
         schema = arrow_schema_from_fields(fields, schema_metadata)
         expr = parse_filter(self.sql_filter, schema) if self.sql_filter else None
-        for pushed in self.pushed:
+        for pushed in self._pushed_here():
             expr = pushed if expr is None else expr & pushed
-        return make_spec(schema, self.columns, expr, False, self.batch_size, None, None)
+        system = [c for c in self.columns if c in SYSTEM_COLUMNS and c not in schema.names]
+        data = [c for c in self.columns if c not in system]
+        return make_spec(schema, data, expr, False, self.batch_size, None, None, system=system)
+
+    def _pushed_here(self) -> list[pc.Expression]:
+        """The pushed filters, if the query running this task is the one they were pushed for.
+
+        Spark 4.3 keeps the last planned read of a DataFrame (this pickled reader, pushed filters
+        and all) and runs it for later queries on the DataFrame that push no filters. Filters are
+        applied only by a task whose query started before they were pushed (the query that pushed
+        them); Spark re-applies every filter itself (:meth:`PushdownReader.pushFilters` hands them
+        all back), so skipping them is always correct and applying them only saves work. Outside a
+        Spark task (no query to tell apart) they are applied.
+        """
+        if not self.pushed or self.pushed_at is None:
+            return self.pushed
+        from pyspark import TaskContext
+
+        if TaskContext.get() is None:
+            return self.pushed
+        started = query_started()
+        if started is None or started > self.pushed_at:
+            return []
+        return self.pushed
 
     def _newer(self, storage: Storage) -> Manifest | None:
         """The version this task's query must read instead of the planned one, if any: the latest
@@ -209,15 +267,11 @@ class LanceTableReader(DataSourceReader):
         newer = self._newer(storage)
         if newer is None:
             if partition.fragment is not None:
-                yield from self._read_range(
-                    storage,
-                    self.fields,
-                    self.schema_metadata,
-                    self.dictionaries,
-                    partition.fragment,
-                    partition.start,
-                    partition.stop,
-                )
+                pieces = ((partition.fragment, partition.start, partition.stop), *partition.more)
+                for frag, lo, hi in pieces:
+                    yield from self._read_range(
+                        storage, self.fields, self.schema_metadata, self.dictionaries, frag, lo, hi
+                    )
             return
         for frag, lo, hi in _ranges(newer.fragments, self.max_rows)[partition.slot :: partition.slots]:
             yield from self._read_range(
@@ -244,7 +298,8 @@ class LanceTableReader(DataSourceReader):
             table, runs = _read_matching(frag, spec, lo, hi)
             if not runs.total:
                 continue
-            if not spec.columns:
+            table = _with_system(table, frag, spec.system, runs, spec.offset_bases)
+            if not spec.columns and not spec.system:
                 yield _no_columns(runs.total)
                 continue
             for batch in table.combine_chunks().to_batches(max_chunksize=self.batch_size):
@@ -263,16 +318,15 @@ class PushdownReader(LanceTableReader):
     """
 
     def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
-        """Keep the filters that translate exactly; hand the rest back to Spark.
+        """Keep the filters that translate exactly to apply them while reading, and hand every
+        filter back to Spark, which applies them again after the scan.
 
-        Each call states the whole set of pushed filters for the query about to run.
+        Pushdown is thereby only a saving: a task applies the pushed filters only when its query
+        is the one that pushed them (see :meth:`LanceTableReader._pushed_here`), and Spark's own
+        filter keeps the answer exact when a later query runs this reader without them. Each
+        call states the whole set of pushed filters for the query about to run.
         """
-        pushed, rejected = [], []
-        for f in filters:
-            expr = to_expression(f)
-            if expr is None:
-                rejected.append(f)
-            else:
-                pushed.append(expr)
+        pushed = [expr for expr in map(to_expression, filters) if expr is not None]
         self.pushed = pushed
-        return iter(rejected)
+        self.pushed_at = time.time() if pushed else None
+        return iter(filters)

@@ -12,16 +12,21 @@ from pyspark.sql.datasource import DataSource
 from lance_table.errors import SchemaError
 from lance_table.spark.options import (
     NO_PATH,
+    SPARK_OPTION_PREFIX,
     SourceOptions,
     location_of,
     merge_storage,
     table_options,
     with_location,
 )
+from lance_table.spark.read import SYSTEM_COLUMNS as READ_SYSTEM_COLUMNS
 from lance_table.spark.read import LanceTableReader, PushdownReader
 from lance_table.spark.types import spark_arrow_schema, spark_schema
 from lance_table.spark.write import LanceTableWriter
 
+# Columns a read may ask for by name beside the dataset's (``columns`` option): a row's address
+# (fragment id in the high 32 bits, position in the low ones) and its row id, as Spark longs.
+SYSTEM_COLUMNS = {name: pa.field(name, pa.int64(), False) for name in READ_SYSTEM_COLUMNS}
 # Keys Spark passes only when it infers the schema of a catalog table it is creating.
 _CATALOG_KEYS = frozenset(("location", "provider", "owner"))
 NO_TABLE_LOCATION = (
@@ -32,12 +37,21 @@ NO_TABLE_LOCATION = (
     "with df.write.format('lance_table').mode('append').save(uri)"
 )
 
+NO_TABLE_STORAGE_OPTIONS = (
+    "option 'storage_options' cannot be kept by a catalog table: Spark hands later reads of the "
+    "table none of its OPTIONS, and credentials are not stored in its schema. Set them in the Spark "
+    "conf as spark.lance_table.<option> (then call lance_table.spark.register(spark)), or make the "
+    "table with lance_table.spark.create_table(spark, name, uri, storage_options=...); a "
+    "temporary view (CREATE TEMP VIEW ... USING lance_table OPTIONS (...)) keeps them"
+)
+
 
 class LanceTableDataSource(DataSource):
     """Reads one version of a dataset and writes DataFrames as one atomic commit.
 
-    Read options: ``version``, ``tag``, ``asof`` (ISO timestamp), ``columns`` (comma-separated),
-    ``filter`` (SQL predicate), ``batch_size``, ``max_rows_per_partition``, ``storage_options``
+    Read options: ``version``, ``tag``, ``asof`` (ISO timestamp), ``columns`` (comma-separated;
+    ``_rowaddr`` and ``_rowid`` may be among them), ``filter`` (SQL predicate), ``batch_size``,
+    ``max_rows_per_partition``, ``storage_options``
     (a JSON object). Write options: ``storage_options``, ``max_rows_per_file``, ``commit_message``,
     ``data_storage_version`` (for a new dataset or an overwrite). Without ``version``, ``tag`` or
     ``asof`` each query reads the latest version.
@@ -92,7 +106,7 @@ class LanceTableDataSource(DataSource):
         names = ds.schema.names
         if o.columns is None:
             return list(names)
-        missing = [c for c in o.columns if c not in names]
+        missing = [c for c in o.columns if c not in names and c not in SYSTEM_COLUMNS]
         if missing:
             raise SchemaError(f"columns {missing} are not in {o.path}; columns are {names}")
         return list(o.columns)
@@ -100,9 +114,14 @@ class LanceTableDataSource(DataSource):
     def schema(self) -> Any:
         o = self._resolved()
         ds = self._open(o)
-        schema = spark_schema(pa.schema([ds.schema.field(c) for c in self._columns(ds, o)]))
+        fields = [
+            ds.schema.field(c) if c in ds.schema.names else SYSTEM_COLUMNS[c] for c in self._columns(ds, o)
+        ]
+        schema = spark_schema(pa.schema(fields))
         if self._catalog_create:  # CREATE TABLE ... USING lance_table LOCATION: remember where
             assert o.path is not None
+            if any(k.removeprefix(SPARK_OPTION_PREFIX) == "storage_options" for k in self._given):
+                raise ValueError(NO_TABLE_STORAGE_OPTIONS)
             schema = with_location(schema, o.path, table_options(self._given))
         return schema
 
@@ -115,7 +134,7 @@ class LanceTableDataSource(DataSource):
         ds = self._open(o)
         names = ds.schema.names
         columns = [f.name for f in schema.fields]
-        missing = [c for c in columns if c not in names]
+        missing = [c for c in columns if c not in names and c not in SYSTEM_COLUMNS]
         if missing:
             raise SchemaError(f"columns {missing} are not in {o.path}; columns are {names}")
         pinned = o.version is not None or o.tag is not None or o.asof is not None

@@ -23,6 +23,7 @@ class Entry:
     path: str
     size: int
     modified: float | None  # seconds since the epoch, when the backend knows it
+    etag: str | None = None  # the store's digest of the content, when the listing gives it
 
     @property
     def name(self) -> str:
@@ -103,6 +104,19 @@ class Storage(ABC):
     @abstractmethod
     def write(self, path: str, data: bytes) -> None:
         """Create or replace a file with ``data``."""
+
+    def write_new(self, path: str, data: bytes) -> None:
+        """Create a file that nobody reads before it is complete (a fresh unique name, referenced
+        only once written): where it is cheaper, without :meth:`write`'s atomic replacement.
+
+        Raises:
+            FileExistsError: where the backend can tell, the file already exists.
+        """
+        self.write(path, data)
+
+    def write_hint(self, path: str, data: bytes) -> None:
+        """Update a small file that readers never trust (a hint): where it is cheaper, in place."""
+        self.write(path, data)
 
     @abstractmethod
     def open_writer(self, path: str) -> IO[bytes]:

@@ -69,6 +69,37 @@ class LocalStorage(Storage):
                 os.unlink(tmp)
             raise
 
+    def write_new(self, path: str, data: bytes) -> None:
+        full = self._abs(path)
+        self._makedirs(full)
+        fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(full)
+            raise
+        finally:
+            os.close(fd)
+
+    def write_hint(self, path: str, data: bytes) -> None:
+        # In place (a rename costs a journal entry): only when it leaves no longer old content behind.
+        try:
+            fd = os.open(self._abs(path), os.O_WRONLY)
+        except FileNotFoundError:
+            self.write(path, data)
+            return
+        try:
+            fits = os.fstat(fd).st_size <= len(data)
+            if fits:
+                os.pwrite(fd, data, 0)
+        finally:
+            os.close(fd)
+        if not fits:
+            self.write(path, data)
+
     def open_writer(self, path: str) -> IO[bytes]:
         full = self._abs(path)
         self._makedirs(full)

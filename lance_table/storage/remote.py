@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import os
 import threading
 from collections.abc import Sequence
 from typing import IO, Any
 
+from lance_table._parallel import after_fork_in_child
 from lance_table.errors import CorruptFileError
 from lance_table.storage.base import Entry, Storage
 from lance_table.storage.failures import STORAGE_METHODS, typed_failures, wrap_methods
@@ -30,6 +32,11 @@ def _mtime(info: dict[str, Any]) -> float | None:
         except (TypeError, ValueError):
             continue
     return None
+
+
+def _etag(info: dict[str, Any]) -> str | None:
+    value = info.get("ETag") or info.get("etag")
+    return str(value) if value else None
 
 
 class _FsspecSource(_RangedSource):
@@ -119,8 +126,18 @@ class FsspecStorage(Storage):
 
     def __init__(self, fs: Any, root: str, uri: str, *, access: str = "") -> None:
         super().__init__(uri, access=access)
-        self.fs = fs
+        self._fs = fs
+        self._pid = os.getpid()
         self.root = root.rstrip("/")
+
+    @property
+    def fs(self) -> Any:
+        """The filesystem, opened again with the same options in a process forked from the one
+        that opened it (an s3fs filesystem runs on its process's event loop and connections)."""
+        if self._pid != os.getpid():
+            self._fs = type(self._fs)(**self._fs.storage_options)
+            self._pid = os.getpid()
+        return self._fs
 
     def _abs(self, path: str) -> str:
         return f"{self.root}/{path}" if path else self.root
@@ -181,7 +198,8 @@ class FsspecStorage(Storage):
             if info.get("type") != "file":
                 continue
             name = str(info["name"]).rstrip("/").rsplit("/", 1)[-1]
-            out.append(Entry(f"{path}/{name}" if path else name, int(info.get("size") or 0), _mtime(info)))
+            rel = f"{path}/{name}" if path else name
+            out.append(Entry(rel, int(info.get("size") or 0), _mtime(info), _etag(info)))
         return out
 
     def list_tree(self, path: str) -> list[Entry]:
@@ -237,6 +255,13 @@ class MemoryStorage(FsspecStorage):
     def put_if_absent(self, path: str, data: bytes) -> None:
         with self._lock:
             self.fs.pipe_file(self._abs(path), data, mode="create")
+
+    @classmethod
+    def _new_lock(cls) -> None:
+        cls._lock = threading.Lock()  # a forked child: another thread may have held it at the fork
+
+
+after_fork_in_child(MemoryStorage._new_lock)
 
 
 class ConditionalPutStorage(FsspecStorage):

@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import io
-import secrets
 import struct
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
 from pyroaring import BitMap
 
+from lance_table._parallel import after_fork_in_child
 from lance_table.errors import CorruptFileError, DataFileNotFoundError, UnsupportedFormatError
+from lance_table.format import paths
+from lance_table.format.bases import BasePath
 from lance_table.format.manifest import DELETION_ARROW, DELETION_BITMAP, DeletionFile, Fragment
 from lance_table.storage import Storage
+from lance_table.table.base_storage import base_storage
 
 # pylance's threshold: fresh deletions of at least this many rows start as a bitmap, and an Arrow
 # set turns into a bitmap once it holds more than this many rows. A bitmap stays a bitmap.
@@ -80,13 +84,27 @@ class DeletionCache:
 DELETIONS = DeletionCache()
 
 
-def read_deletions(storage: Storage, fragment: Fragment, *, version: int | None = None) -> np.ndarray:
+def _deletions_after_fork() -> None:
+    DELETIONS._lock = threading.Lock()  # a forked child: another thread may have held it at the fork
+
+
+after_fork_in_child(_deletions_after_fork)
+
+
+def read_deletions(
+    storage: Storage,
+    fragment: Fragment,
+    *,
+    version: int | None = None,
+    bases: Mapping[int, BasePath] | None = None,
+) -> np.ndarray:
     """Sorted unique deleted offsets of a fragment (empty when it has no deletion file), read-only.
 
     Decoded vectors are kept in :data:`DELETIONS`. The file must hold exactly the manifest's
     ``num_deleted_rows`` offsets, all below ``physical_rows``; both are checked before anything
     sized by the file's contents is allocated.
-    ``version`` (the version whose manifest names the file) only serves error messages.
+    ``version`` (the version whose manifest names the file) only serves error messages. A file in
+    another base path is read there (``bases``: the manifest's base paths).
 
     Raises:
         CorruptFileError: the deletion file cannot be decoded or disagrees with the manifest.
@@ -99,7 +117,10 @@ def read_deletions(storage: Storage, fragment: Fragment, *, version: int | None 
     path = df.path(fragment.id)
     where = f"{storage.uri.rstrip('/')}/{path}"
     if df.base_id is not None:
-        raise UnsupportedFormatError("the deletion file lives in another base path", path=where)
+        if not bases or df.base_id not in bases:
+            raise UnsupportedFormatError("the deletion file lives in another base path", path=where)
+        storage = base_storage(storage, bases, df.base_id, f"deletion file {path}")
+        where = f"{storage.uri.rstrip('/')}/{path}"
     key = (storage.cache_key, path, df.kind, df.num_deleted_rows, fragment.physical_rows)
     cached = DELETIONS.get(key)
     if cached is not None:
@@ -334,12 +355,16 @@ def encode_deletions(offsets: np.ndarray, kind: str) -> bytes:
 
 
 def write_deletions(
-    storage: Storage, fragment: Fragment, offsets: np.ndarray, read_version: int
+    storage: Storage, fragment: Fragment, offsets: np.ndarray, read_version: int, *, tag: str = ""
 ) -> DeletionFile:
-    """Write a new cumulative deletion file for ``fragment`` and return its descriptor."""
+    """Write a new cumulative deletion file for ``fragment`` and return its descriptor; a write
+    ``tag`` goes into the file's id (see :func:`~lance_table.format.paths.new_deletion_file_id`)."""
     kind = choose_kind(fragment.deletion_file, int(offsets.size))
     df = DeletionFile(
-        kind=kind, read_version=read_version, id=secrets.randbits(64), num_deleted_rows=int(offsets.size)
+        kind=kind,
+        read_version=read_version,
+        id=paths.new_deletion_file_id(tag),
+        num_deleted_rows=int(offsets.size),
     )
     storage.write(df.path(fragment.id), encode_deletions(offsets, kind))
     return df

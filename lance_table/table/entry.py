@@ -147,6 +147,8 @@ def write_dataset(
     (a new dataset whose rows keep their ids through compaction) apply when the dataset is created
     and are ignored for an existing one, as in pylance. ``transaction_properties`` are stored in
     the transaction (``commit_message`` under its own key, taking precedence).
+    ``auto_cleanup_options`` (pylance's ``AutoCleanupConfig``) turns on automatic cleanup of a
+    new dataset (see :mod:`lance_table.table.operations.auto_cleanup`); ignored for an existing one.
 
     ``progress``: a bar on stderr when it is a terminal (None, the default; needs tqdm, the
     ``progress`` extra), always (True) or never (False); a callable receiving
@@ -159,11 +161,12 @@ def write_dataset(
         DatasetAlreadyExistsError: ``mode="create"`` and a dataset exists.
         SchemaError: the data does not match the dataset's schema (append) or cannot be stored.
         UnsupportedFormatError: the dataset uses a data format or features lance_table cannot write.
-        UnsupportedOptionError: ``auto_cleanup_options``, base paths
+        UnsupportedOptionError: base paths
             (``initial_bases``, ``target_bases``, ``target_all_bases``, ``base_store_params``),
             ``external_blob_mode="ingest"``, ``allow_external_blob_outside_bases`` or a namespace.
         CommitConflictError: a concurrent commit makes this write impossible.
         StorageOptionsError: a storage option is unknown, unsafe or has a bad value.
+        TypeError, ValueError: ``auto_cleanup_options`` has a bad value.
 
     Example:
         ```python

@@ -18,9 +18,11 @@ from lance_table.file.legacy.prune import may_match
 from lance_table.file.rows import selectable
 from lance_table.file.runs import Runs
 from lance_table.format import paths
+from lance_table.format.bases import BasePath
 from lance_table.format.manifest import DataFile, Fragment
 from lance_table.schema import FieldNode
 from lance_table.storage import Storage
+from lance_table.table.base_storage import base_storage, data_dir
 from lance_table.table.conform import conform
 from lance_table.table.deletion import missing_file_error, read_deletions
 from lance_table.table.readers import READERS, FileReader, LegacyView, is_legacy_file, legacy_view
@@ -44,13 +46,15 @@ class FragmentReader:
     version: int | None = None
     #: the dictionary values of legacy datasets (the manifest's), by field id
     dictionaries: Mapping[int, pa.Array] = field(default_factory=dict)
+    #: the manifest's other base paths, by id (files whose ``base_id`` names one are read there)
+    bases: Mapping[int, BasePath] = field(default_factory=dict)
     _views: dict[int, LegacyView] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @cached_per_instance
     def deleted(self) -> np.ndarray:
         """Sorted deleted offsets (checked against the manifest's count and ``physical_rows``)."""
         self.physical_rows  # noqa: B018 - the row count must be verified before it bounds anything
-        return read_deletions(self.storage, self.fragment, version=self.version)
+        return read_deletions(self.storage, self.fragment, version=self.version, bases=self.bases)
 
     @cached_per_instance
     def row_ids(self) -> np.ndarray | None:
@@ -88,14 +92,23 @@ class FragmentReader:
                 )
         return rows
 
+    def _location(self, data_file: DataFile) -> tuple[Storage, str]:
+        """The storage and directory holding a data file (another base's, when it names one)."""
+        if data_file.base_id is None:
+            return self.storage, paths.DATA_DIR
+        what = f"data file {data_file.path}"
+        storage = base_storage(self.storage, self.bases, data_file.base_id, what)
+        return storage, data_dir(self.bases, data_file.base_id)
+
     def _reader(self, data_file: DataFile) -> FileReader:
+        storage, directory = self._location(data_file)
         if not is_legacy_file(data_file):
-            return READERS.get(self.storage, data_file, self.version)
+            return READERS.get(storage, data_file, self.version, directory=directory)
         view = self._views.get(id(data_file))
         if view is None:
             view = legacy_view(list(self.roots.values()), self.dictionaries, data_file, self._manifest_where)
             self._views[id(data_file)] = view
-        return READERS.get(self.storage, data_file, self.version, view)
+        return READERS.get(storage, data_file, self.version, view, directory=directory)
 
     def _manifest_where(self) -> str:
         """The manifest that lists this fragment, for error messages (listed only on error)."""
@@ -210,7 +223,8 @@ class FragmentReader:
             reader = self._reader(data_file)
 
             def where(data_file: DataFile = data_file) -> str:  # for messages: built when needed
-                return f"{self.storage.uri.rstrip('/')}/{paths.data_file_path(data_file.path)}"
+                storage, directory = self._location(data_file)
+                return f"{storage.uri.rstrip('/')}/{directory + '/' if directory else ''}{data_file.path}"
 
             file_roots = reader.metadata.roots_by_id
             wanted = []

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from lance_table.extensions import user_table
 from lance_table.file.field_shapes import FLAT, field_shape
 from lance_table.file.pageio import PageIO
 from lance_table.file.reader import LanceFileReader
@@ -100,6 +101,8 @@ def read(
     """
     roots = frags[0].roots if frags else {}
     schema = pa.schema([roots[n].to_arrow_field() for n in names])
+    # as readers see the columns (JSON as text, extension types), as FragmentReader.read gives them
+    user = pa.schema([roots[n].reader_field for n in names])
     if found is None:
         found = plans(frags, names)
     pieces = []
@@ -110,13 +113,14 @@ def read(
             j += 1
         if j - i > 1:
             batch = [p for p in found[i:j] if p is not None]
-            pieces.append(_read_batch(frags[i:j], batch, names, schema, runs[i:j], floors))
+            table = _read_batch(frags[i:j], batch, names, schema, runs[i:j], floors)
+            pieces.append(user_table(table, schema, user))
         else:
             j = max(j, i + 1)
             pieces.extend(f.read(names, r, floors) for f, r in zip(frags[i:j], runs[i:j]) if r.total)
         i = j
     if not pieces:
-        return schema.empty_table()
+        return user.empty_table()
     return pieces[0] if len(pieces) == 1 else pa.concat_tables(pieces)
 
 

@@ -10,6 +10,7 @@ and from the format's own :class:`lance_table.format.manifest.Fragment`.
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +22,20 @@ from lance_table.format import manifest as fmt
 # pylance's names of the deletion file kinds, and the format's.
 _DELETION_KINDS = {"array": fmt.DELETION_ARROW, "bitmap": fmt.DELETION_BITMAP}
 _DELETION_NAMES = {v: k for k, v in _DELETION_KINDS.items()}
+
+
+class _CallablePath(str):
+    """A data file's path, which may still be called as the method it once was (pylance keeps
+    ``DataFile.path()`` working, with a DeprecationWarning)."""
+
+    def __call__(self) -> str:
+        warnings.warn(
+            "DataFile.path() is deprecated, use DataFile.path instead", DeprecationWarning, stacklevel=2
+        )
+        return str(self)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (str, (str(self),))
 
 
 @dataclass
@@ -52,6 +67,15 @@ class DataFile:
 
     def __post_init__(self) -> None:
         self.column_indices = list(self.column_indices or [])
+        if type(self.path) is not _CallablePath:
+            self.path = _CallablePath(self.path)
+
+    def field_ids(self) -> list[int]:
+        """Deprecated (as in pylance): use ``fields``."""
+        warnings.warn(
+            "DataFile.field_ids is deprecated, use DataFile.fields instead", DeprecationWarning, stacklevel=2
+        )
+        return self.fields
 
     def __repr__(self) -> str:  # as pylance shows a data file
         return (
@@ -238,6 +262,13 @@ class FragmentMetadata:
     def num_rows(self) -> int:
         """The number of rows after deletions."""
         return self.physical_rows - self.num_deletions
+
+    def data_files(self) -> list[DataFile]:
+        """Deprecated (as in pylance): use ``files``."""
+        warnings.warn(
+            "FragmentMetadata.data_files is deprecated. Use .files instead.", DeprecationWarning, stacklevel=2
+        )
+        return self.files
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-serializable dictionary, the one pylance's ``to_json`` returns for the same fragment."""

@@ -251,6 +251,37 @@ class LanceFragment(pds.Fragment):
         metadata = FragmentMetadata.from_fragment(fragment)
         return metadata, LanceSchema(fields, self._snapshot.manifest.schema_metadata)
 
+    def update_columns(
+        self,
+        data_obj: Any,
+        left_on: str = "_rowid",
+        right_on: str | None = None,
+        schema: pa.Schema | None = None,
+        *,
+        with_offsets: bool = False,
+    ) -> tuple[FragmentMetadata, list[int]] | tuple[FragmentMetadata, list[int], bytes]:
+        """This fragment with existing columns given new values: ``data_obj``'s columns (but its
+        key ``right_on``, by default ``left_on``) replace the values of the rows whose ``left_on``
+        (``_rowid`` by default) matches; other rows keep theirs (of several matching rows the last
+        wins). The new values go to a new data file; nothing is committed (commit with
+        ``LanceOperation.Update(updated_fragments=[...], fields_modified=...)``, as in pylance).
+
+        Returns the new metadata and the ids of the fields rewritten, and with ``with_offsets``
+        also the matched physical row offsets as a portable Roaring bitmap.
+
+        Raises:
+            SchemaError: a key column is missing; a column to update is ``_rowid``/``_rowaddr``,
+                is not in the dataset or has another type there (also a ValueError).
+            TypeError: ``data_obj`` is of no kind a write takes.
+        """
+        from lance_table.table.operations.update_columns import update_fragment_columns
+
+        fragment, fields, offsets = update_fragment_columns(
+            self._snapshot, self.fragment_id, data_obj, left_on, right_on, schema
+        )
+        metadata = FragmentMetadata.from_fragment(fragment)
+        return (metadata, fields, offsets) if with_offsets else (metadata, fields)
+
     def __reduce__(self) -> tuple[Any, ...]:
         return _reopen, (self._snapshot, self.fragment_id)
 

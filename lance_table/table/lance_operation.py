@@ -12,6 +12,7 @@ Fragment lists take this library's :class:`FragmentMetadata` or any object with 
 from __future__ import annotations
 
 import uuid
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -177,6 +178,12 @@ class LanceOperation:
         preserves_nullability: bool = False
 
         def __post_init__(self) -> None:
+            if isinstance(self.schema, pa.Schema):  # (pylance's warning; it still works)
+                warnings.warn(
+                    "Passing a pyarrow.Schema to Merge is deprecated. Please use a LanceSchema instead.",
+                    DeprecationWarning,
+                    stacklevel=3,
+                )
             self.fragments = _fragments(self.fragments, "fragments")
 
     @dataclass

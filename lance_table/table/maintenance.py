@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from lance_table.errors import (
 from lance_table.file.container import read_metadata
 from lance_table.format import paths
 from lance_table.format.manifest import DataFile
-from lance_table.storage import open_storage
+from lance_table.storage import LocalStorage, open_storage
 from lance_table.table import versions
 from lance_table.table.snapshot import Snapshot
 
@@ -160,3 +161,7 @@ def drop(
     ):
         for item in storage.list_tree(directory):
             storage.delete(item.path)
+    if isinstance(storage, LocalStorage):  # and the directories left empty, the root too (as pylance)
+        for dirpath, _, _ in sorted(os.walk(storage.root), key=lambda d: -len(d[0])):
+            with contextlib.suppress(OSError):  # (not empty: someone else's file)
+                os.rmdir(dirpath)

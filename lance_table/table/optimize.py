@@ -10,6 +10,9 @@ from collections.abc import Sequence
 from typing import Any, Protocol, TypeVar
 
 from lance_table.errors import UnsupportedOperationError
+from lance_table.table.operations import auto_cleanup
+from lance_table.table.operations import config as config_ops
+from lance_table.table.operations.auto_cleanup import AutoCleanupConfig
 from lance_table.table.operations.compaction import CompactionMetrics, compact_files
 from lance_table.table.progress import Progress
 from lance_table.table.snapshot import Snapshot
@@ -206,18 +209,23 @@ class DatasetOptimizer:
         """
         raise UnsupportedOperationError("optimize_indices() is not supported: lance_table has no indices")
 
-    def enable_auto_cleanup(self, auto_cleanup_config: Any, **kwargs: Any) -> None:
-        """Not supported: call ``cleanup_old_versions()`` instead.
+    def enable_auto_cleanup(self, auto_cleanup_config: AutoCleanupConfig, **kwargs: Any) -> None:
+        """Turn on automatic cleanup (pylance's): every ``interval`` versions a commit removes the
+        versions older than ``older_than_seconds``. The keys go into the dataset config in one
+        commit; the handle moves to it.
 
         Raises:
-            UnsupportedOperationError: always.
+            KeyError: ``interval`` or ``older_than_seconds`` is missing.
+            CommitConflictError: a concurrent change of the same config keys.
         """
-        raise UnsupportedOperationError("enable_auto_cleanup() is not supported; call cleanup_old_versions()")
+        values = auto_cleanup.enable_values(auto_cleanup_config)
+        self._dataset._committed(config_ops.update_config(self._dataset._snapshot, values, False))
 
     def disable_auto_cleanup(self, **kwargs: Any) -> None:
-        """Not supported (auto cleanup is never enabled by lance_table).
+        """Turn automatic cleanup off: the config keys go, in one commit; the handle moves to it.
 
         Raises:
-            UnsupportedOperationError: always.
+            CommitConflictError: a concurrent change of the same config keys.
         """
-        raise UnsupportedOperationError("disable_auto_cleanup() is not supported")
+        keys = [auto_cleanup.INTERVAL_KEY, auto_cleanup.OLDER_THAN_KEY]
+        self._dataset._committed(config_ops.delete_config_keys(self._dataset._snapshot, keys))

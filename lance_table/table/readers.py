@@ -11,7 +11,8 @@ from typing import TypeAlias
 
 import pyarrow as pa
 
-from lance_table.errors import CorruptFileError, SchemaError, UnsupportedFormatError
+from lance_table._parallel import after_fork_in_child
+from lance_table.errors import CorruptFileError, SchemaError
 from lance_table.file.legacy import LegacyFileReader
 from lance_table.file.reader import LanceFileReader
 from lance_table.format import paths
@@ -103,18 +104,18 @@ class ReaderCache:
         data_file: DataFile,
         version: int | None = None,
         view: LegacyView | None = None,
+        directory: str = paths.DATA_DIR,
     ) -> FileReader:
-        """The reader of a data file (``version``, whose manifest names it, serves error messages).
+        """The reader of a data file (``version``, whose manifest names it, serves error messages)
+        in ``directory`` of ``storage`` (a file in another base path: that base's storage and
+        directory, see :mod:`lance_table.table.base_storage`).
 
         A legacy file is read through ``view`` (the manifest's fields and dictionaries) when given.
 
         Raises:
             DataFileNotFoundError: the file does not exist (e.g. its version was cleaned up).
-            UnsupportedFormatError: the file lives in another base path.
         """
-        if data_file.base_id is not None:
-            raise UnsupportedFormatError(f"data file {data_file.path} lives in another base path")
-        key: Key = (storage.cache_key, data_file.path, data_file.file_size_bytes)
+        key: Key = (storage.cache_key, directory, data_file.path, data_file.file_size_bytes)
         if view is not None and is_legacy_file(data_file):
             key = (*key, view.key)  # a legacy file's reader depends on its view (a rename changes it)
         with self._lock:
@@ -122,7 +123,7 @@ class ReaderCache:
             if cached is not None:
                 self._items.move_to_end(key)
                 return cached[0]
-        reader = open_reader(storage, data_file, version, view)
+        reader = open_reader(storage, data_file, version, view, directory)
         weight = reader_weight(reader)
         with self._lock:
             old = self._items.pop(key, None)
@@ -137,10 +138,14 @@ class ReaderCache:
 
 
 def open_reader(
-    storage: Storage, data_file: DataFile, version: int | None = None, view: LegacyView | None = None
+    storage: Storage,
+    data_file: DataFile,
+    version: int | None = None,
+    view: LegacyView | None = None,
+    directory: str = paths.DATA_DIR,
 ) -> FileReader:
     """A new reader of a data file (see :meth:`ReaderCache.get`)."""
-    path = paths.data_file_path(data_file.path)
+    path = f"{directory}/{data_file.path}" if directory else data_file.path
     try:
         source = storage.source(path, known_size(data_file))
         if is_legacy_file(data_file):
@@ -160,6 +165,16 @@ def open_reader(
 
 
 READERS = ReaderCache()
+
+
+def _readers_after_fork() -> None:
+    """A forked child opens its files afresh: a cached reader of a remote file holds its parent's
+    connection (and event loop), and another thread may have held the lock at the fork."""
+    READERS._lock = threading.Lock()
+    READERS.clear()
+
+
+after_fork_in_child(_readers_after_fork)
 
 
 def _check_size(storage: Storage, path: str, claimed: int | None, exc: CorruptFileError) -> None:
@@ -206,7 +221,19 @@ def legacy_view(
     """
     every = [n.field for r in roots for n in r.walk()]
     ids = set(data_file.fields)
-    kept = [f for f in every if f.id in ids] if ids else every
+    if ids:
+        # a struct whose own id the file lists as a tombstone (pylance's nested casts move the
+        # struct to the new file) still holds the children the file stores: keep it as their parent
+        parent = {f.id: f.parent_id for f in every}
+        listed = {i for i in ids if i in parent}
+        for i in list(listed):
+            p = parent[i]
+            while p != -1 and p not in listed:
+                listed.add(p)
+                p = parent[p]
+        kept = [f for f in every if f.id in listed]
+    else:
+        kept = every
     try:
         tree = tuple(build_tree(kept))
     except SchemaError as exc:
@@ -228,6 +255,10 @@ def _legacy_reader(source: object, data_file: DataFile, view: LegacyView | None)
     ids = data_file.fields or None
     if view is None:
         return LegacyFileReader(source, field_ids=ids)  # type: ignore[arg-type]
+    if ids is not None and min(ids) < 0:
+        # tombstoned ids (negative) have no rows; a tombstoned struct that still parents stored
+        # children is in the view, and its row starts the page table as pylance reads it
+        ids = tuple(sorted({i for i in ids if i >= 0} | {n.id for r in view.roots for n in r.walk()}))
     return LegacyFileReader(
         source,  # type: ignore[arg-type]
         list(view.roots),

@@ -22,18 +22,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyarrow import acero
 
-from lance_table._parallel import FRAGMENTS, IO, IO_THREADS, ahead_on, map_grouped, map_groups, workers
+from lance_table._parallel import FRAGMENTS, IO, ahead_on, io_threads, map_grouped, map_groups, workers
 from lance_table.errors import SchemaError
 from lance_table.extensions import storage_schema
 from lance_table.file.runs import Runs
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.row_ids import FILTERABLE, ROW_ADDR, ROW_ID, ROW_OFFSET, addresses, row_offsets
 from lance_table.table.scan_groups import RowReads, scan_tasks, take_batch
+from lance_table.table.scan_spec import default_batch_size
 
 if TYPE_CHECKING:
     from lance_table.filters.bounds import Condition
 
-DEFAULT_BATCH_SIZE = 8192
+
 # Rows read from a fragment at a time; output batches are sliced from these.
 READ_CHUNK_ROWS = 256 * 1024
 # A whole-table scan splits its fragments into at most this many ranges per worker in all.
@@ -120,7 +121,7 @@ def make_spec(
         fcols = [c for c in fcols if c in names]
     if (offset or 0) < 0 or (limit is not None and limit < 0):
         raise ValueError("offset and limit must not be negative")
-    size = batch_size or DEFAULT_BATCH_SIZE
+    size = batch_size or default_batch_size()
     if size <= 0:
         raise ValueError("batch_size must be positive")
     conditions: tuple[Condition, ...] = ()
@@ -392,7 +393,7 @@ def scan(frags: Sequence[FragmentReader], spec: ScanPlan, out_schema: pa.Schema)
         rows = max(
             1, min(max(spec.batch_size, READ_CHUNK_ROWS), max(f.fragment.physical_rows for f in frags))
         )
-        depth = max(depth, min(wait, IO_THREADS, READ_AHEAD_ROWS // rows))
+        depth = max(depth, min(wait, io_threads(), READ_AHEAD_ROWS // rows))
         name = IO if depth > workers() else FRAGMENTS
     tasks = ((frag, lo, hi) for frag in frags for lo, hi in _row_ranges(frag, spec))
 

@@ -15,6 +15,7 @@ pylance's options fall in three groups:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
@@ -22,6 +23,18 @@ from typing import Any, TypeAlias
 import pyarrow.compute as pc
 
 from lance_table.errors import ScanOptionError, UnsupportedOperationError
+
+DEFAULT_BATCH_SIZE = 8192
+# pylance's environment variable for the batch size of scans that name none
+BATCH_SIZE_ENV = "LANCE_DEFAULT_BATCH_SIZE"
+
+
+def default_batch_size() -> int:
+    """Rows per batch of a scan that names no batch size: ``LANCE_DEFAULT_BATCH_SIZE`` when set
+    to a positive integer (read at each scan, as pylance reads it), else 8192."""
+    text = os.environ.get(BATCH_SIZE_ENV, "")
+    return int(text) if text.strip().isdigit() and int(text) > 0 else DEFAULT_BATCH_SIZE
+
 
 #: What ``columns=`` takes: names, or output names to SQL expressions (None: every column).
 Columns: TypeAlias = "Sequence[str] | Mapping[str, str] | None"
@@ -136,7 +149,8 @@ def scan_spec(options: Mapping[str, Any], where: str = "scanner") -> ScanSpec:
     limit, offset, batch_size = (given.get(k) for k in ("limit", "offset", "batch_size"))
     for name, value in (("limit", limit), ("offset", offset)):
         if value is not None and (not isinstance(value, int) or value < 0):
-            raise ScanOptionError(f"{name} must be a non-negative integer, got {value!r}")
+            # (pylance's words, which its users match)
+            raise ScanOptionError(f"{name.capitalize()} must be non-negative (an integer), got {value!r}")
     if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
         raise ScanOptionError(f"batch_size must be a positive integer, got {batch_size!r}")
     if given.get("strict_batch_size") and batch_size is None:

@@ -18,6 +18,7 @@ from lance_table.errors import UnsupportedFormatError, VersionGoneError, Version
 from lance_table.extensions import user_schema
 from lance_table.file.v2_1.blob_v2 import has_blob_v2, is_blob_v2, read_node
 from lance_table.format import paths
+from lance_table.format.bases import BasePath, base_paths
 from lance_table.format.manifest import Fragment, Manifest
 from lance_table.schema import FieldNode, arrow_schema_from_fields, build_tree
 from lance_table.storage import Storage
@@ -97,7 +98,13 @@ class Snapshot:
                 raise ValueError(f"fragments {missing[:5]} are not in version {self.version} of {self.uri}")
             frags = [by_id[i] for i in ids]
         dicts = self.manifest.dictionaries
-        return [FragmentReader(f, self.storage, self.roots, self.version, dicts) for f in frags]
+        bases = self.bases
+        return [FragmentReader(f, self.storage, self.roots, self.version, dicts, bases) for f in frags]
+
+    @cached_property
+    def bases(self) -> dict[int, BasePath]:
+        """The manifest's other base paths by id (pylance's multi-base datasets, shallow clones)."""
+        return base_paths(self.manifest)
 
     def commit(self, pending: Pending, *, message: str | None = None) -> Snapshot:
         """Commit ``pending`` (planned against this version) and return the version it made.

@@ -6,11 +6,12 @@ import contextlib
 import datetime as dt
 import json
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from lance_table._parallel import METADATA, map_on
+from lance_table._parallel import METADATA, after_fork_in_child, map_on
 from lance_table.errors import (
     CorruptFileError,
     DatasetNotFoundError,
@@ -28,11 +29,21 @@ from lance_table.format.manifest import (
 )
 from lance_table.format.transaction import Transaction
 from lance_table.storage import Storage
+from lance_table.storage.base import Entry
+from lance_table.table import version_summaries
 
 # Decoded manifests by (storage cache key, manifest path), reused only when the file's bytes are identical.
 DECODED_CACHE_SIZE = 256
 _DECODED: OrderedDict[tuple[str, str], tuple[bytes, ManifestFile]] = OrderedDict()
 _DECODED_LOCK = threading.Lock()
+
+
+def _new_decoded_lock() -> None:
+    global _DECODED_LOCK
+    _DECODED_LOCK = threading.Lock()  # a forked child: another thread may have held it at the fork
+
+
+after_fork_in_child(_new_decoded_lock)
 
 
 @dataclass(frozen=True)
@@ -56,18 +67,26 @@ def list_versions(storage: Storage, *, after: int | None = None) -> list[Version
         CorruptFileError: the directory mixes the V1 and V2 manifest naming schemes.
     """
     names = [n for n in storage.list_names(paths.VERSIONS_DIR) if n.endswith(paths.MANIFEST_SUFFIX)]
-    if after is not None and all(len(n) == paths.V2_NAME_LENGTH for n in names):
+    if after is not None and _all_v2(names):
         cut = paths.manifest_name(after, paths.ManifestNaming.V2)
         names = [n for n in names if n < cut]
     entries = _entries(names)
-    schemes = {e.scheme for e in entries}
-    if len(schemes) > 1:
+    _check_one_scheme(storage, entries)
+    entries.sort(key=lambda e: e.version)
+    return [e for e in entries if e.version > after] if after is not None else entries
+
+
+def _all_v2(names: list[str]) -> bool:
+    """Whether there are manifest names and all are V2 names (told apart by their length)."""
+    return bool(names) and min(map(len, names)) == max(map(len, names)) == paths.V2_NAME_LENGTH
+
+
+def _check_one_scheme(storage: Storage, entries: list[VersionEntry]) -> None:
+    if len({e.scheme for e in entries}) > 1:
         raise CorruptFileError(
             f"{storage.uri.rstrip('/')}/{paths.VERSIONS_DIR}",
             "found multiple manifest naming schemes in the same directory",
         )
-    entries.sort(key=lambda e: e.version)
-    return [e for e in entries if e.version > after] if after is not None else entries
 
 
 def _entries(names: list[str]) -> list[VersionEntry]:
@@ -94,11 +113,10 @@ def latest_entry(storage: Storage) -> VersionEntry:
         CorruptFileError: the directory mixes the V1 and V2 manifest naming schemes.
     """
     names = [n for n in storage.list_names(paths.VERSIONS_DIR) if n.endswith(paths.MANIFEST_SUFFIX)]
-    if names and all(len(n) == paths.V2_NAME_LENGTH for n in names):
-        for name in sorted(names):
-            found = _entries([name])
-            if found:
-                return found[0]
+    if _all_v2(names):
+        found = _entries([min(names)])
+        if found:
+            return found[0]
     entries = list_versions(storage)
     if not entries:
         raise DatasetNotFoundError(f"no Lance dataset at {storage.uri}")
@@ -233,12 +251,16 @@ def _transaction_of(
 def history(storage: Storage) -> list[dict[str, Any]]:
     """Every version, oldest first, shaped as pylance's ``versions()``: ``version``, ``timestamp``
     (naive local time, as pylance computes it) and ``metadata`` (the version's summary, strings);
-    and beside them ``operation``, ``commit_message`` and ``transaction_properties``. Fragments are
-    counted in their protobuf form, not decoded; manifests are read on threads. Versions cleaned up
-    since the listing are left out, but never the latest (the directory is listed again if it went).
+    and beside them ``operation``, ``commit_message`` and ``transaction_properties``.
+
+    Each manifest file's summary is cached by what the listing says of the file (see
+    :mod:`version_summaries`), so only manifests not seen before are read: concurrently, then
+    decoded here, each compared with the previous version's fragments. Versions cleaned up since
+    the listing are left out, but never the latest (the directory is listed again if it went).
 
     Raises:
-        CorruptFileError: a manifest or transaction is damaged.
+        CorruptFileError: a manifest or transaction is damaged, or the directory mixes the V1 and
+            V2 manifest naming schemes.
     """
 
     def read(entry: VersionEntry) -> bytes | None:
@@ -247,9 +269,7 @@ def history(storage: Storage) -> list[dict[str, Any]]:
         except FileNotFoundError:
             return None
 
-    def one(entry: VersionEntry, data: bytes | None) -> dict[str, Any] | None:
-        if data is None:
-            return None
+    def one(entry: VersionEntry, data: bytes) -> dict[str, Any]:
         where = f"{storage.uri.rstrip('/')}/{entry.path}"
         summary = decode_manifest_summary(data, where)
         if summary.version != entry.version:
@@ -257,26 +277,51 @@ def history(storage: Storage) -> list[dict[str, Any]]:
                 where, f"file name says version {entry.version}, manifest says {summary.version}"
             )
         txn = _transaction_of(storage, summary.transaction, summary.transaction_file, where)
+        totals = version_summaries.fragment_totals(
+            storage.cache_key, summary.body, summary.fragments, summary.totals
+        )
         return {
             "version": entry.version,
             "timestamp": _version_time(summary.timestamp_ns),
-            "metadata": summary.totals(),
+            "metadata": totals,
             "operation": txn.operation.name if txn else None,
             "commit_message": txn.commit_message if txn else None,
             "transaction_properties": dict(txn.properties) if txn else {},
         }
 
     for _ in range(_HISTORY_TRIES):
-        entries = list_versions(storage)
+        files = _manifest_files(storage)
+        now = time.time()
+        keys = [version_summaries.summary_key(storage, f, now) for _, f in files]
+        found = [version_summaries.cached(k) for k in keys]
+        todo = [i for i, hit in enumerate(found) if hit is None]
         # the reads run concurrently (they wait on storage); the decoding holds the GIL, so it runs
         # here, where threads would only contend for it
-        found = [one(e, data) for e, data in zip(entries, map_on(METADATA, read, entries))]
+        for i, data in zip(todo, map_on(METADATA, read, [files[i][0] for i in todo])):
+            if data is not None:
+                found[i] = one(files[i][0], data)
+                version_summaries.remember(keys[i], found[i])  # type: ignore[arg-type]
         if not found or found[-1] is not None:
             return [v for v in found if v is not None]
         # the latest listed version was superseded and cleaned up before it was read: list again
     raise VersionGoneError(
         f"the latest version of {storage.uri} kept being cleaned up while the versions were read"
     )
+
+
+def _manifest_files(storage: Storage) -> list[tuple[VersionEntry, Entry]]:
+    """Every manifest file with what the listing says of it (size, time, ETag), oldest first.
+
+    Raises:
+        CorruptFileError: the directory mixes the V1 and V2 manifest naming schemes.
+    """
+    listed = {
+        e.name: e for e in storage.list_dir(paths.VERSIONS_DIR) if e.name.endswith(paths.MANIFEST_SUFFIX)
+    }
+    entries = _entries(list(listed))
+    _check_one_scheme(storage, entries)
+    entries.sort(key=lambda e: e.version)
+    return [(e, listed[e.path.rsplit("/", 1)[-1]]) for e in entries]
 
 
 _HISTORY_TRIES = 20
@@ -293,6 +338,6 @@ def _version_time(ns: int) -> dt.datetime:
 def write_version_hint(storage: Storage, version: int) -> None:
     """Best-effort update of ``latest_version_hint.json`` (only a hint; readers list the directory)."""
     with contextlib.suppress(OSError):
-        storage.write(
+        storage.write_hint(
             paths.LATEST_VERSION_HINT, json.dumps({"version": version}, separators=(",", ":")).encode()
         )

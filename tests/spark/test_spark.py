@@ -193,36 +193,44 @@ def test_read_options(spark, tmp_path):
     assert lt.dataset(uri).count_rows() == 1400
 
 
+def _scan_rows(df) -> int:
+    """How many rows the source's scan handed Spark in the last query run on ``df``."""
+    plan = df._jdf.queryExecution().executedPlan()
+    if "Adaptive" in plan.getClass().getSimpleName():
+        plan = plan.executedPlan()
+    leaves = plan.collectLeaves()
+    scans = [leaves.apply(i) for i in range(leaves.size()) if "BatchScan" in leaves.apply(i).nodeName()]
+    assert len(scans) == 1, plan.toString()
+    return int(scans[0].metrics().apply("numOutputRows").value())
+
+
 def test_filter_pushdown_after_register(spark, tmp_path):
+    """Pushed filters cut the rows the scan hands Spark, and later queries on the same DataFrame
+    (which Spark 4.3 runs with the read it planned last) still see exactly their own rows. Each
+    kind of filter is checked without Spark in test_pushdown.py."""
     import lance_table.spark as lts
 
     uri = str(tmp_path / "ds")
-    table = _rows(0, 3000)
-    lt.write_dataset(table, uri, max_rows_per_file=1000)
-    with pytest.warns(UserWarning, match="reuse"):
+    table = _rows(0, 1000)
+    lt.write_dataset(table, uri, max_rows_per_file=400)
+    with pytest.warns(UserWarning, match="filtered copy"):
         lts.register(spark, pushdown=True)
     try:
         assert spark.conf.get(lts.PUSHDOWN_CONF) == "true"
-        cases = {
-            "id = 17": lambda t: pc.equal(t["id"], 17),
-            "id > 2990 AND x < 1497.0": lambda t: pc.and_(pc.greater(t["id"], 2990), pc.less(t["x"], 1497.0)),
-            "id IN (1, 5, 2999)": lambda t: pc.is_in(t["id"], pa.array([1, 5, 2999])),
-            "s IS NULL AND id < 50": lambda t: pc.and_(pc.is_null(t["s"]), pc.less(t["id"], 50)),
-            "s LIKE 's29%'": lambda t: pc.starts_with(t["s"], "s29"),
-            "s LIKE '%99'": lambda t: pc.ends_with(t["s"], "99"),
-            "NOT (id >= 10)": lambda t: pc.invert(pc.greater_equal(t["id"], 10)),
-            "id % 1000 = 7 OR s = 's11'": lambda t: pa.array(
-                [i % 1000 == 7 or v == "s11" for i, v in zip(t["id"].to_pylist(), t["s"].to_pylist())]
-            ),
-        }
-        for sql, mask in cases.items():
-            df = spark.read.format("lance_table").load(uri)  # a fresh DataFrame per query (see register)
-            plan = df.filter(sql)._jdf.queryExecution().executedPlan().toString()
-            got = df.filter(sql).toArrow()
-            expected = table.filter(mask(table))
-            assert sorted(got["id"].to_pylist()) == sorted(expected["id"].to_pylist()), sql
-            if sql == "id = 17":
-                assert "Filter" not in plan.split("BatchScan")[0], plan  # Spark left it to the source
+        df = spark.read.format("lance_table").load(uri)
+        query = df.filter("id = 17")
+        assert query.toArrow()["s"].to_pylist() == ["s17"]
+        assert _scan_rows(query) == 1  # the source applied the filter: one row left the scan
+        assert df.count() == 1000  # a later query without filters: every row
+        mixed = df.filter("s LIKE 's29%' AND id % 2 = 0").toArrow()  # pushed, and one left to Spark
+        assert sorted(mixed["id"].to_pylist()) == [290, 292, 296, 298]  # s294 is null (294 % 7 == 0)
+        # Why pushdown is opt-in: in one query, Spark 4.3 runs the read one scan of a DataFrame
+        # planned (with its pushed filters) for every scan of it, and no task can tell them apart.
+        from pyspark import __version__ as spark_version
+
+        union = df.filter("id < 10").union(df).count()
+        if spark_version.startswith("4.3."):
+            assert union == 20, union  # not 1010: the unfiltered side lost its rows
     finally:
         lts.register(spark)
         spark.conf.set(lts.PUSHDOWN_CONF, "false")

@@ -124,7 +124,8 @@ def test_dataframes_and_temp_views_read_the_latest_version(spark, tmp_path):
     lance = pytest.importorskip("lance")
     empty, two = str(tmp_path / "empty"), str(tmp_path / "two")
     lt.write_dataset(_rows(0, 0), empty)
-    lt.write_dataset(_rows(0, 20), two, max_rows_per_file=10)  # two fragments: two planned tasks
+    # two fragments, two planned tasks (a task per 10 rows: small fragments would share one)
+    lt.write_dataset(_rows(0, 20), two, max_rows_per_file=10)
 
     df = spark.read.format("lance_table").load(empty)
     df.createOrReplaceTempView("sq_empty")
@@ -132,8 +133,13 @@ def test_dataframes_and_temp_views_read_the_latest_version(spark, tmp_path):
     lt.write_dataset(_rows(0, 35), empty, mode="append", max_rows_per_file=10)
     assert _ids(spark, "SELECT id FROM sq_empty") == list(range(35))  # one planned task reads all
 
-    spark.read.format("lance_table").load(two).createOrReplaceTempView("sq_two")
-    spark.sql(f"CREATE TEMP VIEW sq_two_sql USING lance_table OPTIONS (path 'file:{two}')")
+    spark.read.format("lance_table").option("max_rows_per_partition", 10).load(two).createOrReplaceTempView(
+        "sq_two"
+    )
+    spark.sql(
+        "CREATE TEMP VIEW sq_two_sql USING lance_table "
+        f"OPTIONS (path 'file:{two}', max_rows_per_partition '10')"
+    )
     spark.sql(f"CREATE TEMP VIEW sq_two_v1 USING lance_table OPTIONS (path '{two}', version '1')")
     assert spark.sql("SELECT count(*) FROM sq_two").first()[0] == 20
     assert spark.sql("SELECT count(*) FROM sq_two_sql").first()[0] == 20
@@ -181,7 +187,9 @@ def test_sql_on_s3_with_storage_options_from_the_conf_or_options(spark, s3_uri, 
             spark.conf.set(key, value)
         register(spark)  # the driver's side gets the conf's storage options; tasks read the conf
         spark.sql(f"CREATE TABLE sq_s3 USING lance_table LOCATION '{s3a}'")
+        spark.sql(f"CREATE TABLE sq_s3_plain USING lance_table LOCATION '{uri}'")  # s3:// as well
         assert _ids(spark, "SELECT id FROM sq_s3") == list(range(30))
+        assert _ids(spark, "SELECT id FROM sq_s3_plain WHERE id < 3") == [0, 1, 2]
         create_table(spark, "sq_s3_rw", uri)
         spark.sql("INSERT INTO sq_s3_rw VALUES (100, 'x')")
         assert _lance_ids(uri, storage_options=s3_options) == [*range(30), 100]
@@ -197,3 +205,8 @@ def test_sql_on_s3_with_storage_options_from_the_conf_or_options(spark, s3_uri, 
     assert _ids(spark, "SELECT id FROM sq_s3_view") == list(range(5))
     spark.sql("INSERT INTO sq_s3_view VALUES (7, 'y')")
     assert _lance_ids(uri, storage_options=s3_options) == [0, 1, 2, 3, 4, 7]
+    # A catalog table cannot keep them (Spark hands its reads no OPTIONS): refused, saying what works.
+    with pytest.raises(Exception, match=r"spark\.lance_table\.<option>"):
+        spark.sql(f"CREATE TABLE sq_s3_opts USING lance_table OPTIONS (path '{uri}', storage_options '{so}')")
+    create_table(spark, "sq_s3_opts", s3a, storage_options=s3_options)
+    assert _ids(spark, "SELECT id FROM sq_s3_opts") == [0, 1, 2, 3, 4, 7]

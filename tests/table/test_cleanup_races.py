@@ -196,7 +196,7 @@ def test_a_commit_finding_versions_cleaned_up_after_planning_reruns_on_the_lates
     history = History(place)
     old = history.open(1)
     lt.write_dataset(rows(200, 210), history.uri, mode="append", storage_options=history.options)
-    pause = Pause(old._storage, "write", lambda p: p.startswith(paths.TRANSACTIONS_DIR))
+    pause = Pause(old._storage, "write_new", lambda p: p.startswith(paths.TRANSACTIONS_DIR))
     run = pause_at(pause, lambda: old.delete("id = 60"))
     history.cleanup()
     pause.go.set()
@@ -629,13 +629,22 @@ def test_a_slow_commit_rewrites_its_transaction_file_and_looks_again(place, monk
     history = History(place)
     deleter = history.open()
     writes: list[str] = []
-    original = deleter._storage.write
+    storage = deleter._storage
+    original, original_new = storage.write, storage.write_new
 
     def write(path: str, data: bytes) -> None:
         writes.append(path)
         original(path, data)
 
-    deleter._storage.write = write
+    def write_new(path: str, data: bytes) -> None:
+        writes.append(path)
+        storage.write = original  # (a backend's write_new may be its write: count it once)
+        try:
+            original_new(path, data)
+        finally:
+            storage.write = write
+
+    storage.write, storage.write_new = write, write_new
     deleter.delete("id >= 190")
     txns = [p for p in writes if p.startswith(paths.TRANSACTIONS_DIR + "/")]
     assert len(txns) == 2 and len(set(txns)) == 1

@@ -117,7 +117,9 @@ def test_merge_with_a_pyarrow_schema_keeps_the_ids_of_existing_columns(tmp_path:
     _create(uri)
     op = _merge_op(uri)
     schema = pa.schema([("a", pa.int64()), ("b", pa.string()), ("c", pa.int64())])
-    lt.LanceDataset.commit(uri, lt.LanceOperation.Merge(op.fragments, schema), read_version=1)
+    with pytest.deprecated_call():  # (a pyarrow schema is deprecated in pylance's Merge too)
+        merge = lt.LanceOperation.Merge(op.fragments, schema)
+    lt.LanceDataset.commit(uri, merge, read_version=1)
     assert [(f.name(), f.id()) for f in lt.dataset(uri).lance_schema.fields()] == [
         ("a", 0),
         ("b", 1),
@@ -292,8 +294,22 @@ def _op(kind: str, uri: Path) -> Any:
     if kind in ("project", "project_nullable"):
         schema = PylanceSchema.from_pyarrow(pa.schema([("a", pa.int64())]))
         return L.Project(schema, preserves_nullability=kind == "project_nullable")
+    if kind == "update_other":  # rows of fragment 1 only
+        new = lance.fragment.write_fragments(pa.table({"a": [7], "b": ["seven"]}), uri)
+        return L.Update(updated_fragments=[ds.get_fragment(1).delete("a = 7")], new_fragments=new)
     if kind == "config":
         return L.UpdateConfig(config_updates=L.UpdateMap({"k": "v"}))
+    if kind == "config_schema":
+        return L.UpdateConfig(schema_metadata_updates=L.UpdateMap({"m": "1"}))
+    if kind == "config_field":
+        return L.UpdateConfig(field_metadata_updates={0: L.UpdateMap({"unit": "m"})})
+    if kind == "data_replacement":  # fragment 0's data file (fields a, b) written again
+        frag = lance.fragment.write_fragments(
+            pa.table({"a": pa.array(range(5), pa.int64()), "b": ["r"] * 5}), uri
+        )
+        return L.DataReplacement([L.DataReplacementGroup(0, frag[0].files[0])])
+    if kind == "restore":
+        return L.Restore(1)
     if kind == "rewrite":
         old = ds.get_fragment(0)
         new = lance.fragment.write_fragments(old.to_table(), uri)
@@ -321,13 +337,18 @@ KINDS = [
     "append",
     "delete",
     "update",
+    "update_other",
+    "data_replacement",
     "merge",
     "merge_nullable",
     "project",
     "project_nullable",
     "config",
+    "config_schema",
+    "config_field",
     "rewrite",
     "overwrite",
+    "restore",
 ]
 
 
@@ -336,8 +357,8 @@ def test_conflict_rules_match_pylance(tmp_path: Path, theirs_kind: str) -> None:
     """For each operation committed first, every other operation planned on the same version:
     lance_table accepts, asks to retry, or refuses exactly when pylance does."""
     for mine_kind in KINDS:
-        if mine_kind == "overwrite":
-            continue  # an overwrite applies to the latest version, whatever came before
+        if mine_kind in ("overwrite", "restore"):
+            continue  # an overwrite or restore applies to the latest version, whatever came before
         results = {}
         for lib in ("ours", "theirs"):
             uri = tmp_path / f"{theirs_kind}-{mine_kind}-{lib}"

@@ -196,7 +196,9 @@ def test_bad_inputs_are_typed_errors_and_change_nothing(tmp_path: Path) -> None:
     _refused(uri, lt.SchemaError, lt.LanceOperation.Overwrite(renamed, good))
     lying = [FragmentMetadata.from_json({**good[0].to_json(), "physical_rows": 11})]
     _refused(uri, lt.CorruptFileError, lt.LanceOperation.Append(lying))
-    _refused(uri, lt.SchemaError, lt.LanceOperation.Merge(good, wrong))
+    with pytest.deprecated_call():  # (a pyarrow schema, as in pylance)
+        merge = lt.LanceOperation.Merge(good, wrong)
+    _refused(uri, lt.SchemaError, merge)
     _refused(uri, TypeError, lt.LanceOperation.Project(wrong))
     with pytest.raises(lt.DatasetNotFoundError):
         lt.LanceDataset.commit(str(tmp_path / "none"), lt.LanceOperation.Append(good), read_version=1)
@@ -205,3 +207,24 @@ def test_bad_inputs_are_typed_errors_and_change_nothing(tmp_path: Path) -> None:
     # the fragments were fine all along
     lt.LanceDataset.commit(str(uri), lt.LanceOperation.Append(good), read_version=1)
     _both_read(uri, make_rows(0, 20))
+
+
+def test_deprecated_pylance_spellings_still_work_and_warn(tmp_path: Path) -> None:
+    """pylance's older calls: ``DataFile.path()``, ``field_ids()``, ``FragmentMetadata.data_files()``
+    and ``Merge`` with a pyarrow schema work, with pylance's DeprecationWarning."""
+    table = pa.table({"a": range(10)})
+    lt.write_dataset(table, tmp_path)
+    metadata = lt.dataset(tmp_path).get_fragment(0).metadata
+    data_file = metadata.files[0]
+    with pytest.warns(DeprecationWarning):
+        assert data_file.path() == data_file.path
+    with pytest.warns(DeprecationWarning):
+        assert data_file.field_ids() == data_file.fields == [0]
+    with pytest.warns(DeprecationWarning):
+        assert metadata.data_files() == metadata.files
+    assert pickle.loads(pickle.dumps(data_file)) == data_file and json.dumps(metadata.to_json())
+    merged, _ = lt.dataset(tmp_path).get_fragment(0).merge_columns(lambda b: pa.record_batch([b["a"]], ["c"]))
+    with pytest.deprecated_call():
+        merge = lt.LanceOperation.Merge([merged], pa.schema([("a", pa.int64()), ("c", pa.int64())]))
+    ds = lt.LanceDataset.commit(tmp_path, merge, read_version=1)
+    assert ds.to_table().to_pydict() == {"a": list(range(10)), "c": list(range(10))}

@@ -204,7 +204,6 @@ def test_engine_options_are_accepted_and_result_changing_ones_refused(tmp_path):
     )
     assert ds.count_rows() == 4
     for option, value in [
-        ("auto_cleanup_options", {"interval": 1}),
         ("target_bases", ["b"]),
         ("external_blob_mode", "ingest"),
         ("table_id", ["t"]),
@@ -311,9 +310,14 @@ def test_stats_and_validate(pair):
 
 
 def test_drop(pair, tmp_path):
+    (Path(pair[0]) / "other").mkdir()
+    (Path(pair[0]) / "other" / "notes.txt").write_text("x")
     lt.LanceDataset.drop(pair[0])
     with pytest.raises(lt.DatasetNotFoundError):
         lt.dataset(pair[0])
+    assert not Path(pair[0]).exists()  # the whole directory goes, as with pylance:
+    lance.LanceDataset.drop(pair[1])
+    assert not Path(pair[1]).exists()
     with pytest.raises(OSError):
         lt.LanceDataset.drop(str(tmp_path / "missing"))
     lt.LanceDataset.drop(str(tmp_path / "missing"), ignore_not_found=True)

@@ -374,3 +374,16 @@ def test_order_by_unknown_column(pair) -> None:
     _, ours = pair
     with pytest.raises(SchemaError):
         ours.to_table(order_by=["nope"])
+
+
+def test_default_batch_size_from_the_environment(tmp_path, monkeypatch):
+    lance.write_dataset(pa.table({"a": range(1000)}), tmp_path)
+    monkeypatch.setenv("LANCE_DEFAULT_BATCH_SIZE", "12")
+    sizes = [
+        [b.num_rows for b in lib.dataset(tmp_path).scanner(scan_in_order=True).to_batches()]
+        for lib in (lt, lance)
+    ]
+    assert sizes[0] == sizes[1] == [12] * 83 + [4]
+    assert [b.num_rows for b in lt.dataset(tmp_path).to_batches(batch_size=100)][:1] == [100]
+    monkeypatch.setenv("LANCE_DEFAULT_BATCH_SIZE", "bad")
+    assert [b.num_rows for b in lt.dataset(tmp_path).to_batches()] == [1000]

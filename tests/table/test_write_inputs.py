@@ -393,9 +393,8 @@ def test_extension_columns_survive_deletes_compaction_filters_and_takes(tmp_path
 
 
 def test_unregistered_extension_types_read_and_write_as_pyarrow_leaves_them(tmp_path):
-    """Without pylance imported, nobody registered ``lance.bfloat16``: it reads as its storage with
-    the extension named in the field metadata (what pyarrow does for any unknown extension type),
-    and written back that way it is the same column for pylance."""
+    """Without pylance imported, nobody registered ``lance.bfloat16``: it reads as lance_table's
+    own bfloat16 type (``lance_table.arrow``), and written back it is the same column for pylance."""
     import subprocess
     import sys
     import textwrap
@@ -407,8 +406,11 @@ def test_unregistered_extension_types_read_and_write_as_pyarrow_leaves_them(tmp_
         import lance_table as lt
         t = lt.dataset({str(tmp_path / "src")!r}).to_table()
         f = t.schema.field("bf")
-        assert f.type.equals(__import__("pyarrow").binary(2)), f.type
-        assert f.metadata[b"ARROW:extension:name"] == b"lance.bfloat16", f.metadata
+        assert type(f.type).__module__ == "lance_table.arrow", f.type
+        assert f.type.extension_name == "lance.bfloat16" and f.type.storage_type.equals(
+            __import__("pyarrow").binary(2)
+        ), f.type
+        assert [str(v) for v in t.column("bf").chunk(0)] == ["1.5", "None"]
         lt.write_dataset(t, {str(tmp_path / "copy")!r})
         assert "lance" not in sys.modules
         """

@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from lance_table import __version__
 from lance_table.errors import CommitConflictError, CommitError
-from lance_table.format import paths
+from lance_table.format import fragment_facts, paths
 from lance_table.format.dictionaries import extended
 from lance_table.format.manifest import (
     DEFAULT_DATA_FORMAT,
@@ -131,13 +131,14 @@ def _check_fragment_ids(m: Manifest) -> None:
     Raises:
         CommitError: naming the ids.
     """
-    ids = [f.id for f in m.fragments]
-    if len(set(ids)) != len(ids):
+    found = fragment_facts.facts(tuple(m.fragments))
+    if found.repeated:
+        ids = [f.id for f in m.fragments]
         repeated = sorted(i for i, n in Counter(ids).items() if n > 1)
         raise CommitError(
             f"the next version would hold fragment ids {repeated[:5]} twice; nothing was committed"
         )
-    top = max([*ids, m.max_fragment_id if m.max_fragment_id is not None else -1])
+    top = max(found.top, m.max_fragment_id if m.max_fragment_id is not None else -1)
     if top > MAX_FRAGMENT_ID:
         raise CommitError(
             f"the dataset has used every fragment id (the format stores at most {MAX_FRAGMENT_ID}, "

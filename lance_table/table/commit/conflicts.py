@@ -130,12 +130,22 @@ def _check_rewrite(mine: Operation, other: Operation, pending: Pending) -> Outco
     return None
 
 
+def _touches_schema(op: Operation) -> bool:
+    """An UpdateConfig that changes schema or field metadata (pylance 14 orders these against
+    schema changes and restores; plain config changes commute with them)."""
+    return isinstance(op, UpdateConfig) and (
+        op.schema_metadata_updates is not None or bool(op.field_metadata_updates)
+    )
+
+
 def _check_merge(mine: Operation, other: Operation, pending: Pending) -> Outcome:
     kind = _kind(other)
     if kind in _REPLACES | {"project", "update_mem_wal_state"}:
         return INCOMPATIBLE
     if kind in ("update", "append", "delete", "rewrite", "merge", "data_replacement"):
         return RETRY
+    if _touches_schema(other):
+        return RETRY  # the new schema would carry the old metadata
     return None
 
 
@@ -145,7 +155,7 @@ def _check_project(mine: Operation, other: Operation, pending: Pending) -> Outco
         return INCOMPATIBLE
     if kind in ("merge", "project"):
         return RETRY
-    if kind in ("append", "update") and _changes_nullability(mine):
+    if kind in ("append", "update", "data_replacement") and _changes_nullability(mine):
         return RETRY
     return None
 
@@ -166,6 +176,11 @@ def _upsert_key_conflict(mine: Operation, other: Operation) -> bool:
 
 def _check_update_config(mine: Operation, other: Operation, pending: Pending) -> Outcome:
     assert isinstance(mine, UpdateConfig)
+    if _touches_schema(mine):
+        if _kind(other) == "restore":
+            return INCOMPATIBLE
+        if _kind(other) == "merge":
+            return RETRY
     if isinstance(other, Overwrite):
         touches_schema = mine.schema_metadata_updates is not None or bool(mine.field_metadata_updates)
         return INCOMPATIBLE if touches_schema or _upsert_key_conflict(mine, other) else None
@@ -186,6 +201,17 @@ def _check_data_replacement(mine: Operation, other: Operation, pending: Pending)
         return RETRY if _overlap(mine, other) else None
     if kind == "create_index":
         return RETRY  # the index's fields are not known here: assume it covers a replaced field
+    if kind == "merge":
+        return RETRY
+    if isinstance(other, Project):
+        if not other.preserves_nullability:
+            return RETRY
+        kept = {f.id for f in other.schema}
+        replaced = {i for _, new_file in mine.replacements for i in new_file.fields}
+        return INCOMPATIBLE if replaced - kept else None  # a replaced column was dropped
+    if isinstance(other, Update):
+        # its rows of a replaced fragment moved (a delete only adds deletions: no conflict)
+        return RETRY if _overlap(mine, other) else None
     if isinstance(other, DataReplacement):
         for frag_id, new_file in mine.replacements:
             for other_id, other_file in other.replacements:

@@ -43,6 +43,7 @@ from lance_table.storage import Storage
 from lance_table.table import versions
 from lance_table.table.commit.apply import next_manifest
 from lance_table.table.commit.conflicts import Pending, rebase
+from lance_table.table.operations.auto_cleanup import run_after_commit
 from lance_table.table.tags import COMMIT_REFRESH_SECONDS, pinned
 
 DEFAULT_MAX_RETRIES = 20
@@ -132,7 +133,7 @@ def commit(
     attempt = _Attempt(pending)
     properties = {**(properties or {}), **({COMMIT_MESSAGE_KEY: message} if message else {})}
     try:
-        return _commit(
+        manifest = _commit(
             storage, base, attempt, options or CommitOptions(), properties, scheme, create_only, txn_uuid
         )
     except CommitStateUnknownError:
@@ -142,6 +143,8 @@ def commit(
             with contextlib.suppress(OSError):  # best effort: cleanup removes leftovers later
                 storage.delete(path)
         raise
+    run_after_commit(storage, manifest)  # the dataset's automatic cleanup, when its config asks
+    return manifest
 
 
 def _commit(
@@ -167,7 +170,7 @@ def _commit(
             paths.transaction_file_name(txn.read_version, txn.uuid)
         )
         written_at = time.monotonic()
-        storage.write(attempt.transaction_path, txn_bytes)
+        storage.write_new(attempt.transaction_path, txn_bytes)  # a fresh name, read once committed
         # Never create the version after ``base`` blindly: cleanup may have removed versions between
         # base and the latest, and a manifest created in that hole would be invisible (and deleted
         # by the next cleanup). Learn the latest version, after the transaction file is there for

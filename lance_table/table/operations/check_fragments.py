@@ -19,6 +19,8 @@ from lance_table.storage import Storage
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.operations.write import LEGACY_FORMAT
 
+TOMBSTONE = -2  # the field id of a column a later data file of the fragment replaced
+
 
 def check_fragments(
     storage: Storage, fields: Sequence[LanceField], data_format: str, frags: Sequence[Fragment]
@@ -46,7 +48,7 @@ def check_fragments(
                 raise UnsupportedFormatError(
                     f"data file {f.path} is format {f.version}, but the dataset stores format {data_format}"
                 )
-            unknown = sorted(set(f.fields) - set(by_id))
+            unknown = sorted(set(f.fields) - set(by_id) - {TOMBSTONE})  # -2: a dropped copy
             if unknown:
                 raise SchemaError(
                     f"data file {f.path} stores field ids {unknown}, which the schema does not have"

@@ -133,7 +133,12 @@ def plan(
 
 
 def _rewrite_bin(
-    ds: Snapshot, bin_: _Bin, max_bytes: int, data_format: str, report: Reporter = SILENT
+    ds: Snapshot,
+    bin_: _Bin,
+    max_bytes: int,
+    data_format: str,
+    report: Reporter = SILENT,
+    write_tag: str = "",
 ) -> tuple[list[Fragment], list[str]]:
     # Like pylance, each bin becomes one fragment (unless it passes the byte limit).
     writer = FragmentWriter(
@@ -144,6 +149,7 @@ def _rewrite_bin(
         max_bytes_per_file=max_bytes,
         data_format=data_format,
         dictionaries=ds.manifest.dictionaries,
+        write_tag=write_tag,
         progress=report,
     )
     try:
@@ -297,11 +303,13 @@ def plan_compaction(
     return job_for(ds, bins, max_bytes_per_file)
 
 
-def rewrite(job: CompactionJob, bin_: _Bin, report: Reporter = SILENT) -> tuple[list[Fragment], list[str]]:
+def rewrite(
+    job: CompactionJob, bin_: _Bin, report: Reporter = SILENT, write_tag: str = ""
+) -> tuple[list[Fragment], list[str]]:
     """Rewrite one bin: its new fragments (ids not yet assigned; with stable row ids, carrying the
-    rows' ids) and every file written (sidecars too). A failure deletes what it wrote. ``report``
-    hears of the rows and files written."""
-    new, files = _rewrite_bin(job.ds, bin_, job.max_bytes, job.data_format, report)
+    rows' ids) and every file written (sidecars too; data files named with ``write_tag``). A
+    failure deletes what it wrote. ``report`` hears of the rows and files written."""
+    new, files = _rewrite_bin(job.ds, bin_, job.max_bytes, job.data_format, report, write_tag)
     if job.stable:  # the rewritten rows keep their ids (and versions)
         try:
             new = carried_row_ids([(f.fragment, f.live_positions()) for f in bin_.fragments], new)
@@ -310,6 +318,15 @@ def rewrite(job: CompactionJob, bin_: _Bin, report: Reporter = SILENT) -> tuple[
                 job.ds.storage.delete(path)
             raise
     return new, files
+
+
+def rewrite_fragments(
+    job: CompactionJob, ds: Snapshot, fragment_ids: list[int], write_tag: str = ""
+) -> tuple[list[Fragment], list[str]]:
+    """:func:`rewrite` of the bin of fragments ``fragment_ids`` of ``ds``: the version ``job``
+    planned on, opened anew (in another process, where the job's own readers are not)."""
+    here = replace(job, ds=ds, bins=[])
+    return rewrite(here, _Bin(ds.fragment_readers(fragment_ids)), write_tag=write_tag)
 
 
 def commit_compaction(

@@ -98,9 +98,12 @@ def delete_rows(
     return replace(done, commit_options=ds.commit_options), deleted
 
 
-def delete_in_fragment(ds: Snapshot, fragment_id: int, predicate: str | pc.Expression) -> Fragment | None:
+def delete_in_fragment(
+    ds: Snapshot, fragment_id: int, predicate: str | pc.Expression, *, tag: str = ""
+) -> Fragment | None:
     """The fragment ``fragment_id`` of ``ds`` with the rows matching ``predicate`` deleted too (a
-    new deletion file is written, nothing is committed); None when no row would be left.
+    new deletion file, its id carrying the write ``tag``, is written; nothing is committed); None
+    when no row would be left.
 
     Raises:
         ValueError: the version has no such fragment.
@@ -119,5 +122,5 @@ def delete_in_fragment(ds: Snapshot, fragment_id: int, predicate: str | pc.Expre
     if merged.size >= frag.physical_rows:
         return None
     return replace(
-        frag.fragment, deletion_file=write_deletions(ds.storage, frag.fragment, merged, ds.version)
+        frag.fragment, deletion_file=write_deletions(ds.storage, frag.fragment, merged, ds.version, tag=tag)
     )

@@ -16,8 +16,6 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import pyarrow as pa
 
 from lance_table.errors import MergeInsertError, UnsupportedOperationError
-from lance_table.file.fields import BLOB_KEY
-from lance_table.file.v2_1.blob_v2 import has_blob_v2
 from lance_table.format.transaction import Transaction as StoredTransaction
 from lance_table.table import versions
 from lance_table.table.commit import check_can_commit
@@ -249,9 +247,6 @@ class MergeInsertBuilder:
         s = self._spec
         if s.matched in (None, FAIL) and not s.insert and not s.by_source_delete:
             raise MergeInsertError("the merge insert job is not configured to change the data in any way")
-        fields = self._dataset._snapshot.manifest.fields
-        if has_blob_v2(fields) or any(BLOB_KEY in (f.metadata or {}) for f in fields):
-            raise UnsupportedOperationError("merge_insert on a dataset with blob columns is not supported")
 
     def _source(self, data: Any, schema: pa.Schema | None) -> MergeSource:
         snap = self._dataset._snapshot
@@ -277,7 +272,8 @@ class MergeInsertBuilder:
             FilterError: a condition does not parse.
             CommitConflictError: conflicts went on past the retries or the timeout, or a concurrent
                 commit makes the merge impossible.
-            UnsupportedOperationError: the dataset has blob columns.
+            UnsupportedFormatError: blob v2 columns lance_table does not write (nested ones,
+                external blobs read back for a source without the column).
             InputTypeError: also when ``progress`` is of no kind taken.
         """
         self._check()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -26,12 +27,13 @@ from lance_table.format.manifest import Fragment
 from lance_table.format.operations import REWRITE_ROWS, Update
 from lance_table.format.row_ids import row_id_meta
 from lance_table.schema import arrow_schema_from_fields
+from lance_table.table.blob_write import blob_column, is_blob_v2_arrow, with_blob_bytes
 from lance_table.table.commit import Pending
 from lance_table.table.commit.row_ids import uses_stable_row_ids
 from lance_table.table.deletion import union, write_deletions
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.operations.merge_source import SOURCE_INDEX, TARGET_POSITION, MergeSource
-from lance_table.table.operations.write import FragmentWriter, writable_data_format
+from lance_table.table.operations.write import FragmentWriter, check_blob_fields, writable_data_format
 from lance_table.table.progress import SILENT, Reporter
 from lance_table.table.scan import READ_CHUNK_ROWS, evaluate_mask, in_flight, make_spec, matching_positions
 from lance_table.table.snapshot import Snapshot
@@ -40,8 +42,9 @@ from lance_table.table.snapshot import Snapshot
 FRAGMENT = "__merge_target_fragment"
 # Integer keys use a lookup table when their span is at most this many times their number.
 DENSE_SPAN_PER_KEY = 16
-# New rows are queued up to this many before they are written.
+# New rows are queued up to this many (or this many bytes: blobs) before they are written.
 WRITE_BATCH_ROWS = 64 * 1024
+WRITE_BATCH_BYTES = 64 * 1024 * 1024
 # What happens to matched target rows.
 UPDATE, DELETE, FAIL = "update", "delete", "fail"
 
@@ -74,8 +77,8 @@ class MergeStats:
         }
 
 
-def _describe_key(source: MergeSource, on: tuple[str, ...], src_index: int) -> str:
-    row = source.rows(np.array([src_index])).select(list(on)).to_pylist()[0]
+def _describe_key(rows: Callable[[np.ndarray], pa.Table], on: tuple[str, ...], src_index: int) -> str:
+    row = rows(np.array([src_index])).select(list(on)).to_pylist()[0]
     return ", ".join(f"{k} = {row[k]!r}" for k in on)
 
 
@@ -222,14 +225,19 @@ def _read_at(frag: FragmentReader, names: list[str], positions: np.ndarray) -> p
 
 
 def _condition_mask(
-    frag: FragmentReader, snap: Snapshot, source: MergeSource, pos: np.ndarray, src: np.ndarray, cond: str
+    frag: FragmentReader,
+    snap: Snapshot,
+    rows: Callable[[np.ndarray], pa.Table],
+    pos: np.ndarray,
+    src: np.ndarray,
+    cond: str,
 ) -> np.ndarray:
     """Which matched pairs satisfy ``cond`` (``source.`` and ``target.`` qualified columns)."""
     from lance_table.filters import compile_filter  # (loads the SQL parser: only when needed)
 
     names = snap.read_schema.names
     target = _read_at(frag, names, pos)
-    source_rows = source.rows(src)
+    source_rows = rows(src)
     both = pa.table(
         {
             "source": pa.StructArray.from_arrays(
@@ -258,13 +266,15 @@ def _by_source_positions(
     return np.setdiff1d(candidates, matched, assume_unique=False)
 
 
-def _full_rows(schema: pa.Schema, present: pa.Table, fill: pa.Table | None) -> pa.RecordBatch:
-    """Rows of ``schema``: ``present``'s columns, the rest from ``fill`` (same rows) or nulls."""
+def full_rows(schema: pa.Schema, present: pa.Table, fill: pa.Table | None) -> pa.RecordBatch:
+    """Rows of ``schema``: ``present``'s columns, the rest from ``fill`` (same rows) or nulls.
+    A blob v2 column of ``present`` (bytes or a blob struct) becomes the logical blob struct."""
     n = present.num_rows
     cols = []
     for f in schema:
         if f.name in present.column_names:
-            cols.append(present.column(f.name).combine_chunks())
+            col = present.column(f.name).combine_chunks()
+            cols.append(blob_column(col, f) if is_blob_v2_arrow(f) else col)
         elif fill is not None:
             cols.append(fill.column(f.name).combine_chunks())
         else:
@@ -272,11 +282,13 @@ def _full_rows(schema: pa.Schema, present: pa.Table, fill: pa.Table | None) -> p
     return pa.RecordBatch.from_arrays(cols, schema=schema)
 
 
-class _Output:
+class MergeOutput:
     """The new fragments: rows are written as they come (updated rows before inserted ones), and
     the stable row ids of the updated rows are kept for the fragments' row id sequences."""
 
-    def __init__(self, snap: Snapshot, data_format: str | None, report: Reporter) -> None:
+    def __init__(
+        self, snap: Snapshot, data_format: str | None, report: Reporter = SILENT, *, write_tag: str = ""
+    ) -> None:
         m = snap.manifest
         fmt = data_format or writable_data_format(m, snap.uri)
         self.schema = arrow_schema_from_fields(m.fields, m.schema_metadata)
@@ -287,12 +299,14 @@ class _Output:
             list(m.fields),
             data_format=fmt,
             dictionaries=m.dictionaries,
+            write_tag=write_tag,
             progress=report,
         )
         self._dicts = dict(m.dictionaries)
         self.ids: list[np.ndarray] = []
         self._queued: list[pa.RecordBatch] = []
         self._rows = 0
+        self._bytes = 0
         self.stable = uses_stable_row_ids(m)
 
     def write(self, batch: pa.RecordBatch, row_ids: np.ndarray | None = None) -> None:
@@ -302,13 +316,14 @@ class _Output:
             return
         self._queued.append(batch)
         self._rows += batch.num_rows
+        self._bytes += batch.nbytes
         if row_ids is not None:
             self.ids.append(row_ids)
-        if self._rows >= WRITE_BATCH_ROWS:
+        if self._rows >= WRITE_BATCH_ROWS or self._bytes >= WRITE_BATCH_BYTES:
             self._flush()
 
     def _flush(self) -> None:
-        queued, self._queued, self._rows = self._queued, [], 0
+        queued, self._queued, self._rows, self._bytes = self._queued, [], 0, 0
         if len(queued) == 1:
             self.writer.write(queued[0])
         elif queued:
@@ -336,6 +351,109 @@ class _Output:
         return out
 
 
+def _write_updated(
+    out: MergeOutput,
+    snap: Snapshot,
+    frag: FragmentReader,
+    rows: Callable[[np.ndarray], pa.Table],
+    source_names: Sequence[str],
+    pos: np.ndarray,
+    src: np.ndarray,
+    ids: np.ndarray | None,
+) -> None:
+    """Write the updated rows: the source rows ``src`` for the target rows ``pos`` of ``frag``, the
+    columns the source lacks read from the target (blob v2 columns as their bytes, in batches of
+    bounded size, as compaction rewrites them)."""
+    missing = [n for n in out.schema.names if n not in source_names]
+    fill_schema = pa.schema([out.schema.field(n) for n in missing])
+    for lo in range(0, pos.size, WRITE_BATCH_ROWS):  # a slice at a time: bounded copies
+        at = slice(lo, lo + WRITE_BATCH_ROWS)
+        present = rows(src[at])
+        if not missing:
+            out.write(full_rows(out.schema, present, None), ids[at] if ids is not None else None)
+            continue
+        runs = Runs.from_sorted_unique(pos[at].astype(np.int64))
+        start = lo
+        for batch in with_blob_bytes(snap, frag, frag.read(missing, runs), runs, fill_schema):
+            n = batch.num_rows
+            full = full_rows(out.schema, present.slice(start - lo, n), pa.Table.from_batches([batch]))
+            out.write(full, ids[start : start + n] if ids is not None else None)
+            start += n
+
+
+@dataclass
+class FragmentChange:
+    """What a merge did to one target fragment: removed (all its rows gone), or given a new
+    deletion file (``updated``, written at ``written``), or neither."""
+
+    removed: int | None = None
+    updated: Fragment | None = None
+    written: str | None = None
+
+
+def merge_fragment(
+    snap: Snapshot,
+    spec: MergeSpec,
+    frag: FragmentReader,
+    pos: np.ndarray,
+    src: np.ndarray,
+    rows: Callable[[np.ndarray], pa.Table],
+    source_names: Sequence[str],
+    out: MergeOutput,
+    stats: MergeStats,
+    *,
+    tag: str = "",
+) -> FragmentChange:
+    """Merge into one target fragment: ``pos`` are its matched positions (sorted) and ``src`` the
+    matching source rows' indices, which ``rows`` turns into the source rows (of columns
+    ``source_names``). Updated rows go to ``out``; the fragment's deletion file (its name carrying
+    ``tag``) is written; ``stats`` counts what changed.
+
+    Raises:
+        MergeSourceError: several source rows match one target row (an update or delete of matched
+            rows), or a row matched under ``when_matched_fail``.
+        FilterError: a condition does not parse.
+    """
+    all_pos = pos
+    if pos.size and spec.matched is not None:
+        if spec.matched == FAIL:
+            raise MergeSourceError(
+                f"merge insert failed: found matching row with key values: "
+                f"{_describe_key(rows, spec.on, int(src[0]))}"
+            )
+        dup = np.flatnonzero(pos[1:] == pos[:-1])
+        if dup.size:
+            raise MergeSourceError(
+                "ambiguous merge inserts are prohibited: multiple source rows match the same "
+                f"target row on ({_describe_key(rows, spec.on, int(src[dup[0]]))}); ensure "
+                "each target row is matched by at most one source row"
+            )
+    gone = np.zeros(0, np.int64)
+    if pos.size and spec.matched == UPDATE:
+        if spec.matched_condition is not None:
+            keep = _condition_mask(frag, snap, rows, pos, src, spec.matched_condition)
+            pos, src = pos[keep], src[keep]
+        if pos.size:
+            ids = frag.row_ids[pos] if frag.row_ids is not None and out.stable else None
+            _write_updated(out, snap, frag, rows, source_names, pos, src, ids)
+            stats.updated += int(pos.size)
+            gone = pos
+    elif pos.size and spec.matched == DELETE:
+        gone = pos
+        stats.deleted += int(pos.size)
+    if spec.by_source_delete:
+        extra = _by_source_positions(frag, snap, all_pos, spec.by_source_condition)
+        stats.deleted += int(extra.size)
+        gone = np.union1d(gone, extra)
+    if not gone.size:
+        return FragmentChange()
+    merged = union(frag.deleted, gone.astype(np.uint32))
+    if merged.size >= frag.physical_rows:
+        return FragmentChange(removed=frag.fragment.id)
+    df = write_deletions(snap.storage, frag.fragment, merged, snap.version, tag=tag)
+    return FragmentChange(updated=replace(frag.fragment, deletion_file=df), written=df.path(frag.fragment.id))
+
+
 def _rows_to_write(spec: MergeSpec, sources: int, matches: list[tuple[np.ndarray, np.ndarray]]) -> int | None:
     """How many rows a merge writes (updated and inserted), unless a condition decides it."""
     if spec.matched == UPDATE and spec.matched_condition is not None:
@@ -361,7 +479,8 @@ def plan_merge(
     """
     frags = snap.fragment_readers()
     stats = MergeStats()
-    out = _Output(snap, spec.data_format, report)
+    out = MergeOutput(snap, spec.data_format, report)
+    check_blob_fields(snap.manifest.fields, out.writer.data_format, snap.uri)
     written: list[str] = []
     updated_frags, removed = [], []
     matched_src = np.zeros(source.num_rows, bool)
@@ -369,59 +488,22 @@ def plan_merge(
         matches = _find_matches(frags, source, spec.on, limit, report)
         if report.active:
             report.phase("write", rows_total=_rows_to_write(spec, source.num_rows, matches))
+        names = source.table.column_names
         for frag, (pos, src) in zip(frags, matches):
             matched_src[src] = True
-            all_pos = pos
-            if pos.size and spec.matched is not None:
-                if spec.matched == FAIL:
-                    raise MergeSourceError(
-                        f"merge insert failed: found matching row with key values: "
-                        f"{_describe_key(source, spec.on, int(src[0]))}"
-                    )
-                dup = np.flatnonzero(pos[1:] == pos[:-1])
-                if dup.size:
-                    raise MergeSourceError(
-                        "ambiguous merge inserts are prohibited: multiple source rows match the same "
-                        f"target row on ({_describe_key(source, spec.on, int(src[dup[0]]))}); ensure "
-                        "each target row is matched by at most one source row"
-                    )
-            gone = np.zeros(0, np.int64)
-            if pos.size and spec.matched == UPDATE:
-                if spec.matched_condition is not None:
-                    keep = _condition_mask(frag, snap, source, pos, src, spec.matched_condition)
-                    pos, src = pos[keep], src[keep]
-                if pos.size:
-                    ids = frag.row_ids[pos] if frag.row_ids is not None and out.stable else None
-                    missing = [n for n in out.read_schema.names if n not in source.table.column_names]
-                    for lo in range(0, pos.size, WRITE_BATCH_ROWS):  # a slice at a time: bounded copies
-                        at = slice(lo, lo + WRITE_BATCH_ROWS)
-                        fill = _read_at(frag, missing, pos[at]) if missing else None
-                        rows = _full_rows(out.read_schema, source.rows(src[at]), fill)
-                        out.write(rows, ids[at] if ids is not None else None)
-                    stats.updated += int(pos.size)
-                    gone = pos
-            elif pos.size and spec.matched == DELETE:
-                gone = pos
-                stats.deleted += int(pos.size)
-            if spec.by_source_delete:
-                extra = _by_source_positions(frag, snap, all_pos, spec.by_source_condition)
-                stats.deleted += int(extra.size)
-                gone = np.union1d(gone, extra)
-            if not gone.size:
-                continue
-            merged = union(frag.deleted, gone.astype(np.uint32))
-            if merged.size >= frag.physical_rows:
-                removed.append(frag.fragment.id)
-                continue
-            df = write_deletions(snap.storage, frag.fragment, merged, snap.version)
-            written.append(df.path(frag.fragment.id))
-            updated_frags.append(replace(frag.fragment, deletion_file=df))
+            change = merge_fragment(snap, spec, frag, pos, src, source.rows, names, out, stats)
+            if change.removed is not None:
+                removed.append(change.removed)
+            if change.updated is not None:
+                assert change.written is not None
+                written.append(change.written)
+                updated_frags.append(change.updated)
         if spec.insert:
             for lo in range(0, source.num_rows, WRITE_BATCH_ROWS):
                 keep = ~matched_src[lo : lo + WRITE_BATCH_ROWS]
                 if keep.any():
                     rows = source.table.slice(lo, keep.size).filter(pa.array(keep))
-                    out.write(_full_rows(out.read_schema, rows, None))
+                    out.write(full_rows(out.schema, rows, None))
                     stats.inserted += int(keep.sum())
         new = out.finish()
     except BaseException:

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from lance_table.errors import MergeSourceError
+from lance_table.table.blob_write import is_blob_v2_arrow
 from lance_table.table.operations.inputs import coerce_reader
 
 # Rows of the source kept in memory up to this many bytes; past it the source spills to disk.
@@ -77,6 +78,13 @@ class MergeSource:
         return self.table.take(pa.array(indices, pa.int64()))
 
 
+def _blob_input(t: pa.DataType) -> bool:
+    """Whether a source column of type ``t`` can fill a blob v2 column."""
+    if isinstance(t, pa.ExtensionType):
+        t = t.storage_type
+    return pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_struct(t)
+
+
 def check_source_schema(source: pa.Schema, target: pa.Schema, on: Sequence[str], uri: str) -> None:
     """The source's columns must be dataset columns of the same types, and hold every key.
 
@@ -91,7 +99,10 @@ def check_source_schema(source: pa.Schema, target: pa.Schema, on: Sequence[str],
             f"unexpected={extra}, missing join keys={missing_keys}"
         )
     for f in source:
-        want = target.field(f.name).type
+        stored = target.field(f.name)
+        want = stored.type
+        if is_blob_v2_arrow(stored) and _blob_input(f.type):
+            continue  # blob bytes, a blob struct or pylance's blob array: written as the column's blobs
         if f.type != want:
             raise MergeSourceError(
                 f"{uri}: the merge_insert source's column `{f.name}` should have type {want} "

@@ -90,6 +90,7 @@ def write_columns(
     live_only: bool = True,
     fields: Sequence[LanceField] | None = None,
     report: Reporter = SILENT,
+    write_tag: str = "",
 ) -> tuple[list[Fragment], tuple[LanceField, ...], list[str]]:
     """Write the columns ``schema`` into a new data file of each fragment (of ``fragment_ids``, or
     all), ``chunk_rows`` physical rows at a time. ``compute`` gets the live rows and deleted rows
@@ -97,8 +98,8 @@ def write_columns(
     from the data, which a non-nullable column of a legacy file needs). ``report`` hears of the
     rows and files written (phase ``write``).
 
-    Returns the fragments with their new file, the new fields and the files written. On error the
-    files written so far are deleted.
+    Returns the fragments with their new file, the new fields and the files written (named with
+    ``write_tag``). On error the files written so far are deleted.
 
     Raises:
         SchemaChangeError: ``compute`` returned the wrong number of rows or other columns.
@@ -122,6 +123,7 @@ def write_columns(
             max_bytes_per_file=_UNLIMITED,
             data_format=data_format,
             dictionaries=ds.manifest.dictionaries,
+            write_tag=write_tag,
             progress=report,
         )
 
@@ -211,12 +213,17 @@ def read_live(frag: FragmentReader, names: list[str], live: np.ndarray, rows: in
     runs = Runs.span(int(live[0]), live.size) if whole else Runs.from_sorted_unique(live)
     table = frag.read(data, runs) if data else pa.table({})
     for name in names:
+        if name not in (ROW_ID, ROW_ADDR):
+            continue
         if name == ROW_ID:
             ids = frag.row_ids
-            arr = (frag.fragment.id << 32) + live if ids is None else ids[live]
-            table = table.append_column(name, pa.array(np.asarray(arr, np.uint64)))
-        elif name == ROW_ADDR:
-            table = table.append_column(name, pa.array(((frag.fragment.id << 32) + live).astype(np.uint64)))
+            arr = pa.array(
+                np.asarray((frag.fragment.id << 32) + live if ids is None else ids[live], np.uint64)
+            )
+        else:
+            arr = pa.array(((frag.fragment.id << 32) + live).astype(np.uint64))
+        # (only system columns asked for: the table starts with the first)
+        table = table.append_column(name, arr) if table.num_columns else pa.table({name: arr})
     return table
 
 
@@ -272,7 +279,10 @@ def reader_compute(reader: pa.RecordBatchReader) -> tuple[pa.Schema, Compute, Ca
         while got < n:
             batch = pending.pop(0) if pending else next(batches, None)
             if batch is None:
-                raise SchemaChangeError("the new column data has fewer rows than the dataset")
+                raise SchemaChangeError(
+                    "Stream ended before producing values for all rows in dataset "
+                    "(the new column data has fewer rows than the dataset)"
+                )
             if got + batch.num_rows > n:
                 pending.insert(0, batch.slice(n - got))
                 batch = batch.slice(0, n - got)
@@ -283,7 +293,9 @@ def reader_compute(reader: pa.RecordBatchReader) -> tuple[pa.Schema, Compute, Ca
     def done() -> None:
         rest = sum(b.num_rows for b in pending) + sum(b.num_rows for b in batches)
         if rest:
-            raise SchemaChangeError(f"the new column data has {rest} rows more than the dataset")
+            raise SchemaChangeError(
+                f"Stream produced more values than expected for dataset ({rest} rows more than the dataset)"
+            )
 
     return reader.schema, lambda frag, lo, live, index: take(live.size), done
 

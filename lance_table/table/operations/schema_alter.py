@@ -11,14 +11,19 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lance_table.errors import SchemaChangeError, SchemaError
+from lance_table.format.manifest import Fragment
 from lance_table.format.operations import Merge, Project
 from lance_table.schema import FieldNode, LanceField, build_tree, fields_from_arrow
 from lance_table.table.commit import Pending
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.operations import schema_add as add
 from lance_table.table.snapshot import Snapshot
+
+# The id a data file lists for a field it no longer provides (pylance's tombstone).
+TOMBSTONE = -2
 
 ALTER_KEYS = frozenset({"path", "name", "nullable", "data_type"})
 
@@ -143,7 +148,9 @@ def plan_alter_columns(ds: Snapshot, alterations: Sequence[Mapping[str, Any]]) -
                 _check_nested_cast(ds, path)
             if old_type != target:
                 if not _castable(old_type, target):
-                    raise SchemaChangeError(f"Cannot cast column {path!r} from {old_type} to {target}")
+                    # (pylance's words and Arrow type names, which its users match)
+                    old_name, new_name = _arrow_name(old_type), _arrow_name(target)
+                    raise SchemaChangeError(f'Cannot cast column "{path}" from {old_name} to {new_name}')
                 casts[f.id] = target
         fields[by_id[f.id]] = new
     # pylance records whether every altered field is nullable
@@ -164,17 +171,19 @@ def _node(ds: Snapshot, field_id: int) -> FieldNode:
 
 def _check_nested_cast(ds: Snapshot, path: str) -> None:
     """Raises SchemaChangeError unless a nested field at ``path`` can be cast: below structs
-    only, in a dataset of format 2.1 or later (pylance's 2.0 and legacy results are unreadable)."""
+    only, in a legacy dataset or one of format 2.1 or later (pylance casts nested fields of 2.0
+    files too, but its result does not read back)."""
     fields = ds.manifest.fields
     parts = path.split(".")
     for depth in range(1, len(parts)):
         above = find_field(fields, ".".join(parts[:depth]))
         if above is None or above.logical_type != "struct":
             raise SchemaChangeError(f"Cannot cast column {path!r}: only fields below structs can be cast")
-    if add.writable_data_format(ds.manifest, ds.uri) in (add.LEGACY_FORMAT, "2.0"):
+    if add.writable_data_format(ds.manifest, ds.uri) == "2.0":
         raise SchemaChangeError(
-            f"Cannot cast the nested column {path!r} of a dataset of format "
-            f"{ds.manifest.data_storage_version}: nested casts need format 2.1 or later"
+            f"Cannot cast the nested column {path!r} of a dataset of format 2.0: 2.0 files cannot "
+            "hold a struct's fields in separate files (pylance's result of this cast does not read "
+            "back); nested casts need format 2.1 or later, or the legacy format"
         )
 
 
@@ -257,8 +266,28 @@ def _plan_casts(
         replace(f, files=tuple(d for d in f.files if not d.fields or remaining.intersection(d.fields)))
         for f in (written_frags.get(f.id, f) for f in m.fragments)
     )
+    if ancestors and add.writable_data_format(m, ds.uri) == add.LEGACY_FORMAT:
+        old_files = {d.path for f in m.fragments for d in f.files}
+        new_frags = _tombstone_ancestors(new_frags, ancestors, old_files)
     op = Merge(new_frags, tuple(schema_fields), dict(m.schema_metadata), preserves_nullability=nullable)
     return Pending(op, ds.version, written=tuple(written))
+
+
+def _tombstone_ancestors(
+    frags: tuple[Fragment, ...], ancestors: set[int], old_files: set[str]
+) -> tuple[Fragment, ...]:
+    """Legacy files list struct ids too: as pylance does, the structs above a nested cast belong
+    to the new data file only, and the older files (``old_files``) list them as tombstones."""
+    out = []
+    for f in frags:
+        files = tuple(
+            replace(d, fields=tuple(TOMBSTONE if i in ancestors else i for i in d.fields))
+            if d.path in old_files
+            else d
+            for d in f.files
+        )
+        out.append(replace(f, files=files))
+    return tuple(out)
 
 
 def _cast_part(
@@ -275,7 +304,8 @@ def _cast_part(
         try:
             return col.cast(target, safe=True)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-            raise SchemaChangeError(f"Cannot cast column {node.name!r} to {target}: {exc}") from None
+            why = _uncastable(col, target) or str(exc)
+            raise SchemaChangeError(f"Cannot cast column {node.name!r} to {target}: {why}") from None
     arr = col.combine_chunks()
     kids = list(node.children)
     parts = []
@@ -287,3 +317,46 @@ def _cast_part(
     mask = arr.is_null() if arr.null_count else None
     fields = [c.to_arrow_field() for c in file_node.children]
     return pa.chunked_array([pa.StructArray.from_arrays(parts, fields=fields, mask=mask)])
+
+
+def _uncastable(col: pa.ChunkedArray, target: pa.DataType) -> str | None:
+    """pylance's words for the first number that does not fit ``target`` ("Can't cast value 1024
+    to type Int8"), or None when the values are not numbers."""
+    if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)) or not (
+        pa.types.is_integer(target) or pa.types.is_floating(target)
+    ):
+        return None
+    arr = col.combine_chunks()
+    try:
+        back = arr.cast(target, safe=False).cast(arr.type, safe=False)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    differs = pc.fill_null(pc.not_equal(arr, back), False).to_numpy(zero_copy_only=False)
+    bad = np.flatnonzero(differs)
+    if not bad.size:
+        return None
+    return f"Can't cast value {arr[int(bad[0])].as_py()} to type {_arrow_name(target)}"
+
+
+_ARROW_NAMES = {
+    pa.bool_(): "Boolean",
+    pa.float16(): "Float16",
+    pa.float32(): "Float32",
+    pa.float64(): "Float64",
+    pa.string(): "Utf8",
+    pa.large_string(): "LargeUtf8",
+    pa.binary(): "Binary",
+    pa.large_binary(): "LargeBinary",
+    pa.date32(): "Date32",
+    pa.date64(): "Date64",
+    pa.null(): "Null",
+}
+
+
+def _arrow_name(t: pa.DataType) -> str:
+    """The name Arrow's Rust implementation (pylance's messages) gives a type: ``Int32``, ``Utf8``."""
+    if t in _ARROW_NAMES:
+        return _ARROW_NAMES[t]
+    if pa.types.is_integer(t):
+        return str(t).replace("uint", "UInt").replace("int", "Int")
+    return str(t)

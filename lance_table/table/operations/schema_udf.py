@@ -128,9 +128,10 @@ def write_transform(
     batch_size: int | None,
     fragment_ids: Sequence[int] | None = None,
     report: Reporter = SILENT,
+    write_tag: str = "",
 ) -> tuple[list[Fragment], tuple[LanceField, ...], list[str]]:
-    """Write the new columns of a transform into new data files of the fragments (``report``
-    hears of the rows and files written)."""
+    """Write the new columns of a transform into new data files of the fragments (named with
+    ``write_tag``; ``report`` hears of the rows and files written)."""
     if isinstance(transform, pa.RecordBatchReader):
         schema, compute, done = add.reader_compute(transform)
         add.check_new_names(ds, schema.names)
@@ -148,13 +149,17 @@ def write_transform(
     if isinstance(transform, dict):
         schema, compute = add.sql_compute(ds, transform)
         rows = batch_size or add.SQL_CHUNK_ROWS
-        return add.write_columns(ds, schema, compute, rows, fragment_ids, live_only=False, report=report)
+        return add.write_columns(
+            ds, schema, compute, rows, fragment_ids, live_only=False, report=report, write_tag=write_tag
+        )
     schema, compute = udf_compute(ds, transform, read_columns)
     # a UDF is called batch after batch, fragment after fragment, as pylance calls it
     # (legacy datasets: batch_size is ignored, as pylance ignores it)
     legacy = add.writable_data_format(ds.manifest, ds.uri) == add.LEGACY_FORMAT
     rows = add.DEFAULT_UDF_BATCH_ROWS if legacy or batch_size is None else batch_size
-    return add.write_columns(ds, schema, compute, rows, fragment_ids, parallel=False, report=report)
+    return add.write_columns(
+        ds, schema, compute, rows, fragment_ids, parallel=False, report=report, write_tag=write_tag
+    )
 
 
 def plan_add_columns(

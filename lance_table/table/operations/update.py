@@ -41,7 +41,14 @@ from lance_table.table.deletion import union, write_deletions
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.operations.write import FragmentWriter, check_blob_fields, writable_data_format
 from lance_table.table.progress import SILENT, Progress, Reporter, reporter
-from lance_table.table.scan import READ_CHUNK_ROWS, Predicate, in_flight, make_spec, matching_positions
+from lance_table.table.scan import (
+    READ_CHUNK_ROWS,
+    Predicate,
+    ScanPlan,
+    in_flight,
+    make_spec,
+    matching_positions,
+)
 from lance_table.table.snapshot import Snapshot
 
 # pylance's ``update`` defaults: whole-operation retries after a lost race, and their time bound.
@@ -100,6 +107,95 @@ def compile_assignments(ds: Snapshot, updates: Mapping[str, str]) -> Assignments
     return Assignments(values, tuple(sorted(ids)))
 
 
+def update_format(ds: Snapshot, data_storage_version: str | None = None) -> str:
+    """The data format an update of ``ds`` writes (the dataset's own).
+
+    Raises:
+        UnsupportedFormatError: ``data_storage_version`` is not the dataset's own data format, the
+            dataset's format is not one lance_table writes, or it has blob columns lance_table
+            does not write.
+    """
+    data_format = writable_data_format(ds.manifest, ds.uri)
+    if data_storage_version is not None:
+        asked = writable_data_format(ds.manifest, ds.uri, data_storage_version)
+        if asked != data_format:
+            raise UnsupportedFormatError(
+                f"{ds.uri} stores data files in format {data_format}; an update writes the same "
+                f"format, not {asked} (data_storage_version={data_storage_version!r})"
+            )
+    check_blob_fields(ds.manifest.fields, data_format, ds.uri)
+    return data_format
+
+
+def _matching(frag: FragmentReader, spec: ScanPlan) -> np.ndarray | None:
+    """The positions of ``frag``'s live rows that ``spec``'s filter selects (None: none)."""
+    parts = []
+    for lo in range(0, frag.physical_rows, READ_CHUNK_ROWS):
+        runs = matching_positions(frag, spec, lo, min(lo + READ_CHUNK_ROWS, frag.physical_rows))
+        if runs.total:
+            parts.append(runs.positions())
+    return np.concatenate(parts).astype(np.uint32) if parts else None
+
+
+@dataclass
+class FragmentUpdate:
+    """An update of one fragment: the new fragments holding its rewritten rows (ids not yet
+    assigned), the fragment removed or given a new deletion file, the files written, the count."""
+
+    new: list[Fragment]
+    removed: list[int]
+    updated: list[Fragment]
+    written: list[str]
+    count: int
+
+
+def update_fragment(
+    ds: Snapshot,
+    fragment_id: int,
+    assignments: Assignments,
+    where: Predicate | None,
+    data_format: str,
+    *,
+    write_tag: str = "",
+) -> FragmentUpdate:
+    """Update the rows of fragment ``fragment_id`` of ``ds`` matching ``where``: the matching rows
+    are written again with their new values into new data files and deleted where they were
+    (files named with ``write_tag``); nothing is committed, and nothing is left behind when it
+    raises.
+
+    Raises:
+        ValueError: the version has no such fragment.
+        FilterError: ``where`` does not parse.
+        UnsupportedFormatError: new values of a legacy dictionary column are not in the dataset's
+            dictionary.
+    """
+    (frag,) = ds.fragment_readers([fragment_id])
+    pos = _matching(frag, make_spec(ds.schema, [], where, False, None, None, None))
+    if pos is None:
+        return FragmentUpdate([], [], [], [], 0)
+    touched = [(frag, pos)]
+    written: list[str] = []
+    writer = FragmentWriter(
+        ds.storage,
+        ds.schema,
+        list(ds.manifest.fields),
+        data_format=data_format,
+        dictionaries=ds.manifest.dictionaries,
+        write_tag=write_tag,
+    )
+    try:
+        new = _rewrite(ds, touched, assignments, writer)
+        written.extend(writer.paths)
+        removed, updated = _delete_rewritten(ds, touched, written, write_tag)
+    except BaseException:
+        writer.abort()
+        for path in written:
+            with contextlib.suppress(OSError):
+                ds.storage.delete(path)
+        raise
+    return FragmentUpdate(new, removed, updated, written, int(pos.size))
+
+
 def plan_update(
     ds: Snapshot,
     updates: Mapping[str, str],
@@ -119,27 +215,15 @@ def plan_update(
             column are not in the dataset's dictionary.
         CommitConflictError: versions committed since ``ds`` are gone (checked before writing).
     """
-    data_format = writable_data_format(ds.manifest, ds.uri)
-    if data_storage_version is not None:
-        asked = writable_data_format(ds.manifest, ds.uri, data_storage_version)
-        if asked != data_format:
-            raise UnsupportedFormatError(
-                f"{ds.uri} stores data files in format {data_format}; an update writes the same "
-                f"format, not {asked} (data_storage_version={data_storage_version!r})"
-            )
-    check_blob_fields(ds.manifest.fields, data_format, ds.uri)
+    data_format = update_format(ds, data_storage_version)
     assignments = compile_assignments(ds, updates)
     spec = make_spec(ds.schema, [], where, False, None, None, None)
     check_rebasable(ds.storage, Pending(Update((), (), ()), ds.version))
 
     def matches(frag: FragmentReader) -> np.ndarray | None:
-        parts = []
-        for lo in range(0, frag.physical_rows, READ_CHUNK_ROWS):
-            runs = matching_positions(frag, spec, lo, min(lo + READ_CHUNK_ROWS, frag.physical_rows))
-            if runs.total:
-                parts.append(runs.positions())
+        found = _matching(frag, spec)
         report.advance(frag.physical_rows)
-        return np.concatenate(parts).astype(np.uint32) if parts else None
+        return found
 
     frags = ds.fragment_readers()
     wait = in_flight(frags)
@@ -248,7 +332,7 @@ def _check_dictionaries(ds: Snapshot, writer: FragmentWriter) -> None:
 
 
 def _delete_rewritten(
-    ds: Snapshot, touched: list[tuple[FragmentReader, np.ndarray]], written: list[str]
+    ds: Snapshot, touched: list[tuple[FragmentReader, np.ndarray]], written: list[str], tag: str = ""
 ) -> tuple[list[int], list[Fragment]]:
     """Deletion files for the rewritten rows: the fragments left without live rows, and the others
     with their new deletion files (whose paths are added to ``written``)."""
@@ -259,7 +343,7 @@ def _delete_rewritten(
         if merged.size >= frag.physical_rows:
             removed.append(frag.fragment.id)
             continue
-        df = write_deletions(ds.storage, frag.fragment, merged, ds.version)
+        df = write_deletions(ds.storage, frag.fragment, merged, ds.version, tag=tag)
         written.append(df.path(frag.fragment.id))
         updated.append(replace(frag.fragment, deletion_file=df))
     return removed, updated
@@ -305,7 +389,10 @@ __all__ = [
     "DEFAULT_CONFLICT_RETRIES",
     "DEFAULT_RETRY_TIMEOUT",
     "Assignments",
+    "FragmentUpdate",
     "compile_assignments",
     "plan_update",
+    "update_format",
+    "update_fragment",
     "update_rows",
 ]

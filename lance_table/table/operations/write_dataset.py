@@ -15,6 +15,7 @@ from lance_table.format.transaction import Overwrite as OverwriteOp
 from lance_table.storage import open_storage
 from lance_table.table.commit import CommitLock, CommitOptions, check_can_commit, commit
 from lance_table.table.opening import refuse
+from lance_table.table.operations import auto_cleanup
 from lance_table.table.operations.manifest_paths import (
     DEFAULT_V2_MANIFEST_PATHS,
     scheme_for_new_dataset,
@@ -72,7 +73,6 @@ def write_snapshot(
     refuse(
         "write_dataset",
         {
-            "auto_cleanup_options": auto_cleanup_options,
             "initial_bases": initial_bases,
             "target_bases": target_bases,
             "target_all_bases": target_all_bases,
@@ -89,6 +89,9 @@ def write_snapshot(
     )
     if uri is None:
         raise ValueError("write_dataset() needs a uri (namespaces are not supported)")
+    cleanup_config = None
+    if auto_cleanup_options is not None:
+        cleanup_config = auto_cleanup.config_values(auto_cleanup_options)
     if data_storage_version is None and use_legacy_format is not None:
         data_storage_version = "legacy" if use_legacy_format else "stable"
     data = data_obj
@@ -122,6 +125,10 @@ def write_snapshot(
     pending = plan.pending(frags, written, dictionaries)
     if enable_stable_row_ids and isinstance(pending.operation, OverwriteOp):
         pending = replace(pending, operation=replace(pending.operation, stable_row_ids=True))
+    if cleanup_config is not None and base is None and isinstance(pending.operation, OverwriteOp):
+        # (as in pylance: only a new dataset takes them)
+        upsert = {**pending.operation.config_upsert_values, **cleanup_config}
+        pending = replace(pending, operation=replace(pending.operation, config_upsert_values=upsert))
     manifest = commit(
         storage,
         base,

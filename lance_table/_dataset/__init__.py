@@ -1,0 +1,1 @@
+"""pylance's ``lance._dataset`` modules (``sharded_batch_iterator``), at the same paths."""
