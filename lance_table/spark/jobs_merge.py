@@ -96,6 +96,15 @@ def merge_insert(
         UnsupportedOperationError: the dataset has blob columns.
         DatasetNotFoundError: there is no dataset at ``uri``.
         CommitConflictError: a concurrent commit makes the merge impossible (nothing changes).
+
+    Example:
+        ```python
+        import lance_table.spark as lts
+
+        rows = [(1, 0.5, "buy"), (5000, 0.1, "view")]
+        updates = spark.createDataFrame(rows, "id long, score double, kind string")
+        counts = lts.merge_insert(updates, uri, "id")  # {'num_inserted_rows': 1, 'num_updated_rows': 1, ...}
+        ```
     """
     import lance_table as lt
 

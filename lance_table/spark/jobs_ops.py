@@ -84,6 +84,13 @@ def update(
         UnsupportedFormatError: a dataset format lance_table does not write.
         DatasetNotFoundError: there is no dataset at ``uri``.
         CommitConflictError: a concurrent commit makes the update impossible (nothing changes).
+
+    Example:
+        ```python
+        import lance_table.spark as lts
+
+        lts.update(spark, uri, {"score": "score * 2"}, where="id < 100")  # {'num_rows_updated': 100}
+        ```
     """
     snap = _open(uri, storage_options)
     data_format = update_format(snap)
@@ -123,6 +130,13 @@ def delete(
         FilterError: ``where`` does not parse.
         DatasetNotFoundError: there is no dataset at ``uri``.
         CommitConflictError: a concurrent commit makes the delete impossible (nothing changes).
+
+    Example:
+        ```python
+        import lance_table.spark as lts
+
+        lts.delete(spark, uri, "score < 0.1")
+        ```
     """
     snap = _open(uri, storage_options)
     make_spec(snap.schema, [], where, False, None, None, None)
@@ -170,6 +184,13 @@ def compact(
         UnsupportedFormatError: a data format or blob columns lance_table does not write.
         DatasetNotFoundError: there is no dataset at ``uri``.
         CommitConflictError: a concurrent delete or compaction touched the same fragments.
+
+    Example:
+        ```python
+        import lance_table.spark as lts
+
+        metrics = lts.compact(spark, uri, target_rows_per_fragment=1_000_000)
+        ```
     """
     snap = _open(uri, storage_options)
     planned = plan_compaction(
@@ -224,6 +245,13 @@ def add_columns(
         ValueError: the batch UDF has a checkpoint file (a job's tasks cannot share it).
         DatasetNotFoundError: there is no dataset at ``uri``.
         CommitConflictError: a concurrent commit makes the change impossible (nothing changes).
+
+    Example:
+        ```python
+        import lance_table.spark as lts
+
+        lts.add_columns(spark, uri, {"double_score": "score * 2"})
+        ```
     """
     snap = _open(uri, storage_options)
     transform = normalize(snap, columns, read_columns, None)
