@@ -41,10 +41,14 @@ class CompactionOptions(TypedDict, total=False):
     data_storage_version: str | None
 
 
-def _check(dataset: LanceDataset, options: CompactionOptions) -> None:
+def _known(options: CompactionOptions) -> None:
     unknown = set(options) - set(CompactionOptions.__annotations__)
     if unknown:
         raise TypeError(f"unknown compaction options: {sorted(unknown)}")
+
+
+def _check(dataset: LanceDataset, options: CompactionOptions) -> None:
+    _known(options)
     check_compaction_options(
         compaction_mode=options.get("compaction_mode"),
         max_source_fragments=options.get("max_source_fragments"),
@@ -85,7 +89,7 @@ class Compaction:
             UnsupportedOperationError: see :meth:`DatasetOptimizer.compact_files`.
             InputTypeError: ``progress`` is of no kind taken.
         """
-        _check(dataset, options)
+        _known(options)  # compact() checks the values
         return compact(dataset, **options, progress=progress)
 
     @staticmethod

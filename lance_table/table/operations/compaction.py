@@ -243,16 +243,23 @@ class CompactionJob:
     record_moves: bool  # moves of indexed rows go into the fragment reuse index
 
 
-def job_for(ds: Snapshot, bins: list[_Bin], max_bytes_per_file: int | None) -> CompactionJob:
-    """The job that rewrites ``bins`` of ``ds``, after the checks every compaction makes.
+def job_for(
+    ds: Snapshot, bins: list[_Bin], max_bytes_per_file: int | None, *, committing: bool = True
+) -> CompactionJob:
+    """The job that rewrites ``bins`` of ``ds``, after the checks every compaction makes; with
+    ``committing=False`` (a task that only rewrites, committed elsewhere) without the commit's own
+    checks and warnings.
 
     Raises:
         as :func:`compact_files`.
     """
     data_format = writable_data_format(ds.manifest, ds.uri)
     check_blob_fields(ds.manifest.fields, data_format, ds.uri)
-    index_list = indices.decode_section(ds.manifest.index_section)
     stable = uses_stable_row_ids(ds.manifest)
+    limit = max_bytes_per_file or DEFAULT_MAX_BYTES_PER_FILE
+    if not committing:
+        return CompactionJob(ds, bins, data_format, limit, stable, record_moves=False)
+    index_list = indices.decode_section(ds.manifest.index_section)
     # pylance 14 records the moves of indexed rows only, and none on datasets with stable row ids
     user_indices = {pos for pos, idx in enumerate(index_list) if not indices.is_system_index(idx)}
     record_moves = not stable and any(user_indices.intersection(b.indices) for b in bins)
@@ -260,7 +267,6 @@ def job_for(ds: Snapshot, bins: list[_Bin], max_bytes_per_file: int | None) -> C
         _warn_uncovered(index_list, bins)
     # The rewrite commits after a ReserveFragments version: refuse before either if it cannot land.
     check_rebasable(ds.storage, Pending(Rewrite(()), ds.version))
-    limit = max_bytes_per_file or DEFAULT_MAX_BYTES_PER_FILE
     return CompactionJob(ds, bins, data_format, limit, stable, record_moves)
 
 
