@@ -14,6 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from lance_table.format.bases import DatasetBasePath
 from lance_table.storage import open_storage
 from lance_table.table.dataset import Dataset
 from lance_table.table.fragment_metadata import (
@@ -102,6 +103,7 @@ def write_fragments(
 __all__ = [
     "DEFAULT_MAX_BYTES_PER_FILE",
     "DataFile",
+    "DatasetBasePath",
     "DeletionFile",
     "FragmentMetadata",
     "LanceFragment",

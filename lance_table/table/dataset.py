@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from lance_table.errors import UnsupportedOperationError
+from lance_table.format.bases import DatasetBasePath
 from lance_table.storage import open_storage
 from lance_table.table import versions
 from lance_table.table.commit import CommitLock, CommitOptions
@@ -32,6 +33,7 @@ from lance_table.table.lance_operation import LanceOperation, Transaction
 from lance_table.table.lance_schema import LanceSchema
 from lance_table.table.opening import handle_state, open_snapshot, refuse, snapshot_of_state
 from lance_table.table.operations import update as update_ops
+from lance_table.table.operations import write_bases
 from lance_table.table.operations.commit_operation import commit_operation
 from lance_table.table.operations.delete import DEFAULT_RETRY_TIMEOUT, delete_rows
 from lance_table.table.operations.manifest_paths import (
@@ -401,6 +403,41 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
             CommitConflictError: a concurrent commit makes this one impossible.
         """
         self._committed(truncate(self._snapshot, commit_message))
+
+    # -- base paths (multi-base datasets) ----------------------------------------------------------
+
+    def base_paths(self) -> dict[int, DatasetBasePath]:
+        """The base paths this version registers, by id (pylance's ``base_paths``): places data
+        files may live besides the dataset's own directory. Empty for most datasets.
+
+        Example:
+            ```python
+            for base_id, base in ds.base_paths().items():
+                print(base_id, base.name, base.path, base.is_dataset_root)
+            ```
+        """
+        return dict(self._snapshot.bases)
+
+    def add_bases(
+        self, new_bases: Sequence[DatasetBasePath], transaction_properties: Mapping[str, str] | None = None
+    ) -> LanceDataset:
+        """Register more base paths (pylance's ``add_bases``), which writes may then target by name
+        or path (``write_dataset(..., target_bases=[...])``); the handle moves to the version
+        committed and is returned. Bases without an id get the next free ids.
+
+        Raises:
+            TypeError: ``new_bases`` holds something else than :class:`DatasetBasePath`.
+            BasePathError: a new base's name, path or id is already registered (also a ValueError,
+                as pylance raises).
+            CommitConflictError: a concurrent commit makes this one impossible.
+        """
+        return self._committed(write_bases.add_bases(self._snapshot, new_bases, transaction_properties), self)
+
+    @property
+    def _ds(self) -> LanceDataset:
+        """pylance's handle on its native dataset, which ported code (and pylance's own tests) call
+        ``base_paths()`` and the like through: here, the handle itself."""
+        return self
 
 
 Dataset = LanceDataset  # the name lance_table used first
