@@ -232,6 +232,8 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
             DatasetNotFoundError: no dataset at ``base_uri`` (except for an Overwrite).
             VersionNotFoundError: ``read_version`` does not exist.
             DataFileNotFoundError: a fragment's data file is not in the dataset.
+            BasePathError: a data file names a base id the dataset does not register, or an
+                Overwrite of an existing dataset has ``initial_bases``.
             SchemaError: the fragments disagree with the schema; a Project's or Merge's field ids
                 or types disagree with the dataset's.
             CommitConflictError: a concurrent commit makes this one impossible.

@@ -63,7 +63,8 @@ class LanceOperation:
             new_schema: the Arrow schema of the new version (field ids are given in schema order,
                 as ``write_fragments(mode="overwrite")`` gives them).
             fragments: the fragments of the new version (new ids are assigned on commit).
-            initial_bases: not supported (must be None).
+            initial_bases: base paths (:class:`~lance_table.DatasetBasePath`) a new dataset registers,
+                as ``write_dataset(initial_bases=...)``; refused for an existing dataset.
         """
 
         new_schema: pa.Schema

@@ -84,7 +84,8 @@ def _operation(op: Any) -> LanceOperation.BaseOperation:
     if isinstance(op, txn_fmt.Delete):
         return L.Delete(_metas(op.updated_fragments), list(op.deleted_fragment_ids), op.predicate)
     if isinstance(op, txn_fmt.Overwrite):
-        return L.Overwrite(LanceSchema(op.schema, op.schema_metadata), _metas(op.fragments))
+        bases = list(op.initial_bases) or None
+        return L.Overwrite(LanceSchema(op.schema, op.schema_metadata), _metas(op.fragments), bases)
     if isinstance(op, txn_fmt.Rewrite):
         groups = [L.RewriteGroup(_metas(g.old_fragments), _metas(g.new_fragments)) for g in op.groups]
         return L.Rewrite(groups, [])

@@ -1,0 +1,192 @@
+"""Writes to multi-base datasets (pylance's ``initial_bases``, ``target_bases``,
+``target_all_bases``, ``add_bases``) and to shallow clones, checked against pylance both ways."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from pathlib import Path
+
+import lance
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+import lance_table as lt
+from lance_table.format import flags
+
+pytestmark = pytest.mark.interop
+
+
+def _rows(start: int, n: int) -> pa.Table:
+    ids = pa.array(range(start, start + n), pa.int64())
+    return pa.table({"id": ids, "s": pc.cast(ids, pa.string())})
+
+
+def _files(where: Path) -> set[str]:
+    return {str(p.relative_to(where)) for p in where.rglob("*.lance")} if where.exists() else set()
+
+
+def _same_as_pylance(uri: Path) -> pa.Table:
+    ours, theirs = lt.dataset(uri), lance.dataset(uri)
+    table = ours.to_table().sort_by("id")
+    assert table.equals(theirs.to_table().sort_by("id"))
+    mine = {i: (b.name, b.path, b.is_dataset_root) for i, b in ours.base_paths().items()}
+    assert mine == {i: (b.name, b.path, b.is_dataset_root) for i, b in theirs.base_paths().items()}
+    return table
+
+
+def test_we_write_bases_pylance_reads_them_and_appends(tmp_path: Path) -> None:
+    uri = tmp_path / "main"
+    bases = [lt.DatasetBasePath(str(tmp_path / "p1"), name="p1"), lt.DatasetBasePath(str(tmp_path / "p2"))]
+    bases.append(lt.DatasetBasePath(str(tmp_path / "root"), name="root", is_dataset_root=True))
+    ds = lt.write_dataset(
+        _rows(0, 10), uri, initial_bases=bases, target_bases=["p1", "root"], max_rows_per_file=3
+    )
+    assert {i: b.name for i, b in ds.base_paths().items()} == {1: "p1", 2: None, 3: "root"}
+    assert [f.data_files()[0].base_id for f in ds.get_fragments()] == [1, 3, 1, 3]
+    assert len(_files(tmp_path / "p1")) == 2 and len(_files(tmp_path / "root" / "data")) == 2
+    assert not _files(uri)  # nothing in the dataset's own directory
+    ds = lt.write_dataset(_rows(10, 5), ds, mode="append", target_bases=[str(tmp_path / "p2")])
+    assert ds.add_bases([lt.DatasetBasePath(str(tmp_path / "p4"), name="p4")], {"who": "test"}) is ds
+    assert ds.read_transaction(ds.version).transaction_properties == {"who": "test"}
+    ds = lt.write_dataset(_rows(15, 5), ds, mode="append", target_bases=["p4"])
+    ds = lt.write_dataset(_rows(20, 5), ds, mode="append")  # no target: the dataset's own directory
+    assert [f.data_files()[0].base_id for f in ds.get_fragments()][4:] == [2, 4, None]
+    assert ds.manifest.writer_feature_flags & flags.BASE_PATHS
+    assert _same_as_pylance(uri).equals(_rows(0, 25))
+    lance.write_dataset(_rows(25, 5), uri, mode="append", target_bases=["p4"])
+    assert len(_files(tmp_path / "p4")) == 2
+    assert _same_as_pylance(uri).equals(_rows(0, 30))
+
+
+def test_pylance_writes_bases_we_append_delete_compact_and_clean_up(tmp_path: Path) -> None:
+    uri = tmp_path / "main"
+    bases = [
+        lance.DatasetBasePath(str(tmp_path / "p1"), name="p1"),
+        lance.DatasetBasePath(str(tmp_path / "p2")),
+    ]
+    lance.write_dataset(_rows(0, 10), uri, initial_bases=bases, target_bases=["p1"], max_rows_per_file=4)
+    ds = lt.write_dataset(_rows(10, 6), uri, mode="append", target_bases=[str(tmp_path / "p2")])
+    in_bases = _files(tmp_path / "p1") | _files(tmp_path / "p2")
+    assert len(in_bases) == 4
+    ds.delete("id % 3 = 0")
+    ds.optimize.compact_files()  # the rewritten rows go to the dataset's own directory, as pylance's
+    assert {d.base_id for f in ds.get_fragments() for d in f.data_files()} == {None}
+    stats = ds.cleanup_old_versions(older_than=dt.timedelta(0), delete_unverified=True)
+    assert stats.old_versions > 0
+    assert _files(tmp_path / "p1") | _files(tmp_path / "p2") == in_bases  # never outside its own
+    expected = _rows(0, 16).filter(pa.array([i % 3 != 0 for i in range(16)]))
+    assert _same_as_pylance(uri).equals(expected)
+    lance.dataset(uri).validate()
+
+
+def test_a_base_that_is_the_dataset_itself_keeps_its_files_through_cleanup(tmp_path: Path) -> None:
+    """pylance keeps files by name: a base registered at the dataset's own directory loses nothing."""
+    uri = tmp_path / "main"
+    base = lt.DatasetBasePath(str(uri), name="self", is_dataset_root=True)
+    ds = lt.write_dataset(_rows(0, 4), uri, initial_bases=[base], target_bases=["self"])
+    ds = lt.write_dataset(_rows(4, 4), ds, mode="append")
+    ds.cleanup_old_versions(older_than=dt.timedelta(0), delete_unverified=True)
+    assert _same_as_pylance(uri).equals(_rows(0, 8))
+
+
+def test_same_writes_same_layout_as_pylance(tmp_path: Path) -> None:
+    layouts = []
+    for lib in (lt, lance):
+        root = tmp_path / lib.__name__
+        bases = [lib.DatasetBasePath(str(root / n), name=n) for n in ("a", "b")]
+        ds = lib.write_dataset(_rows(0, 6), root / "ds", initial_bases=bases, max_rows_per_file=2)
+        ds = lib.write_dataset(_rows(6, 6), ds, mode="append", target_all_bases=True, max_rows_per_file=2)
+        ds = lib.write_dataset(_rows(12, 6), ds, mode="append", target_all_bases=False, max_rows_per_file=2)
+        ds = lib.write_dataset(_rows(18, 2), root / "ds", mode="overwrite", target_bases=["b"])
+        layouts.append(([f.data_files()[0].base_id for f in ds.get_fragments()], sorted(ds.base_paths())))
+        layouts.append(
+            [
+                (f.data_files()[0].base_id)
+                for f in lib.dataset(root / "ds").checkout_version(3).get_fragments()
+            ]
+        )
+    assert layouts[0] == layouts[2] and layouts[1] == layouts[3]
+    assert layouts[1] == [None, None, None, None, 1, 2, 1, 2, 1]
+
+
+def test_shallow_clone_takes_writes(tmp_path: Path) -> None:
+    source = tmp_path / "source"
+    lance.write_dataset(_rows(0, 10), source, max_rows_per_file=5)
+    lance.dataset(source).delete("id = 2")
+    clone = tmp_path / "clone"
+    lance.dataset(source).shallow_clone(clone, 2)
+    before = _files(source)
+    ds = lt.write_dataset(_rows(10, 5), clone, mode="append")
+    ds.delete("id IN (3, 11)")
+    ds.optimize.compact_files()
+    ds.cleanup_old_versions(older_than=dt.timedelta(0), delete_unverified=True)
+    expected = _rows(0, 15).filter(pc.invert(pc.is_in(_rows(0, 15)["id"], pa.array([2, 3, 11]))))
+    assert _same_as_pylance(clone).equals(expected)
+    assert _files(source) == before and lance.dataset(source).count_rows() == 9
+
+
+def test_the_commit_api_registers_bases_and_takes_fragments_in_them(tmp_path: Path) -> None:
+    uri = tmp_path / "main"
+    base = lt.DatasetBasePath(str(tmp_path / "p1"), name="p1")
+    frags = lt.fragment.write_fragments(_rows(0, 4), uri, mode="overwrite")
+    op = lt.LanceOperation.Overwrite(_rows(0, 0).schema, frags, initial_bases=[base])
+    ds = lt.LanceDataset.commit(uri, op)
+    assert ds.read_transaction(1).operation.initial_bases == [base.with_id(1)]
+    theirs = lance.fragment.write_fragments(_rows(4, 4), str(uri), target_bases=["p1"])
+    assert theirs[0].files[0].base_id == 1
+    ds = lt.LanceDataset.commit(uri, lt.LanceOperation.Append(theirs), read_version=ds.version)
+    assert _same_as_pylance(uri).equals(_rows(0, 8))
+
+
+def test_bad_bases_are_typed_errors_naming_them(tmp_path: Path) -> None:
+    uri = tmp_path / "main"
+    p1, p2 = str(tmp_path / "p1"), str(tmp_path / "p2")
+    with pytest.raises(lt.BasePathError, match="'nope' not found") as err:
+        lt.write_dataset(
+            _rows(0, 4), uri, initial_bases=[lt.DatasetBasePath(p1, name="p1")], target_bases=["nope"]
+        )
+    assert isinstance(err.value, OSError) and err.value.reference == "nope"
+    assert not uri.exists() and not _files(tmp_path)
+    with pytest.raises(lt.BasePathError, match="p1") as err:
+        twice = [lt.DatasetBasePath(p1, name="a"), lt.DatasetBasePath(p1, name="b")]
+        lt.write_dataset(_rows(0, 4), uri, initial_bases=twice)
+    assert err.value.reference == p1
+    ds = lt.write_dataset(_rows(0, 4), uri, initial_bases=[lt.DatasetBasePath(p1, name="p1")])
+    version = ds.version
+    with pytest.raises(ValueError, match="already exists"):
+        ds.add_bases([lt.DatasetBasePath(p2, name="p1")])
+    with pytest.raises(lt.BasePathError, match="already exists"):
+        ds.add_bases([lt.DatasetBasePath(p1, name="other")])
+    with pytest.raises(lt.BasePathError, match="id 1"):
+        ds.add_bases([lt.DatasetBasePath(p2, name="p2", id=1)])
+    with pytest.raises(TypeError):
+        ds.add_bases([p2])  # type: ignore[list-item]
+    with pytest.raises(lt.BasePathError, match="Cannot register new bases in Append mode"):
+        lt.write_dataset(_rows(4, 4), ds, mode="append", initial_bases=[lt.DatasetBasePath(p2)])
+    with pytest.raises(lt.BasePathError, match="target_all_bases"):
+        lt.write_dataset(_rows(4, 4), ds, mode="append", target_bases=["p1"], target_all_bases=True)
+    assert lt.dataset(uri).version == version
+    # a fragment naming a base id the dataset does not register
+    frags = lance.fragment.write_fragments(_rows(4, 4), str(uri), target_bases=["p1"])
+    frags[0].files[0].base_id = 9
+    with pytest.raises(lt.BasePathError, match="base path 9") as err:
+        lt.LanceDataset.commit(uri, lt.LanceOperation.Append(frags), read_version=version)
+    assert err.value.reference == "9" and lt.dataset(uri).version == version
+
+
+def test_a_failed_write_leaves_nothing_in_the_bases(tmp_path: Path) -> None:
+    uri = tmp_path / "main"
+    ds = lt.write_dataset(
+        _rows(0, 4), uri, initial_bases=[lt.DatasetBasePath(str(tmp_path / "p1"), name="p1")]
+    )
+
+    def failing() -> Iterator[pa.RecordBatch]:
+        yield from _rows(4, 4).to_batches()
+        raise RuntimeError("source broke")
+
+    with pytest.raises(RuntimeError, match="source broke"):
+        reader = pa.RecordBatchReader.from_batches(_rows(0, 0).schema, failing())
+        lt.write_dataset(reader, ds, mode="append", target_bases=["p1"], max_rows_per_file=2)
+    assert not _files(tmp_path / "p1") and lt.dataset(uri).version == ds.version
