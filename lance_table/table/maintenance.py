@@ -22,6 +22,7 @@ from lance_table.format import paths
 from lance_table.format.manifest import DataFile
 from lance_table.storage import LocalStorage, open_storage
 from lance_table.table import versions
+from lance_table.table.base_storage import base_storage, data_dir
 from lance_table.table.snapshot import Snapshot
 
 #: pylance's ``dataset_stats`` default: fragments with fewer rows than this are "small files".
@@ -119,7 +120,9 @@ def validate(snapshot: Snapshot) -> None:
 
     Raises:
         SchemaError: two fragments share an id, or a fragment deletes more rows than it has.
-        DataFileNotFoundError: a data or deletion file is missing.
+        DataFileNotFoundError: a data or deletion file is missing (in the dataset's directory, or in
+            the base path a data file names).
+        UnsupportedFormatError: a data file names a base path the manifest does not register.
     """
     frags = snapshot.manifest.fragments
     ids = [f.id for f in frags]
@@ -133,9 +136,17 @@ def validate(snapshot: Snapshot) -> None:
             )
     needed = sorted({path for f in frags for path in f.files_used})
     present = map_on(METADATA, snapshot.storage.exists, needed)
-    missing = [path for path, there in zip(needed, present) if not there]
+    missing = [f"{snapshot.uri.rstrip('/')}/{path}" for path, there in zip(needed, present) if not there]
+    # data files in other base paths, where the manifest's bases put them
+    bases = snapshot.bases
+    where = sorted({(d.base_id, d.path) for f in frags for d in f.files if d.base_id is not None})
+    for base_id, name in where:
+        storage = base_storage(snapshot.storage, bases, base_id, f"data file {name}")
+        path = f"{data_dir(bases, base_id)}/{name}".lstrip("/")
+        if not storage.exists(path):
+            missing.append(f"{storage.uri.rstrip('/')}/{path}")
     if missing:
-        raise DataFileNotFoundError(f"{snapshot.uri.rstrip('/')}/{missing[0]}", snapshot.version)
+        raise DataFileNotFoundError(missing[0], snapshot.version)
 
 
 def drop(

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -190,3 +191,22 @@ def test_a_failed_write_leaves_nothing_in_the_bases(tmp_path: Path) -> None:
         reader = pa.RecordBatchReader.from_batches(_rows(0, 0).schema, failing())
         lt.write_dataset(reader, ds, mode="append", target_bases=["p1"], max_rows_per_file=2)
     assert not _files(tmp_path / "p1") and lt.dataset(uri).version == ds.version
+
+
+def test_our_workers_write_fragments_into_bases_a_pylance_driver_commits(tmp_path: Path) -> None:
+    uri = tmp_path / "main"
+    base = lt.DatasetBasePath(str(tmp_path / "p1"), name="p1", is_dataset_root=True)
+    txn = lt.fragment.write_fragments(
+        _rows(0, 4), uri, initial_bases=[base], target_bases=["p1"], return_transaction=True
+    )
+    assert txn.operation.initial_bases == [base.with_id(1)]
+    ds = lt.LanceDataset.commit(uri, txn.operation)
+    metas = lt.fragment.write_fragments(_rows(4, 4), uri, target_all_bases=True, max_rows_per_file=2)
+    assert [m.files[0].base_id for m in metas] == [None, 1]
+    theirs = [lance.fragment.FragmentMetadata.from_json(json.dumps(m.to_json())) for m in metas]
+    lance.LanceDataset.commit(str(uri), lance.LanceOperation.Append(theirs), read_version=ds.version)
+    assert _same_as_pylance(uri).equals(_rows(0, 8))
+    lt.dataset(uri).validate()
+    next((tmp_path / "p1" / "data").glob("*.lance")).unlink()
+    with pytest.raises(lt.DataFileNotFoundError, match="p1/data/"):
+        lt.dataset(uri).validate()
