@@ -210,3 +210,21 @@ def test_our_workers_write_fragments_into_bases_a_pylance_driver_commits(tmp_pat
     next((tmp_path / "p1" / "data").glob("*.lance")).unlink()
     with pytest.raises(lt.DataFileNotFoundError, match="p1/data/"):
         lt.dataset(uri).validate()
+
+
+def test_merge_insert_targets_bases_as_pylance(tmp_path: Path) -> None:
+    results = []
+    for lib in (lt, lance):
+        root = tmp_path / lib.__name__
+        base = lib.DatasetBasePath(str(root / "a"), name="a")
+        uri = str(root / "ds")
+        lib.write_dataset(_rows(0, 4), uri, initial_bases=[base], target_bases=[uri, "a"], max_rows_per_file=2)
+        ds = lib.dataset(uri)
+        stats = [ds.merge_insert("id").when_not_matched_insert_all().target_bases(["a"]).execute(_rows(4, 3))]
+        ds = lib.dataset(uri)
+        merge = ds.merge_insert("id").when_matched_update_all().when_not_matched_insert_all()
+        stats.append(merge.target_all_bases().execute(_rows(6, 3)))
+        ds = lib.dataset(uri)
+        results.append(([f.data_files()[0].base_id for f in ds.get_fragments()], stats))
+    assert results[0] == results[1] and results[0][0] == [None, 1, 1, None]
+    assert _same_as_pylance(tmp_path / "lance_table" / "ds").equals(_rows(0, 9))

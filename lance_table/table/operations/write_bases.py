@@ -8,8 +8,9 @@ As in pylance:
   existing dataset refuses them, an append or overwrite that creates the dataset takes them);
   ``add_bases`` registers more later, in an ``UpdateBases`` commit;
 - a base not given an id gets the next free one, from one above the highest registered;
-- ``target_bases`` references are base names first, then base paths exactly as registered; new
-  data files rotate over them, one file each, in the order given;
+- ``target_bases`` references are base names first, then base paths exactly as registered, then
+  the dataset's own URI (its own directory); new data files rotate over them, one file each, in
+  the order given;
 - ``target_all_bases`` rotates over every registered base by id, the dataset's own directory first
   when it is True; it cannot be combined with ``target_bases``;
 - without targets, new files go to the dataset's own ``data/``, whatever bases the dataset has.
@@ -106,9 +107,12 @@ def plan_bases(
     target_bases: Sequence[str] | None,
     target_all_bases: bool | None,
     fields: Iterable[LanceField] = (),
+    *,
+    uri: str = "",
 ) -> BasePlan:
     """What a write with these options does with base paths, on top of ``manifest`` (None: the
-    write creates the dataset).
+    write creates the dataset at ``uri``; a ``target_bases`` reference equal to ``uri`` is the
+    dataset's own directory).
 
     Raises:
         BasePathError: ``initial_bases`` for an existing dataset, bases that collide, a
@@ -149,7 +153,7 @@ def plan_bases(
                 reference="target_all_bases",
             )
     else:
-        targets = tuple(resolve(bases, ref) for ref in target_bases or ())
+        targets = tuple(resolve(bases, ref, uri) for ref in target_bases or ())
     if any(t is not None for t in targets) and any(is_blob_v2(f) for f in fields):
         raise UnsupportedOptionError(
             "write_dataset", "target_bases", "blob v2 columns are written to the dataset's own directory only"
@@ -157,8 +161,9 @@ def plan_bases(
     return BasePlan(initial, targets, bases)
 
 
-def resolve(bases: Mapping[int, DatasetBasePath], reference: str) -> int:
-    """The id of the base ``reference`` names: a base name first, else a base path as registered.
+def resolve(bases: Mapping[int, DatasetBasePath], reference: str, uri: str = "") -> int | None:
+    """The id of the base ``reference`` names: a base name first, else a base path as registered,
+    else None when it is the dataset's own ``uri`` (a trailing slash aside).
 
     Raises:
         TypeError: ``reference`` is not a string.
@@ -170,6 +175,8 @@ def resolve(bases: Mapping[int, DatasetBasePath], reference: str) -> int:
         for base_id in sorted(bases):
             if getattr(bases[base_id], key) == reference:
                 return base_id
+    if uri and reference.rstrip("/") == uri.rstrip("/"):
+        return None
     known = ", ".join(repr(b.name or b.path) for b in bases.values()) or "none"
     raise BasePathError(
         f"Base reference {reference!r} not found in available bases (registered: {known})",
