@@ -218,7 +218,8 @@ def test_merge_insert_targets_bases_as_pylance(tmp_path: Path) -> None:
         root = tmp_path / lib.__name__
         base = lib.DatasetBasePath(str(root / "a"), name="a")
         uri = str(root / "ds")
-        lib.write_dataset(_rows(0, 4), uri, initial_bases=[base], target_bases=[uri, "a"], max_rows_per_file=2)
+        targets = [uri, "a"]  # the dataset's URI: its own directory
+        lib.write_dataset(_rows(0, 4), uri, initial_bases=[base], target_bases=targets, max_rows_per_file=2)
         ds = lib.dataset(uri)
         stats = [ds.merge_insert("id").when_not_matched_insert_all().target_bases(["a"]).execute(_rows(4, 3))]
         ds = lib.dataset(uri)
