@@ -97,6 +97,19 @@ class UpdateBases:
 
 
 @dataclass(frozen=True)
+class Clone:
+    """The first version of a clone: the dataset at ``ref_path`` (version ``ref_version``, tag
+    ``ref_name``), its files referenced in place when ``is_shallow``."""
+
+    is_shallow: bool
+    ref_name: str | None
+    ref_version: int
+    ref_path: str
+    branch_name: str | None = None
+    name = "clone"
+
+
+@dataclass(frozen=True)
 class OtherOperation:
     """An operation lance_table reads but does not model (Merge, Project, Update, CreateIndex, ...)."""
 
@@ -117,6 +130,7 @@ Operation = (
     | UpdateConfig
     | DataReplacement
     | UpdateBases
+    | Clone
     | OtherOperation
 )
 
@@ -233,6 +247,13 @@ def _operation_to_pb(op: Operation, pb: Any) -> None:
         pb.update_bases.SetInParent()
         for base in op.new_bases:
             base.to_pb(pb.update_bases.new_bases.add())
+    elif isinstance(op, Clone):
+        c = pb.clone
+        c.is_shallow, c.ref_version, c.ref_path = op.is_shallow, op.ref_version, op.ref_path
+        if op.ref_name is not None:
+            c.ref_name = op.ref_name
+        if op.branch_name is not None:
+            c.branch_name = op.branch_name
     elif isinstance(op, ReserveFragments):
         pb.reserve_fragments.num_fragments = op.num_fragments
     elif isinstance(op, Restore):
@@ -264,6 +285,15 @@ def _operation_from_pb(pb: Any) -> Operation:
         return Rewrite(tuple(groups))
     if kind == "update_bases":
         return UpdateBases(tuple(BasePath.from_pb(b) for b in pb.update_bases.new_bases))
+    if kind == "clone":
+        c = pb.clone
+        return Clone(
+            c.is_shallow,
+            c.ref_name if c.HasField("ref_name") else None,
+            c.ref_version,
+            c.ref_path,
+            c.branch_name if c.HasField("branch_name") else None,
+        )
     if kind == "reserve_fragments":
         return ReserveFragments(pb.reserve_fragments.num_fragments)
     if kind == "restore":

@@ -32,8 +32,8 @@ from lance_table.table.dataset_schema import _SchemaEvolution
 from lance_table.table.lance_operation import LanceOperation, Transaction
 from lance_table.table.lance_schema import LanceSchema
 from lance_table.table.opening import handle_state, open_snapshot, refuse, snapshot_of_state
+from lance_table.table.operations import clone, write_bases
 from lance_table.table.operations import update as update_ops
-from lance_table.table.operations import write_bases
 from lance_table.table.operations.commit_operation import commit_operation
 from lance_table.table.operations.delete import DEFAULT_RETRY_TIMEOUT, delete_rows
 from lance_table.table.operations.manifest_paths import (
@@ -434,6 +434,29 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
             CommitConflictError: a concurrent commit makes this one impossible.
         """
         return self._committed(write_bases.add_bases(self._snapshot, new_bases, transaction_properties), self)
+
+    def shallow_clone(
+        self,
+        target_path: str | os.PathLike[str],
+        reference: int | str | tuple[str | None, int | None],
+        storage_options: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> LanceDataset:
+        """Clone version ``reference`` (a number, a tag, or ``(None, version)``) into a new dataset
+        at ``target_path`` that references this dataset's files instead of copying them
+        (pylance's ``shallow_clone``); returns the clone, opened with ``kwargs``. The clone takes
+        writes; its new files go to its own directory (see
+        :mod:`lance_table.table.operations.clone`). ``storage_options``: the clone's (this
+        dataset's by default).
+
+        Raises:
+            VersionNotFoundError, TagError: the reference does not resolve.
+            DatasetAlreadyExistsError: a dataset exists at ``target_path``.
+            UnsupportedOperationError: a branch other than main.
+        """
+        options = self._storage.storage_options if storage_options is None else storage_options
+        clone.shallow_clone(self._snapshot, target_path, reference, options)
+        return LanceDataset(os.fspath(target_path), storage_options=options, **kwargs)
 
     @property
     def _ds(self) -> LanceDataset:

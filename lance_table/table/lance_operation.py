@@ -233,7 +233,8 @@ class _Unsupported(LanceOperation.BaseOperation):
         self.kwargs = kwargs
 
     def __repr__(self) -> str:
-        return f"LanceOperation.{type(self).__name__}(...)"
+        given = [repr(a) for a in self.args] + [f"{k}={v!r}" for k, v in self.kwargs.items()]
+        return f"LanceOperation.{type(self).__name__}({', '.join(given)})"
 
 
 # pylance 14's other operation names (and their helper records): they construct, and committing

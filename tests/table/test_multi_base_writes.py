@@ -229,3 +229,41 @@ def test_merge_insert_targets_bases_as_pylance(tmp_path: Path) -> None:
         results.append(([f.data_files()[0].base_id for f in ds.get_fragments()], stats))
     assert results[0] == results[1] and results[0][0] == [None, 1, 1, None]
     assert _same_as_pylance(tmp_path / "lance_table" / "ds").equals(_rows(0, 9))
+
+
+def test_our_shallow_clones_are_pylances(tmp_path: Path) -> None:
+    layouts = []
+    for lib in (lt, lance):
+        root = tmp_path / lib.__name__
+        base = lib.DatasetBasePath(str(root / "b1"), name="b1")
+        ds = lib.write_dataset(
+            _rows(0, 6), root / "src", initial_bases=[base], target_bases=["b1"], max_rows_per_file=3
+        )
+        ds = lib.write_dataset(_rows(6, 3), ds, mode="append")
+        ds.delete("id = 1")
+        ds.tags.create("t1", 2)
+        clones = [ds.shallow_clone(root / "c1", 3), ds.shallow_clone(root / "c2", "t1")]
+        clones.append(lib.dataset(root / "c1").shallow_clone(root / "c3", (None, 3)))
+        layouts.append(
+            [
+                (
+                    c.version,
+                    {i: (b.name, b.is_dataset_root, Path(b.path).name) for i, b in c.base_paths().items()},
+                    [[d.base_id for d in f.data_files()] for f in c.get_fragments()],
+                    c.to_table().num_rows,
+                )
+                for c in clones
+            ]
+        )
+        txn = lance.dataset(root / "c1").read_transaction(3)
+        assert (txn.operation.ref_version, txn.operation.ref_path) == (3, str(root / "src"))
+    assert layouts[0] == layouts[1]
+    clone = tmp_path / "lance_table" / "c3"
+    ds = lt.write_dataset(_rows(9, 2), clone, mode="append")
+    ds.delete("id = 0")
+    expected = _rows(1, 10).filter(pa.array([i != 1 for i in range(1, 11)]))
+    assert _same_as_pylance(clone).equals(expected)
+    with pytest.raises(lt.DatasetAlreadyExistsError):
+        ds.shallow_clone(tmp_path / "lance_table" / "c1", 3)
+    with pytest.raises(lt.UnsupportedOperationError, match="branch 'dev'"):
+        ds.shallow_clone(tmp_path / "c9", ("dev", 1))

@@ -132,6 +132,14 @@ def _operation(op: Any) -> LanceOperation.BaseOperation:
                 for frag_id, d in op.replacements
             ]
         )
+    if isinstance(op, txn_fmt.Clone):
+        return L.Clone(  # type: ignore[attr-defined]
+            is_shallow=op.is_shallow,
+            ref_name=op.ref_name,
+            ref_version=op.ref_version,
+            ref_path=op.ref_path,
+            branch_name=op.branch_name,
+        )
     return L.BaseOperation()
 
 
