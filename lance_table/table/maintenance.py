@@ -116,13 +116,14 @@ class LanceStats:
 
 def validate(snapshot: Snapshot) -> None:
     """Check a version's integrity as pylance's ``validate()``: fragment ids unique, every data and
-    deletion file of the dataset's own there, deletion counts within the fragment.
+    deletion file there (in the dataset's directory or the base path it names), deletion counts
+    within the fragment.
 
     Raises:
         SchemaError: two fragments share an id, or a fragment deletes more rows than it has.
         DataFileNotFoundError: a data or deletion file is missing (in the dataset's directory, or in
             the base path a data file names).
-        UnsupportedFormatError: a data file names a base path the manifest does not register.
+        UnsupportedFormatError: a file names a base path the manifest does not register.
     """
     frags = snapshot.manifest.fragments
     ids = [f.id for f in frags]
@@ -137,14 +138,16 @@ def validate(snapshot: Snapshot) -> None:
     needed = sorted({path for f in frags for path in f.files_used})
     present = map_on(METADATA, snapshot.storage.exists, needed)
     missing = [f"{snapshot.uri.rstrip('/')}/{path}" for path, there in zip(needed, present) if not there]
-    # data files in other base paths, where the manifest's bases put them
+    # data and deletion files in other base paths, where the manifest's bases put them
     bases = snapshot.bases
-    where = sorted({(d.base_id, d.path) for f in frags for d in f.files if d.base_id is not None})
-    for base_id, name in where:
-        storage = base_storage(snapshot.storage, bases, base_id, f"data file {name}")
-        path = f"{data_dir(bases, base_id)}/{name}".lstrip("/")
-        if not storage.exists(path):
-            missing.append(f"{storage.uri.rstrip('/')}/{path}")
+    where = {
+        (d.base_id, f"{data_dir(bases, d.base_id)}/{d.path}".lstrip("/")) for f in frags for d in f.files
+    }
+    where |= {(f.deletion_file.base_id, f.deletion_file.path(f.id)) for f in frags if f.deletion_file}
+    in_bases = sorted((b, p) for b, p in where if b is not None)
+    elsewhere = [(base_storage(snapshot.storage, bases, b, p), p) for b, p in in_bases]
+    present = map_on(METADATA, lambda place: place[0].exists(place[1]), elsewhere)
+    missing += [f"{st.uri.rstrip('/')}/{p}" for (st, p), there in zip(elsewhere, present) if not there]
     if missing:
         raise DataFileNotFoundError(missing[0], snapshot.version)
 

@@ -267,3 +267,13 @@ def test_our_shallow_clones_are_pylances(tmp_path: Path) -> None:
         ds.shallow_clone(tmp_path / "lance_table" / "c1", 3)
     with pytest.raises(lt.UnsupportedOperationError, match="branch 'dev'"):
         ds.shallow_clone(tmp_path / "c9", ("dev", 1))
+
+
+def test_validate_checks_files_in_the_source_of_a_clone(tmp_path: Path) -> None:
+    ds = lt.write_dataset(_rows(0, 4), tmp_path / "src")
+    ds.delete("id = 0")
+    clone = ds.shallow_clone(tmp_path / "clone", ds.version)
+    clone.validate()
+    next((tmp_path / "src" / "_deletions").iterdir()).unlink()
+    with pytest.raises(lt.DataFileNotFoundError, match="src/_deletions/"):
+        clone.validate()
