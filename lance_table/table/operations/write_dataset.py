@@ -125,7 +125,9 @@ def write_snapshot(
             targets=targets,
         )
     by_base = {t.base_id: t for t in targets}
-    elsewhere = [(d.base_id, by_base[d.base_id].path(d.path)) for f in frags for d in f.files if d.base_id]
+    elsewhere = [
+        (d.base_id, by_base[d.base_id].path(d.path)) for f in frags for d in f.files if d.base_id is not None
+    ]
     scheme = latest.scheme if latest is not None else scheme_for_new_dataset(enable_v2_manifest_paths)
     pending = plan.pending(frags, written, dictionaries)
     if bases.initial and isinstance(pending.operation, OverwriteOp):
