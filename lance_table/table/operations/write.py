@@ -282,6 +282,9 @@ class FragmentWriter:
     If anything fails, :meth:`abort` deletes every file written so far. ``before_file`` runs before
     each new file is created; an exception from it stops the write (the caller then aborts).
     ``progress`` hears of the rows of each batch written and of each file begun and finished.
+    ``targets`` (multi-base datasets): new data files rotate over them, one file each, and record
+    the target's base id; :attr:`paths` lists the files in the dataset's own ``data/``,
+    :attr:`elsewhere` those in other bases.
 
     Legacy files: ``dictionaries`` are the dataset's dictionary values by field id; every file's keys
     index them, extended by the values the rows bring, and :attr:`dictionaries` holds the values the
