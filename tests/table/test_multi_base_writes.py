@@ -277,3 +277,15 @@ def test_validate_checks_files_in_the_source_of_a_clone(tmp_path: Path) -> None:
     next((tmp_path / "src" / "_deletions").iterdir()).unlink()
     with pytest.raises(lt.DataFileNotFoundError, match="src/_deletions/"):
         clone.validate()
+
+
+def test_concurrent_add_bases_both_land_and_a_clash_is_named(tmp_path: Path) -> None:
+    uri = tmp_path / "ds"
+    lt.write_dataset(_rows(0, 2), uri)
+    first, second, third = (lt.dataset(uri) for _ in range(3))
+    first.add_bases([lt.DatasetBasePath(str(tmp_path / "x"), name="x")])
+    second.add_bases([lt.DatasetBasePath(str(tmp_path / "y"), name="y")])  # rebased over the first
+    with pytest.raises(lt.BasePathError, match="'x' already exists"):
+        third.add_bases([lt.DatasetBasePath(str(tmp_path / "z"), name="x")])
+    assert {i: b.name for i, b in lance.dataset(uri).base_paths().items()} == {1: "x", 2: "y"}
+    assert third.version == 1 and lt.dataset(uri).version == 3
