@@ -10,7 +10,8 @@ What a version added is found by comparing its fragments with the previous versi
 leaves every earlier fragment as it was and adds new ones. A version that changes or removes
 earlier fragments (a delete, update, merge_insert, compaction, overwrite, restore, new columns)
 stops the query with an error naming the version and its operation, unless ``skipChangeCommits``
-is set: then such versions are passed over.
+is set: then such versions are passed over. With ``readChangeFeed`` the source yields each
+version's change rows instead (:mod:`lance_table.spark.change_feed`).
 """
 
 from __future__ import annotations
@@ -112,7 +113,7 @@ class LanceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if budget is None:
             return {"version": newest + 1, "row": 0}
         while version <= newest and budget > 0:
-            left = _rows(self._added_by(version, snapshot)) - row
+            left = self._size(version, snapshot) - row
             if left > budget:
                 row += budget
                 break
@@ -160,6 +161,10 @@ class LanceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self.reader.read(partition)
 
     # -- what a version added --------------------------------------------------------------------
+
+    def _size(self, version: int, snapshot: bool) -> int:
+        """How many rows ``version`` contributes to the stream (offsets count these)."""
+        return _rows(self._added_by(version, snapshot))
 
     def _manifest(self, version: int) -> Manifest:
         if version not in self._manifests:

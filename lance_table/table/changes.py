@@ -353,31 +353,52 @@ def read_piece(
     lo: int = 0,
     hi: int | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
+    *,
+    types: pa.Schema | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Rows ``[lo, hi)`` of a piece (its rows in position order): ``columns`` as the piece's
-    version stores them, then :data:`CHANGE_FIELDS`. Only those rows are read.
+    version stores them, then :data:`CHANGE_FIELDS`. Only those rows are read. A column the
+    piece's version does not have yet (added later) is null, typed as in ``types``.
 
     Raises:
+        SchemaError: a column is neither in the piece's version nor in ``types``.
         CorruptFileError: a data or deletion file does not decode or disagrees with its manifest.
         DataFileNotFoundError: a file is gone (its version was cleaned up).
     """
+    side = piece.side
+    roots = {n.name: n for n in build_tree(side.fields)}
+    absent = [c for c in columns if c not in roots]
+    for name in absent:
+        if types is None or name not in types.names:
+            raise SchemaError(f"column {name!r} is not in version {side.version}; columns are {list(roots)}")
     positions = selected_positions(storage, piece)[lo:hi]
     if not positions.size:
         return
-    side = piece.side
-    roots = {n.name: n for n in build_tree(side.fields)}
     reader = FragmentReader(
         piece.fragment, storage, roots, version=side.version, dictionaries=side.dictionaries, bases=side.bases
     )
-    types = _change_types(storage, piece, positions)
+    kinds = _change_types(storage, piece, positions)
     stamp = pa.scalar(piece.timestamp_ns // 1000, pa.timestamp("us", tz="UTC"))
+    present = [c for c in columns if c in roots]
     for start in range(0, positions.size, batch_size):
         part = positions[start : start + batch_size]
-        table = reader.read(list(columns), Runs.from_sorted_unique(part))
         n = part.size
-        arrays = [*table.columns, types[start : start + n]]
-        arrays += [pa.array(np.full(n, piece.version, np.int64)), pa.repeat(stamp, n)]
-        schema = pa.schema([*table.schema, *CHANGE_FIELDS])
+        table = reader.read(present, Runs.from_sorted_unique(part)) if present else None
+        data: list[tuple[pa.Field, pa.Array | pa.ChunkedArray]] = []
+        for name in columns:
+            if name in roots:
+                assert table is not None
+                data.append((table.schema.field(name), table.column(name)))
+            else:
+                assert types is not None
+                data.append((types.field(name).with_nullable(True), pa.nulls(n, types.field(name).type)))
+        arrays = [a for _, a in data]
+        arrays += [
+            kinds[start : start + n],
+            pa.array(np.full(n, piece.version, np.int64)),
+            pa.repeat(stamp, n),
+        ]
+        schema = pa.schema([*(f for f, _ in data), *CHANGE_FIELDS])
         yield from pa.Table.from_arrays(arrays, schema=schema).to_batches(max_chunksize=batch_size)
 
 
@@ -464,7 +485,7 @@ def table_changes(
             planned = version_changes(cache, version, names)
             cache.forget_before(version)
             for piece in planned.pieces:
-                for batch in read_piece(storage, piece, names, batch_size=size):
+                for batch in read_piece(storage, piece, names, batch_size=size, types=schema):
                     yield batch.cast(schema) if batch.schema != schema else batch
 
     return pa.RecordBatchReader.from_batches(schema, batches())
