@@ -130,10 +130,13 @@ class LanceTableDataSource(DataSource):
         return schema
 
     def _change_feed(self) -> bool:
-        """Whether the read is of the change feed (option ``readChangeFeed``)."""
+        """Whether the read is of the change feed (option ``readChangeFeed``; the other streaming
+        options are checked when the stream starts)."""
+        from lance_table.spark.options import ALIASES
         from lance_table.spark.streaming_options import StreamOptions
 
-        return StreamOptions.parse(self._given).read_change_feed
+        flag = {k: v for k, v in self._given.items() if ALIASES.get(k, k) == "readchangefeed"}
+        return StreamOptions.parse(flag).read_change_feed
 
     def _change_reader(self, o: SourceOptions, ds: Any, schema: Any) -> Any:
         """A batch read of the change feed, from ``startingVersion`` to ``endingVersion`` (the latest

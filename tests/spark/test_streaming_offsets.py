@@ -76,3 +76,56 @@ def test_offsets_split_versions_and_changes_stop_or_are_skipped(tmp_path):
 def _row(offset: dict, rows_of_v1: int) -> int:
     """The first id an offset of this test's dataset points at."""
     return offset["row"] if offset["version"] == 1 else rows_of_v1 + offset["row"]
+
+
+def _changes(reader, start: dict, end: dict) -> list[tuple]:
+    out = []
+    for part in reader.partitions(start, end):
+        for batch in reader.read(part):
+            out += [(r["id"], r["_change_type"], r["_commit_version"]) for r in batch.to_pylist()]
+    return out
+
+
+def test_change_feed_offsets_split_versions_and_survive_a_restart(tmp_path):
+    lance = pytest.importorskip("lance")
+    uri = str(tmp_path / "ds")
+    ds = lance.write_dataset(_rows(0, 12), uri, max_rows_per_file=4, enable_stable_row_ids=True)  # 1
+    ds.delete("id IN (1, 5)")  # 2
+    ds.update({"id": "id + 100"}, where="id IN (2, 9)")  # 3: two preimages, two postimages
+    ds.optimize.compact_files()  # 4 and 5: no change rows
+    source = pa.table({"id": pa.array([0, 50], pa.int64())})
+    ds.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(source)  # 6
+    expected = sorted(
+        (r["id"], r["_change_type"], r["_commit_version"])
+        for r in lt.dataset(uri).table_changes(1).read_all().to_pylist()
+    )
+    assert len(expected) == 12 + 2 + 4 + 3
+
+    def reader():
+        return _reader(uri, readChangeFeed="true", startingVersion="1")
+
+    first = reader()
+    start, got, ends = first.initialOffset(), [], []
+    for _ in range(3):
+        end = first.latestOffset(start, ReadMaxRows(5))
+        got += _changes(first, start, end)
+        ends.append(end)
+        first.commit(end)
+        start = end
+    assert ends == [{"version": 1, "row": 5}, {"version": 1, "row": 10}, {"version": 3, "row": 1}]
+    # a restart from the checkpoint: a new reader continues inside the update, exactly where it was
+    again = reader()
+    while (end := again.latestOffset(start, ReadMaxRows(5))) != start:
+        got += _changes(again, start, end)
+        start = end
+    assert start == {"version": 7, "row": 0}
+    assert sorted(got) == expected
+    assert (0, "update_preimage", 6) in got and (50, "insert", 6) in got
+
+    # Delta's older option name; without startingVersion: the table at the start, as inserts
+    snapshot = _reader(uri, readChangeData="true")
+    first = snapshot.initialOffset()
+    end = snapshot.latestOffset(first, ReadAllAvailable())
+    rows = _changes(snapshot, first, end)
+    assert sorted(r[0] for r in rows) == sorted(lance.dataset(uri).to_table()["id"].to_pylist())
+    assert {r[1:] for r in rows} == {("insert", 6)}
