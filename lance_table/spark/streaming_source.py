@@ -202,8 +202,9 @@ class LanceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         raise UnsupportedOperationError(
             f"version {version} of {self.uri} ({self._operation(version)}) changes rows or the schema "
             "that earlier versions wrote; the lance_table streaming source reads appended rows only. "
-            "Set the option skipChangeCommits=true to pass over such versions, or restart the query "
-            "with a new checkpoint and startingVersion after it"
+            "Set the option skipChangeCommits=true to pass over such versions, readChangeFeed=true to "
+            "read the change rows of every version, or restart the query with a new checkpoint and "
+            "startingVersion after it"
         )
 
     def _operation(self, version: int) -> str:

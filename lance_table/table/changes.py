@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 import pyarrow as pa
@@ -318,10 +319,13 @@ def plan_version(
     return VersionChanges(v, ts, name, tuple(olds + news))
 
 
-def _updated_ids(pairing: Pairing, where: str) -> np.ndarray:
-    """The sorted ids of the rows an update kept (its new rows' ids below ``next_row_id``)."""
-    parts = [fragment_row_ids(f, where) for f in pairing.added]
-    ids = np.concatenate([p for p in parts if p is not None]) if parts else np.zeros(0, np.uint64)
+@lru_cache(maxsize=4)
+def _updated_ids(pairing: Pairing) -> np.ndarray:
+    """The sorted ids of the rows an update kept (its new rows' ids below ``next_row_id``); kept
+    for the next pieces of the same version a task reads."""
+    parts = [fragment_row_ids(f, "an update's new fragments") for f in pairing.added]
+    found = [p for p in parts if p is not None]
+    ids = np.concatenate(found) if found else np.zeros(0, np.uint64)
     return np.sort(ids[ids < np.uint64(pairing.next_row_id)])
 
 
@@ -339,7 +343,7 @@ def _change_types(storage: Storage, piece: ChangePiece, positions: np.ndarray) -
         paired = mine < np.uint64(piece.pairing.next_row_id)
         labels = np.where(paired, UPDATE_POSTIMAGE, INSERT)
     else:
-        kept = _updated_ids(piece.pairing, where)
+        kept = _updated_ids(piece.pairing)
         at = np.minimum(np.searchsorted(kept, mine), max(kept.size - 1, 0))
         paired = kept[at] == mine if kept.size else np.zeros(n, bool)
         labels = np.where(paired, UPDATE_PREIMAGE, DELETE)
