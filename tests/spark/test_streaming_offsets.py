@@ -129,3 +129,24 @@ def test_change_feed_offsets_split_versions_and_survive_a_restart(tmp_path):
     rows = _changes(snapshot, first, end)
     assert sorted(r[0] for r in rows) == sorted(lance.dataset(uri).to_table()["id"].to_pylist())
     assert {r[1:] for r in rows} == {("insert", 6)}
+
+
+def test_change_feed_from_before_a_column_existed_shows_it_filled_in(tmp_path):
+    uri = str(tmp_path / "ds")
+    lt.write_dataset(_rows(0, 3), uri)  # 1
+    lt.dataset(uri).add_columns({"w": "id * 2"})  # 2: the stream (started now) reads w
+    lt.write_dataset(
+        pa.table({"id": pa.array([9], pa.int64()), "w": pa.array([18], pa.int64())}), uri, mode="append"
+    )
+    reader = _reader(uri, readChangeFeed="true", startingVersion="1")
+    start = reader.initialOffset()
+    rows = []
+    for part in reader.partitions(start, reader.latestOffset(start, ReadAllAvailable())):
+        for batch in reader.read(part):
+            rows += [(r["_commit_version"], r["_change_type"], r["id"], r["w"]) for r in batch.to_pylist()]
+    assert rows == [
+        *((1, "insert", i, None) for i in range(3)),
+        *((2, "update_preimage", i, None) for i in range(3)),
+        *((2, "update_postimage", i, 2 * i) for i in range(3)),
+        (3, "insert", 9, 18),
+    ]
