@@ -140,7 +140,7 @@ class ChangeFeedStreamReader(LanceStreamReader, _Reading):
             if self._cache is None:
                 self._cache = ManifestCache(self._storage())
             if snapshot:
-                planned = all_inserted(self._cache.storage, self._cache.get(version)[0])
+                planned = all_inserted(self._cache.get(version)[0])
             else:
                 planned = version_changes(self._cache, version, self.data_columns)
             self._planned[key] = planned

@@ -227,13 +227,9 @@ def _stable(manifest: Manifest) -> bool:
     return bool(manifest.reader_feature_flags & flags.STABLE_ROW_IDS)
 
 
-def all_inserted(storage: Storage, manifest: Manifest) -> VersionChanges:
+def all_inserted(manifest: Manifest) -> VersionChanges:
     """Every live row of a version as an insert of that version (the first version, or the table
-    as a change feed starts from it).
-
-    Raises:
-        CorruptFileError: a deletion file does not decode or disagrees with its manifest.
-    """
+    as a change feed starts from it); the manifest's counts alone, no file is read."""
     at = (manifest.version, manifest.timestamp_ns)
     pieces = _whole(at, Side.of(manifest), manifest.fragments, INSERT, None)
     return VersionChanges(*at, "snapshot", tuple(pieces))
@@ -439,7 +435,7 @@ def version_changes(cache: ManifestCache, version: int, columns: Sequence[str]) 
     """
     current, transaction = cache.get(version)
     if version <= 1:
-        return all_inserted(cache.storage, current)
+        return all_inserted(current)
     previous, _ = cache.get(version - 1)
     return plan_version(cache.storage, previous, current, transaction, columns)
 
