@@ -5,10 +5,11 @@ data columns, then ``_change_type`` (``insert``, ``delete``, ``update_preimage``
 The changes of a version are planned on the driver by :mod:`lance_table.table.changes` (manifests,
 transactions and deletion files only); a task reads a slice of the planned change rows, taking
 just those rows. In a stream the offsets are those of the appends-only source
-(:mod:`lance_table.spark.streaming_source`), ``{"version": v, "row": r}``, with ``r`` counting the
-change rows of ``v`` in their planned order (deleted and preimage rows, then inserted and
-postimage rows, by fragment id), which depends only on the two manifests: a micro-batch may end
-inside a version, and a query restarted from its checkpoint plans the same rows again.
+(:mod:`lance_table.spark.streaming_source`), ``{"version": v, "row": r, "changes": true}``, with
+``r`` counting the change rows of ``v`` in their planned order (deleted and preimage rows, then
+inserted and postimage rows, by fragment id), which depends only on the two manifests: a
+micro-batch may end inside a version, and a query restarted from its checkpoint plans the same
+rows again.
 """
 
 from __future__ import annotations
@@ -127,6 +128,21 @@ class ChangeFeedStreamReader(LanceStreamReader, _Reading):
         state = dict(self.__dict__)
         state.update(_planned={}, _cache=None, _manifests={}, _added={})
         return state
+
+    # Offsets carry "changes": true. A checkpoint of the appends-only source counts other rows
+    # in a version: resuming it with the change feed (or the other way) would skip or repeat rows.
+
+    def initialOffset(self) -> Offset:
+        return {**super().initialOffset(), "changes": True}
+
+    def latestOffset(self, start: Offset, limit: Any) -> Offset:
+        if not start.get("changes"):
+            raise ValueError(
+                "the checkpoint of this query was written without readChangeFeed, whose offsets "
+                "count other rows: start the change feed with a new checkpoint (and startingVersion)"
+            )
+        end = super().latestOffset(start, limit)
+        return end if end is start else {**end, "changes": True}
 
     def _changes(self, version: int, snapshot: bool) -> VersionChanges:
         """The planned change rows of ``version`` (all of its rows as inserts for the snapshot).

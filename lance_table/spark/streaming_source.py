@@ -105,6 +105,11 @@ class LanceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return entries[-1].version if entries else 0
 
     def latestOffset(self, start: Offset, limit: ReadLimit) -> Offset:
+        if start.get("changes") and type(self) is LanceStreamReader:
+            raise ValueError(
+                "the checkpoint of this query was written with readChangeFeed, whose offsets count "
+                "change rows: set readChangeFeed=true, or start with a new checkpoint"
+            )
         newest = self._newest() if self._target is None else self._target
         version, row, snapshot = int(start["version"]), int(start["row"]), bool(start.get("snapshot"))
         if version > newest:

@@ -112,13 +112,22 @@ def test_change_feed_offsets_split_versions_and_survive_a_restart(tmp_path):
         ends.append(end)
         first.commit(end)
         start = end
-    assert ends == [{"version": 1, "row": 5}, {"version": 1, "row": 10}, {"version": 3, "row": 1}]
+    assert ends == [
+        {"version": 1, "row": 5, "changes": True},
+        {"version": 1, "row": 10, "changes": True},
+        {"version": 3, "row": 1, "changes": True},
+    ]
+    # a checkpoint of one kind of source is refused by the other (their rows in a version differ)
+    with pytest.raises(ValueError, match="written with readChangeFeed"):
+        _reader(uri, startingVersion="1").latestOffset(start, ReadMaxRows(5))
+    with pytest.raises(ValueError, match="written without readChangeFeed"):
+        first.latestOffset({"version": 3, "row": 1}, ReadMaxRows(5))
     # a restart from the checkpoint: a new reader continues inside the update, exactly where it was
     again = reader()
     while (end := again.latestOffset(start, ReadMaxRows(5))) != start:
         got += _changes(again, start, end)
         start = end
-    assert start == {"version": 7, "row": 0}
+    assert start == {"version": 7, "row": 0, "changes": True}
     assert sorted(got) == expected
     assert (0, "update_preimage", 6) in got and (50, "insert", 6) in got
 
