@@ -6,7 +6,7 @@ import pyarrow as pa
 import pytest
 
 import lance_table as lt
-from lance_table.errors import UnsupportedOperationError
+from lance_table.errors import SchemaError, UnsupportedOperationError
 
 pytest.importorskip("pyspark")
 
@@ -159,3 +159,33 @@ def test_change_feed_from_before_a_column_existed_shows_it_filled_in(tmp_path):
         *((2, "update_postimage", i, 2 * i) for i in range(3)),
         (3, "insert", 9, 18),
     ]
+
+
+def test_batch_change_feed_reads_a_range_and_names_what_is_missing(tmp_path):
+    uri = str(tmp_path / "ds")
+    lt.write_dataset(_rows(0, 5), uri)  # 1
+    lt.dataset(uri).delete("id = 2")  # 2
+    lt.write_dataset(_rows(5, 2), uri, mode="append")  # 3
+
+    def rows(**options: str) -> list[tuple]:
+        source = LanceTableDataSource({"path": uri, "readChangeFeed": "true", **options})
+        reader = source.reader(source.schema())
+        return [
+            (r["_commit_version"], r["_change_type"], r["id"])
+            for part in reader.partitions()
+            for batch in reader.read(part)
+            for r in batch.to_pylist()
+        ]
+
+    assert rows(startingVersion="2") == [(2, "delete", 2), (3, "insert", 5), (3, "insert", 6)]
+    assert rows(startingVersion="1", endingVersion="2")[-1] == (2, "delete", 2)
+    with pytest.raises(ValueError, match="needs the option startingVersion"):
+        rows()
+    with pytest.raises(ValueError, match=r"startingVersion \(3\) is after endingVersion \(2\)"):
+        rows(startingVersion="3", endingVersion="2")
+    with pytest.raises(ValueError, match="'readChangeFeed' must be true or false"):
+        LanceTableDataSource({"path": uri, "readChangeFeed": "yes"}).schema()
+    clash = str(tmp_path / "clash")
+    lt.write_dataset(pa.table({"_change_type": ["x"]}), clash)
+    with pytest.raises(SchemaError, match="_change_type"):
+        LanceTableDataSource({"path": clash, "readChangeFeed": "true"}).schema()
