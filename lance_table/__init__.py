@@ -49,6 +49,7 @@ import lance_table.fragment as fragment  # pylance's ``lance.fragment``
 import lance_table.optimize as optimize  # pylance's ``lance.optimize``
 from lance_table.format.transaction import COMMIT_MESSAGE_KEY as LANCE_COMMIT_MESSAGE_KEY
 from lance_table.schema import json_to_schema, schema_to_json
+from lance_table.storage.io_stats import bytes_read_counter, iops_counter
 from lance_table.table import Dataset, LanceDataset, dataset, write_dataset
 from lance_table.table.blobs import BlobFile
 from lance_table.table.fragment_metadata import FragmentMetadata
@@ -115,9 +116,11 @@ __all__ = [
     "__version__",
     "add_columns_udf",
     "batch_udf",
+    "bytes_read_counter",
     "commit",
     "dataset",
     "fragment",
+    "iops_counter",
     "json_to_schema",
     "optimize",
     "schema_to_json",
