@@ -62,6 +62,8 @@ from lance_table.table.operations.cleanup import CleanupCandidateFile, CleanupEx
 from lance_table.table.operations.merge_insert import MergeInsertBuilder
 from lance_table.table.scan_spec import ColumnOrdering
 from lance_table.table.scanner import LanceScanner
+from lance_table.table.session import Session
+from lance_table.table.sql_query import SqlQuery, SqlQueryBuilder
 from lance_table.udf import BatchUDF, add_columns_udf, batch_udf
 
 __all__ = [
@@ -102,6 +104,9 @@ __all__ = [
     "RowRangeError",
     "SchemaChangeError",
     "SchemaError",
+    "Session",
+    "SqlQuery",
+    "SqlQueryBuilder",
     "StorageCredentialsError",
     "StorageOptionsError",
     "StorageUnreachableError",

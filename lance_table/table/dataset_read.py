@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_table.table import scanner as scans
+from lance_table.table import sql_query
 from lance_table.table.blobs import BlobFile, take_blobs
 from lance_table.table.fragment_metadata import FragmentMetadata
 from lance_table.table.handle import Handle
@@ -19,6 +20,8 @@ from lance_table.table.lance_fragment import LanceFragment, fragment_of
 from lance_table.table.scan import Predicate
 from lance_table.table.scan_spec import Columns, scan_spec
 from lance_table.table.scanner import LanceScanner
+from lance_table.table.session import Session
+from lance_table.table.sql_query import SqlQueryBuilder
 
 if TYPE_CHECKING:
     pass
@@ -28,6 +31,21 @@ class _Reading(Handle):
     """Reading: fragments, counts, scans, takes and blobs."""
 
     # -- reading ----------------------------------------------------------------------------------
+
+    def sql(self, sql: str) -> SqlQueryBuilder:
+        """An SQL ``SELECT`` over this version (pylance's ``sql``); ``FROM dataset`` names it,
+        or the name given to ``.table_name(...)``. See :mod:`lance_table.table.sql_query` for
+        what runs.
+
+        Raises:
+            TypeError: ``sql`` is not a string (the query is checked by ``build()``).
+        """
+        return sql_query.sql(self._snapshot, sql)
+
+    def session(self) -> Session:
+        """The caches this handle reads through (pylance's ``session()``; lance_table's are the
+        process's, see :mod:`lance_table.table.session`)."""
+        return Session()
 
     def get_fragments(self, filter: Any = None) -> list[LanceFragment]:
         """The fragments of this version (pylance's ``LanceFragment`` basics; ``filter`` must be
