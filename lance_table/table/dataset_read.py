@@ -32,6 +32,14 @@ class _Reading(Handle):
 
     # -- reading ----------------------------------------------------------------------------------
 
+    def __len__(self) -> int:
+        """The rows of this version (pylance's ``len(ds)``: ``count_rows()``)."""
+        return self.count_rows()
+
+    def __bool__(self) -> bool:
+        """A handle is true, whatever its rows (``len`` says how many)."""
+        return True
+
     def sql(self, sql: str) -> SqlQueryBuilder:
         """An SQL ``SELECT`` over this version (pylance's ``sql``); ``FROM dataset`` names it,
         or the name given to ``.table_name(...)``. See :mod:`lance_table.table.sql_query` for

@@ -13,7 +13,12 @@ from typing import IO, Any, Literal
 import pyarrow as pa
 
 from lance_table._parallel import CLOSE, pool
-from lance_table.errors import DatasetAlreadyExistsError, SchemaError, UnsupportedFormatError
+from lance_table.errors import (
+    AppendSchemaError,
+    DatasetAlreadyExistsError,
+    SchemaError,
+    UnsupportedFormatError,
+)
 from lance_table.extensions import storage_schema
 from lance_table.file.container import FileVersion
 from lance_table.file.legacy import LegacyFileWriter, LegacyWrittenFile
@@ -247,9 +252,9 @@ def _append_plan(base: Manifest, data_format: str, data_schema: pa.Schema, uri: 
     extra = [n for n in data_schema.names if n not in schema.names]
     missing = missing_fields(data_schema, schema)
     if extra or missing:
-        raise SchemaError(
-            f"{uri}: append with a different schema: fields do not match, missing={missing}, "
-            f"unexpected={extra}"
+        raise AppendSchemaError(
+            f"Append with different schema: fields did not match, missing={missing}, "
+            f"unexpected={extra} ({uri})"
         )
     fields = base.fields
     if data_names != set(schema.names) or project_present(schema, data_schema) != schema:
