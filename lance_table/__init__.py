@@ -8,6 +8,7 @@ from __future__ import annotations
 from importlib import metadata as _metadata
 
 from lance_table.errors import (
+    AppendSchemaError,
     BatchCommitError,
     BlobLocationError,
     CommitConflictError,
@@ -17,6 +18,7 @@ from lance_table.errors import (
     DataFileNotFoundError,
     DatasetAlreadyExistsError,
     DatasetNotFoundError,
+    EmptyDataError,
     FilterError,
     InputTypeError,
     InvalidURIError,
@@ -68,6 +70,7 @@ from lance_table.udf import BatchUDF, add_columns_udf, batch_udf
 
 __all__ = [
     "LANCE_COMMIT_MESSAGE_KEY",
+    "AppendSchemaError",
     "AutoCleanupConfig",
     "BatchCommitError",
     "BatchUDF",
@@ -86,6 +89,7 @@ __all__ = [
     "Dataset",
     "DatasetAlreadyExistsError",
     "DatasetNotFoundError",
+    "EmptyDataError",
     "FieldStatistics",
     "FilterError",
     "FragmentMetadata",
