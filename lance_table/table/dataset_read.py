@@ -113,7 +113,7 @@ class _Reading(Handle):
             UnsupportedOperationError: an option that would change the result and is not implemented
                 (``nearest``, ``full_text_query``, ``order_by``, ...).
         """
-        return LanceScanner(self._snapshot, scan_spec({**locals(), **options}, "scanner"))
+        return LanceScanner(self._snapshot, scan_spec(self._scan_options({**locals(), **options}), "scanner"))
 
     def to_batches(
         self,
@@ -135,7 +135,8 @@ class _Reading(Handle):
         Raises:
             as :meth:`scanner` and :meth:`to_table`.
         """
-        return LanceScanner(self._snapshot, scan_spec({**locals(), **options}, "to_batches")).to_reader()
+        spec = scan_spec(self._scan_options({**locals(), **options}), "to_batches")
+        return LanceScanner(self._snapshot, spec).to_reader()
 
     def to_table(
         self,
@@ -159,7 +160,8 @@ class _Reading(Handle):
             ValueError: a fragment is not in this version.
             TypeError, ScanOptionError, UnsupportedOperationError: as :meth:`scanner`.
         """
-        return LanceScanner(self._snapshot, scan_spec({**locals(), **options}, "to_table")).to_table()
+        spec = scan_spec(self._scan_options({**locals(), **options}), "to_table")
+        return LanceScanner(self._snapshot, spec).to_table()
 
     def head(self, num_rows: int, **options: Any) -> pa.Table:
         """The first ``num_rows`` rows; options as :meth:`scanner`'s.
@@ -167,7 +169,8 @@ class _Reading(Handle):
         Raises:
             as :meth:`to_table`.
         """
-        return LanceScanner(self._snapshot, scan_spec({**options, "limit": num_rows}, "head")).to_table()
+        spec = scan_spec(self._scan_options({**options, "limit": num_rows}), "head")
+        return LanceScanner(self._snapshot, spec).to_table()
 
     def slice(self, start: int, end: int, columns: Columns = None) -> pa.Table:
         """Rows ``[start, end)`` by position (pylance's ``slice``: an offset/limit scan).
