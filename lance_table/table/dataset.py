@@ -31,7 +31,7 @@ from lance_table.table.dataset_read import _Reading
 from lance_table.table.dataset_schema import _SchemaEvolution
 from lance_table.table.lance_operation import LanceOperation, Transaction
 from lance_table.table.lance_schema import LanceSchema
-from lance_table.table.opening import handle_state, open_snapshot, refuse, snapshot_of_state
+from lance_table.table.opening import handle_state, open_snapshot, refuse, scan_defaults, snapshot_of_state
 from lance_table.table.operations import clone, write_bases
 from lance_table.table.operations import update as update_ops
 from lance_table.table.operations.commit_operation import commit_operation
@@ -109,7 +109,6 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
         refuse(
             "LanceDataset",
             {
-                "default_scan_options": default_scan_options,
                 "namespace_client": namespace_client,
                 "table_id": table_id,
                 "namespace_client_managed_versioning": namespace_client_managed_versioning,
@@ -124,6 +123,7 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
             commit_lock=commit_lock,
             serialized_manifest=serialized_manifest,
         )
+        self._default_scan_options = scan_defaults(default_scan_options)
 
     def __getstate__(self) -> dict[str, Any]:
         """A handle pickles as its URI, storage options, version and manifest (as pylance's)."""
@@ -134,7 +134,7 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
         self._snapshot = snapshot_of_state(state)
 
     def __copy__(self) -> LanceDataset:
-        return LanceDataset(self._snapshot)
+        return self._carry(LanceDataset(self._snapshot))
 
     # -- identity ---------------------------------------------------------------------------------
 
@@ -145,7 +145,10 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
 
     @property
     def schema(self) -> pa.Schema:
-        """The Arrow schema of this version."""
+        """The Arrow schema of this version (with ``default_scan_options``, of what a scan
+        returns, as in pylance)."""
+        if self._default_scan_options:
+            return self.scanner().projected_schema
         return self._snapshot.schema
 
     @property
@@ -169,7 +172,7 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
             VersionNotFoundError: the version does not exist.
             TagError: the tag does not exist.
         """
-        return Dataset(self._snapshot.checkout(version))
+        return self._carry(Dataset(self._snapshot.checkout(version)))
 
     def checkout_version(self, version: int | str) -> Dataset:
         """Another handle on a version (or tag) of the same dataset, as pylance's

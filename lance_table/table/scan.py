@@ -29,6 +29,7 @@ from lance_table.file.runs import Runs
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.row_ids import FILTERABLE, ROW_ADDR, ROW_ID, ROW_OFFSET, addresses, row_offsets
 from lance_table.table.scan_groups import RowReads, scan_tasks, take_batch
+from lance_table.table.scan_metrics import note_range
 from lance_table.table.scan_spec import default_batch_size
 
 if TYPE_CHECKING:
@@ -268,6 +269,7 @@ def matching_positions(frag: FragmentReader, spec: ScanPlan, lo: int, hi: int) -
     if spec.filter is None or not live.total:
         return live
     live = frag.prune(live, spec.conditions)
+    note_range(frag.fragment.id, live.total)
     if not live.total:
         return live
     _, mask = _filter_pass(frag, spec, live)
@@ -280,9 +282,11 @@ def _read_matching(frag: FragmentReader, spec: ScanPlan, lo: int, hi: int) -> tu
     if not live.total:
         return _empty_rows(0), live
     if spec.filter is None:
+        note_range(frag.fragment.id, live.total)
         table = frag.read(spec.columns, live) if spec.columns else _empty_rows(live.total)
         return table, live
     live = frag.prune(live, spec.conditions)
+    note_range(frag.fragment.id, live.total)
     if not live.total:
         return _empty_rows(0), live
     ftable, mask = _filter_pass(frag, spec, live)
