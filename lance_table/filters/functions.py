@@ -7,7 +7,8 @@ Strings: ``starts_with``, ``ends_with``, ``contains``, ``regexp_like`` (flags ``
 ``list_has``), ``array_has_any``, ``array_has_all``, ``array_length`` (``cardinality``) with array
 literals ``[1, 2]`` or ``make_array(1, 2)``; ``CURRENT_DATE`` and ``now()`` (UTC, as DataFusion);
 JSON: ``json_extract``, ``json_exists``, ``json_get`` and ``json_get_<type>``, ``json_array_contains``,
-``json_array_length`` (see :mod:`lance_table.filters.json_functions`).
+``json_array_length`` (see :mod:`lance_table.filters.json_functions`); ``arrow_cast(x, 'Type')`` with
+an Arrow type name (see :mod:`lance_table.filters.arrow_types`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from sqlglot import exp
 
 from lance_table.errors import FilterError
 from lance_table.filters import arrays, forms, json_functions
+from lance_table.filters.arrow_types import parse_arrow_type
 from lance_table.filters.forms import _Compiler
 from lance_table.filters.literals import _coerce_literal, _is_string, _literal, _Operand
 
@@ -50,6 +52,7 @@ _ANONYMOUS = {
     "starts_with",
     "ends_with",
     "contains",
+    "arrow_cast",
 }
 _REGEX_FLAGS = frozenset("imsU")
 
@@ -101,6 +104,8 @@ def compile_function(c: _Compiler, node: exp.Expr) -> _Operand:
         if name in ("cardinality", "list_length"):
             _arity(name, args, 1)
             return _array_length(c, args[0])
+        if name == "arrow_cast":
+            return _arrow_cast(c, args)
         if name == "octet_length":
             _arity(name, args, 1)
             return c.apply("octet_length()", _octet_length, c.compile(args[0]))
@@ -384,3 +389,10 @@ def concat_ws(c: _Compiler, operands: list[_Operand]) -> _Operand:
         return pc.utf8_slice_codeunits(joined, start=len(separator))
 
     return c.apply("concat_ws()", join, *texts)
+
+
+def _arrow_cast(c: _Compiler, args: list[exp.Expr]) -> _Operand:
+    _arity("arrow_cast", args, 2)
+    if not (isinstance(args[1], exp.Literal) and args[1].is_string):
+        raise FilterError("arrow_cast() takes its type as a string literal, such as 'Int32'")
+    return c.convert(c.compile(args[0]), parse_arrow_type(args[1].this))

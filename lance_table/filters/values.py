@@ -46,11 +46,14 @@ class CompiledValue:
         expression: the pyarrow compute expression.
         type: the Arrow type of its values.
         columns: the top-level columns it reads, in schema order.
+        null_literal: whether it is a constant NULL (``NULL``, ``CAST(NULL AS INT)``): its values are
+            all null, so a column of it is nullable.
     """
 
     expression: pc.Expression
     type: pa.DataType
     columns: tuple[str, ...]
+    null_literal: bool = False
 
 
 def compile_value(
@@ -104,7 +107,7 @@ def analyze_value(
     if to is not None and operand.type != to:
         operand = _converted(operand, to, sql)
     _bound_type(operand.expr, schema, sql)  # a last check that it evaluates over the schema
-    return CompiledValue(operand.expr, operand.type, tuple(columns))
+    return CompiledValue(operand.expr, operand.type, tuple(columns), operand.is_null_literal)
 
 
 def evaluate(sql: str | pc.Expression, data: pa.RecordBatch | pa.Table) -> pa.Array:

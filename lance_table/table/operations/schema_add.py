@@ -11,13 +11,15 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from sqlglot import exp
 
 from lance_table._parallel import PARTS, ahead_on, map_grouped
-from lance_table.errors import SchemaChangeError, UnsupportedFormatError
+from lance_table.errors import FilterError, SchemaChangeError, UnsupportedFormatError
 from lance_table.file.runs import Runs
 from lance_table.format.manifest import Fragment, Manifest
 from lance_table.format.operations import Merge
@@ -227,6 +229,29 @@ def read_live(frag: FragmentReader, names: list[str], live: np.ndarray, rows: in
     return table
 
 
+def null_cast_schema(ds: Snapshot, exprs: Mapping[str, Any]) -> pa.Schema | None:
+    """The schema of the new columns when every expression is ``CAST(NULL AS type)`` (pylance then
+    only changes the schema, writing no data), else None.
+
+    Raises:
+        FilterError: such an expression's type is not supported.
+    """
+    from lance_table.filters.dialect import parse
+    from lance_table.filters.values import analyze_value
+
+    if not exprs or not all(isinstance(k, str) and isinstance(v, str) for k, v in exprs.items()):
+        return None
+    if writable_data_format(ds.manifest, ds.uri) == LEGACY_FORMAT:
+        return None
+    try:
+        trees = [parse(v) for v in exprs.values()]
+    except FilterError:
+        return None
+    if not all(isinstance(t, exp.Cast) and isinstance(t.this, exp.Null) for t in trees):
+        return None
+    return pa.schema([pa.field(n, analyze_value(v, ds.schema).type) for n, v in exprs.items()])
+
+
 def sql_compute(ds: Snapshot, exprs: Mapping[str, str]) -> tuple[pa.Schema, Compute]:
     """The schema of SQL expressions' columns (pylance's result types) and how to compute them.
 
@@ -248,7 +273,13 @@ def sql_compute(ds: Snapshot, exprs: Mapping[str, str]) -> tuple[pa.Schema, Comp
     # nullable as pylance (DataFusion) infers it: when a column read is, or the value is NULL
     schema = pa.schema(
         [
-            pa.field(n, c.type, pa.types.is_null(c.type) or any(source.field(x).nullable for x in c.columns))
+            pa.field(
+                n,
+                c.type,
+                pa.types.is_null(c.type)
+                or c.null_literal
+                or any(source.field(x).nullable for x in c.columns),
+            )
             for n, c in compiled.items()
         ]
     )

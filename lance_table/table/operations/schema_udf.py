@@ -184,6 +184,8 @@ def plan_add_columns(
     transform = normalize(ds, transforms, read_columns, reader_schema)
     if isinstance(transform, pa.Schema):
         return add.plan_null_columns(ds, transform), None
+    if isinstance(transform, dict) and (nulls := add.null_cast_schema(ds, transform)) is not None:
+        return add.plan_null_columns(ds, nulls), None
     with report:
         frags, fields, written = write_transform(ds, transform, read_columns, batch_size, report=report)
     return add.merge_pending(ds, frags, fields, written), transform if isinstance(
