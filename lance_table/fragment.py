@@ -24,6 +24,7 @@ from lance_table.table.fragment_metadata import (
     RowDatasetVersionMeta,
     RowIdMeta,
 )
+from lance_table.table.fragment_session import FragmentSession
 from lance_table.table.lance_fragment import LanceFragment
 from lance_table.table.lance_operation import LanceOperation, Transaction
 from lance_table.table.operations.stage import stage_fragments
@@ -115,6 +116,7 @@ __all__ = [
     "DatasetBasePath",
     "DeletionFile",
     "FragmentMetadata",
+    "FragmentSession",
     "LanceFragment",
     "RowDatasetVersionMeta",
     "RowIdMeta",

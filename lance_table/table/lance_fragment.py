@@ -17,6 +17,7 @@ from lance_table.format.manifest import Fragment
 from lance_table.storage import open_storage
 from lance_table.table import scanner as scans
 from lance_table.table.fragment_metadata import DataFile, FragmentMetadata
+from lance_table.table.fragment_session import FragmentSession, open_session
 from lance_table.table.lance_schema import LanceSchema
 from lance_table.table.opening import refuse
 from lance_table.table.operations.delete import delete_in_fragment
@@ -214,6 +215,16 @@ class LanceFragment(pds.Fragment):
         spec = scan_spec({"columns": columns}, "LanceFragment.take")
         return scans.take(self._snapshot, indices, spec, [self.fragment_id])
 
+    def open_session(self, columns: Columns = None, with_row_address: bool | None = None) -> FragmentSession:
+        """A session for repeated :meth:`take` calls with one projection (``columns``, all when
+        None; ``with_row_address`` adds ``_rowaddr``), as pylance's ``FragmentSession``.
+
+        Raises:
+            SchemaError: a column does not exist.
+            FilterError: a column expression does not parse.
+        """
+        return open_session(self._snapshot, self.fragment_id, columns, with_row_address)
+
     def delete(self, predicate: Predicate) -> FragmentMetadata | None:
         """The fragment with the rows matching ``predicate`` deleted as well, or None when no row
         would be left: a new deletion file is written, nothing is committed (commit it with
@@ -250,6 +261,29 @@ class LanceFragment(pds.Fragment):
         )
         metadata = FragmentMetadata.from_fragment(fragment)
         return metadata, LanceSchema(fields, self._snapshot.manifest.schema_metadata)
+
+    def merge(
+        self, data_obj: Any, left_on: str, right_on: str | None = None, schema: pa.Schema | None = None
+    ) -> tuple[FragmentMetadata, LanceSchema]:
+        """This fragment left-joined with the columns of ``data_obj`` where ``left_on`` (a column,
+        ``_rowid`` or ``_rowaddr``) equals the data's ``right_on`` (default ``left_on``): the new
+        columns go to a new data file (unmatched rows get nulls), and the schema with the new
+        fields is returned; nothing is committed (commit with ``LanceOperation.Merge``, as in
+        pylance).
+
+        Raises:
+            SchemaChangeError: a key column is missing, or a new column's name is taken.
+            TypeError: ``data_obj`` is not reader-like.
+        """
+        from lance_table.table.operations.inputs import coerce_reader
+        from lance_table.table.operations.schema_add import merge_fragment
+
+        reader = coerce_reader(data_obj, schema)
+        key = left_on if right_on is None else right_on
+        fragment, fields = merge_fragment(self._snapshot, self.fragment_id, reader, left_on, key)
+        return FragmentMetadata.from_fragment(fragment), LanceSchema(
+            fields, self._snapshot.manifest.schema_metadata
+        )
 
     def update_columns(
         self,

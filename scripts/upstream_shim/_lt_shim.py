@@ -25,6 +25,8 @@ SOURCES: dict[str, tuple[str, ...]] = {
     "lance": ("lance_table",),
     "lance.dataset": ("lance_table",),
     "lance.commit": ("lance_table.commit", "lance_table.errors"),
+    # pylance's native module: the names its tests import from it
+    "lance.lance": ("lance_table.optimize", "lance_table.migration"),
 }
 
 

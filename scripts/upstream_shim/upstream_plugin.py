@@ -131,9 +131,25 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         if _TIMEOUT > 0:
             signal.setitimer(signal.ITIMER_REAL, 0)
             faulthandler.cancel_dump_traceback_later()
+    _forget_memory_datasets()
     summary = _summarize(item.stash.get(_PHASES, []))
     seconds = round(time.monotonic() - started, 2)
     _write({"kind": "result", "nodeid": item.nodeid, "seconds": seconds, **summary})
+
+
+def _forget_memory_datasets() -> None:
+    """Free the ``memory://`` datasets a test left behind.
+
+    pylance gives each ``lance.dataset``/``write_dataset`` call with a ``memory://`` URI a store of
+    its own, so no test sees another's ``memory://test``; lance_table's ``memory://`` store is one per
+    process (a second handle sees the first's writes). Freeing it after each test gives the tests the
+    isolation they rely on without changing what either library does within a test.
+    """
+    try:
+        from lance_table.storage import clear_memory
+    except ImportError:
+        return
+    clear_memory()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

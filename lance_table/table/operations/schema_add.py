@@ -338,8 +338,36 @@ def plan_merge(ds: Snapshot, data: pa.RecordBatchReader, left_on: str, right_on:
     Raises:
         SchemaChangeError: a key column is missing, or a new column's name is taken.
     """
+    schema, compute = merge_compute(ds, data, left_on, right_on)
+    frags, fields, written = write_columns(ds, schema, compute, SQL_CHUNK_ROWS, live_only=False)
+    return merge_pending(ds, frags, fields, written)
+
+
+def merge_fragment(
+    ds: Snapshot, fragment_id: int, data: pa.RecordBatchReader, left_on: str, right_on: str
+) -> tuple[Fragment, tuple[LanceField, ...]]:
+    """:func:`plan_merge` of one fragment (``left_on`` may be ``_rowid`` or ``_rowaddr``): the
+    fragment with the new columns in a new data file, and the schema (old and new fields) for a
+    ``LanceOperation.Merge`` commit; nothing is committed.
+
+    Raises:
+        SchemaChangeError: as :func:`plan_merge`.
+    """
+    schema, compute = merge_compute(ds, data, left_on, right_on)
+    frags, fields, _ = write_columns(ds, schema, compute, SQL_CHUNK_ROWS, [fragment_id], live_only=False)
+    return frags[0], ds.manifest.fields + fields
+
+
+def merge_compute(
+    ds: Snapshot, data: pa.RecordBatchReader, left_on: str, right_on: str
+) -> tuple[pa.Schema, Compute]:
+    """The new columns of a merge by key and how to compute them per fragment.
+
+    Raises:
+        SchemaChangeError: a key column is missing, or a new column's name is taken.
+    """
     right = data.read_all()
-    if left_on not in ds.schema.names:
+    if left_on not in ds.schema.names and left_on not in (ROW_ID, ROW_ADDR):
         raise SchemaChangeError(f"Column {left_on} does not exist in the left side (the dataset)")
     if right_on not in right.schema.names:
         raise SchemaChangeError(f"Column {right_on} does not exist in the right side (the data)")
@@ -348,7 +376,7 @@ def plan_merge(ds: Snapshot, data: pa.RecordBatchReader, left_on: str, right_on:
     # last row of a key wins: look keys up in the reversed source (index_in finds the first)
     right = right.take(pa.array(np.arange(right.num_rows - 1, -1, -1, dtype=np.int64)))
     keys = right.column(right_on).combine_chunks()
-    key_type = ds.schema.field(left_on).type
+    key_type = pa.uint64() if left_on in (ROW_ID, ROW_ADDR) else ds.schema.field(left_on).type
     if keys.type != key_type:
         keys = keys.cast(key_type)
     values = right.select(new_names).combine_chunks()
@@ -357,5 +385,4 @@ def plan_merge(ds: Snapshot, data: pa.RecordBatchReader, left_on: str, right_on:
         left = read_live(frag, [left_on], live).column(0)
         return values.take(pc.index_in(left, value_set=keys, skip_nulls=True))
 
-    frags, fields, written = write_columns(ds, values.schema, compute, SQL_CHUNK_ROWS, live_only=False)
-    return merge_pending(ds, frags, fields, written)
+    return values.schema, compute

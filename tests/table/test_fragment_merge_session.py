@@ -1,0 +1,81 @@
+"""``LanceFragment.merge`` (by a column, ``_rowid`` or ``_rowaddr``), ``LanceFragment.open_session``
+and ``LanceFragment.create_from_file``, run the same way with pylance on copies of the same data;
+the committed results must be equal, and each library reads the other's."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import lance_table
+from lance_table.errors import SchemaChangeError
+
+lance = pytest.importorskip("lance")
+
+pytestmark = pytest.mark.interop
+
+
+def _copies(tmp_path: Path) -> list[tuple[Any, str]]:
+    theirs, ours = str(tmp_path / "theirs"), str(tmp_path / "ours")
+    ds = lance.write_dataset(pa.table({"a": [str(i) for i in range(10)]}), theirs, max_rows_per_file=4)
+    ds.delete("a = '1'")
+    shutil.copytree(theirs, ours)
+    return [(lance, theirs), (lance_table, ours)]
+
+
+def _merge_all(lib: Any, path: str) -> pa.Table:
+    ds = lib.dataset(path)
+    for key, name, shift in [("_rowid", "b", 0), ("_rowaddr", "c", 1)]:
+        merged, schema = [], None
+        for frag in ds.get_fragments():
+            keys = frag.scanner(
+                columns=[], **{"with_row_id" if key == "_rowid" else "with_row_address": True}
+            )
+            table = keys.to_table()
+            table = table.add_column(0, name, [[i + shift for i in range(table.num_rows)]])
+            meta, schema = frag.merge(table, key)
+            merged.append(meta)
+        op = lib.LanceOperation.Merge(merged, schema)
+        ds = lib.LanceDataset.commit(path, op, read_version=ds.latest_version)
+    # by a column, with another key name on the right; unmatched rows get nulls
+    first = ds.get_fragments()[0]
+    meta, schema = first.merge(pa.table({"k": ["0", "2", "zz"], "d": [5, 6, 7]}), "a", "k")
+    rest = [f.metadata for f in ds.get_fragments()[1:]]
+    ds = lib.LanceDataset.commit(
+        path, lib.LanceOperation.Merge([meta, *rest], schema), read_version=ds.version
+    )
+    return ds.to_table()
+
+
+def test_merge_as_pylance(tmp_path: Path) -> None:
+    (theirs_lib, theirs), (ours_lib, ours) = _copies(tmp_path)
+    expected = _merge_all(theirs_lib, theirs)
+    assert _merge_all(ours_lib, ours) == expected
+    assert expected.column("d").to_pylist()[:3] == [5, 6, None]
+    assert lance.dataset(ours).to_table() == lance_table.dataset(theirs).to_table() == expected
+
+
+def test_merge_bad_keys(tmp_path: Path) -> None:
+    _, (_, ours) = _copies(tmp_path)
+    frag = lance_table.dataset(ours).get_fragments()[0]
+    with pytest.raises(SchemaChangeError, match="left side"):
+        frag.merge(pa.table({"zz": ["0"], "d": [1]}), "zz")
+    with pytest.raises(SchemaChangeError, match="right side"):
+        frag.merge(pa.table({"a": ["0"], "d": [1]}), "a", "k")
+    with pytest.raises(SchemaChangeError, match="already exists"):
+        frag.merge(pa.table({"k": ["0"], "a": ["x"]}), "a", "k")
+
+
+def test_open_session_as_pylance(tmp_path: Path) -> None:
+    results = []
+    for lib, path in _copies(tmp_path):
+        frag = lib.dataset(path).get_fragments()[0]
+        with_addr = frag.open_session(columns=["a"], with_row_address=True)
+        plain = frag.open_session()
+        results.append((with_addr.take([0, 2]), plain.take(range(3)), frag.take([0, 2], columns=["a"])))
+    assert results[0] == results[1]
+    assert results[1][0].schema.names == ["a", "_rowaddr"]
