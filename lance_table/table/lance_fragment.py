@@ -90,6 +90,22 @@ class LanceFragment(pds.Fragment):
         )
         return FragmentMetadata.from_fragment(frag)
 
+    @staticmethod
+    def create_from_file(filename: str, dataset: Any, fragment_id: int) -> FragmentMetadata:
+        """The metadata of a fragment ``fragment_id`` made of the data file ``filename``, already in
+        ``dataset``'s ``data/`` directory (written with the file API, say) with the dataset's
+        schema; nothing is committed (commit with ``LanceOperation.Append`` or ``Rewrite``, which
+        give it a fresh id, as in pylance).
+
+        Raises:
+            LanceFileNotFoundError: there is no such file (also a FileNotFoundError).
+            AppendSchemaError: the file's schema is not the dataset's (also an OSError).
+            UnsupportedFormatError: the file is not a Lance 2.x file.
+        """
+        from lance_table.table.operations.from_file import fragment_from_file
+
+        return FragmentMetadata.from_fragment(fragment_from_file(dataset._snapshot, filename, fragment_id))
+
     def __repr__(self) -> str:
         files = [f.path for f in self._fragment.files]
         return f"LanceFragment(id={self.fragment_id}, data_files={files})"

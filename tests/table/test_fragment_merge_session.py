@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 import lance_table
-from lance_table.errors import SchemaChangeError
+from lance_table.errors import SchemaChangeError, UnsupportedFormatError
 
 lance = pytest.importorskip("lance")
 
@@ -79,3 +79,48 @@ def test_open_session_as_pylance(tmp_path: Path) -> None:
         results.append((with_addr.take([0, 2]), plain.take(range(3)), frag.take([0, 2], columns=["a"])))
     assert results[0] == results[1]
     assert results[1][0].schema.names == ["a", "_rowaddr"]
+
+
+@pytest.mark.parametrize("version", ["2.0", "stable"])
+def test_create_from_file_as_pylance(tmp_path: Path, version: str) -> None:
+    # in 2.0 a struct too (pylance 14 records a struct's id in 2.1+ files, which its own commit
+    # then refuses); the file's fields take the dataset's ids
+    struct = pa.array([{"p": i, "q": str(i)} for i in range(6)])
+    rows = pa.table({"a": range(6), "s": struct if version == "2.0" else range(6)})
+    theirs, ours = str(tmp_path / "theirs"), str(tmp_path / "ours")
+    lance.write_dataset(rows, theirs, data_storage_version=version)
+    shutil.copytree(theirs, ours)
+    results = []
+    for lib, path in [(lance, theirs), (lance_table, ours)]:
+        ds = lib.dataset(path)
+        file_version = "2.0" if version == "2.0" else None
+        with lance_table.file.LanceFileWriter(f"{path}/data/from-file.lance", version=file_version) as writer:
+            writer.write_batch(rows)
+        meta = lib.fragment.LanceFragment.create_from_file("from-file.lance", ds, 0)
+        ds = lib.LanceDataset.commit(path, lib.LanceOperation.Append([meta]), read_version=ds.version)
+        file = meta.files[0]
+        version_of = (file.file_major_version, file.file_minor_version)
+        results.append((file.fields, file.column_indices, version_of, meta.physical_rows, ds.to_table()))
+    assert results[0] == results[1]
+    assert results[1][4] == pa.concat_tables([rows, rows])
+    assert lance.dataset(ours).to_table() == lance_table.dataset(theirs).to_table()
+
+    bad = lance_table.dataset(ours)
+    with lance_table.file.LanceFileWriter(f"{ours}/data/bad.lance") as writer:
+        writer.write_batch(rows.select(["s", "a"]))
+    with pytest.raises(OSError, match="different order"):
+        lance_table.fragment.LanceFragment.create_from_file("bad.lance", bad, 0)
+    with pytest.raises(FileNotFoundError):
+        lance_table.fragment.LanceFragment.create_from_file("missing.lance", bad, 0)
+
+
+def test_create_from_file_refuses_other_field_ids(tmp_path: Path) -> None:
+    # after a dropped column the dataset's ids are 0, 2; a new file's are 0, 1: lance_table reads
+    # files by the ids stored in them, so it refuses (pylance maps by position and accepts)
+    path = str(tmp_path / "ds")
+    ds = lance_table.write_dataset(pa.table({"a": [1], "x": [2], "b": [3]}), path)
+    ds.drop_columns(["x"])
+    with lance_table.file.LanceFileWriter(f"{path}/data/f.lance") as writer:
+        writer.write_batch(pa.table({"a": [4], "b": [5]}))
+    with pytest.raises(UnsupportedFormatError, match="field ids"):
+        lance_table.fragment.LanceFragment.create_from_file("f.lance", ds, 0)

@@ -1,0 +1,101 @@
+"""A fragment made of a data file already in the dataset's ``data/`` directory (pylance's
+``LanceFragment.create_from_file``): a file written with the file API, recorded with the ids of the
+dataset's fields, ready to commit with ``LanceOperation.Append`` or ``Rewrite``."""
+
+from __future__ import annotations
+
+import io
+
+import pyarrow as pa
+
+from lance_table.errors import AppendSchemaError, CorruptFileError, UnsupportedFormatError
+from lance_table.extensions import storage_schema
+from lance_table.file.api import LanceFileReader
+from lance_table.file.container import FileVersion
+from lance_table.file.v2_0.layout import column_assignment
+from lance_table.file.writer import LanceFileWriter
+from lance_table.format.manifest import DataFile, Fragment
+from lance_table.schema import LanceField, arrow_schema_from_fields, build_tree
+from lance_table.table.snapshot import Snapshot
+
+
+def fragment_from_file(snapshot: Snapshot, filename: str, fragment_id: int) -> Fragment:
+    """The fragment ``fragment_id`` whose one data file is ``data/<filename>`` of the dataset.
+
+    Raises:
+        LanceFileNotFoundError: there is no such file (also a FileNotFoundError).
+        AppendSchemaError: the file's schema is not the dataset's (fields missing, extra, in
+            another order or of another type; also an OSError, as pylance raises).
+        UnsupportedFormatError: the file is not a Lance 2.x file.
+    """
+    uri = f"{snapshot.uri.rstrip('/')}/data/{filename}"
+    reader = LanceFileReader(uri, storage_options=snapshot.storage.storage_options)
+    meta = reader.metadata()
+    try:
+        version = FileVersion.from_footer(meta.major_version, meta.minor_version, uri)
+    except CorruptFileError:
+        raise UnsupportedFormatError(
+            f"{uri}: a file of format {meta.major_version}.{meta.minor_version} does not make a fragment"
+        ) from None
+    fields = snapshot.manifest.fields
+    _check_schema(storage_schema(meta.schema), fields, uri)
+    _check_ids(reader, fields, uri)
+    ids, columns = _layout(fields, version.value)
+    major, minor = version.manifest_version
+    data_file = DataFile(
+        path=filename, fields=ids, column_indices=columns, file_major_version=major, file_minor_version=minor
+    )
+    return Fragment(id=fragment_id, files=(data_file,), physical_rows=meta.num_rows)
+
+
+def _check_schema(file_schema: pa.Schema, fields: tuple[LanceField, ...], uri: str) -> None:
+    expected = storage_schema(arrow_schema_from_fields(fields))
+    missing = [n for n in expected.names if n not in file_schema.names]
+    extra = [n for n in file_schema.names if n not in expected.names]
+    if missing or extra:
+        raise AppendSchemaError(
+            f"Append with different schema: fields did not match, missing={missing}, "
+            f"unexpected={extra} ({uri})"
+        )
+    if file_schema.names != expected.names:
+        raise AppendSchemaError(
+            f"Append with different schema: fields in different order, expected: {expected.names}, "
+            f"actual: {file_schema.names} ({uri})"
+        )
+    for want, got in zip(expected, file_schema):
+        if want.type != got.type:
+            raise AppendSchemaError(
+                f"Append with different schema: `{want.name}` should have type {want.type} "
+                f"but type was {got.type} ({uri})"
+            )
+
+
+def _check_ids(reader: LanceFileReader, fields: tuple[LanceField, ...], uri: str) -> None:
+    """lance_table reads a data file's columns by the field ids stored in the file, so they must be
+    the dataset's (as they are when the file was written with a schema numbered from 0 and the
+    dataset never dropped a column).
+
+    Raises:
+        UnsupportedFormatError: the file numbers its fields otherwise.
+    """
+    stored = [(f.id, f.name, f.parent_id) for f in reader._reader.metadata.fields]
+    wanted = [(f.id, f.name, f.parent_id) for f in fields]
+    if stored != wanted:
+        raise UnsupportedFormatError(
+            f"{uri}: the file numbers its fields {[i for i, _, _ in stored]}, the dataset "
+            f"{[i for i, _, _ in wanted]}; lance_table reads a data file by the field ids stored in "
+            "it, so a file to add with create_from_file must use the dataset's field ids (a dataset "
+            "that has dropped or reordered columns has other ids than a new file's 0, 1, ...)"
+        )
+
+
+def _layout(fields: tuple[LanceField, ...], version: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The field ids and column indices a data file of ``version`` with ``fields`` records, as the
+    writers record them (2.0: every field and its column; 2.1+: the leaves)."""
+    if version == "2.0":
+        cols = column_assignment(build_tree(list(fields)))
+        return tuple(f.id for f in fields), tuple(cols.get(f.id, -1) for f in fields)
+    schema = arrow_schema_from_fields(fields)
+    writer = LanceFileWriter(io.BytesIO(), storage_schema(schema), version=version, fields=fields)
+    written = writer.close()
+    return written.field_ids, written.column_indices
