@@ -192,7 +192,7 @@ class _Reading(Handle):
             IndexError: an index is outside ``[0, count_rows())``.
             SchemaError: a column does not exist.
         """
-        return scans.take(self._snapshot, indices, scan_spec({"columns": columns}, "take"))
+        return scans.take_columns(self._snapshot, indices, columns)
 
     def _take_rows(
         self,

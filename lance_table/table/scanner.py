@@ -22,7 +22,15 @@ import pyarrow.dataset
 from lance_table.errors import ScanOptionError, SchemaError, UnsupportedOperationError
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.projection import Projection, resolve
-from lance_table.table.row_ids import ROW_OFFSET, SYSTEM_COLUMNS, locate_addresses, locate_ids, offset_bases
+from lance_table.table.row_ids import (
+    ROW_ADDR,
+    ROW_ID,
+    ROW_OFFSET,
+    SYSTEM_COLUMNS,
+    locate_addresses,
+    locate_ids,
+    offset_bases,
+)
 from lance_table.table.scan import (
     ScanPlan,
     count_matching,
@@ -34,7 +42,7 @@ from lance_table.table.scan import (
     take_rows,
 )
 from lance_table.table.scan_metrics import collecting, lance_read_line
-from lance_table.table.scan_spec import ScanSpec, scan_spec
+from lance_table.table.scan_spec import Columns, ScanSpec, scan_spec
 from lance_table.table.snapshot import Snapshot
 
 # Whether sort keys place their nulls each their own way (pyarrow 25 and later).
@@ -386,6 +394,21 @@ def take(
     proj = resolve(snapshot.read_schema, spec, nested="pruned")
     plan, out = _positions_plan(snapshot, proj)
     return proj.apply(take_rows(snapshot.fragment_readers(fragments), plan, out, idx))
+
+
+def take_columns(snapshot: Snapshot, indices: Any, columns: Columns, method: str = "take") -> pa.Table:
+    """:func:`take` with pylance's handling of a column list naming a column twice: a data column
+    once, a system column (``_rowid``, ``_rowaddr``) as often as named.
+
+    Raises:
+        as :func:`take`.
+    """
+    if not isinstance(columns, (list, tuple)) or len(set(columns)) == len(columns):
+        return take(snapshot, indices, scan_spec({"columns": columns}, method))
+    unique = list(dict.fromkeys(columns))
+    table = take(snapshot, indices, scan_spec({"columns": unique}, method))
+    names = [c for i, c in enumerate(columns) if c in (ROW_ID, ROW_ADDR) or c not in columns[:i]]
+    return pa.Table.from_arrays([table.column(n) for n in names], names=names)
 
 
 def take_by_ids(snapshot: Snapshot, row_ids: Any, spec: ScanSpec) -> pa.Table:
