@@ -143,6 +143,16 @@ def test_commit_batch_merges_appends_as_pylance(tmp_path: Path) -> None:
             lt.LanceDataset.commit_batch(ours, bad)
         assert isinstance(info.value, OSError)  # pylance raises an OSError
     assert lt.dataset(ours).version == 2
+    # read versions 2 and 3 (3 does not exist yet): planned against the oldest, as pylance plans it
+    for lib, uri in ((lt, ours), (lance, theirs)):
+        txns = [
+            lib.Transaction(v, lib.LanceOperation.Append(lib.fragment.write_fragments(_rows(v * 10, 2), uri)))
+            for v in (2, 3)
+        ]
+        result = lib.LanceDataset.commit_batch(uri, txns)
+        assert result["merged"].read_version == 2
+        assert result["dataset"].version == 3
+    assert_tables_equal(lance.dataset(ours).to_table(), lance.dataset(theirs).to_table())
 
 
 def _manifest_names(uri: Path) -> list[str]:

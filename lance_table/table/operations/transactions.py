@@ -145,7 +145,8 @@ def _operation(op: Any) -> LanceOperation.BaseOperation:
 
 def merge_appends(transactions: Sequence[Transaction]) -> Transaction:
     """The one transaction ``commit_batch`` commits for ``transactions``: their appends merged
-    (pylance merges only appends), planned against the newest read version among them.
+    (pylance merges only appends), planned against the oldest read version among them, as pylance
+    plans it (a later one need not exist yet: appends rebase over whatever came after).
 
     Raises:
         TypeError: not a sequence of Transactions.
@@ -165,7 +166,7 @@ def merge_appends(transactions: Sequence[Transaction]) -> Transaction:
             )
         fragments.extend(t.operation.fragments)
         properties.update(t.transaction_properties or {})
-    read_version = max(t.read_version for t in transactions)
+    read_version = min(t.read_version for t in transactions)
     return Transaction(read_version, LanceOperation.Append(fragments), transaction_properties=properties)
 
 
