@@ -67,6 +67,9 @@ class Storage(ABC):
     #: answers each request after a latency that concurrent requests overlap. 0 where reads cost
     #: work rather than waiting (local disk, memory): as many as there are worker threads.
     read_parallelism: int = 0
+    #: whether readers of this storage's data files and decoded deletion vectors go into the
+    #: process-wide caches (False: a handle opened with ``metadata_cache_size_bytes=0``)
+    cache_metadata: bool = True
 
     def __init__(self, uri: str, *, access: str = "") -> None:
         self.uri = uri

@@ -51,6 +51,7 @@ from lance_table.table.operations.write import WriteMode
 from lance_table.table.operations.write_dataset import write_snapshot
 from lance_table.table.progress import Progress
 from lance_table.table.scan import Predicate
+from lance_table.table.session import apply_cache_limits
 from lance_table.table.snapshot import Snapshot
 from lance_table.table.tags import Tags
 
@@ -123,6 +124,7 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
             commit_lock=commit_lock,
             serialized_manifest=serialized_manifest,
         )
+        apply_cache_limits(self._snapshot.storage, metadata_cache_size_bytes, session)
         self._default_scan_options = scan_defaults(default_scan_options)
 
     def __getstate__(self) -> dict[str, Any]:

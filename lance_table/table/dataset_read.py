@@ -20,7 +20,7 @@ from lance_table.table.lance_fragment import LanceFragment, fragment_of
 from lance_table.table.scan import Predicate
 from lance_table.table.scan_spec import Columns, scan_spec
 from lance_table.table.scanner import LanceScanner
-from lance_table.table.session import Session
+from lance_table.table.session import Session, session_of
 from lance_table.table.sql_query import SqlQueryBuilder
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ class _Reading(Handle):
     def session(self) -> Session:
         """The caches this handle reads through (pylance's ``session()``; lance_table's are the
         process's, see :mod:`lance_table.table.session`)."""
-        return Session()
+        return session_of(self._snapshot.storage)
 
     def get_fragments(self, filter: Any = None) -> list[LanceFragment]:
         """The fragments of this version (pylance's ``LanceFragment`` basics; ``filter`` must be

@@ -128,7 +128,7 @@ def read_deletions(
         storage = base_storage(storage, bases, df.base_id, f"deletion file {path}")
         where = f"{storage.uri.rstrip('/')}/{path}"
     key = (storage.cache_key, path, df.kind, df.num_deleted_rows, fragment.physical_rows)
-    cached = DELETIONS.get(key)
+    cached = DELETIONS.get(key) if storage.cache_metadata else None
     if cached is not None:
         return cached
     try:
@@ -137,7 +137,8 @@ def read_deletions(
         raise missing_file_error(storage, where, version) from None
     said = f"the manifest of version {version}" if version is not None else "the manifest"
     offsets = decode_deletions(data, fragment, where, said)
-    DELETIONS.put(key, offsets)
+    if storage.cache_metadata:
+        DELETIONS.put(key, offsets)
     return offsets
 
 

@@ -23,6 +23,7 @@ from lance_table.table.operations.write import (
 )
 from lance_table.table.operations.write_dataset import write_snapshot
 from lance_table.table.progress import Progress
+from lance_table.table.session import apply_cache_limits
 
 
 def dataset(
@@ -49,8 +50,10 @@ def dataset(
 
     ``asof``: a datetime (a naive one is local time, as in pylance; an aware one is converted) or
     an ISO string; the newest version committed at or before it. ``block_size``,
-    ``index_cache_size``, ``metadata_cache_size_bytes``, ``index_cache_size_bytes``,
-    ``read_params`` and ``session`` tune pylance's engine and are accepted as no-ops.
+    ``index_cache_size``, ``index_cache_size_bytes``, ``read_params`` and ``session`` tune
+    pylance's engine and are accepted as no-ops, but ``metadata_cache_size_bytes=0`` (or a
+    ``Session`` made with it) makes the handle cache no file metadata (see
+    :mod:`lance_table.table.session`).
     ``default_scan_options``: scan options (``with_row_id``, ``columns``, ``filter``, ...) every
     scan of the handle starts from (and its ``schema`` shows), as in pylance.
     ``unsafe_commit`` (lance_table's) allows commits on a store without atomic create-if-absent.
@@ -90,6 +93,7 @@ def dataset(
         commit_lock=commit_lock,
         unsafe_commit=unsafe_commit,
     )
+    apply_cache_limits(snapshot.storage, metadata_cache_size_bytes, session)
     handle = Dataset(snapshot)
     handle._default_scan_options = defaults
     return handle

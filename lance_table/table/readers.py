@@ -115,6 +115,8 @@ class ReaderCache:
         Raises:
             DataFileNotFoundError: the file does not exist (e.g. its version was cleaned up).
         """
+        if not storage.cache_metadata:
+            return open_reader(storage, data_file, version, view, directory)
         key: Key = (storage.cache_key, directory, data_file.path, data_file.file_size_bytes)
         if view is not None and is_legacy_file(data_file):
             key = (*key, view.key)  # a legacy file's reader depends on its view (a rename changes it)

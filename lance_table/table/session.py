@@ -4,12 +4,17 @@ lance_table's caches belong to the process, not to a handle: the parsed footers 
 metadata of data files (``readers.READERS``) and decoded deletion vectors (``deletion.DELETIONS``)
 are shared by every handle, each bounded in entries and bytes. A :class:`Session` reports them; all
 sessions are the same one. There is no index cache (lance_table reads no index files).
+
+One limit takes effect per handle: a handle opened with ``metadata_cache_size_bytes=0`` (or a
+session made with it) caches nothing; it reads every footer and deletion file afresh, and its
+session reports 0 bytes.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from lance_table.storage import Storage
 from lance_table.table.deletion import DELETIONS
 from lance_table.table.readers import READERS
 
@@ -17,8 +22,9 @@ from lance_table.table.readers import READERS
 class Session:
     """The caches a dataset handle reads through (pylance's ``Session``; see the module).
 
-    ``index_cache_size_bytes``, ``metadata_cache_size_bytes`` and the cache backends size pylance's
-    caches; they are accepted and change nothing here (the process's caches have their own bounds).
+    ``index_cache_size_bytes`` and the cache backends size pylance's caches; they are accepted and
+    change nothing here (the process's caches have their own bounds). ``metadata_cache_size_bytes=0``
+    makes the handles using the session cache nothing (see the module).
 
     Example:
         ```python
@@ -36,9 +42,14 @@ class Session:
     ) -> None:
         self._options = (index_cache_size_bytes, metadata_cache_size_bytes)
 
+    @property
+    def caches_metadata(self) -> bool:
+        """Whether handles using this session put file metadata in the process's caches."""
+        return self._options[1] != 0
+
     def size_bytes(self) -> int:
-        """The estimated memory of what the caches hold now."""
-        return READERS.nbytes + DELETIONS.nbytes
+        """The estimated memory of what the caches hold now (0 for a session that caches nothing)."""
+        return READERS.nbytes + DELETIONS.nbytes if self.caches_metadata else 0
 
     def index_cache_size_bytes(self) -> int:
         """What the index cache holds: always 0 (no index files are read)."""
@@ -52,4 +63,16 @@ class Session:
         return f"Session(index_cache_size_bytes=0, metadata_cache_size_bytes={self.size_bytes()})"
 
 
-__all__ = ["Session"]
+def apply_cache_limits(storage: Storage, metadata_cache_size_bytes: int | None, session: Any) -> None:
+    """Make a handle's storage bypass the process's caches when its metadata cache is to hold
+    nothing (``metadata_cache_size_bytes=0``, or a :class:`Session` made with it)."""
+    if metadata_cache_size_bytes == 0 or (isinstance(session, Session) and not session.caches_metadata):
+        storage.cache_metadata = False
+
+
+def session_of(storage: Storage) -> Session:
+    """The session a handle over ``storage`` reads through."""
+    return Session() if storage.cache_metadata else Session(metadata_cache_size_bytes=0)
+
+
+__all__ = ["Session", "apply_cache_limits", "session_of"]
