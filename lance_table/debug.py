@@ -126,11 +126,11 @@ def format_fragment(fragment: FragmentMetadata, dataset: Any) -> str:
         TypeError: ``fragment`` is not a FragmentMetadata or ``dataset`` not a dataset.
 
     Example:
-        >>> import pyarrow as pa
-        >>> import lance_table
-        >>> ds = lance_table.write_dataset(pa.table({"a": [1, 2]}), "memory://debug-doc")
-        >>> print(format_fragment(ds.get_fragments()[0].metadata, ds).splitlines()[0])
-        PrettyPrintableFragment {
+        ```python
+        from lance_table.debug import format_fragment
+
+        print(format_fragment(ds.get_fragments()[0].metadata, ds))  # PrettyPrintableFragment { ...
+        ```
     """
     if not isinstance(fragment, FragmentMetadata):
         raise TypeError(f"format_fragment() takes a FragmentMetadata, not {type(fragment).__name__}")
@@ -182,11 +182,11 @@ def format_schema(dataset: Any) -> str:
         TypeError: ``dataset`` is not a dataset.
 
     Example:
-        >>> import pyarrow as pa
-        >>> import lance_table
-        >>> ds = lance_table.write_dataset(pa.table({"a": [1, 2]}), "memory://debug-schema-doc")
-        >>> "logical_type" in format_schema(ds)
-        True
+        ```python
+        from lance_table.debug import format_schema
+
+        print(format_schema(ds))  # Schema { fields: [ Field { name: "id", id: 0, ...
+        ```
     """
     manifest = _manifest(dataset)
     return _render(_schema(manifest.fields, manifest.schema_metadata))

@@ -33,11 +33,12 @@ def manifest_needs_migration(dataset: Any) -> bool:
         DatasetNotFoundError: the dataset no longer exists.
 
     Example:
-        >>> import pyarrow as pa
-        >>> import lance_table
-        >>> ds = lance_table.write_dataset(pa.table({"x": [1, 2]}), "memory://migration-doc")
-        >>> manifest_needs_migration(ds)
-        False
+        ```python
+        from lance_table.migration import manifest_needs_migration
+
+        if manifest_needs_migration(ds):
+            ds.delete("false")  # any commit brings the manifest up to date
+        ```
     """
     snapshot = getattr(dataset, "_snapshot", None)
     if snapshot is None or not hasattr(snapshot, "checkout"):

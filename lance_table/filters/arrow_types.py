@@ -172,8 +172,11 @@ def parse_arrow_type(text: str) -> pa.DataType:
         FilterError: ``text`` is not an Arrow type name this parser knows.
 
     Example:
-        >>> parse_arrow_type("FixedSizeList(4, Float32)")
-        FixedSizeListType(fixed_size_list<item: float>[4])
+        ```python
+        from lance_table.filters.arrow_types import parse_arrow_type
+
+        assert parse_arrow_type("FixedSizeList(4, Float32)") == pa.list_(pa.float32(), 4)
+        ```
     """
     parser = _Parser(text)
     result = parser.type()

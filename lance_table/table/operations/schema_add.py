@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from sqlglot import exp
 
 from lance_table._parallel import PARTS, ahead_on, map_grouped
 from lance_table.errors import FilterError, SchemaChangeError, UnsupportedFormatError
@@ -236,6 +235,8 @@ def null_cast_schema(ds: Snapshot, exprs: Mapping[str, Any]) -> pa.Schema | None
     Raises:
         FilterError: such an expression's type is not supported.
     """
+    from sqlglot import exp
+
     from lance_table.filters.dialect import parse
     from lance_table.filters.values import analyze_value
 
