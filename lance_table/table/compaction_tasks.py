@@ -158,6 +158,9 @@ class CompactionPlan:
         """How many tasks the plan has."""
         return len(self.tasks)
 
+    def __repr__(self) -> str:
+        return f"CompactionPlan(read_version={self.read_version}, tasks=<{len(self.tasks)} compaction tasks>)"
+
 
 def plan(dataset: Any, options: Mapping[str, Any]) -> CompactionPlan:
     """The compaction of ``dataset``'s version as tasks (none when there is nothing to compact)."""

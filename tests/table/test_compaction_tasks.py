@@ -50,6 +50,7 @@ def test_plan_execute_commit_as_pylance(tmp_path: Path) -> None:
     their_plan, their_metrics = _run_distributed(lance, TheirCompaction, theirs, options)
 
     assert plan.num_tasks() == their_plan.num_tasks() == 2
+    assert repr(plan) == repr(their_plan) == "CompactionPlan(read_version=11, tasks=<2 compaction tasks>)"
     assert [[f.id for f in t.fragments] for t in plan.tasks] == [
         [f.id for f in t.fragments] for t in their_plan.tasks
     ]
