@@ -161,8 +161,8 @@ def _decode_part(
         # numpy's fancy indexing several times over on these many small lookups.
         at32 = at.astype(np.int32)
         starts = _gather(ends, at32 >> 1).astype(np.int64)
-        first = _gather(seg, np.minimum(at32 & ~1, seg.size - 1))  # (an even start: any code)
-        return [data], starts + _gather(t.code_lengths, first) * (at32 & 1)
+        lead = _gather(seg, np.minimum(at32 & ~1, seg.size - 1))  # (an even start: any code)
+        return [data], starts + _gather(t.code_lengths, lead) * (at32 & 1)
     data, ends = _take(t.singles, seg)
     return [data], ends[at].astype(np.int64)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import replace
+from functools import partial
 
 import numpy as np
 import pyarrow.compute as pc
@@ -19,6 +20,7 @@ from lance_table.table.fragment import FragmentReader
 from lance_table.table.scan import (
     READ_CHUNK_ROWS,
     ROW_READS,
+    ScanPlan,
     in_flight,
     make_spec,
     matching_positions,
@@ -55,13 +57,10 @@ def plan_delete(ds: Snapshot, predicate: str | pc.Expression) -> Pending:
                 out[k] = r.positions().astype(np.uint32) if r.total else None
         for k, f in enumerate(group):
             if f.physical_rows > READ_CHUNK_ROWS:
-                n = f.physical_rows
                 # ranges on the fragment pool: inline inside a map over fragments, in parallel
                 # when this is the only fragment
                 parts = map_fragments(
-                    lambda lo, f=f, n=n: matching_rows(f, spec, lo, min(lo + READ_CHUNK_ROWS, n)),
-                    range(0, n, READ_CHUNK_ROWS),
-                    even=True,
+                    partial(_range_rows, f, spec), range(0, f.physical_rows, READ_CHUNK_ROWS), even=True
                 )
                 rows = np.concatenate(parts).astype(np.uint32)
                 out[k] = rows if rows.size else None
@@ -91,6 +90,11 @@ def plan_delete(ds: Snapshot, predicate: str | pc.Expression) -> Pending:
     updated = [replace(frag.fragment, deletion_file=df) for (frag, _), df in zip(rewritten, files)]
     text = predicate if isinstance(predicate, str) else str(predicate)
     return Pending(Delete(tuple(updated), tuple(removed), text), ds.version, additions, bases, tuple(written))
+
+
+def _range_rows(frag: FragmentReader, spec: ScanPlan, lo: int) -> np.ndarray:
+    """The matching rows of the read range of ``frag`` that starts at ``lo``."""
+    return matching_rows(frag, spec, lo, min(lo + READ_CHUNK_ROWS, frag.physical_rows))
 
 
 def delete_rows(
