@@ -8,6 +8,7 @@ from __future__ import annotations
 from importlib import metadata as _metadata
 
 from lance_table.errors import (
+    BasePathError,
     BatchCommitError,
     BlobLocationError,
     CommitConflictError,
@@ -47,6 +48,7 @@ except _metadata.PackageNotFoundError:  # pragma: no cover - a source tree that 
 import lance_table.commit as commit  # pylance's ``lance.commit``
 import lance_table.fragment as fragment  # pylance's ``lance.fragment``
 import lance_table.optimize as optimize  # pylance's ``lance.optimize``
+from lance_table.format.bases import DatasetBasePath
 from lance_table.format.transaction import COMMIT_MESSAGE_KEY as LANCE_COMMIT_MESSAGE_KEY
 from lance_table.schema import json_to_schema, schema_to_json
 from lance_table.table import Dataset, LanceDataset, dataset, write_dataset
@@ -66,6 +68,7 @@ from lance_table.udf import BatchUDF, add_columns_udf, batch_udf
 __all__ = [
     "LANCE_COMMIT_MESSAGE_KEY",
     "AutoCleanupConfig",
+    "BasePathError",
     "BatchCommitError",
     "BatchUDF",
     "BlobFile",
@@ -82,6 +85,7 @@ __all__ = [
     "DataStatistics",
     "Dataset",
     "DatasetAlreadyExistsError",
+    "DatasetBasePath",
     "DatasetNotFoundError",
     "FieldStatistics",
     "FilterError",

@@ -205,6 +205,21 @@ class VersionGoneError(VersionNotFoundError, FileNotFoundError):
     """A version's manifest was listed but removed before it could be read (a cleanup ran meanwhile)."""
 
 
+class BasePathError(LanceTableError, ValueError, OSError):
+    """A base path (pylance's ``DatasetBasePath``) is wrong: a ``target_bases`` reference that names
+    no registered base, a new base whose name, path or id collides with a registered one, bases
+    given where they cannot be registered, or a file naming a base id the manifest does not
+    register. pylance raises ValueError (``add_bases``) or OSError (writes) for these.
+
+    Attributes:
+        reference: the base name, path or id that is wrong.
+    """
+
+    def __init__(self, message: str, *, reference: str | None = None) -> None:
+        self.reference = reference
+        super().__init__(message)
+
+
 class TagError(LanceTableError, ValueError):
     """A tag cannot be created, updated or deleted (exists already, missing, bad name)."""
 

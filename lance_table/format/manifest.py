@@ -185,6 +185,16 @@ class Fragment:
         return frozenset(out)
 
     @cached_property
+    def files_named(self) -> frozenset[str]:
+        """The paths its data and deletion files would have under the dataset root, whichever base
+        holds them: what cleanup keeps, as pylance keeps files by name (so a registered base that is
+        the dataset's own directory never loses a file it holds)."""
+        out = {paths.data_file_path(f.path) for f in self.files}
+        if self.deletion_file is not None:
+            out.add(self.deletion_file.path(self.id))
+        return frozenset(out)
+
+    @cached_property
     def formats(self) -> frozenset[str]:
         """The data formats of the fragment's files."""
         return frozenset(f.version for f in self.files)

@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from lance_table.errors import UnsupportedOperationError
+from lance_table.format.bases import DatasetBasePath
 from lance_table.storage import open_storage
 from lance_table.table import versions
 from lance_table.table.commit import CommitLock, CommitOptions
@@ -31,6 +32,7 @@ from lance_table.table.dataset_schema import _SchemaEvolution
 from lance_table.table.lance_operation import LanceOperation, Transaction
 from lance_table.table.lance_schema import LanceSchema
 from lance_table.table.opening import handle_state, open_snapshot, refuse, snapshot_of_state
+from lance_table.table.operations import clone, write_bases
 from lance_table.table.operations import update as update_ops
 from lance_table.table.operations.commit_operation import commit_operation
 from lance_table.table.operations.delete import DEFAULT_RETRY_TIMEOUT, delete_rows
@@ -230,6 +232,8 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
             DatasetNotFoundError: no dataset at ``base_uri`` (except for an Overwrite).
             VersionNotFoundError: ``read_version`` does not exist.
             DataFileNotFoundError: a fragment's data file is not in the dataset.
+            BasePathError: a data file names a base id the dataset does not register, or an
+                Overwrite of an existing dataset has ``initial_bases``.
             SchemaError: the fragments disagree with the schema; a Project's or Merge's field ids
                 or types disagree with the dataset's.
             CommitConflictError: a concurrent commit makes this one impossible.
@@ -293,6 +297,41 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
         """The transactions of this version and up to ``recent_transactions - 1`` before it, newest
         first (None where a version has none)."""
         return get_transactions(self._snapshot, recent_transactions)
+
+    def table_changes(
+        self,
+        starting_version: int,
+        ending_version: int | None = None,
+        *,
+        columns: Sequence[str] | None = None,
+        batch_size: int | None = None,
+    ) -> pa.RecordBatchReader:
+        """The change rows of versions ``starting_version`` to ``ending_version`` (default: this
+        handle's version), both included, as Delta Lake's ``table_changes``: the data columns,
+        then ``_change_type`` (``insert``, ``delete``, ``update_preimage``, ``update_postimage``),
+        ``_commit_version`` and ``_commit_timestamp``. Not in pylance. Updates pair their old and
+        new rows where the dataset has stable row ids, else show as a delete and an insert; a
+        compaction changes nothing (see :mod:`lance_table.table.changes`). Streams, reading
+        only the changed rows.
+
+        Raises:
+            VersionNotFoundError: a version of the range (or the one before it) does not exist.
+            ScanOptionError: the range is empty or starts below 1, or ``batch_size`` is below 1.
+            SchemaError: a column is not in the starting version, or a version of the range drops,
+                renames or retypes one.
+
+        Example:
+            ```python
+            ds = lt.dataset(uri)
+            v = ds.version
+            ds.delete("id < 10")
+            changes = ds.table_changes(v + 1).read_all()  # one "delete" row per deleted row
+            ```
+        """
+        from lance_table.table.changes import table_changes
+
+        last = self.version if ending_version is None else ending_version
+        return table_changes(self._storage, starting_version, last, columns, batch_size)
 
     def migrate_manifest_paths_v2(self) -> None:
         """Rename the manifests to the V2 naming scheme (pylance's ``migrate_manifest_paths_v2``).
@@ -401,6 +440,64 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
             CommitConflictError: a concurrent commit makes this one impossible.
         """
         self._committed(truncate(self._snapshot, commit_message))
+
+    # -- base paths (multi-base datasets) ----------------------------------------------------------
+
+    def base_paths(self) -> dict[int, DatasetBasePath]:
+        """The base paths this version registers, by id (pylance's ``base_paths``): places data
+        files may live besides the dataset's own directory. Empty for most datasets.
+
+        Example:
+            ```python
+            for base_id, base in ds.base_paths().items():
+                print(base_id, base.name, base.path, base.is_dataset_root)
+            ```
+        """
+        return dict(self._snapshot.bases)
+
+    def add_bases(
+        self, new_bases: Sequence[DatasetBasePath], transaction_properties: Mapping[str, str] | None = None
+    ) -> LanceDataset:
+        """Register more base paths (pylance's ``add_bases``), which writes may then target by name
+        or path (``write_dataset(..., target_bases=[...])``); the handle moves to the version
+        committed and is returned. Bases without an id get the next free ids.
+
+        Raises:
+            TypeError: ``new_bases`` holds something else than :class:`DatasetBasePath`.
+            BasePathError: a new base's name, path or id is already registered (also a ValueError,
+                as pylance raises).
+            CommitConflictError: a concurrent commit makes this one impossible.
+        """
+        return self._committed(write_bases.add_bases(self._snapshot, new_bases, transaction_properties), self)
+
+    def shallow_clone(
+        self,
+        target_path: str | os.PathLike[str],
+        reference: int | str | tuple[str | None, int | None],
+        storage_options: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> LanceDataset:
+        """Clone version ``reference`` (a number, a tag, or ``(None, version)``) into a new dataset
+        at ``target_path`` that references this dataset's files instead of copying them
+        (pylance's ``shallow_clone``); returns the clone, opened with ``kwargs``. The clone takes
+        writes; its new files go to its own directory (see
+        :mod:`lance_table.table.operations.clone`). ``storage_options``: the clone's (this
+        dataset's by default).
+
+        Raises:
+            VersionNotFoundError, TagError: the reference does not resolve.
+            DatasetAlreadyExistsError: a dataset exists at ``target_path``.
+            UnsupportedOperationError: a branch other than main.
+        """
+        options = self._storage.storage_options if storage_options is None else storage_options
+        clone.shallow_clone(self._snapshot, target_path, reference, options)
+        return LanceDataset(os.fspath(target_path), storage_options=options, **kwargs)
+
+    @property
+    def _ds(self) -> LanceDataset:
+        """pylance's handle on its native dataset, which ported code (and pylance's own tests) call
+        ``base_paths()`` and the like through: here, the handle itself."""
+        return self
 
 
 Dataset = LanceDataset  # the name lance_table used first

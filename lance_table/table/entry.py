@@ -150,6 +150,13 @@ def write_dataset(
     ``auto_cleanup_options`` (pylance's ``AutoCleanupConfig``) turns on automatic cleanup of a
     new dataset (see :mod:`lance_table.table.operations.auto_cleanup`); ignored for an existing one.
 
+    Multi-base datasets, as in pylance: ``initial_bases`` (:class:`~lance_table.DatasetBasePath`)
+    are registered by the write that creates the dataset (``add_bases`` registers more later);
+    ``target_bases`` (base names, else base paths as registered) or ``target_all_bases`` (every
+    base, the dataset's own directory first when True) choose where new data files go, one file
+    each in turn; without them new files go to the dataset's own directory. See
+    :mod:`lance_table.table.operations.write_bases`.
+
     ``progress``: a bar on stderr when it is a terminal (None, the default; needs tqdm, the
     ``progress`` extra), always (True) or never (False); a callable receiving
     :class:`~lance_table.progress.ProgressEvent` records; or, as in pylance, a
@@ -161,8 +168,10 @@ def write_dataset(
         DatasetAlreadyExistsError: ``mode="create"`` and a dataset exists.
         SchemaError: the data does not match the dataset's schema (append) or cannot be stored.
         UnsupportedFormatError: the dataset uses a data format or features lance_table cannot write.
-        UnsupportedOptionError: base paths
-            (``initial_bases``, ``target_bases``, ``target_all_bases``, ``base_store_params``),
+        BasePathError: ``initial_bases`` for an existing dataset, bases that collide (one name,
+            path or id twice), a ``target_bases`` reference that names no base, or
+            ``target_all_bases`` with ``target_bases`` (also a ValueError and an OSError).
+        UnsupportedOptionError: ``base_store_params``, ``target_bases`` with blob v2 columns,
             ``external_blob_mode="ingest"``, ``allow_external_blob_outside_bases`` or a namespace.
         CommitConflictError: a concurrent commit makes this write impossible.
         StorageOptionsError: a storage option is unknown, unsafe or has a bad value.

@@ -145,11 +145,11 @@ def test_absolute_uris_outside_the_bases_are_refused(tmp_path, new, reason):
 
 
 BASES = {
-    1: BasePath(1, "/data/blobs"),
-    2: BasePath(2, "s3://bucket/prefix"),
-    3: BasePath(3, "file:///srv/a%20b"),
-    4: BasePath(4, "http://example.com/blobs"),
-    5: BasePath(5, "relative/dir"),
+    1: BasePath("/data/blobs", id=1),
+    2: BasePath("s3://bucket/prefix", id=2),
+    3: BasePath("file:///srv/a%20b", id=3),
+    4: BasePath("http://example.com/blobs", id=4),
+    5: BasePath("relative/dir", id=5),
 }
 
 

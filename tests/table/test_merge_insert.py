@@ -218,8 +218,8 @@ def test_matched_fail_and_configuration_errors(tmp_path):
         ds.merge_insert("id").when_matched_update_all().execute(42)
     with pytest.raises(UnsupportedOperationError, match="rewrite_columns"):
         ds.merge_insert("id").write_mode("rewrite_columns")
-    with pytest.raises(UnsupportedOperationError, match="target_bases"):
-        ds.merge_insert("id").target_bases(["b"])
+    with pytest.raises(lt.BasePathError, match="'b' not found"):
+        ds.merge_insert("id").when_not_matched_insert_all().target_bases(["b"]).execute(new)
     builder = (
         ds.merge_insert("id").use_index(False).conflict_retries(3).retry_timeout(dt.timedelta(seconds=5))
     )

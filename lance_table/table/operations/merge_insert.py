@@ -175,16 +175,26 @@ class MergeInsertBuilder:
         return self._with(data_format=fmt)
 
     def target_bases(self, bases: list[str]) -> MergeInsertBuilder:
-        """Raises:
-        UnsupportedOperationError: lance_table writes new files to the dataset's own storage only.
+        """Write the merge's new data files to these registered bases, by name or path (the
+        dataset's URI: its own directory), one file each in turn, as ``write_dataset``'s
+        ``target_bases``; deletion files stay in the dataset's own directory.
+
+        Raises:
+            TypeError: ``bases`` is not a list of strings.
+            BasePathError: (on execute) a reference names no base, or :meth:`target_all_bases` too.
         """
-        raise UnsupportedOperationError("merge_insert target_bases is not supported")
+        if isinstance(bases, str) or not all(isinstance(b, str) for b in bases):
+            raise TypeError(f"target_bases takes a list of base names or paths, got {bases!r}")
+        return self._with(target_bases=tuple(bases))
 
     def target_all_bases(self, include_primary: bool = True) -> MergeInsertBuilder:
-        """Raises:
-        UnsupportedOperationError: lance_table writes new files to the dataset's own storage only.
+        """Write the merge's new data files to every registered base in turn, the dataset's own
+        directory first when ``include_primary``.
+
+        Raises:
+            BasePathError: (on execute) :meth:`target_bases` too, or no base to write to.
         """
-        raise UnsupportedOperationError("merge_insert target_all_bases is not supported")
+        return self._with(target_all_bases=bool(include_primary))
 
     def mark_sstables_as_compacted(self, sstables: list[Any]) -> MergeInsertBuilder:
         """Raises:

@@ -31,6 +31,7 @@ from lance_table.table.fragment import FragmentReader
 from lance_table.table.operations.merge_match import find_matches
 from lance_table.table.operations.merge_source import MergeSource
 from lance_table.table.operations.write import FragmentWriter, check_blob_fields, writable_data_format
+from lance_table.table.operations.write_bases import WriteTarget, plan_bases
 from lance_table.table.progress import SILENT, Reporter
 from lance_table.table.scan import READ_CHUNK_ROWS, evaluate_mask, make_spec, matching_positions
 from lance_table.table.snapshot import Snapshot
@@ -53,6 +54,9 @@ class MergeSpec:
     by_source_delete: bool = False
     by_source_condition: str | None = None
     data_format: str | None = None
+    # where new data files go (pylance's ``target_bases``/``target_all_bases``; see write_bases)
+    target_bases: tuple[str, ...] | None = None
+    target_all_bases: bool | None = None
 
 
 @dataclass
@@ -143,7 +147,13 @@ class MergeOutput:
     the stable row ids of the updated rows are kept for the fragments' row id sequences."""
 
     def __init__(
-        self, snap: Snapshot, data_format: str | None, report: Reporter = SILENT, *, write_tag: str = ""
+        self,
+        snap: Snapshot,
+        data_format: str | None,
+        report: Reporter = SILENT,
+        *,
+        write_tag: str = "",
+        targets: Sequence[WriteTarget] = (),
     ) -> None:
         m = snap.manifest
         fmt = data_format or writable_data_format(m, snap.uri)
@@ -157,6 +167,7 @@ class MergeOutput:
             dictionaries=m.dictionaries,
             write_tag=write_tag,
             progress=report,
+            targets=targets,
         )
         self._dicts = dict(m.dictionaries)
         self.ids: list[np.ndarray] = []
@@ -335,7 +346,9 @@ def plan_merge(
     """
     frags = snap.fragment_readers()
     stats = MergeStats()
-    out = MergeOutput(snap, spec.data_format, report)
+    m = snap.manifest
+    bases = plan_bases(m, "append", None, spec.target_bases, spec.target_all_bases, m.fields, uri=snap.uri)
+    out = MergeOutput(snap, spec.data_format, report, targets=bases.open(snap.storage))
     check_blob_fields(snap.manifest.fields, out.writer.data_format, snap.uri)
     written: list[str] = []
     updated_frags, removed = [], []

@@ -34,6 +34,7 @@ from lance_table.storage import Storage
 from lance_table.table import blob_write, versions
 from lance_table.table.commit import Pending
 from lance_table.table.operations.inputs import coerce_reader, conform, missing_fields, project_present
+from lance_table.table.operations.write_bases import WriteTarget, remove_written
 from lance_table.table.progress import SILENT, Progress, Reporter
 from lance_table.table.snapshot import BLOB_V2_FORMATS
 
@@ -281,6 +282,9 @@ class FragmentWriter:
     If anything fails, :meth:`abort` deletes every file written so far. ``before_file`` runs before
     each new file is created; an exception from it stops the write (the caller then aborts).
     ``progress`` hears of the rows of each batch written and of each file begun and finished.
+    ``targets`` (multi-base datasets): new data files rotate over them, one file each, and record
+    the target's base id; :attr:`paths` lists the files in the dataset's own ``data/``,
+    :attr:`elsewhere` those in other bases.
 
     Legacy files: ``dictionaries`` are the dataset's dictionary values by field id; every file's keys
     index them, extended by the values the rows bring, and :attr:`dictionaries` holds the values the
@@ -300,6 +304,7 @@ class FragmentWriter:
         before_file: Callable[[], None] | None = None,
         data_format: str = DEFAULT_DATA_FORMAT[1],
         dictionaries: Mapping[int, pa.Array] | None = None,
+        targets: Sequence[WriteTarget] = (),
     ) -> None:
         if max_rows_per_file <= 0 or max_bytes_per_file <= 0:
             raise ValueError("max_rows_per_file and max_bytes_per_file must be positive")
@@ -320,6 +325,11 @@ class FragmentWriter:
         self._column_indices = tuple(cols.get(f.id, -1) for f in fields)
         self.fragments: list[Fragment] = []
         self.paths: list[str] = []
+        # files written in other bases (``targets``; new files rotate over them), by base id
+        self.targets = tuple(targets)
+        self.elsewhere: list[tuple[int | None, str]] = []
+        self._target: WriteTarget | None = None
+        self._files = 0
         self._writer: LanceFileWriter | LegacyFileWriter | None = None
         self._background = not self._legacy and not progress.ordered
         self._stream: Any = None
@@ -332,9 +342,7 @@ class FragmentWriter:
         if self.before_file is not None:
             self.before_file()
         self._name = paths.new_data_file_name(self.write_tag)
-        path = paths.data_file_path(self._name)
-        self.paths.append(path)
-        self._stream = self.storage.open_writer(path)
+        self._stream = self._create(self._name, first=True)
         self.progress.file_started(self._name, *self._file_version)
         stem = self._name[: -len(paths.DATA_FILE_SUFFIX)]
         if self._legacy:
@@ -355,9 +363,21 @@ class FragmentWriter:
 
     def _open_sidecar(self, name: str) -> IO[bytes]:
         """A blob sidecar of the data file being written (removed by :meth:`abort` too)."""
-        path = paths.data_file_path(name)
-        self.paths.append(path)
-        return self.storage.open_writer(path)
+        return self._create(name)
+
+    def _create(self, name: str, first: bool = False) -> IO[bytes]:
+        """Create file ``name`` of a data file (``first``: the data file itself, which picks the
+        next target base) in the dataset's ``data/``, or in the target base."""
+        if first:
+            self._target = self.targets[self._files % len(self.targets)] if self.targets else None
+            self._files += 1
+        if self._target is None or self._target.base_id is None:
+            path = paths.data_file_path(name)
+            self.paths.append(path)
+            return self.storage.open_writer(path)
+        path = self._target.path(name)
+        self.elsewhere.append((self._target.base_id, path))
+        return self._target.storage.open_writer(path)
 
     def _finish_file(self, background: bool = False) -> None:
         """Close the file being written; with ``background``, on a thread while the next file is
@@ -368,12 +388,13 @@ class FragmentWriter:
             return
         self._wait_closing()  # (on its error this file is still open, for abort to remove)
         writer, stream, name = self._writer, self._stream, self._name
+        base_id = self._target.base_id if self._target is not None else None
         self._writer = None
         self._stream = None
         if background and self._background:
-            self._closing = pool(CLOSE).submit(self._close_file, writer, stream, name)
+            self._closing = pool(CLOSE).submit(self._close_file, writer, stream, name, base_id)
         else:
-            self.fragments.append(self._close_file(writer, stream, name))
+            self.fragments.append(self._close_file(writer, stream, name, base_id))
 
     def _wait_closing(self) -> None:
         """Wait for the file closing in the background; raise what closing it raised."""
@@ -381,7 +402,9 @@ class FragmentWriter:
         if closing is not None:
             self.fragments.append(closing.result())
 
-    def _close_file(self, writer: LanceFileWriter | LegacyFileWriter, stream: Any, name: str) -> Fragment:
+    def _close_file(
+        self, writer: LanceFileWriter | LegacyFileWriter, stream: Any, name: str, base_id: int | None = None
+    ) -> Fragment:
         try:
             written = writer.close()
             stream.close()
@@ -406,6 +429,7 @@ class FragmentWriter:
                     file_major_version=self._file_version[0],
                     file_minor_version=self._file_version[1],
                     file_size_bytes=written.size,
+                    base_id=base_id,
                 ),
             ),
             physical_rows=written.num_rows,
@@ -448,6 +472,7 @@ class FragmentWriter:
         for path in self.paths:
             with contextlib.suppress(OSError):
                 self.storage.delete(path)
+        remove_written(self.targets, self.elsewhere)
         self._writer = None
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from lance_table.errors import DatasetNotFoundError
+from lance_table.errors import CommitStateUnknownError, DatasetNotFoundError
 from lance_table.format.transaction import Overwrite as OverwriteOp
 from lance_table.storage import open_storage
 from lance_table.table.commit import CommitLock, CommitOptions, check_can_commit, commit
@@ -27,6 +27,7 @@ from lance_table.table.operations.write import (
     prepare_write,
     write_fragments,
 )
+from lance_table.table.operations.write_bases import plan_bases, remove_written
 from lance_table.table.progress import Progress, known_rows, reporter
 from lance_table.table.snapshot import Snapshot, load
 
@@ -73,9 +74,6 @@ def write_snapshot(
     refuse(
         "write_dataset",
         {
-            "initial_bases": initial_bases,
-            "target_bases": target_bases,
-            "target_all_bases": target_all_bases,
             "base_store_params": base_store_params,
             "external_blob_mode": external_blob_mode,
             "allow_external_blob_outside_bases": allow_external_blob_outside_bases,
@@ -108,6 +106,10 @@ def write_snapshot(
         latest = None
     base = latest.manifest if latest is not None else None
     plan, reader = prepare_write(base, mode, data, schema, storage.uri, data_storage_version)
+    bases = plan_bases(
+        base, mode, initial_bases, target_bases, target_all_bases, plan.fields, uri=os.fspath(uri)
+    )
+    targets = bases.open(storage)
     with reporter("write", progress) as report:
         report.phase("write", rows_total=known_rows(data))
         frags, written, dictionaries = write_fragments(
@@ -120,23 +122,36 @@ def write_snapshot(
             progress=report,
             data_format=plan.data_format,
             dictionaries=plan.dictionaries,
+            targets=targets,
         )
+    by_base = {t.base_id: t for t in targets}
+    elsewhere = [
+        (d.base_id, by_base[d.base_id].path(d.path)) for f in frags for d in f.files if d.base_id is not None
+    ]
     scheme = latest.scheme if latest is not None else scheme_for_new_dataset(enable_v2_manifest_paths)
     pending = plan.pending(frags, written, dictionaries)
+    if bases.initial and isinstance(pending.operation, OverwriteOp):
+        pending = replace(pending, operation=replace(pending.operation, initial_bases=bases.initial))
     if enable_stable_row_ids and isinstance(pending.operation, OverwriteOp):
         pending = replace(pending, operation=replace(pending.operation, stable_row_ids=True))
     if cleanup_config is not None and base is None and isinstance(pending.operation, OverwriteOp):
         # (as in pylance: only a new dataset takes them)
         upsert = {**pending.operation.config_upsert_values, **cleanup_config}
         pending = replace(pending, operation=replace(pending.operation, config_upsert_values=upsert))
-    manifest = commit(
-        storage,
-        base,
-        pending,
-        options=options,
-        properties=dict(transaction_properties or {}),
-        message=commit_message,
-        create_only=base is None and mode == "create",
-        scheme=scheme,
-    )
+    try:
+        manifest = commit(
+            storage,
+            base,
+            pending,
+            options=options,
+            properties=dict(transaction_properties or {}),
+            message=commit_message,
+            create_only=base is None and mode == "create",
+            scheme=scheme,
+        )
+    except (CommitStateUnknownError, KeyboardInterrupt):
+        raise  # (the files may be part of the version: they stay, as the commit leaves its own)
+    except BaseException:
+        remove_written(targets, elsewhere)  # (the commit removed the files in the dataset's own)
+        raise
     return Snapshot(storage, manifest, scheme, options)

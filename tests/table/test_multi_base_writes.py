@@ -1,0 +1,291 @@
+"""Writes to multi-base datasets (pylance's ``initial_bases``, ``target_bases``,
+``target_all_bases``, ``add_bases``) and to shallow clones, checked against pylance both ways."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import lance
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+import lance_table as lt
+from lance_table.format import flags
+
+pytestmark = pytest.mark.interop
+
+
+def _rows(start: int, n: int) -> pa.Table:
+    ids = pa.array(range(start, start + n), pa.int64())
+    return pa.table({"id": ids, "s": pc.cast(ids, pa.string())})
+
+
+def _files(where: Path) -> set[str]:
+    return {str(p.relative_to(where)) for p in where.rglob("*.lance")} if where.exists() else set()
+
+
+def _same_as_pylance(uri: Path) -> pa.Table:
+    ours, theirs = lt.dataset(uri), lance.dataset(uri)
+    table = ours.to_table().sort_by("id")
+    assert table.equals(theirs.to_table().sort_by("id"))
+    mine = {i: (b.name, b.path, b.is_dataset_root) for i, b in ours.base_paths().items()}
+    assert mine == {i: (b.name, b.path, b.is_dataset_root) for i, b in theirs.base_paths().items()}
+    return table
+
+
+def test_we_write_bases_pylance_reads_them_and_appends(tmp_path: Path) -> None:
+    uri = tmp_path / "main"
+    bases = [lt.DatasetBasePath(str(tmp_path / "p1"), name="p1"), lt.DatasetBasePath(str(tmp_path / "p2"))]
+    bases.append(lt.DatasetBasePath(str(tmp_path / "root"), name="root", is_dataset_root=True))
+    ds = lt.write_dataset(
+        _rows(0, 10), uri, initial_bases=bases, target_bases=["p1", "root"], max_rows_per_file=3
+    )
+    assert {i: b.name for i, b in ds.base_paths().items()} == {1: "p1", 2: None, 3: "root"}
+    assert [f.data_files()[0].base_id for f in ds.get_fragments()] == [1, 3, 1, 3]
+    assert len(_files(tmp_path / "p1")) == 2 and len(_files(tmp_path / "root" / "data")) == 2
+    assert not _files(uri)  # nothing in the dataset's own directory
+    ds = lt.write_dataset(_rows(10, 5), ds, mode="append", target_bases=[str(tmp_path / "p2")])
+    assert ds.add_bases([lt.DatasetBasePath(str(tmp_path / "p4"), name="p4")], {"who": "test"}) is ds
+    assert ds.read_transaction(ds.version).transaction_properties == {"who": "test"}
+    ds = lt.write_dataset(_rows(15, 5), ds, mode="append", target_bases=["p4"])
+    ds = lt.write_dataset(_rows(20, 5), ds, mode="append")  # no target: the dataset's own directory
+    assert [f.data_files()[0].base_id for f in ds.get_fragments()][4:] == [2, 4, None]
+    assert ds.manifest.writer_feature_flags & flags.BASE_PATHS
+    assert _same_as_pylance(uri).equals(_rows(0, 25))
+    lance.write_dataset(_rows(25, 5), uri, mode="append", target_bases=["p4"])
+    assert len(_files(tmp_path / "p4")) == 2
+    assert _same_as_pylance(uri).equals(_rows(0, 30))
+
+
+def test_pylance_writes_bases_we_append_delete_compact_and_clean_up(tmp_path: Path) -> None:
+    uri = tmp_path / "main"
+    bases = [
+        lance.DatasetBasePath(str(tmp_path / "p1"), name="p1"),
+        lance.DatasetBasePath(str(tmp_path / "p2")),
+    ]
+    lance.write_dataset(_rows(0, 10), uri, initial_bases=bases, target_bases=["p1"], max_rows_per_file=4)
+    ds = lt.write_dataset(_rows(10, 6), uri, mode="append", target_bases=[str(tmp_path / "p2")])
+    in_bases = _files(tmp_path / "p1") | _files(tmp_path / "p2")
+    assert len(in_bases) == 4
+    ds.delete("id % 3 = 0")
+    ds.optimize.compact_files()  # the rewritten rows go to the dataset's own directory, as pylance's
+    assert {d.base_id for f in ds.get_fragments() for d in f.data_files()} == {None}
+    stats = ds.cleanup_old_versions(older_than=dt.timedelta(0), delete_unverified=True)
+    assert stats.old_versions > 0
+    assert _files(tmp_path / "p1") | _files(tmp_path / "p2") == in_bases  # never outside its own
+    expected = _rows(0, 16).filter(pa.array([i % 3 != 0 for i in range(16)]))
+    assert _same_as_pylance(uri).equals(expected)
+    lance.dataset(uri).validate()
+
+
+def test_a_base_that_is_the_dataset_itself_keeps_its_files_through_cleanup(tmp_path: Path) -> None:
+    """pylance keeps files by name: a base registered at the dataset's own directory loses nothing."""
+    uri = tmp_path / "main"
+    base = lt.DatasetBasePath(str(uri), name="self", is_dataset_root=True)
+    ds = lt.write_dataset(_rows(0, 4), uri, initial_bases=[base], target_bases=["self"])
+    ds = lt.write_dataset(_rows(4, 4), ds, mode="append")
+    ds.cleanup_old_versions(older_than=dt.timedelta(0), delete_unverified=True)
+    assert _same_as_pylance(uri).equals(_rows(0, 8))
+
+
+def test_same_writes_same_layout_as_pylance(tmp_path: Path) -> None:
+    layouts = []
+    for lib in (lt, lance):
+        root = tmp_path / lib.__name__
+        bases = [lib.DatasetBasePath(str(root / n), name=n) for n in ("a", "b")]
+        ds = lib.write_dataset(_rows(0, 6), root / "ds", initial_bases=bases, max_rows_per_file=2)
+        ds = lib.write_dataset(_rows(6, 6), ds, mode="append", target_all_bases=True, max_rows_per_file=2)
+        ds = lib.write_dataset(_rows(12, 6), ds, mode="append", target_all_bases=False, max_rows_per_file=2)
+        ds = lib.write_dataset(_rows(18, 2), root / "ds", mode="overwrite", target_bases=["b"])
+        layouts.append(([f.data_files()[0].base_id for f in ds.get_fragments()], sorted(ds.base_paths())))
+        layouts.append(
+            [
+                (f.data_files()[0].base_id)
+                for f in lib.dataset(root / "ds").checkout_version(3).get_fragments()
+            ]
+        )
+    assert layouts[0] == layouts[2] and layouts[1] == layouts[3]
+    assert layouts[1] == [None, None, None, None, 1, 2, 1, 2, 1]
+
+
+def test_shallow_clone_takes_writes(tmp_path: Path) -> None:
+    source = tmp_path / "source"
+    lance.write_dataset(_rows(0, 10), source, max_rows_per_file=5)
+    lance.dataset(source).delete("id = 2")
+    clone = tmp_path / "clone"
+    lance.dataset(source).shallow_clone(clone, 2)
+    before = _files(source)
+    ds = lt.write_dataset(_rows(10, 5), clone, mode="append")
+    ds.delete("id IN (3, 11)")
+    ds.optimize.compact_files()
+    ds.cleanup_old_versions(older_than=dt.timedelta(0), delete_unverified=True)
+    expected = _rows(0, 15).filter(pc.invert(pc.is_in(_rows(0, 15)["id"], pa.array([2, 3, 11]))))
+    assert _same_as_pylance(clone).equals(expected)
+    assert _files(source) == before and lance.dataset(source).count_rows() == 9
+
+
+def test_the_commit_api_registers_bases_and_takes_fragments_in_them(tmp_path: Path) -> None:
+    uri = tmp_path / "main"
+    base = lt.DatasetBasePath(str(tmp_path / "p1"), name="p1")
+    frags = lt.fragment.write_fragments(_rows(0, 4), uri, mode="overwrite")
+    op = lt.LanceOperation.Overwrite(_rows(0, 0).schema, frags, initial_bases=[base])
+    ds = lt.LanceDataset.commit(uri, op)
+    assert ds.read_transaction(1).operation.initial_bases == [base.with_id(1)]
+    theirs = lance.fragment.write_fragments(_rows(4, 4), str(uri), target_bases=["p1"])
+    assert theirs[0].files[0].base_id == 1
+    ds = lt.LanceDataset.commit(uri, lt.LanceOperation.Append(theirs), read_version=ds.version)
+    assert _same_as_pylance(uri).equals(_rows(0, 8))
+
+
+def test_bad_bases_are_typed_errors_naming_them(tmp_path: Path) -> None:
+    uri = tmp_path / "main"
+    p1, p2 = str(tmp_path / "p1"), str(tmp_path / "p2")
+    with pytest.raises(lt.BasePathError, match="'nope' not found") as err:
+        lt.write_dataset(
+            _rows(0, 4), uri, initial_bases=[lt.DatasetBasePath(p1, name="p1")], target_bases=["nope"]
+        )
+    assert isinstance(err.value, OSError) and err.value.reference == "nope"
+    assert not uri.exists() and not _files(tmp_path)
+    with pytest.raises(lt.BasePathError, match="p1") as err:
+        twice = [lt.DatasetBasePath(p1, name="a"), lt.DatasetBasePath(p1, name="b")]
+        lt.write_dataset(_rows(0, 4), uri, initial_bases=twice)
+    assert err.value.reference == p1
+    ds = lt.write_dataset(_rows(0, 4), uri, initial_bases=[lt.DatasetBasePath(p1, name="p1")])
+    version = ds.version
+    with pytest.raises(ValueError, match="already exists"):
+        ds.add_bases([lt.DatasetBasePath(p2, name="p1")])
+    with pytest.raises(lt.BasePathError, match="already exists"):
+        ds.add_bases([lt.DatasetBasePath(p1, name="other")])
+    with pytest.raises(lt.BasePathError, match="id 1"):
+        ds.add_bases([lt.DatasetBasePath(p2, name="p2", id=1)])
+    with pytest.raises(TypeError):
+        ds.add_bases([p2])  # type: ignore[list-item]
+    with pytest.raises(lt.BasePathError, match="Cannot register new bases in Append mode"):
+        lt.write_dataset(_rows(4, 4), ds, mode="append", initial_bases=[lt.DatasetBasePath(p2)])
+    with pytest.raises(lt.BasePathError, match="target_all_bases"):
+        lt.write_dataset(_rows(4, 4), ds, mode="append", target_bases=["p1"], target_all_bases=True)
+    assert lt.dataset(uri).version == version
+    # a fragment naming a base id the dataset does not register
+    frags = lance.fragment.write_fragments(_rows(4, 4), str(uri), target_bases=["p1"])
+    frags[0].files[0].base_id = 9
+    with pytest.raises(lt.BasePathError, match="base path 9") as err:
+        lt.LanceDataset.commit(uri, lt.LanceOperation.Append(frags), read_version=version)
+    assert err.value.reference == "9" and lt.dataset(uri).version == version
+
+
+def test_a_failed_write_leaves_nothing_in_the_bases(tmp_path: Path) -> None:
+    uri = tmp_path / "main"
+    ds = lt.write_dataset(
+        _rows(0, 4), uri, initial_bases=[lt.DatasetBasePath(str(tmp_path / "p1"), name="p1")]
+    )
+
+    def failing() -> Iterator[pa.RecordBatch]:
+        yield from _rows(4, 4).to_batches()
+        raise RuntimeError("source broke")
+
+    with pytest.raises(RuntimeError, match="source broke"):
+        reader = pa.RecordBatchReader.from_batches(_rows(0, 0).schema, failing())
+        lt.write_dataset(reader, ds, mode="append", target_bases=["p1"], max_rows_per_file=2)
+    assert not _files(tmp_path / "p1") and lt.dataset(uri).version == ds.version
+
+
+def test_our_workers_write_fragments_into_bases_a_pylance_driver_commits(tmp_path: Path) -> None:
+    uri = tmp_path / "main"
+    base = lt.DatasetBasePath(str(tmp_path / "p1"), name="p1", is_dataset_root=True)
+    txn = lt.fragment.write_fragments(
+        _rows(0, 4), uri, initial_bases=[base], target_bases=["p1"], return_transaction=True
+    )
+    assert txn.operation.initial_bases == [base.with_id(1)]
+    ds = lt.LanceDataset.commit(uri, txn.operation)
+    metas = lt.fragment.write_fragments(_rows(4, 4), uri, target_all_bases=True, max_rows_per_file=2)
+    assert [m.files[0].base_id for m in metas] == [None, 1]
+    theirs = [lance.fragment.FragmentMetadata.from_json(json.dumps(m.to_json())) for m in metas]
+    lance.LanceDataset.commit(str(uri), lance.LanceOperation.Append(theirs), read_version=ds.version)
+    assert _same_as_pylance(uri).equals(_rows(0, 8))
+    lt.dataset(uri).validate()
+    next((tmp_path / "p1" / "data").glob("*.lance")).unlink()
+    with pytest.raises(lt.DataFileNotFoundError, match="p1/data/"):
+        lt.dataset(uri).validate()
+
+
+def test_merge_insert_targets_bases_as_pylance(tmp_path: Path) -> None:
+    results = []
+    for lib in (lt, lance):
+        root = tmp_path / lib.__name__
+        base = lib.DatasetBasePath(str(root / "a"), name="a")
+        uri = str(root / "ds")
+        targets = [uri, "a"]  # the dataset's URI: its own directory
+        lib.write_dataset(_rows(0, 4), uri, initial_bases=[base], target_bases=targets, max_rows_per_file=2)
+        ds = lib.dataset(uri)
+        stats = [ds.merge_insert("id").when_not_matched_insert_all().target_bases(["a"]).execute(_rows(4, 3))]
+        ds = lib.dataset(uri)
+        merge = ds.merge_insert("id").when_matched_update_all().when_not_matched_insert_all()
+        stats.append(merge.target_all_bases().execute(_rows(6, 3)))
+        ds = lib.dataset(uri)
+        results.append(([f.data_files()[0].base_id for f in ds.get_fragments()], stats))
+    assert results[0] == results[1] and results[0][0] == [None, 1, 1, None]
+    assert _same_as_pylance(tmp_path / "lance_table" / "ds").equals(_rows(0, 9))
+
+
+def test_our_shallow_clones_are_pylances(tmp_path: Path) -> None:
+    layouts = []
+    for lib in (lt, lance):
+        root = tmp_path / lib.__name__
+        base = lib.DatasetBasePath(str(root / "b1"), name="b1")
+        ds = lib.write_dataset(
+            _rows(0, 6), root / "src", initial_bases=[base], target_bases=["b1"], max_rows_per_file=3
+        )
+        ds = lib.write_dataset(_rows(6, 3), ds, mode="append")
+        ds.delete("id = 1")
+        ds.tags.create("t1", 2)
+        clones = [ds.shallow_clone(root / "c1", 3), ds.shallow_clone(root / "c2", "t1")]
+        clones.append(lib.dataset(root / "c1").shallow_clone(root / "c3", (None, 3)))
+        layouts.append(
+            [
+                (
+                    c.version,
+                    {i: (b.name, b.is_dataset_root, Path(b.path).name) for i, b in c.base_paths().items()},
+                    [[d.base_id for d in f.data_files()] for f in c.get_fragments()],
+                    c.to_table().num_rows,
+                )
+                for c in clones
+            ]
+        )
+        txn = lance.dataset(root / "c1").read_transaction(3)
+        assert (txn.operation.ref_version, txn.operation.ref_path) == (3, str(root / "src"))
+    assert layouts[0] == layouts[1]
+    clone = tmp_path / "lance_table" / "c3"
+    ds = lt.write_dataset(_rows(9, 2), clone, mode="append")
+    ds.delete("id = 0")
+    expected = _rows(1, 10).filter(pa.array([i != 1 for i in range(1, 11)]))
+    assert _same_as_pylance(clone).equals(expected)
+    with pytest.raises(lt.DatasetAlreadyExistsError):
+        ds.shallow_clone(tmp_path / "lance_table" / "c1", 3)
+    with pytest.raises(lt.UnsupportedOperationError, match="branch 'dev'"):
+        ds.shallow_clone(tmp_path / "c9", ("dev", 1))
+
+
+def test_validate_checks_files_in_the_source_of_a_clone(tmp_path: Path) -> None:
+    ds = lt.write_dataset(_rows(0, 4), tmp_path / "src")
+    ds.delete("id = 0")
+    clone = ds.shallow_clone(tmp_path / "clone", ds.version)
+    clone.validate()
+    next((tmp_path / "src" / "_deletions").iterdir()).unlink()
+    with pytest.raises(lt.DataFileNotFoundError, match="src/_deletions/"):
+        clone.validate()
+
+
+def test_concurrent_add_bases_both_land_and_a_clash_is_named(tmp_path: Path) -> None:
+    uri = tmp_path / "ds"
+    lt.write_dataset(_rows(0, 2), uri)
+    first, second, third = (lt.dataset(uri) for _ in range(3))
+    first.add_bases([lt.DatasetBasePath(str(tmp_path / "x"), name="x")])
+    second.add_bases([lt.DatasetBasePath(str(tmp_path / "y"), name="y")])  # rebased over the first
+    with pytest.raises(lt.BasePathError, match="'x' already exists"):
+        third.add_bases([lt.DatasetBasePath(str(tmp_path / "z"), name="x")])
+    assert {i: b.name for i, b in lance.dataset(uri).base_paths().items()} == {1: "x", 2: "y"}
+    assert third.version == 1 and lt.dataset(uri).version == 3
