@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 from collections.abc import Iterator
@@ -289,3 +290,34 @@ def test_concurrent_add_bases_both_land_and_a_clash_is_named(tmp_path: Path) -> 
         third.add_bases([lt.DatasetBasePath(str(tmp_path / "z"), name="x")])
     assert {i: b.name for i, b in lance.dataset(uri).base_paths().items()} == {1: "x", 2: "y"}
     assert third.version == 1 and lt.dataset(uri).version == 3
+
+
+def test_a_merge_insert_whose_commit_conflicts_leaves_nothing_in_the_bases(tmp_path: Path) -> None:
+    uri = tmp_path / "main"
+    bases = [lt.DatasetBasePath(str(tmp_path / "p1"), name="p1", is_dataset_root=True)]
+    stale = lt.write_dataset(_rows(0, 4), uri, initial_bases=bases)
+    lt.dataset(uri).update({"s": "'x'"}, where="id = 1")  # rewrites the fragment the merge changes
+    before = lt.dataset(uri).to_table().sort_by("id")
+    merge = stale.merge_insert("id").when_matched_update_all().when_not_matched_insert_all()
+    with pytest.raises(lt.CommitConflictError):
+        merge.target_bases(["p1"]).conflict_retries(0).execute(_rows(2, 4))
+    assert not _files(tmp_path / "p1")
+    assert _same_as_pylance(uri).equals(before) and lt.dataset(uri).version == stale.version + 1
+    lt.dataset(uri).validate()
+    # a dry run (analyze_plan) removes its files in the bases too
+    stale = lt.dataset(uri)
+    stale.merge_insert("id").when_not_matched_insert_all().target_bases(["p1"]).analyze_plan(_rows(9, 2))
+    assert not _files(tmp_path / "p1") and lt.dataset(uri).version == stale.version
+
+
+def test_a_write_that_fails_at_its_commit_leaves_nothing_in_the_bases(tmp_path: Path) -> None:
+    uri = tmp_path / "main"
+    base = lt.DatasetBasePath(str(tmp_path / "p1"), name="p1")
+
+    def refusing_lock(version: int) -> Iterator[None]:
+        raise RuntimeError("lock refused")
+
+    lock = contextlib.contextmanager(refusing_lock)
+    with pytest.raises(RuntimeError, match="lock refused"):
+        lt.write_dataset(_rows(0, 4), uri, initial_bases=[base], target_bases=["p1"], commit_lock=lock)
+    assert not _files(tmp_path / "p1") and not _files(uri)

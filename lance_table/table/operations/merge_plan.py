@@ -533,4 +533,5 @@ def plan_merge(
         fields_for_preserving_frag_bitmap=tuple(f.id for f in snap.manifest.fields),
         update_mode=REWRITE_ROWS,
     )
-    return Pending(op, snap.version, written=tuple(written) + tuple(out.writer.paths)), stats
+    files = tuple(written) + tuple(out.writer.paths)
+    return Pending(op, snap.version, written=files, elsewhere=tuple(out.writer.elsewhere)), stats

@@ -71,7 +71,7 @@ def stage_fragments(
     placed = plan_bases(
         base, mode, initial_bases, target_bases, target_all_bases, plan.fields, uri=storage.uri
     )
-    frags, _, _ = write_fragments(
+    frags, _, _, _ = write_fragments(
         storage,
         reader,
         plan.schema,

@@ -91,10 +91,13 @@ class WritePlan:
         fragments: Sequence[Fragment],
         written: Sequence[str],
         dictionaries: Mapping[int, pa.Array] | None = None,
+        elsewhere: Sequence[tuple[int, str]] = (),
     ) -> Pending:
-        """What to commit for ``fragments``, whose ``written`` files the commit removes if it fails
-        (``dictionaries``: what :attr:`FragmentWriter.dictionaries` ended with)."""
-        return Pending(self.operation(fragments, dictionaries), self.read_version, written=tuple(written))
+        """What to commit for ``fragments``, whose ``written`` files (and ``elsewhere``, in other
+        base paths) the commit removes if it fails (``dictionaries``: what
+        :attr:`FragmentWriter.dictionaries` ended with)."""
+        op = self.operation(fragments, dictionaries)
+        return Pending(op, self.read_version, written=tuple(written), elsewhere=tuple(elsewhere))
 
 
 # What pylance's ``data_storage_version`` accepts, and the format each name means (pylance 14).
@@ -327,7 +330,7 @@ class FragmentWriter:
         self.paths: list[str] = []
         # files written in other bases (``targets``; new files rotate over them), by base id
         self.targets = tuple(targets)
-        self.elsewhere: list[tuple[int | None, str]] = []
+        self.elsewhere: list[tuple[int, str]] = []
         self._target: WriteTarget | None = None
         self._files = 0
         self._writer: LanceFileWriter | LegacyFileWriter | None = None
@@ -482,9 +485,10 @@ def write_fragments(
     schema: pa.Schema,
     fields: list[LanceField],
     **options: Any,
-) -> tuple[list[Fragment], list[str], dict[int, pa.Array]]:
-    """Stream every batch of ``reader`` into new fragments; return them, the files written and the
-    dictionary values the files index (legacy files; see :class:`FragmentWriter`).
+) -> tuple[list[Fragment], list[str], dict[int, pa.Array], list[tuple[int, str]]]:
+    """Stream every batch of ``reader`` into new fragments; return them, the files written in the
+    dataset's own directory, the dictionary values the files index (legacy files; see
+    :class:`FragmentWriter`) and the files written in other base paths (base id, path there).
 
     On any error the files written so far are deleted and the error is raised.
     """
@@ -495,7 +499,7 @@ def write_fragments(
             if batch.num_rows:
                 for chunk in _chunks(conform(batch, writer.schema), rows):
                     writer.write(chunk)
-        return writer.finish(), writer.paths, writer.dictionaries
+        return writer.finish(), writer.paths, writer.dictionaries, writer.elsewhere
     except BaseException:
         writer.abort()
         raise

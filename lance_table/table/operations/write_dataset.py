@@ -10,7 +10,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from lance_table.errors import CommitStateUnknownError, DatasetNotFoundError
+from lance_table.errors import DatasetNotFoundError
 from lance_table.format.transaction import Overwrite as OverwriteOp
 from lance_table.storage import open_storage
 from lance_table.table.commit import CommitLock, CommitOptions, check_can_commit, commit
@@ -27,7 +27,7 @@ from lance_table.table.operations.write import (
     prepare_write,
     write_fragments,
 )
-from lance_table.table.operations.write_bases import plan_bases, remove_written
+from lance_table.table.operations.write_bases import plan_bases
 from lance_table.table.progress import Progress, known_rows, reporter
 from lance_table.table.snapshot import Snapshot, load
 
@@ -112,7 +112,7 @@ def write_snapshot(
     targets = bases.open(storage)
     with reporter("write", progress) as report:
         report.phase("write", rows_total=known_rows(data))
-        frags, written, dictionaries = write_fragments(
+        frags, written, dictionaries, elsewhere = write_fragments(
             storage,
             reader,
             plan.schema,
@@ -124,12 +124,8 @@ def write_snapshot(
             dictionaries=plan.dictionaries,
             targets=targets,
         )
-    by_base = {t.base_id: t for t in targets}
-    elsewhere = [
-        (d.base_id, by_base[d.base_id].path(d.path)) for f in frags for d in f.files if d.base_id is not None
-    ]
     scheme = latest.scheme if latest is not None else scheme_for_new_dataset(enable_v2_manifest_paths)
-    pending = plan.pending(frags, written, dictionaries)
+    pending = plan.pending(frags, written, dictionaries, elsewhere)
     if bases.initial and isinstance(pending.operation, OverwriteOp):
         pending = replace(pending, operation=replace(pending.operation, initial_bases=bases.initial))
     if enable_stable_row_ids and isinstance(pending.operation, OverwriteOp):
@@ -138,20 +134,14 @@ def write_snapshot(
         # (as in pylance: only a new dataset takes them)
         upsert = {**pending.operation.config_upsert_values, **cleanup_config}
         pending = replace(pending, operation=replace(pending.operation, config_upsert_values=upsert))
-    try:
-        manifest = commit(
-            storage,
-            base,
-            pending,
-            options=options,
-            properties=dict(transaction_properties or {}),
-            message=commit_message,
-            create_only=base is None and mode == "create",
-            scheme=scheme,
-        )
-    except (CommitStateUnknownError, KeyboardInterrupt):
-        raise  # (the files may be part of the version: they stay, as the commit leaves its own)
-    except BaseException:
-        remove_written(targets, elsewhere)  # (the commit removed the files in the dataset's own)
-        raise
+    manifest = commit(
+        storage,
+        base,
+        pending,
+        options=options,
+        properties=dict(transaction_properties or {}),
+        message=commit_message,
+        create_only=base is None and mode == "create",
+        scheme=scheme,
+    )
     return Snapshot(storage, manifest, scheme, options)
