@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
+import pickle
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -321,3 +322,31 @@ def test_a_write_that_fails_at_its_commit_leaves_nothing_in_the_bases(tmp_path: 
     with pytest.raises(RuntimeError, match="lock refused"):
         lt.write_dataset(_rows(0, 4), uri, initial_bases=[base], target_bases=["p1"], commit_lock=lock)
     assert not _files(tmp_path / "p1") and not _files(uri)
+
+
+@pytest.mark.s3
+def test_a_base_on_another_store_takes_its_own_options_as_pylances(
+    tmp_path: Path, s3_uri: str, s3_options: dict[str, str]
+) -> None:
+    """A local dataset with a base on S3 whose options only ``base_store_params`` (or the
+    ``base_<id>.`` storage options) give: written, read, pickled, committed by both libraries."""
+    uri, params = str(tmp_path / "main"), {s3_uri: s3_options}
+    base = lt.DatasetBasePath(s3_uri, name="s3")
+    ds = lt.write_dataset(
+        _rows(0, 4), uri, initial_bases=[base], target_bases=["s3"], base_store_params=params
+    )
+    assert ds.to_table().equals(_rows(0, 4)) and not _files(Path(uri) / "data")
+    assert pickle.loads(pickle.dumps(ds)).to_table().equals(_rows(0, 4))
+    lance.write_dataset(_rows(4, 2), uri, mode="append", target_bases=["s3"], base_store_params=params)
+    ds = lt.dataset(uri, base_store_params=params)
+    ds.merge_insert("id").when_not_matched_insert_all().target_bases(["s3"]).execute(_rows(6, 2))
+    metas = lt.fragment.write_fragments(_rows(8, 2), ds, target_bases=["s3"])
+    ds = lt.LanceDataset.commit(uri, lt.LanceOperation.Append(metas), ds.version, base_store_params=params)
+    assert [f.data_files()[0].base_id for f in ds.get_fragments()] == [1] * 4
+    theirs = lance.dataset(uri, base_store_params=params).to_table()
+    assert ds.to_table().equals(_rows(0, 10)) and theirs.equals(_rows(0, 10))
+    prefixed = {f"base_1.{k}": v for k, v in s3_options.items()}  # pylance's per-base options
+    assert lt.dataset(uri, storage_options=prefixed).to_table().equals(_rows(0, 10))
+    lt.dataset(uri, storage_options=prefixed).validate()
+    with pytest.raises(lt.StorageOptionsError, match="base_store_params"):
+        lt.dataset(uri, base_store_params={s3_uri: "key=value"})

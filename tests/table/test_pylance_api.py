@@ -204,7 +204,6 @@ def test_engine_options_are_accepted_and_result_changing_ones_refused(tmp_path):
     )
     assert ds.count_rows() == 4
     for option, value in [
-        ("base_store_params", {"b": {}}),
         ("external_blob_mode", "ingest"),
         ("table_id", ["t"]),
     ]:

@@ -74,7 +74,6 @@ def write_snapshot(
     refuse(
         "write_dataset",
         {
-            "base_store_params": base_store_params,
             "external_blob_mode": external_blob_mode,
             "allow_external_blob_outside_bases": allow_external_blob_outside_bases,
             "namespace_client": namespace_client,
@@ -93,7 +92,7 @@ def write_snapshot(
     if data_storage_version is None and use_legacy_format is not None:
         data_storage_version = "legacy" if use_legacy_format else "stable"
     data = data_obj
-    storage = open_storage(uri, storage_options)
+    storage = open_storage(uri, storage_options, base_store_params)
     options = CommitOptions(
         commit_lock=commit_lock,
         unsafe_commit=unsafe_commit,
