@@ -176,8 +176,8 @@ def write_dataset(
         BasePathError: ``initial_bases`` for an existing dataset, bases that collide (one name,
             path or id twice), a ``target_bases`` reference that names no base, or
             ``target_all_bases`` with ``target_bases`` (also a ValueError and an OSError).
-        UnsupportedOptionError: ``target_bases`` with blob v2 columns,
-            ``external_blob_mode="ingest"``, ``allow_external_blob_outside_bases`` or a namespace.
+        UnsupportedOptionError: ``external_blob_mode="ingest"``,
+            ``allow_external_blob_outside_bases`` or a namespace.
         CommitConflictError: a concurrent commit makes this write impossible.
         StorageOptionsError: a storage option is unknown, unsafe or has a bad value.
         TypeError, ValueError: ``auto_cleanup_options`` has a bad value.

@@ -350,3 +350,62 @@ def test_a_base_on_another_store_takes_its_own_options_as_pylances(
     lt.dataset(uri, storage_options=prefixed).validate()
     with pytest.raises(lt.StorageOptionsError, match="base_store_params"):
         lt.dataset(uri, base_store_params={s3_uri: "key=value"})
+
+
+def _blob_rows(start: int) -> pa.Table:
+    """Blob v2 rows of every kind (small thresholds): inline, packed, dedicated, empty and null."""
+    md = {
+        "lance-encoding:blob": "true",
+        "lance-encoding:blob-inline-size-threshold": "64",
+        "lance-encoding:blob-dedicated-size-threshold": "2000",
+    }
+    values = [b"abc", bytes(range(200)), b"d" * 3000, b"", None]
+    field = pa.field("b", pa.large_binary(), metadata=md)
+    ids = pa.array(range(start, start + len(values)), pa.int64())
+    schema = pa.schema([pa.field("id", pa.int64()), field])
+    return pa.table({"id": ids, "b": pa.array(values, pa.large_binary())}, schema=schema)
+
+
+def _blob_layout(root: Path) -> tuple[list[str], dict[str, list[str]]]:
+    """Per base: the data files' directories and the sidecar names next to each (stems aside)."""
+    out = {}
+    for base in ("ds", "p0", "p1"):
+        found = sorted(root.glob(f"{base}/**/*.blob"))
+        out[base] = sorted(f"{p.parent.parent.relative_to(root)}/<stem>/{p.name}" for p in found)
+    return sorted(str(p.parent.relative_to(root)) for p in root.glob("*/**/*.lance")), out
+
+
+@pytest.mark.parametrize("writer", ["lance_table", "pylance"])
+def test_blob_v2_sidecars_sit_in_their_base_as_pylances(tmp_path: Path, writer: str) -> None:
+    """Blob v2 values written to other bases (a plain one and a dataset root): sidecars next to
+    their data file, in its base, as pylance puts them; each library reads and appends to what
+    the other wrote."""
+    layouts, libs = [], {"lance_table": lt, "pylance": lance}
+    for name, lib in libs.items():
+        root = tmp_path / name
+        bases = [
+            lib.DatasetBasePath(str(root / "p0"), name="p0"),
+            lib.DatasetBasePath(str(root / "p1"), name="p1", is_dataset_root=True),
+        ]
+        opts = {"initial_bases": bases, "target_bases": ["p0", "p1"], "max_rows_per_file": 5}
+        table = pa.concat_tables([_blob_rows(0), _blob_rows(5)])
+        lib.write_dataset(table, str(root / "ds"), data_storage_version="2.2", **opts)
+        layouts.append(_blob_layout(root))
+        descriptors = [lance.dataset(str(root / "ds")).to_table().column("b").to_pylist()]
+        descriptors.append(lt.dataset(root / "ds").to_table().column("b").to_pylist())
+        assert descriptors[0] == descriptors[1]
+    assert layouts[0] == layouts[1]
+    uri = str(tmp_path / writer / "ds")
+    other = lance if writer == "lance_table" else lt
+    other.write_dataset(_blob_rows(10), uri, mode="append", target_bases=["p1"])
+    expected = pa.concat_tables([_blob_rows(0), _blob_rows(5), _blob_rows(10)]).column("b").to_pylist()
+    rows = list(range(15))
+    for lib in (lt, lance):
+        ds = lib.dataset(uri)
+        assert ds.to_table(columns=["id"]).column("id").to_pylist() == rows
+        assert [f if f is None else f.read() for f in ds.take_blobs("b", indices=rows)] == expected
+    lt.dataset(uri).optimize.compact_files()  # reads every blob from its base, writes them anew
+    for lib in (lt, lance):
+        assert [
+            f if f is None else f.read() for f in lib.dataset(uri).take_blobs("b", indices=rows)
+        ] == expected

@@ -491,7 +491,7 @@ def plan_merge(
     frags = snap.fragment_readers()
     stats = MergeStats()
     m = snap.manifest
-    bases = plan_bases(m, "append", None, spec.target_bases, spec.target_all_bases, m.fields, uri=snap.uri)
+    bases = plan_bases(m, "append", None, spec.target_bases, spec.target_all_bases, uri=snap.uri)
     out = MergeOutput(snap, spec.data_format, report, targets=bases.open(snap.storage))
     check_blob_fields(snap.manifest.fields, out.writer.data_format, snap.uri)
     written: list[str] = []

@@ -105,9 +105,7 @@ def write_snapshot(
         latest = None
     base = latest.manifest if latest is not None else None
     plan, reader = prepare_write(base, mode, data, schema, storage.uri, data_storage_version)
-    bases = plan_bases(
-        base, mode, initial_bases, target_bases, target_all_bases, plan.fields, uri=os.fspath(uri)
-    )
+    bases = plan_bases(base, mode, initial_bases, target_bases, target_all_bases, uri=os.fspath(uri))
     targets = bases.open(storage)
     with reporter("write", progress) as report:
         report.phase("write", rows_total=known_rows(data))
