@@ -32,6 +32,7 @@ from lance_table.file.v2_1.blob_v2 import BlobKind, blob_file_name, is_blob_v2
 from lance_table.format.bases import base_paths
 from lance_table.format.manifest import DataFile
 from lance_table.storage import Storage, open_storage
+from lance_table.table.base_storage import base_options
 from lance_table.table.blob_locations import resolve_external
 from lance_table.table.deletion import missing_file_error
 from lance_table.table.fragment import FragmentReader
@@ -383,8 +384,10 @@ class _Opener:
             location = resolve_external(uri, blob_id, bases)
         except BlobLocationError as exc:
             raise BlobLocationError(uri, f"{exc.reason} ({what})", path=where) from None
+        # (a base's own storage options, as its data files get them; see base_storage)
+        options = base_options(self.storage, blob_id, bases[blob_id].path) if blob_id else None
         try:
-            storage = open_storage(location.parent)
+            storage = open_storage(location.parent, options)
         except ImportError as exc:
             raise UnsupportedFormatError(f"{where}: {what} is {uri!r}, which needs {exc}") from None
         try:

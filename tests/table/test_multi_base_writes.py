@@ -409,3 +409,22 @@ def test_blob_v2_sidecars_sit_in_their_base_as_pylances(tmp_path: Path, writer: 
         assert [
             f if f is None else f.read() for f in lib.dataset(uri).take_blobs("b", indices=rows)
         ] == expected
+
+
+@pytest.mark.s3
+def test_external_blobs_in_a_base_on_another_store_read_with_its_options(
+    tmp_path: Path, s3_uri: str, s3_options: dict[str, str]
+) -> None:
+    from lance.blob import blob_array
+
+    from lance_table.storage import open_storage
+
+    open_storage(s3_uri, s3_options).write("ext/x.bin", b"0123456789")
+    base, uri = f"{s3_uri}/ext", str(tmp_path / "ds")
+    table = pa.table({"id": pa.array([0, 1], pa.int64()), "b": blob_array([f"{base}/x.bin", b"in"])})
+    params = {base: s3_options}
+    bases = [lance.DatasetBasePath(base, name="e")]
+    lance.write_dataset(table, uri, data_storage_version="2.2", initial_bases=bases, base_store_params=params)
+    ours = lt.dataset(uri, base_store_params=params).take_blobs("b", indices=[0, 1], allow_external=True)
+    theirs = lance.dataset(uri, base_store_params=params).take_blobs("b", indices=[0, 1])
+    assert [f.read() for f in ours] == [f.read() for f in theirs] == [b"0123456789", b"in"]
