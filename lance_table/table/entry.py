@@ -160,7 +160,11 @@ def write_dataset(
     each in turn; without them new files go to the dataset's own directory. See
     :mod:`lance_table.table.operations.write_bases`. ``base_store_params`` gives bases on other
     stores their own storage options (by base path URI, never stored), as in :func:`dataset`;
-    the handle returned keeps them.
+    the handle returned keeps them. Blob v2 values given as external URIs (pylance's
+    ``blob_array`` of URIs or ``Blob.from_uri``) are stored as references, as pylance stores
+    them: relative to the deepest registered base path they lie below (not a dataset root), else,
+    with ``allow_external_blob_outside_bases``, as absolute URIs (see
+    :func:`~lance_table.table.blob_locations.external_reference`).
 
     ``progress``: a bar on stderr when it is a terminal (None, the default; needs tqdm, the
     ``progress`` extra), always (True) or never (False); a callable receiving
@@ -176,8 +180,10 @@ def write_dataset(
         BasePathError: ``initial_bases`` for an existing dataset, bases that collide (one name,
             path or id twice), a ``target_bases`` reference that names no base, or
             ``target_all_bases`` with ``target_bases`` (also a ValueError and an OSError).
-        UnsupportedOptionError: ``external_blob_mode="ingest"``,
-            ``allow_external_blob_outside_bases`` or a namespace.
+        UnsupportedOptionError: ``external_blob_mode="ingest"`` or a namespace.
+        BlobLocationError: a blob v2 value's external URI lies outside the registered base paths
+            (without ``allow_external_blob_outside_bases``), or is not an absolute URI (also an
+            OSError, as in pylance).
         CommitConflictError: a concurrent commit makes this write impossible.
         StorageOptionsError: a storage option is unknown, unsafe or has a bad value.
         TypeError, ValueError: ``auto_cleanup_options`` has a bad value.

@@ -19,6 +19,7 @@ from lance_table.file.container import FileVersion
 from lance_table.file.legacy import LegacyFileWriter, LegacyWrittenFile
 from lance_table.file.v2_0.layout import column_assignment
 from lance_table.file.v2_1.blob_v2 import is_blob_v2
+from lance_table.file.v2_1.blob_v2_encode import ExternalRefs
 from lance_table.file.writer import LanceFileWriter
 from lance_table.format import paths
 from lance_table.format.manifest import DEFAULT_DATA_FORMAT, DataFile, Fragment, Manifest
@@ -287,7 +288,8 @@ class FragmentWriter:
     ``progress`` hears of the rows of each batch written and of each file begun and finished.
     ``targets`` (multi-base datasets): new data files rotate over them, one file each, and record
     the target's base id; :attr:`paths` lists the files in the dataset's own ``data/``,
-    :attr:`elsewhere` those in other bases.
+    :attr:`elsewhere` those in other bases. ``blob_externals``: how blob v2 values that are
+    external URIs are stored (None refuses them; see ``LanceFileWriter``).
 
     Legacy files: ``dictionaries`` are the dataset's dictionary values by field id; every file's keys
     index them, extended by the values the rows bring, and :attr:`dictionaries` holds the values the
@@ -308,6 +310,7 @@ class FragmentWriter:
         data_format: str = DEFAULT_DATA_FORMAT[1],
         dictionaries: Mapping[int, pa.Array] | None = None,
         targets: Sequence[WriteTarget] = (),
+        blob_externals: ExternalRefs | None = None,
     ) -> None:
         if max_rows_per_file <= 0 or max_bytes_per_file <= 0:
             raise ValueError("max_rows_per_file and max_bytes_per_file must be positive")
@@ -330,6 +333,7 @@ class FragmentWriter:
         self.paths: list[str] = []
         # files written in other bases (``targets``; new files rotate over them), by base id
         self.targets = tuple(targets)
+        self.blob_externals = blob_externals
         self.elsewhere: list[tuple[int, str]] = []
         self._target: WriteTarget | None = None
         self._files = 0
@@ -359,6 +363,7 @@ class FragmentWriter:
                 fields=self.fields,
                 version=self.data_format,
                 blob_sidecars=lambda name: self._open_sidecar(f"{stem}/{name}"),
+                blob_externals=self.blob_externals,
             )
         self._rows = 0
         self._bytes = 0

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -11,8 +12,10 @@ from typing import Any
 import pyarrow as pa
 
 from lance_table.errors import DatasetNotFoundError
+from lance_table.format.bases import base_paths
 from lance_table.format.transaction import Overwrite as OverwriteOp
 from lance_table.storage import open_storage
+from lance_table.table.blob_locations import external_reference
 from lance_table.table.commit import CommitLock, CommitOptions, check_can_commit, commit
 from lance_table.table.opening import refuse
 from lance_table.table.operations import auto_cleanup
@@ -75,14 +78,10 @@ def write_snapshot(
         "write_dataset",
         {
             "external_blob_mode": external_blob_mode,
-            "allow_external_blob_outside_bases": allow_external_blob_outside_bases,
             "namespace_client": namespace_client,
             "table_id": table_id,
         },
-        unset={
-            "external_blob_mode": "reference",
-            "allow_external_blob_outside_bases": False,
-        },
+        unset={"external_blob_mode": "reference"},
     )
     if uri is None:
         raise ValueError("write_dataset() needs a uri (namespaces are not supported)")
@@ -107,6 +106,10 @@ def write_snapshot(
     plan, reader = prepare_write(base, mode, data, schema, storage.uri, data_storage_version)
     bases = plan_bases(base, mode, initial_bases, target_bases, target_all_bases, uri=os.fspath(uri))
     targets = bases.open(storage)
+    registered = dict(bases.bases) if bases.bases is not None else dict(base_paths(base) if base else {})
+    externals = functools.partial(
+        external_reference, bases=registered, allow_outside=bool(allow_external_blob_outside_bases)
+    )
     with reporter("write", progress) as report:
         report.phase("write", rows_total=known_rows(data))
         frags, written, dictionaries, elsewhere = write_fragments(
@@ -120,6 +123,7 @@ def write_snapshot(
             data_format=plan.data_format,
             dictionaries=plan.dictionaries,
             targets=targets,
+            blob_externals=externals,
         )
     scheme = latest.scheme if latest is not None else scheme_for_new_dataset(enable_v2_manifest_paths)
     pending = plan.pending(frags, written, dictionaries, elsewhere)
