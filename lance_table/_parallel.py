@@ -13,6 +13,7 @@ set them on Spark's executors with ``spark.executorEnv.LANCE_CPU_THREADS``."""
 from __future__ import annotations
 
 import bisect
+import contextvars
 import itertools
 import os
 import threading
@@ -129,7 +130,8 @@ def map_on(name: str, fn: Callable[[T], R], items: Iterable[T], *, even: bool = 
     if len(items) < 2 or _inline(name):
         return [fn(x) for x in items]
     task = _busy(fn) if even and len(items) >= BUSY_TASKS * workers() else fn
-    futures = [pool(name).submit(task, x) for x in items]
+    # each task runs in the caller's context (what it collects, e.g. a scan's read counts)
+    futures = [pool(name).submit(contextvars.copy_context().run, task, x) for x in items]
     try:
         return [f.result() for f in futures]
     except BaseException:
@@ -158,7 +160,7 @@ def ahead_on(
     pending: deque[Future[R]] = deque()
     try:
         for x in items:
-            pending.append(executor.submit(task, x))
+            pending.append(executor.submit(contextvars.copy_context().run, task, x))
             if len(pending) > depth:
                 yield pending.popleft().result()
         while pending:

@@ -77,6 +77,16 @@ class SchemaError(LanceTableError, ValueError):
     """A schema cannot be stored, or data does not match the schema it is written with."""
 
 
+class AppendSchemaError(SchemaError, OSError):
+    """Rows appended do not fit the dataset's schema (a field it lacks, a non-nullable field
+    missing, another type). Also an ``OSError``, as pylance raises it."""
+
+
+class EmptyDataError(LanceTableError, ValueError, OSError):
+    """A write that must make a file was given no rows (``LanceFragment.create``). A
+    ``ValueError``, and an ``OSError`` as pylance raises it."""
+
+
 class SchemaChangeError(LanceTableError, OSError):
     """A schema change (``add_columns``, ``alter_columns``, ``merge``) cannot be made as asked: a
     column already exists or does not exist, a cast is not allowed, a value does not fit. An

@@ -257,6 +257,12 @@ class LanceFileWriter:
             else:
                 _run_all(writes)
 
+    def tell(self) -> int:
+        """The bytes written to the file so far: pages are written once they fill (or at
+        :meth:`close`), so this stays 0 until a column has a page's worth of data."""
+        self._drain()
+        return self._sink.pos
+
     def _drain(self) -> None:
         """Wait for the pages being written in the background; raise what their writing raised."""
         io, self._io = self._io, None

@@ -13,6 +13,7 @@ from lance_table._parallel import after_fork_in_child
 from lance_table.errors import CorruptFileError
 from lance_table.storage.base import Entry, Storage
 from lance_table.storage.failures import STORAGE_METHODS, typed_failures, wrap_methods
+from lance_table.storage.io_stats import record
 from lance_table.storage.sources import ByteSource, _RangedSource, size_disagreement
 
 #: reads of different files a remote store is given at once (see ``Storage.read_parallelism``);
@@ -156,7 +157,9 @@ class FsspecStorage(Storage):
             self.fs.invalidate_cache(base)
 
     def read(self, path: str) -> bytes:
-        return bytes(self.fs.cat_file(self._abs(path)))
+        data = bytes(self.fs.cat_file(self._abs(path)))
+        record(1, len(data))
+        return data
 
     def read_ranges(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
         return self.source(path).read_ranges(ranges)
@@ -293,6 +296,7 @@ class ConditionalPutStorage(FsspecStorage):
             self.fs.invalidate_cache(full)
         try:
             existing = bytes(self.fs.cat_file(full))
+            record(1, len(existing))
         except FileNotFoundError:
             # a 409 while another conditional write was in flight that then failed: try again later
             raise FileExistsError(errno.EEXIST, "concurrent conditional write", full) from cause
@@ -306,7 +310,9 @@ class S3Storage(ConditionalPutStorage):
 
     def read(self, path: str) -> bytes:
         """A whole file in one GET (s3fs would first ask for its size, to split large reads)."""
-        return bytes(self.fs.cat_file(self._abs(path), max_concurrency=1))
+        data = bytes(self.fs.cat_file(self._abs(path), max_concurrency=1))
+        record(1, len(data))
+        return data
 
 
 class AzureStorage(ConditionalPutStorage):

@@ -30,7 +30,7 @@ from lance_table.table.dataset_read import _Reading
 from lance_table.table.dataset_schema import _SchemaEvolution
 from lance_table.table.lance_operation import LanceOperation, Transaction
 from lance_table.table.lance_schema import LanceSchema
-from lance_table.table.opening import handle_state, open_snapshot, refuse, snapshot_of_state
+from lance_table.table.opening import handle_state, open_snapshot, refuse, scan_defaults, snapshot_of_state
 from lance_table.table.operations import clone, write_bases
 from lance_table.table.operations import update as update_ops
 from lance_table.table.operations.commit_operation import commit_operation, commit_storage
@@ -108,7 +108,6 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
         refuse(
             "LanceDataset",
             {
-                "default_scan_options": default_scan_options,
                 "namespace_client": namespace_client,
                 "table_id": table_id,
                 "namespace_client_managed_versioning": namespace_client_managed_versioning,
@@ -123,6 +122,7 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
             serialized_manifest=serialized_manifest,
             base_store_params=base_store_params,
         )
+        self._default_scan_options = scan_defaults(default_scan_options)
 
     def __getstate__(self) -> dict[str, Any]:
         """A handle pickles as its URI, storage options, version and manifest (as pylance's)."""
@@ -133,7 +133,7 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
         self._snapshot = snapshot_of_state(state)
 
     def __copy__(self) -> LanceDataset:
-        return LanceDataset(self._snapshot)
+        return self._carry(LanceDataset(self._snapshot))
 
     # -- identity ---------------------------------------------------------------------------------
 
@@ -144,7 +144,10 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
 
     @property
     def schema(self) -> pa.Schema:
-        """The Arrow schema of this version."""
+        """The Arrow schema of this version (with ``default_scan_options``, of what a scan
+        returns, as in pylance)."""
+        if self._default_scan_options:
+            return self.scanner().projected_schema
         return self._snapshot.schema
 
     @property
@@ -168,7 +171,7 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
             VersionNotFoundError: the version does not exist.
             TagError: the tag does not exist.
         """
-        return Dataset(self._snapshot.checkout(version))
+        return self._carry(Dataset(self._snapshot.checkout(version)))
 
     def checkout_version(self, version: int | str) -> Dataset:
         """Another handle on a version (or tag) of the same dataset, as pylance's
@@ -307,6 +310,41 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
         """The transactions of this version and up to ``recent_transactions - 1`` before it, newest
         first (None where a version has none)."""
         return get_transactions(self._snapshot, recent_transactions)
+
+    def table_changes(
+        self,
+        starting_version: int,
+        ending_version: int | None = None,
+        *,
+        columns: Sequence[str] | None = None,
+        batch_size: int | None = None,
+    ) -> pa.RecordBatchReader:
+        """The change rows of versions ``starting_version`` to ``ending_version`` (default: this
+        handle's version), both included, as Delta Lake's ``table_changes``: the data columns,
+        then ``_change_type`` (``insert``, ``delete``, ``update_preimage``, ``update_postimage``),
+        ``_commit_version`` and ``_commit_timestamp``. Not in pylance. Updates pair their old and
+        new rows where the dataset has stable row ids, else show as a delete and an insert; a
+        compaction changes nothing (see :mod:`lance_table.table.changes`). Streams, reading
+        only the changed rows.
+
+        Raises:
+            VersionNotFoundError: a version of the range (or the one before it) does not exist.
+            ScanOptionError: the range is empty or starts below 1, or ``batch_size`` is below 1.
+            SchemaError: a column is not in the starting version, or a version of the range drops,
+                renames or retypes one.
+
+        Example:
+            ```python
+            ds = lt.dataset(uri)
+            v = ds.version
+            ds.delete("id < 10")
+            changes = ds.table_changes(v + 1).read_all()  # one "delete" row per deleted row
+            ```
+        """
+        from lance_table.table.changes import table_changes
+
+        last = self.version if ending_version is None else ending_version
+        return table_changes(self._storage, starting_version, last, columns, batch_size)
 
     def migrate_manifest_paths_v2(self) -> None:
         """Rename the manifests to the V2 naming scheme (pylance's ``migrate_manifest_paths_v2``).

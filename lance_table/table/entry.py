@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from lance_table.table.commit import CommitLock
 from lance_table.table.dataset import Dataset, LanceDataset
-from lance_table.table.opening import open_snapshot, refuse
+from lance_table.table.opening import open_snapshot, refuse, scan_defaults
 from lance_table.table.operations.manifest_paths import (
     DEFAULT_V2_MANIFEST_PATHS,
 )
@@ -51,6 +51,8 @@ def dataset(
     an ISO string; the newest version committed at or before it. ``block_size``,
     ``index_cache_size``, ``metadata_cache_size_bytes``, ``index_cache_size_bytes``,
     ``read_params`` and ``session`` tune pylance's engine and are accepted as no-ops.
+    ``default_scan_options``: scan options (``with_row_id``, ``columns``, ``filter``, ...) every
+    scan of the handle starts from (and its ``schema`` shows), as in pylance.
     ``unsafe_commit`` (lance_table's) allows commits on a store without atomic create-if-absent.
     ``base_store_params``: storage options of other base paths, by base path URI exactly as
     registered (the dataset's ``storage_options`` are used for a base not named; see
@@ -60,8 +62,8 @@ def dataset(
         DatasetNotFoundError: there is no dataset at ``uri`` (also a ValueError, as in pylance).
         VersionNotFoundError: the version or time does not resolve.
         TagError: the tag does not exist.
-        UnsupportedOptionError: ``default_scan_options``, ``namespace_client`` or ``table_id`` is
-            set.
+        UnsupportedOptionError: ``namespace_client`` or ``table_id`` is set.
+        TypeError: ``default_scan_options`` is not a dict (its options are checked by each scan).
         UnsupportedFormatError: the dataset needs features lance_table does not have.
         StorageOptionsError: a storage option is unknown, unsafe or has a bad value.
 
@@ -75,11 +77,11 @@ def dataset(
     refuse(
         "dataset",
         {
-            "default_scan_options": default_scan_options,
             "namespace_client": namespace_client,
             "table_id": table_id,
         },
     )
+    defaults = scan_defaults(default_scan_options)
     if uri is None:
         raise ValueError("dataset() needs a uri (namespaces are not supported)")
     snapshot = open_snapshot(
@@ -91,7 +93,9 @@ def dataset(
         unsafe_commit=unsafe_commit,
         base_store_params=base_store_params,
     )
-    return Dataset(snapshot)
+    handle = Dataset(snapshot)
+    handle._default_scan_options = defaults
+    return handle
 
 
 def write_dataset(

@@ -32,7 +32,20 @@ READ_ENGINE_OPTIONS = (
     "session",
 )
 #: pylance's read options that would change what the handle returns: refused unless left unset.
-READ_REFUSED_OPTIONS = ("default_scan_options", "namespace_client", "table_id")
+READ_REFUSED_OPTIONS = ("namespace_client", "table_id")
+
+
+def scan_defaults(options: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """pylance's ``default_scan_options``: a dict of scan options (checked by each scan), or None.
+
+    Raises:
+        TypeError: not a dict.
+    """
+    if options is None:
+        return None
+    if not isinstance(options, Mapping):
+        raise TypeError(f"default_scan_options must be a dict of scan options, not {type(options).__name__}")
+    return dict(options)
 
 
 def refuse(call: str, given: Mapping[str, Any], unset: Mapping[str, Any] | None = None) -> None:

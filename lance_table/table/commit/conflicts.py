@@ -176,6 +176,15 @@ def _upsert_key_conflict(mine: Operation, other: Operation) -> bool:
     return bool(mine_set & (other_set | other_del) or other_set & (mine_set | mine_del))
 
 
+def _table_metadata_conflict(mine: UpdateConfig, other: UpdateConfig) -> bool:
+    """Two changes of the table metadata conflict (as in pylance 14) when they name a key in
+    common, whether they set or remove it, or when either replaces the map whole."""
+    a, b = mine.table_metadata_updates, other.table_metadata_updates
+    if a is None or b is None:
+        return False
+    return a.replace or b.replace or bool({k for k, _ in a.updates} & {k for k, _ in b.updates})
+
+
 def _check_update_config(mine: Operation, other: Operation, pending: Pending) -> Outcome:
     assert isinstance(mine, UpdateConfig)
     if _touches_schema(mine):
@@ -190,6 +199,7 @@ def _check_update_config(mine: Operation, other: Operation, pending: Pending) ->
         same = (
             mine.schema_metadata_updates is not None and other.schema_metadata_updates is not None
         ) or bool(set(mine.field_metadata_updates) & set(other.field_metadata_updates))
+        same = same or _table_metadata_conflict(mine, other)
         return INCOMPATIBLE if same or _upsert_key_conflict(mine, other) else None
     return None
 

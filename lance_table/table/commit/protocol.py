@@ -202,6 +202,7 @@ def _commit(
         current, attempt.pending = _catch_up(
             storage, base, pending, _listed(storage, after, entries, pending)
         )
+        _check_strict(base, current, pending, options)
         for tries in range(options.max_retries + 1):
             if time.monotonic() - written_at >= COMMIT_REFRESH_SECONDS:
                 # Slow commit: show cleanup it is alive, then learn the latest version anew.
@@ -262,6 +263,26 @@ def _commit(
             versions.write_version_hint(storage, manifest.version)
             return manifest
     raise CommitError(f"gave up committing to {storage.uri} after {options.max_retries} retries")
+
+
+def _check_strict(
+    base: Manifest | None, current: Manifest | None, pending: Pending, options: CommitOptions
+) -> None:
+    """An operation that applies to the latest version (Overwrite, Restore) is first tried, as
+    in pylance, at the version after the one it read: with no retries (``max_retries=0``) it
+    fails when another writer took that version.
+
+    Raises:
+        CommitConflictError: (retryable) that case.
+    """
+    if options.max_retries or base is None or current is None or _needs_history(pending):
+        return
+    if current.version > base.version:
+        raise CommitConflictError(
+            f"Commit conflict for version {base.version + 1}: another writer committed it, and this "
+            f"{pending.operation.name} may not be retried (max_retries=0)",
+            retryable=True,
+        )
 
 
 def _landed(storage: Storage, path: str, data: bytes) -> bool:

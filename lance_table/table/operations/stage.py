@@ -9,7 +9,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from lance_table.errors import DatasetNotFoundError, UnsupportedFormatError
+from lance_table.errors import DatasetNotFoundError, EmptyDataError, UnsupportedFormatError
 from lance_table.format.bases import DatasetBasePath
 from lance_table.format.manifest import Fragment
 from lance_table.schema import build_tree
@@ -95,7 +95,8 @@ def create_fragment(
     hooks see ``fragment_id``).
 
     Raises:
-        ValueError: ``fragment_id`` is negative or past 2**32-1; the data has no rows.
+        ValueError: ``fragment_id`` is negative or past 2**32-1.
+        EmptyDataError: the data has no rows (also a ValueError and an OSError, as pylance's).
         InputTypeError: ``progress`` is of no kind taken.
         (and as :func:`stage_fragments`)
     """
@@ -115,5 +116,5 @@ def create_fragment(
             progress=report,
         )
     if not frags:
-        raise ValueError(f"{storage.uri}: LanceFragment.create was given no rows")
+        raise EmptyDataError(f"{storage.uri}: LanceFragment.create was given no rows (input data was empty)")
     return replace(frags[0], id=fid)

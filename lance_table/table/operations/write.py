@@ -13,10 +13,16 @@ from typing import IO, Any, Literal
 import pyarrow as pa
 
 from lance_table._parallel import CLOSE, pool
-from lance_table.errors import DatasetAlreadyExistsError, SchemaError, UnsupportedFormatError
+from lance_table.errors import (
+    AppendSchemaError,
+    DatasetAlreadyExistsError,
+    SchemaError,
+    UnsupportedFormatError,
+)
 from lance_table.extensions import storage_schema
 from lance_table.file.container import FileVersion
 from lance_table.file.legacy import LegacyFileWriter, LegacyWrittenFile
+from lance_table.file.legacy.writer import DEFAULT_MAX_ROWS_PER_GROUP
 from lance_table.file.v2_0.layout import column_assignment
 from lance_table.file.v2_1.blob_v2 import is_blob_v2
 from lance_table.file.v2_1.blob_v2_encode import ExternalRefs
@@ -45,6 +51,8 @@ DEFAULT_MAX_BYTES_PER_FILE = 90 * 1024**3
 # 2.1/2.2 writers get whole batches (up to a file's rows): each batch past the page budget becomes
 # one page, as pylance writes them.
 WRITE_CHUNK_ROWS = 128 * 1024
+# The rows of a legacy file's row group (pylance's ``max_rows_per_group`` default).
+LEGACY_GROUP_ROWS = DEFAULT_MAX_ROWS_PER_GROUP
 
 #: what ``write_dataset``'s ``progress=`` takes (see :mod:`lance_table.table.progress`)
 ProgressCallback = Progress
@@ -249,9 +257,9 @@ def _append_plan(base: Manifest, data_format: str, data_schema: pa.Schema, uri: 
     extra = [n for n in data_schema.names if n not in schema.names]
     missing = missing_fields(data_schema, schema)
     if extra or missing:
-        raise SchemaError(
-            f"{uri}: append with a different schema: fields do not match, missing={missing}, "
-            f"unexpected={extra}"
+        raise AppendSchemaError(
+            f"Append with different schema: fields did not match, missing={missing}, "
+            f"unexpected={extra} ({uri})"
         )
     fields = base.fields
     if data_names != set(schema.names) or project_present(schema, data_schema) != schema:
@@ -446,22 +454,29 @@ class FragmentWriter:
         return fragment
 
     def write(self, batch: pa.RecordBatch) -> None:
+        """Append ``batch`` to the files, as pylance's writer does: a batch is cut only where a file
+        reaches ``max_rows_per_file``; after each part, the file ends once the bytes its writer has
+        written reach ``max_bytes_per_file``. Writers write a column's page once it fills (8 MiB),
+        so a file can hold far more than ``max_bytes_per_file`` (legacy files: each row group is
+        written as it fills, and the bytes are checked after each)."""
         if batch.schema != self.schema:  # rows as read (extension types): as the files store them
             batch = conform(batch, self.schema)
         offset = 0
-        row_bytes = batch.nbytes / max(batch.num_rows, 1)
         while offset < batch.num_rows:
             writer = self._writer or self._open()
-            room = self.max_rows - self._rows
-            if row_bytes:
-                room = min(room, max(1, int((self.max_bytes - self._bytes) / row_bytes)))
-            piece = batch.slice(offset, min(room, batch.num_rows - offset))
-            writer.write(piece)
+            rows = min(self.max_rows - self._rows, batch.num_rows - offset)
+            if self._legacy:  # pylance cuts legacy writes into row groups, checking each
+                rows = min(rows, LEGACY_GROUP_ROWS)
+            piece = batch.slice(offset, rows)
+            for chunk in _chunks(piece, WRITE_CHUNK_ROWS if self.data_format == "2.0" else None):
+                writer.write(chunk)
             self._rows += piece.num_rows
             self._bytes += piece.nbytes
             offset += piece.num_rows
             self.progress.advance(piece.num_rows)
-            if self._rows >= self.max_rows or self._bytes >= self.max_bytes:
+            # (what a writer has written is at most about what it was given: ask only then)
+            full = self._bytes >= self.max_bytes and writer.tell() >= self.max_bytes
+            if self._rows >= self.max_rows or full:
                 self._finish_file(background=True)
 
     def finish(self) -> list[Fragment]:
@@ -498,12 +513,10 @@ def write_fragments(
     On any error the files written so far are deleted and the error is raised.
     """
     writer = FragmentWriter(storage, schema, fields, **options)
-    rows = WRITE_CHUNK_ROWS if writer.data_format in (LEGACY_FORMAT, "2.0") else None
     try:
         for batch in reader:
             if batch.num_rows:
-                for chunk in _chunks(conform(batch, writer.schema), rows):
-                    writer.write(chunk)
+                writer.write(conform(batch, writer.schema))
         return writer.finish(), writer.paths, writer.dictionaries, writer.elsewhere
     except BaseException:
         writer.abort()
