@@ -69,7 +69,7 @@ def stage_fragments(
             "(the manifest must record their values); use write_dataset"
         )
     placed = plan_bases(base, mode, initial_bases, target_bases, target_all_bases, uri=storage.uri)
-    frags, _, _, _ = write_fragments(
+    frags, _, _ = write_fragments(
         storage,
         reader,
         plan.schema,

@@ -505,10 +505,26 @@ def write_fragments(
     schema: pa.Schema,
     fields: list[LanceField],
     **options: Any,
+) -> tuple[list[Fragment], list[str], dict[int, pa.Array]]:
+    """Stream every batch of ``reader`` into new fragments; return them, the files written and the
+    dictionary values the files index (legacy files; see :class:`FragmentWriter`). Files written
+    in other base paths are not listed: see :func:`write_placed_fragments`.
+
+    On any error the files written so far are deleted and the error is raised.
+    """
+    frags, written, dictionaries, _ = write_placed_fragments(storage, reader, schema, fields, **options)
+    return frags, written, dictionaries
+
+
+def write_placed_fragments(
+    storage: Storage,
+    reader: pa.RecordBatchReader,
+    schema: pa.Schema,
+    fields: list[LanceField],
+    **options: Any,
 ) -> tuple[list[Fragment], list[str], dict[int, pa.Array], list[tuple[int, str]]]:
-    """Stream every batch of ``reader`` into new fragments; return them, the files written in the
-    dataset's own directory, the dictionary values the files index (legacy files; see
-    :class:`FragmentWriter`) and the files written in other base paths (base id, path there).
+    """:func:`write_fragments`, also returning the files written in other base paths (base id,
+    path there), which a failed commit must delete too (``Pending.elsewhere``).
 
     On any error the files written so far are deleted and the error is raised.
     """

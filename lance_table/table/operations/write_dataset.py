@@ -28,7 +28,7 @@ from lance_table.table.operations.write import (
     DEFAULT_MAX_ROWS_PER_FILE,
     WriteMode,
     prepare_write,
-    write_fragments,
+    write_placed_fragments,
 )
 from lance_table.table.operations.write_bases import plan_bases
 from lance_table.table.progress import Progress, known_rows, reporter
@@ -112,7 +112,7 @@ def write_snapshot(
     )
     with reporter("write", progress) as report:
         report.phase("write", rows_total=known_rows(data))
-        frags, written, dictionaries, elsewhere = write_fragments(
+        frags, written, dictionaries, elsewhere = write_placed_fragments(
             storage,
             reader,
             plan.schema,
