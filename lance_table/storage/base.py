@@ -75,6 +75,9 @@ class Storage(ABC):
         self.cache_key = f"{uri}#{access}" if access else uri
         #: the options the storage was opened with (a pickled dataset handle opens it again with them)
         self.storage_options: dict[str, Any] = {}
+        #: pylance's ``base_store_params``: the storage options of other base paths, by base path
+        #: URI (runtime only, never stored; see :mod:`lance_table.table.base_storage`)
+        self.base_store_params: dict[str, dict[str, Any]] = {}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.uri!r})"
