@@ -8,10 +8,11 @@ import json
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from lance_table._parallel import METADATA, after_fork_in_child, map_on
+from lance_table._parallel import IO, after_fork_in_child, ahead_on, io_threads
 from lance_table.errors import (
     CorruptFileError,
     DatasetNotFoundError,
@@ -24,10 +25,12 @@ from lance_table.format import paths
 from lance_table.format.manifest import (
     Manifest,
     ManifestFile,
+    ManifestSummary,
     decode_manifest_file,
     decode_manifest_summary,
+    manifest_body,
 )
-from lance_table.format.transaction import Transaction
+from lance_table.format.transaction import COMMIT_MESSAGE_KEY, Transaction, transaction_summary
 from lance_table.storage import Storage
 from lance_table.storage.base import Entry
 from lance_table.table import version_summaries
@@ -236,15 +239,22 @@ def read_transaction(storage: Storage, mf: ManifestFile) -> Transaction | None:
 def _transaction_of(
     storage: Storage, inline: bytes | None, transaction_file: str, where: str
 ) -> Transaction | None:
+    found = _transaction_bytes(storage, inline, transaction_file, where)
+    return Transaction.from_bytes(*found) if found is not None else None
+
+
+def _transaction_bytes(
+    storage: Storage, inline: bytes | None, transaction_file: str, where: str
+) -> tuple[bytes, str] | None:
+    """A version's serialized transaction (inline, else its file's) and where it was found."""
     if inline is not None:
-        return Transaction.from_bytes(inline, where)
+        return inline, where
     if transaction_file:
         path = paths.transaction_path(transaction_file)
         try:
-            data = storage.read(path)
+            return storage.read(path), f"{storage.uri.rstrip('/')}/{path}"
         except FileNotFoundError:
             return None
-        return Transaction.from_bytes(data, f"{storage.uri.rstrip('/')}/{path}")
     return None
 
 
@@ -271,22 +281,20 @@ def history(storage: Storage) -> list[dict[str, Any]]:
 
     def one(entry: VersionEntry, data: bytes) -> dict[str, Any]:
         where = f"{storage.uri.rstrip('/')}/{entry.path}"
-        summary = decode_manifest_summary(data, where)
+        summary, totals = _summary(storage.cache_key, data, where)
         if summary.version != entry.version:
             raise CorruptFileError(
                 where, f"file name says version {entry.version}, manifest says {summary.version}"
             )
-        txn = _transaction_of(storage, summary.transaction, summary.transaction_file, where)
-        totals = version_summaries.fragment_totals(
-            storage.cache_key, summary.body, summary.fragments, summary.totals
-        )
+        found = _transaction_bytes(storage, summary.transaction, summary.transaction_file, where)
+        name, properties = transaction_summary(*found) if found is not None else (None, {})
         return {
             "version": entry.version,
             "timestamp": _version_time(summary.timestamp_ns),
             "metadata": totals,
-            "operation": txn.operation.name if txn else None,
-            "commit_message": txn.commit_message if txn else None,
-            "transaction_properties": dict(txn.properties) if txn else {},
+            "operation": name,
+            "commit_message": properties.get(COMMIT_MESSAGE_KEY) if found is not None else None,
+            "transaction_properties": properties,
         }
 
     for _ in range(_HISTORY_TRIES):
@@ -295,9 +303,7 @@ def history(storage: Storage) -> list[dict[str, Any]]:
         keys = [version_summaries.summary_key(storage, f, now) for _, f in files]
         found = [version_summaries.cached(k) for k in keys]
         todo = [i for i, hit in enumerate(found) if hit is None]
-        # the reads run concurrently (they wait on storage); the decoding holds the GIL, so it runs
-        # here, where threads would only contend for it
-        for i, data in zip(todo, map_on(METADATA, read, [files[i][0] for i in todo])):
+        for i, data in zip(todo, _read_in_turn(storage, read, [files[i][0] for i in todo])):
             if data is not None:
                 found[i] = one(files[i][0], data)
                 version_summaries.remember(keys[i], found[i])  # type: ignore[arg-type]
@@ -307,6 +313,37 @@ def history(storage: Storage) -> list[dict[str, Any]]:
     raise VersionGoneError(
         f"the latest version of {storage.uri} kept being cleaned up while the versions were read"
     )
+
+
+def _read_in_turn(
+    storage: Storage, read: Callable[[VersionEntry], bytes | None], entries: list[VersionEntry]
+) -> Iterator[bytes | None]:
+    """``read`` of each entry, in order. On a remote store the reads run ahead of the caller, as
+    many in flight as the store is worth (they wait on it), while the caller decodes what came in
+    (decoding holds the GIL: it runs on one thread anyway). On a local disk a read is a copy from
+    the page cache, cheaper than a hand-off to another thread: they run inline."""
+    if storage.read_parallelism > 0:
+        return ahead_on(IO, read, entries, min(storage.read_parallelism, io_threads()))
+    return map(read, entries)
+
+
+def _summary(dataset_key: str, data: bytes, where: str) -> tuple[ManifestSummary, dict[str, str]]:
+    """A manifest file's summary and fragment totals. The fragment records are found as a run
+    that mostly repeats the dataset's previous version (see :mod:`version_summaries`) and are not
+    parsed; only the rest of the manifest is, and that it holds no fragment proves the run whole.
+    Otherwise the manifest is parsed whole and its fragments counted one by one.
+
+    Raises:
+        CorruptFileError: the manifest is damaged.
+    """
+    run = version_summaries.find_fragment_run(dataset_key, manifest_body(data, where))
+    if run is not None:
+        summary = decode_manifest_summary(data, where, skip=run.span)
+        if not summary.fragments:
+            version_summaries.keep(dataset_key, run)
+            return summary, run.totals
+    summary = decode_manifest_summary(data, where)
+    return summary, summary.totals()
 
 
 def _manifest_files(storage: Storage) -> list[tuple[VersionEntry, Entry]]:
