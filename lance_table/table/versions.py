@@ -64,19 +64,72 @@ def list_versions(storage: Storage, *, after: int | None = None) -> list[Version
 
     Only names are listed. When every manifest has a V2 name (the inverted, zero-padded version
     numbers pylance writes by default), the versions above ``after`` are picked by comparing names,
-    and only theirs are parsed: a commit's look at what is new costs little however long the history.
+    and only theirs are parsed: a commit's look at what is new costs little however long the
+    history. On a store that lists in order, those names come first: the listing stops after them
+    (a page, whatever the history's length).
 
     Raises:
         CorruptFileError: the directory mixes the V1 and V2 manifest naming schemes.
     """
-    names = [n for n in storage.list_names(paths.VERSIONS_DIR) if n.endswith(paths.MANIFEST_SUFFIX)]
-    if after is not None and _all_v2(names):
+    names: list[str] | None = None
+    if after is not None:
         cut = paths.manifest_name(after, paths.ManifestNaming.V2)
-        names = [n for n in names if n < cut]
+        names = _v2_names_before(storage, cut, NEWER_PAGE)
+        if names is None:
+            names = [n for n in storage.list_names(paths.VERSIONS_DIR) if n.endswith(paths.MANIFEST_SUFFIX)]
+            if _all_v2(names):
+                names = [n for n in names if n < cut]
+    else:
+        names = [n for n in storage.list_names(paths.VERSIONS_DIR) if n.endswith(paths.MANIFEST_SUFFIX)]
     entries = _entries(names)
     _check_one_scheme(storage, entries)
     entries.sort(key=lambda e: e.version)
     return [e for e in entries if e.version > after] if after is not None else entries
+
+
+#: names asked for in the first page of an ordered listing of ``_versions`` (the newest versions
+#: sort first): enough for the versions a commit has to catch up with, and little to parse
+NEWER_PAGE = 16
+
+
+def _v2_names_before(storage: Storage, cut: str, first_page: int) -> list[str] | None:
+    """The manifest names below ``cut`` (V2 names: the versions above the one ``cut`` names,
+    newest first), from an ordered listing that stops at the first name not below ``cut``; or
+    (where the store does not list in order, or a V1 name shows up) None: list the directory.
+    """
+    ordered = _ordered_names(storage, first_page)
+    if ordered is None:
+        return None
+    found: list[str] = []
+    for name in ordered:
+        if not name.endswith(paths.MANIFEST_SUFFIX):
+            continue
+        if len(name) != paths.V2_NAME_LENGTH:
+            return None
+        if name >= cut:
+            break
+        found.append(name)
+    return found
+
+
+def _ordered_names(storage: Storage, first_page: int) -> Iterator[str] | None:
+    """The names in ``_versions`` in lexical order, a page at a time, the first of ``first_page``
+    names; None where the store does not list in order."""
+    page = storage.list_names_page(paths.VERSIONS_DIR, limit=first_page)
+    if page is None:
+        return None
+
+    def names(page: tuple[list[str], str | None]) -> Iterator[str]:
+        while True:
+            yield from page[0]
+            if page[1] is None:
+                return
+            following = storage.list_names_page(paths.VERSIONS_DIR, start_after=page[1])
+            if following is None:
+                return
+            page = following
+
+    return names(page)
 
 
 def _all_v2(names: list[str]) -> bool:
@@ -109,12 +162,22 @@ def naming_scheme(entries: list[VersionEntry]) -> str:
 def latest_entry(storage: Storage) -> VersionEntry:
     """The newest version (the hint file is never trusted: the directory is listed).
 
-    With V2 names, the newest version has the smallest name: only that one is parsed.
+    With V2 names, the newest version has the smallest name: only that one is parsed, and a store
+    that lists in order is asked for its first page only.
 
     Raises:
         DatasetNotFoundError: there is no manifest.
         CorruptFileError: the directory mixes the V1 and V2 manifest naming schemes.
     """
+    ordered = _ordered_names(storage, LATEST_PAGE)
+    if ordered is not None:
+        name = next((n for n in ordered if n.endswith(paths.MANIFEST_SUFFIX)), None)
+        if name is None:
+            raise DatasetNotFoundError(f"no Lance dataset at {storage.uri}")
+        found = _entries([name]) if len(name) == paths.V2_NAME_LENGTH else []
+        if found:
+            return found[0]
+        # a V1 name: the whole listing sorts it out
     names = [n for n in storage.list_names(paths.VERSIONS_DIR) if n.endswith(paths.MANIFEST_SUFFIX)]
     if _all_v2(names):
         found = _entries([min(names)])
@@ -124,6 +187,10 @@ def latest_entry(storage: Storage) -> VersionEntry:
     if not entries:
         raise DatasetNotFoundError(f"no Lance dataset at {storage.uri}")
     return entries[-1]
+
+
+#: names asked for in the first page of an ordered listing when only the newest version is wanted
+LATEST_PAGE = 8
 
 
 def find_entry(storage: Storage, version: int) -> VersionEntry:
