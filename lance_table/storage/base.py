@@ -149,6 +149,20 @@ class Storage(ABC):
         particular order: the cheapest listing."""
         return [e.name for e in self.list_dir(path, stat=False)]
 
+    def list_names_page(
+        self, path: str, *, start_after: str = "", limit: int = 1000
+    ) -> tuple[list[str], str | None] | None:
+        """One page of the names of the files directly inside a directory, in lexical order: at
+        most ``limit`` names, those after ``start_after``; and the name to start the next page
+        after (None when this page is the last). None where the store does not list in order
+        (a local disk lists a whole directory at once: :meth:`list_names` is its cheapest listing).
+
+        Object stores list in lexical order, a page per request: a reader that needs only the
+        first names of a long directory (the newest versions, whose V2 names sort first) stops
+        after a page or two.
+        """
+        return None
+
     @abstractmethod
     def delete(self, path: str) -> None:
         """Remove a file; a missing file is not an error."""
