@@ -268,12 +268,26 @@ def matching_positions(frag: FragmentReader, spec: ScanPlan, lo: int, hi: int) -
     live = frag.live_runs(lo, hi)
     if spec.filter is None or not live.total:
         return live
+    return Runs.from_sorted_unique(_passing(frag, spec, live))
+
+
+def matching_rows(frag: FragmentReader, spec: ScanPlan, lo: int, hi: int) -> np.ndarray:
+    """:func:`matching_positions` as sorted int64 positions, never made into runs (a delete of
+    every tenth row would make as many runs as rows)."""
+    live = frag.live_runs(lo, hi)
+    if spec.filter is None or not live.total:
+        return live.positions()
+    return _passing(frag, spec, live)
+
+
+def _passing(frag: FragmentReader, spec: ScanPlan, live: Runs) -> np.ndarray:
+    """The positions among ``live`` (not empty) that pass the filter."""
     live = frag.prune(live, spec.conditions)
     note_range(frag.fragment.id, live.total)
     if not live.total:
-        return live
+        return np.zeros(0, np.int64)
     _, mask = _filter_pass(frag, spec, live)
-    return Runs.from_sorted_unique(live.select(np.flatnonzero(mask)))
+    return live.select(np.flatnonzero(mask))
 
 
 def _read_matching(frag: FragmentReader, spec: ScanPlan, lo: int, hi: int) -> tuple[pa.Table, Runs]:
@@ -456,7 +470,14 @@ def take_rows(
     which = np.searchsorted(starts, indices, side="right") - 1
     local = indices - starts[which]
     physical = local.copy()
-    for k in np.unique(which).tolist():
+    touched = np.unique(which).tolist()
+    # only fragments with deleted rows map live positions; their deletions (and the footers that
+    # check them) are read at once, not one fragment's requests after another's
+    with_deletions = [k for k in touched if frags[k].fragment.deletion_file is not None]
+    map_grouped(
+        lambda k: frags[k].deleted, with_deletions, [1] * len(with_deletions), in_flight=in_flight(frags)
+    )
+    for k in with_deletions:
         if frags[k].deleted.size:
             at = which == k
             physical[at] = frags[k].live_positions()[local[at]]
