@@ -111,7 +111,8 @@ def write_columns(
     fields = list(fields)
     frags = ds.fragment_readers(fragment_ids)
     written: list[str] = []
-    rows = [f.physical_rows for f in frags]
+    # the manifest's counts (each fragment's task opens its files, and checks them, on the pool)
+    rows = [f.fragment.physical_rows for f in frags]
     report.phase("write", rows_total=sum(rows), files_total=sum(1 for n in rows if n))
 
     def one(frag: FragmentReader) -> Fragment:
