@@ -176,6 +176,25 @@ def ahead_on(
 BUSY_TASKS = 2
 
 
+def start_on(name: str, calls: Sequence[Callable[[], R]]) -> list[Future[R]]:
+    """Start ``calls`` on pool ``name`` and return their futures at once (the caller waits on each
+    when it needs its result, and :func:`settle` s them all in the end); none are started (an empty
+    list) where a map on that pool would run inline, or for fewer than two calls: the caller then
+    does the work itself when it needs it."""
+    if len(calls) < 2 or _inline(name):
+        return []
+    executor = pool(name)
+    return [executor.submit(call) for call in calls]
+
+
+def settle(futures: Sequence[Future[Any]]) -> None:
+    """Cancel the futures not yet started and wait for the running ones (their errors are the
+    caller's to see through the futures, or to drop): nothing goes on in the background."""
+    for f in futures:
+        f.cancel()
+    wait(futures)
+
+
 def _inline(name: str) -> bool:
     """Whether a map on pool ``name`` runs on the calling thread: it is a thread of that pool
     (which would wait on itself) or runs a task of a map that keeps every worker busy."""

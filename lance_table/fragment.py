@@ -51,6 +51,7 @@ def write_fragments(
     target_bases: list[str] | None = None,
     target_all_bases: bool | None = None,
     initial_bases: list[DatasetBasePath] | None = None,
+    base_store_params: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[FragmentMetadata] | Transaction:
     """Write ``data`` into new data files of the dataset without committing them (pylance's
     ``lance.fragment.write_fragments``).
@@ -63,7 +64,8 @@ def write_fragments(
     accepted for pylance compatibility. Files of a failed write are deleted. ``progress`` shows or
     reports the write as ``write_dataset``'s does (a pylance ``FragmentWriteProgress`` too).
     ``target_bases``, ``target_all_bases`` and ``initial_bases`` place the data files in base paths
-    as ``write_dataset`` does (the Overwrite returned for a new dataset registers ``initial_bases``).
+    as ``write_dataset`` does (the Overwrite returned for a new dataset registers ``initial_bases``);
+    ``base_store_params`` are their storage options (see ``dataset``; a handle's when not given).
 
     Raises:
         InputTypeError: the data is of no kind a write takes (also a TypeError).
@@ -84,8 +86,10 @@ def write_fragments(
     """
     if isinstance(dataset_uri, Dataset):
         storage = dataset_uri._storage
+        if base_store_params is not None:
+            storage = open_storage(dataset_uri.uri, storage.storage_options, base_store_params)
     else:
-        storage = open_storage(dataset_uri, storage_options)
+        storage = open_storage(dataset_uri, storage_options, base_store_params)
     with reporter("write_fragments", progress) as report:
         report.phase("write", rows_total=known_rows(data))
         frags, plan, initial = stage_fragments(

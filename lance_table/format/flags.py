@@ -32,14 +32,7 @@ READABLE = (
     | BASE_PATHS
     | DISABLE_TRANSACTION_FILE
 )
-WRITABLE = (
-    DELETION_FILES
-    | STABLE_ROW_IDS
-    | USE_V2_FORMAT_DEPRECATED
-    | TABLE_CONFIG
-    | BASE_PATHS
-    | DISABLE_TRANSACTION_FILE
-)
+WRITABLE = READABLE  # every feature read is also written
 
 
 def describe(flags: int) -> str:

@@ -179,6 +179,21 @@ class Transaction:
         )
 
 
+def transaction_summary(data: bytes, path: str) -> tuple[str, dict[str, str]]:
+    """The operation's name and the properties of a serialized transaction (what a version's
+    history shows of it), without turning its fragments and schema into objects.
+
+    Raises:
+        CorruptFileError: the bytes are not a Transaction protobuf.
+    """
+    pb = transaction_pb2.Transaction()
+    try:
+        pb.ParseFromString(data)
+    except (DecodeError, RuntimeError) as exc:
+        raise CorruptFileError(path, f"transaction protobuf does not parse ({exc})") from exc
+    return pb.WhichOneof("operation") or "unknown", dict(pb.transaction_properties)
+
+
 def _check_operation(pb: Any, path: str) -> None:
     """Refuse fragments and schemas of the operations lance_table models that cannot be trusted.
 

@@ -308,6 +308,29 @@ class ConditionalPutStorage(FsspecStorage):
 class S3Storage(ConditionalPutStorage):
     """S3 through s3fs; commits use a conditional PUT (``If-None-Match: *``)."""
 
+    def list_names_page(
+        self, path: str, *, start_after: str = "", limit: int = 1000
+    ) -> tuple[list[str], str | None] | None:
+        """One ``ListObjectsV2`` request (S3 lists keys in lexical order); see
+        :meth:`Storage.list_names_page`. None on a version-aware filesystem (its listings are of
+        object versions)."""
+        fs = self.fs
+        if fs.version_aware:
+            return None
+        bucket, key, _ = fs.split_path(self._abs(path))
+        prefix = f"{key.rstrip('/')}/" if key else ""
+        kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "Delimiter": "/", "MaxKeys": limit}
+        if start_after:
+            kwargs["StartAfter"] = prefix + start_after
+        out = fs.call_s3("list_objects_v2", **kwargs)
+        names = [str(c["Key"])[len(prefix) :] for c in out.get("Contents", [])]
+        if not out.get("IsTruncated"):
+            return names, None
+        # the next page starts after this one's last file, or after everything below its last
+        # subdirectory (both count towards MaxKeys)
+        ends = [str(c["Prefix"])[len(prefix) :] + "\U0010ffff" for c in out.get("CommonPrefixes", [])]
+        return names, max([*names, *ends])
+
     def read(self, path: str) -> bytes:
         """A whole file in one GET (s3fs would first ask for its size, to split large reads)."""
         data = bytes(self.fs.cat_file(self._abs(path), max_concurrency=1))

@@ -19,9 +19,8 @@ import pyarrow as pa
 
 from lance_table.errors import UnsupportedOperationError
 from lance_table.format.bases import DatasetBasePath
-from lance_table.storage import open_storage
 from lance_table.table import versions
-from lance_table.table.commit import CommitLock, CommitOptions
+from lance_table.table.commit import CommitLock
 from lance_table.table.commit.protocol import DEFAULT_MAX_RETRIES
 from lance_table.table.dataset_arrow import _ArrowDataset
 from lance_table.table.dataset_indices import _Indices
@@ -34,7 +33,7 @@ from lance_table.table.lance_schema import LanceSchema
 from lance_table.table.opening import handle_state, open_snapshot, refuse, scan_defaults, snapshot_of_state
 from lance_table.table.operations import clone, write_bases
 from lance_table.table.operations import update as update_ops
-from lance_table.table.operations.commit_operation import commit_operation
+from lance_table.table.operations.commit_operation import commit_operation, commit_storage
 from lance_table.table.operations.delete import DEFAULT_RETRY_TIMEOUT, delete_rows
 from lance_table.table.operations.manifest_paths import (
     migrate_manifest_paths_v2,
@@ -112,7 +111,6 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
                 "namespace_client": namespace_client,
                 "table_id": table_id,
                 "namespace_client_managed_versioning": namespace_client_managed_versioning,
-                "base_store_params": base_store_params,
             },
             unset={"namespace_client_managed_versioning": False},
         )
@@ -122,6 +120,7 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
             storage_options=storage_options,
             commit_lock=commit_lock,
             serialized_manifest=serialized_manifest,
+            base_store_params=base_store_params,
         )
         self._default_scan_options = scan_defaults(default_scan_options)
 
@@ -212,12 +211,15 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
         *,
         commit_message: str | None = None,
         enable_stable_row_ids: bool | None = None,
+        base_store_params: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> Dataset:
         """Commit an operation built by hand (pylance's ``LanceDataset.commit``), typically fragments
         written by :func:`lance_table.fragment.write_fragments` on workers; returns the new version.
 
         ``enable_v2_manifest_paths`` and ``enable_stable_row_ids`` apply to a dataset this commit
         creates (an Overwrite of nothing); they are ignored for an existing one, as in pylance.
+        ``base_store_params``: storage options of other base paths (see :func:`dataset`); a
+        handle's are used when it is not given.
 
         Goes through the one commit path: a commit that lost a race rebases as any write does.
         Fragments are checked before anything is written (see
@@ -243,10 +245,8 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
         """
         if detached:
             raise UnsupportedOperationError("detached commits are not supported")
-        if isinstance(base_uri, Dataset):
-            storage, opts = base_uri._storage, base_uri._snapshot.commit_options
-        else:
-            storage, opts = open_storage(base_uri, storage_options), CommitOptions()
+        target = base_uri._snapshot if isinstance(base_uri, Dataset) else base_uri
+        storage, opts = commit_storage(target, storage_options, base_store_params)
         if commit_lock is not None:
             opts = replace(opts, commit_lock=commit_lock)
         opts = replace(opts, max_retries=max_retries)
@@ -271,6 +271,8 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
         enable_v2_manifest_paths: bool | None = None,
         detached: bool | None = False,
         max_retries: int = DEFAULT_MAX_RETRIES,
+        *,
+        base_store_params: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> dict[str, Any]:
         """Commit several transactions as one version (pylance's ``LanceDataset.commit_batch``):
         their appends merged into one Append. Returns ``{"dataset": ..., "merged": Transaction}``.
@@ -282,7 +284,15 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
         """
         merged = merge_appends(transactions)
         ds = Dataset.commit(
-            dest, merged, None, commit_lock, storage_options, enable_v2_manifest_paths, detached, max_retries
+            dest,
+            merged,
+            None,
+            commit_lock,
+            storage_options,
+            enable_v2_manifest_paths,
+            detached,
+            max_retries,
+            base_store_params=base_store_params,
         )
         return {"dataset": ds, "merged": merged}
 

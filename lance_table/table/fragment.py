@@ -92,7 +92,7 @@ class FragmentReader:
                 )
         return rows
 
-    def _location(self, data_file: DataFile) -> tuple[Storage, str]:
+    def location(self, data_file: DataFile) -> tuple[Storage, str]:
         """The storage and directory holding a data file (another base's, when it names one)."""
         if data_file.base_id is None:
             return self.storage, paths.DATA_DIR
@@ -101,7 +101,7 @@ class FragmentReader:
         return storage, data_dir(self.bases, data_file.base_id)
 
     def _reader(self, data_file: DataFile) -> FileReader:
-        storage, directory = self._location(data_file)
+        storage, directory = self.location(data_file)
         if not is_legacy_file(data_file):
             return READERS.get(storage, data_file, self.version, directory=directory)
         view = self._views.get(id(data_file))
@@ -234,7 +234,7 @@ class FragmentReader:
             reader = self._reader(data_file)
 
             def where(data_file: DataFile = data_file) -> str:  # for messages: built when needed
-                storage, directory = self._location(data_file)
+                storage, directory = self.location(data_file)
                 return f"{storage.uri.rstrip('/')}/{directory + '/' if directory else ''}{data_file.path}"
 
             file_roots = reader.metadata.roots_by_id

@@ -470,7 +470,14 @@ def take_rows(
     which = np.searchsorted(starts, indices, side="right") - 1
     local = indices - starts[which]
     physical = local.copy()
-    for k in np.unique(which).tolist():
+    touched = np.unique(which).tolist()
+    # only fragments with deleted rows map live positions; their deletions (and the footers that
+    # check them) are read at once, not one fragment's requests after another's
+    with_deletions = [k for k in touched if frags[k].fragment.deletion_file is not None]
+    map_grouped(
+        lambda k: frags[k].deleted, with_deletions, [1] * len(with_deletions), in_flight=in_flight(frags)
+    )
+    for k in with_deletions:
         if frags[k].deleted.size:
             at = which == k
             physical[at] = frags[k].live_positions()[local[at]]

@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
+import pickle
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -289,3 +291,140 @@ def test_concurrent_add_bases_both_land_and_a_clash_is_named(tmp_path: Path) -> 
         third.add_bases([lt.DatasetBasePath(str(tmp_path / "z"), name="x")])
     assert {i: b.name for i, b in lance.dataset(uri).base_paths().items()} == {1: "x", 2: "y"}
     assert third.version == 1 and lt.dataset(uri).version == 3
+
+
+def test_a_merge_insert_whose_commit_conflicts_leaves_nothing_in_the_bases(tmp_path: Path) -> None:
+    uri = tmp_path / "main"
+    bases = [lt.DatasetBasePath(str(tmp_path / "p1"), name="p1", is_dataset_root=True)]
+    stale = lt.write_dataset(_rows(0, 4), uri, initial_bases=bases)
+    lt.dataset(uri).update({"s": "'x'"}, where="id = 1")  # rewrites the fragment the merge changes
+    before = lt.dataset(uri).to_table().sort_by("id")
+    merge = stale.merge_insert("id").when_matched_update_all().when_not_matched_insert_all()
+    with pytest.raises(lt.CommitConflictError):
+        merge.target_bases(["p1"]).conflict_retries(0).execute(_rows(2, 4))
+    assert not _files(tmp_path / "p1")
+    assert _same_as_pylance(uri).equals(before) and lt.dataset(uri).version == stale.version + 1
+    lt.dataset(uri).validate()
+    # a dry run (analyze_plan) removes its files in the bases too
+    stale = lt.dataset(uri)
+    stale.merge_insert("id").when_not_matched_insert_all().target_bases(["p1"]).analyze_plan(_rows(9, 2))
+    assert not _files(tmp_path / "p1") and lt.dataset(uri).version == stale.version
+
+
+def test_a_write_that_fails_at_its_commit_leaves_nothing_in_the_bases(tmp_path: Path) -> None:
+    uri = tmp_path / "main"
+    base = lt.DatasetBasePath(str(tmp_path / "p1"), name="p1")
+
+    def refusing_lock(version: int) -> Iterator[None]:
+        raise RuntimeError("lock refused")
+
+    lock = contextlib.contextmanager(refusing_lock)
+    with pytest.raises(RuntimeError, match="lock refused"):
+        lt.write_dataset(_rows(0, 4), uri, initial_bases=[base], target_bases=["p1"], commit_lock=lock)
+    assert not _files(tmp_path / "p1") and not _files(uri)
+
+
+@pytest.mark.s3
+def test_a_base_on_another_store_takes_its_own_options_as_pylances(
+    tmp_path: Path, s3_uri: str, s3_options: dict[str, str]
+) -> None:
+    """A local dataset with a base on S3 whose options only ``base_store_params`` (or the
+    ``base_<id>.`` storage options) give: written, read, pickled, committed by both libraries."""
+    uri, params = str(tmp_path / "main"), {s3_uri: s3_options}
+    base = lt.DatasetBasePath(s3_uri, name="s3")
+    ds = lt.write_dataset(
+        _rows(0, 4), uri, initial_bases=[base], target_bases=["s3"], base_store_params=params
+    )
+    assert ds.to_table().equals(_rows(0, 4)) and not _files(Path(uri) / "data")
+    assert pickle.loads(pickle.dumps(ds)).to_table().equals(_rows(0, 4))
+    lance.write_dataset(_rows(4, 2), uri, mode="append", target_bases=["s3"], base_store_params=params)
+    ds = lt.dataset(uri, base_store_params=params)
+    ds.merge_insert("id").when_not_matched_insert_all().target_bases(["s3"]).execute(_rows(6, 2))
+    metas = lt.fragment.write_fragments(_rows(8, 2), ds, target_bases=["s3"])
+    ds = lt.LanceDataset.commit(uri, lt.LanceOperation.Append(metas), ds.version, base_store_params=params)
+    assert [f.data_files()[0].base_id for f in ds.get_fragments()] == [1] * 4
+    theirs = lance.dataset(uri, base_store_params=params).to_table()
+    assert ds.to_table().equals(_rows(0, 10)) and theirs.equals(_rows(0, 10))
+    prefixed = {f"base_1.{k}": v for k, v in s3_options.items()}  # pylance's per-base options
+    assert lt.dataset(uri, storage_options=prefixed).to_table().equals(_rows(0, 10))
+    lt.dataset(uri, storage_options=prefixed).validate()
+    with pytest.raises(lt.StorageOptionsError, match="base_store_params"):
+        lt.dataset(uri, base_store_params={s3_uri: "key=value"})
+
+
+def _blob_rows(start: int) -> pa.Table:
+    """Blob v2 rows of every kind (small thresholds): inline, packed, dedicated, empty and null."""
+    md = {
+        "lance-encoding:blob": "true",
+        "lance-encoding:blob-inline-size-threshold": "64",
+        "lance-encoding:blob-dedicated-size-threshold": "2000",
+    }
+    values = [b"abc", bytes(range(200)), b"d" * 3000, b"", None]
+    field = pa.field("b", pa.large_binary(), metadata=md)
+    ids = pa.array(range(start, start + len(values)), pa.int64())
+    schema = pa.schema([pa.field("id", pa.int64()), field])
+    return pa.table({"id": ids, "b": pa.array(values, pa.large_binary())}, schema=schema)
+
+
+def _blob_layout(root: Path) -> tuple[list[str], dict[str, list[str]]]:
+    """Per base: the data files' directories and the sidecar names next to each (stems aside)."""
+    out = {}
+    for base in ("ds", "p0", "p1"):
+        found = sorted(root.glob(f"{base}/**/*.blob"))
+        out[base] = sorted(f"{p.parent.parent.relative_to(root)}/<stem>/{p.name}" for p in found)
+    return sorted(str(p.parent.relative_to(root)) for p in root.glob("*/**/*.lance")), out
+
+
+@pytest.mark.parametrize("writer", ["lance_table", "pylance"])
+def test_blob_v2_sidecars_sit_in_their_base_as_pylances(tmp_path: Path, writer: str) -> None:
+    """Blob v2 values written to other bases (a plain one and a dataset root): sidecars next to
+    their data file, in its base, as pylance puts them; each library reads and appends to what
+    the other wrote."""
+    layouts, libs = [], {"lance_table": lt, "pylance": lance}
+    for name, lib in libs.items():
+        root = tmp_path / name
+        bases = [
+            lib.DatasetBasePath(str(root / "p0"), name="p0"),
+            lib.DatasetBasePath(str(root / "p1"), name="p1", is_dataset_root=True),
+        ]
+        opts = {"initial_bases": bases, "target_bases": ["p0", "p1"], "max_rows_per_file": 5}
+        table = pa.concat_tables([_blob_rows(0), _blob_rows(5)])
+        lib.write_dataset(table, str(root / "ds"), data_storage_version="2.2", **opts)
+        layouts.append(_blob_layout(root))
+        descriptors = [lance.dataset(str(root / "ds")).to_table().column("b").to_pylist()]
+        descriptors.append(lt.dataset(root / "ds").to_table().column("b").to_pylist())
+        assert descriptors[0] == descriptors[1]
+    assert layouts[0] == layouts[1]
+    uri = str(tmp_path / writer / "ds")
+    other = lance if writer == "lance_table" else lt
+    other.write_dataset(_blob_rows(10), uri, mode="append", target_bases=["p1"])
+    expected = pa.concat_tables([_blob_rows(0), _blob_rows(5), _blob_rows(10)]).column("b").to_pylist()
+    rows = list(range(15))
+    for lib in (lt, lance):
+        ds = lib.dataset(uri)
+        assert ds.to_table(columns=["id"]).column("id").to_pylist() == rows
+        assert [f if f is None else f.read() for f in ds.take_blobs("b", indices=rows)] == expected
+    lt.dataset(uri).optimize.compact_files()  # reads every blob from its base, writes them anew
+    for lib in (lt, lance):
+        assert [
+            f if f is None else f.read() for f in lib.dataset(uri).take_blobs("b", indices=rows)
+        ] == expected
+
+
+@pytest.mark.s3
+def test_external_blobs_in_a_base_on_another_store_read_with_its_options(
+    tmp_path: Path, s3_uri: str, s3_options: dict[str, str]
+) -> None:
+    from lance.blob import blob_array
+
+    from lance_table.storage import open_storage
+
+    open_storage(s3_uri, s3_options).write("ext/x.bin", b"0123456789")
+    base, uri = f"{s3_uri}/ext", str(tmp_path / "ds")
+    table = pa.table({"id": pa.array([0, 1], pa.int64()), "b": blob_array([f"{base}/x.bin", b"in"])})
+    params = {base: s3_options}
+    bases = [lance.DatasetBasePath(base, name="e")]
+    lance.write_dataset(table, uri, data_storage_version="2.2", initial_bases=bases, base_store_params=params)
+    ours = lt.dataset(uri, base_store_params=params).take_blobs("b", indices=[0, 1], allow_external=True)
+    theirs = lance.dataset(uri, base_store_params=params).take_blobs("b", indices=[0, 1])
+    assert [f.read() for f in ours] == [f.read() for f in theirs] == [b"0123456789", b"in"]

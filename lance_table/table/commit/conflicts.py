@@ -39,7 +39,8 @@ from lance_table.table.deletion import read_deletions, union, write_deletions
 class Pending:
     """What a commit needs: the operation, what it read, and the files it wrote.
 
-    ``written`` (paths relative to the dataset root) are deleted if the commit fails with a known
+    ``written`` (paths relative to the dataset root) and ``elsewhere`` (files in other base paths:
+    the base id and the path relative to that base) are deleted if the commit fails with a known
     outcome. For deletes, the rows each fragment loses and the deletion file it had are kept so that
     the delete can be re-derived against a newer version.
     """
@@ -51,6 +52,7 @@ class Pending:
     # fragment id -> the deletion file the fragment had when this delete read it
     delete_bases: Mapping[int, DeletionFile | None] = field(default_factory=dict)
     written: tuple[str, ...] = ()
+    elsewhere: tuple[tuple[int, str], ...] = ()
 
 
 def _touched(op: Operation) -> set[int]:

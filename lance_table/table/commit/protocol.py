@@ -29,8 +29,10 @@ from lance_table.errors import (
     CommitError,
     CommitStateUnknownError,
     DatasetAlreadyExistsError,
+    UnsupportedFormatError,
 )
 from lance_table.format import paths
+from lance_table.format.bases import base_paths
 from lance_table.format.manifest import Manifest, ManifestFile, encode_manifest_file
 from lance_table.format.transaction import (
     COMMIT_MESSAGE_KEY,
@@ -41,6 +43,7 @@ from lance_table.format.transaction import (
 )
 from lance_table.storage import Storage
 from lance_table.table import versions
+from lance_table.table.base_storage import base_storage
 from lance_table.table.commit.apply import next_manifest
 from lance_table.table.commit.conflicts import Pending, rebase
 from lance_table.table.operations.auto_cleanup import run_after_commit
@@ -120,9 +123,10 @@ def commit(
     failed commit with a known outcome deletes.
 
     This is the one commit path. When it fails with a known outcome, the files the operation wrote
-    (``pending.written``, and deletion files written while rebasing) and the transaction file are
-    deleted: the dataset is exactly as it was. When the outcome is unknown they stay (cleanup
-    removes them later if the version did not land); so do they after an interrupt.
+    (``pending.written``, deletion files written while rebasing, ``pending.elsewhere`` in other base
+    paths) and the transaction file are deleted: the dataset is exactly as it was. When the outcome
+    is unknown they stay (cleanup removes them later if the version did not land); so do they after
+    an interrupt.
 
     Raises:
         CommitConflictError: a concurrent commit makes this one impossible.
@@ -142,9 +146,23 @@ def commit(
         for path in attempt.files():
             with contextlib.suppress(OSError):  # best effort: cleanup removes leftovers later
                 storage.delete(path)
+        discard_elsewhere(storage, base, attempt.pending)
         raise
     run_after_commit(storage, manifest)  # the dataset's automatic cleanup, when its config asks
     return manifest
+
+
+def discard_elsewhere(storage: Storage, base: Manifest | None, pending: Pending) -> None:
+    """Delete the files ``pending`` wrote in other base paths (best effort), each in its base as
+    ``base`` or the operation itself (an Overwrite creating a dataset) registers it. Cleanup never
+    removes files outside the dataset's own directory: this is their only way out."""
+    if not pending.elsewhere:
+        return
+    bases = dict(base_paths(base)) if base is not None else {}
+    bases.update({b.id: b for b in getattr(pending.operation, "initial_bases", None) or ()})
+    for base_id, path in pending.elsewhere:
+        with contextlib.suppress(OSError, UnsupportedFormatError):
+            base_storage(storage, bases, base_id, path).delete(path)
 
 
 def _commit(

@@ -9,8 +9,10 @@ the dataset's data format. A refused commit writes nothing, so the dataset stays
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -26,7 +28,7 @@ from lance_table.format.row_ids import RowMeta
 from lance_table.format.transaction import Append, Delete, Rewrite, RewriteGroup
 from lance_table.format.transaction import Overwrite as OverwriteOp
 from lance_table.schema import LanceField
-from lance_table.storage import Storage
+from lance_table.storage import Storage, open_storage
 from lance_table.table import versions
 from lance_table.table.commit import CommitOptions, Pending, check_can_commit, check_rebasable, commit
 from lance_table.table.commit.row_ids import carried_row_ids, uses_stable_row_ids
@@ -41,6 +43,25 @@ from lance_table.table.operations.restore import plan_restore
 from lance_table.table.operations.write import plan_write, writable_data_format
 from lance_table.table.operations.write_bases import plan_bases
 from lance_table.table.snapshot import Snapshot, load
+
+
+def commit_storage(
+    target: str | os.PathLike[str] | Snapshot,
+    storage_options: Mapping[str, Any] | None,
+    base_store_params: Mapping[str, Mapping[str, Any]] | None,
+) -> tuple[Storage, CommitOptions]:
+    """Where ``LanceDataset.commit`` commits: a handle's storage and commit settings (with
+    ``base_store_params`` instead of its own when given), or the storage at a URI.
+
+    Raises:
+        StorageOptionsError: a storage option or ``base_store_params`` is refused.
+    """
+    if isinstance(target, Snapshot):
+        storage = target.storage
+        if base_store_params is not None:
+            storage = open_storage(target.uri, storage.storage_options, base_store_params)
+        return storage, target.commit_options
+    return open_storage(target, storage_options, base_store_params), CommitOptions()
 
 
 def commit_operation(

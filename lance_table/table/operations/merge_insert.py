@@ -18,7 +18,7 @@ import pyarrow as pa
 from lance_table.errors import MergeInsertError, UnsupportedOperationError
 from lance_table.format.transaction import Transaction as StoredTransaction
 from lance_table.table import versions
-from lance_table.table.commit import check_can_commit
+from lance_table.table.commit import check_can_commit, discard_elsewhere
 from lance_table.table.commit.retry import retry_on_conflict
 from lance_table.table.operations.merge_plan import DELETE, FAIL, UPDATE, MergeSpec, MergeStats, plan_merge
 from lance_table.table.operations.merge_source import DEFAULT_MEMORY_LIMIT, MergeSource, read_source
@@ -230,6 +230,7 @@ class MergeInsertBuilder:
         sizes = [snap.storage.size(p) for p in pending.written]
         for path in pending.written:
             snap.storage.delete(path)
+        discard_elsewhere(snap.storage, snap.manifest, pending)
         metrics = (
             f"elapsed={elapsed * 1000:.3f}ms, metrics=[bytes_written={sum(sizes)}, "
             f"num_deleted_rows={stats.deleted}, num_files_written={len(sizes)}, "

@@ -347,7 +347,7 @@ def plan_merge(
     frags = snap.fragment_readers()
     stats = MergeStats()
     m = snap.manifest
-    bases = plan_bases(m, "append", None, spec.target_bases, spec.target_all_bases, m.fields, uri=snap.uri)
+    bases = plan_bases(m, "append", None, spec.target_bases, spec.target_all_bases, uri=snap.uri)
     out = MergeOutput(snap, spec.data_format, report, targets=bases.open(snap.storage))
     check_blob_fields(snap.manifest.fields, out.writer.data_format, snap.uri)
     written: list[str] = []
@@ -389,4 +389,5 @@ def plan_merge(
         fields_for_preserving_frag_bitmap=tuple(f.id for f in snap.manifest.fields),
         update_mode=REWRITE_ROWS,
     )
-    return Pending(op, snap.version, written=tuple(written) + tuple(out.writer.paths)), stats
+    files = tuple(written) + tuple(out.writer.paths)
+    return Pending(op, snap.version, written=files, elsewhere=tuple(out.writer.elsewhere)), stats

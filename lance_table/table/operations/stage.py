@@ -68,9 +68,7 @@ def stage_fragments(
             f"{storage.uri}: fragments with dictionary columns of a legacy dataset cannot be staged "
             "(the manifest must record their values); use write_dataset"
         )
-    placed = plan_bases(
-        base, mode, initial_bases, target_bases, target_all_bases, plan.fields, uri=storage.uri
-    )
+    placed = plan_bases(base, mode, initial_bases, target_bases, target_all_bases, uri=storage.uri)
     frags, _, _ = write_fragments(
         storage,
         reader,

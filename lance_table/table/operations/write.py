@@ -25,6 +25,7 @@ from lance_table.file.legacy import LegacyFileWriter, LegacyWrittenFile
 from lance_table.file.legacy.writer import DEFAULT_MAX_ROWS_PER_GROUP
 from lance_table.file.v2_0.layout import column_assignment
 from lance_table.file.v2_1.blob_v2 import is_blob_v2
+from lance_table.file.v2_1.blob_v2_encode import ExternalRefs
 from lance_table.file.writer import LanceFileWriter
 from lance_table.format import paths
 from lance_table.format.manifest import DEFAULT_DATA_FORMAT, DataFile, Fragment, Manifest
@@ -99,10 +100,13 @@ class WritePlan:
         fragments: Sequence[Fragment],
         written: Sequence[str],
         dictionaries: Mapping[int, pa.Array] | None = None,
+        elsewhere: Sequence[tuple[int, str]] = (),
     ) -> Pending:
-        """What to commit for ``fragments``, whose ``written`` files the commit removes if it fails
-        (``dictionaries``: what :attr:`FragmentWriter.dictionaries` ended with)."""
-        return Pending(self.operation(fragments, dictionaries), self.read_version, written=tuple(written))
+        """What to commit for ``fragments``, whose ``written`` files (and ``elsewhere``, in other
+        base paths) the commit removes if it fails (``dictionaries``: what
+        :attr:`FragmentWriter.dictionaries` ended with)."""
+        op = self.operation(fragments, dictionaries)
+        return Pending(op, self.read_version, written=tuple(written), elsewhere=tuple(elsewhere))
 
 
 # What pylance's ``data_storage_version`` accepts, and the format each name means (pylance 14).
@@ -292,7 +296,8 @@ class FragmentWriter:
     ``progress`` hears of the rows of each batch written and of each file begun and finished.
     ``targets`` (multi-base datasets): new data files rotate over them, one file each, and record
     the target's base id; :attr:`paths` lists the files in the dataset's own ``data/``,
-    :attr:`elsewhere` those in other bases.
+    :attr:`elsewhere` those in other bases. ``blob_externals``: how blob v2 values that are
+    external URIs are stored (None refuses them; see ``LanceFileWriter``).
 
     Legacy files: ``dictionaries`` are the dataset's dictionary values by field id; every file's keys
     index them, extended by the values the rows bring, and :attr:`dictionaries` holds the values the
@@ -313,6 +318,7 @@ class FragmentWriter:
         data_format: str = DEFAULT_DATA_FORMAT[1],
         dictionaries: Mapping[int, pa.Array] | None = None,
         targets: Sequence[WriteTarget] = (),
+        blob_externals: ExternalRefs | None = None,
     ) -> None:
         if max_rows_per_file <= 0 or max_bytes_per_file <= 0:
             raise ValueError("max_rows_per_file and max_bytes_per_file must be positive")
@@ -335,7 +341,8 @@ class FragmentWriter:
         self.paths: list[str] = []
         # files written in other bases (``targets``; new files rotate over them), by base id
         self.targets = tuple(targets)
-        self.elsewhere: list[tuple[int | None, str]] = []
+        self.blob_externals = blob_externals
+        self.elsewhere: list[tuple[int, str]] = []
         self._target: WriteTarget | None = None
         self._files = 0
         self._writer: LanceFileWriter | LegacyFileWriter | None = None
@@ -364,6 +371,7 @@ class FragmentWriter:
                 fields=self.fields,
                 version=self.data_format,
                 blob_sidecars=lambda name: self._open_sidecar(f"{stem}/{name}"),
+                blob_externals=self.blob_externals,
             )
         self._rows = 0
         self._bytes = 0
@@ -499,7 +507,24 @@ def write_fragments(
     **options: Any,
 ) -> tuple[list[Fragment], list[str], dict[int, pa.Array]]:
     """Stream every batch of ``reader`` into new fragments; return them, the files written and the
-    dictionary values the files index (legacy files; see :class:`FragmentWriter`).
+    dictionary values the files index (legacy files; see :class:`FragmentWriter`). Files written
+    in other base paths are not listed: see :func:`write_placed_fragments`.
+
+    On any error the files written so far are deleted and the error is raised.
+    """
+    frags, written, dictionaries, _ = write_placed_fragments(storage, reader, schema, fields, **options)
+    return frags, written, dictionaries
+
+
+def write_placed_fragments(
+    storage: Storage,
+    reader: pa.RecordBatchReader,
+    schema: pa.Schema,
+    fields: list[LanceField],
+    **options: Any,
+) -> tuple[list[Fragment], list[str], dict[int, pa.Array], list[tuple[int, str]]]:
+    """:func:`write_fragments`, also returning the files written in other base paths (base id,
+    path there), which a failed commit must delete too (``Pending.elsewhere``).
 
     On any error the files written so far are deleted and the error is raised.
     """
@@ -508,7 +533,7 @@ def write_fragments(
         for batch in reader:
             if batch.num_rows:
                 writer.write(conform(batch, writer.schema))
-        return writer.finish(), writer.paths, writer.dictionaries
+        return writer.finish(), writer.paths, writer.dictionaries, writer.elsewhere
     except BaseException:
         writer.abort()
         raise

@@ -13,7 +13,9 @@ As in pylance:
   the order given;
 - ``target_all_bases`` rotates over every registered base by id, the dataset's own directory first
   when it is True; it cannot be combined with ``target_bases``;
-- without targets, new files go to the dataset's own ``data/``, whatever bases the dataset has.
+- without targets, new files go to the dataset's own ``data/``, whatever bases the dataset has;
+- a data file's blob v2 sidecars go next to it, in its base (``<stem>/<id>.blob``): descriptors
+  name the sidecar, never the base.
 
 Where pylance accepts bases that collide when a dataset is created (two bases with one name or one
 path, which makes ``target_bases`` resolve arbitrarily), lance_table refuses them with
@@ -27,12 +29,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lance_table.errors import BasePathError, UnsupportedOptionError
-from lance_table.file.v2_1.blob_v2 import is_blob_v2
+from lance_table.errors import BasePathError
 from lance_table.format.bases import DatasetBasePath, base_paths, register
 from lance_table.format.manifest import Manifest
 from lance_table.format.transaction import UpdateBases
-from lance_table.schema import LanceField
 from lance_table.storage import Storage
 from lance_table.table import versions
 from lance_table.table.base_storage import base_storage, data_dir
@@ -106,7 +106,6 @@ def plan_bases(
     initial_bases: Sequence[Any] | None,
     target_bases: Sequence[str] | None,
     target_all_bases: bool | None,
-    fields: Iterable[LanceField] = (),
     *,
     uri: str = "",
 ) -> BasePlan:
@@ -119,8 +118,6 @@ def plan_bases(
             ``target_bases`` reference that names no base, ``target_all_bases`` with
             ``target_bases`` or with no base to write to, or something else than base paths.
         TypeError: a ``target_bases`` entry is not a string.
-        UnsupportedOptionError: data files in other bases for a schema with blob v2 columns (their
-            sidecars are read from the dataset's own directory only).
     """
     if not initial_bases and target_bases is None and target_all_bases is None:
         return NO_BASES
@@ -154,10 +151,6 @@ def plan_bases(
             )
     else:
         targets = tuple(resolve(bases, ref, uri) for ref in target_bases or ())
-    if any(t is not None for t in targets) and any(is_blob_v2(f) for f in fields):
-        raise UnsupportedOptionError(
-            "write_dataset", "target_bases", "blob v2 columns are written to the dataset's own directory only"
-        )
     return BasePlan(initial, targets, bases)
 
 
