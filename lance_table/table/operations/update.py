@@ -245,8 +245,11 @@ def plan_update(
 
     frags = ds.fragment_readers()
     wait = in_flight(frags)
-    report.phase("scan", rows_total=sum(f.physical_rows for f in frags))
-    found = map_grouped(matches, frags, [f.fragment.physical_rows for f in frags], in_flight=wait)
+    # the manifest's counts: each fragment's files are opened (and their counts checked) by the
+    # task that scans it, on the pool, not one at a time here (a round trip each on S3)
+    sizes = [f.fragment.physical_rows for f in frags]
+    report.phase("scan", rows_total=sum(sizes))
+    found = map_grouped(matches, frags, sizes, in_flight=wait)
     touched = [(frag, pos) for frag, pos in zip(frags, found) if pos is not None]
     report.phase("write", rows_total=sum(int(pos.size) for _, pos in touched))
     new, removed, updated, written = _write_update(ds, touched, assignments, data_format, report=report)
