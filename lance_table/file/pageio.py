@@ -84,6 +84,13 @@ class PageIO:
         """Fetch every page buffer in one coalesced request (used when the whole page is needed)."""
         fetch_buffers([(self, k) for k in range(len(self.buffers))])
 
+    def release(self) -> None:
+        """Drop the buffers read (and inflated) so far, once the page is decoded: a whole-table
+        read then holds the raw bytes of the pages being decoded, not of every page of its range.
+        Decoded arrays that still view them keep them alive themselves."""
+        self._whole.clear()
+        self._inflated.clear()
+
     def whole(self, index: int, kind: int = BUFFER_PAGE) -> memoryview:
         buffers = self.buffers
         key = buffers[index] if kind == BUFFER_PAGE and index < len(buffers) else self.locate(index, kind)
