@@ -6,12 +6,18 @@ from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from lance_table._parallel import IO, cached_per_instance, start_on
 from lance_table.errors import CorruptFileError
 from lance_table.file.compression import general
 from lance_table.file.runs import Runs
 from lance_table.storage.sources import ByteSource, read_joined
+
+#: After decoding a page of at least this many bytes, Arrow's allocator is asked to give back
+#: what the thread freed: it keeps freed blocks per thread for a while, so the scratch of the big
+#: pages of a whole-table read would otherwise add up beside the table being built.
+RELEASE_BYTES = 1 << 20
 
 BUFFER_PAGE = 0
 BUFFER_COLUMN = 1
@@ -98,6 +104,16 @@ class PageIO:
             self._fetching = None
             if not fetching.cancelled():
                 fetching.result()
+
+    def release(self) -> None:
+        """Drop the buffers read (and inflated) so far, once the page is decoded: a whole-table
+        read then holds the raw bytes of the pages being decoded, not of every page of its range.
+        Decoded arrays that still view them keep them alive themselves."""
+        held = sum(len(data) for data in self._whole.values())
+        self._whole.clear()
+        self._inflated.clear()
+        if held >= RELEASE_BYTES:
+            pa.default_memory_pool().release_unused()
 
     def whole(self, index: int, kind: int = BUFFER_PAGE) -> memoryview:
         self._fetched()

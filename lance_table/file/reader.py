@@ -449,22 +449,31 @@ class LanceFileReader(RowReader):
         large: bool,
         floor: int | None = None,
     ) -> list[pa.Array]:
-        small = col.small_page(page, self._source, large)
-        if small is not None:
-            got = miniblock_small.decode(small, io, dtype, runs, floor)
-            if got is not None:
-                return [got]
-        return [decode21.decode_page(col.encoding(page, self._source), io, dtype, large, runs, floor)]
+        try:
+            small = col.small_page(page, self._source, large)
+            if small is not None:
+                got = miniblock_small.decode(small, io, dtype, runs, floor)
+                if got is not None:
+                    return [got]
+            return [decode21.decode_page(col.encoding(page, self._source), io, dtype, large, runs, floor)]
+        finally:
+            io.release()
 
     def _decode_nested(
         self, col: ColumnPages, page: int, runs: Runs, io: PageIO, path: list[pa.Field], large: bool
     ) -> list[pa.Array]:
-        return [decode21.decode_nested_page(col.encoding(page, self._source), io, path, large, runs)]
+        try:
+            return [decode21.decode_nested_page(col.encoding(page, self._source), io, path, large, runs)]
+        finally:
+            io.release()
 
     def _decode_page(
         self, col: ColumnPages, page: int, runs: Runs, io: PageIO, dtype: pa.DataType
     ) -> list[pa.Array]:
-        return [decode20.decode(col.encoding(page, self._source), io, runs, dtype)]
+        try:
+            return [decode20.decode(col.encoding(page, self._source), io, runs, dtype)]
+        finally:
+            io.release()
 
     def _column(self, node: FieldNode) -> ColumnPages:
         index = self._col_of.get(node.id)

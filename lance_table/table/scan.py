@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 
 # Rows read from a fragment at a time; output batches are sliced from these.
 READ_CHUNK_ROWS = 256 * 1024
+# A whole-table scan reads ranges of at most this many rows (bounding each worker's scratch).
+TABLE_RANGE_ROWS = 512 * 1024
 # A whole-table scan splits its fragments into at most this many ranges per worker in all.
 TASKS_PER_WORKER = 4
 # When at least this share of the rows match, a filtered scan reads whole chunks and masks them.
@@ -325,14 +327,17 @@ def _read_matching(frag: FragmentReader, spec: ScanPlan, lo: int, hi: int) -> tu
     return pa.table({n: cols[n] for n in spec.columns}), runs
 
 
-def _row_ranges(frag: FragmentReader, spec: ScanPlan, split: int = 1) -> list[tuple[int, int]]:
-    """The fragment's physical rows as the ranges it is read in: equal parts of at most
-    ``max(READ_CHUNK_ROWS, spec.batch_size)`` rows, and at least ``split`` parts where they can
-    hold ``READ_CHUNK_ROWS`` rows each."""
+def _row_ranges(
+    frag: FragmentReader, spec: ScanPlan, split: int = 1, most: int | None = None
+) -> list[tuple[int, int]]:
+    """The fragment's physical rows as the ranges it is read in: equal parts of at most ``most``
+    rows (by default ``max(READ_CHUNK_ROWS, spec.batch_size)``), and at least ``split`` parts
+    where they can hold ``READ_CHUNK_ROWS`` rows each."""
     n = frag.physical_rows
     if not n:
         return []
-    parts = max(-(-n // max(READ_CHUNK_ROWS, spec.batch_size)), min(split, n // READ_CHUNK_ROWS))
+    most = most or max(READ_CHUNK_ROWS, spec.batch_size)
+    parts = max(-(-n // most), min(split, n // READ_CHUNK_ROWS))
     size = -(-n // parts)
     return [(lo, min(lo + size, n)) for lo in range(0, n, size)]
 
@@ -384,7 +389,9 @@ def scan_all(frags: Sequence[FragmentReader], spec: ScanPlan, out_schema: pa.Sch
     wait = in_flight(frags)
     map_grouped(lambda f: (f.deleted, f.physical_rows), frags, sizes, in_flight=wait)
     split = _split(len(frags))
-    ranges = [_row_ranges(f, spec, split) for f in frags]
+    # ranges of at most TABLE_RANGE_ROWS whatever the batch size (the table is one anyway): each
+    # worker holds the decoding scratch of one such range, not of a whole fragment
+    ranges = [_row_ranges(f, spec, split, TABLE_RANGE_ROWS) for f in frags]
     tasks = [(f, lo, hi) for f, spans in zip(frags, ranges) for lo, hi in spans]
     sizes = [hi - lo for _, lo, hi in tasks]
     # small fragments a batch at a time
