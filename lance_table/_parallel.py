@@ -33,6 +33,9 @@ WRITE = "lance_table-write"  # page writes of file writers, overlapping the next
 CLOSE = "lance_table-close"  # closing a finished data file while the next one is written
 METADATA = "lance_table-meta"  # reads of many small metadata files (manifests of a history)
 IO = "lance_table-io"  # fragments of a remote store, many at once: their time is spent waiting
+#: the pages of one read of a remote file read in part, many at once: each waits on its requests
+#: (tasks of :data:`IO` may wait on it)
+PAGE_IO = "lance_table-pageio"
 
 _POOLS: dict[str, ThreadPoolExecutor] = {}
 _LOCK = threading.Lock()
@@ -103,8 +106,8 @@ after_fork_in_child(_reset_after_fork)
 def pool(name: str) -> ThreadPoolExecutor:
     """The process-wide pool called ``name`` (numpy, pyarrow and file reads release the GIL).
 
-    Each has :func:`workers` threads, but :data:`IO`, whose tasks mostly wait on a remote store,
-    which has :func:`io_threads`.
+    Each has :func:`workers` threads, but :data:`IO` and :data:`PAGE_IO`, whose tasks mostly wait
+    on a remote store, which have :func:`io_threads`.
 
     Raises:
         ValueError: the thread count's environment variable is not a positive integer.
@@ -112,7 +115,7 @@ def pool(name: str) -> ThreadPoolExecutor:
     with _LOCK:
         found = _POOLS.get(name)
         if found is None:
-            size = io_threads() if name == IO else workers()
+            size = io_threads() if name in (IO, PAGE_IO) else workers()
             found = _POOLS[name] = ThreadPoolExecutor(max_workers=size, thread_name_prefix=name)
         return found
 

@@ -10,7 +10,7 @@ from typing import IO, Any
 import numpy as np
 import pyarrow as pa
 
-from lance_table._parallel import DECODE, map_on, settle
+from lance_table._parallel import DECODE, PAGE_IO, map_on, settle
 from lance_table.errors import CorruptFileError, LanceTableError, SchemaError, UnsupportedFormatError
 from lance_table.file.arrow import build_binary, concat_chunks
 from lance_table.file.column_pages import ColumnPages
@@ -240,7 +240,12 @@ class LanceFileReader(RowReader):
         remote = not isinstance(self._source, (LocalFileSource, BytesSource))
         ahead = fetch_ahead([io for _, _, io in touched]) if remote else []
         try:
-            if len(flat) > 1 and runs.total * len(nodes) >= PARALLEL_MIN_VALUES:
+            if remote and len(flat) > 1 and any(not io.whole_page for _, _, io in touched):
+                # pages read in part (a take, a filter's rows) of a remote file: their chunk
+                # tables are in hand, and each page's job then asks for its byte ranges; all the
+                # pages ask at once (bounded by the pool's threads) instead of one after another
+                results = map_on(PAGE_IO, lambda job: job(), flat)
+            elif len(flat) > 1 and runs.total * len(nodes) >= PARALLEL_MIN_VALUES:
                 results = map_on(DECODE, lambda job: job(), flat)
             else:
                 results = [job() for job in flat]
@@ -283,7 +288,7 @@ class LanceFileReader(RowReader):
             return [lambda: self._read_field(node, runs)], _flatten
         self._check_length(col, runs)
         pages = list(self._pages(col, runs, prefetch=False))
-        touched.extend((col, p, io) for p, _, io in pages if io.whole_page)
+        touched.extend((col, p, io) for p, _, io in pages)
         jobs: list[Job] = [
             functools.partial(self._decode_page, col, p, local, io, t) for p, local, io in pages
         ]
@@ -411,6 +416,8 @@ class LanceFileReader(RowReader):
         repetition indexes), all read in one request rather than one per page; with them, every
         buffer of the pages read whole when those are small in all (a file of a few rows).
         Larger pages read whole fetch all their buffers at once when decoded."""
+        if not self._structural:  # a 2.0 page read in part has no such buffers
+            touched = [(col, p, io) for col, p, io in touched if io.whole_page]
         partial = [(col, p, io) for col, p, io in touched if not io.whole_page]
         wanted = [
             (io, index)
