@@ -384,7 +384,8 @@ class LanceFileReader(RowReader):
         floors: Mapping[str, int],
     ) -> pa.Table:
         """:meth:`_read_runs` of one-page columns of small pages (see :meth:`_small_columns`), with
-        the fewest calls: their buffers in one request, each page decoded on this thread."""
+        the fewest calls: their chunk tables in one request, each page decoded on this thread (or,
+        for pages of a remote file read in part, the pages' rows asked for at once)."""
         large = self._meta.version is FileVersion.V2_2
         word = 4 if large else 2  # the chunk table of a page of one chunk is one word
         touched = []
@@ -403,12 +404,19 @@ class LanceFileReader(RowReader):
             )
             touched.append((col, 0, io))
         self._fetch_selection_buffers(touched)
-        arrays = []
-        for (node, col), (_, _, io) in zip(small, touched):
+
+        def column(k: int) -> pa.ChunkedArray:
+            (node, col), (_, _, io) = small[k], touched[k]
             t = node.arrow_type
             floor = floors.get(node.name) if floors and pa.types.is_integer(t) else None
             (got,) = self._decode_structural(col, 0, runs, io, t, large, floor)
-            arrays.append(pa.chunked_array([got], type=t))
+            return pa.chunked_array([got], type=t)
+
+        remote = not isinstance(self._source, (LocalFileSource, BytesSource))
+        if remote and sum(not io.whole_page for _, _, io in touched) > 1:
+            arrays = map_on(PAGE_IO, column, range(len(small)))  # each asks for its rows at once
+        else:
+            arrays = [column(k) for k in range(len(small))]
         return pa.Table.from_arrays(arrays, schema=schema)
 
     def _fetch_selection_buffers(self, touched: list[tuple[ColumnPages, int, PageIO]]) -> None:

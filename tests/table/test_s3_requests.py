@@ -128,3 +128,21 @@ def test_a_cold_take_opens_the_touched_files_at_once(small_fragments, s3_options
     assert ds.take(idx).equals(data.take(pa.array(idx)))
     assert s3_requests.counts == {"GET": FRAGMENTS}
     assert s3_requests.most_in_flight > 2 * workers()  # not one file's request after another's
+
+
+@pytest.mark.parametrize("version", ["2.0", "2.2"])
+def test_take_from_a_large_file_asks_for_its_pages_at_once(version, s3_uri, s3_options, s3_requests):  # type: ignore[no-untyped-def]
+    rows = 40_000
+    rng = np.random.default_rng(5)
+    data = pa.table({f"c{k}": rng.random(rows) for k in range(6)})  # ~2 MB: no page is fetched whole
+    lance.write_dataset(data, s3_uri, storage_options=s3_options, data_storage_version=version)
+    READERS.clear()
+    ds = lt.dataset(s3_uri, storage_options=s3_options)
+    idx = np.sort(rng.choice(rows, 200, replace=False))
+    ds.take(idx[:1])  # the file's footer is read
+    s3_requests.reset()
+    got = ds.take(idx)
+    # every column's rows are asked for at once, not a column's ranges after another's
+    assert s3_requests.most_in_flight >= 4
+    assert got.equals(data.take(pa.array(idx)))
+    assert got.equals(lance.dataset(s3_uri, storage_options=s3_options).take(idx))
