@@ -179,6 +179,15 @@ def ahead_on(
 BUSY_TASKS = 2
 
 
+def start_one(name: str, call: Callable[[], R]) -> Future[R] | None:
+    """Start ``call`` on pool ``name`` (in the caller's context) and return its future, for work
+    that waits on a remote store while the caller does other work; None where a map on that pool
+    would run inline: the caller then makes the call itself."""
+    if _inline(name):
+        return None
+    return pool(name).submit(contextvars.copy_context().run, call)
+
+
 def start_on(name: str, calls: Sequence[Callable[[], R]]) -> list[Future[R]]:
     """Start ``calls`` on pool ``name`` and return their futures at once (the caller waits on each
     when it needs its result, and :func:`settle` s them all in the end); none are started (an empty

@@ -9,7 +9,7 @@ from functools import partial
 import numpy as np
 import pyarrow.compute as pc
 
-from lance_table._parallel import map_fragments, map_grouped, map_groups
+from lance_table._parallel import IO, map_fragments, map_grouped, map_groups, settle, start_one
 from lance_table.format.manifest import Fragment
 from lance_table.format.transaction import Delete
 from lance_table.table import versions
@@ -40,11 +40,59 @@ def plan_delete(ds: Snapshot, predicate: str | pc.Expression) -> Pending:
         CommitConflictError: versions committed since ``ds`` are gone (checked before writing).
         FilterError: the predicate does not parse.
     """
-    check_rebasable(ds.storage, Pending(Delete((), (), ""), ds.version))
-    spec = make_spec(ds.schema, [], predicate, False, None, None, None)
+    # the listing of the versions since ds (on an object store, a round trip) goes on while the
+    # matching rows are found; its verdict is awaited before anything is written
+    check = partial(check_rebasable, ds.storage, Pending(Delete((), (), ""), ds.version))
+    checking = start_one(IO, check)
+    if checking is None:
+        check()
+    try:
+        found, frags, wait = _find(ds, predicate)
+    except BaseException:
+        if checking is not None:
+            settle([checking])
+            failed = None if checking.cancelled() else checking.exception()
+            if failed is not None:
+                raise failed from None  # as when it was checked first
+        raise
+    if checking is not None:
+        checking.result()
     removed: list[int] = []
     additions: dict[int, np.ndarray] = {}
     bases = {}
+    rewritten: list[tuple[FragmentReader, np.ndarray]] = []
+    for frag, matched in zip(frags, found):
+        if matched is None:
+            continue
+        additions[frag.fragment.id] = matched
+        bases[frag.fragment.id] = frag.fragment.deletion_file
+        merged = union(frag.deleted, matched)
+        if merged.size >= frag.physical_rows:
+            removed.append(frag.fragment.id)
+        else:
+            rewritten.append((frag, merged))
+    files = map_grouped(
+        lambda item: write_deletions(ds.storage, item[0].fragment, item[1], ds.version),
+        rewritten,
+        [1] * len(rewritten),
+        in_flight=wait,
+    )
+    written = [df.path(frag.fragment.id) for (frag, _), df in zip(rewritten, files)]
+    updated = [replace(frag.fragment, deletion_file=df) for (frag, _), df in zip(rewritten, files)]
+    text = predicate if isinstance(predicate, str) else str(predicate)
+    return Pending(Delete(tuple(updated), tuple(removed), text), ds.version, additions, bases, tuple(written))
+
+
+def _find(
+    ds: Snapshot, predicate: str | pc.Expression
+) -> tuple[list[np.ndarray | None], list[FragmentReader], int]:
+    """The rows of each fragment of ``ds`` matching ``predicate`` (None: none), the fragments, and
+    how many of them are read at once.
+
+    Raises:
+        FilterError: the predicate does not parse.
+    """
+    spec = make_spec(ds.schema, [], predicate, False, None, None, None)
 
     def matches(group: list[FragmentReader]) -> list[np.ndarray | None]:
         # small fragments' predicate columns read a batch at a time; the rows of large ones range
@@ -69,27 +117,7 @@ def plan_delete(ds: Snapshot, predicate: str | pc.Expression) -> Pending:
     frags = ds.fragment_readers()
     wait = in_flight(frags)
     found = map_groups(matches, frags, [f.fragment.physical_rows for f in frags], in_flight=wait)
-    rewritten: list[tuple[FragmentReader, np.ndarray]] = []
-    for frag, matched in zip(frags, found):
-        if matched is None:
-            continue
-        additions[frag.fragment.id] = matched
-        bases[frag.fragment.id] = frag.fragment.deletion_file
-        merged = union(frag.deleted, matched)
-        if merged.size >= frag.physical_rows:
-            removed.append(frag.fragment.id)
-        else:
-            rewritten.append((frag, merged))
-    files = map_grouped(
-        lambda item: write_deletions(ds.storage, item[0].fragment, item[1], ds.version),
-        rewritten,
-        [1] * len(rewritten),
-        in_flight=wait,
-    )
-    written = [df.path(frag.fragment.id) for (frag, _), df in zip(rewritten, files)]
-    updated = [replace(frag.fragment, deletion_file=df) for (frag, _), df in zip(rewritten, files)]
-    text = predicate if isinstance(predicate, str) else str(predicate)
-    return Pending(Delete(tuple(updated), tuple(removed), text), ds.version, additions, bases, tuple(written))
+    return found, frags, wait
 
 
 def _range_rows(frag: FragmentReader, spec: ScanPlan, lo: int) -> np.ndarray:
