@@ -146,3 +146,19 @@ def test_take_from_a_large_file_asks_for_its_pages_at_once(version, s3_uri, s3_o
     assert s3_requests.most_in_flight >= 4
     assert got.equals(data.take(pa.array(idx)))
     assert got.equals(lance.dataset(s3_uri, storage_options=s3_options).take(idx))
+
+
+def test_delete_lists_versions_while_it_reads(s3_uri, s3_options, s3_requests):  # type: ignore[no-untyped-def]
+    data = _table(2_000)
+    lance.write_dataset(data, s3_uri, storage_options=s3_options)
+    READERS.clear()
+    ds = lt.dataset(s3_uri, storage_options=s3_options)
+    s3_requests.reset()
+    s3_requests.delay = 0.25  # the listing is still out when the data file is asked for
+    ds.delete("id % 100 = 0")
+    s3_requests.delay = 0.005
+    # the listing of newer versions goes out with the data file's read, not before it
+    assert s3_requests.most_in_flight >= 2
+    expected = data.filter(pa.array(np.arange(data.num_rows) % 100 > 0))
+    assert ds.to_table().equals(expected)
+    assert lance.dataset(s3_uri, storage_options=s3_options).to_table().equals(expected)
