@@ -105,6 +105,7 @@ def _find(
                 out[k] = r.positions().astype(np.uint32) if r.total else None
         for k, f in enumerate(group):
             if f.physical_rows > READ_CHUNK_ROWS:
+                f.deleted  # noqa: B018 - read here once, not by the first range tasks at once
                 # ranges on the fragment pool: inline inside a map over fragments, in parallel
                 # when this is the only fragment
                 parts = map_fragments(
