@@ -1,7 +1,8 @@
 """Object storage benchmark: lance_table vs pylance on a moto S3 server that delays every request.
 
 The server (``slow_s3.py``) runs in a subprocess on 127.0.0.1 and adds ``--latency`` seconds to
-each request; it counts requests by kind (LIST, GET, HEAD, PUT, ...), and each scenario reports
+each request and keeps connections open as S3 does (``--close``: one connection per request);
+it counts requests by kind (LIST, GET, HEAD, PUT, ...), and each scenario reports
 both libraries' counts beside their times. Reads run on one dataset pylance wrote (``--rows`` rows
 in one fragment, formats 2.0 and 2.2) and on one of ``--fragments`` small fragments; both libraries
 read the same bytes. Appends and deletes run on a dataset each library wrote itself. Reads go
@@ -140,6 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fragments", type=int, default=500)
     parser.add_argument("--formats", default="2.0,2.2")
     parser.add_argument("--only", default="", help="run only scenarios whose dataset label has this")
+    parser.add_argument(
+        "--close", action="store_true", help="the server closes each connection (werkzeug's way), unlike S3"
+    )
     args = parser.parse_args(argv)
 
     import lance
@@ -147,9 +151,15 @@ def main(argv: list[str] | None = None) -> int:
 
     report = Report(
         "S3 with latency",
-        {"latency_s": args.latency, "rows": args.rows, "fragments": args.fragments, "runs": args.runs},
+        {
+            "latency_s": args.latency,
+            "rows": args.rows,
+            "fragments": args.fragments,
+            "runs": args.runs,
+            "keep_alive": not args.close,
+        },
     )
-    with SlowS3(0.0) as server:
+    with SlowS3(0.0, keep_alive=not args.close) as server:
         options = {
             "aws_access_key_id": "bench",
             "aws_secret_access_key": "bench",

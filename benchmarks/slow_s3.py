@@ -11,6 +11,7 @@ counted); ``GET /_requests?reset`` also zeroes them, ``GET /_requests?latency=0.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import logging
 import os
@@ -62,8 +63,10 @@ class Slowed:
         return self.app(environ, start_response)
 
 
-def serve(latency: float) -> None:
-    """Serve until stdin closes."""
+def serve(latency: float, keep_alive: bool = True) -> None:
+    """Serve until stdin closes; ``keep_alive``: connections stay open between requests, as S3
+    keeps them (werkzeug's server closes each after one response, so that every request of a
+    client would also pay for a new connection)."""
     from moto.moto_server.werkzeug_app import (
         DomainDispatcherApplication,
         MotoRequestHandler,
@@ -73,20 +76,99 @@ def serve(latency: float) -> None:
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     app = Slowed(DomainDispatcherApplication(create_backend_app), latency)
-    server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=MotoRequestHandler)
+    if keep_alive:
+        server: Any = _keep_alive_server(app)
+    else:
+        server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=MotoRequestHandler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     print(f"PORT {server.server_address[1]}", flush=True)
     sys.stdin.read()
     server.shutdown()
 
 
+def _keep_alive_server(app: Callable[..., Iterable[bytes]]) -> Any:
+    """A threaded HTTP/1.1 server of ``app`` whose connections stay open: each request's body is
+    read whole before the application runs, and each response is sent with its length."""
+    from socketserver import ThreadingMixIn
+    from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
+
+    class Handler(WSGIRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def handle(self) -> None:
+            self.close_connection = False
+            while not self.close_connection:
+                self._one()
+
+        def _one(self) -> None:
+            self.raw_requestline = self.rfile.readline(65537)
+            if not self.raw_requestline:
+                self.close_connection = True
+                return
+            if not self.parse_request():  # answers "100 Continue" to an Expect header
+                return
+            length = int(self.headers.get("Content-Length") or 0)
+            environ = self.get_environ()
+            body = self.rfile.read(length) if length else b""
+            environ["wsgi.input"] = io.BytesIO(body)
+            environ["CONTENT_LENGTH"] = str(len(body))
+            environ.update(
+                {
+                    "wsgi.version": (1, 0),
+                    "wsgi.url_scheme": "http",
+                    "wsgi.errors": sys.stderr,
+                    "wsgi.multithread": True,
+                    "wsgi.multiprocess": False,
+                    "wsgi.run_once": False,
+                }
+            )
+            answer: list[Any] = []
+
+            def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+                answer[:] = [status, headers]
+                return lambda data: None
+
+            chunks = app(environ, start_response)
+            try:
+                data = b"".join(chunks)
+            finally:
+                if hasattr(chunks, "close"):
+                    chunks.close()
+            status, headers = answer
+            self.send_response_only(int(status.split()[0]), status.split(" ", 1)[1])
+            drop = {"content-length", "connection", "transfer-encoding"}
+            declared = None
+            for name, value in headers:
+                if name.lower() == "content-length":
+                    declared = value
+                if name.lower() not in drop:
+                    self.send_header(name, value)
+            head = self.command == "HEAD"
+            self.send_header("Content-Length", declared if head and declared else str(len(data)))
+            self.end_headers()
+            if not head:
+                self.wfile.write(data)
+            self.wfile.flush()
+
+    class Server(ThreadingMixIn, WSGIServer):
+        daemon_threads = True
+
+    server = Server(("127.0.0.1", 0), Handler)
+    server.set_app(app)
+    return server
+
+
 class SlowS3:
     """The slowed server in a subprocess; a context manager. ``endpoint`` is its URL."""
 
-    def __init__(self, latency: float) -> None:
+    def __init__(self, latency: float, keep_alive: bool = True) -> None:
         env = {**os.environ, "AWS_DEFAULT_REGION": "us-east-1"}
+        flags = [] if keep_alive else ["--close"]
         self._proc = subprocess.Popen(
-            [sys.executable, __file__, "--latency", str(latency)],
+            [sys.executable, __file__, "--latency", str(latency), *flags],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,
@@ -129,4 +211,6 @@ class SlowS3:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--latency", type=float, default=0.02)
-    serve(parser.parse_args().latency)
+    parser.add_argument("--close", action="store_true", help="close each connection after a response")
+    args = parser.parse_args()
+    serve(args.latency, keep_alive=not args.close)

@@ -8,6 +8,8 @@ from __future__ import annotations
 from importlib import metadata as _metadata
 
 from lance_table.errors import (
+    AppendSchemaError,
+    BasePathError,
     BatchCommitError,
     BlobLocationError,
     CommitConflictError,
@@ -17,6 +19,7 @@ from lance_table.errors import (
     DataFileNotFoundError,
     DatasetAlreadyExistsError,
     DatasetNotFoundError,
+    EmptyDataError,
     FilterError,
     InputTypeError,
     InvalidURIError,
@@ -47,8 +50,10 @@ except _metadata.PackageNotFoundError:  # pragma: no cover - a source tree that 
 import lance_table.commit as commit  # pylance's ``lance.commit``
 import lance_table.fragment as fragment  # pylance's ``lance.fragment``
 import lance_table.optimize as optimize  # pylance's ``lance.optimize``
+from lance_table.format.bases import DatasetBasePath
 from lance_table.format.transaction import COMMIT_MESSAGE_KEY as LANCE_COMMIT_MESSAGE_KEY
 from lance_table.schema import json_to_schema, schema_to_json
+from lance_table.storage.io_stats import bytes_read_counter, iops_counter
 from lance_table.table import Dataset, LanceDataset, dataset, write_dataset
 from lance_table.table.blobs import BlobFile
 from lance_table.table.fragment_metadata import FragmentMetadata
@@ -61,11 +66,15 @@ from lance_table.table.operations.cleanup import CleanupCandidateFile, CleanupEx
 from lance_table.table.operations.merge_insert import MergeInsertBuilder
 from lance_table.table.scan_spec import ColumnOrdering
 from lance_table.table.scanner import LanceScanner
+from lance_table.table.session import Session
+from lance_table.table.sql_query import SqlQuery, SqlQueryBuilder
 from lance_table.udf import BatchUDF, add_columns_udf, batch_udf
 
 __all__ = [
     "LANCE_COMMIT_MESSAGE_KEY",
+    "AppendSchemaError",
     "AutoCleanupConfig",
+    "BasePathError",
     "BatchCommitError",
     "BatchUDF",
     "BlobFile",
@@ -82,7 +91,9 @@ __all__ = [
     "DataStatistics",
     "Dataset",
     "DatasetAlreadyExistsError",
+    "DatasetBasePath",
     "DatasetNotFoundError",
+    "EmptyDataError",
     "FieldStatistics",
     "FilterError",
     "FragmentMetadata",
@@ -101,6 +112,9 @@ __all__ = [
     "RowRangeError",
     "SchemaChangeError",
     "SchemaError",
+    "Session",
+    "SqlQuery",
+    "SqlQueryBuilder",
     "StorageCredentialsError",
     "StorageOptionsError",
     "StorageUnreachableError",
@@ -115,9 +129,11 @@ __all__ = [
     "__version__",
     "add_columns_udf",
     "batch_udf",
+    "bytes_read_counter",
     "commit",
     "dataset",
     "fragment",
+    "iops_counter",
     "json_to_schema",
     "optimize",
     "schema_to_json",

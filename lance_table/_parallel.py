@@ -13,6 +13,7 @@ set them on Spark's executors with ``spark.executorEnv.LANCE_CPU_THREADS``."""
 from __future__ import annotations
 
 import bisect
+import contextvars
 import itertools
 import os
 import threading
@@ -129,7 +130,8 @@ def map_on(name: str, fn: Callable[[T], R], items: Iterable[T], *, even: bool = 
     if len(items) < 2 or _inline(name):
         return [fn(x) for x in items]
     task = _busy(fn) if even and len(items) >= BUSY_TASKS * workers() else fn
-    futures = [pool(name).submit(task, x) for x in items]
+    # each task runs in the caller's context (what it collects, e.g. a scan's read counts)
+    futures = [pool(name).submit(contextvars.copy_context().run, task, x) for x in items]
     try:
         return [f.result() for f in futures]
     except BaseException:
@@ -158,7 +160,7 @@ def ahead_on(
     pending: deque[Future[R]] = deque()
     try:
         for x in items:
-            pending.append(executor.submit(task, x))
+            pending.append(executor.submit(contextvars.copy_context().run, task, x))
             if len(pending) > depth:
                 yield pending.popleft().result()
         while pending:
@@ -172,6 +174,25 @@ def ahead_on(
 #: a map of at least this many even tasks per worker keeps the workers busy (tasks of somewhat
 #: unequal size still balance out); uneven ones (a table's columns) may leave workers idle
 BUSY_TASKS = 2
+
+
+def start_on(name: str, calls: Sequence[Callable[[], R]]) -> list[Future[R]]:
+    """Start ``calls`` on pool ``name`` and return their futures at once (the caller waits on each
+    when it needs its result, and :func:`settle` s them all in the end); none are started (an empty
+    list) where a map on that pool would run inline, or for fewer than two calls: the caller then
+    does the work itself when it needs it."""
+    if len(calls) < 2 or _inline(name):
+        return []
+    executor = pool(name)
+    return [executor.submit(call) for call in calls]
+
+
+def settle(futures: Sequence[Future[Any]]) -> None:
+    """Cancel the futures not yet started and wait for the running ones (their errors are the
+    caller's to see through the futures, or to drop): nothing goes on in the background."""
+    for f in futures:
+        f.cancel()
+    wait(futures)
 
 
 def _inline(name: str) -> bool:

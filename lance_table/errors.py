@@ -77,6 +77,16 @@ class SchemaError(LanceTableError, ValueError):
     """A schema cannot be stored, or data does not match the schema it is written with."""
 
 
+class AppendSchemaError(SchemaError, OSError):
+    """Rows appended do not fit the dataset's schema (a field it lacks, a non-nullable field
+    missing, another type). Also an ``OSError``, as pylance raises it."""
+
+
+class EmptyDataError(LanceTableError, ValueError, OSError):
+    """A write that must make a file was given no rows (``LanceFragment.create``). A
+    ``ValueError``, and an ``OSError`` as pylance raises it."""
+
+
 class SchemaChangeError(LanceTableError, OSError):
     """A schema change (``add_columns``, ``alter_columns``, ``merge``) cannot be made as asked: a
     column already exists or does not exist, a cast is not allowed, a value does not fit. An
@@ -203,6 +213,21 @@ class VersionNotFoundError(LanceTableError, LookupError, ValueError, OSError):
 
 class VersionGoneError(VersionNotFoundError, FileNotFoundError):
     """A version's manifest was listed but removed before it could be read (a cleanup ran meanwhile)."""
+
+
+class BasePathError(LanceTableError, ValueError, OSError):
+    """A base path (pylance's ``DatasetBasePath``) is wrong: a ``target_bases`` reference that names
+    no registered base, a new base whose name, path or id collides with a registered one, bases
+    given where they cannot be registered, or a file naming a base id the manifest does not
+    register. pylance raises ValueError (``add_bases``) or OSError (writes) for these.
+
+    Attributes:
+        reference: the base name, path or id that is wrong.
+    """
+
+    def __init__(self, message: str, *, reference: str | None = None) -> None:
+        self.reference = reference
+        super().__init__(message)
 
 
 class TagError(LanceTableError, ValueError):

@@ -14,6 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from lance_table.format.bases import DatasetBasePath
 from lance_table.storage import open_storage
 from lance_table.table.dataset import Dataset
 from lance_table.table.fragment_metadata import (
@@ -47,6 +48,10 @@ def write_fragments(
     storage_options: Mapping[str, Any] | None = None,
     return_transaction: bool = False,
     progress: Progress = None,
+    target_bases: list[str] | None = None,
+    target_all_bases: bool | None = None,
+    initial_bases: list[DatasetBasePath] | None = None,
+    base_store_params: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[FragmentMetadata] | Transaction:
     """Write ``data`` into new data files of the dataset without committing them (pylance's
     ``lance.fragment.write_fragments``).
@@ -58,6 +63,9 @@ def write_fragments(
     ``"create"`` and ``"overwrite"`` give field ids from the data's schema. ``max_rows_per_group`` is
     accepted for pylance compatibility. Files of a failed write are deleted. ``progress`` shows or
     reports the write as ``write_dataset``'s does (a pylance ``FragmentWriteProgress`` too).
+    ``target_bases``, ``target_all_bases`` and ``initial_bases`` place the data files in base paths
+    as ``write_dataset`` does (the Overwrite returned for a new dataset registers ``initial_bases``);
+    ``base_store_params`` are their storage options (see ``dataset``; a handle's when not given).
 
     Raises:
         InputTypeError: the data is of no kind a write takes (also a TypeError).
@@ -66,6 +74,7 @@ def write_fragments(
         UnsupportedFormatError: the dataset needs features lance_table does not write.
         StorageOptionsError: a storage option is unknown, unsafe or has a bad value.
         InputTypeError: also when ``progress`` is of no kind taken.
+        BasePathError: a base reference names no base, or bases collide (see ``write_dataset``).
 
     Example:
         ```python
@@ -77,16 +86,21 @@ def write_fragments(
     """
     if isinstance(dataset_uri, Dataset):
         storage = dataset_uri._storage
+        if base_store_params is not None:
+            storage = open_storage(dataset_uri.uri, storage.storage_options, base_store_params)
     else:
-        storage = open_storage(dataset_uri, storage_options)
+        storage = open_storage(dataset_uri, storage_options, base_store_params)
     with reporter("write_fragments", progress) as report:
         report.phase("write", rows_total=known_rows(data))
-        frags, plan = stage_fragments(
+        frags, plan, initial = stage_fragments(
             storage,
             data,
             schema,
             mode,
             data_storage_version,
+            initial_bases=initial_bases,
+            target_bases=target_bases,
+            target_all_bases=target_all_bases,
             max_rows_per_file=max_rows_per_file,
             max_bytes_per_file=max_bytes_per_file,
             progress=report,
@@ -96,12 +110,13 @@ def write_fragments(
         return metas
     if plan.append:
         return Transaction(plan.read_version, LanceOperation.Append(metas))
-    return Transaction(plan.read_version, LanceOperation.Overwrite(plan.schema, metas))
+    return Transaction(plan.read_version, LanceOperation.Overwrite(plan.schema, metas, list(initial) or None))
 
 
 __all__ = [
     "DEFAULT_MAX_BYTES_PER_FILE",
     "DataFile",
+    "DatasetBasePath",
     "DeletionFile",
     "FragmentMetadata",
     "LanceFragment",

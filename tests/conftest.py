@@ -130,6 +130,7 @@ class S3Requests:
         self.prefix = prefix
         self.delay = delay
         self.counts: collections.Counter[str] = collections.Counter()
+        self.list_queries: list[str] = []  # the query string of each listing
         self.in_flight = 0
         self.most_in_flight = 0
         self._lock = threading.Lock()
@@ -137,6 +138,7 @@ class S3Requests:
     def reset(self) -> None:
         with self._lock:
             self.counts.clear()
+            self.list_queries.clear()
             self.most_in_flight = 0
 
     @property
@@ -152,6 +154,8 @@ class S3Requests:
         kind = "LIST" if method == "GET" and (len(parts) < 2 or not parts[1]) else method
         with self._lock:
             self.counts[kind] += 1
+            if kind == "LIST":
+                self.list_queries.append(query)
             self.in_flight += 1
             self.most_in_flight = max(self.most_in_flight, self.in_flight)
         return True

@@ -137,6 +137,20 @@ def _check_ecosystem(ns: dict[str, Any], tmp: Path) -> None:
     assert ns["table"] == lt.dataset(str(tmp / "ecosystem")).to_table()
 
 
+def _changes(tmp: Path) -> tuple[dict[str, Any], dict[str, str]]:
+    lt.write_dataset(_events(0, 10), str(tmp / "events"), enable_stable_row_ids=True)
+    return {}, {"/data/events": str(tmp / "events")}
+
+
+def _check_changes(ns: dict[str, Any], tmp: Path) -> None:
+    rows = ns["ds"].table_changes(ns["before"] + 1).read_all().to_pylist()
+    assert sorted((r["_change_type"], r["id"], r["score"]) for r in rows if r["id"] == 1) == [
+        ("update_postimage", 1, 0.0),
+        ("update_preimage", 1, 0.37),
+    ]
+    assert len(rows) == 6
+
+
 Setup = Callable[[Path], tuple[dict[str, Any], dict[str, str]]]
 SETUPS: dict[str, tuple[Setup, Callable[[dict[str, Any], Path], None]]] = {
     "datasets": (_datasets, _check_datasets),
@@ -147,6 +161,7 @@ SETUPS: dict[str, tuple[Setup, Callable[[dict[str, Any], Path], None]]] = {
     "pandas": (_pandas, _check_pandas),
     "progress": (_progress, _check_progress),
     "ecosystem": (_ecosystem, _check_ecosystem),
+    "changes": (_changes, _check_changes),
 }
 
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
 
-from lance_table._parallel import cached_per_instance
+from lance_table._parallel import IO, cached_per_instance, start_on
 from lance_table.errors import CorruptFileError
 from lance_table.file.compression import general
 from lance_table.file.runs import Runs
@@ -41,6 +42,8 @@ class PageIO:
             self.__dict__["buffers"] = buffers  # else read from the page when first asked
         self._whole: dict[tuple[int, int], memoryview] = {}
         self._inflated: dict[tuple[int, int], memoryview] = {}
+        #: the page's buffers being fetched on another thread (see :meth:`fetch_ahead`)
+        self._fetching: Future[None] | None = None
 
     @property
     def path(self) -> str:
@@ -84,7 +87,20 @@ class PageIO:
         """Fetch every page buffer in one coalesced request (used when the whole page is needed)."""
         fetch_buffers([(self, k) for k in range(len(self.buffers))])
 
+    def fetch_ahead(self, fetching: Future[None]) -> None:
+        """Say that :meth:`prefetch` runs on another thread (``fetching``): reads of the page's
+        buffers wait for it (and see its error) instead of sending their own requests."""
+        self._fetching = fetching
+
+    def _fetched(self) -> None:
+        fetching = self._fetching
+        if fetching is not None:
+            self._fetching = None
+            if not fetching.cancelled():
+                fetching.result()
+
     def whole(self, index: int, kind: int = BUFFER_PAGE) -> memoryview:
+        self._fetched()
         buffers = self.buffers
         key = buffers[index] if kind == BUFFER_PAGE and index < len(buffers) else self.locate(index, kind)
         data = self._whole.get(key)
@@ -103,6 +119,7 @@ class PageIO:
             raise self.corrupt(f"needs bytes up to {runs.end} of a buffer of {size} bytes")
         if not runs.count:
             return b""
+        self._fetched()
         if self.whole_page and not self._whole:
             self.prefetch()
         cached = self._whole.get((offset, size))
@@ -136,6 +153,18 @@ def buffers_of(page: Any) -> tuple[tuple[int, int], ...]:
 #: merges into one read, so no more bytes are read than the source would read.
 SPAN_GAP = 4096
 SPAN_MAX_RANGES = 64
+
+
+def fetch_ahead(pages: list[PageIO]) -> list[Future[None]]:
+    """Start fetching, on the I/O pool, every one of ``pages`` (of a remote file) read whole whose
+    buffers are not in hand: all at once (at most the pool's threads in flight), while the pages
+    that came in are decoded; the decoding workers would otherwise each wait for one page's
+    request after another. Returns the fetches, for the caller to :func:`settle`."""
+    wanted = [io for io in pages if io.whole_page and not io._whole and io._fetching is None and io.buffers]
+    started = start_on(IO, [io.prefetch for io in wanted])
+    for io, fetching in zip(wanted, started):
+        io.fetch_ahead(fetching)
+    return started
 
 
 def fetch_buffers(wanted: list[tuple[PageIO, int]]) -> None:

@@ -10,7 +10,7 @@ from typing import IO, Any
 import numpy as np
 import pyarrow as pa
 
-from lance_table._parallel import DECODE, map_on
+from lance_table._parallel import DECODE, map_on, settle
 from lance_table.errors import CorruptFileError, LanceTableError, SchemaError, UnsupportedFormatError
 from lance_table.file.arrow import build_binary, concat_chunks
 from lance_table.file.column_pages import ColumnPages
@@ -30,7 +30,7 @@ from lance_table.file.field_shapes import (
     row_columns,
 )
 from lance_table.file.fields import BLOB_DESCRIPTOR
-from lance_table.file.pageio import PageIO, fetch_buffers
+from lance_table.file.pageio import PageIO, fetch_ahead, fetch_buffers
 from lance_table.file.rows import RowReader, decoded, decoding, selectable
 from lance_table.file.runs import Runs
 from lance_table.file.v2_0 import decode as decode20
@@ -237,10 +237,15 @@ class LanceFileReader(RowReader):
         plans = [self._field_jobs(node, runs, touched, floors.get(node.name)) for node in nodes]
         flat = [job for jobs, _ in plans for job in jobs]
         self._fetch_selection_buffers(touched)
-        if len(flat) > 1 and runs.total * len(nodes) >= PARALLEL_MIN_VALUES:
-            results = map_on(DECODE, lambda job: job(), flat)
-        else:
-            results = [job() for job in flat]
+        remote = not isinstance(self._source, (LocalFileSource, BytesSource))
+        ahead = fetch_ahead([io for _, _, io in touched]) if remote else []
+        try:
+            if len(flat) > 1 and runs.total * len(nodes) >= PARALLEL_MIN_VALUES:
+                results = map_on(DECODE, lambda job: job(), flat)
+            else:
+                results = [job() for job in flat]
+        finally:
+            settle(ahead)
         arrays = []
         at = 0
         for node, (jobs, combine) in zip(nodes, plans):
@@ -277,9 +282,10 @@ class LanceFileReader(RowReader):
         if col.is_blob(self._source):
             return [lambda: self._read_field(node, runs)], _flatten
         self._check_length(col, runs)
+        pages = list(self._pages(col, runs, prefetch=False))
+        touched.extend((col, p, io) for p, _, io in pages if io.whole_page)
         jobs: list[Job] = [
-            functools.partial(self._decode_page, col, p, local, io, t)
-            for p, local, io in self._pages(col, runs, prefetch=False)
+            functools.partial(self._decode_page, col, p, local, io, t) for p, local, io in pages
         ]
         return jobs, _flatten
 

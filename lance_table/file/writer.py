@@ -45,7 +45,13 @@ from lance_table.file.container import (
 from lance_table.file.fields import is_blob
 from lance_table.file.v2_0.layout import is_packed_struct
 from lance_table.file.v2_1.blob_v2 import is_blob_v2
-from lance_table.file.v2_1.blob_v2_encode import BlobV2ColumnWriter, SidecarFiles, SidecarOpener, file_fields
+from lance_table.file.v2_1.blob_v2_encode import (
+    BlobV2ColumnWriter,
+    ExternalRefs,
+    SidecarFiles,
+    SidecarOpener,
+    file_fields,
+)
 from lance_table.file.v2_1.encode import LeafColumnWriter
 from lance_table.schema import FieldNode, LanceField, build_tree, fields_from_arrow, fields_to_pb
 
@@ -94,6 +100,8 @@ class LanceFileWriter:
         fields: Lance fields to store instead of numbering the schema from 0 (dataset field ids).
         blob_sidecars: 2.2 files: opens a sidecar file of this data file by name, for blob v2
             values too large to be inline (see :mod:`v2_1.blob_v2_encode`).
+        blob_externals: 2.2 files: how blob v2 values that are external URIs are stored (base
+            path id and relative URI); None refuses them.
 
     Raises:
         SchemaError: the schema holds a type Lance 2.0 cannot store (maps, for example).
@@ -111,8 +119,10 @@ class LanceFileWriter:
         fields: Iterable[LanceField] | None = None,
         blob_sidecars: SidecarOpener | None = None,
         max_page_bytes: int | None = None,
+        blob_externals: ExternalRefs | None = None,
     ) -> None:
         self.version = FileVersion.parse(version)
+        self._externals = blob_externals
         self._sidecars = SidecarFiles(blob_sidecars)
         if page_size_bytes <= 0 or (max_page_bytes is not None and max_page_bytes <= 0):
             raise ValueError("page_size_bytes and max_page_bytes must be positive")
@@ -153,7 +163,9 @@ class LanceFileWriter:
                 out.add_page(self._sink, layout, buffers, rows, URL_PAGE_LAYOUT, first_row)
 
             inline = lambda data: self._sink.write_buffer(data)[0]  # noqa: E731
-            return BlobV2ColumnWriter(node, pages, inline, self._sidecars, self.page_size_bytes)
+            return BlobV2ColumnWriter(
+                node, pages, inline, self._sidecars, self.page_size_bytes, self._externals
+            )
         if any(is_blob_v2(n.field) for n in node.walk()):
             raise UnsupportedFormatError(f"field {node.name!r}: blob v2 columns inside it are not written")
         if self.version is not FileVersion.V2_0:
@@ -244,6 +256,12 @@ class LanceFileWriter:
                 self._io = pool(WRITE).submit(_run_all, writes)
             else:
                 _run_all(writes)
+
+    def tell(self) -> int:
+        """The bytes written to the file so far: pages are written once they fill (or at
+        :meth:`close`), so this stays 0 until a column has a page's worth of data."""
+        self._drain()
+        return self._sink.pos
 
     def _drain(self) -> None:
         """Wait for the pages being written in the background; raise what their writing raised."""

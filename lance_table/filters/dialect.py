@@ -18,6 +18,8 @@ class _LanceSQL(Dialect):
     """Lance's SQL: ``'`` strings, backtick identifiers, ``"`` strings, IS below comparisons."""
 
     NORMALIZATION_STRATEGY = NormalizationStrategy.CASE_SENSITIVE
+    # DataFusion's ORDER BY: nulls last ascending, first descending (nulls sort as the largest)
+    NULL_ORDERING = "nulls_are_large"
 
     class Tokenizer(tokens.Tokenizer):
         QUOTES = ["'"]  # noqa: RUF012  (sqlglot's own attribute, a plain list)
@@ -54,6 +56,11 @@ def parse(text: str) -> exp.Expr:
     except SqlglotError as e:
         raise FilterError(f"syntax error in filter {text!r}: {e}") from e
     return _one(trees, text)
+
+
+def to_text(tree: exp.Expr) -> str:
+    """An expression as SQL text in Lance's dialect (what :func:`parse` reads back)."""
+    return tree.sql(dialect=_LanceSQL)
 
 
 def _parse(text: str) -> list[exp.Expr]:

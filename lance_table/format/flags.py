@@ -21,8 +21,9 @@ NAMES = {
 
 # What lance_table implements. Writes maintain row-id sequences (new rows get the next ids, deletes
 # keep them, compaction carries them to the rewritten rows).
-# Datasets with base paths read: external blobs resolve against the bases, and a data or deletion
-# file that lives in another base is refused on its own (UnsupportedFormatError naming it).
+# Datasets with base paths (multi-base datasets, shallow clones) are read and written: files resolve
+# against the base their ``base_id`` names; new files go to the dataset's own directory unless a
+# write targets a base.
 READABLE = (
     DELETION_FILES
     | STABLE_ROW_IDS
@@ -31,9 +32,7 @@ READABLE = (
     | BASE_PATHS
     | DISABLE_TRANSACTION_FILE
 )
-WRITABLE = (
-    DELETION_FILES | STABLE_ROW_IDS | USE_V2_FORMAT_DEPRECATED | TABLE_CONFIG | DISABLE_TRANSACTION_FILE
-)
+WRITABLE = READABLE  # every feature read is also written
 
 
 def describe(flags: int) -> str:

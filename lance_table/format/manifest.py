@@ -185,6 +185,16 @@ class Fragment:
         return frozenset(out)
 
     @cached_property
+    def files_named(self) -> frozenset[str]:
+        """The paths its data and deletion files would have under the dataset root, whichever base
+        holds them: what cleanup keeps, as pylance keeps files by name (so a registered base that is
+        the dataset's own directory never loses a file it holds)."""
+        out = {paths.data_file_path(f.path) for f in self.files}
+        if self.deletion_file is not None:
+            out.add(self.deletion_file.path(self.id))
+        return frozenset(out)
+
+    @cached_property
     def formats(self) -> frozenset[str]:
         """The data formats of the fragment's files."""
         return frozenset(f.version for f in self.files)
@@ -519,13 +529,19 @@ def _fragment_counts(f: Any) -> tuple[int, int, int, int, int]:
     )
 
 
-def decode_manifest_summary(data: bytes, path: str) -> ManifestSummary:
+def decode_manifest_summary(
+    data: bytes, path: str, *, skip: tuple[int, int] | None = None
+) -> ManifestSummary:
     """Parse the version, time and transaction of a manifest file, leaving its fragments alone.
+
+    ``skip`` is a span ``(start, end)`` of the manifest protobuf (:func:`manifest_body`) holding
+    whole records only, its fragment records, found by the caller: that span is not parsed at all,
+    and the summary's ``fragments`` are then those outside it (none, when the span held them all).
 
     Raises:
         CorruptFileError: the framing or the protobuf is damaged.
     """
-    pb, pos, txn = _parse(data, path)
+    pb, pos, txn = _parse(data, path, skip)
     return ManifestSummary(
         pb.version,
         pb.timestamp.seconds * 10**9 + pb.timestamp.nanos,
@@ -536,14 +552,16 @@ def decode_manifest_summary(data: bytes, path: str) -> ManifestSummary:
     )
 
 
-def _parse(data: bytes, path: str) -> tuple[Any, int, bytes | None]:
-    """The manifest protobuf of a manifest file, where it starts, and the inline transaction.
-
-    Checked: the framing, the timestamp and the transaction file's name.
+def manifest_body(data: bytes, path: str) -> bytes:
+    """The manifest protobuf's bytes in a manifest file (the framing checked, nothing parsed).
 
     Raises:
-        CorruptFileError: the framing or the protobuf is damaged.
+        CorruptFileError: the framing is damaged.
     """
+    return _body(data, path)[1]
+
+
+def _body(data: bytes, path: str) -> tuple[int, bytes]:
     size = len(data)
     if size < MANIFEST_FOOTER_SIZE + 4:
         raise CorruptFileError(path, f"manifest of {size} bytes is too small")
@@ -553,6 +571,21 @@ def _parse(data: bytes, path: str) -> tuple[Any, int, bytes | None]:
     body = _section(data, pos, path, "manifest")
     if pos + 4 + len(body) + MANIFEST_FOOTER_SIZE != size:
         raise CorruptFileError(path, "the manifest does not end where the footer starts", offset=pos)
+    return pos, body
+
+
+def _parse(data: bytes, path: str, skip: tuple[int, int] | None = None) -> tuple[Any, int, bytes | None]:
+    """The manifest protobuf of a manifest file (without the records in the span ``skip`` of it,
+    if given), where it starts, and the inline transaction.
+
+    Checked: the framing, the timestamp and the transaction file's name.
+
+    Raises:
+        CorruptFileError: the framing or the protobuf is damaged.
+    """
+    pos, body = _body(data, path)
+    if skip is not None:
+        body = body[: skip[0]] + body[skip[1] :]
     pb = table_pb2.Manifest()
     try:
         pb.ParseFromString(body)

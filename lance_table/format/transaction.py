@@ -13,6 +13,7 @@ from google.protobuf.message import DecodeError
 from lance_table._proto import transaction_pb2
 from lance_table.errors import CorruptFileError
 from lance_table.format import operations as ops
+from lance_table.format.bases import BasePath
 from lance_table.format.manifest import Fragment, check_fragments, check_schema
 from lance_table.format.operations import DataReplacement, Merge, Project, Update, UpdateConfig
 from lance_table.schema import LanceField, fields_from_pb, fields_to_pb
@@ -52,6 +53,8 @@ class Overwrite:
     # A new dataset that uses stable row ids (not stored in the transaction; the manifest's
     # feature flags record it).
     stable_row_ids: bool = field(default=False, compare=False)
+    # Base paths a new dataset registers (pylance's ``initial_bases``), ids assigned.
+    initial_bases: tuple[BasePath, ...] = ()
     name = "overwrite"
 
 
@@ -86,6 +89,27 @@ class Restore:
 
 
 @dataclass(frozen=True)
+class UpdateBases:
+    """Register more base paths (pylance's ``add_bases``); ids 0 get the next free ids on commit."""
+
+    new_bases: tuple[BasePath, ...]
+    name = "update_bases"
+
+
+@dataclass(frozen=True)
+class Clone:
+    """The first version of a clone: the dataset at ``ref_path`` (version ``ref_version``, tag
+    ``ref_name``), its files referenced in place when ``is_shallow``."""
+
+    is_shallow: bool
+    ref_name: str | None
+    ref_version: int
+    ref_path: str
+    branch_name: str | None = None
+    name = "clone"
+
+
+@dataclass(frozen=True)
 class OtherOperation:
     """An operation lance_table reads but does not model (Merge, Project, Update, CreateIndex, ...)."""
 
@@ -105,6 +129,8 @@ Operation = (
     | Project
     | UpdateConfig
     | DataReplacement
+    | UpdateBases
+    | Clone
     | OtherOperation
 )
 
@@ -151,6 +177,21 @@ class Transaction:
             tag=pb.tag,
             properties=dict(pb.transaction_properties),
         )
+
+
+def transaction_summary(data: bytes, path: str) -> tuple[str, dict[str, str]]:
+    """The operation's name and the properties of a serialized transaction (what a version's
+    history shows of it), without turning its fragments and schema into objects.
+
+    Raises:
+        CorruptFileError: the bytes are not a Transaction protobuf.
+    """
+    pb = transaction_pb2.Transaction()
+    try:
+        pb.ParseFromString(data)
+    except (DecodeError, RuntimeError) as exc:
+        raise CorruptFileError(path, f"transaction protobuf does not parse ({exc})") from exc
+    return pb.WhichOneof("operation") or "unknown", dict(pb.transaction_properties)
 
 
 def _check_operation(pb: Any, path: str) -> None:
@@ -209,12 +250,25 @@ def _operation_to_pb(op: Operation, pb: Any) -> None:
             pb.overwrite.schema_metadata[k] = v
         for k, s in op.config_upsert_values.items():
             pb.overwrite.config_upsert_values[k] = s
+        for base in op.initial_bases:
+            base.to_pb(pb.overwrite.initial_bases.add())
     elif isinstance(op, Rewrite):
         pb.rewrite.SetInParent()
         for g in op.groups:
             group = pb.rewrite.groups.add()
             _put_frags(g.old_fragments, group.old_fragments)
             _put_frags(g.new_fragments, group.new_fragments)
+    elif isinstance(op, UpdateBases):
+        pb.update_bases.SetInParent()
+        for base in op.new_bases:
+            base.to_pb(pb.update_bases.new_bases.add())
+    elif isinstance(op, Clone):
+        c = pb.clone
+        c.is_shallow, c.ref_version, c.ref_path = op.is_shallow, op.ref_version, op.ref_path
+        if op.ref_name is not None:
+            c.ref_name = op.ref_name
+        if op.branch_name is not None:
+            c.branch_name = op.branch_name
     elif isinstance(op, ReserveFragments):
         pb.reserve_fragments.num_fragments = op.num_fragments
     elif isinstance(op, Restore):
@@ -237,12 +291,24 @@ def _operation_from_pb(pb: Any) -> Operation:
             tuple(fields_from_pb(o.schema)),
             dict(o.schema_metadata),
             dict(o.config_upsert_values),
+            initial_bases=tuple(BasePath.from_pb(b) for b in o.initial_bases),
         )
     if kind == "rewrite":
         groups = [RewriteGroup(_frags(g.old_fragments), _frags(g.new_fragments)) for g in pb.rewrite.groups]
         if pb.rewrite.old_fragments or pb.rewrite.new_fragments:
             groups.append(RewriteGroup(_frags(pb.rewrite.old_fragments), _frags(pb.rewrite.new_fragments)))
         return Rewrite(tuple(groups))
+    if kind == "update_bases":
+        return UpdateBases(tuple(BasePath.from_pb(b) for b in pb.update_bases.new_bases))
+    if kind == "clone":
+        c = pb.clone
+        return Clone(
+            c.is_shallow,
+            c.ref_name if c.HasField("ref_name") else None,
+            c.ref_version,
+            c.ref_path,
+            c.branch_name if c.HasField("branch_name") else None,
+        )
     if kind == "reserve_fragments":
         return ReserveFragments(pb.reserve_fragments.num_fragments)
     if kind == "restore":

@@ -33,6 +33,9 @@ KNOWN_OPTIONS = (
     "maxrowspertrigger",
     "skipchangecommits",
     "merge_on",
+    # The change data feed (lance_table.spark.change_feed), streaming and batch.
+    "readchangefeed",
+    "endingversion",
 )
 # Table properties Spark itself passes for catalog tables (its reserved properties); not ours to check.
 SPARK_RESERVED = frozenset(
@@ -43,6 +46,7 @@ ALIASES = {
     "versionasof": "version",
     "timestampasof": "asof",
     "lance.streaming.dedupe.lookback.versions": "dedupe_lookback_versions",
+    "readchangedata": "readchangefeed",  # Delta Lake's first name of the option
 }
 # Spark copies a catalog table's OPTIONS into its properties under this prefix as well.
 SPARK_OPTION_PREFIX = "option."

@@ -119,6 +119,10 @@ class LanceTableDataSource(DataSource):
         fields = [
             ds.schema.field(c) if c in ds.schema.names else SYSTEM_COLUMNS[c] for c in self._columns(ds, o)
         ]
+        if self._change_feed():
+            from lance_table.spark.change_feed import change_fields
+
+            fields += change_fields(ds.schema.names)
         schema = spark_schema(pa.schema(fields))
         if self._catalog_create:  # CREATE TABLE ... USING lance_table LOCATION: remember where
             assert o.path is not None
@@ -126,6 +130,50 @@ class LanceTableDataSource(DataSource):
                 raise ValueError(NO_TABLE_STORAGE_OPTIONS)
             schema = with_location(schema, o.path, table_options(self._given))
         return schema
+
+    def _change_feed(self) -> bool:
+        """Whether the read is of the change feed (option ``readChangeFeed``; the other streaming
+        options are checked when the stream starts)."""
+        from lance_table.spark.options import ALIASES
+        from lance_table.spark.streaming_options import StreamOptions
+
+        flag = {k: v for k, v in self._given.items() if ALIASES.get(k, k) == "readchangefeed"}
+        return StreamOptions.parse(flag).read_change_feed
+
+    def _change_reader(self, o: SourceOptions, ds: Any, schema: Any) -> Any:
+        """A batch read of the change feed, from ``startingVersion`` to ``endingVersion`` (the latest
+        when not given), as Delta Lake's.
+
+        Raises:
+            ValueError: ``startingVersion`` is missing, or after ``endingVersion``.
+            SchemaError: a column is not in the dataset.
+        """
+        from lance_table.spark.change_feed import CHANGE_COLUMNS, ChangeFeedReader
+        from lance_table.spark.streaming_options import StreamOptions
+
+        stream = StreamOptions.parse(self._given)
+        last = stream.ending_version if stream.ending_version is not None else ds.version
+        first = stream.starting_version
+        if first is None:
+            raise ValueError("a batch read with readChangeFeed needs the option startingVersion")
+        first = last if first == -1 else first
+        if first > last:
+            raise ValueError(f"option startingVersion ({first}) is after endingVersion ({last})")
+        data = [f.name for f in schema.fields if f.name not in CHANGE_COLUMNS]
+        missing = [c for c in data if c not in ds.schema.names]
+        if missing:
+            raise SchemaError(f"columns {missing} are not in {o.path}; columns are {ds.schema.names}")
+        assert o.path is not None
+        return ChangeFeedReader(
+            o.path,
+            self._storage_options(o),
+            first,
+            last,
+            pa.schema([ds.schema.field(c) for c in data]),
+            spark_arrow_schema(schema),
+            o.batch_size,
+            o.max_rows_per_partition,
+        )
 
     reader_class: type[LanceTableReader] = LanceTableReader
 
@@ -135,6 +183,8 @@ class LanceTableDataSource(DataSource):
         settle_worker()
         o = self._resolved(schema)
         ds = self._open(o)
+        if self._change_feed():
+            return self._change_reader(o, ds, schema)
         names = ds.schema.names
         columns = [f.name for f in schema.fields]
         missing = [c for c in columns if c not in names and c not in SYSTEM_COLUMNS]
@@ -220,12 +270,20 @@ class LanceTableDataSource(DataSource):
         o = self._resolved(schema)
         ds = self._open(o)
         names = ds.schema.names
+        stream = StreamOptions.parse(self._given)
+        reader_class = LanceStreamReader
         columns = [f.name for f in schema.fields]
-        missing = [c for c in columns if c not in names]
+        data = columns
+        if stream.read_change_feed:
+            from lance_table.spark.change_feed import CHANGE_COLUMNS, ChangeFeedStreamReader
+
+            reader_class = ChangeFeedStreamReader
+            data = [c for c in columns if c not in CHANGE_COLUMNS]
+        missing = [c for c in data if c not in names]
         if missing:
             raise SchemaError(f"columns {missing} are not in {o.path}; columns are {names}")
         assert o.path is not None
-        return LanceStreamReader(
+        return reader_class(
             o.path,
             self._storage_options(o),
             ds.version,
@@ -235,7 +293,7 @@ class LanceTableDataSource(DataSource):
             spark_arrow_schema(schema),
             o.batch_size,
             o.max_rows_per_partition,
-            StreamOptions.parse(self._given),
+            stream,
             dictionaries=ds.manifest.dictionaries,
         )
 

@@ -2,7 +2,7 @@
 
 Keys are case-insensitive and values strings, as Spark hands them over; the names of the JVM
 connector (``streamingQueryId``) and of Delta Lake (``startingVersion``, ``maxRowsPerTrigger``,
-``skipChangeCommits``) are used as Spark users know them.
+``skipChangeCommits``, ``readChangeFeed``, ``endingVersion``) are used as Spark users know them.
 """
 
 from __future__ import annotations
@@ -37,6 +37,11 @@ class StreamOptions:
             rewrite rows instead of failing.
         merge_on: ``merge_on``: the key columns (comma-separated) the sink merges each
             micro-batch on (update matched rows, insert the others); None: the sink appends.
+        read_change_feed: ``readChangeFeed`` (or Delta's ``readChangeData``): the source yields
+            the change rows of each version (``_change_type``, ``_commit_version``,
+            ``_commit_timestamp`` after the data columns; see :mod:`lance_table.table.changes`).
+        ending_version: ``endingVersion``: the last version a batch read of the change feed
+            covers; None: the latest.
     """
 
     query_id: str | None = None
@@ -46,6 +51,8 @@ class StreamOptions:
     max_rows_per_trigger: int | None = None
     skip_change_commits: bool = False
     merge_on: tuple[str, ...] | None = None
+    read_change_feed: bool = False
+    ending_version: int | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> StreamOptions:
@@ -75,9 +82,13 @@ class StreamOptions:
                 starting = -1
             else:
                 starting = positive("startingversion", "startingVersion")
-        skip = opts.get("skipchangecommits", "false").strip().lower()
-        if skip not in ("true", "false"):
-            raise ValueError(f"option 'skipChangeCommits' must be true or false, got {skip!r}")
+
+        def flag(name: str, spelled: str) -> bool:
+            value = opts.get(name, "false").strip().lower()
+            if value not in ("true", "false"):
+                raise ValueError(f"option {spelled!r} must be true or false, got {value!r}")
+            return value == "true"
+
         query_id = opts.get("streamingqueryid")
         if query_id is not None and not query_id.strip():
             raise ValueError("option 'streamingQueryId' must not be empty")
@@ -95,6 +106,8 @@ class StreamOptions:
             checkpoint=opts.get("checkpointlocation") or None,
             starting_version=starting,
             max_rows_per_trigger=positive("maxrowspertrigger", "maxRowsPerTrigger"),
-            skip_change_commits=skip == "true",
+            skip_change_commits=flag("skipchangecommits", "skipChangeCommits"),
             merge_on=merge_on,
+            read_change_feed=flag("readchangefeed", "readChangeFeed"),
+            ending_version=positive("endingversion", "endingVersion"),
         )

@@ -10,7 +10,8 @@ What a version added is found by comparing its fragments with the previous versi
 leaves every earlier fragment as it was and adds new ones. A version that changes or removes
 earlier fragments (a delete, update, merge_insert, compaction, overwrite, restore, new columns)
 stops the query with an error naming the version and its operation, unless ``skipChangeCommits``
-is set: then such versions are passed over.
+is set: then such versions are passed over. With ``readChangeFeed`` the source yields each
+version's change rows instead (:mod:`lance_table.spark.change_feed`).
 """
 
 from __future__ import annotations
@@ -104,6 +105,11 @@ class LanceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return entries[-1].version if entries else 0
 
     def latestOffset(self, start: Offset, limit: ReadLimit) -> Offset:
+        if start.get("changes") and type(self) is LanceStreamReader:
+            raise ValueError(
+                "the checkpoint of this query was written with readChangeFeed, whose offsets count "
+                "change rows: set readChangeFeed=true, or start with a new checkpoint"
+            )
         newest = self._newest() if self._target is None else self._target
         version, row, snapshot = int(start["version"]), int(start["row"]), bool(start.get("snapshot"))
         if version > newest:
@@ -112,7 +118,7 @@ class LanceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if budget is None:
             return {"version": newest + 1, "row": 0}
         while version <= newest and budget > 0:
-            left = _rows(self._added_by(version, snapshot)) - row
+            left = self._size(version, snapshot) - row
             if left > budget:
                 row += budget
                 break
@@ -161,6 +167,10 @@ class LanceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # -- what a version added --------------------------------------------------------------------
 
+    def _size(self, version: int, snapshot: bool) -> int:
+        """How many rows ``version`` contributes to the stream (offsets count these)."""
+        return _rows(self._added_by(version, snapshot))
+
     def _manifest(self, version: int) -> Manifest:
         if version not in self._manifests:
             storage = self._storage()
@@ -197,8 +207,9 @@ class LanceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         raise UnsupportedOperationError(
             f"version {version} of {self.uri} ({self._operation(version)}) changes rows or the schema "
             "that earlier versions wrote; the lance_table streaming source reads appended rows only. "
-            "Set the option skipChangeCommits=true to pass over such versions, or restart the query "
-            "with a new checkpoint and startingVersion after it"
+            "Set the option skipChangeCommits=true to pass over such versions, readChangeFeed=true to "
+            "read the change rows of every version, or restart the query with a new checkpoint and "
+            "startingVersion after it"
         )
 
     def _operation(self, version: int) -> str:

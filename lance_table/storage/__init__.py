@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from typing import Any
 
-from lance_table.errors import InvalidURIError
+from lance_table.errors import InvalidURIError, StorageOptionsError
 from lance_table.storage.base import Entry, StagedFile, Storage
 from lance_table.storage.local import LocalStorage
 from lance_table.storage.options import options_fingerprint, s3fs_arguments, with_connection_pool
@@ -15,7 +16,11 @@ from lance_table.storage.uris import local_path
 __all__ = ["Entry", "LocalStorage", "StagedFile", "Storage", "clear_memory", "open_storage"]
 
 
-def open_storage(uri: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None) -> Storage:
+def open_storage(
+    uri: str | os.PathLike[str],
+    storage_options: Mapping[str, Any] | None = None,
+    base_store_params: Mapping[str, Mapping[str, Any]] | None = None,
+) -> Storage:
     """The storage for a dataset URI: a local path, ``file:``, ``memory://``, ``s3://``, ``az://``
     (``abfs://``, ``abfss://``), ``gs://`` or any fsspec URL.
 
@@ -31,15 +36,50 @@ def open_storage(uri: str | os.PathLike[str], storage_options: Mapping[str, Any]
     The storage's ``cache_key`` covers the options, so handles opened with other credentials or
     another endpoint never share cached readers.
 
+    Options of other base paths of a multi-base dataset, as pylance takes them, are kept for those
+    bases only: ``base_<id>.<name>`` entries of ``storage_options`` (not passed to this storage's
+    filesystem) and ``base_store_params`` (options by base path URI).
+
     Raises:
         StorageOptionsError: an option is unknown, unsafe (``asynchronous``, ``loop``, a listing
             cache), refused (the message says why) or has a bad value.
         StorageCredentialsError: an Azure URI names no storage account.
         InvalidURIError: an Azure URI names no container.
+        StorageOptionsError: also when ``base_store_params`` is not a dict of dicts by base path.
     """
-    storage = _open(os.fspath(uri), dict(storage_options or {}))
-    storage.storage_options = dict(storage_options or {})
+    given = dict(storage_options or {})
+    own = {k: v for k, v in given.items() if not (isinstance(k, str) and BASE_OPTION.match(k))}
+    storage = _open(os.fspath(uri), own)
+    storage.storage_options = given
+    storage.base_store_params = _base_store_params(base_store_params)
     return storage
+
+
+#: a ``storage_options`` entry meant for one base path only: ``base_<id>.<name>``
+BASE_OPTION = re.compile(r"base_(\d+)\.(.+)\Z")
+
+
+def _base_store_params(params: Mapping[str, Mapping[str, Any]] | None) -> dict[str, dict[str, Any]]:
+    """pylance's ``base_store_params``, checked: options (a dict) by base path URI (a string).
+
+    Raises:
+        StorageOptionsError: another shape.
+    """
+    if params is None:
+        return {}
+    if not isinstance(params, Mapping):
+        raise StorageOptionsError(
+            "base_store_params",
+            f"must be a dict of storage options by base path, not {type(params).__name__}",
+        )
+    out = {}
+    for path, options in params.items():
+        if not isinstance(path, str) or not isinstance(options, Mapping):
+            raise StorageOptionsError(
+                f"base_store_params[{path!r}]", "must map a base path URI (str) to a dict of storage options"
+            )
+        out[path] = dict(options)
+    return out
 
 
 def _open(text: str, options: dict[str, Any]) -> Storage:

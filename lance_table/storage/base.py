@@ -75,6 +75,9 @@ class Storage(ABC):
         self.cache_key = f"{uri}#{access}" if access else uri
         #: the options the storage was opened with (a pickled dataset handle opens it again with them)
         self.storage_options: dict[str, Any] = {}
+        #: pylance's ``base_store_params``: the storage options of other base paths, by base path
+        #: URI (runtime only, never stored; see :mod:`lance_table.table.base_storage`)
+        self.base_store_params: dict[str, dict[str, Any]] = {}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.uri!r})"
@@ -145,6 +148,20 @@ class Storage(ABC):
         """The names of the files directly inside a directory (none if it does not exist), in no
         particular order: the cheapest listing."""
         return [e.name for e in self.list_dir(path, stat=False)]
+
+    def list_names_page(
+        self, path: str, *, start_after: str = "", limit: int = 1000
+    ) -> tuple[list[str], str | None] | None:
+        """One page of the names of the files directly inside a directory, in lexical order: at
+        most ``limit`` names, those after ``start_after``; and the name to start the next page
+        after (None when this page is the last). None where the store does not list in order
+        (a local disk lists a whole directory at once: :meth:`list_names` is its cheapest listing).
+
+        Object stores list in lexical order, a page per request: a reader that needs only the
+        first names of a long directory (the newest versions, whose V2 names sort first) stops
+        after a page or two.
+        """
+        return None
 
     @abstractmethod
     def delete(self, path: str) -> None:

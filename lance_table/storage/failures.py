@@ -82,6 +82,7 @@ STORAGE_METHODS = (
     "put_if_absent",
     "list_dir",
     "list_names",
+    "list_names_page",
     "list_tree",
     "delete",
     "exists",

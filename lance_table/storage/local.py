@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import IO
 
 from lance_table.storage.base import Entry, StagedFile, Storage
+from lance_table.storage.io_stats import record
 from lance_table.storage.sources import ByteSource, LocalFileSource, size_disagreement
 
 
@@ -30,7 +31,9 @@ class LocalStorage(Storage):
 
     def read(self, path: str) -> bytes:
         with open(self._abs(path), "rb") as f:
-            return f.read()
+            data = f.read()
+        record(1, len(data))
+        return data
 
     def read_ranges(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
         src = LocalFileSource(self._abs(path))

@@ -13,6 +13,7 @@ from lance_table._parallel import after_fork_in_child
 from lance_table.errors import CorruptFileError
 from lance_table.storage.base import Entry, Storage
 from lance_table.storage.failures import STORAGE_METHODS, typed_failures, wrap_methods
+from lance_table.storage.io_stats import record
 from lance_table.storage.sources import ByteSource, _RangedSource, size_disagreement
 
 #: reads of different files a remote store is given at once (see ``Storage.read_parallelism``);
@@ -156,7 +157,9 @@ class FsspecStorage(Storage):
             self.fs.invalidate_cache(base)
 
     def read(self, path: str) -> bytes:
-        return bytes(self.fs.cat_file(self._abs(path)))
+        data = bytes(self.fs.cat_file(self._abs(path)))
+        record(1, len(data))
+        return data
 
     def read_ranges(self, path: str, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
         return self.source(path).read_ranges(ranges)
@@ -293,6 +296,7 @@ class ConditionalPutStorage(FsspecStorage):
             self.fs.invalidate_cache(full)
         try:
             existing = bytes(self.fs.cat_file(full))
+            record(1, len(existing))
         except FileNotFoundError:
             # a 409 while another conditional write was in flight that then failed: try again later
             raise FileExistsError(errno.EEXIST, "concurrent conditional write", full) from cause
@@ -304,9 +308,34 @@ class ConditionalPutStorage(FsspecStorage):
 class S3Storage(ConditionalPutStorage):
     """S3 through s3fs; commits use a conditional PUT (``If-None-Match: *``)."""
 
+    def list_names_page(
+        self, path: str, *, start_after: str = "", limit: int = 1000
+    ) -> tuple[list[str], str | None] | None:
+        """One ``ListObjectsV2`` request (S3 lists keys in lexical order); see
+        :meth:`Storage.list_names_page`. None on a version-aware filesystem (its listings are of
+        object versions)."""
+        fs = self.fs
+        if fs.version_aware:
+            return None
+        bucket, key, _ = fs.split_path(self._abs(path))
+        prefix = f"{key.rstrip('/')}/" if key else ""
+        kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "Delimiter": "/", "MaxKeys": limit}
+        if start_after:
+            kwargs["StartAfter"] = prefix + start_after
+        out = fs.call_s3("list_objects_v2", **kwargs)
+        names = [str(c["Key"])[len(prefix) :] for c in out.get("Contents", [])]
+        if not out.get("IsTruncated"):
+            return names, None
+        # the next page starts after this one's last file, or after everything below its last
+        # subdirectory (both count towards MaxKeys)
+        ends = [str(c["Prefix"])[len(prefix) :] + "\U0010ffff" for c in out.get("CommonPrefixes", [])]
+        return names, max([*names, *ends])
+
     def read(self, path: str) -> bytes:
         """A whole file in one GET (s3fs would first ask for its size, to split large reads)."""
-        return bytes(self.fs.cat_file(self._abs(path), max_concurrency=1))
+        data = bytes(self.fs.cat_file(self._abs(path), max_concurrency=1))
+        record(1, len(data))
+        return data
 
 
 class AzureStorage(ConditionalPutStorage):

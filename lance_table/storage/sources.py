@@ -16,6 +16,7 @@ from typing import IO, Protocol, runtime_checkable
 import numpy as np
 
 from lance_table.errors import CorruptFileError
+from lance_table.storage.io_stats import record
 
 # Ranges whose gap is smaller than this are fetched with one read.
 DEFAULT_COALESCE_GAP = 64 * 1024
@@ -120,13 +121,16 @@ class _RangedSource:
             if off < 0 or length < 0 or off + length > size:
                 raise self._outside(off, length)
             (data,) = self._read_many([(off, length)])
+            record(1, len(data))
             return [self._checked(off, length, data)]
         arr = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
         outside = (arr[:, 0] < 0) | (arr[:, 1] < 0) | (arr[:, 0] + arr[:, 1] > size)
         if bool(outside.any()):
             raise self._outside(*arr[int(np.argmax(outside))].tolist())
         merged, which, inner = coalesce(arr, self.coalesce_gap)
-        blobs = [self._checked(off, n, data) for (off, n), data in zip(merged, self._read_many(merged))]
+        got = self._read_many(merged)
+        record(len(merged), sum(len(data) for data in got))
+        blobs = [self._checked(off, n, data) for (off, n), data in zip(merged, got)]
         lengths = arr[:, 1].tolist()
         return [blobs[w][i : i + n] for w, i, n in zip(which.tolist(), inner.tolist(), lengths)]
 
@@ -271,6 +275,7 @@ class _LocalRead(_RangedSource):
         firsts = np.flatnonzero(new_read).tolist()
         bounds = [*firsts, int(starts.size)]
         at_l, starts_l, lengths_l, gaps_l = at.tolist(), starts.tolist(), lengths.tolist(), gaps.tolist()
+        record(len(firsts), int(starts[-1] + lengths[-1] - starts[0]) - _skipped(gaps, new_read))
         for lo, hi in pairwise(bounds):
             if hi - lo == 1:
                 bufs = [view[at_l[lo] : at_l[lo + 1]]]
@@ -289,6 +294,11 @@ class _LocalRead(_RangedSource):
                     got = self._checked(starts_l[k], lengths_l[k], self._read(starts_l[k], lengths_l[k]))
                     part[:] = got
         return view
+
+
+def _skipped(gaps: np.ndarray, new_read: np.ndarray) -> int:
+    """The bytes of the gaps between ranges that are not read (those before each new read)."""
+    return int(gaps[new_read].sum())
 
 
 def _joined(parts: list[memoryview]) -> memoryview:

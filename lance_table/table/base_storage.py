@@ -1,20 +1,24 @@
 """Files in a manifest's other base paths (pylance's multi-base datasets and shallow clones): a
-data or deletion file whose ``base_id`` names a registered base is read from that base, with the
-storage options of the dataset. A base that is a dataset root keeps data files under ``data/``;
-other bases hold them directly."""
+data or deletion file whose ``base_id`` names a registered base is read from that base. A base that
+is a dataset root keeps data files under ``data/``; other bases hold them directly.
+
+A base is opened with its own storage options as pylance decides them: the ``base_store_params``
+entry of its exact path when there is one (those options alone); else the dataset's storage
+options, with its ``base_<id>.<name>`` entries over them."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
+from typing import Any
 
 from lance_table.errors import UnsupportedFormatError
 from lance_table.format import paths
 from lance_table.format.bases import BasePath
-from lance_table.storage import Storage, open_storage
+from lance_table.storage import BASE_OPTION, Storage, open_storage
 
 _LOCK = threading.Lock()
-_OPENED: dict[tuple[str, str], Storage] = {}
+_OPENED: dict[tuple[str, str, str], Storage] = {}
 
 
 def base_storage(storage: Storage, bases: Mapping[int, BasePath], base_id: int, what: str) -> Storage:
@@ -28,16 +32,33 @@ def base_storage(storage: Storage, bases: Mapping[int, BasePath], base_id: int, 
         raise UnsupportedFormatError(
             f"{what} lives in base path {base_id}, which the manifest does not register"
         )
-    key = (storage.cache_key, base.path)
+    options = base_options(storage, base_id, base.path)
+    key = (storage.cache_key, base.path, repr(sorted(options.items())))
     with _LOCK:
         found = _OPENED.get(key)
     if found is None:
-        found = open_storage(base.path, storage.storage_options)
+        found = open_storage(base.path, options)
         with _LOCK:
             if len(_OPENED) > 256:
                 _OPENED.clear()
             found = _OPENED.setdefault(key, found)
     return found
+
+
+def base_options(storage: Storage, base_id: int, path: str) -> dict[str, Any]:
+    """The storage options base ``base_id`` at ``path`` is opened with (see the module)."""
+    given = storage.base_store_params.get(path)
+    if given is not None:
+        return dict(given)
+    own: dict[str, Any] = {}
+    mine: dict[str, Any] = {}
+    for key, value in storage.storage_options.items():
+        found = BASE_OPTION.match(key) if isinstance(key, str) else None
+        if found is None:
+            own[key] = value
+        elif int(found.group(1)) == base_id:
+            mine[found.group(2)] = value
+    return {**own, **mine}
 
 
 def data_dir(bases: Mapping[int, BasePath], base_id: int | None) -> str:

@@ -65,6 +65,43 @@ def _located(scheme: str, parts: list[str]) -> BlobLocation:
     return BlobLocation("/" + parent if scheme == "file" else f"{scheme}://{parent}", parts[-1])
 
 
+def external_reference(uri: str, bases: Mapping[int, BasePath], allow_outside: bool) -> tuple[int, str]:
+    """How a written external blob's URI is stored, as pylance 14 stores it: the id of the deepest
+    registered base path it lies below (bases that are dataset roots do not count) and its path
+    relative to that base; else, with ``allow_outside`` (``allow_external_blob_outside_bases``),
+    id 0 and the URI as given, which must then be an absolute URI (``file:///...`` locally).
+
+    Raises:
+        BlobLocationError: the URI is outside every base without ``allow_outside``, not an absolute
+            URI or path, has an unknown scheme or ``.``, ``..`` or empty path segments (pylance
+            normalizes the last three; lance_table refuses them).
+    """
+    scheme, parts = _split(uri, uri, "the URI")
+    best: tuple[int, int] | None = None
+    for base_id, base in sorted(bases.items()):
+        if base.is_dataset_root:
+            continue
+        try:
+            base_scheme, root = _split(base.path, base.path, "a base path")
+        except BlobLocationError:
+            continue
+        below = base_scheme == scheme and len(parts) > len(root) and parts[: len(root)] == root
+        if below and (best is None or len(root) > best[1]):
+            best = (base_id, len(root))
+    if best is not None:
+        return best[0], "/".join(parts[best[1] :])
+    if not allow_outside:
+        raise BlobLocationError(
+            uri,
+            "it is outside the dataset's registered external base paths (bases that are not dataset "
+            "roots); register its base or pass allow_external_blob_outside_bases=True to store it as "
+            "an absolute URI",
+        )
+    if "://" not in uri:
+        raise BlobLocationError(uri, "it is outside the registered base paths and not an absolute URI")
+    return 0, uri
+
+
 def resolve_external(uri: str, blob_id: int, bases: Mapping[int, BasePath]) -> BlobLocation:
     """The location an external blob descriptor (``blob_uri``, ``blob_id``) names.
 

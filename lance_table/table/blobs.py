@@ -29,10 +29,10 @@ from lance_table.errors import (
 from lance_table.file.fields import BLOB_KEY
 from lance_table.file.runs import Runs
 from lance_table.file.v2_1.blob_v2 import BlobKind, blob_file_name, is_blob_v2
-from lance_table.format import paths
 from lance_table.format.bases import base_paths
 from lance_table.format.manifest import DataFile
 from lance_table.storage import Storage, open_storage
+from lance_table.table.base_storage import base_options
 from lance_table.table.blob_locations import resolve_external
 from lance_table.table.deletion import missing_file_error
 from lance_table.table.fragment import FragmentReader
@@ -292,23 +292,26 @@ class _Opener:
             DataFileNotFoundError: the data file or a sidecar is gone with its version.
         """
         data_file = self._data_file(frag)
-        data_path = paths.data_file_path(data_file.path)
-        where = f"{self.storage.uri.rstrip('/')}/{data_path}"
+        storage, directory = frag.location(data_file)  # (another base's, when the file names one)
+        data_path = f"{directory}/{data_file.path}" if directory else data_file.path
+        where = f"{storage.uri.rstrip('/')}/{data_path}"
         kind, position, size = desc["kind"], int(desc["position"]), int(desc["size"])
         blob_id = int(desc["blob_id"])
         what = f"the blob descriptor of column {self.column!r} at row {row} of fragment {frag.fragment.id}"
         if kind == BlobKind.INLINE:
-            return self._ranged(self.storage, data_path, position, size, where, what)
+            return self._ranged(storage, data_path, position, size, where, what)
         if kind in (BlobKind.PACKED, BlobKind.DEDICATED):
-            path = paths.data_file_path(f"{_sidecar_dir(data_file.path, where)}/{blob_file_name(blob_id)}")
+            # (next to the data file, in its base: the descriptor does not name the base)
+            path = f"{_sidecar_dir(data_file.path, where)}/{blob_file_name(blob_id)}"
+            path = f"{directory}/{path}" if directory else path
             what = f"{what} (blob id {blob_id})"
-            length = self._sidecar_size(path, data_path, where, what)
+            length = self._sidecar_size(storage, path, data_path, where, what)
             if kind == BlobKind.DEDICATED and (position, size) != (0, length):
                 problem = (
                     f"{what} is a dedicated blob at [{position}, {position + size}), not its whole sidecar"
                 )
                 raise CorruptFileError(where, f"{problem} of {length} bytes")
-            return self._ranged(self.storage, path, position, size, where, what)
+            return self._ranged(storage, path, position, size, where, what)
         if kind == BlobKind.EXTERNAL:
             try:
                 uri = bytes(desc["blob_uri"]).decode()
@@ -335,15 +338,16 @@ class _Opener:
                 raise missing_file_error(self.storage, where, self.snapshot.version) from None
         return self._sizes[key]
 
-    def _sidecar_size(self, path: str, data_path: str, where: str, what: str) -> int:
-        """The size of a sidecar. A missing one is a damaged blob id (CorruptFileError naming
-        the data file), unless the version was cleaned up meanwhile (DataFileNotFoundError)."""
+    def _sidecar_size(self, storage: Storage, path: str, data_path: str, where: str, what: str) -> int:
+        """The size of a sidecar in ``storage``. A missing one is a damaged blob id
+        (CorruptFileError naming the data file), unless the version was cleaned up meanwhile
+        (DataFileNotFoundError)."""
         try:
-            return self._size(self.storage, path)
+            return self._size(storage, path)
         except DataFileNotFoundError as exc:
             if exc.cleaned_up:
                 raise
-            self._size(self.storage, data_path)  # the data file itself gone: that error instead
+            self._size(storage, data_path)  # the data file itself gone: that error instead
             raise CorruptFileError(where, f"{what} names the sidecar {path}, which does not exist") from None
 
     def _ranged(
@@ -380,8 +384,10 @@ class _Opener:
             location = resolve_external(uri, blob_id, bases)
         except BlobLocationError as exc:
             raise BlobLocationError(uri, f"{exc.reason} ({what})", path=where) from None
+        # (a base's own storage options, as its data files get them; see base_storage)
+        options = base_options(self.storage, blob_id, bases[blob_id].path) if blob_id else None
         try:
-            storage = open_storage(location.parent)
+            storage = open_storage(location.parent, options)
         except ImportError as exc:
             raise UnsupportedFormatError(f"{where}: {what} is {uri!r}, which needs {exc}") from None
         try:

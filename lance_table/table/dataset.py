@@ -18,9 +18,9 @@ from typing import Any
 import pyarrow as pa
 
 from lance_table.errors import UnsupportedOperationError
-from lance_table.storage import open_storage
+from lance_table.format.bases import DatasetBasePath
 from lance_table.table import versions
-from lance_table.table.commit import CommitLock, CommitOptions
+from lance_table.table.commit import CommitLock
 from lance_table.table.commit.protocol import DEFAULT_MAX_RETRIES
 from lance_table.table.dataset_arrow import _ArrowDataset
 from lance_table.table.dataset_indices import _Indices
@@ -30,9 +30,10 @@ from lance_table.table.dataset_read import _Reading
 from lance_table.table.dataset_schema import _SchemaEvolution
 from lance_table.table.lance_operation import LanceOperation, Transaction
 from lance_table.table.lance_schema import LanceSchema
-from lance_table.table.opening import handle_state, open_snapshot, refuse, snapshot_of_state
+from lance_table.table.opening import handle_state, open_snapshot, refuse, scan_defaults, snapshot_of_state
+from lance_table.table.operations import clone, write_bases
 from lance_table.table.operations import update as update_ops
-from lance_table.table.operations.commit_operation import commit_operation
+from lance_table.table.operations.commit_operation import commit_operation, commit_storage
 from lance_table.table.operations.delete import DEFAULT_RETRY_TIMEOUT, delete_rows
 from lance_table.table.operations.manifest_paths import (
     migrate_manifest_paths_v2,
@@ -107,11 +108,9 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
         refuse(
             "LanceDataset",
             {
-                "default_scan_options": default_scan_options,
                 "namespace_client": namespace_client,
                 "table_id": table_id,
                 "namespace_client_managed_versioning": namespace_client_managed_versioning,
-                "base_store_params": base_store_params,
             },
             unset={"namespace_client_managed_versioning": False},
         )
@@ -121,7 +120,9 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
             storage_options=storage_options,
             commit_lock=commit_lock,
             serialized_manifest=serialized_manifest,
+            base_store_params=base_store_params,
         )
+        self._default_scan_options = scan_defaults(default_scan_options)
 
     def __getstate__(self) -> dict[str, Any]:
         """A handle pickles as its URI, storage options, version and manifest (as pylance's)."""
@@ -132,7 +133,7 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
         self._snapshot = snapshot_of_state(state)
 
     def __copy__(self) -> LanceDataset:
-        return LanceDataset(self._snapshot)
+        return self._carry(LanceDataset(self._snapshot))
 
     # -- identity ---------------------------------------------------------------------------------
 
@@ -143,7 +144,10 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
 
     @property
     def schema(self) -> pa.Schema:
-        """The Arrow schema of this version."""
+        """The Arrow schema of this version (with ``default_scan_options``, of what a scan
+        returns, as in pylance)."""
+        if self._default_scan_options:
+            return self.scanner().projected_schema
         return self._snapshot.schema
 
     @property
@@ -167,7 +171,7 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
             VersionNotFoundError: the version does not exist.
             TagError: the tag does not exist.
         """
-        return Dataset(self._snapshot.checkout(version))
+        return self._carry(Dataset(self._snapshot.checkout(version)))
 
     def checkout_version(self, version: int | str) -> Dataset:
         """Another handle on a version (or tag) of the same dataset, as pylance's
@@ -207,12 +211,15 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
         *,
         commit_message: str | None = None,
         enable_stable_row_ids: bool | None = None,
+        base_store_params: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> Dataset:
         """Commit an operation built by hand (pylance's ``LanceDataset.commit``), typically fragments
         written by :func:`lance_table.fragment.write_fragments` on workers; returns the new version.
 
         ``enable_v2_manifest_paths`` and ``enable_stable_row_ids`` apply to a dataset this commit
         creates (an Overwrite of nothing); they are ignored for an existing one, as in pylance.
+        ``base_store_params``: storage options of other base paths (see :func:`dataset`); a
+        handle's are used when it is not given.
 
         Goes through the one commit path: a commit that lost a race rebases as any write does.
         Fragments are checked before anything is written (see
@@ -230,16 +237,16 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
             DatasetNotFoundError: no dataset at ``base_uri`` (except for an Overwrite).
             VersionNotFoundError: ``read_version`` does not exist.
             DataFileNotFoundError: a fragment's data file is not in the dataset.
+            BasePathError: a data file names a base id the dataset does not register, or an
+                Overwrite of an existing dataset has ``initial_bases``.
             SchemaError: the fragments disagree with the schema; a Project's or Merge's field ids
                 or types disagree with the dataset's.
             CommitConflictError: a concurrent commit makes this one impossible.
         """
         if detached:
             raise UnsupportedOperationError("detached commits are not supported")
-        if isinstance(base_uri, Dataset):
-            storage, opts = base_uri._storage, base_uri._snapshot.commit_options
-        else:
-            storage, opts = open_storage(base_uri, storage_options), CommitOptions()
+        target = base_uri._snapshot if isinstance(base_uri, Dataset) else base_uri
+        storage, opts = commit_storage(target, storage_options, base_store_params)
         if commit_lock is not None:
             opts = replace(opts, commit_lock=commit_lock)
         opts = replace(opts, max_retries=max_retries)
@@ -264,6 +271,8 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
         enable_v2_manifest_paths: bool | None = None,
         detached: bool | None = False,
         max_retries: int = DEFAULT_MAX_RETRIES,
+        *,
+        base_store_params: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> dict[str, Any]:
         """Commit several transactions as one version (pylance's ``LanceDataset.commit_batch``):
         their appends merged into one Append. Returns ``{"dataset": ..., "merged": Transaction}``.
@@ -275,7 +284,15 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
         """
         merged = merge_appends(transactions)
         ds = Dataset.commit(
-            dest, merged, None, commit_lock, storage_options, enable_v2_manifest_paths, detached, max_retries
+            dest,
+            merged,
+            None,
+            commit_lock,
+            storage_options,
+            enable_v2_manifest_paths,
+            detached,
+            max_retries,
+            base_store_params=base_store_params,
         )
         return {"dataset": ds, "merged": merged}
 
@@ -293,6 +310,41 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
         """The transactions of this version and up to ``recent_transactions - 1`` before it, newest
         first (None where a version has none)."""
         return get_transactions(self._snapshot, recent_transactions)
+
+    def table_changes(
+        self,
+        starting_version: int,
+        ending_version: int | None = None,
+        *,
+        columns: Sequence[str] | None = None,
+        batch_size: int | None = None,
+    ) -> pa.RecordBatchReader:
+        """The change rows of versions ``starting_version`` to ``ending_version`` (default: this
+        handle's version), both included, as Delta Lake's ``table_changes``: the data columns,
+        then ``_change_type`` (``insert``, ``delete``, ``update_preimage``, ``update_postimage``),
+        ``_commit_version`` and ``_commit_timestamp``. Not in pylance. Updates pair their old and
+        new rows where the dataset has stable row ids, else show as a delete and an insert; a
+        compaction changes nothing (see :mod:`lance_table.table.changes`). Streams, reading
+        only the changed rows.
+
+        Raises:
+            VersionNotFoundError: a version of the range (or the one before it) does not exist.
+            ScanOptionError: the range is empty or starts below 1, or ``batch_size`` is below 1.
+            SchemaError: a column is not in the starting version, or a version of the range drops,
+                renames or retypes one.
+
+        Example:
+            ```python
+            ds = lt.dataset(uri)
+            v = ds.version
+            ds.delete("id < 10")
+            changes = ds.table_changes(v + 1).read_all()  # one "delete" row per deleted row
+            ```
+        """
+        from lance_table.table.changes import table_changes
+
+        last = self.version if ending_version is None else ending_version
+        return table_changes(self._storage, starting_version, last, columns, batch_size)
 
     def migrate_manifest_paths_v2(self) -> None:
         """Rename the manifests to the V2 naming scheme (pylance's ``migrate_manifest_paths_v2``).
@@ -401,6 +453,64 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
             CommitConflictError: a concurrent commit makes this one impossible.
         """
         self._committed(truncate(self._snapshot, commit_message))
+
+    # -- base paths (multi-base datasets) ----------------------------------------------------------
+
+    def base_paths(self) -> dict[int, DatasetBasePath]:
+        """The base paths this version registers, by id (pylance's ``base_paths``): places data
+        files may live besides the dataset's own directory. Empty for most datasets.
+
+        Example:
+            ```python
+            for base_id, base in ds.base_paths().items():
+                print(base_id, base.name, base.path, base.is_dataset_root)
+            ```
+        """
+        return dict(self._snapshot.bases)
+
+    def add_bases(
+        self, new_bases: Sequence[DatasetBasePath], transaction_properties: Mapping[str, str] | None = None
+    ) -> LanceDataset:
+        """Register more base paths (pylance's ``add_bases``), which writes may then target by name
+        or path (``write_dataset(..., target_bases=[...])``); the handle moves to the version
+        committed and is returned. Bases without an id get the next free ids.
+
+        Raises:
+            TypeError: ``new_bases`` holds something else than :class:`DatasetBasePath`.
+            BasePathError: a new base's name, path or id is already registered (also a ValueError,
+                as pylance raises).
+            CommitConflictError: a concurrent commit makes this one impossible.
+        """
+        return self._committed(write_bases.add_bases(self._snapshot, new_bases, transaction_properties), self)
+
+    def shallow_clone(
+        self,
+        target_path: str | os.PathLike[str],
+        reference: int | str | tuple[str | None, int | None],
+        storage_options: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> LanceDataset:
+        """Clone version ``reference`` (a number, a tag, or ``(None, version)``) into a new dataset
+        at ``target_path`` that references this dataset's files instead of copying them
+        (pylance's ``shallow_clone``); returns the clone, opened with ``kwargs``. The clone takes
+        writes; its new files go to its own directory (see
+        :mod:`lance_table.table.operations.clone`). ``storage_options``: the clone's (this
+        dataset's by default).
+
+        Raises:
+            VersionNotFoundError, TagError: the reference does not resolve.
+            DatasetAlreadyExistsError: a dataset exists at ``target_path``.
+            UnsupportedOperationError: a branch other than main.
+        """
+        options = self._storage.storage_options if storage_options is None else storage_options
+        clone.shallow_clone(self._snapshot, target_path, reference, options)
+        return LanceDataset(os.fspath(target_path), storage_options=options, **kwargs)
+
+    @property
+    def _ds(self) -> LanceDataset:
+        """pylance's handle on its native dataset, which ported code (and pylance's own tests) call
+        ``base_paths()`` and the like through: here, the handle itself."""
+        return self
 
 
 Dataset = LanceDataset  # the name lance_table used first

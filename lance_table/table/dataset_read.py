@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_table.table import scanner as scans
+from lance_table.table import sql_query
 from lance_table.table.blobs import BlobFile, take_blobs
 from lance_table.table.fragment_metadata import FragmentMetadata
 from lance_table.table.handle import Handle
@@ -19,6 +20,8 @@ from lance_table.table.lance_fragment import LanceFragment, fragment_of
 from lance_table.table.scan import Predicate
 from lance_table.table.scan_spec import Columns, scan_spec
 from lance_table.table.scanner import LanceScanner
+from lance_table.table.session import Session
+from lance_table.table.sql_query import SqlQueryBuilder
 
 if TYPE_CHECKING:
     pass
@@ -28,6 +31,29 @@ class _Reading(Handle):
     """Reading: fragments, counts, scans, takes and blobs."""
 
     # -- reading ----------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        """The rows of this version (pylance's ``len(ds)``: ``count_rows()``)."""
+        return self.count_rows()
+
+    def __bool__(self) -> bool:
+        """A handle is true, whatever its rows (``len`` says how many)."""
+        return True
+
+    def sql(self, sql: str) -> SqlQueryBuilder:
+        """An SQL ``SELECT`` over this version (pylance's ``sql``); ``FROM dataset`` names it,
+        or the name given to ``.table_name(...)``. See :mod:`lance_table.table.sql_query` for
+        what runs.
+
+        Raises:
+            TypeError: ``sql`` is not a string (the query is checked by ``build()``).
+        """
+        return sql_query.sql(self._snapshot, sql)
+
+    def session(self) -> Session:
+        """The caches this handle reads through (pylance's ``session()``; lance_table's are the
+        process's, see :mod:`lance_table.table.session`)."""
+        return Session()
 
     def get_fragments(self, filter: Any = None) -> list[LanceFragment]:
         """The fragments of this version (pylance's ``LanceFragment`` basics; ``filter`` must be
@@ -87,7 +113,7 @@ class _Reading(Handle):
             UnsupportedOperationError: an option that would change the result and is not implemented
                 (``nearest``, ``full_text_query``, ``order_by``, ...).
         """
-        return LanceScanner(self._snapshot, scan_spec({**locals(), **options}, "scanner"))
+        return LanceScanner(self._snapshot, scan_spec(self._scan_options({**locals(), **options}), "scanner"))
 
     def to_batches(
         self,
@@ -109,7 +135,8 @@ class _Reading(Handle):
         Raises:
             as :meth:`scanner` and :meth:`to_table`.
         """
-        return LanceScanner(self._snapshot, scan_spec({**locals(), **options}, "to_batches")).to_reader()
+        spec = scan_spec(self._scan_options({**locals(), **options}), "to_batches")
+        return LanceScanner(self._snapshot, spec).to_reader()
 
     def to_table(
         self,
@@ -133,7 +160,8 @@ class _Reading(Handle):
             ValueError: a fragment is not in this version.
             TypeError, ScanOptionError, UnsupportedOperationError: as :meth:`scanner`.
         """
-        return LanceScanner(self._snapshot, scan_spec({**locals(), **options}, "to_table")).to_table()
+        spec = scan_spec(self._scan_options({**locals(), **options}), "to_table")
+        return LanceScanner(self._snapshot, spec).to_table()
 
     def head(self, num_rows: int, **options: Any) -> pa.Table:
         """The first ``num_rows`` rows; options as :meth:`scanner`'s.
@@ -141,7 +169,8 @@ class _Reading(Handle):
         Raises:
             as :meth:`to_table`.
         """
-        return LanceScanner(self._snapshot, scan_spec({**options, "limit": num_rows}, "head")).to_table()
+        spec = scan_spec(self._scan_options({**options, "limit": num_rows}), "head")
+        return LanceScanner(self._snapshot, spec).to_table()
 
     def slice(self, start: int, end: int, columns: Columns = None) -> pa.Table:
         """Rows ``[start, end)`` by position (pylance's ``slice``: an offset/limit scan).

@@ -54,6 +54,11 @@ class DeletionCache:
     def __len__(self) -> int:
         return len(self._items)
 
+    @property
+    def nbytes(self) -> int:
+        """The memory the kept vectors take (offsets and a fixed cost each)."""
+        return self._bytes
+
     def clear(self) -> None:
         with self._lock:
             self._items.clear()

@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from lance_table.table.commit import CommitLock
 from lance_table.table.dataset import Dataset, LanceDataset
-from lance_table.table.opening import open_snapshot, refuse
+from lance_table.table.opening import open_snapshot, refuse, scan_defaults
 from lance_table.table.operations.manifest_paths import (
     DEFAULT_V2_MANIFEST_PATHS,
 )
@@ -51,14 +51,19 @@ def dataset(
     an ISO string; the newest version committed at or before it. ``block_size``,
     ``index_cache_size``, ``metadata_cache_size_bytes``, ``index_cache_size_bytes``,
     ``read_params`` and ``session`` tune pylance's engine and are accepted as no-ops.
+    ``default_scan_options``: scan options (``with_row_id``, ``columns``, ``filter``, ...) every
+    scan of the handle starts from (and its ``schema`` shows), as in pylance.
     ``unsafe_commit`` (lance_table's) allows commits on a store without atomic create-if-absent.
+    ``base_store_params``: storage options of other base paths, by base path URI exactly as
+    registered (the dataset's ``storage_options`` are used for a base not named; see
+    :mod:`lance_table.table.base_storage`); the handle keeps them, pickled too.
 
     Raises:
         DatasetNotFoundError: there is no dataset at ``uri`` (also a ValueError, as in pylance).
         VersionNotFoundError: the version or time does not resolve.
         TagError: the tag does not exist.
-        UnsupportedOptionError: ``default_scan_options``, ``namespace_client``, ``table_id`` or
-            ``base_store_params`` is set.
+        UnsupportedOptionError: ``namespace_client`` or ``table_id`` is set.
+        TypeError: ``default_scan_options`` is not a dict (its options are checked by each scan).
         UnsupportedFormatError: the dataset needs features lance_table does not have.
         StorageOptionsError: a storage option is unknown, unsafe or has a bad value.
 
@@ -72,12 +77,11 @@ def dataset(
     refuse(
         "dataset",
         {
-            "default_scan_options": default_scan_options,
             "namespace_client": namespace_client,
             "table_id": table_id,
-            "base_store_params": base_store_params,
         },
     )
+    defaults = scan_defaults(default_scan_options)
     if uri is None:
         raise ValueError("dataset() needs a uri (namespaces are not supported)")
     snapshot = open_snapshot(
@@ -87,8 +91,11 @@ def dataset(
         storage_options=storage_options,
         commit_lock=commit_lock,
         unsafe_commit=unsafe_commit,
+        base_store_params=base_store_params,
     )
-    return Dataset(snapshot)
+    handle = Dataset(snapshot)
+    handle._default_scan_options = defaults
+    return handle
 
 
 def write_dataset(
@@ -150,6 +157,19 @@ def write_dataset(
     ``auto_cleanup_options`` (pylance's ``AutoCleanupConfig``) turns on automatic cleanup of a
     new dataset (see :mod:`lance_table.table.operations.auto_cleanup`); ignored for an existing one.
 
+    Multi-base datasets, as in pylance: ``initial_bases`` (:class:`~lance_table.DatasetBasePath`)
+    are registered by the write that creates the dataset (``add_bases`` registers more later);
+    ``target_bases`` (base names, else base paths as registered) or ``target_all_bases`` (every
+    base, the dataset's own directory first when True) choose where new data files go, one file
+    each in turn; without them new files go to the dataset's own directory. See
+    :mod:`lance_table.table.operations.write_bases`. ``base_store_params`` gives bases on other
+    stores their own storage options (by base path URI, never stored), as in :func:`dataset`;
+    the handle returned keeps them. Blob v2 values given as external URIs (pylance's
+    ``blob_array`` of URIs or ``Blob.from_uri``) are stored as references, as pylance stores
+    them: relative to the deepest registered base path they lie below (not a dataset root), else,
+    with ``allow_external_blob_outside_bases``, as absolute URIs (see
+    :func:`~lance_table.table.blob_locations.external_reference`).
+
     ``progress``: a bar on stderr when it is a terminal (None, the default; needs tqdm, the
     ``progress`` extra), always (True) or never (False); a callable receiving
     :class:`~lance_table.progress.ProgressEvent` records; or, as in pylance, a
@@ -161,9 +181,13 @@ def write_dataset(
         DatasetAlreadyExistsError: ``mode="create"`` and a dataset exists.
         SchemaError: the data does not match the dataset's schema (append) or cannot be stored.
         UnsupportedFormatError: the dataset uses a data format or features lance_table cannot write.
-        UnsupportedOptionError: base paths
-            (``initial_bases``, ``target_bases``, ``target_all_bases``, ``base_store_params``),
-            ``external_blob_mode="ingest"``, ``allow_external_blob_outside_bases`` or a namespace.
+        BasePathError: ``initial_bases`` for an existing dataset, bases that collide (one name,
+            path or id twice), a ``target_bases`` reference that names no base, or
+            ``target_all_bases`` with ``target_bases`` (also a ValueError and an OSError).
+        UnsupportedOptionError: ``external_blob_mode="ingest"`` or a namespace.
+        BlobLocationError: a blob v2 value's external URI lies outside the registered base paths
+            (without ``allow_external_blob_outside_bases``), or is not an absolute URI (also an
+            OSError, as in pylance).
         CommitConflictError: a concurrent commit makes this write impossible.
         StorageOptionsError: a storage option is unknown, unsafe or has a bad value.
         TypeError, ValueError: ``auto_cleanup_options`` has a bad value.
@@ -177,6 +201,8 @@ def write_dataset(
     """
     if isinstance(uri, LanceDataset):
         storage_options = uri._storage.storage_options if storage_options is None else storage_options
+        if base_store_params is None:  # (as pylance: a handle's are inherited)
+            base_store_params = uri._storage.base_store_params
         uri = uri.uri
     return Dataset(
         write_snapshot(

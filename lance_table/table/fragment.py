@@ -92,7 +92,7 @@ class FragmentReader:
                 )
         return rows
 
-    def _location(self, data_file: DataFile) -> tuple[Storage, str]:
+    def location(self, data_file: DataFile) -> tuple[Storage, str]:
         """The storage and directory holding a data file (another base's, when it names one)."""
         if data_file.base_id is None:
             return self.storage, paths.DATA_DIR
@@ -101,7 +101,7 @@ class FragmentReader:
         return storage, data_dir(self.bases, data_file.base_id)
 
     def _reader(self, data_file: DataFile) -> FileReader:
-        storage, directory = self._location(data_file)
+        storage, directory = self.location(data_file)
         if not is_legacy_file(data_file):
             return READERS.get(storage, data_file, self.version, directory=directory)
         view = self._views.get(id(data_file))
@@ -183,11 +183,19 @@ class FragmentReader:
     def live_runs(self, lo: int, hi: int) -> Runs:
         if not self.deleted.size or not _any_in(self.deleted, lo, hi):
             return Runs.span(lo, hi - lo)
-        # the gaps between the deleted runs: work in the number of deleted rows, not of live ones
+        # the gaps between the deleted rows (sorted, distinct): each runs from after one deleted
+        # row to the next; gaps between neighbours are empty, and no two gaps touch
         a, b = np.searchsorted(self.deleted, [lo, hi])
-        gone = Runs.from_sorted_unique(self.deleted[a:b])
-        starts = np.append(np.int64(lo), gone.starts + gone.lengths)
-        return Runs.normalized(starts, np.append(gone.starts, np.int64(hi)) - starts)
+        gone = self.deleted[a:b].astype(np.int64)
+        starts = np.empty(gone.size + 1, np.int64)
+        starts[0] = lo
+        np.add(gone, 1, out=starts[1:])
+        ends = np.empty(gone.size + 1, np.int64)
+        ends[:-1] = gone
+        ends[-1] = hi
+        lengths = ends - starts
+        keep = lengths > 0
+        return Runs(starts[keep], lengths[keep])
 
     def read(self, names: list[str], runs: Runs, floors: Mapping[str, int] | None = None) -> pa.Table:
         """Columns ``names`` (dataset names) of the rows at ``runs``; integer values below their
@@ -199,11 +207,8 @@ class FragmentReader:
             raise IndexError(f"rows up to {runs.end} requested from a fragment of {self.physical_rows} rows")
         if runs.count > 1 and runs.total >= DENSE_RUNS_SHARE * (runs.end - int(runs.starts[0])):
             lo = int(runs.starts[0])
-            ends = runs.starts + runs.lengths
-            gaps = Runs.normalized(ends[:-1], runs.starts[1:] - ends[:-1])  # the fewer positions
-            mask = np.ones(runs.end - lo, bool)
-            mask[gaps.positions() - lo] = False
-            return self._read(names, Runs.span(lo, runs.end - lo), floors, pa.array(mask))
+            span = runs.end - lo
+            return self._read(names, Runs.span(lo, span), floors, pa.array(_runs_mask(runs, lo, span)))
         return self._read(names, runs, floors)
 
     def _read(
@@ -229,7 +234,7 @@ class FragmentReader:
             reader = self._reader(data_file)
 
             def where(data_file: DataFile = data_file) -> str:  # for messages: built when needed
-                storage, directory = self._location(data_file)
+                storage, directory = self.location(data_file)
                 return f"{storage.uri.rstrip('/')}/{directory + '/' if directory else ''}{data_file.path}"
 
             file_roots = reader.metadata.roots_by_id
@@ -333,6 +338,24 @@ def _check_blob_fields(node: FieldNode, file_node: FieldNode, where: Callable[[]
                 f"field {n.name!r} (id {n.id}) is {'a blob' if _is_blob_descriptor(n) else 'not a blob'} "
                 f"column in the manifest, but the data file stores {what} for it",
             )
+
+
+def _runs_mask(runs: Runs, lo: int, span: int) -> np.ndarray:
+    """Which positions of ``[lo, lo + span)`` the runs (inside it, ``lo`` the first start)
+    cover: all but the gaps between them, which are single rows when rows were deleted here
+    and there (one scatter), else expanded."""
+    ends = runs.starts + runs.lengths
+    gap_at = ends[:-1] - lo
+    gap_len = runs.starts[1:] - ends[:-1]
+    mask = np.ones(span, bool)
+    if gap_len.size and int(gap_len.max()) <= 1:
+        mask[gap_at[gap_len == 1]] = False
+    elif gap_len.size:
+        total = int(gap_len.sum())
+        before = np.zeros(gap_len.size, np.int64)
+        np.cumsum(gap_len[:-1], out=before[1:])
+        mask[np.arange(total, dtype=np.int64) + np.repeat(gap_at - before, gap_len)] = False
+    return mask
 
 
 def _any_in(sorted_values: np.ndarray, lo: int, hi: int) -> bool:

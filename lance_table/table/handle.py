@@ -3,19 +3,35 @@ go (:meth:`Handle._committed`)."""
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from lance_table.format.manifest import Manifest
 from lance_table.storage import Storage
 from lance_table.table.snapshot import Snapshot
 
 _Result = TypeVar("_Result")
+_H = TypeVar("_H", bound="Handle")
 
 
 class Handle:
     """A handle on one snapshot of a dataset; writes through it move it."""
 
     _snapshot: Snapshot
+    #: pylance's ``default_scan_options``: scan options every scan through the handle starts from
+    _default_scan_options: dict[str, Any] | None = None
+
+    def _scan_options(self, given: dict[str, Any]) -> dict[str, Any]:
+        """``given`` scan options over the handle's defaults (an option given as None takes the
+        default, as in pylance)."""
+        defaults = self._default_scan_options
+        if not defaults:
+            return given
+        return {**given, **{k: v for k, v in defaults.items() if given.get(k) is None}}
+
+    def _carry(self, other: _H) -> _H:
+        """``other`` (another handle of the same dataset) with this handle's scan defaults."""
+        other._default_scan_options = self._default_scan_options
+        return other
 
     def _committed(self, snapshot: Snapshot, result: _Result = None) -> _Result:  # type: ignore[assignment]
         """Where every write through this handle ends: the handle moves to the version the write

@@ -63,7 +63,8 @@ class LanceOperation:
             new_schema: the Arrow schema of the new version (field ids are given in schema order,
                 as ``write_fragments(mode="overwrite")`` gives them).
             fragments: the fragments of the new version (new ids are assigned on commit).
-            initial_bases: not supported (must be None).
+            initial_bases: base paths (:class:`~lance_table.DatasetBasePath`) a new dataset registers,
+                as ``write_dataset(initial_bases=...)``; refused for an existing dataset.
         """
 
         new_schema: pa.Schema
@@ -232,7 +233,8 @@ class _Unsupported(LanceOperation.BaseOperation):
         self.kwargs = kwargs
 
     def __repr__(self) -> str:
-        return f"LanceOperation.{type(self).__name__}(...)"
+        given = [repr(a) for a in self.args] + [f"{k}={v!r}" for k, v in self.kwargs.items()]
+        return f"LanceOperation.{type(self).__name__}({', '.join(given)})"
 
 
 # pylance 14's other operation names (and their helper records): they construct, and committing

@@ -22,6 +22,7 @@ from lance_table.format import paths
 from lance_table.format.manifest import DataFile
 from lance_table.storage import LocalStorage, open_storage
 from lance_table.table import versions
+from lance_table.table.base_storage import base_storage, data_dir
 from lance_table.table.snapshot import Snapshot
 
 #: pylance's ``dataset_stats`` default: fragments with fewer rows than this are "small files".
@@ -115,11 +116,14 @@ class LanceStats:
 
 def validate(snapshot: Snapshot) -> None:
     """Check a version's integrity as pylance's ``validate()``: fragment ids unique, every data and
-    deletion file of the dataset's own there, deletion counts within the fragment.
+    deletion file there (in the dataset's directory or the base path it names), deletion counts
+    within the fragment.
 
     Raises:
         SchemaError: two fragments share an id, or a fragment deletes more rows than it has.
-        DataFileNotFoundError: a data or deletion file is missing.
+        DataFileNotFoundError: a data or deletion file is missing (in the dataset's directory, or in
+            the base path a data file names).
+        UnsupportedFormatError: a file names a base path the manifest does not register.
     """
     frags = snapshot.manifest.fragments
     ids = [f.id for f in frags]
@@ -133,9 +137,19 @@ def validate(snapshot: Snapshot) -> None:
             )
     needed = sorted({path for f in frags for path in f.files_used})
     present = map_on(METADATA, snapshot.storage.exists, needed)
-    missing = [path for path, there in zip(needed, present) if not there]
+    missing = [f"{snapshot.uri.rstrip('/')}/{path}" for path, there in zip(needed, present) if not there]
+    # data and deletion files in other base paths, where the manifest's bases put them
+    bases = snapshot.bases
+    where = {
+        (d.base_id, f"{data_dir(bases, d.base_id)}/{d.path}".lstrip("/")) for f in frags for d in f.files
+    }
+    where |= {(f.deletion_file.base_id, f.deletion_file.path(f.id)) for f in frags if f.deletion_file}
+    in_bases = sorted((b, p) for b, p in where if b is not None)
+    elsewhere = [(base_storage(snapshot.storage, bases, b, p), p) for b, p in in_bases]
+    present = map_on(METADATA, lambda place: place[0].exists(place[1]), elsewhere)
+    missing += [f"{st.uri.rstrip('/')}/{p}" for (st, p), there in zip(elsewhere, present) if not there]
     if missing:
-        raise DataFileNotFoundError(f"{snapshot.uri.rstrip('/')}/{missing[0]}", snapshot.version)
+        raise DataFileNotFoundError(missing[0], snapshot.version)
 
 
 def drop(

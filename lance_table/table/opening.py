@@ -32,7 +32,20 @@ READ_ENGINE_OPTIONS = (
     "session",
 )
 #: pylance's read options that would change what the handle returns: refused unless left unset.
-READ_REFUSED_OPTIONS = ("default_scan_options", "namespace_client", "table_id", "base_store_params")
+READ_REFUSED_OPTIONS = ("namespace_client", "table_id")
+
+
+def scan_defaults(options: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """pylance's ``default_scan_options``: a dict of scan options (checked by each scan), or None.
+
+    Raises:
+        TypeError: not a dict.
+    """
+    if options is None:
+        return None
+    if not isinstance(options, Mapping):
+        raise TypeError(f"default_scan_options must be a dict of scan options, not {type(options).__name__}")
+    return dict(options)
 
 
 def refuse(call: str, given: Mapping[str, Any], unset: Mapping[str, Any] | None = None) -> None:
@@ -56,6 +69,7 @@ def open_snapshot(
     commit_lock: CommitLock | None = None,
     unsafe_commit: bool = False,
     serialized_manifest: bytes | None = None,
+    base_store_params: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Snapshot:
     """The snapshot ``dataset()`` opens: a version number, a tag, the version current at ``asof``
     (a naive datetime is local time, as in pylance; an aware one is converted; an ISO string),
@@ -69,7 +83,7 @@ def open_snapshot(
         TagError: the tag does not exist.
         StorageOptionsError: a storage option is unknown, unsafe or has a bad value.
     """
-    storage = open_storage(uri, storage_options)
+    storage = open_storage(uri, storage_options, base_store_params)
     options = CommitOptions(commit_lock=commit_lock, unsafe_commit=unsafe_commit)
     if serialized_manifest is not None:
         return _from_manifest(storage, serialized_manifest, version, None, options)
@@ -111,6 +125,7 @@ def handle_state(snapshot: Snapshot) -> dict[str, Any]:
     return {
         "uri": snapshot.uri,
         "storage_options": dict(snapshot.storage.storage_options),
+        "base_store_params": dict(snapshot.storage.base_store_params),
         "version": snapshot.version,
         "manifest": encode_manifest_file(snapshot.manifest, b""),
         "scheme": snapshot.scheme,
@@ -126,6 +141,6 @@ def snapshot_of_state(state: Mapping[str, Any]) -> Snapshot:
         StorageOptionsError: the storage options are refused here.
         CorruptFileError: the manifest bytes are damaged.
     """
-    storage = open_storage(state["uri"], state["storage_options"])
+    storage = open_storage(state["uri"], state["storage_options"], state.get("base_store_params"))
     options = CommitOptions(unsafe_commit=state["unsafe_commit"], max_retries=state["max_retries"])
     return _from_manifest(storage, state["manifest"], state["version"], state["scheme"], options)

@@ -29,6 +29,7 @@ from lance_table.file.runs import Runs
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.row_ids import FILTERABLE, ROW_ADDR, ROW_ID, ROW_OFFSET, addresses, row_offsets
 from lance_table.table.scan_groups import RowReads, scan_tasks, take_batch
+from lance_table.table.scan_metrics import note_range
 from lance_table.table.scan_spec import default_batch_size
 
 if TYPE_CHECKING:
@@ -267,11 +268,26 @@ def matching_positions(frag: FragmentReader, spec: ScanPlan, lo: int, hi: int) -
     live = frag.live_runs(lo, hi)
     if spec.filter is None or not live.total:
         return live
+    return Runs.from_sorted_unique(_passing(frag, spec, live))
+
+
+def matching_rows(frag: FragmentReader, spec: ScanPlan, lo: int, hi: int) -> np.ndarray:
+    """:func:`matching_positions` as sorted int64 positions, never made into runs (a delete of
+    every tenth row would make as many runs as rows)."""
+    live = frag.live_runs(lo, hi)
+    if spec.filter is None or not live.total:
+        return live.positions()
+    return _passing(frag, spec, live)
+
+
+def _passing(frag: FragmentReader, spec: ScanPlan, live: Runs) -> np.ndarray:
+    """The positions among ``live`` (not empty) that pass the filter."""
     live = frag.prune(live, spec.conditions)
+    note_range(frag.fragment.id, live.total)
     if not live.total:
-        return live
+        return np.zeros(0, np.int64)
     _, mask = _filter_pass(frag, spec, live)
-    return Runs.from_sorted_unique(live.select(np.flatnonzero(mask)))
+    return live.select(np.flatnonzero(mask))
 
 
 def _read_matching(frag: FragmentReader, spec: ScanPlan, lo: int, hi: int) -> tuple[pa.Table, Runs]:
@@ -280,9 +296,11 @@ def _read_matching(frag: FragmentReader, spec: ScanPlan, lo: int, hi: int) -> tu
     if not live.total:
         return _empty_rows(0), live
     if spec.filter is None:
+        note_range(frag.fragment.id, live.total)
         table = frag.read(spec.columns, live) if spec.columns else _empty_rows(live.total)
         return table, live
     live = frag.prune(live, spec.conditions)
+    note_range(frag.fragment.id, live.total)
     if not live.total:
         return _empty_rows(0), live
     ftable, mask = _filter_pass(frag, spec, live)
@@ -452,7 +470,14 @@ def take_rows(
     which = np.searchsorted(starts, indices, side="right") - 1
     local = indices - starts[which]
     physical = local.copy()
-    for k in np.unique(which).tolist():
+    touched = np.unique(which).tolist()
+    # only fragments with deleted rows map live positions; their deletions (and the footers that
+    # check them) are read at once, not one fragment's requests after another's
+    with_deletions = [k for k in touched if frags[k].fragment.deletion_file is not None]
+    map_grouped(
+        lambda k: frags[k].deleted, with_deletions, [1] * len(with_deletions), in_flight=in_flight(frags)
+    )
+    for k in with_deletions:
         if frags[k].deleted.size:
             at = which == k
             physical[at] = frags[k].live_positions()[local[at]]

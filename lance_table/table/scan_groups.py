@@ -19,6 +19,7 @@ import pyarrow as pa
 from lance_table.file.runs import EMPTY, Runs
 from lance_table.table import fragment_batch
 from lance_table.table.fragment import FragmentReader
+from lance_table.table.scan_metrics import note_range
 
 
 class Plan(Protocol):
@@ -160,6 +161,8 @@ def _scan_batch(
     the projection and the predicate's columns)."""
     frags = [t[0] for t in tasks]
     lives = [f.live_runs(lo, hi) for f, lo, hi in tasks]
+    for frag, live in zip(frags, lives):
+        note_range(frag.fragment.id, live.total)
     if spec.filter is None:
         selected = lives
         total = sum(r.total for r in lives)
@@ -196,6 +199,8 @@ def matching_runs(frags: Sequence[FragmentReader], spec: Plan, chunk: int, ops: 
         if batched and spec.filter is not None and all(small[i:j]):
             group = frags[i:j]
             lives = [f.live_runs(0, f.physical_rows) for f in group]
+            for frag, live in zip(group, lives):
+                note_range(frag.fragment.id, live.total)
             found, _ = _matching(group, spec, lives, ops, plans[i:j])
             out.extend(found)
             continue

@@ -33,6 +33,7 @@ from lance_table.table.scan import (
     scan_all,
     take_rows,
 )
+from lance_table.table.scan_metrics import collecting, lance_read_line
 from lance_table.table.scan_spec import ScanSpec, scan_spec
 from lance_table.table.snapshot import Snapshot
 
@@ -273,14 +274,40 @@ class LanceScanner(pyarrow.dataset.Scanner):
             lines.append(f"    fragment ids: {[f.fragment.id for f in frags]}")
             conds = ", ".join(f"{c.column} {c.op} {c.value!r}" for c in plan.conditions) or "none"
             lines.append(f"    page statistics checked for: {conds} (use_stats={spec.use_stats})")
-        return "\n".join(lines)
+        return "\n".join([*lines, f"  {self._lance_read(_needed(frags, spec))}"])
+
+    def _lance_read(self, num_fragments: int, *args: Any) -> str:
+        """The scan as pylance's ``LanceRead`` line (``args``: metrics, rows, seconds)."""
+        plan, _ = self._plan
+        names = self._snapshot.read_schema.names
+        wanted = {*plan.columns, *plan.filter_columns}
+        system = (*plan.system, *plan.filter_system)
+        predicate = None if self._spec.filter is None else str(self._spec.filter)
+        read = [n for n in names if n in wanted]
+        return lance_read_line(self._snapshot.uri, read, num_fragments, system, predicate, *args)
 
     def analyze_plan(self, count_rows: bool = False) -> str:
-        """:meth:`explain_plan`, with the rows the scan returned (or counted) and its time."""
-        start = time.perf_counter()
-        rows = self.count_rows() if count_rows else self.to_table().num_rows
-        took = time.perf_counter() - start
-        return f"{self.explain_plan(True)}\n  Output: {rows} rows in {took * 1000:.1f} ms"
+        """:meth:`explain_plan`, run: the rows the scan returned (or counted), its time, and in
+        pylance's ``LanceRead`` line its counts (``output_rows``, ``fragments_scanned``,
+        ``ranges_scanned``, ``rows_scanned`` before the filter, and the storage layer's
+        ``bytes_read``, ``iops`` and ``requests``: see ``lance_table.storage.io_stats``).
+
+        Raises:
+            as :meth:`to_table` (or :meth:`count_rows`).
+        """
+        frags = _needed(self._readers(), self._spec)
+        with collecting() as metrics:
+            start = time.perf_counter()
+            rows = self.count_rows() if count_rows else self.to_table().num_rows
+            took = time.perf_counter() - start
+        described = self.explain_plan(True).rsplit("\n", 1)[0]  # its LanceRead line, with the counts
+        return "\n".join(
+            [
+                described,
+                f"  {self._lance_read(frags, metrics, rows, took)}",
+                f"  Output: {rows} rows in {took * 1000:.1f} ms",
+            ]
+        )
 
     @staticmethod
     def from_dataset(*args: Any, **kwargs: Any) -> Any:
@@ -293,6 +320,15 @@ class LanceScanner(pyarrow.dataset.Scanner):
     @staticmethod
     def from_batches(*args: Any, **kwargs: Any) -> Any:
         raise UnsupportedOperationError("LanceScanner.from_batches is not implemented")
+
+
+def _needed(frags: Sequence[FragmentReader], spec: ScanSpec) -> int:
+    """How many of ``frags`` the scan reads: without a filter or an order, a limit stops it at the
+    fragment that holds its last row."""
+    if spec.limit is None or spec.filter is not None or spec.order_by:
+        return len(frags)
+    rows = np.cumsum([f.fragment.num_rows for f in frags])
+    return min(len(frags), int(np.searchsorted(rows, (spec.offset or 0) + spec.limit)) + 1)
 
 
 def _nulls(first: bool) -> str:

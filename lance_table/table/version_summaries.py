@@ -23,8 +23,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
@@ -108,9 +107,10 @@ class _Run:
     """The fragment records of one manifest: their bytes, where each starts (and, last, where the
     run ends), and each one's counts (rows, data files, deleted rows, deletion files, bytes)."""
 
-    data: bytes
+    data: bytes  # the whole manifest protobuf
     bounds: np.ndarray  # int64, len = records + 1, offsets into ``data``
     counts: np.ndarray  # int64, shape (records, 5)
+    start: int  # where the run starts in ``data`` (its end is ``bounds[-1]``)
 
 
 # The last run seen per dataset: what the next version is compared with (bounded).
@@ -118,25 +118,32 @@ _LAST: OrderedDict[str, _Run] = OrderedDict()
 _LAST_SIZE = 16
 
 
-def fragment_totals(
-    dataset_key: str, body: bytes, fragments: Sequence[Any], slow: Callable[[], dict[str, str]]
-) -> dict[str, str]:
-    """The version summary (pylance's ``metadata``) of a manifest protobuf ``body`` whose parsed
-    ``fragments`` are given, computed from its difference to the last manifest of the same dataset
-    seen here; ``slow()`` computes it fragment by fragment when the body is not laid out as
-    expected."""
+@dataclass(frozen=True)
+class FragmentRun:
+    """The fragment records of a manifest protobuf, found by :func:`find_fragment_run`: the span
+    ``(start, end)`` of the body they fill, and the version summary they make (pylance's
+    ``metadata``)."""
+
+    span: tuple[int, int]
+    totals: dict[str, str]
+    _run: _Run = field(repr=False)
+
+
+def find_fragment_run(dataset_key: str, body: bytes) -> FragmentRun | None:
+    """The fragment records of a manifest protobuf ``body``, as one run of consecutive records,
+    their counts found from the difference to the last manifest of the same dataset seen here (see
+    the module's docstring); None when the body does not parse as expected.
+
+    The caller checks that no fragment record lies outside the run (by parsing the rest of the
+    body), then :func:`keep` s it as the one the dataset's next version is compared with.
+    """
     with _LOCK:
         prev = _LAST.get(dataset_key)
     run = _run_of(body, prev)
-    if run is None or len(run.counts) != len(fragments):
-        return slow()
-    with _LOCK:
-        _LAST[dataset_key] = run
-        _LAST.move_to_end(dataset_key)
-        while len(_LAST) > _LAST_SIZE:
-            _LAST.popitem(last=False)
+    if run is None:
+        return None
     rows, files, deleted, deletion_files, size = (int(x) for x in run.counts.sum(axis=0))
-    return {
+    totals = {
         "total_data_file_rows": str(rows),
         "total_data_files": str(files),
         "total_deletion_file_rows": str(deleted),
@@ -145,6 +152,16 @@ def fragment_totals(
         "total_fragments": str(len(run.counts)),
         "total_rows": str(rows - deleted),
     }
+    return FragmentRun((run.start, int(run.bounds[-1])), totals, run)
+
+
+def keep(dataset_key: str, run: FragmentRun) -> None:
+    """Remember ``run`` as the dataset's last: its next version is compared with it."""
+    with _LOCK:
+        _LAST[dataset_key] = run._run
+        _LAST.move_to_end(dataset_key)
+        while len(_LAST) > _LAST_SIZE:
+            _LAST.popitem(last=False)
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
@@ -181,43 +198,47 @@ def _run_of(body: bytes, prev: _Run | None) -> _Run | None:
     the body does not parse as expected. The caller checks that the run holds every fragment.
 
     Records equal to ``prev``'s are found by comparing bytes at a few alignments (a record of
-    ``prev`` kept, replaced, removed or one added before it); only the others are parsed.
+    ``prev`` kept, replaced, removed or one added before it); only the others are parsed. The
+    fields before the fragments (the schema) are skipped at once when they are ``prev``'s.
     """
     try:
-        pos = 0
-        while pos < len(body) and body[pos] != _FRAGMENT_TAG:  # the fields before the fragments
+        size = len(body)
+        # the fields before the fragments (the schema) are skipped at once when they are prev's
+        same = prev is not None and body.startswith(memoryview(prev.data)[: prev.start])
+        pos = prev.start if same and prev is not None else 0
+        while pos < size and body[pos] != _FRAGMENT_TAG:  # the fields before the fragments
             pos = _skip(body, pos)
-        if pos > len(body):
+        if pos > size:
             return None
-        run = body[pos:]
         bounds: list[np.ndarray] = []
         counts: list[np.ndarray] = []
         fresh: list[int] = []  # starts of the records parsed here, not yet added
         n = len(prev.counts) if prev is not None else 0
-        k = walked = q = 0  # prev's records matched so far; records parsed since; where we are
-        while q < len(run) and run[q] == _FRAGMENT_TAG:
+        k = walked = 0  # prev's records matched so far; records parsed since
+        q = pos  # where we are
+        while q < size and body[q] == _FRAGMENT_TAG:
             if prev is not None and k < n and walked <= _ALIGN_TRIES:
-                step = _match(run, q, prev, k, walked)
+                step = _match(body, q, prev, k, walked)
                 if step is not None:
-                    j, m = step  # run[q:...] holds prev's records j..m-1
-                    _flush(run, fresh, q, bounds, counts)
+                    j, m = step  # body[q:...] holds prev's records j..m-1
+                    _flush(body, fresh, q, bounds, counts)
                     fresh = []
                     start = int(prev.bounds[j])
-                    bounds.append(prev.bounds[j:m] - start + q)
+                    bounds.append(prev.bounds[j:m] + (q - start))
                     counts.append(prev.counts[j:m])
                     q += int(prev.bounds[m]) - start
                     k, walked = m, 0
                     continue
             fresh.append(q)
             walked += 1
-            length, p = _varint(run, q + 1)
+            length, p = _varint(body, q + 1)
             q = p + length
-            if q > len(run):
+            if q > size:
                 return None
-        _flush(run, fresh, q, bounds, counts)
-        all_bounds = np.concatenate([*bounds, np.array([q], dtype=np.int64)]).astype(np.int64)
+        _flush(body, fresh, q, bounds, counts)
+        bounds.append(np.array([q], dtype=np.int64))
         all_counts = np.concatenate(counts) if counts else np.zeros((0, 5), dtype=np.int64)
-        return _Run(run[:q], all_bounds, all_counts.reshape(-1, 5))
+        return _Run(body, np.concatenate(bounds), all_counts.reshape(-1, 5), pos)
     except (IndexError, ValueError):
         return None
 

@@ -8,10 +8,11 @@ import json
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from lance_table._parallel import METADATA, after_fork_in_child, map_on
+from lance_table._parallel import IO, after_fork_in_child, ahead_on, io_threads
 from lance_table.errors import (
     CorruptFileError,
     DatasetNotFoundError,
@@ -24,10 +25,12 @@ from lance_table.format import paths
 from lance_table.format.manifest import (
     Manifest,
     ManifestFile,
+    ManifestSummary,
     decode_manifest_file,
     decode_manifest_summary,
+    manifest_body,
 )
-from lance_table.format.transaction import Transaction
+from lance_table.format.transaction import COMMIT_MESSAGE_KEY, Transaction, transaction_summary
 from lance_table.storage import Storage
 from lance_table.storage.base import Entry
 from lance_table.table import version_summaries
@@ -61,19 +64,72 @@ def list_versions(storage: Storage, *, after: int | None = None) -> list[Version
 
     Only names are listed. When every manifest has a V2 name (the inverted, zero-padded version
     numbers pylance writes by default), the versions above ``after`` are picked by comparing names,
-    and only theirs are parsed: a commit's look at what is new costs little however long the history.
+    and only theirs are parsed: a commit's look at what is new costs little however long the
+    history. On a store that lists in order, those names come first: the listing stops after them
+    (a page, whatever the history's length).
 
     Raises:
         CorruptFileError: the directory mixes the V1 and V2 manifest naming schemes.
     """
-    names = [n for n in storage.list_names(paths.VERSIONS_DIR) if n.endswith(paths.MANIFEST_SUFFIX)]
-    if after is not None and _all_v2(names):
+    names: list[str] | None = None
+    if after is not None:
         cut = paths.manifest_name(after, paths.ManifestNaming.V2)
-        names = [n for n in names if n < cut]
+        names = _v2_names_before(storage, cut, NEWER_PAGE)
+        if names is None:
+            names = [n for n in storage.list_names(paths.VERSIONS_DIR) if n.endswith(paths.MANIFEST_SUFFIX)]
+            if _all_v2(names):
+                names = [n for n in names if n < cut]
+    else:
+        names = [n for n in storage.list_names(paths.VERSIONS_DIR) if n.endswith(paths.MANIFEST_SUFFIX)]
     entries = _entries(names)
     _check_one_scheme(storage, entries)
     entries.sort(key=lambda e: e.version)
     return [e for e in entries if e.version > after] if after is not None else entries
+
+
+#: names asked for in the first page of an ordered listing of ``_versions`` (the newest versions
+#: sort first): enough for the versions a commit has to catch up with, and little to parse
+NEWER_PAGE = 16
+
+
+def _v2_names_before(storage: Storage, cut: str, first_page: int) -> list[str] | None:
+    """The manifest names below ``cut`` (V2 names: the versions above the one ``cut`` names,
+    newest first), from an ordered listing that stops at the first name not below ``cut``; or
+    (where the store does not list in order, or a V1 name shows up) None: list the directory.
+    """
+    ordered = _ordered_names(storage, first_page)
+    if ordered is None:
+        return None
+    found: list[str] = []
+    for name in ordered:
+        if not name.endswith(paths.MANIFEST_SUFFIX):
+            continue
+        if len(name) != paths.V2_NAME_LENGTH:
+            return None
+        if name >= cut:
+            break
+        found.append(name)
+    return found
+
+
+def _ordered_names(storage: Storage, first_page: int) -> Iterator[str] | None:
+    """The names in ``_versions`` in lexical order, a page at a time, the first of ``first_page``
+    names; None where the store does not list in order."""
+    page = storage.list_names_page(paths.VERSIONS_DIR, limit=first_page)
+    if page is None:
+        return None
+
+    def names(page: tuple[list[str], str | None]) -> Iterator[str]:
+        while True:
+            yield from page[0]
+            if page[1] is None:
+                return
+            following = storage.list_names_page(paths.VERSIONS_DIR, start_after=page[1])
+            if following is None:
+                return
+            page = following
+
+    return names(page)
 
 
 def _all_v2(names: list[str]) -> bool:
@@ -106,12 +162,22 @@ def naming_scheme(entries: list[VersionEntry]) -> str:
 def latest_entry(storage: Storage) -> VersionEntry:
     """The newest version (the hint file is never trusted: the directory is listed).
 
-    With V2 names, the newest version has the smallest name: only that one is parsed.
+    With V2 names, the newest version has the smallest name: only that one is parsed, and a store
+    that lists in order is asked for its first page only.
 
     Raises:
         DatasetNotFoundError: there is no manifest.
         CorruptFileError: the directory mixes the V1 and V2 manifest naming schemes.
     """
+    ordered = _ordered_names(storage, LATEST_PAGE)
+    if ordered is not None:
+        name = next((n for n in ordered if n.endswith(paths.MANIFEST_SUFFIX)), None)
+        if name is None:
+            raise DatasetNotFoundError(f"no Lance dataset at {storage.uri}")
+        found = _entries([name]) if len(name) == paths.V2_NAME_LENGTH else []
+        if found:
+            return found[0]
+        # a V1 name: the whole listing sorts it out
     names = [n for n in storage.list_names(paths.VERSIONS_DIR) if n.endswith(paths.MANIFEST_SUFFIX)]
     if _all_v2(names):
         found = _entries([min(names)])
@@ -121,6 +187,10 @@ def latest_entry(storage: Storage) -> VersionEntry:
     if not entries:
         raise DatasetNotFoundError(f"no Lance dataset at {storage.uri}")
     return entries[-1]
+
+
+#: names asked for in the first page of an ordered listing when only the newest version is wanted
+LATEST_PAGE = 8
 
 
 def find_entry(storage: Storage, version: int) -> VersionEntry:
@@ -236,15 +306,22 @@ def read_transaction(storage: Storage, mf: ManifestFile) -> Transaction | None:
 def _transaction_of(
     storage: Storage, inline: bytes | None, transaction_file: str, where: str
 ) -> Transaction | None:
+    found = _transaction_bytes(storage, inline, transaction_file, where)
+    return Transaction.from_bytes(*found) if found is not None else None
+
+
+def _transaction_bytes(
+    storage: Storage, inline: bytes | None, transaction_file: str, where: str
+) -> tuple[bytes, str] | None:
+    """A version's serialized transaction (inline, else its file's) and where it was found."""
     if inline is not None:
-        return Transaction.from_bytes(inline, where)
+        return inline, where
     if transaction_file:
         path = paths.transaction_path(transaction_file)
         try:
-            data = storage.read(path)
+            return storage.read(path), f"{storage.uri.rstrip('/')}/{path}"
         except FileNotFoundError:
             return None
-        return Transaction.from_bytes(data, f"{storage.uri.rstrip('/')}/{path}")
     return None
 
 
@@ -271,22 +348,20 @@ def history(storage: Storage) -> list[dict[str, Any]]:
 
     def one(entry: VersionEntry, data: bytes) -> dict[str, Any]:
         where = f"{storage.uri.rstrip('/')}/{entry.path}"
-        summary = decode_manifest_summary(data, where)
+        summary, totals = _summary(storage.cache_key, data, where)
         if summary.version != entry.version:
             raise CorruptFileError(
                 where, f"file name says version {entry.version}, manifest says {summary.version}"
             )
-        txn = _transaction_of(storage, summary.transaction, summary.transaction_file, where)
-        totals = version_summaries.fragment_totals(
-            storage.cache_key, summary.body, summary.fragments, summary.totals
-        )
+        found = _transaction_bytes(storage, summary.transaction, summary.transaction_file, where)
+        name, properties = transaction_summary(*found) if found is not None else (None, {})
         return {
             "version": entry.version,
             "timestamp": _version_time(summary.timestamp_ns),
             "metadata": totals,
-            "operation": txn.operation.name if txn else None,
-            "commit_message": txn.commit_message if txn else None,
-            "transaction_properties": dict(txn.properties) if txn else {},
+            "operation": name,
+            "commit_message": properties.get(COMMIT_MESSAGE_KEY) if found is not None else None,
+            "transaction_properties": properties,
         }
 
     for _ in range(_HISTORY_TRIES):
@@ -295,9 +370,7 @@ def history(storage: Storage) -> list[dict[str, Any]]:
         keys = [version_summaries.summary_key(storage, f, now) for _, f in files]
         found = [version_summaries.cached(k) for k in keys]
         todo = [i for i, hit in enumerate(found) if hit is None]
-        # the reads run concurrently (they wait on storage); the decoding holds the GIL, so it runs
-        # here, where threads would only contend for it
-        for i, data in zip(todo, map_on(METADATA, read, [files[i][0] for i in todo])):
+        for i, data in zip(todo, _read_in_turn(storage, read, [files[i][0] for i in todo])):
             if data is not None:
                 found[i] = one(files[i][0], data)
                 version_summaries.remember(keys[i], found[i])  # type: ignore[arg-type]
@@ -307,6 +380,37 @@ def history(storage: Storage) -> list[dict[str, Any]]:
     raise VersionGoneError(
         f"the latest version of {storage.uri} kept being cleaned up while the versions were read"
     )
+
+
+def _read_in_turn(
+    storage: Storage, read: Callable[[VersionEntry], bytes | None], entries: list[VersionEntry]
+) -> Iterator[bytes | None]:
+    """``read`` of each entry, in order. On a remote store the reads run ahead of the caller, as
+    many in flight as the store is worth (they wait on it), while the caller decodes what came in
+    (decoding holds the GIL: it runs on one thread anyway). On a local disk a read is a copy from
+    the page cache, cheaper than a hand-off to another thread: they run inline."""
+    if storage.read_parallelism > 0:
+        return ahead_on(IO, read, entries, min(storage.read_parallelism, io_threads()))
+    return map(read, entries)
+
+
+def _summary(dataset_key: str, data: bytes, where: str) -> tuple[ManifestSummary, dict[str, str]]:
+    """A manifest file's summary and fragment totals. The fragment records are found as a run
+    that mostly repeats the dataset's previous version (see :mod:`version_summaries`) and are not
+    parsed; only the rest of the manifest is, and that it holds no fragment proves the run whole.
+    Otherwise the manifest is parsed whole and its fragments counted one by one.
+
+    Raises:
+        CorruptFileError: the manifest is damaged.
+    """
+    run = version_summaries.find_fragment_run(dataset_key, manifest_body(data, where))
+    if run is not None:
+        summary = decode_manifest_summary(data, where, skip=run.span)
+        if not summary.fragments:
+            version_summaries.keep(dataset_key, run)
+            return summary, run.totals
+    summary = decode_manifest_summary(data, where)
+    return summary, summary.totals()
 
 
 def _manifest_files(storage: Storage) -> list[tuple[VersionEntry, Entry]]:

@@ -145,11 +145,11 @@ def test_absolute_uris_outside_the_bases_are_refused(tmp_path, new, reason):
 
 
 BASES = {
-    1: BasePath(1, "/data/blobs"),
-    2: BasePath(2, "s3://bucket/prefix"),
-    3: BasePath(3, "file:///srv/a%20b"),
-    4: BasePath(4, "http://example.com/blobs"),
-    5: BasePath(5, "relative/dir"),
+    1: BasePath("/data/blobs", id=1),
+    2: BasePath("s3://bucket/prefix", id=2),
+    3: BasePath("file:///srv/a%20b", id=3),
+    4: BasePath("http://example.com/blobs", id=4),
+    5: BasePath("relative/dir", id=5),
 }
 
 
@@ -250,3 +250,70 @@ def test_refusals_name_the_data_file_and_descriptor(based, tmp_path):
     with pytest.raises(BlobLocationError, match=r"column 'b' at row 1 of fragment 0") as err:
         lt.dataset(copy).take_blobs("b", indices=[1], allow_external=True)
     assert err.value.path == str(path) and str(path) in str(err.value)
+
+
+@pytest.mark.interop
+def test_external_blobs_are_written_as_pylance_writes_them(tmp_path):
+    """Below a registered base (the deepest), relative to it; outside, only when told to, as the
+    URI; each library reads what the other wrote, and appends to it."""
+    from lance.blob import Blob, blob_array
+
+    ext = tmp_path / "e"
+    (ext / "in").mkdir(parents=True)
+    (ext / "in" / "x.bin").write_bytes(PAYLOAD)
+    (ext / "a b.bin").write_bytes(b"spaced")
+    (tmp_path / "o.bin").write_bytes(b"outside")
+    inner = ext / "in" / "x.bin"
+    values = [inner.as_uri(), str(inner), Blob.from_uri(str(inner), position=2, size=3), b"in", None]
+    values += [(ext / "a b.bin").as_uri(), (tmp_path / "o.bin").as_uri()]
+    table = pa.table({"id": pa.array(range(len(values)), pa.int64()), "b": blob_array(values)})
+    expected = [PAYLOAD, PAYLOAD, PAYLOAD[2:5], b"in", None, b"spaced", b"outside"]
+    descriptors = []
+    for lib in (lt, lance):
+        uri = str(tmp_path / lib.__name__)
+        bases = [lib.DatasetBasePath(str(ext), name="e"), lib.DatasetBasePath(str(ext / "in"), name="in")]
+        lib.write_dataset(
+            table,
+            uri,
+            data_storage_version="2.2",
+            initial_bases=bases,
+            allow_external_blob_outside_bases=True,
+        )
+        descriptors.append(lance.dataset(uri).to_table().column("b").to_pylist())
+        assert descriptors[-1] == lt.dataset(uri).to_table().column("b").to_pylist()
+        theirs = lance.dataset(uri).take_blobs("b", indices=list(range(7)))
+        ours = lt.dataset(uri).take_blobs("b", indices=list(range(6)), allow_external=True)
+        assert [f.read() if f else None for f in theirs] == expected
+        assert [f.read() if f else None for f in ours] == expected[:6]  # (not outside the bases)
+    assert descriptors[0] == descriptors[1]
+    assert [(d["blob_id"], d["blob_uri"]) for d in descriptors[0][:3]] == [(2, "x.bin")] * 3
+    for lib, other in ((lt, "lance"), (lance, "lance_table")):  # appends to the other's dataset
+        uri = str(tmp_path / other)
+        lib.write_dataset(pa.table({"id": [9], "b": blob_array([inner.as_uri()])}), uri, mode="append")
+        assert lance.dataset(uri).to_table().column("b").to_pylist()[-1]["blob_uri"] == "x.bin"
+        assert lt.dataset(uri).take_blobs("b", indices=[7], allow_external=True)[0].read() == PAYLOAD
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("o.bin", "outside the dataset's registered external base paths"),
+        ("rel/x.bin", "relative path"),
+        ("ftp://host/x.bin", "not an object store"),
+    ],
+)
+def test_external_blobs_lance_table_does_not_write(tmp_path, value, problem):
+    from lance.blob import blob_array
+
+    target = (tmp_path / value).as_uri() if value == "o.bin" else value
+    root = lt.DatasetBasePath(str(tmp_path / "root"), name="r", is_dataset_root=True)  # no external base
+    table = pa.table({"id": [0], "b": blob_array([target])})
+    with pytest.raises(BlobLocationError, match=problem) as err:
+        lt.write_dataset(table, tmp_path / "ds", data_storage_version="2.2", initial_bases=[root])
+    assert isinstance(err.value, OSError) and err.value.uri == target
+    assert not (tmp_path / "ds").exists() or not list((tmp_path / "ds").rglob("*.lance"))
+    ds = lt.write_dataset(table.slice(0, 0), tmp_path / "ok", data_storage_version="2.2")
+    with pytest.raises(lt.UnsupportedFormatError, match="only write_dataset writes external"):
+        ds.merge_insert("id").when_not_matched_insert_all().execute(
+            pa.table({"id": [0], "b": blob_array([target])})
+        )

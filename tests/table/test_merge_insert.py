@@ -218,8 +218,8 @@ def test_matched_fail_and_configuration_errors(tmp_path):
         ds.merge_insert("id").when_matched_update_all().execute(42)
     with pytest.raises(UnsupportedOperationError, match="rewrite_columns"):
         ds.merge_insert("id").write_mode("rewrite_columns")
-    with pytest.raises(UnsupportedOperationError, match="target_bases"):
-        ds.merge_insert("id").target_bases(["b"])
+    with pytest.raises(lt.BasePathError, match="'b' not found"):
+        ds.merge_insert("id").when_not_matched_insert_all().target_bases(["b"]).execute(new)
     builder = (
         ds.merge_insert("id").use_index(False).conflict_retries(3).retry_timeout(dt.timedelta(seconds=5))
     )
@@ -353,8 +353,9 @@ def test_a_source_past_the_limit_is_read_back_from_a_temporary_file():
         pa.array([5, 1_000_000_007, None, -(2**40), 4, 2], pa.int64()),  # sparse: a hash lookup
         pa.array(["e", "a", None, "c", "d", "b"]),  # strings: a hash lookup
         pa.array([2**63 + 5, 1, None, 3, 4, 2], pa.uint64()),
+        pa.array([1, 1, 2, 3, 3, 4], pa.int64()),  # ascending, repeated: one source row, two targets
     ],
-    ids=["dense", "sparse", "strings", "uint64"],
+    ids=["dense", "sparse", "strings", "uint64", "repeated"],
 )
 @pytest.mark.parametrize("duplicates", [False, True], ids=["unique", "duplicates"])
 def test_every_kind_of_key(tmp_path, keys, duplicates):

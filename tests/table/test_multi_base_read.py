@@ -1,5 +1,6 @@
 """Datasets whose files live in several base paths (pylance's multi-base datasets and shallow
-clones), written by pylance: lance_table reads them as pylance does; writing to them is refused."""
+clones), written by pylance: lance_table reads them as pylance does (writes to them: see
+test_multi_base_writes.py)."""
 
 from __future__ import annotations
 
@@ -54,15 +55,6 @@ def test_shallow_clone_reads_its_source_files(multi_base: Path, tmp_path: Path) 
     lance.dataset(clone).delete("a = 1")  # a new deletion file in the clone, the old ones in the source
     _same(clone)
     assert lt.dataset(clone).count_rows() == lance.dataset(clone).count_rows() == 16
-
-
-def test_writes_are_refused_and_change_nothing(multi_base: Path) -> None:
-    version = lance.dataset(multi_base).version
-    with pytest.raises(lt.UnsupportedFormatError, match="base paths"):
-        lt.write_dataset(pa.table({"a": [100], "s": ["x"]}), multi_base, mode="append")
-    with pytest.raises(lt.UnsupportedFormatError, match="base paths"):
-        lt.dataset(multi_base).delete("a = 1")
-    assert lance.dataset(multi_base).version == version
 
 
 def test_a_base_the_reader_does_not_know_is_a_typed_error(multi_base: Path) -> None:

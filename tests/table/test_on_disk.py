@@ -137,15 +137,16 @@ def test_unknown_reader_flags_refuse_to_read(tmp_path, flag):
         lt.dataset(uri)
 
 
-def test_base_paths_read_but_are_not_written(tmp_path):
-    """Datasets with base paths read (files in other bases are refused one by one, external
-    blobs resolve against the bases); writing would have to keep the bases: refused."""
+def test_the_base_paths_flag_is_read_and_written(tmp_path):
+    """Datasets with base paths are read and written; each commit sets the flag from the bases the
+    manifest registers (none here: it is cleared)."""
     uri = tmp_path / "ds"
     lt.write_dataset(make_rows(0, 10), uri)
     _set_flags(uri, flags.BASE_PATHS, flags.BASE_PATHS)
     assert lt.dataset(uri).count_rows() == 10
-    with pytest.raises(lt.UnsupportedFormatError, match="writer features"):
-        lt.write_dataset(make_rows(10, 10), uri, mode="append")
+    ds = lt.write_dataset(make_rows(10, 10), uri, mode="append")
+    assert ds.count_rows() == 20
+    assert not ds.manifest.writer_feature_flags & flags.BASE_PATHS
 
 
 @pytest.mark.parametrize("flag", [64, 1 << 20])

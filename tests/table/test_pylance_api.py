@@ -204,15 +204,14 @@ def test_engine_options_are_accepted_and_result_changing_ones_refused(tmp_path):
     )
     assert ds.count_rows() == 4
     for option, value in [
-        ("target_bases", ["b"]),
         ("external_blob_mode", "ingest"),
         ("table_id", ["t"]),
     ]:
         with pytest.raises(lt.UnsupportedOptionError, match=option) as info:
             lt.write_dataset(_rows(1), uri, mode="append", **{option: value})
         assert info.value.option == option and isinstance(info.value, NotImplementedError)
-    with pytest.raises(lt.UnsupportedOptionError, match="default_scan_options"):
-        lt.dataset(uri, default_scan_options={"with_row_id": True})
+    with pytest.raises(lt.UnsupportedOptionError, match="table_id"):
+        lt.dataset(uri, table_id=["t"])
     with pytest.raises(lt.UnsupportedOperationError, match="max_source_rows"):
         ds.optimize.compact_files(max_source_rows=10)
     assert lt.dataset(uri).version == 1  # nothing was written

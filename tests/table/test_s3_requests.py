@@ -113,4 +113,18 @@ def test_scan_of_one_large_file_reads_few_ranges(s3_uri, s3_options, s3_requests
     assert s3_requests.counts["LIST"] == 1 and "HEAD" not in s3_requests.counts
     assert s3_requests.counts["GET"] <= 2 + workers()
     s3_requests.reset()
-    assert ds.to_table().equals(lance.dataset(uri, storage_options=s3_options).to_table())
+    whole = ds.to_table()
+    # every column's pages are asked for at once, not a worker's page after another
+    assert s3_requests.most_in_flight >= 3
+    assert whole.equals(lance.dataset(uri, storage_options=s3_options).to_table())
+
+
+def test_a_cold_take_opens_the_touched_files_at_once(small_fragments, s3_options, s3_requests):  # type: ignore[no-untyped-def]
+    uri, data = small_fragments
+    idx = np.arange(0, FRAGMENTS * ROWS_PER_FRAGMENT, ROWS_PER_FRAGMENT)  # a row of every fragment
+    ds = lt.dataset(uri, storage_options=s3_options)
+    READERS.clear()
+    s3_requests.reset()
+    assert ds.take(idx).equals(data.take(pa.array(idx)))
+    assert s3_requests.counts == {"GET": FRAGMENTS}
+    assert s3_requests.most_in_flight > 2 * workers()  # not one file's request after another's

@@ -5,13 +5,14 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from pathlib import Path
 
 import lance
 import pyarrow as pa
 import pytest
 
 import lance_table as lt
-from lance_table.format.manifest import decode_manifest_summary
+from lance_table.format.manifest import decode_manifest_summary, manifest_body
 from lance_table.table import version_summaries
 
 
@@ -80,3 +81,24 @@ def test_only_a_settled_time_identifies_a_file():
     assert version_summaries.summary_key(_S(), Entry("p", 10, float(int(now) - 1)), now) is None
     assert version_summaries.summary_key(_S(), Entry("p", 10, None), now) is None
     assert version_summaries.summary_key(_S(), Entry("p", 10, None, "e1"), now) is not None
+
+
+def test_the_fragment_run_is_found_and_skipped_whole(tmp_path):
+    uri = str(tmp_path / "ds")
+    lt.write_dataset(_rows(0, 30), uri, max_rows_per_file=10)
+    lt.dataset(uri).delete("id = 15")
+    names = sorted((n for n in os.listdir(f"{uri}/_versions") if n.endswith(".manifest")), reverse=True)
+    datas = [Path(f"{uri}/_versions/{n}").read_bytes() for n in names]  # V2 names: oldest first
+    version_summaries.clear()
+    for data in datas:
+        run = version_summaries.find_fragment_run("k", manifest_body(data, "m"))
+        assert run is not None
+        summary = decode_manifest_summary(data, "m", skip=run.span)
+        assert len(summary.fragments) == 0  # every fragment record was in the run
+        assert run.totals == decode_manifest_summary(data, "m").totals()
+        version_summaries.keep("k", run)
+    # a span that misses records leaves them to the protobuf: the caller then counts them itself
+    start = run.span[0]
+    body = manifest_body(datas[-1], "m")
+    first_end = start + 2 + body[start + 1]  # the first record (a length below 128)
+    assert len(decode_manifest_summary(datas[-1], "m", skip=(start, first_end)).fragments) == 2

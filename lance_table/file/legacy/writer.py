@@ -323,6 +323,10 @@ class LegacyFileWriter:
     # -----------------------------------------------------------------------------------------
     # finish
 
+    def tell(self) -> int:
+        """The bytes written to the file so far (each row group is written once it fills)."""
+        return self._out.pos
+
     def close(self) -> LegacyWrittenFile:
         """Write the last row group, the metadata and the footer.
 

@@ -261,7 +261,9 @@ def _variable(
         raise io.corrupt("a chunk runs past the page's data")
     if bool(np.any(n1 * width > sizes)):
         raise io.corrupt("a chunk's variable offsets run past its buffer")
-    lo, hi, offsets = _joined_offsets(_chunk_words(data, at, n1, width), counts, sizes, width, io)
+    # each chunk's offsets are whole words back to back: their bytes joined (one copy in Arrow)
+    words = np.frombuffer(join(data, at, n1 * width), _UINT_OF[width])
+    lo, hi, offsets = _joined_offsets(words, counts, sizes, width, io)
     return Var(join(data, at + lo, hi - lo), offsets)
 
 

@@ -53,6 +53,8 @@ PageSink = Callable[[Any, list[Any], int, int], None]
 InlineSink = Callable[[Any], int]
 # Opens a sidecar of the data file being written, by file name.
 SidecarOpener = Callable[[str], IO[bytes]]
+# How an external blob's URI is stored: (base path id, URI relative to it), or (0, the URI).
+ExternalRefs = Callable[[str], tuple[int, str]]
 
 # One descriptor without its URI bytes: kind, position, size, blob_id, URI length (25 bytes).
 _FIXED = np.dtype([("kind", "u1"), ("position", "<u8"), ("size", "<u8"), ("blob_id", "<u4"), ("uri", "<u4")])
@@ -151,6 +153,20 @@ def encode_descriptor_page(
     return encode_full_zip(pv, None, defs, None, [repdef.NULLABLE_ITEM], 0)
 
 
+def _external_refs(
+    arr: pa.StructArray, external: np.ndarray, names: list[str]
+) -> dict[int, tuple[str, int, int]]:
+    """The external values of ``arr``: row -> (URI, position, size; 0, 0 for the whole object)."""
+    rows = np.flatnonzero(external)
+    picked = pa.array(rows)
+    uris = arr.field("uri").take(picked).to_pylist()
+    where = [
+        arr.field(k).take(picked).fill_null(0).to_pylist() if k in names else [0] * len(rows)
+        for k in ("position", "size")
+    ]
+    return {int(r): (u, int(p), int(s)) for r, u, p, s in zip(rows, uris, *where)}
+
+
 class SidecarFiles:
     """The sidecar ``.blob`` files of one data file: ids from 1, in opening order.
 
@@ -201,9 +217,14 @@ class BlobV2ColumnWriter:
     """Writes one top-level blob v2 field of a 2.2 file: blobs as they arrive, descriptor pages of
     about ``page_size_bytes``.
 
+    A value with a ``uri`` is an external reference (kind 3, with the ``position`` and ``size``
+    given, 0 for the whole object), stored as ``externals`` says (see
+    :func:`lance_table.table.blob_locations.external_reference`).
+
     Raises:
-        UnsupportedFormatError: a value is an external URI (not written), or needs a sidecar and
-            there is no place for one.
+        UnsupportedFormatError: a value is an external URI and there are no ``externals``, or a
+            value needs a sidecar and there is no place for one.
+        BlobLocationError: ``externals`` refuses an external URI.
         SchemaError: a valid value sets neither ``data`` nor ``uri``.
     """
 
@@ -214,8 +235,10 @@ class BlobV2ColumnWriter:
         inline: InlineSink,
         sidecars: SidecarFiles,
         page_size_bytes: int,
+        externals: ExternalRefs | None = None,
     ) -> None:
         self.node = node
+        self.externals = externals
         self.pages = pages
         self.inline = inline
         self.sidecars = sidecars
@@ -223,7 +246,7 @@ class BlobV2ColumnWriter:
         self.thresholds = Thresholds.of(node.field)
         self.packed: tuple[int, IO[bytes]] | None = None
         self.packed_size = 0
-        self.pending: list[tuple[np.ndarray, np.ndarray]] = []
+        self.pending: list[tuple[np.ndarray, np.ndarray, list[bytes] | None]] = []
         self.pending_rows = 0
         self.rows_written = 0
 
@@ -237,17 +260,17 @@ class BlobV2ColumnWriter:
         valid = np.ones(n, bool) if not arr.null_count else np.asarray(arr.is_valid())
         data = arr.field("data")
         names = [f.name for f in arr.type]
+        external = np.zeros(n, bool)
         if "uri" in names:
-            uris = arr.field("uri")
-            external = np.asarray(uris.is_valid()) & valid
-            if external.any():
+            external = np.asarray(arr.field("uri").is_valid()) & valid
+            if external.any() and self.externals is None:
                 row = int(np.flatnonzero(external)[0])
                 raise UnsupportedFormatError(
-                    f"field {self.node.name!r}: row {row} is an external blob ({uris[row].as_py()!r}); "
-                    "lance_table does not write external blob URIs"
+                    f"field {self.node.name!r}: row {row} is an external blob "
+                    f"({arr.field('uri')[row].as_py()!r}); only write_dataset writes external blob URIs"
                 )
         has_data = np.asarray(data.is_valid()) if data.null_count else np.ones(n, bool)
-        missing = valid & ~has_data
+        missing = valid & ~has_data & ~external
         if missing.any():
             raise SchemaError(
                 f"field {self.node.name!r}: row {int(np.flatnonzero(missing)[0])} sets neither data nor uri "
@@ -256,11 +279,23 @@ class BlobV2ColumnWriter:
         offsets = np.frombuffer(data.buffers()[1], np.int64, n + 1, data.offset * 8)
         body = data.buffers()[2]
         fixed = np.zeros(int(valid.sum()), _FIXED)
+        refs = _external_refs(arr, external, names) if external.any() else None
+        uris: list[bytes] | None = [] if refs is not None else None
         for k, i in enumerate(np.flatnonzero(valid).tolist()):
+            if refs is not None and uris is not None:
+                ref = refs.get(i)
+                if ref is not None:
+                    assert self.externals is not None
+                    blob_id, stored = self.externals(ref[0])
+                    uri = stored.encode()
+                    fixed[k] = (BlobKind.EXTERNAL, ref[1], ref[2], blob_id, len(uri))
+                    uris.append(uri)
+                    continue
+                uris.append(b"")
             start, size = int(offsets[i]), int(offsets[i + 1] - offsets[i])
             blob = body.slice(start, size) if size else b""
             fixed[k] = self._store(blob, size)
-        self.pending.append((fixed, valid))
+        self.pending.append((fixed, valid, uris))
         self.pending_rows += n
         if (self.pending_rows * _FIXED.itemsize) >= self.budget:
             self._flush()
@@ -289,9 +324,12 @@ class BlobV2ColumnWriter:
     def _flush(self) -> None:
         if not self.pending:
             return
-        fixed = np.concatenate([f for f, _ in self.pending])
-        valid = np.concatenate([v for _, v in self.pending])
-        layout, buffers = encode_descriptor_page(fixed, None, valid)
+        fixed = np.concatenate([f for f, _, _ in self.pending])
+        valid = np.concatenate([v for _, v, _ in self.pending])
+        uris = None
+        if any(u is not None for _, _, u in self.pending):
+            uris = [uri for f, _, u in self.pending for uri in (u if u is not None else [b""] * len(f))]
+        layout, buffers = encode_descriptor_page(fixed, uris, valid)
         self.pages(layout, buffers, int(valid.size), self.rows_written)
         self.rows_written += int(valid.size)
         self.pending, self.pending_rows = [], 0

@@ -127,10 +127,30 @@ def _chosen_data(io: PageIO, table: Chunks, chosen: np.ndarray) -> tuple[memoryv
         return memoryview(io.byte_runs(1, Runs.span(lo, int(ends[-1]) - lo))), starts - lo, ends - lo
     if int(sizes.sum()) >= _PARTIAL_READ_SHARE * total:
         return io.whole(1), starts, ends
-    data = read_joined(io.source, np.stack([starts + offset, sizes], axis=1))
-    at = np.zeros(chosen.size + 1, np.int64)
-    np.cumsum(sizes, out=at[1:])
-    return data, at[:-1], at[1:]
+    return _spans_read(io, offset, starts, ends)
+
+
+def _spans_read(
+    io: PageIO, offset: int, starts: np.ndarray, ends: np.ndarray
+) -> tuple[memoryview, np.ndarray, np.ndarray]:
+    """Chunks (sorted byte ``starts`` and ``ends`` in the data buffer at file ``offset``) read as
+    spans: chunks at most the source's coalescing gap apart are read together with the bytes
+    between them (which the source would fetch anyway), so that a take of many scattered chunks
+    is a few ranges rather than one per chunk; where each chunk lies in the spans read."""
+    if not starts.size:
+        return memoryview(b""), starts, ends
+    gap = int(getattr(io.source, "coalesce_gap", 0))
+    new = np.ones(starts.size, bool)
+    new[1:] = starts[1:] - ends[:-1] > gap
+    first = np.flatnonzero(new)
+    lo = starts[first]
+    hi = ends[np.append(first[1:], starts.size) - 1]
+    data = read_joined(io.source, np.stack([lo + offset, hi - lo], axis=1))
+    at = np.zeros(first.size, np.int64)
+    np.cumsum((hi - lo)[:-1], out=at[1:])
+    span = np.cumsum(new) - 1
+    shift = at[span] - lo[span]
+    return data, starts + shift, ends + shift
 
 
 @dataclass

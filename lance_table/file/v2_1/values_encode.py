@@ -24,6 +24,7 @@ The decoders in :mod:`compress` and :mod:`pervalue` read exactly these bytes.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -355,22 +356,29 @@ def _dictionary_values(values: pa.Array, best: MiniBlockValues | None, lz4: bool
     return idx
 
 
-# Values drawn evenly from a page to look for repeats before counting distinct values exactly.
+# At most this many values are drawn from a page to look for repeats before counting distinct
+# values exactly; fewer on smaller pages (see :func:`_surely_high_cardinality`).
 _SAMPLE = 4096
 
 
 def _surely_high_cardinality(values: pa.Array) -> bool:
     """Whether a sample of the page repeats no value at all, which rules out a dictionary.
 
-    With D distinct values, a sample of k holds about k**2 / (2 D) repeats: for a page that would
-    gain from a dictionary (D at most half its values) that is dozens, so none means many more
-    distinct values. The exact count (a hash of every value) is then not worth its cost.
+    With D distinct values, a random sample of k holds about k**2 / (2 D) repeats: for a page
+    that would gain from a dictionary (D at most half its n values) that is k**2 / n, 16 for the
+    k = 4 sqrt(n) drawn here (at most :data:`_SAMPLE`), so none means many more distinct values.
+    The exact count (a hash of every value) is then not worth its cost. The rows are drawn at
+    random (seeded: the same page gets the same sample) so that sorted values repeat in it too.
     """
     n = len(values)
-    if n <= 2 * _SAMPLE:
+    k = min(_SAMPLE, 4 * math.isqrt(n))
+    if 2 * k > n:
         return False
-    sample = values.take(pa.array(np.linspace(0, n - 1, _SAMPLE).astype(np.int64)))
-    return dictionary.cardinality(sample) == len(sample) - sample.null_count
+    rows = np.sort(np.random.default_rng(n).integers(0, n, k))
+    rows = rows[np.concatenate(([True], rows[1:] != rows[:-1]))]  # a row drawn twice is no repeat
+    sample = values.take(pa.array(rows))
+    distinct = len(sample.unique()) - (1 if sample.null_count else 0)
+    return distinct == len(sample) - sample.null_count
 
 
 def _table_bytes(values: MiniBlockValues) -> int:

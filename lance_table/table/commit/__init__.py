@@ -13,6 +13,15 @@ from lance_table.table.commit.protocol import (
     check_can_commit,
     check_rebasable,
     commit,
+    discard_elsewhere,
 )
 
-__all__ = ["CommitLock", "CommitOptions", "Pending", "check_can_commit", "check_rebasable", "commit"]
+__all__ = [
+    "CommitLock",
+    "CommitOptions",
+    "Pending",
+    "check_can_commit",
+    "check_rebasable",
+    "commit",
+    "discard_elsewhere",
+]

@@ -10,8 +10,9 @@ from dataclasses import replace
 import pyarrow as pa
 
 from lance_table import __version__
-from lance_table.errors import CommitConflictError, CommitError
+from lance_table.errors import BasePathError, CommitConflictError, CommitError
 from lance_table.format import fragment_facts, paths
+from lance_table.format.bases import base_paths, register, with_base_paths
 from lance_table.format.dictionaries import extended
 from lance_table.format.manifest import (
     DEFAULT_DATA_FORMAT,
@@ -28,6 +29,7 @@ from lance_table.format.transaction import (
     Restore,
     Rewrite,
     Transaction,
+    UpdateBases,
 )
 from lance_table.table.commit.apply_inplace import apply_inplace
 from lance_table.table.commit.row_ids import uses_stable_row_ids, with_row_ids
@@ -60,6 +62,7 @@ def next_manifest(
     now = now_ns if now_ns is not None else time.time_ns()
     version = (base.version if base else 0) + 1
     op = txn.operation
+    creates = base is None
     if base is None:
         if not isinstance(op, Overwrite):
             raise ValueError("a new dataset starts with an overwrite")
@@ -92,8 +95,12 @@ def next_manifest(
             index_section=None,
             dictionaries=dict(op.dictionaries),
         )
+        if op.initial_bases:
+            m = _register_initial_bases(m, op, creates)
     elif isinstance(op, Rewrite):
         m = _apply_rewrite(base, op)
+    elif isinstance(op, UpdateBases):
+        m = with_base_paths(base, register(base_paths(base), op.new_bases).values())
     elif isinstance(op, ReserveFragments):
         start = _next_id(base)
         m = replace(base, max_fragment_id=start + op.num_fragments - 1)
@@ -123,6 +130,22 @@ def next_manifest(
         data_format=m.data_format or DEFAULT_DATA_FORMAT,
     )
     return m.with_flags()
+
+
+def _register_initial_bases(m: Manifest, op: Overwrite, creates: bool) -> Manifest:
+    """The manifest of a new dataset registering the Overwrite's ``initial_bases``.
+
+    Raises:
+        BasePathError: the dataset exists (only its creation registers bases, as in pylance), or
+            the bases collide.
+    """
+    if not creates:
+        raise BasePathError(
+            "Cannot register new bases in Overwrite mode. Only CREATE mode can register new bases "
+            "(add them with add_bases)",
+            reference=op.initial_bases[0].name or op.initial_bases[0].path,
+        )
+    return with_base_paths(m, register({}, op.initial_bases).values())
 
 
 def _check_fragment_ids(m: Manifest) -> None:

@@ -39,7 +39,8 @@ from lance_table.table.deletion import read_deletions, union, write_deletions
 class Pending:
     """What a commit needs: the operation, what it read, and the files it wrote.
 
-    ``written`` (paths relative to the dataset root) are deleted if the commit fails with a known
+    ``written`` (paths relative to the dataset root) and ``elsewhere`` (files in other base paths:
+    the base id and the path relative to that base) are deleted if the commit fails with a known
     outcome. For deletes, the rows each fragment loses and the deletion file it had are kept so that
     the delete can be re-derived against a newer version.
     """
@@ -51,6 +52,7 @@ class Pending:
     # fragment id -> the deletion file the fragment had when this delete read it
     delete_bases: Mapping[int, DeletionFile | None] = field(default_factory=dict)
     written: tuple[str, ...] = ()
+    elsewhere: tuple[tuple[int, str], ...] = ()
 
 
 def _touched(op: Operation) -> set[int]:
@@ -174,6 +176,15 @@ def _upsert_key_conflict(mine: Operation, other: Operation) -> bool:
     return bool(mine_set & (other_set | other_del) or other_set & (mine_set | mine_del))
 
 
+def _table_metadata_conflict(mine: UpdateConfig, other: UpdateConfig) -> bool:
+    """Two changes of the table metadata conflict (as in pylance 14) when they name a key in
+    common, whether they set or remove it, or when either replaces the map whole."""
+    a, b = mine.table_metadata_updates, other.table_metadata_updates
+    if a is None or b is None:
+        return False
+    return a.replace or b.replace or bool({k for k, _ in a.updates} & {k for k, _ in b.updates})
+
+
 def _check_update_config(mine: Operation, other: Operation, pending: Pending) -> Outcome:
     assert isinstance(mine, UpdateConfig)
     if _touches_schema(mine):
@@ -188,6 +199,7 @@ def _check_update_config(mine: Operation, other: Operation, pending: Pending) ->
         same = (
             mine.schema_metadata_updates is not None and other.schema_metadata_updates is not None
         ) or bool(set(mine.field_metadata_updates) & set(other.field_metadata_updates))
+        same = same or _table_metadata_conflict(mine, other)
         return INCOMPATIBLE if same or _upsert_key_conflict(mine, other) else None
     return None
 

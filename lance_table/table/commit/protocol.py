@@ -29,8 +29,10 @@ from lance_table.errors import (
     CommitError,
     CommitStateUnknownError,
     DatasetAlreadyExistsError,
+    UnsupportedFormatError,
 )
 from lance_table.format import paths
+from lance_table.format.bases import base_paths
 from lance_table.format.manifest import Manifest, ManifestFile, encode_manifest_file
 from lance_table.format.transaction import (
     COMMIT_MESSAGE_KEY,
@@ -41,6 +43,7 @@ from lance_table.format.transaction import (
 )
 from lance_table.storage import Storage
 from lance_table.table import versions
+from lance_table.table.base_storage import base_storage
 from lance_table.table.commit.apply import next_manifest
 from lance_table.table.commit.conflicts import Pending, rebase
 from lance_table.table.operations.auto_cleanup import run_after_commit
@@ -120,9 +123,10 @@ def commit(
     failed commit with a known outcome deletes.
 
     This is the one commit path. When it fails with a known outcome, the files the operation wrote
-    (``pending.written``, and deletion files written while rebasing) and the transaction file are
-    deleted: the dataset is exactly as it was. When the outcome is unknown they stay (cleanup
-    removes them later if the version did not land); so do they after an interrupt.
+    (``pending.written``, deletion files written while rebasing, ``pending.elsewhere`` in other base
+    paths) and the transaction file are deleted: the dataset is exactly as it was. When the outcome
+    is unknown they stay (cleanup removes them later if the version did not land); so do they after
+    an interrupt.
 
     Raises:
         CommitConflictError: a concurrent commit makes this one impossible.
@@ -142,9 +146,23 @@ def commit(
         for path in attempt.files():
             with contextlib.suppress(OSError):  # best effort: cleanup removes leftovers later
                 storage.delete(path)
+        discard_elsewhere(storage, base, attempt.pending)
         raise
     run_after_commit(storage, manifest)  # the dataset's automatic cleanup, when its config asks
     return manifest
+
+
+def discard_elsewhere(storage: Storage, base: Manifest | None, pending: Pending) -> None:
+    """Delete the files ``pending`` wrote in other base paths (best effort), each in its base as
+    ``base`` or the operation itself (an Overwrite creating a dataset) registers it. Cleanup never
+    removes files outside the dataset's own directory: this is their only way out."""
+    if not pending.elsewhere:
+        return
+    bases = dict(base_paths(base)) if base is not None else {}
+    bases.update({b.id: b for b in getattr(pending.operation, "initial_bases", None) or ()})
+    for base_id, path in pending.elsewhere:
+        with contextlib.suppress(OSError, UnsupportedFormatError):
+            base_storage(storage, bases, base_id, path).delete(path)
 
 
 def _commit(
@@ -184,6 +202,7 @@ def _commit(
         current, attempt.pending = _catch_up(
             storage, base, pending, _listed(storage, after, entries, pending)
         )
+        _check_strict(base, current, pending, options)
         for tries in range(options.max_retries + 1):
             if time.monotonic() - written_at >= COMMIT_REFRESH_SECONDS:
                 # Slow commit: show cleanup it is alive, then learn the latest version anew.
@@ -244,6 +263,26 @@ def _commit(
             versions.write_version_hint(storage, manifest.version)
             return manifest
     raise CommitError(f"gave up committing to {storage.uri} after {options.max_retries} retries")
+
+
+def _check_strict(
+    base: Manifest | None, current: Manifest | None, pending: Pending, options: CommitOptions
+) -> None:
+    """An operation that applies to the latest version (Overwrite, Restore) is first tried, as
+    in pylance, at the version after the one it read: with no retries (``max_retries=0``) it
+    fails when another writer took that version.
+
+    Raises:
+        CommitConflictError: (retryable) that case.
+    """
+    if options.max_retries or base is None or current is None or _needs_history(pending):
+        return
+    if current.version > base.version:
+        raise CommitConflictError(
+            f"Commit conflict for version {base.version + 1}: another writer committed it, and this "
+            f"{pending.operation.name} may not be retried (max_retries=0)",
+            retryable=True,
+        )
 
 
 def _landed(storage: Storage, path: str, data: bytes) -> bool:

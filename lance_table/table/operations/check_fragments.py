@@ -4,15 +4,16 @@ schema (by id, name and type)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pyarrow as pa
 
 from lance_table._parallel import METADATA, map_on
-from lance_table.errors import SchemaError, UnsupportedFormatError
+from lance_table.errors import BasePathError, SchemaError, UnsupportedFormatError
 from lance_table.file.fields import BLOB_KEY
 from lance_table.file.v2_1.blob_v2 import read_node
 from lance_table.format import paths
+from lance_table.format.bases import BasePath
 from lance_table.format.manifest import Fragment
 from lance_table.schema import FieldNode, LanceField, build_tree
 from lance_table.storage import Storage
@@ -23,13 +24,19 @@ TOMBSTONE = -2  # the field id of a column a later data file of the fragment rep
 
 
 def check_fragments(
-    storage: Storage, fields: Sequence[LanceField], data_format: str, frags: Sequence[Fragment]
+    storage: Storage,
+    fields: Sequence[LanceField],
+    data_format: str,
+    frags: Sequence[Fragment],
+    bases: Mapping[int, BasePath] | None = None,
 ) -> None:
-    """Check that fragments' data files are in this dataset, in ``data_format``, with the rows their
-    metadata says and the fields of ``fields`` (by id, name and type). Footers are read on threads.
+    """Check that fragments' data files are in this dataset (or in the registered base path their
+    ``base_id`` names, of ``bases``), in ``data_format``, with the rows their metadata says and the
+    fields of ``fields`` (by id, name and type). Footers are read on threads.
 
     Raises:
-        UnsupportedFormatError: a data file of another format, or in another base path.
+        BasePathError: a data file names a base id the dataset does not register.
+        UnsupportedFormatError: a data file of another format.
         SchemaError: a data file is listed with a field id the schema does not have, or stores a
             field under another name or type.
         DataFileNotFoundError: a data file does not exist in this dataset.
@@ -42,8 +49,12 @@ def check_fragments(
     for frag in frags:
         for f in frag.files:
             paths.check_relative_path(f.path, "fragment metadata", "data file")
-            if f.base_id is not None:
-                raise UnsupportedFormatError(f"data file {f.path} is in base path {f.base_id}, not supported")
+            if f.base_id is not None and f.base_id not in (bases or {}):
+                raise BasePathError(
+                    f"data file {f.path} is in base path {f.base_id}, which the dataset does not register "
+                    f"(registered: {sorted(bases or {})})",
+                    reference=str(f.base_id),
+                )
             if f.version != data_format:
                 raise UnsupportedFormatError(
                     f"data file {f.path} is format {f.version}, but the dataset stores format {data_format}"
@@ -55,7 +66,7 @@ def check_fragments(
                 )
 
     def check(frag: Fragment) -> None:
-        reader = FragmentReader(frag, storage, roots)
+        reader = FragmentReader(frag, storage, roots, bases=dict(bases or {}))
         reader.physical_rows  # noqa: B018 - reads every footer: the files exist and hold these rows
         for f in frag.files:
             stored = reader._reader(f).metadata.roots_by_id

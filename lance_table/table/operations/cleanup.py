@@ -149,7 +149,7 @@ def referenced_files(manifest: Manifest, seen: dict[int, Fragment] | None = None
             if id(frag) in seen:
                 continue
             seen[id(frag)] = frag
-        out |= frag.files_used
+        out |= frag.files_named
     if manifest.transaction_file:
         out.add(paths.transaction_path(manifest.transaction_file))
     out |= index_dirs(manifest)
@@ -246,7 +246,7 @@ def _added_files(found: _Version) -> set[str] | None:
     if isinstance(op, ReserveFragments):
         return set()
     if isinstance(op, Delete):
-        return set().union(*(f.files_used for f in op.updated_fragments))
+        return set().union(*(f.files_named for f in op.updated_fragments))
     if isinstance(op, (Append, Overwrite)):
         new = op.fragments
     elif isinstance(op, Rewrite):
@@ -255,7 +255,7 @@ def _added_files(found: _Version) -> set[str] | None:
         return None
     if any(f.deletion_file is not None for f in new):
         return None  # its path depends on the fragment id, assigned at commit
-    return set().union(*(f.files_used for f in new))
+    return set().union(*(f.files_named for f in new))
 
 
 def _tagged(storage: Storage) -> dict[int, str]:

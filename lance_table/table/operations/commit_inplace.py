@@ -62,7 +62,7 @@ def plan_inplace(base: Snapshot, op: LanceOperation.BaseOperation) -> Pending | 
 
 
 def _check_new_files(base: Snapshot, fields: Sequence[LanceField], frags: Sequence[fmt.Fragment]) -> None:
-    check_fragments(base.storage, fields, writable_data_format(base.manifest, base.uri), frags)
+    check_fragments(base.storage, fields, writable_data_format(base.manifest, base.uri), frags, base.bases)
 
 
 def _known(base: Snapshot, ids: Sequence[int]) -> dict[int, fmt.Fragment]:

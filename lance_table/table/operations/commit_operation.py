@@ -9,8 +9,10 @@ the dataset's data format. A refused commit writes nothing, so the dataset stays
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -20,12 +22,13 @@ from lance_table.errors import (
     UnsupportedFormatError,
     UnsupportedOperationError,
 )
+from lance_table.format.bases import BasePath
 from lance_table.format.manifest import Fragment, data_format_of
 from lance_table.format.row_ids import RowMeta
 from lance_table.format.transaction import Append, Delete, Rewrite, RewriteGroup
 from lance_table.format.transaction import Overwrite as OverwriteOp
 from lance_table.schema import LanceField
-from lance_table.storage import Storage
+from lance_table.storage import Storage, open_storage
 from lance_table.table import versions
 from lance_table.table.commit import CommitOptions, Pending, check_can_commit, check_rebasable, commit
 from lance_table.table.commit.row_ids import carried_row_ids, uses_stable_row_ids
@@ -38,7 +41,27 @@ from lance_table.table.operations.commit_inplace import plan_inplace
 from lance_table.table.operations.manifest_paths import scheme_for_new_dataset
 from lance_table.table.operations.restore import plan_restore
 from lance_table.table.operations.write import plan_write, writable_data_format
+from lance_table.table.operations.write_bases import plan_bases
 from lance_table.table.snapshot import Snapshot, load
+
+
+def commit_storage(
+    target: str | os.PathLike[str] | Snapshot,
+    storage_options: Mapping[str, Any] | None,
+    base_store_params: Mapping[str, Mapping[str, Any]] | None,
+) -> tuple[Storage, CommitOptions]:
+    """Where ``LanceDataset.commit`` commits: a handle's storage and commit settings (with
+    ``base_store_params`` instead of its own when given), or the storage at a URI.
+
+    Raises:
+        StorageOptionsError: a storage option or ``base_store_params`` is refused.
+    """
+    if isinstance(target, Snapshot):
+        storage = target.storage
+        if base_store_params is not None:
+            storage = open_storage(target.uri, storage.storage_options, base_store_params)
+        return storage, target.commit_options
+    return open_storage(target, storage_options, base_store_params), CommitOptions()
 
 
 def commit_operation(
@@ -144,14 +167,11 @@ def _overwrite(
         raise TypeError(
             f"Overwrite.new_schema must be a pyarrow.Schema or LanceSchema, got {type(new_schema)}"
         )
-    if op.initial_bases:
-        raise UnsupportedOperationError(
-            "Overwrite with initial_bases (registered base paths) is not supported"
-        )
     try:
         base: Snapshot | None = load(storage, read_version, options=options)
     except DatasetNotFoundError:
         base = None
+    initial = plan_bases(base.manifest if base else None, "overwrite", op.initial_bases, None, None).initial
     formats = {
         data_format_of(f.file_major_version, f.file_minor_version) for m in op.fragments for f in m.files
     }
@@ -160,8 +180,11 @@ def _overwrite(
     requested = formats.pop() if formats else None
     manifest = base.manifest if base is not None else None
     plan = plan_write(manifest, "overwrite", new_schema, storage.uri, requested)
-    frags = _check_new(storage, plan.fields, plan.data_format, op.fragments)
+    registered = {b.id: b for b in initial} if base is None else base.bases
+    frags = _check_new(storage, plan.fields, plan.data_format, op.fragments, registered)
     pending = plan.pending(frags, ())
+    if initial and isinstance(pending.operation, OverwriteOp):
+        pending = replace(pending, operation=replace(pending.operation, initial_bases=initial))
     if base is None and new_dataset.stable_row_ids and isinstance(pending.operation, OverwriteOp):
         pending = replace(pending, operation=replace(pending.operation, stable_row_ids=True))
     scheme = base.scheme if base is not None else new_dataset.scheme
@@ -180,11 +203,15 @@ def _overwrite(
 
 def _new_fragments(base: Snapshot, metas: Sequence[FragmentMetadata]) -> tuple[Fragment, ...]:
     data_format = writable_data_format(base.manifest, base.uri)
-    return _check_new(base.storage, base.manifest.fields, data_format, metas)
+    return _check_new(base.storage, base.manifest.fields, data_format, metas, base.bases)
 
 
 def _check_new(
-    storage: Storage, fields: Sequence[LanceField], data_format: str, metas: Sequence[FragmentMetadata]
+    storage: Storage,
+    fields: Sequence[LanceField],
+    data_format: str,
+    metas: Sequence[FragmentMetadata],
+    bases: Mapping[int, BasePath] | None = None,
 ) -> tuple[Fragment, ...]:
     """The format fragments of newly written fragment metadata, once each is checked.
 
@@ -200,7 +227,7 @@ def _check_new(
                 "new fragments cannot carry deletion files or row ids (they are given new ids on "
                 "commit): commit deletions with LanceOperation.Delete"
             )
-    check_fragments(storage, fields, data_format, frags)
+    check_fragments(storage, fields, data_format, frags, bases)
     return frags
 
 
@@ -224,7 +251,7 @@ def _delete(base: Snapshot, op: LanceOperation.Delete) -> Pending:
             raise ValueError(f"fragment {frag.id} has other data files than in version {base.version}")
         if frag.deletion_file is None:
             raise ValueError(f"updated fragment {frag.id} has no deletion file")
-        read_deletions(base.storage, frag, version=base.version)  # the file exists and reads
+        read_deletions(base.storage, frag, version=base.version, bases=base.bases)  # it exists and reads
     # A fragment keeps its row ids (metadata built by hand may not carry them).
     updated = tuple(
         f if f.row_id_meta else replace(f, row_id_meta=current[f.id].row_id_meta) for f in updated
@@ -245,7 +272,7 @@ def _rewrite(base: Snapshot, op: LanceOperation.Rewrite) -> Pending:
             raise ValueError(f"fragments {missing} are not in version {base.version} of {base.uri}")
         new = tuple(m.to_fragment() for m in group.new_fragments)
         check_fragments(
-            base.storage, base.manifest.fields, writable_data_format(base.manifest, base.uri), new
+            base.storage, base.manifest.fields, writable_data_format(base.manifest, base.uri), new, base.bases
         )
         old = [current[m.id] for m in group.old_fragments]
         if uses_stable_row_ids(base.manifest) and not all(

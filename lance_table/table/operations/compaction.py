@@ -26,6 +26,7 @@ from lance_table.table.operations.write import (
     writable_data_format,
 )
 from lance_table.table.progress import SILENT, Progress, Reporter, reporter
+from lance_table.table.scan_spec import default_batch_size
 from lance_table.table.snapshot import Snapshot
 
 DEFAULT_TARGET_ROWS = 1024 * 1024
@@ -139,6 +140,7 @@ def _rewrite_bin(
     data_format: str,
     report: Reporter = SILENT,
     write_tag: str = "",
+    batch_rows: int | None = None,
 ) -> tuple[list[Fragment], list[str]]:
     # Like pylance, each bin becomes one fragment (unless it passes the byte limit).
     writer = FragmentWriter(
@@ -172,7 +174,7 @@ def _rewrite_bin(
 
             for table in ahead_on(FRAGMENTS, read, _pieces(bin_.fragments), workers()):
                 if table.num_rows:
-                    for batch in table.combine_chunks().to_batches():
+                    for batch in table.combine_chunks().to_batches(max_chunksize=batch_rows):
                         writer.write(batch)
         fragments = writer.finish()
         for fid, values in writer.dictionaries.items():
@@ -241,10 +243,18 @@ class CompactionJob:
     max_bytes: int
     stable: bool  # rows keep their ids: the rewrite carries them
     record_moves: bool  # moves of indexed rows go into the fragment reuse index
+    # rows of each batch written, after which the byte limit is checked (pylance's batch_size;
+    # None: the pieces as read, when no byte limit was given)
+    batch_rows: int | None = None
 
 
 def job_for(
-    ds: Snapshot, bins: list[_Bin], max_bytes_per_file: int | None, *, committing: bool = True
+    ds: Snapshot,
+    bins: list[_Bin],
+    max_bytes_per_file: int | None,
+    *,
+    committing: bool = True,
+    batch_size: int | None = None,
 ) -> CompactionJob:
     """The job that rewrites ``bins`` of ``ds``, after the checks every compaction makes; with
     ``committing=False`` (a task that only rewrites, committed elsewhere) without the commit's own
@@ -257,8 +267,10 @@ def job_for(
     check_blob_fields(ds.manifest.fields, data_format, ds.uri)
     stable = uses_stable_row_ids(ds.manifest)
     limit = max_bytes_per_file or DEFAULT_MAX_BYTES_PER_FILE
+    # a file ends after the batch that takes it past the byte limit, as in pylance
+    batch_rows = batch_size or (default_batch_size() if max_bytes_per_file else None)
     if not committing:
-        return CompactionJob(ds, bins, data_format, limit, stable, record_moves=False)
+        return CompactionJob(ds, bins, data_format, limit, stable, False, batch_rows)
     index_list = indices.decode_section(ds.manifest.index_section)
     # pylance 14 records the moves of indexed rows only, and none on datasets with stable row ids
     user_indices = {pos for pos, idx in enumerate(index_list) if not indices.is_system_index(idx)}
@@ -267,7 +279,7 @@ def job_for(
         _warn_uncovered(index_list, bins)
     # The rewrite commits after a ReserveFragments version: refuse before either if it cannot land.
     check_rebasable(ds.storage, Pending(Rewrite(()), ds.version))
-    return CompactionJob(ds, bins, data_format, limit, stable, record_moves)
+    return CompactionJob(ds, bins, data_format, limit, stable, record_moves, batch_rows)
 
 
 def plan_compaction(
@@ -277,6 +289,7 @@ def plan_compaction(
     materialize_deletions: bool | None = DEFAULT_MATERIALIZE_DELETIONS,
     materialize_deletions_threshold: float | None = DEFAULT_MATERIALIZE_DELETIONS_THRESHOLD,
     max_bytes_per_file: int | None = None,
+    batch_size: int | None = None,
 ) -> CompactionJob | None:
     """The compaction of ``ds`` as pylance plans it, or None when there is nothing to compact. An
     option given as None takes its default (as in pylance).
@@ -306,7 +319,7 @@ def plan_compaction(
     )
     if not bins:
         return None
-    return job_for(ds, bins, max_bytes_per_file)
+    return job_for(ds, bins, max_bytes_per_file, batch_size=batch_size)
 
 
 def rewrite(
@@ -315,7 +328,7 @@ def rewrite(
     """Rewrite one bin: its new fragments (ids not yet assigned; with stable row ids, carrying the
     rows' ids) and every file written (sidecars too; data files named with ``write_tag``). A
     failure deletes what it wrote. ``report`` hears of the rows and files written."""
-    new, files = _rewrite_bin(job.ds, bin_, job.max_bytes, job.data_format, report, write_tag)
+    new, files = _rewrite_bin(job.ds, bin_, job.max_bytes, job.data_format, report, write_tag, job.batch_rows)
     if job.stable:  # the rewritten rows keep their ids (and versions)
         try:
             new = carried_row_ids([(f.fragment, f.live_positions()) for f in bin_.fragments], new)
@@ -403,7 +416,10 @@ def compact_files(
     Returns the new version and what changed, or ``ds`` itself and zero metrics when there is
     nothing to compact. An option given as None takes its default (as in pylance).
 
-    ``max_rows_per_group``, ``num_threads`` and ``batch_size`` are accepted for pylance compatibility.
+    ``max_rows_per_group`` and ``num_threads`` are accepted for pylance compatibility. The rows are
+    written in batches of ``batch_size`` rows (the scan's default when a ``max_bytes_per_file`` is
+    given), and a new file ends after the batch that takes it past ``max_bytes_per_file`` bytes
+    written, as in pylance.
     ``progress`` (see :mod:`lance_table.table.progress`) follows the rewrite: the rows of the
     fragments rewritten (their total known), and the files written.
 
@@ -435,6 +451,7 @@ def compact_files(
         materialize_deletions=materialize_deletions,
         materialize_deletions_threshold=materialize_deletions_threshold,
         max_bytes_per_file=max_bytes_per_file,
+        batch_size=batch_size,
     )
     if job is None:
         return ds, CompactionMetrics()

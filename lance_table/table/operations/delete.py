@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import replace
+from functools import partial
 
 import numpy as np
 import pyarrow.compute as pc
 
-from lance_table._parallel import map_grouped, map_groups
+from lance_table._parallel import map_fragments, map_grouped, map_groups
 from lance_table.format.manifest import Fragment
 from lance_table.format.transaction import Delete
 from lance_table.table import versions
@@ -16,7 +17,15 @@ from lance_table.table.commit import Pending, check_can_commit, check_rebasable
 from lance_table.table.commit.retry import retry_on_conflict
 from lance_table.table.deletion import union, write_deletions
 from lance_table.table.fragment import FragmentReader
-from lance_table.table.scan import READ_CHUNK_ROWS, ROW_READS, in_flight, make_spec, matching_positions
+from lance_table.table.scan import (
+    READ_CHUNK_ROWS,
+    ROW_READS,
+    ScanPlan,
+    in_flight,
+    make_spec,
+    matching_positions,
+    matching_rows,
+)
 from lance_table.table.scan_groups import matching_runs
 from lance_table.table.snapshot import Snapshot
 
@@ -38,9 +47,24 @@ def plan_delete(ds: Snapshot, predicate: str | pc.Expression) -> Pending:
     bases = {}
 
     def matches(group: list[FragmentReader]) -> list[np.ndarray | None]:
-        # small fragments' predicate columns read a batch at a time
-        runs = matching_runs(group, spec, READ_CHUNK_ROWS, ROW_READS)
-        return [r.positions().astype(np.uint32) if r.total else None for r in runs]
+        # small fragments' predicate columns read a batch at a time; the rows of large ones range
+        # by range, as positions (runs of them would cost a merge and an expansion)
+        out: list[np.ndarray | None] = [None] * len(group)
+        small = [k for k, f in enumerate(group) if f.physical_rows <= READ_CHUNK_ROWS]
+        if small:
+            runs = matching_runs([group[k] for k in small], spec, READ_CHUNK_ROWS, ROW_READS)
+            for k, r in zip(small, runs):
+                out[k] = r.positions().astype(np.uint32) if r.total else None
+        for k, f in enumerate(group):
+            if f.physical_rows > READ_CHUNK_ROWS:
+                # ranges on the fragment pool: inline inside a map over fragments, in parallel
+                # when this is the only fragment
+                parts = map_fragments(
+                    partial(_range_rows, f, spec), range(0, f.physical_rows, READ_CHUNK_ROWS), even=True
+                )
+                rows = np.concatenate(parts).astype(np.uint32)
+                out[k] = rows if rows.size else None
+        return out
 
     frags = ds.fragment_readers()
     wait = in_flight(frags)
@@ -66,6 +90,11 @@ def plan_delete(ds: Snapshot, predicate: str | pc.Expression) -> Pending:
     updated = [replace(frag.fragment, deletion_file=df) for (frag, _), df in zip(rewritten, files)]
     text = predicate if isinstance(predicate, str) else str(predicate)
     return Pending(Delete(tuple(updated), tuple(removed), text), ds.version, additions, bases, tuple(written))
+
+
+def _range_rows(frag: FragmentReader, spec: ScanPlan, lo: int) -> np.ndarray:
+    """The matching rows of the read range of ``frag`` that starts at ``lo``."""
+    return matching_rows(frag, spec, lo, min(lo + READ_CHUNK_ROWS, frag.physical_rows))
 
 
 def delete_rows(

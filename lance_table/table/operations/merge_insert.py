@@ -18,7 +18,7 @@ import pyarrow as pa
 from lance_table.errors import MergeInsertError, UnsupportedOperationError
 from lance_table.format.transaction import Transaction as StoredTransaction
 from lance_table.table import versions
-from lance_table.table.commit import check_can_commit
+from lance_table.table.commit import check_can_commit, discard_elsewhere
 from lance_table.table.commit.retry import retry_on_conflict
 from lance_table.table.operations.merge_plan import DELETE, FAIL, UPDATE, MergeSpec, MergeStats, plan_merge
 from lance_table.table.operations.merge_source import DEFAULT_MEMORY_LIMIT, MergeSource, read_source
@@ -175,16 +175,26 @@ class MergeInsertBuilder:
         return self._with(data_format=fmt)
 
     def target_bases(self, bases: list[str]) -> MergeInsertBuilder:
-        """Raises:
-        UnsupportedOperationError: lance_table writes new files to the dataset's own storage only.
+        """Write the merge's new data files to these registered bases, by name or path (the
+        dataset's URI: its own directory), one file each in turn, as ``write_dataset``'s
+        ``target_bases``; deletion files stay in the dataset's own directory.
+
+        Raises:
+            TypeError: ``bases`` is not a list of strings.
+            BasePathError: (on execute) a reference names no base, or :meth:`target_all_bases` too.
         """
-        raise UnsupportedOperationError("merge_insert target_bases is not supported")
+        if isinstance(bases, str) or not all(isinstance(b, str) for b in bases):
+            raise TypeError(f"target_bases takes a list of base names or paths, got {bases!r}")
+        return self._with(target_bases=tuple(bases))
 
     def target_all_bases(self, include_primary: bool = True) -> MergeInsertBuilder:
-        """Raises:
-        UnsupportedOperationError: lance_table writes new files to the dataset's own storage only.
+        """Write the merge's new data files to every registered base in turn, the dataset's own
+        directory first when ``include_primary``.
+
+        Raises:
+            BasePathError: (on execute) :meth:`target_bases` too, or no base to write to.
         """
-        raise UnsupportedOperationError("merge_insert target_all_bases is not supported")
+        return self._with(target_all_bases=bool(include_primary))
 
     def mark_sstables_as_compacted(self, sstables: list[Any]) -> MergeInsertBuilder:
         """Raises:
@@ -220,6 +230,7 @@ class MergeInsertBuilder:
         sizes = [snap.storage.size(p) for p in pending.written]
         for path in pending.written:
             snap.storage.delete(path)
+        discard_elsewhere(snap.storage, snap.manifest, pending)
         metrics = (
             f"elapsed={elapsed * 1000:.3f}ms, metrics=[bytes_written={sum(sizes)}, "
             f"num_deleted_rows={stats.deleted}, num_files_written={len(sizes)}, "

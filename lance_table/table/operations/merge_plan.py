@@ -11,16 +11,12 @@ Memory: the source's keys of one key range (see :meth:`MergeSource.key_ranges`),
 from __future__ import annotations
 
 import contextlib
-import functools
-import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from lance_table._parallel import map_grouped
 from lance_table.errors import MergeSourceError, UnsupportedOperationError
 from lance_table.file.runs import Runs
 from lance_table.format.manifest import Fragment
@@ -32,16 +28,14 @@ from lance_table.table.commit import Pending
 from lance_table.table.commit.row_ids import uses_stable_row_ids
 from lance_table.table.deletion import union, write_deletions
 from lance_table.table.fragment import FragmentReader
-from lance_table.table.operations.merge_source import SOURCE_INDEX, TARGET_POSITION, MergeSource
+from lance_table.table.operations.merge_match import find_matches
+from lance_table.table.operations.merge_source import MergeSource
 from lance_table.table.operations.write import FragmentWriter, check_blob_fields, writable_data_format
+from lance_table.table.operations.write_bases import WriteTarget, plan_bases
 from lance_table.table.progress import SILENT, Reporter
-from lance_table.table.scan import READ_CHUNK_ROWS, evaluate_mask, in_flight, make_spec, matching_positions
+from lance_table.table.scan import READ_CHUNK_ROWS, evaluate_mask, make_spec, matching_positions
 from lance_table.table.snapshot import Snapshot
 
-# Column of the target fragment (its index in the version's list) in match tables.
-FRAGMENT = "__merge_target_fragment"
-# Integer keys use a lookup table when their span is at most this many times their number.
-DENSE_SPAN_PER_KEY = 16
 # New rows are queued up to this many (or this many bytes: blobs) before they are written.
 WRITE_BATCH_ROWS = 64 * 1024
 WRITE_BATCH_BYTES = 64 * 1024 * 1024
@@ -60,6 +54,9 @@ class MergeSpec:
     by_source_delete: bool = False
     by_source_condition: str | None = None
     data_format: str | None = None
+    # where new data files go (pylance's ``target_bases``/``target_all_bases``; see write_bases)
+    target_bases: tuple[str, ...] | None = None
+    target_all_bases: bool | None = None
 
 
 @dataclass
@@ -80,143 +77,6 @@ class MergeStats:
 def _describe_key(rows: Callable[[np.ndarray], pa.Table], on: tuple[str, ...], src_index: int) -> str:
     row = rows(np.array([src_index])).select(list(on)).to_pylist()[0]
     return ", ".join(f"{k} = {row[k]!r}" for k in on)
-
-
-class _Matcher:
-    """Finds the source rows of one key range matching target keys. Nulls never match.
-
-    One integer key column with unique, dense source values (the common auto-increment id): a
-    direct lookup table over the values' span (at most :data:`DENSE_SPAN_PER_KEY` entries per
-    key); one key column with unique values: ``pc.index_in``; otherwise a hash join."""
-
-    def __init__(self, on: tuple[str, ...], keys: pa.Table) -> None:
-        self.on = on
-        self.keys = keys
-        self.values: pa.Array | None = None
-        self.lookup: np.ndarray | None = None
-        if len(on) != 1:
-            return
-        values = keys.column(on[0]).combine_chunks()
-        index = keys.column(SOURCE_INDEX).combine_chunks()
-        valid = len(values) - values.null_count
-        if valid and self._dense(values, index):
-            return
-        if pc.count_distinct(values, mode="only_valid").as_py() == valid:
-            self.values, self.index = values, index
-
-    def _dense(self, values: pa.Array, index: pa.Array) -> bool:
-        """Build the lookup table if the values are unique integers of a small enough span."""
-        t = values.type
-        if not pa.types.is_integer(t) or (pa.types.is_unsigned_integer(t) and t.bit_width == 64):
-            return False
-        present = values.is_valid()
-        ints = values.filter(present).to_numpy().astype(np.int64)
-        self.low, high = int(ints.min()), int(ints.max())
-        span = high - self.low + 1
-        if span > DENSE_SPAN_PER_KEY * ints.size + 4096 or self.low <= -(2**62) or high >= 2**62:
-            return False
-        lookup = np.full(span, -1, np.int64)
-        lookup[ints - self.low] = index.filter(present).to_numpy()
-        if np.count_nonzero(lookup >= 0) != ints.size:
-            return False  # repeated values: the join finds every pair
-        self.lookup = lookup
-        return True
-
-    def __call__(self, table: pa.Table) -> pa.Table:
-        """``table``'s rows (key columns, :data:`TARGET_POSITION`, :data:`FRAGMENT`) that match,
-        with the matching source row in :data:`SOURCE_INDEX`."""
-        rows = table.select([TARGET_POSITION, FRAGMENT])
-        if self.lookup is not None:
-            col = table.column(self.on[0]).combine_chunks()
-            offsets = pc.fill_null(col, self.low).to_numpy().astype(np.int64) - self.low
-            inside = (offsets >= 0) & (offsets < self.lookup.size)
-            if col.null_count:
-                inside &= col.is_valid().to_numpy(zero_copy_only=False)
-            found = np.full(offsets.size, -1, np.int64)
-            found[inside] = self.lookup[offsets[inside]]
-            hit = found >= 0
-            return rows.filter(pa.array(hit)).append_column(SOURCE_INDEX, pa.array(found[hit]))
-        if self.values is not None:
-            found = pc.index_in(table.column(self.on[0]), value_set=self.values, skip_nulls=True)
-            hit = pc.is_valid(found)
-            return rows.filter(hit).append_column(SOURCE_INDEX, self.index.take(found.filter(hit)))
-        return table.join(self.keys, list(self.on), join_type="inner", use_threads=False)
-
-
-def _pieces(frags: list[FragmentReader]) -> list[list[tuple[int, int, int]]]:
-    """Consecutive (fragment, first row, end row) pieces in groups of about READ_CHUNK_ROWS rows:
-    one match per group, so that tiny fragments do not each pay for one."""
-    groups: list[list[tuple[int, int, int]]] = [[]]
-    rows = 0
-    for k, frag in enumerate(frags):
-        for lo in range(0, frag.physical_rows, READ_CHUNK_ROWS):
-            hi = min(lo + READ_CHUNK_ROWS, frag.physical_rows)
-            if rows and rows + hi - lo > READ_CHUNK_ROWS:
-                groups.append([])
-                rows = 0
-            groups[-1].append((k, lo, hi))
-            rows += hi - lo
-    return [g for g in groups if g]
-
-
-def _match_group(
-    frags: list[FragmentReader],
-    on: tuple[str, ...],
-    group: list[tuple[int, int, int]],
-    *,
-    match: _Matcher,
-    report: Reporter = SILENT,
-) -> pa.Table | None:
-    """The matches of the rows of ``group``'s pieces: fragment index, position, source index."""
-    parts = []
-    for k, lo, hi in group:
-        frag = frags[k]
-        runs = frag.live_runs(lo, hi)
-        if not runs.total:
-            continue
-        table = frag.read(list(on), runs)
-        parts.append(
-            pa.table(
-                [table.column(c) for c in on]
-                + [pa.array(runs.positions().astype(np.int64)), pa.array(np.full(runs.total, k, np.int64))],
-                names=[*on, TARGET_POSITION, FRAGMENT],
-            )
-        )
-    report.advance(sum(hi - lo for _, lo, hi in group))
-    if not parts:
-        return None
-    found = match(pa.concat_tables(parts))
-    return found.select([FRAGMENT, TARGET_POSITION, SOURCE_INDEX]) if found.num_rows else None
-
-
-def _find_matches(
-    frags: list[FragmentReader], source: MergeSource, on: tuple[str, ...], limit: int, report: Reporter
-) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Per fragment: (target positions, source indices) of every matched pair, sorted by position.
-    ``report`` counts the target rows read (a spilled source may need several passes over them)."""
-    groups = _pieces(frags)
-    wait = in_flight(frags)
-    found: list[pa.Table] = []
-    scanned = sum(f.physical_rows for f in frags)
-    report.phase("match", rows_total=None if source.spilled else scanned)
-    for keys in source.key_ranges(on, limit):
-        match = _Matcher(on, keys)
-        parts = map_grouped(
-            functools.partial(_match_group, frags, on, match=match, report=report),
-            groups,
-            [sum(hi - lo for _, lo, hi in g) for g in groups],
-            in_flight=wait,
-        )
-        found.extend(p for p in parts if p is not None)
-    empty = (np.zeros(0, np.int64), np.zeros(0, np.int64))
-    if not found:
-        return [empty for _ in frags]
-    every = pa.concat_tables(found)
-    which, pos, src = (every.column(c).to_numpy() for c in (FRAGMENT, TARGET_POSITION, SOURCE_INDEX))
-    order = np.lexsort((pos, which))
-    which, pos, src = which[order], pos[order], src[order]
-    bounds = np.searchsorted(which, np.arange(len(frags) + 1))
-    return [(pos[a:b], src[a:b]) for a, b in itertools.pairwise(bounds.tolist())]
 
 
 def _read_at(frag: FragmentReader, names: list[str], positions: np.ndarray) -> pa.Table:
@@ -287,7 +147,13 @@ class MergeOutput:
     the stable row ids of the updated rows are kept for the fragments' row id sequences."""
 
     def __init__(
-        self, snap: Snapshot, data_format: str | None, report: Reporter = SILENT, *, write_tag: str = ""
+        self,
+        snap: Snapshot,
+        data_format: str | None,
+        report: Reporter = SILENT,
+        *,
+        write_tag: str = "",
+        targets: Sequence[WriteTarget] = (),
     ) -> None:
         m = snap.manifest
         fmt = data_format or writable_data_format(m, snap.uri)
@@ -301,6 +167,7 @@ class MergeOutput:
             dictionaries=m.dictionaries,
             write_tag=write_tag,
             progress=report,
+            targets=targets,
         )
         self._dicts = dict(m.dictionaries)
         self.ids: list[np.ndarray] = []
@@ -479,13 +346,15 @@ def plan_merge(
     """
     frags = snap.fragment_readers()
     stats = MergeStats()
-    out = MergeOutput(snap, spec.data_format, report)
+    m = snap.manifest
+    bases = plan_bases(m, "append", None, spec.target_bases, spec.target_all_bases, uri=snap.uri)
+    out = MergeOutput(snap, spec.data_format, report, targets=bases.open(snap.storage))
     check_blob_fields(snap.manifest.fields, out.writer.data_format, snap.uri)
     written: list[str] = []
     updated_frags, removed = [], []
     matched_src = np.zeros(source.num_rows, bool)
     try:
-        matches = _find_matches(frags, source, spec.on, limit, report)
+        matches = find_matches(frags, source, spec.on, limit, report)
         if report.active:
             report.phase("write", rows_total=_rows_to_write(spec, source.num_rows, matches))
         names = source.table.column_names
@@ -520,4 +389,5 @@ def plan_merge(
         fields_for_preserving_frag_bitmap=tuple(f.id for f in snap.manifest.fields),
         update_mode=REWRITE_ROWS,
     )
-    return Pending(op, snap.version, written=tuple(written) + tuple(out.writer.paths)), stats
+    files = tuple(written) + tuple(out.writer.paths)
+    return Pending(op, snap.version, written=files, elsewhere=tuple(out.writer.elsewhere)), stats

@@ -3,12 +3,14 @@ distributed write; the driver commits the fragments with ``Dataset.commit``)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
 
-from lance_table.errors import DatasetNotFoundError, UnsupportedFormatError
+from lance_table.errors import DatasetNotFoundError, EmptyDataError, UnsupportedFormatError
+from lance_table.format.bases import DatasetBasePath
 from lance_table.format.manifest import Fragment
 from lance_table.schema import build_tree
 from lance_table.storage import Storage
@@ -19,6 +21,7 @@ from lance_table.table.operations.write import (
     prepare_write,
     write_fragments,
 )
+from lance_table.table.operations.write_bases import plan_bases
 from lance_table.table.progress import Progress, known_rows, reporter
 from lance_table.table.snapshot import load
 
@@ -29,12 +32,19 @@ def stage_fragments(
     schema: pa.Schema | None,
     mode: WriteMode,
     data_storage_version: str | None,
+    *,
+    initial_bases: Sequence[Any] | None = None,
+    target_bases: Sequence[str] | None = None,
+    target_all_bases: bool | None = None,
     **options: Any,
-) -> tuple[list[Fragment], WritePlan]:
+) -> tuple[list[Fragment], WritePlan, tuple[DatasetBasePath, ...]]:
     """Write ``data`` into new fragments (ids 0) planned against the latest version, or as the
-    first version of a new dataset; return them and the plan (its read version and schema).
+    first version of a new dataset; return them, the plan (its read version and schema) and the
+    base paths a new dataset registers (ids assigned).
 
     ``mode="append"`` into a missing dataset writes the fragments of a new one, as pylance does.
+    ``initial_bases``, ``target_bases`` and ``target_all_bases`` place the data files in base
+    paths as ``write_dataset`` does (see :func:`~.write_bases.plan_bases`).
     On any error the files written so far are deleted.
 
     Raises:
@@ -42,6 +52,7 @@ def stage_fragments(
         SchemaError: the data does not match the dataset's schema (append) or cannot be stored.
         UnsupportedFormatError: the dataset needs features lance_table does not write, or is a
             legacy dataset with dictionary columns (whose values the manifest must record).
+        BasePathError: see :func:`~.write_bases.plan_bases`.
     """
     try:
         base = load(storage).manifest
@@ -57,10 +68,17 @@ def stage_fragments(
             f"{storage.uri}: fragments with dictionary columns of a legacy dataset cannot be staged "
             "(the manifest must record their values); use write_dataset"
         )
+    placed = plan_bases(base, mode, initial_bases, target_bases, target_all_bases, uri=storage.uri)
     frags, _, _ = write_fragments(
-        storage, reader, plan.schema, list(plan.fields), data_format=plan.data_format, **options
+        storage,
+        reader,
+        plan.schema,
+        list(plan.fields),
+        data_format=plan.data_format,
+        targets=placed.open(storage),
+        **options,
     )
-    return frags, plan
+    return frags, plan, placed.initial
 
 
 def create_fragment(
@@ -77,7 +95,8 @@ def create_fragment(
     hooks see ``fragment_id``).
 
     Raises:
-        ValueError: ``fragment_id`` is negative or past 2**32-1; the data has no rows.
+        ValueError: ``fragment_id`` is negative or past 2**32-1.
+        EmptyDataError: the data has no rows (also a ValueError and an OSError, as pylance's).
         InputTypeError: ``progress`` is of no kind taken.
         (and as :func:`stage_fragments`)
     """
@@ -86,7 +105,7 @@ def create_fragment(
         raise ValueError(f"fragment_id must be in [0, 2**32), got {fragment_id}")
     with reporter("write_fragments", progress, fragment_id=fid) as report:
         report.phase("write", rows_total=known_rows(data))
-        frags, _ = stage_fragments(
+        frags, _, _ = stage_fragments(
             storage,
             data,
             schema,
@@ -97,5 +116,5 @@ def create_fragment(
             progress=report,
         )
     if not frags:
-        raise ValueError(f"{storage.uri}: LanceFragment.create was given no rows")
+        raise EmptyDataError(f"{storage.uri}: LanceFragment.create was given no rows (input data was empty)")
     return replace(frags[0], id=fid)

@@ -84,7 +84,8 @@ def _operation(op: Any) -> LanceOperation.BaseOperation:
     if isinstance(op, txn_fmt.Delete):
         return L.Delete(_metas(op.updated_fragments), list(op.deleted_fragment_ids), op.predicate)
     if isinstance(op, txn_fmt.Overwrite):
-        return L.Overwrite(LanceSchema(op.schema, op.schema_metadata), _metas(op.fragments))
+        bases = list(op.initial_bases) or None
+        return L.Overwrite(LanceSchema(op.schema, op.schema_metadata), _metas(op.fragments), bases)
     if isinstance(op, txn_fmt.Rewrite):
         groups = [L.RewriteGroup(_metas(g.old_fragments), _metas(g.new_fragments)) for g in op.groups]
         return L.Rewrite(groups, [])
@@ -130,6 +131,14 @@ def _operation(op: Any) -> LanceOperation.BaseOperation:
                 )
                 for frag_id, d in op.replacements
             ]
+        )
+    if isinstance(op, txn_fmt.Clone):
+        return L.Clone(  # type: ignore[attr-defined]
+            is_shallow=op.is_shallow,
+            ref_name=op.ref_name,
+            ref_version=op.ref_version,
+            ref_path=op.ref_path,
+            branch_name=op.branch_name,
         )
     return L.BaseOperation()
 

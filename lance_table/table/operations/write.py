@@ -13,12 +13,19 @@ from typing import IO, Any, Literal
 import pyarrow as pa
 
 from lance_table._parallel import CLOSE, pool
-from lance_table.errors import DatasetAlreadyExistsError, SchemaError, UnsupportedFormatError
+from lance_table.errors import (
+    AppendSchemaError,
+    DatasetAlreadyExistsError,
+    SchemaError,
+    UnsupportedFormatError,
+)
 from lance_table.extensions import storage_schema
 from lance_table.file.container import FileVersion
 from lance_table.file.legacy import LegacyFileWriter, LegacyWrittenFile
+from lance_table.file.legacy.writer import DEFAULT_MAX_ROWS_PER_GROUP
 from lance_table.file.v2_0.layout import column_assignment
 from lance_table.file.v2_1.blob_v2 import is_blob_v2
+from lance_table.file.v2_1.blob_v2_encode import ExternalRefs
 from lance_table.file.writer import LanceFileWriter
 from lance_table.format import paths
 from lance_table.format.manifest import DEFAULT_DATA_FORMAT, DataFile, Fragment, Manifest
@@ -34,6 +41,7 @@ from lance_table.storage import Storage
 from lance_table.table import blob_write, versions
 from lance_table.table.commit import Pending
 from lance_table.table.operations.inputs import coerce_reader, conform, missing_fields, project_present
+from lance_table.table.operations.write_bases import WriteTarget, remove_written
 from lance_table.table.progress import SILENT, Progress, Reporter
 from lance_table.table.snapshot import BLOB_V2_FORMATS
 
@@ -43,6 +51,8 @@ DEFAULT_MAX_BYTES_PER_FILE = 90 * 1024**3
 # 2.1/2.2 writers get whole batches (up to a file's rows): each batch past the page budget becomes
 # one page, as pylance writes them.
 WRITE_CHUNK_ROWS = 128 * 1024
+# The rows of a legacy file's row group (pylance's ``max_rows_per_group`` default).
+LEGACY_GROUP_ROWS = DEFAULT_MAX_ROWS_PER_GROUP
 
 #: what ``write_dataset``'s ``progress=`` takes (see :mod:`lance_table.table.progress`)
 ProgressCallback = Progress
@@ -90,10 +100,13 @@ class WritePlan:
         fragments: Sequence[Fragment],
         written: Sequence[str],
         dictionaries: Mapping[int, pa.Array] | None = None,
+        elsewhere: Sequence[tuple[int, str]] = (),
     ) -> Pending:
-        """What to commit for ``fragments``, whose ``written`` files the commit removes if it fails
-        (``dictionaries``: what :attr:`FragmentWriter.dictionaries` ended with)."""
-        return Pending(self.operation(fragments, dictionaries), self.read_version, written=tuple(written))
+        """What to commit for ``fragments``, whose ``written`` files (and ``elsewhere``, in other
+        base paths) the commit removes if it fails (``dictionaries``: what
+        :attr:`FragmentWriter.dictionaries` ended with)."""
+        op = self.operation(fragments, dictionaries)
+        return Pending(op, self.read_version, written=tuple(written), elsewhere=tuple(elsewhere))
 
 
 # What pylance's ``data_storage_version`` accepts, and the format each name means (pylance 14).
@@ -244,9 +257,9 @@ def _append_plan(base: Manifest, data_format: str, data_schema: pa.Schema, uri: 
     extra = [n for n in data_schema.names if n not in schema.names]
     missing = missing_fields(data_schema, schema)
     if extra or missing:
-        raise SchemaError(
-            f"{uri}: append with a different schema: fields do not match, missing={missing}, "
-            f"unexpected={extra}"
+        raise AppendSchemaError(
+            f"Append with different schema: fields did not match, missing={missing}, "
+            f"unexpected={extra} ({uri})"
         )
     fields = base.fields
     if data_names != set(schema.names) or project_present(schema, data_schema) != schema:
@@ -281,6 +294,10 @@ class FragmentWriter:
     If anything fails, :meth:`abort` deletes every file written so far. ``before_file`` runs before
     each new file is created; an exception from it stops the write (the caller then aborts).
     ``progress`` hears of the rows of each batch written and of each file begun and finished.
+    ``targets`` (multi-base datasets): new data files rotate over them, one file each, and record
+    the target's base id; :attr:`paths` lists the files in the dataset's own ``data/``,
+    :attr:`elsewhere` those in other bases. ``blob_externals``: how blob v2 values that are
+    external URIs are stored (None refuses them; see ``LanceFileWriter``).
 
     Legacy files: ``dictionaries`` are the dataset's dictionary values by field id; every file's keys
     index them, extended by the values the rows bring, and :attr:`dictionaries` holds the values the
@@ -300,6 +317,8 @@ class FragmentWriter:
         before_file: Callable[[], None] | None = None,
         data_format: str = DEFAULT_DATA_FORMAT[1],
         dictionaries: Mapping[int, pa.Array] | None = None,
+        targets: Sequence[WriteTarget] = (),
+        blob_externals: ExternalRefs | None = None,
     ) -> None:
         if max_rows_per_file <= 0 or max_bytes_per_file <= 0:
             raise ValueError("max_rows_per_file and max_bytes_per_file must be positive")
@@ -320,6 +339,12 @@ class FragmentWriter:
         self._column_indices = tuple(cols.get(f.id, -1) for f in fields)
         self.fragments: list[Fragment] = []
         self.paths: list[str] = []
+        # files written in other bases (``targets``; new files rotate over them), by base id
+        self.targets = tuple(targets)
+        self.blob_externals = blob_externals
+        self.elsewhere: list[tuple[int, str]] = []
+        self._target: WriteTarget | None = None
+        self._files = 0
         self._writer: LanceFileWriter | LegacyFileWriter | None = None
         self._background = not self._legacy and not progress.ordered
         self._stream: Any = None
@@ -332,9 +357,7 @@ class FragmentWriter:
         if self.before_file is not None:
             self.before_file()
         self._name = paths.new_data_file_name(self.write_tag)
-        path = paths.data_file_path(self._name)
-        self.paths.append(path)
-        self._stream = self.storage.open_writer(path)
+        self._stream = self._create(self._name, first=True)
         self.progress.file_started(self._name, *self._file_version)
         stem = self._name[: -len(paths.DATA_FILE_SUFFIX)]
         if self._legacy:
@@ -348,6 +371,7 @@ class FragmentWriter:
                 fields=self.fields,
                 version=self.data_format,
                 blob_sidecars=lambda name: self._open_sidecar(f"{stem}/{name}"),
+                blob_externals=self.blob_externals,
             )
         self._rows = 0
         self._bytes = 0
@@ -355,9 +379,21 @@ class FragmentWriter:
 
     def _open_sidecar(self, name: str) -> IO[bytes]:
         """A blob sidecar of the data file being written (removed by :meth:`abort` too)."""
-        path = paths.data_file_path(name)
-        self.paths.append(path)
-        return self.storage.open_writer(path)
+        return self._create(name)
+
+    def _create(self, name: str, first: bool = False) -> IO[bytes]:
+        """Create file ``name`` of a data file (``first``: the data file itself, which picks the
+        next target base) in the dataset's ``data/``, or in the target base."""
+        if first:
+            self._target = self.targets[self._files % len(self.targets)] if self.targets else None
+            self._files += 1
+        if self._target is None or self._target.base_id is None:
+            path = paths.data_file_path(name)
+            self.paths.append(path)
+            return self.storage.open_writer(path)
+        path = self._target.path(name)
+        self.elsewhere.append((self._target.base_id, path))
+        return self._target.storage.open_writer(path)
 
     def _finish_file(self, background: bool = False) -> None:
         """Close the file being written; with ``background``, on a thread while the next file is
@@ -368,12 +404,13 @@ class FragmentWriter:
             return
         self._wait_closing()  # (on its error this file is still open, for abort to remove)
         writer, stream, name = self._writer, self._stream, self._name
+        base_id = self._target.base_id if self._target is not None else None
         self._writer = None
         self._stream = None
         if background and self._background:
-            self._closing = pool(CLOSE).submit(self._close_file, writer, stream, name)
+            self._closing = pool(CLOSE).submit(self._close_file, writer, stream, name, base_id)
         else:
-            self.fragments.append(self._close_file(writer, stream, name))
+            self.fragments.append(self._close_file(writer, stream, name, base_id))
 
     def _wait_closing(self) -> None:
         """Wait for the file closing in the background; raise what closing it raised."""
@@ -381,7 +418,9 @@ class FragmentWriter:
         if closing is not None:
             self.fragments.append(closing.result())
 
-    def _close_file(self, writer: LanceFileWriter | LegacyFileWriter, stream: Any, name: str) -> Fragment:
+    def _close_file(
+        self, writer: LanceFileWriter | LegacyFileWriter, stream: Any, name: str, base_id: int | None = None
+    ) -> Fragment:
         try:
             written = writer.close()
             stream.close()
@@ -406,6 +445,7 @@ class FragmentWriter:
                     file_major_version=self._file_version[0],
                     file_minor_version=self._file_version[1],
                     file_size_bytes=written.size,
+                    base_id=base_id,
                 ),
             ),
             physical_rows=written.num_rows,
@@ -414,22 +454,29 @@ class FragmentWriter:
         return fragment
 
     def write(self, batch: pa.RecordBatch) -> None:
+        """Append ``batch`` to the files, as pylance's writer does: a batch is cut only where a file
+        reaches ``max_rows_per_file``; after each part, the file ends once the bytes its writer has
+        written reach ``max_bytes_per_file``. Writers write a column's page once it fills (8 MiB),
+        so a file can hold far more than ``max_bytes_per_file`` (legacy files: each row group is
+        written as it fills, and the bytes are checked after each)."""
         if batch.schema != self.schema:  # rows as read (extension types): as the files store them
             batch = conform(batch, self.schema)
         offset = 0
-        row_bytes = batch.nbytes / max(batch.num_rows, 1)
         while offset < batch.num_rows:
             writer = self._writer or self._open()
-            room = self.max_rows - self._rows
-            if row_bytes:
-                room = min(room, max(1, int((self.max_bytes - self._bytes) / row_bytes)))
-            piece = batch.slice(offset, min(room, batch.num_rows - offset))
-            writer.write(piece)
+            rows = min(self.max_rows - self._rows, batch.num_rows - offset)
+            if self._legacy:  # pylance cuts legacy writes into row groups, checking each
+                rows = min(rows, LEGACY_GROUP_ROWS)
+            piece = batch.slice(offset, rows)
+            for chunk in _chunks(piece, WRITE_CHUNK_ROWS if self.data_format == "2.0" else None):
+                writer.write(chunk)
             self._rows += piece.num_rows
             self._bytes += piece.nbytes
             offset += piece.num_rows
             self.progress.advance(piece.num_rows)
-            if self._rows >= self.max_rows or self._bytes >= self.max_bytes:
+            # (what a writer has written is at most about what it was given: ask only then)
+            full = self._bytes >= self.max_bytes and writer.tell() >= self.max_bytes
+            if self._rows >= self.max_rows or full:
                 self._finish_file(background=True)
 
     def finish(self) -> list[Fragment]:
@@ -448,6 +495,7 @@ class FragmentWriter:
         for path in self.paths:
             with contextlib.suppress(OSError):
                 self.storage.delete(path)
+        remove_written(self.targets, self.elsewhere)
         self._writer = None
 
 
@@ -459,18 +507,33 @@ def write_fragments(
     **options: Any,
 ) -> tuple[list[Fragment], list[str], dict[int, pa.Array]]:
     """Stream every batch of ``reader`` into new fragments; return them, the files written and the
-    dictionary values the files index (legacy files; see :class:`FragmentWriter`).
+    dictionary values the files index (legacy files; see :class:`FragmentWriter`). Files written
+    in other base paths are not listed: see :func:`write_placed_fragments`.
+
+    On any error the files written so far are deleted and the error is raised.
+    """
+    frags, written, dictionaries, _ = write_placed_fragments(storage, reader, schema, fields, **options)
+    return frags, written, dictionaries
+
+
+def write_placed_fragments(
+    storage: Storage,
+    reader: pa.RecordBatchReader,
+    schema: pa.Schema,
+    fields: list[LanceField],
+    **options: Any,
+) -> tuple[list[Fragment], list[str], dict[int, pa.Array], list[tuple[int, str]]]:
+    """:func:`write_fragments`, also returning the files written in other base paths (base id,
+    path there), which a failed commit must delete too (``Pending.elsewhere``).
 
     On any error the files written so far are deleted and the error is raised.
     """
     writer = FragmentWriter(storage, schema, fields, **options)
-    rows = WRITE_CHUNK_ROWS if writer.data_format in (LEGACY_FORMAT, "2.0") else None
     try:
         for batch in reader:
             if batch.num_rows:
-                for chunk in _chunks(conform(batch, writer.schema), rows):
-                    writer.write(chunk)
-        return writer.finish(), writer.paths, writer.dictionaries
+                writer.write(conform(batch, writer.schema))
+        return writer.finish(), writer.paths, writer.dictionaries, writer.elsewhere
     except BaseException:
         writer.abort()
         raise

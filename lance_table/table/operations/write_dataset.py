@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -11,8 +12,10 @@ from typing import Any
 import pyarrow as pa
 
 from lance_table.errors import DatasetNotFoundError
+from lance_table.format.bases import base_paths
 from lance_table.format.transaction import Overwrite as OverwriteOp
 from lance_table.storage import open_storage
+from lance_table.table.blob_locations import external_reference
 from lance_table.table.commit import CommitLock, CommitOptions, check_can_commit, commit
 from lance_table.table.opening import refuse
 from lance_table.table.operations import auto_cleanup
@@ -25,8 +28,9 @@ from lance_table.table.operations.write import (
     DEFAULT_MAX_ROWS_PER_FILE,
     WriteMode,
     prepare_write,
-    write_fragments,
+    write_placed_fragments,
 )
+from lance_table.table.operations.write_bases import plan_bases
 from lance_table.table.progress import Progress, known_rows, reporter
 from lance_table.table.snapshot import Snapshot, load
 
@@ -73,19 +77,11 @@ def write_snapshot(
     refuse(
         "write_dataset",
         {
-            "initial_bases": initial_bases,
-            "target_bases": target_bases,
-            "target_all_bases": target_all_bases,
-            "base_store_params": base_store_params,
             "external_blob_mode": external_blob_mode,
-            "allow_external_blob_outside_bases": allow_external_blob_outside_bases,
             "namespace_client": namespace_client,
             "table_id": table_id,
         },
-        unset={
-            "external_blob_mode": "reference",
-            "allow_external_blob_outside_bases": False,
-        },
+        unset={"external_blob_mode": "reference"},
     )
     if uri is None:
         raise ValueError("write_dataset() needs a uri (namespaces are not supported)")
@@ -95,7 +91,7 @@ def write_snapshot(
     if data_storage_version is None and use_legacy_format is not None:
         data_storage_version = "legacy" if use_legacy_format else "stable"
     data = data_obj
-    storage = open_storage(uri, storage_options)
+    storage = open_storage(uri, storage_options, base_store_params)
     options = CommitOptions(
         commit_lock=commit_lock,
         unsafe_commit=unsafe_commit,
@@ -108,9 +104,15 @@ def write_snapshot(
         latest = None
     base = latest.manifest if latest is not None else None
     plan, reader = prepare_write(base, mode, data, schema, storage.uri, data_storage_version)
+    bases = plan_bases(base, mode, initial_bases, target_bases, target_all_bases, uri=os.fspath(uri))
+    targets = bases.open(storage)
+    registered = dict(bases.bases) if bases.bases is not None else dict(base_paths(base) if base else {})
+    externals = functools.partial(
+        external_reference, bases=registered, allow_outside=bool(allow_external_blob_outside_bases)
+    )
     with reporter("write", progress) as report:
         report.phase("write", rows_total=known_rows(data))
-        frags, written, dictionaries = write_fragments(
+        frags, written, dictionaries, elsewhere = write_placed_fragments(
             storage,
             reader,
             plan.schema,
@@ -120,9 +122,13 @@ def write_snapshot(
             progress=report,
             data_format=plan.data_format,
             dictionaries=plan.dictionaries,
+            targets=targets,
+            blob_externals=externals,
         )
     scheme = latest.scheme if latest is not None else scheme_for_new_dataset(enable_v2_manifest_paths)
-    pending = plan.pending(frags, written, dictionaries)
+    pending = plan.pending(frags, written, dictionaries, elsewhere)
+    if bases.initial and isinstance(pending.operation, OverwriteOp):
+        pending = replace(pending, operation=replace(pending.operation, initial_bases=bases.initial))
     if enable_stable_row_ids and isinstance(pending.operation, OverwriteOp):
         pending = replace(pending, operation=replace(pending.operation, stable_row_ids=True))
     if cleanup_config is not None and base is None and isinstance(pending.operation, OverwriteOp):
