@@ -1,4 +1,5 @@
-"""Reading: a Spark partition per fragment (large ones split, small ones packed), one version.
+"""Reading: about equal Spark partitions of fragments' rows (large fragments split, small ones
+packed; a small read spread over the cores), one version.
 
 Spark plans a DataFrame's read once (partitions and the pickled reader) and reuses that plan in
 every later query on the DataFrame or on a temporary view over it. A read that pins no version
