@@ -51,6 +51,7 @@ except _metadata.PackageNotFoundError:  # pragma: no cover - a source tree that 
 import lance_table.commit as commit  # pylance's ``lance.commit``
 import lance_table.fragment as fragment  # pylance's ``lance.fragment``
 import lance_table.optimize as optimize  # pylance's ``lance.optimize``
+from lance_table.blob import BlobColumn
 from lance_table.format.bases import DatasetBasePath
 from lance_table.format.transaction import COMMIT_MESSAGE_KEY as LANCE_COMMIT_MESSAGE_KEY
 from lance_table.schema import json_to_schema, schema_to_json
@@ -78,6 +79,7 @@ __all__ = [
     "BasePathError",
     "BatchCommitError",
     "BatchUDF",
+    "BlobColumn",
     "BlobFile",
     "BlobLocationError",
     "CleanupCandidateFile",
