@@ -281,6 +281,11 @@ class CommitConflictError(CommitError, OSError):
         super().__init__(message or "CommitConflictError: a concurrent commit conflicts with this one")
 
 
+class DetachedCommitError(CommitError, OSError):
+    """A detached commit the dataset cannot take (it has V1 manifest names, or does not exist yet),
+    or an attached commit on top of a detached version (pylance raises OSError). Nothing was written."""
+
+
 class CommitStateUnknownError(CommitError):
     """Writing the manifest failed in a way that leaves its outcome unknown (a timeout, a broken
     connection): the version may exist. Files written for the commit are left in place; cleanup
