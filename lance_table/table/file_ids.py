@@ -34,12 +34,13 @@ def stored_roots(
     reader: Any, data_file: DataFile, dataset: Mapping[int, FieldNode], where: Callable[[], str]
 ) -> dict[int, FieldNode]:
     """The top-level fields of the file ``reader`` reads, by the dataset field id the manifest
-    gives their columns (``dataset``: every dataset field, by id, at any depth).
+    gives their columns (``dataset``: every dataset field, by id, at any depth; ``where``: the
+    manifest listing the file, for messages).
 
     Raises:
         CorruptFileError: a column index lies outside the file, two fields claim one column, a
             column is not a field's, or the field there is of another type than the dataset's
-            (the message names the file, by ``where()``).
+            (the error names the manifest, by ``where()``, and its message the data file).
     """
     meta = reader.metadata
     col_of: Mapping[int, int] | None = getattr(reader, "_col_of", None)
@@ -69,17 +70,23 @@ def _renumbered(
             continue
         if col >= n_cols:
             raise CorruptFileError(
-                where(), f"the manifest gives field {fid} column {col}, but the file has {n_cols} columns"
+                where(),
+                f"data file {data_file.path}: field {fid} is given column {col}, "
+                f"but the file has {n_cols} columns",
             )
         if col in claimed and claimed[col] != fid:
             raise CorruptFileError(
-                where(), f"the manifest gives fields {claimed[col]} and {fid} the same column {col}"
+                where(),
+                f"data file {data_file.path}: fields {claimed[col]} and {fid} "
+                f"are given the same column {col}",
             )
         claimed[col] = fid
         file_id = file_id_at.get(col)
         if file_id is None:
             raise CorruptFileError(
-                where(), f"the manifest gives field {fid} column {col}, which holds no field of the file"
+                where(),
+                f"data file {data_file.path}: field {fid} is given column {col}, "
+                "which holds no field of the file",
             )
         to_manifest[file_id] = fid
     if all(k == v for k, v in to_manifest.items()):
@@ -87,9 +94,9 @@ def _renumbered(
     by_file_id = {n.id: n for root in meta.roots for n in root.walk()}
     parent_of = {c.id: n.id for n in dataset.values() for c in n.children}
     for root in meta.roots:
-        _derive_parents(root, to_manifest, parent_of, where)
+        _derive_parents(root, to_manifest, parent_of, data_file.path, where)
     for file_id, fid in to_manifest.items():
-        _check_type(by_file_id[file_id], dataset.get(fid), fid, where)
+        _check_type(by_file_id[file_id], dataset.get(fid), fid, data_file.path, where)
     spare = -1000  # fields the manifest does not claim: ids no dataset field has
     fields: list[LanceField] = []
     new_id: dict[int, int] = {}
@@ -103,17 +110,23 @@ def _renumbered(
             fields.append(replace(f, id=new_id[f.id], parent_id=parent))
         roots = build_tree(fields)
     except SchemaError as exc:
-        raise CorruptFileError(where(), f"its fields do not map onto the manifest's ids: {exc}") from None
+        raise CorruptFileError(
+            where(), f"data file {data_file.path}: its fields do not map onto the ids given: {exc}"
+        ) from None
     return {n.id: n for n in roots}
 
 
 def _derive_parents(
-    node: FieldNode, to_manifest: dict[int, int], parent_of: Mapping[int, int], where: Callable[[], str]
+    node: FieldNode,
+    to_manifest: dict[int, int],
+    parent_of: Mapping[int, int],
+    path: str,
+    where: Callable[[], str],
 ) -> None:
     """Give a struct or list of a 2.1+ file (whose columns are its leaves') the id of the dataset
     field that is its children's parent."""
     for child in node.children:
-        _derive_parents(child, to_manifest, parent_of, where)
+        _derive_parents(child, to_manifest, parent_of, path, where)
     if node.id in to_manifest or not node.children:
         return
     parents = set()
@@ -123,13 +136,17 @@ def _derive_parents(
             parents.add(parent_of[fid])
     if len(parents) > 1:
         raise CorruptFileError(
-            where(), f"the children of its field {node.name!r} map to fields of parents {sorted(parents)}"
+            where(),
+            f"data file {path}: the children of its field {node.name!r} "
+            f"map to fields of parents {sorted(parents)}",
         )
     if parents:
         to_manifest[node.id] = parents.pop()
 
 
-def _check_type(stored: FieldNode, expected: FieldNode | None, fid: int, where: Callable[[], str]) -> None:
+def _check_type(
+    stored: FieldNode, expected: FieldNode | None, fid: int, path: str, where: Callable[[], str]
+) -> None:
     """Raises: CorruptFileError: the column the manifest names holds a value of another type."""
     if expected is None or stored.children or expected.children:
         return
@@ -143,6 +160,6 @@ def _check_type(stored: FieldNode, expected: FieldNode | None, fid: int, where: 
     if a != b:
         raise CorruptFileError(
             where(),
-            f"the manifest reads field {fid} ({expected.name!r}, {expected.arrow_type}) from the file's "
-            f"column of {stored.name!r}, which holds {stored.arrow_type}",
+            f"data file {path}: field {fid} ({expected.name!r}, {expected.arrow_type}) is given the "
+            f"column of the file's {stored.name!r}, which holds {stored.arrow_type}",
         )

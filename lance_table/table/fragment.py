@@ -115,23 +115,17 @@ class FragmentReader:
     def _dataset_by_id(self) -> dict[int, FieldNode]:
         return {n.id: n for root in self.roots.values() for n in root.walk()}
 
-    def stored_roots(
-        self, data_file: DataFile, where: Callable[[], str] | None = None
-    ) -> dict[int, FieldNode]:
+    def stored_roots(self, data_file: DataFile) -> dict[int, FieldNode]:
         """The data file's top-level fields, by the dataset field id the manifest's
         ``fields`` / ``column_indices`` give their columns (as pylance reads them; see
         :mod:`file_ids`).
 
         Raises:
-            CorruptFileError: the manifest's column indices do not fit the file.
+            CorruptFileError: the manifest's column indices do not fit the file (naming the
+                manifest).
         """
-
-        def file_where() -> str:
-            storage, directory = self.location(data_file)
-            return f"{storage.uri.rstrip('/')}/{directory + '/' if directory else ''}{data_file.path}"
-
         reader = self._reader(data_file)
-        return stored_roots(reader, data_file, self._dataset_by_id, where or file_where)
+        return stored_roots(reader, data_file, self._dataset_by_id, self._manifest_where)
 
     def _manifest_where(self) -> str:
         """The manifest that lists this fragment, for error messages (listed only on error)."""
@@ -260,7 +254,7 @@ class FragmentReader:
                 storage, directory = self.location(data_file)
                 return f"{storage.uri.rstrip('/')}/{directory + '/' if directory else ''}{data_file.path}"
 
-            file_roots = self.stored_roots(data_file, where)
+            file_roots = self.stored_roots(data_file)
             wanted = []
             file_nodes = []
             file_floors = {}
