@@ -3,30 +3,83 @@
 Read: ``spark.read.format("lance_table").load(...)`` vs ``spark.read.parquet(...)``, forcing every
 column through (a no-op sink), for file format 2.0 and 2.2 datasets of 8 fragments (against 8
 Parquet files) and a dataset of ``--fragments`` fragments (against as many Parquet files). Write:
-``df.write.format("lance_table")`` in 2.0 and 2.2 vs ``df.write.parquet``.
-Throughput in rows/s; the ratio here is lance_table / parquet throughput (higher is better).
+``df.write.format("lance_table")`` in 2.0 and 2.2 vs ``df.write.parquet``, from a cached DataFrame.
+
+Each scenario runs both sides alternately (after two warm-up runs each: the JVM compiles its
+Arrow and Parquet paths on the first queries). Reported: medians of the wall times and of the CPU
+time of the whole process tree (this process, the JVM, Spark's Python workers), and the ratios
+lance_table / Parquet (below 1: lance_table is faster), with the load average. On a shared,
+oversubscribed machine the CPU ratio is the steadier of the two.
 
     python benchmarks/bench_spark.py --rows 5000000 --runs 3
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import argument_parser, benchmark_table, median_time
+from common import argument_parser, benchmark_table
 
 import lance_table as lt
+
+
+def tree_cpu(root: int) -> float:
+    """CPU seconds used so far by process ``root`` and its descendants (those reaped included)."""
+    parents: dict[int, int] = {}
+    times: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        parents[int(entry)] = int(fields[1])
+        times[int(entry)] = sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+    tree, frontier = {root}, [root]
+    while frontier:
+        parent = frontier.pop()
+        children = [p for p, pp in parents.items() if pp == parent and p not in tree]
+        tree.update(children)
+        frontier.extend(children)
+    return sum(times.get(p, 0) for p in tree) / os.sysconf("SC_CLK_TCK")
+
+
+def interleaved(
+    mine: Callable[[], object], other: Callable[[], object], runs: int
+) -> tuple[float, float, float, float]:
+    """Median wall and CPU times of ``mine`` and ``other``, run alternately ``runs`` times each:
+    (wall mine, wall other, cpu mine, cpu other)."""
+    wall: tuple[list[float], list[float]] = ([], [])
+    cpu: tuple[list[float], list[float]] = ([], [])
+    me = os.getpid()
+    for round_ in range(runs):
+        for side in (0, 1) if round_ % 2 == 0 else (1, 0):
+            gc.collect()
+            c0, t0 = tree_cpu(me), time.perf_counter()
+            (mine, other)[side]()
+            wall[side].append(time.perf_counter() - t0)
+            cpu[side].append(tree_cpu(me) - c0)
+    med = statistics.median
+    return med(wall[0]), med(wall[1]), med(cpu[0]), med(cpu[1])
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argument_parser(__doc__, rows=5_000_000, runs=3)
     parser.add_argument("--fragments", type=int, default=500, help="fragments of the many-fragment dataset")
+    parser.add_argument("--only", choices=("read", "write"), help="run only the reads or the writes")
     args = parser.parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -46,13 +99,14 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     try:
         table = benchmark_table(rows)
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
         def parquet_copy(name: str, pieces: int) -> str:
             path = str(work / name)
             os.makedirs(path)
             for i, batch in enumerate(table.to_batches(max_chunksize=rows // pieces + 1)):
-                pq.write_table(pa_table(batch), f"{path}/part-{i:04d}.parquet")
+                pq.write_table(pa.Table.from_batches([batch]), f"{path}/part-{i:04d}.parquet")
             return path
 
         def lance_copy(name: str, pieces: int, version: str) -> str:
@@ -61,73 +115,77 @@ def main(argv: list[str] | None = None) -> int:
             return path
 
         many = min(args.fragments, rows)
-        datasets = {
-            "read 2.0": (lance_copy("l20", 8, "2.0"), "p8"),
-            "read 2.2": (lance_copy("l22", 8, "2.2"), "p8"),
-            f"read 2.2, {many} fragments": (lance_copy("lmany", many, "2.2"), "pmany"),
-        }
-        parquets = {"p8": parquet_copy("p8", 8), "pmany": parquet_copy("pmany", many)}
+        parquets = {"p8": parquet_copy("p8", 8)}
 
         def read(fmt: str, path: str) -> None:
             df = spark.read.format(fmt).load(path)
             df.write.format("noop").mode("overwrite").save()
 
-        read("lance_table", datasets["read 2.0"][0])  # warm-up (Python workers, JIT of plans)
-        read("parquet", parquets["p8"])
-        for name, (ours, theirs) in datasets.items():
-            t_ours = median_time(lambda ours=ours: read("lance_table", ours), args.runs)
-            t_pq = median_time(lambda theirs=theirs: read("parquet", parquets[theirs]), args.runs)
-            results.append((name, rows / t_ours, rows / t_pq))
+        if args.only != "write":
+            datasets = {
+                "read 2.0": (lance_copy("l20", 8, "2.0"), "p8"),
+                "read 2.2": (lance_copy("l22", 8, "2.2"), "p8"),
+                f"read 2.2, {many} fragments": (lance_copy("lmany", many, "2.2"), "pmany"),
+            }
+            parquets["pmany"] = parquet_copy("pmany", many)
+            for _ in range(2):  # warm-up (Python workers, JIT of plans)
+                read("lance_table", datasets["read 2.0"][0])
+                read("parquet", parquets["p8"])
+            for name, (ours, theirs) in datasets.items():
+                timings = interleaved(
+                    lambda ours=ours: read("lance_table", ours),
+                    lambda theirs=theirs: read("parquet", parquets[theirs]),
+                    args.runs,
+                )
+                results.append((name, *timings, os.getloadavg()[0]))
+                print(results[-1], flush=True)
 
-        source = spark.read.parquet(parquets["p8"]).cache()
-        source.count()
+        if args.only != "read":
+            source = spark.read.parquet(parquets["p8"]).cache()
+            source.count()
 
-        def write_ours(version: str) -> None:
-            (
-                source.write.format("lance_table")
-                .mode("overwrite")
-                .option("data_storage_version", version)
-                .save(str(work / f"out_lance_{version}"))
-            )
+            def write_ours(version: str) -> None:
+                (
+                    source.write.format("lance_table")
+                    .mode("overwrite")
+                    .option("data_storage_version", version)
+                    .save(str(work / f"out_lance_{version}"))
+                )
 
-        def write_pq() -> None:
-            source.write.mode("overwrite").parquet(str(work / "out_parquet"))
+            def write_pq() -> None:
+                source.write.mode("overwrite").parquet(str(work / "out_parquet"))
 
-        write_pq()
-        t_pq_w = median_time(write_pq, args.runs)
-        for version in ("2.0", "2.2"):
-            write_ours(version)
-            t_ours_w = median_time(lambda version=version: write_ours(version), args.runs)
-            assert lt.dataset(str(work / f"out_lance_{version}")).count_rows() == rows
-            results.append((f"write {version}", rows / t_ours_w, rows / t_pq_w))
+            for version in ("2.0", "2.2"):
+                for _ in range(2):
+                    write_ours(version)
+                    write_pq()
+                timings = interleaved(lambda version=version: write_ours(version), write_pq, args.runs)
+                assert lt.dataset(str(work / f"out_lance_{version}")).count_rows() == rows
+                results.append((f"write {version}", *timings, os.getloadavg()[0]))
+                print(results[-1], flush=True)
     finally:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
     lines = [
         "## Spark: lance_table data source vs Parquet",
         "",
-        f"rows={rows}, runs={args.runs}, local[2]",
+        f"rows={rows}, runs={args.runs}, local[2]; ratios = lance_table / Parquet (lower is better)",
         "",
-        "| scenario | lance_table (rows/s) | parquet (rows/s) | ratio lance_table/parquet |",
-        "|---|---:|---:|---:|",
+        "| scenario | lance_table wall (s) | parquet wall (s) | wall ratio | lance_table CPU (s) "
+        "| parquet CPU (s) | CPU ratio | load |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    lines += [f"| {name} | {a:,.0f} | {b:,.0f} | {a / b:.2f} |" for name, a, b in results]
+    lines += [
+        f"| {name} | {w1:.3f} | {w2:.3f} | {w1 / w2:.2f} | {c1:.2f} | {c2:.2f} | {c1 / c2:.2f} | {load:.1f} |"
+        for name, w1, w2, c1, c2, load in results
+    ]
     text = "\n".join(lines) + "\n"
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "spark.md").write_text(text)
-    (args.out / "spark.json").write_text(
-        json.dumps(
-            [{"scenario": n, "lance_table_rows_s": a, "parquet_rows_s": b} for n, a, b in results], indent=2
-        )
-    )
+    keys = ("scenario", "lance_table_s", "parquet_s", "lance_table_cpu_s", "parquet_cpu_s", "load")
+    (args.out / "spark.json").write_text(json.dumps([dict(zip(keys, r)) for r in results], indent=2))
     print(text)
     return 0
-
-
-def pa_table(batch):  # type: ignore[no-untyped-def]
-    import pyarrow as pa
-
-    return pa.Table.from_batches([batch])
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from lance_table.errors import (
     DataFileNotFoundError,
     DatasetAlreadyExistsError,
     DatasetNotFoundError,
+    DetachedCommitError,
     EmptyDataError,
     FilterError,
     InputTypeError,
@@ -27,6 +28,7 @@ from lance_table.errors import (
     LanceTableError,
     MergeInsertError,
     MergeSourceError,
+    MixedFileVersionsError,
     RowRangeError,
     SchemaChangeError,
     SchemaError,
@@ -50,6 +52,7 @@ except _metadata.PackageNotFoundError:  # pragma: no cover - a source tree that 
 import lance_table.commit as commit  # pylance's ``lance.commit``
 import lance_table.fragment as fragment  # pylance's ``lance.fragment``
 import lance_table.optimize as optimize  # pylance's ``lance.optimize``
+from lance_table.blob import BlobColumn
 from lance_table.format.bases import DatasetBasePath
 from lance_table.format.transaction import COMMIT_MESSAGE_KEY as LANCE_COMMIT_MESSAGE_KEY
 from lance_table.schema import json_to_schema, schema_to_json
@@ -77,6 +80,7 @@ __all__ = [
     "BasePathError",
     "BatchCommitError",
     "BatchUDF",
+    "BlobColumn",
     "BlobFile",
     "BlobLocationError",
     "CleanupCandidateFile",
@@ -93,6 +97,7 @@ __all__ = [
     "DatasetAlreadyExistsError",
     "DatasetBasePath",
     "DatasetNotFoundError",
+    "DetachedCommitError",
     "EmptyDataError",
     "FieldStatistics",
     "FilterError",
@@ -109,6 +114,7 @@ __all__ = [
     "MergeInsertBuilder",
     "MergeInsertError",
     "MergeSourceError",
+    "MixedFileVersionsError",
     "RowRangeError",
     "SchemaChangeError",
     "SchemaError",

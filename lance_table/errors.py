@@ -87,6 +87,13 @@ class EmptyDataError(LanceTableError, ValueError, OSError):
     ``ValueError``, and an ``OSError`` as pylance raises it."""
 
 
+class MixedFileVersionsError(LanceTableError, OSError):
+    """A dataset whose manifest records the legacy format 0.1 holds data files of several formats
+    (written by pylance 0.16, which could record the wrong format): it reads, but a commit cannot
+    say which format the dataset has. Restore a version from before the mixture. An ``OSError``,
+    as pylance raises it."""
+
+
 class SchemaChangeError(LanceTableError, OSError):
     """A schema change (``add_columns``, ``alter_columns``, ``merge``) cannot be made as asked: a
     column already exists or does not exist, a cast is not allowed, a value does not fit. An
@@ -272,6 +279,11 @@ class CommitConflictError(CommitError, OSError):
         self.retryable = retryable
         # raised bare (by a commit lock, as pylance's tests do): the message still names the error
         super().__init__(message or "CommitConflictError: a concurrent commit conflicts with this one")
+
+
+class DetachedCommitError(CommitError, OSError):
+    """A detached commit the dataset cannot take (it has V1 manifest names, or does not exist yet),
+    or an attached commit on top of a detached version (pylance raises OSError). Nothing was written."""
 
 
 class CommitStateUnknownError(CommitError):

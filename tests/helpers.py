@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import struct
 import threading
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -92,3 +95,27 @@ def write_file(path: Any, table: pa.Table, version: str, writer: str, batch_rows
 
         with TheirWriter(str(path), table.schema, version=version) as w:
             w.write_batch(table)
+
+
+def edit_latest_manifest(root: Path, edit: Callable[[Any], None]) -> Path:
+    """Change the newest manifest's protobuf in place (keeping the framing of format/manifest.py)."""
+    from lance_table._proto import table_pb2
+    from lance_table.format.manifest import MANIFEST_FOOTER, MANIFEST_FOOTER_VERSION, MANIFEST_MAGIC
+    from lance_table.storage import open_storage
+    from lance_table.table import versions
+
+    path = root / versions.latest_entry(open_storage(str(root))).path
+    data = path.read_bytes()
+    (pos,) = struct.unpack_from("<Q", data, len(data) - 16)
+    (n,) = struct.unpack_from("<I", data, pos)
+    pb = table_pb2.Manifest.FromString(data[pos + 4 : pos + 4 + n])
+    edit(pb)
+    body = pb.SerializeToString()
+    path.write_bytes(
+        data[:pos]
+        + struct.pack("<I", len(body))
+        + body
+        + MANIFEST_FOOTER.pack(pos, *MANIFEST_FOOTER_VERSION)
+        + MANIFEST_MAGIC
+    )
+    return path

@@ -37,6 +37,7 @@ LAYERS = [
         "lance_table.optimize",
         "lance_table.progress",
         "lance_table.debug",  # pylance's lance.debug
+        "lance_table.blob",  # pylance's lance.blob
         "lance_table.migration",  # pylance's lance.lance.manifest_needs_migration
         "lance_table._dataset",  # pylance's lance._dataset (ShardedBatchIterator)
     ),

@@ -303,7 +303,9 @@ class LanceFileWriter:
             evenly among the top-level columns (default: 8 MiB per column, as pylance).
         version: the file format: ``"2.0"``, ``"2.1"``, ``"2.2"`` or ``"stable"`` (the default, 2.2).
         storage_options: options of the store.
-        max_page_bytes: the most bytes a page holds; a larger array is split across pages.
+        max_page_bytes: 2.0 files: the most bytes a page holds (a larger array is split across
+            pages). 2.1/2.2 files are not split by it, as pylance splits their large pages when
+            reading, not when writing.
         namespace_client: not supported (an error if given).
         table_id: not supported (an error if given).
         **kwargs: other pylance options; any given raises an error naming it.
@@ -369,7 +371,7 @@ class LanceFileWriter:
                 stored,
                 version=self._version,
                 page_size_bytes=max(per_column, 1),
-                max_page_bytes=self._max_page_bytes,
+                max_page_bytes=self._max_page_bytes if self._version == "2.0" else None,
             )
         except BaseException:
             staged.discard()

@@ -28,7 +28,12 @@ from google.protobuf.message import DecodeError
 
 from lance_table._parallel import after_fork_in_child
 from lance_table._proto import table_pb2
-from lance_table.errors import CorruptFileError, SchemaError, UnsupportedFormatError
+from lance_table.errors import (
+    CorruptFileError,
+    MixedFileVersionsError,
+    SchemaError,
+    UnsupportedFormatError,
+)
 from lance_table.format import flags as feature_flags
 from lance_table.format import fragment_facts, paths
 from lance_table.format.paths import check_relative_path
@@ -823,6 +828,10 @@ def _check_file_versions(pb: Any, fragments: tuple[Fragment, ...], path: str) ->
     if pb.reader_feature_flags & _MIXED_FILE_VERSIONS:
         return
     if pb.HasField("data_format"):
+        if pb.data_format.version == LEGACY_DATA_FORMAT:
+            # pylance 0.16 could record 0.1 for 2.0 files: every file is read as its own format,
+            # and the next commit records the files' format (see corrected_data_format)
+            return
         named = _FORMAT_NUMBER.fullmatch(pb.data_format.version)
         if named is None:
             return  # a format name lance_table does not know: refused when the data is read
@@ -843,6 +852,28 @@ def _check_file_versions(pb: Any, fragments: tuple[Fragment, ...], path: str) ->
                     f"(recorded as {f.file_major_version}.{f.file_minor_version}), "
                     f"{whose} format is {expected}",
                 )
+
+
+def corrected_data_format(m: Manifest, path: str) -> tuple[str, str] | None:
+    """The format a manifest recording the legacy format 0.1 must record instead: its data files'
+    one newer format (pylance 0.16 could record 0.1 for 2.0 files; pylance fixes it at the next
+    commit, as this does); None when the record is right.
+
+    Raises:
+        MixedFileVersionsError: the files are of several formats (naming ``path``).
+    """
+    if m.data_storage_version != LEGACY_DATA_FORMAT:
+        return None
+    formats = m.data_formats
+    if len(formats) > 1:
+        raise MixedFileVersionsError(
+            f"{path}: The dataset contains a mixture of file versions.  You will need to rollback "
+            f"to an earlier version: its data files are of formats {', '.join(sorted(formats))} "
+            f"while the manifest records {LEGACY_DATA_FORMAT}"
+        )
+    if formats and next(iter(formats)) != LEGACY_DATA_FORMAT:
+        return ("lance", next(iter(formats)))
+    return None
 
 
 def check_schema(pb_fields: Iterable[Any], where: str) -> None:

@@ -27,6 +27,17 @@ _TAG_NAME = re.compile(r"^[A-Za-z0-9_\-][A-Za-z0-9_.\-]*$")
 MAX_TAG_NAME_LENGTH = 250
 
 
+# The top bit of a version number marks a detached version: a manifest outside the version line,
+# at a random number, named ``d{version}.manifest`` in either scheme (so it lists after them all).
+DETACHED_VERSION_MASK = 1 << 63
+DETACHED_PREFIX = "d"
+
+
+def is_detached_version(version: int) -> bool:
+    """Whether ``version`` is a detached version's number (its top bit is set)."""
+    return bool(version & DETACHED_VERSION_MASK)
+
+
 class ManifestNaming:
     """The two manifest naming schemes: V1 ``{version}.manifest`` and V2 (inverted, zero-padded)."""
 
@@ -36,6 +47,8 @@ class ManifestNaming:
 
 def manifest_name(version: int, scheme: str = ManifestNaming.V2) -> str:
     """File name (inside ``_versions``) of a version's manifest."""
+    if is_detached_version(version):
+        return f"{DETACHED_PREFIX}{version}{MANIFEST_SUFFIX}"
     if scheme == ManifestNaming.V2:
         return f"{U64_MAX - version:020d}{MANIFEST_SUFFIX}"
     return f"{version}{MANIFEST_SUFFIX}"

@@ -40,6 +40,7 @@ from lance_table.errors import (
 from lance_table.format import paths
 from lance_table.format.transaction import Transaction as StoredTransaction
 from lance_table.spark.options import merge_storage, task_storage_options
+from lance_table.spark.worker import settle_worker
 from lance_table.storage import Storage, open_storage
 from lance_table.table import versions
 from lance_table.table.operations.cleanup import referenced_files
@@ -120,6 +121,7 @@ class JobSpec:
         Raises:
             WriteAbortedError: the job is over (its marker exists); this attempt's files are gone.
         """
+        settle_worker()
         partition, attempt = task_identity()
         self._check_running(partition, attempt)
         snap = self.snapshot()

@@ -1,4 +1,5 @@
-"""Reading: a Spark partition per fragment (large ones split, small ones packed), one version.
+"""Reading: about equal Spark partitions of fragments' rows (large fragments split, small ones
+packed; a small read spread over the cores), one version.
 
 Spark plans a DataFrame's read once (partitions and the pickled reader) and reuses that plan in
 every later query on the DataFrame or on a temporary view over it. A read that pins no version
@@ -10,8 +11,11 @@ the same version, and each reads its share (every ``slots``-th range) of that ve
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import decimal
+import itertools
+import os
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -44,6 +48,7 @@ from lance_table.format.manifest import Fragment, Manifest
 from lance_table.schema import LanceField, build_tree
 from lance_table.spark.options import merge_storage, task_storage_options
 from lance_table.spark.types import cast_batch
+from lance_table.spark.worker import settle_worker
 from lance_table.storage import Storage, open_storage
 from lance_table.table import versions
 from lance_table.table.fragment import FragmentReader
@@ -74,36 +79,72 @@ class FragmentRange(InputPartition):
     more: tuple[tuple[Fragment, int, int], ...] = ()
 
 
-#: small fragments are read together, this many rows to a task at least (when there are that many):
-#: each Spark task costs far more than opening a small fragment
+#: a task reads at least this many rows (when the read has that many): each Spark task costs far
+#: more than opening a small fragment
 MIN_PARTITION_ROWS = 64 * 1024
 
 
+def planning_cores() -> int:
+    """The cores a read is planned for: those this process may run on. Spark gives a Python data
+    source's planning no view of the cluster; in local mode these are the executor's cores, and
+    ``max_rows_per_partition`` bounds a task's share on a larger cluster."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def task_rows(total: int, max_rows: int, cores: int) -> int:
+    """The rows of a task's share: an equal part of ``total`` for each of ``cores`` (as Spark's own
+    file sources split a small read over the cores), at least :data:`MIN_PARTITION_ROWS`, at most
+    ``max_rows``."""
+    return max(1, min(max_rows, max(MIN_PARTITION_ROWS, -(-total // max(1, cores)))))
+
+
 def _packed(
-    ranges: Sequence[tuple[Fragment, int, int]], max_rows: int
+    ranges: Sequence[tuple[Fragment, int, int]], share: int, max_rows: int
 ) -> list[list[tuple[Fragment, int, int]]]:
-    """Consecutive row ranges grouped into partitions: a range of :data:`MIN_PARTITION_ROWS` or more
-    rows alone, smaller ones together until a group has that many (never above ``max_rows``)."""
-    floor = min(MIN_PARTITION_ROWS, max_rows)
+    """Consecutive row ranges (each of at most ``share`` rows) grouped into about equal partitions
+    of about ``share`` rows: as many as ``share`` makes of all the rows, cut where the running
+    total comes nearest each equal part; a group above ``max_rows`` is cut again."""
+    n = len(ranges)
+    if not n:
+        return []
+    ends = list(itertools.accumulate(hi - lo for _, lo, hi in ranges))
+    total = ends[-1]
+    parts = max(1, -(-total // share))
+    cuts = [0]
+    for k in range(1, parts):
+        goal = total * k / parts
+        at = bisect.bisect_left(ends, goal)  # the range in which the goal falls
+        before = ends[at - 1] if at else 0
+        cut = at + 1 if ends[at] - goal <= goal - before else at
+        if cuts[-1] < cut < n:
+            cuts.append(cut)
+    cuts.append(n)
     groups: list[list[tuple[Fragment, int, int]]] = []
-    open_rows = 0
-    for piece in ranges:
-        rows = piece[2] - piece[1]
-        if groups and open_rows and open_rows + rows <= floor:
+    for lo, hi in itertools.pairwise(cuts):
+        rows = max_rows + 1  # opens a group at the first range
+        for piece in ranges[lo:hi]:
+            size = piece[2] - piece[1]
+            if rows + size > max_rows:
+                groups.append([])
+                rows = 0
             groups[-1].append(piece)
-            open_rows += rows
-            continue
-        groups.append([piece])
-        open_rows = rows if rows < floor else 0
+            rows += size
     return groups
 
 
 def _ranges(fragments: Sequence[Fragment], max_rows: int) -> list[tuple[Fragment, int, int]]:
-    return [
-        (frag, start, min(start + max_rows, frag.physical_rows))
-        for frag in fragments
-        for start in range(0, frag.physical_rows, max_rows)
-    ]
+    """Each fragment's rows in equal ranges of at most ``max_rows`` rows."""
+    out: list[tuple[Fragment, int, int]] = []
+    for frag in fragments:
+        n = frag.physical_rows
+        if not n:
+            continue
+        size = -(-n // -(-n // max_rows))
+        out.extend((frag, start, min(start + size, n)) for start in range(0, n, size))
+    return out
 
 
 def query_started() -> float | None:
@@ -199,22 +240,27 @@ class LanceTableReader(DataSourceReader):
         self.pushed_at: float | None = None
 
     def partitions(self) -> list[FragmentRange]:
-        ranges = _ranges(self.fragments, self.max_rows)
+        total = sum(f.physical_rows for f in self.fragments)
+        share = task_rows(total, self.max_rows, planning_cores())
+        ranges = _ranges(self.fragments, share)
         if not ranges:
             # A read that follows the latest version needs a task for the rows appended later.
             return [FragmentRange(None, 0, 0)] if self.planned_at is not None else []
-        groups = _packed(ranges, self.max_rows)
+        groups = _packed(ranges, share, self.max_rows)
         n = len(groups)
         return [
             FragmentRange(frag, lo, hi, i, n, tuple(rest)) for i, ((frag, lo, hi), *rest) in enumerate(groups)
         ]
 
     def _spec(self, fields: Sequence[LanceField], schema_metadata: Mapping[str, bytes]) -> ScanPlan:
-        from lance_table.filters import parse_filter
         from lance_table.schema import arrow_schema_from_fields
 
         schema = arrow_schema_from_fields(fields, schema_metadata)
-        expr = parse_filter(self.sql_filter, schema) if self.sql_filter else None
+        expr = None
+        if self.sql_filter:  # the SQL parser is imported only by reads that need it
+            from lance_table.filters import parse_filter
+
+            expr = parse_filter(self.sql_filter, schema)
         for pushed in self._pushed_here():
             expr = pushed if expr is None else expr & pushed
         system = [c for c in self.columns if c in SYSTEM_COLUMNS and c not in schema.names]
@@ -263,47 +309,69 @@ class LanceTableReader(DataSourceReader):
         return None
 
     def read(self, partition: FragmentRange) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+        settle_worker()
         storage = open_storage(self.uri, merge_storage(task_storage_options(), self.storage_options))
         newer = self._newer(storage)
         if newer is None:
-            if partition.fragment is not None:
-                pieces = ((partition.fragment, partition.start, partition.stop), *partition.more)
-                for frag, lo, hi in pieces:
-                    yield from self._read_range(
-                        storage, self.fields, self.schema_metadata, self.dictionaries, frag, lo, hi
-                    )
-            return
-        for frag, lo, hi in _ranges(newer.fragments, self.max_rows)[partition.slot :: partition.slots]:
-            yield from self._read_range(
-                storage, newer.fields, newer.schema_metadata, newer.dictionaries or {}, frag, lo, hi
+            if partition.fragment is None:
+                return
+            pieces = [(partition.fragment, partition.start, partition.stop), *partition.more]
+            yield from self._read_pieces(
+                storage, self.fields, self.schema_metadata, self.dictionaries, pieces
             )
+            return
+        pieces = _ranges(newer.fragments, self.max_rows)[partition.slot :: partition.slots]
+        yield from self._read_pieces(
+            storage, newer.fields, newer.schema_metadata, newer.dictionaries or {}, pieces
+        )
 
-    def _read_range(
+    def _read_pieces(
         self,
         storage: Storage,
         fields: Sequence[LanceField],
         schema_metadata: Mapping[str, bytes],
         dictionaries: Mapping[int, pa.Array],
-        fragment: Fragment,
-        start: int,
-        stop: int,
+        pieces: Sequence[tuple[Fragment, int, int]],
     ) -> Iterator[pa.RecordBatch]:
+        """The rows of the ranges ``pieces`` in batches of at most ``batch_size`` rows: the rows
+        of small fragments are joined into one batch (each batch Spark takes costs it a little)."""
         roots = {n.name: n for n in build_tree(fields)}
-        frag = FragmentReader(fragment, storage, roots, dictionaries=dictionaries)
         spec = self._spec(fields, schema_metadata)
-        where = f"{self.uri} fragment {fragment.id}"
+        counts_only = not spec.columns and not spec.system
+        pending: list[tuple[int, pa.Table]] = []  # (fragment id, rows) not yet handed to Spark
+        rows = 0
         step = max(self.batch_size, 64 * 1024)
-        for lo in range(start, stop, step):
-            hi = min(lo + step, stop)
-            table, runs = _read_matching(frag, spec, lo, hi)
-            if not runs.total:
-                continue
-            table = _with_system(table, frag, spec.system, runs, spec.offset_bases)
-            if not spec.columns and not spec.system:
-                yield _no_columns(runs.total)
-                continue
-            for batch in table.combine_chunks().to_batches(max_chunksize=self.batch_size):
-                yield cast_batch(batch, self.spark_arrow, where)
+        for fragment, start, stop in pieces:
+            frag = FragmentReader(fragment, storage, roots, dictionaries=dictionaries)
+            for lo in range(start, stop, step):
+                table, runs = _read_matching(frag, spec, lo, min(lo + step, stop))
+                if not runs.total:
+                    continue
+                if rows and rows + runs.total > self.batch_size:
+                    yield from self._flush(pending, counts_only)
+                    rows = 0
+                table = _with_system(table, frag, spec.system, runs, spec.offset_bases)
+                pending.append((fragment.id, table))
+                rows += runs.total
+                if rows >= self.batch_size:
+                    yield from self._flush(pending, counts_only)
+                    rows = 0
+        if rows:
+            yield from self._flush(pending, counts_only)
+
+    def _flush(self, pending: list[tuple[int, pa.Table]], counts_only: bool) -> Iterator[pa.RecordBatch]:
+        """The rows of the tables ``pending`` (emptied) in Spark's schema, in batches of at most
+        ``batch_size`` rows."""
+        if counts_only:  # no columns (a count): only the number of rows matters
+            yield _no_columns(sum(t.num_rows for _, t in pending))
+            pending.clear()
+            return
+        first, last = pending[0][0], pending[-1][0]
+        where = f"{self.uri} fragment {first}" if first == last else f"{self.uri} fragments {first} to {last}"
+        table = pending[0][1] if len(pending) == 1 else pa.concat_tables([t for _, t in pending])
+        pending.clear()
+        for batch in table.combine_chunks().to_batches(max_chunksize=self.batch_size):
+            yield cast_batch(batch, self.spark_arrow, where)
 
 
 def _no_columns(n: int) -> pa.RecordBatch:

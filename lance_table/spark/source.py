@@ -22,6 +22,7 @@ from lance_table.spark.options import (
 from lance_table.spark.read import SYSTEM_COLUMNS as READ_SYSTEM_COLUMNS
 from lance_table.spark.read import LanceTableReader, PushdownReader
 from lance_table.spark.types import spark_arrow_schema, spark_schema
+from lance_table.spark.worker import settle_worker
 from lance_table.spark.write import LanceTableWriter
 
 # Columns a read may ask for by name beside the dataset's (``columns`` option): a row's address
@@ -112,6 +113,7 @@ class LanceTableDataSource(DataSource):
         return list(o.columns)
 
     def schema(self) -> Any:
+        settle_worker()
         o = self._resolved()
         ds = self._open(o)
         fields = [
@@ -178,6 +180,7 @@ class LanceTableDataSource(DataSource):
     def reader(self, schema: Any) -> LanceTableReader:
         # Spark plans a DataFrame's read once and reuses the plan in later queries: the reader
         # records when it planned, and tasks of a later query look for a newer version.
+        settle_worker()
         o = self._resolved(schema)
         ds = self._open(o)
         if self._change_feed():
@@ -206,6 +209,7 @@ class LanceTableDataSource(DataSource):
         )
 
     def writer(self, schema: Any, overwrite: bool) -> LanceTableWriter:
+        settle_worker()
         o = self._opts  # never a path from the schema: a query's columns carry their source table's
         if o.path is None:
             raise ValueError(f"{NO_PATH}. {NO_TABLE_LOCATION}")

@@ -36,6 +36,7 @@ from lance_table.format.manifest import Fragment
 from lance_table.schema import LanceField
 from lance_table.spark.options import merge_storage, task_storage_options
 from lance_table.spark.types import cast_batch
+from lance_table.spark.worker import settle_worker
 from lance_table.storage import Storage, open_storage
 from lance_table.table import versions
 from lance_table.table.commit import CommitOptions, commit
@@ -111,6 +112,7 @@ class LanceTableWriter(DataSourceArrowWriter):
         return open_storage(self.uri, self.storage_options)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> FragmentsWritten:
+        settle_worker()
         partition, attempt = _task_identity()
         # the task's session conf (spark.lance_table.*) under the options the driver planned with
         storage = open_storage(self.uri, merge_storage(task_storage_options(), self.storage_options))
@@ -152,6 +154,7 @@ class LanceTableWriter(DataSourceArrowWriter):
 
         Raises only when nothing was committed (Spark then calls :meth:`abort`).
         """
+        settle_worker()
         storage = self._storage()
         chosen: dict[int, FragmentsWritten] = {}
         for msg in messages:

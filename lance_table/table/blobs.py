@@ -25,6 +25,7 @@ from lance_table.errors import (
     DataFileNotFoundError,
     SchemaError,
     UnsupportedFormatError,
+    UnsupportedOperationError,
 )
 from lance_table.file.fields import BLOB_KEY
 from lance_table.file.runs import Runs
@@ -175,6 +176,8 @@ def take_blobs(
         ValueError: not exactly one selection is given.
         SchemaError: ``column`` is not a top-level blob column.
         IndexError: an index or address names no row.
+        UnsupportedOperationError: an id or address names a deleted row (a NotImplementedError,
+            as pylance raises).
         UnsupportedFormatError: row ids of a dataset with stable row ids; an external blob
             without ``allow_external``.
         BlobLocationError: an external blob (with ``allow_external``) whose URI is not below one
@@ -242,6 +245,13 @@ def _by_address(frags: list[FragmentReader], addresses: np.ndarray) -> list[_Whe
         offset = address & 0xFFFFFFFF
         if frag is None or offset >= frag.physical_rows:
             raise IndexError(f"row address {address} names no row (fragment {address >> 32}, row {offset})")
+        deleted = frag.deleted
+        if deleted.size and deleted[min(int(np.searchsorted(deleted, offset)), deleted.size - 1)] == offset:
+            # pylance's error (a NotImplementedError): a deleted row's bytes are never handed out
+            raise UnsupportedOperationError(
+                "A take operation that includes row addresses must not target deleted rows: "
+                f"row address {address} (fragment {address >> 32}, row {offset}) is deleted"
+            )
         out.append(_Where(frag, offset))
     return out
 

@@ -80,6 +80,12 @@ class RewriteResult:
     new_fragments: list[FragmentMetadata]
     files: tuple[str, ...] = field(default=(), repr=False)  # every file written, sidecars too
 
+    def __repr__(self) -> str:  # pylance's: the fragments, new before old, without the metrics
+        return (
+            f"RewriteResult(read_version={self.read_version}, new_fragments={self.new_fragments!r}, "
+            f"old_fragments={self.old_fragments!r})"
+        )
+
 
 @dataclass(frozen=True)
 class CompactionTask:

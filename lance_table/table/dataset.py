@@ -17,7 +17,6 @@ from typing import Any
 
 import pyarrow as pa
 
-from lance_table.errors import UnsupportedOperationError
 from lance_table.format.bases import DatasetBasePath
 from lance_table.table import versions
 from lance_table.table.commit import CommitLock
@@ -223,6 +222,10 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
         ``base_store_params``: storage options of other base paths (see :func:`dataset`); a
         handle's are used when it is not given.
 
+        ``detached``: the new version is detached, as in pylance: a random number with the top
+        bit set, outside the version line (never the latest, not in ``versions()``), opened with
+        :meth:`checkout_version`; ``read_version`` may be another detached version.
+
         Goes through the one commit path: a commit that lost a race rebases as any write does.
         Fragments are checked before anything is written (see
         :mod:`lance_table.table.operations.commit_operation`); a refused commit changes nothing.
@@ -235,7 +238,9 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
             ValueError: no ``read_version`` for an operation other than Overwrite and Restore;
                 fragments that are not the dataset's (an Update's, a Merge's, a Delete's).
             TypeError: an operation or schema of the wrong kind.
-            UnsupportedOperationError: a LanceOperation lance_table does not commit, or ``detached``.
+            UnsupportedOperationError: a LanceOperation lance_table does not commit.
+            DetachedCommitError: ``detached`` on a dataset with V1 manifest names or on no dataset;
+                an attached commit whose ``read_version`` is a detached version.
             DatasetNotFoundError: no dataset at ``base_uri`` (except for an Overwrite).
             VersionNotFoundError: ``read_version`` does not exist.
             DataFileNotFoundError: a fragment's data file is not in the dataset.
@@ -245,8 +250,6 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
                 or types disagree with the dataset's.
             CommitConflictError: a concurrent commit makes this one impossible.
         """
-        if detached:
-            raise UnsupportedOperationError("detached commits are not supported")
         target = base_uri._snapshot if isinstance(base_uri, Dataset) else base_uri
         storage, opts = commit_storage(target, storage_options, base_store_params)
         if commit_lock is not None:
@@ -261,6 +264,7 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
                 commit_message,
                 v2_manifest_paths=enable_v2_manifest_paths,
                 stable_row_ids=bool(enable_stable_row_ids),
+                detached=bool(detached),
             )
         )
 
@@ -281,7 +285,7 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
 
         Raises:
             BatchCommitError: no transactions, or one other than an Append.
-            UnsupportedOperationError: ``detached``.
+            DetachedCommitError: ``detached`` on a dataset with V1 manifest names.
             CommitConflictError: a concurrent commit makes this one impossible.
         """
         merged = merge_appends(transactions)

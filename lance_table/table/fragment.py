@@ -25,6 +25,7 @@ from lance_table.storage import Storage
 from lance_table.table.base_storage import base_storage, data_dir
 from lance_table.table.conform import conform
 from lance_table.table.deletion import missing_file_error, read_deletions
+from lance_table.table.file_ids import stored_roots
 from lance_table.table.readers import READERS, FileReader, LegacyView, is_legacy_file, legacy_view
 from lance_table.table.split_struct import assemble, is_split
 
@@ -109,6 +110,22 @@ class FragmentReader:
             view = legacy_view(list(self.roots.values()), self.dictionaries, data_file, self._manifest_where)
             self._views[id(data_file)] = view
         return READERS.get(storage, data_file, self.version, view, directory=directory)
+
+    @cached_per_instance
+    def _dataset_by_id(self) -> dict[int, FieldNode]:
+        return {n.id: n for root in self.roots.values() for n in root.walk()}
+
+    def stored_roots(self, data_file: DataFile) -> dict[int, FieldNode]:
+        """The data file's top-level fields, by the dataset field id the manifest's
+        ``fields`` / ``column_indices`` give their columns (as pylance reads them; see
+        :mod:`file_ids`).
+
+        Raises:
+            CorruptFileError: the manifest's column indices do not fit the file (naming the
+                manifest).
+        """
+        reader = self._reader(data_file)
+        return stored_roots(reader, data_file, self._dataset_by_id, self._manifest_where)
 
     def _manifest_where(self) -> str:
         """The manifest that lists this fragment, for error messages (listed only on error)."""
@@ -237,7 +254,7 @@ class FragmentReader:
                 storage, directory = self.location(data_file)
                 return f"{storage.uri.rstrip('/')}/{directory + '/' if directory else ''}{data_file.path}"
 
-            file_roots = reader.metadata.roots_by_id
+            file_roots = self.stored_roots(data_file)
             wanted = []
             file_nodes = []
             file_floors = {}
@@ -291,7 +308,7 @@ class FragmentReader:
         def read_top(idx: int, root_id: int) -> tuple[FieldNode, pa.ChunkedArray]:
             data_file = self.fragment.files[idx]
             reader = self._reader(data_file)
-            file_node = reader.metadata.roots_by_id.get(root_id)
+            file_node = self.stored_roots(data_file).get(root_id)
             if file_node is None:
                 raise CorruptFileError(
                     self._manifest_where(),

@@ -65,16 +65,18 @@ def _plan(frag: FragmentReader, nodes: list[FieldNode], key: tuple[Any, ...]) ->
         return None
     frag.physical_rows  # noqa: B018 - the file's row count checked against the manifest's
     cache = reader._many_layouts
+    key = (key, data_file.fields, data_file.column_indices)  # columns as this manifest maps them
     found = cache.get(key, False)
     if found is False:
-        found = cache[key] = _file_layout(reader, nodes)
+        found = cache[key] = _file_layout(reader, nodes, frag.stored_roots(data_file))
     return None if found is None else (reader, found)
 
 
-def _file_layout(reader: LanceFileReader, nodes: list[FieldNode]) -> small_many.FileLayout | None:
-    """The layout of the file's columns of ``nodes`` (by field id), when each is stored with the
-    type the dataset gives it."""
-    by_id = reader.metadata.roots_by_id
+def _file_layout(
+    reader: LanceFileReader, nodes: list[FieldNode], by_id: dict[int, FieldNode]
+) -> small_many.FileLayout | None:
+    """The layout of the file's columns of ``nodes`` (``by_id``: the file's fields by the dataset
+    field id the manifest maps them to), when each is stored with the type the dataset gives it."""
     names = []
     for node in nodes:
         stored = by_id.get(node.id)

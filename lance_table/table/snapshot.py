@@ -19,7 +19,7 @@ from lance_table.extensions import user_schema
 from lance_table.file.v2_1.blob_v2 import has_blob_v2, is_blob_v2, read_node
 from lance_table.format import paths
 from lance_table.format.bases import BasePath, base_paths
-from lance_table.format.manifest import Fragment, Manifest
+from lance_table.format.manifest import LEGACY_DATA_FORMAT, Fragment, Manifest
 from lance_table.schema import FieldNode, arrow_schema_from_fields, build_tree
 from lance_table.storage import Storage
 from lance_table.table import versions
@@ -207,6 +207,8 @@ def _check_data_format(manifest: Manifest, where: str) -> None:
                 f"{where}: field {f.name!r} is a blob v2 column, which pylance stores only in format "
                 f"{', '.join(BLOB_V2_FORMATS)} datasets, not in format {fmt}"
             )
+    if fmt == LEGACY_DATA_FORMAT and seen <= set(READABLE_FORMATS):
+        return  # pylance 0.16 could record 0.1 for other files: each file is read as its own format
     if seen - {fmt}:
         raise UnsupportedFormatError(
             f"{where} mixes data files of formats {sorted(seen)}, which lance_table does not read"

@@ -200,6 +200,8 @@ def find_entry(storage: Storage, version: int) -> VersionEntry:
         VersionNotFoundError: the version does not exist.
         DatasetNotFoundError: there is no dataset.
     """
+    if paths.is_detached_version(version):
+        return _detached_entry(storage, version)
     # Looked up by name (one stat or HEAD each), not by listing a history of thousands.
     for scheme in (paths.ManifestNaming.V2, paths.ManifestNaming.V1):
         path = f"{paths.VERSIONS_DIR}/{paths.manifest_name(version, scheme)}"
@@ -212,6 +214,18 @@ def find_entry(storage: Storage, version: int) -> VersionEntry:
         f"version {version} of {storage.uri} does not exist "
         f"(versions {entries[0].version}..{entries[-1].version})"
     )
+
+
+def _detached_entry(storage: Storage, version: int) -> VersionEntry:
+    """The manifest file of a detached version (V2 naming, as every detached version has).
+
+    Raises:
+        VersionNotFoundError: there is no such detached version.
+    """
+    path = paths.manifest_path(version)
+    if not storage.exists(path):
+        raise VersionNotFoundError(f"detached version {version} of {storage.uri} does not exist ({path})")
+    return VersionEntry(version, path, -1, paths.ManifestNaming.V2)
 
 
 def read_manifest_file(storage: Storage, entry: VersionEntry) -> ManifestFile:

@@ -8,12 +8,24 @@ from lance_table.errors import CorruptFileError
 from lance_table.format import paths
 
 
-@pytest.mark.parametrize("version", [1, 2, 10, 12345, 2**63])
+@pytest.mark.parametrize("version", [1, 2, 10, 12345, 2**63 - 1])
 @pytest.mark.parametrize("scheme", [paths.ManifestNaming.V1, paths.ManifestNaming.V2])
 def test_manifest_names_round_trip(version, scheme):
     name = paths.manifest_name(version, scheme)
     assert paths.parse_manifest_name(name) == (version, scheme)
     assert paths.manifest_path(version, scheme) == f"_versions/{name}"
+
+
+@pytest.mark.parametrize("scheme", [paths.ManifestNaming.V1, paths.ManifestNaming.V2])
+def test_detached_versions_are_named_apart_from_the_version_line(scheme):
+    """A version with the top bit set is detached: ``d{version}.manifest`` in both schemes (as
+    pylance names it), listed after every manifest of the line and not parsed as one of them."""
+    version = 2**63 + 12345
+    assert paths.is_detached_version(version) and not paths.is_detached_version(2**63 - 1)
+    name = paths.manifest_name(version, scheme)
+    assert name == f"d{version}.manifest"
+    assert paths.parse_manifest_name(name) is None
+    assert name > paths.manifest_name(1, paths.ManifestNaming.V2)
 
 
 def test_v2_manifest_names_sort_newest_first():

@@ -28,16 +28,22 @@ from lance_table.table.tags import IN_FLIGHT_SECONDS
 NOW = dt.timedelta(0)
 
 
+# the calls that list _versions
+LISTINGS = ("list_names", "list_names_page")
+
+
 class Pause:
     """Stop the ``nth`` call of ``storage.<method>`` whose first argument matches, until released.
 
+    ``method`` may name several methods, whose calls are counted together (a listing of
+    ``_versions`` is ``list_names`` or, for the newest versions on S3, ``list_names_page``).
     With ``after=True`` the call runs first and the pause comes before it returns.
     """
 
     def __init__(
         self,
         storage: Any,
-        method: str,
+        method: str | tuple[str, ...],
         match: Callable[[str], bool],
         *,
         nth: int = 1,
@@ -45,22 +51,25 @@ class Pause:
     ) -> None:
         self.reached = threading.Event()
         self.go = threading.Event()
-        original = getattr(storage, method)
         seen = [0]
 
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            hit = False
-            if match(args[0]):
-                seen[0] += 1
-                hit = seen[0] == nth
-            if hit and not after:
-                self._stop()
-            result = original(*args, **kwargs)
-            if hit and after:
-                self._stop()
-            return result
+        def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                hit = False
+                if match(args[0]):
+                    seen[0] += 1
+                    hit = seen[0] == nth
+                if hit and not after:
+                    self._stop()
+                result = original(*args, **kwargs)
+                if hit and after:
+                    self._stop()
+                return result
 
-        setattr(storage, method, wrapper)
+            return wrapper
+
+        for name in (method,) if isinstance(method, str) else method:
+            setattr(storage, name, wrap(getattr(storage, name)))
 
     def _stop(self) -> None:
         self.reached.set()
@@ -403,7 +412,7 @@ def test_restore_after_cleanup_deleted_the_manifest(place):
     history = History(place)
     restorer = history.open(1)
     cleaner = history.open()
-    pause = Pause(cleaner._storage, "list_names", is_versions_dir, nth=2)
+    pause = Pause(cleaner._storage, LISTINGS, is_versions_dir, nth=2)
     run = pause_at(pause, lambda: history.cleanup(cleaner))
     with pytest.raises(VersionNotFoundError):
         restorer.restore()
@@ -420,7 +429,7 @@ def test_restore_committed_just_before_cleanup_looks_again(place):
     hold_restore = Pause(restorer._storage, "put_if_absent", is_manifest)
     restore = pause_at(hold_restore, restorer.restore)
     cleaner = history.open()
-    hold_cleanup = Pause(cleaner._storage, "list_names", is_versions_dir, nth=2)
+    hold_cleanup = Pause(cleaner._storage, LISTINGS, is_versions_dir, nth=2)
     cleanup = pause_at(hold_cleanup, lambda: history.cleanup(cleaner))
     hold_restore.go.set()
     restore.result()
@@ -475,7 +484,7 @@ def test_tag_created_while_cleanup_decides_keeps_its_version(place):
 def test_tag_created_after_cleanup_deleted_the_version_is_refused(place):
     history = History(place)
     cleaner = history.open()
-    pause = Pause(cleaner._storage, "list_names", is_versions_dir, nth=2)
+    pause = Pause(cleaner._storage, LISTINGS, is_versions_dir, nth=2)
     run = pause_at(pause, lambda: history.cleanup(cleaner))
     with pytest.raises(VersionNotFoundError):
         history.open().tags.create("keep", 1)
@@ -692,7 +701,7 @@ def test_restore_that_lands_and_unpins_while_cleanup_looks_again(place):
     restorer = history.open(1)
     hold_restore = Pause(restorer._storage, "put_if_absent", is_manifest)
     restore = pause_at(hold_restore, restorer.restore)
-    listed = Pause(cleaner._storage, "list_names", is_versions_dir, after=True)
+    listed = Pause(cleaner._storage, LISTINGS, is_versions_dir, after=True)
     decided.go.set()
     assert listed.reached.wait(60)
     hold_restore.go.set()

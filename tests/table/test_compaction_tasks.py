@@ -5,6 +5,7 @@ own distributed compaction of a copy of the same dataset."""
 from __future__ import annotations
 
 import pickle
+import re
 import shutil
 from pathlib import Path
 
@@ -75,6 +76,12 @@ def test_tasks_and_results_pickle_and_the_handle_moves(tmp_path: Path) -> None:
     assert isinstance(plan, CompactionPlan) and plan.read_version == ds.version
     rewrites = [pickle.loads(pickle.dumps(t.execute(lt.dataset(uri)))) for t in plan.tasks]
     assert all(isinstance(r, RewriteResult) for r in rewrites)
+    # pylance's repr: the fragments, new before old, no metrics
+    assert re.fullmatch(
+        r"RewriteResult\(read_version=\d+, new_fragments=\[FragmentMetadata\(.+\)\], "
+        r"old_fragments=\[FragmentMetadata\(.+\)\]\)",
+        repr(rewrites[0]),
+    )
     assert sum(len(r.new_fragments) for r in rewrites) == 1
     metrics = Compaction.commit(ds, rewrites)
     assert ds.version == plan.read_version + 2  # ReserveFragments, then Rewrite, as pylance

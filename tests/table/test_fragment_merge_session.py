@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 import lance_table
-from lance_table.errors import SchemaChangeError, UnsupportedFormatError
+from lance_table.errors import SchemaChangeError
 
 lance = pytest.importorskip("lance")
 
@@ -112,15 +112,3 @@ def test_create_from_file_as_pylance(tmp_path: Path, version: str) -> None:
         lance_table.fragment.LanceFragment.create_from_file("bad.lance", bad, 0)
     with pytest.raises(FileNotFoundError):
         lance_table.fragment.LanceFragment.create_from_file("missing.lance", bad, 0)
-
-
-def test_create_from_file_refuses_other_field_ids(tmp_path: Path) -> None:
-    # after a dropped column the dataset's ids are 0, 2; a new file's are 0, 1: lance_table reads
-    # files by the ids stored in them, so it refuses (pylance maps by position and accepts)
-    path = str(tmp_path / "ds")
-    ds = lance_table.write_dataset(pa.table({"a": [1], "x": [2], "b": [3]}), path)
-    ds.drop_columns(["x"])
-    with lance_table.file.LanceFileWriter(f"{path}/data/f.lance") as writer:
-        writer.write_batch(pa.table({"a": [4], "b": [5]}))
-    with pytest.raises(UnsupportedFormatError, match="field ids"):
-        lance_table.fragment.LanceFragment.create_from_file("f.lance", ds, 0)

@@ -13,16 +13,16 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
+from helpers import edit_latest_manifest
 
 import lance_table as lt
-from lance_table._proto import table_pb2, transaction_pb2
+from lance_table._proto import transaction_pb2
 from lance_table.errors import (
     CorruptFileError,
     DataFileNotFoundError,
     LanceTableError,
     SchemaError,
 )
-from lance_table.format.manifest import MANIFEST_FOOTER, MANIFEST_FOOTER_VERSION, MANIFEST_MAGIC
 from lance_table.format.transaction import Transaction
 from lance_table.storage import open_storage
 from lance_table.table import versions
@@ -39,22 +39,7 @@ def _manifest_file(root: Path) -> Path:
 
 
 def _edit_manifest(root: Path, edit: Callable[[Any], None]) -> Path:
-    """Change the newest manifest's protobuf in place (keeping the framing of format/manifest.py)."""
-    path = _manifest_file(root)
-    data = path.read_bytes()
-    (pos,) = struct.unpack_from("<Q", data, len(data) - 16)
-    (n,) = struct.unpack_from("<I", data, pos)
-    pb = table_pb2.Manifest.FromString(data[pos + 4 : pos + 4 + n])
-    edit(pb)
-    body = pb.SerializeToString()
-    path.write_bytes(
-        data[:pos]
-        + struct.pack("<I", len(body))
-        + body
-        + MANIFEST_FOOTER.pack(pos, *MANIFEST_FOOTER_VERSION)
-        + MANIFEST_MAGIC
-    )
-    return path
+    return edit_latest_manifest(root, edit)
 
 
 def _fresh(tmp_path: Path, name: str = "ds", n: int = 12_000, **kw: Any) -> lt.Dataset:

@@ -20,6 +20,7 @@ from lance_table.format.manifest import (
     Fragment,
     Manifest,
     assign_fragment_ids,
+    corrected_data_format,
 )
 from lance_table.format.transaction import (
     Append,
@@ -115,6 +116,9 @@ def next_manifest(
         )
     else:  # pragma: no cover - guarded by Transaction.to_bytes
         raise ValueError(f"cannot apply {op.name}")
+    fixed = corrected_data_format(m, f"the commit of version {version}")  # pylance 0.16's records
+    if fixed is not None:
+        m = replace(m, data_format=fixed)
     _check_fragment_ids(m)
     section = index_section_after(base, op, m, uses_stable_row_ids(base), _next_id(base))
     m = replace(m, index_section=section)

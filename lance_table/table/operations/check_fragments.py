@@ -69,7 +69,7 @@ def check_fragments(
         reader = FragmentReader(frag, storage, roots, bases=dict(bases or {}))
         reader.physical_rows  # noqa: B018 - reads every footer: the files exist and hold these rows
         for f in frag.files:
-            stored = reader._reader(f).metadata.roots_by_id
+            stored = reader.stored_roots(f)  # by the manifest's column indices, as pylance reads
             for node in (n for r in stored.values() for n in r.walk()):
                 _check_field(by_id.get(node.id), node, f.path)
 

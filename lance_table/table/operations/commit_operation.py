@@ -31,6 +31,7 @@ from lance_table.schema import LanceField
 from lance_table.storage import Storage, open_storage
 from lance_table.table import versions
 from lance_table.table.commit import CommitOptions, Pending, check_can_commit, check_rebasable, commit
+from lance_table.table.commit.detached import check_attachable, check_detachable, commit_detached
 from lance_table.table.commit.row_ids import carried_row_ids, uses_stable_row_ids
 from lance_table.table.deletion import read_deletions
 from lance_table.table.fragment_metadata import FragmentMetadata
@@ -73,10 +74,12 @@ def commit_operation(
     *,
     v2_manifest_paths: bool | None = None,
     stable_row_ids: bool = False,
+    detached: bool = False,
 ) -> Snapshot:
     """Commit ``operation`` (planned against ``read_version``); return the version it made.
 
     ``v2_manifest_paths`` and ``stable_row_ids`` apply to a dataset an Overwrite creates.
+    ``detached``: make a detached version instead (see :mod:`lance_table.table.commit.detached`).
 
     Raises:
         TypeError: ``operation`` is not a LanceOperation or Transaction.
@@ -89,6 +92,8 @@ def commit_operation(
         SchemaError: fragments hold fields the schema does not have, or of other types.
         CorruptFileError: a data file holds another number of rows than its fragment says.
         UnsupportedFormatError: fragments in another data format than the dataset's.
+        DetachedCommitError: ``detached`` on a dataset with V1 manifest names or no dataset; an
+            attached commit whose ``read_version`` is detached.
         CommitConflictError, CommitError: as for every commit.
     """
     properties: dict[str, str] = {}
@@ -111,10 +116,14 @@ def commit_operation(
         raise ValueError("read_version is required for all operations except Overwrite and Restore")
     check_can_commit(options, storage)
     if isinstance(operation, LanceOperation.Overwrite):
-        new = NewDataset(scheme_for_new_dataset(v2_manifest_paths), stable_row_ids)
+        new = NewDataset(scheme_for_new_dataset(v2_manifest_paths), stable_row_ids, detached)
         return _overwrite(storage, operation, read_version, options, message, properties, txn_uuid, new)
+    if not detached:
+        check_attachable(read_version, storage.uri)
     base = load(storage, read_version, options=options)
     versions.check_writable(base.manifest, storage.uri)
+    if detached:
+        check_detachable(base.manifest, base.scheme, storage.uri)
     if isinstance(operation, LanceOperation.Restore):
         base = base.checkout()  # a restore applies on top of the latest version
         pending = plan_restore(base.checkout(operation.version), base)
@@ -129,6 +138,17 @@ def commit_operation(
         pending = inplace
     else:  # pragma: no cover - every dataclass operation is handled above
         raise UnsupportedOperationError(f"LanceOperation.{type(operation).__name__} is not supported")
+    if detached:
+        manifest = commit_detached(
+            storage,
+            base.manifest,
+            pending,
+            options=options,
+            properties=properties,
+            message=message,
+            txn_uuid=txn_uuid,
+        )
+        return Snapshot(storage, manifest, base.scheme, options)
     check_rebasable(storage, pending)
     manifest = commit(
         storage,
@@ -145,10 +165,12 @@ def commit_operation(
 
 @dataclass(frozen=True)
 class NewDataset:
-    """How a dataset an Overwrite creates is set up: its manifest naming scheme and row ids."""
+    """How a dataset an Overwrite creates is set up: its manifest naming scheme and row ids; and
+    whether the Overwrite is a detached commit."""
 
     scheme: str
     stable_row_ids: bool
+    detached: bool = False
 
 
 def _overwrite(
@@ -167,10 +189,14 @@ def _overwrite(
         raise TypeError(
             f"Overwrite.new_schema must be a pyarrow.Schema or LanceSchema, got {type(new_schema)}"
         )
+    if not new_dataset.detached:
+        check_attachable(read_version, storage.uri)
     try:
         base: Snapshot | None = load(storage, read_version, options=options)
     except DatasetNotFoundError:
         base = None
+    if new_dataset.detached:
+        check_detachable(base.manifest if base else None, base.scheme if base else None, storage.uri)
     initial = plan_bases(base.manifest if base else None, "overwrite", op.initial_bases, None, None).initial
     formats = {
         data_format_of(f.file_major_version, f.file_minor_version) for m in op.fragments for f in m.files
@@ -188,6 +214,17 @@ def _overwrite(
     if base is None and new_dataset.stable_row_ids and isinstance(pending.operation, OverwriteOp):
         pending = replace(pending, operation=replace(pending.operation, stable_row_ids=True))
     scheme = base.scheme if base is not None else new_dataset.scheme
+    if new_dataset.detached and manifest is not None:
+        detached = commit_detached(
+            storage,
+            manifest,
+            pending,
+            options=options,
+            properties=properties,
+            message=message,
+            txn_uuid=txn_uuid,
+        )
+        return Snapshot(storage, detached, scheme, options)
     new = commit(
         storage,
         manifest,

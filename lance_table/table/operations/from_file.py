@@ -1,6 +1,7 @@
 """A fragment made of a data file already in the dataset's ``data/`` directory (pylance's
 ``LanceFragment.create_from_file``): a file written with the file API, recorded with the ids of the
-dataset's fields, ready to commit with ``LanceOperation.Append`` or ``Rewrite``."""
+dataset's fields (whatever ids the file stores: a fragment's columns are read by the manifest's
+``column_indices``), ready to commit with ``LanceOperation.Append`` or ``Rewrite``."""
 
 from __future__ import annotations
 
@@ -39,7 +40,6 @@ def fragment_from_file(snapshot: Snapshot, filename: str, fragment_id: int) -> F
         ) from None
     fields = snapshot.manifest.fields
     _check_schema(storage_schema(meta.schema), fields, uri)
-    _check_ids(reader, fields, uri)
     ids, columns = _layout(fields, version.value)
     major, minor = version.manifest_version
     data_file = DataFile(
@@ -68,25 +68,6 @@ def _check_schema(file_schema: pa.Schema, fields: tuple[LanceField, ...], uri: s
                 f"Append with different schema: `{want.name}` should have type {want.type} "
                 f"but type was {got.type} ({uri})"
             )
-
-
-def _check_ids(reader: LanceFileReader, fields: tuple[LanceField, ...], uri: str) -> None:
-    """lance_table reads a data file's columns by the field ids stored in the file, so they must be
-    the dataset's (as they are when the file was written with a schema numbered from 0 and the
-    dataset never dropped a column).
-
-    Raises:
-        UnsupportedFormatError: the file numbers its fields otherwise.
-    """
-    stored = [(f.id, f.name, f.parent_id) for f in reader._reader.metadata.fields]
-    wanted = [(f.id, f.name, f.parent_id) for f in fields]
-    if stored != wanted:
-        raise UnsupportedFormatError(
-            f"{uri}: the file numbers its fields {[i for i, _, _ in stored]}, the dataset "
-            f"{[i for i, _, _ in wanted]}; lance_table reads a data file by the field ids stored in "
-            "it, so a file to add with create_from_file must use the dataset's field ids (a dataset "
-            "that has dropped or reordered columns has other ids than a new file's 0, 1, ...)"
-        )
 
 
 def _layout(fields: tuple[LanceField, ...], version: str) -> tuple[tuple[int, ...], tuple[int, ...]]:

@@ -28,7 +28,13 @@ from lance_table.file.v2_1.blob_v2 import is_blob_v2
 from lance_table.file.v2_1.blob_v2_encode import ExternalRefs
 from lance_table.file.writer import LanceFileWriter
 from lance_table.format import paths
-from lance_table.format.manifest import DEFAULT_DATA_FORMAT, DataFile, Fragment, Manifest
+from lance_table.format.manifest import (
+    DEFAULT_DATA_FORMAT,
+    DataFile,
+    Fragment,
+    Manifest,
+    corrected_data_format,
+)
 from lance_table.format.transaction import Append, Operation, Overwrite
 from lance_table.schema import (
     FieldNode,
@@ -149,7 +155,8 @@ def writable_data_format(base: Manifest | None, uri: str, requested: str | None 
     if requested is not None:
         data_format = resolve_data_storage_version(requested)
     elif base is not None:
-        data_format = base.data_storage_version or DEFAULT_DATA_FORMAT[1]
+        fixed = corrected_data_format(base, uri)  # the files' format where pylance 0.16 recorded 0.1
+        data_format = fixed[1] if fixed else base.data_storage_version or DEFAULT_DATA_FORMAT[1]
     else:
         data_format = DEFAULT_DATA_FORMAT[1]
     if data_format not in WRITABLE_FORMATS:

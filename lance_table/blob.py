@@ -1,0 +1,46 @@
+"""Blob values as file objects, at pylance's module path (``lance.blob``): :class:`BlobColumn` over
+a binary column in memory, and :class:`~lance_table.table.blobs.BlobFile` (from
+:meth:`~lance_table.LanceDataset.take_blobs`) over blob columns stored in a dataset."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+
+import pyarrow as pa
+
+from lance_table.table.blobs import BlobFile
+
+__all__ = ["BlobColumn", "BlobFile"]
+
+
+class BlobColumn:
+    """A binary column (pyarrow ``binary`` or ``large_binary``, an Array or a ChunkedArray) whose
+    rows iterate as file objects, for APIs that read files (pylance's ``lance.BlobColumn``). A null
+    row reads as an empty file, as in pylance. For large values stored in a dataset, use
+    :meth:`~lance_table.LanceDataset.take_blobs`, which reads lazily.
+
+    Raises:
+        ValueError: the column is not a pyarrow array, or not binary.
+
+    Example:
+        ```python
+        import pyarrow as pa
+        from lance_table import BlobColumn
+
+        for f in BlobColumn(pa.array([b"foo", None, b"baz"], pa.large_binary())):
+            print(f.read())
+        ```
+    """
+
+    def __init__(self, blob_column: pa.Array | pa.ChunkedArray) -> None:
+        if not isinstance(blob_column, (pa.Array, pa.ChunkedArray)):
+            raise ValueError(f"Expected a pyarrow.Array or pyarrow.ChunkedArray, got {type(blob_column)}")
+        if not (pa.types.is_binary(blob_column.type) or pa.types.is_large_binary(blob_column.type)):
+            raise ValueError(f"Expected a binary array, got {blob_column.type}")
+        self.blob_column = blob_column
+
+    def __iter__(self) -> Iterator[io.BytesIO]:
+        """One file object per row (empty for a null row), over the column's own bytes."""
+        for value in self.blob_column:
+            yield io.BytesIO(value.as_py() or b"")
