@@ -164,11 +164,7 @@ class Transaction:
         Raises:
             CorruptFileError: the bytes are not a Transaction protobuf.
         """
-        pb = transaction_pb2.Transaction()
-        try:
-            pb.ParseFromString(data)
-        except (DecodeError, RuntimeError) as exc:
-            raise CorruptFileError(path, f"transaction protobuf does not parse ({exc})") from exc
+        pb = _parse(data, path)
         _check_operation(pb, path)
         return cls(
             read_version=pb.read_version,
@@ -186,12 +182,18 @@ def transaction_summary(data: bytes, path: str) -> tuple[str, dict[str, str]]:
     Raises:
         CorruptFileError: the bytes are not a Transaction protobuf.
     """
+    pb = _parse(data, path)
+    return pb.WhichOneof("operation") or "unknown", dict(pb.transaction_properties)
+
+
+def _parse(data: bytes, path: str) -> Any:
+    """The Transaction protobuf of ``data`` (``path`` names the file in the error)."""
     pb = transaction_pb2.Transaction()
     try:
         pb.ParseFromString(data)
     except (DecodeError, RuntimeError) as exc:
         raise CorruptFileError(path, f"transaction protobuf does not parse ({exc})") from exc
-    return pb.WhichOneof("operation") or "unknown", dict(pb.transaction_properties)
+    return pb
 
 
 def _check_operation(pb: Any, path: str) -> None:
