@@ -12,6 +12,7 @@ stored ``lance.json`` bytes.
 from __future__ import annotations
 
 import os
+import threading
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -356,6 +357,9 @@ class LanceFileWriter:
         self._finalizer: weakref.finalize | None = None
         self._schema: pa.Schema | None = None
         self.closed = False
+        # write_batch, the metadata calls and close may come from several threads (as pylance's
+        # writer allows): one at a time, so that a batch's columns are never interleaved
+        self._lock = threading.Lock()
         #: the file's size in bytes, once closed
         self.size_bytes: int | None = None
         if schema is not None:
@@ -390,25 +394,26 @@ class LanceFileWriter:
             ValueError: the writer is closed.
             SchemaError: the data's columns or types differ from the file's (also a ValueError).
         """
-        if self.closed:
-            raise ValueError("the writer is closed")
-        writer = self._writer or self._start(batch.schema)
-        stored = writer.schema
-        if batch.schema != self._schema and storage_schema(batch.schema) != stored:
-            missing = [n for n in stored.names if n not in batch.schema.names]
-            raise SchemaError(
-                f"cannot write a batch of schema {batch.schema} to a file of schema {self._schema}"
-                + (f" (missing columns {missing})" if missing else "")
-            )
-        cols = [
-            to_storage(c if isinstance(c, pa.Array) else c.combine_chunks(), f, f.name)
-            for c, f in zip(batch.columns, stored)
-        ]
-        try:
-            writer.write(pa.Table.from_arrays(cols, schema=stored))
-        except BaseException:
-            self._abort()
-            raise
+        with self._lock:
+            if self.closed:
+                raise ValueError("the writer is closed")
+            writer = self._writer or self._start(batch.schema)
+            stored = writer.schema
+            if batch.schema != self._schema and storage_schema(batch.schema) != stored:
+                missing = [n for n in stored.names if n not in batch.schema.names]
+                raise SchemaError(
+                    f"cannot write a batch of schema {batch.schema} to a file of schema {self._schema}"
+                    + (f" (missing columns {missing})" if missing else "")
+                )
+            cols = [
+                to_storage(c if isinstance(c, pa.Array) else c.combine_chunks(), f, f.name)
+                for c, f in zip(batch.columns, stored)
+            ]
+            try:
+                writer.write(pa.Table.from_arrays(cols, schema=stored))
+            except BaseException:
+                self._abort()
+                raise
 
     def add_schema_metadata(self, key: str, value: str) -> None:
         """Add a key/value pair to the schema metadata the file stores (before :meth:`close`).
@@ -416,9 +421,10 @@ class LanceFileWriter:
         Raises:
             ValueError: the writer is closed.
         """
-        if self.closed:
-            raise ValueError("the writer is closed")
-        self._metadata[key.encode()] = value.encode()
+        with self._lock:
+            if self.closed:
+                raise ValueError("the writer is closed")
+            self._metadata[key.encode()] = value.encode()
 
     def add_global_buffer(self, data: bytes) -> int:
         """Store ``data`` as a global buffer of the file; returns its index (1, 2, ...).
@@ -426,10 +432,11 @@ class LanceFileWriter:
         Raises:
             ValueError: the writer is closed.
         """
-        if self.closed:
-            raise ValueError("the writer is closed")
-        self._global_buffers.append(bytes(data))
-        return len(self._global_buffers)
+        with self._lock:
+            if self.closed:
+                raise ValueError("the writer is closed")
+            self._global_buffers.append(bytes(data))
+            return len(self._global_buffers)
 
     def close(self) -> int | None:
         """Write the footer and publish the file; returns the rows written (None if already closed).
@@ -437,6 +444,10 @@ class LanceFileWriter:
         Raises:
             ValueError: no schema was given and no batch was written (no file is made).
         """
+        with self._lock:
+            return self._close()
+
+    def _close(self) -> int | None:
         if self.closed:
             return None
         self.closed = True
