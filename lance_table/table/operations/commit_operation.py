@@ -138,28 +138,12 @@ def commit_operation(
         pending = inplace
     else:  # pragma: no cover - every dataclass operation is handled above
         raise UnsupportedOperationError(f"LanceOperation.{type(operation).__name__} is not supported")
+    shared = {"options": options, "properties": properties, "message": message, "txn_uuid": txn_uuid}
     if detached:
-        manifest = commit_detached(
-            storage,
-            base.manifest,
-            pending,
-            options=options,
-            properties=properties,
-            message=message,
-            txn_uuid=txn_uuid,
-        )
-        return Snapshot(storage, manifest, base.scheme, options)
-    check_rebasable(storage, pending)
-    manifest = commit(
-        storage,
-        base.manifest,
-        pending,
-        options=options,
-        properties=properties,
-        message=message,
-        scheme=base.scheme,
-        txn_uuid=txn_uuid,
-    )
+        manifest = commit_detached(storage, base.manifest, pending, **shared)
+    else:
+        check_rebasable(storage, pending)
+        manifest = commit(storage, base.manifest, pending, scheme=base.scheme, **shared)
     return Snapshot(storage, manifest, base.scheme, options)
 
 
