@@ -210,6 +210,12 @@ def settle(futures: Sequence[Future[Any]]) -> None:
     wait(futures)
 
 
+def runs_inline(name: str) -> bool:
+    """Whether a map on pool ``name`` called here would run its calls one after another on
+    this thread (see :func:`map_on`)."""
+    return _inline(name)
+
+
 def _inline(name: str) -> bool:
     """Whether a map on pool ``name`` runs on the calling thread: it is a thread of that pool
     (which would wait on itself) or runs a task of a map that keeps every worker busy."""

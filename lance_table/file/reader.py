@@ -10,7 +10,7 @@ from typing import IO, Any
 import numpy as np
 import pyarrow as pa
 
-from lance_table._parallel import DECODE, PAGE_IO, map_on, settle
+from lance_table._parallel import DECODE, PAGE_IO, io_threads, map_on, runs_inline, settle
 from lance_table.errors import CorruptFileError, LanceTableError, SchemaError, UnsupportedFormatError
 from lance_table.file.arrow import build_binary, concat_chunks
 from lance_table.file.column_pages import ColumnPages
@@ -30,6 +30,7 @@ from lance_table.file.field_shapes import (
     row_columns,
 )
 from lance_table.file.fields import BLOB_DESCRIPTOR
+from lance_table.file.gathered import GatheredSource
 from lance_table.file.pageio import PageIO, fetch_ahead, fetch_buffers
 from lance_table.file.rows import RowReader, decoded, decoding, selectable
 from lance_table.file.runs import Runs
@@ -62,6 +63,17 @@ SMALL_READ_BYTES = 1024 * 1024
 KEPT_BYTES = 64 * 1024
 # The most column selections a reader keeps resolved (their fields and schema).
 PROJECTIONS_KEPT = 16
+
+
+def _gathered(touched: list[tuple[ColumnPages, int, PageIO]], jobs: int) -> GatheredSource | None:
+    """A :class:`GatheredSource` for ``jobs`` jobs on the :data:`PAGE_IO` pool that the pages of
+    ``touched`` read through from now on; None where those jobs would run one after another."""
+    if jobs < 2 or runs_inline(PAGE_IO):
+        return None
+    gathered = GatheredSource(touched[0][2].source, min(jobs, io_threads()))
+    for _, _, io in touched:
+        io.source = gathered
+    return gathered
 
 
 class LanceFileReader(RowReader):
@@ -238,13 +250,18 @@ class LanceFileReader(RowReader):
         flat = [job for jobs, _ in plans for job in jobs]
         self._fetch_selection_buffers(touched)
         remote = not isinstance(self._source, (LocalFileSource, BytesSource))
-        ahead = fetch_ahead([io for _, _, io in touched]) if remote else []
+        in_part = remote and len(flat) > 1 and any(not io.whole_page for _, _, io in touched)
+        # every job a page's: their first reads (the pages read whole included) go out together
+        gathered = _gathered(touched, len(flat)) if in_part and len(flat) == len(touched) else None
+        ahead = fetch_ahead([io for _, _, io in touched]) if remote and gathered is None else []
         try:
-            if remote and len(flat) > 1 and any(not io.whole_page for _, _, io in touched):
+            if in_part:
                 # pages read in part (a take, a filter's rows) of a remote file: their chunk
                 # tables are in hand, and each page's job then asks for its byte ranges; all the
-                # pages ask at once (bounded by the pool's threads) instead of one after another
-                results = map_on(PAGE_IO, lambda job: job(), flat)
+                # pages ask at once (bounded by the pool's threads) instead of one after another,
+                # in one coalesced request when every job is a page's
+                run: Callable[[Job], list[pa.Array]] = lambda job: job()  # noqa: E731
+                results = map_on(PAGE_IO, gathered.job(run) if gathered else run, flat)
             elif len(flat) > 1 and runs.total * len(nodes) >= PARALLEL_MIN_VALUES:
                 results = map_on(DECODE, lambda job: job(), flat)
             else:
@@ -414,7 +431,8 @@ class LanceFileReader(RowReader):
 
         remote = not isinstance(self._source, (LocalFileSource, BytesSource))
         if remote and sum(not io.whole_page for _, _, io in touched) > 1:
-            arrays = map_on(PAGE_IO, column, range(len(small)))  # each asks for its rows at once
+            gathered = _gathered(touched, len(small))  # the columns' first ranges in one request
+            arrays = map_on(PAGE_IO, gathered.job(column) if gathered else column, range(len(small)))
         else:
             arrays = [column(k) for k in range(len(small))]
         return pa.Table.from_arrays(arrays, schema=schema)
