@@ -8,9 +8,10 @@ import itertools
 import os
 import threading
 from collections.abc import Sequence
+from concurrent.futures import wait
 from typing import IO, Any
 
-from lance_table._parallel import ARROW_READS, after_fork_in_child, map_on
+from lance_table._parallel import ARROW_READS, after_fork_in_child, pool
 from lance_table.errors import CorruptFileError
 from lance_table.storage.arrow_s3 import ArrowFile, ArrowS3
 from lance_table.storage.base import Entry, Storage
@@ -168,9 +169,24 @@ class _ArrowS3Source(_FsspecSource):
             return [b"" for _ in reads]
         self._opened()
         parts, counts = split_reads(wanted, SPLIT_READ_BYTES)
-        got = iter(map_on(ARROW_READS, lambda part: self._file.read_at(*part), parts))
+        got = iter(self._read_parts(parts))
         whole = iter([next(got) if k == 1 else b"".join([next(got) for _ in range(k)]) for k in counts])
         return [next(whole) if length else b"" for _, length in reads]
+
+    def _read_parts(self, parts: list[tuple[int, int]]) -> list[bytes]:
+        """The parts, all in flight at once: pyarrow's file sends one request per call, so each
+        but the first goes to the :data:`ARROW_READS` pool (always, even from a task of a map
+        that runs its own maps inline: these calls only wait on the store)."""
+        if len(parts) == 1:
+            return [self._file.read_at(*parts[0])]
+        ahead = [pool(ARROW_READS).submit(self._file.read_at, *part) for part in parts[1:]]
+        try:
+            first = self._file.read_at(*parts[0])
+            return [first, *(f.result() for f in ahead)]
+        finally:
+            for f in ahead:
+                f.cancel()
+            wait(ahead)
 
 
 class FsspecStorage(Storage):
