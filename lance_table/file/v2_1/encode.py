@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_table._proto import encodings_v2_1_pb2 as pb
-from lance_table.errors import UnsupportedFormatError
+from lance_table.errors import PackedStructError, UnsupportedFormatError
 from lance_table.file.fields import is_blob
 from lance_table.file.v2_1.blob_encode import BlobSink, encode_blob_page, write_blobs
 from lance_table.file.v2_1.fullzip_encode import encode_full_zip
@@ -93,7 +93,7 @@ def check_leaf(node: FieldNode, v2_2: bool = True) -> None:
         for child in t:
             bits = fixed_bits(child.type)
             if bits is None or bits % 8 or pa.types.is_fixed_size_list(child.type):
-                raise UnsupportedFormatError(f"{what}: packed struct fields must be fixed-width bytes")
+                raise PackedStructError(f"{what}: packed struct fields must be fixed-width bytes")
         return
     if is_binary_like(t):
         return

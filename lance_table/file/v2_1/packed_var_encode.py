@@ -11,8 +11,13 @@ the struct store nothing (the page's definition levels say so).
 
 What pylance refuses is refused here too (:class:`errors.PackedStructError`): such a struct in a
 file of format 2.0 or 2.1, children of other kinds (booleans, lists, dictionaries, nulls, a struct
-child without a variable-width field), and any null inside a child (pylance stores no child
-validity: a null row must be a null of the struct itself).
+child without a variable-width field), and a null inside a child of a valid row (pylance stores
+no child validity: a null row must be a null of the struct itself).
+
+One difference: pylance also refuses nulls of a child under a null row of the struct, which both
+pylance's reader and ours hand out for every null row, so pylance cannot write back a table it
+read. Nothing of a null row is stored, so those nulls are taken here: the file is the one pylance
+writes for the same rows with any values there.
 """
 
 from __future__ import annotations
@@ -32,15 +37,16 @@ from lance_table.schema import FieldNode, is_binary_like
 _U32_MAX = (1 << 32) - 1
 
 
-def _has_variable(t: pa.DataType) -> bool:
+def has_variable_child(t: pa.DataType) -> bool:
+    """Whether the struct type ``t`` has a variable-width child (at any struct depth)."""
     if is_binary_like(t):
         return True
-    return pa.types.is_struct(t) and any(_has_variable(f.type) for f in t)
+    return pa.types.is_struct(t) and any(has_variable_child(f.type) for f in t)
 
 
 def is_variable_packed(node: FieldNode) -> bool:
-    """Whether ``node`` is a packed struct with a variable-width child (at any struct depth)."""
-    return is_packed_struct(node) and _has_variable(node.arrow_type)
+    """Whether ``node`` is a packed struct (2.1/2.2 rule) with a variable-width child."""
+    return is_packed_struct(node) and has_variable_child(node.arrow_type)
 
 
 def _check_child(child: FieldNode, what: str) -> None:
@@ -48,7 +54,7 @@ def _check_child(child: FieldNode, what: str) -> None:
     if is_binary_like(t):
         return
     if pa.types.is_struct(t):
-        if not _has_variable(t):
+        if not has_variable_child(t):
             raise PackedStructError(
                 f"{what}: its struct child {child.name!r} has no variable-width field "
                 "(pylance packs a struct child only beside variable-width ones when it holds one)"
@@ -78,23 +84,34 @@ def check_variable_packed(node: FieldNode, v2_2: bool) -> None:
     what = f"packed struct field {node.name!r} ({node.arrow_type})"
     if not v2_2:
         raise PackedStructError(
-            f"{what}: packed structs with variable-width children need Lance file format 2.2"
+            f"{what}: packed structs with variable-width children need Lance file format 2.2 "
+            "(pylance packs only fixed-width children before it)"
         )
     for child in node.children:
         _check_child(child, what)
 
 
-def _no_nulls(arr: pa.StructArray, path: str, what: str) -> None:
+def _no_nulls(arr: pa.StructArray, live: np.ndarray | None, path: str, what: str) -> None:
+    """Raise for a null child value in a ``live`` row (valid all the way up; None: all are).
+    Nulls under a null row are hidden (nothing of that row is stored): Arrow readers, pylance's
+    and ours, hand them out there, so a table read back is written again."""
+    if arr.null_count:
+        own = np.asarray(arr.is_valid(), dtype=bool)
+        live = own if live is None else live & own
     for i, f in enumerate(arr.type):
         child = arr.field(i)
         if child.null_count:
-            row = int(np.flatnonzero(~np.asarray(child.is_valid()))[0])
-            raise PackedStructError(
-                f"{what}: child {path}{f.name!r} has nulls (row {row}); pylance stores no nulls "
-                "inside a packed struct with variable-width children (make the struct row null instead)"
-            )
+            bad = ~np.asarray(child.is_valid(), dtype=bool)
+            if live is not None:
+                bad &= live
+            if bad.any():
+                raise PackedStructError(
+                    f"{what}: child {path}{f.name!r} is null in row {int(np.flatnonzero(bad)[0])}; pylance "
+                    "stores no nulls inside a packed struct with variable-width children "
+                    "(make the struct row null instead)"
+                )
         if pa.types.is_struct(f.type):
-            _no_nulls(child, f"{path}{f.name!r}.", what)
+            _no_nulls(child, live, f"{path}{f.name!r}.", what)
 
 
 def _fixed_bools(values: pa.Array) -> PerValue | None:
@@ -206,5 +223,5 @@ def encode_variable_packed(values: pa.Array, node: FieldNode) -> PerValue:
     what = f"packed struct field {node.name!r}"
     if isinstance(values, pa.ExtensionArray):
         values = values.storage
-    _no_nulls(values, "", what)
+    _no_nulls(values, None, "", what)
     return _packed(values, node, what)
