@@ -22,6 +22,8 @@ writes for the same rows with any values there.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pyarrow as pa
 
@@ -126,21 +128,29 @@ def _fixed_bools(values: pa.Array) -> PerValue | None:
     return PerValue(fsl_encoding(levels, flat(1)), table.reshape(-1), bits=table.shape[1] * 8)
 
 
-def _child_values(child: pa.Array, node: FieldNode, what: str) -> PerValue:
+def _child_values(child: pa.Array, node: FieldNode | None, name: str, what: str) -> PerValue:
     if pa.types.is_struct(child.type):
-        return _packed(child, node, what)
-    pv = per_value(child, what, compression_scheme(node.field.metadata))
+        return pack_rows(child, None if node is None else node.children, what)
+    pv = per_value(child, what, None if node is None else compression_scheme(node.field.metadata))
     if pv is None:
         pv = _fixed_bools(child)
     if pv is None:  # booleans with null items (pylance fails on them)
         raise PackedStructError(
-            f"{what}: child {node.name!r} of type {child.type} has null items, which cannot be packed"
+            f"{what}: child {name!r} of type {child.type} has null items, which cannot be packed"
         )
     return pv
 
 
-def _packed(arr: pa.StructArray, node: FieldNode, what: str) -> PerValue:
-    """The rows of ``arr`` (no nulls inside), each its children back to back."""
+def pack_rows(
+    arr: pa.StructArray, nodes: Sequence[FieldNode] | None = None, what: str = "packed struct"
+) -> PerValue:
+    """The rows of ``arr`` (no nulls inside a valid row), each its children back to back, as
+    full-zip values with their ``variable_packed_struct`` encoding; ``nodes`` (the children's
+    fields) give each child's ``lance-encoding:compression`` (None: none set).
+
+    Raises:
+        PackedStructError: a fixed-size boolean list child has null items.
+    """
     n = len(arr)
     enc = pb.CompressiveEncoding()
     fields = enc.variable_packed_struct.fields
@@ -149,8 +159,8 @@ def _packed(arr: pa.StructArray, node: FieldNode, what: str) -> PerValue:
     # an empty body holds the fixed-width children after the last variable-width one.
     heads: list[list[np.ndarray]] = [[]]
     bodies: list[tuple[np.ndarray, np.ndarray]] = []
-    for i, child_node in enumerate(node.children):
-        pv = _child_values(arr.field(i), child_node, what)
+    for i, f in enumerate(arr.type):
+        pv = _child_values(arr.field(i), None if nodes is None else nodes[i], f.name, what)
         field = fields.add()
         field.value.CopyFrom(pv.encoding)
         if pv.lengths is None:
@@ -224,4 +234,4 @@ def encode_variable_packed(values: pa.Array, node: FieldNode) -> PerValue:
     if isinstance(values, pa.ExtensionArray):
         values = values.storage
     _no_nulls(values, None, "", what)
-    return _packed(values, node, what)
+    return pack_rows(values, node.children, what)
