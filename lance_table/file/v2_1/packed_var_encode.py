@@ -26,10 +26,11 @@ from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lance_table._proto import encodings_v2_1_pb2 as pb
 from lance_table.errors import PackedStructError
-from lance_table.file.compression.entries import join_entries, le_table
+from lance_table.file.compression.entries import le_table
 from lance_table.file.v2_1.layout import is_packed_struct
 from lance_table.file.v2_1.value_kinds import bit_values, fixed_bits, flat, fsl_encoding, fsl_levels
 from lance_table.file.v2_1.values_encode import PerValue, compression_scheme, per_value
@@ -154,73 +155,48 @@ def pack_rows(
     n = len(arr)
     enc = pb.CompressiveEncoding()
     fields = enc.variable_packed_struct.fields
-    # Each row is cut into entries, one per variable-width child: the fixed-width children
-    # before it and its length prefix (the head), then its bytes (the body); a last entry with
-    # an empty body holds the fixed-width children after the last variable-width one.
-    heads: list[list[np.ndarray]] = [[]]
-    bodies: list[tuple[np.ndarray, np.ndarray]] = []
+    # The row's pieces in order: runs of fixed-width bytes (fixed-width children and length
+    # prefixes, side by side in one table) and variable-width bodies; Arrow joins them row by row.
+    pieces: list[pa.Array] = []
+    run: list[np.ndarray] = []
     for i, f in enumerate(arr.type):
         pv = _child_values(arr.field(i), None if nodes is None else nodes[i], f.name, what)
         field = fields.add()
         field.value.CopyFrom(pv.encoding)
         if pv.lengths is None:
-            width = int(pv.bits or 0) // 8
             field.bits_per_value = int(pv.bits or 0)
-            heads[-1].append(pv.data.reshape(n, width))
+            run.append(pv.data.reshape(n, int(pv.bits or 0) // 8))
             continue
         field.bits_per_length = pv.offset_bits
         lengths = np.asarray(pv.lengths, np.int64)
-        heads[-1].append(le_table(lengths, pv.offset_bits // 8))
-        bodies.append((pv.data.reshape(-1), lengths))
-        heads.append([])
-    m = len(heads)
-    tables = [np.hstack(h) if h else np.zeros((n, 0), np.uint8) for h in heads]
-    width = max(t.shape[1] for t in tables)
-    # entries in row order: row r's entry j is at r * m + j
-    head_table = np.zeros((n, m, width), np.uint8)
-    head_len = np.zeros((n, m), np.int64)
-    body_len = np.zeros((n, m), np.int64)
-    for j, t in enumerate(tables):
-        head_table[:, j, : t.shape[1]] = t
-        head_len[:, j] = t.shape[1]
-        if j < len(bodies):
-            body_len[:, j] = bodies[j][1]
-    body = bodies[0][0] if len(bodies) == 1 else _interleave(bodies, body_len)
-    pieces = join_entries(head_table.reshape(n * m, width), head_len.reshape(-1), body, body_len.reshape(-1))
-    data = np.concatenate(pieces) if pieces else np.zeros(0, np.uint8)
-    lengths = head_len.sum(axis=1) + body_len.sum(axis=1)
+        run.append(le_table(lengths, pv.offset_bits // 8))
+        pieces.append(_fixed_piece(run, n))
+        pieces.append(_variable_piece(pv.data.reshape(-1), lengths))
+        run = []
+    if run:
+        pieces.append(_fixed_piece(run, n))
+    rows = pieces[0]
+    if len(pieces) > 1:
+        rows = pc.binary_join_element_wise(*pieces, pa.scalar(b"", pa.large_binary()))
+    offsets = np.frombuffer(rows.buffers()[1], np.int64, n + 1, rows.offset * 8)
+    data = np.frombuffer(rows.buffers()[2], np.uint8, int(offsets[-1] - offsets[0]), int(offsets[0]))
     bits = 32 if data.size <= _U32_MAX else 64
-    return PerValue(enc, data, lengths=lengths, offset_bits=bits)
+    return PerValue(enc, data, lengths=np.diff(offsets), offset_bits=bits)
 
 
-# Bodies are interleaved a group of rows at a time, so the gather index stays this small (bytes).
-_GROUP = 1 << 22
+def _fixed_piece(tables: list[np.ndarray], n: int) -> pa.Array:
+    """Fixed-width tables side by side, as one large_binary value a row."""
+    table = np.ascontiguousarray(np.hstack(tables) if len(tables) > 1 else tables[0])
+    width = table.shape[1]
+    fixed = pa.Array.from_buffers(pa.binary(width), n, [None, pa.py_buffer(table)])
+    return fixed.cast(pa.large_binary())
 
 
-def _interleave(bodies: list[tuple[np.ndarray, np.ndarray]], body_len: np.ndarray) -> np.ndarray:
-    """The bodies of several variable-width children in row order: row 0's of each child, then
-    row 1's, ... (``body_len``: rows x entries; its last column is empty)."""
-    src = np.concatenate([data for data, _ in bodies])
-    base = np.cumsum([0] + [data.size for data, _ in bodies[:-1]])
-    starts = np.zeros(body_len.shape, np.int64)
-    for j, (_, lengths) in enumerate(bodies):
-        starts[:, j] = base[j] + np.concatenate([[0], np.cumsum(lengths)[:-1]])
-    row_bytes = body_len.sum(axis=1)
-    row_end = np.cumsum(row_bytes)
-    out = np.empty(int(row_end[-1]) if row_end.size else 0, np.uint8)
-    n = body_len.shape[0]
-    r0 = 0
-    while r0 < n:
-        r1 = max(r0 + 1, int(np.searchsorted(row_end, (row_end[r0 - 1] if r0 else 0) + _GROUP)))
-        r1 = min(r1, n)
-        s, ln = starts[r0:r1].reshape(-1), body_len[r0:r1].reshape(-1)
-        at = int(row_end[r0 - 1]) if r0 else 0
-        total = int(ln.sum())
-        if total:
-            shift = np.repeat(s - (np.cumsum(ln) - ln), ln)
-            out[at : at + total] = src[np.arange(total, dtype=np.int64) + shift]
-        r0 = r1
-    return out
+def _variable_piece(data: np.ndarray, lengths: np.ndarray) -> pa.Array:
+    offsets = np.zeros(lengths.size + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    buffers = [None, pa.py_buffer(offsets), pa.py_buffer(np.ascontiguousarray(data))]
+    return pa.Array.from_buffers(pa.large_binary(), lengths.size, buffers)
 
 
 def encode_variable_packed(values: pa.Array, node: FieldNode) -> PerValue:
