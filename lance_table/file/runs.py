@@ -107,6 +107,27 @@ class Runs:
         run = np.searchsorted(ends, ordinals, side="right")
         return self.starts[run] + ordinals - (ends[run] - self.lengths[run])
 
+    def mask(self, lo: int, span: int) -> np.ndarray:
+        """Which positions of ``[lo, lo + span)`` the runs cover (they lie inside it), as bools:
+        all but the gaps between the runs and before and after them, which are written one
+        scatter when they are single positions (rows deleted here and there), else expanded."""
+        mask = np.zeros(span, bool)
+        if not self.count:
+            return mask
+        first, end = int(self.starts[0]) - lo, self.end - lo
+        mask[first:end] = True
+        ends = self.starts + self.lengths
+        gap_at = ends[:-1] - lo
+        gap_len = self.starts[1:] - ends[:-1]
+        if gap_len.size and int(gap_len.max()) <= 1:
+            mask[gap_at[gap_len == 1]] = False
+        elif gap_len.size:
+            total = int(gap_len.sum())
+            before = np.zeros(gap_len.size, np.int64)
+            np.cumsum(gap_len[:-1], out=before[1:])
+            mask[np.arange(total, dtype=np.int64) + np.repeat(gap_at - before, gap_len)] = False
+        return mask
+
     def with_predecessors(self) -> Runs:
         """These runs, each extended one position to the left where possible (merged if they touch).
 

@@ -220,9 +220,11 @@ class LegacyFileReader(RowReader):
             lo = int(runs.starts[0]) if runs.count else 0
             span = runs.end - lo
             if runs.count > DENSE_MIN_RUNS and runs.total >= DENSE_FRACTION * span:
-                # Many short runs close together: read the covering span, select in memory.
+                # Many short runs close together: read the covering span, select in memory
+                # (column by column: one filter of a table costs more than those of its columns).
                 whole = self._read_runs(Runs.span(lo, span), nodes, schema)
-                return whole.take(pa.array(runs.positions() - lo))
+                keep = pa.array(runs.mask(lo, span))
+                return pa.Table.from_arrays([c.filter(keep) for c in whole.columns], schema=whole.schema)
             return self._read_runs(runs, nodes, schema)
 
     def _read_runs(self, runs: Runs, nodes: list[FieldNode], schema: pa.Schema) -> pa.Table:
