@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-import numpy as np
 import pyarrow as pa
 
 from lance_table.file.column_pages import ColumnPages
@@ -28,9 +27,9 @@ def page_reads(
     col: ColumnPages,
     runs: Runs,
     pages: Iterable[PageRead],
-    keep: np.ndarray | None,
+    keep: pa.BooleanArray | None,
     page_io: Callable[[int], PageIO],
-) -> tuple[list[PageRead], list[np.ndarray | None]]:
+) -> tuple[list[PageRead], list[pa.BooleanArray | None]]:
     """The reads of ``pages`` (those of ``col`` that ``runs`` touch), and for each the mask of
     the rows it decodes to keep (None: all of them).
 
@@ -40,16 +39,16 @@ def page_reads(
     decoding spans beats picking rows out of the page.
     """
     out: list[PageRead] = []
-    masks: list[np.ndarray | None] = []
+    masks: list[pa.BooleanArray | None] = []
     lo = int(runs.starts[0]) if runs.count else 0
     for p, local, io in pages:
         if keep is not None:  # local: one span inside the page
             first = int(col.page_starts[p]) + int(local.starts[0]) - lo
-            mask = keep[first : first + int(local.lengths[0])]
-            kept = int(np.count_nonzero(mask))
+            mask = keep.slice(first, int(local.lengths[0]))
+            kept = mask.true_count
             if kept:
                 out.append((p, local, io))
-                masks.append(None if kept == mask.size else mask)
+                masks.append(None if kept == len(mask) else mask)
         elif 1 < local.count <= SPLIT_MAX_RUNS and local.total >= SPLIT_MIN_ROWS * local.count:
             for start, length in zip(local.starts.tolist(), local.lengths.tolist()):
                 out.append((p, Runs.span(start, length), page_io(p)))
@@ -60,13 +59,12 @@ def page_reads(
     return out, masks
 
 
-def selecting(job: Job, mask: np.ndarray | None) -> Job:
+def selecting(job: Job, mask: pa.BooleanArray | None) -> Job:
     """``job`` (decoding rows of one page), then only the rows ``mask`` marks of them."""
     if mask is None:
         return job
 
     def select() -> list[pa.Array]:
-        chosen = pa.array(mask)
-        return [arr.filter(chosen) for arr in job()]
+        return [arr.filter(mask) for arr in job()]
 
     return select

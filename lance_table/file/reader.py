@@ -13,7 +13,7 @@ import pyarrow as pa
 from lance_table._parallel import DECODE, PAGE_IO, map_on, settle
 from lance_table.errors import CorruptFileError, LanceTableError, SchemaError, UnsupportedFormatError
 from lance_table.file import page_select
-from lance_table.file.arrow import build_binary, concat_chunks
+from lance_table.file.arrow import bool_array, build_binary, concat_chunks
 from lance_table.file.column_pages import ColumnPages
 from lance_table.file.container import (
     TAIL_READ_SIZE,
@@ -225,7 +225,8 @@ class LanceFileReader(RowReader):
             # Many short runs close together (the live rows of a range with deletions): the
             # covering span is read, each page decoded whole and its rows selected as soon as it
             # is decoded; that beats fetching and decoding thousands of tiny ranges.
-            return self._read_runs(Runs.span(lo, span), columns, floors, runs.mask(lo, span))
+            keep = bool_array(runs.mask(lo, span))
+            return self._read_runs(Runs.span(lo, span), columns, floors, keep)
         return self._read_runs(runs, columns, floors)
 
     def _read_runs(
@@ -233,7 +234,7 @@ class LanceFileReader(RowReader):
         runs: Runs,
         columns: Sequence[str] | None,
         floors: Mapping[str, int],
-        keep: np.ndarray | None = None,
+        keep: pa.BooleanArray | None = None,
     ) -> pa.Table:
         """The rows at ``runs``; with ``keep`` (``runs`` is then one span), only the rows of the
         span that it marks: each page's kept rows are selected by the job that decodes the page
@@ -262,14 +263,14 @@ class LanceFileReader(RowReader):
             settle(ahead)
         arrays = []
         at = 0
-        kept = int(np.count_nonzero(keep)) if keep is not None else runs.total
+        kept = keep.true_count if keep is not None else runs.total
         for node, (jobs, combine) in zip(nodes, plans):
             chunks = combine(results[at : at + len(jobs)])
             at += len(jobs)
             col = pa.chunked_array(chunks, type=node.arrow_type)
             if len(col) != kept:  # a field not selected page by page (nested, blobs): selected now
                 assert keep is not None
-                col = selectable(pa.table([col], names=["_"])).column(0).filter(pa.array(keep))
+                col = selectable(pa.table([col], names=["_"])).column(0).filter(keep)
             arrays.append(col)
         return pa.Table.from_arrays(arrays, schema=schema)
 
@@ -279,7 +280,7 @@ class LanceFileReader(RowReader):
         runs: Runs,
         touched: list[tuple[ColumnPages, int, PageIO]],
         floor: int | None = None,
-        keep: np.ndarray | None = None,
+        keep: pa.BooleanArray | None = None,
     ) -> tuple[list[Job], Combine]:
         """Independent pieces of work that read a field (one per page of each of its columns), and
         how their results make the field's chunks; the 2.1/2.2 pages to read are added to
@@ -317,7 +318,7 @@ class LanceFileReader(RowReader):
         runs: Runs,
         touched: list[tuple[ColumnPages, int, PageIO]],
         floor: int | None,
-        keep: np.ndarray | None = None,
+        keep: pa.BooleanArray | None = None,
     ) -> list[Job]:
         """Pages of a 2.1/2.2 column without nesting: each decoded, then the selected rows taken
         (and of those, the ones ``keep`` marks: see :meth:`_read_runs`)."""
@@ -329,10 +330,7 @@ class LanceFileReader(RowReader):
         pages, masks = self._page_reads(col, runs, keep)
         touched.extend((col, p, io) for p, _, io in pages)
         return [
-            page_select.selecting(
-                functools.partial(self._decode_structural, col, p, local, io, node.arrow_type, large, floor),
-                mask,
-            )
+            functools.partial(self._decode_structural, col, p, local, io, node.arrow_type, large, floor, mask)
             for (p, local, io), mask in zip(pages, masks)
         ]
 
@@ -408,7 +406,7 @@ class LanceFileReader(RowReader):
         schema: pa.Schema,
         runs: Runs,
         floors: Mapping[str, int],
-        keep: np.ndarray | None = None,
+        keep: pa.BooleanArray | None = None,
     ) -> pa.Table:
         """:meth:`_read_runs` of one-page columns of small pages (see :meth:`_small_columns`), with
         the fewest calls: their chunk tables in one request, each page decoded on this thread (or,
@@ -436,8 +434,8 @@ class LanceFileReader(RowReader):
             (node, col), (_, _, io) = small[k], touched[k]
             t = node.arrow_type
             floor = floors.get(node.name) if floors and pa.types.is_integer(t) else None
-            (got,) = self._decode_structural(col, 0, runs, io, t, large, floor)
-            return pa.chunked_array([got if keep is None else got.filter(pa.array(keep))], type=t)
+            (got,) = self._decode_structural(col, 0, runs, io, t, large, floor, keep)
+            return pa.chunked_array([got], type=t)
 
         remote = not isinstance(self._source, (LocalFileSource, BytesSource))
         if remote and sum(not io.whole_page for _, _, io in touched) > 1:
@@ -490,14 +488,18 @@ class LanceFileReader(RowReader):
         dtype: pa.DataType,
         large: bool,
         floor: int | None = None,
+        keep: pa.BooleanArray | None = None,
     ) -> list[pa.Array]:
+        """The rows ``runs`` of a page of a column without nesting; with ``keep`` (a mask over
+        them, ``runs`` then one span), only the rows it marks."""
         try:
             small = col.small_page(page, self._source, large)
             if small is not None:
                 got = miniblock_small.decode(small, io, dtype, runs, floor)
                 if got is not None:
-                    return [got]
-            return [decode21.decode_page(col.encoding(page, self._source), io, dtype, large, runs, floor)]
+                    return [got if keep is None else got.filter(keep)]
+            enc = col.encoding(page, self._source)
+            return [decode21.decode_page(enc, io, dtype, large, runs, floor, keep)]
         finally:
             io.release()
 
@@ -527,8 +529,8 @@ class LanceFileReader(RowReader):
         return col
 
     def _page_reads(
-        self, col: ColumnPages, runs: Runs, keep: np.ndarray | None
-    ) -> tuple[list[PageRead], list[np.ndarray | None]]:
+        self, col: ColumnPages, runs: Runs, keep: pa.BooleanArray | None
+    ) -> tuple[list[PageRead], list[pa.BooleanArray | None]]:
         """:func:`page_select.page_reads` of a column without nesting."""
         pages = self._pages(col, runs, prefetch=False)
         return page_select.page_reads(col, runs, pages, keep, lambda p: self._page_io(col, p, False))
