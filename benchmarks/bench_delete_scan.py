@@ -57,7 +57,9 @@ def _make(root: Path, fmt: str, writer: str, rows: int, wide: bool) -> dict[str,
     base = root / f"{writer}-{fmt}"
     uris = {kind: str(base) + f"-{k}" for k, kind in enumerate(KINDS)}
     lib.write_dataset(table, uris[KINDS[0]], data_storage_version=fmt)
-    for kind, predicate in zip(KINDS[1:], ("id % 10 = 0", f"id >= {rows // 3} AND id < {rows // 3 + rows // 10}")):
+    for kind, predicate in zip(
+        KINDS[1:], ("id % 10 = 0", f"id >= {rows // 3} AND id < {rows // 3 + rows // 10}")
+    ):
         shutil.copytree(uris[KINDS[0]], uris[kind])
         lib.dataset(uris[kind]).delete(predicate)
     return uris
@@ -85,7 +87,8 @@ def _interleaved(uri: str, op: Callable[[Any], object], runs: int) -> dict[str, 
         for side in order if k % 2 == 0 else order[::-1]:
             times[side].append(_timed(lambda s=side: op(sides[s](uri))))
     return {
-        s: (statistics.median(w for w, _ in got), statistics.median(c for _, c in got)) for s, got in times.items()
+        s: (statistics.median(w for w, _ in got), statistics.median(c for _, c in got))
+        for s, got in times.items()
     }
 
 
@@ -141,7 +144,8 @@ def main(argv: list[str] | None = None) -> int:
                         pvs = "" if kind == KINDS[0] else f"{pw / clean[name]['pylance'][0]:.2f}"
                         line = (
                             f"| {fmt} | {writer} | {kind} | {name} | {ow * 1e3:.1f} / {oc * 1e3:.1f} | "
-                            f"{pw * 1e3:.1f} / {pc * 1e3:.1f} | {ow / pw:.2f} / {oc / pc:.2f} | {vs} | {pvs} |"
+                            f"{pw * 1e3:.1f} / {pc * 1e3:.1f} | {ow / pw:.2f} / {oc / pc:.2f} "
+                            f"| {vs} | {pvs} |"
                         )
                         print(line, flush=True)
                         lines.append(line)
