@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from lance_table.file.column_pages import ColumnPages
 from lance_table.file.pageio import PageIO
-from lance_table.file.runs import Runs
+from lance_table.file.runs import LONG_RUN, Runs
 
 #: decodes some rows of one page
 Job = Callable[[], list[pa.Array]]
@@ -20,7 +20,7 @@ PageRead = tuple[int, Runs, PageIO]
 
 # A page holding at most this many runs, of this many rows each on average, is read run by run.
 SPLIT_MAX_RUNS = 16
-SPLIT_MIN_ROWS = 1024
+SPLIT_MIN_ROWS = LONG_RUN
 
 
 def page_reads(

@@ -34,7 +34,7 @@ from lance_table.file.fields import BLOB_DESCRIPTOR
 from lance_table.file.page_select import PageRead
 from lance_table.file.pageio import PageIO, fetch_ahead, fetch_buffers
 from lance_table.file.rows import RowReader, decoded, decoding, selectable
-from lance_table.file.runs import Runs
+from lance_table.file.runs import Runs, read_as_span
 from lance_table.file.v2_0 import decode as decode20
 from lance_table.file.v2_0 import nested as nested20
 from lance_table.file.v2_0.layout import column_assignment, is_packed_struct
@@ -55,9 +55,6 @@ Combine = Callable[[list[list[pa.Array]]], list[pa.Array]]
 
 # Reads of at least this many values (rows x columns) decode their pages on a thread pool.
 PARALLEL_MIN_VALUES = 256 * 1024
-# Selections of more runs than this, covering at least this share of their span, read the span.
-DENSE_MIN_RUNS = 64
-DENSE_FRACTION = 0.25
 # Pages read whole whose buffers add up to at most this many bytes are fetched in one request.
 SMALL_READ_BYTES = 1024 * 1024
 #: bytes of selection buffers a reader keeps for its next reads (see ``_fetch_selection_buffers``)
@@ -221,7 +218,7 @@ class LanceFileReader(RowReader):
     ) -> pa.Table:
         lo = int(runs.starts[0]) if runs.count else 0
         span = runs.end - lo
-        if runs.count > DENSE_MIN_RUNS and runs.total >= DENSE_FRACTION * span:
+        if read_as_span(runs):
             # Many short runs close together (the live rows of a range with deletions): the
             # covering span is read, each page decoded whole and its rows selected as soon as it
             # is decoded; that beats fetching and decoding thousands of tiny ranges.

@@ -137,6 +137,28 @@ class Runs:
         return _merge(self.starts - has_prev, self.lengths + has_prev)
 
 
+# Selections of more runs than this, covering at least this share of their span, read the span.
+DENSE_MIN_RUNS = 64
+DENSE_FRACTION = 0.25
+# So do fewer runs covering at least this share of their span when they are shorter than
+# LONG_RUN rows on average (a fragment with rows deleted here and there).
+DENSE_SHARE = 0.5
+LONG_RUN = 1024
+
+
+def read_as_span(runs: Runs) -> bool:
+    """Whether the rows at ``runs`` are best read as the span that covers them, then selected:
+    many runs close together, or short runs covering most of their span (the live rows of a
+    range with rows deleted here and there); not a few long runs (the rows around a deleted
+    range), whose pages decode each run as a span of its own."""
+    if runs.count < 2:
+        return False
+    span = runs.end - int(runs.starts[0])
+    if runs.count > DENSE_MIN_RUNS and runs.total >= DENSE_FRACTION * span:
+        return True
+    return runs.total >= DENSE_SHARE * span and runs.total < LONG_RUN * runs.count
+
+
 def _merge(starts: np.ndarray, lengths: np.ndarray) -> Runs:
     if starts.size == 0:
         return EMPTY
