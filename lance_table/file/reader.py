@@ -12,7 +12,8 @@ import pyarrow as pa
 
 from lance_table._parallel import DECODE, PAGE_IO, io_threads, map_on, runs_inline, settle
 from lance_table.errors import CorruptFileError, LanceTableError, SchemaError, UnsupportedFormatError
-from lance_table.file.arrow import build_binary, concat_chunks
+from lance_table.file import page_select
+from lance_table.file.arrow import bool_array, build_binary, concat_chunks
 from lance_table.file.column_pages import ColumnPages
 from lance_table.file.container import (
     TAIL_READ_SIZE,
@@ -31,9 +32,10 @@ from lance_table.file.field_shapes import (
 )
 from lance_table.file.fields import BLOB_DESCRIPTOR
 from lance_table.file.gathered import GatheredSource
+from lance_table.file.page_select import PageRead
 from lance_table.file.pageio import PageIO, fetch_ahead, fetch_buffers
 from lance_table.file.rows import RowReader, decoded, decoding, selectable
-from lance_table.file.runs import Runs
+from lance_table.file.runs import Runs, read_as_span
 from lance_table.file.v2_0 import decode as decode20
 from lance_table.file.v2_0 import nested as nested20
 from lance_table.file.v2_0.layout import column_assignment, is_packed_struct
@@ -54,9 +56,6 @@ Combine = Callable[[list[list[pa.Array]]], list[pa.Array]]
 
 # Reads of at least this many values (rows x columns) decode their pages on a thread pool.
 PARALLEL_MIN_VALUES = 256 * 1024
-# Selections of more runs than this, covering at least this share of their span, read the span.
-DENSE_MIN_RUNS = 64
-DENSE_FRACTION = 0.25
 # Pages read whole whose buffers add up to at most this many bytes are fetched in one request.
 SMALL_READ_BYTES = 1024 * 1024
 #: bytes of selection buffers a reader keeps for its next reads (see ``_fetch_selection_buffers``)
@@ -231,22 +230,30 @@ class LanceFileReader(RowReader):
     ) -> pa.Table:
         lo = int(runs.starts[0]) if runs.count else 0
         span = runs.end - lo
-        if runs.count > DENSE_MIN_RUNS and runs.total >= DENSE_FRACTION * span:
-            # Many short runs close together: reading the covering span and selecting in memory
-            # beats fetching and decoding thousands of tiny ranges.
-            whole = selectable(self._read_runs(Runs.span(lo, span), columns, floors))
-            mask = np.zeros(span, bool)
-            mask[runs.positions() - lo] = True
-            return whole.filter(pa.array(mask))
+        if read_as_span(runs):
+            # Many short runs close together (the live rows of a range with deletions): the
+            # covering span is read, each page decoded whole and its rows selected as soon as it
+            # is decoded; that beats fetching and decoding thousands of tiny ranges.
+            keep = bool_array(runs.mask(lo, span))
+            return self._read_runs(Runs.span(lo, span), columns, floors, keep)
         return self._read_runs(runs, columns, floors)
 
-    def _read_runs(self, runs: Runs, columns: Sequence[str] | None, floors: Mapping[str, int]) -> pa.Table:
+    def _read_runs(
+        self,
+        runs: Runs,
+        columns: Sequence[str] | None,
+        floors: Mapping[str, int],
+        keep: pa.BooleanArray | None = None,
+    ) -> pa.Table:
+        """The rows at ``runs``; with ``keep`` (``runs`` is then one span), only the rows of the
+        span that it marks: each page's kept rows are selected by the job that decodes the page
+        (a page with none is not read), other fields' once they are read."""
         nodes, schema = self._project(columns)
         small = self._small_columns(columns, nodes, runs)
         if small is not None:
-            return self._read_small(small, schema, runs, floors)
+            return self._read_small(small, schema, runs, floors, keep)
         touched: list[tuple[ColumnPages, int, PageIO]] = []
-        plans = [self._field_jobs(node, runs, touched, floors.get(node.name)) for node in nodes]
+        plans = [self._field_jobs(node, runs, touched, floors.get(node.name), keep) for node in nodes]
         flat = [job for jobs, _ in plans for job in jobs]
         self._fetch_selection_buffers(touched)
         remote = not isinstance(self._source, (LocalFileSource, BytesSource))
@@ -270,10 +277,15 @@ class LanceFileReader(RowReader):
             settle(ahead)
         arrays = []
         at = 0
+        kept = keep.true_count if keep is not None else runs.total
         for node, (jobs, combine) in zip(nodes, plans):
             chunks = combine(results[at : at + len(jobs)])
             at += len(jobs)
-            arrays.append(pa.chunked_array(chunks, type=node.arrow_type))
+            col = pa.chunked_array(chunks, type=node.arrow_type)
+            if len(col) != kept:  # a field not selected page by page (nested, blobs): selected now
+                assert keep is not None
+                col = selectable(pa.table([col], names=["_"])).column(0).filter(keep)
+            arrays.append(col)
         return pa.Table.from_arrays(arrays, schema=schema)
 
     def _field_jobs(
@@ -282,10 +294,12 @@ class LanceFileReader(RowReader):
         runs: Runs,
         touched: list[tuple[ColumnPages, int, PageIO]],
         floor: int | None = None,
+        keep: pa.BooleanArray | None = None,
     ) -> tuple[list[Job], Combine]:
         """Independent pieces of work that read a field (one per page of each of its columns), and
         how their results make the field's chunks; the 2.1/2.2 pages to read are added to
-        ``touched``. ``floor``: see :meth:`read_runs`."""
+        ``touched``. ``floor``: see :meth:`read_runs`; ``keep``: see :meth:`_read_runs` (the
+        pages of a field without nesting select their rows)."""
         t = node.arrow_type
         kind = self._shapes.get(node.id)
         if kind is None:
@@ -297,34 +311,41 @@ class LanceFileReader(RowReader):
             if nested and not layout21.is_packed_struct(node):
                 return self._nested_jobs(node, runs, touched)
             floor = floor if floor is not None and pa.types.is_integer(t) else None
-            return self._structural_jobs(node, runs, touched, floor), _flatten
+            return self._structural_jobs(node, runs, touched, floor, keep), _flatten
         if nested or not runs.total or node.id in self._byte_lists:
             return [lambda: self._read_field(node, runs)], _flatten
         col = self._column(node)
         if col.is_blob(self._source):
             return [lambda: self._read_field(node, runs)], _flatten
         self._check_length(col, runs)
-        pages = list(self._pages(col, runs, prefetch=False))
+        pages, masks = self._page_reads(col, runs, keep)
         touched.extend((col, p, io) for p, _, io in pages)
         jobs: list[Job] = [
-            functools.partial(self._decode_page, col, p, local, io, t) for p, local, io in pages
+            page_select.selecting(functools.partial(self._decode_page, col, p, local, io, t), mask)
+            for (p, local, io), mask in zip(pages, masks)
         ]
         return jobs, _flatten
 
     def _structural_jobs(
-        self, node: FieldNode, runs: Runs, touched: list[tuple[ColumnPages, int, PageIO]], floor: int | None
+        self,
+        node: FieldNode,
+        runs: Runs,
+        touched: list[tuple[ColumnPages, int, PageIO]],
+        floor: int | None,
+        keep: pa.BooleanArray | None = None,
     ) -> list[Job]:
-        """Pages of a 2.1/2.2 column without nesting: each decoded, then the selected rows taken."""
+        """Pages of a 2.1/2.2 column without nesting: each decoded, then the selected rows taken
+        (and of those, the ones ``keep`` marks: see :meth:`_read_runs`)."""
         if not runs.total:
             return []
         col = self._column(node)
         self._check_length(col, runs)
         large = self._meta.version is FileVersion.V2_2
-        pages = list(self._pages(col, runs, prefetch=False))
+        pages, masks = self._page_reads(col, runs, keep)
         touched.extend((col, p, io) for p, _, io in pages)
         return [
-            functools.partial(self._decode_structural, col, p, local, io, node.arrow_type, large, floor)
-            for p, local, io in pages
+            functools.partial(self._decode_structural, col, p, local, io, node.arrow_type, large, floor, mask)
+            for (p, local, io), mask in zip(pages, masks)
         ]
 
     def _nested_jobs(
@@ -399,6 +420,7 @@ class LanceFileReader(RowReader):
         schema: pa.Schema,
         runs: Runs,
         floors: Mapping[str, int],
+        keep: pa.BooleanArray | None = None,
     ) -> pa.Table:
         """:meth:`_read_runs` of one-page columns of small pages (see :meth:`_small_columns`), with
         the fewest calls: their chunk tables in one request, each page decoded on this thread (or,
@@ -426,7 +448,7 @@ class LanceFileReader(RowReader):
             (node, col), (_, _, io) = small[k], touched[k]
             t = node.arrow_type
             floor = floors.get(node.name) if floors and pa.types.is_integer(t) else None
-            (got,) = self._decode_structural(col, 0, runs, io, t, large, floor)
+            (got,) = self._decode_structural(col, 0, runs, io, t, large, floor, keep)
             return pa.chunked_array([got], type=t)
 
         remote = not isinstance(self._source, (LocalFileSource, BytesSource))
@@ -481,14 +503,18 @@ class LanceFileReader(RowReader):
         dtype: pa.DataType,
         large: bool,
         floor: int | None = None,
+        keep: pa.BooleanArray | None = None,
     ) -> list[pa.Array]:
+        """The rows ``runs`` of a page of a column without nesting; with ``keep`` (a mask over
+        them, ``runs`` then one span), only the rows it marks."""
         try:
             small = col.small_page(page, self._source, large)
             if small is not None:
                 got = miniblock_small.decode(small, io, dtype, runs, floor)
                 if got is not None:
-                    return [got]
-            return [decode21.decode_page(col.encoding(page, self._source), io, dtype, large, runs, floor)]
+                    return [got if keep is None else got.filter(keep)]
+            enc = col.encoding(page, self._source)
+            return [decode21.decode_page(enc, io, dtype, large, runs, floor, keep)]
         finally:
             io.release()
 
@@ -517,6 +543,25 @@ class LanceFileReader(RowReader):
             col = self._columns[index] = ColumnPages(self._meta, index)
         return col
 
+    def _page_reads(
+        self, col: ColumnPages, runs: Runs, keep: pa.BooleanArray | None
+    ) -> tuple[list[PageRead], list[pa.BooleanArray | None]]:
+        """:func:`page_select.page_reads` of a column without nesting."""
+        pages = self._pages(col, runs, prefetch=False)
+        return page_select.page_reads(col, runs, pages, keep, lambda p: self._page_io(col, p, False))
+
+    def _page_io(self, col: ColumnPages, p: int, whole: bool) -> PageIO:
+        """A reader of page ``p``'s buffers (``whole``: the page is decoded whole)."""
+        return PageIO(
+            self._source,
+            col.pb.pages[p],
+            col.pb,
+            self._meta.global_buffers,
+            f"column {col.index} page {p}",
+            whole_page=whole,
+            buffers=col.buffers(p),
+        )
+
     def _pages(
         self, col: ColumnPages, runs: Runs, prefetch: bool = True
     ) -> Iterator[tuple[int, Runs, PageIO]]:
@@ -531,15 +576,7 @@ class LanceFileReader(RowReader):
             local = runs if single and runs.end <= hi else runs.clip(lo, hi)
             if not local.count:
                 continue
-            io = PageIO(
-                self._source,
-                col.pb.pages[p],
-                col.pb,
-                self._meta.global_buffers,
-                f"column {col.index} page {p}",
-                whole_page=local.is_span(0, hi - lo),
-                buffers=col.buffers(p),
-            )
+            io = self._page_io(col, p, local.is_span(0, hi - lo))
             if prefetch and io.whole_page:
                 io.prefetch()
             yield p, local, io
