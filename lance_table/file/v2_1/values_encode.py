@@ -17,7 +17,7 @@ and their bytes, in the two forms the layouts need.
   ``lance-encoding:compression`` ``zstd`` / ``lz4`` wraps each chunk's one buffer in ``general``
   (chunks then take as many values as the limits allow); ``none`` stores values plain.
 * :func:`per_value` (full-zip): the bytes of each value on its own (fixed width or length-prefixed),
-  binary values FSST-compressed, or each compressed with zstd when one is over 32 KiB.
+  binary values each compressed with zstd, FSST-compressed or plain (:mod:`fullzip_values`).
 
 The decoders in :mod:`compress` and :mod:`pervalue` read exactly these bytes.
 """
@@ -35,6 +35,7 @@ from lance_table._parallel import map_parts
 from lance_table._proto import encodings_v2_1_pb2 as pb
 from lance_table.errors import UnsupportedFormatError
 from lance_table.file.compression import bitpacking, dictionary, fsst_encode, fsst_train, general, rle
+from lance_table.file.v2_1 import fullzip_values
 from lance_table.file.v2_1.value_kinds import (
     FixedValues,
     MiniBlockValues,
@@ -61,9 +62,6 @@ SCHEMES = ("zstd", "lz4")
 GENERAL_CHUNK_BYTES = 8 * 1024
 # chunks compressed per task on the pool
 _COMPRESS_GROUP = 64
-# A full-zip page of binary values holding one longer than this compresses each value on its own
-# with zstd (pylance's choice: FSST and its whole-page passes are not worth it for such values).
-PER_VALUE_ZSTD_ABOVE = 32 * 1024
 _SCHEME_PB = {"zstd": pb.COMPRESSION_ALGORITHM_ZSTD, "lz4": pb.COMPRESSION_ALGORITHM_LZ4}
 
 
@@ -316,6 +314,14 @@ def arrow_dictionary_values(values: pa.Array, what: str, lz4: bool) -> MiniBlock
     return idx
 
 
+def wide_dictionary(values: pa.Array, lz4: bool) -> MiniBlockValues | None:
+    """Binary values too wide for mini-block chunks (a full-zip page otherwise) as indices into a
+    page dictionary, when they are few enough distinct ones (at most half the values, as for
+    narrow values): pylance writes repeated long strings so, and a page of a few distinct long
+    values then takes their bytes once. None otherwise (a sample rules most pages out cheaply)."""
+    return _dictionary_values(values, None, lz4)
+
+
 def widest_value(values: pa.Array) -> int:
     """The length of the longest of some binary values (0 for none)."""
     offsets, _ = variable_parts(values)
@@ -459,10 +465,9 @@ class PerValue:
 def per_value(values: pa.Array, what: str, scheme: str | None = None) -> PerValue | None:
     """The full-zip form of the values, or None when they have none (bit-packed items).
 
-    Binary values are compressed as pylance compresses them unless ``scheme`` (the field's
-    ``lance-encoding:compression``) is ``none``: each on its own with zstd when one is longer
-    than :data:`PER_VALUE_ZSTD_ABOVE` (whatever the scheme), else with FSST (one table per page)
-    when that makes them smaller and no scheme is set.
+    Binary values are stored as :func:`fullzip_values.choose` says from the values and
+    ``scheme`` (the field's ``lance-encoding:compression``): each compressed on its own with
+    zstd, FSST-compressed with one table for the page (when that makes them smaller), or plain.
     """
     t = values.type
     if is_binary_like(t):
@@ -471,7 +476,9 @@ def per_value(values: pa.Array, what: str, scheme: str | None = None) -> PerValu
         offsets, data = variable_parts(values)
         enc = pb.CompressiveEncoding()
         enc.variable.offsets.CopyFrom(flat(offset_bits))
-        if scheme != "none" and widest_value(values) > PER_VALUE_ZSTD_ABOVE:
+        string = pa.types.is_string(t) or pa.types.is_large_string(t)
+        kind = fullzip_values.choose(offsets, data, string=string, scheme=scheme)
+        if kind == "zstd":
             # null values get no frame: full-zip pages store nothing for them
             keep = None
             if values.null_count:
@@ -482,9 +489,10 @@ def per_value(values: pa.Array, what: str, scheme: str | None = None) -> PerValu
             wrapped.general.compression.scheme = _SCHEME_PB["zstd"]
             wrapped.general.values.CopyFrom(enc)
             return PerValue(wrapped, packed, lengths=np.diff(packed_at), offset_bits=offset_bits)
-        mb = _variable(values, fsst=scheme is None)
-        if isinstance(mb, VariableValues) and mb.encoding.HasField("fsst"):
-            return PerValue(mb.encoding, mb.data, lengths=np.diff(mb.offsets), offset_bits=32)
+        if kind == "fsst":
+            mb = _variable(values, fsst=True)
+            if isinstance(mb, VariableValues) and mb.encoding.HasField("fsst"):
+                return PerValue(mb.encoding, mb.data, lengths=np.diff(mb.offsets), offset_bits=32)
         return PerValue(enc, data, lengths=np.diff(offsets), offset_bits=offset_bits)
     levels, leaf_arr = fsl_levels(values)
     leaf = leaf_of(leaf_arr, what)
