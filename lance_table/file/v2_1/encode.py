@@ -35,7 +35,7 @@ from lance_table.file.v2_1.values_encode import (
     compression_scheme,
     fixed_bits,
     per_value,
-    wide_dictionary,
+    wide_values,
     widest_value,
 )
 from lance_table.schema import FieldNode, is_binary_like
@@ -151,13 +151,13 @@ def encode_page(piece: Shredded, path: Sequence[FieldNode], large: bool) -> tupl
             raise UnsupportedFormatError(f"{what}: {exc}") from exc
     scheme = compression_scheme(leaf.field.metadata)
     values = None
-    # wide binary values go full-zip: their mini-block compression is not even worked out, but a
-    # page of a few distinct ones is a dictionary (mini-block indices), as pylance writes it
     if not is_binary_like(piece.values.type) or widest_value(piece.values) < FULL_ZIP_BYTES:
         values = compress_values(piece.values, what, scheme, large)
-    elif scheme is None:
-        values = wide_dictionary(piece.values, large)
-    if values is not None and (values.max_value_bytes < FULL_ZIP_BYTES or values.dictionary is not None):
+        mini = values.max_value_bytes < FULL_ZIP_BYTES
+    else:  # wide binary values: full-zip, unless a dictionary or zstd chunks pay
+        values = wide_values(piece.values, scheme, large)
+        mini = values is not None
+    if mini and values is not None:
         try:
             return encode_mini_block(values, n, rep, defs, piece.visible, kinds, max_rep, large)
         except ChunkTooLarge:

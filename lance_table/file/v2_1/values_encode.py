@@ -314,12 +314,25 @@ def arrow_dictionary_values(values: pa.Array, what: str, lz4: bool) -> MiniBlock
     return idx
 
 
-def wide_dictionary(values: pa.Array, lz4: bool) -> MiniBlockValues | None:
-    """Binary values too wide for mini-block chunks (a full-zip page otherwise) as indices into a
-    page dictionary, when they are few enough distinct ones (at most half the values, as for
-    narrow values): pylance writes repeated long strings so, and a page of a few distinct long
-    values then takes their bytes once. None otherwise (a sample rules most pages out cheaply)."""
-    return _dictionary_values(values, None, lz4)
+def wide_values(values: pa.Array, scheme: str | None, v2_2: bool) -> MiniBlockValues | None:
+    """Mini-block values for binary values too wide for plain chunks (a full-zip page otherwise),
+    or None to write them full-zip.
+
+    A page of few distinct values (at most half as many as values) is a dictionary with indices,
+    as pylance writes it: it takes their bytes once. In 2.2, values of a few hundred bytes (see
+    :func:`fullzip_values.zstd_chunks_pay`) are zstd-compressed chunks: zstd on a few KiB at a
+    time compresses them better than FSST or zstd per value, and costs a call per chunk, not per
+    value. Fields that name a compression keep pylance's full-zip forms.
+    """
+    if scheme is not None:
+        return None
+    found = _dictionary_values(values, None, v2_2)
+    if found is not None or not v2_2:
+        return found
+    offsets, data = variable_parts(values)
+    if not fullzip_values.zstd_chunks_pay(offsets, data, GENERAL_CHUNK_BYTES):
+        return None
+    return _general(_variable(values, fsst=False), "zstd")
 
 
 def widest_value(values: pa.Array) -> int:
