@@ -71,7 +71,7 @@ def _joined(heads: np.ndarray, head_len: np.ndarray, body: np.ndarray, body_len:
     few list items per entry cost less than :func:`_place`'s masks over every byte."""
     width = heads.shape[1]
     table = np.ascontiguousarray(heads).tobytes()
-    view = memoryview(np.ascontiguousarray(body)).cast("B")
+    view = memoryview(np.ascontiguousarray(body).data).cast("B")
     at = np.zeros(body_len.size + 1, np.int64)
     np.cumsum(body_len, out=at[1:])
     pieces: list[bytes | memoryview] = []

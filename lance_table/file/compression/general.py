@@ -129,7 +129,7 @@ def zstd_each(
     if big.size == n:  # every value compressed: their frames back to back
         return np.frombuffer(b"".join(frames), np.uint8), out_at
     # runs of small values in one go each, between the compressed values
-    pieces: list[bytes | np.ndarray] = []
+    pieces: list[bytes | memoryview] = []
     edges = np.unique(np.concatenate([[0, n], big, big + 1])).tolist()
     at_frame = 0
     for a, b in pairwise(edges):
@@ -137,14 +137,10 @@ def zstd_each(
             pieces.append(frames[at_frame])
             at_frame += 1
             continue
-        pieces.extend(
-            join_entries(
-                _raw_heads(lengths[a:b]),
-                head_len[a:b],
-                data[offsets[a] : offsets[b]],
-                lengths[a:b],
-            )
+        joined = join_entries(
+            _raw_heads(lengths[a:b]), head_len[a:b], data[offsets[a] : offsets[b]], lengths[a:b]
         )
+        pieces.extend(piece.data for piece in joined)
     out = np.frombuffer(b"".join(pieces), np.uint8)
     if out.size != out_at[-1]:
         raise AssertionError("zstd_each: the frames do not add up to their offsets")

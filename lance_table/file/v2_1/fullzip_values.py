@@ -4,11 +4,11 @@ Full-zip values must each decompress on their own; three forms qualify:
 
 * ``zstd``: each value its own zstd frame (``general`` over ``variable``), which pylance's reader
   decodes whatever the values' sizes. pylance writes it when a value is longer than 32 KiB; here
-  also when values are 1 KiB or more on average (over those that hold bytes) (:data:`ZSTD_EACH_MIN_AVG`), or binary (not
-  string) values of any size, as long as a sample of the page shows zstd saving at least a tenth
-  (:func:`zstd_each_pays`). zstd runs in C on threads: for such values it is several times
-  faster than FSST in numpy and compresses text better (2-8 KiB of English-like words: 2.5x
-  against FSST's 2.3x).
+  also when values are 1 KiB or more on average (over those that hold bytes:
+  :data:`ZSTD_EACH_MIN_AVG`), or binary (not string) values of any size, as long as a sample of
+  the page shows zstd saving at least a tenth (:func:`zstd_each_pays`). zstd runs in C on
+  threads: for such values it is several times faster than FSST in numpy and compresses text
+  better (2-8 KiB of English-like words: 2.5x against FSST's 2.3x).
 * ``fsst``: one symbol table for the page, each value coded with it; for strings shorter than
   that on average, where a call to zstd per value costs more than FSST and gains less.
 * (format 2.2, not full-zip at all) values of a few hundred bytes: zstd-compressed mini-block
