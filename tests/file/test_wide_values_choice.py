@@ -88,6 +88,16 @@ def _cases() -> dict[str, tuple[pa.Table, str, str]]:
         ),
         "mid strings with nulls": (pa.table({"s": mid_nulls}), f"{fz}:fsst", f"{mb}:general/zstd"),
         "mid binaries": (pa.table({"s": pa.array(mid_text)}), f"{fz}:general/zstd", f"{mb}:general/zstd"),
+        "mid large strings": (
+            pa.table({"s": pa.array([v.decode() for v in mid_text], pa.large_string())}),
+            f"{fz}:general/zstd",  # FSST takes 32-bit offsets only
+            f"{mb}:general/zstd",
+        ),
+        "mid strings in lists": (
+            pa.table({"s": pa.array([[v.decode() for v in mid_text[i : i + 3]] for i in range(0, 160, 3)])}),
+            f"{fz}:fsst",
+            f"{mb}:general/zstd",
+        ),
         "repeated long strings": (
             pa.table({"s": pa.array([v.decode() for v in repeated])}),
             f"{mb}+dictionary",
@@ -135,14 +145,14 @@ def test_choose_by_size_kind_and_scheme() -> None:
     huge_noise = parts([rng.bytes(40_000)])
     small = parts(_text(rng, np.full(20, 500)))
     choose = fullzip_values.choose
-    assert choose(*text, string=True, scheme=None) == "fsst"
-    assert choose(*text, string=True, scheme="lz4") == "zstd"
-    assert choose(*text, string=False, scheme=None) == "zstd"
-    assert choose(*text, string=True, scheme="none") == "plain"
-    assert choose(*long_text, string=True, scheme=None) == "zstd"
-    assert choose(*noise, string=False, scheme=None) == "plain"
-    assert choose(*huge_noise, string=False, scheme=None) == "zstd"  # pylance's rule over 32 KiB
-    assert choose(*small, string=True, scheme=None) == "plain"  # under 32 KiB, as pylance
+    assert choose(*text, fsst=True, scheme=None) == "fsst"
+    assert choose(*text, fsst=True, scheme="lz4") == "zstd"
+    assert choose(*text, fsst=False, scheme=None) == "zstd"
+    assert choose(*text, fsst=True, scheme="none") == "plain"
+    assert choose(*long_text, fsst=True, scheme=None) == "zstd"
+    assert choose(*noise, fsst=False, scheme=None) == "plain"
+    assert choose(*huge_noise, fsst=False, scheme=None) == "zstd"  # pylance's rule over 32 KiB
+    assert choose(*small, fsst=True, scheme=None) == "plain"  # under 32 KiB, as pylance
     assert fullzip_values.zstd_chunks_pay(*text, 8192)
     assert not fullzip_values.zstd_chunks_pay(*long_text, 8192)  # 1 KiB or more: per value
     assert not fullzip_values.zstd_chunks_pay(*parts([rng.bytes(500) for _ in range(100)]), 8192)

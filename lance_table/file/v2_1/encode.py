@@ -6,8 +6,11 @@ page budget, writes pages of whole rows. Each page picks its layout from its dat
 
 * constant: no valid value at all (nulls, null or empty lists); levels are stored raw when they say
   more than "every leaf is null" (the layout pylance writes for such pages), and ``struct<>``;
-* mini-block (:mod:`miniblock_encode`): values narrower than 256 bytes, pylance's threshold;
-* full-zip (:mod:`fullzip_encode`): wider values, and narrow ones whose levels cannot fit a chunk;
+* mini-block (:mod:`miniblock_encode`): values narrower than 256 bytes, pylance's threshold, and
+  wider binary values that are few distinct ones (a dictionary) or, in 2.2, a few hundred bytes
+  each (zstd chunks; see :func:`values_encode.wide_values`);
+* full-zip (:mod:`fullzip_encode`): other wide values, and narrow ones whose levels cannot fit a
+  chunk;
 * Arrow dictionary arrays: mini-block indices (the key type's width) with the page's whole
   dictionary, as pylance stores them;
 * blob (:mod:`blob_encode`): descriptors of values written outside the pages.

@@ -5,7 +5,7 @@ Full-zip values must each decompress on their own; three forms qualify:
 * ``zstd``: each value its own zstd frame (``general`` over ``variable``), which pylance's reader
   decodes whatever the values' sizes. pylance writes it when a value is longer than 32 KiB; here
   also when values are 1 KiB or more on average (over those that hold bytes:
-  :data:`ZSTD_EACH_MIN_AVG`), or binary (not string) values of any size, as long as a sample of
+  :data:`ZSTD_EACH_MIN_AVG`), or binary and large-string values of any size, as long as a sample of
   the page shows zstd saving at least a tenth (:func:`zstd_each_pays`). zstd runs in C on
   threads: for such values it is several times faster than FSST in numpy and compresses text
   better (2-8 KiB of English-like words: 2.5x against FSST's 2.3x).
@@ -39,9 +39,10 @@ MIN_GAIN = 0.9
 SAMPLE_BYTES = 256 * 1024
 
 
-def choose(offsets: np.ndarray, data: np.ndarray, *, string: bool, scheme: str | None) -> str:
+def choose(offsets: np.ndarray, data: np.ndarray, *, fsst: bool, scheme: str | None) -> str:
     """``"zstd"``, ``"fsst"`` or ``"plain"`` for a full-zip page of binary values
-    ``data[offsets[i]:offsets[i+1]]`` (offsets from 0); ``string`` for string types, ``scheme``
+    ``data[offsets[i]:offsets[i+1]]`` (offsets from 0); ``fsst`` when FSST may be used (strings
+    with 32-bit offsets, as pylance: never binaries, and FSST here codes 32-bit offsets), ``scheme``
     the field's ``lance-encoding:compression`` (``none`` stores them plain; ``zstd`` or ``lz4``
     rule FSST out)."""
     n = int(offsets.size) - 1
@@ -52,7 +53,7 @@ def choose(offsets: np.ndarray, data: np.ndarray, *, string: bool, scheme: str |
         return "zstd"
     if data.size < fsst_encode.MIN_INPUT:
         return "plain"
-    if not string or data.size >= ZSTD_EACH_MIN_AVG * _stored(lengths) or scheme is not None:
+    if not fsst or data.size >= ZSTD_EACH_MIN_AVG * _stored(lengths) or scheme is not None:
         return "zstd" if zstd_each_pays(offsets, data) else "plain"
     return "fsst"
 

@@ -489,8 +489,7 @@ def per_value(values: pa.Array, what: str, scheme: str | None = None) -> PerValu
         offsets, data = variable_parts(values)
         enc = pb.CompressiveEncoding()
         enc.variable.offsets.CopyFrom(flat(offset_bits))
-        string = pa.types.is_string(t) or pa.types.is_large_string(t)
-        kind = fullzip_values.choose(offsets, data, string=string, scheme=scheme)
+        kind = fullzip_values.choose(offsets, data, fsst=pa.types.is_string(t), scheme=scheme)
         if kind == "zstd":
             # null values get no frame: full-zip pages store nothing for them
             keep = None
