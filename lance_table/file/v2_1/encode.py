@@ -8,7 +8,7 @@ page budget, writes pages of whole rows. Each page picks its layout from its dat
   more than "every leaf is null" (the layout pylance writes for such pages), and ``struct<>``;
 * mini-block (:mod:`miniblock_encode`): values narrower than 256 bytes, pylance's threshold, and
   wider binary values that are few distinct ones (a dictionary) or, in 2.2, a few hundred bytes
-  each (zstd chunks; see :func:`values_encode.wide_values`);
+  each (zstd chunks; see :func:`fullzip_values.wide_values`);
 * full-zip (:mod:`fullzip_encode`): other wide values, and narrow ones whose levels cannot fit a
   chunk;
 * Arrow dictionary arrays: mini-block indices (the key type's width) with the page's whole
@@ -29,6 +29,7 @@ from lance_table.errors import UnsupportedFormatError
 from lance_table.file.fields import is_blob
 from lance_table.file.v2_1.blob_encode import BlobSink, encode_blob_page, write_blobs
 from lance_table.file.v2_1.fullzip_encode import encode_full_zip
+from lance_table.file.v2_1.fullzip_values import per_value, wide_values
 from lance_table.file.v2_1.layout import is_packed_struct
 from lance_table.file.v2_1.levels import Shredded, def_levels, is_list_node, join, layer_kinds, shred
 from lance_table.file.v2_1.miniblock_encode import ChunkTooLarge, encode_mini_block
@@ -37,8 +38,6 @@ from lance_table.file.v2_1.values_encode import (
     compress_values,
     compression_scheme,
     fixed_bits,
-    per_value,
-    wide_values,
     widest_value,
 )
 from lance_table.schema import FieldNode, is_binary_like

@@ -1,6 +1,8 @@
-"""Which compression the binary values of a full-zip page get (Lance 2.1/2.2 writer).
+"""Values too wide for plain mini-block chunks (Lance 2.1/2.2 writer): the full-zip form of a
+page's values (:func:`per_value`), and the mini-block forms that beat it for wide binary values
+(:func:`wide_values`).
 
-Full-zip values must each decompress on their own; three forms qualify:
+Full-zip values must each decompress on their own; binary ones take one of three forms:
 
 * ``zstd``: each value its own zstd frame (``general`` over ``variable``), which pylance's reader
   decodes whatever the values' sizes. pylance writes it when a value is longer than 32 KiB; here
@@ -26,7 +28,27 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from lance_table._proto import encodings_v2_1_pb2 as pb
 from lance_table.file.compression import fsst_encode, general
+from lance_table.file.v2_1.value_kinds import (
+    MiniBlockValues,
+    VariableValues,
+    flat,
+    fsl_encoding,
+    fsl_levels,
+    leaf_encoding,
+    leaf_of,
+    variable_parts,
+)
+from lance_table.file.v2_1.values_encode import (
+    _SCHEME_PB,
+    GENERAL_CHUNK_BYTES,
+    PerValue,
+    _dictionary_values,
+    _general,
+    _variable,
+)
+from lance_table.schema import is_binary_like
 
 # Strings of at least this many bytes on average are compressed with zstd each, not FSST.
 ZSTD_EACH_MIN_AVG = 1024
@@ -101,3 +123,71 @@ def _stored(lengths: np.ndarray) -> int:
     """How many values hold bytes (nulls and empty values do not; at least 1): the averages
     above are over these, since zstd is called once for each."""
     return max(int(np.count_nonzero(lengths)), 1)
+
+
+def wide_values(values: pa.Array, scheme: str | None, v2_2: bool) -> MiniBlockValues | None:
+    """Mini-block values for binary values too wide for plain chunks (a full-zip page otherwise),
+    or None to write them full-zip.
+
+    A page of few distinct values (at most half as many as values) is a dictionary with indices,
+    as pylance writes it: it takes their bytes once. In 2.2, values of a few hundred bytes (see
+    :func:`zstd_chunks_pay`) are zstd-compressed chunks: zstd on a few KiB at a
+    time compresses them better than FSST or zstd per value, and costs a call per chunk, not per
+    value. Fields that name a compression keep pylance's full-zip forms.
+    """
+    if scheme is not None:
+        return None
+    found = _dictionary_values(values, None, v2_2)
+    if found is not None or not v2_2:
+        return found
+    offsets, data = variable_parts(values)
+    if not zstd_chunks_pay(offsets, data, GENERAL_CHUNK_BYTES):
+        return None
+    return _general(_variable(values, fsst=False), "zstd")
+
+
+def per_value(values: pa.Array, what: str, scheme: str | None = None) -> PerValue | None:
+    """The full-zip form of the values, or None when they have none (bit-packed items).
+
+    Binary values are stored as :func:`choose` says from the values and
+    ``scheme`` (the field's ``lance-encoding:compression``): each compressed on its own with
+    zstd, FSST-compressed with one table for the page (when that makes them smaller), or plain.
+    """
+    t = values.type
+    if is_binary_like(t):
+        large = pa.types.is_large_binary(t) or pa.types.is_large_string(t)
+        offset_bits = 64 if large else 32
+        offsets, data = variable_parts(values)
+        enc = pb.CompressiveEncoding()
+        enc.variable.offsets.CopyFrom(flat(offset_bits))
+        kind = choose(offsets, data, fsst=pa.types.is_string(t), scheme=scheme)
+        if kind == "zstd":
+            # null values get no frame: full-zip pages store nothing for them
+            keep = None
+            if values.null_count:
+                data, offsets = fsst_encode.arrow_buffers(values)
+                keep = values.is_valid().to_numpy(zero_copy_only=False)
+            packed, packed_at = general.zstd_each(data, offsets, keep)
+            wrapped = pb.CompressiveEncoding()
+            wrapped.general.compression.scheme = _SCHEME_PB["zstd"]
+            wrapped.general.values.CopyFrom(enc)
+            return PerValue(wrapped, packed, lengths=np.diff(packed_at), offset_bits=offset_bits)
+        if kind == "fsst":
+            mb = _variable(values, fsst=True)
+            if isinstance(mb, VariableValues) and mb.encoding.HasField("fsst"):
+                return PerValue(mb.encoding, mb.data, lengths=np.diff(mb.offsets), offset_bits=32)
+        return PerValue(enc, data, lengths=np.diff(offsets), offset_bits=offset_bits)
+    levels, leaf_arr = fsl_levels(values)
+    leaf = leaf_of(leaf_arr, what)
+    if leaf.table is None:
+        return None
+    n = len(values)
+    per = levels[-1][0] if levels else 1
+    parts = []
+    for m, valid in levels:
+        if valid is not None:
+            parts.append(np.packbits(valid.reshape(n, m), axis=1, bitorder="little"))
+    parts.append(leaf.table.reshape(n, per * leaf.table.shape[1]))
+    table = np.hstack(parts) if len(parts) > 1 else parts[0]
+    enc = fsl_encoding(levels, leaf_encoding(leaf_arr, leaf))
+    return PerValue(enc, table.reshape(-1), bits=table.shape[1] * 8)

@@ -16,8 +16,8 @@ and their bytes, in the two forms the layouts need.
   chunks of at most 8 KiB are a third choice for strings, weighed on a sample. Field metadata
   ``lance-encoding:compression`` ``zstd`` / ``lz4`` wraps each chunk's one buffer in ``general``
   (chunks then take as many values as the limits allow); ``none`` stores values plain.
-* :func:`per_value` (full-zip): the bytes of each value on its own (fixed width or length-prefixed),
-  binary values each compressed with zstd, FSST-compressed or plain (:mod:`fullzip_values`).
+* :class:`PerValue` (full-zip): the bytes of each value on its own (fixed width or
+  length-prefixed), made by :func:`fullzip_values.per_value`.
 
 The decoders in :mod:`compress` and :mod:`pervalue` read exactly these bytes.
 """
@@ -35,7 +35,6 @@ from lance_table._parallel import map_parts
 from lance_table._proto import encodings_v2_1_pb2 as pb
 from lance_table.errors import UnsupportedFormatError
 from lance_table.file.compression import bitpacking, dictionary, fsst_encode, fsst_train, general, rle
-from lance_table.file.v2_1 import fullzip_values
 from lance_table.file.v2_1.value_kinds import (
     FixedValues,
     MiniBlockValues,
@@ -314,27 +313,6 @@ def arrow_dictionary_values(values: pa.Array, what: str, lz4: bool) -> MiniBlock
     return idx
 
 
-def wide_values(values: pa.Array, scheme: str | None, v2_2: bool) -> MiniBlockValues | None:
-    """Mini-block values for binary values too wide for plain chunks (a full-zip page otherwise),
-    or None to write them full-zip.
-
-    A page of few distinct values (at most half as many as values) is a dictionary with indices,
-    as pylance writes it: it takes their bytes once. In 2.2, values of a few hundred bytes (see
-    :func:`fullzip_values.zstd_chunks_pay`) are zstd-compressed chunks: zstd on a few KiB at a
-    time compresses them better than FSST or zstd per value, and costs a call per chunk, not per
-    value. Fields that name a compression keep pylance's full-zip forms.
-    """
-    if scheme is not None:
-        return None
-    found = _dictionary_values(values, None, v2_2)
-    if found is not None or not v2_2:
-        return found
-    offsets, data = variable_parts(values)
-    if not fullzip_values.zstd_chunks_pay(offsets, data, GENERAL_CHUNK_BYTES):
-        return None
-    return _general(_variable(values, fsst=False), "zstd")
-
-
 def widest_value(values: pa.Array) -> int:
     """The length of the longest of some binary values (0 for none)."""
     offsets, _ = variable_parts(values)
@@ -473,50 +451,3 @@ class PerValue:
     bits: int | None = None
     lengths: np.ndarray | None = None
     offset_bits: int = 32
-
-
-def per_value(values: pa.Array, what: str, scheme: str | None = None) -> PerValue | None:
-    """The full-zip form of the values, or None when they have none (bit-packed items).
-
-    Binary values are stored as :func:`fullzip_values.choose` says from the values and
-    ``scheme`` (the field's ``lance-encoding:compression``): each compressed on its own with
-    zstd, FSST-compressed with one table for the page (when that makes them smaller), or plain.
-    """
-    t = values.type
-    if is_binary_like(t):
-        large = pa.types.is_large_binary(t) or pa.types.is_large_string(t)
-        offset_bits = 64 if large else 32
-        offsets, data = variable_parts(values)
-        enc = pb.CompressiveEncoding()
-        enc.variable.offsets.CopyFrom(flat(offset_bits))
-        kind = fullzip_values.choose(offsets, data, fsst=pa.types.is_string(t), scheme=scheme)
-        if kind == "zstd":
-            # null values get no frame: full-zip pages store nothing for them
-            keep = None
-            if values.null_count:
-                data, offsets = fsst_encode.arrow_buffers(values)
-                keep = values.is_valid().to_numpy(zero_copy_only=False)
-            packed, packed_at = general.zstd_each(data, offsets, keep)
-            wrapped = pb.CompressiveEncoding()
-            wrapped.general.compression.scheme = _SCHEME_PB["zstd"]
-            wrapped.general.values.CopyFrom(enc)
-            return PerValue(wrapped, packed, lengths=np.diff(packed_at), offset_bits=offset_bits)
-        if kind == "fsst":
-            mb = _variable(values, fsst=True)
-            if isinstance(mb, VariableValues) and mb.encoding.HasField("fsst"):
-                return PerValue(mb.encoding, mb.data, lengths=np.diff(mb.offsets), offset_bits=32)
-        return PerValue(enc, data, lengths=np.diff(offsets), offset_bits=offset_bits)
-    levels, leaf_arr = fsl_levels(values)
-    leaf = leaf_of(leaf_arr, what)
-    if leaf.table is None:
-        return None
-    n = len(values)
-    per = levels[-1][0] if levels else 1
-    parts = []
-    for m, valid in levels:
-        if valid is not None:
-            parts.append(np.packbits(valid.reshape(n, m), axis=1, bitorder="little"))
-    parts.append(leaf.table.reshape(n, per * leaf.table.shape[1]))
-    table = np.hstack(parts) if len(parts) > 1 else parts[0]
-    enc = fsl_encoding(levels, leaf_encoding(leaf_arr, leaf))
-    return PerValue(enc, table.reshape(-1), bits=table.shape[1] * 8)
