@@ -21,7 +21,7 @@ from helpers import assert_tables_equal
 from lance_table.file.compression import general
 from lance_table.file.container import read_metadata, unpack_encoding
 from lance_table.file.reader import LanceFileReader
-from lance_table.file.v2_1 import fullzip_values
+from lance_table.file.v2_1 import fullzip_values, values_encode
 from lance_table.file.writer import LanceFileWriter
 from lance_table.storage.sources import LocalFileSource
 
@@ -156,3 +156,17 @@ def test_choose_by_size_kind_and_scheme() -> None:
     assert fullzip_values.zstd_chunks_pay(*text, 8192)
     assert not fullzip_values.zstd_chunks_pay(*long_text, 8192)  # 1 KiB or more: per value
     assert not fullzip_values.zstd_chunks_pay(*parts([rng.bytes(500) for _ in range(100)]), 8192)
+
+
+@pytest.mark.parametrize(
+    ("distinct", "many"), [(40_000, True), (20_000, False), (18_000, False), (500, False)]
+)
+def test_second_look_at_cardinality(distinct: int, many: bool) -> None:
+    """The larger sample rules a dictionary out only for pages of more than n / 2 distinct values:
+    at exactly n / 2 (each value twice, the hardest case) it must not."""
+    rng = np.random.default_rng(distinct)
+    keys = rng.permutation(np.arange(40_000) % distinct)
+    values = pa.array([f"key-{k}" for k in keys.tolist()])
+    assert values_encode._many_distinct(values) is many
+    if not many:
+        assert not values_encode._surely_high_cardinality(values)
