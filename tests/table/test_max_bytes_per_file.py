@@ -27,7 +27,8 @@ def _rows(uri: str, lib) -> list[int]:
 
 def test_a_file_ends_after_the_batch_that_passes_the_limit(tmp_path):
     # two batches of 8.5 MB of text: the first fills a page, which is written: the file ends
-    batch = pa.record_batch([pa.array(["0" * 1024] * 8500)], names=["a"])
+    # (distinct values: a page of one value repeated is a few bytes here, a constant page there)
+    batch = pa.record_batch([pa.array([f"{i:06d}" + "0" * 1018 for i in range(8500)])], names=["a"])
     reader = lambda: pa.RecordBatchReader.from_batches(batch.schema, [batch, batch])  # noqa: E731
     ours = write_fragments(reader(), str(tmp_path / "ours"), max_bytes_per_file=1024)
     theirs = lance.fragment.write_fragments(reader(), str(tmp_path / "theirs"), max_bytes_per_file=1024)

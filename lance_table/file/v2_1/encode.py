@@ -6,8 +6,11 @@ page budget, writes pages of whole rows. Each page picks its layout from its dat
 
 * constant: no valid value at all (nulls, null or empty lists); levels are stored raw when they say
   more than "every leaf is null" (the layout pylance writes for such pages), and ``struct<>``;
-* mini-block (:mod:`miniblock_encode`): values narrower than 256 bytes, pylance's threshold;
-* full-zip (:mod:`fullzip_encode`): wider values, and narrow ones whose levels cannot fit a chunk;
+* mini-block (:mod:`miniblock_encode`): values narrower than 256 bytes, pylance's threshold, and
+  wider binary values that are few distinct ones (a dictionary) or, in 2.2, a few hundred bytes
+  each (zstd chunks; see :func:`fullzip_values.wide_values`);
+* full-zip (:mod:`fullzip_encode`): other wide values, and narrow ones whose levels cannot fit a
+  chunk;
 * Arrow dictionary arrays: mini-block indices (the key type's width) with the page's whole
   dictionary, as pylance stores them;
 * blob (:mod:`blob_encode`): descriptors of values written outside the pages;
@@ -28,6 +31,7 @@ from lance_table.errors import PackedStructError, UnsupportedFormatError
 from lance_table.file.fields import is_blob
 from lance_table.file.v2_1.blob_encode import BlobSink, encode_blob_page, write_blobs
 from lance_table.file.v2_1.fullzip_encode import encode_full_zip
+from lance_table.file.v2_1.fullzip_values import per_value, wide_values
 from lance_table.file.v2_1.layout import is_packed_struct
 from lance_table.file.v2_1.levels import Shredded, def_levels, is_list_node, join, layer_kinds, shred
 from lance_table.file.v2_1.miniblock_encode import ChunkTooLarge, encode_mini_block
@@ -41,7 +45,6 @@ from lance_table.file.v2_1.values_encode import (
     compress_values,
     compression_scheme,
     fixed_bits,
-    per_value,
     widest_value,
 )
 from lance_table.schema import FieldNode, is_binary_like
@@ -166,14 +169,17 @@ def encode_page(piece: Shredded, path: Sequence[FieldNode], large: bool) -> tupl
             raise UnsupportedFormatError(f"{what}: {exc}") from exc
     scheme = compression_scheme(leaf.field.metadata)
     values = None
-    # wide binary values go full-zip: their mini-block compression is not even worked out
     if not is_binary_like(piece.values.type) or widest_value(piece.values) < FULL_ZIP_BYTES:
         values = compress_values(piece.values, what, scheme, large)
-        if values.max_value_bytes < FULL_ZIP_BYTES:
-            try:
-                return encode_mini_block(values, n, rep, defs, piece.visible, kinds, max_rep, large)
-            except ChunkTooLarge:
-                pass
+        mini = values.max_value_bytes < FULL_ZIP_BYTES
+    else:  # wide binary values: full-zip, unless a dictionary or zstd chunks pay
+        values = wide_values(piece.values, scheme, large)
+        mini = values is not None
+    if mini and values is not None:
+        try:
+            return encode_mini_block(values, n, rep, defs, piece.visible, kinds, max_rep, large)
+        except ChunkTooLarge:
+            pass
     pv = per_value(piece.values, what, scheme)
     if pv is None:  # bit-packed items have no per-value form (binary values always have one)
         if values is None:
