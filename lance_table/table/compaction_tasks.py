@@ -121,7 +121,13 @@ class CompactionTask:
         """
         snapshot = _at(dataset, self.read_version)
         [bin_] = _bins_of(snapshot, [[f.id for f in self.fragments]])
-        job = job_for(snapshot, [bin_], self.options.get("max_bytes_per_file"), committing=False)
+        job = job_for(
+            snapshot,
+            [bin_],
+            self.options.get("max_bytes_per_file"),
+            committing=False,
+            batch_size=self.options.get("batch_size"),
+        )
         new, files = rewrite(job, bin_)
         old = [r.fragment for r in bin_.fragments]
         metrics = CompactionMetrics(
