@@ -63,14 +63,16 @@ from lance_table.table.fragment_metadata import FragmentMetadata
 from lance_table.table.lance_fragment import LanceFragment
 from lance_table.table.lance_operation import LanceOperation, Transaction
 from lance_table.table.lance_schema import LanceSchema
-from lance_table.table.maintenance import DataStatistics, FieldStatistics
+from lance_table.table.maintenance import DataStatistics, FieldStatistics, LanceStats
 from lance_table.table.operations.auto_cleanup import AutoCleanupConfig
 from lance_table.table.operations.cleanup import CleanupCandidateFile, CleanupExplanation, CleanupStats
 from lance_table.table.operations.merge_insert import MergeInsertBuilder
+from lance_table.table.optimize import DatasetOptimizer
 from lance_table.table.scan_spec import ColumnOrdering
 from lance_table.table.scanner import LanceScanner
 from lance_table.table.session import Session
 from lance_table.table.sql_query import SqlQuery, SqlQueryBuilder
+from lance_table.table.tags import Tag, Tags
 from lance_table.udf import BatchUDF, add_columns_udf, batch_udf
 
 __all__ = [
@@ -97,6 +99,7 @@ __all__ = [
     "DatasetAlreadyExistsError",
     "DatasetBasePath",
     "DatasetNotFoundError",
+    "DatasetOptimizer",
     "DetachedCommitError",
     "EmptyDataError",
     "FieldStatistics",
@@ -110,6 +113,7 @@ __all__ = [
     "LanceOperation",
     "LanceScanner",
     "LanceSchema",
+    "LanceStats",
     "LanceTableError",
     "MergeInsertBuilder",
     "MergeInsertError",
@@ -124,7 +128,9 @@ __all__ = [
     "StorageCredentialsError",
     "StorageOptionsError",
     "StorageUnreachableError",
+    "Tag",
     "TagError",
+    "Tags",
     "Transaction",
     "UnsupportedFormatError",
     "UnsupportedOperationError",

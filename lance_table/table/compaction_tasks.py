@@ -80,6 +80,11 @@ class RewriteResult:
     new_fragments: list[FragmentMetadata]
     files: tuple[str, ...] = field(default=(), repr=False)  # every file written, sidecars too
 
+    @property
+    def original_fragments(self) -> list[FragmentMetadata]:
+        """The fragments the task rewrote (pylance's name of :attr:`old_fragments`)."""
+        return self.old_fragments
+
     def __repr__(self) -> str:  # pylance's: the fragments, new before old, without the metrics
         return (
             f"RewriteResult(read_version={self.read_version}, new_fragments={self.new_fragments!r}, "

@@ -209,6 +209,30 @@ class LanceFragment(pds.Fragment):
         args = {**locals(), **options, "fragments": (self.fragment_id,)}
         return LanceScanner(self._snapshot, scan_spec(args, "LanceFragment.to_table")).to_table()
 
+    def to_pandas(
+        self,
+        columns: Columns = None,
+        filter: Predicate | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        batch_size: int | None = None,
+        with_row_id: bool = False,
+        with_row_address: bool = False,
+        blob_mode: str = "lazy",
+        order_by: Any = None,
+        **kwargs: Any,
+    ) -> Any:
+        """The fragment's rows as a pandas DataFrame (``kwargs`` go to ``pyarrow.Table.to_pandas``;
+        ``blob_mode`` as ``Dataset.to_pandas``'s).
+
+        Raises:
+            as :meth:`to_table`; UnsupportedOptionError: blob columns with ``blob_mode`` other
+            than "descriptions".
+        """
+        args = {k: v for k, v in locals().items() if k not in ("self", "kwargs", "blob_mode", "__class__")}
+        spec = scan_spec({**args, "fragments": (self.fragment_id,)}, "LanceFragment.to_pandas")
+        return LanceScanner(self._snapshot, spec).to_pandas(blob_mode=blob_mode, **kwargs)
+
     def to_batches(self, **options: Any) -> Iterator[pa.RecordBatch]:
         """The fragment's rows in batches of at most ``batch_size`` rows (options as :meth:`scanner`).
 

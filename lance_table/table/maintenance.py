@@ -70,7 +70,13 @@ def _bytes_per_field(snapshot: Snapshot, data_file: DataFile) -> dict[int, int]:
 
 
 class LanceStats:
-    """``ds.stats``: pylance's ``LanceStats`` (dataset statistics of one version)."""
+    """``ds.stats``: pylance's ``LanceStats`` (dataset statistics of one version).
+
+    Example:
+        ```python
+        print(ds.stats.dataset_stats()["num_fragments"], ds.stats.data_stats())
+        ```
+    """
 
     def __init__(self, snapshot: Snapshot) -> None:
         self._snapshot = snapshot
