@@ -68,8 +68,18 @@ from lance_table.table.operations.auto_cleanup import AutoCleanupConfig
 from lance_table.table.operations.cleanup import CleanupCandidateFile, CleanupExplanation, CleanupStats
 from lance_table.table.operations.merge_insert import MergeInsertBuilder
 from lance_table.table.optimize import DatasetOptimizer
+from lance_table.table.result_types import (
+    AlterColumn,
+    BulkCommitResult,
+    DatasetStats,
+    DeleteResult,
+    ExecuteResult,
+    UpdateResult,
+    Version,
+)
 from lance_table.table.scan_spec import ColumnOrdering
 from lance_table.table.scanner import LanceScanner
+from lance_table.table.scanner_builder import ScannerBuilder
 from lance_table.table.session import Session
 from lance_table.table.sql_query import SqlQuery, SqlQueryBuilder
 from lance_table.table.tags import Tag, Tags
@@ -77,6 +87,7 @@ from lance_table.udf import BatchUDF, add_columns_udf, batch_udf
 
 __all__ = [
     "LANCE_COMMIT_MESSAGE_KEY",
+    "AlterColumn",
     "AppendSchemaError",
     "AutoCleanupConfig",
     "BasePathError",
@@ -85,6 +96,7 @@ __all__ = [
     "BlobColumn",
     "BlobFile",
     "BlobLocationError",
+    "BulkCommitResult",
     "CleanupCandidateFile",
     "CleanupExplanation",
     "CleanupStats",
@@ -100,8 +112,11 @@ __all__ = [
     "DatasetBasePath",
     "DatasetNotFoundError",
     "DatasetOptimizer",
+    "DatasetStats",
+    "DeleteResult",
     "DetachedCommitError",
     "EmptyDataError",
+    "ExecuteResult",
     "FieldStatistics",
     "FilterError",
     "FragmentMetadata",
@@ -120,6 +135,7 @@ __all__ = [
     "MergeSourceError",
     "MixedFileVersionsError",
     "RowRangeError",
+    "ScannerBuilder",
     "SchemaChangeError",
     "SchemaError",
     "Session",
@@ -135,6 +151,8 @@ __all__ = [
     "UnsupportedFormatError",
     "UnsupportedOperationError",
     "UnsupportedOptionError",
+    "UpdateResult",
+    "Version",
     "VersionGoneError",
     "VersionNotFoundError",
     "WriteAbortedError",

@@ -146,3 +146,37 @@ def test_pylance_dataset_classes_are_exported(tmp_path):
 
 def test_bfloat16_from_bytes_keyword():
     assert BFloat16.from_bytes(bytes=b"\x80\x3f").as_float() == 1.0
+
+
+def test_scanner_builder_as_pylance(tmp_path):
+    from lance.dataset import ScannerBuilder as TheirBuilder
+
+    ours, theirs = _pair(tmp_path, ROWS, max_rows_per_file=8)
+    mine, oracle = lt.dataset(ours), lance.dataset(theirs)
+
+    def build(builder, ds):
+        frags = ds.get_fragments()[1:]
+        builder.columns(["a", "b"]).filter("a % 2 = 0").with_fragments(frags).offset(1).limit(4)
+        return builder.with_row_id().apply_defaults({"batch_size": 2, "scan_in_order": True}).to_scanner()
+
+    assert (
+        build(lt.ScannerBuilder(mine), mine).to_table().equals(build(TheirBuilder(oracle), oracle).to_table())
+    )
+    expr = lt.ScannerBuilder(mine).filter({"expr_filter": "a > 15"}).to_scanner().to_table()
+    assert expr.equals(TheirBuilder(oracle).filter({"expr_filter": "a > 15"}).to_scanner().to_table())
+    with pytest.raises(errors.UnsupportedOperationError, match="nearest"):
+        lt.ScannerBuilder(mine).nearest("a", [1.0], k=3).to_scanner()
+    with pytest.raises(ValueError, match="nope"):
+        lt.ScannerBuilder(mine).apply_defaults({"nope": 1})
+    with pytest.raises(TypeError):
+        lt.ScannerBuilder(mine).columns("a")  # type: ignore[arg-type]
+
+
+def test_result_type_names(tmp_path):
+    ds = lt.write_dataset(ROWS, tmp_path / "ds")
+    deleted: lt.DeleteResult = ds.delete("a < 2")
+    updated: lt.UpdateResult = ds.update({"b": "'x'"}, where="a < 4")
+    assert set(deleted) == set(lt.DeleteResult.__annotations__)
+    assert set(updated) == set(lt.UpdateResult.__annotations__)
+    assert set(ds.stats.dataset_stats()) == set(lt.DatasetStats.__annotations__)
+    assert set(lt.Version.__annotations__) <= set(ds.versions()[0])
