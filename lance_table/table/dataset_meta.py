@@ -9,6 +9,9 @@ import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from pyroaring import BitMap
+
+from lance_table.table import versions
 from lance_table.table.commit.row_ids import uses_stable_row_ids
 from lance_table.table.handle import Handle
 from lance_table.table.operations import config as config_ops
@@ -50,6 +53,20 @@ class _Metadata(Handle):
     def initial_storage_options(self) -> dict[str, Any] | None:
         """The storage options the dataset was opened with (None when none were given)."""
         return dict(self._storage.storage_options) or None
+
+    def fragment_ids(self) -> BitMap:
+        """The ids of this version's fragments, as a roaring bitmap (iterable, sized, ``in``;
+        pylance's ``Bitmap``), without a fragment object each."""
+        return BitMap(f.id for f in self.manifest.fragments)
+
+    def version_refs(self) -> list[dict[str, int]]:
+        """Every attached version as ``{"version": n}``, oldest first, from the listing alone
+        (no manifest is read; pylance's ``version_refs``).
+
+        Raises:
+            CorruptFileError: the directory mixes the V1 and V2 manifest naming schemes.
+        """
+        return [{"version": e.version} for e in versions.list_versions(self._storage)]
 
     def latest_storage_options(self) -> dict[str, Any] | None:
         """The storage options in use (lance_table does not refresh them from a provider: as

@@ -4,7 +4,7 @@ row counts and scans of its rows alone (what Ray, lance-ray and Daft split reads
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import cached_property
 from typing import Any
 
@@ -19,8 +19,9 @@ from lance_table.table import scanner as scans
 from lance_table.table.fragment_metadata import DataFile, FragmentMetadata
 from lance_table.table.fragment_session import FragmentSession, open_session
 from lance_table.table.lance_schema import LanceSchema
+from lance_table.table.maintenance import validate
 from lance_table.table.opening import refuse
-from lance_table.table.operations.delete import delete_in_fragment
+from lance_table.table.operations.delete import delete_in_fragment, delete_offsets_in_fragment
 from lance_table.table.operations.stage import create_fragment
 from lance_table.table.scan import Predicate
 from lance_table.table.scan_spec import Columns, scan_spec
@@ -275,6 +276,27 @@ class LanceFragment(pds.Fragment):
         """
         fragment = delete_in_fragment(self._snapshot, self.fragment_id, predicate)
         return None if fragment is None else FragmentMetadata.from_fragment(fragment)
+
+    def delete_rows(self, offsets: Iterable[int]) -> FragmentMetadata | None:
+        """The fragment with the rows at these physical offsets (0-based, in this fragment)
+        deleted as well, or None when no row would be left; nothing is committed (as
+        :meth:`delete`, without a predicate: pylance's ``delete_rows``).
+
+        Raises:
+            IndexError: an offset lies outside the fragment.
+        """
+        fragment = delete_offsets_in_fragment(self._snapshot, self.fragment_id, offsets)
+        return None if fragment is None else FragmentMetadata.from_fragment(fragment)
+
+    def validate(self) -> None:
+        """Check this fragment's integrity (its files there, its deletion count within its rows),
+        as the dataset's ``validate()`` checks every fragment.
+
+        Raises:
+            SchemaError: the fragment deletes more rows than it has.
+            DataFileNotFoundError: a data or deletion file is missing.
+        """
+        validate(self._snapshot, fragment_ids=(self.fragment_id,))
 
     def merge_columns(
         self,

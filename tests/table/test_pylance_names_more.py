@@ -180,3 +180,35 @@ def test_result_type_names(tmp_path):
     assert set(updated) == set(lt.UpdateResult.__annotations__)
     assert set(ds.stats.dataset_stats()) == set(lt.DatasetStats.__annotations__)
     assert set(lt.Version.__annotations__) <= set(ds.versions()[0])
+
+
+def test_fragment_ids_and_version_refs_as_pylance(tmp_path):
+    ours, theirs = _pair(tmp_path, ROWS, max_rows_per_file=6)
+    for uri, lib in ((ours, lt), (theirs, lance)):
+        lib.dataset(uri).delete("a < 6")  # the first fragment goes
+    mine, oracle = lt.dataset(ours), lance.dataset(theirs)
+    assert list(mine.fragment_ids()) == list(oracle.fragment_ids()) == [1, 2, 3]
+    assert len(mine.fragment_ids()) == 3 and 2 in mine.fragment_ids()
+    assert mine.version_refs() == oracle.version_refs() == [{"version": 1}, {"version": 2}]
+
+
+def test_fragment_delete_rows_and_validate_as_pylance(tmp_path):
+    ours, theirs = _pair(tmp_path, ROWS, max_rows_per_file=10)
+    got = lt.dataset(ours).get_fragment(1).delete_rows([0, 3, 3, 9])
+    want = lance.dataset(theirs).get_fragment(1).delete_rows([0, 3, 3, 9])
+    assert got.deletion_file.num_deleted_rows == want.deletion_file.num_deleted_rows == 3
+    assert lt.dataset(ours).get_fragment(0).delete_rows(range(10)) is None
+    assert lance.dataset(theirs).get_fragment(0).delete_rows(range(10)) is None
+    with pytest.raises(IndexError):
+        lt.dataset(ours).get_fragment(1).delete_rows([10])
+    for uri, lib, frag in ((ours, lt, got), (theirs, lance, want)):
+        lib.LanceDataset.commit(str(uri), lib.LanceOperation.Delete([frag], [], "by offsets"), read_version=1)
+    expected = [i for i in range(20) if i not in (10, 13, 19)]
+    assert lt.dataset(ours).to_table()["a"].to_pylist() == expected
+    assert lance.dataset(ours).to_table().equals(lance.dataset(theirs).to_table())
+    lt.dataset(ours).get_fragment(1).validate()
+    data_file = next((ours / "data").iterdir())
+    data_file.unlink()
+    broken = next(f for f in lt.dataset(ours).get_fragments() if f.data_files()[0].path == data_file.name)
+    with pytest.raises(errors.DataFileNotFoundError):
+        broken.validate()
