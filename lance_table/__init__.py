@@ -64,18 +64,31 @@ from lance_table.table.fragment_metadata import FragmentMetadata
 from lance_table.table.lance_fragment import LanceFragment
 from lance_table.table.lance_operation import LanceOperation, Transaction
 from lance_table.table.lance_schema import LanceSchema
-from lance_table.table.maintenance import DataStatistics, FieldStatistics
+from lance_table.table.maintenance import DataStatistics, FieldStatistics, LanceStats
 from lance_table.table.operations.auto_cleanup import AutoCleanupConfig
 from lance_table.table.operations.cleanup import CleanupCandidateFile, CleanupExplanation, CleanupStats
 from lance_table.table.operations.merge_insert import MergeInsertBuilder
+from lance_table.table.optimize import DatasetOptimizer
+from lance_table.table.result_types import (
+    AlterColumn,
+    BulkCommitResult,
+    DatasetStats,
+    DeleteResult,
+    ExecuteResult,
+    UpdateResult,
+    Version,
+)
 from lance_table.table.scan_spec import ColumnOrdering
 from lance_table.table.scanner import LanceScanner
+from lance_table.table.scanner_builder import ScannerBuilder
 from lance_table.table.session import Session
 from lance_table.table.sql_query import SqlQuery, SqlQueryBuilder
+from lance_table.table.tags import Tag, Tags
 from lance_table.udf import BatchUDF, add_columns_udf, batch_udf
 
 __all__ = [
     "LANCE_COMMIT_MESSAGE_KEY",
+    "AlterColumn",
     "AppendSchemaError",
     "AutoCleanupConfig",
     "BasePathError",
@@ -84,6 +97,7 @@ __all__ = [
     "BlobColumn",
     "BlobFile",
     "BlobLocationError",
+    "BulkCommitResult",
     "CleanupCandidateFile",
     "CleanupExplanation",
     "CleanupStats",
@@ -98,8 +112,12 @@ __all__ = [
     "DatasetAlreadyExistsError",
     "DatasetBasePath",
     "DatasetNotFoundError",
+    "DatasetOptimizer",
+    "DatasetStats",
+    "DeleteResult",
     "DetachedCommitError",
     "EmptyDataError",
+    "ExecuteResult",
     "FieldStatistics",
     "FilterError",
     "FragmentMetadata",
@@ -111,6 +129,7 @@ __all__ = [
     "LanceOperation",
     "LanceScanner",
     "LanceSchema",
+    "LanceStats",
     "LanceTableError",
     "MergeInsertBuilder",
     "MergeInsertError",
@@ -118,6 +137,7 @@ __all__ = [
     "MixedFileVersionsError",
     "PackedStructError",
     "RowRangeError",
+    "ScannerBuilder",
     "SchemaChangeError",
     "SchemaError",
     "Session",
@@ -126,11 +146,15 @@ __all__ = [
     "StorageCredentialsError",
     "StorageOptionsError",
     "StorageUnreachableError",
+    "Tag",
     "TagError",
+    "Tags",
     "Transaction",
     "UnsupportedFormatError",
     "UnsupportedOperationError",
     "UnsupportedOptionError",
+    "UpdateResult",
+    "Version",
     "VersionGoneError",
     "VersionNotFoundError",
     "WriteAbortedError",

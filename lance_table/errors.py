@@ -335,6 +335,12 @@ class BatchCommitError(LanceTableError, ValueError, OSError):
     was written."""
 
 
+class FragmentMetadataError(LanceTableError, ValueError, OSError):
+    """Fragment metadata handed to a commit that pylance refuses too: a data file with as many
+    column indices as field ids, or a leaf field of a 2.1+ file without a column. An ``OSError``
+    as pylance's is; nothing was written."""
+
+
 class UpdateError(LanceTableError, ValueError):
     """An ``update`` asks for what cannot be done: no columns, a nested field or a blob column to
     update, a negative retry count (a ValueError, as pylance raises). Nothing was written."""

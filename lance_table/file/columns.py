@@ -26,7 +26,7 @@ from lance_table.file.container import (
     FileVersion,
     pack_encoding,
 )
-from lance_table.file.fields import BLOB_DESCRIPTOR
+from lance_table.file.fields import BLOB_DESCRIPTOR, array_overhead
 from lance_table.file.v2_0 import encode as encode20
 from lance_table.file.v2_0.layout import is_packed_struct
 from lance_table.file.v2_1 import encode as encode21
@@ -135,7 +135,9 @@ class LeafWriter(FieldWriter):
         self.pending.append(arr)
         self.pending_bytes += arr.nbytes
         budget = _page_budget(self.w)
-        while self.pending_bytes >= budget:
+        # counted as pylance counts what it buffers (see array_overhead): pages fill at its rows
+        overhead = array_overhead(arr.type)
+        while self.pending_bytes + overhead * len(self.pending) > budget:
             total = sum(len(a) for a in self.pending)
             rows = max(1, int(budget * total / max(self.pending_bytes, 1)))
             if rows >= total:

@@ -80,6 +80,11 @@ class RewriteResult:
     new_fragments: list[FragmentMetadata]
     files: tuple[str, ...] = field(default=(), repr=False)  # every file written, sidecars too
 
+    @property
+    def original_fragments(self) -> list[FragmentMetadata]:
+        """The fragments the task rewrote (pylance's name of :attr:`old_fragments`)."""
+        return self.old_fragments
+
     def __repr__(self) -> str:  # pylance's: the fragments, new before old, without the metrics
         return (
             f"RewriteResult(read_version={self.read_version}, new_fragments={self.new_fragments!r}, "
@@ -121,7 +126,13 @@ class CompactionTask:
         """
         snapshot = _at(dataset, self.read_version)
         [bin_] = _bins_of(snapshot, [[f.id for f in self.fragments]])
-        job = job_for(snapshot, [bin_], self.options.get("max_bytes_per_file"), committing=False)
+        job = job_for(
+            snapshot,
+            [bin_],
+            self.options.get("max_bytes_per_file"),
+            committing=False,
+            batch_size=self.options.get("batch_size"),
+        )
         new, files = rewrite(job, bin_)
         old = [r.fragment for r in bin_.fragments]
         metrics = CompactionMetrics(

@@ -17,6 +17,7 @@ from lance_table.table.blobs import BlobFile, take_blobs
 from lance_table.table.fragment_metadata import FragmentMetadata
 from lance_table.table.handle import Handle
 from lance_table.table.lance_fragment import LanceFragment, fragment_of
+from lance_table.table.pandas_export import DEFAULT_BLOB_MODE
 from lance_table.table.scan import Predicate
 from lance_table.table.scan_spec import Columns, scan_spec
 from lance_table.table.scanner import LanceScanner
@@ -163,6 +164,44 @@ class _Reading(Handle):
         spec = scan_spec(self._scan_options({**locals(), **options}), "to_table")
         return LanceScanner(self._snapshot, spec).to_table()
 
+    def to_pandas(
+        self,
+        columns: Columns = None,
+        filter: Predicate | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        nearest: Any = None,
+        batch_size: int | None = None,
+        batch_readahead: int | None = None,
+        fragment_readahead: int | None = None,
+        scan_in_order: bool | None = None,
+        *,
+        prefilter: bool | None = None,
+        with_row_id: bool | None = None,
+        with_row_address: bool | None = None,
+        use_stats: bool | None = None,
+        fast_search: bool | None = None,
+        full_text_query: Any = None,
+        io_buffer_size: int | None = None,
+        late_materialization: bool | list[str] | None = None,
+        blob_mode: str = DEFAULT_BLOB_MODE,
+        use_scalar_index: bool | None = None,
+        include_deleted_rows: bool | None = None,
+        order_by: Any = None,
+        disable_scoring_autoprojection: bool | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """The rows as a pandas DataFrame: scan options as :meth:`to_table`'s, ``blob_mode`` (how
+        blob columns come out; only "descriptions", the descriptors, is supported), and
+        ``kwargs`` for ``pyarrow.Table.to_pandas``.
+
+        Raises:
+            as :meth:`to_table`; UnsupportedOptionError: blob columns with another ``blob_mode``.
+        """
+        given = {k: v for k, v in locals().items() if k not in ("self", "kwargs", "blob_mode", "__class__")}
+        spec = scan_spec(self._scan_options(given), "to_pandas")
+        return LanceScanner(self._snapshot, spec).to_pandas(blob_mode=blob_mode, **kwargs)
+
     def head(self, num_rows: int, **options: Any) -> pa.Table:
         """The first ``num_rows`` rows; options as :meth:`scanner`'s.
 
@@ -237,6 +276,7 @@ class _Reading(Handle):
         indices: Sequence[int] | np.ndarray | pa.Array | None = None,
         *,
         allow_external: bool = False,
+        buffer_size: int | None = None,
     ) -> list[BlobFile | None]:
         """The values of a blob column as lazy, seekable binary files (pylance's ``take_blobs``).
 
@@ -244,6 +284,7 @@ class _Reading(Handle):
         or ``indices`` (positions in this version); one element per selected row, None for a null
         blob. Blobs at URIs outside the dataset are opened only with ``allow_external``, and
         only below one of the dataset's registered base paths (object store schemes only).
+        ``buffer_size`` (pylance's read-ahead of each file) tunes pylance only: accepted.
 
         Raises:
             ValueError: not exactly one selection is given.

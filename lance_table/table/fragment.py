@@ -248,9 +248,13 @@ class FragmentReader:
             wanted = []
             file_nodes = []
             file_floors = {}
+            read_names = []
             for name in group:
                 node = self.roots[name]
                 file_node = file_roots.get(node.id)
+                if file_node is None and _without_column(data_file, node):
+                    columns[name] = pa.chunked_array([pa.nulls(runs.total, node.arrow_type)])
+                    continue
                 if file_node is None:
                     raise CorruptFileError(
                         self._manifest_where(),
@@ -258,15 +262,18 @@ class FragmentReader:
                     )
                 _check_blob_fields(node, file_node, where)
                 file_name = file_node.name
+                read_names.append(name)
                 wanted.append(file_name)
                 file_nodes.append(file_node)
                 if floors and name in floors:
                     file_floors[file_name] = floors[name]
+            if not wanted:
+                continue
             try:
                 table = reader.read_runs(runs, wanted, floors=file_floors)
             except FileNotFoundError:  # deleted since the reader was opened (files open per read)
                 raise missing_file_error(self.storage, where(), self.version) from None
-            for name, col, file_node in zip(group, table.columns, file_nodes):
+            for name, col, file_node in zip(read_names, table.columns, file_nodes):
                 node = self.roots[name]
                 col = conform(col, node, file_node)
                 target = node.arrow_type
@@ -319,6 +326,16 @@ class FragmentReader:
             if not ids.isdisjoint(self.fragment.files[i].fields):
                 return i
         return -1
+
+
+def _without_column(data_file: DataFile, node: FieldNode) -> bool:
+    """Whether a 2.0+ data file lists the field but gives it no column (no column indices at all,
+    or -1 for each of its ids it lists): the field reads as nulls there, as in pylance."""
+    if not data_file.file_major_version or data_file.version == "0.1":
+        return False
+    if not data_file.column_indices:
+        return True
+    return all(col < 0 for fid, col in zip(data_file.fields, data_file.column_indices) if fid in node.ids)
 
 
 def _is_blob_descriptor(node: FieldNode) -> bool:

@@ -48,7 +48,15 @@ IN_FLIGHT_SECONDS = 3600.0
 @dataclass(frozen=True)
 class Tag:
     """A tag; its fields read as attributes or, as pylance's ``Tag`` dict, by key
-    (``tag["version"]``; ``branch`` is always None)."""
+    (``tag["version"]``; ``branch`` is always None).
+
+    Example:
+        ```python
+        ds.tags.create("first", 1)
+        tag = ds.tags.list()["first"]
+        print(tag["version"], tag.created_at)
+        ```
+    """
 
     name: str
     version: int
@@ -60,7 +68,25 @@ class Tag:
     _KEYS = ("branch", "version", "created_at", "updated_at", "manifest_size", "metadata")
 
     def keys(self) -> tuple[str, ...]:
+        """The keys of pylance's ``Tag`` dict."""
         return self._KEYS
+
+    def values(self) -> list[Any]:
+        """The values of :meth:`keys`, in order (as a dict's)."""
+        return [self[k] for k in self._KEYS]
+
+    def items(self) -> list[tuple[str, Any]]:
+        """The (key, value) pairs, as a dict's."""
+        return [(k, self[k]) for k in self._KEYS]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The value of ``key``, or ``default`` when it is no key of a tag (as a dict's)."""
+        return self[key] if key in self._KEYS else default
+
+    @property
+    def branch(self) -> None:
+        """The tag's branch: always None (lance_table has no branches)."""
+        return None
 
     def __getitem__(self, key: str) -> Any:
         if key not in self._KEYS:
@@ -140,7 +166,16 @@ def _checked_name(name: str) -> str:
 
 
 class Tags:
-    """The tags of a dataset: ``create``, ``update``, ``delete``, ``list``, ``get_version``."""
+    """The tags of a dataset: ``create``, ``update``, ``delete``, ``list``, ``get_version``
+    (``ds.tags``, pylance's ``Tags``).
+
+    Example:
+        ```python
+        ds.tags.create("stable", ds.version)
+        print(ds.tags.get_version("stable"), list(ds.tags.list()))
+        ds.tags.delete("stable")
+        ```
+    """
 
     def __init__(self, storage: Storage, current: int | None = None) -> None:
         """``current``: the version of the handle the tags were asked from (what ``create`` and

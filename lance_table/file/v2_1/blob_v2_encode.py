@@ -123,9 +123,9 @@ def _descriptors(fixed: np.ndarray, uris: list[bytes] | None) -> pa.StructArray:
     n = len(fixed)
     if uris is None:
         offsets = pa.py_buffer(np.zeros(n + 1, np.int32))
-        uri = pa.Array.from_buffers(pa.binary(), n, [None, offsets, pa.py_buffer(b"")])
-    else:
-        uri = pa.array(uris, pa.binary())
+        uri = pa.Array.from_buffers(pa.utf8(), n, [None, offsets, pa.py_buffer(b"")])
+    else:  # the descriptor's blob_uri is a string (FSST may compress it, as pylance does)
+        uri = pa.array(uris, pa.binary()).cast(pa.utf8())
     children = [pa.array(fixed[name]) for name, _, _ in DESCRIPTOR_FIELDS[:-1]]
     return pa.StructArray.from_arrays([*children, uri], names=[name for name, _, _ in DESCRIPTOR_FIELDS])
 

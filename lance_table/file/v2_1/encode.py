@@ -28,7 +28,7 @@ import pyarrow as pa
 
 from lance_table._proto import encodings_v2_1_pb2 as pb
 from lance_table.errors import PackedStructError, UnsupportedFormatError
-from lance_table.file.fields import is_blob
+from lance_table.file.fields import array_overhead, is_blob
 from lance_table.file.v2_1.blob_encode import BlobSink, encode_blob_page, write_blobs
 from lance_table.file.v2_1.fullzip_encode import encode_full_zip
 from lance_table.file.v2_1.fullzip_values import per_value, wide_values
@@ -51,6 +51,8 @@ from lance_table.schema import FieldNode, is_binary_like
 
 # Values of this many bytes or more go full-zip (pylance's MINIBLOCK_MAX_BYTE_LENGTH_PER_VALUE).
 FULL_ZIP_BYTES = 256
+
+
 # Without a ``max_page_bytes``, a page holds at most this many times the page budget: 32 MiB
 # for the default budget. Fewer pages make a take cheaper (each page touched has a fixed cost);
 # past 32 MiB, glibc maps every buffer afresh, and faulting its pages in costs more than that.
@@ -266,6 +268,7 @@ class LeafColumnWriter:
             self.blob_sink = blob_sink
         self.pending: list[Shredded] = []
         self.pending_bytes = 0
+        self.overhead = array_overhead(path[-1].arrow_type)
         self.rows_written = 0
 
     def append(self, arr: pa.Array) -> None:
@@ -276,8 +279,8 @@ class LeafColumnWriter:
         if self.blob_sink is not None:
             piece = write_blobs(piece, self.blob_sink)
         self.pending.append(piece)
-        self.pending_bytes += piece.nbytes()
-        if self.pending_bytes >= self.budget:
+        self.pending_bytes += piece.nbytes() + self.overhead
+        if self.pending_bytes > self.budget:
             self._flush()
 
     def _flush(self) -> None:

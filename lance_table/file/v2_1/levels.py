@@ -50,8 +50,10 @@ class Shredded:
 
     def nbytes(self) -> int:
         """Approximate memory held (the page budget counts this; a dictionary array counts its
-        indices only, as every page stores the whole dictionary anyway)."""
-        levels = self.codes.size * (3 if self.rep is not None else 1)
+        indices only, as every page stores the whole dictionary anyway). Without lists, as
+        pylance counts the arrays it buffers: their values and validity, so a column's pages
+        (and the bytes a writer has written) fill at the same rows as pylance's."""
+        levels = self.codes.size * 3 if self.rep is not None else 0
         values = self.values.indices if pa.types.is_dictionary(self.values.type) else self.values
         return int(values.nbytes) + levels
 

@@ -31,9 +31,10 @@ import pyarrow.compute as pc
 from lance_table._proto import encodings_v2_1_pb2 as pb
 from lance_table.errors import PackedStructError
 from lance_table.file.compression.entries import le_table
+from lance_table.file.v2_1.fullzip_values import per_value
 from lance_table.file.v2_1.layout import is_packed_struct
 from lance_table.file.v2_1.value_kinds import bit_values, fixed_bits, flat, fsl_encoding, fsl_levels
-from lance_table.file.v2_1.values_encode import PerValue, compression_scheme, per_value
+from lance_table.file.v2_1.values_encode import PerValue, compression_scheme
 from lance_table.schema import FieldNode, is_binary_like
 
 # Rows of more bytes than this take 64-bit row lengths (pylance's switch).

@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import random
 import time
 from collections.abc import Callable, Iterator
@@ -50,6 +51,8 @@ from lance_table.table.operations.auto_cleanup import run_after_commit
 from lance_table.table.tags import COMMIT_REFRESH_SECONDS, pinned
 
 DEFAULT_MAX_RETRIES = 20
+# pylance's bound on the time a commit takes with its retries: accepted, and left to max_retries here
+DEFAULT_COMMIT_TIMEOUT: dt.timedelta = dt.timedelta(minutes=30)
 # Seconds; the sleep before retry k is uniform in [0, BACKOFF_BASE * 2**k], capped at MAX_BACKOFF.
 BACKOFF_BASE = 0.02
 MAX_BACKOFF = 2.0
