@@ -18,6 +18,7 @@ are those the general path writes for the same chunks.
 
 from __future__ import annotations
 
+import struct
 from itertools import pairwise
 
 import numpy as np
@@ -166,6 +167,8 @@ def _assemble(
     from the levels, compressed chunk by chunk."""
     counts = np.diff(bounds)
     c = counts.size
+    if c == 1:
+        return _assemble_one(int(counts[0]), levels, bounds, large, head, pieces)
     stored = [p[2] for p in pieces]
     compressed = compress_chunks(levels.defs, bounds, levels.codec) if levels is not None else None
     level_sizes = compressed.lengths if compressed is not None else None
@@ -189,6 +192,41 @@ def _assemble(
     for src, src_start, length, dst in segments:
         copy_segments(out, dst, src, src_start, length)
     return out, sizes.tolist()
+
+
+def _assemble_one(
+    count: int,
+    levels: _Levels | None,
+    bounds: np.ndarray,
+    large: bool,
+    head: int,
+    pieces: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
+) -> tuple[np.ndarray, list[int]]:
+    """:func:`_assemble` of a page of one chunk (a small page, an append of a few rows): the same
+    bytes, joined in Python rather than scattered page-wide by numpy (whose fixed cost per array
+    operation would outweigh the work on so few bytes)."""
+    parts: list[bytes] = []
+    words = [count & 0xFFFF if levels is not None else 0]
+    if levels is not None:
+        compressed = compress_chunks(levels.defs, bounds, levels.codec)
+        level_len = int(compressed.lengths[0])
+        level_at = int(compressed.starts[0])
+        words.append(level_len & 0xFFFF)
+        parts.append(compressed.data[level_at : level_at + level_len].tobytes())
+        parts.append(_FILL_BYTE * (-level_len % 8))
+    mask = 0xFFFFFFFF if large else 0xFFFF
+    sizes = [int(p[2][0]) for p in pieces]
+    size_code = "I" if large else "H"
+    header = struct.pack(f"<{len(words)}H{len(sizes)}{size_code}", *words, *(s & mask for s in sizes))
+    for (src, src_start, _stored, length), size in zip(pieces, sizes):
+        at, take = int(src_start[0]), int(length[0])
+        parts.append(src[at : at + take].tobytes())
+        parts.append(_FILL_BYTE * (_pad8(size) - take))
+    body = header + _FILL_BYTE * (head - len(header)) + b"".join(parts)
+    return np.frombuffer(body, np.uint8), [len(body)]
+
+
+_FILL_BYTE = bytes([FILL_BYTE])
 
 
 def _fixed(
@@ -361,6 +399,9 @@ def _variable_plan(
 def _variable_pieces(values: VariableValues, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every chunk's value buffer (its offsets rebased to the buffer start, its bytes, padding up to
     the offset width), back to back: the bytes, where each starts (and the end), and their sizes."""
+    if bounds.size == 2:  # one chunk: its buffer as the general path builds it
+        (one,) = values.chunk(int(bounds[0]), int(bounds[1]))
+        return np.frombuffer(one, np.uint8), np.array([0, len(one)], np.int64), np.array([len(one)], np.int64)
     offsets = values.offsets
     w = values.width
     counts = np.diff(bounds)
