@@ -50,10 +50,16 @@ class Shredded:
 
     def nbytes(self) -> int:
         """Approximate memory held (the page budget counts this; a dictionary array counts its
-        indices only, as every page stores the whole dictionary anyway)."""
+        indices only, as every page stores the whole dictionary anyway). Computed once: a writer
+        asks when the piece comes in and again when it becomes a page."""
+        known = self.__dict__.get("_nbytes")
+        if known is not None and known[0] is self.values:
+            return int(known[1])
         levels = self.codes.size * (3 if self.rep is not None else 1)
         values = self.values.indices if pa.types.is_dictionary(self.values.type) else self.values
-        return int(values.nbytes) + levels
+        size = int(values.nbytes) + levels
+        self.__dict__["_nbytes"] = (self.values, size)
+        return size
 
     def row_starts(self, max_rep: int) -> np.ndarray:
         """The entry where each row starts."""
