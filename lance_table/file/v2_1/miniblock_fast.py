@@ -234,7 +234,8 @@ def _assemble_few(
     return np.frombuffer(b"".join(parts), np.uint8), sizes
 
 
-#: pages of at most this many chunks are assembled by :func:`_assemble_few`
+#: pages of at most this many chunks are assembled by :func:`_assemble_few` (0: none, every page
+#: by the page-wide numpy path, which writes the same bytes)
 FEW_CHUNKS = 8
 
 _FILL_BYTE = bytes([FILL_BYTE])
@@ -251,7 +252,7 @@ def _fixed(
     per_level: int,
 ) -> FastPage | None:
     leaf = values.leaf
-    if not values.bitmaps and leaf.flags is None and 2 <= n <= max_values:
+    if FEW_CHUNKS and not values.bitmaps and leaf.flags is None and 2 <= n <= max_values:
         # A page that fits one chunk (the plan of full chunks can then only say so, as two
         # values fit where all do): the chunk without the plan.
         whole = values.sizes(0, n)
