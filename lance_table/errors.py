@@ -55,6 +55,13 @@ class UnsupportedFormatError(LanceTableError, NotImplementedError):
         super().__init__(f"{path}: {message}" if path else message)
 
 
+class PackedStructError(UnsupportedFormatError, ValueError, OSError):
+    """A packed struct (``lance-encoding:packed``) that pylance would not store either: variable-width
+    children in a file format before 2.2, a child of a kind that cannot be packed, or a null inside
+    a child. Also a ValueError and an OSError, which pylance's file writer and ``write_dataset``
+    raise for these."""
+
+
 class BlobLocationError(LanceTableError, PermissionError):
     """An external blob's URI names a location lance_table refuses to open: outside the dataset's
     registered base paths, with a scheme it does not know, or escaping its base.

@@ -30,6 +30,7 @@ from lance_table.file.fields import BLOB_DESCRIPTOR
 from lance_table.file.v2_0 import encode as encode20
 from lance_table.file.v2_0.layout import is_packed_struct
 from lance_table.file.v2_1 import encode as encode21
+from lance_table.file.v2_1.packed_var_encode import check_variable_packed, has_variable_child
 from lance_table.file.v2_1.values_encode import compression_scheme
 from lance_table.schema import FieldNode
 
@@ -169,6 +170,8 @@ class LeafWriter(FieldWriter):
 
     def encode(self, chunks: list[pa.Array], bufs: encode20.PageBuffers) -> Any:
         if is_packed_struct(self.node):
+            if has_variable_child(self.node.arrow_type):  # pylance packs only fixed widths in 2.0
+                check_variable_packed(self.node, v2_2=False)
             return encode20.encode_packed_struct(_concat(chunks), bufs)
         scheme = compression_scheme(self.node.field.metadata)
         return encode20.encode_leaf_chunks(chunks, bufs, scheme)

@@ -10,7 +10,9 @@ page budget, writes pages of whole rows. Each page picks its layout from its dat
 * full-zip (:mod:`fullzip_encode`): wider values, and narrow ones whose levels cannot fit a chunk;
 * Arrow dictionary arrays: mini-block indices (the key type's width) with the page's whole
   dictionary, as pylance stores them;
-* blob (:mod:`blob_encode`): descriptors of values written outside the pages.
+* blob (:mod:`blob_encode`): descriptors of values written outside the pages;
+* full-zip ``variable_packed_struct`` values for packed structs with variable-width children
+  (:mod:`packed_var_encode`, 2.2 only).
 """
 
 from __future__ import annotations
@@ -22,13 +24,18 @@ import numpy as np
 import pyarrow as pa
 
 from lance_table._proto import encodings_v2_1_pb2 as pb
-from lance_table.errors import UnsupportedFormatError
+from lance_table.errors import PackedStructError, UnsupportedFormatError
 from lance_table.file.fields import is_blob
 from lance_table.file.v2_1.blob_encode import BlobSink, encode_blob_page, write_blobs
 from lance_table.file.v2_1.fullzip_encode import encode_full_zip
 from lance_table.file.v2_1.layout import is_packed_struct
 from lance_table.file.v2_1.levels import Shredded, def_levels, is_list_node, join, layer_kinds, shred
 from lance_table.file.v2_1.miniblock_encode import ChunkTooLarge, encode_mini_block
+from lance_table.file.v2_1.packed_var_encode import (
+    check_variable_packed,
+    encode_variable_packed,
+    is_variable_packed,
+)
 from lance_table.file.v2_1.values_encode import (
     arrow_dictionary_values,
     compress_values,
@@ -54,13 +61,15 @@ def _is_empty_struct(node: FieldNode) -> bool:
     return pa.types.is_struct(node.arrow_type) and not node.children
 
 
-def check_leaf(node: FieldNode) -> None:
-    """Raise for a leaf whose type this writer cannot store in a 2.1/2.2 file.
+def check_leaf(node: FieldNode, v2_2: bool = True) -> None:
+    """Raise for a leaf whose type this writer cannot store in a 2.1 (``v2_2`` false) or 2.2 file.
 
     Raises:
         UnsupportedFormatError: dictionaries of booleans or nested values, blobs of type binary
             (pylance wants large_binary), fixed-size lists of
             variable-width items, packed structs of non-byte-aligned fields, and the like.
+        PackedStructError: a packed struct with variable-width children that pylance does not
+            write either (see :mod:`packed_var_encode`).
     """
     t = node.arrow_type
     what = f"field {node.name!r} of type {t}"
@@ -77,11 +86,14 @@ def check_leaf(node: FieldNode) -> None:
         raise UnsupportedFormatError(f"{what}: dictionaries of {t.value_type} values are not written")
     if _is_empty_struct(node) or pa.types.is_null(t):  # constant pages
         return
+    if is_variable_packed(node):
+        check_variable_packed(node, v2_2)
+        return
     if is_packed_struct(node):
         for child in t:
             bits = fixed_bits(child.type)
             if bits is None or bits % 8 or pa.types.is_fixed_size_list(child.type):
-                raise UnsupportedFormatError(f"{what}: packed struct fields must be fixed-width bytes")
+                raise PackedStructError(f"{what}: packed struct fields must be fixed-width bytes")
         return
     if is_binary_like(t):
         return
@@ -142,6 +154,10 @@ def encode_page(piece: Shredded, path: Sequence[FieldNode], large: bool) -> tupl
         # pylance's reader takes pages without level buffers only for leaves without nesting
         simple = len(path) == 1 and bool(np.all(piece.codes == leaf_null))
         return _constant(kinds, rep, defs, simple)
+    if is_variable_packed(leaf):  # full-zip, one packed row per value, like pylance
+        return encode_full_zip(
+            encode_variable_packed(piece.values, leaf), rep, defs, piece.visible, kinds, max_rep
+        )
     if pa.types.is_dictionary(piece.values.type):  # always mini-block, like pylance
         indices = arrow_dictionary_values(piece.values, what, large)
         try:
@@ -229,7 +245,7 @@ class LeafColumnWriter:
         blob_sink: BlobSink | None = None,
         max_page_bytes: int | None = None,
     ) -> None:
-        check_leaf(path[-1])
+        check_leaf(path[-1], large)
         self.path = path
         self.sink = sink
         self.budget = page_size_bytes
