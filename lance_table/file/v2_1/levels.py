@@ -110,6 +110,8 @@ def shred(arr: pa.Array, path: Sequence[FieldNode]) -> Shredded:
     """
     depth = len(path)
     n = len(arr)
+    if depth == 1 and not pa.types.is_dictionary(arr.type):
+        return _shred_top_leaf(arr)
     list_depths = [i for i in range(depth - 1) if is_list_node(path[i])]
     max_rep = len(list_depths)
     rep = np.full(n, max_rep, np.uint16) if max_rep else None
@@ -224,6 +226,21 @@ def shred(arr: pa.Array, path: Sequence[FieldNode]) -> Shredded:
     return Shredded(
         n, rep, codes, None if visible is None or visible.all() else visible, values, nulls, empties
     )
+
+
+def _shred_top_leaf(arr: pa.Array) -> Shredded:
+    """:func:`shred` of a top-level leaf (not a dictionary): the same levels, without the walk
+    down a path (a fixed cost every column of a small append pays)."""
+    n = len(arr)
+    codes = np.zeros(n, np.uint8)
+    nulls = np.zeros(1, bool)
+    valid = _validity(arr)
+    if valid is not None:
+        bad = np.flatnonzero(~valid)
+        if bad.size:
+            codes[bad] = 1
+            nulls[0] = True
+    return Shredded(n, None, codes, None, arr, nulls, np.zeros(1, bool))
 
 
 def _positions(
