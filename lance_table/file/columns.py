@@ -80,7 +80,10 @@ class ColumnOut:
     def __init__(self, index: int, column_encoding: Any) -> None:
         self.index = index
         self.meta = file2_pb2.ColumnMetadata()
-        pack_encoding(column_encoding, URL_COLUMN_ENCODING, self.meta.encoding)
+        if column_encoding is _VALUES_COLUMN_ENCODING:  # (packed once: every column has it)
+            self.meta.encoding.CopyFrom(_VALUES_COLUMN_PACKED)
+        else:
+            pack_encoding(column_encoding, URL_COLUMN_ENCODING, self.meta.encoding)
 
     def add_page(
         self,
@@ -102,9 +105,15 @@ class ColumnOut:
 
 
 def values_column_encoding() -> Any:
-    enc = encodings_v2_0_pb2.ColumnEncoding()
-    enc.values.SetInParent()
-    return enc
+    """The ``values`` column encoding of every column but a blob one (one shared message: it is
+    never changed)."""
+    return _VALUES_COLUMN_ENCODING
+
+
+_VALUES_COLUMN_ENCODING = encodings_v2_0_pb2.ColumnEncoding()
+_VALUES_COLUMN_ENCODING.values.SetInParent()
+_VALUES_COLUMN_PACKED = file2_pb2.Encoding()
+pack_encoding(_VALUES_COLUMN_ENCODING, URL_COLUMN_ENCODING, _VALUES_COLUMN_PACKED)
 
 
 class FieldWriter:

@@ -24,6 +24,7 @@ The decoders in :mod:`compress` and :mod:`pervalue` read exactly these bytes.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -369,12 +370,12 @@ def _surely_high_cardinality(values: pa.Array) -> bool:
     random (seeded: the same page gets the same sample) so that sorted values repeat in it too.
     """
     n = len(values)
+    if n < _EXACT_BELOW:
+        return False
     k = min(_SAMPLE, 4 * math.isqrt(n))
     if 2 * k > n:
         return False
-    rows = np.sort(np.random.default_rng(n).integers(0, n, k))
-    rows = rows[np.concatenate(([True], rows[1:] != rows[:-1]))]  # a row drawn twice is no repeat
-    sample = values.take(pa.array(rows))
+    sample = values.take(_sample_rows(n, k))
     distinct = len(sample.unique()) - (1 if sample.null_count else 0)
     return distinct == len(sample) - sample.null_count or _many_distinct(values)
 
@@ -401,6 +402,18 @@ def _many_distinct(values: pa.Array) -> bool:
     k = int(rows.size)
     distinct = int(pc.count_distinct(values.take(pa.array(rows)), mode="only_valid").as_py())
     return distinct > k * (1 - k / n / 2) + 4 * math.sqrt(k)
+
+
+# Below this many values, counting the distinct ones exactly costs less than drawing a sample.
+_EXACT_BELOW = 2048
+
+
+@functools.lru_cache(maxsize=64)
+def _sample_rows(n: int, k: int) -> pa.Array:
+    """The rows :func:`_surely_high_cardinality` draws from a page of ``n`` values, sorted, each
+    once (the same every time: a stream of equal appends draws them once)."""
+    rows = np.sort(np.random.default_rng(n).integers(0, n, k))
+    return pa.array(rows[np.concatenate(([True], rows[1:] != rows[:-1]))])  # a row drawn twice is no repeat
 
 
 def _table_bytes(values: MiniBlockValues) -> int:

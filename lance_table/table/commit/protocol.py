@@ -215,13 +215,16 @@ def _commit(
                 current, attempt.pending = _catch_up(
                     storage, current, attempt.pending, _listed_since(storage, after, attempt.pending)
                 )
-            pending = attempt.pending
-            txn = Transaction(pending.read_version, pending.operation, txn.uuid, properties=txn.properties)
-            new_bytes = txn.to_bytes()
-            if new_bytes != txn_bytes:  # rebased: the transaction file says what is committed
-                txn_bytes = new_bytes
-                written_at = time.monotonic()
-                storage.write(attempt.transaction_path, txn_bytes)
+            if attempt.pending is not pending:  # rebased: the transaction file says what is committed
+                pending = attempt.pending
+                txn = Transaction(
+                    pending.read_version, pending.operation, txn.uuid, properties=txn.properties
+                )
+                new_bytes = txn.to_bytes()
+                if new_bytes != txn_bytes:
+                    txn_bytes = new_bytes
+                    written_at = time.monotonic()
+                    storage.write(attempt.transaction_path, txn_bytes)
             manifest = next_manifest(current, txn, restored)
             data = encode_manifest_file(manifest, txn_bytes)
             path = paths.manifest_path(manifest.version, scheme)
