@@ -1,4 +1,4 @@
-"""Differential fuzz of reads after deletes: small random datasets (2.0, 2.1, 2.2; written by
+"""Differential fuzz of reads after deletes: small random datasets (legacy, 2.0, 2.1, 2.2; written by
 either library, with random schemas, nulls and, for our writer, small pages), random deletes
 (rows here and there, ranges, whole fragments, everything) by either library, then the same
 reads on both libraries: whole scans, batches, offset and limit, row ids and addresses, takes,
@@ -31,13 +31,13 @@ from lance_table.table import scan
 FAST_CASES = 6
 _SCALE = float(os.environ.get("LANCE_TABLE_FUZZ_SCALE", "1"))
 STRESS_CASES = int(60 * _SCALE)
-VERSIONS = ("2.0", "2.1", "2.2")
+VERSIONS = ("legacy", "2.0", "2.1", "2.2")
 WORDS = np.array(["red", "green", "blue", "amber", "teal"], dtype=object)
 
 
 def _column(kind: str, n: int, rng: np.random.Generator, version: str) -> pa.Array:
     """A column of ``kind`` for ``n`` rows, with nulls at a random rate (possibly none or all;
-    2.0 stores no null structs)."""
+    2.0 and legacy files store no null structs)."""
     rate = float(rng.choice([0.0, 0.0, 0.1, 0.5, 1.0]))
     nulls = rng.random(n) < rate
     if kind == "int":
@@ -71,7 +71,7 @@ def _column(kind: str, n: int, rng: np.random.Generator, version: str) -> pa.Arr
     if kind == "struct":
         a = pa.array(rng.integers(0, 1000, n).astype(np.int32))
         b = pa.array(WORDS[rng.integers(0, WORDS.size, n)], pa.string(), mask=rng.random(n) < 0.2)
-        mask = pa.array(nulls) if version != "2.0" else None
+        mask = pa.array(nulls) if version not in ("legacy", "2.0") else None
         return pa.StructArray.from_arrays([a, b], names=["a", "b"], mask=mask)
     if kind in ("packed_var", "packed"):  # children without nulls; the struct's own nulls (2.2)
         a = pa.array(rng.integers(0, 1000, n).astype(np.int32))
@@ -97,7 +97,7 @@ KINDS = (
     "struct",
     "fsl",
 )
-PACKED = {"2.0": (), "2.1": ("packed",), "2.2": ("packed", "packed_var")}
+PACKED = {"legacy": (), "2.0": (), "2.1": ("packed",), "2.2": ("packed", "packed_var")}
 
 
 def _table(rng: np.random.Generator, n: int, version: str) -> pa.Table:
