@@ -19,10 +19,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from lance_table.blob_values import DEFAULT_BLOB_BUFFER_SIZE
 from lance_table.errors import (
     BlobLocationError,
+    BlobValueError,
     CorruptFileError,
     DataFileNotFoundError,
+    InputTypeError,
     SchemaError,
     UnsupportedFormatError,
     UnsupportedOperationError,
@@ -65,8 +68,18 @@ class BlobFile(io.RawIOBase):
         ```
     """
 
-    def __init__(self, read_at: ReadAt, start: int, size: int, name: str) -> None:
+    def __init__(
+        self,
+        read_at: ReadAt,
+        start: int,
+        size: int,
+        name: str,
+        *,
+        buffer_size: int = DEFAULT_BLOB_BUFFER_SIZE,
+    ) -> None:
         super().__init__()
+        # pylance's sequential read-ahead; lance_table reads what is asked, so only checked
+        self.buffer_size = check_buffer_size(buffer_size)
         self._read_at = read_at
         self._start = start
         self._size = size
@@ -101,15 +114,54 @@ class BlobFile(io.RawIOBase):
         self._pos = pos
         return pos
 
-    def readinto(self, buffer: Any) -> int:
-        """Read into ``buffer`` from the cursor; the number of bytes read (0 at the end)."""
+    def readinto(self, b: Any) -> int:
+        """Read into the writable buffer ``b`` from the cursor; the number of bytes read (0 at the
+        end).
+
+        Raises:
+            TypeError: ``b`` is read-only.
+            ValueError: the file is closed.
+        """
+        view = memoryview(b).cast("B")
+        if view.readonly:
+            raise TypeError(
+                f"readinto() argument must be read-write bytes-like object, not {type(b).__name__}"
+            )
         self._check_open()
-        view = memoryview(buffer).cast("B")
         n = max(0, min(len(view), self._size - self._pos))
         if n:
             view[:n] = self._read_at(self._start + self._pos, n)
             self._pos += n
         return n
+
+    def read1(self, size: int = -1) -> bytes:
+        """At most ``size`` bytes from the cursor with one read (pylance's ``read1``; a negative
+        ``size`` reads up to ``io.DEFAULT_BUFFER_SIZE``).
+
+        Raises:
+            ValueError: the file is closed.
+        """
+        self._check_open()
+        if size is None or size < 0:
+            size = io.DEFAULT_BUFFER_SIZE
+        return self.read(size) or b""
+
+    def readinto1(self, b: Any) -> int:
+        """:meth:`readinto` with one read, as pylance's ``readinto1``.
+
+        Raises:
+            TypeError: ``b`` is read-only.
+            ValueError: the file is closed.
+        """
+        return self.readinto(b)
+
+    def detach(self) -> None:
+        """A blob file has no raw stream to hand out (as pylance's ``detach``).
+
+        Raises:
+            io.UnsupportedOperation: always.
+        """
+        raise io.UnsupportedOperation("detach")
 
     def readall(self) -> bytes:
         self._check_open()
@@ -145,6 +197,20 @@ class BlobFile(io.RawIOBase):
             raise ValueError("I/O operation on closed blob file")
 
 
+def check_buffer_size(buffer_size: int) -> int:
+    """``buffer_size`` (pylance's read-ahead of a blob file) if it is a non-negative int.
+
+    Raises:
+        InputTypeError: not an int (a TypeError, as pylance raises).
+        BlobValueError: negative (a ValueError).
+    """
+    if isinstance(buffer_size, bool) or not isinstance(buffer_size, int):
+        raise InputTypeError(f"buffer_size must be an int, got {type(buffer_size).__name__}")
+    if buffer_size < 0:
+        raise BlobValueError("buffer_size must be non-negative")
+    return buffer_size
+
+
 def _memory_blob(value: bytes, name: str) -> BlobFile:
     def read_at(offset: int, length: int) -> bytes:
         return value[offset : offset + length]
@@ -168,9 +234,39 @@ def take_blobs(
     addresses: Sequence[int] | np.ndarray | pa.Array | None = None,
     indices: Sequence[int] | np.ndarray | pa.Array | None = None,
     allow_external: bool = False,
+    buffer_size: int = DEFAULT_BLOB_BUFFER_SIZE,
 ) -> list[BlobFile | None]:
     """The blobs of ``column`` at the rows selected by exactly one of ``ids``, ``addresses`` or
-    ``indices``, in the order given; None for a null blob.
+    ``indices``, in the order given; None for a null blob. See :func:`addressed_blobs` for the
+    errors.
+
+    Raises:
+        ValueError: see :func:`addressed_blobs`.
+    """
+    found = addressed_blobs(
+        snapshot,
+        column,
+        ids=ids,
+        addresses=addresses,
+        indices=indices,
+        allow_external=allow_external,
+        buffer_size=buffer_size,
+    )
+    return [blob for _, blob in found]
+
+
+def addressed_blobs(
+    snapshot: Snapshot,
+    column: str,
+    *,
+    ids: Sequence[int] | np.ndarray | pa.Array | None = None,
+    addresses: Sequence[int] | np.ndarray | pa.Array | None = None,
+    indices: Sequence[int] | np.ndarray | pa.Array | None = None,
+    allow_external: bool = False,
+    buffer_size: int = DEFAULT_BLOB_BUFFER_SIZE,
+) -> list[tuple[int, BlobFile | None]]:
+    """The row address and blob of ``column`` (None for a null blob) at each row selected by
+    exactly one of ``ids``, ``addresses`` or ``indices``, in the order given.
 
     Raises:
         ValueError: not exactly one selection is given.
@@ -191,6 +287,7 @@ def take_blobs(
     chosen = [(k, v) for k, v in given if v is not None]
     if len(chosen) != 1:
         raise ValueError("pass exactly one of ids, addresses or indices")
+    check_buffer_size(buffer_size)
     kind, values = chosen[0]
     node = snapshot.roots.get(column)
     field = next((f for f in snapshot.manifest.fields if f.name == column and f.parent_id == -1), None)
@@ -208,16 +305,21 @@ def take_blobs(
             raise UnsupportedFormatError(f"{snapshot.uri} has stable row ids, which lance_table does not map")
         rows = _by_address(frags, selected)
     values_of = _read_values(rows, column)
-    out: list[BlobFile | None] = []
+    out: list[tuple[int, BlobFile | None]] = []
     opener = _Opener(snapshot, column, allow_external)
     for where in rows:
         value = values_of[id(where.frag)][where.offset]
+        address = (where.frag.fragment.id << 32) | where.offset
+        blob: BlobFile | None = None
         if value is None:
-            out.append(None)
+            pass
         elif v2:
-            out.append(opener.open(where.frag, where.offset, value))
+            blob = opener.open(where.frag, where.offset, value)
         else:
-            out.append(_memory_blob(value, f"{column}[{where.offset}]"))
+            blob = _memory_blob(value, f"{column}[{where.offset}]")
+        if blob is not None:
+            blob.buffer_size = buffer_size
+        out.append((address, blob))
     return out
 
 
