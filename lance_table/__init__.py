@@ -32,6 +32,7 @@ from lance_table.errors import (
     MergeSourceError,
     MixedFileVersionsError,
     PackedStructError,
+    RowIdOverflowError,
     RowRangeError,
     SchemaChangeError,
     SchemaError,
@@ -88,6 +89,7 @@ from lance_table.table.result_types import (
     UpdateResult,
     Version,
 )
+from lance_table.table.row_id_api import serialize_row_addrs
 from lance_table.table.scan_spec import ColumnOrdering
 from lance_table.table.scanner import LanceScanner
 from lance_table.table.scanner_builder import ScannerBuilder
@@ -152,6 +154,7 @@ __all__ = [
     "MergeSourceError",
     "MixedFileVersionsError",
     "PackedStructError",
+    "RowIdOverflowError",
     "RowRangeError",
     "ScannerBuilder",
     "SchemaChangeError",
@@ -187,5 +190,6 @@ __all__ = [
     "json_to_schema",
     "optimize",
     "schema_to_json",
+    "serialize_row_addrs",
     "write_dataset",
 ]

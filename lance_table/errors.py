@@ -382,3 +382,8 @@ class BlobValueError(LanceTableError, ValueError):
 class BlobOverflowError(BlobValueError, OverflowError):
     """A blob field threshold too large for pylance's ``usize`` (also an OverflowError, as pylance
     raises)."""
+
+
+class RowIdOverflowError(LanceTableError, OverflowError):
+    """A row id or row address that is not an unsigned 64-bit integer (an OverflowError, as
+    pylance raises)."""

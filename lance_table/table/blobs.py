@@ -146,14 +146,14 @@ class BlobFile(io.RawIOBase):
             size = io.DEFAULT_BUFFER_SIZE
         return self.read(size) or b""
 
-    def readinto1(self, b: Any) -> int:
+    def readinto1(self, buffer: Any) -> int:
         """:meth:`readinto` with one read, as pylance's ``readinto1``.
 
         Raises:
-            TypeError: ``b`` is read-only.
+            TypeError: ``buffer`` is read-only.
             ValueError: the file is closed.
         """
-        return self.readinto(b)
+        return self.readinto(buffer)
 
     def detach(self) -> None:
         """A blob file has no raw stream to hand out (as pylance's ``detach``).
