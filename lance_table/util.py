@@ -51,15 +51,15 @@ def sanitize_ts(ts: Any) -> dt.datetime:
 def td_to_micros(td: dt.timedelta) -> int:
     """The microseconds of ``td``, rounded (pylance's ``td_to_micros``).
 
-        Raises:
-            TypeError: ``td`` is not a ``timedelta``.
+    Raises:
+        TypeError: ``td`` is not a ``timedelta``.
 
-        Example:
-            ```python
-            import datetime as dt
-            from lance_table.util import td_to_micros
+    Example:
+        ```python
+        import datetime as dt
+        from lance_table.util import td_to_micros
 
-            print(td_to_micros(dt.timedelta(seconds=1.5)))
-            ```
+        print(td_to_micros(dt.timedelta(seconds=1.5)))
+        ```
     """
     return round(td / dt.timedelta(microseconds=1))
