@@ -397,6 +397,7 @@ def main() -> None:
             print(f"### requests to S3 at {n} versions (lance_table / pylance)", flush=True)
             for name, sides in requests.items():
                 print(f"- {name}: {sides.get('lance_table')} / {sides.get('pylance')}", flush=True)
+            args.out.mkdir(parents=True, exist_ok=True)
             (args.out / f"history_{args.history}_{n}_s3.json").write_text(json.dumps(requests, indent=2))
         report.publish(args.out, f"history_{args.history}_{n}")
     finally:
