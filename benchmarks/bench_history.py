@@ -199,7 +199,8 @@ def _count_calls(uri: str, size: int, lo: int) -> dict[str, dict[str, int]]:
 def _remote_actions(
     mod: Any, remote: str, options: dict[str, str], size: int
 ) -> list[tuple[str, Callable[[], object]]]:
-    """The history-bound calls of one library (``mod``) on a dataset in object storage."""
+    """The history-bound calls of one library (``mod``) on a dataset in object storage (the
+    cleanup last: it removes the history)."""
     return [
         ("open latest", lambda: mod.dataset(remote, storage_options=options)),
         ("open version 1", lambda: mod.dataset(remote, version=1, storage_options=options)),
@@ -208,12 +209,18 @@ def _remote_actions(
             "append (a commit)",
             lambda: mod.write_dataset(_rows(10**9, size), remote, mode="append", storage_options=options),
         ),
+        (
+            "cleanup (all but latest)",
+            lambda: mod.dataset(remote, storage_options=options).cleanup_old_versions(
+                older_than=dt.timedelta(0)
+            ),
+        ),
     ]
 
 
 def _s3_requests(uris: tuple[str, str], size: int) -> dict[str, dict[str, dict[str, int]]]:
     """The requests each side sends to an S3 server (moto, in a subprocess) for a commit (an
-    append), an open of the latest version and of version 1, and ``versions()``: each side's
+    append), an open of the latest version and of version 1, ``versions()`` and a cleanup: each side's
     manifests (``_versions``, all of the history) are uploaded first (the data files are not: none
     of these reads them)."""
     import lance
