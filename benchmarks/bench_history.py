@@ -16,6 +16,10 @@ show which of them depend on the number of versions.
     python benchmarks/bench_history.py --appends 500
     python benchmarks/bench_history.py --appends 5000 --runs 3 --count-calls
     python benchmarks/bench_history.py --history deletes --appends 5000 --runs 3 --count-calls
+    python benchmarks/bench_history.py --appends 5000 --runs 1 --s3-requests
+
+Building 5,000 appends took 73 s (lance_table) and 132 s (pylance) on a loaded 2-core machine
+(load 10); 500 deletes and overwrites 26 s and 42 s.
 """
 
 from __future__ import annotations
