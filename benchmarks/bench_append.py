@@ -4,22 +4,31 @@ Each library keeps its own dataset per format (2.0 and 2.2); every round appends
 both, alternately (who goes first alternates too), and the medians of the append times and their
 ratio are reported, for appends of 100 and of 10k rows of the standard table (id, x, cat, text,
 vec16). With ``--fragments N`` each dataset starts with N one-row-batch appends, so the appends
-land on a table with a long history.
+land on a table with a long history; with ``--base-rows N`` each dataset starts with N rows (one
+write) instead of the appended rows. Beside the wall times, each row's note gives both sides'
+median process CPU times and their ratio (on a shared machine wall times follow the load; CPU
+times less so), and the 1-minute load average after the scenario.
 
     python benchmarks/bench_append.py
     python benchmarks/bench_append.py --fragments 500 --runs 30
+    python benchmarks/bench_append.py --base-rows 1000000
     python benchmarks/bench_append.py --threads 16  # threads of each of lance_table's pools
 """
 
 from __future__ import annotations
 
+import gc
+import os
 import shutil
+import statistics
 import sys
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import Report, Result, argument_parser, benchmark_table, interleaved_medians
+from common import Report, Result, argument_parser, benchmark_table
 
 FORMATS = ("2.0", "2.2")
 SIZES = (100, 10_000)
@@ -29,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argument_parser(__doc__, runs=31)
     parser.add_argument("--fragments", type=int, default=0, help="appends before the timed ones")
     parser.add_argument("--threads", type=int, default=None, help="threads of lance_table's pools")
+    parser.add_argument("--base-rows", type=int, default=None, help="rows of each dataset at the start")
     args = parser.parse_args(argv)
     import lance
 
@@ -40,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
         _parallel.workers = lambda: threads
 
     params: dict[str, object] = {"runs": args.runs, "fragments": args.fragments}
+    if args.base_rows is not None:
+        params["base_rows"] = args.base_rows
     if args.threads is not None:
         params["threads"] = args.threads
     report = Report("Appends (each library appends to its own dataset)", params)
@@ -48,9 +60,10 @@ def main(argv: list[str] | None = None) -> int:
         for fmt in FORMATS:
             for size in SIZES:
                 data = benchmark_table(size)
+                first = data if args.base_rows is None else benchmark_table(args.base_rows)
                 ours, theirs = work / f"ours-{fmt}-{size}", work / f"theirs-{fmt}-{size}"
-                lt.write_dataset(data, ours, data_storage_version=fmt)
-                lance.write_dataset(data, theirs, data_storage_version=fmt)
+                lt.write_dataset(first, ours, data_storage_version=fmt)
+                lance.write_dataset(first, theirs, data_storage_version=fmt)
                 for i in range(args.fragments):
                     lt.write_dataset(data.slice(i % size, 1), ours, mode="append")
                     lance.write_dataset(data.slice(i % size, 1), theirs, mode="append")
@@ -61,17 +74,42 @@ def main(argv: list[str] | None = None) -> int:
                 def other(d=data, u=theirs) -> object:
                     return lance.write_dataset(d, u, mode="append")
 
-                report.add(
-                    Result(
-                        f"append {size} rows ({fmt})", *interleaved_medians(mine, other, args.runs), args.runs
-                    )
+                wall, cpu = interleaved_wall_and_cpu(mine, other, args.runs)
+                note = (
+                    f"CPU {cpu[0] * 1000:.2f} / {cpu[1] * 1000:.2f} ms, ratio {cpu[0] / cpu[1]:.2f}; "
+                    f"load {os.getloadavg()[0]:.1f}"
                 )
+                report.add(Result(f"append {size} rows ({fmt})", *wall, args.runs, note))
+                print(f"    {note}", flush=True)
                 assert lt.dataset(ours).to_table().equals(lance.dataset(ours).to_table())
+                shutil.rmtree(ours, ignore_errors=True)
+                shutil.rmtree(theirs, ignore_errors=True)
         stem = "append" if not args.fragments else f"append_{args.fragments}"
+        if args.base_rows is not None:
+            stem += f"_base{args.base_rows}"
         report.publish(args.out, stem)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0
+
+
+def interleaved_wall_and_cpu(
+    mine: Callable[[], object], other: Callable[[], object], runs: int
+) -> tuple[tuple[float, float], tuple[float, float]]:
+    """Median wall and process CPU times of ``mine`` and ``other`` over ``runs`` rounds each, run
+    alternately (who goes first alternates too): ((wall mine, wall other), (cpu mine, cpu other))."""
+    wall: tuple[list[float], list[float]] = ([], [])
+    cpu: tuple[list[float], list[float]] = ([], [])
+    for round_ in range(runs):
+        order = ((0, mine), (1, other)) if round_ % 2 == 0 else ((1, other), (0, mine))
+        for side, fn in order:
+            gc.collect()
+            c0, t0 = time.process_time(), time.perf_counter()
+            fn()
+            wall[side].append(time.perf_counter() - t0)
+            cpu[side].append(time.process_time() - c0)
+    med = statistics.median
+    return (med(wall[0]), med(wall[1])), (med(cpu[0]), med(cpu[1]))
 
 
 if __name__ == "__main__":

@@ -15,9 +15,13 @@ scenarios; ``cold`` scenarios open the dataset and forget every cached file read
 
 from __future__ import annotations
 
+import gc
 import itertools
 import json
+import os
+import statistics
 import sys
+import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -27,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import Report, Result, argument_parser, benchmark_table, interleaved_medians
+from common import Report, Result, argument_parser, benchmark_table
 from slow_s3 import SlowS3
 
 import lance_table as lt
@@ -49,6 +53,8 @@ class Bench:
         self.report = report
         self.runs = runs
         self.requests: list[dict[str, Any]] = []
+        #: options for lance_table only (its choice of range reader)
+        self.own_options: dict[str, str] = {}
 
     def count(self, fn: Callable[[], object]) -> Counter[str]:
         self.server.counts(reset=True)
@@ -56,23 +62,53 @@ class Bench:
         return self.server.counts(reset=True)
 
     def both(self, name: str, mine: Callable[[], object], theirs: Callable[[], object]) -> None:
-        """Time ``mine`` and ``theirs`` alternately, then count one run of each."""
-        mine_s, theirs_s = interleaved_medians(mine, theirs, self.runs)
+        """Time ``mine`` and ``theirs`` alternately (wall and process CPU time), then count one
+        run of each."""
+        (mine_s, theirs_s), (mine_cpu, theirs_cpu) = interleaved_wall_and_cpu(mine, theirs, self.runs)
         ours, other = self.count(mine), self.count(theirs)
         note = (
+            f"cpu ratio {mine_cpu / theirs_cpu if theirs_cpu else float('nan'):.2f} "
+            f"({mine_cpu * 1000:.0f}/{theirs_cpu * 1000:.0f} ms); "
             f"requests: lance_table {sum(ours.values())} ({_fmt(ours)}), "
-            f"pylance {sum(other.values())} ({_fmt(other)})"
+            f"pylance {sum(other.values())} ({_fmt(other)}); load {os.getloadavg()[0]:.2f}"
         )
         self.report.add(Result(name, mine_s, theirs_s, self.runs, note))
         print(f"      {note}", flush=True)
-        self.requests.append({"scenario": name, "lance_table": dict(ours), "pylance": dict(other)})
+        self.requests.append(
+            {
+                "scenario": name,
+                "lance_table": dict(ours),
+                "pylance": dict(other),
+                "cpu_s": {"lance_table": mine_cpu, "pylance": theirs_cpu},
+                "load_average": os.getloadavg()[0],
+            }
+        )
+
+
+def interleaved_wall_and_cpu(
+    mine: Callable[[], object], other: Callable[[], object], runs: int
+) -> tuple[tuple[float, float], tuple[float, float]]:
+    """Median wall times and median process CPU times of ``mine`` and ``other``, run alternately
+    (who goes first alternates too)."""
+    wall: tuple[list[float], list[float]] = ([], [])
+    cpu: tuple[list[float], list[float]] = ([], [])
+    for round_ in range(runs):
+        order = ((0, mine), (1, other)) if round_ % 2 == 0 else ((1, other), (0, mine))
+        for side, fn in order:
+            gc.collect()
+            start, start_cpu = time.perf_counter(), time.process_time()
+            fn()
+            cpu[side].append(time.process_time() - start_cpu)
+            wall[side].append(time.perf_counter() - start)
+    med = statistics.median
+    return (med(wall[0]), med(wall[1])), (med(cpu[0]), med(cpu[1]))
 
 
 def _reads(bench: Bench, uri: str, options: dict[str, str], label: str, rows: int) -> None:
     import lance
 
     def mine() -> lt.Dataset:
-        return lt.dataset(uri, storage_options=options)
+        return lt.dataset(uri, storage_options={**options, **bench.own_options})
 
     def theirs() -> Any:
         return lance.dataset(uri, storage_options=options)
@@ -117,6 +153,7 @@ def _writes(bench: Bench, base: str, options: dict[str, str], fmt: str, data: pa
     import lance
 
     ours, theirs = f"{base}/writes-ours-{fmt}", f"{base}/writes-theirs-{fmt}"
+    mine = {**options, **bench.own_options}
     bench.server.set_latency(0)
     lt.write_dataset(data, ours, storage_options=options, data_storage_version=fmt)
     lance.write_dataset(data, theirs, storage_options=options, data_storage_version=fmt)
@@ -124,13 +161,13 @@ def _writes(bench: Bench, base: str, options: dict[str, str], fmt: str, data: pa
     more = data.slice(0, 1000)
     bench.both(
         f"{fmt}: append 1000 rows",
-        lambda: lt.write_dataset(more, ours, mode="append", storage_options=options),
+        lambda: lt.write_dataset(more, ours, mode="append", storage_options=mine),
         lambda: lance.write_dataset(more, theirs, mode="append", storage_options=options),
     )
     ids = itertools.count(7)
     bench.both(
         f"{fmt}: delete 1 row",
-        lambda: lt.dataset(ours, storage_options=options).delete(f"id = {next(ids)}"),
+        lambda: lt.dataset(ours, storage_options=mine).delete(f"id = {next(ids)}"),
         lambda: lance.dataset(theirs, storage_options=options).delete(f"id = {next(ids)}"),
     )
 
@@ -141,6 +178,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fragments", type=int, default=500)
     parser.add_argument("--formats", default="2.0,2.2")
     parser.add_argument("--only", default="", help="run only scenarios whose dataset label has this")
+    parser.add_argument(
+        "--reader",
+        default="s3fs",
+        choices=("s3fs", "pyarrow"),
+        help="lance_table's client of data-file range reads (storage option lance_table_s3_reader)",
+    )
     parser.add_argument(
         "--close", action="store_true", help="the server closes each connection (werkzeug's way), unlike S3"
     )
@@ -157,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
             "fragments": args.fragments,
             "runs": args.runs,
             "keep_alive": not args.close,
+            "reader": args.reader,
         },
     )
     with SlowS3(0.0, keep_alive=not args.close) as server:
@@ -170,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
         fs = s3fs.S3FileSystem(key="bench", secret="bench", client_kwargs={"endpoint_url": server.endpoint})
         fs.mkdir(BUCKET)
         bench = Bench(server, report, args.runs, args.latency)
+        if args.reader != "s3fs":
+            bench.own_options = {"lance_table_s3_reader": args.reader}
         data = benchmark_table(args.rows)
         for fmt in args.formats.split(","):
             if args.only and args.only not in fmt:
@@ -187,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
             lance.write_dataset(small, uri, storage_options=options, max_rows_per_file=per)
             server.set_latency(args.latency)
             _reads(bench, uri, options, f"{args.fragments} fragments", small.num_rows)
+    print(f"load average at the end: {os.getloadavg()}", flush=True)
     report.publish(args.out, "s3")
     (args.out / "s3_requests.json").write_text(json.dumps(bench.requests, indent=2))
     return 0

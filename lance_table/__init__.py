@@ -12,6 +12,8 @@ from lance_table.errors import (
     BasePathError,
     BatchCommitError,
     BlobLocationError,
+    BlobOverflowError,
+    BlobValueError,
     CommitConflictError,
     CommitError,
     CommitStateUnknownError,
@@ -29,6 +31,8 @@ from lance_table.errors import (
     MergeInsertError,
     MergeSourceError,
     MixedFileVersionsError,
+    PackedStructError,
+    RowIdOverflowError,
     RowRangeError,
     SchemaChangeError,
     SchemaError,
@@ -52,7 +56,15 @@ except _metadata.PackageNotFoundError:  # pragma: no cover - a source tree that 
 import lance_table.commit as commit  # pylance's ``lance.commit``
 import lance_table.fragment as fragment  # pylance's ``lance.fragment``
 import lance_table.optimize as optimize  # pylance's ``lance.optimize``
-from lance_table.blob import BlobColumn
+from lance_table.blob import (
+    DEFAULT_BLOB_BUFFER_SIZE,
+    Blob,
+    BlobArray,
+    BlobColumn,
+    BlobType,
+    blob_array,
+    blob_field,
+)
 from lance_table.format.bases import DatasetBasePath
 from lance_table.format.transaction import COMMIT_MESSAGE_KEY as LANCE_COMMIT_MESSAGE_KEY
 from lance_table.schema import json_to_schema, schema_to_json
@@ -63,26 +75,47 @@ from lance_table.table.fragment_metadata import FragmentMetadata
 from lance_table.table.lance_fragment import LanceFragment
 from lance_table.table.lance_operation import LanceOperation, Transaction
 from lance_table.table.lance_schema import LanceSchema
-from lance_table.table.maintenance import DataStatistics, FieldStatistics
+from lance_table.table.maintenance import DataStatistics, FieldStatistics, LanceStats
 from lance_table.table.operations.auto_cleanup import AutoCleanupConfig
 from lance_table.table.operations.cleanup import CleanupCandidateFile, CleanupExplanation, CleanupStats
 from lance_table.table.operations.merge_insert import MergeInsertBuilder
+from lance_table.table.optimize import DatasetOptimizer
+from lance_table.table.result_types import (
+    AlterColumn,
+    BulkCommitResult,
+    DatasetStats,
+    DeleteResult,
+    ExecuteResult,
+    UpdateResult,
+    Version,
+)
+from lance_table.table.row_id_api import serialize_row_addrs
 from lance_table.table.scan_spec import ColumnOrdering
 from lance_table.table.scanner import LanceScanner
+from lance_table.table.scanner_builder import ScannerBuilder
 from lance_table.table.session import Session
 from lance_table.table.sql_query import SqlQuery, SqlQueryBuilder
+from lance_table.table.tags import Tag, Tags
 from lance_table.udf import BatchUDF, add_columns_udf, batch_udf
 
 __all__ = [
+    "DEFAULT_BLOB_BUFFER_SIZE",
     "LANCE_COMMIT_MESSAGE_KEY",
+    "AlterColumn",
     "AppendSchemaError",
     "AutoCleanupConfig",
     "BasePathError",
     "BatchCommitError",
     "BatchUDF",
+    "Blob",
+    "BlobArray",
     "BlobColumn",
     "BlobFile",
     "BlobLocationError",
+    "BlobOverflowError",
+    "BlobType",
+    "BlobValueError",
+    "BulkCommitResult",
     "CleanupCandidateFile",
     "CleanupExplanation",
     "CleanupStats",
@@ -97,8 +130,12 @@ __all__ = [
     "DatasetAlreadyExistsError",
     "DatasetBasePath",
     "DatasetNotFoundError",
+    "DatasetOptimizer",
+    "DatasetStats",
+    "DeleteResult",
     "DetachedCommitError",
     "EmptyDataError",
+    "ExecuteResult",
     "FieldStatistics",
     "FilterError",
     "FragmentMetadata",
@@ -110,12 +147,16 @@ __all__ = [
     "LanceOperation",
     "LanceScanner",
     "LanceSchema",
+    "LanceStats",
     "LanceTableError",
     "MergeInsertBuilder",
     "MergeInsertError",
     "MergeSourceError",
     "MixedFileVersionsError",
+    "PackedStructError",
+    "RowIdOverflowError",
     "RowRangeError",
+    "ScannerBuilder",
     "SchemaChangeError",
     "SchemaError",
     "Session",
@@ -124,17 +165,23 @@ __all__ = [
     "StorageCredentialsError",
     "StorageOptionsError",
     "StorageUnreachableError",
+    "Tag",
     "TagError",
+    "Tags",
     "Transaction",
     "UnsupportedFormatError",
     "UnsupportedOperationError",
     "UnsupportedOptionError",
+    "UpdateResult",
+    "Version",
     "VersionGoneError",
     "VersionNotFoundError",
     "WriteAbortedError",
     "__version__",
     "add_columns_udf",
     "batch_udf",
+    "blob_array",
+    "blob_field",
     "bytes_read_counter",
     "commit",
     "dataset",
@@ -143,5 +190,6 @@ __all__ = [
     "json_to_schema",
     "optimize",
     "schema_to_json",
+    "serialize_row_addrs",
     "write_dataset",
 ]

@@ -36,6 +36,9 @@ IO = "lance_table-io"  # fragments of a remote store, many at once: their time i
 #: the pages of one read of a remote file read in part, many at once: each waits on its requests
 #: (tasks of :data:`IO` may wait on it)
 PAGE_IO = "lance_table-pageio"
+#: the byte ranges of one remote file read at once by a client that sends one request per call
+#: (pyarrow's S3 files); tasks of :data:`IO` and :data:`PAGE_IO` wait on it
+ARROW_READS = "lance_table-arrowreads"
 
 _POOLS: dict[str, ThreadPoolExecutor] = {}
 _LOCK = threading.Lock()
@@ -106,8 +109,8 @@ after_fork_in_child(_reset_after_fork)
 def pool(name: str) -> ThreadPoolExecutor:
     """The process-wide pool called ``name`` (numpy, pyarrow and file reads release the GIL).
 
-    Each has :func:`workers` threads, but :data:`IO` and :data:`PAGE_IO`, whose tasks mostly wait
-    on a remote store, which have :func:`io_threads`.
+    Each has :func:`workers` threads, but :data:`IO`, :data:`PAGE_IO` and :data:`ARROW_READS`,
+    whose tasks mostly wait on a remote store, which have :func:`io_threads`.
 
     Raises:
         ValueError: the thread count's environment variable is not a positive integer.
@@ -115,7 +118,7 @@ def pool(name: str) -> ThreadPoolExecutor:
     with _LOCK:
         found = _POOLS.get(name)
         if found is None:
-            size = io_threads() if name in (IO, PAGE_IO) else workers()
+            size = io_threads() if name in (IO, PAGE_IO, ARROW_READS) else workers()
             found = _POOLS[name] = ThreadPoolExecutor(max_workers=size, thread_name_prefix=name)
         return found
 
@@ -205,6 +208,12 @@ def settle(futures: Sequence[Future[Any]]) -> None:
     for f in futures:
         f.cancel()
     wait(futures)
+
+
+def runs_inline(name: str) -> bool:
+    """Whether a map on pool ``name`` called here would run its calls one after another on
+    this thread (see :func:`map_on`)."""
+    return _inline(name)
 
 
 def _inline(name: str) -> bool:

@@ -97,16 +97,16 @@ class BFloat16:
         self._bits = int(_to_bits(np.array([value], np.float64))[0])
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> BFloat16:
+    def from_bytes(cls, bytes: bytes) -> BFloat16:  # (pylance's keyword)
         """The value stored in 2 little-endian bytes.
 
         Raises:
-            ValueError: ``data`` is not 2 bytes long.
+            ValueError: ``bytes`` is not 2 bytes long.
         """
-        if len(data) != 2:
-            raise ValueError(f"a bfloat16 is 2 bytes, got {len(data)}")
+        if len(bytes) != 2:
+            raise ValueError(f"a bfloat16 is 2 bytes, got {len(bytes)}")
         out = cls.__new__(cls)
-        out._bits = int.from_bytes(data, "little")
+        out._bits = int.from_bytes(bytes, "little")
         return out
 
     def as_float(self) -> float:

@@ -55,6 +55,13 @@ class UnsupportedFormatError(LanceTableError, NotImplementedError):
         super().__init__(f"{path}: {message}" if path else message)
 
 
+class PackedStructError(UnsupportedFormatError, ValueError, OSError):
+    """A packed struct (``lance-encoding:packed``) that pylance would not store either: variable-width
+    children in a file format before 2.2, a child of a kind that cannot be packed, or a null inside
+    a child. Also a ValueError and an OSError, which pylance's file writer and ``write_dataset``
+    raise for these."""
+
+
 class BlobLocationError(LanceTableError, PermissionError):
     """An external blob's URI names a location lance_table refuses to open: outside the dataset's
     registered base paths, with a scheme it does not know, or escaping its base.
@@ -328,6 +335,12 @@ class BatchCommitError(LanceTableError, ValueError, OSError):
     was written."""
 
 
+class FragmentMetadataError(LanceTableError, ValueError, OSError):
+    """Fragment metadata handed to a commit that pylance refuses too: a data file with as many
+    column indices as field ids, or a leaf field of a 2.1+ file without a column. An ``OSError``
+    as pylance's is; nothing was written."""
+
+
 class UpdateError(LanceTableError, ValueError):
     """An ``update`` asks for what cannot be done: no columns, a nested field or a blob column to
     update, a negative retry count (a ValueError, as pylance raises). Nothing was written."""
@@ -358,3 +371,19 @@ class MergeSourceError(LanceTableError, OSError):
     """The source data of a ``merge_insert`` cannot be merged: several source rows match the same
     target row (ambiguous), a row matched under ``when_matched_fail``, or the source's columns do
     not fit the dataset's (an OSError, as pylance raises)."""
+
+
+class BlobValueError(LanceTableError, ValueError):
+    """A blob value, blob field option or blob read request is invalid: a ``Blob`` with both bytes
+    and a URI, a negative threshold, a range past the end of a blob (a ValueError, as pylance
+    raises)."""
+
+
+class BlobOverflowError(BlobValueError, OverflowError):
+    """A blob field threshold too large for pylance's ``usize`` (also an OverflowError, as pylance
+    raises)."""
+
+
+class RowIdOverflowError(LanceTableError, OverflowError):
+    """A row id or row address that is not an unsigned 64-bit integer (an OverflowError, as
+    pylance raises)."""

@@ -27,6 +27,7 @@ from lance_table.table.fragment_metadata import (
 from lance_table.table.fragment_session import FragmentSession
 from lance_table.table.lance_fragment import LanceFragment
 from lance_table.table.lance_operation import LanceOperation, Transaction
+from lance_table.table.opening import refuse
 from lance_table.table.operations.stage import stage_fragments
 from lance_table.table.operations.write import (
     DEFAULT_MAX_BYTES_PER_FILE,
@@ -34,6 +35,7 @@ from lance_table.table.operations.write import (
     WriteMode,
 )
 from lance_table.table.progress import Progress, known_rows, reporter
+from lance_table.table.row_id_api import RowIdSequence
 
 
 def write_fragments(
@@ -45,14 +47,23 @@ def write_fragments(
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
     max_rows_per_group: int | None = 1024,
     max_bytes_per_file: int = DEFAULT_MAX_BYTES_PER_FILE,
+    data_cache_bytes: int | None = None,
+    max_page_bytes: int | None = None,
     data_storage_version: str | None = None,
+    use_legacy_format: bool | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    enable_stable_row_ids: bool = False,
     return_transaction: bool = False,
     progress: Progress = None,
     target_bases: list[str] | None = None,
     target_all_bases: bool | None = None,
     initial_bases: list[DatasetBasePath] | None = None,
     base_store_params: Mapping[str, Mapping[str, Any]] | None = None,
+    external_blob_mode: str = "reference",
+    allow_external_blob_outside_bases: bool = False,
+    namespace_client: Any = None,
+    table_id: list[str] | None = None,
+    session: Any = None,
 ) -> list[FragmentMetadata] | Transaction:
     """Write ``data`` into new data files of the dataset without committing them (pylance's
     ``lance.fragment.write_fragments``).
@@ -67,6 +78,12 @@ def write_fragments(
     ``target_bases``, ``target_all_bases`` and ``initial_bases`` place the data files in base paths
     as ``write_dataset`` does (the Overwrite returned for a new dataset registers ``initial_bases``);
     ``base_store_params`` are their storage options (see ``dataset``; a handle's when not given).
+    Blob v2 values given as external URIs are stored as ``write_dataset`` stores them
+    (``allow_external_blob_outside_bases`` as there). ``use_legacy_format`` picks
+    ``data_storage_version`` "legacy" or "stable", as in pylance. ``data_cache_bytes``,
+    ``max_page_bytes`` and ``session`` tune pylance's engine and are accepted as no-ops;
+    ``enable_stable_row_ids`` is accepted as pylance accepts it, without effect on the fragments
+    (the commit that creates a dataset decides: ``LanceDataset.commit(enable_stable_row_ids=)``).
 
     Raises:
         InputTypeError: the data is of no kind a write takes (also a TypeError).
@@ -76,6 +93,9 @@ def write_fragments(
         StorageOptionsError: a storage option is unknown, unsafe or has a bad value.
         InputTypeError: also when ``progress`` is of no kind taken.
         BasePathError: a base reference names no base, or bases collide (see ``write_dataset``).
+        BlobLocationError: an external blob URI outside the registered base paths (see
+            ``write_dataset``).
+        UnsupportedOptionError: ``external_blob_mode="ingest"`` or a namespace.
 
     Example:
         ```python
@@ -85,6 +105,17 @@ def write_fragments(
         lt.LanceDataset.commit(uri, lt.LanceOperation.Append(metas), read_version=ds.version)
         ```
     """
+    refuse(
+        "write_fragments",
+        {
+            "external_blob_mode": external_blob_mode,
+            "namespace_client": namespace_client,
+            "table_id": table_id,
+        },
+        unset={"external_blob_mode": "reference"},
+    )
+    if data_storage_version is None and use_legacy_format is not None:
+        data_storage_version = "legacy" if use_legacy_format else "stable"
     if isinstance(dataset_uri, Dataset):
         storage = dataset_uri._storage
         if base_store_params is not None:
@@ -105,6 +136,7 @@ def write_fragments(
             max_rows_per_file=max_rows_per_file,
             max_bytes_per_file=max_bytes_per_file,
             progress=report,
+            allow_external_blob_outside_bases=allow_external_blob_outside_bases,
         )
     metas = [FragmentMetadata.from_fragment(f) for f in frags]
     if not return_transaction:
@@ -124,5 +156,6 @@ __all__ = [
     "LanceFragment",
     "RowDatasetVersionMeta",
     "RowIdMeta",
+    "RowIdSequence",
     "write_fragments",
 ]

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pyarrow as pa
@@ -84,8 +85,11 @@ def _time_unit(unit: str, lt: str) -> str:
     return unit
 
 
+@functools.lru_cache(maxsize=1024)
 def leaf_type_from_logical(lt: str) -> pa.DataType:
-    """The Arrow type of a logical type string that needs no child fields.
+    """The Arrow type of a logical type string that needs no child fields (remembered: Arrow
+    types are immutable, and building a fixed-size list type costs more than a schema's other
+    fields together; every write resolves its schema several times).
 
     Raises:
         SchemaError: the string is not a known leaf logical type.

@@ -201,10 +201,31 @@ def _resolve(f: LanceField, kids: list[FieldNode]) -> pa.DataType:
 def build_tree(fields: Iterable[LanceField]) -> list[FieldNode]:
     """Attach children to parents and resolve Arrow types; returns the top-level nodes in order.
 
+    The trees of the last few field lists are remembered by the identity of their fields (which
+    are immutable): a write resolves its dataset's schema several times, and a stream of appends
+    reads the same manifest's fields again and again.
+
     Raises:
         SchemaError: a parent id is unknown, ids repeat, or a logical type is invalid.
     """
     fields = list(fields)
+    key = tuple(map(id, fields))
+    hit = _TREES.get(key)
+    if hit is not None and all(a is b for a, b in zip(hit[0], fields)):
+        return list(hit[1])
+    nodes = _build_tree(fields)
+    if len(_TREES) >= _TREES_KEPT:
+        _TREES.clear()
+    _TREES[key] = (tuple(fields), tuple(nodes))  # (the fields are kept: their ids stay theirs)
+    return nodes
+
+
+# trees by the ids of their fields (see :func:`build_tree`); emptied when full
+_TREES: dict[tuple[int, ...], tuple[tuple[LanceField, ...], tuple[FieldNode, ...]]] = {}
+_TREES_KEPT = 64
+
+
+def _build_tree(fields: list[LanceField]) -> list[FieldNode]:
     children: dict[int, list[LanceField]] = {}
     ids: set[int] = set()
     roots: list[LanceField] = []

@@ -19,7 +19,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from google.protobuf import text_format
 
 from lance_table.errors import (
     LanceFileNotFoundError,
@@ -31,6 +30,7 @@ from lance_table.errors import (
 from lance_table.extensions import storage_schema, to_storage, user_table
 from lance_table.file.column_pages import ColumnPages
 from lance_table.file.container import FOOTER_STRUCT
+from lance_table.file.encoding_text import rust_debug
 from lance_table.file.reader import LanceFileReader as _CodecReader
 from lance_table.file.results import (
     LanceBufferDescriptor,
@@ -222,7 +222,7 @@ class LanceFileReader:
             page_meta = [
                 LancePageMetadata(
                     buffers_of(p.buffer_offsets, p.buffer_sizes),
-                    text_format.MessageToString(pages.encoding(j, self._source)) if pages else "",
+                    rust_debug(pages.encoding(j, self._source)) if pages else "",
                 )
                 for j, p in enumerate(pb.pages)
             ]

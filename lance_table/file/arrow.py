@@ -36,6 +36,12 @@ def with_validity(arr: pa.Array, valid: np.ndarray) -> pa.Array:
     )
 
 
+def bool_array(mask: np.ndarray) -> pa.BooleanArray:
+    """A numpy bool array as an Arrow boolean array without nulls (packed in one numpy call)."""
+    bits = pa.py_buffer(np.packbits(mask, bitorder="little"))
+    return pa.Array.from_buffers(pa.bool_(), mask.size, [None, bits], null_count=0)
+
+
 def build_binary(
     dtype: pa.DataType,
     valid: np.ndarray,

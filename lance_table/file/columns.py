@@ -26,10 +26,11 @@ from lance_table.file.container import (
     FileVersion,
     pack_encoding,
 )
-from lance_table.file.fields import BLOB_DESCRIPTOR
+from lance_table.file.fields import BLOB_DESCRIPTOR, array_overhead
 from lance_table.file.v2_0 import encode as encode20
 from lance_table.file.v2_0.layout import is_packed_struct
 from lance_table.file.v2_1 import encode as encode21
+from lance_table.file.v2_1.packed_var_encode import check_variable_packed, has_variable_child
 from lance_table.file.v2_1.values_encode import compression_scheme
 from lance_table.schema import FieldNode
 
@@ -79,7 +80,10 @@ class ColumnOut:
     def __init__(self, index: int, column_encoding: Any) -> None:
         self.index = index
         self.meta = file2_pb2.ColumnMetadata()
-        pack_encoding(column_encoding, URL_COLUMN_ENCODING, self.meta.encoding)
+        if column_encoding is _VALUES_COLUMN_ENCODING:  # (packed once: every column has it)
+            self.meta.encoding.CopyFrom(_VALUES_COLUMN_PACKED)
+        else:
+            pack_encoding(column_encoding, URL_COLUMN_ENCODING, self.meta.encoding)
 
     def add_page(
         self,
@@ -101,9 +105,15 @@ class ColumnOut:
 
 
 def values_column_encoding() -> Any:
-    enc = encodings_v2_0_pb2.ColumnEncoding()
-    enc.values.SetInParent()
-    return enc
+    """The ``values`` column encoding of every column but a blob one (one shared message: it is
+    never changed)."""
+    return _VALUES_COLUMN_ENCODING
+
+
+_VALUES_COLUMN_ENCODING = encodings_v2_0_pb2.ColumnEncoding()
+_VALUES_COLUMN_ENCODING.values.SetInParent()
+_VALUES_COLUMN_PACKED = file2_pb2.Encoding()
+pack_encoding(_VALUES_COLUMN_ENCODING, URL_COLUMN_ENCODING, _VALUES_COLUMN_PACKED)
 
 
 class FieldWriter:
@@ -134,7 +144,9 @@ class LeafWriter(FieldWriter):
         self.pending.append(arr)
         self.pending_bytes += arr.nbytes
         budget = _page_budget(self.w)
-        while self.pending_bytes >= budget:
+        # counted as pylance counts what it buffers (see array_overhead): pages fill at its rows
+        overhead = array_overhead(arr.type)
+        while self.pending_bytes + overhead * len(self.pending) > budget:
             total = sum(len(a) for a in self.pending)
             rows = max(1, int(budget * total / max(self.pending_bytes, 1)))
             if rows >= total:
@@ -160,6 +172,8 @@ class LeafWriter(FieldWriter):
 
     def encode(self, chunks: list[pa.Array], bufs: encode20.PageBuffers) -> Any:
         if is_packed_struct(self.node):
+            if has_variable_child(self.node.arrow_type):  # pylance packs only fixed widths in 2.0
+                check_variable_packed(self.node, v2_2=False)
             return encode20.encode_packed_struct(_concat(chunks), bufs)
         scheme = compression_scheme(self.node.field.metadata)
         return encode20.encode_leaf_chunks(chunks, bufs, scheme)

@@ -30,7 +30,8 @@ class LanceBufferDescriptor:
 
 @dataclass(frozen=True)
 class LancePageMetadata:
-    """A page: its buffers and its encoding (the protobuf message, as text).
+    """A page: its buffers and its encoding (the protobuf message, as text in pylance's form:
+    see :mod:`lance_table.file.encoding_text`).
 
     Example:
         ```python

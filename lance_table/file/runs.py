@@ -107,6 +107,27 @@ class Runs:
         run = np.searchsorted(ends, ordinals, side="right")
         return self.starts[run] + ordinals - (ends[run] - self.lengths[run])
 
+    def mask(self, lo: int, span: int) -> np.ndarray:
+        """Which positions of ``[lo, lo + span)`` the runs cover (they lie inside it), as bools:
+        all but the gaps between the runs and before and after them, which are written one
+        scatter when they are single positions (rows deleted here and there), else expanded."""
+        mask = np.zeros(span, bool)
+        if not self.count:
+            return mask
+        first, end = int(self.starts[0]) - lo, self.end - lo
+        mask[first:end] = True
+        ends = self.starts + self.lengths
+        gap_at = ends[:-1] - lo
+        gap_len = self.starts[1:] - ends[:-1]
+        if gap_len.size and int(gap_len.max()) <= 1:
+            mask[gap_at[gap_len == 1]] = False
+        elif gap_len.size:
+            total = int(gap_len.sum())
+            before = np.zeros(gap_len.size, np.int64)
+            np.cumsum(gap_len[:-1], out=before[1:])
+            mask[np.arange(total, dtype=np.int64) + np.repeat(gap_at - before, gap_len)] = False
+        return mask
+
     def with_predecessors(self) -> Runs:
         """These runs, each extended one position to the left where possible (merged if they touch).
 
@@ -114,6 +135,28 @@ class Runs:
         """
         has_prev = (self.starts > 0).astype(np.int64)
         return _merge(self.starts - has_prev, self.lengths + has_prev)
+
+
+# Selections of more runs than this, covering at least this share of their span, read the span.
+DENSE_MIN_RUNS = 64
+DENSE_FRACTION = 0.25
+# So do fewer runs covering at least this share of their span when they are shorter than
+# LONG_RUN rows on average (a fragment with rows deleted here and there).
+DENSE_SHARE = 0.5
+LONG_RUN = 1024
+
+
+def read_as_span(runs: Runs) -> bool:
+    """Whether the rows at ``runs`` are best read as the span that covers them, then selected:
+    many runs close together, or short runs covering most of their span (the live rows of a
+    range with rows deleted here and there); not a few long runs (the rows around a deleted
+    range), whose pages decode each run as a span of its own."""
+    if runs.count < 2:
+        return False
+    span = runs.end - int(runs.starts[0])
+    if runs.count > DENSE_MIN_RUNS and runs.total >= DENSE_FRACTION * span:
+        return True
+    return runs.total >= DENSE_SHARE * span and runs.total < LONG_RUN * runs.count
 
 
 def _merge(starts: np.ndarray, lengths: np.ndarray) -> Runs:

@@ -202,7 +202,7 @@ class LanceFileWriter:
                     for writer, column in zip(self._writers, batch.columns)
                     for leaf in cast(StructuralWriter, writer).leaves
                 ]
-                self._encode_on_threads(work, threads=not self._small(batch.nbytes))
+                self._encode_on_threads(work, threads=not self._small(_size(batch)))
             else:
                 for writer, column in zip(self._writers, batch.columns):
                     writer.append(column)
@@ -341,6 +341,14 @@ class LanceFileWriter:
                 self.close()
         else:
             self.abort()
+
+
+def _size(batch: pa.RecordBatch) -> int:
+    """The bytes of a batch as :meth:`LanceFileWriter._small` weighs them: its buffers' whole size
+    when that is small already (an upper bound, known at once), else the bytes its rows reference
+    (``nbytes``, which walks every buffer: a fixed cost a small append would pay in full)."""
+    whole = batch.get_total_buffer_size()
+    return whole if whole < INLINE_ENCODE_BYTES else batch.nbytes
 
 
 def _run_all(calls: Sequence[Callable[[], None]]) -> None:

@@ -98,9 +98,13 @@ def _open(text: str, options: dict[str, Any]) -> Storage:
             import s3fs
         except ImportError as exc:  # pragma: no cover - depends on the install
             raise ImportError("s3:// datasets need s3fs: pip install 'lance_table[s3]'") from exc
+        from lance_table.storage.arrow_s3 import READER_OPTION, open_arrow_s3
+
         kwargs = s3fs_arguments(options, rest.split("/", 1)[0], os.environ)
         fs = s3fs.S3FileSystem(**with_connection_pool(kwargs))
-        return S3Storage(fs, rest.strip("/"), text, access=options_fingerprint(kwargs))
+        arrow = open_arrow_s3(options, kwargs, os.environ)
+        access = options_fingerprint({**kwargs, READER_OPTION: "pyarrow"} if arrow else kwargs)
+        return S3Storage(fs, rest.strip("/"), text, access=access, arrow=arrow)
     if protocol in AZURE_SCHEMES:
         return _open_azure(text, rest, options)
     if protocol in ("gs", "gcs"):

@@ -59,13 +59,35 @@ class LocalStorage(Storage):
     def _makedirs(self, full: str) -> None:
         os.makedirs(os.path.dirname(full), exist_ok=True)
 
+    def _open_fd(self, full: str, flags: int) -> int:
+        """``os.open`` of a file to create, its directories made when missing (asked only then:
+        a commit creates a few files in directories that almost always exist)."""
+        try:
+            return os.open(full, flags, 0o666)
+        except FileNotFoundError:
+            self._makedirs(full)
+            return os.open(full, flags, 0o666)
+
+    def _write_file(self, full: str, data: bytes, flags: int) -> None:
+        """Create ``full`` (``flags`` besides write-only and create) holding ``data``; on failure
+        no partial file is left behind."""
+        fd = self._open_fd(full, os.O_WRONLY | os.O_CREAT | flags)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(full)
+            raise
+        os.close(fd)
+
     def write(self, path: str, data: bytes) -> None:
         full = self._abs(path)
-        self._makedirs(full)
         tmp = f"{full}.tmp-{uuid.uuid4().hex}"
+        self._write_file(tmp, data, os.O_TRUNC)
         try:
-            with open(tmp, "wb") as f:
-                f.write(data)
             os.replace(tmp, full)
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
@@ -73,19 +95,7 @@ class LocalStorage(Storage):
             raise
 
     def write_new(self, path: str, data: bytes) -> None:
-        full = self._abs(path)
-        self._makedirs(full)
-        fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(full)
-            raise
-        finally:
-            os.close(fd)
+        self._write_file(self._abs(path), data, os.O_EXCL)
 
     def write_hint(self, path: str, data: bytes) -> None:
         # In place (a rename costs a journal entry): only when it leaves no longer old content behind.
@@ -105,8 +115,7 @@ class LocalStorage(Storage):
 
     def open_writer(self, path: str) -> IO[bytes]:
         full = self._abs(path)
-        self._makedirs(full)
-        return open(full, "wb")
+        return open(self._open_fd(full, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb")
 
     def open_staged(self, path: str) -> StagedFile:
         """Written to a temporary name beside ``path``, renamed into place when published."""
@@ -117,11 +126,9 @@ class LocalStorage(Storage):
 
     def put_if_absent(self, path: str, data: bytes) -> None:
         full = self._abs(path)
-        self._makedirs(full)
         tmp = os.path.join(os.path.dirname(full), f".tmp-{uuid.uuid4().hex}")
+        self._write_file(tmp, data, os.O_EXCL)
         try:
-            with open(tmp, "wb") as f:
-                f.write(data)
             os.link(tmp, full)  # raises FileExistsError if another writer won
         finally:
             with contextlib.suppress(FileNotFoundError):

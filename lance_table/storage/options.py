@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from lance_table.errors import StorageOptionsError
+from lance_table.storage.arrow_s3 import READER_OPTION, check_reader
 
 Handler = Callable[["_Builder", str, Any], None]
 
@@ -342,6 +343,8 @@ _S3FS: dict[str, Handler] = {
     "use_listings_cache": _no_listing_cache,
     "listings_expiry_time": _refused(_LISTING_CACHE),
     "max_paths": _refused(_LISTING_CACHE),
+    # lance_table's own: which client reads data files' byte ranges (see arrow_s3); not for s3fs
+    READER_OPTION: _checked(check_reader),
     "asynchronous": _refused(_EVENT_LOOP),
     "loop": _refused(_EVENT_LOOP),
     "session": _refused(_EVENT_LOOP),

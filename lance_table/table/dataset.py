@@ -20,7 +20,7 @@ import pyarrow as pa
 from lance_table.format.bases import DatasetBasePath
 from lance_table.table import versions
 from lance_table.table.commit import CommitLock
-from lance_table.table.commit.protocol import DEFAULT_MAX_RETRIES
+from lance_table.table.commit.protocol import DEFAULT_COMMIT_TIMEOUT, DEFAULT_MAX_RETRIES
 from lance_table.table.dataset_arrow import _ArrowDataset
 from lance_table.table.dataset_indices import _Indices
 from lance_table.table.dataset_maintenance import _Maintenance
@@ -213,6 +213,9 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
         commit_message: str | None = None,
         enable_stable_row_ids: bool | None = None,
         base_store_params: Mapping[str, Mapping[str, Any]] | None = None,
+        namespace_client: Any = None,
+        table_id: Sequence[str] | None = None,
+        commit_timeout: dt.timedelta | None = DEFAULT_COMMIT_TIMEOUT,
     ) -> Dataset:
         """Commit an operation built by hand (pylance's ``LanceDataset.commit``), typically fragments
         written by :func:`lance_table.fragment.write_fragments` on workers; returns the new version.
@@ -225,6 +228,10 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
         ``detached``: the new version is detached, as in pylance: a random number with the top
         bit set, outside the version line (never the latest, not in ``versions()``), opened with
         :meth:`checkout_version`; ``read_version`` may be another detached version.
+
+        ``commit_timeout`` (pylance's bound on the time a commit and its retries take) is
+        accepted: a commit here is bounded by ``max_retries``. Namespaces (``namespace_client``,
+        ``table_id``) are not supported.
 
         Goes through the one commit path: a commit that lost a race rebases as any write does.
         Fragments are checked before anything is written (see
@@ -249,7 +256,9 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
             SchemaError: the fragments disagree with the schema; a Project's or Merge's field ids
                 or types disagree with the dataset's.
             CommitConflictError: a concurrent commit makes this one impossible.
+            UnsupportedOptionError: ``namespace_client`` or ``table_id`` is set.
         """
+        refuse("commit", {"namespace_client": namespace_client, "table_id": table_id})
         target = base_uri._snapshot if isinstance(base_uri, Dataset) else base_uri
         storage, opts = commit_storage(target, storage_options, base_store_params)
         if commit_lock is not None:
@@ -277,11 +286,12 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
         enable_v2_manifest_paths: bool | None = None,
         detached: bool | None = False,
         max_retries: int = DEFAULT_MAX_RETRIES,
-        *,
         base_store_params: Mapping[str, Mapping[str, Any]] | None = None,
+        commit_timeout: dt.timedelta | None = DEFAULT_COMMIT_TIMEOUT,
     ) -> dict[str, Any]:
         """Commit several transactions as one version (pylance's ``LanceDataset.commit_batch``):
         their appends merged into one Append. Returns ``{"dataset": ..., "merged": Transaction}``.
+        Options as :meth:`commit`'s (``commit_timeout`` accepted, as there).
 
         Raises:
             BatchCommitError: no transactions, or one other than an Append.

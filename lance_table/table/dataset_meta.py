@@ -7,10 +7,17 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from pyroaring import BitMap
+
+from lance_table.file.session import LanceFileSession
+from lance_table.table import remap, versions
+from lance_table.table.commit.row_ids import uses_stable_row_ids
 from lance_table.table.handle import Handle
 from lance_table.table.operations import config as config_ops
+from lance_table.table.operations.schema_add import next_field_id
+from lance_table.table.row_id_api import StorageOptionsAccessor
 
 if TYPE_CHECKING:
     pass
@@ -32,6 +39,68 @@ class _Metadata(Handle):
     def schema_metadata(self) -> dict[str, str]:
         """The schema metadata, as text."""
         return config_ops.string_map(self.manifest.schema_metadata)
+
+    @property
+    def has_stable_row_ids(self) -> bool:
+        """Whether the dataset keeps stable row ids (a flag of the dataset, whatever its fragments)."""
+        return uses_stable_row_ids(self.manifest)
+
+    @property
+    def max_field_id(self) -> int:
+        """The largest field id the version uses: of its schema or listed by its data files (a
+        dropped column's id stays taken), -1 for none; new fields are numbered after it."""
+        return next_field_id(self.manifest) - 1
+
+    @property
+    def initial_storage_options(self) -> dict[str, Any] | None:
+        """The storage options the dataset was opened with (None when none were given)."""
+        return dict(self._storage.storage_options) or None
+
+    def fragment_ids(self) -> BitMap:
+        """The ids of this version's fragments, as a roaring bitmap (iterable, sized, ``in``;
+        pylance's ``Bitmap``), without a fragment object each."""
+        return BitMap(f.id for f in self.manifest.fragments)
+
+    def version_refs(self) -> list[dict[str, int]]:
+        """Every attached version as ``{"version": n}``, oldest first, from the listing alone
+        (no manifest is read; pylance's ``version_refs``).
+
+        Raises:
+            CorruptFileError: the directory mixes the V1 and V2 manifest naming schemes.
+        """
+        return [{"version": e.version} for e in versions.list_versions(self._storage)]
+
+    @property
+    def storage_options_accessor(self) -> StorageOptionsAccessor | None:
+        """The storage options the dataset was opened with, as pylance's accessor (static:
+        lance_table has no credential provider); None when none were given."""
+        options = self.initial_storage_options
+        return None if options is None else StorageOptionsAccessor(options)
+
+    def new_file_session(self) -> LanceFileSession:
+        """A :class:`~lance_table.file.LanceFileSession` at the dataset's URI with its storage
+        options, to read and write Lance files in it (pylance's ``new_file_session``).
+
+        Raises:
+            UnsupportedOptionError: never for a dataset handle (the session's own checks).
+        """
+        return LanceFileSession(self.uri, self.latest_storage_options())
+
+    def remap_row_addrs(self, addrs: Any) -> Any:
+        """Row addresses from before compactions mapped to where the rows are now, by the
+        fragment reuse index (pylance's ``remap_row_addrs``): a uint64 array, null for a row a
+        compaction dropped, unchanged for an address no recorded compaction moved; None when
+        the dataset has no fragment reuse index.
+
+        Raises:
+            CorruptFileError: the fragment reuse index is damaged.
+        """
+        return remap.remap_row_addrs(self._snapshot, addrs)
+
+    def latest_storage_options(self) -> dict[str, Any] | None:
+        """The storage options in use (lance_table does not refresh them from a provider: as
+        :attr:`initial_storage_options`)."""
+        return self.initial_storage_options
 
     def update_config(self, values: Mapping[str, str | None], *, replace: bool = False) -> dict[str, str]:
         """Set config keys (a None value removes one; ``replace`` drops every other key) in one

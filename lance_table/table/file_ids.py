@@ -44,7 +44,7 @@ def stored_roots(
     """
     meta = reader.metadata
     col_of: Mapping[int, int] | None = getattr(reader, "_col_of", None)
-    if col_of is None or not data_file.column_indices:  # legacy files: the view maps them
+    if col_of is None:  # legacy files: the view maps them
         return dict(meta.roots_by_id)
     key = (tuple(data_file.fields), tuple(data_file.column_indices))
     per_reader = _CACHE.setdefault(reader, {})
@@ -89,8 +89,10 @@ def _renumbered(
                 "which holds no field of the file",
             )
         to_manifest[file_id] = fid
-    if all(k == v for k, v in to_manifest.items()):
+    if all(k == v for k, v in to_manifest.items()) and all(i in to_manifest for i in col_of):
         return dict(meta.roots_by_id)  # the file numbers its fields as the dataset does
+    # A column the manifest gives no field (its index -1, or no indices at all) holds none: its
+    # field reads as nulls, as in pylance.
     by_file_id = {n.id: n for root in meta.roots for n in root.walk()}
     parent_of = {c.id: n.id for n in dataset.values() for c in n.children}
     for root in meta.roots:

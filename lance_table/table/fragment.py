@@ -32,9 +32,6 @@ from lance_table.table.split_struct import assemble, is_split
 if TYPE_CHECKING:
     from lance_table.filters.bounds import Condition
 
-# Runs covering at least this share of their span are read as the span and masked (see read).
-DENSE_RUNS_SHARE = 0.5
-
 
 @dataclass
 class FragmentReader:
@@ -218,34 +215,27 @@ class FragmentReader:
         """Columns ``names`` (dataset names) of the rows at ``runs``; integer values below their
         column's ``floors`` entry may read as 0 (see :meth:`LanceFileReader.read_runs`).
 
-        Runs that cover most of their span (the live rows of a fragment with a few deletions) are
-        read as that span, then masked: decoding whole chunks beats picking rows out of them."""
+        Each data file's reader picks how to read the runs: the live rows of a fragment with rows
+        deleted here and there are read as their span, each page's kept rows selected as it is
+        decoded; a few long runs (a range deleted) are read as they are."""
         if runs.count and runs.end > self.physical_rows:
             raise IndexError(f"rows up to {runs.end} requested from a fragment of {self.physical_rows} rows")
-        if runs.count > 1 and runs.total >= DENSE_RUNS_SHARE * (runs.end - int(runs.starts[0])):
-            lo = int(runs.starts[0])
-            span = runs.end - lo
-            return self._read(names, Runs.span(lo, span), floors, pa.array(_runs_mask(runs, lo, span)))
         return self._read(names, runs, floors)
 
-    def _read(
-        self, names: list[str], runs: Runs, floors: Mapping[str, int] | None, keep: pa.Array | None = None
-    ) -> pa.Table:
-        """:meth:`read` of ``runs``, then only the rows ``keep`` (a mask over them) when given."""
+    def _read(self, names: list[str], runs: Runs, floors: Mapping[str, int] | None) -> pa.Table:
         by_file: dict[int, list[str]] = {}
         columns: dict[str, pa.ChunkedArray] = {}
         for name in names:
             node = self.roots[name]
             if is_split(node, self.fragment.files):
-                columns[name] = self._read_split(node, runs, keep)
+                columns[name] = self._read_split(node, runs)
                 continue
             idx = self._file_of(node)
             by_file.setdefault(idx, []).append(name)
         for idx, group in by_file.items():
             if idx < 0:
                 for name in group:
-                    rows = runs.total if keep is None else keep.true_count
-                    columns[name] = pa.chunked_array([pa.nulls(rows, self.roots[name].arrow_type)])
+                    columns[name] = pa.chunked_array([pa.nulls(runs.total, self.roots[name].arrow_type)])
                 continue
             data_file = self.fragment.files[idx]
             reader = self._reader(data_file)
@@ -258,9 +248,13 @@ class FragmentReader:
             wanted = []
             file_nodes = []
             file_floors = {}
+            read_names = []
             for name in group:
                 node = self.roots[name]
                 file_node = file_roots.get(node.id)
+                if file_node is None and _without_column(data_file, node):
+                    columns[name] = pa.chunked_array([pa.nulls(runs.total, node.arrow_type)])
+                    continue
                 if file_node is None:
                     raise CorruptFileError(
                         self._manifest_where(),
@@ -268,17 +262,18 @@ class FragmentReader:
                     )
                 _check_blob_fields(node, file_node, where)
                 file_name = file_node.name
+                read_names.append(name)
                 wanted.append(file_name)
                 file_nodes.append(file_node)
                 if floors and name in floors:
                     file_floors[file_name] = floors[name]
+            if not wanted:
+                continue
             try:
                 table = reader.read_runs(runs, wanted, floors=file_floors)
             except FileNotFoundError:  # deleted since the reader was opened (files open per read)
                 raise missing_file_error(self.storage, where(), self.version) from None
-            if keep is not None:  # one filter for the file's columns
-                table = table.filter(keep)
-            for name, col, file_node in zip(group, table.columns, file_nodes):
+            for name, col, file_node in zip(read_names, table.columns, file_nodes):
                 node = self.roots[name]
                 col = conform(col, node, file_node)
                 target = node.arrow_type
@@ -302,7 +297,7 @@ class FragmentReader:
             table = user_table(table, schema, pa.schema([n.reader_field for n in nodes]))
         return selectable(table)
 
-    def _read_split(self, node: FieldNode, runs: Runs, keep: pa.Array | None) -> pa.ChunkedArray:
+    def _read_split(self, node: FieldNode, runs: Runs) -> pa.ChunkedArray:
         """A struct whose children live in several data files (see :mod:`split_struct`)."""
 
         def read_top(idx: int, root_id: int) -> tuple[FieldNode, pa.ChunkedArray]:
@@ -315,10 +310,9 @@ class FragmentReader:
                     f"data file {data_file.path} is listed with field {root_id}, which it does not store",
                 )
             table = reader.read_runs(runs, [file_node.name])
-            return file_node, (table.filter(keep) if keep is not None else table).column(0)
+            return file_node, table.column(0)
 
-        rows = runs.total if keep is None else keep.true_count
-        col = assemble(node.id, node, self.fragment.files, read_top, rows)
+        col = assemble(node.id, node, self.fragment.files, read_top, runs.total)
         return col if col.type == node.arrow_type else col.cast(node.arrow_type)
 
     def _file_of(self, node: FieldNode) -> int:
@@ -332,6 +326,16 @@ class FragmentReader:
             if not ids.isdisjoint(self.fragment.files[i].fields):
                 return i
         return -1
+
+
+def _without_column(data_file: DataFile, node: FieldNode) -> bool:
+    """Whether a 2.0+ data file lists the field but gives it no column (no column indices at all,
+    or -1 for each of its ids it lists): the field reads as nulls there, as in pylance."""
+    if not data_file.file_major_version or data_file.version == "0.1":
+        return False
+    if not data_file.column_indices:
+        return True
+    return all(col < 0 for fid, col in zip(data_file.fields, data_file.column_indices) if fid in node.ids)
 
 
 def _is_blob_descriptor(node: FieldNode) -> bool:
@@ -355,24 +359,6 @@ def _check_blob_fields(node: FieldNode, file_node: FieldNode, where: Callable[[]
                 f"field {n.name!r} (id {n.id}) is {'a blob' if _is_blob_descriptor(n) else 'not a blob'} "
                 f"column in the manifest, but the data file stores {what} for it",
             )
-
-
-def _runs_mask(runs: Runs, lo: int, span: int) -> np.ndarray:
-    """Which positions of ``[lo, lo + span)`` the runs (inside it, ``lo`` the first start)
-    cover: all but the gaps between them, which are single rows when rows were deleted here
-    and there (one scatter), else expanded."""
-    ends = runs.starts + runs.lengths
-    gap_at = ends[:-1] - lo
-    gap_len = runs.starts[1:] - ends[:-1]
-    mask = np.ones(span, bool)
-    if gap_len.size and int(gap_len.max()) <= 1:
-        mask[gap_at[gap_len == 1]] = False
-    elif gap_len.size:
-        total = int(gap_len.sum())
-        before = np.zeros(gap_len.size, np.int64)
-        np.cumsum(gap_len[:-1], out=before[1:])
-        mask[np.arange(total, dtype=np.int64) + np.repeat(gap_at - before, gap_len)] = False
-    return mask
 
 
 def _any_in(sorted_values: np.ndarray, lo: int, hi: int) -> bool:

@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_table.extensions import user_table
+from lance_table.file.arrow import bool_array
 from lance_table.file.field_shapes import FLAT, field_shape
 from lance_table.file.pageio import PageIO
 from lance_table.file.reader import LanceFileReader
@@ -29,6 +30,9 @@ from lance_table.table.deletion import missing_file_error
 from lance_table.table.fragment import FragmentReader
 
 Plan = tuple[LanceFileReader, small_many.FileLayout]
+
+# A batch keeping at least this share of its rows selects them with a filter, not a take.
+DENSE_SHARE = 0.25
 
 
 def plans(frags: Sequence[FragmentReader], names: Sequence[str]) -> list[Plan | None]:
@@ -166,4 +170,9 @@ def _read_batch(
     np.cumsum(counts[:-1], out=row_base[1:])
     starts = np.concatenate([r.starts + b for r, b in zip(runs, row_base.tolist())])
     lengths = np.concatenate([r.lengths for r in runs])
-    return table.take(pa.array(spans(starts, lengths)))
+    selected = Runs(starts, lengths)
+    if selected.total < DENSE_SHARE * table.num_rows:
+        return table.take(pa.array(spans(starts, lengths)))
+    # most rows (the live rows of fragments with deletions): one filter per column
+    keep = bool_array(selected.mask(0, table.num_rows))
+    return pa.Table.from_arrays([col.filter(keep) for col in table.columns], schema=table.schema)

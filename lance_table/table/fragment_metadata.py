@@ -9,7 +9,7 @@ and from the format's own :class:`lance_table.format.manifest.Fragment`.
 
 from __future__ import annotations
 
-import json
+import json as _json
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -18,6 +18,7 @@ from typing import Any
 from lance_table._proto import table_pb2
 from lance_table.errors import UnsupportedFormatError
 from lance_table.format import manifest as fmt
+from lance_table.table.data_file_layout import data_file_from_file
 
 # pylance's names of the deletion file kinds, and the format's.
 _DELETION_KINDS = {"array": fmt.DELETION_ARROW, "bitmap": fmt.DELETION_BITMAP}
@@ -80,6 +81,40 @@ class DataFile:
             "DataFile.field_ids is deprecated, use DataFile.fields instead", DeprecationWarning, stacklevel=2
         )
         return self.fields
+
+    @classmethod
+    def create(cls, dataset: Any, path: str, *, base_id: int | None = None) -> DataFile:
+        """The record of the existing Lance file ``data/<path>`` of ``dataset`` (pylance's
+        ``DataFile.create``): its columns matched to the dataset's top-level fields by name, with
+        the field ids and column indices a ``DataReplacement`` commit needs.
+
+        Raises:
+            LanceFileNotFoundError: there is no such file (a FileNotFoundError and ValueError).
+            SchemaError: a column the dataset lacks, or of another type (a ValueError).
+            UnsupportedFormatError: not a Lance 2.x file; ``base_id`` is given.
+
+        Example:
+            ```python
+            from lance_table.file import LanceFileWriter
+            from lance_table.fragment import DataFile
+
+            scores = ds.to_table(columns=["score"])
+            with LanceFileWriter(f"{uri}/data/new_scores.lance", scores.schema) as writer:
+                writer.write_batch(scores)
+            print(DataFile.create(ds, "new_scores.lance").fields)
+            ```
+        """
+        snapshot = dataset._snapshot
+        f = data_file_from_file(snapshot.storage, snapshot.manifest.fields, path, base_id)
+        return cls(
+            f.path,
+            list(f.fields),
+            list(f.column_indices),
+            f.file_major_version,
+            f.file_minor_version,
+            f.file_size_bytes,
+            f.base_id,
+        )
 
     def __repr__(self) -> str:  # as pylance shows a data file
         return (
@@ -146,16 +181,27 @@ class DeletionFile:
 
     def json(self) -> str:
         """The JSON text of :meth:`asdict`."""
-        return json.dumps(self.asdict())
+        return _json.dumps(self.asdict())
 
     @staticmethod
-    def from_json(data: str) -> DeletionFile:
+    def from_json(json: str) -> DeletionFile:
         """Read what :meth:`json` wrote."""
-        return DeletionFile(**json.loads(data))
+        return DeletionFile(**_json.loads(json))
 
-    def path(self, fragment_id: int) -> str:
-        """Where the file lives for fragment ``fragment_id``, relative to the dataset root."""
-        return self._to_format().path(fragment_id)
+    def path(self, fragment_id: int, base_uri: str | None = None) -> str:
+        """Where the file lives for fragment ``fragment_id``: relative to the dataset root, or
+        joined to ``base_uri`` as pylance joins it (a path, its slashes at either end dropped).
+
+        Raises:
+            ValueError: ``base_uri`` has an empty path segment (as pylance refuses it).
+        """
+        relative = self._to_format().path(fragment_id)
+        if base_uri is None:
+            return relative
+        parts = base_uri.strip("/").split("/")
+        if "" in parts:
+            raise ValueError(f"Invalid base URI: {base_uri}: it has an empty path segment")
+        return "/".join([*parts, relative])
 
     def _to_format(self) -> fmt.DeletionFile:
         kind = _DELETION_KINDS[self.file_type]
@@ -185,9 +231,22 @@ class RowIdMeta:
         return {"Inline": list(self.inline)}
 
     @staticmethod
-    def from_dict(data: Mapping[str, Any]) -> RowIdMeta:
+    def from_dict(dict: Mapping[str, Any]) -> RowIdMeta:
         """Raises: UnsupportedFormatError: the ids are stored in an external file."""
-        return RowIdMeta(_inline_bytes(data, "Inline", "row ids"))
+        return RowIdMeta(_inline_bytes(dict, "Inline", "row ids"))
+
+    def json(self) -> str:
+        """The JSON text pylance writes for the row ids (of :meth:`asdict`)."""
+        return _json.dumps(self.asdict(), separators=(",", ":"))
+
+    @staticmethod
+    def from_json(json: str) -> RowIdMeta:
+        """Read what :meth:`json` wrote.
+
+        Raises:
+            UnsupportedFormatError: the ids are stored in an external file.
+        """
+        return RowIdMeta.from_dict(_json.loads(json))
 
 
 @dataclass(frozen=True)
@@ -204,14 +263,18 @@ class RowDatasetVersionMeta:
 
     inline: bytes
 
+    def asdict(self) -> dict[str, Any]:
+        """The dictionary of :meth:`json`."""
+        return {"inline": list(self.inline)}
+
     def json(self) -> str:
         """The JSON text pylance writes for the row versions."""
-        return json.dumps({"inline": list(self.inline)})
+        return _json.dumps(self.asdict())
 
     @staticmethod
-    def from_json(data: str) -> RowDatasetVersionMeta:
+    def from_json(json: str) -> RowDatasetVersionMeta:
         """Raises: UnsupportedFormatError: the versions are stored in an external file."""
-        return RowDatasetVersionMeta(_inline_bytes(json.loads(data), "inline", "row versions"))
+        return RowDatasetVersionMeta(_inline_bytes(_json.loads(json), "inline", "row versions"))
 
 
 def _inline_bytes(data: Mapping[str, Any], key: str, what: str) -> bytes:
@@ -295,7 +358,7 @@ class FragmentMetadata:
             UnsupportedFormatError: the fragment has overlays, or row metadata in external files.
             KeyError, TypeError, ValueError: the JSON is not fragment metadata.
         """
-        data = json.loads(json_data) if isinstance(json_data, (str, bytes)) else json_data
+        data = _json.loads(json_data) if isinstance(json_data, (str, bytes)) else json_data
         if data.get("overlays"):
             raise UnsupportedFormatError("fragment metadata with data overlay files is not supported")
         deletion = data.get("deletion_file")
@@ -308,10 +371,10 @@ class FragmentMetadata:
             deletion_file=None if deletion is None else DeletionFile(**deletion),
             row_id_meta=None if data.get("row_id_meta") is None else RowIdMeta.from_dict(data["row_id_meta"]),
             created_at_version_meta=(
-                None if created is None else RowDatasetVersionMeta.from_json(json.dumps(created))
+                None if created is None else RowDatasetVersionMeta.from_json(_json.dumps(created))
             ),
             last_updated_at_version_meta=(
-                None if updated is None else RowDatasetVersionMeta.from_json(json.dumps(updated))
+                None if updated is None else RowDatasetVersionMeta.from_json(_json.dumps(updated))
             ),
         )
 
@@ -389,4 +452,4 @@ class FragmentMetadata:
 
 
 def _version_meta_json(meta: RowDatasetVersionMeta | None) -> dict[str, Any] | None:
-    return None if meta is None else json.loads(meta.json())
+    return None if meta is None else _json.loads(meta.json())

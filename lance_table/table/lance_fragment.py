@@ -4,7 +4,7 @@ row counts and scans of its rows alone (what Ray, lance-ray and Daft split reads
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import cached_property
 from typing import Any
 
@@ -19,8 +19,9 @@ from lance_table.table import scanner as scans
 from lance_table.table.fragment_metadata import DataFile, FragmentMetadata
 from lance_table.table.fragment_session import FragmentSession, open_session
 from lance_table.table.lance_schema import LanceSchema
+from lance_table.table.maintenance import validate
 from lance_table.table.opening import refuse
-from lance_table.table.operations.delete import delete_in_fragment
+from lance_table.table.operations.delete import delete_in_fragment, delete_offsets_in_fragment
 from lance_table.table.operations.stage import create_fragment
 from lance_table.table.scan import Predicate
 from lance_table.table.scan_spec import Columns, scan_spec
@@ -209,6 +210,30 @@ class LanceFragment(pds.Fragment):
         args = {**locals(), **options, "fragments": (self.fragment_id,)}
         return LanceScanner(self._snapshot, scan_spec(args, "LanceFragment.to_table")).to_table()
 
+    def to_pandas(
+        self,
+        columns: Columns = None,
+        filter: Predicate | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        batch_size: int | None = None,
+        with_row_id: bool = False,
+        with_row_address: bool = False,
+        blob_mode: str = "lazy",
+        order_by: Any = None,
+        **kwargs: Any,
+    ) -> Any:
+        """The fragment's rows as a pandas DataFrame (``kwargs`` go to ``pyarrow.Table.to_pandas``;
+        ``blob_mode`` as ``Dataset.to_pandas``'s).
+
+        Raises:
+            as :meth:`to_table`; UnsupportedOptionError: blob columns with ``blob_mode`` other
+            than "descriptions".
+        """
+        args = {k: v for k, v in locals().items() if k not in ("self", "kwargs", "blob_mode", "__class__")}
+        spec = scan_spec({**args, "fragments": (self.fragment_id,)}, "LanceFragment.to_pandas")
+        return LanceScanner(self._snapshot, spec).to_pandas(blob_mode=blob_mode, **kwargs)
+
     def to_batches(self, **options: Any) -> Iterator[pa.RecordBatch]:
         """The fragment's rows in batches of at most ``batch_size`` rows (options as :meth:`scanner`).
 
@@ -251,6 +276,27 @@ class LanceFragment(pds.Fragment):
         """
         fragment = delete_in_fragment(self._snapshot, self.fragment_id, predicate)
         return None if fragment is None else FragmentMetadata.from_fragment(fragment)
+
+    def delete_rows(self, offsets: Iterable[int]) -> FragmentMetadata | None:
+        """The fragment with the rows at these physical offsets (0-based, in this fragment)
+        deleted as well, or None when no row would be left; nothing is committed (as
+        :meth:`delete`, without a predicate: pylance's ``delete_rows``).
+
+        Raises:
+            IndexError: an offset lies outside the fragment.
+        """
+        fragment = delete_offsets_in_fragment(self._snapshot, self.fragment_id, offsets)
+        return None if fragment is None else FragmentMetadata.from_fragment(fragment)
+
+    def validate(self) -> None:
+        """Check this fragment's integrity (its files there, its deletion count within its rows),
+        as the dataset's ``validate()`` checks every fragment.
+
+        Raises:
+            SchemaError: the fragment deletes more rows than it has.
+            DataFileNotFoundError: a data or deletion file is missing.
+        """
+        validate(self._snapshot, fragment_ids=(self.fragment_id,))
 
     def merge_columns(
         self,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,7 +70,13 @@ def _bytes_per_field(snapshot: Snapshot, data_file: DataFile) -> dict[int, int]:
 
 
 class LanceStats:
-    """``ds.stats``: pylance's ``LanceStats`` (dataset statistics of one version)."""
+    """``ds.stats``: pylance's ``LanceStats`` (dataset statistics of one version).
+
+    Example:
+        ```python
+        print(ds.stats.dataset_stats()["num_fragments"], ds.stats.data_stats())
+        ```
+    """
 
     def __init__(self, snapshot: Snapshot) -> None:
         self._snapshot = snapshot
@@ -114,10 +120,10 @@ class LanceStats:
         raise UnsupportedOperationError("stats.index_stats() is not supported: lance_table has no indices")
 
 
-def validate(snapshot: Snapshot) -> None:
+def validate(snapshot: Snapshot, fragment_ids: Collection[int] | None = None) -> None:
     """Check a version's integrity as pylance's ``validate()``: fragment ids unique, every data and
     deletion file there (in the dataset's directory or the base path it names), deletion counts
-    within the fragment.
+    within the fragment; with ``fragment_ids``, of those fragments only.
 
     Raises:
         SchemaError: two fragments share an id, or a fragment deletes more rows than it has.
@@ -129,6 +135,8 @@ def validate(snapshot: Snapshot) -> None:
     ids = [f.id for f in frags]
     if len(set(ids)) != len(ids):
         raise SchemaError(f"{snapshot.uri} version {snapshot.version}: fragment ids repeat: {sorted(ids)}")
+    if fragment_ids is not None:
+        frags = tuple(f for f in frags if f.id in fragment_ids)
     for f in frags:
         if f.num_deleted > f.physical_rows:
             raise SchemaError(

@@ -440,13 +440,28 @@ def scan(frags: Sequence[FragmentReader], spec: ScanPlan, out_schema: pa.Schema)
             if remaining is not None:
                 table = table.slice(0, remaining)
                 remaining -= table.num_rows
-            for batch in table.combine_chunks().to_batches(max_chunksize=spec.batch_size):
+            for batch in batches_of(table, spec.batch_size):
                 if batch.num_rows:
                     yield batch
             if remaining == 0:
                 return
     finally:
         found.close()  # stops the reads ahead when the caller stops early
+
+
+def batches_of(table: pa.Table, size: int) -> Iterator[pa.RecordBatch]:
+    """``table`` as batches of ``size`` rows (the last may be shorter). Columns of one chunk are
+    sliced, not copied; only a batch that spans chunks of a column (pages that end inside it,
+    or rows kept from several runs) has that column's pieces copied together."""
+    if all(col.num_chunks <= 1 for col in table.columns):
+        yield from table.combine_chunks().to_batches(max_chunksize=size)
+        return
+    for at in range(0, table.num_rows, size):
+        part = table.slice(at, size)
+        if all(col.num_chunks <= 1 for col in part.columns):
+            yield from part.to_batches(max_chunksize=size)
+        else:
+            yield from part.combine_chunks().to_batches(max_chunksize=size)
 
 
 def count_matching(frags: Sequence[FragmentReader], spec: ScanPlan) -> int:

@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset
 
 from lance_table.errors import ScanOptionError, SchemaError, UnsupportedOperationError
+from lance_table.table import pandas_export
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.projection import Projection, resolve
 from lance_table.table.row_ids import (
@@ -212,9 +213,14 @@ class LanceScanner(pyarrow.dataset.Scanner):
         """The batches of :meth:`to_batches`, as a list."""
         return list(self.to_reader())
 
-    def to_pandas(self, **kwargs: Any) -> Any:
-        """:meth:`to_table` as a pandas DataFrame (``kwargs`` go to ``pyarrow.Table.to_pandas``)."""
-        return self.to_table().to_pandas(**kwargs)
+    def to_pandas(self, *, blob_mode: str = "lazy", **kwargs: Any) -> Any:
+        """:meth:`to_table` as a pandas DataFrame (``kwargs`` go to ``pyarrow.Table.to_pandas``).
+
+        Raises:
+            ValueError: an unknown ``blob_mode``.
+            UnsupportedOptionError: blob columns with ``blob_mode`` other than "descriptions".
+        """
+        return pandas_export.to_pandas(self.projected_schema, self.to_table, blob_mode, **kwargs)
 
     def head(self, num_rows: int) -> pa.Table:
         """The first ``num_rows`` rows of the scan."""

@@ -78,7 +78,7 @@ def list_versions(storage: Storage, *, after: int | None = None) -> list[Version
         if names is None:
             names = [n for n in storage.list_names(paths.VERSIONS_DIR) if n.endswith(paths.MANIFEST_SUFFIX)]
             if _all_v2(names):
-                names = [n for n in names if n < cut]
+                names = list(filter(cut.__gt__, names))  # (the names below the cut, found in C)
     else:
         names = [n for n in storage.list_names(paths.VERSIONS_DIR) if n.endswith(paths.MANIFEST_SUFFIX)]
     entries = _entries(names)
@@ -134,7 +134,7 @@ def _ordered_names(storage: Storage, first_page: int) -> Iterator[str] | None:
 
 def _all_v2(names: list[str]) -> bool:
     """Whether there are manifest names and all are V2 names (told apart by their length)."""
-    return bool(names) and min(map(len, names)) == max(map(len, names)) == paths.V2_NAME_LENGTH
+    return bool(names) and set(map(len, names)) == {paths.V2_NAME_LENGTH}
 
 
 def _check_one_scheme(storage: Storage, entries: list[VersionEntry]) -> None:

@@ -302,11 +302,21 @@ def test_written_file_lists_leaves(tmp_path):
 def test_layouts_guard(tmp_path, version):
     """The layouts claimed in the module docstrings appear where they should."""
     cases = nested_cases()
+    # long distinct strings go full-zip; few distinct ones (``wide``) are a dictionary, as pylance
+    rng = np.random.default_rng(4)
+
+    def long(k: int) -> pa.Array:
+        return pa.array([f"{i}:" + "w" * int(n) for i, n in enumerate(rng.integers(1100, 1400, k))])
+
+    cases["list_long_strings"] = pa.table({"l": _lists(rng, 100, 4, long, pa.list_(pa.string()))})
+    cases["long_strings"] = pa.table({"s": long(300)})
     expect = {
         "list_int": "mini_block_layout+index",
-        "list_wide_strings": "full_zip_layout",
+        "list_wide_strings": "mini_block_layout+index",
+        "list_long_strings": "full_zip_layout",
         "list_vectors": "full_zip_layout",
-        "wide_strings": "full_zip_layout",
+        "wide_strings": "mini_block_layout",
+        "long_strings": "full_zip_layout",
         "wide_vectors_nulls": "full_zip_layout",
         "all_null_lists": "constant_layout",
         "null_type": "constant_layout",

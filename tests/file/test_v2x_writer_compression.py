@@ -163,10 +163,17 @@ def _value_compressions(path: Path) -> set[str]:
     return out
 
 
+# in 2.2, strings of a few hundred bytes are zstd-compressed mini-block chunks, not FSST full-zip
+_ZSTD_CHUNKS_IN_22 = {"fsst_full_zip", "fsst_full_zip_list"}
+
+
 @pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_compressed_roundtrip(tmp_path: Path, name: str, version: str) -> None:
     values, metadata, expected = CASES[name]
+    full_zip = "full_zip" in name
+    if version == "2.2" and name in _ZSTD_CHUNKS_IN_22:
+        expected, full_zip = "general", False
     table = _table(values, metadata)
     path = tmp_path / "c.lance"
     size = _write(path, table, version)
@@ -179,7 +186,7 @@ def test_compressed_roundtrip(tmp_path: Path, name: str, version: str) -> None:
     # guard: the compression is there and pays
     found = _value_compressions(path)
     assert expected in found
-    assert ("full_zip_layout" in found) == ("full_zip" in name)
+    assert ("full_zip_layout" in found) == full_zip
     plain_path = tmp_path / "plain.lance"
     plain = _write(plain_path, _table(values, {KEY: "none"}), version)
     assert expected not in _value_compressions(plain_path)

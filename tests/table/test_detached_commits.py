@@ -176,3 +176,27 @@ def _commit(lib: Any, uri: Path, **kwargs: Any) -> Any:
     frag = lib.LanceFragment.create(str(uri), _x(5))
     commit = lance.LanceDataset.commit if lib is lance else lt.Dataset.commit
     return commit(str(uri), lib.LanceOperation.Append([frag]), **kwargs)
+
+
+@pytest.mark.parametrize("writer", ["lance", "lance_table"])
+def test_commit_batch_detached(tmp_path: Path, writer: str) -> None:
+    """``commit_batch(..., detached=True)``: the merged appends land as one detached version, read
+    by both libraries; the version line and its hint stay as they were."""
+    lib = lance if writer == "lance" else lt
+    uri = tmp_path / "ds"
+    lib.write_dataset(_x(0), uri)
+    hint = (uri / paths.LATEST_VERSION_HINT).read_bytes()
+    txns = [lib.fragment.write_fragments(_x(v), str(uri), return_transaction=True) for v in (1, 2)]
+    result = lib.LanceDataset.commit_batch(str(uri), txns, detached=True)
+    version = result["dataset"].version
+    assert version & MASK and result["merged"].read_version == 1
+    assert len(result["merged"].operation.fragments) == 2
+    assert (uri / "_versions" / f"d{version}.manifest").is_file()
+    assert (uri / paths.LATEST_VERSION_HINT).read_bytes() == hint
+    for reader in (lance, lt):
+        assert reader.dataset(str(uri)).version == 1
+        assert_tables_equal(reader.dataset(str(uri), version=version).to_table(), _x(0, 1, 2))
+    # the ordinary line goes on at 2, on top of version 1, not of the detached version
+    lt.write_dataset(_x(3), uri, mode="append")
+    for reader in (lance, lt):
+        assert_tables_equal(reader.dataset(str(uri)).to_table(), _x(0, 3))

@@ -150,16 +150,17 @@ def test_fragments_with_few_deletions_read_whole_spans(
     lt.write_dataset(_table(0, 1000), uri, max_rows_per_file=100)
     lance.dataset(uri).delete("id % 10 = 3 OR id = 7")
     runs_read: list[int] = []
-    read_runs = LanceFileReader.read_runs
+    read_runs = LanceFileReader._read_runs
 
     def counting(self: LanceFileReader, runs, *args, **kwargs):  # type: ignore[no-untyped-def]
         runs_read.append(runs.count)
         return read_runs(self, runs, *args, **kwargs)
 
-    monkeypatch.setattr(LanceFileReader, "read_runs", counting)
+    monkeypatch.setattr(LanceFileReader, "_read_runs", counting)
     batched = lt.dataset(uri).to_table()  # small fragments: read as batches, whole files decoded
     assert batched.equals(lance.dataset(uri).to_table())
-    # fragment by fragment (larger fragments are read so): one span each, masked
+    # fragment by fragment (larger fragments are read so): each file's reader decodes one span,
+    # its pages selecting the live rows
     monkeypatch.setattr(fragment_batch, "plans", lambda frags, names: [None] * len(frags))
     got = lt.dataset(uri).to_table()
     assert got.equals(lance.dataset(uri).to_table())

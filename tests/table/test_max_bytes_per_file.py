@@ -27,7 +27,8 @@ def _rows(uri: str, lib) -> list[int]:
 
 def test_a_file_ends_after_the_batch_that_passes_the_limit(tmp_path):
     # two batches of 8.5 MB of text: the first fills a page, which is written: the file ends
-    batch = pa.record_batch([pa.array(["0" * 1024] * 8500)], names=["a"])
+    # (distinct values: a page of one value repeated is a few bytes here, a constant page there)
+    batch = pa.record_batch([pa.array([f"{i:06d}" + "0" * 1018 for i in range(8500)])], names=["a"])
     reader = lambda: pa.RecordBatchReader.from_batches(batch.schema, [batch, batch])  # noqa: E731
     ours = write_fragments(reader(), str(tmp_path / "ours"), max_bytes_per_file=1024)
     theirs = lance.fragment.write_fragments(reader(), str(tmp_path / "theirs"), max_bytes_per_file=1024)
@@ -65,3 +66,42 @@ def test_compaction_splits_where_pylance_s_does(tmp_path):
     assert (got.fragments_removed, got.fragments_added) == (want.fragments_removed, want.fragments_added)
     assert _rows(ours, lt) == _rows(theirs, lance) == [1024, 1024, 1]
     assert lt.dataset(ours).to_table().equals(lance.dataset(theirs).to_table())
+
+
+def _compacted_both(tmp_path, table, version, options, *, plan=False):
+    """Compact copies of one pylance-written dataset (four fragments) with each library."""
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    lance.write_dataset(table, ours, max_rows_per_file=table.num_rows // 4, data_storage_version=version)
+    shutil.copytree(ours, theirs)
+    if plan:  # the distributed form: plan, execute each task, commit
+        from lance.optimize import Compaction as TheirCompaction
+
+        from lance_table.optimize import Compaction
+
+        for ds, compaction in ((lt.dataset(ours), Compaction), (lance.dataset(theirs), TheirCompaction)):
+            tasks = compaction.plan(ds, options).tasks
+            compaction.commit(ds, [t.execute(ds) for t in tasks])
+    else:
+        lt.dataset(ours).optimize.compact_files(**options)
+        lance.dataset(theirs).optimize.compact_files(**options)
+    assert lt.dataset(ours).to_table().equals(lance.dataset(theirs).to_table())
+    return _rows(ours, lt), _rows(theirs, lance)
+
+
+@pytest.mark.parametrize(
+    ("version", "dim", "rows", "batch", "plan"),
+    [
+        ("2.0", 128, 20000, 128, False),  # batches restart at each fragment: files of 8200, 8208 rows
+        ("2.1", 128, 20000, 128, True),  # the options of Compaction.plan (batch_size too) apply
+        ("2.2", 16, 100000, 100, False),  # an 8 MiB page of many small batches fills where pylance's does
+        ("2.2", 512, 4096, None, False),  # without batch_size: one batch per fragment (pylance's scan)
+    ],
+)
+def test_compaction_files_end_where_pylance_s_do(tmp_path, version, dim, rows, batch, plan):
+    values = pa.FixedSizeListArray.from_arrays(pa.array(range(rows * dim)), dim)
+    options = dict(target_rows_per_fragment=10**6, max_bytes_per_file=1000)
+    if batch:
+        options["batch_size"] = batch
+    ours, theirs = _compacted_both(tmp_path, pa.table({"a": values}), version, options, plan=plan)
+    assert ours == theirs
+    assert len(ours) > 1

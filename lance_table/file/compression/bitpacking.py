@@ -210,9 +210,10 @@ def block_bit_widths(values: np.ndarray) -> np.ndarray:
 
 
 def bit_width(values: np.ndarray) -> int:
-    """The smallest bit width that holds every value (0 when all are 0 or there are none)."""
-    widths = block_bit_widths(values)
-    return int(widths.max()) if widths.size else 0
+    """The smallest bit width that holds every value (0 when all are 0 or there are none): the
+    widest of :func:`block_bit_widths`, found as the bit length of the OR of every value."""
+    values = as_unsigned(values)
+    return int(np.bitwise_or.reduce(values)).bit_length() if values.size else 0
 
 
 @dataclass(frozen=True)

@@ -113,38 +113,37 @@ def zstd_each(
 
     def compress_group(group: list[tuple[int, int]]) -> list[bytes]:
         codec = pa.Codec("zstd")
-        return [codec.compress(data[a:b], asbytes=True) for a, b in group]
+        return [struct.pack("<Q", b - a) + codec.compress(data[a:b], asbytes=True) for a, b in group]
 
     spans = list(zip(offsets[big].tolist(), offsets[big + 1].tolist(), strict=True))
     groups = [spans[i : i + _EACH_GROUP] for i in range(0, len(spans), _EACH_GROUP)]
     frames = [frame for part in map_parts(compress_group, groups) for frame in part]
     sizes = lengths + (_ZSTD_HEADER + _RAW_FRAME_HEAD)
-    sizes[big] = _ZSTD_HEADER + np.array([len(f) for f in frames], np.int64)
+    sizes[big] = np.array([len(f) for f in frames], np.int64)
     head_len = np.full(n, _ZSTD_HEADER + _RAW_FRAME_HEAD)
     if keep is not None:
         sizes[~keep] = 0
         head_len[~keep] = 0
     out_at = np.zeros(n + 1, np.int64)
     np.cumsum(sizes, out=out_at[1:])
-    out = np.empty(int(out_at[-1]), np.uint8)
-    # runs of small values in one go each, then each compressed value with its length
+    if big.size == n:  # every value compressed: their frames back to back
+        return np.frombuffer(b"".join(frames), np.uint8), out_at
+    # runs of small values in one go each, between the compressed values
+    pieces: list[bytes | memoryview] = []
     edges = np.unique(np.concatenate([[0, n], big, big + 1])).tolist()
+    at_frame = 0
     for a, b in pairwise(edges):
         if b - a == 1 and lengths[a] >= RAW_FRAME_BELOW:
+            pieces.append(frames[at_frame])
+            at_frame += 1
             continue
-        at = int(out_at[a])
-        for piece in join_entries(
-            _raw_heads(lengths[a:b]),
-            head_len[a:b],
-            data[offsets[a] : offsets[b]],
-            lengths[a:b],
-        ):
-            out[at : at + piece.size] = piece
-            at += piece.size
-    for i, frame in zip(big.tolist(), frames, strict=True):
-        at = int(out_at[i])
-        out[at : at + 8] = le_table(lengths[i : i + 1], 8)[0]
-        out[at + 8 : at + 8 + len(frame)] = np.frombuffer(frame, np.uint8)
+        joined = join_entries(
+            _raw_heads(lengths[a:b]), head_len[a:b], data[offsets[a] : offsets[b]], lengths[a:b]
+        )
+        pieces.extend(piece.data for piece in joined)
+    out = np.frombuffer(b"".join(pieces), np.uint8)
+    if out.size != out_at[-1]:
+        raise AssertionError("zstd_each: the frames do not add up to their offsets")
     return out, out_at
 
 

@@ -24,13 +24,9 @@ from lance_table.file.legacy.container import (
 from lance_table.file.legacy.decode import Gen, PageContext, dictionary_gen, drive, field_gen, gather
 from lance_table.file.legacy.stats import PageStatistics, read_statistics
 from lance_table.file.rows import RowReader, decoding
-from lance_table.file.runs import Runs
+from lance_table.file.runs import Runs, read_as_span
 from lance_table.schema import FieldNode, build_tree
 from lance_table.storage.sources import ByteSource, open_source
-
-# Selections of more runs than this, covering at least this share of their span, read the span.
-DENSE_MIN_RUNS = 64
-DENSE_FRACTION = 0.25
 
 
 @dataclass(frozen=True)
@@ -219,10 +215,12 @@ class LegacyFileReader(RowReader):
         with decoding(self.path):
             lo = int(runs.starts[0]) if runs.count else 0
             span = runs.end - lo
-            if runs.count > DENSE_MIN_RUNS and runs.total >= DENSE_FRACTION * span:
-                # Many short runs close together: read the covering span, select in memory.
+            if read_as_span(runs):
+                # Many short runs close together: read the covering span, select in memory
+                # (column by column: one filter of a table costs more than those of its columns).
                 whole = self._read_runs(Runs.span(lo, span), nodes, schema)
-                return whole.take(pa.array(runs.positions() - lo))
+                keep = pa.array(runs.mask(lo, span))
+                return pa.Table.from_arrays([c.filter(keep) for c in whole.columns], schema=whole.schema)
             return self._read_runs(runs, nodes, schema)
 
     def _read_runs(self, runs: Runs, nodes: list[FieldNode], schema: pa.Schema) -> pa.Table:

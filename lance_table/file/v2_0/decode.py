@@ -208,11 +208,15 @@ def resolve_ends(
 def _binary(enc: Any, io: PageIO, runs: Runs, dtype: pa.DataType) -> pa.Array:
     raw_ends, raw_prev = read_end_offsets(enc.indices, io, runs)
     adjustment = int(enc.null_adjustment)
-    if runs.count == 1 and raw_ends.size and (not adjustment or int(raw_ends.max()) < adjustment):
-        start = int(raw_prev[0])
-        if adjustment and start >= adjustment:  # the row before the run is null
-            start -= adjustment
-        return _contiguous_binary(enc, io, raw_ends, start, dtype)
+    if runs.count == 1 and raw_ends.size:
+        # ends that never decrease hold no null (a null's end is raised by the adjustment) when
+        # the last one is below the adjustment: one pass over them, not a check and a maximum
+        rising = raw_ends.size < 2 or not bool(np.any(raw_ends[1:] < raw_ends[:-1]))
+        if rising and (not adjustment or int(raw_ends[-1]) < adjustment):
+            start = int(raw_prev[0])
+            if adjustment and start >= adjustment:  # the row before the run is null
+                start -= adjustment
+            return _contiguous_binary(enc, io, raw_ends, start, dtype, rising=True)
     valid, lengths, first, last = resolve_ends(raw_ends, raw_prev, runs, enc.null_adjustment, io)
     byte_runs = Runs(first, last - first)
     data = decode(enc.bytes, io, byte_runs, pa.uint8())
@@ -220,12 +224,13 @@ def _binary(enc: Any, io: PageIO, runs: Runs, dtype: pa.DataType) -> pa.Array:
 
 
 def _contiguous_binary(
-    enc: Any, io: PageIO, raw_ends: np.ndarray, start: int, dtype: pa.DataType
+    enc: Any, io: PageIO, raw_ends: np.ndarray, start: int, dtype: pa.DataType, rising: bool = False
 ) -> pa.Array:
-    """Fast path: one run of rows without nulls; the offsets are the stored ends shifted."""
+    """Fast path: one run of rows without nulls; the offsets are the stored ends shifted
+    (``rising``: the ends are known not to decrease)."""
     n = raw_ends.size
     end = int(raw_ends[-1])
-    if end < start or (n > 1 and bool(np.any(raw_ends[1:] < raw_ends[:-1]))):
+    if end < start or (not rising and n > 1 and bool(np.any(raw_ends[1:] < raw_ends[:-1]))):
         raise io.corrupt("end offsets decrease")
     large = pa.types.is_large_string(dtype) or pa.types.is_large_binary(dtype)
     if not large and end - start >= 2**31:

@@ -11,8 +11,9 @@ A blob v2 field arrives as its logical struct (``data: large_binary, uri: string
 
 Sidecars are named by ids counted from 1 per data file, in the order they are opened
 (:func:`blob_v2.blob_file_name`). The column then holds one descriptor per row
-(:data:`blob_v2.DESCRIPTOR`), in full-zip pages with ``variable_packed_struct`` compression; a null
-blob is a null descriptor. The file schema names the column as the descriptor struct followed by
+(:data:`blob_v2.DESCRIPTOR`), in full-zip pages with ``variable_packed_struct`` compression
+(:mod:`packed_var_encode`, as any packed struct with a variable-width child); a null blob is a
+null descriptor. The file schema names the column as the descriptor struct followed by
 its five children without ids (:func:`file_fields`). See ``docs/blob_v2.md``.
 """
 
@@ -26,7 +27,6 @@ from typing import IO, Any
 import numpy as np
 import pyarrow as pa
 
-from lance_table._proto import encodings_v2_1_pb2 as pb
 from lance_table.errors import SchemaError, UnsupportedFormatError
 from lance_table.file.v2_1 import repdef
 from lance_table.file.v2_1.blob_v2 import (
@@ -37,6 +37,7 @@ from lance_table.file.v2_1.blob_v2 import (
     is_blob_v2,
 )
 from lance_table.file.v2_1.fullzip_encode import encode_full_zip
+from lance_table.file.v2_1.packed_var_encode import pack_rows
 from lance_table.file.v2_1.values_encode import PerValue
 from lance_table.schema import ENCODING_NONE, ENCODING_PLAIN, ENCODING_VAR_BINARY, FieldNode, LanceField
 
@@ -116,37 +117,31 @@ def file_fields(fields: Iterable[LanceField]) -> list[LanceField]:
     return out
 
 
-def descriptor_encoding() -> Any:
-    """The ``variable_packed_struct`` compression of descriptors (flat 8, 64, 64, 32 bits and a
-    string with 32-bit lengths)."""
-    enc = pb.CompressiveEncoding()
-    vps = enc.variable_packed_struct
-    for _, t, _ in DESCRIPTOR_FIELDS:
-        field = vps.fields.add()
-        if pa.types.is_string(t):
-            field.value.variable.offsets.flat.bits_per_value = 32
-            field.bits_per_length = 32
-        else:
-            field.value.flat.bits_per_value = t.bit_width
-            field.bits_per_value = t.bit_width
-    return enc
+def _descriptors(fixed: np.ndarray, uris: list[bytes] | None) -> pa.StructArray:
+    """The descriptor rows as Arrow: ``fixed`` (:data:`_FIXED` records) and their ``uris``
+    (None: all empty)."""
+    n = len(fixed)
+    if uris is None:
+        offsets = pa.py_buffer(np.zeros(n + 1, np.int32))
+        uri = pa.Array.from_buffers(pa.utf8(), n, [None, offsets, pa.py_buffer(b"")])
+    else:  # the descriptor's blob_uri is a string (FSST may compress it, as pylance does)
+        uri = pa.array(uris, pa.binary()).cast(pa.utf8())
+    children = [pa.array(fixed[name]) for name, _, _ in DESCRIPTOR_FIELDS[:-1]]
+    return pa.StructArray.from_arrays([*children, uri], names=[name for name, _, _ in DESCRIPTOR_FIELDS])
 
 
 def encode_descriptor_page(
     fixed: np.ndarray, uris: list[bytes] | None, valid: np.ndarray
 ) -> tuple[Any, list[bytes]]:
     """The full-zip page of one descriptor per row: ``fixed`` (:data:`_FIXED` records of the valid
-    rows, URI lengths filled in), their ``uris`` (None: all empty) and each row's validity."""
-    if uris is None:
-        data = fixed.tobytes()
-        lengths = np.full(len(fixed), _FIXED.itemsize, np.int64)
-    else:
-        data = b"".join(rec.tobytes() + uri for rec, uri in zip(fixed, uris))
-        lengths = _FIXED.itemsize + np.array([len(u) for u in uris], np.int64)
-    rows = int(valid.size)
-    all_lengths = np.zeros(rows, np.int64)
-    all_lengths[valid] = lengths
-    pv = PerValue(descriptor_encoding(), np.frombuffer(data, np.uint8), lengths=all_lengths, offset_bits=32)
+    rows), their ``uris`` (None: all empty) and each row's validity. The rows are packed as any
+    packed struct with a variable-width child (:func:`packed_var_encode.pack_rows`: the URIs
+    compressed as pylance compresses them, FSST when that pays)."""
+    pv = pack_rows(_descriptors(fixed, uris), what="blob descriptors")
+    assert pv.lengths is not None  # packed rows are variable-width
+    all_lengths = np.zeros(int(valid.size), np.int64)
+    all_lengths[valid] = pv.lengths
+    pv = PerValue(pv.encoding, pv.data, lengths=all_lengths, offset_bits=pv.offset_bits)
     if bool(valid.all()):
         return encode_full_zip(pv, None, None, None, [repdef.ALL_VALID_ITEM], 0)
     defs = np.where(valid, 0, 1).astype(np.uint16)

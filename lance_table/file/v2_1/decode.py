@@ -386,16 +386,25 @@ def selection_buffers(layout: Any, io: PageIO) -> list[int]:
 
 
 def decode_page(
-    layout: Any, io: PageIO, dtype: pa.DataType, large_chunks: bool, runs: Runs, floor: int | None = None
+    layout: Any,
+    io: PageIO,
+    dtype: pa.DataType,
+    large_chunks: bool,
+    runs: Runs,
+    floor: int | None = None,
+    keep: pa.BooleanArray | None = None,
 ) -> pa.Array:
     """The rows ``runs`` of a 2.1/2.2 page of a column without nesting (integer values below a
-    ``floor`` may read as 0: see :meth:`LanceFileReader.read_runs`)."""
+    ``floor`` may read as 0: see :meth:`LanceFileReader.read_runs`); with ``keep`` (a mask over
+    those rows, ``runs`` then one span), only the rows it marks."""
+    if keep is not None and (not _flat(layout, io) or layout.WhichOneof("layout") != "mini_block_layout"):
+        return decode_page(layout, io, dtype, large_chunks, runs, floor).filter(keep)
     if not _flat(layout, io):
         return decode_nested_page(layout, io, [pa.field("value", dtype)], large_chunks, runs)
     _check_layers(getattr(layout, str(layout.WhichOneof("layout"))), io)
     kind = layout.WhichOneof("layout")
     if kind == "mini_block_layout":
-        return mini_block(layout.mini_block_layout, io, dtype, large_chunks, runs, floor)
+        return mini_block(layout.mini_block_layout, io, dtype, large_chunks, runs, floor, keep)
     if kind == "constant_layout":
         arr = constant(layout.constant_layout, io, dtype)
     else:

@@ -6,11 +6,16 @@ page budget, writes pages of whole rows. Each page picks its layout from its dat
 
 * constant: no valid value at all (nulls, null or empty lists); levels are stored raw when they say
   more than "every leaf is null" (the layout pylance writes for such pages), and ``struct<>``;
-* mini-block (:mod:`miniblock_encode`): values narrower than 256 bytes, pylance's threshold;
-* full-zip (:mod:`fullzip_encode`): wider values, and narrow ones whose levels cannot fit a chunk;
+* mini-block (:mod:`miniblock_encode`): values narrower than 256 bytes, pylance's threshold, and
+  wider binary values that are few distinct ones (a dictionary) or, in 2.2, a few hundred bytes
+  each (zstd chunks; see :func:`fullzip_values.wide_values`);
+* full-zip (:mod:`fullzip_encode`): other wide values, and narrow ones whose levels cannot fit a
+  chunk;
 * Arrow dictionary arrays: mini-block indices (the key type's width) with the page's whole
   dictionary, as pylance stores them;
-* blob (:mod:`blob_encode`): descriptors of values written outside the pages.
+* blob (:mod:`blob_encode`): descriptors of values written outside the pages;
+* full-zip ``variable_packed_struct`` values for packed structs with variable-width children
+  (:mod:`packed_var_encode`, 2.2 only).
 """
 
 from __future__ import annotations
@@ -22,25 +27,32 @@ import numpy as np
 import pyarrow as pa
 
 from lance_table._proto import encodings_v2_1_pb2 as pb
-from lance_table.errors import UnsupportedFormatError
-from lance_table.file.fields import is_blob
+from lance_table.errors import PackedStructError, UnsupportedFormatError
+from lance_table.file.fields import array_overhead, is_blob
 from lance_table.file.v2_1.blob_encode import BlobSink, encode_blob_page, write_blobs
 from lance_table.file.v2_1.fullzip_encode import encode_full_zip
+from lance_table.file.v2_1.fullzip_values import per_value, wide_values
 from lance_table.file.v2_1.layout import is_packed_struct
 from lance_table.file.v2_1.levels import Shredded, def_levels, is_list_node, join, layer_kinds, shred
 from lance_table.file.v2_1.miniblock_encode import ChunkTooLarge, encode_mini_block
+from lance_table.file.v2_1.packed_var_encode import (
+    check_variable_packed,
+    encode_variable_packed,
+    is_variable_packed,
+)
 from lance_table.file.v2_1.values_encode import (
     arrow_dictionary_values,
     compress_values,
     compression_scheme,
     fixed_bits,
-    per_value,
     widest_value,
 )
 from lance_table.schema import FieldNode, is_binary_like
 
 # Values of this many bytes or more go full-zip (pylance's MINIBLOCK_MAX_BYTE_LENGTH_PER_VALUE).
 FULL_ZIP_BYTES = 256
+
+
 # Without a ``max_page_bytes``, a page holds at most this many times the page budget: 32 MiB
 # for the default budget. Fewer pages make a take cheaper (each page touched has a fixed cost);
 # past 32 MiB, glibc maps every buffer afresh, and faulting its pages in costs more than that.
@@ -54,13 +66,15 @@ def _is_empty_struct(node: FieldNode) -> bool:
     return pa.types.is_struct(node.arrow_type) and not node.children
 
 
-def check_leaf(node: FieldNode) -> None:
-    """Raise for a leaf whose type this writer cannot store in a 2.1/2.2 file.
+def check_leaf(node: FieldNode, v2_2: bool = True) -> None:
+    """Raise for a leaf whose type this writer cannot store in a 2.1 (``v2_2`` false) or 2.2 file.
 
     Raises:
         UnsupportedFormatError: dictionaries of booleans or nested values, blobs of type binary
             (pylance wants large_binary), fixed-size lists of
             variable-width items, packed structs of non-byte-aligned fields, and the like.
+        PackedStructError: a packed struct with variable-width children that pylance does not
+            write either (see :mod:`packed_var_encode`).
     """
     t = node.arrow_type
     what = f"field {node.name!r} of type {t}"
@@ -77,11 +91,14 @@ def check_leaf(node: FieldNode) -> None:
         raise UnsupportedFormatError(f"{what}: dictionaries of {t.value_type} values are not written")
     if _is_empty_struct(node) or pa.types.is_null(t):  # constant pages
         return
+    if is_variable_packed(node):
+        check_variable_packed(node, v2_2)
+        return
     if is_packed_struct(node):
         for child in t:
             bits = fixed_bits(child.type)
             if bits is None or bits % 8 or pa.types.is_fixed_size_list(child.type):
-                raise UnsupportedFormatError(f"{what}: packed struct fields must be fixed-width bytes")
+                raise PackedStructError(f"{what}: packed struct fields must be fixed-width bytes")
         return
     if is_binary_like(t):
         return
@@ -142,6 +159,10 @@ def encode_page(piece: Shredded, path: Sequence[FieldNode], large: bool) -> tupl
         # pylance's reader takes pages without level buffers only for leaves without nesting
         simple = len(path) == 1 and bool(np.all(piece.codes == leaf_null))
         return _constant(kinds, rep, defs, simple)
+    if is_variable_packed(leaf):  # full-zip, one packed row per value, like pylance
+        return encode_full_zip(
+            encode_variable_packed(piece.values, leaf), rep, defs, piece.visible, kinds, max_rep
+        )
     if pa.types.is_dictionary(piece.values.type):  # always mini-block, like pylance
         indices = arrow_dictionary_values(piece.values, what, large)
         try:
@@ -150,14 +171,17 @@ def encode_page(piece: Shredded, path: Sequence[FieldNode], large: bool) -> tupl
             raise UnsupportedFormatError(f"{what}: {exc}") from exc
     scheme = compression_scheme(leaf.field.metadata)
     values = None
-    # wide binary values go full-zip: their mini-block compression is not even worked out
     if not is_binary_like(piece.values.type) or widest_value(piece.values) < FULL_ZIP_BYTES:
         values = compress_values(piece.values, what, scheme, large)
-        if values.max_value_bytes < FULL_ZIP_BYTES:
-            try:
-                return encode_mini_block(values, n, rep, defs, piece.visible, kinds, max_rep, large)
-            except ChunkTooLarge:
-                pass
+        mini = values.max_value_bytes < FULL_ZIP_BYTES
+    else:  # wide binary values: full-zip, unless a dictionary or zstd chunks pay
+        values = wide_values(piece.values, scheme, large)
+        mini = values is not None
+    if mini and values is not None:
+        try:
+            return encode_mini_block(values, n, rep, defs, piece.visible, kinds, max_rep, large)
+        except ChunkTooLarge:
+            pass
     pv = per_value(piece.values, what, scheme)
     if pv is None:  # bit-packed items have no per-value form (binary values always have one)
         if values is None:
@@ -229,7 +253,7 @@ class LeafColumnWriter:
         blob_sink: BlobSink | None = None,
         max_page_bytes: int | None = None,
     ) -> None:
-        check_leaf(path[-1])
+        check_leaf(path[-1], large)
         self.path = path
         self.sink = sink
         self.budget = page_size_bytes
@@ -244,6 +268,7 @@ class LeafColumnWriter:
             self.blob_sink = blob_sink
         self.pending: list[Shredded] = []
         self.pending_bytes = 0
+        self.overhead = array_overhead(path[-1].arrow_type)
         self.rows_written = 0
 
     def append(self, arr: pa.Array) -> None:
@@ -254,8 +279,8 @@ class LeafColumnWriter:
         if self.blob_sink is not None:
             piece = write_blobs(piece, self.blob_sink)
         self.pending.append(piece)
-        self.pending_bytes += piece.nbytes()
-        if self.pending_bytes >= self.budget:
+        self.pending_bytes += piece.nbytes() + self.overhead
+        if self.pending_bytes > self.budget:
             self._flush()
 
     def _flush(self) -> None:

@@ -50,10 +50,18 @@ class Shredded:
 
     def nbytes(self) -> int:
         """Approximate memory held (the page budget counts this; a dictionary array counts its
-        indices only, as every page stores the whole dictionary anyway)."""
-        levels = self.codes.size * (3 if self.rep is not None else 1)
+        indices only, as every page stores the whole dictionary anyway). Without lists, as
+        pylance counts the arrays it buffers: their values and validity, so a column's pages
+        (and the bytes a writer has written) fill at the same rows as pylance's. Computed once: a
+        writer asks when the piece comes in and again when it becomes a page."""
+        known = self.__dict__.get("_nbytes")
+        if known is not None and known[0] is self.values:
+            return int(known[1])
+        levels = self.codes.size * 3 if self.rep is not None else 0
         values = self.values.indices if pa.types.is_dictionary(self.values.type) else self.values
-        return int(values.nbytes) + levels
+        size = int(values.nbytes) + levels
+        self.__dict__["_nbytes"] = (self.values, size)
+        return size
 
     def row_starts(self, max_rep: int) -> np.ndarray:
         """The entry where each row starts."""
@@ -104,6 +112,8 @@ def shred(arr: pa.Array, path: Sequence[FieldNode]) -> Shredded:
     """
     depth = len(path)
     n = len(arr)
+    if depth == 1 and not pa.types.is_dictionary(arr.type):
+        return _shred_top_leaf(arr)
     list_depths = [i for i in range(depth - 1) if is_list_node(path[i])]
     max_rep = len(list_depths)
     rep = np.full(n, max_rep, np.uint16) if max_rep else None
@@ -218,6 +228,21 @@ def shred(arr: pa.Array, path: Sequence[FieldNode]) -> Shredded:
     return Shredded(
         n, rep, codes, None if visible is None or visible.all() else visible, values, nulls, empties
     )
+
+
+def _shred_top_leaf(arr: pa.Array) -> Shredded:
+    """:func:`shred` of a top-level leaf (not a dictionary): the same levels, without the walk
+    down a path (a fixed cost every column of a small append pays)."""
+    n = len(arr)
+    codes = np.zeros(n, np.uint8)
+    nulls = np.zeros(1, bool)
+    valid = _validity(arr)
+    if valid is not None:
+        bad = np.flatnonzero(~valid)
+        if bad.size:
+            codes[bad] = 1
+            nulls[0] = True
+    return Shredded(n, None, codes, None, arr, nulls, np.zeros(1, bool))
 
 
 def _positions(

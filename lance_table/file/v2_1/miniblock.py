@@ -340,12 +340,15 @@ def mini_block(
     large_chunks: bool,
     runs: Runs | None = None,
     floor: int | None = None,
+    keep: pa.BooleanArray | None = None,
 ) -> pa.Array:
     """Decode a mini-block page of a column without nesting: every row, or only ``runs``.
 
     With ``runs`` only the chunks that hold those rows are decoded (the chunk metadata says how
     many values each chunk holds), and the result has exactly the selected rows. Integer values
     below ``floor`` may come back as 0 (not dictionary indices: they say nothing of the values).
+    ``keep`` (a mask over the rows of ``runs``, one span, or of the page) leaves only the rows it
+    marks: dictionary indices are selected before their values are looked up.
     """
     n_items = int(layout.num_items)
     if len(io.page.buffer_offsets) < 2:
@@ -372,6 +375,15 @@ def mini_block(
     valid = (got.defs == 0) if got.defs is not None else None
     if valid is not None and not got.defs_picked and valid.size != got.count:
         raise io.corrupt(f"{valid.size} definition levels for {got.count} values")
+    if keep is not None and dictionary is not None and local is None:
+        # the kept rows' dictionary indices are selected, then looked up
+        start = cut[0] if cut is not None else 0
+        values = _kept_fixed(got.values, start, keep, io)
+        if valid is not None:
+            valid = np.asarray(pa.array(valid[start : start + len(keep)]).filter(keep))
+        items_n = int(layout.num_dictionary_items)
+        arr = _values_array(values, keep.true_count, dtype, dictionary, items_n, valid, io)
+        return with_validity(arr, valid) if valid is not None and not valid.all() else arr
     arr, valid = values_at(
         got.values,
         got.count,
@@ -386,7 +398,8 @@ def mini_block(
     )
     if valid is not None and not valid.all():
         arr = with_validity(arr, valid)
-    return arr.slice(*cut) if cut is not None else arr
+    arr = arr.slice(*cut) if cut is not None else arr
+    return arr.filter(keep) if keep is not None else arr
 
 
 def span_chunks(table: Chunks, start: int, length: int, io: PageIO) -> tuple[np.ndarray, tuple[int, int]]:
@@ -468,6 +481,17 @@ def _pick(values: Var, items: np.ndarray, io: PageIO) -> Var:
     if bool(np.any(lengths < 0)) or (offsets.size and int(offsets[-1]) > len(values.data)):
         raise io.corrupt("variable-width offsets are out of order or past their bytes")
     return Var(batch.gather(values.data, starts, lengths), offsets_of(lengths), values.symbols)
+
+
+def _kept_fixed(values: Values, start: int, keep: pa.BooleanArray, io: PageIO) -> Fixed:
+    """The byte-wide fixed-width values from ``start`` on that ``keep`` marks (one per value)."""
+    if not isinstance(values, Fixed) or values.bits not in bitpacking.DTYPES:
+        raise io.corrupt("dictionary indices are not fixed-width integers")
+    words = np.frombuffer(values.data, bitpacking.DTYPES[values.bits])
+    if start + len(keep) > words.size:
+        raise io.corrupt(f"{words.size} dictionary indices, {start + len(keep)} needed")
+    kept = pa.array(words[start : start + len(keep)]).filter(keep)
+    return Fixed(batch.as_bytes(kept.to_numpy()), values.bits)
 
 
 def _pick_fixed(values: Values, items: np.ndarray, io: PageIO) -> Fixed:

@@ -18,6 +18,7 @@ are those the general path writes for the same chunks.
 
 from __future__ import annotations
 
+import struct
 from itertools import pairwise
 
 import numpy as np
@@ -166,6 +167,8 @@ def _assemble(
     from the levels, compressed chunk by chunk."""
     counts = np.diff(bounds)
     c = counts.size
+    if c <= FEW_CHUNKS:
+        return _assemble_few(counts.tolist(), levels, bounds, large, head, pieces)
     stored = [p[2] for p in pieces]
     compressed = compress_chunks(levels.defs, bounds, levels.codec) if levels is not None else None
     level_sizes = compressed.lengths if compressed is not None else None
@@ -191,6 +194,53 @@ def _assemble(
     return out, sizes.tolist()
 
 
+def _assemble_few(
+    counts: list[int],
+    levels: _Levels | None,
+    bounds: np.ndarray,
+    large: bool,
+    head: int,
+    pieces: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
+) -> tuple[np.ndarray, list[int]]:
+    """:func:`_assemble` of a page of a few chunks (a small page, an append of a few rows): the
+    same bytes, joined in Python rather than scattered page-wide by numpy (whose fixed cost per
+    array operation would outweigh the work on so few bytes)."""
+    levels_at: list[int] = []
+    levels_len: list[int] = []
+    level_data = b""
+    if levels is not None:
+        compressed = compress_chunks(levels.defs, bounds, levels.codec)
+        levels_at, levels_len = compressed.starts.tolist(), compressed.lengths.tolist()
+        level_data = compressed.data.tobytes()
+    mask = 0xFFFFFFFF if large else 0xFFFF
+    layout = f"<{1 + (levels is not None)}H{len(pieces)}{'I' if large else 'H'}"
+    columns = [(p[0], p[1].tolist(), p[2].tolist(), p[3].tolist()) for p in pieces]
+    parts: list[bytes] = []
+    sizes = []
+    for k, count in enumerate(counts):
+        stored = [c[2][k] for c in columns]
+        words = [count & 0xFFFF, levels_len[k] & 0xFFFF] if levels is not None else [0]
+        header = struct.pack(layout, *words, *(s & mask for s in stored))
+        chunk = [header, _FILL_BYTE * (head - len(header))]
+        if levels is not None:
+            at, size = levels_at[k], levels_len[k]
+            chunk += [level_data[at : at + size], _FILL_BYTE * (-size % 8)]
+        for (src, starts, _stored, lengths), size in zip(columns, stored):
+            at, take = starts[k], lengths[k]
+            chunk += [src[at : at + take].tobytes(), _FILL_BYTE * (_pad8(size) - take)]
+        body = b"".join(chunk)
+        sizes.append(len(body))
+        parts.append(body)
+    return np.frombuffer(b"".join(parts), np.uint8), sizes
+
+
+#: pages of at most this many chunks are assembled by :func:`_assemble_few` (0: none, every page
+#: by the page-wide numpy path, which writes the same bytes)
+FEW_CHUNKS = 8
+
+_FILL_BYTE = bytes([FILL_BYTE])
+
+
 def _fixed(
     values: FixedValues,
     n: int,
@@ -201,6 +251,20 @@ def _fixed(
     max_values: int,
     per_level: int,
 ) -> FastPage | None:
+    leaf = values.leaf
+    if FEW_CHUNKS and not values.bitmaps and leaf.flags is None and 2 <= n <= max_values:
+        # A page that fits one chunk (the plan of full chunks can then only say so, as two
+        # values fit where all do): the chunk without the plan.
+        whole = values.sizes(0, n)
+        total = head + _pad8(per_level * n) + sum(_pad8(s) for s in whole)
+        aim = values.chunk_aim()
+        if total <= limit and (aim is None or sum(whole) <= aim):
+            assert leaf.table is not None
+            bounds = np.array([0, n], np.int64)
+            size = np.array([whole[-1]], np.int64)
+            piece = (leaf.table.reshape(-1), np.zeros(1, np.int64), size, size)
+            data, chunk_sizes = _assemble_few([n], levels, bounds, large, head, [piece])
+            return FastPage(bounds, [0], data, chunk_sizes, _codec(levels))
     plan = _fixed_plan(values, n, head, limit, max_values, per_level)
     if plan is None:
         return None
@@ -219,7 +283,6 @@ def _fixed(
             return None
         bits = np.packbits(valid, bitorder="little")
         pieces.append((bits, bounds[:-1] * m // 8, (counts * m + 7) // 8, (counts * m + 7) // 8))
-    leaf = values.leaf
     per = values.per_value
     if leaf.flags is not None:
         if (per_chunk * per) % 8:
@@ -361,6 +424,9 @@ def _variable_plan(
 def _variable_pieces(values: VariableValues, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every chunk's value buffer (its offsets rebased to the buffer start, its bytes, padding up to
     the offset width), back to back: the bytes, where each starts (and the end), and their sizes."""
+    if bounds.size == 2:  # one chunk: its buffer as the general path builds it
+        (one,) = values.chunk(int(bounds[0]), int(bounds[1]))
+        return np.frombuffer(one, np.uint8), np.array([0, len(one)], np.int64), np.array([len(one)], np.int64)
     offsets = values.offsets
     w = values.width
     counts = np.diff(bounds)

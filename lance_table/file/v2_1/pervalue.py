@@ -124,18 +124,13 @@ def _per_value_general(enc: Any, values: Var, io: PageIO) -> Values:
     return Var(b"".join(parts), out_at)
 
 
-# frames of this many bytes on average are joined as slices; shorter ones gathered by numpy
-_SLICED_FRAMES = 4096
-
-
 def _frames(u8: np.ndarray, at: np.ndarray, sizes: np.ndarray) -> np.ndarray:
-    """The zstd frames ``u8[at : at + size]`` back to back: a view for one frame, joined slices
-    when they are long, one numpy gather (an index per byte) for many short ones."""
+    """The zstd frames ``u8[at : at + size]`` back to back: a view for one frame, else joined by
+    :func:`byteranges.join` (in order, one pass in C++ for many; an index per byte, as a numpy
+    gather would need, costs more than the frames themselves)."""
     if sizes.size == 1:
         return u8[int(at[0]) : int(at[0] + sizes[0])]
-    if int(sizes.sum()) >= _SLICED_FRAMES * sizes.size:
-        return np.frombuffer(join(u8.data, at, sizes), np.uint8)
-    return u8[spans(at, sizes)]
+    return np.frombuffer(join(u8.data, at, sizes), np.uint8)
 
 
 def _variable_packed_struct(enc: Any, values: Var, io: PageIO) -> Struct:

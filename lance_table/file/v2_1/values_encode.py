@@ -16,20 +16,22 @@ and their bytes, in the two forms the layouts need.
   chunks of at most 8 KiB are a third choice for strings, weighed on a sample. Field metadata
   ``lance-encoding:compression`` ``zstd`` / ``lz4`` wraps each chunk's one buffer in ``general``
   (chunks then take as many values as the limits allow); ``none`` stores values plain.
-* :func:`per_value` (full-zip): the bytes of each value on its own (fixed width or length-prefixed),
-  binary values FSST-compressed, or each compressed with zstd when one is over 32 KiB.
+* :class:`PerValue` (full-zip): the bytes of each value on its own (fixed width or
+  length-prefixed), made by :func:`fullzip_values.per_value`.
 
 The decoders in :mod:`compress` and :mod:`pervalue` read exactly these bytes.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lance_table._parallel import map_parts
 from lance_table._proto import encodings_v2_1_pb2 as pb
@@ -61,9 +63,6 @@ SCHEMES = ("zstd", "lz4")
 GENERAL_CHUNK_BYTES = 8 * 1024
 # chunks compressed per task on the pool
 _COMPRESS_GROUP = 64
-# A full-zip page of binary values holding one longer than this compresses each value on its own
-# with zstd (pylance's choice: FSST and its whole-page passes are not worth it for such values).
-PER_VALUE_ZSTD_ABOVE = 32 * 1024
 _SCHEME_PB = {"zstd": pb.COMPRESSION_ALGORITHM_ZSTD, "lz4": pb.COMPRESSION_ALGORITHM_LZ4}
 
 
@@ -371,14 +370,50 @@ def _surely_high_cardinality(values: pa.Array) -> bool:
     random (seeded: the same page gets the same sample) so that sorted values repeat in it too.
     """
     n = len(values)
+    if n < _EXACT_BELOW:
+        return False
     k = min(_SAMPLE, 4 * math.isqrt(n))
     if 2 * k > n:
         return False
-    rows = np.sort(np.random.default_rng(n).integers(0, n, k))
-    rows = rows[np.concatenate(([True], rows[1:] != rows[:-1]))]  # a row drawn twice is no repeat
-    sample = values.take(pa.array(rows))
+    sample = values.take(_sample_rows(n, k))
     distinct = len(sample.unique()) - (1 if sample.null_count else 0)
-    return distinct == len(sample) - sample.null_count
+    return distinct == len(sample) - sample.null_count or _many_distinct(values)
+
+
+# Pages of at least this many values get a second, larger sample (:func:`_many_distinct`).
+_SECOND_LOOK = 1 << 15
+
+
+def _many_distinct(values: pa.Array) -> bool:
+    """Whether a sample of one row in 8 holds too many distinct values for a page of at most
+    n / 2 distinct ones (which a dictionary needs).
+
+    Drawing a share q of the n rows, a value held by c rows shows up with probability
+    1 - (1 - q)**c, concave in c: with D <= n / 2 values the expected count of distinct ones in
+    the sample is at most D (1 - (1 - q)**(n / D)) <= k (1 - q / 2) for the k rows drawn, and its
+    spread is under sqrt(k). More than 4 sqrt(k) above that bound rules the dictionary out (short
+    text: 96% distinct in the sample against the bound of 94%) at an eighth of the cost of the
+    exact hash pass; a page that would take a dictionary stays below it.
+    """
+    n = len(values)
+    if n < _SECOND_LOOK:
+        return False
+    rows = np.unique(np.random.default_rng(n + 1).integers(0, n, n // 8))
+    k = int(rows.size)
+    distinct = int(pc.count_distinct(values.take(pa.array(rows)), mode="only_valid").as_py())
+    return distinct > k * (1 - k / n / 2) + 4 * math.sqrt(k)
+
+
+# Below this many values, counting the distinct ones exactly costs less than drawing a sample.
+_EXACT_BELOW = 2048
+
+
+@functools.lru_cache(maxsize=64)
+def _sample_rows(n: int, k: int) -> pa.Array:
+    """The rows :func:`_surely_high_cardinality` draws from a page of ``n`` values, sorted, each
+    once (the same every time: a stream of equal appends draws them once)."""
+    rows = np.sort(np.random.default_rng(n).integers(0, n, k))
+    return pa.array(rows[np.concatenate(([True], rows[1:] != rows[:-1]))])  # a row drawn twice is no repeat
 
 
 def _table_bytes(values: MiniBlockValues) -> int:
@@ -454,49 +489,3 @@ class PerValue:
     bits: int | None = None
     lengths: np.ndarray | None = None
     offset_bits: int = 32
-
-
-def per_value(values: pa.Array, what: str, scheme: str | None = None) -> PerValue | None:
-    """The full-zip form of the values, or None when they have none (bit-packed items).
-
-    Binary values are compressed as pylance compresses them unless ``scheme`` (the field's
-    ``lance-encoding:compression``) is ``none``: each on its own with zstd when one is longer
-    than :data:`PER_VALUE_ZSTD_ABOVE` (whatever the scheme), else with FSST (one table per page)
-    when that makes them smaller and no scheme is set.
-    """
-    t = values.type
-    if is_binary_like(t):
-        large = pa.types.is_large_binary(t) or pa.types.is_large_string(t)
-        offset_bits = 64 if large else 32
-        offsets, data = variable_parts(values)
-        enc = pb.CompressiveEncoding()
-        enc.variable.offsets.CopyFrom(flat(offset_bits))
-        if scheme != "none" and widest_value(values) > PER_VALUE_ZSTD_ABOVE:
-            # null values get no frame: full-zip pages store nothing for them
-            keep = None
-            if values.null_count:
-                data, offsets = fsst_encode.arrow_buffers(values)
-                keep = values.is_valid().to_numpy(zero_copy_only=False)
-            packed, packed_at = general.zstd_each(data, offsets, keep)
-            wrapped = pb.CompressiveEncoding()
-            wrapped.general.compression.scheme = _SCHEME_PB["zstd"]
-            wrapped.general.values.CopyFrom(enc)
-            return PerValue(wrapped, packed, lengths=np.diff(packed_at), offset_bits=offset_bits)
-        mb = _variable(values, fsst=scheme is None)
-        if isinstance(mb, VariableValues) and mb.encoding.HasField("fsst"):
-            return PerValue(mb.encoding, mb.data, lengths=np.diff(mb.offsets), offset_bits=32)
-        return PerValue(enc, data, lengths=np.diff(offsets), offset_bits=offset_bits)
-    levels, leaf_arr = fsl_levels(values)
-    leaf = leaf_of(leaf_arr, what)
-    if leaf.table is None:
-        return None
-    n = len(values)
-    per = levels[-1][0] if levels else 1
-    parts = []
-    for m, valid in levels:
-        if valid is not None:
-            parts.append(np.packbits(valid.reshape(n, m), axis=1, bitorder="little"))
-    parts.append(leaf.table.reshape(n, per * leaf.table.shape[1]))
-    table = np.hstack(parts) if len(parts) > 1 else parts[0]
-    enc = fsl_encoding(levels, leaf_encoding(leaf_arr, leaf))
-    return PerValue(enc, table.reshape(-1), bits=table.shape[1] * 8)

@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import random
 import time
 from collections.abc import Callable, Iterator
@@ -50,6 +51,8 @@ from lance_table.table.operations.auto_cleanup import run_after_commit
 from lance_table.table.tags import COMMIT_REFRESH_SECONDS, pinned
 
 DEFAULT_MAX_RETRIES = 20
+# pylance's bound on the time a commit takes with its retries: accepted, and left to max_retries here
+DEFAULT_COMMIT_TIMEOUT: dt.timedelta = dt.timedelta(minutes=30)
 # Seconds; the sleep before retry k is uniform in [0, BACKOFF_BASE * 2**k], capped at MAX_BACKOFF.
 BACKOFF_BASE = 0.02
 MAX_BACKOFF = 2.0
@@ -212,13 +215,16 @@ def _commit(
                 current, attempt.pending = _catch_up(
                     storage, current, attempt.pending, _listed_since(storage, after, attempt.pending)
                 )
-            pending = attempt.pending
-            txn = Transaction(pending.read_version, pending.operation, txn.uuid, properties=txn.properties)
-            new_bytes = txn.to_bytes()
-            if new_bytes != txn_bytes:  # rebased: the transaction file says what is committed
-                txn_bytes = new_bytes
-                written_at = time.monotonic()
-                storage.write(attempt.transaction_path, txn_bytes)
+            if attempt.pending is not pending:  # rebased: the transaction file says what is committed
+                pending = attempt.pending
+                txn = Transaction(
+                    pending.read_version, pending.operation, txn.uuid, properties=txn.properties
+                )
+                new_bytes = txn.to_bytes()
+                if new_bytes != txn_bytes:
+                    txn_bytes = new_bytes
+                    written_at = time.monotonic()
+                    storage.write(attempt.transaction_path, txn_bytes)
             manifest = next_manifest(current, txn, restored)
             data = encode_manifest_file(manifest, txn_bytes)
             path = paths.manifest_path(manifest.version, scheme)

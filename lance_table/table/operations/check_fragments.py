@@ -1,6 +1,12 @@
 """Checking fragments built by hand (by workers, or by pylance) before a commit: their data files
-must be in this dataset, in its data format, with the rows their metadata says and the fields of the
-schema (by id, name and type)."""
+must be in this dataset, in its data format, with the rows their metadata says, and each column
+the metadata gives a field of the schema must hold that field's type.
+
+What pylance accepts is accepted: columns are the fields the metadata's ids and column indices say,
+whatever the file names them; fields a file lacks read as nulls; columns and ids the schema does not
+have are ignored (and no new field takes their ids). What pylance refuses is refused the same way
+(:class:`FragmentMetadataError`), and so is what would read wrong: another type, another row count,
+a column outside the file."""
 
 from __future__ import annotations
 
@@ -9,12 +15,13 @@ from collections.abc import Mapping, Sequence
 import pyarrow as pa
 
 from lance_table._parallel import METADATA, map_on
-from lance_table.errors import BasePathError, SchemaError, UnsupportedFormatError
-from lance_table.file.fields import BLOB_KEY
+from lance_table.errors import BasePathError, FragmentMetadataError, SchemaError, UnsupportedFormatError
+from lance_table.file.fields import BLOB_KEY, is_blob
+from lance_table.file.v2_0.layout import is_packed_struct
 from lance_table.file.v2_1.blob_v2 import read_node
 from lance_table.format import paths
 from lance_table.format.bases import BasePath
-from lance_table.format.manifest import Fragment
+from lance_table.format.manifest import DataFile, Fragment
 from lance_table.schema import FieldNode, LanceField, build_tree
 from lance_table.storage import Storage
 from lance_table.table.fragment import FragmentReader
@@ -32,13 +39,15 @@ def check_fragments(
 ) -> None:
     """Check that fragments' data files are in this dataset (or in the registered base path their
     ``base_id`` names, of ``bases``), in ``data_format``, with the rows their metadata says and the
-    fields of ``fields`` (by id, name and type). Footers are read on threads.
+    types of ``fields`` in the columns the metadata gives them (see the module's docstring).
+    Footers are read on threads.
 
     Raises:
         BasePathError: a data file names a base id the dataset does not register.
         UnsupportedFormatError: a data file of another format.
-        SchemaError: a data file is listed with a field id the schema does not have, or stores a
-            field under another name or type.
+        FragmentMetadataError: a data file's field ids and column indices are not as many, or a
+            leaf field of a 2.1+ file has no column (pylance refuses both).
+        SchemaError: a data file stores a field as another type.
         DataFileNotFoundError: a data file does not exist in this dataset.
         CorruptFileError: a data file's path is not a plain name, or it holds another number of rows.
     """
@@ -59,11 +68,8 @@ def check_fragments(
                 raise UnsupportedFormatError(
                     f"data file {f.path} is format {f.version}, but the dataset stores format {data_format}"
                 )
-            unknown = sorted(set(f.fields) - set(by_id) - {TOMBSTONE})  # -2: a dropped copy
-            if unknown:
-                raise SchemaError(
-                    f"data file {f.path} stores field ids {unknown}, which the schema does not have"
-                )
+            if data_format != LEGACY_FORMAT:
+                _check_columns(f, frag.id, by_id, data_format)
 
     def check(frag: Fragment) -> None:
         reader = FragmentReader(frag, storage, roots, bases=dict(bases or {}))
@@ -76,13 +82,31 @@ def check_fragments(
     map_on(METADATA, check, frags)
 
 
+def _check_columns(f: DataFile, frag_id: int, by_id: Mapping[int, FieldNode], data_format: str) -> None:
+    """Raises: FragmentMetadataError: what pylance's commit refuses of a data file's ids and
+    column indices."""
+    if f.column_indices and len(f.column_indices) != len(f.fields):
+        raise FragmentMetadataError(
+            f"data file {f.path} (fragment {frag_id}) has {len(f.fields)} field ids but "
+            f"{len(f.column_indices)} column indices: they must be as many"
+        )
+    if data_format == "2.0":
+        return  # a field without a column reads as nulls
+    for fid, col in zip(f.fields, f.column_indices):
+        node = by_id.get(fid)
+        if col < 0 and node is not None and (not node.children or is_packed_struct(node) or is_blob(node)):
+            raise FragmentMetadataError(
+                f"data file {f.path} (fragment {frag_id}) gives field {node.name!r} (id {fid}) "
+                f"column index {col}: a leaf field of a {data_format} file must have a column"
+            )
+
+
 def _check_field(expected: FieldNode | None, stored: FieldNode, path: str) -> None:
-    """Raises: SchemaError: the file stores the field under another name or type."""
+    """Raises: SchemaError: the file stores the field as another type (its name may differ: the
+    metadata's ids say which field a column holds, as pylance reads it)."""
     if expected is None or BLOB_KEY in stored.field.metadata or BLOB_KEY in expected.field.metadata:
         return  # a 2.1+ file lists only leaves, a 2.0 file may hold more; blobs are checked on read
-    if expected.name != stored.name or (
-        not expected.children and not _same_type(expected.arrow_type, stored.arrow_type)
-    ):
+    if not expected.children and not _same_type(expected.arrow_type, stored.arrow_type):
         raise SchemaError(
             f"data file {path} stores field {stored.id} as {stored.name!r} ({stored.arrow_type}), "
             f"but the schema has {expected.name!r} ({expected.arrow_type})"

@@ -32,6 +32,7 @@ from lance_table.table.deletion import read_deletions
 from lance_table.table.lance_operation import LanceOperation
 from lance_table.table.lance_schema import LanceSchema, as_lance_schema
 from lance_table.table.operations.check_fragments import check_fragments
+from lance_table.table.operations.schema_add import next_field_id
 from lance_table.table.operations.write import writable_data_format
 from lance_table.table.snapshot import Snapshot
 
@@ -103,7 +104,7 @@ def _schema_fields(base: Snapshot, schema: Any, what: str) -> tuple[tuple[LanceF
     if not isinstance(schema, pa.Schema):
         raise TypeError(f"{what} schema must be a LanceSchema or pyarrow.Schema, got {type(schema)}")
     by_name = {n.name: n for n in build_tree(base.manifest.fields)}
-    next_id = max((f.id for f in base.manifest.fields), default=-1) + 1
+    next_id = next_field_id(base.manifest)  # (after the ids data files list too: they hold them)
     out: list[LanceField] = []
     for f in schema:
         old = by_name.get(f.name)

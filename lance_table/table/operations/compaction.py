@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import warnings
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
@@ -154,6 +156,8 @@ def _rewrite_bin(
         write_tag=write_tag,
         progress=report,
     )
+    # the rows read, in order, by fragment id: written in pylance's batches (see _rebatch)
+    segments: deque[tuple[int, pa.Table]] = deque()
     try:
         names = ds.schema.names
         if any(is_blob_v2_arrow(f) for f in ds.schema):
@@ -163,19 +167,28 @@ def _rewrite_bin(
                     if runs.total:
                         table = frag.read(names, runs)
                         # blob v2 columns read as descriptors: their bytes are written anew
-                        for batch in blob_write.with_blob_bytes(ds, frag, table, runs, ds.schema):
+                        blobs = blob_write.with_blob_bytes(ds, frag, table, runs, ds.schema)
+                        segments.extend((frag.fragment.id, pa.Table.from_batches([b])) for b in blobs)
+                        for batch in _rebatch(segments, batch_rows):
                             writer.write(batch)
         else:
             # Pieces of about COPY_CHUNK_ROWS rows (many small fragments read as one batch) are
             # read on the workers, a few ahead of the writer: memory stays bounded by the depth.
-            def read(piece: list[tuple[FragmentReader, int, int]]) -> pa.Table:
+            def read(piece: list[tuple[FragmentReader, int, int]]) -> list[tuple[int, pa.Table]]:
                 runs = [f.live_runs(lo, hi) for f, lo, hi in piece]
-                return fragment_batch.read([f for f, _, _ in piece], names, runs)
+                table = fragment_batch.read([f for f, _, _ in piece], names, runs)
+                starts = [0, *itertools.accumulate(r.total for r in runs)]
+                return [
+                    (f.fragment.id, table.slice(a, b - a))
+                    for (f, _, _), a, b in zip(piece, starts, starts[1:])
+                ]
 
-            for table in ahead_on(FRAGMENTS, read, _pieces(bin_.fragments), workers()):
-                if table.num_rows:
-                    for batch in table.combine_chunks().to_batches(max_chunksize=batch_rows):
-                        writer.write(batch)
+            for read_segments in ahead_on(FRAGMENTS, read, _pieces(bin_.fragments), workers()):
+                segments.extend(read_segments)
+                for batch in _rebatch(segments, batch_rows):
+                    writer.write(batch)
+        for batch in _rebatch(segments, batch_rows, final=True):
+            writer.write(batch)
         fragments = writer.finish()
         for fid, values in writer.dictionaries.items():
             known = ds.manifest.dictionaries.get(fid)
@@ -203,6 +216,42 @@ def _warn_uncovered(index_list: list[indices.IndexMetadata], bins: list[_Bin]) -
             "does not rewrite index files): queries scan those rows until the index is optimized",
             stacklevel=3,
         )
+
+
+def _rebatch(
+    segments: deque[tuple[int, pa.Table]], batch_rows: int | None, final: bool = False
+) -> Iterator[pa.RecordBatch]:
+    """Take rows off the front of ``segments`` (fragment id, live rows read, in order) as the
+    batches pylance's compaction scan gives its writer, which checks the bytes written after each:
+    ``batch_rows`` live rows at a time, counted from each fragment's first row (a fragment's last
+    batch may be shorter). Rows that may still join a batch stay queued unless ``final``; with
+    ``batch_rows`` None, every row goes, in batches of at most a segment."""
+    while segments:
+        fid = segments[0][0]
+        k = next((i for i, (other, _) in enumerate(segments) if other != fid), len(segments))
+        queued = sum(segments[i][1].num_rows for i in range(k))
+        if k == len(segments) and not final and batch_rows is not None and queued < batch_rows:
+            return  # the fragment's rows may continue in a segment not yet read
+        if batch_rows is None:
+            for _ in range(k):
+                table = segments.popleft()[1]
+                if table.num_rows:
+                    yield from table.combine_chunks().to_batches()
+            continue
+        take = min(batch_rows, queued)
+        parts, got = [], 0
+        while got < take:
+            _, table = segments.popleft()
+            need = take - got
+            if table.num_rows > need:
+                segments.appendleft((fid, table.slice(need)))
+                table = table.slice(0, need)
+            parts.append(table)
+            got += table.num_rows
+        while segments and segments[0][0] == fid and not segments[0][1].num_rows:
+            segments.popleft()
+        if take:
+            yield from pa.concat_tables(parts).combine_chunks().to_batches(max_chunksize=take)
 
 
 def _pieces(frags: list[FragmentReader]) -> Iterator[list[tuple[FragmentReader, int, int]]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable
 from dataclasses import replace
 from functools import partial
 
@@ -181,6 +182,28 @@ def delete_in_fragment(
         for lo in range(0, frag.physical_rows, READ_CHUNK_ROWS)
     ]
     matched = np.concatenate(parts).astype(np.uint32) if parts else np.zeros(0, np.uint32)
+    return _with_deleted(ds, frag, matched, tag)
+
+
+def delete_offsets_in_fragment(ds: Snapshot, fragment_id: int, offsets: Iterable[int]) -> Fragment | None:
+    """The fragment ``fragment_id`` of ``ds`` with the rows at these physical offsets deleted too
+    (pylance's ``LanceFragment.delete_rows``; a new deletion file is written, nothing is
+    committed); None when no row would be left.
+
+    Raises:
+        ValueError: the version has no such fragment.
+        IndexError: an offset lies outside the fragment.
+    """
+    (frag,) = ds.fragment_readers([fragment_id])
+    wanted = np.unique(np.fromiter((int(o) for o in offsets), np.int64))
+    if wanted.size and (wanted[0] < 0 or wanted[-1] >= frag.physical_rows):
+        bad = int(wanted[0] if wanted[0] < 0 else wanted[-1])
+        raise IndexError(f"row offset {bad} is outside fragment {fragment_id} of {frag.physical_rows} rows")
+    return _with_deleted(ds, frag, wanted.astype(np.uint32))
+
+
+def _with_deleted(ds: Snapshot, frag: FragmentReader, matched: np.ndarray, tag: str = "") -> Fragment | None:
+    """``frag``'s fragment with the rows ``matched`` deleted too (None when none would be left)."""
     if not matched.size:
         return frag.fragment
     merged = union(frag.deleted, matched)

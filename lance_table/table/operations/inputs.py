@@ -223,6 +223,13 @@ def conform(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
     Raises:
         SchemaError: a column is missing, extra, of another type, or holds nulls it may not.
     """
+    if batch.schema.equals(target, check_metadata=True) and _kept_as_is(target):
+        for f, col in zip(target, batch.columns):
+            if not f.nullable and col.null_count:
+                raise SchemaError(
+                    f"column {f.name!r} is not nullable but the data holds {col.null_count} nulls"
+                )
+        return batch  # (already conformed: every write conforms its batches more than once)
     names = batch.schema.names
     extra = [n for n in names if n not in target.names]
     missing = [n for n in target.names if n not in names]
@@ -240,3 +247,9 @@ def conform(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
             raise SchemaError(f"column {f.name!r} is not nullable but the data holds {col.null_count} nulls")
         columns.append(col)
     return pa.RecordBatch.from_arrays(columns, schema=target)
+
+
+def _kept_as_is(schema: pa.Schema) -> bool:
+    """Whether :func:`conform` leaves the columns of a batch of exactly this schema as they are:
+    no extension arrays to unwrap, no blob v2 columns to build."""
+    return not any(isinstance(f.type, pa.BaseExtensionType) or blob_write.is_blob_v2_arrow(f) for f in schema)

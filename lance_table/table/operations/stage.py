@@ -3,6 +3,7 @@ distributed write; the driver commits the fragments with ``Dataset.commit``)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -10,10 +11,11 @@ from typing import Any
 import pyarrow as pa
 
 from lance_table.errors import DatasetNotFoundError, EmptyDataError, UnsupportedFormatError
-from lance_table.format.bases import DatasetBasePath
+from lance_table.format.bases import DatasetBasePath, base_paths
 from lance_table.format.manifest import Fragment
 from lance_table.schema import build_tree
 from lance_table.storage import Storage
+from lance_table.table.blob_locations import external_reference
 from lance_table.table.operations.write import (
     LEGACY_FORMAT,
     WriteMode,
@@ -36,6 +38,7 @@ def stage_fragments(
     initial_bases: Sequence[Any] | None = None,
     target_bases: Sequence[str] | None = None,
     target_all_bases: bool | None = None,
+    allow_external_blob_outside_bases: bool = False,
     **options: Any,
 ) -> tuple[list[Fragment], WritePlan, tuple[DatasetBasePath, ...]]:
     """Write ``data`` into new fragments (ids 0) planned against the latest version, or as the
@@ -44,8 +47,9 @@ def stage_fragments(
 
     ``mode="append"`` into a missing dataset writes the fragments of a new one, as pylance does.
     ``initial_bases``, ``target_bases`` and ``target_all_bases`` place the data files in base
-    paths as ``write_dataset`` does (see :func:`~.write_bases.plan_bases`).
-    On any error the files written so far are deleted.
+    paths as ``write_dataset`` does (see :func:`~.write_bases.plan_bases`); blob v2 values given
+    as external URIs are stored as ``write_dataset`` stores them (``allow_external_blob_outside_bases``
+    as there). On any error the files written so far are deleted.
 
     Raises:
         DatasetAlreadyExistsError: ``mode="create"`` and a dataset exists.
@@ -69,6 +73,10 @@ def stage_fragments(
             "(the manifest must record their values); use write_dataset"
         )
     placed = plan_bases(base, mode, initial_bases, target_bases, target_all_bases, uri=storage.uri)
+    registered = dict(placed.bases) if placed.bases is not None else dict(base_paths(base) if base else {})
+    externals = functools.partial(
+        external_reference, bases=registered, allow_outside=bool(allow_external_blob_outside_bases)
+    )
     frags, _, _ = write_fragments(
         storage,
         reader,
@@ -76,6 +84,7 @@ def stage_fragments(
         list(plan.fields),
         data_format=plan.data_format,
         targets=placed.open(storage),
+        blob_externals=externals,
         **options,
     )
     return frags, plan, placed.initial

@@ -1,0 +1,173 @@
+"""Scans after deletes, lance_table vs pylance side by side, and each against its own clean scan.
+
+For each format (``--formats``) and each writer (lance_table, pylance), a dataset of ``--rows``
+rows (id int64, x float64, cat: 100 short strings, text: 20-character strings; ``--wide`` adds
+the 16-float vector column) is written in one fragment and copied twice; the writer then deletes
+``id % 10 = 0`` from one copy (rows deleted here and there) and a contiguous 10% id range from the
+other. Both libraries then read each of the three datasets: ``to_table()``, a streaming
+``to_batches()`` and ``count_rows()``, alternately (who goes first alternates too). Reported:
+medians of wall and process CPU time, ours / pylance, and after-delete / clean for each library.
+
+    python benchmarks/bench_delete_scan.py --rows 1000000 --runs 7
+    python benchmarks/bench_delete_scan.py --rows 1000000 --memory
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import argument_parser, benchmark_table
+
+KINDS = ("clean", "every 10th deleted", "10% range deleted")
+OPS: dict[str, Callable[[Any], object]] = {
+    "to_table": lambda ds: ds.to_table(),
+    "to_batches": lambda ds: sum(b.num_rows for b in ds.to_batches()),
+    "count_rows": lambda ds: ds.count_rows(),
+}
+
+
+def _library(side: str) -> Any:
+    if side == "lance_table":
+        import lance_table
+
+        return lance_table
+    import lance
+
+    return lance
+
+
+def _make(root: Path, fmt: str, writer: str, rows: int, wide: bool) -> dict[str, str]:
+    """The three datasets of one format and writer (clean, scattered delete, range delete)."""
+    lib = _library(writer)
+    table = benchmark_table(rows)
+    if not wide:
+        table = table.drop_columns(["vec"])
+    base = root / f"{writer}-{fmt}"
+    uris = {kind: str(base) + f"-{k}" for k, kind in enumerate(KINDS)}
+    lib.write_dataset(table, uris[KINDS[0]], data_storage_version=fmt)
+    for kind, predicate in zip(
+        KINDS[1:], ("id % 10 = 0", f"id >= {rows // 3} AND id < {rows // 3 + rows // 10}")
+    ):
+        shutil.copytree(uris[KINDS[0]], uris[kind])
+        lib.dataset(uris[kind]).delete(predicate)
+    return uris
+
+
+def _timed(fn: Callable[[], object]) -> tuple[float, float]:
+    gc.collect()
+    wall, cpu = time.perf_counter(), time.process_time()
+    fn()
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def _interleaved(uri: str, op: Callable[[Any], object], runs: int) -> dict[str, tuple[float, float]]:
+    """Median (wall, cpu) seconds of ``op`` on a freshly opened dataset, per library."""
+    import lance
+
+    import lance_table
+
+    sides = {"lance_table": lance_table.dataset, "pylance": lance.dataset}
+    times: dict[str, list[tuple[float, float]]] = {s: [] for s in sides}
+    order = list(sides)
+    for fn_side in order:  # warm up: the files in the page cache, the code loaded
+        op(sides[fn_side](uri))
+    for k in range(runs):
+        for side in order if k % 2 == 0 else order[::-1]:
+            times[side].append(_timed(lambda s=side: op(sides[s](uri))))
+    return {
+        s: (statistics.median(w for w, _ in got), statistics.median(c for _, c in got))
+        for s, got in times.items()
+    }
+
+
+def _peak_child(side: str, uri: str) -> None:
+    """Stream ``uri`` once in this process; print its peak RSS (MiB)."""
+    ds = _library(side).dataset(uri)
+    rows = sum(b.num_rows for b in ds.to_batches())
+    peak = 0.0
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            peak = int(line.split()[1]) / 1024
+    print(json.dumps({"rows": rows, "peak_rss_mb": peak}))
+
+
+def _peak(side: str, uri: str) -> float:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", side, uri], capture_output=True, text=True, check=True, env=env
+    )
+    return float(json.loads(out.stdout.strip().splitlines()[-1])["peak_rss_mb"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--child":
+        _peak_child(sys.argv[2], sys.argv[3])
+        return 0
+    parser = argument_parser(__doc__, rows=1_000_000, runs=7)
+    parser.add_argument("--formats", default="2.0,2.2")
+    parser.add_argument("--wide", action="store_true", help="add the 16-float vector column")
+    parser.add_argument("--memory", action="store_true", help="peak RSS of a streaming scan, per side")
+    args = parser.parse_args(argv)
+    root = Path(tempfile.mkdtemp(prefix="lance_table_bench_delscan_"))
+    lines = [
+        f"## Scans after deletes ({args.rows} rows, {args.runs} runs, load {os.getloadavg()[0]:.1f})",
+        "",
+        "| format | written by | dataset | read | lance_table wall / cpu (ms) | pylance wall / cpu (ms) "
+        "| ratio wall / cpu | ours vs clean | pylance vs clean |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|",
+    ]
+    peaks = []
+    try:
+        for fmt in args.formats.split(","):
+            for writer in ("lance_table", "pylance"):
+                uris = _make(root, fmt, writer, args.rows, args.wide)
+                clean: dict[str, dict[str, tuple[float, float]]] = {}
+                for kind, uri in uris.items():
+                    for name, op in OPS.items():
+                        got = _interleaved(uri, op, args.runs)
+                        if kind == KINDS[0]:
+                            clean[name] = got
+                        (ow, oc), (pw, pc) = got["lance_table"], got["pylance"]
+                        vs = "" if kind == KINDS[0] else f"{ow / clean[name]['lance_table'][0]:.2f}"
+                        pvs = "" if kind == KINDS[0] else f"{pw / clean[name]['pylance'][0]:.2f}"
+                        line = (
+                            f"| {fmt} | {writer} | {kind} | {name} | {ow * 1e3:.1f} / {oc * 1e3:.1f} | "
+                            f"{pw * 1e3:.1f} / {pc * 1e3:.1f} | {ow / pw:.2f} / {oc / pc:.2f} "
+                            f"| {vs} | {pvs} |"
+                        )
+                        print(line, flush=True)
+                        lines.append(line)
+                if args.memory:
+                    for kind, uri in uris.items():
+                        peaks.append(
+                            f"| {fmt} | {writer} | {kind} | {_peak('lance_table', uri):.0f} | "
+                            f"{_peak('pylance', uri):.0f} |"
+                        )
+                        print(peaks[-1], flush=True)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    if peaks:
+        lines += ["", "| format | written by | dataset | lance_table peak RSS (MiB) | pylance (MiB) |"]
+        lines += ["|---|---|---|---:|---:|", *peaks]
+    text = "\n".join(lines) + "\n"
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "delete_scan.md").write_text(text)
+    print()
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

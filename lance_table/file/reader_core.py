@@ -1,0 +1,130 @@
+"""What the parts of :class:`~lance_table.file.reader.LanceFileReader` share: the opened file's
+metadata, its columns, the readers of their pages and the decoding of one page."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pyarrow as pa
+
+from lance_table.errors import CorruptFileError
+from lance_table.file.column_pages import ColumnPages
+from lance_table.file.container import (
+    FileMetadata,
+)
+from lance_table.file.pageio import PageIO
+from lance_table.file.rows import RowReader
+from lance_table.file.runs import Runs
+from lance_table.file.v2_0 import decode as decode20
+from lance_table.file.v2_1 import decode as decode21
+from lance_table.file.v2_1 import miniblock_small
+from lance_table.schema import FieldNode
+from lance_table.storage.sources import (
+    ByteSource,
+)
+
+
+class ReaderCore(RowReader):
+    """The state of an opened Lance v2 data file (set by
+    :meth:`~lance_table.file.reader.LanceFileReader._open`) and the page-level reads every read path
+    uses."""
+
+    _stored: ByteSource
+    _source: ByteSource
+    _meta: FileMetadata
+    _structural: bool
+    _col_of: dict[int, int]
+    _byte_lists: set[int]
+    _columns: dict[int, ColumnPages]
+    _small_reads: dict[tuple[str, ...] | None, list[tuple[FieldNode, ColumnPages]] | None]
+    _kept: dict[tuple[int, int], memoryview]
+    _kept_bytes: int
+
+    def _column(self, node: FieldNode) -> ColumnPages:
+        index = self._col_of.get(node.id)
+        if index is None:
+            raise CorruptFileError(
+                self._source.name, f"field {node.name!r} (id {node.id}) has no column in the file"
+            )
+        col = self._columns.get(index)
+        if col is None:
+            col = self._columns[index] = ColumnPages(self._meta, index)
+        return col
+
+    def _check_length(self, col: ColumnPages, runs: Runs) -> None:
+        if runs.end > col.num_values:
+            raise CorruptFileError(
+                self._source.name,
+                f"column {col.index} has {col.num_values} values, fewer than the {runs.end} needed",
+            )
+
+    def _page_io(self, col: ColumnPages, p: int, whole: bool) -> PageIO:
+        """A reader of page ``p``'s buffers (``whole``: the page is decoded whole)."""
+        return PageIO(
+            self._source,
+            col.pb.pages[p],
+            col.pb,
+            self._meta.global_buffers,
+            f"column {col.index} page {p}",
+            whole_page=whole,
+            buffers=col.buffers(p),
+        )
+
+    def _pages(
+        self, col: ColumnPages, runs: Runs, prefetch: bool = True
+    ) -> Iterator[tuple[int, Runs, PageIO]]:
+        """(page number, runs inside that page, page IO) for each page the runs touch.
+
+        With ``prefetch``, a page needed whole has all its buffers fetched in one request right away;
+        otherwise that happens when the page is decoded (possibly on another thread).
+        """
+        single = len(col.page_starts) == 2
+        for p in col.pages_for(runs):
+            lo, hi = int(col.page_starts[p]), int(col.page_starts[p + 1])
+            local = runs if single and runs.end <= hi else runs.clip(lo, hi)
+            if not local.count:
+                continue
+            io = self._page_io(col, p, local.is_span(0, hi - lo))
+            if prefetch and io.whole_page:
+                io.prefetch()
+            yield p, local, io
+
+    def _decode_structural(
+        self,
+        col: ColumnPages,
+        page: int,
+        runs: Runs,
+        io: PageIO,
+        dtype: pa.DataType,
+        large: bool,
+        floor: int | None = None,
+        keep: pa.BooleanArray | None = None,
+    ) -> list[pa.Array]:
+        """The rows ``runs`` of a page of a column without nesting; with ``keep`` (a mask over
+        them, ``runs`` then one span), only the rows it marks."""
+        try:
+            small = col.small_page(page, self._source, large)
+            if small is not None:
+                got = miniblock_small.decode(small, io, dtype, runs, floor)
+                if got is not None:
+                    return [got if keep is None else got.filter(keep)]
+            enc = col.encoding(page, self._source)
+            return [decode21.decode_page(enc, io, dtype, large, runs, floor, keep)]
+        finally:
+            io.release()
+
+    def _decode_nested(
+        self, col: ColumnPages, page: int, runs: Runs, io: PageIO, path: list[pa.Field], large: bool
+    ) -> list[pa.Array]:
+        try:
+            return [decode21.decode_nested_page(col.encoding(page, self._source), io, path, large, runs)]
+        finally:
+            io.release()
+
+    def _decode_page(
+        self, col: ColumnPages, page: int, runs: Runs, io: PageIO, dtype: pa.DataType
+    ) -> list[pa.Array]:
+        try:
+            return [decode20.decode(col.encoding(page, self._source), io, runs, dtype)]
+        finally:
+            io.release()
