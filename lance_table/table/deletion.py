@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import array
-import io
 import struct
 import threading
 from collections import OrderedDict
@@ -26,6 +25,7 @@ from lance_table.table.base_storage import base_storage
 # set turns into a bitmap once it holds more than this many rows. A bitmap stays a bitmap.
 BITMAP_THRESHOLD = 5000
 ARROW_SCHEMA = pa.schema([pa.field("row_id", pa.uint32(), nullable=False)])
+_IPC_OPTIONS = ipc.IpcWriteOptions(compression="zstd")
 #: The most memory the decoded deletion vectors kept by :data:`DELETIONS` may take (offsets, plus
 #: a fixed cost per vector), and the most vectors it keeps.
 DELETION_CACHE_BYTES = 64 * 1024 * 1024
@@ -356,11 +356,10 @@ def encode_deletions(offsets: np.ndarray, kind: str) -> bytes:
         words = array.array("I")
         words.frombytes(np.ascontiguousarray(values).view(np.uint8).data)
         return BitMap(words, optimize=False).serialize()
-    sink = io.BytesIO()
-    options = ipc.IpcWriteOptions(compression="zstd")
-    with ipc.new_file(sink, ARROW_SCHEMA, options=options) as writer:
-        writer.write_table(pa.table([pa.array(values, pa.uint32())], schema=ARROW_SCHEMA))
-    return sink.getvalue()
+    sink = pa.BufferOutputStream()
+    with ipc.new_file(sink, ARROW_SCHEMA, options=_IPC_OPTIONS) as writer:
+        writer.write_batch(pa.record_batch([pa.array(values, pa.uint32())], schema=ARROW_SCHEMA))
+    return sink.getvalue().to_pybytes()
 
 
 def write_deletions(
@@ -375,5 +374,6 @@ def write_deletions(
         id=paths.new_deletion_file_id(tag),
         num_deleted_rows=int(offsets.size),
     )
-    storage.write(df.path(fragment.id), encode_deletions(offsets, kind))
+    # a fresh unique name, referenced only once the commit that names it lands
+    storage.write_new(df.path(fragment.id), encode_deletions(offsets, kind))
     return df
