@@ -26,6 +26,10 @@ from lance_table.table.base_storage import base_storage
 BITMAP_THRESHOLD = 5000
 ARROW_SCHEMA = pa.schema([pa.field("row_id", pa.uint32(), nullable=False)])
 _IPC_OPTIONS = ipc.IpcWriteOptions(compression="zstd")
+_IPC_PLAIN = ipc.IpcWriteOptions()
+#: Arrow deletion files of at least this many offsets are zstd-compressed (smaller ones are not:
+#: compression saves nothing on them and costs more than writing them)
+COMPRESS_FROM = 1024
 #: The most memory the decoded deletion vectors kept by :data:`DELETIONS` may take (offsets, plus
 #: a fixed cost per vector), and the most vectors it keeps.
 DELETION_CACHE_BYTES = 64 * 1024 * 1024
@@ -357,7 +361,9 @@ def encode_deletions(offsets: np.ndarray, kind: str) -> bytes:
         words.frombytes(np.ascontiguousarray(values).view(np.uint8).data)
         return BitMap(words, optimize=False).serialize()
     sink = pa.BufferOutputStream()
-    with ipc.new_file(sink, ARROW_SCHEMA, options=_IPC_OPTIONS) as writer:
+    # a few offsets compress to nothing smaller, and a compressor costs more than they take to write
+    options = _IPC_OPTIONS if values.size >= COMPRESS_FROM else _IPC_PLAIN
+    with ipc.new_file(sink, ARROW_SCHEMA, options=options) as writer:
         writer.write_batch(pa.record_batch([pa.array(values, pa.uint32())], schema=ARROW_SCHEMA))
     return sink.getvalue().to_pybytes()
 
