@@ -72,7 +72,8 @@ def plan_delete(ds: Snapshot, predicate: str | pc.Expression) -> Pending:
             continue
         additions[frag.fragment.id] = matched
         bases[frag.fragment.id] = frag.fragment.deletion_file
-        merged = union(frag.deleted, matched)
+        # (the matched rows are sorted and unique already)
+        merged = union(frag.deleted, matched) if frag.deleted.size else matched
         if merged.size >= frag.physical_rows:
             removed.append(frag.fragment.id)
         else:
