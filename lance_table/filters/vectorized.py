@@ -68,13 +68,32 @@ def _condition(table: pa.Table, cond: Condition) -> np.ndarray | None:
         got = _compare(">=", values, typed[0], floats)
         got &= _compare("<=", values, typed[1], floats)
     elif cond.op == "in":
-        got = np.isin(values, np.array(typed, dtype))
+        got = _isin(values, typed)
     elif cond.op in _COMPARE:
         got = _compare(cond.op, values, typed[0], floats)
     else:
         return None
     if valid is not None:
         got &= valid
+    return got
+
+
+# up to this many literals, ``x in (...)`` compares with each in turn: a pass per literal costs
+# less than ``np.isin``'s lookup table (which spans the literals' range) or sort
+_FEW_LITERALS = 8
+
+
+def _isin(values: np.ndarray, literals: list[np.generic]) -> np.ndarray:
+    """Which ``values`` equal one of ``literals`` (of the values' type)."""
+    if not literals:
+        return np.zeros(values.size, bool)
+    if len(literals) > _FEW_LITERALS:
+        return np.isin(values, np.array(literals, values.dtype))
+    got = values == literals[0]
+    if len(literals) > 1:
+        scratch = np.empty(values.size, bool)
+        for literal in literals[1:]:
+            got |= np.equal(values, literal, out=scratch)
     return got
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import array
-import io
 import struct
 import threading
 from collections import OrderedDict
@@ -26,6 +25,11 @@ from lance_table.table.base_storage import base_storage
 # set turns into a bitmap once it holds more than this many rows. A bitmap stays a bitmap.
 BITMAP_THRESHOLD = 5000
 ARROW_SCHEMA = pa.schema([pa.field("row_id", pa.uint32(), nullable=False)])
+_IPC_OPTIONS = ipc.IpcWriteOptions(compression="zstd")
+_IPC_PLAIN = ipc.IpcWriteOptions()
+#: Arrow deletion files of at least this many offsets are zstd-compressed (smaller ones are not:
+#: compression saves nothing on them and costs more than writing them)
+COMPRESS_FROM = 1024
 #: The most memory the decoded deletion vectors kept by :data:`DELETIONS` may take (offsets, plus
 #: a fixed cost per vector), and the most vectors it keeps.
 DELETION_CACHE_BYTES = 64 * 1024 * 1024
@@ -356,11 +360,12 @@ def encode_deletions(offsets: np.ndarray, kind: str) -> bytes:
         words = array.array("I")
         words.frombytes(np.ascontiguousarray(values).view(np.uint8).data)
         return BitMap(words, optimize=False).serialize()
-    sink = io.BytesIO()
-    options = ipc.IpcWriteOptions(compression="zstd")
+    sink = pa.BufferOutputStream()
+    # a few offsets compress to nothing smaller, and a compressor costs more than they take to write
+    options = _IPC_OPTIONS if values.size >= COMPRESS_FROM else _IPC_PLAIN
     with ipc.new_file(sink, ARROW_SCHEMA, options=options) as writer:
-        writer.write_table(pa.table([pa.array(values, pa.uint32())], schema=ARROW_SCHEMA))
-    return sink.getvalue()
+        writer.write_batch(pa.record_batch([pa.array(values, pa.uint32())], schema=ARROW_SCHEMA))
+    return sink.getvalue().to_pybytes()
 
 
 def write_deletions(
@@ -375,5 +380,6 @@ def write_deletions(
         id=paths.new_deletion_file_id(tag),
         num_deleted_rows=int(offsets.size),
     )
-    storage.write(df.path(fragment.id), encode_deletions(offsets, kind))
+    # a fresh unique name, referenced only once the commit that names it lands
+    storage.write_new(df.path(fragment.id), encode_deletions(offsets, kind))
     return df

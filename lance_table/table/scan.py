@@ -219,18 +219,30 @@ def _with_system(
 
 def _filter_pass(frag: FragmentReader, spec: ScanPlan, live: Runs) -> tuple[pa.Table, np.ndarray]:
     """Read the predicate's columns for ``live`` rows; return them and the mask of matching rows."""
+    table = filter_table(frag, spec, live)
+    return table, filter_mask(table, spec)
+
+
+def filter_table(frag: FragmentReader, spec: ScanPlan, live: Runs) -> pa.Table:
+    """The columns ``spec``'s predicate reads (system columns too) of the ``live`` rows of ``frag``."""
     assert spec.filter is not None
     # Rows match only when they meet every condition of ``exact``: values below a floor it sets
     # can only fail it, and need not be decoded.
     floors = _floors(spec.exact) if spec.exact else None
     table = frag.read(spec.filter_columns, live, floors) if spec.filter_columns else _empty_rows(live.total)
-    table = _with_system(table, frag, spec.filter_system, live, spec.offset_bases)
+    return _with_system(table, frag, spec.filter_system, live, spec.offset_bases)
+
+
+def filter_mask(table: pa.Table, spec: ScanPlan) -> np.ndarray:
+    """Which rows of ``table`` (read by :func:`filter_table`, from one fragment or several) match
+    ``spec``'s predicate."""
+    assert spec.filter is not None
     fast = None
     if spec.exact:
         from lance_table.filters import vectorized  # (loaded by the filter's compilation already)
 
         fast = vectorized.mask(table, spec.exact)
-    return table, fast if fast is not None else evaluate_mask(table, spec.filter)
+    return fast if fast is not None else evaluate_mask(table, spec.filter)
 
 
 def _floors(conditions: Sequence[Condition]) -> dict[str, int]:

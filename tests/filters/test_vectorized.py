@@ -83,6 +83,9 @@ def test_every_simple_comparison_agrees_with_the_compiled_filter() -> None:
         taken += _check(table, f"{column} BETWEEN -1 AND 1")
         taken += _check(table, f"{column} BETWEEN 0.1 AND 2.5")
         taken += _check(table, f"{column} IN (0, 1, 3)")
+        taken += _check(table, f"{column} IN (2)")
+        # more literals than are compared one by one: a lookup instead
+        taken += _check(table, f"{column} IN (-4, -3, -2, -1, 0, 1, 2.5, 3, 4, 5, 100)")
         taken += _check(table, f"{column} IS NULL")
         taken += _check(table, f"{column} IS NOT NULL")
         taken += _check(table, f"{column} >= 0 AND {column} < 3 AND i64 != 2")

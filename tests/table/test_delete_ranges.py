@@ -44,3 +44,41 @@ def test_delete_over_ranges_matches_pylance(tmp_path, monkeypatch, version):
         lt.dataset(tmp_path / "ours").to_table(), lance.dataset(tmp_path / "theirs").to_table()
     )
     assert len(lt.dataset(tmp_path / "ours").get_fragments()) == 2
+
+
+def test_delete_over_many_fragments_evaluated_together_matches_pylance(tmp_path, monkeypatch):
+    # 2.0 fragments are not read as a batch: their predicate columns are read one by one and
+    # evaluated together, in several evaluations here
+    from lance_table.table.operations import delete
+
+    monkeypatch.setattr(delete, "EVALUATE_ROWS", 700)
+    lance.write_dataset(
+        make_rows(0, 3000), tmp_path / "theirs", max_rows_per_file=300, data_storage_version="2.0"
+    )
+    shutil.copytree(tmp_path / "theirs", tmp_path / "ours")
+    ids = ", ".join(str(i) for i in range(5, 3000, 290))
+    for predicate in (
+        "id % 10 = 3",  # evaluated by Arrow
+        f"id IN ({ids})",  # by numpy
+        "id >= 300 AND id < 600",  # a whole fragment
+        "id % 3 = 0 AND id < 2000",
+        "id < 0",  # nothing
+    ):
+        lt.dataset(tmp_path / "ours").delete(predicate)
+        lance.dataset(tmp_path / "theirs").delete(predicate)
+    expected = lance.dataset(tmp_path / "theirs").to_table(with_row_address=True)
+    assert_tables_equal(lt.dataset(tmp_path / "ours").to_table(with_row_address=True), expected)
+    assert_tables_equal(lance.dataset(tmp_path / "ours").to_table(with_row_address=True), expected)
+
+
+def test_arrow_deletion_files_small_and_compressed_read_by_pylance(tmp_path):
+    # few offsets go uncompressed, at least COMPRESS_FROM zstd-compressed (both Arrow: under 5000)
+    from lance_table.table.deletion import COMPRESS_FROM
+
+    lt.write_dataset(make_rows(0, 4000), tmp_path / "ds", max_rows_per_file=2000)
+    lt.dataset(tmp_path / "ds").delete("id IN (1, 7, 1999)")
+    lt.dataset(tmp_path / "ds").delete(f"id >= 2000 AND id < {2000 + COMPRESS_FROM + 5}")
+    frags = lance.dataset(tmp_path / "ds").get_fragments()
+    assert [f.metadata.deletion_file.file_type for f in frags] == ["array", "array"]
+    assert [f.count_rows() for f in frags] == [1997, 2000 - COMPRESS_FROM - 5]
+    assert_tables_equal(lance.dataset(tmp_path / "ds").to_table(), lt.dataset(tmp_path / "ds").to_table())

@@ -8,13 +8,15 @@ from dataclasses import replace
 from functools import partial
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_table._parallel import IO, map_fragments, map_grouped, map_groups, settle, start_one
 from lance_table.errors import CommitConflictError
+from lance_table.file.runs import Runs
 from lance_table.format.manifest import Fragment
 from lance_table.format.transaction import Delete
-from lance_table.table import versions
+from lance_table.table import fragment_batch, versions
 from lance_table.table.commit import Pending, check_can_commit, check_rebasable
 from lance_table.table.commit.retry import retry_on_conflict
 from lance_table.table.deletion import union, write_deletions
@@ -23,12 +25,15 @@ from lance_table.table.scan import (
     READ_CHUNK_ROWS,
     ROW_READS,
     ScanPlan,
+    filter_mask,
+    filter_table,
     in_flight,
     make_spec,
     matching_positions,
     matching_rows,
 )
 from lance_table.table.scan_groups import matching_runs
+from lance_table.table.scan_metrics import note_range
 from lance_table.table.snapshot import Snapshot
 
 # pylance's ``delete`` default time bound on retries (accepted, not enforced).
@@ -74,7 +79,8 @@ def plan_delete(ds: Snapshot, predicate: str | pc.Expression) -> Pending:
             continue
         additions[frag.fragment.id] = matched
         bases[frag.fragment.id] = frag.fragment.deletion_file
-        merged = union(frag.deleted, matched)
+        # (the matched rows are sorted and unique already)
+        merged = union(frag.deleted, matched) if frag.deleted.size else matched
         if merged.size >= frag.physical_rows:
             removed.append(frag.fragment.id)
         else:
@@ -107,6 +113,16 @@ def _find(
         # by range, as positions (runs of them would cost a merge and an expansion)
         out: list[np.ndarray | None] = [None] * len(group)
         small = [k for k, f in enumerate(group) if f.physical_rows <= READ_CHUNK_ROWS]
+        if small and spec.filter is not None:
+            # fragments of one small page per column are read as a batch; the others' predicate
+            # columns are read one by one but evaluated together (see _evaluated_rows)
+            names = list(spec.filter_columns)
+            plans = fragment_batch.plans([group[k] for k in small], names) if names else [None] * len(small)
+            alone = [k for k, plan in zip(small, plans) if plan is None]
+            if len(alone) > 1:
+                for k, rows in zip(alone, _evaluated_rows([group[k] for k in alone], spec)):
+                    out[k] = rows
+                small = [k for k, plan in zip(small, plans) if plan is not None]
         if small:
             runs = matching_runs([group[k] for k in small], spec, READ_CHUNK_ROWS, ROW_READS)
             for k, r in zip(small, runs):
@@ -127,6 +143,53 @@ def _find(
     wait = in_flight(frags)
     found = map_groups(matches, frags, [f.fragment.physical_rows for f in frags], in_flight=wait)
     return found, frags, wait
+
+
+# the most rows of predicate columns read before they are evaluated together
+EVALUATE_ROWS = 1 << 20
+
+
+def _evaluated_rows(frags: list[FragmentReader], spec: ScanPlan) -> list[np.ndarray | None]:
+    """The matching rows of each of ``frags`` (all of their rows; None: none), their predicate
+    columns read fragment by fragment but evaluated a batch of fragments at a time: an evaluation
+    has a fixed cost that thousands of fragments would each pay."""
+    out: list[np.ndarray | None] = [None] * len(frags)
+    batch: list[tuple[int, Runs, pa.Table]] = []
+    rows = 0
+
+    def flush() -> None:
+        tables = [t for _, _, t in batch]
+        try:
+            masks = _split(filter_mask(pa.concat_tables(tables), spec), [t.num_rows for t in tables])
+        except pa.ArrowInvalid:  # the fragments' columns differ in type: evaluated one by one
+            masks = [filter_mask(t, spec) for t in tables]
+        for (k, live, _), mask in zip(batch, masks):
+            hits = live.select(np.flatnonzero(mask))
+            out[k] = hits.astype(np.uint32) if hits.size else None
+        batch.clear()
+
+    for k, frag in enumerate(frags):
+        live = frag.live_runs(0, frag.physical_rows)
+        if not live.total:
+            continue
+        live = frag.prune(live, spec.conditions)  # as a scan does: ranges the statistics rule out
+        note_range(frag.fragment.id, live.total)
+        if not live.total:
+            continue
+        table = filter_table(frag, spec, live)
+        batch.append((k, live, table))
+        rows += table.num_rows
+        if rows >= EVALUATE_ROWS:
+            flush()
+            rows = 0
+    if batch:
+        flush()
+    return out
+
+
+def _split(mask: np.ndarray, sizes: list[int]) -> list[np.ndarray]:
+    """``mask`` cut into consecutive pieces of ``sizes``."""
+    return np.split(mask, np.cumsum(sizes)[:-1]) if sizes else []
 
 
 def _range_rows(frag: FragmentReader, spec: ScanPlan, lo: int) -> np.ndarray:
