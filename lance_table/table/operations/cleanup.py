@@ -3,7 +3,9 @@
 Cleanup runs beside writers, restores and tag writers that it cannot stop, so it works in phases:
 
 1. Read the tags (a damaged tag file stops cleanup before anything is deleted), the pins and every
-   manifest; decide which versions go: older than the cutoff, not the latest, not tagged or pinned.
+   manifest; decide which versions go: older than the cutoff, not the latest, not tagged or pinned,
+   not a version a branch was created from (a branch reads its files: see
+   :mod:`lance_table.table.branch_refs`; a damaged branch file stops cleanup too).
    Then list the commits in flight (see below) and keep every version above their read versions.
 2. Delete those manifests, so no reader can open a version whose files are about to go.
 3. Look again: a tag or pin that now names a deleted version brings its manifest back (its bytes
@@ -44,7 +46,7 @@ from lance_table.format import paths
 from lance_table.format.manifest import Fragment, Manifest, ManifestSummary, decode_manifest_summary
 from lance_table.format.transaction import Append, Delete, Overwrite, ReserveFragments, Rewrite, Transaction
 from lance_table.storage import Entry, Storage
-from lance_table.table import versions
+from lance_table.table import branch_refs, versions
 from lance_table.table.indices import decode_section
 from lance_table.table.progress import SILENT, Progress, reporter
 from lance_table.table.tags import IN_FLIGHT_SECONDS, PIN_STALE_SECONDS, Tags, pinned_versions
@@ -267,6 +269,16 @@ def _tagged(storage: Storage) -> dict[int, str]:
     return {t.version: name for name, t in Tags(storage).list().items()}
 
 
+def _kept_by_refs(storage: Storage) -> dict[int, str]:
+    """Versions that tags name and versions that branches were created from (a branch reads
+    their files), with a ref name for messages.
+
+    Raises:
+        CorruptFileError: a tag or branch file is damaged (nothing may be deleted then).
+    """
+    return {**branch_refs.referenced_versions(storage), **_tagged(storage)}
+
+
 def cleanup_old_versions(
     storage: Storage,
     *,
@@ -282,7 +294,8 @@ def cleanup_old_versions(
 ) -> CleanupStats:
     """Delete versions older than ``older_than`` and not among the ``retain_versions`` newest (both
     as pylance; neither given: older than :data:`DEFAULT_OLDER_THAN`), only those of
-    ``only_versions`` if given, never the latest, never a tagged one; then the data, deletion and
+    ``only_versions`` if given, never the latest, never a tagged one, never one a branch was
+    created from (as pylance, silently: the branch reads its files); then the data, deletion and
     transaction files that no remaining version references. ``dry_run`` decides and counts the
     same, and removes nothing. ``candidates``, if given, receives every file removed (or that
     would be), manifests included.
@@ -298,7 +311,7 @@ def cleanup_old_versions(
     Raises:
         ValueError: ``retain_versions`` is not positive.
         TagError: a tagged version is older than the cutoff and ``error_if_tagged_old_versions``.
-        CorruptFileError: a tag file is damaged; nothing is deleted.
+        CorruptFileError: a tag or branch file is damaged; nothing is deleted.
         InputTypeError: ``progress`` is of no kind taken.
     """
     report = SILENT if dry_run else reporter("cleanup", progress)
@@ -316,6 +329,7 @@ def cleanup_old_versions(
     latest = entries[-1].version
     retained = {e.version for e in entries[-retain_versions:]} if retain_versions else set()
     tagged = _tagged(storage)
+    branched = branch_refs.referenced_versions(storage)  # kept silently, as pylance keeps them
     pinned = pinned_versions(storage)
     landed: set[str] = set()  # transaction files of the versions read
     kept: dict[int, _Version] = {}
@@ -335,7 +349,7 @@ def cleanup_old_versions(
                 f"version {entry.version} is older than the cutoff but tagged {tagged[entry.version]!r}; "
                 "delete the tag or pass error_if_tagged_old_versions=False"
             )
-        if entry.version in tagged or entry.version in pinned:
+        if entry.version in tagged or entry.version in pinned or entry.version in branched:
             old = False
         (doomed if old else kept)[entry.version] = found
     transactions = storage.list_dir(paths.TRANSACTIONS_DIR)
@@ -352,7 +366,7 @@ def cleanup_old_versions(
     # Phase 3: what was tagged, restored or committed while we decided. Tags and pins first: a
     # restore unpins only after its version landed, so a pin gone by now means that version is
     # in the listing that follows.
-    for version in (_tagged(storage).keys() | pinned_versions(storage)) & doomed.keys():
+    for version in (_kept_by_refs(storage).keys() | pinned_versions(storage)) & doomed.keys():
         found = doomed.pop(version)
         if not dry_run:
             with contextlib.suppress(FileExistsError):
