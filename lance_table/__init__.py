@@ -85,6 +85,7 @@ from lance_table.table.scanner_builder import ScannerBuilder
 from lance_table.table.session import Session
 from lance_table.table.sql_query import SqlQuery, SqlQueryBuilder
 from lance_table.table.tags import Tag, Tags
+from lance_table.table.version_delta import DatasetDelta
 from lance_table.udf import BatchUDF, add_columns_udf, batch_udf
 
 __all__ = [
@@ -113,6 +114,7 @@ __all__ = [
     "Dataset",
     "DatasetAlreadyExistsError",
     "DatasetBasePath",
+    "DatasetDelta",
     "DatasetNotFoundError",
     "DatasetOptimizer",
     "DatasetStats",

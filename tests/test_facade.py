@@ -18,6 +18,7 @@ FACADE = [
         "dataset_meta",
         "dataset_maintenance",
         "dataset_schema",
+        "dataset_history",
         "handle",
         "lance_fragment",
     )

@@ -22,6 +22,7 @@ from lance_table.table import versions
 from lance_table.table.commit import CommitLock
 from lance_table.table.commit.protocol import DEFAULT_COMMIT_TIMEOUT, DEFAULT_MAX_RETRIES
 from lance_table.table.dataset_arrow import _ArrowDataset
+from lance_table.table.dataset_history import _History
 from lance_table.table.dataset_indices import _Indices
 from lance_table.table.dataset_maintenance import _Maintenance
 from lance_table.table.dataset_meta import _Metadata
@@ -54,7 +55,7 @@ from lance_table.table.snapshot import Snapshot
 from lance_table.table.tags import Tags
 
 
-class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices, _ArrowDataset):
+class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices, _History, _ArrowDataset):
     """A Lance dataset, read at one version (pylance's ``LanceDataset``; a ``pyarrow.dataset.Dataset``
     that DuckDB, Polars and pyarrow read with projection and filter pushdown, see
     :mod:`lance_table.table.dataset_arrow`).
