@@ -61,6 +61,8 @@ from lance_table.schema import json_to_schema, schema_to_json
 from lance_table.storage.io_stats import bytes_read_counter, iops_counter
 from lance_table.table import Dataset, LanceDataset, dataset, write_dataset
 from lance_table.table.blobs import BlobFile
+from lance_table.table.branch_refs import Branch
+from lance_table.table.branches import Branches
 from lance_table.table.fragment_metadata import FragmentMetadata
 from lance_table.table.lance_fragment import LanceFragment
 from lance_table.table.lance_operation import LanceOperation, Transaction
@@ -99,7 +101,9 @@ __all__ = [
     "BlobColumn",
     "BlobFile",
     "BlobLocationError",
+    "Branch",
     "BranchError",
+    "Branches",
     "BulkCommitResult",
     "CleanupCandidateFile",
     "CleanupExplanation",

@@ -19,6 +19,7 @@ FACADE = [
         "dataset_maintenance",
         "dataset_schema",
         "dataset_history",
+        "dataset_branches",
         "handle",
         "lance_fragment",
     )

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, TypedDict
 from urllib.parse import quote, unquote
 
 from lance_table.errors import BranchError, CorruptFileError
@@ -32,6 +32,27 @@ BRANCHES_DIR = "_refs/branches"
 TREE_DIR = "tree"
 MAIN_BRANCH = "main"
 _SEGMENT = re.compile(r"[A-Za-z0-9._-]+")
+
+
+class Branch(TypedDict):
+    """pylance's ``Branch``: what ``ds.branches.list()`` says of a branch (the branch it was
+    created from, None for main; its lineage; the version it was created from; the creation time
+    in Unix seconds; the size of that version's manifest; its metadata).
+
+    Example:
+        ```python
+        ds.create_branch("experiment")
+        branch = ds.branches.list()["experiment"]
+        print(branch["parent_branch"], branch["parent_version"])  # None 1
+        ```
+    """
+
+    parent_branch: str | None
+    branch_identifier: list[tuple[int, str]]
+    parent_version: int
+    create_at: int
+    manifest_size: int
+    metadata: dict[str, str]
 
 
 def branch_path(name: str) -> str:
@@ -186,6 +207,7 @@ def referenced_versions(storage: Storage) -> dict[int, str]:
 __all__ = [
     "BRANCHES_DIR",
     "MAIN_BRANCH",
+    "Branch",
     "branch_path",
     "check_branch_name",
     "encode_branch",

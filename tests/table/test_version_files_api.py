@@ -27,9 +27,10 @@ def _sorted(reader: pa.RecordBatchReader) -> list[dict]:
 
 def test_get_version_is_pylances(history):
     for version in (1, 2, 4):
-        assert lt.dataset(history, version=version).get_version() == lance.dataset(
-            history, version=version
-        ).get_version()
+        assert (
+            lt.dataset(history, version=version).get_version()
+            == lance.dataset(history, version=version).get_version()
+        )
 
 
 @pytest.mark.parametrize(
