@@ -171,6 +171,29 @@ def locate(storage: Storage) -> tuple[Storage, str | None]:
     return storage, None
 
 
+def storage_of_tag(storage: Storage, tag: str) -> Storage:
+    """The storage of the branch whose version tag ``tag`` of the dataset at ``storage`` names
+    (``storage`` itself for a tag of main, or when there is no such tag: the caller reports it).
+
+    Raises:
+        CorruptFileError: the tag file is damaged.
+    """
+    from lance_table.format import paths
+    from lance_table.table.tags import parse_tag
+
+    path = paths.tag_path(tag)
+    try:
+        data = storage.read(path)
+    except (FileNotFoundError, ValueError):
+        return storage
+    branch = parse_tag(tag, data, f"{storage.uri.rstrip('/')}/{path}").branch_name
+    if branch is None:
+        return storage
+    out = open_storage(tree_uri(storage.uri, branch), storage.storage_options)
+    out.base_store_params = storage.base_store_params
+    return out
+
+
 def _identifier(branches: dict[str, dict[str, Any]], name: str | None) -> list[tuple[int, str]] | None:
     if name is None:
         return []
@@ -215,5 +238,6 @@ __all__ = [
     "locate",
     "parse_branch",
     "referenced_versions",
+    "storage_of_tag",
     "tree_uri",
 ]

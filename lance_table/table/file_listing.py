@@ -6,6 +6,8 @@ business) and files a version needs that are gone.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import uuid
 from collections.abc import Callable
 
@@ -15,7 +17,7 @@ from lance_table._parallel import METADATA, map_on
 from lance_table.format import paths
 from lance_table.format.bases import BasePath, base_paths
 from lance_table.format.manifest import Manifest
-from lance_table.storage import Storage
+from lance_table.storage import Entry, LocalStorage, Storage
 from lance_table.table import versions
 from lance_table.table.base_storage import data_dir
 from lance_table.table.indices import decode_section
@@ -51,6 +53,15 @@ def _dictionary(values: list[str], index: pa.DataType) -> pa.Array:
     return pa.array(values, pa.string()).dictionary_encode().cast(pa.dictionary(index, pa.string()))
 
 
+def _modified_us(storage: Storage, entry: Entry) -> int:
+    """A file's modification time in whole microseconds (truncated from the nanoseconds a local
+    file system keeps, as pylance reports it; float seconds lose the last digit)."""
+    if isinstance(storage, LocalStorage):
+        with contextlib.suppress(OSError):
+            return os.stat(os.path.join(storage.root, entry.path)).st_mtime_ns // 1000
+    return int((entry.modified or 0.0) * 1_000_000)
+
+
 def all_files(storage: Storage) -> pa.RecordBatchReader:
     """Every file under the dataset's root (branches' directories included; other base paths
     not), with its size and modification time (the epoch when the store does not say).
@@ -59,7 +70,7 @@ def all_files(storage: Storage) -> pa.RecordBatchReader:
         OSError: the store cannot be listed.
     """
     entries = storage.list_tree("")
-    epoch_us = [int((e.modified or 0.0) * 1_000_000) for e in entries]
+    epoch_us = [_modified_us(storage, e) for e in entries]
     root = storage.uri.rstrip("/")
     table = pa.table(
         [

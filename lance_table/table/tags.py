@@ -48,7 +48,7 @@ IN_FLIGHT_SECONDS = 3600.0
 @dataclass(frozen=True)
 class Tag:
     """A tag; its fields read as attributes or, as pylance's ``Tag`` dict, by key
-    (``tag["version"]``; ``branch`` is always None).
+    (``tag["version"]``; ``branch`` is the branch whose version it names, None for main).
 
     Example:
         ```python
@@ -64,6 +64,8 @@ class Tag:
     updated_at: dt.datetime
     manifest_size: int
     metadata: dict[str, Any]
+    #: the branch whose version the tag names (None: main), as pylance's tag files record it
+    branch_name: str | None = None
 
     _KEYS = ("branch", "version", "created_at", "updated_at", "manifest_size", "metadata")
 
@@ -84,14 +86,14 @@ class Tag:
         return self[key] if key in self._KEYS else default
 
     @property
-    def branch(self) -> None:
-        """The tag's branch: always None (lance_table has no branches)."""
-        return None
+    def branch(self) -> str | None:
+        """The branch whose version the tag names (None: main)."""
+        return self.branch_name
 
     def __getitem__(self, key: str) -> Any:
         if key not in self._KEYS:
             raise KeyError(key)
-        return None if key == "branch" else getattr(self, key)
+        return getattr(self, key)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, dict):
@@ -143,6 +145,9 @@ def parse_tag(name: str, data: bytes, where: str) -> Tag:
         size = body.get("manifestSize", 0)
         if isinstance(size, bool) or not isinstance(size, int) or size < 0:
             raise ValueError(f"manifestSize {size!r} is not a size")
+        branch = body.get("branch")
+        if branch is not None and not isinstance(branch, str):
+            raise ValueError(f"branch {branch!r} is not a name")
         created, updated = (body.get(k, "1970-01-01T00:00:00Z") for k in ("createdAt", "updatedAt"))
         if not isinstance(created, str) or not isinstance(updated, str):
             raise ValueError("createdAt and updatedAt must be strings")
@@ -153,6 +158,7 @@ def parse_tag(name: str, data: bytes, where: str) -> Tag:
             updated_at=_parse_time(updated),
             manifest_size=size,
             metadata=metadata,
+            branch_name=None if branch == "main" else branch,
         )
     except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise CorruptFileError(where, f"tag file is not valid ({exc})") from None

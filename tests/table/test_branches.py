@@ -157,3 +157,21 @@ def test_shallow_clone_of_a_branch(tmp_path):
     ds.create_branch("feat").insert(pa.table({"x": [3]}))
     clone = ds.shallow_clone(str(tmp_path / "clone"), ("feat", None))
     assert _rows(clone) == [1, 2, 3] and _rows(lance.dataset(str(tmp_path / "clone"))) == [1, 2, 3]
+
+
+def test_a_tag_on_a_branch_version_opens_it_and_keeps_it_from_cleanup(tmp_path):
+    uri = str(tmp_path / "ds")
+    ds = lance.write_dataset(pa.table({"x": [1]}), uri)
+    feat = ds.create_branch("feat")
+    lance.write_dataset(pa.table({"x": [2]}), feat.uri, mode="append")  # feat v2
+    lance.write_dataset(pa.table({"x": [3]}), feat.uri, mode="overwrite")  # feat v3
+    ds.tags.create("on-feat", ("feat", 2))
+    ours = lt.dataset(uri)
+    assert ours.tags.list()["on-feat"]["branch"] == "feat"
+    assert _rows(ours.checkout("on-feat")) == _rows(lt.dataset(uri, version="on-feat")) == [1, 2]
+    with pytest.raises(lt.TagError):
+        lt.dataset(feat.uri).cleanup_old_versions(older_than=NOW)
+    lt.dataset(feat.uri).cleanup_old_versions(older_than=NOW, error_if_tagged_old_versions=False)
+    assert _rows(lance.dataset(uri, version="on-feat")) == [1, 2]
+    lt.dataset(uri).cleanup_old_versions(older_than=NOW)  # main's cleanup: the tag is not main's
+    assert _rows(lance.dataset(uri, version="on-feat")) == [1, 2]

@@ -261,12 +261,14 @@ def _added_files(found: _Version) -> set[str] | None:
 
 
 def _tagged(storage: Storage) -> dict[int, str]:
-    """Versions that tags name, with a tag name for messages.
+    """Versions of the branch ``storage`` holds (main or one in ``tree/``) that tags name, with a
+    tag name for messages (tags live at the root, each naming a version of one branch).
 
     Raises:
         CorruptFileError: a tag file is damaged (nothing may be deleted while it is unreadable).
     """
-    return {t.version: name for name, t in Tags(storage).list().items()}
+    root, me = branch_refs.locate(storage)
+    return {t.version: name for name, t in Tags(root).list().items() if t.branch_name == me}
 
 
 def _kept_by_refs(storage: Storage) -> dict[int, str]:
