@@ -69,7 +69,12 @@ from lance_table.table.lance_operation import LanceOperation, Transaction
 from lance_table.table.lance_schema import LanceSchema
 from lance_table.table.maintenance import DataStatistics, FieldStatistics, LanceStats
 from lance_table.table.operations.auto_cleanup import AutoCleanupConfig
-from lance_table.table.operations.cleanup import CleanupCandidateFile, CleanupExplanation, CleanupStats
+from lance_table.table.operations.cleanup import (
+    CleanupCandidateFile,
+    CleanupExplanation,
+    CleanupReferencedBranch,
+    CleanupStats,
+)
 from lance_table.table.operations.merge_insert import MergeInsertBuilder
 from lance_table.table.optimize import DatasetOptimizer
 from lance_table.table.result_types import (
@@ -107,6 +112,7 @@ __all__ = [
     "BulkCommitResult",
     "CleanupCandidateFile",
     "CleanupExplanation",
+    "CleanupReferencedBranch",
     "CleanupStats",
     "ColumnOrdering",
     "CommitConflictError",

@@ -201,9 +201,9 @@ def _identifier(branches: dict[str, dict[str, Any]], name: str | None) -> list[t
     return None if branch is None else list(branch["branch_identifier"])
 
 
-def referenced_versions(storage: Storage) -> dict[int, str]:
-    """The versions of the branch ``storage`` holds that other branches were created from (and
-    read files of), with the name of one such branch for messages.
+def branches_referencing(storage: Storage) -> dict[str, int]:
+    """The branches created from a version of the branch ``storage`` holds (and reading files of
+    it), each with that version.
 
     A descendant is any branch whose lineage starts with this branch's; the entry after the
     shared part is the version it forked from. (A branch whose direct parent was deleted still
@@ -215,16 +215,26 @@ def referenced_versions(storage: Storage) -> dict[int, str]:
     root, me = locate(storage)
     branches = list_branches(root)
     mine = _identifier(branches, me)
-    out: dict[int, str] = {}
+    out: dict[str, int] = {}
     for name, branch in branches.items():
         if name == me:
             continue
         lineage = branch["branch_identifier"]
         if mine is not None and len(lineage) > len(mine) and lineage[: len(mine)] == mine:
-            out.setdefault(lineage[len(mine)][0], name)
-        if branch["parent_branch"] in ((None, MAIN_BRANCH) if me is None else (me,)):
-            out.setdefault(branch["parent_version"], name)
+            out[name] = lineage[len(mine)][0]
+        elif branch["parent_branch"] in ((None, MAIN_BRANCH) if me is None else (me,)):
+            out[name] = branch["parent_version"]
     return out
+
+
+def referenced_versions(storage: Storage) -> dict[int, str]:
+    """The versions of the branch ``storage`` holds that other branches were created from (see
+    :func:`branches_referencing`), with the name of one such branch for messages.
+
+    Raises:
+        CorruptFileError: a ref file is damaged (nothing may be deleted while it is unreadable).
+    """
+    return {v: n for n, v in sorted(branches_referencing(storage).items(), reverse=True)}
 
 
 __all__ = [
@@ -232,6 +242,7 @@ __all__ = [
     "MAIN_BRANCH",
     "Branch",
     "branch_path",
+    "branches_referencing",
     "check_branch_name",
     "encode_branch",
     "list_branches",

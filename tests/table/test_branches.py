@@ -175,3 +175,22 @@ def test_a_tag_on_a_branch_version_opens_it_and_keeps_it_from_cleanup(tmp_path):
     assert _rows(lance.dataset(uri, version="on-feat")) == [1, 2]
     lt.dataset(uri).cleanup_old_versions(older_than=NOW)  # main's cleanup: the tag is not main's
     assert _rows(lance.dataset(uri, version="on-feat")) == [1, 2]
+
+
+@pytest.mark.parametrize("policy", [{"older_than": NOW}, {"retain_versions": 1}, {"retain_versions": 3}])
+def test_explain_cleanup_names_the_branches_that_keep_versions(tmp_path, policy):
+    uri = str(tmp_path / "ds")
+    ds = lance.write_dataset(pa.table({"x": [1]}), uri)
+    ds = lance.write_dataset(pa.table({"x": [2]}), uri, mode="append")
+    ds.create_branch("feat", 1)
+    ds.create_branch("f2", 2)
+    lance.write_dataset(pa.table({"x": [3]}), uri, mode="append")
+
+    def shown(plan) -> list[tuple]:
+        return [(b.name, b.referenced_version, b.cleanup_candidate) for b in plan.referenced_branches]
+
+    ours = lt.dataset(uri).explain_cleanup_old_versions(**policy)
+    assert shown(ours) == shown(lance.dataset(uri).explain_cleanup_old_versions(**policy))
+    assert isinstance(
+        ours.referenced_branches[0] if ours.referenced_branches else None, lt.CleanupReferencedBranch | None
+    )

@@ -109,6 +109,26 @@ class CleanupCandidateFile:
 
 
 @dataclass(frozen=True)
+class CleanupReferencedBranch:
+    """A branch that keeps a version a cleanup would otherwise remove (it was created from that
+    version and reads its files), as pylance's ``CleanupReferencedBranch`` in
+    ``CleanupExplanation.referenced_branches``; ``cleanup_candidate`` is always False here.
+
+    Example:
+        ```python
+        ds.create_branch("keep")
+        ds.delete("id < 10")
+        plan = ds.explain_cleanup_old_versions(older_than=datetime.timedelta(0))
+        print([(b.name, b.referenced_version) for b in plan.referenced_branches])  # keep, 1
+        ```
+    """
+
+    name: str
+    referenced_version: int
+    cleanup_candidate: bool
+
+
+@dataclass(frozen=True)
 class CleanupExplanation:
     """What a cleanup would remove (pylance's ``explain_cleanup_old_versions`` result).
 
@@ -125,7 +145,7 @@ class CleanupExplanation:
     candidate_files: list[CleanupCandidateFile]
     candidate_files_truncated: bool
     candidate_file_limit: int
-    referenced_branches: list[Any]
+    referenced_branches: list[CleanupReferencedBranch]
     warnings: list[str]
 
 
@@ -293,6 +313,7 @@ def cleanup_old_versions(
     dry_run: bool = False,
     candidates: list[CleanupCandidateFile] | None = None,
     progress: Progress = None,
+    referenced_branches: list[CleanupReferencedBranch] | None = None,
 ) -> CleanupStats:
     """Delete versions older than ``older_than`` and not among the ``retain_versions`` newest (both
     as pylance; neither given: older than :data:`DEFAULT_OLDER_THAN`), only those of
@@ -300,7 +321,8 @@ def cleanup_old_versions(
     created from (as pylance, silently: the branch reads its files); then the data, deletion and
     transaction files that no remaining version references. ``dry_run`` decides and counts the
     same, and removes nothing. ``candidates``, if given, receives every file removed (or that
-    would be), manifests included.
+    would be), manifests included; ``referenced_branches``, the branches that keep a version
+    this cleanup would otherwise remove.
 
     A file that no manifest references at all is deleted only when it is older than
     ``grace_period`` (it may belong to a writer still in flight); ``delete_unverified`` lifts that
@@ -331,7 +353,8 @@ def cleanup_old_versions(
     latest = entries[-1].version
     retained = {e.version for e in entries[-retain_versions:]} if retain_versions else set()
     tagged = _tagged(storage)
-    branched = branch_refs.referenced_versions(storage)  # kept silently, as pylance keeps them
+    storage_branches = branch_refs.branches_referencing(storage)
+    branched = {v: n for n, v in storage_branches.items()}  # kept silently, as pylance keeps them
     pinned = pinned_versions(storage)
     landed: set[str] = set()  # transaction files of the versions read
     kept: dict[int, _Version] = {}
@@ -351,6 +374,12 @@ def cleanup_old_versions(
                 f"version {entry.version} is older than the cutoff but tagged {tagged[entry.version]!r}; "
                 "delete the tag or pass error_if_tagged_old_versions=False"
             )
+        if old and referenced_branches is not None:
+            referenced_branches += [
+                CleanupReferencedBranch(name, entry.version, False)
+                for name, v in sorted(storage_branches.items())
+                if v == entry.version
+            ]
         if entry.version in tagged or entry.version in pinned or entry.version in branched:
             old = False
         (doomed if old else kept)[entry.version] = found
@@ -504,7 +533,10 @@ def explain_cleanup(
     if max_files <= 0:
         raise ValueError("max_files must be positive")
     found: list[CleanupCandidateFile] = []
-    stats = cleanup_old_versions(storage, dry_run=True, candidates=found, **policy)
+    referenced: list[CleanupReferencedBranch] = []
+    stats = cleanup_old_versions(
+        storage, dry_run=True, candidates=found, referenced_branches=referenced, **policy
+    )
     shown = found[:max_files] if include_files else []
     return CleanupExplanation(
         read_version=read_version,
@@ -512,6 +544,6 @@ def explain_cleanup(
         candidate_files=shown,
         candidate_files_truncated=include_files and len(found) > max_files,
         candidate_file_limit=max_files,
-        referenced_branches=[],
+        referenced_branches=sorted(referenced, key=lambda b: (b.name, b.referenced_version)),
         warnings=[],
     )
