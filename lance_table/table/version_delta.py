@@ -1,12 +1,13 @@
 """What changed between two versions of a dataset (pylance's ``ds.delta(...)`` and its
-``DatasetDelta``): the transactions in between and the row ids deleted.
+``DatasetDelta``): the transactions in between, the rows inserted and updated, the row ids deleted.
 
-The range is ``(begin, end]``: the transactions of versions ``begin + 1`` to ``end``. Deleted row
-ids are the stable row ids live at ``begin`` and not at ``end`` (as pylance, this needs a dataset
-with stable row ids). pylance's ``get_inserted_rows`` and ``get_updated_rows`` read the row
-version columns (``_row_created_at_version``, ``_row_last_updated_at_version``) that lance_table
-does not scan yet: they raise :class:`~lance_table.errors.UnsupportedOperationError` (the change
-data feed, ``ds.table_changes``, answers the same question in Delta Lake's shape).
+The range is ``(begin, end]``: the transactions of versions ``begin + 1`` to ``end``. Inserted and
+updated rows are found by the row version sequences of ``end``'s fragments (a row's
+created-at and last-updated-at versions, kept beside its stable row id): inserted, created in
+the range; updated, created before it and updated in it. Deleted row ids are the stable row ids
+live at ``begin`` and not at ``end``. All of it needs stable row ids, as in pylance (without
+them: no inserted or updated rows, and a ValueError for deleted ids). The change data feed,
+``ds.table_changes``, answers the same questions in Delta Lake's shape for any dataset.
 """
 
 from __future__ import annotations
@@ -16,13 +17,18 @@ import pyarrow as pa
 
 from lance_table.errors import UnsupportedOperationError
 from lance_table.format import flags
+from lance_table.format.row_ids import RowMeta
 from lance_table.table.deletion import read_deletions
 from lance_table.table.lance_operation import Transaction
 from lance_table.table.operations.transactions import read_transaction
 from lance_table.table.row_ids import fragment_row_ids
+from lance_table.table.scan_spec import scan_spec
+from lance_table.table.scanner import take_by_ids
 from lance_table.table.snapshot import Snapshot
 
 ROW_ID = "_rowid"
+CREATED = "_row_created_at_version"
+UPDATED = "_row_last_updated_at_version"
 _DELETED_SCHEMA = pa.schema([pa.field(ROW_ID, pa.uint64())])
 
 
@@ -41,9 +47,10 @@ class DatasetDelta:
         ```
     """
 
-    def __init__(self, begin: Snapshot, end: Snapshot) -> None:
+    def __init__(self, begin: Snapshot, end: Snapshot, source: Snapshot | None = None) -> None:
         self._begin = begin
         self._end = end
+        self._source = end if source is None else source
 
     @property
     def begin_version(self) -> int:
@@ -83,30 +90,72 @@ class DatasetDelta:
         return pa.RecordBatchReader.from_batches(_DELETED_SCHEMA, [batch])
 
     def get_inserted_rows(self) -> pa.RecordBatchReader:
-        """pylance's rows inserted in the range (not implemented here).
+        """The rows created after ``begin_version`` and up to ``end_version``, as they are in the
+        version of the handle that made the delta (as pylance reads them), with ``_rowid``,
+        ``_row_created_at_version`` and ``_row_last_updated_at_version`` after the data columns
+        (none for a dataset without stable row ids, as pylance).
 
         Raises:
-            UnsupportedOperationError: always; ``ds.table_changes(...)`` lists inserted rows.
+            CorruptFileError: a row id or version sequence or a deletion file is damaged.
+            UnsupportedFormatError: row ids or versions are kept in external files.
         """
-        raise UnsupportedOperationError(
-            "DatasetDelta.get_inserted_rows: lance_table does not read the row version columns; "
-            "use ds.table_changes(...)"
-        )
+        return self._rows(inserted=True)
 
     def get_updated_rows(self) -> pa.RecordBatchReader:
-        """pylance's rows updated in the range (not implemented here).
+        """The rows created at or before ``begin_version`` and last updated after it and up to
+        ``end_version``, as they are in the version of the handle that made the delta (as
+        pylance), with the same columns as :meth:`get_inserted_rows`.
 
         Raises:
-            UnsupportedOperationError: always; ``ds.table_changes(...)`` lists updated rows.
+            CorruptFileError: a row id or version sequence or a deletion file is damaged.
+            UnsupportedFormatError: row ids or versions are kept in external files.
         """
-        raise UnsupportedOperationError(
-            "DatasetDelta.get_updated_rows: lance_table does not read the row version columns; "
-            "use ds.table_changes(...)"
-        )
+        return self._rows(inserted=False)
+
+    def _rows(self, *, inserted: bool) -> pa.RecordBatchReader:
+        source, begin, end = self._source, self.begin_version, self.end_version
+        ids, created, updated = _row_versions(source)
+        if inserted:
+            keep = (created > begin) & (created <= end)
+        else:
+            keep = (created <= begin) & (updated > begin) & (updated <= end)
+        ids, created, updated = ids[keep], created[keep], updated[keep]
+        data = take_by_ids(source, ids, scan_spec({}, "delta"))
+        table = data.append_column(ROW_ID, pa.array(ids, pa.uint64()))
+        table = table.append_column(CREATED, pa.array(created, pa.uint64()))
+        table = table.append_column(UPDATED, pa.array(updated, pa.uint64()))
+        return pa.RecordBatchReader.from_batches(table.schema, table.to_batches())
 
 
 class _NoStableRowIdsError(UnsupportedOperationError, ValueError):
     """Deleted row ids of a dataset without stable row ids (pylance raises ValueError)."""
+
+
+def _row_versions(snapshot: Snapshot) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(row id, created-at version, last-updated-at version) of every live row of a version with
+    stable row ids, in fragment order (nothing without stable row ids). A fragment without version
+    sequences counts its rows as created and updated at version 1."""
+    manifest = snapshot.manifest
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    if manifest.reader_feature_flags & flags.STABLE_ROW_IDS:
+        for fragment in manifest.fragments:
+            meta = RowMeta(fragment.row_id_meta, snapshot.uri)
+            if meta.ids is None:
+                continue
+            ones = np.ones(fragment.physical_rows, np.uint64)
+            created = ones if meta.created is None else meta.created
+            updated = created if meta.updated is None else meta.updated
+            rows = (meta.ids.astype(np.uint64), created, updated)
+            if fragment.deletion_file is not None:
+                deleted = read_deletions(
+                    snapshot.storage, fragment, version=snapshot.version, bases=snapshot.bases
+                )
+                rows = tuple(np.delete(a, deleted.astype(np.int64)) for a in rows)  # type: ignore[assignment]
+            parts.append(rows)
+    if not parts:
+        empty = np.zeros(0, np.uint64)
+        return empty, empty, empty
+    return tuple(np.concatenate(c) for c in zip(*parts))  # type: ignore[return-value]
 
 
 def _live_row_ids(snapshot: Snapshot) -> np.ndarray:
@@ -157,7 +206,7 @@ def delta(
             raise TypeError(f"a delta's versions are integers, not {version!r}")
     begin_snap = snapshot if begin == snapshot.version else snapshot.checkout(begin)
     end_snap = snapshot if end == snapshot.version else snapshot.checkout(end)
-    return DatasetDelta(begin_snap, end_snap)
+    return DatasetDelta(begin_snap, end_snap, snapshot)
 
 
 __all__ = ["DatasetDelta", "delta"]

@@ -40,6 +40,12 @@ def test_get_version_is_pylances(history):
 def test_delta_is_pylances(history, kwargs):
     ours, theirs = lt.dataset(history).delta(**kwargs), lance.dataset(history).delta(**kwargs)
     assert ours.get_deleted_row_ids().read_all().equals(theirs.get_deleted_row_ids().read_all())
+    assert ours.get_inserted_rows().read_all().equals(theirs.get_inserted_rows().read_all())
+    assert ours.get_updated_rows().read_all().equals(theirs.get_updated_rows().read_all())
+    # rows are read as they are in the handle's version, as pylance reads them
+    ours, theirs = (lib.dataset(history, version=3).delta(**kwargs) for lib in (lt, lance))
+    assert ours.get_inserted_rows().read_all().equals(theirs.get_inserted_rows().read_all())
+    assert ours.get_updated_rows().read_all().equals(theirs.get_updated_rows().read_all())
     assert [(t.read_version, type(t.operation).__name__) for t in ours.list_transactions()] == [
         (t.read_version, type(t.operation).__name__) for t in theirs.list_transactions()
     ]
@@ -56,8 +62,13 @@ def test_delta_bad_arguments_are_pylances_errors(history, tmp_path):
     plain.delete("x = 1")
     with pytest.raises(ValueError, match="stable row ids"):
         plain.delta(compared_against=1).get_deleted_row_ids()
-    with pytest.raises(lt.UnsupportedOperationError, match="get_inserted_rows"):
-        ds.delta(compared_against=1).get_inserted_rows()
+    theirs = lance.dataset(plain.uri).delta(compared_against=1)  # without stable row ids: no rows
+    assert (
+        plain.delta(compared_against=1)
+        .get_inserted_rows()
+        .read_all()
+        .equals(theirs.get_inserted_rows().read_all())
+    )
 
 
 def test_tracked_and_all_files_are_pylances(history):
