@@ -25,7 +25,7 @@ import re
 from typing import Any, TypedDict
 from urllib.parse import quote, unquote
 
-from lance_table.errors import BranchError, CorruptFileError
+from lance_table.errors import BranchError, CorruptFileError, VersionNotFoundError
 from lance_table.storage import Storage, open_storage
 
 BRANCHES_DIR = "_refs/branches"
@@ -176,7 +176,8 @@ def storage_of_tag(storage: Storage, tag: str) -> Storage:
     (``storage`` itself for a tag of main, or when there is no such tag: the caller reports it).
 
     Raises:
-        CorruptFileError: the tag file is damaged.
+        CorruptFileError: the tag file is damaged or names a branch that cannot exist.
+        VersionNotFoundError: the tag names a version of a branch that does not exist.
     """
     from lance_table.format import paths
     from lance_table.table.tags import parse_tag
@@ -186,9 +187,19 @@ def storage_of_tag(storage: Storage, tag: str) -> Storage:
         data = storage.read(path)
     except (FileNotFoundError, ValueError):
         return storage
-    branch = parse_tag(tag, data, f"{storage.uri.rstrip('/')}/{path}").branch_name
+    where = f"{storage.uri.rstrip('/')}/{path}"
+    parsed = parse_tag(tag, data, where)
+    branch = parsed.branch_name
     if branch is None:
         return storage
+    try:
+        check_branch_name(branch)
+    except BranchError as exc:
+        raise CorruptFileError(where, f"tag names a version of a branch that cannot exist ({exc})") from None
+    if not storage.exists(branch_path(branch)):
+        raise VersionNotFoundError(
+            f"tag {tag!r} ({where}) names version {parsed.version} of branch {branch!r}, which does not exist"
+        )
     out = open_storage(tree_uri(storage.uri, branch), storage.storage_options)
     out.base_store_params = storage.base_store_params
     return out
