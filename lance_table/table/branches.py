@@ -24,6 +24,7 @@ from typing import Any
 from lance_table.errors import BranchError, TagError
 from lance_table.storage import Storage, open_storage
 from lance_table.table import versions
+from lance_table.table.branch_checkout import branch_storage, checkout_reference
 from lance_table.table.branch_refs import (
     MAIN_BRANCH,
     branch_path,
@@ -128,40 +129,6 @@ class Branches:
             raise TypeError(f"branch metadata must map strings to strings, not {metadata!r}")
         body = {**self._read(branch), "metadata": dict(metadata)}
         self._root.write(branch_path(branch), encode_branch(body))
-
-
-def branch_storage(storage: Storage, branch: str | None) -> Storage:
-    """The storage of ``branch`` (None or ``"main"``: the root) of the dataset ``storage`` is in.
-
-    Raises:
-        BranchError: there is no such branch.
-    """
-    root, _ = locate(storage)
-    if branch in (None, MAIN_BRANCH):
-        return root
-    assert branch is not None
-    if not root.exists(branch_path(branch)):
-        raise BranchError(f"branch {branch!r} of {root.uri} does not exist")
-    out = open_storage(tree_uri(root.uri, branch), root.storage_options)
-    out.base_store_params = storage.base_store_params
-    return out
-
-
-def checkout_reference(snapshot: Snapshot, reference: Any) -> Snapshot:
-    """The version ``reference`` names: a number or tag (on this handle's branch) or
-    ``(branch, version)`` (None: the main branch; its latest version).
-
-    Raises:
-        BranchError: the branch does not exist.
-        VersionNotFoundError, TagError: the version or tag does not resolve.
-        TypeError: a branch reference's version is not an integer.
-    """
-    if isinstance(reference, tuple) and len(reference) == 2:
-        branch, version = reference
-        if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
-            raise TypeError(f"a branch reference's version is an integer or None, not {version!r}")
-        return load(branch_storage(snapshot.storage, branch), version, None, snapshot.commit_options)
-    return snapshot.checkout(reference)
 
 
 def _source(snapshot: Snapshot, reference: Any) -> tuple[Snapshot, str | None, str | None]:

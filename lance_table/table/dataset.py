@@ -18,7 +18,8 @@ from typing import Any
 import pyarrow as pa
 
 from lance_table.format.bases import DatasetBasePath
-from lance_table.table import branches, versions
+from lance_table.table import versions
+from lance_table.table.branch_checkout import checkout_reference
 from lance_table.table.commit import CommitLock
 from lance_table.table.commit.protocol import DEFAULT_COMMIT_TIMEOUT, DEFAULT_MAX_RETRIES
 from lance_table.table.dataset_arrow import _ArrowDataset
@@ -178,7 +179,7 @@ class LanceDataset(
             TagError: the tag does not exist.
             BranchError: the branch does not exist.
         """
-        return self._carry(Dataset(branches.checkout_reference(self._snapshot, version)))
+        return self._carry(Dataset(checkout_reference(self._snapshot, version)))
 
     def checkout_version(self, version: int | str | tuple[str | None, int | None]) -> Dataset:
         """Another handle on a version (or tag) of the same dataset, or ``(branch, version)`` of a

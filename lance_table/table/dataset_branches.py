@@ -7,16 +7,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 from lance_table.table import branches
+from lance_table.table.branch_checkout import checkout_reference
 from lance_table.table.handle import Handle
 from lance_table.table.operations import deep_clone as deep_clone_ops
 
-if TYPE_CHECKING:
-    from lance_table.table.dataset import LanceDataset
-
 Reference = int | str | tuple[str | None, int | None]
+_B = TypeVar("_B", bound="_Branching")
 
 
 class _Branching(Handle):
@@ -29,11 +28,11 @@ class _Branching(Handle):
         return branches.Branches(self._storage)
 
     def create_branch(
-        self,
+        self: _B,
         branch: str,
         reference: Reference | None = None,
         storage_options: Mapping[str, Any] | None = None,
-    ) -> LanceDataset:
+    ) -> _B:
         """Create branch ``branch`` from ``reference`` (None: this handle's version; a version
         number of this handle's branch, a tag, or ``(branch, version)``, None meaning main and its
         latest version) and return a handle on it, as pylance's ``create_branch``. Writes through
@@ -44,18 +43,17 @@ class _Branching(Handle):
                 exists.
             VersionNotFoundError, TagError: the reference does not resolve.
         """
-        from lance_table.table.dataset import LanceDataset
-
         created = branches.create_branch(self._snapshot, branch, reference, storage_options)
-        return self._carry(LanceDataset(created))
+        handle: _B = self._carry(self._handle_class()(created))
+        return handle
 
     def deep_clone(
-        self,
+        self: _B,
         target_path: str | os.PathLike[str],
         reference: Reference,
         storage_options: Mapping[str, Any] | None = None,
         **kwargs: Any,
-    ) -> LanceDataset:
+    ) -> _B:
         """Copy version ``reference`` (a number, a tag or ``(branch, version)``) with all its
         files into a new dataset at ``target_path`` and return it, opened with ``kwargs``, as
         pylance's ``deep_clone`` (see :mod:`lance_table.table.operations.deep_clone`).
@@ -64,10 +62,13 @@ class _Branching(Handle):
             DatasetAlreadyExistsError: a dataset exists at ``target_path``.
             VersionNotFoundError, TagError, BranchError: the reference does not resolve.
         """
-        src = branches.checkout_reference(self._snapshot, reference)
+        src = checkout_reference(self._snapshot, reference)
         options = self._storage.storage_options if storage_options is None else storage_options
         tag = reference if isinstance(reference, str) else None
         deep_clone_ops.deep_clone(src, target_path, tag, options)
-        from lance_table.table.dataset import LanceDataset
+        opened: _B = self._handle_class()(os.fspath(target_path), storage_options=options, **kwargs)
+        return opened
 
-        return LanceDataset(os.fspath(target_path), storage_options=options, **kwargs)
+    def _handle_class(self) -> Any:
+        """The dataset class (this mixin's final class), which new handles are made of."""
+        return type(self)

@@ -26,6 +26,7 @@ from lance_table.format.manifest import WRITER_LIBRARY, Fragment, Manifest, enco
 from lance_table.format.transaction import Clone, Transaction
 from lance_table.storage import Storage, open_storage
 from lance_table.table import versions
+from lance_table.table.branch_checkout import checkout_reference
 from lance_table.table.commit import CommitOptions
 from lance_table.table.indices import decode_section, encode_section
 from lance_table.table.snapshot import Snapshot
@@ -35,7 +36,7 @@ MAIN_BRANCH = "main"
 
 def _reference(reference: Any) -> tuple[str | None, int | str | None]:
     """(tag name, version or tag to open) of pylance's ``reference``: a version number, a tag, or
-    ``(branch, version)`` (opened by :func:`lance_table.table.branches.checkout_reference`).
+    ``(branch, version)`` (opened by :func:`lance_table.table.branch_checkout.checkout_reference`).
 
     Raises:
         TypeError: a reference of no such kind.
@@ -84,8 +85,6 @@ def shallow_clone(
         BranchError: the branch does not exist.
         UnsupportedFormatError: the version needs writer features lance_table lacks.
     """
-    from lance_table.table.branches import checkout_reference  # branches build on this module
-
     tag, _ = _reference(reference)
     src = checkout_reference(source, reference)
     storage = open_storage(target, storage_options)
