@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import platform
 import shutil
 import statistics
@@ -78,10 +79,20 @@ class Result:
     pylance_s: float
     runs: int
     note: str = ""
+    lance_table_cpu_s: float | None = None
+    pylance_cpu_s: float | None = None
+    load: float | None = None
 
     @property
     def ratio(self) -> float:
         return self.lance_table_s / self.pylance_s if self.pylance_s else float("nan")
+
+    @property
+    def cpu_ratio(self) -> float:
+        """lance_table's median process CPU time over pylance's (NaN when not measured)."""
+        if self.lance_table_cpu_s is None or not self.pylance_cpu_s:
+            return float("nan")
+        return self.lance_table_cpu_s / self.pylance_cpu_s
 
 
 @dataclass
@@ -94,11 +105,18 @@ class Report:
         self.results.append(result)
         print(
             f"  {result.scenario:<32} lance_table {result.lance_table_s * 1000:9.1f} ms   "
-            f"pylance {result.pylance_s * 1000:9.1f} ms   ratio {result.ratio:5.2f}",
+            f"pylance {result.pylance_s * 1000:9.1f} ms   ratio {result.ratio:5.2f}"
+            + (
+                f"   cpu ratio {result.cpu_ratio:5.2f}   load {result.load:.1f}"
+                if result.lance_table_cpu_s is not None and result.load is not None
+                else ""
+            ),
             flush=True,
         )
 
     def markdown(self) -> str:
+        if any(r.lance_table_cpu_s is not None for r in self.results):
+            return self._markdown_cpu()
         lines = [
             f"## {self.title}",
             "",
@@ -114,6 +132,29 @@ class Report:
             )
         return "\n".join(lines) + "\n"
 
+    def _markdown_cpu(self) -> str:
+        lines = [
+            f"## {self.title}",
+            "",
+            ", ".join(f"{k}={v}" for k, v in self.params.items()),
+            "",
+            "| scenario | lance_table (ms) | pylance (ms) | wall ratio | lance_table CPU (ms) "
+            "| pylance CPU (ms) | CPU ratio | load | note |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---|",
+        ]
+        for r in self.results:
+            cpu = (
+                f"{r.lance_table_cpu_s * 1000:.1f} | {(r.pylance_cpu_s or 0) * 1000:.1f} | {r.cpu_ratio:.2f}"
+                if r.lance_table_cpu_s is not None
+                else " | | "
+            )
+            load = f"{r.load:.1f}" if r.load is not None else ""
+            lines.append(
+                f"| {r.scenario} | {r.lance_table_s * 1000:.1f} | {r.pylance_s * 1000:.1f} | "
+                f"{r.ratio:.2f} | {cpu} | {load} | {r.note} |"
+            )
+        return "\n".join(lines) + "\n"
+
     def publish(self, out_dir: Path, stem: str) -> None:
         """Save the report as ``stem.json`` and ``stem.md`` and print its table."""
         self.save(out_dir, stem)
@@ -126,7 +167,7 @@ class Report:
             "title": self.title,
             "params": self.params,
             "machine": {"python": platform.python_version(), "platform": platform.platform()},
-            "results": [{**asdict(r), "ratio": r.ratio} for r in self.results],
+            "results": [{**asdict(r), "ratio": r.ratio, "cpu_ratio": r.cpu_ratio} for r in self.results],
         }
         (out_dir / f"{stem}.json").write_text(json.dumps(payload, indent=2))
         (out_dir / f"{stem}.md").write_text(self.markdown())
@@ -167,6 +208,34 @@ def interleaved_medians(
             fn()
             times[side].append(time.perf_counter() - start)
     return statistics.median(times[0]), statistics.median(times[1])
+
+
+def interleaved_result(
+    name: str,
+    mine: Callable[[], object],
+    other: Callable[[], object],
+    runs: int,
+    note: str = "",
+    setup: Callable[[int], object] | None = None,
+) -> Result:
+    """``mine`` and ``other`` run alternately for ``runs`` rounds (who goes first alternates); a
+    :class:`Result` of their median wall and process CPU times (every thread of this process) and
+    the 1-minute load average at the end. ``setup(side)`` (0: mine, 1: other) runs untimed before
+    each call."""
+    wall: tuple[list[float], list[float]] = ([], [])
+    cpu: tuple[list[float], list[float]] = ([], [])
+    fns = (mine, other)
+    for round_ in range(runs):
+        for side in (0, 1) if round_ % 2 == 0 else (1, 0):
+            if setup is not None:
+                setup(side)
+            gc.collect()
+            c0, t0 = time.process_time(), time.perf_counter()
+            fns[side]()
+            wall[side].append(time.perf_counter() - t0)
+            cpu[side].append(time.process_time() - c0)
+    med = statistics.median
+    return Result(name, med(wall[0]), med(wall[1]), runs, note, med(cpu[0]), med(cpu[1]), os.getloadavg()[0])
 
 
 def interleaved_on_datasets(

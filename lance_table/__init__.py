@@ -12,6 +12,8 @@ from lance_table.errors import (
     BasePathError,
     BatchCommitError,
     BlobLocationError,
+    BlobOverflowError,
+    BlobValueError,
     BranchError,
     CommitConflictError,
     CommitError,
@@ -31,6 +33,7 @@ from lance_table.errors import (
     MergeSourceError,
     MixedFileVersionsError,
     PackedStructError,
+    RowIdOverflowError,
     RowRangeError,
     SchemaChangeError,
     SchemaError,
@@ -54,7 +57,15 @@ except _metadata.PackageNotFoundError:  # pragma: no cover - a source tree that 
 import lance_table.commit as commit  # pylance's ``lance.commit``
 import lance_table.fragment as fragment  # pylance's ``lance.fragment``
 import lance_table.optimize as optimize  # pylance's ``lance.optimize``
-from lance_table.blob import BlobColumn
+from lance_table.blob import (
+    DEFAULT_BLOB_BUFFER_SIZE,
+    Blob,
+    BlobArray,
+    BlobColumn,
+    BlobType,
+    blob_array,
+    blob_field,
+)
 from lance_table.format.bases import DatasetBasePath
 from lance_table.format.transaction import COMMIT_MESSAGE_KEY as LANCE_COMMIT_MESSAGE_KEY
 from lance_table.schema import json_to_schema, schema_to_json
@@ -86,6 +97,7 @@ from lance_table.table.result_types import (
     UpdateResult,
     Version,
 )
+from lance_table.table.row_id_api import serialize_row_addrs
 from lance_table.table.scan_spec import ColumnOrdering
 from lance_table.table.scanner import LanceScanner
 from lance_table.table.scanner_builder import ScannerBuilder
@@ -96,6 +108,7 @@ from lance_table.table.version_delta import DatasetDelta
 from lance_table.udf import BatchUDF, add_columns_udf, batch_udf
 
 __all__ = [
+    "DEFAULT_BLOB_BUFFER_SIZE",
     "LANCE_COMMIT_MESSAGE_KEY",
     "AlterColumn",
     "AppendSchemaError",
@@ -103,9 +116,14 @@ __all__ = [
     "BasePathError",
     "BatchCommitError",
     "BatchUDF",
+    "Blob",
+    "BlobArray",
     "BlobColumn",
     "BlobFile",
     "BlobLocationError",
+    "BlobOverflowError",
+    "BlobType",
+    "BlobValueError",
     "Branch",
     "BranchError",
     "Branches",
@@ -150,6 +168,7 @@ __all__ = [
     "MergeSourceError",
     "MixedFileVersionsError",
     "PackedStructError",
+    "RowIdOverflowError",
     "RowRangeError",
     "ScannerBuilder",
     "SchemaChangeError",
@@ -175,6 +194,8 @@ __all__ = [
     "__version__",
     "add_columns_udf",
     "batch_udf",
+    "blob_array",
+    "blob_field",
     "bytes_read_counter",
     "commit",
     "dataset",
@@ -183,5 +204,6 @@ __all__ = [
     "json_to_schema",
     "optimize",
     "schema_to_json",
+    "serialize_row_addrs",
     "write_dataset",
 ]

@@ -1,6 +1,8 @@
-"""Blob values as file objects, at pylance's module path (``lance.blob``): :class:`BlobColumn` over
-a binary column in memory, and :class:`~lance_table.table.blobs.BlobFile` (from
-:meth:`~lance_table.LanceDataset.take_blobs`) over blob columns stored in a dataset."""
+"""Blob values, at pylance's module path (``lance.blob``): the builders of blob v2 columns to
+write (:class:`Blob`, :class:`BlobType`, :class:`BlobArray`, :func:`blob_array`,
+:func:`blob_field`, from :mod:`lance_table.blob_values`), and blobs as file objects:
+:class:`BlobColumn` over a binary column in memory, and :class:`~lance_table.table.blobs.BlobFile`
+(from :meth:`~lance_table.LanceDataset.take_blobs`) over blob columns stored in a dataset."""
 
 from __future__ import annotations
 
@@ -9,9 +11,28 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
+from lance_table.blob_values import (
+    DEFAULT_BLOB_BUFFER_SIZE,
+    Blob,
+    BlobArray,
+    BlobIterator,
+    BlobType,
+    blob_array,
+    blob_field,
+)
 from lance_table.table.blobs import BlobFile
 
-__all__ = ["BlobColumn", "BlobFile"]
+__all__ = [
+    "DEFAULT_BLOB_BUFFER_SIZE",
+    "Blob",
+    "BlobArray",
+    "BlobColumn",
+    "BlobFile",
+    "BlobIterator",
+    "BlobType",
+    "blob_array",
+    "blob_field",
+]
 
 
 class BlobColumn:

@@ -376,3 +376,19 @@ class MergeSourceError(LanceTableError, OSError):
     """The source data of a ``merge_insert`` cannot be merged: several source rows match the same
     target row (ambiguous), a row matched under ``when_matched_fail``, or the source's columns do
     not fit the dataset's (an OSError, as pylance raises)."""
+
+
+class BlobValueError(LanceTableError, ValueError):
+    """A blob value, blob field option or blob read request is invalid: a ``Blob`` with both bytes
+    and a URI, a negative threshold, a range past the end of a blob (a ValueError, as pylance
+    raises)."""
+
+
+class BlobOverflowError(BlobValueError, OverflowError):
+    """A blob field threshold too large for pylance's ``usize`` (also an OverflowError, as pylance
+    raises)."""
+
+
+class RowIdOverflowError(LanceTableError, OverflowError):
+    """A row id or row address that is not an unsigned 64-bit integer (an OverflowError, as
+    pylance raises)."""

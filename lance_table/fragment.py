@@ -35,6 +35,7 @@ from lance_table.table.operations.write import (
     WriteMode,
 )
 from lance_table.table.progress import Progress, known_rows, reporter
+from lance_table.table.row_id_api import RowIdSequence
 
 
 def write_fragments(
@@ -155,5 +156,6 @@ __all__ = [
     "LanceFragment",
     "RowDatasetVersionMeta",
     "RowIdMeta",
+    "RowIdSequence",
     "write_fragments",
 ]

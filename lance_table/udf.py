@@ -167,3 +167,91 @@ def batch_udf(
 
 
 add_columns_udf = batch_udf
+
+
+def _first_batch(data_source: Any, read_columns: list[str] | None) -> pa.RecordBatch:
+    """The first batch of ``data_source`` (``_rowid`` / ``_rowaddr`` in ``read_columns`` asked
+    for as pylance asks for them)."""
+    columns = (
+        [c for c in read_columns if c not in ("_rowid", "_rowaddr")] if read_columns is not None else None
+    )
+    wanted = read_columns or ()
+    batches = data_source.to_batches(
+        limit=1, columns=columns, with_row_id="_rowid" in wanted, with_row_address="_rowaddr" in wanted
+    )
+    return next(iter(batches))
+
+
+def _as_reader(data: Any, schema: pa.Schema | None) -> pa.RecordBatchReader:
+    """``data`` as a reader: a reader, a Table or RecordBatch, an Arrow stream, a pandas
+    DataFrame, or batches with ``schema``.
+
+    Raises:
+        TypeError: it is none of those.
+    """
+    if isinstance(data, pa.RecordBatchReader):
+        return data
+    if isinstance(data, pa.RecordBatch):
+        data = pa.Table.from_batches([data])
+    if isinstance(data, pa.Table):
+        return data.to_reader() if schema is None else data.cast(schema).to_reader()
+    if hasattr(data, "__arrow_c_stream__"):
+        return pa.RecordBatchReader.from_stream(data, schema=schema)
+    if type(data).__name__ == "DataFrame" and type(data).__module__.startswith("pandas"):
+        return pa.Table.from_pandas(data, schema=schema).to_reader()
+    if schema is not None and hasattr(data, "__iter__"):
+        return pa.RecordBatchReader.from_batches(schema, iter(data))
+    raise TypeError(f"Unknown data type {type(data)}")
+
+
+def normalize_transform(
+    udf_like: Any,
+    data_source: Any,
+    read_columns: list[str] | None = None,
+    reader_schema: pa.Schema | None = None,
+) -> Any:
+    """What ``add_columns`` makes of its ``transforms`` (pylance's ``lance.udf.normalize_transform``):
+    a :class:`BatchUDF` (its output schema taken from its result on the first batch of
+    ``data_source`` when it has none), a dict of SQL expressions (checked), a plain function
+    (wrapped in a :class:`BatchUDF` with the schema of its first result), or data (as a
+    ``RecordBatchReader``, cast to ``reader_schema`` when given).
+
+    Raises:
+        TypeError: a dict whose keys or values are not strings; a function that fails on the
+            first batch; anything else that is not data (as pylance raises).
+
+    Example:
+        ```python
+        from lance_table.udf import normalize_transform
+
+        print(normalize_transform({"double": "score * 2"}, ds))
+        ```
+    """
+    if isinstance(udf_like, BatchUDF):
+        if udf_like.output_schema is None:
+            udf_like.output_schema = _as_batch(udf_like(_first_batch(data_source, read_columns))).schema
+        return udf_like
+    if isinstance(udf_like, dict):
+        for k, v in udf_like.items():
+            if not isinstance(k, str):
+                raise TypeError(f"Column names must be a string. Got {type(k)}")
+            if not isinstance(v, str):
+                raise TypeError(f"Column expressions must be a string. Got {type(v)}")
+        return udf_like
+    if callable(udf_like):
+        try:
+            schema = _as_batch(udf_like(_first_batch(data_source, read_columns))).schema
+        except Exception as exc:
+            raise TypeError(
+                "transforms must be a BatchUDF, dict, map function, or ReaderLike value.  Received "
+                f"{type(udf_like)}, which is callable, but gave an error when called with a batch of "
+                f"data: {exc}"
+            ) from None
+        return BatchUDF(udf_like, output_schema=schema)
+    try:
+        return _as_reader(udf_like, reader_schema)
+    except TypeError as exc:
+        raise TypeError(
+            "transforms must be a BatchUDF, dict, map function, or ReaderLike  value.  Received "
+            f"{type(udf_like)}.  Could not coerce to a reader: {exc}"
+        ) from None

@@ -24,6 +24,8 @@ LAYERS = [
         "lance_table.udf",  # pylance's ``lance.udf``: batch UDFs and their checkpoints (no imports)
         "lance_table.arrow_images",  # pylance's image extension types (in ``lance.arrow``)
         "lance_table.arrow",  # pylance's ``lance.arrow``: bfloat16 and the image extension types
+        "lance_table.blob_values",  # pylance's blob v2 builders (in ``lance.blob``)
+        "lance_table.util",  # pylance's ``lance.util`` time helpers
     ),
     ("lance_table.storage", "lance_table.format"),
     ("lance_table.file",),

@@ -170,6 +170,12 @@ class Storage(ABC):
     def delete(self, path: str) -> None:
         """Remove a file; a missing file is not an error."""
 
+    def delete_many(self, paths: Sequence[str]) -> None:
+        """Remove files; missing ones are not an error. One call of :meth:`delete` each here; an
+        object store that removes many files in one request overrides this."""
+        for path in paths:
+            self.delete(path)
+
     @abstractmethod
     def exists(self, path: str) -> bool:
         """Whether a file exists."""

@@ -85,6 +85,7 @@ STORAGE_METHODS = (
     "list_names_page",
     "list_tree",
     "delete",
+    "delete_many",
     "exists",
 )
 

@@ -388,6 +388,10 @@ class ConditionalPutStorage(FsspecStorage):
         raise FileExistsError(errno.EEXIST, "already exists", full) from cause
 
 
+#: characters that make fsspec read a path given to ``rm`` as a glob pattern
+_GLOB = frozenset("*?[")
+
+
 class S3Storage(ConditionalPutStorage):
     """S3 through s3fs; commits use a conditional PUT (``If-None-Match: *``). With ``arrow``
     (the storage option ``lance_table_s3_reader="pyarrow"``, see :mod:`.arrow_s3`), the byte
@@ -427,6 +431,19 @@ class S3Storage(ConditionalPutStorage):
         # subdirectory (both count towards MaxKeys)
         ends = [str(c["Prefix"])[len(prefix) :] + "\U0010ffff" for c in out.get("CommonPrefixes", [])]
         return names, max([*names, *ends])
+
+    def delete_many(self, paths: Sequence[str]) -> None:
+        """Remove files, up to 1000 in one ``DeleteObjects`` request (missing keys are not an
+        error there either), instead of one request per file."""
+        plain = [p for p in paths if not _GLOB.intersection(p)]
+        for path in paths:
+            if _GLOB.intersection(path):  # fsspec would expand the name as a pattern
+                self.delete(path)
+        if len(plain) < 2:
+            for path in plain:
+                self.delete(path)
+            return
+        self.fs.rm([self._abs(p) for p in plain])
 
     def read(self, path: str) -> bytes:
         """A whole file in one GET (s3fs would first ask for its size, to split large reads)."""

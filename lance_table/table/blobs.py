@@ -11,14 +11,14 @@ are served from memory.
 
 from __future__ import annotations
 
-import io
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
+from lance_table.blob_values import DEFAULT_BLOB_BUFFER_SIZE
 from lance_table.errors import (
     BlobLocationError,
     CorruptFileError,
@@ -34,122 +34,13 @@ from lance_table.format.bases import base_paths
 from lance_table.format.manifest import DataFile
 from lance_table.storage import Storage, open_storage
 from lance_table.table.base_storage import base_options
+from lance_table.table.blob_file import BlobFile, check_buffer_size, memory_blob
 from lance_table.table.blob_locations import resolve_external
 from lance_table.table.deletion import missing_file_error
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.snapshot import Snapshot
 
 DATA_FILE_SUFFIX = ".lance"
-
-# Reads ``length`` bytes at an absolute offset of the blob's file.
-ReadAt = Callable[[int, int], bytes]
-
-
-class BlobFile(io.RawIOBase):
-    """One blob as a read-only, seekable binary file (like pylance's ``BlobFile``).
-
-    Reads fetch only the bytes asked for; ``read_range`` / ``read_ranges`` do not move the cursor.
-
-    Example:
-        ```python
-        blobs = pa.table(
-            {"id": [1, 2], "image": pa.array([b"PNG...", b"GIF89a..."], pa.large_binary())},
-            schema=pa.schema([
-                pa.field("id", pa.int64()),
-                pa.field("image", pa.large_binary(), metadata={"lance-encoding:blob": "true"}),
-            ]),
-        )
-        images = lt.write_dataset(blobs, f"{tmp}/images")
-        with images.take_blobs("image", indices=[1])[0] as f:  # a lazy, seekable file
-            print(f.read(3))
-        ```
-    """
-
-    def __init__(self, read_at: ReadAt, start: int, size: int, name: str) -> None:
-        super().__init__()
-        self._read_at = read_at
-        self._start = start
-        self._size = size
-        self._pos = 0
-        self.name = name
-
-    def __repr__(self) -> str:
-        return f"<BlobFile size={self._size}>"
-
-    def size(self) -> int:
-        """The blob's size in bytes."""
-        return self._size
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        self._check_open()
-        return self._pos
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        self._check_open()
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}.get(whence)
-        if base is None:
-            raise ValueError(f"invalid whence ({whence})")
-        pos = base + offset
-        if pos < 0:
-            raise ValueError(f"negative seek position {pos}")
-        self._pos = pos
-        return pos
-
-    def readinto(self, buffer: Any) -> int:
-        """Read into ``buffer`` from the cursor; the number of bytes read (0 at the end)."""
-        self._check_open()
-        view = memoryview(buffer).cast("B")
-        n = max(0, min(len(view), self._size - self._pos))
-        if n:
-            view[:n] = self._read_at(self._start + self._pos, n)
-            self._pos += n
-        return n
-
-    def readall(self) -> bytes:
-        self._check_open()
-        n = max(0, self._size - self._pos)
-        data = self._read_at(self._start + self._pos, n) if n else b""
-        self._pos += n
-        return bytes(data)
-
-    def read_range(self, offset: int, length: int) -> bytes:
-        """``length`` bytes at ``offset`` of the blob, without moving the cursor.
-
-        Raises:
-            ValueError: the range is negative or extends past the blob.
-        """
-        return self.read_ranges([(offset, length)])[0]
-
-    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
-        """Several ``(offset, length)`` ranges of the blob, without moving the cursor.
-
-        Raises:
-            ValueError: a range is negative or extends past the blob.
-        """
-        self._check_open()
-        out = []
-        for offset, length in ranges:
-            if offset < 0 or length < 0 or offset + length > self._size:
-                raise ValueError(f"range ({offset}, {length}) is outside a blob of {self._size} bytes")
-            out.append(bytes(self._read_at(self._start + offset, length)) if length else b"")
-        return out
-
-    def _check_open(self) -> None:
-        if self.closed:
-            raise ValueError("I/O operation on closed blob file")
-
-
-def _memory_blob(value: bytes, name: str) -> BlobFile:
-    def read_at(offset: int, length: int) -> bytes:
-        return value[offset : offset + length]
-
-    return BlobFile(read_at, 0, len(value), name)
 
 
 @dataclass
@@ -168,9 +59,39 @@ def take_blobs(
     addresses: Sequence[int] | np.ndarray | pa.Array | None = None,
     indices: Sequence[int] | np.ndarray | pa.Array | None = None,
     allow_external: bool = False,
+    buffer_size: int = DEFAULT_BLOB_BUFFER_SIZE,
 ) -> list[BlobFile | None]:
     """The blobs of ``column`` at the rows selected by exactly one of ``ids``, ``addresses`` or
-    ``indices``, in the order given; None for a null blob.
+    ``indices``, in the order given; None for a null blob. See :func:`addressed_blobs` for the
+    errors.
+
+    Raises:
+        ValueError: see :func:`addressed_blobs`.
+    """
+    found = addressed_blobs(
+        snapshot,
+        column,
+        ids=ids,
+        addresses=addresses,
+        indices=indices,
+        allow_external=allow_external,
+        buffer_size=buffer_size,
+    )
+    return [blob for _, blob in found]
+
+
+def addressed_blobs(
+    snapshot: Snapshot,
+    column: str,
+    *,
+    ids: Sequence[int] | np.ndarray | pa.Array | None = None,
+    addresses: Sequence[int] | np.ndarray | pa.Array | None = None,
+    indices: Sequence[int] | np.ndarray | pa.Array | None = None,
+    allow_external: bool = False,
+    buffer_size: int = DEFAULT_BLOB_BUFFER_SIZE,
+) -> list[tuple[int, BlobFile | None]]:
+    """The row address and blob of ``column`` (None for a null blob) at each row selected by
+    exactly one of ``ids``, ``addresses`` or ``indices``, in the order given.
 
     Raises:
         ValueError: not exactly one selection is given.
@@ -191,6 +112,7 @@ def take_blobs(
     chosen = [(k, v) for k, v in given if v is not None]
     if len(chosen) != 1:
         raise ValueError("pass exactly one of ids, addresses or indices")
+    check_buffer_size(buffer_size)
     kind, values = chosen[0]
     node = snapshot.roots.get(column)
     field = next((f for f in snapshot.manifest.fields if f.name == column and f.parent_id == -1), None)
@@ -208,16 +130,21 @@ def take_blobs(
             raise UnsupportedFormatError(f"{snapshot.uri} has stable row ids, which lance_table does not map")
         rows = _by_address(frags, selected)
     values_of = _read_values(rows, column)
-    out: list[BlobFile | None] = []
+    out: list[tuple[int, BlobFile | None]] = []
     opener = _Opener(snapshot, column, allow_external)
     for where in rows:
         value = values_of[id(where.frag)][where.offset]
+        address = (where.frag.fragment.id << 32) | where.offset
+        blob: BlobFile | None = None
         if value is None:
-            out.append(None)
+            pass
         elif v2:
-            out.append(opener.open(where.frag, where.offset, value))
+            blob = opener.open(where.frag, where.offset, value)
         else:
-            out.append(_memory_blob(value, f"{column}[{where.offset}]"))
+            blob = memory_blob(value, f"{column}[{where.offset}]")
+        if blob is not None:
+            blob.buffer_size = buffer_size
+        out.append((address, blob))
     return out
 
 

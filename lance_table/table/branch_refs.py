@@ -189,7 +189,7 @@ def storage_of_tag(storage: Storage, tag: str) -> Storage:
         return storage
     where = f"{storage.uri.rstrip('/')}/{path}"
     parsed = parse_tag(tag, data, where)
-    branch = parsed.branch_name
+    branch = parsed.branch
     if branch is None:
         return storage
     try:

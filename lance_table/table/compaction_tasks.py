@@ -8,11 +8,13 @@ since, and the commit rebases over concurrent appends as any compaction does.
 
 from __future__ import annotations
 
+import json as _json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lance_table.errors import CommitConflictError
+from lance_table.errors import CommitConflictError, FragmentMetadataError
+from lance_table.table import compaction_json as cj
 from lance_table.table import indices
 from lance_table.table.frag_reuse import load_versions
 from lance_table.table.fragment_metadata import FragmentMetadata
@@ -85,6 +87,50 @@ class RewriteResult:
         """The fragments the task rewrote (pylance's name of :attr:`old_fragments`)."""
         return self.old_fragments
 
+    def json(self) -> str:
+        """The result as pylance's JSON (``RewriteResult.json()``), for a driver of either library.
+
+        Example:
+            ```python
+            from lance_table.optimize import Compaction, RewriteResult
+
+            ds.delete("id % 2 = 0")
+            result = Compaction.plan(ds, {"target_rows_per_fragment": 1_000_000}).tasks[0].execute(ds)
+            Compaction.commit(ds, [RewriteResult.from_json(result.json())])
+            ```
+        """
+        return _json.dumps(
+            {
+                "metrics": cj.metrics_json(self.metrics),
+                "new_fragments": [cj.fragment_json(f) for f in self.new_fragments],
+                "read_version": self.read_version,
+                "original_fragments": [cj.fragment_json(f) for f in self.old_fragments],
+                "row_addrs": None,
+            },
+            separators=(",", ":"),
+        )
+
+    @staticmethod
+    def from_json(json: str) -> RewriteResult:
+        """A result from pylance's JSON (written by :meth:`json` or by pylance's). pylance's
+        ``row_addrs`` (moved row addresses) are not read: the commit works them out again.
+
+        Raises:
+            FragmentMetadataError: the text is not such JSON (a ValueError, as pylance raises).
+        """
+        data = cj.load(
+            json, "RewriteResult", ("metrics", "new_fragments", "read_version", "original_fragments")
+        )
+        new = cj.fragments_from_json(data["new_fragments"], "new_fragments")
+        return RewriteResult(
+            int(data["read_version"]),
+            cj.metrics_from_json(data["metrics"]),
+            cj.fragments_from_json(data["original_fragments"], "original_fragments"),
+            new,
+            # (what a failed commit deletes: the new data files in the dataset's own directory)
+            tuple(f"data/{d.path}" for f in new for d in f.files if d.base_id is None),
+        )
+
     def __repr__(self) -> str:  # pylance's: the fragments, new before old, without the metrics
         return (
             f"RewriteResult(read_version={self.read_version}, new_fragments={self.new_fragments!r}, "
@@ -115,6 +161,39 @@ class CompactionTask:
     read_version: int
     fragments: list[FragmentMetadata]
     options: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+    def json(self) -> str:
+        """The task as pylance's JSON (``CompactionTask.json()``), for a worker of either library.
+
+        Example:
+            ```python
+            from lance_table.optimize import Compaction, CompactionTask
+
+            ds.delete("id % 2 = 0")
+            task = Compaction.plan(ds, {"target_rows_per_fragment": 1_000_000}).tasks[0]
+            print(CompactionTask.from_json(task.json()).fragments == task.fragments)
+            ```
+        """
+        return _json.dumps(
+            {
+                "task": {"fragments": [cj.fragment_json(f) for f in self.fragments]},
+                "read_version": self.read_version,
+                "options": cj.options_json(self.options, None),
+            },
+            separators=(",", ":"),
+        )
+
+    @staticmethod
+    def from_json(json: str) -> CompactionTask:
+        """A task from pylance's JSON (written by :meth:`json` or by pylance's).
+
+        Raises:
+            FragmentMetadataError: the text is not such JSON (a ValueError, as pylance raises).
+        """
+        data = cj.load(json, "CompactionTask", ("task", "read_version", "options"))
+        task = data["task"]
+        fragments = cj.fragments_from_json(task.get("fragments") if isinstance(task, dict) else None, "task")
+        return CompactionTask(int(data["read_version"]), fragments, cj.options_from_json(data["options"]))
 
     def execute(self, dataset: Any) -> RewriteResult:
         """Rewrite the task's fragments into new data files of ``dataset`` (any handle on it, in
@@ -170,10 +249,55 @@ class CompactionPlan:
 
     read_version: int
     tasks: list[CompactionTask]
+    options: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     def num_tasks(self) -> int:
         """How many tasks the plan has."""
         return len(self.tasks)
+
+    def json(self) -> str:
+        """The plan as pylance's JSON (``CompactionPlan.json()``), for workers of either library.
+
+        Example:
+            ```python
+            from lance_table.optimize import Compaction, CompactionPlan
+
+            ds.delete("id % 2 = 0")
+            text = Compaction.plan(ds, {"target_rows_per_fragment": 1_000_000}).json()
+            plan = CompactionPlan.from_json(text)
+            Compaction.commit(ds, [task.execute(ds) for task in plan.tasks])
+            ```
+        """
+        options = self.tasks[0].options if self.tasks else self.options
+        return _json.dumps(
+            {
+                "tasks": [{"fragments": [cj.fragment_json(f) for f in t.fragments]} for t in self.tasks],
+                "read_version": self.read_version,
+                "options": cj.options_json(options, None),
+            },
+            separators=(",", ":"),
+        )
+
+    @staticmethod
+    def from_json(json: str) -> CompactionPlan:
+        """A plan from pylance's JSON (written by :meth:`json` or by pylance's).
+
+        Raises:
+            FragmentMetadataError: the text is not such JSON (a ValueError, as pylance raises).
+        """
+        data = cj.load(json, "CompactionPlan", ("tasks", "read_version", "options"))
+        if not isinstance(data["tasks"], list):
+            raise FragmentMetadataError("Could not load CompactionPlan: tasks must be a list")
+        version, options = int(data["read_version"]), cj.options_from_json(data["options"])
+        tasks = [
+            CompactionTask(
+                version,
+                cj.fragments_from_json(t.get("fragments") if isinstance(t, dict) else None, f"task {i}"),
+                options,
+            )
+            for i, t in enumerate(data["tasks"])
+        ]
+        return CompactionPlan(version, tasks, options)
 
     def __repr__(self) -> str:
         return f"CompactionPlan(read_version={self.read_version}, tasks=<{len(self.tasks)} compaction tasks>)"
@@ -188,6 +312,11 @@ def plan(dataset: Any, options: Mapping[str, Any]) -> CompactionPlan:
         max_bytes_per_file=options.get("max_bytes_per_file"),
     )
     bins = job.bins if job is not None else []
+    # (pylance's plan records the dataset's format among its options)
+    options = {
+        **options,
+        "data_storage_version": options.get("data_storage_version") or dataset.data_storage_version,
+    }
     tasks = [
         CompactionTask(
             snapshot.version,
@@ -196,7 +325,7 @@ def plan(dataset: Any, options: Mapping[str, Any]) -> CompactionPlan:
         )
         for bin_ in bins
     ]
-    return CompactionPlan(snapshot.version, tasks)
+    return CompactionPlan(snapshot.version, tasks, dict(options))
 
 
 def commit(dataset: Any, rewrites: Sequence[RewriteResult]) -> tuple[Snapshot, CompactionMetrics]:

@@ -11,11 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 from pyroaring import BitMap
 
-from lance_table.table import versions
+from lance_table.file.session import LanceFileSession
+from lance_table.table import remap, versions
 from lance_table.table.commit.row_ids import uses_stable_row_ids
 from lance_table.table.handle import Handle
 from lance_table.table.operations import config as config_ops
 from lance_table.table.operations.schema_add import next_field_id
+from lance_table.table.row_id_api import StorageOptionsAccessor
 
 if TYPE_CHECKING:
     pass
@@ -67,6 +69,33 @@ class _Metadata(Handle):
             CorruptFileError: the directory mixes the V1 and V2 manifest naming schemes.
         """
         return [{"version": e.version} for e in versions.list_versions(self._storage)]
+
+    @property
+    def storage_options_accessor(self) -> StorageOptionsAccessor | None:
+        """The storage options the dataset was opened with, as pylance's accessor (static:
+        lance_table has no credential provider); None when none were given."""
+        options = self.initial_storage_options
+        return None if options is None else StorageOptionsAccessor(options)
+
+    def new_file_session(self) -> LanceFileSession:
+        """A :class:`~lance_table.file.LanceFileSession` at the dataset's URI with its storage
+        options, to read and write Lance files in it (pylance's ``new_file_session``).
+
+        Raises:
+            UnsupportedOptionError: never for a dataset handle (the session's own checks).
+        """
+        return LanceFileSession(self.uri, self.latest_storage_options())
+
+    def remap_row_addrs(self, addrs: Any) -> Any:
+        """Row addresses from before compactions mapped to where the rows are now, by the
+        fragment reuse index (pylance's ``remap_row_addrs``): a uint64 array, null for a row a
+        compaction dropped, unchanged for an address no recorded compaction moved; None when
+        the dataset has no fragment reuse index.
+
+        Raises:
+            CorruptFileError: the fragment reuse index is damaged.
+        """
+        return remap.remap_row_addrs(self._snapshot, addrs)
 
     def latest_storage_options(self) -> dict[str, Any] | None:
         """The storage options in use (lance_table does not refresh them from a provider: as

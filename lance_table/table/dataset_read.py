@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from lance_table.blob_values import DEFAULT_BLOB_BUFFER_SIZE
+from lance_table.table import blob_reads, sql_query
 from lance_table.table import scanner as scans
-from lance_table.table import sql_query
 from lance_table.table.blobs import BlobFile, take_blobs
 from lance_table.table.fragment_metadata import FragmentMetadata
 from lance_table.table.handle import Handle
@@ -276,7 +277,7 @@ class _Reading(Handle):
         indices: Sequence[int] | np.ndarray | pa.Array | None = None,
         *,
         allow_external: bool = False,
-        buffer_size: int | None = None,
+        buffer_size: int = DEFAULT_BLOB_BUFFER_SIZE,
     ) -> list[BlobFile | None]:
         """The values of a blob column as lazy, seekable binary files (pylance's ``take_blobs``).
 
@@ -284,10 +285,12 @@ class _Reading(Handle):
         or ``indices`` (positions in this version); one element per selected row, None for a null
         blob. Blobs at URIs outside the dataset are opened only with ``allow_external``, and
         only below one of the dataset's registered base paths (object store schemes only).
-        ``buffer_size`` (pylance's read-ahead of each file) tunes pylance only: accepted.
+        ``buffer_size`` (pylance's read-ahead of each file) tunes pylance only: checked, kept
+        on each file, no other effect.
 
         Raises:
-            ValueError: not exactly one selection is given.
+            ValueError: not exactly one selection is given; a negative ``buffer_size``.
+            TypeError: ``buffer_size`` is not an int.
             SchemaError: the column is not a top-level blob column.
             IndexError: an index or address names no row.
             UnsupportedFormatError: an external blob without ``allow_external``; row ids of a
@@ -305,4 +308,58 @@ class _Reading(Handle):
             addresses=addresses,
             indices=indices,
             allow_external=allow_external,
+            buffer_size=buffer_size,
+        )
+
+    def read_blobs(
+        self,
+        blob_column: str,
+        ids: Sequence[int] | np.ndarray | pa.Array | None = None,
+        addresses: Sequence[int] | np.ndarray | pa.Array | None = None,
+        indices: Sequence[int] | np.ndarray | pa.Array | None = None,
+        *,
+        io_buffer_size: int | None = None,
+        preserve_order: bool | None = None,
+        allow_external: bool = False,
+    ) -> list[tuple[int, bytes | None]]:
+        """The bytes of a blob column at the selected rows, read into memory (pylance's
+        ``read_blobs``): one ``(row_address, bytes)`` per row selected by exactly one of ``ids``,
+        ``addresses`` or ``indices``, in that order; None for a null blob. ``io_buffer_size`` and
+        ``preserve_order`` tune pylance's reader only (the order is always kept).
+
+        Raises:
+            ValueError: not exactly one selection is given.
+            SchemaError: the column is not a top-level blob column.
+            IndexError: an index or address names no row.
+            UnsupportedFormatError: an external blob without ``allow_external``.
+            CorruptFileError: a blob descriptor is damaged.
+        """
+        return blob_reads.read_blobs(
+            self._snapshot, blob_column, ids, addresses, indices, allow_external=allow_external
+        )
+
+    def read_blob_ranges(
+        self,
+        blob_column: str,
+        requests: Sequence[tuple[int, int, int]],
+        *,
+        selector: str,
+        io_buffer_size: int | None = None,
+        preserve_order: bool | None = None,
+        allow_external: bool = False,
+    ) -> list[tuple[int, int, bytes | None]]:
+        """Byte ranges of blobs (pylance's ``read_blob_ranges``): for each ``(row, offset,
+        length)`` request, ``(request_index, row_address, bytes)``, with ``row`` a row id, row
+        address or index as ``selector`` (``"ids"``, ``"addresses"``, ``"indices"``) says; None
+        on a null blob. ``io_buffer_size`` and ``preserve_order`` tune pylance's reader only.
+
+        Raises:
+            BlobValueError: an unknown selector, a malformed request, or a range past the end
+                of its blob (a ValueError).
+            IndexError: a row that does not exist.
+            SchemaError: the column is not a top-level blob column.
+            CorruptFileError: a blob descriptor is damaged.
+        """
+        return blob_reads.read_blob_ranges(
+            self._snapshot, blob_column, requests, selector, allow_external=allow_external
         )

@@ -18,6 +18,7 @@ from typing import Any
 from lance_table._proto import table_pb2
 from lance_table.errors import UnsupportedFormatError
 from lance_table.format import manifest as fmt
+from lance_table.table.data_file_layout import data_file_from_file
 
 # pylance's names of the deletion file kinds, and the format's.
 _DELETION_KINDS = {"array": fmt.DELETION_ARROW, "bitmap": fmt.DELETION_BITMAP}
@@ -80,6 +81,40 @@ class DataFile:
             "DataFile.field_ids is deprecated, use DataFile.fields instead", DeprecationWarning, stacklevel=2
         )
         return self.fields
+
+    @classmethod
+    def create(cls, dataset: Any, path: str, *, base_id: int | None = None) -> DataFile:
+        """The record of the existing Lance file ``data/<path>`` of ``dataset`` (pylance's
+        ``DataFile.create``): its columns matched to the dataset's top-level fields by name, with
+        the field ids and column indices a ``DataReplacement`` commit needs.
+
+        Raises:
+            LanceFileNotFoundError: there is no such file (a FileNotFoundError and ValueError).
+            SchemaError: a column the dataset lacks, or of another type (a ValueError).
+            UnsupportedFormatError: not a Lance 2.x file; ``base_id`` is given.
+
+        Example:
+            ```python
+            from lance_table.file import LanceFileWriter
+            from lance_table.fragment import DataFile
+
+            scores = ds.to_table(columns=["score"])
+            with LanceFileWriter(f"{uri}/data/new_scores.lance", scores.schema) as writer:
+                writer.write_batch(scores)
+            print(DataFile.create(ds, "new_scores.lance").fields)
+            ```
+        """
+        snapshot = dataset._snapshot
+        f = data_file_from_file(snapshot.storage, snapshot.manifest.fields, path, base_id)
+        return cls(
+            f.path,
+            list(f.fields),
+            list(f.column_indices),
+            f.file_major_version,
+            f.file_minor_version,
+            f.file_size_bytes,
+            f.base_id,
+        )
 
     def __repr__(self) -> str:  # as pylance shows a data file
         return (

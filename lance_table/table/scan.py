@@ -27,6 +27,7 @@ from lance_table.errors import SchemaError
 from lance_table.extensions import storage_schema
 from lance_table.file.runs import Runs
 from lance_table.table.fragment import FragmentReader
+from lance_table.table.fragment_readers import FragmentReaders
 from lance_table.table.row_ids import FILTERABLE, ROW_ADDR, ROW_ID, ROW_OFFSET, addresses, row_offsets
 from lance_table.table.scan_groups import RowReads, scan_tasks, take_batch
 from lance_table.table.scan_metrics import note_range
@@ -484,7 +485,10 @@ def take_rows(
     Raises:
         IndexError: an index is outside ``[0, live rows)``.
     """
-    live_counts = np.array([f.fragment.num_rows for f in frags], np.int64)
+    if isinstance(frags, FragmentReaders):  # only the fragments holding rows asked for get a reader
+        live_counts = frags.live_counts()
+    else:
+        live_counts = np.array([f.fragment.num_rows for f in frags], np.int64)
     total = int(live_counts.sum())
     if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= total):
         raise IndexError(f"row index out of range for {total} rows")

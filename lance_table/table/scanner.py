@@ -399,7 +399,7 @@ def take(
     idx = _as_int_array(indices, np.int64)
     proj = resolve(snapshot.read_schema, spec, nested="pruned")
     plan, out = _positions_plan(snapshot, proj)
-    return proj.apply(take_rows(snapshot.fragment_readers(fragments), plan, out, idx))
+    return proj.apply(take_rows(snapshot.readers_on_demand(fragments), plan, out, idx))
 
 
 def take_columns(snapshot: Snapshot, indices: Any, columns: Columns, method: str = "take") -> pa.Table:

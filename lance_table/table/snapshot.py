@@ -25,6 +25,7 @@ from lance_table.storage import Storage
 from lance_table.table import branch_refs, versions
 from lance_table.table.commit import CommitOptions, Pending, commit
 from lance_table.table.fragment import FragmentReader
+from lance_table.table.fragment_readers import FragmentReaders
 from lance_table.table.tags import Tags
 
 # Opening the latest version lists again when the one listed was cleaned up before it was read.
@@ -90,6 +91,15 @@ class Snapshot:
         Raises:
             ValueError: an id names no fragment of this version.
         """
+        return list(self.readers_on_demand(ids))
+
+    def readers_on_demand(self, ids: Sequence[int] | None = None) -> FragmentReaders:
+        """:meth:`fragment_readers`, each reader made when first asked for (see
+        :class:`~lance_table.table.fragment_readers.FragmentReaders`).
+
+        Raises:
+            ValueError: an id names no fragment of this version.
+        """
         frags: Sequence[Fragment] = self.manifest.fragments
         if ids is not None:
             by_id = {f.id: f for f in frags}
@@ -98,8 +108,8 @@ class Snapshot:
                 raise ValueError(f"fragments {missing[:5]} are not in version {self.version} of {self.uri}")
             frags = [by_id[i] for i in ids]
         dicts = self.manifest.dictionaries
-        bases = self.bases
-        return [FragmentReader(f, self.storage, self.roots, self.version, dicts, bases) for f in frags]
+        bases, roots, storage, version = self.bases, self.roots, self.storage, self.version
+        return FragmentReaders(frags, lambda f: FragmentReader(f, storage, roots, version, dicts, bases))
 
     @cached_property
     def bases(self) -> dict[int, BasePath]:

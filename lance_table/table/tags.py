@@ -22,8 +22,7 @@ import json
 import random
 import time
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from lance_table.errors import CorruptFileError, TagError, VersionGoneError, VersionNotFoundError
@@ -45,10 +44,12 @@ COMMIT_REFRESH_SECONDS = 300.0
 IN_FLIGHT_SECONDS = 3600.0
 
 
-@dataclass(frozen=True)
-class Tag:
-    """A tag; its fields read as attributes or, as pylance's ``Tag`` dict, by key
-    (``tag["version"]``; ``branch`` is the branch whose version it names, None for main).
+class Tag(dict[str, Any]):
+    """A tag: pylance's ``Tag`` dict (keys ``branch``, the branch whose version it names or None
+    for main, ``version``, ``created_at``,
+    ``updated_at``, ``manifest_size``, ``metadata``), whose fields also read as attributes, and
+    its ``name``. Like pylance's, it is a plain dict: changing it (``update``, ``pop``, ...)
+    changes only this copy, not the tag (use :class:`Tags` for that).
 
     Example:
         ```python
@@ -58,54 +59,85 @@ class Tag:
         ```
     """
 
-    name: str
-    version: int
-    created_at: dt.datetime
-    updated_at: dt.datetime
-    manifest_size: int
-    metadata: dict[str, Any]
-    #: the branch whose version the tag names (None: main), as pylance's tag files record it
-    branch_name: str | None = None
-
-    _KEYS = ("branch", "version", "created_at", "updated_at", "manifest_size", "metadata")
-
-    def keys(self) -> tuple[str, ...]:
-        """The keys of pylance's ``Tag`` dict."""
-        return self._KEYS
-
-    def values(self) -> list[Any]:
-        """The values of :meth:`keys`, in order (as a dict's)."""
-        return [self[k] for k in self._KEYS]
-
-    def items(self) -> list[tuple[str, Any]]:
-        """The (key, value) pairs, as a dict's."""
-        return [(k, self[k]) for k in self._KEYS]
-
-    def get(self, key: str, default: Any = None) -> Any:
-        """The value of ``key``, or ``default`` when it is no key of a tag (as a dict's)."""
-        return self[key] if key in self._KEYS else default
+    def __init__(
+        self,
+        name: str,
+        version: int,
+        created_at: dt.datetime,
+        updated_at: dt.datetime,
+        manifest_size: int,
+        metadata: dict[str, Any],
+        branch: str | None = None,
+    ) -> None:
+        super().__init__(
+            branch=branch,
+            version=version,
+            created_at=created_at,
+            updated_at=updated_at,
+            manifest_size=manifest_size,
+            metadata=metadata,
+        )
+        self.name = name
 
     @property
-    def branch(self) -> str | None:
-        """The branch whose version the tag names (None: main)."""
-        return self.branch_name
+    def branch(self) -> Any:
+        """The branch whose version the tag names (None: main), as pylance's tag files record it."""
+        return self.get("branch")
 
-    def __getitem__(self, key: str) -> Any:
-        if key not in self._KEYS:
-            raise KeyError(key)
-        return getattr(self, key)
+    @property
+    def version(self) -> int:
+        """The version the tag names."""
+        return int(self["version"])
+
+    @property
+    def created_at(self) -> dt.datetime:
+        """When the tag was created (UTC)."""
+        return self["created_at"]
+
+    @property
+    def updated_at(self) -> dt.datetime:
+        """When the tag was last moved (UTC)."""
+        return self["updated_at"]
+
+    @property
+    def manifest_size(self) -> int:
+        """The size of the tagged version's manifest, in bytes."""
+        return int(self["manifest_size"])
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The tag's metadata (see :meth:`Tags.replace_metadata`)."""
+        return self["metadata"]
+
+    @classmethod
+    def fromkeys(cls, iterable: Iterable[Any], value: Any = None) -> dict[Any, Any]:
+        """A plain dict of ``iterable``'s keys, each holding ``value`` (as pylance's
+        ``Tag.fromkeys``: its ``Tag`` is a ``dict``)."""
+        return dict.fromkeys(iterable, value)
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, dict):
-            return {k: self[k] for k in self._KEYS} == other
-        if isinstance(other, Tag):
-            return (self.name, *(self[k] for k in self._KEYS)) == (
-                other.name,
-                *(other[k] for k in self._KEYS),
-            )
-        return NotImplemented
+        if isinstance(other, Tag) and self.name != other.name:
+            return False
+        return dict.__eq__(self, other)
 
-    __hash__ = None  # type: ignore[assignment]
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_tag_of, (self.name, dict(self)))
+
+    __hash__ = None
+
+
+def _tag_of(name: str, items: dict[str, Any]) -> Tag:
+    """A tag of ``name`` holding ``items`` (unpickling)."""
+    tag = Tag(name, 1, _EPOCH, _EPOCH, 0, {})
+    tag.clear()
+    tag.update(items)
+    return tag
+
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
 def _now() -> str:
@@ -158,7 +190,7 @@ def parse_tag(name: str, data: bytes, where: str) -> Tag:
             updated_at=_parse_time(updated),
             manifest_size=size,
             metadata=metadata,
-            branch_name=None if branch == "main" else branch,
+            branch=None if branch == "main" else branch,
         )
     except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise CorruptFileError(where, f"tag file is not valid ({exc})") from None
@@ -321,6 +353,29 @@ class Tags:
             body = self._body(version, size, json.loads(raw).get("createdAt") or _now(), old.metadata)
             self._storage.write(paths.tag_path(name), body)
             self._undo_if_version_gone(name, entry, raw)
+
+    def replace_metadata(self, tag: str, metadata: dict[str, str]) -> None:
+        """Replace a tag's whole metadata with ``metadata`` (pylance's ``replace_metadata``): the
+        version it names and its ``updated_at`` stay as they are.
+
+        Raises:
+            TypeError: ``metadata`` is not a dict of strings (as pylance raises).
+            TagError: the tag does not exist or the name is invalid.
+            CorruptFileError: the tag file is damaged.
+        """
+        if not isinstance(metadata, dict):
+            raise TypeError(
+                f"argument 'metadata': {type(metadata).__name__!r} object is not an instance of 'dict'"
+            )
+        bad = next((v for kv in metadata.items() for v in kv if not isinstance(v, str)), None)
+        if bad is not None:
+            raise TypeError(f"argument 'metadata': {type(bad).__name__!r} object is not an instance of 'str'")
+        name = _checked_name(tag)
+        with self._locked(name):
+            _, raw = self._read(name)
+            body = json.loads(raw)
+            body["metadata"] = dict(metadata)
+            self._storage.write(paths.tag_path(name), json.dumps(body, indent=2).encode())
 
     def delete(self, tag: str) -> None:
         """Remove a tag.

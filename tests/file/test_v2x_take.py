@@ -189,6 +189,35 @@ def test_general_strings_read_whole_and_by_few_or_many_picks(
         ]
 
 
+@pytest.mark.parametrize("busy", [False, True])
+def test_general_strings_of_a_page_are_one_group_inside_a_busy_map(
+    busy: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Groups that would be decoded one after the other on this thread only cost the copy that
+    # joins them: inside a map keeping every worker busy the page is decoded as one group.
+    from lance_table import _parallel
+    from lance_table.file.pageio import PageIO
+    from lance_table.storage.sources import open_source
+
+    monkeypatch.setattr(batch, "_GENERAL_PARALLEL_BYTES", 1)
+    monkeypatch.setattr(_parallel._BUSY, "on", busy, raising=False)
+    split: list[int] = []
+    real = batch.map_parts
+    monkeypatch.setattr(batch, "map_parts", lambda fn, items: split.append(len(items)) or real(fn, items))
+    rng = np.random.default_rng(5)
+    values = [
+        [bytes(rng.integers(97, 123, int(rng.integers(0, 9)), dtype=np.uint8)) for _ in range(40)]
+        for _ in range(8)
+    ]
+    data, at, sizes, counts = _zstd_chunks(values, "zstd", 1)
+    io = PageIO(open_source(b""), None, None, (), "test page")
+    whole = batch._general(_general_enc("zstd"), data, at, sizes, counts, io)
+    assert isinstance(whole, batch.Var)
+    got = [bytes(whole.data[a:b]) for a, b in zip(whole.offsets[:-1], whole.offsets[1:])]
+    assert got == [v for chunk in values for v in chunk]
+    assert split == ([] if busy else [batch._GENERAL_PARTS])
+
+
 def test_zstd_strings_with_offsets_past_their_chunk_are_corrupt() -> None:
     from lance_table.errors import CorruptFileError
     from lance_table.file.compression import general

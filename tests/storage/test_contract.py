@@ -151,6 +151,15 @@ def test_list_and_delete(storage):
     assert sorted(e.path for e in storage.list_dir("d")) == ["d/y"]
 
 
+def test_delete_many(storage):
+    names = [f"m/{i}" for i in range(5)] + ["m/a[1]"]  # a name fsspec could read as a pattern
+    for name in names:
+        storage.write(name, b"x")
+    storage.delete_many([*names[:3], "m/missing", names[-1]])  # missing is fine
+    assert sorted(e.path for e in storage.list_dir("m")) == ["m/3", "m/4"]
+    storage.delete_many([])
+
+
 def test_streaming_writer_and_codec_source(storage):
     table = pa.table({"id": list(range(1000)), "s": [f"v{i}" for i in range(1000)]})
     with storage.open_writer("data/f.lance") as out, LanceFileWriter(out, table.schema) as w:

@@ -32,11 +32,16 @@ NOW = dt.timedelta(0)
 LISTINGS = ("list_names", "list_names_page")
 
 
+#: the calls that remove files (cleanup removes many at once where the store allows it)
+DELETES = ("delete", "delete_many")
+
+
 class Pause:
     """Stop the ``nth`` call of ``storage.<method>`` whose first argument matches, until released.
 
     ``method`` may name several methods, whose calls are counted together (a listing of
-    ``_versions`` is ``list_names`` or, for the newest versions on S3, ``list_names_page``).
+    ``_versions`` is ``list_names`` or, for the newest versions on S3, ``list_names_page``); a
+    call given a list of paths (``delete_many``) matches when one of them does.
     With ``after=True`` the call runs first and the pause comes before it returns.
     """
 
@@ -56,7 +61,8 @@ class Pause:
         def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
             def wrapper(*args: Any, **kwargs: Any) -> Any:
                 hit = False
-                if match(args[0]):
+                first = args[0]
+                if any(map(match, first)) if isinstance(first, list) else match(first):
                     seen[0] += 1
                     hit = seen[0] == nth
                 if hit and not after:
@@ -197,6 +203,32 @@ def test_a_delete_from_a_handle_whose_successors_are_cleaned_up_reruns_on_the_la
     assert [v["version"] for v in history.open().versions()] == [4, 5]
     latest = history.contents[4]
     history.assert_all_live_readable(latest.filter(pa.compute.not_equal(latest["id"], 60)))
+
+
+def test_a_delete_whose_early_check_never_started_still_reruns_on_the_latest(place, monkeypatch):
+    """The check for gone versions runs on the IO pool while the rows are found; when the read of a
+    cleaned-up file fails before the pool took the check (a loaded machine), the check still runs."""
+    from concurrent.futures import Future
+
+    from lance_table.table.operations import delete as delete_op
+
+    real, calls = delete_op.start_one, []
+
+    def first_never_starts(name, call):  # type: ignore[no-untyped-def]
+        calls.append(name)
+        if len(calls) > 1:
+            return real(name, call)
+        late: Future[object] = Future()
+        late.cancel()  # as settle() finds a task its pool has not started...
+        late.set_running_or_notify_cancel()  # ...and the pool then drops
+        return late
+
+    history = History(place)
+    old = _cleaned_below_latest(history)
+    monkeypatch.setattr(delete_op, "start_one", first_never_starts)
+    assert old.delete("id = 10") == {"num_deleted_rows": 0}  # id 10 was in the fragment v3 dropped
+    assert calls and [v["version"] for v in history.open().versions()] == [4, 5]
+    history.assert_all_live_readable(history.contents[4])
 
 
 def test_a_commit_finding_versions_cleaned_up_after_planning_reruns_on_the_latest(place):
@@ -360,7 +392,7 @@ def test_opening_the_latest_version_cleaned_up_while_it_is_read_opens_the_new_la
 def test_restoring_a_version_cleaned_up_while_it_is_read_is_a_version_not_found_error(place):
     history = History(place)
     cleaner = history.open()
-    hold_cleanup = Pause(cleaner._storage, "delete", is_manifest)
+    hold_cleanup = Pause(cleaner._storage, DELETES, is_manifest)
     cleanup = pause_at(hold_cleanup, lambda: history.cleanup(cleaner))  # v1 and v2 are doomed
     restorer = history.open(1)
     hold_restore = Pause(restorer._storage, "read", lambda p: p == paths.manifest_path(1))
@@ -384,7 +416,7 @@ def test_restore_committed_while_cleanup_decides(place):
     """Cleanup has read every manifest; the restore commits before it deletes anything."""
     history = History(place)
     cleaner = history.open()
-    pause = Pause(cleaner._storage, "delete", is_manifest)
+    pause = Pause(cleaner._storage, DELETES, is_manifest)
     run = pause_at(pause, lambda: history.cleanup(cleaner))
     restored = history.open(1)
     restored.restore()
@@ -445,7 +477,7 @@ def test_restore_committed_just_before_cleanup_looks_again(place):
 def test_append_committed_while_cleanup_decides(place):
     history = History(place)
     cleaner = history.open()
-    pause = Pause(cleaner._storage, "delete", is_manifest)
+    pause = Pause(cleaner._storage, DELETES, is_manifest)
     run = pause_at(pause, lambda: history.cleanup(cleaner))
     lt.write_dataset(rows(200, 210), history.uri, mode="append", storage_options=history.options)
     pause.go.set()
@@ -472,7 +504,7 @@ def test_tag_created_while_cleanup_decides_keeps_its_version(place):
     """Cleanup read no tag; a tag on v1 appears before it deletes: v1 comes back whole."""
     history = History(place)
     cleaner = history.open()
-    pause = Pause(cleaner._storage, "delete", is_manifest)
+    pause = Pause(cleaner._storage, DELETES, is_manifest)
     run = pause_at(pause, lambda: history.cleanup(cleaner))
     history.open().tags.create("keep", 1)
     pause.go.set()
@@ -513,7 +545,7 @@ def test_tag_checked_after_cleanup_brought_its_version_back(place):
     and only then does the tag writer check its version."""
     history = History(place)
     cleaner = history.open()
-    hold_cleanup = Pause(cleaner._storage, "delete", is_manifest)
+    hold_cleanup = Pause(cleaner._storage, DELETES, is_manifest)
     cleanup = pause_at(hold_cleanup, lambda: history.cleanup(cleaner))
     tagger = history.open()
     hold_tag = Pause(tagger._storage, "put_if_absent", lambda p: p == paths.tag_path("keep"), after=True)
@@ -544,7 +576,7 @@ def test_tag_update_while_cleanup_decides_keeps_its_version(place):
     history = History(place)
     history.open().tags.create("t", 3)
     cleaner = history.open()
-    pause = Pause(cleaner._storage, "delete", is_manifest)
+    pause = Pause(cleaner._storage, DELETES, is_manifest)
     run = pause_at(pause, lambda: history.cleanup(cleaner, error_if_tagged_old_versions=False))
     history.open().tags.update("t", 2)
     pause.go.set()
@@ -696,7 +728,7 @@ def test_restore_that_lands_and_unpins_while_cleanup_looks_again(place):
     pins. v4 references v1's files: they must stay."""
     history = History(place)
     cleaner = history.open()
-    decided = Pause(cleaner._storage, "delete", is_manifest)
+    decided = Pause(cleaner._storage, DELETES, is_manifest)
     cleanup = pause_at(decided, lambda: history.cleanup(cleaner))
     restorer = history.open(1)
     hold_restore = Pause(restorer._storage, "put_if_absent", is_manifest)

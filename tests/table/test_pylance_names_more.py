@@ -139,7 +139,7 @@ def test_pylance_dataset_classes_are_exported(tmp_path):
     tag = ds.tags.list()["v1"]
     theirs = lance.dataset(tmp_path / "ds").tags.list()["v1"]
     assert isinstance(tag, lt.Tag) and tag == theirs
-    assert dict(tag.items()) == dict(theirs.items()) and tag.values() == list(theirs.values())
+    assert dict(tag.items()) == dict(theirs.items()) and list(tag.values()) == list(theirs.values())
     assert tag.get("version") == theirs.get("version") == 1 and tag.get("nope", 7) == 7
     assert tag.branch is None
 

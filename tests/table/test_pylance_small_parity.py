@@ -50,3 +50,13 @@ def test_overwrite_without_retries_over_a_newer_version(tmp_path, lib):
     append = lib.LanceOperation.Append([lib.fragment.LanceFragment.create(uri, TABLE)])
     assert lib.LanceDataset.commit(uri, append, read_version=2, max_retries=0).version == 4
     assert lib.dataset(uri).count_rows() == 15
+
+
+@pytest.mark.parametrize("lib", [lt, lance], ids=["lance_table", "pylance"])
+def test_a_fragment_of_rows_without_columns_is_refused(tmp_path, lib):
+    """A frame of rows with no columns writes nothing: an OSError in both libraries."""
+    pd = pytest.importorskip("pandas")
+    for frame in (pd.DataFrame([]), pd.DataFrame([{}])):
+        with pytest.raises(OSError):
+            lib.fragment.LanceFragment.create(str(tmp_path / "frag"), frame)
+    assert not (tmp_path / "frag" / "data").exists() or not any((tmp_path / "frag" / "data").iterdir())

@@ -55,3 +55,22 @@ def test_a_commit_rebases_over_newer_versions_past_the_first_page(  # type: igno
     assert ours.version == theirs.version == 5
     assert ours.to_table().equals(theirs.to_table())
     assert ours.count_rows() == 10 + 3 * 3 - 1
+
+
+def test_cleanup_removes_old_files_in_bulk_requests(s3_uri, s3_options, s3_requests):  # type: ignore[no-untyped-def]
+    import datetime as dt
+
+    lt.write_dataset(_rows(0), s3_uri, storage_options=s3_options)
+    for i in range(1, 4):
+        lt.write_dataset(_rows(3 * i), s3_uri, mode="append", storage_options=s3_options)
+    lt.dataset(s3_uri, storage_options=s3_options).delete("id = 1")
+    s3_requests.reset()
+    stats = lt.dataset(s3_uri, storage_options=s3_options).cleanup_old_versions(older_than=dt.timedelta(0))
+    # four manifests and their transaction files go, in DeleteObjects requests: none one by one
+    assert stats.old_versions == 4 and stats.transaction_files_removed == 4
+    assert s3_requests.counts["DELETE"] == 0
+    theirs = lance.dataset(s3_uri, storage_options=s3_options)
+    assert [v["version"] for v in theirs.versions()] == [5]
+    assert theirs.to_table().equals(lt.dataset(s3_uri, storage_options=s3_options).to_table())
+    listed = lt.dataset(s3_uri, storage_options=s3_options)._storage.list_tree("_transactions")
+    assert len(listed) == 1

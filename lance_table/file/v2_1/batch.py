@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from lance_table._parallel import map_parts
+from lance_table._parallel import map_parts, parts_inline
 from lance_table.file.compression import bitpacking, general
 from lance_table.file.pageio import PageIO
 from lance_table.file.v2_1.byteranges import as_bytes, exclusive_cumsum, gather, join, rows_at, spans
@@ -139,7 +139,9 @@ def _general(
 ) -> Values | None:
     """Chunks whose one buffer is LZ4/ZSTD-compressed: decompressed a group of chunks at a time
     (see :func:`_decompress_group`) and decoded as one batch of the inner encoding per group;
-    a big page's groups on threads, which mostly decompress (releasing the GIL).
+    a big page's groups on threads, which mostly decompress (releasing the GIL), unless those
+    would run one after the other on this thread (a scan keeping every worker busy): then the
+    page is one group, and its values need no joining.
 
     With ``pick`` (sorted positions among the chunks' values) only those variable-width values
     are cut from the decompressed chunks."""
@@ -161,7 +163,8 @@ def _general(
         lo, hi = np.searchsorted(pick, [base, base + int(counts[a:b].sum())]).tolist()
         return _pick_variable(raw, raw_at, raw_sizes, counts[a:b], pick[lo:hi] - base, width, io)
 
-    if int(sizes.sum()) < _GENERAL_PARALLEL_BYTES:
+    if int(sizes.sum()) < _GENERAL_PARALLEL_BYTES or parts_inline():
+        # one group: parts that would run one after the other here only add the copy joining them
         return decode((0, at.size))
     cuts = np.linspace(0, at.size, _GENERAL_PARTS + 1).astype(np.int64)
     parts = map_parts(decode, [(a, b) for a, b in pairwise(cuts.tolist()) if b > a])

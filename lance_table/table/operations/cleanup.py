@@ -36,9 +36,9 @@ import contextlib
 import datetime as dt
 import time
 import uuid as uuid_mod
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from lance_table._parallel import METADATA, map_on
 from lance_table.errors import CorruptFileError, LanceTableError, TagError
@@ -280,6 +280,18 @@ def _added_files(found: _Version) -> set[str] | None:
     return set().union(*(f.files_named for f in new))
 
 
+T = TypeVar("T")
+
+#: files removed in one :meth:`Storage.delete_many` call (an object store's limit per request)
+DELETE_BATCH = 1000
+
+
+def _batches(items: list[T]) -> Iterator[list[T]]:
+    """``items`` in lists of at most :data:`DELETE_BATCH`."""
+    for start in range(0, len(items), DELETE_BATCH):
+        yield items[start : start + DELETE_BATCH]
+
+
 def _tagged(storage: Storage) -> dict[int, str]:
     """Versions of the branch ``storage`` holds (main or one in ``tree/``) that tags name, with a
     tag name for messages (tags live at the root, each naming a version of one branch).
@@ -288,7 +300,7 @@ def _tagged(storage: Storage) -> dict[int, str]:
         CorruptFileError: a tag file is damaged (nothing may be deleted while it is unreadable).
     """
     root, me = branch_refs.locate(storage)
-    return {t.version: name for name, t in Tags(root).list().items() if t.branch_name == me}
+    return {t.version: name for name, t in Tags(root).list().items() if t.branch == me}
 
 
 def _kept_by_refs(storage: Storage) -> dict[int, str]:
@@ -390,9 +402,9 @@ def cleanup_old_versions(
     if not dry_run:
         sizes = [len(found.data) for found in doomed.values()]
         report.phase("versions", files_total=len(sizes), bytes_total=sum(sizes))
-        for found in doomed.values():
-            storage.delete(found.entry.path)
-            report.advance(files=1, nbytes=len(found.data))
+        for manifests in _batches(list(doomed.values())):
+            storage.delete_many([found.entry.path for found in manifests])
+            report.advance(files=len(manifests), nbytes=sum(len(found.data) for found in manifests))
 
     # Phase 3: what was tagged, restored or committed while we decided. Tags and pins first: a
     # restore unpins only after its version landed, so a pin gone by now means that version is
@@ -453,9 +465,9 @@ def cleanup_old_versions(
             report.phase(
                 "files", files_total=len(doomed_files), bytes_total=sum(i.size for i in doomed_files)
             )
-            for item in doomed_files:
-                storage.delete(item.path)
-                report.advance(files=1, nbytes=item.size)
+            for batch in _batches(doomed_files):
+                storage.delete_many([item.path for item in batch])
+                report.advance(files=len(batch), nbytes=sum(item.size for item in batch))
     return CleanupStats(
         bytes_removed=removed_bytes,
         old_versions=len(doomed),

@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from lance_table._parallel import IO, map_fragments, map_grouped, map_groups, settle, start_one
+from lance_table.errors import CommitConflictError
 from lance_table.format.manifest import Fragment
 from lance_table.format.transaction import Delete
 from lance_table.table import versions
@@ -52,8 +53,14 @@ def plan_delete(ds: Snapshot, predicate: str | pc.Expression) -> Pending:
     except BaseException:
         if checking is not None:
             settle([checking])
-            failed = None if checking.cancelled() else checking.exception()
-            if failed is not None:
+            if checking.cancelled():
+                # never started (its pool was slow to take it): checked now, so that versions gone
+                # since ``ds`` are the retryable conflict they are, not the files they took along
+                try:
+                    check()
+                except CommitConflictError as conflict:
+                    raise conflict from None
+            elif (failed := checking.exception()) is not None:
                 raise failed from None  # as when it was checked first
         raise
     if checking is not None:

@@ -5,18 +5,15 @@ dataset's fields (whatever ids the file stores: a fragment's columns are read by
 
 from __future__ import annotations
 
-import io
-
 import pyarrow as pa
 
 from lance_table.errors import AppendSchemaError, CorruptFileError, UnsupportedFormatError
 from lance_table.extensions import storage_schema
 from lance_table.file.api import LanceFileReader
 from lance_table.file.container import FileVersion
-from lance_table.file.v2_0.layout import column_assignment
-from lance_table.file.writer import LanceFileWriter
 from lance_table.format.manifest import DataFile, Fragment
-from lance_table.schema import LanceField, arrow_schema_from_fields, build_tree
+from lance_table.schema import LanceField, arrow_schema_from_fields
+from lance_table.table.data_file_layout import layout as _layout
 from lance_table.table.snapshot import Snapshot
 
 
@@ -68,15 +65,3 @@ def _check_schema(file_schema: pa.Schema, fields: tuple[LanceField, ...], uri: s
                 f"Append with different schema: `{want.name}` should have type {want.type} "
                 f"but type was {got.type} ({uri})"
             )
-
-
-def _layout(fields: tuple[LanceField, ...], version: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """The field ids and column indices a data file of ``version`` with ``fields`` records, as the
-    writers record them (2.0: every field and its column; 2.1+: the leaves)."""
-    if version == "2.0":
-        cols = column_assignment(build_tree(list(fields)))
-        return tuple(f.id for f in fields), tuple(cols.get(f.id, -1) for f in fields)
-    schema = arrow_schema_from_fields(fields)
-    writer = LanceFileWriter(io.BytesIO(), storage_schema(schema), version=version, fields=fields)
-    written = writer.close()
-    return written.field_ids, written.column_indices

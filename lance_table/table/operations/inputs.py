@@ -223,7 +223,7 @@ def conform(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
     Raises:
         SchemaError: a column is missing, extra, of another type, or holds nulls it may not.
     """
-    if batch.schema.equals(target, check_metadata=True) and _kept_as_is(target):
+    if len(target) and batch.schema.equals(target, check_metadata=True) and _kept_as_is(target):
         for f, col in zip(target, batch.columns):
             if not f.nullable and col.null_count:
                 raise SchemaError(

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import pyarrow as pa
 
-from lance_table.errors import MergeInsertError, UnsupportedOperationError
+from lance_table.errors import InputTypeError, MergeInsertError, UnsupportedOperationError
 from lance_table.format.transaction import Transaction as StoredTransaction
 from lance_table.table import versions
 from lance_table.table.commit import check_can_commit, discard_elsewhere
@@ -321,3 +321,49 @@ class MergeInsertBuilder:
             pending, stats = plan_merge(snap, self._spec, source, self._memory_limit, report)
         stored = StoredTransaction(read_version=pending.read_version, operation=pending.operation)
         return to_python(stored), stats.as_dict()
+
+    # -- pylance's stream variants: a RecordBatchReader (or any Arrow stream), read once -------------
+
+    def execute_batches(self, new_data: Any) -> dict[str, int]:
+        """:meth:`execute` of a stream of batches (pylance's ``execute_batches``): a
+        ``pyarrow.RecordBatchReader`` or any object with ``__arrow_c_stream__`` (a Table too),
+        read batch by batch (a source larger than the memory limit is spilled, not held).
+
+        Raises:
+            InputTypeError: ``new_data`` is not an Arrow stream (a TypeError, as pylance raises);
+                otherwise what :meth:`execute` raises.
+        """
+        return self.execute(_stream(new_data))
+
+    def execute_uncommitted_batches(self, new_data: Any) -> tuple[Transaction, dict[str, int]]:
+        """:meth:`execute_uncommitted` of a stream of batches (pylance's
+        ``execute_uncommitted_batches``; ``new_data`` as :meth:`execute_batches` takes it).
+
+        Raises:
+            InputTypeError: ``new_data`` is not an Arrow stream; otherwise what
+                :meth:`execute_uncommitted` raises.
+        """
+        return self.execute_uncommitted(_stream(new_data))
+
+    def analyze_plan_batches(self, new_data: Any) -> str:
+        """:meth:`analyze_plan` of a stream of batches (pylance's ``analyze_plan_batches``;
+        ``new_data`` as :meth:`execute_batches` takes it). Nothing is committed.
+
+        Raises:
+            InputTypeError: ``new_data`` is not an Arrow stream; otherwise what
+                :meth:`analyze_plan` raises.
+        """
+        return self.analyze_plan(_stream(new_data))
+
+
+def _stream(new_data: Any) -> pa.RecordBatchReader:
+    """``new_data`` as a reader, as pylance's stream variants take it.
+
+    Raises:
+        InputTypeError: it is neither a ``RecordBatchReader`` nor an Arrow C stream.
+    """
+    if isinstance(new_data, pa.RecordBatchReader):
+        return new_data
+    if hasattr(new_data, "__arrow_c_stream__"):
+        return pa.RecordBatchReader.from_stream(new_data)
+    raise InputTypeError(f"Expected instance of pyarrow.lib.RecordBatchReader, got {type(new_data).__name__}")
