@@ -194,3 +194,13 @@ def test_explain_cleanup_names_the_branches_that_keep_versions(tmp_path, policy)
     assert isinstance(
         ours.referenced_branches[0] if ours.referenced_branches else None, lt.CleanupReferencedBranch | None
     )
+
+
+def test_a_tag_made_through_a_branch_handle_keeps_its_version(tmp_path):
+    uri = str(tmp_path / "ds")
+    feat = lt.write_dataset(pa.table({"x": [1]}), uri).create_branch("feat")
+    feat.insert(pa.table({"x": [2]}))  # feat v2
+    feat.tags.create("mine", 2)
+    feat.insert(pa.table({"x": [3]}), mode="overwrite")  # feat v3
+    lt.dataset(feat.uri).cleanup_old_versions(older_than=NOW, error_if_tagged_old_versions=False)
+    assert _rows(lt.dataset(feat.uri, version=2)) == [1, 2]

@@ -300,7 +300,10 @@ def _tagged(storage: Storage) -> dict[int, str]:
         CorruptFileError: a tag file is damaged (nothing may be deleted while it is unreadable).
     """
     root, me = branch_refs.locate(storage)
-    return {t.version: name for name, t in Tags(root).list().items() if t.branch == me}
+    out = {t.version: name for name, t in Tags(root).list().items() if t.branch == me}
+    if me is not None:  # tags written in the branch's own directory (by a handle on it) count too
+        out.update({t.version: name for name, t in Tags(storage).list().items()})
+    return out
 
 
 def _kept_by_refs(storage: Storage) -> dict[int, str]:
