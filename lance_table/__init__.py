@@ -14,6 +14,7 @@ from lance_table.errors import (
     BlobLocationError,
     BlobOverflowError,
     BlobValueError,
+    BranchError,
     CommitConflictError,
     CommitError,
     CommitStateUnknownError,
@@ -71,13 +72,20 @@ from lance_table.schema import json_to_schema, schema_to_json
 from lance_table.storage.io_stats import bytes_read_counter, iops_counter
 from lance_table.table import Dataset, LanceDataset, dataset, write_dataset
 from lance_table.table.blobs import BlobFile
+from lance_table.table.branch_refs import Branch
+from lance_table.table.branches import Branches
 from lance_table.table.fragment_metadata import FragmentMetadata
 from lance_table.table.lance_fragment import LanceFragment
 from lance_table.table.lance_operation import LanceOperation, Transaction
 from lance_table.table.lance_schema import LanceSchema
 from lance_table.table.maintenance import DataStatistics, FieldStatistics, LanceStats
 from lance_table.table.operations.auto_cleanup import AutoCleanupConfig
-from lance_table.table.operations.cleanup import CleanupCandidateFile, CleanupExplanation, CleanupStats
+from lance_table.table.operations.cleanup import (
+    CleanupCandidateFile,
+    CleanupExplanation,
+    CleanupReferencedBranch,
+    CleanupStats,
+)
 from lance_table.table.operations.merge_insert import MergeInsertBuilder
 from lance_table.table.optimize import DatasetOptimizer
 from lance_table.table.result_types import (
@@ -96,6 +104,7 @@ from lance_table.table.scanner_builder import ScannerBuilder
 from lance_table.table.session import Session
 from lance_table.table.sql_query import SqlQuery, SqlQueryBuilder
 from lance_table.table.tags import Tag, Tags
+from lance_table.table.version_delta import DatasetDelta
 from lance_table.udf import BatchUDF, add_columns_udf, batch_udf
 
 __all__ = [
@@ -115,9 +124,13 @@ __all__ = [
     "BlobOverflowError",
     "BlobType",
     "BlobValueError",
+    "Branch",
+    "BranchError",
+    "Branches",
     "BulkCommitResult",
     "CleanupCandidateFile",
     "CleanupExplanation",
+    "CleanupReferencedBranch",
     "CleanupStats",
     "ColumnOrdering",
     "CommitConflictError",
@@ -129,6 +142,7 @@ __all__ = [
     "Dataset",
     "DatasetAlreadyExistsError",
     "DatasetBasePath",
+    "DatasetDelta",
     "DatasetNotFoundError",
     "DatasetOptimizer",
     "DatasetStats",

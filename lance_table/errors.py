@@ -248,6 +248,11 @@ class TagError(LanceTableError, ValueError):
     """A tag cannot be created, updated or deleted (exists already, missing, bad name)."""
 
 
+class BranchError(LanceTableError, ValueError, OSError):
+    """A branch cannot be created, checked out or deleted (bad or reserved name, exists already,
+    missing): pylance raises OSError for a bad name and ValueError for a missing branch."""
+
+
 class UnsupportedOperationError(LanceTableError, NotImplementedError):
     """An operation pylance has (a ``LanceOperation`` kind, an option) that lance_table does not
     perform; the message names it. Nothing was written."""

@@ -18,6 +18,8 @@ FACADE = [
         "dataset_meta",
         "dataset_maintenance",
         "dataset_schema",
+        "dataset_history",
+        "dataset_branches",
         "handle",
         "lance_fragment",
     )

@@ -19,9 +19,12 @@ import pyarrow as pa
 
 from lance_table.format.bases import DatasetBasePath
 from lance_table.table import versions
+from lance_table.table.branch_checkout import checkout_reference
 from lance_table.table.commit import CommitLock
 from lance_table.table.commit.protocol import DEFAULT_COMMIT_TIMEOUT, DEFAULT_MAX_RETRIES
 from lance_table.table.dataset_arrow import _ArrowDataset
+from lance_table.table.dataset_branches import _Branching
+from lance_table.table.dataset_history import _History
 from lance_table.table.dataset_indices import _Indices
 from lance_table.table.dataset_maintenance import _Maintenance
 from lance_table.table.dataset_meta import _Metadata
@@ -54,7 +57,9 @@ from lance_table.table.snapshot import Snapshot
 from lance_table.table.tags import Tags
 
 
-class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices, _ArrowDataset):
+class LanceDataset(
+    _Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices, _History, _Branching, _ArrowDataset
+):
     """A Lance dataset, read at one version (pylance's ``LanceDataset``; a ``pyarrow.dataset.Dataset``
     that DuckDB, Polars and pyarrow read with projection and filter pushdown, see
     :mod:`lance_table.table.dataset_arrow`).
@@ -165,22 +170,25 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
         """Every version: number, timestamp (naive UTC), operation and commit message."""
         return versions.history(self._storage)
 
-    def checkout(self, version: int | str) -> Dataset:
-        """Another handle on a version (or tag) of the same dataset; this one stays where it is.
+    def checkout(self, version: int | str | tuple[str | None, int | None]) -> Dataset:
+        """Another handle on a version (or tag) of the same dataset, or ``(branch, version)`` of a
+        branch (None: main; its latest version); this one stays where it is.
 
         Raises:
             VersionNotFoundError: the version does not exist.
             TagError: the tag does not exist.
+            BranchError: the branch does not exist.
         """
-        return self._carry(Dataset(self._snapshot.checkout(version)))
+        return self._carry(Dataset(checkout_reference(self._snapshot, version)))
 
-    def checkout_version(self, version: int | str) -> Dataset:
-        """Another handle on a version (or tag) of the same dataset, as pylance's
-        ``checkout_version``; this one stays where it is.
+    def checkout_version(self, version: int | str | tuple[str | None, int | None]) -> Dataset:
+        """Another handle on a version (or tag) of the same dataset, or ``(branch, version)`` of a
+        branch, as pylance's ``checkout_version``; this one stays where it is.
 
         Raises:
             VersionNotFoundError: the version does not exist.
             TagError: the tag does not exist.
+            BranchError: the branch does not exist.
         """
         return self.checkout(version)
 
@@ -506,7 +514,7 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
         storage_options: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> LanceDataset:
-        """Clone version ``reference`` (a number, a tag, or ``(None, version)``) into a new dataset
+        """Clone version ``reference`` (a number, a tag, or ``(branch, version)``) into a new dataset
         at ``target_path`` that references this dataset's files instead of copying them
         (pylance's ``shallow_clone``); returns the clone, opened with ``kwargs``. The clone takes
         writes; its new files go to its own directory (see
@@ -516,7 +524,7 @@ class LanceDataset(_Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices
         Raises:
             VersionNotFoundError, TagError: the reference does not resolve.
             DatasetAlreadyExistsError: a dataset exists at ``target_path``.
-            UnsupportedOperationError: a branch other than main.
+            BranchError: the reference names a branch that does not exist.
         """
         options = self._storage.storage_options if storage_options is None else storage_options
         clone.shallow_clone(self._snapshot, target_path, reference, options)

@@ -22,7 +22,7 @@ from lance_table.format.bases import BasePath, base_paths
 from lance_table.format.manifest import LEGACY_DATA_FORMAT, Fragment, Manifest
 from lance_table.schema import FieldNode, arrow_schema_from_fields, build_tree
 from lance_table.storage import Storage
-from lance_table.table import versions
+from lance_table.table import branch_refs, versions
 from lance_table.table.commit import CommitOptions, Pending, commit
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.fragment_readers import FragmentReaders
@@ -155,9 +155,12 @@ def load(
     """
     if asof is not None and version is not None:
         raise ValueError("pass version or asof, not both")
+    tags_at = storage
+    if isinstance(version, str):  # a tag may name a version of a branch
+        storage = branch_refs.storage_of_tag(storage, version)
     for _ in range(LATEST_TRIES):
         if isinstance(version, str):
-            entry = _tagged_entry(storage, version)
+            entry = _tagged_entry(tags_at, version, storage)
         elif asof is not None:
             entry = _entry_asof(storage, asof)
         elif version is None:
@@ -177,12 +180,14 @@ def load(
     )
 
 
-def _tagged_entry(storage: Storage, tag: str) -> versions.VersionEntry:
-    version = Tags(storage).get_version(tag)
+def _tagged_entry(tags_at: Storage, tag: str, storage: Storage) -> versions.VersionEntry:
+    """The version tag ``tag`` (of the dataset at ``tags_at``) names, in ``storage`` (the
+    branch the tag names a version of)."""
+    version = Tags(tags_at).get_version(tag)
     try:
         return versions.find_entry(storage, version)
     except VersionNotFoundError as exc:
-        where = f"{storage.uri.rstrip('/')}/{paths.tag_path(tag)}"
+        where = f"{tags_at.uri.rstrip('/')}/{paths.tag_path(tag)}"
         raise VersionNotFoundError(
             f"tag {tag!r} ({where}) names a version that does not exist: {exc}"
         ) from None

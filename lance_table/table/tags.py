@@ -45,7 +45,8 @@ IN_FLIGHT_SECONDS = 3600.0
 
 
 class Tag(dict[str, Any]):
-    """A tag: pylance's ``Tag`` dict (keys ``branch``, always None, ``version``, ``created_at``,
+    """A tag: pylance's ``Tag`` dict (keys ``branch``, the branch whose version it names or None
+    for main, ``version``, ``created_at``,
     ``updated_at``, ``manifest_size``, ``metadata``), whose fields also read as attributes, and
     its ``name``. Like pylance's, it is a plain dict: changing it (``update``, ``pop``, ...)
     changes only this copy, not the tag (use :class:`Tags` for that).
@@ -66,9 +67,10 @@ class Tag(dict[str, Any]):
         updated_at: dt.datetime,
         manifest_size: int,
         metadata: dict[str, Any],
+        branch: str | None = None,
     ) -> None:
         super().__init__(
-            branch=None,
+            branch=branch,
             version=version,
             created_at=created_at,
             updated_at=updated_at,
@@ -79,7 +81,7 @@ class Tag(dict[str, Any]):
 
     @property
     def branch(self) -> Any:
-        """The tag's branch: None (lance_table has no branches)."""
+        """The branch whose version the tag names (None: main), as pylance's tag files record it."""
         return self.get("branch")
 
     @property
@@ -175,6 +177,9 @@ def parse_tag(name: str, data: bytes, where: str) -> Tag:
         size = body.get("manifestSize", 0)
         if isinstance(size, bool) or not isinstance(size, int) or size < 0:
             raise ValueError(f"manifestSize {size!r} is not a size")
+        branch = body.get("branch")
+        if branch is not None and not isinstance(branch, str):
+            raise ValueError(f"branch {branch!r} is not a name")
         created, updated = (body.get(k, "1970-01-01T00:00:00Z") for k in ("createdAt", "updatedAt"))
         if not isinstance(created, str) or not isinstance(updated, str):
             raise ValueError("createdAt and updatedAt must be strings")
@@ -185,6 +190,7 @@ def parse_tag(name: str, data: bytes, where: str) -> Tag:
             updated_at=_parse_time(updated),
             manifest_size=size,
             metadata=metadata,
+            branch=None if branch == "main" else branch,
         )
     except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise CorruptFileError(where, f"tag file is not valid ({exc})") from None

@@ -3,7 +3,9 @@
 Cleanup runs beside writers, restores and tag writers that it cannot stop, so it works in phases:
 
 1. Read the tags (a damaged tag file stops cleanup before anything is deleted), the pins and every
-   manifest; decide which versions go: older than the cutoff, not the latest, not tagged or pinned.
+   manifest; decide which versions go: older than the cutoff, not the latest, not tagged or pinned,
+   not a version a branch was created from (a branch reads its files: see
+   :mod:`lance_table.table.branch_refs`; a damaged branch file stops cleanup too).
    Then list the commits in flight (see below) and keep every version above their read versions.
 2. Delete those manifests, so no reader can open a version whose files are about to go.
 3. Look again: a tag or pin that now names a deleted version brings its manifest back (its bytes
@@ -44,7 +46,7 @@ from lance_table.format import paths
 from lance_table.format.manifest import Fragment, Manifest, ManifestSummary, decode_manifest_summary
 from lance_table.format.transaction import Append, Delete, Overwrite, ReserveFragments, Rewrite, Transaction
 from lance_table.storage import Entry, Storage
-from lance_table.table import versions
+from lance_table.table import branch_refs, versions
 from lance_table.table.indices import decode_section
 from lance_table.table.progress import SILENT, Progress, reporter
 from lance_table.table.tags import IN_FLIGHT_SECONDS, PIN_STALE_SECONDS, Tags, pinned_versions
@@ -107,6 +109,26 @@ class CleanupCandidateFile:
 
 
 @dataclass(frozen=True)
+class CleanupReferencedBranch:
+    """A branch that keeps a version a cleanup would otherwise remove (it was created from that
+    version and reads its files), as pylance's ``CleanupReferencedBranch`` in
+    ``CleanupExplanation.referenced_branches``; ``cleanup_candidate`` is always False here.
+
+    Example:
+        ```python
+        ds.create_branch("keep")
+        ds.delete("id < 10")
+        plan = ds.explain_cleanup_old_versions(older_than=datetime.timedelta(0))
+        print([(b.name, b.referenced_version) for b in plan.referenced_branches])  # keep, 1
+        ```
+    """
+
+    name: str
+    referenced_version: int
+    cleanup_candidate: bool
+
+
+@dataclass(frozen=True)
 class CleanupExplanation:
     """What a cleanup would remove (pylance's ``explain_cleanup_old_versions`` result).
 
@@ -123,7 +145,7 @@ class CleanupExplanation:
     candidate_files: list[CleanupCandidateFile]
     candidate_files_truncated: bool
     candidate_file_limit: int
-    referenced_branches: list[Any]
+    referenced_branches: list[CleanupReferencedBranch]
     warnings: list[str]
 
 
@@ -271,12 +293,27 @@ def _batches(items: list[T]) -> Iterator[list[T]]:
 
 
 def _tagged(storage: Storage) -> dict[int, str]:
-    """Versions that tags name, with a tag name for messages.
+    """Versions of the branch ``storage`` holds (main or one in ``tree/``) that tags name, with a
+    tag name for messages (tags live at the root, each naming a version of one branch).
 
     Raises:
         CorruptFileError: a tag file is damaged (nothing may be deleted while it is unreadable).
     """
-    return {t.version: name for name, t in Tags(storage).list().items()}
+    root, me = branch_refs.locate(storage)
+    out = {t.version: name for name, t in Tags(root).list().items() if t.branch == me}
+    if me is not None:  # tags written in the branch's own directory (by a handle on it) count too
+        out.update({t.version: name for name, t in Tags(storage).list().items()})
+    return out
+
+
+def _kept_by_refs(storage: Storage) -> dict[int, str]:
+    """Versions that tags name and versions that branches were created from (a branch reads
+    their files), with a ref name for messages.
+
+    Raises:
+        CorruptFileError: a tag or branch file is damaged (nothing may be deleted then).
+    """
+    return {**branch_refs.referenced_versions(storage), **_tagged(storage)}
 
 
 def cleanup_old_versions(
@@ -291,13 +328,16 @@ def cleanup_old_versions(
     dry_run: bool = False,
     candidates: list[CleanupCandidateFile] | None = None,
     progress: Progress = None,
+    referenced_branches: list[CleanupReferencedBranch] | None = None,
 ) -> CleanupStats:
     """Delete versions older than ``older_than`` and not among the ``retain_versions`` newest (both
     as pylance; neither given: older than :data:`DEFAULT_OLDER_THAN`), only those of
-    ``only_versions`` if given, never the latest, never a tagged one; then the data, deletion and
+    ``only_versions`` if given, never the latest, never a tagged one, never one a branch was
+    created from (as pylance, silently: the branch reads its files); then the data, deletion and
     transaction files that no remaining version references. ``dry_run`` decides and counts the
     same, and removes nothing. ``candidates``, if given, receives every file removed (or that
-    would be), manifests included.
+    would be), manifests included; ``referenced_branches``, the branches that keep a version
+    this cleanup would otherwise remove.
 
     A file that no manifest references at all is deleted only when it is older than
     ``grace_period`` (it may belong to a writer still in flight); ``delete_unverified`` lifts that
@@ -310,7 +350,7 @@ def cleanup_old_versions(
     Raises:
         ValueError: ``retain_versions`` is not positive.
         TagError: a tagged version is older than the cutoff and ``error_if_tagged_old_versions``.
-        CorruptFileError: a tag file is damaged; nothing is deleted.
+        CorruptFileError: a tag or branch file is damaged; nothing is deleted.
         InputTypeError: ``progress`` is of no kind taken.
     """
     report = SILENT if dry_run else reporter("cleanup", progress)
@@ -328,6 +368,8 @@ def cleanup_old_versions(
     latest = entries[-1].version
     retained = {e.version for e in entries[-retain_versions:]} if retain_versions else set()
     tagged = _tagged(storage)
+    storage_branches = branch_refs.branches_referencing(storage)
+    branched = {v: n for n, v in storage_branches.items()}  # kept silently, as pylance keeps them
     pinned = pinned_versions(storage)
     landed: set[str] = set()  # transaction files of the versions read
     kept: dict[int, _Version] = {}
@@ -347,7 +389,13 @@ def cleanup_old_versions(
                 f"version {entry.version} is older than the cutoff but tagged {tagged[entry.version]!r}; "
                 "delete the tag or pass error_if_tagged_old_versions=False"
             )
-        if entry.version in tagged or entry.version in pinned:
+        if old and referenced_branches is not None:
+            referenced_branches += [
+                CleanupReferencedBranch(name, entry.version, False)
+                for name, v in sorted(storage_branches.items())
+                if v == entry.version
+            ]
+        if entry.version in tagged or entry.version in pinned or entry.version in branched:
             old = False
         (doomed if old else kept)[entry.version] = found
     transactions = storage.list_dir(paths.TRANSACTIONS_DIR)
@@ -364,7 +412,7 @@ def cleanup_old_versions(
     # Phase 3: what was tagged, restored or committed while we decided. Tags and pins first: a
     # restore unpins only after its version landed, so a pin gone by now means that version is
     # in the listing that follows.
-    for version in (_tagged(storage).keys() | pinned_versions(storage)) & doomed.keys():
+    for version in (_kept_by_refs(storage).keys() | pinned_versions(storage)) & doomed.keys():
         found = doomed.pop(version)
         if not dry_run:
             with contextlib.suppress(FileExistsError):
@@ -500,7 +548,10 @@ def explain_cleanup(
     if max_files <= 0:
         raise ValueError("max_files must be positive")
     found: list[CleanupCandidateFile] = []
-    stats = cleanup_old_versions(storage, dry_run=True, candidates=found, **policy)
+    referenced: list[CleanupReferencedBranch] = []
+    stats = cleanup_old_versions(
+        storage, dry_run=True, candidates=found, referenced_branches=referenced, **policy
+    )
     shown = found[:max_files] if include_files else []
     return CleanupExplanation(
         read_version=read_version,
@@ -508,6 +559,6 @@ def explain_cleanup(
         candidate_files=shown,
         candidate_files_truncated=include_files and len(found) > max_files,
         candidate_file_limit=max_files,
-        referenced_branches=[],
+        referenced_branches=sorted(referenced, key=lambda b: (b.name, b.referenced_version)),
         warnings=[],
     )

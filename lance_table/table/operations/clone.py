@@ -18,13 +18,15 @@ from dataclasses import replace
 from typing import Any
 
 from lance_table import __version__
-from lance_table.errors import DatasetAlreadyExistsError, UnsupportedOperationError
+from lance_table._proto import table_pb2
+from lance_table.errors import DatasetAlreadyExistsError
 from lance_table.format import paths
 from lance_table.format.bases import DatasetBasePath, base_paths, with_base_paths
-from lance_table.format.manifest import WRITER_LIBRARY, Fragment, encode_manifest_file
+from lance_table.format.manifest import WRITER_LIBRARY, Fragment, Manifest, encode_manifest_file
 from lance_table.format.transaction import Clone, Transaction
-from lance_table.storage import open_storage
+from lance_table.storage import Storage, open_storage
 from lance_table.table import versions
+from lance_table.table.branch_checkout import checkout_reference
 from lance_table.table.commit import CommitOptions
 from lance_table.table.indices import decode_section, encode_section
 from lance_table.table.snapshot import Snapshot
@@ -34,10 +36,9 @@ MAIN_BRANCH = "main"
 
 def _reference(reference: Any) -> tuple[str | None, int | str | None]:
     """(tag name, version or tag to open) of pylance's ``reference``: a version number, a tag, or
-    ``(branch, version)`` on the main branch (None: its latest version).
+    ``(branch, version)`` (opened by :func:`lance_table.table.branch_checkout.checkout_reference`).
 
     Raises:
-        UnsupportedOperationError: a branch other than main (lance_table has no branches).
         TypeError: a reference of no such kind.
     """
     if isinstance(reference, bool):
@@ -47,12 +48,7 @@ def _reference(reference: Any) -> tuple[str | None, int | str | None]:
     if isinstance(reference, str):
         return reference, reference
     if isinstance(reference, tuple) and len(reference) == 2:
-        branch, version = reference
-        if branch not in (None, MAIN_BRANCH):
-            raise UnsupportedOperationError(
-                f"shallow_clone of branch {branch!r}: lance_table has no branches"
-            )
-        return None, version
+        return None, None
     raise TypeError(f"reference must be a version, a tag or (branch, version), got {reference!r}")
 
 
@@ -86,21 +82,40 @@ def shallow_clone(
         VersionNotFoundError: the version does not exist.
         TagError: the tag does not exist.
         DatasetAlreadyExistsError: a dataset exists at ``target``.
-        UnsupportedOperationError: a branch other than main.
+        BranchError: the branch does not exist.
         UnsupportedFormatError: the version needs writer features lance_table lacks.
     """
-    tag, wanted = _reference(reference)
-    src = source.checkout(wanted)
-    versions.check_writable(src.manifest, src.uri)
+    tag, _ = _reference(reference)
+    src = checkout_reference(source, reference)
     storage = open_storage(target, storage_options)
+    return write_first_version(src, storage, tag)
+
+
+def write_first_version(
+    src: Snapshot,
+    storage: Storage,
+    tag: str | None,
+    branch: str | None = None,
+    *,
+    base_name: str | None = None,
+) -> Snapshot:
+    """Write version ``src`` as the first version of the new dataset at ``storage``, its files
+    referenced where they are (see the module); ``branch``: the name of the branch the new
+    dataset is (set in the manifest and the ``Clone`` transaction, as pylance's branches);
+    ``base_name``: the name the source's directory is registered under (pylance names a parent
+    branch's directory after the branch).
+
+    Raises:
+        DatasetAlreadyExistsError: a dataset exists at ``storage``.
+        UnsupportedFormatError: the version needs writer features lance_table lacks.
+    """
+    versions.check_writable(src.manifest, src.uri)
     if versions.list_versions(storage):
-        raise DatasetAlreadyExistsError(
-            f"a dataset exists at {storage.uri}: shallow_clone needs a new location"
-        )
+        raise DatasetAlreadyExistsError(f"a dataset exists at {storage.uri}: a clone needs a new location")
     bases = base_paths(src.manifest)
     root = 0 if 0 not in bases else max(bases) + 1
-    bases[root] = DatasetBasePath(src.uri, None, True, root)
-    txn = Transaction(src.version, Clone(True, tag, src.version, src.uri))
+    bases[root] = DatasetBasePath(src.uri, base_name, True, root)
+    txn = Transaction(src.version, Clone(True, tag, src.version, src.uri, branch))
     m = src.manifest
     manifest = replace(
         m,
@@ -112,7 +127,7 @@ def shallow_clone(
         writer_version=__version__,
         tag="",
     )
-    manifest = with_base_paths(manifest, bases.values()).with_flags()
+    manifest = set_branch(with_base_paths(manifest, bases.values()), branch).with_flags()
     txn_bytes = txn.to_bytes()
     txn_path = paths.transaction_path(manifest.transaction_file)
     storage.write_new(txn_path, txn_bytes)
@@ -125,3 +140,15 @@ def shallow_clone(
         raise DatasetAlreadyExistsError(f"a dataset was created at {storage.uri} concurrently") from None
     versions.write_version_hint(storage, manifest.version)
     return Snapshot(storage, manifest, paths.ManifestNaming.V2, CommitOptions())
+
+
+def set_branch(manifest: Manifest, branch: str | None) -> Manifest:
+    """``manifest`` with its ``branch`` field set (cleared for None: a clone is its own main)."""
+    pb = table_pb2.Manifest()
+    if manifest.passthrough:
+        pb.MergeFromString(manifest.passthrough)
+    if branch is None:
+        pb.ClearField("branch")
+    else:
+        pb.branch = branch
+    return replace(manifest, passthrough=pb.SerializeToString())
