@@ -172,8 +172,9 @@ def locate(storage: Storage) -> tuple[Storage, str | None]:
 
 
 def storage_of_tag(storage: Storage, tag: str) -> Storage:
-    """The storage of the branch whose version tag ``tag`` of the dataset at ``storage`` names
-    (``storage`` itself for a tag of main, or when there is no such tag: the caller reports it).
+    """The storage of the branch whose version tag ``tag`` names; ``storage`` is the dataset's
+    root or one of its branches (tags live at the root, shared by all branches). The root for a
+    tag of main, or when there is no such tag (the caller reports it).
 
     Raises:
         CorruptFileError: the tag file is damaged or names a branch that cannot exist.
@@ -182,6 +183,10 @@ def storage_of_tag(storage: Storage, tag: str) -> Storage:
     from lance_table.format import paths
     from lance_table.table.tags import parse_tag
 
+    root, _ = locate(storage)
+    if root is not storage:
+        root.base_store_params = storage.base_store_params
+        storage = root
     path = paths.tag_path(tag)
     try:
         data = storage.read(path)

@@ -145,7 +145,7 @@ def _source(snapshot: Snapshot, reference: Any) -> tuple[Snapshot, str | None, s
             tag = Tags(root).list()[reference]
         except KeyError:
             raise TagError(f"tag {reference!r} does not exist") from None
-        return load(root, tag.version, None, snapshot.commit_options), None, reference
+        return load(root, reference, None, snapshot.commit_options), tag.branch, reference
     return checkout_reference(snapshot, reference), me, None
 
 

@@ -202,7 +202,8 @@ class LanceDataset(
 
     @property
     def tags(self) -> Tags:
-        """The dataset's tags (names for versions): ``list()``, ``create``, ``update``, ``delete``."""
+        """The dataset's tags (names for versions, shared by all its branches): ``list()``,
+        ``create``, ``update``, ``delete``; on a branch handle a version number names the branch's."""
         return Tags(self._storage, self.version)
 
     # -- writing ----------------------------------------------------------------------------------

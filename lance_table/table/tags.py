@@ -137,6 +137,9 @@ def _tag_of(name: str, items: dict[str, Any]) -> Tag:
     return tag
 
 
+# What names a version to tag: a number (of the handle's branch), a tag, ``(branch, version)``.
+Reference = int | str | tuple[str | None, int | None] | None
+
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
@@ -216,22 +219,34 @@ class Tags:
     """
 
     def __init__(self, storage: Storage, current: int | None = None) -> None:
-        """``current``: the version of the handle the tags were asked from (what ``create`` and
-        ``update`` name when given no version, as pylance's ``reference=None``)."""
-        self._storage = storage
+        """``storage``: the dataset, or one of its branches (tags live at the root, shared by all
+        branches, as pylance keeps them); ``current``: the version of the handle the tags were
+        asked from (what ``create`` and ``update`` name when given no version, as pylance's
+        ``reference=None``)."""
+        from lance_table.table.branch_refs import locate
+
+        self._storage, self._branch = locate(storage)
         self._current = current
 
     def _where(self, path: str) -> str:
         return f"{self._storage.uri.rstrip('/')}/{path}"
 
-    def _entry(self, version: int) -> versions.VersionEntry:
-        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-            raise VersionNotFoundError(f"{version!r} is not a version number of {self._storage.uri}")
-        return versions.find_entry(self._storage, version)
+    def _entry(self, branch: str | None, version: int | None) -> tuple[Storage, versions.VersionEntry]:
+        """The storage of ``branch`` and its version ``version`` (None: its latest)."""
+        from lance_table.table.branch_checkout import branch_storage
 
-    def _body(self, version: int, size: int, created: str, metadata: dict[str, Any]) -> bytes:
+        storage = branch_storage(self._storage, branch)
+        if version is None:
+            return storage, versions.latest_entry(storage)
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            raise VersionNotFoundError(f"{version!r} is not a version number of {storage.uri}")
+        return storage, versions.find_entry(storage, version)
+
+    def _body(
+        self, branch: str | None, version: int, size: int, created: str, metadata: dict[str, Any]
+    ) -> bytes:
         body = {
-            "branch": None,
+            "branch": branch,
             "version": version,
             "createdAt": created,
             "updatedAt": _now(),
@@ -284,9 +299,12 @@ class Tags:
         except (ValueError, KeyError, TypeError):
             return True  # not a lock we wrote (locks are created whole, never partial)
 
-    def _undo_if_version_gone(self, name: str, entry: versions.VersionEntry, previous: bytes | None) -> None:
-        """After writing a tag: if cleanup removed its version meanwhile, put back what was there."""
-        if self._storage.exists(entry.path):
+    def _undo_if_version_gone(
+        self, name: str, at: Storage, entry: versions.VersionEntry, previous: bytes | None
+    ) -> None:
+        """After writing a tag: if cleanup removed its version (in ``at``, the storage of its
+        branch) meanwhile, put back what was there."""
+        if at.exists(entry.path):
             return
         path = paths.tag_path(name)
         if previous is None:
@@ -294,65 +312,80 @@ class Tags:
         else:
             self._storage.write(path, previous)
         raise VersionNotFoundError(
-            f"version {entry.version} of {self._storage.uri} was cleaned up while tag {name!r} was written"
+            f"version {entry.version} of {at.uri} was cleaned up while tag {name!r} was written"
         )
 
-    def _manifest_size(self, entry: versions.VersionEntry) -> int:
-        """The size of a version's manifest (pylance records it in the tag).
+    def _manifest_size(self, at: Storage, entry: versions.VersionEntry) -> int:
+        """The size of a version's manifest in ``at`` (pylance records it in the tag).
 
         Raises:
             VersionGoneError: the manifest was cleaned up since it was found.
         """
         try:
-            return self._storage.size(entry.path)
+            return at.size(entry.path)
         except FileNotFoundError:
             raise VersionGoneError(
-                f"version {entry.version} of {self._storage.uri} was cleaned up while it was tagged"
+                f"version {entry.version} of {at.uri} was cleaned up while it was tagged"
             ) from None
 
-    def create(self, tag: str, reference: int | str | None = None) -> None:
-        """Name a version: ``reference`` is its number, another tag's name, or None for the
-        handle's version (pylance's parameters).
+    def create(self, tag: str, reference: Reference = None) -> None:
+        """Name a version: ``reference`` is a version number of the handle's branch, another
+        tag's name, ``(branch, version)`` (branch None or ``"main"``: main; version None: the
+        branch's latest), or None for the handle's version (pylance's parameters). The tag is
+        written at the dataset's root, recording the branch of its version.
 
         Raises:
             TagError: the tag exists already or the name is invalid.
+            BranchError: the branch named does not exist.
             VersionNotFoundError: the version does not exist (or was cleaned up meanwhile).
         """
         name = _checked_name(tag)
-        version = self._resolve(reference)
-        entry = self._entry(version)
-        data = self._body(version, self._manifest_size(entry), _now(), {})
+        branch, version = self._resolve(reference)
+        at, entry = self._entry(branch, version)
+        data = self._body(branch, entry.version, self._manifest_size(at, entry), _now(), {})
         with self._locked(name):
             try:
                 self._storage.put_if_absent(paths.tag_path(name), data)
             except FileExistsError:
                 raise TagError(f"tag {name!r} already exists") from None
-            self._undo_if_version_gone(name, entry, None)
+            self._undo_if_version_gone(name, at, entry, None)
 
-    def _resolve(self, reference: int | str | None) -> int:
+    def _resolve(self, reference: Reference) -> tuple[str | None, int | None]:
+        """(the branch, None for main; the version, None for its latest) ``reference`` names."""
+        from lance_table.table.branch_refs import MAIN_BRANCH
+
         if reference is None:
             if self._current is None:
                 raise TagError("name the version to tag")
-            return self._current
-        return self.get_version(reference) if isinstance(reference, str) else reference
+            return self._branch, self._current
+        if isinstance(reference, str):
+            named = self._read(reference)[0]
+            return named.branch, named.version
+        if isinstance(reference, tuple) and len(reference) == 2:
+            branch, version = reference
+            if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
+                raise TypeError(f"a branch reference's version is an integer or None, not {version!r}")
+            return (None if branch in (None, MAIN_BRANCH) else branch), version
+        return self._branch, reference
 
-    def update(self, tag: str, reference: int | str | None = None) -> None:
-        """Point an existing tag at another version (``reference``: a number, another tag's name,
-        or None for the handle's version).
+    def update(self, tag: str, reference: Reference = None) -> None:
+        """Point an existing tag at another version (``reference`` as in :meth:`create`).
 
         Raises:
             TagError: the tag does not exist.
+            BranchError: the branch named does not exist.
             VersionNotFoundError: the version does not exist (or was cleaned up meanwhile).
         """
         name = _checked_name(tag)
-        version = self._resolve(reference)
-        entry = self._entry(version)
-        size = self._manifest_size(entry)
+        branch, version = self._resolve(reference)
+        at, entry = self._entry(branch, version)
+        size = self._manifest_size(at, entry)
         with self._locked(name):
             old, raw = self._read(name)
-            body = self._body(version, size, json.loads(raw).get("createdAt") or _now(), old.metadata)
+            created = json.loads(raw).get("createdAt") or _now()
+            body = self._body(branch, entry.version, size, created, old.metadata)
             self._storage.write(paths.tag_path(name), body)
-            self._undo_if_version_gone(name, entry, raw)
+            self._undo_if_version_gone(name, at, entry, raw)
 
     def replace_metadata(self, tag: str, metadata: dict[str, str]) -> None:
         """Replace a tag's whole metadata with ``metadata`` (pylance's ``replace_metadata``): the
@@ -403,17 +436,7 @@ class Tags:
         Raises:
             CorruptFileError: a tag file is damaged (the error names it).
         """
-        out = {}
-        for entry in self._storage.list_dir(paths.TAGS_DIR, stat=False):
-            if not entry.name.endswith(".json"):
-                continue
-            name = entry.name[: -len(".json")]
-            try:
-                data = self._storage.read(entry.path)
-            except FileNotFoundError:
-                continue  # deleted since the listing
-            out[name] = parse_tag(name, data, self._where(entry.path))
-        return out
+        return tags_in(self._storage)
 
     def list_ordered(self, order: str | None = None) -> builtins.list[tuple[str, Tag]]:
         """Every tag as ``(name, tag)``, by version, newest first (``order="asc"``: oldest first),
@@ -427,6 +450,26 @@ class Tags:
             raise ValueError(f"order must be 'asc' or 'desc', not {order!r}")
         items = sorted(self.list().items(), key=lambda item: (item[1].version, item[0]))
         return items if order == "asc" else items[::-1]
+
+
+def tags_in(storage: Storage) -> dict[str, Tag]:
+    """Every tag file in ``storage``'s own ``_refs/tags`` directory, by name (the dataset's tags
+    when ``storage`` is its root).
+
+    Raises:
+        CorruptFileError: a tag file is damaged (the error names it).
+    """
+    out = {}
+    for entry in storage.list_dir(paths.TAGS_DIR, stat=False):
+        if not entry.name.endswith(".json"):
+            continue
+        name = entry.name[: -len(".json")]
+        try:
+            data = storage.read(entry.path)
+        except FileNotFoundError:
+            continue  # deleted since the listing
+        out[name] = parse_tag(name, data, f"{storage.uri.rstrip('/')}/{entry.path}")
+    return out
 
 
 @contextlib.contextmanager

@@ -49,7 +49,7 @@ from lance_table.storage import Entry, Storage
 from lance_table.table import branch_refs, versions
 from lance_table.table.indices import decode_section
 from lance_table.table.progress import SILENT, Progress, reporter
-from lance_table.table.tags import IN_FLIGHT_SECONDS, PIN_STALE_SECONDS, Tags, pinned_versions
+from lance_table.table.tags import IN_FLIGHT_SECONDS, PIN_STALE_SECONDS, Tags, pinned_versions, tags_in
 
 DEFAULT_OLDER_THAN = dt.timedelta(days=14)
 # Files no manifest references may belong to a writer that has not committed yet.
@@ -301,8 +301,8 @@ def _tagged(storage: Storage) -> dict[int, str]:
     """
     root, me = branch_refs.locate(storage)
     out = {t.version: name for name, t in Tags(root).list().items() if t.branch == me}
-    if me is not None:  # tags written in the branch's own directory (by a handle on it) count too
-        out.update({t.version: name for name, t in Tags(storage).list().items()})
+    if me is not None:  # tags an older lance_table wrote in the branch's own directory count too
+        out.update({t.version: name for name, t in tags_in(storage).items()})
     return out
 
 
