@@ -187,7 +187,8 @@ def _tagged_entry(tags_at: Storage, tag: str, storage: Storage) -> versions.Vers
     try:
         return versions.find_entry(storage, version)
     except VersionNotFoundError as exc:
-        where = f"{tags_at.uri.rstrip('/')}/{paths.tag_path(tag)}"
+        root, _ = branch_refs.locate(tags_at)  # tags live at the root
+        where = f"{root.uri.rstrip('/')}/{paths.tag_path(tag)}"
         raise VersionNotFoundError(
             f"tag {tag!r} ({where}) names a version that does not exist: {exc}"
         ) from None
