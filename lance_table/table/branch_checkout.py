@@ -5,27 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from lance_table.errors import BranchError
-from lance_table.storage import Storage, open_storage
-from lance_table.table.branch_refs import MAIN_BRANCH, branch_path, locate, tree_uri
+from lance_table.table.branch_refs import branch_storage
 from lance_table.table.snapshot import Snapshot, load
-
-
-def branch_storage(storage: Storage, branch: str | None) -> Storage:
-    """The storage of ``branch`` (None or ``"main"``: the root) of the dataset ``storage`` is in.
-
-    Raises:
-        BranchError: there is no such branch.
-    """
-    root, _ = locate(storage)
-    if branch in (None, MAIN_BRANCH):
-        return root
-    assert branch is not None
-    if not root.exists(branch_path(branch)):
-        raise BranchError(f"branch {branch!r} of {root.uri} does not exist")
-    out = open_storage(tree_uri(root.uri, branch), root.storage_options)
-    out.base_store_params = storage.base_store_params
-    return out
 
 
 def checkout_reference(snapshot: Snapshot, reference: Any) -> Snapshot:

@@ -25,7 +25,7 @@ import re
 from typing import Any, TypedDict
 from urllib.parse import quote, unquote
 
-from lance_table.errors import BranchError, CorruptFileError, VersionNotFoundError
+from lance_table.errors import BranchError, CorruptFileError
 from lance_table.storage import Storage, open_storage
 
 BRANCHES_DIR = "_refs/branches"
@@ -171,41 +171,19 @@ def locate(storage: Storage) -> tuple[Storage, str | None]:
     return storage, None
 
 
-def storage_of_tag(storage: Storage, tag: str) -> Storage:
-    """The storage of the branch whose version tag ``tag`` names; ``storage`` is the dataset's
-    root or one of its branches (tags live at the root, shared by all branches). The root for a
-    tag of main, or when there is no such tag (the caller reports it).
+def branch_storage(storage: Storage, branch: str | None) -> Storage:
+    """The storage of ``branch`` (None or ``"main"``: the root) of the dataset ``storage`` is in.
 
     Raises:
-        CorruptFileError: the tag file is damaged or names a branch that cannot exist.
-        VersionNotFoundError: the tag names a version of a branch that does not exist.
+        BranchError: there is no such branch.
     """
-    from lance_table.format import paths
-    from lance_table.table.tags import parse_tag
-
     root, _ = locate(storage)
-    if root is not storage:
-        root.base_store_params = storage.base_store_params
-        storage = root
-    path = paths.tag_path(tag)
-    try:
-        data = storage.read(path)
-    except (FileNotFoundError, ValueError):
-        return storage
-    where = f"{storage.uri.rstrip('/')}/{path}"
-    parsed = parse_tag(tag, data, where)
-    branch = parsed.branch
-    if branch is None:
-        return storage
-    try:
-        check_branch_name(branch)
-    except BranchError as exc:
-        raise CorruptFileError(where, f"tag names a version of a branch that cannot exist ({exc})") from None
-    if not storage.exists(branch_path(branch)):
-        raise VersionNotFoundError(
-            f"tag {tag!r} ({where}) names version {parsed.version} of branch {branch!r}, which does not exist"
-        )
-    out = open_storage(tree_uri(storage.uri, branch), storage.storage_options)
+    if branch in (None, MAIN_BRANCH):
+        return root
+    assert branch is not None
+    if not root.exists(branch_path(branch)):
+        raise BranchError(f"branch {branch!r} of {root.uri} does not exist")
+    out = open_storage(tree_uri(root.uri, branch), root.storage_options)
     out.base_store_params = storage.base_store_params
     return out
 
@@ -258,6 +236,7 @@ __all__ = [
     "MAIN_BRANCH",
     "Branch",
     "branch_path",
+    "branch_storage",
     "branches_referencing",
     "check_branch_name",
     "encode_branch",
@@ -265,6 +244,5 @@ __all__ = [
     "locate",
     "parse_branch",
     "referenced_versions",
-    "storage_of_tag",
     "tree_uri",
 ]

@@ -14,19 +14,26 @@ from functools import cached_property
 
 import pyarrow as pa
 
-from lance_table.errors import UnsupportedFormatError, VersionGoneError, VersionNotFoundError
+from lance_table.errors import (
+    BranchError,
+    CorruptFileError,
+    UnsupportedFormatError,
+    VersionGoneError,
+    VersionNotFoundError,
+)
 from lance_table.extensions import user_schema
 from lance_table.file.v2_1.blob_v2 import has_blob_v2, is_blob_v2, read_node
 from lance_table.format import paths
 from lance_table.format.bases import BasePath, base_paths
 from lance_table.format.manifest import LEGACY_DATA_FORMAT, Fragment, Manifest
 from lance_table.schema import FieldNode, arrow_schema_from_fields, build_tree
-from lance_table.storage import Storage
+from lance_table.storage import Storage, open_storage
 from lance_table.table import branch_refs, versions
+from lance_table.table.branch_refs import branch_path, check_branch_name, locate, tree_uri
 from lance_table.table.commit import CommitOptions, Pending, commit
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.fragment_readers import FragmentReaders
-from lance_table.table.tags import Tags
+from lance_table.table.tags import Tags, parse_tag
 
 # Opening the latest version lists again when the one listed was cleaned up before it was read.
 LATEST_TRIES = 20
@@ -157,7 +164,7 @@ def load(
         raise ValueError("pass version or asof, not both")
     tags_at = storage
     if isinstance(version, str):  # a tag may name a version of a branch
-        storage = branch_refs.storage_of_tag(storage, version)
+        storage = _storage_of_tag(storage, version)
     for _ in range(LATEST_TRIES):
         if isinstance(version, str):
             entry = _tagged_entry(tags_at, version, storage)
@@ -178,6 +185,42 @@ def load(
         f"the latest version of {storage.uri} kept being cleaned up while it was opened "
         f"({LATEST_TRIES} tries)"
     )
+
+
+def _storage_of_tag(storage: Storage, tag: str) -> Storage:
+    """The storage of the branch whose version tag ``tag`` names; ``storage`` is the dataset's
+    root or one of its branches (tags live at the root, shared by all branches). The root for a
+    tag of main, or when there is no such tag (the caller reports it).
+
+    Raises:
+        CorruptFileError: the tag file is damaged or names a branch that cannot exist.
+        VersionNotFoundError: the tag names a version of a branch that does not exist.
+    """
+    root, _ = locate(storage)
+    if root is not storage:
+        root.base_store_params = storage.base_store_params
+        storage = root
+    path = paths.tag_path(tag)
+    try:
+        data = storage.read(path)
+    except (FileNotFoundError, ValueError):
+        return storage
+    where = f"{storage.uri.rstrip('/')}/{path}"
+    parsed = parse_tag(tag, data, where)
+    branch = parsed.branch
+    if branch is None:
+        return storage
+    try:
+        check_branch_name(branch)
+    except BranchError as exc:
+        raise CorruptFileError(where, f"tag names a version of a branch that cannot exist ({exc})") from None
+    if not storage.exists(branch_path(branch)):
+        raise VersionNotFoundError(
+            f"tag {tag!r} ({where}) names version {parsed.version} of branch {branch!r}, which does not exist"
+        )
+    out = open_storage(tree_uri(storage.uri, branch), storage.storage_options)
+    out.base_store_params = storage.base_store_params
+    return out
 
 
 def _tagged_entry(tags_at: Storage, tag: str, storage: Storage) -> versions.VersionEntry:

@@ -29,6 +29,7 @@ from lance_table.errors import CorruptFileError, TagError, VersionGoneError, Ver
 from lance_table.format import paths
 from lance_table.storage import Storage
 from lance_table.table import versions
+from lance_table.table.branch_refs import MAIN_BRANCH, branch_storage, locate
 
 # A tag lock older than this belongs to a writer that died: it may be broken.
 LOCK_STALE_SECONDS = 30.0
@@ -223,8 +224,6 @@ class Tags:
         branches, as pylance keeps them); ``current``: the version of the handle the tags were
         asked from (what ``create`` and ``update`` name when given no version, as pylance's
         ``reference=None``)."""
-        from lance_table.table.branch_refs import locate
-
         self._storage, self._branch = locate(storage)
         self._current = current
 
@@ -233,8 +232,6 @@ class Tags:
 
     def _entry(self, branch: str | None, version: int | None) -> tuple[Storage, versions.VersionEntry]:
         """The storage of ``branch`` and its version ``version`` (None: its latest)."""
-        from lance_table.table.branch_checkout import branch_storage
-
         storage = branch_storage(self._storage, branch)
         if version is None:
             return storage, versions.latest_entry(storage)
@@ -352,8 +349,6 @@ class Tags:
 
     def _resolve(self, reference: Reference) -> tuple[str | None, int | None]:
         """(the branch, None for main; the version, None for its latest) ``reference`` names."""
-        from lance_table.table.branch_refs import MAIN_BRANCH
-
         if reference is None:
             if self._current is None:
                 raise TagError("name the version to tag")
