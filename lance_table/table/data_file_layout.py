@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Sequence
+from typing import Any
 
 from lance_table.errors import CorruptFileError, SchemaError, UnsupportedFormatError
 from lance_table.extensions import storage_schema
@@ -30,6 +31,23 @@ def layout(fields: tuple[LanceField, ...], version: str) -> tuple[tuple[int, ...
     return written.field_ids, written.column_indices
 
 
+def open_data_file(storage: Storage, uri: str) -> tuple[Any, FileVersion]:
+    """The metadata (pylance's ``LanceFileMetadata`` shape) and format version of the Lance 2.x
+    data file at ``uri`` on ``storage``.
+
+    Raises:
+        LanceFileNotFoundError: there is no such file.
+        UnsupportedFormatError: the file is not a Lance 2.x data file.
+    """
+    meta = LanceFileReader(uri, storage_options=storage.storage_options).metadata()
+    try:
+        return meta, FileVersion.from_footer(meta.major_version, meta.minor_version, uri)
+    except CorruptFileError:
+        raise UnsupportedFormatError(
+            f"{uri}: a file of format {meta.major_version}.{meta.minor_version} is not a data file"
+        ) from None
+
+
 def data_file_from_file(
     storage: Storage,
     fields: Sequence[LanceField],
@@ -49,14 +67,7 @@ def data_file_from_file(
     if base_id is not None:
         raise UnsupportedFormatError(f"DataFile.create with base_id={base_id} is not supported")
     uri = f"{storage.uri.rstrip('/')}/data/{path}"
-    reader = LanceFileReader(uri, storage_options=storage.storage_options)
-    meta = reader.metadata()
-    try:
-        version = FileVersion.from_footer(meta.major_version, meta.minor_version, uri)
-    except CorruptFileError:
-        raise UnsupportedFormatError(
-            f"{uri}: a file of format {meta.major_version}.{meta.minor_version} is not a data file"
-        ) from None
+    meta, version = open_data_file(storage, uri)
     roots = {node.name: node for node in build_tree(list(fields))}
     file_schema = storage_schema(meta.schema)
     chosen: list[LanceField] = []

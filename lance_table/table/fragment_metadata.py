@@ -105,7 +105,12 @@ class DataFile:
             ```
         """
         snapshot = dataset._snapshot
-        f = data_file_from_file(snapshot.storage, snapshot.manifest.fields, path, base_id)
+        return cls._from_format(
+            data_file_from_file(snapshot.storage, snapshot.manifest.fields, path, base_id)
+        )
+
+    @classmethod
+    def _from_format(cls, f: fmt.DataFile) -> DataFile:
         return cls(
             f.path,
             list(f.fields),
@@ -433,18 +438,7 @@ class FragmentMetadata:
         deletion = fragment.deletion_file
         return FragmentMetadata(
             id=fragment.id,
-            files=[
-                DataFile(
-                    f.path,
-                    list(f.fields),
-                    list(f.column_indices),
-                    f.file_major_version,
-                    f.file_minor_version,
-                    f.file_size_bytes,
-                    f.base_id,
-                )
-                for f in fragment.files
-            ],
+            files=[DataFile._from_format(f) for f in fragment.files],
             physical_rows=fragment.physical_rows,
             deletion_file=None if deletion is None else DeletionFile._from_format(deletion),
             **metas,

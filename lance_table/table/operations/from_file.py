@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from lance_table.errors import AppendSchemaError, CorruptFileError, UnsupportedFormatError
+from lance_table.errors import AppendSchemaError
 from lance_table.extensions import storage_schema
-from lance_table.file.api import LanceFileReader
-from lance_table.file.container import FileVersion
 from lance_table.format.manifest import DataFile, Fragment
 from lance_table.schema import LanceField, arrow_schema_from_fields
 from lance_table.table.data_file_layout import layout as _layout
+from lance_table.table.data_file_layout import open_data_file
 from lance_table.table.snapshot import Snapshot
 
 
@@ -27,14 +26,7 @@ def fragment_from_file(snapshot: Snapshot, filename: str, fragment_id: int) -> F
         UnsupportedFormatError: the file is not a Lance 2.x file.
     """
     uri = f"{snapshot.uri.rstrip('/')}/data/{filename}"
-    reader = LanceFileReader(uri, storage_options=snapshot.storage.storage_options)
-    meta = reader.metadata()
-    try:
-        version = FileVersion.from_footer(meta.major_version, meta.minor_version, uri)
-    except CorruptFileError:
-        raise UnsupportedFormatError(
-            f"{uri}: a file of format {meta.major_version}.{meta.minor_version} does not make a fragment"
-        ) from None
+    meta, version = open_data_file(snapshot.storage, uri)
     fields = snapshot.manifest.fields
     _check_schema(storage_schema(meta.schema), fields, uri)
     ids, columns = _layout(fields, version.value)
