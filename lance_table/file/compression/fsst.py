@@ -27,13 +27,14 @@ from __future__ import annotations
 import functools
 import itertools
 import struct
+import threading
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_table._parallel import map_parts, parts_inline
+from lance_table._parallel import map_parts, parts_inline, workers
 
 FSST_MAGIC = 0x46535354
 ESCAPE = 255
@@ -82,16 +83,18 @@ def decode(
     ):
         raise FsstError(f"string offsets do not lie in order within the {n} compressed bytes")
     rows, code_index = _rows(codes, offsets, tables.nsym)
-    bounds = _bounds(rows.size)
-    parts = map_parts(
-        lambda b: _decode_part(rows, b[0], b[1], code_index, tables), list(itertools.pairwise(bounds))
-    )
-    if len(parts) == 1 and len(parts[0][0]) == 1:
-        return parts[0][0][0], parts[0][1].astype(np.int64, copy=False)
+    with _IN_FLIGHT:
+        bounds = _bounds(rows.size)
+        if len(bounds) == 2:  # one part: decoded here, nothing to join
+            pieces, starts = _decode_part(rows, 0, rows.size, code_index, tables)
+            return (pieces[0] if pieces else memoryview(b"")), starts
+        parts = map_parts(
+            lambda b: _decode_part(rows, b[0], b[1], code_index, tables), list(itertools.pairwise(bounds))
+        )
     new_offsets = np.empty(offsets.size, np.int64)
     done = 0  # output bytes of the parts before
     first = 0  # first offset not yet placed
-    pieces: list[memoryview] = []
+    pieces = []
     for part_pieces, local in parts:
         new_offsets[first : first + local.size] = local + done
         first += local.size
@@ -99,6 +102,27 @@ def decode(
         pieces += part_pieces
     pieces = [piece for piece in pieces if len(piece)]
     return (pieces[0] if len(pieces) == 1 else b"".join(pieces)), new_offsets
+
+
+class _InFlight:
+    """How many :func:`decode` calls are running in this process: the threads left free for
+    cutting one stream into parts are the workers shared among them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.count = 0
+
+    def __enter__(self) -> int:
+        with self._lock:
+            self.count += 1
+            return self.count
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            self.count -= 1
+
+
+_IN_FLIGHT = _InFlight()
 
 
 def _rows(codes: np.ndarray, offsets: np.ndarray, nsym: int) -> tuple[np.ndarray, np.ndarray]:
@@ -129,11 +153,17 @@ def _rows(codes: np.ndarray, offsets: np.ndarray, nsym: int) -> tuple[np.ndarray
 def _bounds(n: int) -> list[int]:
     """Where to cut ``n`` codes into parts (of even sizes, so that pairs stay within a part).
 
-    Parts that would run one after the other on this thread (inside a map that keeps every
-    worker busy) are as large as they may be: each cut costs a copy when the parts are joined."""
-    size = min(max(_MIN_PART, -(-n // _PARTS)), _MAX_PART) if not parts_inline() else _MAX_PART
+    Parts run on the threads that the streams being decoded at the moment leave free (a scan
+    decoding a page per worker cuts none), each of at least ``_MIN_PART`` codes: every cut costs
+    a copy when the parts are joined, and parts that would run one after the other on this thread
+    (inside a map that keeps every worker busy) gain nothing for it."""
+    if not n:
+        return [0, 0]
+    free = 1 if parts_inline() else max(1, workers() // max(_IN_FLIGHT.count, 1))
+    count = min(_PARTS, free, max(1, n // _MIN_PART))
+    size = min(-(-n // count), _MAX_PART)
     size += size % 2
-    return [*range(0, n, size), n] if n else [0, 0]
+    return [*range(0, n, size), n]
 
 
 def _decode_part(

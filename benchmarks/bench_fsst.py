@@ -1,0 +1,119 @@
+"""FSST strings in format 2.2: projecting one string column of a pylance-written dataset.
+
+pylance writes short strings as FSST mini-block pages. Each scenario writes one dataset with
+pylance (``--rows`` rows, one string column and an id) and times ``to_table(columns=["s"])`` on
+both sides, interleaved, reporting median wall and process CPU times (all threads) and the load
+average. lance_table's result must equal pylance's (checked once per scenario).
+
+Columns: ``text20`` (20 random lowercase letters, as in the dataset matrix), ``short text``
+(5-40 bytes of words), ``hex ids`` (32 hex digits), ``urls`` (a few shared prefixes and a tail).
+
+    python benchmarks/bench_fsst.py --rows 1000000 --runs 7
+    python benchmarks/bench_fsst.py --only hex --profile
+"""
+
+from __future__ import annotations
+
+import cProfile
+import os
+import pstats
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from bench_strings22 import _column, _text_stream
+from common import argument_parser, interleaved_result
+
+
+def columns(rows: int) -> dict[str, Callable[[], pa.Array]]:
+    """The string columns of the scenarios, ``rows`` values each."""
+
+    def text20() -> pa.Array:
+        rng = np.random.default_rng(42)
+        letters = rng.integers(ord("a"), ord("z") + 1, rows * 20, dtype=np.uint8)
+        return _column(letters, np.full(rows, 20), pa.string())
+
+    def short_text() -> pa.Array:
+        rng = np.random.default_rng(5)
+        lengths = rng.integers(5, 41, rows)
+        return _column(_text_stream(int(lengths.sum()), 5), lengths, pa.string())
+
+    def hex_ids() -> pa.Array:
+        rng = np.random.default_rng(3)
+        raw = np.frombuffer(rng.bytes(rows * 16), np.uint8)
+        hexdig = np.frombuffer(b"0123456789abcdef", np.uint8)
+        data = np.stack([hexdig[raw >> 4], hexdig[raw & 15]], axis=1).reshape(-1)
+        return _column(data, np.full(rows, 32), pa.string())
+
+    def urls() -> pa.Array:
+        rng = np.random.default_rng(9)
+        hosts = ["https://example.com/", "https://docs.example.org/api/", "http://shop.test/item?id="]
+        tails = _text_stream(rows * 12, 9)
+        lengths = rng.integers(4, 20, rows)
+        pick = rng.integers(0, len(hosts), rows)
+        values, at = [], 0
+        for h, n in zip(pick.tolist(), lengths.tolist()):
+            values.append(hosts[h] + tails[at : at + n].tobytes().decode().replace(" ", "-"))
+            at += n
+        return pa.array(values, pa.string())
+
+    return {"text20": text20, "short text": short_text, "hex ids": hex_ids, "urls": urls}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argument_parser(__doc__, rows=1_000_000, runs=7)
+    parser.add_argument("--only", default="", help="run the scenarios whose name contains this")
+    parser.add_argument("--profile", action="store_true", help="cProfile lance_table's projection")
+    args = parser.parse_args(argv)
+    import lance
+
+    import lance_table as lt
+
+    work = Path(tempfile.mkdtemp(prefix="lance_table_bench_fsst_"))
+    print(f"load average before: {os.getloadavg()}", flush=True)
+    try:
+        for name, make in columns(args.rows).items():
+            if args.only not in name:
+                continue
+            uri = str(work / name.replace(" ", "_"))
+            table = pa.table({"id": pa.array(np.arange(args.rows)), "s": make()})
+            lance.write_dataset(table, uri, data_storage_version="2.2")
+            del table
+            got = lt.dataset(uri).to_table(columns=["s"])
+            assert got.equals(lance.dataset(uri).to_table(columns=["s"])), name
+            mb = got.nbytes / 2**20
+            if args.profile:
+                prof = cProfile.Profile()
+                prof.enable()
+                for _ in range(args.runs):
+                    lt.dataset(uri).to_table(columns=["s"])
+                prof.disable()
+                pstats.Stats(prof).sort_stats("tottime").print_stats(15)
+                continue
+            r = interleaved_result(
+                name,
+                lambda u=uri: lt.dataset(u).to_table(columns=["s"]),
+                lambda u=uri: lance.dataset(u).to_table(columns=["s"]),
+                args.runs,
+            )
+            print(
+                f"{name:<12} {mb:6.1f} MB  wall {r.lance_table_s * 1e3:7.1f}/{r.pylance_s * 1e3:7.1f} ms"
+                f" = {r.ratio:5.2f}  cpu {(r.lance_table_cpu_s or 0) * 1e3:7.1f}/"
+                f"{(r.pylance_cpu_s or 0) * 1e3:7.1f} ms = {r.cpu_ratio:5.2f}  load {r.load or 0:.2f}",
+                flush=True,
+            )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"load average after: {os.getloadavg()}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
