@@ -164,23 +164,30 @@ def matcher(symbols: np.ndarray, lengths: np.ndarray) -> Matcher:
 
 def _match(m: Matcher, words: np.ndarray, cur: np.ndarray, end: np.ndarray) -> np.ndarray:
     """``code | bytes covered << 8`` of the longest symbol (or escape, code 255) at each position
-    ``cur`` of a segment ending at ``end``, given the next 8 bytes there (little-endian)."""
+    ``cur`` of a segment ending at ``end``, given the next 8 bytes there (little-endian).
+
+    A 2-byte symbol matched at the last byte of a segment is left to the caller (see
+    :func:`_overshot`): it is rare, and checking every position for it costs a third of a step."""
     low3 = words.view(np.int64) & 0xFFFFFF
     entry = m.short[low3 & 0xFFFF]
     cand = np.flatnonzero(entry >= _LONG)  # a symbol of 3+ bytes starts with these 2 bytes
     if cand.size:
-        k = m.long_index[(entry[cand] >> _SLOT_SHIFT) * 256 + (low3[cand] >> 16)]
-        found = k >= 0
-        cand, k = cand[found], k[found]
+        wc = words.take(cand)
+        k = m.long_index[(entry.take(cand) >> _SLOT_SHIFT) * 256 + (low3.take(cand) >> 16)]
+        # (positions selected by index: a take is several times faster than a boolean mask here)
+        found = np.flatnonzero(k >= 0)
+        cand, k, wc = cand.take(found), k.take(found), wc.take(found)
         n = m.long_len[k]
-        hit = (n <= end[cand] - cur[cand]) & ((words[cand] & MASKS[n]) == m.long_val[k])
-        entry[cand[hit]] = m.long_entry[k[hit]]
+        hit = np.flatnonzero((n <= end.take(cand) - cur.take(cand)) & ((wc & MASKS[n]) == m.long_val[k]))
+        entry[cand.take(hit)] = m.long_entry[k.take(hit)]
     entry &= _LONG - 1
-    # a 2-byte symbol at the last byte of a segment: take the byte's own code instead
-    over = np.flatnonzero(cur + (entry >> 8) > end)
-    if over.size:
-        entry[over] = m.byte[low3[over] & 0xFF]
     return entry
+
+
+def _overshot(m: Matcher, words: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """The entries at positions ``at`` (each the last byte of its segment, where a 2-byte symbol
+    matched): the byte's own symbol, or an escape."""
+    return m.byte[words[at].view(np.int64) & 0xFF]
 
 
 def segments(offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -205,20 +212,39 @@ def next_words(data: np.ndarray) -> np.ndarray:
 def parse(m: Matcher, data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Greedy parse of all strings: the position of every code (sorted) and its code (255 for an
     escape of the byte at that position)."""
+    visited, code_at, _ = _walk(m, data, offsets)
+    positions = np.flatnonzero(visited)
+    return positions, code_at[positions]
+
+
+def _walk(m: Matcher, data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The greedy parse of all strings: which positions start a code, the code at each of them
+    (other positions hold garbage), and how many codes each segment (see :func:`segments`) has."""
     words = next_words(data)
     cur, end = segments(offsets)
+    seg = np.arange(cur.size)
+    counts = np.zeros(cur.size, np.int64)
     code_at = np.empty(data.size, np.uint8)
     visited = np.zeros(data.size, bool)
+    steps = 0
     while cur.size:
+        steps += 1
         entry = _match(m, words[cur], cur, end)
         visited[cur] = True
         code_at[cur] = entry  # the low byte
-        cur = cur + (entry >> 8)
+        step = entry >> 8
+        cur = cur + step
         open_ = cur < end
         if not open_.all():
-            cur, end = cur[open_], end[open_]
-    positions = np.flatnonzero(visited)
-    return positions, code_at[positions]
+            closed = np.flatnonzero(~open_)
+            counts[seg.take(closed)] = steps
+            over = closed[cur.take(closed) > end.take(closed)]
+            if over.size:  # a 2-byte symbol at a segment's last byte: that byte's own code
+                at = cur.take(over) - step.take(over)
+                code_at[at] = _overshot(m, words, at)
+            keep = np.flatnonzero(open_)  # (a take is several times faster than a boolean mask)
+            cur, end, seg = cur.take(keep), end.take(keep), seg.take(keep)
+    return visited, code_at, counts
 
 
 # --- compression -----------------------------------------------------------------------------------
@@ -261,8 +287,15 @@ def arrow_buffers(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 def _compress_part(m: Matcher, data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Compress strings ``data[offsets[i]:offsets[i+1]]`` (offsets from 0); the codes and the
     output offsets."""
-    positions, codes = parse(m, data, offsets)
-    firsts = np.searchsorted(positions, offsets)  # codes before each string
+    visited, code_at, seg_counts = _walk(m, data, offsets)
+    positions = np.flatnonzero(visited)
+    codes = code_at.take(positions)
+    # codes before each string: those of the segments before its first one
+    seg_ends = np.zeros(seg_counts.size + 1, np.int64)
+    np.cumsum(seg_counts, out=seg_ends[1:])
+    first_seg = np.zeros(offsets.size, np.int64)
+    np.cumsum(-(-np.diff(offsets) // SEGMENT), out=first_seg[1:])
+    firsts = seg_ends[first_seg]
     escaped = np.flatnonzero(codes == ESCAPE)
     if not escaped.size:
         return codes, firsts
