@@ -59,7 +59,7 @@ class _Tables:
     """A symbol table ready for decoding."""
 
     lengths: np.ndarray  # output bytes of each of the 512 rows
-    code_lengths: np.ndarray  # int32 output bytes of each of the first 256 rows (codes)
+    first_lengths: np.ndarray  # int64 output bytes of the first code of each pair (a | b << 8)
     nsym: int
     singles: pa.Array  # binary: the bytes of each row
     pairs: pa.Array  # binary: the bytes of rows a then b at index a | b << 8 (a, b < 256)
@@ -185,14 +185,16 @@ def _decode_part(
             pairs = np.empty(seg.size + seg.size % 2, np.uint8)
             pairs[: seg.size] = seg
             pairs[seg.size :] = ESCAPE
-        data, ends = _take(t.pairs, pairs.view(np.uint16))
+        p16 = pairs.view(np.uint16)
+        data, ends = _take(t.pairs, p16)
         # a string starting at an odd code starts after the first code of its pair: add that
         # code's length (no masks: the parity multiplies it). Gathers in Arrow, which beats
         # numpy's fancy indexing several times over on these many small lookups.
-        at32 = at.astype(np.int32)
-        starts = _gather(ends, at32 >> 1).astype(np.int64)
-        lead = _gather(seg, np.minimum(at32 & ~1, seg.size - 1))  # (an even start: any code)
-        return [data], starts + _gather(t.code_lengths, lead) * (at32 & 1)
+        half = at >> 1
+        starts = _gather(ends, half).astype(np.int64)
+        lead = _gather(p16, np.minimum(half, p16.size - 1))  # (an even start: any pair)
+        starts += _gather(t.first_lengths, lead) * (at & 1)
+        return [data], starts
     data, ends = _take(t.singles, seg)
     return [data], ends[at].astype(np.int64)
 
@@ -233,7 +235,8 @@ def _tables(symbol_table: bytes) -> _Tables | None:
     pairs = pa.Array.from_buffers(
         pa.binary(), 1 << 16, [None, pa.py_buffer(np.ascontiguousarray(ends[0::2])), pa.py_buffer(data)]
     )
-    return _Tables(lengths, lengths[:_LITERAL_ROW].astype(np.int32), nsym, singles, pairs)
+    first_lengths = np.tile(lengths[:_LITERAL_ROW].astype(np.int64), 256)
+    return _Tables(lengths, first_lengths, nsym, singles, pairs)
 
 
 def _parse_table(symbol_table: bytes | memoryview) -> tuple[np.ndarray | None, np.ndarray, int]:
