@@ -649,3 +649,26 @@ def test_fsst_round_trip_property(strings: list[bytes], symbols: list[bytes]) ->
     _round_trip(strings)
     _round_trip(strings, _table(symbols[:255]))
     _round_trip(strings * 20)
+
+
+def test_fsst_two_byte_symbols_stop_at_segment_and_string_ends(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 2-byte symbol that would match across the end of a string or of a 511-byte segment is
+    not taken there: the last byte gets its own code, or an escape when it has none."""
+    symbols = [b"ab", b"ba", b"a", b"abcdefgh"]
+    strings = [b"a" + b"ba" * 300, b"ab" * 300, b"a", b"ab", b"b", b"a" * 510 + b"ba", b"abcdefg", b"ba"]
+    strings += [b"x" * 510 + b"ab", b"b" * 3, b""]
+    data, offsets = _buffers(strings)
+    mended: list[int] = []
+    real = fsst_encode._overshot
+
+    def counting(m: Any, words: np.ndarray, at: np.ndarray) -> np.ndarray:
+        mended.extend(at.tolist())
+        return real(m, words, at)
+
+    monkeypatch.setattr(fsst_encode, "_overshot", counting)
+    out, out_offsets = fsst_encode.compress(_table(symbols), data, offsets)
+    assert len(mended) >= 3  # at string ends (to an escape and to a code) and a segment's end
+    expected = _reference_compress(symbols, strings)
+    assert bytes(out) == b"".join(expected)
+    assert out_offsets.tolist() == _buffers(expected)[1].tolist()
+    _round_trip(strings, _table(symbols))

@@ -183,6 +183,16 @@ def test_streams_are_cut_into_parts_only_for_free_threads(monkeypatch):
     assert _part_count(monkeypatch, busy=False) == min(fsst._PARTS, _parallel.workers())
 
 
+def test_streams_are_not_cut_for_threads_other_decodes_keep_busy(monkeypatch):
+    # Each of the workers already decodes a stream (the pages of a scan): one part each.
+    monkeypatch.setattr(fsst._IN_FLIGHT, "count", _parallel.workers())
+    assert fsst._bounds(8 * fsst._MIN_PART) == [0, 8 * fsst._MIN_PART]
+    monkeypatch.setattr(fsst._IN_FLIGHT, "count", 1)
+    assert len(fsst._bounds(8 * fsst._MIN_PART)) - 1 == min(fsst._PARTS, _parallel.workers())
+    assert fsst._bounds(fsst._MIN_PART) == [0, fsst._MIN_PART]  # too short to be worth a cut
+    assert fsst._IN_FLIGHT.count == 1
+
+
 @pytest.mark.parametrize(
     ("table", "data", "offsets", "match"),
     [
@@ -288,3 +298,27 @@ def test_pylance_fsst_raw_mode(tmp_path, spy):
     ours = LanceFileReader(path).read_all()
     assert ours["s"].equals(table["s"])
     assert spy and all((sym[3] & 1) == 0 for sym, _, _ in spy)
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_fsst_strings_with_nulls_and_empty_values_both_ways(tmp_path, spy, version):
+    """pylance's FSST pages of nullable strings (nulls, empty values, 8-byte words) read here as
+    pylance reads them, and our file of the same column reads back the same in pylance."""
+    lance_file = pytest.importorskip("lance.file")
+    rng = np.random.default_rng(11)
+    words = np.array(["alphabet", "betatron", "gammaray", "deltaone", "x", "", "é✓"], dtype=object)
+    picks = [words[rng.integers(0, words.size, int(rng.integers(0, 6)))] for _ in range(20_000)]
+    values = [" ".join(p) + (f" {i}" if i % 5 else "") for i, p in enumerate(picks)]
+    column = pa.array(values, pa.string(), mask=rng.random(20_000) < 0.1)
+    table = pa.table({"s": column})
+    theirs, ours = tmp_path / "theirs.lance", tmp_path / "ours.lance"
+    with lance_file.LanceFileWriter(str(theirs), table.schema, version=version) as w:
+        w.write_batch(table)
+    assert LanceFileReader(theirs).read_all()["s"].equals(table["s"])
+    assert spy  # pylance compressed the page with FSST
+    from lance_table.file.writer import LanceFileWriter
+
+    with LanceFileWriter(ours, table.schema, version=version) as w:
+        w.write_batch(table)
+    assert lance_file.LanceFileReader(str(ours)).read_all().to_table()["s"].equals(table["s"])

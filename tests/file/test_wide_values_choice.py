@@ -170,3 +170,11 @@ def test_second_look_at_cardinality(distinct: int, many: bool) -> None:
     assert values_encode._many_distinct(values) is many
     if not many:
         assert not values_encode._surely_high_cardinality(values)
+
+
+@pytest.mark.parametrize("n", [1 << 15, 100_003])
+def test_second_look_draws_an_eighth_of_the_rows(n: int) -> None:
+    rows = values_encode._eighth_of_rows(n)
+    assert rows.size and rows[0] >= 0 and rows[-1] < n and bool(np.all(np.diff(rows) > 0))
+    assert abs(rows.size - n / 8) < 5 * np.sqrt(n / 8)
+    assert np.array_equal(rows, values_encode._eighth_of_rows(n))  # seeded: the same every time
