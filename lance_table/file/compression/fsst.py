@@ -154,12 +154,13 @@ def _bounds(n: int) -> list[int]:
     """Where to cut ``n`` codes into parts (of even sizes, so that pairs stay within a part).
 
     Parts run on the threads that the streams being decoded at the moment leave free (a scan
-    decoding a page per worker cuts none), each of at least ``_MIN_PART`` codes: every cut costs
-    a copy when the parts are joined, and parts that would run one after the other on this thread
-    (inside a map that keeps every worker busy) gain nothing for it."""
+    decoding a page per worker cuts none; ten pages on 16 workers are cut in two), each of at
+    least ``_MIN_PART`` codes: every cut costs a copy when the parts are joined, and parts that
+    would run one after the other on this thread (inside a map that keeps every worker busy)
+    gain nothing for it."""
     if not n:
         return [0, 0]
-    free = 1 if parts_inline() else max(1, workers() // max(_IN_FLIGHT.count, 1))
+    free = 1 if parts_inline() else -(-workers() // max(_IN_FLIGHT.count, 1))  # (no core left idle)
     count = min(_PARTS, free, max(1, n // _MIN_PART))
     size = min(-(-n // count), _MAX_PART)
     size += size % 2
