@@ -91,6 +91,7 @@ def _where_inner_maps_run(x: int) -> tuple[str, set[str], set[str]]:
 
 def test_maps_inside_a_map_that_keeps_every_worker_busy_run_inline(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_parallel, "workers", lambda: 2)
+    monkeypatch.setattr(_parallel.os, "cpu_count", lambda: 2)
     busy = _parallel.BUSY_TASKS * 2
     # busy, then a task per worker (no idle worker for parts), then too few or uneven tasks (the
     # same pool threads: the marks do not outlive the tasks), then busy again
@@ -117,13 +118,20 @@ def test_parts_are_not_cut_inside_maps_inside_a_map_that_fills_the_workers(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(_parallel, "workers", lambda: 2)
+    monkeypatch.setattr(_parallel.os, "cpu_count", lambda: 2)
+
     # a task per worker, each mapping its columns on the decode pool: their pages are not cut
-    outer = map_fragments(
-        lambda _: _parallel.map_on(_parallel.DECODE, _parts_inside, range(3)), range(2), even=True
-    )
+    def columns(_: int) -> list[tuple[str, set[str]]]:
+        return _parallel.map_on(_parallel.DECODE, _parts_inside, range(3))
+
+    outer = map_fragments(columns, range(2), even=True)
     assert all(names == {here} and here.startswith(_parallel.DECODE) for got in outer for here, names in got)
     # fewer tasks than workers: the workers left idle take the parts
-    outer = map_fragments(lambda _: _parallel.map_on(_parallel.DECODE, _parts_inside, range(3)), range(1))
+    outer = map_fragments(columns, range(1))
+    assert all(all(n.startswith(_parallel.PARTS) for n in names) for got in outer for _, names in got)
+    # a task per worker on a machine of more cores: the idle cores take the parts
+    monkeypatch.setattr(_parallel.os, "cpu_count", lambda: 16)
+    outer = map_fragments(columns, range(2), even=True)
     assert all(all(n.startswith(_parallel.PARTS) for n in names) for got in outer for _, names in got)
 
 
