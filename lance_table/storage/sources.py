@@ -67,18 +67,43 @@ def coalesce(
     order = np.argsort(arr[:, 0], kind="stable")
     starts = arr[order, 0]
     ends = np.maximum.accumulate(starts + arr[order, 1])
-    new_read = np.ones(n, bool)
-    new_read[1:] = starts[1:] > ends[:-1] + gap
-    owner = np.cumsum(new_read) - 1
-    first = np.flatnonzero(new_read)
-    last = np.append(first[1:] - 1, n - 1)
-    merged_starts = starts[first]
-    merged = list(zip(merged_starts.tolist(), (ends[last] - merged_starts).tolist()))
+    merged_starts, merged_ends, owner = merge_sorted(starts, ends, gap)
+    merged = list(zip(merged_starts.tolist(), (merged_ends - merged_starts).tolist()))
     which = np.empty(n, np.int64)
     inner = np.empty(n, np.int64)
     which[order] = owner
     inner[order] = starts - merged_starts[owner]
     return merged, which, inner
+
+
+def merge_sorted(starts: np.ndarray, ends: np.ndarray, gap: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Ranges ``[starts, ends)`` sorted by start (``ends`` never falling) merged where they overlap
+    or lie at most ``gap`` bytes apart: the merged ranges' starts and ends, and for every range
+    the index of the merged range that holds it."""
+    n = starts.size
+    new_read = np.ones(n, bool)
+    new_read[1:] = starts[1:] > ends[:-1] + gap
+    owner = np.cumsum(new_read) - 1
+    first = np.flatnonzero(new_read)
+    return starts[first], ends[np.append(first[1:], n) - 1], owner
+
+
+def read_spans(
+    source: ByteSource, starts: np.ndarray, ends: np.ndarray
+) -> tuple[memoryview, np.ndarray, np.ndarray]:
+    """Ranges ``[starts, ends)`` of ``source`` (sorted, not overlapping) read as spans: ranges at
+    most the source's coalescing gap apart are read together with the bytes between them (which
+    the source would fetch anyway), one span after another in one buffer; and where each range
+    starts and ends in that buffer. A take of many scattered chunks is so a few reads rather
+    than one per chunk, planned here once for local and remote sources alike."""
+    if not starts.size:
+        return memoryview(b""), starts, ends
+    lo, hi, owner = merge_sorted(starts, ends, int(getattr(source, "coalesce_gap", 0)))
+    data = read_joined(source, np.stack([lo, hi - lo], axis=1))
+    at = np.zeros(lo.size, np.int64)
+    np.cumsum((hi - lo)[:-1], out=at[1:])
+    shift = (at - lo)[owner]
+    return data, starts + shift, ends + shift
 
 
 DISAGREEING_SIZE = "the manifest and the file disagree about its size"

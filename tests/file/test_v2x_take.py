@@ -330,20 +330,20 @@ def test_scattered_chunks_are_read_as_few_spans(
 ) -> None:
     """A take whose chunks lie closer than the source's coalescing gap reads them (and the bytes
     between) as one range; chunks farther apart are other ranges; the rows are the ones asked."""
-    from lance_table.file.v2_1 import miniblock
+    from lance_table.storage import sources
 
     rng = np.random.default_rng(3)
     table = pa.table({"x": pa.array(rng.random(60_000))})  # 64-bit values: 512 (4 KiB) a chunk
     path = tmp_path / "t.lance"
     write_file(path, table, "2.2", writer)
     asked: list[int] = []
-    real = miniblock.read_joined
+    real = sources.read_joined
 
     def spy(source, ranges):  # type: ignore[no-untyped-def]
         asked.append(len(ranges))
         return real(source, ranges)
 
-    monkeypatch.setattr(miniblock, "read_joined", spy)
+    monkeypatch.setattr(sources, "read_joined", spy)
     idx = np.array([0, 1100, 2100, 3100, 30_000, 59_999])  # four chunks one apart, two far apart
     assert_tables_equal(LanceFileReader(path).take(idx), table.take(pa.array(idx)))
     assert asked == [3]

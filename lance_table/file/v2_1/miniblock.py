@@ -21,7 +21,7 @@ from lance_table.file.runs import Runs
 from lance_table.file.v2_1 import batch
 from lance_table.file.v2_1.compress import decode_block, decode_levels, decode_values
 from lance_table.file.v2_1.values import Fixed, Values, Var, concat_values, offsets_of, to_arrow
-from lance_table.storage.sources import read_joined
+from lance_table.storage.sources import read_spans
 
 
 def _pad8(x: np.ndarray) -> np.ndarray:
@@ -134,23 +134,8 @@ def _spans_read(
     io: PageIO, offset: int, starts: np.ndarray, ends: np.ndarray
 ) -> tuple[memoryview, np.ndarray, np.ndarray]:
     """Chunks (sorted byte ``starts`` and ``ends`` in the data buffer at file ``offset``) read as
-    spans: chunks at most the source's coalescing gap apart are read together with the bytes
-    between them (which the source would fetch anyway), so that a take of many scattered chunks
-    is a few ranges rather than one per chunk; where each chunk lies in the spans read."""
-    if not starts.size:
-        return memoryview(b""), starts, ends
-    gap = int(getattr(io.source, "coalesce_gap", 0))
-    new = np.ones(starts.size, bool)
-    new[1:] = starts[1:] - ends[:-1] > gap
-    first = np.flatnonzero(new)
-    lo = starts[first]
-    hi = ends[np.append(first[1:], starts.size) - 1]
-    data = read_joined(io.source, np.stack([lo + offset, hi - lo], axis=1))
-    at = np.zeros(first.size, np.int64)
-    np.cumsum((hi - lo)[:-1], out=at[1:])
-    span = np.cumsum(new) - 1
-    shift = at[span] - lo[span]
-    return data, starts + shift, ends + shift
+    coalesced spans (:func:`read_spans`); where each chunk lies in the spans read."""
+    return read_spans(io.source, starts + offset, ends + offset)
 
 
 @dataclass
