@@ -301,6 +301,9 @@ class _LocalRead(_RangedSource):
         bounds = [*firsts, int(starts.size)]
         at_l, starts_l, lengths_l, gaps_l = at.tolist(), starts.tolist(), lengths.tolist(), gaps.tolist()
         record(len(firsts), int(starts[-1] + lengths[-1] - starts[0]) - _skipped(gaps, new_read))
+        if len(firsts) == starts.size:  # no two ranges merged (a take's scattered chunks)
+            self._read_each(view, at_l, starts_l)
+            return view
         for lo, hi in pairwise(bounds):
             if hi - lo == 1:
                 bufs = [view[at_l[lo] : at_l[lo + 1]]]
@@ -319,6 +322,14 @@ class _LocalRead(_RangedSource):
                     got = self._checked(starts_l[k], lengths_l[k], self._read(starts_l[k], lengths_l[k]))
                     part[:] = got
         return view
+
+    def _read_each(self, view: memoryview, at: list[int], starts: list[int]) -> None:
+        """Range ``k`` (at file offset ``starts[k]``) read into ``view[at[k] : at[k + 1]]``, one
+        ``preadv`` each and nothing else per range (a short read is completed range by range)."""
+        fd, preadv = self._fd, os.preadv
+        for off, a, b in zip(starts, at, at[1:]):
+            if b > a and preadv(fd, [view[a:b]], off) != b - a:
+                view[a:b] = self._checked(off, b - a, self._read(off, b - a))
 
 
 def _skipped(gaps: np.ndarray, new_read: np.ndarray) -> int:

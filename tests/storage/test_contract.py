@@ -16,7 +16,7 @@ from lance_table.errors import CorruptFileError
 from lance_table.file.reader import LanceFileReader
 from lance_table.file.writer import LanceFileWriter
 from lance_table.storage import Storage, open_storage
-from lance_table.storage.sources import LocalFileSource, read_joined
+from lance_table.storage.sources import LocalFileSource, read_joined, read_spans
 
 
 @pytest.fixture(
@@ -79,6 +79,7 @@ def test_read_joined_matches_the_ranges_read_one_by_one(storage):
     cases = {
         "gaps small and large": [(0, 10), (20, 5), (9000, 300), (9300, 1), (500_000, 4096)],
         "adjacent": [(100, 50), (150, 50), (200, 0), (200, 7)],
+        "all far apart": [(0, 10), (20_000, 5), (60_000, 300), (900_000, 0), (950_000, 7)],
         "empty ranges": [(0, 0), (len(data), 0), (40, 0)],
         "one": [(77, 1000)],
         "out of order": [(5000, 10), (0, 10), (7000, 3)],
@@ -94,6 +95,24 @@ def test_read_joined_matches_the_ranges_read_one_by_one(storage):
         with pytest.raises(CorruptFileError, match="outside the file") as info:
             read_joined(source, bad)
         assert "j.bin" in str(info.value)
+
+
+def test_read_spans_places_each_range_in_the_spans_read(storage):
+    """``read_spans`` reads sorted ranges as spans (near ones together with the bytes between) and
+    says where each range lies in what it read."""
+    data = bytes(range(251)) * 4200
+    storage.write("s.bin", data)
+    source = storage.source("s.bin")
+    starts = np.array([0, 100, 30_000, 30_010, 200_000, 1_000_000], np.int64)
+    ends = starts + np.array([10, 50, 10, 0, 4096, 300], np.int64)
+    got, at, to = read_spans(source, starts, ends)
+    for s, e, a, t in zip(starts.tolist(), ends.tolist(), at.tolist(), to.tolist()):
+        assert bytes(got[a:t]) == data[s:e]
+    gaps = starts[1:] - ends[:-1]
+    bridged = gaps[gaps <= int(getattr(source, "coalesce_gap", 0))]  # read with their neighbours
+    assert len(got) == int((ends - starts).sum() + bridged.sum())
+    empty, at, to = read_spans(source, starts[:0], ends[:0])
+    assert len(empty) == 0 and at.size == 0 and to.size == 0
 
 
 def test_a_local_file_cut_short_under_a_joined_read_is_a_short_read(tmp_path):
