@@ -237,6 +237,8 @@ _MAX_IOV = 512
 # Reads from this size on go into a fresh numpy buffer: ``os.pread`` builds a bytes object that
 # costs twice the time for a read of tens of MiB.
 _BIG_READ = 1 << 20
+# Ranges of at most this many bytes on average are gathered from their merged spans by numpy.
+_SMALL_RANGE = 256
 
 
 class _LocalRead(_RangedSource):
@@ -295,6 +297,8 @@ class _LocalRead(_RangedSource):
         gaps[1:] = starts[1:] - (starts[:-1] + lengths[:-1])
         new_read = gaps > self.coalesce_gap
         new_read[0] = True
+        if int(at[-1]) <= _SMALL_RANGE * starts.size and not bool(new_read.all()):
+            return self._read_gathered(starts, lengths, at)
         new_read[np.arange(starts.size) % _MAX_IOV == 0] = True  # keep each call under the iovec limit
         scratch = memoryview(bytearray(self.coalesce_gap)) if self.coalesce_gap else memoryview(b"")
         firsts = np.flatnonzero(new_read).tolist()
@@ -322,6 +326,19 @@ class _LocalRead(_RangedSource):
                     got = self._checked(starts_l[k], lengths_l[k], self._read(starts_l[k], lengths_l[k]))
                     part[:] = got
         return view
+
+    def _read_gathered(self, starts: np.ndarray, lengths: np.ndarray, at: np.ndarray) -> memoryview:
+        """Many small ranges (a take's values): each merged span read whole with one ``preadv``,
+        and the ranges' bytes gathered from the spans by one numpy take (no Python per range)."""
+        lo, hi, owner = merge_sorted(starts, starts + lengths, self.coalesce_gap)
+        span_at = np.zeros(lo.size + 1, np.int64)
+        np.cumsum(hi - lo, out=span_at[1:])
+        spans = np.empty(int(span_at[-1]), np.uint8)
+        record(lo.size, int(span_at[-1]))
+        self._read_each(memoryview(spans), span_at.tolist(), lo.tolist())  # type: ignore[arg-type]
+        inside = starts - lo[owner] + span_at[owner]  # where each range starts in the spans
+        picks = np.arange(int(at[-1]), dtype=np.int64) + np.repeat(inside - at[:-1], lengths)
+        return memoryview(spans[picks])
 
     def _read_each(self, view: memoryview, at: list[int], starts: list[int]) -> None:
         """Range ``k`` (at file offset ``starts[k]``) read into ``view[at[k] : at[k + 1]]``, one
