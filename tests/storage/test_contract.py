@@ -120,7 +120,12 @@ def test_a_local_file_cut_short_under_a_joined_read_is_a_short_read(tmp_path):
     path.write_bytes(bytes(range(256)) * 64)
     source = LocalFileSource(path)
     path.write_bytes(bytes(range(256)) * 32)  # shorter than the source was told
-    for ranges in [(0, 10), (12_000, 100)], [(100, 10), (9000, 10)], [(100, 10), (8000, 1000)]:
+    for ranges in (
+        [(0, 10), (12_000, 100)],
+        [(100, 10), (9000, 10)],
+        [(100, 10), (8000, 1000)],
+        [(8000, 10), (8150, 100)],
+    ):
         with pytest.raises(CorruptFileError, match="short read") as info:
             read_joined(source, ranges)
         assert "cut.bin" in str(info.value)
