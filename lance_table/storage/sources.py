@@ -292,13 +292,13 @@ class _LocalRead(_RangedSource):
         """Ranges in file order, checked to lie in the file, read one after another into one buffer."""
         at = np.zeros(starts.size + 1, np.int64)
         np.cumsum(lengths, out=at[1:])
-        view = memoryview(np.empty(int(at[-1]), np.uint8))  # type: ignore[arg-type]
         gaps = np.zeros(starts.size, np.int64)
         gaps[1:] = starts[1:] - (starts[:-1] + lengths[:-1])
         new_read = gaps > self.coalesce_gap
         new_read[0] = True
         if int(at[-1]) <= _SMALL_RANGE * starts.size and not bool(new_read.all()):
             return self._read_gathered(starts, lengths, at)
+        view = memoryview(np.empty(int(at[-1]), np.uint8))  # type: ignore[arg-type]
         new_read[np.arange(starts.size) % _MAX_IOV == 0] = True  # keep each call under the iovec limit
         scratch = memoryview(bytearray(self.coalesce_gap)) if self.coalesce_gap else memoryview(b"")
         firsts = np.flatnonzero(new_read).tolist()
