@@ -90,6 +90,11 @@ def _file_layout(
     return small_many.layout(reader, names)
 
 
+def batchable(plan: Plan | None, rows: int) -> bool:
+    """Whether a read of ``rows`` rows of a fragment with this plan belongs in a batch."""
+    return plan is not None and rows > 0 and small_many.worth_batching(plan[1], rows)
+
+
 def read(
     frags: Sequence[FragmentReader],
     names: list[str],
@@ -115,7 +120,7 @@ def read(
     i, n = 0, len(frags)
     while i < n:
         j = i
-        while j < n and found[j] is not None and runs[j].total:
+        while j < n and batchable(found[j], runs[j].total):
             j += 1
         if j - i > 1:
             batch = [p for p in found[i:j] if p is not None]

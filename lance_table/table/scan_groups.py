@@ -79,6 +79,13 @@ def _needed(spec: Plan) -> list[str]:
     return list(dict.fromkeys([*spec.columns, *spec.filter_columns]))
 
 
+def _planned(spec: Plan) -> list[str]:
+    """The columns whose plans decide which tasks a scan reads as batches: the predicate's (the
+    rest of the projection, of the fragments with matching rows, is then read as a batch where it
+    can be, else fragment by fragment), or the projection's."""
+    return list(spec.filter_columns) if spec.filter is not None and spec.filter_columns else _needed(spec)
+
+
 def _batches(
     tasks: Sequence[Task], names: list[str]
 ) -> tuple[list[tuple[int, int, bool]], list[fragment_batch.Plan | None]]:
@@ -89,7 +96,7 @@ def _batches(
     i, n = 0, len(tasks)
     while i < n:
         j = i
-        while j < n and found[j] is not None:
+        while j < n and fragment_batch.batchable(found[j], tasks[j][2] - tasks[j][1]):
             j += 1
         if j - i > 1:
             out.append((i, j, True))
@@ -104,7 +111,9 @@ def scan_tasks(tasks: Sequence[Task], spec: Plan, out_schema: pa.Schema, ops: Ro
     """The matching rows of each task's range ``[lo, hi)`` of its fragment (as ``_scan_range``
     reads one), the tasks of small fragments read as batches; tables without rows left out."""
     out: list[pa.Table | None] = []
-    runs, found = _batches(tasks, _needed(spec))
+    # with a filter, a batch reads the predicate's columns; the rest of the projection, of the
+    # fragments with matching rows only, is read as a batch where it can be, else one by one
+    runs, found = _batches(tasks, _planned(spec))
     for i, j, batched in runs:
         if batched:
             out.append(_scan_batch(tasks[i:j], spec, out_schema, found[i:j], ops))
@@ -166,13 +175,14 @@ def _scan_batch(
     if spec.filter is None:
         selected = lives
         total = sum(r.total for r in lives)
-        same = spec.columns == _needed(spec)  # the plans are for these columns
+        same = spec.columns == _planned(spec)  # the plans are for these columns
         if spec.columns:
             table = fragment_batch.read(frags, spec.columns, lives, found=found if same else None)
         else:
             table = _empty_rows(total)
     else:
-        selected, ftable = _matching(frags, spec, lives, ops)
+        planned = list(spec.filter_columns) == _planned(spec)
+        selected, ftable = _matching(frags, spec, lives, ops, found if planned else None)
         total = ftable.num_rows
         cols = {n: ftable.column(n) for n in spec.filter_columns if n in spec.columns}
         rest = [c for c in spec.columns if c not in cols]

@@ -346,12 +346,25 @@ def _inline_blocks(
 
 def _unpadded(rows: np.ndarray, first_row: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """The values of chunks laid out as rows of 1024 (each chunk from row ``first_row[k]``, its
-    last row padded), ``counts[k]`` of each, back to back."""
+    last row padded), ``counts[k]`` of each, back to back.
+
+    Chunks whose values run on into the next chunk's (all but the last chunk of a page, whose
+    1024-value blocks are full) are copied together: one piece per short chunk, not per chunk."""
     flat = rows.reshape(-1)
     if not counts.size:
         return flat[:0]
-    begin = (first_row * bitpacking.BLOCK).tolist()
-    return np.concatenate([flat[a : a + n] for a, n in zip(begin, counts.tolist())])
+    begin = first_row * bitpacking.BLOCK
+    end = begin + counts
+    cut = np.flatnonzero(end[:-1] != begin[1:])
+    starts = np.append(begin[:1], begin[cut + 1])
+    ends = np.append(end[cut], end[-1:])
+    if starts.size > _UNPADDED_PIECES:
+        return flat[spans(starts, ends - starts)]
+    return np.concatenate([flat[a:b] for a, b in zip(starts.tolist(), ends.tolist())])
+
+
+#: :func:`_unpadded` gathers values by index above this many pieces, else joins slices
+_UNPADDED_PIECES = 256
 
 
 def _inline_bitpacking(
@@ -369,6 +382,10 @@ def _inline_bitpacking(
     widths = np.unique(found.width).tolist()
     # a block of width W < T holds values below 2 ** W, whatever the type's sign
     below = {w for w in widths if floor is not None and floor > 0 and w < t and (1 << w) <= floor}
+    tail = counts - (n_blocks - 1) * bitpacking.BLOCK
+    in_place = _in_place(found, tail, t, below)
+    if in_place is not None:
+        return Fixed(as_bytes(in_place[: int(counts.sum())]), t)
     if len(widths) == 1 and not below:  # one width (sorted ids, codes): unpacked straight into the result
         out = bitpacking.unpack(words, t, widths[0], found.data_at.size, found.data_at).reshape(
             -1, bitpacking.BLOCK
@@ -377,16 +394,56 @@ def _inline_bitpacking(
         out = np.empty((found.width.size, bitpacking.BLOCK), dtype)
         for w in widths:
             sel = np.flatnonzero(found.width == w)
-            if w in below:
+            a, b = int(sel[0]), int(sel[-1]) + 1
+            if b - a == sel.size:  # a run of blocks (sorted values): unpacked in place
+                if w in below:
+                    out[a:b] = 0
+                else:
+                    bitpacking.unpack(words, t, w, sel.size, found.data_at[a:b], out[a:b].reshape(-1))
+            elif w in below:
                 out[sel] = 0
             else:
                 out[sel] = bitpacking.unpack(words, t, w, sel.size, found.data_at[sel]).reshape(sel.size, -1)
     # the last block of each chunk is padded to 1024 values
-    tail = counts - (n_blocks - 1) * bitpacking.BLOCK
     has = n_blocks > 0
     if not bool(np.any(tail[has][:-1] != bitpacking.BLOCK)):
         return Fixed(as_bytes(out.reshape(-1)[: int(counts.sum())]), t)
     return Fixed(as_bytes(_unpadded(out, start_block, counts)), t)
+
+
+#: :func:`_in_place` unpacks runs of blocks one by one when they average at least this many
+#: blocks (a call costs about what unpacking a few blocks does; the other way costs a copy of
+#: every value)
+RUN_BLOCKS = 8
+
+
+def _in_place(found: _InlineBlocks, tail: np.ndarray, t: int, below: set[int]) -> np.ndarray | None:
+    """The values of the blocks, each run of blocks of one width (up to and including a chunk's
+    padded last block) unpacked straight to where its values go, in order: a run's padding is
+    overwritten by the next run, the last one's falls past the values. None when the runs are
+    short (chunks of one or two blocks of changing widths): the caller then unpacks by width and
+    drops the padding afterwards."""
+    width = found.width
+    nb = width.size
+    block = bitpacking.BLOCK
+    held = np.full(nb, block, np.int64)  # the values of each block: a chunk's last one is short
+    last = (found.first_block + found.n_blocks - 1)[found.n_blocks > 0]
+    held[last] = tail[found.n_blocks > 0]
+    ends = np.flatnonzero((width[1:] != width[:-1]) | (held[:-1] != block)) + 1
+    if (ends.size + 1) * RUN_BLOCKS > nb:
+        return None
+    starts = np.append(0, ends).tolist()
+    stops = np.append(ends, nb).tolist()
+    dest = exclusive_cumsum(held)[starts].tolist()
+    runs_width = width[starts].tolist()
+    out = np.empty(int(held.sum()) + block, bitpacking.DTYPES[t])
+    for a, b, d, w in zip(starts, stops, dest, runs_width):
+        target = out[d : d + (b - a) * block]
+        if w in below:
+            target[...] = 0
+        else:
+            bitpacking.unpack(found.words, t, w, b - a, found.data_at[a:b], target)
+    return out
 
 
 def pick_values(
