@@ -131,6 +131,21 @@ def _matching(
 ) -> tuple[list[Runs], pa.Table]:
     """The runs of the matching live rows of each fragment, and the predicate's columns of the
     matching rows (one table for all)."""
+    rows, table = _matching_rows(frags, spec, lives, ops, found, True)
+    assert table is not None
+    return [EMPTY if r is None else Runs.from_sorted_unique(r) for r in rows], table
+
+
+def _matching_rows(
+    frags: Sequence[FragmentReader],
+    spec: Plan,
+    lives: list[Runs],
+    ops: RowReads,
+    found: Sequence[fragment_batch.Plan | None] | None,
+    keep_table: bool,
+) -> tuple[list[np.ndarray | None], pa.Table | None]:
+    """The matching live rows of each fragment as sorted positions (None: none), and, when
+    ``keep_table``, the predicate's columns of the matching rows (one table for all)."""
     assert spec.filter is not None
     floors = ops.floors(spec.exact) if spec.exact else None
     total = sum(r.total for r in lives)
@@ -149,13 +164,12 @@ def _matching(
     hits = np.flatnonzero(mask)
     bounds = np.zeros(len(lives) + 1, np.int64)
     np.cumsum([r.total for r in lives], out=bounds[1:])
-    owner = np.searchsorted(bounds, hits, side="right") - 1
-    matched = [EMPTY] * len(lives)
-    if hits.size:
-        cuts = np.searchsorted(owner, np.arange(len(lives) + 1))
-        for k in np.unique(owner).tolist():
-            ordinals = hits[cuts[k] : cuts[k + 1]] - bounds[k]
-            matched[k] = Runs.from_sorted_unique(lives[k].select(ordinals))
+    cuts = np.searchsorted(hits, bounds)
+    matched: list[np.ndarray | None] = [None] * len(lives)
+    for k in np.flatnonzero(np.diff(cuts)).tolist():
+        matched[k] = lives[k].select(hits[cuts[k] : cuts[k + 1]] - bounds[k])
+    if not keep_table:
+        return matched, None
     return matched, table.filter(pa.array(mask)) if hits.size < total else table
 
 
@@ -199,10 +213,13 @@ def _scan_batch(
     return table
 
 
-def matching_runs(frags: Sequence[FragmentReader], spec: Plan, chunk: int, ops: RowReads) -> list[Runs]:
+def matching_rows(
+    frags: Sequence[FragmentReader], spec: Plan, chunk: int, ops: RowReads
+) -> list[np.ndarray | None]:
     """:func:`matching_positions` over all the rows of each fragment (in ranges of ``chunk`` rows
-    for fragments larger than that), small fragments' predicate columns read as batches."""
-    out: list[Runs] = []
+    for fragments larger than that) as sorted positions (None: none), small fragments' predicate
+    columns read as batches."""
+    out: list[np.ndarray | None] = []
     small = [f.physical_rows <= chunk for f in frags]
     runs, plans = _batches([(f, 0, f.physical_rows) for f in frags], list(spec.filter_columns))
     for i, j, batched in runs:
@@ -211,7 +228,7 @@ def matching_runs(frags: Sequence[FragmentReader], spec: Plan, chunk: int, ops: 
             lives = [f.live_runs(0, f.physical_rows) for f in group]
             for frag, live in zip(group, lives):
                 note_range(frag.fragment.id, live.total)
-            found, _ = _matching(group, spec, lives, ops, plans[i:j])
+            found, _ = _matching_rows(group, spec, lives, ops, plans[i:j], False)
             out.extend(found)
             continue
         for f in frags[i:j]:
@@ -219,15 +236,8 @@ def matching_runs(frags: Sequence[FragmentReader], spec: Plan, chunk: int, ops: 
                 ops.matching_positions(f, spec, lo, min(lo + chunk, f.physical_rows))
                 for lo in range(0, f.physical_rows, chunk)
             ]
-            parts = [p for p in parts if p.total]
-            if len(parts) == 1:
-                out.append(parts[0])
-            elif parts:  # the ranges' runs in order (merged where they touch): never expanded
-                starts = np.concatenate([p.starts for p in parts])
-                lengths = np.concatenate([p.lengths for p in parts])
-                out.append(Runs.normalized(starts, lengths))
-            else:
-                out.append(EMPTY)
+            rows = [p.positions() for p in parts if p.total]
+            out.append(np.concatenate(rows) if rows else None)
     return out
 
 

@@ -55,6 +55,8 @@ class _UnpackPlan:
     #: every field's next word and left shift (a shift by T for the fields that need none)
     second: np.ndarray
     left: np.ndarray  # (1, 1024)
+    #: the rows of ``cross`` in a group of PACK_GROUP blocks seen as (blocks * T, lanes) rows
+    cross_rows: np.ndarray
 
 
 @functools.lru_cache(maxsize=256)
@@ -72,6 +74,7 @@ def _unpack_plan(t: int, w: int) -> _UnpackPlan:
         cross_left=np.repeat(left[cross], lanes)[None, :],
         second=second,
         left=np.repeat(every_left, lanes)[None, :],
+        cross_rows=(np.arange(PACK_GROUP)[:, None] * t + cross[None, :]).reshape(-1),
     )
 
 
@@ -128,7 +131,15 @@ def unpack(
             spill = np.take(source, plan.cross_second, axis=1)
             spill_rows = spill.reshape(hi - lo, -1)
             spill_rows <<= plan.cross_left
-            group[:, plan.cross, :] |= spill
+            # the fields' rows gathered, OR-ed and put back by row (cheaper than ``|=`` through a
+            # fancy index on the middle axis)
+            lane_rows = group.reshape(-1, lanes)
+            at = plan.cross_rows[: (hi - lo) * plan.cross.size]
+            if at.size < (hi - lo) * plan.cross.size:  # groups larger than when the plan was made
+                at = (np.arange(hi - lo)[:, None] * t + plan.cross[None, :]).reshape(-1)
+            fields = np.take(lane_rows, at, axis=0)
+            fields |= spill.reshape(-1, lanes)
+            lane_rows[at] = fields
         else:
             spill_rows = np.take(source, plan.second, axis=1).reshape(hi - lo, BLOCK)
             spill_rows <<= plan.left
