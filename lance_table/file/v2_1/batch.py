@@ -425,6 +425,8 @@ def _in_place(found: _InlineBlocks, tail: np.ndarray, t: int, below: set[int]) -
     drops the padding afterwards."""
     width = found.width
     nb = width.size
+    if nb < RUN_BLOCKS:  # (a page of a few blocks: the runs cannot average RUN_BLOCKS blocks)
+        return None
     block = bitpacking.BLOCK
     held = np.full(nb, block, np.int64)  # the values of each block: a chunk's last one is short
     last = (found.first_block + found.n_blocks - 1)[found.n_blocks > 0]
