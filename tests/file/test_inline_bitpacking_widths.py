@@ -13,7 +13,7 @@ import pytest
 
 import lance_table as lt
 from lance_table.file.reader import LanceFileReader
-from lance_table.file.v2_1 import batch
+from lance_table.file.v2_1 import inline_blocks
 from lance_table.table import fragment_batch
 
 lance = pytest.importorskip("lance")
@@ -60,7 +60,7 @@ def test_every_width_reads_back_exactly(
     every_width: tuple[str, pa.Table], run_blocks: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     uri, table = every_width
-    monkeypatch.setattr(batch, "RUN_BLOCKS", run_blocks)
+    monkeypatch.setattr(inline_blocks, "RUN_BLOCKS", run_blocks)
     ds = lt.dataset(uri)
     frags = ds._snapshot.fragment_readers()
     assert len(frags) == 3

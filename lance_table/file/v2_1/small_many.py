@@ -1,11 +1,14 @@
-"""One column of many small 2.1/2.2 files decoded in one numpy pass.
+"""One column of many 2.1/2.2 files decoded in one numpy pass.
 
 A table of many small appends holds thousands of files of a few hundred rows, each column one
-page of one mini-block chunk. Decoding them file by file costs a few dozen Python calls per file
-and column, more than the values themselves. Here the files' bytes are joined into one buffer
-(each at an aligned place), every chunk's header is read with a few numpy gathers, and the
-chunks of all files that share an encoding are decoded as the chunks of one page would be (see
-:mod:`batch`): the cost per file is a read and a few list appends.
+page of one mini-block chunk; a table written in fragments of some ten thousand rows holds
+columns of one page of a few dozen chunks. Decoding them file by file costs a few dozen numpy
+calls per file and column, more than the values themselves. Here the files' bytes are joined
+into one buffer (each at an aligned place), the chunk tables and every chunk's header are read
+with a few numpy gathers, and the chunks of all files that share an encoding are decoded as the
+chunks of one page would be (see :mod:`batch`): the cost per file is a read and a few list
+appends. A file of pages of many chunks is batched only by a read of most of its rows
+(:func:`worth_batching`); a take picks its rows file by file.
 
 :func:`layout` says what a file's read of some columns looks like (kept per reader and column
 selection); :func:`decode` returns None when anything does not check out, and the caller then
