@@ -3,7 +3,9 @@ pieces of one big page on a third, so a task can wait on tasks of the next pool 
 Writers encode their columns on a fourth (whose tasks may wait on the pieces' pool), write a
 batch's pages on a fifth while the next batch is encoded, and close a finished file on a sixth
 (whose tasks wait on the fourth and fifth) while the next file is written. Maps called inside the
-tasks of a map of even tasks that already keeps every worker busy run inline.
+tasks of a map of even tasks that already keeps every worker busy run inline; inside a map that
+gives every core a task at least (and inside the maps its tasks call), the parts of one page
+are not cut: no core would be idle to take them, and joining them costs a copy.
 
 The pools are the process's own: a child forked from a process that used them (Spark's Python
 workers, ``multiprocessing`` with ``fork``) starts with none and makes its own on first use.
@@ -136,6 +138,8 @@ def map_on(name: str, fn: Callable[[T], R], items: Iterable[T], *, even: bool = 
     if len(items) < 2 or _inline(name):
         return [fn(x) for x in items]
     task = _busy(fn) if even and len(items) >= BUSY_TASKS * workers() else fn
+    if task is fn and (getattr(_BUSY, "filled", False) or (even and len(items) >= _cores())):
+        task = _filled(fn)
     # each task runs in the caller's context (what it collects, e.g. a scan's read counts)
     futures = [pool(name).submit(contextvars.copy_context().run, task, x) for x in items]
     try:
@@ -218,8 +222,39 @@ def runs_inline(name: str) -> bool:
 
 def _inline(name: str) -> bool:
     """Whether a map on pool ``name`` runs on the calling thread: it is a thread of that pool
-    (which would wait on itself) or runs a task of a map that keeps every worker busy."""
-    return getattr(_BUSY, "on", False) or threading.current_thread().name.startswith(name)
+    (which would wait on itself) or runs a task of a map that keeps every worker busy, or the
+    map is of parts and the thread runs a task of a map that gives every core one."""
+    return (
+        getattr(_BUSY, "on", False)
+        or threading.current_thread().name.startswith(name)
+        or (name == PARTS and getattr(_BUSY, "filled", False))
+    )
+
+
+def _cores() -> int:
+    """How many tasks keep every core busy: the cores, or the workers when there are more (each
+    pool has :func:`workers` threads, so on a machine of more cores than that the threads of the
+    part pool still find idle cores beside a map's workers).
+
+    Raises:
+        ValueError: ``LANCE_CPU_THREADS`` is not a positive integer.
+    """
+    return max(workers(), os.cpu_count() or 1)
+
+
+def _filled(fn: Callable[[T], R]) -> Callable[[T], R]:
+    """``fn``, marking its thread as running one of a map's tasks that give every core one at
+    least (or a task of a map inside one): there is no idle core for the parts of a page, which
+    are then not cut (see :func:`parts_inline`)."""
+
+    def run(x: T) -> R:
+        _BUSY.filled = True
+        try:
+            return fn(x)
+        finally:
+            _BUSY.filled = False
+
+    return run
 
 
 def _busy(fn: Callable[[T], R]) -> Callable[[T], R]:

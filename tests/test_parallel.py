@@ -78,37 +78,72 @@ def test_ahead_runs_inline_without_depth_or_on_its_own_pool() -> None:
     assert _parallel.workers() >= 1
 
 
-def _where_inner_maps_run(x: int) -> tuple[str, set[str]]:
+def _where_inner_maps_run(x: int) -> tuple[str, set[str], set[str]]:
     """The thread of an outer task, and those of the maps it runs on the parts and decode pools."""
 
     def inner(y: int) -> str:
         return threading.current_thread().name
 
-    names = set(_parallel.map_parts(inner, range(4))) | set(ahead_on(_parallel.DECODE, inner, range(4), 2))
-    return threading.current_thread().name, names
+    parts = set(_parallel.map_parts(inner, range(4)))
+    decode = set(ahead_on(_parallel.DECODE, inner, range(4), 2))
+    return threading.current_thread().name, parts, decode
 
 
 def test_maps_inside_a_map_that_keeps_every_worker_busy_run_inline(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_parallel, "workers", lambda: 2)
+    monkeypatch.setattr(_parallel.os, "cpu_count", lambda: 2)
     busy = _parallel.BUSY_TASKS * 2
-    # busy, then not (too few tasks, or uneven ones: the same pool threads, the mark does not
-    # outlive the tasks), then busy again
-    for tasks, even in ((busy, True), (busy - 1, True), (busy, False), (busy, True)):
-        for here, names in map_fragments(_where_inner_maps_run, range(tasks), even=even):
+    # busy, then a task per worker (no idle worker for parts), then too few or uneven tasks (the
+    # same pool threads: the marks do not outlive the tasks), then busy again
+    for tasks, even in ((busy, True), (busy - 1, True), (2, True), (busy, False), (busy, True)):
+        for here, parts, decode in map_fragments(_where_inner_maps_run, range(tasks), even=even):
             assert here.startswith(FRAGMENTS)
             if tasks >= busy and even:  # on the outer task's own thread
-                assert names == {here}
-            else:  # on the inner pools
-                assert all(name.startswith((_parallel.PARTS, _parallel.DECODE)) for name in names)
+                assert parts == decode == {here}
+                continue
+            assert all(name.startswith(_parallel.DECODE) for name in decode)
+            if even:  # every worker has a task: a page is not cut into parts
+                assert parts == {here}
+            else:
+                assert all(name.startswith(_parallel.PARTS) for name in parts)
+
+
+def _parts_inside(x: int) -> tuple[str, set[str]]:
+    """The thread of a task, and those of a map on the parts pool inside it."""
+    names = _parallel.map_parts(lambda y: threading.current_thread().name, range(4))
+    return threading.current_thread().name, set(names)
+
+
+def test_parts_are_not_cut_inside_maps_inside_a_map_that_fills_the_workers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_parallel, "workers", lambda: 2)
+    monkeypatch.setattr(_parallel.os, "cpu_count", lambda: 2)
+
+    # a task per worker, each mapping its columns on the decode pool: their pages are not cut
+    def columns(_: int) -> list[tuple[str, set[str]]]:
+        return _parallel.map_on(_parallel.DECODE, _parts_inside, range(3))
+
+    outer = map_fragments(columns, range(2), even=True)
+    assert all(names == {here} and here.startswith(_parallel.DECODE) for got in outer for here, names in got)
+    # fewer tasks than workers: the workers left idle take the parts
+    outer = map_fragments(columns, range(1))
+    assert all(all(n.startswith(_parallel.PARTS) for n in names) for got in outer for _, names in got)
+    # a task per worker on a machine of more cores: the idle cores take the parts
+    monkeypatch.setattr(_parallel.os, "cpu_count", lambda: 16)
+    outer = map_fragments(columns, range(2), even=True)
+    assert all(all(n.startswith(_parallel.PARTS) for n in names) for got in outer for _, names in got)
 
 
 def test_streamed_maps_that_keep_every_worker_busy_mark_their_tasks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_parallel, "workers", lambda: 2)
-    for here, names in ahead_on(FRAGMENTS, _where_inner_maps_run, range(6), depth=2, even=True):
-        assert names == {here}
+    for here, parts, decode in ahead_on(FRAGMENTS, _where_inner_maps_run, range(6), depth=2, even=True):
+        assert parts | decode == {here}
     for depth, even in ((1, True), (2, False)):
-        for here, names in ahead_on(FRAGMENTS, _where_inner_maps_run, range(6), depth=depth, even=even):
-            assert here not in names
+        for here, parts, decode in ahead_on(
+            FRAGMENTS, _where_inner_maps_run, range(6), depth=depth, even=even
+        ):
+            assert here not in parts | decode
 
 
 @pytest.mark.parametrize("threads", [2, 16])

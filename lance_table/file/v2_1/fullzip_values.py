@@ -42,7 +42,7 @@ from lance_table.file.v2_1.value_kinds import (
 )
 from lance_table.file.v2_1.values_encode import (
     _SCHEME_PB,
-    GENERAL_CHUNK_BYTES,
+    WIDE_CHUNK_BYTES,
     PerValue,
     _dictionary_values,
     _general,
@@ -141,9 +141,9 @@ def wide_values(values: pa.Array, scheme: str | None, v2_2: bool) -> MiniBlockVa
     if found is not None or not v2_2:
         return found
     offsets, data = variable_parts(values)
-    if not zstd_chunks_pay(offsets, data, GENERAL_CHUNK_BYTES):
+    if not zstd_chunks_pay(offsets, data, WIDE_CHUNK_BYTES):
         return None
-    return _general(_variable(values, fsst=False), "zstd")
+    return _general(_variable(values, fsst=False), "zstd", WIDE_CHUNK_BYTES)
 
 
 def per_value(values: pa.Array, what: str, scheme: str | None = None) -> PerValue | None:

@@ -24,6 +24,7 @@ from itertools import pairwise
 import numpy as np
 
 from lance_table.file.compression import bitpacking
+from lance_table.file.v2_1.byteranges import spans
 from lance_table.file.v2_1.level_compress import FLAT, LevelCodec, compress_chunks, copy_segments
 from lance_table.file.v2_1.value_kinds import (
     PAD_BYTE,
@@ -178,19 +179,23 @@ def _assemble(
     sizes = head + (np.sum(padded, axis=0) if padded else np.zeros(c, np.int64))
     starts = np.zeros(c + 1, np.int64)
     np.cumsum(sizes, out=starts[1:])
-    out = np.full(int(starts[-1]), FILL_BYTE, np.uint8)
+    # not filled first: every byte is written below, the pads after each buffer among them
+    out = np.empty(int(starts[-1]), np.uint8)
     # headers: scatter (C, head) rows to the chunk starts
     out[(starts[:-1, None] + np.arange(head)[None, :]).reshape(-1)] = headers.reshape(-1)
     at = starts[:-1] + head
-    segments: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+    segments: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
     if compressed is not None:
-        segments.append((compressed.data, compressed.starts, compressed.lengths, at.copy()))
+        segments.append((compressed.data, compressed.starts, compressed.lengths, at.copy(), padded[0]))
         at = at + padded[0]
     for (src, src_start, _stored, length), pad in zip(pieces, padded[1 if compressed is not None else 0 :]):
-        segments.append((src, src_start, length, at.copy()))
+        segments.append((src, src_start, length, at.copy(), pad))
         at = at + pad
-    for src, src_start, length, dst in segments:
+    for src, src_start, length, dst, pad in segments:
         copy_segments(out, dst, src, src_start, length)
+        gap = np.maximum(pad - length, 0)  # the pad after the bytes copied
+        if bool(np.any(gap)):
+            out[spans(dst + length, gap)] = FILL_BYTE
     return out, sizes.tolist()
 
 

@@ -57,10 +57,19 @@ from lance_table.schema import is_binary_like
 FSST_MIN_AVG = 5
 SCHEMES = ("zstd", "lz4")
 # General compression takes chunks of at most this many bytes before compression. A take
-# decompresses a whole chunk for each row it wants, a scan pays zstd's fixed cost per chunk:
-# 8 KiB made a 1000-row take of strings about a third faster than 16 KiB, a scan of them about
-# a quarter slower (4 KiB: the scan 40% slower).
-GENERAL_CHUNK_BYTES = 8 * 1024
+# decompresses a whole chunk for each row it wants, a scan pays zstd's fixed cost per chunk
+# (reading its Huffman tables is a tenth of a scan of short text at 8 KiB): at 1M rows of
+# 20-letter text, 16 KiB read the column with a fifth less CPU than 8 KiB (32 KiB: 8% less
+# again) and a 1000-row take of it a quarter slower (32 KiB: 70%), both under pylance's time
+# with 16 KiB. Chunk value counts are powers of two, so a chunk holds 8-16 KiB.
+GENERAL_CHUNK_BYTES = 16 * 1024
+# zstd chunks of short strings are chosen over plain bytes (or a dictionary) only when they take
+# at most this share of their size: they cost a decompression on every read, which a few percent
+# of bytes do not pay for (in 16 KiB chunks, random bytes save 0.3%, on their offsets)
+GENERAL_MIN_GAIN = 0.95
+# Values of a few hundred bytes to a few KiB (see ``fullzip_values.wide_values``) in chunks of
+# at most this many bytes: a take of such values pays for the whole chunk of each row it wants.
+WIDE_CHUNK_BYTES = 8 * 1024
 # chunks compressed per task on the pool
 _COMPRESS_GROUP = 64
 _SCHEME_PB = {"zstd": pb.COMPRESSION_ALGORITHM_ZSTD, "lz4": pb.COMPRESSION_ALGORITHM_LZ4}
@@ -126,6 +135,8 @@ class _GeneralValues(MiniBlockValues):
 
     inner: MiniBlockValues = field(default_factory=lambda: VariableValues(None, 1, 0))
     scheme: str = "zstd"
+    #: the most bytes of ``inner`` a chunk takes before compression
+    chunk_bytes: int = GENERAL_CHUNK_BYTES
     _cache: dict[tuple[int, int], bytes] = field(default_factory=dict)
 
     def chunk_values_limit(self) -> int:
@@ -135,7 +146,7 @@ class _GeneralValues(MiniBlockValues):
         return None  # compressed chunks take as many values as fit (see ``fits``)
 
     def fits(self, start: int, stop: int) -> bool:
-        return sum(self.inner.sizes(start, stop)) <= GENERAL_CHUNK_BYTES
+        return sum(self.inner.sizes(start, stop)) <= self.chunk_bytes
 
     def _compressed(self, start: int, stop: int) -> bytes:
         key = (start, stop)
@@ -156,7 +167,7 @@ class _GeneralValues(MiniBlockValues):
 
     def compressed_variable(self) -> tuple[VariableValues, int] | None:
         inner = self.inner
-        return (inner, GENERAL_CHUNK_BYTES) if type(inner) is VariableValues else None
+        return (inner, self.chunk_bytes) if type(inner) is VariableValues else None
 
     def compress(self, raws: list[memoryview]) -> list[bytes]:
         return _compress_all(raws, self.scheme)
@@ -171,7 +182,7 @@ class _GeneralValues(MiniBlockValues):
         """About how many bytes the page's chunks take: a few chunk-sized runs of values, evenly
         spread, compressed and scaled to the whole."""
         total = sum(self.inner.sizes(0, n))
-        if total <= samples * GENERAL_CHUNK_BYTES:
+        if total <= samples * self.chunk_bytes:
             return len(general.compress(self.inner.chunk(0, n)[0], self.scheme)) if n else 0
         raw = packed = 0
         for start in np.linspace(0, n - 1, samples).astype(np.int64).tolist():
@@ -197,11 +208,11 @@ def _compress_all(raws: list[bytes] | list[memoryview], scheme: str) -> list[byt
     return [got for part in map_parts(compress, groups) for got in part]
 
 
-def _general(inner: MiniBlockValues, scheme: str) -> _GeneralValues:
+def _general(inner: MiniBlockValues, scheme: str, chunk_bytes: int = GENERAL_CHUNK_BYTES) -> _GeneralValues:
     enc = pb.CompressiveEncoding()
     enc.general.compression.scheme = _SCHEME_PB[scheme]
     enc.general.values.CopyFrom(inner.encoding)
-    return _GeneralValues(enc, 1, inner.max_value_bytes, inner, scheme)
+    return _GeneralValues(enc, 1, inner.max_value_bytes, inner, scheme, chunk_bytes)
 
 
 def _variable(
@@ -247,7 +258,7 @@ def _variable(
         if data.size * (1 - saving) + fixed < min(rivals):
             table = fsst_train.train(data, offsets, sample=sample)
             fsst_size = fsst_encode.estimate(table, data, offsets) + fixed
-    if packed is not None and rivals[-1] < min(fsst_size, *rivals[:-1]):
+    if packed is not None and rivals[-1] < fsst_size and rivals[-1] <= GENERAL_MIN_GAIN * min(rivals[:-1]):
         return packed
     if table is None or (rival is not None and fsst_size >= rival):
         return plain
