@@ -363,6 +363,7 @@ class ConditionalPutStorage(FsspecStorage):
 
     atomic_put = True
     needs_mkdir = False
+    keeps_version_hint = False
 
     def put_if_absent(self, path: str, data: bytes) -> None:
         full = self._abs(path)
