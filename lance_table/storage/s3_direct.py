@@ -149,12 +149,13 @@ class DirectS3:
                 if self._pool is None or self._pid != os.getpid():
                     import urllib3
 
+                    tls: dict[str, Any] = {"ca_certs": self.ca_bundle} if self.ca_bundle else {}
                     self._pool = urllib3.PoolManager(
                         num_pools=4,
                         maxsize=POOL_CONNECTIONS,
                         retries=False,
                         timeout=urllib3.Timeout(connect=self.timeouts[0], read=self.timeouts[1]),
-                        **({"ca_certs": self.ca_bundle} if self.ca_bundle else {}),
+                        **tls,
                     )
                     self._pid = os.getpid()
                 pool = self._pool
