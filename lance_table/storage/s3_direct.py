@@ -150,10 +150,16 @@ class DirectS3:
                     import urllib3
 
                     tls: dict[str, Any] = {"ca_certs": self.ca_bundle} if self.ca_bundle else {}
+                    # a kept-alive connection the server closed meanwhile is opened again (a GET
+                    # is safe to repeat); statuses and redirects come back as they are
+                    retry = urllib3.Retry(
+                        total=2, connect=2, read=1, status=0, other=0, redirect=0,
+                        raise_on_redirect=False, raise_on_status=False,
+                    )  # fmt: skip
                     self._pool = urllib3.PoolManager(
                         num_pools=4,
                         maxsize=POOL_CONNECTIONS,
-                        retries=False,
+                        retries=retry,
                         timeout=urllib3.Timeout(connect=self.timeouts[0], read=self.timeouts[1]),
                         **tls,
                     )
@@ -238,6 +244,8 @@ def open_direct_s3(kwargs: Mapping[str, Any], bucket: str, environ: Mapping[str,
     if host is None:
         if any(environ.get(name) for name in _ENDPOINT_ENVIRON) or not _HOST_BUCKET.match(bucket):
             return None
+        if str(mapped["region"]).startswith(("cn-", "us-iso")):
+            return None  # partitions with domains of their own
         if bucket.endswith(("-s3alias", "--ol-s3", "--x-s3")) or bucket.startswith("xn--"):
             return None  # access point aliases and directory buckets: endpoints of their own
     elif virtual and not _HOST_BUCKET.match(bucket):

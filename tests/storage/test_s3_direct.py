@@ -101,6 +101,7 @@ def test_which_options_read_directly():  # type: ignore[no-untyped-def]
     assert open_direct_s3({**keys, **endpoint, "requester_pays": True}, "bkt", {}) is None
     assert open_direct_s3(keys, "bkt", {}) is None
     assert open_direct_s3(keys, "a.b.c", {"AWS_REGION": "eu-west-1"}) is None
+    assert open_direct_s3(keys, "bkt", {"AWS_REGION": "cn-north-1"}) is None  # amazonaws.com.cn
     assert open_direct_s3(keys, "bkt", {"AWS_REGION": "eu-west-1", "AWS_ENDPOINT_URL_S3": "http://x"}) is None
 
 
