@@ -31,6 +31,8 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
+from lance_table._parallel import after_fork_in_child
+
 #: the payload hash of a GET (the SHA-256 of no bytes), valid for S3 over http and https
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 #: connections kept per host (the scan's reads in flight: see ``remote.REMOTE_READ_PARALLELISM``)
@@ -259,7 +261,23 @@ def open_direct_s3(kwargs: Mapping[str, Any], bucket: str, environ: Mapping[str,
         credentials = CHAIN
     timeouts = (float(mapped.get("connect_timeout", 60.0)), float(mapped.get("request_timeout", 60.0)))
     bundle = environ.get("AWS_CA_BUNDLE") or None  # as botocore verifies certificates
-    return DirectS3(scheme, host, str(mapped["region"]), virtual, credentials, timeouts, bundle)
+    key = (scheme, host, str(mapped["region"]), virtual, credentials, timeouts, bundle)
+    with _CLIENTS_LOCK:
+        client = _CLIENTS.pop(key, None)
+        if client is None:
+            client = DirectS3(scheme, host, str(mapped["region"]), virtual, credentials, timeouts, bundle)
+        _CLIENTS[key] = client  # the most recently used last
+        while len(_CLIENTS) > MAX_CLIENTS:
+            _CLIENTS.pop(next(iter(_CLIENTS)))
+    return client
+
+
+#: the direct clients kept, by what they were made of: a dataset opened again (every
+#: ``lance_table.dataset`` call opens its storage) reuses its kept-alive connections, as s3fs
+#: reuses its filesystems
+MAX_CLIENTS = 16
+_CLIENTS: dict[tuple[Any, ...], DirectS3] = {}
+_CLIENTS_LOCK = threading.Lock()
 
 
 def _credential_chain() -> Any:
@@ -271,3 +289,15 @@ def _credential_chain() -> Any:
         return botocore.session.get_session().get_credentials()
     except Exception:
         return None
+
+
+def _after_fork() -> None:
+    """A forked child's locks are free (another thread may have held one at the fork); each
+    client opens connections of its own there at its first read."""
+    global _CLIENTS_LOCK
+    _CLIENTS_LOCK = threading.Lock()
+    for client in _CLIENTS.values():
+        client._lock = threading.Lock()
+
+
+after_fork_in_child(_after_fork)

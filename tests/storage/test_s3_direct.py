@@ -96,6 +96,9 @@ def test_which_options_read_directly():  # type: ignore[no-untyped-def]
     assert open_direct_s3({**keys, "client_kwargs": {"region_name": "eu-west-1"}}, "bkt", {}) is not None
     assert open_direct_s3({**endpoint}, "bkt", {}).credentials is CHAIN  # botocore's, at the first read
     assert open_direct_s3({**endpoint, "anon": True}, "bkt", {}).credentials is None
+    # a dataset opened again keeps its connections
+    assert open_direct_s3({**keys, **endpoint}, "bkt", {}) is open_direct_s3({**keys, **endpoint}, "bkt", {})
+    assert open_direct_s3({**keys, **endpoint}, "bkt", {}) is not open_direct_s3(endpoint, "bkt", {})
     # s3fs's business: requester pays, AWS without a region, a bucket with dots on AWS, an
     # endpoint botocore takes from the environment
     assert open_direct_s3({**keys, **endpoint, "requester_pays": True}, "bkt", {}) is None
