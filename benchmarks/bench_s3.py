@@ -180,8 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="run only scenarios whose dataset label has this")
     parser.add_argument(
         "--reader",
-        default="s3fs",
-        choices=("s3fs", "pyarrow"),
+        default="direct",
+        choices=("direct", "s3fs", "pyarrow"),
         help="lance_table's client of data-file range reads (storage option lance_table_s3_reader)",
     )
     parser.add_argument(
@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         fs = s3fs.S3FileSystem(key="bench", secret="bench", client_kwargs={"endpoint_url": server.endpoint})
         fs.mkdir(BUCKET)
         bench = Bench(server, report, args.runs, args.latency)
-        if args.reader != "s3fs":
+        if args.reader != "direct":
             bench.own_options = {"lance_table_s3_reader": args.reader}
         data = benchmark_table(args.rows)
         for fmt in args.formats.split(","):

@@ -29,6 +29,8 @@ def page_reads(
     pages: Iterable[PageRead],
     keep: pa.BooleanArray | None,
     page_io: Callable[[int], PageIO],
+    *,
+    split: bool = True,
 ) -> tuple[list[PageRead], list[pa.BooleanArray | None]]:
     """The reads of ``pages`` (those of ``col`` that ``runs`` touch), and for each the mask of
     the rows it decodes to keep (None: all of them).
@@ -36,7 +38,8 @@ def page_reads(
     With ``keep`` (a mask over ``runs``, which are then one span), a page of which it marks no
     row is left out. Otherwise a page holding a few long runs (the live rows around a deleted
     range) is read as one span per run, each with a reader of its own (``page_io(page)``):
-    decoding spans beats picking rows out of the page.
+    decoding spans beats picking rows out of the page. ``split=False``: not so (each span would
+    be a request of its own, sent one after another; the page's runs are one coalesced read).
     """
     out: list[PageRead] = []
     masks: list[pa.BooleanArray | None] = []
@@ -49,7 +52,7 @@ def page_reads(
             if kept:
                 out.append((p, local, io))
                 masks.append(None if kept == len(mask) else mask)
-        elif 1 < local.count <= SPLIT_MAX_RUNS and local.total >= SPLIT_MIN_ROWS * local.count:
+        elif split and 1 < local.count <= SPLIT_MAX_RUNS and local.total >= SPLIT_MIN_ROWS * local.count:
             for start, length in zip(local.starts.tolist(), local.lengths.tolist()):
                 out.append((p, Runs.span(start, length), page_io(p)))
                 masks.append(None)

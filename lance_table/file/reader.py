@@ -9,7 +9,7 @@ from typing import IO, Any
 
 import pyarrow as pa
 
-from lance_table._parallel import DECODE, PAGE_IO, map_on, settle
+from lance_table._parallel import DECODE, PAGE_IO, map_on, runs_inline, settle
 from lance_table.errors import CorruptFileError, SchemaError, UnsupportedFormatError
 from lance_table.file import page_select
 from lance_table.file.arrow import bool_array
@@ -365,7 +365,12 @@ class LanceFileReader(SmallReads, V20Reads):
     ) -> tuple[list[PageRead], list[pa.BooleanArray | None]]:
         """:func:`page_select.page_reads` of a column without nesting."""
         pages = self._pages(col, runs, prefetch=False)
-        return page_select.page_reads(col, runs, pages, keep, lambda p: self._page_io(col, p, False))
+        # a page's runs read as spans of their own are requests of their own on a remote file:
+        # one after another where the page jobs run on this thread (a busy scan's task)
+        split = isinstance(self._source, (LocalFileSource, BytesSource)) or not runs_inline(PAGE_IO)
+        return page_select.page_reads(
+            col, runs, pages, keep, lambda p: self._page_io(col, p, False), split=split
+        )
 
 
 def _flatten(results: list[list[pa.Array]]) -> list[pa.Array]:

@@ -98,13 +98,17 @@ def _open(text: str, options: dict[str, Any]) -> Storage:
             import s3fs
         except ImportError as exc:  # pragma: no cover - depends on the install
             raise ImportError("s3:// datasets need s3fs: pip install 'lance_table[s3]'") from exc
-        from lance_table.storage.arrow_s3 import READER_OPTION, open_arrow_s3
+        from lance_table.storage.arrow_s3 import READER_OPTION, open_arrow_s3, reader_choice
+        from lance_table.storage.s3_direct import open_direct_s3
 
-        kwargs = s3fs_arguments(options, rest.split("/", 1)[0], os.environ)
+        bucket = rest.split("/", 1)[0]
+        kwargs = s3fs_arguments(options, bucket, os.environ)
         fs = s3fs.S3FileSystem(**with_connection_pool(kwargs))
         arrow = open_arrow_s3(options, kwargs, os.environ)
+        choice = reader_choice(options)
+        direct = open_direct_s3(kwargs, bucket, os.environ) if choice == "direct" else None
         access = options_fingerprint({**kwargs, READER_OPTION: "pyarrow"} if arrow else kwargs)
-        return S3Storage(fs, rest.strip("/"), text, access=access, arrow=arrow)
+        return S3Storage(fs, rest.strip("/"), text, access=access, arrow=arrow, direct=direct)
     if protocol in AZURE_SCHEMES:
         return _open_azure(text, rest, options)
     if protocol in ("gs", "gcs"):

@@ -1,8 +1,9 @@
 """Range reads of S3 data files through pyarrow's own S3 client (opt-in).
 
 The storage option ``lance_table_s3_reader`` chooses the client of the byte-range reads of data
-files on ``s3://``: ``"s3fs"`` (the default) or ``"pyarrow"``. Listings, commits, manifests and
-every other request always go through s3fs. pyarrow's client (``pyarrow.fs.S3FileSystem``, C++,
+files on ``s3://``: ``"direct"`` (the default: plain signed GETs, see :mod:`.s3_direct`),
+``"s3fs"`` or ``"pyarrow"``. With pyarrow, listings, commits, manifests and every other request
+go through s3fs. pyarrow's client (``pyarrow.fs.S3FileSystem``, C++,
 the GIL released while it waits) spends about a third of the CPU time per request that s3fs and
 botocore spend, which matters for scans of many small files on a busy or small machine; but
 pyarrow's Python API opens a file with a HEAD request for its size (there is no way to hand it
@@ -30,8 +31,9 @@ from lance_table.errors import StorageOptionsError
 
 #: the storage option that chooses the client of data-file range reads on S3
 READER_OPTION = "lance_table_s3_reader"
-#: its values: s3fs (the default) or pyarrow's own S3 client
-READER_CHOICES = ("s3fs", "pyarrow")
+#: its values: plain signed GETs (the default, see :mod:`.s3_direct`; s3fs where the options do
+#: not allow them), s3fs, or pyarrow's own S3 client
+READER_CHOICES = ("direct", "s3fs", "pyarrow")
 
 # s3fs arguments that do not change how a GET of a byte range is sent
 _IGNORED = frozenset(
@@ -48,7 +50,7 @@ _CONFIG_IGNORED = frozenset(("max_pool_connections", "user_agent"))
 
 
 def reader_choice(options: Mapping[str, Any]) -> str:
-    """The value of :data:`READER_OPTION` in ``options`` (names case-insensitive), else ``"s3fs"``.
+    """The value of :data:`READER_OPTION` in ``options`` (names case-insensitive), else ``"direct"``.
 
     Raises:
         StorageOptionsError: the value is not one of :data:`READER_CHOICES`.
@@ -56,7 +58,7 @@ def reader_choice(options: Mapping[str, Any]) -> str:
     for name, value in options.items():
         if isinstance(name, str) and name.lower() == READER_OPTION:
             return check_reader(name, value)
-    return "s3fs"
+    return "direct"
 
 
 def check_reader(name: str, value: Any) -> str:

@@ -67,6 +67,10 @@ class Storage(ABC):
     #: answers each request after a latency that concurrent requests overlap. 0 where reads cost
     #: work rather than waiting (local disk, memory): as many as there are worker threads.
     read_parallelism: int = 0
+    #: whether commits keep ``_versions/latest_version_hint.json`` up to date. pylance writes it
+    #: on local disk only: on an object store it neither writes nor reads it (nobody trusts a
+    #: hint; readers list ``_versions``), and a commit there saves a PUT without it.
+    keeps_version_hint: bool = True
     #: whether readers of this storage's data files and decoded deletion vectors go into the
     #: process-wide caches (False: a handle opened with ``metadata_cache_size_bytes=0``)
     cache_metadata: bool = True

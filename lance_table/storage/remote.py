@@ -17,6 +17,7 @@ from lance_table.storage.arrow_s3 import ArrowFile, ArrowS3
 from lance_table.storage.base import Entry, Storage
 from lance_table.storage.failures import STORAGE_METHODS, typed_failures, wrap_methods
 from lance_table.storage.io_stats import record
+from lance_table.storage.s3_direct import DirectReadFailed, DirectS3
 from lance_table.storage.sources import ByteSource, _RangedSource, size_disagreement
 
 #: reads of different files a remote store is given at once (see ``Storage.read_parallelism``);
@@ -182,6 +183,46 @@ class _ArrowS3Source(_FsspecSource):
         ahead = [pool(ARROW_READS).submit(self._file.read_at, *part) for part in parts[1:]]
         try:
             first = self._file.read_at(*parts[0])
+            return [first, *(f.result() for f in ahead)]
+        finally:
+            for f in ahead:
+                f.cancel()
+            wait(ahead)
+
+
+class _DirectS3Source(_FsspecSource):
+    """A data file on S3 whose byte ranges are plain signed GETs (see :mod:`.s3_direct`): no
+    request pipeline of botocore's, no event loop to hand each read to. A read the direct client
+    cannot make goes through s3fs; so do size checks on failure."""
+
+    def __init__(self, fs: Any, direct: DirectS3, path: str, size: int | None, name: str) -> None:
+        super().__init__(fs, path, size, name)
+        self._direct = direct
+        self._bucket, _, self._key = path.partition("/")
+
+    def _fetch(self, reads: list[tuple[int, int]]) -> list[bytes | memoryview]:
+        if not self._direct.usable:
+            return super()._fetch(reads)
+        wanted = [(off, length) for off, length in reads if length]  # S3 refuses empty ranges
+        parts, counts = split_reads(wanted, SPLIT_READ_BYTES)
+        try:
+            got = iter(self._read_parts(parts))
+        except DirectReadFailed:
+            return super()._fetch(reads)
+        whole = iter([next(got) if k == 1 else b"".join([next(got) for _ in range(k)]) for k in counts])
+        return [next(whole) if length else b"" for _, length in reads]
+
+    def _get(self, off: int, length: int) -> bytes:
+        return self._direct.get(self._bucket, self._key, off, off + length, self._name)
+
+    def _read_parts(self, parts: list[tuple[int, int]]) -> list[bytes]:
+        """The parts, all in flight at once: each GET is sent by the thread that makes it, so
+        each but the first goes to the :data:`ARROW_READS` pool."""
+        if len(parts) < 2:
+            return [self._get(*part) for part in parts]
+        ahead = [pool(ARROW_READS).submit(self._get, *part) for part in parts[1:]]
+        try:
+            first = self._get(*parts[0])
             return [first, *(f.result() for f in ahead)]
         finally:
             for f in ahead:
@@ -363,6 +404,7 @@ class ConditionalPutStorage(FsspecStorage):
 
     atomic_put = True
     needs_mkdir = False
+    keeps_version_hint = False
 
     def put_if_absent(self, path: str, data: bytes) -> None:
         full = self._abs(path)
@@ -393,21 +435,34 @@ _GLOB = frozenset("*?[")
 
 
 class S3Storage(ConditionalPutStorage):
-    """S3 through s3fs; commits use a conditional PUT (``If-None-Match: *``). With ``arrow``
-    (the storage option ``lance_table_s3_reader="pyarrow"``, see :mod:`.arrow_s3`), the byte
-    ranges of data files are read by pyarrow's S3 client."""
+    """S3 through s3fs; commits use a conditional PUT (``If-None-Match: *``). With ``direct``
+    (the default where the options allow it, see :mod:`.s3_direct`), data files' byte ranges and
+    whole-file reads are plain signed GETs; with ``arrow`` (the storage option
+    ``lance_table_s3_reader="pyarrow"``, see :mod:`.arrow_s3`), pyarrow's S3 client reads the
+    byte ranges of data files."""
 
     def __init__(
-        self, fs: Any, root: str, uri: str, *, access: str = "", arrow: ArrowS3 | None = None
+        self,
+        fs: Any,
+        root: str,
+        uri: str,
+        *,
+        access: str = "",
+        arrow: ArrowS3 | None = None,
+        direct: DirectS3 | None = None,
     ) -> None:
         super().__init__(fs, root, uri, access=access)
         self._arrow = arrow
+        self._direct = direct
 
     def source(self, path: str, size: int | None = None) -> ByteSource:
-        arrow = self._arrow
-        if arrow is None or not arrow.usable():
-            return super().source(path, size)
-        return _ArrowS3Source(self.fs, arrow, self._abs(path), size, f"{self.uri.rstrip('/')}/{path}")
+        arrow, direct = self._arrow, self._direct
+        name = f"{self.uri.rstrip('/')}/{path}"
+        if arrow is not None and arrow.usable():
+            return _ArrowS3Source(self.fs, arrow, self._abs(path), size, name)
+        if direct is not None and direct.usable:
+            return _DirectS3Source(self.fs, direct, self._abs(path), size, name)
+        return super().source(path, size)
 
     def list_names_page(
         self, path: str, *, start_after: str = "", limit: int = 1000
@@ -447,7 +502,15 @@ class S3Storage(ConditionalPutStorage):
 
     def read(self, path: str) -> bytes:
         """A whole file in one GET (s3fs would first ask for its size, to split large reads)."""
-        data = bytes(self.fs.cat_file(self._abs(path), max_concurrency=1))
+        full = self._abs(path)
+        direct = self._direct
+        data: bytes | None = None
+        if direct is not None and direct.usable:
+            bucket, _, key = full.partition("/")
+            with contextlib.suppress(DirectReadFailed):
+                data = direct.get(bucket, key, name=f"{self.uri.rstrip('/')}/{path}")
+        if data is None:
+            data = bytes(self.fs.cat_file(full, max_concurrency=1))
         record(1, len(data))
         return data
 

@@ -2,10 +2,11 @@
 
 A living table is thousands of fragments of a few hundred rows each. Read one by one, each costs
 a few hundred microseconds of Python around a few microseconds of decoding. Here the fragments
-whose data is one small 2.1/2.2 file of one page per column (see :mod:`small_many`) are read as
-one batch: a request per file, then each column of all the files decoded in one numpy pass and
-the selected rows taken in one call. Other fragments (and any batch whose bytes do not check
-out, so that the error names the file) are read one by one, as :meth:`FragmentReader.read` does.
+whose data is one 2.1/2.2 file of one page per column (see :mod:`small_many`; a page of many
+chunks when most of its rows are read) are read as one batch: a request per file, then each
+column of all the files decoded in one numpy pass and the selected rows taken in one call. Other
+fragments (and any batch whose bytes do not check out, so that the error names the file) are
+read one by one, as :meth:`FragmentReader.read` does.
 """
 
 from __future__ import annotations
@@ -90,6 +91,11 @@ def _file_layout(
     return small_many.layout(reader, names)
 
 
+def batchable(plan: Plan | None, rows: int) -> bool:
+    """Whether a read of ``rows`` rows of a fragment with this plan belongs in a batch."""
+    return plan is not None and rows > 0 and small_many.worth_batching(plan[1], rows)
+
+
 def read(
     frags: Sequence[FragmentReader],
     names: list[str],
@@ -115,7 +121,7 @@ def read(
     i, n = 0, len(frags)
     while i < n:
         j = i
-        while j < n and found[j] is not None and runs[j].total:
+        while j < n and batchable(found[j], runs[j].total):
             j += 1
         if j - i > 1:
             batch = [p for p in found[i:j] if p is not None]

@@ -79,6 +79,13 @@ def _needed(spec: Plan) -> list[str]:
     return list(dict.fromkeys([*spec.columns, *spec.filter_columns]))
 
 
+def _planned(spec: Plan) -> list[str]:
+    """The columns whose plans decide which tasks a scan reads as batches: the predicate's (the
+    rest of the projection, of the fragments with matching rows, is then read as a batch where it
+    can be, else fragment by fragment), or the projection's."""
+    return list(spec.filter_columns) if spec.filter is not None and spec.filter_columns else _needed(spec)
+
+
 def _batches(
     tasks: Sequence[Task], names: list[str]
 ) -> tuple[list[tuple[int, int, bool]], list[fragment_batch.Plan | None]]:
@@ -89,7 +96,7 @@ def _batches(
     i, n = 0, len(tasks)
     while i < n:
         j = i
-        while j < n and found[j] is not None:
+        while j < n and fragment_batch.batchable(found[j], tasks[j][2] - tasks[j][1]):
             j += 1
         if j - i > 1:
             out.append((i, j, True))
@@ -104,7 +111,9 @@ def scan_tasks(tasks: Sequence[Task], spec: Plan, out_schema: pa.Schema, ops: Ro
     """The matching rows of each task's range ``[lo, hi)`` of its fragment (as ``_scan_range``
     reads one), the tasks of small fragments read as batches; tables without rows left out."""
     out: list[pa.Table | None] = []
-    runs, found = _batches(tasks, _needed(spec))
+    # with a filter, a batch reads the predicate's columns; the rest of the projection, of the
+    # fragments with matching rows only, is read as a batch where it can be, else one by one
+    runs, found = _batches(tasks, _planned(spec))
     for i, j, batched in runs:
         if batched:
             out.append(_scan_batch(tasks[i:j], spec, out_schema, found[i:j], ops))
@@ -122,6 +131,21 @@ def _matching(
 ) -> tuple[list[Runs], pa.Table]:
     """The runs of the matching live rows of each fragment, and the predicate's columns of the
     matching rows (one table for all)."""
+    rows, table = _matching_rows(frags, spec, lives, ops, found, True)
+    assert table is not None
+    return [EMPTY if r is None else Runs.from_sorted_unique(r) for r in rows], table
+
+
+def _matching_rows(
+    frags: Sequence[FragmentReader],
+    spec: Plan,
+    lives: list[Runs],
+    ops: RowReads,
+    found: Sequence[fragment_batch.Plan | None] | None,
+    keep_table: bool,
+) -> tuple[list[np.ndarray | None], pa.Table | None]:
+    """The matching live rows of each fragment as sorted positions (None: none), and, when
+    ``keep_table``, the predicate's columns of the matching rows (one table for all)."""
     assert spec.filter is not None
     floors = ops.floors(spec.exact) if spec.exact else None
     total = sum(r.total for r in lives)
@@ -140,13 +164,12 @@ def _matching(
     hits = np.flatnonzero(mask)
     bounds = np.zeros(len(lives) + 1, np.int64)
     np.cumsum([r.total for r in lives], out=bounds[1:])
-    owner = np.searchsorted(bounds, hits, side="right") - 1
-    matched = [EMPTY] * len(lives)
-    if hits.size:
-        cuts = np.searchsorted(owner, np.arange(len(lives) + 1))
-        for k in np.unique(owner).tolist():
-            ordinals = hits[cuts[k] : cuts[k + 1]] - bounds[k]
-            matched[k] = Runs.from_sorted_unique(lives[k].select(ordinals))
+    cuts = np.searchsorted(hits, bounds)
+    matched: list[np.ndarray | None] = [None] * len(lives)
+    for k in np.flatnonzero(np.diff(cuts)).tolist():
+        matched[k] = lives[k].select(hits[cuts[k] : cuts[k + 1]] - bounds[k])
+    if not keep_table:
+        return matched, None
     return matched, table.filter(pa.array(mask)) if hits.size < total else table
 
 
@@ -166,13 +189,14 @@ def _scan_batch(
     if spec.filter is None:
         selected = lives
         total = sum(r.total for r in lives)
-        same = spec.columns == _needed(spec)  # the plans are for these columns
+        same = spec.columns == _planned(spec)  # the plans are for these columns
         if spec.columns:
             table = fragment_batch.read(frags, spec.columns, lives, found=found if same else None)
         else:
             table = _empty_rows(total)
     else:
-        selected, ftable = _matching(frags, spec, lives, ops)
+        planned = list(spec.filter_columns) == _planned(spec)
+        selected, ftable = _matching(frags, spec, lives, ops, found if planned else None)
         total = ftable.num_rows
         cols = {n: ftable.column(n) for n in spec.filter_columns if n in spec.columns}
         rest = [c for c in spec.columns if c not in cols]
@@ -189,10 +213,13 @@ def _scan_batch(
     return table
 
 
-def matching_runs(frags: Sequence[FragmentReader], spec: Plan, chunk: int, ops: RowReads) -> list[Runs]:
+def matching_rows(
+    frags: Sequence[FragmentReader], spec: Plan, chunk: int, ops: RowReads
+) -> list[np.ndarray | None]:
     """:func:`matching_positions` over all the rows of each fragment (in ranges of ``chunk`` rows
-    for fragments larger than that), small fragments' predicate columns read as batches."""
-    out: list[Runs] = []
+    for fragments larger than that) as sorted positions (None: none), small fragments' predicate
+    columns read as batches."""
+    out: list[np.ndarray | None] = []
     small = [f.physical_rows <= chunk for f in frags]
     runs, plans = _batches([(f, 0, f.physical_rows) for f in frags], list(spec.filter_columns))
     for i, j, batched in runs:
@@ -201,7 +228,7 @@ def matching_runs(frags: Sequence[FragmentReader], spec: Plan, chunk: int, ops: 
             lives = [f.live_runs(0, f.physical_rows) for f in group]
             for frag, live in zip(group, lives):
                 note_range(frag.fragment.id, live.total)
-            found, _ = _matching(group, spec, lives, ops, plans[i:j])
+            found, _ = _matching_rows(group, spec, lives, ops, plans[i:j], False)
             out.extend(found)
             continue
         for f in frags[i:j]:
@@ -209,15 +236,8 @@ def matching_runs(frags: Sequence[FragmentReader], spec: Plan, chunk: int, ops: 
                 ops.matching_positions(f, spec, lo, min(lo + chunk, f.physical_rows))
                 for lo in range(0, f.physical_rows, chunk)
             ]
-            parts = [p for p in parts if p.total]
-            if len(parts) == 1:
-                out.append(parts[0])
-            elif parts:  # the ranges' runs in order (merged where they touch): never expanded
-                starts = np.concatenate([p.starts for p in parts])
-                lengths = np.concatenate([p.lengths for p in parts])
-                out.append(Runs.normalized(starts, lengths))
-            else:
-                out.append(EMPTY)
+            rows = [p.positions() for p in parts if p.total]
+            out.append(np.concatenate(rows) if rows else None)
     return out
 
 

@@ -454,7 +454,10 @@ def _version_time(ns: int) -> dt.datetime:
 
 
 def write_version_hint(storage: Storage, version: int) -> None:
-    """Best-effort update of ``latest_version_hint.json`` (only a hint; readers list the directory)."""
+    """Best-effort update of ``latest_version_hint.json`` (only a hint; readers list the directory),
+    where the storage keeps one (see ``Storage.keeps_version_hint``)."""
+    if not storage.keeps_version_hint:
+        return
     with contextlib.suppress(OSError):
         storage.write_hint(
             paths.LATEST_VERSION_HINT, json.dumps({"version": version}, separators=(",", ":")).encode()

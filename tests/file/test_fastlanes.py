@@ -131,3 +131,34 @@ def test_inline_packing_by_runs_of_one_width_equals_packing_a_width_at_a_time(
     padded = np.zeros(len(got) * bitpacking.BLOCK, np.uint32)
     padded[: values.size] = values
     assert np.array_equal(np.concatenate(got), padded)
+
+
+@pytest.mark.parametrize("t", [8, 16, 32, 64])
+def test_blocks_at_any_spacing_unpack_into_an_array_as_blocks_back_to_back(t: int) -> None:
+    """Blocks led by a word each (inline bitpacking) are read through a strided view when evenly
+    spaced, else gathered; either way, written into a given array or not, every width gives the
+    values that packed them."""
+    rng = np.random.default_rng(t + 2)
+    dtype = bitpacking.DTYPES[t]
+    lanes = bitpacking.BLOCK // t
+    for w in range(t + 1):
+        values = rng.integers(0, 1 << w, 4 * bitpacking.BLOCK, dtype=np.uint64, endpoint=False).astype(dtype)
+        packed = bitpacking.pack(values, w).reshape(4, w * lanes)
+        size = 1 + w * lanes
+        led = np.zeros((4, size), dtype)
+        led[:, 1:] = packed
+        words = led.reshape(-1)
+        even = np.arange(4) * size + 1
+        # a spare word before the third block: the blocks are no longer evenly spaced
+        words_uneven = np.concatenate([words[: 2 * size], np.zeros(1, dtype), words[2 * size :]])
+        uneven = np.array([1, size + 1, 2 * size + 2, 3 * size + 2])
+        block = bitpacking.BLOCK
+        out = np.full(5 * block, 7, dtype)
+        got = bitpacking.unpack(words, t, w, 4, even, out[block:])
+        assert np.shares_memory(got, out)
+        assert np.array_equal(out[block:], values) and (out[:block] == 7).all(), (t, w)
+        assert np.array_equal(bitpacking.unpack(words, t, w, 4, even), values), (t, w)
+        assert np.array_equal(bitpacking.unpack(words_uneven, t, w, 4, uneven), values), (t, w)
+        for one in range(4):
+            alone = bitpacking.unpack(words, t, w, 1, even[one : one + 1])
+            assert np.array_equal(alone, values[one * block : (one + 1) * block]), (t, w)

@@ -153,3 +153,57 @@ def test_system_columns_of_batches_equal_pylance(many: str, tmp_path: Path) -> N
         assert got.equals(theirs.to_table(columns=["s", "_rowaddr", "_rowoffset"], filter=flt)), flt
     picks = list(range(0, theirs.count_rows(), 11))
     assert ours.take(picks, columns=["id", "_rowaddr"]).equals(theirs.take(picks, columns=["id", "_rowaddr"]))
+
+
+@pytest.fixture(params=["2.1", "2.2"])
+def midsize(tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    """Fragments of 5,000 rows, written by either library: pages of many mini-block chunks."""
+    uri = str(tmp_path / "mid")
+    for i in range(4):
+        data = _rows(i * 5000, 5000, 40 + i)
+        mode = "append" if i else "create"
+        write = lance.write_dataset if i % 2 else lt.write_dataset
+        write(data, uri, mode=mode, data_storage_version=request.param)
+    return uri
+
+
+def test_fragments_of_many_chunks_are_batched_for_filters_and_deletes(midsize: str, tmp_path: Path) -> None:
+    ds = lt.dataset(midsize)
+    frags = ds._snapshot.fragment_readers()
+    plans = fragment_batch.plans(frags, ["id", "small", "x"])
+    assert all(p is not None for p in plans) and max(p[1].chunks for p in plans if p) > 1
+    # a read of most rows is batched, a take of a few is not (its rows are picked file by file)
+    assert fragment_batch.batchable(plans[1], 4000) and not fragment_batch.batchable(plans[1], 30)
+    ours, theirs = lt.dataset(midsize), lance.dataset(midsize)
+    for flt in ["id >= 4990 AND id < 5020", "id = 12345", "small > 40", "x IS NULL", "x < 100 AND small = 3"]:
+        for cols in (None, ["s", "id"]):
+            got = ours.to_table(columns=cols, filter=flt, with_row_id=True)
+            assert got.equals(theirs.to_table(columns=cols, filter=flt, with_row_id=True)), flt
+    picks = [0, 4999, 5000, 7777, 19999, 12]
+    assert ours.take(picks).equals(theirs.take(picks))
+    copy = str(tmp_path / "copy")
+    shutil.copytree(midsize, copy)
+    lt.dataset(midsize).delete("id % 9 = 4 OR small < -45")
+    lance.dataset(copy).delete("id % 9 = 4 OR small < -45")
+    ours, theirs = lt.dataset(midsize), lance.dataset(copy)
+    assert ours.to_table(with_row_id=True).equals(theirs.to_table(with_row_id=True))
+    assert lance.dataset(midsize).to_table().equals(theirs.to_table())
+    flt = "id > 3000 AND id < 16000 AND small >= 0"
+    assert ours.to_table(filter=flt, with_row_id=True).equals(theirs.to_table(filter=flt, with_row_id=True))
+
+
+def test_a_damaged_chunk_table_of_many_chunks_is_named(midsize: str) -> None:
+    ds = lt.dataset(midsize)
+    ds.to_table()
+    reader = READERS.get(ds._snapshot.storage, ds._snapshot.manifest.fragments[1].files[0])
+    lay = small_many.layout(reader, ["id"])
+    assert lay is not None and lay.chunks > 1
+    path = _data_file(midsize, 1)
+    raw = bytearray(path.read_bytes())
+    at = lay.start + lay.columns[0].meta_at + 2  # the first chunk: far longer than its page
+    raw[at : at + 2] = b"\xff\xff"
+    path.write_bytes(bytes(raw))
+    with pytest.raises(CorruptFileError, match=path.name):
+        lt.dataset(midsize).to_table(filter="id > 3")
+    with pytest.raises(CorruptFileError, match=path.name):
+        lt.dataset(midsize).delete("id = 7000")

@@ -112,8 +112,9 @@ def _race(uri: str, options: dict | None) -> None:
         assert all(x[i] == 100 + r for i in range(300 + 10 * r, 310 + 10 * r))
         assert all(x[i] == 100 + r for i in range(10_000 + 10 * r, 10_000 + 10 * r + 5))
     assert all(x[i] == 0 for i in range(300 + 10 * ROUNDS, ORIGINAL))
-    ops = [v["operation"] for v in ds.versions()]
-    assert ops.count("update") >= 2 * ROUNDS or len(ops) < 2 * ROUNDS  # cleanup may have removed some
+    # cleanup may have removed any older version, so only the listing's shape is certain
+    numbers = [v["version"] for v in ds.versions()]
+    assert numbers == sorted(set(numbers)) and numbers[-1] == ds.version
     lance = pytest.importorskip("lance")
     assert lance.dataset(uri, storage_options=options).to_table().sort_by("id").equals(table)
 

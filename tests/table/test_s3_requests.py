@@ -96,7 +96,7 @@ def test_delete_sends_no_head_and_writes_deletion_files_at_once(small_fragments,
     assert "HEAD" not in s3_requests.counts
     # one GET a data file and a deletion file, the manifest's
     assert s3_requests.counts["GET"] <= 2 * FRAGMENTS + 1
-    assert s3_requests.counts["PUT"] <= FRAGMENTS + 3  # deletion files, transaction, manifest, hint
+    assert s3_requests.counts["PUT"] <= FRAGMENTS + 2  # deletion files, transaction, manifest
     expected = data.filter(pa.array(np.arange(data.num_rows) % 10 > 1))
     assert ds.to_table().equals(expected)
     assert lance.dataset(uri, storage_options=s3_options).to_table().equals(expected)
@@ -168,3 +168,23 @@ def test_delete_lists_versions_while_it_reads(s3_uri, s3_options, s3_requests): 
     expected = data.filter(pa.array(np.arange(data.num_rows) % 100 > 0))
     assert ds.to_table().equals(expected)
     assert lance.dataset(s3_uri, storage_options=s3_options).to_table().equals(expected)
+
+
+def test_append_puts_what_pylance_puts(s3_uri, s3_options, s3_requests):  # type: ignore[no-untyped-def]
+    data = _table(100)
+    puts = {}
+    for name, write in (("ours", lt.write_dataset), ("theirs", lance.write_dataset)):
+        uri = f"{s3_uri}/{name}"
+        write(data, uri, storage_options=s3_options)
+        s3_requests.reset()
+        write(data, uri, mode="append", storage_options=s3_options)
+        puts[name] = s3_requests.counts["PUT"]
+    # the data file, the transaction, the manifest: no version hint on an object store, which
+    # pylance neither writes nor reads there
+    assert puts == {"ours": 3, "theirs": 3}
+    ours = f"{s3_uri}/ours"
+    storage = lt.dataset(ours, storage_options=s3_options)._storage
+    assert "latest_version_hint.json" not in storage.list_names("_versions")
+    expected = pa.concat_tables([data, data])
+    assert lance.dataset(ours, storage_options=s3_options).to_table().equals(expected)
+    assert lt.dataset(ours, storage_options=s3_options).to_table().equals(expected)

@@ -103,10 +103,17 @@ def test_blocks_below_the_floor_are_not_unpacked(dataset: Path, monkeypatch: pyt
     unpacked: list[int] = []  # the bit width of every inline-bitpacked block unpacked
     real = bitpacking.unpack
 
-    def spy(words: np.ndarray, t: int, w: int, blocks: int, block_at: np.ndarray | None = None) -> np.ndarray:
+    def spy(
+        words: np.ndarray,
+        t: int,
+        w: int,
+        blocks: int,
+        block_at: np.ndarray | None = None,
+        out: np.ndarray | None = None,
+    ) -> np.ndarray:
         if block_at is not None:  # blocks of inline bitpacking, each at its own word
             unpacked.extend([w] * blocks)
-        return real(words, t, w, blocks, block_at)
+        return real(words, t, w, blocks, block_at, out)
 
     monkeypatch.setattr(bitpacking, "unpack", spy)
     ds = lt.dataset(dataset)

@@ -55,6 +55,8 @@ class _UnpackPlan:
     #: every field's next word and left shift (a shift by T for the fields that need none)
     second: np.ndarray
     left: np.ndarray  # (1, 1024)
+    #: the rows of ``cross`` in a group of PACK_GROUP blocks seen as (blocks * T, lanes) rows
+    cross_rows: np.ndarray
 
 
 @functools.lru_cache(maxsize=256)
@@ -72,31 +74,54 @@ def _unpack_plan(t: int, w: int) -> _UnpackPlan:
         cross_left=np.repeat(left[cross], lanes)[None, :],
         second=second,
         left=np.repeat(every_left, lanes)[None, :],
+        cross_rows=(np.arange(PACK_GROUP)[:, None] * t + cross[None, :]).reshape(-1),
     )
 
 
-def unpack(words: np.ndarray, t: int, w: int, blocks: int, block_at: np.ndarray | None = None) -> np.ndarray:
+def unpack(
+    words: np.ndarray,
+    t: int,
+    w: int,
+    blocks: int,
+    block_at: np.ndarray | None = None,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
     """Unpack ``blocks`` blocks of W-bit values from T-bit ``words``; returns ``blocks * 1024`` values.
 
     The blocks lie back to back from the first word, or, given ``block_at``, block ``k`` starts at
-    word ``block_at[k]`` (the caller checks that every block lies inside ``words``)."""
+    word ``block_at[k]`` (the caller checks that every block lies inside ``words``). ``out`` (a
+    contiguous array of ``blocks * 1024`` T-bit values) receives the values, and is returned."""
     dtype = DTYPES[t]
+    if out is None:
+        out = np.empty(blocks * BLOCK, dtype)
     if blocks == 0:
-        return np.zeros(0, dtype)
+        return out
     if w == 0:
-        return np.zeros(blocks * BLOCK, dtype)
+        out[...] = 0
+        return out
     lanes = BLOCK // t
+    packed: np.ndarray | None = None
+    if block_at is not None and words.flags.c_contiguous:
+        step = int(block_at[1] - block_at[0]) if blocks > 1 else w * lanes
+        if step >= w * lanes and (blocks < 3 or bool(np.all(np.diff(block_at) == step))):
+            # evenly spaced blocks (the chunks of a page): a strided view, no gather
+            size = words.itemsize
+            packed = np.ndarray(
+                (blocks, w, lanes), dtype, words, int(block_at[0]) * size, (step * size, lanes * size, size)
+            )
+            block_at = None
     if block_at is None:
-        packed = words[: blocks * w * lanes].reshape(blocks, w, lanes)
+        if packed is None:
+            packed = words[: blocks * w * lanes].reshape(blocks, w, lanes)
     else:  # gathered a group at a time below, while the group is in cache
         packed = np.lib.stride_tricks.sliding_window_view(words, w * lanes)
     plan = _unpack_plan(t, w)
-    out = np.empty((blocks, t, lanes), dtype)
+    grid = out.reshape(blocks, t, lanes)
     mask = dtype((1 << w) - 1)
     few = plan.cross.size * 2 < t  # few fields run on into the next word: only they take bits from it
     for lo in range(0, blocks, PACK_GROUP):  # a group of blocks at a time, in cache (as in pack)
         hi = min(lo + PACK_GROUP, blocks)
-        group = out[lo:hi]
+        group = grid[lo:hi]
         rows = group.reshape(hi - lo, BLOCK)
         source = packed[lo:hi] if block_at is None else packed[block_at[lo:hi]].reshape(hi - lo, w, lanes)
         np.take(source, plan.first, axis=1, out=group, mode="clip")  # the words are all there
@@ -106,14 +131,22 @@ def unpack(words: np.ndarray, t: int, w: int, blocks: int, block_at: np.ndarray 
             spill = np.take(source, plan.cross_second, axis=1)
             spill_rows = spill.reshape(hi - lo, -1)
             spill_rows <<= plan.cross_left
-            group[:, plan.cross, :] |= spill
+            # the fields' rows gathered, OR-ed and put back by row (cheaper than ``|=`` through a
+            # fancy index on the middle axis)
+            lane_rows = group.reshape(-1, lanes)
+            at = plan.cross_rows[: (hi - lo) * plan.cross.size]
+            if at.size < (hi - lo) * plan.cross.size:  # groups larger than when the plan was made
+                at = (np.arange(hi - lo)[:, None] * t + plan.cross[None, :]).reshape(-1)
+            fields = np.take(lane_rows, at, axis=0)
+            fields |= spill.reshape(-1, lanes)
+            lane_rows[at] = fields
         else:
             spill_rows = np.take(source, plan.second, axis=1).reshape(hi - lo, BLOCK)
             spill_rows <<= plan.left
             rows |= spill_rows
         if w < t:
             rows &= mask
-    return out.reshape(-1)
+    return out
 
 
 @functools.lru_cache(maxsize=256)

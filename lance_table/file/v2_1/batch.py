@@ -18,6 +18,7 @@ import numpy as np
 from lance_table._parallel import map_parts, parts_inline
 from lance_table.file.compression import bitpacking, general
 from lance_table.file.pageio import PageIO
+from lance_table.file.v2_1 import inline_blocks
 from lance_table.file.v2_1.byteranges import as_bytes, exclusive_cumsum, gather, join, rows_at, spans
 from lance_table.file.v2_1.values import MAX_LIST_SIZE, Fixed, Values, Var, concat_values, offsets_of
 
@@ -116,7 +117,7 @@ def values(
             raise io.corrupt(f"a fixed-size list of {per} items")
         return values(enc.fixed_size_list.values, data, at, sizes, counts * per, io)
     if kind == "inline_bitpacking":
-        return _inline_bitpacking(
+        return inline_blocks.values(
             int(enc.inline_bitpacking.uncompressed_bits_per_value), data, at, counts, io, floor
         )
     if kind == "general" and enc.general.values.WhichOneof("compression") in ("variable", "flat"):
@@ -299,96 +300,6 @@ def _joined_offsets(
     return lo, hi, offsets
 
 
-@dataclass
-class _InlineBlocks:
-    """Where the 1024-value blocks of many inline-bitpacked chunks are: per block (in value
-    order) the word its packed data starts at and its bit width."""
-
-    words: np.ndarray
-    data_at: np.ndarray
-    width: np.ndarray
-    n_blocks: np.ndarray  # per chunk
-    first_block: np.ndarray  # per chunk
-
-
-def _inline_blocks(
-    t: int, data: memoryview, at: np.ndarray, counts: np.ndarray, io: PageIO
-) -> _InlineBlocks | None:
-    """Walk the chunks' blocks, each led by one word holding its bit width."""
-    dtype = bitpacking.DTYPES.get(t)
-    word = t // 8
-    if dtype is None or bool(np.any(at % word)):
-        return None
-    words = np.frombuffer(data, dtype, len(data) // word)
-    lanes = bitpacking.BLOCK // t
-    n_blocks = -(-counts // bitpacking.BLOCK)
-    first_block = exclusive_cumsum(n_blocks)
-    total = int(n_blocks.sum())
-    data_at = np.zeros(total, np.int64)
-    width = np.zeros(total, np.int64)
-    pos = at // word
-    for b in range(int(n_blocks.max(initial=0))):
-        live = np.flatnonzero(n_blocks > b)
-        p = pos[live]
-        if p.size and int(p.max()) >= words.size:
-            raise io.corrupt("inline bitpacking runs out of words")
-        w = words[p].astype(np.int64)
-        if bool(np.any(w > t)):
-            raise io.corrupt(f"bit width above {t}")
-        index = first_block[live] + b
-        data_at[index] = p + 1
-        width[index] = w
-        pos[live] = p + 1 + w * lanes
-    if total and int((data_at + width * lanes).max()) > words.size:
-        raise io.corrupt("inline bitpacking runs out of words")
-    return _InlineBlocks(words, data_at, width, n_blocks, first_block)
-
-
-def _unpadded(rows: np.ndarray, first_row: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """The values of chunks laid out as rows of 1024 (each chunk from row ``first_row[k]``, its
-    last row padded), ``counts[k]`` of each, back to back."""
-    flat = rows.reshape(-1)
-    if not counts.size:
-        return flat[:0]
-    begin = (first_row * bitpacking.BLOCK).tolist()
-    return np.concatenate([flat[a : a + n] for a, n in zip(begin, counts.tolist())])
-
-
-def _inline_bitpacking(
-    t: int, data: memoryview, at: np.ndarray, counts: np.ndarray, io: PageIO, floor: int | None = None
-) -> Fixed | None:
-    """Chunks of 1024-value FastLanes blocks, each led by one word holding its bit width (blocks
-    whose values all lie below ``floor`` read as zeros: see :func:`values`)."""
-    found = _inline_blocks(t, data, at, counts, io)
-    if found is None:
-        return None
-    dtype = bitpacking.DTYPES[t]
-    words, n_blocks, start_block = found.words, found.n_blocks, found.first_block
-    if not found.width.size:
-        return Fixed(b"", t)
-    widths = np.unique(found.width).tolist()
-    # a block of width W < T holds values below 2 ** W, whatever the type's sign
-    below = {w for w in widths if floor is not None and floor > 0 and w < t and (1 << w) <= floor}
-    if len(widths) == 1 and not below:  # one width (sorted ids, codes): unpacked straight into the result
-        out = bitpacking.unpack(words, t, widths[0], found.data_at.size, found.data_at).reshape(
-            -1, bitpacking.BLOCK
-        )
-    else:
-        out = np.empty((found.width.size, bitpacking.BLOCK), dtype)
-        for w in widths:
-            sel = np.flatnonzero(found.width == w)
-            if w in below:
-                out[sel] = 0
-            else:
-                out[sel] = bitpacking.unpack(words, t, w, sel.size, found.data_at[sel]).reshape(sel.size, -1)
-    # the last block of each chunk is padded to 1024 values
-    tail = counts - (n_blocks - 1) * bitpacking.BLOCK
-    has = n_blocks > 0
-    if not bool(np.any(tail[has][:-1] != bitpacking.BLOCK)):
-        return Fixed(as_bytes(out.reshape(-1)[: int(counts.sum())]), t)
-    return Fixed(as_bytes(_unpadded(out, start_block, counts)), t)
-
-
 def pick_values(
     enc: Any,
     data: memoryview,
@@ -422,7 +333,7 @@ def pick_values(
         t = int(enc.inline_bitpacking.uncompressed_bits_per_value)
         if share >= PICK_BITPACKED.get(t, 0.0):
             return None
-        found = _inline_blocks(t, data, at, counts, io)
+        found = inline_blocks.walk(t, data, at, counts, io)
         if found is None:
             return None
         chunk, offset = _locate(counts, pick)

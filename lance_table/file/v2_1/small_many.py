@@ -1,11 +1,14 @@
-"""One column of many small 2.1/2.2 files decoded in one numpy pass.
+"""One column of many 2.1/2.2 files decoded in one numpy pass.
 
 A table of many small appends holds thousands of files of a few hundred rows, each column one
-page of one mini-block chunk. Decoding them file by file costs a few dozen Python calls per file
-and column, more than the values themselves. Here the files' bytes are joined into one buffer
-(each at an aligned place), every chunk's header is read with a few numpy gathers, and the
-chunks of all files that share an encoding are decoded as the chunks of one page would be (see
-:mod:`batch`): the cost per file is a read and a few list appends.
+page of one mini-block chunk; a table written in fragments of some ten thousand rows holds
+columns of one page of a few dozen chunks. Decoding them file by file costs a few dozen numpy
+calls per file and column, more than the values themselves. Here the files' bytes are joined
+into one buffer (each at an aligned place), the chunk tables and every chunk's header are read
+with a few numpy gathers, and the chunks of all files that share an encoding are decoded as the
+chunks of one page would be (see :mod:`batch`): the cost per file is a read and a few list
+appends. A file of pages of many chunks is batched only by a read of most of its rows
+(:func:`worth_batching`); a take picks its rows file by file.
 
 :func:`layout` says what a file's read of some columns looks like (kept per reader and column
 selection); :func:`decode` returns None when anything does not check out, and the caller then
@@ -46,6 +49,13 @@ _ERRORS = (LanceTableError, IndexError, KeyError, OverflowError, ValueError, Typ
 # interned encoding keys: chunks of files whose keys are the same object decode as one batch
 _KEYS: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 _MAX_KEYS = 4096
+#: pages of several chunks are batched up to this many rows (a fragment of a few read ranges)
+MAX_PAGE_ROWS = 1 << 18
+#: bytes between a file's selected pages a batch reads along with them (pages of many chunks)
+SPAN_SLACK = 64 * 1024
+#: a read of at least this share of a file's rows reads its pages of many chunks whole, in a
+#: batch; fewer rows (a take) are picked from their chunks by the file's own reader
+DENSE_ROWS = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +68,7 @@ class ColumnLayout:
     page: SmallPage
     encoding: Any  # the value compression (a protobuf message)
     key: tuple[Any, ...]  # interned: same object for the same encoding
+    chunks: int = 1  # mini-block chunks of the page (its chunk table's words)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +79,9 @@ class FileLayout:
     length: int
     num_rows: int
     columns: tuple[ColumnLayout, ...]
+    #: the most chunks of a page: a file of pages of one chunk is read whole by any read; one of
+    #: pages of many chunks only by a read of most of its rows (see :func:`worth_batching`)
+    chunks: int = 1
 
 
 def layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
@@ -104,9 +118,12 @@ def _layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
                 return None
             page = col.small_page(0, reader._stored, large)
             buffers = col.buffers(0)
-            if page is None or page.dictionary is not None or len(buffers) != 2 or buffers[0][1] != word:
+            if page is None or page.dictionary is not None or len(buffers) != 2:
                 return None
-            if page.num_items != meta.num_rows or not 0 < page.num_items <= 1 << 16:
+            chunks, rest = divmod(buffers[0][1], word)
+            if rest or not chunks or (chunks > 1 and page.num_items > MAX_PAGE_ROWS):
+                return None
+            if page.num_items != meta.num_rows or not 0 < page.num_items <= max(1 << 16, MAX_PAGE_ROWS):
                 return None
             enc = col.encoding(0, reader._stored).mini_block_layout
         except _ERRORS:
@@ -119,20 +136,31 @@ def _layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
             if len(_KEYS) >= _MAX_KEYS:
                 _KEYS.clear()
             interned = _KEYS.setdefault(ident, ident)
-        cols.append((buffers, page, value_enc, interned))
+        cols.append((buffers, page, value_enc, interned, chunks))
     if not cols:
         return None
     start = min(b[0][0] for b, *_ in cols)
     end = max(o + s for b, *_ in cols for o, s in b)
+    needed = sum(s for b, *_ in cols for _, s in b)
+    if max(c[-1] for c in cols) > 1 and end - start > 2 * needed + SPAN_SLACK:
+        return None  # the pages lie far apart: their span would read much that is not theirs
     return FileLayout(
         start,
         end - start,
         meta.num_rows,
         tuple(
-            ColumnLayout(b[0][0] - start, b[1][0] - start, b[1][1], page, value_enc, k)
-            for b, page, value_enc, k in cols
+            ColumnLayout(b[0][0] - start, b[1][0] - start, b[1][1], page, value_enc, k, chunks)
+            for b, page, value_enc, k, chunks in cols
         ),
+        max(c[-1] for c in cols),
     )
+
+
+def worth_batching(file: FileLayout, rows: int) -> bool:
+    """Whether a read of ``rows`` rows of a file with this layout belongs in a batch: a file of
+    pages of one chunk (a few hundred rows) always; pages of many chunks, which a batch decodes
+    whole, when most of their rows are read."""
+    return file.chunks == 1 or rows >= DENSE_ROWS * file.num_rows
 
 
 def joined(blobs: Sequence[bytes | memoryview]) -> tuple[memoryview, np.ndarray]:
@@ -208,19 +236,29 @@ def _decode(
     floor: int | None,
 ) -> pa.Array | None:
     """The chunks of files whose pages share one encoding (the checks of
-    :func:`miniblock_small.decode`, for all chunks at once)."""
+    :func:`miniblock_small.decode` and :func:`miniblock.chunk_table`, for all chunks at once)."""
     page = cols[0].page
     u8 = np.frombuffer(data, np.uint8)
-    n = np.fromiter((f.num_rows for f in files), np.int64, len(files))
+    rows = np.fromiter((f.num_rows for f in files), np.int64, len(files))
     meta_at = bases + np.fromiter((c.meta_at for c in cols), np.int64, len(cols))
-    chunk_at = bases + np.fromiter((c.data_at for c in cols), np.int64, len(cols))
+    page_at = bases + np.fromiter((c.data_at for c in cols), np.int64, len(cols))
     data_size = np.fromiter((c.data_size for c in cols), np.int64, len(cols))
+    chunks = np.fromiter((c.chunks for c in cols), np.int64, len(cols))
     word = 4 if page.large else 2
-    if int((chunk_at + data_size).max()) > u8.size or int(meta_at.max()) + word > u8.size:
+    if int((page_at + data_size).max()) > u8.size or int((meta_at + chunks * word).max()) > u8.size:
         return None
-    chunk_bytes = ((_le(u8, meta_at, word) >> 4) + 1) * 8
+    if bool(np.all(chunks == 1)):  # pages of one chunk (small files): no chunk table to walk
+        n, chunk_at, page_of = rows, page_at, None
+        chunk_bytes = ((_le(u8, meta_at, word) >> 4) + 1) * 8
+        if bool(np.any(chunk_bytes > data_size)):
+            return None
+    else:
+        found = _chunk_tables(u8, meta_at, page_at, data_size, chunks, rows, word)
+        if found is None:
+            return None
+        n, chunk_at, chunk_bytes, page_of = found
     header = page.header.size
-    if bool(np.any(chunk_bytes > data_size)) or bool(np.any(chunk_bytes < header)):
+    if bool(np.any(chunk_bytes < header)):
         return None
     at = (header + 7) & ~7
     size_width = 4 if page.large else 2
@@ -245,7 +283,7 @@ def _decode(
         valid = levels == 0
     enc = cols[0].encoding
     values = None
-    if floor is None and enc.WhichOneof("compression") == "inline_bitpacking":
+    if floor is None and page_of is None and enc.WhichOneof("compression") == "inline_bitpacking":
         # short chunks fill a little of their 1024-value blocks: only their values are unpacked
         share = total / (int((-(-n // bitpacking.BLOCK)).sum()) * bitpacking.BLOCK)
         values = batch.pick_values(enc, data, chunk_at + value_at, size, n, np.arange(total), io, share)
@@ -263,3 +301,38 @@ def _decode(
     if valid is not None and not valid.all():
         arr = with_validity(arr, valid)
     return arr
+
+
+# values one chunk may hold (see miniblock.MAX_CHUNK_VALUES)
+_MAX_CHUNK_VALUES = 1 << 16
+
+
+def _chunk_tables(
+    u8: np.ndarray,
+    meta_at: np.ndarray,
+    page_at: np.ndarray,
+    data_size: np.ndarray,
+    chunks: np.ndarray,
+    rows: np.ndarray,
+    word: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """The chunks of pages of ``chunks`` chunks each (their chunk tables at ``meta_at``, their
+    chunks from ``page_at``, ``rows`` values each): each chunk's value count, where it starts, its
+    size and its page; None where a table does not describe its page (the checks of
+    :func:`miniblock.chunk_table`)."""
+    first = exclusive_cumsum(chunks)
+    page_of = np.repeat(np.arange(chunks.size), chunks)
+    ordinal = np.arange(page_of.size, dtype=np.int64) - first[page_of]
+    words = _le(u8, meta_at[page_of] + ordinal * word, word)
+    chunk_bytes = ((words >> 4) + 1) * 8
+    counts = np.left_shift(1, words & 0xF)
+    last = first + chunks - 1
+    counts[last] = 0
+    counts[last] = rows - np.bincount(page_of, counts, chunks.size).astype(np.int64)
+    if bool(np.any(counts[last] < 0)) or bool(np.any(counts[last] > _MAX_CHUNK_VALUES)):
+        return None
+    ends = np.cumsum(chunk_bytes)
+    within = ends - chunk_bytes - (ends - chunk_bytes)[first][page_of]
+    if bool(np.any(within[last] + chunk_bytes[last] > data_size)):
+        return None
+    return counts, page_at[page_of] + within, chunk_bytes, page_of

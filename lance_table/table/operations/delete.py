@@ -32,7 +32,7 @@ from lance_table.table.scan import (
     matching_positions,
     matching_rows,
 )
-from lance_table.table.scan_groups import matching_runs
+from lance_table.table.scan_groups import matching_rows as batch_matching_rows
 from lance_table.table.scan_metrics import note_range
 from lance_table.table.snapshot import Snapshot
 
@@ -124,9 +124,9 @@ def _find(
                     out[k] = rows
                 small = [k for k, plan in zip(small, plans) if plan is not None]
         if small:
-            runs = matching_runs([group[k] for k in small], spec, READ_CHUNK_ROWS, ROW_READS)
-            for k, r in zip(small, runs):
-                out[k] = r.positions().astype(np.uint32) if r.total else None
+            found = batch_matching_rows([group[k] for k in small], spec, READ_CHUNK_ROWS, ROW_READS)
+            for k, rows in zip(small, found):
+                out[k] = rows.astype(np.uint32) if rows is not None else None
         for k, f in enumerate(group):
             if f.physical_rows > READ_CHUNK_ROWS:
                 f.deleted  # noqa: B018 - read here once, not by the first range tasks at once

@@ -1,0 +1,303 @@
+"""Byte-range reads of S3 objects as plain signed GETs (the default client of data-file reads).
+
+s3fs sends each request through aiobotocore's whole pipeline (request model, endpoint rules,
+event hooks, response parsing) on its one event-loop thread: about 1 ms of CPU per GET here, which
+a scan of hundreds of small files pays hundreds of times while decoding competes for the GIL. A
+GET of a byte range needs none of it: this module signs it (AWS Signature Version 4, the signing
+key cached per day) and sends it with urllib3 from the thread that wants the bytes, on a pool of
+kept-alive connections. The size comes from the manifest, so no HEAD is sent either.
+
+It reads only what it can address exactly as s3fs would, from the same s3fs arguments (see
+:func:`lance_table.storage.arrow_s3.arrow_arguments`, which decides the same for pyarrow's client):
+an endpoint with path-style or virtual-hosted addressing, or AWS's regional endpoint with a known
+region and a bucket that is a plain host name; static credentials, anonymous access, or botocore's
+credential chain. Anything else (a customer key, requester pays, a profile, a proxy, an endpoint
+set in the environment, ...) keeps every read on s3fs. Any answer but the bytes (an error status,
+a dropped connection) sends that read to s3fs instead, which retries, follows redirects and raises
+the typed errors; an answer that says the addressing or the credentials are wrong (not a missing
+object, not a busy server) turns direct reads off for the storage.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import errno
+import hashlib
+import hmac
+import os
+import re
+import threading
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import quote
+
+from lance_table._parallel import after_fork_in_child
+
+#: the payload hash of a GET (the SHA-256 of no bytes), valid for S3 over http and https
+EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
+#: connections kept per host (the scan's reads in flight: see ``remote.REMOTE_READ_PARALLELISM``)
+POOL_CONNECTIONS = 64
+# statuses after which direct reads go on (the object is missing, or the server is busy)
+_TRANSIENT = frozenset((404, 416, 429, 500, 502, 503, 504))
+# a bucket name AWS serves as a host name of its own (no dots: TLS certificates cover one label)
+_HOST_BUCKET = re.compile(r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
+# environment variables that move botocore's S3 endpoint elsewhere than the regional default
+_ENDPOINT_ENVIRON = (
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_S3",
+    "AWS_USE_FIPS_ENDPOINT",
+    "AWS_USE_DUALSTACK_ENDPOINT",
+)
+
+
+#: credentials that botocore's chain finds (see :func:`_credential_chain`)
+CHAIN = object()
+
+
+class DirectReadFailed(Exception):
+    """A direct GET that did not bring the bytes; the read goes to s3fs instead."""
+
+
+class SigV4:
+    """Signs S3 GETs with AWS Signature Version 4 (header authorization, empty payload)."""
+
+    def __init__(self, region: str) -> None:
+        self.region = region
+        self._keys: dict[tuple[str, str], bytes] = {}
+
+    def _key(self, secret: str, day: str) -> bytes:
+        found = self._keys.get((secret, day))
+        if found is None:
+            key = hmac.new(f"AWS4{secret}".encode(), day.encode(), hashlib.sha256).digest()
+            for part in (self.region, "s3", "aws4_request"):
+                key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+            self._keys = {(secret, day): key}  # one day's key: older ones are of no more use
+            found = key
+        return found
+
+    def headers(
+        self,
+        host: str,
+        path: str,
+        extra: Mapping[str, str],
+        access_key: str,
+        secret_key: str,
+        token: str | None,
+        now: dt.datetime,
+    ) -> dict[str, str]:
+        """The headers of a GET of ``path`` (already percent-encoded) on ``host``, with ``extra``
+        (e.g. ``range``, lowercase names) and the signature of them all."""
+        stamp = now.strftime("%Y%m%dT%H%M%SZ")
+        day = stamp[:8]
+        signed = {"host": host, **extra, "x-amz-content-sha256": EMPTY_SHA256, "x-amz-date": stamp}
+        if token:
+            signed["x-amz-security-token"] = token
+        names = sorted(signed)
+        canonical = "\n".join(
+            ["GET", path, "", *(f"{n}:{signed[n].strip()}" for n in names), "", ";".join(names), EMPTY_SHA256]
+        )
+        scope = f"{day}/{self.region}/s3/aws4_request"
+        to_sign = f"AWS4-HMAC-SHA256\n{stamp}\n{scope}\n{hashlib.sha256(canonical.encode()).hexdigest()}"
+        signature = hmac.new(self._key(secret_key, day), to_sign.encode(), hashlib.sha256).hexdigest()
+        signed["authorization"] = (
+            f"AWS4-HMAC-SHA256 Credential={access_key}/{scope}, "
+            f"SignedHeaders={';'.join(names)}, Signature={signature}"
+        )
+        return signed
+
+
+class DirectS3:
+    """Signed GETs of one S3 endpoint's objects, from any thread (see the module's description).
+
+    Args:
+        scheme: ``http`` or ``https``.
+        host: the endpoint's host (and port), or None for AWS's regional endpoint.
+        region: the region requests are signed for.
+        virtual: whether the bucket goes into the host name (else into the path).
+        credentials: ``(access key, secret key, session token)``, :data:`CHAIN` (botocore's
+            credentials, found at the first read and refreshed as botocore refreshes them), or
+            None for anonymous requests.
+        timeouts: connect and read timeouts in seconds.
+    """
+
+    def __init__(
+        self,
+        scheme: str,
+        host: str | None,
+        region: str,
+        virtual: bool,
+        credentials: Any,
+        timeouts: tuple[float, float] = (60.0, 60.0),
+        ca_bundle: str | None = None,
+    ) -> None:
+        self.scheme = scheme
+        self.host = host
+        self.virtual = virtual
+        self.credentials = credentials
+        self.timeouts = timeouts
+        self.ca_bundle = ca_bundle
+        self._signer = SigV4(region)
+        self._default_port = ":443" if scheme == "https" else ":80"
+        self._pool: Any = None
+        self._pid = -1
+        self._lock = threading.Lock()
+        #: False once an answer said that this client cannot read the store (see the module)
+        self.usable = True
+
+    def _http(self) -> Any:
+        pool = self._pool
+        if pool is None or self._pid != os.getpid():  # a forked child: connections of its own
+            with self._lock:
+                if self._pool is None or self._pid != os.getpid():
+                    import urllib3
+
+                    tls: dict[str, Any] = {"ca_certs": self.ca_bundle} if self.ca_bundle else {}
+                    # a kept-alive connection the server closed meanwhile is opened again (a GET
+                    # is safe to repeat); statuses and redirects come back as they are
+                    retry = urllib3.Retry(
+                        total=2, connect=2, read=1, status=0, other=0, redirect=0,
+                        raise_on_redirect=False, raise_on_status=False,
+                    )  # fmt: skip
+                    self._pool = urllib3.PoolManager(
+                        num_pools=4,
+                        maxsize=POOL_CONNECTIONS,
+                        retries=retry,
+                        timeout=urllib3.Timeout(connect=self.timeouts[0], read=self.timeouts[1]),
+                        **tls,
+                    )
+                    self._pid = os.getpid()
+                pool = self._pool
+        return pool
+
+    def address(self, bucket: str, key: str) -> tuple[str, str]:
+        """The host and the percent-encoded path of an object."""
+        encoded = quote(key, safe="/~")
+        if self.host is None:
+            return f"{bucket}.s3.{self._signer.region}.amazonaws.com", f"/{encoded}"
+        host = self.host[: -len(self._default_port)] if self.host.endswith(self._default_port) else self.host
+        if self.virtual:
+            return f"{bucket}.{host}", f"/{encoded}"
+        return host, f"/{bucket}/{encoded}"
+
+    def _keys(self) -> tuple[str, str, str | None] | None:
+        creds = self.credentials
+        if creds is None or isinstance(creds, tuple):
+            return creds
+        if creds is CHAIN:  # found at the first read, not when the dataset is opened
+            with self._lock:
+                if self.credentials is CHAIN:
+                    self.credentials = _credential_chain()
+                creds = self.credentials
+            if creds is None:
+                self.usable = False
+                raise DirectReadFailed("botocore found no credentials")
+        frozen = creds.get_frozen_credentials()  # botocore refreshes expiring credentials here
+        return frozen.access_key, frozen.secret_key, frozen.token
+
+    def get(
+        self, bucket: str, key: str, start: int | None = None, end: int | None = None, name: str = ""
+    ) -> bytes:
+        """The bytes ``[start, end)`` of an object (all of it without ``start``); ``name`` is what
+        an error calls the object.
+
+        Raises:
+            FileNotFoundError: the object does not exist.
+            DirectReadFailed: the answer was not the bytes (read them through s3fs instead).
+        """
+        host, path = self.address(bucket, key)
+        extra = {} if start is None else {"range": f"bytes={start}-{(end or 0) - 1}"}
+        try:
+            keys = self._keys()
+            if keys is None:
+                headers = {"host": host, **extra}
+            else:
+                now = dt.datetime.now(dt.timezone.utc)
+                headers = self._signer.headers(host, path, extra, *keys, now)
+            answer = self._http().request(
+                "GET", f"{self.scheme}://{host}{path}", headers=headers, preload_content=True, redirect=False
+            )
+        except Exception as exc:  # a dropped connection, a timeout, credentials botocore cannot find
+            if "SSL" in type(exc).__name__ or "NameResolution" in type(exc).__name__:
+                self.usable = False  # certificates or a host name s3fs's client sees otherwise
+            raise DirectReadFailed(repr(exc)) from None
+        status = answer.status
+        if status == 206 or (status == 200 and start is None):
+            return bytes(answer.data)
+        if status == 200:  # the server sent the whole object for a range
+            return bytes(answer.data[start:end])
+        if status == 404 and b"NoSuchKey" in answer.data:
+            raise FileNotFoundError(errno.ENOENT, "no such object", name or f"s3://{bucket}/{key}")
+        if status not in _TRANSIENT:
+            self.usable = False  # redirected, refused or malformed: s3fs knows how to go on
+        raise DirectReadFailed(f"HTTP {status}")
+
+
+def open_direct_s3(kwargs: Mapping[str, Any], bucket: str, environ: Mapping[str, str]) -> DirectS3 | None:
+    """A direct client for ``bucket`` that addresses and signs as s3fs would with ``kwargs``, or
+    None where it cannot (see the module's description)."""
+    from lance_table.storage.arrow_s3 import arrow_arguments
+
+    mapped = arrow_arguments(kwargs, environ)
+    if mapped is None:
+        return None
+    host = mapped.get("endpoint_override")
+    scheme = str(mapped.get("scheme", "https"))
+    virtual = bool(mapped.get("force_virtual_addressing"))
+    if host is None:
+        if any(environ.get(name) for name in _ENDPOINT_ENVIRON) or not _HOST_BUCKET.match(bucket):
+            return None
+        if str(mapped["region"]).startswith(("cn-", "us-iso")):
+            return None  # partitions with domains of their own
+        if bucket.endswith(("-s3alias", "--ol-s3", "--x-s3")) or bucket.startswith("xn--"):
+            return None  # access point aliases and directory buckets: endpoints of their own
+    elif virtual and not _HOST_BUCKET.match(bucket):
+        return None
+    credentials: Any
+    if mapped.get("anonymous"):
+        credentials = None
+    elif "access_key" in mapped:
+        credentials = (str(mapped["access_key"]), str(mapped["secret_key"]), mapped.get("session_token"))
+    else:
+        credentials = CHAIN
+    timeouts = (float(mapped.get("connect_timeout", 60.0)), float(mapped.get("request_timeout", 60.0)))
+    bundle = environ.get("AWS_CA_BUNDLE") or None  # as botocore verifies certificates
+    key = (scheme, host, str(mapped["region"]), virtual, credentials, timeouts, bundle)
+    with _CLIENTS_LOCK:
+        client = _CLIENTS.pop(key, None)
+        if client is None:
+            client = DirectS3(scheme, host, str(mapped["region"]), virtual, credentials, timeouts, bundle)
+        _CLIENTS[key] = client  # the most recently used last
+        while len(_CLIENTS) > MAX_CLIENTS:
+            _CLIENTS.pop(next(iter(_CLIENTS)))
+    return client
+
+
+#: the direct clients kept, by what they were made of: a dataset opened again (every
+#: ``lance_table.dataset`` call opens its storage) reuses its kept-alive connections, as s3fs
+#: reuses its filesystems
+MAX_CLIENTS = 16
+_CLIENTS: dict[tuple[Any, ...], DirectS3] = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
+def _credential_chain() -> Any:
+    """botocore's credentials from its usual sources (environment, files, instance metadata), or
+    None where it finds none."""
+    try:
+        import botocore.session
+
+        return botocore.session.get_session().get_credentials()
+    except Exception:
+        return None
+
+
+def _after_fork() -> None:
+    """A forked child's locks are free (another thread may have held one at the fork); each
+    client opens connections of its own there at its first read."""
+    global _CLIENTS_LOCK
+    _CLIENTS_LOCK = threading.Lock()
+    for client in _CLIENTS.values():
+        client._lock = threading.Lock()
+
+
+after_fork_in_child(_after_fork)

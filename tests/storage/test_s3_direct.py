@@ -1,0 +1,161 @@
+"""Direct S3 range reads (the default client of data-file reads, ``lance_table.storage.s3_direct``):
+signatures equal botocore's, objects addressed as botocore addresses them, the same bytes as s3fs
+and pylance, no HEAD, s3fs for what the direct client cannot read."""
+
+from __future__ import annotations
+
+import datetime as dt
+import socket
+
+import botocore.session
+import lance
+import numpy as np
+import pyarrow as pa
+import pytest
+from botocore.auth import S3SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.config import Config
+from botocore.credentials import Credentials
+
+import lance_table as lt
+from lance_table.storage import open_storage
+from lance_table.storage.s3_direct import CHAIN, DirectS3, SigV4, open_direct_s3
+from lance_table.table.readers import READERS
+
+NOW = dt.datetime(2026, 3, 4, 5, 6, 7, tzinfo=dt.timezone.utc)
+
+
+@pytest.mark.parametrize("token", [None, "session-token/+="])
+@pytest.mark.parametrize(
+    ("url", "extra"),
+    [
+        ("https://bkt.s3.eu-west-1.amazonaws.com/data/a%20b%2Bc~d.lance", {"range": "bytes=0-99"}),
+        ("http://127.0.0.1:9000/bkt/_versions/1.manifest", {}),
+        ("https://minio.example:443/bkt/k", {"range": "bytes=5-5"}),
+    ],
+)
+def test_signature_is_botocores(url, extra, token):  # type: ignore[no-untyped-def]
+    host = url.split("/")[2].removesuffix(":443")
+    path = "/" + url.split("/", 3)[3]
+    ours = SigV4("eu-west-1").headers(host, path, extra, "AKID", "secret/key+", token, NOW)
+    request = AWSRequest(
+        method="GET", url=url, headers={k: v for k, v in ours.items() if k not in ("host", "authorization")}
+    )
+    request.context["timestamp"] = NOW.strftime("%Y%m%dT%H%M%SZ")
+    signer = S3SigV4Auth(Credentials("AKID", "secret/key+", token), "s3", "eu-west-1")
+    canonical = signer.canonical_request(request)
+    signature = signer.signature(signer.string_to_sign(request, canonical), request)
+    assert ours["authorization"].endswith(f"Signature={signature}")
+    assert f"SignedHeaders={signer.signed_headers(signer.headers_to_sign(request))}," in ours["authorization"]
+
+
+class _NotSent(Exception):
+    """Stops botocore before a request leaves."""
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "virtual", "bucket"),
+    [
+        (None, False, "my-bucket"),
+        ("http://127.0.0.1:9000", False, "bkt"),
+        ("https://store.example", True, "bkt"),
+    ],
+)
+def test_objects_are_addressed_as_botocore_addresses_them(endpoint, virtual, bucket):  # type: ignore[no-untyped-def]
+    key = "ds/data/a b+c=d~e.lance"
+    style = {"addressing_style": "virtual" if virtual else "path"} if endpoint else {}  # AWS: auto
+    config = Config(signature_version="s3v4", s3=style)
+    client = botocore.session.get_session().create_client(
+        "s3",
+        region_name="eu-west-1",
+        endpoint_url=endpoint,
+        config=config,
+        aws_access_key_id="a",
+        aws_secret_access_key="b",
+    )
+    sent = []
+
+    def capture(request, **kwargs):  # type: ignore[no-untyped-def]
+        sent.append(request.url)
+        raise _NotSent
+
+    client.meta.events.register("before-send.s3.GetObject", capture)
+    with pytest.raises(_NotSent):
+        client.get_object(Bucket=bucket, Key=key)
+    url = sent[0]
+    scheme = endpoint.split(":")[0] if endpoint else "https"
+    direct = DirectS3(scheme, endpoint.split("//")[1] if endpoint else None, "eu-west-1", virtual, None)
+    host, path = direct.address(bucket, key)
+    assert f"{scheme}://{host}{path}" == url
+
+
+def test_which_options_read_directly():  # type: ignore[no-untyped-def]
+    keys = {"key": "a", "secret": "b"}
+    endpoint = {"client_kwargs": {"endpoint_url": "http://127.0.0.1:9"}}
+    assert open_direct_s3({**keys, **endpoint}, "bkt", {}) is not None
+    assert open_direct_s3({**keys, "client_kwargs": {"region_name": "eu-west-1"}}, "bkt", {}) is not None
+    assert open_direct_s3({**endpoint}, "bkt", {}).credentials is CHAIN  # botocore's, at the first read
+    assert open_direct_s3({**endpoint, "anon": True}, "bkt", {}).credentials is None
+    # a dataset opened again keeps its connections
+    assert open_direct_s3({**keys, **endpoint}, "bkt", {}) is open_direct_s3({**keys, **endpoint}, "bkt", {})
+    assert open_direct_s3({**keys, **endpoint}, "bkt", {}) is not open_direct_s3(endpoint, "bkt", {})
+    # s3fs's business: requester pays, AWS without a region, a bucket with dots on AWS, an
+    # endpoint botocore takes from the environment
+    assert open_direct_s3({**keys, **endpoint, "requester_pays": True}, "bkt", {}) is None
+    assert open_direct_s3(keys, "bkt", {}) is None
+    assert open_direct_s3(keys, "a.b.c", {"AWS_REGION": "eu-west-1"}) is None
+    assert open_direct_s3(keys, "bkt", {"AWS_REGION": "cn-north-1"}) is None  # amazonaws.com.cn
+    assert open_direct_s3(keys, "bkt", {"AWS_REGION": "eu-west-1", "AWS_ENDPOINT_URL_S3": "http://x"}) is None
+
+
+def _table(rows: int) -> pa.Table:
+    rng = np.random.default_rng(7)
+    return pa.table({"id": np.arange(rows), "x": rng.random(rows), "s": [f"v{i % 11}" for i in range(rows)]})
+
+
+@pytest.mark.s3
+def test_reads_equal_s3fs_and_pylance_with_no_head(s3_uri, s3_options, s3_requests):  # type: ignore[no-untyped-def]
+    data = _table(800)
+    lance.write_dataset(
+        data, s3_uri, storage_options=s3_options, max_rows_per_file=200, data_storage_version="2.2"
+    )
+    READERS.clear()
+    ours = lt.dataset(s3_uri, storage_options=s3_options)
+    assert ours._storage._direct is not None
+    s3fs_only = lt.dataset(s3_uri, storage_options={**s3_options, "lance_table_s3_reader": "s3fs"})
+    theirs = lance.dataset(s3_uri, storage_options=s3_options)
+    s3_requests.reset()
+    assert ours.to_table().equals(theirs.to_table())
+    idx = [0, 199, 200, 555, 799]
+    assert ours.take(idx).equals(s3fs_only.take(idx))
+    assert ours.to_table(filter="id >= 300 AND id < 420").equals(
+        theirs.to_table(filter="id >= 300 AND id < 420")
+    )
+    assert "HEAD" not in s3_requests.counts
+    assert ours._storage._direct.usable  # every read above went directly
+
+
+@pytest.mark.s3
+def test_a_missing_object_is_one_request(s3_uri, s3_options, s3_requests):  # type: ignore[no-untyped-def]
+    storage = open_storage(s3_uri, s3_options)
+    s3_requests.reset()
+    with pytest.raises(FileNotFoundError):
+        storage.read("_versions/missing.manifest")
+    assert s3_requests.counts == {"GET": 1}
+    assert storage._direct.usable
+
+
+@pytest.mark.s3
+def test_a_failed_direct_read_goes_through_s3fs(s3_uri, s3_options):  # type: ignore[no-untyped-def]
+    storage = open_storage(s3_uri, s3_options)
+    data = bytes(range(256)) * 64
+    storage.write("f.bin", data)
+    with socket.socket() as closed:  # a port nothing listens on: the connection is refused
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    storage._direct = DirectS3("http", f"127.0.0.1:{port}", "us-east-1", False, ("a", "b", None), (1.0, 1.0))
+    assert storage.read("f.bin") == data
+    assert [bytes(b) for b in storage.read_ranges("f.bin", [(3, 5), (9000, 100)])] == [
+        data[3:8],
+        data[9000:9100],
+    ]
