@@ -39,7 +39,7 @@ MAX_DIRECTORIES = 64
 #: smaller directories are listed each time (a listing of a few names costs about a ``stat``)
 MIN_NAMES = 64
 
-_Token = tuple[int, int, int, int]
+_Token = tuple[int, int, int, int, int, int]
 _LISTINGS: OrderedDict[str, tuple[_Token, tuple[str, ...]]] = OrderedDict()
 _LOCK = threading.Lock()
 #: device -> file system type, as read from the mount table at a time (monotonic ns)
@@ -88,7 +88,8 @@ def clear() -> None:
 
 
 def _token(full: str) -> _Token | None:
-    """What identifies the directory's state (device, inode, modification and change times), if
+    """What identifies the directory's state (device, inode, modification and change times, size
+    and links: some file systems count entries in a directory's size), if
     a listing of it may be kept and reused: it is on a local file system and has been unchanged
     long enough. Taken before the listing: a change during the listing moves it."""
     try:
@@ -102,7 +103,7 @@ def _token(full: str) -> _Token | None:
         return None
     if _fs_type(st.st_dev) not in LOCAL_FILE_SYSTEMS:
         return None
-    return st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns
+    return st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_nlink
 
 
 def _fs_type(dev: int) -> str | None:
