@@ -278,6 +278,14 @@ def main() -> None:
     parser.add_argument("--table-rows", type=int, default=50_000, help="rows of the --history deletes table")
     parser.add_argument("--count-calls", action="store_true")
     parser.add_argument(
+        "--keep",
+        type=Path,
+        help="build the datasets in this directory and keep them; reuse them when already built there",
+    )
+    parser.add_argument(
+        "--only", help="run only the scenarios whose names contain one of these comma-separated words"
+    )
+    parser.add_argument(
         "--s3-requests", action="store_true", help="count both sides' requests to a moto S3 server"
     )
     args = parser.parse_args()
@@ -290,15 +298,20 @@ def main() -> None:
         {"commits": n, "rows_per_append": size, "history": args.history, "runs": args.runs}
         | ({"table_rows": args.table_rows} if args.history == "deletes" else {}),
     )
-    root = Path(tempfile.mkdtemp(prefix="bench-history-"))
+    root = args.keep or Path(tempfile.mkdtemp(prefix="bench-history-"))
     uris = (str(root / "ours"), str(root / "theirs"))
+    reused = args.keep is not None and all(Path(u, "_versions").is_dir() for u in uris)
     try:
-        print(f"building two datasets of {what} ...", flush=True)
-        start = time.perf_counter()
-        built = _build_both(uris, n, size, args.history, args.table_rows)
-        print(f"built in {time.perf_counter() - start:.0f} s", flush=True)
+        if reused:
+            print(f"reusing the datasets in {root}", flush=True)
+            built: tuple[list[tuple[float, float]], list[tuple[float, float]]] = ([], [])
+        else:
+            print(f"building two datasets of {what} ...", flush=True)
+            start = time.perf_counter()
+            built = _build_both(uris, n, size, args.history, args.table_rows)
+            print(f"built in {time.perf_counter() - start:.0f} s", flush=True)
         med = statistics.median
-        for label, part in (("first 50", slice(0, 50)), ("last 50", slice(-50, None))):
+        for label, part in (("first 50", slice(0, 50)), ("last 50", slice(-50, None))) if built[0] else ():
             ours, theirs = built[0][part], built[1][part]
             report.add(
                 Result(
@@ -313,22 +326,27 @@ def main() -> None:
                     os.getloadavg()[0],
                 )
             )
-        report.add(
-            Result(
-                f"build: all {n} commits (total)",
-                sum(t[0] for t in built[0]),
-                sum(t[0] for t in built[1]),
-                1,
-                "generation time of each side's dataset",
-                sum(t[1] for t in built[0]),
-                sum(t[1] for t in built[1]),
-                os.getloadavg()[0],
+        if built[0]:
+            report.add(
+                Result(
+                    f"build: all {n} commits (total)",
+                    sum(t[0] for t in built[0]),
+                    sum(t[0] for t in built[1]),
+                    1,
+                    "generation time of each side's dataset",
+                    sum(t[1] for t in built[0]),
+                    sum(t[1] for t in built[1]),
+                    os.getloadavg()[0],
+                )
             )
-        )
         total = n * size if args.history == "appends" else args.table_rows
         lo = total // 2 + 1
 
+        wanted = [w.strip() for w in args.only.split(",")] if args.only else None
+
         def both(name: str, mine: Callable[[str], object], theirs: Callable[[str], object], fresh=False):
+            if wanted is not None and not any(w in name for w in wanted):
+                return
             current = list(uris)
 
             def setup(side: int) -> None:
@@ -414,7 +432,10 @@ def main() -> None:
             (args.out / f"history_{args.history}_{n}_s3.json").write_text(json.dumps(requests, indent=2))
         report.publish(args.out, f"history_{args.history}_{n}")
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        if args.keep is None:
+            shutil.rmtree(root, ignore_errors=True)
+        for uri in uris:  # the copies the changing scenarios ran on
+            shutil.rmtree(f"{uri}-copy", ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -62,6 +62,16 @@ def manifest_path(version: int, scheme: str = ManifestNaming.V2) -> str:
 V2_NAME_LENGTH = 20 + len(MANIFEST_SUFFIX)
 
 
+def is_v2_name(name: str) -> bool:
+    """Whether ``name`` is a V2 manifest name (of a version of the main line)."""
+    return _V2_NAME.fullmatch(name) is not None
+
+
+def is_v1_name(name: str) -> bool:
+    """Whether ``name`` is a V1 manifest name (and not a V2 one)."""
+    return _V1_NAME.fullmatch(name) is not None and _V2_NAME.fullmatch(name) is None
+
+
 def parse_manifest_name(name: str) -> tuple[int, str] | None:
     """``(version, scheme)`` of a manifest file name, or None for anything else.
 

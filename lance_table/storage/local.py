@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Sequence
 from typing import IO
 
+from lance_table.storage import listing_cache
 from lance_table.storage.base import Entry, StagedFile, Storage
 from lance_table.storage.io_stats import record
 from lance_table.storage.sources import ByteSource, LocalFileSource, size_disagreement
@@ -155,8 +156,10 @@ class LocalStorage(Storage):
         return out
 
     def list_names(self, path: str) -> list[str]:
+        """The names in a directory; a long directory unchanged since its last listing is not
+        read again (see :mod:`lance_table.storage.listing_cache`)."""
         try:
-            return os.listdir(self._abs(path))
+            return listing_cache.list_names(self._abs(path))
         except (FileNotFoundError, NotADirectoryError):
             return []
 

@@ -9,7 +9,6 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from lance_table._parallel import IO, after_fork_in_child, ahead_on, io_threads
@@ -33,7 +32,8 @@ from lance_table.format.manifest import (
 from lance_table.format.transaction import COMMIT_MESSAGE_KEY, Transaction, transaction_summary
 from lance_table.storage import Storage
 from lance_table.storage.base import Entry
-from lance_table.table import version_summaries
+from lance_table.table import version_names, version_summaries
+from lance_table.table.version_names import VersionEntry
 
 # Decoded manifests by (storage cache key, manifest path), reused only when the file's bytes are identical.
 DECODED_CACHE_SIZE = 256
@@ -49,16 +49,6 @@ def _new_decoded_lock() -> None:
 after_fork_in_child(_new_decoded_lock)
 
 
-@dataclass(frozen=True)
-class VersionEntry:
-    """A manifest file found in ``_versions``."""
-
-    version: int
-    path: str
-    size: int
-    scheme: str
-
-
 def list_versions(storage: Storage, *, after: int | None = None) -> list[VersionEntry]:
     """Every version of the dataset (only those above ``after``, when given), oldest first.
 
@@ -71,20 +61,24 @@ def list_versions(storage: Storage, *, after: int | None = None) -> list[Version
     Raises:
         CorruptFileError: the directory mixes the V1 and V2 manifest naming schemes.
     """
-    names: list[str] | None = None
     if after is not None:
         cut = paths.manifest_name(after, paths.ManifestNaming.V2)
         names = _v2_names_before(storage, cut, NEWER_PAGE)
-        if names is None:
-            names = [n for n in storage.list_names(paths.VERSIONS_DIR) if n.endswith(paths.MANIFEST_SUFFIX)]
-            if _all_v2(names):
-                names = list(filter(cut.__gt__, names))  # (the names below the cut, found in C)
-    else:
-        names = [n for n in storage.list_names(paths.VERSIONS_DIR) if n.endswith(paths.MANIFEST_SUFFIX)]
-    entries = _entries(names)
-    _check_one_scheme(storage, entries)
-    entries.sort(key=lambda e: e.version)
-    return [e for e in entries if e.version > after] if after is not None else entries
+        if names is not None:
+            entries = _entries(names)
+            _check_one_scheme(storage, entries)
+            entries.sort(key=lambda e: e.version)
+            return [e for e in entries if e.version > after]
+    listed = _listing(storage)
+    try:
+        return listed.entries() if after is None else listed.after(after)
+    except version_names.MixedSchemesError:
+        raise _mixed(storage) from None
+
+
+def _listing(storage: Storage) -> version_names.Listing:
+    """The listing of ``_versions`` (worked out once for as long as it lists the same names)."""
+    return version_names.listing(storage.list_names(paths.VERSIONS_DIR), storage.cache_key)
 
 
 #: names asked for in the first page of an ordered listing of ``_versions`` (the newest versions
@@ -132,17 +126,16 @@ def _ordered_names(storage: Storage, first_page: int) -> Iterator[str] | None:
     return names(page)
 
 
-def _all_v2(names: list[str]) -> bool:
-    """Whether there are manifest names and all are V2 names (told apart by their length)."""
-    return bool(names) and set(map(len, names)) == {paths.V2_NAME_LENGTH}
-
-
 def _check_one_scheme(storage: Storage, entries: list[VersionEntry]) -> None:
     if len({e.scheme for e in entries}) > 1:
-        raise CorruptFileError(
-            f"{storage.uri.rstrip('/')}/{paths.VERSIONS_DIR}",
-            "found multiple manifest naming schemes in the same directory",
-        )
+        raise _mixed(storage)
+
+
+def _mixed(storage: Storage) -> CorruptFileError:
+    return CorruptFileError(
+        f"{storage.uri.rstrip('/')}/{paths.VERSIONS_DIR}",
+        "found multiple manifest naming schemes in the same directory",
+    )
 
 
 def _entries(names: list[str]) -> list[VersionEntry]:
@@ -178,15 +171,13 @@ def latest_entry(storage: Storage) -> VersionEntry:
         if found:
             return found[0]
         # a V1 name: the whole listing sorts it out
-    names = [n for n in storage.list_names(paths.VERSIONS_DIR) if n.endswith(paths.MANIFEST_SUFFIX)]
-    if _all_v2(names):
-        found = _entries([min(names)])
-        if found:
-            return found[0]
-    entries = list_versions(storage)
-    if not entries:
+    try:
+        latest = _listing(storage).latest()
+    except version_names.MixedSchemesError:
+        raise _mixed(storage) from None
+    if latest is None:
         raise DatasetNotFoundError(f"no Lance dataset at {storage.uri}")
-    return entries[-1]
+    return latest
 
 
 #: names asked for in the first page of an ordered listing when only the newest version is wanted

@@ -1,0 +1,155 @@
+"""What a listing of ``_versions`` says: the versions its manifest names stand for and their
+naming scheme, worked out in bulk and remembered for the last listing of each dataset.
+
+After thousands of commits a listing holds thousands of names, and opening the latest version or
+committing needs only the newest of them (or the few above a version). V2 names (pylance's
+default: ``u64::MAX - version``, zero-padded to 20 digits) sort newest first, so the newest is
+the smallest name: a ``min`` in C, with no name parsed. V1 names are shorter than V2 names, so
+a pass over the names' lengths (in C as well) finds any, and a mix of both schemes. Only a
+listing that needs every version (or holds V1 names) parses every name.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from lance_table.format import paths
+
+#: the last listing of each dataset (by storage cache key), with what was worked out from it
+MEMO_SIZE = 64
+_MEMO: OrderedDict[str, Listing] = OrderedDict()
+_MEMO_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class VersionEntry:
+    """A manifest file found in ``_versions``."""
+
+    version: int
+    path: str
+    size: int
+    scheme: str
+
+
+class MixedSchemesError(Exception):
+    """The listing mixes V1 and V2 manifest names (the caller names the directory)."""
+
+
+class Listing:
+    """The names of one listing of ``_versions`` and what they say (computed when first asked,
+    then kept: the listing never changes)."""
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.names = names
+        self._only_v2: bool | None = None
+        self._latest: VersionEntry | None = None
+        self._all: list[VersionEntry] | None = None
+
+    def only_v2(self) -> bool:
+        """Whether no manifest name is a V1 name (every manifest, if any, has a V2 name)."""
+        if self._only_v2 is None:
+            names = self.names
+            # a V1 name ("{version}.manifest", the version in at most 19 digits) is not as long
+            # as a V2 name: only the few names of other lengths are looked at
+            others = itertools.compress(names, map(paths.V2_NAME_LENGTH.__ne__, map(len, names)))
+            self._only_v2 = not any(map(paths.is_v1_name, others))
+        return self._only_v2
+
+    def latest(self) -> VersionEntry | None:
+        """The newest version, None without any manifest.
+
+        Raises:
+            MixedSchemesError: both naming schemes are present.
+        """
+        if self._latest is None:
+            if self.only_v2():
+                name = _smallest_v2(self.names)
+                self._latest = _v2_entry(name) if name is not None else None
+            else:
+                entries = self.entries()
+                self._latest = entries[-1] if entries else None
+        return self._latest
+
+    def after(self, version: int) -> list[VersionEntry]:
+        """The versions above ``version``, oldest first.
+
+        Raises:
+            MixedSchemesError: both naming schemes are present.
+        """
+        if self._all is None and self.only_v2():
+            cut = paths.manifest_name(version, paths.ManifestNaming.V2)
+            newer = sorted(filter(cut.__gt__, self.names), reverse=True)  # (picked in C)
+            return [_v2_entry(n) for n in newer if paths.is_v2_name(n)]
+        entries = self.entries()
+        return [e for e in entries if e.version > version]
+
+    def entries(self) -> list[VersionEntry]:
+        """Every version, oldest first (a new list).
+
+        Raises:
+            MixedSchemesError: both naming schemes are present.
+        """
+        if self._all is None:
+            found = []
+            for name in self.names:
+                parsed = paths.parse_manifest_name(name)
+                if parsed is not None:
+                    found.append(VersionEntry(parsed[0], f"{paths.VERSIONS_DIR}/{name}", -1, parsed[1]))
+            if len({e.scheme for e in found}) > 1:
+                raise MixedSchemesError()
+            found.sort(key=lambda e: e.version)
+            self._all = found
+        return list(self._all)
+
+
+def listing(names: list[str], dataset_key: str) -> Listing:
+    """The :class:`Listing` of ``names`` (a listing of ``_versions`` of the dataset whose storage
+    has ``dataset_key``): the one remembered when the dataset's last listing had the very same
+    names, so that an unchanged directory is worked out once."""
+    key = tuple(names)
+    with _MEMO_LOCK:
+        hit = _MEMO.get(dataset_key)
+        if hit is not None and hit.names == key:
+            _MEMO.move_to_end(dataset_key)
+            return hit
+    made = Listing(key)
+    with _MEMO_LOCK:
+        _MEMO[dataset_key] = made
+        _MEMO.move_to_end(dataset_key)
+        while len(_MEMO) > MEMO_SIZE:
+            _MEMO.popitem(last=False)
+    return made
+
+
+def clear() -> None:
+    """Forget every remembered listing."""
+    with _MEMO_LOCK:
+        _MEMO.clear()
+
+
+def _smallest_v2(names: tuple[str, ...]) -> str | None:
+    """The smallest V2 manifest name (the newest version's), None if there is none."""
+    if not names:
+        return None
+    smallest = min(names)
+    if paths.is_v2_name(smallest):
+        return smallest
+    # something else sorts first (a temporary file, say): look among the names of V2's length
+    same_length = list(itertools.compress(names, map(paths.V2_NAME_LENGTH.__eq__, map(len, names))))
+    if same_length:
+        smallest = min(same_length)
+        if paths.is_v2_name(smallest):
+            return smallest
+    return min(filter(paths.is_v2_name, same_length), default=None)
+
+
+def _v2_entry(name: str) -> VersionEntry:
+    return VersionEntry(
+        paths.U64_MAX - int(name[:20]), f"{paths.VERSIONS_DIR}/{name}", -1, paths.ManifestNaming.V2
+    )
+
+
+__all__ = ["Listing", "MixedSchemesError", "VersionEntry", "clear", "listing"]
