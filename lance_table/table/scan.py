@@ -389,6 +389,13 @@ def in_flight(frags: Sequence[FragmentReader]) -> int:
     return frags[0].storage.read_parallelism if frags else 0
 
 
+def open_all(frags: Sequence[FragmentReader]) -> None:
+    """Read every fragment's footers and deletions (each cached on its reader) in parallel: in
+    groups of small fragments on the workers, or many at once on a remote store."""
+    sizes = [f.fragment.physical_rows for f in frags]
+    map_grouped(lambda f: (f.deleted, f.physical_rows), frags, sizes, in_flight=in_flight(frags))
+
+
 def scan_all(frags: Sequence[FragmentReader], spec: ScanPlan, out_schema: pa.Schema) -> pa.Table:
     """Every matching row as one table; fragments are scanned in parallel when no limit applies."""
     if spec.limit is not None or spec.offset:
@@ -397,10 +404,7 @@ def scan_all(frags: Sequence[FragmentReader], spec: ScanPlan, out_schema: pa.Sch
     # worker busy (the ranges are even: equal parts of each fragment, none above the chunk size);
     # the footers and deletions are read first, once per fragment.
     # Small fragments are read a group to a task (see map_grouped).
-    sizes = [f.fragment.physical_rows for f in frags]
-    # On a remote store many fragments are read at once, whatever the number of workers.
-    wait = in_flight(frags)
-    map_grouped(lambda f: (f.deleted, f.physical_rows), frags, sizes, in_flight=wait)
+    open_all(frags)
     split = _split(len(frags))
     # ranges of at most TABLE_RANGE_ROWS whatever the batch size (the table is one anyway): each
     # worker holds the decoding scratch of one such range, not of a whole fragment
@@ -409,7 +413,7 @@ def scan_all(frags: Sequence[FragmentReader], spec: ScanPlan, out_schema: pa.Sch
     sizes = [hi - lo for _, lo, hi in tasks]
     # small fragments a batch at a time
     tables = map_groups(
-        lambda group: scan_tasks(group, spec, out_schema, ROW_READS), tasks, sizes, in_flight=wait
+        lambda group: scan_tasks(group, spec, out_schema, ROW_READS), tasks, sizes, in_flight=in_flight(frags)
     )
     if not out_schema.names:  # no columns: only the row count matters
         return _empty_rows(sum(t.num_rows for t in tables))

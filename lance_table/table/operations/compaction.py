@@ -15,7 +15,7 @@ from lance_table.errors import UnsupportedFormatError
 from lance_table.file.runs import Runs
 from lance_table.format.manifest import Fragment
 from lance_table.format.transaction import ReserveFragments, Rewrite, RewriteGroup
-from lance_table.table import blob_write, fragment_batch, indices
+from lance_table.table import blob_write, fragment_batch, indices, scan
 from lance_table.table.blob_write import is_blob_v2_arrow
 from lance_table.table.commit import Pending, check_can_commit, check_rebasable
 from lance_table.table.commit.row_ids import carried_row_ids, uses_stable_row_ids
@@ -159,6 +159,8 @@ def _rewrite_bin(
     # the rows read, in order, by fragment id: written in pylance's batches (see _rebatch)
     segments: deque[tuple[int, pa.Table]] = deque()
     try:
+        # the footers the plan of pieces checks row counts against, read in parallel up front
+        scan.open_all(bin_.fragments)
         names = ds.schema.names
         if any(is_blob_v2_arrow(f) for f in ds.schema):
             for frag in bin_.fragments:
