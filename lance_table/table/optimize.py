@@ -10,10 +10,12 @@ from collections.abc import Sequence
 from typing import Any, Protocol, TypeVar
 
 from lance_table.errors import UnsupportedOperationError
+from lance_table.table.commit.retry import retry_on_conflict
 from lance_table.table.operations import auto_cleanup
 from lance_table.table.operations import config as config_ops
 from lance_table.table.operations.auto_cleanup import AutoCleanupConfig
 from lance_table.table.operations.compaction import CompactionMetrics, compact_files
+from lance_table.table.operations.config import CONFLICT_RETRIES, RETRY_TIMEOUT
 from lance_table.table.progress import Progress
 from lance_table.table.snapshot import Snapshot
 
@@ -108,17 +110,23 @@ def compact(
         data_storage_version=data_storage_version,
         current_format=snapshot.manifest.data_storage_version,
     )
-    done, metrics = compact_files(
-        snapshot,
-        target_rows_per_fragment=target_rows_per_fragment,
-        max_rows_per_group=max_rows_per_group,
-        materialize_deletions=materialize_deletions,
-        materialize_deletions_threshold=materialize_deletions_threshold,
-        max_bytes_per_file=max_bytes_per_file,
-        num_threads=num_threads,
-        batch_size=batch_size,
-        progress=progress,
-    )
+
+    def attempt(current: Snapshot) -> tuple[Snapshot, CompactionMetrics]:
+        return compact_files(
+            current,
+            target_rows_per_fragment=target_rows_per_fragment,
+            max_rows_per_group=max_rows_per_group,
+            materialize_deletions=materialize_deletions,
+            materialize_deletions_threshold=materialize_deletions_threshold,
+            max_bytes_per_file=max_bytes_per_file,
+            num_threads=num_threads,
+            batch_size=batch_size,
+            progress=progress,
+        )
+
+    # a version that cleanup removed while its files were read is compacted again at the latest
+    # version (conflicts with other writers are reported, as pylance reports them)
+    done, metrics = retry_on_conflict(snapshot, attempt, CONFLICT_RETRIES, RETRY_TIMEOUT, conflicts=False)
     return ds._committed(done, metrics)
 
 

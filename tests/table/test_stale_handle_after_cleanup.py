@@ -37,3 +37,16 @@ def test_a_write_through_a_cleaned_up_version_reruns_on_the_latest(tmp_path, op)
     table = lt.dataset(uri).to_table()
     assert dict(zip(table["id"].to_pylist(), table["x"].to_pylist(), strict=True)) == expected
     assert stale.count_rows() == len(expected)  # the handle moved to the version it committed
+
+
+def test_compaction_through_a_cleaned_up_version_compacts_the_latest(tmp_path):
+    uri = str(tmp_path / "ds")
+    lt.write_dataset(pa.table({"id": range(10), "x": [0] * 10}), uri, max_rows_per_file=2)
+    stale = lt.dataset(uri)
+    lt.write_dataset(pa.table({"id": range(10), "x": [5] * 10}), uri, mode="overwrite", max_rows_per_file=2)
+    lt.dataset(uri).cleanup_old_versions(older_than=dt.timedelta(0))
+    metrics = stale.optimize.compact_files()
+    assert (metrics.fragments_removed, metrics.fragments_added) == (5, 1)
+    latest = lt.dataset(uri)
+    assert len(latest.get_fragments()) == 1
+    assert latest.to_table().sort_by("id") == pa.table({"id": range(10), "x": [5] * 10})

@@ -23,12 +23,15 @@ def retry_on_conflict(
     attempt: Callable[[Snapshot], R],
     conflict_retries: int,
     retry_timeout: dt.timedelta,
+    *,
+    conflicts: bool = True,
 ) -> R:
     """``attempt(ds)``; after a retryable :class:`CommitConflictError`, ``attempt`` again on the
     latest version, up to ``conflict_retries`` more times and while ``retry_timeout`` has not
     passed since the start (the first attempt always runs). A file missing because cleanup removed
     the version being read (:attr:`DataFileNotFoundError.cleaned_up`: nothing of the attempt was
     committed, and the latest version no longer names that file) is retried the same way.
+    ``conflicts=False`` retries only the latter (an operation that reports its conflicts).
 
     Raises:
         CommitConflictError: a conflict that is not retryable, or the last one once the retries or
@@ -41,7 +44,8 @@ def retry_on_conflict(
         try:
             return attempt(current)
         except CommitConflictError as exc:
-            if not exc.retryable or tries == conflict_retries or time.monotonic() >= deadline:
+            out_of_tries = tries == conflict_retries or time.monotonic() >= deadline
+            if not conflicts or not exc.retryable or out_of_tries:
                 raise
         except DataFileNotFoundError as exc:
             if not exc.cleaned_up or tries == conflict_retries or time.monotonic() >= deadline:
