@@ -346,9 +346,8 @@ class LanceTableReader(DataSourceReader):
             for fragment, start, stop in pieces
             for lo in range(start, stop, step)
         ]
-        pending: list[
-            tuple[int, int, pa.Table]
-        ] = []  # (first, last fragment id, rows) not yet handed to Spark
+        # (first and last fragment id, rows) not yet handed to Spark
+        pending: list[tuple[int, int, pa.Table]] = []
         rows = 0
         for group in _groups(tasks, self.batch_size):
             tables = scan_tasks(group, spec, out_schema, ROW_READS)
