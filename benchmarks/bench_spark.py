@@ -9,9 +9,12 @@ Each scenario runs both sides alternately (after two warm-up runs each: the JVM 
 Arrow and Parquet paths on the first queries). Reported: medians of the wall times and of the CPU
 time of the whole process tree (this process, the JVM, Spark's Python workers), and the ratios
 lance_table / Parquet (below 1: lance_table is faster), with the load average. On a shared,
-oversubscribed machine the CPU ratio is the steadier of the two.
+oversubscribed machine the CPU ratio is the steadier of the two. ``--columns`` reads a projection
+(the source's ``columns`` option against a select on Parquet): flat columns of many small
+fragments are read as batches of fragments, nested or dictionary ones fragment by fragment.
 
     python benchmarks/bench_spark.py --rows 5000000 --runs 3
+    python benchmarks/bench_spark.py --rows 400000 --only read --columns id,x,text
 """
 
 from __future__ import annotations
@@ -80,6 +83,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argument_parser(__doc__, rows=5_000_000, runs=3)
     parser.add_argument("--fragments", type=int, default=500, help="fragments of the many-fragment dataset")
     parser.add_argument("--only", choices=("read", "write"), help="run only the reads or the writes")
+    parser.add_argument(
+        "--columns",
+        help="read only these columns (comma-separated): the lance_table source's columns option, "
+        "a select on Parquet",
+    )
     args = parser.parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -118,7 +126,12 @@ def main(argv: list[str] | None = None) -> int:
         parquets = {"p8": parquet_copy("p8", 8)}
 
         def read(fmt: str, path: str) -> None:
-            df = spark.read.format(fmt).load(path)
+            reader = spark.read.format(fmt)
+            if args.columns and fmt == "lance_table":
+                reader = reader.option("columns", args.columns)
+            df = reader.load(path)
+            if args.columns and fmt != "lance_table":
+                df = df.select(*args.columns.split(","))
             df.write.format("noop").mode("overwrite").save()
 
         if args.only != "write":
@@ -169,7 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     lines = [
         "## Spark: lance_table data source vs Parquet",
         "",
-        f"rows={rows}, runs={args.runs}, local[2]; ratios = lance_table / Parquet (lower is better)",
+        f"rows={rows}, runs={args.runs}, local[2], columns={args.columns or 'all'}; "
+        "ratios = lance_table / Parquet (lower is better)",
         "",
         "| scenario | lance_table wall (s) | parquet wall (s) | wall ratio | lance_table CPU (s) "
         "| parquet CPU (s) | CPU ratio | load |",

@@ -45,14 +45,15 @@ from pyspark.sql.datasource import (
 
 from lance_table.errors import VersionGoneError
 from lance_table.format.manifest import Fragment, Manifest
-from lance_table.schema import LanceField, build_tree
+from lance_table.schema import LanceField, arrow_schema_from_fields, build_tree
 from lance_table.spark.options import merge_storage, task_storage_options
 from lance_table.spark.types import cast_batch
 from lance_table.spark.worker import settle_worker
 from lance_table.storage import Storage, open_storage
 from lance_table.table import versions
 from lance_table.table.fragment import FragmentReader
-from lance_table.table.scan import ScanPlan, _read_matching, _with_system, make_spec
+from lance_table.table.scan import ROW_READS, ScanPlan, make_spec, output_schema
+from lance_table.table.scan_groups import Task, scan_tasks
 
 # Values whose meaning does not depend on a session time zone can be pushed down safely.
 _PUSHABLE = (bool, int, float, str, bytes, decimal.Decimal, dt.date)
@@ -253,8 +254,6 @@ class LanceTableReader(DataSourceReader):
         ]
 
     def _spec(self, fields: Sequence[LanceField], schema_metadata: Mapping[str, bytes]) -> ScanPlan:
-        from lance_table.schema import arrow_schema_from_fields
-
         schema = arrow_schema_from_fields(fields, schema_metadata)
         expr = None
         if self.sql_filter:  # the SQL parser is imported only by reads that need it
@@ -334,44 +333,67 @@ class LanceTableReader(DataSourceReader):
         pieces: Sequence[tuple[Fragment, int, int]],
     ) -> Iterator[pa.RecordBatch]:
         """The rows of the ranges ``pieces`` in batches of at most ``batch_size`` rows: the rows
-        of small fragments are joined into one batch (each batch Spark takes costs it a little)."""
+        of small fragments are joined into one batch (each batch Spark takes costs it a little),
+        and read as one (see :func:`scan_groups.scan_tasks`: a fragment of a few hundred rows read
+        on its own costs far more in Python than its decoding)."""
         roots = {n.name: n for n in build_tree(fields)}
         spec = self._spec(fields, schema_metadata)
+        out_schema = output_schema(arrow_schema_from_fields(fields, schema_metadata), spec)
         counts_only = not spec.columns and not spec.system
-        pending: list[tuple[int, pa.Table]] = []  # (fragment id, rows) not yet handed to Spark
-        rows = 0
         step = max(self.batch_size, 64 * 1024)
-        for fragment, start, stop in pieces:
-            frag = FragmentReader(fragment, storage, roots, dictionaries=dictionaries)
-            for lo in range(start, stop, step):
-                table, runs = _read_matching(frag, spec, lo, min(lo + step, stop))
-                if not runs.total:
-                    continue
-                if rows and rows + runs.total > self.batch_size:
-                    yield from self._flush(pending, counts_only)
-                    rows = 0
-                table = _with_system(table, frag, spec.system, runs, spec.offset_bases)
-                pending.append((fragment.id, table))
-                rows += runs.total
-                if rows >= self.batch_size:
-                    yield from self._flush(pending, counts_only)
-                    rows = 0
+        tasks = [
+            (FragmentReader(fragment, storage, roots, dictionaries=dictionaries), lo, min(lo + step, stop))
+            for fragment, start, stop in pieces
+            for lo in range(start, stop, step)
+        ]
+        # (first and last fragment id, rows) not yet handed to Spark
+        pending: list[tuple[int, int, pa.Table]] = []
+        rows = 0
+        for group in _groups(tasks, self.batch_size):
+            tables = scan_tasks(group, spec, out_schema, ROW_READS)
+            table = tables[0] if len(tables) == 1 else pa.concat_tables(tables) if tables else None
+            if table is None or not table.num_rows:
+                continue
+            if rows and rows + table.num_rows > self.batch_size:
+                yield from self._flush(pending, counts_only)
+                rows = 0
+            pending.append((group[0][0].fragment.id, group[-1][0].fragment.id, table))
+            rows += table.num_rows
+            if rows >= self.batch_size:
+                yield from self._flush(pending, counts_only)
+                rows = 0
         if rows:
             yield from self._flush(pending, counts_only)
 
-    def _flush(self, pending: list[tuple[int, pa.Table]], counts_only: bool) -> Iterator[pa.RecordBatch]:
+    def _flush(self, pending: list[tuple[int, int, pa.Table]], counts_only: bool) -> Iterator[pa.RecordBatch]:
         """The rows of the tables ``pending`` (emptied) in Spark's schema, in batches of at most
         ``batch_size`` rows."""
         if counts_only:  # no columns (a count): only the number of rows matters
-            yield _no_columns(sum(t.num_rows for _, t in pending))
+            yield _no_columns(sum(t.num_rows for _, _, t in pending))
             pending.clear()
             return
-        first, last = pending[0][0], pending[-1][0]
+        first, last = pending[0][0], pending[-1][1]
         where = f"{self.uri} fragment {first}" if first == last else f"{self.uri} fragments {first} to {last}"
-        table = pending[0][1] if len(pending) == 1 else pa.concat_tables([t for _, t in pending])
+        table = pending[0][2] if len(pending) == 1 else pa.concat_tables([t for _, _, t in pending])
         pending.clear()
         for batch in table.combine_chunks().to_batches(max_chunksize=self.batch_size):
             yield cast_batch(batch, self.spark_arrow, where)
+
+
+def _groups(tasks: Sequence[Task], rows: int) -> Iterator[list[Task]]:
+    """Consecutive ``tasks`` (ranges of fragments) in groups of at most ``rows`` rows in all (a
+    larger task alone): what one batch for Spark holds at most, read together."""
+    group: list[Task] = []
+    total = 0
+    for task in tasks:
+        size = task[2] - task[1]
+        if group and total + size > rows:
+            yield group
+            group, total = [], 0
+        group.append(task)
+        total += size
+    if group:
+        yield group
 
 
 def _no_columns(n: int) -> pa.RecordBatch:
