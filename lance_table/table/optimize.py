@@ -125,7 +125,8 @@ def compact(
         )
 
     # a version that cleanup removed while its files were read is compacted again at the latest
-    # version (conflicts with other writers are reported, as pylance reports them)
+    # version (conflicts with other writers are reported, as pylance reports them); the handle
+    # then moves to the latest version even where that had nothing to compact
     done, metrics = retry_on_conflict(snapshot, attempt, CONFLICT_RETRIES, RETRY_TIMEOUT, conflicts=False)
     return ds._committed(done, metrics)
 
