@@ -144,8 +144,10 @@ def read(
 
 def _spans(frags: Sequence[FragmentReader], found: list[Plan]) -> list[memoryview]:
     """Each file's span of the batch's columns. On a remote store (whose every request waits a
-    round trip) the small spans are all in flight at once, each but the first on the
-    :data:`ARROW_READS` pool (a leaf pool: its reads of small spans wait on nothing else).
+    round trip) the small spans are all in flight at once, each on the
+    :data:`ARROW_READS` pool, none on the calling thread: that pool's threads are as many as
+    the store's client keeps connections, so no request waits for, or opens, a connection of its
+    own (a leaf pool: its reads of small spans wait on nothing else).
 
     Raises:
         DataFileNotFoundError: a file was deleted since its reader was opened.
@@ -161,7 +163,7 @@ def _spans(frags: Sequence[FragmentReader], found: list[Plan]) -> list[memoryvie
             raise missing_file_error(frag.storage, where, frag.version) from None
 
     at_once = (
-        [k for k, (_, lay) in enumerate(found) if k and lay.length <= CONCURRENT_SPAN_BYTES]
+        [k for k, (_, lay) in enumerate(found) if lay.length <= CONCURRENT_SPAN_BYTES]
         if frags[0].storage.read_parallelism > 0
         else []
     )
