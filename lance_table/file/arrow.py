@@ -87,8 +87,19 @@ def rows_of(arr: pa.Array, runs: Runs) -> pa.Array:
     if runs.is_span(0, len(arr)):
         return arr
     if runs.count == 1:
-        return arr.slice(int(runs.starts[0]), int(runs.lengths[0]))
+        return sliced(arr, int(runs.starts[0]), int(runs.lengths[0]))
     return arr.take(pa.array(runs.positions()))
+
+
+def sliced(arr: pa.Array, start: int, length: int) -> pa.Array:
+    """``arr.slice(start, length)``, copied when it is of fixed-size lists of fixed-size lists:
+    Arrow takes and filters the rows of such a slice from the wrong place (the slice's offset
+    counted twice), as a scan after deletes or a take would."""
+    part = arr.slice(start, length)
+    t = arr.type
+    if start and pa.types.is_fixed_size_list(t) and pa.types.is_fixed_size_list(t.value_type):
+        return pa.concat_arrays([part])
+    return part
 
 
 def concat_chunks(chunks: list[pa.Array], dtype: pa.DataType) -> pa.Array:

@@ -11,12 +11,15 @@ read one by one, as :meth:`FragmentReader.read` does.
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Mapping, Sequence
+from concurrent.futures import wait
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
+from lance_table._parallel import ARROW_READS, pool
 from lance_table.extensions import user_table
 from lance_table.file.arrow import bool_array
 from lance_table.file.field_shapes import FLAT, field_shape
@@ -34,6 +37,9 @@ Plan = tuple[LanceFileReader, small_many.FileLayout]
 
 # A batch keeping at least this share of its rows selects them with a filter, not a take.
 DENSE_SHARE = 0.25
+#: on a remote store, the files' spans of a batch up to this size are all requested at once
+#: (larger ones, read in parts at once by the store's source, one after another)
+CONCURRENT_SPAN_BYTES = 8 * 1024 * 1024
 
 
 def plans(frags: Sequence[FragmentReader], names: Sequence[str]) -> list[Plan | None]:
@@ -136,6 +142,43 @@ def read(
     return pieces[0] if len(pieces) == 1 else pa.concat_tables(pieces)
 
 
+def _spans(frags: Sequence[FragmentReader], found: list[Plan]) -> list[memoryview]:
+    """Each file's span of the batch's columns. On a remote store (whose every request waits a
+    round trip) the small spans are all in flight at once, each on the
+    :data:`ARROW_READS` pool, none on the calling thread: that pool's threads are as many as
+    the store's client keeps connections, so no request waits for, or opens, a connection of its
+    own (a leaf pool: its reads of small spans wait on nothing else).
+
+    Raises:
+        DataFileNotFoundError: a file was deleted since its reader was opened.
+    """
+
+    def span(k: int) -> memoryview:
+        reader, lay = found[k]
+        try:
+            return reader.read_span(lay.start, lay.length)
+        except FileNotFoundError:  # deleted since the reader was opened
+            frag = frags[k]
+            where = f"{frag.storage.uri.rstrip('/')}/{paths.data_file_path(frag.fragment.files[0].path)}"
+            raise missing_file_error(frag.storage, where, frag.version) from None
+
+    at_once = (
+        [k for k, (_, lay) in enumerate(found) if lay.length <= CONCURRENT_SPAN_BYTES]
+        if frags[0].storage.read_parallelism > 0
+        else []
+    )
+    if not at_once:
+        return [span(k) for k in range(len(found))]
+    # each read in the caller's context (what it collects: a scan's read counts)
+    ahead = {k: pool(ARROW_READS).submit(contextvars.copy_context().run, span, k) for k in at_once}
+    try:
+        return [ahead[k].result() if k in ahead else span(k) for k in range(len(found))]
+    finally:
+        for f in ahead.values():
+            f.cancel()
+        wait(ahead.values())
+
+
 def _read_batch(
     frags: Sequence[FragmentReader],
     found: list[Plan],
@@ -147,14 +190,7 @@ def _read_batch(
     for frag, r in zip(frags, runs):
         if r.end > frag.physical_rows:
             raise IndexError(f"rows up to {r.end} requested from a fragment of {frag.physical_rows} rows")
-    blobs = []
-    for frag, (reader, lay) in zip(frags, found):
-        try:
-            blobs.append(reader.read_span(lay.start, lay.length))
-        except FileNotFoundError:  # deleted since the reader was opened
-            where = f"{frag.storage.uri.rstrip('/')}/{paths.data_file_path(frag.fragment.files[0].path)}"
-            raise missing_file_error(frag.storage, where, frag.version) from None
-    data, bases = small_many.joined(blobs)
+    data, bases = small_many.joined(_spans(frags, found))
     layouts = [lay for _, lay in found]
     io = PageIO(found[0][0]._stored, None, None, (), "small pages of many files")
     roots = frags[0].roots

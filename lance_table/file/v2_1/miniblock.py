@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from lance_table.file.arrow import with_validity
+from lance_table.file.arrow import sliced, with_validity
 from lance_table.file.compression import bitpacking
 from lance_table.file.pageio import PageIO
 from lance_table.file.runs import Runs
@@ -383,7 +383,7 @@ def mini_block(
     )
     if valid is not None and not valid.all():
         arr = with_validity(arr, valid)
-    arr = arr.slice(*cut) if cut is not None else arr
+    arr = sliced(arr, *cut) if cut is not None else arr
     return arr.filter(keep) if keep is not None else arr
 
 

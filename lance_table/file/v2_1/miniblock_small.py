@@ -70,10 +70,15 @@ class SmallPage:
     dictionary: Any = None
 
 
-def plan(layout: Any, large: bool) -> SmallPage | None:
+def plan(layout: Any, large: bool, lists: int = 0) -> SmallPage | None:
     """The description of a 2.1/2.2 page (a ``PageLayout``) that :func:`decode` can take: a
     mini-block page of one value buffer, without repetition, dictionary or repetition index, whose
-    values are plain, inline-bitpacked or variable-width (plain or FSST); else None."""
+    values are plain, inline-bitpacked or variable-width (plain or FSST); else None.
+
+    ``lists``: the items per value of a column of fixed-size lists (of fixed-size lists...) of
+    plain values, whose page is taken too when its values are such lists without validity, of
+    that many items in all (a page for :mod:`small_many`, whose values :func:`batch.values`
+    decodes; :func:`decode` does not take it)."""
     if layout.WhichOneof("layout") != "mini_block_layout":
         return None
     mini = layout.mini_block_layout
@@ -84,7 +89,7 @@ def plan(layout: Any, large: bool) -> SmallPage | None:
         or list(mini.layers) not in _LAYERS
     ):
         return None
-    found = _values_form(mini.value_compression)
+    found = _values_form(mini.value_compression) if not lists else _list_form(mini.value_compression, lists)
     if found is None:
         return None
     kind, bits, symbols = found
@@ -95,6 +100,22 @@ def plan(layout: Any, large: bool) -> SmallPage | None:
     header = _HEADERS[has_def, large]
     defs = mini.def_compression if has_def else None
     return SmallPage(kind, bits, int(mini.num_items), symbols, defs, header, large, dictionary)
+
+
+def _list_form(enc: Any, items: int) -> tuple[int, int, bytes | None] | None:
+    """(FLAT, bits of a whole list, None) of plain fixed-size lists without validity of ``items``
+    whole-byte items in all, else None."""
+    per = 1
+    while enc.WhichOneof("compression") == "fixed_size_list":
+        fsl = enc.fixed_size_list
+        if fsl.has_validity or int(fsl.items_per_value) <= 0:
+            return None
+        per *= int(fsl.items_per_value)
+        enc = fsl.values
+    if per != items or enc.WhichOneof("compression") != "flat" or enc.flat.HasField("data"):
+        return None
+    bits = int(enc.flat.bits_per_value)
+    return (FLAT, bits * per, None) if bits > 0 and not bits % 8 else None
 
 
 def _values_form(enc: Any) -> tuple[int, int, bytes | None] | None:

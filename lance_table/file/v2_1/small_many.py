@@ -32,8 +32,8 @@ from lance_table.file.field_shapes import FLAT, field_shape
 from lance_table.file.pageio import PageIO
 from lance_table.file.v2_1 import batch
 from lance_table.file.v2_1.byteranges import exclusive_cumsum, spans
-from lance_table.file.v2_1.miniblock_small import SmallPage
-from lance_table.file.v2_1.values import Fixed, Var, to_arrow
+from lance_table.file.v2_1.miniblock_small import SmallPage, plan
+from lance_table.file.v2_1.values import Fixed, Var, byte_width, to_arrow
 
 if TYPE_CHECKING:
     from lance_table.file.reader import LanceFileReader
@@ -117,6 +117,8 @@ def _layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
             if len(col.page_starts) != 2 or col.num_values != meta.num_rows:
                 return None
             page = col.small_page(0, reader._stored, large)
+            if page is None and pa.types.is_fixed_size_list(node.arrow_type):
+                page = _list_page(col.encoding(0, reader._stored), node.arrow_type, large)
             buffers = col.buffers(0)
             if page is None or page.dictionary is not None or len(buffers) != 2:
                 return None
@@ -154,6 +156,21 @@ def _layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
         ),
         max(c[-1] for c in cols),
     )
+
+
+def _list_page(encoding: Any, dtype: pa.DataType, large: bool) -> SmallPage | None:
+    """The page of a column of fixed-size lists (of lists...) of plain values of ``dtype``'s
+    sizes, without validity below the rows (vectors): :func:`batch.values` decodes its chunks
+    as values of the whole list's width."""
+    items = 1
+    while pa.types.is_fixed_size_list(dtype):
+        items *= dtype.list_size
+        dtype = dtype.value_type
+    width = byte_width(dtype)
+    if not width or pa.types.is_boolean(dtype) or not items:
+        return None
+    page = plan(encoding, large, items)
+    return page if page is not None and page.bits == items * width * 8 else None
 
 
 def worth_batching(file: FileLayout, rows: int) -> bool:
