@@ -246,26 +246,24 @@ def _filled(fn: Callable[[T], R]) -> Callable[[T], R]:
     """``fn``, marking its thread as running one of a map's tasks that give every core one at
     least (or a task of a map inside one): there is no idle core for the parts of a page, which
     are then not cut (see :func:`parts_inline`)."""
-
-    def run(x: T) -> R:
-        _BUSY.filled = True
-        try:
-            return fn(x)
-        finally:
-            _BUSY.filled = False
-
-    return run
+    return _marking(fn, "filled")
 
 
 def _busy(fn: Callable[[T], R]) -> Callable[[T], R]:
     """``fn``, marking its thread busy while it runs (see :func:`_inline`)."""
+    return _marking(fn, "on")
+
+
+def _marking(fn: Callable[[T], R], flag: str) -> Callable[[T], R]:
+    """``fn``, setting the thread's ``flag`` while it runs (and putting back what it was)."""
 
     def run(x: T) -> R:
-        _BUSY.on = True
+        before = getattr(_BUSY, flag, False)
+        setattr(_BUSY, flag, True)
         try:
             return fn(x)
         finally:
-            _BUSY.on = False
+            setattr(_BUSY, flag, before)
 
     return run
 
