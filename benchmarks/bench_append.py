@@ -5,7 +5,9 @@ both, alternately (who goes first alternates too), and the medians of the append
 ratio are reported, for appends of 100 and of 10k rows of the standard table (id, x, cat, text,
 vec16). With ``--fragments N`` each dataset starts with N one-row-batch appends, so the appends
 land on a table with a long history; with ``--base-rows N`` each dataset starts with N rows (one
-write) instead of the appended rows. Beside the wall times, each row's note gives both sides'
+write) instead of the appended rows; with ``--files pylance`` both sides append to copies of a
+dataset pylance wrote (our appends then carry pylance's manifest and schema forward). Beside the
+wall times, each row's note gives both sides'
 median process CPU times and their ratio (on a shared machine wall times follow the load; CPU
 times less so), and the 1-minute load average after the scenario.
 
@@ -13,6 +15,7 @@ times less so), and the 1-minute load average after the scenario.
     python benchmarks/bench_append.py --fragments 500 --runs 30
     python benchmarks/bench_append.py --base-rows 1000000
     python benchmarks/bench_append.py --threads 16  # threads of each of lance_table's pools
+    python benchmarks/bench_append.py --formats 2.2 --base-rows 1000000 --files pylance
 """
 
 from __future__ import annotations
@@ -39,6 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fragments", type=int, default=0, help="appends before the timed ones")
     parser.add_argument("--threads", type=int, default=None, help="threads of lance_table's pools")
     parser.add_argument("--base-rows", type=int, default=None, help="rows of each dataset at the start")
+    parser.add_argument("--formats", default=",".join(FORMATS), help="comma-separated data storage versions")
+    parser.add_argument("--sizes", default=",".join(map(str, SIZES)), help="comma-separated rows per append")
+    parser.add_argument("--files", choices=("own", "pylance"), default="own", help="who writes the start")
     args = parser.parse_args(argv)
     import lance
 
@@ -49,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         threads = args.threads
         _parallel.workers = lambda: threads
 
-    params: dict[str, object] = {"runs": args.runs, "fragments": args.fragments}
+    params: dict[str, object] = {"runs": args.runs, "fragments": args.fragments, "files": args.files}
     if args.base_rows is not None:
         params["base_rows"] = args.base_rows
     if args.threads is not None:
@@ -57,16 +63,20 @@ def main(argv: list[str] | None = None) -> int:
     report = Report("Appends (each library appends to its own dataset)", params)
     work = Path(tempfile.mkdtemp(prefix="lance_table_bench_append_"))
     try:
-        for fmt in FORMATS:
-            for size in SIZES:
+        for fmt in args.formats.split(","):
+            for size in map(int, args.sizes.split(",")):
                 data = benchmark_table(size)
                 first = data if args.base_rows is None else benchmark_table(args.base_rows)
                 ours, theirs = work / f"ours-{fmt}-{size}", work / f"theirs-{fmt}-{size}"
-                lt.write_dataset(first, ours, data_storage_version=fmt)
                 lance.write_dataset(first, theirs, data_storage_version=fmt)
                 for i in range(args.fragments):
-                    lt.write_dataset(data.slice(i % size, 1), ours, mode="append")
                     lance.write_dataset(data.slice(i % size, 1), theirs, mode="append")
+                if args.files == "pylance":
+                    shutil.copytree(theirs, ours)
+                else:
+                    lt.write_dataset(first, ours, data_storage_version=fmt)
+                    for i in range(args.fragments):
+                        lt.write_dataset(data.slice(i % size, 1), ours, mode="append")
 
                 def mine(d=data, u=ours) -> object:
                     return lt.write_dataset(d, u, mode="append")
@@ -85,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
                 shutil.rmtree(ours, ignore_errors=True)
                 shutil.rmtree(theirs, ignore_errors=True)
         stem = "append" if not args.fragments else f"append_{args.fragments}"
+        if args.files == "pylance":
+            stem += "_pylance_files"
         if args.base_rows is not None:
             stem += f"_base{args.base_rows}"
         report.publish(args.out, stem)

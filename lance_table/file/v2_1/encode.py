@@ -233,6 +233,40 @@ def _join_pages(pieces: list[Shredded]) -> list[Shredded]:
         return list(pieces)
 
 
+def _leaf_facts(path: tuple[FieldNode, ...], large: bool) -> tuple[int, bool, int]:
+    """A leaf's repetition depth, whether it is a blob column, and the page budget each incoming
+    array takes beyond its bytes, once :func:`check_leaf` passed it.
+
+    Remembered by the identity of the path's nodes (immutable; a schema's tree is built once, see
+    :func:`lance_table.schema.build_tree`), so that every file of a stream of small appends does
+    not check the same leaves again.
+
+    Raises:
+        UnsupportedFormatError, PackedStructError: as :func:`check_leaf`.
+    """
+    key = (tuple(map(id, path)), large)
+    hit = _LEAVES.get(key)
+    if hit is not None and all(a is b for a, b in zip(hit[0], path)):
+        return hit[1]
+    check_leaf(path[-1], large)
+    leaf = path[-1]
+    facts = (
+        sum(1 for node in path[:-1] if is_list_node(node)),
+        is_blob(leaf),
+        array_overhead(leaf.arrow_type),
+    )
+    if len(_LEAVES) >= _LEAVES_KEPT:
+        _LEAVES.clear()
+    _LEAVES[key] = (path, facts)  # (the nodes are kept: their ids stay theirs)
+    return facts
+
+
+# checked leaves by the ids of their paths' nodes and the file version (see :func:`_leaf_facts`);
+# emptied when full
+_LEAVES: dict[tuple[tuple[int, ...], bool], tuple[tuple[FieldNode, ...], tuple[int, bool, int]]] = {}
+_LEAVES_KEPT = 256
+
+
 class LeafColumnWriter:
     """Buffers the shredded rows of one leaf column and writes them as pages.
 
@@ -253,22 +287,20 @@ class LeafColumnWriter:
         blob_sink: BlobSink | None = None,
         max_page_bytes: int | None = None,
     ) -> None:
-        check_leaf(path[-1], large)
+        self.max_rep, blob, self.overhead = _leaf_facts(path, large)
         self.path = path
         self.sink = sink
         self.budget = page_size_bytes
         self.max_page_bytes = max_page_bytes or page_size_bytes * PAGE_GROWTH
         self.large = large
-        self.max_rep = sum(1 for node in path[:-1] if is_list_node(node))
         self.blob_sink = None
-        if is_blob(path[-1]):
+        if blob:
             if self.max_rep or blob_sink is None:
                 where = "inside a list" if self.max_rep else "without a place for the blobs"
                 raise UnsupportedFormatError(f"field {path[-1].name!r}: blob columns {where} are not written")
             self.blob_sink = blob_sink
         self.pending: list[Shredded] = []
         self.pending_bytes = 0
-        self.overhead = array_overhead(path[-1].arrow_type)
         self.rows_written = 0
 
     def append(self, arr: pa.Array) -> None:

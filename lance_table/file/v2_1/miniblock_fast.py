@@ -122,7 +122,14 @@ def _fixed_plan(
 
     aim = values.chunk_aim()
     max_log = max_values.bit_length() - 1
-    for k in range(min(max_log, MAX_LOG_VALUES), 0, -1):
+    top = min(max_log, MAX_LOG_VALUES)
+    if aim is not None and not values.bitmaps and values.leaf.flags is None:
+        # byte-aligned items only: 2^k values take 2^k times one value's bytes, so no k above
+        # the largest whose values stay within the aim can pass (but k = 1, which may exceed it)
+        one = values.leaf.size(values.per_value)
+        if one:
+            top = min(top, max((aim // one).bit_length() - 1, 1))
+    for k in range(top, 0, -1):
         size, value_bytes = total(1 << k)
         if size <= limit and (k == 1 or aim is None or value_bytes <= aim):
             return 1 << k, k

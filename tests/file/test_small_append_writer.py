@@ -1,0 +1,92 @@
+"""Fixed costs of the 2.1/2.2 writer that every small append pays, cut without changing a byte:
+what the writer remembers between files (checked leaves) must never serve another schema, and
+the shortcuts in the chunk planning must choose the chunks the full search chooses."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from lance_table.errors import PackedStructError, UnsupportedFormatError
+from lance_table.file.v2_1 import encode, miniblock_fast
+from lance_table.file.v2_1.value_kinds import FixedValues, Leaf
+from lance_table.file.writer import LanceFileWriter
+
+
+def _write(table: pa.Table, version: str = "2.2") -> bytes:
+    sink = io.BytesIO()
+    with LanceFileWriter(sink, table.schema, version=version) as writer:
+        writer.write(table)
+    return sink.getvalue()
+
+
+def _read(data: bytes, tmp_path) -> pa.Table:
+    """The file as pylance reads it."""
+    lance_file = pytest.importorskip("lance.file")
+    path = tmp_path / "f.lance"
+    path.write_bytes(data)
+    return lance_file.LanceFileReader(str(path)).read_all().to_table()
+
+
+@pytest.mark.interop
+def test_checked_leaves_are_per_schema(tmp_path) -> None:
+    """A leaf checked for one schema says nothing of a leaf of the same name in another: an
+    unstorable type is refused after a storable one, and list depth and blob columns are each
+    schema's own."""
+    plain = pa.table({"x": pa.array([1, 2, 3], pa.int64())})
+    listed = pa.table({"x": pa.array([[1], [], [2, 3]], pa.list_(pa.int64()))})
+    blob_field = pa.field("x", pa.large_binary(), metadata={"lance-encoding:blob": "true"})
+    blobs = pa.table({"x": pa.array([b"a", b"bb", None], pa.large_binary())}).cast(pa.schema([blob_field]))
+    for table in (plain, listed, blobs, plain, listed):
+        assert _read(_write(table), tmp_path).equals(table)
+    bad = pa.table({"x": pa.array([True, False, True]).dictionary_encode()})
+    with pytest.raises(UnsupportedFormatError, match="dictionaries of bool"):
+        _write(bad)
+    encode._LEAVES.clear()
+    assert _read(_write(plain), tmp_path).equals(plain)
+
+
+@pytest.mark.interop
+def test_checked_leaves_are_per_version(tmp_path) -> None:
+    """The same leaf is checked again for another file version (2.1 refuses what 2.2 writes)."""
+    packed = pa.struct([pa.field("a", pa.int32()), pa.field("b", pa.string())])
+    field = pa.field("s", packed, metadata={"packed": "true"})
+    table = pa.table({"s": pa.array([{"a": 1, "b": "x"}, {"a": 2, "b": "yy"}], packed)}).cast(
+        pa.schema([field])
+    )
+    assert _read(_write(table, "2.2"), tmp_path).equals(table)
+    with pytest.raises(PackedStructError, match="need Lance file format"):
+        _write(table, "2.1")
+
+
+def _plan_by_search(values: FixedValues, n: int, head: int, limit: int, max_values: int, per_level: int):
+    """The chunk plan of fixed-width values by trying every power of two from the largest."""
+
+    def total(count: int) -> tuple[int, int]:
+        sizes = values.sizes(0, count)
+        return head + miniblock_fast._pad8(per_level * count) + sum(
+            miniblock_fast._pad8(s) for s in sizes
+        ), sum(sizes)
+
+    aim = values.chunk_aim()
+    for k in range(min(max_values.bit_length() - 1, miniblock_fast.MAX_LOG_VALUES), 0, -1):
+        size, value_bytes = total(1 << k)
+        if size <= limit and (k == 1 or aim is None or value_bytes <= aim):
+            return 1 << k, k
+    return None
+
+
+@pytest.mark.parametrize("width", [1, 2, 3, 4, 8, 12, 16, 64, 100, 1000, 3000, 5000])
+@pytest.mark.parametrize("per_value", [1, 3, 16])
+def test_fixed_plan_matches_the_full_search(width: int, per_value: int) -> None:
+    """The fixed-width plan starts its search at the largest chunk within the aim: the same
+    chunks as trying every size from 4096 values down."""
+    items = np.zeros((per_value * 8, width), np.uint8)
+    values = FixedValues(None, 1, width * per_value, leaf=Leaf(width * 8, table=items), per_value=per_value)
+    for head, limit, per_level in ((8, 1 << 18, 0), (8, 1 << 15, 2), (16, 1 << 15, 0)):
+        for max_values in (4096, 1024, 7):
+            got = miniblock_fast._fixed_plan(values, 8, head, limit, max_values, per_level)
+            assert got == _plan_by_search(values, 8, head, limit, max_values, per_level)
