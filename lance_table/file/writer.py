@@ -135,6 +135,13 @@ class LanceFileWriter:
         self._columns: list[ColumnOut] = []
         self._leaf_ids: list[int] = []
         self._writers = [self._field_writer(root) for root in self._roots]
+        structural = [w for w in self._writers if isinstance(w, StructuralWriter)]
+        self._leaf_writers = [leaf for w in structural for leaf in w.leaves]
+        self._parallel = (
+            len(structural) == len(self._writers)
+            and len(self._leaf_writers) > 1
+            and not any(w.writes_blobs for w in structural)
+        )
         # Opened last: a schema error above leaves no file behind.
         self._owns_file = isinstance(sink, (str, os.PathLike))
         fobj: IO[bytes] = open(sink, "wb") if isinstance(sink, (str, os.PathLike)) else sink  # noqa: SIM115
@@ -212,14 +219,11 @@ class LanceFileWriter:
 
     def _parallel_leaves(self) -> bool:
         """Whether the columns are encoded on threads: 2.1/2.2 files of several leaf columns, none
-        of them blobs (whose values go to the file as they come)."""
-        structural = [w for w in self._writers if isinstance(w, StructuralWriter)]
-        if len(structural) != len(self._writers):
-            return False
-        return sum(len(w.leaves) for w in structural) > 1 and not any(w.writes_blobs for w in structural)
+        of them blobs (whose values go to the file as they come). Known once the writers are made."""
+        return self._parallel
 
     def _leaves(self) -> list[LeafColumnWriter]:
-        return [leaf for w in self._writers for leaf in cast(StructuralWriter, w).leaves]
+        return self._leaf_writers
 
     def _small(self, incoming: int) -> bool:
         """Whether adding a batch of ``incoming`` bytes is too little work to hand to threads:
@@ -285,9 +289,7 @@ class LanceFileWriter:
         self._sidecars.close()
         sink = self._sink
         descriptor = file_pb2.FileDescriptor()
-        fields_to_pb(file_fields(self.fields), descriptor.schema.fields)
-        for k, v in (self.schema.metadata or {}).items():
-            descriptor.schema.metadata[k.decode()] = v
+        descriptor.MergeFromString(_schema_descriptor(self.fields, self.schema))
         descriptor.length = self.num_rows
         gb0 = descriptor.SerializeToString()
         gbs = [(sink.pos, len(gb0))]
@@ -341,6 +343,36 @@ class LanceFileWriter:
                 self.close()
         else:
             self.abort()
+
+
+def _schema_descriptor(fields: list[LanceField], schema: pa.Schema) -> bytes:
+    """The file descriptor (global buffer 0) of a file of ``fields`` without its row count,
+    serialized: the schema the file stores and ``schema``'s metadata.
+
+    Remembered by the identity of the fields (immutable) and the metadata, so that the files of a
+    stream of small appends of one schema do not build the same message again."""
+    metadata = tuple((schema.metadata or {}).items())
+    key = (tuple(map(id, fields)), metadata)
+    hit = _DESCRIPTORS.get(key)
+    if hit is not None and all(a is b for a, b in zip(hit[0], fields)):
+        return hit[1]
+    descriptor = file_pb2.FileDescriptor()
+    fields_to_pb(file_fields(fields), descriptor.schema.fields)
+    for k, v in metadata:
+        descriptor.schema.metadata[k.decode()] = v
+    data = descriptor.SerializeToString()
+    if len(_DESCRIPTORS) >= _DESCRIPTORS_KEPT:
+        _DESCRIPTORS.clear()
+    _DESCRIPTORS[key] = (tuple(fields), data)  # (the fields are kept: their ids stay theirs)
+    return data
+
+
+# descriptors by the ids of their fields and the schema metadata (see :func:`_schema_descriptor`);
+# emptied when full
+_DESCRIPTORS: dict[
+    tuple[tuple[int, ...], tuple[tuple[bytes, bytes], ...]], tuple[tuple[LanceField, ...], bytes]
+] = {}
+_DESCRIPTORS_KEPT = 64
 
 
 def _size(batch: pa.RecordBatch) -> int:

@@ -90,3 +90,20 @@ def test_fixed_plan_matches_the_full_search(width: int, per_value: int) -> None:
         for max_values in (4096, 1024, 7):
             got = miniblock_fast._fixed_plan(values, 8, head, limit, max_values, per_level)
             assert got == _plan_by_search(values, 8, head, limit, max_values, per_level)
+
+
+@pytest.mark.interop
+def test_remembered_descriptors_follow_schema_and_metadata(tmp_path) -> None:
+    """The schema a file stores is remembered between files, but never served to a file of other
+    fields or other schema metadata: each file reads back with its own schema."""
+    tables = [
+        pa.table({"x": pa.array([1, 2], pa.int64())}),
+        pa.table({"x": pa.array(["a", "b"])}),
+        pa.table({"x": pa.array([1, 2], pa.int64())}).replace_schema_metadata({"k": "1"}),
+        pa.table({"x": pa.array([1, 2], pa.int64())}).replace_schema_metadata({"k": "2"}),
+        pa.table({"x": pa.array([1, 2], pa.int64())}),
+    ]
+    for table in tables * 2:
+        got = _read(_write(table), tmp_path)
+        assert got.equals(table)
+        assert got.schema.metadata == table.schema.metadata

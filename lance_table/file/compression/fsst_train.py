@@ -83,22 +83,30 @@ def savings_estimate(sample: np.ndarray, sample_offsets: np.ndarray) -> int:
     n = sample.size
     if n < 2:
         return 0
-    starts, ends = segments(sample_offsets)
-    left = np.repeat(ends, ends - starts) - np.arange(n)  # bytes to the end of each one's segment
-    words = next_words(sample)
-    pairs = (words & np.uint64(0xFFFF)).astype(np.intp)
-    counts = np.bincount(pairs[left >= 2], minlength=1 << 16)
+    offsets = np.asarray(sample_offsets, np.int64)
+    lengths = np.diff(offsets)
+    if int(lengths.max()) <= SEGMENT:  # (what a sample of a large page holds) a string per segment
+        left = np.repeat(offsets[1:], lengths) - np.arange(n)  # bytes to the end of each one's segment
+    else:
+        starts, ends = segments(offsets)
+        left = np.repeat(ends, ends - starts) - np.arange(n)
+    # an aligned copy: every k below reads all the words again, faster than through the strided view
+    words = np.ascontiguousarray(next_words(sample))
+    pairs = (words & np.uint64(0xFFFF)).view(np.intp)  # (below 2**16: the same numbers as intp)
+    two = left >= 2
+    counts = np.bincount(pairs[two], minlength=1 << 16)
     top = _top(counts)
     if not top.size:
         return 0
-    starts_pair = (left >= 2) & (counts >= top.min())[pairs]
-    edges = np.diff(starts_pair.astype(np.int8), prepend=np.int8(0), append=np.int8(0))
+    starts_pair = two & (counts >= top.min())[pairs]
+    edges = np.diff(starts_pair.view(np.int8), prepend=np.int8(0), append=np.int8(0))
     runs = np.flatnonzero(edges == -1) - np.flatnonzero(edges == 1)
     bound = int(((runs + 1) // 2).sum())
     saving = bound
+    shift = np.uint64(64 - _BITS)
     for k in range(3, MAX_LEN + 1):
-        keys = ((words & MASKS[k]) * _HASH) >> np.uint64(64 - _BITS)
-        counts = np.bincount(keys[left >= k].astype(np.intp), minlength=1 << _BITS)
+        keys = ((words & MASKS[k]) * _HASH) >> shift
+        counts = np.bincount(keys.view(np.intp)[left >= k], minlength=1 << _BITS)
         bound = min(bound, int(_top(counts).sum()))
         if not bound:
             break
