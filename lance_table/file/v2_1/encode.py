@@ -21,7 +21,7 @@ page budget, writes pages of whole rows. Each page picks its layout from its dat
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -130,21 +130,26 @@ def _constant(
     return layout, [rep_bytes, def_bytes]
 
 
-def encode_page(piece: Shredded, path: Sequence[FieldNode], large: bool) -> tuple[Any, list[Any]]:
-    """The layout and buffers of one page holding the rows of ``piece``.
+def encode_page(
+    piece: Shredded, path: Sequence[FieldNode], large: bool, facts: LeafFacts | None = None
+) -> tuple[Any, list[Any]]:
+    """The layout and buffers of one page holding the rows of ``piece``; ``facts`` are the
+    leaf's (:func:`leaf_facts`) when the caller has them.
 
     Raises:
         UnsupportedFormatError: the page cannot be stored (see :func:`check_leaf`).
     """
     leaf = path[-1]
-    what = f"field {leaf.name!r}"
+    if facts is None:
+        facts = leaf_facts(tuple(path), large)
+    what = facts.what
     kinds = layer_kinds(path, piece.nulls, piece.empties)
     defs = def_levels(piece.codes, kinds)
     rep = piece.rep
-    max_rep = sum(1 for node in path[:-1] if is_list_node(node))
-    if is_blob(leaf):  # the values are descriptors already (see LeafColumnWriter.append)
+    max_rep = facts.max_rep
+    if facts.blob:  # the values are descriptors already (see LeafColumnWriter.append)
         return encode_blob_page(piece, kinds, defs, large)
-    if _is_empty_struct(leaf):
+    if facts.empty_struct:
         if rep is not None or bool(piece.codes.any()):
             raise UnsupportedFormatError(f"{what}: struct<> with null rows or inside a list is not written")
         return _constant(kinds, None, None, True)
@@ -159,7 +164,7 @@ def encode_page(piece: Shredded, path: Sequence[FieldNode], large: bool) -> tupl
         # pylance's reader takes pages without level buffers only for leaves without nesting
         simple = len(path) == 1 and bool(np.all(piece.codes == leaf_null))
         return _constant(kinds, rep, defs, simple)
-    if is_variable_packed(leaf):  # full-zip, one packed row per value, like pylance
+    if facts.variable_packed:  # full-zip, one packed row per value, like pylance
         return encode_full_zip(
             encode_variable_packed(piece.values, leaf), rep, defs, piece.visible, kinds, max_rep
         )
@@ -169,7 +174,7 @@ def encode_page(piece: Shredded, path: Sequence[FieldNode], large: bool) -> tupl
             return encode_mini_block(indices, n, rep, defs, piece.visible, kinds, max_rep, large)
         except ChunkTooLarge as exc:
             raise UnsupportedFormatError(f"{what}: {exc}") from exc
-    scheme = compression_scheme(leaf.field.metadata)
+    scheme = facts.scheme
     values = None
     if not is_binary_like(piece.values.type) or widest_value(piece.values) < FULL_ZIP_BYTES:
         values = compress_values(piece.values, what, scheme, large)
@@ -233,13 +238,25 @@ def _join_pages(pieces: list[Shredded]) -> list[Shredded]:
         return list(pieces)
 
 
-def _leaf_facts(path: tuple[FieldNode, ...], large: bool) -> tuple[int, bool, int]:
-    """A leaf's repetition depth, whether it is a blob column, and the page budget each incoming
-    array takes beyond its bytes, once :func:`check_leaf` passed it.
+class LeafFacts(NamedTuple):
+    """What the writer knows of a leaf column from its schema alone."""
+
+    max_rep: int  # the lists above it
+    blob: bool  # a blob column (values written outside the pages)
+    overhead: int  # the page budget each incoming array takes beyond its bytes
+    what: str  # how errors name it
+    empty_struct: bool  # ``struct<>``
+    variable_packed: bool  # a packed struct of variable-width children
+    scheme: str | None  # its ``lance-encoding:compression``
+
+
+def leaf_facts(path: tuple[FieldNode, ...], large: bool) -> LeafFacts:
+    """The :class:`LeafFacts` of the leaf at the end of ``path``, once :func:`check_leaf` passed it
+    for a 2.2 (``large``) or 2.1 file.
 
     Remembered by the identity of the path's nodes (immutable; a schema's tree is built once, see
     :func:`lance_table.schema.build_tree`), so that every file of a stream of small appends does
-    not check the same leaves again.
+    not check and look over the same leaves again.
 
     Raises:
         UnsupportedFormatError, PackedStructError: as :func:`check_leaf`.
@@ -248,12 +265,16 @@ def _leaf_facts(path: tuple[FieldNode, ...], large: bool) -> tuple[int, bool, in
     hit = _LEAVES.get(key)
     if hit is not None and all(a is b for a, b in zip(hit[0], path)):
         return hit[1]
-    check_leaf(path[-1], large)
     leaf = path[-1]
-    facts = (
-        sum(1 for node in path[:-1] if is_list_node(node)),
-        is_blob(leaf),
-        array_overhead(leaf.arrow_type),
+    check_leaf(leaf, large)
+    facts = LeafFacts(
+        max_rep=sum(1 for node in path[:-1] if is_list_node(node)),
+        blob=is_blob(leaf),
+        overhead=array_overhead(leaf.arrow_type),
+        what=f"field {leaf.name!r}",
+        empty_struct=_is_empty_struct(leaf),
+        variable_packed=is_variable_packed(leaf),
+        scheme=compression_scheme(leaf.field.metadata),
     )
     if len(_LEAVES) >= _LEAVES_KEPT:
         _LEAVES.clear()
@@ -261,9 +282,9 @@ def _leaf_facts(path: tuple[FieldNode, ...], large: bool) -> tuple[int, bool, in
     return facts
 
 
-# checked leaves by the ids of their paths' nodes and the file version (see :func:`_leaf_facts`);
+# checked leaves by the ids of their paths' nodes and the file version (see :func:`leaf_facts`);
 # emptied when full
-_LEAVES: dict[tuple[tuple[int, ...], bool], tuple[tuple[FieldNode, ...], tuple[int, bool, int]]] = {}
+_LEAVES: dict[tuple[tuple[int, ...], bool], tuple[tuple[FieldNode, ...], LeafFacts]] = {}
 _LEAVES_KEPT = 256
 
 
@@ -287,7 +308,8 @@ class LeafColumnWriter:
         blob_sink: BlobSink | None = None,
         max_page_bytes: int | None = None,
     ) -> None:
-        self.max_rep, blob, self.overhead = _leaf_facts(path, large)
+        self.facts = leaf_facts(path, large)
+        self.max_rep, blob, self.overhead = self.facts.max_rep, self.facts.blob, self.facts.overhead
         self.path = path
         self.sink = sink
         self.budget = page_size_bytes
@@ -329,7 +351,7 @@ class LeafColumnWriter:
                 self._write(part)
 
     def _write(self, piece: Shredded) -> None:
-        layout, buffers = encode_page(piece, self.path, self.large)
+        layout, buffers = encode_page(piece, self.path, self.large, self.facts)
         self.sink(layout, buffers, piece.rows, self.rows_written)
         self.rows_written += piece.rows
 
