@@ -317,6 +317,24 @@ def unpack_encoding(enc: Any, source: ByteSource, what: str) -> tuple[str | None
 
 def pack_encoding(msg: Any, type_url: str, target: Any) -> None:
     """Wrap an encoding message into ``target`` (a ``file2.Encoding``) as a direct encoding."""
-    from google.protobuf import any_pb2
+    target.direct.encoding = any_bytes(type_url, msg.SerializeToString())
 
-    target.direct.encoding = any_pb2.Any(type_url=type_url, value=msg.SerializeToString()).SerializeToString()
+
+def any_bytes(type_url: str, value: bytes) -> bytes:
+    """A serialized ``google.protobuf.Any`` of ``type_url`` and ``value``: the bytes protobuf
+    writes for it (field 1, then field 2; either left out when empty), built without making the
+    message, which every page of a file would pay for."""
+    url = type_url.encode()
+    out = b"\x0a" + _varint(len(url)) + url if url else b""
+    return out + b"\x12" + _varint(len(value)) + value if value else out
+
+
+def _varint(n: int) -> bytes:
+    if n < 0x80:
+        return bytes((n,))
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)

@@ -107,3 +107,31 @@ def test_remembered_descriptors_follow_schema_and_metadata(tmp_path) -> None:
         got = _read(_write(table), tmp_path)
         assert got.equals(table)
         assert got.schema.metadata == table.schema.metadata
+
+
+@pytest.mark.parametrize("large", [False, True])
+def test_chunk_words_of_few_chunks_are_the_numpy_words(large: bool) -> None:
+    """The chunk words of a small page, packed in Python, are those numpy packs for larger ones."""
+    from lance_table.file.v2_1 import miniblock_encode
+
+    rng = np.random.default_rng(3)
+    limit = (1 << 18) if large else (1 << 15)
+    for count in (1, 2, 5, miniblock_encode._FEW_WORDS, miniblock_encode._FEW_WORDS + 1):
+        sizes = (rng.integers(1, limit // 8 + 1, count) * 8).tolist()
+        logs = [*rng.integers(1, 13, count - 1).tolist(), 0]
+        words = ((np.array(sizes) // 8 - 1) << 4) | np.array(logs)
+        expected = words.astype(np.uint32 if large else np.uint16).tobytes()
+        assert miniblock_encode._chunk_words(sizes, logs, large) == expected
+
+
+def test_any_wrappers_are_the_bytes_protobuf_writes() -> None:
+    """Page encodings are wrapped in ``Any`` by hand: the same bytes as protobuf's own message."""
+    from google.protobuf import any_pb2
+
+    from lance_table.file.container import URL_PAGE_LAYOUT, any_bytes
+
+    for url in (URL_PAGE_LAYOUT, "", "x" * 200):
+        for size in (0, 1, 127, 128, 300, 16383, 16384, 2_100_000):
+            value = bytes(range(256)) * (size // 256) + bytes(size % 256)
+            expected = any_pb2.Any(type_url=url, value=value).SerializeToString()
+            assert any_bytes(url, value) == expected

@@ -15,6 +15,7 @@ a row's chunks. See :mod:`miniblock` for the decoder.
 from __future__ import annotations
 
 import itertools
+import struct
 from typing import Any
 
 import numpy as np
@@ -195,9 +196,8 @@ def encode_mini_block(
         if fast is not None and max(fast.sizes) > planner.limit:
             fast = fast_page(values, n, defs, large, planner.head, planner.limit, planner.max_values, FLAT)
         if fast is not None:
-            words_arr = ((np.array(fast.sizes, np.int64) // 8 - 1) << 4) | np.array(fast.logs, np.int64)
             layout = _layout(values, None, fast.def_codec, layers, n, large)
-            word_bytes = words_arr.astype(np.uint32 if large else np.uint16).tobytes()
+            word_bytes = _chunk_words(fast.sizes, fast.logs, large)
             fast_buffers: list[Any] = [word_bytes, fast.data]
             _add_dictionary(layout, values, fast_buffers)
             return layout, fast_buffers
@@ -218,6 +218,23 @@ def encode_mini_block(
         layout.mini_block_layout.repetition_index_depth = 1
         buffers.append(_repetition_index(rep, max_rep, ranges))
     return layout, buffers
+
+
+def _chunk_words(sizes: list[int], logs: list[int], large: bool) -> bytes:
+    """The chunk words of chunks of ``sizes`` bytes (multiples of 8, within the chunk limit, so a
+    word holds them) and ``logs`` (log2 of their value counts, 0 for the last): u32 in 2.2 files
+    (``large``), u16 in 2.1, packed in Python for the few chunks of a small page."""
+    if len(sizes) <= _FEW_WORDS:
+        mask = 0xFFFFFFFF if large else 0xFFFF  # (as numpy's cast would wrap them)
+        words = [(((size // 8 - 1) << 4) | log) & mask for size, log in zip(sizes, logs)]
+        return struct.pack(f"<{len(words)}{'I' if large else 'H'}", *words)
+    array = ((np.array(sizes, np.int64) // 8 - 1) << 4) | np.array(logs, np.int64)
+    return array.astype(np.uint32 if large else np.uint16).tobytes()
+
+
+# pages of at most this many chunks pack their chunk words in Python (numpy's fixed cost per
+# call outweighs so few words)
+_FEW_WORDS = 16
 
 
 def _chunks(
