@@ -341,9 +341,11 @@ class FragmentWriter:
         self._legacy = data_format == LEGACY_FORMAT
         self.dictionaries: dict[int, pa.Array] = dict(dictionaries or {})
         self._file_version = (0, 2) if self._legacy else FileVersion.parse(data_format).manifest_version
-        cols = column_assignment(build_tree(fields))
         self._file_fields = tuple(f.id for f in fields)
-        self._column_indices = tuple(cols.get(f.id, -1) for f in fields)
+        self._column_indices: tuple[int, ...] = ()  # (2.0 files list every field's column)
+        if data_format == "2.0":
+            cols = column_assignment(build_tree(fields))
+            self._column_indices = tuple(cols.get(f.id, -1) for f in fields)
         self.fragments: list[Fragment] = []
         self.paths: list[str] = []
         # files written in other bases (``targets``; new files rotate over them), by base id
