@@ -137,6 +137,8 @@ def values(
     kind = enc.WhichOneof("compression")
     if kind == "flat" and not enc.flat.HasField("data"):
         bits = int(enc.flat.bits_per_value)
+        if bits == 1:
+            return _flat_bits(data, at, sizes, counts, io)
         if bits % 8:
             return None
         need = counts * (bits // 8)
@@ -162,6 +164,20 @@ def values(
     if kind == "rle":  # in block form (one buffer)
         return rle_values(_rle_runs(enc.rle, data, at, sizes, counts, io))
     return None
+
+
+def _flat_bits(data: memoryview, at: np.ndarray, sizes: np.ndarray, counts: np.ndarray, io: PageIO) -> Fixed:
+    """One-bit values (booleans) of many chunks, each chunk's bits from a whole byte: one
+    bitmap of them all, least significant bit first."""
+    need = (counts + 7) >> 3
+    if bool(np.any(need > sizes)):
+        raise io.corrupt("a chunk's value buffer is shorter than its values")
+    joined = join(data, at, need)
+    if counts.size < 2 or not bool(np.any(counts[:-1] & 7)):
+        return Fixed(joined, 1)  # every chunk but the last holds whole bytes: nothing to move
+    bits = np.unpackbits(np.frombuffer(joined, np.uint8), bitorder="little")
+    kept = bits[spans(exclusive_cumsum(need) * 8, counts)]
+    return Fixed(np.packbits(kept, bitorder="little").data, 1)
 
 
 # groups of chunks decompressed on threads when a page's general-compressed chunks are many
