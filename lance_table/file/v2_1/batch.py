@@ -26,7 +26,8 @@ from lance_table.file.v2_1.values import MAX_LIST_SIZE, Fixed, Values, Var, conc
 def levels(
     enc: Any, data: memoryview, at: np.ndarray, sizes: np.ndarray, counts: np.ndarray, io: PageIO
 ) -> np.ndarray | None:
-    """Repetition or definition levels of many chunks, if stored as plain or bitpacked 16-bit values."""
+    """Repetition or definition levels of many chunks, if stored as plain, run-length encoded or
+    bitpacked 16-bit values (None: another form)."""
     kind = enc.WhichOneof("compression")
     if kind == "out_of_line_bitpacking":
         got = _out_of_line(enc.out_of_line_bitpacking, data, at, sizes, counts, io)
@@ -35,6 +36,9 @@ def levels(
         return np.frombuffer(got.data, bitpacking.DTYPES[got.bits]).astype(np.uint16, copy=False)
     if kind == "rle":
         return _rle_levels(enc.rle, data, at, sizes, counts, io)
+    if kind == "inline_bitpacking" and int(enc.inline_bitpacking.uncompressed_bits_per_value) == 16:
+        got = inline_blocks.values(16, data, at, counts, io, sizes=sizes)
+        return None if got is None else np.frombuffer(got.data, np.uint16, int(counts.sum()))
     if kind != "flat" or enc.flat.HasField("data") or enc.flat.bits_per_value != 16:
         return None
     need = counts * 2
@@ -157,7 +161,7 @@ def values(
         return values(enc.fixed_size_list.values, data, at, sizes, counts * per, io)
     if kind == "inline_bitpacking":
         return inline_blocks.values(
-            int(enc.inline_bitpacking.uncompressed_bits_per_value), data, at, counts, io, floor
+            int(enc.inline_bitpacking.uncompressed_bits_per_value), data, at, counts, io, floor, sizes
         )
     if kind == "general" and enc.general.values.WhichOneof("compression") in ("variable", "flat"):
         return _general(enc.general, data, at, sizes, counts, io)
