@@ -5,11 +5,13 @@ rows as pylance."""
 from __future__ import annotations
 
 import decimal
+from pathlib import Path
 
 import lance
 import numpy as np
 import pyarrow as pa
 import pytest
+from lance.file import LanceFileReader
 
 import lance_table as lt
 from lance_table.file.pageio import PageIO
@@ -17,6 +19,8 @@ from lance_table.file.v2_1 import small_many
 from lance_table.table import fragment_batch
 
 BATCHED = ["i8", "u16", "f16", "f32", "date", "tstz", "dec", "bin", "lstr", "text", "fsb", "flag"]
+# columns of one value per append, now and then of several: pylance's constant pages among others
+CONSTANT = ["load", "source", "unset"]
 
 
 def _rows(i: int, rng: np.random.Generator, n: int = 100) -> pa.Table:
@@ -36,6 +40,9 @@ def _rows(i: int, rng: np.random.Generator, n: int = 100) -> pa.Table:
             "text": pa.array(text, pa.string(), mask=nulls),
             "fsb": pa.array([bytes([k % 256]) * 4 for k in range(n)], pa.binary(4)),
             "flag": pa.array(rng.random(n) < 0.5, mask=nulls),
+            "load": pa.array(np.full(n, i, np.int64) + (np.arange(n) if i % 5 == 4 else 0)),
+            "source": pa.array([f"kafka-{i % 3}" if i % 5 != 3 else f"s{k}" for k in range(n)]),
+            "unset": pa.array([None if i % 7 != 6 or k % 2 else float(k) for k in range(n)], pa.float64()),
         }
     )
 
@@ -53,11 +60,16 @@ def written(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReq
 def test_every_column_decodes_in_one_batch(written: str) -> None:
     frags = lt.dataset(written)._snapshot.fragment_readers()
     defs = set()
-    for name in BATCHED:
+    for name in BATCHED + CONSTANT:
         found = fragment_batch.plans(frags, [name])
         assert found.count(None) == 0, name
         layouts = [lay for _, lay in found]
-        defs |= {c.page.defs.WhichOneof("compression") for lay in layouts for c in lay.columns if c.page.defs}
+        defs |= {
+            c.page.defs.WhichOneof("compression")
+            for lay in layouts
+            for c in lay.columns
+            if c.page and c.page.defs
+        }
         data, bases = small_many.joined([reader.read_span(lay.start, lay.length) for reader, lay in found])
         io = PageIO(found[0][0]._stored, None, None, (), "test")
         got = small_many.decode(layouts, data, bases, 0, frags[0].roots[name].arrow_type, io)
@@ -66,9 +78,27 @@ def test_every_column_decodes_in_one_batch(written: str) -> None:
     assert "inline_bitpacking" in defs  # (pylance 2.2 mostly writes RLE levels, now and then these)
 
 
+def test_pylance_writes_constant_pages(written: str) -> None:
+    text = " ".join(
+        c.pages[0].encoding
+        for f in sorted((Path(written) / "data").glob("*.lance"))
+        for c in LanceFileReader(str(f)).metadata().columns
+    )
+    assert "ConstantLayout" in text and "inline_value: None" in text  # (all null; strings in 2.2)
+    if lance.dataset(written).data_storage_version == "2.2":
+        assert "inline_value: Some" in text
+
+
 def test_scans_and_filters_equal_pylance(written: str) -> None:
     ours, theirs = lt.dataset(written), lance.dataset(written)
     assert ours.to_table().equals(theirs.to_table())
-    for flt in ["i8 > 50", "f32 IS NULL", "flag", "text IS NOT NULL AND u16 < 1000"]:
+    for flt in [
+        "i8 > 50",
+        "f32 IS NULL",
+        "flag",
+        "text IS NOT NULL AND u16 < 1000",
+        "load = 7",
+        "unset IS NULL",
+    ]:
         got = ours.to_table(filter=flt, with_row_id=True)
         assert got.equals(theirs.to_table(filter=flt, with_row_id=True)), flt

@@ -30,7 +30,7 @@ from lance_table.file.compression import bitpacking
 from lance_table.file.container import FileVersion
 from lance_table.file.field_shapes import FLAT, field_shape
 from lance_table.file.pageio import PageIO
-from lance_table.file.v2_1 import batch
+from lance_table.file.v2_1 import batch, small_constant
 from lance_table.file.v2_1.byteranges import exclusive_cumsum, spans
 from lance_table.file.v2_1.compress import decode_block
 from lance_table.file.v2_1.miniblock_small import SmallPage, plan
@@ -66,7 +66,7 @@ class ColumnLayout:
     meta_at: int  # the page's chunk table (one word)
     data_at: int  # the page's one chunk
     data_size: int
-    page: SmallPage
+    page: SmallPage | None  # (None: a constant page)
     encoding: Any  # the value compression (a protobuf message)
     key: tuple[Any, ...]  # interned: same object for the same encoding
     chunks: int = 1  # mini-block chunks of the page (its chunk table's words)
@@ -75,6 +75,9 @@ class ColumnLayout:
     dict_size: int = 0
     dict_items: int = 0
     dict_encoding: Any = None
+    #: a constant page: its form (see :mod:`small_constant`; 0: not constant) and inline value
+    constant: int = 0
+    inline: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +125,12 @@ def _layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
             col = reader._column(node)
             if len(col.page_starts) != 2 or col.num_values != meta.num_rows:
                 return None
+            if col.encoding(0, reader._stored).WhichOneof("layout") == "constant_layout":
+                found = _constant(col, reader, large)
+                if found is None or int(col.pb.pages[0].length) != meta.num_rows:
+                    return None
+                cols.append(found)
+                continue
             page = col.small_page(0, reader._stored, large)
             if page is None and pa.types.is_fixed_size_list(node.arrow_type):
                 page = _list_page(col.encoding(0, reader._stored), node.arrow_type, large)
@@ -140,32 +149,57 @@ def _layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
         defs = enc.def_compression.SerializeToString() if enc.HasField("def_compression") else None
         dictionary = enc.dictionary.SerializeToString() if page.dictionary is not None else None
         ident = (large, value_enc.SerializeToString(), defs, tuple(enc.layers), dictionary)
-        interned = _KEYS.get(ident)
-        if interned is None:
-            if len(_KEYS) >= _MAX_KEYS:
-                _KEYS.clear()
-            interned = _KEYS.setdefault(ident, ident)
-        cols.append((buffers, page, value_enc, interned, chunks))
+        cols.append((buffers, page, value_enc, _interned(ident), chunks))
     if not cols:
         return None
-    start = min(o for b, *_ in cols for o, _ in b)
-    end = max(o + s for b, *_ in cols for o, s in b)
+    kept = [(o, s) for b, *_ in cols for o, s in b if s]  # (the empty buffers of constant pages lie anywhere)
+    start = min((o for o, _ in kept), default=0)
+    end = max((o + s for o, s in kept), default=0)
     needed = sum(s for b, *_ in cols for _, s in b)
-    if max(c[-1] for c in cols) > 1 and end - start > 2 * needed + SPAN_SLACK:
+    if max(c[-1] if c[1] is not None else 1 for c in cols) > 1 and end - start > 2 * needed + SPAN_SLACK:
         return None  # the pages lie far apart: their span would read much that is not theirs
     return FileLayout(
         start,
         end - start,
         meta.num_rows,
         tuple(_column_layout(b, start, page, value_enc, k, chunks) for b, page, value_enc, k, chunks in cols),
-        max(c[-1] for c in cols),
+        max(c[-1] if c[1] is not None else 1 for c in cols),
     )
 
 
+def _interned(ident: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The one object standing for an encoding key: pages whose keys are it decode together."""
+    interned = _KEYS.get(ident)
+    if interned is None:
+        if len(_KEYS) >= _MAX_KEYS:
+            _KEYS.clear()
+        interned = _KEYS.setdefault(ident, ident)
+    return interned
+
+
+def _constant(col: Any, reader: LanceFileReader, large: bool) -> tuple[Any, ...] | None:
+    """The makings of the layout of a constant page without levels, or None."""
+    buffers = col.buffers(0)
+    found = small_constant.form(col.encoding(0, reader._stored).constant_layout, buffers)
+    if found is None:
+        return None
+    kind, inline = found
+    return (buffers, None, inline, _interned((large, "constant", kind)), kind)
+
+
 def _column_layout(
-    buffers: Sequence[tuple[int, int]], start: int, page: SmallPage, value_enc: Any, key: Any, chunks: int
+    buffers: Sequence[tuple[int, int]],
+    start: int,
+    page: SmallPage | None,
+    value_enc: Any,
+    key: Any,
+    chunks: int,
 ) -> ColumnLayout:
-    """A page's place relative to its file's span (``start``) and how it decodes."""
+    """A page's place relative to its file's span (``start``) and how it decodes (a constant page:
+    no ``page``, ``value_enc`` its inline value and ``chunks`` its form)."""
+    if page is None:
+        at, size = buffers[0] if chunks == small_constant.IN_BUFFER else (start, 0)
+        return ColumnLayout(-1, at - start, size, None, None, key, 1, constant=chunks, inline=value_enc)
     (meta_at, _), (data_at, data_size) = buffers[0], buffers[1]
     found = ColumnLayout(meta_at - start, data_at - start, data_size, page, value_enc, key, chunks)
     if page.dictionary is None:
@@ -277,6 +311,10 @@ def _decode(
     """The chunks of files whose pages share one encoding (the checks of
     :func:`miniblock_small.decode` and :func:`miniblock.chunk_table`, for all chunks at once)."""
     page = cols[0].page
+    if page is None:  # constant pages
+        rows = np.fromiter((f.num_rows for f in files), np.int64, len(files))
+        where = [(base + c.data_at, c.data_size) for c, base in zip(cols, bases.tolist())]
+        return small_constant.decode(cols[0].constant, [c.inline for c in cols], where, rows, data, dtype, io)
     u8 = np.frombuffer(data, np.uint8)
     rows = np.fromiter((f.num_rows for f in files), np.int64, len(files))
     meta_at = bases + np.fromiter((c.meta_at for c in cols), np.int64, len(cols))
