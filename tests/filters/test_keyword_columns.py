@@ -11,7 +11,20 @@ import pytest
 
 import lance_table as lt
 
-NAMES = ["set", "show", "use", "load", "unset", "describe", "grant", "call", "explain", "comment", "fetch", "rename"]
+NAMES = [
+    "set",
+    "show",
+    "use",
+    "load",
+    "unset",
+    "describe",
+    "grant",
+    "call",
+    "explain",
+    "comment",
+    "fetch",
+    "rename",
+]
 
 
 @pytest.fixture(scope="module")
