@@ -22,7 +22,7 @@ import pyarrow as pa
 from lance_table._parallel import ARROW_READS, pool
 from lance_table.extensions import user_table
 from lance_table.file.arrow import bool_array
-from lance_table.file.field_shapes import FLAT, field_shape
+from lance_table.file.field_shapes import LEAFLESS, field_shape, leaf_paths
 from lance_table.file.pageio import PageIO
 from lance_table.file.reader import LanceFileReader
 from lance_table.file.runs import Runs
@@ -54,7 +54,7 @@ def plans(frags: Sequence[FragmentReader], names: Sequence[str]) -> list[Plan | 
         return [None] * len(frags)
     roots = frags[0].roots
     nodes = [roots[n] for n in names]
-    if any(field_shape(n) != FLAT for n in nodes):
+    if any(field_shape(n) == LEAFLESS for n in nodes):
         return [None] * len(frags)
     key = tuple((n.id, str(n.arrow_type)) for n in nodes)  # (a string's hash is kept)
     return [_plan(f, nodes, key) for f in frags]
@@ -69,7 +69,8 @@ def _plan(frag: FragmentReader, nodes: list[FieldNode], key: tuple[Any, ...]) ->
         return None
     fields = data_file.fields
     for node in nodes:
-        if node.id not in fields:
+        # a field with nesting: its leaves' ids (the manifest lists the fields of columns)
+        if not all(leaf.id in fields for leaf, _ in leaf_paths(node, [])):
             return None
     reader = frag._reader(data_file)
     if not isinstance(reader, LanceFileReader):

@@ -28,11 +28,12 @@ from lance_table.errors import LanceTableError
 from lance_table.file.arrow import with_validity
 from lance_table.file.compression import bitpacking
 from lance_table.file.container import FileVersion
-from lance_table.file.field_shapes import FLAT, field_shape
+from lance_table.file.field_shapes import FLAT, NESTED, field_shape
 from lance_table.file.pageio import PageIO
-from lance_table.file.v2_1 import batch
+from lance_table.file.v2_1 import batch, small_nested
 from lance_table.file.v2_1.byteranges import exclusive_cumsum, spans
 from lance_table.file.v2_1.compress import decode_block
+from lance_table.file.v2_1.layout import is_packed_struct
 from lance_table.file.v2_1.miniblock_small import SmallPage, plan
 from lance_table.file.v2_1.values import Fixed, Var, byte_width, to_arrow
 
@@ -84,7 +85,7 @@ class FileLayout:
     start: int
     length: int
     num_rows: int
-    columns: tuple[ColumnLayout, ...]
+    columns: tuple[ColumnLayout | small_nested.NestedLayout, ...]
     #: the most chunks of a page: a file of pages of one chunk is read whole by any read; one of
     #: pages of many chunks only by a read of most of its rows (see :func:`worth_batching`)
     chunks: int = 1
@@ -114,8 +115,19 @@ def _layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
     word = 4 if large else 2
     by_name = {n.name: n for n in reader._roots}
     cols = []
+    nested: dict[int, tuple[small_nested.NestedLayout, list[tuple[int, int]]]] = {}
     for name in names:
         node = by_name.get(name)
+        if node is not None and field_shape(node) == NESTED and not is_packed_struct(node):
+            try:
+                got = small_nested.layout(reader, node, large, _interned)
+            except _ERRORS:
+                return None
+            if got is None:
+                return None
+            nested[len(cols)] = got
+            cols.append((tuple(got[1]), None, None, got[0].key, 1))
+            continue
         if node is None or field_shape(node) != FLAT or pa.types.is_dictionary(node.arrow_type):
             return None
         try:
@@ -140,12 +152,7 @@ def _layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
         defs = enc.def_compression.SerializeToString() if enc.HasField("def_compression") else None
         dictionary = enc.dictionary.SerializeToString() if page.dictionary is not None else None
         ident = (large, value_enc.SerializeToString(), defs, tuple(enc.layers), dictionary)
-        interned = _KEYS.get(ident)
-        if interned is None:
-            if len(_KEYS) >= _MAX_KEYS:
-                _KEYS.clear()
-            interned = _KEYS.setdefault(ident, ident)
-        cols.append((buffers, page, value_enc, interned, chunks))
+        cols.append((buffers, page, value_enc, _interned(ident), chunks))
     if not cols:
         return None
     start = min(o for b, *_ in cols for o, _ in b)
@@ -157,9 +164,24 @@ def _layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
         start,
         end - start,
         meta.num_rows,
-        tuple(_column_layout(b, start, page, value_enc, k, chunks) for b, page, value_enc, k, chunks in cols),
+        tuple(
+            small_nested.shifted(nested[c][0], start)
+            if c in nested
+            else _column_layout(b, start, page, value_enc, k, chunks)
+            for c, (b, page, value_enc, k, chunks) in enumerate(cols)
+        ),
         max(c[-1] for c in cols),
     )
+
+
+def _interned(ident: tuple[Any, ...]) -> tuple[Any, ...]:
+    """One object per encoding key: chunks of files whose keys are the same object decode as one."""
+    interned = _KEYS.get(ident)
+    if interned is None:
+        if len(_KEYS) >= _MAX_KEYS:
+            _KEYS.clear()
+        interned = _KEYS.setdefault(ident, ident)
+    return interned
 
 
 def _column_layout(
@@ -233,7 +255,7 @@ def decode(
     first = cols[0].key
     try:
         if all(c.key is first for c in cols):
-            return _decode(cols, layouts, data, bases, dtype, io, floor)
+            return _decoded(cols, layouts, data, bases, dtype, io, floor)
         groups: dict[int, list[int]] = {}
         for k, c in enumerate(cols):
             groups.setdefault(id(c.key), []).append(k)
@@ -242,7 +264,7 @@ def decode(
         parts, order = [], []
         for members in groups.values():
             sel = np.asarray(members, np.int64)
-            got = _decode(
+            got = _decoded(
                 [cols[k] for k in members], [layouts[k] for k in members], data, bases[sel], dtype, io, floor
             )
             if got is None:
@@ -255,6 +277,22 @@ def decode(
         return pa.concat_arrays(parts).take(pa.array(where))
     except _ERRORS:
         return None
+
+
+def _decoded(
+    cols: list[Any],
+    files: Sequence[FileLayout],
+    data: memoryview,
+    bases: np.ndarray,
+    dtype: pa.DataType,
+    io: PageIO,
+    floor: int | None,
+) -> pa.Array | None:
+    """The rows of the files whose pages of the column share one encoding key."""
+    if isinstance(cols[0], small_nested.NestedLayout):
+        rows = np.fromiter((f.num_rows for f in files), np.int64, len(files))
+        return small_nested.decode(cols, rows, data, bases, io)
+    return _decode(cols, files, data, bases, dtype, io, floor)
 
 
 def _le(u8: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:

@@ -1,0 +1,260 @@
+"""Fields with structs and lists of many small 2.1/2.2 files decoded in one numpy pass.
+
+A living table of JSON-like records holds thousands of files of a few hundred rows whose struct
+and list fields are stored as leaf columns, each one page of one mini-block chunk carrying
+repetition and definition levels. Read file by file, each leaf page costs a few hundred Python
+calls. Here (a part of :mod:`small_many`) the leaf pages of all files that share an encoding are
+read as the chunks of one page: the chunk headers with a few numpy gathers, the levels and values
+of all chunks at once (see :mod:`batch`), and the levels of all files unravelled and assembled in
+one call (see :mod:`repdef`). The levels of a page of one chunk describe whole rows, so the
+levels of many such pages, one after another, are those of their rows one after another; each
+file's levels are checked to start a row and to describe its rows and values before they join.
+
+:func:`layout` says where a field's leaf pages are; :func:`decode` returns None where anything
+does not check out, and the caller then reads the files one by one, which says what is wrong.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from lance_table.file.arrow import with_validity
+from lance_table.file.compression import bitpacking
+from lance_table.file.field_shapes import leaf_paths
+from lance_table.file.pageio import PageIO
+from lance_table.file.v2_1 import batch, repdef
+from lance_table.file.v2_1.byteranges import exclusive_cumsum
+from lance_table.file.v2_1.miniblock import le
+from lance_table.file.v2_1.values import Fixed, Var, to_arrow
+from lance_table.schema import FieldNode
+
+if TYPE_CHECKING:
+    from lance_table.file.reader import LanceFileReader
+
+#: values one chunk may hold (see miniblock.MAX_CHUNK_VALUES)
+MAX_CHUNK_VALUES = 1 << 16
+#: variable-width bytes of one leaf of a batch above which the files are read one by one
+MAX_VAR_BYTES = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class LeafLayout:
+    """One leaf column's page of one file: its chunk table word and its one chunk (relative to
+    the file's span), its value count and its encoding (a ``MiniBlockLayout``)."""
+
+    meta_at: int
+    data_at: int
+    data_size: int
+    items: int
+    mini: Any
+    large: bool
+
+
+@dataclass(frozen=True, slots=True)
+class NestedLayout:
+    """A field with nesting of one file: the pages of its leaves, each leaf's path of fields
+    (top-level field first) and the field itself."""
+
+    leaves: tuple[LeafLayout, ...]
+    paths: tuple[tuple[pa.Field, ...], ...]
+    field: pa.Field
+    key: tuple[Any, ...]  # interned: the same object for the same encodings of every leaf
+
+
+def layout(
+    reader: LanceFileReader, node: FieldNode, large: bool, intern: Callable[[tuple[Any, ...]], tuple[Any, ...]]
+) -> tuple[NestedLayout, list[tuple[int, int]]] | None:
+    """Where the leaf pages of the file's field ``node`` are (file offsets) and the byte ranges
+    a read of them needs, when every leaf is one page of one mini-block chunk of plain values
+    (no dictionary, one value buffer); else None. ``intern`` gives one object per key."""
+    meta = reader.metadata
+    leaves, paths, keys, ranges = [], [], [], []
+    for leaf, path in leaf_paths(node, [node.to_arrow_field()]):
+        dtype = leaf.arrow_type
+        if leaf.children or pa.types.is_dictionary(dtype) or len(path) < 2:
+            return None  # a packed struct, dictionary values: read the general way
+        col = reader._column(leaf)
+        if len(col.page_starts) != 2 or col.num_values != meta.num_rows:
+            return None
+        enc = col.encoding(0, reader._stored)
+        if enc.WhichOneof("layout") != "mini_block_layout":
+            return None
+        mini = enc.mini_block_layout
+        buffers = col.buffers(0)
+        depth = int(mini.repetition_index_depth)
+        if (
+            mini.HasField("dictionary")
+            or int(mini.num_buffers) != 1
+            or len(buffers) != 2 + (depth > 0)
+            or len(mini.layers) != len(path)
+            or not 0 <= int(mini.num_items) <= MAX_CHUNK_VALUES
+            or buffers[0][1] != (4 if large else 2)  # one chunk
+        ):
+            return None
+        rep = mini.rep_compression.SerializeToString() if mini.HasField("rep_compression") else None
+        defs = mini.def_compression.SerializeToString() if mini.HasField("def_compression") else None
+        values = mini.value_compression.SerializeToString()
+        keys.append(intern((large, rep, defs, values, tuple(mini.layers), str(dtype))))
+        (meta_at, _), (data_at, data_size) = buffers[0], buffers[1]
+        leaves.append(LeafLayout(meta_at, data_at, data_size, int(mini.num_items), mini, large))
+        paths.append(tuple(path))
+        ranges.extend(buffers[:2])
+    if not leaves:
+        return None
+    key = intern(("nested", str(node.arrow_type), *keys))
+    return NestedLayout(tuple(leaves), tuple(paths), node.to_arrow_field(), key), ranges
+
+
+def shifted(found: NestedLayout, start: int) -> NestedLayout:
+    """The layout with its places relative to a file's span from ``start``."""
+    leaves = tuple(
+        replace(leaf, meta_at=leaf.meta_at - start, data_at=leaf.data_at - start) for leaf in found.leaves
+    )
+    return replace(found, leaves=leaves)
+
+
+def decode(
+    cols: Sequence[NestedLayout], rows: np.ndarray, data: memoryview, bases: np.ndarray, io: PageIO
+) -> pa.Array | None:
+    """Every row of the field of ``cols`` (one per file, all of one key; ``rows`` per file), one
+    file after another, from the files' bytes ``data`` (file ``k`` from ``bases[k]``); None when
+    anything does not check out.
+
+    Raises:
+        LanceTableError, LevelError, ArrowException, ...: damaged bytes (the caller catches them
+            and reads the files one by one).
+    """
+    first = cols[0]
+    u8 = np.frombuffer(data, np.uint8)
+    parts = []
+    for k, path in enumerate(first.paths):
+        arr = _leaf([c.leaves[k] for c in cols], rows, u8, data, bases, path, io)
+        if arr is None:
+            return None
+        parts.append(arr)
+    return repdef.merge(first.field, parts)
+
+
+def _leaf(
+    leaves: list[LeafLayout],
+    rows: np.ndarray,
+    u8: np.ndarray,
+    data: memoryview,
+    bases: np.ndarray,
+    path: Sequence[pa.Field],
+    io: PageIO,
+) -> pa.Array | None:
+    """The path array of one leaf, from its page of one chunk in every file (the checks of
+    :func:`miniblock.chunk_table` and :func:`miniblock.read_chunks`, for all chunks at once,
+    and that each file's levels hold whole rows: its rows and its values)."""
+    mini = leaves[0].mini
+    large = leaves[0].large
+    count = len(leaves)
+    meta_at = bases + np.fromiter((f.meta_at for f in leaves), np.int64, count)
+    chunk_at = bases + np.fromiter((f.data_at for f in leaves), np.int64, count)
+    data_size = np.fromiter((f.data_size for f in leaves), np.int64, count)
+    items = np.fromiter((f.items for f in leaves), np.int64, count)
+    word = 4 if large else 2
+    if int((chunk_at + data_size).max()) > u8.size or int((meta_at + word).max()) > u8.size:
+        return None
+    chunk_bytes = ((le(u8, meta_at, word) >> 4) + 1) * 8
+    has_rep, has_def = mini.HasField("rep_compression"), mini.HasField("def_compression")
+    size_len = 4 if large else 2
+    head = 2 + 2 * has_rep + 2 * has_def + size_len
+    if bool(np.any(chunk_bytes > data_size)) or bool(np.any(chunk_bytes < head)):
+        return None
+    n_levels = le(u8, chunk_at, 2)
+    at = 2
+    rep_size = def_size = None
+    if has_rep:
+        rep_size = le(u8, chunk_at + at, 2)
+        at += 2
+    if has_def:
+        def_size = le(u8, chunk_at + at, 2)
+        at += 2
+    size = le(u8, chunk_at + at, size_len)
+    cursor = np.full(count, (head + 7) & ~7, np.int64)
+    rep_at = def_at = chunk_at + cursor
+    if rep_size is not None:
+        cursor = cursor + ((rep_size + 7) & ~7)
+        def_at = chunk_at + cursor
+    if def_size is not None:
+        cursor = cursor + ((def_size + 7) & ~7)
+    if bool(np.any(cursor + size > chunk_bytes)):
+        return None
+    rep = defs = None
+    if rep_size is not None:
+        rep = _levels(mini.rep_compression, data, rep_at, rep_size, n_levels, io)
+        if rep is None:
+            return None
+    if def_size is not None:
+        defs = _levels(mini.def_compression, data, def_at, def_size, n_levels, io)
+        if defs is None:
+            return None
+    layers = list(mini.layers)
+    if not _whole_rows(rep, defs, layers, n_levels, rows, items):
+        return None
+    values = batch.values(mini.value_compression, data, chunk_at + cursor, size, items, io)
+    if not isinstance(values, (Fixed, Var)) or (isinstance(values, Var) and len(values.data) > MAX_VAR_BYTES):
+        return None
+    total = int(items.sum())
+    arr = to_arrow(values, path[-1].type, total, io)
+    if len(arr) != total:
+        return None
+    levels = repdef.unravel(rep, defs, layers, total)
+    if levels[0].length != int(rows.sum()):
+        return None
+    return repdef.assemble(path, levels, arr, with_validity)
+
+
+def _whole_rows(
+    rep: np.ndarray | None,
+    defs: np.ndarray | None,
+    layers: list[int],
+    n_levels: np.ndarray,
+    rows: np.ndarray,
+    items: np.ndarray,
+) -> bool:
+    """Whether each file's levels (``n_levels`` of them, one file after another) describe its
+    ``rows`` rows and ``items`` values: joined, they then describe the rows of all files."""
+    if rep is None:
+        # no lists: a level per row, each with a value slot
+        if not np.array_equal(items, rows):
+            return False
+        return defs is None or (defs.size == int(rows.sum()) and np.array_equal(n_levels, rows))
+    total = int(n_levels.sum())
+    if rep.size != total or (defs is not None and defs.size != total) or bool(np.any(n_levels <= 0)):
+        return False
+    starts = exclusive_cumsum(n_levels)
+    row_start = rep == repdef.max_rep(layers)
+    if not bool(row_start[starts].all()):
+        return False
+    if not np.array_equal(np.add.reduceat(row_start, starts), rows):
+        return False
+    if defs is None:
+        return bool(np.array_equal(n_levels, items))
+    shown = defs <= repdef.visible_limit(layers)
+    return bool(np.array_equal(np.add.reduceat(shown, starts), items))
+
+
+def _levels(
+    enc: Any, data: memoryview, at: np.ndarray, sizes: np.ndarray, counts: np.ndarray, io: PageIO
+) -> np.ndarray | None:
+    """Repetition or definition levels of many chunks in a form :mod:`batch` decodes at once
+    (plain, bitpacked, run-length or inline-bitpacked 16-bit values), else None."""
+    got = batch.levels(enc, data, at, sizes, counts, io)
+    if got is not None:
+        return got
+    if enc.WhichOneof("compression") != "inline_bitpacking":
+        return None
+    values = batch.values(enc, data, at, sizes, counts, io)
+    if not isinstance(values, Fixed) or values.bits not in bitpacking.DTYPES:
+        return None
+    total = int(counts.sum())
+    out = np.frombuffer(values.data, bitpacking.DTYPES[values.bits])
+    return out[:total].astype(np.uint16) if out.size >= total else None
