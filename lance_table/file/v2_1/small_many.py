@@ -114,7 +114,7 @@ def _layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
     large = meta.version is FileVersion.V2_2
     word = 4 if large else 2
     by_name = {n.name: n for n in reader._roots}
-    cols = []
+    cols: list[tuple[Any, ...]] = []
     nested: dict[int, tuple[small_nested.NestedLayout, list[tuple[int, int]]]] = {}
     for name in names:
         node = by_name.get(name)
@@ -291,7 +291,7 @@ def _decoded(
     """The rows of the files whose pages of the column share one encoding key."""
     if isinstance(cols[0], small_nested.NestedLayout):
         rows = np.fromiter((f.num_rows for f in files), np.int64, len(files))
-        return small_nested.decode(cols, rows, data, bases, io)
+        return small_nested.decode(cols, rows, data, bases, io, _looked_up)
     return _decode(cols, files, data, bases, dtype, io, floor)
 
 
@@ -400,7 +400,7 @@ def _decode(
 
 def _looked_up(
     indices: Fixed | Var,
-    cols: list[ColumnLayout],
+    cols: list[Any],
     rows: np.ndarray,
     data: memoryview,
     bases: np.ndarray,
@@ -408,7 +408,7 @@ def _looked_up(
     valid: np.ndarray | None,
     io: PageIO,
 ) -> pa.Array | None:
-    """The values that the files' dictionary indices (all files' rows, one after another) stand
+    """The values that the files' dictionary indices (``rows`` of each file, one after another) stand
     for: each file's dictionary decoded, all joined, and every index moved to its file's part of
     the join (None where anything does not check out)."""
     if not isinstance(indices, Fixed) or indices.bits not in bitpacking.DTYPES:

@@ -53,6 +53,11 @@ class LeafLayout:
     items: int
     mini: Any
     large: bool
+    #: a page of dictionary indices: its dictionary's place and size, item count and compression
+    dict_at: int = -1
+    dict_size: int = 0
+    dict_items: int = 0
+    dict_encoding: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,13 +72,20 @@ class NestedLayout:
 
 
 def layout(
-    reader: LanceFileReader, node: FieldNode, large: bool, intern: Callable[[tuple[Any, ...]], tuple[Any, ...]]
+    reader: LanceFileReader,
+    node: FieldNode,
+    large: bool,
+    intern: Callable[[tuple[Any, ...]], tuple[Any, ...]],
 ) -> tuple[NestedLayout, list[tuple[int, int]]] | None:
     """Where the leaf pages of the file's field ``node`` are (file offsets) and the byte ranges
-    a read of them needs, when every leaf is one page of one mini-block chunk of plain values
-    (no dictionary, one value buffer); else None. ``intern`` gives one object per key."""
+    a read of them needs, when every leaf is one page of one mini-block chunk of one value
+    buffer (of values, or of indices into a dictionary); else None. ``intern`` gives one object
+    per key."""
     meta = reader.metadata
-    leaves, paths, keys, ranges = [], [], [], []
+    leaves: list[LeafLayout] = []
+    paths: list[tuple[pa.Field, ...]] = []
+    keys: list[tuple[Any, ...]] = []
+    ranges: list[tuple[int, int]] = []
     for leaf, path in leaf_paths(node, [node.to_arrow_field()]):
         dtype = leaf.arrow_type
         if leaf.children or pa.types.is_dictionary(dtype) or len(path) < 2:
@@ -87,10 +99,11 @@ def layout(
         mini = enc.mini_block_layout
         buffers = col.buffers(0)
         depth = int(mini.repetition_index_depth)
+        has_dict = mini.HasField("dictionary")
+        rle_apart = int(mini.num_buffers) == 2 and mini.value_compression.WhichOneof("compression") == "rle"
         if (
-            mini.HasField("dictionary")
-            or int(mini.num_buffers) != 1
-            or len(buffers) != 2 + (depth > 0)
+            not (int(mini.num_buffers) == 1 or rle_apart)
+            or len(buffers) != 2 + has_dict + (depth > 0)
             or len(mini.layers) != len(path)
             or not 0 <= int(mini.num_items) <= MAX_CHUNK_VALUES
             or buffers[0][1] != (4 if large else 2)  # one chunk
@@ -99,11 +112,21 @@ def layout(
         rep = mini.rep_compression.SerializeToString() if mini.HasField("rep_compression") else None
         defs = mini.def_compression.SerializeToString() if mini.HasField("def_compression") else None
         values = mini.value_compression.SerializeToString()
-        keys.append(intern((large, rep, defs, values, tuple(mini.layers), str(dtype))))
+        dictionary = mini.dictionary.SerializeToString() if has_dict else None
+        keys.append(intern((large, rep, defs, values, dictionary, tuple(mini.layers), str(dtype))))
         (meta_at, _), (data_at, data_size) = buffers[0], buffers[1]
-        leaves.append(LeafLayout(meta_at, data_at, data_size, int(mini.num_items), mini, large))
+        page = LeafLayout(meta_at, data_at, data_size, int(mini.num_items), mini, large)
+        if has_dict:
+            page = replace(
+                page,
+                dict_at=buffers[2][0],
+                dict_size=buffers[2][1],
+                dict_items=int(mini.num_dictionary_items),
+                dict_encoding=mini.dictionary,
+            )
+        leaves.append(page)
         paths.append(tuple(path))
-        ranges.extend(buffers[:2])
+        ranges.extend(buffers[: 2 + has_dict])
     if not leaves:
         return None
     key = intern(("nested", str(node.arrow_type), *keys))
@@ -113,17 +136,37 @@ def layout(
 def shifted(found: NestedLayout, start: int) -> NestedLayout:
     """The layout with its places relative to a file's span from ``start``."""
     leaves = tuple(
-        replace(leaf, meta_at=leaf.meta_at - start, data_at=leaf.data_at - start) for leaf in found.leaves
+        replace(
+            leaf,
+            meta_at=leaf.meta_at - start,
+            data_at=leaf.data_at - start,
+            dict_at=leaf.dict_at - start if leaf.dict_at >= 0 else -1,
+        )
+        for leaf in found.leaves
     )
     return replace(found, leaves=leaves)
 
 
+#: the values of dictionary indices of many files (see :func:`small_many._looked_up`): the
+#: indices, the files' leaf layouts, their value counts, the bytes, where each file starts, the
+#: type, the validity of the value slots and the messages' page
+LookUp = Callable[
+    [Fixed | Var, list[Any], np.ndarray, memoryview, np.ndarray, pa.DataType, "np.ndarray | None", PageIO],
+    "pa.Array | None",
+]
+
+
 def decode(
-    cols: Sequence[NestedLayout], rows: np.ndarray, data: memoryview, bases: np.ndarray, io: PageIO
+    cols: Sequence[NestedLayout],
+    rows: np.ndarray,
+    data: memoryview,
+    bases: np.ndarray,
+    io: PageIO,
+    looked_up: LookUp,
 ) -> pa.Array | None:
     """Every row of the field of ``cols`` (one per file, all of one key; ``rows`` per file), one
     file after another, from the files' bytes ``data`` (file ``k`` from ``bases[k]``); None when
-    anything does not check out.
+    anything does not check out. ``looked_up`` turns dictionary indices into values.
 
     Raises:
         LanceTableError, LevelError, ArrowException, ...: damaged bytes (the caller catches them
@@ -133,7 +176,7 @@ def decode(
     u8 = np.frombuffer(data, np.uint8)
     parts = []
     for k, path in enumerate(first.paths):
-        arr = _leaf([c.leaves[k] for c in cols], rows, u8, data, bases, path, io)
+        arr = _leaf([c.leaves[k] for c in cols], rows, u8, data, bases, path, io, looked_up)
         if arr is None:
             return None
         parts.append(arr)
@@ -148,6 +191,7 @@ def _leaf(
     bases: np.ndarray,
     path: Sequence[pa.Field],
     io: PageIO,
+    looked_up: LookUp,
 ) -> pa.Array | None:
     """The path array of one leaf, from its page of one chunk in every file (the checks of
     :func:`miniblock.chunk_table` and :func:`miniblock.read_chunks`, for all chunks at once,
@@ -165,7 +209,8 @@ def _leaf(
     chunk_bytes = ((le(u8, meta_at, word) >> 4) + 1) * 8
     has_rep, has_def = mini.HasField("rep_compression"), mini.HasField("def_compression")
     size_len = 4 if large else 2
-    head = 2 + 2 * has_rep + 2 * has_def + size_len
+    n_buffers = int(mini.num_buffers)  # 2: run values and run lengths apart
+    head = 2 + 2 * has_rep + 2 * has_def + size_len * n_buffers
     if bool(np.any(chunk_bytes > data_size)) or bool(np.any(chunk_bytes < head)):
         return None
     n_levels = le(u8, chunk_at, 2)
@@ -178,6 +223,7 @@ def _leaf(
         def_size = le(u8, chunk_at + at, 2)
         at += 2
     size = le(u8, chunk_at + at, size_len)
+    second = le(u8, chunk_at + at + size_len, size_len) if n_buffers == 2 else None
     cursor = np.full(count, (head + 7) & ~7, np.int64)
     rep_at = def_at = chunk_at + cursor
     if rep_size is not None:
@@ -185,7 +231,12 @@ def _leaf(
         def_at = chunk_at + cursor
     if def_size is not None:
         cursor = cursor + ((def_size + 7) & ~7)
-    if bool(np.any(cursor + size > chunk_bytes)):
+    value_at = chunk_at + cursor
+    if second is not None:
+        cursor = cursor + ((size + 7) & ~7)
+        if bool(np.any(cursor + second > chunk_bytes)):
+            return None
+    elif bool(np.any(cursor + size > chunk_bytes)):
         return None
     rep = defs = None
     if rep_size is not None:
@@ -199,11 +250,27 @@ def _leaf(
     layers = list(mini.layers)
     if not _whole_rows(rep, defs, layers, n_levels, rows, items):
         return None
-    values = batch.values(mini.value_compression, data, chunk_at + cursor, size, items, io)
+    if second is None:
+        values = batch.values(mini.value_compression, data, value_at, size, items, io)
+    else:
+        rle = mini.value_compression.rle
+        values = batch.rle_values(
+            batch.rle_runs(rle, data, value_at, size, chunk_at + cursor, second, items, io)
+        )
     if not isinstance(values, (Fixed, Var)) or (isinstance(values, Var) and len(values.data) > MAX_VAR_BYTES):
         return None
     total = int(items.sum())
-    arr = to_arrow(values, path[-1].type, total, io)
+    dtype = path[-1].type
+    if leaves[0].dict_at >= 0:
+        # the value slots' validity: only null slots may hold any index
+        limit = repdef.visible_limit(layers)
+        valid = None if defs is None else np.compress(defs <= limit, defs) == 0
+        got = looked_up(values, leaves, items, data, bases, dtype, valid, io)
+        if got is None:
+            return None
+        arr = got
+    else:
+        arr = to_arrow(values, dtype, total, io)
     if len(arr) != total:
         return None
     levels = repdef.unravel(rep, defs, layers, total)
