@@ -27,7 +27,7 @@ from lance_table.file.arrow import with_validity
 from lance_table.file.compression import bitpacking
 from lance_table.file.field_shapes import leaf_paths
 from lance_table.file.pageio import PageIO
-from lance_table.file.v2_1 import batch, repdef
+from lance_table.file.v2_1 import batch, inline_blocks, repdef
 from lance_table.file.v2_1.byteranges import exclusive_cumsum
 from lance_table.file.v2_1.miniblock import le
 from lance_table.file.v2_1.values import Fixed, Var, to_arrow
@@ -250,6 +250,8 @@ def _leaf(
     layers = list(mini.layers)
     if not _whole_rows(rep, defs, layers, n_levels, rows, items):
         return None
+    if not _fits(mini.value_compression, data, value_at, size, items, io):
+        return None
     if second is None:
         values = batch.values(mini.value_compression, data, value_at, size, items, io)
     else:
@@ -317,7 +319,7 @@ def _levels(
     got = batch.levels(enc, data, at, sizes, counts, io)
     if got is not None:
         return got
-    if enc.WhichOneof("compression") != "inline_bitpacking":
+    if enc.WhichOneof("compression") != "inline_bitpacking" or not _fits(enc, data, at, sizes, counts, io):
         return None
     values = batch.values(enc, data, at, sizes, counts, io)
     if not isinstance(values, Fixed) or values.bits not in bitpacking.DTYPES:
@@ -325,3 +327,21 @@ def _levels(
     total = int(counts.sum())
     out = np.frombuffer(values.data, bitpacking.DTYPES[values.bits])
     return out[:total].astype(np.uint16) if out.size >= total else None
+
+
+def _fits(
+    enc: Any, data: memoryview, at: np.ndarray, sizes: np.ndarray, counts: np.ndarray, io: PageIO
+) -> bool:
+    """Whether the blocks of inline-bitpacked chunks end within their buffers (``sizes`` bytes
+    from ``at``), as the general decoder, given each buffer alone, requires; True for other
+    compressions (their decoders check their sizes)."""
+    if enc.WhichOneof("compression") != "inline_bitpacking":
+        return True
+    t = int(enc.inline_bitpacking.uncompressed_bits_per_value)
+    found = inline_blocks.walk(t, data, at, counts, io)
+    if found is None:
+        return False
+    has = found.n_blocks > 0
+    last = (found.first_block + found.n_blocks - 1)[has]
+    ends = (found.data_at[last] + found.width[last] * (bitpacking.BLOCK // t)) * (t // 8)
+    return not bool(np.any(ends > (at + sizes)[has]))
