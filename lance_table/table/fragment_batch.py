@@ -3,8 +3,9 @@
 A living table is thousands of fragments of a few hundred rows each. Read one by one, each costs
 a few hundred microseconds of Python around a few microseconds of decoding. Here the fragments
 whose data is one 2.1/2.2 file of one page per column (see :mod:`small_many`; a page of many
-chunks when most of its rows are read) are read as one batch: a request per file, then each
-column of all the files decoded in one numpy pass and the selected rows taken in one call. Other
+chunks when most of its rows are read; structs and lists as their leaves' pages of one chunk)
+are read as one batch: a request per file, then each column of all the files decoded in one
+numpy pass and the selected rows taken in one call. Other
 fragments (and any batch whose bytes do not check out, so that the error names the file) are
 read one by one, as :meth:`FragmentReader.read` does.
 """

@@ -20,7 +20,9 @@ from lance_table.file.v2_1 import small_many, small_nested
 from lance_table.table import deletion, fragment_batch
 from lance_table.table.readers import READERS
 
-NESTED = ["st", "inner", "req", "tags", "nums"]
+NESTED = ["st", "inner", "req", "tags", "nums", "meta"]
+# constant pages (all null, or pylance 2.2's pages of one value) of fields with and without nesting
+CONSTANT = ["src", "ver", "opt", "meta"]
 
 
 @pytest.fixture(autouse=True)
@@ -53,6 +55,11 @@ def _rows(start: int, n: int, seed: int) -> pa.Table:
         [pa.array(rng.integers(0, 9, n).astype(np.int16)), pa.array(rng.random(n).astype(np.float32))],
         fields=list(req_type),
     )
+    # the same in every row of an append (one value, or all null in some appends)
+    src = pa.array([f"source-{seed % 3}"] * n)
+    ver = pa.array([seed % 2] * n, pa.int32())
+    opt = pa.array([None] * n if seed % 3 else rng.random(n), pa.float64())
+    meta = pa.StructArray.from_arrays([src, pa.array([7] * n, pa.int64())], ["src", "v"])
     schema = pa.schema(
         [
             pa.field("id", pa.int64()),
@@ -61,12 +68,14 @@ def _rows(start: int, n: int, seed: int) -> pa.Table:
             pa.field("req", req_type, nullable=False),
             pa.field("tags", pa.list_(pa.string())),
             pa.field("nums", pa.list_(pa.int32())),
+            pa.field("src", pa.string()),
+            pa.field("ver", pa.int32()),
+            pa.field("opt", pa.float64()),
+            pa.field("meta", meta.type),
         ]
     )
-    return pa.table(
-        [ids, st, inner, req, pa.array(tags, pa.list_(pa.string())), pa.array(nums, pa.list_(pa.int32()))],
-        schema=schema,
-    )
+    lists = [pa.array(tags, pa.list_(pa.string())), pa.array(nums, pa.list_(pa.int32()))]
+    return pa.table([ids, st, inner, req, *lists, src, ver, opt, meta], schema=schema)
 
 
 @pytest.fixture(scope="module", params=["2.1", "2.2"])
@@ -84,14 +93,15 @@ def many(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReques
 
 def test_nested_fields_are_read_as_batches(many: str) -> None:
     frags = lt.dataset(many)._snapshot.fragment_readers()
-    for columns in (NESTED, ["id", "st"], ["tags"]):
+    for columns in (NESTED, ["id", "st"], ["tags"], CONSTANT):
         assert None not in fragment_batch.plans(frags, columns), columns
     # every field decodes in the batch (no fall back to reading the files one by one)
-    found = [p for p in fragment_batch.plans(frags, NESTED) if p is not None]
+    names = NESTED + CONSTANT[:-1]
+    found = [p for p in fragment_batch.plans(frags, names) if p is not None]
     data, bases = small_many.joined(fragment_batch._spans(frags, found))
     io = PageIO(found[0][0]._stored, None, None, (), "small pages of many files")
-    expected = lance.dataset(many).to_table(columns=NESTED)
-    for c, name in enumerate(NESTED):
+    expected = lance.dataset(many).to_table(columns=names)
+    for c, name in enumerate(names):
         got = small_many.decode(
             [lay for _, lay in found], data, bases, c, expected.schema.field(name).type, io
         )
@@ -101,9 +111,16 @@ def test_nested_fields_are_read_as_batches(many: str) -> None:
 def test_scans_filters_and_takes_equal_pylance(many: str) -> None:
     ours, theirs = lt.dataset(many), lance.dataset(many)
     assert ours.to_table(with_row_id=True).equals(theirs.to_table(with_row_id=True))
-    for cols in (["tags"], ["st", "nums"], ["inner", "req", "id"]):
+    for cols in (["tags"], ["st", "nums"], ["inner", "req", "id"], CONSTANT):
         assert ours.to_table(columns=cols).equals(theirs.to_table(columns=cols)), cols
-    for flt in ["id >= 40 AND id < 300", "st.a > 20", "st IS NULL", "req.p = 3"]:
+    for flt in [
+        "id >= 40 AND id < 300",
+        "st.a > 20",
+        "st IS NULL",
+        "req.p = 3",
+        "src = 'source-1'",
+        "opt > 0.5",
+    ]:
         got = ours.to_table(columns=["tags", "st", "id"], filter=flt, with_row_id=True)
         assert got.equals(theirs.to_table(columns=["tags", "st", "id"], filter=flt, with_row_id=True)), flt
     n = theirs.count_rows()

@@ -8,7 +8,9 @@ into one buffer (each at an aligned place), the chunk tables and every chunk's h
 with a few numpy gathers, and the chunks of all files that share an encoding are decoded as the
 chunks of one page would be (see :mod:`batch`): the cost per file is a read and a few list
 appends. A file of pages of many chunks is batched only by a read of most of its rows
-(:func:`worth_batching`); a take picks its rows file by file.
+(:func:`worth_batching`); a take picks its rows file by file. Fields with structs and lists
+(their leaf pages of one chunk, see :mod:`small_nested`) and constant pages without levels (see
+:mod:`small_constant`) are batched too.
 
 :func:`layout` says what a file's read of some columns looks like (kept per reader and column
 selection); :func:`decode` returns None when anything does not check out, and the caller then
@@ -30,7 +32,7 @@ from lance_table.file.compression import bitpacking
 from lance_table.file.container import FileVersion
 from lance_table.file.field_shapes import FLAT, NESTED, field_shape
 from lance_table.file.pageio import PageIO
-from lance_table.file.v2_1 import batch, small_nested
+from lance_table.file.v2_1 import batch, small_constant, small_nested
 from lance_table.file.v2_1.byteranges import exclusive_cumsum, spans
 from lance_table.file.v2_1.compress import decode_block
 from lance_table.file.v2_1.layout import is_packed_struct
@@ -85,7 +87,7 @@ class FileLayout:
     start: int
     length: int
     num_rows: int
-    columns: tuple[ColumnLayout | small_nested.NestedLayout, ...]
+    columns: tuple[ColumnLayout | small_nested.NestedLayout | small_constant.ConstantLayout, ...]
     #: the most chunks of a page: a file of pages of one chunk is read whole by any read; one of
     #: pages of many chunks only by a read of most of its rows (see :func:`worth_batching`)
     chunks: int = 1
@@ -94,7 +96,8 @@ class FileLayout:
 def layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
     """The layout of a read of the file's columns ``names`` when every one is a column without
     nesting stored as one page of one small chunk (see :mod:`miniblock_small`), of values or of
-    indices into a dictionary; else None. Kept per reader and selection."""
+    indices into a dictionary, or as a constant page, or a field with nesting whose leaves are
+    such pages (see :mod:`small_nested`); else None. Kept per reader and selection."""
     key = tuple(names)
     cache = reader._many_layouts
     try:
@@ -116,6 +119,7 @@ def _layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
     by_name = {n.name: n for n in reader._roots}
     cols: list[tuple[Any, ...]] = []
     nested: dict[int, tuple[small_nested.NestedLayout, list[tuple[int, int]]]] = {}
+    constants: dict[int, small_constant.ConstantLayout] = {}
     for name in names:
         node = by_name.get(name)
         if node is not None and field_shape(node) == NESTED and not is_packed_struct(node):
@@ -134,6 +138,14 @@ def _layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
             col = reader._column(node)
             if len(col.page_starts) != 2 or col.num_values != meta.num_rows:
                 return None
+            encoding = col.encoding(0, reader._stored)
+            if encoding.WhichOneof("layout") == "constant_layout":
+                const = small_constant.layout(encoding, col.buffers(0), 1, node.arrow_type, _interned)
+                if const is None:
+                    return None
+                constants[len(cols)] = const[0]
+                cols.append((tuple(const[1]), None, None, const[0].key, 1))
+                continue
             page = col.small_page(0, reader._stored, large)
             if page is None and pa.types.is_fixed_size_list(node.arrow_type):
                 page = _list_page(col.encoding(0, reader._stored), node.arrow_type, large)
@@ -155,8 +167,8 @@ def _layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
         cols.append((buffers, page, value_enc, _interned(ident), chunks))
     if not cols:
         return None
-    start = min(o for b, *_ in cols for o, _ in b)
-    end = max(o + s for b, *_ in cols for o, s in b)
+    start = min((o for b, *_ in cols for o, _ in b), default=0)
+    end = max((o + s for b, *_ in cols for o, s in b), default=0)
     needed = sum(s for b, *_ in cols for _, s in b)
     if max(c[-1] for c in cols) > 1 and end - start > 2 * needed + SPAN_SLACK:
         return None  # the pages lie far apart: their span would read much that is not theirs
@@ -167,6 +179,8 @@ def _layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
         tuple(
             small_nested.shifted(nested[c][0], start)
             if c in nested
+            else small_constant.shifted(constants[c], start)
+            if c in constants
             else _column_layout(b, start, page, value_enc, k, chunks)
             for c, (b, page, value_enc, k, chunks) in enumerate(cols)
         ),
@@ -289,8 +303,10 @@ def _decoded(
     floor: int | None,
 ) -> pa.Array | None:
     """The rows of the files whose pages of the column share one encoding key."""
-    if isinstance(cols[0], small_nested.NestedLayout):
+    if isinstance(cols[0], (small_nested.NestedLayout, small_constant.ConstantLayout)):
         rows = np.fromiter((f.num_rows for f in files), np.int64, len(files))
+        if isinstance(cols[0], small_constant.ConstantLayout):
+            return small_constant.decode(cols, rows, data, bases, dtype, io)
         return small_nested.decode(cols, rows, data, bases, io, _looked_up)
     return _decode(cols, files, data, bases, dtype, io, floor)
 

@@ -27,7 +27,7 @@ from lance_table.file.arrow import with_validity
 from lance_table.file.compression import bitpacking
 from lance_table.file.field_shapes import leaf_paths
 from lance_table.file.pageio import PageIO
-from lance_table.file.v2_1 import batch, inline_blocks, repdef
+from lance_table.file.v2_1 import batch, inline_blocks, repdef, small_constant
 from lance_table.file.v2_1.byteranges import exclusive_cumsum
 from lance_table.file.v2_1.miniblock import le
 from lance_table.file.v2_1.values import Fixed, Var, to_arrow
@@ -65,7 +65,7 @@ class NestedLayout:
     """A field with nesting of one file: the pages of its leaves, each leaf's path of fields
     (top-level field first) and the field itself."""
 
-    leaves: tuple[LeafLayout, ...]
+    leaves: tuple[LeafLayout | small_constant.ConstantLayout, ...]
     paths: tuple[tuple[pa.Field, ...], ...]
     field: pa.Field
     key: tuple[Any, ...]  # interned: the same object for the same encodings of every leaf
@@ -82,7 +82,7 @@ def layout(
     buffer (of values, or of indices into a dictionary); else None. ``intern`` gives one object
     per key."""
     meta = reader.metadata
-    leaves: list[LeafLayout] = []
+    leaves: list[LeafLayout | small_constant.ConstantLayout] = []
     paths: list[tuple[pa.Field, ...]] = []
     keys: list[tuple[Any, ...]] = []
     ranges: list[tuple[int, int]] = []
@@ -94,6 +94,15 @@ def layout(
         if len(col.page_starts) != 2 or col.num_values != meta.num_rows:
             return None
         enc = col.encoding(0, reader._stored)
+        if enc.WhichOneof("layout") == "constant_layout":  # one value or nulls, no levels: no lists
+            const = small_constant.layout(enc, col.buffers(0), len(path), dtype, intern)
+            if const is None:
+                return None
+            leaves.append(const[0])
+            keys.append(const[0].key)
+            paths.append(tuple(path))
+            ranges.extend(const[1])
+            continue
         if enc.WhichOneof("layout") != "mini_block_layout":
             return None
         mini = enc.mini_block_layout
@@ -136,7 +145,9 @@ def layout(
 def shifted(found: NestedLayout, start: int) -> NestedLayout:
     """The layout with its places relative to a file's span from ``start``."""
     leaves = tuple(
-        replace(
+        small_constant.shifted(leaf, start)
+        if isinstance(leaf, small_constant.ConstantLayout)
+        else replace(
             leaf,
             meta_at=leaf.meta_at - start,
             data_at=leaf.data_at - start,
@@ -176,7 +187,11 @@ def decode(
     u8 = np.frombuffer(data, np.uint8)
     parts = []
     for k, path in enumerate(first.paths):
-        arr = _leaf([c.leaves[k] for c in cols], rows, u8, data, bases, path, io, looked_up)
+        pages: list[Any] = [c.leaves[k] for c in cols]
+        if isinstance(pages[0], small_constant.ConstantLayout):
+            arr = _constant_leaf(pages, rows, data, bases, path, io)
+        else:
+            arr = _leaf(pages, rows, u8, data, bases, path, io, looked_up)
         if arr is None:
             return None
         parts.append(arr)
@@ -279,6 +294,24 @@ def _leaf(
     if levels[0].length != int(rows.sum()):
         return None
     return repdef.assemble(path, levels, arr, with_validity)
+
+
+def _constant_leaf(
+    pages: list[Any],
+    rows: np.ndarray,
+    data: memoryview,
+    bases: np.ndarray,
+    path: Sequence[pa.Field],
+    io: PageIO,
+) -> pa.Array | None:
+    """The path array of a leaf stored as constant pages without levels (structs of all-valid
+    rows above it)."""
+    values = small_constant.decode(pages, rows, data, bases, path[-1].type, io)
+    if values is None:
+        return None
+    total = int(rows.sum())
+    levels = repdef.unravel(None, None, list(pages[0].layers), total)
+    return repdef.assemble(path, levels, values, with_validity)
 
 
 def _whole_rows(
