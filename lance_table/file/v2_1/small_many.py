@@ -8,7 +8,9 @@ into one buffer (each at an aligned place), the chunk tables and every chunk's h
 with a few numpy gathers, and the chunks of all files that share an encoding are decoded as the
 chunks of one page would be (see :mod:`batch`): the cost per file is a read and a few list
 appends. A file of pages of many chunks is batched only by a read of most of its rows
-(:func:`worth_batching`); a take picks its rows file by file.
+(:func:`worth_batching`); a take picks its rows file by file. Fields with structs and lists
+(their leaf pages of one chunk, see :mod:`small_nested`) and constant pages without levels (see
+:mod:`small_constant`) are batched too.
 
 :func:`layout` says what a file's read of some columns looks like (kept per reader and column
 selection); :func:`decode` returns None when anything does not check out, and the caller then
@@ -28,11 +30,12 @@ from lance_table.errors import LanceTableError
 from lance_table.file.arrow import with_validity
 from lance_table.file.compression import bitpacking
 from lance_table.file.container import FileVersion
-from lance_table.file.field_shapes import FLAT, field_shape
+from lance_table.file.field_shapes import FLAT, NESTED, field_shape
 from lance_table.file.pageio import PageIO
-from lance_table.file.v2_1 import batch, small_constant
+from lance_table.file.v2_1 import batch, small_constant, small_nested
 from lance_table.file.v2_1.byteranges import exclusive_cumsum, spans
 from lance_table.file.v2_1.compress import decode_block
+from lance_table.file.v2_1.layout import is_packed_struct
 from lance_table.file.v2_1.miniblock_small import SmallPage, plan
 from lance_table.file.v2_1.values import Fixed, Var, byte_width, to_arrow
 
@@ -66,7 +69,7 @@ class ColumnLayout:
     meta_at: int  # the page's chunk table (one word)
     data_at: int  # the page's one chunk
     data_size: int
-    page: SmallPage | None  # (None: a constant page)
+    page: SmallPage
     encoding: Any  # the value compression (a protobuf message)
     key: tuple[Any, ...]  # interned: same object for the same encoding
     chunks: int = 1  # mini-block chunks of the page (its chunk table's words)
@@ -75,9 +78,6 @@ class ColumnLayout:
     dict_size: int = 0
     dict_items: int = 0
     dict_encoding: Any = None
-    #: a constant page: its form (see :mod:`small_constant`; 0: not constant) and inline value
-    constant: int = 0
-    inline: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +87,7 @@ class FileLayout:
     start: int
     length: int
     num_rows: int
-    columns: tuple[ColumnLayout, ...]
+    columns: tuple[ColumnLayout | small_nested.NestedLayout | small_constant.ConstantLayout, ...]
     #: the most chunks of a page: a file of pages of one chunk is read whole by any read; one of
     #: pages of many chunks only by a read of most of its rows (see :func:`worth_batching`)
     chunks: int = 1
@@ -96,7 +96,8 @@ class FileLayout:
 def layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
     """The layout of a read of the file's columns ``names`` when every one is a column without
     nesting stored as one page of one small chunk (see :mod:`miniblock_small`), of values or of
-    indices into a dictionary; else None. Kept per reader and selection."""
+    indices into a dictionary, or as a constant page, or a field with nesting whose leaves are
+    such pages (see :mod:`small_nested`); else None. Kept per reader and selection."""
     key = tuple(names)
     cache = reader._many_layouts
     try:
@@ -116,20 +117,34 @@ def _layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
     large = meta.version is FileVersion.V2_2
     word = 4 if large else 2
     by_name = {n.name: n for n in reader._roots}
-    cols = []
+    cols: list[tuple[Any, ...]] = []
+    nested: dict[int, tuple[small_nested.NestedLayout, list[tuple[int, int]]]] = {}
+    constants: dict[int, small_constant.ConstantLayout] = {}
     for name in names:
         node = by_name.get(name)
+        if node is not None and field_shape(node) == NESTED and not is_packed_struct(node):
+            try:
+                got = small_nested.layout(reader, node, large, _interned)
+            except _ERRORS:
+                return None
+            if got is None:
+                return None
+            nested[len(cols)] = got
+            cols.append((tuple(got[1]), None, None, got[0].key, 1))
+            continue
         if node is None or field_shape(node) != FLAT or pa.types.is_dictionary(node.arrow_type):
             return None
         try:
             col = reader._column(node)
             if len(col.page_starts) != 2 or col.num_values != meta.num_rows:
                 return None
-            if col.encoding(0, reader._stored).WhichOneof("layout") == "constant_layout":
-                found = _constant(col, reader, large)
-                if found is None or int(col.pb.pages[0].length) != meta.num_rows:
+            encoding = col.encoding(0, reader._stored)
+            if encoding.WhichOneof("layout") == "constant_layout":
+                const = small_constant.layout(encoding, col.buffers(0), 1, node.arrow_type, _interned)
+                if const is None:
                     return None
-                cols.append(found)
+                constants[len(cols)] = const[0]
+                cols.append((tuple(const[1]), None, None, const[0].key, 1))
                 continue
             page = col.small_page(0, reader._stored, large)
             if page is None and pa.types.is_fixed_size_list(node.arrow_type):
@@ -152,23 +167,29 @@ def _layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
         cols.append((buffers, page, value_enc, _interned(ident), chunks))
     if not cols:
         return None
-    kept = [(o, s) for b, *_ in cols for o, s in b if s]  # (the empty buffers of constant pages lie anywhere)
-    start = min((o for o, _ in kept), default=0)
-    end = max((o + s for o, s in kept), default=0)
+    start = min((o for b, *_ in cols for o, _ in b), default=0)
+    end = max((o + s for b, *_ in cols for o, s in b), default=0)
     needed = sum(s for b, *_ in cols for _, s in b)
-    if max(c[-1] if c[1] is not None else 1 for c in cols) > 1 and end - start > 2 * needed + SPAN_SLACK:
+    if max(c[-1] for c in cols) > 1 and end - start > 2 * needed + SPAN_SLACK:
         return None  # the pages lie far apart: their span would read much that is not theirs
     return FileLayout(
         start,
         end - start,
         meta.num_rows,
-        tuple(_column_layout(b, start, page, value_enc, k, chunks) for b, page, value_enc, k, chunks in cols),
-        max(c[-1] if c[1] is not None else 1 for c in cols),
+        tuple(
+            small_nested.shifted(nested[c][0], start)
+            if c in nested
+            else small_constant.shifted(constants[c], start)
+            if c in constants
+            else _column_layout(b, start, page, value_enc, k, chunks)
+            for c, (b, page, value_enc, k, chunks) in enumerate(cols)
+        ),
+        max(c[-1] for c in cols),
     )
 
 
 def _interned(ident: tuple[Any, ...]) -> tuple[Any, ...]:
-    """The one object standing for an encoding key: pages whose keys are it decode together."""
+    """One object per encoding key: chunks of files whose keys are the same object decode as one."""
     interned = _KEYS.get(ident)
     if interned is None:
         if len(_KEYS) >= _MAX_KEYS:
@@ -177,29 +198,10 @@ def _interned(ident: tuple[Any, ...]) -> tuple[Any, ...]:
     return interned
 
 
-def _constant(col: Any, reader: LanceFileReader, large: bool) -> tuple[Any, ...] | None:
-    """The makings of the layout of a constant page without levels, or None."""
-    buffers = col.buffers(0)
-    found = small_constant.form(col.encoding(0, reader._stored).constant_layout, buffers)
-    if found is None:
-        return None
-    kind, inline = found
-    return (buffers, None, inline, _interned((large, "constant", kind)), kind)
-
-
 def _column_layout(
-    buffers: Sequence[tuple[int, int]],
-    start: int,
-    page: SmallPage | None,
-    value_enc: Any,
-    key: Any,
-    chunks: int,
+    buffers: Sequence[tuple[int, int]], start: int, page: SmallPage, value_enc: Any, key: Any, chunks: int
 ) -> ColumnLayout:
-    """A page's place relative to its file's span (``start``) and how it decodes (a constant page:
-    no ``page``, ``value_enc`` its inline value and ``chunks`` its form)."""
-    if page is None:
-        at, size = buffers[0] if chunks == small_constant.IN_BUFFER else (start, 0)
-        return ColumnLayout(-1, at - start, size, None, None, key, 1, constant=chunks, inline=value_enc)
+    """A page's place relative to its file's span (``start``) and how it decodes."""
     (meta_at, _), (data_at, data_size) = buffers[0], buffers[1]
     found = ColumnLayout(meta_at - start, data_at - start, data_size, page, value_enc, key, chunks)
     if page.dictionary is None:
@@ -267,7 +269,7 @@ def decode(
     first = cols[0].key
     try:
         if all(c.key is first for c in cols):
-            return _decode(cols, layouts, data, bases, dtype, io, floor)
+            return _decoded(cols, layouts, data, bases, dtype, io, floor)
         groups: dict[int, list[int]] = {}
         for k, c in enumerate(cols):
             groups.setdefault(id(c.key), []).append(k)
@@ -276,7 +278,7 @@ def decode(
         parts, order = [], []
         for members in groups.values():
             sel = np.asarray(members, np.int64)
-            got = _decode(
+            got = _decoded(
                 [cols[k] for k in members], [layouts[k] for k in members], data, bases[sel], dtype, io, floor
             )
             if got is None:
@@ -289,6 +291,24 @@ def decode(
         return pa.concat_arrays(parts).take(pa.array(where))
     except _ERRORS:
         return None
+
+
+def _decoded(
+    cols: list[Any],
+    files: Sequence[FileLayout],
+    data: memoryview,
+    bases: np.ndarray,
+    dtype: pa.DataType,
+    io: PageIO,
+    floor: int | None,
+) -> pa.Array | None:
+    """The rows of the files whose pages of the column share one encoding key."""
+    if isinstance(cols[0], (small_nested.NestedLayout, small_constant.ConstantLayout)):
+        rows = np.fromiter((f.num_rows for f in files), np.int64, len(files))
+        if isinstance(cols[0], small_constant.ConstantLayout):
+            return small_constant.decode(cols, rows, data, bases, dtype, io)
+        return small_nested.decode(cols, rows, data, bases, io, _looked_up)
+    return _decode(cols, files, data, bases, dtype, io, floor)
 
 
 def _le(u8: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
@@ -311,10 +331,6 @@ def _decode(
     """The chunks of files whose pages share one encoding (the checks of
     :func:`miniblock_small.decode` and :func:`miniblock.chunk_table`, for all chunks at once)."""
     page = cols[0].page
-    if page is None:  # constant pages
-        rows = np.fromiter((f.num_rows for f in files), np.int64, len(files))
-        where = [(base + c.data_at, c.data_size) for c, base in zip(cols, bases.tolist())]
-        return small_constant.decode(cols[0].constant, [c.inline for c in cols], where, rows, data, dtype, io)
     u8 = np.frombuffer(data, np.uint8)
     rows = np.fromiter((f.num_rows for f in files), np.int64, len(files))
     meta_at = bases + np.fromiter((c.meta_at for c in cols), np.int64, len(cols))
@@ -400,7 +416,7 @@ def _decode(
 
 def _looked_up(
     indices: Fixed | Var,
-    cols: list[ColumnLayout],
+    cols: list[Any],
     rows: np.ndarray,
     data: memoryview,
     bases: np.ndarray,
@@ -408,7 +424,7 @@ def _looked_up(
     valid: np.ndarray | None,
     io: PageIO,
 ) -> pa.Array | None:
-    """The values that the files' dictionary indices (all files' rows, one after another) stand
+    """The values that the files' dictionary indices (``rows`` of each file, one after another) stand
     for: each file's dictionary decoded, all joined, and every index moved to its file's part of
     the join (None where anything does not check out)."""
     if not isinstance(indices, Fixed) or indices.bits not in bitpacking.DTYPES:
