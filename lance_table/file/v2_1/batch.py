@@ -26,7 +26,8 @@ from lance_table.file.v2_1.values import MAX_LIST_SIZE, Fixed, Values, Var, conc
 def levels(
     enc: Any, data: memoryview, at: np.ndarray, sizes: np.ndarray, counts: np.ndarray, io: PageIO
 ) -> np.ndarray | None:
-    """Repetition or definition levels of many chunks, if stored as plain or bitpacked 16-bit values."""
+    """Repetition or definition levels of many chunks, if stored as plain, run-length encoded or
+    bitpacked 16-bit values (None: another form)."""
     kind = enc.WhichOneof("compression")
     if kind == "out_of_line_bitpacking":
         got = _out_of_line(enc.out_of_line_bitpacking, data, at, sizes, counts, io)
@@ -35,6 +36,9 @@ def levels(
         return np.frombuffer(got.data, bitpacking.DTYPES[got.bits]).astype(np.uint16, copy=False)
     if kind == "rle":
         return _rle_levels(enc.rle, data, at, sizes, counts, io)
+    if kind == "inline_bitpacking" and int(enc.inline_bitpacking.uncompressed_bits_per_value) == 16:
+        got = inline_blocks.values(16, data, at, counts, io, sizes=sizes)
+        return None if got is None else np.frombuffer(got.data, np.uint16, int(counts.sum()))
     if kind != "flat" or enc.flat.HasField("data") or enc.flat.bits_per_value != 16:
         return None
     need = counts * 2
@@ -54,10 +58,20 @@ def _flat_width(enc: Any) -> int:
 def _rle_levels(
     enc: Any, data: memoryview, at: np.ndarray, sizes: np.ndarray, counts: np.ndarray, io: PageIO
 ) -> np.ndarray | None:
-    """Levels of many chunks in RLE block form: ``[u64 size of the run values][run values][run
-    lengths]`` each; every chunk's runs are cut to its level count, as one chunk would be."""
-    vw, lw = _flat_width(enc.values), _flat_width(enc.run_lengths)
-    if vw not in (1, 2, 4, 8) or lw not in (1, 2, 4, 8) or not at.size:
+    """Levels of many chunks in RLE block form (see :func:`_rle_runs`)."""
+    got = _rle_runs(enc, data, at, sizes, counts, io)
+    if got is None:
+        return None
+    run_values, clipped = got
+    return np.repeat(run_values.astype(np.uint16), clipped)
+
+
+def _rle_runs(
+    enc: Any, data: memoryview, at: np.ndarray, sizes: np.ndarray, counts: np.ndarray, io: PageIO
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """The runs of many chunks in RLE block form, ``[u64 size of the run values][run values][run
+    lengths]`` each (see :func:`rle_runs`)."""
+    if not at.size:
         return None
     if bool(np.any(sizes < 8)):
         raise io.corrupt("RLE block without its length prefix")
@@ -66,21 +80,48 @@ def _rle_levels(
     if bool(np.any(head > (sizes - 8).astype(np.uint64))):
         raise io.corrupt("RLE block values run past the block")
     value_bytes = head.astype(np.int64)
-    n_runs = np.minimum(value_bytes // vw, (sizes - 8 - value_bytes) // lw)
-    value_at, length_at = at + 8, at + 8 + value_bytes
-    run_values = np.frombuffer(gather(data, value_at, n_runs * vw), f"<u{vw}").astype(np.uint16)
+    return rle_runs(enc, data, at + 8, value_bytes, at + 8 + value_bytes, sizes - 8 - value_bytes, counts, io)
+
+
+def rle_runs(
+    enc: Any,
+    data: memoryview,
+    value_at: np.ndarray,
+    value_bytes: np.ndarray,
+    length_at: np.ndarray,
+    length_bytes: np.ndarray,
+    counts: np.ndarray,
+    io: PageIO,
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """The runs of many chunks of run-length encoded values (each chunk's run values at
+    ``value_at``, its run lengths at ``length_at``): the run values as stored and the run lengths,
+    every chunk's runs cut to its value count ``counts``, as one chunk would be (None: not
+    whole-byte flat runs). ``np.repeat`` of the two is the chunks' values."""
+    vw, lw = _flat_width(enc.values), _flat_width(enc.run_lengths)
+    if vw not in (1, 2, 4, 8) or lw not in (1, 2, 4, 8) or not value_at.size:
+        return None
+    n_runs = np.minimum(value_bytes // vw, length_bytes // lw)
+    run_values = np.frombuffer(gather(data, value_at, n_runs * vw), f"<u{vw}")
     run_lengths = np.frombuffer(gather(data, length_at, n_runs * lw), f"<u{lw}").astype(np.int64)
     # each run clipped to what is left of its chunk's count
-    chunk = np.repeat(np.arange(at.size), n_runs)
+    chunk = np.repeat(np.arange(value_at.size), n_runs)
     ends = np.zeros(run_lengths.size + 1, np.int64)
     np.cumsum(run_lengths, out=ends[1:])
     before = ends[:-1] - ends[exclusive_cumsum(n_runs)][chunk]
     left = np.maximum(counts[chunk] - before, 0)
     clipped = np.minimum(run_lengths, left)
-    covered = np.bincount(chunk, clipped, at.size) if clipped.size else np.zeros(at.size)
+    covered = np.bincount(chunk, clipped, value_at.size) if clipped.size else np.zeros(value_at.size)
     if bool(np.any(covered < counts)):
         raise io.corrupt("RLE runs cover fewer values than the chunk holds")
-    return np.repeat(run_values, clipped)
+    return run_values, clipped
+
+
+def rle_values(runs: tuple[np.ndarray, np.ndarray] | None) -> Fixed | None:
+    """The values of runs found by :func:`rle_runs`."""
+    if runs is None:
+        return None
+    run_values, clipped = runs
+    return Fixed(as_bytes(np.repeat(run_values, clipped)), run_values.itemsize * 8)
 
 
 def values(
@@ -100,6 +141,8 @@ def values(
     kind = enc.WhichOneof("compression")
     if kind == "flat" and not enc.flat.HasField("data"):
         bits = int(enc.flat.bits_per_value)
+        if bits == 1:
+            return _flat_bits(data, at, sizes, counts, io)
         if bits % 8:
             return None
         need = counts * (bits // 8)
@@ -118,11 +161,27 @@ def values(
         return values(enc.fixed_size_list.values, data, at, sizes, counts * per, io)
     if kind == "inline_bitpacking":
         return inline_blocks.values(
-            int(enc.inline_bitpacking.uncompressed_bits_per_value), data, at, counts, io, floor
+            int(enc.inline_bitpacking.uncompressed_bits_per_value), data, at, counts, io, floor, sizes
         )
     if kind == "general" and enc.general.values.WhichOneof("compression") in ("variable", "flat"):
         return _general(enc.general, data, at, sizes, counts, io)
+    if kind == "rle":  # in block form (one buffer)
+        return rle_values(_rle_runs(enc.rle, data, at, sizes, counts, io))
     return None
+
+
+def _flat_bits(data: memoryview, at: np.ndarray, sizes: np.ndarray, counts: np.ndarray, io: PageIO) -> Fixed:
+    """One-bit values (booleans) of many chunks, each chunk's bits from a whole byte: one
+    bitmap of them all, least significant bit first."""
+    need = (counts + 7) >> 3
+    if bool(np.any(need > sizes)):
+        raise io.corrupt("a chunk's value buffer is shorter than its values")
+    joined = join(data, at, need)
+    if counts.size < 2 or not bool(np.any(counts[:-1] & 7)):
+        return Fixed(joined, 1)  # every chunk but the last holds whole bytes: nothing to move
+    bits = np.unpackbits(np.frombuffer(joined, np.uint8), bitorder="little")
+    kept = bits[spans(exclusive_cumsum(need) * 8, counts)]
+    return Fixed(np.packbits(kept, bitorder="little").data, 1)
 
 
 # groups of chunks decompressed on threads when a page's general-compressed chunks are many

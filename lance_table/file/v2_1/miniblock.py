@@ -238,6 +238,12 @@ def chunk_values(
         got = batch.values(layout.value_compression, data, buf_at[0], sizes[0], counts, io, floor)
         if got is not None:
             return got, False
+    enc = layout.value_compression
+    if len(buf_at) == 2 and counts.size and enc.WhichOneof("compression") == "rle":
+        runs = batch.rle_runs(enc.rle, data, buf_at[0], sizes[0], buf_at[1], sizes[1], counts, io)
+        got = batch.rle_values(runs)
+        if got is not None:
+            return got, False
     pieces = []
     for k in range(counts.size):
         buffers: list[bytes | memoryview] = [
