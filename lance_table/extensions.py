@@ -119,17 +119,22 @@ def _storage_type(t: pa.DataType) -> pa.DataType:
         kids = [t.field(i) for i in range(t.num_fields)]
         new = [storage_field(k) for k in kids]
         return t if all(a is b for a, b in zip(kids, new)) else pa.struct(new)
+    # (each read of ``value_field`` and the like makes a new Python object: read once, so that an
+    # unchanged child is seen to be unchanged and the type is not built again)
     if pa.types.is_fixed_size_list(t):
-        v = storage_field(t.value_field)
-        return t if v is t.value_field else pa.list_(v, t.list_size)
+        field = t.value_field
+        v = storage_field(field)
+        return t if v is field else pa.list_(v, t.list_size)
     if pa.types.is_list(t) or pa.types.is_large_list(t):
-        v = storage_field(t.value_field)
-        if v is t.value_field:
+        field = t.value_field
+        v = storage_field(field)
+        if v is field:
             return t
         return pa.large_list(v) if pa.types.is_large_list(t) else pa.list_(v)
     if pa.types.is_map(t):
-        k, i = storage_field(t.key_field), storage_field(t.item_field)
-        return t if (k is t.key_field and i is t.item_field) else pa.map_(k, i, t.keys_sorted)
+        key, item = t.key_field, t.item_field
+        k, i = storage_field(key), storage_field(item)
+        return t if (k is key and i is item) else pa.map_(k, i, t.keys_sorted)
     return t
 
 

@@ -13,6 +13,9 @@ from lance_table.storage.base import Entry, StagedFile, Storage
 from lance_table.storage.io_stats import record
 from lance_table.storage.sources import ByteSource, LocalFileSource, size_disagreement
 
+#: the buffer of a file written through :meth:`LocalStorage.open_writer`
+WRITE_BUFFER = 1 << 16
+
 
 class LocalStorage(Storage):
     """A dataset directory on local disk.
@@ -116,7 +119,10 @@ class LocalStorage(Storage):
 
     def open_writer(self, path: str) -> IO[bytes]:
         full = self._abs(path)
-        return open(self._open_fd(full, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb")
+        # A buffer of its own size: a small file (an append of a few rows) reaches the disk in one
+        # write at close, and no system calls go into asking whether the file is a terminal and
+        # what its block size is.
+        return open(self._open_fd(full, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb", buffering=WRITE_BUFFER)
 
     def open_staged(self, path: str) -> StagedFile:
         """Written to a temporary name beside ``path``, renamed into place when published."""

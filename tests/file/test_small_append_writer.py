@@ -158,3 +158,20 @@ def test_small_pages_count_distinct_values_as_the_dictionary_would(kind: pa.Data
                     exact = (len(items) - items.null_count) * 2 > len(arr)
                     small = len(arr) <= values_encode._SET_COUNT_MAX
                     assert values_encode._surely_too_many(arr) == (exact and small)
+
+
+def test_a_schema_without_extension_types_is_stored_as_it_is() -> None:
+    """Every write asks for the storage form of its schema: without extension types at any depth
+    (fixed-size lists, lists, maps, structs) it is the schema itself, not a copy built anew."""
+    from lance_table.extensions import storage_schema
+
+    schema = pa.schema(
+        [
+            pa.field("vec", pa.list_(pa.float32(), 4)),
+            pa.field("tags", pa.list_(pa.string())),
+            pa.field("big", pa.large_list(pa.int64())),
+            pa.field("m", pa.map_(pa.string(), pa.int32())),
+            pa.field("s", pa.struct([pa.field("a", pa.list_(pa.int8(), 2))])),
+        ]
+    )
+    assert storage_schema(schema) is schema
