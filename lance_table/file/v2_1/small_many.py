@@ -7,8 +7,8 @@ calls per file and column, more than the values themselves. Here the files' byte
 into one buffer (each at an aligned place), the chunk tables and every chunk's header are read
 with a few numpy gathers, and the chunks of all files that share an encoding are decoded as the
 chunks of one page would be (see :mod:`batch`): the cost per file is a read and a few list
-appends. A file of pages of many chunks is batched only by a read of most of its rows
-(:func:`worth_batching`); a take picks its rows file by file.
+appends. A file of pages of many chunks is batched only when small or by a read of most of its rows
+(:func:`worth_batching`); otherwise a take picks its rows file by file.
 
 :func:`layout` says what a file's read of some columns looks like (kept per reader and column
 selection); :func:`decode` returns None when anything does not check out, and the caller then
@@ -56,6 +56,11 @@ SPAN_SLACK = 64 * 1024
 #: a read of at least this share of a file's rows reads its pages of many chunks whole, in a
 #: batch; fewer rows (a take) are picked from their chunks by the file's own reader
 DENSE_ROWS = 0.5
+#: a span of pages of many chunks this small is read and decoded whole by any read, even of a few
+#: rows: one request brings it as fast as its chunks, and decoding it in a batch costs less than
+#: the file's own reader picking the rows from their chunks (a take of a few rows of each of
+#: hundreds of small fragments)
+SMALL_SPAN_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,8 +181,9 @@ def _list_page(encoding: Any, dtype: pa.DataType, large: bool) -> SmallPage | No
 def worth_batching(file: FileLayout, rows: int) -> bool:
     """Whether a read of ``rows`` rows of a file with this layout belongs in a batch: a file of
     pages of one chunk (a few hundred rows) always; pages of many chunks, which a batch decodes
-    whole, when most of their rows are read."""
-    return file.chunks == 1 or rows >= DENSE_ROWS * file.num_rows
+    whole, when most of their rows are read or when their span is at most
+    :data:`SMALL_SPAN_BYTES`."""
+    return file.chunks == 1 or file.length <= SMALL_SPAN_BYTES or rows >= DENSE_ROWS * file.num_rows
 
 
 def joined(blobs: Sequence[bytes | memoryview]) -> tuple[memoryview, np.ndarray]:
