@@ -121,28 +121,18 @@ def _layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
             col = reader._column(node)
             if len(col.page_starts) != 2 or col.num_values != meta.num_rows:
                 return None
-            page = col.small_page(0, reader._stored, large)
-            if page is None and pa.types.is_fixed_size_list(node.arrow_type):
-                page = _list_page(col.encoding(0, reader._stored), node.arrow_type, large)
+            form = _form(col.encoding(0, reader._stored), node.arrow_type, large)
             buffers = col.buffers(0)
-            if page is None or page.dictionary is not None or len(buffers) != 2:
+            if form is None or len(buffers) != 2:
                 return None
+            page, value_enc, interned = form
             chunks, rest = divmod(buffers[0][1], word)
             if rest or not chunks or (chunks > 1 and page.num_items > MAX_PAGE_ROWS):
                 return None
             if page.num_items != meta.num_rows or not 0 < page.num_items <= max(1 << 16, MAX_PAGE_ROWS):
                 return None
-            enc = col.encoding(0, reader._stored).mini_block_layout
         except _ERRORS:
             return None
-        value_enc = enc.value_compression
-        defs = enc.def_compression.SerializeToString() if enc.HasField("def_compression") else None
-        ident = (large, value_enc.SerializeToString(), defs, tuple(enc.layers))
-        interned = _KEYS.get(ident)
-        if interned is None:
-            if len(_KEYS) >= _MAX_KEYS:
-                _KEYS.clear()
-            interned = _KEYS.setdefault(ident, ident)
         cols.append((buffers, page, value_enc, interned, chunks))
     if not cols:
         return None
@@ -161,6 +151,39 @@ def _layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
         ),
         max(c[-1] for c in cols),
     )
+
+
+def _form(layout: Any, dtype: pa.DataType, large: bool) -> tuple[SmallPage, Any, tuple[Any, ...]] | None:
+    """The page description, value compression and interned encoding key of a column's page
+    layout (see :func:`_layout`), or None when a batch does not decode it. Kept per layout
+    message: the files of a dataset share theirs (see ``container.unpack_encoding``)."""
+    key = (id(layout), dtype, large)
+    hit = _FORMS.get(key)
+    if hit is not None and hit[0] is layout:
+        return hit[1]
+    page = plan(layout, large)
+    if page is None and pa.types.is_fixed_size_list(dtype):
+        page = _list_page(layout, dtype, large)
+    found: tuple[SmallPage, Any, tuple[Any, ...]] | None = None
+    if page is not None and page.dictionary is None:
+        enc = layout.mini_block_layout
+        value_enc = enc.value_compression
+        defs = enc.def_compression.SerializeToString() if enc.HasField("def_compression") else None
+        ident = (large, value_enc.SerializeToString(), defs, tuple(enc.layers))
+        interned = _KEYS.get(ident)
+        if interned is None:
+            if len(_KEYS) >= _MAX_KEYS:
+                _KEYS.clear()
+            interned = _KEYS.setdefault(ident, ident)
+        found = (page, value_enc, interned)
+    if len(_FORMS) >= _MAX_KEYS:
+        _FORMS.clear()
+    _FORMS[key] = (layout, found)  # (the layout is kept: its id stays its own)
+    return found
+
+
+# the forms of page layouts, by the layout message's id (see _form)
+_FORMS: dict[tuple[Any, ...], tuple[Any, tuple[SmallPage, Any, tuple[Any, ...]] | None]] = {}
 
 
 def _list_page(encoding: Any, dtype: pa.DataType, large: bool) -> SmallPage | None:
