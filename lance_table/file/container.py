@@ -313,10 +313,11 @@ def unpack_encoding(enc: Any, source: ByteSource, what: str) -> tuple[str | None
     if which is None or which == "none":
         return None, None
     if which == "direct":
-        raw: bytes | memoryview = enc.direct.encoding
-        found = _ENCODINGS.get(raw)  # type: ignore[call-overload]
+        direct: bytes = enc.direct.encoding
+        found = _ENCODINGS.get(direct)
         if found is not None:
             return found
+        raw: bytes | memoryview = direct
     else:
         raw = source.read_ranges([(enc.indirect.buffer_location, enc.indirect.buffer_length)])[0]
     wrapper = parse_message(any_pb2.Any(), raw, source.name, what, 0)
