@@ -307,8 +307,6 @@ def unpack_encoding(enc: Any, source: ByteSource, what: str) -> tuple[str | None
         CorruptFileError: the wrapped bytes do not parse.
         UnsupportedFormatError: the type URL is unknown.
     """
-    from google.protobuf import any_pb2
-
     which = enc.WhichOneof("location")
     if which is None or which == "none":
         return None, None
@@ -320,6 +318,8 @@ def unpack_encoding(enc: Any, source: ByteSource, what: str) -> tuple[str | None
         raw: bytes | memoryview = direct
     else:
         raw = source.read_ranges([(enc.indirect.buffer_location, enc.indirect.buffer_length)])[0]
+    from google.protobuf import any_pb2
+
     wrapper = parse_message(any_pb2.Any(), raw, source.name, what, 0)
     cls = {
         URL_ARRAY_ENCODING: encodings_v2_0_pb2.ArrayEncoding,
