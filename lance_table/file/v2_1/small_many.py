@@ -32,7 +32,7 @@ from lance_table.file.compression import bitpacking
 from lance_table.file.container import FileVersion
 from lance_table.file.field_shapes import FLAT, NESTED, field_shape
 from lance_table.file.pageio import PageIO
-from lance_table.file.v2_1 import batch, small_constant, small_nested
+from lance_table.file.v2_1 import batch, batch_runs, small_constant, small_nested
 from lance_table.file.v2_1.byteranges import exclusive_cumsum, spans
 from lance_table.file.v2_1.compress import decode_block
 from lance_table.file.v2_1.layout import is_packed_struct
@@ -389,10 +389,10 @@ def _decode(
         share = total / (int((-(-n // bitpacking.BLOCK)).sum()) * bitpacking.BLOCK)
         values = batch.pick_values(enc, data, chunk_at + value_at, size, n, np.arange(total), io, share)
     if values is None and second is not None:
-        runs = batch.rle_runs(
+        runs = batch_runs.chunk_runs(
             enc.rle, data, chunk_at + value_at, size, chunk_at + second[0], second[1], n, io
         )
-        values = batch.rle_values(runs)
+        values = batch_runs.values(runs)
     elif values is None:
         values = batch.values(enc, data, chunk_at + value_at, size, n, io, floor)
     if values is None:
