@@ -26,7 +26,8 @@ from lance_table.file.v2_1.values import MAX_LIST_SIZE, Fixed, Values, Var, conc
 def levels(
     enc: Any, data: memoryview, at: np.ndarray, sizes: np.ndarray, counts: np.ndarray, io: PageIO
 ) -> np.ndarray | None:
-    """Repetition or definition levels of many chunks, if stored as plain or bitpacked 16-bit values."""
+    """Repetition or definition levels of many chunks, if stored as plain, run-length encoded or
+    bitpacked 16-bit values (None: another form)."""
     kind = enc.WhichOneof("compression")
     if kind == "out_of_line_bitpacking":
         got = _out_of_line(enc.out_of_line_bitpacking, data, at, sizes, counts, io)
@@ -35,6 +36,9 @@ def levels(
         return np.frombuffer(got.data, bitpacking.DTYPES[got.bits]).astype(np.uint16, copy=False)
     if kind == "rle":
         return _rle_levels(enc.rle, data, at, sizes, counts, io)
+    if kind == "inline_bitpacking" and int(enc.inline_bitpacking.uncompressed_bits_per_value) == 16:
+        got = inline_blocks.values(16, data, at, counts, io, sizes=sizes)
+        return None if got is None else np.frombuffer(got.data, np.uint16, int(counts.sum()))
     if kind != "flat" or enc.flat.HasField("data") or enc.flat.bits_per_value != 16:
         return None
     need = counts * 2
@@ -137,6 +141,8 @@ def values(
     kind = enc.WhichOneof("compression")
     if kind == "flat" and not enc.flat.HasField("data"):
         bits = int(enc.flat.bits_per_value)
+        if bits == 1:
+            return _flat_bits(data, at, sizes, counts, io)
         if bits % 8:
             return None
         need = counts * (bits // 8)
@@ -155,13 +161,27 @@ def values(
         return values(enc.fixed_size_list.values, data, at, sizes, counts * per, io)
     if kind == "inline_bitpacking":
         return inline_blocks.values(
-            int(enc.inline_bitpacking.uncompressed_bits_per_value), data, at, counts, io, floor
+            int(enc.inline_bitpacking.uncompressed_bits_per_value), data, at, counts, io, floor, sizes
         )
     if kind == "general" and enc.general.values.WhichOneof("compression") in ("variable", "flat"):
         return _general(enc.general, data, at, sizes, counts, io)
     if kind == "rle":  # in block form (one buffer)
         return rle_values(_rle_runs(enc.rle, data, at, sizes, counts, io))
     return None
+
+
+def _flat_bits(data: memoryview, at: np.ndarray, sizes: np.ndarray, counts: np.ndarray, io: PageIO) -> Fixed:
+    """One-bit values (booleans) of many chunks, each chunk's bits from a whole byte: one
+    bitmap of them all, least significant bit first."""
+    need = (counts + 7) >> 3
+    if bool(np.any(need > sizes)):
+        raise io.corrupt("a chunk's value buffer is shorter than its values")
+    joined = join(data, at, need)
+    if counts.size < 2 or not bool(np.any(counts[:-1] & 7)):
+        return Fixed(joined, 1)  # every chunk but the last holds whole bytes: nothing to move
+    bits = np.unpackbits(np.frombuffer(joined, np.uint8), bitorder="little")
+    kept = bits[spans(exclusive_cumsum(need) * 8, counts)]
+    return Fixed(np.packbits(kept, bitorder="little").data, 1)
 
 
 # groups of chunks decompressed on threads when a page's general-compressed chunks are many
