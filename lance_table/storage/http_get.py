@@ -85,8 +85,10 @@ class KeptConnections:
         self._lock = threading.Lock()
         self._pid = os.getpid()
 
-    def get(self, target: str, headers: Mapping[str, str]) -> Answer:
-        """The answer to ``GET target`` (a path and query) with ``headers`` (``host`` among them).
+    def get(self, target: str, headers: Mapping[str, str], limit: int | None = None) -> Answer:
+        """The answer to ``GET target`` (a path and query) with ``headers`` (``host`` among them);
+        a body longer than ``limit`` bytes (the size of the range asked for) is refused before it
+        is read.
 
         Raises:
             HttpError: no well-formed answer came, on a kept connection nor on a fresh one.
@@ -104,7 +106,7 @@ class KeptConnections:
                     raise
                 raise HttpError(repr(exc)) from None
             try:
-                answer, keep = self._exchange(conn, request)
+                answer, keep = self._exchange(conn, request, limit)
             except _Stale:
                 conn.close()
                 if fresh:
@@ -159,8 +161,9 @@ class KeptConnections:
                 return
         conn.close()
 
-    def _exchange(self, conn: _Connection, request: bytes) -> tuple[Answer, bool]:
-        """Send ``request`` and read the answer; whether the connection can serve another."""
+    def _exchange(self, conn: _Connection, request: bytes, limit: int | None) -> tuple[Answer, bool]:
+        """Send ``request`` and read the answer (a body of at most ``limit`` bytes); whether the
+        connection can serve another."""
         sock = conn.sock
         try:
             sock.sendall(request)
@@ -202,15 +205,20 @@ class KeptConnections:
         if encoding and encoding != "identity":
             if encoding != "chunked":
                 raise ValueError(f"transfer encoding {encoding!r}")
-            payload, extra = _read_chunked(sock, body)
+            payload, extra = _read_chunked(sock, body, _bound(limit))
             return Answer(status, headers, payload), keep and not extra
         length = headers.get("content-length")
         if length is None:  # the body ends with the connection
-            parts = [body]
-            while more := sock.recv(_RECV):
+            parts, got = [body], len(body)
+            while got <= _bound(limit) and (more := sock.recv(_RECV)):
                 parts.append(more)
+                got += len(more)
+            if got > _bound(limit):
+                raise ValueError(f"an answer's body is longer than the {limit} bytes asked for")
             return Answer(status, headers, b"".join(parts)), False
         size = int(length)
+        if size < 0 or size > _bound(limit):
+            raise ValueError(f"an answer's body of {size} bytes, where {limit} were asked for")
         if len(body) >= size:
             return Answer(status, headers, body[:size]), keep and len(body) == size
         out = bytearray(size)
@@ -225,17 +233,30 @@ class KeptConnections:
         return Answer(status, headers, bytes(out)), keep
 
 
-def _read_chunked(sock: socket.socket, data: bytes) -> tuple[bytes, bytes]:
-    """A chunked body (``data``: its bytes received so far) and any bytes received beyond it."""
+def _bound(limit: int | None) -> float:
+    return float("inf") if limit is None else limit
+
+
+def _read_chunked(sock: socket.socket, data: bytes, limit: float) -> tuple[bytes, bytes]:
+    """A chunked body (``data``: its bytes received so far) of at most ``limit`` bytes, and any
+    bytes received beyond it."""
     parts: list[bytes] = []
+    got = 0
     while True:
         while (eol := data.find(b"\r\n")) < 0:
+            if len(data) > MAX_HEAD:
+                raise ValueError("a chunk's size line is too long")
             data += _more(sock)
         size = int(data[:eol].split(b";", 1)[0], 16)
+        got += size
+        if size < 0 or got > limit:
+            raise ValueError(f"an answer's body is longer than the {limit} bytes asked for")
         data = data[eol + 2 :]
         if size == 0:  # trailers, then an empty line
             while (end := data.find(b"\r\n")) != 0:
                 if end < 0:
+                    if len(data) > MAX_HEAD:
+                        raise ValueError("an answer's trailers are too long")
                     data += _more(sock)
                 else:
                     data = data[end + 2 :]

@@ -204,7 +204,8 @@ class DirectS3:
             else:
                 now = dt.datetime.now(dt.timezone.utc)
                 headers = self._signer.headers(host, path, extra, *keys, now)
-            answer = self._http(host).get(path, headers)
+            limit = None if start is None or end is None else end - start
+            answer = self._http(host).get(path, headers, limit)
         except Exception as exc:  # a dropped connection, a timeout, credentials botocore cannot find
             if isinstance(exc, (ssl.SSLError, socket.gaierror)):
                 self.usable = False  # certificates or a host name s3fs's client sees otherwise

@@ -144,3 +144,17 @@ def test_malformed_answers_are_http_errors(serve) -> None:  # type: ignore[no-un
         port = closed.getsockname()[1]
     with pytest.raises(HttpError):
         KeptConnections("http", f"127.0.0.1:{port}", (1.0, 1.0), keep=1).get("/", {})
+
+
+def test_a_body_longer_than_the_range_asked_for_is_refused(serve) -> None:  # type: ignore[no-untyped-def]
+    for answer in (
+        b"HTTP/1.1 206 Partial\r\nContent-Length: 1000000000000\r\n\r\nabc",  # never allocated
+        b"HTTP/1.1 206 Partial\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nabcde\r\n0\r\n\r\n",
+        b"HTTP/1.0 206 Partial\r\n\r\nabcdefgh",  # ended by the connection
+        b"HTTP/1.1 206 Partial\r\nTransfer-Encoding: chunked\r\n\r\n" + b"f" * 100_000,  # no size line end
+    ):
+        server = serve(lambda req, answer=answer: (answer, True))
+        with pytest.raises(HttpError):
+            _client(server).get("/", {}, limit=4)
+    server = serve(lambda req: (b"HTTP/1.1 206 Partial\r\nContent-Length: 4\r\n\r\nabcd", False))
+    assert _client(server).get("/", {}, limit=4).data == b"abcd"
