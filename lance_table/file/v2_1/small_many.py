@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from lance_table.errors import LanceTableError
 from lance_table.file.arrow import with_validity
+from lance_table.file.arrow_take import take
 from lance_table.file.compression import bitpacking
 from lance_table.file.container import FileVersion
 from lance_table.file.field_shapes import FLAT, field_shape
@@ -230,7 +231,7 @@ def decode(
         # the groups' rows back in file order
         where = np.empty(int(counts.sum()), np.int64)
         where[np.concatenate(order)] = np.arange(where.size)
-        return pa.concat_arrays(parts).take(pa.array(where))
+        return take(pa.concat_arrays(parts), pa.array(where))
     except _ERRORS:
         return None
 
