@@ -78,6 +78,9 @@ class Listing:
             MixedSchemesError: both naming schemes are present.
         """
         if self._all is None and self.only_v2():
+            latest = self.latest()  # (kept: a commit asks of the listing its open made)
+            if latest is None or latest.version <= version:
+                return []
             cut = paths.manifest_name(version, paths.ManifestNaming.V2)
             newer = sorted(filter(cut.__gt__, self.names), reverse=True)  # (picked in C)
             return [_v2_entry(n) for n in newer if paths.is_v2_name(n)]
