@@ -28,6 +28,7 @@ import pyarrow as pa
 
 from lance_table.errors import LanceTableError
 from lance_table.file.arrow import with_validity
+from lance_table.file.arrow_take import take
 from lance_table.file.compression import bitpacking
 from lance_table.file.container import FileVersion
 from lance_table.file.field_shapes import FLAT, NESTED, field_shape
@@ -317,7 +318,7 @@ def decode(
         # the groups' rows back in file order
         where = np.empty(int(counts.sum()), np.int64)
         where[np.concatenate(order)] = np.arange(where.size)
-        return pa.concat_arrays(parts).take(pa.array(where))
+        return take(pa.concat_arrays(parts), pa.array(where))
     except _ERRORS:
         return None
 
@@ -478,7 +479,7 @@ def _looked_up(
         pieces.append(to_arrow(got, dtype, c.dict_items, io))
     joined_items = pa.concat_arrays(pieces)  # (past 32-bit offsets: an ArrowInvalid, read one by one)
     idx += np.repeat(exclusive_cumsum(items), rows)
-    return joined_items.take(pa.array(idx))
+    return take(joined_items, pa.array(idx))
 
 
 # values one chunk may hold (see miniblock.MAX_CHUNK_VALUES)
