@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lance_table._buffers import empty
+
 ORDER = np.array([0, 4, 2, 6, 1, 5, 3, 7])
 DTYPES = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 BLOCK = 1024
@@ -93,7 +95,7 @@ def unpack(
     contiguous array of ``blocks * 1024`` T-bit values) receives the values, and is returned."""
     dtype = DTYPES[t]
     if out is None:
-        out = np.empty(blocks * BLOCK, dtype)
+        out = empty(blocks * BLOCK, dtype)
     if blocks == 0:
         return out
     if w == 0:
