@@ -5,7 +5,8 @@ Three layouts of ``--values`` values (rounded to whole 1024-value blocks):
   ``led``     each block led by one word holding its width (inline bitpacking of pylance's 2.1+
               mini-block chunks): read through a strided view;
   ``gather``  blocks at uneven places: gathered.
-Each timing is the median of ``--runs`` calls unpacking into a preallocated ``out=``.
+Each timing is the median CPU time (of this thread) of ``--runs`` calls unpacking into a
+preallocated ``out=``.
 
     python benchmarks/bench_unpack.py --types 64 --widths 1,7,20,33,64
 """
@@ -47,9 +48,9 @@ def _time(fn, runs: int) -> float:
     fn()
     out = []
     for _ in range(runs):
-        c = time.perf_counter()
+        c = time.thread_time()
         fn()
-        out.append(time.perf_counter() - c)
+        out.append(time.thread_time() - c)
     return statistics.median(out)
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lance_table._buffers import empty
+from lance_table.file.compression import unpack_fields
 
 ORDER = np.array([0, 4, 2, 6, 1, 5, 3, 7])
 DTYPES = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
@@ -117,6 +118,10 @@ def unpack(
             packed = words[: blocks * w * lanes].reshape(blocks, w, lanes)
     else:  # gathered a group at a time below, while the group is in cache
         packed = np.lib.stride_tricks.sliding_window_view(words, w * lanes)
+    if unpack_fields.worth(t, w, blocks):  # long runs: field by field over many blocks
+        if block_at is not None:
+            packed = packed[block_at].reshape(blocks, w, lanes)
+        return unpack_fields.unpack(packed, t, w, out)
     plan = _unpack_plan(t, w)
     grid = out.reshape(blocks, t, lanes)
     mask = dtype((1 << w) - 1)
