@@ -177,8 +177,8 @@ def test_unpacking_field_by_field_gives_the_values_for_every_width_and_layout(
     rng = np.random.default_rng(t + 3)
     dtype = bitpacking.DTYPES[t]
     lanes = bitpacking.BLOCK // t
-    assert not unpack_fields.worth(t, 5, 5) and unpack_fields.worth(t, 5, 1024)
-    monkeypatch.setattr(unpack_fields, "worth", lambda t, w, blocks: True)
+    assert not unpack_fields.worth(t, 5, 5, "led") and unpack_fields.worth(t, 5, 1024, "led")
+    monkeypatch.setattr(unpack_fields, "worth", lambda t, w, blocks, layout: True)
     monkeypatch.setattr(unpack_fields, "GROUP", 2)
     for w in range(1, t + 1):
         values = rng.integers(0, 1 << w, 5 * bitpacking.BLOCK, dtype=np.uint64, endpoint=False).astype(dtype)
@@ -198,5 +198,5 @@ def test_unpacking_field_by_field_gives_the_values_for_every_width_and_layout(
     monkeypatch.undo()
     w = min(t - 1, 13)
     wide = rng.integers(0, 1 << w, 256 * bitpacking.BLOCK, dtype=np.uint64).astype(dtype)
-    assert unpack_fields.worth(t, w, 256)
+    assert unpack_fields.worth(t, w, 256, "back")
     assert np.array_equal(bitpacking.unpack(bitpacking.pack(wide, w), t, w, 256), wide)

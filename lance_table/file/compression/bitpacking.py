@@ -113,12 +113,13 @@ def unpack(
                 (blocks, w, lanes), dtype, words, int(block_at[0]) * size, (step * size, lanes * size, size)
             )
             block_at = None
+    layout = "led" if packed is not None else "back" if block_at is None else "gather"
     if block_at is None:
         if packed is None:
             packed = words[: blocks * w * lanes].reshape(blocks, w, lanes)
     else:  # gathered a group at a time below, while the group is in cache
         packed = np.lib.stride_tricks.sliding_window_view(words, w * lanes)
-    if unpack_fields.worth(t, w, blocks):  # long runs: field by field over many blocks
+    if unpack_fields.worth(t, w, blocks, layout):  # long runs: field by field over many blocks
         if block_at is not None:
             packed = packed[block_at].reshape(blocks, w, lanes)
         return unpack_fields.unpack(packed, t, w, out)

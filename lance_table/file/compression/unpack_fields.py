@@ -34,16 +34,24 @@ GROUP = 1024
 NARROWEST = 16
 
 
-def worth(t: int, w: int, blocks: int) -> bool:
+#: per layout of the blocks (back to back, led by a word each, gathered), the widest W of a 32-
+#: and of a 64-bit type unpacked here (measured A/B on 1024-block runs: above it, the block kernel
+#: is as fast or faster)
+_WIDEST = {"back": (19, 35), "led": (31, 63), "gather": (10, 35)}
+
+
+def worth(t: int, w: int, blocks: int, layout: str) -> bool:
     """Whether :func:`unpack` beats the block-by-block kernel on ``blocks`` blocks of T-bit values
-    packed at W bits. Its calls are fewer per value but each costs the same, so short runs lose
-    (A/B on runs of 64 to 512 blocks: 8- and 16-bit types win from 128 blocks, 32-bit ones and
-    64-bit ones packed at up to 40 bits from 256, wider ones from 512)."""
-    if t <= 16:
-        return blocks >= 128
-    if t == 32 or w <= 40:
-        return blocks >= 256
-    return w < t and blocks >= 512
+    packed at W bits, laid out as ``layout`` (``"back"``: back to back, ``"led"``: each led by a
+    width word, ``"gather"``: here and there). Its calls are fewer per value but each costs the
+    same, so short runs lose (8- and 16-bit types win from 128 blocks, 32-bit ones and 64-bit
+    ones packed at up to 40 bits from 256, wider ones from 512); widths that divide the type from
+    16 bits on have no field running on into the next word, which the block kernel does best."""
+    if w >= t or (w >= 16 and t % w == 0):
+        return False
+    if blocks < (128 if t <= 16 else 256 if t == 32 or w <= 40 else 512):
+        return False
+    return t <= 16 or w <= _WIDEST[layout][t == 64]
 
 
 @functools.lru_cache(maxsize=256)
