@@ -45,11 +45,11 @@ def worth(t: int, w: int, blocks: int, layout: str) -> bool:
     packed at W bits, laid out as ``layout`` (``"back"``: back to back, ``"led"``: each led by a
     width word, ``"gather"``: here and there). Its calls are fewer per value but each costs the
     same, so short runs lose (8- and 16-bit types win from 128 blocks, 32-bit ones and 64-bit
-    ones packed at up to 40 bits from 256, wider ones from 512); widths that divide the type from
+    ones packed at up to 40 bits from 192, wider ones from 512); widths that divide the type from
     16 bits on have no field running on into the next word, which the block kernel does best."""
     if w >= t or (w >= 16 and t % w == 0):
         return False
-    if blocks < (128 if t <= 16 else 256 if t == 32 or w <= 40 else 512):
+    if blocks < (128 if t <= 16 else 192 if t == 32 or w <= 40 else 512):
         return False
     return t <= 16 or w <= _WIDEST[layout][t == 64]
 
