@@ -14,6 +14,7 @@ return, reads and their bytes) are counted for a commit, an open, ``versions()``
 show which of them depend on the number of versions.
 
     python benchmarks/bench_history.py --appends 500
+    python benchmarks/bench_history.py --appends 500 --columns events   # streamed records
     python benchmarks/bench_history.py --appends 5000 --runs 3 --count-calls
     python benchmarks/bench_history.py --history deletes --appends 5000 --runs 3 --count-calls
     python benchmarks/bench_history.py --appends 5000 --runs 1 --s3-requests
@@ -48,9 +49,40 @@ from lance_table.table import version_summaries
 FORMAT = "2.2"
 
 
+#: the columns of each append: "narrow" (id, x, s) or "events" (see :func:`_events`)
+SHAPE = {"columns": "narrow"}
+_CATEGORIES = np.array(["click", "view", "purchase", "signup", "logout"])
+
+
 def _rows(start: int, n: int) -> pa.Table:
     ids = np.arange(start, start + n, dtype=np.int64)
+    if SHAPE["columns"] == "events":
+        return _events(ids)
     return pa.table({"id": ids, "x": ids * 0.5, "s": pa.array([f"row-{i}" for i in ids.tolist()])})
+
+
+def _events(ids: np.ndarray) -> pa.Table:
+    """Records as a stream of events brings them: a timestamp, the load's id and source (one
+    value per append), a category, a nullable flag, a struct payload and a list of tags."""
+    n = ids.size
+    rng = np.random.default_rng(int(ids[0]) if n else 0)
+    load = int(ids[0]) // max(n, 1) if n else 0
+    payload = pa.StructArray.from_arrays(
+        [pa.array(ids * 3), pa.array([f"user-{i % 977}" for i in ids.tolist()])], ["user_id", "user"]
+    )
+    tags = pa.array([["a", "b", "c"][: i % 4] for i in ids.tolist()], pa.list_(pa.string()))
+    return pa.table(
+        {
+            "id": ids,
+            "ts": pa.array(ids.astype("datetime64[ms]")),
+            "load": pa.array(np.full(n, load, np.int64)),
+            "source": pa.array([f"topic-{load % 3}"] * n),
+            "category": pa.array(_CATEGORIES[rng.integers(0, 5, n)], mask=rng.random(n) < 0.1),
+            "flag": pa.array(rng.random(n) < 0.5, mask=rng.random(n) < 0.1),
+            "payload": payload,
+            "tags": tags,
+        }
+    )
 
 
 def _build(
@@ -278,6 +310,13 @@ def main() -> None:
     parser.add_argument("--table-rows", type=int, default=50_000, help="rows of the --history deletes table")
     parser.add_argument("--count-calls", action="store_true")
     parser.add_argument(
+        "--columns",
+        choices=["narrow", "events"],
+        default="narrow",
+        help="narrow: id, x, s; events: timestamps, constant load columns, a category, a nullable flag, "
+        "a struct and a list of strings",
+    )
+    parser.add_argument(
         "--keep",
         type=Path,
         help="build the datasets in this directory and keep them; reuse them when already built there",
@@ -289,13 +328,20 @@ def main() -> None:
         "--s3-requests", action="store_true", help="count both sides' requests to a moto S3 server"
     )
     args = parser.parse_args()
+    SHAPE["columns"] = args.columns
     import lance
 
     n, size = args.appends, args.rows_per_append
     what = f"{n} appends of {size} rows" if args.history == "appends" else f"{n} deletes and overwrites"
     report = Report(
         f"History: {what} (format {FORMAT})",
-        {"commits": n, "rows_per_append": size, "history": args.history, "runs": args.runs}
+        {
+            "commits": n,
+            "rows_per_append": size,
+            "history": args.history,
+            "runs": args.runs,
+            "columns": args.columns,
+        }
         | ({"table_rows": args.table_rows} if args.history == "deletes" else {}),
     )
     root = args.keep or Path(tempfile.mkdtemp(prefix="bench-history-"))

@@ -10,8 +10,18 @@ from sqlglot import exp, parser, tokens
 from sqlglot.dialects.dialect import Dialect, NormalizationStrategy
 from sqlglot.errors import ParseError, SqlglotError
 from sqlglot.parser import IsPredicatePrecedence
+from sqlglot.tokens import TokenType
 
 from lance_table.errors import FilterError
+
+_STATEMENT_WORDS = {
+    TokenType.COMMAND,
+    TokenType.SHOW,
+    TokenType.GRANT,
+    TokenType.EXECUTE,
+    TokenType.FETCH,
+    TokenType.RENAME,
+}
 
 
 class _LanceSQL(Dialect):
@@ -29,6 +39,11 @@ class _LanceSQL(Dialect):
         RAW_STRINGS = ['"']  # noqa: RUF012
         STRING_ESCAPES = ["'"]  # noqa: RUF012
         HEX_STRINGS = [("x'", "'"), ("X'", "'")]  # noqa: RUF012  (binary literals X'0102')
+        # words that only start statements (``SHOW``, ``GRANT``, ``CALL``, ``EXPLAIN``...) are
+        # names in a filter, as they are to pylance: a column may be called ``show``
+        KEYWORDS = {  # noqa: RUF012
+            word: kind for word, kind in tokens.Tokenizer.KEYWORDS.items() if kind not in _STATEMENT_WORDS
+        }
 
     class Parser(parser.Parser):
         # IS binds below comparisons, as in DataFusion: `a > 1 IS TRUE` is `(a > 1) IS TRUE`
@@ -64,7 +79,17 @@ def to_text(tree: exp.Expr) -> str:
 
 
 def _parse(text: str) -> list[exp.Expr]:
-    return [tree for tree in sqlglot.parse(text, dialect=_LanceSQL) if tree is not None]
+    # parsed as conditions, not statements: a filter on a column named like a command (``set``,
+    # ``show``, ``use``, ``load``) is a condition, as it is to pylance
+    dialect = _DIALECT
+    try:
+        trees = dialect.parser().parse_into(exp.Condition, dialect.tokenize(text), text)
+    except ParseError:
+        trees = sqlglot.parse(text, dialect=_LanceSQL)  # (its errors say what is wrong)
+    return [tree for tree in trees if tree is not None]
+
+
+_DIALECT = _LanceSQL()
 
 
 def _one(trees: list[exp.Expr], text: str) -> exp.Expr:

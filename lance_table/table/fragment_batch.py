@@ -3,8 +3,9 @@
 A living table is thousands of fragments of a few hundred rows each. Read one by one, each costs
 a few hundred microseconds of Python around a few microseconds of decoding. Here the fragments
 whose data is one 2.1/2.2 file of one page per column (see :mod:`small_many`; a page of many
-chunks when most of its rows are read) are read as one batch: a request per file, then each
-column of all the files decoded in one numpy pass and the selected rows taken in one call. Other
+chunks when most of its rows are read; structs and lists as their leaves' pages of one chunk)
+are read as one batch: a request per file, then each column of all the files decoded in one
+numpy pass and the selected rows taken in one call. Other
 fragments (and any batch whose bytes do not check out, so that the error names the file) are
 read one by one, as :meth:`FragmentReader.read` does.
 """
@@ -22,7 +23,7 @@ import pyarrow as pa
 from lance_table._parallel import ARROW_READS, pool
 from lance_table.extensions import user_table
 from lance_table.file.arrow import bool_array
-from lance_table.file.field_shapes import FLAT, field_shape
+from lance_table.file.field_shapes import LEAFLESS, field_shape, leaf_paths
 from lance_table.file.pageio import PageIO
 from lance_table.file.reader import LanceFileReader
 from lance_table.file.runs import Runs
@@ -54,7 +55,7 @@ def plans(frags: Sequence[FragmentReader], names: Sequence[str]) -> list[Plan | 
         return [None] * len(frags)
     roots = frags[0].roots
     nodes = [roots[n] for n in names]
-    if any(field_shape(n) != FLAT for n in nodes):
+    if any(field_shape(n) == LEAFLESS for n in nodes):
         return [None] * len(frags)
     key = tuple((n.id, str(n.arrow_type)) for n in nodes)  # (a string's hash is kept)
     return [_plan(f, nodes, key) for f in frags]
@@ -69,7 +70,8 @@ def _plan(frag: FragmentReader, nodes: list[FieldNode], key: tuple[Any, ...]) ->
         return None
     fields = data_file.fields
     for node in nodes:
-        if node.id not in fields:
+        # a field with nesting: its leaves' ids (the manifest lists the fields of columns)
+        if not all(leaf.id in fields for leaf, _ in leaf_paths(node, [])):
             return None
     reader = frag._reader(data_file)
     if not isinstance(reader, LanceFileReader):

@@ -18,7 +18,7 @@ import numpy as np
 from lance_table._parallel import map_parts, parts_inline
 from lance_table.file.compression import bitpacking, general
 from lance_table.file.pageio import PageIO
-from lance_table.file.v2_1 import inline_blocks
+from lance_table.file.v2_1 import batch_runs, inline_blocks
 from lance_table.file.v2_1.byteranges import as_bytes, exclusive_cumsum, gather, join, rows_at, spans
 from lance_table.file.v2_1.values import MAX_LIST_SIZE, Fixed, Values, Var, concat_values, offsets_of
 
@@ -26,7 +26,8 @@ from lance_table.file.v2_1.values import MAX_LIST_SIZE, Fixed, Values, Var, conc
 def levels(
     enc: Any, data: memoryview, at: np.ndarray, sizes: np.ndarray, counts: np.ndarray, io: PageIO
 ) -> np.ndarray | None:
-    """Repetition or definition levels of many chunks, if stored as plain or bitpacked 16-bit values."""
+    """Repetition or definition levels of many chunks, if stored as plain, run-length encoded or
+    bitpacked 16-bit values (None: another form)."""
     kind = enc.WhichOneof("compression")
     if kind == "out_of_line_bitpacking":
         got = _out_of_line(enc.out_of_line_bitpacking, data, at, sizes, counts, io)
@@ -34,53 +35,16 @@ def levels(
             return None
         return np.frombuffer(got.data, bitpacking.DTYPES[got.bits]).astype(np.uint16, copy=False)
     if kind == "rle":
-        return _rle_levels(enc.rle, data, at, sizes, counts, io)
+        return batch_runs.levels(enc.rle, data, at, sizes, counts, io)
+    if kind == "inline_bitpacking" and int(enc.inline_bitpacking.uncompressed_bits_per_value) == 16:
+        got = inline_blocks.values(16, data, at, counts, io, sizes=sizes)
+        return None if got is None else np.frombuffer(got.data, np.uint16, int(counts.sum()))
     if kind != "flat" or enc.flat.HasField("data") or enc.flat.bits_per_value != 16:
         return None
     need = counts * 2
     if bool(np.any(need > sizes)):
         raise io.corrupt("a chunk's level buffer is shorter than its levels")
     return np.frombuffer(join(data, at, need), np.uint16)
-
-
-def _flat_width(enc: Any) -> int:
-    """The byte width of plain flat values of whole bytes (0: another form)."""
-    if enc.WhichOneof("compression") != "flat" or enc.flat.HasField("data"):
-        return 0
-    bits = int(enc.flat.bits_per_value)
-    return bits // 8 if bits > 0 and bits % 8 == 0 else 0
-
-
-def _rle_levels(
-    enc: Any, data: memoryview, at: np.ndarray, sizes: np.ndarray, counts: np.ndarray, io: PageIO
-) -> np.ndarray | None:
-    """Levels of many chunks in RLE block form: ``[u64 size of the run values][run values][run
-    lengths]`` each; every chunk's runs are cut to its level count, as one chunk would be."""
-    vw, lw = _flat_width(enc.values), _flat_width(enc.run_lengths)
-    if vw not in (1, 2, 4, 8) or lw not in (1, 2, 4, 8) or not at.size:
-        return None
-    if bool(np.any(sizes < 8)):
-        raise io.corrupt("RLE block without its length prefix")
-    u8 = np.frombuffer(data, np.uint8)
-    head = u8[(at[:, None] + np.arange(8)).reshape(-1)].reshape(-1, 8).copy().view("<u8").reshape(-1)
-    if bool(np.any(head > (sizes - 8).astype(np.uint64))):
-        raise io.corrupt("RLE block values run past the block")
-    value_bytes = head.astype(np.int64)
-    n_runs = np.minimum(value_bytes // vw, (sizes - 8 - value_bytes) // lw)
-    value_at, length_at = at + 8, at + 8 + value_bytes
-    run_values = np.frombuffer(gather(data, value_at, n_runs * vw), f"<u{vw}").astype(np.uint16)
-    run_lengths = np.frombuffer(gather(data, length_at, n_runs * lw), f"<u{lw}").astype(np.int64)
-    # each run clipped to what is left of its chunk's count
-    chunk = np.repeat(np.arange(at.size), n_runs)
-    ends = np.zeros(run_lengths.size + 1, np.int64)
-    np.cumsum(run_lengths, out=ends[1:])
-    before = ends[:-1] - ends[exclusive_cumsum(n_runs)][chunk]
-    left = np.maximum(counts[chunk] - before, 0)
-    clipped = np.minimum(run_lengths, left)
-    covered = np.bincount(chunk, clipped, at.size) if clipped.size else np.zeros(at.size)
-    if bool(np.any(covered < counts)):
-        raise io.corrupt("RLE runs cover fewer values than the chunk holds")
-    return np.repeat(run_values, clipped)
 
 
 def values(
@@ -100,6 +64,8 @@ def values(
     kind = enc.WhichOneof("compression")
     if kind == "flat" and not enc.flat.HasField("data"):
         bits = int(enc.flat.bits_per_value)
+        if bits == 1:
+            return batch_runs.flat_bits(data, at, sizes, counts, io)
         if bits % 8:
             return None
         need = counts * (bits // 8)
@@ -118,10 +84,12 @@ def values(
         return values(enc.fixed_size_list.values, data, at, sizes, counts * per, io)
     if kind == "inline_bitpacking":
         return inline_blocks.values(
-            int(enc.inline_bitpacking.uncompressed_bits_per_value), data, at, counts, io, floor
+            int(enc.inline_bitpacking.uncompressed_bits_per_value), data, at, counts, io, floor, sizes
         )
     if kind == "general" and enc.general.values.WhichOneof("compression") in ("variable", "flat"):
         return _general(enc.general, data, at, sizes, counts, io)
+    if kind == "rle":  # in block form (one buffer)
+        return batch_runs.values(batch_runs.block_runs(enc.rle, data, at, sizes, counts, io))
     return None
 
 
@@ -321,7 +289,7 @@ def pick_values(
         if not 0 < per <= MAX_LIST_SIZE:
             raise io.corrupt(f"a fixed-size list of {per} items")
     if kind in ("flat", "fixed_size_list"):
-        item_width = _flat_width(item)
+        item_width = batch_runs.flat_width(item)
         if not item_width:
             return None
         width = item_width * per

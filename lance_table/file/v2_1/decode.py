@@ -41,20 +41,24 @@ def _value_buffer(layout: Any, io: PageIO) -> bool:
     return not layout.HasField("inline_value") and len(io.page.buffer_offsets) % 2 == 1
 
 
+def constant_bytes(raw: bytes | memoryview, io: PageIO) -> bytes:
+    """The value of a constant page kept in a buffer of its own (``raw``)."""
+    # [u32 offset count (2)][u32 offset bytes][u32 value bytes][offsets][value]
+    if len(raw) < 12:
+        raise io.corrupt("constant value buffer too short")
+    count, offset_bytes, size = np.frombuffer(raw, np.uint32, 3).astype(np.int64).tolist()
+    if count != 2 or offset_bytes not in (8, 16) or 12 + offset_bytes + size > len(raw):
+        raise io.corrupt("constant value buffer does not hold one value")
+    offsets = np.frombuffer(raw, np.uint32 if offset_bytes == 8 else np.uint64, 2, 12).astype(np.int64)
+    if not 0 <= offsets[0] <= offsets[1] <= size:
+        raise io.corrupt("constant value offsets are out of order")
+    start = 12 + offset_bytes
+    return bytes(raw[start + int(offsets[0]) : start + int(offsets[1])])
+
+
 def _constant_value(layout: Any, dtype: pa.DataType, n: int, io: PageIO) -> pa.Array:
     if _value_buffer(layout, io):
-        # [u32 offset count (2)][u32 offset bytes][u32 value bytes][offsets][value]
-        raw = io.whole(0)
-        if len(raw) < 12:
-            raise io.corrupt("constant value buffer too short")
-        count, offset_bytes, size = np.frombuffer(raw, np.uint32, 3).astype(np.int64).tolist()
-        if count != 2 or offset_bytes not in (8, 16) or 12 + offset_bytes + size > len(raw):
-            raise io.corrupt("constant value buffer does not hold one value")
-        offsets = np.frombuffer(raw, np.uint32 if offset_bytes == 8 else np.uint64, 2, 12).astype(np.int64)
-        if not 0 <= offsets[0] <= offsets[1] <= size:
-            raise io.corrupt("constant value offsets are out of order")
-        start = 12 + offset_bytes
-        value = bytes(raw[start + int(offsets[0]) : start + int(offsets[1])])
+        value = constant_bytes(io.whole(0), io)
         return to_arrow(Var(value * n, np.arange(n + 1, dtype=np.int64) * len(value)), dtype, n, io)
     if not layout.HasField("inline_value"):
         return pa.nulls(n, dtype)

@@ -31,8 +31,11 @@ class InlineBlocks:
     first_block: np.ndarray  # per chunk
 
 
-def walk(t: int, data: memoryview, at: np.ndarray, counts: np.ndarray, io: PageIO) -> InlineBlocks | None:
-    """Walk the chunks' blocks, each led by one word holding its bit width."""
+def walk(
+    t: int, data: memoryview, at: np.ndarray, counts: np.ndarray, io: PageIO, sizes: np.ndarray | None = None
+) -> InlineBlocks | None:
+    """Walk the chunks' blocks, each led by one word holding its bit width (within the chunks'
+    buffers of ``sizes`` bytes, when given)."""
     dtype = bitpacking.DTYPES.get(t)
     word = t // 8
     if dtype is None or bool(np.any(at % word)):
@@ -59,6 +62,8 @@ def walk(t: int, data: memoryview, at: np.ndarray, counts: np.ndarray, io: PageI
         pos[live] = p + 1 + w * lanes
     if total and int((data_at + width * lanes).max()) > words.size:
         raise io.corrupt("inline bitpacking runs out of words")
+    if sizes is not None and bool(np.any(pos * word - at > sizes)):
+        raise io.corrupt("inline bitpacking runs past its buffer")
     return InlineBlocks(words, data_at, width, n_blocks, first_block)
 
 
@@ -86,11 +91,18 @@ _UNPADDED_PIECES = 256
 
 
 def values(
-    t: int, data: memoryview, at: np.ndarray, counts: np.ndarray, io: PageIO, floor: int | None = None
+    t: int,
+    data: memoryview,
+    at: np.ndarray,
+    counts: np.ndarray,
+    io: PageIO,
+    floor: int | None = None,
+    sizes: np.ndarray | None = None,
 ) -> Fixed | None:
     """Chunks of 1024-value FastLanes blocks, each led by one word holding its bit width (blocks
-    whose values all lie below ``floor`` read as zeros: see :func:`batch.values`)."""
-    found = walk(t, data, at, counts, io)
+    whose values all lie below ``floor`` read as zeros: see :func:`batch.values`), within
+    buffers of ``sizes`` bytes when given."""
+    found = walk(t, data, at, counts, io, sizes)
     if found is None:
         return None
     dtype = bitpacking.DTYPES[t]

@@ -18,7 +18,7 @@ from lance_table.file.arrow import sliced, with_validity
 from lance_table.file.compression import bitpacking
 from lance_table.file.pageio import PageIO
 from lance_table.file.runs import Runs
-from lance_table.file.v2_1 import batch
+from lance_table.file.v2_1 import batch, batch_runs
 from lance_table.file.v2_1.compress import decode_block, decode_levels, decode_values
 from lance_table.file.v2_1.values import Fixed, Values, Var, concat_values, offsets_of, to_arrow
 from lance_table.storage.sources import read_spans
@@ -236,6 +236,12 @@ def chunk_values(
             return got, True
     if len(buf_at) == 1 and counts.size:
         got = batch.values(layout.value_compression, data, buf_at[0], sizes[0], counts, io, floor)
+        if got is not None:
+            return got, False
+    enc = layout.value_compression
+    if len(buf_at) == 2 and counts.size and enc.WhichOneof("compression") == "rle":
+        runs = batch_runs.chunk_runs(enc.rle, data, buf_at[0], sizes[0], buf_at[1], sizes[1], counts, io)
+        got = batch_runs.values(runs)
         if got is not None:
             return got, False
     pieces = []

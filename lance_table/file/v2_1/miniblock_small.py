@@ -24,11 +24,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from lance_table.errors import LanceTableError
 from lance_table.file.arrow import rows_of, with_validity
 from lance_table.file.compression import bitpacking
 from lance_table.file.pageio import PageIO
 from lance_table.file.runs import Runs
-from lance_table.file.v2_1 import batch, repdef
+from lance_table.file.v2_1 import batch, batch_runs, repdef
 from lance_table.file.v2_1.compress import decode_levels
 from lance_table.file.v2_1.miniblock import dictionary_of, values_at
 from lance_table.file.v2_1.values import Fixed, Var, byte_width, expand, is_binary, to_arrow
@@ -36,6 +37,7 @@ from lance_table.file.v2_1.values import Fixed, Var, byte_width, expand, is_bina
 FLAT = 0
 BITPACKED = 1
 VARIABLE = 2
+RLE = 3
 
 # chunk values the general decoder accepts (see miniblock.MAX_CHUNK_VALUES)
 _MAX_CHUNK_VALUES = 1 << 16
@@ -43,11 +45,15 @@ _LAYERS = ([repdef.ALL_VALID_ITEM], [repdef.NULLABLE_ITEM])
 _UINT = {4: np.uint32, 8: np.uint64}
 _MAX_SMALL_OFFSET = 2**31 - 1
 # a chunk's header: its level count, the size of its definition levels (when it has them) and
-# of its value buffer, in u16 words (2.1) or the buffer size in a u32 (2.2); by (levels, 2.2)
+# of each value buffer, in u16 words (2.1) or the buffer sizes in u32 (2.2); by (levels, 2.2,
+# value buffers)
 _HEADERS = {
-    (has_def, large): struct.Struct("<H" + ("H" if has_def else "") + ("I" if large else "H"))
+    (has_def, large, buffers): struct.Struct(
+        "<H" + ("H" if has_def else "") + ("I" if large else "H") * buffers
+    )
     for has_def in (False, True)
     for large in (False, True)
+    for buffers in (1, 2)
 }
 
 
@@ -68,6 +74,10 @@ class SmallPage:
     large: bool
     #: the mini-block layout of a page of dictionary indices (None: the values are the data)
     dictionary: Any = None
+    #: the value compression of run-length encoded values (None: another kind)
+    runs: Any = None
+    #: value buffers of the chunk: 2 for run values and run lengths stored apart
+    buffers: int = 1
 
 
 def plan(layout: Any, large: bool, lists: int = 0) -> SmallPage | None:
@@ -85,7 +95,6 @@ def plan(layout: Any, large: bool, lists: int = 0) -> SmallPage | None:
     if (
         mini.HasField("rep_compression")
         or int(mini.repetition_index_depth)
-        or int(mini.num_buffers) != 1
         or list(mini.layers) not in _LAYERS
     ):
         return None
@@ -93,13 +102,17 @@ def plan(layout: Any, large: bool, lists: int = 0) -> SmallPage | None:
     if found is None:
         return None
     kind, bits, symbols = found
+    buffers = int(mini.num_buffers)
+    if buffers != 1 and not (kind == RLE and buffers == 2):  # run values and lengths apart, or one block
+        return None
+    runs = mini.value_compression if kind == RLE else None
     dictionary = mini if mini.HasField("dictionary") else None
     if dictionary is not None and (kind == VARIABLE or bits % 8):
         return None  # dictionary indices are whole-byte integers
     has_def = mini.HasField("def_compression")
-    header = _HEADERS[has_def, large]
+    header = _HEADERS[has_def, large, buffers]
     defs = mini.def_compression if has_def else None
-    return SmallPage(kind, bits, int(mini.num_items), symbols, defs, header, large, dictionary)
+    return SmallPage(kind, bits, int(mini.num_items), symbols, defs, header, large, dictionary, runs, buffers)
 
 
 def _list_form(enc: Any, items: int) -> tuple[int, int, bytes | None] | None:
@@ -127,6 +140,9 @@ def _values_form(enc: Any) -> tuple[int, int, bytes | None] | None:
     if kind == "inline_bitpacking":
         bits = int(enc.inline_bitpacking.uncompressed_bits_per_value)
         return (BITPACKED, bits, None) if bits in bitpacking.DTYPES else None
+    if kind == "rle":  # run values and lengths of whole bytes, in one block (see batch.values)
+        widths = [_flat_bits(e) for e in (enc.rle.values, enc.rle.run_lengths)]
+        return (RLE, widths[0], None) if all(w in bitpacking.DTYPES for w in widths) else None
     symbols = None
     if kind == "fsst":
         symbols = bytes(enc.fsst.symbol_table)
@@ -139,6 +155,13 @@ def _values_form(enc: Any) -> tuple[int, int, bytes | None] | None:
         bits = int(offsets.flat.bits_per_value)
         return (VARIABLE, bits, symbols) if bits // 8 in _UINT and bits % 8 == 0 else None
     return None
+
+
+def _flat_bits(enc: Any) -> int:
+    """The bits per value of plain flat values (0: another form)."""
+    if enc.WhichOneof("compression") != "flat" or enc.flat.HasField("data"):
+        return 0
+    return int(enc.flat.bits_per_value)
 
 
 def decode(
@@ -167,6 +190,10 @@ def decode(
             return None
         at += (head[1] + 7) & ~7
     size = head[-1]
+    first = -1  # the size of the run values, when the run lengths follow in a buffer of their own
+    if page.buffers == 2:
+        first = head[-2]
+        size += (first + 7) & ~7
     if at + size > chunk_bytes:
         return None
     valid = None
@@ -183,7 +210,7 @@ def decode(
         if arr is None:
             return None
     else:
-        values = _fixed(page, data, at, size, n, floor if page.dictionary is None else None)
+        values = _fixed(page, data, at, size, n, floor if page.dictionary is None else None, io, first)
         if values is None:
             return None
         if page.dictionary is None:
@@ -207,14 +234,33 @@ def _fixed(
     size: int,
     n: int,
     floor: int | None,
+    io: PageIO,
+    first: int = -1,
 ) -> Fixed | None:
-    """Plain or inline-bitpacked values (None where the general decoder must look)."""
+    """Plain, run-length encoded or inline-bitpacked values (None where the general decoder
+    must look). ``first``: the size of the run values when the run lengths follow them in a
+    buffer of their own (at the next multiple of 8), ``size`` bytes in all."""
     t = page.bits
     if page.kind == FLAT:
         need = (n * t + 7) // 8
         if need > size:
             return None
         return Fixed(bytes(data[at : at + need]), t)
+    if page.kind == RLE:
+        at_, n_ = np.array([at]), np.array([n])
+        try:
+            if first < 0:
+                got = batch.values(page.runs, data, at_, np.array([size]), n_, io)
+            else:
+                second = (first + 7) & ~7
+                sizes = np.array([first]), np.array([size - second])
+                runs = batch_runs.chunk_runs(
+                    page.runs.rle, data, at_, sizes[0], at_ + second, sizes[1], n_, io
+                )
+                got = batch_runs.values(runs)
+        except LanceTableError:  # damaged runs: the general decoder says how
+            return None
+        return got if isinstance(got, Fixed) else None
     # inline bitpacking: blocks of 1024 values, each led by a word holding its bit width
     word = t // 8
     if at % word:

@@ -8,7 +8,9 @@ into one buffer (each at an aligned place), the chunk tables and every chunk's h
 with a few numpy gathers, and the chunks of all files that share an encoding are decoded as the
 chunks of one page would be (see :mod:`batch`): the cost per file is a read and a few list
 appends. A file of pages of many chunks is batched only by a read of most of its rows
-(:func:`worth_batching`); a take picks its rows file by file.
+(:func:`worth_batching`); a take picks its rows file by file. Fields with structs and lists
+(their leaf pages of one chunk, see :mod:`small_nested`) and constant pages without levels (see
+:mod:`small_constant`) are batched too.
 
 :func:`layout` says what a file's read of some columns looks like (kept per reader and column
 selection); :func:`decode` returns None when anything does not check out, and the caller then
@@ -18,7 +20,7 @@ reads the files one by one, which also says what is wrong with a damaged one.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -28,10 +30,12 @@ from lance_table.errors import LanceTableError
 from lance_table.file.arrow import with_validity
 from lance_table.file.compression import bitpacking
 from lance_table.file.container import FileVersion
-from lance_table.file.field_shapes import FLAT, field_shape
+from lance_table.file.field_shapes import FLAT, NESTED, field_shape
 from lance_table.file.pageio import PageIO
-from lance_table.file.v2_1 import batch
+from lance_table.file.v2_1 import batch, batch_runs, small_constant, small_nested
 from lance_table.file.v2_1.byteranges import exclusive_cumsum, spans
+from lance_table.file.v2_1.compress import decode_block
+from lance_table.file.v2_1.layout import is_packed_struct
 from lance_table.file.v2_1.miniblock_small import SmallPage, plan
 from lance_table.file.v2_1.values import Fixed, Var, byte_width, to_arrow
 
@@ -69,6 +73,11 @@ class ColumnLayout:
     encoding: Any  # the value compression (a protobuf message)
     key: tuple[Any, ...]  # interned: same object for the same encoding
     chunks: int = 1  # mini-block chunks of the page (its chunk table's words)
+    #: a page of dictionary indices: its dictionary's place and size, item count and compression
+    dict_at: int = -1
+    dict_size: int = 0
+    dict_items: int = 0
+    dict_encoding: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +87,7 @@ class FileLayout:
     start: int
     length: int
     num_rows: int
-    columns: tuple[ColumnLayout, ...]
+    columns: tuple[ColumnLayout | small_nested.NestedLayout | small_constant.ConstantLayout, ...]
     #: the most chunks of a page: a file of pages of one chunk is read whole by any read; one of
     #: pages of many chunks only by a read of most of its rows (see :func:`worth_batching`)
     chunks: int = 1
@@ -86,8 +95,9 @@ class FileLayout:
 
 def layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
     """The layout of a read of the file's columns ``names`` when every one is a column without
-    nesting stored as one page of one small chunk (see :mod:`miniblock_small`), without a
-    dictionary; else None. Kept per reader and selection."""
+    nesting stored as one page of one small chunk (see :mod:`miniblock_small`), of values or of
+    indices into a dictionary, or as a constant page, or a field with nesting whose leaves are
+    such pages (see :mod:`small_nested`); else None. Kept per reader and selection."""
     key = tuple(names)
     cache = reader._many_layouts
     try:
@@ -107,20 +117,40 @@ def _layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
     large = meta.version is FileVersion.V2_2
     word = 4 if large else 2
     by_name = {n.name: n for n in reader._roots}
-    cols = []
+    cols: list[tuple[Any, ...]] = []
+    nested: dict[int, tuple[small_nested.NestedLayout, list[tuple[int, int]]]] = {}
+    constants: dict[int, small_constant.ConstantLayout] = {}
     for name in names:
         node = by_name.get(name)
+        if node is not None and field_shape(node) == NESTED and not is_packed_struct(node):
+            try:
+                got = small_nested.layout(reader, node, large, _interned)
+            except _ERRORS:
+                return None
+            if got is None:
+                return None
+            nested[len(cols)] = got
+            cols.append((tuple(got[1]), None, None, got[0].key, 1))
+            continue
         if node is None or field_shape(node) != FLAT or pa.types.is_dictionary(node.arrow_type):
             return None
         try:
             col = reader._column(node)
             if len(col.page_starts) != 2 or col.num_values != meta.num_rows:
                 return None
+            encoding = col.encoding(0, reader._stored)
+            if encoding.WhichOneof("layout") == "constant_layout":
+                const = small_constant.layout(encoding, col.buffers(0), 1, node.arrow_type, _interned)
+                if const is None:
+                    return None
+                constants[len(cols)] = const[0]
+                cols.append((tuple(const[1]), None, None, const[0].key, 1))
+                continue
             page = col.small_page(0, reader._stored, large)
             if page is None and pa.types.is_fixed_size_list(node.arrow_type):
                 page = _list_page(col.encoding(0, reader._stored), node.arrow_type, large)
             buffers = col.buffers(0)
-            if page is None or page.dictionary is not None or len(buffers) != 2:
+            if page is None or len(buffers) != (2 if page.dictionary is None else 3):
                 return None
             chunks, rest = divmod(buffers[0][1], word)
             if rest or not chunks or (chunks > 1 and page.num_items > MAX_PAGE_ROWS):
@@ -132,17 +162,13 @@ def _layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
             return None
         value_enc = enc.value_compression
         defs = enc.def_compression.SerializeToString() if enc.HasField("def_compression") else None
-        ident = (large, value_enc.SerializeToString(), defs, tuple(enc.layers))
-        interned = _KEYS.get(ident)
-        if interned is None:
-            if len(_KEYS) >= _MAX_KEYS:
-                _KEYS.clear()
-            interned = _KEYS.setdefault(ident, ident)
-        cols.append((buffers, page, value_enc, interned, chunks))
+        dictionary = enc.dictionary.SerializeToString() if page.dictionary is not None else None
+        ident = (large, value_enc.SerializeToString(), defs, tuple(enc.layers), dictionary)
+        cols.append((buffers, page, value_enc, _interned(ident), chunks))
     if not cols:
         return None
-    start = min(b[0][0] for b, *_ in cols)
-    end = max(o + s for b, *_ in cols for o, s in b)
+    start = min((o for b, *_ in cols for o, _ in b), default=0)
+    end = max((o + s for b, *_ in cols for o, s in b), default=0)
     needed = sum(s for b, *_ in cols for _, s in b)
     if max(c[-1] for c in cols) > 1 and end - start > 2 * needed + SPAN_SLACK:
         return None  # the pages lie far apart: their span would read much that is not theirs
@@ -151,10 +177,42 @@ def _layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
         end - start,
         meta.num_rows,
         tuple(
-            ColumnLayout(b[0][0] - start, b[1][0] - start, b[1][1], page, value_enc, k, chunks)
-            for b, page, value_enc, k, chunks in cols
+            small_nested.shifted(nested[c][0], start)
+            if c in nested
+            else small_constant.shifted(constants[c], start)
+            if c in constants
+            else _column_layout(b, start, page, value_enc, k, chunks)
+            for c, (b, page, value_enc, k, chunks) in enumerate(cols)
         ),
         max(c[-1] for c in cols),
+    )
+
+
+def _interned(ident: tuple[Any, ...]) -> tuple[Any, ...]:
+    """One object per encoding key: chunks of files whose keys are the same object decode as one."""
+    interned = _KEYS.get(ident)
+    if interned is None:
+        if len(_KEYS) >= _MAX_KEYS:
+            _KEYS.clear()
+        interned = _KEYS.setdefault(ident, ident)
+    return interned
+
+
+def _column_layout(
+    buffers: Sequence[tuple[int, int]], start: int, page: SmallPage, value_enc: Any, key: Any, chunks: int
+) -> ColumnLayout:
+    """A page's place relative to its file's span (``start``) and how it decodes."""
+    (meta_at, _), (data_at, data_size) = buffers[0], buffers[1]
+    found = ColumnLayout(meta_at - start, data_at - start, data_size, page, value_enc, key, chunks)
+    if page.dictionary is None:
+        return found
+    mini = page.dictionary
+    return replace(
+        found,
+        dict_at=buffers[2][0] - start,
+        dict_size=buffers[2][1],
+        dict_items=int(mini.num_dictionary_items),
+        dict_encoding=mini.dictionary,
     )
 
 
@@ -211,7 +269,7 @@ def decode(
     first = cols[0].key
     try:
         if all(c.key is first for c in cols):
-            return _decode(cols, layouts, data, bases, dtype, io, floor)
+            return _decoded(cols, layouts, data, bases, dtype, io, floor)
         groups: dict[int, list[int]] = {}
         for k, c in enumerate(cols):
             groups.setdefault(id(c.key), []).append(k)
@@ -220,7 +278,7 @@ def decode(
         parts, order = [], []
         for members in groups.values():
             sel = np.asarray(members, np.int64)
-            got = _decode(
+            got = _decoded(
                 [cols[k] for k in members], [layouts[k] for k in members], data, bases[sel], dtype, io, floor
             )
             if got is None:
@@ -233,6 +291,24 @@ def decode(
         return pa.concat_arrays(parts).take(pa.array(where))
     except _ERRORS:
         return None
+
+
+def _decoded(
+    cols: list[Any],
+    files: Sequence[FileLayout],
+    data: memoryview,
+    bases: np.ndarray,
+    dtype: pa.DataType,
+    io: PageIO,
+    floor: int | None,
+) -> pa.Array | None:
+    """The rows of the files whose pages of the column share one encoding key."""
+    if isinstance(cols[0], (small_nested.NestedLayout, small_constant.ConstantLayout)):
+        rows = np.fromiter((f.num_rows for f in files), np.int64, len(files))
+        if isinstance(cols[0], small_constant.ConstantLayout):
+            return small_constant.decode(cols, rows, data, bases, dtype, io)
+        return small_nested.decode(cols, rows, data, bases, io, _looked_up)
+    return _decode(cols, files, data, bases, dtype, io, floor)
 
 
 def _le(u8: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
@@ -290,6 +366,12 @@ def _decode(
         def_size = None
         value_at = np.full(n.size, at, np.int64)
         size = _le(u8, chunk_at + 2, size_width)
+    second = None  # run lengths in a buffer of their own: where they start, and their size
+    if page.buffers == 2:
+        size_at = 4 if page.defs is not None else 2
+        second = value_at + ((size + 7) & ~7), _le(u8, chunk_at + size_at + size_width, size_width)
+        if bool(np.any(second[0] + second[1] > chunk_bytes)):
+            return None
     if bool(np.any(value_at + size > chunk_bytes)):
         return None
     total = int(n.sum())
@@ -299,12 +381,19 @@ def _decode(
             return None
         valid = levels == 0
     enc = cols[0].encoding
+    if cols[0].dict_at >= 0:
+        floor = None  # dictionary indices say nothing of the values
     values = None
     if floor is None and page_of is None and enc.WhichOneof("compression") == "inline_bitpacking":
         # short chunks fill a little of their 1024-value blocks: only their values are unpacked
         share = total / (int((-(-n // bitpacking.BLOCK)).sum()) * bitpacking.BLOCK)
         values = batch.pick_values(enc, data, chunk_at + value_at, size, n, np.arange(total), io, share)
-    if values is None:
+    if values is None and second is not None:
+        runs = batch_runs.chunk_runs(
+            enc.rle, data, chunk_at + value_at, size, chunk_at + second[0], second[1], n, io
+        )
+        values = batch_runs.values(runs)
+    elif values is None:
         values = batch.values(enc, data, chunk_at + value_at, size, n, io, floor)
     if values is None:
         return None
@@ -312,12 +401,55 @@ def _decode(
         return None
     if not isinstance(values, (Fixed, Var)):
         return None
-    arr = to_arrow(values, dtype, total, io)
+    if cols[0].dict_at >= 0:
+        arr = _looked_up(values, cols, rows, data, bases, dtype, valid, io)
+        if arr is None:
+            return None
+    else:
+        arr = to_arrow(values, dtype, total, io)
     if len(arr) != total:
         return None
     if valid is not None and not valid.all():
         arr = with_validity(arr, valid)
     return arr
+
+
+def _looked_up(
+    indices: Fixed | Var,
+    cols: list[Any],
+    rows: np.ndarray,
+    data: memoryview,
+    bases: np.ndarray,
+    dtype: pa.DataType,
+    valid: np.ndarray | None,
+    io: PageIO,
+) -> pa.Array | None:
+    """The values that the files' dictionary indices (``rows`` of each file, one after another) stand
+    for: each file's dictionary decoded, all joined, and every index moved to its file's part of
+    the join (None where anything does not check out)."""
+    if not isinstance(indices, Fixed) or indices.bits not in bitpacking.DTYPES:
+        return None
+    total = int(rows.sum())
+    idx = np.frombuffer(indices.data, bitpacking.DTYPES[indices.bits], total).astype(np.int64)
+    items = np.fromiter((c.dict_items for c in cols), np.int64, len(cols))
+    limit = np.repeat(items, rows)
+    past = idx >= limit
+    if bool(past.any()):  # only null rows may hold any index
+        if valid is None or bool(np.any(past & valid)):
+            return None
+        idx[past] = 0
+    if bool(np.any((items == 0) & (rows > 0))) and (valid is None or bool(valid.any())):
+        return None
+    pieces = []
+    for c, base, n in zip(cols, bases.tolist(), rows.tolist()):
+        if c.dict_items > max(n + 1, 8 * (c.dict_size + c.data_size)):
+            return None  # more items than the page can hold (the general decoder says so)
+        at = base + c.dict_at
+        got = decode_block(c.dict_encoding, data[at : at + c.dict_size], c.dict_items, io)
+        pieces.append(to_arrow(got, dtype, c.dict_items, io))
+    joined_items = pa.concat_arrays(pieces)  # (past 32-bit offsets: an ArrowInvalid, read one by one)
+    idx += np.repeat(exclusive_cumsum(items), rows)
+    return joined_items.take(pa.array(idx))
 
 
 # values one chunk may hold (see miniblock.MAX_CHUNK_VALUES)

@@ -1,0 +1,134 @@
+"""Constant pages of many small 2.1/2.2 files read in one pass (a part of :mod:`small_many`).
+
+Both libraries write a page whose rows are all null as a constant page, and pylance 2.2 writes
+one whose rows all hold one value so too (a field that is the same in every record of an
+append: a source, a schema version). Among many small files such pages would each be read on
+their own; here the constant pages without levels of a column (of a field without nesting, or
+of a leaf of structs) are read as part of a batch: the value of each file, kept in its layout or
+in a small buffer, repeated on the file's rows, for all files at once.
+
+:func:`layout` says what a file's page holds; :func:`decode` returns None where anything does
+not check out (the caller then reads the files one by one, which says what is wrong).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from lance_table.file.pageio import PageIO
+from lance_table.file.v2_1.byteranges import exclusive_cumsum, spans
+from lance_table.file.v2_1.values import Fixed, Var, to_arrow
+
+#: values held in a value buffer (variable-width) above which the files are read one by one
+MAX_VAR_BYTES = 2**31 - 1
+_NULL, _INLINE, _BUFFER = 0, 1, 2
+
+
+@dataclass(frozen=True, slots=True)
+class ConstantLayout:
+    """A constant page without levels of one file: all null, one inline value, or one value in
+    a buffer (its place relative to the file's span, and size)."""
+
+    key: tuple[Any, ...]  # interned: the same object for pages that decode alike
+    layers: tuple[int, ...]  # the page's rep/def layers, innermost first
+    value: bytes = b""  # the inline value
+    value_at: int = -1  # the value buffer
+    value_size: int = 0
+
+
+def layout(
+    encoding: Any,
+    buffers: Sequence[tuple[int, int]],
+    depth: int,
+    dtype: pa.DataType,
+    intern: Callable[[tuple[Any, ...]], tuple[Any, ...]],
+) -> tuple[ConstantLayout, list[tuple[int, int]]] | None:
+    """The layout of a page (its ``PageLayout`` and buffers) when it is a constant page without
+    levels of a field ``depth`` layers deep, and the byte ranges a read of it needs; else None."""
+    if encoding.WhichOneof("layout") != "constant_layout":
+        return None
+    const = encoding.constant_layout
+    if len(const.layers) != depth or pa.types.is_dictionary(dtype):
+        return None
+    inline = const.HasField("inline_value")
+    in_buffer = not inline and len(buffers) % 2 == 1
+    if any(size for _, size in buffers[1 if in_buffer else 0 :]):
+        return None  # levels: read the general way
+    layers = tuple(const.layers)
+    if inline:
+        value = bytes(const.inline_value)
+        if not value:
+            return None
+        return ConstantLayout(
+            intern(("constant", _INLINE, len(value), layers, str(dtype))), layers, value
+        ), []
+    if in_buffer:
+        at, size = buffers[0]
+        key = intern(("constant", _BUFFER, layers, str(dtype)))
+        return ConstantLayout(key, layers, value_at=at, value_size=size), [buffers[0]]
+    return ConstantLayout(intern(("constant", _NULL, layers, str(dtype))), layers), []
+
+
+def shifted(found: ConstantLayout, start: int) -> ConstantLayout:
+    """The layout with its value buffer's place relative to a file's span from ``start``."""
+    return found if found.value_at < 0 else replace(found, value_at=found.value_at - start)
+
+
+def decode(
+    cols: Sequence[ConstantLayout],
+    rows: np.ndarray,
+    data: memoryview,
+    bases: np.ndarray,
+    dtype: pa.DataType,
+    io: PageIO,
+) -> pa.Array | None:
+    """The rows of constant pages of one key (``rows[k]`` of the file of ``cols[k]``, whose
+    bytes start at ``bases[k]`` of ``data``), one file after another (the checks of the general
+    decoder's constant pages); None where anything does not check out."""
+    kind = cols[0].key[1]
+    total = int(rows.sum())
+    if kind == _NULL:
+        return pa.nulls(total, dtype)
+    if kind == _INLINE:
+        width = len(cols[0].value)
+        each = np.frombuffer(b"".join(c.value for c in cols), np.uint8).reshape(len(cols), width)
+        return to_arrow(Fixed(np.repeat(each, rows, axis=0).tobytes(), width * 8), dtype, total, io)
+    values = []
+    for c, base in zip(cols, bases.tolist()):
+        got = _buffered(data[base + c.value_at : base + c.value_at + c.value_size])
+        if got is None:
+            return None
+        values.append(got)
+    lengths = np.fromiter((len(v) for v in values), np.int64, len(values))
+    if int((lengths * rows).sum()) > MAX_VAR_BYTES:
+        return None
+    joined = np.frombuffer(b"".join(values), np.uint8)
+    # each file's value repeated on its rows: a gather of its bytes, once per row
+    starts = np.repeat(exclusive_cumsum(lengths), rows)
+    sizes = np.repeat(lengths, rows)
+    body = joined[spans(starts, sizes)].tobytes() if total else b""
+    offsets = np.zeros(total + 1, np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    return to_arrow(Var(body, offsets), dtype, total, io)
+
+
+def _buffered(raw: memoryview) -> bytes | None:
+    """The one value of a constant page's value buffer ``[u32 offset count (2)][u32 offset
+    bytes][u32 value bytes][offsets][value]``, or None where it does not hold one."""
+    if len(raw) < 12:
+        return None
+    count, offset_bytes, size = np.frombuffer(raw, np.uint32, 3).astype(np.int64).tolist()
+    if count != 2 or offset_bytes not in (8, 16) or 12 + offset_bytes + size > len(raw):
+        return None
+    lo, hi = (
+        np.frombuffer(raw, np.uint32 if offset_bytes == 8 else np.uint64, 2, 12).astype(np.int64).tolist()
+    )
+    if not 0 <= lo <= hi <= size:
+        return None
+    start = 12 + offset_bytes
+    return bytes(raw[start + lo : start + hi])
