@@ -1,6 +1,8 @@
 """Scans, filters and takes of many small fragments with struct and list fields, against pylance.
 
-300 appends of 100 rows (what streaming ingestion of JSON-like records makes), written by pylance;
+300 appends of 100 rows (what streaming ingestion of JSON-like records makes), written by pylance
+(one table of struct and list fields, one of fields constant within an append, which pylance 2.2
+writes as constant pages);
 each call is run on both libraries, interleaved, and the medians of process CPU time (every thread)
 and wall time are printed with their ratios (ours / pylance). A copy with deleted rows is read too.
 
@@ -40,6 +42,24 @@ def _write(uri: str) -> None:
         lance.write_dataset(t, uri, mode="append" if i else "create")
 
 
+def _write_records(uri: str) -> None:
+    """Records with fields the same in all rows of an append (a source, a version) and an
+    optional field absent from most appends: pylance 2.2 writes constant pages for them."""
+    for i in range(300):
+        n = 100
+        src = pa.array([f"sensor-{i % 4}"] * n)
+        t = pa.table(
+            {
+                "id": pa.array(np.arange(i * n, i * n + n)),
+                "src": src,
+                "opt": pa.array([None] * n if i % 3 else np.arange(n) * 0.5, pa.float64()),
+                "meta": pa.StructArray.from_arrays([src, pa.array([2] * n)], ["src", "v"]),
+                "tags": pa.array([["a", "b"][: k % 3] for k in range(n)], pa.list_(pa.string())),
+            }
+        )
+        lance.write_dataset(t, uri, mode="append" if i else "create", data_storage_version="2.2")
+
+
 def _cpu() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
@@ -57,6 +77,9 @@ def main() -> None:
     deleted = os.path.join(ROOT, "deleted")
     if not os.path.exists(plain):
         _write(plain)
+    records = os.path.join(ROOT, "records")
+    if not os.path.exists(records):
+        _write_records(records)
     if not os.path.exists(deleted):
         shutil.copytree(plain, deleted)
         lance.dataset(deleted).delete("id % 10 = 3")
@@ -69,6 +92,12 @@ def main() -> None:
         ("take 200", plain, lambda ds: ds.take(picks)),
         ("deleted: scan + row ids", deleted, lambda ds: ds.to_table(with_row_id=True)),
         ("deleted: filter id", deleted, lambda ds: ds.to_table(columns=["st"], filter="id >= 5000")),
+        ("records: full scan", records, lambda ds: ds.to_table()),
+        (
+            "records: filter src",
+            records,
+            lambda ds: ds.to_table(columns=["meta", "opt"], filter="src = 'sensor-1'"),
+        ),
     ]
     print(f"load average {os.getloadavg()}")
     for name, uri, call in cases:

@@ -18,7 +18,7 @@ import numpy as np
 from lance_table._parallel import map_parts, parts_inline
 from lance_table.file.compression import bitpacking, general
 from lance_table.file.pageio import PageIO
-from lance_table.file.v2_1 import inline_blocks
+from lance_table.file.v2_1 import batch_runs, inline_blocks
 from lance_table.file.v2_1.byteranges import as_bytes, exclusive_cumsum, gather, join, rows_at, spans
 from lance_table.file.v2_1.values import MAX_LIST_SIZE, Fixed, Values, Var, concat_values, offsets_of
 
@@ -35,7 +35,7 @@ def levels(
             return None
         return np.frombuffer(got.data, bitpacking.DTYPES[got.bits]).astype(np.uint16, copy=False)
     if kind == "rle":
-        return _rle_levels(enc.rle, data, at, sizes, counts, io)
+        return batch_runs.levels(enc.rle, data, at, sizes, counts, io)
     if kind == "inline_bitpacking" and int(enc.inline_bitpacking.uncompressed_bits_per_value) == 16:
         got = inline_blocks.values(16, data, at, counts, io, sizes=sizes)
         return None if got is None else np.frombuffer(got.data, np.uint16, int(counts.sum()))
@@ -45,83 +45,6 @@ def levels(
     if bool(np.any(need > sizes)):
         raise io.corrupt("a chunk's level buffer is shorter than its levels")
     return np.frombuffer(join(data, at, need), np.uint16)
-
-
-def _flat_width(enc: Any) -> int:
-    """The byte width of plain flat values of whole bytes (0: another form)."""
-    if enc.WhichOneof("compression") != "flat" or enc.flat.HasField("data"):
-        return 0
-    bits = int(enc.flat.bits_per_value)
-    return bits // 8 if bits > 0 and bits % 8 == 0 else 0
-
-
-def _rle_levels(
-    enc: Any, data: memoryview, at: np.ndarray, sizes: np.ndarray, counts: np.ndarray, io: PageIO
-) -> np.ndarray | None:
-    """Levels of many chunks in RLE block form (see :func:`_rle_runs`)."""
-    got = _rle_runs(enc, data, at, sizes, counts, io)
-    if got is None:
-        return None
-    run_values, clipped = got
-    return np.repeat(run_values.astype(np.uint16), clipped)
-
-
-def _rle_runs(
-    enc: Any, data: memoryview, at: np.ndarray, sizes: np.ndarray, counts: np.ndarray, io: PageIO
-) -> tuple[np.ndarray, np.ndarray] | None:
-    """The runs of many chunks in RLE block form, ``[u64 size of the run values][run values][run
-    lengths]`` each (see :func:`rle_runs`)."""
-    if not at.size:
-        return None
-    if bool(np.any(sizes < 8)):
-        raise io.corrupt("RLE block without its length prefix")
-    u8 = np.frombuffer(data, np.uint8)
-    head = u8[(at[:, None] + np.arange(8)).reshape(-1)].reshape(-1, 8).copy().view("<u8").reshape(-1)
-    if bool(np.any(head > (sizes - 8).astype(np.uint64))):
-        raise io.corrupt("RLE block values run past the block")
-    value_bytes = head.astype(np.int64)
-    return rle_runs(enc, data, at + 8, value_bytes, at + 8 + value_bytes, sizes - 8 - value_bytes, counts, io)
-
-
-def rle_runs(
-    enc: Any,
-    data: memoryview,
-    value_at: np.ndarray,
-    value_bytes: np.ndarray,
-    length_at: np.ndarray,
-    length_bytes: np.ndarray,
-    counts: np.ndarray,
-    io: PageIO,
-) -> tuple[np.ndarray, np.ndarray] | None:
-    """The runs of many chunks of run-length encoded values (each chunk's run values at
-    ``value_at``, its run lengths at ``length_at``): the run values as stored and the run lengths,
-    every chunk's runs cut to its value count ``counts``, as one chunk would be (None: not
-    whole-byte flat runs). ``np.repeat`` of the two is the chunks' values."""
-    vw, lw = _flat_width(enc.values), _flat_width(enc.run_lengths)
-    if vw not in (1, 2, 4, 8) or lw not in (1, 2, 4, 8) or not value_at.size:
-        return None
-    n_runs = np.minimum(value_bytes // vw, length_bytes // lw)
-    run_values = np.frombuffer(gather(data, value_at, n_runs * vw), f"<u{vw}")
-    run_lengths = np.frombuffer(gather(data, length_at, n_runs * lw), f"<u{lw}").astype(np.int64)
-    # each run clipped to what is left of its chunk's count
-    chunk = np.repeat(np.arange(value_at.size), n_runs)
-    ends = np.zeros(run_lengths.size + 1, np.int64)
-    np.cumsum(run_lengths, out=ends[1:])
-    before = ends[:-1] - ends[exclusive_cumsum(n_runs)][chunk]
-    left = np.maximum(counts[chunk] - before, 0)
-    clipped = np.minimum(run_lengths, left)
-    covered = np.bincount(chunk, clipped, value_at.size) if clipped.size else np.zeros(value_at.size)
-    if bool(np.any(covered < counts)):
-        raise io.corrupt("RLE runs cover fewer values than the chunk holds")
-    return run_values, clipped
-
-
-def rle_values(runs: tuple[np.ndarray, np.ndarray] | None) -> Fixed | None:
-    """The values of runs found by :func:`rle_runs`."""
-    if runs is None:
-        return None
-    run_values, clipped = runs
-    return Fixed(as_bytes(np.repeat(run_values, clipped)), run_values.itemsize * 8)
 
 
 def values(
@@ -142,7 +65,7 @@ def values(
     if kind == "flat" and not enc.flat.HasField("data"):
         bits = int(enc.flat.bits_per_value)
         if bits == 1:
-            return _flat_bits(data, at, sizes, counts, io)
+            return batch_runs.flat_bits(data, at, sizes, counts, io)
         if bits % 8:
             return None
         need = counts * (bits // 8)
@@ -166,22 +89,8 @@ def values(
     if kind == "general" and enc.general.values.WhichOneof("compression") in ("variable", "flat"):
         return _general(enc.general, data, at, sizes, counts, io)
     if kind == "rle":  # in block form (one buffer)
-        return rle_values(_rle_runs(enc.rle, data, at, sizes, counts, io))
+        return batch_runs.values(batch_runs.block_runs(enc.rle, data, at, sizes, counts, io))
     return None
-
-
-def _flat_bits(data: memoryview, at: np.ndarray, sizes: np.ndarray, counts: np.ndarray, io: PageIO) -> Fixed:
-    """One-bit values (booleans) of many chunks, each chunk's bits from a whole byte: one
-    bitmap of them all, least significant bit first."""
-    need = (counts + 7) >> 3
-    if bool(np.any(need > sizes)):
-        raise io.corrupt("a chunk's value buffer is shorter than its values")
-    joined = join(data, at, need)
-    if counts.size < 2 or not bool(np.any(counts[:-1] & 7)):
-        return Fixed(joined, 1)  # every chunk but the last holds whole bytes: nothing to move
-    bits = np.unpackbits(np.frombuffer(joined, np.uint8), bitorder="little")
-    kept = bits[spans(exclusive_cumsum(need) * 8, counts)]
-    return Fixed(np.packbits(kept, bitorder="little").data, 1)
 
 
 # groups of chunks decompressed on threads when a page's general-compressed chunks are many
@@ -380,7 +289,7 @@ def pick_values(
         if not 0 < per <= MAX_LIST_SIZE:
             raise io.corrupt(f"a fixed-size list of {per} items")
     if kind in ("flat", "fixed_size_list"):
-        item_width = _flat_width(item)
+        item_width = batch_runs.flat_width(item)
         if not item_width:
             return None
         width = item_width * per

@@ -29,7 +29,7 @@ from lance_table.file.arrow import rows_of, with_validity
 from lance_table.file.compression import bitpacking
 from lance_table.file.pageio import PageIO
 from lance_table.file.runs import Runs
-from lance_table.file.v2_1 import batch, repdef
+from lance_table.file.v2_1 import batch, batch_runs, repdef
 from lance_table.file.v2_1.compress import decode_levels
 from lance_table.file.v2_1.miniblock import dictionary_of, values_at
 from lance_table.file.v2_1.values import Fixed, Var, byte_width, expand, is_binary, to_arrow
@@ -254,8 +254,10 @@ def _fixed(
             else:
                 second = (first + 7) & ~7
                 sizes = np.array([first]), np.array([size - second])
-                runs = batch.rle_runs(page.runs.rle, data, at_, sizes[0], at_ + second, sizes[1], n_, io)
-                got = batch.rle_values(runs)
+                runs = batch_runs.chunk_runs(
+                    page.runs.rle, data, at_, sizes[0], at_ + second, sizes[1], n_, io
+                )
+                got = batch_runs.values(runs)
         except LanceTableError:  # damaged runs: the general decoder says how
             return None
         return got if isinstance(got, Fixed) else None

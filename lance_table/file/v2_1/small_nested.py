@@ -27,7 +27,7 @@ from lance_table.file.arrow import with_validity
 from lance_table.file.compression import bitpacking
 from lance_table.file.field_shapes import leaf_paths
 from lance_table.file.pageio import PageIO
-from lance_table.file.v2_1 import batch, inline_blocks, repdef, small_constant
+from lance_table.file.v2_1 import batch, batch_runs, inline_blocks, repdef, small_constant
 from lance_table.file.v2_1.byteranges import exclusive_cumsum
 from lance_table.file.v2_1.miniblock import le
 from lance_table.file.v2_1.values import Fixed, Var, to_arrow
@@ -271,8 +271,8 @@ def _leaf(
         values = batch.values(mini.value_compression, data, value_at, size, items, io)
     else:
         rle = mini.value_compression.rle
-        values = batch.rle_values(
-            batch.rle_runs(rle, data, value_at, size, chunk_at + cursor, second, items, io)
+        values = batch_runs.values(
+            batch_runs.chunk_runs(rle, data, value_at, size, chunk_at + cursor, second, items, io)
         )
     if not isinstance(values, (Fixed, Var)) or (isinstance(values, Var) and len(values.data) > MAX_VAR_BYTES):
         return None
