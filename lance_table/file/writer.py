@@ -20,6 +20,7 @@ from typing import IO, Any, cast
 
 import pyarrow as pa
 
+from lance_table._lru import LRU
 from lance_table._parallel import ENCODE, WRITE, map_on, pool
 from lance_table._proto import file_pb2
 from lance_table.errors import SchemaError, UnsupportedFormatError
@@ -361,18 +362,14 @@ def _schema_descriptor(fields: list[LanceField], schema: pa.Schema) -> bytes:
     for k, v in metadata:
         descriptor.schema.metadata[k.decode()] = v
     data = descriptor.SerializeToString()
-    if len(_DESCRIPTORS) >= _DESCRIPTORS_KEPT:
-        _DESCRIPTORS.clear()
-    _DESCRIPTORS[key] = (tuple(fields), data)  # (the fields are kept: their ids stay theirs)
+    _DESCRIPTORS.put(key, (tuple(fields), data))  # (the fields are kept: their ids stay theirs)
     return data
 
 
-# descriptors by the ids of their fields and the schema metadata (see :func:`_schema_descriptor`);
-# emptied when full
-_DESCRIPTORS: dict[
+# descriptors by the ids of their fields and the schema metadata (see :func:`_schema_descriptor`)
+_DESCRIPTORS: LRU[
     tuple[tuple[int, ...], tuple[tuple[bytes, bytes], ...]], tuple[tuple[LanceField, ...], bytes]
-] = {}
-_DESCRIPTORS_KEPT = 64
+] = LRU(64)
 
 
 def _size(batch: pa.RecordBatch) -> int:

@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pyarrow as pa
 
+from lance_table._lru import LRU
 from lance_table._proto import encodings_v2_1_pb2 as pb
 from lance_table.errors import PackedStructError, UnsupportedFormatError
 from lance_table.file.fields import array_overhead, is_blob
@@ -276,16 +277,12 @@ def leaf_facts(path: tuple[FieldNode, ...], large: bool) -> LeafFacts:
         variable_packed=is_variable_packed(leaf),
         scheme=compression_scheme(leaf.field.metadata),
     )
-    if len(_LEAVES) >= _LEAVES_KEPT:
-        _LEAVES.clear()
-    _LEAVES[key] = (path, facts)  # (the nodes are kept: their ids stay theirs)
+    _LEAVES.put(key, (path, facts))  # (the nodes are kept: their ids stay theirs)
     return facts
 
 
-# checked leaves by the ids of their paths' nodes and the file version (see :func:`leaf_facts`);
-# emptied when full
-_LEAVES: dict[tuple[tuple[int, ...], bool], tuple[tuple[FieldNode, ...], LeafFacts]] = {}
-_LEAVES_KEPT = 256
+# checked leaves by the ids of their paths' nodes and the file version (see :func:`leaf_facts`)
+_LEAVES: LRU[tuple[tuple[int, ...], bool], tuple[tuple[FieldNode, ...], LeafFacts]] = LRU(256)
 
 
 class LeafColumnWriter:
