@@ -10,7 +10,6 @@ those types; every other array is taken as it is).
 
 from __future__ import annotations
 
-import functools
 from typing import Any, TypeVar
 
 import pyarrow as pa
@@ -18,10 +17,11 @@ import pyarrow as pa
 Data = TypeVar("Data", pa.Array, pa.ChunkedArray, pa.RecordBatch, pa.Table)
 
 
-@functools.lru_cache(maxsize=256)
 def _affected(t: pa.DataType) -> bool:
     """Whether Arrow mis-takes slices of type ``t``: a fixed-size list of fixed-size lists, at any
-    depth of structs and fixed-size lists."""
+    depth of structs, fixed-size lists and extension types' storage."""
+    if isinstance(t, pa.ExtensionType):
+        return _affected(t.storage_type)
     if pa.types.is_fixed_size_list(t):
         return pa.types.is_fixed_size_list(t.value_type) or _affected(t.value_type)
     if pa.types.is_struct(t):
@@ -31,6 +31,8 @@ def _affected(t: pa.DataType) -> bool:
 
 def _offset_inside(arr: pa.Array) -> bool:
     """Whether ``arr`` or a child down its struct and fixed-size-list levels starts at an offset."""
+    if isinstance(arr, pa.ExtensionArray):
+        arr = arr.storage
     if arr.offset:
         return True
     t = arr.type

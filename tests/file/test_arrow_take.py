@@ -14,6 +14,20 @@ def _matrices(rows: int, offset: int = 0) -> pa.FixedSizeListArray:
     return pa.FixedSizeListArray.from_arrays(pa.FixedSizeListArray.from_arrays(flat, 2), 3)
 
 
+class _Matrix(pa.ExtensionType):
+    """An extension type stored as fixed-size lists of fixed-size lists."""
+
+    def __init__(self) -> None:
+        super().__init__(pa.list_(pa.list_(pa.float32(), 2), 3), "test.matrix")
+
+    def __arrow_ext_serialize__(self) -> bytes:
+        return b""
+
+    @classmethod
+    def __arrow_ext_deserialize__(cls, storage_type: pa.DataType, serialized: bytes) -> _Matrix:
+        return cls()
+
+
 def _slices() -> list[pa.Array]:
     whole = _matrices(20)
     pairs = pa.FixedSizeListArray.from_arrays(pa.array(np.arange(60.0)), 2)
@@ -24,6 +38,7 @@ def _slices() -> list[pa.Array]:
         pa.StructArray.from_arrays([whole, pa.array(range(20))], ["m", "i"]).slice(3, 12),
         pa.StructArray.from_arrays([whole.slice(2, 12)], ["m"]),  # a struct over a sliced child
         pa.FixedSizeListArray.from_arrays(whole, 2).slice(1, 6),  # three levels
+        pa.ExtensionArray.from_storage(_Matrix(), whole).slice(4, 9),  # an extension type's storage
     ]
 
 

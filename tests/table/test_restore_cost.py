@@ -15,6 +15,7 @@ import pytest
 import lance_table as lt
 from lance_table.format import paths
 from lance_table.storage.local import LocalStorage
+from lance_table.table.verify import verify
 
 VERSIONS = 30
 
@@ -66,6 +67,10 @@ def test_a_restore_lists_once_and_reads_two_manifests(
     mine, pylance_txn = got.get_transactions(1)[0], want.get_transactions(1)[0]
     assert mine.read_version == pylance_txn.read_version == VERSIONS
     assert mine.operation == pylance_txn.operation
+    # the transaction file is named by that read version (as the manifest records it), alone
+    assert verify(ours).ok
+    txns = sorted(p.name.split("-")[0] for p in Path(ours, "_transactions").iterdir())
+    assert txns == sorted(p.name.split("-")[0] for p in Path(theirs, "_transactions").iterdir())
 
 
 def test_restoring_the_latest_version_commits_on_it(history: str, tmp_path: Path) -> None:

@@ -226,8 +226,12 @@ def _commit(
         )
         if on_latest and current is not None:  # the latest found now is the version read
             versions.check_writable(current, storage.uri)
-            if attempt.pending.read_version != current.version:
-                attempt.pending = replace(attempt.pending, read_version=current.version)
+            if pending.read_version != current.version:
+                txn = replace(txn, read_version=current.version)
+                txn_bytes = txn.to_bytes()
+                pending = attempt.pending = replace(attempt.pending, read_version=current.version)
+                _rename_transaction(storage, attempt, txn, txn_bytes)
+                written_at = time.monotonic()
         else:
             _check_strict(base, current, pending, options)
         for tries in range(options.max_retries + 1):
@@ -321,6 +325,17 @@ def _landed(storage: Storage, path: str, data: bytes) -> bool:
         return storage.read(path) == data
     except Exception:
         return False
+
+
+def _rename_transaction(storage: Storage, attempt: _Attempt, txn: Transaction, data: bytes) -> None:
+    """Write the transaction file again under the name of ``txn``'s read version (which names
+    the file, as the manifest records it), then remove the one written before."""
+    old = attempt.transaction_path
+    attempt.transaction_path = paths.transaction_path(paths.transaction_file_name(txn.read_version, txn.uuid))
+    storage.write_new(attempt.transaction_path, data)
+    if old is not None and old != attempt.transaction_path:
+        with contextlib.suppress(OSError):  # best effort: cleanup removes leftovers later
+            storage.delete(old)
 
 
 def _needs_history(pending: Pending) -> bool:
