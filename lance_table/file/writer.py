@@ -58,11 +58,13 @@ from lance_table.schema import FieldNode, LanceField, build_tree, fields_from_ar
 
 DEFAULT_PAGE_SIZE = 8 * 1024 * 1024
 # 2.1/2.2: a batch of fewer bytes that completes no page is shredded on the calling thread, and
-# so are the last pages of a file buffering fewer bytes at close. Work this small is per-call
-# Python that holds the GIL (no pool of any size runs it in parallel), and handing each column to
-# the pool cost more than encoding it: 100 rows of five columns took 2.8 ms on threads, 1.6 ms
-# inline. No column this small trains an FSST table (``fsst_encode.MIN_INPUT`` is 32 KiB).
-INLINE_ENCODE_BYTES = 64 * 1024
+# so are the last pages of a file buffering fewer bytes at close. Work this small is mostly
+# per-call Python that holds the GIL (no pool of any size runs it in parallel), and handing each
+# column to the pool cost more than encoding it: 100 rows of five columns took 2.8 ms on threads,
+# 1.6 ms inline; an append of 10k rows of the benchmark table (1.2 MB) 6.3 ms of CPU and 5.8 ms
+# of wall on threads, 4.8 ms of both inline (2 idle cores). At 30k rows (3.6 MB) threads gain
+# wall time again (7.5 against 8.5 ms, the same CPU).
+INLINE_ENCODE_BYTES = 2 << 20
 
 
 @dataclass(frozen=True)
