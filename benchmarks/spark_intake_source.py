@@ -3,8 +3,8 @@
 hand-over of the batches and the JVM's intake of them.
 
 Options: ``rows`` (in all), ``columns`` (comma-separated, from the benchmark schema: id, x, cat,
-text, vec), ``batch_size`` (rows per batch) and ``partitions``. Each worker builds its batches
-once, cast to the Arrow schema Spark expects, and yields the same ones to every later task.
+text, vec), ``batch_size`` (rows per batch) and ``partitions``. Each worker builds its rows once,
+cast to the Arrow schema Spark expects, and yields slices of them to every later task.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 #: fixed-size list column does through the lance_table source)
 SPARK_TYPES = {"id": "long", "x": "double", "cat": "string", "text": "string", "vec": "array<float>"}
 
-_BATCHES: dict[tuple[Any, ...], list[pa.RecordBatch]] = {}
+_TABLES: dict[tuple[Any, ...], pa.Table] = {}
 
 
 def _table(rows: int, columns: list[str]) -> pa.Table:
@@ -64,12 +64,11 @@ class _Reader(DataSourceReader):
         return [_Part(i) for i in range(self.parts)]
 
     def read(self, partition: _Part) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
-        key = (self.rows // self.parts, tuple(self.columns), self.batch_size)
-        if key not in _BATCHES:
-            _BATCHES.clear()
-            table = _table(self.rows // self.parts, self.columns).cast(self.target)
-            _BATCHES[key] = table.combine_chunks().to_batches(max_chunksize=self.batch_size)
-        yield from _BATCHES[key]
+        key = (self.rows // self.parts, tuple(self.columns))
+        if key not in _TABLES:
+            _TABLES.clear()
+            _TABLES[key] = _table(self.rows // self.parts, self.columns).cast(self.target).combine_chunks()
+        yield from _TABLES[key].to_batches(max_chunksize=self.batch_size)  # slices: no copy
 
 
 class InMemorySource(DataSource):
