@@ -26,7 +26,7 @@ import numpy as np
 import lance_table
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import bench_history as bh  # noqa: E402
+import bench_history as bh
 
 ROOT = os.path.join(tempfile.gettempdir(), "bench_v20_fragments")
 
