@@ -1,6 +1,6 @@
 """Many small 2.0 fragments read as batches (one numpy pass per column over many files): the same
-rows, row ids, filters, takes and deletes as pylance, on files either library wrote, and the same
-error as a read fragment by fragment when a file is damaged."""
+rows, row ids, filters, takes, deletes and compactions as pylance, on files either library wrote,
+and the same error as a read fragment by fragment when a file is damaged."""
 
 from __future__ import annotations
 
@@ -107,6 +107,10 @@ def test_deletes_then_scans_equal_pylance(many: str, copy: str, tmp_path: Path) 
     assert ours.to_table(filter=flt, with_row_id=True).equals(theirs.to_table(filter=flt, with_row_id=True))
     picks = list(range(0, theirs.count_rows(), 7))
     assert ours.take(picks).equals(theirs.take(picks))
+    expected = theirs.to_table()
+    lt.dataset(copy).compact_files()  # the fragments' rows read as batches, written as one
+    assert len(lance.dataset(copy).get_fragments()) == 1
+    assert lance.dataset(copy).to_table().equals(expected)
 
 
 def test_a_damaged_2_0_file_among_many_is_named(copy: str) -> None:
