@@ -117,7 +117,7 @@ def _layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
     for name in names:
         node = by_name.get(name)
         got = None if node is None else _node(reader, node)
-        if got is None:
+        if got is None or not _holds(got, meta.num_rows):
             return None
         cols.append(got)
     places = [p for c in cols for p in _places(c)]
@@ -244,6 +244,14 @@ def _binary(enc: Any, buffers: Sequence[tuple[int, int]]) -> tuple[tuple[tuple[i
     if ends is None or data is None:
         return None
     return (ends, data), int(enc.null_adjustment)
+
+
+def _holds(node: Node, rows: int) -> bool:
+    """Whether a column (each field of a struct) holds a value for each of the file's ``rows``
+    (else the file is read on its own, which says what is wrong)."""
+    if isinstance(node, Struct):
+        return all(_holds(c, rows) for c in node.children)
+    return node.count == rows
 
 
 def _places(node: Node) -> list[tuple[int, int]]:
