@@ -26,7 +26,9 @@ import pyarrow as pa
 
 from lance_table.errors import LanceTableError
 from lance_table.file.arrow import with_validity
-from lance_table.file.container import FileVersion
+from lance_table.file.container import URL_ARRAY_ENCODING, FileVersion, unpack_encoding
+from lance_table.file.fields import BLOB_KEY, meta
+from lance_table.file.pageio import buffers_of
 from lance_table.file.v2_0.layout import is_packed_struct
 from lance_table.file.v2_1.byteranges import exclusive_cumsum, gather, spans
 from lance_table.schema import FieldNode
@@ -41,6 +43,14 @@ MAX_ROWS = 1 << 16
 #: string bytes of one column of a batch above which the files are read one by one
 MAX_VAR_BYTES = 2**31 - 1
 _INDEX_TYPES = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
+# page encodings by their bytes (pages of the same column of many files mostly store the same),
+# and whether a column encoding stores blobs: read once (messages read here are never changed)
+_PARSED: dict[bytes, Any] = {}
+_BLOBS: dict[bytes, bool] = {}
+# how pages of an encoding's bytes decode as an Arrow type (see :func:`_leaf`)
+_SHAPES: dict[tuple[bytes, str], Any] = {}
+_UNSEEN = object()
+_MAX_PARSED = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +85,17 @@ class List:
 
 
 Node = Leaf | Struct | List
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """How pages of one encoding decode: a :class:`Leaf` without its place (``at``: which of its
+    page's buffers hold what)."""
+
+    key: tuple[Any, ...]
+    at: tuple[int, ...]
+    adjust: int = 0
+    items: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,22 +158,69 @@ def _node(reader: LanceFileReader, node: FieldNode) -> Node | None:
         return None if any(k is None for k in kids) else Struct(tuple(kids))  # type: ignore[arg-type]
     if node.id in reader._byte_lists:
         return None
-    col = reader._column(node)
-    if len(col.page_starts) != 2 or col.is_blob(reader._stored):
+    index = reader._col_of.get(node.id)
+    if index is None or meta(node, BLOB_KEY) is not None:
         return None
-    enc = col.encoding(0, reader._stored)
-    buffers = col.buffers(0)
-    count = int(col.num_values)
+    col = reader.metadata.columns[index]
+    if len(col.pages) != 1 or _is_blob(col.encoding, reader):
+        return None
+    page = col.pages[0]
+    enc = _encoding(page.encoding, reader)
+    if enc is None:
+        return None
+    buffers = buffers_of(page)
+    count = int(page.length)
     if pa.types.is_list(t) or pa.types.is_large_list(t):
         if enc.WhichOneof("array_encoding") != "list":
             return None
         lst = enc.list
-        ends = _flat(_no_nulls(lst.offsets), buffers, 64)
+        ends = _flat(_no_nulls(lst.offsets), 64)
         child = _node(reader, node.children[0])
         if ends is None or child is None:
             return None
-        return List(count, ends, int(lst.null_offset_adjustment), int(lst.num_items), child)
-    return _leaf(enc, buffers, t, count)
+        adjust = int(lst.null_offset_adjustment)
+        return List(count, buffers[ends], adjust, int(lst.num_items), child)
+    key = (page.encoding.direct.encoding, node.field.logical_type)
+    shape = _SHAPES.get(key, _UNSEEN)
+    if shape is _UNSEEN:
+        shape = _leaf(enc, t)
+        if len(_SHAPES) >= _MAX_PARSED:
+            _SHAPES.clear()
+        _SHAPES[key] = shape
+    if shape is None:
+        return None
+    return Leaf(shape.key, count, tuple(buffers[i] for i in shape.at), shape.adjust, shape.items)
+
+
+def _encoding(enc: Any, reader: LanceFileReader) -> Any:
+    """A page's 2.0 encoding (parsed once for all files that store the same bytes), or None."""
+    if enc.WhichOneof("location") != "direct":
+        return None
+    raw = enc.direct.encoding
+    found = _PARSED.get(raw)
+    if found is None:
+        url, found = unpack_encoding(enc, reader._stored, "a page")
+        if url != URL_ARRAY_ENCODING or found is None:
+            return None
+        if len(_PARSED) >= _MAX_PARSED:
+            _PARSED.clear()
+        _PARSED[raw] = found
+    return found
+
+
+def _is_blob(enc: Any, reader: LanceFileReader) -> bool:
+    """Whether a column's encoding stores blobs (read once for all files of the same bytes)."""
+    if enc.WhichOneof("location") != "direct":
+        return enc.WhichOneof("location") not in (None, "none")  # (read one by one)
+    raw = enc.direct.encoding
+    found = _BLOBS.get(raw)
+    if found is None:
+        _, parsed = unpack_encoding(enc, reader._stored, "a column")
+        found = parsed is not None and parsed.WhichOneof("column_encoding") == "blob"
+        if len(_BLOBS) >= _MAX_PARSED:
+            _BLOBS.clear()
+        _BLOBS[raw] = found
+    return found
 
 
 def _no_nulls(enc: Any) -> Any:
@@ -164,16 +232,16 @@ def _no_nulls(enc: Any) -> Any:
     return enc
 
 
-def _flat(enc: Any, buffers: Sequence[tuple[int, int]], bits: int | None) -> tuple[int, int] | None:
-    """Where an uncompressed flat buffer of page ``buffers`` is (of ``bits`` per value, if given)."""
+def _flat(enc: Any, bits: int) -> int | None:
+    """Which of its page's buffers an uncompressed flat buffer of ``bits`` per value is."""
     if enc.WhichOneof("array_encoding") != "flat":
         return None
     flat = enc.flat
     if flat.HasField("compression") and flat.compression.scheme not in ("", "none"):
         return None
-    if (bits is not None and flat.bits_per_value != bits) or flat.buffer.buffer_type != 0:
+    if flat.bits_per_value != bits or flat.buffer.buffer_type != 0:
         return None
-    return buffers[flat.buffer.buffer_index]
+    return int(flat.buffer.buffer_index)
 
 
 def _width(t: pa.DataType) -> int | None:
@@ -184,17 +252,19 @@ def _width(t: pa.DataType) -> int | None:
     return bits if bits in (8, 16, 32, 64) else None
 
 
-def _leaf(enc: Any, buffers: Sequence[tuple[int, int]], t: pa.DataType, count: int) -> Leaf | None:
+def _leaf(enc: Any, t: pa.DataType) -> Shape | None:
+    """How a page of ``enc`` decodes as ``t`` (the same for all files of the same encoding bytes),
+    or None."""
     kind = enc.WhichOneof("array_encoding")
-    validity: tuple[tuple[int, int], ...] = ()
+    validity: tuple[int, ...] = ()
     if kind == "nullable":
         which = enc.nullable.WhichOneof("nullability")
         if which == "all_nulls":
-            return Leaf(("nulls", 0, False), count, ())
+            return Shape(("nulls", 0, False), ())
         if which == "no_nulls":
             enc = enc.nullable.no_nulls.values
         elif which == "some_nulls":
-            bitmap = _flat(enc.nullable.some_nulls.validity, buffers, 1)
+            bitmap = _flat(enc.nullable.some_nulls.validity, 1)
             if bitmap is None:
                 return None
             validity = (bitmap,)
@@ -204,8 +274,8 @@ def _leaf(enc: Any, buffers: Sequence[tuple[int, int]], t: pa.DataType, count: i
         kind = enc.WhichOneof("array_encoding")
     has = bool(validity)
     if pa.types.is_boolean(t):
-        at = _flat(enc, buffers, 1)
-        return None if at is None else Leaf(("bool", 1, has), count, (*validity, at))
+        at = _flat(enc, 1)
+        return None if at is None else Shape(("bool", 1, has), (*validity, at))
     if (
         pa.types.is_string(t)
         or pa.types.is_binary(t)
@@ -215,8 +285,8 @@ def _leaf(enc: Any, buffers: Sequence[tuple[int, int]], t: pa.DataType, count: i
         if has:
             return None
         if kind == "binary":
-            got = _binary(enc.binary, buffers)
-            return None if got is None else Leaf(("binary", 0, False), count, got[0], adjust=got[1])
+            got = _binary(enc.binary)
+            return None if got is None else Shape(("binary", 0, False), got[0], adjust=got[1])
         if kind != "dictionary":
             return None
         d = enc.dictionary
@@ -224,23 +294,21 @@ def _leaf(enc: Any, buffers: Sequence[tuple[int, int]], t: pa.DataType, count: i
         if indices.WhichOneof("array_encoding") != "flat" or indices.flat.bits_per_value not in _INDEX_TYPES:
             return None
         bits = int(indices.flat.bits_per_value)
-        idx = _flat(indices, buffers, bits)
-        got = None if d.items.WhichOneof("array_encoding") != "binary" else _binary(d.items.binary, buffers)
+        idx = _flat(indices, bits)
+        got = None if d.items.WhichOneof("array_encoding") != "binary" else _binary(d.items.binary)
         if idx is None or got is None:
             return None
-        return Leaf(
-            ("dict", bits, False), count, (idx, *got[0]), adjust=got[1], items=int(d.num_dictionary_items)
-        )
+        return Shape(("dict", bits, False), (idx, *got[0]), adjust=got[1], items=int(d.num_dictionary_items))
     width = _width(t)
     if width is None or pa.types.is_dictionary(t) or pa.types.is_decimal(t):
         return None
-    at = _flat(enc, buffers, width)
-    return None if at is None else Leaf(("fixed", width, has), count, (*validity, at))
+    at = _flat(enc, width)
+    return None if at is None else Shape(("fixed", width, has), (*validity, at))
 
 
-def _binary(enc: Any, buffers: Sequence[tuple[int, int]]) -> tuple[tuple[tuple[int, int], ...], int] | None:
-    ends = _flat(_no_nulls(enc.indices), buffers, 64)
-    data = _flat(_no_nulls(enc.bytes), buffers, 8)
+def _binary(enc: Any) -> tuple[tuple[int, int], int] | None:
+    ends = _flat(_no_nulls(enc.indices), 64)
+    data = _flat(_no_nulls(enc.bytes), 8)
     if ends is None or data is None:
         return None
     return (ends, data), int(enc.null_adjustment)
