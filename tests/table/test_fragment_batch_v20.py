@@ -124,7 +124,7 @@ def test_a_damaged_2_0_file_among_many_is_named(copy: str) -> None:
     assert isinstance(leaf, small_many20.Leaf) and leaf.key[0] == "binary"
     path = Path(copy) / "data" / frag.files[0].path
     raw = bytearray(path.read_bytes())
-    at = lay.start + leaf.at[0][0]  # the first end offset: past the second (ends that decrease)
+    at = leaf.at[0][0]  # the first end offset: past the second (ends that decrease)
     raw[at : at + 8] = (1 << 40).to_bytes(8, "little")
     path.write_bytes(bytes(raw))
     with pytest.raises(CorruptFileError, match=path.name):

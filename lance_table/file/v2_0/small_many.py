@@ -53,11 +53,10 @@ _UNSEEN = object()
 _MAX_PARSED = 4096
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Leaf:
     """One page of a column without nesting: ``key`` says how it decodes (pages of one key decode
-    together), ``at`` where its buffers are (relative to the file's span until :func:`layout`
-    shifts them)."""
+    together), ``at`` where its buffers are in the file (never changed once made)."""
 
     key: tuple[Any, ...]  # (kind, bits, has validity); kinds: fixed, bool, binary, dict, nulls
     count: int  # values of the page
@@ -66,14 +65,14 @@ class Leaf:
     items: int = 0  # dictionary items
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Struct:
     """A struct's fields (a 2.0 struct stores no validity of its own)."""
 
     children: tuple[Node, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class List:
     """A list's end offsets (nulls raised by ``adjust``) and its items."""
 
@@ -146,7 +145,7 @@ def _layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
         return None
     start = min(o for o, _ in places)
     end = max(o + s for o, s in places)
-    return FileLayout(start, end - start, meta.num_rows, tuple(_shifted(c, start) for c in cols))
+    return FileLayout(start, end - start, meta.num_rows, tuple(cols))
 
 
 def _node(reader: LanceFileReader, node: FieldNode) -> Node | None:
@@ -330,15 +329,6 @@ def _places(node: Node) -> list[tuple[int, int]]:
     return list(node.at)
 
 
-def _shifted(node: Node, start: int) -> Node:
-    if isinstance(node, Struct):
-        return Struct(tuple(_shifted(c, start) for c in node.children))
-    if isinstance(node, List):
-        at = (node.at[0] - start, node.at[1])
-        return List(node.count, at, node.adjust, node.items, _shifted(node.child, start))
-    return Leaf(node.key, node.count, tuple((o - start, s) for o, s in node.at), node.adjust, node.items)
-
-
 def decode(
     layouts: Sequence[FileLayout], data: memoryview, bases: np.ndarray, column: int, dtype: pa.DataType
 ) -> pa.Array | None:
@@ -347,7 +337,9 @@ def decode(
     the files must be read one by one."""
     try:
         u8 = np.frombuffer(data, np.uint8)
-        return _decoded([f.columns[column] for f in layouts], u8, bases, dtype)
+        # the pages' places are the file's: each file's bytes in ``data`` start at its span's start
+        origins = bases - np.fromiter((f.start for f in layouts), np.int64, len(layouts))
+        return _decoded([f.columns[column] for f in layouts], u8, origins, dtype)
     except _ERRORS:
         return None
 
