@@ -26,10 +26,10 @@ import pyarrow as pa
 
 from lance_table.errors import LanceTableError
 from lance_table.file.arrow import with_validity
-from lance_table.file.container import URL_ARRAY_ENCODING, FileVersion, unpack_encoding
+from lance_table.file.container import FileVersion, unpack_encoding
 from lance_table.file.fields import BLOB_KEY, meta
 from lance_table.file.pageio import buffers_of
-from lance_table.file.v2_0.layout import is_packed_struct
+from lance_table.file.v2_0.layout import is_packed_struct, page_encoding
 from lance_table.file.v2_1.byteranges import exclusive_cumsum, gather, spans
 from lance_table.schema import FieldNode
 
@@ -43,9 +43,7 @@ MAX_ROWS = 1 << 16
 #: string bytes of one column of a batch above which the files are read one by one
 MAX_VAR_BYTES = 2**31 - 1
 _INDEX_TYPES = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
-# page encodings by their bytes (pages of the same column of many files mostly store the same),
-# and whether a column encoding stores blobs: read once (messages read here are never changed)
-_PARSED: dict[bytes, Any] = {}
+# whether a column encoding stores blobs, by its bytes
 _BLOBS: dict[bytes, bool] = {}
 # how pages of an encoding's bytes decode as an Arrow type (see :func:`_leaf`)
 _SHAPES: dict[tuple[bytes, str], Any] = {}
@@ -164,7 +162,7 @@ def _node(reader: LanceFileReader, node: FieldNode) -> Node | None:
     if len(col.pages) != 1 or _is_blob(col.encoding, reader):
         return None
     page = col.pages[0]
-    enc = _encoding(page.encoding, reader)
+    enc = page_encoding(page.encoding, reader._stored)
     if enc is None:
         return None
     buffers = buffers_of(page)
@@ -189,22 +187,6 @@ def _node(reader: LanceFileReader, node: FieldNode) -> Node | None:
     if shape is None:
         return None
     return Leaf(shape.key, count, tuple(buffers[i] for i in shape.at), shape.adjust, shape.items)
-
-
-def _encoding(enc: Any, reader: LanceFileReader) -> Any:
-    """A page's 2.0 encoding (parsed once for all files that store the same bytes), or None."""
-    if enc.WhichOneof("location") != "direct":
-        return None
-    raw = enc.direct.encoding
-    found = _PARSED.get(raw)
-    if found is None:
-        url, found = unpack_encoding(enc, reader._stored, "a page")
-        if url != URL_ARRAY_ENCODING or found is None:
-            return None
-        if len(_PARSED) >= _MAX_PARSED:
-            _PARSED.clear()
-        _PARSED[raw] = found
-    return found
 
 
 def _is_blob(enc: Any, reader: LanceFileReader) -> bool:
