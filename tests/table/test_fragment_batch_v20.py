@@ -18,7 +18,7 @@ from lance_table.file.v2_0 import small_many as small_many20
 from lance_table.table import deletion, fragment_batch
 from lance_table.table.readers import READERS
 
-COLUMNS = ["id", "small", "x", "ts", "flag", "s", "cat", "opt", "rec", "tags", "nums"]
+COLUMNS = ["id", "small", "x", "ts", "flag", "s", "cat", "opt", "rec", "tags", "nums", "vec"]
 
 
 def _rows(start: int, n: int, seed: int) -> pa.Table:
@@ -45,6 +45,9 @@ def _rows(start: int, n: int, seed: int) -> pa.Table:
             "rec": pa.StructArray.from_arrays([pa.array(ids * 3), pa.array(text, pa.string())], ["a", "b"]),
             "tags": pa.array(tags, pa.list_(pa.string())),
             "nums": pa.array(nums, pa.list_(pa.int64())),
+            "vec": pa.FixedSizeListArray.from_arrays(
+                pa.array(rng.random(3 * n).astype(np.float32)), 3, mask=pa.array(rng.random(n) < 0.1)
+            ),
         }
     )
 

@@ -3,12 +3,13 @@
 A 2.0 table of many small appends holds thousands of files of a few hundred rows, each column
 one page. Read file by file, each page costs a few dozen Python calls around a few hundred bytes
 of values. Here the files' bytes are joined into one buffer (see :func:`small_many.joined` of
-2.1), each page's encoding is read once per file into a :class:`Leaf` (where its buffers are and
-what they hold), and the pages of all files are decoded together: flat values and bitmaps
-(validity, booleans) as one gather, strings through their end offsets, dictionaries of strings
-as their items joined and their indices moved onto the join; structs field by field and lists
-through their offsets. Pages of files whose encodings differ (a dictionary in one file, plain
-strings in another) are decoded in groups and put back in file order.
+2.1), each page's encoding is read once per file into a :class:`Leaf` (where its buffers are
+and what they hold, see :mod:`small_layout`), and the pages of all files are decoded together:
+flat values, vectors and bitmaps (validity, booleans) as one gather, strings through their end
+offsets, dictionaries of strings as their items joined and their indices moved onto the join;
+structs field by field and lists through their offsets. Pages of files whose encodings differ
+(a dictionary in one file, plain strings in another) are decoded in groups and put back in file
+order.
 
 :func:`layout` returns None for a file it cannot batch (several pages, compressed buffers,
 packed structs, blobs...); :func:`decode` returns None when any bytes do not check out, and the
@@ -18,297 +19,27 @@ caller then reads the files one by one, which also says what is wrong with a dam
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from lance_table.errors import LanceTableError
 from lance_table.file.arrow import with_validity
-from lance_table.file.container import FileVersion, unpack_encoding
-from lance_table.file.fields import BLOB_KEY, meta
-from lance_table.file.pageio import buffers_of
-from lance_table.file.v2_0.layout import is_packed_struct, page_encoding
+from lance_table.file.v2_0.small_layout import (
+    ERRORS,
+    INDEX_TYPES,
+    MAX_VAR_BYTES,
+    FileLayout,
+    Leaf,
+    List,
+    Node,
+    Struct,
+    layout,
+    value_bits,
+)
 from lance_table.file.v2_1.byteranges import exclusive_cumsum, gather, spans
-from lance_table.schema import FieldNode
 
-if TYPE_CHECKING:
-    from lance_table.file.reader import LanceFileReader
-
-# Untyped errors damaged bytes may raise (the files are then read one by one, which reports them).
-_ERRORS = (LanceTableError, IndexError, KeyError, OverflowError, ValueError, TypeError, pa.ArrowException)
-#: rows of a file's page above which it is read on its own
-MAX_ROWS = 1 << 16
-#: string bytes of one column of a batch above which the files are read one by one
-MAX_VAR_BYTES = 2**31 - 1
-_INDEX_TYPES = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
-# whether a column encoding stores blobs, by its bytes
-_BLOBS: dict[bytes, bool] = {}
-# how pages of an encoding's bytes decode as an Arrow type (see :func:`_leaf`)
-_SHAPES: dict[tuple[bytes, str], Any] = {}
-_UNSEEN = object()
-_MAX_PARSED = 4096
-
-
-@dataclass(slots=True)
-class Leaf:
-    """One page of a column without nesting: ``key`` says how it decodes (pages of one key decode
-    together), ``at`` where its buffers are in the file (never changed once made)."""
-
-    key: tuple[Any, ...]  # (kind, bits, has validity); kinds: fixed, bool, binary, dict, nulls
-    count: int  # values of the page
-    at: tuple[tuple[int, int], ...]  # (validity), values / (ends, bytes) / (indices, ends, bytes)
-    adjust: int = 0  # the null adjustment of string end offsets
-    items: int = 0  # dictionary items
-
-
-@dataclass(slots=True)
-class Struct:
-    """A struct's fields (a 2.0 struct stores no validity of its own)."""
-
-    children: tuple[Node, ...]
-
-
-@dataclass(slots=True)
-class List:
-    """A list's end offsets (nulls raised by ``adjust``) and its items."""
-
-    count: int
-    at: tuple[int, int]
-    adjust: int
-    items: int
-    child: Node
-
-
-Node = Leaf | Struct | List
-
-
-@dataclass(frozen=True, slots=True)
-class Shape:
-    """How pages of one encoding decode: a :class:`Leaf` without its place (``at``: which of its
-    page's buffers hold what)."""
-
-    key: tuple[Any, ...]
-    at: tuple[int, ...]
-    adjust: int = 0
-    items: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class FileLayout:
-    """A read of some columns of a small 2.0 file: the byte span of their pages, and each column."""
-
-    start: int
-    length: int
-    num_rows: int
-    columns: tuple[Node, ...]
-    chunks: int = 1  # (pages of one chunk: any read of the file belongs in a batch)
-
-
-def layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
-    """The layout of a read of the 2.0 file's columns ``names`` when each is stored as one page
-    of uncompressed values, strings or dictionary-encoded strings (in structs and lists or not);
-    else None. Kept per reader and selection."""
-    key = ("v2.0", *names)
-    cache = reader._many_layouts
-    try:
-        return cache[key]
-    except KeyError:
-        pass
-    if len(cache) >= 16:
-        cache.clear()
-    try:
-        found = _layout(reader, names)
-    except _ERRORS:
-        found = None
-    cache[key] = found
-    return found
-
-
-def _layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
-    meta = reader.metadata
-    if meta.version is not FileVersion.V2_0 or not 0 < meta.num_rows <= MAX_ROWS:
-        return None
-    by_name = {n.name: n for n in reader._roots}
-    cols = []
-    for name in names:
-        node = by_name.get(name)
-        got = None if node is None else _node(reader, node)
-        if got is None or not _holds(got, meta.num_rows):
-            return None
-        cols.append(got)
-    places = [p for c in cols for p in _places(c)]
-    if not places:
-        return None
-    start = min(o for o, _ in places)
-    end = max(o + s for o, s in places)
-    return FileLayout(start, end - start, meta.num_rows, tuple(cols))
-
-
-def _node(reader: LanceFileReader, node: FieldNode) -> Node | None:
-    t = node.arrow_type
-    if pa.types.is_struct(t):
-        if is_packed_struct(node):
-            return None
-        kids = [_node(reader, c) for c in node.children]
-        return None if any(k is None for k in kids) else Struct(tuple(kids))  # type: ignore[arg-type]
-    if node.id in reader._byte_lists:
-        return None
-    index = reader._col_of.get(node.id)
-    if index is None or meta(node, BLOB_KEY) is not None:
-        return None
-    col = reader.metadata.columns[index]
-    if len(col.pages) != 1 or _is_blob(col.encoding, reader):
-        return None
-    page = col.pages[0]
-    enc = page_encoding(page.encoding, reader._stored)
-    if enc is None:
-        return None
-    buffers = buffers_of(page)
-    count = int(page.length)
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        if enc.WhichOneof("array_encoding") != "list":
-            return None
-        lst = enc.list
-        ends = _flat(_no_nulls(lst.offsets), 64)
-        child = _node(reader, node.children[0])
-        if ends is None or child is None:
-            return None
-        adjust = int(lst.null_offset_adjustment)
-        return List(count, buffers[ends], adjust, int(lst.num_items), child)
-    key = (page.encoding.direct.encoding, node.field.logical_type)
-    shape = _SHAPES.get(key, _UNSEEN)
-    if shape is _UNSEEN:
-        shape = _leaf(enc, t)
-        if len(_SHAPES) >= _MAX_PARSED:
-            _SHAPES.clear()
-        _SHAPES[key] = shape
-    if shape is None:
-        return None
-    return Leaf(shape.key, count, tuple(buffers[i] for i in shape.at), shape.adjust, shape.items)
-
-
-def _is_blob(enc: Any, reader: LanceFileReader) -> bool:
-    """Whether a column's encoding stores blobs (read once for all files of the same bytes)."""
-    if enc.WhichOneof("location") != "direct":
-        return enc.WhichOneof("location") not in (None, "none")  # (read one by one)
-    raw = enc.direct.encoding
-    found = _BLOBS.get(raw)
-    if found is None:
-        _, parsed = unpack_encoding(enc, reader._stored, "a column")
-        found = parsed is not None and parsed.WhichOneof("column_encoding") == "blob"
-        if len(_BLOBS) >= _MAX_PARSED:
-            _BLOBS.clear()
-        _BLOBS[raw] = found
-    return found
-
-
-def _no_nulls(enc: Any) -> Any:
-    if (
-        enc.WhichOneof("array_encoding") == "nullable"
-        and enc.nullable.WhichOneof("nullability") == "no_nulls"
-    ):
-        return enc.nullable.no_nulls.values
-    return enc
-
-
-def _flat(enc: Any, bits: int) -> int | None:
-    """Which of its page's buffers an uncompressed flat buffer of ``bits`` per value is."""
-    if enc.WhichOneof("array_encoding") != "flat":
-        return None
-    flat = enc.flat
-    if flat.HasField("compression") and flat.compression.scheme not in ("", "none"):
-        return None
-    if flat.bits_per_value != bits or flat.buffer.buffer_type != 0:
-        return None
-    return int(flat.buffer.buffer_index)
-
-
-def _width(t: pa.DataType) -> int | None:
-    try:
-        bits = t.bit_width
-    except ValueError:
-        return None
-    return bits if bits in (8, 16, 32, 64) else None
-
-
-def _leaf(enc: Any, t: pa.DataType) -> Shape | None:
-    """How a page of ``enc`` decodes as ``t`` (the same for all files of the same encoding bytes),
-    or None."""
-    kind = enc.WhichOneof("array_encoding")
-    validity: tuple[int, ...] = ()
-    if kind == "nullable":
-        which = enc.nullable.WhichOneof("nullability")
-        if which == "all_nulls":
-            return Shape(("nulls", 0, False), ())
-        if which == "no_nulls":
-            enc = enc.nullable.no_nulls.values
-        elif which == "some_nulls":
-            bitmap = _flat(enc.nullable.some_nulls.validity, 1)
-            if bitmap is None:
-                return None
-            validity = (bitmap,)
-            enc = enc.nullable.some_nulls.values
-        else:
-            return None
-        kind = enc.WhichOneof("array_encoding")
-    has = bool(validity)
-    if pa.types.is_boolean(t):
-        at = _flat(enc, 1)
-        return None if at is None else Shape(("bool", 1, has), (*validity, at))
-    if (
-        pa.types.is_string(t)
-        or pa.types.is_binary(t)
-        or pa.types.is_large_string(t)
-        or pa.types.is_large_binary(t)
-    ):
-        if has:
-            return None
-        if kind == "binary":
-            got = _binary(enc.binary)
-            return None if got is None else Shape(("binary", 0, False), got[0], adjust=got[1])
-        if kind != "dictionary":
-            return None
-        d = enc.dictionary
-        indices = _no_nulls(d.indices)
-        if indices.WhichOneof("array_encoding") != "flat" or indices.flat.bits_per_value not in _INDEX_TYPES:
-            return None
-        bits = int(indices.flat.bits_per_value)
-        idx = _flat(indices, bits)
-        got = None if d.items.WhichOneof("array_encoding") != "binary" else _binary(d.items.binary)
-        if idx is None or got is None:
-            return None
-        return Shape(("dict", bits, False), (idx, *got[0]), adjust=got[1], items=int(d.num_dictionary_items))
-    width = _width(t)
-    if width is None or pa.types.is_dictionary(t) or pa.types.is_decimal(t):
-        return None
-    at = _flat(enc, width)
-    return None if at is None else Shape(("fixed", width, has), (*validity, at))
-
-
-def _binary(enc: Any) -> tuple[tuple[int, int], int] | None:
-    ends = _flat(_no_nulls(enc.indices), 64)
-    data = _flat(_no_nulls(enc.bytes), 8)
-    if ends is None or data is None:
-        return None
-    return (ends, data), int(enc.null_adjustment)
-
-
-def _holds(node: Node, rows: int) -> bool:
-    """Whether a column (each field of a struct) holds a value for each of the file's ``rows``
-    (else the file is read on its own, which says what is wrong)."""
-    if isinstance(node, Struct):
-        return all(_holds(c, rows) for c in node.children)
-    return node.count == rows
-
-
-def _places(node: Node) -> list[tuple[int, int]]:
-    if isinstance(node, Struct):
-        return [p for c in node.children for p in _places(c)]
-    if isinstance(node, List):
-        return [node.at, *_places(node.child)]
-    return list(node.at)
+__all__ = ["FileLayout", "Leaf", "List", "Struct", "decode", "layout"]
 
 
 def decode(
@@ -322,7 +53,7 @@ def decode(
         # the pages' places are the file's: each file's bytes in ``data`` start at its span's start
         origins = bases - np.fromiter((f.start for f in layouts), np.int64, len(layouts))
         return _decoded([f.columns[column] for f in layouts], u8, origins, dtype)
-    except _ERRORS:
+    except ERRORS:
         return None
 
 
@@ -400,13 +131,24 @@ def _leaves(nodes: list[Leaf], u8: np.ndarray, bases: np.ndarray, dtype: pa.Data
             dtype, total, [None, pa.py_buffer(np.packbits(values, bitorder="little"))]
         )
     elif kind == "fixed":
-        if _width(dtype) != bits:
+        if value_bits(dtype) != bits:
             return None
         at, size = _buffers(nodes, u8, bases, b)
         width = counts * (bits // 8)
         if bool(np.any(width > size)):
             return None
         arr = pa.Array.from_buffers(dtype, total, [None, pa.py_buffer(gather(u8.data, at, width))])
+    elif kind == "vectors":
+        vt = dtype.value_type
+        if not pa.types.is_fixed_size_list(dtype) or value_bits(vt) != bits:
+            return None
+        at, size = _buffers(nodes, u8, bases, b)
+        width = counts * (dtype.list_size * bits // 8)
+        if bool(np.any(width > size)):
+            return None
+        buf = pa.py_buffer(gather(u8.data, at, width))
+        values = pa.Array.from_buffers(vt, total * dtype.list_size, [None, buf])
+        arr = pa.FixedSizeListArray.from_arrays(values, type=dtype)
     elif kind == "binary":
         got = _strings(nodes, u8, bases, 0, counts, dtype)
         if got is None:
@@ -419,7 +161,7 @@ def _leaves(nodes: list[Leaf], u8: np.ndarray, bases: np.ndarray, dtype: pa.Data
         width = counts * (bits // 8)
         if dictionary is None or bool(np.any(width > size)):
             return None
-        idx = np.frombuffer(gather(u8.data, at, width), _INDEX_TYPES[bits]).astype(np.int64)
+        idx = np.frombuffer(gather(u8.data, at, width), INDEX_TYPES[bits]).astype(np.int64)
         if idx.size and bool(np.any(idx > np.repeat(items, counts))):
             return None
         null = idx == 0
