@@ -40,7 +40,7 @@ from lance_table.file.reader_small import (
 from lance_table.file.reader_v20 import V20Reads
 from lance_table.file.rows import decoded, decoding, selectable
 from lance_table.file.runs import Runs, read_as_span
-from lance_table.file.v2_0.layout import column_assignment
+from lance_table.file.v2_0.layout import column_assignment, page_encoding
 from lance_table.file.v2_1 import layout as layout21
 from lance_table.file.v2_1 import repdef
 from lance_table.schema import FieldNode
@@ -95,7 +95,9 @@ class LanceFileReader(SmallReads, V20Reads):
         def byte_list(node: FieldNode, index: int) -> bool:
             if index >= n_cols or not self._meta.columns[index].pages:
                 return False
-            enc = ColumnPages(self._meta, index).encoding(0, self._source)
+            enc = page_encoding(self._meta.columns[index].pages[0].encoding, self._source)
+            if enc is None:
+                enc = ColumnPages(self._meta, index).encoding(0, self._source)
             if enc.WhichOneof("array_encoding") != "list":
                 return False
             self._byte_lists.add(node.id)
