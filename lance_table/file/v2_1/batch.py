@@ -19,7 +19,15 @@ from lance_table._parallel import map_parts, parts_inline
 from lance_table.file.compression import bitpacking, general
 from lance_table.file.pageio import PageIO
 from lance_table.file.v2_1 import batch_runs, inline_blocks
-from lance_table.file.v2_1.byteranges import as_bytes, exclusive_cumsum, gather, join, rows_at, spans
+from lance_table.file.v2_1.byteranges import (
+    alternate,
+    as_bytes,
+    exclusive_cumsum,
+    gather,
+    join,
+    rows_at,
+    spans,
+)
 from lance_table.file.v2_1.values import MAX_LIST_SIZE, Fixed, Values, Var, concat_values, offsets_of
 
 
@@ -411,16 +419,12 @@ def _out_of_line(
         return Fixed(as_bytes(unpacked[: int(counts.sum())]), t)
     # Each chunk is its run of unpacked blocks cut to its count (a padded tail block is the run's
     # last), then its raw tail, if any: at most two slices per chunk, joined in one copy.
-    run_at = (exclusive_cumsum(blocks) * bitpacking.BLOCK).tolist()
-    packed_n = np.where(raw_tail, full * bitpacking.BLOCK, counts).tolist()
-    raw_at = (found.first + full * per_block).tolist()
-    raw_n = (raw_tail * found.tail).tolist()
-    pieces = []
-    for a, n, r, m in zip(run_at, packed_n, raw_at, raw_n):
-        pieces.append(unpacked[a : a + n])
-        if m:
-            pieces.append(words[r : r + m])
-    return Fixed(as_bytes(np.concatenate(pieces) if pieces else unpacked[:0]), t)
+    size = unpacked.itemsize
+    run_at = exclusive_cumsum(blocks) * (bitpacking.BLOCK * size)
+    packed_n = np.where(raw_tail, full * bitpacking.BLOCK, counts) * size
+    raw_at = (found.first + full * per_block) * size
+    raw_n = raw_tail * found.tail * size
+    return Fixed(alternate(as_bytes(unpacked), run_at, packed_n, as_bytes(words), raw_at, raw_n), t)
 
 
 def pick_levels(

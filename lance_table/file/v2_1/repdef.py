@@ -124,9 +124,12 @@ def unravel(
             # all visible when the bound is the top level (the levels were checked to lie below
             # it), which copies nothing; else compress, not d[mask] (slower)
             visible = d
+            length = n
             if d is not None and bound < rep_of.size - 1:
-                visible = np.compress(d <= bound, d)
-            length = n if visible is None else visible.size
+                length = int(np.count_nonzero(d <= bound))
+                # without nulls here only the count of the visible levels is needed
+                nulls = kind == NULLABLE_ITEM and length != int(np.count_nonzero(d <= def_base))
+                visible = np.compress(d <= bound, d) if nulls else None
             validity = None
             if kind == NULLABLE_ITEM:
                 if visible is not None:
