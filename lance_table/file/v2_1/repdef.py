@@ -149,8 +149,9 @@ def unravel(
 
 def _peel_list(
     r: np.ndarray, d: np.ndarray | None, kind: int, def_base: int, above: Sequence[int]
-) -> tuple[Layer, np.ndarray, np.ndarray | None, int]:
-    """Offsets and validity of one list layer; the levels of the layer above it."""
+) -> tuple[Layer, np.ndarray | None, np.ndarray | None, int]:
+    """Offsets and validity of one list layer; the levels of the layer above it (no repetition
+    levels when no list is above)."""
     null_level, empty_level = {
         ALL_VALID_LIST: (0, 0),
         NULLABLE_LIST: (def_base + 1, 0),
@@ -173,7 +174,7 @@ def _peel_list(
         up_d = None
     else:
         # everything below is worked out per row start, not per level
-        up_d = d[start_at]
+        up_d = np.take(d, start_at)
         keep = up_d <= masked_to
         # row starts that hold no item (null or empty lists, nulls above them)
         hidden = up_d > def_base
@@ -196,7 +197,9 @@ def _peel_list(
         np.subtract(where, before if all_kept else before[keep], out=offsets[:-1], casting="unsafe")
     offsets[-1] = total
     layer = Layer(where.size, validity, offsets)
-    up_r = r[start_at]
+    if not any(kind_above in LISTS for kind_above in above):
+        return layer, None, up_d, int(start_at.size)
+    up_r = np.take(r, start_at)
     up_r -= 1
     return layer, up_r, up_d, int(start_at.size)
 
