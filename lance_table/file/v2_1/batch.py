@@ -105,6 +105,34 @@ def values(
 _GENERAL_PARTS = 4
 
 
+def _even_joined_offsets(
+    words: np.ndarray, counts: np.ndarray, sizes: np.ndarray, width: int, io: PageIO
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_joined_offsets` of chunks that all hold as many values but the last (what a
+    writer makes of a page): the offsets of those chunks are the rows of a 2-D view, shifted
+    row by row, with no index arrays."""
+    c, k = int(counts[0]), counts.size - 1
+    if words.dtype == np.uint64:  # (a value past 2^63 reads negative: out of order, reported)
+        words = words.view(np.int64)
+    grid = words[: k * (c + 1)].reshape(k, c + 1)
+    tail = words[k * (c + 1) :]
+    lo = np.append(grid[:, 0], tail[:1]).astype(np.int64)
+    hi = np.append(grid[:, c], tail[-1:]).astype(np.int64)
+    n1 = counts + 1
+    if (
+        tail.size != int(counts[-1]) + 1
+        or bool(np.any(lo < n1 * width) or np.any(lo > hi) or np.any(hi > sizes))
+        or bool(np.any(grid[:, 1:] < grid[:, :-1]))
+        or bool(np.any(tail[1:] < tail[:-1]))
+    ):
+        raise io.corrupt("variable offsets are out of order or past the buffer")
+    shift = exclusive_cumsum(hi - lo) - lo
+    offsets = np.empty(k * c + tail.size, np.int64)
+    np.add(grid[:, :c], shift[:k, None], out=offsets[: k * c].reshape(k, c))
+    np.add(tail, shift[k], out=offsets[k * c :])
+    return lo, hi, offsets
+
+
 def _general(
     enc: Any,
     data: memoryview,
@@ -260,6 +288,8 @@ def _joined_offsets(
     """
     if not counts.size:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(1, np.int64)
+    if counts.size > 2 and not bool(np.any(counts[:-1] != counts[0])):
+        return _even_joined_offsets(words, counts, sizes, width, io)
     n1 = counts + 1
     first = exclusive_cumsum(n1)
     last = first + counts
@@ -350,7 +380,27 @@ def _locate(counts: np.ndarray, pick: np.ndarray) -> tuple[np.ndarray, np.ndarra
 def _block_starts(first: np.ndarray, blocks: np.ndarray, per_block: int) -> np.ndarray:
     """Word positions of the blocks of every chunk: ``blocks[k]`` blocks of ``per_block`` words
     back to back from ``first[k]``."""
+    if not bool(np.any(blocks != 1)):  # a block per chunk (chunks of fewer values than a block)
+        return first
     return first.repeat(blocks) + (spans(np.zeros_like(first), blocks) * per_block)
+
+
+def _even_runs(unpacked: np.ndarray, blocks: np.ndarray, counts: np.ndarray) -> np.ndarray | None:
+    """The values of chunks that all have as many blocks and values but the last (pylance's
+    chunks of levels: a padded block each), cut from the unpacked blocks as the rows of a 2-D
+    view in one copy; None for other layouts."""
+    b, c = int(blocks[0]), int(counts[0])
+    if bool(np.any(blocks[:-1] != b)) or bool(np.any(counts[:-1] != c)):
+        return None
+    k = blocks.size - 1
+    run = b * bitpacking.BLOCK
+    last = int(counts[-1])
+    if c > run or last > int(blocks[-1]) * bitpacking.BLOCK:
+        return None
+    out = np.empty(k * c + last, unpacked.dtype)
+    out[: k * c].reshape(k, c)[:] = unpacked[: k * run].reshape(k, run)[:, :c]
+    out[k * c :] = unpacked[k * run : k * run + last]
+    return out
 
 
 @dataclass
@@ -417,6 +467,10 @@ def _out_of_line(
     if not bool(raw_tail.any()) and not bool(np.any(found.tail[:-1])):
         # whole blocks in every chunk but the last: the values are the unpacked blocks, in order
         return Fixed(as_bytes(unpacked[: int(counts.sum())]), t)
+    if not bool(raw_tail.any()) and counts.size > 1:
+        even = _even_runs(unpacked, blocks, counts)
+        if even is not None:
+            return Fixed(as_bytes(even), t)
     # Each chunk is its run of unpacked blocks cut to its count (a padded tail block is the run's
     # last), then its raw tail, if any: at most two slices per chunk, joined in one copy.
     size = unpacked.itemsize
