@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 ALL_VALID_ITEM = 1
 ALL_VALID_LIST = 2
@@ -205,14 +204,18 @@ def _peel_list(
 
 
 def _count_before(mask: np.ndarray) -> np.ndarray:
-    """Per entry of a boolean mask: how many entries before it are set (Arrow's running sum of
-    32-bit counts is several times faster than numpy's of booleans)."""
-    out = np.zeros(mask.size, np.int32 if mask.size < 1 << 31 else np.int64)
-    if mask.size > 1:
-        counts = pa.array(mask[:-1].view(np.uint8)).cast(pa.from_numpy_dtype(out.dtype))
-        running = pc.cumulative_sum(counts)
-        out[1:] = np.frombuffer(running.buffers()[1], out.dtype, len(running), running.offset)
-    return out
+    """Per entry of a boolean mask: how many entries before it are set, as runs of equal counts
+    between the set entries (several times faster than numpy's running sum of booleans)."""
+    dtype = np.int32 if mask.size < 1 << 31 else np.int64
+    at = np.flatnonzero(mask)
+    if not at.size:
+        return np.zeros(mask.size, dtype)
+    # the count rises by one after each set entry: run m holds the entries after the m-th
+    runs = np.empty(at.size + 1, np.int64)
+    runs[0] = at[0] + 1
+    runs[1:-1] = np.diff(at)
+    runs[-1] = mask.size - 1 - at[-1]
+    return np.repeat(np.arange(at.size + 1, dtype=dtype), runs)
 
 
 # -- building Arrow arrays ---------------------------------------------------------------------
