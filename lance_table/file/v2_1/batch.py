@@ -18,7 +18,7 @@ import numpy as np
 from lance_table._parallel import map_parts, parts_inline
 from lance_table.file.compression import bitpacking, general
 from lance_table.file.pageio import PageIO
-from lance_table.file.v2_1 import batch_runs, inline_blocks
+from lance_table.file.v2_1 import batch_even, batch_runs, inline_blocks
 from lance_table.file.v2_1.byteranges import (
     alternate,
     as_bytes,
@@ -103,34 +103,6 @@ def values(
 
 # groups of chunks decompressed on threads when a page's general-compressed chunks are many
 _GENERAL_PARTS = 4
-
-
-def _even_joined_offsets(
-    words: np.ndarray, counts: np.ndarray, sizes: np.ndarray, width: int, io: PageIO
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`_joined_offsets` of chunks that all hold as many values but the last (what a
-    writer makes of a page): the offsets of those chunks are the rows of a 2-D view, shifted
-    row by row, with no index arrays."""
-    c, k = int(counts[0]), counts.size - 1
-    if words.dtype == np.uint64:  # (a value past 2^63 reads negative: out of order, reported)
-        words = words.view(np.int64)
-    grid = words[: k * (c + 1)].reshape(k, c + 1)
-    tail = words[k * (c + 1) :]
-    lo = np.append(grid[:, 0], tail[:1]).astype(np.int64)
-    hi = np.append(grid[:, c], tail[-1:]).astype(np.int64)
-    n1 = counts + 1
-    if (
-        tail.size != int(counts[-1]) + 1
-        or bool(np.any(lo < n1 * width) or np.any(lo > hi) or np.any(hi > sizes))
-        or bool(np.any(grid[:, 1:] < grid[:, :-1]))
-        or bool(np.any(tail[1:] < tail[:-1]))
-    ):
-        raise io.corrupt("variable offsets are out of order or past the buffer")
-    shift = exclusive_cumsum(hi - lo) - lo
-    offsets = np.empty(k * c + tail.size, np.int64)
-    np.add(grid[:, :c], shift[:k, None], out=offsets[: k * c].reshape(k, c))
-    np.add(tail, shift[k], out=offsets[k * c :])
-    return lo, hi, offsets
 
 
 def _general(
@@ -289,7 +261,7 @@ def _joined_offsets(
     if not counts.size:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(1, np.int64)
     if counts.size > 2 and not bool(np.any(counts[:-1] != counts[0])):
-        return _even_joined_offsets(words, counts, sizes, width, io)
+        return batch_even.joined_offsets(words, counts, sizes, width, io)
     n1 = counts + 1
     first = exclusive_cumsum(n1)
     last = first + counts
@@ -357,8 +329,22 @@ def pick_values(
         return Fixed(as_bytes(out), t)
     if kind == "general":
         return _general(enc.general, data, at, sizes, counts, io, pick)
+    if kind in ("variable", "fsst") and share < PICK_VARIABLE:
+        inner = enc.variable if kind == "variable" else enc.fsst.values
+        if kind == "fsst" and inner.WhichOneof("compression") != "variable":
+            return None
+        width = _offset_width(inner if kind == "variable" else inner.variable)
+        if not width:
+            return None
+        got = _pick_variable(data, at, sizes, counts, pick, width, io)
+        # FSST strings are compressed one by one: the picked ones are decompressed alone
+        return got if kind == "variable" else Var(got.data, got.offsets, bytes(enc.fsst.symbol_table))
     return None
 
+
+# Variable-width values (plain or FSST) are picked from their chunks while they are less than
+# this share of the chunks' values (a take's few rows); above it the chunks are decoded whole.
+PICK_VARIABLE = 0.25
 
 # Picking a bitpacked value costs a few gathers and shifts of its own; unpacking costs per value of
 # the chunks, less for narrower types. Values are picked while they are less than this share of
@@ -383,24 +369,6 @@ def _block_starts(first: np.ndarray, blocks: np.ndarray, per_block: int) -> np.n
     if not bool(np.any(blocks != 1)):  # a block per chunk (chunks of fewer values than a block)
         return first
     return first.repeat(blocks) + (spans(np.zeros_like(first), blocks) * per_block)
-
-
-def _even_runs(unpacked: np.ndarray, blocks: np.ndarray, counts: np.ndarray) -> np.ndarray | None:
-    """The values of chunks that all have as many blocks and values but the last (pylance's
-    chunks of levels: a padded block each), cut from the unpacked blocks as the rows of a 2-D
-    view in one copy; None for other layouts."""
-    b, c = int(blocks[0]), int(counts[0])
-    if bool(np.any(blocks[:-1] != b)) or bool(np.any(counts[:-1] != c)):
-        return None
-    k = blocks.size - 1
-    run = b * bitpacking.BLOCK
-    last = int(counts[-1])
-    if c > run or last > int(blocks[-1]) * bitpacking.BLOCK:
-        return None
-    out = np.empty(k * c + last, unpacked.dtype)
-    out[: k * c].reshape(k, c)[:] = unpacked[: k * run].reshape(k, run)[:, :c]
-    out[k * c :] = unpacked[k * run : k * run + last]
-    return out
 
 
 @dataclass
@@ -468,7 +436,7 @@ def _out_of_line(
         # whole blocks in every chunk but the last: the values are the unpacked blocks, in order
         return Fixed(as_bytes(unpacked[: int(counts.sum())]), t)
     if not bool(raw_tail.any()) and counts.size > 1:
-        even = _even_runs(unpacked, blocks, counts)
+        even = batch_even.runs(unpacked, blocks, counts)
         if even is not None:
             return Fixed(as_bytes(even), t)
     # Each chunk is its run of unpacked blocks cut to its count (a padded tail block is the run's
