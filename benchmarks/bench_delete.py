@@ -1,4 +1,5 @@
-"""Deletes, lance_table vs pylance side by side: one row, a few rows spread over fragments, 10%.
+"""Deletes, lance_table vs pylance side by side: one row, a few rows spread over fragments, a
+100-row id range, 10%.
 
 Each library deletes from its own fresh copy (copied untimed) of a 1M-row dataset written by
 pylance or by lance_table (``--writer``), in ``--fragments`` fragments, format ``--format``;
@@ -24,6 +25,7 @@ from common import benchmark_table
 PREDICATES = {
     "1 row": "id = 12345",
     "few rows": None,  # filled from the row count: 8 ids spread over the table
+    "id range": None,  # filled from the row count: 100 ids in the middle of the table
     "10%": "id % 10 = 0",
 }
 
@@ -69,7 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", default="")
     a = p.parse_args(argv)
     ids = ", ".join(str(i) for i in range(777, a.rows, max(1, a.rows // 8)))
-    preds = dict(PREDICATES, **{"few rows": f"id in ({ids})"})
+    mid = a.rows // 2
+    filled = {"few rows": f"id in ({ids})", "id range": f"id >= {mid} and id < {mid + 100}"}
+    preds = dict(PREDICATES, **filled)
     with tempfile.TemporaryDirectory() as tmp:
         src = os.path.join(tmp, "src")
         _write(a.writer, src, a.rows, a.fragments, a.format, a.appends)

@@ -6,6 +6,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_table.errors import UnsupportedFormatError
+from lance_table.file.arrow_take import sliced, take
 from lance_table.file.pageio import PageIO
 from lance_table.file.rows import drop_null_items
 from lance_table.file.runs import Runs
@@ -88,18 +89,7 @@ def rows_of(arr: pa.Array, runs: Runs) -> pa.Array:
         return arr
     if runs.count == 1:
         return sliced(arr, int(runs.starts[0]), int(runs.lengths[0]))
-    return arr.take(pa.array(runs.positions()))
-
-
-def sliced(arr: pa.Array, start: int, length: int) -> pa.Array:
-    """``arr.slice(start, length)``, copied when it is of fixed-size lists of fixed-size lists:
-    Arrow takes and filters the rows of such a slice from the wrong place (the slice's offset
-    counted twice), as a scan after deletes or a take would."""
-    part = arr.slice(start, length)
-    t = arr.type
-    if start and pa.types.is_fixed_size_list(t) and pa.types.is_fixed_size_list(t.value_type):
-        return pa.concat_arrays([part])
-    return part
+    return take(arr, pa.array(runs.positions()))
 
 
 def concat_chunks(chunks: list[pa.Array], dtype: pa.DataType) -> pa.Array:

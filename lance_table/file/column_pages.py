@@ -30,9 +30,13 @@ class ColumnPages:
         # 2.0 pages are ArrayEncodings; 2.1+ pages are PageLayouts. A mismatch means a damaged file.
         self.page_url = URL_ARRAY_ENCODING if meta.version is FileVersion.V2_0 else URL_PAGE_LAYOUT
         self.pb = meta.columns[index]
-        lengths = np.fromiter((p.length for p in self.pb.pages), np.int64, len(self.pb.pages))
-        self.page_starts = np.zeros(len(lengths) + 1, np.int64)
-        np.cumsum(lengths, out=self.page_starts[1:])
+        pages = self.pb.pages
+        if len(pages) == 1:  # most columns of small files
+            self.page_starts = np.array((0, pages[0].length), np.int64)
+        else:
+            lengths = np.fromiter((p.length for p in pages), np.int64, len(pages))
+            self.page_starts = np.zeros(len(lengths) + 1, np.int64)
+            np.cumsum(lengths, out=self.page_starts[1:])
         self.num_values = int(self.page_starts[-1])
         self._buffers: dict[int, tuple[tuple[int, int], ...]] = {}
         self._encodings: dict[int, Any] = {}

@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from lance_table._proto import encodings_v2_0_pb2, file2_pb2
 from lance_table.errors import SchemaError
+from lance_table.file.arrow_take import take
 from lance_table.file.container import (
     PADDING_BYTE,
     PAGE_ALIGNMENT,
@@ -264,7 +265,7 @@ class ListWriter(FieldWriter):
         if arr.null_count:
             valid = np.asarray(arr.is_valid())
             lengths = np.where(valid, lengths, 0)
-            items = arr.values.take(pa.array(_item_positions(offs[:-1], lengths)))
+            items = take(arr.values, pa.array(_item_positions(offs[:-1], lengths)))
         else:
             valid = np.ones(n, bool)
             items = arr.values.slice(int(offs[0]), int(offs[-1] - offs[0]))

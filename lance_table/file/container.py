@@ -173,6 +173,12 @@ class FileTail:
         return memoryview(self.data)[offset - self.start : offset - self.start + length]
 
 
+#: the fields of the file schemas read last, by the schema's bytes: the files of a dataset share
+#: theirs, and the same (immutable) fields give the same field tree, built once (see build_tree)
+_FILE_FIELDS: dict[bytes, tuple[LanceField, ...]] = {}
+_FILE_FIELDS_KEPT = 64
+
+
 def read_metadata(source: ByteSource) -> FileMetadata:
     """Read and validate the footer, offset tables, column metadata and schema of a Lance v2 file.
 
@@ -228,16 +234,24 @@ def read_metadata(source: ByteSource) -> FileMetadata:
 
     if descriptor.length > MAX_COUNT:
         raise CorruptFileError(path, f"file descriptor claims {descriptor.length} rows", offset=gb0_pos)
-    fields = attach_descriptor_fields(fields_from_pb(descriptor.schema.fields))
-    problem = descriptor_problem(fields)
-    if problem is not None:
-        raise CorruptFileError(path, f"schema in the file descriptor is invalid: {problem}", offset=gb0_pos)
+    schema_bytes = descriptor.schema.SerializeToString()
+    fields = _FILE_FIELDS.get(schema_bytes)
+    if fields is None:
+        fields = tuple(attach_descriptor_fields(fields_from_pb(descriptor.schema.fields)))
+        problem = descriptor_problem(fields)
+        if problem is not None:
+            raise CorruptFileError(
+                path, f"schema in the file descriptor is invalid: {problem}", offset=gb0_pos
+            )
+        if len(_FILE_FIELDS) >= _FILE_FIELDS_KEPT:
+            _FILE_FIELDS.clear()
+        _FILE_FIELDS[schema_bytes] = fields
     meta = FileMetadata(
         path=path,
         size=size,
         version=version,
         num_rows=descriptor.length,
-        fields=tuple(fields),
+        fields=fields,
         schema_metadata=dict(descriptor.schema.metadata),
         columns=tuple(columns),
         global_buffers=tuple(gbo),
@@ -293,15 +307,19 @@ def unpack_encoding(enc: Any, source: ByteSource, what: str) -> tuple[str | None
         CorruptFileError: the wrapped bytes do not parse.
         UnsupportedFormatError: the type URL is unknown.
     """
-    from google.protobuf import any_pb2
-
     which = enc.WhichOneof("location")
     if which is None or which == "none":
         return None, None
     if which == "direct":
-        raw: bytes | memoryview = enc.direct.encoding
+        direct: bytes = enc.direct.encoding
+        found = _ENCODINGS.get(direct)
+        if found is not None:
+            return found
+        raw: bytes | memoryview = direct
     else:
         raw = source.read_ranges([(enc.indirect.buffer_location, enc.indirect.buffer_length)])[0]
+    from google.protobuf import any_pb2
+
     wrapper = parse_message(any_pb2.Any(), raw, source.name, what, 0)
     cls = {
         URL_ARRAY_ENCODING: encodings_v2_0_pb2.ArrayEncoding,
@@ -312,7 +330,18 @@ def unpack_encoding(enc: Any, source: ByteSource, what: str) -> tuple[str | None
         raise UnsupportedFormatError(
             f"{what} uses unknown encoding type {wrapper.type_url!r}", path=source.name
         )
-    return wrapper.type_url, parse_message(cls(), wrapper.value, source.name, what, 0)
+    found = wrapper.type_url, parse_message(cls(), wrapper.value, source.name, what, 0)
+    if which == "direct":
+        if len(_ENCODINGS) >= _ENCODINGS_KEPT:
+            _ENCODINGS.clear()
+        _ENCODINGS[bytes(raw)] = found
+    return found
+
+
+#: encodings read last, by their bytes (the same page encodings recur in every file of a dataset);
+#: the messages are shared, and only ever read
+_ENCODINGS: dict[bytes, tuple[str, Any]] = {}
+_ENCODINGS_KEPT = 4096
 
 
 def pack_encoding(msg: Any, type_url: str, target: Any) -> None:

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable
 
 import pyarrow as pa
 
+from lance_table.file.arrow_take import filter_rows
 from lance_table.file.column_pages import ColumnPages
 from lance_table.file.pageio import PageIO
 from lance_table.file.runs import LONG_RUN, Runs
@@ -68,6 +69,6 @@ def selecting(job: Job, mask: pa.BooleanArray | None) -> Job:
         return job
 
     def select() -> list[pa.Array]:
-        return [arr.filter(mask) for arr in job()]
+        return [filter_rows(arr, mask) for arr in job()]
 
     return select

@@ -13,6 +13,7 @@ from lance_table._parallel import DECODE, PAGE_IO, map_on, runs_inline, settle
 from lance_table.errors import CorruptFileError, SchemaError, UnsupportedFormatError
 from lance_table.file import page_select
 from lance_table.file.arrow import bool_array
+from lance_table.file.arrow_take import filter_rows
 from lance_table.file.column_pages import ColumnPages
 from lance_table.file.container import (
     TAIL_READ_SIZE,
@@ -264,7 +265,7 @@ class LanceFileReader(SmallReads, V20Reads):
             col = pa.chunked_array(chunks, type=node.arrow_type)
             if len(col) != kept:  # a field not selected page by page (nested, blobs): selected now
                 assert keep is not None
-                col = selectable(pa.table([col], names=["_"])).column(0).filter(keep)
+                col = filter_rows(selectable(pa.table([col], names=["_"])).column(0), keep)
             arrays.append(col)
         return pa.Table.from_arrays(arrays, schema=schema)
 

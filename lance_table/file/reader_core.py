@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 
 from lance_table.errors import CorruptFileError
+from lance_table.file.arrow_take import filter_rows
 from lance_table.file.column_pages import ColumnPages
 from lance_table.file.container import (
     FileMetadata,
@@ -107,7 +108,7 @@ class ReaderCore(RowReader):
             if small is not None:
                 got = miniblock_small.decode(small, io, dtype, runs, floor)
                 if got is not None:
-                    return [got if keep is None else got.filter(keep)]
+                    return [got if keep is None else filter_rows(got, keep)]
             enc = col.encoding(page, self._source)
             return [decode21.decode_page(enc, io, dtype, large, runs, floor, keep)]
         finally:

@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_table.errors import CorruptFileError, LanceTableError
+from lance_table.file.arrow_take import take
 from lance_table.file.runs import Runs
 from lance_table.schema import FieldNode
 
@@ -145,7 +146,7 @@ class RowReader:
         table = self._read(Runs.from_sorted_unique(unique), columns)
         if unique.size == idx.size and np.array_equal(unique, idx):
             return table
-        return selectable(table).take(pa.array(inverse.reshape(-1)))
+        return take(selectable(table), pa.array(inverse.reshape(-1)))
 
     def read_runs(
         self, runs: Runs, columns: Sequence[str] | None = None, *, floors: Mapping[str, int] | None = None

@@ -10,11 +10,11 @@ in C, identical objects at once) only adds its new fragments' answers.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from lance_table._lru import LRU
 
 
 class Fragment(Protocol):
@@ -50,15 +50,14 @@ class FragmentFacts:
     top: int  # the largest id (-1 for none)
 
 
-_KEPT: OrderedDict[int, tuple[tuple[Fragment, ...], FragmentFacts]] = OrderedDict()
-_LOCK = threading.Lock()
+# by the tuple's id (the tuple is kept with its facts: its id is not reused while kept)
+_KEPT: LRU[int, tuple[tuple[Fragment, ...], FragmentFacts]] = LRU(FACTS_CACHE_SIZE)
 
 
 def facts(fragments: tuple[Fragment, ...]) -> FragmentFacts:
     """The facts of ``fragments`` (see the module docstring for how they are kept)."""
-    with _LOCK:
-        hit = _KEPT.get(id(fragments))
-        candidates = list(reversed(_KEPT.values()))
+    hit = _KEPT.get(id(fragments))
+    candidates = reversed(_KEPT.values())
     if hit is not None and hit[0] is fragments:
         return hit[1]
     found = None
@@ -70,11 +69,7 @@ def facts(fragments: tuple[Fragment, ...]) -> FragmentFacts:
                 break
     if found is None:
         found = _first(fragments)
-    with _LOCK:
-        _KEPT[id(fragments)] = (fragments, found)  # the tuple is kept: its id is not reused
-        _KEPT.move_to_end(id(fragments))
-        while len(_KEPT) > FACTS_CACHE_SIZE:
-            _KEPT.popitem(last=False)
+    _KEPT.put(id(fragments), (fragments, found))
     return found
 
 

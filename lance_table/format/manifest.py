@@ -16,7 +16,6 @@ from __future__ import annotations
 import re
 import struct
 import threading
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -26,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 from google.protobuf.message import DecodeError
 
+from lance_table._lru import LRU
 from lance_table._parallel import after_fork_in_child
 from lance_table._proto import table_pb2
 from lance_table.errors import (
@@ -777,16 +777,7 @@ def check_fragments(fragments: Iterable[Any], where: str) -> None:
 # Fragments already checked and converted, by their serialized protobuf: consecutive versions share
 # almost all their fragments, so a history of N versions converts each fragment once, not N times.
 FRAGMENT_CACHE_SIZE = 65_536
-_FRAGMENTS: OrderedDict[bytes, Fragment] = OrderedDict()
-_FRAGMENTS_LOCK = threading.Lock()
-
-
-def _new_fragments_lock() -> None:
-    global _FRAGMENTS_LOCK
-    _FRAGMENTS_LOCK = threading.Lock()  # a forked child: another thread may have held it at the fork
-
-
-after_fork_in_child(_new_fragments_lock)
+_FRAGMENTS: LRU[bytes, Fragment] = LRU(FRAGMENT_CACHE_SIZE)
 
 
 def checked_fragments(pbs: Any, where: str) -> tuple[Fragment, ...]:
@@ -796,12 +787,7 @@ def checked_fragments(pbs: Any, where: str) -> tuple[Fragment, ...]:
         CorruptFileError: naming ``where``.
     """
     keys = [pb.SerializeToString() for pb in pbs]
-    cache = _FRAGMENTS
-    with _FRAGMENTS_LOCK:
-        found = [cache.get(key) for key in keys]
-        for key, frag in zip(keys, found):
-            if frag is not None:
-                cache.move_to_end(key)
+    found = _FRAGMENTS.get_many(keys)
     missing = [i for i, frag in enumerate(found) if frag is None]
     if missing:
         new = [pbs[i] for i in missing]
@@ -809,11 +795,8 @@ def checked_fragments(pbs: Any, where: str) -> tuple[Fragment, ...]:
         made = [Fragment.from_pb(pb) for pb in new]
         for i, frag in zip(missing, made):
             frag.__dict__["pb_bytes"] = keys[i]  # what pb_bytes would make: the same protobuf
-        with _FRAGMENTS_LOCK:
-            for i, frag in zip(missing, made):
-                found[i] = cache[keys[i]] = frag
-            while len(cache) > FRAGMENT_CACHE_SIZE:
-                cache.popitem(last=False)
+            found[i] = frag
+        _FRAGMENTS.put_many((keys[i], frag) for i, frag in zip(missing, made))
     return tuple(found)  # type: ignore[arg-type]
 
 

@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_table.errors import MergeInsertError, MergeSourceError, UnsupportedOperationError
+from lance_table.file.arrow_take import filter_rows, take
 from lance_table.file.fields import BLOB_KEY
 from lance_table.file.v2_1.blob_v2 import has_blob_v2
 from lance_table.format.manifest import Fragment
@@ -247,14 +248,14 @@ def _groups(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[int, pa.Table]]
 
 def _source_rows(rows: pa.Table, schema: pa.Schema, where: str) -> pa.Table:
     """The source columns of ``rows`` (marker rows dropped), with the dataset's types."""
-    rows = rows.filter(pc.invert(rows.column(MARK)))
+    rows = filter_rows(rows, pc.invert(rows.column(MARK)))
     target = _plain_types(schema)
     batches = [cast_batch(b, target, where) for b in rows.select(schema.names).to_batches()]
     return pa.Table.from_batches(batches, target).cast(schema)
 
 
 def _take(table: pa.Table, indices: np.ndarray) -> pa.Table:
-    return table.take(pa.array(indices, pa.int64()))
+    return take(table, pa.array(indices, pa.int64()))
 
 
 def _merge_partition(
@@ -274,7 +275,7 @@ def _merge_partition(
                     inserts.write(full_rows(inserts.schema, source.slice(lo, WRITE_BATCH_ROWS), None))
                 part.stats.inserted += source.num_rows
                 continue
-            live = rows.filter(pc.invert(rows.column(MARK)))
+            live = filter_rows(rows, pc.invert(rows.column(MARK)))
             pos = live.column(POS).to_numpy().astype(np.int64)
             source = _source_rows(rows, schema, where)
             (frag,) = snap.fragment_readers([key])

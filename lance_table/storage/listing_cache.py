@@ -22,8 +22,8 @@ import os
 import sys
 import threading
 import time
-from collections import OrderedDict
 
+from lance_table._lru import LRU
 from lance_table._parallel import after_fork_in_child
 
 #: file systems whose directory times the kernel updates on every change of their entries
@@ -40,7 +40,8 @@ MAX_DIRECTORIES = 64
 MIN_NAMES = 64
 
 _Token = tuple[int, int, int, int, int, int]
-_LISTINGS: OrderedDict[str, tuple[_Token, tuple[str, ...]]] = OrderedDict()
+_LISTINGS: LRU[str, tuple[_Token, tuple[str, ...]]] = LRU(MAX_DIRECTORIES)
+#: guards :data:`_FS_TYPES`
 _LOCK = threading.Lock()
 #: device -> file system type, as read from the mount table at a time (monotonic ns)
 _FS_TYPES: dict[int, tuple[str | None, int]] = {}
@@ -66,25 +67,18 @@ def list_names(full: str) -> list[str]:
     """
     token = _token(full)
     if token is not None:
-        with _LOCK:
-            hit = _LISTINGS.get(full)
-            if hit is not None and hit[0] == token:
-                _LISTINGS.move_to_end(full)
-                return list(hit[1])
+        hit = _LISTINGS.get(full)
+        if hit is not None and hit[0] == token:
+            return list(hit[1])
     names = os.listdir(full)
     if token is not None and len(names) >= MIN_NAMES:
-        with _LOCK:
-            _LISTINGS[full] = (token, tuple(names))
-            _LISTINGS.move_to_end(full)
-            while len(_LISTINGS) > MAX_DIRECTORIES:
-                _LISTINGS.popitem(last=False)
+        _LISTINGS.put(full, (token, tuple(names)))
     return names
 
 
 def clear() -> None:
     """Forget every kept listing."""
-    with _LOCK:
-        _LISTINGS.clear()
+    _LISTINGS.clear()
 
 
 def _token(full: str) -> _Token | None:

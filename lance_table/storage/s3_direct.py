@@ -4,8 +4,8 @@ s3fs sends each request through aiobotocore's whole pipeline (request model, end
 event hooks, response parsing) on its one event-loop thread: about 1 ms of CPU per GET here, which
 a scan of hundreds of small files pays hundreds of times while decoding competes for the GIL. A
 GET of a byte range needs none of it: this module signs it (AWS Signature Version 4, the signing
-key cached per day) and sends it with urllib3 from the thread that wants the bytes, on a pool of
-kept-alive connections. The size comes from the manifest, so no HEAD is sent either.
+key cached per day) and sends it from the thread that wants the bytes, on kept-alive connections
+(:mod:`lance_table.storage.http_get`). The size comes from the manifest, so no HEAD is sent either.
 
 It reads only what it can address exactly as s3fs would, from the same s3fs arguments (see
 :func:`lance_table.storage.arrow_s3.arrow_arguments`, which decides the same for pyarrow's client):
@@ -24,19 +24,23 @@ import datetime as dt
 import errno
 import hashlib
 import hmac
-import os
 import re
+import socket
+import ssl
 import threading
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
 from lance_table._parallel import after_fork_in_child
+from lance_table.storage.http_get import KeptConnections
 
 #: the payload hash of a GET (the SHA-256 of no bytes), valid for S3 over http and https
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 #: connections kept per host (the scan's reads in flight: see ``remote.REMOTE_READ_PARALLELISM``)
 POOL_CONNECTIONS = 64
+#: hosts a client keeps connections to (one per bucket with virtual-hosted addressing)
+MAX_HOSTS = 4
 # statuses after which direct reads go on (the object is missing, or the server is busy)
 _TRANSIENT = frozenset((404, 416, 429, 500, 502, 503, 504))
 # a bucket name AWS serves as a host name of its own (no dots: TLS certificates cover one label)
@@ -138,35 +142,22 @@ class DirectS3:
         self.ca_bundle = ca_bundle
         self._signer = SigV4(region)
         self._default_port = ":443" if scheme == "https" else ":80"
-        self._pool: Any = None
-        self._pid = -1
+        self._pools: dict[str, KeptConnections] = {}
         self._lock = threading.Lock()
         #: False once an answer said that this client cannot read the store (see the module)
         self.usable = True
 
-    def _http(self) -> Any:
-        pool = self._pool
-        if pool is None or self._pid != os.getpid():  # a forked child: connections of its own
+    def _http(self, host: str) -> KeptConnections:
+        """The kept connections to ``host`` (a forked child opens its own: see KeptConnections)."""
+        pool = self._pools.get(host)
+        if pool is None:
             with self._lock:
-                if self._pool is None or self._pid != os.getpid():
-                    import urllib3
-
-                    tls: dict[str, Any] = {"ca_certs": self.ca_bundle} if self.ca_bundle else {}
-                    # a kept-alive connection the server closed meanwhile is opened again (a GET
-                    # is safe to repeat); statuses and redirects come back as they are
-                    retry = urllib3.Retry(
-                        total=2, connect=2, read=1, status=0, other=0, redirect=0,
-                        raise_on_redirect=False, raise_on_status=False,
-                    )  # fmt: skip
-                    self._pool = urllib3.PoolManager(
-                        num_pools=4,
-                        maxsize=POOL_CONNECTIONS,
-                        retries=retry,
-                        timeout=urllib3.Timeout(connect=self.timeouts[0], read=self.timeouts[1]),
-                        **tls,
-                    )
-                    self._pid = os.getpid()
-                pool = self._pool
+                pool = self._pools.get(host)
+                if pool is None:
+                    pool = KeptConnections(self.scheme, host, self.timeouts, POOL_CONNECTIONS, self.ca_bundle)
+                    while len(self._pools) >= MAX_HOSTS:  # the oldest host's connections close
+                        self._pools.pop(next(iter(self._pools))).close()
+                    self._pools[host] = pool
         return pool
 
     def address(self, bucket: str, key: str) -> tuple[str, str]:
@@ -213,16 +204,15 @@ class DirectS3:
             else:
                 now = dt.datetime.now(dt.timezone.utc)
                 headers = self._signer.headers(host, path, extra, *keys, now)
-            answer = self._http().request(
-                "GET", f"{self.scheme}://{host}{path}", headers=headers, preload_content=True, redirect=False
-            )
+            limit = None if start is None or end is None else end - start
+            answer = self._http(host).get(path, headers, limit)
         except Exception as exc:  # a dropped connection, a timeout, credentials botocore cannot find
-            if "SSL" in type(exc).__name__ or "NameResolution" in type(exc).__name__:
+            if isinstance(exc, (ssl.SSLError, socket.gaierror)):
                 self.usable = False  # certificates or a host name s3fs's client sees otherwise
             raise DirectReadFailed(repr(exc)) from None
         status = answer.status
         if status == 206 or (status == 200 and start is None):
-            return bytes(answer.data)
+            return answer.data
         if status == 200:  # the server sent the whole object for a range
             return bytes(answer.data[start:end])
         if status == 404 and b"NoSuchKey" in answer.data:
@@ -298,6 +288,7 @@ def _after_fork() -> None:
     _CLIENTS_LOCK = threading.Lock()
     for client in _CLIENTS.values():
         client._lock = threading.Lock()
+        client._pools = {}  # the parent's connections (and their locks) are not the child's
 
 
 after_fork_in_child(_after_fork)

@@ -465,6 +465,8 @@ def in_memory_if_small(source: ByteSource, limit: int) -> ByteSource:
 
 def open_source(source: str | os.PathLike[str] | IO[bytes] | ByteSource | bytes) -> ByteSource:
     """Turn what a caller passed into a :class:`ByteSource`."""
+    if isinstance(source, _RangedSource):  # every storage's sources (a protocol check costs more)
+        return source
     if isinstance(source, (bytes, bytearray, memoryview)):
         return BytesSource(source)
     if isinstance(source, (str, os.PathLike)):

@@ -20,7 +20,7 @@ from lance_table.table.operations.cleanup import (
     explain_cleanup,
 )
 from lance_table.table.operations.compaction import CompactionMetrics
-from lance_table.table.operations.restore import plan_restore
+from lance_table.table.operations.restore import restore_version
 from lance_table.table.optimize import DatasetOptimizer
 from lance_table.table.progress import Progress
 
@@ -38,8 +38,7 @@ class _Maintenance(Handle):
         Raises:
             VersionNotFoundError: this version has been cleaned up.
         """
-        latest = self._snapshot.checkout()
-        self._committed(latest.commit(plan_restore(self._snapshot, latest), message=commit_message))
+        self._committed(restore_version(self._snapshot, commit_message))
 
     @property
     def optimize(self) -> DatasetOptimizer:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import array
 import struct
-import threading
-from collections import OrderedDict
 from collections.abc import Mapping
 
 import numpy as np
@@ -13,7 +11,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 from pyroaring import BitMap
 
-from lance_table._parallel import after_fork_in_child
+from lance_table._lru import LRU
 from lance_table.errors import CorruptFileError, DataFileNotFoundError, UnsupportedFormatError
 from lance_table.format import paths
 from lance_table.format.bases import BasePath
@@ -49,11 +47,17 @@ class DeletionCache:
     """
 
     def __init__(self, size: int = DELETION_CACHE_SIZE, max_bytes: int = DELETION_CACHE_BYTES) -> None:
-        self.size = size
-        self.max_bytes = max_bytes
-        self._items: OrderedDict[tuple[str, str, str, int, int], np.ndarray] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
+        self._items: LRU[tuple[str, str, str, int, int], np.ndarray] = LRU(size, max_bytes)
+
+    @property
+    def size(self) -> int:
+        """The most vectors kept."""
+        return self._items.size
+
+    @property
+    def max_bytes(self) -> int:
+        """The most memory the kept vectors may take (offsets and a fixed cost each)."""
+        return self._items.max_bytes or 0
 
     def __len__(self) -> int:
         return len(self._items)
@@ -61,44 +65,20 @@ class DeletionCache:
     @property
     def nbytes(self) -> int:
         """The memory the kept vectors take (offsets and a fixed cost each)."""
-        return self._bytes
+        return self._items.nbytes
 
     def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-            self._bytes = 0
+        self._items.clear()
 
     def get(self, key: tuple[str, str, str, int, int]) -> np.ndarray | None:
-        with self._lock:
-            found = self._items.get(key)
-            if found is not None:
-                self._items.move_to_end(key)
-            return found
+        return self._items.get(key)
 
     def put(self, key: tuple[str, str, str, int, int], offsets: np.ndarray) -> None:
         offsets.setflags(write=False)
-        weight = offsets.nbytes + _VECTOR_OVERHEAD
-        if weight > self.max_bytes:
-            return
-        with self._lock:
-            old = self._items.pop(key, None)
-            if old is not None:
-                self._bytes -= old.nbytes + _VECTOR_OVERHEAD
-            self._items[key] = offsets
-            self._bytes += weight
-            while len(self._items) > self.size or self._bytes > self.max_bytes:
-                _, dropped = self._items.popitem(last=False)
-                self._bytes -= dropped.nbytes + _VECTOR_OVERHEAD
+        self._items.put(key, offsets, offsets.nbytes + _VECTOR_OVERHEAD)
 
 
 DELETIONS = DeletionCache()
-
-
-def _deletions_after_fork() -> None:
-    DELETIONS._lock = threading.Lock()  # a forked child: another thread may have held it at the fork
-
-
-after_fork_in_child(_deletions_after_fork)
 
 
 def read_deletions(

@@ -23,6 +23,7 @@ import pyarrow as pa
 from lance_table._parallel import ARROW_READS, pool
 from lance_table.extensions import user_table
 from lance_table.file.arrow import bool_array
+from lance_table.file.arrow_take import filter_rows, take
 from lance_table.file.field_shapes import LEAFLESS, field_shape, leaf_paths
 from lance_table.file.pageio import PageIO
 from lance_table.file.reader import LanceFileReader
@@ -216,7 +217,7 @@ def _read_batch(
     lengths = np.concatenate([r.lengths for r in runs])
     selected = Runs(starts, lengths)
     if selected.total < DENSE_SHARE * table.num_rows:
-        return table.take(pa.array(spans(starts, lengths)))
+        return take(table, pa.array(spans(starts, lengths)))
     # most rows (the live rows of fragments with deletions): one filter per column
     keep = bool_array(selected.mask(0, table.num_rows))
-    return pa.Table.from_arrays([col.filter(keep) for col in table.columns], schema=table.schema)
+    return pa.Table.from_arrays([filter_rows(col, keep) for col in table.columns], schema=table.schema)

@@ -4,13 +4,13 @@ kept so that a scan over thousands of small fragments does not read and parse th
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeAlias
 
 import pyarrow as pa
 
+from lance_table._lru import LRU
 from lance_table._parallel import after_fork_in_child
 from lance_table.errors import CorruptFileError, SchemaError
 from lance_table.file.legacy import LegacyFileReader
@@ -79,11 +79,21 @@ class ReaderCache:
     """
 
     def __init__(self, size: int = READER_CACHE_SIZE, max_bytes: int = READER_CACHE_BYTES) -> None:
-        self.size = size
-        self.max_bytes = max_bytes
-        self._items: OrderedDict[Key, tuple[FileReader, int]] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
+        self._items: LRU[Key, FileReader] = LRU(size, max_bytes)
+
+    @property
+    def size(self) -> int:
+        """The most readers kept."""
+        return self._items.size
+
+    @property
+    def max_bytes(self) -> int:
+        """The most memory the kept readers may take."""
+        return self._items.max_bytes or 0
+
+    @property
+    def _lock(self) -> threading.Lock:
+        return self._items.lock
 
     def __len__(self) -> int:
         return len(self._items)
@@ -91,12 +101,10 @@ class ReaderCache:
     @property
     def nbytes(self) -> int:
         """The estimated memory of the readers kept."""
-        return self._bytes
+        return self._items.nbytes
 
     def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-            self._bytes = 0
+        self._items.clear()
 
     def get(
         self,
@@ -120,22 +128,11 @@ class ReaderCache:
         key: Key = (storage.cache_key, directory, data_file.path, data_file.file_size_bytes)
         if view is not None and is_legacy_file(data_file):
             key = (*key, view.key)  # a legacy file's reader depends on its view (a rename changes it)
-        with self._lock:
-            cached = self._items.get(key)
-            if cached is not None:
-                self._items.move_to_end(key)
-                return cached[0]
+        cached = self._items.get(key)
+        if cached is not None:
+            return cached
         reader = open_reader(storage, data_file, version, view, directory)
-        weight = reader_weight(reader)
-        with self._lock:
-            old = self._items.pop(key, None)
-            if old is not None:
-                self._bytes -= old[1]
-            self._items[key] = (reader, weight)
-            self._bytes += weight
-            while self._items and (len(self._items) > self.size or self._bytes > self.max_bytes):
-                _, (_, dropped) = self._items.popitem(last=False)
-                self._bytes -= dropped
+        self._items.put(key, reader, reader_weight(reader))
         return reader
 
 
@@ -172,8 +169,7 @@ READERS = ReaderCache()
 def _readers_after_fork() -> None:
     """A forked child opens its files afresh: a cached reader of a remote file holds its parent's
     connection (and event loop), and another thread may have held the lock at the fork."""
-    READERS._lock = threading.Lock()
-    READERS.clear()
+    READERS.clear()  # (the cache's lock is replaced by the cache itself)
 
 
 after_fork_in_child(_readers_after_fork)

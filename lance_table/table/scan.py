@@ -25,6 +25,7 @@ from pyarrow import acero
 from lance_table._parallel import FRAGMENTS, IO, ahead_on, io_threads, map_grouped, map_groups, workers
 from lance_table.errors import SchemaError
 from lance_table.extensions import storage_schema
+from lance_table.file.arrow_take import filter_rows, take
 from lance_table.file.runs import Runs
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.fragment_readers import FragmentReaders
@@ -328,12 +329,12 @@ def _read_matching(frag: FragmentReader, spec: ScanPlan, lo: int, hi: int) -> tu
     # The predicate's columns are already read; the rest of the projection is read for every live
     # row and masked in memory when many rows match, else only the matching rows' bytes.
     chosen = pa.array(mask)
-    cols = {n: ftable.column(n).filter(chosen) for n in spec.filter_columns if n in spec.columns}
+    cols = {n: filter_rows(ftable.column(n), chosen) for n in spec.filter_columns if n in spec.columns}
     rest = [c for c in spec.columns if c not in cols]
     dense = DENSE_SELECTION_STRUCTURAL if frag.structural else DENSE_SELECTION
     if rest and selected >= dense * live.total:
         other = frag.read(rest, live)
-        cols.update({n: other.column(n).filter(chosen) for n in rest})
+        cols.update({n: filter_rows(other.column(n), chosen) for n in rest})
     elif rest:
         other = frag.read(rest, runs)
         cols.update({n: other.column(n) for n in rest})
@@ -554,7 +555,7 @@ def read_positions(
 
     parts = map_groups(read, touched, [1] * len(touched), in_flight=in_flight(frags))
     result = pa.concat_tables(parts) if parts else out_schema.empty_table()
-    return result.take(pa.array(inverse.reshape(-1)))
+    return take(result, pa.array(inverse.reshape(-1)))
 
 
 #: The reads of one fragment above, for the batches of many small fragments (see scan_groups).

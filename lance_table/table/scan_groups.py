@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import numpy as np
 import pyarrow as pa
 
+from lance_table.file.arrow_take import filter_rows
 from lance_table.file.runs import EMPTY, Runs
 from lance_table.table import fragment_batch
 from lance_table.table.fragment import FragmentReader
@@ -170,7 +171,7 @@ def _matching_rows(
         matched[k] = lives[k].select(hits[cuts[k] : cuts[k + 1]] - bounds[k])
     if not keep_table:
         return matched, None
-    return matched, table.filter(pa.array(mask)) if hits.size < total else table
+    return matched, filter_rows(table, pa.array(mask)) if hits.size < total else table
 
 
 def _scan_batch(

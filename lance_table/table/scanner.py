@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset
 
 from lance_table.errors import ScanOptionError, SchemaError, UnsupportedOperationError
+from lance_table.file import arrow_take
 from lance_table.table import pandas_export
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.projection import Projection, resolve
@@ -204,7 +205,7 @@ class LanceScanner(pyarrow.dataset.Scanner):
                 indices = pc.sort_indices(table, sort_keys=order)
             else:
                 indices = pc.sort_indices(table, sort_keys=[k[:2] for k in order], null_placement=order[0][2])
-            table = table.take(indices)
+            table = arrow_take.take(table, indices)
         except (pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
             raise UnsupportedOperationError(f"order_by {keys}: {exc}") from None
         return proj.apply(table.slice(spec.offset or 0, spec.limit))

@@ -141,6 +141,26 @@ class Snapshot:
         )
         return Snapshot(self.storage, manifest, self.scheme, self.commit_options)
 
+    def commit_on_latest(self, pending: Pending, *, message: str | None = None) -> Snapshot:
+        """Commit ``pending``, planned from this version, on whatever version is latest (an
+        operation that applies to any, as a Restore): the commit finds the latest itself, in its
+        one listing, and records it as the read version. Returns the version it made.
+
+        Raises:
+            CommitConflictError, CommitStateUnknownError, CommitError: see :func:`commit`.
+            UnsupportedFormatError: the latest version needs writer features lance_table lacks.
+        """
+        manifest = commit(
+            self.storage,
+            self.manifest,
+            pending,
+            options=self.commit_options,
+            message=message,
+            scheme=self.scheme,
+            on_latest=True,
+        )
+        return Snapshot(self.storage, manifest, self.scheme, self.commit_options)
+
     def checkout(self, version: int | str | None = None, asof: dt.datetime | None = None) -> Snapshot:
         """Another version (a number or tag; None for the latest) of the same dataset."""
         return load(self.storage, version, asof, self.commit_options)

@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_table.errors import FilterError, UnsupportedOperationError, UnsupportedOptionError
+from lance_table.file.arrow_take import take
 from lance_table.table.scan_spec import scan_spec
 
 if TYPE_CHECKING:
@@ -291,7 +292,7 @@ class _Plan:
             indices = pc.sort_indices(table, sort_keys=sort)
         else:
             indices = pc.sort_indices(table, sort_keys=[k[:2] for k in sort], null_placement=sort[0][2])
-        table = table.take(indices)
+        table = take(table, indices)
         return table.drop_columns([n for n in table.column_names if n.startswith(_HIDDEN)])
 
 

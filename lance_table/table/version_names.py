@@ -12,16 +12,14 @@ listing that needs every version (or holds V1 names) parses every name.
 from __future__ import annotations
 
 import itertools
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 
+from lance_table._lru import LRU
 from lance_table.format import paths
 
 #: the last listing of each dataset (by storage cache key), with what was worked out from it
 MEMO_SIZE = 64
-_MEMO: OrderedDict[str, Listing] = OrderedDict()
-_MEMO_LOCK = threading.Lock()
+_MEMO: LRU[str, Listing] = LRU(MEMO_SIZE)
 
 
 @dataclass(frozen=True)
@@ -80,6 +78,9 @@ class Listing:
             MixedSchemesError: both naming schemes are present.
         """
         if self._all is None and self.only_v2():
+            latest = self.latest()  # (kept: a commit asks of the listing its open made)
+            if latest is None or latest.version <= version:
+                return []
             cut = paths.manifest_name(version, paths.ManifestNaming.V2)
             newer = sorted(filter(cut.__gt__, self.names), reverse=True)  # (picked in C)
             return [_v2_entry(n) for n in newer if paths.is_v2_name(n)]
@@ -110,24 +111,17 @@ def listing(names: list[str], dataset_key: str) -> Listing:
     has ``dataset_key``): the one remembered when the dataset's last listing had the very same
     names, so that an unchanged directory is worked out once."""
     key = tuple(names)
-    with _MEMO_LOCK:
-        hit = _MEMO.get(dataset_key)
-        if hit is not None and hit.names == key:
-            _MEMO.move_to_end(dataset_key)
-            return hit
+    hit = _MEMO.get(dataset_key)
+    if hit is not None and hit.names == key:
+        return hit
     made = Listing(key)
-    with _MEMO_LOCK:
-        _MEMO[dataset_key] = made
-        _MEMO.move_to_end(dataset_key)
-        while len(_MEMO) > MEMO_SIZE:
-            _MEMO.popitem(last=False)
+    _MEMO.put(dataset_key, made)
     return made
 
 
 def clear() -> None:
     """Forget every remembered listing."""
-    with _MEMO_LOCK:
-        _MEMO.clear()
+    _MEMO.clear()
 
 
 def _smallest_v2(names: tuple[str, ...]) -> str | None:

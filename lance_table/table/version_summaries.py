@@ -20,15 +20,14 @@ Two things keep a long history cheap:
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
 import numpy as np
 
+from lance_table._lru import LRU
 from lance_table._proto import table_pb2
 from lance_table.storage import Storage
 from lance_table.storage.base import Entry
@@ -40,15 +39,13 @@ SUMMARY_CACHE_SIZE = 100_000
 _FINE_CLOCK_MARGIN = 0.05
 _COARSE_CLOCK_MARGIN = 2.5
 
-_SUMMARIES: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
-_LOCK = threading.Lock()
+_SUMMARIES: LRU[tuple[Any, ...], dict[str, Any]] = LRU(SUMMARY_CACHE_SIZE)
 
 
 def clear() -> None:
     """Forget every cached summary and fragment run (for benchmarks that time a first call)."""
-    with _LOCK:
-        _SUMMARIES.clear()
-        _LAST.clear()
+    _SUMMARIES.clear()
+    _LAST.clear()
 
 
 def summary_key(storage: Storage, entry: Entry, now: float | None = None) -> tuple[Any, ...] | None:
@@ -70,22 +67,15 @@ def cached(key: tuple[Any, ...] | None) -> dict[str, Any] | None:
     """A cached summary (a fresh copy the caller may change), or None."""
     if key is None:
         return None
-    with _LOCK:
-        hit = _SUMMARIES.get(key)
-        if hit is None:
-            return None
-        _SUMMARIES.move_to_end(key)
-    return _copy(hit)
+    hit = _SUMMARIES.get(key)
+    return None if hit is None else _copy(hit)
 
 
 def remember(key: tuple[Any, ...] | None, summary: dict[str, Any]) -> None:
     """Cache a summary under ``key`` (nothing when the key is None)."""
     if key is None:
         return
-    with _LOCK:
-        _SUMMARIES[key] = _copy(summary)
-        while len(_SUMMARIES) > SUMMARY_CACHE_SIZE:
-            _SUMMARIES.popitem(last=False)
+    _SUMMARIES.put(key, _copy(summary))
 
 
 def _copy(summary: dict[str, Any]) -> dict[str, Any]:
@@ -114,8 +104,8 @@ class _Run:
 
 
 # The last run seen per dataset: what the next version is compared with (bounded).
-_LAST: OrderedDict[str, _Run] = OrderedDict()
 _LAST_SIZE = 16
+_LAST: LRU[str, _Run] = LRU(_LAST_SIZE)
 
 
 @dataclass(frozen=True)
@@ -137,8 +127,7 @@ def find_fragment_run(dataset_key: str, body: bytes) -> FragmentRun | None:
     The caller checks that no fragment record lies outside the run (by parsing the rest of the
     body), then :func:`keep` s it as the one the dataset's next version is compared with.
     """
-    with _LOCK:
-        prev = _LAST.get(dataset_key)
+    prev = _LAST.get(dataset_key)
     run = _run_of(body, prev)
     if run is None:
         return None
@@ -157,11 +146,7 @@ def find_fragment_run(dataset_key: str, body: bytes) -> FragmentRun | None:
 
 def keep(dataset_key: str, run: FragmentRun) -> None:
     """Remember ``run`` as the dataset's last: its next version is compared with it."""
-    with _LOCK:
-        _LAST[dataset_key] = run._run
-        _LAST.move_to_end(dataset_key)
-        while len(_LAST) > _LAST_SIZE:
-            _LAST.popitem(last=False)
+    _LAST.put(dataset_key, run._run)
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:

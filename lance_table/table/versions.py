@@ -5,13 +5,12 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from lance_table._parallel import IO, after_fork_in_child, ahead_on, io_threads
+from lance_table._lru import LRU
+from lance_table._parallel import IO, ahead_on, io_threads
 from lance_table.errors import (
     CorruptFileError,
     DatasetNotFoundError,
@@ -37,16 +36,8 @@ from lance_table.table.version_names import VersionEntry
 
 # Decoded manifests by (storage cache key, manifest path), reused only when the file's bytes are identical.
 DECODED_CACHE_SIZE = 256
-_DECODED: OrderedDict[tuple[str, str], tuple[bytes, ManifestFile]] = OrderedDict()
-_DECODED_LOCK = threading.Lock()
-
-
-def _new_decoded_lock() -> None:
-    global _DECODED_LOCK
-    _DECODED_LOCK = threading.Lock()  # a forked child: another thread may have held it at the fork
-
-
-after_fork_in_child(_new_decoded_lock)
+_DECODED: LRU[tuple[str, str], tuple[bytes, ManifestFile]] = LRU(DECODED_CACHE_SIZE)
+_DECODED_LOCK = _DECODED.lock  # (the lock a fork must not leave held: a forked child gets another)
 
 
 def list_versions(storage: Storage, *, after: int | None = None) -> list[VersionEntry]:
@@ -244,20 +235,15 @@ def decode_manifest(storage: Storage, entry: VersionEntry, data: bytes) -> Manif
     """
     where = f"{storage.uri.rstrip('/')}/{entry.path}"
     key = (storage.cache_key, entry.path)
-    with _DECODED_LOCK:
-        hit = _DECODED.get(key)
-        if hit is not None and hit[0] == data:  # the very same bytes: reuse what they decoded to
-            _DECODED.move_to_end(key)
-            return hit[1]
+    hit = _DECODED.get(key)
+    if hit is not None and hit[0] == data:  # the very same bytes: reuse what they decoded to
+        return hit[1]
     mf = decode_manifest_file(data, where)
     if mf.manifest.version != entry.version:
         raise CorruptFileError(
             where, f"file name says version {entry.version}, manifest says {mf.manifest.version}"
         )
-    with _DECODED_LOCK:
-        _DECODED[key] = (data, mf)
-        while len(_DECODED) > DECODED_CACHE_SIZE:
-            _DECODED.popitem(last=False)
+    _DECODED.put(key, (data, mf))
     return mf
 
 
@@ -268,10 +254,7 @@ def remember_manifest(
     if its file had been decoded: the next open of the latest version, by the next append of a
     stream of them, reads the file and finds the same bytes, without decoding them again."""
     where = f"{storage.uri.rstrip('/')}/{path}"
-    with _DECODED_LOCK:
-        _DECODED[(storage.cache_key, path)] = (data, ManifestFile(manifest, transaction, len(data), where))
-        while len(_DECODED) > DECODED_CACHE_SIZE:
-            _DECODED.popitem(last=False)
+    _DECODED.put((storage.cache_key, path), (data, ManifestFile(manifest, transaction, len(data), where)))
 
 
 def check_readable(manifest: Manifest, uri: str) -> None:

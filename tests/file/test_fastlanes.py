@@ -162,3 +162,41 @@ def test_blocks_at_any_spacing_unpack_into_an_array_as_blocks_back_to_back(t: in
         for one in range(4):
             alone = bitpacking.unpack(words, t, w, 1, even[one : one + 1])
             assert np.array_equal(alone, values[one * block : (one + 1) * block]), (t, w)
+
+
+@pytest.mark.parametrize("t", [8, 16, 32, 64])
+def test_unpacking_field_by_field_gives_the_values_for_every_width_and_layout(
+    t: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Long runs are unpacked field by field (``unpack_fields``, in units of 16 or 32 bits where
+    the width allows): forced onto 5 blocks in groups of 2, every width gives the values that
+    packed them, the blocks back to back, led by a word each or gathered, into a given array or
+    not; a short run takes the block-by-block kernel."""
+    from lance_table.file.compression import unpack_fields
+
+    rng = np.random.default_rng(t + 3)
+    dtype = bitpacking.DTYPES[t]
+    lanes = bitpacking.BLOCK // t
+    assert not unpack_fields.worth(t, 5, 5, "led") and unpack_fields.worth(t, 5, 1024, "led")
+    monkeypatch.setattr(unpack_fields, "worth", lambda t, w, blocks, layout: True)
+    monkeypatch.setattr(unpack_fields, "GROUP", 2)
+    for w in range(1, t + 1):
+        values = rng.integers(0, 1 << w, 5 * bitpacking.BLOCK, dtype=np.uint64, endpoint=False).astype(dtype)
+        packed = bitpacking.pack(values, w)
+        assert np.array_equal(bitpacking.unpack(packed, t, w, 5), values), (t, w)
+        size = 1 + w * lanes
+        led = np.zeros((5, size), dtype)
+        led[:, 1:] = packed.reshape(5, -1)
+        at = np.arange(5) * size + 1
+        out = np.empty(5 * bitpacking.BLOCK, dtype)
+        flat = led.reshape(-1)
+        assert np.array_equal(bitpacking.unpack(flat, t, w, 5, at, out), values), (t, w)
+        # uneven: the fourth block one word further on
+        uneven = np.concatenate([flat[: 3 * size], np.zeros(1, dtype), flat[3 * size :]])
+        at[3:] += 1
+        assert np.array_equal(bitpacking.unpack(uneven, t, w, 5, at), values), (t, w)
+    monkeypatch.undo()
+    w = min(t - 1, 13)
+    wide = rng.integers(0, 1 << w, 256 * bitpacking.BLOCK, dtype=np.uint64).astype(dtype)
+    assert unpack_fields.worth(t, w, 256, "back")
+    assert np.array_equal(bitpacking.unpack(bitpacking.pack(wide, w), t, w, 256), wide)

@@ -205,35 +205,19 @@ def test_a_delete_from_a_handle_whose_successors_are_cleaned_up_reruns_on_the_la
     history.assert_all_live_readable(latest.filter(pa.compute.not_equal(latest["id"], 60)))
 
 
-def test_a_delete_whose_early_check_never_started_still_reruns_on_the_latest(place, monkeypatch):
-    """The check for gone versions runs on the IO pool while the rows are found; when the read of a
-    cleaned-up file fails before the pool took the check (a loaded machine), the check still runs."""
-    from concurrent.futures import Future
-
-    from lance_table.table.operations import delete as delete_op
-
-    real, calls = delete_op.start_one, []
-
-    def first_never_starts(name, call):  # type: ignore[no-untyped-def]
-        calls.append(name)
-        if len(calls) > 1:
-            return real(name, call)
-        late: Future[object] = Future()
-        late.cancel()  # as settle() finds a task its pool has not started...
-        late.set_running_or_notify_cancel()  # ...and the pool then drops
-        return late
-
+def test_a_delete_reading_a_cleaned_up_file_reruns_on_the_latest(place):
+    """The delete reads a file of its handle's version that cleanup removed along with the versions
+    since: not a missing file but the retryable conflict, and the delete runs again on the latest."""
     history = History(place)
     old = _cleaned_below_latest(history)
-    monkeypatch.setattr(delete_op, "start_one", first_never_starts)
     assert old.delete("id = 10") == {"num_deleted_rows": 0}  # id 10 was in the fragment v3 dropped
-    assert calls and [v["version"] for v in history.open().versions()] == [4, 5]
+    assert [v["version"] for v in history.open().versions()] == [4, 5]
     history.assert_all_live_readable(history.contents[4])
 
 
 def test_a_commit_finding_versions_cleaned_up_after_planning_reruns_on_the_latest(place):
-    """The check before writing passes; the versions go while the delete writes its files: the
-    delete never lands in the hole, it is planned again on the latest version."""
+    """The versions go while the delete writes its files: the delete never lands in the hole, it
+    is planned again on the latest version."""
     history = History(place)
     old = history.open(1)
     lt.write_dataset(rows(200, 210), history.uri, mode="append", storage_options=history.options)

@@ -84,6 +84,28 @@ def test_vector_columns_are_batched_and_equal_pylance(tmp_path: Path, version: s
         assert got.equals(theirs.to_table(columns=columns, filter="id > 40"))
 
 
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_takes_of_few_rows_of_small_files_of_many_chunks_are_batched(tmp_path: Path, version: str) -> None:
+    uri = str(tmp_path / "ds")
+    rng = np.random.default_rng(5)
+    for i, n in enumerate([120, 90, 150, 120]):  # 16 floats a row: pages of several chunks
+        data = pa.table(
+            {"id": np.arange(i * 200, i * 200 + n), "vec": _fsl(rng.random(n * 16).astype(np.float32), 16)}
+        )
+        write = lance.write_dataset if i % 2 else lt.write_dataset
+        write(data, uri, mode="append" if i else "create", data_storage_version=version)
+    lance.dataset(uri).delete("id % 11 = 3")
+    ours, theirs = lt.dataset(uri), lance.dataset(uri)
+    plans = fragment_batch.plans(ours._snapshot.fragment_readers(), ["id", "vec"])
+    assert all(p is not None and p[1].chunks > 1 for p in plans)
+    assert all(fragment_batch.batchable(p, 2) for p in plans)  # a few rows of each: one batch
+    idx = [0, 1, 117, 118, 250, 251, 420, 421]
+    for columns in (None, ["vec"]):
+        assert ours.take(idx, columns=columns).equals(theirs.take(idx, columns=columns))
+    got = ours.take(idx, columns=["vec", "_rowid", "_rowaddr"])
+    assert got.equals(theirs.take(idx, columns=["vec", "_rowid", "_rowaddr"]))
+
+
 @pytest.mark.s3
 def test_batches_on_s3_send_one_get_per_file(s3_uri, s3_options, s3_requests):  # type: ignore[no-untyped-def]
     _build(s3_uri, "2.2", s3_options)

@@ -13,6 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lance_table._buffers import empty
+from lance_table.file.compression import unpack_fields
+
 ORDER = np.array([0, 4, 2, 6, 1, 5, 3, 7])
 DTYPES = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 BLOCK = 1024
@@ -93,7 +96,7 @@ def unpack(
     contiguous array of ``blocks * 1024`` T-bit values) receives the values, and is returned."""
     dtype = DTYPES[t]
     if out is None:
-        out = np.empty(blocks * BLOCK, dtype)
+        out = empty(blocks * BLOCK, dtype)
     if blocks == 0:
         return out
     if w == 0:
@@ -110,11 +113,16 @@ def unpack(
                 (blocks, w, lanes), dtype, words, int(block_at[0]) * size, (step * size, lanes * size, size)
             )
             block_at = None
+    layout = "led" if packed is not None else "back" if block_at is None else "gather"
     if block_at is None:
         if packed is None:
             packed = words[: blocks * w * lanes].reshape(blocks, w, lanes)
     else:  # gathered a group at a time below, while the group is in cache
         packed = np.lib.stride_tricks.sliding_window_view(words, w * lanes)
+    if unpack_fields.worth(t, w, blocks, layout):  # long runs: field by field over many blocks
+        if block_at is not None:
+            packed = packed[block_at].reshape(blocks, w, lanes)
+        return unpack_fields.unpack(packed, t, w, out)
     plan = _unpack_plan(t, w)
     grid = out.reshape(blocks, t, lanes)
     mask = dtype((1 << w) - 1)

@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_table.errors import CorruptFileError, SchemaError, UnsupportedFormatError
+from lance_table.file.arrow_take import filter_rows
 from lance_table.file.legacy.container import (
     LEGACY_FORMAT_VERSION,
     LegacyMetadata,
@@ -220,7 +221,9 @@ class LegacyFileReader(RowReader):
                 # (column by column: one filter of a table costs more than those of its columns).
                 whole = self._read_runs(Runs.span(lo, span), nodes, schema)
                 keep = pa.array(runs.mask(lo, span))
-                return pa.Table.from_arrays([c.filter(keep) for c in whole.columns], schema=whole.schema)
+                return pa.Table.from_arrays(
+                    [filter_rows(c, keep) for c in whole.columns], schema=whole.schema
+                )
             return self._read_runs(runs, nodes, schema)
 
     def _read_runs(self, runs: Runs, nodes: list[FieldNode], schema: pa.Schema) -> pa.Table:

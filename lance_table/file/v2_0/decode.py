@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from lance_table.errors import UnsupportedFormatError
 from lance_table.file.arrow import build_binary, with_validity
+from lance_table.file.arrow_take import take
 from lance_table.file.compression import fsst
 from lance_table.file.pageio import PageIO, bits_runs
 from lance_table.file.runs import Runs
@@ -277,7 +278,7 @@ def _dictionary(enc: Any, io: PageIO, runs: Runs, dtype: pa.DataType) -> pa.Arra
     idx = np.frombuffer(flat_bytes(inner.flat, io, runs), itype).astype(np.int64)
     if idx.size and int(idx.max()) > items_n:
         raise io.corrupt(f"dictionary index {int(idx.max())} exceeds the {items_n} dictionary items")
-    return items.take(pa.array(idx - 1, mask=idx == 0))
+    return take(items, pa.array(idx - 1, mask=idx == 0))
 
 
 def _check_indices(indices: pa.Array, n: int, base: int, io: PageIO) -> None:

@@ -23,6 +23,7 @@ from google.protobuf.unknown_fields import UnknownFieldSet
 
 from lance_table.errors import UnsupportedFormatError
 from lance_table.file.arrow import rows_of, with_validity
+from lance_table.file.arrow_take import filter_rows
 from lance_table.file.compression import bitpacking
 from lance_table.file.pageio import PageIO
 from lance_table.file.runs import Runs
@@ -402,7 +403,7 @@ def decode_page(
     ``floor`` may read as 0: see :meth:`LanceFileReader.read_runs`); with ``keep`` (a mask over
     those rows, ``runs`` then one span), only the rows it marks."""
     if keep is not None and (not _flat(layout, io) or layout.WhichOneof("layout") != "mini_block_layout"):
-        return decode_page(layout, io, dtype, large_chunks, runs, floor).filter(keep)
+        return filter_rows(decode_page(layout, io, dtype, large_chunks, runs, floor), keep)
     if not _flat(layout, io):
         return decode_nested_page(layout, io, [pa.field("value", dtype)], large_chunks, runs)
     _check_layers(getattr(layout, str(layout.WhichOneof("layout"))), io)

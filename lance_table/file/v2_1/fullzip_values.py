@@ -30,6 +30,7 @@ import pyarrow as pa
 
 from lance_table._proto import encodings_v2_1_pb2 as pb
 from lance_table.file.compression import fsst_encode, general
+from lance_table.file.v2_1.general_values import SCHEME_PB, general_values
 from lance_table.file.v2_1.value_kinds import (
     MiniBlockValues,
     VariableValues,
@@ -41,11 +42,9 @@ from lance_table.file.v2_1.value_kinds import (
     variable_parts,
 )
 from lance_table.file.v2_1.values_encode import (
-    _SCHEME_PB,
     WIDE_CHUNK_BYTES,
     PerValue,
     _dictionary_values,
-    _general,
     _variable,
 )
 from lance_table.schema import is_binary_like
@@ -143,7 +142,7 @@ def wide_values(values: pa.Array, scheme: str | None, v2_2: bool) -> MiniBlockVa
     offsets, data = variable_parts(values)
     if not zstd_chunks_pay(offsets, data, WIDE_CHUNK_BYTES):
         return None
-    return _general(_variable(values, fsst=False), "zstd", WIDE_CHUNK_BYTES)
+    return general_values(_variable(values, fsst=False), "zstd", WIDE_CHUNK_BYTES)
 
 
 def per_value(values: pa.Array, what: str, scheme: str | None = None) -> PerValue | None:
@@ -169,7 +168,7 @@ def per_value(values: pa.Array, what: str, scheme: str | None = None) -> PerValu
                 keep = values.is_valid().to_numpy(zero_copy_only=False)
             packed, packed_at = general.zstd_each(data, offsets, keep)
             wrapped = pb.CompressiveEncoding()
-            wrapped.general.compression.scheme = _SCHEME_PB["zstd"]
+            wrapped.general.compression.scheme = SCHEME_PB["zstd"]
             wrapped.general.values.CopyFrom(enc)
             return PerValue(wrapped, packed, lengths=np.diff(packed_at), offset_bits=offset_bits)
         if kind == "fsst":

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lance_table._buffers import empty
 from lance_table.file.compression import bitpacking
 from lance_table.file.pageio import PageIO
 from lance_table.file.v2_1.byteranges import as_bytes, exclusive_cumsum, spans
@@ -120,7 +121,7 @@ def values(
             -1, bitpacking.BLOCK
         )
     else:
-        out = np.empty((found.width.size, bitpacking.BLOCK), dtype)
+        out = empty(found.width.size * bitpacking.BLOCK, dtype).reshape(-1, bitpacking.BLOCK)
         for w in widths:
             sel = np.flatnonzero(found.width == w)
             a, b = int(sel[0]), int(sel[-1]) + 1
@@ -167,7 +168,7 @@ def _in_place(found: InlineBlocks, tail: np.ndarray, t: int, below: set[int]) ->
     stops = np.append(ends, nb).tolist()
     dest = exclusive_cumsum(held)[starts].tolist()
     runs_width = width[starts].tolist()
-    out = np.empty(int(held.sum()) + block, bitpacking.DTYPES[t])
+    out = empty(int(held.sum()) + block, bitpacking.DTYPES[t])
     for a, b, d, w in zip(starts, stops, dest, runs_width):
         target = out[d : d + (b - a) * block]
         if w in below:

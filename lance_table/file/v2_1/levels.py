@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from lance_table.file.arrow_take import filter_rows, take
 from lance_table.file.v2_1 import repdef
 from lance_table.file.v2_1.batch import spans
 from lance_table.schema import FieldNode
@@ -214,7 +215,7 @@ def shred(arr: pa.Array, path: Sequence[FieldNode]) -> Shredded:
         if hidden.size:
             keep = np.ones(hi - lo, bool)
             keep[spans(offsets[hidden] - lo, lengths[hidden])] = False
-            values = values.filter(pa.array(keep))
+            values = filter_rows(values, pa.array(keep))
         return Shredded(
             n, rep, codes, None if visible is None or visible.all() else visible, values, nulls, empties
         )
@@ -224,7 +225,7 @@ def shred(arr: pa.Array, path: Sequence[FieldNode]) -> Shredded:
     if chosen.size == len(cur) and (not chosen.size or _is_identity(chosen)):
         values = cur
     else:
-        values = cur.take(pa.array(chosen))
+        values = take(cur, pa.array(chosen))
     return Shredded(
         n, rep, codes, None if visible is None or visible.all() else visible, values, nulls, empties
     )

@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from lance_table.file.arrow import sliced, with_validity
+from lance_table.file.arrow import with_validity
+from lance_table.file.arrow_take import filter_rows, sliced, take
 from lance_table.file.compression import bitpacking
 from lance_table.file.pageio import PageIO
 from lance_table.file.runs import Runs
@@ -321,7 +322,7 @@ def _values_array(
         idx = np.where(past, 0, idx)
     if pa.types.is_dictionary(dtype):
         return pa.DictionaryArray.from_arrays(pa.array(idx).cast(dtype.index_type), items)
-    return items.take(pa.array(idx))
+    return take(items, pa.array(idx))
 
 
 def mini_block(
@@ -390,7 +391,7 @@ def mini_block(
     if valid is not None and not valid.all():
         arr = with_validity(arr, valid)
     arr = sliced(arr, *cut) if cut is not None else arr
-    return arr.filter(keep) if keep is not None else arr
+    return filter_rows(arr, keep) if keep is not None else arr
 
 
 def span_chunks(table: Chunks, start: int, length: int, io: PageIO) -> tuple[np.ndarray, tuple[int, int]]:
@@ -445,7 +446,7 @@ def values_at(
     shown_valid = valid if local is None else None
     arr = _values_array(values, count, dtype, dictionary, int(layout.num_dictionary_items), shown_valid, io)
     if local is not None:
-        arr = arr.take(pa.array(local))
+        arr = take(arr, pa.array(local))
         valid = cut(valid)
     return arr, valid
 

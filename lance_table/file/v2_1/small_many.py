@@ -7,10 +7,10 @@ calls per file and column, more than the values themselves. Here the files' byte
 into one buffer (each at an aligned place), the chunk tables and every chunk's header are read
 with a few numpy gathers, and the chunks of all files that share an encoding are decoded as the
 chunks of one page would be (see :mod:`batch`): the cost per file is a read and a few list
-appends. A file of pages of many chunks is batched only by a read of most of its rows
-(:func:`worth_batching`); a take picks its rows file by file. Fields with structs and lists
-(their leaf pages of one chunk, see :mod:`small_nested`) and constant pages without levels (see
-:mod:`small_constant`) are batched too.
+appends. A file of pages of many chunks is batched only when small or by a read of most of its rows
+(:func:`worth_batching`); otherwise a take picks its rows file by file. Fields with structs and
+lists (their leaf pages of one chunk, see :mod:`small_nested`) and constant pages without levels
+(see :mod:`small_constant`) are batched too.
 
 :func:`layout` says what a file's read of some columns looks like (kept per reader and column
 selection); :func:`decode` returns None when anything does not check out, and the caller then
@@ -28,6 +28,7 @@ import pyarrow as pa
 
 from lance_table.errors import LanceTableError
 from lance_table.file.arrow import with_validity
+from lance_table.file.arrow_take import take
 from lance_table.file.compression import bitpacking
 from lance_table.file.container import FileVersion
 from lance_table.file.field_shapes import FLAT, NESTED, field_shape
@@ -60,6 +61,11 @@ SPAN_SLACK = 64 * 1024
 #: a read of at least this share of a file's rows reads its pages of many chunks whole, in a
 #: batch; fewer rows (a take) are picked from their chunks by the file's own reader
 DENSE_ROWS = 0.5
+#: a span of pages of many chunks this small is read and decoded whole by any read, even of a few
+#: rows: one request brings it as fast as its chunks, and decoding it in a batch costs less than
+#: the file's own reader picking the rows from their chunks (a take of a few rows of each of
+#: hundreds of small fragments)
+SMALL_SPAN_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,25 +152,19 @@ def _layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
                 constants[len(cols)] = const[0]
                 cols.append((tuple(const[1]), None, None, const[0].key, 1))
                 continue
-            page = col.small_page(0, reader._stored, large)
-            if page is None and pa.types.is_fixed_size_list(node.arrow_type):
-                page = _list_page(col.encoding(0, reader._stored), node.arrow_type, large)
+            form = _form(encoding, node.arrow_type, large)
             buffers = col.buffers(0)
-            if page is None or len(buffers) != (2 if page.dictionary is None else 3):
+            if form is None or len(buffers) != (2 if form[0].dictionary is None else 3):
                 return None
+            page, value_enc, interned = form
             chunks, rest = divmod(buffers[0][1], word)
             if rest or not chunks or (chunks > 1 and page.num_items > MAX_PAGE_ROWS):
                 return None
             if page.num_items != meta.num_rows or not 0 < page.num_items <= max(1 << 16, MAX_PAGE_ROWS):
                 return None
-            enc = col.encoding(0, reader._stored).mini_block_layout
         except _ERRORS:
             return None
-        value_enc = enc.value_compression
-        defs = enc.def_compression.SerializeToString() if enc.HasField("def_compression") else None
-        dictionary = enc.dictionary.SerializeToString() if page.dictionary is not None else None
-        ident = (large, value_enc.SerializeToString(), defs, tuple(enc.layers), dictionary)
-        cols.append((buffers, page, value_enc, _interned(ident), chunks))
+        cols.append((buffers, page, value_enc, interned, chunks))
     if not cols:
         return None
     start = min((o for b, *_ in cols for o, _ in b), default=0)
@@ -186,6 +186,35 @@ def _layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
         ),
         max(c[-1] for c in cols),
     )
+
+
+def _form(layout: Any, dtype: pa.DataType, large: bool) -> tuple[SmallPage, Any, tuple[Any, ...]] | None:
+    """The page description, value compression and interned encoding key of a column's page
+    layout (see :func:`_layout`), or None when a batch does not decode it. Kept per layout
+    message: the files of a dataset share theirs (see ``container.unpack_encoding``)."""
+    key = (id(layout), dtype, large)
+    hit = _FORMS.get(key)
+    if hit is not None and hit[0] is layout:
+        return hit[1]
+    page = plan(layout, large)
+    if page is None and pa.types.is_fixed_size_list(dtype):
+        page = _list_page(layout, dtype, large)
+    found: tuple[SmallPage, Any, tuple[Any, ...]] | None = None
+    if page is not None:
+        enc = layout.mini_block_layout
+        value_enc = enc.value_compression
+        defs = enc.def_compression.SerializeToString() if enc.HasField("def_compression") else None
+        dictionary = enc.dictionary.SerializeToString() if page.dictionary is not None else None
+        ident = (large, value_enc.SerializeToString(), defs, tuple(enc.layers), dictionary)
+        found = (page, value_enc, _interned(ident))
+    if len(_FORMS) >= _MAX_KEYS:
+        _FORMS.clear()
+    _FORMS[key] = (layout, found)  # (the layout is kept: its id stays its own)
+    return found
+
+
+# the forms of page layouts, by the layout message's id (see _form)
+_FORMS: dict[tuple[Any, ...], tuple[Any, tuple[SmallPage, Any, tuple[Any, ...]] | None]] = {}
 
 
 def _interned(ident: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -234,8 +263,9 @@ def _list_page(encoding: Any, dtype: pa.DataType, large: bool) -> SmallPage | No
 def worth_batching(file: FileLayout, rows: int) -> bool:
     """Whether a read of ``rows`` rows of a file with this layout belongs in a batch: a file of
     pages of one chunk (a few hundred rows) always; pages of many chunks, which a batch decodes
-    whole, when most of their rows are read."""
-    return file.chunks == 1 or rows >= DENSE_ROWS * file.num_rows
+    whole, when most of their rows are read or when their span is at most
+    :data:`SMALL_SPAN_BYTES`."""
+    return file.chunks == 1 or file.length <= SMALL_SPAN_BYTES or rows >= DENSE_ROWS * file.num_rows
 
 
 def joined(blobs: Sequence[bytes | memoryview]) -> tuple[memoryview, np.ndarray]:
@@ -288,7 +318,7 @@ def decode(
         # the groups' rows back in file order
         where = np.empty(int(counts.sum()), np.int64)
         where[np.concatenate(order)] = np.arange(where.size)
-        return pa.concat_arrays(parts).take(pa.array(where))
+        return take(pa.concat_arrays(parts), pa.array(where))
     except _ERRORS:
         return None
 
@@ -449,7 +479,7 @@ def _looked_up(
         pieces.append(to_arrow(got, dtype, c.dict_items, io))
     joined_items = pa.concat_arrays(pieces)  # (past 32-bit offsets: an ArrowInvalid, read one by one)
     idx += np.repeat(exclusive_cumsum(items), rows)
-    return joined_items.take(pa.array(idx))
+    return take(joined_items, pa.array(idx))
 
 
 # values one chunk may hold (see miniblock.MAX_CHUNK_VALUES)

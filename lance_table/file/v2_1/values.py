@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_table.file.arrow import binary_from_offsets, with_validity
+from lance_table.file.arrow_take import take
 from lance_table.file.compression import bitpacking, fsst
 from lance_table.file.pageio import PageIO
 
@@ -173,7 +174,7 @@ def _struct_to_arrow(values: Struct, dtype: pa.DataType, n: int, io: PageIO) -> 
     rows = pa.StructArray.from_arrays(kids, fields=list(dtype))
     # rows without data (null rows of the page) become nulls; their validity comes from the levels
     where = np.maximum(np.cumsum(present) - 1, 0)
-    return rows.take(pa.array(where, mask=~present)) if m else pa.nulls(n, dtype)
+    return take(rows, pa.array(where, mask=~present)) if m else pa.nulls(n, dtype)
 
 
 def _list_to_arrow(values: FixedList, dtype: pa.DataType, n: int, io: PageIO) -> pa.Array:

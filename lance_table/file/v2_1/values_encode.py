@@ -15,7 +15,8 @@ and their bytes, in the two forms the layouts need.
   indices (LZ4-wrapped in 2.2) when either makes the page smaller; in 2.2 zstd-compressed
   chunks of at most 8 KiB are a third choice for strings, weighed on a sample. Field metadata
   ``lance-encoding:compression`` ``zstd`` / ``lz4`` wraps each chunk's one buffer in ``general``
-  (chunks then take as many values as the limits allow); ``none`` stores values plain.
+  (:mod:`general_values`; chunks then take as many values as the limits allow); ``none`` stores
+  values plain.
 * :class:`PerValue` (full-zip): the bytes of each value on its own (fixed width or
   length-prefixed), made by :func:`fullzip_values.per_value`.
 
@@ -33,10 +34,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_table._parallel import map_parts
 from lance_table._proto import encodings_v2_1_pb2 as pb
 from lance_table.errors import UnsupportedFormatError
 from lance_table.file.compression import bitpacking, dictionary, fsst_encode, fsst_train, general, rle
+from lance_table.file.v2_1.general_values import SCHEME_PB, GeneralValues, general_values
 from lance_table.file.v2_1.value_kinds import (
     FixedValues,
     MiniBlockValues,
@@ -56,13 +57,6 @@ from lance_table.schema import is_binary_like
 # pylance skips FSST for values of this many bytes or fewer on average
 FSST_MIN_AVG = 5
 SCHEMES = ("zstd", "lz4")
-# General compression takes chunks of at most this many bytes before compression. A take
-# decompresses a whole chunk for each row it wants, a scan pays zstd's fixed cost per chunk
-# (reading its Huffman tables is a tenth of a scan of short text at 8 KiB): at 1M rows of
-# 20-letter text, 16 KiB read the column with a fifth less CPU than 8 KiB (32 KiB: 8% less
-# again) and a 1000-row take of it a quarter slower (32 KiB: 70%), both under pylance's time
-# with 16 KiB. Chunk value counts are powers of two, so a chunk holds 8-16 KiB.
-GENERAL_CHUNK_BYTES = 16 * 1024
 # zstd chunks of short strings are chosen over plain bytes (or a dictionary) only when they take
 # at most this share of their size: they cost a decompression on every read, which a few percent
 # of bytes do not pay for (in 16 KiB chunks, random bytes save 0.3%, on their offsets)
@@ -70,9 +64,6 @@ GENERAL_MIN_GAIN = 0.95
 # Values of a few hundred bytes to a few KiB (see ``fullzip_values.wide_values``) in chunks of
 # at most this many bytes: a take of such values pays for the whole chunk of each row it wants.
 WIDE_CHUNK_BYTES = 8 * 1024
-# chunks compressed per task on the pool
-_COMPRESS_GROUP = 64
-_SCHEME_PB = {"zstd": pb.COMPRESSION_ALGORITHM_ZSTD, "lz4": pb.COMPRESSION_ALGORITHM_LZ4}
 
 
 @dataclass
@@ -125,96 +116,6 @@ def _rle(values: pa.Array, alternative: MiniBlockValues) -> _RleValues | None:
     return _RleValues(enc, 2, bits // 8, words)
 
 
-@dataclass
-class _GeneralValues(MiniBlockValues):
-    """``general``: the one buffer of each chunk of ``inner`` compressed with LZ4 or ZSTD.
-
-    The chunks are planned with bounds of their compressed sizes (they take as many values as
-    fit :data:`GENERAL_CHUNK_BYTES`), then compressed together on threads (:meth:`prepare`) and
-    kept until the page is assembled."""
-
-    inner: MiniBlockValues = field(default_factory=lambda: VariableValues(None, 1, 0))
-    scheme: str = "zstd"
-    #: the most bytes of ``inner`` a chunk takes before compression
-    chunk_bytes: int = GENERAL_CHUNK_BYTES
-    _cache: dict[tuple[int, int], bytes] = field(default_factory=dict)
-
-    def chunk_values_limit(self) -> int:
-        return self.inner.chunk_values_limit()
-
-    def chunk_aim(self) -> int | None:
-        return None  # compressed chunks take as many values as fit (see ``fits``)
-
-    def fits(self, start: int, stop: int) -> bool:
-        return sum(self.inner.sizes(start, stop)) <= self.chunk_bytes
-
-    def _compressed(self, start: int, stop: int) -> bytes:
-        key = (start, stop)
-        got = self._cache.get(key)
-        if got is None:
-            (raw,) = self.inner.chunk(start, stop)
-            got = self._cache[key] = general.compress(raw, self.scheme)
-        return got
-
-    def size_bounds(self, start: int, stop: int) -> list[int] | None:
-        return [general.compressed_bound(sum(self.inner.sizes(start, stop)), self.scheme)]
-
-    def prepare(self, ranges: list[tuple[int, int]]) -> None:
-        wanted = set(ranges)
-        self._cache = {key: got for key, got in self._cache.items() if key in wanted}
-        todo = [r for r in ranges if r not in self._cache]
-        self._cache.update(zip(todo, _compress_all([self.inner.chunk(*r)[0] for r in todo], self.scheme)))
-
-    def compressed_variable(self) -> tuple[VariableValues, int] | None:
-        inner = self.inner
-        return (inner, self.chunk_bytes) if type(inner) is VariableValues else None
-
-    def compress(self, raws: list[memoryview]) -> list[bytes]:
-        return _compress_all(raws, self.scheme)
-
-    def sizes(self, start: int, stop: int) -> list[int]:
-        return [len(self._compressed(start, stop))]
-
-    def chunk(self, start: int, stop: int) -> list[bytes]:
-        return [self._compressed(start, stop)]
-
-    def estimate(self, n: int, samples: int = 4) -> int:
-        """About how many bytes the page's chunks take: a few chunk-sized runs of values, evenly
-        spread, compressed and scaled to the whole."""
-        total = sum(self.inner.sizes(0, n))
-        if total <= samples * self.chunk_bytes:
-            return len(general.compress(self.inner.chunk(0, n)[0], self.scheme)) if n else 0
-        raw = packed = 0
-        for start in np.linspace(0, n - 1, samples).astype(np.int64).tolist():
-            stop = start + 1
-            step = 1
-            while stop < n and self.fits(start, min(n, stop + step)):
-                stop = min(n, stop + step)
-                step *= 2
-            (chunk,) = self.inner.chunk(start, stop)
-            raw += len(chunk)
-            packed += len(general.compress(chunk, self.scheme))
-        return int(total * packed / max(raw, 1))
-
-
-def _compress_all(raws: list[bytes] | list[memoryview], scheme: str) -> list[bytes]:
-    """Each buffer compressed on its own, a few groups of them per task on the pool (a task per
-    buffer would cost more than compressing it)."""
-
-    def compress(group: list[bytes] | list[memoryview]) -> list[bytes]:
-        return [general.compress(raw, scheme) for raw in group]
-
-    groups = [raws[i : i + _COMPRESS_GROUP] for i in range(0, len(raws), _COMPRESS_GROUP)]
-    return [got for part in map_parts(compress, groups) for got in part]
-
-
-def _general(inner: MiniBlockValues, scheme: str, chunk_bytes: int = GENERAL_CHUNK_BYTES) -> _GeneralValues:
-    enc = pb.CompressiveEncoding()
-    enc.general.compression.scheme = _SCHEME_PB[scheme]
-    enc.general.values.CopyFrom(inner.encoding)
-    return _GeneralValues(enc, 1, inner.max_value_bytes, inner, scheme, chunk_bytes)
-
-
 def _variable(
     values: pa.Array, fsst: bool, rival: int | None = None, general_scheme: str | None = None
 ) -> MiniBlockValues:
@@ -247,7 +148,7 @@ def _variable(
     rivals = [plain_size] if rival is None else [plain_size, rival]
     packed = None
     if general_scheme is not None:  # zstd chunks: estimated first, as they cost little to try
-        packed = _general(plain, general_scheme)
+        packed = general_values(plain, general_scheme)
         rivals.append(packed.estimate(n))
     table = None
     fsst_size = plain_size
@@ -299,7 +200,7 @@ def _maybe_lz4(enc: Any, block: bytes, lz4: bool) -> tuple[Any, bytes]:
     if not lz4:
         return enc, block
     outer = pb.CompressiveEncoding()
-    outer.general.compression.scheme = _SCHEME_PB["lz4"]
+    outer.general.compression.scheme = SCHEME_PB["lz4"]
     outer.general.values.CopyFrom(enc)
     return outer, general.compress(block, "lz4")
 
@@ -460,7 +361,7 @@ def compress_values(
     """
     base = _base_values(values, what, scheme, v2_2)
     if scheme in SCHEMES and base.num_buffers == 1:
-        return _general(base, scheme)
+        return general_values(base, scheme)
     return base
 
 
@@ -475,7 +376,7 @@ def _base_values(values: pa.Array, what: str, scheme: str | None, v2_2: bool) ->
         dict_values = _dictionary_values(values, None, v2_2)
         rival = None if dict_values is None else _total_bytes(dict_values, len(values))
         var = _variable(values, fsst=True, rival=rival, general_scheme="zstd" if v2_2 else None)
-        if isinstance(var, _GeneralValues):
+        if isinstance(var, GeneralValues):
             return var  # weighed against the dictionary already
         if dict_values is not None and rival is not None and rival < _total_bytes(var, len(values)):
             return dict_values

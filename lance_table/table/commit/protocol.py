@@ -117,6 +117,7 @@ def commit(
     scheme: str | None = None,
     create_only: bool = False,
     txn_uuid: str | None = None,
+    on_latest: bool = False,
 ) -> Manifest:
     """Commit an operation planned against ``base`` (None for a new dataset); return the new manifest.
 
@@ -124,6 +125,11 @@ def commit(
     names the transaction (and its file, ``_transactions/*-{txn_uuid}.txn``), random by default: a
     caller that must later tell whether this commit may have landed looks for that file, which a
     failed commit with a known outcome deletes.
+
+    ``on_latest``: the operation applies to whatever version is latest (a Restore), and ``base`` is
+    only the version it was planned from. The commit finds the latest itself, in the one listing it
+    makes after its transaction file is written (only the newest name is parsed), and records it
+    as the read version, as pylance's restore does: no listing beforehand, none of the history read.
 
     This is the one commit path. When it fails with a known outcome, the files the operation wrote
     (``pending.written``, deletion files written while rebasing, ``pending.elsewhere`` in other base
@@ -141,7 +147,15 @@ def commit(
     properties = {**(properties or {}), **({COMMIT_MESSAGE_KEY: message} if message else {})}
     try:
         manifest = _commit(
-            storage, base, attempt, options or CommitOptions(), properties, scheme, create_only, txn_uuid
+            storage,
+            base,
+            attempt,
+            options or CommitOptions(),
+            properties,
+            scheme,
+            create_only,
+            txn_uuid,
+            on_latest,
         )
     except CommitStateUnknownError:
         raise
@@ -177,6 +191,7 @@ def _commit(
     scheme: str | None,
     create_only: bool,
     txn_uuid: str | None,
+    on_latest: bool = False,
 ) -> Manifest:
     check_can_commit(options, storage)
     pending = attempt.pending
@@ -197,7 +212,11 @@ def _commit(
         # by the next cleanup). Learn the latest version, after the transaction file is there for
         # cleanup to see, and rebase over everything since.
         after = base.version if base is not None else 0
-        entries = versions.list_versions(storage, after=after)
+        if on_latest and base is not None and not _needs_history(pending):
+            newest = versions.latest_entry(storage)
+            entries = [newest] if newest.version > after else []
+        else:
+            entries = versions.list_versions(storage, after=after)
         if create_only and entries:
             raise DatasetAlreadyExistsError(f"a dataset was created at {storage.uri} concurrently")
         if scheme is None:
@@ -205,7 +224,16 @@ def _commit(
         current, attempt.pending = _catch_up(
             storage, base, pending, _listed(storage, after, entries, pending)
         )
-        _check_strict(base, current, pending, options)
+        if on_latest and current is not None:  # the latest found now is the version read
+            versions.check_writable(current, storage.uri)
+            if pending.read_version != current.version:
+                txn = replace(txn, read_version=current.version)
+                txn_bytes = txn.to_bytes()
+                pending = attempt.pending = replace(attempt.pending, read_version=current.version)
+                _rename_transaction(storage, attempt, txn, txn_bytes)
+                written_at = time.monotonic()
+        else:
+            _check_strict(base, current, pending, options)
         for tries in range(options.max_retries + 1):
             if time.monotonic() - written_at >= COMMIT_REFRESH_SECONDS:
                 # Slow commit: show cleanup it is alive, then learn the latest version anew.
@@ -297,6 +325,17 @@ def _landed(storage: Storage, path: str, data: bytes) -> bool:
         return storage.read(path) == data
     except Exception:
         return False
+
+
+def _rename_transaction(storage: Storage, attempt: _Attempt, txn: Transaction, data: bytes) -> None:
+    """Write the transaction file again under the name of ``txn``'s read version (which names
+    the file, as the manifest records it), then remove the one written before."""
+    old = attempt.transaction_path
+    attempt.transaction_path = paths.transaction_path(paths.transaction_file_name(txn.read_version, txn.uuid))
+    storage.write_new(attempt.transaction_path, data)
+    if old is not None and old != attempt.transaction_path:
+        with contextlib.suppress(OSError):  # best effort: cleanup removes leftovers later
+            storage.delete(old)
 
 
 def _needs_history(pending: Pending) -> bool:

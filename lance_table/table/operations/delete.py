@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_table._parallel import IO, map_fragments, map_grouped, map_groups, settle, start_one
+from lance_table._parallel import map_fragments, map_grouped, map_groups
 from lance_table.errors import CommitConflictError
 from lance_table.file.runs import Runs
 from lance_table.format.manifest import Fragment
@@ -44,32 +44,26 @@ def plan_delete(ds: Snapshot, predicate: str | pc.Expression) -> Pending:
     """The Delete operation for ``predicate`` against ``ds`` (deletion files already written).
 
     Raises:
-        CommitConflictError: versions committed since ``ds`` are gone (checked before writing).
+        CommitConflictError: (retryable) a read of a file of ``ds`` failed, and versions
+            committed since ``ds`` are gone (cleanup removed the file with them).
         FilterError: the predicate does not parse.
     """
-    # the listing of the versions since ds (on an object store, a round trip) goes on while the
-    # matching rows are found; its verdict is awaited before anything is written
-    check = partial(check_rebasable, ds.storage, Pending(Delete((), (), ""), ds.version))
-    checking = start_one(IO, check)
-    if checking is None:
-        check()
+    # Versions committed since ds that cleanup removed are a retryable conflict. The commit's own
+    # listing (after the transaction file is written, so that cleanup spares what it lists) finds
+    # them and deletes the deletion files written meanwhile, so no listing is sent for them here
+    # (pylance's delete lists once to open and once to commit). But cleanup may also have removed
+    # files of ds that the rows are read from: a failed read is that conflict when versions since
+    # ds are gone, and the delete is then re-run on the latest version.
     try:
         found, frags, wait = _find(ds, predicate)
-    except BaseException:
-        if checking is not None:
-            settle([checking])
-            if checking.cancelled():
-                # never started (its pool was slow to take it): checked now, so that versions gone
-                # since ``ds`` are the retryable conflict they are, not the files they took along
-                try:
-                    check()
-                except CommitConflictError as conflict:
-                    raise conflict from None
-            elif (failed := checking.exception()) is not None:
-                raise failed from None  # as when it was checked first
+    except Exception:
+        try:
+            check_rebasable(ds.storage, Pending(Delete((), (), ""), ds.version))
+        except CommitConflictError as conflict:
+            raise conflict from None
+        except Exception:  # the listing failed too: the read's error says more
+            pass
         raise
-    if checking is not None:
-        checking.result()
     removed: list[int] = []
     additions: dict[int, np.ndarray] = {}
     bases = {}

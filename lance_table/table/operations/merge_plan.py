@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_table.errors import MergeSourceError, UnsupportedOperationError
+from lance_table.file.arrow_take import filter_rows
 from lance_table.file.runs import Runs
 from lance_table.format.manifest import Fragment
 from lance_table.format.operations import REWRITE_ROWS, Update
@@ -371,7 +372,7 @@ def plan_merge(
             for lo in range(0, source.num_rows, WRITE_BATCH_ROWS):
                 keep = ~matched_src[lo : lo + WRITE_BATCH_ROWS]
                 if keep.any():
-                    rows = source.table.slice(lo, keep.size).filter(pa.array(keep))
+                    rows = filter_rows(source.table.slice(lo, keep.size), pa.array(keep))
                     out.write(full_rows(out.schema, rows, None))
                     stats.inserted += int(keep.sum())
         new = out.finish()

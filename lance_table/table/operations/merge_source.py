@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from lance_table.errors import MergeSourceError
+from lance_table.file.arrow_take import take
 from lance_table.table.blob_write import is_blob_v2_arrow
 from lance_table.table.operations.inputs import coerce_reader
 
@@ -75,7 +76,7 @@ class MergeSource:
 
     def rows(self, indices: np.ndarray) -> pa.Table:
         """The source rows at ``indices``, in that order."""
-        return self.table.take(pa.array(indices, pa.int64()))
+        return take(self.table, pa.array(indices, pa.int64()))
 
 
 def _blob_input(t: pa.DataType) -> bool:

@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 
 from lance_table._parallel import FRAGMENTS, PARTS, ahead_on, groups, map_on
 from lance_table.errors import FilterError, SchemaChangeError, UnsupportedFormatError
+from lance_table.file.arrow_take import take
 from lance_table.file.runs import Runs
 from lance_table.format.manifest import Fragment, Manifest
 from lance_table.format.operations import Merge
@@ -197,7 +198,7 @@ def _spread(values: pa.Table, live: np.ndarray, rows: int) -> pa.Table:
     index[live] = np.arange(live.size)
     mask = np.ones(rows, bool)
     mask[live] = False
-    return values.take(pa.array(index, mask=mask))
+    return take(values, pa.array(index, mask=mask))
 
 
 def merge_pending(
@@ -382,7 +383,7 @@ def merge_compute(
     new_names = [n for n in right.schema.names if n != right_on]
     check_new_names(ds, new_names)
     # last row of a key wins: look keys up in the reversed source (index_in finds the first)
-    right = right.take(pa.array(np.arange(right.num_rows - 1, -1, -1, dtype=np.int64)))
+    right = take(right, pa.array(np.arange(right.num_rows - 1, -1, -1, dtype=np.int64)))
     keys = right.column(right_on).combine_chunks()
     key_type = pa.uint64() if left_on in (ROW_ID, ROW_ADDR) else ds.schema.field(left_on).type
     if keys.type != key_type:
@@ -391,6 +392,6 @@ def merge_compute(
 
     def compute(frag: FragmentReader, lo: int, live: np.ndarray, index: int) -> pa.Table:
         left = read_live(frag, [left_on], live).column(0)
-        return values.take(pc.index_in(left, value_set=keys, skip_nulls=True))
+        return take(values, pc.index_in(left, value_set=keys, skip_nulls=True))
 
     return values.schema, compute

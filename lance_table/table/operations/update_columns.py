@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 from pyroaring import BitMap
 
 from lance_table.errors import SchemaError
+from lance_table.file.arrow_take import take
 from lance_table.format.manifest import Fragment
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.operations import schema_add as add
@@ -75,7 +76,7 @@ def update_fragment_columns(
     names = _check(ds, right.schema, left_on, right_on)
     (frag,) = ds.fragment_readers([fragment_id])
     # last row of a key wins: look keys up in the reversed data (index_in finds the first)
-    right = right.take(pa.array(np.arange(right.num_rows - 1, -1, -1, dtype=np.int64)))
+    right = take(right, pa.array(np.arange(right.num_rows - 1, -1, -1, dtype=np.int64)))
     keys = right.column(right_on).combine_chunks()
     values = right.select(names).combine_chunks()
     matched: list[np.ndarray] = []
@@ -94,8 +95,9 @@ def update_fragment_columns(
         pick = np.arange(rows.size, dtype=np.int64)
         pick[hit] = rows.size + at[hit].astype(np.int64)
         columns = [
-            pa.concat_arrays([left.column(n).combine_chunks(), values.column(n).combine_chunks()]).take(
-                pa.array(pick)
+            take(
+                pa.concat_arrays([left.column(n).combine_chunks(), values.column(n).combine_chunks()]),
+                pa.array(pick),
             )
             for n in names
         ]

@@ -1,0 +1,160 @@
+"""The minimal GET client of direct S3 reads, against a small real HTTP server on a socket."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from lance_table.storage.http_get import HttpError, KeptConnections
+
+Reply = Callable[[bytes], tuple[bytes, bool]]  # request -> (answer bytes, close after it)
+
+
+class Server:
+    """Answers each request on a connection with ``reply``; counts connections accepted."""
+
+    def __init__(self, reply: Reply) -> None:
+        self.reply = reply
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.host = f"127.0.0.1:{self.sock.getsockname()[1]}"
+        self.connections = 0
+        self.requests: list[bytes] = []
+        self.clients: list[KeptConnections] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn:
+            data = b""
+            while True:
+                while b"\r\n\r\n" not in data:
+                    more = conn.recv(4096)
+                    if not more:
+                        return
+                    data += more
+                request, _, data = data.partition(b"\r\n\r\n")
+                self.requests.append(request)
+                answer, close = self.reply(request)
+                conn.sendall(answer)
+                if close:
+                    return
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[[Reply], Server]]:
+    servers: list[Server] = []
+
+    def start(reply: Reply) -> Server:
+        servers.append(Server(reply))
+        return servers[-1]
+
+    yield start
+    for s in servers:
+        for client in s.clients:
+            client.close()
+        s.sock.close()
+
+
+def _client(server: Server) -> KeptConnections:
+    client = KeptConnections("http", server.host, (2.0, 2.0), keep=4)
+    server.clients.append(client)
+    return client
+
+
+def test_kept_connection_serves_many_gets(serve) -> None:  # type: ignore[no-untyped-def]
+    body = bytes(range(256)) * 300  # larger than one recv
+    server = serve(
+        lambda req: (b"HTTP/1.1 206 Partial Content\r\nContent-Length: %d\r\n\r\n" % len(body) + body, False)
+    )
+    client = _client(server)
+    for _ in range(3):
+        answer = client.get("/b/k", {"host": server.host, "range": "bytes=0-9"})
+        assert (answer.status, answer.data) == (206, body)
+    assert server.connections == 1
+    assert server.requests[0].split(b"\r\n") == [
+        b"GET /b/k HTTP/1.1",
+        b"host: " + server.host.encode(),
+        b"range: bytes=0-9",
+    ]
+
+
+def test_bodies_framed_by_chunks_or_by_the_connection_end(serve) -> None:  # type: ignore[no-untyped-def]
+    chunked = (
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3;x=y\r\nabc\r\n2\r\nde\r\n0\r\nT: 1\r\n\r\n"
+    )
+    server = serve(lambda req: (chunked, False))
+    client = _client(server)
+    assert [client.get("/", {}).data for _ in range(2)] == [b"abcde", b"abcde"]
+    assert server.connections == 1
+    server = serve(lambda req: (b"HTTP/1.0 200 OK\r\nX-A: 1\r\n\r\nall of it", True))
+    client = _client(server)
+    answer = client.get("/", {})
+    assert (answer.data, answer.headers) == (b"all of it", {"x-a": "1"})
+    assert client.get("/", {}).data == b"all of it"
+    assert server.connections == 2  # the body ended with its connection: a new one for the next
+
+
+def test_connection_close_and_a_stale_kept_connection(serve) -> None:  # type: ignore[no-untyped-def]
+    n = iter(range(100))
+
+    def reply(req: bytes) -> tuple[bytes, bool]:  # every other answer closes the connection
+        i = next(n)
+        close = i % 2 == 1
+        return b"HTTP/1.1 404 Not Found\r\nContent-Length: 1\r\n%s\r\n%d" % (
+            b"Connection: close\r\n" if close else b"",
+            i % 10,
+        ), False
+
+    server = serve(reply)
+    client = _client(server)
+    assert [client.get("/", {}).data for _ in range(4)] == [b"0", b"1", b"2", b"3"]
+    assert server.connections == 2
+    # a server that drops the connection after each answer without saying so: the kept connection
+    # is found closed at the next GET, which is sent again on a fresh one
+    server = serve(lambda req: (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", True))
+    client = _client(server)
+    assert [client.get("/", {}).data for _ in range(3)] == [b"ok"] * 3
+    assert server.connections == 3
+
+
+def test_malformed_answers_are_http_errors(serve) -> None:  # type: ignore[no-untyped-def]
+    for answer in (
+        b"SSH-2.0-OpenSSH\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\n",  # closed within the headers
+    ):
+        server = serve(lambda req, answer=answer: (answer, True))
+        with pytest.raises(HttpError):
+            _client(server).get("/", {})
+    with socket.socket() as closed:  # nothing listens: refused
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    with pytest.raises(HttpError):
+        KeptConnections("http", f"127.0.0.1:{port}", (1.0, 1.0), keep=1).get("/", {})
+
+
+def test_a_body_longer_than_the_range_asked_for_is_refused(serve) -> None:  # type: ignore[no-untyped-def]
+    for answer in (
+        b"HTTP/1.1 206 Partial\r\nContent-Length: 1000000000000\r\n\r\nabc",  # never allocated
+        b"HTTP/1.1 206 Partial\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nabcde\r\n0\r\n\r\n",
+        b"HTTP/1.0 206 Partial\r\n\r\nabcdefgh",  # ended by the connection
+        b"HTTP/1.1 206 Partial\r\nTransfer-Encoding: chunked\r\n\r\n" + b"f" * 100_000,  # no size line end
+    ):
+        server = serve(lambda req, answer=answer: (answer, True))
+        with pytest.raises(HttpError):
+            _client(server).get("/", {}, limit=4)
+    server = serve(lambda req: (b"HTTP/1.1 206 Partial\r\nContent-Length: 4\r\n\r\nabcd", False))
+    assert _client(server).get("/", {}, limit=4).data == b"abcd"
