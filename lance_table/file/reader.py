@@ -130,7 +130,7 @@ class LanceFileReader(SmallReads, V20Reads):
         self._projections: dict[tuple[str, ...], tuple[list[FieldNode], pa.Schema]] = {}
         self._shapes: dict[int, int] = {}  # by field id: see field_shape
         self._small_reads: dict[tuple[str, ...] | None, list[tuple[FieldNode, ColumnPages]] | None] = {}
-        self._many_layouts: dict[tuple[Any, ...], Any] = {}  # see small_many.layout
+        self._many_layouts: dict[tuple[Any, ...], Any] = {}  # see small_layouts.layout
         # the small buffers reads of parts of pages need first (chunk tables, dictionaries), kept
         # for the next read of the file (a filter or take on a dataset held open): bounded
         self._kept: dict[tuple[int, int], memoryview] = {}

@@ -30,14 +30,14 @@ from lance_table.file.pageio import PageIO
 from lance_table.file.reader import LanceFileReader
 from lance_table.file.runs import Runs
 from lance_table.file.v2_0 import small_many as small_many20
-from lance_table.file.v2_1 import small_many
+from lance_table.file.v2_1 import small_layouts, small_many
 from lance_table.file.v2_1.byteranges import spans
 from lance_table.format import paths
 from lance_table.schema import FieldNode
 from lance_table.table.deletion import missing_file_error
 from lance_table.table.fragment import FragmentReader
 
-Plan = tuple[LanceFileReader, small_many.FileLayout | small_many20.FileLayout]
+Plan = tuple[LanceFileReader, small_layouts.FileLayout | small_many20.FileLayout]
 
 # A batch keeping at least this share of its rows selects them with a filter, not a take.
 DENSE_SHARE = 0.25
@@ -90,7 +90,7 @@ def _plan(frag: FragmentReader, nodes: list[FieldNode], key: tuple[Any, ...]) ->
 
 def _file_layout(
     reader: LanceFileReader, nodes: list[FieldNode], by_id: dict[int, FieldNode]
-) -> small_many.FileLayout | small_many20.FileLayout | None:
+) -> small_layouts.FileLayout | small_many20.FileLayout | None:
     """The layout of the file's columns of ``nodes`` (``by_id``: the file's fields by the dataset
     field id the manifest maps them to), when each is stored with the type the dataset gives it."""
     names = []
@@ -101,7 +101,7 @@ def _file_layout(
         names.append(stored.name)
     if reader.metadata.version is FileVersion.V2_0:
         return small_many20.layout(reader, names)
-    return small_many.layout(reader, names)
+    return small_layouts.layout(reader, names)
 
 
 def batchable(plan: Plan | None, rows: int) -> bool:
@@ -109,7 +109,7 @@ def batchable(plan: Plan | None, rows: int) -> bool:
     if plan is None or rows <= 0:
         return False
     lay = plan[1]
-    return isinstance(lay, small_many20.FileLayout) or small_many.worth_batching(lay, rows)
+    return isinstance(lay, small_many20.FileLayout) or small_layouts.worth_batching(lay, rows)
 
 
 def _version(plan: Plan | None) -> type | None:
