@@ -40,7 +40,7 @@ from lance_table.file.reader_small import (
 from lance_table.file.reader_v20 import V20Reads
 from lance_table.file.rows import decoded, decoding, selectable
 from lance_table.file.runs import Runs, read_as_span
-from lance_table.file.v2_0.layout import column_assignment
+from lance_table.file.v2_0.layout import column_assignment, page_encoding
 from lance_table.file.v2_1 import layout as layout21
 from lance_table.file.v2_1 import repdef
 from lance_table.schema import FieldNode
@@ -95,7 +95,9 @@ class LanceFileReader(SmallReads, V20Reads):
         def byte_list(node: FieldNode, index: int) -> bool:
             if index >= n_cols or not self._meta.columns[index].pages:
                 return False
-            enc = ColumnPages(self._meta, index).encoding(0, self._source)
+            enc = page_encoding(self._meta.columns[index].pages[0].encoding, self._source)
+            if enc is None:
+                enc = ColumnPages(self._meta, index).encoding(0, self._source)
             if enc.WhichOneof("array_encoding") != "list":
                 return False
             self._byte_lists.add(node.id)
@@ -128,7 +130,7 @@ class LanceFileReader(SmallReads, V20Reads):
         self._projections: dict[tuple[str, ...], tuple[list[FieldNode], pa.Schema]] = {}
         self._shapes: dict[int, int] = {}  # by field id: see field_shape
         self._small_reads: dict[tuple[str, ...] | None, list[tuple[FieldNode, ColumnPages]] | None] = {}
-        self._many_layouts: dict[tuple[Any, ...], Any] = {}  # see small_many.layout
+        self._many_layouts: dict[tuple[Any, ...], Any] = {}  # see small_layouts.layout
         # the small buffers reads of parts of pages need first (chunk tables, dictionaries), kept
         # for the next read of the file (a filter or take on a dataset held open): bounded
         self._kept: dict[tuple[int, int], memoryview] = {}

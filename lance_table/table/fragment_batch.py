@@ -24,18 +24,20 @@ from lance_table._parallel import ARROW_READS, pool
 from lance_table.extensions import user_table
 from lance_table.file.arrow import bool_array
 from lance_table.file.arrow_take import filter_rows, take
+from lance_table.file.container import FileVersion
 from lance_table.file.field_shapes import LEAFLESS, field_shape, leaf_paths
 from lance_table.file.pageio import PageIO
 from lance_table.file.reader import LanceFileReader
 from lance_table.file.runs import Runs
-from lance_table.file.v2_1 import small_many
+from lance_table.file.v2_0 import small_many as small_many20
+from lance_table.file.v2_1 import small_layouts, small_many
 from lance_table.file.v2_1.byteranges import spans
 from lance_table.format import paths
 from lance_table.schema import FieldNode
 from lance_table.table.deletion import missing_file_error
 from lance_table.table.fragment import FragmentReader
 
-Plan = tuple[LanceFileReader, small_many.FileLayout]
+Plan = tuple[LanceFileReader, small_layouts.FileLayout | small_many20.FileLayout]
 
 # A batch keeping at least this share of its rows selects them with a filter, not a take.
 DENSE_SHARE = 0.25
@@ -67,7 +69,7 @@ def _plan(frag: FragmentReader, nodes: list[FieldNode], key: tuple[Any, ...]) ->
     if len(files) != 1:
         return None
     data_file = files[0]
-    if data_file.base_id is not None or (data_file.file_major_version, data_file.file_minor_version) < (2, 1):
+    if data_file.base_id is not None or (data_file.file_major_version, data_file.file_minor_version) < (2, 0):
         return None
     fields = data_file.fields
     for node in nodes:
@@ -88,7 +90,7 @@ def _plan(frag: FragmentReader, nodes: list[FieldNode], key: tuple[Any, ...]) ->
 
 def _file_layout(
     reader: LanceFileReader, nodes: list[FieldNode], by_id: dict[int, FieldNode]
-) -> small_many.FileLayout | None:
+) -> small_layouts.FileLayout | small_many20.FileLayout | None:
     """The layout of the file's columns of ``nodes`` (``by_id``: the file's fields by the dataset
     field id the manifest maps them to), when each is stored with the type the dataset gives it."""
     names = []
@@ -97,12 +99,22 @@ def _file_layout(
         if stored is None or stored.arrow_type != node.arrow_type:
             return None
         names.append(stored.name)
-    return small_many.layout(reader, names)
+    if reader.metadata.version is FileVersion.V2_0:
+        return small_many20.layout(reader, names)
+    return small_layouts.layout(reader, names)
 
 
 def batchable(plan: Plan | None, rows: int) -> bool:
     """Whether a read of ``rows`` rows of a fragment with this plan belongs in a batch."""
-    return plan is not None and rows > 0 and small_many.worth_batching(plan[1], rows)
+    if plan is None or rows <= 0:
+        return False
+    lay = plan[1]
+    return isinstance(lay, small_many20.FileLayout) or small_layouts.worth_batching(lay, rows)
+
+
+def _version(plan: Plan | None) -> type | None:
+    """The kind of a plan's layout: a batch reads files of one format version (2.0, or 2.1/2.2)."""
+    return None if plan is None else type(plan[1])
 
 
 def read(
@@ -130,7 +142,8 @@ def read(
     i, n = 0, len(frags)
     while i < n:
         j = i
-        while j < n and batchable(found[j], runs[j].total):
+        kind = _version(found[i])
+        while j < n and batchable(found[j], runs[j].total) and _version(found[j]) is kind:
             j += 1
         if j - i > 1:
             batch = [p for p in found[i:j] if p is not None]
@@ -202,7 +215,10 @@ def _read_batch(
         node = roots[name]
         t = node.arrow_type
         floor = floors.get(name) if floors and pa.types.is_integer(t) else None
-        arr = small_many.decode(layouts, data, bases, c, t, io, floor)
+        if isinstance(layouts[0], small_many20.FileLayout):
+            arr = small_many20.decode(layouts, data, bases, c, t)  # type: ignore[arg-type]
+        else:
+            arr = small_many.decode(layouts, data, bases, c, t, io, floor)  # type: ignore[arg-type]
         if arr is None or (arr.null_count and not node.field.nullable):
             # read one by one: the fragment at fault says what is wrong
             return pa.concat_tables([f.read(names, r, floors) for f, r in zip(frags, runs)])

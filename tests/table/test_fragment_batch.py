@@ -14,7 +14,7 @@ import pytest
 
 import lance_table as lt
 from lance_table.errors import CorruptFileError, DataFileNotFoundError
-from lance_table.file.v2_1 import small_many
+from lance_table.file.v2_1 import small_layouts, small_many
 from lance_table.table import deletion, fragment_batch
 from lance_table.table.readers import READERS
 
@@ -117,7 +117,7 @@ def test_a_damaged_file_among_many_is_named(many: str) -> None:
     ds = lt.dataset(many)
     ds.to_table()  # the readers (footers) are cached: only the page bytes change below
     reader = READERS.get(ds._snapshot.storage, ds._snapshot.manifest.fragments[12].files[0])
-    lay = small_many.layout(reader, ["id"])
+    lay = small_layouts.layout(reader, ["id"])
     assert lay is not None
     path = _data_file(many, 12)
     raw = bytearray(path.read_bytes())
@@ -196,7 +196,7 @@ def test_a_damaged_chunk_table_of_many_chunks_is_named(midsize: str) -> None:
     ds = lt.dataset(midsize)
     ds.to_table()
     reader = READERS.get(ds._snapshot.storage, ds._snapshot.manifest.fragments[1].files[0])
-    lay = small_many.layout(reader, ["id"])
+    lay = small_layouts.layout(reader, ["id"])
     assert lay is not None and lay.chunks > 1
     path = _data_file(midsize, 1)
     raw = bytearray(path.read_bytes())

@@ -15,7 +15,7 @@ from lance.file import LanceFileReader
 
 import lance_table as lt
 from lance_table.errors import CorruptFileError
-from lance_table.file.v2_1 import small_many
+from lance_table.file.v2_1 import small_layouts
 from lance_table.table import deletion, fragment_batch
 from lance_table.table.readers import READERS
 
@@ -108,7 +108,7 @@ def test_deletes_then_reads_equal_pylance(many: str, tmp_path: Path) -> None:
 def test_an_index_past_its_dictionary_is_named(many: str) -> None:
     ds = lt.dataset(many)
     frag = ds._snapshot.manifest.fragments[2]  # ours: plain 32-bit indices into its dictionary
-    lay = small_many.layout(READERS.get(ds._snapshot.storage, frag.files[0]), ["tag"])
+    lay = small_layouts.layout(READERS.get(ds._snapshot.storage, frag.files[0]), ["tag"])
     assert lay is not None and lay.columns[0].dict_at >= 0
     path = Path(many) / "data" / frag.files[0].path
     raw = bytearray(path.read_bytes())

@@ -16,7 +16,7 @@ import pytest
 import lance_table as lt
 from lance_table.errors import CorruptFileError
 from lance_table.file.pageio import PageIO
-from lance_table.file.v2_1 import small_many, small_nested
+from lance_table.file.v2_1 import small_layouts, small_many, small_nested
 from lance_table.table import deletion, fragment_batch
 from lance_table.table.readers import READERS
 
@@ -149,7 +149,7 @@ def test_a_damaged_nested_page_among_many_is_named(many: str, tmp_path: Path) ->
     ds = lt.dataset(uri)
     ds.to_table()  # the readers (footers) are cached: only the page bytes change below
     frag = ds._snapshot.manifest.fragments[5]
-    lay = small_many.layout(READERS.get(ds._snapshot.storage, frag.files[0]), ["tags"])
+    lay = small_layouts.layout(READERS.get(ds._snapshot.storage, frag.files[0]), ["tags"])
     assert lay is not None and isinstance(lay.columns[0], small_nested.NestedLayout)
     path = Path(uri) / "data" / frag.files[0].path
     raw = bytearray(path.read_bytes())

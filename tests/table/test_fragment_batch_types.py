@@ -15,7 +15,7 @@ from lance.file import LanceFileReader
 
 import lance_table as lt
 from lance_table.file.pageio import PageIO
-from lance_table.file.v2_1 import small_many
+from lance_table.file.v2_1 import small_layouts, small_many
 from lance_table.table import fragment_batch
 
 BATCHED = ["i8", "u16", "f16", "f32", "date", "tstz", "dec", "bin", "lstr", "text", "fsb", "flag"]
@@ -64,7 +64,7 @@ def test_every_column_decodes_in_one_batch(written: str) -> None:
         found = fragment_batch.plans(frags, [name])
         assert found.count(None) == 0, name
         layouts = [lay for _, lay in found]
-        pages = [c.page for lay in layouts for c in lay.columns if isinstance(c, small_many.ColumnLayout)]
+        pages = [c.page for lay in layouts for c in lay.columns if isinstance(c, small_layouts.ColumnLayout)]
         defs |= {p.defs.WhichOneof("compression") for p in pages if p.defs}
         data, bases = small_many.joined([reader.read_span(lay.start, lay.length) for reader, lay in found])
         io = PageIO(found[0][0]._stored, None, None, (), "test")

@@ -9,11 +9,19 @@ files take two: see :func:`column_assignment`).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pyarrow as pa
 
+from lance_table.file.container import URL_ARRAY_ENCODING, unpack_encoding
 from lance_table.file.fields import PACKED_KEY, PACKED_LEGACY_KEY, meta
 from lance_table.schema import FieldNode, is_binary_like
+from lance_table.storage.sources import ByteSource
+
+# page encodings by their bytes: the pages of a column of many files mostly store the same bytes
+# (messages parsed here are never changed)
+_PARSED: dict[bytes, Any] = {}
+_MAX_PARSED = 4096
 
 
 def is_packed_struct(node: FieldNode) -> bool:
@@ -52,3 +60,25 @@ def column_assignment(
     for root in roots:
         visit(root)
     return out
+
+
+def page_encoding(enc: Any, source: ByteSource) -> Any:
+    """A page's 2.0 encoding (a ``file2.Encoding``) stored in the file's metadata, parsed once
+    for all files that store the same bytes; None when it is stored elsewhere or does not parse
+    as an ``ArrayEncoding`` (the caller then reads it as it reads any page, which says why).
+    """
+    if enc.WhichOneof("location") != "direct":
+        return None
+    raw = enc.direct.encoding
+    found = _PARSED.get(raw)
+    if found is None:
+        try:
+            url, found = unpack_encoding(enc, source, "a page")
+        except Exception:
+            return None
+        if url != URL_ARRAY_ENCODING or found is None:
+            return None
+        if len(_PARSED) >= _MAX_PARSED:
+            _PARSED.clear()
+        _PARSED[raw] = found
+    return found

@@ -18,8 +18,16 @@ import numpy as np
 from lance_table._parallel import map_parts, parts_inline
 from lance_table.file.compression import bitpacking, general
 from lance_table.file.pageio import PageIO
-from lance_table.file.v2_1 import batch_runs, inline_blocks
-from lance_table.file.v2_1.byteranges import as_bytes, exclusive_cumsum, gather, join, rows_at, spans
+from lance_table.file.v2_1 import batch_even, batch_runs, inline_blocks
+from lance_table.file.v2_1.byteranges import (
+    alternate,
+    as_bytes,
+    exclusive_cumsum,
+    gather,
+    join,
+    rows_at,
+    spans,
+)
 from lance_table.file.v2_1.values import MAX_LIST_SIZE, Fixed, Values, Var, concat_values, offsets_of
 
 
@@ -252,6 +260,8 @@ def _joined_offsets(
     """
     if not counts.size:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(1, np.int64)
+    if counts.size > 2 and not bool(np.any(counts[:-1] != counts[0])):
+        return batch_even.joined_offsets(words, counts, sizes, width, io)
     n1 = counts + 1
     first = exclusive_cumsum(n1)
     last = first + counts
@@ -319,8 +329,22 @@ def pick_values(
         return Fixed(as_bytes(out), t)
     if kind == "general":
         return _general(enc.general, data, at, sizes, counts, io, pick)
+    if kind in ("variable", "fsst") and share < PICK_VARIABLE:
+        inner = enc.variable if kind == "variable" else enc.fsst.values
+        if kind == "fsst" and inner.WhichOneof("compression") != "variable":
+            return None
+        width = _offset_width(inner if kind == "variable" else inner.variable)
+        if not width:
+            return None
+        got = _pick_variable(data, at, sizes, counts, pick, width, io)
+        # FSST strings are compressed one by one: the picked ones are decompressed alone
+        return got if kind == "variable" else Var(got.data, got.offsets, bytes(enc.fsst.symbol_table))
     return None
 
+
+# Variable-width values (plain or FSST) are picked from their chunks while they are less than
+# this share of the chunks' values (a take's few rows); above it the chunks are decoded whole.
+PICK_VARIABLE = 0.25
 
 # Picking a bitpacked value costs a few gathers and shifts of its own; unpacking costs per value of
 # the chunks, less for narrower types. Values are picked while they are less than this share of
@@ -342,6 +366,8 @@ def _locate(counts: np.ndarray, pick: np.ndarray) -> tuple[np.ndarray, np.ndarra
 def _block_starts(first: np.ndarray, blocks: np.ndarray, per_block: int) -> np.ndarray:
     """Word positions of the blocks of every chunk: ``blocks[k]`` blocks of ``per_block`` words
     back to back from ``first[k]``."""
+    if not bool(np.any(blocks != 1)):  # a block per chunk (chunks of fewer values than a block)
+        return first
     return first.repeat(blocks) + (spans(np.zeros_like(first), blocks) * per_block)
 
 
@@ -409,18 +435,18 @@ def _out_of_line(
     if not bool(raw_tail.any()) and not bool(np.any(found.tail[:-1])):
         # whole blocks in every chunk but the last: the values are the unpacked blocks, in order
         return Fixed(as_bytes(unpacked[: int(counts.sum())]), t)
+    if not bool(raw_tail.any()) and counts.size > 1:
+        even = batch_even.runs(unpacked, blocks, counts)
+        if even is not None:
+            return Fixed(as_bytes(even), t)
     # Each chunk is its run of unpacked blocks cut to its count (a padded tail block is the run's
     # last), then its raw tail, if any: at most two slices per chunk, joined in one copy.
-    run_at = (exclusive_cumsum(blocks) * bitpacking.BLOCK).tolist()
-    packed_n = np.where(raw_tail, full * bitpacking.BLOCK, counts).tolist()
-    raw_at = (found.first + full * per_block).tolist()
-    raw_n = (raw_tail * found.tail).tolist()
-    pieces = []
-    for a, n, r, m in zip(run_at, packed_n, raw_at, raw_n):
-        pieces.append(unpacked[a : a + n])
-        if m:
-            pieces.append(words[r : r + m])
-    return Fixed(as_bytes(np.concatenate(pieces) if pieces else unpacked[:0]), t)
+    size = unpacked.itemsize
+    run_at = exclusive_cumsum(blocks) * (bitpacking.BLOCK * size)
+    packed_n = np.where(raw_tail, full * bitpacking.BLOCK, counts) * size
+    raw_at = (found.first + full * per_block) * size
+    raw_n = raw_tail * found.tail * size
+    return Fixed(alternate(as_bytes(unpacked), run_at, packed_n, as_bytes(words), raw_at, raw_n), t)
 
 
 def pick_levels(

@@ -69,6 +69,56 @@ def _arrow_join(data: bytes | memoryview, starts: np.ndarray, lengths: np.ndarra
     return memoryview(out)[int(offsets[0]) : int(offsets[-1])] if out is not None else memoryview(b"")
 
 
+def alternate(
+    a: memoryview,
+    a_starts: np.ndarray,
+    a_lengths: np.ndarray,
+    b: memoryview,
+    b_starts: np.ndarray,
+    b_lengths: np.ndarray,
+) -> memoryview:
+    """Ranges of two buffers taken in turn, ``a[a_starts[0]:...]``, ``b[b_starts[0]:...]``,
+    ``a[a_starts[1]:...]``, and so on (each buffer's ranges in order, without overlaps: the
+    unpacked blocks and raw tails of bitpacked chunks).
+
+    Many ranges go in one Arrow take over both buffers joined; a few are sliced one by one."""
+    n = a_starts.size
+    base = len(a)
+    large = base + len(b) >= 2**31
+    bounds = np.empty(4 * n + 1, np.int64 if large else np.int32)
+    if n >= _ARROW_JOIN // 2:
+        bounds[0 : 2 * n : 2] = a_starts
+        bounds[1 : 2 * n : 2] = a_starts + a_lengths
+        bounds[2 * n : -1 : 2] = b_starts + base
+        bounds[2 * n + 1 :: 2] = b_starts + b_lengths + base
+        bounds[-1] = bounds[-2]
+    if (
+        n < _ARROW_JOIN // 2
+        or bounds[0] < 0
+        or bounds[-1] > base + len(b)
+        or bool(np.any(bounds[1:] < bounds[:-1]))
+    ):
+        va, vb = memoryview(a), memoryview(b)
+        pieces = []
+        for s, k, t, m in zip(a_starts.tolist(), a_lengths.tolist(), b_starts.tolist(), b_lengths.tolist()):
+            pieces.append(va[s : s + k])
+            if m:
+                pieces.append(vb[t : t + m])
+        return memoryview(b"".join(pieces))
+    entries = pa.Array.from_buffers(
+        pa.large_binary() if large else pa.binary(),
+        4 * n,
+        [None, pa.py_buffer(bounds), pa.py_buffer(b"".join([a, b]))],
+    )
+    order = np.empty(2 * n, np.int64)
+    order[0::2] = np.arange(0, 2 * n, 2)
+    order[1::2] = order[0::2] + 2 * n
+    got = entries.take(pa.array(order))
+    offsets = np.frombuffer(got.buffers()[1], bounds.dtype, 2 * n + 1, got.offset)
+    out = got.buffers()[2]
+    return memoryview(out)[int(offsets[0]) : int(offsets[-1])] if out is not None else memoryview(b"")
+
+
 def _strided_join(data: bytes | memoryview, starts: np.ndarray, lengths: np.ndarray) -> memoryview | None:
     """:func:`join` in one numpy copy when every range but the last has one length and the ranges
     start at even steps (chunks of a page full of equal values); None for any other layout."""

@@ -1,0 +1,248 @@
+"""Where the pages of a read of some columns of a small 2.1/2.2 file are, and how they decode (a
+part of :mod:`small_many`).
+
+:func:`layout` describes a file's read of some columns when every one is a page :mod:`small_many`
+decodes in a batch with the same column of other files: a column without nesting stored as one
+page of mini-block chunks (values, or indices into a dictionary), a constant page without levels
+(:mod:`small_constant`), or a field with structs and lists whose leaves are such pages
+(:mod:`small_nested`). Layouts are kept per reader and selection; pages of files that share an
+encoding get the same (interned) key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from lance_table.errors import LanceTableError
+from lance_table.file.container import FileVersion
+from lance_table.file.field_shapes import FLAT, NESTED, field_shape
+from lance_table.file.v2_1 import small_constant, small_nested
+from lance_table.file.v2_1.layout import is_packed_struct
+from lance_table.file.v2_1.miniblock_small import SmallPage, plan
+from lance_table.file.v2_1.values import byte_width
+
+if TYPE_CHECKING:
+    from lance_table.file.reader import LanceFileReader
+
+# Untyped errors damaged bytes may raise (the files are then read one by one, which reports them).
+ERRORS = (LanceTableError, IndexError, KeyError, OverflowError, ValueError, TypeError, pa.ArrowException)
+
+# interned encoding keys: chunks of files whose keys are the same object decode as one batch
+_KEYS: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+_MAX_KEYS = 4096
+#: pages of several chunks are batched up to this many rows (a fragment of a few read ranges)
+MAX_PAGE_ROWS = 1 << 18
+#: bytes between a file's selected pages a batch reads along with them (pages of many chunks)
+SPAN_SLACK = 64 * 1024
+#: a read of at least this share of a file's rows reads its pages of many chunks whole, in a
+#: batch; fewer rows (a take) are picked from their chunks by the file's own reader
+DENSE_ROWS = 0.5
+#: a span of pages of many chunks this small is read and decoded whole by any read, even of a few
+#: rows: one request brings it as fast as its chunks, and decoding it in a batch costs less than
+#: the file's own reader picking the rows from their chunks (a take of a few rows of each of
+#: hundreds of small fragments)
+SMALL_SPAN_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnLayout:
+    """Where one column's page of one file is (relative to the file's span) and how it decodes."""
+
+    meta_at: int  # the page's chunk table (one word)
+    data_at: int  # the page's one chunk
+    data_size: int
+    page: SmallPage
+    encoding: Any  # the value compression (a protobuf message)
+    key: tuple[Any, ...]  # interned: same object for the same encoding
+    chunks: int = 1  # mini-block chunks of the page (its chunk table's words)
+    #: a page of dictionary indices: its dictionary's place and size, item count and compression
+    dict_at: int = -1
+    dict_size: int = 0
+    dict_items: int = 0
+    dict_encoding: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class FileLayout:
+    """A read of some columns of a small file: the byte span holding their pages, and each page."""
+
+    start: int
+    length: int
+    num_rows: int
+    columns: tuple[ColumnLayout | small_nested.NestedLayout | small_constant.ConstantLayout, ...]
+    #: the most chunks of a page: a file of pages of one chunk is read whole by any read; one of
+    #: pages of many chunks only by a read of most of its rows (see :func:`worth_batching`)
+    chunks: int = 1
+
+
+def layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
+    """The layout of a read of the file's columns ``names`` when every one is a column without
+    nesting stored as one page of one small chunk (see :mod:`miniblock_small`), of values or of
+    indices into a dictionary, or as a constant page, or a field with nesting whose leaves are
+    such pages (see :mod:`small_nested`); else None. Kept per reader and selection."""
+    key = tuple(names)
+    cache = reader._many_layouts
+    try:
+        return cache[key]
+    except KeyError:
+        pass
+    if len(cache) >= 16:
+        cache.clear()
+    found = cache[key] = _layout(reader, names)
+    return found
+
+
+def _layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
+    meta = reader.metadata
+    if meta.version is FileVersion.V2_0 or not meta.num_rows:
+        return None
+    large = meta.version is FileVersion.V2_2
+    word = 4 if large else 2
+    by_name = {n.name: n for n in reader._roots}
+    cols: list[tuple[Any, ...]] = []
+    nested: dict[int, tuple[small_nested.NestedLayout, list[tuple[int, int]]]] = {}
+    constants: dict[int, small_constant.ConstantLayout] = {}
+    for name in names:
+        node = by_name.get(name)
+        if node is not None and field_shape(node) == NESTED and not is_packed_struct(node):
+            try:
+                got = small_nested.layout(reader, node, large, _interned)
+            except ERRORS:
+                return None
+            if got is None:
+                return None
+            nested[len(cols)] = got
+            cols.append((tuple(got[1]), None, None, got[0].key, 1))
+            continue
+        if node is None or field_shape(node) != FLAT or pa.types.is_dictionary(node.arrow_type):
+            return None
+        try:
+            col = reader._column(node)
+            if len(col.page_starts) != 2 or col.num_values != meta.num_rows:
+                return None
+            encoding = col.encoding(0, reader._stored)
+            if encoding.WhichOneof("layout") == "constant_layout":
+                const = small_constant.layout(encoding, col.buffers(0), 1, node.arrow_type, _interned)
+                if const is None:
+                    return None
+                constants[len(cols)] = const[0]
+                cols.append((tuple(const[1]), None, None, const[0].key, 1))
+                continue
+            form = _form(encoding, node.arrow_type, large)
+            buffers = col.buffers(0)
+            if form is None or len(buffers) != (2 if form[0].dictionary is None else 3):
+                return None
+            page, value_enc, interned = form
+            chunks, rest = divmod(buffers[0][1], word)
+            if rest or not chunks or (chunks > 1 and page.num_items > MAX_PAGE_ROWS):
+                return None
+            if page.num_items != meta.num_rows or not 0 < page.num_items <= max(1 << 16, MAX_PAGE_ROWS):
+                return None
+        except ERRORS:
+            return None
+        cols.append((buffers, page, value_enc, interned, chunks))
+    if not cols:
+        return None
+    start = min((o for b, *_ in cols for o, _ in b), default=0)
+    end = max((o + s for b, *_ in cols for o, s in b), default=0)
+    needed = sum(s for b, *_ in cols for _, s in b)
+    if max(c[-1] for c in cols) > 1 and end - start > 2 * needed + SPAN_SLACK:
+        return None  # the pages lie far apart: their span would read much that is not theirs
+    return FileLayout(
+        start,
+        end - start,
+        meta.num_rows,
+        tuple(
+            small_nested.shifted(nested[c][0], start)
+            if c in nested
+            else small_constant.shifted(constants[c], start)
+            if c in constants
+            else _column_layout(b, start, page, value_enc, k, chunks)
+            for c, (b, page, value_enc, k, chunks) in enumerate(cols)
+        ),
+        max(c[-1] for c in cols),
+    )
+
+
+def _form(layout: Any, dtype: pa.DataType, large: bool) -> tuple[SmallPage, Any, tuple[Any, ...]] | None:
+    """The page description, value compression and interned encoding key of a column's page
+    layout (see :func:`_layout`), or None when a batch does not decode it. Kept per layout
+    message: the files of a dataset share theirs (see ``container.unpack_encoding``)."""
+    key = (id(layout), dtype, large)
+    hit = _FORMS.get(key)
+    if hit is not None and hit[0] is layout:
+        return hit[1]
+    page = plan(layout, large)
+    if page is None and pa.types.is_fixed_size_list(dtype):
+        page = _list_page(layout, dtype, large)
+    found: tuple[SmallPage, Any, tuple[Any, ...]] | None = None
+    if page is not None:
+        enc = layout.mini_block_layout
+        value_enc = enc.value_compression
+        defs = enc.def_compression.SerializeToString() if enc.HasField("def_compression") else None
+        dictionary = enc.dictionary.SerializeToString() if page.dictionary is not None else None
+        ident = (large, value_enc.SerializeToString(), defs, tuple(enc.layers), dictionary)
+        found = (page, value_enc, _interned(ident))
+    if len(_FORMS) >= _MAX_KEYS:
+        _FORMS.clear()
+    _FORMS[key] = (layout, found)  # (the layout is kept: its id stays its own)
+    return found
+
+
+# the forms of page layouts, by the layout message's id (see _form)
+_FORMS: dict[tuple[Any, ...], tuple[Any, tuple[SmallPage, Any, tuple[Any, ...]] | None]] = {}
+
+
+def _interned(ident: tuple[Any, ...]) -> tuple[Any, ...]:
+    """One object per encoding key: chunks of files whose keys are the same object decode as one."""
+    interned = _KEYS.get(ident)
+    if interned is None:
+        if len(_KEYS) >= _MAX_KEYS:
+            _KEYS.clear()
+        interned = _KEYS.setdefault(ident, ident)
+    return interned
+
+
+def _column_layout(
+    buffers: Sequence[tuple[int, int]], start: int, page: SmallPage, value_enc: Any, key: Any, chunks: int
+) -> ColumnLayout:
+    """A page's place relative to its file's span (``start``) and how it decodes."""
+    (meta_at, _), (data_at, data_size) = buffers[0], buffers[1]
+    found = ColumnLayout(meta_at - start, data_at - start, data_size, page, value_enc, key, chunks)
+    if page.dictionary is None:
+        return found
+    mini = page.dictionary
+    return replace(
+        found,
+        dict_at=buffers[2][0] - start,
+        dict_size=buffers[2][1],
+        dict_items=int(mini.num_dictionary_items),
+        dict_encoding=mini.dictionary,
+    )
+
+
+def _list_page(encoding: Any, dtype: pa.DataType, large: bool) -> SmallPage | None:
+    """The page of a column of fixed-size lists (of lists...) of plain values of ``dtype``'s
+    sizes, without validity below the rows (vectors): :func:`batch.values` decodes its chunks
+    as values of the whole list's width."""
+    items = 1
+    while pa.types.is_fixed_size_list(dtype):
+        items *= dtype.list_size
+        dtype = dtype.value_type
+    width = byte_width(dtype)
+    if not width or pa.types.is_boolean(dtype) or not items:
+        return None
+    page = plan(encoding, large, items)
+    return page if page is not None and page.bits == items * width * 8 else None
+
+
+def worth_batching(file: FileLayout, rows: int) -> bool:
+    """Whether a read of ``rows`` rows of a file with this layout belongs in a batch: a file of
+    pages of one chunk (a few hundred rows) always; pages of many chunks, which a batch decodes
+    whole, when most of their rows are read or when their span is at most
+    :data:`SMALL_SPAN_BYTES`."""
+    return file.chunks == 1 or file.length <= SMALL_SPAN_BYTES or rows >= DENSE_ROWS * file.num_rows
