@@ -21,7 +21,7 @@ from typing import IO, Any, cast
 import pyarrow as pa
 
 from lance_table._lru import LRU
-from lance_table._parallel import ENCODE, WRITE, map_on, pool
+from lance_table._parallel import ENCODE, WRITE, map_on, pool, workers
 from lance_table._proto import file_pb2
 from lance_table.errors import SchemaError, UnsupportedFormatError
 from lance_table.file.columns import (
@@ -63,8 +63,11 @@ DEFAULT_PAGE_SIZE = 8 * 1024 * 1024
 # column to the pool cost more than encoding it: 100 rows of five columns took 2.8 ms on threads,
 # 1.6 ms inline; an append of 10k rows of the benchmark table (1.2 MB) 6.3 ms of CPU and 5.8 ms
 # of wall on threads, 4.8 ms of both inline (2 idle cores). At 30k rows (3.6 MB) threads gain
-# wall time again (7.5 against 8.5 ms, the same CPU).
+# wall time again (7.5 against 8.5 ms, the same CPU). That is on 2 cores: with more, the pool runs
+# more columns at once and pays off sooner, so the bound shrinks with the encoding workers (see
+# :func:`_inline_bytes`), to no less than :data:`MIN_INLINE_ENCODE_BYTES`.
 INLINE_ENCODE_BYTES = 2 << 20
+MIN_INLINE_ENCODE_BYTES = 64 << 10
 
 
 @dataclass(frozen=True)
@@ -230,8 +233,8 @@ class LanceFileWriter:
 
     def _small(self, incoming: int) -> bool:
         """Whether adding a batch of ``incoming`` bytes is too little work to hand to threads:
-        fewer than :data:`INLINE_ENCODE_BYTES`, and no leaf's buffer reaches its page budget."""
-        return incoming < INLINE_ENCODE_BYTES and all(
+        fewer than :func:`_inline_bytes`, and no leaf's buffer reaches its page budget."""
+        return incoming < _inline_bytes() and all(
             leaf.pending_bytes + incoming < leaf.budget for leaf in self._leaves()
         )
 
@@ -283,7 +286,7 @@ class LanceFileWriter:
         self._closed = True
         if self._parallel_leaves():
             leaves = self._leaves()
-            small = sum(leaf.pending_bytes for leaf in leaves) < INLINE_ENCODE_BYTES
+            small = sum(leaf.pending_bytes for leaf in leaves) < _inline_bytes()
             self._encode_on_threads([leaf.finish for leaf in leaves], threads=not small, last=True)
         else:
             for writer in self._writers:
@@ -379,7 +382,15 @@ def _size(batch: pa.RecordBatch) -> int:
     when that is small already (an upper bound, known at once), else the bytes its rows reference
     (``nbytes``, which walks every buffer: a fixed cost a small append would pay in full)."""
     whole = batch.get_total_buffer_size()
-    return whole if whole < INLINE_ENCODE_BYTES else batch.nbytes
+    return whole if whole < _inline_bytes() else batch.nbytes
+
+
+def _inline_bytes() -> int:
+    """The bytes of work below which encoding stays on the calling thread: the bound measured on
+    2 cores, shrunk in proportion on more (16 encoding workers: an eighth of it)."""
+    if INLINE_ENCODE_BYTES <= MIN_INLINE_ENCODE_BYTES:
+        return INLINE_ENCODE_BYTES  # (tests set it to 0 to force the pools)
+    return max(MIN_INLINE_ENCODE_BYTES, INLINE_ENCODE_BYTES * 2 // max(workers(), 2))
 
 
 def _run_all(calls: Sequence[Callable[[], None]]) -> None:

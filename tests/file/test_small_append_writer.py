@@ -175,3 +175,16 @@ def test_a_schema_without_extension_types_is_stored_as_it_is() -> None:
         ]
     )
     assert storage_schema(schema) is schema
+
+
+def test_the_inline_encoding_bound_shrinks_with_more_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lance_table.file import writer
+
+    monkeypatch.setenv("LANCE_CPU_THREADS", "2")
+    assert writer._inline_bytes() == writer.INLINE_ENCODE_BYTES
+    monkeypatch.setenv("LANCE_CPU_THREADS", "16")
+    assert writer._inline_bytes() == writer.INLINE_ENCODE_BYTES // 8
+    monkeypatch.setenv("LANCE_CPU_THREADS", "512")
+    assert writer._inline_bytes() == writer.MIN_INLINE_ENCODE_BYTES
+    monkeypatch.setattr(writer, "INLINE_ENCODE_BYTES", 0)  # (the pools forced, as tests do)
+    assert writer._inline_bytes() == 0
