@@ -185,7 +185,9 @@ def _form(layout: Any, dtype: pa.DataType, large: bool) -> tuple[SmallPage, Any,
         value_enc = enc.value_compression
         defs = enc.def_compression.SerializeToString() if enc.HasField("def_compression") else None
         dictionary = enc.dictionary.SerializeToString() if page.dictionary is not None else None
-        ident = (large, value_enc.SerializeToString(), defs, tuple(enc.layers), dictionary)
+        # (the value buffers per chunk too: run values and lengths in one block or apart share
+        # their compression message, and the chunk headers differ)
+        ident = (large, value_enc.SerializeToString(), defs, tuple(enc.layers), dictionary, page.buffers)
         found = (page, value_enc, _interned(ident))
     if len(_FORMS) >= _MAX_KEYS:
         _FORMS.clear()

@@ -122,7 +122,10 @@ def layout(
         defs = mini.def_compression.SerializeToString() if mini.HasField("def_compression") else None
         values = mini.value_compression.SerializeToString()
         dictionary = mini.dictionary.SerializeToString() if has_dict else None
-        keys.append(intern((large, rep, defs, values, dictionary, tuple(mini.layers), str(dtype))))
+        buffers_per_chunk = int(mini.num_buffers)  # (the chunk header's size words: see _leaf)
+        keys.append(
+            intern((large, rep, defs, values, dictionary, tuple(mini.layers), str(dtype), buffers_per_chunk))
+        )
         (meta_at, _), (data_at, data_size) = buffers[0], buffers[1]
         page = LeafLayout(meta_at, data_at, data_size, int(mini.num_items), mini, large)
         if has_dict:
