@@ -23,6 +23,9 @@ from collections.abc import Mapping
 
 #: the most bytes the status line and headers of an answer may take
 MAX_HEAD = 64 * 1024
+#: the most bytes the body of an answer that is not a success may take, whatever range was
+#: asked for (an object store's error document: S3's NoSuchKey is some 300 bytes)
+MAX_ERROR_BODY = 64 * 1024
 _RECV = 64 * 1024
 
 
@@ -87,8 +90,8 @@ class KeptConnections:
 
     def get(self, target: str, headers: Mapping[str, str], limit: int | None = None) -> Answer:
         """The answer to ``GET target`` (a path and query) with ``headers`` (``host`` among them);
-        a body longer than ``limit`` bytes (the size of the range asked for) is refused before it
-        is read.
+        a successful answer's body longer than ``limit`` bytes (the size of the range asked for)
+        is refused before it is read (another answer's, longer than :data:`MAX_ERROR_BODY`).
 
         Raises:
             HttpError: no well-formed answer came, on a kept connection nor on a fresh one.
@@ -201,6 +204,8 @@ class KeptConnections:
             if status < 200:
                 raise ValueError(f"interim answer {status}")  # no Expect is sent: none should come
             return Answer(status, headers, b""), keep and not body
+        if status >= 300:  # an error document: as long as the store makes it, not the range
+            limit = MAX_ERROR_BODY
         encoding = headers.get("transfer-encoding", "").lower()
         if encoding and encoding != "identity":
             if encoding != "chunked":

@@ -158,3 +158,24 @@ def test_a_body_longer_than_the_range_asked_for_is_refused(serve) -> None:  # ty
             _client(server).get("/", {}, limit=4)
     server = serve(lambda req: (b"HTTP/1.1 206 Partial\r\nContent-Length: 4\r\n\r\nabcd", False))
     assert _client(server).get("/", {}, limit=4).data == b"abcd"
+
+
+def test_an_error_answer_longer_than_the_range_is_read(serve) -> None:  # type: ignore[no-untyped-def]
+    # S3's NoSuchKey document (some 300 bytes) answers a GET of a few bytes of a deleted file:
+    # it is the answer, so the missing file is named at once, after one GET
+    from lance_table.storage.s3_direct import DirectS3
+
+    error = b"<Error><Code>NoSuchKey</Code><Message>The specified key does not exist.</Message>" + b" " * 250
+    answer = b"HTTP/1.1 404 Not Found\r\nContent-Length: %d\r\n\r\n%s" % (len(error), error)
+    server = serve(lambda req: (answer, False))
+    got = _client(server).get("/", {}, limit=16)
+    assert (got.status, got.data) == (404, error)
+    assert len(server.requests) == 1
+    direct = DirectS3("http", server.host, "us-east-1", False, None, timeouts=(2.0, 2.0))
+    with pytest.raises(FileNotFoundError):
+        direct.get("bucket", "data/gone.lance", 0, 16, "s3://bucket/data/gone.lance")
+    assert len(server.requests) == 2 and direct.usable
+    # a success answer is still held to the range asked for
+    server = serve(lambda req: (b"HTTP/1.1 206 Partial\r\nContent-Length: 300\r\n\r\n" + b"x" * 300, False))
+    with pytest.raises(HttpError):
+        _client(server).get("/", {}, limit=16)
