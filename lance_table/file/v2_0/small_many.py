@@ -184,20 +184,10 @@ def _strings(
     raw = np.frombuffer(gather(u8.data, ends_at, counts * 8), np.uint64).astype(np.int64)
     if bool(np.any(raw < 0)):
         return None
-    adjust = np.repeat(np.fromiter((n.adjust for n in nodes), np.int64, len(nodes)), counts)
-    valid = (raw < adjust) | (adjust == 0)
-    ends = np.where(valid, raw, raw - adjust)
-    first = exclusive_cumsum(counts)
-    prev = np.empty_like(ends)
-    if ends.size:
-        prev[1:] = ends[:-1]
-    has = counts > 0
-    prev[first[has]] = 0
-    lengths = ends - prev
-    if lengths.size and int(lengths.min()) < 0:
+    found = _ends(nodes, counts, raw)
+    if found is None:
         return None
-    last = np.zeros(len(nodes), np.int64)
-    last[has] = ends[first[has] + counts[has] - 1]
+    ends, valid, lengths, last = found
     if bool(np.any(last > data_size)) or int(last.sum()) > MAX_VAR_BYTES:
         return None
     data = pa.py_buffer(gather(u8.data, data_at, last))
@@ -221,21 +211,11 @@ def _list(nodes: list[Any], u8: np.ndarray, bases: np.ndarray, dtype: pa.DataTyp
     if bool(np.any(at < 0)) or int((at + size).max()) > u8.size or bool(np.any(counts * 8 > size)):
         return None
     raw = np.frombuffer(gather(u8.data, at, counts * 8), np.uint64).astype(np.int64)
-    adjust = np.repeat(np.fromiter((n.adjust for n in nodes), np.int64, len(nodes)), counts)
-    valid = (raw < adjust) | (adjust == 0)
-    ends = np.where(valid, raw, raw - adjust)
-    first = exclusive_cumsum(counts)
-    prev = np.empty_like(ends)
-    if ends.size:
-        prev[1:] = ends[:-1]
-    has = counts > 0
-    prev[first[has]] = 0
-    lengths = ends - prev
-    if lengths.size and int(lengths.min()) < 0:
+    found = _ends(nodes, counts, raw)
+    if found is None:
         return None
+    ends, valid, lengths, last = found
     items = np.fromiter((n.items for n in nodes), np.int64, len(nodes))
-    last = np.zeros(len(nodes), np.int64)
-    last[has] = ends[first[has] + counts[has] - 1]
     if bool(np.any(last > items)):
         return None
     child_counts = np.fromiter((_count(n.child) for n in nodes), np.int64, len(nodes))
@@ -260,3 +240,27 @@ def _count(node: Node) -> int:
     if isinstance(node, Struct):
         return _count(node.children[0]) if node.children else -1
     return node.count
+
+
+def _ends(
+    nodes: list[Any], counts: np.ndarray, raw: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """The files' end offsets of strings or lists (``counts[k]`` in file ``k``; ``raw`` as stored,
+    a null's end moved up by its file's ``adjust``): the ends as positions, which entries are
+    valid, each entry's length and each file's last end; None where an entry ends before the one
+    before it."""
+    adjust = np.repeat(np.fromiter((n.adjust for n in nodes), np.int64, len(nodes)), counts)
+    valid = (raw < adjust) | (adjust == 0)
+    ends = np.where(valid, raw, raw - adjust)
+    first = exclusive_cumsum(counts)
+    prev = np.empty_like(ends)
+    if ends.size:
+        prev[1:] = ends[:-1]
+    has = counts > 0
+    prev[first[has]] = 0
+    lengths = ends - prev
+    if lengths.size and int(lengths.min()) < 0:
+        return None
+    last = np.zeros(len(nodes), np.int64)
+    last[has] = ends[first[has] + counts[has] - 1]
+    return ends, valid, lengths, last
