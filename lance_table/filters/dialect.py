@@ -55,14 +55,19 @@ class _LanceSQL(Dialect):
 _TYPED_RAW = re.compile(r'\b(TIMESTAMP|DATE|TIME|DATETIME)(\s+)"([^"\']*)"', re.IGNORECASE)
 
 
-def parse(text: str) -> exp.Expr:
+def parse(text: str, *, statement: bool = False) -> exp.Expr:
+    """A filter (or, with ``statement``, a whole query such as ``SELECT ...``) as one tree.
+
+    Raises:
+        FilterError: the text does not parse, or holds more than one expression.
+    """
     try:
-        trees = _parse(text)
+        trees = _parse(text, statement)
     except ParseError as e:
         fixed = _TYPED_RAW.sub(r"\1\2'\3'", text)
         if fixed != text:
             with contextlib.suppress(SqlglotError):
-                trees = _parse(fixed)
+                trees = _parse(fixed, statement)
                 return _one(trees, text)
         detail = e.errors[0] if e.errors else {}
         description = detail.get("description", str(e))
@@ -78,14 +83,17 @@ def to_text(tree: exp.Expr) -> str:
     return tree.sql(dialect=_LanceSQL)
 
 
-def _parse(text: str) -> list[exp.Expr]:
-    # parsed as conditions, not statements: a filter on a column named like a command (``set``,
-    # ``show``, ``use``, ``load``) is a condition, as it is to pylance
+def _parse(text: str, statement: bool) -> list[exp.Expr]:
+    # a filter is parsed as a condition, not a statement: a filter on a column named like a
+    # command (``set``, ``show``, ``use``, ``load``) is a condition, as it is to pylance
     dialect = _DIALECT
-    try:
-        trees = dialect.parser().parse_into(exp.Condition, dialect.tokenize(text), text)
-    except ParseError:
-        trees = sqlglot.parse(text, dialect=_LanceSQL)  # (its errors say what is wrong)
+    if statement:
+        trees = sqlglot.parse(text, dialect=_LanceSQL)
+    else:
+        try:
+            trees = dialect.parser().parse_into(exp.Condition, dialect.tokenize(text), text)
+        except ParseError:
+            trees = sqlglot.parse(text, dialect=_LanceSQL)  # (its errors say what is wrong)
     return [tree for tree in trees if tree is not None]
 
 

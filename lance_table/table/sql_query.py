@@ -150,7 +150,7 @@ class _Plan:
 
         self.snapshot = snapshot
         self.batch = batch
-        tree = parse(sql)
+        tree = parse(sql, statement=True)
         if not isinstance(tree, exp.Select):
             raise UnsupportedOperationError(f"sql(): only SELECT runs here, not {tree.key.upper()}")
         _refuse_constructs(tree)

@@ -37,7 +37,7 @@ from lance_table.file.v2_0.small_layout import (
     layout,
     value_bits,
 )
-from lance_table.file.v2_1.byteranges import exclusive_cumsum, gather, spans
+from lance_table.file.v2_1.byteranges import exclusive_cumsum, gather, in_file_order, spans
 
 __all__ = ["FileLayout", "Leaf", "List", "Struct", "decode", "layout"]
 
@@ -76,22 +76,12 @@ def _decoded(nodes: list[Any], u8: np.ndarray, bases: np.ndarray, dtype: pa.Data
     key = first.key
     if all(n.key == key for n in nodes):
         return _leaves(nodes, u8, bases, dtype)
-    groups: dict[tuple[Any, ...], list[int]] = {}
-    for k, n in enumerate(nodes):
-        groups.setdefault(n.key, []).append(k)
     counts = np.fromiter((n.count for n in nodes), np.int64, len(nodes))
-    starts = exclusive_cumsum(counts)
-    parts, order = [], []
-    for members in groups.values():
-        sel = np.asarray(members, np.int64)
-        got = _leaves([nodes[k] for k in members], u8, bases[sel], dtype)
-        if got is None:
-            return None
-        parts.append(got)
-        order.append(spans(starts[sel], counts[sel]))
-    where = np.empty(int(counts.sum()), np.int64)
-    where[np.concatenate(order)] = np.arange(where.size)
-    return pa.concat_arrays(parts).take(pa.array(where))
+    return in_file_order(
+        [n.key for n in nodes],
+        counts,
+        lambda sel: _leaves([nodes[k] for k in sel.tolist()], u8, bases[sel], dtype),
+    )
 
 
 def _buffers(

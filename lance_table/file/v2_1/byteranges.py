@@ -1,9 +1,12 @@
 """Byte ranges of page data joined into one buffer: slice by slice, in one strided copy when
 the ranges are laid out evenly, in one pyarrow pass when they are many and in order, or by a
-numpy gather of their bytes. Shared by the mini-block and full-zip decoders.
+numpy gather of their bytes. Shared by the mini-block and full-zip decoders; and the rows of
+many files decoded group by group put back in file order (:func:`in_file_order`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -167,3 +170,28 @@ def spans(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Indices ``starts[k] + j`` for ``j < lengths[k]``, chunk after chunk."""
     total = int(lengths.sum())
     return np.arange(total, dtype=np.int64) + np.repeat(starts - exclusive_cumsum(lengths), lengths)
+
+
+def in_file_order(
+    keys: Sequence[Hashable], counts: np.ndarray, decode: Callable[[np.ndarray], pa.Array | None]
+) -> pa.Array | None:
+    """The rows of many files (``counts[k]`` rows in file ``k``), one file after another, where
+    the files of one ``keys`` value are decoded together: ``decode(members)`` gives the rows of
+    the files ``members`` (their indices, in order), or None, which this returns."""
+    groups: dict[Hashable, list[int]] = {}
+    for k, key in enumerate(keys):
+        groups.setdefault(key, []).append(k)
+    starts = exclusive_cumsum(counts)
+    parts, order = [], []
+    for members in groups.values():
+        sel = np.asarray(members, np.int64)
+        got = decode(sel)
+        if got is None:
+            return None
+        parts.append(got)
+        order.append(spans(starts[sel], counts[sel]))
+    where = np.empty(int(counts.sum()), np.int64)
+    where[np.concatenate(order)] = np.arange(where.size)
+    from lance_table.file.arrow_take import take  # (slices of nested fixed-size lists)
+
+    return take(pa.concat_arrays(parts), pa.array(where))

@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from lance_table.file.pageio import PageIO
 from lance_table.file.v2_1.byteranges import exclusive_cumsum, spans
+from lance_table.file.v2_1.decode import constant_bytes
 from lance_table.file.v2_1.values import Fixed, Var, to_arrow
 
 #: values held in a value buffer (variable-width) above which the files are read one by one
@@ -98,12 +99,12 @@ def decode(
         width = len(cols[0].value)
         each = np.frombuffer(b"".join(c.value for c in cols), np.uint8).reshape(len(cols), width)
         return to_arrow(Fixed(np.repeat(each, rows, axis=0).tobytes(), width * 8), dtype, total, io)
-    values = []
-    for c, base in zip(cols, bases.tolist()):
-        got = _buffered(data[base + c.value_at : base + c.value_at + c.value_size])
-        if got is None:
-            return None
-        values.append(got)
+    # (a malformed value buffer raises what the general decoder raises: the caller reads the
+    # files one by one, which names the file)
+    values = [
+        constant_bytes(data[base + c.value_at : base + c.value_at + c.value_size], io)
+        for c, base in zip(cols, bases.tolist())
+    ]
     lengths = np.fromiter((len(v) for v in values), np.int64, len(values))
     if int((lengths * rows).sum()) > MAX_VAR_BYTES:
         return None
@@ -115,20 +116,3 @@ def decode(
     offsets = np.zeros(total + 1, np.int64)
     np.cumsum(sizes, out=offsets[1:])
     return to_arrow(Var(body, offsets), dtype, total, io)
-
-
-def _buffered(raw: memoryview) -> bytes | None:
-    """The one value of a constant page's value buffer ``[u32 offset count (2)][u32 offset
-    bytes][u32 value bytes][offsets][value]``, or None where it does not hold one."""
-    if len(raw) < 12:
-        return None
-    count, offset_bytes, size = np.frombuffer(raw, np.uint32, 3).astype(np.int64).tolist()
-    if count != 2 or offset_bytes not in (8, 16) or 12 + offset_bytes + size > len(raw):
-        return None
-    lo, hi = (
-        np.frombuffer(raw, np.uint32 if offset_bytes == 8 else np.uint64, 2, 12).astype(np.int64).tolist()
-    )
-    if not 0 <= lo <= hi <= size:
-        return None
-    start = 12 + offset_bytes
-    return bytes(raw[start + lo : start + hi])

@@ -30,7 +30,7 @@ from lance_table.file.arrow_take import take
 from lance_table.file.compression import bitpacking
 from lance_table.file.pageio import PageIO
 from lance_table.file.v2_1 import batch, batch_runs, small_constant, small_nested
-from lance_table.file.v2_1.byteranges import exclusive_cumsum, spans
+from lance_table.file.v2_1.byteranges import exclusive_cumsum, in_file_order
 from lance_table.file.v2_1.compress import decode_block
 from lance_table.file.v2_1.small_layouts import ERRORS, ColumnLayout, FileLayout
 from lance_table.file.v2_1.values import Fixed, Var, to_arrow
@@ -75,25 +75,20 @@ def decode(
     try:
         if all(c.key is first for c in cols):
             return _decoded(cols, layouts, data, bases, dtype, io, floor)
-        groups: dict[int, list[int]] = {}
-        for k, c in enumerate(cols):
-            groups.setdefault(id(c.key), []).append(k)
         counts = np.fromiter((f.num_rows for f in layouts), np.int64, len(layouts))
-        starts = exclusive_cumsum(counts)
-        parts, order = [], []
-        for members in groups.values():
-            sel = np.asarray(members, np.int64)
-            got = _decoded(
-                [cols[k] for k in members], [layouts[k] for k in members], data, bases[sel], dtype, io, floor
-            )
-            if got is None:
-                return None
-            parts.append(got)
-            order.append(spans(starts[sel], counts[sel]))
-        # the groups' rows back in file order
-        where = np.empty(int(counts.sum()), np.int64)
-        where[np.concatenate(order)] = np.arange(where.size)
-        return take(pa.concat_arrays(parts), pa.array(where))
+        return in_file_order(
+            [id(c.key) for c in cols],
+            counts,
+            lambda sel: _decoded(
+                [cols[k] for k in sel.tolist()],
+                [layouts[k] for k in sel.tolist()],
+                data,
+                bases[sel],
+                dtype,
+                io,
+                floor,
+            ),
+        )
     except ERRORS:
         return None
 
