@@ -43,7 +43,8 @@ from typing import Any, TypeVar
 from lance_table._parallel import METADATA, map_on
 from lance_table.errors import CorruptFileError, LanceTableError, TagError
 from lance_table.format import paths
-from lance_table.format.manifest import Fragment, Manifest, ManifestSummary, decode_manifest_summary
+from lance_table.format.manifest import Fragment, Manifest
+from lance_table.format.manifest_file import ManifestSummary, decode_manifest_summary
 from lance_table.format.transaction import Append, Delete, Overwrite, ReserveFragments, Rewrite, Transaction
 from lance_table.storage import Entry, Storage
 from lance_table.table import branch_refs, versions
