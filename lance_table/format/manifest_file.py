@@ -10,13 +10,12 @@ point at the u32 lengths. The dictionary values (legacy datasets only) are descr
 from __future__ import annotations
 
 import struct
-import threading
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from google.protobuf.message import DecodeError
 
-from lance_table._parallel import after_fork_in_child
+from lance_table._lru import LRU
 from lance_table._proto import table_pb2
 from lance_table.errors import CorruptFileError
 from lance_table.format.dictionaries import _decode_dictionaries, _encode_dictionaries
@@ -101,17 +100,12 @@ class ManifestSummary:
         fields."""
         frags = list(self.fragments or ())
         keys = [f.SerializeToString() for f in frags]
-        with _TOTALS_LOCK:
-            counts = [_TOTALS.get(key) for key in keys]
+        counts = _TOTALS.get_many(keys)
         missing = [i for i, c in enumerate(counts) if c is None]
         if missing:
             for i in missing:
                 counts[i] = _fragment_counts(frags[i])
-            with _TOTALS_LOCK:
-                if len(_TOTALS) > FRAGMENT_CACHE_SIZE:
-                    _TOTALS.clear()
-                for i in missing:
-                    _TOTALS[keys[i]] = counts[i]  # type: ignore[assignment]
+            _TOTALS.put_many((keys[i], counts[i]) for i in missing)  # type: ignore[misc]
         data_rows, data_files, deleted_rows, deletion_files, size = (
             (sum(column) for column in zip(*counts)) if counts else (0, 0, 0, 0, 0)
         )
@@ -126,17 +120,9 @@ class ManifestSummary:
         }
 
 
-# A fragment's (rows, data files, deleted rows, deletion files, bytes), by its protobuf bytes.
-_TOTALS: dict[bytes, tuple[int, int, int, int, int]] = {}
-_TOTALS_LOCK = threading.Lock()
-
-
-def _new_totals_lock() -> None:
-    global _TOTALS_LOCK
-    _TOTALS_LOCK = threading.Lock()  # a forked child: another thread may have held it at the fork
-
-
-after_fork_in_child(_new_totals_lock)
+# A fragment's (rows, data files, deleted rows, deletion files, bytes), by its protobuf bytes (the
+# key is the whole content: never stale).
+_TOTALS: LRU[bytes, tuple[int, int, int, int, int]] = LRU(FRAGMENT_CACHE_SIZE)
 
 
 def _fragment_counts(f: Any) -> tuple[int, int, int, int, int]:
