@@ -23,7 +23,7 @@ from lance_table.storage import Storage, open_storage
 from lance_table.table import versions
 from lance_table.table.commit import CommitOptions
 from lance_table.table.dataset import Dataset
-from lance_table.table.operations.cleanup import referenced_files
+from lance_table.table.operations.cleanup_references import referenced_files
 from lance_table.table.snapshot import Snapshot
 
 
