@@ -168,13 +168,30 @@ def read_chunks(
     definition levels at these sorted positions among the chunks' values, where the encoding
     allows it (``defs_picked`` then says so)."""
     data, starts, ends = _chosen_data(io, table, chosen)
+    return parse_chunks(layout, data, starts, ends, table.counts[chosen], large, io, def_pick)
+
+
+def parse_chunks(
+    layout: Any,
+    data: memoryview,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    counts: np.ndarray,
+    large: bool,
+    io: PageIO,
+    def_pick: np.ndarray | None = None,
+) -> ChunksRead:
+    """Chunks of a mini-block encoding lying at ``[starts, ends)`` in ``data`` (holding ``counts``
+    values each): their headers parsed with a few gathers for all chunks at once, and their
+    levels decoded (see :func:`read_chunks`, whose second half this is; the chunks may be of
+    several pages of one encoding)."""
     u8 = np.frombuffer(data, np.uint8)
     has_rep = layout.HasField("rep_compression")
     has_def = layout.HasField("def_compression")
     n_buffers = int(layout.num_buffers)
     size_len = 4 if large else 2
     head = 2 + 2 * has_rep + 2 * has_def + size_len * n_buffers
-    if chosen.size and int((ends - starts).min()) < head:
+    if starts.size and int((ends - starts).min()) < head:
         raise io.corrupt("a mini-block chunk is shorter than its header")
     num_levels = le(u8, starts, 2)
     at = 2
@@ -202,12 +219,11 @@ def read_chunks(
         buf_at.append(cursor)
         cursor = cursor + _pad8(size)
     last_end = buf_at[-1] + sizes[-1] if sizes else cursor
-    if chosen.size and bool(np.any(last_end > ends)):
+    if starts.size and bool(np.any(last_end > ends)):
         raise io.corrupt("a mini-block chunk's buffers run past the chunk")
     rep = defs = None
     if rep_size is not None:
         rep = _chunk_levels(layout.rep_compression, data, rep_at, rep_size, num_levels, io)
-    counts = table.counts[chosen]
     if def_size is not None and def_pick is not None and rep is None and np.array_equal(num_levels, counts):
         defs = batch.pick_levels(layout.def_compression, data, def_at, def_size, num_levels, def_pick, io)
         if defs is not None:

@@ -332,3 +332,35 @@ def merge(field: pa.Field, parts: Sequence[pa.Array]) -> pa.Array:
     if len(parts) != 1:
         raise LevelError(f"field {field.name!r} has {len(parts)} columns")
     return first if first.type.equals(t) else first.cast(t)
+
+
+def whole_rows(
+    rep: np.ndarray | None,
+    defs: np.ndarray | None,
+    layers: list[int],
+    n_levels: np.ndarray,
+    rows: np.ndarray,
+    items: np.ndarray,
+) -> bool:
+    """Whether each part's levels (``n_levels`` of them, one part after another: the pages of
+    many files, or of one column) describe its ``rows`` rows and ``items`` values: joined, they
+    then describe the rows of all parts."""
+    if rep is None:
+        # no lists: a level per row, each with a value slot
+        if not np.array_equal(items, rows):
+            return False
+        return defs is None or (defs.size == int(rows.sum()) and np.array_equal(n_levels, rows))
+    total = int(n_levels.sum())
+    if rep.size != total or (defs is not None and defs.size != total) or bool(np.any(n_levels <= 0)):
+        return False
+    starts = np.zeros(n_levels.size, np.int64)
+    np.cumsum(n_levels[:-1], out=starts[1:])
+    row_start = rep == max_rep(layers)
+    if not bool(row_start[starts].all()):
+        return False
+    if not np.array_equal(np.add.reduceat(row_start, starts), rows):
+        return False
+    if defs is None:
+        return bool(np.array_equal(n_levels, items))
+    shown = defs <= visible_limit(layers)
+    return bool(np.array_equal(np.add.reduceat(shown, starts), items))
