@@ -451,6 +451,8 @@ def _out_of_line(
     # last), then its raw tail, if any: at most two slices per chunk, joined in one copy.
     size = unpacked.itemsize
     run_at = exclusive_cumsum(blocks) * (bitpacking.BLOCK * size)
+    if not bool(raw_tail.any()):  # (chunks of uneven counts: pylance's levels under lists)
+        return Fixed(join(as_bytes(unpacked), run_at, counts * size), t)
     packed_n = np.where(raw_tail, full * bitpacking.BLOCK, counts) * size
     raw_at = (found.first + full * per_block) * size
     raw_n = raw_tail * found.tail * size

@@ -37,6 +37,10 @@ from lance_table.storage.sources import read_joined
 
 #: a group holds at least this many pages (fewer: decoded one by one, as the batch saves little)
 MIN_PAGES = 2
+#: values of a group above which its pages are cut into more groups: the temporaries of a batch
+#: stay in the cache (measured on pylance's pages of 37k lists of strings: groups of 6-9 pages
+#: take 25-30% less time than page by page, all 27 pages at once no less)
+MAX_GROUP_VALUES = 1 << 19
 
 #: a page read whole with the encoding it was stored with
 Page = tuple[int, Runs, PageIO]
@@ -58,7 +62,8 @@ def batch_key(layout: Any) -> tuple[Any, ...] | None:
 def plan(pages: Sequence[Page], layouts: Sequence[Any], parts: int) -> list[list[int]]:
     """The ``pages`` (in order; ``layouts`` their encodings) cut into groups decoded by one call
     each, in order: runs of pages read whole with one :func:`batch_key`, each cut into at most
-    ``parts`` groups of at least :data:`MIN_PAGES` pages; every other page a group of its own.
+    ``parts`` groups of at least :data:`MIN_PAGES` pages (more where they would hold more than
+    :data:`MAX_GROUP_VALUES` values); every other page a group of its own.
     Groups are lists of indices into ``pages``."""
     keys = [
         batch_key(layout) if local.is_span(0, int(io.page.length)) else None
@@ -72,7 +77,10 @@ def plan(pages: Sequence[Page], layouts: Sequence[Any], parts: int) -> list[list
             while end < len(pages) and keys[end] == keys[k]:
                 end += 1
         n = end - k
-        cuts = max(1, min(parts, n // MIN_PAGES))
+        cuts = n  # one page alone: a group of its own
+        if n >= MIN_PAGES:
+            values = sum(int(layouts[j].mini_block_layout.num_items) for j in range(k, end))
+            cuts = min(max(min(parts, n // MIN_PAGES), -(-values // MAX_GROUP_VALUES)), n // MIN_PAGES)
         bounds = np.linspace(k, end, cuts + 1).astype(np.int64).tolist()
         out.extend(list(range(a, b)) for a, b in itertools.pairwise(bounds))
         k = end

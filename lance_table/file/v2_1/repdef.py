@@ -15,6 +15,7 @@ from them, and :func:`merge` joins the paths of several leaves of one field into
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -358,9 +359,23 @@ def whole_rows(
     row_start = rep == max_rep(layers)
     if not bool(row_start[starts].all()):
         return False
-    if not np.array_equal(np.add.reduceat(row_start, starts), rows):
+    if not np.array_equal(_set_per_part(row_start, starts), rows):
         return False
     if defs is None:
         return bool(np.array_equal(n_levels, items))
     shown = defs <= visible_limit(layers)
-    return bool(np.array_equal(np.add.reduceat(shown, starts), items))
+    return bool(np.array_equal(_set_per_part(shown, starts), items))
+
+
+#: parts up to which :func:`_set_per_part` counts part by part
+_COUNT_PARTS = 64
+
+
+def _set_per_part(mask: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """The set entries of a boolean mask in each part (parts from ``starts``, back to back):
+    a few parts counted one by one (a SIMD count each, over ten times faster than numpy's
+    ``add.reduceat`` on booleans), many (the files of a history) in one ``reduceat``."""
+    if starts.size > _COUNT_PARTS:
+        return np.add.reduceat(mask, starts)
+    bounds = [*starts.tolist(), mask.size]
+    return np.array([np.count_nonzero(mask[a:b]) for a, b in itertools.pairwise(bounds)], np.int64)
