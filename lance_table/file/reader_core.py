@@ -19,7 +19,7 @@ from lance_table.file.rows import RowReader
 from lance_table.file.runs import Runs
 from lance_table.file.v2_0 import decode as decode20
 from lance_table.file.v2_1 import decode as decode21
-from lance_table.file.v2_1 import miniblock_small, nested_pages
+from lance_table.file.v2_1 import miniblock_small, nested_pages, nested_rows
 from lance_table.schema import FieldNode
 from lance_table.storage.sources import (
     ByteSource,
@@ -139,11 +139,17 @@ class ReaderCore(RowReader):
         path: list[pa.Field],
         large: bool,
     ) -> list[pa.Array]:
-        """Whole pages of a leaf of one encoding of their levels (``layouts``), decoded in one pass
-        (:mod:`nested_pages`), or one by one where that does not check out."""
+        """Whole pages of a leaf of one encoding of their levels (``layouts``), or the rows of a take
+        from pages of one encoding, decoded in one pass (:mod:`nested_pages`, :mod:`nested_rows`),
+        or one by one where that does not check out."""
         ios = [io for _, _, io in pages]
+        whole = all(local.is_span(0, int(io.page.length)) for _, local, io in pages)
         try:
-            got = nested_pages.decode(layouts, ios, path, large)
+            got = (
+                nested_pages.decode(layouts, ios, path, large)
+                if whole
+                else nested_rows.decode(layouts, pages, path, large)
+            )
         finally:
             for io in ios:
                 io.release()

@@ -22,7 +22,7 @@ from lance_table.file import LanceFileReader
 from lance_table.file.field_shapes import leaf_paths
 from lance_table.file.reader import LanceFileReader as CodecReader
 from lance_table.file.runs import Runs
-from lance_table.file.v2_1 import batch_even, decode, nested_pages, repdef
+from lance_table.file.v2_1 import batch_even, decode, nested_pages, nested_rows, repdef
 
 ROWS = 2400
 # batch sizes of the write: every batch is a page of each column, of uneven rows
@@ -213,3 +213,34 @@ def test_offsets_of_pages_of_even_chunks_join_at_each_page_end() -> None:
     words[6] = words[7] + 1
     with pytest.raises(ValueError, match="out of order"):
         batch_even.segmented_offsets(words, counts, sizes, 4, _Page())
+
+
+def test_rows_of_many_pages_decoded_together_match_one_by_one(paged: tuple[Path, pa.Table]) -> None:
+    uri, _ = paged
+    reader = CodecReader(str(uri / "data" / "paged.lance"))
+    wanted = np.unique(
+        np.concatenate(
+            [[0, 249, 250, 349, 350, 749, 750, ROWS - 1], np.random.default_rng(4).choice(ROWS, 120)]
+        )
+    )
+    runs = Runs(wanted, np.ones(wanted.size, np.int64))
+    joined = 0
+    for name in ("tags", "holey", "recs", "nested"):
+        nodes, _ = reader._project([name])
+        for leaf, path in leaf_paths(nodes[0], [nodes[0].to_arrow_field()]):
+            col = reader._column(leaf)
+            pages = list(reader._pages(col, runs, prefetch=False))
+            layouts = [col.encoding(p, reader._source) for p, _, _ in pages]
+            one_by_one = [
+                decode.decode_nested_page(lay, io, path, True, local)
+                for (_, local, io), lay in zip(pages, layouts)
+            ]
+            for group in nested_pages.plan(pages, layouts, 1):
+                if len(group) < 2:
+                    continue
+                chosen = [pages[j] for j in group]
+                got = nested_rows.decode([layouts[j] for j in group], chosen, path, True)
+                assert got is not None, (name, leaf.name)
+                assert got.equals(pa.concat_arrays([one_by_one[j] for j in group])), (name, leaf.name)
+                joined += 1
+    assert joined >= 3

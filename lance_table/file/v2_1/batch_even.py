@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from lance_table._buffers import empty
 from lance_table.file.compression import bitpacking
 from lance_table.file.pageio import PageIO
 from lance_table.file.v2_1.byteranges import exclusive_cumsum
@@ -61,7 +62,7 @@ def segmented_offsets(
         raise io.corrupt("variable offsets are out of order or past the buffer")
     shift = exclusive_cumsum(hi - lo) - lo
     into = exclusive_cumsum(counts)  # where each chunk's values land
-    offsets = np.empty(int(counts.sum()) + 1, np.int64)
+    offsets = empty(int(counts.sum()) + 1, np.int64)
     odd = np.flatnonzero(counts != c).tolist()
     a = 0
     for b in [*odd, counts.size]:

@@ -29,7 +29,7 @@ from lance_table.errors import LanceTableError
 from lance_table.file.arrow import with_validity
 from lance_table.file.pageio import PageIO
 from lance_table.file.runs import Runs
-from lance_table.file.v2_1 import repdef
+from lance_table.file.v2_1 import nested_rows, repdef
 from lance_table.file.v2_1.byteranges import exclusive_cumsum, spans
 from lance_table.file.v2_1.miniblock import MAX_CHUNK_VALUES, ChunksRead, chunk_values, le, parse_chunks
 from lance_table.file.v2_1.values import to_arrow
@@ -66,7 +66,9 @@ def plan(pages: Sequence[Page], layouts: Sequence[Any], parts: int) -> list[list
     :data:`MAX_GROUP_VALUES` values); every other page a group of its own.
     Groups are lists of indices into ``pages``."""
     keys = [
-        batch_key(layout) if local.is_span(0, int(io.page.length)) else None
+        batch_key(layout)
+        if local.is_span(0, int(io.page.length))
+        else nested_rows.rows_key(layout, local, int(io.page.length))
         for (_, local, io), layout in zip(pages, layouts)
     ]
     out: list[list[int]] = []
@@ -79,7 +81,11 @@ def plan(pages: Sequence[Page], layouts: Sequence[Any], parts: int) -> list[list
         n = end - k
         cuts = n  # one page alone: a group of its own
         if n >= MIN_PAGES:
-            values = sum(int(layouts[j].mini_block_layout.num_items) for j in range(k, end))
+            # the values of whole pages; a take's rows (a few values each, counted as one)
+            values = sum(
+                int(layouts[j].mini_block_layout.num_items) if pages[j][2].whole_page else pages[j][1].total
+                for j in range(k, end)
+            )
             cuts = min(max(min(parts, n // MIN_PAGES), -(-values // MAX_GROUP_VALUES)), n // MIN_PAGES)
         bounds = np.linspace(k, end, cuts + 1).astype(np.int64).tolist()
         out.extend(list(range(a, b)) for a, b in itertools.pairwise(bounds))
