@@ -56,8 +56,13 @@ def _table() -> pa.Table:
     np.cumsum(np.arange(int(outer[-1])) % 4, out=inner[1:])
     lists = pa.ListArray.from_arrays(pa.array(inner), pa.array(np.arange(int(inner[-1]))))
     nested = pa.ListArray.from_arrays(pa.array(outer), lists, mask=pa.array(ids % 19 == 7))
+    # long distinct strings: pylance stores some pages with FSST (a symbol table per page)
+    urls = pa.array(
+        [f"https://example.com/path/{k * 7919 % 100003}/item?id={k}&ref=abcdefghij" for k in range(n_items)]
+    )
+    links = pa.ListArray.from_arrays(pa.array(offs), urls)
     return pa.table(
-        {"id": ids, "st": st, "tags": tags, "holey": holey, "recs": recs, "nested": nested},
+        {"id": ids, "st": st, "tags": tags, "holey": holey, "recs": recs, "nested": nested, "links": links},
     )
 
 
@@ -123,7 +128,7 @@ def test_dataset_reads_match_pylance(paged: tuple[Path, pa.Table], tmp_path: Pat
     uri, _ = paged
     ours, theirs = lt.dataset(uri), lance.dataset(uri)
     assert ours.to_table().equals(theirs.to_table())
-    for col in ("st", "tags", "holey", "recs", "nested"):
+    for col in ("st", "tags", "holey", "recs", "nested", "links"):
         assert ours.to_table(columns=[col]).equals(theirs.to_table(columns=[col])), col
     idx = np.sort(np.random.default_rng(2).choice(ROWS, 150, replace=False))
     assert ours.take(idx).equals(theirs.take(idx))
@@ -140,7 +145,7 @@ def test_pages_decoded_together_match_one_by_one(paged: tuple[Path, pa.Table]) -
     uri, _ = paged
     reader = CodecReader(str(uri / "data" / "paged.lance"))
     joined = 0
-    for name in ("st", "tags", "holey", "recs", "nested"):
+    for name in ("st", "tags", "holey", "recs", "nested", "links"):
         nodes, _ = reader._project([name])
         for leaf, path in leaf_paths(nodes[0], [nodes[0].to_arrow_field()]):
             col = reader._column(leaf)
@@ -225,7 +230,7 @@ def test_rows_of_many_pages_decoded_together_match_one_by_one(paged: tuple[Path,
     )
     runs = Runs(wanted, np.ones(wanted.size, np.int64))
     joined = 0
-    for name in ("tags", "holey", "recs", "nested"):
+    for name in ("tags", "holey", "recs", "nested", "links"):
         nodes, _ = reader._project([name])
         for leaf, path in leaf_paths(nodes[0], [nodes[0].to_arrow_field()]):
             col = reader._column(leaf)

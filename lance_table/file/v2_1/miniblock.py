@@ -303,7 +303,9 @@ def _chunk_levels(
     return np.concatenate(pieces) if pieces else np.zeros(0, np.uint16)
 
 
-def dictionary_of(layout: Any, io: PageIO) -> Values | None:
+def dictionary_of(layout: Any, io: PageIO, raw: bytes | memoryview | None = None) -> Values | None:
+    """The dictionary of a mini-block page (None: it has none), from its buffer's bytes ``raw``
+    when the caller has read them."""
     if not layout.HasField("dictionary"):
         return None
     if len(io.page.buffer_offsets) < 3:
@@ -311,7 +313,7 @@ def dictionary_of(layout: Any, io: PageIO) -> Values | None:
     items_n = int(layout.num_dictionary_items)
     if items_n > max(int(layout.num_items) + 1, io.max_items()):
         raise io.corrupt(f"a dictionary of {items_n} items")
-    return decode_block(layout.dictionary, io.whole(2), items_n, io)
+    return decode_block(layout.dictionary, io.whole(2) if raw is None else raw, items_n, io)
 
 
 def _values_array(

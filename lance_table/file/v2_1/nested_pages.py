@@ -31,7 +31,15 @@ from lance_table.file.pageio import PageIO
 from lance_table.file.runs import Runs
 from lance_table.file.v2_1 import nested_rows, repdef
 from lance_table.file.v2_1.byteranges import exclusive_cumsum, spans
-from lance_table.file.v2_1.miniblock import MAX_CHUNK_VALUES, ChunksRead, chunk_values, le, parse_chunks
+from lance_table.file.v2_1.miniblock import (
+    MAX_CHUNK_VALUES,
+    ChunksRead,
+    chunk_values,
+    dictionary_of,
+    le,
+    parse_chunks,
+    values_at,
+)
 from lance_table.file.v2_1.values import to_arrow
 from lance_table.storage.sources import read_joined
 
@@ -47,16 +55,15 @@ Page = tuple[int, Runs, PageIO]
 
 
 def batch_key(layout: Any) -> tuple[Any, ...] | None:
-    """What the pages decoded together must share: the levels' encoding, layers and chunk
-    header form of a mini-block page without dictionary (None: another kind of page)."""
+    """What the pages decoded together must share: the levels' encoding, layers, chunk header
+    form and whether values are dictionary indices, of a mini-block page (None: another kind)."""
     if layout.WhichOneof("layout") != "mini_block_layout":
         return None
     mini = layout.mini_block_layout
-    if mini.HasField("dictionary"):
-        return None
     rep = mini.rep_compression.SerializeToString() if mini.HasField("rep_compression") else None
     defs = mini.def_compression.SerializeToString() if mini.HasField("def_compression") else None
-    return (rep, defs, tuple(mini.layers), int(mini.num_buffers), int(mini.repetition_index_depth))
+    shape = (int(mini.num_buffers), int(mini.repetition_index_depth), mini.HasField("dictionary"))
+    return (rep, defs, tuple(mini.layers), *shape)
 
 
 def plan(pages: Sequence[Page], layouts: Sequence[Any], parts: int) -> list[list[int]]:
@@ -106,38 +113,36 @@ def decode(
         return None
 
 
-def _page_bytes(ios: Sequence[PageIO]) -> tuple[memoryview, np.ndarray, np.ndarray] | None:
-    """The chunk table and data buffers of the pages, in one buffer, and where each page's two
-    start in it (each data buffer 8-byte aligned, as the batch decoders want it); one read of
-    them all where no page has its buffers in hand or on their way."""
-    if any(len(io.buffers) < 2 for io in ios):
+def _page_bytes(ios: Sequence[PageIO], count: int) -> tuple[memoryview, np.ndarray] | None:
+    """The first ``count`` buffers of every page (chunk table, data and, for dictionary indices,
+    the dictionary) in one buffer, and where each starts in it (pages by buffers; each buffer
+    8-byte aligned, as the batch decoders want it); one read of them all where no page has its
+    buffers in hand or on their way."""
+    if any(len(io.buffers) < count for io in ios):
         return None
-    pairs = np.array([[*io.buffers[0], *io.buffers[1]] for io in ios], np.int64).reshape(-1, 4)
-    ranges = pairs.reshape(-1, 2)  # meta, data, meta, data, ...
+    ranges = np.array([io.buffers[:count] for io in ios], np.int64).reshape(-1, 2)
     if not any(io._whole or io._fetching is not None for io in ios):
         order = np.argsort(ranges[:, 0], kind="stable")
-        sizes = ranges[order, 1]
         at = np.empty(ranges.shape[0], np.int64)
-        at[order] = exclusive_cumsum(sizes)
-        if not bool(np.any(at[1::2] % 8)):
-            data = read_joined(ios[0].source, ranges[order])
-            return data, at[0::2], at[1::2]
+        at[order] = exclusive_cumsum(ranges[order, 1])
+        if not bool(np.any(at % 8)):
+            return read_joined(ios[0].source, ranges[order]), at.reshape(-1, count)
     # buffers fetched page by page (a remote scan fetches pages ahead), or read so that they
     # would not be aligned: joined with padding
     parts: list[bytes | memoryview] = []
     at = np.empty(ranges.shape[0], np.int64)
     pos = 0
     for j, io in enumerate(ios):
-        for b in (0, 1):
+        for b in range(count):
             buf = io.whole(b)
-            at[2 * j + b] = pos
+            at[count * j + b] = pos
             parts.append(buf)
             pos += len(buf)
             pad = -pos % 8
             if pad:
                 parts.append(bytes(pad))
                 pos += pad
-    return memoryview(b"".join(parts)), at[0::2], at[1::2]
+    return memoryview(b"".join(parts)), at.reshape(-1, count)
 
 
 def _chunks(
@@ -182,10 +187,14 @@ def _decode(
     mini = minis[0]
     layers = list(mini.layers)
     repdef.check_layers(layers)
-    got = _page_bytes(ios)
+    dictionaries = mini.HasField("dictionary")
+    if dictionaries and pa.types.is_dictionary(path[-1].type):
+        return None  # (Arrow dictionary arrays of many pages: each page its own dictionary)
+    got = _page_bytes(ios, 3 if dictionaries else 2)
     if got is None:
         return None
-    data, meta_at, data_at = got
+    data, at = got
+    meta_at, data_at = at[:, 0], at[:, 1]
     u8 = np.frombuffer(data, np.uint8)
     table = _chunks(minis, u8, meta_at, data_at, ios, large)
     if table is None:
@@ -197,7 +206,10 @@ def _decode(
     n_levels = np.add.reduceat(read.level_counts, first)
     if not repdef.whole_rows(read.rep, read.defs, layers, n_levels, rows, items):
         return None
-    values = _values(minis, read, first, items, path[-1].type, ios[0])
+    if dictionaries:
+        values = _looked_up(minis, read, first, items, path[-1].type, ios, data, at[:, 2], n_levels)
+    else:
+        values = _values(minis, read, first, items, path[-1].type, ios[0])
     total = int(items.sum())
     if values is None or len(values) != total:
         return None
@@ -226,6 +238,36 @@ def _values(
         part = read if (a, b) == (0, len(minis)) else _sliced(read, lo, hi)
         values, _ = chunk_values(minis[a], part, io)
         parts.append(to_arrow(values, dtype, int(items[a:b].sum()), io))
+    return parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
+
+
+def _looked_up(
+    minis: Sequence[Any],
+    read: ChunksRead,
+    first: np.ndarray,
+    items: np.ndarray,
+    dtype: pa.DataType,
+    ios: Sequence[PageIO],
+    data: memoryview,
+    dict_at: np.ndarray,
+    n_levels: np.ndarray,
+) -> pa.Array:
+    """The values of pages of dictionary indices: each page's indices looked up in its own
+    dictionary (the validity of its value slots says which indices may lie past it)."""
+    chunk_bounds = np.append(first, read.counts.size)
+    level_bounds = np.append(0, np.cumsum(n_levels)).tolist()
+    limit = repdef.visible_limit(list(minis[0].layers))
+    parts = []
+    for j, (mini, io) in enumerate(zip(minis, ios)):
+        at = int(dict_at[j])
+        dictionary = dictionary_of(mini, io, data[at : at + io.buffers[2][1]])
+        indices, _ = chunk_values(mini, _sliced(read, int(chunk_bounds[j]), int(chunk_bounds[j + 1])), io)
+        defs = read.defs
+        valid = None
+        if defs is not None:
+            page = defs[level_bounds[j] : level_bounds[j + 1]]
+            valid = np.compress(page <= limit, page) == 0
+        parts.append(values_at(indices, int(items[j]), False, None, mini, dictionary, dtype, valid, io)[0])
     return parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
 
 
