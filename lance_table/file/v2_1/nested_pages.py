@@ -31,23 +31,17 @@ from lance_table.file.pageio import PageIO
 from lance_table.file.runs import Runs
 from lance_table.file.v2_1 import nested_rows, repdef
 from lance_table.file.v2_1.byteranges import exclusive_cumsum, spans
-from lance_table.file.v2_1.miniblock import (
-    MAX_CHUNK_VALUES,
-    ChunksRead,
-    chunk_values,
-    dictionary_of,
-    le,
-    parse_chunks,
-    values_at,
-)
+from lance_table.file.v2_1.chunk_headers import ChunksRead, le, parse_chunks
+from lance_table.file.v2_1.miniblock import MAX_CHUNK_VALUES, chunk_values, dictionary_of, values_at
 from lance_table.file.v2_1.values import to_arrow
 from lance_table.storage.sources import read_joined
 
 #: a group holds at least this many pages (fewer: decoded one by one, as the batch saves little)
 MIN_PAGES = 2
 #: values of a group above which its pages are cut into more groups: the temporaries of a batch
-#: stay in the cache (measured on pylance's pages of 37k lists of strings: groups of 6-9 pages
-#: take 25-30% less time than page by page, all 27 pages at once no less)
+#: stay in the cache and in memory the allocator keeps (larger ones are mapped fresh and fault
+#: their pages in). Measured on pylance's pages of 37k lists of strings: groups of 6-9 pages take
+#: 25-30% less time than page by page, all 27 pages at once no less.
 MAX_GROUP_VALUES = 1 << 19
 
 #: a page read whole with the encoding it was stored with

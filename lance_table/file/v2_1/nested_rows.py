@@ -27,7 +27,8 @@ from lance_table.file.pageio import PageIO
 from lance_table.file.runs import Runs
 from lance_table.file.v2_1 import batch, repdef
 from lance_table.file.v2_1.byteranges import exclusive_cumsum
-from lance_table.file.v2_1.miniblock import MAX_CHUNK_VALUES, chunk_values, parse_chunks, values_at
+from lance_table.file.v2_1.chunk_headers import parse_chunks
+from lance_table.file.v2_1.miniblock import MAX_CHUNK_VALUES, chunk_values, values_at
 from lance_table.file.v2_1.miniblock_nested import (
     _chunks_for_rows,
     _row_levels,

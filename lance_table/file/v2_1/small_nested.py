@@ -28,7 +28,7 @@ from lance_table.file.compression import bitpacking
 from lance_table.file.field_shapes import leaf_paths
 from lance_table.file.pageio import PageIO
 from lance_table.file.v2_1 import batch, batch_runs, inline_blocks, repdef, small_constant
-from lance_table.file.v2_1.miniblock import le
+from lance_table.file.v2_1.chunk_headers import le
 from lance_table.file.v2_1.values import Fixed, Var, to_arrow
 from lance_table.schema import FieldNode
 
