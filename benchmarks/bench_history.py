@@ -3,7 +3,7 @@
 Each library builds its own dataset (pylance's default format, 2.2) from ``--appends`` appends of
 ``--rows-per-append`` rows, then every scenario runs alternately on both, round by round, and the
 medians and their ratio are reported. Scenarios that change the dataset run on a fresh copy each
-round (the copy is not timed).
+round (the copy is not timed; files that are never rewritten are hard links, see ``--full-copies``).
 
 Each scenario reports the median wall time and process CPU time of both sides, and the load
 average. With ``--history deletes`` the table (``--table-rows`` rows in fragments of
@@ -211,7 +211,7 @@ def _count_calls(uri: str, size: int, lo: int) -> dict[str, dict[str, int]]:
     of the dataset at ``uri``, each from a fresh process state (caches cleared)."""
     copy = f"{uri}-count"
     shutil.rmtree(copy, ignore_errors=True)
-    shutil.copytree(uri, copy)
+    _copy_dataset(uri, copy)
     out: dict[str, dict[str, int]] = {}
     actions: list[tuple[str, Callable[[], object]]] = [
         ("append (a commit)", lambda: lt.write_dataset(_rows(10**9, size), copy, mode="append")),
@@ -293,6 +293,43 @@ def _s3_requests(uris: tuple[str, str], size: int) -> dict[str, dict[str, dict[s
     return out
 
 
+#: files that neither library ever writes again once written (each is new under its own name):
+#: a copy of a dataset may share them with the original (hard links) instead of copying their bytes
+_WRITTEN_ONCE = ("data", "_deletions", "_transactions", "_indices")
+
+
+def _copy_dataset(src: str, dst: str, links: bool = True) -> None:
+    """A copy of the dataset at ``src`` for a scenario that changes it. With ``links``, the files
+    that are never rewritten in place (data, deletion and transaction files, manifests) are hard
+    links to the original's -- the same bytes and the same cached pages for either library, at no
+    cost of copying hundreds of MB of manifests each round -- and every other file (the latest
+    version hint, which lance_table rewrites in place; tags and branches) is copied."""
+    if not links:
+        shutil.copytree(src, dst)
+        return
+
+    def copy(path: str, target: str) -> object:
+        rel = os.path.relpath(path, src)
+        top = rel.split(os.sep, 1)[0]
+        if top in _WRITTEN_ONCE or (top == "_versions" and rel.endswith(".manifest")):
+            os.link(path, target)
+            return target
+        return shutil.copy2(path, target)
+
+    shutil.copytree(src, dst, copy_function=copy)
+
+
+def _file_states(root: str) -> dict[str, tuple[int, int]]:
+    """Each file's size and modification time under ``root`` (to check that no scenario wrote
+    through a hard link into the dataset it copied)."""
+    out = {}
+    for folder, _, files in os.walk(root):
+        for name in files:
+            st = os.stat(os.path.join(folder, name))
+            out[os.path.join(folder, name)] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
 def _clear_caches() -> None:
     """Forget what lance_table keeps between calls in this process (so each count starts cold)."""
     from lance_table.table.deletion import DELETIONS
@@ -323,6 +360,12 @@ def main() -> None:
     )
     parser.add_argument(
         "--only", help="run only the scenarios whose names contain one of these comma-separated words"
+    )
+    parser.add_argument(
+        "--full-copies",
+        action="store_true",
+        help="copy every byte of a dataset for the scenarios that change it (default: files that are "
+        "never rewritten are hard links to the original's)",
     )
     parser.add_argument(
         "--s3-requests", action="store_true", help="count both sides' requests to a moto S3 server"
@@ -399,7 +442,7 @@ def main() -> None:
                 if fresh:
                     copy = f"{uris[side]}-copy"
                     shutil.rmtree(copy, ignore_errors=True)
-                    shutil.copytree(uris[side], copy)
+                    _copy_dataset(uris[side], copy, links=not args.full_copies)
                     current[side] = copy
 
             report.add(
@@ -408,6 +451,7 @@ def main() -> None:
                 )
             )
 
+        before = [_file_states(u) for u in uris]
         both("open latest", lambda u: lt.dataset(u), lambda u: lance.dataset(u))
         both("open version 1", lambda u: lt.dataset(u, version=1), lambda u: lance.dataset(u, version=1))
         both("versions()", lambda u: lt.dataset(u).versions(), lambda u: lance.dataset(u).versions())
@@ -476,6 +520,8 @@ def main() -> None:
                 print(f"- {name}: {sides.get('lance_table')} / {sides.get('pylance')}", flush=True)
             args.out.mkdir(parents=True, exist_ok=True)
             (args.out / f"history_{args.history}_{n}_s3.json").write_text(json.dumps(requests, indent=2))
+        if [_file_states(u) for u in uris] != before:  # a scenario wrote through a hard link
+            raise RuntimeError("a dataset changed under the benchmark: rerun with --full-copies")
         report.publish(args.out, f"history_{args.history}_{n}")
     finally:
         if args.keep is None:
