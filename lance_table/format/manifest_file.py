@@ -10,6 +10,7 @@ point at the u32 lengths. The dictionary values (legacy datasets only) are descr
 from __future__ import annotations
 
 import struct
+import threading
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -183,40 +184,47 @@ _HEAD_FIELDS = (
     "transaction_section_deprecated",
 )
 _HEAD: list[Any] = []
+_HEAD_LOCK = threading.Lock()
 
 
 def _manifest_head() -> Any:
-    """A message of only :data:`_HEAD_FIELDS` of table.proto's ``Manifest`` (their numbers and
-    types copied from its descriptor): a parse of a manifest with it decodes nothing else."""
+    """A message of only :data:`_HEAD_FIELDS` of table.proto's ``Manifest``: a parse of a manifest
+    with it decodes nothing else (its class made once, by the first caller of any thread)."""
     if not _HEAD:
-        from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-
-        source = descriptor_pb2.FileDescriptorProto()
-        table_pb2.DESCRIPTOR.CopyToProto(source)
-        manifest = next(m for m in source.message_type if m.name == "Manifest")
-        head = descriptor_pb2.FileDescriptorProto(
-            name="lance_table/manifest_head.proto",
-            package=f"{source.package}.lance_table_head",
-            syntax=source.syntax,
-            dependency=[source.name, *source.dependency],
-        )
-        message = head.message_type.add(name="ManifestHead")
-        for f in manifest.field:
-            if f.name in _HEAD_FIELDS:
-                copied = message.field.add()
-                copied.CopyFrom(f)
-                if f.HasField("oneof_index"):  # a proto3 optional field: a oneof of its own
-                    copied.oneof_index = len(message.oneof_decl)
-                    message.oneof_decl.add(name=manifest.oneof_decl[f.oneof_index].name)
-        pool = descriptor_pool.Default()
-        try:
-            pool.FindFileByName(head.name)
-        except KeyError:
-            pool.Add(head)
-        _HEAD.append(
-            message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{head.package}.ManifestHead"))
-        )
+        with _HEAD_LOCK:
+            if not _HEAD:
+                _HEAD.append(_manifest_head_class())
     return _HEAD[0]()
+
+
+def _manifest_head_class() -> Any:
+    """The class of :func:`_manifest_head`'s messages: the fields' numbers, types and presence are
+    copied from table.proto's descriptor, so the two cannot disagree."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    source = descriptor_pb2.FileDescriptorProto()
+    table_pb2.DESCRIPTOR.CopyToProto(source)
+    manifest = next(m for m in source.message_type if m.name == "Manifest")
+    head = descriptor_pb2.FileDescriptorProto(
+        name="lance_table/manifest_head.proto",
+        package=f"{source.package}.lance_table_head",
+        syntax=source.syntax,
+        dependency=[source.name, *source.dependency],
+    )
+    message = head.message_type.add(name="ManifestHead")
+    for f in manifest.field:
+        if f.name in _HEAD_FIELDS:
+            copied = message.field.add()
+            copied.CopyFrom(f)
+            if f.HasField("oneof_index"):  # a proto3 optional field: a oneof of its own
+                copied.oneof_index = len(message.oneof_decl)
+                message.oneof_decl.add(name=manifest.oneof_decl[f.oneof_index].name)
+    pool = descriptor_pool.Default()
+    try:
+        pool.FindFileByName(head.name)
+    except KeyError:
+        pool.Add(head)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{head.package}.ManifestHead"))
 
 
 def manifest_body(data: bytes, path: str) -> bytes:
