@@ -12,8 +12,8 @@ from lance_table._parallel import METADATA, map_on
 from lance_table.errors import CorruptFileError, LanceTableError
 from lance_table.format import paths
 from lance_table.format.manifest import Fragment, Manifest
-from lance_table.format.manifest_file import ManifestSummary, decode_manifest_summary
-from lance_table.format.transaction import Append, Delete, Overwrite, ReserveFragments, Rewrite, Transaction
+from lance_table.format.manifest_file import ManifestSummary, decode_manifest_head
+from lance_table.format.transaction import checked_pb
 from lance_table.storage import Storage
 from lance_table.table import versions
 from lance_table.table.indices import decode_section
@@ -85,7 +85,7 @@ def _read_all(storage: Storage, entries: list[versions.VersionEntry]) -> list[_V
         except FileNotFoundError:
             return None
         where = f"{storage.uri.rstrip('/')}/{entry.path}"
-        summary = decode_manifest_summary(data, where)
+        summary = decode_manifest_head(data, where)  # the fragments are decoded where needed
         if summary.version != entry.version:
             raise CorruptFileError(
                 where, f"file name says version {entry.version}, manifest says {summary.version}"
@@ -120,23 +120,28 @@ def _references_of_doomed(storage: Storage, doomed: dict[int, _Version]) -> set[
 
 def _added_files(found: _Version) -> set[str] | None:
     """The data and deletion files a version's inline transaction added to its predecessor's, or None
-    when the transaction does not tell (another kind of operation, or none inline)."""
+    when the transaction does not tell (another kind of operation, or none inline).
+
+    Read from the transaction's protobuf (checked as a decode checks it), not turned into objects:
+    a history of overwrites of a large table holds thousands of fragments per transaction."""
     if found.summary.transaction is None:
         return None
     try:
-        op = Transaction.from_bytes(found.summary.transaction, found.entry.path).operation
+        pb = checked_pb(found.summary.transaction, found.entry.path)
     except LanceTableError:
         return None
-    if isinstance(op, ReserveFragments):
+    kind = pb.WhichOneof("operation")
+    if kind == "reserve_fragments":
         return set()
-    if isinstance(op, Delete):
-        return set().union(*(f.files_named for f in op.updated_fragments))
-    if isinstance(op, (Append, Overwrite)):
-        new = op.fragments
-    elif isinstance(op, Rewrite):
-        new = tuple(f for group in op.groups for f in group.new_fragments)
+    if kind == "delete":
+        return set().union(*(Fragment.from_pb(f).files_named for f in pb.delete.updated_fragments))
+    if kind in ("append", "overwrite"):
+        new = list(getattr(pb, kind).fragments)
+    elif kind == "rewrite":
+        rewrite = pb.rewrite
+        new = [f for group in (*rewrite.groups, rewrite) for f in group.new_fragments]
     else:
         return None
-    if any(f.deletion_file is not None for f in new):
+    if any(f.HasField("deletion_file") for f in new):
         return None  # its path depends on the fragment id, assigned at commit
-    return set().union(*(f.files_named for f in new))
+    return {paths.data_file_path(d.path) for f in new for d in f.files}
