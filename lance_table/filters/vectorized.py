@@ -6,6 +6,11 @@ times faster than through an Arrow plan, with the compiled filter's answers
 (:mod:`lance_table.filters`): a literal takes the column's type (``f32 < 0.1`` compares in
 float32), NaN sorts above every number (``x > 1`` holds for NaN), a comparison with a null is not a
 match, and a literal outside an integer column's range sends the predicate back to Arrow.
+
+``x % d <op> k`` over an integer column (a ``mod`` condition) is evaluated without dividing: the
+floor division by a constant (numpy divides by a multiplication) gives the remainder, which takes
+the dividend's sign as in the compiled filter (``-25 % 10`` is ``-5``). A divisor of 0 (an error),
+or one outside the column's type, sends the predicate back to Arrow.
 """
 
 from __future__ import annotations
@@ -58,6 +63,11 @@ def _condition(table: pa.Table, cond: Condition) -> np.ndarray | None:
     dtype = np.dtype(t.to_pandas_dtype())
     # the values as they lie, null slots included (their answers are masked below)
     values = np.frombuffer(arr.buffers()[1], dtype, len(arr), arr.offset * dtype.itemsize)
+    if cond.op == "mod":
+        got = _residue_mask(values, *cond.value)
+        if got is not None and valid is not None:
+            got &= valid
+        return got
     literals = cond.value if cond.op in ("between", "in") else (cond.value,)
     found = [_literal(v, dtype) for v in literals]
     typed = [v for v in found if v is not None]
@@ -121,3 +131,60 @@ def _literal(value: object, dtype: np.dtype) -> np.generic | None:
     if not info.min <= value <= info.max:
         return None
     return dtype.type(value)
+
+
+# values evaluated at a time by :func:`_residue_mask` (their scratch stays in cache)
+_RESIDUE_BLOCK = 1 << 16
+
+
+def _residue_mask(values: np.ndarray, divisor: int, op: str, literal: int) -> np.ndarray | None:
+    """Which integer ``values`` meet ``values % divisor <op> literal``, the remainder taking the
+    dividend's sign; None when it is not evaluated here (a zero divisor, a divisor or literal
+    outside the values' type, a float column)."""
+    dtype = values.dtype
+    if dtype.kind not in "iu" or op not in _COMPARE:
+        return None
+    info = np.iinfo(dtype)
+    c = abs(divisor)  # the remainder's sign is the dividend's: x % -d == x % d
+    if not 0 < c <= info.max or not info.min <= literal <= info.max:
+        return None
+    signed = dtype.kind == "i"
+    step = dtype.type(c)
+    out = np.empty(values.size, bool)
+    if op in ("=", "!="):
+        # r == k: the floor remainder f (0 <= f < c) is r for x >= 0; for x < 0, r is f - c
+        # unless f is 0. So r == 0 iff f == 0; r == k > 0 iff f == k and x >= 0; r == k < 0
+        # iff f == k + c and x < 0; never for |k| >= c.
+        if abs(literal) >= c:
+            out[...] = op == "!="
+            return out
+        want = literal if literal >= 0 else literal + c
+        sign = None if literal == 0 or not signed else (np.less if literal < 0 else np.greater_equal)
+    scratch = np.empty(min(_RESIDUE_BLOCK, values.size), dtype)
+    flags = np.empty(scratch.size, bool) if op not in ("=", "!=") or sign is not None else None
+    for lo in range(0, values.size, _RESIDUE_BLOCK):
+        x = values[lo : lo + _RESIDUE_BLOCK]
+        f = scratch[: x.size]
+        got = out[lo : lo + x.size]
+        np.floor_divide(x, step, out=f)
+        np.multiply(f, step, out=f)  # wraps past the type's bottom; the difference is still exact
+        if op in ("=", "!="):
+            if want == 0:
+                np.equal(x, f, out=got)
+            else:
+                np.subtract(x, f, out=f)
+                np.equal(f, dtype.type(want), out=got)
+                if sign is not None:
+                    assert flags is not None
+                    got &= sign(x, 0, out=flags[: x.size])
+            continue
+        np.subtract(x, f, out=f)
+        if signed:  # the floor remainder of a negative x, when not 0, is r + c
+            assert flags is not None
+            neg = np.less(x, 0, out=flags[: x.size])
+            neg &= f != 0
+            np.subtract(f, step, out=f, where=neg)
+        _COMPARE[op](f, dtype.type(literal), out=got)
+    if op == "!=":
+        np.logical_not(out, out=out)
+    return out
