@@ -132,6 +132,19 @@ def test_chunked_and_sliced_columns(chunks: int) -> None:
     assert _check(table, "i8 >= -3 AND f64 > 0.1")
 
 
+def test_rows_evaluated_a_block_at_a_time(monkeypatch) -> None:
+    # blocks of 7 rows: each condition's answers and their conjunction are cut at the same rows
+    monkeypatch.setattr(vectorized, "BLOCK", 7)
+    table = _residue_table(np.random.default_rng(9), 300).slice(5)
+    for predicate in [
+        "i8 >= -3 AND f64 > 0.1 AND i32 IS NOT NULL",
+        "i64 IN (0, 1, 3) AND f32 BETWEEN -1 AND 2.5",
+        "i64 IN (-4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 100) AND i8 IS NULL",
+        "big % 10 = -3 AND i32 % 4 != 1 AND u16 % 7 < 3",
+    ]:
+        assert _check(table, predicate), predicate
+
+
 def _residue_table(rng: np.random.Generator, n: int = 600) -> pa.Table:
     """Integers of every sign, the types' extremes, nulls."""
     table = _table(rng, n)
