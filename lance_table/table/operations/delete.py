@@ -136,9 +136,9 @@ def _find(
             if f.physical_rows > READ_CHUNK_ROWS:
                 f.deleted  # noqa: B018 - read here once, not by the first range tasks at once
                 # ranges on the fragment pool: inline inside a map over fragments, in parallel
-                # when this is the only fragment
+                # when this is the only fragment (the first on this thread)
                 ranges = row_ranges(f.physical_rows, split, TABLE_RANGE_ROWS)
-                parts = map_fragments(partial(_range_rows, f, spec), ranges, even=True)
+                parts = map_fragments(partial(_range_rows, f, spec), ranges, even=True, helping=True)
                 rows = np.concatenate(parts).astype(np.uint32)
                 out[k] = rows if rows.size else None
         return out
