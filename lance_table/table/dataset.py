@@ -336,6 +336,8 @@ class LanceDataset(
 
         Raises:
             FilterError: the predicate does not parse.
+            FilterEvaluationError: the predicate fails on the rows (a division by zero); also an
+                OSError, as pylance raises.
             CommitConflictError: a concurrent commit makes this delete impossible.
         """
         done, deleted = delete_rows(self._snapshot, predicate, conflict_retries, commit_message)
