@@ -39,7 +39,8 @@ def test_fragments_are_split_to_even_out_the_workers(monkeypatch: pytest.MonkeyP
     assert [scan.fragment_split(f) for f in range(1, 10)] == [2, 1, 2, 1, 2, 1, 2, 1, 1]
     monkeypatch.setattr(scan, "workers", lambda: 8)
     assert scan.fragment_split(8) == 1 and scan.fragment_split(4) == 2 and scan.fragment_split(1) == 8
-    assert all(f * scan.fragment_split(f) <= 4 * 8 + f for f in range(1, 40))  # never many more tasks than that
+    # never many more tasks than that
+    assert all(f * scan.fragment_split(f) <= 4 * 8 + f for f in range(1, 40))
 
 
 @pytest.mark.parametrize("rows", [1, scan.TABLE_RANGE_ROWS, 2 * scan.TABLE_RANGE_ROWS + 7, 10**7])
