@@ -10,6 +10,8 @@ import difflib
 from collections.abc import Sequence
 from typing import Any
 
+import pyarrow as pa
+
 
 class LanceTableError(Exception):
     """Base class of every error raised by lance_table.
@@ -138,6 +140,11 @@ class FilterEvaluationError(LanceTableError, ValueError, OSError):
     OSError, as pylance's delete raises one; the message starts as pylance's does."""
 
     PREFIX = "Query Execution error: Error applying filter expression to batch: "
+
+
+class UpdateEvaluationError(LanceTableError, pa.ArrowInvalid, OSError):
+    """An update's value or condition parsed but failed on the rows (``x % 0``: a division by
+    zero). An OSError, as pylance's update raises, and still pyarrow's ``ArrowInvalid``."""
 
 
 class ScanOptionError(LanceTableError, ValueError):

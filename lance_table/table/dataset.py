@@ -375,6 +375,8 @@ class LanceDataset(
             UnsupportedFormatError: ``data_storage_version`` is not the dataset's data format.
             CommitConflictError: the conflicts outlast the retries, or cannot be retried.
             InputTypeError: ``progress`` is of no kind taken.
+            UpdateEvaluationError: a value or ``where`` fails on the rows (a division by zero);
+                an OSError, as pylance's, and pyarrow's ``ArrowInvalid``.
         """
         done, result = update_ops.update_rows(
             self._snapshot,

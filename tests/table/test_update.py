@@ -189,6 +189,10 @@ def test_update_errors_change_nothing(tmp_path):
     # a value that fails on the data (an integer division by zero) leaves no file behind
     with pytest.raises(pa.ArrowInvalid):
         ds.update({"id": "id / 0"}, "id = 3")
+    for updates, where in (({"id": "id % 0"}, None), ({"x": "1"}, "id % 0 = 1")):
+        for side in (ds, lance.dataset(ours)):  # ours raises what pylance's update raises
+            with pytest.raises(OSError):
+                side.update(updates, where)
     assert lt.dataset(ours).version == 2
     assert sorted(p.name for p in (tmp_path / "ours" / "data").iterdir()) == before
     assert (

@@ -26,6 +26,7 @@ from lance_table.errors import (
     ColumnNotFoundError,
     UnsupportedFormatError,
     UpdateError,
+    UpdateEvaluationError,
 )
 from lance_table.file.runs import Runs
 from lance_table.file.v2_1.blob_v2 import is_blob_v2
@@ -372,7 +373,8 @@ def update_rows(
     Raises:
         as :func:`plan_update`; UnsupportedFormatError also for a version lance_table cannot
         write; CommitConflictError when the retries run out or the conflict is not retryable;
-        InputTypeError when ``progress`` is of no kind taken.
+        InputTypeError when ``progress`` is of no kind taken; UpdateEvaluationError when a value
+        or the condition fails on the rows (a division by zero).
     """
     report = reporter("update", progress)
     versions.check_writable(ds.manifest, ds.uri)
@@ -381,7 +383,10 @@ def update_rows(
         raise UpdateError(f"conflict_retries must not be negative, not {conflict_retries}")
 
     def attempt(current: Snapshot) -> tuple[Snapshot, dict[str, int]]:
-        pending, count = plan_update(current, updates, where, data_storage_version, report)
+        try:
+            pending, count = plan_update(current, updates, where, data_storage_version, report)
+        except pa.ArrowInvalid as exc:  # a value or the condition failed on the rows
+            raise UpdateEvaluationError(f"LanceError(Arrow): {exc}") from exc
         return current.commit(pending, message=message), {"num_rows_updated": count}
 
     with report:
