@@ -373,6 +373,14 @@ def pack_inline(values: np.ndarray) -> np.ndarray:
     values = as_unsigned(values)
     if not values.size:
         return np.zeros(0, values.dtype)
+    if values.size <= BLOCK:  # one block (a small page's): its width word, then its words
+        t = values.dtype.itemsize * 8
+        w = int(np.bitwise_or.reduce(values)).bit_length()
+        out = np.empty(1 + w * (BLOCK // t), values.dtype)
+        out[0] = w
+        if w:
+            out[1:] = pack(values, w)
+        return out
     return pack_inline_blocks(_blocks(values))[0]
 
 

@@ -106,8 +106,12 @@ def _rle(values: pa.Array, alternative: MiniBlockValues) -> _RleValues | None:
     runs = rle.run_count(words)
     if runs * 4 > n:  # runs of fewer than 4 values never pay
         return None
-    # upper bound: runs split at 255 values and at chunk ends
-    entries = int(rle.encode(words, chunk=MiniBlockValues.max_chunk_values)[1].size)
+    # upper bound: runs split at 255 values and at chunk ends (neither happens to a page of
+    # at most 255 values: its runs are the entries)
+    if n <= rle.MAX_RUN_U8 and n <= MiniBlockValues.max_chunk_values:
+        entries = runs
+    else:
+        entries = int(rle.encode(words, chunk=MiniBlockValues.max_chunk_values)[1].size)
     if entries * (bits // 8 + 1) >= sum(alternative.sizes(0, n)):
         return None
     enc = pb.CompressiveEncoding()
