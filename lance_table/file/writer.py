@@ -292,6 +292,7 @@ class LanceFileWriter:
             for writer in self._writers:
                 writer.finish()
         self._drain()
+        self._release_writers()
         self._sidecars.close()
         sink = self._sink
         descriptor = file_pb2.FileDescriptor()
@@ -330,6 +331,15 @@ class LanceFileWriter:
             field_ids=ids,
             column_indices=tuple(range(len(ids))),
         )
+
+    def _release_writers(self) -> None:
+        """Drop the column writers once every page is written: their page sinks refer back to
+        this writer, and the cycle would otherwise wait for the garbage collector (whose full
+        passes over a process's objects a stream of small appends would pay for)."""
+        for writer in self._writers:
+            if isinstance(writer, StructuralWriter):
+                writer.leaves = []  # (each leaf's sink refers to its StructuralWriter)
+        self._writers, self._leaf_writers = [], []
 
     def abort(self) -> None:
         """Stop writing without finishing the file (the caller removes it)."""
