@@ -5,6 +5,8 @@ and an append leaves no reference cycle behind for the garbage collector."""
 from __future__ import annotations
 
 import gc
+import io
+import itertools
 
 import numpy as np
 import pyarrow as pa
@@ -134,3 +136,48 @@ def test_append_leaves_no_reference_cycles(tmp_path) -> None:
         gc.set_debug(0)
         gc.garbage.clear()
     assert not ours, sorted({type(o).__qualname__ for o in ours})
+
+
+def _batches(rows: int, sizes: list[int]) -> list[pa.RecordBatch]:
+    rng = np.random.default_rng(8)
+    ids = np.arange(rows)
+    table = pa.table(
+        {
+            "id": ids,
+            "cat": pa.array(np.array(["x", "y", "z"])[rng.integers(0, 3, rows)], mask=rng.random(rows) < 0.2),
+            "s": pa.StructArray.from_arrays(
+                [pa.array(ids * 2), pa.array([f"u{i % 7}" for i in ids.tolist()])],
+                ["a", "b"],
+                mask=pa.array(rng.random(rows) < 0.1),
+            ),
+            "tags": pa.array(
+                [None if i % 5 == 0 else ["p", "qq", "r"][: i % 4] for i in ids.tolist()],
+                pa.list_(pa.string()),
+            ),
+        }
+    )
+    bounds = np.cumsum([0, *sizes])
+    return [table.slice(a, b - a).to_batches()[0] for a, b in itertools.pairwise(bounds) if b > a]
+
+
+@pytest.mark.parametrize("page_size", [1 << 20, 30000, 6000])
+def test_write_many_is_writing_one_by_one(page_size: int) -> None:
+    """Batches written together make the file writing them one by one makes, whether or not
+    pages fill among them (then they go one by one, grouped rows pending before them re-cut)."""
+    from lance_table.file.writer import LanceFileWriter
+
+    sizes = [100, 1, 57, 0, 300, 42] * 8
+    batches = _batches(sum(sizes), sizes)
+    files = []
+    for together in (False, True):
+        sink = io.BytesIO()
+        with LanceFileWriter(sink, batches[0].schema, version="2.2", page_size_bytes=page_size) as writer:
+            if together:
+                writer.write_many(batches[:10])
+                writer.write(batches[10])
+                writer.write_many(batches[11:])
+            else:
+                for batch in batches:
+                    writer.write(batch)
+        files.append(sink.getvalue())
+    assert files[0] == files[1]

@@ -199,13 +199,12 @@ def _words_to_chunks(words: np.ndarray, word_counts: np.ndarray) -> LevelChunks:
 
 def _rle(levels: np.ndarray, bounds: np.ndarray, counts: np.ndarray) -> LevelChunks:
     if counts.size == 1 and counts[0] > 0:  # one chunk (a small page): its bytes joined at once
-        starts, lengths = _rle_runs(levels[bounds[0] : bounds[1]])
-        runs = int(starts.size)
+        run_at, run_len = _rle_runs(levels[bounds[0] : bounds[1]])
         data = b"".join(
             [
-                (2 * runs).to_bytes(RLE_HEADER, "little"),
-                levels[bounds[0] + starts].astype("<u2").tobytes(),
-                lengths.astype(np.uint8).tobytes(),
+                (2 * int(run_at.size)).to_bytes(RLE_HEADER, "little"),
+                levels[bounds[0] + run_at].astype("<u2").tobytes(),
+                run_len.astype(np.uint8).tobytes(),
             ]
         )
         sizes = np.array([len(data)], np.int64)

@@ -147,10 +147,9 @@ class _Planner:
 def _repetition_index(rep: np.ndarray, max_rep: int, ranges: list[tuple[int, int]]) -> bytes:
     """Per chunk: rows that end in it, and levels after its last row start (0 for the last)."""
     if len(ranges) == 1:  # one chunk: every row ends in it (the first level starts a row)
-        lo, hi = ranges[0]
-        if hi > lo:
-            rows = 1 + int(np.count_nonzero(rep[lo + 1 : hi] == max_rep))
-            return struct.pack("<2Q", rows, 0)
+        first, end = ranges[0]
+        if end > first:
+            return struct.pack("<2Q", 1 + int(np.count_nonzero(rep[first + 1 : end] == max_rep)), 0)
     bounds = np.array(ranges, np.int64).reshape(-1, 2)
     lo, hi = bounds[:, 0], bounds[:, 1]
     starts = np.flatnonzero(rep == max_rep)
