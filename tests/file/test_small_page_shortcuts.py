@@ -181,3 +181,25 @@ def test_write_many_is_writing_one_by_one(page_size: int) -> None:
                     writer.write(batch)
         files.append(sink.getvalue())
     assert files[0] == files[1]
+
+
+def test_leaves_encoded_on_threads_are_written_in_column_order(monkeypatch) -> None:
+    """A struct's leaves encoded on threads write their pages in column order, whichever thread
+    finishes first: the file is the one encoding on the calling thread makes (a slow first leaf,
+    many distinct strings, and a quick second one, a constant)."""
+    from lance_table.file import writer as file_writer
+
+    n = 20_000
+    payload = pa.StructArray.from_arrays(
+        [pa.array([f"some text {i * 7919 % 100_003}" for i in range(n)]), pa.array(np.zeros(n, np.int64))],
+        ["text", "zero"],
+    )
+    table = pa.table({"p": payload})
+    files = []
+    for inline in (1 << 30, 0):  # every batch on this thread; every batch on the pool
+        monkeypatch.setattr(file_writer, "INLINE_ENCODE_BYTES", inline)
+        sink = io.BytesIO()
+        with file_writer.LanceFileWriter(sink, table.schema, version="2.2") as writer:
+            writer.write(table)
+        files.append(sink.getvalue())
+    assert files[0] == files[1]
