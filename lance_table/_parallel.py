@@ -73,7 +73,12 @@ def workers() -> int:
     Raises:
         ValueError: ``LANCE_CPU_THREADS`` is not a positive integer.
     """
-    return _threads_setting("LANCE_CPU_THREADS", min(8, os.cpu_count() or 2))
+    return _threads_setting("LANCE_CPU_THREADS", min(8, _CORES))
+
+
+#: the cores of the machine, as :func:`workers` counts them by default (``os.cpu_count`` reads
+#: the kernel's list of cores each call: some microseconds that every write paid several times)
+_CORES = os.cpu_count() or 2
 
 
 #: the most threads of the I/O pool by default: the most fragment reads of a remote store in flight

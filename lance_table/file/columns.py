@@ -296,14 +296,15 @@ class StructuralWriter(FieldWriter):
 
     def __init__(self, writer: FileOut, node: FieldNode) -> None:
         large = writer.version is FileVersion.V2_2
-        self.deferred: list[Callable[[], None]] | None = None
-        self.leaves = []
+        # while encoding on threads: each leaf's page writes, kept until ``take_deferred``
+        self.deferred: list[list[Callable[[], None]]] | None = None
+        self.leaves: list[encode21.LeafColumnWriter] = []
         for path in encode21.leaf_paths(node):
             out = writer._new_column(values_column_encoding())
             self.leaves.append(
                 encode21.LeafColumnWriter(
                     path,
-                    self._page_sink(writer, out),
+                    self._page_sink(writer, out, len(self.leaves)),
                     writer.page_size_bytes,
                     large,
                     blob_sink=lambda data: writer._sink.write_buffer(data)[0],
@@ -312,10 +313,10 @@ class StructuralWriter(FieldWriter):
             )
             writer._leaf_ids.append(path[-1].id)
 
-    def _page_sink(self, writer: FileOut, out: ColumnOut) -> encode21.PageSink:
+    def _page_sink(self, writer: FileOut, out: ColumnOut, leaf: int) -> encode21.PageSink:
         def add(layout: Any, buffers: list[bytes], rows: int, first_row: int) -> None:
-            if self.deferred is not None:  # encoding on threads: written by ``flush``, in order
-                self.deferred.append(
+            if self.deferred is not None:  # encoding on threads: written later, in leaf order
+                self.deferred[leaf].append(
                     lambda: out.add_page(writer._sink, layout, buffers, rows, URL_PAGE_LAYOUT, first_row)
                 )
             else:
@@ -330,12 +331,13 @@ class StructuralWriter(FieldWriter):
     def defer(self) -> None:
         """Keep the pages encoded from now on until :meth:`flush` (the leaves may then run on
         threads: only ``flush`` touches the file)."""
-        self.deferred = []
+        self.deferred = [[] for _ in self.leaves]
 
     def take_deferred(self) -> list[Callable[[], None]]:
-        """The kept pages' writes, leaf by leaf; pages are written directly again."""
-        pages, self.deferred = self.deferred or [], None
-        return pages
+        """The kept pages' writes, leaf by leaf (whichever leaf's thread finished first: the
+        file is the one a serial write makes); pages are written directly again."""
+        kept, self.deferred = self.deferred or [], None
+        return [write for pages in kept for write in pages]
 
     def append(self, arr: pa.Array) -> None:
         for leaf in self.leaves:

@@ -223,6 +223,40 @@ class LanceFileWriter:
 
     write_batch = write
 
+    def write_many(self, batches: Sequence[pa.RecordBatch]) -> None:
+        """:meth:`write` of each batch in turn, and the same file: where no page can fill among
+        them (2.1/2.2 files), each column takes their rows as one piece, shredded once (a
+        compaction of many small fragments writes a batch per fragment).
+
+        Raises:
+            SchemaError: a batch's schema differs from the writer's.
+        """
+        batches = [b for b in batches if b.num_rows]
+        if self._closed:
+            raise ValueError("the writer is closed")
+        for batch in batches:
+            if not _same_types(batch.schema, self.schema):
+                raise SchemaError(f"data schema {batch.schema} does not match the file schema {self.schema}")
+        if len(batches) < 2 or not self._parallel_leaves():
+            for batch in batches:
+                self.write(batch)
+            return
+        columns = [[b.column(i) for b in batches] for i in range(len(self._writers))]
+        leaves = [
+            (leaf, arrays)
+            for writer, arrays in zip(self._writers, columns)
+            for leaf in cast(StructuralWriter, writer).leaves
+        ]
+        groups = [leaf.group(arrays) for leaf, arrays in leaves]
+        if any(g is None for g in groups):  # some page may fill among them: one by one, exactly
+            for batch in batches:
+                self.write(batch)
+            return
+        for (leaf, arrays), grouped in zip(leaves, groups):
+            assert grouped is not None
+            leaf.append_group(arrays, grouped)
+        self.num_rows += sum(b.num_rows for b in batches)
+
     def _parallel_leaves(self) -> bool:
         """Whether the columns are encoded on threads: 2.1/2.2 files of several leaf columns, none
         of them blobs (whose values go to the file as they come). Known once the writers are made."""
@@ -292,6 +326,7 @@ class LanceFileWriter:
             for writer in self._writers:
                 writer.finish()
         self._drain()
+        self._release_writers()
         self._sidecars.close()
         sink = self._sink
         descriptor = file_pb2.FileDescriptor()
@@ -330,6 +365,15 @@ class LanceFileWriter:
             field_ids=ids,
             column_indices=tuple(range(len(ids))),
         )
+
+    def _release_writers(self) -> None:
+        """Drop the column writers once every page is written: their page sinks refer back to
+        this writer, and the cycle would otherwise wait for the garbage collector (whose full
+        passes over a process's objects a stream of small appends would pay for)."""
+        for writer in self._writers:
+            if isinstance(writer, StructuralWriter):
+                writer.leaves = []  # (each leaf's sink refers to its StructuralWriter)
+        self._writers, self._leaf_writers = [], []
 
     def abort(self) -> None:
         """Stop writing without finishing the file (the caller removes it)."""

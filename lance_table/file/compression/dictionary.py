@@ -45,10 +45,18 @@ def encode(
     if pa.types.is_dictionary(arr.type):
         arr = arr.cast(arr.type.value_type)
     encoded = arr.dictionary_encode()
-    indices = encoded.indices
-    if indices.null_count:
-        indices = indices.fill_null(0)
-    return encoded.dictionary, indices.to_numpy(zero_copy_only=False).astype(np.uint32, copy=False)
+    indices = encoded.indices  # int32 (Arrow's default), null where the value is
+    if indices.type != pa.int32():
+        if indices.null_count:
+            indices = indices.fill_null(0)
+        return encoded.dictionary, indices.to_numpy(zero_copy_only=False).astype(np.uint32, copy=False)
+    n = len(indices)
+    out = np.frombuffer(indices.buffers()[1], np.int32, n, indices.offset * 4).astype(np.uint32)
+    if indices.null_count:  # null slots to 0, read off the validity bitmap (no compute kernel)
+        bits = np.frombuffer(indices.buffers()[0], np.uint8)
+        valid = np.unpackbits(bits, count=indices.offset + n, bitorder="little")[indices.offset :]
+        out *= valid
+    return encoded.dictionary, out
 
 
 def cardinality(values: pa.Array | pa.ChunkedArray | np.ndarray) -> int:

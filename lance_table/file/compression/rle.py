@@ -74,7 +74,9 @@ def encode(
     if chunk is not None:
         new[::chunk] = True
     starts = np.flatnonzero(new)
-    lengths = np.diff(starts, append=n)
+    lengths = np.empty_like(starts)  # (np.diff with append= joins arrays first: slower)
+    np.subtract(starts[1:], starts[:-1], out=lengths[:-1])
+    lengths[-1] = n - starts[-1]
     pieces = -(-lengths // max_run)
     if int(pieces.max()) == 1:
         return values[starts], lengths.astype(len_dtype)

@@ -239,6 +239,11 @@ def _join_pages(pieces: list[Shredded]) -> list[Shredded]:
         return list(pieces)
 
 
+#: bytes a cut between two arrays may add to the pieces' values, per buffer of a leaf's path (a
+#: validity byte, an offset of 8 bytes): see :meth:`LeafColumnWriter.group`
+_CUT_SLACK = 64
+
+
 class LeafFacts(NamedTuple):
     """What the writer knows of a leaf column from its schema alone."""
 
@@ -321,11 +326,53 @@ class LeafColumnWriter:
         self.pending: list[Shredded] = []
         self.pending_bytes = 0
         self.rows_written = 0
+        # the arrays of pending pieces that were appended as a group (see :meth:`group`), by
+        # position in ``pending``; ``pending_bytes`` then holds a bound, not the exact count
+        self.grouped: dict[int, list[pa.Array]] = {}
+
+    def group(self, arrays: Sequence[pa.Array]) -> tuple[Shredded, int] | None:
+        """The rows of ``arrays`` shredded as one piece, and a bound of the bytes their pieces
+        would add to the page budget one by one, when appending them one by one surely fills no
+        page (the pending bytes stay within the budget); else None. Nothing changes until
+        :meth:`append_group` takes the result.
+
+        A piece's bytes are its values' and levels' (:meth:`Shredded.nbytes`): those of the
+        group's one piece, plus, per array, its budget overhead and what cutting the values at
+        its ends may add (a validity byte and an offset per buffer: at most 8 bytes each).
+        Dictionary and blob columns are never grouped."""
+        if self.blob_sink is not None or pa.types.is_dictionary(self.path[-1].arrow_type):
+            return None
+        piece = shred(pa.concat_arrays(arrays), self.path)
+        slack = self.overhead + _CUT_SLACK * (len(self.path) + 1)
+        bound = piece.nbytes() + len(arrays) * slack
+        if self.pending_bytes + bound > self.budget:
+            return None
+        return piece, bound
+
+    def append_group(self, arrays: Sequence[pa.Array], grouped: tuple[Shredded, int]) -> None:
+        """Add the rows of ``arrays`` as :meth:`group` found them: the same pending rows (and, at
+        the end, the same pages) as appending them one by one."""
+        piece, bound = grouped
+        self.grouped[len(self.pending)] = list(arrays)
+        self.pending.append(piece)
+        self.pending_bytes += bound
+
+    def _settle(self) -> None:
+        """Pending groups as the pieces of their arrays one by one, with their exact bytes (the
+        pages that fill next then fill where appending one by one fills them)."""
+        pending: list[Shredded] = []
+        for k, piece in enumerate(self.pending):
+            arrays = self.grouped.get(k)
+            pending.extend([piece] if arrays is None else [shred(a, self.path) for a in arrays])
+        self.pending, self.grouped = pending, {}
+        self.pending_bytes = sum(p.nbytes() + self.overhead for p in pending)
 
     def append(self, arr: pa.Array) -> None:
         """Add the rows of ``arr`` (an array of the top-level field)."""
         if not len(arr):
             return
+        if self.grouped:
+            self._settle()
         piece = shred(arr, self.path)
         if self.blob_sink is not None:
             piece = write_blobs(piece, self.blob_sink)
@@ -341,7 +388,7 @@ class LeafColumnWriter:
         writes it (a take or a filter then works on few pages), while small arrays gather until
         they pass the budget."""
         wholes = _join_pages(self.pending)
-        self.pending, self.pending_bytes = [], 0
+        self.pending, self.pending_bytes, self.grouped = [], 0, {}
         for whole in wholes:
             parts = -(-whole.nbytes() // self.max_page_bytes)
             for part in _split(whole, -(-whole.rows // max(parts, 1)), self.max_rep):

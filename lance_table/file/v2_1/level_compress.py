@@ -90,7 +90,9 @@ def _rle_runs(levels: np.ndarray, breaks: np.ndarray | None = None) -> tuple[np.
     if breaks is not None:
         new[breaks] = True
     starts = np.flatnonzero(new)
-    lengths = np.diff(starts, append=n)
+    lengths = np.empty_like(starts)  # (np.diff with append= joins arrays first: slower)
+    np.subtract(starts[1:], starts[:-1], out=lengths[:-1])
+    lengths[-1] = n - starts[-1]
     long = lengths > MAX_RUN
     if not long.any():
         return starts, lengths
@@ -109,8 +111,7 @@ def choose(levels: np.ndarray, rle: bool) -> LevelCodec:
     if not n:
         return FLAT
     raw = 2 * n
-    widths = bitpacking.block_bit_widths(levels)
-    w = int(widths.max())
+    w = bitpacking.bit_width(levels)  # the widest block's width: that of the OR of all levels
     if not w:
         return LevelCodec("inline") if n <= BLOCK or not rle else LevelCodec("rle")
     if n <= BLOCK:
@@ -121,10 +122,11 @@ def choose(levels: np.ndarray, rle: bool) -> LevelCodec:
         packed = None
     bound = raw - 1 if packed is None else min(raw - 1, packed)  # the most RLE may take and win
     # a cheap lower bound first (every change of value starts a run), then the exact size
+    # (up to MAX_RUN levels, no run is split: the bound is the exact size)
     if (
         rle
         and RLE_HEADER + 3 * (1 + int(np.count_nonzero(levels[1:] != levels[:-1]))) <= bound
-        and RLE_HEADER + 3 * int(_rle_runs(levels)[0].size) <= bound
+        and (n <= MAX_RUN or RLE_HEADER + 3 * int(_rle_runs(levels)[0].size) <= bound)
     ):
         return LevelCodec("rle")
     if n <= BLOCK:
@@ -196,6 +198,17 @@ def _words_to_chunks(words: np.ndarray, word_counts: np.ndarray) -> LevelChunks:
 
 
 def _rle(levels: np.ndarray, bounds: np.ndarray, counts: np.ndarray) -> LevelChunks:
+    if counts.size == 1 and counts[0] > 0:  # one chunk (a small page): its bytes joined at once
+        run_at, run_len = _rle_runs(levels[bounds[0] : bounds[1]])
+        data = b"".join(
+            [
+                (2 * int(run_at.size)).to_bytes(RLE_HEADER, "little"),
+                levels[bounds[0] + run_at].astype("<u2").tobytes(),
+                run_len.astype(np.uint8).tobytes(),
+            ]
+        )
+        sizes = np.array([len(data)], np.int64)
+        return LevelChunks(np.frombuffer(data, np.uint8), np.zeros(1, np.int64), sizes)
     starts, lengths = _rle_runs(levels, bounds[:-1][counts > 0])
     chunk = np.searchsorted(bounds, starts, "right") - 1
     runs = np.bincount(chunk, minlength=counts.size)
@@ -215,6 +228,11 @@ def _rle(levels: np.ndarray, bounds: np.ndarray, counts: np.ndarray) -> LevelChu
 
 def _inline(levels: np.ndarray, bounds: np.ndarray, counts: np.ndarray) -> LevelChunks:
     """Inline bitpacking, chunk by chunk: each chunk's blocks are zero-padded to 1024 levels."""
+    if counts.size == 1 and 0 < counts[0] <= BLOCK:  # one chunk of one block (a small page)
+        padded = np.zeros(BLOCK, np.uint16)
+        padded[: int(counts[0])] = levels[bounds[0] : bounds[1]]
+        words = bitpacking.pack_inline(padded)
+        return _words_to_chunks(words, np.array([words.size], np.int64))
     blocks = -(-counts // BLOCK)
     block_at = np.cumsum(blocks) - blocks
     padded = np.zeros(int(blocks.sum()) * BLOCK, np.uint16)

@@ -146,6 +146,10 @@ class _Planner:
 
 def _repetition_index(rep: np.ndarray, max_rep: int, ranges: list[tuple[int, int]]) -> bytes:
     """Per chunk: rows that end in it, and levels after its last row start (0 for the last)."""
+    if len(ranges) == 1:  # one chunk: every row ends in it (the first level starts a row)
+        first, end = ranges[0]
+        if end > first:
+            return struct.pack("<2Q", 1 + int(np.count_nonzero(rep[first + 1 : end] == max_rep)), 0)
     bounds = np.array(ranges, np.int64).reshape(-1, 2)
     lo, hi = bounds[:, 0], bounds[:, 1]
     starts = np.flatnonzero(rep == max_rep)
@@ -249,6 +253,8 @@ def _chunks(
 ) -> tuple[list[int], bytes, list[tuple[int, int]]] | None:
     """The chunk words, the chunks' bytes and each chunk's level range; None when a chunk would
     exceed the limit with these level encodings."""
+    if len(plan) == 1:
+        return _one_chunk(values, planner, plan[0], rep, defs, rep_codec, def_codec, large)
     level_bounds = np.zeros(len(plan) + 1, np.int64)
     level_bounds[1:] = [planner.level_end(stop) for stop, _, _ in plan]
     compressed: list[LevelChunks] = []
@@ -296,6 +302,48 @@ def _chunks(
     bounds = level_bounds.tolist()
     ranges = list(itertools.pairwise(bounds))
     return words, b"".join(parts), ranges
+
+
+def _one_chunk(
+    values: MiniBlockValues,
+    planner: _Planner,
+    planned: tuple[int, int, int],
+    rep: np.ndarray | None,
+    defs: np.ndarray | None,
+    rep_codec: LevelCodec | None,
+    def_codec: LevelCodec | None,
+    large: bool,
+) -> tuple[list[int], bytes, list[tuple[int, int]]] | None:
+    """:func:`_chunks` of a page of one chunk (a small page, a small append's): the same bytes,
+    joined in Python rather than laid out for many chunks by numpy."""
+    stop, log, _ = planned
+    levels = planner.level_end(stop)
+    bounds = np.array([0, levels], np.int64)
+    pieces: list[bytes] = []
+    for lv, codec in ((rep, rep_codec), (defs, def_codec)):
+        if lv is not None:
+            assert codec is not None
+            c = compress_chunks(lv, bounds, codec)
+            at, length = int(c.starts[0]), int(c.lengths[0])
+            pieces.append(c.data[at : at + length].tobytes())
+    buffers = values.chunk(0, stop)
+    counts = [levels, *(len(p) for p in pieces)]
+    sizes = [len(b) for b in buffers]
+    if max(counts) > 0xFFFF or (not large and max(sizes, default=0) > 0xFFFF):
+        return None
+    head_len = 2 + 2 * len(pieces) + (4 if large else 2) * values.num_buffers
+    head = struct.pack(f"<{len(counts)}H{len(sizes)}{'I' if large else 'H'}", *counts, *sizes)
+    parts = [head, _FILL * (_pad8(head_len) - head_len)]
+    for b in (*pieces, *buffers):
+        parts.append(b)
+        parts.append(_FILL * (-len(b) % 8))
+    data = b"".join(parts)
+    if len(data) > planner.limit:
+        return None
+    return [((len(data) // 8 - 1) << 4) | log], data, [(0, levels)]
+
+
+_FILL = bytes([FILL_BYTE])
 
 
 def _layout(

@@ -231,6 +231,8 @@ class BitpackedValues(MiniBlockValues):
         self._built = {}
         if not ranges:
             return
+        if len(ranges) == 1:  # one chunk (a small page): packed when asked for, by :meth:`chunk`
+            return
         bounds = np.array(ranges, np.int64).reshape(-1, 2)
         lengths = bounds[:, 1] - bounds[:, 0]
         if int(lengths.max()) > bitpacking.BLOCK or int(lengths.min()) < 1:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import math
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,8 +107,12 @@ def _rle(values: pa.Array, alternative: MiniBlockValues) -> _RleValues | None:
     runs = rle.run_count(words)
     if runs * 4 > n:  # runs of fewer than 4 values never pay
         return None
-    # upper bound: runs split at 255 values and at chunk ends
-    entries = int(rle.encode(words, chunk=MiniBlockValues.max_chunk_values)[1].size)
+    # upper bound: runs split at 255 values and at chunk ends (neither happens to a page of
+    # at most 255 values: its runs are the entries)
+    if n <= rle.MAX_RUN_U8 and n <= MiniBlockValues.max_chunk_values:
+        entries = runs
+    else:
+        entries = int(rle.encode(words, chunk=MiniBlockValues.max_chunk_values)[1].size)
     if entries * (bits // 8 + 1) >= sum(alternative.sizes(0, n)):
         return None
     enc = pb.CompressiveEncoding()
@@ -137,7 +142,7 @@ def _variable(
     width = 8 if pa.types.is_large_binary(t) or pa.types.is_large_string(t) else 4
     enc = pb.CompressiveEncoding()
     enc.variable.offsets.CopyFrom(flat(width * 8))
-    widest = int(np.diff(offsets).max()) if offsets.size > 1 else 0
+    widest = widest_value(values)
     n = len(values)
     plain = VariableValues(enc, 1, widest, offsets, data, width)
     if not fsst or width != 4 or data.size < fsst_encode.MIN_INPUT or data.size <= FSST_MIN_AVG * n:
@@ -228,9 +233,26 @@ def arrow_dictionary_values(values: pa.Array, what: str, lz4: bool) -> MiniBlock
 
 
 def widest_value(values: pa.Array) -> int:
-    """The length of the longest of some binary values (0 for none)."""
+    """The length of the longest of some binary values (0 for none).
+
+    The last answer is kept (for as long as its array lives): a page's writer asks it of the
+    same values up to three times (full-zip or mini-block, the dictionary's, the plain values')."""
+    last = _last_widest
+    if last is not None and last[0]() is values:
+        return last[1]
     offsets, _ = variable_parts(values)
-    return int(np.diff(offsets).max()) if offsets.size > 1 else 0
+    widest = int(np.diff(offsets).max()) if offsets.size > 1 else 0
+    _remember_widest(values, widest)
+    return widest
+
+
+#: the array :func:`widest_value` last answered for (weakly) and its answer
+_last_widest: tuple[weakref.ref[pa.Array], int] | None = None
+
+
+def _remember_widest(values: pa.Array, widest: int) -> None:
+    global _last_widest
+    _last_widest = (weakref.ref(values), widest)
 
 
 def _total_bytes(values: MiniBlockValues, n: int) -> int:

@@ -185,12 +185,12 @@ def _rewrite_bin(
                     for (f, _, _), a, b in zip(piece, starts, starts[1:])
                 ]
 
+            # The batches of a piece go to the writer together: each column shreds their rows
+            # at once where no page or file can end among them (the same files).
             for read_segments in ahead_on(FRAGMENTS, read, _pieces(bin_.fragments), workers()):
                 segments.extend(read_segments)
-                for batch in _rebatch(segments, batch_rows):
-                    writer.write(batch)
-        for batch in _rebatch(segments, batch_rows, final=True):
-            writer.write(batch)
+                writer.write_many(list(_rebatch(segments, batch_rows)))
+        writer.write_many(list(_rebatch(segments, batch_rows, final=True)))
         fragments = writer.finish()
         for fid, values in writer.dictionaries.items():
             known = ds.manifest.dictionaries.get(fid)

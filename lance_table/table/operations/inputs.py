@@ -193,21 +193,22 @@ def missing_fields(
 
 def project_present(target: pa.Schema, data: pa.Schema) -> pa.Schema:
     """The fields of ``target`` that ``data`` has (struct children too), in ``target``'s order."""
+    return pa.schema(_present(list(target), list(data)), metadata=target.metadata)
 
-    def keep(t_fields: Iterable[pa.Field], d_fields: Iterable[pa.Field]) -> list[pa.Field]:
-        have = {f.name: f for f in d_fields}
-        out = []
-        for f in t_fields:
-            got = have.get(f.name)
-            if got is None:
-                continue
-            if pa.types.is_struct(f.type) and pa.types.is_struct(got.type):
-                kids = keep(list(f.type), list(got.type))
-                f = f.with_type(pa.struct(kids))
-            out.append(f)
-        return out
 
-    return pa.schema(keep(list(target), list(data)), metadata=target.metadata)
+def _present(t_fields: Iterable[pa.Field], d_fields: Iterable[pa.Field]) -> list[pa.Field]:
+    """:func:`project_present` of lists of fields (a module function: a nested function calling
+    itself is a reference cycle, left to the garbage collector on every write)."""
+    have = {f.name: f for f in d_fields}
+    out = []
+    for f in t_fields:
+        got = have.get(f.name)
+        if got is None:
+            continue
+        if pa.types.is_struct(f.type) and pa.types.is_struct(got.type):
+            f = f.with_type(pa.struct(_present(list(f.type), list(got.type))))
+        out.append(f)
+    return out
 
 
 def _column(col: pa.Array, f: pa.Field, what: str) -> pa.Array:

@@ -488,6 +488,32 @@ class FragmentWriter:
             if self._rows >= self.max_rows or full:
                 self._finish_file(background=True)
 
+    def write_many(self, batches: Sequence[pa.RecordBatch]) -> None:
+        """:meth:`write` of each batch in turn, with the same files: where no file can end among
+        them (2.1/2.2 files), their rows go to the file writer as one group (see
+        ``LanceFileWriter.write_many``)."""
+        batches = [b if b.schema == self.schema else conform(b, self.schema) for b in batches]
+        batches = [b for b in batches if b.num_rows]  # (write skips them: no rows, no check)
+        rows = sum(b.num_rows for b in batches)
+        group = len(batches) > 1 and not self._legacy and self.data_format != "2.0"
+        if group:
+            # no file ends among them: written one by one, a file ends where its rows reach the
+            # limit or the bytes given to it reach theirs (and its writer's bytes too)
+            sizes = [b.nbytes for b in batches]
+            done = (self._rows, self._bytes) if self._writer is not None else (0, 0)
+            group = done[0] + rows < self.max_rows and done[1] + sum(sizes) < self.max_bytes
+        if not group:
+            for batch in batches:
+                self.write(batch)
+            return
+        writer = self._writer or self._open()
+        assert isinstance(writer, LanceFileWriter)
+        writer.write_many(batches)
+        self._rows += rows
+        self._bytes += sum(sizes)
+        for batch in batches:
+            self.progress.advance(batch.num_rows)
+
     def finish(self) -> list[Fragment]:
         self._finish_file()
         self._wait_closing()
