@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from lance_table.errors import FilterError
 from lance_table.filters import vectorized
 from lance_table.filters.bounds import terms
-from lance_table.table.scan import _compile_filter, evaluate_mask
+from lance_table.table.scan import evaluate_mask
+from lance_table.table.scan_plan import _compile_filter
 
 
 def _table(rng: np.random.Generator, n: int = 400) -> pa.Table:

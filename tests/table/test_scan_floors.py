@@ -17,7 +17,7 @@ import pytest
 import lance_table as lt
 from lance_table.file.compression import bitpacking
 from lance_table.filters.bounds import Condition
-from lance_table.table import scan
+from lance_table.table import scan, scan_plan
 
 ROWS = 60_000
 
@@ -95,7 +95,7 @@ def test_filters_with_a_floor_match_what_arrow_finds(dataset: Path, deleted: boo
 
 def _arrow(predicate: str) -> pc.Expression:
     """The predicate as an Arrow expression (the same one the scan compiles)."""
-    expr, _ = scan._compile_filter(predicate, _table().schema)
+    expr, _ = scan_plan._compile_filter(predicate, _table().schema)
     return expr
 
 
