@@ -20,13 +20,13 @@ from lance_table.table.frag_reuse import load_versions
 from lance_table.table.fragment_metadata import FragmentMetadata
 from lance_table.table.operations.compaction import (
     CompactionMetrics,
-    _Bin,
     _files_of,
     commit_compaction,
     job_for,
     plan_compaction,
     rewrite,
 )
+from lance_table.table.operations.compaction_bins import _Bin
 from lance_table.table.snapshot import Snapshot
 
 # the options that decide which fragments are compacted (the others only tune the rewrite)

@@ -1,29 +1,26 @@
-"""Compaction as pylance does it: plan bins of small fragments, reserve fragment ids, then Rewrite."""
+"""Compaction as pylance does it: plan bins of small fragments, reserve fragment ids, then Rewrite.
+
+The bins are planned in :mod:`~lance_table.table.operations.compaction_bins`; each is rewritten by
+:mod:`~lance_table.table.operations.compaction_rewrite`.
+"""
 
 from __future__ import annotations
 
-import itertools
 import warnings
-from collections import deque
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
-import pyarrow as pa
-
-from lance_table._parallel import FRAGMENTS, ahead_on, map_fragments, workers
-from lance_table.errors import UnsupportedFormatError
-from lance_table.file.runs import Runs
+from lance_table._parallel import map_fragments
 from lance_table.format.manifest import Fragment
 from lance_table.format.transaction import ReserveFragments, Rewrite, RewriteGroup
-from lance_table.table import blob_write, fragment_batch, indices, scan
-from lance_table.table.blob_write import is_blob_v2_arrow
+from lance_table.table import indices
 from lance_table.table.commit import Pending, check_can_commit, check_rebasable
 from lance_table.table.commit.row_ids import carried_row_ids, uses_stable_row_ids
 from lance_table.table.frag_reuse import MovedGroup, load_versions, next_frag_reuse_index
-from lance_table.table.fragment import FragmentReader
+from lance_table.table.operations.compaction_bins import _Bin, plan
+from lance_table.table.operations.compaction_rewrite import _rewrite_bin
 from lance_table.table.operations.write import (
     DEFAULT_MAX_BYTES_PER_FILE,
-    FragmentWriter,
     check_blob_fields,
     writable_data_format,
 )
@@ -35,7 +32,6 @@ DEFAULT_TARGET_ROWS = 1024 * 1024
 DEFAULT_MAX_ROWS_PER_GROUP = 1024
 DEFAULT_MATERIALIZE_DELETIONS = True
 DEFAULT_MATERIALIZE_DELETIONS_THRESHOLD = 0.1
-COPY_CHUNK_ROWS = 128 * 1024
 
 
 @dataclass(frozen=True)
@@ -65,147 +61,6 @@ def _files_of(frag: Fragment) -> int:
     return len(frag.files) + (frag.deletion_file is not None)
 
 
-@dataclass
-class _Bin:
-    fragments: list[FragmentReader] = field(default_factory=list)
-    compact_itself: list[bool] = field(default_factory=list)
-    indices: tuple[int, ...] = ()  # the indices covering the bin's fragments (all the same)
-
-    @property
-    def live_rows(self) -> list[int]:
-        return [f.fragment.num_rows for f in self.fragments]
-
-    def is_noop(self) -> bool:
-        return not self.fragments or (len(self.fragments) == 1 and not self.compact_itself[0])
-
-    def split(self, target: int) -> list[_Bin]:
-        """Split into bins of at least ``target`` rows; the remainder joins the last bin."""
-        out = []
-        rest = self
-        while True:
-            counts = rest.live_rows
-            n = 0
-            rows = 0
-            while rows < target and n < len(counts):
-                rows += counts[n]
-                n += 1
-            if sum(counts[n:]) >= target:
-                out.append(_Bin(rest.fragments[:n], rest.compact_itself[:n], self.indices))
-                rest = _Bin(rest.fragments[n:], rest.compact_itself[n:], self.indices)
-            else:
-                out.append(rest)
-                return out
-
-
-def plan(
-    frags: list[FragmentReader],
-    target_rows: int,
-    materialize_deletions: bool,
-    threshold: float,
-    coverage: Callable[[int], tuple[int, ...]] = lambda _: (),
-) -> list[_Bin]:
-    """Group adjacent fragments to rewrite, the way pylance's planner does; ``coverage`` gives the
-    indices covering a fragment id, and fragments covered by different indices never share a bin."""
-    bins: list[_Bin] = []
-    current: _Bin | None = None
-    for frag in frags:
-        f = frag.fragment
-        deleted_share = f.num_deleted / f.physical_rows if f.physical_rows else 0.0
-        if materialize_deletions and deleted_share > threshold:
-            candidacy: bool | None = True  # compact itself
-        elif f.physical_rows < target_rows:
-            candidacy = False  # compact with neighbours
-        else:
-            candidacy = None
-        if candidacy is None:
-            if current is not None:
-                bins.append(current)
-                current = None
-            continue
-        covered = coverage(f.id)
-        if current is not None and current.indices != covered:
-            bins.append(current)
-            current = None
-        if current is None:
-            current = _Bin(indices=covered)
-        current.fragments.append(frag)
-        current.compact_itself.append(candidacy)
-    if current is not None:
-        bins.append(current)
-    return [b for bin_ in bins if not bin_.is_noop() for b in bin_.split(target_rows)]
-
-
-def _rewrite_bin(
-    ds: Snapshot,
-    bin_: _Bin,
-    max_bytes: int,
-    data_format: str,
-    report: Reporter = SILENT,
-    write_tag: str = "",
-    batch_rows: int | None = None,
-) -> tuple[list[Fragment], list[str]]:
-    # Like pylance, each bin becomes one fragment (unless it passes the byte limit).
-    writer = FragmentWriter(
-        ds.storage,
-        ds.schema,
-        list(ds.manifest.fields),
-        max_rows_per_file=2**62,
-        max_bytes_per_file=max_bytes,
-        data_format=data_format,
-        dictionaries=ds.manifest.dictionaries,
-        write_tag=write_tag,
-        progress=report,
-    )
-    # the rows read, in order, by fragment id: written in pylance's batches (see _rebatch)
-    segments: deque[tuple[int, pa.Table]] = deque()
-    try:
-        # the footers the plan of pieces checks row counts against, read in parallel up front
-        scan.open_all(bin_.fragments)
-        names = ds.schema.names
-        if any(is_blob_v2_arrow(f) for f in ds.schema):
-            for frag in bin_.fragments:
-                for lo in range(0, frag.physical_rows, COPY_CHUNK_ROWS):
-                    runs: Runs = frag.live_runs(lo, min(lo + COPY_CHUNK_ROWS, frag.physical_rows))
-                    if runs.total:
-                        table = frag.read(names, runs)
-                        # blob v2 columns read as descriptors: their bytes are written anew
-                        blobs = blob_write.with_blob_bytes(ds, frag, table, runs, ds.schema)
-                        segments.extend((frag.fragment.id, pa.Table.from_batches([b])) for b in blobs)
-                        for batch in _rebatch(segments, batch_rows):
-                            writer.write(batch)
-        else:
-            # Pieces of about COPY_CHUNK_ROWS rows (many small fragments read as one batch) are
-            # read on the workers, a few ahead of the writer: memory stays bounded by the depth.
-            def read(piece: list[tuple[FragmentReader, int, int]]) -> list[tuple[int, pa.Table]]:
-                runs = [f.live_runs(lo, hi) for f, lo, hi in piece]
-                table = fragment_batch.read([f for f, _, _ in piece], names, runs)
-                starts = [0, *itertools.accumulate(r.total for r in runs)]
-                return [
-                    (f.fragment.id, table.slice(a, b - a))
-                    for (f, _, _), a, b in zip(piece, starts, starts[1:])
-                ]
-
-            # The batches of a piece go to the writer together: each column shreds their rows
-            # at once where no page or file can end among them (the same files).
-            for read_segments in ahead_on(FRAGMENTS, read, _pieces(bin_.fragments), workers()):
-                segments.extend(read_segments)
-                writer.write_many(list(_rebatch(segments, batch_rows)))
-        writer.write_many(list(_rebatch(segments, batch_rows, final=True)))
-        fragments = writer.finish()
-        for fid, values in writer.dictionaries.items():
-            known = ds.manifest.dictionaries.get(fid)
-            if known is not None and len(values) != len(known):
-                # A Rewrite cannot change the manifest's dictionary: the rows hold values it lacks.
-                raise UnsupportedFormatError(
-                    f"{ds.uri}: data files hold values of dictionary field {fid} that the manifest's "
-                    "dictionary lacks; compaction cannot rewrite them"
-                )
-        return fragments, writer.paths
-    except BaseException:
-        writer.abort()
-        raise
-
-
 def _warn_uncovered(index_list: list[indices.IndexMetadata], bins: list[_Bin]) -> None:
     """Warn, naming them, of the indices that stop covering the fragments a compaction of a dataset
     with stable row ids rewrites (pylance would rewrite their files)."""
@@ -218,60 +73,6 @@ def _warn_uncovered(index_list: list[indices.IndexMetadata], bins: list[_Bin]) -
             "does not rewrite index files): queries scan those rows until the index is optimized",
             stacklevel=3,
         )
-
-
-def _rebatch(
-    segments: deque[tuple[int, pa.Table]], batch_rows: int | None, final: bool = False
-) -> Iterator[pa.RecordBatch]:
-    """Take rows off the front of ``segments`` (fragment id, live rows read, in order) as the
-    batches pylance's compaction scan gives its writer, which checks the bytes written after each:
-    ``batch_rows`` live rows at a time, counted from each fragment's first row (a fragment's last
-    batch may be shorter). Rows that may still join a batch stay queued unless ``final``; with
-    ``batch_rows`` None, every row goes, in batches of at most a segment."""
-    while segments:
-        fid = segments[0][0]
-        k = next((i for i, (other, _) in enumerate(segments) if other != fid), len(segments))
-        queued = sum(segments[i][1].num_rows for i in range(k))
-        if k == len(segments) and not final and batch_rows is not None and queued < batch_rows:
-            return  # the fragment's rows may continue in a segment not yet read
-        if batch_rows is None:
-            for _ in range(k):
-                table = segments.popleft()[1]
-                if table.num_rows:
-                    yield from table.combine_chunks().to_batches()
-            continue
-        take = min(batch_rows, queued)
-        parts, got = [], 0
-        while got < take:
-            _, table = segments.popleft()
-            need = take - got
-            if table.num_rows > need:
-                segments.appendleft((fid, table.slice(need)))
-                table = table.slice(0, need)
-            parts.append(table)
-            got += table.num_rows
-        while segments and segments[0][0] == fid and not segments[0][1].num_rows:
-            segments.popleft()
-        if take:
-            yield from pa.concat_tables(parts).combine_chunks().to_batches(max_chunksize=take)
-
-
-def _pieces(frags: list[FragmentReader]) -> Iterator[list[tuple[FragmentReader, int, int]]]:
-    """The fragments' rows in order, as lists of ranges ``(fragment, lo, hi)`` of about
-    :data:`COPY_CHUNK_ROWS` rows in all (a large fragment in several, small ones together)."""
-    piece: list[tuple[FragmentReader, int, int]] = []
-    rows = 0
-    for frag in frags:
-        n = frag.physical_rows
-        for lo in range(0, n, COPY_CHUNK_ROWS):
-            hi = min(lo + COPY_CHUNK_ROWS, n)
-            if piece and rows + hi - lo > COPY_CHUNK_ROWS:
-                yield piece
-                piece, rows = [], 0
-            piece.append((frag, lo, hi))
-            rows += hi - lo
-    if piece:
-        yield piece
 
 
 def _try(
