@@ -75,11 +75,12 @@ class DirectReadFailed(Exception):
 
 
 class SigV4:
-    """Signs S3 GETs with AWS Signature Version 4 (header authorization, empty payload)."""
+    """Signs S3 requests with AWS Signature Version 4 (header authorization)."""
 
     def __init__(self, region: str) -> None:
         self.region = region
         self._keys: dict[tuple[str, str], bytes] = {}
+        self._stamp: tuple[int, str] = (-1, "")  # the last second's time stamp
 
     def _key(self, secret: str, day: str) -> bytes:
         found = self._keys.get((secret, day))
@@ -106,9 +107,15 @@ class SigV4:
     ) -> dict[str, str]:
         """The headers of a request (a GET by default) of ``path`` (already percent-encoded) on
         ``host``, with ``extra`` (e.g. ``range``, lowercase names) and the signature of them all;
-        ``query``: the canonical query string (see :func:`canonical_query`), ``payload``: the
-        SHA-256 of the body in hex."""
-        stamp = now.strftime("%Y%m%dT%H%M%SZ")
+        ``query``: the canonical query string (names sorted, names and values percent-encoded),
+        ``payload``: the SHA-256 of the body in hex."""
+        second = int(now.timestamp())
+        last = self._stamp
+        if last[0] == second:
+            stamp = last[1]
+        else:
+            stamp = now.strftime("%Y%m%dT%H%M%SZ")
+            self._stamp = (second, stamp)
         day = stamp[:8]
         signed = {"host": host, **extra, "x-amz-content-sha256": payload, "x-amz-date": stamp}
         if token:
@@ -119,7 +126,7 @@ class SigV4:
         )
         scope = f"{day}/{self.region}/s3/aws4_request"
         to_sign = f"AWS4-HMAC-SHA256\n{stamp}\n{scope}\n{hashlib.sha256(canonical.encode()).hexdigest()}"
-        signature = hmac.new(self._key(secret_key, day), to_sign.encode(), hashlib.sha256).hexdigest()
+        signature = hmac.digest(self._key(secret_key, day), to_sign.encode(), "sha256").hex()
         signed["authorization"] = (
             f"AWS4-HMAC-SHA256 Credential={access_key}/{scope}, "
             f"SignedHeaders={';'.join(names)}, Signature={signature}"
