@@ -120,6 +120,8 @@ class FileMetadata:
     global_buffers: tuple[tuple[int, int], ...]
     # The values of each column: its page lengths added up (each below MAX_COUNT).
     column_values: tuple[int, ...] = ()
+    #: the bytes of the column metadata and of the file descriptor (what the parsed messages hold)
+    metadata_bytes: int = 0
 
     @cached_property
     def roots(self) -> list[FieldNode]:
@@ -271,6 +273,7 @@ def read_metadata(source: ByteSource) -> FileMetadata:
         columns=tuple(columns),
         global_buffers=tuple(gbo),
         column_values=tuple(column_values),
+        metadata_bytes=sum(length for _, length in cmo) + gb0_len,
     )
     try:
         meta.roots  # noqa: B018 - validates the schema early
