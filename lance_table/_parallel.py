@@ -125,11 +125,15 @@ def pool(name: str) -> ThreadPoolExecutor:
         return found
 
 
-def map_on(name: str, fn: Callable[[T], R], items: Iterable[T], *, even: bool = False) -> list[R]:
+def map_on(
+    name: str, fn: Callable[[T], R], items: Iterable[T], *, even: bool = False, helping: bool = False
+) -> list[R]:
     """``[fn(x) for x in items]``, in order, on pool ``name`` when there is more than one item
     (inline when already on that pool, which would otherwise wait on itself, or inside a task of
     a map that keeps every worker busy). ``even`` says the tasks take about the same time: then
-    :data:`BUSY_TASKS` of them per worker keep every worker busy to the end.
+    :data:`BUSY_TASKS` of them per worker keep every worker busy to the end. ``helping``: the
+    calling thread makes the first call itself while the pool makes the others (a hand-off
+    fewer: on a busy machine each one waits for a core to be free).
 
     If one call fails, the calls not yet started are cancelled and the running ones finish before
     the error is raised: no work of a failed operation goes on in the background.
@@ -141,9 +145,11 @@ def map_on(name: str, fn: Callable[[T], R], items: Iterable[T], *, even: bool = 
     if task is fn and (getattr(_BUSY, "filled", False) or (even and len(items) >= _cores())):
         task = _filled(fn)
     # each task runs in the caller's context (what it collects, e.g. a scan's read counts)
-    futures = [pool(name).submit(contextvars.copy_context().run, task, x) for x in items]
+    rest = items[1:] if helping else items
+    futures = [pool(name).submit(contextvars.copy_context().run, task, x) for x in rest]
     try:
-        return [f.result() for f in futures]
+        first = [contextvars.copy_context().run(task, items[0])] if helping else []
+        return first + [f.result() for f in futures]
     except BaseException:
         for f in futures:
             f.cancel()
@@ -268,9 +274,11 @@ def _marking(fn: Callable[[T], R], flag: str) -> Callable[[T], R]:
     return run
 
 
-def map_fragments(fn: Callable[[T], R], items: Iterable[T], *, even: bool = False) -> list[R]:
-    """``[fn(x) for x in items]`` on the fragment pool (``even``: see :func:`map_on`)."""
-    return map_on(FRAGMENTS, fn, items, even=even)
+def map_fragments(
+    fn: Callable[[T], R], items: Iterable[T], *, even: bool = False, helping: bool = False
+) -> list[R]:
+    """``[fn(x) for x in items]`` on the fragment pool (``even``, ``helping``: see :func:`map_on`)."""
+    return map_on(FRAGMENTS, fn, items, even=even, helping=helping)
 
 
 #: :func:`map_grouped` makes this many tasks per worker out of many small items, and more only

@@ -133,6 +133,13 @@ class FilterError(LanceTableError, ValueError):
         super().__init__(message, *args)
 
 
+class FilterEvaluationError(LanceTableError, ValueError, OSError):
+    """A delete's predicate parsed but failed on the rows (``x % 0``: a division by zero). Also an
+    OSError, as pylance's delete raises one; the message starts as pylance's does."""
+
+    PREFIX = "Query Execution error: Error applying filter expression to batch: "
+
+
 class ScanOptionError(LanceTableError, ValueError):
     """A scan option has a bad value (a negative limit, a batch size below 1) or asks what a scan
     cannot answer (a count with a limit), as pylance's ``ValueError`` says."""

@@ -14,6 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from lance_table._lru import LRU
 from lance_table._parallel import cached_per_instance
 from lance_table.errors import SchemaError
 from lance_table.extensions import is_json_field, storage_field, user_field, user_schema
@@ -214,15 +215,13 @@ def build_tree(fields: Iterable[LanceField]) -> list[FieldNode]:
     if hit is not None and all(a is b for a, b in zip(hit[0], fields)):
         return list(hit[1])
     nodes = _build_tree(fields)
-    if len(_TREES) >= _TREES_KEPT:
-        _TREES.clear()
-    _TREES[key] = (tuple(fields), tuple(nodes))  # (the fields are kept: their ids stay theirs)
+    _TREES.put(key, (tuple(fields), tuple(nodes)))  # (the fields are kept: their ids stay theirs)
     return nodes
 
 
-# trees by the ids of their fields (see :func:`build_tree`); emptied when full
-_TREES: dict[tuple[int, ...], tuple[tuple[LanceField, ...], tuple[FieldNode, ...]]] = {}
+# trees by the ids of their fields (see :func:`build_tree`), the least recently used dropped first
 _TREES_KEPT = 64
+_TREES: LRU[tuple[int, ...], tuple[tuple[LanceField, ...], tuple[FieldNode, ...]]] = LRU(_TREES_KEPT)
 
 
 def _build_tree(fields: list[LanceField]) -> list[FieldNode]:

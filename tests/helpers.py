@@ -100,7 +100,7 @@ def write_file(path: Any, table: pa.Table, version: str, writer: str, batch_rows
 def edit_latest_manifest(root: Path, edit: Callable[[Any], None]) -> Path:
     """Change the newest manifest's protobuf in place (keeping the framing of format/manifest.py)."""
     from lance_table._proto import table_pb2
-    from lance_table.format.manifest import MANIFEST_FOOTER, MANIFEST_FOOTER_VERSION, MANIFEST_MAGIC
+    from lance_table.format.manifest_file import MANIFEST_FOOTER, MANIFEST_FOOTER_VERSION, MANIFEST_MAGIC
     from lance_table.storage import open_storage
     from lance_table.table import versions
 

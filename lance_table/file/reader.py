@@ -9,7 +9,7 @@ from typing import IO, Any
 
 import pyarrow as pa
 
-from lance_table._parallel import DECODE, PAGE_IO, map_on, runs_inline, settle
+from lance_table._parallel import DECODE, PAGE_IO, map_on, runs_inline, settle, workers
 from lance_table.errors import CorruptFileError, SchemaError, UnsupportedFormatError
 from lance_table.file import page_select
 from lance_table.file.arrow import bool_array
@@ -42,7 +42,7 @@ from lance_table.file.rows import decoded, decoding, selectable
 from lance_table.file.runs import Runs, read_as_span
 from lance_table.file.v2_0.layout import column_assignment, page_encoding
 from lance_table.file.v2_1 import layout as layout21
-from lance_table.file.v2_1 import repdef
+from lance_table.file.v2_1 import nested_pages, repdef
 from lance_table.schema import FieldNode
 from lance_table.storage.sources import (
     ByteSource,
@@ -347,13 +347,25 @@ class LanceFileReader(SmallReads, V20Reads):
         jobs: list[Job] = []
         owner: list[int] = []
         leaves = list(leaf_paths(node, [node.to_arrow_field()]))
+        # a leaf's whole pages of one encoding are decoded a group at a time (nested_pages)
+        parts = 1 if runs_inline(DECODE) else workers()
         for k, (leaf, path) in enumerate(leaves):
             col = self._column(leaf)
             self._check_length(col, runs)
-            for p, local, io in self._pages(col, runs, prefetch=False):
-                jobs.append(functools.partial(self._decode_nested, col, p, local, io, path, large))
+            pages = list(self._pages(col, runs, prefetch=False))
+            layouts = [col.encoding(p, self._source) for p, _, _ in pages]
+            for group in nested_pages.plan(pages, layouts, parts):
+                if len(group) == 1:
+                    p, local, io = pages[group[0]]
+                    jobs.append(functools.partial(self._decode_nested, col, p, local, io, path, large))
+                else:
+                    chosen = [pages[j] for j in group]
+                    encodings = [layouts[j] for j in group]
+                    jobs.append(
+                        functools.partial(self._decode_nested_pages, col, chosen, encodings, path, large)
+                    )
                 owner.append(k)
-                touched.append((col, p, io))
+            touched.extend((col, p, io) for p, _, io in pages)
         field = node.to_arrow_field()
 
         def combine(results: list[list[pa.Array]]) -> list[pa.Array]:

@@ -3,7 +3,8 @@ metadata, its columns, the readers of their pages and the decoding of one page."
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import pyarrow as pa
 
@@ -18,7 +19,7 @@ from lance_table.file.rows import RowReader
 from lance_table.file.runs import Runs
 from lance_table.file.v2_0 import decode as decode20
 from lance_table.file.v2_1 import decode as decode21
-from lance_table.file.v2_1 import miniblock_small
+from lance_table.file.v2_1 import miniblock_small, nested_pages, nested_rows
 from lance_table.schema import FieldNode
 from lance_table.storage.sources import (
     ByteSource,
@@ -129,3 +130,29 @@ class ReaderCore(RowReader):
             return [decode20.decode(col.encoding(page, self._source), io, runs, dtype)]
         finally:
             io.release()
+
+    def _decode_nested_pages(
+        self,
+        col: ColumnPages,
+        pages: Sequence[tuple[int, Runs, PageIO]],
+        layouts: Sequence[Any],
+        path: list[pa.Field],
+        large: bool,
+    ) -> list[pa.Array]:
+        """Whole pages of a leaf of one encoding of their levels (``layouts``), or the rows of a take
+        from pages of one encoding, decoded in one pass (:mod:`nested_pages`, :mod:`nested_rows`),
+        or one by one where that does not check out."""
+        ios = [io for _, _, io in pages]
+        whole = all(local.is_span(0, int(io.page.length)) for _, local, io in pages)
+        try:
+            got = (
+                nested_pages.decode(layouts, ios, path, large)
+                if whole
+                else nested_rows.decode(layouts, pages, path, large)
+            )
+        finally:
+            for io in ios:
+                io.release()
+        if got is not None:
+            return [got]
+        return [arr for p, local, io in pages for arr in self._decode_nested(col, p, local, io, path, large)]

@@ -10,6 +10,7 @@ for every row.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +27,10 @@ _OPS = {exp.EQ: "=", exp.NEQ: "!=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp
 
 @dataclass(frozen=True)
 class Condition:
-    """``column <op> value``; ops as :func:`lance_table.file.legacy.prune.may_match` takes them."""
+    """``column <op> value``; ops as :func:`lance_table.file.legacy.prune.may_match` takes them,
+    and ``mod`` (``value`` is ``(divisor, op, literal)``: ``column % divisor <op> literal`` over
+    an integer column), which only :mod:`lance_table.filters.vectorized` evaluates: statistics
+    never prune by it (see :func:`stats_conditions`)."""
 
     column: str
     op: str
@@ -37,14 +41,21 @@ def conjuncts(predicate: str, schema: pa.Schema) -> list[Condition]:
     """The simple conditions among the top-level ``AND`` terms of ``predicate`` (see the module).
 
     Never raises for a predicate the filter compiler accepts; a predicate that does not parse gives
-    no conditions (the compiler reports the error).
+    no conditions (the compiler reports the error). ``mod`` conditions, which no statistics can
+    decide, are left out.
     """
-    return terms(predicate, schema)[0]
+    return list(stats_conditions(terms(predicate, schema)[0]))
+
+
+def stats_conditions(conditions: Sequence[Condition]) -> tuple[Condition, ...]:
+    """The ``conditions`` that page statistics may decide (all but ``mod`` ones)."""
+    return tuple(c for c in conditions if c.op != "mod")
 
 
 def terms(predicate: str, schema: pa.Schema) -> tuple[list[Condition], bool]:
-    """:func:`conjuncts`, and whether they are the whole predicate (every top-level ``AND`` term
-    is a simple condition), so that rows meeting all of them are exactly the matching rows."""
+    """:func:`conjuncts` and the ``mod`` conditions, and whether they are the whole predicate
+    (every top-level ``AND`` term is a simple condition), so that rows meeting all of them are
+    exactly the matching rows."""
     try:
         tree = parse(predicate)
     except FilterError:
@@ -77,7 +88,8 @@ def _condition(node: exp.Expr, schema: pa.Schema) -> Condition | None:
                 column, t = _column(right, schema)
                 left, right, op = right, left, _FLIP[op]
             if column is None or t is None:
-                return None
+                found = _residue(node.this, node.expression, _OPS[cls], schema)
+                return found or _residue(node.expression, node.this, _FLIP[_OPS[cls]], schema)
             value = _literal(right, t)
             return None if value is _NO else Condition(column, op, value)
     if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
@@ -108,6 +120,22 @@ def _condition(node: exp.Expr, schema: pa.Schema) -> Condition | None:
             return None
         return Condition(column, "in", tuple(values))
     return None
+
+
+def _residue(node: exp.Expr, other: exp.Expr, op: str, schema: pa.Schema) -> Condition | None:
+    """``column % divisor <op> value`` over an integer column, with integer literals, as a
+    ``mod`` condition (None for anything else)."""
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if not isinstance(node, exp.Mod):
+        return None
+    column, t = _column(node.this, schema)
+    if column is None or t is None or not pa.types.is_integer(t):
+        return None
+    divisor, value = _literal(node.expression, t), _literal(other, t)
+    if divisor is _NO or value is _NO:
+        return None
+    return Condition(column, "mod", (divisor, op, value))
 
 
 def _column(node: exp.Expr | None, schema: pa.Schema) -> tuple[str | None, pa.DataType | None]:

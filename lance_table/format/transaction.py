@@ -175,6 +175,21 @@ class Transaction:
         )
 
 
+def checked_pb(data: bytes, path: str) -> Any:
+    """The Transaction protobuf of ``data``, checked as :meth:`Transaction.from_bytes` checks it,
+    its fragments and schema left as protobufs (for a caller that reads a few fields of the
+    transactions of a long history).
+
+    Raises:
+        CorruptFileError: the bytes are not a Transaction protobuf, or a path or count in it
+            cannot be trusted.
+        UnsupportedFormatError: the schema uses a logical type lance_table does not know.
+    """
+    pb = _parse(data, path)
+    _check_operation(pb, path)
+    return pb
+
+
 def transaction_summary(data: bytes, path: str) -> tuple[str, dict[str, str]]:
     """The operation's name and the properties of a serialized transaction (what a version's
     history shows of it), without turning its fragments and schema into objects.

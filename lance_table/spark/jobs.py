@@ -43,7 +43,7 @@ from lance_table.spark.options import merge_storage, task_storage_options
 from lance_table.spark.worker import settle_worker
 from lance_table.storage import Storage, open_storage
 from lance_table.table import versions
-from lance_table.table.operations.cleanup import referenced_files
+from lance_table.table.operations.cleanup_references import referenced_files
 from lance_table.table.snapshot import Snapshot
 
 log = logging.getLogger(__name__)

@@ -40,7 +40,7 @@ from lance_table.spark.worker import settle_worker
 from lance_table.storage import Storage, open_storage
 from lance_table.table import versions
 from lance_table.table.commit import CommitOptions, commit
-from lance_table.table.operations.cleanup import referenced_files
+from lance_table.table.operations.cleanup_references import referenced_files
 from lance_table.table.operations.legacy_dicts import WrittenPart, merge_written_parts
 from lance_table.table.operations.write import (
     DEFAULT_MAX_ROWS_PER_FILE,

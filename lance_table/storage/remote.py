@@ -1,45 +1,27 @@
-"""Storage on any fsspec filesystem: memory, S3 (s3fs) and the rest."""
+"""Storage on any fsspec filesystem: memory, S3 (s3fs) and the rest (the byte sources of their files
+are in :mod:`.remote_sources`)."""
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import itertools
 import os
 import threading
 from collections.abc import Sequence
-from concurrent.futures import wait
 from typing import IO, Any
 
-from lance_table._parallel import ARROW_READS, after_fork_in_child, pool
-from lance_table.errors import CorruptFileError
-from lance_table.storage.arrow_s3 import ArrowFile, ArrowS3
+from lance_table._parallel import after_fork_in_child
+from lance_table.storage.arrow_s3 import ArrowS3
 from lance_table.storage.base import Entry, Storage
-from lance_table.storage.failures import STORAGE_METHODS, typed_failures, wrap_methods
+from lance_table.storage.failures import STORAGE_METHODS, wrap_methods
 from lance_table.storage.io_stats import record
+from lance_table.storage.remote_sources import _ArrowS3Source, _DirectS3Source, _FsspecSource
 from lance_table.storage.s3_direct import MAX_PUT, DirectReadFailed, DirectS3
-from lance_table.storage.sources import ByteSource, _RangedSource, size_disagreement
+from lance_table.storage.sources import ByteSource, size_disagreement
 
 #: reads of different files a remote store is given at once (see ``Storage.read_parallelism``);
 #: S3 clients get a connection pool of at least this size (see ``options.s3fs_arguments``)
 REMOTE_READ_PARALLELISM = 32
-#: a merged read of more bytes than this is fetched as that many equal parts at once, as pylance's
-#: client does (a 19 MiB page: two requests of 9.6 MiB): one request's transfer would otherwise be
-#: the whole scan's critical path
-SPLIT_READ_BYTES = 16 * 1024 * 1024
-
-
-def split_reads(reads: list[tuple[int, int]], limit: int) -> tuple[list[tuple[int, int]], list[int]]:
-    """``reads`` with each one longer than ``limit`` cut into the fewest equal parts of at most
-    ``limit`` bytes; returns the parts in order and how many parts each read became."""
-    parts: list[tuple[int, int]] = []
-    counts: list[int] = []
-    for off, length in reads:
-        k = -(-length // limit) if length > limit > 0 else 1
-        cuts = [off + length * i // k for i in range(k + 1)]
-        parts.extend((a, b - a) for a, b in itertools.pairwise(cuts))
-        counts.append(k)
-    return parts, counts
 
 
 def _mtime(info: dict[str, Any]) -> float | None:
@@ -59,180 +41,6 @@ def _mtime(info: dict[str, Any]) -> float | None:
 def _etag(info: dict[str, Any]) -> str | None:
     value = info.get("ETag") or info.get("etag")
     return str(value) if value else None
-
-
-class _FsspecSource(_RangedSource):
-    """A ByteSource over one fsspec file, fetching coalesced ranges with ``cat_ranges``.
-
-    A size given by the caller (a manifest's ``file_size_bytes``) saves a request for it. When a
-    read fails or comes back short, the file's real size is looked up: if it is not the given one,
-    the error says that the manifest and the file disagree about the size.
-    """
-
-    def __init__(self, fs: Any, path: str, size: int | None, name: str) -> None:
-        self._fs = fs
-        self._path = path
-        self._name = name
-        self._size = size
-        self._claimed = size
-
-    def _disagreement(self) -> CorruptFileError | None:
-        """The size error, if the file's real size is not the claimed one."""
-        if self._claimed is None:
-            return None
-        try:
-            actual = int(self._fs.size(self._path))
-        except OSError:
-            return None
-        return size_disagreement(self._name, self._claimed, actual) if actual != self._claimed else None
-
-    def _checked(self, off: int, length: int, data: bytes | memoryview) -> memoryview:
-        if len(data) != length:
-            wrong = self._disagreement()
-            if wrong is not None:
-                raise wrong
-        return super()._checked(off, length, data)
-
-    @typed_failures
-    def _read_many(self, reads: list[tuple[int, int]]) -> list[bytes | memoryview]:
-        try:
-            return self._fetch(reads)
-        except FileNotFoundError:
-            raise
-        except OSError as exc:  # S3 answers a range past the end with 416 "range not satisfiable"
-            wrong = self._disagreement()
-            if wrong is not None:
-                raise wrong from exc
-            raise
-
-    @typed_failures
-    def size(self) -> int:
-        if self._size is None:
-            self._size = int(self._fs.size(self._path))
-        return self._size
-
-    def _read(self, offset: int, length: int) -> bytes:
-        if length == 0:
-            return b""
-        return bytes(self._fs.cat_file(self._path, start=offset, end=offset + length))
-
-    def _fetch(self, reads: list[tuple[int, int]]) -> list[bytes | memoryview]:
-        """All merged reads in one ``cat_ranges`` call: async backends (s3fs) fetch them
-        concurrently; a read longer than :data:`SPLIT_READ_BYTES` is fetched in parts."""
-        wanted = [(off, length) for off, length in reads if length]  # S3 refuses empty ranges
-        parts, counts = split_reads(wanted, SPLIT_READ_BYTES)
-        if len(parts) < 2:
-            return [self._read(off, length) for off, length in reads]
-        starts = [off for off, _ in parts]
-        ends = [off + length for off, length in parts]
-        got = iter(self._fs.cat_ranges([self._path] * len(parts), starts, ends, on_error="raise"))
-        whole = iter([next(got) if k == 1 else b"".join([next(got) for _ in range(k)]) for k in counts])
-        return [next(whole) if length else b"" for _, length in reads]
-
-
-class _ArrowS3Source(_FsspecSource):
-    """A data file on S3 whose byte ranges pyarrow's S3 client reads (see :mod:`.arrow_s3`).
-
-    pyarrow opens a file with a HEAD request: the first read of a source (the footer when a
-    reader opens the file, or the whole of a small file) goes through s3fs, which needs none, and
-    only the reads after it through pyarrow; a file read once costs no request more than with
-    s3fs, one read again (a dataset handle's next scan) one HEAD in the reader's life. Size checks
-    on failure, and reads in a forked child, go through s3fs.
-    """
-
-    def __init__(self, fs: Any, arrow: ArrowS3, path: str, size: int | None, name: str) -> None:
-        super().__init__(fs, path, size, name)
-        self._arrow = arrow
-        self._file = ArrowFile(arrow, path, name)
-        self._first = True
-
-    def _through_arrow(self) -> bool:
-        if self._first:
-            self._first = False  # two threads may both send their first read through s3fs
-            return False
-        return self._arrow.usable()
-
-    def _opened(self) -> None:
-        """Open the file (its one HEAD request); a size other than the manifest's is an error."""
-        actual = self._file.size()
-        if self._claimed is not None and actual != self._claimed:
-            raise size_disagreement(self._name, self._claimed, actual)
-
-    def _read_many(self, reads: list[tuple[int, int]]) -> list[bytes | memoryview]:
-        if not self._through_arrow():
-            return super()._read_many(reads)
-        return self._arrow_reads(reads)
-
-    @typed_failures
-    def _arrow_reads(self, reads: list[tuple[int, int]]) -> list[bytes | memoryview]:
-        wanted = [(off, length) for off, length in reads if length]
-        if not wanted:
-            return [b"" for _ in reads]
-        self._opened()
-        parts, counts = split_reads(wanted, SPLIT_READ_BYTES)
-        got = iter(self._read_parts(parts))
-        whole = iter([next(got) if k == 1 else b"".join([next(got) for _ in range(k)]) for k in counts])
-        return [next(whole) if length else b"" for _, length in reads]
-
-    def _read_parts(self, parts: list[tuple[int, int]]) -> list[bytes]:
-        """The parts, all in flight at once: pyarrow's file sends one request per call, so each
-        but the first goes to the :data:`ARROW_READS` pool (always, even from a task of a map
-        that runs its own maps inline: these calls only wait on the store)."""
-        if len(parts) == 1:
-            return [self._file.read_at(*parts[0])]
-        ahead = [pool(ARROW_READS).submit(self._file.read_at, *part) for part in parts[1:]]
-        try:
-            first = self._file.read_at(*parts[0])
-            return [first, *(f.result() for f in ahead)]
-        finally:
-            for f in ahead:
-                f.cancel()
-            wait(ahead)
-
-
-class _DirectS3Source(_FsspecSource):
-    """A data file on S3 whose byte ranges are plain signed GETs (see :mod:`.s3_direct`): no
-    request pipeline of botocore's, no event loop to hand each read to. A read the direct client
-    cannot make goes through s3fs; so do size checks on failure."""
-
-    def __init__(self, fs: Any, direct: DirectS3, path: str, size: int | None, name: str) -> None:
-        super().__init__(fs, path, size, name)
-        self._direct = direct
-        self._bucket, _, self._key = path.partition("/")
-
-    def _fetch(self, reads: list[tuple[int, int]]) -> list[bytes | memoryview]:
-        if not self._direct.usable:
-            return super()._fetch(reads)
-        if len(reads) == 1 and 0 < reads[0][1] <= SPLIT_READ_BYTES:  # most reads: one GET
-            try:
-                return [self._get(*reads[0])]
-            except DirectReadFailed:
-                return super()._fetch(reads)
-        wanted = [(off, length) for off, length in reads if length]  # S3 refuses empty ranges
-        parts, counts = split_reads(wanted, SPLIT_READ_BYTES)
-        try:
-            got = iter(self._read_parts(parts))
-        except DirectReadFailed:
-            return super()._fetch(reads)
-        whole = iter([next(got) if k == 1 else b"".join([next(got) for _ in range(k)]) for k in counts])
-        return [next(whole) if length else b"" for _, length in reads]
-
-    def _get(self, off: int, length: int) -> bytes:
-        return self._direct.get(self._bucket, self._key, off, off + length, self._name)
-
-    def _read_parts(self, parts: list[tuple[int, int]]) -> list[bytes]:
-        """The parts, all in flight at once: each GET is sent by the thread that makes it, so
-        each but the first goes to the :data:`ARROW_READS` pool."""
-        if len(parts) < 2:
-            return [self._get(*part) for part in parts]
-        ahead = [pool(ARROW_READS).submit(self._get, *part) for part in parts[1:]]
-        try:
-            first = self._get(*parts[0])
-            return [first, *(f.result() for f in ahead)]
-        finally:
-            for f in ahead:
-                f.cancel()
-            wait(ahead)
 
 
 class FsspecStorage(Storage):

@@ -37,16 +37,8 @@ from lance_table.table.operations import clone, write_bases
 from lance_table.table.operations import update as update_ops
 from lance_table.table.operations.commit_operation import commit_operation, commit_storage
 from lance_table.table.operations.delete import DEFAULT_RETRY_TIMEOUT, delete_rows
-from lance_table.table.operations.manifest_paths import (
-    migrate_manifest_paths_v2,
-)
 from lance_table.table.operations.merge_insert import MergeInsertBuilder
-from lance_table.table.operations.transactions import (
-    DEFAULT_RECENT_TRANSACTIONS,
-    get_transactions,
-    merge_appends,
-    read_transaction,
-)
+from lance_table.table.operations.transactions import merge_appends
 from lance_table.table.operations.truncate import truncate
 from lance_table.table.operations.write import WriteMode
 from lance_table.table.operations.write_dataset import write_snapshot
@@ -321,61 +313,6 @@ class LanceDataset(
         )
         return {"dataset": ds, "merged": merged}
 
-    def read_transaction(self, version: int) -> Transaction | None:
-        """The transaction that made ``version`` (pylance's ``Transaction``), or None if it has none.
-
-        Raises:
-            VersionGoneError: there is no such version (also an OSError, as pylance's error).
-        """
-        return read_transaction(self._storage, version)
-
-    def get_transactions(
-        self, recent_transactions: int = DEFAULT_RECENT_TRANSACTIONS
-    ) -> list[Transaction | None]:
-        """The transactions of this version and up to ``recent_transactions - 1`` before it, newest
-        first (None where a version has none)."""
-        return get_transactions(self._snapshot, recent_transactions)
-
-    def table_changes(
-        self,
-        starting_version: int,
-        ending_version: int | None = None,
-        *,
-        columns: Sequence[str] | None = None,
-        batch_size: int | None = None,
-    ) -> pa.RecordBatchReader:
-        """The change rows of versions ``starting_version`` to ``ending_version`` (default: this
-        handle's version), both included, as Delta Lake's ``table_changes``: the data columns,
-        then ``_change_type`` (``insert``, ``delete``, ``update_preimage``, ``update_postimage``),
-        ``_commit_version`` and ``_commit_timestamp``. Not in pylance. Updates pair their old and
-        new rows where the dataset has stable row ids, else show as a delete and an insert; a
-        compaction changes nothing (see :mod:`lance_table.table.changes`). Streams, reading
-        only the changed rows.
-
-        Raises:
-            VersionNotFoundError: a version of the range (or the one before it) does not exist.
-            ScanOptionError: the range is empty or starts below 1, or ``batch_size`` is below 1.
-            SchemaError: a column is not in the starting version, or a version of the range drops,
-                renames or retypes one.
-
-        Example:
-            ```python
-            ds = lt.dataset(uri)
-            v = ds.version
-            ds.delete("id < 10")
-            changes = ds.table_changes(v + 1).read_all()  # one "delete" row per deleted row
-            ```
-        """
-        from lance_table.table.changes import table_changes
-
-        last = self.version if ending_version is None else ending_version
-        return table_changes(self._storage, starting_version, last, columns, batch_size)
-
-    def migrate_manifest_paths_v2(self) -> None:
-        """Rename the manifests to the V2 naming scheme (pylance's ``migrate_manifest_paths_v2``).
-        Idempotent; must not run while other writers commit."""
-        migrate_manifest_paths_v2(self._storage)
-
     @property
     def lance_schema(self) -> LanceSchema:
         """The schema with Lance field ids (pylance's ``LanceSchema``), as ``Project`` takes it."""
@@ -399,6 +336,8 @@ class LanceDataset(
 
         Raises:
             FilterError: the predicate does not parse.
+            FilterEvaluationError: the predicate fails on the rows (a division by zero); also an
+                OSError, as pylance raises.
             CommitConflictError: a concurrent commit makes this delete impossible.
         """
         done, deleted = delete_rows(self._snapshot, predicate, conflict_retries, commit_message)

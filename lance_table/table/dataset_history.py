@@ -1,17 +1,25 @@
-"""A handle's version, the changes between versions, the dataset's files and the handle's reads
+"""A handle's version, the changes and transactions between versions, the dataset's files and
+the handle's reads
 
 A part of :class:`~lance_table.table.dataset.LanceDataset`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
 
 from lance_table.table import file_listing, handle_info, version_delta
 from lance_table.table.handle import Handle
+from lance_table.table.lance_operation import Transaction
+from lance_table.table.operations.manifest_paths import migrate_manifest_paths_v2
+from lance_table.table.operations.transactions import (
+    DEFAULT_RECENT_TRANSACTIONS,
+    get_transactions,
+    read_transaction,
+)
 
 
 class _History(Handle):
@@ -87,3 +95,58 @@ class _History(Handle):
             Nothing: the counters are in memory.
         """
         return handle_info.io_mark(self).incremental()
+
+    def read_transaction(self, version: int) -> Transaction | None:
+        """The transaction that made ``version`` (pylance's ``Transaction``), or None if it has none.
+
+        Raises:
+            VersionGoneError: there is no such version (also an OSError, as pylance's error).
+        """
+        return read_transaction(self._storage, version)
+
+    def get_transactions(
+        self, recent_transactions: int = DEFAULT_RECENT_TRANSACTIONS
+    ) -> list[Transaction | None]:
+        """The transactions of this version and up to ``recent_transactions - 1`` before it, newest
+        first (None where a version has none)."""
+        return get_transactions(self._snapshot, recent_transactions)
+
+    def table_changes(
+        self,
+        starting_version: int,
+        ending_version: int | None = None,
+        *,
+        columns: Sequence[str] | None = None,
+        batch_size: int | None = None,
+    ) -> pa.RecordBatchReader:
+        """The change rows of versions ``starting_version`` to ``ending_version`` (default: this
+        handle's version), both included, as Delta Lake's ``table_changes``: the data columns,
+        then ``_change_type`` (``insert``, ``delete``, ``update_preimage``, ``update_postimage``),
+        ``_commit_version`` and ``_commit_timestamp``. Not in pylance. Updates pair their old and
+        new rows where the dataset has stable row ids, else show as a delete and an insert; a
+        compaction changes nothing (see :mod:`lance_table.table.changes`). Streams, reading
+        only the changed rows.
+
+        Raises:
+            VersionNotFoundError: a version of the range (or the one before it) does not exist.
+            ScanOptionError: the range is empty or starts below 1, or ``batch_size`` is below 1.
+            SchemaError: a column is not in the starting version, or a version of the range drops,
+                renames or retypes one.
+
+        Example:
+            ```python
+            ds = lt.dataset(uri)
+            v = ds.version
+            ds.delete("id < 10")
+            changes = ds.table_changes(v + 1).read_all()  # one "delete" row per deleted row
+            ```
+        """
+        from lance_table.table.changes import table_changes
+
+        last = self.version if ending_version is None else ending_version
+        return table_changes(self._storage, starting_version, last, columns, batch_size)
+
+    def migrate_manifest_paths_v2(self) -> None:
+        """Rename the manifests to the V2 naming scheme (pylance's ``migrate_manifest_paths_v2``).
+        Idempotent; must not run while other writers commit."""
+        migrate_manifest_paths_v2(self._storage)

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from lance_table.errors import UnsupportedOptionError, VersionNotFoundError
-from lance_table.format.manifest import decode_manifest_file, encode_manifest_file
+from lance_table.format.manifest_file import decode_manifest_file, encode_manifest_file
 from lance_table.storage import open_storage
 from lance_table.table.commit import CommitLock, CommitOptions
 from lance_table.table.snapshot import Snapshot, load

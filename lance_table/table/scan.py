@@ -132,8 +132,8 @@ def make_spec(
     conditions: tuple[Condition, ...] = ()
     exact = None
     if isinstance(filter, str):
-        found, whole = _terms_cached(filter, hashable(fschema))
-        conditions = found if use_stats else ()
+        found, stats, whole = _terms_cached(filter, hashable(fschema))
+        conditions = stats if use_stats else ()
         exact = found if whole else None
     extra = tuple(dict.fromkeys([*((ROW_ID,) if with_row_id else ()), *system]))
     if ROW_OFFSET in extra and offset_bases is None:
@@ -160,11 +160,15 @@ def hashable(schema: pa.Schema) -> pa.Schema:
 
 
 @functools.lru_cache(maxsize=256)
-def _terms_cached(predicate: str, schema: pa.Schema) -> tuple[tuple[Condition, ...], bool]:
-    from lance_table.filters.bounds import terms  # sqlglot loads with the first filter
+def _terms_cached(
+    predicate: str, schema: pa.Schema
+) -> tuple[tuple[Condition, ...], tuple[Condition, ...], bool]:
+    """The predicate's simple conditions, those of them statistics may decide, and whether the
+    conditions are the whole predicate."""
+    from lance_table.filters.bounds import stats_conditions, terms  # sqlglot loads with the first filter
 
     found, whole = terms(predicate, schema)
-    return tuple(found), whole
+    return tuple(found), stats_conditions(found), whole
 
 
 @functools.lru_cache(maxsize=256)
@@ -347,16 +351,20 @@ def _row_ranges(
     """The fragment's physical rows as the ranges it is read in: equal parts of at most ``most``
     rows (by default ``max(READ_CHUNK_ROWS, spec.batch_size)``), and at least ``split`` parts
     where they can hold ``READ_CHUNK_ROWS`` rows each."""
-    n = frag.physical_rows
+    return row_ranges(frag.physical_rows, split, most or max(READ_CHUNK_ROWS, spec.batch_size))
+
+
+def row_ranges(n: int, split: int, most: int) -> list[tuple[int, int]]:
+    """``n`` rows as equal ``[lo, hi)`` ranges of at most ``most`` rows, and at least ``split``
+    ranges where they can hold ``READ_CHUNK_ROWS`` rows each."""
     if not n:
         return []
-    most = most or max(READ_CHUNK_ROWS, spec.batch_size)
     parts = max(-(-n // most), min(split, n // READ_CHUNK_ROWS))
     size = -(-n // parts)
     return [(lo, min(lo + size, n)) for lo in range(0, n, size)]
 
 
-def _split(fragments: int) -> int:
+def fragment_split(fragments: int) -> int:
     """Into how many ranges a whole-table scan splits each fragment: enough that the workers get
     the same number of (similar) ranges, when there are fewer than a few fragments per worker;
     a split costs a little, so it is not done for its own sake."""
@@ -406,7 +414,7 @@ def scan_all(frags: Sequence[FragmentReader], spec: ScanPlan, out_schema: pa.Sch
     # the footers and deletions are read first, once per fragment.
     # Small fragments are read a group to a task (see map_grouped).
     open_all(frags)
-    split = _split(len(frags))
+    split = fragment_split(len(frags))
     # ranges of at most TABLE_RANGE_ROWS whatever the batch size (the table is one anyway): each
     # worker holds the decoding scratch of one such range, not of a whole fragment
     ranges = [_row_ranges(f, spec, split, TABLE_RANGE_ROWS) for f in frags]

@@ -19,8 +19,8 @@ from lance_table.errors import (
 )
 from lance_table.format import flags as feature_flags
 from lance_table.format import paths
-from lance_table.format.manifest import (
-    Manifest,
+from lance_table.format.manifest import Manifest
+from lance_table.format.manifest_file import (
     ManifestFile,
     ManifestSummary,
     decode_manifest_file,

@@ -13,7 +13,7 @@ from typecases import type_cases
 from lance_table.errors import CorruptFileError, UnsupportedFormatError
 from lance_table.file.reader import LanceFileReader
 from lance_table.file.v2_1 import decode as decode21
-from lance_table.file.v2_1 import miniblock_nested
+from lance_table.file.v2_1 import miniblock_nested, nested_rows
 
 lance_file = pytest.importorskip("lance.file")
 pytestmark = pytest.mark.interop
@@ -192,6 +192,20 @@ def test_take_of_lists_decodes_only_the_chunks_holding_the_rows(tmp_path, versio
         return real(layout, io, chunks, chosen, large)
 
     monkeypatch.setattr(miniblock_nested, "read_chunks", spy)
+    # the rows of several pages are read together (nested_rows): its chunks parsed and its pages' chunks
+    real_parse, real_tables = nested_rows.parse_chunks, nested_rows._tables
+
+    def spy_parse(layout, data, starts, ends, counts, *args):
+        decoded.append((starts.size, 0))
+        return real_parse(layout, data, starts, ends, counts, *args)
+
+    def spy_tables(minis, ios, large):
+        got = real_tables(minis, ios, large)
+        decoded.append((0, 0 if got is None else got[0].size))
+        return got
+
+    monkeypatch.setattr(nested_rows, "parse_chunks", spy_parse)
+    monkeypatch.setattr(nested_rows, "_tables", spy_tables)
     reader = LanceFileReader(path)
     for _ in range(30):
         decoded.clear()

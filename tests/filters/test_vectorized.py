@@ -130,3 +130,66 @@ def test_chunked_and_sliced_columns(chunks: int) -> None:
     if chunks > 1:
         table = pa.concat_tables([table.slice(0, 300), table.slice(300, 200), table.slice(500)])
     assert _check(table, "i8 >= -3 AND f64 > 0.1")
+
+
+def test_rows_evaluated_a_block_at_a_time(monkeypatch) -> None:
+    # blocks of 7 rows: each condition's answers and their conjunction are cut at the same rows
+    monkeypatch.setattr(vectorized, "BLOCK", 7)
+    table = _residue_table(np.random.default_rng(9), 300).slice(5)
+    for predicate in [
+        "i8 >= -3 AND f64 > 0.1 AND i32 IS NOT NULL",
+        "i64 IN (0, 1, 3) AND f32 BETWEEN -1 AND 2.5",
+        "i64 IN (-4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 100) AND i8 IS NULL",
+        "big % 10 = -3 AND i32 % 4 != 1 AND u16 % 7 < 3",
+    ]:
+        assert _check(table, predicate), predicate
+
+
+def _residue_table(rng: np.random.Generator, n: int = 600) -> pa.Table:
+    """Integers of every sign, the types' extremes, nulls."""
+    table = _table(rng, n)
+    i32 = rng.integers(-40, 41, n).astype(np.int32)
+    i32[:2] = [np.iinfo(np.int32).min, np.iinfo(np.int32).max]
+    i64 = rng.integers(-(2**62), 2**62, n)
+    i64[:4] = [np.iinfo(np.int64).min, np.iinfo(np.int64).max, -25, 25]
+    return table.append_column("i32", pa.array(i32, mask=rng.random(n) < 0.1)).append_column(
+        "big", pa.array(i64, pa.int64())
+    )
+
+
+def test_remainder_conditions_agree_with_the_compiled_filter() -> None:
+    # x % d <op> k: the remainder takes the dividend's sign (-25 % 10 is -5, -25 % -10 too)
+    table = _residue_table(np.random.default_rng(6))
+    taken = 0
+    for column, divisor, op, literal in itertools.product(
+        ["i8", "i32", "u16", "big"],
+        ["10", "-10", "3", "-1", "300"],
+        OPS,
+        ["0", "2", "-5", "10"],
+    ):
+        taken += _check(table, f"{column} % {divisor} {op} {literal}")
+    taken += _check(table, "0 = big % 10")
+    taken += _check(table, "(i32 % 4) = -3 AND i32 < 0 AND f64 > 0.1")
+    assert taken > 350
+
+
+def test_remainders_it_does_not_take_go_to_arrow() -> None:
+    table = _residue_table(np.random.default_rng(7))
+    for predicate in [
+        "f64 % 2 = 1",  # floats: fmod's exact answer is Arrow's
+        "i64 % 2.5 = 0",
+        "i64 % 10 = 0.5",
+        "i8 % 300 = 127",  # a divisor outside the column's type
+        "i64 % 10 IN (0, 5)",
+        "(i64 + 1) % 10 = 0",
+    ]:
+        assert not _check(table, predicate), predicate
+    found, whole = terms("i64 % 0 = 0", table.schema)
+    assert whole and vectorized.mask(table, found) is None  # divide by zero: Arrow raises it
+
+
+def test_remainder_conditions_prune_nothing() -> None:
+    from lance_table.filters.bounds import conjuncts
+
+    schema = _table(np.random.default_rng(8), 4).schema
+    assert conjuncts("i64 % 10 = 0 AND i8 > 3", schema) == conjuncts("i8 > 3", schema)

@@ -14,9 +14,8 @@ from lance_table.format.manifest import (
     DeletionFile,
     Fragment,
     Manifest,
-    decode_manifest_file,
-    encode_manifest_file,
 )
+from lance_table.format.manifest_file import decode_manifest_file, encode_manifest_file
 from lance_table.schema import fields_from_arrow
 
 
@@ -80,25 +79,26 @@ def test_fragments_shared_by_versions_are_converted_once(tmp_path, monkeypatch):
     import pyarrow as pa
 
     import lance_table as lt
-    from lance_table.format import manifest as manifest_module
+    from lance_table.format import fragment as fragment_module
+    from lance_table.format import manifest_file
     from lance_table.storage import open_storage
     from lance_table.table import versions
 
     uri = str(tmp_path / "ds")
     for i in range(5):
         lt.write_dataset(pa.table({"id": [i]}), uri, mode="append" if i else "create")
-    manifest_module._FRAGMENTS.clear()
+    fragment_module._FRAGMENTS.clear()
     converted = []
-    real = manifest_module.Fragment.from_pb.__func__
+    real = fragment_module.Fragment.from_pb.__func__
 
     def counting(cls, pb):
         converted.append(pb.id)
         return real(cls, pb)
 
-    monkeypatch.setattr(manifest_module.Fragment, "from_pb", classmethod(counting))
+    monkeypatch.setattr(fragment_module.Fragment, "from_pb", classmethod(counting))
     storage = open_storage(uri)
     decoded = [
-        manifest_module.decode_manifest_file(storage.read(e.path), e.path).manifest
+        manifest_file.decode_manifest_file(storage.read(e.path), e.path).manifest
         for e in versions.list_versions(storage)
     ]
     assert sorted(converted) == [0, 1, 2, 3, 4]  # 15 fragments in 5 manifests, 5 distinct
@@ -110,7 +110,7 @@ def test_versions_decode_no_fragments_and_agree_with_pylance(tmp_path, monkeypat
     import pyarrow as pa
 
     import lance_table as lt
-    from lance_table.format import manifest as manifest_module
+    from lance_table.format import manifest_file
 
     uri = str(tmp_path / "ds")
     for i in range(4):
@@ -121,7 +121,7 @@ def test_versions_decode_no_fragments_and_agree_with_pylance(tmp_path, monkeypat
         raise AssertionError("versions() converted a fragment")
 
     ds = lt.dataset(uri)
-    monkeypatch.setattr(manifest_module, "checked_fragments", refuse)
+    monkeypatch.setattr(manifest_file, "checked_fragments", refuse)
     ours = ds.versions()
     assert [(v["version"], v["operation"]) for v in ours] == [
         (1, "overwrite"),

@@ -7,14 +7,8 @@ import pytest
 
 from lance_table.errors import CorruptFileError
 from lance_table.format import flags
-from lance_table.format.manifest import (
-    DataFile,
-    Fragment,
-    Manifest,
-    data_format_of,
-    decode_manifest_file,
-    encode_manifest_file,
-)
+from lance_table.format.manifest import DataFile, Fragment, Manifest, data_format_of
+from lance_table.format.manifest_file import decode_manifest_file, encode_manifest_file
 from lance_table.schema import fields_from_arrow
 
 FIELDS = tuple(fields_from_arrow(pa.schema([pa.field("id", pa.int64())])))

@@ -21,7 +21,7 @@ from lance_table.errors import FilterError, MergeSourceError  # noqa: E402
 from lance_table.spark.jobs import FAIL_PROPERTY  # noqa: E402
 from lance_table.storage import open_storage  # noqa: E402
 from lance_table.table import versions  # noqa: E402
-from lance_table.table.operations.cleanup import referenced_files  # noqa: E402
+from lance_table.table.operations.cleanup_references import referenced_files  # noqa: E402
 
 pytestmark = [pytest.mark.spark, pytest.mark.interop]
 

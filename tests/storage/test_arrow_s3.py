@@ -17,7 +17,7 @@ import s3fs
 
 import lance_table as lt
 from lance_table.errors import CorruptFileError, DataFileNotFoundError, StorageOptionsError
-from lance_table.storage import open_storage, remote
+from lance_table.storage import open_storage, remote_sources
 from lance_table.storage.arrow_s3 import arrow_arguments
 from lance_table.table.readers import READERS
 
@@ -77,7 +77,7 @@ def test_a_long_range_is_read_in_parts_at_once(reader, s3_uri, s3_options, s3_re
     READERS.clear()
     ds = lt.dataset(s3_uri, storage_options={**s3_options, "lance_table_s3_reader": reader})
     assert ds.to_table(columns=["id"]).num_rows == data.num_rows  # pyarrow opens the file here
-    monkeypatch.setattr(remote, "SPLIT_READ_BYTES", 64 * 1024)  # the file's data: about 1 MiB
+    monkeypatch.setattr(remote_sources, "SPLIT_READ_BYTES", 64 * 1024)  # the file's data: about 1 MiB
     s3_requests.reset()
     assert ds.to_table().equals(data)
     assert "HEAD" not in s3_requests.counts

@@ -682,7 +682,7 @@ def test_references_of_doomed_versions_from_their_transactions_equal_the_full_un
     later transaction added: the result must be the union of what every doomed manifest references."""
     from lance_table.storage import open_storage
     from lance_table.table import versions as versions_module
-    from lance_table.table.operations import cleanup as cleanup_module
+    from lance_table.table.operations import cleanup_references as cleanup_module
 
     uri = str(tmp_path / "ds")
     lt.write_dataset(rows(0, 100), uri, max_rows_per_file=30)

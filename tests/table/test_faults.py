@@ -18,12 +18,12 @@ from conftest import make_rows
 from helpers import assert_tables_equal
 
 import lance_table as lt
-from lance_table.format.manifest import decode_manifest_file
+from lance_table.format.manifest_file import decode_manifest_file
 from lance_table.storage import Storage, open_storage
 from lance_table.table import versions
 from lance_table.table.commit import CommitOptions
 from lance_table.table.dataset import Dataset
-from lance_table.table.operations.cleanup import referenced_files
+from lance_table.table.operations.cleanup_references import referenced_files
 from lance_table.table.snapshot import Snapshot
 
 

@@ -41,7 +41,7 @@ from google.protobuf.descriptor import FieldDescriptor
 import lance_table as lt
 from lance_table._proto import table_pb2, transaction_pb2
 from lance_table.errors import LanceTableError
-from lance_table.format.manifest import MANIFEST_FOOTER, MANIFEST_FOOTER_VERSION, MANIFEST_MAGIC
+from lance_table.format.manifest_file import MANIFEST_FOOTER, MANIFEST_FOOTER_VERSION, MANIFEST_MAGIC
 from lance_table.storage import open_storage
 from lance_table.table import versions
 

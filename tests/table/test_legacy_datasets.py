@@ -13,7 +13,7 @@ import pytest
 
 import lance_table as lt
 from lance_table.errors import CommitConflictError, CorruptFileError
-from lance_table.format.manifest import decode_manifest_file
+from lance_table.format.manifest_file import decode_manifest_file
 from lance_table.format.transaction import Append, Transaction
 from lance_table.table.commit.apply import next_manifest
 from lance_table.table.readers import READERS

@@ -17,7 +17,7 @@ import pytest
 import lance_table as lt
 from lance_table._proto import table_pb2
 from lance_table.errors import CorruptFileError
-from lance_table.format.manifest import MANIFEST_FOOTER, MANIFEST_FOOTER_VERSION, MANIFEST_MAGIC
+from lance_table.format.manifest_file import MANIFEST_FOOTER, MANIFEST_FOOTER_VERSION, MANIFEST_MAGIC
 from lance_table.storage import Storage, open_storage
 from lance_table.table import versions
 

@@ -27,7 +27,7 @@ from lance_table._proto import table_pb2
 from lance_table.errors import LanceTableError
 from lance_table.file.reader import LanceFileReader
 from lance_table.format import paths
-from lance_table.format.manifest import decode_manifest_file
+from lance_table.format.manifest_file import decode_manifest_file
 from lance_table.storage import open_storage
 from lance_table.table import versions as versions_mod
 

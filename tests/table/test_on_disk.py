@@ -17,7 +17,7 @@ from pyroaring import BitMap
 import lance_table as lt
 from lance_table._proto import table_pb2, transaction_pb2
 from lance_table.format import flags, paths
-from lance_table.format.manifest import decode_manifest_file, encode_manifest_file
+from lance_table.format.manifest_file import decode_manifest_file, encode_manifest_file
 from lance_table.storage import open_storage
 from lance_table.table import versions
 from lance_table.table.deletion import choose_kind, encode_deletions, read_deletions

@@ -36,10 +36,11 @@ def test_ranges_cover_the_fragment_in_equal_parts(rows: int, batch_size: int, sp
 
 def test_fragments_are_split_to_even_out_the_workers(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(scan, "workers", lambda: 2)
-    assert [scan._split(f) for f in range(1, 10)] == [2, 1, 2, 1, 2, 1, 2, 1, 1]
+    assert [scan.fragment_split(f) for f in range(1, 10)] == [2, 1, 2, 1, 2, 1, 2, 1, 1]
     monkeypatch.setattr(scan, "workers", lambda: 8)
-    assert scan._split(8) == 1 and scan._split(4) == 2 and scan._split(1) == 8
-    assert all(f * scan._split(f) <= 4 * 8 + f for f in range(1, 40))  # never many more tasks than that
+    assert scan.fragment_split(8) == 1 and scan.fragment_split(4) == 2 and scan.fragment_split(1) == 8
+    # never many more tasks than that
+    assert all(f * scan.fragment_split(f) <= 4 * 8 + f for f in range(1, 40))
 
 
 @pytest.mark.parametrize("rows", [1, scan.TABLE_RANGE_ROWS, 2 * scan.TABLE_RANGE_ROWS + 7, 10**7])

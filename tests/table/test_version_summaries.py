@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 import lance_table as lt
-from lance_table.format.manifest import decode_manifest_summary, manifest_body
+from lance_table.format.manifest_file import decode_manifest_summary, manifest_body
 from lance_table.table import version_summaries
 
 

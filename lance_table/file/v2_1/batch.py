@@ -247,6 +247,10 @@ def _variable(
     return Var(join(data, at + lo, hi - lo), offsets)
 
 
+#: chunks of one value count but fewer than one in this many are shifted as runs of even chunks
+_EVEN_SHARE = 16
+
+
 def _joined_offsets(
     words: np.ndarray, counts: np.ndarray, sizes: np.ndarray, width: int, io: PageIO
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -260,8 +264,12 @@ def _joined_offsets(
     """
     if not counts.size:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(1, np.int64)
-    if counts.size > 2 and not bool(np.any(counts[:-1] != counts[0])):
-        return batch_even.joined_offsets(words, counts, sizes, width, io)
+    if counts.size > 2:
+        odd = int(np.count_nonzero(counts[:-1] != counts[0]))
+        if not odd:
+            return batch_even.joined_offsets(words, counts, sizes, width, io)
+        if odd * _EVEN_SHARE < counts.size:  # a few pages' chunks: each page's last one shorter
+            return batch_even.segmented_offsets(words, counts, sizes, width, io)
     n1 = counts + 1
     first = exclusive_cumsum(n1)
     last = first + counts
@@ -443,6 +451,8 @@ def _out_of_line(
     # last), then its raw tail, if any: at most two slices per chunk, joined in one copy.
     size = unpacked.itemsize
     run_at = exclusive_cumsum(blocks) * (bitpacking.BLOCK * size)
+    if not bool(raw_tail.any()):  # (chunks of uneven counts: pylance's levels under lists)
+        return Fixed(join(as_bytes(unpacked), run_at, counts * size), t)
     packed_n = np.where(raw_tail, full * bitpacking.BLOCK, counts) * size
     raw_at = (found.first + full * per_block) * size
     raw_n = raw_tail * found.tail * size

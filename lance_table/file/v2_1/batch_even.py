@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from lance_table._buffers import empty
 from lance_table.file.compression import bitpacking
 from lance_table.file.pageio import PageIO
 from lance_table.file.v2_1.byteranges import exclusive_cumsum
@@ -36,6 +37,50 @@ def joined_offsets(
     offsets = np.empty(k * c + tail.size, np.int64)
     np.add(grid[:, :c], shift[:k, None], out=offsets[: k * c].reshape(k, c))
     np.add(tail, shift[k], out=offsets[k * c :])
+    return lo, hi, offsets
+
+
+def segmented_offsets(
+    words: np.ndarray, counts: np.ndarray, sizes: np.ndarray, width: int, io: PageIO
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`joined_offsets` of chunks that hold ``counts[0]`` values each but a few (the chunks
+    of several pages one after another, each page's last chunk shorter): the checks for all chunks
+    at once, then each run of even chunks shifted as the rows of a 2-D view and each other chunk
+    as one slice."""
+    c = int(counts[0])
+    n1 = counts + 1
+    first = exclusive_cumsum(n1)  # each chunk's first offset among the words
+    last = first + counts
+    if words.dtype == np.uint64:  # (a value past 2^63 reads negative: out of order, reported)
+        words = words.view(np.int64)
+    lo, hi = words[first].astype(np.int64), words[last].astype(np.int64)
+    # offsets fall only where a chunk's offsets end and the next chunk's begin
+    falls = np.flatnonzero(words[1:] < words[:-1])
+    if bool(np.any(lo < n1 * width) or np.any(lo > hi) or np.any(hi > sizes)) or not bool(
+        np.isin(falls, last[:-1], assume_unique=True).all()
+    ):
+        raise io.corrupt("variable offsets are out of order or past the buffer")
+    shift = exclusive_cumsum(hi - lo) - lo
+    into = exclusive_cumsum(counts)  # where each chunk's values land
+    offsets = empty(int(counts.sum()) + 1, np.int64)
+    odd = np.flatnonzero(counts != c).tolist()
+    a = 0
+    for b in [*odd, counts.size]:
+        if b > a:  # chunks a..b-1 hold c values each: rows of c + 1 words
+            k = b - a
+            grid = words[int(first[a]) : int(first[a]) + k * (c + 1)].reshape(k, c + 1)
+            np.add(
+                grid[:, :c], shift[a:b, None], out=offsets[int(into[a]) : int(into[a]) + k * c].reshape(k, c)
+            )
+        if b < counts.size:
+            m = int(counts[b])
+            np.add(
+                words[int(first[b]) : int(first[b]) + m],
+                shift[b],
+                out=offsets[int(into[b]) : int(into[b]) + m],
+            )
+        a = b + 1
+    offsets[-1] = hi[-1] + shift[-1]
     return lo, hi, offsets
 
 

@@ -28,8 +28,9 @@ from lance_table.file.compression import bitpacking
 from lance_table.file.pageio import PageIO
 from lance_table.file.runs import Runs
 from lance_table.file.v2_1 import batch, repdef
+from lance_table.file.v2_1.chunk_headers import le
 from lance_table.file.v2_1.compress import decode_levels, decode_values, unsupported
-from lance_table.file.v2_1.miniblock import chunk_table, decode_chunks, le, mini_block
+from lance_table.file.v2_1.miniblock import chunk_table, decode_chunks, mini_block
 from lance_table.file.v2_1.miniblock_nested import mini_block_levels
 from lance_table.file.v2_1.pervalue import decode_per_value
 from lance_table.file.v2_1.values import Fixed, Var, offsets_of, to_arrow

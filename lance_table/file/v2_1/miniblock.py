@@ -20,40 +20,10 @@ from lance_table.file.compression import bitpacking
 from lance_table.file.pageio import PageIO
 from lance_table.file.runs import Runs
 from lance_table.file.v2_1 import batch, batch_runs
-from lance_table.file.v2_1.compress import decode_block, decode_levels, decode_values
+from lance_table.file.v2_1.chunk_headers import ChunksRead, parse_chunks
+from lance_table.file.v2_1.compress import decode_block, decode_values
 from lance_table.file.v2_1.values import Fixed, Values, Var, concat_values, offsets_of, to_arrow
 from lance_table.storage.sources import read_spans
-
-
-def _pad8(x: np.ndarray) -> np.ndarray:
-    return (x + 7) & ~7
-
-
-def le(u8: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
-    """Little-endian unsigned integers of ``width`` bytes at byte positions ``pos``: many of
-    them read as words, one gather per distinct alignment (``pos % width``)."""
-    word = _WORDS.get(width)
-    if word is None or pos.size < _WORD_GATHER:
-        out = np.zeros(pos.size, np.int64)
-        for k in range(width):
-            out |= u8[pos + k].astype(np.int64) << (8 * k)
-        return out
-    residue = pos % width
-    present = np.flatnonzero(np.bincount(residue, minlength=1)).tolist()
-    if len(present) == 1:
-        r = present[0]
-        words = np.frombuffer(u8, word, (u8.size - r) // width, r)
-        return words[(pos - r) // width].astype(np.int64)
-    out = np.empty(pos.size, np.int64)
-    for r in present:
-        sel = np.flatnonzero(residue == r)
-        out[sel] = np.frombuffer(u8, word, (u8.size - r) // width, r)[(pos[sel] - r) // width]
-    return out
-
-
-_WORDS: dict[int, np.dtype[Any]] = {2: np.dtype("<u2"), 4: np.dtype("<u4"), 8: np.dtype("<u8")}
-# positions from which :func:`le` reads words instead of bytes
-_WORD_GATHER = 64
 
 
 @dataclass
@@ -139,20 +109,6 @@ def _spans_read(
     return read_spans(io.source, starts + offset, ends + offset)
 
 
-@dataclass
-class ChunksRead:
-    """Chunks of a mini-block page read and their levels decoded; their values not yet."""
-
-    data: memoryview
-    buf_at: list[np.ndarray]  # per value buffer: where it starts in each chunk
-    sizes: list[np.ndarray]  # per value buffer: its size in each chunk
-    counts: np.ndarray  # values per chunk
-    rep: np.ndarray | None
-    defs: np.ndarray | None
-    level_counts: np.ndarray  # levels per chunk
-    defs_picked: bool = False  # defs are only those at the positions asked for
-
-
 def read_chunks(
     layout: Any,
     io: PageIO,
@@ -168,53 +124,7 @@ def read_chunks(
     definition levels at these sorted positions among the chunks' values, where the encoding
     allows it (``defs_picked`` then says so)."""
     data, starts, ends = _chosen_data(io, table, chosen)
-    u8 = np.frombuffer(data, np.uint8)
-    has_rep = layout.HasField("rep_compression")
-    has_def = layout.HasField("def_compression")
-    n_buffers = int(layout.num_buffers)
-    size_len = 4 if large else 2
-    head = 2 + 2 * has_rep + 2 * has_def + size_len * n_buffers
-    if chosen.size and int((ends - starts).min()) < head:
-        raise io.corrupt("a mini-block chunk is shorter than its header")
-    num_levels = le(u8, starts, 2)
-    at = 2
-    rep_size = def_size = None
-    if has_rep:
-        rep_size = le(u8, starts + at, 2)
-        at += 2
-    if has_def:
-        def_size = le(u8, starts + at, 2)
-        at += 2
-    sizes = []
-    for _ in range(n_buffers):
-        sizes.append(le(u8, starts + at, size_len))
-        at += size_len
-    cursor = starts + _pad8(np.int64(at))
-    rep_at = def_at = cursor
-    if rep_size is not None:
-        rep_at = cursor
-        cursor = cursor + _pad8(rep_size)
-    if def_size is not None:
-        def_at = cursor
-        cursor = cursor + _pad8(def_size)
-    buf_at = []
-    for size in sizes:
-        buf_at.append(cursor)
-        cursor = cursor + _pad8(size)
-    last_end = buf_at[-1] + sizes[-1] if sizes else cursor
-    if chosen.size and bool(np.any(last_end > ends)):
-        raise io.corrupt("a mini-block chunk's buffers run past the chunk")
-    rep = defs = None
-    if rep_size is not None:
-        rep = _chunk_levels(layout.rep_compression, data, rep_at, rep_size, num_levels, io)
-    counts = table.counts[chosen]
-    if def_size is not None and def_pick is not None and rep is None and np.array_equal(num_levels, counts):
-        defs = batch.pick_levels(layout.def_compression, data, def_at, def_size, num_levels, def_pick, io)
-        if defs is not None:
-            return ChunksRead(data, buf_at, sizes, counts, rep, defs, num_levels, True)
-    if def_size is not None:
-        defs = _chunk_levels(layout.def_compression, data, def_at, def_size, num_levels, io)
-    return ChunksRead(data, buf_at, sizes, counts, rep, defs, num_levels)
+    return parse_chunks(layout, data, starts, ends, table.counts[chosen], large, io, def_pick)
 
 
 def chunk_values(
@@ -273,21 +183,9 @@ def decode_chunks(
     return _Decoded(read.rep, read.defs, values, count, read.level_counts, picked, read.defs_picked)
 
 
-def _chunk_levels(
-    enc: Any, data: memoryview, at: np.ndarray, sizes: np.ndarray, counts: np.ndarray, io: PageIO
-) -> np.ndarray:
-    """The levels of the decoded chunks, concatenated."""
-    got = batch.levels(enc, data, at, sizes, counts, io)
-    if got is not None:
-        return got
-    pieces = [
-        decode_levels(enc, data[int(a) : int(a) + int(n)], int(c), io)
-        for a, n, c in zip(at.tolist(), sizes.tolist(), counts.tolist())
-    ]
-    return np.concatenate(pieces) if pieces else np.zeros(0, np.uint16)
-
-
-def dictionary_of(layout: Any, io: PageIO) -> Values | None:
+def dictionary_of(layout: Any, io: PageIO, raw: bytes | memoryview | None = None) -> Values | None:
+    """The dictionary of a mini-block page (None: it has none), from its buffer's bytes ``raw``
+    when the caller has read them."""
     if not layout.HasField("dictionary"):
         return None
     if len(io.page.buffer_offsets) < 3:
@@ -295,7 +193,7 @@ def dictionary_of(layout: Any, io: PageIO) -> Values | None:
     items_n = int(layout.num_dictionary_items)
     if items_n > max(int(layout.num_items) + 1, io.max_items()):
         raise io.corrupt(f"a dictionary of {items_n} items")
-    return decode_block(layout.dictionary, io.whole(2), items_n, io)
+    return decode_block(layout.dictionary, io.whole(2) if raw is None else raw, items_n, io)
 
 
 def _values_array(

@@ -15,6 +15,7 @@ from them, and :func:`merge` joins the paths of several leaves of one field into
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -332,3 +333,49 @@ def merge(field: pa.Field, parts: Sequence[pa.Array]) -> pa.Array:
     if len(parts) != 1:
         raise LevelError(f"field {field.name!r} has {len(parts)} columns")
     return first if first.type.equals(t) else first.cast(t)
+
+
+def whole_rows(
+    rep: np.ndarray | None,
+    defs: np.ndarray | None,
+    layers: list[int],
+    n_levels: np.ndarray,
+    rows: np.ndarray,
+    items: np.ndarray,
+) -> bool:
+    """Whether each part's levels (``n_levels`` of them, one part after another: the pages of
+    many files, or of one column) describe its ``rows`` rows and ``items`` values: joined, they
+    then describe the rows of all parts."""
+    if rep is None:
+        # no lists: a level per row, each with a value slot
+        if not np.array_equal(items, rows):
+            return False
+        return defs is None or (defs.size == int(rows.sum()) and np.array_equal(n_levels, rows))
+    total = int(n_levels.sum())
+    if rep.size != total or (defs is not None and defs.size != total) or bool(np.any(n_levels <= 0)):
+        return False
+    starts = np.zeros(n_levels.size, np.int64)
+    np.cumsum(n_levels[:-1], out=starts[1:])
+    row_start = rep == max_rep(layers)
+    if not bool(row_start[starts].all()):
+        return False
+    if not np.array_equal(_set_per_part(row_start, starts), rows):
+        return False
+    if defs is None:
+        return bool(np.array_equal(n_levels, items))
+    shown = defs <= visible_limit(layers)
+    return bool(np.array_equal(_set_per_part(shown, starts), items))
+
+
+#: parts up to which :func:`_set_per_part` counts part by part
+_COUNT_PARTS = 64
+
+
+def _set_per_part(mask: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """The set entries of a boolean mask in each part (parts from ``starts``, back to back):
+    a few parts counted one by one (a SIMD count each, over ten times faster than numpy's
+    ``add.reduceat`` on booleans), many (the files of a history) in one ``reduceat``."""
+    if starts.size > _COUNT_PARTS:
+        return np.add.reduceat(mask, starts)
+    bounds = [*starts.tolist(), mask.size]
+    return np.array([np.count_nonzero(mask[a:b]) for a, b in itertools.pairwise(bounds)], np.int64)

@@ -28,8 +28,7 @@ from lance_table.file.compression import bitpacking
 from lance_table.file.field_shapes import leaf_paths
 from lance_table.file.pageio import PageIO
 from lance_table.file.v2_1 import batch, batch_runs, inline_blocks, repdef, small_constant
-from lance_table.file.v2_1.byteranges import exclusive_cumsum
-from lance_table.file.v2_1.miniblock import le
+from lance_table.file.v2_1.chunk_headers import le
 from lance_table.file.v2_1.values import Fixed, Var, to_arrow
 from lance_table.schema import FieldNode
 
@@ -266,7 +265,7 @@ def _leaf(
         if defs is None:
             return None
     layers = list(mini.layers)
-    if not _whole_rows(rep, defs, layers, n_levels, rows, items):
+    if not repdef.whole_rows(rep, defs, layers, n_levels, rows, items):
         return None
     if not _fits(mini.value_compression, data, value_at, size, items, io):
         return None
@@ -315,36 +314,6 @@ def _constant_leaf(
     total = int(rows.sum())
     levels = repdef.unravel(None, None, list(pages[0].layers), total)
     return repdef.assemble(path, levels, values, with_validity)
-
-
-def _whole_rows(
-    rep: np.ndarray | None,
-    defs: np.ndarray | None,
-    layers: list[int],
-    n_levels: np.ndarray,
-    rows: np.ndarray,
-    items: np.ndarray,
-) -> bool:
-    """Whether each file's levels (``n_levels`` of them, one file after another) describe its
-    ``rows`` rows and ``items`` values: joined, they then describe the rows of all files."""
-    if rep is None:
-        # no lists: a level per row, each with a value slot
-        if not np.array_equal(items, rows):
-            return False
-        return defs is None or (defs.size == int(rows.sum()) and np.array_equal(n_levels, rows))
-    total = int(n_levels.sum())
-    if rep.size != total or (defs is not None and defs.size != total) or bool(np.any(n_levels <= 0)):
-        return False
-    starts = exclusive_cumsum(n_levels)
-    row_start = rep == repdef.max_rep(layers)
-    if not bool(row_start[starts].all()):
-        return False
-    if not np.array_equal(np.add.reduceat(row_start, starts), rows):
-        return False
-    if defs is None:
-        return bool(np.array_equal(n_levels, items))
-    shown = defs <= repdef.visible_limit(layers)
-    return bool(np.array_equal(np.add.reduceat(shown, starts), items))
 
 
 def _levels(

@@ -20,7 +20,8 @@ from dataclasses import replace
 
 from lance_table.errors import CommitError, CommitStateUnknownError, DetachedCommitError
 from lance_table.format import paths
-from lance_table.format.manifest import Manifest, encode_manifest_file
+from lance_table.format.manifest import Manifest
+from lance_table.format.manifest_file import encode_manifest_file
 from lance_table.format.transaction import COMMIT_MESSAGE_KEY, Restore, Transaction
 from lance_table.storage import Storage
 from lance_table.table import versions

@@ -34,7 +34,8 @@ from lance_table.errors import (
 )
 from lance_table.format import paths
 from lance_table.format.bases import base_paths
-from lance_table.format.manifest import Manifest, ManifestFile, encode_manifest_file
+from lance_table.format.manifest import Manifest
+from lance_table.format.manifest_file import ManifestFile, encode_manifest_file
 from lance_table.format.transaction import (
     COMMIT_MESSAGE_KEY,
     Overwrite,

@@ -35,19 +35,26 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import time
-import uuid as uuid_mod
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from lance_table._parallel import METADATA, map_on
-from lance_table.errors import CorruptFileError, LanceTableError, TagError
+from lance_table.errors import TagError
 from lance_table.format import paths
-from lance_table.format.manifest import Fragment, Manifest, ManifestSummary, decode_manifest_summary
-from lance_table.format.transaction import Append, Delete, Overwrite, ReserveFragments, Rewrite, Transaction
+from lance_table.format.manifest import Manifest
 from lance_table.storage import Entry, Storage
 from lance_table.table import branch_refs, versions
-from lance_table.table.indices import decode_section
+from lance_table.table.operations.cleanup_references import (
+    _read_all,
+    _references_of_doomed,
+    _union_of_references,
+    _Version,
+)
+from lance_table.table.operations.cleanup_results import (
+    CleanupCandidateFile,
+    CleanupExplanation,
+    CleanupReferencedBranch,
+    CleanupStats,
+)
 from lance_table.table.progress import SILENT, Progress, reporter
 from lance_table.table.tags import IN_FLIGHT_SECONDS, PIN_STALE_SECONDS, Tags, pinned_versions, tags_in
 
@@ -58,226 +65,12 @@ DEFAULT_GRACE_PERIOD = dt.timedelta(days=7)
 _TEMP_MARK = ".tmp-"
 
 
-@dataclass(frozen=True)
-class CleanupStats:
-    """What a cleanup removed (or, in a dry run, would remove), with pylance's field names.
-
-    Example:
-        ```python
-        stats = ds.cleanup_old_versions(older_than=datetime.timedelta(0))
-        print(stats.old_versions, stats.bytes_removed, stats.data_files_removed)
-        ```
-    """
-
-    bytes_removed: int = 0
-    old_versions: int = 0
-    data_files_removed: int = 0
-    transaction_files_removed: int = 0
-    index_files_removed: int = 0
-    deletion_files_removed: int = 0
-    failed_deletes: int = 0
-
-    @property
-    def files_removed(self) -> int:
-        """Every file removed (data, transaction, deletion and index files)."""
-        return (
-            self.data_files_removed
-            + self.transaction_files_removed
-            + self.index_files_removed
-            + self.deletion_files_removed
-        )
-
-
-@dataclass(frozen=True)
-class CleanupCandidateFile:
-    """A file a cleanup removes (pylance's ``CleanupCandidateFile``): its URI, its kind
-    (``manifest``, ``data``, ``deletion``, ``transaction``, ``index``), whether no removed version referenced
-    it (``unverified``), and its size.
-
-    Example:
-        ```python
-        ds.delete("id < 10")
-        plan = ds.explain_cleanup_old_versions(older_than=datetime.timedelta(0))
-        print([(f.kind, f.path) for f in plan.candidate_files])
-        ```
-    """
-
-    path: str
-    kind: str
-    unverified: bool
-    size_bytes: int
-
-
-@dataclass(frozen=True)
-class CleanupReferencedBranch:
-    """A branch that keeps a version a cleanup would otherwise remove (it was created from that
-    version and reads its files), as pylance's ``CleanupReferencedBranch`` in
-    ``CleanupExplanation.referenced_branches``; ``cleanup_candidate`` is always False here.
-
-    Example:
-        ```python
-        ds.create_branch("keep")
-        ds.delete("id < 10")
-        plan = ds.explain_cleanup_old_versions(older_than=datetime.timedelta(0))
-        print([(b.name, b.referenced_version) for b in plan.referenced_branches])  # keep, 1
-        ```
-    """
-
-    name: str
-    referenced_version: int
-    cleanup_candidate: bool
-
-
-@dataclass(frozen=True)
-class CleanupExplanation:
-    """What a cleanup would remove (pylance's ``explain_cleanup_old_versions`` result).
-
-    Example:
-        ```python
-        ds.delete("id < 10")
-        plan = ds.explain_cleanup_old_versions(older_than=datetime.timedelta(0))
-        print(plan.stats.old_versions, len(plan.candidate_files))
-        ```
-    """
-
-    read_version: int
-    stats: CleanupStats
-    candidate_files: list[CleanupCandidateFile]
-    candidate_files_truncated: bool
-    candidate_file_limit: int
-    referenced_branches: list[CleanupReferencedBranch]
-    warnings: list[str]
-
-
 _KINDS = {
     paths.DATA_DIR: "data",
     paths.DELETIONS_DIR: "deletion",
     paths.TRANSACTIONS_DIR: "transaction",
     paths.INDICES_DIR: "index",
 }
-
-
-def referenced_files(manifest: Manifest, seen: dict[int, Fragment] | None = None) -> set[str]:
-    """Paths (relative to the dataset root) a version needs.
-
-    ``seen`` (fragment objects by id; holding them keeps their ids theirs) skips fragments already
-    counted: consecutive versions share their fragment objects (see
-    :func:`~lance_table.format.manifest.checked_fragments`), so a caller taking the union over a
-    history passes one dict to every call.
-    """
-    out: set[str] = set()
-    for frag in manifest.fragments:
-        if seen is not None:
-            if id(frag) in seen:
-                continue
-            seen[id(frag)] = frag
-        out |= frag.files_named
-    if manifest.transaction_file:
-        out.add(paths.transaction_path(manifest.transaction_file))
-    out |= index_dirs(manifest)
-    return out
-
-
-def index_dirs(manifest: Manifest) -> set[str]:
-    """The directories (``_indices/<uuid>``) of the indices a version has."""
-    return {
-        f"{paths.INDICES_DIR}/{uuid_mod.UUID(bytes=idx.uuid.uuid)}"
-        for idx in decode_section(manifest.index_section)
-        if not idx.HasField("base_id")
-    }
-
-
-def _union_of_references(manifests: Iterable[Manifest]) -> set[str]:
-    """Every path some of ``manifests`` references."""
-    seen: dict[int, Fragment] = {}
-    out: set[str] = set()
-    for manifest in manifests:
-        out |= referenced_files(manifest, seen)
-    return out
-
-
-@dataclass
-class _Version:
-    """A version cleanup has read: its manifest file's bytes and summary; the whole manifest is
-    decoded only when needed."""
-
-    entry: versions.VersionEntry
-    data: bytes
-    summary: ManifestSummary
-
-    def manifest(self, storage: Storage) -> Manifest:
-        return versions.decode_manifest(storage, self.entry, self.data).manifest
-
-
-def _read_all(storage: Storage, entries: list[versions.VersionEntry]) -> list[_Version]:
-    """Each version's manifest file, read on threads; versions removed meanwhile (by another
-    cleanup) are left out.
-
-    Raises:
-        CorruptFileError: a manifest is damaged, or its name and its version disagree.
-    """
-
-    def one(entry: versions.VersionEntry) -> _Version | None:
-        try:
-            data = storage.read(entry.path)
-        except FileNotFoundError:
-            return None
-        where = f"{storage.uri.rstrip('/')}/{entry.path}"
-        summary = decode_manifest_summary(data, where)
-        if summary.version != entry.version:
-            raise CorruptFileError(
-                where, f"file name says version {entry.version}, manifest says {summary.version}"
-            )
-        return _Version(entry, data, summary)
-
-    return [found for found in map_on(METADATA, one, entries) if found is not None]
-
-
-def _references_of_doomed(storage: Storage, doomed: dict[int, _Version]) -> set[str]:
-    """Every path the doomed versions reference: the files cleanup may delete however young.
-
-    A run of consecutive versions references what its first version does plus what each later one's
-    transaction added, so only the first manifest of a run is decoded whole; a version whose
-    transaction does not say exactly what it added (or has none inline) is decoded whole too. Only
-    the deletion of files no kept version references depends on this, so a file missed here is merely
-    kept until the grace period is over.
-    """
-    out: set[str] = set()
-    seen: dict[int, Fragment] = {}
-    for version in sorted(doomed):
-        found = doomed[version]
-        added = _added_files(found) if version - 1 in doomed else None
-        if added is None:
-            out |= referenced_files(found.manifest(storage), seen)
-        else:
-            out |= added
-            if found.summary.transaction_file:
-                out.add(paths.transaction_path(found.summary.transaction_file))
-    return out
-
-
-def _added_files(found: _Version) -> set[str] | None:
-    """The data and deletion files a version's inline transaction added to its predecessor's, or None
-    when the transaction does not tell (another kind of operation, or none inline)."""
-    if found.summary.transaction is None:
-        return None
-    try:
-        op = Transaction.from_bytes(found.summary.transaction, found.entry.path).operation
-    except LanceTableError:
-        return None
-    if isinstance(op, ReserveFragments):
-        return set()
-    if isinstance(op, Delete):
-        return set().union(*(f.files_named for f in op.updated_fragments))
-    if isinstance(op, (Append, Overwrite)):
-        new = op.fragments
-    elif isinstance(op, Rewrite):
-        new = tuple(f for group in op.groups for f in group.new_fragments)
-    else:
-        return None
-    if any(f.deletion_file is not None for f in new):
-        return None  # its path depends on the fragment id, assigned at commit
-    return set().union(*(f.files_named for f in new))
 
 
 T = TypeVar("T")

@@ -22,7 +22,8 @@ from lance_table._proto import table_pb2
 from lance_table.errors import DatasetAlreadyExistsError
 from lance_table.format import paths
 from lance_table.format.bases import DatasetBasePath, base_paths, with_base_paths
-from lance_table.format.manifest import WRITER_LIBRARY, Fragment, Manifest, encode_manifest_file
+from lance_table.format.manifest import WRITER_LIBRARY, Fragment, Manifest
+from lance_table.format.manifest_file import encode_manifest_file
 from lance_table.format.transaction import Clone, Transaction
 from lance_table.storage import Storage, open_storage
 from lance_table.table import versions

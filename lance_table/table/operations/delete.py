@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_table._parallel import map_fragments, map_grouped, map_groups
-from lance_table.errors import CommitConflictError
+from lance_table.errors import CommitConflictError, FilterEvaluationError
 from lance_table.file.runs import Runs
 from lance_table.format.manifest import Fragment
 from lance_table.format.transaction import Delete
@@ -24,13 +24,16 @@ from lance_table.table.fragment import FragmentReader
 from lance_table.table.scan import (
     READ_CHUNK_ROWS,
     ROW_READS,
+    TABLE_RANGE_ROWS,
     ScanPlan,
     filter_mask,
     filter_table,
+    fragment_split,
     in_flight,
     make_spec,
     matching_positions,
     matching_rows,
+    row_ranges,
 )
 from lance_table.table.scan_groups import matching_rows as batch_matching_rows
 from lance_table.table.scan_metrics import note_range
@@ -47,6 +50,7 @@ def plan_delete(ds: Snapshot, predicate: str | pc.Expression) -> Pending:
         CommitConflictError: (retryable) a read of a file of ``ds`` failed, and versions
             committed since ``ds`` are gone (cleanup removed the file with them).
         FilterError: the predicate does not parse.
+        FilterEvaluationError: the predicate fails on the rows (a division by zero).
     """
     # Versions committed since ds that cleanup removed are a retryable conflict. The commit's own
     # listing (after the transaction file is written, so that cleanup spares what it lists) finds
@@ -56,6 +60,8 @@ def plan_delete(ds: Snapshot, predicate: str | pc.Expression) -> Pending:
     # ds are gone, and the delete is then re-run on the latest version.
     try:
         found, frags, wait = _find(ds, predicate)
+    except pa.ArrowInvalid as exc:  # the predicate failed on the rows (a division by zero)
+        raise FilterEvaluationError(f"{FilterEvaluationError.PREFIX}{exc} (predicate: {predicate})") from exc
     except Exception:
         try:
             check_rebasable(ds.storage, Pending(Delete((), (), ""), ds.version))
@@ -102,6 +108,11 @@ def _find(
     """
     spec = make_spec(ds.schema, [], predicate, False, None, None, None)
 
+    frags = ds.fragment_readers()
+    # large fragments are read in the ranges of a whole-table scan: as many as keep the workers
+    # busy, of at most TABLE_RANGE_ROWS (each range read costs about as much as 20k values decoded)
+    split = fragment_split(len(frags))
+
     def matches(group: list[FragmentReader]) -> list[np.ndarray | None]:
         # small fragments' predicate columns read a batch at a time; the rows of large ones range
         # by range, as positions (runs of them would cost a merge and an expansion)
@@ -125,15 +136,13 @@ def _find(
             if f.physical_rows > READ_CHUNK_ROWS:
                 f.deleted  # noqa: B018 - read here once, not by the first range tasks at once
                 # ranges on the fragment pool: inline inside a map over fragments, in parallel
-                # when this is the only fragment
-                parts = map_fragments(
-                    partial(_range_rows, f, spec), range(0, f.physical_rows, READ_CHUNK_ROWS), even=True
-                )
+                # when this is the only fragment (the first on this thread)
+                ranges = row_ranges(f.physical_rows, split, TABLE_RANGE_ROWS)
+                parts = map_fragments(partial(_range_rows, f, spec), ranges, even=True, helping=True)
                 rows = np.concatenate(parts).astype(np.uint32)
                 out[k] = rows if rows.size else None
         return out
 
-    frags = ds.fragment_readers()
     wait = in_flight(frags)
     found = map_groups(matches, frags, [f.fragment.physical_rows for f in frags], in_flight=wait)
     return found, frags, wait
@@ -186,9 +195,9 @@ def _split(mask: np.ndarray, sizes: list[int]) -> list[np.ndarray]:
     return np.split(mask, np.cumsum(sizes)[:-1]) if sizes else []
 
 
-def _range_rows(frag: FragmentReader, spec: ScanPlan, lo: int) -> np.ndarray:
-    """The matching rows of the read range of ``frag`` that starts at ``lo``."""
-    return matching_rows(frag, spec, lo, min(lo + READ_CHUNK_ROWS, frag.physical_rows))
+def _range_rows(frag: FragmentReader, spec: ScanPlan, span: tuple[int, int]) -> np.ndarray:
+    """The matching rows of the rows ``[lo, hi)`` of ``frag``."""
+    return matching_rows(frag, spec, *span)
 
 
 def delete_rows(
@@ -200,6 +209,7 @@ def delete_rows(
 
     Raises:
         FilterError: the predicate does not parse.
+        FilterEvaluationError: the predicate fails on the rows (a division by zero).
         UnsupportedFormatError: the version needs writer features lance_table lacks.
         CommitConflictError: a concurrent commit makes this delete impossible.
     """
