@@ -17,6 +17,7 @@ import struct
 from dataclasses import dataclass
 from enum import Enum
 from functools import cached_property
+from operator import add
 from typing import Any
 
 import pyarrow as pa
@@ -119,6 +120,8 @@ class FileMetadata:
     global_buffers: tuple[tuple[int, int], ...]
     # The values of each column: its page lengths added up (each below MAX_COUNT).
     column_values: tuple[int, ...] = ()
+    #: the bytes of the column metadata and of the file descriptor (what the parsed messages hold)
+    metadata_bytes: int = 0
 
     @cached_property
     def roots(self) -> list[FieldNode]:
@@ -132,8 +135,22 @@ class FileMetadata:
 
     @cached_property
     def arrow_schema(self) -> pa.Schema:
+        """The Arrow schema (the same object for the files of a dataset: see :data:`_SCHEMAS`)."""
+        key = (id(self.fields), tuple(self.schema_metadata.items()))
+        hit = _SCHEMAS.get(key)
+        if hit is not None and hit[0] is self.fields:
+            return hit[1]
         md = dict(self.schema_metadata) or None
-        return pa.schema([n.to_arrow_field() for n in self.roots], metadata=md)
+        schema = pa.schema([n.to_arrow_field() for n in self.roots], metadata=md)
+        if len(_SCHEMAS) >= _FILE_FIELDS_KEPT:
+            _SCHEMAS.clear()
+        _SCHEMAS[key] = (self.fields, schema)  # (the fields are kept: their id stays theirs)
+        return schema
+
+
+#: Arrow schemas of files, by the identity of their (shared, immutable) fields and their schema
+#: metadata: the files of a dataset share them (see ``_FILE_FIELDS``)
+_SCHEMAS: dict[tuple[Any, ...], tuple[tuple[LanceField, ...], pa.Schema]] = {}
 
 
 def parse_message(msg: Any, data: bytes | memoryview, path: str, what: str, offset: int) -> Any:
@@ -256,6 +273,7 @@ def read_metadata(source: ByteSource) -> FileMetadata:
         columns=tuple(columns),
         global_buffers=tuple(gbo),
         column_values=tuple(column_values),
+        metadata_bytes=sum(length for _, length in cmo) + gb0_len,
     )
     try:
         meta.roots  # noqa: B018 - validates the schema early
@@ -272,29 +290,27 @@ def _table(data: memoryview, n: int) -> list[tuple[int, int]]:
 def _check_buffers(col: Any, path: str, limit: int, index: int) -> int:
     """Check that a column's buffers lie within ``limit`` and its page lengths add up to a
     count; returns that count (the column's values)."""
-    if len(col.buffer_offsets) != len(col.buffer_sizes):
+    offsets, sizes = col.buffer_offsets, col.buffer_sizes
+    if len(offsets) != len(sizes):
         raise CorruptFileError(
-            path,
-            f"column {index} lists {len(col.buffer_offsets)} buffer offsets "
-            f"but {len(col.buffer_sizes)} sizes",
+            path, f"column {index} lists {len(offsets)} buffer offsets but {len(sizes)} sizes"
         )
-    for pos, length in zip(col.buffer_offsets, col.buffer_sizes):
-        if pos + length > limit:
-            raise CorruptFileError(
-                path, f"column {index} buffer [{pos}, {pos + length}) lies beyond the data"
-            )
+    if offsets and max(map(add, offsets, sizes)) > limit:
+        pos, length = next((p, n) for p, n in zip(offsets, sizes) if p + n > limit)
+        raise CorruptFileError(path, f"column {index} buffer [{pos}, {pos + length}) lies beyond the data")
     total = 0
     for p, page in enumerate(col.pages):
         total += page.length
         if total > MAX_COUNT:
             raise CorruptFileError(path, f"column {index} pages claim more than {MAX_COUNT} values in all")
-        if len(page.buffer_offsets) != len(page.buffer_sizes):
+        offsets, sizes = page.buffer_offsets, page.buffer_sizes
+        if len(offsets) != len(sizes):
             raise CorruptFileError(path, f"column {index} page {p} lists mismatched buffer offsets and sizes")
-        for pos, length in zip(page.buffer_offsets, page.buffer_sizes):
-            if pos + length > limit:
-                raise CorruptFileError(
-                    path, f"column {index} page {p} buffer [{pos}, {pos + length}) lies beyond the data"
-                )
+        if offsets and max(map(add, offsets, sizes)) > limit:
+            pos, length = next((o, n) for o, n in zip(offsets, sizes) if o + n > limit)
+            raise CorruptFileError(
+                path, f"column {index} page {p} buffer [{pos}, {pos + length}) lies beyond the data"
+            )
     return total
 
 

@@ -160,6 +160,11 @@ class LanceFileReader(SmallReads, V20Reads):
     def metadata(self) -> FileMetadata:
         return self._meta
 
+    @property
+    def holds_bytes(self) -> bool:
+        """Whether the next read is served by the bytes read when the file was opened (no request)."""
+        return self._source is not self._stored
+
     # -- reads ----------------------------------------------------------------------------------
 
     def read_span(self, start: int, length: int) -> memoryview:

@@ -98,9 +98,24 @@ class KeptConnections:
             ssl.SSLError: the TLS handshake failed (e.g. the server's certificate was refused).
             socket.gaierror: the host name has no address.
         """
-        request = "".join(
-            [f"GET {target} HTTP/1.1\r\n", *(f"{k}: {v}\r\n" for k, v in headers.items()), "\r\n"]
+        return self.request("GET", target, headers, b"", limit)
+
+    def request(
+        self, method: str, target: str, headers: Mapping[str, str], body: bytes, limit: int | None = None
+    ) -> Answer:
+        """The answer to ``method target`` with ``headers`` (its ``content-length`` among them
+        where there is a body) and ``body``, as :meth:`get`. A request is sent again on a fresh
+        connection when a kept one failed: an object store answers a PUT sent twice as it
+        answers it once (a conditional one may then find the object there: its caller compares
+        the bytes), and a GET reads the same bytes.
+
+        Raises:
+            HttpError, ssl.SSLError, socket.gaierror: see :meth:`get`.
+        """
+        head = "".join(
+            [f"{method} {target} HTTP/1.1\r\n", *(f"{k}: {v}\r\n" for k, v in headers.items()), "\r\n"]
         ).encode("latin-1")
+        request = head + body if body else head
         for _ in range(3):  # a kept connection may have been closed by the server meanwhile
             try:
                 conn, fresh = self._take()

@@ -16,7 +16,7 @@ from lance_table.storage.base import Entry, Storage
 from lance_table.storage.failures import STORAGE_METHODS, wrap_methods
 from lance_table.storage.io_stats import record
 from lance_table.storage.remote_sources import _ArrowS3Source, _DirectS3Source, _FsspecSource
-from lance_table.storage.s3_direct import DirectReadFailed, DirectS3
+from lance_table.storage.s3_direct import MAX_PUT, DirectReadFailed, DirectS3
 from lance_table.storage.sources import ByteSource, size_disagreement
 
 #: reads of different files a remote store is given at once (see ``Storage.read_parallelism``);
@@ -222,7 +222,7 @@ class ConditionalPutStorage(FsspecStorage):
     def put_if_absent(self, path: str, data: bytes) -> None:
         full = self._abs(path)
         try:
-            self.fs.pipe_file(full, data, mode="create")
+            self._create(full, data)
             return
         except FileExistsError as exc:
             cause: OSError = exc
@@ -233,14 +233,17 @@ class ConditionalPutStorage(FsspecStorage):
         finally:
             self.fs.invalidate_cache(full)
         try:
-            existing = bytes(self.fs.cat_file(full))
-            record(1, len(existing))
+            existing = self.read(path)  # (S3: one GET, no HEAD)
         except FileNotFoundError:
             # a 409 while another conditional write was in flight that then failed: try again later
             raise FileExistsError(errno.EEXIST, "concurrent conditional write", full) from cause
         if existing == data:
             return  # our own write, retried by the client after a timeout
         raise FileExistsError(errno.EEXIST, "already exists", full) from cause
+
+    def _create(self, full: str, data: bytes) -> None:
+        """Write ``data`` to ``full`` unless an object is there (see the class)."""
+        self.fs.pipe_file(full, data, mode="create")
 
 
 #: characters that make fsspec read a path given to ``rm`` as a glob pattern
@@ -291,14 +294,52 @@ class S3Storage(ConditionalPutStorage):
         kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "Delimiter": "/", "MaxKeys": limit}
         if start_after:
             kwargs["StartAfter"] = prefix + start_after
-        out = fs.call_s3("list_objects_v2", **kwargs)
-        names = [str(c["Key"])[len(prefix) :] for c in out.get("Contents", [])]
-        if not out.get("IsTruncated"):
+        listed: tuple[list[str], list[str], bool] | None = None
+        direct = self._direct
+        if direct is not None and direct.usable:
+            with contextlib.suppress(DirectReadFailed):
+                listed = direct.list(bucket, prefix, limit, kwargs.get("StartAfter", ""))
+        if listed is None:
+            out = fs.call_s3("list_objects_v2", **kwargs)
+            keys = [str(c["Key"]) for c in out.get("Contents", [])]
+            common = [str(c["Prefix"]) for c in out.get("CommonPrefixes", [])]
+            listed = keys, common, bool(out.get("IsTruncated"))
+        keys, prefixes, truncated = listed
+        names = [key[len(prefix) :] for key in keys]
+        if not truncated:
             return names, None
         # the next page starts after this one's last file, or after everything below its last
         # subdirectory (both count towards MaxKeys)
-        ends = [str(c["Prefix"])[len(prefix) :] + "\U0010ffff" for c in out.get("CommonPrefixes", [])]
+        ends = [p[len(prefix) :] + "\U0010ffff" for p in prefixes]
         return names, max([*names, *ends])
+
+    def write(self, path: str, data: bytes) -> None:
+        """One direct PUT where the client can send it (see :mod:`.s3_direct`), else s3fs's."""
+        full = self._abs(path)
+        if not self._put_directly(full, data, if_absent=False):
+            super().write(path, data)
+
+    def _create(self, full: str, data: bytes) -> None:
+        if not self._put_directly(full, data, if_absent=True):
+            super()._create(full, data)
+
+    def _put_directly(self, full: str, data: bytes, *, if_absent: bool) -> bool:
+        """Whether ``data`` went to ``full`` in one direct PUT (False: send it through s3fs).
+
+        Raises:
+            FileExistsError, OSError: see :meth:`DirectS3.put`.
+        """
+        direct = self._direct
+        if direct is None or not direct.usable or not direct.writes or len(data) > MAX_PUT:
+            return False
+        bucket, _, key = full.partition("/")
+        try:
+            direct.put(bucket, key, bytes(data), if_absent=if_absent, name=full)
+        except DirectReadFailed:
+            return False
+        finally:
+            self.fs.invalidate_cache(full)  # (s3fs's listings would not know of the object)
+        return True
 
     def delete_many(self, paths: Sequence[str]) -> None:
         """Remove files, up to 1000 in one ``DeleteObjects`` request (missing keys are not an

@@ -177,6 +177,11 @@ class _DirectS3Source(_FsspecSource):
     def _fetch(self, reads: list[tuple[int, int]]) -> list[bytes | memoryview]:
         if not self._direct.usable:
             return super()._fetch(reads)
+        if len(reads) == 1 and 0 < reads[0][1] <= SPLIT_READ_BYTES:  # most reads: one GET
+            try:
+                return [self._get(*reads[0])]
+            except DirectReadFailed:
+                return super()._fetch(reads)
         wanted = [(off, length) for off, length in reads if length]  # S3 refuses empty ranges
         parts, counts = split_reads(wanted, SPLIT_READ_BYTES)
         try:

@@ -178,8 +178,12 @@ def _spans(frags: Sequence[FragmentReader], found: list[Plan]) -> list[memoryvie
             where = f"{frag.storage.uri.rstrip('/')}/{paths.data_file_path(frag.fragment.files[0].path)}"
             raise missing_file_error(frag.storage, where, frag.version) from None
 
-    at_once = (
-        [k for k, (_, lay) in enumerate(found) if lay.length <= CONCURRENT_SPAN_BYTES]
+    at_once = (  # (a file read whole when opened sends no request: it is no read to wait for)
+        [
+            k
+            for k, (reader, lay) in enumerate(found)
+            if lay.length <= CONCURRENT_SPAN_BYTES and not reader.holds_bytes
+        ]
         if frags[0].storage.read_parallelism > 0
         else []
     )

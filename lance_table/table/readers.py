@@ -55,9 +55,7 @@ def reader_weight(reader: FileReader) -> int:
     """An estimate of the memory a reader holds: a fixed part, its parsed metadata and the bytes
     of the file it keeps (all of a small file's)."""
     if isinstance(reader, LanceFileReader):
-        meta = reader.metadata
-        stored = sum(c.ByteSize() for c in meta.columns)
-        stored += meta.global_buffers[0][1] if meta.global_buffers else 0
+        stored = reader.metadata.metadata_bytes
         return READER_BASE_BYTES + METADATA_EXPANSION * max(stored, 0) + reader.held_bytes
     else:
         legacy = reader.metadata.file

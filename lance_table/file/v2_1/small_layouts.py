@@ -12,14 +12,15 @@ encoding get the same (interned) key.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from lance_table.errors import LanceTableError
-from lance_table.file.container import FileVersion
+from lance_table.file.container import URL_PAGE_LAYOUT, FileVersion, unpack_encoding
 from lance_table.file.field_shapes import FLAT, NESTED, field_shape
+from lance_table.file.pageio import buffers_of
 from lance_table.file.v2_1 import small_constant, small_nested
 from lance_table.file.v2_1.layout import is_packed_struct
 from lance_table.file.v2_1.miniblock_small import SmallPage, plan
@@ -27,6 +28,7 @@ from lance_table.file.v2_1.values import byte_width
 
 if TYPE_CHECKING:
     from lance_table.file.reader import LanceFileReader
+    from lance_table.schema import FieldNode
 
 # Untyped errors damaged bytes may raise (the files are then read one by one, which reports them).
 ERRORS = (LanceTableError, IndexError, KeyError, OverflowError, ValueError, TypeError, pa.ArrowException)
@@ -100,15 +102,18 @@ def _layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
     meta = reader.metadata
     if meta.version is FileVersion.V2_0 or not meta.num_rows:
         return None
+    shapes = _shapes(reader._roots, names)
+    if shapes is None:
+        return None
     large = meta.version is FileVersion.V2_2
     word = 4 if large else 2
-    by_name = {n.name: n for n in reader._roots}
+    num_rows = meta.num_rows
     cols: list[tuple[Any, ...]] = []
     nested: dict[int, tuple[small_nested.NestedLayout, list[tuple[int, int]]]] = {}
     constants: dict[int, small_constant.ConstantLayout] = {}
-    for name in names:
-        node = by_name.get(name)
-        if node is not None and field_shape(node) == NESTED and not is_packed_struct(node):
+    col_of, columns, values = reader._col_of, meta.columns, meta.column_values
+    for node, shape in shapes:
+        if shape == NESTED:
             try:
                 got = small_nested.layout(reader, node, large, _interned)
             except ERRORS:
@@ -118,44 +123,51 @@ def _layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
             nested[len(cols)] = got
             cols.append((tuple(got[1]), None, None, got[0].key, 1))
             continue
-        if node is None or field_shape(node) != FLAT or pa.types.is_dictionary(node.arrow_type):
-            return None
         try:
-            col = reader._column(node)
-            if len(col.page_starts) != 2 or col.num_values != meta.num_rows:
+            # the column's one page (its description as the file's reader would read it)
+            index = col_of.get(node.id)
+            if index is None or values[index] != num_rows or len(columns[index].pages) != 1:
                 return None
-            encoding = col.encoding(0, reader._stored)
+            desc = columns[index].pages[0]
+            url, encoding = unpack_encoding(desc.encoding, reader._stored, "")
+            if url != URL_PAGE_LAYOUT:
+                return None
+            buffers = buffers_of(desc)
             if encoding.WhichOneof("layout") == "constant_layout":
-                const = small_constant.layout(encoding, col.buffers(0), 1, node.arrow_type, _interned)
+                const = small_constant.layout(encoding, buffers, 1, node.arrow_type, _interned)
                 if const is None:
                     return None
                 constants[len(cols)] = const[0]
                 cols.append((tuple(const[1]), None, None, const[0].key, 1))
                 continue
             form = _form(encoding, node.arrow_type, large)
-            buffers = col.buffers(0)
             if form is None or len(buffers) != (2 if form[0].dictionary is None else 3):
                 return None
             page, value_enc, interned = form
             chunks, rest = divmod(buffers[0][1], word)
             if rest or not chunks or (chunks > 1 and page.num_items > MAX_PAGE_ROWS):
                 return None
-            if page.num_items != meta.num_rows or not 0 < page.num_items <= max(1 << 16, MAX_PAGE_ROWS):
+            if page.num_items != num_rows or not 0 < page.num_items <= max(1 << 16, MAX_PAGE_ROWS):
                 return None
         except ERRORS:
             return None
         cols.append((buffers, page, value_enc, interned, chunks))
     if not cols:
         return None
-    start = min((o for b, *_ in cols for o, _ in b), default=0)
-    end = max((o + s for b, *_ in cols for o, s in b), default=0)
-    needed = sum(s for b, *_ in cols for _, s in b)
-    if max(c[-1] for c in cols) > 1 and end - start > 2 * needed + SPAN_SLACK:
+    start, end, needed, most = -1, 0, 0, 1
+    for b, *_, chunks in cols:
+        most = max(most, chunks)
+        for o, s in b:
+            start = o if start < 0 else min(start, o)
+            end = max(end, o + s)
+            needed += s
+    start = max(start, 0)
+    if most > 1 and end - start > 2 * needed + SPAN_SLACK:
         return None  # the pages lie far apart: their span would read much that is not theirs
     return FileLayout(
         start,
         end - start,
-        meta.num_rows,
+        num_rows,
         tuple(
             small_nested.shifted(nested[c][0], start)
             if c in nested
@@ -164,8 +176,39 @@ def _layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
             else _column_layout(b, start, page, value_enc, k, chunks)
             for c, (b, page, value_enc, k, chunks) in enumerate(cols)
         ),
-        max(c[-1] for c in cols),
+        most,
     )
+
+
+def _shapes(roots: list[FieldNode], names: Sequence[str]) -> list[tuple[FieldNode, int]] | None:
+    """The fields ``names`` of a file with these top-level fields, each with how a batch reads
+    it (``NESTED``: by its leaves; ``FLAT``: as one page), or None when one of them is not read
+    in a batch (missing, a dictionary type, a struct without leaves or packed). Kept per field
+    tree: the files of a dataset share theirs (see ``schema.build_tree``)."""
+    key = (tuple(map(id, roots)), tuple(names))
+    hit = _SHAPES.get(key)
+    if hit is not None and all(a is b for a, b in zip(hit[0], roots)):
+        return hit[1]
+    by_name = {n.name: n for n in roots}
+    found: list[tuple[FieldNode, int]] | None = []
+    for name in names:
+        node = by_name.get(name)
+        shape = None if node is None else field_shape(node)
+        if node is not None and shape == NESTED and not is_packed_struct(node):
+            found.append((node, NESTED))  # type: ignore[union-attr]
+        elif node is None or shape != FLAT or pa.types.is_dictionary(node.arrow_type):
+            found = None
+            break
+        else:
+            found.append((node, FLAT))  # type: ignore[union-attr]
+    if len(_SHAPES) >= _MAX_KEYS:
+        _SHAPES.clear()
+    _SHAPES[key] = (tuple(roots), found)  # (the nodes are kept: their ids stay theirs)
+    return found
+
+
+# the batch shapes of selections of fields, by the identity of the file's top-level fields
+_SHAPES: dict[tuple[Any, ...], tuple[tuple[FieldNode, ...], list[tuple[FieldNode, int]] | None]] = {}
 
 
 def _form(layout: Any, dtype: pa.DataType, large: bool) -> tuple[SmallPage, Any, tuple[Any, ...]] | None:
@@ -214,16 +257,22 @@ def _column_layout(
 ) -> ColumnLayout:
     """A page's place relative to its file's span (``start``) and how it decodes."""
     (meta_at, _), (data_at, data_size) = buffers[0], buffers[1]
-    found = ColumnLayout(meta_at - start, data_at - start, data_size, page, value_enc, key, chunks)
-    if page.dictionary is None:
-        return found
     mini = page.dictionary
-    return replace(
-        found,
-        dict_at=buffers[2][0] - start,
-        dict_size=buffers[2][1],
-        dict_items=int(mini.num_dictionary_items),
-        dict_encoding=mini.dictionary,
+    if mini is None:
+        return ColumnLayout(meta_at - start, data_at - start, data_size, page, value_enc, key, chunks)
+    dict_at, dict_size = buffers[2]
+    return ColumnLayout(
+        meta_at - start,
+        data_at - start,
+        data_size,
+        page,
+        value_enc,
+        key,
+        chunks,
+        dict_at - start,
+        dict_size,
+        int(mini.num_dictionary_items),
+        mini.dictionary,
     )
 
 
