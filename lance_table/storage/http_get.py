@@ -21,6 +21,8 @@ import ssl
 import threading
 from collections.abc import Mapping
 
+import pyarrow as pa
+
 #: the most bytes the status line and headers of an answer may take
 MAX_HEAD = 64 * 1024
 #: the most bytes the body of an answer that is not a success may take, whatever range was
@@ -35,14 +37,23 @@ class HttpError(Exception):
 
 
 class Answer:
-    """A status, the headers (lowercase names) and the whole body of one answer."""
+    """A status, the headers (lowercase names) and the whole body of one answer: ``data``, or
+    ``view`` where a request asked for a pooled body (see :meth:`KeptConnections.request`)."""
 
-    __slots__ = ("data", "headers", "status")
+    __slots__ = ("data", "headers", "status", "view")
 
-    def __init__(self, status: int, headers: dict[str, str], data: bytes) -> None:
+    def __init__(
+        self, status: int, headers: dict[str, str], data: bytes, view: memoryview | None = None
+    ) -> None:
         self.status = status
         self.headers = headers
         self.data = data
+        self.view = view
+
+    @property
+    def body(self) -> bytes | memoryview:
+        """The body, wherever it was received."""
+        return self.data if self.view is None else self.view
 
 
 class _Stale(Exception):
@@ -101,13 +112,23 @@ class KeptConnections:
         return self.request("GET", target, headers, b"", limit)
 
     def request(
-        self, method: str, target: str, headers: Mapping[str, str], body: bytes, limit: int | None = None
+        self,
+        method: str,
+        target: str,
+        headers: Mapping[str, str],
+        body: bytes,
+        limit: int | None = None,
+        pooled: bool = False,
     ) -> Answer:
         """The answer to ``method target`` with ``headers`` (its ``content-length`` among them
         where there is a body) and ``body``, as :meth:`get`. A request is sent again on a fresh
         connection when a kept one failed: an object store answers a PUT sent twice as it
         answers it once (a conditional one may then find the object there: its caller compares
         the bytes), and a GET reads the same bytes.
+
+        ``pooled``: a successful answer's body longer than one receive goes to the answer's
+        ``view``, received straight into memory of Arrow's pool, which keeps its pages mapped
+        (a fresh ``bytes`` of megabytes is mapped and faulted in page by page, then copied).
 
         Raises:
             HttpError, ssl.SSLError, socket.gaierror: see :meth:`get`.
@@ -124,7 +145,7 @@ class KeptConnections:
                     raise
                 raise HttpError(repr(exc)) from None
             try:
-                answer, keep = self._exchange(conn, request, limit)
+                answer, keep = self._exchange(conn, request, limit, pooled)
             except _Stale:
                 conn.close()
                 if fresh:
@@ -179,7 +200,9 @@ class KeptConnections:
                 return
         conn.close()
 
-    def _exchange(self, conn: _Connection, request: bytes, limit: int | None) -> tuple[Answer, bool]:
+    def _exchange(
+        self, conn: _Connection, request: bytes, limit: int | None, pooled: bool = False
+    ) -> tuple[Answer, bool]:
         """Send ``request`` and read the answer (a body of at most ``limit`` bytes); whether the
         connection can serve another."""
         sock = conn.sock
@@ -241,15 +264,18 @@ class KeptConnections:
             raise ValueError(f"an answer's body of {size} bytes, where {limit} were asked for")
         if len(body) >= size:
             return Answer(status, headers, body[:size]), keep and len(body) == size
-        out = bytearray(size)
-        out[: len(body)] = body
-        view = memoryview(out)
+        pooled = pooled and 200 <= status < 300
+        out = pa.allocate_buffer(size) if pooled else bytearray(size)
+        view = memoryview(out).cast("B") if pooled else memoryview(out)
+        view[: len(body)] = body
         got = len(body)
         while got < size:
             n = sock.recv_into(view[got:], min(size - got, 1 << 20))
             if not n:
                 raise ValueError("connection closed within the answer's body")
             got += n
+        if pooled:
+            return Answer(status, headers, b"", view), keep
         return Answer(status, headers, bytes(out)), keep
 
 

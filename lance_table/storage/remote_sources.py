@@ -9,6 +9,8 @@ import itertools
 from concurrent.futures import wait
 from typing import Any
 
+import pyarrow as pa
+
 from lance_table._parallel import ARROW_READS, pool
 from lance_table.errors import CorruptFileError
 from lance_table.storage.arrow_s3 import ArrowFile, ArrowS3
@@ -100,7 +102,7 @@ class _FsspecSource(_RangedSource):
         starts = [off for off, _ in parts]
         ends = [off + length for off, length in parts]
         got = iter(self._fs.cat_ranges([self._path] * len(parts), starts, ends, on_error="raise"))
-        whole = iter([next(got) if k == 1 else b"".join([next(got) for _ in range(k)]) for k in counts])
+        whole = iter([next(got) if k == 1 else _joined([next(got) for _ in range(k)]) for k in counts])
         return [next(whole) if length else b"" for _, length in reads]
 
 
@@ -145,10 +147,10 @@ class _ArrowS3Source(_FsspecSource):
         self._opened()
         parts, counts = split_reads(wanted, SPLIT_READ_BYTES)
         got = iter(self._read_parts(parts))
-        whole = iter([next(got) if k == 1 else b"".join([next(got) for _ in range(k)]) for k in counts])
+        whole = iter([next(got) if k == 1 else _joined([next(got) for _ in range(k)]) for k in counts])
         return [next(whole) if length else b"" for _, length in reads]
 
-    def _read_parts(self, parts: list[tuple[int, int]]) -> list[bytes]:
+    def _read_parts(self, parts: list[tuple[int, int]]) -> list[bytes | memoryview]:
         """The parts, all in flight at once: pyarrow's file sends one request per call, so each
         but the first goes to the :data:`ARROW_READS` pool (always, even from a task of a map
         that runs its own maps inline: these calls only wait on the store)."""
@@ -188,13 +190,13 @@ class _DirectS3Source(_FsspecSource):
             got = iter(self._read_parts(parts))
         except DirectReadFailed:
             return super()._fetch(reads)
-        whole = iter([next(got) if k == 1 else b"".join([next(got) for _ in range(k)]) for k in counts])
+        whole = iter([next(got) if k == 1 else _joined([next(got) for _ in range(k)]) for k in counts])
         return [next(whole) if length else b"" for _, length in reads]
 
-    def _get(self, off: int, length: int) -> bytes:
-        return self._direct.get(self._bucket, self._key, off, off + length, self._name)
+    def _get(self, off: int, length: int) -> bytes | memoryview:
+        return self._direct.get_range(self._bucket, self._key, off, off + length, self._name)
 
-    def _read_parts(self, parts: list[tuple[int, int]]) -> list[bytes]:
+    def _read_parts(self, parts: list[tuple[int, int]]) -> list[bytes | memoryview]:
         """The parts, all in flight at once: each GET is sent by the thread that makes it, so
         each but the first goes to the :data:`ARROW_READS` pool."""
         if len(parts) < 2:
@@ -207,3 +209,13 @@ class _DirectS3Source(_FsspecSource):
             for f in ahead:
                 f.cancel()
             wait(ahead)
+
+
+def _joined(parts: list[bytes | memoryview]) -> memoryview:
+    """The parts of one read end to end, in memory of Arrow's pool (see ``DirectS3.get_range``)."""
+    out = memoryview(pa.allocate_buffer(sum(len(p) for p in parts))).cast("B")
+    at = 0
+    for part in parts:
+        out[at : at + len(part)] = part
+        at += len(part)
+    return out
