@@ -43,6 +43,8 @@ def _row_chunks(layout: Any, io: PageIO, n_chunks: int) -> tuple[np.ndarray, np.
     preamble = np.zeros(n_chunks, bool)
     preamble[1:] = trailer[:-1]
     starts = ends + trailer - preamble
+    if bool(np.any(starts < 0)) or int(starts.sum()) != int(io.page.length):
+        raise io.corrupt(f"the repetition index does not count the page's {int(io.page.length)} rows")
     first = np.zeros(n_chunks, np.int64)
     np.cumsum(starts[:-1], out=first[1:])
     return first, starts, preamble
@@ -124,6 +126,10 @@ def _selected_rows(
         if rows is None:
             assert first is not None and starts is not None
             rows = _rows_among_chunks(wanted, chosen, first, starts)
+            assert preamble is not None
+            check_row_starts(
+                rep, repdef.max_rep(layout.layers), read.level_counts, starts[chosen], preamble[chosen], io
+            )
         lo, hi = _row_levels(rep, repdef.max_rep(layout.layers), read.level_counts, chosen, rows, io)
     levels = batch.spans(lo, hi - lo)
     limit = repdef.visible_limit(layout.layers)
@@ -145,7 +151,7 @@ def _span_rows(
     hold them are decoded whole, and the rows' levels and values cut out of them as slices."""
     n_chunks = table.counts.size
     has_rep = layout.HasField("rep_compression")
-    first = starts = None
+    first = starts = preamble = None
     if not has_rep:  # every level is a row with a value slot
         chosen, (row, _) = span_chunks(table, start, length, io)
     elif layout.repetition_index_depth:
@@ -164,6 +170,9 @@ def _span_rows(
         if first is not None:
             assert starts is not None
             row = int(_rows_among_chunks(np.array([start]), chosen, first, starts)[0])
+            check_row_starts(
+                rep, repdef.max_rep(layout.layers), read.level_counts, starts[chosen], preamble[chosen], io
+            )
         rows = np.array([row, row + length - 1])
         bounds = _row_levels(rep, repdef.max_rep(layout.layers), read.level_counts, chosen, rows, io)
         lo, hi = int(bounds[0][0]), int(bounds[1][1])
@@ -213,6 +222,35 @@ def _value_slots(
     if n_slots != count:
         raise io.corrupt(f"{n_slots} value slots in the levels of chunks holding {count} values")
     return shown, local
+
+
+def check_row_starts(
+    rep: np.ndarray,
+    max_rep: int,
+    level_counts: np.ndarray,
+    starts: np.ndarray,
+    preamble: np.ndarray,
+    io: PageIO,
+) -> None:
+    """Refuse read chunks whose levels do not start the rows the repetition index says: each
+    chunk's levels start ``starts`` rows, and begin with the end of an earlier row exactly where
+    ``preamble`` says so (else a row's levels would be taken from a neighbour chunk, or page).
+
+    Raises:
+        CorruptFileError: a chunk's levels and the repetition index disagree.
+    """
+    bounds = np.zeros(level_counts.size + 1, np.int64)
+    np.cumsum(level_counts, out=bounds[1:])
+    is_start = rep == max_rep
+    running = np.zeros(is_start.size + 1, np.int64)
+    np.cumsum(is_start, out=running[1:])
+    held = level_counts > 0
+    opens = np.zeros(level_counts.size, bool)
+    opens[held] = is_start[bounds[:-1][held]]
+    if not np.array_equal(running[bounds[1:]] - running[bounds[:-1]], starts) or bool(
+        np.any(held & (opens == preamble))
+    ):
+        raise io.corrupt("the levels of a chunk do not start the rows its repetition index says")
 
 
 def _row_levels(

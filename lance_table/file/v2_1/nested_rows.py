@@ -34,6 +34,7 @@ from lance_table.file.v2_1.miniblock_nested import (
     _row_levels,
     _rows_among_chunks,
     _value_slots,
+    check_row_starts,
 )
 from lance_table.storage.sources import read_spans
 
@@ -154,6 +155,8 @@ def _decode(
     count = int(read.counts.sum())
     n_levels = int(read.level_counts.sum())
     rows = _rows_among_chunks(wanted, chosen, first, starts)
+    # (a page short of a row start would take it from the next page's chunks)
+    check_row_starts(rep, repdef.max_rep(layers), read.level_counts, starts[chosen], preamble[chosen], ios[0])
     lo, hi = _row_levels(rep, repdef.max_rep(layers), read.level_counts, chosen, rows, ios[0])
     levels = batch.spans(lo, hi - lo)
     limit = repdef.visible_limit(layers)
