@@ -168,7 +168,7 @@ def _span_rows(
         lo, hi = row, row + length
     else:
         if first is not None:
-            assert starts is not None
+            assert starts is not None and preamble is not None
             row = int(_rows_among_chunks(np.array([start]), chosen, first, starts)[0])
             check_row_starts(
                 rep, repdef.max_rep(layout.layers), read.level_counts, starts[chosen], preamble[chosen], io
