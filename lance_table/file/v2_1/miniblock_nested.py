@@ -241,15 +241,14 @@ def check_row_starts(
     """
     bounds = np.zeros(level_counts.size + 1, np.int64)
     np.cumsum(level_counts, out=bounds[1:])
-    is_start = rep == max_rep
-    running = np.zeros(is_start.size + 1, np.int64)
-    np.cumsum(is_start, out=running[1:])
+    if rep.size != int(bounds[-1]):
+        raise io.corrupt(f"{rep.size} repetition levels in chunks holding {int(bounds[-1])}")
+    # rows starting in each chunk: its share of the levels that start a row
+    counted = np.diff(np.searchsorted(np.flatnonzero(rep == max_rep), bounds))
     held = level_counts > 0
     opens = np.zeros(level_counts.size, bool)
-    opens[held] = is_start[bounds[:-1][held]]
-    if not np.array_equal(running[bounds[1:]] - running[bounds[:-1]], starts) or bool(
-        np.any(held & (opens == preamble))
-    ):
+    opens[held] = rep[bounds[:-1][held]] == max_rep
+    if not np.array_equal(counted, starts) or bool(np.any(held & (opens == preamble))):
         raise io.corrupt("the levels of a chunk do not start the rows its repetition index says")
 
 
