@@ -249,3 +249,46 @@ def test_rows_of_many_pages_decoded_together_match_one_by_one(paged: tuple[Path,
                 assert got.equals(pa.concat_arrays([one_by_one[j] for j in group])), (name, leaf.name)
                 joined += 1
     assert joined >= 3
+
+
+def _damaged_copy(
+    uri: Path, tmp_path: Path, name: str, page: int, buffer: int, at: int, byte: int | None
+) -> str:
+    """A copy of the paged file with one byte (``byte``; None: the whole buffer zeroed) of buffer
+    ``buffer`` of page ``page`` of the leaf of column ``name`` changed."""
+    src = str(uri / "data" / "paged.lance")
+    reader = CodecReader(src)
+    nodes, _ = reader._project([name])
+    (leaf, _), *_ = leaf_paths(nodes[0], [nodes[0].to_arrow_field()])
+    col = reader._column(leaf)
+    pages = list(reader._pages(col, Runs.span(0, ROWS), prefetch=False))
+    offset, size = pages[page][2].buffers[buffer]
+    data = bytearray(Path(src).read_bytes())
+    if byte is None:
+        data[offset : offset + size] = bytes(size)
+    else:
+        assert data[offset + at] != byte
+        data[offset + at] = byte
+    out = tmp_path / f"{name}-{page}-{buffer}-{at}.lance"
+    out.write_bytes(bytes(data))
+    return str(out)
+
+
+def test_take_from_pages_with_damaged_levels_or_index_is_refused(
+    paged: tuple[Path, pa.Table], tmp_path: Path
+) -> None:
+    from lance_table.errors import CorruptFileError
+
+    uri, _ = paged
+    rows = np.unique(
+        np.concatenate(
+            [[0, 249, 250, 349, 350, 749, 750, ROWS - 1], np.random.default_rng(4).choice(ROWS, 120)]
+        )
+    )
+    # a byte of the levels of a chunk of the third page (its rows' starts no longer those of its
+    # repetition index: decoded with the next pages, a row's levels came from another page), and
+    # a zeroed repetition index (no row starts anywhere: an IndexError)
+    for page, buffer, at, byte in [(2, 1, 44, 17), (2, 2, 0, None)]:
+        path = _damaged_copy(uri, tmp_path, "nested", page, buffer, at, byte)
+        with pytest.raises(CorruptFileError, match=path.rsplit("/", 1)[-1]):
+            LanceFileReader(path).take_rows(rows).to_table()

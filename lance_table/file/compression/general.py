@@ -54,11 +54,26 @@ def decompress(raw: memoryview | bytes, scheme: str, expected: int | None, where
         raise where.corrupt(f"{scheme} buffer claims {length} bytes after decompression, expected {expected}")
     if length > most_from(len(raw)):
         raise where.corrupt(f"{scheme} buffer of {len(raw)} bytes claims {length} bytes after decompression")
+    body = memoryview(raw)[header:]
     try:
-        out = pa.Codec(codec).decompress(memoryview(raw)[header:], decompressed_size=length)
+        out = pa.Codec(codec).decompress(body, decompressed_size=length)
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise where.corrupt(f"{scheme} buffer does not decompress ({exc})") from exc
+    if codec == "lz4_raw" and length and _fits(body, length - 1):
+        # Arrow's LZ4 does not say how many bytes a block decoded to: the bytes past them are
+        # left as the allocator had them (another buffer's, or freed memory). A block that
+        # fits in one byte less decodes to fewer bytes than the header claims.
+        raise where.corrupt(f"lz4 buffer decompresses to fewer than the {length} bytes it claims")
     return memoryview(out)
+
+
+def _fits(block: memoryview, size: int) -> bool:
+    """Whether the raw LZ4 ``block`` decodes into ``size`` bytes."""
+    try:
+        pa.Codec("lz4_raw").decompress(block, decompressed_size=size)
+    except (pa.ArrowException, OSError, ValueError):
+        return False
+    return True
 
 
 def compress(data: bytes | memoryview | np.ndarray, scheme: str, *, level: int | None = None) -> bytes:

@@ -43,6 +43,8 @@ def _row_chunks(layout: Any, io: PageIO, n_chunks: int) -> tuple[np.ndarray, np.
     preamble = np.zeros(n_chunks, bool)
     preamble[1:] = trailer[:-1]
     starts = ends + trailer - preamble
+    if bool(np.any(starts < 0)) or int(starts.sum()) != int(io.page.length):
+        raise io.corrupt(f"the repetition index does not count the page's {int(io.page.length)} rows")
     first = np.zeros(n_chunks, np.int64)
     np.cumsum(starts[:-1], out=first[1:])
     return first, starts, preamble
@@ -121,10 +123,14 @@ def _selected_rows(
         assert rows is not None
         lo, hi = rows, rows + 1
     else:
+        row_at = None
         if rows is None:
-            assert first is not None and starts is not None
+            assert first is not None and starts is not None and preamble is not None
             rows = _rows_among_chunks(wanted, chosen, first, starts)
-        lo, hi = _row_levels(rep, repdef.max_rep(layout.layers), read.level_counts, chosen, rows, io)
+            row_at = check_row_starts(
+                rep, repdef.max_rep(layout.layers), read.level_counts, starts[chosen], preamble[chosen], io
+            )
+        lo, hi = _row_levels(rep, repdef.max_rep(layout.layers), read.level_counts, chosen, rows, io, row_at)
     levels = batch.spans(lo, hi - lo)
     limit = repdef.visible_limit(layout.layers)
     shown, local = _value_slots(defs, limit, levels, n_levels, count, io)
@@ -145,7 +151,7 @@ def _span_rows(
     hold them are decoded whole, and the rows' levels and values cut out of them as slices."""
     n_chunks = table.counts.size
     has_rep = layout.HasField("rep_compression")
-    first = starts = None
+    first = starts = preamble = None
     if not has_rep:  # every level is a row with a value slot
         chosen, (row, _) = span_chunks(table, start, length, io)
     elif layout.repetition_index_depth:
@@ -161,11 +167,15 @@ def _span_rows(
     if rep is None:
         lo, hi = row, row + length
     else:
+        row_at = None
         if first is not None:
-            assert starts is not None
+            assert starts is not None and preamble is not None
             row = int(_rows_among_chunks(np.array([start]), chosen, first, starts)[0])
+            row_at = check_row_starts(
+                rep, repdef.max_rep(layout.layers), read.level_counts, starts[chosen], preamble[chosen], io
+            )
         rows = np.array([row, row + length - 1])
-        bounds = _row_levels(rep, repdef.max_rep(layout.layers), read.level_counts, chosen, rows, io)
+        bounds = _row_levels(rep, repdef.max_rep(layout.layers), read.level_counts, chosen, rows, io, row_at)
         lo, hi = int(bounds[0][0]), int(bounds[1][1])
     if hi > n_levels:
         raise io.corrupt(f"rows end at level {hi} of the {n_levels} levels of their chunks")
@@ -215,14 +225,49 @@ def _value_slots(
     return shown, local
 
 
+def check_row_starts(
+    rep: np.ndarray,
+    max_rep: int,
+    level_counts: np.ndarray,
+    starts: np.ndarray,
+    preamble: np.ndarray,
+    io: PageIO,
+) -> np.ndarray:
+    """Refuse read chunks whose levels do not start the rows the repetition index says: each
+    chunk's levels start ``starts`` rows, and begin with the end of an earlier row exactly where
+    ``preamble`` says so (else a row's levels would be taken from a neighbour chunk, or page).
+    Returns where the rows start among the levels (for :func:`_row_levels`).
+
+    Raises:
+        CorruptFileError: a chunk's levels and the repetition index disagree.
+    """
+    bounds = np.zeros(level_counts.size + 1, np.int64)
+    np.cumsum(level_counts, out=bounds[1:])
+    if rep.size != int(bounds[-1]):
+        raise io.corrupt(f"{rep.size} repetition levels in chunks holding {int(bounds[-1])}")
+    row_at = np.flatnonzero(rep == max_rep)
+    found = np.searchsorted(row_at, bounds)  # each chunk's first row start at or after its start
+    first_at = row_at[np.minimum(found[:-1], row_at.size - 1)] if row_at.size else bounds[:-1] - 1
+    opens = first_at == bounds[:-1]  # its first level starts a row
+    if not np.array_equal(np.diff(found), starts) or bool(np.any((opens == preamble) & (level_counts > 0))):
+        raise io.corrupt("the levels of a chunk do not start the rows its repetition index says")
+    return row_at
+
+
 def _row_levels(
-    rep: np.ndarray, max_rep: int, level_counts: np.ndarray, chosen: np.ndarray, rows: np.ndarray, io: PageIO
+    rep: np.ndarray,
+    max_rep: int,
+    level_counts: np.ndarray,
+    chosen: np.ndarray,
+    rows: np.ndarray,
+    io: PageIO,
+    row_at: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Where the ``rows`` (sorted positions among the rows starting in the decoded chunks) begin
     and end among the chunks' levels. A row ends where the next begins, or where its run of
     consecutive chunks ends (the levels after that begin with the end of a row that started in a
-    chunk not read)."""
-    starts = np.flatnonzero(rep == max_rep)
+    chunk not read); ``row_at``: where rows start among the levels, if known."""
+    starts = np.flatnonzero(rep == max_rep) if row_at is None else row_at
     if rows.size and int(rows[-1]) >= starts.size:
         raise io.corrupt(f"row {int(rows[-1])} of the read chunks is past the {starts.size} rows they hold")
     lo = starts[rows]

@@ -34,6 +34,7 @@ from lance_table.file.v2_1.miniblock_nested import (
     _row_levels,
     _rows_among_chunks,
     _value_slots,
+    check_row_starts,
 )
 from lance_table.storage.sources import read_spans
 
@@ -154,7 +155,10 @@ def _decode(
     count = int(read.counts.sum())
     n_levels = int(read.level_counts.sum())
     rows = _rows_among_chunks(wanted, chosen, first, starts)
-    lo, hi = _row_levels(rep, repdef.max_rep(layers), read.level_counts, chosen, rows, ios[0])
+    # (a page short of a row start would take it from the next page's chunks)
+    max_rep = repdef.max_rep(layers)
+    row_at = check_row_starts(rep, max_rep, read.level_counts, starts[chosen], preamble[chosen], ios[0])
+    lo, hi = _row_levels(rep, max_rep, read.level_counts, chosen, rows, ios[0], row_at)
     levels = batch.spans(lo, hi - lo)
     limit = repdef.visible_limit(layers)
     _, local = _value_slots(defs, limit, levels, n_levels, count, ios[0])
