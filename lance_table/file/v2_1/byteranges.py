@@ -190,8 +190,15 @@ def in_file_order(
             return None
         parts.append(got)
         order.append(spans(starts[sel], counts[sel]))
-    where = np.empty(int(counts.sum()), np.int64)
-    where[np.concatenate(order)] = np.arange(where.size)
+    if len(parts) == 1:
+        return parts[0]
+    placed = np.concatenate(order)
+    joined = pa.concat_arrays(parts)
+    parts.clear()  # each group's rows are in ``joined`` now: not held through the take below
+    if bool(np.all(placed[1:] > placed[:-1])):  # the groups came in file order (a file each)
+        return joined
+    where = np.empty(placed.size, np.int64)
+    where[placed] = np.arange(where.size)
     from lance_table.file.arrow_take import take  # (slices of nested fixed-size lists)
 
-    return take(pa.concat_arrays(parts), pa.array(where))
+    return take(joined, pa.array(where))
