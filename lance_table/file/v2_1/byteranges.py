@@ -148,10 +148,23 @@ def _strided_join(data: bytes | memoryview, starts: np.ndarray, lengths: np.ndar
 
 
 def gather(data: bytes | memoryview, starts: np.ndarray, lengths: np.ndarray) -> memoryview:
-    """Like :func:`join`, in one numpy gather (for many short ranges)."""
+    """Like :func:`join`, in one numpy gather (for many short ranges). Long ranges (a column's
+    values in each of many files) are joined instead: a gather indexes every byte with 8 bytes."""
     if starts.size < 8:
         return memoryview(join(memoryview(data), starts, lengths))
+    total = int(lengths.sum())
+    if (
+        total >= _GATHER_RANGE_BYTES * starts.size
+        and int(starts.min()) >= 0
+        and int(lengths.min()) >= 0
+        and int((starts + lengths).max()) <= len(data)
+    ):
+        return memoryview(join(memoryview(data), starts, lengths))
     return as_bytes(np.frombuffer(data, np.uint8)[spans(starts, lengths)])
+
+
+# ranges of at least this many bytes on average are joined by :func:`gather`, not gathered
+_GATHER_RANGE_BYTES = 64
 
 
 def rows_at(data: bytes | memoryview, starts: np.ndarray, width: int) -> memoryview:
