@@ -104,6 +104,11 @@ def _file_layout(
     return small_layouts.layout(reader, names)
 
 
+#: the most bytes of files one batch reads (at least one file): a batch holds its files' bytes
+#: while it decodes them, and files as large as this gain nothing from sharing a batch
+BATCH_BYTES = 8 << 20
+
+
 def batchable(plan: Plan | None, rows: int) -> bool:
     """Whether a read of ``rows`` rows of a fragment with this plan belongs in a batch."""
     if plan is None or rows <= 0:
@@ -143,7 +148,11 @@ def read(
     while i < n:
         j = i
         kind = _version(found[i])
+        held = 0
         while j < n and batchable(found[j], runs[j].total) and _version(found[j]) is kind:
+            held += found[j][1].length  # type: ignore[index]  # (batchable: not None)
+            if j > i and held > BATCH_BYTES:
+                break
             j += 1
         if j - i > 1:
             batch = [p for p in found[i:j] if p is not None]

@@ -224,3 +224,16 @@ def test_booleans_of_many_files_decode_in_one_pass(many: str) -> None:
         [f.to_table(columns=["flag"]).column(0).combine_chunks() for f in theirs if f.count_rows() > 1]
     )
     assert got.equals(expected)
+
+
+def test_batches_bounded_in_bytes_read_as_pylance(many: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # tiny bounds: batches of a few files, each file's bytes copied into the joined buffer one by
+    # one (the paths of large files)
+    monkeypatch.setattr(fragment_batch, "BATCH_BYTES", 6000)
+    monkeypatch.setattr(small_many, "JOIN_BY_COPY_BYTES", 0)
+    ours, theirs = lt.dataset(many), lance.dataset(many)
+    assert ours.to_table().equals(theirs.to_table())
+    flt = "small > 10"
+    assert ours.to_table(columns=["s", "id"], filter=flt).equals(
+        theirs.to_table(columns=["s", "id"], filter=flt)
+    )

@@ -148,10 +148,23 @@ def _strided_join(data: bytes | memoryview, starts: np.ndarray, lengths: np.ndar
 
 
 def gather(data: bytes | memoryview, starts: np.ndarray, lengths: np.ndarray) -> memoryview:
-    """Like :func:`join`, in one numpy gather (for many short ranges)."""
+    """Like :func:`join`, in one numpy gather (for many short ranges). Long ranges (a column's
+    values in each of many files) are joined instead: a gather indexes every byte with 8 bytes."""
     if starts.size < 8:
         return memoryview(join(memoryview(data), starts, lengths))
+    total = int(lengths.sum())
+    if (
+        total >= _GATHER_RANGE_BYTES * starts.size
+        and int(starts.min()) >= 0
+        and int(lengths.min()) >= 0
+        and int((starts + lengths).max()) <= len(data)
+    ):
+        return memoryview(join(memoryview(data), starts, lengths))
     return as_bytes(np.frombuffer(data, np.uint8)[spans(starts, lengths)])
+
+
+# ranges of at least this many bytes on average are joined by :func:`gather`, not gathered
+_GATHER_RANGE_BYTES = 64
 
 
 def rows_at(data: bytes | memoryview, starts: np.ndarray, width: int) -> memoryview:
@@ -190,8 +203,15 @@ def in_file_order(
             return None
         parts.append(got)
         order.append(spans(starts[sel], counts[sel]))
-    where = np.empty(int(counts.sum()), np.int64)
-    where[np.concatenate(order)] = np.arange(where.size)
+    if len(parts) == 1:
+        return parts[0]
+    placed = np.concatenate(order)
+    joined = pa.concat_arrays(parts)
+    parts.clear()  # each group's rows are in ``joined`` now: not held through the take below
+    if bool(np.all(placed[1:] > placed[:-1])):  # the groups came in file order (a file each)
+        return joined
+    where = np.empty(placed.size, np.int64)
+    where[placed] = np.arange(where.size)
     from lance_table.file.arrow_take import take  # (slices of nested fixed-size lists)
 
-    return take(pa.concat_arrays(parts), pa.array(where))
+    return take(joined, pa.array(where))

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from lance_table._buffers import empty
 from lance_table.file.arrow import with_validity
 from lance_table.file.arrow_take import take
 from lance_table.file.compression import bitpacking
@@ -41,20 +42,36 @@ ALIGN = 64
 #: variable-width bytes of one column of a batch above which the files are read one by one
 #: (32-bit Arrow offsets)
 MAX_VAR_BYTES = 2**31 - 1
+#: files' bytes of a batch from which :func:`joined` copies them one by one into a fresh buffer,
+#: releasing each once copied (below, one ``bytes.join`` is cheaper for many small files)
+JOIN_BY_COPY_BYTES = 4 << 20
 
 
-def joined(blobs: Sequence[bytes | memoryview]) -> tuple[memoryview, np.ndarray]:
-    """The files' bytes in one buffer, each from a multiple of :data:`ALIGN`, and where each starts."""
+def joined(blobs: list[memoryview]) -> tuple[memoryview, np.ndarray]:
+    """The files' bytes in one buffer, each from a multiple of :data:`ALIGN`, and where each starts.
+
+    ``blobs`` is emptied as it goes: each file's bytes are released once copied, so a batch of
+    large files holds little more than the joined buffer at any time, not twice the files.
+    """
     lengths = np.fromiter((len(b) for b in blobs), np.int64, len(blobs))
     padded = -(-lengths // ALIGN) * ALIGN
     bases = exclusive_cumsum(padded)
-    pads = (padded - lengths).tolist()
-    pieces: list[bytes | memoryview] = []
-    for blob, pad in zip(blobs, pads):
-        pieces.append(blob)
-        if pad:
-            pieces.append(bytes(pad))
-    return memoryview(b"".join(pieces)), bases
+    total = int(padded.sum())
+    if total < JOIN_BY_COPY_BYTES:
+        pads = (padded - lengths).tolist()
+        pieces: list[bytes | memoryview] = []
+        for blob, pad in zip(blobs, pads):
+            pieces.append(blob)
+            if pad:
+                pieces.append(bytes(pad))
+        return memoryview(b"".join(pieces)), bases
+    out = empty(total, np.uint8)
+    ends = (bases + lengths).tolist()
+    for k, (start, end, stop) in enumerate(zip(bases.tolist(), ends, (bases + padded).tolist())):
+        out[start:end] = np.frombuffer(blobs[k], np.uint8)
+        out[end:stop] = 0
+        blobs[k] = memoryview(b"")
+    return memoryview(out), bases  # type: ignore[arg-type]
 
 
 def decode(
