@@ -15,6 +15,7 @@ from typing import IO, Protocol, runtime_checkable
 
 import numpy as np
 
+from lance_table._buffers import empty
 from lance_table.errors import CorruptFileError
 from lance_table.storage.io_stats import record
 
@@ -260,7 +261,7 @@ class _LocalRead(_RangedSource):
         if len(reads) == 1 and reads[0][1] < _BIG_READ:
             return [self._read(*reads[0])]
         total = sum(n for _, n in reads)
-        view = memoryview(np.empty(total, np.uint8))  # type: ignore[arg-type]
+        view = memoryview(empty(total, np.uint8))  # type: ignore[arg-type]
         out: list[bytes | memoryview] = []
         at = 0
         for off, n in reads:
