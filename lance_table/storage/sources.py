@@ -299,7 +299,7 @@ class _LocalRead(_RangedSource):
         new_read[0] = True
         if int(at[-1]) <= _SMALL_RANGE * starts.size and not bool(new_read.all()):
             return self._read_gathered(starts, lengths, at)
-        view = memoryview(np.empty(int(at[-1]), np.uint8))  # type: ignore[arg-type]
+        view = memoryview(empty(int(at[-1]), np.uint8))  # type: ignore[arg-type]
         new_read[np.arange(starts.size) % _MAX_IOV == 0] = True  # keep each call under the iovec limit
         scratch = memoryview(bytearray(self.coalesce_gap)) if self.coalesce_gap else memoryview(b"")
         firsts = np.flatnonzero(new_read).tolist()
