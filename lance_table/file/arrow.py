@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from lance_table._buffers import empty
 from lance_table.errors import UnsupportedFormatError
 from lance_table.file.arrow_take import sliced, take
 from lance_table.file.pageio import PageIO
@@ -79,7 +80,10 @@ def binary_from_offsets(
             f"{io.what}: {int(offsets[-1])} bytes of {dtype} exceed 2 GiB; read the column as large_{dtype}",
             path=io.path,
         )
-    off = offsets.astype(np.int64 if large else np.int32, copy=False)
+    off = offsets
+    if off.dtype != (np.int64 if large else np.int32):  # (from Arrow's pool: no fresh pages to fault in)
+        off = empty(offsets.size, np.int64 if large else np.int32)
+        off[:] = offsets
     return pa.Array.from_buffers(dtype, offsets.size - 1, [None, pa.py_buffer(off), data], null_count=0)
 
 

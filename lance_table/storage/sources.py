@@ -15,6 +15,7 @@ from typing import IO, Protocol, runtime_checkable
 
 import numpy as np
 
+from lance_table._buffers import empty
 from lance_table.errors import CorruptFileError
 from lance_table.storage.io_stats import record
 
@@ -260,7 +261,7 @@ class _LocalRead(_RangedSource):
         if len(reads) == 1 and reads[0][1] < _BIG_READ:
             return [self._read(*reads[0])]
         total = sum(n for _, n in reads)
-        view = memoryview(np.empty(total, np.uint8))  # type: ignore[arg-type]
+        view = memoryview(empty(total, np.uint8))  # type: ignore[arg-type]
         out: list[bytes | memoryview] = []
         at = 0
         for off, n in reads:
@@ -298,7 +299,7 @@ class _LocalRead(_RangedSource):
         new_read[0] = True
         if int(at[-1]) <= _SMALL_RANGE * starts.size and not bool(new_read.all()):
             return self._read_gathered(starts, lengths, at)
-        view = memoryview(np.empty(int(at[-1]), np.uint8))  # type: ignore[arg-type]
+        view = memoryview(empty(int(at[-1]), np.uint8))  # type: ignore[arg-type]
         new_read[np.arange(starts.size) % _MAX_IOV == 0] = True  # keep each call under the iovec limit
         scratch = memoryview(bytearray(self.coalesce_gap)) if self.coalesce_gap else memoryview(b"")
         firsts = np.flatnonzero(new_read).tolist()

@@ -43,6 +43,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_table._buffers import empty
 from lance_table._parallel import map_parts, parts_inline, workers
 
 FSST_MAGIC = 0x46535354
@@ -87,9 +88,7 @@ def decode(
         return bytes(data), offsets  # the encoder switched itself off: bytes are stored raw
     codes = np.frombuffer(data, np.uint8)
     n = codes.size
-    if offsets.size and (
-        offsets[0] < 0 or offsets[-1] > n or (offsets.size > 1 and np.diff(offsets).min() < 0)
-    ):
+    if offsets.size and (offsets[0] < 0 or offsets[-1] > n or _descends(offsets)):
         raise FsstError(f"string offsets do not lie in order within the {n} compressed bytes")
     rows, code_index = _rows(codes, offsets, tables.nsym)
     with _IN_FLIGHT:
@@ -100,7 +99,7 @@ def decode(
         parts = map_parts(
             lambda b: _decode_part(rows, b[0], b[1], code_index, tables), list(itertools.pairwise(bounds))
         )
-    new_offsets = np.empty(offsets.size, np.int64)
+    new_offsets = empty(offsets.size, np.int64)
     done = 0  # output bytes of the parts before
     first = 0  # first offset not yet placed
     pieces = []
@@ -110,7 +109,17 @@ def decode(
         done += sum(len(piece) for piece in part_pieces)
         pieces += part_pieces
     pieces = [piece for piece in pieces if len(piece)]
-    return (pieces[0] if len(pieces) == 1 else b"".join(pieces)), new_offsets
+    return (pieces[0] if len(pieces) == 1 else _joined(pieces, done)), new_offsets
+
+
+def _joined(pieces: list[memoryview], size: int) -> memoryview:
+    """The ``size`` bytes of ``pieces`` back to back, in one buffer from Arrow's pool."""
+    out = empty(size, np.uint8)
+    at = 0
+    for piece in pieces:
+        out[at : at + len(piece)] = np.frombuffer(piece, np.uint8)
+        at += len(piece)
+    return memoryview(out)  # type: ignore[arg-type]
 
 
 class _InFlight:
@@ -184,7 +193,9 @@ def _decode_part(
     seg = rows[lo:hi]
     first = int(np.searchsorted(code_index, lo, "left"))
     last = int(np.searchsorted(code_index, hi, "left" if hi < rows.size else "right"))
-    at = code_index[first:last] - lo  # string starts, as code positions in the part
+    at = code_index[first:last]  # string starts, as code positions in the part
+    if lo:
+        at = np.subtract(at, lo, out=empty(at.size, at.dtype))
     if seg.dtype == np.uint8:
         if not seg.size:
             return [], np.zeros(at.size, np.int64)
@@ -192,7 +203,7 @@ def _decode_part(
         if seg.size % 2 or seg.ctypes.data % 2:
             # 16-bit indices must be aligned; an odd last code is paired with the escape code,
             # whose row is empty (it never occurs in a stream without escapes)
-            pairs = np.empty(seg.size + seg.size % 2, np.uint8)
+            pairs = empty(seg.size + seg.size % 2, np.uint8)
             pairs[: seg.size] = seg
             pairs[seg.size :] = ESCAPE
         p16 = pairs.view(np.uint16)
@@ -200,13 +211,29 @@ def _decode_part(
         # a string starting at an odd code starts after the first code of its pair: add that
         # code's length (no masks: the parity multiplies it). Gathers in Arrow, which beats
         # numpy's fancy indexing several times over on these many small lookups.
-        half = at >> 1
-        starts = _gather(ends, half).astype(np.int64)
-        lead = _gather(p16, np.minimum(half, p16.size - 1))  # (an even start: any pair)
-        starts += _gather(t.first_lengths, lead) * (at & 1)
+        # (the int64 temporaries, one per string, come from Arrow's pool: see _buffers)
+        half = np.right_shift(at, 1, out=empty(at.size, at.dtype))
+        starts = empty(at.size, np.int64)
+        starts[:] = _gather(ends, half)
+        np.minimum(half, p16.size - 1, out=half)
+        lead = _gather(p16, half)  # (an even start: any pair)
+        odd = np.bitwise_and(at, 1, out=half)
+        starts += np.multiply(_gather(t.first_lengths, lead), odd, out=odd)
         return [data], starts
     data, ends = _take(t.singles, seg)
-    return [data], ends[at].astype(np.int64)
+    starts = empty(at.size, np.int64)
+    starts[:] = _gather(ends, at)
+    return [data], starts
+
+
+def _descends(offsets: np.ndarray) -> bool:
+    """Whether some offset is below the one before it (compared in blocks: no temporary the
+    size of the offsets)."""
+    step, last = 1 << 16, offsets.size - 1
+    return any(
+        bool(np.any(offsets[lo + 1 : min(lo + step, last) + 1] < offsets[lo : min(lo + step, last)]))
+        for lo in range(0, last, step)
+    )
 
 
 def _gather(values: np.ndarray, index: np.ndarray) -> np.ndarray:

@@ -312,7 +312,7 @@ def _blob_descriptors(layout: Any, io: PageIO, large: bool) -> np.ndarray:
 
 def _blob_levels(
     layout: Any, io: PageIO, dtype: pa.DataType, large: bool, runs: Runs
-) -> tuple[np.ndarray | None, np.ndarray | None, pa.Array, np.ndarray | None]:
+) -> tuple[np.ndarray | None, np.ndarray | None, pa.Array, int | None]:
     """A blob page: descriptors in an inner page, the blob bytes wherever they point.
 
     A descriptor with size 0 and a non-zero position is a level entry instead of a blob: the
@@ -327,21 +327,21 @@ def _blob_levels(
     layers = list(layout.layers)
     rep = rep_all if bool(rep_all.any()) else None
     defs = def_all if layers != [repdef.ALL_VALID_ITEM] else None
-    positions = None
+    rows_read = None
     if rep is None and not runs.is_span(0, len(desc)):
         keep = runs.positions()
         if keep.size and int(keep.max()) >= len(desc):
             raise io.corrupt(f"{len(desc)} blob descriptors for a page of {io.page.length} rows")
         pos, size, def_all = pos[keep], size[keep], def_all[keep]
         defs = def_all if defs is not None else None
-        positions = np.arange(keep.size)
+        rows_read = int(keep.size)
     visible = def_all <= repdef.visible_limit(layers)
     fetch = visible & (def_all == 0) & (size > 0)
     if bool(np.any(pos[fetch] + size[fetch] > io.source.size())) or bool(np.any(pos[fetch] < 0)):
         raise io.corrupt("a blob lies beyond the end of the file")
     body = read_joined(io.source, np.stack([pos[fetch], size[fetch]], axis=1))
     lengths = np.where(fetch, size, 0)[visible]
-    return rep, defs, to_arrow(Var(body, offsets_of(lengths)), dtype, int(lengths.size), io), positions
+    return rep, defs, to_arrow(Var(body, offsets_of(lengths)), dtype, int(lengths.size), io), rows_read
 
 
 def _check_layers(inner: Any, io: PageIO) -> None:
@@ -438,26 +438,26 @@ def decode_nested_page(
     _check_layers(getattr(layout, kind), io)
     if kind == "mini_block_layout":
         inner = layout.mini_block_layout
-        rep, defs, values, positions = mini_block_levels(inner, io, dtype, large_chunks, runs)
+        rep, defs, values, rows_read = mini_block_levels(inner, io, dtype, large_chunks, runs)
     elif kind == "constant_layout":
         inner = layout.constant_layout
         rep, defs, values = _constant_levels(inner, io, dtype)
-        positions = None
+        rows_read = None
     elif kind == "full_zip_layout":
         inner = layout.full_zip_layout
         rep, defs, values = _full_zip_levels(inner, io, dtype)
-        positions = None
+        rows_read = None
     elif kind == "blob_layout":
         inner = layout.blob_layout
-        rep, defs, values, positions = _blob_levels(inner, io, dtype, large_chunks, runs)
+        rep, defs, values, rows_read = _blob_levels(inner, io, dtype, large_chunks, runs)
     else:
         raise unsupported(io, f"page layout {kind!r}")
     try:
         levels = repdef.unravel(rep, defs, list(inner.layers), len(values))
-        if positions is not None:  # the levels are of the rows read, in order
+        if rows_read is not None:  # the levels are of the rows read, in order
             arr = repdef.assemble(path, levels, values, with_validity)
-            if len(arr) != positions.size:
-                raise repdef.LevelError(f"levels describe {len(arr)} rows, {positions.size} were read")
+            if len(arr) != rows_read:
+                raise repdef.LevelError(f"levels describe {len(arr)} rows, {rows_read} were read")
             return arr
         if levels[0].length != io.page.length:
             raise repdef.LevelError(f"levels describe {levels[0].length} rows, the page has {io.page.length}")

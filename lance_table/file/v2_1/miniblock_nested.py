@@ -71,9 +71,9 @@ def _chunks_for_rows(
 
 def mini_block_levels(
     layout: Any, io: PageIO, dtype: pa.DataType, large: bool, runs: Runs
-) -> tuple[np.ndarray | None, np.ndarray | None, pa.Array, np.ndarray | None]:
-    """Levels and values of a mini-block page: of every row (positions None), or of the rows
-    ``runs`` only, in order (positions: those rows among the levels' rows, ``arange``)."""
+) -> tuple[np.ndarray | None, np.ndarray | None, pa.Array, int | None]:
+    """Levels and values of a mini-block page: of every row (rows read None), or of the rows
+    ``runs`` only, in order (rows read: how many, the levels' rows)."""
     if len(io.page.buffer_offsets) < 2:
         raise io.corrupt("mini-block page without metadata and data buffers")
     table = chunk_table(layout, io.whole(0), io.locate(1)[1], large, io)
@@ -97,7 +97,7 @@ def _visible_valid(defs: np.ndarray | None, limit: int) -> np.ndarray | None:
 
 def _selected_rows(
     layout: Any, io: PageIO, dtype: pa.DataType, large: bool, table: Chunks, wanted: np.ndarray
-) -> tuple[np.ndarray | None, np.ndarray | None, pa.Array, np.ndarray]:
+) -> tuple[np.ndarray | None, np.ndarray | None, pa.Array, int]:
     """The levels and values of the rows ``wanted`` (sorted, distinct positions in the page)."""
     n_chunks = table.counts.size
     has_rep = layout.HasField("rep_compression")
@@ -141,12 +141,12 @@ def _selected_rows(
     arr, _ = values_at(values, count, picked, local, layout, dictionary, dtype, valid, io, valid_cut=True)
     rep_out = rep[levels] if rep is not None else None
     defs_out = defs[levels] if defs is not None else None
-    return rep_out, defs_out, arr, np.arange(wanted.size)
+    return rep_out, defs_out, arr, int(wanted.size)
 
 
 def _span_rows(
     layout: Any, io: PageIO, dtype: pa.DataType, large: bool, table: Chunks, start: int, length: int
-) -> tuple[np.ndarray | None, np.ndarray | None, pa.Array, np.ndarray]:
+) -> tuple[np.ndarray | None, np.ndarray | None, pa.Array, int]:
     """The levels and values of the rows ``[start, start + length)`` of a page: the chunks that
     hold them are decoded whole, and the rows' levels and values cut out of them as slices."""
     n_chunks = table.counts.size
@@ -195,7 +195,7 @@ def _span_rows(
     arr, _ = values_at(values, count, False, None, layout, dictionary, dtype, valid, io)
     rep_out = rep[lo:hi] if rep is not None else None
     defs_out = defs[lo:hi] if defs is not None else None
-    return rep_out, defs_out, arr.slice(first_slot, slots), np.arange(length)
+    return rep_out, defs_out, arr.slice(first_slot, slots), length
 
 
 def _value_slots(

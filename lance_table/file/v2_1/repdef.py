@@ -22,6 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from lance_table._buffers import empty
+
 ALL_VALID_ITEM = 1
 ALL_VALID_LIST = 2
 NULLABLE_ITEM = 3
@@ -188,7 +190,8 @@ def _peel_list(
             null |= ds == null_level
         validity = ~null if null.any() else None
     # 32-bit offsets for the levels of fewer than 2^31 entries (what a list array takes as is)
-    offsets = np.empty(where.size + 1, np.int32 if r.size < 1 << 31 else np.int64)
+    # (from Arrow's pool, as the list array's offsets: no fresh pages to fault in)
+    offsets = empty(where.size + 1, np.int32 if r.size < 1 << 31 else np.int64)
     if d is None or not n_hidden:
         offsets[:-1] = where
     else:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from lance_table._buffers import empty
 from lance_table.file.arrow import binary_from_offsets, with_validity
 from lance_table.file.arrow_take import take
 from lance_table.file.compression import bitpacking, fsst
@@ -191,13 +192,26 @@ def _list_to_arrow(values: FixedList, dtype: pa.DataType, n: int, io: PageIO) ->
     return pa.FixedSizeListArray.from_arrays(items, type=dtype)
 
 
+def _from_zero(offsets: np.ndarray, lo: int) -> np.ndarray:
+    """``offsets - lo`` as int64 (no copy when there is nothing to change; else in a buffer from
+    Arrow's pool, which faults no fresh pages in)."""
+    if not lo and offsets.dtype == np.int64:
+        return offsets
+    out = empty(offsets.size, np.int64)
+    out[:] = offsets
+    if lo:
+        out -= lo
+    return out
+
+
 def expand(values: Var, io: PageIO) -> Var:
     """Decompress FSST values (a no-op for plain ones)."""
     if values.symbols is None:
         return values
     lo, hi = int(values.offsets[0]), int(values.offsets[-1])
     try:
-        text, offsets = fsst.decode(values.symbols, memoryview(values.data)[lo:hi], values.offsets - lo)
+        data = memoryview(values.data)[lo:hi]
+        text, offsets = fsst.decode(values.symbols, data, _from_zero(values.offsets, lo))
     except fsst.FsstError as exc:
         raise io.corrupt(f"FSST data: {exc}") from exc
     return Var(text, offsets)
