@@ -273,14 +273,36 @@ def test_general_round_trip(scheme: str) -> None:
 
 
 @pytest.mark.parametrize("scheme", ["zstd", "lz4"])
-def test_general_buffer_claiming_more_bytes_than_it_holds_is_refused(scheme: str) -> None:
+# LZ4: a block measured by its sequences, and one too long for that
+@pytest.mark.parametrize("size", [480, 40_000])
+def test_general_buffer_claiming_more_bytes_than_it_holds_is_refused(scheme: str, size: int) -> None:
     # (LZ4 left the bytes past the block's as the allocator had them: memory of other buffers
     # read back as values)
-    data = b"hello lance " * 40
+    data = np.random.default_rng(size).integers(97, 101, size, dtype=np.uint8).tobytes()
     framed = bytearray(general.compress(data, scheme))
+    assert (len(framed) <= general._WALKED_LZ4) == (size < 1000) or scheme == "zstd"
+    assert general.decompress(bytes(framed), scheme, None, _Where()) == data
     struct.pack_into("<Q" if scheme == "zstd" else "<I", framed, 0, len(data) + 50)
     with pytest.raises(ValueError, match="decompress"):
         general.decompress(bytes(framed), scheme, None, _Where())
+
+
+def test_lz4_block_sizes_read_from_their_sequences() -> None:
+    """The decoded size read off a block's sequences is what Arrow decodes, on blocks of runs,
+    of noise and of repeats (long literal and match lengths); never more than a cut block holds."""
+    rng = np.random.default_rng(5)
+    for i in range(300):
+        n = int(rng.integers(1, 5000))
+        data = [
+            rng.integers(0, 3, n, dtype=np.uint8).tobytes(),
+            rng.integers(0, 256, n, dtype=np.uint8).tobytes(),
+            (b"lance" * n)[:n],
+        ][i % 3]
+        block = general.compress(data, "lz4")[4:]
+        assert general._lz4_size(block) == n
+        cut = memoryview(block[: len(block) // 2])
+        size = general._lz4_size(bytes(cut))  # -1, or what a block cut there decodes to
+        assert size == -1 or not general._fits(cut, size - 1)
 
 
 def _streamed_zstd(raw: bytes) -> bytes:

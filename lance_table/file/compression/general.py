@@ -59,12 +59,60 @@ def decompress(raw: memoryview | bytes, scheme: str, expected: int | None, where
         out = pa.Codec(codec).decompress(body, decompressed_size=length)
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise where.corrupt(f"{scheme} buffer does not decompress ({exc})") from exc
-    if codec == "lz4_raw" and length and _fits(body, length - 1):
+    if codec == "lz4_raw" and length and _short(body, length):
         # Arrow's LZ4 does not say how many bytes a block decoded to: the bytes past them are
         # left as the allocator had them (another buffer's, or freed memory). A block that
         # fits in one byte less decodes to fewer bytes than the header claims.
         raise where.corrupt(f"lz4 buffer decompresses to fewer than the {length} bytes it claims")
     return memoryview(out)
+
+
+# Blocks up to this many bytes are measured by walking their sequences (a few for the small
+# dictionaries and levels that LZ4 mostly holds); a failed decode raises inside Arrow, which costs
+# some 20 us a call on the threads of a scan.
+_WALKED_LZ4 = 1024
+
+
+def _short(block: memoryview, size: int) -> bool:
+    """Whether the raw LZ4 ``block``, which decoded into ``size`` bytes, holds fewer than that."""
+    if len(block) <= _WALKED_LZ4:
+        return _lz4_size(bytes(block)) != size
+    return _fits(block, size - 1)
+
+
+def _lz4_size(block: bytes) -> int:
+    """The number of bytes a raw LZ4 block decodes to (-1 where its sequences run off its end):
+    each sequence is a token, its literals' length (4 bits, then bytes while 255), the literals,
+    and then, except in the last, a 2-byte offset and the match length (4 bits + 4, then bytes)."""
+    n, at, out = len(block), 0, 0
+    while at < n:
+        token = block[at]
+        at += 1
+        literals = token >> 4
+        if literals == 15:
+            while at < n:
+                extra = block[at]
+                at += 1
+                literals += extra
+                if extra != 255:
+                    break
+        at += literals
+        out += literals
+        if at >= n:
+            return out if at == n else -1
+        at += 2  # the match offset
+        match = (token & 15) + 4
+        if match == 19:
+            while at < n:
+                extra = block[at]
+                at += 1
+                match += extra
+                if extra != 255:
+                    break
+        if at > n:
+            return -1
+        out += match
+    return -1  # a block ends with literals: one that ends with a match is cut short
 
 
 def _fits(block: memoryview, size: int) -> bool:
