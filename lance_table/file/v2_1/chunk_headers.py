@@ -61,6 +61,28 @@ class ChunksRead:
     defs_picked: bool = False  # defs are only those at the positions asked for
 
 
+def header_fields(
+    u8: np.ndarray, starts: np.ndarray, has_rep: bool, has_def: bool, n_buffers: int, size_len: int
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None, list[np.ndarray]]:
+    """The fields of the mini-block chunk headers at ``starts`` (each checked by the caller to lie
+    in ``u8``): level count, rep and def level sizes (None where the layout has none) and the
+    size of each value buffer, each a gather for all chunks at once."""
+    num_levels = le(u8, starts, 2)
+    at = 2
+    rep_size = def_size = None
+    if has_rep:
+        rep_size = le(u8, starts + at, 2)
+        at += 2
+    if has_def:
+        def_size = le(u8, starts + at, 2)
+        at += 2
+    sizes = []
+    for _ in range(n_buffers):
+        sizes.append(le(u8, starts + at, size_len))
+        at += size_len
+    return num_levels, rep_size, def_size, sizes
+
+
 def parse_chunks(
     layout: Any,
     data: memoryview,
@@ -83,20 +105,8 @@ def parse_chunks(
     head = 2 + 2 * has_rep + 2 * has_def + size_len * n_buffers
     if starts.size and int((ends - starts).min()) < head:
         raise io.corrupt("a mini-block chunk is shorter than its header")
-    num_levels = le(u8, starts, 2)
-    at = 2
-    rep_size = def_size = None
-    if has_rep:
-        rep_size = le(u8, starts + at, 2)
-        at += 2
-    if has_def:
-        def_size = le(u8, starts + at, 2)
-        at += 2
-    sizes = []
-    for _ in range(n_buffers):
-        sizes.append(le(u8, starts + at, size_len))
-        at += size_len
-    cursor = starts + _pad8(np.int64(at))
+    num_levels, rep_size, def_size, sizes = header_fields(u8, starts, has_rep, has_def, n_buffers, size_len)
+    cursor = starts + _pad8(np.int64(head))
     rep_at = def_at = cursor
     if rep_size is not None:
         rep_at = cursor

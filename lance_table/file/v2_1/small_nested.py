@@ -28,7 +28,7 @@ from lance_table.file.compression import bitpacking
 from lance_table.file.field_shapes import leaf_paths
 from lance_table.file.pageio import PageIO
 from lance_table.file.v2_1 import batch, batch_runs, inline_blocks, repdef, small_constant
-from lance_table.file.v2_1.chunk_headers import le
+from lance_table.file.v2_1.chunk_headers import header_fields, le
 from lance_table.file.v2_1.values import Fixed, Var, to_arrow
 from lance_table.schema import FieldNode
 
@@ -228,19 +228,11 @@ def _leaf(
     size_len = 4 if large else 2
     n_buffers = int(mini.num_buffers)  # 2: run values and run lengths apart
     head = 2 + 2 * has_rep + 2 * has_def + size_len * n_buffers
-    if bool(np.any(chunk_bytes > data_size)) or bool(np.any(chunk_bytes < head)):
+    if bool(np.any(chunk_bytes > data_size)) or bool(np.any(chunk_bytes < head)) or n_buffers not in (1, 2):
         return None
-    n_levels = le(u8, chunk_at, 2)
-    at = 2
-    rep_size = def_size = None
-    if has_rep:
-        rep_size = le(u8, chunk_at + at, 2)
-        at += 2
-    if has_def:
-        def_size = le(u8, chunk_at + at, 2)
-        at += 2
-    size = le(u8, chunk_at + at, size_len)
-    second = le(u8, chunk_at + at + size_len, size_len) if n_buffers == 2 else None
+    n_levels, rep_size, def_size, sizes = header_fields(u8, chunk_at, has_rep, has_def, n_buffers, size_len)
+    size = sizes[0]
+    second = sizes[1] if n_buffers == 2 else None
     cursor = np.full(count, (head + 7) & ~7, np.int64)
     rep_at = def_at = chunk_at + cursor
     if rep_size is not None:
