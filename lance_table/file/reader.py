@@ -130,11 +130,25 @@ class LanceFileReader(SmallReads, V20Reads):
         self._projections: dict[tuple[str, ...], tuple[list[FieldNode], pa.Schema]] = {}
         self._shapes: dict[int, int] = {}  # by field id: see field_shape
         self._small_reads: dict[tuple[str, ...] | None, list[tuple[FieldNode, ColumnPages]] | None] = {}
-        self._many_layouts: dict[tuple[Any, ...], Any] = {}  # see small_layouts.layout
+        self._many_layouts: dict[tuple[Any, ...], Any] = {}  # see kept_layout
         # the small buffers reads of parts of pages need first (chunk tables, dictionaries), kept
         # for the next read of the file (a filter or take on a dataset held open): bounded
         self._kept: dict[tuple[int, int], memoryview] = {}
         self._kept_bytes = 0
+
+    def kept_layout(self, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
+        """The layout of a read of this file batched with other small files (see
+        :mod:`~lance_table.file.v2_1.small_layouts`), made by ``make`` on the first read of
+        ``key`` and kept with the reader: a few selections (16; all dropped when full)."""
+        cache = self._many_layouts
+        try:
+            return cache[key]
+        except KeyError:
+            pass
+        if len(cache) >= 16:
+            cache.clear()
+        found = cache[key] = make()
+        return found
 
     # -- metadata -------------------------------------------------------------------------------
 

@@ -21,7 +21,9 @@ import ssl
 import threading
 from collections.abc import Mapping
 
-import pyarrow as pa
+import numpy as np
+
+from lance_table._buffers import empty
 
 #: the most bytes the status line and headers of an answer may take
 MAX_HEAD = 64 * 1024
@@ -265,8 +267,8 @@ class KeptConnections:
         if len(body) >= size:
             return Answer(status, headers, body[:size]), keep and len(body) == size
         pooled = pooled and 200 <= status < 300
-        out = pa.allocate_buffer(size) if pooled else bytearray(size)
-        view = memoryview(out).cast("B") if pooled else memoryview(out)
+        out = empty(size, np.uint8) if pooled else bytearray(size)
+        view = memoryview(out)  # type: ignore[arg-type]
         view[: len(body)] = body
         got = len(body)
         while got < size:

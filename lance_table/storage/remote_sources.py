@@ -9,8 +9,9 @@ import itertools
 from concurrent.futures import wait
 from typing import Any
 
-import pyarrow as pa
+import numpy as np
 
+from lance_table._buffers import empty
 from lance_table._parallel import ARROW_READS, pool
 from lance_table.errors import CorruptFileError
 from lance_table.storage.arrow_s3 import ArrowFile, ArrowS3
@@ -213,7 +214,7 @@ class _DirectS3Source(_FsspecSource):
 
 def _joined(parts: list[bytes | memoryview]) -> memoryview:
     """The parts of one read end to end, in memory of Arrow's pool (see ``DirectS3.get_range``)."""
-    out = memoryview(pa.allocate_buffer(sum(len(p) for p in parts))).cast("B")
+    out = memoryview(empty(sum(len(p) for p in parts), np.uint8))  # type: ignore[arg-type]
     at = 0
     for part in parts:
         out[at : at + len(part)] = part

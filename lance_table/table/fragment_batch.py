@@ -80,11 +80,8 @@ def _plan(frag: FragmentReader, nodes: list[FieldNode], key: tuple[Any, ...]) ->
     if not isinstance(reader, LanceFileReader):
         return None
     frag.physical_rows  # noqa: B018 - the file's row count checked against the manifest's
-    cache = reader._many_layouts
     key = (key, data_file.fields, data_file.column_indices)  # columns as this manifest maps them
-    found = cache.get(key, False)
-    if found is False:
-        found = cache[key] = _file_layout(reader, nodes, frag.stored_roots(data_file))
+    found = reader.kept_layout(key, lambda: _file_layout(reader, nodes, frag.stored_roots(data_file)))
     return None if found is None else (reader, found)
 
 

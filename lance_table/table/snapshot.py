@@ -131,15 +131,7 @@ class Snapshot:
             UnsupportedFormatError: this version needs writer features lance_table lacks.
         """
         versions.check_writable(self.manifest, self.uri)
-        manifest = commit(
-            self.storage,
-            self.manifest,
-            pending,
-            options=self.commit_options,
-            message=message,
-            scheme=self.scheme,
-        )
-        return Snapshot(self.storage, manifest, self.scheme, self.commit_options)
+        return self._committed(pending, message, on_latest=False)
 
     def commit_on_latest(self, pending: Pending, *, message: str | None = None) -> Snapshot:
         """Commit ``pending``, planned from this version, on whatever version is latest (an
@@ -150,6 +142,9 @@ class Snapshot:
             CommitConflictError, CommitStateUnknownError, CommitError: see :func:`commit`.
             UnsupportedFormatError: the latest version needs writer features lance_table lacks.
         """
+        return self._committed(pending, message, on_latest=True)
+
+    def _committed(self, pending: Pending, message: str | None, *, on_latest: bool) -> Snapshot:
         manifest = commit(
             self.storage,
             self.manifest,
@@ -157,7 +152,7 @@ class Snapshot:
             options=self.commit_options,
             message=message,
             scheme=self.scheme,
-            on_latest=True,
+            on_latest=on_latest,
         )
         return Snapshot(self.storage, manifest, self.scheme, self.commit_options)
 

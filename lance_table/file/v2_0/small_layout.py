@@ -100,20 +100,14 @@ def layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
     """The layout of a read of the 2.0 file's columns ``names`` when each is stored as one page
     of uncompressed values, strings or dictionary-encoded strings (in structs and lists or not);
     else None. Kept per reader and selection."""
-    key = ("v2.0", *names)
-    cache = reader._many_layouts
-    try:
-        return cache[key]
-    except KeyError:
-        pass
-    if len(cache) >= 16:
-        cache.clear()
-    try:
-        found = _layout(reader, names)
-    except ERRORS:
-        found = None
-    cache[key] = found
-    return found
+
+    def make() -> FileLayout | None:
+        try:
+            return _layout(reader, names)
+        except ERRORS:
+            return None
+
+    return reader.kept_layout(("v2.0", *names), make)
 
 
 def _layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:

@@ -86,16 +86,7 @@ def layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
     nesting stored as one page of one small chunk (see :mod:`miniblock_small`), of values or of
     indices into a dictionary, or as a constant page, or a field with nesting whose leaves are
     such pages (see :mod:`small_nested`); else None. Kept per reader and selection."""
-    key = tuple(names)
-    cache = reader._many_layouts
-    try:
-        return cache[key]
-    except KeyError:
-        pass
-    if len(cache) >= 16:
-        cache.clear()
-    found = cache[key] = _layout(reader, names)
-    return found
+    return reader.kept_layout(tuple(names), lambda: _layout(reader, names))
 
 
 def _layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
