@@ -161,6 +161,15 @@ class LocalStorage(Storage):
             return []
         return out
 
+    def list_created_files(self, path: str) -> Sequence[Entry]:
+        """See :meth:`Storage.list_created_files`: a long directory unchanged since its last
+        listing is neither read nor its files stat'ed again, and the same tuple is returned (see
+        :mod:`lance_table.storage.listing_cache`)."""
+        try:
+            return listing_cache.list_files(self._abs(path), f"{path}/" if path else "")
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
     def list_names(self, path: str) -> list[str]:
         """The names in a directory; a long directory unchanged since its last listing is not
         read again (see :mod:`lance_table.storage.listing_cache`)."""
