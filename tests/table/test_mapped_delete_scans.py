@@ -2,7 +2,8 @@
 the data file (``lance_table.storage.mapped``). The rows must be pylance's reading of the same
 dataset: files of 2.0, 2.1 and 2.2 written by either library (ours in small pages, so that
 whole pages are deleted and deletes fall in the first and last pages), nested columns present,
-rows deleted here and there, every n-th, in ranges, at random."""
+rows deleted here and there, every n-th, in ranges, at random. pylance's 2.1/2.2 files hold FSST
+strings, of which only the kept rows are decompressed."""
 
 from __future__ import annotations
 
@@ -16,8 +17,11 @@ import lance_table as lt
 from lance_table.errors import CorruptFileError
 from lance_table.file import reader as reader_module
 from lance_table.file import writer as file_writer
+from lance_table.file.pageio import PageIO
+from lance_table.file.v2_1.miniblock import _kept_var
+from lance_table.file.v2_1.values import Var
 from lance_table.storage.mapped import MappedFileSource, mapped
-from lance_table.storage.sources import LocalFileSource
+from lance_table.storage.sources import BytesSource, LocalFileSource
 from lance_table.table import scan
 
 ROWS = 6000
@@ -37,7 +41,7 @@ def _table() -> pa.Table:
             "id": pa.array(ids),
             "x": pa.array(rng.random(ROWS), mask=ids % 11 == 0),
             "cat": pa.array(words[ids % 4], pa.string()),
-            "text": pa.array([f"text-{i * 7919 % 100003}" for i in ids.tolist()]),
+            "text": pa.array([f"text-{i * 7919 % 100003}" for i in ids.tolist()], mask=ids % 13 == 0),
             "vec": pa.FixedSizeListArray.from_arrays(pa.array(rng.random(ROWS * 4, dtype=np.float32)), 4),
             "point": pa.StructArray.from_arrays(
                 [pa.array(ids.astype(np.int32)), pa.array(words[ids % 3])], names=["a", "b"]
@@ -116,3 +120,12 @@ def test_mapped_source_serves_the_files_bytes(tmp_path):
         source.read_ranges([(len(data) - 2, 3)])
     (tmp_path / "empty.bin").write_bytes(b"")
     assert mapped(LocalFileSource(tmp_path / "empty.bin")) is None
+
+
+def test_kept_fsst_strings_with_offsets_out_of_order_are_corrupt():
+    io = PageIO(BytesSource(b"", name="f.lance"), None, None, (), "column 3 page 0", buffers=())
+    values = Var(b"abcdefgh", np.array([0, 4, 2, 8], np.int64), b"symbols")
+    with pytest.raises(CorruptFileError, match="out of order"):
+        _kept_var(values, 0, pa.array([True, False, True]), io)
+    with pytest.raises(CorruptFileError, match="needed"):
+        _kept_var(values, 2, pa.array([True, False, True]), io)
