@@ -39,6 +39,7 @@ from lance_table.table.scan_plan import (
 
 if TYPE_CHECKING:
     from lance_table.filters.bounds import Condition
+    from lance_table.filters.interval import Interval
 
 
 # Rows read from a fragment at a time; output batches are sliced from these.
@@ -168,8 +169,21 @@ def _passing(frag: FragmentReader, spec: ScanPlan, live: Runs) -> np.ndarray:
     note_range(frag.fragment.id, live.total)
     if not live.total:
         return np.zeros(0, np.int64)
+    if spec.interval is not None:
+        rows = _interval_rows(frag, spec.interval, live)
+        if rows is not None:
+            return rows
     _, mask = _filter_pass(frag, spec, live)
     return live.select(np.flatnonzero(mask))
+
+
+def _interval_rows(frag: FragmentReader, bounds: Interval, live: Runs) -> np.ndarray | None:
+    """The rows among ``live`` (not empty) in the interval of a filter that is only that, read
+    off the column's packed values (see :meth:`FragmentReader.rows_in_interval`); None when its
+    file cannot tell that way."""
+    if bounds.empty:
+        return np.zeros(0, np.int64)
+    return frag.rows_in_interval(bounds.column, live, bounds.low, bounds.high)
 
 
 def _read_matching(frag: FragmentReader, spec: ScanPlan, lo: int, hi: int) -> tuple[pa.Table, Runs]:
