@@ -93,10 +93,12 @@ class ReaderCore(RowReader):
                 io.prefetch()
             yield p, local, io
 
-    def rows_in_interval(self, column: str, runs: Runs, low: int, high: int) -> np.ndarray | None:
+    def rows_in_interval(
+        self, column: str, runs: Runs, ranges: Sequence[tuple[int, int]]
+    ) -> np.ndarray | None:
         """The rows among ``runs`` (sorted, not empty, inside the file) whose value of the integer
-        column ``column`` lies in ``[low, high]`` (bounds in the column's type; a null never
-        does), sorted; read off the packed values without decoding them to Arrow
+        column ``column`` lies in one of ``ranges`` (sorted, disjoint, closed intervals in the
+        column's type; a null never does), sorted; read off the packed values without decoding them to Arrow
         (:mod:`interval_rows`). None when a page of the rows is not of a kind read that way (the
         caller then reads the column).
 
@@ -107,11 +109,11 @@ class ReaderCore(RowReader):
         if not self._structural:
             return None
         try:
-            return decoded(self._source.name, self._interval_rows, column, runs, low, high)
+            return decoded(self._source.name, self._interval_rows, column, runs, ranges)
         finally:
             self._source = self._stored  # (as after a read: see ``LanceFileReader._read``)
 
-    def _interval_rows(self, column: str, runs: Runs, low: int, high: int) -> np.ndarray | None:
+    def _interval_rows(self, column: str, runs: Runs, ranges: Sequence[tuple[int, int]]) -> np.ndarray | None:
         (node,), _ = self._project([column])
         t = node.arrow_type
         if not pa.types.is_integer(t) or node.children:
@@ -127,7 +129,7 @@ class ReaderCore(RowReader):
         for p, local, io in pages:
             try:
                 layout = col.encoding(p, self._source)
-                got = interval_rows.page_rows(layout, io, large, local, signed, low, high)
+                got = interval_rows.page_rows(layout, io, large, local, signed, ranges)
             finally:
                 io.release()
             found.append(got + int(col.page_starts[p]))

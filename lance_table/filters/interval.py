@@ -1,5 +1,6 @@
 """A filter that only bounds one integer column: ``id = 5``, ``id >= 10 AND id < 20``,
-``id BETWEEN 3 AND 9``, as one closed interval of that column's values.
+``id BETWEEN 3 AND 9``, ``id IN (1, 7, 9)`` (a few values), as closed intervals of that column's
+values.
 
 Readers answer such a filter from the packed values (see ``FragmentReader.rows_in_interval``),
 with the compiled filter's answers: a null is never in the interval, and a literal outside the
@@ -21,17 +22,21 @@ if TYPE_CHECKING:
 _BOUNDS = {"=": (0, 0), ">=": (0, None), ">": (1, None), "<=": (None, 0), "<": (None, -1)}
 
 
+#: an ``IN`` list of at most this many values is read as that many one-value intervals
+FEW_VALUES = 8
+
+
 @dataclass(frozen=True)
 class Interval:
-    """The values ``[low, high]`` of the integer column ``column`` (empty when low > high)."""
+    """The values of the integer column ``column`` in one of ``ranges``: sorted, disjoint closed
+    intervals ``(low, high)`` (none: no value)."""
 
     column: str
-    low: int
-    high: int
+    ranges: tuple[tuple[int, int], ...]
 
     @property
     def empty(self) -> bool:
-        return self.low > self.high
+        return not self.ranges
 
 
 def interval(conditions: Sequence[Condition], schema: pa.Schema) -> Interval | None:
@@ -48,13 +53,17 @@ def interval(conditions: Sequence[Condition], schema: pa.Schema) -> Interval | N
         return None
     info = np.iinfo(np.dtype(t.to_pandas_dtype()))
     low, high = int(info.min), int(info.max)
+    points: set[int] | None = None  # the values an IN list allows (those of every IN list)
     for cond in conditions:
         if cond.column != column:
             return None
         if cond.op == "between":
             pairs = [(cond.value[0], ">="), (cond.value[1], "<=")]
-        elif cond.op == "in" and len(cond.value) == 1:
-            pairs = [(cond.value[0], "=")]
+        elif cond.op == "in" and 0 < len(cond.value) <= FEW_VALUES:
+            pairs = []
+            if any(type(v) is not int or not info.min <= v <= info.max for v in cond.value):
+                return None
+            points = set(cond.value) if points is None else points & set(cond.value)
         elif cond.op in _BOUNDS:
             pairs = [(cond.value, cond.op)]
         else:
@@ -67,4 +76,6 @@ def interval(conditions: Sequence[Condition], schema: pa.Schema) -> Interval | N
                 low = max(low, value + above)
             if below is not None:
                 high = min(high, value + below)
-    return Interval(column, low, high)
+    if points is not None:
+        return Interval(column, tuple((v, v) for v in sorted(points) if low <= v <= high))
+    return Interval(column, ((low, high),) if low <= high else ())

@@ -222,10 +222,11 @@ class FragmentReader:
             raise IndexError(f"rows up to {runs.end} requested from a fragment of {self.physical_rows} rows")
         return self._read(names, runs, floors)
 
-    def rows_in_interval(self, name: str, runs: Runs, low: int, high: int) -> np.ndarray | None:
+    def rows_in_interval(self, name: str, runs: Runs, ranges: Sequence[tuple[int, int]]) -> np.ndarray | None:
         """The rows among ``runs`` (sorted, not empty) whose value of the integer column ``name``
-        lies in ``[low, high]`` (a null never does), sorted, where its data file can tell without
-        decoding the column (see :meth:`LanceFileReader.rows_in_interval`); None otherwise.
+        lies in one of ``ranges`` (sorted, disjoint, closed intervals; a null never does), sorted,
+        where its data file can tell without decoding the column (see
+        :meth:`LanceFileReader.rows_in_interval`); None otherwise.
 
         Raises:
             CorruptFileError: a page of the column is damaged.
@@ -244,7 +245,7 @@ class FragmentReader:
         if file_node is None or file_node.arrow_type != node.arrow_type:
             return None
         try:
-            return reader.rows_in_interval(file_node.name, runs, low, high)
+            return reader.rows_in_interval(file_node.name, runs, ranges)
         except FileNotFoundError:  # deleted since the reader was opened (files open per read)
             storage, directory = self.location(data_file)
             where = f"{storage.uri.rstrip('/')}/{directory + '/' if directory else ''}{data_file.path}"

@@ -19,15 +19,15 @@ if TYPE_CHECKING:
 
 
 def interval_rows(frag: FragmentReader, bounds: Interval, live: Runs) -> np.ndarray | None:
-    """The rows among ``live`` (not empty) whose value lies in ``bounds``, sorted; None when the
-    column's file cannot tell without decoding it (the caller then evaluates the filter).
+    """The rows among ``live`` (not empty) whose value lies in one of the ``bounds``, sorted; None
+    when the column's file cannot tell without decoding it (the caller then evaluates the filter).
 
     Raises:
         CorruptFileError: a page of the column is damaged.
     """
     if bounds.empty:
         return np.zeros(0, np.int64)
-    return frag.rows_in_interval(bounds.column, live, bounds.low, bounds.high)
+    return frag.rows_in_interval(bounds.column, live, bounds.ranges)
 
 
 def rows_read(

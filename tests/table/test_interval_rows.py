@@ -86,11 +86,18 @@ def _predicates(table: pa.Table) -> list[str]:
         "u64 > 9223372036854775807",
         "nulls = 7",
         "nulls >= 4990",
+        "id IN (5, 1024, 69999, 70000)",
+        "id IN (3, 4) AND id > 3",
+        "id IN (1, 2, 3) AND id IN (3, 4)",
+        "neg IN (-7, 3, -1)",
+        "u64 IN (0, 2, 18446744073709551614)",
+        "mixed IN (3, 1003, 2)",
     ]
     for w in WIDTHS:
         values = table.column(f"w{w}").to_numpy()
         v = int(values[1234])
         out += [f"w{w} = {v}", f"w{w} = 0", f"w{w} >= {v // 2} AND w{w} < {v}", f"w{w} > {(1 << w) - 3}"]
+        out.append(f"w{w} IN ({int(values[7])}, {int(values[60_000])}, {(1 << w) - 1})")
     return out
 
 
@@ -123,11 +130,14 @@ def test_rows_read_off_the_packed_values(pylance_files: tuple[Path, pa.Table]) -
     runs = Runs(np.array([1000, 4090, 20_000]), np.array([30, 10, 1]))
     values = table.column("w20").to_numpy()
     picked = runs.positions()
-    for lo, hi in ((0, 1 << 20), (int(values[1010]), int(values[1010])), (1000, 300_000)):
-        got = frag.rows_in_interval("w20", runs, lo, hi)
+    one = int(values[1010])
+    for ranges in (((0, 1 << 20),), ((one, one),), ((1000, 300_000),), ((5, 9), (one, one), (400_000, 500_000))):
+        got = frag.rows_in_interval("w20", runs, ranges)
         assert got is not None
-        want = picked[(values[picked] >= lo) & (values[picked] <= hi)]
-        assert np.array_equal(got, want)
+        inside = np.zeros(picked.size, bool)
+        for lo, hi in ranges:
+            inside |= (values[picked] >= lo) & (values[picked] <= hi)
+        assert np.array_equal(got, picked[inside])
 
 
 @pytest.fixture(scope="session")
@@ -146,7 +156,15 @@ def large_fragment(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.parametrize(
-    "pred", ["id = 12345", "id >= 262000 AND id < 263000", "id < 1030", "neg = -1025", "neg >= 0 AND neg < 3"]
+    "pred",
+    [
+        "id = 12345",
+        "id >= 262000 AND id < 263000",
+        "id < 1030",
+        "id IN (7, 262143, 262144, 299999)",
+        "neg = -1025",
+        "neg >= 0 AND neg < 3",
+    ],
 )
 def test_delete_then_table_matches_pylance(large_fragment: Path, tmp_path: Path, pred: str) -> None:
     path = large_fragment

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -139,28 +139,35 @@ def _field_groups(packed: np.ndarray, t: int, w: int) -> Iterator[tuple[int, int
         yield lo, hi, by_field
 
 
-def match(packed: np.ndarray, t: int, w: int, low: int, high: int) -> np.ndarray:
+def match(packed: np.ndarray, t: int, w: int, ranges: Sequence[tuple[int, int]]) -> np.ndarray:
     """The positions (sorted, counted from the first block's first value) of the values of the
-    blocks of ``packed`` (as :func:`unpack` takes it) that lie in ``[low, high]``
-    (``0 <= low <= high < 2 ** W``), without laying the values out in block order: each group's
-    fields are compared where they are, and only the answers (a byte each) are put in order, and
-    only for a group with a match."""
+    blocks of ``packed`` (as :func:`unpack` takes it) that lie in one of ``ranges`` (closed
+    intervals, ``0 <= low <= high < 2 ** W``), without laying the values out in block order: each
+    group's fields are compared where they are, and only the answers (a byte each) are put in
+    order, and only for a group with a match."""
     lanes = packed.shape[2]
     c = unit_bits(t, w)
-    dtype = np.dtype(f"<u{c // 8}")
+    kind = np.dtype(f"<u{c // 8}").type
     size = min(GROUP, packed.shape[0])
     hits = np.empty(t * size * lanes, bool)
+    part = np.empty(t * size * lanes, bool) if len(ranges) > 1 else hits
     ordered = np.empty(size * BLOCK, bool)
     found = []
-    equal = low == high
     for lo, hi, by_field in _field_groups(packed, t, w):
         n = hi - lo
         flags = hits[: t * n * lanes].reshape(t, n, lanes)
-        if equal:
-            np.equal(by_field, dtype.type(low), out=flags)
-        else:  # low <= v <= high as one unsigned compare: v - low wraps past high when v < low
-            np.subtract(by_field, dtype.type(low), out=by_field)
-            np.less_equal(by_field, dtype.type(high - low), out=flags)
+        for k, (low, high) in enumerate(ranges):
+            out = flags if k == 0 else part[: t * n * lanes].reshape(t, n, lanes)
+            if low == high:
+                np.equal(by_field, kind(low), out=out)
+            elif k == len(ranges) - 1:  # v - low wraps past high - low when v < low: one compare
+                np.subtract(by_field, kind(low), out=by_field)
+                np.less_equal(by_field, kind(high - low), out=out)
+            else:
+                np.greater_equal(by_field, kind(low), out=out)
+                out &= by_field <= kind(high)
+            if k:
+                flags |= out
         if not flags.any():
             continue
         rows = ordered[: n * BLOCK]

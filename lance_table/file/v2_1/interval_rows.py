@@ -1,12 +1,13 @@
-"""Which rows of a 2.1/2.2 page of integers hold a value in an interval, read off the packed values.
+"""Which rows of a 2.1/2.2 page of integers hold a value in given intervals, read off the packed
+values.
 
-A filter such as ``id = 12345`` or ``id >= 500000 AND id < 500100`` only asks where the values lie
-in ``[low, high]``. On a mini-block page of inline FastLanes bitpacking (how pylance writes
-integers) the answer is worked out run of blocks by run of blocks, where a run is blocks of one
-bit width W back to back:
+A filter such as ``id = 12345``, ``id >= 500000 AND id < 500100`` or ``id IN (3, 9)`` only asks
+which values lie in some closed intervals ``[low, high]``. On a mini-block page of inline
+FastLanes bitpacking (how pylance writes integers) the answer is worked out run of blocks by run
+of blocks, where a run is blocks of one bit width W back to back:
 
 * a block of width W below the type's holds values in ``[0, 2 ** W)``, so a run whose range misses
-  the interval is not unpacked at all, and the interval is compared in that range, unsigned;
+  the intervals is not unpacked at all, and the intervals are compared in that range, unsigned;
 * long runs are compared field by field where they are unpacked (:func:`unpack_fields.match`):
   the values are never laid out in row order nor widened to the column's type, only the answers
   of a group with a match are;
@@ -18,6 +19,7 @@ Pages of other layouts and encodings are not read here (:func:`handles` tells).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -51,10 +53,11 @@ def handles(layout: Any) -> bool:
 
 
 def page_rows(
-    layout: Any, io: PageIO, large: bool, runs: Runs, signed: bool, low: int, high: int
+    layout: Any, io: PageIO, large: bool, runs: Runs, signed: bool, ranges: Sequence[tuple[int, int]]
 ) -> np.ndarray:
     """The rows among ``runs`` (page-local, not empty) of a page that :func:`handles` takes whose
-    values lie in ``[low, high]`` (bounds in the column's type, ``signed`` or not), sorted.
+    values lie in one of ``ranges`` (closed intervals, bounds in the column's type, ``signed`` or
+    not), sorted.
 
     Raises:
         CorruptFileError: the page's chunks or blocks do not hold together.
@@ -75,7 +78,7 @@ def page_rows(
     found = inline_blocks.walk(t, read.data, read.buf_at[0], read.counts, io, read.sizes[0])
     if found is None:
         raise io.corrupt("inline bitpacking of an unknown width or out of its words' alignment")
-    hits = _matches(found, read.counts, t, signed, low, high)
+    hits = _matches(found, read.counts, t, signed, ranges)
     if read.defs is not None:
         if read.defs.size != int(read.counts.sum()):
             raise io.corrupt(f"{read.defs.size} definition levels for {int(read.counts.sum())} values")
@@ -85,9 +88,13 @@ def page_rows(
 
 
 def _matches(
-    found: inline_blocks.InlineBlocks, counts: np.ndarray, t: int, signed: bool, low: int, high: int
+    found: inline_blocks.InlineBlocks,
+    counts: np.ndarray,
+    t: int,
+    signed: bool,
+    ranges: Sequence[tuple[int, int]],
 ) -> np.ndarray:
-    """The positions among the chunks' values (back to back) of those in ``[low, high]``."""
+    """The positions among the chunks' values (back to back) of those in one of ``ranges``."""
     width = found.width
     nb = width.size
     if not nb:
@@ -105,12 +112,13 @@ def _matches(
     for a, b in zip(starts, stops):
         w = int(width[a])
         if w < t:  # values in [0, 2 ** w), unsigned
-            lo, hi = max(low, 0), min(high, (1 << w) - 1)
-            if lo > hi:
+            top = (1 << w) - 1
+            clipped = [(max(lo, 0), min(hi, top)) for lo, hi in ranges if hi >= 0 and lo <= top]
+            if not clipped:
                 continue
-            at = _run_matches(found, a, b, t, w, lo, hi, None)
+            at = _run_matches(found, a, b, t, w, clipped, None)
         else:
-            at = _run_matches(found, a, b, t, w, low, high, signed)
+            at = _run_matches(found, a, b, t, w, ranges, signed)
         if not at.size:
             continue
         blk, offset = np.divmod(at, block)
@@ -128,13 +136,12 @@ def _run_matches(
     b: int,
     t: int,
     w: int,
-    low: int,
-    high: int,
+    ranges: Sequence[tuple[int, int]],
     signed: bool | None,
 ) -> np.ndarray:
     """Positions (from the run's first value, padding included) of the values of blocks
-    ``[a, b)`` (all of width ``w``) in ``[low, high]``: unsigned bounds below ``2 ** w`` (``signed``
-    None), or bounds in the column's type for blocks of its full width."""
+    ``[a, b)`` (all of width ``w``) in one of ``ranges``: unsigned bounds below ``2 ** w``
+    (``signed`` None), or bounds in the column's type for blocks of its full width."""
     n = b - a
     if not w:  # every value is 0 (and 0 lies in the bounds: the run was not skipped)
         return np.arange(n * bitpacking.BLOCK, dtype=np.int64)
@@ -145,12 +152,18 @@ def _run_matches(
         size = found.words.itemsize  # evenly spaced blocks (led by their width words): a strided view
         strides = (step * size, lanes * size, size)
         packed = np.ndarray((n, w, lanes), found.words.dtype, found.words, int(at[0]) * size, strides)
-        return unpack_fields.match(packed, t, w, low, high)
+        return unpack_fields.match(packed, t, w, ranges)
     values = bitpacking.unpack(found.words, t, w, n, at, empty(n * bitpacking.BLOCK, bitpacking.DTYPES[t]))
     if signed:
         values = values.view(f"<i{t // 8}")
-    if low == high:
-        return np.flatnonzero(values == values.dtype.type(low))
-    hit = values >= values.dtype.type(low)
-    hit &= values <= values.dtype.type(high)
+    kind = values.dtype.type
+    hit = np.zeros(values.size, bool)
+    part = np.empty(values.size, bool)
+    for low, high in ranges:
+        if low == high:
+            np.equal(values, kind(low), out=part)
+        else:
+            np.greater_equal(values, kind(low), out=part)
+            part &= values <= kind(high)
+        hit |= part
     return np.flatnonzero(hit)
