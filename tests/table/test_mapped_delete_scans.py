@@ -16,6 +16,7 @@ from helpers import assert_tables_equal
 import lance_table as lt
 from lance_table.errors import CorruptFileError
 from lance_table.file import reader as reader_module
+from lance_table.file import reader_small
 from lance_table.file import writer as file_writer
 from lance_table.file.pageio import PageIO
 from lance_table.file.v2_1.miniblock import _kept_var
@@ -129,3 +130,39 @@ def test_kept_fsst_strings_with_offsets_out_of_order_are_corrupt():
         _kept_var(values, 0, pa.array([True, False, True]), io)
     with pytest.raises(CorruptFileError, match="needed"):
         _kept_var(values, 2, pa.array([True, False, True]), io)
+
+
+@pytest.mark.parametrize("writer", ["ours", "pylance"])
+def test_results_hold_no_view_of_the_map(tmp_path, monkeypatch, writer):
+    """A dictionary-typed column read from partly kept dictionary pages: the result's dictionary
+    is a copy, so no map outlives the read (a map kept alive pins the file, and on some systems
+    keeps it from being removed)."""
+    n = 5000
+    ids = np.arange(n, dtype=np.int64)
+    words = pa.array(["alpha", "beta", "gamma"])
+    cat = pa.DictionaryArray.from_arrays(pa.array(ids % 3, pa.int32()), words)
+    table = pa.table({"id": ids, "cat": cat})
+    uri = str(tmp_path / "dict")
+    (lt if writer == "ours" else lance).write_dataset(table, uri, data_storage_version="2.2")
+    lance.dataset(uri).delete("id % 7 = 3")
+    maps = []
+
+    def counting(source):
+        view = mapped(source)
+        maps.append(view)
+        return view
+
+    monkeypatch.setattr(reader_module, "mapped", counting)
+    monkeypatch.setattr(reader_module, "PARALLEL_MIN_VALUES", 0)
+    monkeypatch.setattr(reader_small, "PARALLEL_MIN_VALUES", 0)
+    monkeypatch.setattr(scan, "TABLE_RANGE_ROWS", 1000)
+    got = lt.dataset(uri).to_table()
+    assert_tables_equal(got, lance.dataset(uri).to_table())
+    assert maps
+    for m in maps:
+        if m is None:
+            continue
+        region = m._view.obj
+        m._view.release()
+        region.close()  # BufferError while any array still views the map
+    assert got.column("cat").to_pylist() == table.filter(pa.array(ids % 7 != 3)).column("cat").to_pylist()

@@ -219,6 +219,8 @@ def _values_array(
             raise io.corrupt("dictionary index past the dictionary")
         idx = np.where(past, 0, idx)
     if pa.types.is_dictionary(dtype):
+        if io.filtered:  # the dictionary would outlive the read as a view of the file's map
+            items = pa.concat_arrays([items])
         return pa.DictionaryArray.from_arrays(pa.array(idx).cast(dtype.index_type), items)
     return take(items, pa.array(idx))
 
