@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from lance_table._parallel import DECODE, PAGE_IO, map_on, runs_inline, settle, workers
 from lance_table.errors import CorruptFileError, SchemaError, UnsupportedFormatError
-from lance_table.file import page_select
+from lance_table.file import page_select, utf8
 from lance_table.file.arrow import bool_array
 from lance_table.file.arrow_take import filter_rows
 from lance_table.file.column_pages import ColumnPages
@@ -223,7 +223,8 @@ class LanceFileReader(SmallReads, V20Reads):
         self, runs: Runs, columns: Sequence[str] | None, floors: Mapping[str, int] | None = None
     ) -> pa.Table:
         try:
-            return decoded(self._source.name, self._read_selected, runs, columns, floors or {})
+            table = decoded(self._source.name, self._read_selected, runs, columns, floors or {})
+            return utf8.check(table, self._source.name)
         finally:
             self._source = self._stored  # the bytes read when opening serve the first read only
 
