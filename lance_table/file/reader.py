@@ -223,8 +223,7 @@ class LanceFileReader(SmallReads, V20Reads):
         self, runs: Runs, columns: Sequence[str] | None, floors: Mapping[str, int] | None = None
     ) -> pa.Table:
         try:
-            table = decoded(self._source.name, self._read_selected, runs, columns, floors or {})
-            return utf8.check(table, self._source.name)
+            return decoded(self._source.name, self._read_selected, runs, columns, floors or {})
         finally:
             self._source = self._stored  # the bytes read when opening serve the first read only
 
@@ -254,7 +253,8 @@ class LanceFileReader(SmallReads, V20Reads):
         nodes, schema = self._project(columns)
         small = self._small_columns(columns, nodes, runs)
         if small is not None:
-            return self._read_small(small, schema, runs, floors, keep)
+            table = self._read_small(small, schema, runs, floors, keep)
+            return utf8.check(table, self.path, [n.arrow_type for n in nodes])
         touched: list[tuple[ColumnPages, int, PageIO]] = []
         plans = [self._field_jobs(node, runs, touched, floors.get(node.name), keep) for node in nodes]
         flat = [job for jobs, _ in plans for job in jobs]
@@ -289,7 +289,14 @@ class LanceFileReader(SmallReads, V20Reads):
                 assert keep is not None
                 col = filter_rows(selectable(pa.table([col], names=["_"])).column(0), keep)
             arrays.append(col)
-        return pa.Table.from_arrays(arrays, schema=schema)
+        # strings are checked where they are decoded, but for fields with nesting and 2.0 files'
+        table = pa.Table.from_arrays(arrays, schema=schema)
+        return utf8.check(table, self.path, [None if self._checked(n) else n.arrow_type for n in nodes])
+
+    def _checked(self, node: FieldNode) -> bool:
+        """Whether the jobs that decode a field check its strings (see ``_decode_structural``)."""
+        kind = self._shapes.get(node.id)
+        return self._structural and (kind != NESTED or layout21.is_packed_struct(node))
 
     def _field_jobs(
         self,

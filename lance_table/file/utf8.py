@@ -13,46 +13,58 @@ pylance's does). Most strings are ASCII: one pass over the value bytes (their la
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
+from struct import unpack_from
 
 import numpy as np
 import pyarrow as pa
 
 from lance_table.errors import CorruptFileError
 
-_STRINGS = {pa.string(): np.int32, pa.large_string(): np.int64}
+# the offsets of each string type (by type id: a type's hash costs more), as struct formats
+_STRINGS = {pa.string().id: "<i", pa.large_string().id: "<q"}
+_VIEW = pa.string_view().id
+_EXTENSION = pa.bool8().id  # (every extension type's id)
+# value bytes up to which a copy's ``isascii`` beats numpy's pass (whose fixed cost is larger)
+_SMALL = 1 << 14
 
 
-def check(table: pa.Table, path: str) -> pa.Table:
-    """``table``, once every string of it is found valid UTF-8.
+def check(table: pa.Table, path: str, types: Sequence[pa.DataType | None] | None = None) -> pa.Table:
+    """``table``, once every string of it is found valid UTF-8 (``types``: its columns' types,
+    when the caller has them at hand: they cost less than the table's; None for a column that
+    needs no check, its decoder checked it).
 
     Raises:
         CorruptFileError: a column holds strings that are not valid UTF-8 (naming ``path`` and it).
     """
-    for name, col in zip(table.column_names, table.columns):
-        if _holds_strings(col.type):
-            problem = problem_of(col)
-            if problem is not None:
-                what = f"column {name!r} holds strings that are not valid UTF-8 ({problem}, of the rows read)"
-                raise CorruptFileError(path, what)
+    for i, t in enumerate(table.schema.types if types is None else types):
+        if t is not None and holds_strings(t):
+            col = table.column(i)
+            for k in range(col.num_chunks):
+                problem = problem_of(col.chunk(k), t)
+                if problem is not None:
+                    name = table.schema.names[i]
+                    what = f"column {name!r} holds strings that are not valid UTF-8"
+                    raise CorruptFileError(path, f"{what} ({problem}, of the rows read)")
     return table
 
 
-def problem_of(data: pa.Array | pa.ChunkedArray) -> str | None:
-    """What is wrong with the strings of ``data`` (any type: strings in lists, structs and
-    dictionaries are looked at too), or None when they are all valid UTF-8."""
+def problem_of(data: pa.Array | pa.ChunkedArray, t: pa.DataType | None = None) -> str | None:
+    """What is wrong with the strings of ``data`` (any type, ``t`` when known: strings in lists,
+    structs and dictionaries are looked at too), or None when they are all valid UTF-8."""
     if isinstance(data, pa.ChunkedArray):
         for chunk in data.chunks:
-            found = problem_of(chunk)
+            found = problem_of(chunk, t)
             if found is not None:
                 return found
         return None
-    t = data.type
-    if not _holds_strings(t) or not len(data):
+    t = data.type if t is None else t
+    if not holds_strings(t) or not len(data):
         return None
-    offset_type = _STRINGS.get(t)
-    if offset_type is not None:
-        return _strings_problem(data, offset_type)
+    offset_format = _STRINGS.get(t.id)
+    if offset_format is not None:
+        return _strings_problem(data, offset_format)
     if pa.types.is_dictionary(t):
         return problem_of(data.dictionary)
     if pa.types.is_struct(t):
@@ -71,20 +83,23 @@ def problem_of(data: pa.Array | pa.ChunkedArray) -> str | None:
     return _validated(data)  # (string views, extension types: Arrow's own check)
 
 
-def _strings_problem(arr: pa.Array, offset_type: type[np.integer]) -> str | None:
+def _strings_problem(arr: pa.Array, offset_format: str) -> str | None:
     """The problem of a string array's values: none when their bytes are all ASCII (one pass),
     else what Arrow's full validation says."""
     _, offsets, data = arr.buffers()
-    width = np.dtype(offset_type).itemsize
-    if offsets is None or offsets.size < (arr.offset + len(arr) + 1) * width:
+    width = 4 if offset_format == "<i" else 8
+    first, n = arr.offset * width, len(arr)
+    if offsets is None or data is None or offsets.size < first + (n + 1) * width:
         return _validated(arr)
-    start = int(np.frombuffer(offsets, offset_type, 1, arr.offset * width)[0])
-    end = int(np.frombuffer(offsets, offset_type, 1, (arr.offset + len(arr)) * width)[0])
-    if end <= start:
-        return None if end == start else _validated(arr)
-    if data is None or start < 0 or end > data.size:
+    (end,) = unpack_from(offset_format, offsets, first + n * width)
+    if end > data.size:
         return _validated(arr)
-    if int(np.frombuffer(data, np.uint8, end - start, start).max()) < 0x80:
+    if data.size <= _SMALL:  # the whole buffer (the values' bytes among them): no more offsets read
+        return None if data.to_pybytes().isascii() else _validated(arr)
+    (start,) = unpack_from(offset_format, offsets, first)
+    if not 0 <= start <= end:
+        return _validated(arr)
+    if int(np.frombuffer(data, np.uint8, end - start, start).max(initial=0)) < 0x80:
         return None
     return _validated(arr)
 
@@ -97,16 +112,22 @@ def _validated(arr: pa.Array) -> str | None:
     return None
 
 
+def holds_strings(t: pa.DataType) -> bool:
+    """Whether values of type ``t`` hold UTF-8 strings anywhere."""
+    tid = t.id
+    if t.num_fields or pa.types.is_dictionary(t) or tid == _EXTENSION:
+        return _nested_holds_strings(t)
+    return tid in _STRINGS or tid == _VIEW
+
+
 @lru_cache(maxsize=256)
-def _holds_strings(t: pa.DataType) -> bool:
-    """Whether values of type ``t`` hold UTF-8 strings anywhere (kept per type)."""
-    if t in _STRINGS or pa.types.is_string_view(t):
-        return True
+def _nested_holds_strings(t: pa.DataType) -> bool:
+    """:func:`holds_strings` of a type of children, a dictionary or an extension (kept per type)."""
     if pa.types.is_dictionary(t):
-        return _holds_strings(t.value_type)
+        return holds_strings(t.value_type)
     if isinstance(t, pa.ExtensionType):
-        return _holds_strings(t.storage_type)
-    return any(_holds_strings(t.field(i).type) for i in range(t.num_fields))
+        return holds_strings(t.storage_type)
+    return any(holds_strings(t.field(i).type) for i in range(t.num_fields))
 
 
-__all__ = ["check", "problem_of"]
+__all__ = ["check", "holds_strings", "problem_of"]

@@ -230,7 +230,7 @@ def _read_batch(
             arr = small_many20.decode(layouts, data, bases, c, t)  # type: ignore[arg-type]
         else:
             arr = small_many.decode(layouts, data, bases, c, t, io, floor)  # type: ignore[arg-type]
-        if arr is None or (arr.null_count and not node.field.nullable) or utf8.problem_of(arr) is not None:
+        if arr is None or (arr.null_count and not node.field.nullable) or utf8.problem_of(arr, t) is not None:
             # read one by one: the fragment at fault says what is wrong
             return pa.concat_tables([f.read(names, r, floors) for f, r in zip(frags, runs)])
         arrays.append(arr)

@@ -41,7 +41,9 @@ def test_a_damaged_string_page_is_refused_naming_the_file_and_column(tmp_path: P
     path = tmp_path / f"strings-{version}.lance"
     lance_table.file.write_table(path, _table(), version=version)
     _damage(path, b"hello world 200")
-    with pytest.raises(CorruptFileError, match="column 's' holds strings that are not valid UTF-8") as info:
+    with pytest.raises(
+        CorruptFileError, match=r"column 's'.* holds strings that are not valid UTF-8"
+    ) as info:
         LanceFileReader(path).read_all()
     assert str(path) in str(info.value) and isinstance(info.value, ValueError)
     with pytest.raises(CorruptFileError, match="'s'"):
@@ -100,3 +102,23 @@ def test_strings_of_every_shape_are_looked_at() -> None:
     assert utf8.problem_of(pa.DictionaryArray.from_arrays(pa.array([0, 0]), bad)) is not None
     assert utf8.problem_of(pa.chunked_array([pa.array(["a"]), bad])) is not None
     assert utf8.problem_of(pa.array([b"\xff"])) is None  # binary values are bytes, not text
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_a_damaged_dictionary_is_refused_where_its_entry_is_read(tmp_path: Path, version: str) -> None:
+    """A dictionary page's rows are checked as pylance checks them: a read of the damaged entry is
+    refused, a read of other rows is not (a sound dictionary vouches for its rows at no cost)."""
+    path = tmp_path / f"dictionary-{version}.lance"
+    words = ["alphabetical", "betamax", "gammaray"]
+    table = pa.table({"c": pa.array([words[i % 3] for i in range(3000)])})
+    lance_table.file.write_table(path, table, version=version)
+    _damage(path, b"gammaray")
+    for rows in (None, [2]):
+        with pytest.raises(CorruptFileError, match=r"column 'c'.* not valid UTF-8") as info:
+            LanceFileReader(path).read_all() if rows is None else LanceFileReader(path).take(rows)
+        assert str(path) in str(info.value)
+        pylance = PylanceFileReader(str(path))
+        with pytest.raises(ValueError, match=r"(?i)utf-?8"):
+            (pylance.read_all() if rows is None else pylance.take_rows(rows)).to_table()
+    assert LanceFileReader(path).take([0, 1]).column("c").to_pylist() == words[:2]
+    assert PylanceFileReader(str(path)).take_rows([0, 1]).to_table().column("c").to_pylist() == words[:2]
