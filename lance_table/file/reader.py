@@ -252,9 +252,8 @@ class LanceFileReader(SmallReads, V20Reads):
         (a page with none is not read), other fields' once they are read."""
         nodes, schema = self._project(columns)
         small = self._small_columns(columns, nodes, runs)
-        if small is not None:
-            table = self._read_small(small, schema, runs, floors, keep)
-            return utf8.check(table, self.path, [n.arrow_type for n in nodes])
+        if small is not None:  # (each page decoded by _decode_structural, which checks its strings)
+            return self._read_small(small, schema, runs, floors, keep)
         touched: list[tuple[ColumnPages, int, PageIO]] = []
         plans = [self._field_jobs(node, runs, touched, floors.get(node.name), keep) for node in nodes]
         flat = [job for jobs, _ in plans for job in jobs]
