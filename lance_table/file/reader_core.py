@@ -43,6 +43,18 @@ class ReaderCore(RowReader):
     _kept: dict[tuple[int, int], memoryview]
     _kept_bytes: int
 
+    def _check_strings(self, arr: pa.Array, col: ColumnPages, page: int, dtype: pa.DataType) -> None:
+        """Check that the strings of rows of a page are valid UTF-8.
+
+        Raises:
+            CorruptFileError: they are not (naming the file, the field and the page).
+        """
+        problem = utf8.problem_of(arr, dtype)
+        if problem is not None:
+            name = self._field_name(col.index)
+            what = f"column {name!r} (page {page}) holds strings that are not valid UTF-8"
+            raise CorruptFileError(self.path, f"{what} ({problem}, of the rows read)")
+
     def _field_name(self, index: int) -> str:
         """The name of the field stored in column ``index`` (its index when none is)."""
         found = [n.name for r in self._meta.roots for n in r.walk() if self._col_of.get(n.id) == index]
@@ -122,11 +134,7 @@ class ReaderCore(RowReader):
                     col.encoding(page, self._source), io, dtype, large, runs, floor, keep
                 )
             if not io.strings_checked and utf8.holds_strings(dtype):
-                problem = utf8.problem_of(got, dtype)
-                if problem is not None:
-                    name = self._field_name(col.index)
-                    what = f"column {name!r} (page {page}) holds strings that are not valid UTF-8"
-                    raise CorruptFileError(self.path, f"{what} ({problem}, of the rows read)")
+                self._check_strings(got, col, page, dtype)
             return [got]
         finally:
             io.release()
