@@ -46,6 +46,8 @@ class PageIO:
         self.column = column
         self.global_buffers = global_buffers
         self.what = what
+        #: whether the decoder checked the strings it returns (a dictionary page: its dictionary)
+        self.strings_checked = False
         if buffers is not None:
             self.__dict__["buffers"] = buffers  # else read from the page when first asked
         self._whole: dict[tuple[int, int], memoryview] = {}

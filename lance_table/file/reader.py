@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from lance_table._parallel import DECODE, PAGE_IO, map_on, runs_inline, settle, workers
 from lance_table.errors import CorruptFileError, SchemaError, UnsupportedFormatError
-from lance_table.file import page_select
+from lance_table.file import page_select, utf8
 from lance_table.file.arrow import bool_array
 from lance_table.file.arrow_take import filter_rows
 from lance_table.file.column_pages import ColumnPages
@@ -253,7 +253,7 @@ class LanceFileReader(SmallReads, V20Reads):
         (a page with none is not read), other fields' once they are read."""
         nodes, schema = self._project(columns)
         small = self._small_columns(columns, nodes, runs)
-        if small is not None:
+        if small is not None:  # (each page decoded by _decode_structural, which checks its strings)
             return self._read_small(small, schema, runs, floors, keep)
         touched: list[tuple[ColumnPages, int, PageIO]] = []
         plans = [self._field_jobs(node, runs, touched, floors.get(node.name), keep) for node in nodes]
@@ -291,7 +291,37 @@ class LanceFileReader(SmallReads, V20Reads):
                 assert keep is not None
                 col = filter_rows(selectable(pa.table([col], names=["_"])).column(0), keep)
             arrays.append(col)
-        return pa.Table.from_arrays(arrays, schema=schema)
+        # strings are checked by the jobs that decode pages, but for fields with nesting
+        table = pa.Table.from_arrays(arrays, schema=schema)
+        return utf8.check(table, self.path, [None if self._checked(n) else n.arrow_type for n in nodes])
+
+    def _checked(self, node: FieldNode) -> bool:
+        """Whether the jobs that decode a field check its strings (see ``_decode_structural``
+        and ``_checking``): :meth:`_field_jobs` made them of its pages."""
+        kind = self._shapes.get(node.id)
+        if self._structural:
+            return kind != NESTED or layout21.is_packed_struct(node)
+        return (
+            kind != NESTED
+            and node.id not in self._byte_lists
+            and node.id in self._col_of
+            and not self._column(node).is_blob(self._source)
+        )
+
+    def _checking(self, job: Job, col: ColumnPages, page: int, io: PageIO, dtype: pa.DataType) -> Job:
+        """``job`` (the rows of a 2.0 page), its strings then checked (not those of a dictionary
+        page whose dictionary is sound: its rows are the dictionary's)."""
+        if not utf8.holds_strings(dtype):
+            return job
+
+        def checked() -> list[pa.Array]:
+            got = job()
+            if not io.strings_checked:
+                for arr in got:
+                    self._check_strings(arr, col, page, dtype)
+            return got
+
+        return checked
 
     def _field_jobs(
         self,
@@ -326,7 +356,13 @@ class LanceFileReader(SmallReads, V20Reads):
         pages, masks = self._page_reads(col, runs, keep)
         touched.extend((col, p, io) for p, _, io in pages)
         jobs: list[Job] = [
-            page_select.selecting(functools.partial(self._decode_page, col, p, local, io, t), mask)
+            self._checking(
+                page_select.selecting(functools.partial(self._decode_page, col, p, local, io, t), mask),
+                col,
+                p,
+                io,
+                t,
+            )
             for (p, local, io), mask in zip(pages, masks)
         ]
         return jobs, _flatten

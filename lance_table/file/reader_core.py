@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_table.errors import CorruptFileError
+from lance_table.file import utf8
 from lance_table.file.arrow_take import filter_rows
 from lance_table.file.column_pages import ColumnPages
 from lance_table.file.container import (
@@ -43,6 +44,23 @@ class ReaderCore(RowReader):
     _small_reads: dict[tuple[str, ...] | None, list[tuple[FieldNode, ColumnPages]] | None]
     _kept: dict[tuple[int, int], memoryview]
     _kept_bytes: int
+
+    def _check_strings(self, arr: pa.Array, col: ColumnPages, page: int, dtype: pa.DataType) -> None:
+        """Check that the strings of rows of a page are valid UTF-8.
+
+        Raises:
+            CorruptFileError: they are not (naming the file, the field and the page).
+        """
+        problem = utf8.problem_of(arr, dtype)
+        if problem is not None:
+            name = self._field_name(col.index)
+            what = f"column {name!r} (page {page}) holds strings that are not valid UTF-8"
+            raise CorruptFileError(self.path, f"{what} ({problem}, of the rows read)")
+
+    def _field_name(self, index: int) -> str:
+        """The name of the field stored in column ``index`` (its index when none is)."""
+        found = [n.name for r in self._meta.roots for n in r.walk() if self._col_of.get(n.id) == index]
+        return found[0] if found else str(index)
 
     def _column(self, node: FieldNode) -> ColumnPages:
         index = self._col_of.get(node.id)
@@ -149,15 +167,21 @@ class ReaderCore(RowReader):
         keep: pa.BooleanArray | None = None,
     ) -> list[pa.Array]:
         """The rows ``runs`` of a page of a column without nesting; with ``keep`` (a mask over
-        them, ``runs`` then one span), only the rows it marks."""
+        them, ``runs`` then one span), only the rows it marks. Its strings are checked here, on
+        the decoding thread (see :mod:`~lance_table.file.utf8`; a dictionary page's, by its
+        dictionary)."""
         try:
             small = col.small_page(page, self._source, large)
-            if small is not None:
-                got = miniblock_small.decode(small, io, dtype, runs, floor)
-                if got is not None:
-                    return [got if keep is None else filter_rows(got, keep)]
-            enc = col.encoding(page, self._source)
-            return [decode21.decode_page(enc, io, dtype, large, runs, floor, keep)]
+            got = None if small is None else miniblock_small.decode(small, io, dtype, runs, floor)
+            if got is not None:
+                got = got if keep is None else filter_rows(got, keep)
+            else:
+                got = decode21.decode_page(
+                    col.encoding(page, self._source), io, dtype, large, runs, floor, keep
+                )
+            if not io.strings_checked and utf8.holds_strings(dtype):
+                self._check_strings(got, col, page, dtype)
+            return [got]
         finally:
             io.release()
 

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from lance_table.file import utf8
 from lance_table.file.arrow import with_validity
 from lance_table.file.arrow_take import filter_rows, sliced, take
 from lance_table.file.compression import bitpacking, fsst
@@ -213,6 +214,8 @@ def _values_array(
     idx = np.frombuffer(values.data, bitpacking.DTYPES[values.bits])[:n]
     value_type = dtype.value_type if pa.types.is_dictionary(dtype) else dtype
     items = to_arrow(dictionary, value_type, items_n, io)
+    if utf8.holds_strings(value_type) and utf8.problem_of(items, value_type) is None:
+        io.strings_checked = True  # the values are the dictionary's (else the rows read are checked)
     if idx.size and int(idx.max()) >= items_n:  # one pass when every index is in the dictionary
         past = idx >= items_n
         if valid is None or bool(np.any(past & valid)):
