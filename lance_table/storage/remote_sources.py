@@ -198,18 +198,11 @@ class _DirectS3Source(_FsspecSource):
         return self._direct.get_range(self._bucket, self._key, off, off + length, self._name)
 
     def _read_parts(self, parts: list[tuple[int, int]]) -> list[bytes | memoryview]:
-        """The parts, all in flight at once: each GET is sent by the thread that makes it, so
-        each but the first goes to the :data:`ARROW_READS` pool."""
+        """The parts, all in flight at once, sent and received by this thread (no pool: see
+        :meth:`DirectS3.get_ranges`)."""
         if len(parts) < 2:
             return [self._get(*part) for part in parts]
-        ahead = [pool(ARROW_READS).submit(self._get, *part) for part in parts[1:]]
-        try:
-            first = self._get(*parts[0])
-            return [first, *(f.result() for f in ahead)]
-        finally:
-            for f in ahead:
-                f.cancel()
-            wait(ahead)
+        return self._direct.get_ranges(self._bucket, self._key, parts, self._name)
 
 
 def _joined(parts: list[bytes | memoryview]) -> memoryview:
