@@ -3,7 +3,8 @@
 Run as a script it serves on 127.0.0.1 (a free port, printed as ``PORT <n>`` on stdout) until its
 stdin closes; :class:`SlowS3` starts it in a subprocess so that the server's Python never competes
 with the client's for a GIL. ``GET /_requests`` answers the counts as JSON (not delayed, not
-counted); ``GET /_requests?reset`` also zeroes them (and the bytes answered by kind, ``GET /_bytes``), ``GET /_requests?latency=0.05`` sets the latency.
+counted), ``GET /_bytes`` the bytes of the answers' bodies by kind; ``GET /_requests?reset`` also
+zeroes both, ``GET /_requests?latency=0.05`` sets the latency.
 
     python benchmarks/slow_s3.py --latency 0.02
 """
