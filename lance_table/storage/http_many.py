@@ -36,7 +36,10 @@ from lance_table.storage.http_get import (
     request_head,
 )
 
-_RECV = 256 * 1024
+#: what one receive of an answer's status line and headers asks for: S3's are under 1 KiB, and
+#: the body's bytes after them are received straight into its buffer (a large ``recv`` would
+#: allocate, and fault in, a fresh block for each answer only to copy most of it out again)
+_HEAD_RECV = 4096
 # what a non-blocking receive raises when nothing is there yet (TLS: no whole record yet)
 _WAIT = (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
 
@@ -70,8 +73,8 @@ def get_many(
 ) -> list[Answer]:
     """The answers to GETs of ``(target, headers, limit)`` (as :meth:`KeptConnections.request`
     takes them), in order, with at most ``window`` in flight, all sent and received by this
-    thread. ``pooled``: successful bodies are received into Arrow's pool (see
-    :meth:`KeptConnections.request`).
+    thread. ``pooled``: successful bodies are received into kept buffers (see
+    :func:`~lance_table.storage.http_get.body_buffer`).
 
     Raises:
         HttpError: an answer did not come or was malformed (no request is then in flight).
@@ -159,7 +162,7 @@ def _advance(get: _Get, limit: int, pooled: bool, timeout: float) -> bool:
     if get.view is None:
         try:
             while True:
-                more = sock.recv(_RECV)
+                more = sock.recv(_HEAD_RECV)
                 if not more:
                     if not get.head:
                         raise _Stale()

@@ -271,7 +271,7 @@ class DirectS3:
         return bytes(self._get(bucket, key, start, end, name, False))
 
     def get_range(self, bucket: str, key: str, start: int, end: int, name: str = "") -> bytes | memoryview:
-        """As :meth:`get`, but a body longer than one receive lands in memory of Arrow's pool
+        """As :meth:`get`, but a body longer than one receive lands in a kept buffer
         (a memoryview of it): no fresh pages to fault in and no copy, for the data of files.
 
         Raises:
