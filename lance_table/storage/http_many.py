@@ -47,12 +47,13 @@ _WAIT = (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWri
 class _Get:
     """One request in flight: what came of its answer so far."""
 
-    __slots__ = ("answer", "conn", "fresh", "got", "head", "index", "keep", "size", "view")
+    __slots__ = ("answer", "conn", "fresh", "got", "head", "index", "into", "keep", "size", "view")
 
-    def __init__(self, index: int, conn: Connection, fresh: bool) -> None:
+    def __init__(self, index: int, conn: Connection, fresh: bool, into: memoryview | None) -> None:
         self.index = index
         self.conn = conn
         self.fresh = fresh
+        self.into = into
         self.head = b""  # the bytes received before the body's buffer exists
         self.answer: Answer | None = None
         self.view: memoryview | None = None
@@ -70,11 +71,14 @@ def get_many(
     requests: Sequence[tuple[str, Mapping[str, str], int]],
     window: int,
     pooled: bool = True,
+    into: Sequence[memoryview | None] | None = None,
 ) -> list[Answer]:
     """The answers to GETs of ``(target, headers, limit)`` (as :meth:`KeptConnections.request`
     takes them), in order, with at most ``window`` in flight, all sent and received by this
     thread. ``pooled``: successful bodies are received into kept buffers (see
-    :func:`~lance_table.storage.http_get.body_buffer`).
+    :func:`~lance_table.storage.http_get.body_buffer`); ``into``: for each request, a buffer
+    that a successful body of exactly its size is received into instead (the answer's ``view``
+    is then that buffer), or None.
 
     Raises:
         HttpError: an answer did not come or was malformed (no request is then in flight).
@@ -102,7 +106,7 @@ def get_many(
             send(index, http.connect(), True)
             return
         sock.setblocking(False)
-        get = flying[index] = _Get(index, conn, fresh)
+        get = flying[index] = _Get(index, conn, fresh, into[index] if into is not None else None)
         sel.register(sock, selectors.EVENT_READ, get)
 
     try:
@@ -190,7 +194,12 @@ def _advance(get: _Get, limit: int, pooled: bool, timeout: float) -> bool:
         if len(body) >= size:
             get.answer, get.keep = Answer(status, headers, body[:size]), keep and len(body) == size
             return True
-        get.answer, get.view = body_buffer(status, headers, body, size, pooled)
+        target = get.into
+        if target is not None and len(target) == size and 200 <= status < 300:
+            target[: len(body)] = body
+            get.answer, get.view = Answer(status, headers, b"", target), target
+        else:
+            get.answer, get.view = body_buffer(status, headers, body, size, pooled)
         get.size, get.got, get.keep = size, len(body), keep
     view, size, got = get.view, get.size, get.got
     try:

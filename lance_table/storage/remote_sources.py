@@ -187,22 +187,46 @@ class _DirectS3Source(_FsspecSource):
                 return super()._fetch(reads)
         wanted = [(off, length) for off, length in reads if length]  # S3 refuses empty ranges
         parts, counts = split_reads(wanted, SPLIT_READ_BYTES)
+        # a read in parts: each part is received straight into its place in the read's buffer
+        into: list[memoryview | None] = []
+        buffers: list[memoryview | None] = []
+        at = 0
+        for (off, length), k in zip(wanted, counts):
+            if k == 1:
+                into.append(None)
+                buffers.append(None)
+            else:
+                whole = memoryview(np.empty(length, np.uint8))  # type: ignore[arg-type]
+                buffers.append(whole)
+                into.extend(whole[p - off : p - off + n] for p, n in parts[at : at + k])
+            at += k
         try:
-            got = iter(self._read_parts(parts))
+            got = iter(zip(self._read_parts(parts, into), into))
         except DirectReadFailed:
             return super()._fetch(reads)
-        whole = iter([next(got) if k == 1 else _joined([next(got) for _ in range(k)]) for k in counts])
-        return [next(whole) if length else b"" for _, length in reads]
+        whole_reads: list[bytes | memoryview] = []
+        for k, buffer in zip(counts, buffers):
+            if buffer is None:
+                whole_reads.append(next(got)[0])
+                continue
+            for data, place in itertools.islice(got, k):
+                if data is not place:  # (an answer that was not received in place)
+                    place[:] = data  # type: ignore[index]
+            whole_reads.append(buffer)
+        done = iter(whole_reads)
+        return [next(done) if length else b"" for _, length in reads]
 
     def _get(self, off: int, length: int) -> bytes | memoryview:
         return self._direct.get_range(self._bucket, self._key, off, off + length, self._name)
 
-    def _read_parts(self, parts: list[tuple[int, int]]) -> list[bytes | memoryview]:
+    def _read_parts(
+        self, parts: list[tuple[int, int]], into: list[memoryview | None]
+    ) -> list[bytes | memoryview]:
         """The parts, all in flight at once, sent and received by this thread (no pool: see
-        :meth:`DirectS3.get_ranges`)."""
+        :meth:`DirectS3.get_ranges`), each into its buffer in ``into`` where one is given."""
         if len(parts) < 2:
             return [self._get(*part) for part in parts]
-        return self._direct.get_ranges(self._bucket, self._key, parts, self._name)
+        return self._direct.get_ranges(self._bucket, self._key, parts, self._name, into)
 
 
 def _joined(parts: list[bytes | memoryview]) -> memoryview:

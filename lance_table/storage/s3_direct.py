@@ -289,11 +289,18 @@ class DirectS3:
         return self._body(answer, bucket, key, start, end, name)
 
     def get_ranges(
-        self, bucket: str, key: str, ranges: Sequence[tuple[int, int]], name: str = ""
+        self,
+        bucket: str,
+        key: str,
+        ranges: Sequence[tuple[int, int]],
+        name: str = "",
+        into: Sequence[memoryview | None] | None = None,
     ) -> list[bytes | memoryview]:
         """The bytes of each ``(offset, length)`` range of an object (lengths above 0), as
         :meth:`get_range` reads one, all sent and received by this thread at once (at most
-        :data:`MAX_IN_FLIGHT` requests in flight, see :mod:`.http_many`).
+        :data:`MAX_IN_FLIGHT` requests in flight, see :mod:`.http_many`); ``into``: for each
+        range, a buffer of its length to receive it into where the answer allows (the range's
+        bytes are then that buffer itself), or None.
 
         Raises:
             as :meth:`get`.
@@ -310,7 +317,7 @@ class DirectS3:
                 else:
                     headers = self._signer.headers(host, path, extra, *keys, now)
                 requests.append((path, headers, length))
-            answers = get_many(self._http(host), requests, MAX_IN_FLIGHT)
+            answers = get_many(self._http(host), requests, MAX_IN_FLIGHT, into=into)
         except Exception as exc:
             raise self._failed(exc) from None
         return [

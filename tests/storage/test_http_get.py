@@ -260,3 +260,15 @@ def test_failures_are_http_errors_and_leave_no_connection_in_flight(serve) -> No
     assert bytes(get_many(client, _gets(server, [(5, 5)]), 4)[0].body) == BLOB[5:10]
     with pytest.raises(HttpError):  # nothing listens
         get_many(KeptConnections("http", "127.0.0.1:1", (1.0, 1.0), keep=1), [("/", {}, 1)], 2)
+
+
+def test_bodies_are_received_into_the_buffers_given(serve) -> None:  # type: ignore[no-untyped-def]
+    server = serve(_ranges_of_blob)
+    client = _client(server)
+    whole = memoryview(bytearray(300_000))
+    into = [whole[:100_000], whole[100_000:], memoryview(bytearray(5))]  # the last: not its size
+    ranges = [(1000, 100_000), (101_000, 200_000), (7, 3)]
+    answers = get_many(client, _gets(server, ranges), 2, into=into)
+    assert answers[0].body is into[0] and answers[1].body is into[1]
+    assert bytes(whole) == BLOB[1000:301_000]
+    assert bytes(answers[2].body) == BLOB[7:10] and bytes(into[2]) == bytes(5)
