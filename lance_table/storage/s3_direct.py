@@ -295,12 +295,13 @@ class DirectS3:
         ranges: Sequence[tuple[int, int]],
         name: str = "",
         into: Sequence[memoryview | None] | None = None,
+        share: int = 1,
     ) -> list[bytes | memoryview]:
         """The bytes of each ``(offset, length)`` range of an object (lengths above 0), as
         :meth:`get_range` reads one, all sent and received by this thread at once (at most
-        :data:`MAX_IN_FLIGHT` requests in flight, see :mod:`.http_many`); ``into``: for each
-        range, a buffer of its length to receive it into where the answer allows (the range's
-        bytes are then that buffer itself), or None.
+        :data:`MAX_IN_FLIGHT` in flight, shared by ``share`` threads doing the same: see
+        :mod:`.http_many`); ``into``: for each range, a buffer of its length to receive it into
+        where the answer allows (the range's bytes are then that buffer itself), or None.
 
         Raises:
             as :meth:`get`.
@@ -317,7 +318,7 @@ class DirectS3:
                 else:
                     headers = self._signer.headers(host, path, extra, *keys, now)
                 requests.append((path, headers, length))
-            answers = get_many(self._http(host), requests, MAX_IN_FLIGHT, into=into)
+            answers = get_many(self._http(host), requests, max(1, MAX_IN_FLIGHT // share), into=into)
         except Exception as exc:
             raise self._failed(exc) from None
         return [

@@ -174,7 +174,9 @@ def test_range_sets_of_a_file_are_exact_in_bounded_requests(s3_uri, s3_options, 
     storage.write("f.bin", blob)
     source = storage.source("f.bin", len(blob))
     rng = np.random.default_rng(4)
-    for count in (2, 9, 40):
+    for count, receiver in ((2, 1 << 30), (9, 1 << 30), (40, 1 << 30), (40, 150_000)):
+        # (150 kB a receiving thread: a read's parts received by several threads at once)
+        monkeypatch.setattr(remote_sources, "BYTES_PER_RECEIVER", receiver)
         lengths = rng.choice([1, 100, 5000, 250_000], count)
         ranges = [(int(rng.integers(0, len(blob) - n + 1)), int(n)) for n in lengths]
         s3_requests.reset()
