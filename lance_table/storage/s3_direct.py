@@ -311,12 +311,10 @@ class DirectS3:
             keys = self._keys()
             now = dt.datetime.now(dt.timezone.utc)
             requests = []
+            sign = self._signer.headers
             for off, length in ranges:
                 extra = {"range": f"bytes={off}-{off + length - 1}"}
-                if keys is None:
-                    headers = {"host": host, **extra}
-                else:
-                    headers = self._signer.headers(host, path, extra, *keys, now)
+                headers = {"host": host, **extra} if keys is None else sign(host, path, extra, *keys, now)
                 requests.append((path, headers, length))
             answers = get_many(self._http(host), requests, max(1, MAX_IN_FLIGHT // share), into=into)
         except Exception as exc:
