@@ -40,6 +40,8 @@ class PageIO:
     ) -> None:
         self.whole_page = whole_page
         self.source = source
+        #: only some of the rows decoded from the page are kept (see ``page_select.page_reads``)
+        self.filtered = False
         self.page = page
         self.column = column
         self.global_buffers = global_buffers

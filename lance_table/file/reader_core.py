@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from lance_table.errors import CorruptFileError
@@ -13,13 +14,14 @@ from lance_table.file.arrow_take import filter_rows
 from lance_table.file.column_pages import ColumnPages
 from lance_table.file.container import (
     FileMetadata,
+    FileVersion,
 )
 from lance_table.file.pageio import PageIO
-from lance_table.file.rows import RowReader
+from lance_table.file.rows import RowReader, decoded
 from lance_table.file.runs import Runs
 from lance_table.file.v2_0 import decode as decode20
 from lance_table.file.v2_1 import decode as decode21
-from lance_table.file.v2_1 import miniblock_small, nested_pages, nested_rows
+from lance_table.file.v2_1 import interval_rows, miniblock_small, nested_pages, nested_rows
 from lance_table.schema import FieldNode
 from lance_table.storage.sources import (
     ByteSource,
@@ -90,6 +92,50 @@ class ReaderCore(RowReader):
             if prefetch and io.whole_page:
                 io.prefetch()
             yield p, local, io
+
+    def rows_in_interval(
+        self, column: str, runs: Runs, ranges: Sequence[tuple[int, int]]
+    ) -> np.ndarray | None:
+        """The rows among ``runs`` (sorted, not empty, inside the file) whose value of the integer
+        column ``column`` lies in one of ``ranges`` (sorted, disjoint, closed intervals in the
+        column's type; a null never does), sorted; read off the packed values without decoding them to Arrow
+        (:mod:`interval_rows`). None when a page of the rows is not of a kind read that way (the
+        caller then reads the column).
+
+        Raises:
+            SchemaError: the file has no such column.
+            CorruptFileError: a page is damaged.
+        """
+        if not self._structural:
+            return None
+        try:
+            return decoded(self._source.name, self._interval_rows, column, runs, ranges)
+        finally:
+            self._source = self._stored  # (as after a read: see ``LanceFileReader._read``)
+
+    def _interval_rows(self, column: str, runs: Runs, ranges: Sequence[tuple[int, int]]) -> np.ndarray | None:
+        (node,), _ = self._project([column])
+        t = node.arrow_type
+        if not pa.types.is_integer(t) or node.children:
+            return None
+        col = self._column(node)
+        self._check_length(col, runs)
+        large = self._meta.version is FileVersion.V2_2
+        pages = list(self._pages(col, runs, prefetch=False))
+        if not all(interval_rows.handles(col.encoding(p, self._source)) for p, _, _ in pages):
+            return None
+        signed = pa.types.is_signed_integer(t)
+        found = []
+        for p, local, io in pages:
+            try:
+                layout = col.encoding(p, self._source)
+                got = interval_rows.page_rows(layout, io, large, local, signed, ranges)
+            finally:
+                io.release()
+            found.append(got + int(col.page_starts[p]))
+        if not found:
+            return np.zeros(0, np.int64)
+        return np.concatenate(found) if len(found) > 1 else found[0]
 
     def _decode_structural(
         self,
