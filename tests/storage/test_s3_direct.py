@@ -202,6 +202,6 @@ def test_a_read_in_parts_of_a_file_shorter_than_its_size_is_a_corrupt_file(s3_ur
     storage.write("short.bin", blob)
     source = storage.source("short.bin", len(blob) + 150_000)
     for ranges in ([(0, len(blob) + 50_000)], [(5, 10), (len(blob) - 120_000, 140_000)]):
-        with pytest.raises(lt.CorruptFileError, match="short.bin"):
+        with pytest.raises(lt.CorruptFileError, match=r"short\.bin"):
             source.read_ranges(ranges)
     assert bytes(source.read_ranges([(7, 200_000)])[0]) == blob[7:200_007]
