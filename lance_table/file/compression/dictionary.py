@@ -59,28 +59,6 @@ def encode(
     return encoded.dictionary, out
 
 
-def encode_few(values: pa.Array) -> tuple[pa.Array, np.ndarray] | None:
-    """:func:`encode` of a small page of binary values (a few hundred), or None when more than half
-    of them are distinct (nulls aside), which rules a dictionary out.
-
-    One pass over the values as Python bytes both counts the distinct ones and numbers them in
-    order of first appearance, as Arrow's hash kernel does; that kernel has a fixed cost (some tens
-    of microseconds where its tables are cold) which a small append would pay on every text
-    column, though most such pages repeat too little to take a dictionary."""
-    t = values.type
-    large = pa.types.is_large_string(t) or pa.types.is_large_binary(t)
-    raw = values.view(pa.large_binary() if large else pa.binary()).to_pylist()
-    first = dict.fromkeys(raw)
-    first.pop(None, None)
-    if len(first) * 2 > len(raw):
-        return None
-    position = {value: i for i, value in enumerate(first)}
-    position[None] = 0  # null slots get index 0, as in :func:`encode`
-    indices = np.array([position[value] for value in raw], np.uint32)
-    items = pa.array(list(first), pa.large_binary() if large else pa.binary())
-    return (items if items.type == t else items.view(t)), indices
-
-
 def cardinality(values: pa.Array | pa.ChunkedArray | np.ndarray) -> int:
     """The number of distinct non-null values (exact: one hash pass in Arrow's C++, which is
     cheaper than pylance's HyperLogLog in Python would be, and never wrong)."""

@@ -271,18 +271,12 @@ def _dictionary_values(values: pa.Array, best: MiniBlockValues | None, lz4: bool
         or pa.types.is_large_string(values.type)
     ):
         return None
-    if n <= _SET_COUNT_MAX:  # a small page: counted and numbered in one pass in Python
-        few = dictionary.encode_few(values)
-        if few is None:
-            return None
-        items, indices = few
-    else:
-        if _surely_high_cardinality(values):
-            return None
-        # one hash pass both counts the distinct values and encodes them
-        items, indices = dictionary.encode(values)
-        if (len(items) - items.null_count) * 2 > n:
-            return None
+    if _surely_high_cardinality(values) or _surely_too_many(values):
+        return None
+    # one hash pass both counts the distinct values and encodes them
+    items, indices = dictionary.encode(values)
+    if (len(items) - items.null_count) * 2 > n:
+        return None
     _, data = variable_parts(items)
     if data.size >= 1 << 31:
         return None
@@ -320,9 +314,23 @@ def _surely_high_cardinality(values: pa.Array) -> bool:
     return distinct == len(sample) - sample.null_count or _many_distinct(values)
 
 
-# Pages of at most this many values count and number their distinct values in Python (see
-# :func:`dictionary.encode_few`).
+# Pages of at most this many values count their distinct values in a Python set first (see
+# :func:`_surely_too_many`).
 _SET_COUNT_MAX = 256
+
+
+def _surely_too_many(values: pa.Array) -> bool:
+    """Whether a small page (at most :data:`_SET_COUNT_MAX` values) holds more than n / 2 distinct
+    non-null values, which rules out a dictionary: counted exactly, as the dictionary's own hash
+    pass would, in a set of the values' bytes. Arrow's hash kernel has a fixed cost (some tens of
+    microseconds in a write, where its tables are cold) that a small append would pay on every
+    text column, though most such pages repeat too little to take a dictionary."""
+    n = len(values)
+    if n > _SET_COUNT_MAX:
+        return False
+    large = pa.types.is_large_string(values.type) or pa.types.is_large_binary(values.type)
+    distinct = set(values.view(pa.large_binary() if large else pa.binary()).to_pylist())
+    return (len(distinct) - (None in distinct)) * 2 > n
 
 
 # Pages of at least this many values get a second, larger sample (:func:`_many_distinct`).
