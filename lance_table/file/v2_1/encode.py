@@ -329,6 +329,9 @@ class LeafColumnWriter:
         # the arrays of pending pieces that were appended as a group (see :meth:`group`), by
         # position in ``pending``; ``pending_bytes`` then holds a bound, not the exact count
         self.grouped: dict[int, list[pa.Array]] = {}
+        # whether ``pending_bytes`` counts some appended pieces by their cheap bound
+        # (:meth:`Shredded.nbytes_bound`), made exact where a decision depends on it
+        self.bounded = False
 
     def group(self, arrays: Sequence[pa.Array]) -> tuple[Shredded, int] | None:
         """The rows of ``arrays`` shredded as one piece, and a bound of the bytes their pieces
@@ -346,7 +349,9 @@ class LeafColumnWriter:
         slack = self.overhead + _CUT_SLACK * (len(self.path) + 1)
         bound = piece.nbytes() + len(arrays) * slack
         if self.pending_bytes + bound > self.budget:
-            return None
+            self._exact()
+            if self.pending_bytes + bound > self.budget:
+                return None
         return piece, bound
 
     def append_group(self, arrays: Sequence[pa.Array], grouped: tuple[Shredded, int]) -> None:
@@ -364,8 +369,15 @@ class LeafColumnWriter:
         for k, piece in enumerate(self.pending):
             arrays = self.grouped.get(k)
             pending.extend([piece] if arrays is None else [shred(a, self.path) for a in arrays])
-        self.pending, self.grouped = pending, {}
+        self.pending, self.grouped, self.bounded = pending, {}, False
         self.pending_bytes = sum(p.nbytes() + self.overhead for p in pending)
+
+    def _exact(self) -> None:
+        """``pending_bytes`` as the exact count of the pieces appended one by one, where it held
+        their bounds (pending groups keep theirs: :meth:`_settle` counts them)."""
+        if self.bounded and not self.grouped:
+            self.pending_bytes = sum(p.nbytes() + self.overhead for p in self.pending)
+            self.bounded = False
 
     def append(self, arr: pa.Array) -> None:
         """Add the rows of ``arr`` (an array of the top-level field)."""
@@ -377,9 +389,14 @@ class LeafColumnWriter:
         if self.blob_sink is not None:
             piece = write_blobs(piece, self.blob_sink)
         self.pending.append(piece)
-        self.pending_bytes += piece.nbytes() + self.overhead
+        # a bound first (the exact count walks the array's buffers: a fixed cost every column
+        # of a small append would pay); exact only when the bound passes the budget
+        self.pending_bytes += piece.nbytes_bound() + self.overhead
+        self.bounded = True
         if self.pending_bytes > self.budget:
-            self._flush()
+            self._exact()
+            if self.pending_bytes > self.budget:
+                self._flush()
 
     def _flush(self) -> None:
         """Write everything buffered: one page, or even pages of at most ``max_page_bytes``.
@@ -388,9 +405,10 @@ class LeafColumnWriter:
         writes it (a take or a filter then works on few pages), while small arrays gather until
         they pass the budget."""
         wholes = _join_pages(self.pending)
-        self.pending, self.pending_bytes, self.grouped = [], 0, {}
+        self.pending, self.pending_bytes, self.grouped, self.bounded = [], 0, {}, False
         for whole in wholes:
-            parts = -(-whole.nbytes() // self.max_page_bytes)
+            size = whole.nbytes_bound()  # one part when even the bound fits
+            parts = -(-(size if size <= self.max_page_bytes else whole.nbytes()) // self.max_page_bytes)
             for part in _split(whole, -(-whole.rows // max(parts, 1)), self.max_rep):
                 self._write(part)
 

@@ -64,6 +64,18 @@ class Shredded:
         self.__dict__["_nbytes"] = (self.values, size)
         return size
 
+    def nbytes_bound(self) -> int:
+        """At least :meth:`nbytes`, found without walking the values: their buffers' whole sizes
+        (a slice counts its whole buffers). Exact for nested values (fixed-size lists, packed
+        structs), whose children may share buffers."""
+        known = self.__dict__.get("_nbytes")
+        if known is not None and known[0] is self.values:
+            return int(known[1])
+        values = self.values.indices if pa.types.is_dictionary(self.values.type) else self.values
+        if values.type.num_fields:
+            return self.nbytes()
+        return int(values.get_total_buffer_size()) + (self.codes.size * 3 if self.rep is not None else 0)
+
     def row_starts(self, max_rep: int) -> np.ndarray:
         """The entry where each row starts."""
         if self.rep is None:
