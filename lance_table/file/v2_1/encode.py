@@ -31,6 +31,7 @@ from lance_table._proto import encodings_v2_1_pb2 as pb
 from lance_table.errors import PackedStructError, UnsupportedFormatError
 from lance_table.file.fields import array_overhead, is_blob
 from lance_table.file.v2_1.blob_encode import BlobSink, encode_blob_page, write_blobs
+from lance_table.file.v2_1.constant_encode import constant_page
 from lance_table.file.v2_1.fullzip_encode import encode_full_zip
 from lance_table.file.v2_1.fullzip_values import per_value, wide_values
 from lance_table.file.v2_1.layout import is_packed_struct
@@ -165,6 +166,10 @@ def encode_page(
         # pylance's reader takes pages without level buffers only for leaves without nesting
         simple = len(path) == 1 and bool(np.all(piece.codes == leaf_null))
         return _constant(kinds, rep, defs, simple)
+    if large and rep is None and defs is None and facts.scheme is None and not facts.variable_packed:
+        constant = constant_page(piece.values, kinds)  # one value in every row, as pylance 2.2 writes it
+        if constant is not None:
+            return constant
     if facts.variable_packed:  # full-zip, one packed row per value, like pylance
         return encode_full_zip(
             encode_variable_packed(piece.values, leaf), rep, defs, piece.visible, kinds, max_rep
