@@ -179,7 +179,7 @@ class LanceFileWriter:
             return BlobV2ColumnWriter(
                 node, pages, inline, self._sidecars, self.page_size_bytes, self._externals
             )
-        if any(is_blob_v2(n.field) for n in node.walk()):
+        if _blob_v2_below(node):
             raise UnsupportedFormatError(f"field {node.name!r}: blob v2 columns inside it are not written")
         if self.version is not FileVersion.V2_0:
             return StructuralWriter(self, node)
@@ -419,6 +419,20 @@ def _schema_descriptor(fields: list[LanceField], schema: pa.Schema) -> bytes:
 _DESCRIPTORS: LRU[
     tuple[tuple[int, ...], tuple[tuple[bytes, bytes], ...]], tuple[tuple[LanceField, ...], bytes]
 ] = LRU(64)
+
+
+def _blob_v2_below(node: FieldNode) -> bool:
+    """Whether a blob v2 column lies below the top-level ``node`` (remembered by the node's
+    identity: a schema's tree is built once)."""
+    hit = _BLOB_V2_BELOW.get(id(node))
+    if hit is not None and hit[0] is node:
+        return hit[1]
+    below = any(is_blob_v2(n.field) for n in node.walk())
+    _BLOB_V2_BELOW.put(id(node), (node, below))
+    return below
+
+
+_BLOB_V2_BELOW: LRU[int, tuple[FieldNode, bool]] = LRU(256)
 
 
 def _size(batch: pa.RecordBatch) -> int:

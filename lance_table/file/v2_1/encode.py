@@ -295,6 +295,26 @@ def leaf_facts(path: tuple[FieldNode, ...], large: bool) -> LeafFacts:
 _LEAVES: LRU[tuple[tuple[int, ...], bool], tuple[tuple[FieldNode, ...], LeafFacts]] = LRU(256)
 
 
+def leaf_plan(node: FieldNode, large: bool) -> tuple[tuple[tuple[FieldNode, ...], LeafFacts], ...]:
+    """The path and :class:`LeafFacts` of each leaf column below the top-level ``node``, in column
+    order: what every file of the field's schema starts from, found once per schema tree (remembered
+    by the node's identity, as :func:`leaf_facts`).
+
+    Raises:
+        UnsupportedFormatError, PackedStructError: as :func:`check_leaf`.
+    """
+    key = (id(node), large)
+    hit = _PLANS.get(key)
+    if hit is not None and hit[0] is node:
+        return hit[1]
+    plan = tuple((path, leaf_facts(path, large)) for path in map(tuple, leaf_paths(node)))
+    _PLANS.put(key, (node, plan))  # (the node is kept: its id stays its own)
+    return plan
+
+
+_PLANS: LRU[tuple[int, bool], tuple[FieldNode, tuple[tuple[tuple[FieldNode, ...], LeafFacts], ...]]] = LRU(64)
+
+
 class LeafColumnWriter:
     """Buffers the shredded rows of one leaf column and writes them as pages.
 
@@ -314,8 +334,9 @@ class LeafColumnWriter:
         large: bool,
         blob_sink: BlobSink | None = None,
         max_page_bytes: int | None = None,
+        facts: LeafFacts | None = None,
     ) -> None:
-        self.facts = leaf_facts(path, large)
+        self.facts = facts if facts is not None else leaf_facts(path, large)
         self.max_rep, blob, self.overhead = self.facts.max_rep, self.facts.blob, self.facts.overhead
         self.path = path
         self.sink = sink
