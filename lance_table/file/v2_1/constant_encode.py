@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_table._proto import encodings_v2_1_pb2 as pb
-from lance_table.file.v2_1.value_kinds import bit_values, byte_values, fixed_bits, variable_parts
+from lance_table.file.v2_1.value_kinds import byte_values, fixed_bits, variable_parts
 from lance_table.schema import is_binary_like
 
 #: the widest fixed-width value pylance keeps inline (wider ones go to a buffer in another form)
@@ -41,19 +41,19 @@ def constant_page(values: pa.Array, kinds: Sequence[int]) -> tuple[Any, list[byt
     if pa.types.is_fixed_size_list(t) or pa.types.is_struct(t):
         return None  # (pylance keeps their mini-block form)
     bits = fixed_bits(t)
-    if bits == 1:
-        flags = bit_values(values)
-        first = bool(flags[0])
-        if (not bool(flags.all())) if first else bool(flags.any()):
+    if pa.types.is_boolean(t):
+        true = values.true_count
+        if true not in (0, n):
             return None
-        value = b"\x01" if first else b"\x00"
+        value = b"\x01" if true else b"\x00"
     elif bits is None or bits % 8 or bits // 8 > MAX_INLINE_BYTES:
         return None
     else:
         table = byte_values(values, bits // 8)
-        if n > 1 and not bool((table[1:] == table[0]).all()):
-            return None
         value = table[0].tobytes()
+        # the last value first: a page that is not constant mostly fails there, at once
+        if n > 1 and (table[-1].tobytes() != value or not bool((table[1:] == table[0]).all())):
+            return None
     layout = pb.PageLayout()
     layout.constant_layout.layers.extend(kinds)
     layout.constant_layout.inline_value = value
@@ -67,7 +67,7 @@ def _binary(values: pa.Array, kinds: Sequence[int], n: int) -> tuple[Any, list[b
         return None
     if size and n > 1:
         rows = data.reshape(n, size)
-        if not bool((rows[1:] == rows[0]).all()):
+        if rows[-1].tobytes() != rows[0].tobytes() or not bool((rows[1:] == rows[0]).all()):
             return None
     t = values.type
     word = 8 if pa.types.is_large_binary(t) or pa.types.is_large_string(t) else 4
