@@ -36,10 +36,12 @@ def constant_page(values: pa.Array, kinds: Sequence[int]) -> tuple[Any, list[byt
     n = len(values)
     if not n or values.null_count or pa.types.is_dictionary(t):
         return None
+    if not _constant_type(t):
+        return None  # (fixed-size lists, packed structs: pylance keeps their mini-block form)
+    if n > 1 and not pa.types.is_floating(t) and not values[0].equals(values[n - 1]):
+        return None  # most pages that are not constant, told at once (floats: NaN equals nothing)
     if is_binary_like(t):
         return _binary(values, kinds, n)
-    if pa.types.is_fixed_size_list(t) or pa.types.is_struct(t):
-        return None  # (pylance keeps their mini-block form)
     bits = fixed_bits(t)
     if pa.types.is_boolean(t):
         true = values.true_count
@@ -58,6 +60,19 @@ def constant_page(values: pa.Array, kinds: Sequence[int]) -> tuple[Any, list[byt
     layout.constant_layout.layers.extend(kinds)
     layout.constant_layout.inline_value = value
     return layout, []
+
+
+def _constant_type(t: pa.DataType) -> bool:
+    """The types whose constant pages are written: those pylance was seen to write so."""
+    return (
+        pa.types.is_integer(t)
+        or pa.types.is_floating(t)
+        or pa.types.is_boolean(t)
+        or pa.types.is_temporal(t)
+        or pa.types.is_decimal(t)
+        or pa.types.is_fixed_size_binary(t)
+        or is_binary_like(t)
+    )
 
 
 def _binary(values: pa.Array, kinds: Sequence[int], n: int) -> tuple[Any, list[bytes]] | None:
