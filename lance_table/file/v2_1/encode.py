@@ -398,6 +398,11 @@ class LeafColumnWriter:
         self.pending, self.grouped, self.bounded = pending, {}, False
         self.pending_bytes = sum(p.nbytes() + self.overhead for p in pending)
 
+    def exact_pending_bytes(self) -> int:
+        """``pending_bytes``, counted exactly where it held bounds (see :meth:`_exact`)."""
+        self._exact()
+        return self.pending_bytes
+
     def _exact(self) -> None:
         """``pending_bytes`` as the exact count of the pieces appended one by one, where it held
         their bounds (pending groups keep theirs: :meth:`_settle` counts them)."""
