@@ -118,3 +118,33 @@ def test_2_1_files_have_no_constant_pages(tmp_path: Path) -> None:
     _write_ours(path, table, "2.1")
     assert {kind for kind, _, _ in _pages(path)} == {"mini_block_layout"}
     assert LanceFileReader(str(path)).read_all().equals(table)
+
+
+@pytest.mark.interop
+def test_pylances_wide_fixed_constants_are_read(tmp_path: Path) -> None:
+    """pylance keeps a constant fixed-width value of more than 32 bytes in a buffer of its own
+    (``[u32 1][u32 size][value]``); such pages read back, one file alone and files of a dataset
+    (whose small files are read together), and this writer keeps them mini-block."""
+    import lance
+
+    import lance_table as lt
+
+    for n in (1, 100):
+        table = pa.table(
+            {"w": pa.array([b"x" * 33] * n, pa.binary(33)), "v": pa.array([b"y" * 100] * n, pa.binary(100))}
+        )
+        path = tmp_path / f"wide{n}.lance"
+        with PylanceWriter(str(path), table.schema, version="2.2") as writer:
+            writer.write_batch(table)
+        assert {kind for kind, _, _ in _pages(path)} == {"constant_layout"}
+        assert LanceFileReader(str(path)).read_all().equals(table)
+        uri = str(tmp_path / f"ds{n}")
+        for i in range(3):
+            lance.write_dataset(table, uri, mode="append" if i else "create", data_storage_version="2.2")
+        expected = pa.concat_tables([table] * 3)
+        dataset = lt.dataset(uri)
+        assert dataset.to_table().equals(expected)
+        assert dataset.take([0, 2 * n]).equals(expected.take([0, 2 * n]))
+        ours = tmp_path / f"ours{n}.lance"
+        _write_ours(ours, table, "2.2")
+        assert {kind for kind, _, _ in _pages(ours)} == {"mini_block_layout"}
