@@ -46,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from common import Report, Result, argument_parser, interleaved_result
 
 import lance_table as lt
+from lance_table.storage import listing_cache
 from lance_table.table import version_summaries
 
 FORMAT = "2.2"
@@ -465,6 +466,7 @@ def main() -> None:
 
         def cold_versions(u: str) -> object:
             version_summaries.clear()
+            listing_cache.clear()  # (the kept listing of _versions with its files' sizes and times)
             return lt.dataset(u).versions()
 
         both("versions(), first call", cold_versions, lambda u: lance.dataset(u).versions())

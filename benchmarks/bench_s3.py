@@ -56,21 +56,24 @@ class Bench:
         #: options for lance_table only (its choice of range reader)
         self.own_options: dict[str, str] = {}
 
-    def count(self, fn: Callable[[], object]) -> Counter[str]:
+    def count(self, fn: Callable[[], object]) -> tuple[Counter[str], int]:
+        """The requests of one run of ``fn`` by kind, and the bytes of the answers to its GETs."""
         self.server.counts(reset=True)
         fn()
-        return self.server.counts(reset=True)
+        sent = self.server.bytes_sent()["GET"]
+        return self.server.counts(reset=True), sent
 
     def both(self, name: str, mine: Callable[[], object], theirs: Callable[[], object]) -> None:
         """Time ``mine`` and ``theirs`` alternately (wall and process CPU time), then count one
         run of each."""
         (mine_s, theirs_s), (mine_cpu, theirs_cpu) = interleaved_wall_and_cpu(mine, theirs, self.runs)
-        ours, other = self.count(mine), self.count(theirs)
+        (ours, our_bytes), (other, other_bytes) = self.count(mine), self.count(theirs)
         note = (
             f"cpu ratio {mine_cpu / theirs_cpu if theirs_cpu else float('nan'):.2f} "
             f"({mine_cpu * 1000:.0f}/{theirs_cpu * 1000:.0f} ms); "
             f"requests: lance_table {sum(ours.values())} ({_fmt(ours)}), "
-            f"pylance {sum(other.values())} ({_fmt(other)}); load {os.getloadavg()[0]:.2f}"
+            f"pylance {sum(other.values())} ({_fmt(other)}); "
+            f"GET MB {our_bytes / 1e6:.2f}/{other_bytes / 1e6:.2f}; load {os.getloadavg()[0]:.2f}"
         )
         self.report.add(Result(name, mine_s, theirs_s, self.runs, note))
         print(f"      {note}", flush=True)
@@ -79,6 +82,7 @@ class Bench:
                 "scenario": name,
                 "lance_table": dict(ours),
                 "pylance": dict(other),
+                "get_bytes": {"lance_table": our_bytes, "pylance": other_bytes},
                 "cpu_s": {"lance_table": mine_cpu, "pylance": theirs_cpu},
                 "load_average": os.getloadavg()[0],
             }

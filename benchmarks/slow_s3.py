@@ -3,7 +3,8 @@
 Run as a script it serves on 127.0.0.1 (a free port, printed as ``PORT <n>`` on stdout) until its
 stdin closes; :class:`SlowS3` starts it in a subprocess so that the server's Python never competes
 with the client's for a GIL. ``GET /_requests`` answers the counts as JSON (not delayed, not
-counted); ``GET /_requests?reset`` also zeroes them, ``GET /_requests?latency=0.05`` sets the latency.
+counted), ``GET /_bytes`` the bytes of the answers' bodies by kind; ``GET /_requests?reset`` also
+zeroes both, ``GET /_requests?latency=0.05`` sets the latency.
 
     python benchmarks/slow_s3.py --latency 0.02
 """
@@ -25,6 +26,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 COUNTS_PATH = "/_requests"
+BYTES_PATH = "/_bytes"
 
 
 def request_kind(method: str, path: str, query: str) -> str:
@@ -42,25 +44,37 @@ class Slowed:
         self.app = app
         self.latency = latency
         self.counts: Counter[str] = Counter()
+        #: bytes of the answers' bodies by kind of request (their Content-Length)
+        self.bytes: Counter[str] = Counter()
         self._lock = threading.Lock()
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "")
         query = environ.get("QUERY_STRING", "")
-        if path == COUNTS_PATH:
+        if path in (COUNTS_PATH, BYTES_PATH):
             with self._lock:
-                body = json.dumps(dict(self.counts)).encode()
+                body = json.dumps(dict(self.counts if path == COUNTS_PATH else self.bytes)).encode()
                 if "reset" in query:
                     self.counts.clear()
+                    self.bytes.clear()
                 if query.startswith("latency="):
                     self.latency = float(query.split("=", 1)[1])
             start_response("200 OK", [("Content-Type", "application/json")])
             return [body]
+        kind = request_kind(environ["REQUEST_METHOD"], path, query)
         with self._lock:
-            self.counts[request_kind(environ["REQUEST_METHOD"], path, query)] += 1
+            self.counts[kind] += 1
         if self.latency:
             time.sleep(self.latency)
-        return self.app(environ, start_response)
+
+        def counted(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+            for name, value in headers:
+                if name.lower() == "content-length" and kind != "HEAD":
+                    with self._lock:
+                        self.bytes[kind] += int(value)
+            return start_response(status, headers, exc_info)
+
+        return self.app(environ, counted)
 
 
 def serve(latency: float, keep_alive: bool = True) -> None:
@@ -188,6 +202,11 @@ class SlowS3:
         """Requests by kind since the last reset."""
         url = f"{self.endpoint}{COUNTS_PATH}{'?reset' if reset else ''}"
         with urllib.request.urlopen(url) as answer:
+            return Counter(json.loads(answer.read()))
+
+    def bytes_sent(self) -> Counter[str]:
+        """Bytes of the answers' bodies by kind of request since the last reset of the counts."""
+        with urllib.request.urlopen(f"{self.endpoint}{BYTES_PATH}") as answer:
             return Counter(json.loads(answer.read()))
 
     def set_latency(self, latency: float) -> None:

@@ -123,6 +123,18 @@ class LRU(Generic[K, V]):
             self._trim()
         return True
 
+    def setdefault(self, key: K, value: V) -> V:
+        """The value kept under ``key`` (now the most recently used), or ``value`` kept there
+        when there is none (as :meth:`put` of no weight): one value per key across threads."""
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+                return found[0]
+            self._put(key, value, 0)
+            self._trim()
+        return value
+
     def put_many(self, items: Iterable[tuple[K, V]]) -> None:
         """:meth:`put` each ``(key, value)`` (of no weight) in order, in one hold of the lock."""
         with self._lock:

@@ -105,3 +105,39 @@ def test_a_forked_child_gets_a_free_lock() -> None:
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_setdefault_keeps_one_value_per_key() -> None:
+    cache: LRU[str, list[int]] = LRU(2)
+    first = cache.setdefault("a", [1])
+    assert cache.setdefault("a", [2]) is first
+    cache.put("b", [3])
+    cache.setdefault("a", [4])  # a hit marks "a" used
+    cache.put("c", [5])
+    assert list(cache) == ["a", "c"]
+
+
+def test_the_encoding_cache_keeps_hot_encodings_past_its_bound() -> None:
+    """A workload just over a cache's bound: the encodings of every file of a dataset (hot) read
+    between one-off ones of many other files. A cache cleared when full parsed the hot ones again
+    after every clear; the LRU keeps them (the same parsed message is served throughout)."""
+    from lance_table._proto import encodings_v2_0_pb2, file2_pb2
+    from lance_table.file import container
+    from lance_table.storage.sources import BytesSource
+
+    def encoding(bits: int) -> file2_pb2.Encoding:
+        msg = encodings_v2_0_pb2.ArrayEncoding()
+        msg.flat.bits_per_value = bits
+        enc = file2_pb2.Encoding()
+        container.pack_encoding(msg, container.URL_ARRAY_ENCODING, enc)
+        return enc
+
+    source = BytesSource(b"", "hot.lance")
+    hot = [encoding(1 << 20 | i) for i in range(8)]
+    parsed = [container.unpack_encoding(e, source, "a page")[1] for e in hot]
+    for i in range(container._ENCODINGS.size + 100):
+        container.unpack_encoding(encoding(1 << 21 | i), source, "a page")
+        if i % 64 == 0:
+            again = [container.unpack_encoding(e, source, "a page")[1] for e in hot]
+            assert all(a is b for a, b in zip(again, parsed)), i
+    assert len(container._ENCODINGS) == container._ENCODINGS.size

@@ -23,6 +23,7 @@ from typing import Any
 import pyarrow as pa
 from google.protobuf.message import DecodeError
 
+from lance_table._lru import LRU
 from lance_table._proto import encodings_v2_0_pb2, encodings_v2_1_pb2, file2_pb2, file_pb2
 from lance_table.errors import CorruptFileError, UnsupportedFormatError
 from lance_table.file.v2_1.blob_v2 import attach_descriptor_fields, descriptor_problem
@@ -142,15 +143,13 @@ class FileMetadata:
             return hit[1]
         md = dict(self.schema_metadata) or None
         schema = pa.schema([n.to_arrow_field() for n in self.roots], metadata=md)
-        if len(_SCHEMAS) >= _FILE_FIELDS_KEPT:
-            _SCHEMAS.clear()
-        _SCHEMAS[key] = (self.fields, schema)  # (the fields are kept: their id stays theirs)
+        _SCHEMAS.put(key, (self.fields, schema))  # (the fields are kept: their id stays theirs)
         return schema
 
 
 #: Arrow schemas of files, by the identity of their (shared, immutable) fields and their schema
 #: metadata: the files of a dataset share them (see ``_FILE_FIELDS``)
-_SCHEMAS: dict[tuple[Any, ...], tuple[tuple[LanceField, ...], pa.Schema]] = {}
+_SCHEMAS: LRU[tuple[Any, ...], tuple[tuple[LanceField, ...], pa.Schema]] = LRU(64)
 
 
 def parse_message(msg: Any, data: bytes | memoryview, path: str, what: str, offset: int) -> Any:
@@ -192,8 +191,8 @@ class FileTail:
 
 #: the fields of the file schemas read last, by the schema's bytes: the files of a dataset share
 #: theirs, and the same (immutable) fields give the same field tree, built once (see build_tree)
-_FILE_FIELDS: dict[bytes, tuple[LanceField, ...]] = {}
-_FILE_FIELDS_KEPT = 64
+#: (at most 64 schemas, and 16 MiB of their bytes: a schema of thousands of fields is large)
+_FILE_FIELDS: LRU[bytes, tuple[LanceField, ...]] = LRU(64, max_bytes=16 << 20)
 
 
 def read_metadata(source: ByteSource) -> FileMetadata:
@@ -260,9 +259,7 @@ def read_metadata(source: ByteSource) -> FileMetadata:
             raise CorruptFileError(
                 path, f"schema in the file descriptor is invalid: {problem}", offset=gb0_pos
             )
-        if len(_FILE_FIELDS) >= _FILE_FIELDS_KEPT:
-            _FILE_FIELDS.clear()
-        _FILE_FIELDS[schema_bytes] = fields
+        _FILE_FIELDS.put(schema_bytes, fields, len(schema_bytes))
     meta = FileMetadata(
         path=path,
         size=size,
@@ -348,16 +345,13 @@ def unpack_encoding(enc: Any, source: ByteSource, what: str) -> tuple[str | None
         )
     found = wrapper.type_url, parse_message(cls(), wrapper.value, source.name, what, 0)
     if which == "direct":
-        if len(_ENCODINGS) >= _ENCODINGS_KEPT:
-            _ENCODINGS.clear()
-        _ENCODINGS[bytes(raw)] = found
+        _ENCODINGS.put(bytes(raw), found)
     return found
 
 
 #: encodings read last, by their bytes (the same page encodings recur in every file of a dataset);
 #: the messages are shared, and only ever read
-_ENCODINGS: dict[bytes, tuple[str, Any]] = {}
-_ENCODINGS_KEPT = 4096
+_ENCODINGS: LRU[bytes, tuple[str, Any]] = LRU(4096)
 
 
 def pack_encoding(msg: Any, type_url: str, target: Any) -> None:

@@ -51,8 +51,9 @@ def page_reads(
             mask = keep.slice(first, int(local.lengths[0]))
             kept = mask.true_count
             if kept:
+                io.filtered = kept < len(mask)
                 out.append((p, local, io))
-                masks.append(None if kept == len(mask) else mask)
+                masks.append(mask if io.filtered else None)
         elif split and 1 < local.count <= SPLIT_MAX_RUNS and local.total >= SPLIT_MIN_ROWS * local.count:
             for start, length in zip(local.starts.tolist(), local.lengths.tolist()):
                 out.append((p, Runs.span(start, length), page_io(p)))

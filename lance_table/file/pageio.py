@@ -40,10 +40,14 @@ class PageIO:
     ) -> None:
         self.whole_page = whole_page
         self.source = source
+        #: only some of the rows decoded from the page are kept (see ``page_select.page_reads``)
+        self.filtered = False
         self.page = page
         self.column = column
         self.global_buffers = global_buffers
         self.what = what
+        #: whether the decoder checked the strings it returns (a dictionary page: its dictionary)
+        self.strings_checked = False
         if buffers is not None:
             self.__dict__["buffers"] = buffers  # else read from the page when first asked
         self._whole: dict[tuple[int, int], memoryview] = {}

@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from lance_table._parallel import DECODE, PAGE_IO, map_on, runs_inline, settle, workers
 from lance_table.errors import CorruptFileError, SchemaError, UnsupportedFormatError
-from lance_table.file import page_select
+from lance_table.file import page_select, utf8
 from lance_table.file.arrow import bool_array
 from lance_table.file.arrow_take import filter_rows
 from lance_table.file.column_pages import ColumnPages
@@ -44,6 +44,7 @@ from lance_table.file.v2_0.layout import column_assignment, page_encoding
 from lance_table.file.v2_1 import layout as layout21
 from lance_table.file.v2_1 import nested_pages, repdef
 from lance_table.schema import FieldNode
+from lance_table.storage.mapped import mapped
 from lance_table.storage.sources import (
     ByteSource,
     BytesSource,
@@ -252,12 +253,14 @@ class LanceFileReader(SmallReads, V20Reads):
         (a page with none is not read), other fields' once they are read."""
         nodes, schema = self._project(columns)
         small = self._small_columns(columns, nodes, runs)
-        if small is not None:
+        if small is not None:  # (each page decoded by _decode_structural, which checks its strings)
             return self._read_small(small, schema, runs, floors, keep)
         touched: list[tuple[ColumnPages, int, PageIO]] = []
         plans = [self._field_jobs(node, runs, touched, floors.get(node.name), keep) for node in nodes]
         flat = [job for jobs, _ in plans for job in jobs]
         self._fetch_selection_buffers(touched)
+        if keep is not None and isinstance(self._source, LocalFileSource):
+            _map_filtered(self._source, [io for _, _, io in touched])
         remote = not isinstance(self._source, (LocalFileSource, BytesSource))
         in_part = remote and len(flat) > 1 and any(not io.whole_page for _, _, io in touched)
         # every job a page's: their first reads (the pages read whole included) go out together
@@ -288,7 +291,37 @@ class LanceFileReader(SmallReads, V20Reads):
                 assert keep is not None
                 col = filter_rows(selectable(pa.table([col], names=["_"])).column(0), keep)
             arrays.append(col)
-        return pa.Table.from_arrays(arrays, schema=schema)
+        # strings are checked by the jobs that decode pages, but for fields with nesting
+        table = pa.Table.from_arrays(arrays, schema=schema)
+        return utf8.check(table, self.path, [None if self._checked(n) else n.arrow_type for n in nodes])
+
+    def _checked(self, node: FieldNode) -> bool:
+        """Whether the jobs that decode a field check its strings (see ``_decode_structural``
+        and ``_checking``): :meth:`_field_jobs` made them of its pages."""
+        kind = self._shapes.get(node.id)
+        if self._structural:
+            return kind != NESTED or layout21.is_packed_struct(node)
+        return (
+            kind != NESTED
+            and node.id not in self._byte_lists
+            and node.id in self._col_of
+            and not self._column(node).is_blob(self._source)
+        )
+
+    def _checking(self, job: Job, col: ColumnPages, page: int, io: PageIO, dtype: pa.DataType) -> Job:
+        """``job`` (the rows of a 2.0 page), its strings then checked (not those of a dictionary
+        page whose dictionary is sound: its rows are the dictionary's)."""
+        if not utf8.holds_strings(dtype):
+            return job
+
+        def checked() -> list[pa.Array]:
+            got = job()
+            if not io.strings_checked:
+                for arr in got:
+                    self._check_strings(arr, col, page, dtype)
+            return got
+
+        return checked
 
     def _field_jobs(
         self,
@@ -323,7 +356,13 @@ class LanceFileReader(SmallReads, V20Reads):
         pages, masks = self._page_reads(col, runs, keep)
         touched.extend((col, p, io) for p, _, io in pages)
         jobs: list[Job] = [
-            page_select.selecting(functools.partial(self._decode_page, col, p, local, io, t), mask)
+            self._checking(
+                page_select.selecting(functools.partial(self._decode_page, col, p, local, io, t), mask),
+                col,
+                p,
+                io,
+                t,
+            )
             for (p, local, io), mask in zip(pages, masks)
         ]
         return jobs, _flatten
@@ -405,6 +444,17 @@ class LanceFileReader(SmallReads, V20Reads):
         return page_select.page_reads(
             col, runs, pages, keep, lambda p: self._page_io(col, p, False), split=split
         )
+
+
+def _map_filtered(source: LocalFileSource, pages: list[PageIO]) -> None:
+    """Read the pages of which only some rows are kept through a map of the file (see
+    :mod:`~lance_table.storage.mapped`): their kept rows are then copied once, from the page cache.
+    Their small buffers read so far stay as they are."""
+    filtered = [io for io in pages if io.filtered]
+    view = mapped(source) if filtered else None
+    if view is not None:
+        for io in filtered:
+            io.source = view
 
 
 def _flatten(results: list[list[pa.Array]]) -> list[pa.Array]:

@@ -6,20 +6,23 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from lance_table.errors import CorruptFileError
+from lance_table.file import utf8
 from lance_table.file.arrow_take import filter_rows
 from lance_table.file.column_pages import ColumnPages
 from lance_table.file.container import (
     FileMetadata,
+    FileVersion,
 )
 from lance_table.file.pageio import PageIO
-from lance_table.file.rows import RowReader
+from lance_table.file.rows import RowReader, decoded
 from lance_table.file.runs import Runs
 from lance_table.file.v2_0 import decode as decode20
 from lance_table.file.v2_1 import decode as decode21
-from lance_table.file.v2_1 import miniblock_small, nested_pages, nested_rows
+from lance_table.file.v2_1 import interval_rows, miniblock_small, nested_pages, nested_rows
 from lance_table.schema import FieldNode
 from lance_table.storage.sources import (
     ByteSource,
@@ -41,6 +44,23 @@ class ReaderCore(RowReader):
     _small_reads: dict[tuple[str, ...] | None, list[tuple[FieldNode, ColumnPages]] | None]
     _kept: dict[tuple[int, int], memoryview]
     _kept_bytes: int
+
+    def _check_strings(self, arr: pa.Array, col: ColumnPages, page: int, dtype: pa.DataType) -> None:
+        """Check that the strings of rows of a page are valid UTF-8.
+
+        Raises:
+            CorruptFileError: they are not (naming the file, the field and the page).
+        """
+        problem = utf8.problem_of(arr, dtype)
+        if problem is not None:
+            name = self._field_name(col.index)
+            what = f"column {name!r} (page {page}) holds strings that are not valid UTF-8"
+            raise CorruptFileError(self.path, f"{what} ({problem}, of the rows read)")
+
+    def _field_name(self, index: int) -> str:
+        """The name of the field stored in column ``index`` (its index when none is)."""
+        found = [n.name for r in self._meta.roots for n in r.walk() if self._col_of.get(n.id) == index]
+        return found[0] if found else str(index)
 
     def _column(self, node: FieldNode) -> ColumnPages:
         index = self._col_of.get(node.id)
@@ -91,6 +111,50 @@ class ReaderCore(RowReader):
                 io.prefetch()
             yield p, local, io
 
+    def rows_in_interval(
+        self, column: str, runs: Runs, ranges: Sequence[tuple[int, int]]
+    ) -> np.ndarray | None:
+        """The rows among ``runs`` (sorted, not empty, inside the file) whose value of the integer
+        column ``column`` lies in one of ``ranges`` (sorted, disjoint, closed intervals in the
+        column's type; a null never does), sorted; read off the packed values without decoding them to Arrow
+        (:mod:`interval_rows`). None when a page of the rows is not of a kind read that way (the
+        caller then reads the column).
+
+        Raises:
+            SchemaError: the file has no such column.
+            CorruptFileError: a page is damaged.
+        """
+        if not self._structural:
+            return None
+        try:
+            return decoded(self._source.name, self._interval_rows, column, runs, ranges)
+        finally:
+            self._source = self._stored  # (as after a read: see ``LanceFileReader._read``)
+
+    def _interval_rows(self, column: str, runs: Runs, ranges: Sequence[tuple[int, int]]) -> np.ndarray | None:
+        (node,), _ = self._project([column])
+        t = node.arrow_type
+        if not pa.types.is_integer(t) or node.children:
+            return None
+        col = self._column(node)
+        self._check_length(col, runs)
+        large = self._meta.version is FileVersion.V2_2
+        pages = list(self._pages(col, runs, prefetch=False))
+        if not all(interval_rows.handles(col.encoding(p, self._source)) for p, _, _ in pages):
+            return None
+        signed = pa.types.is_signed_integer(t)
+        found = []
+        for p, local, io in pages:
+            try:
+                layout = col.encoding(p, self._source)
+                got = interval_rows.page_rows(layout, io, large, local, signed, ranges)
+            finally:
+                io.release()
+            found.append(got + int(col.page_starts[p]))
+        if not found:
+            return np.zeros(0, np.int64)
+        return np.concatenate(found) if len(found) > 1 else found[0]
+
     def _decode_structural(
         self,
         col: ColumnPages,
@@ -103,15 +167,21 @@ class ReaderCore(RowReader):
         keep: pa.BooleanArray | None = None,
     ) -> list[pa.Array]:
         """The rows ``runs`` of a page of a column without nesting; with ``keep`` (a mask over
-        them, ``runs`` then one span), only the rows it marks."""
+        them, ``runs`` then one span), only the rows it marks. Its strings are checked here, on
+        the decoding thread (see :mod:`~lance_table.file.utf8`; a dictionary page's, by its
+        dictionary)."""
         try:
             small = col.small_page(page, self._source, large)
-            if small is not None:
-                got = miniblock_small.decode(small, io, dtype, runs, floor)
-                if got is not None:
-                    return [got if keep is None else filter_rows(got, keep)]
-            enc = col.encoding(page, self._source)
-            return [decode21.decode_page(enc, io, dtype, large, runs, floor, keep)]
+            got = None if small is None else miniblock_small.decode(small, io, dtype, runs, floor)
+            if got is not None:
+                got = got if keep is None else filter_rows(got, keep)
+            else:
+                got = decode21.decode_page(
+                    col.encoding(page, self._source), io, dtype, large, runs, floor, keep
+                )
+            if not io.strings_checked and utf8.holds_strings(dtype):
+                self._check_strings(got, col, page, dtype)
+            return [got]
         finally:
             io.release()
 

@@ -107,6 +107,17 @@ class Runs:
         run = np.searchsorted(ends, ordinals, side="right")
         return self.starts[run] + ordinals - (ends[run] - self.lengths[run])
 
+    def contains(self, positions: np.ndarray) -> np.ndarray:
+        """Which of the sorted ``positions`` the runs cover, as bools."""
+        if self.count == 1:
+            start = int(self.starts[0])
+            return (positions >= start) & (positions < start + int(self.lengths[0]))
+        run = np.searchsorted(self.starts, positions, side="right") - 1
+        inside = run >= 0
+        run[~inside] = 0
+        inside &= positions < self.starts[run] + self.lengths[run]
+        return inside
+
     def mask(self, lo: int, span: int) -> np.ndarray:
         """Which positions of ``[lo, lo + span)`` the runs cover (they lie inside it), as bools:
         all but the gaps between the runs and before and after them, which are written one

@@ -151,6 +151,13 @@ class Storage(ABC):
         With ``stat=False`` a backend may leave sizes at -1 and times unknown when that is cheaper.
         """
 
+    def list_created_files(self, path: str) -> Sequence[Entry]:
+        """:meth:`list_dir` (with sizes and times) of a directory whose files are only ever
+        created whole and removed, never changed in place (``_versions``): a backend may then
+        answer from its last listing while the directory is provably unchanged (with the very
+        same sequence: callers must not change it)."""
+        return self.list_dir(path)
+
     def list_names(self, path: str) -> list[str]:
         """The names of the files directly inside a directory (none if it does not exist), in no
         particular order: the cheapest listing."""

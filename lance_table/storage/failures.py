@@ -81,6 +81,7 @@ STORAGE_METHODS = (
     "open_writer",
     "put_if_absent",
     "list_dir",
+    "list_created_files",
     "list_names",
     "list_names_page",
     "list_tree",

@@ -23,8 +23,6 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from lance_table._buffers import empty
-
 #: the most bytes the status line and headers of an answer may take
 MAX_HEAD = 64 * 1024
 #: the most bytes the body of an answer that is not a success may take, whatever range was
@@ -62,7 +60,9 @@ class _Stale(Exception):
     """A kept-alive connection the server had closed before the answer began."""
 
 
-class _Connection:
+class Connection:
+    """An open connection (its socket)."""
+
     __slots__ = ("sock",)
 
     def __init__(self, sock: socket.socket) -> None:
@@ -97,7 +97,7 @@ class KeptConnections:
         self._tls: ssl.SSLContext | None = None
         if scheme == "https":
             self._tls = ssl.create_default_context(cafile=ca_bundle)
-        self._idle: list[_Connection] = []
+        self._idle: list[Connection] = []
         self._lock = threading.Lock()
         self._pid = os.getpid()
 
@@ -129,19 +129,17 @@ class KeptConnections:
         the bytes), and a GET reads the same bytes.
 
         ``pooled``: a successful answer's body longer than one receive goes to the answer's
-        ``view``, received straight into memory of Arrow's pool, which keeps its pages mapped
+        ``view``, received straight into a buffer of the C heap (see :func:`body_buffer`)
         (a fresh ``bytes`` of megabytes is mapped and faulted in page by page, then copied).
 
         Raises:
             HttpError, ssl.SSLError, socket.gaierror: see :meth:`get`.
         """
-        head = "".join(
-            [f"{method} {target} HTTP/1.1\r\n", *(f"{k}: {v}\r\n" for k, v in headers.items()), "\r\n"]
-        ).encode("latin-1")
+        head = request_head(method, target, headers)
         request = head + body if body else head
         for _ in range(3):  # a kept connection may have been closed by the server meanwhile
             try:
-                conn, fresh = self._take()
+                conn, fresh = self.take()
             except OSError as exc:
                 if isinstance(exc, (ssl.SSLError, socket.gaierror)):
                     raise
@@ -161,7 +159,7 @@ class KeptConnections:
                     raise HttpError(repr(exc)) from None
                 continue
             if keep:
-                self._give_back(conn)
+                self.give_back(conn)
             else:
                 conn.close()
             return answer
@@ -178,12 +176,25 @@ class KeptConnections:
         for conn in getattr(self, "_idle", ()):
             conn.close()
 
-    def _take(self) -> tuple[_Connection, bool]:
+    def take(self) -> tuple[Connection, bool]:
+        """A kept connection, else a fresh one; whether it is fresh.
+
+        Raises:
+            OSError: see :meth:`connect`.
+        """
         with self._lock:
             if self._pid != os.getpid():  # a forked child: the parent's connections are not its own
                 self._idle, self._pid = [], os.getpid()
             if self._idle:
                 return self._idle.pop(), False
+        return self.connect(), True
+
+    def connect(self) -> Connection:
+        """A fresh connection (blocking, with the read timeout).
+
+        Raises:
+            OSError: it could not be made (ssl.SSLError, socket.gaierror among them).
+        """
         sock = socket.create_connection(self.address, timeout=self.timeouts[0])
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -193,9 +204,10 @@ class KeptConnections:
         except BaseException:
             sock.close()
             raise
-        return _Connection(sock), True
+        return Connection(sock)
 
-    def _give_back(self, conn: _Connection) -> None:
+    def give_back(self, conn: Connection) -> None:
+        """Keep ``conn`` (blocking, with the read timeout) for another request, or close it."""
         with self._lock:
             if len(self._idle) < self.keep and self._pid == os.getpid():
                 self._idle.append(conn)
@@ -203,7 +215,7 @@ class KeptConnections:
         conn.close()
 
     def _exchange(
-        self, conn: _Connection, request: bytes, limit: int | None, pooled: bool = False
+        self, conn: Connection, request: bytes, limit: int | None, pooled: bool = False
     ) -> tuple[Answer, bool]:
         """Send ``request`` and read the answer (a body of at most ``limit`` bytes); whether the
         connection can serve another."""
@@ -224,61 +236,126 @@ class KeptConnections:
                 raise ValueError("connection closed within the answer's headers")
             data += more
             end = data.find(b"\r\n\r\n")
-        lines = data[:end].decode("latin-1").split("\r\n")
-        version, _, rest = lines[0].partition(" ")
-        if not version.startswith("HTTP/1."):
-            raise ValueError(f"not an HTTP/1.x answer: {lines[0][:40]!r}")
-        status = int(rest[:3])
-        headers: dict[str, str] = {}
-        for line in lines[1:]:
-            name, sep, value = line.partition(":")
-            if not sep:
-                raise ValueError(f"malformed header line {line[:40]!r}")
-            name = name.strip().lower()
-            value = value.strip()
-            headers[name] = f"{headers[name]}, {value}" if name in headers else value
-        body = data[end + 4 :]
-        tokens = headers.get("connection", "").lower()
-        keep = "close" not in tokens and (version != "HTTP/1.0" or "keep-alive" in tokens)
-        if status < 200 or status in (204, 304):
-            if status < 200:
-                raise ValueError(f"interim answer {status}")  # no Expect is sent: none should come
-            return Answer(status, headers, b""), keep and not body
-        if status >= 300:  # an error document: as long as the store makes it, not the range
-            limit = MAX_ERROR_BODY
+        status, headers, keep = parse_head(data, end)
+        return read_body(sock, status, headers, data[end + 4 :], keep, limit, pooled)
+
+
+def request_head(method: str, target: str, headers: Mapping[str, str]) -> bytes:
+    """The request line and headers of a request, as sent."""
+    lines = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    return f"{method} {target} HTTP/1.1\r\n{lines}\r\n".encode("latin-1")
+
+
+def parse_head(data: bytes, end: int) -> tuple[int, dict[str, str], bool]:
+    """The status, the headers (lowercase names) and whether the connection stays open, of an
+    answer whose status line and headers are ``data[:end]``.
+
+    Raises:
+        ValueError: the answer is not HTTP/1.x, or a header line is malformed.
+    """
+    lines = data[:end].decode("latin-1").split("\r\n")
+    version, _, rest = lines[0].partition(" ")
+    if not version.startswith("HTTP/1."):
+        raise ValueError(f"not an HTTP/1.x answer: {lines[0][:40]!r}")
+    status = int(rest[:3])
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if not sep:
+            raise ValueError(f"malformed header line {line[:40]!r}")
+        name = name.strip().lower()
+        value = value.strip()
+        headers[name] = f"{headers[name]}, {value}" if name in headers else value
+    tokens = headers.get("connection", "").lower()
+    keep = "close" not in tokens and (version != "HTTP/1.0" or "keep-alive" in tokens)
+    return status, headers, keep
+
+
+def body_length(status: int, headers: Mapping[str, str], limit: int | None) -> int | None:
+    """The length of an answer's body framed by ``Content-Length`` (0 for an answer without a
+    body), or None for other framings (chunks, the end of the connection).
+
+    Raises:
+        ValueError: the answer is interim, or its body is longer than ``limit`` bytes (an error
+            document's: :data:`MAX_ERROR_BODY`).
+    """
+    if status < 200:
+        raise ValueError(f"interim answer {status}")  # no Expect is sent: none should come
+    if status in (204, 304):
+        return 0
+    if status >= 300:  # an error document: as long as the store makes it, not the range
+        limit = MAX_ERROR_BODY
+    encoding = headers.get("transfer-encoding", "").lower()
+    length = headers.get("content-length")
+    if (encoding and encoding != "identity") or length is None:
+        return None
+    size = int(length)
+    if size < 0 or size > _bound(limit):
+        raise ValueError(f"an answer's body of {size} bytes, where {limit} were asked for")
+    return size
+
+
+def read_body(
+    sock: socket.socket,
+    status: int,
+    headers: dict[str, str],
+    body: bytes,
+    keep: bool,
+    limit: int | None,
+    pooled: bool,
+) -> tuple[Answer, bool]:
+    """The answer whose body begins with ``body`` (the bytes received after its headers), read
+    to its end from ``sock`` (a blocking socket); whether the connection can serve another.
+
+    Raises:
+        ValueError: the answer is malformed or longer than ``limit`` (see :func:`body_length`).
+        OSError: the connection failed.
+    """
+    size = body_length(status, headers, limit)
+    if status >= 300:
+        limit = MAX_ERROR_BODY
+    if size is None:
         encoding = headers.get("transfer-encoding", "").lower()
         if encoding and encoding != "identity":
             if encoding != "chunked":
                 raise ValueError(f"transfer encoding {encoding!r}")
             payload, extra = _read_chunked(sock, body, _bound(limit))
             return Answer(status, headers, payload), keep and not extra
-        length = headers.get("content-length")
-        if length is None:  # the body ends with the connection
-            parts, got = [body], len(body)
-            while got <= _bound(limit) and (more := sock.recv(_RECV)):
-                parts.append(more)
-                got += len(more)
-            if got > _bound(limit):
-                raise ValueError(f"an answer's body is longer than the {limit} bytes asked for")
-            return Answer(status, headers, b"".join(parts)), False
-        size = int(length)
-        if size < 0 or size > _bound(limit):
-            raise ValueError(f"an answer's body of {size} bytes, where {limit} were asked for")
-        if len(body) >= size:
-            return Answer(status, headers, body[:size]), keep and len(body) == size
-        pooled = pooled and 200 <= status < 300
-        out = empty(size, np.uint8) if pooled else bytearray(size)
-        view = memoryview(out)  # type: ignore[arg-type]
-        view[: len(body)] = body
-        got = len(body)
-        while got < size:
-            n = sock.recv_into(view[got:], min(size - got, 1 << 20))
-            if not n:
-                raise ValueError("connection closed within the answer's body")
-            got += n
-        if pooled:
-            return Answer(status, headers, b"", view), keep
-        return Answer(status, headers, bytes(out)), keep
+        parts, got = [body], len(body)  # the body ends with the connection
+        while got <= _bound(limit) and (more := sock.recv(_RECV)):
+            parts.append(more)
+            got += len(more)
+        if got > _bound(limit):
+            raise ValueError(f"an answer's body is longer than the {limit} bytes asked for")
+        return Answer(status, headers, b"".join(parts)), False
+    if len(body) >= size:
+        return Answer(status, headers, body[:size]), keep and len(body) == size
+    answer, view = body_buffer(status, headers, body, size, pooled)
+    got = len(body)
+    while got < size:
+        n = sock.recv_into(view[got:], min(size - got, 1 << 20))
+        if not n:
+            raise ValueError("connection closed within the answer's body")
+        got += n
+    return answer if answer.view is not None else Answer(status, headers, bytes(view)), keep
+
+
+def body_buffer(
+    status: int, headers: dict[str, str], body: bytes, size: int, pooled: bool
+) -> tuple[Answer, memoryview]:
+    """A buffer for a body of ``size`` bytes that begins with ``body``, and the answer that will
+    hold it (its ``view`` where the body is received into a kept buffer: ``pooled`` and a
+    success; else the caller makes the answer's bytes from the buffer once it is full).
+
+    A kept buffer is an uninitialized numpy array from the C heap, which keeps the blocks freed
+    by one read mapped for the next: Arrow's pool (mimalloc) hands freed memory back to the
+    system within milliseconds, so that every read of a later operation faulted its pages in
+    again (a 2.0 take of 1000 rows receiving 36 MB: some 2,000 page faults a take, against 10)."""
+    pooled = pooled and 200 <= status < 300
+    out = np.empty(size, np.uint8) if pooled else bytearray(size)
+    view = memoryview(out)  # type: ignore[arg-type]
+    view[: len(body)] = body
+    return Answer(status, headers, b"", view if pooled else None), view
 
 
 def _bound(limit: int | None) -> float:

@@ -14,6 +14,11 @@ coarse (a clock tick, or a whole second on some file systems): a listing is kept
 directory's newest timestamp is older than :data:`SETTLED_NS` (:data:`SETTLED_COARSE_NS` for
 whole-second times) at the moment of the ``stat`` that precedes it, so a change made after it
 cannot share its timestamps.
+
+:func:`list_files` keeps the sizes and times of the files as well, for directories whose files are
+only ever created whole and removed, never changed in place (``_versions``: a manifest is written
+once under a new name). A file changed in place leaves its directory's times as they were, so the
+sizes and times kept of such a file would go stale.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import time
 
 from lance_table._lru import LRU
 from lance_table._parallel import after_fork_in_child
+from lance_table.storage.base import Entry
 
 #: file systems whose directory times the kernel updates on every change of their entries
 LOCAL_FILE_SYSTEMS = frozenset(
@@ -38,9 +44,12 @@ SETTLED_COARSE_NS = 2_100_000_000
 MAX_DIRECTORIES = 64
 #: smaller directories are listed each time (a listing of a few names costs about a ``stat``)
 MIN_NAMES = 64
+#: directories whose listings with sizes and times are kept (some 150 bytes a file)
+MAX_FILE_LISTINGS = 16
 
 _Token = tuple[int, int, int, int, int, int]
 _LISTINGS: LRU[str, tuple[_Token, tuple[str, ...]]] = LRU(MAX_DIRECTORIES)
+_FILE_LISTINGS: LRU[tuple[str, str], tuple[_Token, tuple[Entry, ...]]] = LRU(MAX_FILE_LISTINGS)
 #: guards :data:`_FS_TYPES`
 _LOCK = threading.Lock()
 #: device -> file system type, as read from the mount table at a time (monotonic ns)
@@ -76,9 +85,40 @@ def list_names(full: str) -> list[str]:
     return names
 
 
+def list_files(full: str, prefix: str) -> tuple[Entry, ...]:
+    """The files directly inside ``full`` (not subdirectories) with their sizes and modification
+    times, each path ``prefix`` and its name; the very same tuple as the last call's where the
+    directory is provably unchanged since (see the module's description), so a caller may key
+    what it worked out from it by identity. Only for directories whose files are never changed
+    in place (their sizes and times are kept).
+
+    Raises:
+        FileNotFoundError, NotADirectoryError: as ``os.scandir``.
+    """
+    token = _token(full)
+    if token is not None:
+        hit = _FILE_LISTINGS.get((full, prefix))
+        if hit is not None and hit[0] == token:
+            return hit[1]
+    out = []
+    with os.scandir(full) as it:
+        for e in it:
+            if e.is_file():
+                try:
+                    st = e.stat()
+                except FileNotFoundError:  # deleted since the directory was read
+                    continue
+                out.append(Entry(prefix + e.name, st.st_size, st.st_mtime))
+    found = tuple(out)
+    if token is not None and len(found) >= MIN_NAMES:
+        _FILE_LISTINGS.put((full, prefix), (token, found))
+    return found
+
+
 def clear() -> None:
     """Forget every kept listing."""
     _LISTINGS.clear()
+    _FILE_LISTINGS.clear()
 
 
 def _token(full: str) -> _Token | None:
@@ -139,4 +179,4 @@ def _mounted_types() -> dict[int, str]:
     return out
 
 
-__all__ = ["clear", "list_names"]
+__all__ = ["clear", "list_files", "list_names"]

@@ -15,6 +15,8 @@ from lance_table.storage.sources import ByteSource, LocalFileSource, size_disagr
 
 #: the buffer of a file written through :meth:`LocalStorage.open_writer`
 WRITE_BUFFER = 1 << 16
+#: whether paths of this system are joined by ``/`` as the storage's own paths are
+_SLASH_SEP = os.sep == "/" and os.altsep is None
 
 
 class LocalStorage(Storage):
@@ -31,7 +33,11 @@ class LocalStorage(Storage):
         super().__init__(self.root)
 
     def _abs(self, path: str) -> str:
-        return os.path.join(self.root, *path.split("/")) if path else self.root
+        if not path:
+            return self.root
+        if _SLASH_SEP:  # (relative paths: what os.path.join would make of them, for less)
+            return f"{self.root}/{path}" if self.root != "/" else f"/{path}"
+        return os.path.join(self.root, *path.split("/"))
 
     def read(self, path: str) -> bytes:
         with open(self._abs(path), "rb") as f:
@@ -161,6 +167,15 @@ class LocalStorage(Storage):
             return []
         return out
 
+    def list_created_files(self, path: str) -> Sequence[Entry]:
+        """See :meth:`Storage.list_created_files`: a long directory unchanged since its last
+        listing is neither read nor its files stat'ed again, and the same tuple is returned (see
+        :mod:`lance_table.storage.listing_cache`)."""
+        try:
+            return listing_cache.list_files(self._abs(path), f"{path}/" if path else "")
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
     def list_names(self, path: str) -> list[str]:
         """The names in a directory; a long directory unchanged since its last listing is not
         read again (see :mod:`lance_table.storage.listing_cache`)."""
@@ -170,21 +185,38 @@ class LocalStorage(Storage):
             return []
 
     def list_tree(self, path: str) -> list[Entry]:
-        full = self._abs(path)
-        out = []
-        for dirpath, _dirs, files in os.walk(full):
-            rel_dir = os.path.relpath(dirpath, self.root).replace(os.sep, "/")
-            for name in files:
-                try:
-                    st = os.stat(os.path.join(dirpath, name))
-                except FileNotFoundError:  # deleted since the directory was read
-                    continue
-                out.append(Entry(f"{rel_dir}/{name}" if rel_dir != "." else name, st.st_size, st.st_mtime))
+        out: list[Entry] = []
+        todo = [path]
+        while todo:  # (each file stat'ed relative to its open directory: no path walked again)
+            rel = todo.pop()
+            try:
+                with os.scandir(self._abs(rel)) as it:
+                    for e in it:
+                        name = f"{rel}/{e.name}" if rel else e.name
+                        try:
+                            if e.is_dir():
+                                if not e.is_symlink():  # (as os.walk: links to directories not followed)
+                                    todo.append(name)
+                                continue
+                            st = e.stat()
+                        except FileNotFoundError:  # deleted since the directory was read
+                            continue
+                        out.append(Entry(name, st.st_size, st.st_mtime))
+            except OSError:  # (as os.walk: a directory that cannot be read lists nothing)
+                continue
         return out
 
     def delete(self, path: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self._abs(path))
+
+    def delete_many(self, paths: Sequence[str]) -> None:
+        unlink, full = os.unlink, self._abs
+        for path in paths:
+            try:  # noqa: SIM105  (a context manager per file costs more than the unlink's Python)
+                unlink(full(path))
+            except FileNotFoundError:
+                pass
 
     def exists(self, path: str) -> bool:
         return os.path.isfile(self._abs(path))

@@ -14,6 +14,7 @@ import numpy as np
 from lance_table._buffers import empty
 from lance_table._parallel import ARROW_READS, pool
 from lance_table.errors import CorruptFileError
+from lance_table.storage import s3_direct
 from lance_table.storage.arrow_s3 import ArrowFile, ArrowS3
 from lance_table.storage.failures import typed_failures
 from lance_table.storage.s3_direct import DirectReadFailed, DirectS3
@@ -23,6 +24,10 @@ from lance_table.storage.sources import _RangedSource, size_disagreement
 #: client does (a 19 MiB page: two requests of 9.6 MiB): one request's transfer would otherwise be
 #: the whole scan's critical path
 SPLIT_READ_BYTES = 16 * 1024 * 1024
+#: the bytes of one read's GETs that one thread receives (see :meth:`DirectS3.get_ranges`); a
+#: larger read's are received by several threads at once, as each receive over TLS also
+#: decrypts (some GB/s a core)
+BYTES_PER_RECEIVER = 64 * 1024 * 1024
 
 
 def split_reads(reads: list[tuple[int, int]], limit: int) -> tuple[list[tuple[int, int]], list[int]]:
@@ -187,29 +192,83 @@ class _DirectS3Source(_FsspecSource):
                 return super()._fetch(reads)
         wanted = [(off, length) for off, length in reads if length]  # S3 refuses empty ranges
         parts, counts = split_reads(wanted, SPLIT_READ_BYTES)
+        # a read in parts: each part is received straight into its place in the read's buffer
+        into: list[memoryview | None] = []
+        buffers: list[memoryview | None] = []
+        at = 0
+        for (off, length), k in zip(wanted, counts):
+            if k == 1:
+                into.append(None)
+                buffers.append(None)
+            else:
+                whole = memoryview(np.empty(length, np.uint8))  # type: ignore[arg-type]
+                buffers.append(whole)
+                into.extend(whole[p - off : p - off + n] for p, n in parts[at : at + k])
+            at += k
         try:
-            got = iter(self._read_parts(parts))
+            got = iter(zip(self._read_parts(parts, into), into))
         except DirectReadFailed:
             return super()._fetch(reads)
-        whole = iter([next(got) if k == 1 else _joined([next(got) for _ in range(k)]) for k in counts])
-        return [next(whole) if length else b"" for _, length in reads]
+        whole_reads: list[bytes | memoryview] = []
+        for k, buffer in zip(counts, buffers):
+            if buffer is None:
+                whole_reads.append(next(got)[0])
+                continue
+            for data, place in itertools.islice(got, k):
+                if data is not place:  # (an answer that was not received in place)
+                    place[:] = data  # type: ignore[index]
+            whole_reads.append(buffer)
+        done = iter(whole_reads)
+        return [next(done) if length else b"" for _, length in reads]
 
     def _get(self, off: int, length: int) -> bytes | memoryview:
         return self._direct.get_range(self._bucket, self._key, off, off + length, self._name)
 
-    def _read_parts(self, parts: list[tuple[int, int]]) -> list[bytes | memoryview]:
-        """The parts, all in flight at once: each GET is sent by the thread that makes it, so
-        each but the first goes to the :data:`ARROW_READS` pool."""
+    def _read_parts(
+        self, parts: list[tuple[int, int]], into: list[memoryview | None]
+    ) -> list[bytes | memoryview]:
+        """The parts, all in flight at once, sent and received by this thread (no pool: see
+        :meth:`DirectS3.get_ranges`), each into its buffer in ``into`` where one is given; a
+        read of more than :data:`BYTES_PER_RECEIVER` bytes by this thread and by threads of the
+        :data:`ARROW_READS` pool, each receiving that many."""
         if len(parts) < 2:
             return [self._get(*part) for part in parts]
-        ahead = [pool(ARROW_READS).submit(self._get, *part) for part in parts[1:]]
+        lengths = [n for _, n in parts]
+        # (never more groups than requests in flight: each group has one at least)
+        groups = receiver_groups(
+            lengths, max(BYTES_PER_RECEIVER, -(-sum(lengths) // s3_direct.MAX_IN_FLIGHT))
+        )
+
+        def fetch(lo: int, hi: int) -> list[bytes | memoryview]:
+            return self._direct.get_ranges(
+                self._bucket, self._key, parts[lo:hi], self._name, into[lo:hi], len(groups)
+            )
+
+        if len(groups) == 1:
+            return fetch(*groups[0])
+        ahead = [pool(ARROW_READS).submit(fetch, lo, hi) for lo, hi in groups[1:]]
         try:
-            first = self._get(*parts[0])
-            return [first, *(f.result() for f in ahead)]
+            first = fetch(*groups[0])
+            return [*first, *(got for f in ahead for got in f.result())]
         finally:
             for f in ahead:
                 f.cancel()
             wait(ahead)
+
+
+def receiver_groups(lengths: list[int], limit: int) -> list[tuple[int, int]]:
+    """Consecutive parts ``[lo, hi)`` of a read, of about ``limit`` bytes each (the last of a
+    group is the one that reaches it): one thread receives each group's parts."""
+    groups: list[tuple[int, int]] = []
+    lo, total = 0, 0
+    for i, n in enumerate(lengths):
+        total += n
+        if total >= limit:
+            groups.append((lo, i + 1))
+            lo, total = i + 1, 0
+    if lo < len(lengths):
+        groups.append((lo, len(lengths)))
+    return groups
 
 
 def _joined(parts: list[bytes | memoryview]) -> memoryview:

@@ -36,17 +36,20 @@ import re
 import socket
 import ssl
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, unquote_plus
 
 from lance_table._parallel import after_fork_in_child
 from lance_table.storage.http_get import MAX_ERROR_BODY, Answer, KeptConnections
+from lance_table.storage.http_many import get_many
 
 #: the payload hash of a GET (the SHA-256 of no bytes), valid for S3 over http and https
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 #: connections kept per host (the scan's reads in flight: see ``remote.REMOTE_READ_PARALLELISM``)
 POOL_CONNECTIONS = 64
+#: the most GETs of one read of a file in flight at once (see :meth:`DirectS3.get_ranges`)
+MAX_IN_FLIGHT = 32
 #: the most bytes a listing's answer may take (a page of 1000 keys of up to 1 KiB each, and more)
 MAX_LISTING = 16 * 1024 * 1024
 #: the largest object written with one direct PUT (larger ones go through s3fs)
@@ -244,9 +247,16 @@ class DirectS3:
             target = f"{path}?{query}" if query else path
             return self._http(host).request(method, target, headers, body, limit, pooled)
         except Exception as exc:
-            if isinstance(exc, (ssl.SSLError, socket.gaierror)):
-                self.usable = False  # certificates or a host name s3fs's client sees otherwise
-            raise DirectReadFailed(repr(exc)) from None
+            raise self._failed(exc) from None
+
+    def _failed(self, exc: Exception) -> DirectReadFailed:
+        """The error of a request that brought no answer (``exc``'s); a TLS or host name failure
+        turns direct requests off."""
+        if isinstance(exc, DirectReadFailed):
+            return exc
+        if isinstance(exc, (ssl.SSLError, socket.gaierror)):
+            self.usable = False  # certificates or a host name s3fs's client sees otherwise
+        return DirectReadFailed(repr(exc))
 
     def get(
         self, bucket: str, key: str, start: int | None = None, end: int | None = None, name: str = ""
@@ -261,7 +271,7 @@ class DirectS3:
         return bytes(self._get(bucket, key, start, end, name, False))
 
     def get_range(self, bucket: str, key: str, start: int, end: int, name: str = "") -> bytes | memoryview:
-        """As :meth:`get`, but a body longer than one receive lands in memory of Arrow's pool
+        """As :meth:`get`, but a body longer than one receive lands in a kept buffer
         (a memoryview of it): no fresh pages to fault in and no copy, for the data of files.
 
         Raises:
@@ -276,6 +286,52 @@ class DirectS3:
         extra = {} if start is None else {"range": f"bytes={start}-{(end or 0) - 1}"}
         limit = None if start is None or end is None else end - start
         answer = self._send("GET", host, path, extra, limit=limit, pooled=pooled)
+        return self._body(answer, bucket, key, start, end, name)
+
+    def get_ranges(
+        self,
+        bucket: str,
+        key: str,
+        ranges: Sequence[tuple[int, int]],
+        name: str = "",
+        into: Sequence[memoryview | None] | None = None,
+        share: int = 1,
+    ) -> list[bytes | memoryview]:
+        """The bytes of each ``(offset, length)`` range of an object (lengths above 0), as
+        :meth:`get_range` reads one, all sent and received by this thread at once (at most
+        :data:`MAX_IN_FLIGHT` in flight, shared by ``share`` threads doing the same: see
+        :mod:`.http_many`); ``into``: for each range, a buffer of its length to receive it into
+        where the answer allows (the range's bytes are then that buffer itself), or None.
+
+        Raises:
+            as :meth:`get`.
+        """
+        host, path = self.address(bucket, key)
+        try:
+            keys = self._keys()
+            now = dt.datetime.now(dt.timezone.utc)
+            requests = []
+            sign = self._signer.headers
+            for off, length in ranges:
+                extra = {"range": f"bytes={off}-{off + length - 1}"}
+                headers = {"host": host, **extra} if keys is None else sign(host, path, extra, *keys, now)
+                requests.append((path, headers, length))
+            answers = get_many(self._http(host), requests, max(1, MAX_IN_FLIGHT // share), into=into)
+        except Exception as exc:
+            raise self._failed(exc) from None
+        return [
+            self._body(answer, bucket, key, off, off + length, name)
+            for answer, (off, length) in zip(answers, ranges)
+        ]
+
+    def _body(
+        self, answer: Answer, bucket: str, key: str, start: int | None, end: int | None, name: str
+    ) -> bytes | memoryview:
+        """The bytes ``[start, end)`` of an object in ``answer`` (all of it without ``start``).
+
+        Raises:
+            as :meth:`get`.
+        """
         status = answer.status
         if status == 206 or (status == 200 and start is None):
             return answer.body

@@ -8,17 +8,18 @@ options, with its ``base_<id>.<name>`` entries over them."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping
 from typing import Any
 
+from lance_table._lru import LRU
 from lance_table.errors import UnsupportedFormatError
 from lance_table.format import paths
 from lance_table.format.bases import BasePath
 from lance_table.storage import BASE_OPTION, Storage, open_storage
 
-_LOCK = threading.Lock()
-_OPENED: dict[tuple[str, str, str], Storage] = {}
+# storages of base paths, by the dataset storage's key, the base path and the options it is
+# opened with (a storage keeps no metadata of files: see Storage.cache_key)
+_OPENED: LRU[tuple[str, str, str], Storage] = LRU(256)
 
 
 def base_storage(storage: Storage, bases: Mapping[int, BasePath], base_id: int, what: str) -> Storage:
@@ -34,14 +35,9 @@ def base_storage(storage: Storage, bases: Mapping[int, BasePath], base_id: int, 
         )
     options = base_options(storage, base_id, base.path)
     key = (storage.cache_key, base.path, repr(sorted(options.items())))
-    with _LOCK:
-        found = _OPENED.get(key)
+    found = _OPENED.get(key)
     if found is None:
-        found = open_storage(base.path, options)
-        with _LOCK:
-            if len(_OPENED) > 256:
-                _OPENED.clear()
-            found = _OPENED.setdefault(key, found)
+        found = _OPENED.setdefault(key, open_storage(base.path, options))
     return found
 
 

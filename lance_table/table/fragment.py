@@ -222,6 +222,35 @@ class FragmentReader:
             raise IndexError(f"rows up to {runs.end} requested from a fragment of {self.physical_rows} rows")
         return self._read(names, runs, floors)
 
+    def rows_in_interval(self, name: str, runs: Runs, ranges: Sequence[tuple[int, int]]) -> np.ndarray | None:
+        """The rows among ``runs`` (sorted, not empty) whose value of the integer column ``name``
+        lies in one of ``ranges`` (sorted, disjoint, closed intervals; a null never does), sorted,
+        where its data file can tell without decoding the column (see
+        :meth:`LanceFileReader.rows_in_interval`); None otherwise.
+
+        Raises:
+            CorruptFileError: a page of the column is damaged.
+        """
+        node = self.roots[name]
+        if is_split(node, self.fragment.files) or node.reader_field is not node.arrow_field:
+            return None
+        idx = self._file_of(node)
+        if idx < 0 or is_legacy_file(self.fragment.files[idx]):
+            return None
+        data_file = self.fragment.files[idx]
+        reader = self._reader(data_file)
+        if isinstance(reader, LegacyFileReader):
+            return None
+        file_node = self.stored_roots(data_file).get(node.id)
+        if file_node is None or file_node.arrow_type != node.arrow_type:
+            return None
+        try:
+            return reader.rows_in_interval(file_node.name, runs, ranges)
+        except FileNotFoundError:  # deleted since the reader was opened (files open per read)
+            storage, directory = self.location(data_file)
+            where = f"{storage.uri.rstrip('/')}/{directory + '/' if directory else ''}{data_file.path}"
+            raise missing_file_error(self.storage, where, self.version) from None
+
     def _read(self, names: list[str], runs: Runs, floors: Mapping[str, int] | None) -> pa.Table:
         by_file: dict[int, list[str]] = {}
         columns: dict[str, pa.ChunkedArray] = {}

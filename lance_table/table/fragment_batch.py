@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from lance_table._parallel import ARROW_READS, pool
 from lance_table.extensions import user_table
+from lance_table.file import utf8
 from lance_table.file.arrow import bool_array
 from lance_table.file.arrow_take import filter_rows, take
 from lance_table.file.container import FileVersion
@@ -229,7 +230,7 @@ def _read_batch(
             arr = small_many20.decode(layouts, data, bases, c, t)  # type: ignore[arg-type]
         else:
             arr = small_many.decode(layouts, data, bases, c, t, io, floor)  # type: ignore[arg-type]
-        if arr is None or (arr.null_count and not node.field.nullable):
+        if arr is None or (arr.null_count and not node.field.nullable) or utf8.problem_of(arr, t) is not None:
             # read one by one: the fragment at fault says what is wrong
             return pa.concat_tables([f.read(names, r, floors) for f, r in zip(frags, runs)])
         arrays.append(arr)

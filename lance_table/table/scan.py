@@ -28,6 +28,7 @@ from lance_table.table.fragment import FragmentReader
 from lance_table.table.fragment_readers import FragmentReaders
 from lance_table.table.row_ids import ROW_ADDR, ROW_ID, addresses, row_offsets
 from lance_table.table.scan_groups import RowReads, scan_tasks, take_batch
+from lance_table.table.scan_interval import interval_rows, rows_read
 from lance_table.table.scan_metrics import note_range
 from lance_table.table.scan_plan import (
     Predicate,
@@ -168,6 +169,9 @@ def _passing(frag: FragmentReader, spec: ScanPlan, live: Runs) -> np.ndarray:
     note_range(frag.fragment.id, live.total)
     if not live.total:
         return np.zeros(0, np.int64)
+    rows = interval_rows(frag, spec.interval, live) if spec.interval is not None else None
+    if rows is not None:
+        return rows
     _, mask = _filter_pass(frag, spec, live)
     return live.select(np.flatnonzero(mask))
 
@@ -185,6 +189,13 @@ def _read_matching(frag: FragmentReader, spec: ScanPlan, lo: int, hi: int) -> tu
     note_range(frag.fragment.id, live.total)
     if not live.total:
         return _empty_rows(0), live
+    rows = interval_rows(frag, spec.interval, live) if spec.interval is not None else None
+    if rows is not None:  # (read off the packed values: no predicate column was decoded)
+        runs = Runs.from_sorted_unique(rows)
+        if not rows.size or not spec.columns:
+            return _empty_rows(rows.size), runs
+        dense = DENSE_SELECTION_STRUCTURAL if frag.structural else DENSE_SELECTION
+        return rows_read(frag, spec.columns, live, rows, runs, dense), runs
     ftable, mask = _filter_pass(frag, spec, live)
     selected = int(mask.sum())
     runs = Runs.from_sorted_unique(live.select(np.flatnonzero(mask)))

@@ -18,6 +18,7 @@ from lance_table.table.scan_spec import default_batch_size
 
 if TYPE_CHECKING:
     from lance_table.filters.bounds import Condition
+    from lance_table.filters.interval import Interval
 
 
 Predicate: TypeAlias = "str | pc.Expression"
@@ -42,6 +43,8 @@ class ScanPlan:
     filter_system: tuple[str, ...] = ()
     # the ``_rowoffset`` of each fragment's first live row, by fragment id (when ``_rowoffset`` is read)
     offset_bases: Mapping[int, int] = field(default_factory=dict)
+    # the filter as an interval of one integer column, when it is only that (read off packed values)
+    interval: Interval | None = None
 
     @property
     def with_row_id(self) -> bool:
@@ -106,7 +109,14 @@ def make_spec(
     if ROW_OFFSET in extra and offset_bases is None:
         raise ValueError("reading _rowoffset needs the offsets of the fragments' first rows")
     bases = offset_bases or {}
-    return ScanPlan(cols, expr, fcols, extra, size, offset or 0, limit, conditions, exact, fsystem, bases)
+    bounded = None
+    if exact and not fsystem:
+        from lance_table.filters.interval import interval  # (loaded with the filter already)
+
+        bounded = interval(exact, fschema)
+    return ScanPlan(
+        cols, expr, fcols, extra, size, offset or 0, limit, conditions, exact, fsystem, bases, bounded
+    )
 
 
 def filter_schema(schema: pa.Schema) -> pa.Schema:

@@ -46,6 +46,27 @@ def clear() -> None:
     """Forget every cached summary and fragment run (for benchmarks that time a first call)."""
     _SUMMARIES.clear()
     _LAST.clear()
+    _SHOWN.clear()
+
+
+#: the summaries ``versions()`` last showed of a dataset (by storage cache key), with the object
+#: that listed its manifest files
+_SHOWN: LRU[str, tuple[object, list[dict[str, Any]]]] = LRU(16)
+
+
+def shown(dataset_key: str, listed: object) -> list[dict[str, Any]] | None:
+    """Fresh copies of the summaries last shown of the dataset, if they were shown of the very
+    same ``listed`` object: a listing that a storage gives again only while its directory is
+    provably unchanged (see ``Storage.list_created_files``), each file's content identified."""
+    hit = _SHOWN.get(dataset_key)
+    if hit is None or hit[0] is not listed:
+        return None
+    return [fresh(s) for s in hit[1]]
+
+
+def show(dataset_key: str, listed: object, summaries: list[dict[str, Any]]) -> None:
+    """Keep (copies of) the ``summaries`` shown of every manifest file ``listed``."""
+    _SHOWN.put(dataset_key, (listed, [fresh(s) for s in summaries]))
 
 
 def summary_key(storage: Storage, entry: Entry, now: float | None = None) -> tuple[Any, ...] | None:
@@ -68,17 +89,18 @@ def cached(key: tuple[Any, ...] | None) -> dict[str, Any] | None:
     if key is None:
         return None
     hit = _SUMMARIES.get(key)
-    return None if hit is None else _copy(hit)
+    return None if hit is None else fresh(hit)
 
 
 def remember(key: tuple[Any, ...] | None, summary: dict[str, Any]) -> None:
     """Cache a summary under ``key`` (nothing when the key is None)."""
     if key is None:
         return
-    _SUMMARIES.put(key, _copy(summary))
+    _SUMMARIES.put(key, fresh(summary))
 
 
-def _copy(summary: dict[str, Any]) -> dict[str, Any]:
+def fresh(summary: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a summary that shares no dictionary with it (a caller may change either)."""
     out = dict(summary)
     out["metadata"] = dict(summary["metadata"])
     out["transaction_properties"] = dict(summary["transaction_properties"])

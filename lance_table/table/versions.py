@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from lance_table._lru import LRU
@@ -353,6 +353,9 @@ def history(storage: Storage) -> list[dict[str, Any]]:
 
     for _ in range(_HISTORY_TRIES):
         files = _manifest_files(storage)
+        shown = version_summaries.shown(storage.cache_key, files)
+        if shown is not None:
+            return shown
         now = time.time()
         keys = [version_summaries.summary_key(storage, f, now) for _, f in files]
         found = [version_summaries.cached(k) for k in keys]
@@ -362,7 +365,10 @@ def history(storage: Storage) -> list[dict[str, Any]]:
                 found[i] = one(files[i][0], data)
                 version_summaries.remember(keys[i], found[i])  # type: ignore[arg-type]
         if not found or found[-1] is not None:
-            return [v for v in found if v is not None]
+            out = [v for v in found if v is not None]
+            if len(out) == len(found) and None not in keys:  # each file's content identified
+                version_summaries.show(storage.cache_key, files, out)
+            return out
         # the latest listed version was superseded and cleaned up before it was read: list again
     raise VersionGoneError(
         f"the latest version of {storage.uri} kept being cleaned up while the versions were read"
@@ -401,18 +407,29 @@ def _summary(dataset_key: str, data: bytes, where: str) -> tuple[ManifestSummary
 
 
 def _manifest_files(storage: Storage) -> list[tuple[VersionEntry, Entry]]:
-    """Every manifest file with what the listing says of it (size, time, ETag), oldest first.
+    """Every manifest file with what the listing says of it (size, time, ETag), oldest first;
+    worked out once for as long as the storage answers with the very same listing (a local
+    ``_versions`` provably unchanged: see :meth:`Storage.list_created_files`). Callers must not
+    change the list.
 
     Raises:
         CorruptFileError: the directory mixes the V1 and V2 manifest naming schemes.
     """
-    listed = {
-        e.name: e for e in storage.list_dir(paths.VERSIONS_DIR) if e.name.endswith(paths.MANIFEST_SUFFIX)
-    }
+    files = storage.list_created_files(paths.VERSIONS_DIR)
+    hit = _FILES.get(storage.cache_key)
+    if hit is not None and hit[0] is files:
+        return hit[1]
+    listed = {e.name: e for e in files if e.name.endswith(paths.MANIFEST_SUFFIX)}
     entries = _entries(list(listed))
     _check_one_scheme(storage, entries)
     entries.sort(key=lambda e: e.version)
-    return [(e, listed[e.path.rsplit("/", 1)[-1]]) for e in entries]
+    found = [(e, listed[e.path.rsplit("/", 1)[-1]]) for e in entries]
+    _FILES.put(storage.cache_key, (files, found))
+    return found
+
+
+#: the last manifest files worked out of a listing, by storage cache key
+_FILES: LRU[str, tuple[Sequence[Entry], list[tuple[VersionEntry, Entry]]]] = LRU(16)
 
 
 _HISTORY_TRIES = 20

@@ -1,14 +1,18 @@
-"""The minimal GET client of direct S3 reads, against a small real HTTP server on a socket."""
+"""The minimal GET client of direct S3 reads, one GET at a time and many from one thread
+(``http_many``), against a small real HTTP server on a socket."""
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 from collections.abc import Callable, Iterator
 
+import numpy as np
 import pytest
 
 from lance_table.storage.http_get import HttpError, KeptConnections
+from lance_table.storage.http_many import get_many
 
 Reply = Callable[[bytes], tuple[bytes, bool]]  # request -> (answer bytes, close after it)
 
@@ -179,3 +183,92 @@ def test_an_error_answer_longer_than_the_range_is_read(serve) -> None:  # type: 
     server = serve(lambda req: (b"HTTP/1.1 206 Partial\r\nContent-Length: 300\r\n\r\n" + b"x" * 300, False))
     with pytest.raises(HttpError):
         _client(server).get("/", {}, limit=16)
+
+
+BLOB = np.random.default_rng(5).integers(0, 256, 600_000, dtype=np.uint8).tobytes()
+
+
+def _ranges_of_blob(req: bytes) -> tuple[bytes, bool]:
+    """A 206 of the range a request asks for, of :data:`BLOB`."""
+    lo, hi = (int(v) for v in re.search(rb"range: bytes=(\d+)-(\d+)", req).groups())  # type: ignore[union-attr]
+    body = BLOB[lo : hi + 1]
+    return b"HTTP/1.1 206 Partial Content\r\nContent-Length: %d\r\n\r\n" % len(body) + body, False
+
+
+def _gets(server: Server, ranges: list[tuple[int, int]]) -> list[tuple[str, dict[str, str], int]]:
+    return [("/b/k", {"host": server.host, "range": f"bytes={o}-{o + n - 1}"}, n) for o, n in ranges]
+
+
+def test_random_range_sets_come_back_exactly_with_a_bounded_window(serve) -> None:  # type: ignore[no-untyped-def]
+    server = serve(_ranges_of_blob)
+    client = _client(server)
+    rng = np.random.default_rng(11)
+    asked = 0
+    for window in (1, 3, 32):
+        for _ in range(3):
+            count = int(rng.integers(1, 12))
+            lengths = rng.choice([1, 7, 4096, 70_000, 300_000], count)
+            ranges = [(int(rng.integers(0, len(BLOB) - n + 1)), int(n)) for n in lengths]
+            answers = get_many(client, _gets(server, ranges), window)
+            assert [bytes(a.body) for a in answers] == [BLOB[o : o + n] for o, n in ranges]
+            assert {a.status for a in answers} == {206}
+            asked += count
+        if window < 32:  # never more connections than the window: each is reused for the next GET
+            assert server.connections <= window
+    assert len(server.requests) == asked  # one GET per range
+
+
+def test_other_framings_closes_and_stale_connections(serve) -> None:  # type: ignore[no-untyped-def]
+    n = iter(range(1000))
+
+    def reply(req: bytes) -> tuple[bytes, bool]:
+        i = next(n) % 4
+        if i == 0:
+            return b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n", False
+        if i == 1:
+            return b"HTTP/1.1 206 Partial\r\nContent-Length: 3\r\nConnection: close\r\n\r\ndef", True
+        if i == 2:  # the server drops the kept connection after answering, without saying so
+            return b"HTTP/1.1 206 Partial\r\nContent-Length: 3\r\n\r\nghi", True
+        return b"HTTP/1.0 200 OK\r\n\r\njkl", True  # ended by the connection
+
+    server = serve(reply)
+    client = _client(server)
+    for window in (1, 2):
+        answers = get_many(client, [("/", {}, 3)] * 8, window)
+        bodies = sorted(bytes(a.body) for a in answers)
+        assert bodies == sorted([b"abc", b"def", b"ghi", b"jkl"] * 2)
+    # a stale kept connection (its server closed it after the last answer) is replaced
+    server = serve(lambda req: (b"HTTP/1.1 206 Partial\r\nContent-Length: 2\r\n\r\nok", True))
+    client = _client(server)
+    for _ in range(3):
+        assert [bytes(a.body) for a in get_many(client, [("/", {}, 2)] * 3, 2)] == [b"ok"] * 3
+
+
+def test_failures_are_http_errors_and_leave_no_connection_in_flight(serve) -> None:  # type: ignore[no-untyped-def]
+    for bad in (
+        b"SSH-2.0-OpenSSH\r\n\r\n",
+        b"HTTP/1.1 206 Partial\r\nContent-Length: 10\r\n\r\nshort",  # closed within the body
+        b"HTTP/1.1 206 Partial\r\nContent-Length: 99\r\n\r\n",  # longer than the range asked for
+    ):
+        server = serve(lambda req, bad=bad: (bad, True))
+        client = _client(server)
+        with pytest.raises(HttpError):
+            get_many(client, [("/", {}, 10)] * 4, 2)
+        assert len(client._idle) <= 2
+    server = serve(_ranges_of_blob)  # the client still works afterwards
+    client = _client(server)
+    assert bytes(get_many(client, _gets(server, [(5, 5)]), 4)[0].body) == BLOB[5:10]
+    with pytest.raises(HttpError):  # nothing listens
+        get_many(KeptConnections("http", "127.0.0.1:1", (1.0, 1.0), keep=1), [("/", {}, 1)], 2)
+
+
+def test_bodies_are_received_into_the_buffers_given(serve) -> None:  # type: ignore[no-untyped-def]
+    server = serve(_ranges_of_blob)
+    client = _client(server)
+    whole = memoryview(bytearray(300_000))
+    into = [whole[:100_000], whole[100_000:], memoryview(bytearray(5))]  # the last: not its size
+    ranges = [(1000, 100_000), (101_000, 200_000), (7, 3)]
+    answers = get_many(client, _gets(server, ranges), 2, into=into)
+    assert answers[0].body is into[0] and answers[1].body is into[1]
+    assert bytes(whole) == BLOB[1000:301_000]
+    assert bytes(answers[2].body) == BLOB[7:10] and bytes(into[2]) == bytes(5)

@@ -159,3 +159,32 @@ def test_a_failed_direct_read_goes_through_s3fs(s3_uri, s3_options):  # type: ig
         data[3:8],
         data[9000:9100],
     ]
+
+
+@pytest.mark.s3
+def test_range_sets_of_a_file_are_exact_in_bounded_requests(s3_uri, s3_options, s3_requests, monkeypatch):  # type: ignore[no-untyped-def]
+    from lance_table.storage import remote_sources, s3_direct
+    from lance_table.storage.io_stats import IOStats, collecting
+    from lance_table.storage.sources import coalesce
+
+    monkeypatch.setattr(s3_direct, "MAX_IN_FLIGHT", 3)
+    monkeypatch.setattr(remote_sources, "SPLIT_READ_BYTES", 100_000)  # large reads in parts
+    storage = open_storage(s3_uri, s3_options)
+    blob = np.random.default_rng(3).integers(0, 256, 1_000_000, dtype=np.uint8).tobytes()
+    storage.write("f.bin", blob)
+    source = storage.source("f.bin", len(blob))
+    rng = np.random.default_rng(4)
+    for count, receiver in ((2, 1 << 30), (9, 1 << 30), (40, 1 << 30), (40, 150_000)):
+        # (150 kB a receiving thread: a read's parts received by several threads at once)
+        monkeypatch.setattr(remote_sources, "BYTES_PER_RECEIVER", receiver)
+        lengths = rng.choice([1, 100, 5000, 250_000], count)
+        ranges = [(int(rng.integers(0, len(blob) - n + 1)), int(n)) for n in lengths]
+        s3_requests.reset()
+        with collecting(IOStats()) as stats:
+            got = source.read_ranges(ranges)
+        assert [bytes(b) for b in got] == [blob[o : o + n] for o, n in ranges]
+        merged, _, _ = coalesce(ranges, source.coalesce_gap)
+        parts = sum(-(-n // 100_000) for _, n in merged)  # each read over 100 kB in equal parts
+        assert stats.iops == len(merged) and s3_requests.counts == {"GET": parts}
+        assert s3_requests.most_in_flight <= 3
+    assert storage._direct.usable

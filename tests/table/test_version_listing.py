@@ -7,6 +7,7 @@ names of V2, V1, detached and temporary files alike, and a mix of schemes is ref
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import time
 
@@ -17,7 +18,7 @@ import lance_table as lt
 from lance_table.errors import CorruptFileError
 from lance_table.format import paths
 from lance_table.storage import listing_cache, open_storage
-from lance_table.table import version_names, versions
+from lance_table.table import version_names, version_summaries, versions
 
 
 @pytest.fixture
@@ -148,3 +149,37 @@ def test_v1_dataset_of_pylance_opens_latest(tmp_path, small_listings_kept) -> No
     lt.write_dataset(_small(2), uri, mode="append")
     assert lt.dataset(uri).version == 3 == lance.dataset(uri).version
     assert os.path.exists(os.path.join(uri, "_versions", "3.manifest"))
+
+
+def test_versions_from_a_kept_listing_see_every_change(tmp_path, small_listings_kept) -> None:
+    """``versions()`` of a directory unchanged since the last call answers from that call (fresh
+    dictionaries each time), and shows commits of either library and a cleanup at once."""
+    import lance
+
+    uri = str(tmp_path / "ds")
+    listed = os.path.join(uri, paths.VERSIONS_DIR)
+    lt.write_dataset(_small(0), uri)
+    for i in range(1, 3):
+        lt.write_dataset(_small(i), uri, mode="append")
+
+    def shown() -> list[tuple[int, str]]:
+        _settle(listed)
+        ds = lt.dataset(uri)
+        out = ds.versions()
+        assert version_summaries._SHOWN.get(ds._storage.cache_key) is not None
+        assert out == ds.versions()  # the second from what the first worked out
+        return [(v["version"], v["metadata"]["total_rows"]) for v in out]
+
+    assert shown() == [(1, "1"), (2, "2"), (3, "3")]
+    first = lt.dataset(uri).versions()
+    first[0]["metadata"]["total_rows"] = "changed"
+    first[0]["transaction_properties"]["k"] = "v"
+    again = lt.dataset(uri).versions()[0]
+    assert again["metadata"]["total_rows"] == "1" and again["transaction_properties"] == {}
+    lance.write_dataset(_small(3), uri, mode="append")
+    assert shown() == [(1, "1"), (2, "2"), (3, "3"), (4, "4")]
+    lt.write_dataset(_small(4), uri, mode="append")
+    assert shown()[-1] == (5, "5")
+    lt.dataset(uri).cleanup_old_versions(older_than=dt.timedelta(0))
+    assert shown() == [(5, "5")]
+    assert [v["version"] for v in lance.dataset(uri).versions()] == [5]

@@ -88,7 +88,7 @@ def decode(
         return bytes(data), offsets  # the encoder switched itself off: bytes are stored raw
     codes = np.frombuffer(data, np.uint8)
     n = codes.size
-    if offsets.size and (offsets[0] < 0 or offsets[-1] > n or _descends(offsets)):
+    if offsets.size and (offsets[0] < 0 or offsets[-1] > n or descends(offsets)):
         raise FsstError(f"string offsets do not lie in order within the {n} compressed bytes")
     rows, code_index = _rows(codes, offsets, tables.nsym)
     with _IN_FLIGHT:
@@ -226,7 +226,7 @@ def _decode_part(
     return [data], starts
 
 
-def _descends(offsets: np.ndarray) -> bool:
+def descends(offsets: np.ndarray) -> bool:
     """Whether some offset is below the one before it (compared in blocks: no temporary the
     size of the offsets)."""
     step, last = 1 << 16, offsets.size - 1

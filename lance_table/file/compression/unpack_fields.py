@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -76,15 +77,39 @@ def unpack(packed: np.ndarray, t: int, w: int, out: np.ndarray) -> np.ndarray:
     ``l`` lands at row ``lo * T / 8 + reverse(hi)`` (``hi``'s ``log2(T / 8)`` bits reversed: that
     is what ``ORDER`` does), so the fields laid out as ``(hi bits..., lo, block, lane)`` are the
     blocks with their axes transposed."""
+    lanes = packed.shape[2]
+    for lo, hi, by_field in _field_groups(packed, t, w):
+        _to_blocks(by_field, t, out[lo * BLOCK : hi * BLOCK].reshape(hi - lo, BLOCK // lanes, lanes))
+    return out
+
+
+def unit_bits(t: int, w: int) -> int:
+    """C: the bits of the unsigned units that :func:`unpack` works the fields of T-bit values
+    packed at W bits out in."""
+    return next(b for b in (8, 16, 32, 64) if b >= w and b >= min(t, NARROWEST))
+
+
+def _to_blocks(by_field: np.ndarray, t: int, rows: np.ndarray) -> None:
+    """Copy fields laid out as ``(T, blocks, lanes)`` into ``rows`` (``(blocks, T, lanes)``, in
+    block order; any type the fields' values fit)."""
+    _, n, lanes = by_field.shape
+    bits = (t // 8).bit_length() - 1  # of hi
+    order = (bits + 1, bits, *range(bits - 1, -1, -1), bits + 2)
+    target = rows.reshape((n, 8, *(2,) * bits, lanes))
+    np.copyto(target, by_field.reshape((2,) * bits + (8, n, lanes)).transpose(order))
+
+
+def _field_groups(packed: np.ndarray, t: int, w: int) -> Iterator[tuple[int, int, np.ndarray]]:
+    """The fields of the blocks of ``packed`` (as :func:`unpack` takes it), a group of at most
+    GROUP blocks at a time: blocks ``[lo, hi)`` and their fields as C-bit values laid out as
+    ``(T, hi - lo, lanes)`` (field, block, lane). The array is reused by the next group."""
     blocks, _, lanes = packed.shape
-    c = next(b for b in (8, 16, 32, 64) if b >= w and b >= min(t, NARROWEST))
+    c = unit_bits(t, w)
     units = t // c  # C-bit units per word
     dtype = np.dtype(f"<u{c // 8}")
     classes, g, step = _classes(t, c, w)
     period = len(classes)
     mask = dtype.type((1 << w) - 1)
-    bits = (t // 8).bit_length() - 1  # of hi
-    order = (bits + 1, bits, *range(bits - 1, -1, -1), bits + 2)
     size = min(GROUP, blocks)
     count = w * units  # units per lane
     words = empty((count + 1) * size * lanes, dtype).reshape(count + 1, size, lanes)
@@ -111,6 +136,43 @@ def unpack(packed: np.ndarray, t: int, w: int, out: np.ndarray) -> np.ndarray:
                 target |= extra
         if w < c:
             by_field &= mask
-        rows = out[lo * BLOCK : hi * BLOCK].reshape((n, 8, *(2,) * bits, lanes))
-        np.copyto(rows, by_field.reshape((2,) * bits + (8, n, lanes)).transpose(order))
-    return out
+        yield lo, hi, by_field
+
+
+def match(packed: np.ndarray, t: int, w: int, ranges: Sequence[tuple[int, int]]) -> np.ndarray:
+    """The positions (sorted, counted from the first block's first value) of the values of the
+    blocks of ``packed`` (as :func:`unpack` takes it) that lie in one of ``ranges`` (closed
+    intervals, ``0 <= low <= high < 2 ** W``), without laying the values out in block order: each
+    group's fields are compared where they are, and only the answers (a byte each) are put in
+    order, and only for a group with a match."""
+    lanes = packed.shape[2]
+    c = unit_bits(t, w)
+    kind = np.dtype(f"<u{c // 8}").type
+    size = min(GROUP, packed.shape[0])
+    hits = np.empty(t * size * lanes, bool)
+    part = np.empty(t * size * lanes, bool) if len(ranges) > 1 else hits
+    ordered = np.empty(size * BLOCK, bool)
+    found = []
+    for lo, hi, by_field in _field_groups(packed, t, w):
+        n = hi - lo
+        flags = hits[: t * n * lanes].reshape(t, n, lanes)
+        for k, (low, high) in enumerate(ranges):
+            out = flags if k == 0 else part[: t * n * lanes].reshape(t, n, lanes)
+            if low == high:
+                np.equal(by_field, kind(low), out=out)
+            elif k == len(ranges) - 1:  # v - low wraps past high - low when v < low: one compare
+                np.subtract(by_field, kind(low), out=by_field)
+                np.less_equal(by_field, kind(high - low), out=out)
+            else:
+                np.greater_equal(by_field, kind(low), out=out)
+                out &= by_field <= kind(high)
+            if k:
+                flags |= out
+        if not flags.any():
+            continue
+        rows = ordered[: n * BLOCK]
+        _to_blocks(flags, t, rows.reshape(n, BLOCK // lanes, lanes))
+        found.append(np.flatnonzero(rows) + lo * BLOCK)
+    if not found:
+        return np.zeros(0, np.int64)
+    return np.concatenate(found) if len(found) > 1 else found[0]

@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_table.errors import UnsupportedFormatError
+from lance_table.file import utf8
 from lance_table.file.arrow import build_binary, with_validity
 from lance_table.file.arrow_take import take
 from lance_table.file.compression import fsst
@@ -278,6 +279,11 @@ def _dictionary(enc: Any, io: PageIO, runs: Runs, dtype: pa.DataType) -> pa.Arra
     idx = np.frombuffer(flat_bytes(inner.flat, io, runs), itype).astype(np.int64)
     if idx.size and int(idx.max()) > items_n:
         raise io.corrupt(f"dictionary index {int(idx.max())} exceeds the {items_n} dictionary items")
+    if utf8.holds_strings(dtype):  # the values are the dictionary's: pylance checks it whole
+        problem = utf8.problem_of(items, dtype)
+        if problem is not None:
+            raise io.corrupt(f"dictionary strings are not valid UTF-8 ({problem})")
+        io.strings_checked = True
     return take(items, pa.array(idx - 1, mask=idx == 0))
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from lance_table._lru import LRU
 from lance_table.file.container import URL_ARRAY_ENCODING, unpack_encoding
 from lance_table.file.fields import PACKED_KEY, PACKED_LEGACY_KEY, meta
 from lance_table.schema import FieldNode, is_binary_like
@@ -20,8 +21,7 @@ from lance_table.storage.sources import ByteSource
 
 # page encodings by their bytes: the pages of a column of many files mostly store the same bytes
 # (messages parsed here are never changed)
-_PARSED: dict[bytes, Any] = {}
-_MAX_PARSED = 4096
+_PARSED: LRU[bytes, Any] = LRU(4096)
 
 
 def is_packed_struct(node: FieldNode) -> bool:
@@ -78,7 +78,5 @@ def page_encoding(enc: Any, source: ByteSource) -> Any:
             return None
         if url != URL_ARRAY_ENCODING or found is None:
             return None
-        if len(_PARSED) >= _MAX_PARSED:
-            _PARSED.clear()
-        _PARSED[raw] = found
+        _PARSED.put(raw, found)
     return found

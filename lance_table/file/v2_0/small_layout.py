@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from lance_table._lru import LRU
 from lance_table.errors import LanceTableError
 from lance_table.file.container import FileVersion, unpack_encoding
 from lance_table.file.fields import BLOB_KEY, meta
@@ -34,11 +35,10 @@ MAX_ROWS = 1 << 16
 MAX_VAR_BYTES = 2**31 - 1
 INDEX_TYPES = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 # whether a column encoding stores blobs, by its bytes
-_BLOBS: dict[bytes, bool] = {}
-# how pages of an encoding's bytes decode as an Arrow type (see :func:`_leaf`)
-_SHAPES: dict[tuple[bytes, str], Any] = {}
-_UNSEEN = object()
-_MAX_PARSED = 4096
+_BLOBS: LRU[bytes, bool] = LRU(4096)
+# how pages of an encoding's bytes decode as an Arrow type (see :func:`_leaf`; in a 1-tuple, as
+# that is None for pages a batch does not decode)
+_SHAPES: LRU[tuple[bytes, str], tuple[Any]] = LRU(4096)
 
 
 @dataclass(slots=True)
@@ -162,12 +162,11 @@ def _node(reader: LanceFileReader, node: FieldNode) -> Node | None:
         adjust = int(lst.null_offset_adjustment)
         return List(count, buffers[ends], adjust, int(lst.num_items), child)
     key = (page.encoding.direct.encoding, node.field.logical_type)
-    shape = _SHAPES.get(key, _UNSEEN)
-    if shape is _UNSEEN:
-        shape = _leaf(enc, t)
-        if len(_SHAPES) >= _MAX_PARSED:
-            _SHAPES.clear()
-        _SHAPES[key] = shape
+    kept = _SHAPES.get(key)
+    if kept is None:
+        kept = (_leaf(enc, t),)
+        _SHAPES.put(key, kept)
+    shape = kept[0]
     if shape is None:
         return None
     return Leaf(shape.key, count, tuple(buffers[i] for i in shape.at), shape.adjust, shape.items)
@@ -182,9 +181,7 @@ def _is_blob(enc: Any, reader: LanceFileReader) -> bool:
     if found is None:
         _, parsed = unpack_encoding(enc, reader._stored, "a column")
         found = parsed is not None and parsed.WhichOneof("column_encoding") == "blob"
-        if len(_BLOBS) >= _MAX_PARSED:
-            _BLOBS.clear()
-        _BLOBS[raw] = found
+        _BLOBS.put(raw, found)
     return found
 
 

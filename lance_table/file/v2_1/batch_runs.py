@@ -4,6 +4,10 @@ numpy pass (a part of :mod:`batch`).
 Both libraries store runs as run values and run lengths: in one block led by the size of the
 values (levels, and values of one buffer), or in two buffers of a chunk (pylance's values). The
 runs of every chunk are cut to the chunk's value count, as the decoder of one chunk cuts them.
+
+A chunk's level runs must add up to the level count its header declares. That field is 16 bits,
+so pylance compares the two modulo 65536 and refuses a chunk whose counts differ otherwise; so
+do :func:`levels` (runs congruent to the count but longer are cut to it).
 """
 
 from __future__ import annotations
@@ -28,8 +32,14 @@ def flat_width(enc: Any) -> int:
 def levels(
     enc: Any, data: memoryview, at: np.ndarray, sizes: np.ndarray, counts: np.ndarray, io: PageIO
 ) -> np.ndarray | None:
-    """Levels of many chunks in RLE block form (see :func:`block_runs`)."""
-    got = block_runs(enc, data, at, sizes, counts, io)
+    """Levels of many chunks in RLE block form (see :func:`block_runs`), ``counts`` the level
+    counts of their headers.
+
+    Raises:
+        CorruptFileError: a chunk's runs add up to a level count other than its header's
+            (modulo 65536: see the module).
+    """
+    got = block_runs(enc, data, at, sizes, counts, io, levels=True)
     if got is None:
         return None
     run_values, clipped = got
@@ -37,10 +47,16 @@ def levels(
 
 
 def block_runs(
-    enc: Any, data: memoryview, at: np.ndarray, sizes: np.ndarray, counts: np.ndarray, io: PageIO
+    enc: Any,
+    data: memoryview,
+    at: np.ndarray,
+    sizes: np.ndarray,
+    counts: np.ndarray,
+    io: PageIO,
+    levels: bool = False,
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """The runs of many chunks in RLE block form, ``[u64 size of the run values][run values][run
-    lengths]`` each (see :func:`chunk_runs`)."""
+    lengths]`` each (see :func:`chunk_runs`; ``levels``: see :func:`levels`)."""
     if not at.size:
         return None
     if bool(np.any(sizes < 8)):
@@ -51,7 +67,7 @@ def block_runs(
         raise io.corrupt("RLE block values run past the block")
     value_bytes = head.astype(np.int64)
     return chunk_runs(
-        enc, data, at + 8, value_bytes, at + 8 + value_bytes, sizes - 8 - value_bytes, counts, io
+        enc, data, at + 8, value_bytes, at + 8 + value_bytes, sizes - 8 - value_bytes, counts, io, levels
     )
 
 
@@ -64,11 +80,13 @@ def chunk_runs(
     length_bytes: np.ndarray,
     counts: np.ndarray,
     io: PageIO,
+    levels: bool = False,
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """The runs of many chunks of run-length encoded values (each chunk's run values at
     ``value_at``, its run lengths at ``length_at``): the run values as stored and the run lengths,
     every chunk's runs cut to its value count ``counts``, as one chunk would be (None: not
-    whole-byte flat runs). ``np.repeat`` of the two is the chunks' values."""
+    whole-byte flat runs). ``np.repeat`` of the two is the chunks' values. With ``levels``, the
+    runs of each chunk must add up to its count modulo 65536 (see :func:`levels`)."""
     vw, lw = flat_width(enc.values), flat_width(enc.run_lengths)
     if vw not in (1, 2, 4, 8) or lw not in (1, 2, 4, 8) or not value_at.size:
         return None
@@ -79,13 +97,27 @@ def chunk_runs(
     chunk = np.repeat(np.arange(value_at.size), n_runs)
     ends = np.zeros(run_lengths.size + 1, np.int64)
     np.cumsum(run_lengths, out=ends[1:])
-    before = ends[:-1] - ends[exclusive_cumsum(n_runs)][chunk]
+    first = exclusive_cumsum(n_runs)
+    if levels:
+        _check_level_runs(ends[first + n_runs] - ends[first], counts, io)
+    before = ends[:-1] - ends[first][chunk]
     left = np.maximum(counts[chunk] - before, 0)
     clipped = np.minimum(run_lengths, left)
     covered = np.bincount(chunk, clipped, value_at.size) if clipped.size else np.zeros(value_at.size)
     if bool(np.any(covered < counts)):
         raise io.corrupt("RLE runs cover fewer values than the chunk holds")
     return run_values, clipped
+
+
+def _check_level_runs(totals: np.ndarray, counts: np.ndarray, io: PageIO) -> None:
+    """Each chunk's runs add up to its header's level count, modulo 65536 (see :func:`levels`)."""
+    bad = np.flatnonzero((totals & 0xFFFF) != (counts & 0xFFFF))
+    if bad.size:
+        k = int(bad[0])
+        raise io.corrupt(
+            f"chunk {k} of the page read has level runs adding up to {int(totals[k])} levels, but its "
+            f"header declares {int(counts[k])}"
+        )
 
 
 def values(runs: tuple[np.ndarray, np.ndarray] | None) -> Fixed | None:

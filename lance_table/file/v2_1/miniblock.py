@@ -14,9 +14,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from lance_table.file import utf8
 from lance_table.file.arrow import with_validity
 from lance_table.file.arrow_take import filter_rows, sliced, take
-from lance_table.file.compression import bitpacking
+from lance_table.file.compression import bitpacking, fsst
 from lance_table.file.pageio import PageIO
 from lance_table.file.runs import Runs
 from lance_table.file.v2_1 import batch, batch_runs
@@ -213,12 +214,16 @@ def _values_array(
     idx = np.frombuffer(values.data, bitpacking.DTYPES[values.bits])[:n]
     value_type = dtype.value_type if pa.types.is_dictionary(dtype) else dtype
     items = to_arrow(dictionary, value_type, items_n, io)
+    if utf8.holds_strings(value_type) and utf8.problem_of(items, value_type) is None:
+        io.strings_checked = True  # the values are the dictionary's (else the rows read are checked)
     if idx.size and int(idx.max()) >= items_n:  # one pass when every index is in the dictionary
         past = idx >= items_n
         if valid is None or bool(np.any(past & valid)):
             raise io.corrupt("dictionary index past the dictionary")
         idx = np.where(past, 0, idx)
     if pa.types.is_dictionary(dtype):
+        if io.filtered:  # the dictionary would outlive the read as a view of the file's map
+            items = pa.concat_arrays([items])
         return pa.DictionaryArray.from_arrays(pa.array(idx).cast(dtype.index_type), items)
     return take(items, pa.array(idx))
 
@@ -265,14 +270,19 @@ def mini_block(
     valid = (got.defs == 0) if got.defs is not None else None
     if valid is not None and not got.defs_picked and valid.size != got.count:
         raise io.corrupt(f"{valid.size} definition levels for {got.count} values")
-    if keep is not None and dictionary is not None and local is None:
-        # the kept rows' dictionary indices are selected, then looked up
+    fsst_values = isinstance(got.values, Var) and got.values.symbols is not None
+    if keep is not None and local is None and (dictionary is not None or fsst_values):
+        # only the kept rows' dictionary indices are looked up, or their FSST strings decompressed
         start = cut[0] if cut is not None else 0
-        values = _kept_fixed(got.values, start, keep, io)
+        if dictionary is not None:
+            kept: Values = _kept_fixed(got.values, start, keep, io)
+        else:
+            assert isinstance(got.values, Var)
+            kept = _kept_var(got.values, start, keep, io)
         if valid is not None:
             valid = np.asarray(pa.array(valid[start : start + len(keep)]).filter(keep))
         items_n = int(layout.num_dictionary_items)
-        arr = _values_array(values, keep.true_count, dtype, dictionary, items_n, valid, io)
+        arr = _values_array(kept, keep.true_count, dtype, dictionary, items_n, valid, io)
         return with_validity(arr, valid) if valid is not None and not valid.all() else arr
     arr, valid = values_at(
         got.values,
@@ -382,6 +392,28 @@ def _kept_fixed(values: Values, start: int, keep: pa.BooleanArray, io: PageIO) -
         raise io.corrupt(f"{words.size} dictionary indices, {start + len(keep)} needed")
     kept = pa.array(words[start : start + len(keep)]).filter(keep)
     return Fixed(batch.as_bytes(kept.to_numpy()), values.bits)
+
+
+def _kept_var(values: Var, start: int, keep: pa.BooleanArray, io: PageIO) -> Var:
+    """The variable-width values from ``start`` on that ``keep`` marks (one per value), still
+    compressed: Arrow's filter of their bytes and offsets, once the offsets are checked."""
+    n = len(keep)
+    offsets = values.offsets
+    if start + n >= offsets.size:
+        raise io.corrupt(f"{offsets.size - 1} variable-width values, {start + n} needed")
+    own = offsets[start : start + n + 1]
+    if n and (int(own[0]) < 0 or int(own[-1]) > len(values.data) or fsst.descends(own)):
+        raise io.corrupt("variable-width offsets are out of order or past their bytes")
+    arr = pa.Array.from_buffers(
+        pa.large_binary(),
+        n,
+        [None, pa.py_buffer(np.ascontiguousarray(own, np.int64)), pa.py_buffer(values.data)],
+    )
+    kept = arr.filter(keep)
+    bufs = kept.buffers()
+    kept_offsets = np.frombuffer(bufs[1], np.int64, len(kept) + 1, kept.offset * 8)
+    data = bufs[2] if bufs[2] is not None else b""
+    return Var(memoryview(data), kept_offsets, values.symbols)
 
 
 def _pick_fixed(values: Values, items: np.ndarray, io: PageIO) -> Fixed:

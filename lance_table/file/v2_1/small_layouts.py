@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from lance_table._lru import LRU
 from lance_table.errors import LanceTableError
 from lance_table.file.container import URL_PAGE_LAYOUT, FileVersion, unpack_encoding
 from lance_table.file.field_shapes import FLAT, NESTED, field_shape
@@ -34,8 +35,8 @@ if TYPE_CHECKING:
 ERRORS = (LanceTableError, IndexError, KeyError, OverflowError, ValueError, TypeError, pa.ArrowException)
 
 # interned encoding keys: chunks of files whose keys are the same object decode as one batch
-_KEYS: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 _MAX_KEYS = 4096
+_KEYS: LRU[tuple[Any, ...], tuple[Any, ...]] = LRU(_MAX_KEYS)
 #: pages of several chunks are batched up to this many rows (a fragment of a few read ranges)
 MAX_PAGE_ROWS = 1 << 18
 #: bytes between a file's selected pages a batch reads along with them (pages of many chunks)
@@ -192,14 +193,14 @@ def _shapes(roots: list[FieldNode], names: Sequence[str]) -> list[tuple[FieldNod
             break
         else:
             found.append((node, FLAT))  # type: ignore[union-attr]
-    if len(_SHAPES) >= _MAX_KEYS:
-        _SHAPES.clear()
-    _SHAPES[key] = (tuple(roots), found)  # (the nodes are kept: their ids stay theirs)
+    _SHAPES.put(key, (tuple(roots), found))  # (the nodes are kept: their ids stay theirs)
     return found
 
 
 # the batch shapes of selections of fields, by the identity of the file's top-level fields
-_SHAPES: dict[tuple[Any, ...], tuple[tuple[FieldNode, ...], list[tuple[FieldNode, int]] | None]] = {}
+_SHAPES: LRU[tuple[Any, ...], tuple[tuple[FieldNode, ...], list[tuple[FieldNode, int]] | None]] = LRU(
+    _MAX_KEYS
+)
 
 
 def _form(layout: Any, dtype: pa.DataType, large: bool) -> tuple[SmallPage, Any, tuple[Any, ...]] | None:
@@ -223,24 +224,17 @@ def _form(layout: Any, dtype: pa.DataType, large: bool) -> tuple[SmallPage, Any,
         # their compression message, and the chunk headers differ)
         ident = (large, value_enc.SerializeToString(), defs, tuple(enc.layers), dictionary, page.buffers)
         found = (page, value_enc, _interned(ident))
-    if len(_FORMS) >= _MAX_KEYS:
-        _FORMS.clear()
-    _FORMS[key] = (layout, found)  # (the layout is kept: its id stays its own)
+    _FORMS.put(key, (layout, found))  # (the layout is kept: its id stays its own)
     return found
 
 
 # the forms of page layouts, by the layout message's id (see _form)
-_FORMS: dict[tuple[Any, ...], tuple[Any, tuple[SmallPage, Any, tuple[Any, ...]] | None]] = {}
+_FORMS: LRU[tuple[Any, ...], tuple[Any, tuple[SmallPage, Any, tuple[Any, ...]] | None]] = LRU(_MAX_KEYS)
 
 
 def _interned(ident: tuple[Any, ...]) -> tuple[Any, ...]:
     """One object per encoding key: chunks of files whose keys are the same object decode as one."""
-    interned = _KEYS.get(ident)
-    if interned is None:
-        if len(_KEYS) >= _MAX_KEYS:
-            _KEYS.clear()
-        interned = _KEYS.setdefault(ident, ident)
-    return interned
+    return _KEYS.setdefault(ident, ident)
 
 
 def _column_layout(

@@ -72,7 +72,9 @@ class _Version:
 
 
 def _read_all(storage: Storage, entries: list[versions.VersionEntry]) -> list[_Version]:
-    """Each version's manifest file, read on threads; versions removed meanwhile (by another
+    """Each version's manifest file, read on threads where the store is remote (on a local disk
+    a read is a copy from the page cache and the decode holds the GIL: a hand-off to a thread
+    per manifest would cost more than it could win); versions removed meanwhile (by another
     cleanup) are left out.
 
     Raises:
@@ -92,7 +94,8 @@ def _read_all(storage: Storage, entries: list[versions.VersionEntry]) -> list[_V
             )
         return _Version(entry, data, summary)
 
-    return [found for found in map_on(METADATA, one, entries) if found is not None]
+    read = map_on(METADATA, one, entries) if storage.read_parallelism > 0 else map(one, entries)
+    return [found for found in read if found is not None]
 
 
 def _references_of_doomed(storage: Storage, doomed: dict[int, _Version]) -> set[str]:
