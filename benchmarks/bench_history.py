@@ -6,7 +6,14 @@ medians and their ratio are reported. Scenarios that change the dataset run on a
 round (the copy is not timed; files that are never rewritten are hard links, see ``--full-copies``).
 
 Each scenario reports the median wall time and process CPU time of both sides, and the load
-average. With ``--history deletes`` the table (``--table-rows`` rows in fragments of
+average. Scenarios are cold by default, as a fresh process runs them: every pylance call opens a
+new dataset object (an empty session), and lance_table's process-wide caches are cleared
+(``lance_table.table.session.clear_caches()``, untimed) before each of its calls -- the copies of a
+changing scenario share files with the original through hard links, so kept readers would
+otherwise serve them. Scenarios marked "(warm)" are a long-lived process: each side reuses one
+dataset object it used before (pylance's session is then as warm as lance_table's caches).
+
+With ``--history deletes`` the table (``--table-rows`` rows in fragments of
 ``--rows-per-append`` rows) is written once and each later version deletes one row (every 100th
 overwrites the table with itself), so the table's size does not depend on ``--appends``. With
 ``--count-calls`` the calls lance_table makes of its storage layer (listings and the names they
