@@ -6,7 +6,14 @@ medians and their ratio are reported. Scenarios that change the dataset run on a
 round (the copy is not timed; files that are never rewritten are hard links, see ``--full-copies``).
 
 Each scenario reports the median wall time and process CPU time of both sides, and the load
-average. With ``--history deletes`` the table (``--table-rows`` rows in fragments of
+average. Scenarios are cold by default, as a fresh process runs them: every pylance call opens a
+new dataset object (an empty session), and lance_table's process-wide caches are cleared
+(``lance_table.table.session.clear_caches()``, untimed) before each of its calls -- the copies of a
+changing scenario share files with the original through hard links, so kept readers would
+otherwise serve them. Scenarios marked "(warm)" are a long-lived process: each side reuses one
+dataset object it used before (pylance's session is then as warm as lance_table's caches).
+
+With ``--history deletes`` the table (``--table-rows`` rows in fragments of
 ``--rows-per-append`` rows) is written once and each later version deletes one row (every 100th
 overwrites the table with itself), so the table's size does not depend on ``--appends``. With
 ``--count-calls`` the calls lance_table makes of its storage layer (listings and the names they
@@ -46,8 +53,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from common import Report, Result, argument_parser, interleaved_result
 
 import lance_table as lt
-from lance_table.storage import listing_cache
-from lance_table.table import version_summaries
+from lance_table.table.session import clear_caches
 
 FORMAT = "2.2"
 
@@ -225,7 +231,6 @@ def _count_calls(uri: str, size: int, lo: int) -> dict[str, dict[str, int]]:
     ]
     try:
         for name, action in actions:
-            version_summaries.clear()
             _clear_caches()
             with CallCounts() as counter:
                 action()
@@ -286,7 +291,7 @@ def _s3_requests(uris: tuple[str, str], size: int) -> dict[str, dict[str, dict[s
             remote = f"s3://history/{side}"
             actions = _remote_actions(mod, remote, options, size)
             for name, action in actions:
-                version_summaries.clear()
+                clear_caches()
                 server.counts(reset=True)
                 try:
                     action()
@@ -335,11 +340,7 @@ def _file_states(root: str) -> dict[str, tuple[int, int]]:
 
 def _clear_caches() -> None:
     """Forget what lance_table keeps between calls in this process (so each count starts cold)."""
-    from lance_table.table.deletion import DELETIONS
-    from lance_table.table.readers import READERS
-
-    READERS.clear()
-    DELETIONS.clear()
+    clear_caches()
 
 
 def main() -> None:
@@ -436,7 +437,16 @@ def main() -> None:
 
         wanted = [w.strip() for w in args.only.split(",")] if args.only else None
 
-        def both(name: str, mine: Callable[[str], object], theirs: Callable[[str], object], fresh=False):
+        def both(
+            name: str,
+            mine: Callable[[str], object],
+            theirs: Callable[[str], object],
+            fresh: bool = False,
+            cold: bool = True,
+        ) -> None:
+            """``mine`` and ``theirs`` side by side; with ``cold`` (a fresh process's call), every
+            cache lance_table keeps in the process is cleared before each of its calls (untimed),
+            as each pylance call opens a new dataset object with a new, empty session."""
             if wanted is not None and not any(w in name for w in wanted):
                 return
             current = list(uris)
@@ -447,6 +457,8 @@ def main() -> None:
                     shutil.rmtree(copy, ignore_errors=True)
                     _copy_dataset(uris[side], copy, links=not args.full_copies)
                     current[side] = copy
+                if cold and side == 0:
+                    clear_caches()
 
             result = interleaved_result(
                 name, lambda: mine(current[0]), lambda: theirs(current[1]), args.runs, setup=setup
@@ -456,23 +468,53 @@ def main() -> None:
                 # a cheap read: more rounds (about a second per side), as a median of 3 or 5
                 # sub-millisecond calls on a shared machine is mostly noise
                 runs = min(41, max(args.runs, int(1.0 / max(slowest, 1e-4))))
-                result = interleaved_result(name, lambda: mine(current[0]), lambda: theirs(current[1]), runs)
+                result = interleaved_result(
+                    name, lambda: mine(current[0]), lambda: theirs(current[1]), runs, setup=setup
+                )
             report.add(result)
 
+        def warm(
+            name: str,
+            mine: Callable[[Any], object],
+            theirs: Callable[[Any], object],
+            fresh: bool = False,
+        ) -> None:
+            """A long-lived process: each side calls on one dataset object it opened and used
+            before (untimed: the same call once, or with ``fresh``, on a new copy of the dataset,
+            a read of the rows the change touches), so pylance's session cache is as warm as
+            lance_table's process caches."""
+            name = f"{name} (warm)"
+            if wanted is not None and not any(w in name for w in wanted):
+                return
+            opened: list[Any] = [lt.dataset(uris[0]), lance.dataset(uris[1])]
+            if not fresh:
+                mine(opened[0]), theirs(opened[1])
+
+            def setup(side: int) -> None:
+                if not fresh:
+                    return
+                copy = f"{uris[side]}-copy"
+                shutil.rmtree(copy, ignore_errors=True)
+                _copy_dataset(uris[side], copy, links=not args.full_copies)
+                if side == 0:
+                    clear_caches()  # (entries of the original's files would serve its hard links)
+                opened[side] = (lt.dataset if side == 0 else lance.dataset)(copy)
+                opened[side].to_table(filter=flt)
+
+            runs = args.runs if fresh else max(args.runs, 11)
+            result = interleaved_result(
+                name, lambda: mine(opened[0]), lambda: theirs(opened[1]), runs, setup=setup
+            )
+            report.add(result)
+
+        flt = f"id >= {lo} AND id < {lo + 100}"
         before = [_file_states(u) for u in uris]
         both("open latest", lambda u: lt.dataset(u), lambda u: lance.dataset(u))
         both("open version 1", lambda u: lt.dataset(u, version=1), lambda u: lance.dataset(u, version=1))
         both("versions()", lambda u: lt.dataset(u).versions(), lambda u: lance.dataset(u).versions())
-
-        def cold_versions(u: str) -> object:
-            version_summaries.clear()
-            listing_cache.clear()  # (the kept listing of _versions with its files' sizes and times)
-            return lt.dataset(u).versions()
-
-        both("versions(), first call", cold_versions, lambda u: lance.dataset(u).versions())
+        warm("versions()", lambda d: d.versions(), lambda d: d.versions())
         both("count rows", lambda u: lt.dataset(u).count_rows(), lambda u: lance.dataset(u).count_rows())
         both("full scan", lambda u: lt.dataset(u).to_table(), lambda u: lance.dataset(u).to_table())
-        flt = f"id >= {lo} AND id < {lo + 100}"
         both(
             "filter 100-row id range",
             lambda u: lt.dataset(u).to_table(filter=flt),
@@ -482,6 +524,11 @@ def main() -> None:
         assert live == lance.dataset(uris[1]).count_rows()
         picks = np.random.default_rng(1).choice(live, 100, replace=False).tolist()
         both("take 100 rows", lambda u: lt.dataset(u).take(picks), lambda u: lance.dataset(u).take(picks))
+        warm("count rows", lambda d: d.count_rows(), lambda d: d.count_rows())
+        warm("full scan", lambda d: d.to_table(), lambda d: d.to_table())
+        warm("filter 100-row id range", lambda d: d.to_table(filter=flt), lambda d: d.to_table(filter=flt))
+        warm("take 100 rows", lambda d: d.take(picks), lambda d: d.take(picks))
+        warm("delete 1 row", lambda d: d.delete(f"id = {lo}"), lambda d: d.delete(f"id = {lo}"), fresh=True)
         both(
             "delete 1 row",
             lambda u: lt.dataset(u).delete(f"id = {lo}"),

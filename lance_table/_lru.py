@@ -171,6 +171,14 @@ class LRU(Generic[K, V]):
             self._bytes -= weight
 
 
+def clear_all() -> int:
+    """Forget every entry of every :class:`LRU` of the process; returns how many caches were cleared."""
+    caches = list(_ALL)
+    for cache in caches:
+        cache.clear()
+    return len(caches)
+
+
 def _new_locks() -> None:
     for cache in list(_ALL):
         cache._lock = threading.Lock()  # a forked child: another thread may have held it at the fork
@@ -178,4 +186,4 @@ def _new_locks() -> None:
 
 after_fork_in_child(_new_locks)
 
-__all__ = ["LRU"]
+__all__ = ["LRU", "clear_all"]

@@ -14,11 +14,12 @@ Layout (little-endian)::
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from functools import cached_property
 from operator import add
-from typing import Any
+from typing import Any, overload
 
 import pyarrow as pa
 from google.protobuf.message import DecodeError
@@ -117,10 +118,10 @@ class FileMetadata:
     num_rows: int
     fields: tuple[LanceField, ...]
     schema_metadata: dict[str, bytes]
-    columns: tuple[Any, ...]  # file2_pb2.ColumnMetadata
+    columns: ColumnList  # file2_pb2.ColumnMetadata, each parsed on first use
     global_buffers: tuple[tuple[int, int], ...]
     # The values of each column: its page lengths added up (each below MAX_COUNT).
-    column_values: tuple[int, ...] = ()
+    column_values: Sequence[int] = ()
     #: the bytes of the column metadata and of the file descriptor (what the parsed messages hold)
     metadata_bytes: int = 0
 
@@ -240,13 +241,7 @@ def read_metadata(source: ByteSource) -> FileMetadata:
         "file descriptor",
         gb0_pos,
     )
-    columns = []
-    column_values = []
-    for i, (pos, length) in enumerate(cmo):
-        blob = tail.get(pos, length, f"column {i} metadata")
-        col = parse_message(file2_pb2.ColumnMetadata(), blob, path, f"metadata of column {i}", pos)
-        column_values.append(_check_buffers(col, path, meta_end, i))
-        columns.append(col)
+    columns = ColumnList(_column_blobs(tail, cmo), path, meta_end)
 
     if descriptor.length > MAX_COUNT:
         raise CorruptFileError(path, f"file descriptor claims {descriptor.length} rows", offset=gb0_pos)
@@ -267,9 +262,9 @@ def read_metadata(source: ByteSource) -> FileMetadata:
         num_rows=descriptor.length,
         fields=fields,
         schema_metadata=dict(descriptor.schema.metadata),
-        columns=tuple(columns),
+        columns=columns,
         global_buffers=tuple(gbo),
-        column_values=tuple(column_values),
+        column_values=columns.values,
         metadata_bytes=sum(length for _, length in cmo) + gb0_len,
     )
     try:
@@ -277,6 +272,125 @@ def read_metadata(source: ByteSource) -> FileMetadata:
     except Exception as exc:
         raise CorruptFileError(path, f"schema in the file descriptor is invalid: {exc}") from exc
     return meta
+
+
+def _column_blobs(tail: FileTail, cmo: list[tuple[int, int]]) -> list[tuple[int, memoryview | bytes]]:
+    """The position and bytes of each column's metadata: slices of one copy of the region that
+    holds them when it lies in the tail (the tail itself, up to 64 KiB, is not kept), else each
+    read on its own."""
+    if not cmo:
+        return []
+    lo = min(pos for pos, _ in cmo)
+    hi = max(pos + length for pos, length in cmo)
+    if lo < tail.start:
+        return [
+            (pos, bytes(tail.get(pos, length, f"column {i} metadata"))) for i, (pos, length) in enumerate(cmo)
+        ]
+    region = memoryview(bytes(tail.get(lo, hi - lo, "column metadata")))
+    return [(pos, region[pos - lo : pos - lo + length]) for pos, length in cmo]
+
+
+class ColumnList(Sequence[Any]):
+    """The ``ColumnMetadata`` of a file's columns, each parsed and checked when first used: a read
+    of a few columns of many small files (a filter, a delete, a take on a long history) parses
+    only those columns' metadata. A column's buffers must lie before the footer region, its page
+    lengths add up to its values (:attr:`values`), and a column that holds one value per row
+    (:meth:`expect_rows`) must hold the file's rows.
+
+    Raises:
+        CorruptFileError: on the first use of a column whose metadata is damaged.
+    """
+
+    __slots__ = ("_blobs", "_expected", "_limit", "_parsed", "_path", "_values", "values")
+
+    def __init__(self, blobs: list[tuple[int, memoryview | bytes]], path: str, limit: int) -> None:
+        self._blobs = blobs
+        self._path = path
+        self._limit = limit
+        self._parsed: list[Any] = [None] * len(blobs)
+        self._values: list[int] = [0] * len(blobs)
+        self._expected: dict[int, int] = {}
+        #: the values of each column (its page lengths added up), a sequence like this one
+        self.values = ColumnValues(self)
+
+    def __len__(self) -> int:
+        return len(self._blobs)
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Any, ...]: ...
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return tuple(self[i] for i in range(*index.indices(len(self))))
+        col = self._parsed[index]
+        return col if col is not None else self._parse(index)
+
+    def value_count(self, index: int) -> int:
+        """The values of column ``index`` (its metadata parsed and checked first).
+
+        Raises:
+            CorruptFileError: the column's metadata is damaged.
+        """
+        if self._parsed[index] is None:
+            self._parse(index)
+        return self._values[index]
+
+    def parse_all(self) -> None:
+        """Parse and check every column's metadata now (a verification of the whole file).
+
+        Raises:
+            CorruptFileError: a column's metadata is damaged.
+        """
+        for index in range(len(self._blobs)):
+            self.value_count(index)
+
+    def expect_rows(self, columns: Iterable[int], rows: int) -> None:
+        """Columns that must hold ``rows`` values (one per row), checked as each is parsed.
+
+        Raises:
+            CorruptFileError: a column parsed already holds another number.
+        """
+        for index in columns:
+            self._expected[index] = rows
+            if self._parsed[index] is not None:
+                self._check_rows(index, self._values[index])
+
+    def _check_rows(self, index: int, values: int) -> None:
+        expected = self._expected.get(index)
+        if expected is not None and values != expected:
+            raise CorruptFileError(self._path, f"column {index} has {values} values for {expected} rows")
+
+    def _parse(self, index: int) -> Any:
+        index = range(len(self._blobs))[index]  # (a negative index counts from the end)
+        pos, blob = self._blobs[index]
+        col = parse_message(file2_pb2.ColumnMetadata(), blob, self._path, f"metadata of column {index}", pos)
+        values = _check_buffers(col, self._path, self._limit, index)
+        self._check_rows(index, values)
+        self._values[index] = values
+        self._parsed[index] = col  # last: another thread reads the values once this is set
+        return col
+
+
+class ColumnValues(Sequence[int]):
+    """The values of each column of a :class:`ColumnList` (each column parsed on first use)."""
+
+    __slots__ = ("_columns",)
+
+    def __init__(self, columns: ColumnList) -> None:
+        self._columns = columns
+
+    def __len__(self) -> int:
+        return len(self._columns)
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[int, ...]: ...
+    def __getitem__(self, index: int | slice) -> int | tuple[int, ...]:
+        if isinstance(index, slice):
+            return tuple(self[i] for i in range(*index.indices(len(self))))
+        return self._columns.value_count(index)
 
 
 def _table(data: memoryview, n: int) -> list[tuple[int, int]]:

@@ -121,12 +121,10 @@ class LanceFileReader(SmallReads, V20Reads):
                 self._source.name, f"file has {n_cols} columns but its schema has no fields"
             )
         # Columns that hold one value per row: their pages must add up to the file's rows.
-        for index in sorted(row_columns(self._roots, self._col_of, self._structural)):
-            values = self._meta.column_values[index]
-            if values != self.num_rows:
-                raise CorruptFileError(
-                    self._source.name, f"column {index} has {values} values for {self.num_rows} rows"
-                )
+        # (checked as each column's metadata is parsed: see ColumnList)
+        self._meta.columns.expect_rows(
+            sorted(row_columns(self._roots, self._col_of, self._structural)), self.num_rows
+        )
         self._columns: dict[int, ColumnPages] = {}
         self._projections: dict[tuple[str, ...], tuple[list[FieldNode], pa.Schema]] = {}
         self._shapes: dict[int, int] = {}  # by field id: see field_shape

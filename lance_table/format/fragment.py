@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any
 
 from lance_table._lru import LRU
@@ -35,6 +35,12 @@ def data_format_of(major: int, minor: int) -> str:
     if (major, minor) == (0, 3):
         return "2.0"
     return f"{major}.{minor}"
+
+
+@lru_cache(maxsize=64)
+def _format_set(major: int, minor: int) -> frozenset[str]:
+    """The formats of a fragment of one data file recorded as (``major``, ``minor``)."""
+    return frozenset((data_format_of(major, minor),))
 
 
 @dataclass(frozen=True)
@@ -67,7 +73,10 @@ class DataFile:
 
     @classmethod
     def from_pb(cls, pb: Any) -> DataFile:
-        return cls(
+        # made without the frozen dataclass's __init__ (a setattr through object per field): a
+        # manifest of a long history converts thousands of these on a first open
+        out = object.__new__(cls)
+        out.__dict__.update(
             path=pb.path,
             fields=tuple(pb.fields),
             column_indices=tuple(pb.column_indices),
@@ -76,6 +85,7 @@ class DataFile:
             file_size_bytes=pb.file_size_bytes or None,
             base_id=pb.base_id if pb.HasField("base_id") else None,
         )
+        return out
 
 
 @dataclass(frozen=True)
@@ -165,7 +175,10 @@ class Fragment:
     @cached_property
     def formats(self) -> frozenset[str]:
         """The data formats of the fragment's files."""
-        return frozenset(f.version for f in self.files)
+        files = self.files
+        if len(files) == 1:  # most fragments: one set per recorded version, shared
+            return _format_set(files[0].file_major_version, files[0].file_minor_version)
+        return frozenset(f.version for f in files)
 
     @property
     def num_rows(self) -> int:
@@ -186,7 +199,7 @@ class Fragment:
     def from_pb(cls, pb: Any) -> Fragment:
         meta = b""
         present = [pb.WhichOneof(group) for group in _ROW_ID_GROUPS]
-        if any(present):
+        if present[0] or present[1] or present[2]:
             keep = table_pb2.DataFragment()
             for name in present:
                 if name is None:
@@ -197,13 +210,15 @@ class Fragment:
                 else:
                     getattr(keep, name).CopyFrom(value)
             meta = keep.SerializeToString()
-        return cls(
+        out = object.__new__(cls)  # (see DataFile.from_pb)
+        out.__dict__.update(
             id=pb.id,
-            files=tuple(DataFile.from_pb(f) for f in pb.files),
+            files=tuple([DataFile.from_pb(f) for f in pb.files]),
             physical_rows=pb.physical_rows,
             deletion_file=DeletionFile.from_pb(pb.deletion_file) if pb.HasField("deletion_file") else None,
             row_id_meta=meta,
         )
+        return out
 
 
 def _varint(n: int) -> bytes:

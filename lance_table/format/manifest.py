@@ -226,12 +226,15 @@ def _check_file_versions(pb: Any, fragments: tuple[Fragment, ...], path: str) ->
     else:
         expected = _inferred_data_format(pb)[1]
         whose = "the first data file's"
+    verdicts: dict[tuple[int, int], bool] = {}  # by recorded (major, minor): whether it is expected
     for frag in fragments:
-        if frag.formats == {expected}:
-            continue
         for f in frag.files:
-            actual = f.version
-            if actual != expected:
+            pair = (f.file_major_version, f.file_minor_version)
+            good = verdicts.get(pair)
+            if good is None:
+                good = verdicts[pair] = data_format_of(*pair) == expected
+            if not good:
+                actual = f.version
                 raise CorruptFileError(
                     path,
                     f"data file {f.path} of fragment {frag.id} has format {actual} "

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
+from lance_table._lru import LRU
 from lance_table._parallel import cached_per_instance
 from lance_table.errors import CorruptFileError
 from lance_table.extensions import user_table
@@ -31,6 +32,11 @@ from lance_table.table.split_struct import assemble, is_split
 
 if TYPE_CHECKING:
     from lance_table.filters.bounds import Condition
+
+
+#: every field of a dataset schema, at any depth, by id: by the roots dict the fragment readers of
+#: a version share (kept with it, so an id reused by another dict never matches)
+_FIELDS_BY_ID: LRU[int, tuple[dict[str, FieldNode], dict[int, FieldNode]]] = LRU(64)
 
 
 @dataclass
@@ -110,7 +116,13 @@ class FragmentReader:
 
     @cached_per_instance
     def _dataset_by_id(self) -> dict[int, FieldNode]:
-        return {n.id: n for root in self.roots.values() for n in root.walk()}
+        roots = self.roots  # (one dict shared by the fragment readers of a version: made once)
+        hit = _FIELDS_BY_ID.get(id(roots))
+        if hit is not None and hit[0] is roots:
+            return hit[1]
+        made = {n.id: n for root in roots.values() for n in root.walk()}
+        _FIELDS_BY_ID.put(id(roots), (roots, made))
+        return made
 
     def stored_roots(self, data_file: DataFile) -> dict[int, FieldNode]:
         """The data file's top-level fields, by the dataset field id the manifest's

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from lance_table._lru import clear_all
 from lance_table.storage import Storage
 from lance_table.table.deletion import DELETIONS
 from lance_table.table.readers import READERS
@@ -75,4 +76,15 @@ def session_of(storage: Storage) -> Session:
     return Session() if storage.cache_metadata else Session(metadata_cache_size_bytes=0)
 
 
-__all__ = ["Session", "apply_cache_limits", "session_of"]
+def clear_caches() -> int:
+    """Forget everything lance_table keeps in memory between calls, in every handle of the process:
+    readers (parsed footers and column metadata), decoded deletion vectors, manifests, fragments,
+    version summaries, listings and parsed layouts -- the state of a fresh process, so that the next
+    open, read or commit pays what a first one pays (benchmarks that compare cold operations).
+    Files and datasets are untouched; handles stay usable and refill the caches as they read.
+    Returns the number of caches cleared.
+    """
+    return clear_all()
+
+
+__all__ = ["Session", "apply_cache_limits", "clear_caches", "session_of"]

@@ -202,6 +202,7 @@ def _data_file_problems(storage: Storage, frag: Fragment, data_file: DataFile) -
             rows = read_legacy_metadata(source).num_rows
         else:
             meta = read_metadata(source)
+            meta.columns.parse_all()
             rows = meta.num_rows
             if meta.version.value != data_file.version:
                 out.append(

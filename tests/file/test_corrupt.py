@@ -104,8 +104,25 @@ def test_protobuf_that_does_not_parse(tmp_path, good):
     pos, size = struct.unpack_from("<QQ", data, cmo_start)
     broken = data[:pos] + b"\xff" * size + data[pos + size :]
     path = _write(tmp_path, broken)
-    with pytest.raises(CorruptFileError, match="protobuf"):
-        LanceFileReader(path)
+    with pytest.raises(CorruptFileError, match="protobuf") as info:
+        LanceFileReader(path).read_all()
+    assert str(path) in str(info.value)
+
+
+def test_a_column_s_metadata_is_parsed_and_checked_when_the_column_is_read(tmp_path, good):
+    """A read of some columns parses only their metadata (a filter over many small files reads
+    one column of each); a damaged column fails the first read that needs it, naming it.
+    (A 2.2 file: a 2.0 reader looks at each string column's first page when it opens.)"""
+    source, _ = good
+    write_table(source, LanceFileReader(source).read_all(), version="2.2")
+    data = source.read_bytes()
+    _, cmo_start, *_ = _footer(data)
+    pos, size = struct.unpack_from("<QQ", data, cmo_start + 16)  # column 1: "s"
+    path = _write(tmp_path, data[:pos] + b"\xff" * size + data[pos + size :])
+    reader = LanceFileReader(path)
+    assert reader.read_all(columns=["i"]).column("i").to_pylist() == list(range(500))
+    with pytest.raises(CorruptFileError, match="metadata of column 1"):
+        reader.read_all(columns=["s"])
 
 
 def test_page_buffer_beyond_the_data(tmp_path, good):
@@ -137,7 +154,7 @@ def test_page_buffer_beyond_the_data(tmp_path, good):
     out += struct.pack("<QQQIIHH", cm_start, new_cmo, new_gbo, n_global, n_cols, 0, 3) + b"LANC"
     path = _write(tmp_path, bytes(out))
     with pytest.raises(CorruptFileError, match="beyond"):
-        LanceFileReader(path)
+        LanceFileReader(path).read_all()
 
 
 @pytest.mark.parametrize("region", ["metadata", "data"])

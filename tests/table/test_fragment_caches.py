@@ -189,3 +189,26 @@ def test_a_small_file_is_read_in_one_request(
     got = lt.dataset(uri).to_table()
     assert got.equals(expected) and got.equals(lance.dataset(uri).to_table())
     assert len(requests) == 6 and len(set(requests)) == 6
+
+
+def test_clear_caches_forgets_every_kept_reader_vector_and_listing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``clear_caches`` leaves the process as a fresh one would be: the next read opens every
+    data file again and returns what pylance returns."""
+    from lance_table.table.session import clear_caches
+
+    uri = str(tmp_path / "t")
+    lt.write_dataset(_table(0, 50), uri)
+    lt.write_dataset(_table(50, 50), uri, mode="append")
+    lt.dataset(uri).delete("id = 3")
+    ds = lt.dataset(uri)
+    first = ds.to_table(filter="id < 60")
+    assert len(READERS) and len(deletion.DELETIONS)
+    assert clear_caches() > 0
+    assert len(READERS) == len(deletion.DELETIONS) == 0
+    opened = _count_opens(monkeypatch)
+    again = lt.dataset(uri).to_table(filter="id < 60")
+    assert len(opened) == 2
+    assert again.equals(first)
+    assert again.equals(lance.dataset(uri).to_table(filter="id < 60"))
