@@ -235,7 +235,8 @@ class LanceFileReader(SmallReads, V20Reads):
             # Many short runs close together (the live rows of a range with deletions): the
             # covering span is read, each page decoded whole and its rows selected as soon as it
             # is decoded; that beats fetching and decoding thousands of tiny ranges.
-            keep = bool_array(runs.mask(lo, span))
+            # (kept with the runs: a fragment's live runs are kept for every scan of it)
+            keep = runs.derived(("mask", lo, span), lambda: bool_array(runs.mask(lo, span)))
             return self._read_runs(Runs.span(lo, span), columns, floors, keep)
         return self._read_runs(runs, columns, floors)
 

@@ -7,11 +7,15 @@ values into runs of bytes, so only the needed bytes are fetched.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
 from lance_table._parallel import cached_per_instance
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,15 @@ class Runs:
     @cached_per_instance
     def end(self) -> int:
         return int(self.starts[-1] + self.lengths[-1]) if self.count else 0
+
+    def derived(self, key: Hashable, make: Callable[[], T]) -> T:
+        """``make()``, worked out once for these runs and ``key`` and then kept with them (the
+        runs never change: the live rows of a fragment, kept for every scan of it, are made
+        into the same mask by each)."""
+        memo: dict[Hashable, object] = self.__dict__.setdefault("_derived", {})
+        if key not in memo:
+            memo[key] = make()
+        return memo[key]  # type: ignore[return-value]
 
     def is_span(self, start: int, length: int) -> bool:
         return self.count == 1 and int(self.starts[0]) == start and int(self.lengths[0]) == length

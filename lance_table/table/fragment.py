@@ -30,6 +30,9 @@ from lance_table.table.file_ids import stored_roots
 from lance_table.table.readers import READERS, FileReader, LegacyView, is_legacy_file, legacy_view
 from lance_table.table.split_struct import assemble, is_split
 
+#: the live runs of fragments' spans, by deletion vector (see :meth:`FragmentReader.live_runs`)
+_LIVE: LRU[tuple[int, int, int], tuple[np.ndarray, Runs]] = LRU(64, max_bytes=64 << 20)
+
 if TYPE_CHECKING:
     from lance_table.filters.bounds import Condition
 
@@ -207,21 +210,19 @@ class FragmentReader:
         return live
 
     def live_runs(self, lo: int, hi: int) -> Runs:
-        if not self.deleted.size or not _any_in(self.deleted, lo, hi):
+        """The offsets in ``[lo, hi)`` that are not deleted, as runs (kept with the deletion
+        vector, which every open of the version shares: each scan of a fragment reads the same
+        runs, and the mask its reads make of them, see :meth:`Runs.derived`)."""
+        deleted = self.deleted
+        if not deleted.size or not _any_in(deleted, lo, hi):
             return Runs.span(lo, hi - lo)
-        # the gaps between the deleted rows (sorted, distinct): each runs from after one deleted
-        # row to the next; gaps between neighbours are empty, and no two gaps touch
-        a, b = np.searchsorted(self.deleted, [lo, hi])
-        gone = self.deleted[a:b].astype(np.int64)
-        starts = np.empty(gone.size + 1, np.int64)
-        starts[0] = lo
-        np.add(gone, 1, out=starts[1:])
-        ends = np.empty(gone.size + 1, np.int64)
-        ends[:-1] = gone
-        ends[-1] = hi
-        lengths = ends - starts
-        keep = lengths > 0
-        return Runs(starts[keep], lengths[keep])
+        key = (id(deleted), lo, hi)
+        kept = _LIVE.get(key)
+        if kept is not None and kept[0] is deleted:  # (the entry holds the vector: its id is its own)
+            return kept[1]
+        runs = _live_runs(deleted, lo, hi)
+        _LIVE.put(key, (deleted, runs), weight=runs.starts.nbytes * 2 + (hi - lo) // 8)
+        return runs
 
     def read(self, names: list[str], runs: Runs, floors: Mapping[str, int] | None = None) -> pa.Table:
         """Columns ``names`` (dataset names) of the rows at ``runs``; integer values below their
@@ -400,6 +401,23 @@ def _check_blob_fields(node: FieldNode, file_node: FieldNode, where: Callable[[]
                 f"field {n.name!r} (id {n.id}) is {'a blob' if _is_blob_descriptor(n) else 'not a blob'} "
                 f"column in the manifest, but the data file stores {what} for it",
             )
+
+
+def _live_runs(deleted: np.ndarray, lo: int, hi: int) -> Runs:
+    """The offsets in ``[lo, hi)`` that are not among the sorted ``deleted`` ones, as runs."""
+    # the gaps between the deleted rows (sorted, distinct): each runs from after one deleted
+    # row to the next; gaps between neighbours are empty, and no two gaps touch
+    a, b = np.searchsorted(deleted, [lo, hi])
+    gone = deleted[a:b].astype(np.int64)
+    starts = np.empty(gone.size + 1, np.int64)
+    starts[0] = lo
+    np.add(gone, 1, out=starts[1:])
+    ends = np.empty(gone.size + 1, np.int64)
+    ends[:-1] = gone
+    ends[-1] = hi
+    lengths = ends - starts
+    keep = lengths > 0
+    return Runs(starts[keep], lengths[keep])
 
 
 def _any_in(sorted_values: np.ndarray, lo: int, hi: int) -> bool:
