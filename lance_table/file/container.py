@@ -123,6 +123,9 @@ class FileMetadata:
     column_values: tuple[int, ...] = ()
     #: the bytes of the column metadata and of the file descriptor (what the parsed messages hold)
     metadata_bytes: int = 0
+    #: each column's first page's buffers as ``(file offset, size)`` pairs (read while checking
+    #: them: reads of small files, of one page per column, need no other); empty when not known
+    first_buffers: tuple[tuple[tuple[int, int], ...], ...] = ()
 
     @cached_property
     def roots(self) -> list[FieldNode]:
@@ -242,10 +245,13 @@ def read_metadata(source: ByteSource) -> FileMetadata:
     )
     columns = []
     column_values = []
+    first_buffers = []
     for i, (pos, length) in enumerate(cmo):
         blob = tail.get(pos, length, f"column {i} metadata")
         col = parse_message(file2_pb2.ColumnMetadata(), blob, path, f"metadata of column {i}", pos)
-        column_values.append(_check_buffers(col, path, meta_end, i))
+        values, first = _check_buffers(col, path, meta_end, i)
+        column_values.append(values)
+        first_buffers.append(first)
         columns.append(col)
 
     if descriptor.length > MAX_COUNT:
@@ -271,6 +277,7 @@ def read_metadata(source: ByteSource) -> FileMetadata:
         global_buffers=tuple(gbo),
         column_values=tuple(column_values),
         metadata_bytes=sum(length for _, length in cmo) + gb0_len,
+        first_buffers=tuple(first_buffers),
     )
     try:
         meta.roots  # noqa: B018 - validates the schema early
@@ -284,31 +291,35 @@ def _table(data: memoryview, n: int) -> list[tuple[int, int]]:
     return [(vals[2 * i], vals[2 * i + 1]) for i in range(n)]
 
 
-def _check_buffers(col: Any, path: str, limit: int, index: int) -> int:
+def _check_buffers(col: Any, path: str, limit: int, index: int) -> tuple[int, tuple[tuple[int, int], ...]]:
     """Check that a column's buffers lie within ``limit`` and its page lengths add up to a
-    count; returns that count (the column's values)."""
+    count; returns that count (the column's values) and its first page's buffers as
+    ``(offset, size)`` pairs (none when it has no pages)."""
     offsets, sizes = col.buffer_offsets, col.buffer_sizes
+    if offsets or sizes:
+        _check_pairs(offsets[:], sizes[:], path, limit, f"column {index}")
+    total = 0
+    first: tuple[tuple[int, int], ...] = ()
+    # (slices of repeated fields: one list each, made at once; iterating a field costs 2-3x)
+    for p, page in enumerate(col.pages[:]):
+        total += page.length
+        offsets, sizes = page.buffer_offsets[:], page.buffer_sizes[:]
+        if len(offsets) != len(sizes) or (offsets and max(map(add, offsets, sizes)) > limit):
+            _check_pairs(offsets, sizes, path, limit, f"column {index} page {p}")
+        if not p:
+            first = tuple(zip(offsets, sizes))
+    if total > MAX_COUNT:
+        raise CorruptFileError(path, f"column {index} pages claim more than {MAX_COUNT} values in all")
+    return total, first
+
+
+def _check_pairs(offsets: Any, sizes: Any, path: str, limit: int, what: str) -> None:
+    """Check that buffers listed as offsets and sizes are as many of each and lie within ``limit``."""
     if len(offsets) != len(sizes):
-        raise CorruptFileError(
-            path, f"column {index} lists {len(offsets)} buffer offsets but {len(sizes)} sizes"
-        )
+        raise CorruptFileError(path, f"{what} lists {len(offsets)} buffer offsets but {len(sizes)} sizes")
     if offsets and max(map(add, offsets, sizes)) > limit:
         pos, length = next((p, n) for p, n in zip(offsets, sizes) if p + n > limit)
-        raise CorruptFileError(path, f"column {index} buffer [{pos}, {pos + length}) lies beyond the data")
-    total = 0
-    for p, page in enumerate(col.pages):
-        total += page.length
-        if total > MAX_COUNT:
-            raise CorruptFileError(path, f"column {index} pages claim more than {MAX_COUNT} values in all")
-        offsets, sizes = page.buffer_offsets, page.buffer_sizes
-        if len(offsets) != len(sizes):
-            raise CorruptFileError(path, f"column {index} page {p} lists mismatched buffer offsets and sizes")
-        if offsets and max(map(add, offsets, sizes)) > limit:
-            pos, length = next((o, n) for o, n in zip(offsets, sizes) if o + n > limit)
-            raise CorruptFileError(
-                path, f"column {index} page {p} buffer [{pos}, {pos + length}) lies beyond the data"
-            )
-    return total
+        raise CorruptFileError(path, f"{what} buffer [{pos}, {pos + length}) lies beyond the data")
 
 
 def unpack_encoding(enc: Any, source: ByteSource, what: str) -> tuple[str | None, Any]:
