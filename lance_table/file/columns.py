@@ -66,13 +66,23 @@ class Sink:
     def write_buffer(self, data: Any) -> tuple[int, int]:
         """Write one page buffer and its padding; return its (offset, size)."""
         offset = self.pos
-        for piece in data if isinstance(data, list) else [data]:  # a buffer may come in pieces
-            self.write(piece)
+        if type(data) is bytes:  # (most page buffers: written without looking further)
+            if data:
+                self.f.write(data)
+                self.pos += len(data)
+        else:
+            for piece in data if isinstance(data, list) else [data]:  # a buffer may come in pieces
+                self.write(piece)
         size = self.pos - offset
         pad = -self.pos % PAGE_ALIGNMENT
         if pad:
-            self.write(PADDING_BYTE * pad)
+            self.f.write(_PADDING[pad])
+            self.pos += pad
         return offset, size
+
+
+#: the padding of each length up to an alignment
+_PADDING = [PADDING_BYTE * k for k in range(PAGE_ALIGNMENT)]
 
 
 class ColumnOut:
@@ -299,7 +309,7 @@ class StructuralWriter(FieldWriter):
         # while encoding on threads: each leaf's page writes, kept until ``take_deferred``
         self.deferred: list[list[Callable[[], None]]] | None = None
         self.leaves: list[encode21.LeafColumnWriter] = []
-        for path in encode21.leaf_paths(node):
+        for path, facts in encode21.leaf_plan(node, large):
             out = writer._new_column(values_column_encoding())
             self.leaves.append(
                 encode21.LeafColumnWriter(
@@ -309,6 +319,7 @@ class StructuralWriter(FieldWriter):
                     large,
                     blob_sink=lambda data: writer._sink.write_buffer(data)[0],
                     max_page_bytes=writer.max_page_bytes,
+                    facts=facts,
                 )
             )
             writer._leaf_ids.append(path[-1].id)

@@ -45,7 +45,7 @@ from lance_table.file.container import (
 )
 from lance_table.file.fields import is_blob
 from lance_table.file.v2_0.layout import is_packed_struct
-from lance_table.file.v2_1.blob_v2 import is_blob_v2
+from lance_table.file.v2_1.blob_v2 import blob_v2_below, is_blob_v2
 from lance_table.file.v2_1.blob_v2_encode import (
     BlobV2ColumnWriter,
     ExternalRefs,
@@ -179,7 +179,7 @@ class LanceFileWriter:
             return BlobV2ColumnWriter(
                 node, pages, inline, self._sidecars, self.page_size_bytes, self._externals
             )
-        if any(is_blob_v2(n.field) for n in node.walk()):
+        if blob_v2_below(node):
             raise UnsupportedFormatError(f"field {node.name!r}: blob v2 columns inside it are not written")
         if self.version is not FileVersion.V2_0:
             return StructuralWriter(self, node)
@@ -268,9 +268,14 @@ class LanceFileWriter:
     def _small(self, incoming: int) -> bool:
         """Whether adding a batch of ``incoming`` bytes is too little work to hand to threads:
         fewer than :func:`_inline_bytes`, and no leaf's buffer reaches its page budget."""
-        return incoming < _inline_bytes() and all(
-            leaf.pending_bytes + incoming < leaf.budget for leaf in self._leaves()
-        )
+        limit = _inline_bytes()
+        if incoming >= limit:
+            return False
+        leaves = self._leaves()
+        if all(leaf.pending_bytes + incoming < leaf.budget for leaf in leaves):
+            return True
+        # (a leaf may count its pieces by a bound: slices of large arrays count their whole buffers)
+        return all(leaf.exact_pending_bytes() + incoming < leaf.budget for leaf in leaves)
 
     def _encode_on_threads(
         self, work: Sequence[Callable[[], None]], *, threads: bool = True, last: bool = False
@@ -320,7 +325,10 @@ class LanceFileWriter:
         self._closed = True
         if self._parallel_leaves():
             leaves = self._leaves()
-            small = sum(leaf.pending_bytes for leaf in leaves) < _inline_bytes()
+            limit = _inline_bytes()
+            small = sum(leaf.pending_bytes for leaf in leaves) < limit or (
+                sum(leaf.exact_pending_bytes() for leaf in leaves) < limit
+            )
             self._encode_on_threads([leaf.finish for leaf in leaves], threads=not small, last=True)
         else:
             for writer in self._writers:

@@ -190,20 +190,21 @@ class LocalStorage(Storage):
         while todo:  # (each file stat'ed relative to its open directory: no path walked again)
             rel = todo.pop()
             try:
-                with os.scandir(self._abs(rel)) as it:
-                    for e in it:
-                        name = f"{rel}/{e.name}" if rel else e.name
-                        try:
-                            if e.is_dir():
-                                if not e.is_symlink():  # (as os.walk: links to directories not followed)
-                                    todo.append(name)
-                                continue
-                            st = e.stat()
-                        except FileNotFoundError:  # deleted since the directory was read
-                            continue
-                        out.append(Entry(name, st.st_size, st.st_mtime))
-            except OSError:  # (as os.walk: a directory that cannot be read lists nothing)
+                it = os.scandir(self._abs(rel))
+            except OSError:  # (as os.walk: a directory that cannot be opened lists nothing)
                 continue
+            with it as entries:  # (an entry that cannot be stat'ed fails the listing, as under os.walk)
+                for e in entries:
+                    name = f"{rel}/{e.name}" if rel else e.name
+                    try:
+                        if e.is_dir():
+                            if not e.is_symlink():  # (as os.walk: links to directories not followed)
+                                todo.append(name)
+                            continue
+                        st = e.stat()
+                    except FileNotFoundError:  # deleted since the directory was read
+                        continue
+                    out.append(Entry(name, st.st_size, st.st_mtime))
         return out
 
     def delete(self, path: str) -> None:

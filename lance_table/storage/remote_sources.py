@@ -214,10 +214,18 @@ class _DirectS3Source(_FsspecSource):
             if buffer is None:
                 whole_reads.append(next(got)[0])
                 continue
+            filled, short = 0, False  # the bytes received of the read, up to a part cut short
             for data, place in itertools.islice(got, k):
+                assert place is not None
+                if short:
+                    continue
                 if data is not place:  # (an answer that was not received in place)
-                    place[:] = data  # type: ignore[index]
-            whole_reads.append(buffer)
+                    place[: len(data)] = data
+                filled += len(data)
+                # a part cut short (the object ends before the size read): the read ends there, so
+                # that the short read is reported as for a read of one GET (a CorruptFileError)
+                short = len(data) != len(place)
+            whole_reads.append(buffer[:filled] if short else buffer)
         done = iter(whole_reads)
         return [next(done) if length else b"" for _, length in reads]
 

@@ -66,6 +66,7 @@ class _Maintenance(Handle):
         with stable row ids the index coverage moves to the new fragments.
 
         Raises:
+            ValueError: ``num_threads`` is below 1.
             UnsupportedFormatError: data files lance_table does not write.
             CorruptFileError: the dataset's fragment reuse index does not parse.
             CommitConflictError: a concurrent delete or compaction touched the same fragments.

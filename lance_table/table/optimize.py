@@ -168,7 +168,8 @@ class DatasetOptimizer:
         pylance: a fragment id reservation, then the rewrite). Returns pylance's metrics.
 
         An option left None takes its default (1024 * 1024 rows per fragment, deletions
-        materialized above 10%). ``max_rows_per_group``, ``num_threads``, ``batch_size`` and
+        materialized above 10%). At most ``num_threads`` bins are rewritten at once (and each
+        reads at most that many pieces ahead). ``max_rows_per_group``, ``batch_size`` and
         ``binary_copy_read_batch_bytes`` only tune pylance's engine and are accepted as no-ops;
         ``compaction_mode="try_binary_copy"`` re-encodes, as pylance does when it cannot copy.
 
@@ -182,6 +183,7 @@ class DatasetOptimizer:
         :class:`~lance_table.progress.ProgressEvent` records (phase ``rewrite``).
 
         Raises:
+            ValueError: ``num_threads`` is below 1.
             UnsupportedOperationError: ``max_source_fragments``, ``max_source_rows``,
                 ``max_source_bytes``, ``excluded_fragment_ids``, ``compaction_mode=
                 "force_binary_copy"`` or another ``data_storage_version`` than the dataset's.

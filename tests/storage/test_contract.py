@@ -280,3 +280,17 @@ def test_local_tree_listing_walks_as_os_walk(tmp_path):
     got = {e.path: e.size for e in storage.list_tree("d")}
     assert got == {"d/a.bin": 2, "d/sub/deeper/b.bin": 3, "d/linked.bin": 1}
     assert {e.path for e in storage.list_tree("")} == {*got, "other/c.bin"}
+
+
+def test_local_tree_listing_never_drops_a_directorys_other_files(tmp_path):
+    """An entry that cannot be stat'ed for another reason than being gone (a link loop) fails the
+    listing, as it did under ``os.walk``: the directory's other files are never silently left out
+    (a deep clone would miss them)."""
+    import os
+
+    storage = open_storage(str(tmp_path / "root"))
+    for i in range(20):
+        storage.write(f"d/f{i}.bin", b"x")
+    os.symlink(tmp_path / "root" / "d" / "loop", tmp_path / "root" / "d" / "loop")
+    with pytest.raises(OSError, match="loop"):
+        storage.list_tree("d")

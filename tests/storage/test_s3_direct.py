@@ -188,3 +188,20 @@ def test_range_sets_of_a_file_are_exact_in_bounded_requests(s3_uri, s3_options, 
         assert stats.iops == len(merged) and s3_requests.counts == {"GET": parts}
         assert s3_requests.most_in_flight <= 3
     assert storage._direct.usable
+
+
+@pytest.mark.s3
+def test_a_read_in_parts_of_a_file_shorter_than_its_size_is_a_corrupt_file(s3_uri, s3_options, monkeypatch):  # type: ignore[no-untyped-def]
+    # the manifest's size outgrows the object (a truncated file): a read in parts whose last part
+    # ends past the object's end gets a shorter 206; as a one-GET read, a CorruptFileError naming it
+    from lance_table.storage import remote_sources
+
+    monkeypatch.setattr(remote_sources, "SPLIT_READ_BYTES", 100_000)  # large reads in parts
+    storage = open_storage(s3_uri, s3_options)
+    blob = bytes(range(256)) * 1000
+    storage.write("short.bin", blob)
+    source = storage.source("short.bin", len(blob) + 150_000)
+    for ranges in ([(0, len(blob) + 50_000)], [(5, 10), (len(blob) - 120_000, 140_000)]):
+        with pytest.raises(lt.CorruptFileError, match=r"short\.bin"):
+            source.read_ranges(ranges)
+    assert bytes(source.read_ranges([(7, 200_000)])[0]) == blob[7:200_007]

@@ -132,8 +132,9 @@ def test_kept_fsst_strings_with_offsets_out_of_order_are_corrupt():
         _kept_var(values, 2, pa.array([True, False, True]), io)
 
 
+@pytest.mark.parametrize("version", ["2.0", "2.2"])
 @pytest.mark.parametrize("writer", ["ours", "pylance"])
-def test_results_hold_no_view_of_the_map(tmp_path, monkeypatch, writer):
+def test_results_hold_no_view_of_the_map(tmp_path, monkeypatch, writer, version):
     """A dictionary-typed column read from partly kept dictionary pages: the result's dictionary
     is a copy, so no map outlives the read (a map kept alive pins the file, and on some systems
     keeps it from being removed)."""
@@ -143,7 +144,7 @@ def test_results_hold_no_view_of_the_map(tmp_path, monkeypatch, writer):
     cat = pa.DictionaryArray.from_arrays(pa.array(ids % 3, pa.int32()), words)
     table = pa.table({"id": ids, "cat": cat})
     uri = str(tmp_path / "dict")
-    (lt if writer == "ours" else lance).write_dataset(table, uri, data_storage_version="2.2")
+    (lt if writer == "ours" else lance).write_dataset(table, uri, data_storage_version=version)
     lance.dataset(uri).delete("id % 7 = 3")
     maps = []
 

@@ -67,6 +67,34 @@ def test_compaction_moves_the_handle_and_returns_pylances_metrics(pair):
     assert isinstance(mine, lt.optimize.CompactionMetrics)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_compaction_with_num_threads_as_pylance(pair, threads):
+    """num_threads bounds the bins rewritten at once (and the pieces read ahead): the same
+    fragments and rows as pylance's; below 1 it is refused (pylance refuses a negative count)."""
+    mine, yours, ours, theirs = _both(
+        pair, lambda ds: ds.optimize.compact_files(target_rows_per_fragment=9, num_threads=threads)
+    )
+    assert (mine.fragments_removed, mine.fragments_added) == (yours.fragments_removed, yours.fragments_added)
+    # pylance commits the bins of parallel rewrites in the order they finish: compare as sets
+    ours_rows = sorted(f.count_rows() for f in ours.get_fragments())
+    assert ours_rows == sorted(f.count_rows() for f in theirs.get_fragments())
+    assert ours.to_table() == _rows(30) == lance.dataset(pair[0]).to_table()  # ours keep the order
+    assert theirs.to_table().sort_by("id") == _rows(30)
+    with pytest.raises(OverflowError):
+        theirs.optimize.compact_files(num_threads=-1)
+    for bad in (0, -1):
+        with pytest.raises(ValueError, match="num_threads"):
+            ours.optimize.compact_files(num_threads=bad)
+
+
+def test_compaction_reads_ahead_by_bytes():
+    from lance_table.table.operations.compaction_rewrite import READ_AHEAD_BYTES, read_ahead
+
+    assert read_ahead(READ_AHEAD_BYTES // 4, 16) == 4  # many cores do not multiply the memory
+    assert read_ahead(READ_AHEAD_BYTES // 4, 2) == 2
+    assert read_ahead(READ_AHEAD_BYTES * 3, 16) == 1
+
+
 def test_restore_and_checkouts_as_pylance(pair):
     for ds in (lt.dataset(pair[0]), lance.dataset(pair[1])):
         ds.delete("id >= 10")

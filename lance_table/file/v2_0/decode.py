@@ -264,6 +264,8 @@ def _dictionary(enc: Any, io: PageIO, runs: Runs, dtype: pa.DataType) -> pa.Arra
             if points_at_null.any():
                 valid = np.asarray(indices.is_valid()) & ~points_at_null
                 indices = with_validity(indices, valid)
+        if io.filtered:  # the dictionary would outlive the read as a view of the file's map
+            items = pa.concat_arrays([items])
         return pa.DictionaryArray.from_arrays(indices, items)
     # A dictionary the writer chose for a plain column: index 0 is null, i means items[i - 1].
     items = decode(enc.items, io, Runs.span(0, items_n), dtype)

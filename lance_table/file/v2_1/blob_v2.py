@@ -19,6 +19,7 @@ from dataclasses import replace
 
 import pyarrow as pa
 
+from lance_table._lru import LRU
 from lance_table.file.fields import BLOB_KEY, PACKED_KEY
 from lance_table.schema import FieldNode, LanceField, build_tree
 
@@ -57,6 +58,20 @@ class BlobKind(enum.IntEnum):
 def is_blob_v2(field: LanceField) -> bool:
     """Whether a dataset schema field is a blob v2 column (its extension name says so)."""
     return field.metadata.get(EXTENSION_KEY) == EXTENSION_NAME
+
+
+def blob_v2_below(node: FieldNode) -> bool:
+    """Whether a blob v2 column lies at or below ``node`` (remembered by the node's identity: a
+    schema's tree is built once, and every file of a stream of appends asks of the same nodes)."""
+    hit = _BELOW.get(id(node))
+    if hit is not None and hit[0] is node:
+        return hit[1]
+    below = any(is_blob_v2(n.field) for n in node.walk())
+    _BELOW.put(id(node), (node, below))  # (the node is kept: its id stays its own)
+    return below
+
+
+_BELOW: LRU[int, tuple[FieldNode, bool]] = LRU(256)
 
 
 def blob_file_name(blob_id: int) -> str:

@@ -45,7 +45,13 @@ def _value_buffer(layout: Any, io: PageIO) -> bool:
 
 def constant_bytes(raw: bytes | memoryview, io: PageIO) -> bytes:
     """The value of a constant page kept in a buffer of its own (``raw``)."""
-    # [u32 offset count (2)][u32 offset bytes][u32 value bytes][offsets][value]
+    # [u32 offset count (2)][u32 offset bytes][u32 value bytes][offsets][value]; a fixed-width
+    # value wider than an inline one (pylance 2.2: over 32 bytes) is [u32 1][u32 value bytes][value]
+    if len(raw) >= 8 and int(np.frombuffer(raw, np.uint32, 1)[0]) == 1:
+        size = int(np.frombuffer(raw, np.uint32, 1, 4)[0])
+        if 8 + size > len(raw):
+            raise io.corrupt("constant value buffer does not hold its value")
+        return bytes(raw[8 : 8 + size])
     if len(raw) < 12:
         raise io.corrupt("constant value buffer too short")
     count, offset_bytes, size = np.frombuffer(raw, np.uint32, 3).astype(np.int64).tolist()
@@ -61,6 +67,8 @@ def constant_bytes(raw: bytes | memoryview, io: PageIO) -> bytes:
 def _constant_value(layout: Any, dtype: pa.DataType, n: int, io: PageIO) -> pa.Array:
     if _value_buffer(layout, io):
         value = constant_bytes(io.whole(0), io)
+        if pa.types.is_fixed_size_binary(dtype):  # (a fixed-width value too wide to be inline)
+            return to_arrow(Fixed(value * n, len(value) * 8), dtype, n, io)
         return to_arrow(Var(value * n, np.arange(n + 1, dtype=np.int64) * len(value)), dtype, n, io)
     if not layout.HasField("inline_value"):
         return pa.nulls(n, dtype)

@@ -31,6 +31,7 @@ from lance_table._proto import encodings_v2_1_pb2 as pb
 from lance_table.errors import PackedStructError, UnsupportedFormatError
 from lance_table.file.fields import array_overhead, is_blob
 from lance_table.file.v2_1.blob_encode import BlobSink, encode_blob_page, write_blobs
+from lance_table.file.v2_1.constant_encode import constant_page
 from lance_table.file.v2_1.fullzip_encode import encode_full_zip
 from lance_table.file.v2_1.fullzip_values import per_value, wide_values
 from lance_table.file.v2_1.layout import is_packed_struct
@@ -165,6 +166,10 @@ def encode_page(
         # pylance's reader takes pages without level buffers only for leaves without nesting
         simple = len(path) == 1 and bool(np.all(piece.codes == leaf_null))
         return _constant(kinds, rep, defs, simple)
+    if large and rep is None and defs is None and facts.scheme is None and not facts.variable_packed:
+        constant = constant_page(piece.values, kinds)  # one value in every row, as pylance 2.2 writes it
+        if constant is not None:
+            return constant
     if facts.variable_packed:  # full-zip, one packed row per value, like pylance
         return encode_full_zip(
             encode_variable_packed(piece.values, leaf), rep, defs, piece.visible, kinds, max_rep
@@ -290,6 +295,26 @@ def leaf_facts(path: tuple[FieldNode, ...], large: bool) -> LeafFacts:
 _LEAVES: LRU[tuple[tuple[int, ...], bool], tuple[tuple[FieldNode, ...], LeafFacts]] = LRU(256)
 
 
+def leaf_plan(node: FieldNode, large: bool) -> tuple[tuple[tuple[FieldNode, ...], LeafFacts], ...]:
+    """The path and :class:`LeafFacts` of each leaf column below the top-level ``node``, in column
+    order: what every file of the field's schema starts from, found once per schema tree (remembered
+    by the node's identity, as :func:`leaf_facts`).
+
+    Raises:
+        UnsupportedFormatError, PackedStructError: as :func:`check_leaf`.
+    """
+    key = (id(node), large)
+    hit = _PLANS.get(key)
+    if hit is not None and hit[0] is node:
+        return hit[1]
+    plan = tuple((path, leaf_facts(path, large)) for path in map(tuple, leaf_paths(node)))
+    _PLANS.put(key, (node, plan))  # (the node is kept: its id stays its own)
+    return plan
+
+
+_PLANS: LRU[tuple[int, bool], tuple[FieldNode, tuple[tuple[tuple[FieldNode, ...], LeafFacts], ...]]] = LRU(64)
+
+
 class LeafColumnWriter:
     """Buffers the shredded rows of one leaf column and writes them as pages.
 
@@ -309,8 +334,9 @@ class LeafColumnWriter:
         large: bool,
         blob_sink: BlobSink | None = None,
         max_page_bytes: int | None = None,
+        facts: LeafFacts | None = None,
     ) -> None:
-        self.facts = leaf_facts(path, large)
+        self.facts = facts if facts is not None else leaf_facts(path, large)
         self.max_rep, blob, self.overhead = self.facts.max_rep, self.facts.blob, self.facts.overhead
         self.path = path
         self.sink = sink
@@ -329,6 +355,9 @@ class LeafColumnWriter:
         # the arrays of pending pieces that were appended as a group (see :meth:`group`), by
         # position in ``pending``; ``pending_bytes`` then holds a bound, not the exact count
         self.grouped: dict[int, list[pa.Array]] = {}
+        # whether ``pending_bytes`` counts some appended pieces by their cheap bound
+        # (:meth:`Shredded.nbytes_bound`), made exact where a decision depends on it
+        self.bounded = False
 
     def group(self, arrays: Sequence[pa.Array]) -> tuple[Shredded, int] | None:
         """The rows of ``arrays`` shredded as one piece, and a bound of the bytes their pieces
@@ -346,7 +375,9 @@ class LeafColumnWriter:
         slack = self.overhead + _CUT_SLACK * (len(self.path) + 1)
         bound = piece.nbytes() + len(arrays) * slack
         if self.pending_bytes + bound > self.budget:
-            return None
+            self._exact()
+            if self.pending_bytes + bound > self.budget:
+                return None
         return piece, bound
 
     def append_group(self, arrays: Sequence[pa.Array], grouped: tuple[Shredded, int]) -> None:
@@ -364,8 +395,20 @@ class LeafColumnWriter:
         for k, piece in enumerate(self.pending):
             arrays = self.grouped.get(k)
             pending.extend([piece] if arrays is None else [shred(a, self.path) for a in arrays])
-        self.pending, self.grouped = pending, {}
+        self.pending, self.grouped, self.bounded = pending, {}, False
         self.pending_bytes = sum(p.nbytes() + self.overhead for p in pending)
+
+    def exact_pending_bytes(self) -> int:
+        """``pending_bytes``, counted exactly where it held bounds (see :meth:`_exact`)."""
+        self._exact()
+        return self.pending_bytes
+
+    def _exact(self) -> None:
+        """``pending_bytes`` as the exact count of the pieces appended one by one, where it held
+        their bounds (pending groups keep theirs: :meth:`_settle` counts them)."""
+        if self.bounded and not self.grouped:
+            self.pending_bytes = sum(p.nbytes() + self.overhead for p in self.pending)
+            self.bounded = False
 
     def append(self, arr: pa.Array) -> None:
         """Add the rows of ``arr`` (an array of the top-level field)."""
@@ -377,9 +420,14 @@ class LeafColumnWriter:
         if self.blob_sink is not None:
             piece = write_blobs(piece, self.blob_sink)
         self.pending.append(piece)
-        self.pending_bytes += piece.nbytes() + self.overhead
+        # a bound first (the exact count walks the array's buffers: a fixed cost every column
+        # of a small append would pay); exact only when the bound passes the budget
+        self.pending_bytes += piece.nbytes_bound() + self.overhead
+        self.bounded = True
         if self.pending_bytes > self.budget:
-            self._flush()
+            self._exact()
+            if self.pending_bytes > self.budget:
+                self._flush()
 
     def _flush(self) -> None:
         """Write everything buffered: one page, or even pages of at most ``max_page_bytes``.
@@ -388,9 +436,10 @@ class LeafColumnWriter:
         writes it (a take or a filter then works on few pages), while small arrays gather until
         they pass the budget."""
         wholes = _join_pages(self.pending)
-        self.pending, self.pending_bytes, self.grouped = [], 0, {}
+        self.pending, self.pending_bytes, self.grouped, self.bounded = [], 0, {}, False
         for whole in wholes:
-            parts = -(-whole.nbytes() // self.max_page_bytes)
+            size = whole.nbytes_bound()  # one part when even the bound fits
+            parts = -(-(size if size <= self.max_page_bytes else whole.nbytes()) // self.max_page_bytes)
             for part in _split(whole, -(-whole.rows // max(parts, 1)), self.max_rep):
                 self._write(part)
 

@@ -64,6 +64,18 @@ class Shredded:
         self.__dict__["_nbytes"] = (self.values, size)
         return size
 
+    def nbytes_bound(self) -> int:
+        """At least :meth:`nbytes`, found without walking the values: their buffers' whole sizes
+        (a slice counts its whole buffers). Exact for nested values (fixed-size lists, packed
+        structs), whose children may share buffers."""
+        known = self.__dict__.get("_nbytes")
+        if known is not None and known[0] is self.values:
+            return int(known[1])
+        values = self.values.indices if pa.types.is_dictionary(self.values.type) else self.values
+        if values.type.num_fields:
+            return self.nbytes()
+        return int(values.get_total_buffer_size()) + (self.codes.size * 3 if self.rep is not None else 0)
+
     def row_starts(self, max_rep: int) -> np.ndarray:
         """The entry where each row starts."""
         if self.rep is None:
@@ -297,6 +309,24 @@ def layer_kinds(path: Sequence[FieldNode], nulls: np.ndarray, empties: np.ndarra
     and not in the next). A field that may be null, or lies below a struct that may be, is
     nullable; every list may be empty.
     """
+    key = (tuple(map(id, path)), nulls.tobytes(), empties.tobytes())
+    hit = _KINDS.get(key)
+    if hit is not None and all(a is b for a, b in zip(hit[0], path)):
+        return hit[1]
+    kinds = _layer_kinds(path, nulls, empties)
+    if len(_KINDS) >= _KINDS_KEPT:
+        _KINDS.clear()
+    _KINDS[key] = (tuple(path), kinds)  # (the nodes are kept: their ids stay theirs)
+    return kinds
+
+
+#: :func:`layer_kinds` by the ids of the path's nodes (immutable: a schema's tree is built once) and
+#: the page's nulls and empties: every page of a stream of small appends asks the same
+_KINDS: dict[tuple[tuple[int, ...], bytes, bytes], tuple[tuple[FieldNode, ...], list[int]]] = {}
+_KINDS_KEPT = 1024
+
+
+def _layer_kinds(path: Sequence[FieldNode], nulls: np.ndarray, empties: np.ndarray) -> list[int]:
     if len(path) > 1:
         nulls = nulls.copy()
         empties = empties.copy()
@@ -325,6 +355,23 @@ def layer_kinds(path: Sequence[FieldNode], nulls: np.ndarray, empties: np.ndarra
 def def_levels(codes: np.ndarray, kinds: Sequence[int]) -> np.ndarray | None:
     """Definition levels of entries with these ``codes`` under the layers ``kinds`` (innermost
     first); None when no layer can be null or empty."""
+    key = tuple(kinds)
+    lut = _LUTS.get(key)
+    if lut is None:
+        if len(_LUTS) >= _KINDS_KEPT:
+            _LUTS.clear()
+        lut = _LUTS[key] = _def_lut(kinds)
+    return None if lut is _NO_LEVELS else lut[codes]
+
+
+_NO_LEVELS = np.zeros(0, np.uint16)
+#: the level of each code under some layers (:func:`_def_lut`), by the layers: few ever occur
+_LUTS: dict[tuple[int, ...], np.ndarray] = {}
+
+
+def _def_lut(kinds: Sequence[int]) -> np.ndarray:
+    """The definition level of each entry code under the layers ``kinds`` (innermost first), or
+    :data:`_NO_LEVELS` when no layer can be null or empty."""
     depth = len(kinds)
     lut = np.zeros(2 * depth + 1, np.uint16)
     base = 0
@@ -340,5 +387,6 @@ def def_levels(codes: np.ndarray, kinds: Sequence[int]) -> np.ndarray | None:
             kind, 1
         )
     if not base:
-        return None
-    return lut[codes]
+        return _NO_LEVELS
+    lut.flags.writeable = False  # (shared)
+    return lut

@@ -69,6 +69,8 @@ def layout(
             intern(("constant", _INLINE, len(value), layers, str(dtype))), layers, value
         ), []
     if in_buffer:
+        if pa.types.is_fixed_size_binary(dtype):
+            return None  # (a wide fixed-width value: read the general way)
         at, size = buffers[0]
         key = intern(("constant", _BUFFER, layers, str(dtype)))
         return ConstantLayout(key, layers, value_at=at, value_size=size), [buffers[0]]

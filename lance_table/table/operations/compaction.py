@@ -10,7 +10,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from lance_table._parallel import map_fragments
+from lance_table._parallel import FRAGMENTS, ahead_on, map_fragments
 from lance_table.format.manifest import Fragment
 from lance_table.format.transaction import ReserveFragments, Rewrite, RewriteGroup
 from lance_table.table import indices
@@ -175,12 +175,19 @@ def plan_compaction(
 
 
 def rewrite(
-    job: CompactionJob, bin_: _Bin, report: Reporter = SILENT, write_tag: str = ""
+    job: CompactionJob,
+    bin_: _Bin,
+    report: Reporter = SILENT,
+    write_tag: str = "",
+    threads: int | None = None,
 ) -> tuple[list[Fragment], list[str]]:
     """Rewrite one bin: its new fragments (ids not yet assigned; with stable row ids, carrying the
     rows' ids) and every file written (sidecars too; data files named with ``write_tag``). A
-    failure deletes what it wrote. ``report`` hears of the rows and files written."""
-    new, files = _rewrite_bin(job.ds, bin_, job.max_bytes, job.data_format, report, write_tag, job.batch_rows)
+    failure deletes what it wrote. ``report`` hears of the rows and files written; ``threads``
+    bounds the pieces read ahead of the writer."""
+    new, files = _rewrite_bin(
+        job.ds, bin_, job.max_bytes, job.data_format, report, write_tag, job.batch_rows, threads
+    )
     if job.stable:  # the rewritten rows keep their ids (and versions)
         try:
             new = carried_row_ids([(f.fragment, f.live_positions()) for f in bin_.fragments], new)
@@ -268,7 +275,9 @@ def compact_files(
     Returns the new version and what changed, or ``ds`` itself and zero metrics when there is
     nothing to compact. An option given as None takes its default (as in pylance).
 
-    ``max_rows_per_group`` and ``num_threads`` are accepted for pylance compatibility. The rows are
+    At most ``num_threads`` bins are rewritten at once (default: as many as the fragment pool has
+    threads), each reading at most that many pieces ahead of its writer, as pylance bounds its
+    compaction tasks. ``max_rows_per_group`` is accepted for pylance compatibility. The rows are
     written in batches of ``batch_size`` rows (the scan's default when a ``max_bytes_per_file`` is
     given), and a new file ends after the batch that takes it past ``max_bytes_per_file`` bytes
     written, as in pylance.
@@ -288,6 +297,8 @@ def compact_files(
     answers are the same.
 
     Raises:
+        ValueError: ``num_threads`` is below 1 (pylance refuses a negative one, and waits forever
+            on 0).
         UnsupportedFormatError: a data format lance_table does not write, or blob v2 columns it
             does not write (nested ones, external blobs).
         CorruptFileError: the dataset's fragment reuse index does not parse.
@@ -296,6 +307,8 @@ def compact_files(
             versions committed since ``ds`` are gone.
         InputTypeError: ``progress`` is of no kind taken.
     """
+    if num_threads is not None and num_threads < 1:
+        raise ValueError(f"num_threads must be positive, got {num_threads}")
     report = reporter("compact", progress)
     job = plan_compaction(
         ds,
@@ -310,7 +323,11 @@ def compact_files(
     # Bins are independent: rewrite them in parallel, then fail (and clean up) if any failed.
     with report:
         report.phase("rewrite", rows_total=sum(sum(b.live_rows) for b in job.bins))
-        results = map_fragments(lambda bin_: _try(lambda: rewrite(job, bin_, report)), job.bins)
+        task = lambda bin_: _try(lambda: rewrite(job, bin_, report, threads=num_threads))  # noqa: E731
+        if num_threads is None:
+            results = map_fragments(task, job.bins)
+        else:  # at most num_threads bins at once, as in pylance
+            results = list(ahead_on(FRAGMENTS, task, job.bins, num_threads - 1))
     written = [frags for (frags, _), _ in results]
     files = tuple(path for (_, written_paths), _ in results for path in written_paths)  # with sidecars
     for _, error in results:

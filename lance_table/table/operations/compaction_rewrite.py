@@ -22,6 +22,15 @@ from lance_table.table.progress import SILENT, Reporter
 from lance_table.table.snapshot import Snapshot
 
 COPY_CHUNK_ROWS = 128 * 1024
+#: the decoded bytes of the pieces read ahead of the writer, at most (at least one piece is)
+READ_AHEAD_BYTES = 48 * 1024 * 1024
+
+
+def read_ahead(piece_bytes: int, threads: int | None = None) -> int:
+    """How many pieces of ``piece_bytes`` decoded bytes a rewrite reads ahead of its writer: as
+    many as fit in :data:`READ_AHEAD_BYTES` (at least one), and no more than ``threads`` (else
+    :func:`~lance_table._parallel.workers`)."""
+    return max(1, min(threads or workers(), READ_AHEAD_BYTES // max(piece_bytes, 1)))
 
 
 def _rewrite_bin(
@@ -32,6 +41,7 @@ def _rewrite_bin(
     report: Reporter = SILENT,
     write_tag: str = "",
     batch_rows: int | None = None,
+    threads: int | None = None,
 ) -> tuple[list[Fragment], list[str]]:
     # Like pylance, each bin becomes one fragment (unless it passes the byte limit).
     writer = FragmentWriter(
@@ -75,8 +85,18 @@ def _rewrite_bin(
                 ]
 
             # The batches of a piece go to the writer together: each column shreds their rows
-            # at once where no page or file can end among them (the same files).
-            for read_segments in ahead_on(FRAGMENTS, read, _pieces(bin_.fragments), workers()):
+            # at once where no page or file can end among them (the same files). The first
+            # piece is read here: its size bounds how many are read ahead (by bytes, so that
+            # many cores do not multiply the memory in flight).
+            pieces = _pieces(bin_.fragments)
+            first = next(pieces, None)
+            depth = 0
+            if first is not None:
+                read_segments = read(first)
+                depth = read_ahead(sum(t.nbytes for _, t in read_segments), threads)
+                segments.extend(read_segments)
+                writer.write_many(list(_rebatch(segments, batch_rows)))
+            for read_segments in ahead_on(FRAGMENTS, read, pieces, depth):
                 segments.extend(read_segments)
                 writer.write_many(list(_rebatch(segments, batch_rows)))
         writer.write_many(list(_rebatch(segments, batch_rows, final=True)))

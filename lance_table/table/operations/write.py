@@ -121,6 +121,9 @@ class FragmentWriter:
         self._name = ""
         self._rows = 0
         self._bytes = 0
+        # batches given to the file whose bytes are not counted in ``_bytes`` yet (see ``_given``)
+        self._uncounted: list[pa.RecordBatch] = []
+        self._uncounted_bound = 0
         self._closing: Future[Fragment] | None = None
 
     def _open(self) -> LanceFileWriter | LegacyFileWriter:
@@ -145,7 +148,29 @@ class FragmentWriter:
             )
         self._rows = 0
         self._bytes = 0
+        self._uncounted, self._uncounted_bound = [], 0
         return self._writer
+
+    def _give(self, piece: pa.RecordBatch) -> None:
+        """Count the bytes of ``piece`` (its ``nbytes``, which walks every buffer of every column:
+        a fixed cost a small append would pay in full) among those given to the file, or keep it
+        uncounted while even its buffers' whole size (a bound, known at once) leaves the file below
+        ``max_bytes``: no decision can then depend on the exact count."""
+        bound = piece.get_total_buffer_size()
+        total = self._uncounted_bound + bound
+        if total <= _UNCOUNTED_BYTES and self._bytes + total < self.max_bytes:
+            self._uncounted.append(piece)
+            self._uncounted_bound = total
+            return
+        self._given()
+        self._bytes += piece.nbytes
+
+    def _given(self) -> int:
+        """The bytes given to the file being written (``nbytes`` of its batches), counted in full."""
+        if self._uncounted:
+            self._bytes += sum(p.nbytes for p in self._uncounted)
+            self._uncounted, self._uncounted_bound = [], 0
+        return self._bytes
 
     def _open_sidecar(self, name: str) -> IO[bytes]:
         """A blob sidecar of the data file being written (removed by :meth:`abort` too)."""
@@ -241,10 +266,11 @@ class FragmentWriter:
             for chunk in _chunks(piece, WRITE_CHUNK_ROWS if self.data_format == "2.0" else None):
                 writer.write(chunk)
             self._rows += piece.num_rows
-            self._bytes += piece.nbytes
+            self._give(piece)
             offset += piece.num_rows
             self.progress.advance(piece.num_rows)
-            # (what a writer has written is at most about what it was given: ask only then)
+            # (what a writer has written is at most about what it was given: ask only then; while
+            # batches are uncounted, the bytes given surely stay below the limit)
             full = self._bytes >= self.max_bytes and writer.tell() >= self.max_bytes
             if self._rows >= self.max_rows or full:
                 self._finish_file(background=True)
@@ -261,7 +287,7 @@ class FragmentWriter:
             # no file ends among them: written one by one, a file ends where its rows reach the
             # limit or the bytes given to it reach theirs (and its writer's bytes too)
             sizes = [b.nbytes for b in batches]
-            done = (self._rows, self._bytes) if self._writer is not None else (0, 0)
+            done = (self._rows, self._given()) if self._writer is not None else (0, 0)
             group = done[0] + rows < self.max_rows and done[1] + sum(sizes) < self.max_bytes
         if not group:
             for batch in batches:
@@ -293,6 +319,11 @@ class FragmentWriter:
                 self.storage.delete(path)
         remove_written(self.targets, self.elsewhere)
         self._writer = None
+
+
+#: the most bytes (by their buffers' whole sizes) of batches a file keeps uncounted (see
+#: ``FragmentWriter._give``): small appends' batches, held until the file ends or they are counted
+_UNCOUNTED_BYTES = 1 << 20
 
 
 def write_fragments(
