@@ -14,19 +14,18 @@ Layout (little-endian)::
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 from functools import cached_property
-from operator import add
-from typing import Any, overload
+from typing import Any
 
 import pyarrow as pa
-from google.protobuf.message import DecodeError
 
 from lance_table._lru import LRU
-from lance_table._proto import encodings_v2_0_pb2, encodings_v2_1_pb2, file2_pb2, file_pb2
+from lance_table._proto import encodings_v2_0_pb2, encodings_v2_1_pb2, file_pb2
 from lance_table.errors import CorruptFileError, UnsupportedFormatError
+from lance_table.file.column_list import MAX_COUNT, ColumnList, parse_message
 from lance_table.file.v2_1.blob_v2 import attach_descriptor_fields, descriptor_problem
 from lance_table.schema import FieldNode, LanceField, build_tree, fields_from_pb
 from lance_table.storage.sources import ByteSource
@@ -39,7 +38,6 @@ PADDING_BYTE = b"\x48"
 # How much of the file tail the reader fetches first; more is fetched only when metadata is larger.
 TAIL_READ_SIZE = 64 * 1024
 # Row and value counts must fit a signed 64-bit integer (numpy positions, Arrow lengths).
-MAX_COUNT = 2**63 - 1
 
 URL_COLUMN_ENCODING = "/lance.encodings.ColumnEncoding"
 URL_ARRAY_ENCODING = "/lance.encodings.ArrayEncoding"
@@ -124,6 +122,9 @@ class FileMetadata:
     column_values: Sequence[int] = ()
     #: the bytes of the column metadata and of the file descriptor (what the parsed messages hold)
     metadata_bytes: int = 0
+    #: each column's first page's buffers as ``(file offset, size)`` pairs (read while checking
+    #: them: reads of small files, of one page per column, need no other); empty when not known
+    first_buffers: Sequence[tuple[tuple[int, int], ...]] = ()
 
     @cached_property
     def roots(self) -> list[FieldNode]:
@@ -151,17 +152,6 @@ class FileMetadata:
 #: Arrow schemas of files, by the identity of their (shared, immutable) fields and their schema
 #: metadata: the files of a dataset share them (see ``_FILE_FIELDS``)
 _SCHEMAS: LRU[tuple[Any, ...], tuple[tuple[LanceField, ...], pa.Schema]] = LRU(64)
-
-
-def parse_message(msg: Any, data: bytes | memoryview, path: str, what: str, offset: int) -> Any:
-    """``msg`` parsed from ``data``; a typed error naming the file and what was read otherwise."""
-    try:
-        msg.ParseFromString(bytes(data))
-    except (DecodeError, RuntimeError, ValueError) as exc:
-        raise CorruptFileError(
-            path, f"{what} is not a valid protobuf message ({exc})", offset=offset
-        ) from exc
-    return msg
 
 
 class FileTail:
@@ -266,6 +256,7 @@ def read_metadata(source: ByteSource) -> FileMetadata:
         global_buffers=tuple(gbo),
         column_values=columns.values,
         metadata_bytes=sum(length for _, length in cmo) + gb0_len,
+        first_buffers=columns.first_buffers,
     )
     try:
         meta.roots  # noqa: B018 - validates the schema early
@@ -290,139 +281,9 @@ def _column_blobs(tail: FileTail, cmo: list[tuple[int, int]]) -> list[tuple[int,
     return [(pos, region[pos - lo : pos - lo + length]) for pos, length in cmo]
 
 
-class ColumnList(Sequence[Any]):
-    """The ``ColumnMetadata`` of a file's columns, each parsed and checked when first used: a read
-    of a few columns of many small files (a filter, a delete, a take on a long history) parses
-    only those columns' metadata. A column's buffers must lie before the footer region, its page
-    lengths add up to its values (:attr:`values`), and a column that holds one value per row
-    (:meth:`expect_rows`) must hold the file's rows.
-
-    Raises:
-        CorruptFileError: on the first use of a column whose metadata is damaged.
-    """
-
-    __slots__ = ("_blobs", "_expected", "_limit", "_parsed", "_path", "_values", "values")
-
-    def __init__(self, blobs: list[tuple[int, memoryview | bytes]], path: str, limit: int) -> None:
-        self._blobs = blobs
-        self._path = path
-        self._limit = limit
-        self._parsed: list[Any] = [None] * len(blobs)
-        self._values: list[int] = [0] * len(blobs)
-        self._expected: dict[int, int] = {}
-        #: the values of each column (its page lengths added up), a sequence like this one
-        self.values = ColumnValues(self)
-
-    def __len__(self) -> int:
-        return len(self._blobs)
-
-    @overload
-    def __getitem__(self, index: int) -> Any: ...
-    @overload
-    def __getitem__(self, index: slice) -> tuple[Any, ...]: ...
-    def __getitem__(self, index: int | slice) -> Any:
-        if isinstance(index, slice):
-            return tuple(self[i] for i in range(*index.indices(len(self))))
-        col = self._parsed[index]
-        return col if col is not None else self._parse(index)
-
-    def value_count(self, index: int) -> int:
-        """The values of column ``index`` (its metadata parsed and checked first).
-
-        Raises:
-            CorruptFileError: the column's metadata is damaged.
-        """
-        if self._parsed[index] is None:
-            self._parse(index)
-        return self._values[index]
-
-    def parse_all(self) -> None:
-        """Parse and check every column's metadata now (a verification of the whole file).
-
-        Raises:
-            CorruptFileError: a column's metadata is damaged.
-        """
-        for index in range(len(self._blobs)):
-            self.value_count(index)
-
-    def expect_rows(self, columns: Iterable[int], rows: int) -> None:
-        """Columns that must hold ``rows`` values (one per row), checked as each is parsed.
-
-        Raises:
-            CorruptFileError: a column parsed already holds another number.
-        """
-        for index in columns:
-            self._expected[index] = rows
-            if self._parsed[index] is not None:
-                self._check_rows(index, self._values[index])
-
-    def _check_rows(self, index: int, values: int) -> None:
-        expected = self._expected.get(index)
-        if expected is not None and values != expected:
-            raise CorruptFileError(self._path, f"column {index} has {values} values for {expected} rows")
-
-    def _parse(self, index: int) -> Any:
-        index = range(len(self._blobs))[index]  # (a negative index counts from the end)
-        pos, blob = self._blobs[index]
-        col = parse_message(file2_pb2.ColumnMetadata(), blob, self._path, f"metadata of column {index}", pos)
-        values = _check_buffers(col, self._path, self._limit, index)
-        self._check_rows(index, values)
-        self._values[index] = values
-        self._parsed[index] = col  # last: another thread reads the values once this is set
-        return col
-
-
-class ColumnValues(Sequence[int]):
-    """The values of each column of a :class:`ColumnList` (each column parsed on first use)."""
-
-    __slots__ = ("_columns",)
-
-    def __init__(self, columns: ColumnList) -> None:
-        self._columns = columns
-
-    def __len__(self) -> int:
-        return len(self._columns)
-
-    @overload
-    def __getitem__(self, index: int) -> int: ...
-    @overload
-    def __getitem__(self, index: slice) -> tuple[int, ...]: ...
-    def __getitem__(self, index: int | slice) -> int | tuple[int, ...]:
-        if isinstance(index, slice):
-            return tuple(self[i] for i in range(*index.indices(len(self))))
-        return self._columns.value_count(index)
-
-
 def _table(data: memoryview, n: int) -> list[tuple[int, int]]:
     vals = struct.unpack_from(f"<{2 * n}Q", data, 0)
     return [(vals[2 * i], vals[2 * i + 1]) for i in range(n)]
-
-
-def _check_buffers(col: Any, path: str, limit: int, index: int) -> int:
-    """Check that a column's buffers lie within ``limit`` and its page lengths add up to a
-    count; returns that count (the column's values)."""
-    offsets, sizes = col.buffer_offsets, col.buffer_sizes
-    if len(offsets) != len(sizes):
-        raise CorruptFileError(
-            path, f"column {index} lists {len(offsets)} buffer offsets but {len(sizes)} sizes"
-        )
-    if offsets and max(map(add, offsets, sizes)) > limit:
-        pos, length = next((p, n) for p, n in zip(offsets, sizes) if p + n > limit)
-        raise CorruptFileError(path, f"column {index} buffer [{pos}, {pos + length}) lies beyond the data")
-    total = 0
-    for p, page in enumerate(col.pages):
-        total += page.length
-        if total > MAX_COUNT:
-            raise CorruptFileError(path, f"column {index} pages claim more than {MAX_COUNT} values in all")
-        offsets, sizes = page.buffer_offsets, page.buffer_sizes
-        if len(offsets) != len(sizes):
-            raise CorruptFileError(path, f"column {index} page {p} lists mismatched buffer offsets and sizes")
-        if offsets and max(map(add, offsets, sizes)) > limit:
-            pos, length = next((o, n) for o, n in zip(offsets, sizes) if o + n > limit)
-            raise CorruptFileError(
-                path, f"column {index} page {p} buffer [{pos}, {pos + length}) lies beyond the data"
-            )
-    return total
 
 
 def unpack_encoding(enc: Any, source: ByteSource, what: str) -> tuple[str | None, Any]:

@@ -165,7 +165,7 @@ class PageIO:
 
 def buffers_of(page: Any) -> tuple[tuple[int, int], ...]:
     """A page's buffers (from its protobuf description) as ``(file offset, size)`` pairs."""
-    return tuple(zip(map(int, page.buffer_offsets), map(int, page.buffer_sizes)))
+    return tuple(zip(page.buffer_offsets[:], page.buffer_sizes[:]))  # (slices: one list each, at once)
 
 
 #: Buffers this close together (and at most :data:`SPAN_MAX_RANGES` of them) are read as the one
