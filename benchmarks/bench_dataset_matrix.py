@@ -173,7 +173,7 @@ def _case(args: Any, fmt: str, files: str, table: Any, small: dict[int, Any], wo
         "full scan after delete",
         lambda ds: ds.to_table(),
         lambda ds: ds.to_table(),
-        note="(scans after deletes: another helper's area)",
+        note="after the deletes above (one in ten rows per run)",
     )
     both(
         "compaction",
