@@ -75,6 +75,55 @@ def test_a_data_file_path_outside_the_dataset_is_corrupt():
         decode_manifest_file(encode_manifest_file(bad, b"t"), "x.manifest")
 
 
+@pytest.mark.parametrize(
+    "fragment",
+    [
+        Fragment(3, (DataFile("a.lance", (0, 1), (0, 1), 2, 0, 1234),), 10),
+        Fragment(
+            4, (DataFile("a.lance", (0,), (0,), 2, 1), DataFile("b/c.lance", (1,), (), 2, 1, base_id=2)), 7
+        ),
+        Fragment(5, (DataFile("a.lance", (0,), (0,), 2, 1),), 10, DeletionFile("bitmap", 3, 9, 2)),
+    ],
+)
+def test_fragments_converted_in_one_pass_are_those_from_pb_makes(fragment):
+    from lance_table._proto import table_pb2
+    from lance_table.format import fragment as fragment_module
+
+    pb = table_pb2.DataFragment()
+    fragment.to_pb(pb)
+    got = fragment_module._checked_fragment(pb, "x.manifest")
+    assert got == Fragment.from_pb(pb) == fragment
+    assert got.formats == fragment.formats
+
+
+@pytest.mark.parametrize(
+    "fragment, problem",
+    [
+        (Fragment(0, (DataFile("../x.lance", (0,), (0,), 2, 0),), 10), "data file of fragment 0"),
+        (
+            Fragment(1, (DataFile("a.lance", (0,), (0,), 2, 0), DataFile("/b.lance", (1,), (1,), 2, 0)), 5),
+            "absolute",
+        ),
+        (Fragment(2, (DataFile("a.lance", (0,), (0,), 2, 0),), 2**33), "physical rows"),
+        (
+            Fragment(3, (DataFile("a.lance", (0,), (0,), 2, 0),), 10, DeletionFile("arrow", 1, 1, 11)),
+            "deletes 11",
+        ),
+    ],
+)
+def test_fragments_converted_in_one_pass_are_checked(fragment, problem):
+    from lance_table._proto import table_pb2
+    from lance_table.format import fragment as fragment_module
+
+    pb = table_pb2.DataFragment()
+    fragment.to_pb(pb)
+    with pytest.raises(CorruptFileError, match=problem) as one_pass:
+        fragment_module._checked_fragment(pb, "x.manifest")
+    with pytest.raises(CorruptFileError) as both:
+        fragment_module.check_fragments([pb], "x.manifest")
+    assert str(one_pass.value) == str(both.value)
+
+
 def test_fragments_shared_by_versions_are_converted_once(tmp_path, monkeypatch):
     import pyarrow as pa
 
@@ -89,13 +138,13 @@ def test_fragments_shared_by_versions_are_converted_once(tmp_path, monkeypatch):
         lt.write_dataset(pa.table({"id": [i]}), uri, mode="append" if i else "create")
     fragment_module._FRAGMENTS.clear()
     converted = []
-    real = fragment_module.Fragment.from_pb.__func__
+    real = fragment_module._checked_fragment
 
-    def counting(cls, pb):
+    def counting(pb, where):
         converted.append(pb.id)
-        return real(cls, pb)
+        return real(pb, where)
 
-    monkeypatch.setattr(fragment_module.Fragment, "from_pb", classmethod(counting))
+    monkeypatch.setattr(fragment_module, "_checked_fragment", counting)
     storage = open_storage(uri)
     decoded = [
         manifest_file.decode_manifest_file(storage.read(e.path), e.path).manifest
