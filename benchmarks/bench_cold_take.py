@@ -117,13 +117,7 @@ def main() -> int:
                 report(f"local {name}", measure(fns, args.runs))
     if "s3" in args.where:
         with SlowS3(0.0) as server:
-            options = {
-                "aws_access_key_id": "bench",
-                "aws_secret_access_key": "bench",
-                "aws_endpoint": server.endpoint,
-                "aws_region": "us-east-1",
-                "allow_http": "true",
-            }
+            options = server.storage_options
             endpoint = {"endpoint_url": server.endpoint}
             s3fs.S3FileSystem(key="bench", secret="bench", client_kwargs=endpoint).mkdir("bench")
             uri = "s3://bench/frags"

@@ -273,13 +273,7 @@ def _s3_requests(uris: tuple[str, str], size: int) -> dict[str, dict[str, dict[s
 
     out: dict[str, dict[str, dict[str, int]]] = {}
     with SlowS3(0.0) as server:
-        options = {
-            "aws_access_key_id": "bench",
-            "aws_secret_access_key": "bench",
-            "aws_endpoint": server.endpoint,
-            "aws_region": "us-east-1",
-            "allow_http": "true",
-        }
+        options = server.storage_options
         fs = s3fs.S3FileSystem(key="bench", secret="bench", client_kwargs={"endpoint_url": server.endpoint})
         fs.mkdir("history")
         for side, uri in zip(("lance_table", "pylance"), uris):

@@ -208,13 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         },
     )
     with SlowS3(0.0, keep_alive=not args.close) as server:
-        options = {
-            "aws_access_key_id": "bench",
-            "aws_secret_access_key": "bench",
-            "aws_endpoint": server.endpoint,
-            "aws_region": "us-east-1",
-            "allow_http": "true",
-        }
+        options = server.storage_options
         fs = s3fs.S3FileSystem(key="bench", secret="bench", client_kwargs={"endpoint_url": server.endpoint})
         fs.mkdir(BUCKET)
         bench = Bench(server, report, args.runs, args.latency)

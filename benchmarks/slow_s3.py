@@ -198,6 +198,17 @@ class SlowS3:
             raise RuntimeError(f"the S3 server did not start: {line!r}")
         self.endpoint = f"http://127.0.0.1:{int(line.split()[1])}"
 
+    @property
+    def storage_options(self) -> dict[str, str]:
+        """The storage options both libraries open the server's buckets with."""
+        return {
+            "aws_access_key_id": "bench",
+            "aws_secret_access_key": "bench",
+            "aws_endpoint": self.endpoint,
+            "aws_region": "us-east-1",
+            "allow_http": "true",
+        }
+
     def counts(self, reset: bool = False) -> Counter[str]:
         """Requests by kind since the last reset."""
         url = f"{self.endpoint}{COUNTS_PATH}{'?reset' if reset else ''}"
