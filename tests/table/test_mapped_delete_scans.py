@@ -86,10 +86,9 @@ def _compare(uri: str) -> None:
     assert_tables_equal(got, theirs.to_table())
 
 
-def test_scans_after_deletes_read_as_pylance_reads_them(datasets, monkeypatch):
-    uris, second = datasets
-    monkeypatch.setattr(scan, "TABLE_RANGE_ROWS", 1000)  # ranges inside the fragments
-    maps = []
+def _kept_maps(monkeypatch: pytest.MonkeyPatch) -> list[MappedFileSource | None]:
+    """The maps the reader makes from now on (the list fills as scans run)."""
+    maps: list[MappedFileSource | None] = []
 
     def counting(source):
         view = mapped(source)
@@ -97,6 +96,13 @@ def test_scans_after_deletes_read_as_pylance_reads_them(datasets, monkeypatch):
         return view
 
     monkeypatch.setattr(reader_module, "mapped", counting)
+    return maps
+
+
+def test_scans_after_deletes_read_as_pylance_reads_them(datasets, monkeypatch):
+    uris, second = datasets
+    monkeypatch.setattr(scan, "TABLE_RANGE_ROWS", 1000)  # ranges inside the fragments
+    maps = _kept_maps(monkeypatch)
     monkeypatch.setattr(reader_module, "PARALLEL_MIN_VALUES", 0)  # never the small-file read
     for uri in uris:
         _compare(uri)
@@ -146,14 +152,7 @@ def test_results_hold_no_view_of_the_map(tmp_path, monkeypatch, writer, version)
     uri = str(tmp_path / "dict")
     (lt if writer == "ours" else lance).write_dataset(table, uri, data_storage_version=version)
     lance.dataset(uri).delete("id % 7 = 3")
-    maps = []
-
-    def counting(source):
-        view = mapped(source)
-        maps.append(view)
-        return view
-
-    monkeypatch.setattr(reader_module, "mapped", counting)
+    maps = _kept_maps(monkeypatch)
     monkeypatch.setattr(reader_module, "PARALLEL_MIN_VALUES", 0)
     monkeypatch.setattr(reader_small, "PARALLEL_MIN_VALUES", 0)
     monkeypatch.setattr(scan, "TABLE_RANGE_ROWS", 1000)

@@ -90,12 +90,7 @@ def _lz4_size(block: bytes) -> int:
         at += 1
         literals = token >> 4
         if literals == 15:
-            while at < n:
-                extra = block[at]
-                at += 1
-                literals += extra
-                if extra != 255:
-                    break
+            literals, at = _lz4_more(block, at, literals)
         at += literals
         out += literals
         if at >= n:
@@ -103,16 +98,24 @@ def _lz4_size(block: bytes) -> int:
         at += 2  # the match offset
         match = (token & 15) + 4
         if match == 19:
-            while at < n:
-                extra = block[at]
-                at += 1
-                match += extra
-                if extra != 255:
-                    break
+            match, at = _lz4_more(block, at, match)
         if at > n:
             return -1
         out += match
     return -1  # a block ends with literals: one that ends with a match is cut short
+
+
+def _lz4_more(block: bytes, at: int, length: int) -> tuple[int, int]:
+    """A length whose 4 bits in the token are all set, plus the bytes after ``at`` that extend it
+    (each 255 but the last), and where they end."""
+    n = len(block)
+    while at < n:
+        extra = block[at]
+        at += 1
+        length += extra
+        if extra != 255:
+            break
+    return length, at
 
 
 def _fits(block: memoryview, size: int) -> bool:
