@@ -14,6 +14,7 @@ def test_a_handle_counts_its_own_version_across_commits(tmp_path):
     lt.write_dataset(make_rows(0, 10), uri, max_rows_per_file=3)
     ds = lt.dataset(uri)
     assert ds.count_rows() == ds.count_rows() == 10
+    assert ds.count_rows(filter="id >= 3") == 7 == lance.dataset(uri).count_rows(filter="id >= 3")
     other = lt.dataset(uri)
     other.delete("id < 4")  # another handle: ``ds`` stays at its version
     assert ds.count_rows() == 10
