@@ -152,3 +152,33 @@ def test_cleanup_and_a_dataset_made_anew_are_seen(tmp_path) -> None:
     snapshot = lt.write_dataset(_rows(8), uri, mode="append")
     assert snapshot.version == 2
     assert lance.dataset(uri).to_table().equals(_expected([7, 8]))
+
+
+def test_appends_of_other_schemas_are_planned_for_their_own(tmp_path) -> None:
+    """The plan of an append is kept for the next append of the same schema only: an append
+    that lacks a nullable field, one with all of them, one of a field the dataset lacks and one
+    after a new column each get their own."""
+    import lance
+
+    from lance_table.errors import SchemaError
+
+    clear_caches()
+    uri = str(tmp_path / "ds")
+    full = pa.table({"id": pa.array([1, 2], pa.int64()), "s": ["a", "b"]})
+    lt.write_dataset(full, uri, data_storage_version="2.2")
+    lt.write_dataset(full.select(["id"]), uri, mode="append")  # "s" left out: nulls
+    lt.write_dataset(full, uri, mode="append")
+    lt.write_dataset(full.select(["id"]), uri, mode="append")
+    with pytest.raises(SchemaError):
+        lt.write_dataset(full.append_column("x", pa.array([0, 0])), uri, mode="append")
+    meta = full.replace_schema_metadata({"k": "v"})
+    lt.write_dataset(meta, uri, mode="append")
+    ds = lt.dataset(uri)
+    ds.add_columns({"d": "id * 2"})
+    lt.write_dataset(full.append_column("d", pa.array([7, 8], pa.int64())), uri, mode="append")
+    lt.write_dataset(full, uri, mode="append")  # "d" left out: nulls
+    got = lance.dataset(uri).to_table()
+    s = ["a", "b", None, None, "a", "b", None, None, "a", "b", "a", "b", "a", "b"]
+    assert got.column("s").to_pylist() == s
+    assert got.column("d").to_pylist() == [2, 4] * 5 + [7, 8, None, None]
+    assert lt.dataset(uri).to_table().equals(got)
