@@ -20,7 +20,7 @@ from lance_table._lru import LRU
 from lance_table._proto import table_pb2
 from lance_table.errors import CorruptFileError
 from lance_table.format.dictionaries import _decode_dictionaries, _encode_dictionaries
-from lance_table.format.fragment import FRAGMENT_CACHE_SIZE, LEGACY_DATA_FORMAT, checked_fragments
+from lance_table.format.fragment import FRAGMENT_CACHE_SIZE, LEGACY_DATA_FORMAT, Fragment, checked_fragments
 from lance_table.format.manifest import Manifest, _check_file_versions, check_schema
 from lance_table.format.paths import check_relative_path
 
@@ -57,11 +57,39 @@ def encode_manifest_file(manifest: Manifest, transaction: bytes) -> bytes:
     # The fragments' entries are joined as they are: a protobuf message may hold its fields in any
     # order, and a repeated field's entries keep theirs (a parser reads the same manifest).
     pb = manifest.to_pb(txn_offset, index_offset, dictionary_positions, with_fragments=False)
-    body = pb.SerializeToString() + b"".join([f.manifest_entry for f in manifest.fragments])
+    body = pb.SerializeToString() + fragment_entries(manifest.fragments)
     manifest_pos = len(out)
     out += struct.pack("<I", len(body)) + body
     out += MANIFEST_FOOTER.pack(manifest_pos, *MANIFEST_FOOTER_VERSION) + MANIFEST_MAGIC
     return bytes(out)
+
+
+def fragment_entries(fragments: tuple[Fragment, ...]) -> bytes:
+    """The manifest entries of ``fragments`` (:attr:`Fragment.manifest_entry`), back to back.
+
+    The entries of a recently encoded fragment tuple are kept with it: the next version of an
+    append holds that very tuple's fragments and a few more, so only the new ones are joined to
+    them (the prefix is compared element by element in C, identical objects at once), and the
+    cost of a small commit does not grow with the fragments of the table. Equal fragments have
+    equal entries (an entry is made from a fragment's fields alone)."""
+    hit = _ENTRIES.get(id(fragments))
+    if hit is not None and hit[0] is fragments:
+        return hit[1]
+    joined = None
+    for kept, kept_joined in reversed(_ENTRIES.values()):
+        n = len(kept)
+        if n and n <= len(fragments) and fragments[:n] == kept:
+            joined = kept_joined + b"".join([f.manifest_entry for f in fragments[n:]])
+            break
+    if joined is None:
+        joined = b"".join([f.manifest_entry for f in fragments])
+    _ENTRIES.put(id(fragments), (fragments, joined))  # (the tuple is kept: its id stays its own)
+    return joined
+
+
+#: fragment tuples recently encoded and their joined entries, by the tuple's id (the latest
+#: versions of the datasets being written; a 5,000-fragment table's entries take about 1 MB)
+_ENTRIES: LRU[int, tuple[tuple[Fragment, ...], bytes]] = LRU(4)
 
 
 def decode_manifest_file(data: bytes, path: str) -> ManifestFile:

@@ -44,7 +44,7 @@ from lance_table.format.transaction import (
     Transaction,
 )
 from lance_table.storage import Storage
-from lance_table.table import versions
+from lance_table.table import latest_known, versions
 from lance_table.table.base_storage import base_storage
 from lance_table.table.commit.apply import next_manifest
 from lance_table.table.commit.conflicts import Pending, rebase
@@ -299,6 +299,8 @@ def _commit(
                 raise
             versions.remember_manifest(storage, path, data, manifest, txn_bytes)
             versions.write_version_hint(storage, manifest.version)
+            entry = versions.VersionEntry(manifest.version, path, -1, scheme)
+            latest_known.remember(storage, entry, manifest)  # (the next append's open)
             return manifest
     raise CommitError(f"gave up committing to {storage.uri} after {options.max_retries} retries")
 
