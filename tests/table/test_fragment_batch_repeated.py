@@ -18,7 +18,7 @@ from lance_table.file.reader import LanceFileReader
 from lance_table.file.v2_1 import small_layouts
 from lance_table.table.session import clear_caches
 
-FIELDS = ["id", "ts", "load", "source", "flag", "payload", "tags"]
+FIELDS = ["id", "ts", "load", "source", "category", "flag", "payload", "tags"]
 
 
 def _events(start: int, n: int, load: int) -> pa.Table:
@@ -27,13 +27,17 @@ def _events(start: int, n: int, load: int) -> pa.Table:
     payload = pa.StructArray.from_arrays(
         [pa.array(ids % 1000), pa.array([f"user-{i % 7}" for i in range(n)])], ["user_id", "user"]
     )
-    tags = [[f"t{(i + j) % 3}" for j in range(i % 3)] if i % 5 else None for i in range(n)]
+    tags = [["a", "b", "c"][: i % 4] if i % 5 else None for i in range(n)]
     return pa.table(
         {
             "id": ids,
             "ts": pa.array(ids * 1000, pa.timestamp("ms")),
             "load": pa.array([load] * n, pa.int64()),
             "source": pa.array(["web", "app"] * (n // 2)),
+            # dictionaries: the same bytes in files of the same load % 3, else of their own
+            "category": pa.array(
+                [None if i % 10 == 3 else f"category-{(i * 7 + load % 3) % 5}" for i in range(n)]
+            ),
             "flag": pa.array([None if i % 4 == 0 else i % 3 == 0 for i in range(n)], pa.bool_()),
             "payload": payload,
             "tags": pa.array(tags, pa.list_(pa.string())),
@@ -47,18 +51,19 @@ def repeated(tmp_path: Path, request: pytest.FixtureRequest) -> str:
     uri = str(tmp_path / "ds")
     write = lt.write_dataset if writer == "lance_table" else lance.write_dataset
     for i in range(12):
-        write(_events(40 * i, 40, i), uri, mode="append" if i else "create", data_storage_version=version)
+        write(_events(100 * i, 100, i), uri, mode="append" if i else "create", data_storage_version=version)
     return uri
 
 
 def test_takes_and_scans_of_repeated_files_equal_pylance(repeated: str) -> None:
     theirs = lance.dataset(repeated)
-    picks = [5, 470, 3, 81, 82, 200, 479, 0, 333, 81]
+    picks = [5, 1170, 3, 81, 82, 200, 1199, 0, 333, 81, 650]
     for _ in range(2):  # cold (layouts made), then with every caches' entries of the first
         clear_caches()
         ours = lt.dataset(repeated)
         assert ours.take(picks).equals(theirs.take(picks))
-        assert ours.take(picks, columns=["tags", "load"]).equals(theirs.take(picks, columns=["tags", "load"]))
+        for columns in (["tags", "load"], ["category", "source"]):
+            assert ours.take(picks, columns=columns).equals(theirs.take(picks, columns=columns))
         assert ours.to_table().equals(theirs.to_table())
 
 
@@ -106,3 +111,24 @@ def test_a_repeated_layout_is_not_given_to_a_file_too_short_for_it(repeated: str
     short = LanceFileReader(str(copy))
     short.metadata.columns._limit = 64  # as if its data ended at byte 64
     assert small_layouts.layout(short, FIELDS) is None
+
+
+def test_files_of_the_same_dictionary_decode_it_once(repeated: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The files' dictionaries of the same bytes are decoded once for a batch (``category``:
+    three distinct ones among twelve files, ``source``: one), with the rows pylance reads."""
+    from lance_table.file.v2_1 import small_many
+
+    calls: list[int] = []
+    decode_block = small_many.decode_block
+
+    def counted(*args: object) -> object:
+        calls.append(1)
+        return decode_block(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(small_many, "decode_block", counted)
+    theirs = lance.dataset(repeated)
+    for column, most in (("category", 3), ("source", 1)):
+        clear_caches()
+        calls.clear()
+        assert lt.dataset(repeated).to_table(columns=[column]).equals(theirs.to_table(columns=[column]))
+        assert 0 < len(calls) <= most
