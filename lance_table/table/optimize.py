@@ -15,6 +15,7 @@ from lance_table.table.operations import auto_cleanup
 from lance_table.table.operations import config as config_ops
 from lance_table.table.operations.auto_cleanup import AutoCleanupConfig
 from lance_table.table.operations.compaction import CompactionMetrics, compact_files
+from lance_table.table.operations.compaction_copy import COMPACTION_MODES
 from lance_table.table.operations.config import CONFLICT_RETRIES, RETRY_TIMEOUT
 from lance_table.table.progress import Progress
 from lance_table.table.snapshot import Snapshot
@@ -29,10 +30,6 @@ class Handle(Protocol):
     _snapshot: Snapshot
 
     def _committed(self, snapshot: Snapshot, result: _Result = ...) -> _Result: ...
-
-
-# pylance's compaction modes; "try_binary_copy" falls back to re-encoding, which is what we do.
-COMPACTION_MODES = ("reencode", "try_binary_copy", "force_binary_copy")
 
 
 def _refuse(option: str, why: str) -> UnsupportedOperationError:
@@ -54,13 +51,11 @@ def check_compaction_options(
 
     Raises:
         ValueError: ``compaction_mode`` is not one of pylance's modes.
-        UnsupportedOperationError: a limit on the sources, excluded fragments, binary copy, or
-            another data storage version than the dataset's.
+        UnsupportedOperationError: a limit on the sources, excluded fragments, or another data
+            storage version than the dataset's.
     """
     if compaction_mode is not None and compaction_mode not in COMPACTION_MODES:
         raise ValueError(f"compaction_mode must be one of {COMPACTION_MODES}, not {compaction_mode!r}")
-    if compaction_mode == "force_binary_copy":
-        raise _refuse("compaction_mode", "lance_table always re-encodes (binary copy is not implemented)")
     for name, value in (
         ("max_source_fragments", max_source_fragments),
         ("max_source_rows", max_source_rows),
@@ -122,6 +117,8 @@ def compact(
             num_threads=num_threads,
             batch_size=batch_size,
             progress=progress,
+            compaction_mode=compaction_mode,
+            binary_copy_read_batch_bytes=binary_copy_read_batch_bytes,
         )
 
     # a version that cleanup removed while its files were read is compacted again at the latest
@@ -169,9 +166,13 @@ class DatasetOptimizer:
 
         An option left None takes its default (1024 * 1024 rows per fragment, deletions
         materialized above 10%). At most ``num_threads`` bins are rewritten at once (and each
-        reads at most that many pieces ahead). ``max_rows_per_group``, ``batch_size`` and
-        ``binary_copy_read_batch_bytes`` only tune pylance's engine and are accepted as no-ops;
-        ``compaction_mode="try_binary_copy"`` re-encodes, as pylance does when it cannot copy.
+        reads at most that many pieces ahead). ``max_rows_per_group`` and ``batch_size`` only
+        tune pylance's engine and are accepted as no-ops. ``compaction_mode`` is pylance's:
+        ``"reencode"`` (the default) decodes and writes the rows anew, ``"try_binary_copy"``
+        concatenates the data files of a group of fragments page by page where they allow it (no
+        deletion files, one data file each of the dataset's format and schema, no blob columns)
+        and re-encodes the others, ``"force_binary_copy"`` fails where they do not; a copy reads
+        at most ``binary_copy_read_batch_bytes`` of a file at once (16 MiB by default).
 
         Indices (lance_table does not rewrite index files) stay valid: moved indexed rows are
         recorded in pylance's fragment reuse index, as ``defer_index_remap=True`` does in pylance,
@@ -183,10 +184,12 @@ class DatasetOptimizer:
         :class:`~lance_table.progress.ProgressEvent` records (phase ``rewrite``).
 
         Raises:
-            ValueError: ``num_threads`` is below 1.
+            ValueError: ``num_threads`` is below 1, or ``compaction_mode`` is unknown.
+            BinaryCopyError: ``compaction_mode="force_binary_copy"`` and fragments that cannot
+                be copied page by page (an OSError, as pylance raises).
             UnsupportedOperationError: ``max_source_fragments``, ``max_source_rows``,
-                ``max_source_bytes``, ``excluded_fragment_ids``, ``compaction_mode=
-                "force_binary_copy"`` or another ``data_storage_version`` than the dataset's.
+                ``max_source_bytes``, ``excluded_fragment_ids`` or another
+                ``data_storage_version`` than the dataset's.
             UnsupportedFormatError: data files lance_table does not write.
             CorruptFileError: the dataset's fragment reuse index does not parse.
             CommitConflictError: a concurrent delete or compaction touched the same fragments.

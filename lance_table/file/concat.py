@@ -1,0 +1,166 @@
+"""Concatenating Lance 2.x files without decoding them (pylance's "binary copy" compaction).
+
+Files of the same version, schema and column layout are joined into one: the bytes before each
+input's metadata (its page buffers) are copied as they are, one input after the other, each
+starting at a multiple of 64 bytes, and each column's pages are listed in order with their buffer
+offsets moved by where their input's bytes landed (in 2.1/2.2 files, a page's priority, the row
+of its first row, moves by the rows before its input). Nothing a page's encoding holds refers to
+a position in the file (its buffers are named by their index in the page), so the pages read as
+they did. The output's file descriptor is the first input's with the total row count; the inputs
+have no other global buffer and no column-level buffers (:func:`concat_problem`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import IO, Any
+
+from lance_table._proto import file2_pb2, file_pb2
+from lance_table.errors import CorruptFileError
+from lance_table.file.column_list import parse_message
+from lance_table.file.columns import Sink, write_tail
+from lance_table.file.container import PADDING_BYTE, PAGE_ALIGNMENT, FileMetadata, FileVersion
+from lance_table.file.fields import BLOB_KEY
+from lance_table.file.v2_1.blob_v2 import is_blob_v2
+
+#: how many bytes of an input are read at once, by default (pylance's default read batch)
+DEFAULT_READ_BATCH_BYTES = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ConcatInput:
+    """One file to concatenate: its parsed metadata, and how to read ``length`` of its bytes at
+    ``offset`` (``read(offset, length)``, one request)."""
+
+    meta: FileMetadata
+    read: Callable[[int, int], memoryview | bytes]
+
+
+@dataclass(frozen=True)
+class ConcatResult:
+    """What :func:`concat_files` wrote."""
+
+    num_rows: int
+    size: int
+
+
+def concat_problem(inputs: Sequence[ConcatInput]) -> str | None:
+    """Why ``inputs`` cannot be concatenated page by page, or None when they can: they must be
+    files of one version with the same schema (fields and schema metadata), rows, no global
+    buffer but the file descriptor, the same column encodings, no column-level buffers, page
+    encodings held in the column metadata, and no blob columns; 2.0 files may hold only
+    top-level leaf fields (struct header and list offset columns are not concatenated).
+
+    Raises:
+        CorruptFileError: a column's metadata is damaged.
+    """
+    if not inputs:
+        return "no files"
+    first = inputs[0].meta
+    if any(is_blob_v2(f) or BLOB_KEY in f.metadata for f in first.fields):
+        return "blob columns are written anew"
+    if first.version is FileVersion.V2_0 and any(f.parent_id != -1 for f in first.fields):
+        return "2.0 files with nested fields"
+    n_cols = len(first.columns)
+    encodings = [first.columns[c].encoding for c in range(n_cols)]
+    for item in inputs:
+        meta = item.meta
+        if meta.version is not first.version:
+            return f"{meta.path} is a {meta.version.value} file, {first.path} a {first.version.value} one"
+        if meta.fields is not first.fields and meta.fields != first.fields:
+            return f"{meta.path} has another schema than {first.path}"
+        if meta.schema_metadata != first.schema_metadata:
+            return f"{meta.path} has other schema metadata than {first.path}"
+        if len(meta.global_buffers) != 1:
+            return f"{meta.path} has {len(meta.global_buffers) - 1} global buffers besides its descriptor"
+        if not meta.num_rows:
+            return f"{meta.path} holds no rows"
+        if len(meta.columns) != n_cols:
+            return f"{meta.path} has {len(meta.columns)} columns, {first.path} {n_cols}"
+        for c in range(n_cols):
+            col = meta.columns[c]
+            if col.buffer_offsets:
+                return f"column {c} of {meta.path} has column-level buffers"
+            if col.encoding != encodings[c]:
+                return f"column {c} of {meta.path} has another column encoding than in {first.path}"
+            if any(p.encoding.WhichOneof("location") == "indirect" for p in col.pages):
+                return f"column {c} of {meta.path} keeps page encodings in the file"
+    return None
+
+
+def concat_files(
+    inputs: Sequence[ConcatInput], out: IO[bytes], read_batch_bytes: int = DEFAULT_READ_BATCH_BYTES
+) -> ConcatResult:
+    """Write the concatenation of ``inputs`` (checked with :func:`concat_problem`) to ``out``,
+    reading at most ``read_batch_bytes`` of an input at once.
+
+    Raises:
+        ValueError: ``inputs`` is empty or ``read_batch_bytes`` is below 1.
+        CorruptFileError: an input's bytes are shorter than its metadata says.
+    """
+    if not inputs:
+        raise ValueError("no files to concatenate")
+    if read_batch_bytes < 1:
+        raise ValueError(f"read_batch_bytes must be positive, got {read_batch_bytes}")
+    first = inputs[0].meta
+    sink = Sink(out)
+    n_cols = len(first.columns)
+    columns = [file2_pb2.ColumnMetadata() for _ in range(n_cols)]
+    for c, col in enumerate(columns):
+        col.encoding.CopyFrom(first.columns[c].encoding)
+    structural = first.version is not FileVersion.V2_0
+    rows = 0
+    descriptor_bytes: memoryview | bytes | None = None
+    gb0_pos, gb0_len = first.global_buffers[0]
+    for i, item in enumerate(inputs):
+        meta = item.meta
+        pages = [meta.columns[c].pages for c in range(n_cols)]
+        end = max(
+            (o + s for ps in pages for p in ps for o, s in zip(p.buffer_offsets, p.buffer_sizes)), default=0
+        )
+        base = sink.pos
+        if meta.size <= read_batch_bytes:  # a small file in one read (the descriptor with it)
+            whole = _read(item, 0, meta.size)
+            sink.write(whole[:end])
+            if not i:
+                descriptor_bytes = whole[gb0_pos : gb0_pos + gb0_len]
+        else:
+            for lo in range(0, end, read_batch_bytes):
+                sink.write(_read(item, lo, min(read_batch_bytes, end - lo)))
+        sink.write(PADDING_BYTE * (-sink.pos % PAGE_ALIGNMENT))
+        for col, src in zip(columns, pages):
+            _append_pages(col.pages, src, base, rows if structural else 0)
+        rows += meta.num_rows
+    if descriptor_bytes is None:
+        descriptor_bytes = _read(inputs[0], gb0_pos, gb0_len)
+    descriptor = parse_message(
+        file_pb2.FileDescriptor(), descriptor_bytes, first.path, "file descriptor", gb0_pos
+    )
+    descriptor.length = rows
+    write_tail(
+        sink, descriptor.SerializeToString(), (), [c.SerializeToString() for c in columns], first.version
+    )
+    return ConcatResult(rows, sink.pos)
+
+
+def _read(item: ConcatInput, offset: int, length: int) -> memoryview | bytes:
+    data = item.read(offset, length)
+    if len(data) != length:
+        raise CorruptFileError(
+            item.meta.path, f"{length} bytes at {offset} read as {len(data)}", offset=offset
+        )
+    return data
+
+
+def _append_pages(out: Any, pages: Any, base: int, first_row: int) -> None:
+    """Append copies of ``pages`` to ``out`` (a repeated ``ColumnMetadata.Page``), their buffers
+    moved by ``base`` bytes and their priorities by ``first_row`` rows."""
+    for page in pages:
+        copy = out.add()
+        copy.CopyFrom(page)
+        if base and page.buffer_offsets:
+            del copy.buffer_offsets[:]
+            copy.buffer_offsets.extend([o + base for o in page.buffer_offsets])
+        if first_row:
+            copy.priority = page.priority + first_row
