@@ -7,13 +7,14 @@ offsets moved by where their input's bytes landed (in 2.1/2.2 files, a page's pr
 of its first row, moves by the rows before its input). Nothing a page's encoding holds refers to
 a position in the file (its buffers are named by their index in the page), so the pages read as
 they did. The output's file descriptor is the first input's with the total row count; the inputs
-have no other global buffer and no column-level buffers (:func:`concat_problem`).
+have no other global buffer and no column-level buffers (:func:`plan_concat` checks it all).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from operator import add
 from typing import IO, Any
 
 from lance_table._proto import file2_pb2, file_pb2
@@ -39,18 +40,36 @@ class ConcatInput:
 
 @dataclass(frozen=True)
 class ConcatResult:
-    """What :func:`concat_files` wrote."""
+    """What :func:`write_concat` wrote."""
 
     num_rows: int
     size: int
 
 
-def concat_problem(inputs: Sequence[ConcatInput]) -> str | None:
-    """Why ``inputs`` cannot be concatenated page by page, or None when they can: they must be
-    files of one version with the same schema (fields and schema metadata), rows, no global
-    buffer but the file descriptor, the same column encodings, no column-level buffers, page
-    encodings held in the column metadata, and no blob columns; 2.0 files may hold only
-    top-level leaf fields (struct header and list offset columns are not concatenated).
+@dataclass
+class ConcatPlan:
+    """The concatenation of :attr:`inputs`: where each one's bytes go and the output's columns."""
+
+    inputs: Sequence[ConcatInput]
+    #: the bytes copied of each input: its first ``ends[i]`` bytes (every page buffer in them)
+    ends: list[int]
+    #: where each input's bytes start in the output
+    bases: list[int]
+    #: the output's column metadata: every input's pages, moved
+    columns: list[Any]
+    num_rows: int
+
+
+def _align(n: int) -> int:
+    return n + (-n % PAGE_ALIGNMENT)
+
+
+def plan_concat(inputs: Sequence[ConcatInput]) -> ConcatPlan | str:
+    """The concatenation of ``inputs`` page by page, or why they cannot be concatenated: they
+    must be files of one version with the same schema (fields and schema metadata), rows, no
+    global buffer but the file descriptor, the same column encodings, no column-level buffers,
+    page encodings held in the column metadata, and no blob columns; 2.0 files may hold only
+    top-level fields (struct header and list offset columns are not concatenated).
 
     Raises:
         CorruptFileError: a column's metadata is damaged.
@@ -63,7 +82,14 @@ def concat_problem(inputs: Sequence[ConcatInput]) -> str | None:
     if first.version is FileVersion.V2_0 and any(f.parent_id != -1 for f in first.fields):
         return "2.0 files with nested fields"
     n_cols = len(first.columns)
+    columns = [file2_pb2.ColumnMetadata() for _ in range(n_cols)]
     encodings = [first.columns[c].encoding for c in range(n_cols)]
+    for c, col in enumerate(columns):
+        col.encoding.CopyFrom(encodings[c])
+    structural = first.version is not FileVersion.V2_0
+    ends: list[int] = []
+    bases: list[int] = []
+    base = rows = 0
     for item in inputs:
         meta = item.meta
         if meta.version is not first.version:
@@ -78,50 +104,44 @@ def concat_problem(inputs: Sequence[ConcatInput]) -> str | None:
             return f"{meta.path} holds no rows"
         if len(meta.columns) != n_cols:
             return f"{meta.path} has {len(meta.columns)} columns, {first.path} {n_cols}"
+        end = 0
         for c in range(n_cols):
             col = meta.columns[c]
             if col.buffer_offsets:
                 return f"column {c} of {meta.path} has column-level buffers"
             if col.encoding != encodings[c]:
                 return f"column {c} of {meta.path} has another column encoding than in {first.path}"
-            if any(p.encoding.WhichOneof("location") == "indirect" for p in col.pages):
+            moved = _append_pages(columns[c].pages, col.pages, base, rows if structural else 0)
+            if moved < 0:
                 return f"column {c} of {meta.path} keeps page encodings in the file"
-    return None
+            end = max(end, moved)
+        ends.append(end)
+        bases.append(base)
+        base = _align(base + end)
+        rows += meta.num_rows
+    return ConcatPlan(inputs, ends, bases, columns, rows)
 
 
-def concat_files(
-    inputs: Sequence[ConcatInput], out: IO[bytes], read_batch_bytes: int = DEFAULT_READ_BATCH_BYTES
+def write_concat(
+    plan: ConcatPlan, out: IO[bytes], read_batch_bytes: int = DEFAULT_READ_BATCH_BYTES
 ) -> ConcatResult:
-    """Write the concatenation of ``inputs`` (checked with :func:`concat_problem`) to ``out``,
-    reading at most ``read_batch_bytes`` of an input at once.
+    """Write the concatenation ``plan`` to ``out``, reading at most ``read_batch_bytes`` of an
+    input at once.
 
     Raises:
-        ValueError: ``inputs`` is empty or ``read_batch_bytes`` is below 1.
+        ValueError: ``read_batch_bytes`` is below 1.
         CorruptFileError: an input's bytes are shorter than its metadata says.
     """
-    if not inputs:
-        raise ValueError("no files to concatenate")
     if read_batch_bytes < 1:
         raise ValueError(f"read_batch_bytes must be positive, got {read_batch_bytes}")
-    first = inputs[0].meta
+    first = plan.inputs[0].meta
     sink = Sink(out)
-    n_cols = len(first.columns)
-    columns = [file2_pb2.ColumnMetadata() for _ in range(n_cols)]
-    for c, col in enumerate(columns):
-        col.encoding.CopyFrom(first.columns[c].encoding)
-    structural = first.version is not FileVersion.V2_0
-    rows = 0
     descriptor_bytes: memoryview | bytes | None = None
     gb0_pos, gb0_len = first.global_buffers[0]
-    for i, item in enumerate(inputs):
-        meta = item.meta
-        pages = [meta.columns[c].pages for c in range(n_cols)]
-        end = max(
-            (o + s for ps in pages for p in ps for o, s in zip(p.buffer_offsets, p.buffer_sizes)), default=0
-        )
-        base = sink.pos
-        if meta.size <= read_batch_bytes:  # a small file in one read (the descriptor with it)
-            whole = _read(item, 0, meta.size)
+    for i, (item, end, base) in enumerate(zip(plan.inputs, plan.ends, plan.bases)):
+        assert sink.pos == base
+        if item.meta.size <= read_batch_bytes:  # a small file in one read (the descriptor with it)
+            whole = _read(item, 0, item.meta.size)
             sink.write(whole[:end])
             if not i:
                 descriptor_bytes = whole[gb0_pos : gb0_pos + gb0_len]
@@ -129,19 +149,16 @@ def concat_files(
             for lo in range(0, end, read_batch_bytes):
                 sink.write(_read(item, lo, min(read_batch_bytes, end - lo)))
         sink.write(PADDING_BYTE * (-sink.pos % PAGE_ALIGNMENT))
-        for col, src in zip(columns, pages):
-            _append_pages(col.pages, src, base, rows if structural else 0)
-        rows += meta.num_rows
     if descriptor_bytes is None:
-        descriptor_bytes = _read(inputs[0], gb0_pos, gb0_len)
+        descriptor_bytes = _read(plan.inputs[0], gb0_pos, gb0_len)
     descriptor = parse_message(
         file_pb2.FileDescriptor(), descriptor_bytes, first.path, "file descriptor", gb0_pos
     )
-    descriptor.length = rows
+    descriptor.length = plan.num_rows
     write_tail(
-        sink, descriptor.SerializeToString(), (), [c.SerializeToString() for c in columns], first.version
+        sink, descriptor.SerializeToString(), (), [c.SerializeToString() for c in plan.columns], first.version
     )
-    return ConcatResult(rows, sink.pos)
+    return ConcatResult(plan.num_rows, sink.pos)
 
 
 def _read(item: ConcatInput, offset: int, length: int) -> memoryview | bytes:
@@ -153,14 +170,23 @@ def _read(item: ConcatInput, offset: int, length: int) -> memoryview | bytes:
     return data
 
 
-def _append_pages(out: Any, pages: Any, base: int, first_row: int) -> None:
+def _append_pages(out: Any, pages: Any, base: int, first_row: int) -> int:
     """Append copies of ``pages`` to ``out`` (a repeated ``ColumnMetadata.Page``), their buffers
-    moved by ``base`` bytes and their priorities by ``first_row`` rows."""
-    for page in pages:
-        copy = out.add()
-        copy.CopyFrom(page)
-        if base and page.buffer_offsets:
-            del copy.buffer_offsets[:]
-            copy.buffer_offsets.extend([o + base for o in page.buffer_offsets])
+    moved by ``base`` bytes and their priorities by ``first_row`` rows; returns where their last
+    buffer ends in their file, or -1 when a page's encoding lies in the file (an indirect one,
+    which names a position there)."""
+    end = 0
+    start = len(out)
+    out.extend(pages)
+    for page in out[start:]:
+        if page.encoding.HasField("indirect"):
+            return -1
+        offsets = page.buffer_offsets[:]
+        if offsets:
+            end = max(end, max(map(add, offsets, page.buffer_sizes[:])))
+            if base:
+                del page.buffer_offsets[:]
+                page.buffer_offsets.extend([o + base for o in offsets])
         if first_row:
-            copy.priority = page.priority + first_row
+            page.priority += first_row
+    return end

@@ -20,7 +20,7 @@ from lance_table.table.commit import Pending, check_can_commit, check_rebasable
 from lance_table.table.commit.row_ids import carried_row_ids, uses_stable_row_ids
 from lance_table.table.frag_reuse import MovedGroup, load_versions, next_frag_reuse_index
 from lance_table.table.operations.compaction_bins import _Bin, plan
-from lance_table.table.operations.compaction_copy import COMPACTION_MODES, copy_bin, copy_problem
+from lance_table.table.operations.compaction_copy import COMPACTION_MODES, copy_bin, copy_plan
 from lance_table.table.operations.compaction_rewrite import _rewrite_bin
 from lance_table.table.operations.write import (
     DEFAULT_MAX_BYTES_PER_FILE,
@@ -228,11 +228,11 @@ def _copy_or_rewrite(
     :mod:`~lance_table.table.operations.compaction_copy`), else re-encoded."""
     if job.mode != "reencode":
         scan.open_all(bin_.fragments)  # the footers, read in parallel
-        problem = copy_problem(job.ds, bin_)
-        if problem is None:
-            return copy_bin(job.ds, bin_, job.max_bytes, job.read_batch_bytes, report, write_tag)
+        plans = copy_plan(job.ds, bin_, job.max_bytes)
+        if not isinstance(plans, str):
+            return copy_bin(job.ds, bin_, plans, job.read_batch_bytes, report, write_tag)
         if job.mode == "force_binary_copy":
-            raise BinaryCopyError(f"{job.ds.uri}: binary copy is not supported: {problem}")
+            raise BinaryCopyError(f"{job.ds.uri}: binary copy is not supported: {plans}")
     return _rewrite_bin(
         job.ds, bin_, job.max_bytes, job.data_format, report, write_tag, job.batch_rows, threads
     )

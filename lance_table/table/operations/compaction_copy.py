@@ -5,7 +5,7 @@
 A bin is copied when, as in pylance, no fragment has a deletion file, each has one data file, of
 the dataset's data format, with the same fields and columns as the others, a schema that is the
 dataset's, and no global buffer but its descriptor; the files' column encodings must agree, and
-no column holds blobs. Otherwise :func:`copy_problem` says why, and the bin is re-encoded
+no column holds blobs. Otherwise :func:`copy_plan` says why, and the bin is re-encoded
 (``try_binary_copy``) or the compaction fails (``force_binary_copy``).
 """
 
@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import contextlib
 
-from lance_table.errors import UnsupportedFormatError
-from lance_table.file.concat import ConcatInput, concat_files, concat_problem
+from lance_table.file.concat import ConcatInput, ConcatPlan, plan_concat, write_concat
 from lance_table.file.container import FileVersion
 from lance_table.file.reader import LanceFileReader
 from lance_table.format import paths
@@ -66,34 +65,17 @@ def _inputs(ds: Snapshot, bin_: _Bin) -> list[ConcatInput] | str:
     return inputs
 
 
-def copy_problem(ds: Snapshot, bin_: _Bin) -> str | None:
-    """Why the bin's fragments cannot be compacted by binary copy, or None when they can.
+def copy_plan(ds: Snapshot, bin_: _Bin, max_bytes: int) -> list[ConcatPlan] | str:
+    """The data files of the bin's fragments to write by binary copy, as concatenations of the
+    inputs (a file ends after the input that takes it past ``max_bytes`` bytes), or why the bin
+    cannot be copied.
 
     Raises:
         CorruptFileError: a data file is damaged.
     """
     found = _inputs(ds, bin_)
-    return found if isinstance(found, str) else concat_problem(found)
-
-
-def copy_bin(
-    ds: Snapshot,
-    bin_: _Bin,
-    max_bytes: int,
-    read_batch_bytes: int,
-    report: Reporter = SILENT,
-    write_tag: str = "",
-) -> tuple[list[Fragment], list[str]]:
-    """Concatenate the data files of ``bin_`` (for which :func:`copy_problem` found nothing) into
-    new data files: a file ends after the input that takes it past ``max_bytes`` bytes. Returns
-    the new fragments (ids not yet assigned) and the files written; a failure deletes them.
-
-    Raises:
-        UnsupportedFormatError: the bin cannot be copied after all.
-    """
-    found = _inputs(ds, bin_)
     if isinstance(found, str):
-        raise UnsupportedFormatError(f"{ds.uri}: binary copy is not possible: {found}")
+        return found
     groups: list[list[ConcatInput]] = [[]]
     size = 0
     for item in found:
@@ -102,17 +84,36 @@ def copy_bin(
             size = 0
         groups[-1].append(item)
         size += item.meta.size
+    plans = []
+    for group in groups:
+        plan = plan_concat(group)
+        if isinstance(plan, str):
+            return plan
+        plans.append(plan)
+    return plans
+
+
+def copy_bin(
+    ds: Snapshot,
+    bin_: _Bin,
+    plans: list[ConcatPlan],
+    read_batch_bytes: int,
+    report: Reporter = SILENT,
+    write_tag: str = "",
+) -> tuple[list[Fragment], list[str]]:
+    """Write the data files ``plans`` (:func:`copy_plan` of ``bin_``): returns the new fragments
+    (ids not yet assigned) and the files written; a failure deletes them."""
     template = bin_.fragments[0].fragment.files[0]
     fragments: list[Fragment] = []
     written: list[str] = []
     try:
-        for group in groups:
+        for plan in plans:
             name = paths.new_data_file_name(write_tag)
             path = paths.data_file_path(name)
             written.append(path)
             report.file_started(name, template.file_major_version, template.file_minor_version)
             with ds.storage.open_writer(path) as out:
-                result = concat_files(group, out, read_batch_bytes)
+                result = write_concat(plan, out, read_batch_bytes)
             data_file = DataFile(
                 path=name,
                 fields=template.fields,
