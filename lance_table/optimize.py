@@ -51,6 +51,7 @@ def _check(dataset: LanceDataset, options: CompactionOptions) -> None:
     _known(options)
     check_compaction_options(
         compaction_mode=options.get("compaction_mode"),
+        binary_copy_read_batch_bytes=options.get("binary_copy_read_batch_bytes"),
         max_source_fragments=options.get("max_source_fragments"),
         max_source_rows=options.get("max_source_rows"),
         max_source_bytes=options.get("max_source_bytes"),

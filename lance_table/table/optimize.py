@@ -39,6 +39,7 @@ def _refuse(option: str, why: str) -> UnsupportedOperationError:
 def check_compaction_options(
     *,
     compaction_mode: str | None = None,
+    binary_copy_read_batch_bytes: int | None = None,
     max_source_fragments: int | None = None,
     max_source_rows: int | None = None,
     max_source_bytes: int | None = None,
@@ -50,12 +51,15 @@ def check_compaction_options(
     not implement (naming the option).
 
     Raises:
-        ValueError: ``compaction_mode`` is not one of pylance's modes.
+        ValueError: ``compaction_mode`` is not one of pylance's modes, or
+            ``binary_copy_read_batch_bytes`` is below 1.
         UnsupportedOperationError: a limit on the sources, excluded fragments, or another data
             storage version than the dataset's.
     """
     if compaction_mode is not None and compaction_mode not in COMPACTION_MODES:
         raise ValueError(f"compaction_mode must be one of {COMPACTION_MODES}, not {compaction_mode!r}")
+    if binary_copy_read_batch_bytes is not None and binary_copy_read_batch_bytes < 1:
+        raise ValueError(f"binary_copy_read_batch_bytes must be positive, got {binary_copy_read_batch_bytes}")
     for name, value in (
         ("max_source_fragments", max_source_fragments),
         ("max_source_rows", max_source_rows),
@@ -98,6 +102,7 @@ def compact(
     snapshot = ds._snapshot
     check_compaction_options(
         compaction_mode=compaction_mode,
+        binary_copy_read_batch_bytes=binary_copy_read_batch_bytes,
         max_source_fragments=max_source_fragments,
         max_source_rows=max_source_rows,
         max_source_bytes=max_source_bytes,
