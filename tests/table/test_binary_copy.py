@@ -42,6 +42,10 @@ def _rows(start: int, n: int, nested: bool = True) -> pa.Table:
             pa.struct([("a", pa.int64()), ("b", pa.list_(pa.int32()))]),
         )
         cols["vec"] = pa.array([[float(i)] * 4 for i in ids], pa.list_(pa.float32(), 4))
+        # lists of wide values: full-zip pages with a repetition index
+        cols["wide_list"] = pa.array(
+            [None if i % 13 == 0 else [f"{i:08d}" * 40, "z" * (i % 300)] for i in ids]
+        )
     return pa.table(cols)
 
 
