@@ -4,9 +4,10 @@ distributed compaction (``Compaction.plan``, ``CompactionTask.execute`` on worke
 
 from __future__ import annotations
 
-from typing import Literal, TypedDict
+from typing import Literal, TypedDict, cast
 
 from lance_table.table import compaction_tasks
+from lance_table.table.compaction_config import with_config
 from lance_table.table.compaction_tasks import CompactionPlan, CompactionTask, RewriteResult
 from lance_table.table.dataset import LanceDataset
 from lance_table.table.operations.compaction import CompactionMetrics
@@ -102,6 +103,9 @@ class Compaction:
             TypeError: an option pylance does not have.
             UnsupportedOperationError: see :meth:`DatasetOptimizer.compact_files`.
         """
+        _known(options)
+        # the options left out take the dataset's lance.compaction.* config, as in pylance
+        options = cast(CompactionOptions, with_config(options, dataset._snapshot.manifest.config))
         _check(dataset, options)
         return compaction_tasks.plan(dataset, options)
 

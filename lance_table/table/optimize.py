@@ -11,6 +11,7 @@ from typing import Any, Protocol, TypeVar
 
 from lance_table.errors import UnsupportedOperationError
 from lance_table.table.commit.retry import retry_on_conflict
+from lance_table.table.compaction_config import with_config
 from lance_table.table.operations import auto_cleanup
 from lance_table.table.operations import config as config_ops
 from lance_table.table.operations.auto_cleanup import AutoCleanupConfig
@@ -100,30 +101,47 @@ def compact(
     """Compact ``ds`` and move the handle to the version the compaction committed (see
     :class:`DatasetOptimizer.compact_files`)."""
     snapshot = ds._snapshot
+    # the options left None take the dataset's lance.compaction.* config, as in pylance
+    given = {
+        "target_rows_per_fragment": target_rows_per_fragment,
+        "max_rows_per_group": max_rows_per_group,
+        "max_bytes_per_file": max_bytes_per_file,
+        "materialize_deletions": materialize_deletions,
+        "materialize_deletions_threshold": materialize_deletions_threshold,
+        "defer_index_remap": defer_index_remap,
+        "batch_size": batch_size,
+        "compaction_mode": compaction_mode,
+        "binary_copy_read_batch_bytes": binary_copy_read_batch_bytes,
+        "max_source_fragments": max_source_fragments,
+        "max_source_rows": max_source_rows,
+        "max_source_bytes": max_source_bytes,
+        "data_storage_version": data_storage_version,
+    }
+    o = with_config(given, snapshot.manifest.config)
     check_compaction_options(
-        compaction_mode=compaction_mode,
-        binary_copy_read_batch_bytes=binary_copy_read_batch_bytes,
-        max_source_fragments=max_source_fragments,
-        max_source_rows=max_source_rows,
-        max_source_bytes=max_source_bytes,
+        compaction_mode=o["compaction_mode"],
+        binary_copy_read_batch_bytes=o["binary_copy_read_batch_bytes"],
+        max_source_fragments=o["max_source_fragments"],
+        max_source_rows=o["max_source_rows"],
+        max_source_bytes=o["max_source_bytes"],
         excluded_fragment_ids=excluded_fragment_ids,
-        data_storage_version=data_storage_version,
+        data_storage_version=o["data_storage_version"],
         current_format=snapshot.manifest.data_storage_version,
     )
 
     def attempt(current: Snapshot) -> tuple[Snapshot, CompactionMetrics]:
         return compact_files(
             current,
-            target_rows_per_fragment=target_rows_per_fragment,
-            max_rows_per_group=max_rows_per_group,
-            materialize_deletions=materialize_deletions,
-            materialize_deletions_threshold=materialize_deletions_threshold,
-            max_bytes_per_file=max_bytes_per_file,
+            target_rows_per_fragment=o["target_rows_per_fragment"],
+            max_rows_per_group=o["max_rows_per_group"],
+            materialize_deletions=o["materialize_deletions"],
+            materialize_deletions_threshold=o["materialize_deletions_threshold"],
+            max_bytes_per_file=o["max_bytes_per_file"],
             num_threads=num_threads,
-            batch_size=batch_size,
+            batch_size=o["batch_size"],
             progress=progress,
-            compaction_mode=compaction_mode,
-            binary_copy_read_batch_bytes=binary_copy_read_batch_bytes,
+            compaction_mode=o["compaction_mode"],
+            binary_copy_read_batch_bytes=o["binary_copy_read_batch_bytes"],
         )
 
     # a version that cleanup removed while its files were read is compacted again at the latest
@@ -179,6 +197,9 @@ class DatasetOptimizer:
         and re-encodes the others, ``"force_binary_copy"`` fails where they do not; a copy reads
         at most ``binary_copy_read_batch_bytes`` of a file at once (16 MiB by default).
 
+        An option left None takes the value the dataset's config gives it under the key
+        ``lance.compaction.<option>`` (pylance's), if any.
+
         Indices (lance_table does not rewrite index files) stay valid: moved indexed rows are
         recorded in pylance's fragment reuse index, as ``defer_index_remap=True`` does in pylance,
         whatever ``defer_index_remap`` says; with stable row ids, see
@@ -189,7 +210,8 @@ class DatasetOptimizer:
         :class:`~lance_table.progress.ProgressEvent` records (phase ``rewrite``).
 
         Raises:
-            ValueError: ``num_threads`` is below 1, or ``compaction_mode`` is unknown.
+            ValueError: ``num_threads`` is below 1, ``compaction_mode`` is unknown, or a
+                ``lance.compaction.*`` key of the dataset's config does not parse.
             BinaryCopyError: ``compaction_mode="force_binary_copy"`` and fragments that cannot
                 be copied page by page (an OSError, as pylance raises).
             UnsupportedOperationError: ``max_source_fragments``, ``max_source_rows``,
