@@ -82,10 +82,11 @@ def plan_concat(inputs: Sequence[ConcatInput]) -> ConcatPlan | str:
     if first.version is FileVersion.V2_0 and any(f.parent_id != -1 for f in first.fields):
         return "2.0 files with nested fields"
     n_cols = len(first.columns)
+    # each input's column metadata is merged into the output's as it is stored (its pages are
+    # appended, in one parse), then its new pages are moved; the column encoding, merged too,
+    # stays the first input's only if the input's is the same
     columns = [file2_pb2.ColumnMetadata() for _ in range(n_cols)]
     encodings = [first.columns[c].encoding for c in range(n_cols)]
-    for c, col in enumerate(columns):
-        col.encoding.CopyFrom(encodings[c])
     structural = first.version is not FileVersion.V2_0
     ends: list[int] = []
     bases: list[int] = []
@@ -105,16 +106,21 @@ def plan_concat(inputs: Sequence[ConcatInput]) -> ConcatPlan | str:
         if len(meta.columns) != n_cols:
             return f"{meta.path} has {len(meta.columns)} columns, {first.path} {n_cols}"
         end = 0
-        for c in range(n_cols):
-            col = meta.columns[c]
-            if col.buffer_offsets:
+        for c, col in enumerate(columns):
+            start = len(col.pages)
+            parse_message(col, meta.columns.raw(c), meta.path, f"metadata of column {c}", 0, merge=True)
+            if col.buffer_offsets or col.buffer_sizes:
                 return f"column {c} of {meta.path} has column-level buffers"
             if col.encoding != encodings[c]:
-                return f"column {c} of {meta.path} has another column encoding than in {first.path}"
-            moved = _append_pages(columns[c].pages, col.pages, base, rows if structural else 0)
+                return f"column {c} of {meta.path} has another column encoding than {first.path}"
+            moved = _move_pages(col.pages[start:], base, rows if structural else 0, meta.path, c)
             if moved < 0:
                 return f"column {c} of {meta.path} keeps page encodings in the file"
             end = max(end, moved)
+        if end > meta.columns.limit:
+            raise CorruptFileError(
+                meta.path, f"page buffers end at {end}, beyond the data ({meta.columns.limit})"
+            )
         ends.append(end)
         bases.append(base)
         base = _align(base + end)
@@ -170,23 +176,32 @@ def _read(item: ConcatInput, offset: int, length: int) -> memoryview | bytes:
     return data
 
 
-def _append_pages(out: Any, pages: Any, base: int, first_row: int) -> int:
-    """Append copies of ``pages`` to ``out`` (a repeated ``ColumnMetadata.Page``), their buffers
-    moved by ``base`` bytes and their priorities by ``first_row`` rows; returns where their last
-    buffer ends in their file, or -1 when a page's encoding lies in the file (an indirect one,
-    which names a position there)."""
+def _move_pages(pages: Sequence[Any], base: int, first_row: int, path: str, column: int) -> int:
+    """Move ``pages`` (``ColumnMetadata.Page`` messages) by ``base`` bytes and ``first_row`` rows;
+    returns where their last buffer ends in their file, or -1 when a page's encoding lies in the
+    file (an indirect one, which names a position there).
+
+    Raises:
+        CorruptFileError: a page lists more buffer offsets than sizes, or fewer.
+    """
     end = 0
-    start = len(out)
-    out.extend(pages)
-    for page in out[start:]:
+    for page in pages:
         if page.encoding.HasField("indirect"):
             return -1
         offsets = page.buffer_offsets[:]
         if offsets:
-            end = max(end, max(map(add, offsets, page.buffer_sizes[:])))
+            sizes = page.buffer_sizes[:]
+            if len(sizes) != len(offsets):
+                raise CorruptFileError(
+                    path,
+                    f"a page of column {column} lists {len(offsets)} buffer offsets but {len(sizes)} sizes",
+                )
+            end = max(end, max(map(add, offsets, sizes)))
             if base:
                 del page.buffer_offsets[:]
                 page.buffer_offsets.extend([o + base for o in offsets])
+        elif page.buffer_sizes:
+            raise CorruptFileError(path, f"a page of column {column} lists buffer sizes but no offsets")
         if first_row:
             page.priority += first_row
     return end

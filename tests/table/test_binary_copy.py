@@ -260,3 +260,18 @@ def test_a_distributed_task_copies(tmp_path):
     Compaction.commit(ds, [result])
     assert _pages(uri)[0] == 3
     assert_tables_equal(lance.dataset(uri).to_table(), expected)
+
+
+def test_a_damaged_input_fails_with_the_dataset_unchanged(tmp_path):
+    from lance_table.errors import CorruptFileError
+
+    uri = str(tmp_path / "ds")
+    _make(uri, "2.2", "ours", [20, 20])
+    frag = lt.dataset(uri).get_fragments()[1].metadata
+    path = Path(uri, "data", frag.files[0].path)
+    data = path.read_bytes()
+    path.write_bytes(data[:100] + b"\x00" * (len(data) - 100))  # pages and footer zeroed
+    before, version = _files(uri), lt.dataset(uri).version
+    with pytest.raises(CorruptFileError, match=frag.files[0].path):
+        lt.dataset(uri).compact_files(compaction_mode="try_binary_copy")
+    assert _files(uri) == before and lt.dataset(uri).version == version
