@@ -275,3 +275,16 @@ def test_a_damaged_input_fails_with_the_dataset_unchanged(tmp_path):
     with pytest.raises(CorruptFileError, match=frag.files[0].path):
         lt.dataset(uri).compact_files(compaction_mode="try_binary_copy")
     assert _files(uri) == before and lt.dataset(uri).version == version
+
+
+@pytest.mark.s3
+def test_copy_on_object_storage(s3_uri, s3_options):
+    tables = [_rows(k * 40, 40) for k in range(3)]
+    for table in tables:
+        lt.write_dataset(table, s3_uri, mode="append", storage_options=s3_options)
+    lt.dataset(s3_uri, storage_options=s3_options).compact_files(
+        compaction_mode="force_binary_copy", binary_copy_read_batch_bytes=1000
+    )
+    ds = lance.dataset(s3_uri, storage_options=s3_options)
+    assert len(ds.get_fragments()) == 1
+    assert_tables_equal(ds.to_table(), pa.concat_tables(tables))
