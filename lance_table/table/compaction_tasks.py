@@ -213,6 +213,7 @@ class CompactionTask:
             batch_size=self.options.get("batch_size"),
             compaction_mode=self.options.get("compaction_mode"),
             binary_copy_read_batch_bytes=self.options.get("binary_copy_read_batch_bytes"),
+            target_rows_per_fragment=self.options.get("target_rows_per_fragment"),
         )
         new, files = rewrite(job, bin_)
         old = [r.fragment for r in bin_.fragments]

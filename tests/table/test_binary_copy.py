@@ -170,6 +170,33 @@ def test_max_bytes_per_file_ends_a_file_after_an_input(tmp_path):
     assert_tables_equal(lance.dataset(uri).to_table(), expected)
 
 
+@pytest.mark.parametrize(
+    ("sizes", "target"),
+    [
+        ([30] * 5, 50),
+        ([600] * 3, 1000),
+        ([700] * 3, 1000),
+        ([500, 400, 300, 800], 1000),
+        ([990, 20, 990], 1000),
+    ],
+)
+def test_a_bin_splits_into_files_as_in_pylance(tmp_path, sizes, target):
+    # as many files as the rows hold targets; each ends after the input reaching the target
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    start = 0
+    for n in sizes:
+        lt.write_dataset(pa.table({"id": pa.array(range(start, start + n), pa.int64())}), ours, mode="append")
+        start += n
+    shutil.copytree(ours, theirs)
+    lt.dataset(ours).compact_files(compaction_mode="force_binary_copy", target_rows_per_fragment=target)
+    lance.dataset(theirs).optimize.compact_files(
+        compaction_mode="force_binary_copy", target_rows_per_fragment=target
+    )
+    rows = [f.count_rows() for f in lance.dataset(theirs).get_fragments()]
+    assert [f.count_rows() for f in lance.dataset(ours).get_fragments()] == rows
+    assert lance.dataset(ours).to_table()["id"].to_pylist() == list(range(start))
+
+
 def _files(uri: str) -> set[str]:
     return {str(p.relative_to(uri)) for p in Path(uri).rglob("*") if p.is_file()}
 
@@ -288,3 +315,24 @@ def test_copy_on_object_storage(s3_uri, s3_options):
     ds = lance.dataset(s3_uri, storage_options=s3_options)
     assert len(ds.get_fragments()) == 1
     assert_tables_equal(ds.to_table(), pa.concat_tables(tables))
+
+
+def test_indexed_rows_moved_by_a_copy_are_recorded_as_pylance_does(tmp_path):
+    from tests.table.test_indices import _indexed, _reuse_content, assert_indices_answer, described
+
+    base = _indexed(tmp_path / "base", "2.2", False)
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    shutil.copytree(base, ours)
+    shutil.copytree(base, theirs)
+    lt.dataset(ours).compact_files(target_rows_per_fragment=1000, compaction_mode="force_binary_copy")
+    lance.dataset(theirs).optimize.compact_files(
+        target_rows_per_fragment=1000, compaction_mode="force_binary_copy", defer_index_remap=True
+    )
+    # files of 300 rows: an output ends after the input that takes it to 1000 rows, as in pylance
+    assert sorted((f.fragment_id, f.count_rows()) for f in lance.dataset(ours).get_fragments()) == sorted(
+        (f.fragment_id, f.count_rows()) for f in lance.dataset(theirs).get_fragments()
+    )
+    assert sorted(f.count_rows() for f in lance.dataset(ours).get_fragments()) == [250, 800, 1200]
+    assert described(ours) == described(theirs)
+    assert _reuse_content(ours) == _reuse_content(theirs) and _reuse_content(ours) is not None
+    assert_indices_answer(ours)

@@ -106,6 +106,8 @@ class CompactionJob:
     mode: str = "reencode"
     #: the most bytes a binary copy reads of a file at once
     read_batch_bytes: int = DEFAULT_READ_BATCH_BYTES
+    #: a file written by binary copy ends after the input that takes it to this many rows
+    target_rows: int = DEFAULT_TARGET_ROWS
 
 
 def job_for(
@@ -117,6 +119,7 @@ def job_for(
     batch_size: int | None = None,
     compaction_mode: str | None = None,
     binary_copy_read_batch_bytes: int | None = None,
+    target_rows_per_fragment: int | None = None,
 ) -> CompactionJob:
     """The job that rewrites ``bins`` of ``ds``, after the checks every compaction makes; with
     ``committing=False`` (a task that only rewrites, committed elsewhere) without the commit's own
@@ -137,8 +140,11 @@ def job_for(
     limit = max_bytes_per_file or DEFAULT_MAX_BYTES_PER_FILE
     # a file ends after the batch that takes it past the byte limit, as in pylance
     batch_rows = batch_size or (default_batch_size() if max_bytes_per_file else None)
+    target = target_rows_per_fragment or DEFAULT_TARGET_ROWS
     if not committing:
-        return CompactionJob(ds, bins, data_format, limit, stable, False, batch_rows, mode, read_batch)
+        return CompactionJob(
+            ds, bins, data_format, limit, stable, False, batch_rows, mode, read_batch, target
+        )
     index_list = indices.decode_section(ds.manifest.index_section)
     # pylance 14 records the moves of indexed rows only, and none on datasets with stable row ids
     user_indices = {pos for pos, idx in enumerate(index_list) if not indices.is_system_index(idx)}
@@ -147,7 +153,9 @@ def job_for(
         _warn_uncovered(index_list, bins)
     # The rewrite commits after a ReserveFragments version: refuse before either if it cannot land.
     check_rebasable(ds.storage, Pending(Rewrite(()), ds.version))
-    return CompactionJob(ds, bins, data_format, limit, stable, record_moves, batch_rows, mode, read_batch)
+    return CompactionJob(
+        ds, bins, data_format, limit, stable, record_moves, batch_rows, mode, read_batch, target
+    )
 
 
 def plan_compaction(
@@ -196,6 +204,7 @@ def plan_compaction(
         batch_size=batch_size,
         compaction_mode=compaction_mode,
         binary_copy_read_batch_bytes=binary_copy_read_batch_bytes,
+        target_rows_per_fragment=target_rows_per_fragment,
     )
 
 
@@ -228,7 +237,7 @@ def _copy_or_rewrite(
     :mod:`~lance_table.table.operations.compaction_copy`), else re-encoded."""
     if job.mode != "reencode":
         scan.open_all(bin_.fragments)  # the footers, read in parallel
-        plans = copy_plan(job.ds, bin_, job.max_bytes)
+        plans = copy_plan(job.ds, bin_, job.target_rows, job.max_bytes)
         if not isinstance(plans, str):
             return copy_bin(job.ds, bin_, plans, job.read_batch_bytes, report, write_tag)
         if job.mode == "force_binary_copy":

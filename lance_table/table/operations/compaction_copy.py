@@ -5,7 +5,8 @@
 A bin is copied when, as in pylance, no fragment has a deletion file, each has one data file, of
 the dataset's data format, with the same fields and columns as the others, a schema that is the
 dataset's, and no global buffer but its descriptor; the files' column encodings must agree, and
-no column holds blobs. Otherwise :func:`copy_plan` says why, and the bin is re-encoded
+no column holds blobs. A bin is split into files at inputs' ends as pylance splits it (see
+:func:`copy_plan`). Otherwise :func:`copy_plan` says why, and the bin is re-encoded
 (``try_binary_copy``) or the compaction fails (``force_binary_copy``).
 """
 
@@ -65,10 +66,11 @@ def _inputs(ds: Snapshot, bin_: _Bin) -> list[ConcatInput] | str:
     return inputs
 
 
-def copy_plan(ds: Snapshot, bin_: _Bin, max_bytes: int) -> list[ConcatPlan] | str:
+def copy_plan(ds: Snapshot, bin_: _Bin, target_rows: int, max_bytes: int) -> list[ConcatPlan] | str:
     """The data files of the bin's fragments to write by binary copy, as concatenations of the
-    inputs (a file ends after the input that takes it past ``max_bytes`` bytes), or why the bin
-    cannot be copied.
+    inputs, or why the bin cannot be copied. As in pylance, the bin's rows are split into as many
+    files as they hold ``target_rows`` (at least one): a file ends after the input that takes it
+    to ``target_rows`` rows, but for the last one, or to ``max_bytes`` bytes.
 
     Raises:
         CorruptFileError: a data file is damaged.
@@ -76,14 +78,18 @@ def copy_plan(ds: Snapshot, bin_: _Bin, max_bytes: int) -> list[ConcatPlan] | st
     found = _inputs(ds, bin_)
     if isinstance(found, str):
         return found
+    # pylance's split: as many files as the bin's rows hold targets (at least one); each but the
+    # last ends after the input that takes it to the target, the last takes the rest
+    files = max(1, sum(item.meta.num_rows for item in found) // target_rows)
     groups: list[list[ConcatInput]] = [[]]
-    size = 0
+    size = rows = 0
     for item in found:
-        if size >= max_bytes:
+        if size >= max_bytes or (rows >= target_rows and len(groups) < files):
             groups.append([])
-            size = 0
+            size = rows = 0
         groups[-1].append(item)
         size += item.meta.size
+        rows += item.meta.num_rows
     plans = []
     for group in groups:
         plan = plan_concat(group)
