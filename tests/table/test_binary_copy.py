@@ -178,23 +178,39 @@ def test_max_bytes_per_file_ends_a_file_after_an_input(tmp_path):
         ([700] * 3, 1000),
         ([500, 400, 300, 800], 1000),
         ([990, 20, 990], 1000),
+        ([701, 700, 700], 1000),
+        ([700] * 5, 1000),
     ],
 )
-def test_a_bin_splits_into_files_as_in_pylance(tmp_path, sizes, target):
-    # as many files as the rows hold targets; each ends after the input reaching the target
+@pytest.mark.parametrize("mode", ["force_binary_copy", "reencode"])
+def test_a_bin_splits_into_files_as_in_pylance(tmp_path, sizes, target, mode):
+    # as many files as the rows hold targets: copied, each ends after the input reaching the
+    # target; re-encoded, they hold even rows
     ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
     start = 0
     for n in sizes:
         lt.write_dataset(pa.table({"id": pa.array(range(start, start + n), pa.int64())}), ours, mode="append")
         start += n
     shutil.copytree(ours, theirs)
-    lt.dataset(ours).compact_files(compaction_mode="force_binary_copy", target_rows_per_fragment=target)
-    lance.dataset(theirs).optimize.compact_files(
-        compaction_mode="force_binary_copy", target_rows_per_fragment=target
-    )
+    lt.dataset(ours).compact_files(compaction_mode=mode, target_rows_per_fragment=target)
+    lance.dataset(theirs).optimize.compact_files(compaction_mode=mode, target_rows_per_fragment=target)
     rows = [f.count_rows() for f in lance.dataset(theirs).get_fragments()]
     assert [f.count_rows() for f in lance.dataset(ours).get_fragments()] == rows
     assert lance.dataset(ours).to_table()["id"].to_pylist() == list(range(start))
+
+
+def test_reencoded_files_hold_even_live_rows_as_in_pylance(tmp_path):
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    for k in range(3):
+        lt.write_dataset(
+            pa.table({"id": pa.array(range(k * 700, k * 700 + 700), pa.int64())}), ours, mode="append"
+        )
+    lt.dataset(ours).delete("id < 5")
+    shutil.copytree(ours, theirs)
+    lt.dataset(ours).compact_files(target_rows_per_fragment=1000)
+    lance.dataset(theirs).optimize.compact_files(target_rows_per_fragment=1000)
+    rows = [f.count_rows() for f in lance.dataset(theirs).get_fragments()]
+    assert [f.count_rows() for f in lance.dataset(ours).get_fragments()] == rows == [1048, 1047]
 
 
 def _files(uri: str) -> set[str]:

@@ -243,7 +243,15 @@ def _copy_or_rewrite(
         if job.mode == "force_binary_copy":
             raise BinaryCopyError(f"{job.ds.uri}: binary copy is not supported: {plans}")
     return _rewrite_bin(
-        job.ds, bin_, job.max_bytes, job.data_format, report, write_tag, job.batch_rows, threads
+        job.ds,
+        bin_,
+        job.max_bytes,
+        job.data_format,
+        report,
+        write_tag,
+        job.batch_rows,
+        threads,
+        job.target_rows,
     )
 
 
