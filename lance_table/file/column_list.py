@@ -120,11 +120,6 @@ class ColumnList(Sequence[Any]):
             self._parse(index)
         return self._first[index]
 
-    @property
-    def limit(self) -> int:
-        """Where the file's data ends: every buffer lies before it (the footer region's start)."""
-        return self._limit
-
     def raw(self, index: int) -> memoryview | bytes:
         """Column ``index``'s serialized ``ColumnMetadata``, as the file holds it (unchecked)."""
         return self._blobs[index][1]
