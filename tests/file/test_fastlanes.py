@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from lance_table.file.compression import bitpacking
@@ -231,3 +232,41 @@ def test_wide_widths_take_each_fields_next_word_from_the_next_field_in_groups(
         assert np.array_equal(got, values), (t, w)
         if w in (t // 2 + 1, t - 1):
             assert np.array_equal(got.astype(np.uint64), _reference(packed, t, w, blocks)), (t, w)
+
+
+def test_pylance_files_of_wide_bitpacked_values_read_as_pylance_reads_them(tmp_path) -> None:
+    """pylance bitpacks floats as their bit patterns (random doubles in [0, 1) at 62 bits, floats
+    at 30) and wide integers at their widths: files it wrote read here as it reads them, whole,
+    by a take and after deleting rows here and there, through the wide-width kernel."""
+    import lance
+    import lance.file as lance_file
+
+    import lance_table
+    from lance_table.file.reader import LanceFileReader
+
+    n = 100_000  # (98 blocks: groups of 64 and a short one)
+    rng = np.random.default_rng(5)
+    table = pa.table(
+        {
+            "id": np.arange(n),
+            "f64": rng.random(n),
+            "f32": rng.random(n, dtype=np.float32),
+            "i64": rng.integers(0, 1 << 45, n),
+            "i32": rng.integers(0, 1 << 21, n).astype(np.int32),
+        }
+    )
+    path = str(tmp_path / "f.lance")
+    with lance_file.LanceFileWriter(path, table.schema, version="2.2") as w:
+        w.write_batch(table)
+    bitpacking._group_shifts.cache_clear()
+    ours = LanceFileReader(path)
+    theirs = lance_file.LanceFileReader(path).read_all().to_table()
+    assert theirs.equals(table)
+    assert ours.read_all().equals(theirs)
+    assert bitpacking._group_shifts.cache_info().misses >= 4  # (64, 62), (32, 30), (64, 45), (32, 21)
+    idx = np.sort(rng.choice(n, 500, replace=False))
+    assert ours.take(idx).equals(theirs.take(pa.array(idx)).combine_chunks())
+    uri = str(tmp_path / "ds")
+    lance.write_dataset(table, uri, data_storage_version="2.2")
+    lance.dataset(uri).delete("id % 7 = 3")
+    assert lance_table.dataset(uri).to_table().equals(lance.dataset(uri).to_table())
