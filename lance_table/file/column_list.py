@@ -23,10 +23,16 @@ _T = TypeVar("_T")
 MAX_COUNT = 2**63 - 1
 
 
-def parse_message(msg: Any, data: bytes | memoryview, path: str, what: str, offset: int) -> Any:
-    """``msg`` parsed from ``data``; a typed error naming the file and what was read otherwise."""
+def parse_message(
+    msg: Any, data: bytes | memoryview, path: str, what: str, offset: int, *, merge: bool = False
+) -> Any:
+    """``msg`` parsed from ``data`` (with ``merge``, merged into it: repeated fields appended); a
+    typed error naming the file and what was read otherwise."""
     try:
-        msg.ParseFromString(bytes(data))
+        if merge:
+            msg.MergeFromString(bytes(data))
+        else:
+            msg.ParseFromString(bytes(data))
     except (DecodeError, RuntimeError, ValueError) as exc:
         raise CorruptFileError(
             path, f"{what} is not a valid protobuf message ({exc})", offset=offset
@@ -113,6 +119,10 @@ class ColumnList(Sequence[Any]):
         if self._parsed[index] is None:
             self._parse(index)
         return self._first[index]
+
+    def raw(self, index: int) -> memoryview | bytes:
+        """Column ``index``'s serialized ``ColumnMetadata``, as the file holds it (unchecked)."""
+        return self._blobs[index][1]
 
     def parse_all(self) -> None:
         """Parse and check every column's metadata now (a verification of the whole file).
