@@ -17,12 +17,12 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
-from functools import cached_property
 from typing import Any
 
 import pyarrow as pa
 
 from lance_table._lru import LRU
+from lance_table._parallel import cached_per_instance
 from lance_table._proto import encodings_v2_0_pb2, encodings_v2_1_pb2, file_pb2
 from lance_table.errors import CorruptFileError, UnsupportedFormatError
 from lance_table.file.column_list import MAX_COUNT, ColumnList, parse_message
@@ -126,17 +126,17 @@ class FileMetadata:
     #: them: reads of small files, of one page per column, need no other); empty when not known
     first_buffers: Sequence[tuple[tuple[int, int], ...]] = ()
 
-    @cached_property
+    @cached_per_instance
     def roots(self) -> list[FieldNode]:
         """The field tree (built once: a scan of many fragments asks each file for it)."""
         return build_tree(self.fields)
 
-    @cached_property
+    @cached_per_instance
     def roots_by_id(self) -> dict[int, FieldNode]:
         """The top-level fields by field id."""
         return {n.id: n for n in self.roots}
 
-    @cached_property
+    @cached_per_instance
     def arrow_schema(self) -> pa.Schema:
         """The Arrow schema (the same object for the files of a dataset: see :data:`_SCHEMAS`)."""
         key = (id(self.fields), tuple(self.schema_metadata.items()))
