@@ -85,7 +85,7 @@ class _Tables:
     """A symbol table ready for decoding."""
 
     lengths: np.ndarray  # output bytes of each of the 512 rows
-    first_lengths: np.ndarray  # int64 output bytes of the first code of each pair (a | b << 8)
+    code_lengths: np.ndarray  # uint8 output bytes of each code (0 for the escape code)
     nsym: int
     singles: pa.Array  # binary: the bytes of each row
     pairs: pa.Array  # binary: the bytes of rows a then b at index a | b << 8 (a, b < 256)
@@ -248,17 +248,19 @@ def _decode_part(
             pairs[seg.size :] = ESCAPE
         p16 = pairs.view(np.uint16)
         data, ends = _take(t.pairs, p16)
-        # a string starting at an odd code starts after the first code of its pair: add that
-        # code's length (no masks: the parity multiplies it). Gathers in Arrow, which beats
-        # numpy's fancy indexing several times over on these many small lookups.
-        # (the int64 temporaries, one per string, come from Arrow's pool: see _buffers)
-        half = np.right_shift(at, 1, out=empty(at.size, at.dtype))
+        # a string starting at an odd code starts after the first code of its pair (the code
+        # before it): add that code's length (no masks: the parity multiplies it). In 32 bits (a
+        # part's codes are fewer than 2**31) and gathers in Arrow, which beats numpy's fancy
+        # indexing several times over on these many small lookups.
+        at32 = at.astype(np.int32)
+        half = np.right_shift(at32, 1)
         starts = empty(at.size, np.int64)
         starts[:] = _gather(ends, half)
-        np.minimum(half, p16.size - 1, out=half)
-        lead = _gather(p16, half)  # (an even start: any pair)
-        odd = np.bitwise_and(at, 1, out=half)
-        starts += np.multiply(_gather(t.first_lengths, lead), odd, out=odd)
+        odd = np.bitwise_and(at32, 1).astype(np.uint8)
+        before = np.subtract(at32, odd, out=half)  # (an even start: itself, any code will do)
+        np.minimum(before, pairs.size - 1, out=before)
+        step = _gather(t.code_lengths, _gather(pairs, before))
+        starts += np.multiply(step, odd, out=odd)
         return [data], starts
     data, ends = _take(t.singles, seg)
     starts = empty(at.size, np.int64)
@@ -312,9 +314,9 @@ def _tables(symbol_table: bytes) -> _Tables | None:
     pairs = pa.Array.from_buffers(
         pa.binary(), 1 << 16, [None, pa.py_buffer(np.ascontiguousarray(ends[0::2])), pa.py_buffer(data)]
     )
-    first_lengths = np.tile(lengths[:_LITERAL_ROW].astype(np.int64), 256)
+    code_lengths = lengths[:_LITERAL_ROW].astype(np.uint8)
     ascii = int(table[:nsym][keep[:nsym]].max(initial=0)) < 0x80
-    return _Tables(lengths, first_lengths, nsym, singles, pairs, ascii)
+    return _Tables(lengths, code_lengths, nsym, singles, pairs, ascii)
 
 
 def _parse_table(symbol_table: bytes | memoryview) -> tuple[np.ndarray | None, np.ndarray, int]:
