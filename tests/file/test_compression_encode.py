@@ -644,13 +644,13 @@ def test_fsst_table_layout() -> None:
 def spy(monkeypatch: pytest.MonkeyPatch) -> list[tuple[bytes, np.ndarray]]:
     """The (symbol table, offsets) of every FSST decode while our reader reads a file."""
     calls: list[tuple[bytes, np.ndarray]] = []
-    real = fsst.decode
+    real = fsst.decode_text
 
     def recording(table: Any, data: Any, offsets: Any) -> Any:
         calls.append((bytes(table), np.asarray(offsets)))
         return real(table, data, offsets)
 
-    monkeypatch.setattr(fsst, "decode", recording)
+    monkeypatch.setattr(fsst, "decode_text", recording)
     return calls
 
 

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 
 from lance_table import _parallel
+from lance_table.errors import CorruptFileError
 from lance_table.file.compression import fsst
 from lance_table.file.reader import LanceFileReader
 
@@ -32,6 +33,7 @@ class Parsed:
     escaped_ff: int = 0  # escaped literal 0xFF bytes, i.e. the pair FF FF
     escape_ends_string: int = 0  # the escaped literal is the last byte of its string
     escape_starts_string: int = 0
+    ascii: bool = False  # symbols and escaped literals all ASCII: the output needs no UTF-8 look
 
 
 def reference(table: bytes, data: bytes, offsets: list[int]) -> Parsed:
@@ -42,6 +44,7 @@ def reference(table: bytes, data: bytes, offsets: list[int]) -> Parsed:
         return Parsed(bytes(data), list(offsets))
     nsym = header & 0xFF
     syms = [table[8 + 8 * i : 8 + 8 * i + table[8 + 8 * nsym + i]] for i in range(nsym)]
+    out.ascii = all(s.isascii() for s in syms)
     buf = bytearray()
     for lo, hi in itertools.pairwise(offsets):
         i = lo
@@ -51,6 +54,7 @@ def reference(table: bytes, data: bytes, offsets: list[int]) -> Parsed:
                 out.escaped_ff += data[i + 1] == 0xFF
                 out.escape_ends_string += i + 2 == hi
                 out.escape_starts_string += i == lo
+                out.ascii &= data[i + 1] < 0x80
                 buf.append(data[i + 1])
                 i += 2
             else:
@@ -66,10 +70,12 @@ def check(table: bytes, strings: list[list[int]]) -> Parsed:
     data = bytes(b for s in strings for b in s)
     offsets = np.concatenate([[0], np.cumsum([len(s) for s in strings])]).astype(np.int64)
     expected = reference(table, data, offsets.tolist())
-    out, new_offsets = fsst.decode(table, data, offsets)
+    out, new_offsets, ascii = fsst.decode_text(table, data, offsets)
     assert isinstance(out, (bytes, memoryview))
     assert bytes(out) == expected.data
     assert new_offsets.tolist() == expected.offsets
+    assert ascii == expected.ascii
+    assert not ascii or expected.data.isascii()  # what lets a read skip its UTF-8 check
     return expected
 
 
@@ -116,6 +122,46 @@ def test_raw_mode_when_the_switch_is_off():
 
 def test_no_symbols_only_escapes():
     check(make_table([]), [[E, 0x61, E, E], [], [E, 0]])
+
+
+ASCII_TABLE = make_table([b"a", b"bc", b"def", b"ghij", b"x y z 0."])
+
+
+def test_ascii_output_is_known_without_looking_at_it():
+    # ASCII symbols without escapes, or with escapes of ASCII bytes: ASCII output
+    assert check(ASCII_TABLE, [[0, 1, 2], [3, 4], []]).ascii
+    assert check(ASCII_TABLE, [[0, E, 0x7F, 1], [E, 0x00], [E, 0x41]]).ascii
+    # one escaped byte of 0x80 or more (0xFF too: its escape is a run of two 0xFF bytes)
+    assert not check(ASCII_TABLE, [[0, 1], [E, 0x80, 2]]).ascii
+    assert not check(ASCII_TABLE, [[0], [E, E, 0]]).ascii
+    assert not check(ASCII_TABLE, [[0], [1, E, 0xC3, E, 0xA9]]).ascii  # (valid UTF-8, still looked at)
+    # one symbol that is not ASCII, used or not; bytes past a symbol's length do not count
+    assert not check(make_table([b"a", b"\xc3\xa9"]), [[0, 0]]).ascii
+    padded = bytearray(make_table([b"ab"]))
+    padded[8 + 2] = 0xFF  # a byte of the u64 word past the 2-byte symbol
+    assert check(bytes(padded), [[0, 0], [0]]).ascii
+    # raw data (the encoder switched off) is not looked at: never known ASCII
+    raw = fsst.decode_text(make_table([b"a"], switch=False), b"abc", np.array([0, 3]))
+    assert bytes(raw.data) == b"abc" and not raw.ascii
+
+
+def test_random_ascii_tables_with_escapes(monkeypatch):
+    monkeypatch.setattr(fsst, "_MIN_PART", 4)
+    rng = np.random.default_rng(12)
+    for case in range(60):
+        nsym = int(rng.integers(1, 255))
+        symbols = [bytes(rng.integers(0, 128, int(rng.integers(1, 9)), dtype=np.uint8)) for _ in range(nsym)]
+        high = case % 3 == 0  # some escaped literals of 0x80 and more
+        strings = []
+        for _ in range(int(rng.integers(1, 40))):
+            s: list[int] = []
+            for _ in range(int(rng.integers(0, 12))):
+                if rng.random() < 0.1:
+                    s += [E, int(rng.integers(0, 256 if high else 128))]
+                else:
+                    s.append(int(rng.integers(0, nsym)))
+            strings.append(s)
+        check(make_table(symbols), strings)
 
 
 @pytest.mark.parametrize("block", [1, 2, 3, 7, 64])
@@ -220,13 +266,13 @@ def test_malformed_input_is_refused(table, data, offsets, match):
 def spy(monkeypatch):
     """Every (symbol table, data, offsets) that lance_table's readers pass to ``fsst.decode``."""
     calls: list[tuple[bytes, bytes, list[int]]] = []
-    real = fsst.decode
+    real = fsst.decode_text
 
     def recording(table, data, offsets):
         calls.append((bytes(table), bytes(data), np.asarray(offsets).tolist()))
         return real(table, data, offsets)
 
-    monkeypatch.setattr(fsst, "decode", recording)
+    monkeypatch.setattr(fsst, "decode_text", recording)
     return calls
 
 
@@ -322,3 +368,85 @@ def test_fsst_strings_with_nulls_and_empty_values_both_ways(tmp_path, spy, versi
     with LanceFileWriter(ours, table.schema, version=version) as w:
         w.write_batch(table)
     assert lance_file.LanceFileReader(str(ours)).read_all().to_table()["s"].equals(table["s"])
+
+
+# --- the UTF-8 check of strings FSST decompressed ----------------------------------------------
+
+
+def _words_table(rare: str | None, version: str) -> pa.Table:
+    """20,000 ASCII strings (FSST pages in pylance's files), one of them ``rare`` if given."""
+    rng = np.random.default_rng(1)
+    words = np.array(["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "theta"])
+    values = [" ".join(rng.choice(words, 4)) + f" {i}" for i in range(20_000)]
+    if rare is not None:
+        values[777] = rare
+    meta = {"lance-encoding:compression": "fsst"} if version == "2.0" else None  # (not 2.0's default)
+    return pa.table([pa.array(values)], schema=pa.schema([pa.field("s", pa.string(), metadata=meta)]))
+
+
+@pytest.fixture
+def looked(monkeypatch):
+    """The lengths of the string arrays whose UTF-8 the readers look at."""
+    from lance_table.file import utf8
+
+    seen: list[int] = []
+    real = utf8.problem_of
+
+    def recording(data, t=None):
+        seen.append(len(data))
+        return real(data, t)
+
+    monkeypatch.setattr(utf8, "problem_of", recording)
+    return seen
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("version", ["2.0", "2.1", "2.2"])
+def test_ascii_fsst_pages_are_not_looked_at_again(tmp_path, spy, looked, version):
+    """pylance's FSST pages of ASCII strings decode to strings known valid: no UTF-8 pass over
+    them. With one string that is not ASCII (its bytes escaped), the page is checked."""
+    lance_file = pytest.importorskip("lance.file")
+    for rare, checked in ((None, False), ("x\u01c5y é", True)):
+        table = _words_table(rare, version)
+        path = tmp_path / f"{version}-{checked}.lance"
+        with lance_file.LanceFileWriter(str(path), table.schema, version=version) as w:
+            w.write_batch(table)
+        spy.clear()
+        looked.clear()
+        got = LanceFileReader(path).read_all()
+        assert got["s"].equals(table["s"])
+        assert got["s"].equals(lance_file.LanceFileReader(str(path)).read_all().to_table()["s"])
+        assert spy  # pylance compressed the strings with FSST
+        assert bool(looked) == checked, looked
+        looked.clear()
+        assert LanceFileReader(path).take([0, 777, 19_999])["s"].equals(table["s"].take([0, 777, 19_999]))
+        assert bool(looked) == checked, looked
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_fsst_output_that_is_not_utf8_is_refused(tmp_path, version):
+    """An escaped literal damaged into a byte that is not UTF-8, in a page otherwise all ASCII
+    (an ASCII symbol table): the read refuses it with the typed error, as pylance refuses it."""
+    lance_file = pytest.importorskip("lance.file")
+    table = _words_table("x~`y", version)  # rare bytes: pylance escapes them
+    path = tmp_path / "f.lance"
+    for _attempt in range(4):  # (pylance samples at random: in the rare case that "~" is a symbol)
+        with lance_file.LanceFileWriter(str(path), table.schema, version=version) as w:
+            w.write_batch(table)
+        data = bytearray(path.read_bytes())
+        if data.count(b"\xff~\xff`") == 1:
+            break
+    else:
+        pytest.fail("pylance never escaped '~`'")
+    assert LanceFileReader(path).read_all()["s"].equals(table["s"])
+    data[data.find(b"\xff~\xff`") + 1] = 0xFE  # "x\xfe`y": not UTF-8
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptFileError, match=r"column 's'.* not valid UTF-8") as info:
+        LanceFileReader(path).read_all()
+    assert str(path) in str(info.value)
+    with pytest.raises(CorruptFileError, match="'s'"):
+        LanceFileReader(path).take([3, 777])
+    assert LanceFileReader(path).take([3, 776])["s"].equals(table["s"].take([3, 776]))
+    with pytest.raises(ValueError, match=r"(?i)utf-?8"):
+        lance_file.LanceFileReader(str(path)).read_all().to_table()

@@ -55,7 +55,7 @@ def test_take_of_long_strings_decodes_only_their_rows(
 
     walked: list[int] = []  # entries parsed per full-zip walk
     decoded: list[int] = []  # strings FSST-decoded per call
-    real_walk, real_decode = decode._walk_full_zip, fsst.decode
+    real_walk, real_decode = decode._walk_full_zip, fsst.decode_text
 
     def walk(layout, io, u8, bounds=None):  # type: ignore[no-untyped-def]
         entries = real_walk(layout, io, u8, *([] if bounds is None else [bounds]))
@@ -67,7 +67,7 @@ def test_take_of_long_strings_decodes_only_their_rows(
         return real_decode(table, data, offsets)
 
     monkeypatch.setattr(decode, "_walk_full_zip", walk)
-    monkeypatch.setattr(fsst, "decode", fsst_decode)
+    monkeypatch.setattr(fsst, "decode_text", fsst_decode)
     theirs = lance_file.LanceFileReader(str(path))
     rng = np.random.default_rng(4)
     for picks in ([0], [ROWS - 1], [5, 6, 7, 8], sorted(rng.choice(ROWS, 200, replace=False).tolist())):

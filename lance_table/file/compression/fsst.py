@@ -29,6 +29,21 @@ slower on pylance's pages (per page of 7.6M codes: 17-18 ms for the pairs): a ta
 taken as fixed-size binary (3-6 ms) and compacted by an Arrow filter (20-37 ms); inline
 ``binary_view`` entries cast to binary (57 ms); list<uint8> takes and list-view flattens (70 ms
 and more). One take over several pages gains nothing: each page has its own table.
+
+Also measured and slower (a page of pylance's 20-letter strings: 7.6M codes, symbols of 1-2
+bytes; pair take 40-43 ms on a loaded machine): groups of 8 codes assembled in 16-byte slots from
+u64 pair words by numpy shifts and taken as entries between gaps (the gap take of 0.95M entries
+costs 9 ms, the assembly 25 ms: 48-66 ms in all); pair slots of 4 bytes compacted by a boolean
+mask (70 ms) or ``np.compress`` / Arrow's filter (48-54 ms); pair words written at their output
+positions through numpy (76 ms); pair slots padded with an unused byte that
+``bytes.translate`` deletes (25 ms for the slots alone, then the output positions need a cumulative
+sum of pair lengths, and it holds the GIL); ``binary_join`` of per-string lists of symbols (108
+ms). Arrow's kernels that write variable-length output cost 5-11 ns per element whatever
+builds their input, so the pair take, with the fewest elements that a table of 65536 rows allows,
+stays.
+
+The output needs no UTF-8 check when the table's symbols and the escaped literals are all ASCII
+(:func:`decode_text` says so, from the largest code it reads anyway and the literals it finds).
 """
 
 from __future__ import annotations
@@ -38,6 +53,7 @@ import itertools
 import struct
 import threading
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -69,10 +85,20 @@ class _Tables:
     """A symbol table ready for decoding."""
 
     lengths: np.ndarray  # output bytes of each of the 512 rows
-    first_lengths: np.ndarray  # int64 output bytes of the first code of each pair (a | b << 8)
+    code_lengths: np.ndarray  # uint8 output bytes of each code (0 for the escape code)
     nsym: int
     singles: pa.Array  # binary: the bytes of each row
     pairs: pa.Array  # binary: the bytes of rows a then b at index a | b << 8 (a, b < 256)
+    ascii: bool  # every byte of every symbol is below 0x80
+
+
+class Decoded(NamedTuple):
+    """Decompressed strings: their bytes, the n + 1 offsets into them, and whether the bytes are
+    known to be ASCII without looking at them (see :func:`decode_text`)."""
+
+    data: bytes | memoryview
+    offsets: np.ndarray
+    ascii: bool
 
 
 def decode(
@@ -82,20 +108,33 @@ def decode(
 
     Returns the decompressed bytes and the new offsets (one more than the number of strings).
     """
+    got = decode_text(symbol_table, data, offsets)
+    return got.data, got.offsets
+
+
+def decode_text(symbol_table: bytes | memoryview, data: bytes | memoryview, offsets: np.ndarray) -> Decoded:
+    """:func:`decode`, also saying whether the output is all ASCII (so valid UTF-8) for free.
+
+    The output is made of symbols and of the literal bytes that follow escapes, nothing else: when
+    every symbol of the table is ASCII and so is every escaped literal (the stream's largest code
+    is a symbol, or the literals were looked at as the escapes were found), so is every output
+    byte. Raw data (the encoder switched off) is not looked at: ``ascii`` is then False.
+    """
     offsets = np.asarray(offsets, np.int64)
     tables = _tables(bytes(symbol_table))
-    if tables is None:
-        return bytes(data), offsets  # the encoder switched itself off: bytes are stored raw
+    if tables is None:  # the encoder switched itself off: bytes are stored raw
+        return Decoded(bytes(data), offsets, False)
     codes = np.frombuffer(data, np.uint8)
     n = codes.size
     if offsets.size and (offsets[0] < 0 or offsets[-1] > n or descends(offsets)):
         raise FsstError(f"string offsets do not lie in order within the {n} compressed bytes")
-    rows, code_index = _rows(codes, offsets, tables.nsym)
+    rows, code_index, ascii_literals = _rows(codes, offsets, tables.nsym)
+    ascii = tables.ascii and ascii_literals
     with _IN_FLIGHT:
         bounds = _bounds(rows.size)
         if len(bounds) == 2:  # one part: decoded here, nothing to join
             pieces, starts = _decode_part(rows, 0, rows.size, code_index, tables)
-            return (pieces[0] if pieces else memoryview(b"")), starts
+            return Decoded((pieces[0] if pieces else memoryview(b"")), starts, ascii)
         parts = map_parts(
             lambda b: _decode_part(rows, b[0], b[1], code_index, tables), list(itertools.pairwise(bounds))
         )
@@ -109,7 +148,7 @@ def decode(
         done += sum(len(piece) for piece in part_pieces)
         pieces += part_pieces
     pieces = [piece for piece in pieces if len(piece)]
-    return (pieces[0] if len(pieces) == 1 else _joined(pieces, done)), new_offsets
+    return Decoded((pieces[0] if len(pieces) == 1 else _joined(pieces, done)), new_offsets, ascii)
 
 
 def _joined(pieces: list[memoryview], size: int) -> memoryview:
@@ -143,12 +182,12 @@ class _InFlight:
 _IN_FLIGHT = _InFlight()
 
 
-def _rows(codes: np.ndarray, offsets: np.ndarray, nsym: int) -> tuple[np.ndarray, np.ndarray]:
-    """The table rows of a code stream (uint8 without escapes, else int16 with literal rows) and
-    the index among them of each string offset."""
+def _rows(codes: np.ndarray, offsets: np.ndarray, nsym: int) -> tuple[np.ndarray, np.ndarray, bool]:
+    """The table rows of a code stream (uint8 without escapes, else int16 with literal rows), the
+    index among them of each string offset, and whether every escaped literal is ASCII."""
     n = codes.size
     if not n or int(codes.max()) < nsym:
-        return codes, offsets  # every code is a symbol: no escapes (one pass over the codes)
+        return codes, offsets, True  # every code is a symbol: no escapes (one pass over the codes)
     ff = np.flatnonzero(codes == ESCAPE)
     if not ff.size:
         bad = codes >= nsym
@@ -164,8 +203,9 @@ def _rows(codes: np.ndarray, offsets: np.ndarray, nsym: int) -> tuple[np.ndarray
         raise FsstError(f"code {int(codes[bad][0])} is not in a symbol table of {nsym} symbols")
     keep = np.ones(n, bool)
     keep[markers] = False
+    ascii_literals = int(codes[literals].max()) < 0x80
     # index of each offset among the codes that are left: minus the markers before it
-    return rows[keep], offsets - np.searchsorted(markers, offsets)
+    return rows[keep], offsets - np.searchsorted(markers, offsets), ascii_literals
 
 
 def _bounds(n: int) -> list[int]:
@@ -208,17 +248,19 @@ def _decode_part(
             pairs[seg.size :] = ESCAPE
         p16 = pairs.view(np.uint16)
         data, ends = _take(t.pairs, p16)
-        # a string starting at an odd code starts after the first code of its pair: add that
-        # code's length (no masks: the parity multiplies it). Gathers in Arrow, which beats
-        # numpy's fancy indexing several times over on these many small lookups.
-        # (the int64 temporaries, one per string, come from Arrow's pool: see _buffers)
-        half = np.right_shift(at, 1, out=empty(at.size, at.dtype))
+        # a string starting at an odd code starts after the first code of its pair (the code
+        # before it): add that code's length (no masks: the parity multiplies it). In 32 bits (a
+        # part's codes are fewer than 2**31) and gathers in Arrow, which beats numpy's fancy
+        # indexing several times over on these many small lookups.
+        at32 = at.astype(np.int32)
+        half = np.right_shift(at32, 1)
         starts = empty(at.size, np.int64)
         starts[:] = _gather(ends, half)
-        np.minimum(half, p16.size - 1, out=half)
-        lead = _gather(p16, half)  # (an even start: any pair)
-        odd = np.bitwise_and(at, 1, out=half)
-        starts += np.multiply(_gather(t.first_lengths, lead), odd, out=odd)
+        odd = np.bitwise_and(at32, 1).astype(np.uint8)
+        before = np.subtract(at32, odd, out=half)  # (an even start: itself, any code will do)
+        np.minimum(before, pairs.size - 1, out=before)
+        step = _gather(t.code_lengths, _gather(pairs, before))
+        starts += np.multiply(step, odd, out=odd)
         return [data], starts
     data, ends = _take(t.singles, seg)
     starts = empty(at.size, np.int64)
@@ -272,8 +314,9 @@ def _tables(symbol_table: bytes) -> _Tables | None:
     pairs = pa.Array.from_buffers(
         pa.binary(), 1 << 16, [None, pa.py_buffer(np.ascontiguousarray(ends[0::2])), pa.py_buffer(data)]
     )
-    first_lengths = np.tile(lengths[:_LITERAL_ROW].astype(np.int64), 256)
-    return _Tables(lengths, first_lengths, nsym, singles, pairs)
+    code_lengths = lengths[:_LITERAL_ROW].astype(np.uint8)
+    ascii = int(table[:nsym][keep[:nsym]].max(initial=0)) < 0x80
+    return _Tables(lengths, code_lengths, nsym, singles, pairs, ascii)
 
 
 def _parse_table(symbol_table: bytes | memoryview) -> tuple[np.ndarray | None, np.ndarray, int]:

@@ -304,11 +304,12 @@ def _fsst(enc: Any, io: PageIO, runs: Runs, dtype: pa.DataType) -> pa.Array:
     inner = decode(enc.binary, io, runs, pa.large_binary())
     offsets = np.frombuffer(inner.buffers()[1], np.int64, len(inner) + 1, inner.offset * 8)
     data_buf = inner.buffers()[2]
-    data = data_buf.to_pybytes() if data_buf is not None else b""
+    data = memoryview(data_buf) if data_buf is not None else b""
     try:
-        out, new_offsets = fsst.decode(enc.symbol_table, data, offsets - offsets[0])
+        out, new_offsets, ascii = fsst.decode_text(enc.symbol_table, data, offsets - offsets[0])
     except fsst.FsstError as exc:
         raise io.corrupt(f"FSST data: {exc}") from exc
+    io.strings_checked |= ascii  # (the page's values are these strings: nothing else to check)
     valid = np.asarray(inner.is_valid())
     return build_binary(dtype, valid, np.diff(new_offsets), pa.py_buffer(out), 0, io)
 

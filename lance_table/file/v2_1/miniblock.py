@@ -23,7 +23,7 @@ from lance_table.file.runs import Runs
 from lance_table.file.v2_1 import batch, batch_runs
 from lance_table.file.v2_1.chunk_headers import ChunksRead, parse_chunks
 from lance_table.file.v2_1.compress import decode_block, decode_values
-from lance_table.file.v2_1.values import Fixed, Values, Var, concat_values, offsets_of, to_arrow
+from lance_table.file.v2_1.values import Fixed, Values, Var, concat_values, expand, offsets_of, to_arrow
 from lance_table.storage.sources import read_spans
 
 
@@ -206,8 +206,12 @@ def _values_array(
     valid: np.ndarray | None,
     io: PageIO,
 ) -> pa.Array:
-    """Decoded values as Arrow (without nulls), resolving dictionary indices."""
+    """Decoded values as Arrow (without nulls), resolving dictionary indices. FSST strings that
+    decompress to nothing but ASCII need no UTF-8 check: the page is marked checked."""
     if dictionary is None:
+        if isinstance(values, Var) and values.symbols is not None:
+            values = expand(values, io)
+            io.strings_checked |= values.ascii
         return to_arrow(values, dtype, n, io)
     if not isinstance(values, Fixed) or values.bits not in bitpacking.DTYPES:
         raise io.corrupt("dictionary indices are not fixed-width integers")

@@ -37,12 +37,14 @@ class Var:
     """Variable-width values: bytes and n + 1 offsets into them.
 
     With ``symbols`` the bytes are still FSST-compressed: pieces of a page share one symbol table,
-    so they are concatenated first and decompressed once.
+    so they are concatenated first and decompressed once. ``ascii``: the bytes are known to be
+    ASCII (decompressed with a table and escapes that can produce nothing else).
     """
 
     data: bytes | memoryview
     offsets: np.ndarray
     symbols: bytes | None = None
+    ascii: bool = False
 
 
 def offsets_of(lengths: np.ndarray) -> np.ndarray:
@@ -211,10 +213,10 @@ def expand(values: Var, io: PageIO) -> Var:
     lo, hi = int(values.offsets[0]), int(values.offsets[-1])
     try:
         data = memoryview(values.data)[lo:hi]
-        text, offsets = fsst.decode(values.symbols, data, _from_zero(values.offsets, lo))
+        got = fsst.decode_text(values.symbols, data, _from_zero(values.offsets, lo))
     except fsst.FsstError as exc:
         raise io.corrupt(f"FSST data: {exc}") from exc
-    return Var(text, offsets)
+    return Var(got.data, got.offsets, ascii=got.ascii)
 
 
 def concat_values(pieces: list[Values], io: PageIO) -> Values:
