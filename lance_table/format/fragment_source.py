@@ -35,12 +35,10 @@ _PROTO_NAME = "lance_table/fragment_columns.proto"
 _CLASSES: dict[str, Any] = {}
 _LOCK = threading.Lock()
 
-# Paths joined by newlines, translated so that a plain path's characters (``paths._PLAIN_PATH``)
-# stay and the others are NUL, and that ``.``, ``/`` and the joiner are all a newline: then a
-# segment that is empty or starts with a dot shows as two newlines (as do names with ``..`` or
-# ending with a dot, which are plain too, but no writer makes: they take the slower way).
-_PLAIN_CHARS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"
-_PATH_CLASSES = bytes(c if c in _PLAIN_CHARS else 10 if c in b"./\n" else 0 for c in range(256))
+# The characters of a plain file name (``paths._PLAIN_PATH`` without ``/``), and a translation
+# that makes every other character NUL.
+_NAME_CHARS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-."
+_NOT_NAME_CHARS = bytes(c if c in _NAME_CHARS else 0 for c in range(256))
 
 
 def _message(name: str) -> Any:
@@ -245,15 +243,13 @@ def _one_value(values: list[int], count: int) -> int | None:
 
 
 def _plain(paths: list[bytes]) -> bool:
-    """Whether every path (UTF-8) is plain, as ``paths.check_relative_path`` accepts at once:
-    segments of letters, digits, ``_``, ``-`` and ``.`` (none empty, none starting with a dot), at
-    most :data:`MAX_NAME_BYTES` characters in all."""
+    """Whether every path (UTF-8) is a plain file name, which ``paths.check_relative_path``
+    accepts: letters, digits, ``_``, ``-`` and ``.``, not starting with a dot, at most
+    :data:`MAX_NAME_BYTES` long. (Nested paths and names starting with ``-`` are plain too, but
+    no writer makes them: they take the slower way.)"""
     if max(map(len, paths)) > MAX_NAME_BYTES:
         return False
-    joined = b"\n".join(paths)
-    if joined.count(b"\n") != len(paths) - 1:  # a path holds the joiner
+    first = min(paths)  # the least first character: none is empty or starts with "." or "-"
+    if not first or first[0] in b"-.":
         return False
-    classes = joined.translate(_PATH_CLASSES)
-    return not (
-        not classes or b"\0" in classes or b"\n\n" in classes or classes[:1] == b"\n" or classes[-1:] == b"\n"
-    )
+    return b"\0" not in b"".join(paths).translate(_NOT_NAME_CHARS)
