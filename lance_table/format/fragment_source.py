@@ -60,8 +60,8 @@ def raw_manifest() -> Any:
 def _make_classes() -> dict[str, Any]:
     """``RawManifest`` (table.proto's ``Manifest`` with ``fragments`` as bytes), ``FragmentColumns``
     (every field of ``DataFragment`` repeated, its data files and deletion file as bytes),
-    ``FileColumns`` and ``DeletionColumns`` (every field of ``DataFile``, ``DeletionFile``
-    repeated; a data file's path as bytes) and ``FragmentEntries`` (only
+    ``FileColumns`` (the path, as bytes, and format of a ``DataFile``, repeated),
+    ``DeletionColumns`` (every field of ``DeletionFile`` repeated) and ``FragmentEntries`` (only
     ``fragments``, as bytes: its serialization is a manifest's fragment records). Numbers and types
     are copied from table.proto's descriptor, so the two cannot disagree."""
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
@@ -85,13 +85,17 @@ def _make_classes() -> dict[str, Any]:
             f.ClearField("type_name")
     entries = out.message_type.add(name="FragmentEntries")
     entries.field.add().CopyFrom(next(f for f in raw.field if f.name == "fragments"))
-    for name, columns, as_bytes in (
-        ("DataFragment", "FragmentColumns", ("files", "deletion_file")),
-        ("DataFile", "FileColumns", ("path",)),  # (checked as ASCII by read_fragments)
-        ("DeletionFile", "DeletionColumns", ()),
+    for name, columns, as_bytes, only in (
+        ("DataFragment", "FragmentColumns", ("files", "deletion_file"), None),
+        # (a path is checked as ASCII by read_fragments; the other fields of a data file are
+        # facts of the fragment objects, parsed as they are made)
+        ("DataFile", "FileColumns", ("path",), ("path", "file_major_version", "file_minor_version")),
+        ("DeletionFile", "DeletionColumns", (), None),
     ):
         message = out.message_type.add(name=columns)
         for f in by_name[name].field:
+            if only is not None and f.name not in only:
+                continue
             copied = message.field.add()
             copied.CopyFrom(f)
             copied.ClearField("oneof_index")

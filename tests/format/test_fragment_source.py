@@ -199,3 +199,32 @@ def test_read_fragments_takes_only_plain_paths():
         slow_but_plain = bad in (".a", "a/.b", "é", "sub/a", "-x")  # accepted, the slower way
         with contextlib.nullcontext() if slow_but_plain else pytest.raises(CorruptFileError):
             check_relative_path(bad, "w", "p")
+
+
+def test_a_damaged_column_list_is_refused_when_the_fragment_is_made(tmp_path):
+    """The fields and columns of a data file are facts of the fragment objects only: a garbled
+    list of them is refused (typed, naming the manifest) when the fragments are made, not when
+    the manifest is decoded (as before)."""
+    uri = str(tmp_path / "ds")
+    for i, n in enumerate((30, 10)):
+        lt.write_dataset(_rows(i * 100, n), uri, mode="append" if i else "create")
+    data, path = _manifests(uri)[-1]
+    m = decode_manifest_file(data, path).manifest
+    good = m.fragments[1]
+    file = table_pb2.DataFile()
+    good.files[0].to_pb(file)
+    file.ClearField("fields")
+    garbled = file.SerializeToString() + b"\x12\x02\xff\xff"  # ``fields``: a varint that never ends
+    frag = table_pb2.DataFragment(id=1, physical_rows=10)
+    raw = frag.SerializeToString() + b"\x12" + bytes([len(garbled)]) + garbled
+    bad = dataclasses.replace(good)
+    bad.__dict__["pb_bytes"] = raw
+    data = encode_manifest_file(dataclasses.replace(m, fragments=(m.fragments[0], bad)), b"")
+    with pytest.raises(CorruptFileError, match="does not parse"):
+        _parse(data, path)  # the whole manifest as a protobuf: refused at once
+    fragment_module._FRAGMENTS.clear()
+    decoded = decode_manifest_file(data, path).manifest
+    assert decoded.num_rows == 40
+    with pytest.raises(CorruptFileError, match="fragment 1 of the manifest does not parse") as info:
+        decoded.fragments  # noqa: B018
+    assert info.value.path == path
