@@ -535,6 +535,13 @@ def main() -> None:
             lambda u: lance.dataset(u).optimize.compact_files(),
             fresh=True,
         )
+        copy = "try_binary_copy"  # pages copied as they are where no fragment has deletions
+        both(
+            "compaction (binary copy)",
+            lambda u: lt.dataset(u).compact_files(compaction_mode=copy),
+            lambda u: lance.dataset(u).optimize.compact_files(compaction_mode=copy),
+            fresh=True,
+        )
         zero = dt.timedelta(0)
         both(
             "cleanup (all but latest)",

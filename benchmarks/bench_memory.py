@@ -13,9 +13,11 @@ Scenarios, on ``--rows`` rows of the benchmark schema (``--format``), written in
   FSST): ``scan`` (``to_batches``, each batch dropped), ``to_table``, ``projection`` (the ``text``
   column), ``filter`` (``x < 0.1``, 10% of rows), ``take`` (1,000 random rows).
 - mutations, each on a fresh copy of those datasets: ``delete`` (10% of rows), ``compaction`` (10
-  fragments into one), ``upsert`` (``merge_insert`` of 10% of rows, half of them new ids).
+  fragments into one), ``copy_compaction`` (the same with ``compaction_mode="try_binary_copy"``:
+  pages copied as they are), ``upsert`` (``merge_insert`` of 10% of rows, half of them new ids).
 - ``history``: a dataset of 500 appends of 100 rows (500 fragments), made by each side: ``scan``,
-  ``filter``, ``take`` (100 rows), ``delete`` (``id = 42``: one row in each fragment), ``compaction``.
+  ``filter``, ``take`` (100 rows), ``delete`` (``id = 42``: one row in each fragment), ``compaction``,
+  ``copy_compaction``.
 
     python benchmarks/bench_memory.py --rows 1000000 --format 2.2
     python benchmarks/bench_memory.py --rows 5000000 --format 2.0 --only write scan
@@ -42,8 +44,8 @@ BATCH = 100_000
 SIDES = ("lance_table", "pylance")
 WRITES = ("write_reader", "write_table")
 READS = ("scan", "to_table", "projection", "filter", "take")
-MUTATIONS = ("delete", "compaction", "upsert")
-HISTORY = ("h_scan", "h_filter", "h_take", "h_delete", "h_compaction")
+MUTATIONS = ("delete", "compaction", "copy_compaction", "upsert")
+HISTORY = ("h_scan", "h_filter", "h_take", "h_delete", "h_compaction", "h_copy_compaction")
 HISTORY_APPENDS = 500
 
 
@@ -118,6 +120,9 @@ def _child(side: str, op: str, uri: str, rows: int, fmt: str) -> dict[str, objec
     elif op in ("compaction", "h_compaction"):
         ds = mod.dataset(uri)
         ds.optimize.compact_files()
+    elif op in ("copy_compaction", "h_copy_compaction"):  # the pages copied as they are
+        ds = mod.dataset(uri)
+        ds.optimize.compact_files(compaction_mode="try_binary_copy")
     elif op == "upsert":
         ds = mod.dataset(uri)
         ds.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(work)

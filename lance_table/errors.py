@@ -272,6 +272,12 @@ class UnsupportedOperationError(LanceTableError, NotImplementedError):
     perform; the message names it. Nothing was written."""
 
 
+class BinaryCopyError(UnsupportedOperationError, OSError):
+    """A compaction with ``compaction_mode="force_binary_copy"`` met fragments it cannot copy page
+    by page (deletions, other schemas or file versions, blob columns); the message says why.
+    pylance raises OSError. Nothing was committed, and the files written were deleted."""
+
+
 class UnsupportedOptionError(UnsupportedOperationError, ValueError):
     """A pylance option that would change the result and that lance_table does not implement.
 

@@ -4,9 +4,10 @@ distributed compaction (``Compaction.plan``, ``CompactionTask.execute`` on worke
 
 from __future__ import annotations
 
-from typing import Literal, TypedDict
+from typing import Literal, TypedDict, cast
 
 from lance_table.table import compaction_tasks
+from lance_table.table.compaction_config import with_config
 from lance_table.table.compaction_tasks import CompactionPlan, CompactionTask, RewriteResult
 from lance_table.table.dataset import LanceDataset
 from lance_table.table.operations.compaction import CompactionMetrics
@@ -51,6 +52,7 @@ def _check(dataset: LanceDataset, options: CompactionOptions) -> None:
     _known(options)
     check_compaction_options(
         compaction_mode=options.get("compaction_mode"),
+        binary_copy_read_batch_bytes=options.get("binary_copy_read_batch_bytes"),
         max_source_fragments=options.get("max_source_fragments"),
         max_source_rows=options.get("max_source_rows"),
         max_source_bytes=options.get("max_source_bytes"),
@@ -101,6 +103,9 @@ class Compaction:
             TypeError: an option pylance does not have.
             UnsupportedOperationError: see :meth:`DatasetOptimizer.compact_files`.
         """
+        _known(options)
+        # the options left out take the dataset's lance.compaction.* config, as in pylance
+        options = cast(CompactionOptions, with_config(options, dataset._snapshot.manifest.config))
         _check(dataset, options)
         return compaction_tasks.plan(dataset, options)
 

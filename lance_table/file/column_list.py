@@ -23,10 +23,16 @@ _T = TypeVar("_T")
 MAX_COUNT = 2**63 - 1
 
 
-def parse_message(msg: Any, data: bytes | memoryview, path: str, what: str, offset: int) -> Any:
-    """``msg`` parsed from ``data``; a typed error naming the file and what was read otherwise."""
+def parse_message(
+    msg: Any, data: bytes | memoryview, path: str, what: str, offset: int, *, merge: bool = False
+) -> Any:
+    """``msg`` parsed from ``data`` (with ``merge``, merged into it: repeated fields appended); a
+    typed error naming the file and what was read otherwise."""
     try:
-        msg.ParseFromString(bytes(data))
+        if merge:
+            msg.MergeFromString(bytes(data))
+        else:
+            msg.ParseFromString(bytes(data))
     except (DecodeError, RuntimeError, ValueError) as exc:
         raise CorruptFileError(
             path, f"{what} is not a valid protobuf message ({exc})", offset=offset
@@ -73,6 +79,16 @@ class ColumnList(Sequence[Any]):
     def __len__(self) -> int:
         return len(self._blobs)
 
+    @property
+    def limit(self) -> int:
+        """Where the file's data ends (its footer region starts): no buffer may reach past it."""
+        return self._limit
+
+    def blob(self, index: int) -> bytes:
+        """The stored bytes of column ``index``'s metadata (unparsed): files whose columns are
+        described by the same bytes share what is made of them (see ``small_layouts``)."""
+        return bytes(self._blobs[index][1])
+
     @overload
     def __getitem__(self, index: int) -> Any: ...
     @overload
@@ -103,6 +119,10 @@ class ColumnList(Sequence[Any]):
         if self._parsed[index] is None:
             self._parse(index)
         return self._first[index]
+
+    def raw(self, index: int) -> memoryview | bytes:
+        """Column ``index``'s serialized ``ColumnMetadata``, as the file holds it (unchecked)."""
+        return self._blobs[index][1]
 
     def parse_all(self) -> None:
         """Parse and check every column's metadata now (a verification of the whole file).
@@ -186,6 +206,15 @@ def _check_buffers(col: Any, path: str, limit: int, index: int) -> tuple[int, tu
     return total, first
 
 
+def buffers_end(col: Any) -> int:
+    """The furthest byte any buffer of a parsed ``ColumnMetadata`` reaches (its own buffers and
+    every page's): the end the file's data must reach for :class:`ColumnList` to accept it."""
+    end = max(map(add, col.buffer_offsets, col.buffer_sizes), default=0)
+    for page in col.pages[:]:
+        end = max(end, max(map(add, page.buffer_offsets, page.buffer_sizes), default=0))
+    return end
+
+
 def _check_pairs(offsets: Any, sizes: Any, path: str, limit: int, what: str) -> None:
     """Check that buffers listed as offsets and sizes are as many of each and lie within ``limit``."""
     if len(offsets) != len(sizes):
@@ -195,4 +224,4 @@ def _check_pairs(offsets: Any, sizes: Any, path: str, limit: int, what: str) -> 
         raise CorruptFileError(path, f"{what} buffer [{pos}, {pos + length}) lies beyond the data")
 
 
-__all__ = ["MAX_COUNT", "ColumnFacts", "ColumnList", "parse_message"]
+__all__ = ["MAX_COUNT", "ColumnFacts", "ColumnList", "buffers_end", "parse_message"]

@@ -9,7 +9,8 @@ columns); :class:`StructuralWriter` writes a 2.1/2.2 field as one column per lea
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import struct
+from collections.abc import Callable, Sequence
 from typing import IO, Any, Protocol
 
 import numpy as np
@@ -19,6 +20,8 @@ from lance_table._proto import encodings_v2_0_pb2, file2_pb2
 from lance_table.errors import SchemaError
 from lance_table.file.arrow_take import take
 from lance_table.file.container import (
+    FOOTER_STRUCT,
+    MAGIC,
     PADDING_BYTE,
     PAGE_ALIGNMENT,
     URL_ARRAY_ENCODING,
@@ -113,6 +116,36 @@ class ColumnOut:
         page.length = length
         page.priority = priority
         pack_encoding(enc, url, page.encoding)
+
+
+def write_tail(
+    sink: Sink,
+    descriptor: bytes,
+    global_buffers: Sequence[bytes],
+    columns: Sequence[bytes],
+    version: FileVersion,
+) -> None:
+    """Write what follows a file's pages: the file descriptor (global buffer 0, ``descriptor``),
+    the other ``global_buffers`` (each 64-byte aligned), each column's serialized
+    ``ColumnMetadata``, the two offset tables and the footer."""
+    gbs = [(sink.pos, len(descriptor))]
+    sink.write(descriptor)
+    for extra in global_buffers:  # pylance wants them 64-byte aligned, as pages
+        sink.write(PADDING_BYTE * (-sink.pos % PAGE_ALIGNMENT))
+        gbs.append(sink.write_buffer(extra))
+    cm_start = sink.pos
+    cmo = []
+    for blob in columns:
+        cmo.append((sink.pos, len(blob)))
+        sink.write(blob)
+    cmo_start = sink.pos
+    sink.write(b"".join(struct.pack("<QQ", p, s) for p, s in cmo))
+    gbo_start = sink.pos
+    sink.write(b"".join(struct.pack("<QQ", p, s) for p, s in gbs))
+    major, minor = version.footer
+    sink.write(
+        FOOTER_STRUCT.pack(cm_start, cmo_start, gbo_start, len(gbs), len(columns), major, minor) + MAGIC
+    )
 
 
 def values_column_encoding() -> Any:

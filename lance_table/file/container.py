@@ -224,34 +224,20 @@ def read_metadata(source: ByteSource) -> FileMetadata:
             )
 
     gb0_pos, gb0_len = gbo[0]
-    descriptor = parse_message(
-        file_pb2.FileDescriptor(),
-        tail.get(gb0_pos, gb0_len, "file descriptor"),
-        path,
-        "file descriptor",
-        gb0_pos,
-    )
+    raw = bytes(tail.get(gb0_pos, gb0_len, "file descriptor"))
+    known = _DESCRIPTORS.get(raw)  # the files of a dataset of one row count share theirs
+    if known is None:
+        known = _descriptor(raw, path, gb0_pos)
+        _DESCRIPTORS.put(raw, known, len(raw))
+    num_rows, fields, schema_metadata = known
     columns = ColumnList(_column_blobs(tail, cmo), path, meta_end)
-
-    if descriptor.length > MAX_COUNT:
-        raise CorruptFileError(path, f"file descriptor claims {descriptor.length} rows", offset=gb0_pos)
-    schema_bytes = descriptor.schema.SerializeToString()
-    fields = _FILE_FIELDS.get(schema_bytes)
-    if fields is None:
-        fields = tuple(attach_descriptor_fields(fields_from_pb(descriptor.schema.fields)))
-        problem = descriptor_problem(fields)
-        if problem is not None:
-            raise CorruptFileError(
-                path, f"schema in the file descriptor is invalid: {problem}", offset=gb0_pos
-            )
-        _FILE_FIELDS.put(schema_bytes, fields, len(schema_bytes))
     meta = FileMetadata(
         path=path,
         size=size,
         version=version,
-        num_rows=descriptor.length,
+        num_rows=num_rows,
         fields=fields,
-        schema_metadata=dict(descriptor.schema.metadata),
+        schema_metadata=dict(schema_metadata),
         columns=columns,
         global_buffers=tuple(gbo),
         column_values=columns.values,
@@ -263,6 +249,31 @@ def read_metadata(source: ByteSource) -> FileMetadata:
     except Exception as exc:
         raise CorruptFileError(path, f"schema in the file descriptor is invalid: {exc}") from exc
     return meta
+
+
+def _descriptor(raw: bytes, path: str, at: int) -> tuple[int, tuple[LanceField, ...], dict[str, bytes]]:
+    """The row count, fields and schema metadata of a file descriptor's bytes (at ``at``).
+
+    Raises:
+        CorruptFileError: the descriptor does not parse, or its row count or schema is invalid.
+    """
+    descriptor = parse_message(file_pb2.FileDescriptor(), raw, path, "file descriptor", at)
+    if descriptor.length > MAX_COUNT:
+        raise CorruptFileError(path, f"file descriptor claims {descriptor.length} rows", offset=at)
+    schema_bytes = descriptor.schema.SerializeToString()
+    fields = _FILE_FIELDS.get(schema_bytes)
+    if fields is None:
+        fields = tuple(attach_descriptor_fields(fields_from_pb(descriptor.schema.fields)))
+        problem = descriptor_problem(fields)
+        if problem is not None:
+            raise CorruptFileError(path, f"schema in the file descriptor is invalid: {problem}", offset=at)
+        _FILE_FIELDS.put(schema_bytes, fields, len(schema_bytes))
+    return int(descriptor.length), fields, dict(descriptor.schema.metadata)
+
+
+#: what file descriptors say (row count, fields, schema metadata), by their bytes: the files of
+#: a living table (the same schema and, mostly, row count in each) repeat theirs
+_DESCRIPTORS: LRU[bytes, tuple[int, tuple[LanceField, ...], dict[str, bytes]]] = LRU(256, max_bytes=16 << 20)
 
 
 def _column_blobs(tail: FileTail, cmo: list[tuple[int, int]]) -> list[tuple[int, memoryview | bytes]]:

@@ -9,6 +9,7 @@ from typing import IO, Any
 
 import pyarrow as pa
 
+from lance_table._lru import LRU
 from lance_table._parallel import DECODE, PAGE_IO, map_on, runs_inline, settle, workers
 from lance_table.errors import CorruptFileError, SchemaError, UnsupportedFormatError
 from lance_table.file import page_select, utf8
@@ -104,11 +105,11 @@ class LanceFileReader(SmallReads, V20Reads):
             self._byte_lists.add(node.id)
             return True
 
-        self._col_of = (
-            layout21.leaf_columns(self._roots)
-            if self._structural
-            else column_assignment(self._roots, byte_list)
-        )
+        if self._structural:  # (the files of a dataset share their fields: made once for them)
+            self._col_of, rows = _structural_columns(self._meta.fields, self._roots)
+        else:
+            self._col_of = column_assignment(self._roots, byte_list)
+            rows = sorted(row_columns(self._roots, self._col_of, self._structural))
         needed = max(self._col_of.values(), default=-1) + 1
         if self._byte_lists:
             needed = max(needed, *(self._col_of[i] + 2 for i in self._byte_lists))
@@ -122,9 +123,7 @@ class LanceFileReader(SmallReads, V20Reads):
             )
         # Columns that hold one value per row: their pages must add up to the file's rows.
         # (checked as each column's metadata is parsed: see ColumnList)
-        self._meta.columns.expect_rows(
-            sorted(row_columns(self._roots, self._col_of, self._structural)), self.num_rows
-        )
+        self._meta.columns.expect_rows(rows, self.num_rows)
         self._columns: dict[int, ColumnPages] = {}
         self._projections: dict[tuple[str, ...], tuple[list[FieldNode], pa.Schema]] = {}
         self._shapes: dict[int, int] = {}  # by field id: see field_shape
@@ -458,3 +457,20 @@ def _map_filtered(source: LocalFileSource, pages: list[PageIO]) -> None:
 
 def _flatten(results: list[list[pa.Array]]) -> list[pa.Array]:
     return [chunk for part in results for chunk in part]
+
+
+def _structural_columns(fields: tuple[Any, ...], roots: list[FieldNode]) -> tuple[dict[int, int], list[int]]:
+    """The column of each leaf field of a 2.1/2.2 file of these fields (``roots``: their tree),
+    and the columns that hold one value per row; kept by the identity of the (immutable, shared)
+    fields. The mapping is shared: it is only read."""
+    hit = _COLUMNS_OF.get(id(fields))
+    if hit is not None and hit[0] is fields:
+        return hit[1], hit[2]
+    col_of = layout21.leaf_columns(roots)
+    rows = sorted(row_columns(roots, col_of, True))
+    _COLUMNS_OF.put(id(fields), (fields, col_of, rows))  # (the fields are kept: their id stays theirs)
+    return col_of, rows
+
+
+#: :func:`_structural_columns` of the last fields read
+_COLUMNS_OF: LRU[int, tuple[tuple[Any, ...], dict[int, int], list[int]]] = LRU(64)

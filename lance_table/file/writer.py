@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import struct
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -34,12 +33,9 @@ from lance_table.file.columns import (
     StructuralWriter,
     StructWriter,
     values_column_encoding,
+    write_tail,
 )
 from lance_table.file.container import (
-    FOOTER_STRUCT,
-    MAGIC,
-    PADDING_BYTE,
-    PAGE_ALIGNMENT,
     URL_PAGE_LAYOUT,
     FileVersion,
 )
@@ -340,26 +336,12 @@ class LanceFileWriter:
         descriptor = file_pb2.FileDescriptor()
         descriptor.MergeFromString(_schema_descriptor(self.fields, self.schema))
         descriptor.length = self.num_rows
-        gb0 = descriptor.SerializeToString()
-        gbs = [(sink.pos, len(gb0))]
-        sink.write(gb0)
-        for extra in self.global_buffers:  # pylance wants them 64-byte aligned, as pages
-            sink.write(PADDING_BYTE * (-sink.pos % PAGE_ALIGNMENT))
-            gbs.append(sink.write_buffer(extra))
-        cm_start = sink.pos
-        cmo = []
-        for col in self._columns:
-            blob = col.meta.SerializeToString()
-            cmo.append((sink.pos, len(blob)))
-            sink.write(blob)
-        cmo_start = sink.pos
-        sink.write(b"".join(struct.pack("<QQ", p, s) for p, s in cmo))
-        gbo_start = sink.pos
-        sink.write(b"".join(struct.pack("<QQ", p, s) for p, s in gbs))
-        major, minor = self.version.footer
-        sink.write(
-            FOOTER_STRUCT.pack(cm_start, cmo_start, gbo_start, len(gbs), len(self._columns), major, minor)
-            + MAGIC
+        write_tail(
+            sink,
+            descriptor.SerializeToString(),
+            self.global_buffers,
+            [col.meta.SerializeToString() for col in self._columns],
+            self.version,
         )
         if self._owns_file:
             sink.f.close()

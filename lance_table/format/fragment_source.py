@@ -79,7 +79,10 @@ def _make_classes() -> dict[str, Any]:
     raw = out.message_type.add(name="RawManifest")
     raw.CopyFrom(by_name["Manifest"])
     raw.name = "RawManifest"
+    inner = f".{source.package}.Manifest."
     for f in raw.field:
+        if f.type_name.startswith(inner):  # a map's entry type: this message's own copy
+            f.type_name = f".{out.package}.RawManifest." + f.type_name[len(inner) :]
         if f.name == "fragments":
             f.type = field_type.TYPE_BYTES
             f.ClearField("type_name")

@@ -64,16 +64,41 @@ def encode_manifest_file(manifest: Manifest, transaction: bytes) -> bytes:
     # The fragments' entries are joined as they are: a protobuf message may hold its fields in any
     # order, and a repeated field's entries keep theirs (a parser reads the same manifest).
     pb = manifest.to_pb(txn_offset, index_offset, dictionary_positions, with_fragments=False)
-    source = manifest.fragment_source
-    if source is not None:  # the fragments as they were read, not converted
-        entries = source.entries()
-    else:
-        entries = b"".join([f.manifest_entry for f in manifest.fragments])
+    source = manifest.fragment_source  # (if given: the fragments as read, not converted)
+    entries = source.entries() if source is not None else fragment_entries(manifest.fragments)
     body = pb.SerializeToString() + entries
     manifest_pos = len(out)
     out += struct.pack("<I", len(body)) + body
     out += MANIFEST_FOOTER.pack(manifest_pos, *MANIFEST_FOOTER_VERSION) + MANIFEST_MAGIC
     return bytes(out)
+
+
+def fragment_entries(fragments: tuple[Fragment, ...]) -> bytes:
+    """The manifest entries of ``fragments`` (:attr:`Fragment.manifest_entry`), back to back.
+
+    The entries of a recently encoded fragment tuple are kept with it: the next version of an
+    append holds that very tuple's fragments and a few more, so only the new ones are joined to
+    them (the prefix is compared element by element in C, identical objects at once), and the
+    cost of a small commit does not grow with the fragments of the table. Equal fragments have
+    equal entries (an entry is made from a fragment's fields alone)."""
+    hit = _ENTRIES.get(id(fragments))
+    if hit is not None and hit[0] is fragments:
+        return hit[1]
+    joined = None
+    for kept, kept_joined in reversed(_ENTRIES.values()):
+        n = len(kept)
+        if n and n <= len(fragments) and fragments[:n] == kept:
+            joined = kept_joined + b"".join([f.manifest_entry for f in fragments[n:]])
+            break
+    if joined is None:
+        joined = b"".join([f.manifest_entry for f in fragments])
+    _ENTRIES.put(id(fragments), (fragments, joined))  # (the tuple is kept: its id stays its own)
+    return joined
+
+
+#: fragment tuples recently encoded and their joined entries, by the tuple's id (the latest
+#: versions of the datasets being written; a 5,000-fragment table's entries take about 1 MB)
+_ENTRIES: LRU[int, tuple[tuple[Fragment, ...], bytes]] = LRU(4)
 
 
 def decode_manifest_file(data: bytes, path: str) -> ManifestFile:
@@ -219,48 +244,90 @@ _HEAD_FIELDS = (
     "transaction_section",
     "transaction_section_deprecated",
 )
-_HEAD: list[Any] = []
+#: the message classes of :func:`_manifest_head` and :func:`_manifest_rest`, made once
+_SUBSETS: dict[str, Any] = {}
 _HEAD_LOCK = threading.Lock()
 
 
 def _manifest_head() -> Any:
     """A message of only :data:`_HEAD_FIELDS` of table.proto's ``Manifest``: a parse of a manifest
     with it decodes nothing else (its class made once, by the first caller of any thread)."""
-    if not _HEAD:
+    return _subset("ManifestHead", lambda name: name in _HEAD_FIELDS)()
+
+
+def _manifest_rest() -> Any:
+    """A message of every field of table.proto's ``Manifest`` but its fragments: a parse of a
+    manifest with it skips the fragment records (unknown fields to it) without decoding them."""
+    return _subset("ManifestRest", lambda name: name != "fragments")()
+
+
+def _subset(name: str, keep: Any) -> Any:
+    found = _SUBSETS.get(name)
+    if found is None:
         with _HEAD_LOCK:
-            if not _HEAD:
-                _HEAD.append(_manifest_head_class())
-    return _HEAD[0]()
+            found = _SUBSETS.get(name)
+            if found is None:
+                found = _SUBSETS[name] = _manifest_subset_class(name, keep)
+    return found
 
 
-def _manifest_head_class() -> Any:
-    """The class of :func:`_manifest_head`'s messages: the fields' numbers, types and presence are
-    copied from table.proto's descriptor, so the two cannot disagree."""
+def _manifest_subset_class(name: str, keep: Any) -> Any:
+    """The class of messages of the fields of table.proto's ``Manifest`` whose names ``keep``
+    accepts: the fields' numbers, types and presence are copied from table.proto's descriptor, so
+    the two cannot disagree."""
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
     source = descriptor_pb2.FileDescriptorProto()
     table_pb2.DESCRIPTOR.CopyToProto(source)
     manifest = next(m for m in source.message_type if m.name == "Manifest")
-    head = descriptor_pb2.FileDescriptorProto(
-        name="lance_table/manifest_head.proto",
-        package=f"{source.package}.lance_table_head",
+    subset = descriptor_pb2.FileDescriptorProto(
+        name=f"lance_table/{name}.proto",
+        package=f"{source.package}.lance_table_{name.lower()}",
         syntax=source.syntax,
         dependency=[source.name, *source.dependency],
     )
-    message = head.message_type.add(name="ManifestHead")
+    message = subset.message_type.add(name=name)
+    oneofs: dict[int, int] = {}
     for f in manifest.field:
-        if f.name in _HEAD_FIELDS:
+        if keep(f.name):
             copied = message.field.add()
             copied.CopyFrom(f)
+            inner = f".{source.package}.Manifest."
+            if copied.type_name.startswith(inner):  # a map's entry type: this message's own copy
+                copied.type_name = f".{subset.package}.{name}." + copied.type_name[len(inner) :]
             if f.HasField("oneof_index"):  # a proto3 optional field: a oneof of its own
-                copied.oneof_index = len(message.oneof_decl)
-                message.oneof_decl.add(name=manifest.oneof_decl[f.oneof_index].name)
+                if f.oneof_index not in oneofs:
+                    oneofs[f.oneof_index] = len(message.oneof_decl)
+                    message.oneof_decl.add(name=manifest.oneof_decl[f.oneof_index].name)
+                copied.oneof_index = oneofs[f.oneof_index]
+    for nested in manifest.nested_type:  # (map fields' entry types)
+        message.nested_type.add().CopyFrom(nested)
     pool = descriptor_pool.Default()
     try:
-        pool.FindFileByName(head.name)
+        pool.FindFileByName(subset.name)
     except KeyError:
-        pool.Add(head)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{head.package}.ManifestHead"))
+        pool.Add(subset)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{subset.package}.{name}"))
+
+
+def decode_manifest_rest(data: bytes, path: str) -> tuple[Manifest, bytes | None] | None:
+    """The manifest of a manifest file without its fragments (``fragments`` empty) and its inline
+    transaction, for a commit that needs only the rest of the latest version (a restore: its
+    version, time, flags and fragment id high-water mark); the fragment records are skipped, not
+    decoded. None where the rest depends on the fragments (no ``max_fragment_id`` or no
+    ``data_format`` recorded, a legacy dataset): decode the file whole then.
+
+    Raises:
+        CorruptFileError: the framing or the protobuf is damaged.
+    """
+    pb, _pos, txn = _parse(data, path, message=_manifest_rest())
+    if not pb.HasField("max_fragment_id") or not pb.HasField("data_format"):
+        return None
+    if pb.data_format.version == LEGACY_DATA_FORMAT:
+        return None
+    check_schema(pb.fields, path)
+    index = _section(data, pb.index_section, path, "index section") if pb.HasField("index_section") else None
+    return Manifest.from_pb(pb, index, fragments=()), txn
 
 
 def manifest_body(data: bytes, path: str) -> bytes:

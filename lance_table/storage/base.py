@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -175,6 +175,15 @@ class Storage(ABC):
         first names of a long directory (the newest versions, whose V2 names sort first) stops
         after a page or two.
         """
+        return None
+
+    def change_token(self, path: str) -> Hashable | None:
+        """What identifies the state of a file or directory now, where the store can tell it
+        with one cheap call (a ``stat`` of a local file system whose directory times the kernel
+        keeps): a later token that differs means it changed since. An equal one means it did not,
+        short of a change made within the same tick of the file system's clock as the last change
+        before the first token (times are that coarse). None where the store cannot tell (object
+        stores, network file systems) or the path does not exist."""
         return None
 
     @abstractmethod

@@ -121,6 +121,21 @@ def clear() -> None:
     _FILE_LISTINGS.clear()
 
 
+def state_token(full: str) -> _Token | None:
+    """The state of file or directory ``full`` as a ``stat`` shows it now (device, inode, times,
+    size, links), on a local file system whose times the kernel keeps (None elsewhere, or when it
+    does not exist). Unlike the tokens listings are kept by, it is taken however recent the last
+    change is: a change within the same clock tick as the last one before it may leave it as it
+    was, so an equal token says only that nothing changed since, short of such a change."""
+    try:
+        st = os.stat(full)
+    except OSError:
+        return None
+    if _fs_type(st.st_dev) not in LOCAL_FILE_SYSTEMS:
+        return None
+    return st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_nlink
+
+
 def _token(full: str) -> _Token | None:
     """What identifies the directory's state (device, inode, modification and change times, size
     and links: some file systems count entries in a directory's size), if
@@ -179,4 +194,4 @@ def _mounted_types() -> dict[int, str]:
     return out
 
 
-__all__ = ["clear", "list_files", "list_names"]
+__all__ = ["clear", "list_files", "list_names", "state_token"]

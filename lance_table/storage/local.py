@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import IO
 
 from lance_table.storage import listing_cache
@@ -183,6 +183,10 @@ class LocalStorage(Storage):
             return listing_cache.list_names(self._abs(path))
         except (FileNotFoundError, NotADirectoryError):
             return []
+
+    def change_token(self, path: str) -> Hashable | None:
+        """See :meth:`Storage.change_token` (:func:`listing_cache.state_token`)."""
+        return listing_cache.state_token(self._abs(path))
 
     def list_tree(self, path: str) -> list[Entry]:
         out: list[Entry] = []

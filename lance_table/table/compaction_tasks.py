@@ -211,6 +211,9 @@ class CompactionTask:
             self.options.get("max_bytes_per_file"),
             committing=False,
             batch_size=self.options.get("batch_size"),
+            compaction_mode=self.options.get("compaction_mode"),
+            binary_copy_read_batch_bytes=self.options.get("binary_copy_read_batch_bytes"),
+            target_rows_per_fragment=self.options.get("target_rows_per_fragment"),
         )
         new, files = rewrite(job, bin_)
         old = [r.fragment for r in bin_.fragments]

@@ -57,6 +57,8 @@ class _Maintenance(Handle):
         batch_size: int | None = None,
         defer_index_remap: bool | None = None,
         progress: Progress = None,
+        compaction_mode: str | None = None,
+        binary_copy_read_batch_bytes: int | None = None,
     ) -> CompactionMetrics:
         """Shorthand for ``ds.optimize.compact_files(...)`` (see there): the handle moves to the
         version committed; returns pylance's compaction metrics.
@@ -66,7 +68,9 @@ class _Maintenance(Handle):
         with stable row ids the index coverage moves to the new fragments.
 
         Raises:
-            ValueError: ``num_threads`` is below 1.
+            ValueError: ``num_threads`` is below 1, or ``compaction_mode`` is unknown.
+            BinaryCopyError: ``compaction_mode="force_binary_copy"`` and fragments that cannot
+                be copied page by page.
             UnsupportedFormatError: data files lance_table does not write.
             CorruptFileError: the dataset's fragment reuse index does not parse.
             CommitConflictError: a concurrent delete or compaction touched the same fragments.
@@ -82,6 +86,8 @@ class _Maintenance(Handle):
             batch_size=batch_size,
             defer_index_remap=defer_index_remap,
             progress=progress,
+            compaction_mode=compaction_mode,
+            binary_copy_read_batch_bytes=binary_copy_read_batch_bytes,
         )
 
     def cleanup_old_versions(

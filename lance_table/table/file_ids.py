@@ -17,6 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from lance_table._lru import LRU
 from lance_table.errors import CorruptFileError, SchemaError
 from lance_table.file.fields import BLOB_KEY
 from lance_table.format.manifest import DataFile
@@ -47,11 +48,30 @@ def stored_roots(
     if col_of is None:  # legacy files: the view maps them
         return dict(meta.roots_by_id)
     key = (tuple(data_file.fields), tuple(data_file.column_indices))
+    # the 2.1/2.2 files of a dataset share their (immutable) fields and the columns of their
+    # leaves: one that numbers its fields as the manifest does gives them as they are, found
+    # once for all of them (a 2.0 file's columns depend on its pages: found file by file)
+    shared = getattr(reader, "_structural", False)
+    same = (id(meta.fields), id(col_of), len(meta.columns), key)
+    hit = _AS_STORED.get(same) if shared else None
+    if hit is not None and hit[0] is meta.fields and hit[1] is col_of:
+        return hit[2]
     per_reader = _CACHE.setdefault(reader, {})
     found = per_reader.get(key)
     if found is None:
         found = per_reader[key] = _renumbered(meta, col_of, data_file, dataset, where)
+        by_id = meta.roots_by_id
+        if shared and found.keys() == by_id.keys() and all(found[i] is n for i, n in by_id.items()):
+            _AS_STORED.put(same, (meta.fields, col_of, found))  # (kept: their ids stay theirs)
     return found
+
+
+#: the fields of 2.1/2.2 files that number them as the manifest does, by the identity of their
+#: fields and leaf columns, their column count and the manifest's fields and column indices
+#: (see :func:`stored_roots`)
+_AS_STORED: LRU[tuple[Any, ...], tuple[tuple[LanceField, ...], Mapping[int, int], dict[int, FieldNode]]] = (
+    LRU(256)
+)
 
 
 def _renumbered(

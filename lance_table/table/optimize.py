@@ -11,10 +11,12 @@ from typing import Any, Protocol, TypeVar
 
 from lance_table.errors import UnsupportedOperationError
 from lance_table.table.commit.retry import retry_on_conflict
+from lance_table.table.compaction_config import with_config
 from lance_table.table.operations import auto_cleanup
 from lance_table.table.operations import config as config_ops
 from lance_table.table.operations.auto_cleanup import AutoCleanupConfig
 from lance_table.table.operations.compaction import CompactionMetrics, compact_files
+from lance_table.table.operations.compaction_copy import COMPACTION_MODES
 from lance_table.table.operations.config import CONFLICT_RETRIES, RETRY_TIMEOUT
 from lance_table.table.progress import Progress
 from lance_table.table.snapshot import Snapshot
@@ -31,10 +33,6 @@ class Handle(Protocol):
     def _committed(self, snapshot: Snapshot, result: _Result = ...) -> _Result: ...
 
 
-# pylance's compaction modes; "try_binary_copy" falls back to re-encoding, which is what we do.
-COMPACTION_MODES = ("reencode", "try_binary_copy", "force_binary_copy")
-
-
 def _refuse(option: str, why: str) -> UnsupportedOperationError:
     return UnsupportedOperationError(f"compact_files({option}=...) is not supported: {why}")
 
@@ -42,6 +40,7 @@ def _refuse(option: str, why: str) -> UnsupportedOperationError:
 def check_compaction_options(
     *,
     compaction_mode: str | None = None,
+    binary_copy_read_batch_bytes: int | None = None,
     max_source_fragments: int | None = None,
     max_source_rows: int | None = None,
     max_source_bytes: int | None = None,
@@ -53,14 +52,15 @@ def check_compaction_options(
     not implement (naming the option).
 
     Raises:
-        ValueError: ``compaction_mode`` is not one of pylance's modes.
-        UnsupportedOperationError: a limit on the sources, excluded fragments, binary copy, or
-            another data storage version than the dataset's.
+        ValueError: ``compaction_mode`` is not one of pylance's modes, or
+            ``binary_copy_read_batch_bytes`` is below 1.
+        UnsupportedOperationError: a limit on the sources, excluded fragments, or another data
+            storage version than the dataset's.
     """
     if compaction_mode is not None and compaction_mode not in COMPACTION_MODES:
         raise ValueError(f"compaction_mode must be one of {COMPACTION_MODES}, not {compaction_mode!r}")
-    if compaction_mode == "force_binary_copy":
-        raise _refuse("compaction_mode", "lance_table always re-encodes (binary copy is not implemented)")
+    if binary_copy_read_batch_bytes is not None and binary_copy_read_batch_bytes < 1:
+        raise ValueError(f"binary_copy_read_batch_bytes must be positive, got {binary_copy_read_batch_bytes}")
     for name, value in (
         ("max_source_fragments", max_source_fragments),
         ("max_source_rows", max_source_rows),
@@ -101,27 +101,47 @@ def compact(
     """Compact ``ds`` and move the handle to the version the compaction committed (see
     :class:`DatasetOptimizer.compact_files`)."""
     snapshot = ds._snapshot
+    # the options left None take the dataset's lance.compaction.* config, as in pylance
+    given = {
+        "target_rows_per_fragment": target_rows_per_fragment,
+        "max_rows_per_group": max_rows_per_group,
+        "max_bytes_per_file": max_bytes_per_file,
+        "materialize_deletions": materialize_deletions,
+        "materialize_deletions_threshold": materialize_deletions_threshold,
+        "defer_index_remap": defer_index_remap,
+        "batch_size": batch_size,
+        "compaction_mode": compaction_mode,
+        "binary_copy_read_batch_bytes": binary_copy_read_batch_bytes,
+        "max_source_fragments": max_source_fragments,
+        "max_source_rows": max_source_rows,
+        "max_source_bytes": max_source_bytes,
+        "data_storage_version": data_storage_version,
+    }
+    o = with_config(given, snapshot.manifest.config)
     check_compaction_options(
-        compaction_mode=compaction_mode,
-        max_source_fragments=max_source_fragments,
-        max_source_rows=max_source_rows,
-        max_source_bytes=max_source_bytes,
+        compaction_mode=o["compaction_mode"],
+        binary_copy_read_batch_bytes=o["binary_copy_read_batch_bytes"],
+        max_source_fragments=o["max_source_fragments"],
+        max_source_rows=o["max_source_rows"],
+        max_source_bytes=o["max_source_bytes"],
         excluded_fragment_ids=excluded_fragment_ids,
-        data_storage_version=data_storage_version,
+        data_storage_version=o["data_storage_version"],
         current_format=snapshot.manifest.data_storage_version,
     )
 
     def attempt(current: Snapshot) -> tuple[Snapshot, CompactionMetrics]:
         return compact_files(
             current,
-            target_rows_per_fragment=target_rows_per_fragment,
-            max_rows_per_group=max_rows_per_group,
-            materialize_deletions=materialize_deletions,
-            materialize_deletions_threshold=materialize_deletions_threshold,
-            max_bytes_per_file=max_bytes_per_file,
+            target_rows_per_fragment=o["target_rows_per_fragment"],
+            max_rows_per_group=o["max_rows_per_group"],
+            materialize_deletions=o["materialize_deletions"],
+            materialize_deletions_threshold=o["materialize_deletions_threshold"],
+            max_bytes_per_file=o["max_bytes_per_file"],
             num_threads=num_threads,
-            batch_size=batch_size,
+            batch_size=o["batch_size"],
             progress=progress,
+            compaction_mode=o["compaction_mode"],
+            binary_copy_read_batch_bytes=o["binary_copy_read_batch_bytes"],
         )
 
     # a version that cleanup removed while its files were read is compacted again at the latest
@@ -169,9 +189,16 @@ class DatasetOptimizer:
 
         An option left None takes its default (1024 * 1024 rows per fragment, deletions
         materialized above 10%). At most ``num_threads`` bins are rewritten at once (and each
-        reads at most that many pieces ahead). ``max_rows_per_group``, ``batch_size`` and
-        ``binary_copy_read_batch_bytes`` only tune pylance's engine and are accepted as no-ops;
-        ``compaction_mode="try_binary_copy"`` re-encodes, as pylance does when it cannot copy.
+        reads at most that many pieces ahead). ``max_rows_per_group`` and ``batch_size`` only
+        tune pylance's engine and are accepted as no-ops. ``compaction_mode`` is pylance's:
+        ``"reencode"`` (the default) decodes and writes the rows anew, ``"try_binary_copy"``
+        concatenates the data files of a group of fragments page by page where they allow it (no
+        deletion files, one data file each of the dataset's format and schema, no blob columns)
+        and re-encodes the others, ``"force_binary_copy"`` fails where they do not; a copy reads
+        at most ``binary_copy_read_batch_bytes`` of a file at once (16 MiB by default).
+
+        An option left None takes the value the dataset's config gives it under the key
+        ``lance.compaction.<option>`` (pylance's), if any.
 
         Indices (lance_table does not rewrite index files) stay valid: moved indexed rows are
         recorded in pylance's fragment reuse index, as ``defer_index_remap=True`` does in pylance,
@@ -183,10 +210,13 @@ class DatasetOptimizer:
         :class:`~lance_table.progress.ProgressEvent` records (phase ``rewrite``).
 
         Raises:
-            ValueError: ``num_threads`` is below 1.
+            ValueError: ``num_threads`` is below 1, ``compaction_mode`` is unknown, or a
+                ``lance.compaction.*`` key of the dataset's config does not parse.
+            BinaryCopyError: ``compaction_mode="force_binary_copy"`` and fragments that cannot
+                be copied page by page (an OSError, as pylance raises).
             UnsupportedOperationError: ``max_source_fragments``, ``max_source_rows``,
-                ``max_source_bytes``, ``excluded_fragment_ids``, ``compaction_mode=
-                "force_binary_copy"`` or another ``data_storage_version`` than the dataset's.
+                ``max_source_bytes``, ``excluded_fragment_ids`` or another
+                ``data_storage_version`` than the dataset's.
             UnsupportedFormatError: data files lance_table does not write.
             CorruptFileError: the dataset's fragment reuse index does not parse.
             CommitConflictError: a concurrent delete or compaction touched the same fragments.

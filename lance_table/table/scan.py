@@ -426,10 +426,10 @@ def read_positions(
     owner, offsets = unique >> 32, unique & 0xFFFFFFFF
     touched = np.unique(owner).tolist()
 
-    cuts = np.searchsorted(owner, np.arange(len(frags) + 1))  # ``owner`` is sorted
+    runs_of = dict(zip(touched, Runs.by_owner(owner, offsets, touched)))  # ``owner`` is sorted
 
     def read(group: list[int]) -> list[pa.Table]:
-        runs = [Runs.from_sorted_unique(offsets[cuts[k] : cuts[k + 1]]) for k in group]
+        runs = [runs_of[k] for k in group]
         return [
             take_batch([frags[k] for k in group], runs, spec, out_schema, ROW_READS)
         ]  # small ones batched

@@ -239,7 +239,7 @@ class LanceScanner(pyarrow.dataset.Scanner):
         if spec.limit is not None or spec.offset is not None:
             raise ScanOptionError("count_rows() cannot be used with a limit or offset; apply it to the count")
         if spec.filter is None and spec.fragments is None:
-            return self._snapshot.manifest.num_rows
+            return self._snapshot.num_rows
         readers = self._readers()
         if spec.filter is None:
             return sum(r.fragment.num_rows for r in readers)
@@ -472,7 +472,7 @@ def sample(snapshot: Snapshot, num_rows: int, spec: ScanSpec, randomize_order: b
     Raises:
         ValueError: ``num_rows`` is negative or more than the rows of the version.
     """
-    indices = random.sample(range(snapshot.manifest.num_rows), num_rows)
+    indices = random.sample(range(snapshot.num_rows), num_rows)
     if not randomize_order:
         indices.sort()
     return take(snapshot, indices, spec)

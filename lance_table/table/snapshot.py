@@ -74,6 +74,12 @@ class Snapshot:
         return self.manifest.version
 
     @cached_property
+    def num_rows(self) -> int:
+        """The rows of this version (its fragments' rows less their deleted rows), summed once: a
+        long-lived handle counts a table of thousands of fragments again at no cost."""
+        return self.manifest.num_rows
+
+    @cached_property
     def schema(self) -> pa.Schema:
         """The Arrow schema of this version (extension types as readers see them)."""
         return user_schema(arrow_schema_from_fields(self.manifest.fields, self.manifest.schema_metadata))

@@ -24,6 +24,7 @@ from lance_table.format.manifest_file import (
     ManifestFile,
     ManifestSummary,
     decode_manifest_file,
+    decode_manifest_rest,
     decode_manifest_summary,
     manifest_body,
 )
@@ -224,6 +225,38 @@ def read_manifest_file(storage: Storage, entry: VersionEntry) -> ManifestFile:
             f"({entry.path}) was removed, by cleanup_old_versions, while it was being opened"
         ) from None
     return decode_manifest(storage, entry, data)
+
+
+def read_manifest_rest(storage: Storage, entry: VersionEntry) -> ManifestFile:
+    """Read one manifest file and decode all of it but its fragments (``manifest.fragments`` is
+    empty: see :func:`decode_manifest_rest`), or all of it where the rest needs them or it was
+    decoded before. For a commit that needs only the rest of the latest version (a restore): not
+    cached, and never to be read as the version's manifest.
+
+    Raises:
+        VersionGoneError: the manifest was deleted since it was listed.
+        CorruptFileError: the file is damaged or holds another version's manifest.
+    """
+    try:
+        data = storage.read(entry.path)
+    except FileNotFoundError:
+        raise VersionGoneError(
+            f"version {entry.version} of {storage.uri} no longer exists: its manifest "
+            f"({entry.path}) was removed, by cleanup_old_versions, while it was being read"
+        ) from None
+    hit = _DECODED.get((storage.cache_key, entry.path))
+    if hit is not None and hit[0] == data:
+        return hit[1]
+    where = f"{storage.uri.rstrip('/')}/{entry.path}"
+    found = decode_manifest_rest(data, where)
+    if found is None:
+        return decode_manifest(storage, entry, data)
+    manifest, transaction = found
+    if manifest.version != entry.version:
+        raise CorruptFileError(
+            where, f"file name says version {entry.version}, manifest says {manifest.version}"
+        )
+    return ManifestFile(manifest, transaction, len(data), where)
 
 
 def decode_manifest(storage: Storage, entry: VersionEntry, data: bytes) -> ManifestFile:

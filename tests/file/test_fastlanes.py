@@ -200,3 +200,34 @@ def test_unpacking_field_by_field_gives_the_values_for_every_width_and_layout(
     wide = rng.integers(0, 1 << w, 256 * bitpacking.BLOCK, dtype=np.uint64).astype(dtype)
     assert unpack_fields.worth(t, w, 256, "back")
     assert np.array_equal(bitpacking.unpack(bitpacking.pack(wide, w), t, w, 256), wide)
+
+
+@pytest.mark.parametrize("t", [8, 16, 32, 64])
+def test_wide_widths_take_each_fields_next_word_from_the_next_field_in_groups(
+    t: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Above T / 2 bits most fields run on into the next word, which the block kernel takes from
+    the lane's next field already unpacked (the last T / 8 rows from the block's first rows):
+    every such width, in groups of 3 blocks with a short last group, led by a word each or back
+    to back, gives the definition's values; and the values that were packed."""
+    from lance_table.file.compression import unpack_fields
+
+    monkeypatch.setattr(unpack_fields, "worth", lambda t, w, blocks, layout: False)
+    monkeypatch.setattr(bitpacking, "PACK_GROUP", 3)
+    rng = np.random.default_rng(t + 9)
+    dtype = bitpacking.DTYPES[t]
+    lanes = bitpacking.BLOCK // t
+    blocks = 7
+    for w in range(t // 2 + 1, t):
+        values = rng.integers(0, 1 << w, blocks * bitpacking.BLOCK, dtype=np.uint64, endpoint=False)
+        values = values.astype(dtype)
+        values[: bitpacking.BLOCK] = dtype((1 << w) - 1)  # every bit set: nothing may leak between fields
+        packed = bitpacking.pack(values, w)
+        assert np.array_equal(bitpacking.unpack(packed, t, w, blocks), values), (t, w)
+        led = np.zeros((blocks, 1 + w * lanes), dtype)
+        led[:, 1:] = packed.reshape(blocks, -1)
+        at = np.arange(blocks) * (1 + w * lanes) + 1
+        got = bitpacking.unpack(led.reshape(-1), t, w, blocks, at)
+        assert np.array_equal(got, values), (t, w)
+        if w in (t // 2 + 1, t - 1):
+            assert np.array_equal(got.astype(np.uint64), _reference(packed, t, w, blocks)), (t, w)

@@ -138,26 +138,30 @@ def test_any_wrappers_are_the_bytes_protobuf_writes() -> None:
             assert any_bytes(url, value) == expected
 
 
-@pytest.mark.parametrize("kind", [pa.string(), pa.binary(), pa.large_string()])
-def test_small_pages_count_distinct_values_as_the_dictionary_would(kind: pa.DataType) -> None:
-    """A small page is ruled out of a dictionary by a set of its values exactly when the
-    dictionary's own count rules it out: more than half of its values distinct (nulls aside)."""
+@pytest.mark.parametrize("kind", [pa.string(), pa.binary()])
+def test_small_pages_make_the_dictionary_arrow_makes(kind: pa.DataType) -> None:
+    """A small page's dictionary, made in a Python dict, is the one Arrow's hash kernel makes (the
+    same values in the same order, the same indices, 0 for nulls), and it is ruled out exactly
+    when the kernel's count rules it out: more than half of its values distinct (nulls aside)."""
     from lance_table.file.compression import dictionary
     from lance_table.file.v2_1 import values_encode
 
     rng = np.random.default_rng(11)
-    for n in (100, 101, 200, values_encode._SET_COUNT_MAX, values_encode._SET_COUNT_MAX + 1):
-        for distinct in (1, n // 2 - 1, n // 2, n // 2 + 1, n):
-            words = [f"w{i}" for i in rng.integers(0, distinct, n)]
-            words[: min(distinct, n)] = [f"w{i}" for i in range(min(distinct, n))]
+    for n in (1, 2, 100, 101, 200, values_encode._SET_COUNT_MAX):
+        for distinct in sorted({1, max(n // 2 - 1, 1), max(n // 2, 1), n // 2 + 1, n}):
+            words = [f"w{i}é" if i % 3 else "" for i in rng.integers(0, distinct, n)]
+            words[: min(distinct, n)] = [f"w{i}é" if i % 3 else "" for i in range(min(distinct, n))]
             nulls = rng.random(n) < 0.1
-            for mask in (None, nulls):
+            for mask in (None, nulls, np.ones(n, bool)):
                 whole = pa.array(words, mask=mask).cast(kind)
                 for arr in (whole, whole.slice(1)):  # (a slice: its own rows only)
-                    items, _ = dictionary.encode(arr)
+                    items, indices = dictionary.encode(arr)
                     exact = (len(items) - items.null_count) * 2 > len(arr)
-                    small = len(arr) <= values_encode._SET_COUNT_MAX
-                    assert values_encode._surely_too_many(arr) == (exact and small)
+                    small = values_encode._small_dictionary(arr)
+                    assert (small is None) == exact, (n, distinct)
+                    if small is not None:
+                        assert small[0].type == items.type and small[0].equals(items)
+                        assert small[1].dtype == np.uint32 and np.array_equal(small[1], indices)
 
 
 def test_a_schema_without_extension_types_is_stored_as_it_is() -> None:

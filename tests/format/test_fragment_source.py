@@ -17,7 +17,7 @@ import lance_table as lt
 from lance_table._proto import table_pb2
 from lance_table.errors import CorruptFileError
 from lance_table.format import fragment as fragment_module
-from lance_table.format import fragment_facts, fragment_source
+from lance_table.format import fragment_facts, fragment_source, manifest_file
 from lance_table.format.manifest_file import _parse, decode_manifest_file, encode_manifest_file
 from lance_table.storage import open_storage
 from lance_table.table import versions
@@ -219,6 +219,7 @@ def test_a_damaged_column_list_is_refused_when_the_fragment_is_made(tmp_path):
     raw = frag.SerializeToString() + b"\x12" + bytes([len(garbled)]) + garbled
     bad = dataclasses.replace(good)
     bad.__dict__["pb_bytes"] = raw
+    manifest_file._ENTRIES.clear()  # (entries kept for equal fragments would be joined instead)
     data = encode_manifest_file(dataclasses.replace(m, fragments=(m.fragments[0], bad)), b"")
     with pytest.raises(CorruptFileError, match="does not parse"):
         _parse(data, path)  # the whole manifest as a protobuf: refused at once

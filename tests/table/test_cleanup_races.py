@@ -23,6 +23,7 @@ from lance_table.errors import CommitConflictError, TagError, VersionNotFoundErr
 from lance_table.format import paths
 from lance_table.table import tags as tags_module
 from lance_table.table.commit import protocol
+from lance_table.table.operations import cleanup as cleanup_module
 from lance_table.table.tags import IN_FLIGHT_SECONDS
 
 NOW = dt.timedelta(0)
@@ -128,6 +129,17 @@ def is_versions_dir(path: str) -> bool:
 def rows(lo: int, hi: int) -> pa.Table:
     ids = np.arange(lo, hi)
     return pa.table({"id": ids, "s": pa.array([f"r{i}" for i in ids.tolist()])})
+
+
+@pytest.fixture(autouse=True, params=["held", "read_again"])
+def manifest_bytes(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Cleanup holds the bytes of every doomed manifest it read (a short history), or none of
+    them ("read_again": as past its memory bound, each manifest read again in the batch that
+    deletes it, one a batch: every batch looks again for tags and pins)."""
+    if request.param == "read_again":
+        monkeypatch.setattr(cleanup_module, "HELD_BYTES", 0)
+        monkeypatch.setattr(cleanup_module, "DELETE_BATCH", 1)
+    return str(request.param)
 
 
 @pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
@@ -682,7 +694,7 @@ def test_references_of_doomed_versions_from_their_transactions_equal_the_full_un
     later transaction added: the result must be the union of what every doomed manifest references."""
     from lance_table.storage import open_storage
     from lance_table.table import versions as versions_module
-    from lance_table.table.operations import cleanup_references as cleanup_module
+    from lance_table.table.operations import cleanup_references as refs_module
 
     uri = str(tmp_path / "ds")
     lt.write_dataset(rows(0, 100), uri, max_rows_per_file=30)
@@ -697,13 +709,13 @@ def test_references_of_doomed_versions_from_their_transactions_equal_the_full_un
     lt.write_dataset(rows(3000, 3010), uri, mode="append")
     storage = open_storage(uri)
     entries = versions_module.list_versions(storage)
-    found = {v.entry.version: v for v in cleanup_module._read_all(storage, entries)}
+    found = {v.entry.version: v for v in refs_module._read_all(storage, entries)}
     ops = {v["version"]: v["operation"] for v in lt.dataset(uri).versions()}
     assert {"append", "delete", "reserve_fragments", "rewrite", "restore", "overwrite"} <= set(ops.values())
     for doomed_versions in (set(found), set(found) - {5, 12}, {2, 3, 4}, {1}):
         doomed = {v: found[v] for v in doomed_versions}
-        full = set().union(*(cleanup_module.referenced_files(f.manifest(storage)) for f in doomed.values()))
-        assert cleanup_module._references_of_doomed(storage, doomed) == full, sorted(doomed_versions)
+        full = set().union(*(refs_module.referenced_files(f.manifest(storage)) for f in doomed.values()))
+        assert refs_module._references_of_doomed(storage, doomed) == full, sorted(doomed_versions)
 
 
 def test_restore_that_lands_and_unpins_while_cleanup_looks_again(place):

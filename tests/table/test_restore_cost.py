@@ -89,3 +89,76 @@ def test_a_tag_creation_lists_nothing(history: str, tmp_path: Path, calls: list[
     ds.tags.create("t", 1)
     assert not [c for c in calls if c[0].startswith("list")]
     assert lance.dataset(uri).tags.list()["t"]["version"] == 1
+
+
+def test_a_restore_decodes_none_of_the_latest_versions_fragments(
+    history: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The latest version (30 fragments) is read for its number, time, flags and fragment id
+    high-water mark only; the fragment ids after the restore are pylance's."""
+    from lance_table.format import fragment
+
+    ours, theirs = _copy(history, tmp_path / "ours"), _copy(history, tmp_path / "theirs")
+    old = lt.dataset(ours, version=3)
+    converted: list[int] = []
+    original = fragment._checked_fragment
+
+    def counting(pb, where):  # type: ignore[no-untyped-def]
+        converted.append(pb.id)
+        return original(pb, where)
+
+    monkeypatch.setattr(fragment, "_checked_fragment", counting)
+    lt.table.session.clear_caches()
+    old.restore()
+    # at most the restored version's fragments are converted (with the bulk checks of
+    # fragment_source, none: they are written back as read)
+    assert set(converted) <= {0, 1, 2}
+    monkeypatch.undo()
+    lance.dataset(theirs, version=3).restore()
+    for uri in (ours, theirs):
+        lt.write_dataset(pa.table({"id": [100]}), uri, mode="append")
+    for got in (lt.dataset(ours), lance.dataset(ours)):
+        want = lance.dataset(theirs)
+        assert [f.fragment_id for f in got.get_fragments()] == [f.fragment_id for f in want.get_fragments()]
+        assert [f.fragment_id for f in got.get_fragments()] == [0, 1, 2, VERSIONS]
+        assert got.to_table().equals(want.to_table())
+
+
+def test_the_rest_of_a_manifest_is_the_whole_manifest_but_its_fragments(history: str, tmp_path: Path) -> None:
+    """For manifests of both libraries; a manifest whose rest depends on its fragments (no
+    fragment id high-water mark recorded) is decoded whole."""
+    from dataclasses import replace
+
+    from lance_table.format.manifest_file import decode_manifest_file, decode_manifest_rest
+    from lance_table.storage import open_storage
+    from lance_table.table import versions
+
+    theirs = str(tmp_path / "theirs")
+    lance.write_dataset(pa.table({"id": [0, 1], "s": ["a", "b"]}, metadata={"k": "v"}), theirs)
+    lance.write_dataset(pa.table({"id": [2], "s": ["c"]}), theirs, mode="append")
+    for uri in (history, theirs):
+        for path in sorted(Path(uri, "_versions").glob("*.manifest")):
+            data = path.read_bytes()
+            whole = decode_manifest_file(data, str(path))
+            found = decode_manifest_rest(data, str(path))
+            assert found is not None
+            rest, transaction = found
+            assert rest.fragments == () and transaction == whole.transaction
+            assert replace(rest, fragments=whole.manifest.fragments) == whole.manifest
+    # without max_fragment_id the next fragment id is worked out from the fragments: whole
+    from lance_table._proto import table_pb2
+    from lance_table.format.manifest_file import MANIFEST_FOOTER, MANIFEST_FOOTER_SIZE
+
+    path = sorted(Path(theirs, "_versions").glob("*.manifest"))[0]
+    data = path.read_bytes()
+    pos = MANIFEST_FOOTER.unpack_from(data, len(data) - MANIFEST_FOOTER_SIZE)[0]
+    size = int.from_bytes(data[pos : pos + 4], "little")
+    pb = table_pb2.Manifest.FromString(data[pos + 4 : pos + 4 + size])
+    pb.ClearField("max_fragment_id")
+    body = pb.SerializeToString()
+    stripped = data[:pos] + len(body).to_bytes(4, "little") + body + data[pos + 4 + size :]
+    stripped = stripped[:-MANIFEST_FOOTER_SIZE] + MANIFEST_FOOTER.pack(pos, 0, 2) + b"LANC"
+    assert decode_manifest_rest(stripped, str(path)) is None
+    lt.table.session.clear_caches()
+    storage = open_storage(theirs)
+    assert versions.read_manifest_rest(storage, versions.find_entry(storage, 2)).manifest.fragments == ()

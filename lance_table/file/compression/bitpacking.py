@@ -60,6 +60,9 @@ class _UnpackPlan:
     left: np.ndarray  # (1, 1024)
     #: the rows of ``cross`` in a group of PACK_GROUP blocks seen as (blocks * T, lanes) rows
     cross_rows: np.ndarray
+    #: per row of the last T / 8 of a block (fields ``8 * hi + 7``), the row of the lane's next
+    #: field (``8 * (hi + 1)``, among the first T / 8 rows; the last field: its own row)
+    tail_next: np.ndarray
 
 
 @functools.lru_cache(maxsize=256)
@@ -69,6 +72,9 @@ def _unpack_plan(t: int, w: int) -> _UnpackPlan:
     cross = np.flatnonzero(right.astype(np.int64) + w > t)
     every_left = np.full(t, t, DTYPES[t])  # numpy shifts an unsigned value by its width to 0
     every_left[cross] = left[cross]
+    r = np.arange(t)
+    row_of = (r % 8) * (t // 8) + ORDER[r // 8] * 16 // lanes  # field r's row in the block
+    last_rows = np.argsort(row_of)[t - t // 8 :]  # the fields of the last rows, in row order
     return _UnpackPlan(
         first=first,
         right=np.repeat(right, lanes)[None, :],
@@ -78,6 +84,23 @@ def _unpack_plan(t: int, w: int) -> _UnpackPlan:
         second=second,
         left=np.repeat(every_left, lanes)[None, :],
         cross_rows=(np.arange(PACK_GROUP)[:, None] * t + cross[None, :]).reshape(-1),
+        tail_next=row_of[np.minimum(last_rows + 1, t - 1)],
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def _group_shifts(t: int, w: int, group: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_unpack_plan`'s right and left shifts repeated over a group of blocks (flat), and the
+    left shifts of the last T / 8 rows as ``(group, T / 8, lanes)``: a shift by an
+    array of the operand's own shape is one pass, where a broadcast row costs a call per block
+    (512 KiB each for a 64-bit type: few are kept)."""
+    plan = _unpack_plan(t, w)
+    lanes = BLOCK // t
+    tail = plan.left.reshape(t, lanes)[t - t // 8 :]
+    return (
+        np.tile(plan.right.reshape(-1), group),
+        np.tile(plan.left.reshape(-1), group),
+        np.ascontiguousarray(np.broadcast_to(tail, (group, *tail.shape))),
     )
 
 
@@ -127,6 +150,10 @@ def unpack(
     grid = out.reshape(blocks, t, lanes)
     mask = dtype((1 << w) - 1)
     few = plan.cross.size * 2 < t  # few fields run on into the next word: only they take bits from it
+    if not few:
+        right_all, left_all, tail_left = _group_shifts(t, w, PACK_GROUP)
+        spill_all = empty(min(blocks, PACK_GROUP) * BLOCK, dtype)
+        tail = t // 8
     for lo in range(0, blocks, PACK_GROUP):  # a group of blocks at a time, in cache (as in pack)
         hi = min(lo + PACK_GROUP, blocks)
         group = grid[lo:hi]
@@ -134,8 +161,8 @@ def unpack(
         source = packed[lo:hi] if block_at is None else packed[block_at[lo:hi]].reshape(hi - lo, w, lanes)
         np.take(source, plan.first, axis=1, out=group, mode="clip")  # the words are all there
         # Shifts stay in the T-bit type: bits pushed past the top fall off, and a shift by T gives 0.
-        rows >>= plan.right
         if few:
+            rows >>= plan.right
             spill = np.take(source, plan.cross_second, axis=1)
             spill_rows = spill.reshape(hi - lo, -1)
             spill_rows <<= plan.cross_left
@@ -149,9 +176,21 @@ def unpack(
             fields |= spill.reshape(-1, lanes)
             lane_rows[at] = fields
         else:
-            spill_rows = np.take(source, plan.second, axis=1).reshape(hi - lo, BLOCK)
-            spill_rows <<= plan.left
-            rows |= spill_rows
+            # Most fields run on into the next word, which is where the lane's next field starts:
+            # the first word of the field 128 values on (same ``hi``, next ``lo``), already in
+            # the group. Only the last T / 8 rows (``lo`` = 7) take theirs from the first rows.
+            # A field that does not run on is shifted by T (to 0), whatever its neighbour holds.
+            size = (hi - lo) * BLOCK
+            flat = rows.reshape(-1)
+            spill = spill_all[:size]
+            np.left_shift(flat[128:], left_all[: size - 128], out=spill[: size - 128])
+            np.left_shift(
+                group[:, plan.tail_next],
+                tail_left[: hi - lo],
+                out=spill.reshape(hi - lo, t, lanes)[:, t - tail :],
+            )
+            np.right_shift(flat, right_all[:size], out=flat)
+            flat |= spill
         if w < t:
             rows &= mask
     return out

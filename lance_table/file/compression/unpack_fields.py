@@ -12,7 +12,8 @@ them where the block order wants them (and widens them to T bits).
 That is fewer, longer numpy calls per value, at the price of two transposing copies and a
 temporary as large as the output. A/B against the block-by-block kernel on 512-block runs (led by
 a width word each, as in pylance's mini-block chunks): 8- and 16-bit types 0.5-0.8 of the time,
-32-bit ones 0.85-1.0, 64-bit ones packed at up to 33 bits 0.75-0.9, wider ones 0.9-1.0.
+32-bit ones 0.85-1.0, 64-bit ones packed at up to 32 bits 0.75-0.9; wider than T / 2 bits
+(32- and 64-bit types), the block kernel is faster.
 :func:`worth` tells when it pays.
 """
 
@@ -38,20 +39,21 @@ NARROWEST = 16
 
 #: per layout of the blocks (back to back, led by a word each, gathered), the widest W of a 32-
 #: and of a 64-bit type unpacked here (measured A/B on 1024-block runs: above it, the block kernel
-#: is as fast or faster)
-_WIDEST = {"back": (19, 35), "led": (31, 63), "gather": (10, 35)}
+#: is as fast or faster; above T / 2 bits it takes each field's next word from the next field
+#: it already gathered, and is 0.6-0.9 of the time here)
+_WIDEST = {"back": (16, 32), "led": (16, 32), "gather": (10, 32)}
 
 
 def worth(t: int, w: int, blocks: int, layout: str) -> bool:
     """Whether :func:`unpack` beats the block-by-block kernel on ``blocks`` blocks of T-bit values
     packed at W bits, laid out as ``layout`` (``"back"``: back to back, ``"led"``: each led by a
     width word, ``"gather"``: here and there). Its calls are fewer per value but each costs the
-    same, so short runs lose (8- and 16-bit types win from 128 blocks, 32-bit ones and 64-bit
-    ones packed at up to 40 bits from 192, wider ones from 512); widths that divide the type from
-    16 bits on have no field running on into the next word, which the block kernel does best."""
+    same, so short runs lose (8- and 16-bit types win from 128 blocks, 32- and 64-bit ones from
+    192); widths that divide the type from 16 bits on have no field running on into the next
+    word, which the block kernel does best."""
     if w >= t or (w >= 16 and t % w == 0):
         return False
-    if blocks < (128 if t <= 16 else 192 if t == 32 or w <= 40 else 512):
+    if blocks < (128 if t <= 16 else 192):
         return False
     return t <= 16 or w <= _WIDEST[layout][t == 64]
 

@@ -11,16 +11,18 @@ encoding get the same (interned) key.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from lance_table._lru import LRU
 from lance_table.errors import LanceTableError
+from lance_table.file.column_list import buffers_end
 from lance_table.file.container import URL_PAGE_LAYOUT, FileVersion, unpack_encoding
-from lance_table.file.field_shapes import FLAT, NESTED, field_shape
+from lance_table.file.field_shapes import FLAT, NESTED, field_shape, leaf_paths
 from lance_table.file.pageio import buffers_of
 from lance_table.file.v2_1 import small_constant, small_nested
 from lance_table.file.v2_1.layout import is_packed_struct
@@ -102,27 +104,95 @@ def _layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
     if shapes is None:
         return None
     large = meta.version is FileVersion.V2_2
-    word = 4 if large else 2
     num_rows = meta.num_rows
-    cols: list[tuple[Any, ...]] = []
-    nested: dict[int, tuple[small_nested.NestedLayout, list[tuple[int, int]]]] = {}
-    constants: dict[int, small_constant.ConstantLayout] = {}
-    col_of, columns, values, first = reader._col_of, meta.columns, meta.column_values, meta.first_buffers
-    for node, shape in shapes:
-        if shape == NESTED:
-            try:
-                got = small_nested.layout(reader, node, large, _interned)
-            except ERRORS:
+    columns, col_of = meta.columns, reader._col_of
+    found: list[_Column] = []
+    for node, shape, leaf_ids in shapes:
+        indices = [col_of.get(i) for i in leaf_ids]
+        if None in indices:
+            return None
+        # a column described by the same bytes as one of a file read before (of these fields and
+        # rows) has that one's layout: its metadata is not parsed again
+        blobs = [columns.blob(i) for i in indices]  # type: ignore[arg-type]
+        key = (id(node), large, num_rows, *blobs)
+        hit = _COLUMNS.get(key)
+        if hit is None or hit.node is not node:
+            hit = _column(reader, node, shape, large, indices)  # type: ignore[arg-type]
+            if hit is None:
                 return None
+            if hit.kept:
+                _COLUMNS.put(key, hit, _ENTRY_BYTES + sum(map(len, blobs)))
+        elif hit.end > columns.limit:
+            return None  # a buffer past the file's data: the file's own reader says so
+        found.append(hit)
+    if not found:
+        return None
+    start, end, needed, most = -1, 0, 0, 1
+    for col in found:
+        most = max(most, col.chunks)
+        for o, s in col.buffers:
+            start = o if start < 0 else min(start, o)
+            end = max(end, o + s)
+            needed += s
+    start = max(start, 0)
+    if most > 1 and end - start > 2 * needed + SPAN_SLACK:
+        return None  # the pages lie far apart: their span would read much that is not theirs
+    return FileLayout(start, end - start, num_rows, tuple(col.at(start) for col in found), most)
+
+
+class _Column:
+    """What a read of one field of a file needs, made from its columns' metadata (see
+    :func:`_column`): the pages' buffers (file offsets), the chunks of its page, and its layout
+    relative to a file's span from a given start (made once per start). Kept by the bytes of the
+    columns' metadata: the files of a living table mostly repeat them."""
+
+    __slots__ = ("_at", "_make", "buffers", "chunks", "end", "kept", "node")
+
+    def __init__(
+        self,
+        node: FieldNode,
+        buffers: tuple[tuple[int, int], ...],
+        chunks: int,
+        make: Callable[[int], Any],
+        end: int,
+        kept: bool,
+    ) -> None:
+        self.node = node
+        self.buffers = buffers
+        self.chunks = chunks
+        self._make = make
+        self.end = end  # the furthest byte of the columns' buffers (all pages')
+        self.kept = kept  # whether it depends on nothing but the columns' metadata
+        self._at: dict[int, Any] = {}
+
+    def at(self, start: int) -> Any:
+        """The layout with its places relative to a file's span from ``start``."""
+        found = self._at.get(start)
+        if found is None:
+            if len(self._at) >= 8:
+                self._at.clear()
+            found = self._at[start] = self._make(start)
+        return found
+
+
+def _column(
+    reader: LanceFileReader, node: FieldNode, shape: int, large: bool, indices: list[int]
+) -> _Column | None:
+    """The read of field ``node`` (stored in the columns ``indices``) of a file, when a batch
+    reads it; else None."""
+    meta = reader.metadata
+    columns, values, first = meta.columns, meta.column_values, meta.first_buffers
+    try:
+        if shape == NESTED:
+            got = small_nested.layout(reader, node, large, _interned)
             if got is None:
                 return None
-            nested[len(cols)] = got
-            cols.append((tuple(got[1]), None, None, got[0].key, 1))
-            continue
-        try:
+            nested = got[0]
+            made = _Column(node, tuple(got[1]), 1, partial(small_nested.shifted, nested), 0, False)
+        else:
             # the column's one page (its description as the file's reader would read it)
-            index = col_of.get(node.id)
-            if index is None or values[index] != num_rows or len(columns[index].pages) != 1:
+            (index,) = indices
+            if values[index] != meta.num_rows or len(columns[index].pages) != 1:
                 return None
             desc = columns[index].pages[0]
             url, encoding = unpack_encoding(desc.encoding, reader._stored, "")
@@ -133,52 +203,48 @@ def _layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
                 const = small_constant.layout(encoding, buffers, 1, node.arrow_type, _interned)
                 if const is None:
                     return None
-                constants[len(cols)] = const[0]
-                cols.append((tuple(const[1]), None, None, const[0].key, 1))
-                continue
-            form = _form(encoding, node.arrow_type, large)
-            if form is None or len(buffers) != (2 if form[0].dictionary is None else 3):
-                return None
-            page, value_enc, interned = form
-            chunks, rest = divmod(buffers[0][1], word)
-            if rest or not chunks or (chunks > 1 and page.num_items > MAX_PAGE_ROWS):
-                return None
-            if page.num_items != num_rows or not 0 < page.num_items <= max(1 << 16, MAX_PAGE_ROWS):
-                return None
-        except ERRORS:
-            return None
-        cols.append((buffers, page, value_enc, interned, chunks))
-    if not cols:
+                shift: Callable[[int], Any] = partial(small_constant.shifted, const[0])
+                made = _Column(node, tuple(const[1]), 1, shift, 0, False)
+            else:
+                form = _form(encoding, node.arrow_type, large)
+                if form is None or len(buffers) != (2 if form[0].dictionary is None else 3):
+                    return None
+                page, value_enc, interned = form
+                chunks, rest = divmod(buffers[0][1], _word(large))
+                if rest or not chunks or (chunks > 1 and page.num_items > MAX_PAGE_ROWS):
+                    return None
+                if page.num_items != meta.num_rows or not 0 < page.num_items <= max(1 << 16, MAX_PAGE_ROWS):
+                    return None
+                shift = partial(
+                    _column_layout, buffers, page=page, value_enc=value_enc, key=interned, chunks=chunks
+                )
+                made = _Column(node, tuple(buffers), chunks, shift, 0, False)
+        # kept for other files only when the encodings are in the metadata (not in the file)
+        pbs = [columns[i] for i in indices]
+        made.kept = all(p.encoding.WhichOneof("location") == "direct" for pb in pbs for p in pb.pages)
+        made.end = max(map(buffers_end, pbs))
+    except ERRORS:
         return None
-    start, end, needed, most = -1, 0, 0, 1
-    for b, *_, chunks in cols:
-        most = max(most, chunks)
-        for o, s in b:
-            start = o if start < 0 else min(start, o)
-            end = max(end, o + s)
-            needed += s
-    start = max(start, 0)
-    if most > 1 and end - start > 2 * needed + SPAN_SLACK:
-        return None  # the pages lie far apart: their span would read much that is not theirs
-    return FileLayout(
-        start,
-        end - start,
-        num_rows,
-        tuple(
-            small_nested.shifted(nested[c][0], start)
-            if c in nested
-            else small_constant.shifted(constants[c], start)
-            if c in constants
-            else _column_layout(b, start, page, value_enc, k, chunks)
-            for c, (b, page, value_enc, k, chunks) in enumerate(cols)
-        ),
-        most,
-    )
+    return made
 
 
-def _shapes(roots: list[FieldNode], names: Sequence[str]) -> list[tuple[FieldNode, int]] | None:
+def _word(large: bool) -> int:
+    """The bytes of one word of a page's chunk table (2.2: 4, 2.1: 2)."""
+    return 4 if large else 2
+
+
+#: what is kept per column besides its metadata's bytes (see :func:`_layout`)
+_ENTRY_BYTES = 2048
+#: the reads of fields of files (see :class:`_Column`), by the field and its columns' metadata
+_COLUMNS: LRU[tuple[Any, ...], _Column] = LRU(_MAX_KEYS, max_bytes=32 << 20)
+
+
+def _shapes(
+    roots: list[FieldNode], names: Sequence[str]
+) -> list[tuple[FieldNode, int, tuple[int, ...]]] | None:
     """The fields ``names`` of a file with these top-level fields, each with how a batch reads
-    it (``NESTED``: by its leaves; ``FLAT``: as one page), or None when one of them is not read
+    it (``NESTED``: by its leaves; ``FLAT``: as one page) and the ids of the fields stored in its
+    columns (its leaves', or its own), or None when one of them is not read
     in a batch (missing, a dictionary type, a struct without leaves or packed). Kept per field
     tree: the files of a dataset share theirs (see ``schema.build_tree``)."""
     key = (tuple(map(id, roots)), tuple(names))
@@ -186,25 +252,25 @@ def _shapes(roots: list[FieldNode], names: Sequence[str]) -> list[tuple[FieldNod
     if hit is not None and all(a is b for a, b in zip(hit[0], roots)):
         return hit[1]
     by_name = {n.name: n for n in roots}
-    found: list[tuple[FieldNode, int]] | None = []
+    found: list[tuple[FieldNode, int, tuple[int, ...]]] | None = []
     for name in names:
         node = by_name.get(name)
         shape = None if node is None else field_shape(node)
         if node is not None and shape == NESTED and not is_packed_struct(node):
-            found.append((node, NESTED))  # type: ignore[union-attr]
+            found.append((node, NESTED, tuple(leaf.id for leaf, _ in leaf_paths(node, []))))  # type: ignore[union-attr]
         elif node is None or shape != FLAT or pa.types.is_dictionary(node.arrow_type):
             found = None
             break
         else:
-            found.append((node, FLAT))  # type: ignore[union-attr]
+            found.append((node, FLAT, (node.id,)))  # type: ignore[union-attr]
     _SHAPES.put(key, (tuple(roots), found))  # (the nodes are kept: their ids stay theirs)
     return found
 
 
 # the batch shapes of selections of fields, by the identity of the file's top-level fields
-_SHAPES: LRU[tuple[Any, ...], tuple[tuple[FieldNode, ...], list[tuple[FieldNode, int]] | None]] = LRU(
-    _MAX_KEYS
-)
+_SHAPES: LRU[
+    tuple[Any, ...], tuple[tuple[FieldNode, ...], list[tuple[FieldNode, int, tuple[int, ...]]] | None]
+] = LRU(_MAX_KEYS)
 
 
 def _form(layout: Any, dtype: pa.DataType, large: bool) -> tuple[SmallPage, Any, tuple[Any, ...]] | None:
@@ -242,7 +308,7 @@ def _interned(ident: tuple[Any, ...]) -> tuple[Any, ...]:
 
 
 def _column_layout(
-    buffers: Sequence[tuple[int, int]], start: int, page: SmallPage, value_enc: Any, key: Any, chunks: int
+    buffers: Sequence[tuple[int, int]], start: int, *, page: SmallPage, value_enc: Any, key: Any, chunks: int
 ) -> ColumnLayout:
     """A page's place relative to its file's span (``start``) and how it decodes."""
     (meta_at, _), (data_at, data_size) = buffers[0], buffers[1]

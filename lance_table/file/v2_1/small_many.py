@@ -257,15 +257,28 @@ def _looked_up(
         idx[past] = 0
     if bool(np.any((items == 0) & (rows > 0))) and (valid is None or bool(valid.any())):
         return None
+    # files whose dictionaries are the same bytes (of one compression) share one decoded copy:
+    # the appends of a living table mostly repeat theirs
     pieces = []
-    for c, base, n in zip(cols, bases.tolist(), rows.tolist()):
+    seen: dict[tuple[Any, ...], int] = {}
+    first_item = np.zeros(len(cols), np.int64)  # where each file's items start in the join
+    held = 0
+    for k, (c, base, n) in enumerate(zip(cols, bases.tolist(), rows.tolist())):
         if c.dict_items > max(n + 1, 8 * (c.dict_size + c.data_size)):
             return None  # more items than the page can hold (the general decoder says so)
         at = base + c.dict_at
-        got = decode_block(c.dict_encoding, data[at : at + c.dict_size], c.dict_items, io)
-        pieces.append(to_arrow(got, dtype, c.dict_items, io))
+        raw = data[at : at + c.dict_size]
+        key = (id(c.dict_encoding), c.dict_items, raw.tobytes())
+        found = seen.get(key)
+        if found is None:
+            got = decode_block(c.dict_encoding, raw, c.dict_items, io)
+            pieces.append(to_arrow(got, dtype, c.dict_items, io))
+            found = seen[key] = held
+            held += c.dict_items
+        first_item[k] = found
+    # (the encodings are kept by the layouts while this runs: their ids stay theirs)
     joined_items = pa.concat_arrays(pieces)  # (past 32-bit offsets: an ArrowInvalid, read one by one)
-    idx += np.repeat(exclusive_cumsum(items), rows)
+    idx += np.repeat(first_item, rows)
     return take(joined_items, pa.array(idx))
 
 

@@ -271,12 +271,18 @@ def _dictionary_values(values: pa.Array, best: MiniBlockValues | None, lz4: bool
         or pa.types.is_large_string(values.type)
     ):
         return None
-    if _surely_high_cardinality(values) or _surely_too_many(values):
-        return None
-    # one hash pass both counts the distinct values and encodes them
-    items, indices = dictionary.encode(values)
-    if (len(items) - items.null_count) * 2 > n:
-        return None
+    if n <= _SET_COUNT_MAX:
+        small = _small_dictionary(values)
+        if small is None:
+            return None
+        items, indices = small
+    else:
+        if _surely_high_cardinality(values):
+            return None
+        # one hash pass both counts the distinct values and encodes them
+        items, indices = dictionary.encode(values)
+        if (len(items) - items.null_count) * 2 > n:
+            return None
     _, data = variable_parts(items)
     if data.size >= 1 << 31:
         return None
@@ -314,23 +320,29 @@ def _surely_high_cardinality(values: pa.Array) -> bool:
     return distinct == len(sample) - sample.null_count or _many_distinct(values)
 
 
-# Pages of at most this many values count their distinct values in a Python set first (see
-# :func:`_surely_too_many`).
+# Pages of at most this many values are dictionary-encoded in a Python dict (see
+# :func:`_small_dictionary`).
 _SET_COUNT_MAX = 256
 
 
-def _surely_too_many(values: pa.Array) -> bool:
-    """Whether a small page (at most :data:`_SET_COUNT_MAX` values) holds more than n / 2 distinct
-    non-null values, which rules out a dictionary: counted exactly, as the dictionary's own hash
-    pass would, in a set of the values' bytes. Arrow's hash kernel has a fixed cost (some tens of
-    microseconds in a write, where its tables are cold) that a small append would pay on every
-    text column, though most such pages repeat too little to take a dictionary."""
+def _small_dictionary(values: pa.Array) -> tuple[pa.Array, np.ndarray] | None:
+    """The dictionary of a small page (at most :data:`_SET_COUNT_MAX` binary or string values)
+    exactly as :func:`dictionary.encode` makes it (the distinct non-null values in order of first
+    appearance, the ``uint32`` index of each value, 0 for a null), or None when more than n / 2
+    are distinct, which rules a dictionary out. Made in a dict of the values' bytes: Arrow's hash
+    kernel has a fixed cost (some tens of microseconds in a write, where its tables are cold) that
+    a small append would pay on every text column, and the page is small (the work is bounded)."""
     n = len(values)
-    if n > _SET_COUNT_MAX:
-        return False
-    large = pa.types.is_large_string(values.type) or pa.types.is_large_binary(values.type)
-    distinct = set(values.view(pa.large_binary() if large else pa.binary()).to_pylist())
-    return (len(distinct) - (None in distinct)) * 2 > n
+    listed = values.view(pa.binary()).to_pylist()
+    position = dict.fromkeys(listed)  # (a dict keeps its keys in order of first appearance)
+    position.pop(None, None)
+    if len(position) * 2 > n:
+        return None
+    items = pa.array(list(position), pa.binary()).view(values.type)
+    for k, key in enumerate(position):
+        position[key] = k
+    position[None] = 0
+    return items, np.array(list(map(position.__getitem__, listed)), np.uint32)
 
 
 # Pages of at least this many values get a second, larger sample (:func:`_many_distinct`).

@@ -44,7 +44,7 @@ from lance_table.format.transaction import (
     Transaction,
 )
 from lance_table.storage import Storage
-from lance_table.table import versions
+from lance_table.table import latest_known, versions
 from lance_table.table.base_storage import base_storage
 from lance_table.table.commit.apply import next_manifest
 from lance_table.table.commit.conflicts import Pending, rebase
@@ -222,8 +222,11 @@ def _commit(
             raise DatasetAlreadyExistsError(f"a dataset was created at {storage.uri} concurrently")
         if scheme is None:
             scheme = versions.naming_scheme(entries if base is None else versions.list_versions(storage))
+        # A restore needs only the rest of the latest version (its number, time, flags and
+        # fragment id high-water mark), not its fragments: thousands, after a long history.
+        rest_only = on_latest and isinstance(pending.operation, Restore)
         current, attempt.pending = _catch_up(
-            storage, base, pending, _listed(storage, after, entries, pending)
+            storage, base, pending, _listed(storage, after, entries, pending, rest_only=rest_only)
         )
         if on_latest and current is not None:  # the latest found now is the version read
             versions.check_writable(current, storage.uri)
@@ -296,6 +299,8 @@ def _commit(
                 raise
             versions.remember_manifest(storage, path, data, manifest, txn_bytes)
             versions.write_version_hint(storage, manifest.version)
+            entry = versions.VersionEntry(manifest.version, path, -1, scheme)
+            latest_known.remember(storage, entry, manifest)  # (the next append's open)
             return manifest
     raise CommitError(f"gave up committing to {storage.uri} after {options.max_retries} retries")
 
@@ -350,8 +355,18 @@ def _needs_history(pending: Pending) -> bool:
 Newer = Iterator[ManifestFile]
 
 
-def _listed(storage: Storage, after: int, entries: list[versions.VersionEntry], pending: Pending) -> Newer:
+def _listed(
+    storage: Storage,
+    after: int,
+    entries: list[versions.VersionEntry],
+    pending: Pending,
+    *,
+    rest_only: bool = False,
+) -> Newer:
     """The versions after ``after`` in a listing; all of them must be there to rebase over them.
+    ``rest_only``: the latest version's manifest may come without its fragments (see
+    :func:`versions.read_manifest_rest`; only for an operation that applies to the latest version
+    and needs none of its fragments).
 
     Raises:
         CommitConflictError: (retryable) a version in between was cleaned up.
@@ -361,9 +376,14 @@ def _listed(storage: Storage, after: int, entries: list[versions.VersionEntry], 
         newer = newer[-1:]  # only the latest matters
     else:
         _check_contiguous(storage, after, newer, pending)
+    read = (
+        versions.read_manifest_rest
+        if rest_only and not _needs_history(pending)
+        else versions.read_manifest_file
+    )
     for entry in newer:
         try:
-            yield versions.read_manifest_file(storage, entry)
+            yield read(storage, entry)
         except FileNotFoundError:
             raise _history_gone(storage, pending, after, [entry.version]) from None
 

@@ -10,7 +10,11 @@ Cleanup runs beside writers, restores and tag writers that it cannot stop, so it
 2. Delete those manifests, so no reader can open a version whose files are about to go.
 3. Look again: a tag or pin that now names a deleted version brings its manifest back (its bytes
    are still in hand), then versions committed since phase 1 add their files to the kept set (in
-   that order: a restore unpins only once its version has landed).
+   that order: a restore unpins only once its version has landed). Phases 2 and 3 run batch by
+   batch: the manifests of a long history are gigabytes, so only a bounded amount of their bytes
+   is held from phase 1 on (:data:`HELD_BYTES`); the others are read again in the batch that
+   deletes them, and each batch looks again once it is deleted (a tag writer whose check found
+   the manifest before its deletion wrote its tag before it too).
 4. Delete the data, deletion, transaction and index files that no kept version references.
 
 A restore pins the version it reads before reading it, and tag writers check the version after
@@ -38,15 +42,16 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any, TypeVar
 
+from lance_table._parallel import METADATA, map_on
 from lance_table.errors import TagError
 from lance_table.format import paths
-from lance_table.format.manifest import Manifest
 from lance_table.storage import Entry, Storage
 from lance_table.table import branch_refs, versions
 from lance_table.table.operations.cleanup_references import (
-    _read_all,
-    _references_of_doomed,
-    _union_of_references,
+    _read_each,
+    _read_one,
+    _Removed,
+    _Union,
     _Version,
 )
 from lance_table.table.operations.cleanup_results import (
@@ -165,9 +170,11 @@ def cleanup_old_versions(
     branched = {v: n for n, v in storage_branches.items()}  # kept silently, as pylance keeps them
     pinned = pinned_versions(storage)
     landed: set[str] = set()  # transaction files of the versions read
-    kept: dict[int, _Version] = {}
     doomed: dict[int, _Version] = {}
-    for found in _read_all(storage, entries):
+    kept_refs = _Union()  # what the kept versions reference, added as each is read
+    removed_refs = _Removed(storage)  # what the doomed versions reference, likewise
+    held = 0  # bytes of doomed manifests held (the rest are read again just before they go)
+    for found in _read_each(storage, entries):
         entry, summary = found.entry, found.summary
         if summary.transaction_file:
             landed.add(paths.transaction_path(summary.transaction_file))
@@ -190,42 +197,48 @@ def cleanup_old_versions(
             ]
         if entry.version in tagged or entry.version in pinned or entry.version in branched:
             old = False
-        (doomed if old else kept)[entry.version] = found
+        if old:
+            removed_refs.add(found, entry.version - 1 in doomed)
+            if held + found.size <= HELD_BYTES:
+                held += found.size
+            else:
+                found.data = None
+            doomed[entry.version] = found
+        else:
+            kept_refs.add(found.manifest(storage))
     transactions = storage.list_dir(paths.TRANSACTIONS_DIR)
     floor = _in_flight_floor(transactions, landed, now)
     for version in [v for v in doomed if floor is not None and v > floor]:
-        kept[version] = doomed.pop(version)
+        _keep(storage, doomed.pop(version), kept_refs)
+    doomed_list = list(doomed.values())
     if not dry_run:
-        sizes = [len(found.data) for found in doomed.values()]
-        report.phase("versions", files_total=len(sizes), bytes_total=sum(sizes))
-        for manifests in _batches(list(doomed.values())):
+        report.phase("versions", files_total=len(doomed_list), bytes_total=sum(f.size for f in doomed_list))
+        for manifests in _manifest_batches(doomed_list):
+            _hold(storage, manifests)
             storage.delete_many([found.entry.path for found in manifests])
-            report.advance(files=len(manifests), nbytes=sum(len(found.data) for found in manifests))
-
-    # Phase 3: what was tagged, restored or committed while we decided. Tags and pins first: a
-    # restore unpins only after its version landed, so a pin gone by now means that version is
-    # in the listing that follows.
-    for version in (_kept_by_refs(storage).keys() | pinned_versions(storage)) & doomed.keys():
-        found = doomed.pop(version)
-        if not dry_run:
-            with contextlib.suppress(FileExistsError):
-                storage.put_if_absent(found.entry.path, found.data)
-        kept[version] = found
-    newer: list[Manifest] = []
+            report.advance(files=len(manifests), nbytes=sum(found.size for found in manifests))
+            # Phase 3 for this batch: what was tagged or pinned while we decided comes back. Tags
+            # and pins first: a restore unpins only after its version landed, so a pin gone by
+            # now means that version is in the listing that follows the last batch.
+            _look_again(storage, manifests, doomed, kept_refs, put_back=True)
+            for found in manifests:
+                found.data = None
+    else:
+        _look_again(storage, doomed_list, doomed, kept_refs, put_back=False)
+    # Then the versions committed since phase 1.
     for entry in versions.list_versions(storage, after=latest):
         try:
-            newer.append(versions.read_manifest_file(storage, entry).manifest)
+            kept_refs.add(versions.read_manifest_file(storage, entry).manifest)
         except FileNotFoundError:  # committed and already cleaned up by another cleanup
             continue
-    kept_refs = _union_of_references([*(v.manifest(storage) for v in kept.values()), *newer])
-    removed_refs = _references_of_doomed(storage, doomed)
+    kept_paths, removed_paths = kept_refs.paths, removed_refs.paths
 
     root = storage.uri.rstrip("/")
-    removed_bytes = sum(len(found.data) for found in doomed.values())
+    removed_bytes = sum(found.size for found in doomed.values())
     for found in doomed.values():
         if candidates is not None:
             candidates.append(
-                CleanupCandidateFile(f"{root}/{found.entry.path}", "manifest", False, len(found.data))
+                CleanupCandidateFile(f"{root}/{found.entry.path}", "manifest", False, found.size)
             )
     removed_files = dict.fromkeys(_KINDS, 0)
     # Keep the transaction files of commits in flight, so that later cleanups see them too (unless
@@ -240,9 +253,9 @@ def cleanup_old_versions(
         listed = transactions if directory == paths.TRANSACTIONS_DIR else storage.list_tree(directory)
         for item in listed:
             owner = _owner(item.path)
-            if item.path in kept_refs or owner in kept_refs or owner in in_flight:
+            if item.path in kept_paths or owner in kept_paths or owner in in_flight:
                 continue
-            verified = item.path in removed_refs or owner in removed_refs
+            verified = item.path in removed_paths or owner in removed_paths
             young = item.modified is None or item.modified > grace_cutoff
             if not verified and young:
                 continue
@@ -272,6 +285,76 @@ def cleanup_old_versions(
         deletion_files_removed=removed_files[paths.DELETIONS_DIR],
         index_files_removed=removed_files[paths.INDICES_DIR],
     )
+
+
+#: bytes of doomed manifests cleanup holds from its first reading of the history to their
+#: deletion (a cleanup puts back a manifest tagged or pinned meanwhile); beyond them, a manifest
+#: is read again in the batch that deletes it, so a history of gigabytes of manifests costs a
+#: bounded amount of memory
+HELD_BYTES = 64 << 20
+
+
+def _manifest_batches(doomed: list[_Version]) -> Iterator[list[_Version]]:
+    """``doomed`` in batches of at most :data:`DELETE_BATCH` files, whose bytes not held add up
+    to at most :data:`HELD_BYTES` (a batch holds at least one)."""
+    batch: list[_Version] = []
+    reread = 0
+    for found in doomed:
+        extra = found.size if found.data is None else 0
+        if batch and (len(batch) == DELETE_BATCH or reread + extra > HELD_BYTES):
+            yield batch
+            batch, reread = [], 0
+        batch.append(found)
+        reread += extra
+    if batch:
+        yield batch
+
+
+def _hold(storage: Storage, manifests: list[_Version]) -> None:
+    """Read again the bytes of the ``manifests`` not held (one that is gone, removed by another
+    cleanup, stays without: there is nothing to put back)."""
+    missing = [found for found in manifests if found.data is None]
+    if not missing:
+        return
+    for found, again in zip(missing, _read_each_or_none(storage, [found.entry for found in missing])):
+        if again is not None:
+            found.data = again.data
+
+
+def _read_each_or_none(storage: Storage, entries: list[versions.VersionEntry]) -> list[_Version | None]:
+    """Each entry's manifest file (None where it is gone)."""
+    if storage.read_parallelism > 0 and len(entries) > 1:
+        return map_on(METADATA, lambda entry: _read_one(storage, entry), entries)
+    return [_read_one(storage, entry) for entry in entries]
+
+
+def _keep(storage: Storage, found: _Version, kept_refs: _Union) -> None:
+    """Keep a version after all: what it references is kept (nothing when it is gone)."""
+    with contextlib.suppress(FileNotFoundError):
+        kept_refs.add(found.manifest(storage))
+
+
+def _look_again(
+    storage: Storage,
+    manifests: list[_Version],
+    doomed: dict[int, _Version],
+    kept_refs: _Union,
+    *,
+    put_back: bool,
+) -> None:
+    """Keep those of the ``manifests`` (doomed) that a tag or pin names now, putting their deleted
+    files back with their bytes (``put_back``).
+
+    Raises:
+        CorruptFileError: a tag or branch file is damaged.
+    """
+    names = {found.entry.version for found in manifests}
+    for version in (_kept_by_refs(storage).keys() | pinned_versions(storage)) & names:
+        found = doomed.pop(version)
+        if put_back and found.data is not None:
+            with contextlib.suppress(FileExistsError):
+                storage.put_if_absent(found.entry.path, found.data)
+        _keep(storage, found, kept_refs)
 
 
 def _in_flight(item: Entry, landed: set[str], now: float) -> int | None:

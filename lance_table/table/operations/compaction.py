@@ -11,13 +11,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from lance_table._parallel import FRAGMENTS, ahead_on, map_fragments
+from lance_table.errors import BinaryCopyError
+from lance_table.file.concat import DEFAULT_READ_BATCH_BYTES
 from lance_table.format.manifest import Fragment
 from lance_table.format.transaction import ReserveFragments, Rewrite, RewriteGroup
-from lance_table.table import indices
+from lance_table.table import indices, scan
 from lance_table.table.commit import Pending, check_can_commit, check_rebasable
 from lance_table.table.commit.row_ids import carried_row_ids, uses_stable_row_ids
 from lance_table.table.frag_reuse import MovedGroup, load_versions, next_frag_reuse_index
 from lance_table.table.operations.compaction_bins import _Bin, plan
+from lance_table.table.operations.compaction_copy import COMPACTION_MODES, copy_bin, copy_plan
 from lance_table.table.operations.compaction_rewrite import _rewrite_bin
 from lance_table.table.operations.write import (
     DEFAULT_MAX_BYTES_PER_FILE,
@@ -98,6 +101,13 @@ class CompactionJob:
     # rows of each batch written, after which the byte limit is checked (pylance's batch_size;
     # None: the pieces as read, when no byte limit was given)
     batch_rows: int | None = None
+    #: pylance's compaction mode: "reencode", or binary copy where possible ("try_binary_copy") or
+    #: for every bin ("force_binary_copy")
+    mode: str = "reencode"
+    #: the most bytes a binary copy reads of a file at once
+    read_batch_bytes: int = DEFAULT_READ_BATCH_BYTES
+    #: a file written by binary copy ends after the input that takes it to this many rows
+    target_rows: int = DEFAULT_TARGET_ROWS
 
 
 def job_for(
@@ -107,6 +117,9 @@ def job_for(
     *,
     committing: bool = True,
     batch_size: int | None = None,
+    compaction_mode: str | None = None,
+    binary_copy_read_batch_bytes: int | None = None,
+    target_rows_per_fragment: int | None = None,
 ) -> CompactionJob:
     """The job that rewrites ``bins`` of ``ds``, after the checks every compaction makes; with
     ``committing=False`` (a task that only rewrites, committed elsewhere) without the commit's own
@@ -115,14 +128,23 @@ def job_for(
     Raises:
         as :func:`compact_files`.
     """
+    mode = compaction_mode or "reencode"
+    if mode not in COMPACTION_MODES:
+        raise ValueError(f"compaction_mode must be one of {COMPACTION_MODES}, not {compaction_mode!r}")
+    read_batch = binary_copy_read_batch_bytes or DEFAULT_READ_BATCH_BYTES
+    if read_batch < 1:
+        raise ValueError(f"binary_copy_read_batch_bytes must be positive, got {read_batch}")
     data_format = writable_data_format(ds.manifest, ds.uri)
     check_blob_fields(ds.manifest.fields, data_format, ds.uri)
     stable = uses_stable_row_ids(ds.manifest)
     limit = max_bytes_per_file or DEFAULT_MAX_BYTES_PER_FILE
     # a file ends after the batch that takes it past the byte limit, as in pylance
     batch_rows = batch_size or (default_batch_size() if max_bytes_per_file else None)
+    target = target_rows_per_fragment or DEFAULT_TARGET_ROWS
     if not committing:
-        return CompactionJob(ds, bins, data_format, limit, stable, False, batch_rows)
+        return CompactionJob(
+            ds, bins, data_format, limit, stable, False, batch_rows, mode, read_batch, target
+        )
     index_list = indices.decode_section(ds.manifest.index_section)
     # pylance 14 records the moves of indexed rows only, and none on datasets with stable row ids
     user_indices = {pos for pos, idx in enumerate(index_list) if not indices.is_system_index(idx)}
@@ -131,7 +153,9 @@ def job_for(
         _warn_uncovered(index_list, bins)
     # The rewrite commits after a ReserveFragments version: refuse before either if it cannot land.
     check_rebasable(ds.storage, Pending(Rewrite(()), ds.version))
-    return CompactionJob(ds, bins, data_format, limit, stable, record_moves, batch_rows)
+    return CompactionJob(
+        ds, bins, data_format, limit, stable, record_moves, batch_rows, mode, read_batch, target
+    )
 
 
 def plan_compaction(
@@ -142,6 +166,8 @@ def plan_compaction(
     materialize_deletions_threshold: float | None = DEFAULT_MATERIALIZE_DELETIONS_THRESHOLD,
     max_bytes_per_file: int | None = None,
     batch_size: int | None = None,
+    compaction_mode: str | None = None,
+    binary_copy_read_batch_bytes: int | None = None,
 ) -> CompactionJob | None:
     """The compaction of ``ds`` as pylance plans it, or None when there is nothing to compact. An
     option given as None takes its default (as in pylance).
@@ -171,7 +197,15 @@ def plan_compaction(
     )
     if not bins:
         return None
-    return job_for(ds, bins, max_bytes_per_file, batch_size=batch_size)
+    return job_for(
+        ds,
+        bins,
+        max_bytes_per_file,
+        batch_size=batch_size,
+        compaction_mode=compaction_mode,
+        binary_copy_read_batch_bytes=binary_copy_read_batch_bytes,
+        target_rows_per_fragment=target_rows_per_fragment,
+    )
 
 
 def rewrite(
@@ -185,9 +219,7 @@ def rewrite(
     rows' ids) and every file written (sidecars too; data files named with ``write_tag``). A
     failure deletes what it wrote. ``report`` hears of the rows and files written; ``threads``
     bounds the pieces read ahead of the writer."""
-    new, files = _rewrite_bin(
-        job.ds, bin_, job.max_bytes, job.data_format, report, write_tag, job.batch_rows, threads
-    )
+    new, files = _copy_or_rewrite(job, bin_, report, write_tag, threads)
     if job.stable:  # the rewritten rows keep their ids (and versions)
         try:
             new = carried_row_ids([(f.fragment, f.live_positions()) for f in bin_.fragments], new)
@@ -196,6 +228,31 @@ def rewrite(
                 job.ds.storage.delete(path)
             raise
     return new, files
+
+
+def _copy_or_rewrite(
+    job: CompactionJob, bin_: _Bin, report: Reporter, write_tag: str, threads: int | None
+) -> tuple[list[Fragment], list[str]]:
+    """The bin copied page by page where the job's mode asks for it and the bin allows it (see
+    :mod:`~lance_table.table.operations.compaction_copy`), else re-encoded."""
+    if job.mode != "reencode":
+        scan.open_all(bin_.fragments)  # the footers, read in parallel
+        plans = copy_plan(job.ds, bin_, job.target_rows, job.max_bytes)
+        if not isinstance(plans, str):
+            return copy_bin(job.ds, bin_, plans, job.read_batch_bytes, report, write_tag)
+        if job.mode == "force_binary_copy":
+            raise BinaryCopyError(f"{job.ds.uri}: binary copy is not supported: {plans}")
+    return _rewrite_bin(
+        job.ds,
+        bin_,
+        job.max_bytes,
+        job.data_format,
+        report,
+        write_tag,
+        job.batch_rows,
+        threads,
+        job.target_rows,
+    )
 
 
 def rewrite_fragments(
@@ -269,6 +326,8 @@ def compact_files(
     num_threads: int | None = None,
     batch_size: int | None = None,
     progress: Progress = None,
+    compaction_mode: str | None = None,
+    binary_copy_read_batch_bytes: int | None = None,
 ) -> tuple[Snapshot, CompactionMetrics]:
     """Rewrite small fragments into fragments of about ``target_rows_per_fragment`` rows, dropping
     deleted rows; commits ``ReserveFragments`` and then ``Rewrite`` (two versions), as pylance does.
@@ -296,9 +355,17 @@ def compact_files(
     changes nothing here). pylance without deferral would rewrite the index files instead; the
     answers are the same.
 
+    ``compaction_mode`` (pylance's): ``"reencode"`` (None, the default) decodes and writes the
+    rows anew; ``"try_binary_copy"`` concatenates a bin's data files page by page where it can
+    (see :mod:`~lance_table.table.operations.compaction_copy`: no deletion files, the same schema
+    and file version, no blob columns) and re-encodes the other bins; ``"force_binary_copy"``
+    fails where it cannot. A binary copy reads at most ``binary_copy_read_batch_bytes`` of a file
+    at once (16 MiB by default).
+
     Raises:
         ValueError: ``num_threads`` is below 1 (pylance refuses a negative one, and waits forever
-            on 0).
+            on 0), or ``compaction_mode`` is not one of pylance's modes.
+        BinaryCopyError: ``compaction_mode="force_binary_copy"`` and a bin cannot be copied.
         UnsupportedFormatError: a data format lance_table does not write, or blob v2 columns it
             does not write (nested ones, external blobs).
         CorruptFileError: the dataset's fragment reuse index does not parse.
@@ -317,6 +384,8 @@ def compact_files(
         materialize_deletions_threshold=materialize_deletions_threshold,
         max_bytes_per_file=max_bytes_per_file,
         batch_size=batch_size,
+        compaction_mode=compaction_mode,
+        binary_copy_read_batch_bytes=binary_copy_read_batch_bytes,
     )
     if job is None:
         return ds, CompactionMetrics()

@@ -42,13 +42,17 @@ def _rewrite_bin(
     write_tag: str = "",
     batch_rows: int | None = None,
     threads: int | None = None,
+    target_rows: int | None = None,
 ) -> tuple[list[Fragment], list[str]]:
-    # Like pylance, each bin becomes one fragment (unless it passes the byte limit).
+    # Like pylance 14, a bin becomes as many fragments as its live rows hold ``target_rows`` (at
+    # least one), of even rows (unless one passes the byte limit).
+    live = sum(bin_.live_rows)
+    files = max(1, live // target_rows) if target_rows else 1
     writer = FragmentWriter(
         ds.storage,
         ds.schema,
         list(ds.manifest.fields),
-        max_rows_per_file=2**62,
+        max_rows_per_file=-(-live // files) if files > 1 else 2**62,
         max_bytes_per_file=max_bytes,
         data_format=data_format,
         dictionaries=ds.manifest.dictionaries,

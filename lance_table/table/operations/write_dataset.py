@@ -14,7 +14,8 @@ import pyarrow as pa
 from lance_table.errors import DatasetNotFoundError
 from lance_table.format.bases import base_paths
 from lance_table.format.transaction import Overwrite as OverwriteOp
-from lance_table.storage import open_storage
+from lance_table.storage import Storage, open_storage
+from lance_table.table import latest_known
 from lance_table.table.blob_locations import external_reference
 from lance_table.table.commit import CommitLock, CommitOptions, check_can_commit, commit
 from lance_table.table.opening import refuse
@@ -98,10 +99,7 @@ def write_snapshot(
         **({"max_retries": max_retries} if max_retries is not None else {}),
     )
     check_can_commit(options, storage)
-    try:
-        latest: Snapshot | None = load(storage)
-    except DatasetNotFoundError:
-        latest = None
+    latest = _open_latest(storage, mode, options)
     base = latest.manifest if latest is not None else None
     plan, reader = prepare_write(base, mode, data, schema, storage.uri, data_storage_version)
     bases = plan_bases(base, mode, initial_bases, target_bases, target_all_bases, uri=os.fspath(uri))
@@ -146,3 +144,18 @@ def write_snapshot(
         scheme=scheme,
     )
     return Snapshot(storage, manifest, scheme, options)
+
+
+def _open_latest(storage: Storage, mode: WriteMode, options: CommitOptions) -> Snapshot | None:
+    """The latest version, or None when there is no dataset. An append takes the version this
+    process committed last when ``_versions`` is provably as that commit left it (no listing: the
+    commit lists, and rebases over anything newer; see :mod:`lance_table.table.latest_known`)."""
+    if mode == "append":
+        known = latest_known.latest(storage)
+        if known is not None:
+            entry, manifest = known
+            return Snapshot(storage, manifest, entry.scheme, options)
+    try:
+        return load(storage)
+    except DatasetNotFoundError:
+        return None

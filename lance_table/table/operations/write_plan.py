@@ -4,11 +4,12 @@ written with, and the data file format; turning what a user passes into batches 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import pyarrow as pa
 
+from lance_table._lru import LRU
 from lance_table.errors import (
     AppendSchemaError,
     DatasetAlreadyExistsError,
@@ -185,8 +186,21 @@ def plan_write(
         )
     if base is not None and mode == "append":
         data_format = writable_data_format(base, uri)  # an append keeps the dataset's format
-        check_blob_fields(base.fields, data_format, uri)
-        return _append_plan(base, data_format, data_schema, uri)
+        key = (id(base.fields), data_format)
+        hit = _APPEND_PLANS.get(key)
+        if (
+            hit is not None
+            and hit[0] is base.fields
+            and hit[1] == base.schema_metadata
+            and hit[2].equals(data_schema, check_metadata=True)
+        ):
+            plan = hit[3]
+        else:
+            check_blob_fields(base.fields, data_format, uri)
+            plan = _append_plan(base, data_format, data_schema, uri)
+            # (the fields are kept: their id stays theirs)
+            _APPEND_PLANS.put(key, (base.fields, dict(base.schema_metadata), data_schema, plan))
+        return replace(plan, read_version=base.version, dictionaries=dict(base.dictionaries))
     data_format = writable_data_format(base, uri, data_storage_version)
     data_schema = blob_write.logical_schema(data_schema, data_format)  # 2.2 blobs: blob v2 structs
     data_schema = storage_schema(data_schema)  # extension types as Lance stores them
@@ -194,6 +208,14 @@ def plan_write(
     build_tree(fields)
     check_blob_fields(fields, data_format, uri)
     return WritePlan(base.version if base is not None else 0, False, data_schema, fields, data_format)
+
+
+#: the plans of recent appends (see :func:`plan_write`), by the identity of the dataset's fields
+#: (a manifest's, shared by its later versions) and the data format: each append of a stream of
+#: them would check and project the same schemas again. Kept with the schema metadata and the
+#: data's schema they were made for, and taken only for equal ones.
+_KeptPlan = tuple[tuple[LanceField, ...], dict[str, bytes], pa.Schema, WritePlan]
+_APPEND_PLANS: LRU[tuple[int, str], _KeptPlan] = LRU(16)
 
 
 def prepare_write(
