@@ -4,10 +4,12 @@ the ``DataFragment`` protobufs a manifest or transaction holds.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 from typing import Any
+
+from google.protobuf.message import DecodeError
 
 from lance_table._lru import LRU
 from lance_table._proto import table_pb2
@@ -289,6 +291,30 @@ def checked_fragments(pbs: Any, where: str) -> tuple[Fragment, ...]:
             frag.__dict__["pb_bytes"] = keys[i]  # what pb_bytes would make: the same protobuf
             found[i] = frag
         _FRAGMENTS.put_many((keys[i], frag) for i, frag in zip(missing, made))
+    return tuple(found)  # type: ignore[arg-type]
+
+
+def checked_raw_fragments(raws: Sequence[bytes], where: str) -> tuple[Fragment, ...]:
+    """:func:`checked_fragments` of serialized ``DataFragment`` protobufs (the bytes of each stay
+    its :attr:`Fragment.pb_bytes`).
+
+    Raises:
+        CorruptFileError: naming ``where``; also when a protobuf does not parse.
+    """
+    found = _FRAGMENTS.get_many(raws)
+    missing = [i for i, frag in enumerate(found) if frag is None]
+    if missing:
+        made = []
+        for i in missing:
+            try:
+                pb = table_pb2.DataFragment.FromString(raws[i])
+            except (DecodeError, RuntimeError) as exc:
+                raise CorruptFileError(where, f"fragment {i} of the manifest does not parse ({exc})") from exc
+            frag = _checked_fragment(pb, where)
+            frag.__dict__["pb_bytes"] = raws[i]
+            found[i] = frag
+            made.append((raws[i], frag))
+        _FRAGMENTS.put_many(made)
     return tuple(found)  # type: ignore[arg-type]
 
 

@@ -73,6 +73,12 @@ def facts(fragments: tuple[Fragment, ...]) -> FragmentFacts:
     return found
 
 
+def keep(fragments: tuple[Fragment, ...], known: FragmentFacts) -> None:
+    """Remember ``known`` as the facts of ``fragments`` (found another way: see
+    :mod:`lance_table.format.fragment_source`), for :func:`facts` of it and of its extensions."""
+    _KEPT.put(id(fragments), (fragments, known))
+
+
 def _first(fragments: Sequence[Fragment]) -> FragmentFacts:
     ids = [f.id for f in fragments]
     unique = frozenset(ids)

@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
 
@@ -38,6 +38,7 @@ from lance_table.format.fragment import (
     checked_fragments,
     data_format_of,
 )
+from lance_table.format.fragment_source import FragmentSource
 from lance_table.schema import LanceField, build_tree, fields_from_pb, fields_to_pb
 
 WRITER_LIBRARY = "lance_table"
@@ -45,12 +46,36 @@ WRITER_LIBRARY = "lance_table"
 DEFAULT_DATA_FORMAT = ("lance", "2.2")
 
 
+class _Fragments:
+    """The descriptor of :attr:`Manifest.fragments`: a tuple of fragments, given as one or as a
+    :class:`FragmentSource` (a decoded manifest's), converted when first read."""
+
+    def __get__(self, obj: object, objtype: type | None = None) -> tuple[Fragment, ...]:
+        if obj is None:
+            raise AttributeError("fragments")  # (for the dataclass: the field has no default)
+        value = obj.__dict__["fragments"]
+        if value.__class__ is FragmentSource:
+            return value.fragments()
+        return value
+
+    def __set__(self, obj: object, value: tuple[Fragment, ...] | FragmentSource) -> None:
+        obj.__dict__["fragments"] = value
+
+
 @dataclass(frozen=True)
 class Manifest:
-    """One version of a dataset."""
+    """One version of a dataset.
+
+    ``fragments`` may be given as a :class:`FragmentSource`: the fragments are then converted when
+    first read, and what the manifest tells of them without (:attr:`data_formats`,
+    :attr:`num_rows`, :attr:`fragment_facts`, :meth:`with_flags`, :meth:`evolve`, writing it) does
+    not convert them."""
 
     fields: tuple[LanceField, ...]
-    fragments: tuple[Fragment, ...]
+    if TYPE_CHECKING:
+        fragments: tuple[Fragment, ...]
+    else:
+        fragments: _Fragments = _Fragments()
     version: int
     schema_metadata: Mapping[str, bytes] = field(default_factory=dict)
     timestamp_ns: int = 0
@@ -72,10 +97,24 @@ class Manifest:
     # file; data files' keys index them, and appends may only extend them).
     dictionaries: Mapping[int, pa.Array] = field(default_factory=dict, compare=False)
 
+    @property
+    def fragment_source(self) -> FragmentSource | None:
+        """The fragments as decoded, when they were given so and may not be converted yet."""
+        value = self.__dict__["fragments"]
+        return value if value.__class__ is FragmentSource else None
+
+    @property
+    def fragment_facts(self) -> fragment_facts.FragmentFacts:
+        """Facts about the fragments (formats, deletions, row ids, ids), without converting them."""
+        source = self.fragment_source
+        if source is not None:
+            return source.facts
+        return fragment_facts.facts(tuple(self.fragments))
+
     @cached_property
     def data_formats(self) -> frozenset[str]:
         """The data formats of the manifest's data files."""
-        return fragment_facts.facts(tuple(self.fragments)).formats
+        return self.fragment_facts.formats
 
     @property
     def data_storage_version(self) -> str | None:
@@ -84,18 +123,27 @@ class Manifest:
 
     @property
     def num_rows(self) -> int:
+        source = self.fragment_source
+        if source is not None:
+            return source.num_rows
         return sum(f.num_rows for f in self.fragments)
+
+    def evolve(self, **changes: Any) -> Manifest:
+        """``dataclasses.replace(self, **changes)``, without converting fragments given as a
+        :class:`FragmentSource` (``replace`` reads every field)."""
+        changes.setdefault("fragments", self.__dict__["fragments"])
+        return replace(self, **changes)
 
     def with_flags(self) -> Manifest:
         """This manifest with its feature flags recomputed from its contents."""
-        found = fragment_facts.facts(tuple(self.fragments))
+        found = self.fragment_facts
         reader, writer = feature_flags.compute(
             has_deletions=found.deletions,
             has_row_ids=bool(self.reader_feature_flags & feature_flags.STABLE_ROW_IDS) or found.row_ids,
             has_config=bool(self.config),
             has_base_paths=_has_base_paths(self.passthrough),
         )
-        return replace(self, reader_feature_flags=reader, writer_feature_flags=writer)
+        return self.evolve(reader_feature_flags=reader, writer_feature_flags=writer)
 
     def to_pb(
         self,
@@ -115,8 +163,9 @@ class Manifest:
             if dictionary_positions and pf.id in dictionary_positions:
                 pf.dictionary.offset, pf.dictionary.length = dictionary_positions[pf.id]
         if with_fragments:
-            for f in self.fragments:
-                pb.fragments.add().MergeFromString(f.pb_bytes)
+            source = self.fragment_source
+            for raw in source.raws if source is not None else (f.pb_bytes for f in self.fragments):
+                pb.fragments.add().MergeFromString(raw)
         pb.version = self.version
         for k, v in self.schema_metadata.items():
             pb.schema_metadata[k] = v
@@ -146,7 +195,7 @@ class Manifest:
         pb: Any,
         index_section: bytes | None = None,
         dictionaries: Mapping[int, pa.Array] | None = None,
-        fragments: tuple[Fragment, ...] | None = None,
+        fragments: tuple[Fragment, ...] | FragmentSource | None = None,
     ) -> Manifest:
         rest = table_pb2.Manifest()
         for name in ("base_paths", "branch", "version_aux_data"):
@@ -158,7 +207,7 @@ class Manifest:
                 rest.version_aux_data = pb.version_aux_data
         return cls(
             fields=tuple(fields_from_pb(pb.fields)),
-            fragments=fragments
+            fragments=cast(Any, fragments)  # (a FragmentSource too: see the fragments descriptor)
             if fragments is not None
             else tuple(Fragment.from_pb(f) for f in pb.fragments),
             version=pb.version,
@@ -218,10 +267,10 @@ def _check_file_versions(pb: Any, fragments: tuple[Fragment, ...], path: str) ->
             # pylance 0.16 could record 0.1 for 2.0 files: every file is read as its own format,
             # and the next commit records the files' format (see corrected_data_format)
             return
-        named = _FORMAT_NUMBER.fullmatch(pb.data_format.version)
+        named = named_data_format(pb.data_format.version)
         if named is None:
             return  # a format name lance_table does not know: refused when the data is read
-        expected = data_format_of(int(named.group(1)), int(named.group(2)))
+        expected = named
         whose = "the manifest's"
     else:
         expected = _inferred_data_format(pb)[1]
@@ -241,6 +290,15 @@ def _check_file_versions(pb: Any, fragments: tuple[Fragment, ...], path: str) ->
                     f"(recorded as {f.file_major_version}.{f.file_minor_version}), "
                     f"{whose} format is {expected}",
                 )
+
+
+def named_data_format(version: str) -> str | None:
+    """The data format a manifest's ``data_format.version`` names (as :func:`data_format_of`
+    names a data file's), or None for a name lance_table does not know."""
+    named = _FORMAT_NUMBER.fullmatch(version)
+    if named is None:
+        return None
+    return data_format_of(int(named.group(1)), int(named.group(2)))
 
 
 def corrected_data_format(m: Manifest, path: str) -> tuple[str, str] | None:
@@ -291,6 +349,7 @@ __all__ = [
     "DataFile",
     "DeletionFile",
     "Fragment",
+    "FragmentSource",
     "Manifest",
     "assign_fragment_ids",
     "check_fragments",

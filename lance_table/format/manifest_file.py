@@ -21,7 +21,14 @@ from lance_table._proto import table_pb2
 from lance_table.errors import CorruptFileError
 from lance_table.format.dictionaries import _decode_dictionaries, _encode_dictionaries
 from lance_table.format.fragment import FRAGMENT_CACHE_SIZE, LEGACY_DATA_FORMAT, Fragment, checked_fragments
-from lance_table.format.manifest import Manifest, _check_file_versions, check_schema
+from lance_table.format.fragment_source import FragmentSource, raw_manifest, read_fragments
+from lance_table.format.manifest import (
+    _MIXED_FILE_VERSIONS,
+    Manifest,
+    _check_file_versions,
+    check_schema,
+    named_data_format,
+)
 from lance_table.format.paths import check_relative_path
 
 MANIFEST_MAGIC = b"LANC"
@@ -57,7 +64,9 @@ def encode_manifest_file(manifest: Manifest, transaction: bytes) -> bytes:
     # The fragments' entries are joined as they are: a protobuf message may hold its fields in any
     # order, and a repeated field's entries keep theirs (a parser reads the same manifest).
     pb = manifest.to_pb(txn_offset, index_offset, dictionary_positions, with_fragments=False)
-    body = pb.SerializeToString() + fragment_entries(manifest.fragments)
+    source = manifest.fragment_source  # (if given: the fragments as read, not converted)
+    entries = source.entries() if source is not None else fragment_entries(manifest.fragments)
+    body = pb.SerializeToString() + entries
     manifest_pos = len(out)
     out += struct.pack("<I", len(body)) + body
     out += MANIFEST_FOOTER.pack(manifest_pos, *MANIFEST_FOOTER_VERSION) + MANIFEST_MAGIC
@@ -95,18 +104,42 @@ _ENTRIES: LRU[int, tuple[tuple[Fragment, ...], bytes]] = LRU(4)
 def decode_manifest_file(data: bytes, path: str) -> ManifestFile:
     """Parse a manifest file.
 
+    The fragments are checked in bulk and left unconverted (see
+    :mod:`~lance_table.format.fragment_source`) when they are of the common shape; otherwise, as
+    every fragment of a damaged manifest, they are checked and converted one by one.
+
     Raises:
         CorruptFileError: the framing or the protobuf is damaged.
     """
-    pb, pos, txn = _parse(data, path)
+    pb, pos, txn = _parse(data, path, message=raw_manifest())
+    source = None
+    if pb.HasField("data_format"):  # (else inferred from the first data file, by the conversion)
+        source = read_fragments(pb.fragments[:], _expected_format(pb), path)
+    if source is None:
+        pb, pos, txn = _parse(data, path)
     index = _section(data, pb.index_section, path, "index section") if pb.HasField("index_section") else None
-    fragments = checked_fragments(pb.fragments, path)
-    _check_file_versions(pb, fragments, path)
+    fragments: tuple[Fragment, ...] | FragmentSource
+    if source is None:
+        fragments = checked_fragments(pb.fragments, path)
+        _check_file_versions(pb, fragments, path)
+    else:
+        fragments = source
     check_schema(pb.fields, path)
-    manifest = Manifest.from_pb(pb, index, fragments=fragments)
-    if manifest.data_storage_version == LEGACY_DATA_FORMAT:  # only legacy readers use the values
+    dictionaries = None
+    if pb.HasField("data_format") and pb.data_format.version == LEGACY_DATA_FORMAT:
+        dictionaries = _decode_dictionaries(data, pos, pb.fields, path)  # only legacy readers use them
+    manifest = Manifest.from_pb(pb, index, dictionaries, fragments=fragments)
+    if dictionaries is None and manifest.data_storage_version == LEGACY_DATA_FORMAT:
         manifest = replace(manifest, dictionaries=_decode_dictionaries(data, pos, pb.fields, path))
     return ManifestFile(manifest, txn, len(data), path)
+
+
+def _expected_format(pb: Any) -> str | None:
+    """The format :func:`_check_file_versions` requires of the data files of a manifest that
+    records one (``pb``); None when it requires none (any one format, for :func:`read_fragments`)."""
+    if pb.reader_feature_flags & _MIXED_FILE_VERSIONS or pb.data_format.version == LEGACY_DATA_FORMAT:
+        return None
+    return named_data_format(pb.data_format.version)
 
 
 @dataclass(frozen=True)

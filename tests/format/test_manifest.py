@@ -150,8 +150,10 @@ def test_fragments_shared_by_versions_are_converted_once(tmp_path, monkeypatch):
         manifest_file.decode_manifest_file(storage.read(e.path), e.path).manifest
         for e in versions.list_versions(storage)
     ]
-    assert sorted(converted) == [0, 1, 2, 3, 4]  # 15 fragments in 5 manifests, 5 distinct
+    assert converted == []  # decoding converts none (they are converted when first asked for)
+    assert [m.num_rows for m in decoded] == [1, 2, 3, 4, 5]
     assert [[f.id for f in m.fragments] for m in decoded] == [list(range(i + 1)) for i in range(5)]
+    assert sorted(converted) == [0, 1, 2, 3, 4]  # 15 fragments in 5 manifests, 5 distinct
     assert decoded[4].fragments[0] is decoded[0].fragments[0]
 
 

@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from lance_table import __version__
 from lance_table.errors import BasePathError, CommitConflictError, CommitError
-from lance_table.format import fragment_facts, paths
+from lance_table.format import paths
 from lance_table.format.bases import base_paths, register, with_base_paths
 from lance_table.format.dictionaries import extended
 from lance_table.format.manifest import (
@@ -110,21 +110,19 @@ def next_manifest(
     elif isinstance(op, Restore):
         if restored is None:
             raise ValueError("restore needs the restored manifest")
-        m = replace(
-            restored,
-            max_fragment_id=_max_id(restored.fragments, base.max_fragment_id),
-        )
+        # (its fragments as they were read, not converted: see Manifest.evolve)
+        top = max(restored.fragment_facts.top, -1 if base.max_fragment_id is None else base.max_fragment_id)
+        m = restored.evolve(max_fragment_id=top if top >= 0 else None)
     else:  # pragma: no cover - guarded by Transaction.to_bytes
         raise ValueError(f"cannot apply {op.name}")
     fixed = corrected_data_format(m, f"the commit of version {version}")  # pylance 0.16's records
     if fixed is not None:
-        m = replace(m, data_format=fixed)
+        m = m.evolve(data_format=fixed)
     _check_fragment_ids(m)
     section = index_section_after(base, op, m, uses_stable_row_ids(base), _next_id(base))
-    m = replace(m, index_section=section)
+    m = m.evolve(index_section=section)
     m = with_row_ids(base if base.version or base.fragments else None, m, op, version)
-    m = replace(
-        m,
+    m = m.evolve(
         version=version,
         timestamp_ns=max(now, base.timestamp_ns + 1),
         transaction_file=paths.transaction_file_name(txn.read_version, txn.uuid),
@@ -158,7 +156,7 @@ def _check_fragment_ids(m: Manifest) -> None:
     Raises:
         CommitError: naming the ids.
     """
-    found = fragment_facts.facts(tuple(m.fragments))
+    found = m.fragment_facts
     if found.repeated:
         ids = [f.id for f in m.fragments]
         repeated = sorted(i for i, n in Counter(ids).items() if n > 1)
