@@ -217,14 +217,23 @@ def read_manifest_file(storage: Storage, entry: VersionEntry) -> ManifestFile:
         VersionGoneError: the manifest was deleted since it was listed (a ``FileNotFoundError``).
         CorruptFileError: the file is damaged or holds another version's manifest.
     """
+    return decode_manifest(storage, entry, _manifest_bytes(storage, entry, "opened"))
+
+
+def _manifest_bytes(storage: Storage, entry: VersionEntry, doing: str) -> bytes:
+    """The bytes of ``entry``'s manifest file.
+
+    Raises:
+        VersionGoneError: the manifest was deleted since it was listed (while it was being
+            ``doing``).
+    """
     try:
-        data = storage.read(entry.path)
+        return storage.read(entry.path)
     except FileNotFoundError:
         raise VersionGoneError(
             f"version {entry.version} of {storage.uri} no longer exists: its manifest "
-            f"({entry.path}) was removed, by cleanup_old_versions, while it was being opened"
+            f"({entry.path}) was removed, by cleanup_old_versions, while it was being {doing}"
         ) from None
-    return decode_manifest(storage, entry, data)
 
 
 def read_manifest_rest(storage: Storage, entry: VersionEntry) -> ManifestFile:
@@ -237,13 +246,7 @@ def read_manifest_rest(storage: Storage, entry: VersionEntry) -> ManifestFile:
         VersionGoneError: the manifest was deleted since it was listed.
         CorruptFileError: the file is damaged or holds another version's manifest.
     """
-    try:
-        data = storage.read(entry.path)
-    except FileNotFoundError:
-        raise VersionGoneError(
-            f"version {entry.version} of {storage.uri} no longer exists: its manifest "
-            f"({entry.path}) was removed, by cleanup_old_versions, while it was being read"
-        ) from None
+    data = _manifest_bytes(storage, entry, "read")
     hit = _DECODED.get((storage.cache_key, entry.path))
     if hit is not None and hit[0] == data:
         return hit[1]
