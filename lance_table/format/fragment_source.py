@@ -129,13 +129,23 @@ class FragmentSource:
         num_rows: their rows that are not deleted.
     """
 
-    __slots__ = ("_converted", "facts", "num_rows", "raws", "where")
+    __slots__ = ("_converted", "facts", "live_rows", "num_rows", "raws", "where")
 
-    def __init__(self, raws: list[bytes], where: str, facts: fragment_facts.FragmentFacts, num_rows: int):
+    def __init__(
+        self,
+        raws: list[bytes],
+        where: str,
+        facts: fragment_facts.FragmentFacts,
+        num_rows: int,
+        live_rows: list[int] | None = None,
+    ):
         self.raws = raws
         self.where = where
         self.facts = facts
         self.num_rows = num_rows
+        #: each fragment's rows that are not deleted, in order, when known without converting
+        #: them (no fragment has a deletion file); else None
+        self.live_rows = live_rows
         self._converted: tuple[Fragment, ...] | None = None
 
     def __len__(self) -> int:
@@ -155,6 +165,17 @@ class FragmentSource:
             self._converted = out
         return out
 
+    def fragment(self, index: int) -> Fragment:
+        """Fragment ``index`` as an object, converting only it when the others are not yet.
+
+        Raises:
+            CorruptFileError: its protobuf does not parse (naming :attr:`where`).
+        """
+        out = self._converted
+        if out is not None:
+            return out[index]
+        return checked_raw_fragments([self.raws[index]], self.where)[0]
+
     def entries(self) -> bytes:
         """The fragments as the records of a manifest's ``fragments`` field, back to back."""
         message = _message("FragmentEntries")
@@ -162,7 +183,7 @@ class FragmentSource:
         return bytes(message.SerializeToString())
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (FragmentSource, (self.raws, self.where, self.facts, self.num_rows))
+        return (FragmentSource, (self.raws, self.where, self.facts, self.num_rows, self.live_rows))
 
 
 def read_fragments(raws: list[bytes], expected: str | None, where: str) -> FragmentSource | None:
@@ -235,7 +256,7 @@ def read_fragments(raws: list[bytes], expected: str | None, where: str) -> Fragm
     facts = fragment_facts.FragmentFacts(
         formats, ndeletions > 0, row_ids, unique, len(unique) != n, max(ids, default=-1)
     )
-    return FragmentSource(raws, where, facts, sum(rows) - deleted)
+    return FragmentSource(raws, where, facts, sum(rows) - deleted, None if ndeletions else rows)
 
 
 def _one_value(values: list[int], count: int) -> int | None:

@@ -8,6 +8,7 @@ from typing import overload
 
 import numpy as np
 
+from lance_table.format.fragment_source import FragmentSource
 from lance_table.format.manifest import Fragment
 from lance_table.table.fragment import FragmentReader
 
@@ -44,4 +45,43 @@ class FragmentReaders(Sequence[FragmentReader]):
 
     def live_counts(self) -> np.ndarray:
         """The rows of each fragment that are not deleted (from the manifest: no reader is made)."""
+        if isinstance(self.fragments, LazyFragments):
+            return self.fragments.live_counts()
         return np.fromiter((f.num_rows for f in self.fragments), np.int64, len(self.fragments))
+
+
+class LazyFragments(Sequence[Fragment]):
+    """The fragments of a manifest whose fragments are not converted yet and have no deletion
+    files: each is converted when first asked for, and the rows of all are known without them (a
+    take over thousands of fragments converts the few it touches)."""
+
+    def __init__(self, source: FragmentSource) -> None:
+        assert source.live_rows is not None
+        self._source = source
+        self._live = source.live_rows
+        self._made: dict[int, Fragment] = {}
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    @overload
+    def __getitem__(self, k: int) -> Fragment: ...
+
+    @overload
+    def __getitem__(self, k: slice) -> list[Fragment]: ...
+
+    def __getitem__(self, k: int | slice) -> Fragment | list[Fragment]:
+        if isinstance(k, slice):
+            return [self[i] for i in range(*k.indices(len(self)))]
+        if k < 0:
+            k += len(self)
+        if not 0 <= k < len(self):
+            raise IndexError(k)
+        frag = self._made.get(k)
+        if frag is None:
+            frag = self._made[k] = self._source.fragment(k)
+        return frag
+
+    def live_counts(self) -> np.ndarray:
+        """The rows of each fragment (none has deleted rows)."""
+        return np.array(self._live, np.int64)

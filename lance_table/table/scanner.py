@@ -400,7 +400,7 @@ def take(
     idx = _as_int_array(indices, np.int64)
     proj = resolve(snapshot.read_schema, spec, nested="pruned")
     plan, out = _positions_plan(snapshot, proj)
-    return proj.apply(take_rows(snapshot.readers_on_demand(fragments), plan, out, idx))
+    return proj.apply(take_rows(snapshot.readers_on_demand(fragments, lazy=True), plan, out, idx))
 
 
 def take_columns(snapshot: Snapshot, indices: Any, columns: Columns, method: str = "take") -> pa.Table:

@@ -32,7 +32,7 @@ from lance_table.table import branch_refs, versions
 from lance_table.table.branch_refs import branch_path, check_branch_name, locate, tree_uri
 from lance_table.table.commit import CommitOptions, Pending, commit
 from lance_table.table.fragment import FragmentReader
-from lance_table.table.fragment_readers import FragmentReaders
+from lance_table.table.fragment_readers import FragmentReaders, LazyFragments
 from lance_table.table.tags import Tags, parse_tag
 
 # Opening the latest version lists again when the one listed was cleaned up before it was read.
@@ -106,14 +106,21 @@ class Snapshot:
         """
         return list(self.readers_on_demand(ids))
 
-    def readers_on_demand(self, ids: Sequence[int] | None = None) -> FragmentReaders:
+    def readers_on_demand(self, ids: Sequence[int] | None = None, *, lazy: bool = False) -> FragmentReaders:
         """:meth:`fragment_readers`, each reader made when first asked for (see
-        :class:`~lance_table.table.fragment_readers.FragmentReaders`).
+        :class:`~lance_table.table.fragment_readers.FragmentReaders`). With ``lazy`` (for reads
+        that touch a few fragments, as a take), a manifest's fragments that are not converted yet
+        and have no deletion files are converted one by one as their readers are made.
 
         Raises:
             ValueError: an id names no fragment of this version.
         """
-        frags: Sequence[Fragment] = self.manifest.fragments
+        source = self.manifest.fragment_source
+        frags: Sequence[Fragment]
+        if lazy and ids is None and source is not None and source.live_rows is not None:
+            frags = LazyFragments(source)  # a take converts only the fragments it touches
+        else:
+            frags = self.manifest.fragments
         if ids is not None:
             by_id = {f.id: f for f in frags}
             missing = [i for i in ids if i not in by_id]

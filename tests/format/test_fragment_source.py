@@ -229,3 +229,43 @@ def test_a_damaged_column_list_is_refused_when_the_fragment_is_made(tmp_path):
     with pytest.raises(CorruptFileError, match="fragment 1 of the manifest does not parse") as info:
         decoded.fragments  # noqa: B018
     assert info.value.path == path
+
+
+@pytest.mark.parametrize("writer", ["lance_table", "pylance"])
+def test_a_take_converts_only_the_fragments_it_touches(tmp_path, monkeypatch, writer):
+    """Without deletion files, a take maps its rows to fragments from the bulk row counts and
+    converts only the fragments that hold them; with one, all are converted as before. Both
+    return pylance's rows."""
+    uri = str(tmp_path / writer)
+    write = lt.write_dataset if writer == "lance_table" else lance.write_dataset
+    sizes = (7, 3, 11, 1, 5, 9, 2)
+    start = 0
+    for i, n in enumerate(sizes):
+        write(_rows(start, n), uri, mode="append" if i else "create")
+        start += n
+    converted: list[int] = []
+    original = fragment_module._checked_fragment
+
+    def counting(pb: Any, where: str) -> Any:
+        converted.append(pb.id)
+        return original(pb, where)
+
+    monkeypatch.setattr(fragment_module, "_checked_fragment", counting)
+    indices = [36, 0, 10, 22, 21]  # in fragments 6, 0, 2, 4, 3
+    for deleted in (False, True):
+        if deleted:
+            lance.dataset(uri).delete("id = 12")
+        clear_caches()
+        converted.clear()
+        got = lt.dataset(uri).take(indices)
+        assert got == lance.dataset(uri).take(indices)
+        if deleted:
+            assert sorted(converted) == list(range(len(sizes)))
+        else:
+            assert sorted(converted) == [0, 2, 3, 4, 6]
+            assert got.column("id").to_pylist() == [36, 0, 10, 22, 21]
+    with pytest.raises(IndexError):
+        lt.dataset(uri).take([sum(sizes) - 1])  # one row was deleted
+    clear_caches()
+    lance.dataset(uri).optimize.compact_files()  # no deletion file again: one fragment
+    assert lt.dataset(uri).take([0, sum(sizes) - 2]) == lance.dataset(uri).take([0, sum(sizes) - 2])
