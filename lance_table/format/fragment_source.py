@@ -61,8 +61,9 @@ def _make_classes() -> dict[str, Any]:
     """``RawManifest`` (table.proto's ``Manifest`` with ``fragments`` as bytes), ``FragmentColumns``
     (every field of ``DataFragment`` repeated, its data files and deletion file as bytes),
     ``FileColumns`` (the path, as bytes, and format of a ``DataFile``, repeated),
-    ``DeletionColumns`` (every field of ``DeletionFile`` repeated) and ``FragmentEntries`` (only
-    ``fragments``, as bytes: its serialization is a manifest's fragment records). Numbers and types
+    ``DeletionColumns`` (every field of ``DeletionFile`` repeated), ``FragmentEntries`` (only
+    ``fragments``, as bytes: its serialization is a manifest's fragment records) and
+    ``FragmentRows`` (those records with only their rows and deletion file parsed). Numbers and types
     are copied from table.proto's descriptor, so the two cannot disagree."""
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
@@ -107,6 +108,15 @@ def _make_classes() -> dict[str, Any]:
             if f.name in as_bytes:
                 copied.type = field_type.TYPE_BYTES
                 copied.ClearField("type_name")
+    # a fragment's rows and deletion file alone, one per fragment record (``FragmentRows``)
+    rows = out.message_type.add(name="FragmentRowsView")
+    for f in by_name["DataFragment"].field:
+        if f.name in ("physical_rows", "deletion_file"):
+            rows.field.add().CopyFrom(f)
+    views = out.message_type.add(name="FragmentRows")
+    views.field.add().CopyFrom(entries.field[0])
+    views.field[0].type = field_type.TYPE_MESSAGE
+    views.field[0].type_name = f".{out.package}.FragmentRowsView"
     pool = descriptor_pool.Default()
     try:
         pool.FindFileByName(out.name)
@@ -129,7 +139,7 @@ class FragmentSource:
         num_rows: their rows that are not deleted.
     """
 
-    __slots__ = ("_converted", "facts", "live_rows", "num_rows", "raws", "where")
+    __slots__ = ("_converted", "_live_rows", "facts", "num_rows", "raws", "where")
 
     def __init__(
         self,
@@ -143,10 +153,21 @@ class FragmentSource:
         self.where = where
         self.facts = facts
         self.num_rows = num_rows
-        #: each fragment's rows that are not deleted, in order, when known without converting
-        #: them (no fragment has a deletion file); else None
-        self.live_rows = live_rows
+        self._live_rows = live_rows
         self._converted: tuple[Fragment, ...] | None = None
+
+    @property
+    def live_rows(self) -> list[int]:
+        """Each fragment's rows that are not deleted, in order, without converting the fragments
+        (a fragment with a deletion file: its rows less the count the deletion file records,
+        which :func:`read_fragments` checked is written for each)."""
+        live = self._live_rows
+        if live is None:
+            views = _message("FragmentRows")
+            views.ParseFromString(self.entries())
+            live = [v.physical_rows - v.deletion_file.num_deleted_rows for v in views.fragments]
+            self._live_rows = live
+        return live
 
     def __len__(self) -> int:
         return len(self.raws)
@@ -164,6 +185,11 @@ class FragmentSource:
             fragment_facts.keep(out, self.facts)
             self._converted = out
         return out
+
+    @property
+    def unconverted(self) -> bool:
+        """Whether the fragments are not converted into objects yet."""
+        return self._converted is None
 
     def fragment(self, index: int) -> Fragment:
         """Fragment ``index`` as an object, converting only it when the others are not yet.
@@ -183,7 +209,7 @@ class FragmentSource:
         return bytes(message.SerializeToString())
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (FragmentSource, (self.raws, self.where, self.facts, self.num_rows, self.live_rows))
+        return (FragmentSource, (self.raws, self.where, self.facts, self.num_rows, self._live_rows))
 
 
 def read_fragments(raws: list[bytes], expected: str | None, where: str) -> FragmentSource | None:

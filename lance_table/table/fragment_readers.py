@@ -63,15 +63,14 @@ class FragmentReaders(MadeOnFirstUse[FragmentReader]):
 
 
 class LazyFragments(MadeOnFirstUse[Fragment]):
-    """The fragments of a manifest whose fragments are not converted yet and have no deletion
-    files: each is converted when first asked for, and the rows of all are known without them (a
-    take over thousands of fragments converts the few it touches)."""
+    """The fragments of a manifest whose fragments are not converted yet: each is converted when
+    first asked for, and the rows of all that are not deleted are known without them (a take over
+    thousands of fragments converts the few it touches)."""
 
     def __init__(self, source: FragmentSource) -> None:
-        assert source.live_rows is not None
         self._live = source.live_rows
         super().__init__(len(self._live), source.fragment)
 
     def live_counts(self) -> np.ndarray:
-        """The rows of each fragment (none has deleted rows)."""
+        """The rows of each fragment that are not deleted."""
         return np.array(self._live, np.int64)

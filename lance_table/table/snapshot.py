@@ -110,14 +110,14 @@ class Snapshot:
         """:meth:`fragment_readers`, each reader made when first asked for (see
         :class:`~lance_table.table.fragment_readers.FragmentReaders`). With ``lazy`` (for reads
         that touch a few fragments, as a take), a manifest's fragments that are not converted yet
-        and have no deletion files are converted one by one as their readers are made.
+        are converted one by one as their readers are made.
 
         Raises:
             ValueError: an id names no fragment of this version.
         """
         source = self.manifest.fragment_source
         frags: Sequence[Fragment]
-        if lazy and ids is None and source is not None and source.live_rows is not None:
+        if lazy and ids is None and source is not None and source.unconverted:
             frags = LazyFragments(source)  # a take converts only the fragments it touches
         else:
             frags = self.manifest.fragments

@@ -233,9 +233,8 @@ def test_a_damaged_column_list_is_refused_when_the_fragment_is_made(tmp_path):
 
 @pytest.mark.parametrize("writer", ["lance_table", "pylance"])
 def test_a_take_converts_only_the_fragments_it_touches(tmp_path, monkeypatch, writer):
-    """Without deletion files, a take maps its rows to fragments from the bulk row counts and
-    converts only the fragments that hold them; with one, all are converted as before. Both
-    return pylance's rows."""
+    """A take maps its rows to fragments from the bulk row counts (less the rows each deletion
+    file records) and converts only the fragments that hold them. It returns pylance's rows."""
     uri = str(tmp_path / writer)
     write = lt.write_dataset if writer == "lance_table" else lance.write_dataset
     sizes = (7, 3, 11, 1, 5, 9, 2)
@@ -251,21 +250,27 @@ def test_a_take_converts_only_the_fragments_it_touches(tmp_path, monkeypatch, wr
         return original(pb, where)
 
     monkeypatch.setattr(fragment_module, "_checked_fragment", counting)
-    indices = [36, 0, 10, 22, 21]  # in fragments 6, 0, 2, 4, 3
-    for deleted in (False, True):
+    indices = [33, 0, 10, 22, 21]
+    for deleted, touched, ids in (
+        (None, [0, 2, 3, 4, 5], [33, 0, 10, 22, 21]),
+        ("id = 12", [0, 2, 4, 5], [34, 0, 10, 23, 22]),  # a deletion file in fragment 2
+        ("id = 1 OR id = 24", [0, 2, 4, 6], [36, 0, 11, 25, 23]),  # and in 0 and 4
+        # a deletion file of two rows where a fragment holds one: the bulk checks cannot tell
+        # them apart, so every fragment is converted (and checked) one by one
+        ("id = 5", list(range(len(sizes))), [37, 0, 13, 26, 25]),
+    ):
         if deleted:
-            lance.dataset(uri).delete("id = 12")
+            lance.dataset(uri).delete(deleted)
         clear_caches()
         converted.clear()
         got = lt.dataset(uri).take(indices)
         assert got == lance.dataset(uri).take(indices)
-        if deleted:
-            assert sorted(converted) == list(range(len(sizes)))
-        else:
-            assert sorted(converted) == [0, 2, 3, 4, 6]
-            assert got.column("id").to_pylist() == [36, 0, 10, 22, 21]
+        assert sorted(converted) == touched
+        assert got.column("id").to_pylist() == ids
+    last = sum(sizes) - 4  # four rows were deleted
+    assert lt.dataset(uri).take([last - 1]).column("id").to_pylist() == [sum(sizes) - 1]
     with pytest.raises(IndexError):
-        lt.dataset(uri).take([sum(sizes) - 1])  # one row was deleted
+        lt.dataset(uri).take([last])
     clear_caches()
     lance.dataset(uri).optimize.compact_files()  # no deletion file again: one fragment
-    assert lt.dataset(uri).take([0, sum(sizes) - 2]) == lance.dataset(uri).take([0, sum(sizes) - 2])
+    assert lt.dataset(uri).take([0, last - 1]) == lance.dataset(uri).take([0, last - 1])
