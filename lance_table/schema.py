@@ -251,7 +251,12 @@ def _build_tree(fields: list[LanceField]) -> list[FieldNode]:
         _check_unique_names(kids, f.name)
         return FieldNode(f, _resolve(f, kids), tuple(kids))
 
-    nodes = [make(r, 0) for r in roots]
+    try:
+        nodes = [make(r, 0) for r in roots]
+    finally:
+        # a closure that calls itself and its cell refer to each other: emptied, no cycle is left
+        # to the garbage collector
+        make = None  # type: ignore[assignment]
     _check_unique_names(nodes, None)
     if reached != len(fields):
         raise SchemaError(f"{len(fields) - reached} schema fields are not reachable from a top-level field")

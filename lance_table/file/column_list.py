@@ -51,33 +51,35 @@ class ColumnList(Sequence[Any]):
         CorruptFileError: on the first use of a column whose metadata is damaged.
     """
 
-    __slots__ = (
-        "_blobs",
-        "_expected",
-        "_first",
-        "_limit",
-        "_parsed",
-        "_path",
-        "_values",
-        "first_buffers",
-        "values",
-    )
+    # Few objects per file, none in a reference cycle: a scan of thousands of small files keeps
+    # one list per file, and the garbage collector walks every object such a list holds each
+    # time it runs. The columns' bytes are one ``bytes`` (not tracked by the collector), their
+    # places tuples of ints (untracked after the collector's first look).
+    __slots__ = ("_expected", "_limit", "_parsed", "_path", "_positions", "_region", "_spans")
 
-    def __init__(self, blobs: list[tuple[int, memoryview | bytes]], path: str, limit: int) -> None:
-        self._blobs = blobs
+    def __init__(self, region: bytes, spans: Sequence[tuple[int, int, int]], path: str, limit: int) -> None:
+        """``spans``: each column's ``(file offset, start in region, length)``."""
+        self._region = region
+        self._positions = tuple(pos for pos, _, _ in spans)
+        self._spans = tuple(x for _, start, length in spans for x in (start, start + length))
         self._path = path
         self._limit = limit
-        self._parsed: list[Any] = [None] * len(blobs)
-        self._values: list[int] = [0] * len(blobs)
-        self._first: list[tuple[tuple[int, int], ...]] = [()] * len(blobs)
-        self._expected: dict[int, int] = {}
-        #: the values of each column (its page lengths added up), a sequence like this one
-        self.values: ColumnFacts[int] = ColumnFacts(self, self.value_count)
-        #: each column's first page's buffers as ``(file offset, size)`` pairs (none: no pages)
-        self.first_buffers: ColumnFacts[tuple[tuple[int, int], ...]] = ColumnFacts(self, self.first_pairs)
+        #: each parsed column's message, values and first page's buffers
+        self._parsed: dict[int, tuple[Any, int, tuple[tuple[int, int], ...]]] = {}
+        self._expected: dict[int, int] | None = None
+
+    @property
+    def values(self) -> ColumnFacts[int]:
+        """The values of each column (its page lengths added up), a sequence like this one."""
+        return ColumnFacts(self, ColumnList.value_count)
+
+    @property
+    def first_buffers(self) -> ColumnFacts[tuple[tuple[int, int], ...]]:
+        """Each column's first page's buffers as ``(file offset, size)`` pairs (none: no pages)."""
+        return ColumnFacts(self, ColumnList.first_pairs)
 
     def __len__(self) -> int:
-        return len(self._blobs)
+        return len(self._positions)
 
     @property
     def limit(self) -> int:
@@ -87,7 +89,7 @@ class ColumnList(Sequence[Any]):
     def blob(self, index: int) -> bytes:
         """The stored bytes of column ``index``'s metadata (unparsed): files whose columns are
         described by the same bytes share what is made of them (see ``small_layouts``)."""
-        return bytes(self._blobs[index][1])
+        return self._region[self._spans[2 * index] : self._spans[2 * index + 1]]
 
     @overload
     def __getitem__(self, index: int) -> Any: ...
@@ -96,8 +98,8 @@ class ColumnList(Sequence[Any]):
     def __getitem__(self, index: int | slice) -> Any:
         if isinstance(index, slice):
             return tuple(self[i] for i in range(*index.indices(len(self))))
-        col = self._parsed[index]
-        return col if col is not None else self._parse(index)
+        found = self._parsed.get(index)
+        return (found if found is not None else self._parse(index))[0]
 
     def value_count(self, index: int) -> int:
         """The values of column ``index`` (its metadata parsed and checked first).
@@ -105,9 +107,8 @@ class ColumnList(Sequence[Any]):
         Raises:
             CorruptFileError: the column's metadata is damaged.
         """
-        if self._parsed[index] is None:
-            self._parse(index)
-        return self._values[index]
+        found = self._parsed.get(index)
+        return (found if found is not None else self._parse(index))[1]
 
     def first_pairs(self, index: int) -> tuple[tuple[int, int], ...]:
         """Column ``index``'s first page's buffers as ``(file offset, size)`` pairs (parsed and
@@ -116,13 +117,12 @@ class ColumnList(Sequence[Any]):
         Raises:
             CorruptFileError: the column's metadata is damaged.
         """
-        if self._parsed[index] is None:
-            self._parse(index)
-        return self._first[index]
+        found = self._parsed.get(index)
+        return (found if found is not None else self._parse(index))[2]
 
-    def raw(self, index: int) -> memoryview | bytes:
+    def raw(self, index: int) -> memoryview:
         """Column ``index``'s serialized ``ColumnMetadata``, as the file holds it (unchecked)."""
-        return self._blobs[index][1]
+        return memoryview(self._region)[self._spans[2 * index] : self._spans[2 * index + 1]]
 
     def parse_all(self) -> None:
         """Parse and check every column's metadata now (a verification of the whole file).
@@ -130,7 +130,7 @@ class ColumnList(Sequence[Any]):
         Raises:
             CorruptFileError: a column's metadata is damaged.
         """
-        for index in range(len(self._blobs)):
+        for index in range(len(self)):
             self.value_count(index)
 
     def expect_rows(self, columns: Iterable[int], rows: int) -> None:
@@ -139,26 +139,35 @@ class ColumnList(Sequence[Any]):
         Raises:
             CorruptFileError: a column parsed already holds another number.
         """
+        expected = self._expected
+        if expected is None:
+            expected = self._expected = {}
         for index in columns:
-            self._expected[index] = rows
-            if self._parsed[index] is not None:
-                self._check_rows(index, self._values[index])
+            expected[index] = rows
+            found = self._parsed.get(index)
+            if found is not None:
+                self._check_rows(index, found[1])
 
     def _check_rows(self, index: int, values: int) -> None:
-        expected = self._expected.get(index)
-        if expected is not None and values != expected:
-            raise CorruptFileError(self._path, f"column {index} has {values} values for {expected} rows")
+        expected = self._expected
+        wanted = None if expected is None else expected.get(index)
+        if wanted is not None and values != wanted:
+            raise CorruptFileError(self._path, f"column {index} has {values} values for {wanted} rows")
 
-    def _parse(self, index: int) -> Any:
-        index = range(len(self._blobs))[index]  # (a negative index counts from the end)
-        pos, blob = self._blobs[index]
-        col = parse_message(file2_pb2.ColumnMetadata(), blob, self._path, f"metadata of column {index}", pos)
+    def _parse(self, index: int) -> tuple[Any, int, tuple[tuple[int, int], ...]]:
+        index = range(len(self))[index]  # (a negative index counts from the end)
+        col = parse_message(
+            file2_pb2.ColumnMetadata(),
+            self.raw(index),
+            self._path,
+            f"metadata of column {index}",
+            self._positions[index],
+        )
         values, first = _check_buffers(col, self._path, self._limit, index)
         self._check_rows(index, values)
-        self._values[index] = values
-        self._first[index] = first
-        self._parsed[index] = col  # last: another thread reads the values once this is set
-        return col
+        found = (col, values, first)
+        self._parsed[index] = found  # one assignment: another thread sees all three or none
+        return found
 
 
 class ColumnFacts(Sequence[_T]):
@@ -167,7 +176,7 @@ class ColumnFacts(Sequence[_T]):
 
     __slots__ = ("_columns", "_get")
 
-    def __init__(self, columns: ColumnList, get: Callable[[int], _T]) -> None:
+    def __init__(self, columns: ColumnList, get: Callable[[ColumnList, int], _T]) -> None:
         self._columns = columns
         self._get = get
 
@@ -181,7 +190,7 @@ class ColumnFacts(Sequence[_T]):
     def __getitem__(self, index: int | slice) -> _T | tuple[_T, ...]:
         if isinstance(index, slice):
             return tuple(self[i] for i in range(*index.indices(len(self))))
-        return self._get(index)
+        return self._get(self._columns, index)
 
 
 def _check_buffers(col: Any, path: str, limit: int, index: int) -> tuple[int, tuple[tuple[int, int], ...]]:

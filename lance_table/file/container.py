@@ -13,6 +13,7 @@ Layout (little-endian)::
 
 from __future__ import annotations
 
+import itertools
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -230,7 +231,7 @@ def read_metadata(source: ByteSource) -> FileMetadata:
         known = _descriptor(raw, path, gb0_pos)
         _DESCRIPTORS.put(raw, known, len(raw))
     num_rows, fields, schema_metadata = known
-    columns = ColumnList(_column_blobs(tail, cmo), path, meta_end)
+    columns = ColumnList(*_column_blobs(tail, cmo), path, meta_end)
     meta = FileMetadata(
         path=path,
         size=size,
@@ -276,20 +277,20 @@ def _descriptor(raw: bytes, path: str, at: int) -> tuple[int, tuple[LanceField, 
 _DESCRIPTORS: LRU[bytes, tuple[int, tuple[LanceField, ...], dict[str, bytes]]] = LRU(256, max_bytes=16 << 20)
 
 
-def _column_blobs(tail: FileTail, cmo: list[tuple[int, int]]) -> list[tuple[int, memoryview | bytes]]:
-    """The position and bytes of each column's metadata: slices of one copy of the region that
-    holds them when it lies in the tail (the tail itself, up to 64 KiB, is not kept), else each
-    read on its own."""
+def _column_blobs(tail: FileTail, cmo: list[tuple[int, int]]) -> tuple[bytes, list[tuple[int, int, int]]]:
+    """The bytes of the columns' metadata, and each column's ``(file offset, start in those
+    bytes, length)``: one copy of the region that holds them when it lies in the tail (the tail
+    itself, up to 64 KiB, is not kept), else each read on its own and joined."""
     if not cmo:
-        return []
+        return b"", []
     lo = min(pos for pos, _ in cmo)
     hi = max(pos + length for pos, length in cmo)
     if lo < tail.start:
-        return [
-            (pos, bytes(tail.get(pos, length, f"column {i} metadata"))) for i, (pos, length) in enumerate(cmo)
-        ]
-    region = memoryview(bytes(tail.get(lo, hi - lo, "column metadata")))
-    return [(pos, region[pos - lo : pos - lo + length]) for pos, length in cmo]
+        blobs = [bytes(tail.get(pos, length, f"column {i} metadata")) for i, (pos, length) in enumerate(cmo)]
+        starts = itertools.accumulate((len(b) for b in blobs[:-1]), initial=0)
+        return b"".join(blobs), [(pos, start, length) for (pos, length), start in zip(cmo, starts)]
+    region = bytes(tail.get(lo, hi - lo, "column metadata"))
+    return region, [(pos, pos - lo, length) for pos, length in cmo]
 
 
 def _table(data: memoryview, n: int) -> list[tuple[int, int]]:

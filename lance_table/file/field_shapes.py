@@ -22,16 +22,15 @@ def row_columns(roots: list[FieldNode], col_of: dict[int, int], structural: bool
     if structural:
         return frozenset(col_of.values())
     out: set[int] = set()
-
-    def visit(node: FieldNode) -> None:
+    # (a loop, not a recursive closure: a closure that calls itself is a reference cycle, left
+    # to the garbage collector with everything it holds -- here, through the caller, a reader)
+    todo = list(roots)
+    while todo:
+        node = todo.pop()
         if pa.types.is_struct(node.arrow_type) and not is_packed_struct(node):
-            for child in node.children:
-                visit(child)
+            todo.extend(node.children)
         elif node.id in col_of:
             out.add(col_of[node.id])
-
-    for root in roots:
-        visit(root)
     return frozenset(out)
 
 

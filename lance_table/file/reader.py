@@ -58,6 +58,9 @@ Job = Callable[[], list[pa.Array]]
 Combine = Callable[[list[list[pa.Array]]], list[pa.Array]]
 
 
+_NO_BYTE_LISTS: frozenset[int] = frozenset()
+
+
 class LanceFileReader(SmallReads, V20Reads):
     """Reads one Lance data file (format 2.0).
 
@@ -92,7 +95,9 @@ class LanceFileReader(SmallReads, V20Reads):
         self._structural = self._meta.version is not FileVersion.V2_0
         n_cols = len(self._meta.columns)
         # String fields stored as list<u8> (offsets column, then a bytes column): early 2.0 files.
-        self._byte_lists: set[int] = set()
+        # (a frozenset: the empty one is shared, where a set would be one more object per file
+        # for the garbage collector to walk)
+        byte_lists: set[int] = set()
 
         def byte_list(node: FieldNode, index: int) -> bool:
             if index >= n_cols or not self._meta.columns[index].pages:
@@ -102,7 +107,7 @@ class LanceFileReader(SmallReads, V20Reads):
                 enc = ColumnPages(self._meta, index).encoding(0, self._source)
             if enc.WhichOneof("array_encoding") != "list":
                 return False
-            self._byte_lists.add(node.id)
+            byte_lists.add(node.id)
             return True
 
         if self._structural:  # (the files of a dataset share their fields: made once for them)
@@ -110,6 +115,7 @@ class LanceFileReader(SmallReads, V20Reads):
         else:
             self._col_of = column_assignment(self._roots, byte_list)
             rows = sorted(row_columns(self._roots, self._col_of, self._structural))
+        self._byte_lists = frozenset(byte_lists) if byte_lists else _NO_BYTE_LISTS
         needed = max(self._col_of.values(), default=-1) + 1
         if self._byte_lists:
             needed = max(needed, *(self._col_of[i] + 2 for i in self._byte_lists))

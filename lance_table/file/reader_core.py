@@ -39,7 +39,7 @@ class ReaderCore(RowReader):
     _meta: FileMetadata
     _structural: bool
     _col_of: dict[int, int]
-    _byte_lists: set[int]
+    _byte_lists: frozenset[int]
     _columns: dict[int, ColumnPages]
     _small_reads: dict[tuple[str, ...] | None, list[tuple[FieldNode, ColumnPages]] | None]
     _kept: dict[tuple[int, int], memoryview]

@@ -45,20 +45,17 @@ def column_assignment(
     """
     out: dict[int, int] = {}
     next_index = 0
-
-    def visit(node: FieldNode) -> None:
-        nonlocal next_index
+    # pre-order, in a loop (a recursive closure would be a reference cycle holding
+    # ``two_columns``, and through it the reader that asks)
+    todo = list(reversed(roots))
+    while todo:
+        node = todo.pop()
         out[node.id] = next_index
         next_index += 1
         if two_columns is not None and is_binary_like(node.arrow_type) and two_columns(node, out[node.id]):
             next_index += 1
-        if is_packed_struct(node):
-            return
-        for child in node.children:
-            visit(child)
-
-    for root in roots:
-        visit(root)
+        if not is_packed_struct(node):
+            todo.extend(reversed(node.children))
     return out
 
 

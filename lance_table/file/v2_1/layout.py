@@ -32,14 +32,11 @@ def leaf_columns(roots: list[FieldNode]) -> dict[int, int]:
     """One column per leaf field, in pre-order (structs and lists own none); a packed struct
     (:func:`is_packed_struct`) is a leaf: it owns one column and its children none."""
     out: dict[int, int] = {}
-
-    def visit(node: FieldNode) -> None:
+    todo = list(reversed(roots))  # pre-order, in a loop (a recursive closure is a reference cycle)
+    while todo:
+        node = todo.pop()
         if not node.children or is_packed_struct(node):
             out[node.id] = len(out)
-            return
-        for child in node.children:
-            visit(child)
-
-    for root in roots:
-        visit(root)
+        else:
+            todo.extend(reversed(node.children))
     return out
