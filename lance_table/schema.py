@@ -247,12 +247,17 @@ def _build_tree(fields: list[LanceField]) -> list[FieldNode]:
         reached += 1
         if depth > 64:
             raise SchemaError("schema nesting is deeper than 64 levels")
-        kids = [make(c, depth + 1) for c in children.get(f.id, [])]
-        _check_unique_names(kids, f.name)
+        below = children.get(f.id)
+        if below is None:  # a leaf (most fields): no children to make or to compare
+            return FieldNode(f, _resolve(f, []))
+        kids = [make(c, depth + 1) for c in below]
+        if len(kids) > 1:
+            _check_unique_names(kids, f.name)
         return FieldNode(f, _resolve(f, kids), tuple(kids))
 
     nodes = [make(r, 0) for r in roots]
-    _check_unique_names(nodes, None)
+    if len(nodes) > 1:
+        _check_unique_names(nodes, None)
     if reached != len(fields):
         raise SchemaError(f"{len(fields) - reached} schema fields are not reachable from a top-level field")
     return nodes
@@ -295,19 +300,15 @@ def fields_to_pb(fields: Iterable[LanceField], target: Any) -> None:
 
 
 def fields_from_pb(pb_fields: Iterable[Any]) -> list[LanceField]:
-    """Lance fields from a repeated ``lance.file.Field`` protobuf container."""
-    return [
-        LanceField(
-            id=pf.id,
-            parent_id=pf.parent_id,
-            name=pf.name,
-            logical_type=pf.logical_type,
-            nullable=pf.nullable,
-            metadata=dict(pf.metadata),
-            encoding=pf.encoding,
-        )
-        for pf in pb_fields
-    ]
+    """Lance fields from a repeated ``lance.file.Field`` protobuf container.
+
+    (Positional arguments, and an empty metadata map not copied through the protobuf map's
+    Mapping methods: every open of a version converts its schema.)"""
+    out = []
+    for pf in pb_fields:
+        md = dict(pf.metadata) if len(pf.metadata) else {}
+        out.append(LanceField(pf.id, pf.parent_id, pf.name, pf.logical_type, pf.nullable, md, pf.encoding))
+    return out
 
 
 def with_ids(fields: Iterable[LanceField], first_id: int) -> list[LanceField]:

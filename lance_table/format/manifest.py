@@ -196,7 +196,10 @@ class Manifest:
         index_section: bytes | None = None,
         dictionaries: Mapping[int, pa.Array] | None = None,
         fragments: tuple[Fragment, ...] | FragmentSource | None = None,
+        fields: tuple[LanceField, ...] | None = None,
     ) -> Manifest:
+        """The manifest of protobuf ``pb``; ``fragments`` and ``fields`` are its fragments and
+        schema when the caller converted them already (:func:`check_schema` returns the fields)."""
         rest = table_pb2.Manifest()
         for name in ("base_paths", "branch", "version_aux_data"):
             if name == "base_paths":
@@ -206,7 +209,7 @@ class Manifest:
             elif name == "version_aux_data":
                 rest.version_aux_data = pb.version_aux_data
         return cls(
-            fields=tuple(fields_from_pb(pb.fields)),
+            fields=fields if fields is not None else tuple(fields_from_pb(pb.fields)),
             fragments=cast(Any, fragments)  # (a FragmentSource too: see the fragments descriptor)
             if fragments is not None
             else tuple(Fragment.from_pb(f) for f in pb.fragments),
@@ -323,19 +326,23 @@ def corrected_data_format(m: Manifest, path: str) -> tuple[str, str] | None:
     return None
 
 
-def check_schema(pb_fields: Iterable[Any], where: str) -> None:
-    """Refuse a schema (a repeated ``lance.file.Field``) that does not form a valid field tree.
+def check_schema(pb_fields: Iterable[Any], where: str) -> tuple[LanceField, ...]:
+    """Refuse a schema (a repeated ``lance.file.Field``) that does not form a valid field tree;
+    return its fields (their tree is remembered by :func:`build_tree`: the manifest made of them
+    does not convert and resolve its schema again).
 
     Raises:
         UnsupportedFormatError: a logical type lance_table does not know (naming ``where``).
         CorruptFileError: any other problem (repeated ids, dangling parents, bad children ...).
     """
+    fields = tuple(fields_from_pb(pb_fields))
     try:
-        build_tree(fields_from_pb(pb_fields))
+        build_tree(fields)
     except SchemaError as exc:
         if "unknown logical type" in str(exc):
             raise UnsupportedFormatError(f"schema: {exc}", path=where) from exc
         raise CorruptFileError(where, f"schema is invalid ({exc})") from exc
+    return fields
 
 
 __all__ = [

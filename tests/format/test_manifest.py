@@ -50,6 +50,18 @@ def test_a_manifest_round_trips_with_its_transaction():
     assert data[-4:] == b"LANC"
 
 
+def test_a_decoded_manifest_converts_its_schema_once(monkeypatch):
+    from lance_table.format import manifest as manifest_module
+
+    calls = []
+    convert = manifest_module.fields_from_pb
+    monkeypatch.setattr(manifest_module, "fields_from_pb", lambda pb: calls.append(1) or convert(pb))
+    m = _manifest(schema_metadata={"meta": b"x"})
+    mf = decode_manifest_file(encode_manifest_file(m, b""), "x.manifest")
+    assert mf.manifest == m
+    assert len(calls) == 1  # the schema check's fields are the manifest's
+
+
 def test_deletion_files_know_their_path():
     assert DeletionFile(DELETION_BITMAP, 4, 5, 1).path(2) == "_deletions/2-4-5.bin"
     assert DeletionFile(DELETION_ARROW, 4, 5, 1).path(2) == "_deletions/2-4-5.arrow"
