@@ -249,11 +249,11 @@ def _build_tree(fields: list[LanceField]) -> list[FieldNode]:
             raise SchemaError("schema nesting is deeper than 64 levels")
         below = children.get(f.id)
         if below is None:  # a leaf (most fields): no children to make or to compare
-            return FieldNode(f, _resolve(f, []))
+            return _node(f, _resolve(f, []), ())
         kids = [make(c, depth + 1) for c in below]
         if len(kids) > 1:
             _check_unique_names(kids, f.name)
-        return FieldNode(f, _resolve(f, kids), tuple(kids))
+        return _node(f, _resolve(f, kids), tuple(kids))
 
     nodes = [make(r, 0) for r in roots]
     if len(nodes) > 1:
@@ -261,6 +261,18 @@ def _build_tree(fields: list[LanceField]) -> list[FieldNode]:
     if reached != len(fields):
         raise SchemaError(f"{len(fields) - reached} schema fields are not reachable from a top-level field")
     return nodes
+
+
+_new = object.__new__
+
+
+def _node(f: LanceField, arrow_type: pa.DataType, children: tuple[FieldNode, ...]) -> FieldNode:
+    """``FieldNode(f, arrow_type, children)``, its attributes set at once: a frozen dataclass's
+    ``__init__`` sets each through ``object.__setattr__``, a cost every field of every schema a
+    version's open resolves pays (as :func:`fields_from_pb` makes its fields)."""
+    node = _new(FieldNode)
+    node.__dict__.update(field=f, arrow_type=arrow_type, children=children)
+    return node
 
 
 def _check_unique_names(nodes: list[FieldNode], parent: str | None) -> None:
@@ -306,8 +318,17 @@ def fields_from_pb(pb_fields: Iterable[Any]) -> list[LanceField]:
     Mapping methods: every open of a version converts its schema.)"""
     out = []
     for pf in pb_fields:
-        md = dict(pf.metadata) if len(pf.metadata) else {}
-        out.append(LanceField(pf.id, pf.parent_id, pf.name, pf.logical_type, pf.nullable, md, pf.encoding))
+        f = _new(LanceField)  # (see _node)
+        f.__dict__.update(
+            id=pf.id,
+            parent_id=pf.parent_id,
+            name=pf.name,
+            logical_type=pf.logical_type,
+            nullable=pf.nullable,
+            metadata=dict(pf.metadata) if len(pf.metadata) else {},
+            encoding=pf.encoding,
+        )
+        out.append(f)
     return out
 
 

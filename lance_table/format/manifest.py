@@ -200,21 +200,21 @@ class Manifest:
     ) -> Manifest:
         """The manifest of protobuf ``pb``; ``fragments`` and ``fields`` are its fragments and
         schema when the caller converted them already (:func:`check_schema` returns the fields)."""
-        rest = table_pb2.Manifest()
-        for name in ("base_paths", "branch", "version_aux_data"):
-            if name == "base_paths":
-                rest.base_paths.extend(pb.base_paths)
-            elif name == "branch" and pb.HasField("branch"):
+        passthrough = b""  # (an empty message's bytes: what most manifests carry)
+        if len(pb.base_paths) or pb.HasField("branch") or pb.version_aux_data:
+            rest = table_pb2.Manifest()
+            rest.base_paths.extend(pb.base_paths)
+            if pb.HasField("branch"):
                 rest.branch = pb.branch
-            elif name == "version_aux_data":
-                rest.version_aux_data = pb.version_aux_data
+            rest.version_aux_data = pb.version_aux_data
+            passthrough = rest.SerializeToString()
         return cls(
             fields=fields if fields is not None else tuple(fields_from_pb(pb.fields)),
             fragments=cast(Any, fragments)  # (a FragmentSource too: see the fragments descriptor)
             if fragments is not None
             else tuple(Fragment.from_pb(f) for f in pb.fragments),
             version=pb.version,
-            schema_metadata=dict(pb.schema_metadata),
+            schema_metadata=_dict(pb.schema_metadata),
             timestamp_ns=pb.timestamp.seconds * 10**9 + pb.timestamp.nanos,
             tag=pb.tag,
             reader_feature_flags=pb.reader_feature_flags,
@@ -227,12 +227,17 @@ class Manifest:
             data_format=(pb.data_format.file_format, pb.data_format.version)
             if pb.HasField("data_format")
             else _inferred_data_format(pb),
-            config=dict(pb.config),
-            table_metadata=dict(pb.table_metadata),
+            config=_dict(pb.config),
+            table_metadata=_dict(pb.table_metadata),
             index_section=index_section,
-            passthrough=rest.SerializeToString(),
+            passthrough=passthrough,
             dictionaries=dict(dictionaries or {}),
         )
+
+
+def _dict(pb_map: Any) -> dict[Any, Any]:
+    """A protobuf map as a dict (an empty one not copied through the map's Mapping methods)."""
+    return dict(pb_map) if len(pb_map) else {}
 
 
 def _inferred_data_format(pb: Any) -> tuple[str, str]:

@@ -62,6 +62,24 @@ def test_a_decoded_manifest_converts_its_schema_once(monkeypatch):
     assert len(calls) == 1  # the schema check's fields are the manifest's
 
 
+@pytest.mark.parametrize("kept", ["nothing", "branch", "aux", "base_paths"])
+def test_the_manifest_fields_lance_table_does_not_use_are_carried_forward(kept):
+    from lance_table._proto import table_pb2
+
+    rest = table_pb2.Manifest()
+    if kept == "branch":
+        rest.branch = "dev"
+    elif kept == "aux":
+        rest.version_aux_data = 7
+    elif kept == "base_paths":
+        rest.base_paths.add(id=1, path="s3://elsewhere", is_dataset_root=True)
+    m = _manifest(passthrough=rest.SerializeToString())
+    back = decode_manifest_file(encode_manifest_file(m, b""), "x.manifest").manifest
+    assert back.passthrough == m.passthrough
+    assert (back.passthrough == b"") == (kept == "nothing")
+    assert back.config == {} and back.table_metadata == {} and back.schema_metadata == {}
+
+
 def test_deletion_files_know_their_path():
     assert DeletionFile(DELETION_BITMAP, 4, 5, 1).path(2) == "_deletions/2-4-5.bin"
     assert DeletionFile(DELETION_ARROW, 4, 5, 1).path(2) == "_deletions/2-4-5.arrow"
