@@ -134,8 +134,10 @@ class Manifest:
         changes.setdefault("fragments", self.__dict__["fragments"])
         return replace(self, **changes)
 
-    def with_flags(self) -> Manifest:
-        """This manifest with its feature flags recomputed from its contents."""
+    def with_flags(self, **changes: Any) -> Manifest:
+        """This manifest with its feature flags recomputed from its contents, and ``changes``
+        (:meth:`evolve`'s) made in the same copy; the changes must not be to what the flags
+        depend on (fragments, config, reader flags, the carried-forward fields)."""
         found = self.fragment_facts
         reader, writer = feature_flags.compute(
             has_deletions=found.deletions,
@@ -143,7 +145,7 @@ class Manifest:
             has_config=bool(self.config),
             has_base_paths=_has_base_paths(self.passthrough),
         )
-        return self.evolve(reader_feature_flags=reader, writer_feature_flags=writer)
+        return self.evolve(**changes, reader_feature_flags=reader, writer_feature_flags=writer)
 
     def to_pb(
         self,

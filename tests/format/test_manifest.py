@@ -251,3 +251,26 @@ def test_opening_and_committing_parse_a_bounded_number_of_version_names(tmp_path
     lt.write_dataset(pa.table({"id": [100]}), uri, mode="append")
     ds.delete("id = 0")  # read version 31: rebases over version 32 only
     assert lt.dataset(uri).count_rows() == 31 and len(parsed) <= 8, parsed
+
+
+def test_flags_and_other_changes_are_made_in_one_copy():
+    from dataclasses import replace
+
+    from lance_table.format.transaction import Append, Transaction
+    from lance_table.table.commit.apply import next_manifest
+
+    m = _manifest(index_section=b"idx")
+    assert m.reader_feature_flags and m.writer_feature_flags  # (a deletion file)
+    bare = replace(m, reader_feature_flags=0, writer_feature_flags=0)
+    flags = (m.reader_feature_flags, m.writer_feature_flags)
+    again = bare.with_flags(version=9, tag="t")
+    assert (again.version, again.tag) == (9, "t")
+    assert (again.reader_feature_flags, again.writer_feature_flags) == flags
+    frag = Fragment(id=0, files=(DataFile("b.lance", (0, 1), (0, 1), 2, 0, 50),), physical_rows=4)
+    txn = Transaction(m.version, Append((frag,)))
+    nxt = next_manifest(bare, txn, now_ns=5)
+    assert nxt.version == m.version + 1 and nxt.timestamp_ns == m.timestamp_ns + 1
+    assert [f.id for f in nxt.fragments] == [0, 1] and nxt.max_fragment_id == 1
+    assert nxt.index_section == b"idx" and nxt.tag == ""
+    assert (nxt.reader_feature_flags, nxt.writer_feature_flags) == flags
+    assert nxt.transaction_file.startswith(f"{m.version}-")
