@@ -210,7 +210,7 @@ class Manifest:
                 rest.branch = pb.branch
             rest.version_aux_data = pb.version_aux_data
             passthrough = rest.SerializeToString()
-        return cls(
+        values = dict(
             fields=fields if fields is not None else tuple(fields_from_pb(pb.fields)),
             fragments=cast(Any, fragments)  # (a FragmentSource too: see the fragments descriptor)
             if fragments is not None
@@ -235,6 +235,11 @@ class Manifest:
             passthrough=passthrough,
             dictionaries=dict(dictionaries or {}),
         )
+        # every field given: set at once, not one by one through the frozen dataclass's
+        # ``__init__`` (``object.__setattr__`` for each of 19 fields, on every open of a version)
+        m = object.__new__(cls)
+        m.__dict__.update(values)
+        return m
 
 
 def _dict(pb_map: Any) -> dict[Any, Any]:

@@ -60,6 +60,10 @@ def test_a_decoded_manifest_converts_its_schema_once(monkeypatch):
     mf = decode_manifest_file(encode_manifest_file(m, b""), "x.manifest")
     assert mf.manifest == m
     assert len(calls) == 1  # the schema check's fields are the manifest's
+    # (made without its __init__: every field is set all the same)
+    from dataclasses import fields
+
+    assert {f.name for f in fields(Manifest)} <= set(vars(mf.manifest))
 
 
 @pytest.mark.parametrize("kept", ["nothing", "branch", "aux", "base_paths"])
