@@ -247,9 +247,13 @@ def _build_tree(fields: list[LanceField]) -> list[FieldNode]:
         reached += 1
         if depth > 64:
             raise SchemaError("schema nesting is deeper than 64 levels")
-        kids = [make(c, depth + 1) for c in children.get(f.id, [])]
-        _check_unique_names(kids, f.name)
-        return FieldNode(f, _resolve(f, kids), tuple(kids))
+        below = children.get(f.id)
+        if below is None:  # a leaf (most fields): no children to make or to compare
+            return _node(f, _resolve(f, []), ())
+        kids = [make(c, depth + 1) for c in below]
+        if len(kids) > 1:
+            _check_unique_names(kids, f.name)
+        return _node(f, _resolve(f, kids), tuple(kids))
 
     try:
         nodes = [make(r, 0) for r in roots]
@@ -257,10 +261,23 @@ def _build_tree(fields: list[LanceField]) -> list[FieldNode]:
         # a closure that calls itself and its cell refer to each other: emptied, no cycle is left
         # to the garbage collector
         make = None  # type: ignore[assignment]
-    _check_unique_names(nodes, None)
+    if len(nodes) > 1:
+        _check_unique_names(nodes, None)
     if reached != len(fields):
         raise SchemaError(f"{len(fields) - reached} schema fields are not reachable from a top-level field")
     return nodes
+
+
+_new = object.__new__
+
+
+def _node(f: LanceField, arrow_type: pa.DataType, children: tuple[FieldNode, ...]) -> FieldNode:
+    """``FieldNode(f, arrow_type, children)``, its attributes set at once: a frozen dataclass's
+    ``__init__`` sets each through ``object.__setattr__``, a cost every field of every schema a
+    version's open resolves pays (as :func:`fields_from_pb` makes its fields)."""
+    node = _new(FieldNode)
+    node.__dict__.update(field=f, arrow_type=arrow_type, children=children)
+    return node
 
 
 def _check_unique_names(nodes: list[FieldNode], parent: str | None) -> None:
@@ -300,19 +317,24 @@ def fields_to_pb(fields: Iterable[LanceField], target: Any) -> None:
 
 
 def fields_from_pb(pb_fields: Iterable[Any]) -> list[LanceField]:
-    """Lance fields from a repeated ``lance.file.Field`` protobuf container."""
-    return [
-        LanceField(
+    """Lance fields from a repeated ``lance.file.Field`` protobuf container.
+
+    (Positional arguments, and an empty metadata map not copied through the protobuf map's
+    Mapping methods: every open of a version converts its schema.)"""
+    out = []
+    for pf in pb_fields:
+        f = _new(LanceField)  # (see _node)
+        f.__dict__.update(
             id=pf.id,
             parent_id=pf.parent_id,
             name=pf.name,
             logical_type=pf.logical_type,
             nullable=pf.nullable,
-            metadata=dict(pf.metadata),
+            metadata=dict(pf.metadata) if len(pf.metadata) else {},
             encoding=pf.encoding,
         )
-        for pf in pb_fields
-    ]
+        out.append(f)
+    return out
 
 
 def with_ids(fields: Iterable[LanceField], first_id: int) -> list[LanceField]:

@@ -51,3 +51,34 @@ def test_metadata_must_be_utf8(where):
         schema = schema.with_metadata(bad)
     with pytest.raises(SchemaError, match="UTF-8"):
         fields_from_arrow(schema)
+
+
+def test_fields_round_trip_through_protobuf_with_and_without_metadata():
+    from lance_table._proto import table_pb2
+    from lance_table.schema import fields_from_pb, fields_to_pb
+
+    fields = fields_from_arrow(SCHEMA)
+    pb = table_pb2.Manifest()
+    fields_to_pb(fields, pb.fields)
+    back = fields_from_pb(pb.fields)
+    assert back == fields
+    assert back[1].metadata == {"k": b"v"} and back[0].metadata == {}
+    back[0].metadata["x"] = b"y"  # each field owns its metadata
+    assert back[2].metadata == {}
+
+
+@pytest.mark.parametrize("where", ["top", "struct", "list"])
+def test_repeated_names_are_refused_at_any_level(where):
+    if where == "top":
+        fields = fields_from_arrow(pa.schema([pa.field("a", pa.int32()), pa.field("b", pa.int32())]))
+        fields[1] = fields[1].__class__(**{**fields[1].__dict__, "name": "a"})
+    else:
+        inner = pa.struct([pa.field("x", pa.int32()), pa.field("y", pa.int32())])
+        fields = fields_from_arrow(pa.schema([pa.field("s", inner)]))
+        fields[2] = fields[2].__class__(**{**fields[2].__dict__, "name": "x"})
+        if where == "list":  # one child under a list: never a repeat
+            fields = fields_from_arrow(pa.schema([pa.field("l", pa.list_(pa.int32()))]))
+            assert [n.name for n in build_tree(fields)] == ["l"]
+            return
+    with pytest.raises(SchemaError, match="repeat"):
+        build_tree(fields)

@@ -134,8 +134,10 @@ class Manifest:
         changes.setdefault("fragments", self.__dict__["fragments"])
         return replace(self, **changes)
 
-    def with_flags(self) -> Manifest:
-        """This manifest with its feature flags recomputed from its contents."""
+    def with_flags(self, **changes: Any) -> Manifest:
+        """This manifest with its feature flags recomputed from its contents, and ``changes``
+        (:meth:`evolve`'s) made in the same copy; the changes must not be to what the flags
+        depend on (fragments, config, reader flags, the carried-forward fields)."""
         found = self.fragment_facts
         reader, writer = feature_flags.compute(
             has_deletions=found.deletions,
@@ -143,7 +145,7 @@ class Manifest:
             has_config=bool(self.config),
             has_base_paths=_has_base_paths(self.passthrough),
         )
-        return self.evolve(reader_feature_flags=reader, writer_feature_flags=writer)
+        return self.evolve(**changes, reader_feature_flags=reader, writer_feature_flags=writer)
 
     def to_pb(
         self,
@@ -196,22 +198,25 @@ class Manifest:
         index_section: bytes | None = None,
         dictionaries: Mapping[int, pa.Array] | None = None,
         fragments: tuple[Fragment, ...] | FragmentSource | None = None,
+        fields: tuple[LanceField, ...] | None = None,
     ) -> Manifest:
-        rest = table_pb2.Manifest()
-        for name in ("base_paths", "branch", "version_aux_data"):
-            if name == "base_paths":
-                rest.base_paths.extend(pb.base_paths)
-            elif name == "branch" and pb.HasField("branch"):
+        """The manifest of protobuf ``pb``; ``fragments`` and ``fields`` are its fragments and
+        schema when the caller converted them already (:func:`check_schema` returns the fields)."""
+        passthrough = b""  # (an empty message's bytes: what most manifests carry)
+        if len(pb.base_paths) or pb.HasField("branch") or pb.version_aux_data:
+            rest = table_pb2.Manifest()
+            rest.base_paths.extend(pb.base_paths)
+            if pb.HasField("branch"):
                 rest.branch = pb.branch
-            elif name == "version_aux_data":
-                rest.version_aux_data = pb.version_aux_data
-        return cls(
-            fields=tuple(fields_from_pb(pb.fields)),
+            rest.version_aux_data = pb.version_aux_data
+            passthrough = rest.SerializeToString()
+        values = dict(
+            fields=fields if fields is not None else tuple(fields_from_pb(pb.fields)),
             fragments=cast(Any, fragments)  # (a FragmentSource too: see the fragments descriptor)
             if fragments is not None
             else tuple(Fragment.from_pb(f) for f in pb.fragments),
             version=pb.version,
-            schema_metadata=dict(pb.schema_metadata),
+            schema_metadata=_dict(pb.schema_metadata),
             timestamp_ns=pb.timestamp.seconds * 10**9 + pb.timestamp.nanos,
             tag=pb.tag,
             reader_feature_flags=pb.reader_feature_flags,
@@ -224,12 +229,22 @@ class Manifest:
             data_format=(pb.data_format.file_format, pb.data_format.version)
             if pb.HasField("data_format")
             else _inferred_data_format(pb),
-            config=dict(pb.config),
-            table_metadata=dict(pb.table_metadata),
+            config=_dict(pb.config),
+            table_metadata=_dict(pb.table_metadata),
             index_section=index_section,
-            passthrough=rest.SerializeToString(),
+            passthrough=passthrough,
             dictionaries=dict(dictionaries or {}),
         )
+        # every field given: set at once, not one by one through the frozen dataclass's
+        # ``__init__`` (``object.__setattr__`` for each of 19 fields, on every open of a version)
+        m = object.__new__(cls)
+        m.__dict__.update(values)
+        return m
+
+
+def _dict(pb_map: Any) -> dict[Any, Any]:
+    """A protobuf map as a dict (an empty one not copied through the map's Mapping methods)."""
+    return dict(pb_map) if len(pb_map) else {}
 
 
 def _inferred_data_format(pb: Any) -> tuple[str, str]:
@@ -323,19 +338,23 @@ def corrected_data_format(m: Manifest, path: str) -> tuple[str, str] | None:
     return None
 
 
-def check_schema(pb_fields: Iterable[Any], where: str) -> None:
-    """Refuse a schema (a repeated ``lance.file.Field``) that does not form a valid field tree.
+def check_schema(pb_fields: Iterable[Any], where: str) -> tuple[LanceField, ...]:
+    """Refuse a schema (a repeated ``lance.file.Field``) that does not form a valid field tree;
+    return its fields (their tree is remembered by :func:`build_tree`: the manifest made of them
+    does not convert and resolve its schema again).
 
     Raises:
         UnsupportedFormatError: a logical type lance_table does not know (naming ``where``).
         CorruptFileError: any other problem (repeated ids, dangling parents, bad children ...).
     """
+    fields = tuple(fields_from_pb(pb_fields))
     try:
-        build_tree(fields_from_pb(pb_fields))
+        build_tree(fields)
     except SchemaError as exc:
         if "unknown logical type" in str(exc):
             raise UnsupportedFormatError(f"schema: {exc}", path=where) from exc
         raise CorruptFileError(where, f"schema is invalid ({exc})") from exc
+    return fields
 
 
 __all__ = [

@@ -124,11 +124,11 @@ def decode_manifest_file(data: bytes, path: str) -> ManifestFile:
         _check_file_versions(pb, fragments, path)
     else:
         fragments = source
-    check_schema(pb.fields, path)
+    fields = check_schema(pb.fields, path)
     dictionaries = None
     if pb.HasField("data_format") and pb.data_format.version == LEGACY_DATA_FORMAT:
         dictionaries = _decode_dictionaries(data, pos, pb.fields, path)  # only legacy readers use them
-    manifest = Manifest.from_pb(pb, index, dictionaries, fragments=fragments)
+    manifest = Manifest.from_pb(pb, index, dictionaries, fragments=fragments, fields=fields)
     if dictionaries is None and manifest.data_storage_version == LEGACY_DATA_FORMAT:
         manifest = replace(manifest, dictionaries=_decode_dictionaries(data, pos, pb.fields, path))
     return ManifestFile(manifest, txn, len(data), path)
@@ -325,9 +325,9 @@ def decode_manifest_rest(data: bytes, path: str) -> tuple[Manifest, bytes | None
         return None
     if pb.data_format.version == LEGACY_DATA_FORMAT:
         return None
-    check_schema(pb.fields, path)
+    fields = check_schema(pb.fields, path)
     index = _section(data, pb.index_section, path, "index section") if pb.HasField("index_section") else None
-    return Manifest.from_pb(pb, index, fragments=()), txn
+    return Manifest.from_pb(pb, index, fragments=(), fields=fields), txn
 
 
 def manifest_body(data: bytes, path: str) -> bytes:

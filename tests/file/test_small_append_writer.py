@@ -192,3 +192,35 @@ def test_the_inline_encoding_bound_shrinks_with_more_workers(monkeypatch: pytest
     assert writer._inline_bytes() == writer.MIN_INLINE_ENCODE_BYTES
     monkeypatch.setattr(writer, "INLINE_ENCODE_BYTES", 0)  # (the pools forced, as tests do)
     assert writer._inline_bytes() == 0
+
+
+@pytest.mark.parametrize("kind", [pa.string(), pa.large_binary()])
+def test_remembered_variable_parts_are_each_arrays_own(kind: pa.DataType) -> None:
+    """The offsets and bytes :func:`variable_parts` keeps for the last arrays are those of the
+    array asked about (sliced, replaced by another of the same size once it is gone), and no
+    caller can change them for the next one."""
+    import gc
+
+    from lance_table.file.v2_1.value_kinds import variable_parts
+
+    def expected(arr: pa.Array) -> tuple[list[int], bytes]:
+        values = [v.as_py() for v in arr]
+        raw = [v.encode() if isinstance(v, str) else v for v in values]
+        return [0, *np.cumsum([len(v) for v in raw]).tolist()], b"".join(raw)
+
+    base = pa.array(["ab", "cde", "", "fghij"]).cast(kind)
+    for arr in (base, base.slice(1, 2), base.slice(2)):
+        offsets, data = variable_parts(arr)
+        assert (offsets.tolist(), data.tobytes()) == expected(arr)
+        assert variable_parts(arr)[0] is offsets  # asked again: the kept answer
+        with pytest.raises(ValueError):
+            offsets[0] = 5
+        with pytest.raises(ValueError):
+            data[:1] = 0
+    for round_ in range(3):  # new arrays (maybe at a dead one's address) get their own answer
+        arr = pa.array([f"v{round_}-{i}" * (round_ + 1) for i in range(4)]).cast(kind)
+        offsets, data = variable_parts(arr)
+        assert (offsets.tolist(), data.tobytes()) == expected(arr)
+        del offsets, data
+        del arr
+        gc.collect()

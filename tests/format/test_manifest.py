@@ -50,6 +50,40 @@ def test_a_manifest_round_trips_with_its_transaction():
     assert data[-4:] == b"LANC"
 
 
+def test_a_decoded_manifest_converts_its_schema_once(monkeypatch):
+    from lance_table.format import manifest as manifest_module
+
+    calls = []
+    convert = manifest_module.fields_from_pb
+    monkeypatch.setattr(manifest_module, "fields_from_pb", lambda pb: calls.append(1) or convert(pb))
+    m = _manifest(schema_metadata={"meta": b"x"})
+    mf = decode_manifest_file(encode_manifest_file(m, b""), "x.manifest")
+    assert mf.manifest == m
+    assert len(calls) == 1  # the schema check's fields are the manifest's
+    # (made without its __init__: every field is set all the same)
+    from dataclasses import fields
+
+    assert {f.name for f in fields(Manifest)} <= set(vars(mf.manifest))
+
+
+@pytest.mark.parametrize("kept", ["nothing", "branch", "aux", "base_paths"])
+def test_the_manifest_fields_lance_table_does_not_use_are_carried_forward(kept):
+    from lance_table._proto import table_pb2
+
+    rest = table_pb2.Manifest()
+    if kept == "branch":
+        rest.branch = "dev"
+    elif kept == "aux":
+        rest.version_aux_data = 7
+    elif kept == "base_paths":
+        rest.base_paths.add(id=1, path="s3://elsewhere", is_dataset_root=True)
+    m = _manifest(passthrough=rest.SerializeToString())
+    back = decode_manifest_file(encode_manifest_file(m, b""), "x.manifest").manifest
+    assert back.passthrough == m.passthrough
+    assert (back.passthrough == b"") == (kept == "nothing")
+    assert back.config == {} and back.table_metadata == {} and back.schema_metadata == {}
+
+
 def test_deletion_files_know_their_path():
     assert DeletionFile(DELETION_BITMAP, 4, 5, 1).path(2) == "_deletions/2-4-5.bin"
     assert DeletionFile(DELETION_ARROW, 4, 5, 1).path(2) == "_deletions/2-4-5.arrow"
@@ -221,3 +255,26 @@ def test_opening_and_committing_parse_a_bounded_number_of_version_names(tmp_path
     lt.write_dataset(pa.table({"id": [100]}), uri, mode="append")
     ds.delete("id = 0")  # read version 31: rebases over version 32 only
     assert lt.dataset(uri).count_rows() == 31 and len(parsed) <= 8, parsed
+
+
+def test_flags_and_other_changes_are_made_in_one_copy():
+    from dataclasses import replace
+
+    from lance_table.format.transaction import Append, Transaction
+    from lance_table.table.commit.apply import next_manifest
+
+    m = _manifest(index_section=b"idx")
+    assert m.reader_feature_flags and m.writer_feature_flags  # (a deletion file)
+    bare = replace(m, reader_feature_flags=0, writer_feature_flags=0)
+    flags = (m.reader_feature_flags, m.writer_feature_flags)
+    again = bare.with_flags(version=9, tag="t")
+    assert (again.version, again.tag) == (9, "t")
+    assert (again.reader_feature_flags, again.writer_feature_flags) == flags
+    frag = Fragment(id=0, files=(DataFile("b.lance", (0, 1), (0, 1), 2, 0, 50),), physical_rows=4)
+    txn = Transaction(m.version, Append((frag,)))
+    nxt = next_manifest(bare, txn, now_ns=5)
+    assert nxt.version == m.version + 1 and nxt.timestamp_ns == m.timestamp_ns + 1
+    assert [f.id for f in nxt.fragments] == [0, 1] and nxt.max_fragment_id == 1
+    assert nxt.index_section == b"idx" and nxt.tag == ""
+    assert (nxt.reader_feature_flags, nxt.writer_feature_flags) == flags
+    assert nxt.transaction_file.startswith(f"{m.version}-")

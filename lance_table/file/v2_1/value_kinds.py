@@ -9,6 +9,7 @@ The compressions that wrap or replace them are chosen in :mod:`values_encode`.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -288,16 +289,32 @@ def bitpacked(values: pa.Array) -> BitpackedValues | None:
 
 
 def variable_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """The n + 1 offsets (from 0) and the bytes of a binary or string array."""
+    """The n + 1 offsets (from 0) and the bytes of a binary or string array (read-only arrays).
+
+    The answers for the last two arrays asked about are kept (for as long as those live): a
+    page's writer asks up to three times of its values (constant or not, the widest value, the
+    plain encoding) and twice of its dictionary's items."""
+    for ref, parts in _last_parts:
+        if ref() is arr:
+            return parts
     large = pa.types.is_large_binary(arr.type) or pa.types.is_large_string(arr.type)
     n = len(arr)
     bufs = arr.buffers()
     if bufs[1] is None or not n:
-        return np.zeros(n + 1, np.int64), np.zeros(0, np.uint8)
-    dtype = np.int64 if large else np.int32
-    offs = np.frombuffer(bufs[1], dtype, n + 1, arr.offset * np.dtype(dtype).itemsize).astype(np.int64)
-    data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
-    return offs - offs[0], data[int(offs[0]) : int(offs[-1])]
+        offsets, data = np.zeros(n + 1, np.int64), np.zeros(0, np.uint8)
+    else:
+        dtype = np.int64 if large else np.int32
+        offs = np.frombuffer(bufs[1], dtype, n + 1, arr.offset * np.dtype(dtype).itemsize).astype(np.int64)
+        whole = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+        offsets, data = offs - offs[0], whole[int(offs[0]) : int(offs[-1])]
+    offsets.flags.writeable = False  # (shared by every caller asking about the array)
+    data.flags.writeable = False
+    _last_parts[:] = [(weakref.ref(arr), (offsets, data)), *_last_parts[:1]]
+    return offsets, data
+
+
+#: the last two arrays :func:`variable_parts` answered for (weakly) and its answers, newest first
+_last_parts: list[tuple[weakref.ref[pa.Array], tuple[np.ndarray, np.ndarray]]] = []
 
 
 def fsl_levels(arr: pa.Array) -> tuple[list[tuple[int, np.ndarray | None]], pa.Array]:

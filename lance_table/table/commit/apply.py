@@ -120,9 +120,10 @@ def next_manifest(
         m = m.evolve(data_format=fixed)
     _check_fragment_ids(m)
     section = index_section_after(base, op, m, uses_stable_row_ids(base), _next_id(base))
-    m = m.evolve(index_section=section)
     m = with_row_ids(base if base.version or base.fragments else None, m, op, version)
-    m = m.evolve(
+    # (the rest in one copy: a manifest of a long history is a large dataclass to copy)
+    return m.with_flags(
+        index_section=section,
         version=version,
         timestamp_ns=max(now, base.timestamp_ns + 1),
         transaction_file=paths.transaction_file_name(txn.read_version, txn.uuid),
@@ -131,7 +132,6 @@ def next_manifest(
         tag="",
         data_format=m.data_format or DEFAULT_DATA_FORMAT,
     )
-    return m.with_flags()
 
 
 def _register_initial_bases(m: Manifest, op: Overwrite, creates: bool) -> Manifest:
