@@ -135,11 +135,14 @@ def _layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
         return None
     start, end, needed, most = -1, 0, 0, 1
     for col in found:
-        most = max(most, col.chunks)
-        for o, s in col.buffers:
-            start = o if start < 0 else min(start, o)
-            end = max(end, o + s)
-            needed += s
+        if col.chunks > most:
+            most = col.chunks
+        if col.buffers:
+            if start < 0 or col.lo < start:
+                start = col.lo
+            if col.hi > end:
+                end = col.hi
+            needed += col.needed
     start = max(start, 0)
     if most > 1 and end - start > 2 * needed + SPAN_SLACK:
         return None  # the pages lie far apart: their span would read much that is not theirs
@@ -152,7 +155,7 @@ class _Column:
     relative to a file's span from a given start (made once per start). Kept by the bytes of the
     columns' metadata: the files of a living table mostly repeat them."""
 
-    __slots__ = ("_at", "_make", "buffers", "chunks", "constant", "end", "kept", "node")
+    __slots__ = ("_at", "_make", "buffers", "chunks", "constant", "end", "hi", "kept", "lo", "needed", "node")
 
     def __init__(
         self,
@@ -165,6 +168,10 @@ class _Column:
     ) -> None:
         self.node = node
         self.buffers = buffers
+        # where the buffers start and end (file offsets), and their bytes
+        self.lo = min((o for o, _ in buffers), default=0)
+        self.hi = max((o + s for o, s in buffers), default=0)
+        self.needed = sum(s for _, s in buffers)
         self.chunks = chunks
         self._make = make
         self.end = end  # the furthest byte of the columns' buffers (all pages')
