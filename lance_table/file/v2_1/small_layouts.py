@@ -107,15 +107,18 @@ def _layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
     num_rows = meta.num_rows
     columns, col_of = meta.columns, reader._col_of
     found: list[_Column] = []
-    for node, shape, leaf_ids in shapes:
+    keys, stored = [], []
+    for node, _, leaf_ids in shapes:
         indices = [col_of.get(i) for i in leaf_ids]
         if None in indices:
             return None
         # a column described by the same bytes as one of a file read before (of these fields and
         # rows) has that one's layout: its metadata is not parsed again
         blobs = [columns.blob(i) for i in indices]  # type: ignore[arg-type]
-        key = (id(node), large, num_rows, *blobs)
-        hit = _COLUMNS.get(key)
+        keys.append((id(node), large, num_rows, *blobs))
+        stored.append((indices, blobs))
+    limit = columns.limit
+    for (node, shape, _), key, (indices, blobs), hit in zip(shapes, keys, stored, _COLUMNS.get_many(keys)):
         if hit is None and shape == FLAT:
             # a constant of another value (the same field of another append): the layout of the
             # same bytes but for the value
@@ -128,7 +131,7 @@ def _layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
                 _COLUMNS.put(key, hit, _ENTRY_BYTES + sum(map(len, blobs)))
                 if hit.constant is not None:
                     _remember_constant((id(node), large, num_rows, len(blobs[0])), hit, blobs[0])
-        elif hit.end > columns.limit:
+        elif hit.end > limit:
             return None  # a buffer past the file's data: the file's own reader says so
         found.append(hit)
     if not found:
