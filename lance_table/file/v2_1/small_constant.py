@@ -175,10 +175,15 @@ def decode(
         return to_arrow(Fixed(np.repeat(each, rows, axis=0).tobytes(), width * 8), dtype, total, io)
     # (a malformed value buffer raises what the general decoder raises: the caller reads the
     # files one by one, which names the file)
-    values = [
-        constant_bytes(data[base + c.value_at : base + c.value_at + c.value_size], io)
-        for c, base in zip(cols, bases.tolist())
-    ]
+    # (files of the same value buffer, as appends of a few sources repeat theirs, read it once)
+    seen: dict[bytes, bytes] = {}
+    values = []
+    for c, base in zip(cols, bases.tolist()):
+        raw = data[base + c.value_at : base + c.value_at + c.value_size].tobytes()
+        value = seen.get(raw)
+        if value is None:
+            value = seen[raw] = constant_bytes(raw, io)
+        values.append(value)
     lengths = np.fromiter((len(v) for v in values), np.int64, len(values))
     if int((lengths * rows).sum()) > MAX_VAR_BYTES:
         return None
