@@ -62,10 +62,20 @@ def plans(frags: Sequence[FragmentReader], names: Sequence[str]) -> list[Plan | 
     if any(field_shape(n) == LEAFLESS for n in nodes):
         return [None] * len(frags)
     key = tuple((n.id, str(n.arrow_type)) for n in nodes)  # (a string's hash is kept)
-    return [_plan(f, nodes, key) for f in frags]
+    # the fields' leaves' ids (a field with nesting: its leaves', which the manifest lists)
+    leaves = {leaf.id for node in nodes for leaf, _ in leaf_paths(node, [])}
+    # whether a data file's fields hold them all, by its fields (the same in most files)
+    holds: dict[tuple[int, ...], bool] = {}
+    return [_plan(f, nodes, key, leaves, holds) for f in frags]
 
 
-def _plan(frag: FragmentReader, nodes: list[FieldNode], key: tuple[Any, ...]) -> Plan | None:
+def _plan(
+    frag: FragmentReader,
+    nodes: list[FieldNode],
+    key: tuple[Any, ...],
+    leaves: set[int],
+    holds: dict[tuple[int, ...], bool],
+) -> Plan | None:
     files = frag.fragment.files
     if len(files) != 1:
         return None
@@ -73,10 +83,11 @@ def _plan(frag: FragmentReader, nodes: list[FieldNode], key: tuple[Any, ...]) ->
     if data_file.base_id is not None or (data_file.file_major_version, data_file.file_minor_version) < (2, 0):
         return None
     fields = data_file.fields
-    for node in nodes:
-        # a field with nesting: its leaves' ids (the manifest lists the fields of columns)
-        if not all(leaf.id in fields for leaf, _ in leaf_paths(node, [])):
-            return None
+    held = holds.get(fields)
+    if held is None:
+        held = holds[fields] = leaves.issubset(fields)
+    if not held:
+        return None
     reader = frag._reader(data_file)
     if not isinstance(reader, LanceFileReader):
         return None

@@ -133,3 +133,31 @@ def test_pages_of_many_run_length_chunks_equal_pylance(tmp_path: Path) -> None:
     assert ours.to_table(filter="code = 77").equals(data.filter(pa.compute.equal(data["code"], 77)))
     picks = [0, 499, 500, n - 1]
     assert ours.take(picks, columns=["code"]).equals(data.take(picks).select(["code"]))
+
+
+def test_a_damaged_dictionary_among_many_is_named(many: str) -> None:
+    """A file whose dictionary block does not check out (an offset past its values in 2.1's
+    plain block, a length header past what LZ4 can make in 2.2's) is named, though the files'
+    dictionaries are decoded together; the files beside it read as pylance reads them."""
+    ds = lt.dataset(many)
+    frag = ds._snapshot.manifest.fragments[2]
+    lay = small_layouts.layout(READERS.get(ds._snapshot.storage, frag.files[0]), ["cat"])
+    assert lay is not None and lay.columns[0].dict_at >= 0
+    column = lay.columns[0]
+    at = lay.start + column.dict_at
+    path = Path(many) / "data" / frag.files[0].path
+    raw = bytearray(path.read_bytes())
+    if column.dict_encoding.WhichOneof("compression") == "general":
+        raw[at : at + 4] = (10**8).to_bytes(4, "little")  # the decompressed length it claims
+    else:
+        raw[at + 12 : at + 16] = (10**6).to_bytes(4, "little")  # the second item's end
+    path.write_bytes(bytes(raw))
+    READERS.clear()
+    with pytest.raises(CorruptFileError, match=path.name):
+        lt.dataset(many).to_table(columns=["cat"])
+    theirs = lance.dataset(many)
+    others = [f for f in theirs.get_fragments() if f.fragment_id != frag.id]
+    ours = lt.dataset(many)
+    mine = [ours.get_fragment(f.fragment_id) for f in others]
+    got = ours.scanner(columns=["cat"], fragments=mine).to_table()
+    assert got.equals(theirs.scanner(columns=["cat"], fragments=others).to_table())

@@ -33,3 +33,29 @@ def test_run_length_pages_of_one_or_two_buffers_get_different_keys(tmp_path: Pat
     assert apart is not None and block is not None
     assert (apart[0].buffers, block[0].buffers) == (2, 1)
     assert apart[2] is not block[2]
+
+
+def test_leaves_of_one_layout_message_and_other_types_get_different_keys(tmp_path: Path) -> None:
+    """A leaf's key is kept per layout message, and still says the leaf's type: the same
+    message read as another type (or another chunk header) gets another key; the same message
+    and type, the same interned key."""
+    from lance_table.file.v2_1 import small_nested
+
+    data = pa.table({"s": pa.array([{"a": i, "b": i * 2} for i in range(100)])})
+    lance.write_dataset(data, tmp_path / "ds", data_storage_version="2.2")
+    (path,) = (tmp_path / "ds" / "data").glob("*.lance")
+    reader = LanceFileReader(str(path))
+    (node,) = reader._roots
+    leaf = node.children[0]
+    layout = reader._column(leaf).encoding(0, reader._stored)
+    assert layout.WhichOneof("layout") == "mini_block_layout"
+    intern = small_layouts._interned
+    first = small_nested._leaf_key(layout, True, pa.int64(), False, intern)
+    assert small_nested._leaf_key(layout, True, pa.int64(), False, intern) is first
+    assert small_nested._leaf_key(layout, True, pa.uint64(), False, intern) is not first
+    assert small_nested._leaf_key(layout, False, pa.int64(), False, intern) is not first
+    other = type(layout)()
+    other.CopyFrom(layout)
+    other.mini_block_layout.num_buffers = 2
+    assert small_nested._leaf_key(other, True, pa.int64(), False, intern) is not first
+    assert small_nested.layout(reader, node, True, intern) is not None

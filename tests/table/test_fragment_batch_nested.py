@@ -15,6 +15,7 @@ import pytest
 
 import lance_table as lt
 from lance_table.errors import CorruptFileError
+from lance_table.file.field_shapes import leaf_paths
 from lance_table.file.pageio import PageIO
 from lance_table.file.v2_1 import small_layouts, small_many, small_nested
 from lance_table.table import deletion, fragment_batch
@@ -159,3 +160,20 @@ def test_a_damaged_nested_page_among_many_is_named(many: str, tmp_path: Path) ->
     for cols in (["tags"], ["id", "tags"]):
         with pytest.raises(CorruptFileError, match=path.name):
             lt.dataset(uri).to_table(columns=cols)
+
+
+def test_a_file_without_a_leaf_of_a_field_is_read_on_its_own(many: str) -> None:
+    """A fragment whose data file does not list every leaf of a nested field (as a manifest of
+    fields stored elsewhere would) gets no batch plan for it; the other fragments keep theirs."""
+    from dataclasses import replace
+
+    frags = list(lt.dataset(many)._snapshot.fragment_readers())
+    node = frags[0].roots["st"]
+    leaves = [leaf.id for leaf, _ in leaf_paths(node, [])]
+    assert len(leaves) > 1
+    data_file = frags[1].fragment.files[0]
+    fields = tuple(f for f in data_file.fields if f != leaves[-1])
+    fragment = replace(frags[1].fragment, files=(replace(data_file, fields=fields),))
+    frags[1] = replace(frags[1], fragment=fragment)
+    found = fragment_batch.plans(frags, ["id", "st"])
+    assert found[1] is None and all(p is not None for k, p in enumerate(found) if k != 1)

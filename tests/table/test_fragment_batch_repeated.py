@@ -115,20 +115,25 @@ def test_a_repeated_layout_is_not_given_to_a_file_too_short_for_it(repeated: str
 
 def test_files_of_the_same_dictionary_decode_it_once(repeated: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The files' dictionaries of the same bytes are decoded once for a batch (``category``:
-    three distinct ones among twelve files, ``source``: one), with the rows pylance reads."""
+    three distinct ones among twelve files, ``source``: one), all in one pass, with the rows
+    pylance reads."""
     from lance_table.file.v2_1 import small_many
 
     calls: list[int] = []
-    decode_block = small_many.decode_block
+    decoded = small_many._decoded_dictionaries
 
-    def counted(*args: object) -> object:
-        calls.append(1)
-        return decode_block(*args)  # type: ignore[arg-type]
+    def counted(cols: list[object], *args: object) -> object:
+        calls.append(len(cols))
+        return decoded(cols, *args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(small_many, "decode_block", counted)
+    def one_by_one(*args: object) -> object:
+        raise AssertionError("string dictionaries are decoded together")
+
+    monkeypatch.setattr(small_many, "_decoded_dictionaries", counted)
+    monkeypatch.setattr(small_many, "_each_dictionary", one_by_one)
     theirs = lance.dataset(repeated)
     for column, most in (("category", 3), ("source", 1)):
         clear_caches()
         calls.clear()
         assert lt.dataset(repeated).to_table(columns=[column]).equals(theirs.to_table(columns=[column]))
-        assert 0 < len(calls) <= most
+        assert 0 < sum(calls) <= most

@@ -19,7 +19,10 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from google.protobuf import any_pb2
+from google.protobuf.message import DecodeError
 
+from lance_table._proto import encodings_v2_1_pb2, file2_pb2
 from lance_table.file.pageio import PageIO
 from lance_table.file.v2_1.byteranges import exclusive_cumsum, spans
 from lance_table.file.v2_1.decode import constant_bytes
@@ -77,6 +80,75 @@ def layout(
     return ConstantLayout(intern(("constant", _NULL, layers, str(dtype))), layers), []
 
 
+@dataclass(frozen=True, slots=True)
+class Template:
+    """A column's metadata bytes (``ColumnMetadata``) with one page, a constant page of one inline
+    value, and where that value lies in them: a column described by the same bytes but for the
+    value (the same field of the next append) has the same layout but for the value, without
+    its metadata parsed again. See :func:`template`."""
+
+    blob: bytes
+    at: int
+    size: int
+    found: ConstantLayout
+
+
+def template(blob: bytes, found: ConstantLayout) -> Template | None:
+    """The template of a column's metadata ``blob`` whose page has the layout ``found`` (an inline
+    value), or None when the value's place in the bytes is not certain.
+
+    The place is one where the value's bytes occur, and where the bytes with the value's there
+    replaced by others (each byte inverted) parse to the same metadata but for the inline value,
+    which is those others: the value's bytes are the content of a length-delimited field there,
+    so any bytes of that length parse alike.
+    """
+    value = found.value
+    want = _parts(blob)
+    if not value or want is None or want[1] != value:
+        return None
+    inverted = bytes(b ^ 0xFF for b in value)
+    at = blob.find(value)
+    while at >= 0:
+        got = _parts(blob[:at] + inverted + blob[at + len(value) :])
+        if got is not None and got[0] == want[0] and got[1] == inverted:
+            return Template(blob, at, len(value), found)
+        at = blob.find(value, at + 1)
+    return None
+
+
+def like(known: Template, blob: bytes) -> ConstantLayout | None:
+    """The layout of a column whose metadata ``blob`` is ``known``'s but for the inline value;
+    else None."""
+    a, b = known.at, known.at + known.size
+    if len(blob) != len(known.blob) or blob[:a] != known.blob[:a] or blob[b:] != known.blob[b:]:
+        return None
+    return ConstantLayout(known.found.key, known.found.layers, blob[a:b])
+
+
+def _parts(blob: bytes) -> tuple[tuple[bytes, str, bytes], bytes] | None:
+    """A column's metadata with one page of a constant layout as what it says but the page's
+    inline value, and that value; None for any other (or no) metadata."""
+    try:
+        col = file2_pb2.ColumnMetadata.FromString(blob)
+        if len(col.pages) != 1 or col.pages[0].encoding.WhichOneof("location") != "direct":
+            return None
+        wrapper = any_pb2.Any.FromString(col.pages[0].encoding.direct.encoding)
+        page = encodings_v2_1_pb2.PageLayout.FromString(wrapper.value)
+    except (DecodeError, RuntimeError, ValueError):
+        return None
+    if page.WhichOneof("layout") != "constant_layout" or not page.constant_layout.HasField("inline_value"):
+        return None
+    value = bytes(page.constant_layout.inline_value)
+    page.constant_layout.ClearField("inline_value")
+    col.pages[0].encoding.ClearField("direct")
+    rest = (
+        col.SerializeToString(deterministic=True),
+        wrapper.type_url,
+        page.SerializeToString(deterministic=True),
+    )
+    return rest, value
+
+
 def shifted(found: ConstantLayout, start: int) -> ConstantLayout:
     """The layout with its value buffer's place relative to a file's span from ``start``."""
     return found if found.value_at < 0 else replace(found, value_at=found.value_at - start)
@@ -103,10 +175,15 @@ def decode(
         return to_arrow(Fixed(np.repeat(each, rows, axis=0).tobytes(), width * 8), dtype, total, io)
     # (a malformed value buffer raises what the general decoder raises: the caller reads the
     # files one by one, which names the file)
-    values = [
-        constant_bytes(data[base + c.value_at : base + c.value_at + c.value_size], io)
-        for c, base in zip(cols, bases.tolist())
-    ]
+    # (files of the same value buffer, as appends of a few sources repeat theirs, read it once)
+    seen: dict[bytes, bytes] = {}
+    values = []
+    for c, base in zip(cols, bases.tolist()):
+        raw = data[base + c.value_at : base + c.value_at + c.value_size].tobytes()
+        value = seen.get(raw)
+        if value is None:
+            value = seen[raw] = constant_bytes(raw, io)
+        values.append(value)
     lengths = np.fromiter((len(v) for v in values), np.int64, len(values))
     if int((lengths * rows).sum()) > MAX_VAR_BYTES:
         return None

@@ -107,33 +107,45 @@ def _layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
     num_rows = meta.num_rows
     columns, col_of = meta.columns, reader._col_of
     found: list[_Column] = []
-    for node, shape, leaf_ids in shapes:
+    keys, stored = [], []
+    for node, _, leaf_ids in shapes:
         indices = [col_of.get(i) for i in leaf_ids]
         if None in indices:
             return None
         # a column described by the same bytes as one of a file read before (of these fields and
         # rows) has that one's layout: its metadata is not parsed again
         blobs = [columns.blob(i) for i in indices]  # type: ignore[arg-type]
-        key = (id(node), large, num_rows, *blobs)
-        hit = _COLUMNS.get(key)
+        keys.append((id(node), large, num_rows, *blobs))
+        stored.append((indices, blobs))
+    limit = columns.limit
+    for (node, shape, _), key, (indices, blobs), hit in zip(shapes, keys, stored, _COLUMNS.get_many(keys)):
+        if hit is None and shape == FLAT:
+            # a constant of another value (the same field of another append): the layout of the
+            # same bytes but for the value
+            hit = _like_constant((id(node), large, num_rows, len(blobs[0])), node, blobs[0])
         if hit is None or hit.node is not node:
             hit = _column(reader, node, shape, large, indices)  # type: ignore[arg-type]
             if hit is None:
                 return None
             if hit.kept:
                 _COLUMNS.put(key, hit, _ENTRY_BYTES + sum(map(len, blobs)))
-        elif hit.end > columns.limit:
+                if hit.constant is not None:
+                    _remember_constant((id(node), large, num_rows, len(blobs[0])), hit, blobs[0])
+        elif hit.end > limit:
             return None  # a buffer past the file's data: the file's own reader says so
         found.append(hit)
     if not found:
         return None
     start, end, needed, most = -1, 0, 0, 1
     for col in found:
-        most = max(most, col.chunks)
-        for o, s in col.buffers:
-            start = o if start < 0 else min(start, o)
-            end = max(end, o + s)
-            needed += s
+        if col.chunks > most:
+            most = col.chunks
+        if col.buffers:
+            if start < 0 or col.lo < start:
+                start = col.lo
+            if col.hi > end:
+                end = col.hi
+            needed += col.needed
     start = max(start, 0)
     if most > 1 and end - start > 2 * needed + SPAN_SLACK:
         return None  # the pages lie far apart: their span would read much that is not theirs
@@ -146,7 +158,7 @@ class _Column:
     relative to a file's span from a given start (made once per start). Kept by the bytes of the
     columns' metadata: the files of a living table mostly repeat them."""
 
-    __slots__ = ("_at", "_make", "buffers", "chunks", "end", "kept", "node")
+    __slots__ = ("_at", "_make", "buffers", "chunks", "constant", "end", "hi", "kept", "lo", "needed", "node")
 
     def __init__(
         self,
@@ -159,10 +171,16 @@ class _Column:
     ) -> None:
         self.node = node
         self.buffers = buffers
+        # where the buffers start and end (file offsets), and their bytes
+        self.lo = min((o for o, _ in buffers), default=0)
+        self.hi = max((o + s for o, s in buffers), default=0)
+        self.needed = sum(s for _, s in buffers)
         self.chunks = chunks
         self._make = make
         self.end = end  # the furthest byte of the columns' buffers (all pages')
         self.kept = kept  # whether it depends on nothing but the columns' metadata
+        #: a constant page of an inline value: its layout (the same for any start)
+        self.constant: small_constant.ConstantLayout | None = None
         self._at: dict[int, Any] = {}
 
     def at(self, start: int) -> Any:
@@ -205,6 +223,8 @@ def _column(
                     return None
                 shift: Callable[[int], Any] = partial(small_constant.shifted, const[0])
                 made = _Column(node, tuple(const[1]), 1, shift, 0, False)
+                if const[0].value:
+                    made.constant = const[0]
             else:
                 form = _form(encoding, node.arrow_type, large)
                 if form is None or len(buffers) != (2 if form[0].dictionary is None else 3):
@@ -228,6 +248,27 @@ def _column(
     return made
 
 
+def _like_constant(key: tuple[Any, ...], node: FieldNode, blob: bytes) -> _Column | None:
+    """The read of a field stored as a constant page of an inline value whose metadata is that
+    of a column read before (:data:`_CONSTANTS`) but for the value; else None."""
+    kept = _CONSTANTS.get(key)
+    if kept is None or kept[0] is not node:
+        return None
+    found = small_constant.like(kept[1], blob)
+    if found is None:
+        return None
+    made = _Column(node, (), 1, partial(small_constant.shifted, found), kept[2], True)
+    made.constant = found
+    return made
+
+
+def _remember_constant(key: tuple[Any, ...], column: _Column, blob: bytes) -> None:
+    """Keep a field's read from a constant page of an inline value as the template of others'."""
+    template = None if column.constant is None else small_constant.template(blob, column.constant)
+    if template is not None:
+        _CONSTANTS.put(key, (column.node, template, column.end), _ENTRY_BYTES + len(blob))
+
+
 def _word(large: bool) -> int:
     """The bytes of one word of a page's chunk table (2.2: 4, 2.1: 2)."""
     return 4 if large else 2
@@ -237,6 +278,11 @@ def _word(large: bool) -> int:
 _ENTRY_BYTES = 2048
 #: the reads of fields of files (see :class:`_Column`), by the field and its columns' metadata
 _COLUMNS: LRU[tuple[Any, ...], _Column] = LRU(_MAX_KEYS, max_bytes=32 << 20)
+#: fields stored as constant pages of an inline value (a field that is the same in every row
+#: of an append, and changes from one to the next), by the field, row count and metadata size:
+#: the field's node, its metadata as a template for the files of other values, and the furthest
+#: byte of its buffers
+_CONSTANTS: LRU[tuple[Any, ...], tuple[FieldNode, small_constant.Template, int]] = LRU(256, max_bytes=4 << 20)
 
 
 def _shapes(

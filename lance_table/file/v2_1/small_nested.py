@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from lance_table._lru import LRU
 from lance_table.file.arrow import with_validity
 from lance_table.file.compression import bitpacking
 from lance_table.file.field_shapes import leaf_paths
@@ -89,7 +90,8 @@ def layout(
     paths: list[tuple[pa.Field, ...]] = []
     keys: list[tuple[Any, ...]] = []
     ranges: list[tuple[int, int]] = []
-    for leaf, path in leaf_paths(node, [node.to_arrow_field()]):
+    field, leaf_list = _leaves(node)
+    for leaf, path in leaf_list:
         dtype = leaf.arrow_type
         if leaf.children or pa.types.is_dictionary(dtype) or len(path) < 2:
             return None  # a packed struct, dictionary values: read the general way
@@ -121,14 +123,7 @@ def layout(
             or buffers[0][1] != (4 if large else 2)  # one chunk
         ):
             return None
-        rep = mini.rep_compression.SerializeToString() if mini.HasField("rep_compression") else None
-        defs = mini.def_compression.SerializeToString() if mini.HasField("def_compression") else None
-        values = mini.value_compression.SerializeToString()
-        dictionary = mini.dictionary.SerializeToString() if has_dict else None
-        buffers_per_chunk = int(mini.num_buffers)  # (the chunk header's size words: see _leaf)
-        keys.append(
-            intern((large, rep, defs, values, dictionary, tuple(mini.layers), str(dtype), buffers_per_chunk))
-        )
+        keys.append(_leaf_key(enc, large, dtype, has_dict, intern))
         (meta_at, _), (data_at, data_size) = buffers[0], buffers[1]
         page = LeafLayout(meta_at, data_at, data_size, int(mini.num_items), mini, large)
         if has_dict:
@@ -145,7 +140,49 @@ def layout(
     if not leaves:
         return None
     key = intern(("nested", str(node.arrow_type), *keys))
-    return NestedLayout(tuple(leaves), tuple(paths), node.to_arrow_field(), key), ranges
+    return NestedLayout(tuple(leaves), tuple(paths), field, key), ranges
+
+
+def _leaves(node: FieldNode) -> tuple[pa.Field, list[tuple[FieldNode, list[pa.Field]]]]:
+    """The field's Arrow field and its leaves with their paths of fields (top-level field
+    first); kept per field: the files of a dataset share their field trees."""
+    hit = _LEAVES.get(id(node))
+    if hit is not None and hit[0] is node:
+        return hit[1], hit[2]
+    field = node.to_arrow_field()
+    found = list(leaf_paths(node, [field]))
+    _LEAVES.put(id(node), (node, field, found))  # (the node is kept: its id stays its own)
+    return field, found
+
+
+def _leaf_key(
+    layout: Any,
+    large: bool,
+    dtype: pa.DataType,
+    has_dict: bool,
+    intern: Callable[[tuple[Any, ...]], tuple[Any, ...]],
+) -> tuple[Any, ...]:
+    """The interned encoding key of a leaf's page ``layout`` (of mini-block chunks); kept per
+    layout message (the files of a dataset share theirs, see ``container.unpack_encoding``)."""
+    at = (id(layout), large, dtype)
+    hit = _LEAF_KEYS.get(at)
+    if hit is not None and hit[0] is layout:
+        return intern(hit[1])
+    mini = layout.mini_block_layout
+    rep = mini.rep_compression.SerializeToString() if mini.HasField("rep_compression") else None
+    defs = mini.def_compression.SerializeToString() if mini.HasField("def_compression") else None
+    values = mini.value_compression.SerializeToString()
+    dictionary = mini.dictionary.SerializeToString() if has_dict else None
+    buffers_per_chunk = int(mini.num_buffers)  # (the chunk header's size words: see _leaf)
+    key = (large, rep, defs, values, dictionary, tuple(mini.layers), str(dtype), buffers_per_chunk)
+    _LEAF_KEYS.put(at, (layout, key))  # (the message is kept: its id stays its own)
+    return intern(key)
+
+
+#: the Arrow field and leaves of fields with nesting, by the node's id (see :func:`_leaves`)
+_LEAVES: LRU[int, tuple[FieldNode, pa.Field, list[tuple[FieldNode, list[pa.Field]]]]] = LRU(1024)
+#: the encoding keys of leaves' page layouts, by the message's id (see :func:`_leaf_key`)
+_LEAF_KEYS: LRU[tuple[Any, ...], tuple[Any, tuple[Any, ...]]] = LRU(4096)
 
 
 def shifted(found: NestedLayout, start: int) -> NestedLayout:
