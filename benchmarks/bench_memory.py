@@ -12,9 +12,10 @@ Scenarios, on ``--rows`` rows of the benchmark schema (``--format``), written in
 - reads, on the dataset each side wrote (``ours``/``pylance's`` files: pylance's 2.2 strings are
   FSST): ``scan`` (``to_batches``, each batch dropped), ``to_table``, ``projection`` (the ``text``
   column), ``filter`` (``x < 0.1``, 10% of rows), ``take`` (1,000 random rows).
-- mutations, each on a fresh copy of those datasets: ``delete`` (10% of rows), ``compaction`` (10
-  fragments into one), ``copy_compaction`` (the same with ``compaction_mode="try_binary_copy"``:
-  pages copied as they are), ``upsert`` (``merge_insert`` of 10% of rows, half of them new ids).
+- mutations, each on a fresh copy of those datasets: ``append`` (10k rows), ``delete`` (10% of
+  rows), ``compaction`` (10 fragments into one), ``copy_compaction`` (the same with
+  ``compaction_mode="try_binary_copy"``: pages copied as they are), ``upsert`` (``merge_insert`` of
+  10% of rows, half of them new ids).
 - ``history``: a dataset of 500 appends of 100 rows (500 fragments), made by each side: ``scan``,
   ``filter``, ``take`` (100 rows), ``delete`` (``id = 42``: one row in each fragment), ``compaction``,
   ``copy_compaction``.
@@ -44,7 +45,8 @@ BATCH = 100_000
 SIDES = ("lance_table", "pylance")
 WRITES = ("write_reader", "write_table")
 READS = ("scan", "to_table", "projection", "filter", "take")
-MUTATIONS = ("delete", "compaction", "copy_compaction", "upsert")
+MUTATIONS = ("append", "delete", "compaction", "copy_compaction", "upsert")
+APPEND_ROWS = 10_000
 HISTORY = ("h_scan", "h_filter", "h_take", "h_delete", "h_compaction", "h_copy_compaction")
 HISTORY_APPENDS = 500
 
@@ -82,6 +84,9 @@ def _child(side: str, op: str, uri: str, rows: int, fmt: str) -> dict[str, objec
         ids = np.concatenate([old, np.arange(rows, rows + n - n // 2)])
         source = benchmark_table(n, seed=11)
         work = source.set_column(0, "id", pa.array(ids.astype(np.int64)))
+    elif op == "append":
+        work = benchmark_table(APPEND_ROWS, seed=13)
+        work = work.set_column(0, "id", pa.array(np.arange(rows, rows + APPEND_ROWS, dtype=np.int64)))
     elif op == "setup_history":
         work = [benchmark_table(100, seed=i) for i in range(HISTORY_APPENDS)]
     base = _rss_mb()
@@ -113,6 +118,8 @@ def _child(side: str, op: str, uri: str, rows: int, fmt: str) -> dict[str, objec
             np.random.default_rng(5).choice(total, min(1000 if op == "take" else 100, total), replace=False)
         )
         assert ds.take(picks).num_rows == len(picks)
+    elif op == "append":
+        mod.write_dataset(work, uri, mode="append")
     elif op == "delete":
         mod.dataset(uri).delete("id % 10 = 3")
     elif op == "h_delete":
@@ -171,6 +178,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only", nargs="*", default=None, help="run only scenarios whose name contains one of these"
     )
+    parser.add_argument(
+        "--keep", type=Path, default=None, help="work in this directory; keep its datasets for the next run"
+    )
     parser.add_argument("--child", nargs=3, metavar=("SIDE", "OP", "URI"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -180,7 +190,10 @@ def main(argv: list[str] | None = None) -> int:
     def wanted(name: str) -> bool:
         return not args.only or any(word in name for word in args.only)
 
-    work = Path(tempfile.mkdtemp(prefix="lance_table_bench_mem_"))
+    if args.keep:  # datasets of other sizes and formats kept apart
+        args.keep = args.keep / f"{args.format}_{args.rows}"
+        args.keep.mkdir(parents=True, exist_ok=True)
+    work = args.keep or Path(tempfile.mkdtemp(prefix="lance_table_bench_mem_"))
     rows: list[dict[str, object]] = []
 
     def scenario(name: str, op: str, data: dict[str, Path], mutate: bool = False) -> None:
@@ -192,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
                 uri = data[side]
                 if mutate:
                     uri = _copy(uri, work / "mutated")
+                elif op in WRITES:  # each run writes anew
+                    shutil.rmtree(uri, ignore_errors=True)
                 runs[side].append(_run(side, op, uri, args))
         load = os.getloadavg()[0]
         row: dict[str, object] = {"scenario": name, "load": load, "runs": args.runs}
@@ -230,12 +245,14 @@ def main(argv: list[str] | None = None) -> int:
         if any(wanted(f"{n} (ours)") or wanted(f"{n} (pylance's)") for n in HISTORY):
             history = {side: work / f"history_{side}" for side in SIDES}
             for side in SIDES:
-                _run(side, "setup_history", history[side], args)
+                if not history[side].exists():
+                    _run(side, "setup_history", history[side], args)
             for name in HISTORY:
                 for who, side in (("ours", "lance_table"), ("pylance's", "pylance")):
                     scenario(f"{name} ({who})", name, dict.fromkeys(SIDES, history[side]), mutate=True)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
     lines = [
         "## Memory: peak RSS",
         "",

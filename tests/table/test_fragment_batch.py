@@ -237,3 +237,31 @@ def test_batches_bounded_in_bytes_read_as_pylance(many: str, monkeypatch: pytest
     assert ours.to_table(columns=["s", "id"], filter=flt).equals(
         theirs.to_table(columns=["s", "id"], filter=flt)
     )
+
+
+def test_files_over_the_batch_bound_read_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # pylance's FSST strings in files whose column spans exceed BATCH_BYTES: no batch joins them
+    # (it would hold their bytes and values twice); the small files after them still batch
+    rows = 100_000
+    rng = np.random.default_rng(4)
+    letters = rng.integers(ord("a"), ord("z") + 1, rows * 24, dtype=np.uint8)
+    offsets = pa.py_buffer((np.arange(rows + 1, dtype=np.int32) * 24).tobytes())
+    text = pa.Array.from_buffers(pa.string(), rows, [None, offsets, pa.py_buffer(letters.tobytes())])
+    big = pa.table({"id": np.arange(rows, dtype=np.int64), "text": text})
+    uri = str(tmp_path / "big")
+    lance.write_dataset(big, uri, max_rows_per_file=rows // 2, data_storage_version="2.2")
+    for k in range(4):
+        lance.write_dataset(big.slice(k * 10, 10), uri, mode="append", data_storage_version="2.2")
+    batches: list[int] = []
+    real = fragment_batch._read_batch
+
+    def spy(frags, *args, **kwargs):  # type: ignore[no-untyped-def]
+        batches.append(len(frags))
+        return real(frags, *args, **kwargs)
+
+    monkeypatch.setattr(fragment_batch, "_read_batch", spy)
+    for columns in (["text"], None):
+        batches.clear()
+        ours = lt.dataset(uri).to_table(columns=columns)
+        assert ours.equals(lance.dataset(uri).to_table(columns=columns))
+        assert batches == [4]  # the four small appends; each large file alone
