@@ -44,6 +44,7 @@ from lance_table.table.operations.cleanup_references import referenced_files
 from lance_table.table.operations.legacy_dicts import WrittenPart, merge_written_parts
 from lance_table.table.operations.write import (
     DEFAULT_MAX_ROWS_PER_FILE,
+    LEGACY_FORMAT,
     FragmentWriter,
     WriteMode,
     plan_write,
@@ -136,7 +137,11 @@ class LanceTableWriter(DataSourceArrowWriter):
         )
         where = f"writing to {self.uri}"
         try:
-            for batch in coalesced(iterator):
+            # (2.0 and legacy files cut a write into chunks of their own: no join pays there)
+            joins = self.plan.data_format not in ("2.0", LEGACY_FORMAT)
+            for batch in coalesced(iterator) if joins else iterator:
+                if not batch.num_rows:
+                    continue
                 writer.write(cast_batch(batch, self.schema, where))
             fragments = writer.finish()
             if writer.paths:
