@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +44,7 @@ from lance_table.table.operations.cleanup_references import referenced_files
 from lance_table.table.operations.legacy_dicts import WrittenPart, merge_written_parts
 from lance_table.table.operations.write import (
     DEFAULT_MAX_ROWS_PER_FILE,
+    LEGACY_FORMAT,
     FragmentWriter,
     WriteMode,
     plan_write,
@@ -136,9 +137,12 @@ class LanceTableWriter(DataSourceArrowWriter):
         )
         where = f"writing to {self.uri}"
         try:
-            for batch in iterator:
-                if batch.num_rows:
-                    writer.write(cast_batch(batch, self.schema, where))
+            # (2.0 and legacy files cut a write into chunks of their own: no join pays there)
+            joins = self.plan.data_format not in ("2.0", LEGACY_FORMAT)
+            for batch in coalesced(iterator) if joins else iterator:
+                if not batch.num_rows:
+                    continue
+                writer.write(cast_batch(batch, self.schema, where))
             fragments = writer.finish()
             if writer.paths:
                 check_not_aborted()  # the files are complete: either abort's listing sees them or this does
@@ -259,6 +263,41 @@ class LanceTableWriter(DataSourceArrowWriter):
             except VersionGoneError:
                 continue  # cleaned up since the listing: its files may go
         return keep
+
+
+#: Spark's Arrow batches (``spark.sql.execution.arrow.maxRecordsPerBatch``, 10,000 rows by default)
+#: are joined up to this many rows before they are encoded: the 2.1/2.2 encoders pay a cost per
+#: batch in every column
+COALESCE_ROWS = 128 * 1024
+#: ... or up to this many bytes (their buffers' size), which bounds the memory a join holds
+COALESCE_BYTES = 32 << 20
+
+
+def coalesced(
+    batches: Iterable[pa.RecordBatch], rows: int = COALESCE_ROWS, max_bytes: int = COALESCE_BYTES
+) -> Iterator[pa.RecordBatch]:
+    """The rows of ``batches`` (all of one schema) in order, consecutive batches joined into one
+    of at least ``rows`` rows or ``max_bytes`` bytes (the last one smaller); a batch that reaches
+    either bound alone passes as it is. Batches without rows are left out."""
+    pending: list[pa.RecordBatch] = []
+    count = size = 0
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        pending.append(batch)
+        count += batch.num_rows
+        size += batch.get_total_buffer_size()
+        if count >= rows or size >= max_bytes:
+            yield _joined(pending)
+            pending, count, size = [], 0, 0
+    if pending:
+        yield _joined(pending)
+
+
+def _joined(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+    if len(batches) == 1:
+        return batches[0]
+    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
 
 
 def _delete(storage: Storage, files: Sequence[str]) -> None:

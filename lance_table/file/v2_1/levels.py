@@ -361,7 +361,11 @@ def def_levels(codes: np.ndarray, kinds: Sequence[int]) -> np.ndarray | None:
         if len(_LUTS) >= _KINDS_KEPT:
             _LUTS.clear()
         lut = _LUTS[key] = _def_lut(kinds)
-    return None if lut is _NO_LEVELS else lut[codes]
+    if lut is _NO_LEVELS:
+        return None
+    if not codes.any():  # every entry defined down to the leaf (level 0): no gather to do
+        return np.zeros(codes.size, lut.dtype)
+    return np.take(lut, codes)
 
 
 _NO_LEVELS = np.zeros(0, np.uint16)

@@ -86,7 +86,20 @@ class _Planner:
 
     def uniform_plan(self) -> list[tuple[int, int, int]] | None:
         """:meth:`plan` at once, for values sized many chunks at a time (bitpacked blocks) when
-        every chunk of the most values fits: the plan :meth:`plan` makes then. None otherwise."""
+        every chunk of the most values fits, or for values sized by their count alone (see
+        :meth:`aimed_chunk`): the plan :meth:`plan` makes then. None otherwise."""
+        aimed = self.aimed_chunk()
+        if aimed is not None:
+            m = aimed
+            # the last chunk: the rest, once it is few enough values for one chunk within the aim
+            last = self._most_within_aim(m)
+            if self.n <= last:
+                return None
+            full_chunks = -(-(self.n - last) // m)
+            stops = np.append(np.arange(1, full_chunks + 1, dtype=np.int64) * m, self.n)
+            padded = np.full(stops.size, sum(_pad8(s) for s in self.values.sizes(0, m)), np.int64)
+            padded[-1] = sum(_pad8(s) for s in self.values.sizes(0, self.n - int(stops[-2])))
+            return self._uniform(stops, padded, m)
         m = self.max_values
         if self.n <= m or self.values.chunk_aim() is not None:
             return None
@@ -95,13 +108,46 @@ class _Planner:
         sizes = self.values.many_sizes(starts, stops)
         if sizes is None:
             return None
+        return self._uniform(stops, (sizes + 7) & ~7, m)
+
+    def aimed_chunk(self) -> int | None:
+        """For values whose sizes depend on their count alone (``MiniBlockValues.count_sized``)
+        and that aim at a chunk size: the value count of the chunks :meth:`plan` makes of them
+        where the levels allow, the most values (a power of two) whose sizes stay within the
+        aim. None for other values, or when no count of two or more values stays within it."""
+        values = self.values
+        aim = values.chunk_aim()
+        if aim is None or not values.count_sized:
+            return None
+        k = self.max_log
+        while k >= 2 and sum(values.sizes(0, 1 << k)) > aim:
+            k -= 1
+        return 1 << k if k >= 1 else None
+
+    def _most_within_aim(self, m: int) -> int:
+        """The most values (``m`` or more, at most :attr:`max_values`) whose sizes stay within the
+        aim: values sized by their count alone, ``m`` of which do."""
+        aim = self.values.chunk_aim()
+        assert aim is not None
+        lo, hi = m, self.max_values  # sizes(lo) within the aim; find the last count that is
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if sum(self.values.sizes(0, mid)) <= aim:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def _uniform(self, stops: np.ndarray, padded: np.ndarray, m: int) -> list[tuple[int, int, int]] | None:
+        """The plan of chunks ending at ``stops`` (each of ``m`` values but the last), whose
+        value buffers take ``padded`` bytes, if each chunk's levels fit it; None otherwise."""
         if not self.level_lists:
             levels = np.zeros(stops.size, np.int64)
         else:
             ends = (self.vis_idx[stops - 1] + 1) if self.vis_idx is not None else stops.copy()
             ends[-1] = self.num_levels
             levels = np.diff(ends, prepend=0)
-        total = self.head + self.level_lists * ((2 * levels + 7) & ~7) + ((sizes + 7) & ~7)
+        total = self.head + self.level_lists * ((2 * levels + 7) & ~7) + padded
         if int(levels.max()) > MAX_CHUNK_LEVELS or int(total.max()) > self.limit:
             return None
         logs = np.full(stops.size, m.bit_length() - 1, np.int64)

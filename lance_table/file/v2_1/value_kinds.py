@@ -115,6 +115,8 @@ class MiniBlockValues:
     aim_bytes: ClassVar[int | None] = 4096  # a chunk's values aim at this size (None: whole blocks decide)
     # the values are indices into this dictionary: (its encoding, its page buffer, its item count)
     dictionary: tuple[Any, bytes, int] | None = field(default=None, kw_only=True)
+    #: whether :meth:`sizes` depends on the number of values alone (and :meth:`fits` is always true)
+    count_sized: ClassVar[bool] = False
 
     def chunk_values_limit(self) -> int:
         """The most values one chunk may hold."""
@@ -165,6 +167,7 @@ class FixedValues(MiniBlockValues):
     # per fixed-size-list level with validity: (items per value at that level, item validity)
     bitmaps: list[tuple[int, np.ndarray]] = field(default_factory=list)
     per_value: int = 1  # leaf items per value
+    count_sized: ClassVar[bool] = True
 
     def sizes(self, start: int, stop: int) -> list[int]:
         n = stop - start
