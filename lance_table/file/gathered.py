@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from lance_table._buffers import empty
-from lance_table.storage.sources import ByteSource, read_joined
+from lance_table.storage.sources import ByteSource, apart, read_joined
 
 R = TypeVar("R")
 
@@ -93,7 +93,11 @@ class GatheredSource:
         if not getattr(self._local, "first", False):
             return read_joined(self.source, ranges)
         arr = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
-        return self._gathered(_Ask(list(zip(arr[:, 0].tolist(), arr[:, 1].tolist())), True))[0]
+        pairs = list(zip(arr[:, 0].tolist(), arr[:, 1].tolist()))
+        if not apart(arr, self.coalesce_gap):  # (many small ranges: joined by one copy)
+            got = self._gathered(_Ask(pairs, False))
+            return got[0] if len(got) == 1 else memoryview(b"".join(got))
+        return self._gathered(_Ask(pairs, True))[0]
 
     def _gathered(self, ask: _Ask) -> list[memoryview]:
         """The result of this job's first read, ``ask``, read with the other jobs' first reads."""

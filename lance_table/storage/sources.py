@@ -89,6 +89,18 @@ def merge_sorted(starts: np.ndarray, ends: np.ndarray, gap: int) -> tuple[np.nda
     return starts[first], ends[np.append(first[1:], n) - 1], owner
 
 
+def apart(ranges: np.ndarray, gap: int) -> bool:
+    """Whether no two of ``ranges`` (``(offset, length)`` rows) would be merged into one read
+    (see :func:`coalesce`): each is then a request of its own, which a remote source can receive
+    straight into its place in a joined buffer (a take's spans); ranges that merge (a take's
+    values, a few bytes each) are joined better by one copy of them all."""
+    if ranges.shape[0] < 2:
+        return True
+    starts = np.sort(ranges[:, 0])
+    ends = np.maximum.accumulate((ranges[:, 0] + ranges[:, 1])[np.argsort(ranges[:, 0], kind="stable")])
+    return bool(np.all(starts[1:] > ends[:-1] + gap))
+
+
 def read_spans(
     source: ByteSource, starts: np.ndarray, ends: np.ndarray
 ) -> tuple[memoryview, np.ndarray, np.ndarray]:

@@ -5,6 +5,7 @@ and pylance, no HEAD, s3fs for what the direct client cannot read."""
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import socket
 
 import botocore.session
@@ -228,15 +229,21 @@ def test_joined_ranges_are_received_in_their_places(s3_uri, s3_options, s3_reque
     storage.write("f.bin", blob)
     source = storage.source("f.bin", len(blob))
     gap = source.coalesce_gap
-    # alone, alone and in parts, two a few bytes apart (one request), empty, alone at the end
-    ranges = [(10, 5000), (100_000, 250_000), (500_000, 300), (500_400, 700), (600_000, 0), (999_000, 1000)]
-    assert ranges[3][0] - sum(ranges[2]) < gap < ranges[2][0] - sum(ranges[1])
+    # ranges of a request each (more than the coalescing gap apart): in parts, small, empty
+    ranges = [(10, 5000), (100_000, 250_000), (500_000, 300), (600_000, 0), (999_000, 1000)]
+    assert all(b[0] - sum(a) > gap for a, b in itertools.pairwise(ranges))
     s3_requests.reset()
     got = sources.read_joined(source, np.array(ranges))
     assert bytes(got) == b"".join(blob[o : o + n] for o, n in ranges)
-    assert sorted(copied) == [0, 300, 700]  # the two of one request, and the empty one
+    assert copied == [0]  # (the empty one: no request)
     assert s3_requests.counts == {"GET": 1 + 3 + 1 + 1}
     assert storage._direct.usable
+    # many small ranges that merge (a take's values): joined by one copy, none put in place
+    copied.clear()
+    close = np.array([(7 + 40 * k, 9) for k in range(500)])
+    got = sources.read_joined(source, close)
+    assert bytes(got) == b"".join(blob[o : o + n] for o, n in close.tolist())
+    assert copied == []
     # a file shorter than the manifest says: the read into place reports a corrupt file
     short = storage.source("f.bin", len(blob) + 150_000)
     for bad in ([(0, 10), (len(blob) - 5, 20)], [(0, 10), (len(blob) - 150_000, 200_000)]):
