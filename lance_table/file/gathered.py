@@ -16,7 +16,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from lance_table.storage.sources import ByteSource
+import numpy as np
+
+from lance_table._buffers import empty
+from lance_table.storage.sources import ByteSource, apart, read_joined
 
 R = TypeVar("R")
 
@@ -25,11 +28,12 @@ MAX_WAIT_S = 0.05
 
 
 class _Ask:
-    __slots__ = ("error", "ranges", "result")
+    __slots__ = ("error", "joined", "ranges", "result")
 
-    def __init__(self, ranges: Sequence[tuple[int, int]]) -> None:
+    def __init__(self, ranges: Sequence[tuple[int, int]], joined: bool) -> None:
         self.ranges = list(ranges)
-        self.result: list[memoryview] | None = None
+        self.joined = joined  # the ranges are wanted one after another in one buffer
+        self.result: list[memoryview] | None = None  # (joined: that buffer alone)
         self.error: BaseException | None = None
 
 
@@ -80,8 +84,24 @@ class GatheredSource:
         """The bytes of each ``(offset, length)`` range, in order."""
         if not getattr(self._local, "first", False):
             return self.source.read_ranges(ranges)
+        return self._gathered(_Ask(ranges, False))
+
+    def read_joined(self, ranges: Sequence[tuple[int, int]] | np.ndarray) -> memoryview:
+        """The bytes of ``ranges``, one after another in one buffer (see :func:`read_joined`):
+        where the source can, each range read by a request of its own is received straight into
+        its place there."""
+        if not getattr(self._local, "first", False):
+            return read_joined(self.source, ranges)
+        arr = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
+        pairs = list(zip(arr[:, 0].tolist(), arr[:, 1].tolist()))
+        if not apart(arr, self.coalesce_gap):  # (many small ranges: joined by one copy)
+            got = self._gathered(_Ask(pairs, False))
+            return got[0] if len(got) == 1 else memoryview(b"".join(got))
+        return self._gathered(_Ask(pairs, True))[0]
+
+    def _gathered(self, ask: _Ask) -> list[memoryview]:
+        """The result of this job's first read, ``ask``, read with the other jobs' first reads."""
         self._local.first = False
-        ask = _Ask(ranges)
         deadline = time.monotonic() + MAX_WAIT_S
         with self._cv:
             self._unasked -= 1
@@ -106,13 +126,52 @@ class GatheredSource:
     def _send(self, batch: list[_Ask]) -> None:
         """Read every ask of ``batch`` in one call and hand each its ranges."""
         try:
-            got = self.source.read_ranges([r for ask in batch for r in ask.ranges])
+            ranges = [r for ask in batch for r in ask.ranges]
+            joined = {id(ask): _buffer(ask.ranges) for ask in batch if ask.joined and len(ask.ranges) > 1}
+            into_reader = getattr(self.source, "read_ranges_into", None)
+            if joined and into_reader is not None:
+                places: list[memoryview | None] = []
+                for ask in batch:
+                    out = joined.get(id(ask))
+                    places.extend(_places(out, ask.ranges) if out is not None else [None] * len(ask.ranges))
+                got = into_reader(ranges, places)
+            else:
+                got = self.source.read_ranges(ranges)
             at = 0
             for ask in batch:
-                ask.result = got[at : at + len(ask.ranges)]
+                mine = got[at : at + len(ask.ranges)]
                 at += len(ask.ranges)
+                out = joined.get(id(ask))
+                if out is not None and into_reader is None:
+                    _places(out, ask.ranges, mine)
+                if ask.joined:
+                    ask.result = [out if out is not None else (mine[0] if mine else memoryview(b""))]
+                else:
+                    ask.result = mine
         except BaseException as exc:
             for ask in batch:
                 ask.error = exc
         with self._cv:
             self._cv.notify_all()
+
+
+def _buffer(ranges: list[tuple[int, int]]) -> memoryview:
+    """A buffer for the bytes of ``ranges`` one after another (a negative length counts as none:
+    the read reports it)."""
+    return memoryview(empty(sum(max(n, 0) for _, n in ranges), np.uint8))  # type: ignore[arg-type]
+
+
+def _places(
+    out: memoryview, ranges: list[tuple[int, int]], data: list[memoryview] | None = None
+) -> list[memoryview | None]:
+    """The place of each range in ``out`` (ranges one after another); ``data``: copied there."""
+    places: list[memoryview | None] = []
+    at = 0
+    for k, (_, n) in enumerate(ranges):
+        n = max(n, 0)
+        place = out[at : at + n]
+        if data is not None:
+            place[:] = data[k]
+        places.append(place)
+        at += n
+    return places

@@ -191,11 +191,19 @@ def _advance(get: _Get, limit: int, pooled: bool, timeout: float) -> bool:
             sock.settimeout(timeout)
             get.answer, get.keep = read_body(sock, status, headers, body, keep, limit, pooled)
             return True
-        if len(body) >= size:
-            get.answer, get.keep = Answer(status, headers, body[:size]), keep and len(body) == size
-            return True
         target = get.into
-        if target is not None and len(target) == size and 200 <= status < 300:
+        into = target is not None and len(target) == size and 200 <= status < 300
+        if len(body) >= size:
+            get.keep = keep and len(body) == size
+            if into:  # (a small body: in its place all the same)
+                assert target is not None
+                target[:] = body[:size]
+                get.answer = Answer(status, headers, b"", target)
+            else:
+                get.answer = Answer(status, headers, body[:size])
+            return True
+        if into:
+            assert target is not None
             target[: len(body)] = body
             get.answer, get.view = Answer(status, headers, b"", target), target
         else:

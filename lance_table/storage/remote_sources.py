@@ -6,6 +6,7 @@ large merged read is fetched in parts at once. The storages that hand them out a
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from concurrent.futures import wait
 from typing import Any
 
@@ -18,7 +19,7 @@ from lance_table.storage import s3_direct
 from lance_table.storage.arrow_s3 import ArrowFile, ArrowS3
 from lance_table.storage.failures import typed_failures
 from lance_table.storage.s3_direct import DirectReadFailed, DirectS3
-from lance_table.storage.sources import _RangedSource, size_disagreement
+from lance_table.storage.sources import _RangedSource, apart, size_disagreement
 
 #: a merged read of more bytes than this is fetched as that many equal parts at once, as pylance's
 #: client does (a 19 MiB page: two requests of 9.6 MiB): one request's transfer would otherwise be
@@ -75,10 +76,21 @@ class _FsspecSource(_RangedSource):
                 raise wrong
         return super()._checked(off, length, data)
 
-    @typed_failures
     def _read_many(self, reads: list[tuple[int, int]]) -> list[bytes | memoryview]:
+        return self._fetched(reads, None)
+
+    def _read_many_into(
+        self, reads: list[tuple[int, int]], into: list[memoryview | None]
+    ) -> list[bytes | memoryview]:
+        return self._fetched(reads, into)
+
+    @typed_failures
+    def _fetched(
+        self, reads: list[tuple[int, int]], into: list[memoryview | None] | None
+    ) -> list[bytes | memoryview]:
+        """:meth:`_fetch`, with the size of the file checked where a read fails."""
         try:
-            return self._fetch(reads)
+            return self._fetch(reads, into)
         except FileNotFoundError:
             raise
         except OSError as exc:  # S3 answers a range past the end with 416 "range not satisfiable"
@@ -98,9 +110,39 @@ class _FsspecSource(_RangedSource):
             return b""
         return bytes(self._fs.cat_file(self._path, start=offset, end=offset + length))
 
-    def _fetch(self, reads: list[tuple[int, int]]) -> list[bytes | memoryview]:
+    def read_ranges_into(
+        self, ranges: Sequence[tuple[int, int]], into: Sequence[memoryview | None]
+    ) -> list[memoryview]:
+        """The bytes of each ``(offset, length)`` range, in order; ``into``: for each range, None
+        or a buffer of its length that the range's bytes are put in (the range's view is then
+        that buffer), received straight into it where the range is a request of its own."""
+        return self._read_ranges(ranges, into)
+
+    def read_joined(self, ranges: Sequence[tuple[int, int]] | np.ndarray) -> memoryview:
+        """The bytes of ``ranges``, one after another in one buffer (see
+        :func:`~lance_table.storage.sources.read_joined`), each range that is a request of its
+        own received straight into its place there (a take's spans of a page: no copy to join
+        them)."""
+        arr = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
+        pairs = list(zip(arr[:, 0].tolist(), arr[:, 1].tolist()))
+        if len(pairs) < 2 or bool(np.any(arr[:, 1] < 0)) or not apart(arr, self.coalesce_gap):
+            got = self.read_ranges(pairs)  # (a negative length: the error of read_ranges)
+            return got[0] if len(got) == 1 else _joined(got)
+        out = memoryview(empty(int(arr[:, 1].sum()), np.uint8))  # type: ignore[arg-type]
+        at = 0
+        places = []
+        for n in arr[:, 1].tolist():
+            places.append(out[at : at + n])
+            at += n
+        self._read_ranges(pairs, places)
+        return out
+
+    def _fetch(
+        self, reads: list[tuple[int, int]], into: list[memoryview | None] | None = None
+    ) -> list[bytes | memoryview]:
         """All merged reads in one ``cat_ranges`` call: async backends (s3fs) fetch them
-        concurrently; a read longer than :data:`SPLIT_READ_BYTES` is fetched in parts."""
+        concurrently; a read longer than :data:`SPLIT_READ_BYTES` is fetched in parts
+        (``into``: see :meth:`_RangedSource._read_many_into`; not used here)."""
         wanted = [(off, length) for off, length in reads if length]  # S3 refuses empty ranges
         parts, counts = split_reads(wanted, SPLIT_READ_BYTES)
         if len(parts) < 2:
@@ -145,6 +187,11 @@ class _ArrowS3Source(_FsspecSource):
             return super()._read_many(reads)
         return self._arrow_reads(reads)
 
+    def _read_many_into(
+        self, reads: list[tuple[int, int]], into: list[memoryview | None]
+    ) -> list[bytes | memoryview]:
+        return self._read_many(reads)  # (pyarrow's reads come in buffers of their own)
+
     @typed_failures
     def _arrow_reads(self, reads: list[tuple[int, int]]) -> list[bytes | memoryview]:
         wanted = [(off, length) for off, length in reads if length]
@@ -182,26 +229,34 @@ class _DirectS3Source(_FsspecSource):
         self._direct = direct
         self._bucket, _, self._key = path.partition("/")
 
-    def _fetch(self, reads: list[tuple[int, int]]) -> list[bytes | memoryview]:
+    def _fetch(
+        self, reads: list[tuple[int, int]], places: list[memoryview | None] | None = None
+    ) -> list[bytes | memoryview]:
+        """The reads as signed GETs (``places``: see :meth:`_RangedSource._read_many_into`)."""
         if not self._direct.usable:
             return super()._fetch(reads)
         if len(reads) == 1 and 0 < reads[0][1] <= SPLIT_READ_BYTES:  # most reads: one GET
             try:
-                return [self._get(*reads[0])]
+                if places is None or places[0] is None:
+                    return [self._get(*reads[0])]
+                return self._direct.get_ranges(self._bucket, self._key, reads, self._name, places)
             except DirectReadFailed:
                 return super()._fetch(reads)
+        given = [None] * len(reads) if places is None else places
         wanted = [(off, length) for off, length in reads if length]  # S3 refuses empty ranges
+        wanted_places = [place for (_, length), place in zip(reads, given) if length]
         parts, counts = split_reads(wanted, SPLIT_READ_BYTES)
         # a read in parts: each part is received straight into its place in the read's buffer
+        # (the caller's where given)
         into: list[memoryview | None] = []
         buffers: list[memoryview | None] = []
         at = 0
-        for (off, length), k in zip(wanted, counts):
+        for (off, length), k, place in zip(wanted, counts, wanted_places):
             if k == 1:
-                into.append(None)
+                into.append(place)
                 buffers.append(None)
             else:
-                whole = memoryview(np.empty(length, np.uint8))  # type: ignore[arg-type]
+                whole = memoryview(np.empty(length, np.uint8)) if place is None else place  # type: ignore[arg-type]
                 buffers.append(whole)
                 into.extend(whole[p - off : p - off + n] for p, n in parts[at : at + k])
             at += k
@@ -279,7 +334,7 @@ def receiver_groups(lengths: list[int], limit: int) -> list[tuple[int, int]]:
     return groups
 
 
-def _joined(parts: list[bytes | memoryview]) -> memoryview:
+def _joined(parts: Sequence[bytes | memoryview]) -> memoryview:
     """The parts of one read end to end, in memory of Arrow's pool (see ``DirectS3.get_range``)."""
     out = memoryview(empty(sum(len(p) for p in parts), np.uint8))  # type: ignore[arg-type]
     at = 0

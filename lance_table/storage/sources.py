@@ -89,6 +89,18 @@ def merge_sorted(starts: np.ndarray, ends: np.ndarray, gap: int) -> tuple[np.nda
     return starts[first], ends[np.append(first[1:], n) - 1], owner
 
 
+def apart(ranges: np.ndarray, gap: int) -> bool:
+    """Whether no two of ``ranges`` (``(offset, length)`` rows) would be merged into one read
+    (see :func:`coalesce`): each is then a request of its own, which a remote source can receive
+    straight into its place in a joined buffer (a take's spans); ranges that merge (a take's
+    values, a few bytes each) are joined better by one copy of them all."""
+    if ranges.shape[0] < 2:
+        return True
+    starts = np.sort(ranges[:, 0])
+    ends = np.maximum.accumulate((ranges[:, 0] + ranges[:, 1])[np.argsort(ranges[:, 0], kind="stable")])
+    return bool(np.all(starts[1:] > ends[:-1] + gap))
+
+
 def read_spans(
     source: ByteSource, starts: np.ndarray, ends: np.ndarray
 ) -> tuple[memoryview, np.ndarray, np.ndarray]:
@@ -139,26 +151,59 @@ class _RangedSource:
         """The merged reads, in order (one after another here; remote sources fetch them at once)."""
         return [self._read(off, length) for off, length in reads]
 
+    def _read_many_into(
+        self, reads: list[tuple[int, int]], into: list[memoryview | None]
+    ) -> list[bytes | memoryview]:
+        """As :meth:`_read_many`; ``into``: for each read, a buffer of its length that a source
+        may receive it into (the read is then that very buffer), or None. Here: none is used."""
+        return self._read_many(reads)
+
     def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
         """The bytes of each ``(offset, length)`` range, in order."""
+        return self._read_ranges(ranges, None)
+
+    def _read_ranges(
+        self, ranges: Sequence[tuple[int, int]], into: Sequence[memoryview | None] | None
+    ) -> list[memoryview]:
+        """:meth:`read_ranges`; ``into``: for each range, None or a buffer of its length that
+        its bytes are put in (the range's view is then that buffer): a merged read of that range
+        alone is received straight into it where the source can, others are copied there."""
         size = self.size()
         if len(ranges) == 1:  # most metadata reads: no merging to plan
             off, length = (int(v) for v in ranges[0])
             if off < 0 or length < 0 or off + length > size:
                 raise self._outside(off, length)
-            (data,) = self._read_many([(off, length)])
+            dest = None if into is None else into[0]
+            if dest is None:
+                (data,) = self._read_many([(off, length)])
+            else:
+                (data,) = self._read_many_into([(off, length)], [dest])
             record(1, len(data))
-            return [self._checked(off, length, data)]
+            return [_placed(self._checked(off, length, data), dest)]
         arr = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
         outside = (arr[:, 0] < 0) | (arr[:, 1] < 0) | (arr[:, 0] + arr[:, 1] > size)
         if bool(outside.any()):
             raise self._outside(*arr[int(np.argmax(outside))].tolist())
         merged, which, inner = coalesce(arr, self.coalesce_gap)
-        got = self._read_many(merged)
+        which_l, inner_l, lengths = which.tolist(), inner.tolist(), arr[:, 1].tolist()
+        if into is None:
+            got = self._read_many(merged)
+        else:
+            alone = np.bincount(which, minlength=len(merged)) == 1
+            places: list[memoryview | None] = [None] * len(merged)
+            for w, dest in zip(which_l, into):
+                if dest is not None and alone[w] and len(dest) == merged[w][1]:
+                    places[w] = dest  # the merged read is this range: received in its place
+            got = self._read_many_into(merged, places)
         record(len(merged), sum(len(data) for data in got))
         blobs = [self._checked(off, n, data) for (off, n), data in zip(merged, got)]
-        lengths = arr[:, 1].tolist()
-        return [blobs[w][i : i + n] for w, i, n in zip(which.tolist(), inner.tolist(), lengths)]
+        views = [blobs[w][i : i + n] for w, i, n in zip(which_l, inner_l, lengths)]
+        if into is None:
+            return views
+        return [
+            view if dest is None else dest if blobs[w] is dest else _placed(view, dest)
+            for view, dest, w in zip(views, into, which_l)
+        ]
 
     def _outside(self, off: int, length: int) -> CorruptFileError:
         return CorruptFileError(
@@ -348,6 +393,15 @@ class _LocalRead(_RangedSource):
         for off, a, b in zip(starts, at, at[1:]):
             if b > a and preadv(fd, [view[a:b]], off) != b - a:
                 view[a:b] = self._checked(off, b - a, self._read(off, b - a))
+
+
+def _placed(data: memoryview, dest: memoryview | None) -> memoryview:
+    """``dest`` holding ``data`` (a copy unless ``data`` is ``dest`` itself), or ``data`` without
+    a ``dest``."""
+    if dest is None or data is dest:
+        return data if dest is None else dest
+    dest[:] = data
+    return dest
 
 
 def _skipped(gaps: np.ndarray, new_read: np.ndarray) -> int:

@@ -5,6 +5,7 @@ and pylance, no HEAD, s3fs for what the direct client cannot read."""
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import socket
 
 import botocore.session
@@ -205,3 +206,76 @@ def test_a_read_in_parts_of_a_file_shorter_than_its_size_is_a_corrupt_file(s3_ur
         with pytest.raises(lt.CorruptFileError, match=r"short\.bin"):
             source.read_ranges(ranges)
     assert bytes(source.read_ranges([(7, 200_000)])[0]) == blob[7:200_007]
+
+
+@pytest.mark.s3
+def test_joined_ranges_are_received_in_their_places(s3_uri, s3_options, s3_requests, monkeypatch):  # type: ignore[no-untyped-def]
+    # read_joined (a take's spans of a page): each range that is a request of its own is received
+    # straight into its place in the one buffer; only ranges merged with others are copied there
+    from lance_table.storage import remote_sources, sources
+
+    monkeypatch.setattr(remote_sources, "SPLIT_READ_BYTES", 100_000)  # large reads in parts
+    copied: list[int] = []
+    placed = sources._placed
+
+    def counting(data, dest):  # type: ignore[no-untyped-def]
+        if dest is not None and data is not dest:
+            copied.append(len(dest))
+        return placed(data, dest)
+
+    monkeypatch.setattr(sources, "_placed", counting)
+    storage = open_storage(s3_uri, s3_options)
+    blob = np.random.default_rng(5).integers(0, 256, 1_000_000, dtype=np.uint8).tobytes()
+    storage.write("f.bin", blob)
+    source = storage.source("f.bin", len(blob))
+    gap = source.coalesce_gap
+    # ranges of a request each (more than the coalescing gap apart): in parts, small, empty
+    ranges = [(10, 5000), (100_000, 250_000), (500_000, 300), (600_000, 0), (999_000, 1000)]
+    assert all(b[0] - sum(a) > gap for a, b in itertools.pairwise(ranges))
+    s3_requests.reset()
+    got = sources.read_joined(source, np.array(ranges))
+    assert bytes(got) == b"".join(blob[o : o + n] for o, n in ranges)
+    assert copied == [0]  # (the empty one: no request)
+    assert s3_requests.counts == {"GET": 1 + 3 + 1 + 1}
+    assert storage._direct.usable
+    # many small ranges that merge (a take's values): joined by one copy, none put in place
+    copied.clear()
+    close = np.array([(7 + 40 * k, 9) for k in range(500)])
+    got = sources.read_joined(source, close)
+    assert bytes(got) == b"".join(blob[o : o + n] for o, n in close.tolist())
+    assert copied == []
+    # a file shorter than the manifest says: the read into place reports a corrupt file
+    short = storage.source("f.bin", len(blob) + 150_000)
+    for bad in ([(0, 10), (len(blob) - 5, 20)], [(0, 10), (len(blob) - 150_000, 200_000)]):
+        with pytest.raises(lt.CorruptFileError, match=r"f\.bin"):
+            sources.read_joined(short, np.array(bad))
+
+
+@pytest.mark.s3
+def test_a_take_joins_no_spans_by_copying(s3_uri, s3_options, monkeypatch):  # type: ignore[no-untyped-def]
+    # a take's scattered chunks of a page are read as spans into one buffer: received there in
+    # place through the gathered first reads of the take's pages, not joined by a copy afterwards
+    from lance_table.storage import sources
+
+    rows = 40_000
+    rng = np.random.default_rng(11)
+    vec = pa.FixedSizeListArray.from_arrays(pa.array(rng.random(rows * 16, dtype=np.float32)), 16)
+    data = pa.table({"id": np.arange(rows), "vec": vec, "s": [f"text-{i % 977}" for i in range(rows)]})
+    lance.write_dataset(data, s3_uri, storage_options=s3_options, data_storage_version="2.2")
+    joins: list[int] = []
+    joined = sources._joined
+
+    def counting(parts):  # type: ignore[no-untyped-def]
+        if len(parts) > 1:
+            joins.append(len(parts))
+        return joined(parts)
+
+    monkeypatch.setattr(sources, "_joined", counting)
+    READERS.clear()
+    ours = lt.dataset(s3_uri, storage_options=s3_options)
+    theirs = lance.dataset(s3_uri, storage_options=s3_options)
+    idx = np.arange(5, rows, 3001)  # chunks far apart: several spans of each page
+    for _ in range(2):  # cold, then with the readers kept
+        assert ours.take(idx).equals(theirs.take(idx))
+    assert joins == []
+    assert ours._storage._direct.usable
