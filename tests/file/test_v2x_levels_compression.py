@@ -373,3 +373,40 @@ def test_repetition_index_matches_its_definition() -> None:
         ranges = list(itertools.pairwise(bounds))
         got = np.frombuffer(miniblock_encode._repetition_index(rep, max_rep, ranges), np.uint64)
         assert got.reshape(-1, 2).tolist() == [list(e) for e in _index_by_definition(rep, max_rep, ranges)]
+
+
+@pytest.mark.parametrize(
+    ("kind", "width", "fields"),
+    [
+        ("flat", 0, {"flat": {"bitsPerValue": "16"}}),
+        (
+            "rle",
+            0,
+            {
+                "rle": {
+                    "values": {"flat": {"bitsPerValue": "16"}},
+                    "runLengths": {"flat": {"bitsPerValue": "8"}},
+                }
+            },
+        ),
+        ("inline", 0, {"inlineBitpacking": {"uncompressedBitsPerValue": "16"}}),
+        (
+            "out_of_line",
+            5,
+            {
+                "outOfLineBitpacking": {
+                    "uncompressedBitsPerValue": "16",
+                    "values": {"flat": {"bitsPerValue": "5"}},
+                }
+            },
+        ),
+    ],
+)
+def test_level_encodings_are_made_once_and_describe_their_codec(kind: str, width: int, fields: Any) -> None:
+    from google.protobuf.json_format import MessageToDict
+
+    enc = level_compress.LevelCodec(kind, width).encoding()
+    assert MessageToDict(enc) == fields
+    assert level_compress.LevelCodec(kind, width).encoding() is enc  # shared: built once
+    if kind == "out_of_line":
+        assert MessageToDict(level_compress.LevelCodec(kind, 7).encoding()) != fields

@@ -39,12 +39,28 @@ def most_from(compressed: int | np.ndarray) -> int | np.ndarray:
 _MOST_RATIO = 1 << 15
 
 
+def codec(name: str, level: int | None = None) -> pa.Codec:
+    """The Arrow codec ``name`` (``zstd``, ``lz4_raw``) at compression ``level``, made once per
+    setting and shared by all threads: making one costs about as much as compressing a small
+    buffer (a page's dictionary, a level block) with it. Arrow's one-shot ``compress`` and
+    ``decompress`` keep no state in the codec (each call sets up its own zstd or LZ4 stream and
+    releases the GIL), so threads may share it and it writes the bytes a fresh codec would."""
+    got = _CODECS.get((name, level))
+    if got is None:
+        got = _CODECS[(name, level)] = pa.Codec(name, compression_level=level)
+    return got
+
+
+#: the codecs by name and level (see :func:`codec`): a few settings at most
+_CODECS: dict[tuple[str, int | None], pa.Codec] = {}
+
+
 def decompress(raw: memoryview | bytes, scheme: str, expected: int | None, where: Where) -> memoryview:
     """Undo Lance's buffer compression: zstd = u64 length + frame, lz4 = u32 length + block."""
     if scheme == "zstd":
-        header, codec = 8, "zstd"
+        header, name = 8, "zstd"
     elif scheme == "lz4":
-        header, codec = 4, "lz4_raw"
+        header, name = 4, "lz4_raw"
     else:
         raise UnsupportedFormatError(f"{where.what}: unknown buffer compression {scheme!r}", path=where.path)
     if len(raw) < header:
@@ -56,10 +72,10 @@ def decompress(raw: memoryview | bytes, scheme: str, expected: int | None, where
         raise where.corrupt(f"{scheme} buffer of {len(raw)} bytes claims {length} bytes after decompression")
     body = memoryview(raw)[header:]
     try:
-        out = pa.Codec(codec).decompress(body, decompressed_size=length)
+        out = codec(name).decompress(body, decompressed_size=length)
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise where.corrupt(f"{scheme} buffer does not decompress ({exc})") from exc
-    if codec == "lz4_raw" and length and _short(body, length):
+    if name == "lz4_raw" and length and _short(body, length):
         # Arrow's LZ4 does not say how many bytes a block decoded to: the bytes past them are
         # left as the allocator had them (another buffer's, or freed memory). A block that
         # fits in one byte less decodes to fewer bytes than the header claims.
@@ -121,7 +137,7 @@ def _lz4_more(block: bytes, at: int, length: int) -> tuple[int, int]:
 def _fits(block: memoryview, size: int) -> bool:
     """Whether the raw LZ4 ``block`` decodes into ``size`` bytes."""
     try:
-        pa.Codec("lz4_raw").decompress(block, decompressed_size=size)
+        codec("lz4_raw").decompress(block, decompressed_size=size)
     except (pa.ArrowException, OSError, ValueError):
         return False
     return True
@@ -140,15 +156,15 @@ def compress(data: bytes | memoryview | np.ndarray, scheme: str, *, level: int |
     raw = raw.cast("B") if raw.format != "B" or raw.ndim != 1 else raw
     if scheme == "zstd":
         head = struct.pack("<Q", raw.nbytes)
-        codec = pa.Codec("zstd", compression_level=level)
+        made = codec("zstd", level)
     elif scheme == "lz4":
         if raw.nbytes >= 1 << 32:
             raise ValueError(f"lz4 frames hold less than 4 GiB, not {raw.nbytes} bytes")
         head = struct.pack("<I", raw.nbytes)
-        codec = pa.Codec("lz4_raw", compression_level=level)
+        made = codec("lz4_raw", level)
     else:
         raise ValueError(f"unknown buffer compression {scheme!r} (expected 'zstd' or 'lz4')")
-    return head + codec.compress(raw, asbytes=True)
+    return head + made.compress(raw, asbytes=True)
 
 
 _ZSTD_MAGIC = 0xFD2FB528
@@ -178,8 +194,8 @@ def zstd_each(
     big = np.flatnonzero(lengths >= RAW_FRAME_BELOW)
 
     def compress_group(group: list[tuple[int, int]]) -> list[bytes]:
-        codec = pa.Codec("zstd")
-        return [struct.pack("<Q", b - a) + codec.compress(data[a:b], asbytes=True) for a, b in group]
+        zstd = codec("zstd")
+        return [struct.pack("<Q", b - a) + zstd.compress(data[a:b], asbytes=True) for a, b in group]
 
     spans = list(zip(offsets[big].tolist(), offsets[big + 1].tolist(), strict=True))
     groups = [spans[i : i + _EACH_GROUP] for i in range(0, len(spans), _EACH_GROUP)]
@@ -309,7 +325,7 @@ def decompress_joined(
     lengths = head.astype(np.int64)
     frames = b"".join([data[a : a + n] for a, n in zip(frame_at.tolist(), frame_sizes.tolist())])
     try:
-        out = memoryview(pa.Codec("zstd").decompress(frames, decompressed_size=int(lengths.sum())))
+        out = memoryview(codec("zstd").decompress(frames, decompressed_size=int(lengths.sum())))
     except (pa.ArrowException, OSError, ValueError):
         return None
     return out, lengths

@@ -87,7 +87,7 @@ def zstd_each_pays(offsets: np.ndarray, data: np.ndarray) -> bool:
     avg = max(data.size // _stored(np.diff(offsets)), 1)
     rows = np.unique(np.linspace(0, n - 1, max(1, min(n, SAMPLE_BYTES // avg))).astype(np.int64))
     starts, stops = offsets[rows].tolist(), offsets[rows + 1].tolist()
-    codec = pa.Codec("zstd")
+    codec = general.codec("zstd")
     raw = packed = 0
     for a, b in zip(starts, stops, strict=True):
         raw += b - a
@@ -109,7 +109,7 @@ def zstd_chunks_pay(offsets: np.ndarray, data: np.ndarray, chunk_bytes: int) -> 
         return False
     if data.size >= ZSTD_EACH_MIN_AVG * _stored(lengths) or int(lengths.max()) > chunk_bytes // 2:
         return False
-    codec = pa.Codec("zstd")
+    codec = general.codec("zstd")
     raw = packed = 0
     for at in np.linspace(0, data.size - chunk_bytes, max(1, min(32, data.size // chunk_bytes))).tolist():
         piece = data[int(at) : int(at) + chunk_bytes]

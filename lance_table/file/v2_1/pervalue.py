@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from lance_table.file.compression.general import most_from, zstd_content_sizes
+from lance_table.file.compression.general import codec, most_from, zstd_content_sizes
 from lance_table.file.pageio import PageIO
 from lance_table.file.v2_1.batch import join, spans
 from lance_table.file.v2_1.compress import SCHEMES, compression_kind, decode_values, unsupported
@@ -108,7 +108,7 @@ def _per_value_general(enc: Any, values: Var, io: PageIO) -> Values:
             continue  # headers say the values are empty: nothing to decompress
         try:
             raw = frames[int(in_at[a]) : int(in_at[b])].data
-            parts.append(pa.Codec("zstd").decompress(raw, decompressed_size=size))
+            parts.append(codec("zstd").decompress(raw, decompressed_size=size))
         except (pa.ArrowException, OSError, ValueError) as exc:
             first, last = int(index[a]), int(index[b - 1])
             what = (
