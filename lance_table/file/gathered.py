@@ -18,8 +18,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from lance_table._buffers import empty
-from lance_table.storage.sources import ByteSource, apart, read_joined
+from lance_table.storage.sources import ByteSource, apart, places_in, read_joined
 
 R = TypeVar("R")
 
@@ -127,13 +126,17 @@ class GatheredSource:
         """Read every ask of ``batch`` in one call and hand each its ranges."""
         try:
             ranges = [r for ask in batch for r in ask.ranges]
-            joined = {id(ask): _buffer(ask.ranges) for ask in batch if ask.joined and len(ask.ranges) > 1}
+            joined = {
+                id(ask): places_in([n for _, n in ask.ranges])
+                for ask in batch
+                if ask.joined and len(ask.ranges) > 1
+            }
             into_reader = getattr(self.source, "read_ranges_into", None)
             if joined and into_reader is not None:
                 places: list[memoryview | None] = []
                 for ask in batch:
-                    out = joined.get(id(ask))
-                    places.extend(_places(out, ask.ranges) if out is not None else [None] * len(ask.ranges))
+                    found = joined.get(id(ask))
+                    places.extend(found[1] if found is not None else [None] * len(ask.ranges))
                 got = into_reader(ranges, places)
             else:
                 got = self.source.read_ranges(ranges)
@@ -141,11 +144,12 @@ class GatheredSource:
             for ask in batch:
                 mine = got[at : at + len(ask.ranges)]
                 at += len(ask.ranges)
-                out = joined.get(id(ask))
-                if out is not None and into_reader is None:
-                    _places(out, ask.ranges, mine)
+                found = joined.get(id(ask))
+                if found is not None and into_reader is None:
+                    for place, data in zip(found[1], mine):
+                        place[:] = data
                 if ask.joined:
-                    ask.result = [out if out is not None else (mine[0] if mine else memoryview(b""))]
+                    ask.result = [found[0] if found is not None else (mine[0] if mine else memoryview(b""))]
                 else:
                     ask.result = mine
         except BaseException as exc:
@@ -153,25 +157,3 @@ class GatheredSource:
                 ask.error = exc
         with self._cv:
             self._cv.notify_all()
-
-
-def _buffer(ranges: list[tuple[int, int]]) -> memoryview:
-    """A buffer for the bytes of ``ranges`` one after another (a negative length counts as none:
-    the read reports it)."""
-    return memoryview(empty(sum(max(n, 0) for _, n in ranges), np.uint8))  # type: ignore[arg-type]
-
-
-def _places(
-    out: memoryview, ranges: list[tuple[int, int]], data: list[memoryview] | None = None
-) -> list[memoryview | None]:
-    """The place of each range in ``out`` (ranges one after another); ``data``: copied there."""
-    places: list[memoryview | None] = []
-    at = 0
-    for k, (_, n) in enumerate(ranges):
-        n = max(n, 0)
-        place = out[at : at + n]
-        if data is not None:
-            place[:] = data[k]
-        places.append(place)
-        at += n
-    return places

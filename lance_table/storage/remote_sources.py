@@ -19,7 +19,7 @@ from lance_table.storage import s3_direct
 from lance_table.storage.arrow_s3 import ArrowFile, ArrowS3
 from lance_table.storage.failures import typed_failures
 from lance_table.storage.s3_direct import DirectReadFailed, DirectS3
-from lance_table.storage.sources import _RangedSource, apart, size_disagreement
+from lance_table.storage.sources import _RangedSource, apart, places_in, size_disagreement
 
 #: a merged read of more bytes than this is fetched as that many equal parts at once, as pylance's
 #: client does (a 19 MiB page: two requests of 9.6 MiB): one request's transfer would otherwise be
@@ -128,13 +128,8 @@ class _FsspecSource(_RangedSource):
         if len(pairs) < 2 or bool(np.any(arr[:, 1] < 0)) or not apart(arr, self.coalesce_gap):
             got = self.read_ranges(pairs)  # (a negative length: the error of read_ranges)
             return got[0] if len(got) == 1 else _joined(got)
-        out = memoryview(empty(int(arr[:, 1].sum()), np.uint8))  # type: ignore[arg-type]
-        at = 0
-        places = []
-        for n in arr[:, 1].tolist():
-            places.append(out[at : at + n])
-            at += n
-        self._read_ranges(pairs, places)
+        out, places = places_in(arr[:, 1].tolist())
+        self._read_ranges(pairs, list(places))
         return out
 
     def _fetch(

@@ -395,6 +395,19 @@ class _LocalRead(_RangedSource):
                 view[a:b] = self._checked(off, b - a, self._read(off, b - a))
 
 
+def places_in(lengths: Sequence[int]) -> tuple[memoryview, list[memoryview]]:
+    """One buffer for ``lengths`` bytes one after another (a negative length counts as none: the
+    read reports it), and the place of each in it."""
+    out = memoryview(empty(sum(max(n, 0) for n in lengths), np.uint8))  # type: ignore[arg-type]
+    places = []
+    at = 0
+    for n in lengths:
+        n = max(n, 0)
+        places.append(out[at : at + n])
+        at += n
+    return out, places
+
+
 def _placed(data: memoryview, dest: memoryview | None) -> memoryview:
     """``dest`` holding ``data`` (a copy unless ``data`` is ``dest`` itself), or ``data`` without
     a ``dest``."""
