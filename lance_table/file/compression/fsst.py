@@ -19,7 +19,7 @@ How :func:`decode` works, with no loop over values or symbol lengths:
    common case fast. An odd last code is paired with the escape code, whose row is empty. Where
    each string starts in the output is the start of its pair, plus the length of the pair's first
    code when the string starts at the second. The pair table is built in numpy from the runs of
-   codes of one symbol length that writers make (:func:`_pairs`, 0.2-0.3 ms) and only for streams
+   codes of one symbol length that writers make (:func:`_pairs`, about 0.3 ms) and only for streams
    of at least ``_PAIRS_MIN`` codes; shorter ones, and tables in many runs, take single codes.
    Every file of a dataset has its own tables, so a scan of many small files builds one per page:
    built by a take of the 131,072 symbols it cost 2.5-2.9 ms, as much as decoding the page
@@ -342,7 +342,7 @@ def _pairs(symbol_table: bytes) -> pa.Array | None:
     are blocks of one size, one after another, so they are the rows of a 2-D view, and within
     them the pairs with codes ``a`` of one length are the rows of a 3-D view. The first block of
     each run of ``b`` gets its ``a`` symbols, the others are copies of it, then each byte of the
-    ``b`` symbols is broadcast to its column (about 0.2 ms, against 2.5 ms for a take of the
+    ``b`` symbols is broadcast to its column (about 0.3 ms, against 2.5 ms for a take of the
     131,072 symbols; a page of pylance's holds some 300,000 codes).
     """
     t = _tables(symbol_table)
