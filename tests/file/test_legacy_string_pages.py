@@ -1,10 +1,11 @@
-"""The string and binary fields of a legacy file's many pages, decoded for all the pages at once,
-read what pylance reads: every row, runs across pages, takes, empty values (null where nullable),
-several arrays where the bytes pass the limit of one; damaged positions in any page are an error
-naming the file and the batch."""
+"""The string, binary and fixed-width fields of a legacy file's many pages, decoded for all the
+pages at once, read what pylance reads: every row, runs across pages, takes, empty values (null
+where nullable), several arrays where the bytes pass the limit of one; damaged positions in any
+page are an error naming the file and the batch."""
 
 from __future__ import annotations
 
+import decimal
 import struct
 
 import numpy as np
@@ -33,6 +34,12 @@ def _table() -> pa.Table:
             "ls": pa.array(strs, pa.large_string()),
             "b": pa.array([None if s is None else s.encode() for s in strs], pa.binary()),
             "req": pa.array([s or "" for s in strs], pa.string()),
+            "x": pa.array(np.arange(N) / 7.0, pa.float32()),
+            "ts": pa.array(np.arange(N) * 1000, pa.timestamp("us")),
+            "fsb": pa.array([bytes([i % 256]) * 3 for i in range(N)], pa.binary(3)),
+            "vec": pa.FixedSizeListArray.from_arrays(pa.array(np.arange(N * 4, dtype=np.int16)), 4),
+            "dec": pa.array([decimal.Decimal(i % 1000) / 4 for i in range(N)], pa.decimal128(7, 2)),
+            "flag": pa.array(np.arange(N) % 3 == 0),
         },
         schema=pa.schema(
             [
@@ -41,6 +48,12 @@ def _table() -> pa.Table:
                 pa.field("ls", pa.large_string()),
                 pa.field("b", pa.binary()),
                 pa.field("req", pa.string(), nullable=False),
+                pa.field("x", pa.float32()),
+                pa.field("ts", pa.timestamp("us")),
+                pa.field("fsb", pa.binary(3)),
+                pa.field("vec", pa.list_(pa.int16(), 4)),
+                pa.field("dec", pa.decimal128(7, 2)),
+                pa.field("flag", pa.bool_()),
             ]
         ),
     )
@@ -66,7 +79,10 @@ def test_every_row_runs_and_takes_read_as_pylance_reads(written):
     reader = LegacyFileReader(path)
     assert reader.metadata.num_batches == N // 100
     _same(reader.read_all(), theirs)
-    assert reader.read_all()["s"].num_chunks == 1  # one array for all the pages
+    whole = reader.read_all()
+    for name in ("s", "ls", "b", "req", "id", "x", "ts", "fsb", "vec"):  # one array for all pages
+        assert whole[name].num_chunks == 1, name
+    assert whole["dec"].num_chunks == whole["flag"].num_chunks == N // 100  # page by page
     _same(reader.read_range(150, 2750), theirs.slice(150, 2600))
     runs = Runs(np.array([5, 95, 120, 1999, 2990], np.int64), np.array([3, 10, 400, 2, 10], np.int64))
     _same(reader.read_runs(runs), theirs.take(pa.array(runs.positions())))

@@ -242,6 +242,43 @@ def _var_binary_gen(ctx: PageContext, node: FieldNode, batch: int, runs: Runs, r
     return binary_array(t, lengths, b"".join(data), node.field.nullable, ctx.path)
 
 
+def fixed_pages(t: pa.DataType) -> bool:
+    """Whether :func:`fixed_pages_gen` reads a field of type ``t``: plain fixed-width values (not
+    decimals, whose values are checked page by page), or fixed-size lists of them."""
+    if pa.types.is_fixed_size_list(t):
+        inner = t.value_type
+        return not pa.types.is_fixed_size_list(inner) and fixed_pages(inner)
+    return value_width(t) is not None and not pa.types.is_decimal(t) and not pa.types.is_dictionary(t)
+
+
+def fixed_pages_gen(
+    ctx: PageContext, node: FieldNode, pieces: Sequence[tuple[int, Runs, int]]
+) -> Generator[Ranges, list[memoryview], list[pa.Array]]:
+    """The values of a top-level field that :func:`fixed_pages` reads, at the runs of many
+    batches' pages (``pieces`` as :func:`var_binary_pages_gen`'s): what :func:`_fixed_gen` makes of
+    each page, as one array."""
+    t = node.arrow_type
+    width = value_width(t)
+    assert width is not None and fixed_pages(t)
+    ranges: Ranges = []
+    n = 0
+    for batch, runs, rows in pieces:
+        if not runs.total:
+            continue
+        page = ctx.page(node, batch)
+        _check_page(ctx, node, batch, page, runs, rows, 0, page[1] * width)
+        ranges.extend(_run_ranges(page[0], runs, width))
+        n += runs.total
+    if not ranges:
+        return [pa.array([], t)]
+    got = yield ranges
+    buf = pa.py_buffer(_joined(got))
+    if pa.types.is_fixed_size_list(t):
+        child = pa.Array.from_buffers(t.value_type, n * t.list_size, [None, buf])
+        return [pa.FixedSizeListArray.from_arrays(child, type=t)]
+    return [pa.Array.from_buffers(t, n, [None, buf])]
+
+
 #: the most value bytes of one array :func:`var_binary_pages_gen` makes (more make several)
 PAGES_ARRAY_BYTES = 1 << 30
 

@@ -28,6 +28,8 @@ from lance_table.file.legacy.decode import (
     dictionary_gen,
     drive,
     field_gen,
+    fixed_pages,
+    fixed_pages_gen,
     gather,
     is_var_binary,
     var_binary_pages_gen,
@@ -246,13 +248,16 @@ class LegacyFileReader(RowReader):
                 local = runs.clip(lo, hi)
                 if local.count:
                     pieces.append((b, local, hi - lo))
-        # a string field of many pages is decoded by one generator for all of them (a page
-        # holds 1024 rows: the work of each page, one by one, would cost more than its bytes)
+        # a string or fixed-width field of many pages is decoded by one generator for all of them
+        # (a page holds 1024 rows: the work of each page, one by one, costs more than its bytes)
         gens: list[Gen] = []
         owners: list[tuple[int, bool]] = []  # (node, whether the generator makes a list of arrays)
         for i, n in enumerate(nodes):
             if len(pieces) > 1 and is_var_binary(n.arrow_type):
                 gens.append(var_binary_pages_gen(self._ctx, n, pieces))
+                owners.append((i, True))
+            elif len(pieces) > 1 and fixed_pages(n.arrow_type):
+                gens.append(fixed_pages_gen(self._ctx, n, pieces))
                 owners.append((i, True))
             else:
                 gens.extend(field_gen(self._ctx, n, b, local, rows) for b, local, rows in pieces)
