@@ -20,7 +20,7 @@ from common import (
     Result,
     argument_parser,
     benchmark_table,
-    interleaved_medians,
+    interleaved_result,
     read_scenarios,
     side_by_side,
 )
@@ -31,7 +31,9 @@ import lance_table as lt
 def _size(path: Path) -> int:
     """Bytes of the latest version's data files (earlier overwrites stay on disk until cleanup)."""
     ds = lt.dataset(path)
-    return sum((path / "data" / f.path).stat().st_size for frag in ds.get_fragments() for f in frag.files)
+    return sum(
+        (path / "data" / f.path).stat().st_size for frag in ds.get_fragments() for f in frag.data_files()
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
             return lance.write_dataset(table, theirs, mode="overwrite", data_storage_version="legacy")
 
         n = args.runs
-        report.add(Result("write", *interleaved_medians(write_ours, write_theirs, n), n))
+        report.add(interleaved_result("write", write_ours, write_theirs, n))
         report.add(Result("on-disk size (MB)", _size(ours) / 1e9, _size(theirs) / 1e9, 1))
         assert lt.dataset(ours).to_table().equals(lance.dataset(theirs).to_table())
         both = side_by_side(report, args.runs)

@@ -282,11 +282,11 @@ Both = Callable[[str, Callable[[], object], Callable[[], object], str], None]
 
 def side_by_side(report: Report, minimum_runs: int) -> Both:
     """A ``both(name, mine, other, note)`` that times each side (runs chosen by ``auto_runs``) into
-    ``report``."""
+    ``report``: wall and process CPU time (see :func:`interleaved_result`)."""
 
     def both(name: str, mine: Callable[[], object], other: Callable[[], object], note: str = "") -> None:
         n = auto_runs(mine, other, minimum=minimum_runs)
-        report.add(Result(name, *interleaved_medians(mine, other, n), n, note))
+        report.add(interleaved_result(name, mine, other, n, note))
 
     return both
 

@@ -36,7 +36,7 @@ from lance_table.storage import Storage, open_storage
 from lance_table.table.base_storage import base_options
 from lance_table.table.blob_file import BlobFile, check_buffer_size, memory_blob
 from lance_table.table.blob_locations import resolve_external
-from lance_table.table.deletion import missing_file_error
+from lance_table.table.deletion import missing_file_error, search_offsets
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.snapshot import Snapshot
 
@@ -173,7 +173,7 @@ def _by_address(frags: list[FragmentReader], addresses: np.ndarray) -> list[_Whe
         if frag is None or offset >= frag.physical_rows:
             raise IndexError(f"row address {address} names no row (fragment {address >> 32}, row {offset})")
         deleted = frag.deleted
-        if deleted.size and deleted[min(int(np.searchsorted(deleted, offset)), deleted.size - 1)] == offset:
+        if deleted.size and deleted[min(int(search_offsets(deleted, offset)), deleted.size - 1)] == offset:
             # pylance's error (a NotImplementedError): a deleted row's bytes are never handed out
             raise UnsupportedOperationError(
                 "A take operation that includes row addresses must not target deleted rows: "

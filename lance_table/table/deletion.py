@@ -5,6 +5,7 @@ from __future__ import annotations
 import array
 import struct
 from collections.abc import Mapping
+from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -320,6 +321,26 @@ def sorted_unique(values: np.ndarray) -> np.ndarray:
 def union(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Sorted union of two offset arrays."""
     return sorted_unique(np.concatenate([np.asarray(a, np.uint32), np.asarray(b, np.uint32)]))
+
+
+_U32_MAX = 0xFFFFFFFF
+
+
+def search_offsets(deleted: np.ndarray, values: Any, side: Literal["left", "right"] = "left") -> Any:
+    """``np.searchsorted(deleted, values, side)`` for a sorted vector of uint32 offsets.
+
+    NumPy searches a uint32 vector for Python or int64 values by converting the whole vector to
+    int64 first: a copy of every deleted offset on each search (1.3 ms for 500k offsets). Here the
+    values are converted instead (those outside uint32 answered without searching)."""
+    if deleted.dtype != np.uint32:
+        return np.searchsorted(deleted, values, side)
+    v = np.asarray(values)
+    if not np.issubdtype(v.dtype, np.integer):
+        return np.searchsorted(deleted, values, side)
+    found = np.searchsorted(deleted, np.clip(v, 0, _U32_MAX).astype(np.uint32), side)
+    if v.size and (int(v.min()) < 0 or int(v.max()) > _U32_MAX):
+        found = np.where(v < 0, 0, np.where(v > _U32_MAX, deleted.size, found))
+    return found
 
 
 def choose_kind(previous: DeletionFile | None, total: int) -> str:

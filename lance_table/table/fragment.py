@@ -25,7 +25,7 @@ from lance_table.schema import FieldNode
 from lance_table.storage import Storage
 from lance_table.table.base_storage import base_storage, data_dir
 from lance_table.table.conform import conform
-from lance_table.table.deletion import missing_file_error, read_deletions
+from lance_table.table.deletion import missing_file_error, read_deletions, search_offsets
 from lance_table.table.file_ids import stored_roots
 from lance_table.table.readers import READERS, FileReader, LegacyView, is_legacy_file, legacy_view
 from lance_table.table.split_struct import assemble, is_split
@@ -161,7 +161,7 @@ class FragmentReader:
         if not self.deleted.size:
             return np.arange(lo, hi, dtype=np.int64)
         keep = np.ones(hi - lo, bool)
-        a, b = np.searchsorted(self.deleted, [lo, hi])
+        a, b = search_offsets(self.deleted, [lo, hi]).tolist()
         keep[self.deleted[a:b].astype(np.int64) - lo] = False
         return np.flatnonzero(keep) + lo
 
@@ -407,7 +407,7 @@ def _live_runs(deleted: np.ndarray, lo: int, hi: int) -> Runs:
     """The offsets in ``[lo, hi)`` that are not among the sorted ``deleted`` ones, as runs."""
     # the gaps between the deleted rows (sorted, distinct): each runs from after one deleted
     # row to the next; gaps between neighbours are empty, and no two gaps touch
-    a, b = np.searchsorted(deleted, [lo, hi])
+    a, b = search_offsets(deleted, [lo, hi]).tolist()
     gone = deleted[a:b].astype(np.int64)
     starts = np.empty(gone.size + 1, np.int64)
     starts[0] = lo
@@ -421,5 +421,5 @@ def _live_runs(deleted: np.ndarray, lo: int, hi: int) -> Runs:
 
 
 def _any_in(sorted_values: np.ndarray, lo: int, hi: int) -> bool:
-    i = int(np.searchsorted(sorted_values, lo, side="left"))
+    i = int(search_offsets(sorted_values, lo, "left"))
     return i < sorted_values.size and int(sorted_values[i]) < hi

@@ -17,6 +17,7 @@ from lance_table._proto import table_pb2
 from lance_table.errors import CorruptFileError, UnsupportedFormatError
 from lance_table.format.manifest import Fragment, Manifest
 from lance_table.format.row_ids import decode_row_ids
+from lance_table.table.deletion import search_offsets
 
 ROW_ID = "_rowid"
 ROW_ADDR = "_rowaddr"
@@ -74,7 +75,7 @@ def offset_bases(manifest: Manifest) -> dict[int, int]:
 def row_offsets(base: int, deleted: np.ndarray, positions: np.ndarray) -> np.ndarray:
     """``_rowoffset`` of live physical ``positions`` of a fragment whose first live row is ``base``
     (``deleted``: its sorted deleted offsets)."""
-    before = np.searchsorted(deleted, positions) if deleted.size else 0
+    before = search_offsets(deleted, positions) if deleted.size else 0
     return (positions.astype(np.int64) - before + base).astype(np.uint64)
 
 

@@ -12,6 +12,7 @@ empty list); only strings and binaries of nullable fields read a zero-length val
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar, cast
@@ -239,6 +240,101 @@ def _var_binary_gen(ctx: PageContext, node: FieldNode, batch: int, runs: Runs, r
     data = yield [s for s in spans if s[1]]
     lengths = np.concatenate([np.diff(p) for p in parts])
     return binary_array(t, lengths, b"".join(data), node.field.nullable, ctx.path)
+
+
+def fixed_pages(t: pa.DataType) -> bool:
+    """Whether :func:`fixed_pages_gen` reads a field of type ``t``: plain fixed-width values (not
+    decimals, whose values are checked page by page), or fixed-size lists of them."""
+    if pa.types.is_fixed_size_list(t):
+        inner = t.value_type
+        return not pa.types.is_fixed_size_list(inner) and fixed_pages(inner)
+    return value_width(t) is not None and not pa.types.is_decimal(t) and not pa.types.is_dictionary(t)
+
+
+def fixed_pages_gen(
+    ctx: PageContext, node: FieldNode, pieces: Sequence[tuple[int, Runs, int]]
+) -> Generator[Ranges, list[memoryview], list[pa.Array]]:
+    """The values of a top-level field that :func:`fixed_pages` reads, at the runs of many
+    batches' pages (``pieces`` as :func:`var_binary_pages_gen`'s): what :func:`_fixed_gen` makes of
+    each page, as one array."""
+    t = node.arrow_type
+    width = value_width(t)
+    assert width is not None and fixed_pages(t)
+    ranges: Ranges = []
+    n = 0
+    for batch, runs, rows in pieces:
+        if not runs.total:
+            continue
+        page = ctx.page(node, batch)
+        _check_page(ctx, node, batch, page, runs, rows, 0, page[1] * width)
+        ranges.extend(_run_ranges(page[0], runs, width))
+        n += runs.total
+    if not ranges:
+        return [pa.array([], t)]
+    got = yield ranges
+    buf = pa.py_buffer(_joined(got))
+    if pa.types.is_fixed_size_list(t):
+        child = pa.Array.from_buffers(t.value_type, n * t.list_size, [None, buf])
+        return [pa.FixedSizeListArray.from_arrays(child, type=t)]
+    return [pa.Array.from_buffers(t, n, [None, buf])]
+
+
+#: the most value bytes of one array :func:`var_binary_pages_gen` makes (more make several)
+PAGES_ARRAY_BYTES = 1 << 30
+
+
+def var_binary_pages_gen(
+    ctx: PageContext, node: FieldNode, pieces: Sequence[tuple[int, Runs, int]]
+) -> Generator[Ranges, list[memoryview], list[pa.Array]]:
+    """The values of a top-level string or binary field at the runs of many batches' pages
+    (``pieces``: the batch, the runs inside its page, its rows): what :func:`_var_binary_gen`
+    makes of each page, checked the same way, with the work of all the pages done at once (one
+    array of the pages' values, or several of at most about :data:`PAGES_ARRAY_BYTES` each)."""
+    t = node.arrow_type
+    ranges: Ranges = []
+    sizes, below, batches = [], [], []
+    for batch, runs, rows in pieces:
+        if not runs.total:
+            continue
+        pos, length = page = ctx.page(node, batch)
+        _check_page(ctx, node, batch, page, runs, rows, 0, (length + 1) * 8)
+        ranges.extend(_run_ranges(pos, runs, 8, extra=1))
+        sizes.append(runs.lengths + 1)
+        below.append(np.full(runs.count, pos, np.int64))
+        batches.append(np.full(runs.count, batch, np.int64))
+    if not ranges:
+        return [pa.array([], t)]
+    got = yield ranges
+    positions = np.frombuffer(_joined(got), "<i8").astype(np.int64)
+    size = np.concatenate(sizes).astype(np.int64)
+    ends = np.cumsum(size)
+    firsts, lasts = positions[ends - size], positions[ends - 1]
+    step = np.diff(positions)
+    inner = np.ones(step.size, bool)
+    inner[ends[:-1] - 1] = False  # (from the last position of a run to the first of the next)
+    hi, batch_of = np.concatenate(below), np.concatenate(batches)
+    # each run non-decreasing within [0, its page's position]; a page's runs follow each other
+    bad = (firsts < 0) | (lasts > hi)
+    bad[np.searchsorted(ends, np.flatnonzero(inner & (step < 0)), "right")] = True
+    bad[1:] |= (batch_of[1:] == batch_of[:-1]) & (firsts[1:] < lasts[:-1])
+    if bad.any():
+        k = int(np.argmax(bad))
+        raise ctx.corrupt(node, int(batch_of[k]), f"value positions are not increasing within [0, {hi[k]}]")
+    lengths = step[inner]
+    nbytes = lasts - firsts
+    present = np.flatnonzero(nbytes)
+    data = yield list(zip(firsts[present].tolist(), nbytes[present].tolist()))
+    # runs [a, b) per array: split where the bytes before a run pass another PAGES_ARRAY_BYTES
+    group = (np.cumsum(nbytes) - nbytes) // PAGES_ARRAY_BYTES
+    cuts = np.flatnonzero(np.diff(group)) + 1
+    run_bounds = [0, *cuts.tolist(), int(size.size)]
+    value_bounds = np.concatenate([[0], np.cumsum(size - 1)])
+    out = []
+    for a, b in itertools.pairwise(run_bounds):
+        i, j = np.searchsorted(present, [a, b]).tolist()
+        part = lengths[int(value_bounds[a]) : int(value_bounds[b])]
+        out.append(binary_array(t, part, b"".join(data[i:j]), node.field.nullable, ctx.path))
+    return out
 
 
 def binary_array(t: pa.DataType, lengths: np.ndarray, data: bytes, nullable: bool, path: str) -> pa.Array:

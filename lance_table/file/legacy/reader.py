@@ -22,7 +22,18 @@ from lance_table.file.legacy.container import (
     read_legacy_metadata,
     read_page_table,
 )
-from lance_table.file.legacy.decode import Gen, PageContext, dictionary_gen, drive, field_gen, gather
+from lance_table.file.legacy.decode import (
+    Gen,
+    PageContext,
+    dictionary_gen,
+    drive,
+    field_gen,
+    fixed_pages,
+    fixed_pages_gen,
+    gather,
+    is_var_binary,
+    var_binary_pages_gen,
+)
 from lance_table.file.legacy.stats import PageStatistics, read_statistics
 from lance_table.file.rows import RowReader, decoding
 from lance_table.file.runs import Runs, read_as_span
@@ -228,7 +239,7 @@ class LegacyFileReader(RowReader):
 
     def _read_runs(self, runs: Runs, nodes: list[FieldNode], schema: pa.Schema) -> pa.Table:
         offsets = self._meta.batch_offsets
-        gens: list[Gen] = []
+        pieces: list[tuple[int, Runs, int]] = []
         if runs.count and nodes:
             first = int(np.searchsorted(offsets, runs.starts[0], side="right")) - 1
             last = int(np.searchsorted(offsets, runs.end - 1, side="right")) - 1
@@ -236,9 +247,29 @@ class LegacyFileReader(RowReader):
                 lo, hi = int(offsets[b]), int(offsets[b + 1])
                 local = runs.clip(lo, hi)
                 if local.count:
-                    gens.extend(field_gen(self._ctx, n, b, local, hi - lo) for n in nodes)
-        chunks = drive(gather(gens), self.read_ranges) if gens else []
-        arrays = [pa.chunked_array(chunks[i :: len(nodes)], type=n.arrow_type) for i, n in enumerate(nodes)]
+                    pieces.append((b, local, hi - lo))
+        # a string or fixed-width field of many pages is decoded by one generator for all of them
+        # (a page holds 1024 rows: the work of each page, one by one, costs more than its bytes)
+        gens: list[Gen] = []
+        owners: list[tuple[int, bool]] = []  # (node, whether the generator makes a list of arrays)
+        for i, n in enumerate(nodes):
+            if len(pieces) > 1 and is_var_binary(n.arrow_type):
+                gens.append(var_binary_pages_gen(self._ctx, n, pieces))
+                owners.append((i, True))
+            elif len(pieces) > 1 and fixed_pages(n.arrow_type):
+                gens.append(fixed_pages_gen(self._ctx, n, pieces))
+                owners.append((i, True))
+            else:
+                gens.extend(field_gen(self._ctx, n, b, local, rows) for b, local, rows in pieces)
+                owners.extend((i, False) for _ in pieces)
+        results: list = drive(gather(gens), self.read_ranges) if gens else []
+        chunks: list[list[pa.Array]] = [[] for _ in nodes]
+        for (i, many), got in zip(owners, results):
+            if many:
+                chunks[i].extend(got)
+            else:
+                chunks[i].append(got)
+        arrays = [pa.chunked_array(chunks[i], type=n.arrow_type) for i, n in enumerate(nodes)]
         return pa.Table.from_arrays(arrays, schema=schema)
 
     def _dictionary(self, node: FieldNode) -> pa.Array:
