@@ -220,3 +220,38 @@ def test_ranges_are_gathered_from_their_spans_as_sliced_one_by_one(monkeypatch):
             got = sources.gather(memoryview(data), inside, arr[:, 1])
             assert bytes(got) == b"".join(blob[o : o + n] for o, n in ranges)
     assert bytes(sources.gather(memoryview(b"xyz"), np.zeros(0, np.int64), np.zeros(0, np.int64))) == b""
+
+
+def test_a_thread_gives_freed_memory_back_after_pages_of_some_megabytes_not_after_each(tmp_path, monkeypatch):
+    # decoding a page of a MiB or more counts its bytes; Arrow's pool is asked to give back what
+    # the thread freed once those add up to RELEASE_BYTES (a whole-table read's scratch stays
+    # bounded), not after every page (each next read would fault that memory in again)
+    import threading
+
+    import lance
+
+    from lance_table.file import pageio
+
+    n = 300_000
+    data = pa.table({"x": pa.array(np.random.default_rng(2).random(n))})  # one page of ~2.4 MB
+    lance.write_dataset(data, tmp_path / "d", data_storage_version="2.2")
+    (path,) = (tmp_path / "d" / "data").iterdir()
+    reader = LanceFileReader(path.read_bytes())
+    released: list[int] = []
+
+    class Pool:
+        def release_unused(self) -> None:
+            released.append(1)
+
+    monkeypatch.setattr(pageio.pa, "default_memory_pool", Pool)
+    monkeypatch.setattr(pageio, "_DECODED", threading.local())
+    page = sum(reader.metadata.columns[0].pages[0].buffer_sizes)
+    assert pageio.COUNTED_PAGE_BYTES <= page < pageio.RELEASE_BYTES
+    reads = 12
+    for _ in range(reads):
+        assert reader.read_all().equals(data)
+    per = -(-pageio.RELEASE_BYTES // page)  # pages a release
+    assert len(released) == reads // per
+    released.clear()
+    reader.read_range(5, 15)  # a small read: its bytes are not counted
+    assert len(released) == 0
