@@ -18,7 +18,15 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from lance_table.storage.sources import ByteSource, apart, places_in, read_joined
+from lance_table.storage.sources import (
+    ByteSource,
+    apart,
+    gather,
+    places_in,
+    range_pairs,
+    read_joined,
+    spans_of,
+)
 
 R = TypeVar("R")
 
@@ -92,11 +100,13 @@ class GatheredSource:
         if not getattr(self._local, "first", False):
             return read_joined(self.source, ranges)
         arr = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
-        pairs = list(zip(arr[:, 0].tolist(), arr[:, 1].tolist()))
-        if not apart(arr, self.coalesce_gap):  # (many small ranges: joined by one copy)
-            got = self._gathered(_Ask(pairs, False))
-            return got[0] if len(got) == 1 else memoryview(b"".join(got))
-        return self._gathered(_Ask(pairs, True))[0]
+        if arr.shape[0] > 1 and not bool(np.any(arr[:, 1] < 0)) and not apart(arr, self.coalesce_gap):
+            # many small ranges (a take's values): the spans that hold them, each received in
+            # its place, and the ranges gathered from there by numpy
+            spans, inside = spans_of(arr, self.coalesce_gap)
+            got = self._gathered(_Ask(range_pairs(spans), True))[0]
+            return gather(got, inside, arr[:, 1])
+        return self._gathered(_Ask(range_pairs(arr), True))[0]
 
     def _gathered(self, ask: _Ask) -> list[memoryview]:
         """The result of this job's first read, ``ask``, read with the other jobs' first reads."""

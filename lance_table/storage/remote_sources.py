@@ -19,7 +19,15 @@ from lance_table.storage import s3_direct
 from lance_table.storage.arrow_s3 import ArrowFile, ArrowS3
 from lance_table.storage.failures import typed_failures
 from lance_table.storage.s3_direct import DirectReadFailed, DirectS3
-from lance_table.storage.sources import _RangedSource, apart, places_in, size_disagreement
+from lance_table.storage.sources import (
+    _RangedSource,
+    apart,
+    gather,
+    places_in,
+    range_pairs,
+    size_disagreement,
+    spans_of,
+)
 
 #: a merged read of more bytes than this is fetched as that many equal parts at once, as pylance's
 #: client does (a 19 MiB page: two requests of 9.6 MiB): one request's transfer would otherwise be
@@ -122,12 +130,17 @@ class _FsspecSource(_RangedSource):
         """The bytes of ``ranges``, one after another in one buffer (see
         :func:`~lance_table.storage.sources.read_joined`), each range that is a request of its
         own received straight into its place there (a take's spans of a page: no copy to join
-        them)."""
+        them); ranges that share requests (a take's values, a few bytes each) are read as the
+        spans that hold them (:func:`~lance_table.storage.sources.spans_of`), received so, and
+        gathered from there by numpy."""
         arr = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
-        pairs = list(zip(arr[:, 0].tolist(), arr[:, 1].tolist()))
-        if len(pairs) < 2 or bool(np.any(arr[:, 1] < 0)) or not apart(arr, self.coalesce_gap):
-            got = self.read_ranges(pairs)  # (a negative length: the error of read_ranges)
+        if arr.shape[0] < 2 or bool(np.any(arr[:, 1] < 0)):
+            got = self.read_ranges(range_pairs(arr))  # (a negative length: the error of read_ranges)
             return got[0] if len(got) == 1 else _joined(got)
+        if not apart(arr, self.coalesce_gap):
+            spans, inside = spans_of(arr, self.coalesce_gap)
+            return gather(self.read_joined(spans), inside, arr[:, 1])
+        pairs = range_pairs(arr)
         out, places = places_in(arr[:, 1].tolist())
         self._read_ranges(pairs, list(places))
         return out

@@ -119,6 +119,62 @@ def read_spans(
     return data, starts + shift, ends + shift
 
 
+def spans_of(ranges: np.ndarray, gap: int) -> tuple[np.ndarray, np.ndarray]:
+    """The spans that hold ``ranges`` (``(offset, length)`` rows, in any order): ranges at most
+    ``gap`` bytes apart share a span (a source with that coalescing gap would read them with one
+    request anyway), so the spans, ``(offset, length)`` rows in file order, lie more than ``gap``
+    apart (:func:`apart`); and where each range starts in the spans read one after another
+    (see :func:`gather`). A remote source receives each span straight into its place in one
+    buffer, and the ranges are gathered from it by numpy, not sliced and joined one by one."""
+    order = np.argsort(ranges[:, 0], kind="stable")
+    starts = ranges[order, 0]
+    lo, hi, owner = merge_sorted(starts, np.maximum.accumulate(starts + ranges[order, 1]), gap)
+    at = np.zeros(lo.size, np.int64)
+    np.cumsum((hi - lo)[:-1], out=at[1:])
+    inside = np.empty(order.size, np.int64)
+    inside[order] = starts - lo[owner] + at[owner]
+    return np.stack([lo, hi - lo], axis=1), inside
+
+
+# Ranges of at most this many bytes on average are gathered from their merged spans by numpy.
+_SMALL_RANGE = 256
+#: the most bytes :func:`gather` picks with one index (of 8 bytes a byte): bounds its scratch memory
+_GATHER_BLOCK = 1 << 20
+
+
+def gather(spans: memoryview, inside: np.ndarray, lengths: np.ndarray) -> memoryview:
+    """Ranges ``[inside, inside + lengths)`` of ``spans``, one after another in one buffer: a slice
+    where they follow one another there, else small ranges (a take's values, a few bytes each)
+    picked by numpy takes over blocks of their bytes (no Python step per range), larger ones
+    copied one by one."""
+    n = lengths.size
+    if n == 0:
+        return memoryview(b"")
+    total = int(lengths.sum())
+    if n == 1 or bool(np.all(inside[1:] == inside[:-1] + lengths[:-1])):
+        first = int(inside[0])
+        return spans[first : first + total]
+    src = np.frombuffer(spans, np.uint8)
+    out = empty(total, np.uint8)
+    at = np.zeros(n + 1, np.int64)
+    np.cumsum(lengths, out=at[1:])
+    if total > _SMALL_RANGE * n or int(lengths.max()) > _GATHER_BLOCK:
+        view = memoryview(out)  # type: ignore[arg-type]
+        for s, a, b in zip(inside.tolist(), at.tolist(), at[1:].tolist()):
+            view[a:b] = spans[s : s + b - a]
+        return view
+    # blocks of whole ranges of about _GATHER_BLOCK bytes (at most twice that): the ranges from
+    # the one holding a block's first byte to the one before the next block's
+    shift = inside - at[:-1]
+    firsts = np.unique(np.searchsorted(at, np.arange(0, total, _GATHER_BLOCK), side="right") - 1)
+    bounds = [*firsts.tolist(), n]
+    for g0, g1 in pairwise(bounds):
+        a, b = int(at[g0]), int(at[g1])
+        picks = np.arange(a, b, dtype=np.int64) + np.repeat(shift[g0:g1], lengths[g0:g1])
+        np.take(src, picks, out=out[a:b], mode="clip")  # (valid picks: no checks)
+    return memoryview(out)  # type: ignore[arg-type]
+
+
 DISAGREEING_SIZE = "the manifest and the file disagree about its size"
 
 
@@ -262,7 +318,7 @@ class LocalFileSource(_RangedSource):
         """
         arr = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
         if arr.shape[0] < 2 or bool(np.any(arr[1:, 0] < arr[:-1, 0] + arr[:-1, 1])):
-            return _joined(self.read_ranges(_pairs(arr)))  # one range, or ranges out of file order
+            return _joined(self.read_ranges(range_pairs(arr)))  # one range, or ranges out of file order
         starts, lengths = arr[:, 0], arr[:, 1]
         outside = (starts < 0) | (lengths < 0) | (starts + lengths > self._size)
         if bool(outside.any()):
@@ -283,8 +339,6 @@ _MAX_IOV = 512
 # Reads from this size on go into a fresh numpy buffer: ``os.pread`` builds a bytes object that
 # costs twice the time for a read of tens of MiB.
 _BIG_READ = 1 << 20
-# Ranges of at most this many bytes on average are gathered from their merged spans by numpy.
-_SMALL_RANGE = 256
 
 
 class _LocalRead(_RangedSource):
@@ -383,8 +437,7 @@ class _LocalRead(_RangedSource):
         record(lo.size, int(span_at[-1]))
         self._read_each(memoryview(spans), span_at.tolist(), lo.tolist())  # type: ignore[arg-type]
         inside = starts - lo[owner] + span_at[owner]  # where each range starts in the spans
-        picks = np.arange(int(at[-1]), dtype=np.int64) + np.repeat(inside - at[:-1], lengths)
-        return memoryview(spans[picks])
+        return gather(memoryview(spans), inside, lengths)  # type: ignore[arg-type]
 
     def _read_each(self, view: memoryview, at: list[int], starts: list[int]) -> None:
         """Range ``k`` (at file offset ``starts[k]``) read into ``view[at[k] : at[k + 1]]``, one
@@ -437,10 +490,11 @@ def read_joined(source: ByteSource, ranges: Sequence[tuple[int, int]] | np.ndarr
     direct = getattr(source, "read_joined", None)
     if direct is not None:
         return direct(ranges)
-    return _joined(source.read_ranges(_pairs(ranges) if isinstance(ranges, np.ndarray) else ranges))
+    return _joined(source.read_ranges(range_pairs(ranges) if isinstance(ranges, np.ndarray) else ranges))
 
 
-def _pairs(arr: np.ndarray) -> list[tuple[int, int]]:
+def range_pairs(arr: np.ndarray) -> list[tuple[int, int]]:
+    """``(offset, length)`` rows of an array as a list of int pairs (what ``read_ranges`` takes)."""
     return list(zip(arr[:, 0].tolist(), arr[:, 1].tolist()))
 
 

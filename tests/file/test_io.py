@@ -191,3 +191,67 @@ def test_a_take_from_a_small_remote_file_is_one_request(tmp_path):
     before = src.requests
     assert reader.take([3, 9_000, 19_997]).equals(table.take([3, 9_000, 19_997]))
     assert src.requests - before == 1
+
+
+def test_ranges_are_gathered_from_their_spans_as_sliced_one_by_one(monkeypatch):
+    # spans_of + gather (a remote take's many small ranges): the spans hold every range, lie more
+    # than the gap apart, and the gathered bytes are the ranges' one after another, for ranges in
+    # any order, overlapping, empty, small (numpy picks, over several blocks) and large (copies)
+    from lance_table.storage import sources
+
+    monkeypatch.setattr(sources, "_GATHER_BLOCK", 1000)  # several blocks of picks
+    rng = np.random.default_rng(8)
+    blob = rng.integers(0, 256, 200_000, dtype=np.uint8).tobytes()
+    cases = [
+        [(7 + 40 * k, 9) for k in range(500)],  # a take's values: small, close, in order
+        [(int(o), int(n)) for o, n in zip(rng.integers(0, 190_000, 300), rng.integers(0, 60, 300))],
+        [(100, 20), (100, 20), (110, 30), (5, 0), (150_000, 7)],  # repeated, overlapping, empty
+        [(int(o), 5000) for o in rng.integers(0, 190_000, 20)],  # large ranges: copied one by one
+        [(50, 10), (60, 10), (70, 10)],  # ranges that follow one another: a slice of the spans
+        [(1000, 300_000 // 3)],
+    ]
+    for gap in (0, 64, 4096):
+        for ranges in cases:
+            arr = np.array(ranges, np.int64)
+            spans, inside = sources.spans_of(arr, gap)
+            assert sources.apart(spans, gap)
+            assert np.all(spans[1:, 0] > spans[:-1, 0] + spans[:-1, 1] + gap)
+            data = b"".join(blob[o : o + n] for o, n in spans.tolist())
+            got = sources.gather(memoryview(data), inside, arr[:, 1])
+            assert bytes(got) == b"".join(blob[o : o + n] for o, n in ranges)
+    assert bytes(sources.gather(memoryview(b"xyz"), np.zeros(0, np.int64), np.zeros(0, np.int64))) == b""
+
+
+def test_a_thread_gives_freed_memory_back_after_pages_of_some_megabytes_not_after_each(tmp_path, monkeypatch):
+    # decoding a page of a MiB or more counts its bytes; Arrow's pool is asked to give back what
+    # the thread freed once those add up to RELEASE_BYTES (a whole-table read's scratch stays
+    # bounded), not after every page (each next read would fault that memory in again)
+    import threading
+
+    import lance
+
+    from lance_table.file import pageio
+
+    n = 300_000
+    data = pa.table({"x": pa.array(np.random.default_rng(2).random(n))})  # one page of ~2.4 MB
+    lance.write_dataset(data, tmp_path / "d", data_storage_version="2.2")
+    (path,) = (tmp_path / "d" / "data").iterdir()
+    reader = LanceFileReader(path.read_bytes())
+    released: list[int] = []
+
+    class Pool:
+        def release_unused(self) -> None:
+            released.append(1)
+
+    monkeypatch.setattr(pageio.pa, "default_memory_pool", Pool)
+    monkeypatch.setattr(pageio, "_DECODED", threading.local())
+    page = sum(reader.metadata.columns[0].pages[0].buffer_sizes)
+    assert pageio.COUNTED_PAGE_BYTES <= page < pageio.RELEASE_BYTES
+    reads = 12
+    for _ in range(reads):
+        assert reader.read_all().equals(data)
+    per = -(-pageio.RELEASE_BYTES // page)  # pages a release
+    assert len(released) == reads // per
+    released.clear()
+    reader.read_range(5, 15)  # a small read: its bytes are not counted
+    assert len(released) == 0

@@ -238,12 +238,24 @@ def test_joined_ranges_are_received_in_their_places(s3_uri, s3_options, s3_reque
     assert copied == [0]  # (the empty one: no request)
     assert s3_requests.counts == {"GET": 1 + 3 + 1 + 1}
     assert storage._direct.usable
-    # many small ranges that merge (a take's values): joined by one copy, none put in place
+    # many small ranges that merge (a take's values): read as the spans that hold them, each
+    # received in its place, and gathered from there (no view made of each range)
     copied.clear()
-    close = np.array([(7 + 40 * k, 9) for k in range(500)])
-    got = sources.read_joined(source, close)
-    assert bytes(got) == b"".join(blob[o : o + n] for o, n in close.tolist())
-    assert copied == []
+    sliced: list[int] = []
+    ranged = sources._RangedSource._read_ranges
+
+    def counting_ranges(self, ranges, into):  # type: ignore[no-untyped-def]
+        sliced.append(len(ranges))
+        return ranged(self, ranges, into)
+
+    monkeypatch.setattr(sources._RangedSource, "_read_ranges", counting_ranges)
+    close = np.array([(7 + 40 * k, 9) for k in range(500)] + [(300_000 + 13 * k, 5) for k in range(400)])
+    s3_requests.reset()
+    got = sources.read_joined(source, close[::-1])
+    assert bytes(got) == b"".join(blob[o : o + n] for o, n in close[::-1].tolist())
+    assert copied == [] and sliced == [2]  # (two spans, each a request received in its place)
+    assert s3_requests.counts == {"GET": 2}
+    monkeypatch.setattr(sources._RangedSource, "_read_ranges", ranged)
     # a file shorter than the manifest says: the read into place reports a corrupt file
     short = storage.source("f.bin", len(blob) + 150_000)
     for bad in ([(0, 10), (len(blob) - 5, 20)], [(0, 10), (len(blob) - 150_000, 200_000)]):
@@ -278,4 +290,42 @@ def test_a_take_joins_no_spans_by_copying(s3_uri, s3_options, monkeypatch):  # t
     for _ in range(2):  # cold, then with the readers kept
         assert ours.take(idx).equals(theirs.take(idx))
     assert joins == []
+    assert ours._storage._direct.usable
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize("version", ["2.0", "2.2"])
+def test_a_take_of_many_rows_reads_spans_not_each_rows_bytes(s3_uri, s3_options, monkeypatch, version):  # type: ignore[no-untyped-def]
+    # a take of rows close together (a 2.0 page's values and offsets, a few bytes a row): the
+    # source reads the spans that hold them (a few ranges a call, not one per row), cold through
+    # the gathered first reads of the take's pages and again with the readers kept
+    from lance_table.storage import sources
+
+    rows = 30_000
+    rng = np.random.default_rng(12)
+    vec = pa.FixedSizeListArray.from_arrays(pa.array(rng.random(rows * 4, dtype=np.float32)), 4)
+    words = np.array([f"w{i}" * (i % 7) for i in range(300)], dtype=object)
+    data = pa.table(
+        {
+            "id": np.arange(rows),
+            "vec": vec,
+            "s": pa.array(words[rng.integers(0, 300, rows)], pa.string(), mask=rng.random(rows) < 0.1),
+        }
+    )
+    lance.write_dataset(data, s3_uri, storage_options=s3_options, data_storage_version=version)
+    most: list[int] = []
+    ranged = sources._RangedSource._read_ranges
+
+    def counting(self, ranges, into):  # type: ignore[no-untyped-def]
+        most.append(len(ranges))
+        return ranged(self, ranges, into)
+
+    monkeypatch.setattr(sources._RangedSource, "_read_ranges", counting)
+    READERS.clear()
+    ours = lt.dataset(s3_uri, storage_options=s3_options)
+    theirs = lance.dataset(s3_uri, storage_options=s3_options)
+    idx = np.sort(rng.choice(rows, 2000, replace=False))
+    for _ in range(2):  # cold, then with the readers kept
+        assert ours.take(idx).equals(theirs.take(idx))
+    assert most and max(most) < 50
     assert ours._storage._direct.usable
