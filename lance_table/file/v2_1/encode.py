@@ -42,6 +42,7 @@ from lance_table.file.v2_1.packed_var_encode import (
     encode_variable_packed,
     is_variable_packed,
 )
+from lance_table.file.v2_1.tiny_page import fixed_page
 from lance_table.file.v2_1.values_encode import (
     arrow_dictionary_values,
     compress_values,
@@ -170,6 +171,10 @@ def encode_page(
         constant = constant_page(piece.values, kinds)  # one value in every row, as pylance 2.2 writes it
         if constant is not None:
             return constant
+    if rep is None and piece.visible is None and facts.scheme is None and not facts.variable_packed:
+        tiny = fixed_page(piece.values, defs, kinds, large)  # a small append's page of numbers
+        if tiny is not None:
+            return tiny
     if facts.variable_packed:  # full-zip, one packed row per value, like pylance
         return encode_full_zip(
             encode_variable_packed(piece.values, leaf), rep, defs, piece.visible, kinds, max_rep

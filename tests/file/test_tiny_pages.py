@@ -1,0 +1,160 @@
+"""One-chunk pages of numbers and booleans (a small append's) are written by a shortcut
+(:mod:`lance_table.file.v2_1.tiny_page`): its files must be the general path's, byte for byte.
+
+Each table is written with the shortcut on and off, in 2.1 and 2.2, and the files are compared;
+pylance reads one back. The shapes cover every type the shortcut takes, nulls (a few, all, inside
+structs), values the general path bitpacks or run-length encodes instead, sliced arrays, pages
+of one value up to several chunks, and the columns next to them that the shortcut leaves alone.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from lance_table.file.reader import LanceFileReader
+from lance_table.file.v2_1 import tiny_page
+from lance_table.file.writer import LanceFileWriter
+
+ROWS = (1, 2, 3, 7, 100, 255, 256, 300, 511, 512, 513, 1000, 2048, 4096, 4097)
+VERSIONS = ("2.1", "2.2")
+
+
+def _numbers(rows: int, seed: int) -> dict[str, pa.Array]:
+    rng = np.random.default_rng(seed)
+    nulls = rng.random(rows) < 0.2
+    big = rng.integers(-(1 << 62), 1 << 62, rows)
+    cols: dict[str, pa.Array] = {}
+    for dtype in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"):
+        info = np.iinfo(dtype)
+        wide = rng.integers(info.min, info.max, rows, dtype=dtype, endpoint=True)
+        cols[f"{dtype}"] = pa.array(wide)
+        cols[f"{dtype}_nulls"] = pa.array(wide, mask=nulls)
+        cols[f"{dtype}_small"] = pa.array(rng.integers(0, 3, rows).astype(dtype))  # bitpacked or RLE
+    cols["ids"] = pa.array(np.arange(10_000, 10_000 + rows, dtype=np.int64))
+    cols["runs"] = pa.array(np.repeat(big[: rows // 8 + 1], 8)[:rows])  # RLE
+    cols["constant"] = pa.array(np.full(rows, 123456789, np.int64))
+    cols["all_null"] = pa.array(big, mask=np.ones(rows, bool))
+    cols["f16"] = pa.array(rng.random(rows).astype(np.float16))
+    cols["f32"] = pa.array(rng.random(rows).astype(np.float32), mask=nulls)
+    cols["f64"] = pa.array(rng.random(rows))
+    cols["f64_nan"] = pa.array(np.where(nulls, np.nan, rng.random(rows)))
+    cols["f64_whole"] = pa.array(rng.integers(0, 3, rows).astype(np.float64))
+    cols["ts"] = pa.array(big // 1000, pa.timestamp("ms"))
+    cols["ts_tz"] = pa.array(big // 1000, pa.timestamp("us", tz="UTC"), mask=nulls)
+    cols["date32"] = pa.array(rng.integers(0, 50_000, rows).astype(np.int32), pa.date32())
+    cols["date64"] = pa.array(rng.integers(0, 1 << 40, rows) * 86_400_000 // 86_400_000, pa.date64())
+    cols["time32"] = pa.array(rng.integers(0, 86_400, rows).astype(np.int32), pa.time32("s"))
+    cols["time64"] = pa.array(rng.integers(0, 86_400_000_000, rows), pa.time64("us"), mask=nulls)
+    cols["duration"] = pa.array(big, pa.duration("ns"))
+    cols["bool"] = pa.array(rng.random(rows) < 0.5)
+    cols["bool_nulls"] = pa.array(rng.random(rows) < 0.5, mask=nulls)
+    cols["bool_true"] = pa.array(np.ones(rows, bool))
+    cols["bool_sliced"] = pa.array(rng.random(rows + 5) < 0.5, mask=rng.random(rows + 5) < 0.3).slice(3, rows)
+    longer = rng.integers(-(1 << 40), 1 << 40, rows + 9)
+    cols["int_sliced"] = pa.array(longer, mask=rng.random(rows + 9) < 0.3).slice(5, rows)
+    struct_nulls = rng.random(rows) < 0.1
+    cols["point"] = pa.StructArray.from_arrays(
+        [pa.array(big), pa.array(rng.random(rows), mask=nulls), pa.array(rng.random(rows) < 0.5)],
+        ["x", "y", "b"],
+        mask=pa.array(struct_nulls),
+    )
+    # next to them, columns the shortcut does not take (repetition, text, dictionaries, vectors)
+    lists = [list(range(i % 4)) if i % 7 else None for i in range(rows)]
+    cols["list"] = pa.array(lists, pa.list_(pa.int64()))
+    cols["list_bool"] = pa.array([[True, False][: i % 3] for i in range(rows)], pa.list_(pa.bool_()))
+    cols["text"] = pa.array([f"v{i % 13}" if i % 5 else "" for i in range(rows)], mask=nulls)
+    cols["dict"] = pa.array([f"k{i % 3}" for i in range(rows)]).dictionary_encode()
+    cols["vec"] = pa.FixedSizeListArray.from_arrays(pa.array(rng.random(rows * 4, dtype=np.float32)), 4)
+    cols["decimal"] = pa.array([i * 3 for i in range(rows)], pa.decimal128(12, 2))
+    return cols
+
+
+def _table(rows: int, seed: int = 0) -> pa.Table:
+    return pa.table(_numbers(rows, seed + rows))
+
+
+def _assert_same_bytes(tiny: bytes, general: bytes) -> None:
+    """The files are the same bytes (on failure, where they first differ: not a diff of both)."""
+    if tiny != general:
+        at = next((i for i, (a, b) in enumerate(zip(tiny, general)) if a != b), min(len(tiny), len(general)))
+        pytest.fail(f"the files differ from byte {at} (sizes {len(tiny)} and {len(general)})")
+
+
+def _assert_same(got: pa.Table, table: pa.Table) -> None:
+    """The tables are equal, NaNs in the same places counting as equal."""
+    nan = "f64_nan"
+    assert got.drop_columns([nan]).equals(table.drop_columns([nan]))
+    assert np.array_equal(got[nan].to_numpy(), table[nan].to_numpy(), equal_nan=True)
+
+
+def _write(batches: list[pa.Table], version: str) -> bytes:
+    sink = io.BytesIO()
+    writer = LanceFileWriter(sink, batches[0].schema, version=version)
+    for batch in batches:
+        writer.write(batch)
+    writer.close()
+    return sink.getvalue()
+
+
+def _both(batches: list[pa.Table], version: str, monkeypatch: pytest.MonkeyPatch) -> tuple[bytes, bytes]:
+    with monkeypatch.context() as m:
+        m.setattr(tiny_page, "ENABLED", False)
+        general = _write(batches, version)
+    return _write(batches, version), general
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("rows", ROWS)
+def test_tiny_pages_write_the_general_bytes(version: str, rows: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    table = _table(rows)
+    tiny, general = _both([table], version, monkeypatch)
+    _assert_same_bytes(tiny, general)
+    _assert_same(LanceFileReader(io.BytesIO(tiny)).read_all(), table)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_pages_of_several_batches_write_the_general_bytes(
+    version: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    batches = [_table(rows, seed) for seed, rows in enumerate((3, 40, 100, 1))]
+    tiny, general = _both(batches, version, monkeypatch)
+    _assert_same_bytes(tiny, general)
+
+
+def test_the_shortcut_writes_the_pages_it_is_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not a test of nothing: the shortcut answers for plain numbers and booleans, with and
+    without nulls, and leaves bitpacked, RLE and constant pages to the general path."""
+    answered: list[str] = []
+    original = tiny_page._page
+
+    def spy(data: bytes, bits: int, *args: object) -> object:
+        answered.append(f"{bits}:{len(data)}")
+        return original(data, bits, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(tiny_page, "_page", spy)
+    table = pa.table(
+        {
+            "ids": pa.array(np.arange(1 << 40, (1 << 40) + 100, dtype=np.int64)),
+            "x": pa.array(np.linspace(0.1, 7.3, 100), mask=np.arange(100) % 9 == 0),
+            "flag": pa.array(np.arange(100) % 3 == 0),
+            "small": pa.array(np.arange(100) % 3),  # bitpacked
+            "runs": pa.array(np.repeat(np.arange(10) << 40, 10)),  # RLE
+        }
+    )
+    _write([table], "2.2")
+    assert answered == ["64:800", "64:800", "1:13"]
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("version", VERSIONS)
+def test_pylance_reads_tiny_pages(tmp_path, version: str) -> None:
+    lance_file = pytest.importorskip("lance.file")
+    for rows in (1, 100, 513):
+        table = _table(rows).drop_columns(["dict"])  # (pylance reads dictionaries back decoded)
+        path = tmp_path / f"tiny-{rows}.lance"
+        path.write_bytes(_write([table], version))
+        _assert_same(lance_file.LanceFileReader(str(path)).read_all().to_table(), table)
