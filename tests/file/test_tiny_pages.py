@@ -1,4 +1,4 @@
-"""One-chunk pages of numbers and booleans (a small append's) are written by a shortcut
+"""One-chunk pages of numbers, booleans and strings (a small append's) are written by a shortcut
 (:mod:`lance_table.file.v2_1.tiny_page`): its files must be the general path's, byte for byte.
 
 Each table is written with the shortcut on and off, in 2.1 and 2.2, and the files are compared;
@@ -67,6 +67,19 @@ def _numbers(rows: int, seed: int) -> dict[str, pa.Array]:
     cols["list"] = pa.array(lists, pa.list_(pa.int64()))
     cols["list_bool"] = pa.array([[True, False][: i % 3] for i in range(rows)], pa.list_(pa.bool_()))
     cols["text"] = pa.array([f"v{i % 13}" if i % 5 else "" for i in range(rows)], mask=nulls)
+    # strings and binary values: plain, page dictionaries (about half distinct either side of the
+    # limit), empty, all null, sliced, near the full-zip width, FSST-sized pages, large offsets
+    cols["unique"] = pa.array([f"user-{v}" for v in rng.integers(0, 1 << 40, rows)])
+    cols["half"] = pa.array([f"h{i // 2}" for i in range(rows)], mask=rng.random(rows) < 0.05)
+    cols["fewer"] = pa.array([f"h{i // 3}" for i in range(rows)])
+    cols["binary"] = pa.array([bytes([i % 251]) * (i % 9) for i in range(rows)], pa.binary())
+    cols["empty"] = pa.array([""] * rows, mask=rng.random(rows) < 0.3)
+    cols["text_null"] = pa.array([None] * rows, pa.string())
+    words = [f"w{i % 7}-{'x' * (i % 11)}" for i in range(rows + 6)]
+    cols["text_sliced"] = pa.array(words, mask=rng.random(rows + 6) < 0.2).slice(4, rows)
+    cols["near_wide"] = pa.array(["y" * (250 + i % 10) for i in range(rows)])
+    cols["fsst_sized"] = pa.array([f"{'abcdefgh' * 24}-{i % 50}" for i in range(rows)])
+    cols["large_text"] = pa.array([f"v{i % 13}" for i in range(rows)], pa.large_string())
     cols["dict"] = pa.array([f"k{i % 3}" for i in range(rows)]).dictionary_encode()
     cols["vec"] = pa.FixedSizeListArray.from_arrays(pa.array(rng.random(rows * 4, dtype=np.float32)), 4)
     cols["decimal"] = pa.array([i * 3 for i in range(rows)], pa.decimal128(12, 2))
@@ -126,14 +139,15 @@ def test_pages_of_several_batches_write_the_general_bytes(
 
 
 def test_the_shortcut_writes_the_pages_it_is_for(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Not a test of nothing: the shortcut answers for plain numbers and booleans, with and
-    without nulls, and leaves bitpacked, RLE and constant pages to the general path."""
+    """Not a test of nothing: the shortcut answers for plain numbers, booleans and strings (with
+    and without nulls) and page dictionaries, and leaves bitpacked, RLE and full-zip pages to the
+    general path."""
     answered: list[str] = []
     original = tiny_page._page
 
-    def spy(data: bytes, bits: int, *args: object) -> object:
-        answered.append(f"{bits}:{len(data)}")
-        return original(data, bits, *args)  # type: ignore[arg-type]
+    def spy(data: bytes, encoding: tuple[str, int], *args: object) -> object:
+        answered.append(f"{encoding[0]}{encoding[1]}:{len(data)}")
+        return original(data, encoding, *args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(tiny_page, "_page", spy)
     table = pa.table(
@@ -143,10 +157,13 @@ def test_the_shortcut_writes_the_pages_it_is_for(monkeypatch: pytest.MonkeyPatch
             "flag": pa.array(np.arange(100) % 3 == 0),
             "small": pa.array(np.arange(100) % 3),  # bitpacked
             "runs": pa.array(np.repeat(np.arange(10) << 40, 10)),  # RLE
+            "name": pa.array([f"user-{i}" for i in range(100)]),  # plain
+            "kind": pa.array(["a", "bb", "ccc", "dddd", "eeeee"] * 20),  # a page dictionary
+            "long": pa.array(["z" * 300] * 99 + ["y"]),  # full-zip
         }
     )
     _write([table], "2.2")
-    assert answered == ["64:800", "64:800", "1:13"]
+    assert answered == ["flat64:800", "flat64:800", "flat1:13", "variable32:1096", "flat32:400"]
 
 
 @pytest.mark.interop

@@ -25,15 +25,27 @@ import pyarrow as pa
 
 from lance_table._lru import LRU
 from lance_table._proto import encodings_v2_1_pb2 as pb
-from lance_table.file.compression import bitpacking
+from lance_table.file.compression import bitpacking, dictionary, fsst_encode
 from lance_table.file.v2_1.level_compress import LevelCodec, choose, compress_chunks
-from lance_table.file.v2_1.value_kinds import PACK_MIN_SAVING, MiniBlockValues, flat
+from lance_table.file.v2_1.value_kinds import PACK_MIN_SAVING, PAD_BYTE, MiniBlockValues, flat, variable_parts
+from lance_table.file.v2_1.values_encode import (
+    FSST_MIN_AVG,
+    dictionary_block,
+    small_dictionary,
+    widest_value,
+)
+from lance_table.file.v2_1.values_encode import (
+    SET_COUNT_MAX as _SET_COUNT_MAX,
+)
 
 #: whether :func:`fixed_page` may answer (tests turn it off to compare with the general path)
 ENABLED = True
 
 FILL_BYTE = 0xFE  # pylance pads inside chunks with 0xFE
 _FILL = bytes([FILL_BYTE])
+_PAD = bytes([PAD_BYTE])  # pads variable values up to their offset width
+#: values of this many bytes or more go full-zip (pylance's MINIBLOCK_MAX_BYTE_LENGTH_PER_VALUE)
+FULL_ZIP_BYTES = 256
 #: a chunk's values aim at this many bytes: pages of more take several chunks (general path)
 _AIM = MiniBlockValues.aim_bytes or 0
 _MAX_VALUES = MiniBlockValues.max_chunk_values
@@ -43,21 +55,31 @@ def _pad8(n: int) -> int:
     return (n + 7) & ~7
 
 
-def fixed_page(
+def page(
     values: pa.Array, defs: np.ndarray | None, kinds: list[int], large: bool
-) -> tuple[Any, list[bytes]] | None:
+) -> tuple[Any, list[Any]] | None:
     """The layout and buffers of a one-chunk mini-block page of ``values`` (a page without
     repetition levels or hidden entries, no compression scheme of its field, not constant), with
     its definition levels ``defs`` (one per value, or None) under the layers ``kinds``; None when
-    the general path must write it (other types, several chunks, bitpacked or RLE values)."""
+    the general path must write it (other types, several chunks, other compressions)."""
     if not ENABLED:
         return None
+    t = values.type
+    if pa.types.is_string(t) or pa.types.is_binary(t):
+        return _binary_page(values, defs, kinds, large)
+    return _fixed_page(values, defs, kinds, large)
+
+
+def _fixed_page(
+    values: pa.Array, defs: np.ndarray | None, kinds: list[int], large: bool
+) -> tuple[Any, list[Any]] | None:
+    """Numbers, temporal values and booleans stored flat (see :func:`page`)."""
     t = values.type
     n = len(values)
     if pa.types.is_boolean(t):
         if not 1 <= n <= _MAX_VALUES:
             return None
-        return _page(_bool_bytes(values, n), 1, n, defs, kinds, large)
+        return _page(_bool_bytes(values, n), ("flat", 1), n, defs, kinds, large)
     if pa.types.is_integer(t) or pa.types.is_float32(t) or pa.types.is_float64(t):
         packable = True
     elif pa.types.is_floating(t) or pa.types.is_temporal(t):
@@ -73,17 +95,54 @@ def fixed_page(
     if buf is None:
         return None
     raw = np.frombuffer(buf, np.uint8, n * width, values.offset * width)
-    words = raw.view(dtype)
-    plain = n * bits - n * bits // PACK_MIN_SAVING
-    if packable:  # as value_kinds.bitpacked: the general path packs these
+    if not _stays_flat(raw.view(dtype), bits, packable):
+        return None
+    return _page(raw.tobytes(), ("flat", bits), n, defs, kinds, large)
+
+
+def _stays_flat(words: np.ndarray, bits: int, packable: bool) -> bool:
+    """Whether the general path stores these values (``bits`` each, unsigned words, at least two)
+    flat: neither bitpacked (:func:`value_kinds.bitpacked`, for ``packable`` types) nor, as far as
+    a cheap count tells, run-length encoded (:func:`values_encode._rle` weighs runs of 4 values or
+    more on average)."""
+    n = words.size
+    if packable:
         w = int(np.bitwise_or.reduce(words)).bit_length()
         packed = -(-n // bitpacking.BLOCK) * (bits + w * bitpacking.BLOCK)
-        if w <= bits - bits // PACK_MIN_SAVING and packed <= plain:
-            return None
-    # as values_encode._rle: runs of 4 values or more on average may pay (the general path weighs them)
-    if (int(np.count_nonzero(words[1:] != words[:-1])) + 1) * 4 <= n:
+        if w <= bits - bits // PACK_MIN_SAVING and packed <= n * bits - n * bits // PACK_MIN_SAVING:
+            return False
+    return (int(np.count_nonzero(words[1:] != words[:-1])) + 1) * 4 > n
+
+
+def _binary_page(
+    values: pa.Array, defs: np.ndarray | None, kinds: list[int], large: bool
+) -> tuple[Any, list[Any]] | None:
+    """Strings or binary values (32-bit offsets) stored plain or as indices into a page dictionary,
+    as :func:`values_encode._base_values` chooses when neither FSST nor zstd chunks are tried
+    (pages under 32 KiB, or of 5 bytes a value or fewer), in one chunk (see :func:`page`)."""
+    n = len(values)
+    if not 1 <= n <= _SET_COUNT_MAX:
         return None
-    return _page(raw.tobytes(), bits, n, defs, kinds, large)
+    offsets, data = variable_parts(values)
+    if widest_value(values) >= FULL_ZIP_BYTES:
+        return None
+    if data.size >= fsst_encode.MIN_INPUT and data.size > FSST_MIN_AVG * n:
+        return None
+    plain = -(-((n + 1) * 4 + data.size) // 4) * 4  # VariableValues.sizes
+    small = small_dictionary(values) if n >= dictionary.MIN_VALUES else None
+    if small is not None:
+        items, indices = small
+        enc, block = dictionary_block(items, large)
+        if not _stays_flat(indices, 32, True):
+            return None
+        if len(block) + 4 * n < plain:
+            return _page(indices.tobytes(), ("flat", 32), n, defs, kinds, large, (enc, block, len(items)))
+    if n > 2 and plain > _AIM:
+        return None
+    head = (n + 1) * 4
+    rebased = offsets if int(offsets[0]) == 0 else offsets - offsets[0]
+    chunk = [(rebased + head).astype(np.uint32).tobytes(), data.tobytes(), _PAD * (plain - head - data.size)]
+    return _page(b"".join(chunk), ("variable", 32), n, defs, kinds, large)
 
 
 def _bool_bytes(values: pa.Array, n: int) -> bytes:
@@ -97,10 +156,18 @@ def _bool_bytes(values: pa.Array, n: int) -> bytes:
 
 
 def _page(
-    data: bytes, bits: int, n: int, defs: np.ndarray | None, kinds: list[int], large: bool
-) -> tuple[Any, list[bytes]] | None:
-    """The page of one chunk of ``n`` values (``data``, ``bits`` each) and their levels: as
-    :func:`miniblock_fast._assemble_few` joins it, or None when the chunk passes the limit."""
+    data: bytes,
+    encoding: tuple[str, int],
+    n: int,
+    defs: np.ndarray | None,
+    kinds: list[int],
+    large: bool,
+    dictionary: tuple[Any, bytes, int] | None = None,
+) -> tuple[Any, list[Any]] | None:
+    """The page of one chunk of ``n`` values (their buffer ``data``, encoded ``flat`` or
+    ``variable`` at ``encoding``'s bits) and their levels, as :func:`miniblock_fast._assemble_few`
+    joins it, then a page ``dictionary`` (encoding, buffer, items) if any; None when the chunk
+    passes the limit."""
     size = len(data)
     size_code = "I" if large else "H"
     codec: LevelCodec | None = None
@@ -120,21 +187,31 @@ def _page(
         return None  # (levels that RLE makes larger than the limit: the general path stores them flat)
     word = struct.pack(f"<{size_code}", (len(chunk) // 8 - 1) << 4)
     layout = pb.PageLayout()
-    layout.CopyFrom(_template(bits, codec, tuple(kinds), large))
-    layout.mini_block_layout.num_items = n
-    return layout, [word, chunk]
+    layout.CopyFrom(_template(encoding, codec, tuple(kinds), large))
+    mini = layout.mini_block_layout
+    mini.num_items = n
+    if dictionary is None:
+        return layout, [word, chunk]
+    mini.dictionary.CopyFrom(dictionary[0])
+    mini.num_dictionary_items = dictionary[2]
+    return layout, [word, chunk, dictionary[1]]
 
 
-def _template(bits: int, codec: LevelCodec | None, kinds: tuple[int, ...], large: bool) -> Any:
+def _template(
+    encoding: tuple[str, int], codec: LevelCodec | None, kinds: tuple[int, ...], large: bool
+) -> Any:
     """The layout of such pages but for their value count, made once per shape (copy it)."""
-    key = (bits, None if codec is None else (codec.kind, codec.width), kinds, large)
+    key = (encoding, None if codec is None else (codec.kind, codec.width), kinds, large)
     got = _TEMPLATES.get(key)
     if got is None:
         got = pb.PageLayout()
         mini = got.mini_block_layout
         if codec is not None:
             mini.def_compression.CopyFrom(codec.encoding())
-        mini.value_compression.CopyFrom(flat(bits))
+        if encoding[0] == "flat":
+            mini.value_compression.CopyFrom(flat(encoding[1]))
+        else:
+            mini.value_compression.variable.offsets.CopyFrom(flat(encoding[1]))
         mini.layers.extend(kinds)
         mini.num_buffers = 1
         mini.has_large_chunk = large
