@@ -17,6 +17,7 @@ import pytest
 
 from lance_table.file.reader import LanceFileReader
 from lance_table.file.v2_1 import tiny_page
+from lance_table.file.v2_1.level_compress import choose, compress_chunks
 from lance_table.file.writer import LanceFileWriter
 
 ROWS = (1, 2, 3, 7, 100, 255, 256, 300, 511, 512, 513, 1000, 2048, 4096, 4097)
@@ -62,6 +63,8 @@ def _numbers(rows: int, seed: int) -> dict[str, pa.Array]:
         ["x", "y", "b"],
         mask=pa.array(struct_nulls),
     )
+    # nullable fields of a struct without nulls: definition levels that are all 0
+    cols["pair"] = pa.StructArray.from_arrays([pa.array(big), pa.array(rng.random(rows) < 0.5)], ["a", "b"])
     # next to them, columns the shortcut does not take (repetition, text, dictionaries, vectors)
     lists = [list(range(i % 4)) if i % 7 else None for i in range(rows)]
     cols["list"] = pa.array(lists, pa.list_(pa.int64()))
@@ -164,6 +167,27 @@ def test_the_shortcut_writes_the_pages_it_is_for(monkeypatch: pytest.MonkeyPatch
     )
     _write([table], "2.2")
     assert answered == ["flat64:800", "flat64:800", "flat1:13", "variable32:1096", "flat32:400"]
+
+
+@pytest.mark.parametrize("large", [False, True])
+def test_one_chunk_levels_are_the_general_bytes(large: bool) -> None:
+    """The definition levels of a one-chunk page, compressed by the shortcut: the codec and the
+    bytes of level_compress.choose and compress_chunks, whichever codec the levels get."""
+    rng = np.random.default_rng(5)
+    shapes = [np.zeros(n, np.uint16) for n in (1, 2, 100, 255, 256, 1024, 1025)]
+    for n in (1, 2, 3, 50, 100, 254, 255, 256, 300, 1024, 1025, 4096):
+        for share in (0.01, 0.1, 0.5, 0.9):
+            shapes.append((rng.random(n) < share).astype(np.uint16) * rng.integers(1, 4, n).astype(np.uint16))
+        shapes.append(np.repeat(rng.integers(0, 3, n // 40 + 1), 40)[:n].astype(np.uint16))
+        shapes.append(np.ones(n, np.uint16))
+    kinds = set()
+    for defs in shapes:
+        codec = choose(defs, large)
+        chunks = compress_chunks(defs, np.array([0, defs.size], np.int64), codec)
+        at, length = int(chunks.starts[0]), int(chunks.lengths[0])
+        assert tiny_page._levels(defs, large) == (codec, chunks.data[at : at + length].tobytes())
+        kinds.add(codec.kind)
+    assert {"inline", "out_of_line", "rle" if large else "flat"} <= kinds
 
 
 @pytest.mark.interop

@@ -26,7 +26,14 @@ import pyarrow as pa
 from lance_table._lru import LRU
 from lance_table._proto import encodings_v2_1_pb2 as pb
 from lance_table.file.compression import bitpacking, dictionary, fsst_encode
-from lance_table.file.v2_1.level_compress import LevelCodec, choose, compress_chunks
+from lance_table.file.v2_1.level_compress import (
+    BLOCK,
+    MAX_RUN,
+    RLE_HEADER,
+    LevelCodec,
+    choose,
+    compress_chunks,
+)
 from lance_table.file.v2_1.value_kinds import PACK_MIN_SAVING, PAD_BYTE, MiniBlockValues, flat, variable_parts
 from lance_table.file.v2_1.values_encode import (
     FSST_MIN_AVG,
@@ -175,11 +182,9 @@ def _page(
         head = struct.pack(f"<H{size_code}", 0, size)
         parts = [head, _FILL * (_pad8(len(head)) - len(head))]
     else:
-        codec = choose(defs, large)
-        levels = compress_chunks(defs, np.array([0, n], np.int64), codec)
-        at, length = int(levels.starts[0]), int(levels.lengths[0])
+        codec, level_bytes = _levels(defs, large)
+        length = len(level_bytes)
         head = struct.pack(f"<2H{size_code}", n & 0xFFFF, length & 0xFFFF, size)
-        level_bytes = levels.data[at : at + length].tobytes()
         parts = [head, _FILL * (_pad8(len(head)) - len(head)), level_bytes, _FILL * (-length % 8)]
     parts += [data, _FILL * (-size % 8)]
     chunk = b"".join(parts)
@@ -195,6 +200,33 @@ def _page(
     mini.dictionary.CopyFrom(dictionary[0])
     mini.num_dictionary_items = dictionary[2]
     return layout, [word, chunk, dictionary[1]]
+
+
+def _levels(defs: np.ndarray, large: bool) -> tuple[LevelCodec, bytes]:
+    """The codec :func:`level_compress.choose` picks for a page's definition levels and their one
+    chunk compressed as :func:`level_compress.compress_chunks` does it: levels that are all 0 (a
+    nullable field without nulls) and run-length encoded levels too few to split a run are
+    written here, the rest there."""
+    n = defs.size
+    if n <= BLOCK and not defs.any():  # inline bitpacking at width 0: one width word
+        return _INLINE, b"\x00\x00"
+    codec = choose(defs, large)
+    if codec.kind == "rle" and n <= MAX_RUN:
+        new = np.empty(n, bool)
+        new[0] = True
+        np.not_equal(defs[1:], defs[:-1], out=new[1:])
+        starts = np.flatnonzero(new)
+        lengths = np.empty_like(starts)  # (np.diff with append= joins arrays first: slower)
+        np.subtract(starts[1:], starts[:-1], out=lengths[:-1])
+        lengths[-1] = n - starts[-1]
+        runs = (2 * starts.size).to_bytes(RLE_HEADER, "little")
+        return codec, runs + defs[starts].astype("<u2").tobytes() + lengths.astype(np.uint8).tobytes()
+    levels = compress_chunks(defs, np.array([0, n], np.int64), codec)
+    at, length = int(levels.starts[0]), int(levels.lengths[0])
+    return codec, levels.data[at : at + length].tobytes()
+
+
+_INLINE = LevelCodec("inline")
 
 
 def _template(
