@@ -17,7 +17,7 @@ import pytest
 
 from lance_table.file.reader import LanceFileReader
 from lance_table.file.v2_1 import tiny_page
-from lance_table.file.v2_1.level_compress import choose, compress_chunks
+from lance_table.file.v2_1.level_compress import FLAT, LevelCodec, choose, compress_chunks, compress_one
 from lance_table.file.writer import LanceFileWriter
 
 ROWS = (1, 2, 3, 7, 100, 255, 256, 300, 511, 512, 513, 1000, 2048, 4096, 4097)
@@ -188,6 +188,26 @@ def test_one_chunk_levels_are_the_general_bytes(large: bool) -> None:
         assert tiny_page._levels(defs, large) == (codec, chunks.data[at : at + length].tobytes())
         kinds.add(codec.kind)
     assert {"inline", "out_of_line", "rle" if large else "flat"} <= kinds
+
+
+def test_compress_one_is_compress_chunks_of_one_chunk() -> None:
+    """level_compress.compress_one (the one-chunk pages' levels, repetition levels too) makes the
+    bytes of compress_chunks with one chunk, for every codec, chosen or not."""
+    rng = np.random.default_rng(8)
+    codecs = [FLAT, LevelCodec("rle"), LevelCodec("inline"), LevelCodec("out_of_line", 3)]
+    for n in (1, 2, 7, 100, 255, 256, 700, 1024, 1025, 3000):
+        for levels in (
+            np.zeros(n, np.uint16),
+            rng.integers(0, 2, n).astype(np.uint16),
+            rng.integers(0, 6, n).astype(np.uint16),
+            np.repeat(rng.integers(0, 3, n // 30 + 1), 30)[:n].astype(np.uint16),
+        ):
+            for codec in codecs:
+                chunks = compress_chunks(levels, np.array([0, n], np.int64), codec)
+                want = chunks.data[
+                    int(chunks.starts[0]) : int(chunks.starts[0] + chunks.lengths[0])
+                ].tobytes()
+                assert compress_one(levels, codec) == want, (n, codec)
 
 
 @pytest.mark.interop

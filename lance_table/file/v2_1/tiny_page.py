@@ -26,14 +26,7 @@ import pyarrow as pa
 from lance_table._lru import LRU
 from lance_table._proto import encodings_v2_1_pb2 as pb
 from lance_table.file.compression import bitpacking, dictionary, fsst_encode
-from lance_table.file.v2_1.level_compress import (
-    BLOCK,
-    MAX_RUN,
-    RLE_HEADER,
-    LevelCodec,
-    choose,
-    compress_chunks,
-)
+from lance_table.file.v2_1.level_compress import BLOCK, LevelCodec, choose, compress_one
 from lance_table.file.v2_1.value_kinds import PACK_MIN_SAVING, PAD_BYTE, MiniBlockValues, flat, variable_parts
 from lance_table.file.v2_1.values_encode import (
     FSST_MIN_AVG,
@@ -204,26 +197,12 @@ def _page(
 
 def _levels(defs: np.ndarray, large: bool) -> tuple[LevelCodec, bytes]:
     """The codec :func:`level_compress.choose` picks for a page's definition levels and their one
-    chunk compressed as :func:`level_compress.compress_chunks` does it: levels that are all 0 (a
-    nullable field without nulls) and run-length encoded levels too few to split a run are
-    written here, the rest there."""
-    n = defs.size
-    if n <= BLOCK and not defs.any():  # inline bitpacking at width 0: one width word
+    chunk as :func:`level_compress.compress_chunks` makes it: levels that are all 0 (a nullable
+    field without nulls) are inline bitpacking's one width word without a look at their codec."""
+    if defs.size <= BLOCK and not defs.any():
         return _INLINE, b"\x00\x00"
     codec = choose(defs, large)
-    if codec.kind == "rle" and n <= MAX_RUN:
-        new = np.empty(n, bool)
-        new[0] = True
-        np.not_equal(defs[1:], defs[:-1], out=new[1:])
-        starts = np.flatnonzero(new)
-        lengths = np.empty_like(starts)  # (np.diff with append= joins arrays first: slower)
-        np.subtract(starts[1:], starts[:-1], out=lengths[:-1])
-        lengths[-1] = n - starts[-1]
-        runs = (2 * starts.size).to_bytes(RLE_HEADER, "little")
-        return codec, runs + defs[starts].astype("<u2").tobytes() + lengths.astype(np.uint8).tobytes()
-    levels = compress_chunks(defs, np.array([0, n], np.int64), codec)
-    at, length = int(levels.starts[0]), int(levels.lengths[0])
-    return codec, levels.data[at : at + length].tobytes()
+    return codec, compress_one(defs, codec)
 
 
 _INLINE = LevelCodec("inline")
