@@ -147,7 +147,7 @@ def test_small_pages_make_the_dictionary_arrow_makes(kind: pa.DataType) -> None:
     from lance_table.file.v2_1 import values_encode
 
     rng = np.random.default_rng(11)
-    for n in (1, 2, 100, 101, 200, values_encode._SET_COUNT_MAX):
+    for n in (1, 2, 100, 101, 200, values_encode.SET_COUNT_MAX):
         for distinct in sorted({1, max(n // 2 - 1, 1), max(n // 2, 1), n // 2 + 1, n}):
             words = [f"w{i}é" if i % 3 else "" for i in rng.integers(0, distinct, n)]
             words[: min(distinct, n)] = [f"w{i}é" if i % 3 else "" for i in range(min(distinct, n))]
@@ -157,7 +157,7 @@ def test_small_pages_make_the_dictionary_arrow_makes(kind: pa.DataType) -> None:
                 for arr in (whole, whole.slice(1)):  # (a slice: its own rows only)
                     items, indices = dictionary.encode(arr)
                     exact = (len(items) - items.null_count) * 2 > len(arr)
-                    small = values_encode._small_dictionary(arr)
+                    small = values_encode.small_dictionary(arr)
                     assert (small is None) == exact, (n, distinct)
                     if small is not None:
                         assert small[0].type == items.type and small[0].equals(items)

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from lance_table.file.v2_1 import miniblock_fast
+from lance_table.file.v2_1 import miniblock_fast, tiny_page
 from lance_table.file.writer import LanceFileWriter
 
 ROWS = (1, 2, 3, 7, 8, 100, 129, 1000, 4097)
@@ -49,6 +49,8 @@ def _write(table: pa.Table, version: str) -> bytes:
 
 @pytest.mark.parametrize("version", ["2.1", "2.2"])
 def test_few_chunk_pages_write_the_page_wide_bytes(version: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # (the small-page shortcut would take the one-chunk pages: test_tiny_pages compares it)
+    monkeypatch.setattr(tiny_page, "ENABLED", False)
     tables = [_table(rows) for rows in ROWS]
     few = [_write(t, version) for t in tables]
     monkeypatch.setattr(miniblock_fast, "FEW_CHUNKS", 0)

@@ -30,6 +30,7 @@ from lance_table._lru import LRU
 from lance_table._proto import encodings_v2_1_pb2 as pb
 from lance_table.errors import PackedStructError, UnsupportedFormatError
 from lance_table.file.fields import array_overhead, is_blob
+from lance_table.file.v2_1 import tiny_page
 from lance_table.file.v2_1.blob_encode import BlobSink, encode_blob_page, write_blobs
 from lance_table.file.v2_1.constant_encode import constant_page
 from lance_table.file.v2_1.fullzip_encode import encode_full_zip
@@ -51,8 +52,8 @@ from lance_table.file.v2_1.values_encode import (
 )
 from lance_table.schema import FieldNode, is_binary_like
 
-# Values of this many bytes or more go full-zip (pylance's MINIBLOCK_MAX_BYTE_LENGTH_PER_VALUE).
-FULL_ZIP_BYTES = 256
+# Values of FULL_ZIP_BYTES or more go full-zip (pylance's MINIBLOCK_MAX_BYTE_LENGTH_PER_VALUE).
+FULL_ZIP_BYTES = tiny_page.FULL_ZIP_BYTES
 
 
 # Without a ``max_page_bytes``, a page holds at most this many times the page budget: 32 MiB
@@ -170,6 +171,10 @@ def encode_page(
         constant = constant_page(piece.values, kinds)  # one value in every row, as pylance 2.2 writes it
         if constant is not None:
             return constant
+    if rep is None and piece.visible is None and facts.scheme is None and not facts.variable_packed:
+        tiny = tiny_page.page(piece.values, defs, kinds, large)  # a small append's page
+        if tiny is not None:
+            return tiny
     if facts.variable_packed:  # full-zip, one packed row per value, like pylance
         return encode_full_zip(
             encode_variable_packed(piece.values, leaf), rep, defs, piece.visible, kinds, max_rep

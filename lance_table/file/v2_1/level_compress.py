@@ -200,6 +200,36 @@ def compress_chunks(levels: np.ndarray, bounds: np.ndarray, codec: LevelCodec) -
     return LevelChunks(levels.astype("<u2", copy=False).view(np.uint8), bounds[:-1] * 2, counts * 2)
 
 
+def compress_one(levels: np.ndarray, codec: LevelCodec) -> bytes:
+    """The bytes :func:`compress_chunks` makes of ``levels`` as one chunk, for the small pages of
+    one chunk: run-length encoded levels too few to split a run and inline-bitpacked levels of one
+    block joined directly (levels all 0 are one width word), the others through
+    :func:`compress_chunks`."""
+    levels = np.ascontiguousarray(levels, np.uint16)
+    n = levels.size
+    if codec.kind == "rle" and 0 < n <= MAX_RUN:
+        new = np.empty(n, bool)
+        new[0] = True
+        np.not_equal(levels[1:], levels[:-1], out=new[1:])
+        starts = np.flatnonzero(new)
+        lengths = np.empty_like(starts)  # (np.diff with append= joins arrays first: slower)
+        np.subtract(starts[1:], starts[:-1], out=lengths[:-1])
+        lengths[-1] = n - starts[-1]
+        head = (2 * starts.size).to_bytes(RLE_HEADER, "little")
+        return head + levels[starts].astype("<u2").tobytes() + lengths.astype(np.uint8).tobytes()
+    if codec.kind == "inline" and 0 < n <= BLOCK:
+        if not levels.any():
+            return b"\x00\x00"  # one block at width 0: its width word
+        padded = np.zeros(BLOCK, np.uint16)
+        padded[:n] = levels
+        return bitpacking.pack_inline(padded).astype("<u2").tobytes()
+    if codec.kind == "flat":
+        return levels.astype("<u2").tobytes()
+    chunks = compress_chunks(levels, np.array([0, n], np.int64), codec)
+    at, length = int(chunks.starts[0]), int(chunks.lengths[0])
+    return chunks.data[at : at + length].tobytes()
+
+
 def _words_to_chunks(words: np.ndarray, word_counts: np.ndarray) -> LevelChunks:
     starts = np.cumsum(word_counts) - word_counts
     return LevelChunks(words.astype("<u2", copy=False).view(np.uint8), starts * 2, word_counts * 2)

@@ -21,7 +21,14 @@ from typing import Any
 import numpy as np
 
 from lance_table._proto import encodings_v2_1_pb2 as pb
-from lance_table.file.v2_1.level_compress import FLAT, LevelChunks, LevelCodec, choose, compress_chunks
+from lance_table.file.v2_1.level_compress import (
+    FLAT,
+    LevelChunks,
+    LevelCodec,
+    choose,
+    compress_chunks,
+    compress_one,
+)
 from lance_table.file.v2_1.miniblock_fast import fast_page
 from lance_table.file.v2_1.value_kinds import MiniBlockValues
 
@@ -364,14 +371,11 @@ def _one_chunk(
     joined in Python rather than laid out for many chunks by numpy."""
     stop, log, _ = planned
     levels = planner.level_end(stop)
-    bounds = np.array([0, levels], np.int64)
     pieces: list[bytes] = []
     for lv, codec in ((rep, rep_codec), (defs, def_codec)):
         if lv is not None:
             assert codec is not None
-            c = compress_chunks(lv, bounds, codec)
-            at, length = int(c.starts[0]), int(c.lengths[0])
-            pieces.append(c.data[at : at + length].tobytes())
+            pieces.append(compress_one(lv[:levels], codec))
     buffers = values.chunk(0, stop)
     counts = [levels, *(len(p) for p in pieces)]
     sizes = [len(b) for b in buffers]

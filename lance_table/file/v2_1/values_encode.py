@@ -177,7 +177,7 @@ def _variable(
     return VariableValues(fenc, 1, widest, code_offsets, codes, width)
 
 
-def _dictionary_block(items: pa.Array, lz4: bool) -> tuple[Any, bytes]:
+def dictionary_block(items: pa.Array, lz4: bool) -> tuple[Any, bytes]:
     """The block form of a dictionary of binary values: ``bits`` (32, or 64 for large types) and
     the data start as two words of that width, the n + 1 offsets counted from the data start, then
     the bytes; LZ4-compressed when ``lz4``."""
@@ -221,7 +221,7 @@ def arrow_dictionary_values(values: pa.Array, what: str, lz4: bool) -> MiniBlock
     """
     items = values.dictionary
     if is_binary_like(items.type):
-        enc, block = _dictionary_block(items, lz4)
+        enc, block = dictionary_block(items, lz4)
     else:
         enc, block = _fixed_block(items, what, lz4)
     indices = values.indices
@@ -271,8 +271,8 @@ def _dictionary_values(values: pa.Array, best: MiniBlockValues | None, lz4: bool
         or pa.types.is_large_string(values.type)
     ):
         return None
-    if n <= _SET_COUNT_MAX:
-        small = _small_dictionary(values)
+    if n <= SET_COUNT_MAX:
+        small = small_dictionary(values)
         if small is None:
             return None
         items, indices = small
@@ -286,7 +286,7 @@ def _dictionary_values(values: pa.Array, best: MiniBlockValues | None, lz4: bool
     _, data = variable_parts(items)
     if data.size >= 1 << 31:
         return None
-    enc, block = _dictionary_block(items, lz4)
+    enc, block = dictionary_block(items, lz4)
     idx = _base_values(pa.array(indices, pa.uint32()), "dictionary indices", None, False)
     if best is not None and len(block) + sum(idx.sizes(0, n)) >= sum(best.sizes(0, n)) + _table_bytes(best):
         return None
@@ -321,12 +321,12 @@ def _surely_high_cardinality(values: pa.Array) -> bool:
 
 
 # Pages of at most this many values are dictionary-encoded in a Python dict (see
-# :func:`_small_dictionary`).
-_SET_COUNT_MAX = 256
+# :func:`small_dictionary`).
+SET_COUNT_MAX = 256
 
 
-def _small_dictionary(values: pa.Array) -> tuple[pa.Array, np.ndarray] | None:
-    """The dictionary of a small page (at most :data:`_SET_COUNT_MAX` binary or string values)
+def small_dictionary(values: pa.Array) -> tuple[pa.Array, np.ndarray] | None:
+    """The dictionary of a small page (at most :data:`SET_COUNT_MAX` binary or string values)
     exactly as :func:`dictionary.encode` makes it (the distinct non-null values in order of first
     appearance, the ``uint32`` index of each value, 0 for a null), or None when more than n / 2
     are distinct, which rules a dictionary out. Made in a dict of the values' bytes: Arrow's hash
