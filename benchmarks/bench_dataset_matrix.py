@@ -1,7 +1,8 @@
 """Every dataset scenario, lance_table vs pylance, in formats 2.0 and 2.2, on files each library
 wrote itself and on files pylance wrote (both libraries then work on copies of pylance's files).
 
-Scenarios: write, full scan, projections (x, text, cat), filters (``x < 0.1``, a 1000-row id range),
+Scenarios: write, full scan, projections (x, text, cat, and id, x, vec: every column but the
+strings), filters (``x < 0.1``, a 1000-row id range),
 take of 1000 random rows, append of 10k and of 100 rows, open latest, open version 1, delete 10%,
 count after delete, full scan after delete, compaction. Each scenario runs alternately on both
 sides (who goes first alternates); medians of wall time and process CPU time (every thread) of
@@ -15,6 +16,12 @@ the benchmark process is printed after each phase.
 
 ``--only`` times just the scenarios whose names start with one of its comma-separated prefixes (to
 confirm one alone on a busy machine); the dataset is still written, untimed, when "write" is left out.
+
+``--fragment-rows`` has both writers write files of at most that many rows (a living table's small
+fragments: 1M rows in 20k-row fragments are 50 files, each with its own pages and, in pylance's 2.2
+files, its own FSST symbol table); the report's title and file name say so.
+
+    python benchmarks/bench_dataset_matrix.py --rows 1000000 --formats 2.2 --fragment-rows 20000
 
 At 5M rows the process peaks at about 3.8 GB (the table in memory and both libraries' results).
 """
@@ -46,10 +53,12 @@ def _case(args: Any, fmt: str, files: str, table: Any, small: dict[int, Any], wo
     import lance
 
     runs = args.runs
+    per_file = {"max_rows_per_file": args.fragment_rows} if args.fragment_rows else {}
     report = Report(
         f"Datasets at {args.rows:,} rows, format {fmt}, "
-        + ("each library's own files" if files == "own" else "files pylance wrote"),
-        {"rows": args.rows, "runs": runs, "format": fmt, "files": files},
+        + ("each library's own files" if files == "own" else "files pylance wrote")
+        + (f", {args.fragment_rows:,}-row fragments" if args.fragment_rows else ""),
+        {"rows": args.rows, "runs": runs, "format": fmt, "files": files, **per_file},
     )
     ours, theirs = str(work / "ours"), str(work / "theirs")
     pristine = str(work / "pylance-pristine")
@@ -63,8 +72,8 @@ def _case(args: Any, fmt: str, files: str, table: Any, small: dict[int, Any], wo
     if files == "own":
         result = interleaved_result(
             "write",
-            lambda: lt.write_dataset(table, ours, data_storage_version=fmt),
-            lambda: lance.write_dataset(table, theirs, data_storage_version=fmt),
+            lambda: lt.write_dataset(table, ours, data_storage_version=fmt, **per_file),
+            lambda: lance.write_dataset(table, theirs, data_storage_version=fmt, **per_file),
             runs if wanted("write") else 1,
             setup=write_setup,
         )
@@ -72,7 +81,7 @@ def _case(args: Any, fmt: str, files: str, table: Any, small: dict[int, Any], wo
             report.add(result)
     else:
         shutil.rmtree(pristine, ignore_errors=True)
-        lance.write_dataset(table, pristine, data_storage_version=fmt)
+        lance.write_dataset(table, pristine, data_storage_version=fmt, **per_file)
         for uri in (ours, theirs):
             shutil.rmtree(uri, ignore_errors=True)
             shutil.copytree(pristine, uri)
@@ -104,11 +113,11 @@ def _case(args: Any, fmt: str, files: str, table: Any, small: dict[int, Any], wo
     idx = np.sort(np.random.default_rng(3).choice(args.rows, 1000, replace=False))
     same = lambda ds: ds  # noqa: E731
     both("full scan", lambda ds: ds.to_table(), lambda ds: ds.to_table())
-    for col in ("x", "text", "cat"):
+    for cols in (["x"], ["text"], ["cat"], ["id", "x", "vec"]):
         both(
-            f"projection ({col})",
-            lambda ds, c=col: ds.to_table(columns=[c]),
-            lambda ds, c=col: ds.to_table(columns=[c]),
+            f"projection ({', '.join(cols)})",
+            lambda ds, c=cols: ds.to_table(columns=c),
+            lambda ds, c=cols: ds.to_table(columns=c),
         )
     flt = f"id >= {lo} AND id < {lo + 1000}"
     both(
@@ -185,7 +194,8 @@ def _case(args: Any, fmt: str, files: str, table: Any, small: dict[int, Any], wo
     assert lt.dataset(ours).to_table().equals(lance.dataset(theirs).to_table())
     print(f"  [peak RSS {_peak_mb():.0f} MB]", flush=True)
     report.params["peak_rss_mb"] = round(_peak_mb())
-    report.publish(args.out, f"dataset_matrix_{fmt}_{files}_{args.rows}")
+    tail = f"_frag{args.fragment_rows}" if args.fragment_rows else ""
+    report.publish(args.out, f"dataset_matrix_{fmt}_{files}_{args.rows}{tail}")
     for uri in (ours, theirs, pristine):
         shutil.rmtree(uri, ignore_errors=True)
 
@@ -198,6 +208,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--max-runs", type=int, default=7, help="most runs of a cheap read scenario")
     parser.add_argument("--only", help="comma-separated prefixes of the scenarios to time (default: all)")
+    parser.add_argument(
+        "--fragment-rows", type=int, default=0, help="rows per file both writers write (0: their default)"
+    )
     args = parser.parse_args(argv)
 
     table = benchmark_table(args.rows)

@@ -8,7 +8,7 @@ adds up its page lengths on the first use of that column.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Container, Sequence
 from operator import add
 from typing import Any, TypeVar, overload
 
@@ -55,18 +55,23 @@ class ColumnList(Sequence[Any]):
     # one list per file, and the garbage collector walks every object such a list holds each
     # time it runs. The columns' bytes are one ``bytes`` (not tracked by the collector), their
     # places tuples of ints (untracked after the collector's first look).
-    __slots__ = ("_expected", "_limit", "_parsed", "_path", "_positions", "_region", "_spans")
+    __slots__ = ("_expected", "_limit", "_offsets", "_parsed", "_path", "_region", "_starts")
 
-    def __init__(self, region: bytes, spans: Sequence[tuple[int, int, int]], path: str, limit: int) -> None:
-        """``spans``: each column's ``(file offset, start in region, length)``."""
+    def __init__(
+        self, region: bytes, offsets: tuple[int, ...], starts: int | tuple[int, ...], path: str, limit: int
+    ) -> None:
+        """``offsets``: each column's file offset and length, one after another (the file's
+        offset table); ``starts``: where each column's metadata starts in ``region``, or the
+        file offset where ``region`` starts (which then holds every column at its place)."""
         self._region = region
-        self._positions = tuple(pos for pos, _, _ in spans)
-        self._spans = tuple(x for _, start, length in spans for x in (start, start + length))
+        self._offsets = offsets
+        self._starts = starts
         self._path = path
         self._limit = limit
         #: each parsed column's message, values and first page's buffers
         self._parsed: dict[int, tuple[Any, int, tuple[tuple[int, int], ...]]] = {}
-        self._expected: dict[int, int] | None = None
+        #: the columns that must hold one value per row, and the rows (see expect_rows)
+        self._expected: tuple[Container[int], int] | None = None
 
     @property
     def values(self) -> ColumnFacts[int]:
@@ -79,7 +84,7 @@ class ColumnList(Sequence[Any]):
         return ColumnFacts(self, ColumnList.first_pairs)
 
     def __len__(self) -> int:
-        return len(self._positions)
+        return len(self._offsets) >> 1
 
     @property
     def limit(self) -> int:
@@ -89,7 +94,8 @@ class ColumnList(Sequence[Any]):
     def blob(self, index: int) -> bytes:
         """The stored bytes of column ``index``'s metadata (unparsed): files whose columns are
         described by the same bytes share what is made of them (see ``small_layouts``)."""
-        return self._region[self._spans[2 * index] : self._spans[2 * index + 1]]
+        start, end = self._bounds(index)
+        return self._region[start:end]
 
     @overload
     def __getitem__(self, index: int) -> Any: ...
@@ -122,7 +128,14 @@ class ColumnList(Sequence[Any]):
 
     def raw(self, index: int) -> memoryview:
         """Column ``index``'s serialized ``ColumnMetadata``, as the file holds it (unchecked)."""
-        return memoryview(self._region)[self._spans[2 * index] : self._spans[2 * index + 1]]
+        start, end = self._bounds(index)
+        return memoryview(self._region)[start:end]
+
+    def _bounds(self, index: int) -> tuple[int, int]:
+        """Where column ``index``'s metadata starts and ends in the region."""
+        offsets, starts = self._offsets, self._starts
+        start = offsets[2 * index] - starts if isinstance(starts, int) else starts[index]
+        return start, start + offsets[2 * index + 1]
 
     def parse_all(self) -> None:
         """Parse and check every column's metadata now (a verification of the whole file).
@@ -133,26 +146,21 @@ class ColumnList(Sequence[Any]):
         for index in range(len(self)):
             self.value_count(index)
 
-    def expect_rows(self, columns: Iterable[int], rows: int) -> None:
-        """Columns that must hold ``rows`` values (one per row), checked as each is parsed.
+    def expect_rows(self, columns: Container[int], rows: int) -> None:
+        """Columns that must hold ``rows`` values (one per row), checked as each is parsed (the
+        files of a dataset share one container of them: it is kept, not copied).
 
         Raises:
             CorruptFileError: a column parsed already holds another number.
         """
-        expected = self._expected
-        if expected is None:
-            expected = self._expected = {}
-        for index in columns:
-            expected[index] = rows
-            found = self._parsed.get(index)
-            if found is not None:
-                self._check_rows(index, found[1])
+        self._expected = (columns, rows)
+        for index, found in self._parsed.items():
+            self._check_rows(index, found[1])
 
     def _check_rows(self, index: int, values: int) -> None:
         expected = self._expected
-        wanted = None if expected is None else expected.get(index)
-        if wanted is not None and values != wanted:
-            raise CorruptFileError(self._path, f"column {index} has {values} values for {wanted} rows")
+        if expected is not None and index in expected[0] and values != expected[1]:
+            raise CorruptFileError(self._path, f"column {index} has {values} values for {expected[1]} rows")
 
     def _parse(self, index: int) -> tuple[Any, int, tuple[tuple[int, int], ...]]:
         index = range(len(self))[index]  # (a negative index counts from the end)
@@ -161,7 +169,7 @@ class ColumnList(Sequence[Any]):
             self.raw(index),
             self._path,
             f"metadata of column {index}",
-            self._positions[index],
+            self._offsets[2 * index],
         )
         values, first = _check_buffers(col, self._path, self._limit, index)
         self._check_rows(index, values)

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import itertools
 import struct
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from operator import add
+from typing import Any, TypeVar
 
 import pyarrow as pa
 
@@ -29,7 +30,7 @@ from lance_table.errors import CorruptFileError, UnsupportedFormatError
 from lance_table.file.column_list import MAX_COUNT, ColumnList, parse_message
 from lance_table.file.v2_1.blob_v2 import attach_descriptor_fields, descriptor_problem
 from lance_table.schema import FieldNode, LanceField, build_tree, fields_from_pb
-from lance_table.storage.sources import ByteSource
+from lance_table.storage.sources import ByteSource, BytesSource
 
 MAGIC = b"LANC"
 FOOTER_SIZE = 40
@@ -39,6 +40,8 @@ PADDING_BYTE = b"\x48"
 # How much of the file tail the reader fetches first; more is fetched only when metadata is larger.
 TAIL_READ_SIZE = 64 * 1024
 # Row and value counts must fit a signed 64-bit integer (numpy positions, Arrow lengths).
+
+_T = TypeVar("_T")
 
 URL_COLUMN_ENCODING = "/lance.encodings.ColumnEncoding"
 URL_ARRAY_ENCODING = "/lance.encodings.ArrayEncoding"
@@ -96,6 +99,15 @@ class FileVersion(Enum):
             raise UnsupportedFormatError(f"Lance file format version {text!r} is not supported") from None
 
 
+#: the format of each (major, minor) a footer may record (see FileVersion.from_footer)
+_FOOTER_VERSIONS = {
+    (0, 3): FileVersion.V2_0,
+    (2, 0): FileVersion.V2_0,
+    (2, 1): FileVersion.V2_1,
+    (2, 2): FileVersion.V2_2,
+}
+
+
 @dataclass(frozen=True)
 class FileMetadata:
     """Everything the footer region of a Lance file says, parsed and validated.
@@ -126,28 +138,42 @@ class FileMetadata:
     #: each column's first page's buffers as ``(file offset, size)`` pairs (read while checking
     #: them: reads of small files, of one page per column, need no other); empty when not known
     first_buffers: Sequence[tuple[tuple[int, int], ...]] = ()
+    #: what the file descriptor says, shared with the files whose descriptors are the same bytes
+    #: (None: a file metadata made by hand, whose schema facts are made for it alone)
+    described: Descriptor | None = field(default=None, repr=False, compare=False)
 
     @cached_per_instance
     def roots(self) -> list[FieldNode]:
         """The field tree (built once: a scan of many fragments asks each file for it)."""
+        if self.described is not None:
+            return list(self.described.roots)
         return build_tree(self.fields)
 
     @cached_per_instance
     def roots_by_id(self) -> dict[int, FieldNode]:
-        """The top-level fields by field id."""
+        """The top-level fields by field id (shared by the files of one descriptor: only read)."""
+        if self.described is not None:
+            return self.described.roots_by_id
         return {n.id: n for n in self.roots}
 
     @cached_per_instance
     def arrow_schema(self) -> pa.Schema:
         """The Arrow schema (the same object for the files of a dataset: see :data:`_SCHEMAS`)."""
-        key = (id(self.fields), tuple(self.schema_metadata.items()))
-        hit = _SCHEMAS.get(key)
-        if hit is not None and hit[0] is self.fields:
-            return hit[1]
-        md = dict(self.schema_metadata) or None
-        schema = pa.schema([n.to_arrow_field() for n in self.roots], metadata=md)
-        _SCHEMAS.put(key, (self.fields, schema))  # (the fields are kept: their id stays theirs)
-        return schema
+        if self.described is not None:
+            return self.described.arrow_schema
+        return _arrow_schema(self.fields, self.schema_metadata, self.roots)
+
+
+def _arrow_schema(
+    fields: tuple[LanceField, ...], metadata: dict[str, bytes], roots: Sequence[FieldNode]
+) -> pa.Schema:
+    key = (id(fields), tuple(metadata.items()))
+    hit = _SCHEMAS.get(key)
+    if hit is not None and hit[0] is fields:
+        return hit[1]
+    schema = pa.schema([n.to_arrow_field() for n in roots], metadata=dict(metadata) or None)
+    _SCHEMAS.put(key, (fields, schema))  # (the fields are kept: their id stays theirs)
+    return schema
 
 
 #: Arrow schemas of files, by the identity of their (shared, immutable) fields and their schema
@@ -155,14 +181,57 @@ class FileMetadata:
 _SCHEMAS: LRU[tuple[Any, ...], tuple[tuple[LanceField, ...], pa.Schema]] = LRU(64)
 
 
+class Descriptor:
+    """What a file descriptor (global buffer 0) says: the row count, fields and schema metadata,
+    with the field tree and what readers derive from it. The files of a living table repeat one
+    descriptor (the same schema, mostly the same row count): it is parsed and checked once for
+    all of them (see :data:`_DESCRIPTORS`), and each file's metadata shares it. Only read."""
+
+    __slots__ = ("_arrow", "_derived", "fields", "num_rows", "roots", "roots_by_id", "schema_metadata")
+
+    def __init__(
+        self, num_rows: int, fields: tuple[LanceField, ...], schema_metadata: dict[str, bytes]
+    ) -> None:
+        self.num_rows = num_rows
+        self.fields = fields
+        self.schema_metadata = schema_metadata
+        self.roots: tuple[FieldNode, ...] = tuple(build_tree(fields))
+        self.roots_by_id = {n.id: n for n in self.roots}
+        self._arrow: pa.Schema | None = None
+        self._derived: dict[str, Any] = {}
+
+    @property
+    def arrow_schema(self) -> pa.Schema:
+        """The Arrow schema of the fields, with the schema metadata."""
+        schema = self._arrow
+        if schema is None:
+            schema = self._arrow = _arrow_schema(self.fields, self.schema_metadata, self.roots)
+        return schema
+
+    def derived(self, key: str, make: Callable[[], _T]) -> _T:
+        """What ``make`` derives from these fields alone (a reader's columns of its leaves),
+        made on the first ask of ``key`` and shared by every file of this descriptor."""
+        try:
+            return self._derived[key]
+        except KeyError:
+            pass
+        found = self._derived[key] = make()
+        return found
+
+
 class FileTail:
     """The bytes at the end of a file (read once); ranges before them are fetched on demand."""
 
     def __init__(self, source: ByteSource) -> None:
         self.source = source
-        self.size = source.size()
-        self.start = max(0, self.size - TAIL_READ_SIZE)
-        self.data = source.read_ranges([(self.start, self.size - self.start)])[0] if self.size else b""
+        self.size = size = source.size()
+        self.start = start = max(0, size - TAIL_READ_SIZE)
+        if not size:
+            self.data: bytes | memoryview = b""
+        elif not start and isinstance(source, BytesSource):  # a small file, read whole already
+            self.data = source.data
+        else:
+            self.data = source.read_ranges([(start, size - start)])[0]
 
     def get(self, offset: int, length: int, what: str, limit: int | None = None) -> memoryview:
         """``length`` bytes at ``offset``, which must lie before ``limit`` (default: the file's end).
@@ -200,12 +269,12 @@ def read_metadata(source: ByteSource) -> FileMetadata:
     if size < FOOTER_SIZE:
         raise CorruptFileError(path, f"file of {size} bytes is too small to hold the 40-byte Lance footer")
     footer = tail.get(size - FOOTER_SIZE, FOOTER_SIZE, "footer")
-    if bytes(footer[-4:]) != MAGIC:
+    if footer[-4:] != MAGIC:
         raise CorruptFileError(
             path, f"wrong magic {bytes(footer[-4:])!r}, expected {MAGIC!r}", offset=size - 4
         )
     cm_start, cmo_start, gbo_start, n_global, n_cols, major, minor = FOOTER_STRUCT.unpack_from(footer, 0)
-    version = FileVersion.from_footer(major, minor, path)
+    version = _FOOTER_VERSIONS.get((major, minor)) or FileVersion.from_footer(major, minor, path)
     meta_end = size - FOOTER_SIZE
     if n_cols * 16 > meta_end or n_global * 16 > meta_end:
         raise CorruptFileError(
@@ -216,44 +285,52 @@ def read_metadata(source: ByteSource) -> FileMetadata:
     if n_global < 1:
         raise CorruptFileError(path, "file has no global buffer 0 (file descriptor)", offset=meta_end)
 
-    cmo = _table(tail.get(cmo_start, n_cols * 16, "column metadata offset table"), n_cols)
-    gbo = _table(tail.get(gbo_start, n_global * 16, "global buffer offset table"), n_global)
-    for pos, length in (*cmo, *gbo):
-        if pos + length > meta_end:
-            raise CorruptFileError(
-                path, f"metadata block [{pos}, {pos + length}) lies beyond the footer", offset=pos
-            )
+    # (each table as one flat tuple: position, size, position, size, ...)
+    cmo = struct.unpack_from(
+        f"<{2 * n_cols}Q", tail.get(cmo_start, n_cols * 16, "column metadata offset table")
+    )
+    gbo = struct.unpack_from(
+        f"<{2 * n_global}Q", tail.get(gbo_start, n_global * 16, "global buffer offset table")
+    )
+    blocks = cmo + gbo
+    if max(map(add, blocks[0::2], blocks[1::2])) > meta_end:
+        pos, length = next((p, n) for p, n in zip(blocks[0::2], blocks[1::2]) if p + n > meta_end)
+        raise CorruptFileError(
+            path, f"metadata block [{pos}, {pos + length}) lies beyond the footer", offset=pos
+        )
 
-    gb0_pos, gb0_len = gbo[0]
+    gb0_pos, gb0_len = gbo[0], gbo[1]
     raw = bytes(tail.get(gb0_pos, gb0_len, "file descriptor"))
-    known = _DESCRIPTORS.get(raw)  # the files of a dataset of one row count share theirs
-    if known is None:
-        known = _descriptor(raw, path, gb0_pos)
-        _DESCRIPTORS.put(raw, known, len(raw))
-    num_rows, fields, schema_metadata = known
+    described = _DESCRIPTORS.get(raw)  # the files of a dataset of one row count share theirs
+    if described is None:
+        described = _descriptor(raw, path, gb0_pos)
+        _DESCRIPTORS.put(raw, described, len(raw))
     columns = ColumnList(*_column_blobs(tail, cmo), path, meta_end)
-    meta = FileMetadata(
+    # (made without the frozen dataclass's __init__, which sets each field through a call: this
+    # runs for every file a scan opens)
+    meta = _new(FileMetadata)
+    meta.__dict__.update(
         path=path,
         size=size,
         version=version,
-        num_rows=num_rows,
-        fields=fields,
-        schema_metadata=dict(schema_metadata),
+        num_rows=described.num_rows,
+        fields=described.fields,
+        schema_metadata=dict(described.schema_metadata),
         columns=columns,
-        global_buffers=tuple(gbo),
+        global_buffers=tuple(zip(gbo[0::2], gbo[1::2])),
         column_values=columns.values,
-        metadata_bytes=sum(length for _, length in cmo) + gb0_len,
+        metadata_bytes=sum(cmo[1::2]) + gb0_len,
         first_buffers=columns.first_buffers,
+        described=described,
     )
-    try:
-        meta.roots  # noqa: B018 - validates the schema early
-    except Exception as exc:
-        raise CorruptFileError(path, f"schema in the file descriptor is invalid: {exc}") from exc
     return meta
 
 
-def _descriptor(raw: bytes, path: str, at: int) -> tuple[int, tuple[LanceField, ...], dict[str, bytes]]:
-    """The row count, fields and schema metadata of a file descriptor's bytes (at ``at``).
+_new = object.__new__
+
+
+def _descriptor(raw: bytes, path: str, at: int) -> Descriptor:
+    """What a file descriptor's bytes (at ``at``) say: its row count, fields and schema metadata.
 
     Raises:
         CorruptFileError: the descriptor does not parse, or its row count or schema is invalid.
@@ -269,33 +346,35 @@ def _descriptor(raw: bytes, path: str, at: int) -> tuple[int, tuple[LanceField, 
         if problem is not None:
             raise CorruptFileError(path, f"schema in the file descriptor is invalid: {problem}", offset=at)
         _FILE_FIELDS.put(schema_bytes, fields, len(schema_bytes))
-    return int(descriptor.length), fields, dict(descriptor.schema.metadata)
+    try:
+        return Descriptor(int(descriptor.length), fields, dict(descriptor.schema.metadata))
+    except Exception as exc:
+        raise CorruptFileError(path, f"schema in the file descriptor is invalid: {exc}") from exc
 
 
-#: what file descriptors say (row count, fields, schema metadata), by their bytes: the files of
-#: a living table (the same schema and, mostly, row count in each) repeat theirs
-_DESCRIPTORS: LRU[bytes, tuple[int, tuple[LanceField, ...], dict[str, bytes]]] = LRU(256, max_bytes=16 << 20)
+#: what file descriptors say (row count, fields, schema metadata, field tree), by their bytes: the
+#: files of a living table (the same schema and, mostly, row count in each) repeat theirs
+_DESCRIPTORS: LRU[bytes, Descriptor] = LRU(256, max_bytes=16 << 20)
 
 
-def _column_blobs(tail: FileTail, cmo: list[tuple[int, int]]) -> tuple[bytes, list[tuple[int, int, int]]]:
-    """The bytes of the columns' metadata, and each column's ``(file offset, start in those
-    bytes, length)``: one copy of the region that holds them when it lies in the tail (the tail
-    itself, up to 64 KiB, is not kept), else each read on its own and joined."""
+def _column_blobs(
+    tail: FileTail, cmo: tuple[int, ...]
+) -> tuple[bytes, tuple[int, ...], int | tuple[int, ...]]:
+    """The bytes of the columns' metadata (``cmo``: each column's file offset and length, one
+    after another), ``cmo``, and where each column starts in those bytes (see
+    :class:`ColumnList`): one copy of the region that holds them when it lies in the tail (the
+    tail itself, up to 64 KiB, is not kept), else each read on its own and joined."""
     if not cmo:
-        return b"", []
-    lo = min(pos for pos, _ in cmo)
-    hi = max(pos + length for pos, length in cmo)
+        return b"", cmo, 0
+    positions, lengths = cmo[0::2], cmo[1::2]
+    lo = min(positions)
     if lo < tail.start:
-        blobs = [bytes(tail.get(pos, length, f"column {i} metadata")) for i, (pos, length) in enumerate(cmo)]
-        starts = itertools.accumulate((len(b) for b in blobs[:-1]), initial=0)
-        return b"".join(blobs), [(pos, start, length) for (pos, length), start in zip(cmo, starts)]
-    region = bytes(tail.get(lo, hi - lo, "column metadata"))
-    return region, [(pos, pos - lo, length) for pos, length in cmo]
-
-
-def _table(data: memoryview, n: int) -> list[tuple[int, int]]:
-    vals = struct.unpack_from(f"<{2 * n}Q", data, 0)
-    return [(vals[2 * i], vals[2 * i + 1]) for i in range(n)]
+        blobs = [
+            bytes(tail.get(p, n, f"column {i} metadata")) for i, (p, n) in enumerate(zip(positions, lengths))
+        ]
+        return b"".join(blobs), cmo, tuple(itertools.accumulate(lengths[:-1], initial=0))
+    hi = max(map(add, positions, lengths))
+    return bytes(tail.get(lo, hi - lo, "column metadata")), cmo, lo
 
 
 def unpack_encoding(enc: Any, source: ByteSource, what: str) -> tuple[str | None, Any]:

@@ -120,6 +120,9 @@ class PageIO:
         """Drop the buffers read (and inflated) so far, once the page is decoded: a whole-table
         read then holds the raw bytes of the pages being decoded, not of every page of its range.
         Decoded arrays that still view them keep them alive themselves."""
+        if not self._whole:
+            self._inflated.clear()
+            return
         held = sum(len(data) for data in self._whole.values())
         self._whole.clear()
         self._inflated.clear()

@@ -39,7 +39,7 @@ from lance_table.file.reader_small import (
     _gathered,
 )
 from lance_table.file.reader_v20 import V20Reads
-from lance_table.file.rows import decoded, decoding, selectable
+from lance_table.file.rows import decoded, selectable
 from lance_table.file.runs import Runs, read_as_span
 from lance_table.file.v2_0.layout import column_assignment, page_encoding
 from lance_table.file.v2_1 import layout as layout21
@@ -85,40 +85,19 @@ class LanceFileReader(SmallReads, V20Reads):
         #: the bytes of the file read whole when opened (a small file's, else none), kept until
         #: the first read has used them
         self.held_bytes = self._source.size() if self._source is not self._stored else 0
-        with decoding(self._source.name):
-            self._open()
+        decoded(self._source.name, self._open)  # (the net of ``decoding``, without its calls)
 
     def _open(self) -> None:
-        self._meta = read_metadata(self._source)
-        self._roots = self._meta.roots
-        self._schema = self._meta.arrow_schema
-        self._structural = self._meta.version is not FileVersion.V2_0
-        n_cols = len(self._meta.columns)
-        # String fields stored as list<u8> (offsets column, then a bytes column): early 2.0 files.
-        # (a frozenset: the empty one is shared, where a set would be one more object per file
-        # for the garbage collector to walk)
-        byte_lists: set[int] = set()
-
-        def byte_list(node: FieldNode, index: int) -> bool:
-            if index >= n_cols or not self._meta.columns[index].pages:
-                return False
-            enc = page_encoding(self._meta.columns[index].pages[0].encoding, self._source)
-            if enc is None:
-                enc = ColumnPages(self._meta, index).encoding(0, self._source)
-            if enc.WhichOneof("array_encoding") != "list":
-                return False
-            byte_lists.add(node.id)
-            return True
-
+        self._meta = meta = read_metadata(self._source)
+        self._roots = meta.roots
+        self._schema = meta.arrow_schema
+        self._structural = meta.version is not FileVersion.V2_0
+        n_cols = len(meta.columns)
         if self._structural:  # (the files of a dataset share their fields: made once for them)
-            self._col_of, rows = _structural_columns(self._meta.fields, self._roots)
+            self._col_of, rows, needed = _structural_columns(meta)
+            self._byte_lists = _NO_BYTE_LISTS
         else:
-            self._col_of = column_assignment(self._roots, byte_list)
-            rows = sorted(row_columns(self._roots, self._col_of, self._structural))
-        self._byte_lists = frozenset(byte_lists) if byte_lists else _NO_BYTE_LISTS
-        needed = max(self._col_of.values(), default=-1) + 1
-        if self._byte_lists:
-            needed = max(needed, *(self._col_of[i] + 2 for i in self._byte_lists))
+            self._col_of, rows, needed = self._v20_columns()
         if needed > n_cols:
             raise UnsupportedFormatError(
                 f"schema needs {needed} columns but the file has {n_cols}", path=self._source.name
@@ -129,7 +108,7 @@ class LanceFileReader(SmallReads, V20Reads):
             )
         # Columns that hold one value per row: their pages must add up to the file's rows.
         # (checked as each column's metadata is parsed: see ColumnList)
-        self._meta.columns.expect_rows(rows, self.num_rows)
+        meta.columns.expect_rows(rows, meta.num_rows)
         self._columns: dict[int, ColumnPages] = {}
         self._projections: dict[tuple[str, ...], tuple[list[FieldNode], pa.Schema]] = {}
         self._shapes: dict[int, int] = {}  # by field id: see field_shape
@@ -139,6 +118,35 @@ class LanceFileReader(SmallReads, V20Reads):
         # for the next read of the file (a filter or take on a dataset held open): bounded
         self._kept: dict[tuple[int, int], memoryview] = {}
         self._kept_bytes = 0
+
+    def _v20_columns(self) -> tuple[dict[int, int], frozenset[int], int]:
+        """A 2.0 file's column of each field, the columns that hold one value per row, and the
+        columns its fields need; sets :attr:`_byte_lists` (string fields stored as list<u8>, an
+        offsets column then a bytes column: early 2.0 files). The columns depend on the pages."""
+        meta = self._meta
+        n_cols = len(meta.columns)
+        # (a frozenset: the empty one is shared, where a set would be one more object per file
+        # for the garbage collector to walk)
+        byte_lists: set[int] = set()
+
+        def byte_list(node: FieldNode, index: int) -> bool:
+            if index >= n_cols or not meta.columns[index].pages:
+                return False
+            enc = page_encoding(meta.columns[index].pages[0].encoding, self._source)
+            if enc is None:
+                enc = ColumnPages(meta, index).encoding(0, self._source)
+            if enc.WhichOneof("array_encoding") != "list":
+                return False
+            byte_lists.add(node.id)
+            return True
+
+        col_of = column_assignment(self._roots, byte_list)
+        rows = frozenset(row_columns(self._roots, col_of, False))
+        self._byte_lists = frozenset(byte_lists) if byte_lists else _NO_BYTE_LISTS
+        needed = max(col_of.values(), default=-1) + 1
+        if self._byte_lists:
+            needed = max(needed, *(col_of[i] + 2 for i in self._byte_lists))
+        return col_of, rows, needed
 
     def kept_layout(self, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
         """The layout of a read of this file batched with other small files (see
@@ -465,18 +473,27 @@ def _flatten(results: list[list[pa.Array]]) -> list[pa.Array]:
     return [chunk for part in results for chunk in part]
 
 
-def _structural_columns(fields: tuple[Any, ...], roots: list[FieldNode]) -> tuple[dict[int, int], list[int]]:
-    """The column of each leaf field of a 2.1/2.2 file of these fields (``roots``: their tree),
-    and the columns that hold one value per row; kept by the identity of the (immutable, shared)
-    fields. The mapping is shared: it is only read."""
+def _structural_columns(meta: FileMetadata) -> tuple[dict[int, int], frozenset[int], int]:
+    """The column of each leaf field of a 2.1/2.2 file, the columns that hold one value per row,
+    and the columns its fields need: made once for the files of one file descriptor (see
+    :class:`~lance_table.file.container.Descriptor`), or of one field list. Only read."""
+    described = meta.described
+    if described is not None:
+        return described.derived("structural columns", lambda: _leaf_columns(described.roots))
+    fields = meta.fields
     hit = _COLUMNS_OF.get(id(fields))
     if hit is not None and hit[0] is fields:
-        return hit[1], hit[2]
-    col_of = layout21.leaf_columns(roots)
-    rows = sorted(row_columns(roots, col_of, True))
-    _COLUMNS_OF.put(id(fields), (fields, col_of, rows))  # (the fields are kept: their id stays theirs)
-    return col_of, rows
+        return hit[1]
+    found = _leaf_columns(meta.roots)
+    _COLUMNS_OF.put(id(fields), (fields, found))  # (the fields are kept: their id stays theirs)
+    return found
 
 
-#: :func:`_structural_columns` of the last fields read
-_COLUMNS_OF: LRU[int, tuple[tuple[Any, ...], dict[int, int], list[int]]] = LRU(64)
+def _leaf_columns(roots: Sequence[FieldNode]) -> tuple[dict[int, int], frozenset[int], int]:
+    col_of = layout21.leaf_columns(list(roots))
+    rows = frozenset(row_columns(list(roots), col_of, True))
+    return col_of, rows, max(col_of.values(), default=-1) + 1
+
+
+#: :func:`_structural_columns` of the last fields read (files whose metadata was made by hand)
+_COLUMNS_OF: LRU[int, tuple[tuple[Any, ...], tuple[dict[int, int], frozenset[int], int]]] = LRU(64)

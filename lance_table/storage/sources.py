@@ -304,8 +304,15 @@ class LocalFileSource(_RangedSource):
         """The bytes of each ``(offset, length)`` range, in order."""
         if not ranges:
             return []
-        fd = os.open(self._name, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        fd = os.open(self._name, _READ_FLAGS)
         try:
+            if len(ranges) == 1:  # (most reads of small files: one call, without the planning)
+                off, length = ranges[0]
+                if off >= 0 and 0 <= length < _BIG_READ and off + length <= self._size:
+                    data = os.pread(fd, length, off)
+                    if len(data) == length:
+                        record(1, length)
+                        return [memoryview(data)]
             return _LocalRead(self._name, self._size, fd).read_ranges(ranges)
         finally:
             os.close(fd)
@@ -323,7 +330,7 @@ class LocalFileSource(_RangedSource):
         outside = (starts < 0) | (lengths < 0) | (starts + lengths > self._size)
         if bool(outside.any()):
             raise self._outside(*arr[int(np.argmax(outside))].tolist())
-        fd = os.open(self._name, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        fd = os.open(self._name, _READ_FLAGS)
         try:
             return _LocalRead(self._name, self._size, fd).read_sorted(starts, lengths)
         finally:
@@ -333,6 +340,8 @@ class LocalFileSource(_RangedSource):
         """Nothing to release: the file is open only during a read (kept for callers that close)."""
 
 
+#: how a local file is opened for reading
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0)
 # Ranges one preadv call reads at most: with a scratch buffer for each gap between them, under
 # the 1024 buffers Linux allows a call.
 _MAX_IOV = 512
@@ -558,6 +567,11 @@ class BytesSource(_RangedSource):
     def size(self) -> int:
         """The size in bytes."""
         return len(self._data)
+
+    @property
+    def data(self) -> memoryview:
+        """The file's bytes."""
+        return self._data
 
     def _read(self, offset: int, length: int) -> bytes:
         return self._data[offset : offset + length]  # type: ignore[return-value]
