@@ -18,15 +18,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from lance_table.storage.sources import (
-    ByteSource,
-    apart,
-    gather,
-    places_in,
-    range_pairs,
-    read_joined,
-    spans_of,
-)
+from lance_table.storage.ranges import apart, gather, places_in, range_pairs, spans_of
+from lance_table.storage.sources import ByteSource, read_joined
 
 R = TypeVar("R")
 

@@ -18,16 +18,9 @@ from lance_table.errors import CorruptFileError
 from lance_table.storage import s3_direct
 from lance_table.storage.arrow_s3 import ArrowFile, ArrowS3
 from lance_table.storage.failures import typed_failures
+from lance_table.storage.ranges import apart, gather, places_in, range_pairs, spans_of
 from lance_table.storage.s3_direct import DirectReadFailed, DirectS3
-from lance_table.storage.sources import (
-    _RangedSource,
-    apart,
-    gather,
-    places_in,
-    range_pairs,
-    size_disagreement,
-    spans_of,
-)
+from lance_table.storage.sources import _RangedSource, size_disagreement
 
 #: a merged read of more bytes than this is fetched as that many equal parts at once, as pylance's
 #: client does (a 19 MiB page: two requests of 9.6 MiB): one request's transfer would otherwise be
@@ -131,7 +124,7 @@ class _FsspecSource(_RangedSource):
         :func:`~lance_table.storage.sources.read_joined`), each range that is a request of its
         own received straight into its place there (a take's spans of a page: no copy to join
         them); ranges that share requests (a take's values, a few bytes each) are read as the
-        spans that hold them (:func:`~lance_table.storage.sources.spans_of`), received so, and
+        spans that hold them (:func:`~lance_table.storage.ranges.spans_of`), received so, and
         gathered from there by numpy."""
         arr = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
         if arr.shape[0] < 2 or bool(np.any(arr[:, 1] < 0)):

@@ -12,7 +12,7 @@ from helpers import assert_tables_equal
 from lance_table.file import BytesSource, write_table
 from lance_table.file.container import unpack_encoding
 from lance_table.file.reader import LanceFileReader
-from lance_table.storage.sources import coalesce
+from lance_table.storage.ranges import coalesce
 
 
 class CountingSource(BytesSource):
@@ -197,9 +197,9 @@ def test_ranges_are_gathered_from_their_spans_as_sliced_one_by_one(monkeypatch):
     # spans_of + gather (a remote take's many small ranges): the spans hold every range, lie more
     # than the gap apart, and the gathered bytes are the ranges' one after another, for ranges in
     # any order, overlapping, empty, small (numpy picks, over several blocks) and large (copies)
-    from lance_table.storage import sources
+    from lance_table.storage import ranges as sources
 
-    monkeypatch.setattr(sources, "_GATHER_BLOCK", 1000)  # several blocks of picks
+    monkeypatch.setattr(sources, "GATHER_BLOCK", 1000)  # several blocks of picks
     rng = np.random.default_rng(8)
     blob = rng.integers(0, 256, 200_000, dtype=np.uint8).tobytes()
     cases = [

@@ -166,7 +166,7 @@ def test_a_failed_direct_read_goes_through_s3fs(s3_uri, s3_options):  # type: ig
 def test_range_sets_of_a_file_are_exact_in_bounded_requests(s3_uri, s3_options, s3_requests, monkeypatch):  # type: ignore[no-untyped-def]
     from lance_table.storage import remote_sources, s3_direct
     from lance_table.storage.io_stats import IOStats, collecting
-    from lance_table.storage.sources import coalesce
+    from lance_table.storage.ranges import coalesce
 
     monkeypatch.setattr(s3_direct, "MAX_IN_FLIGHT", 3)
     monkeypatch.setattr(remote_sources, "SPLIT_READ_BYTES", 100_000)  # large reads in parts
