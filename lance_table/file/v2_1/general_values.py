@@ -15,11 +15,12 @@ from lance_table.file.v2_1.value_kinds import MiniBlockValues, VariableValues
 
 # General compression takes chunks of at most this many bytes before compression. A take
 # decompresses a whole chunk for each row it wants, a scan pays zstd's fixed cost per chunk
-# (reading its Huffman tables is a tenth of a scan of short text at 8 KiB): at 1M rows of
-# 20-letter text, 16 KiB read the column with a fifth less CPU than 8 KiB (32 KiB: 8% less
-# again) and a 1000-row take of it a quarter slower (32 KiB: 70%), both under pylance's time
-# with 16 KiB. Chunk value counts are powers of two, so a chunk holds 8-16 KiB.
-GENERAL_CHUNK_BYTES = 16 * 1024
+# (reading its Huffman tables). At 5M rows of 20-letter text, 8 KiB against 16 KiB: a 1000-row
+# take of the column 27 against 47 ms CPU (pylance's take of its FSST column: 25 ms), the
+# column's projection 7% more CPU (354 against 330 ms; pylance's: 385 ms), the same file size.
+# 16 KiB made the take of every column slower than pylance's (1.13-1.19x). Chunk value counts
+# are powers of two, so a chunk holds 4-8 KiB.
+GENERAL_CHUNK_BYTES = 8 * 1024
 # chunks compressed per task on the pool
 _COMPRESS_GROUP = 64
 #: the protobuf number of each general compression scheme
