@@ -241,14 +241,8 @@ def test_joined_ranges_are_received_in_their_places(s3_uri, s3_options, s3_reque
     # many small ranges that merge (a take's values): read as the spans that hold them, each
     # received in its place, and gathered from there (no view made of each range)
     copied.clear()
-    sliced: list[int] = []
     ranged = sources._RangedSource._read_ranges
-
-    def counting_ranges(self, ranges, into):  # type: ignore[no-untyped-def]
-        sliced.append(len(ranges))
-        return ranged(self, ranges, into)
-
-    monkeypatch.setattr(sources._RangedSource, "_read_ranges", counting_ranges)
+    sliced = _ranges_per_read(monkeypatch)
     close = np.array([(7 + 40 * k, 9) for k in range(500)] + [(300_000 + 13 * k, 5) for k in range(400)])
     s3_requests.reset()
     got = sources.read_joined(source, close[::-1])
@@ -299,7 +293,6 @@ def test_a_take_of_many_rows_reads_spans_not_each_rows_bytes(s3_uri, s3_options,
     # a take of rows close together (a 2.0 page's values and offsets, a few bytes a row): the
     # source reads the spans that hold them (a few ranges a call, not one per row), cold through
     # the gathered first reads of the take's pages and again with the readers kept
-    from lance_table.storage import sources
 
     rows = 30_000
     rng = np.random.default_rng(12)
@@ -313,14 +306,7 @@ def test_a_take_of_many_rows_reads_spans_not_each_rows_bytes(s3_uri, s3_options,
         }
     )
     lance.write_dataset(data, s3_uri, storage_options=s3_options, data_storage_version=version)
-    most: list[int] = []
-    ranged = sources._RangedSource._read_ranges
-
-    def counting(self, ranges, into):  # type: ignore[no-untyped-def]
-        most.append(len(ranges))
-        return ranged(self, ranges, into)
-
-    monkeypatch.setattr(sources._RangedSource, "_read_ranges", counting)
+    most = _ranges_per_read(monkeypatch)
     READERS.clear()
     ours = lt.dataset(s3_uri, storage_options=s3_options)
     theirs = lance.dataset(s3_uri, storage_options=s3_options)
@@ -329,3 +315,18 @@ def test_a_take_of_many_rows_reads_spans_not_each_rows_bytes(s3_uri, s3_options,
         assert ours.take(idx).equals(theirs.take(idx))
     assert most and max(most) < 50
     assert ours._storage._direct.usable
+
+
+def _ranges_per_read(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The number of ranges of every ranged read a source makes from now on (appended as made)."""
+    from lance_table.storage import sources
+
+    counts: list[int] = []
+    ranged = sources._RangedSource._read_ranges
+
+    def counting(self, ranges, into):  # type: ignore[no-untyped-def]
+        counts.append(len(ranges))
+        return ranged(self, ranges, into)
+
+    monkeypatch.setattr(sources._RangedSource, "_read_ranges", counting)
+    return counts
