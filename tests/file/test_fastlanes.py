@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from lance_table.file.compression import bitpacking
+from lance_table.file.compression import bitpacking, pack_few
 
 
 def _reference(words: np.ndarray, t: int, w: int, blocks: int) -> np.ndarray:
@@ -270,3 +270,34 @@ def test_pylance_files_of_wide_bitpacked_values_read_as_pylance_reads_them(tmp_p
     lance.write_dataset(table, uri, data_storage_version="2.2")
     lance.dataset(uri).delete("id % 7 = 3")
     assert lance_table.dataset(uri).to_table().equals(lance.dataset(uri).to_table())
+
+
+@pytest.mark.parametrize("t", [8, 16, 32, 64])
+def test_a_short_block_packed_by_bit_places_is_the_grid_packing(
+    t: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pack_few (a short block's values placed bit by bit) makes the words of the grid packing,
+    for every width, short and full blocks, bits above the width dropped; pack takes it only
+    for short blocks of narrow widths, and what it packs unpacks to the values."""
+    rng = np.random.default_rng(t + 1)
+    dtype = bitpacking.DTYPES[t]
+    monkeypatch.setattr(pack_few, "FEW_VALUES", 0)  # pack: the grid packing only
+    for w in range(1, t + 1):
+        for n in (1, 7, 100, 150, 512, 513, 1023, 1024):
+            wide = rng.integers(0, 1 << 63, n, dtype=np.uint64).astype(dtype)
+            narrow = wide & dtype((1 << w) - 1)
+            for values in (narrow, wide):
+                grid = bitpacking.pack(values, w)
+                got = pack_few.pack_few(values, w)
+                assert got.dtype == dtype and np.array_equal(got, grid), (t, w, n)
+            unpacked = bitpacking.unpack(got, t, w, 1)[:n]
+            assert np.array_equal(unpacked, narrow), (t, w, n)
+    monkeypatch.undo()
+    calls: list[int] = []
+    original = pack_few.pack_few
+    monkeypatch.setattr(pack_few, "pack_few", lambda v, w: calls.append(v.size) or original(v, w))
+    for n, w in ((150, 2), (512, pack_few.FEW_BITS), (513, 2), (150, pack_few.FEW_BITS + 1)):
+        if w <= t:
+            values = rng.integers(0, 1 << w, n, dtype=np.uint64).astype(dtype)
+            assert np.array_equal(bitpacking.unpack(bitpacking.pack(values, w), t, w, 1)[:n], values)
+    assert calls == [150, 512] if t > 8 else calls == [150]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lance_table._buffers import empty
-from lance_table.file.compression import unpack_fields
+from lance_table.file.compression import pack_few, unpack_fields
 
 ORDER = np.array([0, 4, 2, 6, 1, 5, 3, 7])
 DTYPES = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
@@ -358,6 +358,8 @@ def pack(values: np.ndarray, w: int) -> np.ndarray:
     dtype = DTYPES[t]
     if w == 0 or not values.size:
         return np.zeros(0, dtype)
+    if values.size <= pack_few.FEW_VALUES and w <= pack_few.FEW_BITS:  # a small page's one block
+        return pack_few.pack_few(values.astype(dtype, copy=False), w)
     lanes = BLOCK // t
     blocks = _blocks(values).reshape(-1, t, lanes)
     n = blocks.shape[0]

@@ -220,9 +220,8 @@ def compress_one(levels: np.ndarray, codec: LevelCodec) -> bytes:
     if codec.kind == "inline" and 0 < n <= BLOCK:
         if not levels.any():
             return b"\x00\x00"  # one block at width 0: its width word
-        padded = np.zeros(BLOCK, np.uint16)
-        padded[:n] = levels
-        return bitpacking.pack_inline(padded).astype("<u2").tobytes()
+        # (bitpacking pads the block with zeros: a short block's few levels pack by bit places)
+        return bitpacking.pack_inline(levels).astype("<u2").tobytes()
     if codec.kind == "flat":
         return levels.astype("<u2").tobytes()
     chunks = compress_chunks(levels, np.array([0, n], np.int64), codec)
