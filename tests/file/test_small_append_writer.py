@@ -68,8 +68,8 @@ def _plan_by_search(values: FixedValues, n: int, head: int, limit: int, max_valu
 
     def total(count: int) -> tuple[int, int]:
         sizes = values.sizes(0, count)
-        return head + miniblock_fast._pad8(per_level * count) + sum(
-            miniblock_fast._pad8(s) for s in sizes
+        return head + miniblock_fast.pad8(per_level * count) + sum(
+            miniblock_fast.pad8(s) for s in sizes
         ), sum(sizes)
 
     aim = values.chunk_aim()

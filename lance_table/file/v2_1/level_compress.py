@@ -208,13 +208,7 @@ def compress_one(levels: np.ndarray, codec: LevelCodec) -> bytes:
     levels = np.ascontiguousarray(levels, np.uint16)
     n = levels.size
     if codec.kind == "rle" and 0 < n <= MAX_RUN:
-        new = np.empty(n, bool)
-        new[0] = True
-        np.not_equal(levels[1:], levels[:-1], out=new[1:])
-        starts = np.flatnonzero(new)
-        lengths = np.empty_like(starts)  # (np.diff with append= joins arrays first: slower)
-        np.subtract(starts[1:], starts[:-1], out=lengths[:-1])
-        lengths[-1] = n - starts[-1]
+        starts, lengths = _rle_runs(levels)  # (no run is split: there are at most MAX_RUN levels)
         head = (2 * starts.size).to_bytes(RLE_HEADER, "little")
         return head + levels[starts].astype("<u2").tobytes() + lengths.astype(np.uint8).tobytes()
     if codec.kind == "inline" and 0 < n <= BLOCK:

@@ -29,20 +29,15 @@ from lance_table.file.v2_1.level_compress import (
     compress_chunks,
     compress_one,
 )
-from lance_table.file.v2_1.miniblock_fast import fast_page
+from lance_table.file.v2_1.miniblock_fast import FILL, FILL_BYTE, fast_page, pad8
 from lance_table.file.v2_1.value_kinds import MiniBlockValues
 
 MAX_LOG_VALUES = 12  # 4096 values per chunk, as pylance writes
 MAX_CHUNK_LEVELS = 32767  # level buffers' sizes are u16 byte counts
-FILL_BYTE = 0xFE  # pylance pads inside chunks with 0xFE
 
 
 class ChunkTooLarge(Exception):
     """One value and its levels do not fit a chunk (too many null or empty lists in a row)."""
-
-
-def _pad8(n: int) -> int:
-    return (n + 7) & ~7
 
 
 class _Planner:
@@ -64,7 +59,7 @@ class _Planner:
         self.level_lists = has_rep + has_def
         self.vis_idx = np.flatnonzero(visible) if visible is not None else None
         size_len = 4 if large else 2
-        self.head = _pad8(2 + 2 * self.level_lists + size_len * values.num_buffers)
+        self.head = pad8(2 + 2 * self.level_lists + size_len * values.num_buffers)
         self.limit = (1 << 18) if large else (1 << 15)
         self.max_values = min(values.chunk_values_limit(), 1 << MAX_LOG_VALUES)
         self.max_log = self.max_values.bit_length() - 1
@@ -81,11 +76,11 @@ class _Planner:
         levels = self.level_end(stop) - levels_from
         if levels > MAX_CHUNK_LEVELS or (stop - start > 2 and not self.values.fits(start, stop)):
             return None
-        fixed = self.head + self.level_lists * _pad8(2 * levels)
+        fixed = self.head + self.level_lists * pad8(2 * levels)
         sizes = self.values.size_bounds(start, stop)
-        if sizes is None or fixed + sum(_pad8(s) for s in sizes) > self.limit:
+        if sizes is None or fixed + sum(pad8(s) for s in sizes) > self.limit:
             sizes = self.values.sizes(start, stop)
-        total = fixed + sum(_pad8(s) for s in sizes)
+        total = fixed + sum(pad8(s) for s in sizes)
         aim = self.values.chunk_aim()
         if total > self.limit or (stop - start > 2 and aim is not None and sum(sizes) > aim):
             return None
@@ -104,8 +99,8 @@ class _Planner:
                 return None
             full_chunks = -(-(self.n - last) // m)
             stops = np.append(np.arange(1, full_chunks + 1, dtype=np.int64) * m, self.n)
-            padded = np.full(stops.size, sum(_pad8(s) for s in self.values.sizes(0, m)), np.int64)
-            padded[-1] = sum(_pad8(s) for s in self.values.sizes(0, self.n - int(stops[-2])))
+            padded = np.full(stops.size, sum(pad8(s) for s in self.values.sizes(0, m)), np.int64)
+            padded[-1] = sum(pad8(s) for s in self.values.sizes(0, self.n - int(stops[-2])))
             return self._uniform(stops, padded, m)
         m = self.max_values
         if self.n <= m or self.values.chunk_aim() is not None:
@@ -326,7 +321,7 @@ def _chunks(
     counts = np.vstack([np.diff(level_bounds)[None, :], level_sizes]).T
     if bool(np.any(counts > 0xFFFF)) or (not large and bool(np.any(value_sizes > 0xFFFF))):
         return None
-    heads = np.full((n_chunks, _pad8(head_len)), FILL_BYTE, np.uint8)
+    heads = np.full((n_chunks, pad8(head_len)), FILL_BYTE, np.uint8)
     heads[:, : 2 + 2 * len(compressed)] = np.ascontiguousarray(counts, "<u2").view(np.uint8)
     size_type = "<u4" if large else "<u2"
     heads[:, 2 + 2 * len(compressed) : head_len] = np.ascontiguousarray(value_sizes, size_type).view(np.uint8)
@@ -383,17 +378,14 @@ def _one_chunk(
         return None
     head_len = 2 + 2 * len(pieces) + (4 if large else 2) * values.num_buffers
     head = struct.pack(f"<{len(counts)}H{len(sizes)}{'I' if large else 'H'}", *counts, *sizes)
-    parts = [head, _FILL * (_pad8(head_len) - head_len)]
+    parts = [head, FILL * (pad8(head_len) - head_len)]
     for b in (*pieces, *buffers):
         parts.append(b)
-        parts.append(_FILL * (-len(b) % 8))
+        parts.append(FILL * (-len(b) % 8))
     data = b"".join(parts)
     if len(data) > planner.limit:
         return None
     return [((len(data) // 8 - 1) << 4) | log], data, [(0, levels)]
-
-
-_FILL = bytes([FILL_BYTE])
 
 
 def _layout(

@@ -35,10 +35,12 @@ from lance_table.file.v2_1.value_kinds import (
 )
 
 FILL_BYTE = 0xFE  # pylance pads inside chunks with 0xFE
+FILL = bytes([FILL_BYTE])
 MAX_LOG_VALUES = 12
 
 
-def _pad8(n: int) -> int:
+def pad8(n: int) -> int:
+    """``n`` rounded up to a multiple of 8 (chunk parts are 8-byte aligned)."""
     return (n + 7) & ~7
 
 
@@ -118,7 +120,7 @@ def _fixed_plan(
 
     def total(count: int) -> tuple[int, int]:
         sizes = values.sizes(0, count)
-        return head + _pad8(per_level * count) + sum(_pad8(s) for s in sizes), sum(sizes)
+        return head + pad8(per_level * count) + sum(pad8(s) for s in sizes), sum(sizes)
 
     aim = values.chunk_aim()
     max_log = max_values.bit_length() - 1
@@ -233,13 +235,13 @@ def _assemble_few(
         stored = [c[2][k] for c in columns]
         words = [count & 0xFFFF, levels_len[k] & 0xFFFF] if levels is not None else [0]
         header = struct.pack(layout, *words, *(s & mask for s in stored))
-        chunk = [header, _FILL_BYTE * (head - len(header))]
+        chunk = [header, FILL * (head - len(header))]
         if levels is not None:
             at, size = levels_at[k], levels_len[k]
-            chunk += [level_data[at : at + size], _FILL_BYTE * (-size % 8)]
+            chunk += [level_data[at : at + size], FILL * (-size % 8)]
         for (src, starts, _stored, lengths), size in zip(columns, stored):
             at, take = starts[k], lengths[k]
-            chunk += [src[at : at + take].tobytes(), _FILL_BYTE * (_pad8(size) - take)]
+            chunk += [src[at : at + take].tobytes(), FILL * (pad8(size) - take)]
         body = b"".join(chunk)
         sizes.append(len(body))
         parts.append(body)
@@ -249,8 +251,6 @@ def _assemble_few(
 #: pages of at most this many chunks are assembled by :func:`_assemble_few` (0: none, every page
 #: by the page-wide numpy path, which writes the same bytes)
 FEW_CHUNKS = 8
-
-_FILL_BYTE = bytes([FILL_BYTE])
 
 
 def _fixed(
@@ -268,7 +268,7 @@ def _fixed(
         # A page that fits one chunk (the plan of full chunks can then only say so, as two
         # values fit where all do): the chunk without the plan.
         whole = values.sizes(0, n)
-        total = head + _pad8(per_level * n) + sum(_pad8(s) for s in whole)
+        total = head + pad8(per_level * n) + sum(pad8(s) for s in whole)
         aim = values.chunk_aim()
         if total <= limit and (aim is None or sum(whole) <= aim):
             assert leaf.table is not None
@@ -283,7 +283,7 @@ def _fixed(
     per_chunk, log = plan
     whole = values.sizes(0, n)
     if n <= max_values:
-        total = head + _pad8(per_level * n) + sum(_pad8(s) for s in whole)
+        total = head + pad8(per_level * n) + sum(pad8(s) for s in whole)
         aim = values.chunk_aim()
         if total <= limit and (aim is None or n <= 2 or sum(whole) <= aim):
             per_chunk = max(per_chunk, n)
@@ -327,7 +327,7 @@ def _bitpacked(
     bounds = _chunk_starts_uniform(n, block)
     counts = np.diff(bounds)
     sizes = block_words * t
-    level = _pad8(2 * block) if levels is not None else 0
+    level = pad8(2 * block) if levels is not None else 0
     if int(sizes.max()) + head + level + 8 > limit:
         return None
     src = packed.view(np.uint8)
@@ -394,7 +394,7 @@ def _variable_plan(
             return False
         raw = (count + 1) * w + int(off[start + count] - off[start])
         stored = -(-raw // w) * w
-        if head + _pad8(level_per * count) + ((stored + 7) & ~7) > limit:
+        if head + pad8(level_per * count) + ((stored + 7) & ~7) > limit:
             return False
         return k == 1 or cap is None or stored <= cap
 
@@ -404,7 +404,7 @@ def _variable_plan(
             return False
         raw = (count + 1) * w + int(off[n] - off[start])
         stored = -(-raw // w) * w
-        total = head + _pad8(level_per * count) + _pad8(stored)
+        total = head + pad8(level_per * count) + pad8(stored)
         return total <= limit and (count <= 2 or cap is None or stored <= cap)
 
     # Greedy: each chunk takes the largest power of two of values that fits. Whether 2^k values

@@ -1,18 +1,20 @@
-"""One-chunk mini-block pages of plain fixed-width values, written without the general machinery.
+"""One-chunk mini-block pages of small appends, written without the general machinery.
 
 A small append (a hundred rows) writes one page per column, and most of a page's cost is fixed:
 the general path (:func:`values_encode.compress_values`, :func:`miniblock_encode.encode_mini_block`)
 builds value objects, a chunk planner and a fresh ``PageLayout`` for a page of a few hundred
-bytes. The pages handled here are the commonest of those: integers, floats, temporal values and
-booleans, without repetition, one chunk whose values stay within the chunk aim (4 KiB), and
-neither bitpacking nor run-length encoding chosen for them. Their chunk is joined from the
-Arrow buffer at once and their layout is copied from one kept per shape.
+bytes. The pages handled here are the commonest of those, without repetition and in one chunk:
+integers, floats, temporal values and booleans stored flat (neither bitpacking nor run-length
+encoding chosen for them), and strings or binary values stored plain or as flat indices into a
+page dictionary (neither FSST nor zstd chunks tried). Their chunk is joined from the Arrow
+buffers at once and their layout is copied from one kept per shape.
 
 Every decision is the general path's, made on the same numbers (the bitpacking and RLE sizes of
-:func:`value_kinds.bitpacked` and :func:`values_encode._rle`, the level codec of
-:func:`level_compress.choose`): where the general path would choose otherwise, or the page takes
-more than one chunk, :func:`fixed_page` answers None and the general path writes the page. The
-bytes are the same (``tests/file/test_tiny_pages.py`` compares both over many shapes).
+:func:`value_kinds.bitpacked` and :func:`values_encode._rle`, the dictionary of
+:func:`values_encode.small_dictionary`, the level codec of :func:`level_compress.choose`): where
+the general path would choose otherwise, or the page takes more than one chunk, :func:`page`
+answers None and the general path writes the page. The bytes are the same
+(``tests/file/test_tiny_pages.py`` compares both over many shapes).
 """
 
 from __future__ import annotations
@@ -27,32 +29,25 @@ from lance_table._lru import LRU
 from lance_table._proto import encodings_v2_1_pb2 as pb
 from lance_table.file.compression import bitpacking, dictionary, fsst_encode
 from lance_table.file.v2_1.level_compress import BLOCK, LevelCodec, choose, compress_one
+from lance_table.file.v2_1.miniblock_fast import FILL, pad8
 from lance_table.file.v2_1.value_kinds import PACK_MIN_SAVING, PAD_BYTE, MiniBlockValues, flat, variable_parts
 from lance_table.file.v2_1.values_encode import (
     FSST_MIN_AVG,
+    SET_COUNT_MAX,
     dictionary_block,
     small_dictionary,
     widest_value,
 )
-from lance_table.file.v2_1.values_encode import (
-    SET_COUNT_MAX as _SET_COUNT_MAX,
-)
 
-#: whether :func:`fixed_page` may answer (tests turn it off to compare with the general path)
+#: whether :func:`page` may answer (tests turn it off to compare with the general path)
 ENABLED = True
 
-FILL_BYTE = 0xFE  # pylance pads inside chunks with 0xFE
-_FILL = bytes([FILL_BYTE])
 _PAD = bytes([PAD_BYTE])  # pads variable values up to their offset width
 #: values of this many bytes or more go full-zip (pylance's MINIBLOCK_MAX_BYTE_LENGTH_PER_VALUE)
 FULL_ZIP_BYTES = 256
 #: a chunk's values aim at this many bytes: pages of more take several chunks (general path)
 _AIM = MiniBlockValues.aim_bytes or 0
 _MAX_VALUES = MiniBlockValues.max_chunk_values
-
-
-def _pad8(n: int) -> int:
-    return (n + 7) & ~7
 
 
 def page(
@@ -121,7 +116,7 @@ def _binary_page(
     as :func:`values_encode._base_values` chooses when neither FSST nor zstd chunks are tried
     (pages under 32 KiB, or of 5 bytes a value or fewer), in one chunk (see :func:`page`)."""
     n = len(values)
-    if not 1 <= n <= _SET_COUNT_MAX:
+    if not 1 <= n <= SET_COUNT_MAX:
         return None
     offsets, data = variable_parts(values)
     if widest_value(values) >= FULL_ZIP_BYTES:
@@ -173,13 +168,13 @@ def _page(
     codec: LevelCodec | None = None
     if defs is None:
         head = struct.pack(f"<H{size_code}", 0, size)
-        parts = [head, _FILL * (_pad8(len(head)) - len(head))]
+        parts = [head, FILL * (pad8(len(head)) - len(head))]
     else:
         codec, level_bytes = _levels(defs, large)
         length = len(level_bytes)
         head = struct.pack(f"<2H{size_code}", n & 0xFFFF, length & 0xFFFF, size)
-        parts = [head, _FILL * (_pad8(len(head)) - len(head)), level_bytes, _FILL * (-length % 8)]
-    parts += [data, _FILL * (-size % 8)]
+        parts = [head, FILL * (pad8(len(head)) - len(head)), level_bytes, FILL * (-length % 8)]
+    parts += [data, FILL * (-size % 8)]
     chunk = b"".join(parts)
     if len(chunk) > ((1 << 18) if large else (1 << 15)):
         return None  # (levels that RLE makes larger than the limit: the general path stores them flat)
