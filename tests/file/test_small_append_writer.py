@@ -261,7 +261,7 @@ def test_lists_of_leaves_shred_as_the_walk_down_their_path(monkeypatch: pytest.M
         offsets, pa.array(np.arange(20)), mask=pa.array(np.arange(10) % 3 == 0)
     )
     fast = 0
-    for arr in cases + [holding]:
+    for arr in [*cases, holding]:
         path = encode.leaf_paths(build_tree(fields_from_arrow(pa.schema([pa.field("l", arr.type)])))[0])[0]
         got = levels.shred(arr, path)
         fast += levels._shred_list_leaf(arr) is not None

@@ -30,7 +30,15 @@ import pyarrow as pa
 from lance_table._lru import LRU
 from lance_table._proto import encodings_v2_1_pb2 as pb
 from lance_table.file.compression import bitpacking, dictionary, fsst_encode, rle
-from lance_table.file.v2_1.level_compress import BLOCK, LevelCodec, choose, compress_one
+from lance_table.file.v2_1.level_compress import (
+    BLOCK,
+    FLAT,
+    MAX_RUN,
+    RLE_HEADER,
+    LevelCodec,
+    choose,
+    compress_one,
+)
 from lance_table.file.v2_1.miniblock_fast import FILL, pad8
 from lance_table.file.v2_1.value_kinds import PACK_MIN_SAVING, PAD_BYTE, MiniBlockValues, flat, variable_parts
 from lance_table.file.v2_1.values_encode import (
@@ -194,6 +202,13 @@ def _bool_bytes(values: pa.Array, n: int) -> bytes:
     buf = values.buffers()[1]
     if buf is None:
         return bytes((n + 7) // 8)
+    if not values.offset:  # the bitmap's first bytes, the bits past the last value cleared
+        head = np.frombuffer(buf, np.uint8, (n + 7) // 8)
+        if not n % 8:
+            return head.tobytes()
+        out = head.copy()
+        out[-1] &= (1 << (n % 8)) - 1
+        return out.tobytes()
     raw = np.frombuffer(buf, np.uint8)
     bits = np.unpackbits(raw, bitorder="little")[values.offset : values.offset + n]
     return np.packbits(bits, bitorder="little").tobytes()
@@ -261,13 +276,33 @@ def _levels(levels: np.ndarray, large: bool, repeated: bool = False) -> tuple[Le
     repetition levels: ``repeated``) and their one chunk as :func:`level_compress.compress_chunks`
     makes it: levels that are all 0 (a nullable field without nulls) are inline bitpacking's one
     width word without a look at their codec."""
-    if levels.size <= BLOCK and not levels.any():
+    n = levels.size
+    if n > MAX_RUN or not n:
+        if n <= BLOCK and not levels.any():
+            return _INLINE, b"\x00\x00"
+        codec = choose(levels, large, repeated)
+        return codec, compress_one(levels, codec)
+    # at most MAX_RUN levels (no run is split): choose's sizes and compress_one's runs at once
+    w = int(np.bitwise_or.reduce(levels)).bit_length()
+    if not w:
         return _INLINE, b"\x00\x00"
-    codec = choose(levels, large, repeated)
+    changes = (levels[1:] != levels[:-1]).nonzero()[0]
+    packed = 2 * (1 + (BLOCK // 16) * w)  # one inline block at width w
+    raw = 2 * n
+    runs = changes.size + 1
+    if large and RLE_HEADER + 3 * runs <= min(raw - 1, packed):
+        bounds = np.empty(runs + 1, np.intp)  # where each run starts, then n
+        bounds[0], bounds[-1] = 0, n
+        np.add(changes, 1, out=bounds[1:-1])
+        lengths = (bounds[1:] - bounds[:-1]).astype(np.uint8)
+        head = (2 * runs).to_bytes(RLE_HEADER, "little")
+        return _RLE, head + levels[bounds[:-1]].astype("<u2").tobytes() + lengths.tobytes()
+    codec = FLAT if BLOCK * w // 8 >= raw else _INLINE
     return codec, compress_one(levels, codec)
 
 
 _INLINE = LevelCodec("inline")
+_RLE = LevelCodec("rle")
 
 
 def _template(
