@@ -8,22 +8,27 @@ its own, so parsing (which matters only for escapes) restarts at every string st
 
 How :func:`decode` works, with no loop over values or symbol lengths:
 
-1. Escape markers are found (runs of 0xFF bytes alternate marker, literal) and dropped; the byte
-   after each marker becomes a "literal" code 256 + byte. Once the markers are gone the stream
-   is a plain sequence of table rows, and string boundaries no longer matter for decoding.
-2. The table is a pyarrow binary array (rows 0-255 the symbols, 256-511 single bytes), so a
-   ``take`` of the rows writes the decompressed bytes, and its offsets are where every code's
-   output starts: one pass in C++ that releases the GIL.
-3. Without escapes every row is one byte, and two neighbouring codes are read as one 16-bit index
-   into a table of all 65536 symbol pairs: half as many elements to take, which is what makes the
-   common case fast. An odd last code is paired with the escape code, whose row is empty. Where
-   each string starts in the output is the start of its pair, plus the length of the pair's first
-   code when the string starts at the second. The pair table is built in numpy from the runs of
-   codes of one symbol length that writers make (:func:`_pairs`, about 0.3 ms) and only for streams
-   of at least ``_PAIRS_MIN`` codes; shorter ones, and tables in many runs, take single codes.
-   Every file of a dataset has its own tables, so a scan of many small files builds one per page:
-   built by a take of the 131,072 symbols it cost 2.5-2.9 ms, as much as decoding the page
-   (300,000 codes of pylance's 20k-row files).
+1. Escape markers are found (runs of 0xFF bytes alternate marker, literal) and checked: every
+   marker is followed by its literal in the same string, every other code is a symbol.
+2. A table of rows is a pyarrow binary array, so a ``take`` of the rows writes the decompressed
+   bytes, and its offsets are where every row's output starts: one pass in C++ that releases
+   the GIL. Arrow's binary take costs some 8-10 ns per row taken whatever its length, so the
+   fewer rows the better.
+3. Two neighbouring codes are read as one 16-bit index into a table of all 65536 symbol pairs
+   (:func:`_pairs`): half as many rows to take as codes. An odd last code is paired with the
+   escape code, whose symbol is empty. Where each string starts in the output is the start of
+   its pair, plus the length of the pair's first code when the string starts at the second.
+   With escapes, an escape code that stands for nothing (a filler, second in its pair) is put
+   before every marker that would be second in its pair (:func:`_aligned`), so that each marker
+   and its literal make one pair, which reads from the 256 rows of single bytes after the pairs
+   (:func:`_pair_index`); strings are then decoded as fast as without escapes (a page of
+   237,000 codes of pylance's URLs with 133 escapes: 3.7 instead of 4.5 ms). The pair table is
+   built in numpy from the runs of codes of one symbol length that writers make (about 0.3 ms
+   for a table in 3 runs, 1 ms in 8) and only for streams of at least ``_PAIRS_MIN`` codes;
+   shorter ones, and tables in many runs, take single codes (rows 0-255 the symbols, 256-511
+   the literals, the markers dropped). Every file of a dataset has its own tables, so a scan of
+   many small files builds one per page: built by a take of the 131,072 symbols it cost
+   2.5-2.9 ms, as much as decoding the page (300,000 codes of pylance's 20k-row files).
 4. Long streams are cut into parts that are decoded on threads, as many as the workers that the
    decodes in flight leave free (the pages of a scan, one per worker, are not cut).
 
@@ -76,6 +81,9 @@ _ROWS = 512
 _PAIR_ROWS = 1 << 16
 # Symbol tables in more runs of one length than this get no pair table (see _runs).
 _MAX_RUNS = 16
+# Tables in more runs than this fill the second symbol of their pairs a byte at a time over all
+# first symbols, fewer a column of pairs at a time (see _product).
+_FEW_RUNS = 4
 # Streams of fewer codes than this are decoded code by code when their pair table is not built:
 # building it costs about as much as taking that many codes one at a time instead of in pairs.
 _PAIRS_MIN = 1 << 16
@@ -140,9 +148,16 @@ def decode_text(symbol_table: bytes | memoryview, data: bytes | memoryview, offs
     n = codes.size
     if offsets.size and (offsets[0] < 0 or offsets[-1] > n or descends(offsets)):
         raise FsstError(f"string offsets do not lie in order within the {n} compressed bytes")
-    rows, code_index, ascii_literals = _rows(codes, offsets, tables.nsym)
-    ascii = tables.ascii and ascii_literals
-    pairs = _pairs(key) if rows.dtype == np.uint8 and rows.size >= _PAIRS_MIN else None
+    escapes = _escapes(codes, offsets, tables.nsym)
+    ascii = tables.ascii and (escapes is None or int(codes[escapes + 1].max()) < 0x80)
+    pairs: _PairIndex | None = None
+    if n >= _PAIRS_MIN and (table := _pairs(key)) is not None:
+        rows, code_index = codes, offsets
+        if escapes is not None:
+            rows, code_index, escapes = _aligned(codes, offsets, escapes)
+        pairs = _PairIndex(table, _pair_index(rows, escapes), rows, tables.code_lengths)
+    else:
+        rows, code_index = _rows(codes, offsets, escapes)
     with _IN_FLIGHT:
         bounds = _bounds(rows.size)
         if len(bounds) == 2:  # one part: decoded here, nothing to join
@@ -196,30 +211,96 @@ class _InFlight:
 _IN_FLIGHT = _InFlight()
 
 
-def _rows(codes: np.ndarray, offsets: np.ndarray, nsym: int) -> tuple[np.ndarray, np.ndarray, bool]:
-    """The table rows of a code stream (uint8 without escapes, else int16 with literal rows), the
-    index among them of each string offset, and whether every escaped literal is ASCII."""
+def _escapes(codes: np.ndarray, offsets: np.ndarray, nsym: int) -> np.ndarray | None:
+    """The positions of the escape markers of a code stream (None when it has none), after
+    checking that every other code is a symbol."""
     n = codes.size
     if not n or int(codes.max()) < nsym:
-        return codes, offsets, True  # every code is a symbol: no escapes (one pass over the codes)
+        return None  # every code is a symbol: no escapes (one pass over the codes)
     ff = np.flatnonzero(codes == ESCAPE)
-    if not ff.size:
-        bad = codes >= nsym
-        raise FsstError(f"code {int(codes[bad][0])} is not in a symbol table of {nsym} symbols")
-    markers = _escape_markers(ff, offsets, n)
-    literals = markers + 1
-    rows = codes.astype(np.int16)
-    rows[literals] += _LITERAL_ROW
+    markers = _escape_markers(ff, offsets, n) if ff.size else ff
     bad = codes >= nsym  # codes that are neither symbols nor escapes
     bad[markers] = False
-    bad[literals] = False
+    bad[markers + 1] = False
     if bad.any():
         raise FsstError(f"code {int(codes[bad][0])} is not in a symbol table of {nsym} symbols")
-    keep = np.ones(n, bool)
+    return markers
+
+
+def _rows(
+    codes: np.ndarray, offsets: np.ndarray, markers: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The table rows of a code stream for a take of single codes (the codes themselves without
+    escapes, else int16 with the markers dropped and literal rows after them), and the index
+    among them of each string offset."""
+    if markers is None:
+        return codes, offsets
+    rows = codes.astype(np.int16)
+    rows[markers + 1] += _LITERAL_ROW
+    keep = np.ones(codes.size, bool)
     keep[markers] = False
-    ascii_literals = int(codes[literals].max()) < 0x80
     # index of each offset among the codes that are left: minus the markers before it
-    return rows[keep], offsets - np.searchsorted(markers, offsets), ascii_literals
+    return rows[keep], offsets - np.searchsorted(markers, offsets)
+
+
+class _PairIndex(NamedTuple):
+    """A code stream read two codes at a time: the rows of ``table`` of its pairs (``rows``,
+    one per two codes, the last code of an odd stream paired with the empty escape row), the
+    codes and their output lengths."""
+
+    table: pa.Array
+    rows: np.ndarray
+    codes: np.ndarray
+    code_lengths: np.ndarray
+
+
+def _aligned(
+    codes: np.ndarray, offsets: np.ndarray, markers: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The codes with an escape code that stands for nothing (a filler) before every escape
+    marker that would otherwise be second in its pair, so that each marker and its literal make
+    one pair; the string offsets and the markers moved by the fillers before them.
+
+    A marker needs a filler when it and the marker before it are an odd number of codes apart
+    (the first marker: when it is at an odd position): the markers before it all end up at even
+    positions, so the parity of the fillers before it is that of the previous marker's position.
+    A filler is second in its pair, after a symbol (markers are first, literals second), whose
+    row in the pair table is that symbol alone. A string that starts with a filled marker starts
+    at its filler."""
+    fill_at = markers[np.diff(markers, prepend=0) % 2 == 1]
+    if not fill_at.size:
+        return codes, offsets, markers
+    k = fill_at.size
+    filled = empty(codes.size + k, np.uint8)  # (np.insert's arrays are fresh memory: page faults)
+    at = fill_at + np.arange(k)  # where the fillers land
+    keep = empty(filled.size, np.bool_)
+    keep.fill(True)
+    keep[at] = False
+    filled[keep] = codes
+    filled[at] = ESCAPE
+    moved = offsets + np.searchsorted(fill_at, offsets, "left")
+    return filled, moved, markers + np.searchsorted(fill_at, markers, "right")
+
+
+def _pair_index(codes: np.ndarray, markers: np.ndarray | None) -> np.ndarray:
+    """The row of each two codes in the pair table (:func:`_pairs`): ``a | b << 8``, or for an
+    escape marker (at even positions ``markers``, see :func:`_aligned`) and its literal, the
+    literal's row."""
+    n = codes.size
+    pairs = codes
+    if n % 2 or codes.ctypes.data % 2:
+        # 16-bit indices must be aligned; an odd last code is paired with the escape code,
+        # whose row is empty (as the last code of a stream it is no marker)
+        pairs = empty(n + n % 2, np.uint8)
+        pairs[:n] = codes
+        pairs[n:] = ESCAPE
+    p16 = pairs.view(np.uint16)
+    if markers is None or not markers.size:
+        return p16
+    index = empty(p16.size, np.int32)
+    index[:] = p16
+    index[markers >> 1] = codes[markers + 1].astype(np.int32) + _PAIR_ROWS
+    return index
 
 
 def _bounds(n: int) -> list[int]:
@@ -240,46 +321,38 @@ def _bounds(n: int) -> list[int]:
 
 
 def _decode_part(
-    rows: np.ndarray, lo: int, hi: int, code_index: np.ndarray, t: _Tables, pair_table: pa.Array | None
+    rows: np.ndarray, lo: int, hi: int, code_index: np.ndarray, t: _Tables, pairs: _PairIndex | None
 ) -> tuple[list[memoryview], np.ndarray]:
     """Decode codes ``[lo, hi)``: the output pieces, and the output position (from the part's
-    start) of every string start among those codes. Codes without escapes are taken two at a
-    time from ``pair_table`` when there is one, else (and with escapes) one at a time."""
-    seg = rows[lo:hi]
+    start) of every string start among those codes. Codes are taken two at a time from the pair
+    table of ``pairs`` when there is one (``rows`` are then the codes), else one at a time."""
     first = int(np.searchsorted(code_index, lo, "left"))
     last = int(np.searchsorted(code_index, hi, "left" if hi < rows.size else "right"))
     at = code_index[first:last]  # string starts, as code positions in the part
     if lo:
         at = np.subtract(at, lo, out=empty(at.size, at.dtype))
-    if seg.dtype == np.uint8 and pair_table is not None:
-        if not seg.size:
-            return [], np.zeros(at.size, np.int64)
-        pairs = seg
-        if seg.size % 2 or seg.ctypes.data % 2:
-            # 16-bit indices must be aligned; an odd last code is paired with the escape code,
-            # whose row is empty (it never occurs in a stream without escapes)
-            pairs = empty(seg.size + seg.size % 2, np.uint8)
-            pairs[: seg.size] = seg
-            pairs[seg.size :] = ESCAPE
-        p16 = pairs.view(np.uint16)
-        data, ends = _take(pair_table, p16)
-        # a string starting at an odd code starts after the first code of its pair (the code
-        # before it): add that code's length (no masks: the parity multiplies it). In 32 bits (a
-        # part's codes are fewer than 2**31), gathered by np.take (a page's 20,000 string starts:
-        # 0.03 ms each, against 0.08 ms for an Arrow take).
-        at32 = at.astype(np.int32)
-        half = np.right_shift(at32, 1)
+    if pairs is None:
+        data, ends = _take(t.singles, rows[lo:hi])
         starts = empty(at.size, np.int64)
-        starts[:] = np.take(ends, half)
-        odd = np.bitwise_and(at32, 1).astype(np.uint8)
-        before = np.subtract(at32, odd, out=half)  # (an even start: itself, any code will do)
-        np.minimum(before, pairs.size - 1, out=before)
-        step = np.take(t.code_lengths, np.take(pairs, before))
-        starts += np.multiply(step, odd, out=odd)
+        starts[:] = np.take(ends, at)
         return [data], starts
-    data, ends = _take(t.singles, seg)
+    if hi == lo:
+        return [], np.zeros(at.size, np.int64)
+    data, ends = _take(pairs.table, pairs.rows[lo >> 1 : (hi + 1) >> 1])
+    # a string starting at an odd code starts after the first code of its pair (the code
+    # before it): add that code's length (no masks: the parity multiplies it). In 32 bits (a
+    # part's codes are fewer than 2**31), gathered by np.take (a page's 20,000 string starts:
+    # 0.03 ms each, against 0.08 ms for an Arrow take).
+    at32 = at.astype(np.int32)
+    half = np.right_shift(at32, 1)
     starts = empty(at.size, np.int64)
-    starts[:] = np.take(ends, at)
+    starts[:] = np.take(ends, half)
+    odd = np.bitwise_and(at32, 1).astype(np.uint8)
+    before = np.subtract(at32, odd, out=half)  # (an even start: itself, any code will do)
+    before += lo
+    np.minimum(before, pairs.codes.size - 1, out=before)
+    step = np.take(pairs.code_lengths, np.take(pairs.codes, before))
+    starts += np.multiply(step, odd, out=odd)
     return [data], starts
 
 
@@ -335,8 +408,33 @@ def _runs(code_lengths: np.ndarray) -> tuple[tuple[int, int, int], ...] | None:
 @functools.lru_cache(maxsize=8)
 def _pairs(symbol_table: bytes) -> pa.Array | None:
     """The bytes of every two codes: row ``a | b << 8`` holds symbol ``a`` then symbol ``b``
-    (a binary array of 65,536 rows: ``512 x`` the symbols' total length in bytes plus 256 KiB of
-    offsets); None when the symbols are not in a few runs of one length.
+    (the escape code's symbol is empty), then 256 rows of one byte each, the escaped literals
+    (a binary array of 65,792 rows: ``512 x`` the symbols' total length in bytes plus 256 KiB
+    of offsets); None when the symbols are not in a few runs of one length (see
+    :func:`_product`)."""
+    t = _tables(symbol_table)
+    if t is None or t.runs is None:
+        return None
+    offsets, data = _product(t.table, t.code_lengths, t.runs, t.table, t.code_lengths, t.runs, _LITERAL_ROW)
+    size = data.size - _LITERAL_ROW
+    offsets[_PAIR_ROWS:] = np.arange(size, size + _LITERAL_ROW + 1, dtype=np.int32)
+    data[size:] = np.arange(_LITERAL_ROW, dtype=np.uint8)
+    rows = _PAIR_ROWS + _LITERAL_ROW
+    return pa.Array.from_buffers(pa.binary(), rows, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def _product(
+    a_table: np.ndarray,
+    a_lengths: np.ndarray,
+    a_runs: tuple[tuple[int, int, int], ...],
+    b_table: np.ndarray,
+    b_lengths: np.ndarray,
+    b_runs: tuple[tuple[int, int, int], ...],
+    spare: int = 0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The offsets (65,537, int32) and bytes of the 65,536 rows ``a | b << 8``, each symbol
+    ``a`` of the first table (rows of 8 bytes, lengths, runs of one length: see :func:`_runs`)
+    then symbol ``b`` of the second; both arrays have ``spare`` more items at their end, unset.
 
     Built in numpy without an index per row or per byte: the rows of codes ``b`` of one length
     are blocks of one size, one after another, so they are the rows of a 2-D view, and within
@@ -345,38 +443,44 @@ def _pairs(symbol_table: bytes) -> pa.Array | None:
     ``b`` symbols is broadcast to its column (about 0.3 ms, against 2.5 ms for a take of the
     131,072 symbols; a page of pylance's holds some 300,000 codes).
     """
-    t = _tables(symbol_table)
-    if t is None or t.runs is None:
-        return None
-    lens = t.code_lengths.astype(np.int32)
-    starts = np.zeros(_LITERAL_ROW + 1, np.int32)  # where each symbol starts in a block's a-part
-    np.cumsum(lens, out=starts[1:])
-    total = int(starts[-1])  # bytes of all 256 symbols
+    a_starts = np.zeros(_LITERAL_ROW + 1, np.int32)  # where each a symbol starts in a block's a-part
+    np.cumsum(a_lengths, out=a_starts[1:])
+    b_starts = np.zeros(_LITERAL_ROW + 1, np.int32)
+    np.cumsum(b_lengths, out=b_starts[1:])
+    total = int(a_starts[-1])  # bytes of all 256 a symbols
     every = np.arange(_LITERAL_ROW, dtype=np.int32)
-    block = every * total + _LITERAL_ROW * starts[:-1]  # where the rows of each b begin
-    offsets = np.empty(_PAIR_ROWS + 1, np.int32)
+    block = every * total + _LITERAL_ROW * b_starts[:-1]  # where the rows of each b begin
+    offsets = np.empty(_PAIR_ROWS + 1 + spare, np.int32)
     grid = offsets[:_PAIR_ROWS].reshape(_LITERAL_ROW, _LITERAL_ROW)  # [b, a]
-    offsets[_PAIR_ROWS] = size = 2 * _LITERAL_ROW * total
-    data = np.empty(size, np.uint8)
-    for b0, b1, kb in t.runs:
+    offsets[_PAIR_ROWS] = size = _LITERAL_ROW * (total + int(b_starts[-1]))
+    data = np.empty(size + spare, np.uint8)
+    for b0, b1, kb in b_runs:
         # where each pair starts in the rows of its b: the a-parts before it, and kb bytes each
-        np.add(block[b0:b1, None], starts[None, :-1] + every * kb, out=grid[b0:b1])
+        np.add(block[b0:b1, None], a_starts[None, :-1] + every * kb, out=grid[b0:b1])
         width = total + _LITERAL_ROW * kb  # bytes of the rows of one b
         at = int(block[b0])
-        for a0, a1, ka in t.runs:  # the a-part of the first block
+        for a0, a1, ka in a_runs:  # the a-part of the first block
             if ka:
-                row = np.ndarray((a1 - a0, ka), np.uint8, data, at + int(starts[a0]) + a0 * kb, (ka + kb, 1))
-                row[...] = t.table[a0:a1, :ka]
+                place = at + int(a_starts[a0]) + a0 * kb
+                np.ndarray((a1 - a0, ka), np.uint8, data, place, (ka + kb, 1))[...] = a_table[a0:a1, :ka]
         data[at + width : at + width * (b1 - b0)].reshape(b1 - b0 - 1, width)[...] = data[at : at + width]
-        for a0, a1, ka in t.runs:  # the b-part, down the column of every a
+        if kb and len(a_runs) > _FEW_RUNS:
+            # the b-part of all a at once, byte by byte: fewer numpy calls than columns
+            # (a table of 8 runs: 1.4 -> 1.0 ms)
+            rows = data[at : at + width * (b1 - b0)].reshape(b1 - b0, width)
+            holes = a_starts[1:] + every * kb  # where the b-part of each a starts in a row
+            for j in range(kb):
+                rows[:, holes + j] = b_table[b0:b1, j, None]
+            continue
+        for a0, a1, ka in a_runs:  # the b-part, down the column of every a
             _fill_columns(
                 data,
-                at + int(starts[a0]) + a0 * kb + ka,
+                at + int(a_starts[a0]) + a0 * kb + ka,
                 (b1 - b0, a1 - a0),
                 (width, ka + kb),
-                t.table[b0:b1, :kb],
+                b_table[b0:b1, :kb],
             )
-    return pa.Array.from_buffers(pa.binary(), _PAIR_ROWS, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+    return offsets, data
 
 
 def _fill_columns(
