@@ -78,7 +78,7 @@ def test_pairs_decode_a_large_stream_in_parts(monkeypatch):
 
 def test_pair_tables_are_built_only_for_long_streams(monkeypatch):
     built: list[bytes] = []
-    real = fsst._pairs.__wrapped__
+    real = fsst._build_pairs
 
     def counting(symbol_table: bytes) -> pa.Array | None:
         built.append(symbol_table)
@@ -90,6 +90,38 @@ def test_pair_tables_are_built_only_for_long_streams(monkeypatch):
     assert not built
     check(table, [[0, 1, 2]] * (fsst._PAIRS_MIN // 3 + 1))
     assert built == [table]
+
+
+def test_pair_tables_are_kept_within_their_byte_bound(monkeypatch):
+    """Each symbol table's pair table is built once while the tables kept fit their bound in
+    bytes; the least recently used go first, and clear_caches forgets them all."""
+    from lance_table.table.session import clear_caches
+    from lance_table._lru import LRU
+
+    tables = [make_table([bytes([97 + i, 98]), b"c", bytes([100 + i])]) for i in range(5)]
+    size = fsst._build_pairs(tables[0]).nbytes + len(tables[0])
+    monkeypatch.setattr(fsst, "_PAIR_TABLES", LRU(1024, max_bytes=3 * size))
+    built: list[bytes] = []
+    real = fsst._build_pairs
+
+    def counting(symbol_table: bytes) -> pa.Array | None:
+        built.append(symbol_table)
+        return real(symbol_table)
+
+    monkeypatch.setattr(fsst, "_build_pairs", counting)
+    monkeypatch.setattr(fsst, "_PAIRS_MIN", 0)
+    for _ in range(3):
+        for t in tables[:3]:
+            check(t, [[0, 1, 2, 0], [1]])
+    assert built == tables[:3]
+    check(tables[3], [[2, 2, 1]])  # a fourth drops the least recently used (the first)
+    assert built == tables[:4] and fsst._PAIR_TABLES.nbytes <= 3 * size
+    check(tables[2], [[0]])
+    check(tables[0], [[0]])
+    assert built == [*tables[:4], tables[0]]
+    clear_caches()
+    check(tables[2], [[0]])
+    assert built == [*tables[:4], tables[0], tables[2]]
 
 
 def test_corrupt_streams_are_refused_on_either_path(monkeypatch):
