@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 from test_fsst import E, check, make_table
 
-from lance_table.file.compression import fsst
+from lance_table.file.compression import fsst, fsst_pairs
 
 
 def _writer_order(symbols: list[bytes]) -> list[bytes]:
@@ -95,8 +95,8 @@ def test_pair_tables_are_built_only_for_long_streams(monkeypatch):
 def test_pair_tables_are_kept_within_their_byte_bound(monkeypatch):
     """Each symbol table's pair table is built once while the tables kept fit their bound in
     bytes; the least recently used go first, and clear_caches forgets them all."""
-    from lance_table.table.session import clear_caches
     from lance_table._lru import LRU
+    from lance_table.table.session import clear_caches
 
     tables = [make_table([bytes([97 + i, 98]), b"c", bytes([100 + i])]) for i in range(5)]
     size = fsst._build_pairs(tables[0]).nbytes + len(tables[0])
@@ -195,7 +195,7 @@ def test_fillers_put_every_marker_first_in_its_pair():
         markers = fsst._escapes(codes, offsets, 2)
         if markers is None:
             continue
-        filled, moved, at = fsst._aligned(codes, offsets, markers)
+        filled, moved, at = fsst_pairs.aligned(codes, offsets, markers)
         assert not (at % 2).any()  # every marker first in its pair
         assert (filled[at] == E).all() and (filled[at + 1] == codes[markers + 1]).all()
         fillers = np.setdiff1d(np.flatnonzero(filled == E), np.concatenate([at, at + 1]))

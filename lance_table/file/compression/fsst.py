@@ -19,16 +19,16 @@ How :func:`decode` works, with no loop over values or symbol lengths:
    escape code, whose symbol is empty. Where each string starts in the output is the start of
    its pair, plus the length of the pair's first code when the string starts at the second.
    With escapes, an escape code that stands for nothing (a filler, second in its pair) is put
-   before every marker that would be second in its pair (:func:`_aligned`), so that each marker
-   and its literal make one pair, which reads from the 256 rows of single bytes after the pairs
-   (:func:`_pair_index`); strings are then decoded as fast as without escapes (a page of
-   237,000 codes of pylance's URLs with 133 escapes: 3.7 instead of 4.5 ms). The pair table is
-   built in numpy from the runs of codes of one symbol length that writers make (about 0.3 ms
-   for a table in 3 runs, 1 ms in 8) and only for streams of at least ``_PAIRS_MIN`` codes;
-   shorter ones, and tables in many runs, take single codes (rows 0-255 the symbols, 256-511
-   the literals, the markers dropped). Every file of a dataset has its own tables, so a scan of
-   many small files builds one per page: built by a take of the 131,072 symbols it cost
-   2.5-2.9 ms, as much as decoding the page (300,000 codes of pylance's 20k-row files).
+   before every marker that would be second in its pair (:func:`fsst_pairs.aligned`), so that
+   each marker and its literal make one pair, which reads from the 256 rows of single bytes
+   after the pairs (:func:`fsst_pairs.pair_index`): strings with escapes decode as fast as
+   those without (a page of 237,000 codes of pylance's URLs with 133 escapes: 3.7 instead of
+   4.5 ms). The pair table is built in numpy from the runs of codes of one symbol length that
+   writers make (about 0.3 ms for a table in 3 runs, 1 ms in 8) and only for streams of at
+   least ``_PAIRS_MIN`` codes; shorter ones, and tables in many runs, take single codes (rows
+   0-255 the symbols, 256-511 the literals, the markers dropped). Every file of a dataset has
+   its own tables, so a scan of many small files builds one per file; they are kept, bounded
+   in bytes, for the next scan.
 4. Long streams are cut into parts that are decoded on threads, as many as the workers that the
    decodes in flight leave free (the pages of a scan, one per worker, are not cut).
 
@@ -52,6 +52,17 @@ ms). Arrow's kernels that write variable-length output cost 5-11 ns per element 
 builds their input, so the pair take, with the fewest elements that a table of 65536 rows allows,
 stays.
 
+Measured again on pylance's 20k-row pages (300,000 codes of 1-2 bytes, 400 KB out; pair take
+1.6-1.8 ms, loaded machine), all slower: each code's symbol taken as fixed-size binary (0.2 ms,
+Arrow's fixed-width take is cheap) then compacted by ``np.compress`` (1.1 ms for 2-byte slots,
+3.4 for 8), ``np.repeat`` of 0/1 counts (3-8 ms), a boolean index (3.8 ms), Arrow's filter
+(2.5 ms), ``bytes.translate`` (1.8-3 ms), ``replace_substring`` of the padding per string (7
+ms), ``ascii_rtrim`` / ``utf8_rtrim`` per code (5-6 ms), ``pa.array`` of a fixed-width ``S``
+array, which drops trailing zeros (6 ms); a take from a large_binary table (2.1 ms) or as a
+dictionary decode (2.2 ms). Arrow's binary take costs the same per row for rows of 1 or 8
+bytes and tables of 256 or 65536 rows: fewer rows is the only lever, and a table of three codes
+would have 16M rows.
+
 The output needs no UTF-8 check when the table's symbols and the escaped literals are all ASCII
 (:func:`decode_text` says so, from the largest code it reads anyway and the literals it finds).
 """
@@ -72,19 +83,22 @@ import pyarrow.compute as pc
 from lance_table._buffers import empty
 from lance_table._lru import LRU
 from lance_table._parallel import map_parts, parts_inline, workers
+from lance_table.file.compression.fsst_pairs import (
+    ESCAPE,
+    LITERAL_ROW,
+    PAIR_ROWS,
+    PairIndex,
+    aligned,
+    pair_index,
+    product,
+)
 
 FSST_MAGIC = 0x46535354
-ESCAPE = 255
-# Rows of the lookup table: one per code (those at and above the symbol count are never produced)
-# and then one per literal byte.
-_LITERAL_ROW = 256
+_LITERAL_ROW = LITERAL_ROW  # (rows of single codes: at and above the symbol count never produced)
 _ROWS = 512
-_PAIR_ROWS = 1 << 16
+_PAIR_ROWS = PAIR_ROWS
 # Symbol tables in more runs of one length than this get no pair table (see _runs).
 _MAX_RUNS = 16
-# Tables in more runs than this fill the second symbol of their pairs a byte at a time over all
-# first symbols, fewer a column of pairs at a time (see _product).
-_FEW_RUNS = 4
 # Streams of fewer codes than this are decoded code by code when their pair table is not built:
 # building it costs about as much as taking that many codes one at a time instead of in pairs.
 _PAIRS_MIN = 1 << 16
@@ -151,12 +165,12 @@ def decode_text(symbol_table: bytes | memoryview, data: bytes | memoryview, offs
         raise FsstError(f"string offsets do not lie in order within the {n} compressed bytes")
     escapes = _escapes(codes, offsets, tables.nsym)
     ascii = tables.ascii and (escapes is None or int(codes[escapes + 1].max()) < 0x80)
-    pairs: _PairIndex | None = None
+    pairs: PairIndex | None = None
     if n >= _PAIRS_MIN and (table := _pairs(key)) is not None:
         rows, code_index = codes, offsets
         if escapes is not None:
-            rows, code_index, escapes = _aligned(codes, offsets, escapes)
-        pairs = _PairIndex(table, _pair_index(rows, escapes), rows, tables.code_lengths)
+            rows, code_index, escapes = aligned(codes, offsets, escapes)
+        pairs = PairIndex(table, pair_index(rows, escapes), rows, tables.code_lengths)
     else:
         rows, code_index = _rows(codes, offsets, escapes)
     with _IN_FLIGHT:
@@ -244,66 +258,6 @@ def _rows(
     return rows[keep], offsets - np.searchsorted(markers, offsets)
 
 
-class _PairIndex(NamedTuple):
-    """A code stream read two codes at a time: the rows of ``table`` of its pairs (``rows``,
-    one per two codes, the last code of an odd stream paired with the empty escape row), the
-    codes and their output lengths."""
-
-    table: pa.Array
-    rows: np.ndarray
-    codes: np.ndarray
-    code_lengths: np.ndarray
-
-
-def _aligned(
-    codes: np.ndarray, offsets: np.ndarray, markers: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The codes with an escape code that stands for nothing (a filler) before every escape
-    marker that would otherwise be second in its pair, so that each marker and its literal make
-    one pair; the string offsets and the markers moved by the fillers before them.
-
-    A marker needs a filler when it and the marker before it are an odd number of codes apart
-    (the first marker: when it is at an odd position): the markers before it all end up at even
-    positions, so the parity of the fillers before it is that of the previous marker's position.
-    A filler is second in its pair, after a symbol (markers are first, literals second), whose
-    row in the pair table is that symbol alone. A string that starts with a filled marker starts
-    at its filler."""
-    fill_at = markers[np.diff(markers, prepend=0) % 2 == 1]
-    if not fill_at.size:
-        return codes, offsets, markers
-    k = fill_at.size
-    filled = empty(codes.size + k, np.uint8)  # (np.insert's arrays are fresh memory: page faults)
-    at = fill_at + np.arange(k)  # where the fillers land
-    keep = empty(filled.size, np.bool_)
-    keep.fill(True)
-    keep[at] = False
-    filled[keep] = codes
-    filled[at] = ESCAPE
-    moved = offsets + np.searchsorted(fill_at, offsets, "left")
-    return filled, moved, markers + np.searchsorted(fill_at, markers, "right")
-
-
-def _pair_index(codes: np.ndarray, markers: np.ndarray | None) -> np.ndarray:
-    """The row of each two codes in the pair table (:func:`_pairs`): ``a | b << 8``, or for an
-    escape marker (at even positions ``markers``, see :func:`_aligned`) and its literal, the
-    literal's row."""
-    n = codes.size
-    pairs = codes
-    if n % 2 or codes.ctypes.data % 2:
-        # 16-bit indices must be aligned; an odd last code is paired with the escape code,
-        # whose row is empty (as the last code of a stream it is no marker)
-        pairs = empty(n + n % 2, np.uint8)
-        pairs[:n] = codes
-        pairs[n:] = ESCAPE
-    p16 = pairs.view(np.uint16)
-    if markers is None or not markers.size:
-        return p16
-    index = empty(p16.size, np.int32)
-    index[:] = p16
-    index[markers >> 1] = codes[markers + 1].astype(np.int32) + _PAIR_ROWS
-    return index
-
-
 def _bounds(n: int) -> list[int]:
     """Where to cut ``n`` codes into parts (of even sizes, so that pairs stay within a part).
 
@@ -322,7 +276,7 @@ def _bounds(n: int) -> list[int]:
 
 
 def _decode_part(
-    rows: np.ndarray, lo: int, hi: int, code_index: np.ndarray, t: _Tables, pairs: _PairIndex | None
+    rows: np.ndarray, lo: int, hi: int, code_index: np.ndarray, t: _Tables, pairs: PairIndex | None
 ) -> tuple[list[memoryview], np.ndarray]:
     """Decode codes ``[lo, hi)``: the output pieces, and the output position (from the part's
     start) of every string start among those codes. Codes are taken two at a time from the pair
@@ -426,92 +380,16 @@ def _build_pairs(symbol_table: bytes) -> pa.Array | None:
     (the escape code's symbol is empty), then 256 rows of one byte each, the escaped literals
     (a binary array of 65,792 rows: ``512 x`` the symbols' total length in bytes plus 256 KiB
     of offsets); None when the symbols are not in a few runs of one length (see
-    :func:`_product`)."""
+    :func:`fsst_pairs.product`)."""
     t = _tables(symbol_table)
     if t is None or t.runs is None:
         return None
-    offsets, data = _product(t.table, t.code_lengths, t.runs, t.table, t.code_lengths, t.runs, _LITERAL_ROW)
+    offsets, data = product(t.table, t.code_lengths, t.runs, t.table, t.code_lengths, t.runs, _LITERAL_ROW)
     size = data.size - _LITERAL_ROW
     offsets[_PAIR_ROWS:] = np.arange(size, size + _LITERAL_ROW + 1, dtype=np.int32)
     data[size:] = np.arange(_LITERAL_ROW, dtype=np.uint8)
     rows = _PAIR_ROWS + _LITERAL_ROW
     return pa.Array.from_buffers(pa.binary(), rows, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-
-
-def _product(
-    a_table: np.ndarray,
-    a_lengths: np.ndarray,
-    a_runs: tuple[tuple[int, int, int], ...],
-    b_table: np.ndarray,
-    b_lengths: np.ndarray,
-    b_runs: tuple[tuple[int, int, int], ...],
-    spare: int = 0,
-) -> tuple[np.ndarray, np.ndarray]:
-    """The offsets (65,537, int32) and bytes of the 65,536 rows ``a | b << 8``, each symbol
-    ``a`` of the first table (rows of 8 bytes, lengths, runs of one length: see :func:`_runs`)
-    then symbol ``b`` of the second; both arrays have ``spare`` more items at their end, unset.
-
-    Built in numpy without an index per row or per byte: the rows of codes ``b`` of one length
-    are blocks of one size, one after another, so they are the rows of a 2-D view, and within
-    them the pairs with codes ``a`` of one length are the rows of a 3-D view. The first block of
-    each run of ``b`` gets its ``a`` symbols, the others are copies of it, then each byte of the
-    ``b`` symbols is broadcast to its column (about 0.3 ms, against 2.5 ms for a take of the
-    131,072 symbols; a page of pylance's holds some 300,000 codes).
-    """
-    a_starts = np.zeros(_LITERAL_ROW + 1, np.int32)  # where each a symbol starts in a block's a-part
-    np.cumsum(a_lengths, out=a_starts[1:])
-    b_starts = np.zeros(_LITERAL_ROW + 1, np.int32)
-    np.cumsum(b_lengths, out=b_starts[1:])
-    total = int(a_starts[-1])  # bytes of all 256 a symbols
-    every = np.arange(_LITERAL_ROW, dtype=np.int32)
-    block = every * total + _LITERAL_ROW * b_starts[:-1]  # where the rows of each b begin
-    offsets = np.empty(_PAIR_ROWS + 1 + spare, np.int32)
-    grid = offsets[:_PAIR_ROWS].reshape(_LITERAL_ROW, _LITERAL_ROW)  # [b, a]
-    offsets[_PAIR_ROWS] = size = _LITERAL_ROW * (total + int(b_starts[-1]))
-    data = np.empty(size + spare, np.uint8)
-    for b0, b1, kb in b_runs:
-        # where each pair starts in the rows of its b: the a-parts before it, and kb bytes each
-        np.add(block[b0:b1, None], a_starts[None, :-1] + every * kb, out=grid[b0:b1])
-        width = total + _LITERAL_ROW * kb  # bytes of the rows of one b
-        at = int(block[b0])
-        for a0, a1, ka in a_runs:  # the a-part of the first block
-            if ka:
-                place = at + int(a_starts[a0]) + a0 * kb
-                np.ndarray((a1 - a0, ka), np.uint8, data, place, (ka + kb, 1))[...] = a_table[a0:a1, :ka]
-        data[at + width : at + width * (b1 - b0)].reshape(b1 - b0 - 1, width)[...] = data[at : at + width]
-        if kb and len(a_runs) > _FEW_RUNS:
-            # the b-part of all a at once, byte by byte: fewer numpy calls than columns
-            # (a table of 8 runs: 1.4 -> 1.0 ms)
-            rows = data[at : at + width * (b1 - b0)].reshape(b1 - b0, width)
-            holes = a_starts[1:] + every * kb  # where the b-part of each a starts in a row
-            for j in range(kb):
-                rows[:, holes + j] = b_table[b0:b1, j, None]
-            continue
-        for a0, a1, ka in a_runs:  # the b-part, down the column of every a
-            _fill_columns(
-                data,
-                at + int(a_starts[a0]) + a0 * kb + ka,
-                (b1 - b0, a1 - a0),
-                (width, ka + kb),
-                b_table[b0:b1, :kb],
-            )
-    return offsets, data
-
-
-def _fill_columns(
-    data: np.ndarray, at: int, shape: tuple[int, int], strides: tuple[int, int], symbols: np.ndarray
-) -> None:
-    """Write symbol ``i`` (a row of ``symbols``, k bytes) at ``at + i * strides[0] + j *
-    strides[1]`` for every ``j < shape[1]``: as one word of k bytes when k is 2, 4 or 8 and every
-    place is aligned to it (numpy writes unaligned words several times slower than bytes), else
-    byte by byte."""
-    k = symbols.shape[1]
-    if k in (2, 4, 8) and not (at % k or strides[0] % k or strides[1] % k):
-        kind = np.dtype(f"<u{k}")
-        np.ndarray(shape, kind, data, at, strides)[...] = symbols.view(kind)
-        return
-    for j in range(k):
-        np.ndarray(shape, np.uint8, data, at + j, strides)[...] = symbols[:, j, None]
 
 
 def _parse_table(symbol_table: bytes | memoryview) -> tuple[np.ndarray | None, np.ndarray, int]:
