@@ -216,27 +216,49 @@ def read(
     return pieces[0] if len(pieces) == 1 else pa.concat_tables(pieces)
 
 
+def by_columns(
+    frags: Sequence[FragmentReader], names: list[str], found: Sequence[Plan | None], rows: Sequence[int]
+) -> list[bool]:
+    """For each fragment, whether a read of ``rows[k]`` of its rows belongs in a batch: its plan
+    for ``names`` says so (:func:`batchable`), or, of several columns read whole, one on its
+    own is batchable (its pages beside another column's, or with other columns between). (A
+    range of a fragment read in parts is not: the batch would decode a page whole for each.)"""
+    ok = [batchable(p, r) for p, r in zip(found, rows)]
+    if len(names) < 2 or all(ok):
+        return ok
+    whole = [r >= f.physical_rows for f, r in zip(frags, rows)]
+    for name in names:
+        own = plans(frags, [name])
+        ok = [o or (w and batchable(p, r)) for o, w, p, r in zip(ok, whole, own, rows)]
+    return ok
+
+
 def _column_groups(
     frags: Sequence[FragmentReader],
     names: list[str],
     runs: Sequence[Runs],
     found: Sequence[Plan | None],
 ) -> list[tuple[list[str], list[Plan | None]]] | None:
-    """The columns ``names`` as groups each read on its own, with its plans, when the files are
-    too large for a batch of all the columns to hold two of them, but some columns are small
-    enough to be batched across the files by themselves (ids and floats beside vectors of a
-    living table's fragments of 20k rows): the small columns as one group (or each on its own,
-    when their pages lie far apart in the files, with larger ones between), the others as one
-    more (decoded file by file). None when the columns are read together."""
+    """The columns ``names`` as groups each read on its own, with its plans, when the fragments
+    are not batched with all the columns (files too large for two to share a batch of all of
+    them, or pages of the columns far apart, or too few rows read for pages of many chunks), but
+    some columns are batched across the files by themselves, two files or more to a batch (ids
+    and floats beside vectors of a living table's fragments of 20k rows): those columns as one
+    group (or each on its own, when their pages lie far apart in the files), the others as one
+    more (read file by file). None when the columns are read together."""
     if len(names) < 2:
         return None
-    # the fragments a batch of all the columns would read alone (their files are too large)
-    alone = [k for k, p in enumerate(found) if p is not None and p[1].length > BATCH_BYTES // 2]
-    if len(alone) < 2 or not all(batchable(found[k], runs[k].total) for k in alone):
+    # the fragments a batch of all the columns would not read with others
+    alone = [
+        k
+        for k, (p, r) in enumerate(zip(found, runs))
+        if r.total and (not batchable(p, r.total) or p[1].length > BATCH_BYTES // 2)  # type: ignore[index]
+    ]
+    if len(alone) < 2:
         return None
 
     def small(found_: Sequence[Plan | None]) -> bool:
-        """Whether the files read alone share batches of these plans, two or more to a batch."""
+        """Whether the fragments in ``alone`` share batches of these plans, two or more to one."""
         return all(
             (p := found_[k]) is not None and batchable(p, runs[k].total) and p[1].length <= BATCH_BYTES // 2
             for k in alone
@@ -247,8 +269,7 @@ def _column_groups(
     if not few:
         return None
     rest = [name for name in names if name not in few]
-    # (all of them small: together they are not, as ``alone`` says)
-    together = plans(frags, few) if len(few) > 1 and rest else None
+    together = plans(frags, few) if len(few) > 1 else None
     if len(few) == 1 or (together is not None and small(together)):
         groups = [(few, together if together is not None else own[few[0]])]
     else:

@@ -17,6 +17,7 @@ import pytest
 
 import lance_table as lt
 from lance_table.table import deletion, fragment_batch
+from lance_table.table.fragment import FragmentReader
 from lance_table.table.readers import READERS
 
 ROWS = 5_000  # rows per file: the vectors of a file are 320 kB, more than half a batch below
@@ -172,3 +173,39 @@ def test_fragments_read_alone_are_not_split(mixed: str, groups: list[list[list[s
     assert both.equals(lance.dataset(mixed).to_table(columns=cols, limit=2 * ROWS))
     if fragment_batch.plans(frags[:1], cols)[0] is not None:  # (pylance's 2.0 vectors: no plan)
         assert groups == [[["id", "x"], ["vec"]]]
+
+
+def test_large_files_of_fixed_width_decode_as_batches_of_their_own(
+    mixed: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the vectors of a 2.1/2.2 file too large to share a batch: decoded whole as a batch of one
+    # (its bytes as they are, not joined), never falling back to the file's own reader
+    ds = lt.dataset(mixed)
+    frags = ds._snapshot.fragment_readers()
+    first = frags[0].fragment.files[0]
+    if (first.file_major_version, first.file_minor_version) == (2, 0):
+        pytest.skip("2.0 files: read by their own reader")
+    by_reader: list[int] = []
+    monkeypatch.setattr(FragmentReader, "read", lambda self, *a, **k: by_reader.append(1))
+    got = lt.dataset(mixed).to_table(columns=["id", "vec", "x"])
+    assert not by_reader
+    assert got.equals(lance.dataset(mixed).to_table(columns=["id", "vec", "x"]))
+
+
+@pytest.mark.parametrize("writer", ["lance_table", "pylance"])
+def test_small_columns_with_large_ones_between_are_batched_each_alone(
+    writer: str, tmp_path: Path, groups: list[list[list[str]]]
+) -> None:
+    # the vectors stored between the ids and the floats: a batch of both would read the vectors
+    # too, so each is batched on its own
+    uri = str(tmp_path / "apart")
+    data = _table(0, 3 * ROWS, 8).select(["id", "vec", "x"])
+    write: Callable[..., Any] = lance.write_dataset if writer == "pylance" else lt.write_dataset
+    write(data, uri, data_storage_version="2.2", max_rows_per_file=ROWS)
+    ours, theirs = lt.dataset(uri), lance.dataset(uri)
+    for cols in (["x", "id"], ["id", "vec", "x"]):
+        assert ours.to_table(columns=cols).equals(theirs.to_table(columns=cols)), cols
+        flt = "x < 0.5"
+        got = ours.to_table(columns=cols, filter=flt, with_row_id=True)
+        assert got.equals(theirs.to_table(columns=cols, filter=flt, with_row_id=True)), cols
+    assert [["id"], ["x"]] in map(sorted, groups) and [["id"], ["vec"], ["x"]] in map(sorted, groups)
