@@ -185,7 +185,9 @@ def read(
     nodes = [roots[n] for n in names]
     if found is None:
         found = plans(frags, names)
-    groups = _column_groups(frags, names, runs, found)
+    rows = [r.total for r in runs]
+    ok = [batchable(p, r) for p, r in zip(found, rows)]
+    groups = _column_groups(frags, names, rows, found, ok) if len(names) > 1 and len(frags) > 1 else None
     if groups is not None:
         # each group of columns read on its own (the small ones batched across the files),
         # the same rows in the same order: the columns are put side by side
@@ -198,7 +200,7 @@ def read(
         j = i
         kind = _version(found[i])
         held = 0
-        while j < n and batchable(found[j], runs[j].total) and _version(found[j]) is kind:
+        while j < n and ok[j] and _version(found[j]) is kind:
             held += found[j][1].length  # type: ignore[index]  # (batchable: not None)
             if j > i and held > BATCH_BYTES:
                 break
@@ -236,8 +238,9 @@ def by_columns(
 def _column_groups(
     frags: Sequence[FragmentReader],
     names: list[str],
-    runs: Sequence[Runs],
+    rows: Sequence[int],
     found: Sequence[Plan | None],
+    ok: Sequence[bool],
 ) -> list[tuple[list[str], list[Plan | None]]] | None:
     """The columns ``names`` as groups each read on its own, with its plans, when the fragments
     are not batched with all the columns (files too large for two to share a batch of all of
@@ -245,14 +248,14 @@ def _column_groups(
     some columns are batched across the files by themselves, two files or more to a batch (ids
     and floats beside vectors of a living table's fragments of 20k rows): those columns as one
     group (or each on its own, when their pages lie far apart in the files), the others as one
-    more (read file by file). None when the columns are read together."""
-    if len(names) < 2:
-        return None
+    more (read file by file). ``rows``: the rows read of each fragment; ``ok``: whether they
+    are :func:`batchable` with ``found``. None when the columns are read together."""
+    half = BATCH_BYTES // 2
     # the fragments a batch of all the columns would not read with others
     alone = [
         k
-        for k, (p, r) in enumerate(zip(found, runs))
-        if r.total and (not batchable(p, r.total) or p[1].length > BATCH_BYTES // 2)  # type: ignore[index]
+        for k, (o, p, r) in enumerate(zip(ok, found, rows))
+        if r and (not o or p[1].length > half)  # type: ignore[index]
     ]
     if len(alone) < 2:
         return None
@@ -260,8 +263,7 @@ def _column_groups(
     def small(found_: Sequence[Plan | None]) -> bool:
         """Whether the fragments in ``alone`` share batches of these plans, two or more to one."""
         return all(
-            (p := found_[k]) is not None and batchable(p, runs[k].total) and p[1].length <= BATCH_BYTES // 2
-            for k in alone
+            (p := found_[k]) is not None and batchable(p, rows[k]) and p[1].length <= half for k in alone
         )
 
     own = {name: plans(frags, [name]) for name in names}
