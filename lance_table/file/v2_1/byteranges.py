@@ -11,6 +11,7 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 import numpy as np
 import pyarrow as pa
 
+from lance_table._buffers import empty
 from lance_table.file.compression import bitpacking
 
 
@@ -141,7 +142,7 @@ def _strided_join(data: bytes | memoryview, starts: np.ndarray, lengths: np.ndar
     if first < 0 or first + step * (n - 2) + length > u8.size or last_at < 0 or last_at + last_len > u8.size:
         return None  # the slow path reports nothing either: slices clip, the caller checks sizes
     rows = np.lib.stride_tricks.as_strided(u8[first:], shape=(n - 1, length), strides=(step, 1))
-    out = np.empty((n - 1) * length + max(last_len, 0), np.uint8)
+    out = empty((n - 1) * length + max(last_len, 0), np.uint8)
     out[: (n - 1) * length].reshape(n - 1, length)[:] = rows
     out[(n - 1) * length :] = u8[last_at : last_at + max(last_len, 0)]
     return memoryview(out)  # type: ignore[arg-type]
