@@ -10,7 +10,8 @@ are not cut: no core would be idle to take them, and joining them costs a copy.
 The pools are the process's own: a child forked from a process that used them (Spark's Python
 workers, ``multiprocessing`` with ``fork``) starts with none and makes its own on first use.
 ``LANCE_CPU_THREADS`` and ``LANCE_IO_THREADS`` (pylance's names) bound the threads of each pool;
-set them on Spark's executors with ``spark.executorEnv.LANCE_CPU_THREADS``."""
+set them on Spark's executors with ``spark.executorEnv.LANCE_CPU_THREADS``. A thread given one core
+while others keep the rest busy (a Spark task) keeps its CPU work to itself (:func:`on_one_core`)."""
 
 from __future__ import annotations
 
