@@ -10,17 +10,19 @@ are not cut: no core would be idle to take them, and joining them costs a copy.
 The pools are the process's own: a child forked from a process that used them (Spark's Python
 workers, ``multiprocessing`` with ``fork``) starts with none and makes its own on first use.
 ``LANCE_CPU_THREADS`` and ``LANCE_IO_THREADS`` (pylance's names) bound the threads of each pool;
-set them on Spark's executors with ``spark.executorEnv.LANCE_CPU_THREADS``."""
+set them on Spark's executors with ``spark.executorEnv.LANCE_CPU_THREADS``. A thread given one core
+while others keep the rest busy (a Spark task) keeps its CPU work to itself (:func:`on_one_core`)."""
 
 from __future__ import annotations
 
 import bisect
+import contextlib
 import contextvars
 import itertools
 import os
 import threading
 from collections import deque
-from collections.abc import Callable, Generator, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any, Generic, TypeVar, overload
 
@@ -234,12 +236,42 @@ def runs_inline(name: str) -> bool:
 def _inline(name: str) -> bool:
     """Whether a map on pool ``name`` runs on the calling thread: it is a thread of that pool
     (which would wait on itself) or runs a task of a map that keeps every worker busy, or the
-    map is of parts and the thread runs a task of a map that gives every core one."""
+    map is of parts and the thread runs a task of a map that gives every core one, or the map
+    is of CPU work and the thread works on one core (:func:`on_one_core`)."""
     return (
         getattr(_BUSY, "on", False)
         or threading.current_thread().name.startswith(name)
         or (name == PARTS and getattr(_BUSY, "filled", False))
+        or (getattr(_BUSY, "one_core", False) and name not in _WAITING)
     )
+
+
+#: the pools whose tasks mostly wait on a remote store: used even by a thread on one core
+_WAITING = (IO, PAGE_IO, ARROW_READS)
+
+
+@contextlib.contextmanager
+def on_one_core() -> Iterator[None]:
+    """Within it, the CPU work this thread maps (decoding pages, encoding columns) runs on the
+    thread itself, one call after another; maps that wait on a remote store still use their
+    pools. For a caller that is given one core while as many others keep the other cores busy
+    (a Spark task: Spark runs a task per core): the pools' threads would only share that core
+    with it and add hand-offs.
+
+    Example:
+        ```python
+        from lance_table._parallel import DECODE, map_on, on_one_core
+
+        with on_one_core():
+            print(map_on(DECODE, lambda x: x * 2, [1, 2, 3]))  # run on this thread
+        ```
+    """
+    before = getattr(_BUSY, "one_core", False)
+    _BUSY.one_core = True
+    try:
+        yield
+    finally:
+        _BUSY.one_core = before
 
 
 def _cores() -> int:

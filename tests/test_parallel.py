@@ -199,3 +199,24 @@ def test_cached_per_instance_computes_instances_at_the_same_time() -> None:
     assert items[1].value == 10
     first.join()
     assert items[0].value == 0 and items[0].calls == 1 and items[1].calls == 1
+
+
+def test_on_one_core_runs_cpu_maps_on_the_calling_thread_and_waits_on_the_io_pools() -> None:
+    me = threading.current_thread().name
+
+    def name(_: int) -> str:
+        time.sleep(0.001)
+        return threading.current_thread().name
+
+    with _parallel.on_one_core():
+        for cpu in (_parallel.DECODE, _parallel.PARTS, FRAGMENTS, _parallel.ENCODE):
+            assert set(_parallel.map_on(cpu, name, range(4))) == {me}
+        assert _parallel.start_one(_parallel.DECODE, lambda: 1) is None  # the caller does it
+        with _parallel.on_one_core():  # nested: still on one core after the inner one ends
+            pass
+        assert _parallel.runs_inline(_parallel.DECODE)
+        io = set(_parallel.map_on(_parallel.IO, name, range(4)))
+        assert io and all(n.startswith(_parallel.IO) for n in io)
+    assert not _parallel.runs_inline(_parallel.DECODE)
+    decode = set(_parallel.map_on(_parallel.DECODE, name, range(4)))
+    assert decode and all(n.startswith(_parallel.DECODE) for n in decode)

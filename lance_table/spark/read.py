@@ -48,7 +48,7 @@ from lance_table.format.manifest import Fragment, Manifest
 from lance_table.schema import LanceField, arrow_schema_from_fields, build_tree
 from lance_table.spark.options import merge_storage, task_storage_options
 from lance_table.spark.types import cast_batch
-from lance_table.spark.worker import settle_worker
+from lance_table.spark.worker import on_task_cores, settle_worker
 from lance_table.storage import Storage, open_storage
 from lance_table.table import versions
 from lance_table.table.fragment import FragmentReader
@@ -309,6 +309,9 @@ class LanceTableReader(DataSourceReader):
 
     def read(self, partition: FragmentRange) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
         settle_worker()
+        return on_task_cores(self._read(partition))
+
+    def _read(self, partition: FragmentRange) -> Iterator[pa.RecordBatch]:
         storage = open_storage(self.uri, merge_storage(task_storage_options(), self.storage_options))
         newer = self._newer(storage)
         if newer is None:

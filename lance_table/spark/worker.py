@@ -9,12 +9,22 @@ objects alive when lance_table first runs in a worker (what the worker keeps for
 out of reach of the collector's passes (``gc.freeze``), so the pass after each task only walks
 what the task itself made. Objects that become garbage later are still freed by reference
 counting.
+
+Spark runs a task on each core it has (``spark.task.cpus`` cores a task, one by default), so a
+task's decoding runs on the task's own thread (:func:`on_task_cores`): the thread pools would
+only share the task's core with it.
 """
 
 from __future__ import annotations
 
 import gc
 import os
+from collections.abc import Iterator
+from typing import TypeVar
+
+from lance_table._parallel import on_one_core
+
+T = TypeVar("T")
 
 #: set by Spark in the environment of the Python workers it reuses
 REUSED_WORKER = "SPARK_REUSE_WORKER"
@@ -41,3 +51,42 @@ def settle_worker() -> None:
     _settled_pid = pid
     gc.collect()
     gc.freeze()
+
+
+def task_cores() -> int | None:
+    """The cores Spark gave the task running here (``spark.task.cpus``), or None outside a task."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    if ctx is None:
+        return None
+    try:
+        return int(ctx.cpus())
+    except (TypeError, ValueError):  # a context that does not say
+        return None
+
+
+def on_task_cores(steps: Iterator[T]) -> Iterator[T]:
+    """The items of ``steps``, each made with the cores the running Spark task has: in a task of
+    one core, the CPU work of each step (decoding, see :func:`~lance_table._parallel.on_one_core`)
+    runs on the calling thread; in a task of more cores, or outside Spark, on the pools as
+    anywhere else. The calling thread is marked only while a step runs, not while the consumer
+    holds an item.
+
+    Example:
+        ```python
+        from lance_table.spark.worker import on_task_cores
+
+        print(list(on_task_cores(iter([1, 2]))))  # outside Spark: as they come
+        ```
+    """
+    if task_cores() != 1:
+        yield from steps
+        return
+    while True:
+        with on_one_core():
+            try:
+                item = next(steps)
+            except StopIteration:
+                return
+        yield item
