@@ -16,6 +16,9 @@ symbol table (issue 28's living table: 1M rows in 20k-row fragments are 50 files
     python benchmarks/bench_fsst.py --rows 1000000 --runs 7
     python benchmarks/bench_fsst.py --only hex --profile
     python benchmarks/bench_fsst.py --rows 1000000 --fragment-rows 20000 --only schema --runs 5
+
+``--keep DIR`` writes the datasets under DIR and keeps them; a later run with the same DIR, rows and
+fragment rows reads them again instead of writing them.
 """
 
 from __future__ import annotations
@@ -84,12 +87,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--fragment-rows", type=int, default=0, help="rows per file pylance writes (0: its default)"
     )
+    parser.add_argument(
+        "--keep", type=Path, default=None, help="write the datasets here and keep them (reused when there)"
+    )
     args = parser.parse_args(argv)
     import lance
 
     import lance_table as lt
 
-    work = Path(tempfile.mkdtemp(prefix="lance_table_bench_fsst_"))
+    if args.keep is not None:
+        work = args.keep / f"rows{args.rows}_frag{args.fragment_rows}"
+        work.mkdir(parents=True, exist_ok=True)
+    else:
+        work = Path(tempfile.mkdtemp(prefix="lance_table_bench_fsst_"))
     per_file = {"max_rows_per_file": args.fragment_rows} if args.fragment_rows else {}
     print(f"load average before: {os.getloadavg()}", flush=True)
     scenarios: dict[str, tuple[Callable[[], pa.Table], list[str] | None]] = {
@@ -106,10 +116,11 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             key = id(make) if cols == ["s"] else 0
             if key not in written:
-                uri = written[key] = str(work / name.replace(" ", "_"))
-                table = make()
-                lance.write_dataset(table, uri, data_storage_version="2.2", **per_file)
-                del table
+                uri = written[key] = str(work / (name.replace(" ", "_") if key else "schema"))
+                if not Path(uri, "_versions").is_dir():
+                    table = make()
+                    lance.write_dataset(table, uri, data_storage_version="2.2", **per_file)
+                    del table
             uri = written[key]
             got = lt.dataset(uri).to_table(columns=cols)
             assert got.equals(lance.dataset(uri).to_table(columns=cols)), name
@@ -136,7 +147,8 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if args.keep is None:
+            shutil.rmtree(work, ignore_errors=True)
     print(f"load average after: {os.getloadavg()}")
     return 0
 

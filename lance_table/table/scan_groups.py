@@ -92,12 +92,14 @@ def _batches(
 ) -> tuple[list[tuple[int, int, bool]], list[fragment_batch.Plan | None]]:
     """Runs ``[i, j)`` of the tasks, each read as a batch (True) or task by task (False), and
     the plans of the tasks' fragments for ``names``."""
-    found = fragment_batch.plans([t[0] for t in tasks], names)
+    frags = [t[0] for t in tasks]
+    found = fragment_batch.plans(frags, names)
+    ok = fragment_batch.by_columns(frags, names, found, [hi - lo for _, lo, hi in tasks])
     out: list[tuple[int, int, bool]] = []
     i, n = 0, len(tasks)
     while i < n:
         j = i
-        while j < n and fragment_batch.batchable(found[j], tasks[j][2] - tasks[j][1]):
+        while j < n and ok[j]:
             j += 1
         if j - i > 1:
             out.append((i, j, True))

@@ -4,12 +4,14 @@ read back whole from datasets of small fragments (one symbol table per file)."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pyarrow as pa
 import pytest
 from test_fsst import E, check, make_table
 
-from lance_table.file.compression import fsst
+from lance_table.file.compression import fsst, fsst_pairs
 
 
 def _writer_order(symbols: list[bytes]) -> list[bytes]:
@@ -59,7 +61,7 @@ def test_random_writer_tables_both_ways(monkeypatch, pairs_min):
         strings = [
             rng.integers(0, nsym, int(rng.integers(0, 9))).tolist() for _ in range(int(rng.integers(0, 60)))
         ]
-        if case % 4 == 0 and strings:  # some escapes too: those streams decode code by code
+        if case % 4 == 0 and strings:  # some escapes too
             strings[0] = [E, 0xFF, *strings[0], E, E]
         check(table, strings)
 
@@ -76,7 +78,7 @@ def test_pairs_decode_a_large_stream_in_parts(monkeypatch):
 
 def test_pair_tables_are_built_only_for_long_streams(monkeypatch):
     built: list[bytes] = []
-    real = fsst._pairs.__wrapped__
+    real = fsst._build_pairs
 
     def counting(symbol_table: bytes) -> pa.Array | None:
         built.append(symbol_table)
@@ -90,6 +92,38 @@ def test_pair_tables_are_built_only_for_long_streams(monkeypatch):
     assert built == [table]
 
 
+def test_pair_tables_are_kept_within_their_byte_bound(monkeypatch):
+    """Each symbol table's pair table is built once while the tables kept fit their bound in
+    bytes; the least recently used go first, and clear_caches forgets them all."""
+    from lance_table._lru import LRU
+    from lance_table.table.session import clear_caches
+
+    tables = [make_table([bytes([97 + i, 98]), b"c", bytes([100 + i])]) for i in range(5)]
+    size = fsst._build_pairs(tables[0]).nbytes + len(tables[0])
+    monkeypatch.setattr(fsst, "_PAIR_TABLES", LRU(1024, max_bytes=3 * size))
+    built: list[bytes] = []
+    real = fsst._build_pairs
+
+    def counting(symbol_table: bytes) -> pa.Array | None:
+        built.append(symbol_table)
+        return real(symbol_table)
+
+    monkeypatch.setattr(fsst, "_build_pairs", counting)
+    monkeypatch.setattr(fsst, "_PAIRS_MIN", 0)
+    for _ in range(3):
+        for t in tables[:3]:
+            check(t, [[0, 1, 2, 0], [1]])
+    assert built == tables[:3]
+    check(tables[3], [[2, 2, 1]])  # a fourth drops the least recently used (the first)
+    assert built == tables[:4] and fsst._PAIR_TABLES.nbytes <= 3 * size
+    check(tables[2], [[0]])
+    check(tables[0], [[0]])
+    assert built == [*tables[:4], tables[0]]
+    clear_caches()
+    check(tables[2], [[0]])
+    assert built == [*tables[:4], tables[0], tables[2]]
+
+
 def test_corrupt_streams_are_refused_on_either_path(monkeypatch):
     table = make_table([b"ab", b"c"])
     for pairs_min in (0, 1 << 30):
@@ -98,6 +132,91 @@ def test_corrupt_streams_are_refused_on_either_path(monkeypatch):
             fsst.decode(table, bytes([0, 1, 2, 0]), np.array([0, 4]))
         with pytest.raises(fsst.FsstError, match="offsets"):
             fsst.decode(table, bytes([0, 1]), np.array([0, 1 << 40]))
+
+
+def _pair_takes(monkeypatch) -> list[int]:
+    """The lengths of the takes from pair tables (one per part decoded in pairs)."""
+    takes: list[int] = []
+    real = fsst._take
+
+    def counting(table: pa.Array, index: np.ndarray) -> tuple[memoryview, np.ndarray]:
+        if len(table) == fsst._PAIR_ROWS + 256:
+            takes.append(len(index))
+        return real(table, index)
+
+    monkeypatch.setattr(fsst, "_take", counting)
+    return takes
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_streams_with_escapes_decode_in_pairs(monkeypatch, seed):
+    """Escapes everywhere a pair can hold them: markers at odd and even codes (fillers or not),
+    runs of 0xFF (escaped 0xFF literals), escapes starting and ending strings, strings that are
+    one escape, empty strings around them, odd and even stream ends; in one part and in many."""
+    monkeypatch.setattr(fsst, "_PAIRS_MIN", 0)
+    if seed % 2:
+        monkeypatch.setattr(fsst, "_MIN_PART", 1 << 6)
+    takes = _pair_takes(monkeypatch)
+    rng = np.random.default_rng(seed)
+    symbols = _writer_order(_random_symbols(rng, int(rng.integers(1, 255)), [1, 2, 3, 8]))
+    nsym = len(symbols)
+    table = make_table(symbols)
+    strings = []
+    for _ in range(int(rng.integers(200, 2000))):
+        s: list[int] = []
+        for _ in range(int(rng.integers(0, 8))):
+            pick = rng.random()
+            if pick < 0.2:
+                s += [E, int(rng.integers(0, 256))]
+            elif pick < 0.3:
+                s += [E, 0xFF]
+            else:
+                s.append(int(rng.integers(0, nsym)))
+        strings.append(s)
+    strings.append([E, 0xFF] if seed % 3 else [0])  # stream ends with an escape, or a symbol
+    parsed = check(table, strings)
+    assert parsed.escapes and parsed.escaped_ff and parsed.escape_starts_string and parsed.escape_ends_string
+    assert takes and sum(takes) >= (sum(map(len, strings)) + 1) // 2  # every code in a pair
+
+
+def test_fillers_put_every_marker_first_in_its_pair():
+    rng = np.random.default_rng(7)
+    table = make_table([b"ab", b"c"])
+    for _ in range(50):
+        strings = []
+        for _ in range(int(rng.integers(1, 40))):
+            s: list[int] = []
+            for c in rng.choice([0, 1, E], int(rng.integers(0, 9))).tolist():
+                s += [E, int(rng.choice([0xFF, 0x41, 0x00]))] if c == E else [c]
+            strings.append(s)
+        data = bytes(c for s in strings for c in s)
+        offsets = np.concatenate([[0], np.cumsum([len(s) for s in strings])]).astype(np.int64)
+        codes = np.frombuffer(data, np.uint8)
+        markers = fsst._escapes(codes, offsets, 2)
+        if markers is None:
+            continue
+        filled, moved, at = fsst_pairs.aligned(codes, offsets, markers)
+        assert not (at % 2).any()  # every marker first in its pair
+        assert (filled[at] == E).all() and (filled[at + 1] == codes[markers + 1]).all()
+        fillers = np.setdiff1d(np.flatnonzero(filled == E), np.concatenate([at, at + 1]))
+        assert (fillers % 2 == 1).all()  # every filler second in its pair
+        assert filled.size == codes.size + fillers.size
+        # each string starts at its first code, or at the filler before its first marker
+        inside = offsets < codes.size
+        moved, was = moved[inside], offsets[inside]
+        is_filler = np.isin(moved, fillers)
+        assert (filled[moved + is_filler] == codes[was]).all()
+        assert np.isin(moved[is_filler] + 1, at).all()  # a filler only before a marker
+        check(table, strings)
+
+
+def test_corrupt_streams_with_escapes_are_refused_in_pairs(monkeypatch):
+    monkeypatch.setattr(fsst, "_PAIRS_MIN", 0)
+    table = make_table([b"ab", b"c"])
+    with pytest.raises(fsst.FsstError, match="code 7"):
+        fsst.decode(table, bytes([0, E, 9, 7, 1]), np.array([0, 5]))
+    with pytest.raises(fsst.FsstError, match="escape byte ends a string"):
+        fsst.decode(table, bytes([0, 1, E, E, E, 0]), np.array([0, 5, 6]))
 
 
 # --- pylance writes, lance_table reads ------------------------------------------------------------
@@ -129,11 +248,14 @@ def _texts(kind: str, n: int, rng: np.random.Generator) -> list[str | None]:
 
 
 @pytest.mark.interop
+@pytest.mark.parametrize("pairs_min", [0, 1 << 30])  # every page in pairs / code by code
 @pytest.mark.parametrize("version", ["2.1", "2.2"])
 @pytest.mark.parametrize("kind", ["short", "long", "mixed", "unicode", "escaped", "repeated", "nulls"])
-def test_pylance_fsst_strings_of_many_kinds(tmp_path, version, kind):
+def test_pylance_fsst_strings_of_many_kinds(tmp_path, monkeypatch, version, kind, pairs_min):
     lance = pytest.importorskip("lance")
     import lance_table as lt
+
+    monkeypatch.setattr(fsst, "_PAIRS_MIN", pairs_min)
 
     rng = np.random.default_rng(len(kind))
     n = 1_500 if kind == "long" else 40_000
@@ -145,3 +267,56 @@ def test_pylance_fsst_strings_of_many_kinds(tmp_path, version, kind):
     assert got["s"].combine_chunks().equals(table["s"].combine_chunks())
     projected = lt.dataset(uri).to_table(columns=["s"])["s"].combine_chunks()
     assert projected.equals(table["s"].combine_chunks())
+
+
+@pytest.mark.interop
+def test_pylance_fsst_escapes_in_pairs_and_a_damaged_one(tmp_path, monkeypatch):
+    """A page of pylance's with escapes everywhere (escaped 0xFF, escapes ending and starting
+    strings, empty strings) is decoded in pairs, as pylance reads it; with one marker damaged
+    so that an escape ends a string, the read fails with CorruptFileError naming the file."""
+    lance_file = pytest.importorskip("lance.file")
+    from test_fsst import Parsed, _strings_with_rare_bytes, reference
+
+    from lance_table.errors import CorruptFileError
+    from lance_table.file.reader import LanceFileReader
+
+    values = pa.array(_strings_with_rare_bytes(100_000), pa.binary())
+    schema = pa.schema([pa.field("b", pa.binary(), metadata={"lance-encoding:compression": "fsst"})])
+    table = pa.table([values], schema=schema)
+    path = tmp_path / "f.lance"
+    pages: list[tuple[bytes, bytes, list[int]]] = []
+    real = fsst.decode_text
+
+    def recording(symbols, data, offsets):
+        pages.append((bytes(symbols), bytes(data), np.asarray(offsets).tolist()))
+        return real(symbols, data, offsets)
+
+    monkeypatch.setattr(fsst, "decode_text", recording)
+    takes = _pair_takes(monkeypatch)
+    for _attempt in range(4):  # (pylance samples at random: in the rare case 0xFF got a symbol)
+        pages.clear()
+        with lance_file.LanceFileWriter(str(path), schema, version="2.2") as w:
+            w.write_batch(table)
+        got = LanceFileReader(path).read_all()["b"].combine_chunks()
+        seen = Parsed()
+        for symbols, data, offsets in pages:
+            parsed = reference(symbols, data, offsets)
+            seen.escaped_ff += parsed.escaped_ff
+            seen.escape_ends_string += parsed.escape_ends_string
+        if seen.escaped_ff and seen.escape_ends_string:
+            break
+    else:
+        pytest.fail("pylance never escaped 0xFF at the end of a string")
+    assert takes and sum(len(d) for _, d, _ in pages) >= fsst._PAIRS_MIN
+    assert got.equals(values)
+    assert got.equals(lance_file.LanceFileReader(str(path)).read_all().to_table()["b"].combine_chunks())
+    # an escaped 0xFF ending a string is the only run of exactly two 0xFF bytes in the codes:
+    # its marker made a symbol code leaves an escape ending the string
+    data = bytearray(path.read_bytes())
+    found = re.search(rb"(?<!\xff)\xff\xff(?!\xff)", data)
+    assert found is not None
+    data[found.start()] = 0
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptFileError, match="escape byte ends a string") as info:
+        LanceFileReader(path).read_all()
+    assert str(path) in str(info.value)

@@ -224,3 +224,54 @@ def test_remembered_variable_parts_are_each_arrays_own(kind: pa.DataType) -> Non
         del offsets, data
         del arr
         gc.collect()
+
+
+def test_lists_of_leaves_shred_as_the_walk_down_their_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A top-level list of a leaf is shredded in one pass (levels._shred_list_leaf): its levels,
+    slots and values are those of the general walk, for lists and large lists of numbers,
+    booleans and strings, with null rows, empty lists and null items, sliced, and all null;
+    null rows that hold items are left to the walk."""
+    from lance_table.file.v2_1 import levels
+    from lance_table.schema import build_tree, fields_from_arrow
+
+    rng = np.random.default_rng(12)
+    cases = []
+    for n in (1, 3, 100, 700):
+        lengths = rng.integers(0, 5, n)
+        rows = [[int(v) if v % 6 else None for v in rng.integers(0, 50, k)] for k in lengths]
+        for kind in (pa.int64(), pa.string(), pa.bool_()):
+            items = [
+                None
+                if r is None
+                else [
+                    None
+                    if v is None
+                    else (v if kind == pa.int64() else f"s{v}" if kind == pa.string() else v % 2 == 0)
+                    for v in r
+                ]
+                for r in rows
+            ]
+            nulls = [None if rng.random() < 0.2 else r for r in items]
+            for list_type in (pa.list_(kind), pa.large_list(kind)):
+                for data in (items, nulls, [[x for x in r if x is not None] for r in items], [None] * n):
+                    arr = pa.array(data, list_type)
+                    cases += [arr, arr.slice(n // 3, n - n // 3)]
+    offsets = pa.array(np.arange(0, 21, 2, dtype=np.int32))
+    holding = pa.ListArray.from_arrays(
+        offsets, pa.array(np.arange(20)), mask=pa.array(np.arange(10) % 3 == 0)
+    )
+    fast = 0
+    for arr in [*cases, holding]:
+        path = encode.leaf_paths(build_tree(fields_from_arrow(pa.schema([pa.field("l", arr.type)])))[0])[0]
+        got = levels.shred(arr, path)
+        fast += levels._shred_list_leaf(arr) is not None
+        with monkeypatch.context() as patch:
+            patch.setattr(levels, "_shred_list_leaf", lambda _: None)
+            want = levels.shred(arr, path)
+        assert got.rows == want.rows and got.values.equals(want.values)
+        for name in ("rep", "codes", "visible", "nulls", "empties"):
+            mine, theirs = getattr(got, name), getattr(want, name)
+            assert (mine is None) == (theirs is None), name
+            assert mine is None or (mine.dtype == theirs.dtype and np.array_equal(mine, theirs)), name
+    assert levels._shred_list_leaf(holding) is None
+    assert fast == len(cases)

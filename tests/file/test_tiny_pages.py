@@ -1,10 +1,12 @@
-"""One-chunk pages of numbers, booleans and strings (a small append's) are written by a shortcut
-(:mod:`lance_table.file.v2_1.tiny_page`): its files must be the general path's, byte for byte.
+"""One-chunk pages of numbers, booleans and strings (a small append's), lists of them included,
+are written by a shortcut (:mod:`lance_table.file.v2_1.tiny_page`): its files must be the general
+path's, byte for byte.
 
 Each table is written with the shortcut on and off, in 2.1 and 2.2, and the files are compared;
 pylance reads one back. The shapes cover every type the shortcut takes, nulls (a few, all, inside
-structs), values the general path bitpacks or run-length encodes instead, sliced arrays, pages
-of one value up to several chunks, and the columns next to them that the shortcut leaves alone.
+structs), values the general path bitpacks or run-length encodes, lists (null rows, empty lists,
+null items, nested, in and of structs, maps), sliced arrays, pages of one value up to several
+chunks, and the columns next to them that the shortcut leaves alone.
 """
 
 from __future__ import annotations
@@ -65,10 +67,7 @@ def _numbers(rows: int, seed: int) -> dict[str, pa.Array]:
     )
     # nullable fields of a struct without nulls: definition levels that are all 0
     cols["pair"] = pa.StructArray.from_arrays([pa.array(big), pa.array(rng.random(rows) < 0.5)], ["a", "b"])
-    # next to them, columns the shortcut does not take (repetition, text, dictionaries, vectors)
-    lists = [list(range(i % 4)) if i % 7 else None for i in range(rows)]
-    cols["list"] = pa.array(lists, pa.list_(pa.int64()))
-    cols["list_bool"] = pa.array([[True, False][: i % 3] for i in range(rows)], pa.list_(pa.bool_()))
+    cols.update(_lists(rows, rng))
     cols["text"] = pa.array([f"v{i % 13}" if i % 5 else "" for i in range(rows)], mask=nulls)
     # strings and binary values: plain, page dictionaries (about half distinct either side of the
     # limit), empty, all null, sliced, near the full-zip width, FSST-sized pages, large offsets
@@ -86,6 +85,57 @@ def _numbers(rows: int, seed: int) -> dict[str, pa.Array]:
     cols["dict"] = pa.array([f"k{i % 3}" for i in range(rows)]).dictionary_encode()
     cols["vec"] = pa.FixedSizeListArray.from_arrays(pa.array(rng.random(rows * 4, dtype=np.float32)), 4)
     cols["decimal"] = pa.array([i * 3 for i in range(rows)], pa.decimal128(12, 2))
+    return cols
+
+
+def _lists(rows: int, rng: np.random.Generator) -> dict[str, pa.Array]:
+    """Columns with repetition levels: lists of numbers, booleans and strings (page dictionaries
+    with bitpacked or flat indices, plain), with null rows, empty lists and null items, nested
+    lists, lists in and of structs, maps, large lists, slices, null rows that hold items."""
+    cols: dict[str, pa.Array] = {}
+    lists = [list(range(i % 4)) if i % 7 else None for i in range(rows)]
+    cols["list"] = pa.array(lists, pa.list_(pa.int64()))
+    cols["list_bool"] = pa.array([[True, False][: i % 3] for i in range(rows)], pa.list_(pa.bool_()))
+    cols["tags"] = pa.array([["a", "b", "c"][: i % 4] for i in range(rows)], pa.list_(pa.string()))
+    words = [
+        [f"t{v}" if v % 5 else None for v in rng.integers(0, 9, i % 5)] if i % 6 else None
+        for i in range(rows)
+    ]
+    cols["tags_nulls"] = pa.array(words, pa.list_(pa.string()))
+    cols["list_unique"] = pa.array(
+        [[f"u-{v}" for v in rng.integers(0, 1 << 30, i % 3)] for i in range(rows)], pa.list_(pa.string())
+    )
+    cols["list_small"] = pa.array([[i % 5] * (i % 3) for i in range(rows)], pa.list_(pa.int32()))
+    cols["list_wide"] = pa.array(
+        [rng.integers(-(1 << 60), 1 << 60, i % 3).tolist() for i in range(rows)], pa.list_(pa.int64())
+    )
+    cols["list_f64"] = pa.array([rng.random(i % 4).tolist() for i in range(rows)], pa.list_(pa.float64()))
+    cols["list_ts"] = pa.array(
+        [[i * 1000 + k for k in range(i % 3)] for i in range(rows)], pa.list_(pa.timestamp("ms"))
+    )
+    cols["list_runs"] = pa.array([[7] * 6 for _ in range(rows)], pa.list_(pa.int64()))  # RLE
+    cols["large_list"] = pa.array([list(range(i % 3)) for i in range(rows)], pa.large_list(pa.int16()))
+    cols["nested"] = pa.array(
+        [[list(range(k)) for k in range(i % 3)] if i % 5 else None for i in range(rows)],
+        pa.list_(pa.list_(pa.int64())),
+    )
+    inner = pa.array([["x", "yy"][: i % 3] for i in range(rows)], pa.list_(pa.string()))
+    cols["struct_list"] = pa.StructArray.from_arrays([inner], ["l"], mask=pa.array(np.arange(rows) % 4 == 1))
+    cols["list_struct"] = pa.array(
+        [[{"x": k, "y": f"s{k}"} for k in range(i % 3)] for i in range(rows)],
+        pa.list_(pa.struct([("x", pa.int64()), ("y", pa.string())])),
+    )
+    cols["map"] = pa.array(
+        [[(f"k{k}", k) for k in range(i % 3)] for i in range(rows)], pa.map_(pa.string(), pa.int32())
+    )
+    longer = pa.array(
+        [[f"w{i % 4}"] * (i % 3) if i % 5 else None for i in range(rows + 7)], pa.list_(pa.string())
+    )
+    cols["list_sliced"] = longer.slice(5, rows)
+    offsets = pa.array(np.arange(rows + 1, dtype=np.int32) * 2)
+    cols["null_rows_with_items"] = pa.ListArray.from_arrays(
+        offsets, pa.array(np.arange(2 * rows) % 3), mask=pa.array(np.arange(rows) % 3 == 0)
+    )
     return cols
 
 
@@ -142,9 +192,9 @@ def test_pages_of_several_batches_write_the_general_bytes(
 
 
 def test_the_shortcut_writes_the_pages_it_is_for(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Not a test of nothing: the shortcut answers for plain numbers, booleans and strings (with
-    and without nulls) and page dictionaries, and leaves bitpacked, RLE and full-zip pages to the
-    general path."""
+    """Not a test of nothing: the shortcut answers for plain and bitpacked numbers, booleans and
+    strings (with and without nulls, in lists too) and page dictionaries, and leaves RLE and
+    full-zip pages to the general path."""
     answered: list[str] = []
     original = tiny_page._page
 
@@ -163,10 +213,22 @@ def test_the_shortcut_writes_the_pages_it_is_for(monkeypatch: pytest.MonkeyPatch
             "name": pa.array([f"user-{i}" for i in range(100)]),  # plain
             "kind": pa.array(["a", "bb", "ccc", "dddd", "eeeee"] * 20),  # a page dictionary
             "long": pa.array(["z" * 300] * 99 + ["y"]),  # full-zip
+            "tags": pa.array([["a", "b", "c"][: i % 4] for i in range(100)]),  # bitpacked indices
+            "list_runs": pa.array([[7] * 6] * 100),  # RLE
+            "list_text": pa.array([[f"v{i}"] for i in range(100)]),  # plain, in lists
         }
     )
     _write([table], "2.2")
-    assert answered == ["flat64:800", "flat64:800", "flat1:13", "variable32:1096", "flat32:400"]
+    assert answered == [
+        "flat64:800",
+        "flat64:800",
+        "flat1:13",
+        "packed64:264",
+        "variable32:1096",
+        "flat32:400",
+        "packed32:260",
+        "variable32:696",
+    ]
 
 
 @pytest.mark.parametrize("large", [False, True])

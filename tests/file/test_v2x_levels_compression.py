@@ -213,6 +213,10 @@ READ_CASES = {
     ),
     "struct_no_nulls_small": lambda: _no_null_struct(600),  # all-zero def levels: inline width 0
     "struct_no_nulls": lambda: _no_null_struct(30_000),  # all-zero def levels: RLE (2.2), inline (2.1)
+    # all-zero def levels under lists: RLE (2.2), out-of-line bitpacking at width 1 (2.1)
+    # (chunks of more than 1024 values: run-length encoded numbers, booleans)
+    "list_runs_no_nulls": lambda: pa.array([[7] * 6] * 3000, pa.list_(pa.int64())),
+    "list_bools_no_nulls": lambda: pa.array([[i % 3 == 0] * (1 + i % 5) for i in range(5000)]),
 }
 
 
@@ -237,7 +241,7 @@ def test_rle_that_overflows_a_chunk_falls_back_to_flat(
 ) -> None:
     """2.1 chunks are at most 32 KiB, planned with raw levels: RLE levels (3 bytes a level when
     every level differs from the last) can exceed that, and the page then stores them flat."""
-    monkeypatch.setattr(miniblock_encode, "choose", lambda levels, rle: level_compress.LevelCodec("rle"))
+    monkeypatch.setattr(miniblock_encode, "choose", lambda levels, rle, *_: level_compress.LevelCodec("rle"))
     # 1800 rows of an empty and a null inner list (rep 2,1,2,1..., def alternating too) before each
     # value: a chunk of 2 values holds 7202 levels, 28.8 KiB raw and 43 KiB as RLE
     rows = [[[], None] if i % 1801 else [[i]] for i in range(6 * 1801 + 1)]

@@ -347,3 +347,34 @@ def test_scattered_chunks_are_read_as_few_spans(
     idx = np.array([0, 1100, 2100, 3100, 30_000, 59_999])  # four chunks one apart, two far apart
     assert_tables_equal(LanceFileReader(path).take(idx), table.take(pa.array(idx)))
     assert asked == [3]
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [
+        ["a"] * 5,  # one group
+        ["a", "b", "c", "d", "e"],  # a group per file (pylance's files with their own FSST tables)
+        ["a", "a", "b", "b", "c"],  # runs of files in order
+        ["a", "b", "a", "c", "b"],  # interleaved: put back in file order by a take
+        ["b", "b", "a", "a", "b"],  # a group coming back after another
+    ],
+)
+def test_files_decoded_in_groups_come_back_in_file_order(keys: list[str]) -> None:
+    counts = np.array([3, 0, 2, 4, 1], np.int64)
+    firsts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    asked: list[list[int]] = []
+
+    def decode(members: np.ndarray) -> pa.Array:
+        assert members.dtype == np.int64
+        asked.append(members.tolist())
+        return pa.array(
+            [int(firsts[k]) + j for k in members.tolist() for j in range(int(counts[k]))], pa.int64()
+        )
+
+    got = byteranges.in_file_order(keys, counts, decode)
+    assert got is not None and got.to_pylist() == list(range(int(counts.sum())))
+    groups: dict[str, list[int]] = {}
+    for k, key in enumerate(keys):
+        groups.setdefault(key, []).append(k)
+    assert asked == list(groups.values())  # each group once, its files in order
+    assert byteranges.in_file_order(keys, counts, lambda members: None) is None

@@ -252,16 +252,18 @@ def test_files_over_the_batch_bound_read_alone(tmp_path: Path, monkeypatch: pyte
     lance.write_dataset(big, uri, max_rows_per_file=rows // 2, data_storage_version="2.2")
     for k in range(4):
         lance.write_dataset(big.slice(k * 10, 10), uri, mode="append", data_storage_version="2.2")
-    batches: list[int] = []
+    batches: list[tuple[int, list[str]]] = []
     real = fragment_batch._read_batch
 
-    def spy(frags, *args, **kwargs):  # type: ignore[no-untyped-def]
-        batches.append(len(frags))
-        return real(frags, *args, **kwargs)
+    def spy(frags, found, names, *args, **kwargs):  # type: ignore[no-untyped-def]
+        batches.append((len(frags), names))
+        return real(frags, found, names, *args, **kwargs)
 
     monkeypatch.setattr(fragment_batch, "_read_batch", spy)
-    for columns in (["text"], None):
+    # the four small appends' text in a batch, each large file's alone; with the ids, these are
+    # small enough to batch across all six files by themselves, read beside the text
+    for columns, expected in ((["text"], [(4, ["text"])]), (None, [(6, ["id"]), (4, ["text"])])):
         batches.clear()
         ours = lt.dataset(uri).to_table(columns=columns)
         assert ours.equals(lance.dataset(uri).to_table(columns=columns))
-        assert batches == [4]  # the four small appends; each large file alone
+        assert batches == expected

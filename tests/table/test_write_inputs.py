@@ -419,3 +419,23 @@ def test_unregistered_extension_types_read_and_write_as_pyarrow_leaves_them(tmp_
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
     subprocess.run([sys.executable, "-c", code], check=True, env=env)
     assert lance.dataset(tmp_path / "copy").to_table().equals(lance.dataset(tmp_path / "src").to_table())
+
+
+def test_nulls_in_a_non_nullable_column_of_the_same_schema_are_refused(tmp_path):
+    """Batches whose schema is the dataset's (kept as they are) are still checked for nulls in
+    the fields that may hold none, whichever schema was conformed to last."""
+    schema = pa.schema([pa.field("a", pa.int64(), nullable=False), pa.field("b", pa.string())])
+    other = pa.schema([pa.field("b", pa.string(), nullable=False), pa.field("c", pa.int64())])
+    uri, elsewhere = tmp_path / "t", tmp_path / "u"
+    lt.write_dataset(pa.table({"a": [1], "b": ["x"]}, schema=schema), uri)
+    lt.write_dataset(pa.table({"b": ["x"], "c": [None]}, schema=other), elsewhere)
+    for target, bad in (
+        (uri, pa.table({"a": [2, None], "b": ["y", None]}, schema=schema)),
+        (elsewhere, pa.table({"b": ["y", None], "c": [1, 2]}, schema=other)),
+        (uri, pa.table({"a": [None], "b": ["z"]}, schema=schema)),
+    ):
+        with pytest.raises(lt.SchemaError, match="is not nullable"):
+            lt.write_dataset(bad, target, mode="append")
+    lt.write_dataset(pa.table({"a": [3], "b": [None]}, schema=schema), uri, mode="append")
+    assert lt.dataset(uri).to_table().to_pydict() == {"a": [1, 3], "b": ["x", None]}
+    assert lt.dataset(elsewhere).version == 1

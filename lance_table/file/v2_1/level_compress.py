@@ -17,9 +17,10 @@ The choice, made from the whole page's levels (16-bit values):
 
 The bitpacked size estimate is ``1 + 64 W`` words for pages of at most 1024 levels, else the
 out-of-line words of the whole page. Pages whose levels are all 0 (nullable nested fields without
-nulls, which pylance writes without definition levels) get inline bitpacking (one width word per
-1024 levels), or RLE in 2.2 when they hold more than 1024 levels, rather than out-of-line
-bitpacking at width 0.
+nulls, which pylance writes without definition levels) get inline bitpacking (one width word) when
+they hold at most 1024 levels; more get RLE in 2.2, and in 2.1 inline bitpacking too, but for
+the definition levels of lists: out-of-line bitpacking at width 1 (pylance's 2.1 reader refuses
+inline chunks of more than one block under lists, and out-of-line bitpacking at width 0).
 
 Everything is page-wide numpy: :func:`compress_chunks` returns one byte array holding every
 chunk's compressed levels, with each chunk's start and length in it.
@@ -75,6 +76,7 @@ def _encoding(kind: str, width: int) -> Any:
 
 
 FLAT = LevelCodec("flat")
+_ZEROS_OUT_OF_LINE = LevelCodec("out_of_line", 1)
 
 
 def _tail_packed(tail: np.ndarray | int, w: int) -> np.ndarray | bool:
@@ -112,16 +114,20 @@ def _rle_runs(levels: np.ndarray, breaks: np.ndarray | None = None) -> tuple[np.
     return piece_starts, np.minimum(ends - piece_starts, MAX_RUN)
 
 
-def choose(levels: np.ndarray, rle: bool) -> LevelCodec:
+def choose(levels: np.ndarray, rle: bool, repeated: bool = False) -> LevelCodec:
     """The encoding pylance picks for a page's levels (see the module); ``rle`` says whether
-    run-length encoding may be used (2.2: pylance 14 writes no RLE levels to 2.1 files)."""
+    run-length encoding may be used (2.2: pylance 14 writes no RLE levels to 2.1 files),
+    ``repeated`` whether the page has repetition levels (lists: pylance's 2.1 reader then
+    refuses inline chunks of more than one block, and out-of-line bitpacking at width 0)."""
     n = int(levels.size)
     if not n:
         return FLAT
     raw = 2 * n
     w = bitpacking.bit_width(levels)  # the widest block's width: that of the OR of all levels
     if not w:
-        return LevelCodec("inline") if n <= BLOCK or not rle else LevelCodec("rle")
+        if n <= BLOCK or not (rle or repeated):
+            return LevelCodec("inline")
+        return LevelCodec("rle") if rle else _ZEROS_OUT_OF_LINE
     if n <= BLOCK:
         packed: int | None = 2 * (1 + _LANE_WORDS * w)
     else:

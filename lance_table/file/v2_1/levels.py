@@ -127,6 +127,12 @@ def shred(arr: pa.Array, path: Sequence[FieldNode]) -> Shredded:
     n = len(arr)
     if depth == 1 and not pa.types.is_dictionary(arr.type):
         return _shred_top_leaf(arr)
+    t = arr.type
+    one_list = depth == 2 and (pa.types.is_list(t) or pa.types.is_large_list(t))
+    if one_list and not pa.types.is_dictionary(t.value_type):
+        listed = _shred_list_leaf(arr)
+        if listed is not None:
+            return listed
     list_depths = [i for i in range(depth - 1) if is_list_node(path[i])]
     max_rep = len(list_depths)
     rep = np.full(n, max_rep, np.uint16) if max_rep else None
@@ -256,6 +262,51 @@ def _shred_top_leaf(arr: pa.Array) -> Shredded:
             codes[bad] = 1
             nulls[0] = True
     return Shredded(n, None, codes, None, arr, nulls, np.zeros(1, bool))
+
+
+def _shred_list_leaf(arr: pa.Array) -> Shredded | None:
+    """:func:`shred` of a top-level list of a leaf (not a dictionary) whose null rows hold no
+    items (a list column as a small append brings it): the same levels and values in fewer
+    passes, without the walk down a path; None for lists whose null rows hold items (their
+    items are hidden: the walk filters them out)."""
+    n = len(arr)
+    if not n:
+        return None
+    offsets = _list_offsets(arr)
+    lengths = np.diff(offsets)
+    valid = _validity(arr)
+    expand = lengths > 0
+    if valid is not None:
+        if bool(np.any(expand & ~valid)):
+            return None
+        expand &= valid
+    counts = np.where(expand, lengths, 1)
+    firsts = np.zeros(n + 1, np.int64)
+    np.cumsum(counts, out=firsts[1:])
+    heads = firsts[:-1]
+    entries = int(firsts[-1])
+    rep = np.zeros(entries, np.uint16)
+    rep[heads] = 1
+    codes = np.zeros(entries, np.uint8)
+    nulls = np.zeros(2, bool)
+    empties = np.zeros(2, bool)
+    closed = np.flatnonzero(~expand)  # null rows and empty lists: one entry each, no slot
+    if closed.size:
+        empty = lengths[closed] == 0 if valid is None else valid[closed]
+        codes[heads[closed]] = np.where(empty, 2, 1)
+        nulls[0] = not bool(empty.all())
+        empties[0] = bool(empty.any())
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    values = arr.values.slice(lo, hi - lo)
+    item_valid = _validity(values)
+    if item_valid is not None:  # the items are the entries with code 0, in order
+        live = np.flatnonzero(codes == 0)
+        bad = live[~item_valid]
+        if bad.size:
+            codes[bad] = 3
+            nulls[1] = True
+    visible = (codes == 0) | (codes >= 3) if closed.size else None
+    return Shredded(n, rep, codes, visible, values, nulls, empties)
 
 
 def _positions(

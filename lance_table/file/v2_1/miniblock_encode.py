@@ -242,7 +242,7 @@ def encode_mini_block(
     num_levels = int(rep.size if rep is not None else defs.size if defs is not None else 0)
     planner = _Planner(values, n, num_levels, visible, rep is not None, defs is not None, large)
     rep_codec = choose(rep, large) if rep is not None else None
-    def_codec = choose(defs, large) if defs is not None else None
+    def_codec = choose(defs, large, rep is not None) if defs is not None else None
     if rep is None and planner.vis_idx is None:
         fast = fast_page(values, n, defs, large, planner.head, planner.limit, planner.max_values, def_codec)
         if fast is not None and max(fast.sizes) > planner.limit:

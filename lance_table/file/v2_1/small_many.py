@@ -48,11 +48,14 @@ JOIN_BY_COPY_BYTES = 4 << 20
 
 
 def joined(blobs: list[memoryview]) -> tuple[memoryview, np.ndarray]:
-    """The files' bytes in one buffer, each from a multiple of :data:`ALIGN`, and where each starts.
+    """The files' bytes in one buffer, each from a multiple of :data:`ALIGN`, and where each starts
+    (one file's bytes: as they are).
 
     ``blobs`` is emptied as it goes: each file's bytes are released once copied, so a batch of
     large files holds little more than the joined buffer at any time, not twice the files.
     """
+    if len(blobs) == 1:  # one file (too large to share a batch): its bytes as they are, not copied
+        return memoryview(blobs[0]), np.zeros(1, np.int64)
     lengths = np.fromiter((len(b) for b in blobs), np.int64, len(blobs))
     padded = -(-lengths // ALIGN) * ALIGN
     bases = exclusive_cumsum(padded)

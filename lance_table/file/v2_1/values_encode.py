@@ -35,6 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_table._lru import LRU
 from lance_table._proto import encodings_v2_1_pb2 as pb
 from lance_table.errors import UnsupportedFormatError
 from lance_table.file.compression import bitpacking, dictionary, fsst_encode, fsst_train, general, rle
@@ -187,9 +188,35 @@ def dictionary_block(items: pa.Array, lz4: bool) -> tuple[Any, bytes]:
     word = f"<u{bits // 8}"
     head = (2 + offsets.size) * (bits // 8)
     block = np.array([bits, head], word).tobytes() + offsets.astype(word).tobytes() + data.tobytes()
+    return wrap_dictionary_block(block, bits, lz4)
+
+
+def wrap_dictionary_block(block: bytes, bits: int, lz4: bool) -> tuple[Any, bytes]:
+    """The encoding and page buffer of a dictionary block (see :func:`dictionary_block`) of
+    ``bits`` offsets: the block as it is, or LZ4-compressed when ``lz4``.
+
+    Small blocks are remembered by their bytes (the encoding is shared: copy it, never change
+    it): a stream of small appends stores the same few dictionaries page after page, and each
+    would pay for building the encoding and compressing the block again."""
+    if len(block) > _KEPT_BLOCK_BYTES:
+        return _wrap_dictionary_block(block, bits, lz4)
+    key = (block, bits, lz4)
+    got = _WRAPPED.get(key)
+    if got is None:
+        got = _wrap_dictionary_block(block, bits, lz4)
+        _WRAPPED.put(key, got)
+    return got
+
+
+def _wrap_dictionary_block(block: bytes, bits: int, lz4: bool) -> tuple[Any, bytes]:
     enc = pb.CompressiveEncoding()
     enc.variable.offsets.CopyFrom(flat(bits))
     return _maybe_lz4(enc, block, lz4)
+
+
+#: dictionary blocks of at most this many bytes are remembered, at most :data:`_WRAPPED`'s size
+_KEPT_BLOCK_BYTES = 4096
+_WRAPPED: LRU[tuple[bytes, int, bool], tuple[Any, bytes]] = LRU(256)
 
 
 def _fixed_block(items: pa.Array, what: str, lz4: bool) -> tuple[Any, bytes]:

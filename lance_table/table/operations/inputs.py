@@ -10,6 +10,7 @@ that the caller did not hand over materialized.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -224,13 +225,17 @@ def conform(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
     Raises:
         SchemaError: a column is missing, extra, of another type, or holds nulls it may not.
     """
-    if len(target) and batch.schema.equals(target, check_metadata=True) and _kept_as_is(target):
-        for f, col in zip(target, batch.columns):
-            if not f.nullable and col.null_count:
-                raise SchemaError(
-                    f"column {f.name!r} is not nullable but the data holds {col.null_count} nulls"
-                )
-        return batch  # (already conformed: every write conforms its batches more than once)
+    if len(target) and batch.schema.equals(target, check_metadata=True):
+        kept, required = _schema_facts(target)
+        if kept:
+            for i in required:
+                col = batch.column(i)
+                if col.null_count:
+                    raise SchemaError(
+                        f"column {target.field(i).name!r} is not nullable but the data holds "
+                        f"{col.null_count} nulls"
+                    )
+            return batch  # (already conformed: every write conforms its batches more than once)
     names = batch.schema.names
     extra = [n for n in names if n not in target.names]
     missing = [n for n in target.names if n not in names]
@@ -248,6 +253,28 @@ def conform(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
             raise SchemaError(f"column {f.name!r} is not nullable but the data holds {col.null_count} nulls")
         columns.append(col)
     return pa.RecordBatch.from_arrays(columns, schema=target)
+
+
+def _schema_facts(schema: pa.Schema) -> tuple[bool, tuple[int, ...]]:
+    """Whether :func:`conform` keeps batches of ``schema`` as they are (:func:`_kept_as_is`) and
+    the positions of its fields that may not be null: the answer for the last schema asked
+    about is kept while that schema object lives (a write conforms each batch twice to the same
+    schema, and looking over its fields costs some microseconds a field)."""
+    last = _last_facts
+    if last is not None and last[0]() is schema:
+        return last[1]
+    facts = (_kept_as_is(schema), tuple(i for i, f in enumerate(schema) if not f.nullable))
+    _remember_facts(schema, facts)
+    return facts
+
+
+#: the schema :func:`_schema_facts` last answered for (weakly) and its answer
+_last_facts: tuple[weakref.ref[pa.Schema], tuple[bool, tuple[int, ...]]] | None = None
+
+
+def _remember_facts(schema: pa.Schema, facts: tuple[bool, tuple[int, ...]]) -> None:
+    global _last_facts
+    _last_facts = (weakref.ref(schema), facts)
 
 
 def _kept_as_is(schema: pa.Schema) -> bool:
