@@ -30,6 +30,7 @@ from lance_table.file.field_shapes import (
     leaf_paths,
     row_columns,
 )
+from lance_table.file.mapped_pages import map_pages, scanned
 from lance_table.file.page_select import PageRead
 from lance_table.file.pageio import PageIO, fetch_ahead
 from lance_table.file.reader_small import (
@@ -45,7 +46,6 @@ from lance_table.file.v2_0.layout import column_assignment, page_encoding
 from lance_table.file.v2_1 import layout as layout21
 from lance_table.file.v2_1 import nested_pages, repdef
 from lance_table.schema import FieldNode
-from lance_table.storage.mapped import mapped
 from lance_table.storage.sources import (
     ByteSource,
     BytesSource,
@@ -271,8 +271,10 @@ class LanceFileReader(SmallReads, V20Reads):
         plans = [self._field_jobs(node, runs, touched, floors.get(node.name), keep) for node in nodes]
         flat = [job for jobs, _ in plans for job in jobs]
         self._fetch_selection_buffers(touched)
-        if keep is not None and isinstance(self._source, LocalFileSource):
-            _map_filtered(self._source, [io for _, _, io in touched])
+        view = None
+        source = self._source
+        if isinstance(source, LocalFileSource) and (keep is not None or (self._structural and scanned(runs))):
+            view = map_pages(source, [io for _, _, io in touched], keep is None)
         remote = not isinstance(self._source, (LocalFileSource, BytesSource))
         in_part = remote and len(flat) > 1 and any(not io.whole_page for _, _, io in touched)
         # every job a page's: their first reads (the pages read whole included) go out together
@@ -292,6 +294,8 @@ class LanceFileReader(SmallReads, V20Reads):
                 results = [job() for job in flat]
         finally:
             settle(ahead)
+        if view is not None:  # (nothing returned may view the map)
+            results = [view.owned(r) for r in results]
         arrays = []
         at = 0
         kept = keep.true_count if keep is not None else runs.total
@@ -456,17 +460,6 @@ class LanceFileReader(SmallReads, V20Reads):
         return page_select.page_reads(
             col, runs, pages, keep, lambda p: self._page_io(col, p, False), split=split
         )
-
-
-def _map_filtered(source: LocalFileSource, pages: list[PageIO]) -> None:
-    """Read the pages of which only some rows are kept through a map of the file (see
-    :mod:`~lance_table.storage.mapped`): their kept rows are then copied once, from the page cache.
-    Their small buffers read so far stay as they are."""
-    filtered = [io for io in pages if io.filtered]
-    view = mapped(source) if filtered else None
-    if view is not None:
-        for io in filtered:
-            io.source = view
 
 
 def _flatten(results: list[list[pa.Array]]) -> list[pa.Array]:

@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from lance_table.file.compression import bitpacking, pack_few
+from lance_table.file.compression import bitpacking, pack_few, unpack_blocks
 
 
 def _reference(words: np.ndarray, t: int, w: int, blocks: int) -> np.ndarray:
@@ -24,6 +24,62 @@ def _reference(words: np.ndarray, t: int, w: int, blocks: int) -> np.ndarray:
                 pos = int(bitpacking.ORDER[r // 8]) * 16 + (r % 8) * 128 + lane
                 out[b * bitpacking.BLOCK + pos] = (stream >> (r * w)) & ((1 << w) - 1)
     return out
+
+
+def _reference_bits(words: np.ndarray, t: int, w: int, blocks: int) -> np.ndarray:
+    """:func:`_reference` by whole arrays of bits: each lane's words as one little-endian bit
+    stream, cut into W-bit fields, each field's bits summed as a 64-bit value, the fields put at
+    their places."""
+    lanes = bitpacking.BLOCK // t
+    grid = words[: blocks * w * lanes].reshape(blocks, w, lanes).transpose(0, 2, 1)  # (block, lane, word)
+    bits = np.unpackbits(np.ascontiguousarray(grid).view(np.uint8), bitorder="little")
+    fields = bits.reshape(blocks, lanes, t, w).astype(np.uint64)
+    values = (fields << np.arange(w, dtype=np.uint64)).sum(axis=3, dtype=np.uint64)  # (block, lane, field)
+    r = np.arange(t)
+    place = bitpacking.ORDER[r // 8] * 16 + (r % 8) * 128  # of field r of lane 0
+    out = np.zeros((blocks, bitpacking.BLOCK), np.uint64)
+    out[:, place[None, :] + np.arange(lanes)[:, None]] = values
+    return out.reshape(-1)
+
+
+def test_the_bit_by_bit_reference_agrees_with_the_definition() -> None:
+    rng = np.random.default_rng(11)
+    for t, w in [(8, 3), (16, 16), (32, 19), (64, 62)]:
+        words = rng.integers(0, 1 << t, 2 * w * bitpacking.BLOCK // t, dtype=np.uint64, endpoint=False)
+        words = words.astype(bitpacking.DTYPES[t])
+        assert np.array_equal(_reference_bits(words, t, w, 2), _reference(words, t, w, 2)), (t, w)
+
+
+@pytest.mark.parametrize("t", [8, 16, 32, 64])
+@pytest.mark.parametrize("group", [3, 64])
+def test_every_width_and_layout_unpacks_to_the_reference(
+    t: int, group: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every width 1..T, random words (every bit pattern, the top field's bits set too): back to
+    back, led by a word each (a strided view), at uneven places (gathered), into a given array,
+    in groups of 3 blocks (a short last one) or of 64, the kernel's temporaries reused from call
+    to call and between types, all give the reference's values."""
+    monkeypatch.setattr(unpack_blocks, "GROUP", group)
+    rng = np.random.default_rng(t * 7 + group)
+    dtype = bitpacking.DTYPES[t]
+    lanes = bitpacking.BLOCK // t
+    blocks = 8 if group == 3 else 67
+    for w in range(1, t + 1):
+        size = w * lanes
+        words = rng.integers(0, 1 << t, blocks * size, dtype=np.uint64, endpoint=False).astype(dtype)
+        words[:size] = dtype((1 << t) - 1)  # every bit set: nothing may leak between fields
+        want = _reference_bits(words, t, w, blocks).astype(dtype)
+        assert np.array_equal(bitpacking.unpack(words, t, w, blocks), want), (t, w)
+        led = np.zeros((blocks, size + 2), dtype)
+        led[:, 1 : size + 1] = words.reshape(blocks, size)
+        even = np.arange(blocks) * (size + 2) + 1
+        out = np.full(blocks * bitpacking.BLOCK, 5, dtype)
+        assert bitpacking.unpack(led.reshape(-1), t, w, blocks, even, out) is out
+        assert np.array_equal(out, want), (t, w)
+        uneven = even + (np.arange(blocks) >= blocks // 2)
+        spread = np.zeros(led.size + 1, dtype)
+        spread[uneven[:, None] + np.arange(size)] = words.reshape(blocks, size)
+        assert np.array_equal(bitpacking.unpack(spread, t, w, blocks, uneven), want), (t, w)
 
 
 @pytest.mark.parametrize("t", [8, 16, 32, 64])
@@ -104,9 +160,11 @@ def test_packing_and_unpacking_in_groups_of_blocks_changes_nothing(
     for w in sorted({1, 3, t // 2 - 1, t // 2 + 3, t - 1}):
         values = rng.integers(0, 1 << w, n, dtype=np.uint64, endpoint=False).astype(dtype)
         monkeypatch.setattr(bitpacking, "PACK_GROUP", 256)
+        monkeypatch.setattr(unpack_blocks, "GROUP", 256)
         words = bitpacking.pack(values, w)
         whole = bitpacking.unpack(words, t, w, 10)
         monkeypatch.setattr(bitpacking, "PACK_GROUP", 3)
+        monkeypatch.setattr(unpack_blocks, "GROUP", 3)
         assert np.array_equal(bitpacking.pack(values, w), words), (t, w)
         assert np.array_equal(bitpacking.unpack(words, t, w, 10), whole), (t, w)
         assert np.array_equal(whole[:n], values) and not whole[n:].any(), (t, w)
@@ -214,7 +272,7 @@ def test_wide_widths_take_each_fields_next_word_from_the_next_field_in_groups(
     from lance_table.file.compression import unpack_fields
 
     monkeypatch.setattr(unpack_fields, "worth", lambda t, w, blocks, layout: False)
-    monkeypatch.setattr(bitpacking, "PACK_GROUP", 3)
+    monkeypatch.setattr(unpack_blocks, "GROUP", 3)
     rng = np.random.default_rng(t + 9)
     dtype = bitpacking.DTYPES[t]
     lanes = bitpacking.BLOCK // t
@@ -235,9 +293,10 @@ def test_wide_widths_take_each_fields_next_word_from_the_next_field_in_groups(
 
 
 def test_pylance_files_of_wide_bitpacked_values_read_as_pylance_reads_them(tmp_path) -> None:
-    """pylance bitpacks floats as their bit patterns (random doubles in [0, 1) at 62 bits, floats
-    at 30) and wide integers at their widths: files it wrote read here as it reads them, whole,
-    by a take and after deleting rows here and there, through the wide-width kernel."""
+    """pylance bitpacks floats as their bit patterns (random doubles in [0, 1) at 62 bits, from 2 on
+    at 63, floats at 30; negative doubles it stores as they are) and wide integers at their
+    widths: files it wrote read here as it reads them, whole, by a take and after deleting rows
+    here and there, through the wide-width kernel."""
     import lance
     import lance.file as lance_file
 
@@ -250,6 +309,8 @@ def test_pylance_files_of_wide_bitpacked_values_read_as_pylance_reads_them(tmp_p
         {
             "id": np.arange(n),
             "f64": rng.random(n),
+            "f64_63": rng.random(n) * 1000,  # (doubles of 2 and more: 63 bits)
+            "f64_64": rng.random(n) - 0.5,
             "f32": rng.random(n, dtype=np.float32),
             "i64": rng.integers(0, 1 << 45, n),
             "i32": rng.integers(0, 1 << 21, n).astype(np.int32),
@@ -258,12 +319,14 @@ def test_pylance_files_of_wide_bitpacked_values_read_as_pylance_reads_them(tmp_p
     path = str(tmp_path / "f.lance")
     with lance_file.LanceFileWriter(path, table.schema, version="2.2") as w:
         w.write_batch(table)
-    bitpacking._group_shifts.cache_clear()
+    unpack_blocks._group_shifts.cache_clear()
     ours = LanceFileReader(path)
     theirs = lance_file.LanceFileReader(path).read_all().to_table()
     assert theirs.equals(table)
     assert ours.read_all().equals(theirs)
-    assert bitpacking._group_shifts.cache_info().misses >= 4  # (64, 62), (32, 30), (64, 45), (32, 21)
+    assert (
+        unpack_blocks._group_shifts.cache_info().misses >= 5
+    )  # (64, 62), (64, 63), (32, 30), (64, 45), (32, 21)
     idx = np.sort(rng.choice(n, 500, replace=False))
     assert ours.take(idx).equals(theirs.take(pa.array(idx)).combine_chunks())
     uri = str(tmp_path / "ds")
@@ -301,3 +364,24 @@ def test_a_short_block_packed_by_bit_places_is_the_grid_packing(
             values = rng.integers(0, 1 << w, n, dtype=np.uint64).astype(dtype)
             assert np.array_equal(bitpacking.unpack(bitpacking.pack(values, w), t, w, 1)[:n], values)
     assert calls == [150, 512] if t > 8 else calls == [150]
+
+
+def test_threads_unpacking_wide_widths_at_once_each_get_their_values() -> None:
+    """The wide-width kernel's temporaries come from a shared free list: threads unpacking at
+    the same time never share one, and at most ``_KEPT`` of each type are kept afterwards."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(17)
+    cases = []
+    for t, w in [(64, 62), (64, 63), (64, 40), (32, 30), (32, 17), (16, 15)]:
+        values = rng.integers(0, 1 << w, 70 * bitpacking.BLOCK, dtype=np.uint64).astype(bitpacking.DTYPES[t])
+        cases.append((t, w, bitpacking.pack(values, w), values))
+
+    def run(k: int) -> bool:
+        t, w, words, values = cases[k % len(cases)]
+        return all(np.array_equal(bitpacking.unpack(words, t, w, 70), values) for _ in range(5))
+
+    with ThreadPoolExecutor(12) as pool:
+        assert all(pool.map(run, range(48)))
+    assert all(len(free) <= unpack_blocks._KEPT for free in unpack_blocks._FREE.values())
+    assert unpack_blocks._FREE[64]

@@ -15,8 +15,8 @@ from helpers import assert_tables_equal
 
 import lance_table as lt
 from lance_table.errors import CorruptFileError
+from lance_table.file import mapped_pages, reader_small
 from lance_table.file import reader as reader_module
-from lance_table.file import reader_small
 from lance_table.file import writer as file_writer
 from lance_table.file.pageio import PageIO
 from lance_table.file.v2_1.miniblock import _kept_var
@@ -95,7 +95,7 @@ def _kept_maps(monkeypatch: pytest.MonkeyPatch) -> list[MappedFileSource | None]
         maps.append(view)
         return view
 
-    monkeypatch.setattr(reader_module, "mapped", counting)
+    monkeypatch.setattr(mapped_pages, "mapped", counting)
     return maps
 
 
