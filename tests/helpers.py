@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 
@@ -119,3 +120,29 @@ def edit_latest_manifest(root: Path, edit: Callable[[Any], None]) -> Path:
         + MANIFEST_MAGIC
     )
     return path
+
+
+def varied_table(rows: int, seed: int, *, wide: bool = False) -> pa.Table:
+    """A table of ``rows`` rows of many shapes: id, x (nullable float), cat (4 strings), text
+    (nullable strings), vec (4 floats), point (struct), tags (list of strings); ``wide`` adds
+    plain (62-bit integers) and makes cat a dictionary column."""
+    rng = np.random.default_rng(seed)
+    ids = np.arange(rows, dtype=np.int64)
+    words = np.array(["red", "green", "blue", "amber"], dtype=object)
+    lengths = rng.integers(0, 3, rows)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    tags = pa.ListArray.from_arrays(pa.array(offsets), pa.array(words[rng.integers(0, 4, int(offsets[-1]))]))
+    x = pa.array(rng.random(rows), mask=ids % 11 == 0)
+    cat = pa.array(words[ids % 4], pa.string())
+    columns: dict[str, Any] = {"id": pa.array(ids), "x": x}
+    if wide:
+        columns["plain"] = pa.array(rng.integers(-(1 << 62), 1 << 62, rows))
+        cat = cat.dictionary_encode()
+    columns["cat"] = cat
+    columns["text"] = pa.array([f"text-{i * 7919 % 100003}" for i in ids.tolist()], mask=ids % 13 == 0)
+    columns["vec"] = pa.FixedSizeListArray.from_arrays(pa.array(rng.random(rows * 4, dtype=np.float32)), 4)
+    columns["point"] = pa.StructArray.from_arrays(
+        [pa.array(ids.astype(np.int32)), pa.array(words[ids % 3])], names=["a", "b"]
+    )
+    columns["tags"] = tags
+    return pa.table(columns)

@@ -11,7 +11,7 @@ import lance
 import numpy as np
 import pyarrow as pa
 import pytest
-from helpers import assert_tables_equal
+from helpers import assert_tables_equal, varied_table
 
 import lance_table as lt
 from lance_table.errors import CorruptFileError
@@ -31,25 +31,7 @@ FIRST = f"id % 7 = 3 OR (id >= 2048 AND id < 3072) OR id IN (0, 1, 5, {ROWS - 4}
 
 
 def _table() -> pa.Table:
-    rng = np.random.default_rng(5)
-    ids = np.arange(ROWS, dtype=np.int64)
-    words = np.array(["red", "green", "blue", "amber"], dtype=object)
-    lengths = rng.integers(0, 3, ROWS)
-    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
-    tags = pa.ListArray.from_arrays(pa.array(offsets), pa.array(words[rng.integers(0, 4, int(offsets[-1]))]))
-    return pa.table(
-        {
-            "id": pa.array(ids),
-            "x": pa.array(rng.random(ROWS), mask=ids % 11 == 0),
-            "cat": pa.array(words[ids % 4], pa.string()),
-            "text": pa.array([f"text-{i * 7919 % 100003}" for i in ids.tolist()], mask=ids % 13 == 0),
-            "vec": pa.FixedSizeListArray.from_arrays(pa.array(rng.random(ROWS * 4, dtype=np.float32)), 4),
-            "point": pa.StructArray.from_arrays(
-                [pa.array(ids.astype(np.int32)), pa.array(words[ids % 3])], names=["a", "b"]
-            ),
-            "tags": tags,
-        }
-    )
+    return varied_table(ROWS, 5)
 
 
 @pytest.fixture(scope="module", params=["2.0", "2.1", "2.2"])

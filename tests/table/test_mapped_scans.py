@@ -9,7 +9,7 @@ import lance
 import numpy as np
 import pyarrow as pa
 import pytest
-from helpers import assert_tables_equal
+from helpers import assert_tables_equal, varied_table
 
 import lance_table as lt
 from lance_table.file import mapped_pages
@@ -21,26 +21,7 @@ ROWS = 70_000  # (above MAPPED_ROWS: one fragment's span is a scan's)
 
 
 def _table() -> pa.Table:
-    rng = np.random.default_rng(8)
-    ids = np.arange(ROWS, dtype=np.int64)
-    words = np.array(["red", "green", "blue", "amber"], dtype=object)
-    lengths = rng.integers(0, 3, ROWS)
-    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
-    tags = pa.ListArray.from_arrays(pa.array(offsets), pa.array(words[rng.integers(0, 4, int(offsets[-1]))]))
-    return pa.table(
-        {
-            "id": pa.array(ids),
-            "x": pa.array(rng.random(ROWS), mask=ids % 11 == 0),
-            "plain": pa.array(rng.integers(-(1 << 62), 1 << 62, ROWS)),
-            "cat": pa.array(words[ids % 4], pa.string()).dictionary_encode(),
-            "text": pa.array([f"text-{i * 7919 % 100003}" for i in ids.tolist()], mask=ids % 13 == 0),
-            "vec": pa.FixedSizeListArray.from_arrays(pa.array(rng.random(ROWS * 4, dtype=np.float32)), 4),
-            "point": pa.StructArray.from_arrays(
-                [pa.array(ids.astype(np.int32)), pa.array(words[ids % 3])], names=["a", "b"]
-            ),
-            "tags": tags,
-        }
-    )
+    return varied_table(ROWS, 8, wide=True)
 
 
 def _spans(views: list[MappedFileSource | None]) -> list[tuple[int, int]]:
