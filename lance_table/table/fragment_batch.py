@@ -39,7 +39,7 @@ from lance_table.file.runs import Runs
 from lance_table.file.v2_0 import small_many as small_many20
 from lance_table.file.v2_1 import small_layouts, small_many
 from lance_table.file.v2_1.byteranges import spans
-from lance_table.file.v2_1.values import byte_width
+from lance_table.file.v2_1.value_kinds import fixed_bits
 from lance_table.format import paths
 from lance_table.schema import FieldNode
 from lance_table.table.deletion import missing_file_error
@@ -152,15 +152,8 @@ def _alone(plan: Plan | None, nodes: Sequence[FieldNode]) -> bool:
         plan is not None
         and isinstance(plan[1], small_layouts.FileLayout)
         and plan[1].length > BATCH_BYTES // 2
-        and all(_fixed_width(n.arrow_type) for n in nodes)
+        and all(fixed_bits(n.arrow_type) is not None for n in nodes)
     )
-
-
-def _fixed_width(t: pa.DataType) -> bool:
-    """Whether values of type ``t`` are of one width (fixed-size lists of such values too)."""
-    while pa.types.is_fixed_size_list(t):
-        t = t.value_type
-    return pa.types.is_boolean(t) or byte_width(t) > 0
 
 
 def read(
