@@ -47,6 +47,19 @@ WRITES = ("write_reader", "write_table")
 READS = ("scan", "to_table", "projection", "filter", "take")
 MUTATIONS = ("append", "delete", "compaction", "copy_compaction", "upsert")
 APPEND_ROWS = 10_000
+#: what each child reports, as medians over the runs
+KEYS = (
+    "peak_rss_mb",
+    "before_mb",
+    "seconds",
+    "cpu_seconds",
+    "user_seconds",
+    "system_seconds",
+    "voluntary_switches",
+    "involuntary_switches",
+    "page_faults",
+    "arrow_pool_peak_mb",
+)
 HISTORY = ("h_scan", "h_filter", "h_take", "h_delete", "h_compaction", "h_copy_compaction")
 HISTORY_APPENDS = 500
 
@@ -90,6 +103,7 @@ def _child(side: str, op: str, uri: str, rows: int, fmt: str) -> dict[str, objec
     elif op == "setup_history":
         work = [benchmark_table(100, seed=i) for i in range(HISTORY_APPENDS)]
     base = _rss_mb()
+    usage0 = resource.getrusage(resource.RUSAGE_SELF)
     cpu0 = time.process_time()
     start = time.perf_counter()
     if op == "write_reader":
@@ -137,7 +151,8 @@ def _child(side: str, op: str, uri: str, rows: int, fmt: str) -> dict[str, objec
         raise SystemExit(f"unknown op {op}")
     elapsed = time.perf_counter() - start
     cpu = time.process_time() - cpu0
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    peak_mb = usage.ru_maxrss / 1024
     return {
         "side": side,
         "op": op,
@@ -145,6 +160,13 @@ def _child(side: str, op: str, uri: str, rows: int, fmt: str) -> dict[str, objec
         "before_mb": base,
         "seconds": elapsed,
         "cpu_seconds": cpu,
+        "user_seconds": usage.ru_utime - usage0.ru_utime,
+        "system_seconds": usage.ru_stime - usage0.ru_stime,
+        # context switches of every thread: hand-offs between threads (a wait on a lock or a
+        # future is a voluntary one; more runnable threads than cores make involuntary ones)
+        "voluntary_switches": usage.ru_nvcsw - usage0.ru_nvcsw,
+        "involuntary_switches": usage.ru_nivcsw - usage0.ru_nivcsw,
+        "page_faults": usage.ru_minflt - usage0.ru_minflt,  # each maps in a page (system time)
         "arrow_pool_peak_mb": pa.default_memory_pool().max_memory() / 2**20,
     }
 
@@ -211,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         load = os.getloadavg()[0]
         row: dict[str, object] = {"scenario": name, "load": load, "runs": args.runs}
         for side in SIDES:
-            for key in ("peak_rss_mb", "before_mb", "seconds", "cpu_seconds", "arrow_pool_peak_mb"):
+            for key in KEYS:
                 row[f"{side}_{key}"] = statistics.median(float(r[key]) for r in runs[side])  # type: ignore[arg-type]
         row["ratio"] = row["lance_table_peak_rss_mb"] / row["pylance_peak_rss_mb"]  # type: ignore[operator]
         rows.append(row)
@@ -221,7 +243,10 @@ def main(argv: list[str] | None = None) -> int:
             f"{name:<26} peak {mine['peak_rss_mb']:5.0f} vs {theirs['peak_rss_mb']:5.0f} MiB "
             f"ratio {row['ratio']:.2f} (before {mine['before_mb']:.0f} / {theirs['before_mb']:.0f}, "
             f"Arrow pool {mine['arrow_pool_peak_mb']:.0f}) time {mine['seconds']:.2f} / "
-            f"{theirs['seconds']:.2f} s load {load:.1f}",
+            f"{theirs['seconds']:.2f} s CPU user {mine['user_seconds']:.2f} / {theirs['user_seconds']:.2f} "
+            f"system {mine['system_seconds']:.2f} / {theirs['system_seconds']:.2f} s switches "
+            f"{mine['voluntary_switches']:.0f}+{mine['involuntary_switches']:.0f} / "
+            f"{theirs['voluntary_switches']:.0f}+{theirs['involuntary_switches']:.0f} load {load:.1f}",
             flush=True,
         )
 
@@ -260,8 +285,10 @@ def main(argv: list[str] | None = None) -> int:
         f"history: {HISTORY_APPENDS} appends of 100 rows; runs={args.runs} per side (medians)",
         "",
         "| scenario | lance_table peak (MiB) | pylance peak (MiB) | ratio | before call (ours / pylance) "
-        "| Arrow pool peak (ours) | seconds (ours / pylance) | CPU s (ours / pylance) | load |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| Arrow pool peak (ours) | seconds (ours / pylance) | CPU s (ours / pylance) "
+        "| user / system CPU s (ours; pylance) | context switches, voluntary + involuntary (ours / pylance) "
+        "| load |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
@@ -269,7 +296,12 @@ def main(argv: list[str] | None = None) -> int:
             f"| {r['ratio']:.2f} | {r['lance_table_before_mb']:.0f} / {r['pylance_before_mb']:.0f} "
             f"| {r['lance_table_arrow_pool_peak_mb']:.0f} "
             f"| {r['lance_table_seconds']:.2f} / {r['pylance_seconds']:.2f} "
-            f"| {r['lance_table_cpu_seconds']:.2f} / {r['pylance_cpu_seconds']:.2f} | {r['load']:.1f} |"
+            f"| {r['lance_table_cpu_seconds']:.2f} / {r['pylance_cpu_seconds']:.2f} "
+            f"| {r['lance_table_user_seconds']:.2f} / {r['lance_table_system_seconds']:.2f}; "
+            f"{r['pylance_user_seconds']:.2f} / {r['pylance_system_seconds']:.2f} "
+            f"| {r['lance_table_voluntary_switches']:.0f} + {r['lance_table_involuntary_switches']:.0f} / "
+            f"{r['pylance_voluntary_switches']:.0f} + {r['pylance_involuntary_switches']:.0f} "
+            f"| {r['load']:.1f} |"
         )
     text = "\n".join(lines) + "\n"
     args.out.mkdir(parents=True, exist_ok=True)

@@ -100,7 +100,12 @@ def _rewrite_bin(
                 depth = read_ahead(sum(t.nbytes for _, t in read_segments), threads)
                 segments.extend(read_segments)
                 writer.write_many(list(_rebatch(segments, batch_rows)))
-            for read_segments in ahead_on(FRAGMENTS, read, pieces, depth):
+            # The pieces are even (as many rows each): when as many are read ahead as there are
+            # workers, every worker has one, and each decodes its columns itself instead of
+            # handing them to the decode pool's threads (on 2 cores that halved the compaction's
+            # context switches); fewer pieces ahead (large ones: more cores than the bytes allow)
+            # still decode theirs on the decode pool, so that the idle cores take part.
+            for read_segments in ahead_on(FRAGMENTS, read, pieces, depth, even=True):
                 segments.extend(read_segments)
                 writer.write_many(list(_rebatch(segments, batch_rows)))
         writer.write_many(list(_rebatch(segments, batch_rows, final=True)))
