@@ -2,8 +2,11 @@
 
 Every scenario runs in its own fresh subprocess per side (so peaks do not mix), interleaved
 (lance_table, pylance, lance_table, ...), and reports the process's peak RSS, the RSS before the
-measured call (after imports and after building the scenario's input), wall and CPU time, and
-(lance_table only) the peak of Arrow's default memory pool.
+measured call (after imports and after building the scenario's input), wall and CPU time (user and
+system apart: a fresh process pays the kernel for every page it touches first, and for every page
+an allocator gave back and takes again), the context switches of all its threads (voluntary: waits
+on locks and futures, hand-offs between threads), its page faults, and (lance_table only) the peak
+of Arrow's default memory pool.
 
 Scenarios, on ``--rows`` rows of the benchmark schema (``--format``), written in 10 fragments:
 
