@@ -472,6 +472,11 @@ _PLANS: LRU[
 
 
 def _same_types(a: pa.Schema, b: pa.Schema) -> bool:
+    """Whether the two schemas have the same field names and types (nullability and metadata
+    aside). Equal schemas (a batch of the writer's own schema: every write) are found so in C at
+    once; walking the fields in Python costs some 25 us for a schema of eight fields."""
+    if a.equals(b):
+        return True
     return len(a) == len(b) and all(x.name == y.name and x.type == y.type for x, y in zip(a, b))
 
 

@@ -88,3 +88,27 @@ def test_blob_v2_schemas_keep_the_writers_own_path() -> None:
             _write(table, "2.1")
     assert not writer_mod._PLANS  # (nothing planned for it)
     assert first == _write(table)
+
+
+def test_schemas_of_the_same_types_are_found_so_with_or_without_the_shortcut() -> None:
+    """``_same_types`` answers as the walk over the fields does: equal schemas at once, and
+    schemas that differ only in nullability or metadata are still of the same types."""
+
+    def walk(a: pa.Schema, b: pa.Schema) -> bool:
+        return len(a) == len(b) and all(x.name == y.name and x.type == y.type for x, y in zip(a, b))
+
+    base = pa.schema([pa.field("a", pa.int64()), pa.field("t", pa.list_(pa.string()))])
+    cases = [
+        base,
+        base.with_metadata({"k": "v"}),
+        pa.schema([pa.field("a", pa.int64(), nullable=False), base.field("t")]),
+        pa.schema([pa.field("a", pa.int64(), metadata={"m": "1"}), base.field("t")]),
+        pa.schema([pa.field("a", pa.int32()), base.field("t")]),
+        pa.schema([pa.field("b", pa.int64()), base.field("t")]),
+        pa.schema([pa.field("a", pa.int64())]),
+        pa.schema([base.field("t"), pa.field("a", pa.int64())]),
+    ]
+    for other in cases:
+        assert writer_mod._same_types(base, other) == walk(base, other)
+        assert writer_mod._same_types(other, base) == walk(other, base)
+    assert writer_mod._same_types(base, cases[2]) and not writer_mod._same_types(base, cases[4])
