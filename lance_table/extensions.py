@@ -22,6 +22,7 @@ from collections.abc import Mapping
 
 import pyarrow as pa
 
+from lance_table._lru import LRU
 from lance_table.jsonb import decode_array, encode_array
 
 EXT_NAME = b"ARROW:extension:name"
@@ -139,12 +140,23 @@ def _storage_type(t: pa.DataType) -> pa.DataType:
 
 
 def storage_schema(schema: pa.Schema) -> pa.Schema:
-    """:func:`storage_field` of every field (the schema itself when nothing changes)."""
+    """:func:`storage_field` of every field (the schema itself when nothing changes).
+
+    Remembered by the identity of ``schema`` (kept with its result, so that its id stays its
+    own; a schema never changes): a stream of appends to one dataset writes the dataset's one
+    schema object each time, whose fields would otherwise be looked through at every write."""
+    hit = _STORAGE_SCHEMAS.get(id(schema))
+    if hit is not None and hit[0] is schema:
+        return hit[1]
     fields = [schema.field(i) for i in range(len(schema))]
     new = [storage_field(f) for f in fields]
-    if all(a is b for a, b in zip(fields, new)):
-        return schema
-    return pa.schema(new, metadata=schema.metadata)
+    out = schema if all(a is b for a, b in zip(fields, new)) else pa.schema(new, metadata=schema.metadata)
+    _STORAGE_SCHEMAS.put(id(schema), (schema, out))
+    return out
+
+
+#: recent schemas and their :func:`storage_schema` (see there)
+_STORAGE_SCHEMAS: LRU[int, tuple[pa.Schema, pa.Schema]] = LRU(32)
 
 
 def to_storage(arr: pa.Array, target: pa.Field, what: str) -> pa.Array:

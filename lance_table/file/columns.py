@@ -337,12 +337,13 @@ class ListWriter(FieldWriter):
 class StructuralWriter(FieldWriter):
     """A top-level field of a 2.1/2.2 file: one column per leaf, each paged on its own."""
 
-    def __init__(self, writer: FileOut, node: FieldNode) -> None:
+    def __init__(self, writer: FileOut, node: FieldNode, plan: encode21.LeafPlan | None = None) -> None:
+        """``plan``: :func:`encode21.leaf_plan` of ``node`` for the writer's version, when known."""
         large = writer.version is FileVersion.V2_2
         # while encoding on threads: each leaf's page writes, kept until ``take_deferred``
         self.deferred: list[list[Callable[[], None]]] | None = None
         self.leaves: list[encode21.LeafColumnWriter] = []
-        for path, facts in encode21.leaf_plan(node, large):
+        for path, facts in plan if plan is not None else encode21.leaf_plan(node, large):
             out = writer._new_column(values_column_encoding())
             self.leaves.append(
                 encode21.LeafColumnWriter(

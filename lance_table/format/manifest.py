@@ -10,11 +10,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from dataclasses import fields as dataclass_fields
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
 
+from lance_table._lru import LRU
 from lance_table._proto import table_pb2
 from lance_table.errors import (
     CorruptFileError,
@@ -130,9 +132,27 @@ class Manifest:
 
     def evolve(self, **changes: Any) -> Manifest:
         """``dataclasses.replace(self, **changes)``, without converting fragments given as a
-        :class:`FragmentSource` (``replace`` reads every field)."""
-        changes.setdefault("fragments", self.__dict__["fragments"])
-        return replace(self, **changes)
+        :class:`FragmentSource` (``replace`` reads every field).
+
+        The copy is made from this manifest's field values directly, not through ``__init__``
+        (which sets each of some twenty fields through ``object.__setattr__``: a fixed cost every
+        commit paid several times); what was cached of this manifest (``data_formats``) is not
+        carried over.
+
+        Raises:
+            TypeError: a change names no field of the manifest (as ``replace``).
+        """
+        unknown = changes.keys() - _FIELD_NAMES
+        if unknown:
+            raise TypeError(f"Manifest has no field(s) {sorted(unknown)}")
+        if type(self) is not Manifest:  # (a subclass may have an __init__ of its own)
+            changes.setdefault("fragments", self.__dict__["fragments"])
+            return replace(self, **changes)
+        values = self.__dict__
+        new = object.__new__(Manifest)
+        new.__dict__.update({name: values[name] for name in _FIELD_NAMES_ORDERED})
+        new.__dict__.update(changes)
+        return new
 
     def with_flags(self, **changes: Any) -> Manifest:
         """This manifest with its feature flags recomputed from its contents, and ``changes``
@@ -160,7 +180,7 @@ class Manifest:
         pb = table_pb2.Manifest()
         if self.passthrough:
             pb.MergeFromString(self.passthrough)
-        fields_to_pb(self.fields, pb.fields)
+        pb.MergeFromString(_fields_pb_bytes(self.fields))
         for pf in pb.fields:
             if dictionary_positions and pf.id in dictionary_positions:
                 pf.dictionary.offset, pf.dictionary.length = dictionary_positions[pf.id]
@@ -240,6 +260,34 @@ class Manifest:
         m = object.__new__(cls)
         m.__dict__.update(values)
         return m
+
+
+#: the manifest's fields, in order (what :meth:`Manifest.evolve` copies)
+_FIELD_NAMES_ORDERED = tuple(f.name for f in dataclass_fields(Manifest))
+_FIELD_NAMES = frozenset(_FIELD_NAMES_ORDERED)
+
+
+def _fields_pb_bytes(fields: tuple[LanceField, ...]) -> bytes:
+    """A ``lance.table.Manifest`` message holding only ``fields`` (its schema), serialized: merged
+    into the manifest being written, it makes the very message that adding each field makes.
+
+    Remembered by the identity of the tuple (kept with its bytes, so that its id stays its own;
+    fields are immutable): the versions of a stream of appends share their schema's tuple, whose
+    fields would otherwise be built into a message field by field at every commit."""
+    kept = type(fields) is tuple  # (a list could change under its id)
+    hit = _FIELDS_PB.get(id(fields)) if kept else None
+    if hit is not None and hit[0] is fields:
+        return hit[1]
+    pb = table_pb2.Manifest()
+    fields_to_pb(fields, pb.fields)
+    data = pb.SerializeToString()
+    if kept:
+        _FIELDS_PB.put(id(fields), (fields, data))
+    return data
+
+
+#: schemas recently written into manifests, serialized (see :func:`_fields_pb_bytes`)
+_FIELDS_PB: LRU[int, tuple[tuple[LanceField, ...], bytes]] = LRU(16)
 
 
 def _dict(pb_map: Any) -> dict[Any, Any]:

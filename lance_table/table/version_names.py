@@ -14,8 +14,6 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-import numpy as np
-
 from lance_table._lru import LRU
 from lance_table.format import paths
 
@@ -54,9 +52,9 @@ class Listing:
             names = self.names
             # a V1 name ("{version}.manifest", the version in at most 19 digits) is not as long
             # as a V2 name: only the few names of other lengths (the hint file's, mostly) are
-            # looked at, found among the lengths in numpy
-            lengths = np.fromiter(map(len, names), np.int64, len(names))
-            others = (names[i] for i in np.flatnonzero(lengths != paths.V2_NAME_LENGTH).tolist())
+            # looked at, picked by their lengths in C (no name looked at in Python, and no
+            # array made: a commit asks this of a short listing as often as of a long one)
+            others = itertools.compress(names, map(paths.V2_NAME_LENGTH.__ne__, map(len, names)))
             self._only_v2 = not any(map(paths.is_v1_name, others))
         return self._only_v2
 

@@ -300,7 +300,11 @@ def leaf_facts(path: tuple[FieldNode, ...], large: bool) -> LeafFacts:
 _LEAVES: LRU[tuple[tuple[int, ...], bool], tuple[tuple[FieldNode, ...], LeafFacts]] = LRU(256)
 
 
-def leaf_plan(node: FieldNode, large: bool) -> tuple[tuple[tuple[FieldNode, ...], LeafFacts], ...]:
+#: the path and facts of each leaf column below a top-level field (see :func:`leaf_plan`)
+LeafPlan = tuple[tuple[tuple[FieldNode, ...], LeafFacts], ...]
+
+
+def leaf_plan(node: FieldNode, large: bool) -> LeafPlan:
     """The path and :class:`LeafFacts` of each leaf column below the top-level ``node``, in column
     order: what every file of the field's schema starts from, found once per schema tree (remembered
     by the node's identity, as :func:`leaf_facts`).
@@ -317,7 +321,7 @@ def leaf_plan(node: FieldNode, large: bool) -> tuple[tuple[tuple[FieldNode, ...]
     return plan
 
 
-_PLANS: LRU[tuple[int, bool], tuple[FieldNode, tuple[tuple[tuple[FieldNode, ...], LeafFacts], ...]]] = LRU(64)
+_PLANS: LRU[tuple[int, bool], tuple[FieldNode, LeafPlan]] = LRU(64)
 
 
 class LeafColumnWriter:

@@ -72,8 +72,7 @@ def next_manifest(
     if isinstance(op, Append):
         start = _next_id(base)
         new = tuple(assign_fragment_ids(op.fragments, start))
-        m = replace(
-            base,
+        m = base.evolve(
             fragments=base.fragments + new,
             max_fragment_id=_max_id(new, base.max_fragment_id),
             dictionaries=_extend_dictionaries(base.dictionaries, op.dictionaries),
@@ -85,8 +84,7 @@ def next_manifest(
         new = tuple(assign_fragment_ids(op.fragments, start))
         config = {**base.config, **op.config_upsert_values}
         data_format = ("lance", op.data_format) if op.data_format else base.data_format
-        m = replace(
-            base,
+        m = base.evolve(
             data_format=data_format,
             fields=op.schema,
             schema_metadata=dict(op.schema_metadata),
@@ -104,7 +102,7 @@ def next_manifest(
         m = with_base_paths(base, register(base_paths(base), op.new_bases).values())
     elif isinstance(op, ReserveFragments):
         start = _next_id(base)
-        m = replace(base, max_fragment_id=start + op.num_fragments - 1)
+        m = base.evolve(max_fragment_id=start + op.num_fragments - 1)
     elif (inplace := apply_inplace(base, op, _next_id(base))) is not None:
         m = inplace
     elif isinstance(op, Restore):
@@ -202,7 +200,7 @@ def _apply_delete(base: Manifest, op: Delete) -> Manifest:
             f"fragments {sorted(missing)} changed by this delete no longer exist", retryable=True
         )
     frags = tuple(updated.get(f.id, f) for f in base.fragments if f.id not in removed)
-    return replace(base, fragments=frags)
+    return base.evolve(fragments=frags)
 
 
 def _apply_rewrite(base: Manifest, op: Rewrite) -> Manifest:
@@ -235,4 +233,4 @@ def _apply_rewrite(base: Manifest, op: Rewrite) -> Manifest:
             out.extend(replaced[f.id])
         if f.id not in dropped:
             out.append(f)
-    return replace(base, fragments=tuple(out), max_fragment_id=_max_id(tuple(out), base.max_fragment_id))
+    return base.evolve(fragments=tuple(out), max_fragment_id=_max_id(tuple(out), base.max_fragment_id))
