@@ -124,7 +124,15 @@ def s3_uri(s3_endpoint: str) -> str:
 
 class S3Requests:
     """The requests the test S3 server received for one key prefix, by kind (``LIST`` for a listing,
-    else the HTTP method), and the most that were in flight at once."""
+    else the HTTP method), and the most that were in flight at once.
+
+    How many requests overlap in time depends on scheduling, not only on the client: on a loaded
+    machine requests sent at once may still reach the server one after another. A test that checks
+    that requests are sent at once calls :meth:`hold_until` first: the server then holds every
+    request until that many are in flight, so that a client that sends them at once reaches the
+    count whatever the load, and one that waits for each answer before the next request never does
+    (its requests are released after ``timeout``, and the count stays short of the target).
+    """
 
     def __init__(self, prefix: str, delay: float) -> None:
         self.prefix = prefix
@@ -134,12 +142,27 @@ class S3Requests:
         self.in_flight = 0
         self.most_in_flight = 0
         self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)
+        self._hold_for = 0  # requests are held until this many are in flight (0: none are held)
+        self._timeout = 0.0
 
     def reset(self) -> None:
         with self._lock:
             self.counts.clear()
             self.list_queries.clear()
             self.most_in_flight = 0
+            self._hold_for = 0
+
+    def hold_until(self, count: int, timeout: float = 20.0) -> None:
+        """Hold each request from now on until ``count`` are in flight at once, then hold none.
+
+        If they are not within ``timeout`` seconds of a request's arrival, the held requests are
+        answered and none is held afterwards (so a client that sends one request after another
+        fails the test's count after one timeout, not after one a request).
+        """
+        with self._lock:
+            self._hold_for = count
+            self._timeout = timeout
 
     @property
     def total(self) -> int:
@@ -158,6 +181,13 @@ class S3Requests:
                 self.list_queries.append(query)
             self.in_flight += 1
             self.most_in_flight = max(self.most_in_flight, self.in_flight)
+            if self._hold_for:
+                if self.in_flight >= self._hold_for:
+                    self._hold_for = 0
+                    self._arrived.notify_all()
+                elif not self._arrived.wait_for(lambda: not self._hold_for, self._timeout):
+                    self._hold_for = 0  # not reached: release the rest and hold no more
+                    self._arrived.notify_all()
         return True
 
     def done(self) -> None:

@@ -79,6 +79,7 @@ def test_a_long_range_is_read_in_parts_at_once(reader, s3_uri, s3_options, s3_re
     assert ds.to_table(columns=["id"]).num_rows == data.num_rows  # pyarrow opens the file here
     monkeypatch.setattr(remote_sources, "SPLIT_READ_BYTES", 64 * 1024)  # the file's data: about 1 MiB
     s3_requests.reset()
+    s3_requests.hold_until(2)  # reached only if two requests are sent at once
     assert ds.to_table().equals(data)
     assert "HEAD" not in s3_requests.counts
     assert s3_requests.counts["GET"] >= 8 and s3_requests.most_in_flight >= 2
