@@ -56,11 +56,17 @@ def applies(layout: Any) -> bool:
 
 
 def kept(
-    read: ChunksRead, enc: Any, start: int, keep: pa.BooleanArray, dtype: pa.DataType, io: PageIO
+    read: ChunksRead,
+    enc: Any,
+    start: int,
+    keep: pa.BooleanArray | np.ndarray,
+    dtype: pa.DataType,
+    io: PageIO,
 ) -> pa.Array:
-    """The rows that ``keep`` marks, from the ``start``-th value on, of the chunks ``read`` (read
-    whole; without repetition levels; one value buffer each) of a mini-block page whose values
-    ``enc`` are stored flat (:func:`applies`), as an Arrow array of ``dtype``.
+    """The rows that ``keep`` (Arrow or numpy bools) marks, from the ``start``-th value on, of
+    the chunks ``read`` (read whole; without repetition levels; one value buffer each) of a
+    mini-block page, or of the pages of many files, whose values ``enc`` are stored flat (see
+    :func:`flat_bits`), as an Arrow array of ``dtype``.
 
     Raises:
         CorruptFileError: a chunk's buffer is shorter than its values, or the chunks hold fewer
@@ -79,7 +85,7 @@ def kept(
     if start < 0 or start + n > total:
         raise io.corrupt(f"chunks of {total} values, {start + n} needed")
     mask = np.zeros(total, np.bool_)
-    mask[start : start + n] = marks(keep)
+    mask[start : start + n] = marks(keep) if isinstance(keep, pa.Array) else keep
     rows = _selected(data, at, counts, width, mask)
     count = rows.size
     arr = to_arrow(Fixed(as_bytes(rows), bits), dtype, count, io)
