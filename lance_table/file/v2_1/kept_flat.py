@@ -1,16 +1,17 @@
-"""The kept rows of a mini-block page of values of one width, copied once, straight from its chunks.
+"""The kept rows of mini-block pages of values of one width, copied once, straight from the chunks.
 
 A fragment with rows deleted here and there is scanned as the span of its live rows, each page's
-kept rows selected as it is decoded (a mask, ``keep``). Values stored flat (floats, the vectors of
-fixed-size lists of them) decode by a copy of the chunks' value bytes, joined; selecting the kept
-rows of those copied them once more. A 1M-row scan of a 16-float vector column after 10% of its rows
-were deleted took 1.8-2.4 times its clean scan, the second copy (Arrow's filter) as long as the
-first. Here the chunks are seen as rows in place, and only the kept ones are copied: all the chunks
-but the last hold as many values and lie at even steps (the writers fill chunks of one power of two
-of values), a 2-D array of (chunk, row in chunk) over the chunks' bytes without a copy; numpy's
-boolean selection of it copies the rows the mask marks, a run of them at a time; the last chunk's
-kept rows are appended in the same buffer (grown in place). Chunks laid out otherwise are joined
-and selected as before.
+kept rows selected as it is decoded (a mask, ``keep``); small fragments read as a batch
+(:mod:`small_many`) select the kept rows of all their files the same way. Values stored flat
+(numbers, and the vectors of fixed-size lists of them) decode by a copy of the chunks' value bytes,
+joined; selecting the kept rows of those copied them once more. A 1M-row scan of a 16-float vector
+column after 10% of its rows were deleted took 2.0-2.4 times its clean scan, Arrow's filter as
+long as the join. Here only the kept rows are copied: all the chunks but the last hold as many
+values and lie at even steps (the writers fill chunks of one power of two of values), seen without
+a copy as a 2-D array of (chunk, row in chunk); numpy's boolean selection of it copies the rows
+the mask marks, a run of them at a time; the last chunk's kept rows are appended to the same
+buffer (grown in place). Chunks laid out otherwise (the pages of many files) are joined, then
+selected.
 """
 
 from __future__ import annotations
