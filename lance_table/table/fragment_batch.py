@@ -38,7 +38,6 @@ from lance_table.file.reader import LanceFileReader
 from lance_table.file.runs import Runs
 from lance_table.file.v2_0 import small_many as small_many20
 from lance_table.file.v2_1 import small_layouts, small_many
-from lance_table.file.v2_1.byteranges import spans
 from lance_table.file.v2_1.value_kinds import fixed_bits
 from lance_table.format import paths
 from lance_table.schema import FieldNode
@@ -330,6 +329,11 @@ def _read_batch(
     layouts = [lay for _, lay in found]
     io = PageIO(found[0][0]._stored, None, None, (), "small pages of many files")
     roots = frags[0].roots
+    counts = [lay.num_rows for lay in layouts]
+    selected, rows = _selected(runs, counts)
+    # most rows (the live rows of fragments with deletions): a column of flat values gives just
+    # those, copied once from its chunks; the others are filtered once decoded
+    mask = selected.mask(0, rows) if selected is not None and selected.total >= DENSE_SHARE * rows else None
     arrays = []
     for c, name in enumerate(names):
         node = roots[name]
@@ -338,22 +342,28 @@ def _read_batch(
         if isinstance(layouts[0], small_many20.FileLayout):
             arr = small_many20.decode(layouts, data, bases, c, t)  # type: ignore[arg-type]
         else:
-            arr = small_many.decode(layouts, data, bases, c, t, io, floor)  # type: ignore[arg-type]
+            arr = small_many.decode(layouts, data, bases, c, t, io, floor, mask)  # type: ignore[arg-type]
         if arr is None or (arr.null_count and not node.field.nullable) or utf8.problem_of(arr, t) is not None:
             # read one by one: the fragment at fault says what is wrong
             return pa.concat_tables([f.read(names, r, floors) for f, r in zip(frags, runs)])
         arrays.append(arr)
-    table = pa.Table.from_arrays(arrays, schema=schema)
-    counts = [lay.num_rows for lay in layouts]
+    if selected is None:
+        return pa.Table.from_arrays(arrays, schema=schema)
+    if mask is None:
+        return take(pa.Table.from_arrays(arrays, schema=schema), pa.array(selected.positions()))
+    keep = bool_array(mask)
+    kept = [arr if len(arr) == selected.total else filter_rows(arr, keep) for arr in arrays]
+    return pa.Table.from_arrays(kept, schema=schema)
+
+
+def _selected(runs: Sequence[Runs], counts: Sequence[int]) -> tuple[Runs | None, int]:
+    """The rows ``runs[k]`` of each file of ``counts[k]`` rows, as runs over the files' rows one
+    file after another (None: every row), and how many rows the files hold."""
+    rows = int(sum(counts))
     if all(r.is_span(0, k) for r, k in zip(runs, counts)):
-        return table
+        return None, rows
     row_base = np.zeros(len(counts), np.int64)
     np.cumsum(counts[:-1], out=row_base[1:])
     starts = np.concatenate([r.starts + b for r, b in zip(runs, row_base.tolist())])
     lengths = np.concatenate([r.lengths for r in runs])
-    selected = Runs(starts, lengths)
-    if selected.total < DENSE_SHARE * table.num_rows:
-        return take(table, pa.array(spans(starts, lengths)))
-    # most rows (the live rows of fragments with deletions): one filter per column
-    keep = bool_array(selected.mask(0, table.num_rows))
-    return pa.Table.from_arrays([filter_rows(col, keep) for col in table.columns], schema=table.schema)
+    return Runs(starts, lengths), rows

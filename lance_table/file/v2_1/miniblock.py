@@ -20,7 +20,7 @@ from lance_table.file.arrow_take import filter_rows, sliced, take
 from lance_table.file.compression import bitpacking, fsst
 from lance_table.file.pageio import PageIO
 from lance_table.file.runs import Runs
-from lance_table.file.v2_1 import batch, batch_runs
+from lance_table.file.v2_1 import batch, batch_runs, kept_flat
 from lance_table.file.v2_1.chunk_headers import ChunksRead, parse_chunks
 from lance_table.file.v2_1.compress import decode_block, decode_values
 from lance_table.file.v2_1.values import Fixed, Values, Var, concat_values, expand, offsets_of, to_arrow
@@ -267,6 +267,11 @@ def mini_block(
         if positions.size and int(positions[-1]) >= n_items:
             raise io.corrupt(f"row {int(positions[-1])} is past the page's {n_items} values")
         chosen, local = rows_in_chunks(table, positions)
+    if keep is not None and local is None and dictionary is None and kept_flat.applies(layout):
+        # values of one width: the kept rows copied once, from the chunks (not joined, then filtered)
+        read = read_chunks(layout, io, table, chosen, large_chunks)
+        start = cut[0] if cut is not None else 0
+        return kept_flat.kept(read, layout.value_compression, start, keep, dtype, io)
     # selected rows: decode just those values where the encoding allows it
     share = 0.0 if local is None else local.size / max(int(table.counts[chosen].sum()), 1)
     floor = floor if dictionary is None else None

@@ -30,8 +30,9 @@ from lance_table.file.arrow import with_validity
 from lance_table.file.arrow_take import take
 from lance_table.file.compression import bitpacking, general
 from lance_table.file.pageio import PageIO
-from lance_table.file.v2_1 import batch, batch_runs, small_constant, small_nested
+from lance_table.file.v2_1 import batch, batch_runs, kept_flat, small_constant, small_nested
 from lance_table.file.v2_1.byteranges import exclusive_cumsum, in_file_order, spans
+from lance_table.file.v2_1.chunk_headers import ChunksRead
 from lance_table.file.v2_1.compress import SCHEMES, decode_block
 from lance_table.file.v2_1.small_layouts import ERRORS, ColumnLayout, FileLayout
 from lance_table.file.v2_1.values import Fixed, Var, is_binary, to_arrow
@@ -85,16 +86,21 @@ def decode(
     dtype: pa.DataType,
     io: PageIO,
     floor: int | None = None,
+    keep: np.ndarray | None = None,
 ) -> pa.Array | None:
     """Every row of column ``column`` (of the layouts' selection) of the files, one file after
     another, from their bytes ``data`` (the file of ``layouts[k]`` from ``bases[k]``, see
     :func:`joined`); None when the files must be read one by one. Integer values below ``floor``
-    may read as 0 (see :func:`batch.values`). ``io`` stands for the pages in messages."""
+    may read as 0 (see :func:`batch.values`). ``io`` stands for the pages in messages.
+
+    ``keep`` (bools, one per row of the files): the pages of flat values of one encoding give only
+    the rows it marks, copied once from their chunks (:mod:`kept_flat`); the caller tells which
+    columns did by their length."""
     cols = [f.columns[column] for f in layouts]
     first = cols[0].key
     try:
         if all(c.key is first for c in cols):
-            return _decoded(cols, layouts, data, bases, dtype, io, floor)
+            return _decoded(cols, layouts, data, bases, dtype, io, floor, keep)
         counts = np.fromiter((f.num_rows for f in layouts), np.int64, len(layouts))
         return in_file_order(
             [id(c.key) for c in cols],
@@ -121,14 +127,16 @@ def _decoded(
     dtype: pa.DataType,
     io: PageIO,
     floor: int | None,
+    keep: np.ndarray | None = None,
 ) -> pa.Array | None:
-    """The rows of the files whose pages of the column share one encoding key."""
+    """The rows of the files whose pages of the column share one encoding key (those ``keep``
+    marks, where the pages are of flat values: see :func:`decode`)."""
     if isinstance(cols[0], (small_nested.NestedLayout, small_constant.ConstantLayout)):
         rows = np.fromiter((f.num_rows for f in files), np.int64, len(files))
         if isinstance(cols[0], small_constant.ConstantLayout):
             return small_constant.decode(cols, rows, data, bases, dtype, io)
         return small_nested.decode(cols, rows, data, bases, io, _looked_up)
-    return _decode(cols, files, data, bases, dtype, io, floor)
+    return _decode(cols, files, data, bases, dtype, io, floor, keep)
 
 
 def _le(u8: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
@@ -147,6 +155,7 @@ def _decode(
     dtype: pa.DataType,
     io: PageIO,
     floor: int | None,
+    keep: np.ndarray | None = None,
 ) -> pa.Array | None:
     """The chunks of files whose pages share one encoding (the checks of
     :func:`miniblock_small.decode` and :func:`miniblock.chunk_table`, for all chunks at once)."""
@@ -201,6 +210,13 @@ def _decode(
             return None
         valid = levels == 0
     enc = cols[0].encoding
+    if keep is not None and second is None and cols[0].dict_at < 0 and kept_flat.flat_bits(enc) is not None:
+        # flat values: only the kept rows, copied once from the chunks
+        if keep.size != total:
+            return None
+        read = ChunksRead(data, [chunk_at + value_at], [size], n, None, None, n)
+        arr = kept_flat.kept(read, enc, 0, keep, dtype, io)
+        return arr if valid is None or valid.all() else with_validity(arr, valid[keep])
     if cols[0].dict_at >= 0:
         floor = None  # dictionary indices say nothing of the values
     values = None
