@@ -37,7 +37,7 @@ from lance_table.file.pageio import PageIO
 from lance_table.file.reader import LanceFileReader
 from lance_table.file.runs import Runs
 from lance_table.file.v2_0 import small_many as small_many20
-from lance_table.file.v2_1 import small_layouts, small_many
+from lance_table.file.v2_1 import small_layouts, small_many, small_take
 from lance_table.file.v2_1.byteranges import spans
 from lance_table.file.v2_1.value_kinds import fixed_bits
 from lance_table.format import paths
@@ -188,6 +188,7 @@ def read(
         columns = {name: part.column(name) for part in parts for name in part.column_names}
         return pa.Table.from_arrays([columns[name] for name in names], schema=user)
     pieces = []
+    sparse: list[list[Plan] | None] | None = None  # (made when first needed)
     i, n = 0, len(frags)
     while i < n:
         j = i
@@ -203,8 +204,16 @@ def read(
             table = _read_batch(frags[i:j], batch, names, schema, runs[i:j], floors)
             pieces.append(user_table(table, schema, user))
         else:
-            j = max(j, i + 1)
-            pieces.extend(f.read(names, r, floors) for f, r in zip(frags[i:j], runs[i:j]) if r.total)
+            if sparse is None and not ok[i]:
+                sparse = _sparse(frags, names, rows, ok)
+            m = _chunk_run(sparse, rows, i) if sparse is not None else i
+            if m - i > 1:  # few rows of many files' pages of many chunks: their chunks read together
+                table = _read_chunks(frags[i:m], sparse[i:m], names, schema, runs[i:m], floors)  # type: ignore[index, arg-type]
+                pieces.append(user_table(table, schema, user))
+                j = m
+            else:
+                j = max(j, i + 1)
+                pieces.extend(f.read(names, r, floors) for f, r in zip(frags[i:j], runs[i:j]) if r.total)
         i = j
     if not pieces:
         return user.empty_table()
@@ -274,6 +283,113 @@ def _column_groups(
     return groups
 
 
+#: the most bytes of chunks (estimated: see :func:`small_take.estimate`) one batch of
+#: :func:`_read_chunks` reads
+CHUNK_BATCH_BYTES = 8 << 20
+
+
+def _sparse(
+    frags: Sequence[FragmentReader], names: list[str], rows: Sequence[int], ok: Sequence[bool]
+) -> list[list[Plan] | None]:
+    """For each fragment not read in a batch of whole pages, each column's plan when its few
+    rows are read with other files' by :func:`_read_chunks` (every column a page of mini-block
+    chunks of a 2.1/2.2 file); else None."""
+    own = [plans(frags, [name]) for name in names]
+    found: list[list[Plan] | None] = []
+    for k in range(len(frags)):
+        each = [p[k] for p in own]
+        if (
+            ok[k]
+            or not rows[k]
+            or any(
+                p is None
+                or not isinstance(p[1], small_layouts.FileLayout)
+                or small_take.columns_of([p[1]]) is None
+                or p[0] is not each[0][0]  # type: ignore[index]
+                for p in each
+            )
+        ):
+            found.append(None)
+        else:
+            found.append(each)  # type: ignore[arg-type]
+    return found
+
+
+def _chunk_run(sparse: Sequence[list[Plan] | None], rows: Sequence[int], i: int) -> int:
+    """Where the run of fragments from ``i`` that :func:`_read_chunks` reads in one batch ends."""
+    m, held = i, 0
+    while m < len(sparse) and (each := sparse[m]) is not None:
+        held += small_take.estimate([p[1] for p in each], rows[m])  # type: ignore[misc]
+        if m > i and held > CHUNK_BATCH_BYTES:
+            break
+        m += 1
+    return m
+
+
+def _read_chunks(
+    frags: Sequence[FragmentReader],
+    found: Sequence[list[Plan]],
+    names: list[str],
+    schema: pa.Schema,
+    runs: Sequence[Runs],
+    floors: Mapping[str, int] | None,
+) -> pa.Table:
+    """The rows ``runs`` of the fragments, each column a page of mini-block chunks (``found``:
+    each fragment's plan of each column): the chunks they need of all the files read and decoded
+    together (see :mod:`small_take`)."""
+    for frag, r in zip(frags, runs):
+        if r.end > frag.physical_rows:
+            raise IndexError(f"rows up to {r.end} requested from a fragment of {frag.physical_rows} rows")
+    readers = [each[0][0] for each in found]
+    layouts = [[each[c][1] for each in found] for c in range(len(names))]
+    roots = frags[0].roots
+    io = PageIO(readers[0]._stored, None, None, (), "chunks of many files")
+    arrays = small_take.read(
+        layouts,  # type: ignore[arg-type]
+        [r.positions() for r in runs],
+        [roots[name].arrow_type for name in names],
+        _fetch(frags, readers),
+        io,
+    )
+    if arrays is None or any(
+        (arr.null_count and not roots[name].field.nullable) or utf8.problem_of(arr, arr.type) is not None
+        for arr, name in zip(arrays, names)
+    ):
+        # read one by one: the fragment at fault says what is wrong
+        return pa.concat_tables([f.read(names, r, floors) for f, r in zip(frags, runs)])
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _fetch(frags: Sequence[FragmentReader], readers: list[LanceFileReader]) -> small_take.Fetch:
+    """How :mod:`small_take` reads ranges of the fragments' files: one request per file (all
+    in flight at once on a remote store, as :func:`_spans` sends them)."""
+
+    def one(k: int, ranges: np.ndarray) -> memoryview:
+        try:
+            return readers[k].read_joined(ranges)
+        except FileNotFoundError:  # deleted since the reader was opened
+            raise _missing(frags[k]) from None
+
+    def fetch(wanted: list[tuple[int, np.ndarray]]) -> list[memoryview]:
+        if len(wanted) < 2 or frags[0].storage.read_parallelism <= 0:
+            return [one(k, r) for k, r in wanted]
+        ahead = [pool(ARROW_READS).submit(contextvars.copy_context().run, one, k, r) for k, r in wanted]
+        try:
+            return [f.result() for f in ahead]
+        finally:
+            for f in ahead:
+                f.cancel()
+            wait(ahead)
+
+    return fetch
+
+
+def _missing(frag: FragmentReader) -> Exception:
+    """The error for a fragment's data file deleted since its reader was opened."""
+    where = f"{frag.storage.uri.rstrip('/')}/{paths.data_file_path(frag.fragment.files[0].path)}"
+    return missing_file_error(frag.storage, where, frag.version)
+
+
 def _spans(frags: Sequence[FragmentReader], found: list[Plan]) -> list[memoryview]:
     """Each file's span of the batch's columns. On a remote store (whose every request waits a
     round trip) the small spans are all in flight at once, each on the
@@ -290,9 +406,7 @@ def _spans(frags: Sequence[FragmentReader], found: list[Plan]) -> list[memoryvie
         try:
             return reader.read_span(lay.start, lay.length)
         except FileNotFoundError:  # deleted since the reader was opened
-            frag = frags[k]
-            where = f"{frag.storage.uri.rstrip('/')}/{paths.data_file_path(frag.fragment.files[0].path)}"
-            raise missing_file_error(frag.storage, where, frag.version) from None
+            raise _missing(frags[k]) from None
 
     at_once = (  # (a file read whole when opened sends no request: it is no read to wait for)
         [
@@ -330,6 +444,19 @@ def _read_batch(
     layouts = [lay for _, lay in found]
     io = PageIO(found[0][0]._stored, None, None, (), "small pages of many files")
     roots = frags[0].roots
+    counts = [lay.num_rows for lay in layouts]
+    whole = all(r.is_span(0, k) for r, k in zip(runs, counts))
+    pick = None
+    if not whole:
+        row_base = np.zeros(len(counts), np.int64)
+        np.cumsum(counts[:-1], out=row_base[1:])
+        starts = np.concatenate([r.starts + b for r, b in zip(runs, row_base.tolist())])
+        lengths = np.concatenate([r.lengths for r in runs])
+        selected = Runs(starts, lengths)
+        pick = spans(starts, lengths)
+        keep = (
+            None if selected.total < DENSE_SHARE * sum(counts) else bool_array(selected.mask(0, sum(counts)))
+        )
     arrays = []
     for c, name in enumerate(names):
         node = roots[name]
@@ -338,22 +465,13 @@ def _read_batch(
         if isinstance(layouts[0], small_many20.FileLayout):
             arr = small_many20.decode(layouts, data, bases, c, t)  # type: ignore[arg-type]
         else:
-            arr = small_many.decode(layouts, data, bases, c, t, io, floor)  # type: ignore[arg-type]
+            # (dictionary strings: only the rows kept are looked up)
+            arr = small_many.decode(layouts, data, bases, c, t, io, floor, pick)  # type: ignore[arg-type]
         if arr is None or (arr.null_count and not node.field.nullable) or utf8.problem_of(arr, t) is not None:
             # read one by one: the fragment at fault says what is wrong
             return pa.concat_tables([f.read(names, r, floors) for f, r in zip(frags, runs)])
+        if pick is not None and len(arr) != pick.size:  # (else: already the rows kept)
+            # a few rows: a take; most rows (the live rows of fragments with deletions): a filter
+            arr = take(arr, pa.array(pick)) if keep is None else filter_rows(arr, keep)
         arrays.append(arr)
-    table = pa.Table.from_arrays(arrays, schema=schema)
-    counts = [lay.num_rows for lay in layouts]
-    if all(r.is_span(0, k) for r, k in zip(runs, counts)):
-        return table
-    row_base = np.zeros(len(counts), np.int64)
-    np.cumsum(counts[:-1], out=row_base[1:])
-    starts = np.concatenate([r.starts + b for r, b in zip(runs, row_base.tolist())])
-    lengths = np.concatenate([r.lengths for r in runs])
-    selected = Runs(starts, lengths)
-    if selected.total < DENSE_SHARE * table.num_rows:
-        return take(table, pa.array(spans(starts, lengths)))
-    # most rows (the live rows of fragments with deletions): one filter per column
-    keep = bool_array(selected.mask(0, table.num_rows))
-    return pa.Table.from_arrays([filter_rows(col, keep) for col in table.columns], schema=table.schema)
+    return pa.Table.from_arrays(arrays, schema=schema)

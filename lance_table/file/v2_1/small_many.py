@@ -85,15 +85,22 @@ def decode(
     dtype: pa.DataType,
     io: PageIO,
     floor: int | None = None,
+    pick: np.ndarray | None = None,
 ) -> pa.Array | None:
     """Every row of column ``column`` (of the layouts' selection) of the files, one file after
     another, from their bytes ``data`` (the file of ``layouts[k]`` from ``bases[k]``, see
     :func:`joined`); None when the files must be read one by one. Integer values below ``floor``
-    may read as 0 (see :func:`batch.values`). ``io`` stands for the pages in messages."""
+    may read as 0 (see :func:`batch.values`). ``io`` stands for the pages in messages.
+
+    ``pick`` (sorted positions among all the rows): the rows the caller keeps. A column of
+    dictionary indices whose pages share one encoding then comes back as just those rows (the
+    indices picked before their values are looked up); any other, every row."""
     cols = [f.columns[column] for f in layouts]
     first = cols[0].key
     try:
         if all(c.key is first for c in cols):
+            if pick is not None and isinstance(cols[0], ColumnLayout) and cols[0].dict_at >= 0:
+                return _decode(cols, layouts, data, bases, dtype, io, None, pick)  # type: ignore[arg-type]
             return _decoded(cols, layouts, data, bases, dtype, io, floor)
         counts = np.fromiter((f.num_rows for f in layouts), np.int64, len(layouts))
         return in_file_order(
@@ -147,9 +154,11 @@ def _decode(
     dtype: pa.DataType,
     io: PageIO,
     floor: int | None,
+    pick: np.ndarray | None = None,
 ) -> pa.Array | None:
     """The chunks of files whose pages share one encoding (the checks of
-    :func:`miniblock_small.decode` and :func:`miniblock.chunk_table`, for all chunks at once)."""
+    :func:`miniblock_small.decode` and :func:`miniblock.chunk_table`, for all chunks at once);
+    of a page of dictionary indices, only the rows ``pick`` when given."""
     page = cols[0].page
     u8 = np.frombuffer(data, np.uint8)
     rows = np.fromiter((f.num_rows for f in files), np.int64, len(files))
@@ -166,7 +175,7 @@ def _decode(
         if bool(np.any(chunk_bytes > data_size)):
             return None
     else:
-        found = _chunk_tables(u8, meta_at, page_at, data_size, chunks, rows, word)
+        found = chunk_tables(u8, meta_at, page_at, data_size, chunks, rows, word)
         if found is None:
             return None
         n, chunk_at, chunk_bytes, page_of = found
@@ -222,7 +231,12 @@ def _decode(
     if not isinstance(values, (Fixed, Var)):
         return None
     if cols[0].dict_at >= 0:
-        arr = _looked_up(values, cols, rows, data, bases, dtype, valid, io)
+        if pick is not None:
+            if pick.size and int(pick[-1]) >= total:
+                return None
+            total = pick.size
+            valid = None if valid is None else valid[pick]
+        arr = _looked_up(values, cols, rows, data, bases, dtype, valid, io, pick)
         if arr is None:
             return None
     else:
@@ -243,22 +257,46 @@ def _looked_up(
     dtype: pa.DataType,
     valid: np.ndarray | None,
     io: PageIO,
+    pick: np.ndarray | None = None,
 ) -> pa.Array | None:
     """The values that the files' dictionary indices (``rows`` of each file, one after another) stand
-    for: each file's dictionary decoded, all joined, and every index moved to its file's part of
-    the join (None where anything does not check out)."""
+    for (see :func:`look_up`); only those at ``pick`` (sorted positions among them, checked to
+    lie below their count; ``valid``: theirs) when given."""
     if not isinstance(indices, Fixed) or indices.bits not in bitpacking.DTYPES:
         return None
     total = int(rows.sum())
-    idx = np.frombuffer(indices.data, bitpacking.DTYPES[indices.bits], total).astype(np.int64)
+    idx = np.frombuffer(indices.data, bitpacking.DTYPES[indices.bits], total)
+    if pick is None:
+        return look_up(idx, cols, rows, rows, data, bases, dtype, valid, io)
+    counts = np.diff(np.searchsorted(pick, np.cumsum(rows)), prepend=0)
+    return look_up(idx[pick], cols, counts, rows, data, bases, dtype, valid, io)
+
+
+def look_up(
+    idx: np.ndarray,
+    cols: list[Any],
+    counts: np.ndarray,
+    rows: np.ndarray,
+    data: memoryview,
+    bases: np.ndarray,
+    dtype: pa.DataType,
+    valid: np.ndarray | None,
+    io: PageIO,
+) -> pa.Array | None:
+    """The values that dictionary indices ``idx`` (``counts`` of each file, one after another;
+    the files' pages hold ``rows`` rows) stand for: each file's dictionary decoded, all joined,
+    and every index moved to its file's part of the join (None where anything does not check
+    out). ``valid``: the validity of the indices (an index of a null row may be past its
+    dictionary)."""
+    idx = idx.astype(np.int64)
     items = np.fromiter((c.dict_items for c in cols), np.int64, len(cols))
-    limit = np.repeat(items, rows)
+    limit = np.repeat(items, counts)
     past = idx >= limit
     if bool(past.any()):  # only null rows may hold any index
         if valid is None or bool(np.any(past & valid)):
             return None
         idx[past] = 0
-    if bool(np.any((items == 0) & (rows > 0))) and (valid is None or bool(valid.any())):
+    if bool(np.any((items == 0) & (counts > 0))) and (valid is None or bool(valid.any())):
         return None
     for c, n in zip(cols, rows.tolist()):
         if c.dict_items > max(n + 1, 8 * (c.dict_size + c.data_size)):
@@ -267,7 +305,7 @@ def _looked_up(
     if found is None:
         found = _each_dictionary(cols, data, bases, dtype, io)
     joined_items, first_item = found
-    idx += np.repeat(first_item, rows)
+    idx += np.repeat(first_item, counts)
     return take(joined_items, pa.array(idx))
 
 
@@ -391,7 +429,7 @@ def _decoded_dictionaries(
 _MAX_CHUNK_VALUES = 1 << 16
 
 
-def _chunk_tables(
+def chunk_tables(
     u8: np.ndarray,
     meta_at: np.ndarray,
     page_at: np.ndarray,
