@@ -208,8 +208,7 @@ class LanceFileReader(SmallReads, V20Reads):
             self._source = self._stored
 
     def read_joined(self, ranges: Any) -> memoryview:
-        """The file's ``(offset, length)`` ranges (rows of an array, in file order) one after
-        another in one buffer, as :meth:`read_span` reads one."""
+        """The file's ``(offset, length)`` ranges (in file order) back to back in one buffer."""
         try:
             return read_joined(self._source, ranges)
         finally:

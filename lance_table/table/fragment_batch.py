@@ -18,15 +18,12 @@ by themselves and the large ones are read file by file, and the columns are put 
 
 from __future__ import annotations
 
-import contextvars
 from collections.abc import Mapping, Sequence
-from concurrent.futures import wait
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from lance_table._parallel import ARROW_READS, pool
 from lance_table.extensions import user_table
 from lance_table.file import utf8
 from lance_table.file.arrow import bool_array
@@ -40,18 +37,14 @@ from lance_table.file.v2_0 import small_many as small_many20
 from lance_table.file.v2_1 import small_layouts, small_many, small_take
 from lance_table.file.v2_1.byteranges import spans
 from lance_table.file.v2_1.value_kinds import fixed_bits
-from lance_table.format import paths
 from lance_table.schema import FieldNode
-from lance_table.table.deletion import missing_file_error
+from lance_table.table import fragment_reads
 from lance_table.table.fragment import FragmentReader
 
 Plan = tuple[LanceFileReader, small_layouts.FileLayout | small_many20.FileLayout]
 
 # A batch keeping at least this share of its rows selects them with a filter, not a take.
 DENSE_SHARE = 0.25
-#: on a remote store, the files' spans of a batch up to this size are all requested at once
-#: (larger ones, read in parts at once by the store's source, one after another)
-CONCURRENT_SPAN_BYTES = 8 * 1024 * 1024
 
 
 def plans(frags: Sequence[FragmentReader], names: Sequence[str]) -> list[Plan | None]:
@@ -181,6 +174,8 @@ def read(
     rows = [r.total for r in runs]
     ok = [batchable(p, r) for p, r in zip(found, rows)]
     groups = _column_groups(frags, names, rows, found, ok) if len(names) > 1 and len(frags) > 1 else None
+    if groups is None and len(names) > 1 and len(frags) > 1 and not all(ok):
+        groups = _chunk_groups(frags, names, rows, ok)
     if groups is not None:
         # each group of columns read on its own (the small ones batched across the files),
         # the same rows in the same order: the columns are put side by side
@@ -299,20 +294,38 @@ def _sparse(
     for k in range(len(frags)):
         each = [p[k] for p in own]
         if (
-            ok[k]
-            or not rows[k]
-            or any(
-                p is None
-                or not isinstance(p[1], small_layouts.FileLayout)
-                or small_take.columns_of([p[1]]) is None
-                or p[0] is not each[0][0]  # type: ignore[index]
-                for p in each
-            )
+            ok[k] or not rows[k] or any(not _chunked(p) or p[0] is not each[0][0] for p in each)  # type: ignore[index]
         ):
             found.append(None)
         else:
             found.append(each)  # type: ignore[arg-type]
     return found
+
+
+def _chunk_groups(
+    frags: Sequence[FragmentReader], names: list[str], rows: Sequence[int], ok: Sequence[bool]
+) -> list[tuple[list[str], list[Plan | None]]] | None:
+    """The columns ``names`` as two groups, each read on its own, when the fragments not read in
+    batches of whole pages have some columns that :func:`_read_chunks` reads and some it does
+    not (strings in a general compression beside numbers): those columns, then the others."""
+    wanted = [k for k in range(len(frags)) if not ok[k] and rows[k]]
+    if len(wanted) < 2:
+        return None
+    own = {name: plans(frags, [name]) for name in names}
+    some = [n for n in names if all(_chunked(own[n][k]) for k in wanted)]
+    if not some or len(some) == len(names):
+        return None
+    rest = [n for n in names if n not in some]
+    return [(some, plans(frags, some)), (rest, plans(frags, rest) if len(rest) > 1 else own[rest[0]])]
+
+
+def _chunked(plan: Plan | None) -> bool:
+    """Whether a plan of one column is one :func:`_read_chunks` reads."""
+    return (
+        plan is not None
+        and isinstance(plan[1], small_layouts.FileLayout)
+        and small_take.columns_of([plan[1]]) is not None
+    )
 
 
 def _chunk_run(sparse: Sequence[list[Plan] | None], rows: Sequence[int], i: int) -> int:
@@ -348,7 +361,7 @@ def _read_chunks(
         layouts,  # type: ignore[arg-type]
         [r.positions() for r in runs],
         [roots[name].arrow_type for name in names],
-        _fetch(frags, readers),
+        fragment_reads.fetch(frags, readers),
         io,
     )
     if arrays is None or any(
@@ -358,75 +371,6 @@ def _read_chunks(
         # read one by one: the fragment at fault says what is wrong
         return pa.concat_tables([f.read(names, r, floors) for f, r in zip(frags, runs)])
     return pa.Table.from_arrays(arrays, schema=schema)
-
-
-def _fetch(frags: Sequence[FragmentReader], readers: list[LanceFileReader]) -> small_take.Fetch:
-    """How :mod:`small_take` reads ranges of the fragments' files: one request per file (all
-    in flight at once on a remote store, as :func:`_spans` sends them)."""
-
-    def one(k: int, ranges: np.ndarray) -> memoryview:
-        try:
-            return readers[k].read_joined(ranges)
-        except FileNotFoundError:  # deleted since the reader was opened
-            raise _missing(frags[k]) from None
-
-    def fetch(wanted: list[tuple[int, np.ndarray]]) -> list[memoryview]:
-        if len(wanted) < 2 or frags[0].storage.read_parallelism <= 0:
-            return [one(k, r) for k, r in wanted]
-        ahead = [pool(ARROW_READS).submit(contextvars.copy_context().run, one, k, r) for k, r in wanted]
-        try:
-            return [f.result() for f in ahead]
-        finally:
-            for f in ahead:
-                f.cancel()
-            wait(ahead)
-
-    return fetch
-
-
-def _missing(frag: FragmentReader) -> Exception:
-    """The error for a fragment's data file deleted since its reader was opened."""
-    where = f"{frag.storage.uri.rstrip('/')}/{paths.data_file_path(frag.fragment.files[0].path)}"
-    return missing_file_error(frag.storage, where, frag.version)
-
-
-def _spans(frags: Sequence[FragmentReader], found: list[Plan]) -> list[memoryview]:
-    """Each file's span of the batch's columns. On a remote store (whose every request waits a
-    round trip) the small spans are all in flight at once, each on the
-    :data:`ARROW_READS` pool, none on the calling thread: that pool's threads are as many as
-    the store's client keeps connections, so no request waits for, or opens, a connection of its
-    own (a leaf pool: its reads of small spans wait on nothing else).
-
-    Raises:
-        DataFileNotFoundError: a file was deleted since its reader was opened.
-    """
-
-    def span(k: int) -> memoryview:
-        reader, lay = found[k]
-        try:
-            return reader.read_span(lay.start, lay.length)
-        except FileNotFoundError:  # deleted since the reader was opened
-            raise _missing(frags[k]) from None
-
-    at_once = (  # (a file read whole when opened sends no request: it is no read to wait for)
-        [
-            k
-            for k, (reader, lay) in enumerate(found)
-            if lay.length <= CONCURRENT_SPAN_BYTES and not reader.holds_bytes
-        ]
-        if frags[0].storage.read_parallelism > 0
-        else []
-    )
-    if not at_once:
-        return [span(k) for k in range(len(found))]
-    # each read in the caller's context (what it collects: a scan's read counts)
-    ahead = {k: pool(ARROW_READS).submit(contextvars.copy_context().run, span, k) for k in at_once}
-    try:
-        return [ahead[k].result() if k in ahead else span(k) for k in range(len(found))]
-    finally:
-        for f in ahead.values():
-            f.cancel()
-        wait(ahead.values())
 
 
 def _read_batch(
@@ -440,7 +384,7 @@ def _read_batch(
     for frag, r in zip(frags, runs):
         if r.end > frag.physical_rows:
             raise IndexError(f"rows up to {r.end} requested from a fragment of {frag.physical_rows} rows")
-    data, bases = small_many.joined(_spans(frags, found))
+    data, bases = small_many.joined(fragment_reads.spans(frags, found))
     layouts = [lay for _, lay in found]
     io = PageIO(found[0][0]._stored, None, None, (), "small pages of many files")
     roots = frags[0].roots
