@@ -34,7 +34,7 @@ from lance_table.file.v2_1 import batch, batch_runs, small_constant, small_neste
 from lance_table.file.v2_1.byteranges import exclusive_cumsum, in_file_order, spans
 from lance_table.file.v2_1.compress import SCHEMES, decode_block
 from lance_table.file.v2_1.small_layouts import ERRORS, ColumnLayout, FileLayout
-from lance_table.file.v2_1.values import Fixed, Var, is_binary, to_arrow
+from lance_table.file.v2_1.values import Fixed, Var, expand, is_binary, to_arrow
 
 #: where each file's bytes start in the joined buffer: a multiple of this (the values of inline
 #: bitpacking are read as aligned words)
@@ -92,15 +92,16 @@ def decode(
     :func:`joined`); None when the files must be read one by one. Integer values below ``floor``
     may read as 0 (see :func:`batch.values`). ``io`` stands for the pages in messages.
 
-    ``pick`` (sorted positions among all the rows): the rows the caller keeps. A column of
-    dictionary indices whose pages share one encoding then comes back as just those rows (the
-    indices picked before their values are looked up); any other, every row."""
+    ``pick`` (sorted positions among all the rows): the rows the caller keeps. A column without
+    nesting whose pages share one encoding then comes back as just those rows where its encoding
+    lets them be picked from their chunks, or it holds dictionary indices (picked before their
+    values are looked up); any other, every row."""
     cols = [f.columns[column] for f in layouts]
     first = cols[0].key
     try:
         if all(c.key is first for c in cols):
-            if pick is not None and isinstance(cols[0], ColumnLayout) and cols[0].dict_at >= 0:
-                return _decode(cols, layouts, data, bases, dtype, io, None, pick)  # type: ignore[arg-type]
+            if pick is not None and isinstance(cols[0], ColumnLayout):
+                return _decode(cols, layouts, data, bases, dtype, io, floor, pick)  # type: ignore[arg-type]
             return _decoded(cols, layouts, data, bases, dtype, io, floor)
         counts = np.fromiter((f.num_rows for f in layouts), np.int64, len(layouts))
         return in_file_order(
@@ -158,7 +159,7 @@ def _decode(
 ) -> pa.Array | None:
     """The chunks of files whose pages share one encoding (the checks of
     :func:`miniblock_small.decode` and :func:`miniblock.chunk_table`, for all chunks at once);
-    of a page of dictionary indices, only the rows ``pick`` when given."""
+    only the rows ``pick``, when given, where they can be picked (see :func:`decode`)."""
     page = cols[0].page
     u8 = np.frombuffer(data, np.uint8)
     rows = np.fromiter((f.num_rows for f in files), np.int64, len(files))
@@ -213,7 +214,20 @@ def _decode(
     if cols[0].dict_at >= 0:
         floor = None  # dictionary indices say nothing of the values
     values = None
-    if floor is None and page_of is None and enc.WhichOneof("compression") == "inline_bitpacking":
+    picked = False  # the values are only those at ``pick``
+    if pick is not None and second is None:
+        if pick.size and int(pick[-1]) >= total:
+            return None
+        values = batch.pick_values(
+            enc, data, chunk_at + value_at, size, n, pick, io, pick.size / max(total, 1)
+        )
+        picked = values is not None
+    if (
+        values is None
+        and floor is None
+        and page_of is None
+        and enc.WhichOneof("compression") == "inline_bitpacking"
+    ):
         # short chunks fill a little of their 1024-value blocks: only their values are unpacked
         share = total / (int((-(-n // bitpacking.BLOCK)).sum()) * bitpacking.BLOCK)
         values = batch.pick_values(enc, data, chunk_at + value_at, size, n, np.arange(total), io, share)
@@ -230,16 +244,20 @@ def _decode(
         return None
     if not isinstance(values, (Fixed, Var)):
         return None
+    if pick is not None and (picked or cols[0].dict_at >= 0):
+        if pick.size and int(pick[-1]) >= total:
+            return None
+        total = pick.size
+        valid = None if valid is None else valid[pick]
+    else:
+        pick = None
     if cols[0].dict_at >= 0:
-        if pick is not None:
-            if pick.size and int(pick[-1]) >= total:
-                return None
-            total = pick.size
-            valid = None if valid is None else valid[pick]
-        arr = _looked_up(values, cols, rows, data, bases, dtype, valid, io, pick)
+        arr = _looked_up(values, cols, rows, data, bases, dtype, valid, io, pick, picked)
         if arr is None:
             return None
     else:
+        if isinstance(values, Var) and values.symbols is not None:  # picked FSST strings
+            values = expand(values, io)
         arr = to_arrow(values, dtype, total, io)
     if len(arr) != total:
         return None
@@ -258,18 +276,23 @@ def _looked_up(
     valid: np.ndarray | None,
     io: PageIO,
     pick: np.ndarray | None = None,
+    picked: bool = False,
 ) -> pa.Array | None:
     """The values that the files' dictionary indices (``rows`` of each file, one after another) stand
     for (see :func:`look_up`); only those at ``pick`` (sorted positions among them, checked to
-    lie below their count; ``valid``: theirs) when given."""
+    lie below their count; ``valid``: theirs) when given (``picked``: ``indices`` are already
+    just those)."""
     if not isinstance(indices, Fixed) or indices.bits not in bitpacking.DTYPES:
         return None
-    total = int(rows.sum())
-    idx = np.frombuffer(indices.data, bitpacking.DTYPES[indices.bits], total)
     if pick is None:
+        idx = np.frombuffer(indices.data, bitpacking.DTYPES[indices.bits], int(rows.sum()))
         return look_up(idx, cols, rows, rows, data, bases, dtype, valid, io)
     counts = np.diff(np.searchsorted(pick, np.cumsum(rows)), prepend=0)
-    return look_up(idx[pick], cols, counts, rows, data, bases, dtype, valid, io)
+    if picked:
+        idx = np.frombuffer(indices.data, bitpacking.DTYPES[indices.bits], pick.size)
+    else:
+        idx = np.frombuffer(indices.data, bitpacking.DTYPES[indices.bits], int(rows.sum()))[pick]
+    return look_up(idx, cols, counts, rows, data, bases, dtype, valid, io)
 
 
 def look_up(
