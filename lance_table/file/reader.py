@@ -52,6 +52,7 @@ from lance_table.storage.sources import (
     LocalFileSource,
     in_memory_if_small,
     open_source,
+    read_joined,
 )
 
 Job = Callable[[], list[pa.Array]]
@@ -203,6 +204,13 @@ class LanceFileReader(SmallReads, V20Reads):
         """
         try:
             return self._source.read_ranges([(start, length)])[0]
+        finally:
+            self._source = self._stored
+
+    def read_joined(self, ranges: Any) -> memoryview:
+        """The file's ``(offset, length)`` ranges (in file order) back to back in one buffer."""
+        try:
+            return read_joined(self._source, ranges)
         finally:
             self._source = self._stored
 

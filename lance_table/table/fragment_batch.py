@@ -18,15 +18,12 @@ by themselves and the large ones are read file by file, and the columns are put 
 
 from __future__ import annotations
 
-import contextvars
 from collections.abc import Mapping, Sequence
-from concurrent.futures import wait
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from lance_table._parallel import ARROW_READS, pool
 from lance_table.extensions import user_table
 from lance_table.file import utf8
 from lance_table.file.arrow import bool_array
@@ -37,20 +34,17 @@ from lance_table.file.pageio import PageIO
 from lance_table.file.reader import LanceFileReader
 from lance_table.file.runs import Runs
 from lance_table.file.v2_0 import small_many as small_many20
-from lance_table.file.v2_1 import small_layouts, small_many
+from lance_table.file.v2_1 import small_layouts, small_many, small_take
+from lance_table.file.v2_1.byteranges import spans
 from lance_table.file.v2_1.value_kinds import fixed_bits
-from lance_table.format import paths
 from lance_table.schema import FieldNode
-from lance_table.table.deletion import missing_file_error
+from lance_table.table import fragment_reads
 from lance_table.table.fragment import FragmentReader
 
 Plan = tuple[LanceFileReader, small_layouts.FileLayout | small_many20.FileLayout]
 
 # A batch keeping at least this share of its rows selects them with a filter, not a take.
 DENSE_SHARE = 0.25
-#: on a remote store, the files' spans of a batch up to this size are all requested at once
-#: (larger ones, read in parts at once by the store's source, one after another)
-CONCURRENT_SPAN_BYTES = 8 * 1024 * 1024
 
 
 def plans(frags: Sequence[FragmentReader], names: Sequence[str]) -> list[Plan | None]:
@@ -180,6 +174,8 @@ def read(
     rows = [r.total for r in runs]
     ok = [batchable(p, r) for p, r in zip(found, rows)]
     groups = _column_groups(frags, names, rows, found, ok) if len(names) > 1 and len(frags) > 1 else None
+    if groups is None and len(names) > 1 and len(frags) > 1 and not all(ok):
+        groups = _chunk_groups(frags, names, rows, ok)
     if groups is not None:
         # each group of columns read on its own (the small ones batched across the files),
         # the same rows in the same order: the columns are put side by side
@@ -187,6 +183,7 @@ def read(
         columns = {name: part.column(name) for part in parts for name in part.column_names}
         return pa.Table.from_arrays([columns[name] for name in names], schema=user)
     pieces = []
+    sparse: list[list[Plan] | None] | None = None  # (made when first needed)
     i, n = 0, len(frags)
     while i < n:
         j = i
@@ -202,8 +199,16 @@ def read(
             table = _read_batch(frags[i:j], batch, names, schema, runs[i:j], floors)
             pieces.append(user_table(table, schema, user))
         else:
-            j = max(j, i + 1)
-            pieces.extend(f.read(names, r, floors) for f, r in zip(frags[i:j], runs[i:j]) if r.total)
+            if sparse is None and not ok[i]:
+                sparse = _sparse(frags, names, rows, ok)
+            m = _chunk_run(sparse, rows, i) if sparse is not None else i
+            if m - i > 1:  # few rows of many files' pages of many chunks: their chunks read together
+                table = _read_chunks(frags[i:m], sparse[i:m], names, schema, runs[i:m], floors)  # type: ignore[index, arg-type]
+                pieces.append(user_table(table, schema, user))
+                j = m
+            else:
+                j = max(j, i + 1)
+                pieces.extend(f.read(names, r, floors) for f, r in zip(frags[i:j], runs[i:j]) if r.total)
         i = j
     if not pieces:
         return user.empty_table()
@@ -273,45 +278,99 @@ def _column_groups(
     return groups
 
 
-def _spans(frags: Sequence[FragmentReader], found: list[Plan]) -> list[memoryview]:
-    """Each file's span of the batch's columns. On a remote store (whose every request waits a
-    round trip) the small spans are all in flight at once, each on the
-    :data:`ARROW_READS` pool, none on the calling thread: that pool's threads are as many as
-    the store's client keeps connections, so no request waits for, or opens, a connection of its
-    own (a leaf pool: its reads of small spans wait on nothing else).
+#: the most bytes of chunks (estimated: see :func:`small_take.estimate`) one batch of
+#: :func:`_read_chunks` reads
+CHUNK_BATCH_BYTES = 8 << 20
 
-    Raises:
-        DataFileNotFoundError: a file was deleted since its reader was opened.
-    """
 
-    def span(k: int) -> memoryview:
-        reader, lay = found[k]
-        try:
-            return reader.read_span(lay.start, lay.length)
-        except FileNotFoundError:  # deleted since the reader was opened
-            frag = frags[k]
-            where = f"{frag.storage.uri.rstrip('/')}/{paths.data_file_path(frag.fragment.files[0].path)}"
-            raise missing_file_error(frag.storage, where, frag.version) from None
+def _sparse(
+    frags: Sequence[FragmentReader], names: list[str], rows: Sequence[int], ok: Sequence[bool]
+) -> list[list[Plan] | None]:
+    """For each fragment not read in a batch of whole pages, each column's plan when its few
+    rows are read with other files' by :func:`_read_chunks` (every column a page of mini-block
+    chunks of a 2.1/2.2 file); else None."""
+    own = [plans(frags, [name]) for name in names]
+    found: list[list[Plan] | None] = []
+    for k in range(len(frags)):
+        each = [p[k] for p in own]
+        if (
+            ok[k] or not rows[k] or any(not _chunked(p) or p[0] is not each[0][0] for p in each)  # type: ignore[index]
+        ):
+            found.append(None)
+        else:
+            found.append(each)  # type: ignore[arg-type]
+    return found
 
-    at_once = (  # (a file read whole when opened sends no request: it is no read to wait for)
-        [
-            k
-            for k, (reader, lay) in enumerate(found)
-            if lay.length <= CONCURRENT_SPAN_BYTES and not reader.holds_bytes
-        ]
-        if frags[0].storage.read_parallelism > 0
-        else []
+
+def _chunk_groups(
+    frags: Sequence[FragmentReader], names: list[str], rows: Sequence[int], ok: Sequence[bool]
+) -> list[tuple[list[str], list[Plan | None]]] | None:
+    """The columns ``names`` as two groups, each read on its own, when the fragments not read in
+    batches of whole pages have some columns that :func:`_read_chunks` reads and some it does
+    not (strings in a general compression beside numbers): those columns, then the others."""
+    wanted = [k for k in range(len(frags)) if not ok[k] and rows[k]]
+    if len(wanted) < 2:
+        return None
+    own = {name: plans(frags, [name]) for name in names}
+    some = [n for n in names if all(_chunked(own[n][k]) for k in wanted)]
+    if not some or len(some) == len(names):
+        return None
+    rest = [n for n in names if n not in some]
+    return [(some, plans(frags, some)), (rest, plans(frags, rest) if len(rest) > 1 else own[rest[0]])]
+
+
+def _chunked(plan: Plan | None) -> bool:
+    """Whether a plan of one column is one :func:`_read_chunks` reads."""
+    return (
+        plan is not None
+        and isinstance(plan[1], small_layouts.FileLayout)
+        and small_take.columns_of([plan[1]]) is not None
     )
-    if not at_once:
-        return [span(k) for k in range(len(found))]
-    # each read in the caller's context (what it collects: a scan's read counts)
-    ahead = {k: pool(ARROW_READS).submit(contextvars.copy_context().run, span, k) for k in at_once}
-    try:
-        return [ahead[k].result() if k in ahead else span(k) for k in range(len(found))]
-    finally:
-        for f in ahead.values():
-            f.cancel()
-        wait(ahead.values())
+
+
+def _chunk_run(sparse: Sequence[list[Plan] | None], rows: Sequence[int], i: int) -> int:
+    """Where the run of fragments from ``i`` that :func:`_read_chunks` reads in one batch ends."""
+    m, held = i, 0
+    while m < len(sparse) and (each := sparse[m]) is not None:
+        held += small_take.estimate([p[1] for p in each], rows[m])  # type: ignore[misc]
+        if m > i and held > CHUNK_BATCH_BYTES:
+            break
+        m += 1
+    return m
+
+
+def _read_chunks(
+    frags: Sequence[FragmentReader],
+    found: Sequence[list[Plan]],
+    names: list[str],
+    schema: pa.Schema,
+    runs: Sequence[Runs],
+    floors: Mapping[str, int] | None,
+) -> pa.Table:
+    """The rows ``runs`` of the fragments, each column a page of mini-block chunks (``found``:
+    each fragment's plan of each column): the chunks they need of all the files read and decoded
+    together (see :mod:`small_take`)."""
+    for frag, r in zip(frags, runs):
+        if r.end > frag.physical_rows:
+            raise IndexError(f"rows up to {r.end} requested from a fragment of {frag.physical_rows} rows")
+    readers = [each[0][0] for each in found]
+    layouts = [[each[c][1] for each in found] for c in range(len(names))]
+    roots = frags[0].roots
+    io = PageIO(readers[0]._stored, None, None, (), "chunks of many files")
+    arrays = small_take.read(
+        layouts,  # type: ignore[arg-type]
+        [r.positions() for r in runs],
+        [roots[name].arrow_type for name in names],
+        fragment_reads.fetch(frags, readers),
+        io,
+    )
+    if arrays is None or any(
+        (arr.null_count and not roots[name].field.nullable) or utf8.problem_of(arr, arr.type) is not None
+        for arr, name in zip(arrays, names)
+    ):
+        # read one by one: the fragment at fault says what is wrong
+        return pa.concat_tables([f.read(names, r, floors) for f, r in zip(frags, runs)])
+    return pa.Table.from_arrays(arrays, schema=schema)
 
 
 def _read_batch(
@@ -325,15 +384,26 @@ def _read_batch(
     for frag, r in zip(frags, runs):
         if r.end > frag.physical_rows:
             raise IndexError(f"rows up to {r.end} requested from a fragment of {frag.physical_rows} rows")
-    data, bases = small_many.joined(_spans(frags, found))
+    data, bases = small_many.joined(fragment_reads.spans(frags, found))
     layouts = [lay for _, lay in found]
     io = PageIO(found[0][0]._stored, None, None, (), "small pages of many files")
     roots = frags[0].roots
     counts = [lay.num_rows for lay in layouts]
-    selected, rows = _selected(runs, counts)
-    # most rows (the live rows of fragments with deletions): a column of flat values gives just
-    # those, copied once from its chunks; the others are filtered once decoded
-    mask = selected.mask(0, rows) if selected is not None and selected.total >= DENSE_SHARE * rows else None
+    whole = all(r.is_span(0, k) for r, k in zip(runs, counts))
+    pick = mask = keep = None
+    if not whole:
+        row_base = np.zeros(len(counts), np.int64)
+        np.cumsum(counts[:-1], out=row_base[1:])
+        starts = np.concatenate([r.starts + b for r, b in zip(runs, row_base.tolist())])
+        lengths = np.concatenate([r.lengths for r in runs])
+        selected = Runs(starts, lengths)
+        pick = spans(starts, lengths)
+        rows = sum(counts)
+        if selected.total >= DENSE_SHARE * rows:
+            # most rows (the live rows of fragments with deletions): a column of flat values gives
+            # just those, copied once from its chunks; the others are filtered once decoded
+            mask = selected.mask(0, rows)
+            keep = bool_array(mask)
     arrays = []
     for c, name in enumerate(names):
         node = roots[name]
@@ -342,28 +412,13 @@ def _read_batch(
         if isinstance(layouts[0], small_many20.FileLayout):
             arr = small_many20.decode(layouts, data, bases, c, t)  # type: ignore[arg-type]
         else:
-            arr = small_many.decode(layouts, data, bases, c, t, io, floor, mask)  # type: ignore[arg-type]
+            # (dictionary strings: only the rows kept are looked up)
+            arr = small_many.decode(layouts, data, bases, c, t, io, floor, pick, mask)  # type: ignore[arg-type]
         if arr is None or (arr.null_count and not node.field.nullable) or utf8.problem_of(arr, t) is not None:
             # read one by one: the fragment at fault says what is wrong
             return pa.concat_tables([f.read(names, r, floors) for f, r in zip(frags, runs)])
+        if pick is not None and len(arr) != pick.size:  # (else: already the rows kept)
+            # a few rows: a take; most rows: a filter
+            arr = take(arr, pa.array(pick)) if keep is None else filter_rows(arr, keep)
         arrays.append(arr)
-    if selected is None:
-        return pa.Table.from_arrays(arrays, schema=schema)
-    if mask is None:
-        return take(pa.Table.from_arrays(arrays, schema=schema), pa.array(selected.positions()))
-    keep = bool_array(mask)
-    kept = [arr if len(arr) == selected.total else filter_rows(arr, keep) for arr in arrays]
-    return pa.Table.from_arrays(kept, schema=schema)
-
-
-def _selected(runs: Sequence[Runs], counts: Sequence[int]) -> tuple[Runs | None, int]:
-    """The rows ``runs[k]`` of each file of ``counts[k]`` rows, as runs over the files' rows one
-    file after another (None: every row), and how many rows the files hold."""
-    rows = int(sum(counts))
-    if all(r.is_span(0, k) for r, k in zip(runs, counts)):
-        return None, rows
-    row_base = np.zeros(len(counts), np.int64)
-    np.cumsum(counts[:-1], out=row_base[1:])
-    starts = np.concatenate([r.starts + b for r, b in zip(runs, row_base.tolist())])
-    lengths = np.concatenate([r.lengths for r in runs])
-    return Runs(starts, lengths), rows
+    return pa.Table.from_arrays(arrays, schema=schema)

@@ -18,7 +18,7 @@ from lance_table.errors import CorruptFileError
 from lance_table.file.field_shapes import leaf_paths
 from lance_table.file.pageio import PageIO
 from lance_table.file.v2_1 import small_layouts, small_many, small_nested
-from lance_table.table import deletion, fragment_batch
+from lance_table.table import deletion, fragment_batch, fragment_reads
 from lance_table.table.readers import READERS
 
 NESTED = ["st", "inner", "req", "tags", "nums", "meta"]
@@ -99,7 +99,7 @@ def test_nested_fields_are_read_as_batches(many: str) -> None:
     # every field decodes in the batch (no fall back to reading the files one by one)
     names = NESTED + CONSTANT[:-1]
     found = [p for p in fragment_batch.plans(frags, names) if p is not None]
-    data, bases = small_many.joined(fragment_batch._spans(frags, found))
+    data, bases = small_many.joined(fragment_reads.spans(frags, found))
     io = PageIO(found[0][0]._stored, None, None, (), "small pages of many files")
     expected = lance.dataset(many).to_table(columns=names)
     for c, name in enumerate(names):

@@ -351,7 +351,7 @@ def values_at(
         if isinstance(values, Var) and dictionary is None and local.size * 4 < count:
             # Few rows of many strings: pick them before decompressing (each FSST string is
             # compressed on its own), then the rows are already in place.
-            values, count = _pick(values, local, io), local.size
+            values, count = pick(values, local, io), local.size
             valid = cut(valid)
             local = None
         elif dictionary is not None:
@@ -380,7 +380,7 @@ def rows_in_chunks(table: Chunks, positions: np.ndarray) -> tuple[np.ndarray, np
     return chosen, positions + shift
 
 
-def _pick(values: Var, items: np.ndarray, io: PageIO) -> Var:
+def pick(values: Var, items: np.ndarray, io: PageIO) -> Var:
     """The variable-width values at ``items``, in that order (still compressed, if they were)."""
     offsets = values.offsets
     if items.size and int(items.max()) + 1 >= offsets.size:

@@ -35,7 +35,7 @@ from lance_table.file.v2_1.byteranges import exclusive_cumsum, in_file_order, sp
 from lance_table.file.v2_1.chunk_headers import ChunksRead
 from lance_table.file.v2_1.compress import SCHEMES, decode_block
 from lance_table.file.v2_1.small_layouts import ERRORS, ColumnLayout, FileLayout
-from lance_table.file.v2_1.values import Fixed, Var, is_binary, to_arrow
+from lance_table.file.v2_1.values import Fixed, Var, expand, is_binary, to_arrow
 
 #: where each file's bytes start in the joined buffer: a multiple of this (the values of inline
 #: bitpacking are read as aligned words)
@@ -86,6 +86,7 @@ def decode(
     dtype: pa.DataType,
     io: PageIO,
     floor: int | None = None,
+    pick: np.ndarray | None = None,
     keep: np.ndarray | None = None,
 ) -> pa.Array | None:
     """Every row of column ``column`` (of the layouts' selection) of the files, one file after
@@ -93,14 +94,22 @@ def decode(
     :func:`joined`); None when the files must be read one by one. Integer values below ``floor``
     may read as 0 (see :func:`batch.values`). ``io`` stands for the pages in messages.
 
-    ``keep`` (bools, one per row of the files): the pages of flat values of one encoding give only
-    the rows it marks, copied once from their chunks (:mod:`kept_flat`); the caller tells which
-    columns did by their length."""
+    ``pick`` (sorted positions among all the rows): the rows the caller keeps. A column without
+    nesting whose pages share one encoding then comes back as just those rows where its encoding
+    lets them be picked from their chunks, or it holds dictionary indices (picked before their
+    values are looked up); any other, every row.
+
+    ``keep`` (bools, one per row of the files; given with ``pick`` when most rows are kept): the
+    pages of flat values of one encoding give only the rows it marks, copied once from their
+    chunks (:mod:`kept_flat`). The caller tells which columns gave only the kept rows by their
+    length."""
     cols = [f.columns[column] for f in layouts]
     first = cols[0].key
     try:
         if all(c.key is first for c in cols):
-            return _decoded(cols, layouts, data, bases, dtype, io, floor, keep)
+            if pick is not None and isinstance(cols[0], ColumnLayout):
+                return _decode(cols, layouts, data, bases, dtype, io, floor, pick, keep)  # type: ignore[arg-type]
+            return _decoded(cols, layouts, data, bases, dtype, io, floor)
         counts = np.fromiter((f.num_rows for f in layouts), np.int64, len(layouts))
         return in_file_order(
             [id(c.key) for c in cols],
@@ -127,16 +136,14 @@ def _decoded(
     dtype: pa.DataType,
     io: PageIO,
     floor: int | None,
-    keep: np.ndarray | None = None,
 ) -> pa.Array | None:
-    """The rows of the files whose pages of the column share one encoding key (those ``keep``
-    marks, where the pages are of flat values: see :func:`decode`)."""
+    """The rows of the files whose pages of the column share one encoding key."""
     if isinstance(cols[0], (small_nested.NestedLayout, small_constant.ConstantLayout)):
         rows = np.fromiter((f.num_rows for f in files), np.int64, len(files))
         if isinstance(cols[0], small_constant.ConstantLayout):
             return small_constant.decode(cols, rows, data, bases, dtype, io)
         return small_nested.decode(cols, rows, data, bases, io, _looked_up)
-    return _decode(cols, files, data, bases, dtype, io, floor, keep)
+    return _decode(cols, files, data, bases, dtype, io, floor)
 
 
 def _le(u8: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
@@ -155,10 +162,13 @@ def _decode(
     dtype: pa.DataType,
     io: PageIO,
     floor: int | None,
+    pick: np.ndarray | None = None,
     keep: np.ndarray | None = None,
 ) -> pa.Array | None:
     """The chunks of files whose pages share one encoding (the checks of
-    :func:`miniblock_small.decode` and :func:`miniblock.chunk_table`, for all chunks at once)."""
+    :func:`miniblock_small.decode` and :func:`miniblock.chunk_table`, for all chunks at once);
+    only the rows ``pick``, when given, where they can be picked, and the rows ``keep`` marks
+    where the values are flat (see :func:`decode`)."""
     page = cols[0].page
     u8 = np.frombuffer(data, np.uint8)
     rows = np.fromiter((f.num_rows for f in files), np.int64, len(files))
@@ -175,7 +185,7 @@ def _decode(
         if bool(np.any(chunk_bytes > data_size)):
             return None
     else:
-        found = _chunk_tables(u8, meta_at, page_at, data_size, chunks, rows, word)
+        found = chunk_tables(u8, meta_at, page_at, data_size, chunks, rows, word)
         if found is None:
             return None
         n, chunk_at, chunk_bytes, page_of = found
@@ -220,7 +230,20 @@ def _decode(
     if cols[0].dict_at >= 0:
         floor = None  # dictionary indices say nothing of the values
     values = None
-    if floor is None and page_of is None and enc.WhichOneof("compression") == "inline_bitpacking":
+    picked = False  # the values are only those at ``pick``
+    if pick is not None and second is None:
+        if pick.size and int(pick[-1]) >= total:
+            return None
+        values = batch.pick_values(
+            enc, data, chunk_at + value_at, size, n, pick, io, pick.size / max(total, 1)
+        )
+        picked = values is not None
+    if (
+        values is None
+        and floor is None
+        and page_of is None
+        and enc.WhichOneof("compression") == "inline_bitpacking"
+    ):
         # short chunks fill a little of their 1024-value blocks: only their values are unpacked
         share = total / (int((-(-n // bitpacking.BLOCK)).sum()) * bitpacking.BLOCK)
         values = batch.pick_values(enc, data, chunk_at + value_at, size, n, np.arange(total), io, share)
@@ -237,11 +260,20 @@ def _decode(
         return None
     if not isinstance(values, (Fixed, Var)):
         return None
+    if pick is not None and (picked or cols[0].dict_at >= 0):
+        if pick.size and int(pick[-1]) >= total:
+            return None
+        total = pick.size
+        valid = None if valid is None else valid[pick]
+    else:
+        pick = None
     if cols[0].dict_at >= 0:
-        arr = _looked_up(values, cols, rows, data, bases, dtype, valid, io)
+        arr = _looked_up(values, cols, rows, data, bases, dtype, valid, io, pick, picked)
         if arr is None:
             return None
     else:
+        if isinstance(values, Var) and values.symbols is not None:  # picked FSST strings
+            values = expand(values, io)
         arr = to_arrow(values, dtype, total, io)
     if len(arr) != total:
         return None
@@ -259,22 +291,51 @@ def _looked_up(
     dtype: pa.DataType,
     valid: np.ndarray | None,
     io: PageIO,
+    pick: np.ndarray | None = None,
+    picked: bool = False,
 ) -> pa.Array | None:
     """The values that the files' dictionary indices (``rows`` of each file, one after another) stand
-    for: each file's dictionary decoded, all joined, and every index moved to its file's part of
-    the join (None where anything does not check out)."""
+    for (see :func:`look_up`); only those at ``pick`` (sorted positions among them, checked to
+    lie below their count; ``valid``: theirs) when given (``picked``: ``indices`` are already
+    just those)."""
     if not isinstance(indices, Fixed) or indices.bits not in bitpacking.DTYPES:
         return None
-    total = int(rows.sum())
-    idx = np.frombuffer(indices.data, bitpacking.DTYPES[indices.bits], total).astype(np.int64)
+    if pick is None:
+        idx = np.frombuffer(indices.data, bitpacking.DTYPES[indices.bits], int(rows.sum()))
+        return look_up(idx, cols, rows, rows, data, bases, dtype, valid, io)
+    counts = np.diff(np.searchsorted(pick, np.cumsum(rows)), prepend=0)
+    if picked:
+        idx = np.frombuffer(indices.data, bitpacking.DTYPES[indices.bits], pick.size)
+    else:
+        idx = np.frombuffer(indices.data, bitpacking.DTYPES[indices.bits], int(rows.sum()))[pick]
+    return look_up(idx, cols, counts, rows, data, bases, dtype, valid, io)
+
+
+def look_up(
+    idx: np.ndarray,
+    cols: list[Any],
+    counts: np.ndarray,
+    rows: np.ndarray,
+    data: memoryview,
+    bases: np.ndarray,
+    dtype: pa.DataType,
+    valid: np.ndarray | None,
+    io: PageIO,
+) -> pa.Array | None:
+    """The values that dictionary indices ``idx`` (``counts`` of each file, one after another;
+    the files' pages hold ``rows`` rows) stand for: each file's dictionary decoded, all joined,
+    and every index moved to its file's part of the join (None where anything does not check
+    out). ``valid``: the validity of the indices (an index of a null row may be past its
+    dictionary)."""
+    idx = idx.astype(np.int64)
     items = np.fromiter((c.dict_items for c in cols), np.int64, len(cols))
-    limit = np.repeat(items, rows)
+    limit = np.repeat(items, counts)
     past = idx >= limit
     if bool(past.any()):  # only null rows may hold any index
         if valid is None or bool(np.any(past & valid)):
             return None
         idx[past] = 0
-    if bool(np.any((items == 0) & (rows > 0))) and (valid is None or bool(valid.any())):
+    if bool(np.any((items == 0) & (counts > 0))) and (valid is None or bool(valid.any())):
         return None
     for c, n in zip(cols, rows.tolist()):
         if c.dict_items > max(n + 1, 8 * (c.dict_size + c.data_size)):
@@ -283,7 +344,7 @@ def _looked_up(
     if found is None:
         found = _each_dictionary(cols, data, bases, dtype, io)
     joined_items, first_item = found
-    idx += np.repeat(first_item, rows)
+    idx += np.repeat(first_item, counts)
     return take(joined_items, pa.array(idx))
 
 
@@ -407,7 +468,7 @@ def _decoded_dictionaries(
 _MAX_CHUNK_VALUES = 1 << 16
 
 
-def _chunk_tables(
+def chunk_tables(
     u8: np.ndarray,
     meta_at: np.ndarray,
     page_at: np.ndarray,

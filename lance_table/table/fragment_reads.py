@@ -1,0 +1,91 @@
+"""The reads of :mod:`fragment_batch`: the byte spans of many fragments' files, or ranges of
+each, all in flight at once on a remote store."""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Sequence
+from concurrent.futures import wait
+from typing import Any
+
+import numpy as np
+
+from lance_table._parallel import ARROW_READS, pool
+from lance_table.file.reader import LanceFileReader
+from lance_table.file.v2_1 import small_take
+from lance_table.format import paths
+from lance_table.table.deletion import missing_file_error
+from lance_table.table.fragment import FragmentReader
+
+#: on a remote store, the files' spans of a batch up to this size are all requested at once
+#: (larger ones, read in parts at once by the store's source, one after another)
+CONCURRENT_SPAN_BYTES = 8 * 1024 * 1024
+
+
+def fetch(frags: Sequence[FragmentReader], readers: list[LanceFileReader]) -> small_take.Fetch:
+    """How :mod:`small_take` reads ranges of the fragments' files: one request per file (all
+    in flight at once on a remote store, as :func:`spans` sends them)."""
+
+    def one(k: int, ranges: np.ndarray) -> memoryview:
+        try:
+            return readers[k].read_joined(ranges)
+        except FileNotFoundError:  # deleted since the reader was opened
+            raise missing(frags[k]) from None
+
+    def fetch(wanted: list[tuple[int, np.ndarray]]) -> list[memoryview]:
+        if len(wanted) < 2 or frags[0].storage.read_parallelism <= 0:
+            return [one(k, r) for k, r in wanted]
+        ahead = [pool(ARROW_READS).submit(contextvars.copy_context().run, one, k, r) for k, r in wanted]
+        try:
+            return [f.result() for f in ahead]
+        finally:
+            for f in ahead:
+                f.cancel()
+            wait(ahead)
+
+    return fetch
+
+
+def missing(frag: FragmentReader) -> Exception:
+    """The error for a fragment's data file deleted since its reader was opened."""
+    where = f"{frag.storage.uri.rstrip('/')}/{paths.data_file_path(frag.fragment.files[0].path)}"
+    return missing_file_error(frag.storage, where, frag.version)
+
+
+def spans(frags: Sequence[FragmentReader], found: list[tuple[LanceFileReader, Any]]) -> list[memoryview]:
+    """Each file's span of the batch's columns. On a remote store (whose every request waits a
+    round trip) the small spans are all in flight at once, each on the
+    :data:`ARROW_READS` pool, none on the calling thread: that pool's threads are as many as
+    the store's client keeps connections, so no request waits for, or opens, a connection of its
+    own (a leaf pool: its reads of small spans wait on nothing else).
+
+    Raises:
+        DataFileNotFoundError: a file was deleted since its reader was opened.
+    """
+
+    def span(k: int) -> memoryview:
+        reader, lay = found[k]
+        try:
+            return reader.read_span(lay.start, lay.length)
+        except FileNotFoundError:  # deleted since the reader was opened
+            raise missing(frags[k]) from None
+
+    at_once = (  # (a file read whole when opened sends no request: it is no read to wait for)
+        [
+            k
+            for k, (reader, lay) in enumerate(found)
+            if lay.length <= CONCURRENT_SPAN_BYTES and not reader.holds_bytes
+        ]
+        if frags[0].storage.read_parallelism > 0
+        else []
+    )
+    if not at_once:
+        return [span(k) for k in range(len(found))]
+    # each read in the caller's context (what it collects: a scan's read counts)
+    ahead = {k: pool(ARROW_READS).submit(contextvars.copy_context().run, span, k) for k in at_once}
+    try:
+        return [ahead[k].result() if k in ahead else span(k) for k in range(len(found))]
+    finally:
+        for f in ahead.values():
+            f.cancel()
+        wait(ahead.values())
