@@ -98,6 +98,29 @@ def write_file(path: Any, table: pa.Table, version: str, writer: str, batch_rows
             w.write_batch(table)
 
 
+def file_bytes(table: pa.Table, version: str = "2.2", fields: Any = None) -> bytes:
+    """``table`` as the bytes of one Lance file of ``version`` from our writer (``fields``: the
+    Lance fields to write it with, when not those of its Arrow schema)."""
+    import io
+
+    from lance_table.file.writer import LanceFileWriter
+
+    sink = io.BytesIO()
+    with LanceFileWriter(sink, table.schema, version=version, fields=fields) as writer:
+        writer.write(table)
+    return sink.getvalue()
+
+
+def pylance_file_table(data: bytes, tmp_path: Path) -> pa.Table:
+    """The Lance file ``data`` as pylance's file reader reads it (skipped without pylance)."""
+    import pytest
+
+    lance_file = pytest.importorskip("lance.file")
+    path = tmp_path / "f.lance"
+    path.write_bytes(data)
+    return lance_file.LanceFileReader(str(path)).read_all().to_table()
+
+
 def edit_latest_manifest(root: Path, edit: Callable[[Any], None]) -> Path:
     """Change the newest manifest's protobuf in place (keeping the framing of format/manifest.py)."""
     from lance_table._proto import table_pb2

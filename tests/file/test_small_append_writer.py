@@ -5,8 +5,6 @@ packed in Python, the distinct count of small text pages) must give what the lon
 
 from __future__ import annotations
 
-import io
-
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -14,22 +12,10 @@ import pytest
 from lance_table.errors import PackedStructError, UnsupportedFormatError
 from lance_table.file.v2_1 import encode, miniblock_fast
 from lance_table.file.v2_1.value_kinds import FixedValues, Leaf
-from lance_table.file.writer import LanceFileWriter
+from tests.helpers import file_bytes, pylance_file_table
 
-
-def _write(table: pa.Table, version: str = "2.2") -> bytes:
-    sink = io.BytesIO()
-    with LanceFileWriter(sink, table.schema, version=version) as writer:
-        writer.write(table)
-    return sink.getvalue()
-
-
-def _read(data: bytes, tmp_path) -> pa.Table:
-    """The file as pylance reads it."""
-    lance_file = pytest.importorskip("lance.file")
-    path = tmp_path / "f.lance"
-    path.write_bytes(data)
-    return lance_file.LanceFileReader(str(path)).read_all().to_table()
+_write = file_bytes
+_read = pylance_file_table
 
 
 @pytest.mark.interop

@@ -16,22 +16,10 @@ from lance_table.errors import SchemaError, UnsupportedFormatError
 from lance_table.file import writer as writer_mod
 from lance_table.file.writer import LanceFileWriter
 from lance_table.schema import fields_from_arrow
-from tests.helpers import varied_table
+from tests.helpers import file_bytes, pylance_file_table, varied_table
 
-
-def _write(table: pa.Table, version: str = "2.2", fields=None) -> bytes:
-    sink = io.BytesIO()
-    with LanceFileWriter(sink, table.schema, version=version, fields=fields) as writer:
-        writer.write(table)
-    return sink.getvalue()
-
-
-def _read(data: bytes, tmp_path) -> pa.Table:
-    """The file as pylance reads it."""
-    lance_file = pytest.importorskip("lance.file")
-    path = tmp_path / "f.lance"
-    path.write_bytes(data)
-    return lance_file.LanceFileReader(str(path)).read_all().to_table()
+_write = file_bytes
+_read = pylance_file_table
 
 
 @pytest.mark.parametrize("version", ["2.1", "2.2"])
