@@ -61,6 +61,12 @@ Combine = Callable[[list[list[pa.Array]]], list[pa.Array]]
 
 _NO_BYTE_LISTS: frozenset[int] = frozenset()
 
+#: the layouts of batched reads a reader keeps (see :meth:`LanceFileReader.kept_layout`): a take
+#: of five columns of a living table's fragments asks for some 20 (all the columns, each one, the
+#: groups read apart, each twice: the fragment's and the file's); at 16 all were made again for
+#: every take (450 layouts of 50 files)
+KEPT_LAYOUTS = 64
+
 
 class LanceFileReader(SmallReads, V20Reads):
     """Reads one Lance data file (format 2.0).
@@ -152,13 +158,14 @@ class LanceFileReader(SmallReads, V20Reads):
     def kept_layout(self, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
         """The layout of a read of this file batched with other small files (see
         :mod:`~lance_table.file.v2_1.small_layouts`), made by ``make`` on the first read of
-        ``key`` and kept with the reader: a few selections (16; all dropped when full)."""
+        ``key`` and kept with the reader: a few selections (:data:`KEPT_LAYOUTS`; all dropped
+        when full)."""
         cache = self._many_layouts
         try:
             return cache[key]
         except KeyError:
             pass
-        if len(cache) >= 16:
+        if len(cache) >= KEPT_LAYOUTS:
             cache.clear()
         found = cache[key] = make()
         return found

@@ -47,9 +47,10 @@ Plan = tuple[LanceFileReader, small_layouts.FileLayout | small_many20.FileLayout
 DENSE_SHARE = 0.25
 
 
-def plans(frags: Sequence[FragmentReader], names: Sequence[str]) -> list[Plan | None]:
+def plans(frags: Sequence[FragmentReader], names: Sequence[str], general: bool = False) -> list[Plan | None]:
     """For each fragment, how a batch reads its columns ``names`` (its file's reader and layout),
-    or None when it is read on its own.
+    or None when it is read on its own. ``general``: pages of strings in a general compression
+    are taken too, for :func:`_read_chunks` only (see :func:`small_layouts.layout`).
 
     Raises:
         DataFileNotFoundError: a data file does not exist.
@@ -66,7 +67,7 @@ def plans(frags: Sequence[FragmentReader], names: Sequence[str]) -> list[Plan | 
     leaves = {leaf.id for node in nodes for leaf, _ in leaf_paths(node, [])}
     # whether a data file's fields hold them all, by its fields (the same in most files)
     holds: dict[tuple[int, ...], bool] = {}
-    return [_plan(f, nodes, key, leaves, holds) for f in frags]
+    return [_plan(f, nodes, key, leaves, holds, general) for f in frags]
 
 
 def _plan(
@@ -75,6 +76,7 @@ def _plan(
     key: tuple[Any, ...],
     leaves: set[int],
     holds: dict[tuple[int, ...], bool],
+    general: bool = False,
 ) -> Plan | None:
     files = frag.fragment.files
     if len(files) != 1:
@@ -94,11 +96,14 @@ def _plan(
     frag.physical_rows  # noqa: B018 - the file's row count checked against the manifest's
     key = (key, data_file.fields, data_file.column_indices)  # columns as this manifest maps them
     found = reader.kept_layout(key, lambda: _file_layout(reader, nodes, frag.stored_roots(data_file)))
+    if found is None and general:  # (kept apart only where it differs: the reader keeps few)
+        roots = frag.stored_roots(data_file)
+        found = reader.kept_layout((*key, general), lambda: _file_layout(reader, nodes, roots, True))
     return None if found is None else (reader, found)
 
 
 def _file_layout(
-    reader: LanceFileReader, nodes: list[FieldNode], by_id: dict[int, FieldNode]
+    reader: LanceFileReader, nodes: list[FieldNode], by_id: dict[int, FieldNode], general: bool = False
 ) -> small_layouts.FileLayout | small_many20.FileLayout | None:
     """The layout of the file's columns of ``nodes`` (``by_id``: the file's fields by the dataset
     field id the manifest maps them to), when each is stored with the type the dataset gives it."""
@@ -110,7 +115,7 @@ def _file_layout(
         names.append(stored.name)
     if reader.metadata.version is FileVersion.V2_0:
         return small_many20.layout(reader, names)
-    return small_layouts.layout(reader, names)
+    return small_layouts.layout(reader, names, general)
 
 
 #: the most bytes of files one batch reads (a larger file is read on its own): a batch holds its
@@ -155,6 +160,7 @@ def read(
     runs: Sequence[Runs],
     floors: Mapping[str, int] | None = None,
     found: Sequence[Plan | None] | None = None,
+    take: bool = False,
 ) -> pa.Table:
     """Columns ``names`` of the rows ``runs[k]`` of each fragment ``frags[k]``, one fragment after
     another (as :meth:`FragmentReader.read` of each, concatenated); ``found``: :func:`plans`
@@ -175,11 +181,11 @@ def read(
     ok = [batchable(p, r) for p, r in zip(found, rows)]
     groups = _column_groups(frags, names, rows, found, ok) if len(names) > 1 and len(frags) > 1 else None
     if groups is None and len(names) > 1 and len(frags) > 1 and not all(ok):
-        groups = _chunk_groups(frags, names, rows, ok)
+        groups = _chunk_groups(frags, names, rows, ok, take)
     if groups is not None:
         # each group of columns read on its own (the small ones batched across the files),
         # the same rows in the same order: the columns are put side by side
-        parts = [read(frags, group, runs, floors, group_plans) for group, group_plans in groups]
+        parts = [read(frags, group, runs, floors, group_plans, take) for group, group_plans in groups]
         columns = {name: part.column(name) for part in parts for name in part.column_names}
         return pa.Table.from_arrays([columns[name] for name in names], schema=user)
     pieces = []
@@ -200,7 +206,7 @@ def read(
             pieces.append(user_table(table, schema, user))
         else:
             if sparse is None and not ok[i]:
-                sparse = _sparse(frags, names, rows, ok)
+                sparse = _sparse(frags, names, rows, ok, take)
             m = _chunk_run(sparse, rows, i) if sparse is not None else i
             if m - i > 1:  # few rows of many files' pages of many chunks: their chunks read together
                 table = _read_chunks(frags[i:m], sparse[i:m], names, schema, runs[i:m], floors)  # type: ignore[index, arg-type]
@@ -284,12 +290,12 @@ CHUNK_BATCH_BYTES = 8 << 20
 
 
 def _sparse(
-    frags: Sequence[FragmentReader], names: list[str], rows: Sequence[int], ok: Sequence[bool]
+    frags: Sequence[FragmentReader], names: list[str], rows: Sequence[int], ok: Sequence[bool], take: bool
 ) -> list[list[Plan] | None]:
     """For each fragment not read in a batch of whole pages, each column's plan when its few
     rows are read with other files' by :func:`_read_chunks` (every column a page of mini-block
-    chunks of a 2.1/2.2 file); else None."""
-    own = [plans(frags, [name]) for name in names]
+    chunks of a 2.1/2.2 file; for a ``take``, strings in a general compression too); else None."""
+    own = [plans(frags, [name], take) for name in names]
     found: list[list[Plan] | None] = []
     for k in range(len(frags)):
         each = [p[k] for p in own]
@@ -303,20 +309,21 @@ def _sparse(
 
 
 def _chunk_groups(
-    frags: Sequence[FragmentReader], names: list[str], rows: Sequence[int], ok: Sequence[bool]
+    frags: Sequence[FragmentReader], names: list[str], rows: Sequence[int], ok: Sequence[bool], take: bool
 ) -> list[tuple[list[str], list[Plan | None]]] | None:
     """The columns ``names`` as two groups, each read on its own, when the fragments not read in
     batches of whole pages have some columns that :func:`_read_chunks` reads and some it does
-    not (strings in a general compression beside numbers): those columns, then the others."""
+    not (outside a ``take``, strings in a general compression beside numbers): those columns,
+    then the others. (The groups' plans are those of batches of whole pages.)"""
     wanted = [k for k in range(len(frags)) if not ok[k] and rows[k]]
     if len(wanted) < 2:
         return None
-    own = {name: plans(frags, [name]) for name in names}
+    own = {name: plans(frags, [name], take) for name in names}
     some = [n for n in names if all(_chunked(own[n][k]) for k in wanted)]
     if not some or len(some) == len(names):
         return None
     rest = [n for n in names if n not in some]
-    return [(some, plans(frags, some)), (rest, plans(frags, rest) if len(rest) > 1 else own[rest[0]])]
+    return [(some, plans(frags, some)), (rest, plans(frags, rest))]
 
 
 def _chunked(plan: Plan | None) -> bool:

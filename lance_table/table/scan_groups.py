@@ -250,7 +250,7 @@ def take_batch(
     """The projected columns, then the system columns, of the rows ``runs[k]`` of each fragment
     ``frags[k]``, in order."""
     if spec.columns:
-        table = fragment_batch.read(frags, spec.columns, runs)
+        table = fragment_batch.read(frags, spec.columns, runs, take=True)
     else:
         table = _empty_rows(sum(r.total for r in runs))
     table = _with_system(table, frags, spec.system, runs, spec, ops)

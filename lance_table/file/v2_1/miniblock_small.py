@@ -27,6 +27,7 @@ import pyarrow as pa
 from lance_table.errors import LanceTableError
 from lance_table.file.arrow import rows_of, with_validity
 from lance_table.file.compression import bitpacking
+from lance_table.file.compression.general import SCHEMES_BY_NUMBER
 from lance_table.file.pageio import PageIO
 from lance_table.file.runs import Runs
 from lance_table.file.v2_1 import batch, batch_runs, repdef
@@ -38,6 +39,9 @@ FLAT = 0
 BITPACKED = 1
 VARIABLE = 2
 RLE = 3
+#: variable-width values in a general compression (LZ4/ZSTD) per chunk: only reads of a few rows
+#: of many files take these pages (see :func:`plan`'s ``general``); :func:`decode` does not
+GENERAL = 4
 
 # chunk values the general decoder accepts (see miniblock.MAX_CHUNK_VALUES)
 _MAX_CHUNK_VALUES = 1 << 16
@@ -80,7 +84,7 @@ class SmallPage:
     buffers: int = 1
 
 
-def plan(layout: Any, large: bool, lists: int = 0) -> SmallPage | None:
+def plan(layout: Any, large: bool, lists: int = 0, general: bool = False) -> SmallPage | None:
     """The description of a 2.1/2.2 page (a ``PageLayout``) that :func:`decode` can take: a
     mini-block page of one value buffer, without repetition, dictionary or repetition index, whose
     values are plain, inline-bitpacked or variable-width (plain or FSST); else None.
@@ -88,7 +92,10 @@ def plan(layout: Any, large: bool, lists: int = 0) -> SmallPage | None:
     ``lists``: the items per value of a column of fixed-size lists (of fixed-size lists...) of
     plain values, whose page is taken too when its values are such lists without validity, of
     that many items in all (a page for :mod:`small_many`, whose values :func:`batch.values`
-    decodes; :func:`decode` does not take it)."""
+    decodes; :func:`decode` does not take it).
+
+    ``general``: variable-width values in a general compression are taken too (kind
+    :data:`GENERAL`), for :mod:`small_take`, which decompresses just the chunks it reads."""
     if layout.WhichOneof("layout") != "mini_block_layout":
         return None
     mini = layout.mini_block_layout
@@ -99,6 +106,8 @@ def plan(layout: Any, large: bool, lists: int = 0) -> SmallPage | None:
     ):
         return None
     found = _values_form(mini.value_compression) if not lists else _list_form(mini.value_compression, lists)
+    if found is None and general and not lists:
+        found = _general_form(mini.value_compression)
     if found is None:
         return None
     kind, bits, symbols = found
@@ -107,7 +116,7 @@ def plan(layout: Any, large: bool, lists: int = 0) -> SmallPage | None:
         return None
     runs = mini.value_compression if kind == RLE else None
     dictionary = mini if mini.HasField("dictionary") else None
-    if dictionary is not None and (kind == VARIABLE or bits % 8):
+    if dictionary is not None and (kind in (VARIABLE, GENERAL) or bits % 8):
         return None  # dictionary indices are whole-byte integers
     has_def = mini.HasField("def_compression")
     header = _HEADERS[has_def, large, buffers]
@@ -157,6 +166,19 @@ def _values_form(enc: Any) -> tuple[int, int, bytes | None] | None:
     return None
 
 
+def _general_form(enc: Any) -> tuple[int, int, bytes | None] | None:
+    """(GENERAL, offset bits, None) of plain variable-width values in a general compression of a
+    known scheme, else None."""
+    if enc.WhichOneof("compression") != "general":
+        return None
+    if int(enc.general.compression.scheme) not in SCHEMES_BY_NUMBER:
+        return None
+    found = _values_form(enc.general.values)
+    if found is None or found[0] != VARIABLE or found[2] is not None:
+        return None
+    return (GENERAL, found[1], None)
+
+
 def _flat_bits(enc: Any) -> int:
     """The bits per value of plain flat values (0: another form)."""
     if enc.WhichOneof("compression") != "flat" or enc.flat.HasField("data"):
@@ -172,6 +194,8 @@ def decode(
     Integer values below ``floor`` may read as 0 (see :func:`batch.values`)."""
     n = page.num_items
     buffers = 2 if page.dictionary is None else 3
+    if page.kind == GENERAL:  # (a page for small_take only)
+        return None
     if n != io.page.length or not 0 < n <= _MAX_CHUNK_VALUES or len(io.buffers) != buffers:
         return None
     meta = io.whole(0)
