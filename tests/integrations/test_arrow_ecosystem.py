@@ -75,11 +75,11 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[tuple[str, ...
             seen.append((tuple(names), runs.total))
         return one(self, names, runs, floors)
 
-    def spy_many(frags, names, runs, floors=None, found=None):  # type: ignore[no-untyped-def]
+    def spy_many(frags, names, runs, floors=None, found=None, take=False):  # type: ignore[no-untyped-def]
         seen.append((tuple(names), sum(r.total for r in runs)))
         inside.batch = True
         try:
-            return many(frags, names, runs, floors, found)
+            return many(frags, names, runs, floors, found, take)
         finally:
             inside.batch = False
 

@@ -189,3 +189,27 @@ def test_corrupt_compressed_chunk_names_the_file(
     ok = np.arange(0, 2 * ROWS, 37)
     got = lt.dataset(ours.uri).take(ok, columns=["s"])
     assert got.equals(theirs.take(ok, columns=["s"]))
+
+
+def test_second_take_makes_no_layouts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The layouts a take of several columns asks of each file (all the columns, each one, the
+    groups read apart) are all kept with the file's reader for the next take."""
+    ours, theirs = _datasets(tmp_path, "2.2", "zstd")
+    made = []
+    layout = small_layouts._layout
+
+    def spied(reader: Any, names: Any, general: bool = False) -> Any:
+        made.append((tuple(names), general))
+        return layout(reader, names, general)
+
+    monkeypatch.setattr(small_layouts, "_layout", spied)
+    idx = _indices(6 * ROWS, 300, 6)
+    selections = (["id", "s", "ls", "b"], ["b", "s"])
+    for cols in selections:
+        assert lt.dataset(ours.uri).take(idx, columns=cols).equals(theirs.take(idx, columns=cols))
+    assert made
+    made.clear()
+    for _ in range(2):
+        for cols in selections:
+            assert lt.dataset(ours.uri).take(idx, columns=cols).equals(theirs.take(idx, columns=cols))
+    assert made == []  # (a reader kept 16 before: fewer than these two selections ask of it)
