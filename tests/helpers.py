@@ -98,6 +98,13 @@ def write_file(path: Any, table: pa.Table, version: str, writer: str, batch_rows
             w.write_batch(table)
 
 
+def shuffled_rows(total: int, n: int, seed: int) -> np.ndarray:
+    """``n`` shuffled row numbers below ``total``, a tenth of them repeated."""
+    rng = np.random.default_rng(seed)
+    picks = rng.choice(total, n, replace=False)
+    return rng.permutation(np.concatenate([picks, picks[: n // 10]]))
+
+
 def file_bytes(table: pa.Table, version: str = "2.2", fields: Any = None) -> bytes:
     """``table`` as the bytes of one Lance file of ``version`` from our writer (``fields``: the
     Lance fields to write it with, when not those of its Arrow schema)."""

@@ -61,10 +61,8 @@ Combine = Callable[[list[list[pa.Array]]], list[pa.Array]]
 
 _NO_BYTE_LISTS: frozenset[int] = frozenset()
 
-#: the layouts of batched reads a reader keeps (see :meth:`LanceFileReader.kept_layout`): a take
-#: of five columns of a living table's fragments asks for some 20 (all the columns, each one, the
-#: groups read apart, each twice: the fragment's and the file's); at 16 all were made again for
-#: every take (450 layouts of 50 files)
+#: batched-read layouts a reader keeps (:meth:`LanceFileReader.kept_layout`): a five-column take
+#: of 50 small files asks each for some 20, so at 16 all 450 were made again at every take
 KEPT_LAYOUTS = 64
 
 

@@ -49,7 +49,8 @@ from lance_table.file.v2_1.blob_v2_encode import (
     SidecarOpener,
     file_fields,
 )
-from lance_table.file.v2_1.encode import LeafColumnWriter, LeafPlan, leaf_plan
+from lance_table.file.v2_1.encode import LeafColumnWriter
+from lance_table.file.writer_schema import check_matches, leaf_plans, same_types
 from lance_table.schema import FieldNode, LanceField, build_tree, fields_from_arrow, fields_to_pb
 
 DEFAULT_PAGE_SIZE = 8 * 1024 * 1024
@@ -135,13 +136,13 @@ class LanceFileWriter:
         self._roots = build_tree(self.fields)
         self._columns: list[ColumnOut] = []
         self._leaf_ids: list[int] = []
-        plans = _leaf_plans(self._roots, schema, self.version)
+        plans = leaf_plans(self._roots, schema, self.version)
         if plans is not None:  # (2.1/2.2 without blob v2 columns: what _field_writer makes)
             self._writers: list[FieldWriter | BlobV2ColumnWriter] = [
                 StructuralWriter(self, r, plan) for r, plan in zip(self._roots, plans)
             ]
         else:
-            _check_matches(self._roots, schema)
+            check_matches(self._roots, schema)
             self._writers = [self._field_writer(root) for root in self._roots]
         structural = [w for w in self._writers if isinstance(w, StructuralWriter)]
         self._leaf_writers = [leaf for w in structural for leaf in w.leaves]
@@ -205,7 +206,7 @@ class LanceFileWriter:
         """
         if self._closed:
             raise ValueError("the writer is closed")
-        if not _same_types(data.schema, self.schema):
+        if not same_types(data.schema, self.schema):
             raise SchemaError(f"data schema {data.schema} does not match the file schema {self.schema}")
         batches = data.to_batches() if isinstance(data, pa.Table) else [data]
         for batch in batches:
@@ -237,7 +238,7 @@ class LanceFileWriter:
         if self._closed:
             raise ValueError("the writer is closed")
         for batch in batches:
-            if not _same_types(batch.schema, self.schema):
+            if not same_types(batch.schema, self.schema):
                 raise SchemaError(f"data schema {batch.schema} does not match the file schema {self.schema}")
         if len(batches) < 2 or not self._parallel_leaves():
             for batch in batches:
@@ -436,55 +437,6 @@ def _inline_bytes() -> int:
 def _run_all(calls: Sequence[Callable[[], None]]) -> None:
     for call in calls:
         call()
-
-
-def _leaf_plans(
-    roots: list[FieldNode], schema: pa.Schema, version: FileVersion
-) -> tuple[LeafPlan, ...] | None:
-    """The :func:`leaf_plan` of each top-level field of a 2.1/2.2 file whose fields are checked to
-    describe ``schema`` (:func:`_check_matches`) and hold no blob v2 column: what
-    :meth:`LanceFileWriter._field_writer` finds for each, found once per schema and tree (both
-    immutable, remembered by identity and kept) instead of at every file of a stream of small
-    appends. None for other files (2.0, blob v2 columns): the writer looks at each field itself.
-
-    Raises:
-        SchemaError, UnsupportedFormatError, PackedStructError: as the writer's own checks.
-    """
-    if version is FileVersion.V2_0:
-        return None
-    key = (id(schema), tuple(map(id, roots)), version)
-    hit = _PLANS.get(key)
-    if hit is not None and hit[0] is schema and all(a is b for a, b in zip(hit[1], roots)):
-        return hit[2]
-    _check_matches(roots, schema)
-    if any(is_blob_v2(r.field) or blob_v2_below(r) for r in roots):
-        return None
-    large = version is FileVersion.V2_2
-    plans = tuple(leaf_plan(root, large) for root in roots)
-    _PLANS.put(key, (schema, tuple(roots), plans))  # (both kept: their ids stay their own)
-    return plans
-
-
-#: the leaf plans of recent writers' schemas (see :func:`_leaf_plans`)
-_PLANS: LRU[
-    tuple[int, tuple[int, ...], FileVersion], tuple[pa.Schema, tuple[FieldNode, ...], tuple[LeafPlan, ...]]
-] = LRU(32)
-
-
-def _same_types(a: pa.Schema, b: pa.Schema) -> bool:
-    """Whether the two schemas have the same field names and types (nullability and metadata
-    aside). Equal schemas (a batch of the writer's own schema: every write) are found so in C at
-    once; walking the fields in Python costs some 25 us for a schema of eight fields."""
-    if a.equals(b):
-        return True
-    return len(a) == len(b) and all(x.name == y.name and x.type == y.type for x, y in zip(a, b))
-
-
-def _check_matches(roots: list[FieldNode], schema: pa.Schema) -> None:
-    if len(roots) != len(schema) or any(
-        r.name != f.name or r.arrow_type != f.type for r, f in zip(roots, schema)
-    ):
-        raise SchemaError("the Lance fields do not describe the Arrow schema")
 
 
 def write_table(

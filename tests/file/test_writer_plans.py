@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from lance_table.errors import SchemaError, UnsupportedFormatError
-from lance_table.file import writer as writer_mod
+from lance_table.file import writer_schema
 from lance_table.file.writer import LanceFileWriter
 from lance_table.schema import fields_from_arrow
 from tests.helpers import file_bytes, pylance_file_table, varied_table
@@ -26,11 +26,11 @@ _read = pylance_file_table
 def test_files_from_a_kept_plan_are_those_written_without_it(version: str, tmp_path) -> None:
     table = varied_table(300, seed=3, wide=True)
     fields = fields_from_arrow(table.schema)
-    writer_mod._PLANS.clear()
+    writer_schema.PLANS.clear()
     first = _write(table, version, fields)  # (plans it)
-    assert len(writer_mod._PLANS) == 1
+    assert len(writer_schema.PLANS) == 1
     kept = _write(table, version, fields)  # (from the kept plan)
-    writer_mod._PLANS.clear()
+    writer_schema.PLANS.clear()
     assert kept == first == _write(table, version, fields)
     assert _read(kept, tmp_path).equals(table)
 
@@ -69,17 +69,17 @@ def test_blob_v2_schemas_keep_the_writers_own_path() -> None:
         mask=pa.array([False, True, False]),
     )
     table = pa.table({"id": np.arange(3), "b": data}, schema=schema)
-    writer_mod._PLANS.clear()
+    writer_schema.PLANS.clear()
     for _ in range(2):
         first = _write(table)
         with pytest.raises(UnsupportedFormatError, match=r"2\.2"):
             _write(table, "2.1")
-    assert not writer_mod._PLANS  # (nothing planned for it)
+    assert not writer_schema.PLANS  # (nothing planned for it)
     assert first == _write(table)
 
 
 def test_schemas_of_the_same_types_are_found_so_with_or_without_the_shortcut() -> None:
-    """``_same_types`` answers as the walk over the fields does: equal schemas at once, and
+    """``same_types`` answers as the walk over the fields does: equal schemas at once, and
     schemas that differ only in nullability or metadata are still of the same types."""
 
     def walk(a: pa.Schema, b: pa.Schema) -> bool:
@@ -97,6 +97,6 @@ def test_schemas_of_the_same_types_are_found_so_with_or_without_the_shortcut() -
         pa.schema([base.field("t"), pa.field("a", pa.int64())]),
     ]
     for other in cases:
-        assert writer_mod._same_types(base, other) == walk(base, other)
-        assert writer_mod._same_types(other, base) == walk(other, base)
-    assert writer_mod._same_types(base, cases[2]) and not writer_mod._same_types(base, cases[4])
+        assert writer_schema.same_types(base, other) == walk(base, other)
+        assert writer_schema.same_types(other, base) == walk(other, base)
+    assert writer_schema.same_types(base, cases[2]) and not writer_schema.same_types(base, cases[4])

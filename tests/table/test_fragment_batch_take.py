@@ -23,6 +23,7 @@ from lance_table.file.v2_1 import small_layouts, small_take
 from lance_table.table import deletion
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.readers import READERS
+from tests.helpers import shuffled_rows
 
 ROWS = 4_000  # rows per file: pages of a few dozen chunks
 FLAT = ["id", "x", "n32", "cat", "text", "vec", "flag"]  # every column the chunk path reads
@@ -75,11 +76,7 @@ def _datasets(tmp_path: Path, writer: str, version: str) -> tuple[Any, Any]:
     return lt.dataset(str(tmp_path / "ours")), lance.dataset(str(tmp_path / "theirs"))
 
 
-def _indices(total: int, n: int, seed: int) -> np.ndarray:
-    """``n`` shuffled row numbers below ``total``, some repeated."""
-    rng = np.random.default_rng(seed)
-    picks = rng.choice(total, n, replace=False)
-    return rng.permutation(np.concatenate([picks, picks[: n // 10]]))
+_indices = shuffled_rows
 
 
 class _Spy:

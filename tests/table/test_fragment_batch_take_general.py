@@ -19,20 +19,16 @@ import lance_table as lt
 from lance_table.errors import CorruptFileError
 from lance_table.file.reader import LanceFileReader
 from lance_table.file.v2_1 import miniblock_small, small_layouts, small_take
-from lance_table.table import deletion
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.readers import READERS
+from tests.helpers import shuffled_rows
 
 ROWS = 4_000  # rows per file: pages of a few dozen chunks
 STRINGS = ["s", "ls", "b"]
 
 
-@pytest.fixture(autouse=True)
-def _setup(monkeypatch: pytest.MonkeyPatch) -> None:
-    READERS.clear()
-    deletion.DELETIONS.clear()
-    # no page is small enough to be read whole by a take of a few rows
-    monkeypatch.setattr(small_layouts, "SMALL_SPAN_BYTES", 0)
+# (autouse: readers and deletions not kept, no page small enough to be read whole by a take)
+from tests.table.test_fragment_batch_take import _setup  # noqa: E402, F401
 
 
 def _table(start: int, n: int, scheme: str) -> pa.Table:
@@ -71,11 +67,7 @@ def _datasets(tmp_path: Path, version: str, scheme: str) -> tuple[Any, Any]:
     return lt.dataset(str(tmp_path / "ours")), lance.dataset(str(tmp_path / "theirs"))
 
 
-def _indices(total: int, n: int, seed: int) -> np.ndarray:
-    """``n`` shuffled row numbers below ``total``, some repeated."""
-    rng = np.random.default_rng(seed)
-    picks = rng.choice(total, n, replace=False)
-    return rng.permutation(np.concatenate([picks, picks[: n // 10]]))
+_indices = shuffled_rows
 
 
 class _Spy:
