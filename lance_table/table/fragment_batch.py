@@ -346,6 +346,13 @@ def _chunk_run(sparse: Sequence[list[Plan] | None], rows: Sequence[int], i: int)
     return m
 
 
+def _check_rows(frags: Sequence[FragmentReader], runs: Sequence[Runs]) -> None:
+    """Raises IndexError when rows past the end of their fragment are asked for."""
+    for frag, r in zip(frags, runs):
+        if r.end > frag.physical_rows:
+            raise IndexError(f"rows up to {r.end} requested from a fragment of {frag.physical_rows} rows")
+
+
 def _read_chunks(
     frags: Sequence[FragmentReader],
     found: Sequence[list[Plan]],
@@ -357,9 +364,7 @@ def _read_chunks(
     """The rows ``runs`` of the fragments, each column a page of mini-block chunks (``found``:
     each fragment's plan of each column): the chunks they need of all the files read and decoded
     together (see :mod:`small_take`)."""
-    for frag, r in zip(frags, runs):
-        if r.end > frag.physical_rows:
-            raise IndexError(f"rows up to {r.end} requested from a fragment of {frag.physical_rows} rows")
+    _check_rows(frags, runs)
     readers = [each[0][0] for each in found]
     layouts = [[each[c][1] for each in found] for c in range(len(names))]
     roots = frags[0].roots
@@ -388,9 +393,7 @@ def _read_batch(
     runs: Sequence[Runs],
     floors: Mapping[str, int] | None,
 ) -> pa.Table:
-    for frag, r in zip(frags, runs):
-        if r.end > frag.physical_rows:
-            raise IndexError(f"rows up to {r.end} requested from a fragment of {frag.physical_rows} rows")
+    _check_rows(frags, runs)
     data, bases = small_many.joined(fragment_reads.spans(frags, found))
     layouts = [lay for _, lay in found]
     io = PageIO(found[0][0]._stored, None, None, (), "small pages of many files")
