@@ -146,8 +146,8 @@ def _decoded(
     return _decode(cols, files, data, bases, dtype, io, floor)
 
 
-def _le(u8: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
-    """Little-endian unsigned integers of ``width`` bytes at byte positions ``at``."""
+def le_uints(u8: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
+    """Little-endian unsigned integers of ``width`` bytes at byte positions ``at`` of ``u8``."""
     out = u8[at].astype(np.int64)
     for k in range(1, width):
         out |= u8[at + k].astype(np.int64) << (8 * k)
@@ -181,7 +181,7 @@ def _decode(
         return None
     if bool(np.all(chunks == 1)):  # pages of one chunk (small files): no chunk table to walk
         n, chunk_at, page_of = rows, page_at, None
-        chunk_bytes = ((_le(u8, meta_at, word) >> 4) + 1) * 8
+        chunk_bytes = ((le_uints(u8, meta_at, word) >> 4) + 1) * 8
         if bool(np.any(chunk_bytes > data_size)):
             return None
     else:
@@ -196,19 +196,19 @@ def _decode(
     size_width = 4 if page.large else 2
     valid = None
     if page.defs is not None:
-        if bool(np.any(_le(u8, chunk_at, 2) != n)):
+        if bool(np.any(le_uints(u8, chunk_at, 2) != n)):
             return None
-        def_size = _le(u8, chunk_at + 2, 2)
+        def_size = le_uints(u8, chunk_at + 2, 2)
         value_at = at + ((def_size + 7) & ~7)
-        size = _le(u8, chunk_at + 4, size_width)
+        size = le_uints(u8, chunk_at + 4, size_width)
     else:
         def_size = None
         value_at = np.full(n.size, at, np.int64)
-        size = _le(u8, chunk_at + 2, size_width)
+        size = le_uints(u8, chunk_at + 2, size_width)
     second = None  # run lengths in a buffer of their own: where they start, and their size
     if page.buffers == 2:
         size_at = 4 if page.defs is not None else 2
-        second = value_at + ((size + 7) & ~7), _le(u8, chunk_at + size_at + size_width, size_width)
+        second = value_at + ((size + 7) & ~7), le_uints(u8, chunk_at + size_at + size_width, size_width)
         if bool(np.any(second[0] + second[1] > chunk_bytes)):
             return None
     if bool(np.any(value_at + size > chunk_bytes)):
@@ -435,16 +435,16 @@ def _decoded_dictionaries(
     u8 = np.frombuffer(b"".join(blocks), np.uint8)
     block_at = exclusive_cumsum(lengths)
     # each block: u32 offset width (32), u32 where the values start, n + 1 u32 offsets, values
-    if bool(np.any(_le(u8, block_at, 4) != 32)) or bool(np.any(8 + (items + 1) * 4 > lengths)):
+    if bool(np.any(le_uints(u8, block_at, 4) != 32)) or bool(np.any(8 + (items + 1) * 4 > lengths)):
         return None
-    start = _le(u8, block_at + 4, 4)
+    start = le_uints(u8, block_at + 4, 4)
     if bool(np.any(start > lengths)):
         return None
     count = items + 1
     first = exclusive_cumsum(count)
     file_of = np.repeat(np.arange(n), count)
     ordinal = np.arange(file_of.size, dtype=np.int64) - first[file_of]
-    offsets = _le(u8, block_at[file_of] + 8 + 4 * ordinal, 4)
+    offsets = le_uints(u8, block_at[file_of] + 8 + 4 * ordinal, 4)
     step = np.diff(offsets)
     step[first[1:] - 1] = 0  # (between one file's last offset and the next file's first)
     last = offsets[first + items]
@@ -484,7 +484,7 @@ def chunk_tables(
     first = exclusive_cumsum(chunks)
     page_of = np.repeat(np.arange(chunks.size), chunks)
     ordinal = np.arange(page_of.size, dtype=np.int64) - first[page_of]
-    words = _le(u8, meta_at[page_of] + ordinal * word, word)
+    words = le_uints(u8, meta_at[page_of] + ordinal * word, word)
     chunk_bytes = ((words >> 4) + 1) * 8
     counts = np.left_shift(1, words & 0xF)
     last = first + chunks - 1
