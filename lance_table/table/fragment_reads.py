@@ -10,10 +10,14 @@ from typing import Any
 
 import numpy as np
 
+from lance_table._buffers import empty
 from lance_table._parallel import ARROW_READS, pool
 from lance_table.file.reader import LanceFileReader
-from lance_table.file.v2_1 import small_take
+from lance_table.file.v2_1 import small_many, small_take
+from lance_table.file.v2_1.byteranges import exclusive_cumsum
 from lance_table.format import paths
+from lance_table.storage.scatter import read_into
+from lance_table.storage.sources import LocalFileSource
 from lance_table.table.deletion import missing_file_error
 from lance_table.table.fragment import FragmentReader
 
@@ -89,3 +93,36 @@ def spans(frags: Sequence[FragmentReader], found: list[tuple[LanceFileReader, An
         for f in ahead.values():
             f.cancel()
         wait(ahead.values())
+
+
+def joined_spans(
+    frags: Sequence[FragmentReader], found: list[tuple[LanceFileReader, Any]]
+) -> tuple[memoryview, np.ndarray]:
+    """Each file's span of the batch's columns in one buffer, each from a multiple of
+    :data:`small_many.ALIGN`, and where each starts (as :func:`small_many.joined` of :func:`spans`).
+    Local files none of whose opening bytes serve the read are read straight into their places
+    (one ``preadv`` each), not each into a buffer of its own and then copied.
+
+    Raises:
+        DataFileNotFoundError: a file was deleted since its reader was opened.
+        CorruptFileError: a span lies outside its file.
+    """
+    if len(found) < 2 or any(
+        not isinstance(reader._stored, LocalFileSource) or reader.holds_bytes for reader, _ in found
+    ):
+        return small_many.joined(spans(frags, found))
+    lengths = np.fromiter((lay.length for _, lay in found), np.int64, len(found))
+    padded = -(-lengths // small_many.ALIGN) * small_many.ALIGN
+    bases = exclusive_cumsum(padded)
+    out = empty(int(padded.sum()), np.uint8)
+    view = memoryview(out)  # type: ignore[arg-type]
+    for k, (start, end, stop) in enumerate(
+        zip(bases.tolist(), (bases + lengths).tolist(), (bases + padded).tolist())
+    ):
+        reader, lay = found[k]
+        try:
+            read_into(reader._stored, [(lay.start, [view[start:end]])])  # type: ignore[arg-type]
+        except FileNotFoundError:  # deleted since the reader was opened
+            raise missing(frags[k]) from None
+        out[end:stop] = 0
+    return view, bases

@@ -161,3 +161,25 @@ def test_reads_into_buffers_past_the_end_of_a_file_are_named(tmp_path):
     assert bytes(head) == bytes([10, 11, 12]) and bytes(tail) == bytes(range(13, 18))
     with pytest.raises(CorruptFileError, match=r"f\.bin"):
         read_into(source, [(96, [memoryview(head), memoryview(tail)])])
+
+
+def test_local_spans_are_read_straight_into_their_places(written, monkeypatch):
+    from lance_table.file.v2_1 import small_many
+    from lance_table.table import fragment_batch, fragment_reads
+
+    ds = lt.dataset(written["pylance"])
+    ds.to_table()  # (the readers' opening bytes have served their first read)
+    frags = list(ds._snapshot.fragment_readers())
+    found = fragment_batch.plans(frags, ["id", "x"])
+    assert all(p is not None for p in found)
+    expected, bases = small_many.joined(fragment_reads.spans(frags, found))  # type: ignore[arg-type]
+
+    def no_spans(*args):
+        raise AssertionError("local spans are read into their places, not one by one")
+
+    monkeypatch.setattr(fragment_reads, "spans", no_spans)
+    got, got_bases = fragment_reads.joined_spans(frags, found)  # type: ignore[arg-type]
+    assert bytes(got) == bytes(expected) and got_bases.tolist() == bases.tolist()
+    assert_tables_equal(
+        ds.to_table(columns=["id", "x"]), lance.dataset(written["pylance"]).to_table(columns=["id", "x"])
+    )

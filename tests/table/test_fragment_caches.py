@@ -186,6 +186,16 @@ def test_a_small_file_is_read_in_one_request(
         return read_ranges(self, ranges)
 
     monkeypatch.setattr(LocalFileSource, "read_ranges", counting)
+    # (a batch of local files reads each one's span straight into its place in the batch)
+    from lance_table.table import fragment_reads
+
+    read_into = fragment_reads.read_into
+
+    def counting_into(source: LocalFileSource, reads):  # type: ignore[no-untyped-def]
+        requests.extend(source.name for _ in reads)
+        return read_into(source, reads)
+
+    monkeypatch.setattr(fragment_reads, "read_into", counting_into)
     got = lt.dataset(uri).to_table()
     assert got.equals(expected) and got.equals(lance.dataset(uri).to_table())
     assert len(requests) == 6 and len(set(requests)) == 6
