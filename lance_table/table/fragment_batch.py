@@ -157,16 +157,17 @@ def _version(plan: Plan | None) -> type | None:
     return None if plan is None else type(plan[1])
 
 
-def _alone(plan: Plan | None, nodes: Sequence[FieldNode]) -> bool:
-    """Whether a 2.1/2.2 file that shares no batch (too large to, or the last of a run of files)
-    is decoded as a batch of its own all the same: decoding its whole pages at once costs less than
-    its reader's decoding page by page (a 20k-row page of 16-float vectors: 1.5 ms against 2.1; of
-    62-bit floats: 0.6 against 2 ms). Only columns of fixed width, whose values take no more memory
-    than their bytes (a batch holds the file's bytes while it decodes them; strings may grow several
-    times over). A 2.0 file's own reader is as fast."""
+def _alone(plan: Plan | None, nodes: Sequence[FieldNode], run: Runs) -> bool:
+    """Whether a 2.1/2.2 file that shares no batch (too large to, or read whole as the last of a
+    run of files) is decoded as a batch of its own all the same: decoding its whole pages at once
+    costs less than its reader's decoding page by page (a 20k-row page of 16-float vectors: 1.5 ms
+    against 2.1; of 62-bit floats: 0.6 against 2 ms). Only columns of fixed width, whose values
+    take no more memory than their bytes (a batch holds the file's bytes while it decodes them;
+    strings may grow several times over). A 2.0 file's own reader is as fast."""
     return (
         plan is not None
         and isinstance(plan[1], small_layouts.FileLayout)
+        and (plan[1].length > BATCH_BYTES // 2 or run.is_span(0, plan[1].num_rows))
         and all(fixed_bits(n.arrow_type) is not None for n in nodes)
     )
 
@@ -220,7 +221,7 @@ def read(
             if j > i and held > limit:
                 break
             j += 1
-        if j - i > 1 or (j > i and _alone(found[i], nodes)):
+        if j - i > 1 or (j > i and _alone(found[i], nodes, runs[i])):
             batch = [p for p in found[i:j] if p is not None]
             table = _read_batch(frags[i:j], batch, names, schema, runs[i:j], floors)
             pieces.append(user_table(table, schema, user))
