@@ -183,3 +183,15 @@ def test_local_spans_are_read_straight_into_their_places(written, monkeypatch):
     assert_tables_equal(
         ds.to_table(columns=["id", "x"]), lance.dataset(written["pylance"]).to_table(columns=["id", "x"])
     )
+
+
+def test_a_vector_file_gone_is_named(tmp_path, reads):
+    from lance_table.errors import DataFileNotFoundError
+
+    uri = str(tmp_path / "ds")
+    lance.write_dataset(_table(), uri, data_storage_version="2.2", max_rows_per_file=FRAGMENT_ROWS)
+    lt.dataset(uri).to_table(columns=["vec"])  # the readers (and chunk tables) are kept
+    path, _ = _vec_page(uri, 1)
+    path.unlink()
+    with pytest.raises(DataFileNotFoundError, match=path.name):
+        lt.dataset(uri).to_table(columns=["vec"])

@@ -28,7 +28,7 @@ from lance_table._buffers import empty
 from lance_table.file.pageio import PageIO
 from lance_table.file.v2_1.byteranges import exclusive_cumsum
 from lance_table.file.v2_1.kept_flat import flat_bits
-from lance_table.file.v2_1.small_layouts import ColumnLayout, FileLayout
+from lance_table.file.v2_1.small_layouts import ERRORS, ColumnLayout, FileLayout
 from lance_table.file.v2_1.small_many import chunk_tables, le_uints
 from lance_table.file.v2_1.values import Fixed, to_arrow
 from lance_table.storage.scatter import read_into
@@ -73,11 +73,17 @@ def read(
 ) -> pa.Array | None:
     """Every row of column ``column`` (of the layouts' selection) of the files, one file after
     another, read straight into the values (see the module's note); None when a page does not
-    check out (the caller then decodes the files' spans, which reports what is wrong).
+    check out or a file cannot be read (the caller then reads the files' spans, which says what is
+    wrong and names the file)."""
+    try:
+        return _read(found, column, dtype, io)
+    except (*ERRORS, FileNotFoundError):
+        return None
 
-    Raises:
-        CorruptFileError: a page reaches past the end of its file.
-    """
+
+def _read(
+    found: Sequence[tuple[LanceFileReader, FileLayout]], column: int, dtype: pa.DataType, io: PageIO
+) -> pa.Array | None:
     cols: list[Any] = [lay.columns[column] for _, lay in found]
     page = cols[0].page
     bits_per = flat_bits(cols[0].encoding)
