@@ -79,6 +79,12 @@ def keep(fragments: tuple[Fragment, ...], known: FragmentFacts) -> None:
     _KEPT.put(id(fragments), (fragments, known))
 
 
+def extended(base: FragmentFacts, more: Sequence[Fragment]) -> FragmentFacts | None:
+    """The facts of fragments whose facts are ``base`` followed by ``more``; None when they need
+    ``base``'s ids, which were not kept."""
+    return _extend(base, more)
+
+
 def _first(fragments: Sequence[Fragment]) -> FragmentFacts:
     ids = [f.id for f in fragments]
     unique = frozenset(ids)

@@ -21,6 +21,7 @@ also gives the same error, naming the same fragment, for a manifest that is dama
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from google.protobuf.message import DecodeError
@@ -139,7 +140,7 @@ class FragmentSource:
         num_rows: their rows that are not deleted.
     """
 
-    __slots__ = ("_converted", "_live_rows", "facts", "num_rows", "raws", "where")
+    __slots__ = ("_converted", "_entries", "_live_rows", "facts", "num_rows", "raws", "where")
 
     def __init__(
         self,
@@ -155,6 +156,7 @@ class FragmentSource:
         self.num_rows = num_rows
         self._live_rows = live_rows
         self._converted: tuple[Fragment, ...] | None = None
+        self._entries: bytes | None = None
 
     @property
     def live_rows(self) -> list[int]:
@@ -203,10 +205,42 @@ class FragmentSource:
         return checked_raw_fragments([self.raws[index]], self.where)[0]
 
     def entries(self) -> bytes:
-        """The fragments as the records of a manifest's ``fragments`` field, back to back."""
-        message = _message("FragmentEntries")
-        message.fragments.extend(self.raws)
-        return bytes(message.SerializeToString())
+        """The fragments as the records of a manifest's ``fragments`` field, back to back (made
+        once, then kept)."""
+        out = self._entries
+        if out is None:
+            message = _message("FragmentEntries")
+            message.fragments.extend(self.raws)
+            out = self._entries = bytes(message.SerializeToString())
+        return out
+
+    def extended(self, more: Sequence[Fragment]) -> FragmentSource | None:
+        """These fragments followed by ``more`` (new fragments with their final ids), without
+        converting these: their bytes, records and facts are reused and only ``more``'s are made,
+        so an append's next manifest costs what its new fragments do. (These were checked when
+        read, in bulk; ``more`` are objects, checked as made.) None when the facts of the whole
+        cannot be told without these fragments' ids.
+        """
+        facts = fragment_facts.extended(self.facts, more)
+        if facts is None:
+            return None
+        more = tuple(more)
+        live = self._live_rows
+        out = FragmentSource(
+            [*self.raws, *(f.pb_bytes for f in more)],
+            self.where,
+            facts,
+            self.num_rows + sum(f.num_rows for f in more),
+            None if live is None else [*live, *(f.num_rows for f in more)],
+        )
+        entries = self._entries
+        if entries is not None:
+            out._entries = entries + b"".join([f.manifest_entry for f in more])
+        converted = self._converted
+        if converted is not None:
+            out._converted = converted + more
+            fragment_facts.keep(out._converted, facts)
+        return out
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (FragmentSource, (self.raws, self.where, self.facts, self.num_rows, self._live_rows))

@@ -14,6 +14,7 @@ from lance_table.errors import BasePathError, CommitConflictError, CommitError
 from lance_table.format import paths
 from lance_table.format.bases import base_paths, register, with_base_paths
 from lance_table.format.dictionaries import extended
+from lance_table.format.fragment_source import FragmentSource
 from lance_table.format.manifest import (
     DEFAULT_DATA_FORMAT,
     WRITER_LIBRARY,
@@ -42,7 +43,7 @@ MAX_FRAGMENT_ID = 2**32 - 1
 
 def _next_id(base: Manifest | None) -> int:
     if base is None or base.max_fragment_id is None:
-        return 0 if base is None or not base.fragments else max(f.id for f in base.fragments) + 1
+        return 0 if base is None else base.fragment_facts.top + 1
     return base.max_fragment_id + 1
 
 
@@ -73,7 +74,7 @@ def next_manifest(
         start = _next_id(base)
         new = tuple(assign_fragment_ids(op.fragments, start))
         m = base.evolve(
-            fragments=base.fragments + new,
+            fragments=_appended(base, new),
             max_fragment_id=_max_id(new, base.max_fragment_id),
             dictionaries=_extend_dictionaries(base.dictionaries, op.dictionaries),
         )
@@ -130,6 +131,19 @@ def next_manifest(
         tag="",
         data_format=m.data_format or DEFAULT_DATA_FORMAT,
     )
+
+
+def _appended(base: Manifest, new: tuple[Fragment, ...]) -> tuple[Fragment, ...] | FragmentSource:
+    """The fragments of ``base`` followed by ``new``: when ``base``'s are not converted yet (a
+    manifest as read), its fragments' bytes are reused as they are (see
+    :meth:`FragmentSource.extended`), unless the dataset uses stable row ids (their assignment
+    reads every fragment)."""
+    source = base.fragment_source
+    if source is not None and not uses_stable_row_ids(base):
+        extended = source.extended(new)
+        if extended is not None:
+            return extended
+    return base.fragments + new
 
 
 def _register_initial_bases(m: Manifest, op: Overwrite, creates: bool) -> Manifest:
