@@ -6,6 +6,10 @@ filling one already mapped (2 page faults per 1024 64-bit values). Arrow's pool 
 it recently freed mapped and hands it back, so decode outputs and read buffers taken from it are
 written at full speed. The arrays keep their Arrow buffer alive, and Arrow arrays made from their
 memory share it without a copy.
+
+Reads from object storage of a megabyte or more are received into :func:`reusable` buffers
+instead, handed out again once nothing refers to them (Arrow's pool gives such blocks back to
+the system within milliseconds).
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ import threading
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+
+from lance_table._parallel import after_fork_in_child
 
 #: arrays of at least this many bytes come from Arrow's pool; smaller ones from numpy (the
 #: allocator reuses small blocks, and a pool buffer costs a few microseconds more to make)
@@ -83,3 +89,12 @@ def _size_class(n: int) -> int:
     that reads of about one size reuse one another's buffers."""
     step = 1 << max(n.bit_length() - 4, 0)
     return -(-n // step) * step
+
+
+def _after_fork() -> None:
+    """A forked child's lock is free (another thread may have held it at the fork)."""
+    global _KEPT_LOCK
+    _KEPT_LOCK = threading.Lock()
+
+
+after_fork_in_child(_after_fork)
