@@ -7,7 +7,8 @@ the 16-float vector column) is written in one fragment and copied twice; the wri
 other. Both libraries then read each of the three datasets: ``to_table()``, a streaming
 ``to_batches()`` and ``count_rows()``, alternately (who goes first alternates too). Reported:
 medians of wall and process CPU time, ours / pylance, and after-delete / clean for each library
-(wall and CPU).
+(wall and CPU), and the median minor page faults of each read (fresh memory the read touches: its
+output, and scratch memory an allocator mapped anew).
 
     python benchmarks/bench_delete_scan.py --rows 1000000 --runs 7
     python benchmarks/bench_delete_scan.py --rows 1000000 --memory
@@ -18,6 +19,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -66,21 +68,24 @@ def _make(root: Path, fmt: str, writer: str, rows: int, wide: bool) -> dict[str,
     return uris
 
 
-def _timed(fn: Callable[[], object]) -> tuple[float, float]:
+def _timed(fn: Callable[[], object]) -> tuple[float, float, int]:
     gc.collect()
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     wall, cpu = time.perf_counter(), time.process_time()
     fn()
-    return time.perf_counter() - wall, time.process_time() - cpu
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    return wall, cpu, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
 
 
-def _interleaved(uri: str, op: Callable[[Any], object], runs: int) -> dict[str, tuple[float, float]]:
-    """Median (wall, cpu) seconds of ``op`` on a freshly opened dataset, per library."""
+def _interleaved(uri: str, op: Callable[[Any], object], runs: int) -> dict[str, tuple[float, float, float]]:
+    """Median (wall, cpu) seconds and page faults of ``op`` on a freshly opened dataset, per
+    library."""
     import lance
 
     import lance_table
 
     sides = {"lance_table": lance_table.dataset, "pylance": lance.dataset}
-    times: dict[str, list[tuple[float, float]]] = {s: [] for s in sides}
+    times: dict[str, list[tuple[float, float, int]]] = {s: [] for s in sides}
     order = list(sides)
     for fn_side in order:  # warm up: the files in the page cache, the code loaded
         op(sides[fn_side](uri))
@@ -88,7 +93,11 @@ def _interleaved(uri: str, op: Callable[[Any], object], runs: int) -> dict[str, 
         for side in order if k % 2 == 0 else order[::-1]:
             times[side].append(_timed(lambda s=side: op(sides[s](uri))))
     return {
-        s: (statistics.median(w for w, _ in got), statistics.median(c for _, c in got))
+        s: (
+            statistics.median(w for w, _, _ in got),
+            statistics.median(c for _, c, _ in got),
+            statistics.median(f for _, _, f in got),
+        )
         for s, got in times.items()
     }
 
@@ -126,28 +135,29 @@ def main(argv: list[str] | None = None) -> int:
         f"## Scans after deletes ({args.rows} rows, {args.runs} runs, load {os.getloadavg()[0]:.1f})",
         "",
         "| format | written by | dataset | read | lance_table wall / cpu (ms) | pylance wall / cpu (ms) "
-        "| ratio wall / cpu | ours vs clean (wall / cpu) | pylance vs clean (wall / cpu) |",
-        "|---|---|---|---|---:|---:|---:|---:|---:|",
+        "| ratio wall / cpu | ours vs clean (wall / cpu) | pylance vs clean (wall / cpu) "
+        "| page faults (ours / pylance) |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     peaks = []
     try:
         for fmt in args.formats.split(","):
             for writer in ("lance_table", "pylance"):
                 uris = _make(root, fmt, writer, args.rows, args.wide)
-                clean: dict[str, dict[str, tuple[float, float]]] = {}
+                clean: dict[str, dict[str, tuple[float, float, float]]] = {}
                 for kind, uri in uris.items():
                     for name, op in OPS.items():
                         got = _interleaved(uri, op, args.runs)
                         if kind == KINDS[0]:
                             clean[name] = got
-                        (ow, oc), (pw, pc) = got["lance_table"], got["pylance"]
-                        (cow, coc), (cpw, cpc) = clean[name]["lance_table"], clean[name]["pylance"]
+                        (ow, oc, of), (pw, pc, pf) = got["lance_table"], got["pylance"]
+                        (cow, coc, _), (cpw, cpc, _) = clean[name]["lance_table"], clean[name]["pylance"]
                         vs = "" if kind == KINDS[0] else f"{ow / cow:.2f} / {oc / coc:.2f}"
                         pvs = "" if kind == KINDS[0] else f"{pw / cpw:.2f} / {pc / cpc:.2f}"
                         line = (
                             f"| {fmt} | {writer} | {kind} | {name} | {ow * 1e3:.1f} / {oc * 1e3:.1f} | "
                             f"{pw * 1e3:.1f} / {pc * 1e3:.1f} | {ow / pw:.2f} / {oc / pc:.2f} "
-                            f"| {vs} | {pvs} |"
+                            f"| {vs} | {pvs} | {of:.0f} / {pf:.0f} |"
                         )
                         print(line, flush=True)
                         lines.append(line)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import Future
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -58,6 +59,9 @@ class PageIO:
         if buffers is not None:
             self.__dict__["buffers"] = buffers  # else read from the page when first asked
         self._whole: dict[tuple[int, int], memoryview] = {}
+        #: the buffers in ``_whole`` read by this page alone into memory of their own, which its
+        #: decoder may overwrite (see :meth:`take_owned`)
+        self._owned: set[tuple[int, int]] = set()
         self._inflated: dict[tuple[int, int], memoryview] = {}
         #: the page's buffers being fetched on another thread (see :meth:`fetch_ahead`)
         self._fetching: Future[None] | None = None
@@ -125,6 +129,7 @@ class PageIO:
             return
         held = sum(len(data) for data in self._whole.values())
         self._whole.clear()
+        self._owned.clear()
         self._inflated.clear()
         if held >= COUNTED_PAGE_BYTES:
             held += getattr(_DECODED, "held", 0)
@@ -144,7 +149,30 @@ class PageIO:
         if data is None:
             data = self.source.read_ranges([key])[0]
             self._whole[key] = data
+            if getattr(self.source, "fresh_reads", False):
+                self._owned.add(key)
         return data
+
+    def take_owned(self, data: bytes | memoryview, index: int = 1) -> bool:
+        """Whether the decoder may overwrite ``data``, the buffer ``index`` of the page as
+        :meth:`whole` gave it: this page read it into memory that nothing else holds (a remote
+        source's fresh buffer: not a file map, not bytes kept by the reader) and it overlaps no
+        other buffer of the page. If so, the page forgets it (a later :meth:`whole` reads it
+        again), and the decoder may keep its memory for the values it decodes (e.g. the values
+        of a page's chunks joined where they lie: :func:`~lance_table.file.v2_1.byteranges.join_in_place`)."""
+        if index >= len(self.buffers):
+            return False
+        key = self.buffers[index]
+        if key not in self._owned or self._whole.get(key) is not data:
+            return False
+        if isinstance(data, memoryview) and data.readonly:
+            return False
+        off, size = key
+        if any(o < off + size and off < o + n for k, (o, n) in enumerate(self.buffers) if k != index and n):
+            return False
+        self._owned.discard(key)
+        del self._whole[key]
+        return True
 
     def byte_runs(self, index: int, runs: Runs, kind: int = BUFFER_PAGE) -> bytes | memoryview:
         """The bytes of ``runs`` (byte positions inside the buffer), concatenated."""
@@ -213,8 +241,12 @@ def fetch_buffers(wanted: list[tuple[PageIO, int]]) -> None:
     got = _spanned(source, ranges) if len(ranges) <= SPAN_MAX_RANGES else None
     if got is None:
         got = dict(zip(ranges, source.read_ranges(ranges)))
+    # (buffers that overlap one another share memory: none of them is a page's own)
+    fresh = getattr(source, "fresh_reads", False) and all(a + n <= b for (a, n), (b, _) in pairwise(ranges))
     for io, key in keys:
         io._whole[key] = got[key]
+        if fresh:
+            io._owned.add(key)
 
 
 def _spanned(source: ByteSource, ranges: list[tuple[int, int]]) -> dict[tuple[int, int], memoryview] | None:

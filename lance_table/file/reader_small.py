@@ -163,6 +163,7 @@ class SmallReads(ReaderCore):
         fetch_buffers(wanted + small)
         for io, index in wanted:
             key = io.locate(index)
+            io._owned.discard(key)  # (kept for later reads: never overwritten)
             if key not in kept and self._kept_bytes + key[1] <= KEPT_BYTES:
                 kept[key] = io._whole[key]
                 self._kept_bytes += key[1]

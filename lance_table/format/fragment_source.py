@@ -52,16 +52,16 @@ def _message(name: str) -> Any:
 
 
 def raw_manifest() -> Any:
-    """An empty ``Manifest`` whose ``fragments`` are bytes (each a serialized ``DataFragment``):
-    a parse into it leaves the fragments unparsed, every other field as table.proto's
-    ``Manifest`` has it."""
+    """An empty ``Manifest`` whose ``fragments`` and ``fields`` are bytes (each a serialized
+    ``DataFragment`` or ``lance.file.Field``): a parse into it leaves the fragments and the schema
+    unparsed, every other field as table.proto's ``Manifest`` has it."""
     return _message("RawManifest")
 
 
 def _make_classes() -> dict[str, Any]:
-    """``RawManifest`` (table.proto's ``Manifest`` with ``fragments`` as bytes), ``FragmentColumns``
-    (every field of ``DataFragment`` repeated, its data files and deletion file as bytes),
-    ``FileColumns`` (the path, as bytes, and format of a ``DataFile``, repeated),
+    """``RawManifest`` (table.proto's ``Manifest`` with ``fragments`` and ``fields`` as bytes),
+    ``FragmentColumns`` (every field of ``DataFragment`` repeated, its data files and deletion file
+    as bytes), ``FileColumns`` (the path, as bytes, and format of a ``DataFile``, repeated),
     ``DeletionColumns`` (every field of ``DeletionFile`` repeated), ``FragmentEntries`` (only
     ``fragments``, as bytes: its serialization is a manifest's fragment records) and
     ``FragmentRows`` (those records with only their rows and deletion file parsed). Numbers and types
@@ -85,7 +85,7 @@ def _make_classes() -> dict[str, Any]:
     for f in raw.field:
         if f.type_name.startswith(inner):  # a map's entry type: this message's own copy
             f.type_name = f".{out.package}.RawManifest." + f.type_name[len(inner) :]
-        if f.name == "fragments":
+        if f.name in ("fragments", "fields"):
             f.type = field_type.TYPE_BYTES
             f.ClearField("type_name")
     entries = out.message_type.add(name="FragmentEntries")

@@ -28,6 +28,8 @@ from lance_table.format.manifest import (
     _check_file_versions,
     check_schema,
     named_data_format,
+    parse_fields,
+    schema_of,
 )
 from lance_table.format.paths import check_relative_path
 
@@ -124,13 +126,18 @@ def decode_manifest_file(data: bytes, path: str) -> ManifestFile:
         _check_file_versions(pb, fragments, path)
     else:
         fragments = source
-    fields = check_schema(pb.fields, path)
+    # (a raw manifest's schema is its fields' records, unparsed)
+    fields = check_schema(pb.fields, path) if source is None else schema_of(pb.fields, path)
+
+    def pb_fields() -> Any:
+        return pb.fields if source is None else parse_fields(pb.fields, path)
+
     dictionaries = None
     if pb.HasField("data_format") and pb.data_format.version == LEGACY_DATA_FORMAT:
-        dictionaries = _decode_dictionaries(data, pos, pb.fields, path)  # only legacy readers use them
+        dictionaries = _decode_dictionaries(data, pos, pb_fields(), path)  # only legacy readers use them
     manifest = Manifest.from_pb(pb, index, dictionaries, fragments=fragments, fields=fields)
     if dictionaries is None and manifest.data_storage_version == LEGACY_DATA_FORMAT:
-        manifest = replace(manifest, dictionaries=_decode_dictionaries(data, pos, pb.fields, path))
+        manifest = replace(manifest, dictionaries=_decode_dictionaries(data, pos, pb_fields(), path))
     return ManifestFile(manifest, txn, len(data), path)
 
 

@@ -52,7 +52,7 @@ from lance_table.spark.worker import on_task_cores, settle_worker
 from lance_table.storage import Storage, open_storage
 from lance_table.table import versions
 from lance_table.table.fragment import FragmentReader
-from lance_table.table.scan import ROW_READS, ScanPlan, make_spec, output_schema
+from lance_table.table.scan import READ_CHUNK_ROWS, ROW_READS, ScanPlan, make_spec, output_schema
 from lance_table.table.scan_groups import Task, scan_tasks
 
 # Values whose meaning does not depend on a session time zone can be pushed down safely.
@@ -338,49 +338,65 @@ class LanceTableReader(DataSourceReader):
         """The rows of the ranges ``pieces`` in batches of at most ``batch_size`` rows: the rows
         of small fragments are joined into one batch (each batch Spark takes costs it a little),
         and read as one (see :func:`scan_groups.scan_tasks`: a fragment of a few hundred rows read
-        on its own costs far more in Python than its decoding)."""
+        on its own costs far more in Python than its decoding). A large fragment is read
+        :data:`~lance_table.table.scan.READ_CHUNK_ROWS` rows at a time, as a scan reads it (each
+        read of a range pays for its pages' headers again), and handed on in slices of what was
+        decoded, not copies."""
         roots = {n.name: n for n in build_tree(fields)}
         spec = self._spec(fields, schema_metadata)
         out_schema = output_schema(arrow_schema_from_fields(fields, schema_metadata), spec)
-        counts_only = not spec.columns and not spec.system
-        step = max(self.batch_size, 64 * 1024)
+        step = max(self.batch_size, READ_CHUNK_ROWS)
         tasks = [
             (FragmentReader(fragment, storage, roots, dictionaries=dictionaries), lo, min(lo + step, stop))
             for fragment, start, stop in pieces
             for lo in range(start, stop, step)
         ]
-        # (first and last fragment id, rows) not yet handed to Spark
-        pending: list[tuple[int, int, pa.Table]] = []
-        rows = 0
-        for group in _groups(tasks, self.batch_size):
-            tables = scan_tasks(group, spec, out_schema, ROW_READS)
-            table = tables[0] if len(tables) == 1 else pa.concat_tables(tables) if tables else None
-            if table is None or not table.num_rows:
-                continue
-            if rows and rows + table.num_rows > self.batch_size:
-                yield from self._flush(pending, counts_only)
-                rows = 0
-            pending.append((group[0][0].fragment.id, group[-1][0].fragment.id, table))
-            rows += table.num_rows
-            if rows >= self.batch_size:
-                yield from self._flush(pending, counts_only)
-                rows = 0
-        if rows:
-            yield from self._flush(pending, counts_only)
-
-    def _flush(self, pending: list[tuple[int, int, pa.Table]], counts_only: bool) -> Iterator[pa.RecordBatch]:
-        """The rows of the tables ``pending`` (emptied) in Spark's schema, in batches of at most
-        ``batch_size`` rows."""
-        if counts_only:  # no columns (a count): only the number of rows matters
-            yield _no_columns(sum(t.num_rows for _, _, t in pending))
-            pending.clear()
+        if not spec.columns and not spec.system:  # no columns (a count): only the number of rows matters
+            for group in _groups(tasks, self.batch_size):
+                rows = sum(t.num_rows for t in scan_tasks(group, spec, out_schema, ROW_READS))
+                if rows:
+                    yield _no_columns(rows)
             return
-        first, last = pending[0][0], pending[-1][1]
+        small = max(1, self.batch_size // SMALL_BATCH_PART)
+        # slices of fewer than ``small`` rows not yet handed to Spark, and their fragments' ids
+        pending: list[pa.RecordBatch] = []
+        count = first = last = 0
+        for group in _groups(tasks, self.batch_size):
+            ids = (group[0][0].fragment.id, group[-1][0].fragment.id)
+            for table in scan_tasks(group, spec, out_schema, ROW_READS):
+                for piece in table.to_batches(max_chunksize=self.batch_size):
+                    rows = piece.num_rows
+                    if pending and (rows >= small or count + rows > self.batch_size):
+                        yield self._spark_batch(_joined(pending), first, last)
+                        pending, count = [], 0
+                    if rows >= small:
+                        yield self._spark_batch(piece, *ids)
+                    elif rows:
+                        if not pending:
+                            first = ids[0]
+                        pending.append(piece)
+                        count += rows
+                        last = ids[1]
+        if pending:
+            yield self._spark_batch(_joined(pending), first, last)
+
+    def _spark_batch(self, batch: pa.RecordBatch, first: int, last: int) -> pa.RecordBatch:
+        """``batch`` (rows of fragments ``first`` to ``last``) in Spark's schema."""
         where = f"{self.uri} fragment {first}" if first == last else f"{self.uri} fragments {first} to {last}"
-        table = pending[0][2] if len(pending) == 1 else pa.concat_tables([t for _, _, t in pending])
-        pending.clear()
-        for batch in table.combine_chunks().to_batches(max_chunksize=self.batch_size):
-            yield cast_batch(batch, self.spark_arrow, where)
+        return cast_batch(batch, self.spark_arrow, where)
+
+
+#: slices of a read smaller than this part of a batch for Spark (pieces of small fragments) are
+#: joined into full batches, each of which costs Spark a little; larger ones pass as they are
+#: (zero-copy slices of what was decoded)
+SMALL_BATCH_PART = 8
+
+
+def _joined(batches: Sequence[pa.RecordBatch]) -> pa.RecordBatch:
+    """One batch of the rows of ``batches`` (of one schema), in order."""
+    if len(batches) == 1:
+        return batches[0]
+    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
 
 
 def _groups(tasks: Sequence[Task], rows: int) -> Iterator[list[Task]]:

@@ -93,18 +93,21 @@ def get_many(
     flying: dict[int, _Get] = {}
 
     def send(index: int, conn: Connection | None = None, fresh: bool = False) -> None:
+        # (no call of itself: a function that refers to itself is a reference cycle, which
+        # would hold ``into``, the buffers received into, until the garbage collector ran)
         if conn is None:
             conn, fresh = http.take()
-        sock = conn.sock
-        try:
-            sock.settimeout(timeout)
-            sock.sendall(heads[index])
-        except (ConnectionError, ssl.SSLEOFError):
-            conn.close()
-            if fresh:
-                raise HttpError("the server closed a fresh connection") from None
-            send(index, http.connect(), True)
-            return
+        while True:
+            sock = conn.sock
+            try:
+                sock.settimeout(timeout)
+                sock.sendall(heads[index])
+                break
+            except (ConnectionError, ssl.SSLEOFError):
+                conn.close()
+                if fresh:
+                    raise HttpError("the server closed a fresh connection") from None
+                conn, fresh = http.connect(), True
         sock.setblocking(False)
         get = flying[index] = _Get(index, conn, fresh, into[index] if into is not None else None)
         sel.register(sock, selectors.EVENT_READ, get)

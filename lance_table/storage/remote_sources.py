@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from lance_table._buffers import empty
+from lance_table._buffers import empty, reusable
 from lance_table._parallel import ARROW_READS, pool
 from lance_table.errors import CorruptFileError
 from lance_table.storage import s3_direct
@@ -51,7 +51,11 @@ class _FsspecSource(_RangedSource):
     A size given by the caller (a manifest's ``file_size_bytes``) saves a request for it. When a
     read fails or comes back short, the file's real size is looked up: if it is not the given one,
     the error says that the manifest and the file disagree about the size.
+
+    Each read is a buffer of its own (see ``_RangedSource.fresh_reads``).
     """
+
+    fresh_reads = True
 
     def __init__(self, fs: Any, path: str, size: int | None, name: str) -> None:
         self._fs = fs
@@ -257,7 +261,7 @@ class _DirectS3Source(_FsspecSource):
                 into.append(place)
                 buffers.append(None)
             else:
-                whole = memoryview(np.empty(length, np.uint8)) if place is None else place  # type: ignore[arg-type]
+                whole = memoryview(reusable(length)) if place is None else place  # type: ignore[arg-type]
                 buffers.append(whole)
                 into.extend(whole[p - off : p - off + n] for p, n in parts[at : at + k])
             at += k

@@ -92,6 +92,10 @@ class _RangedSource:
 
     _name: str
     coalesce_gap: int = DEFAULT_COALESCE_GAP
+    #: whether each read hands out memory of its own that nothing else holds (a remote read's
+    #: buffer; not a file map, not bytes held here): a writable one may be overwritten by the
+    #: page that read it (see ``PageIO.take_owned``)
+    fresh_reads: bool = False
 
     @property
     def name(self) -> str:

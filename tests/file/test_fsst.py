@@ -146,7 +146,7 @@ def test_ascii_output_is_known_without_looking_at_it():
 
 
 def test_random_ascii_tables_with_escapes(monkeypatch):
-    monkeypatch.setattr(fsst, "_MIN_PART", 4)
+    monkeypatch.setattr(fsst, "MIN_PART", 4)
     rng = np.random.default_rng(12)
     for case in range(60):
         nsym = int(rng.integers(1, 255))
@@ -168,7 +168,7 @@ def test_random_ascii_tables_with_escapes(monkeypatch):
 def test_random_streams_across_part_boundaries(monkeypatch, block):
     """Random tables and code streams, decoded in tiny parts so that every boundary case occurs
     (odd part sizes are rounded up to even ones: pairs of codes never straddle two parts)."""
-    monkeypatch.setattr(fsst, "_MIN_PART", block)
+    monkeypatch.setattr(fsst, "MIN_PART", block)
     monkeypatch.setattr(fsst, "_MAX_PART", block)
     rng = np.random.default_rng(block)
     for case in range(80):
@@ -189,7 +189,7 @@ def test_random_streams_across_part_boundaries(monkeypatch, block):
 
 
 def test_large_stream_matches_reference(monkeypatch):
-    monkeypatch.setattr(fsst, "_MIN_PART", 4096)
+    monkeypatch.setattr(fsst, "MIN_PART", 4096)
     rng = np.random.default_rng(7)
     symbols = [bytes(rng.integers(97, 123, int(rng.integers(1, 9)), dtype=np.uint8)) for _ in range(200)]
     table = make_table(symbols)
@@ -199,7 +199,7 @@ def test_large_stream_matches_reference(monkeypatch):
         if rng.random() < 0.05:
             s[len(s) // 2 : len(s) // 2] = [E, int(rng.integers(0, 256))]
         strings.append(s)
-    assert sum(map(len, strings)) > 8 * fsst._MIN_PART  # several parts
+    assert sum(map(len, strings)) > 8 * fsst.MIN_PART  # several parts
     check(table, strings)
 
 
@@ -208,16 +208,16 @@ def _part_count(monkeypatch, busy: bool) -> int:
     codes makes, from a thread that is (or is not) running a task of a map that keeps every
     worker busy."""
     takes = []
-    real = fsst._take
+    real = fsst.take_rows
 
     def counting(table, index):
         if len(table) == fsst._PAIR_ROWS + 256:  # the pair table
             takes.append(len(index))
         return real(table, index)
 
-    monkeypatch.setattr(fsst, "_take", counting)
+    monkeypatch.setattr(fsst, "take_rows", counting)
     rng = np.random.default_rng(3)
-    strings = [rng.integers(0, len(SYMBOLS), 17).tolist() for _ in range(8 * fsst._MIN_PART // 17)]
+    strings = [rng.integers(0, len(SYMBOLS), 17).tolist() for _ in range(8 * fsst.MIN_PART // 17)]
     monkeypatch.setattr(_parallel._BUSY, "on", busy, raising=False)
     check(TABLE, strings)  # the same bytes either way
     return len(takes)
@@ -232,10 +232,10 @@ def test_streams_are_cut_into_parts_only_for_free_threads(monkeypatch):
 def test_streams_are_not_cut_for_threads_other_decodes_keep_busy(monkeypatch):
     # Each of the workers already decodes a stream (the pages of a scan): one part each.
     monkeypatch.setattr(fsst._IN_FLIGHT, "count", _parallel.workers())
-    assert fsst._bounds(8 * fsst._MIN_PART) == [0, 8 * fsst._MIN_PART]
+    assert fsst._bounds(8 * fsst.MIN_PART) == [0, 8 * fsst.MIN_PART]
     monkeypatch.setattr(fsst._IN_FLIGHT, "count", 1)
-    assert len(fsst._bounds(8 * fsst._MIN_PART)) - 1 == min(fsst._PARTS, _parallel.workers())
-    assert fsst._bounds(fsst._MIN_PART) == [0, fsst._MIN_PART]  # too short to be worth a cut
+    assert len(fsst._bounds(8 * fsst.MIN_PART)) - 1 == min(fsst._PARTS, _parallel.workers())
+    assert fsst._bounds(fsst.MIN_PART) == [0, fsst.MIN_PART]  # too short to be worth a cut
     assert fsst._IN_FLIGHT.count == 1
 
 

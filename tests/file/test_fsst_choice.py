@@ -114,6 +114,42 @@ def test_savings_estimate_is_above_what_training_saves(name: str) -> None:
     assert fsst_train.savings_estimate(*sample) >= sample[0].size - out.size
 
 
+@pytest.mark.parametrize("name", sorted(KINDS))
+def test_savings_estimate_stopped_early_keeps_every_decision(name: str) -> None:
+    """With a test of the saving (``wins``), the counting stops once the test's answer is known;
+    the value then returned answers it as the full estimate does, at every threshold."""
+    rng = np.random.default_rng(11)
+    data, offsets = fsst_encode.arrow_buffers(KINDS[name](rng, 20_000))
+    sample = fsst_train.training_sample(data, offsets)
+    full = fsst_train.savings_estimate(*sample)
+    for threshold in [*np.linspace(0, sample[0].size, 41).astype(int).tolist(), full, full + 1]:
+        asked: list[int] = []
+
+        def wins(saving: int, threshold: int = threshold, asked: list[int] = asked) -> bool:
+            asked.append(saving)
+            return saving >= threshold
+
+        got = fsst_train.savings_estimate(*sample, wins=wins)
+        assert (got >= threshold) == (full >= threshold), threshold
+        assert len(asked) <= 2 * (fsst_encode.MAX_LEN - 2)
+
+
+def test_savings_estimate_on_letters_stops_after_the_4_grams(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Random letters in 2.2 (zstd wins): the writer's test is answered by the byte pairs and
+    their 3- and 4-grams; the longer k-grams are never counted."""
+    counted: list[int] = []
+    real = np.bincount
+
+    def bincount(x: np.ndarray, *args: object, **kwargs: object) -> np.ndarray:
+        counted.append(x.size)
+        return real(x, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(fsst_train.np, "bincount", bincount)
+    values = _letters(np.random.default_rng(2), 10_000)
+    assert _encode(values, True)[0] == "general"
+    assert 1 <= len(counted) <= 3  # (the full estimate counts pairs and 3- to 8-grams: 7 passes)
+
+
 def test_train_on_a_given_sample_is_train() -> None:
     data, offsets = fsst_encode.arrow_buffers(_words(np.random.default_rng(1), 5000))
     alone = fsst_train.train(data, offsets)
@@ -141,7 +177,7 @@ def test_training_only_when_fsst_can_win(
     chosen = _encode(values, v2_2)
     assert (chosen[0], len(trainings)) == (kind, trained)
     # forced to train (an estimate that FSST saves everything): the same choice, the same bytes
-    monkeypatch.setattr(fsst_train, "savings_estimate", lambda sample, offsets: sample.size)
+    monkeypatch.setattr(fsst_train, "savings_estimate", lambda sample, offsets, wins=None: sample.size)
     assert _encode(values, v2_2) == chosen
     assert len(trainings) == trained + 1
 

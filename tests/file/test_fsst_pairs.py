@@ -29,7 +29,7 @@ def test_every_row_of_the_pair_table(lengths):
     for nsym in (1, 2, 17, 200, 254, 255):
         symbols = _writer_order(_random_symbols(rng, nsym, lengths))
         table = make_table(symbols)
-        pairs = fsst._pairs(table)
+        pairs = fsst.pair_table(table)
         assert pairs is not None
         rows = pairs.to_pylist()
         codes = [*range(nsym), E]  # the escape's row is empty: it pads an odd stream
@@ -40,10 +40,10 @@ def test_every_row_of_the_pair_table(lengths):
 
 
 def test_tables_in_many_runs_have_no_pair_table_and_still_decode(monkeypatch):
-    monkeypatch.setattr(fsst, "_PAIRS_MIN", 0)
+    monkeypatch.setattr(fsst, "PAIRS_MIN", 0)
     symbols = [b"a" * (1 + i % 2) for i in range(60)]  # lengths 1, 2, 1, 2, ...: 60 runs
     table = make_table(symbols)
-    assert fsst._tables(table).runs is None and fsst._pairs(table) is None
+    assert fsst.decoding_tables(table).runs is None and fsst.pair_table(table) is None
     check(table, [[0, 1, 2, 3], [59], [], [4, 4, 4]])
 
 
@@ -51,7 +51,7 @@ def test_tables_in_many_runs_have_no_pair_table_and_still_decode(monkeypatch):
 def test_random_writer_tables_both_ways(monkeypatch, pairs_min):
     """Streams without escapes decode in pairs when long enough, else code by code: either way
     as the reference (strings starting at odd and even codes, empty strings, odd stream ends)."""
-    monkeypatch.setattr(fsst, "_PAIRS_MIN", pairs_min)
+    monkeypatch.setattr(fsst, "PAIRS_MIN", pairs_min)
     rng = np.random.default_rng(pairs_min % 97)
     for case in range(40):
         lengths = sorted({int(x) for x in rng.integers(1, 9, int(rng.integers(1, 5)))})
@@ -67,12 +67,12 @@ def test_random_writer_tables_both_ways(monkeypatch, pairs_min):
 
 
 def test_pairs_decode_a_large_stream_in_parts(monkeypatch):
-    monkeypatch.setattr(fsst, "_MIN_PART", 1 << 12)
+    monkeypatch.setattr(fsst, "MIN_PART", 1 << 12)
     rng = np.random.default_rng(4)
     symbols = _writer_order(_random_symbols(rng, 255, [1, 2, 2, 3, 8]))
     table = make_table(symbols)
     strings = [rng.integers(0, 255, int(rng.integers(0, 40))).tolist() for _ in range(20_000)]
-    assert sum(map(len, strings)) > fsst._PAIRS_MIN
+    assert sum(map(len, strings)) > fsst.PAIRS_MIN
     check(table, strings)
 
 
@@ -84,11 +84,11 @@ def test_pair_tables_are_built_only_for_long_streams(monkeypatch):
         built.append(symbol_table)
         return real(symbol_table)
 
-    monkeypatch.setattr(fsst, "_pairs", counting)
+    monkeypatch.setattr(fsst, "pair_table", counting)
     table = make_table([b"ab", b"cd", b"e"])
     check(table, [[0, 1, 2]] * 100)
     assert not built
-    check(table, [[0, 1, 2]] * (fsst._PAIRS_MIN // 3 + 1))
+    check(table, [[0, 1, 2]] * (fsst.PAIRS_MIN // 3 + 1))
     assert built == [table]
 
 
@@ -109,7 +109,7 @@ def test_pair_tables_are_kept_within_their_byte_bound(monkeypatch):
         return real(symbol_table)
 
     monkeypatch.setattr(fsst, "_build_pairs", counting)
-    monkeypatch.setattr(fsst, "_PAIRS_MIN", 0)
+    monkeypatch.setattr(fsst, "PAIRS_MIN", 0)
     for _ in range(3):
         for t in tables[:3]:
             check(t, [[0, 1, 2, 0], [1]])
@@ -127,7 +127,7 @@ def test_pair_tables_are_kept_within_their_byte_bound(monkeypatch):
 def test_corrupt_streams_are_refused_on_either_path(monkeypatch):
     table = make_table([b"ab", b"c"])
     for pairs_min in (0, 1 << 30):
-        monkeypatch.setattr(fsst, "_PAIRS_MIN", pairs_min)
+        monkeypatch.setattr(fsst, "PAIRS_MIN", pairs_min)
         with pytest.raises(fsst.FsstError, match="code 2"):
             fsst.decode(table, bytes([0, 1, 2, 0]), np.array([0, 4]))
         with pytest.raises(fsst.FsstError, match="offsets"):
@@ -137,14 +137,14 @@ def test_corrupt_streams_are_refused_on_either_path(monkeypatch):
 def _pair_takes(monkeypatch) -> list[int]:
     """The lengths of the takes from pair tables (one per part decoded in pairs)."""
     takes: list[int] = []
-    real = fsst._take
+    real = fsst.take_rows
 
     def counting(table: pa.Array, index: np.ndarray) -> tuple[memoryview, np.ndarray]:
         if len(table) == fsst._PAIR_ROWS + 256:
             takes.append(len(index))
         return real(table, index)
 
-    monkeypatch.setattr(fsst, "_take", counting)
+    monkeypatch.setattr(fsst, "take_rows", counting)
     return takes
 
 
@@ -153,9 +153,9 @@ def test_streams_with_escapes_decode_in_pairs(monkeypatch, seed):
     """Escapes everywhere a pair can hold them: markers at odd and even codes (fillers or not),
     runs of 0xFF (escaped 0xFF literals), escapes starting and ending strings, strings that are
     one escape, empty strings around them, odd and even stream ends; in one part and in many."""
-    monkeypatch.setattr(fsst, "_PAIRS_MIN", 0)
+    monkeypatch.setattr(fsst, "PAIRS_MIN", 0)
     if seed % 2:
-        monkeypatch.setattr(fsst, "_MIN_PART", 1 << 6)
+        monkeypatch.setattr(fsst, "MIN_PART", 1 << 6)
     takes = _pair_takes(monkeypatch)
     rng = np.random.default_rng(seed)
     symbols = _writer_order(_random_symbols(rng, int(rng.integers(1, 255)), [1, 2, 3, 8]))
@@ -211,7 +211,7 @@ def test_fillers_put_every_marker_first_in_its_pair():
 
 
 def test_corrupt_streams_with_escapes_are_refused_in_pairs(monkeypatch):
-    monkeypatch.setattr(fsst, "_PAIRS_MIN", 0)
+    monkeypatch.setattr(fsst, "PAIRS_MIN", 0)
     table = make_table([b"ab", b"c"])
     with pytest.raises(fsst.FsstError, match="code 7"):
         fsst.decode(table, bytes([0, E, 9, 7, 1]), np.array([0, 5]))
@@ -255,7 +255,7 @@ def test_pylance_fsst_strings_of_many_kinds(tmp_path, monkeypatch, version, kind
     lance = pytest.importorskip("lance")
     import lance_table as lt
 
-    monkeypatch.setattr(fsst, "_PAIRS_MIN", pairs_min)
+    monkeypatch.setattr(fsst, "PAIRS_MIN", pairs_min)
 
     rng = np.random.default_rng(len(kind))
     n = 1_500 if kind == "long" else 40_000
@@ -307,7 +307,7 @@ def test_pylance_fsst_escapes_in_pairs_and_a_damaged_one(tmp_path, monkeypatch):
             break
     else:
         pytest.fail("pylance never escaped 0xFF at the end of a string")
-    assert takes and sum(len(d) for _, d, _ in pages) >= fsst._PAIRS_MIN
+    assert takes and sum(len(d) for _, d, _ in pages) >= fsst.PAIRS_MIN
     assert got.equals(values)
     assert got.equals(lance_file.LanceFileReader(str(path)).read_all().to_table()["b"].combine_chunks())
     # an escaped 0xFF ending a string is the only run of exactly two 0xFF bytes in the codes:

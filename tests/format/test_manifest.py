@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from dataclasses import replace
 
 import pytest
 
@@ -56,10 +57,15 @@ def test_a_decoded_manifest_converts_its_schema_once(monkeypatch):
     calls = []
     convert = manifest_module.fields_from_pb
     monkeypatch.setattr(manifest_module, "fields_from_pb", lambda pb: calls.append(1) or convert(pb))
+    manifest_module._SCHEMAS.clear()
     m = _manifest(schema_metadata={"meta": b"x"})
     mf = decode_manifest_file(encode_manifest_file(m, b""), "x.manifest")
     assert mf.manifest == m
     assert len(calls) == 1  # the schema check's fields are the manifest's
+    # the same schema's bytes again (another version): its fields as they were converted
+    again = decode_manifest_file(encode_manifest_file(replace(m, version=m.version + 1), b""), "y.manifest")
+    assert again.manifest.fields is mf.manifest.fields
+    assert len(calls) == 1
     # (made without its __init__: every field is set all the same)
     from dataclasses import fields
 

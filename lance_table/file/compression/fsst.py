@@ -15,7 +15,7 @@ How :func:`decode` works, with no loop over values or symbol lengths:
    the GIL. Arrow's binary take costs some 8-10 ns per row taken whatever its length, so the
    fewer rows the better.
 3. Two neighbouring codes are read as one 16-bit index into a table of all 65536 symbol pairs
-   (:func:`_pairs`): half as many rows to take as codes. An odd last code is paired with the
+   (:func:`pair_table`): half as many rows to take as codes. An odd last code is paired with the
    escape code, whose symbol is empty. Where each string starts in the output is the start of
    its pair, plus the length of the pair's first code when the string starts at the second.
    With escapes, an escape code that stands for nothing (a filler, second in its pair) is put
@@ -25,7 +25,7 @@ How :func:`decode` works, with no loop over values or symbol lengths:
    those without (a page of 237,000 codes of pylance's URLs with 133 escapes: 3.7 instead of
    4.5 ms). The pair table is built in numpy from the runs of codes of one symbol length that
    writers make (about 0.3 ms for a table in 3 runs, 1 ms in 8) and only for streams of at
-   least ``_PAIRS_MIN`` codes; shorter ones, and tables in many runs, take single codes (rows
+   least ``PAIRS_MIN`` codes; shorter ones, and tables in many runs, take single codes (rows
    0-255 the symbols, 256-511 the literals, the markers dropped). Every file of a dataset has
    its own tables, so a scan of many small files builds one per file; they are kept, bounded
    in bytes, for the next scan.
@@ -63,6 +63,16 @@ dictionary decode (2.2 ms). Arrow's binary take costs the same per row for rows 
 bytes and tables of 256 or 65536 rows: fewer rows is the only lever, and a table of three codes
 would have 16M rows.
 
+Measured once more on those pages (pair take 1.8-2.0 ms, load 11-13), all slower: int32 or int64
+indices (2.2 ms; Arrow's bounds check, 5%, is skipped: every index is below the table's rows);
+each code's symbol in a 2-byte slot (the table's longest) gathered by Arrow's fixed-size take
+(0.23 ms; ``np.take`` 0.47, a numpy index by the uint8 codes 2.0) then compacted by
+``np.compress`` (2.4 ms), a boolean index (4.0) or Arrow's filter (2.6), the string offsets then
+a ``reduceat`` of the mask (0.8 ms) or a cumulative sum of code lengths (1.2); pair slots of
+8 bytes written by overlapping u64 writes (6 ms). Pages of several files in one take would need
+their pair tables joined (0.5-0.8 MB each, more than the output joined afterwards): a batch of
+files is decoded file by file, straight out of the joined codes (:mod:`fsst_files`).
+
 The output needs no UTF-8 check when the table's symbols and the escaped literals are all ASCII
 (:func:`decode_text` says so, from the largest code it reads anyway and the literals it finds).
 """
@@ -73,6 +83,7 @@ import functools
 import itertools
 import struct
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -101,11 +112,11 @@ _PAIR_ROWS = PAIR_ROWS
 _MAX_RUNS = 16
 # Streams of fewer codes than this are decoded code by code when their pair table is not built:
 # building it costs about as much as taking that many codes one at a time instead of in pairs.
-_PAIRS_MIN = 1 << 16
+PAIRS_MIN = 1 << 16
 # Codes per part decoded on one thread: at least the first, at most the second (the output of a
 # part, at most 8 bytes a code, must fit the 32-bit offsets of a binary array), and about
 # ``_PARTS`` parts for a long stream.
-_MIN_PART = 1 << 18
+MIN_PART = 1 << 18
 _MAX_PART = 1 << 26
 _PARTS = 4
 
@@ -156,7 +167,7 @@ def decode_text(symbol_table: bytes | memoryview, data: bytes | memoryview, offs
     """
     offsets = np.asarray(offsets, np.int64)
     key = bytes(symbol_table)
-    tables = _tables(key)
+    tables = decoding_tables(key)
     if tables is None:  # the encoder switched itself off: bytes are stored raw
         return Decoded(bytes(data), offsets, False)
     codes = np.frombuffer(data, np.uint8)
@@ -166,7 +177,7 @@ def decode_text(symbol_table: bytes | memoryview, data: bytes | memoryview, offs
     escapes = _escapes(codes, offsets, tables.nsym)
     ascii = tables.ascii and (escapes is None or int(codes[escapes + 1].max()) < 0x80)
     pairs: PairIndex | None = None
-    if n >= _PAIRS_MIN and (table := _pairs(key)) is not None:
+    if n >= PAIRS_MIN and (table := pair_table(key)) is not None:
         rows, code_index = codes, offsets
         if escapes is not None:
             rows, code_index, escapes = aligned(codes, offsets, escapes)
@@ -192,10 +203,10 @@ def decode_text(symbol_table: bytes | memoryview, data: bytes | memoryview, offs
         done += sum(len(piece) for piece in part_pieces)
         pieces += part_pieces
     pieces = [piece for piece in pieces if len(piece)]
-    return Decoded((pieces[0] if len(pieces) == 1 else _joined(pieces, done)), new_offsets, ascii)
+    return Decoded((pieces[0] if len(pieces) == 1 else joined(pieces, done)), new_offsets, ascii)
 
 
-def _joined(pieces: list[memoryview], size: int) -> memoryview:
+def joined(pieces: Sequence[bytes | memoryview], size: int) -> memoryview:
     """The ``size`` bytes of ``pieces`` back to back, in one buffer from Arrow's pool."""
     out = empty(size, np.uint8)
     at = 0
@@ -263,13 +274,13 @@ def _bounds(n: int) -> list[int]:
 
     Parts run on the threads that the streams being decoded at the moment leave free (a scan
     decoding a page per worker cuts none; ten pages on 16 workers are cut in two), each of at
-    least ``_MIN_PART`` codes: every cut costs a copy when the parts are joined, and parts that
+    least ``MIN_PART`` codes: every cut costs a copy when the parts are joined, and parts that
     would run one after the other on this thread (inside a map that keeps every worker busy)
     gain nothing for it."""
-    if n < 2 * _MIN_PART:
+    if n < 2 * MIN_PART:
         return [0, n]  # one part whatever the threads (asked before them: 0.05 ms a page)
     free = 1 if parts_inline() else -(-workers() // max(_IN_FLIGHT.count, 1))  # (no core left idle)
-    count = min(_PARTS, free, max(1, n // _MIN_PART))
+    count = min(_PARTS, free, max(1, n // MIN_PART))
     size = min(-(-n // count), _MAX_PART)
     size += size % 2
     return [*range(0, n, size), n]
@@ -287,13 +298,13 @@ def _decode_part(
     if lo:
         at = np.subtract(at, lo, out=empty(at.size, at.dtype))
     if pairs is None:
-        data, ends = _take(t.singles, rows[lo:hi])
+        data, ends = take_rows(t.singles, rows[lo:hi])
         starts = empty(at.size, np.int64)
         starts[:] = np.take(ends, at)
         return [data], starts
     if hi == lo:
         return [], np.zeros(at.size, np.int64)
-    data, ends = _take(pairs.table, pairs.rows[lo >> 1 : (hi + 1) >> 1])
+    data, ends = take_rows(pairs.table, pairs.rows[lo >> 1 : (hi + 1) >> 1])
     # a string starting at an odd code starts after the first code of its pair (the code
     # before it): add that code's length (no masks: the parity multiplies it). Gathered by
     # np.take with 64-bit indices, which it uses as they are ("clip" for a start at the end).
@@ -320,9 +331,9 @@ def descends(offsets: np.ndarray) -> bool:
     )
 
 
-def _take(table: pa.Array, index: np.ndarray) -> tuple[memoryview, np.ndarray]:
+def take_rows(table: pa.Array, index: np.ndarray) -> tuple[memoryview, np.ndarray]:
     """The bytes of ``table[index]`` concatenated, and where each entry starts (plus the end)."""
-    got = pc.take(table, pa.array(index))
+    got = pc.take(table, pa.array(index), boundscheck=False)  # (every row index is below the rows)
     offsets_buf, data_buf = got.buffers()[1:3]
     ends = np.frombuffer(offsets_buf, np.int32, len(got) + 1, got.offset * 4)
     lo = int(ends[0])
@@ -331,9 +342,9 @@ def _take(table: pa.Array, index: np.ndarray) -> tuple[memoryview, np.ndarray]:
 
 
 @functools.lru_cache(maxsize=64)
-def _tables(symbol_table: bytes) -> _Tables | None:
+def decoding_tables(symbol_table: bytes) -> _Tables | None:
     """The decoding tables of a symbol table (None when the data is stored raw): a few KiB, cheap
-    to build (the pair table, 65,792 rows, is :func:`_pairs`)."""
+    to build (the pair table, 65,792 rows, is :func:`pair_table`)."""
     table, lengths, nsym = _parse_table(symbol_table)
     if table is None:
         return None
@@ -367,7 +378,7 @@ def _runs(code_lengths: np.ndarray) -> tuple[tuple[int, int, int], ...] | None:
 _PAIR_TABLES: LRU[bytes, tuple[pa.Array | None]] = LRU(1024, max_bytes=64 << 20)
 
 
-def _pairs(symbol_table: bytes) -> pa.Array | None:
+def pair_table(symbol_table: bytes) -> pa.Array | None:
     """:func:`_build_pairs`, kept in ``_PAIR_TABLES``."""
     found = _PAIR_TABLES.get(symbol_table)
     if found is not None:
@@ -383,7 +394,7 @@ def _build_pairs(symbol_table: bytes) -> pa.Array | None:
     (a binary array of 65,792 rows: ``512 x`` the symbols' total length in bytes plus 256 KiB
     of offsets); None when the symbols are not in a few runs of one length (see
     :func:`fsst_pairs.product`)."""
-    t = _tables(symbol_table)
+    t = decoding_tables(symbol_table)
     if t is None or t.runs is None:
         return None
     offsets, data = product(t.table, t.code_lengths, t.runs, t.table, t.code_lengths, t.runs, _LITERAL_ROW)

@@ -66,7 +66,7 @@ def aligned(
 
 
 def pair_index(codes: np.ndarray, markers: np.ndarray | None) -> np.ndarray:
-    """The row of each two codes in the pair table (``fsst._pairs``): ``a | b << 8``, or for an
+    """The row of each two codes in the pair table (``fsst.pair_table``): ``a | b << 8``, or for an
     escape marker (at even positions ``markers``, see :func:`aligned`) and its literal, the
     literal's row."""
     n = codes.size

@@ -22,9 +22,11 @@ from lance_table.file.v2_1 import batch_even, batch_runs, inline_blocks
 from lance_table.file.v2_1.byteranges import (
     alternate,
     as_bytes,
+    even,
     exclusive_cumsum,
     gather,
     join,
+    join_in_place,
     rows_at,
     spans,
 )
@@ -63,12 +65,15 @@ def values(
     counts: np.ndarray,
     io: PageIO,
     floor: int | None = None,
+    reuse: bool = False,
 ) -> Values | None:
     """The values of many chunks whose single value buffer starts at ``at`` (``sizes`` bytes).
 
     With a positive ``floor`` (integer values), blocks of inline bitpacking whose bit width
     keeps all their values below it are not unpacked: their values come back as 0. A caller that
-    only asks which values reach the floor loses nothing."""
+    only asks which values reach the floor loses nothing. ``reuse``: nothing else views
+    ``data`` (no levels decoded from it), so values of one width may be joined where they lie
+    when the page owns it (see ``PageIO.take_owned``)."""
     kind = enc.WhichOneof("compression")
     if kind == "flat" and not enc.flat.HasField("data"):
         bits = int(enc.flat.bits_per_value)
@@ -79,7 +84,9 @@ def values(
         need = counts * (bits // 8)
         if bool(np.any(need > sizes)):
             raise io.corrupt("a chunk's value buffer is shorter than its values")
-        return Fixed(join(data, at, need), bits)
+        owned = reuse and at.size > 1 and even(data, at, need) and io.take_owned(data)
+        joined = join_in_place(data, at, need) if owned else None
+        return Fixed(join(data, at, need) if joined is None else joined, bits)
     if kind == "variable":
         return _variable(enc.variable, data, at, sizes, counts, io)
     if kind == "fsst" and enc.fsst.values.WhichOneof("compression") == "variable":
@@ -89,7 +96,7 @@ def values(
         per = int(enc.fixed_size_list.items_per_value)
         if not 0 < per <= MAX_LIST_SIZE:
             raise io.corrupt(f"a fixed-size list of {per} items")
-        return values(enc.fixed_size_list.values, data, at, sizes, counts * per, io)
+        return values(enc.fixed_size_list.values, data, at, sizes, counts * per, io, reuse=reuse)
     if kind == "inline_bitpacking":
         return inline_blocks.values(
             int(enc.inline_bitpacking.uncompressed_bits_per_value), data, at, counts, io, floor, sizes

@@ -123,28 +123,83 @@ def alternate(
     return memoryview(out)[int(offsets[0]) : int(offsets[-1])] if out is not None else memoryview(b"")
 
 
-def _strided_join(data: bytes | memoryview, starts: np.ndarray, lengths: np.ndarray) -> memoryview | None:
-    """:func:`join` in one numpy copy when every range but the last has one length and the ranges
-    start at even steps (chunks of a page full of equal values); None for any other layout."""
+def _even(data: bytes | memoryview, starts: np.ndarray, lengths: np.ndarray) -> tuple[int, int, int] | None:
+    """``(first start, step, length)`` where every range but the last has one length and the
+    ranges start at even steps, all of them within ``data`` (chunks of a page full of equal
+    values); None for any other layout."""
     n = starts.size
     step, length = int(starts[1] - starts[0]), int(lengths[0])
-    body = starts[:-1]
     if (
         step < length
         or length <= 0
         or bool(np.any(lengths[:-1] != length))
-        or bool(np.any(body != starts[0] + step * np.arange(n - 1, dtype=starts.dtype)))
+        or bool(np.any(starts[:-1] != starts[0] + step * np.arange(n - 1, dtype=starts.dtype)))
     ):
         return None
-    u8 = np.frombuffer(data, np.uint8)
     last_at, last_len = int(starts[-1]), int(lengths[-1])
-    first = int(starts[0])
-    if first < 0 or first + step * (n - 2) + length > u8.size or last_at < 0 or last_at + last_len > u8.size:
+    first, size = int(starts[0]), memoryview(data).nbytes
+    if first < 0 or first + step * (n - 2) + length > size or last_at < 0 or last_at + last_len > size:
         return None  # the slow path reports nothing either: slices clip, the caller checks sizes
+    return first, step, length
+
+
+def even(data: bytes | memoryview, starts: np.ndarray, lengths: np.ndarray) -> bool:
+    """Whether ``starts.size`` (at least 2) ranges are laid out evenly (see :func:`_even`)."""
+    return _even(data, starts, lengths) is not None
+
+
+def _strided_join(data: bytes | memoryview, starts: np.ndarray, lengths: np.ndarray) -> memoryview | None:
+    """:func:`join` in one numpy copy when the ranges are laid out evenly (see :func:`_even`);
+    None for any other layout."""
+    even = _even(data, starts, lengths)
+    if even is None:
+        return None
+    first, step, length = even
+    n = starts.size
+    u8 = np.frombuffer(data, np.uint8)
+    last_at, last_len = int(starts[-1]), max(int(lengths[-1]), 0)
     rows = np.lib.stride_tricks.as_strided(u8[first:], shape=(n - 1, length), strides=(step, 1))
-    out = empty((n - 1) * length + max(last_len, 0), np.uint8)
+    out = empty((n - 1) * length + last_len, np.uint8)
     out[: (n - 1) * length].reshape(n - 1, length)[:] = rows
-    out[(n - 1) * length :] = u8[last_at : last_at + max(last_len, 0)]
+    out[(n - 1) * length :] = u8[last_at : last_at + last_len]
+    return memoryview(out)  # type: ignore[arg-type]
+
+
+#: the bytes of ranges :func:`join_in_place` moves at once (through a scratch block of this size)
+IN_PLACE_BLOCK = 1 << 18
+
+
+def join_in_place(data: memoryview, starts: np.ndarray, lengths: np.ndarray) -> memoryview | None:
+    """:func:`join` of evenly laid out ranges (see :func:`_even`) by moving them towards the
+    first one within ``data`` itself (which must be writable, and is overwritten): the joined
+    bytes are a view of ``data``, and no buffer of their size is allocated (a fresh one faults
+    its pages in: a page of 19 MB of vectors read from object storage cost as much to join as to
+    receive). None for any other layout (``data`` is then untouched).
+
+    Ranges move block by block through a small scratch buffer: each range only moves towards
+    the start, so a block's destination never reaches the ranges after it."""
+    if data.readonly or starts.size < 2:
+        return None
+    even = _even(data, starts, lengths)
+    n = starts.size
+    if even is None:
+        return None
+    first, step, length = even
+    last_at, last_len = int(starts[-1]), max(int(lengths[-1]), 0)
+    if last_at < first + step * (n - 2) + length:
+        return None  # (the last range overlaps the one before: copied by join)
+    u8 = np.frombuffer(data, np.uint8)
+    out = u8[first : first + (n - 1) * length + last_len]
+    if step > length:
+        rows = np.lib.stride_tricks.as_strided(u8[first:], shape=(n - 1, length), strides=(step, 1))
+        per = max(1, IN_PLACE_BLOCK // length)
+        scratch = np.empty((min(per, n - 1), length), np.uint8)
+        for k in range(0, n - 1, per):
+            m = min(per, n - 1 - k)
+            np.copyto(scratch[:m], rows[k : k + m])
+            out[k * length : (k + m) * length].reshape(m, length)[:] = scratch[:m]
+    # (numpy copies overlapping bytes as memmove would)
+    out[(n - 1) * length :] = u8[last_at : last_at + last_len]
     return memoryview(out)  # type: ignore[arg-type]
 
 

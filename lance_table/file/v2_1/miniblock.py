@@ -147,7 +147,9 @@ def chunk_values(
         if got is not None:
             return got, True
     if len(buf_at) == 1 and counts.size:
-        got = batch.values(layout.value_compression, data, buf_at[0], sizes[0], counts, io, floor)
+        # (no levels viewing the chunks: their values may be joined where they lie)
+        reuse = read.rep is None and read.defs is None
+        got = batch.values(layout.value_compression, data, buf_at[0], sizes[0], counts, io, floor, reuse)
         if got is not None:
             return got, False
     enc = layout.value_compression

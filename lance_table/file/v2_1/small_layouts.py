@@ -399,6 +399,19 @@ def _list_page(encoding: Any, dtype: pa.DataType, large: bool) -> SmallPage | No
     return page if page is not None and page.bits == items * width * 8 else None
 
 
+def decode_keys(cols: Sequence[Any]) -> list[Any]:
+    """Which pages of one column of many files decode together: those of one encoding key, or,
+    pages of FSST strings, of one key but for the symbol table (their chunks are parsed and their
+    strings cut out together, then each file's decompressed with its own table)."""
+    if any(
+        not isinstance(c, ColumnLayout) or c.dict_at >= 0 or c.encoding.WhichOneof("compression") != "fsst"
+        for c in cols
+    ):
+        return [id(c.key) for c in cols]
+    # (the key's second part is the value compression: see ``_form``)
+    return [(c.key[0], c.encoding.fsst.values.SerializeToString(), *c.key[2:]) for c in cols]
+
+
 def worth_batching(file: FileLayout, rows: int) -> bool:
     """Whether a read of ``rows`` rows of a file with this layout belongs in a batch: a file of
     pages of one chunk (a few hundred rows) always; pages of many chunks, which a batch decodes

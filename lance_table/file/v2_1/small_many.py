@@ -34,8 +34,8 @@ from lance_table.file.v2_1 import batch, batch_runs, kept_flat, small_constant, 
 from lance_table.file.v2_1.byteranges import exclusive_cumsum, in_file_order, spans
 from lance_table.file.v2_1.chunk_headers import ChunksRead
 from lance_table.file.v2_1.compress import SCHEMES, decode_block
-from lance_table.file.v2_1.small_layouts import ERRORS, ColumnLayout, FileLayout
-from lance_table.file.v2_1.values import Fixed, Var, expand, is_binary, to_arrow
+from lance_table.file.v2_1.small_layouts import ERRORS, ColumnLayout, FileLayout, decode_keys
+from lance_table.file.v2_1.values import Fixed, Var, expand_files, is_binary, to_arrow
 
 #: where each file's bytes start in the joined buffer: a multiple of this (the values of inline
 #: bitpacking are read as aligned words)
@@ -112,7 +112,7 @@ def decode(
             return _decoded(cols, layouts, data, bases, dtype, io, floor)
         counts = np.fromiter((f.num_rows for f in layouts), np.int64, len(layouts))
         return in_file_order(
-            [id(c.key) for c in cols],
+            decode_keys(cols),
             counts,
             lambda sel: _decoded(
                 [cols[k] for k in sel.tolist()],
@@ -254,12 +254,15 @@ def _decode(
         values = batch_runs.values(runs)
     elif values is None:
         values = batch.values(enc, data, chunk_at + value_at, size, n, io, floor)
-    if values is None:
+    if not isinstance(values, (Fixed, Var)):  # (None: no batch form)
         return None
     if isinstance(values, Var) and len(values.data) > MAX_VAR_BYTES:
         return None
-    if not isinstance(values, (Fixed, Var)):
-        return None
+    if isinstance(values, Var) and values.symbols is not None:  # FSST: each file's own table
+        counts = (
+            rows if pick is None or not picked else np.diff(np.searchsorted(pick, np.cumsum(rows)), prepend=0)
+        )
+        values = expand_files(values, [bytes(c.encoding.fsst.symbol_table) for c in cols], counts, io)
     if pick is not None and (picked or cols[0].dict_at >= 0):
         if pick.size and int(pick[-1]) >= total:
             return None
@@ -272,8 +275,6 @@ def _decode(
         if arr is None:
             return None
     else:
-        if isinstance(values, Var) and values.symbols is not None:  # picked FSST strings
-            values = expand(values, io)
         arr = to_arrow(values, dtype, total, io)
     if len(arr) != total:
         return None

@@ -31,8 +31,8 @@ from lance_table.file.v2_1 import small_many
 from lance_table.file.v2_1.byteranges import exclusive_cumsum, in_file_order
 from lance_table.file.v2_1.chunk_headers import parse_chunks
 from lance_table.file.v2_1.miniblock import Chunks, chunk_values, pick, rows_in_chunks, values_at
-from lance_table.file.v2_1.small_layouts import ERRORS, ColumnLayout, FileLayout
-from lance_table.file.v2_1.values import Fixed, Values, Var, concat_values, expand, to_arrow
+from lance_table.file.v2_1.small_layouts import ERRORS, ColumnLayout, FileLayout, decode_keys
+from lance_table.file.v2_1.values import Fixed, Var, expand_files, to_arrow
 
 #: reads of many files: for each file (by index) its ranges (``(offset, length)`` rows in file
 #: order), the bytes of each file's ranges one after another in one buffer
@@ -253,13 +253,8 @@ def _decoded(
 
 
 def _keys(col: _Column) -> list[Any]:
-    """The files whose pages of the column decode together: those of one encoding key, or of
-    FSST strings, one key but for the symbol table (their strings are picked together, then
-    decompressed file by file)."""
-    if col.dictionary or any(c.encoding.WhichOneof("compression") != "fsst" for c in col.cols):
-        return [id(c.key) for c in col.cols]
-    # (the key's second part is the value compression: see ``small_layouts._form``)
-    return [(c.key[0], c.encoding.fsst.values.SerializeToString(), *c.key[2:]) for c in col.cols]
+    """The files whose pages of the column decode together (see :func:`small_layouts.decode_keys`)."""
+    return [id(c.key) for c in col.cols] if col.dictionary else decode_keys(col.cols)
 
 
 def _group(
@@ -330,15 +325,4 @@ def _group(
 def _expanded(values: Var, cols: list[ColumnLayout], counts: np.ndarray, io: PageIO) -> Var:
     """FSST strings of many files (``counts`` of each, one file after another) decompressed,
     each file's with its own symbol table."""
-    bounds = np.zeros(counts.size + 1, np.int64)
-    np.cumsum(counts, out=bounds[1:])
-    pieces: list[Values] = []
-    for c, (lo, hi) in zip(cols, pairwise(bounds.tolist())):
-        if hi > lo:
-            symbols = bytes(c.encoding.fsst.symbol_table)
-            pieces.append(expand(Var(values.data, values.offsets[lo : hi + 1], symbols), io))
-    if not pieces:
-        return Var(b"", np.zeros(1, np.int64))
-    got = concat_values(pieces, io)
-    assert isinstance(got, Var)
-    return Var(got.data, got.offsets, ascii=all(isinstance(p, Var) and p.ascii for p in pieces))
+    return expand_files(values, [bytes(c.encoding.fsst.symbol_table) for c in cols], counts, io)

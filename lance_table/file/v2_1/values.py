@@ -17,7 +17,7 @@ import pyarrow as pa
 from lance_table._buffers import empty
 from lance_table.file.arrow import binary_from_offsets, with_validity
 from lance_table.file.arrow_take import take
-from lance_table.file.compression import bitpacking, fsst
+from lance_table.file.compression import bitpacking, fsst, fsst_files
 from lance_table.file.pageio import PageIO
 
 # Arrow counts the items of a fixed-size list in 32 bits.
@@ -214,6 +214,19 @@ def expand(values: Var, io: PageIO) -> Var:
     try:
         data = memoryview(values.data)[lo:hi]
         got = fsst.decode_text(values.symbols, data, _from_zero(values.offsets, lo))
+    except fsst.FsstError as exc:
+        raise io.corrupt(f"FSST data: {exc}") from exc
+    return Var(got.data, got.offsets, ascii=got.ascii)
+
+
+def expand_files(values: Var, symbol_tables: list[bytes], counts: np.ndarray, io: PageIO) -> Var:
+    """Decompress FSST values of several files, ``counts[k]`` of them compressed with
+    ``symbol_tables[k]``, one file after another (see :func:`fsst_files.decode_files`)."""
+    lo = int(values.offsets[0])
+    try:
+        got = fsst_files.decode_files(
+            symbol_tables, memoryview(values.data)[lo:], _from_zero(values.offsets, lo), counts
+        )
     except fsst.FsstError as exc:
         raise io.corrupt(f"FSST data: {exc}") from exc
     return Var(got.data, got.offsets, ascii=got.ascii)

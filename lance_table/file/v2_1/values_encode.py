@@ -161,8 +161,13 @@ def _variable(
     if data.size // 8 + fixed < min(rivals):
         sample = fsst_train.training_sample(data, offsets)
         # what the sample's statistics say FSST might reach at best, before training for it
-        saving = fsst_train.savings_estimate(*sample) / max(sample[0].size, 1)
-        if data.size * (1 - saving) + fixed < min(rivals):
+        best = min(rivals)
+        scale = max(sample[0].size, 1)
+
+        def wins(saving: int) -> bool:
+            return data.size * (1 - saving / scale) + fixed < best
+
+        if wins(fsst_train.savings_estimate(*sample, wins=wins)):
             table = fsst_train.train(data, offsets, sample=sample)
             fsst_size = fsst_encode.estimate(table, data, offsets) + fixed
     if packed is not None and rivals[-1] < fsst_size and rivals[-1] <= GENERAL_MIN_GAIN * min(rivals[:-1]):
