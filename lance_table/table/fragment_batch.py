@@ -34,13 +34,13 @@ from lance_table.file.pageio import PageIO
 from lance_table.file.reader import LanceFileReader
 from lance_table.file.runs import Runs
 from lance_table.file.v2_0 import small_many as small_many20
-from lance_table.file.v2_0 import small_take as small_take20
 from lance_table.file.v2_1 import direct_flat, small_layouts, small_many, small_take
 from lance_table.file.v2_1.byteranges import spans
 from lance_table.file.v2_1.value_kinds import fixed_bits
 from lance_table.schema import FieldNode
 from lance_table.table import fragment_reads
 from lance_table.table.fragment import FragmentReader
+from lance_table.table.fragment_reads import FEW_ROWS_SHARE
 
 Plan = tuple[LanceFileReader, small_layouts.FileLayout | small_many20.FileLayout]
 
@@ -194,13 +194,15 @@ def read(
     # as readers see the columns (JSON as text, extension types), as FragmentReader.read gives them
     user = pa.schema([roots[n].reader_field for n in names])
     nodes = [roots[n] for n in names]
-    if found is None:
-        found = plans(frags, names)
     rows = [r.total for r in runs]
     if take and len(frags) > 1 and sum(rows) <= FEW_ROWS_SHARE * sum(f.physical_rows for f in frags):
-        table = _read_rows(frags, names, schema, runs)
+        # a few rows of 2.0 files: just their bytes
+        _check_rows(frags, runs)
+        table = fragment_reads.few_rows_v20(frags, names, schema, runs)
         if table is not None:
             return user_table(table, schema, user)
+    if found is None:
+        found = plans(frags, names)
     ok = [batchable(p, r) for p, r in zip(found, rows)]
     groups = _column_groups(frags, names, rows, found, ok) if len(names) > 1 and len(frags) > 1 else None
     if groups is None and len(names) > 1 and len(frags) > 1 and not all(ok):
@@ -462,52 +464,4 @@ def _read_batch(
             # a few rows: a take; most rows: a filter
             arr = take(arr, pa.array(pick)) if keep is None else filter_rows(arr, keep)
         arrays.append(arr)
-    return pa.Table.from_arrays(arrays, schema=schema)
-
-
-#: a 2.0 file's rows read by their byte ranges (see :func:`_read_rows`) when a read takes at most
-#: this share of them: each costs a range of each column, where its whole pages cost their bytes
-FEW_ROWS_SHARE = 1 / 16
-
-
-def _read_rows(
-    frags: Sequence[FragmentReader], names: list[str], schema: pa.Schema, runs: Sequence[Runs]
-) -> pa.Table | None:
-    """The rows ``runs`` of single-file 2.0 fragments read by their byte ranges (a take): one
-    request per file for all the columns, one more for strings' bytes (see :mod:`small_take20`).
-    None when they are to be read the usual way (which names the file at fault)."""
-    _check_rows(frags, runs)
-    roots = frags[0].roots
-    readers = []
-    columns: list[list[Any]] = [[] for _ in names]
-    for frag in frags:
-        files = frag.fragment.files
-        if len(files) != 1 or files[0].base_id is not None:
-            return None
-        if (files[0].file_major_version, files[0].file_minor_version) != (2, 0):
-            return None
-        reader = frag._reader(files[0])
-        if not isinstance(reader, LanceFileReader):
-            return None
-        by_id = frag.stored_roots(files[0])
-        for c, name in enumerate(names):
-            stored = by_id.get(roots[name].id)
-            if stored is None or stored.arrow_type != roots[name].arrow_type:
-                return None
-            got = small_take20.pages(reader, stored)
-            if got is None:
-                return None
-            columns[c].append(got)
-        readers.append(reader)
-    arrays = small_take20.read(
-        columns,
-        [r.positions() for r in runs],
-        [roots[name].arrow_type for name in names],
-        fragment_reads.fetch(frags, readers),
-    )
-    if arrays is None or any(
-        (arr.null_count and not roots[name].field.nullable) or utf8.problem_of(arr, arr.type) is not None
-        for arr, name in zip(arrays, names)
-    ):
-        return None
     return pa.Table.from_arrays(arrays, schema=schema)

@@ -140,3 +140,45 @@ def test_a_damaged_page_is_named(copy: str, column: str) -> None:
     idx = [*range(0, 48_000, 997), 41_000, 41_001]
     with pytest.raises(CorruptFileError, match=path.name):
         lt.dataset(copy).take(idx, columns=[column, "id"])
+
+
+def test_many_runs_reads_the_span() -> None:
+    from lance_table.file.runs import Runs, many_runs
+
+    one_in_ten = Runs(np.arange(0, 20_000, 10, dtype=np.int64), np.ones(2000, np.int64))
+    one_in_hundred = Runs(np.arange(0, 20_000, 100, dtype=np.int64), np.ones(200, np.int64))
+    assert many_runs(one_in_ten)
+    assert not many_runs(one_in_hundred)  # few runs for their span: their ranges are read
+    assert not many_runs(Runs(np.arange(0, 60, 2, dtype=np.int64), np.ones(30, np.int64)))
+
+
+def test_dense_filters_equal_pylance(many: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lance_table.file import reader as reader_module
+
+    seen: list[bool] = []
+    real = reader_module.many_runs
+
+    def spy(runs: Any) -> bool:
+        got = real(runs)
+        seen.append(got)
+        return got
+
+    monkeypatch.setattr(reader_module, "many_runs", spy)
+    ours, theirs = lt.dataset(many), lance.dataset(many)
+    for flt in ["small > 40", "x < 2000 OR flag", "s LIKE 'beta%'", "small < -45 AND cat IS NULL"]:
+        assert ours.to_table(filter=flt).equals(theirs.to_table(filter=flt)), flt
+        cols = ["vec", "s", "cat"]
+        got = ours.to_table(columns=cols, filter=flt, with_row_id=True)
+        assert got.equals(theirs.to_table(columns=cols, filter=flt, with_row_id=True)), flt
+    assert any(seen)  # the spans of the 20k-row files read whole
+
+
+def test_a_damaged_page_read_by_a_dense_filter_is_named(copy: str) -> None:
+    ds = lt.dataset(copy)
+    frag = ds._snapshot.fragment_readers()[0]  # a 20k-row file
+    leaf = _pages(frag, "vec")[0][1]
+    path = Path(copy) / "data" / frag.fragment.files[0].path
+    raw = bytearray(path.read_bytes())
+    path.write_bytes(bytes(raw[: leaf.at[-1][0] + 64]))  # cut short in the vectors' values
+    with pytest.raises(CorruptFileError, match=path.name):
+        lt.dataset(copy).to_table(columns=["vec", "id"], filter="small > 40")
