@@ -41,7 +41,7 @@ from lance_table.file.reader_small import (
 )
 from lance_table.file.reader_v20 import V20Reads
 from lance_table.file.rows import decoded, selectable
-from lance_table.file.runs import Runs, read_as_span
+from lance_table.file.runs import Runs, many_runs, read_as_span
 from lance_table.file.v2_0.layout import column_assignment, page_encoding
 from lance_table.file.v2_1 import layout as layout21
 from lance_table.file.v2_1 import nested_pages, repdef
@@ -257,7 +257,9 @@ class LanceFileReader(SmallReads, V20Reads):
     ) -> pa.Table:
         lo = int(runs.starts[0]) if runs.count else 0
         span = runs.end - lo
-        if read_as_span(runs):
+        if read_as_span(runs) or (
+            not self._structural and isinstance(self._stored, LocalFileSource) and many_runs(runs)
+        ):
             # Many short runs close together (the live rows of a range with deletions): the
             # covering span is read, each page decoded whole and its rows selected as soon as it
             # is decoded; that beats fetching and decoding thousands of tiny ranges.

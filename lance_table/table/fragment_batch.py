@@ -40,6 +40,7 @@ from lance_table.file.v2_1.value_kinds import fixed_bits
 from lance_table.schema import FieldNode
 from lance_table.table import fragment_reads
 from lance_table.table.fragment import FragmentReader
+from lance_table.table.fragment_reads import FEW_ROWS_SHARE
 
 Plan = tuple[LanceFileReader, small_layouts.FileLayout | small_many20.FileLayout]
 
@@ -193,9 +194,15 @@ def read(
     # as readers see the columns (JSON as text, extension types), as FragmentReader.read gives them
     user = pa.schema([roots[n].reader_field for n in names])
     nodes = [roots[n] for n in names]
+    rows = [r.total for r in runs]
+    if take and len(frags) > 1 and sum(rows) <= FEW_ROWS_SHARE * sum(f.physical_rows for f in frags):
+        # a few rows of 2.0 files: just their bytes
+        _check_rows(frags, runs)
+        table = fragment_reads.few_rows_v20(frags, names, schema, runs)
+        if table is not None:
+            return user_table(table, schema, user)
     if found is None:
         found = plans(frags, names)
-    rows = [r.total for r in runs]
     ok = [batchable(p, r) for p, r in zip(found, rows)]
     groups = _column_groups(frags, names, rows, found, ok) if len(names) > 1 and len(frags) > 1 else None
     if groups is None and len(names) > 1 and len(frags) > 1 and not all(ok):

@@ -9,10 +9,14 @@ from concurrent.futures import wait
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from lance_table._buffers import empty
 from lance_table._parallel import ARROW_READS, pool
+from lance_table.file import utf8
 from lance_table.file.reader import LanceFileReader
+from lance_table.file.runs import Runs
+from lance_table.file.v2_0 import small_take as small_take20
 from lance_table.file.v2_1 import small_many, small_take
 from lance_table.file.v2_1.byteranges import exclusive_cumsum
 from lance_table.format import paths
@@ -126,3 +130,55 @@ def joined_spans(
             raise missing(frags[k]) from None
         out[end:stop] = 0
     return view, bases
+
+
+#: a 2.0 file's rows read by their byte ranges (see :func:`few_rows_v20`) when a read takes at most
+#: this share of them: each costs a range of each column, where its whole pages cost their bytes
+FEW_ROWS_SHARE = 1 / 16
+
+
+def few_rows_v20(
+    frags: Sequence[FragmentReader], names: list[str], schema: pa.Schema, runs: Sequence[Runs]
+) -> pa.Table | None:
+    """The rows ``runs`` of single-file 2.0 fragments read by their byte ranges (a take): one
+    request per file for all the columns, one more for strings' bytes (see :mod:`small_take20`).
+    None when they are to be read the usual way (which names the file at fault). The caller
+    checks that the runs lie within the fragments' rows."""
+    roots = frags[0].roots
+    readers = []
+    columns: list[list[Any]] = [[] for _ in names]
+    for frag in frags:
+        files = frag.fragment.files
+        if len(files) != 1 or files[0].base_id is not None:
+            return None
+        if (files[0].file_major_version, files[0].file_minor_version) != (2, 0):
+            return None
+        reader = frag._reader(files[0])
+        if not isinstance(reader, LanceFileReader):
+            return None
+        by_id = frag.stored_roots(files[0])
+        for c, name in enumerate(names):
+            stored = by_id.get(roots[name].id)
+            if (
+                stored is None
+                or stored.arrow_type != roots[name].arrow_type
+                or pa.types.is_dictionary(stored.arrow_type)
+            ):
+                return None
+            got = small_take20.pages(reader, stored)
+            if got is None:
+                return None
+            columns[c].append(got)
+        readers.append(reader)
+    arrays = small_take20.read(
+        columns,
+        [r.positions() for r in runs],
+        [roots[name].arrow_type for name in names],
+        fetch(frags, readers),
+    )
+    if arrays is None or any(
+        (arr.null_count and not roots[name].field.nullable) or utf8.problem_of(arr, arr.type) is not None
+        for arr, name in zip(arrays, names)
+    ):
+        return None
+    return pa.Table.from_arrays(arrays, schema=schema)
