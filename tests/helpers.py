@@ -131,6 +131,17 @@ def pylance_file_table(data: bytes, tmp_path: Path) -> pa.Table:
 def edit_latest_manifest(root: Path, edit: Callable[[Any], None]) -> Path:
     """Change the newest manifest's protobuf in place (keeping the framing of format/manifest.py)."""
     from lance_table._proto import table_pb2
+
+    def body(data: bytes) -> bytes:
+        pb = table_pb2.Manifest.FromString(data)
+        edit(pb)
+        return bytes(pb.SerializeToString())
+
+    return edit_latest_manifest_body(root, body)
+
+
+def edit_latest_manifest_body(root: Path, edit: Callable[[bytes], bytes]) -> Path:
+    """Replace the newest manifest's serialized message by ``edit`` of it (keeping the framing)."""
     from lance_table.format.manifest_file import MANIFEST_FOOTER, MANIFEST_FOOTER_VERSION, MANIFEST_MAGIC
     from lance_table.storage import open_storage
     from lance_table.table import versions
@@ -139,9 +150,7 @@ def edit_latest_manifest(root: Path, edit: Callable[[Any], None]) -> Path:
     data = path.read_bytes()
     (pos,) = struct.unpack_from("<Q", data, len(data) - 16)
     (n,) = struct.unpack_from("<I", data, pos)
-    pb = table_pb2.Manifest.FromString(data[pos + 4 : pos + 4 + n])
-    edit(pb)
-    body = pb.SerializeToString()
+    body = edit(data[pos + 4 : pos + 4 + n])
     path.write_bytes(
         data[:pos]
         + struct.pack("<I", len(body))

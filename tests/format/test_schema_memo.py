@@ -5,7 +5,6 @@ before and after a schema evolution, datasets of other schemas in one process, a
 
 from __future__ import annotations
 
-import struct
 from pathlib import Path
 
 import pyarrow as pa
@@ -15,10 +14,8 @@ import lance_table as lt
 from lance_table._proto import file_pb2
 from lance_table.errors import CorruptFileError
 from lance_table.format import manifest as manifest_mod
-from lance_table.format.manifest_file import MANIFEST_FOOTER, MANIFEST_FOOTER_VERSION, MANIFEST_MAGIC
-from lance_table.storage import open_storage
-from lance_table.table import versions
 from lance_table.table.session import clear_caches
+from tests.helpers import edit_latest_manifest_body
 
 
 def _fields(ds: lt.LanceDataset) -> tuple[object, ...]:
@@ -100,19 +97,7 @@ def test_the_same_bytes_give_the_same_fields_until_caches_are_cleared(tmp_path: 
 
 def _append_to_body(root: Path, extra: bytes) -> Path:
     """The latest manifest with ``extra`` (raw protobuf) appended to its message."""
-    path = root / versions.latest_entry(open_storage(str(root))).path
-    data = path.read_bytes()
-    (pos,) = struct.unpack_from("<Q", data, len(data) - 16)
-    (n,) = struct.unpack_from("<I", data, pos)
-    body = data[pos + 4 : pos + 4 + n] + extra
-    path.write_bytes(
-        data[:pos]
-        + struct.pack("<I", len(body))
-        + body
-        + MANIFEST_FOOTER.pack(pos, *MANIFEST_FOOTER_VERSION)
-        + MANIFEST_MAGIC
-    )
-    return path
+    return edit_latest_manifest_body(root, lambda body: body + extra)
 
 
 @pytest.mark.parametrize(
