@@ -352,12 +352,19 @@ STREAM_GROUP_TASKS = 64
 
 def _stream_groups(tasks: Iterator[Task], most: int, count: int) -> Iterator[list[Task]]:
     """Consecutive ``tasks`` in groups of at most ``count`` tasks and ``most`` rows (a range of
-    ``most`` rows or more is a group of its own): a stream of a table of many small appends reads
-    them as batches, while the groups stay bounded and the workers busy."""
+    more than a quarter of ``most`` rows is a group of its own: large ranges keep a worker each):
+    a stream of a table of many small appends reads them as batches, while the groups stay
+    bounded and the workers busy."""
     group: list[Task] = []
     rows = 0
     for task in tasks:
         n = task[2] - task[1]
+        if n > most // 4:
+            if group:
+                yield group
+                group, rows = [], 0
+            yield [task]
+            continue
         if group and (rows + n > most or len(group) >= count):
             yield group
             group, rows = [], 0

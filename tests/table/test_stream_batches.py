@@ -124,3 +124,15 @@ def test_a_stream_stopped_early_yields_what_it_read(many: str) -> None:
     stream.close()
     expected = lance.dataset(many).to_table(columns=["id"]).slice(0, sum(b.num_rows for b in first))
     assert pa.Table.from_batches(first).equals(expected)
+
+
+def test_stream_groups_keep_large_ranges_apart() -> None:
+    def tasks(sizes: list[int]) -> list[tuple[object, int, int]]:
+        return [(k, 0, n) for k, n in enumerate(sizes)]
+
+    def groups(sizes: list[int], count: int) -> list[list[object]]:
+        return [[t[0] for t in g] for g in scan._stream_groups(iter(tasks(sizes)), 400, count)]  # type: ignore[arg-type]
+
+    assert groups([10, 20, 300, 5, 5, 5, 90, 90, 5], 3) == [[0, 1], [2], [3, 4, 5], [6, 7, 8]]
+    assert groups([90, 90, 90, 90, 90], 10) == [[0, 1, 2, 3], [4]]  # at most 400 rows
+    assert groups([], 3) == []
