@@ -28,6 +28,7 @@ from lance_table.table.fragment import FragmentReader
 from lance_table.table.fragment_readers import FragmentReaders
 from lance_table.table.row_ids import ROW_ADDR, ROW_ID, addresses, row_offsets
 from lance_table.table.scan_groups import RowReads, Task, scan_each, scan_tasks, take_batch
+from lance_table.table.scan_groups import matching_rows as batch_matching_rows
 from lance_table.table.scan_interval import interval_rows, rows_read
 from lance_table.table.scan_metrics import note_range
 from lance_table.table.scan_plan import (
@@ -390,6 +391,9 @@ def batches_of(table: pa.Table, size: int) -> Iterator[pa.RecordBatch]:
 
 
 def count_matching(frags: Sequence[FragmentReader], spec: ScanPlan) -> int:
+    """How many live rows of ``frags`` match the plan's filter (all live rows without one): the
+    predicate's columns of small fragments read a group at a time, as batches."""
+
     def count(frag: FragmentReader) -> int:
         if spec.filter is None:
             return frag.physical_rows - int(frag.deleted.size)
@@ -398,8 +402,17 @@ def count_matching(frags: Sequence[FragmentReader], spec: ScanPlan) -> int:
             for lo in range(0, frag.physical_rows, READ_CHUNK_ROWS)
         )
 
-    sizes = [f.fragment.physical_rows for f in frags]
-    return sum(map_grouped(count, frags, sizes, in_flight=in_flight(frags)))
+    def count_small(group: list[FragmentReader]) -> list[int]:
+        found = batch_matching_rows(group, spec, READ_CHUNK_ROWS, ROW_READS)
+        return [sum(0 if rows is None else rows.size for rows in found)]
+
+    small = [f for f in frags if f.physical_rows <= READ_CHUNK_ROWS] if spec.filter is not None else []
+    large = [f for f in frags if f.physical_rows > READ_CHUNK_ROWS] if small else list(frags)
+    total = sum(map_grouped(count, large, [f.physical_rows for f in large], in_flight=in_flight(large)))
+    if small:
+        sizes = [f.physical_rows for f in small]
+        total += sum(map_groups(count_small, small, sizes, in_flight=in_flight(small)))
+    return total
 
 
 def take_rows(

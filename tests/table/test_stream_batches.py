@@ -1,6 +1,7 @@
 """A stream (``to_batches``, ``to_reader``) over many small fragments reads them a group at a
 time as batches, and still yields the batches a fragment-by-fragment read yields: the same
-boundaries, rows, row ids and filters, on files either library wrote, with deletions."""
+boundaries, rows, row ids and filters, on files either library wrote, with deletions. A count of
+the rows that match a filter reads them as batches too."""
 
 from __future__ import annotations
 
@@ -37,11 +38,11 @@ def _rows(start: int, n: int, seed: int) -> pa.Table:
     )
 
 
-@pytest.fixture(params=["2.0", "2.1", "2.2"])
-def many(tmp_path: Path, request: pytest.FixtureRequest) -> str:
+@pytest.fixture(params=["2.0", "2.1", "2.2"], scope="module")
+def many(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> str:
     """90 appends of 1 to 250 rows alternating between the libraries, then deletes by both (one
     empties a fragment)."""
-    uri = str(tmp_path / "ds")
+    uri = str(tmp_path_factory.mktemp("many") / "ds")
     start = 0
     for i in range(90):
         n = [3, 37, 100, 1, 250][i % 5]
@@ -136,3 +137,31 @@ def test_stream_groups_keep_large_ranges_apart() -> None:
     assert groups([10, 20, 300, 5, 5, 5, 90, 90, 5], 3) == [[0, 1], [2], [3, 4, 5], [6, 7, 8]]
     assert groups([90, 90, 90, 90, 90], 10) == [[0, 1, 2, 3], [4]]  # at most 400 rows
     assert groups([], 3) == []
+
+
+@pytest.mark.parametrize(
+    "where",
+    ["x < 0.3", "id >= 100 and id < 2000", "s is null", "id % 5 = 0 and x > 0.5", "id < 0", "s = 'beta1'"],
+)
+def test_filtered_counts_equal_pylance(many: str, where: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    real = scan.batch_matching_rows
+
+    def spy(frags, *args):  # type: ignore[no-untyped-def]
+        calls.append(len(frags))
+        return real(frags, *args)
+
+    monkeypatch.setattr(scan, "batch_matching_rows", spy)
+    assert lt.dataset(many).count_rows(filter=where) == lance.dataset(many).count_rows(filter=where)
+    assert sum(calls) == len(lt.dataset(many).get_fragments())  # every fragment counted in groups
+    assert max(calls) > 1
+
+
+def test_filtered_count_of_large_and_small_fragments(tmp_path: Path) -> None:
+    uri = str(tmp_path / "mixed")
+    lt.write_dataset(_rows(0, 300_000, 1), uri)  # larger than a read chunk: counted in ranges
+    for i in range(6):
+        lance.write_dataset(_rows(300_000 + i * 50, 50, i), uri, mode="append")
+    lance.dataset(uri).delete("id % 11 = 0")
+    for where in ("x < 0.25", "id > 299990", "id > 299990 and s is not null"):
+        assert lt.dataset(uri).count_rows(filter=where) == lance.dataset(uri).count_rows(filter=where)
