@@ -13,7 +13,7 @@ fetches the projected columns of the matching rows alone.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -314,15 +314,19 @@ def scan(frags: Sequence[FragmentReader], spec: ScanPlan, out_schema: pa.Schema)
     depth = 0 if spec.limit is not None else workers()
     name = FRAGMENTS
     wait = in_flight(frags)
-    # small fragments a group at a time, as a batch (with a limit, one by one: no read is wasted)
+    # small fragments a group at a time, as a batch; with a limit, groups of the rows it still
+    # needs at most (read inline, each when the rows before it were not enough)
     most = max(READ_CHUNK_ROWS, spec.batch_size)
-    count = STREAM_GROUP_TASKS if depth else 1
     if depth and wait > depth:  # a remote store: more groups in flight, up to READ_AHEAD_ROWS rows
-        rows = max(1, min(most, count * max(f.fragment.physical_rows for f in frags)))
+        rows = max(1, min(most, STREAM_GROUP_TASKS * max(f.fragment.physical_rows for f in frags)))
         depth = max(depth, min(wait, io_threads(), READ_AHEAD_ROWS // rows))
         name = IO if depth > workers() else FRAGMENTS
     tasks = ((frag, lo, hi) for frag in frags for lo, hi in _row_ranges(frag, spec))
-    groups = _stream_groups(tasks, most, count)
+
+    def needed() -> int:
+        return most if remaining is None else min(most, skip + remaining)
+
+    groups = _stream_groups(tasks, most, STREAM_GROUP_TASKS, needed if not depth else None)
     found = ahead_on(name, lambda g: scan_each(g, spec, out_schema, ROW_READS), groups, depth, even=True)
     tables = (t for group in found for t in group)
     try:
@@ -351,15 +355,25 @@ def scan(frags: Sequence[FragmentReader], spec: ScanPlan, out_schema: pa.Schema)
 STREAM_GROUP_TASKS = 64
 
 
-def _stream_groups(tasks: Iterator[Task], most: int, count: int) -> Iterator[list[Task]]:
+def _stream_groups(
+    tasks: Iterator[Task], most: int, count: int, needed: Callable[[], int] | None = None
+) -> Iterator[list[Task]]:
     """Consecutive ``tasks`` in groups of at most ``count`` tasks and ``most`` rows (a range of
     more than a quarter of ``most`` rows is a group of its own: large ranges keep a worker each):
     a stream of a table of many small appends reads them as batches, while the groups stay
-    bounded and the workers busy."""
+    bounded and the workers busy. ``needed``: how many rows a stream with a limit still needs,
+    asked as each group starts; a group ends once its ranges hold that many."""
     group: list[Task] = []
     rows = 0
     for task in tasks:
         n = task[2] - task[1]
+        if needed is not None:
+            group.append(task)
+            rows += n
+            if rows >= needed() or len(group) >= count:
+                yield group
+                group, rows = [], 0
+            continue
         if n > most // 4:
             if group:
                 yield group

@@ -106,6 +106,13 @@ class LanceScanner(pyarrow.dataset.Scanner):
     def _readers(self) -> list[FragmentReader]:
         return self._snapshot.fragment_readers(self._spec.fragments)
 
+    def _scan_readers(self) -> Sequence[FragmentReader]:
+        """The readers a scan reads: made as the scan reaches them when a limit may stop it after
+        a few fragments of many (a ``head``), else all of them."""
+        if self._spec.limit is not None:
+            return self._snapshot.readers_on_demand(self._spec.fragments, lazy=True)
+        return self._readers()
+
     @property
     def projected_schema(self) -> pa.Schema:
         """The schema of the rows the scan returns.
@@ -132,7 +139,7 @@ class LanceScanner(pyarrow.dataset.Scanner):
         if self._spec.order_by:
             return self._ordered()
         plan, out = self._plan
-        table = scan_all(self._readers(), replace(plan, batch_size=WHOLE_TABLE_BATCH), out)
+        table = scan_all(self._scan_readers(), replace(plan, batch_size=WHOLE_TABLE_BATCH), out)
         return table if self._projection.passes(out) else self._projection.apply(table)
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
@@ -147,7 +154,7 @@ class LanceScanner(pyarrow.dataset.Scanner):
         """
         plan, out = self._plan
         proj = self._projection
-        batches: Iterator[pa.RecordBatch] = scan(self._readers(), plan, out)
+        batches: Iterator[pa.RecordBatch] = scan(self._scan_readers(), plan, out)
         if self._spec.order_by:
             batches = iter(self._ordered().to_batches(max_chunksize=plan.batch_size))
         elif not proj.passes(out):

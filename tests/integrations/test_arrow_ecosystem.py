@@ -27,9 +27,11 @@ import pytest
 from helpers import assert_tables_equal
 
 import lance_table as lt
+from lance_table._parallel import workers
 from lance_table.table import fragment_batch
 from lance_table.table.dataset_arrow import FilteredDataset
 from lance_table.table.fragment import FragmentReader
+from lance_table.table.scan import STREAM_GROUP_TASKS
 
 duckdb = pytest.importorskip("duckdb")
 pl = pytest.importorskip("polars")
@@ -229,14 +231,18 @@ def test_the_stream_interface_streams(tmp_path, pair, reads):
         pds.dataset(tmp_path / "pq").to_table().sort_by("id"), theirs.to_table(), check_metadata=False
     )
 
-    # batch by batch: one batch read does not read the whole dataset
-    many = lt.write_dataset(_table().slice(0, 800), tmp_path / "many", max_rows_per_file=50)
+    # batch by batch: one batch read does not read the whole dataset (small fragments are read a
+    # group at a time, a group on each worker and one more ahead: more fragments than those)
+    files = STREAM_GROUP_TASKS * (workers() + 2)
+    many = lt.write_dataset(
+        pa.table({"id": np.arange(files * 5, dtype=np.int64)}), tmp_path / "many", max_rows_per_file=5
+    )
     reads.clear()
-    stream = pa.RecordBatchReader.from_stream(many.scanner(columns=["id"], batch_size=50))
-    assert stream.read_next_batch().num_rows == 50
-    assert 50 <= _rows_read(reads)["id"] < 800
-    assert sum(b.num_rows for b in stream) == 750
-    assert _rows_read(reads)["id"] == 800
+    stream = pa.RecordBatchReader.from_stream(many.scanner(columns=["id"], batch_size=5))
+    assert stream.read_next_batch().num_rows == 5
+    assert 5 <= _rows_read(reads)["id"] < files * 5
+    assert sum(b.num_rows for b in stream) == files * 5 - 5
+    assert _rows_read(reads)["id"] == files * 5
 
 
 EXPRESSIONS = {

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 import lance_table as lt
-from lance_table.table import deletion, scan, scan_groups
+from lance_table.table import deletion, scan, scan_groups, snapshot
 from lance_table.table.readers import READERS
 
 
@@ -105,18 +105,29 @@ def test_plain_stream_keeps_pylance_batches(many: str) -> None:
     assert reader.read_all().equals(lance.dataset(many).to_table(columns=["id"], filter="x > 0.5"))
 
 
-def test_limit_reads_fragment_by_fragment(many: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[int] = []
+def test_limits_read_the_rows_they_need(many: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    groups: list[list[int]] = []
     real = scan_groups.scan_each
 
     def spy(tasks, *args):  # type: ignore[no-untyped-def]
-        calls.append(len(tasks))
+        groups.append([hi - lo for _, lo, hi in tasks])
         return real(tasks, *args)
 
     monkeypatch.setattr(scan, "scan_each", spy)
-    got = lt.dataset(many).to_table(limit=150, offset=20, filter="x < 0.5")
-    assert got.equals(lance.dataset(many).to_table(limit=150, offset=20, filter="x < 0.5"))
-    assert calls and max(calls) == 1  # no group read past what the limit needs
+    theirs = lance.dataset(many)
+    deleted = sum(f.metadata.physical_rows for f in theirs.get_fragments()) - theirs.count_rows()
+    for limit, offset in ((10, 0), (150, 20), (1000, 0), (7, 3000)):
+        groups.clear()
+        got = lt.dataset(many).to_table(limit=limit, offset=offset, columns=["id", "s"])
+        assert got.equals(theirs.to_table(limit=limit, offset=offset, columns=["id", "s"]))
+        read = [n for g in groups for n in g]
+        assert sum(read[:-1]) < offset + limit + deleted  # no range read past the rows needed
+        if limit >= 1000:
+            assert max(len(g) for g in groups) > 1  # small fragments grouped
+    for where in ("x < 0.5", "s is null"):
+        got = lt.dataset(many).to_table(limit=120, offset=30, filter=where)
+        assert got.equals(theirs.to_table(limit=120, offset=30, filter=where))
+    assert lt.dataset(many).head(5).equals(theirs.head(5))
 
 
 def test_a_stream_stopped_early_yields_what_it_read(many: str) -> None:
@@ -165,3 +176,22 @@ def test_filtered_count_of_large_and_small_fragments(tmp_path: Path) -> None:
     lance.dataset(uri).delete("id % 11 = 0")
     for where in ("x < 0.25", "id > 299990", "id > 299990 and s is not null"):
         assert lt.dataset(uri).count_rows(filter=where) == lance.dataset(uri).count_rows(filter=where)
+
+
+def test_a_head_makes_readers_of_the_fragments_it_reads(many: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[int] = []
+    real = snapshot.FragmentReader
+
+    def counting(fragment, *args):  # type: ignore[no-untyped-def]
+        made.append(fragment.id)
+        return real(fragment, *args)
+
+    ds = lt.dataset(many)
+    monkeypatch.setattr(snapshot, "FragmentReader", counting)
+    assert ds.head(3).equals(lance.dataset(many).head(3))
+    assert 0 < len(made) <= 3  # not one per fragment of the version
+    made.clear()
+    assert ds.to_table(limit=5, offset=600, columns=["id"]).equals(
+        lance.dataset(many).to_table(limit=5, offset=600, columns=["id"])
+    )
+    assert len(made) < len(ds.get_fragments()) // 2
