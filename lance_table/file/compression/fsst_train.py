@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from lance_table._numpy import sorted_unique
 from lance_table.file.compression.fsst import ESCAPE
 from lance_table.file.compression.fsst_encode import (
     MASKS,
@@ -140,7 +141,7 @@ def _top(counts: np.ndarray) -> np.ndarray:
 
 def _distinct(draws: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """The distinct values of ``draws`` in a random order."""
-    unique = np.unique(draws)
+    unique = sorted_unique(draws)
     return unique[rng.permutation(unique.size)]
 
 
