@@ -59,11 +59,11 @@ def _sample(
         chosen = np.sort(order[:take])
         starts, ends = starts[chosen], ends[chosen]
         long = ends - starts > SEGMENT
-        # a random window of a long string
-        shift = (rng.random(int(long.sum())) * (ends - starts - SEGMENT + 1)[long]).astype(np.int64)
-        starts = starts.copy()
-        starts[long] += shift
-        ends = np.minimum(ends, starts + SEGMENT)
+        if long.any():  # a random window of each long string (the rng is not used after this)
+            shift = (rng.random(int(long.sum())) * (ends - starts - SEGMENT + 1)[long]).astype(np.int64)
+            starts = starts.copy()
+            starts[long] += shift
+            ends = np.minimum(ends, starts + SEGMENT)
     lengths = ends - starts
     new_offsets = np.concatenate([[0], np.cumsum(lengths)])
     index = np.repeat(starts - new_offsets[:-1], lengths) + np.arange(int(new_offsets[-1]))
