@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -190,3 +191,23 @@ def test_skipped_training_pages_read_back_in_pylance(tmp_path: Path) -> None:
     lt.write_dataset(table, tmp_path / "t", data_storage_version="2.2")
     assert lance.dataset(tmp_path / "t").to_table().equals(table)
     assert lt.dataset(tmp_path / "t").to_table().equals(table)
+
+
+@pytest.mark.parametrize("longest", [40, 511, 512, 3000])
+def test_training_sample_takes_whole_strings_or_windows_of_long_ones(longest: int) -> None:
+    """The training sample holds whole strings of at most a segment (511 bytes), and windows of a
+    segment inside longer ones: each sampled string is one of the page's strings, or a piece of
+    one of exactly a segment's length (pages without long strings draw no windows at all)."""
+    rng = np.random.default_rng(longest)
+    lengths = rng.integers(1, longest + 1, 3000)
+    strings = [bytes(rng.integers(97, 123, int(k), dtype=np.uint8)) for k in lengths]
+    data, offsets = fsst_encode.arrow_buffers(pa.array(strings, pa.binary()))
+    sample, sample_offsets = fsst_train.training_sample(data, offsets)
+    assert 16_000 <= sample.size <= 16_384 + 511
+    pieces = [sample[a:b].tobytes() for a, b in pairwise(sample_offsets.tolist())]
+    whole = set(strings)
+    for piece in pieces:
+        if piece not in whole:
+            assert len(piece) == fsst_encode.SEGMENT and longest > fsst_encode.SEGMENT
+            assert any(piece in s for s in strings if len(s) > fsst_encode.SEGMENT)
+    assert fsst_train.training_sample(data, offsets)[0].tobytes() == sample.tobytes()  # (seeded)

@@ -261,3 +261,65 @@ def test_lists_of_leaves_shred_as_the_walk_down_their_path(monkeypatch: pytest.M
             assert mine is None or (mine.dtype == theirs.dtype and np.array_equal(mine, theirs)), name
     assert levels._shred_list_leaf(holding) is None
     assert fast == len(cases)
+
+
+def _vector_arrays() -> list[pa.Array]:
+    """Fixed-size lists as appends bring them: whole, sliced, nested, with null rows, of
+    booleans, over a child that is itself a slice, and two columns sharing one child buffer."""
+    rng = np.random.default_rng(5)
+    flat = pa.array(rng.random(4000, dtype=np.float32))
+    vec = pa.FixedSizeListArray.from_arrays(flat, 16)
+    nested = pa.FixedSizeListArray.from_arrays(pa.FixedSizeListArray.from_arrays(flat, 4), 4)
+    nulls = pa.FixedSizeListArray.from_arrays(flat, 8, mask=pa.array(rng.random(500) < 0.2))
+    bools = pa.FixedSizeListArray.from_arrays(pa.array(rng.random(800) < 0.5), 8)
+    sliced_child = pa.FixedSizeListArray.from_arrays(flat.slice(37, 1600), 16)
+    return [
+        *(vec, vec.slice(3, 40), nested, nested.slice(10, 7)),
+        *(nulls, nulls.slice(1, 99), bools.slice(5, 50), sliced_child),
+    ]
+
+
+@pytest.mark.parametrize("k", range(8))
+def test_the_vector_bound_is_never_below_nbytes(k: int) -> None:
+    """The cheap bound of a piece of fixed-size lists (the sizes of the buffers it lists, never
+    pyarrow's slow ``nbytes`` walk) is at least what ``nbytes`` counts, as every decision that
+    depends on it assumes: a page budget is only ever passed early by it, never late."""
+    from lance_table.file.v2_1 import levels
+
+    arr = _vector_arrays()[k]
+    piece = levels._shred_top_leaf(arr)
+    bound = piece.nbytes_bound()
+    assert bound >= arr.nbytes
+    assert bound == sum(b.size for b in arr.buffers() if b is not None)
+    assert piece.nbytes() == arr.nbytes  # (and the exact count stays pyarrow's)
+
+
+@pytest.mark.interop
+def test_vector_pages_fill_where_the_exact_count_fills_them(
+    monkeypatch: pytest.MonkeyPatch, tmp_path
+) -> None:
+    """Many small appends of vectors under a small page budget: the pages fill at the same rows,
+    and the file has the same bytes, whether pieces are first counted by the cheap bound or by
+    ``nbytes`` (the writer makes the count exact wherever a page may fill)."""
+    import io
+
+    from lance_table.file.v2_1 import levels
+    from lance_table.file.writer import LanceFileWriter
+
+    rng = np.random.default_rng(9)
+    vec = pa.FixedSizeListArray.from_arrays(pa.array(rng.random(300 * 16, dtype=np.float32)), 16)
+    table = pa.table({"id": pa.array(np.arange(300)), "vec": vec})
+
+    def written() -> bytes:
+        sink = io.BytesIO()
+        with LanceFileWriter(sink, table.schema, version="2.2", page_size_bytes=3000) as writer:
+            for start in range(0, 300, 7):
+                writer.write(table.slice(start, 7))
+        return sink.getvalue()
+
+    assert levels._fixed_size_lists(vec.type)  # (the cheap bound is what the writer counts first)
+    cheap = written()
+    monkeypatch.setattr(levels, "_fixed_size_lists", lambda t: False)
+    exact = written()
+    assert cheap == exact
+    assert _read(cheap, tmp_path).equals(table)  # (pylance reads the pages back)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from lance_table._numpy import sorted_unique
 from lance_table._parallel import map_parts
 from lance_table.file.compression.fsst import ESCAPE, FSST_MAGIC
 
@@ -335,7 +336,7 @@ def compress(
     # compressed on threads
     n = offsets.size - 1
     inner = np.searchsorted(offsets, np.arange(_PART, int(offsets[-1]), _PART), "right") - 1
-    bounds = np.unique(np.concatenate([[0], inner, [n]])).tolist()
+    bounds = sorted_unique(np.concatenate([[0], inner, [n]])).tolist()
     parts = map_parts(
         lambda b: _compress_part(
             m, raw[offsets[b[0]] : offsets[b[1]]], offsets[b[0] : b[1] + 1] - offsets[b[0]]
@@ -374,7 +375,7 @@ def estimate(
     ends_at = np.cumsum(counts)
     segments = int(ends_at[-1])
     take = max(1, min(segments, int(segments * sample_bytes / total)))
-    chosen = np.unique(np.linspace(0, segments - 1, take).astype(np.int64))
+    chosen = sorted_unique(np.linspace(0, segments - 1, take).astype(np.int64))
     rows = np.searchsorted(ends_at, chosen, "right")
     starts = offsets[rows] + (chosen - (ends_at[rows] - counts[rows])) * SEGMENT
     lengths = np.minimum(starts + SEGMENT, offsets[rows + 1]) - starts

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from lance_table._numpy import sorted_unique
 from lance_table.file.compression.fsst import ESCAPE
 from lance_table.file.compression.fsst_encode import (
     MASKS,
@@ -58,11 +59,11 @@ def _sample(
         chosen = np.sort(order[:take])
         starts, ends = starts[chosen], ends[chosen]
         long = ends - starts > SEGMENT
-        # a random window of a long string
-        shift = (rng.random(int(long.sum())) * (ends - starts - SEGMENT + 1)[long]).astype(np.int64)
-        starts = starts.copy()
-        starts[long] += shift
-        ends = np.minimum(ends, starts + SEGMENT)
+        if long.any():  # a random window of each long string (the rng is not used after this)
+            shift = (rng.random(int(long.sum())) * (ends - starts - SEGMENT + 1)[long]).astype(np.int64)
+            starts = starts.copy()
+            starts[long] += shift
+            ends = np.minimum(ends, starts + SEGMENT)
     lengths = ends - starts
     new_offsets = np.concatenate([[0], np.cumsum(lengths)])
     index = np.repeat(starts - new_offsets[:-1], lengths) + np.arange(int(new_offsets[-1]))
@@ -140,7 +141,7 @@ def _top(counts: np.ndarray) -> np.ndarray:
 
 def _distinct(draws: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """The distinct values of ``draws`` in a random order."""
-    unique = np.unique(draws)
+    unique = sorted_unique(draws)
     return unique[rng.permutation(unique.size)]
 
 

@@ -9,6 +9,7 @@ from typing import overload
 import numpy as np
 import pyarrow as pa
 
+from lance_table._numpy import sorted_unique
 from lance_table._parallel import map_parts
 from lance_table.errors import UnsupportedFormatError
 from lance_table.file.compression import Where
@@ -212,7 +213,7 @@ def zstd_each(
         return np.frombuffer(b"".join(frames), np.uint8), out_at
     # runs of small values in one go each, between the compressed values
     pieces: list[bytes | memoryview] = []
-    edges = np.unique(np.concatenate([[0, n], big, big + 1])).tolist()
+    edges = sorted_unique(np.concatenate([[0, n], big, big + 1])).tolist()
     at_frame = 0
     for a, b in pairwise(edges):
         if b - a == 1 and lengths[a] >= RAW_FRAME_BELOW:

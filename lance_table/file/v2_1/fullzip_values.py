@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from lance_table._numpy import sorted_unique
 from lance_table._proto import encodings_v2_1_pb2 as pb
 from lance_table.file.compression import fsst_encode, general
 from lance_table.file.v2_1.general_values import SCHEME_PB, general_values
@@ -85,7 +86,7 @@ def zstd_each_pays(offsets: np.ndarray, data: np.ndarray) -> bool:
     headers counted."""
     n = int(offsets.size) - 1
     avg = max(data.size // _stored(np.diff(offsets)), 1)
-    rows = np.unique(np.linspace(0, n - 1, max(1, min(n, SAMPLE_BYTES // avg))).astype(np.int64))
+    rows = sorted_unique(np.linspace(0, n - 1, max(1, min(n, SAMPLE_BYTES // avg))).astype(np.int64))
     starts, stops = offsets[rows].tolist(), offsets[rows + 1].tolist()
     codec = general.codec("zstd")
     raw = packed = 0

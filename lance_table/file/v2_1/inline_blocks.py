@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lance_table._buffers import empty
+from lance_table._numpy import sorted_unique
 from lance_table.file.compression import bitpacking
 from lance_table.file.pageio import PageIO
 from lance_table.file.v2_1.byteranges import as_bytes, exclusive_cumsum, spans
@@ -109,7 +110,7 @@ def values(
     words, n_blocks, start_block = found.words, found.n_blocks, found.first_block
     if not found.width.size:
         return Fixed(b"", t)
-    widths = np.unique(found.width).tolist()
+    widths = sorted_unique(found.width).tolist()
     # a block of width W < T holds values below 2 ** W, whatever the type's sign
     below = {w for w in widths if floor is not None and floor > 0 and w < t and (1 << w) <= floor}
     tail = counts - (n_blocks - 1) * bitpacking.BLOCK

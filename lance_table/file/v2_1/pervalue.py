@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from lance_table._numpy import sorted_unique
 from lance_table.file.compression.general import codec, most_from, zstd_content_sizes
 from lance_table.file.pageio import PageIO
 from lance_table.file.v2_1.batch import join, spans
@@ -100,7 +101,7 @@ def _per_value_general(enc: Any, values: Var, io: PageIO) -> Values:
     in_at = offsets_of(frame_sizes)
     # Runs of frames that state their sizes go in one call; a frame that states none goes alone.
     alone = np.flatnonzero(~known)
-    cuts = np.unique(np.concatenate([[0, lengths.size], alone, alone + 1])).tolist()
+    cuts = sorted_unique(np.concatenate([[0, lengths.size], alone, alone + 1])).tolist()
     parts = []
     for a, b in pairwise(cuts):
         size = int(out_at[b] - out_at[a])
