@@ -12,6 +12,8 @@ output, and scratch memory an allocator mapped anew).
 
     python benchmarks/bench_delete_scan.py --rows 1000000 --runs 7
     python benchmarks/bench_delete_scan.py --rows 1000000 --memory
+    python benchmarks/bench_delete_scan.py --wide --formats 2.2 --writers lance_table \
+        --ops to_table --kinds 0,1 --keep DIR   # one scenario; datasets built once in DIR
 """
 
 from __future__ import annotations
@@ -52,13 +54,18 @@ def _library(side: str) -> Any:
 
 
 def _make(root: Path, fmt: str, writer: str, rows: int, wide: bool) -> dict[str, str]:
-    """The three datasets of one format and writer (clean, scattered delete, range delete)."""
+    """The three datasets of one format and writer (clean, scattered delete, range delete); those
+    already in ``root`` (``--keep``) are reused."""
+    base = root / f"{writer}-{fmt}-{rows}{'-wide' if wide else ''}"
+    uris = {kind: str(base) + f"-{k}" for k, kind in enumerate(KINDS)}
+    if all(Path(u).is_dir() for u in uris.values()):
+        return uris
+    for u in uris.values():
+        shutil.rmtree(u, ignore_errors=True)
     lib = _library(writer)
     table = benchmark_table(rows)
     if not wide:
         table = table.drop_columns(["vec"])
-    base = root / f"{writer}-{fmt}"
-    uris = {kind: str(base) + f"-{k}" for k, kind in enumerate(KINDS)}
     lib.write_dataset(table, uris[KINDS[0]], data_storage_version=fmt)
     for kind, predicate in zip(
         KINDS[1:], ("id % 10 = 0", f"id >= {rows // 3} AND id < {rows // 3 + rows // 10}")
@@ -129,8 +136,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--formats", default="2.0,2.2")
     parser.add_argument("--wide", action="store_true", help="add the 16-float vector column")
     parser.add_argument("--memory", action="store_true", help="peak RSS of a streaming scan, per side")
+    parser.add_argument("--writers", default="lance_table,pylance", help="whose files are read")
+    parser.add_argument("--ops", default=",".join(OPS), help="the reads timed")
+    parser.add_argument(
+        "--kinds", default="0,1,2", help="the datasets read: 0 clean, 1 every 10th deleted, 2 range deleted"
+    )
+    parser.add_argument("--keep", type=Path, help="build the datasets here once, reuse and keep them")
     args = parser.parse_args(argv)
-    root = Path(tempfile.mkdtemp(prefix="lance_table_bench_delscan_"))
+    ops = {name: OPS[name] for name in args.ops.split(",")}
+    chosen = {KINDS[int(k)] for k in args.kinds.split(",")} | {KINDS[0]}  # (the ratios need clean)
+    if args.keep is not None:
+        args.keep.mkdir(parents=True, exist_ok=True)
+    root = args.keep or Path(tempfile.mkdtemp(prefix="lance_table_bench_delscan_"))
     lines = [
         f"## Scans after deletes ({args.rows} rows, {args.runs} runs, load {os.getloadavg()[0]:.1f})",
         "",
@@ -142,11 +159,13 @@ def main(argv: list[str] | None = None) -> int:
     peaks = []
     try:
         for fmt in args.formats.split(","):
-            for writer in ("lance_table", "pylance"):
+            for writer in args.writers.split(","):
                 uris = _make(root, fmt, writer, args.rows, args.wide)
                 clean: dict[str, dict[str, tuple[float, float, float]]] = {}
                 for kind, uri in uris.items():
-                    for name, op in OPS.items():
+                    if kind not in chosen:
+                        continue
+                    for name, op in ops.items():
                         got = _interleaved(uri, op, args.runs)
                         if kind == KINDS[0]:
                             clean[name] = got
@@ -169,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
                         )
                         print(peaks[-1], flush=True)
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        if args.keep is None:
+            shutil.rmtree(root, ignore_errors=True)
     if peaks:
         lines += ["", "| format | written by | dataset | lance_table peak RSS (MiB) | pylance (MiB) |"]
         lines += ["|---|---|---|---:|---:|", *peaks]

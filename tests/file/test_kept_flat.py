@@ -60,9 +60,24 @@ LAYOUTS = {
 }
 
 
+# how _selected copies: in blocks into a pooled array (small results; blocks of one row, of a
+# chunk and a half, of many chunks), or in one numpy selection (results of huge pages)
+HOW = {
+    "blocks of one row": (1, 1 << 40),
+    "blocks of 96 rows": (96, 1 << 40),
+    "whole": (1 << 17, 0),
+    "default": None,
+}
+
+
+@pytest.mark.parametrize("how", sorted(HOW))
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
 @pytest.mark.parametrize("width", [1, 3, 8, 64])
-def test_selected_rows_are_the_marked_rows(layout, width):
+def test_selected_rows_are_the_marked_rows(layout, width, how, monkeypatch):
+    if HOW[how] is not None:
+        block_rows, huge = HOW[how]
+        monkeypatch.setattr(kept_flat, "BLOCK_BYTES", block_rows * width)
+        monkeypatch.setattr(kept_flat, "HUGE_BYTES", huge)
     counts, gaps = LAYOUTS[layout]
     total = sum(counts)
     rng = np.random.default_rng(width)
