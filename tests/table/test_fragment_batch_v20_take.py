@@ -17,8 +17,6 @@ import pytest
 import lance_table as lt
 from lance_table.errors import CorruptFileError
 from lance_table.file.v2_0 import small_take
-from lance_table.table import deletion
-from lance_table.table.readers import READERS
 
 WORDS = ["alpha", "beta", "gamma-gamma", "delta" * 5, ""]
 
@@ -51,15 +49,6 @@ def many(tmp_path_factory: pytest.TempPathFactory) -> str:
     uri = str(tmp_path_factory.mktemp("v20take") / "ds")
     lance.write_dataset(_rows(0, 40_000, 1), uri, data_storage_version="2.0", max_rows_per_file=20_000)
     lance.write_dataset(_rows(40_000, 8000, 2), uri, mode="append", max_rows_per_file=1000)
-    return uri
-
-
-@pytest.fixture
-def copy(many: str, tmp_path: Path) -> str:
-    READERS.clear()
-    deletion.DELETIONS.clear()
-    uri = str(tmp_path / "copy")
-    shutil.copytree(many, uri)
     return uri
 
 

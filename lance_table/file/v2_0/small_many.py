@@ -76,7 +76,7 @@ def _decoded(nodes: list[Any], u8: np.ndarray, bases: np.ndarray, dtype: pa.Data
         nodes, bases = leaves_of(nodes, bases)
     if not all(isinstance(n, Leaf) for n in nodes):
         return None
-    key = first.key
+    key = nodes[0].key
     if all(n.key == key for n in nodes):
         return _leaves(nodes, u8, bases, dtype)
     counts = np.fromiter((n.count for n in nodes), np.int64, len(nodes))
