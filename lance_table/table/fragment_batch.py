@@ -32,7 +32,7 @@ from lance_table.file.container import FileVersion
 from lance_table.file.field_shapes import LEAFLESS, field_shape, leaf_paths
 from lance_table.file.pageio import PageIO
 from lance_table.file.reader import LanceFileReader
-from lance_table.file.runs import Runs
+from lance_table.file.runs import Runs, many_runs
 from lance_table.file.v2_0 import direct as direct20
 from lance_table.file.v2_0 import small_many as small_many20
 from lance_table.file.v2_1 import direct_flat, small_layouts, small_many, small_take
@@ -138,9 +138,11 @@ DIRECT_BATCH_BYTES = 32 << 20
 def _direct(plan: Plan | None, run: Runs, columns: int) -> bool:
     """Whether a batch reads the rows ``run`` of a file with this plan straight into the columns'
     values (every row of pages :func:`direct_flat.applies` to; of a 2.0 file, most of its rows,
-    see :mod:`direct20`)."""
+    or rows in runs so many that its reader would read their span whole, see :mod:`direct20`)."""
     if plan is not None and isinstance(plan[1], small_many20.FileLayout):
-        return run.total >= DENSE_SHARE * plan[1].num_rows and direct20.applies([plan], columns)  # type: ignore[list-item]
+        most = DENSE_SHARE * plan[1].num_rows
+        spread = many_runs(run) and run.end - int(run.starts[0]) >= most
+        return (run.total >= most or spread) and direct20.applies([plan], columns)  # type: ignore[list-item]
     return (
         plan is not None
         and isinstance(plan[1], small_layouts.FileLayout)
@@ -452,11 +454,9 @@ def _read_batch(
             # just those, copied once from its chunks; the others are filtered once decoded
             mask = selected.mask(0, rows)
             keep = bool_array(mask)
-    read20 = None  # (2.0 files, most rows: read straight into the columns' values)
+    read20 = None  # (2.0 files: read straight into the columns' values, the rows then selected)
     if (
-        isinstance(layouts[0], small_many20.FileLayout)
-        and (whole or mask is not None)
-        and direct20.applies(found, len(names))  # type: ignore[arg-type]
+        isinstance(layouts[0], small_many20.FileLayout) and direct20.applies(found, len(names))  # type: ignore[arg-type]
     ):
         read20 = direct20.read(found, [roots[name].arrow_type for name in names])  # type: ignore[arg-type]
     if read20 is None:
