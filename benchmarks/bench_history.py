@@ -65,6 +65,11 @@ SHAPE = {"columns": "narrow"}
 _CATEGORIES = np.array(["click", "view", "purchase", "signup", "logout"])
 
 
+def _drain(ds: Any) -> int:
+    """A stream of the whole table (``to_batches``), each batch dropped: the rows it held."""
+    return sum(batch.num_rows for batch in ds.to_batches())
+
+
 def _rows(start: int, n: int) -> pa.Table:
     ids = np.arange(start, start + n, dtype=np.int64)
     if SHAPE["columns"] == "events":
@@ -517,6 +522,7 @@ def main() -> None:
         warm("versions()", lambda d: d.versions(), lambda d: d.versions())
         both("count rows", lambda u: lt.dataset(u).count_rows(), lambda u: lance.dataset(u).count_rows())
         both("full scan", lambda u: lt.dataset(u).to_table(), lambda u: lance.dataset(u).to_table())
+        both("stream scan (to_batches)", lambda u: _drain(lt.dataset(u)), lambda u: _drain(lance.dataset(u)))
         both(
             "filter 100-row id range",
             lambda u: lt.dataset(u).to_table(filter=flt),
@@ -528,6 +534,7 @@ def main() -> None:
         both("take 100 rows", lambda u: lt.dataset(u).take(picks), lambda u: lance.dataset(u).take(picks))
         warm("count rows", lambda d: d.count_rows(), lambda d: d.count_rows())
         warm("full scan", lambda d: d.to_table(), lambda d: d.to_table())
+        warm("stream scan (to_batches)", _drain, _drain)
         warm("filter 100-row id range", lambda d: d.to_table(filter=flt), lambda d: d.to_table(filter=flt))
         warm("take 100 rows", lambda d: d.take(picks), lambda d: d.take(picks))
         extra = _rows(total, size)  # new ids after the table's

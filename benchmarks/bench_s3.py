@@ -135,6 +135,11 @@ def _reads(bench: Bench, uri: str, options: dict[str, str], label: str, rows: in
         lambda: theirs().to_table(),
     )
     bench.both(
+        f"{label}: stream scan (to_batches)",
+        lambda: sum(b.num_rows for b in held_mine.to_batches()),
+        lambda: sum(b.num_rows for b in held_theirs.to_batches()),
+    )
+    bench.both(
         f"{label}: projection x",
         lambda: held_mine.to_table(columns=["x"]),
         lambda: held_theirs.to_table(columns=["x"]),

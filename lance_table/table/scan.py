@@ -27,7 +27,7 @@ from lance_table.file.runs import Runs
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.fragment_readers import FragmentReaders
 from lance_table.table.row_ids import ROW_ADDR, ROW_ID, addresses, row_offsets
-from lance_table.table.scan_groups import RowReads, scan_tasks, take_batch
+from lance_table.table.scan_groups import RowReads, Task, scan_each, scan_tasks, take_batch
 from lance_table.table.scan_interval import interval_rows, rows_read
 from lance_table.table.scan_metrics import note_range
 from lance_table.table.scan_plan import (
@@ -313,20 +313,19 @@ def scan(frags: Sequence[FragmentReader], spec: ScanPlan, out_schema: pa.Schema)
     depth = 0 if spec.limit is not None else workers()
     name = FRAGMENTS
     wait = in_flight(frags)
-    if depth and wait > depth:  # a remote store: more ranges in flight, up to READ_AHEAD_ROWS rows
-        rows = max(
-            1, min(max(spec.batch_size, READ_CHUNK_ROWS), max(f.fragment.physical_rows for f in frags))
-        )
+    # small fragments a group at a time, as a batch (with a limit, one by one: no read is wasted)
+    most = max(READ_CHUNK_ROWS, spec.batch_size)
+    count = STREAM_GROUP_TASKS if depth else 1
+    if depth and wait > depth:  # a remote store: more groups in flight, up to READ_AHEAD_ROWS rows
+        rows = max(1, min(most, count * max(f.fragment.physical_rows for f in frags)))
         depth = max(depth, min(wait, io_threads(), READ_AHEAD_ROWS // rows))
         name = IO if depth > workers() else FRAGMENTS
     tasks = ((frag, lo, hi) for frag in frags for lo, hi in _row_ranges(frag, spec))
-
-    def read(task: tuple[FragmentReader, int, int]) -> pa.Table | None:
-        return _scan_range(task[0], spec, out_schema, task[1], task[2])
-
-    found = ahead_on(name, read, tasks, depth, even=True)
+    groups = _stream_groups(tasks, most, count)
+    found = ahead_on(name, lambda g: scan_each(g, spec, out_schema, ROW_READS), groups, depth, even=True)
+    tables = (t for group in found for t in group)
     try:
-        for table in found:
+        for table in tables:
             if table is None:
                 continue
             if skip:
@@ -345,6 +344,34 @@ def scan(frags: Sequence[FragmentReader], spec: ScanPlan, out_schema: pa.Schema)
                 return
     finally:
         found.close()  # stops the reads ahead when the caller stops early
+
+
+#: a stream reads at most this many small fragments' ranges as one batch
+STREAM_GROUP_TASKS = 64
+
+
+def _stream_groups(tasks: Iterator[Task], most: int, count: int) -> Iterator[list[Task]]:
+    """Consecutive ``tasks`` in groups of at most ``count`` tasks and ``most`` rows (a range of
+    more than a quarter of ``most`` rows is a group of its own: large ranges keep a worker each):
+    a stream of a table of many small appends reads them as batches, while the groups stay
+    bounded and the workers busy."""
+    group: list[Task] = []
+    rows = 0
+    for task in tasks:
+        n = task[2] - task[1]
+        if n > most // 4:
+            if group:
+                yield group
+                group, rows = [], 0
+            yield [task]
+            continue
+        if group and (rows + n > most or len(group) >= count):
+            yield group
+            group, rows = [], 0
+        group.append(task)
+        rows += n
+    if group:
+        yield group
 
 
 def batches_of(table: pa.Table, size: int) -> Iterator[pa.RecordBatch]:

@@ -113,16 +113,46 @@ def _batches(
 def scan_tasks(tasks: Sequence[Task], spec: Plan, out_schema: pa.Schema, ops: RowReads) -> list[pa.Table]:
     """The matching rows of each task's range ``[lo, hi)`` of its fragment (as ``_scan_range``
     reads one), the tasks of small fragments read as batches; tables without rows left out."""
+    return [t for t in _scan_tasks(tasks, spec, out_schema, ops, False) if t is not None]
+
+
+def scan_each(
+    tasks: Sequence[Task], spec: Plan, out_schema: pa.Schema, ops: RowReads
+) -> list[pa.Table | None]:
+    """:func:`scan_tasks` with a result for each task, in order (None where no row matches): the
+    rows of a batch are sliced back into each task's (zero-copy), so that a stream keeps the
+    boundaries of reading the tasks one by one."""
+    return _scan_tasks(tasks, spec, out_schema, ops, True)
+
+
+def _scan_tasks(
+    tasks: Sequence[Task], spec: Plan, out_schema: pa.Schema, ops: RowReads, each: bool
+) -> list[pa.Table | None]:
+    if len(tasks) == 1:
+        return [ops.scan_range(tasks[0][0], spec, out_schema, tasks[0][1], tasks[0][2])]
     out: list[pa.Table | None] = []
     # with a filter, a batch reads the predicate's columns; the rest of the projection, of the
     # fragments with matching rows only, is read as a batch where it can be, else one by one
     runs, found = _batches(tasks, _planned(spec))
     for i, j, batched in runs:
         if batched:
-            out.append(_scan_batch(tasks[i:j], spec, out_schema, found[i:j], ops))
+            table, selected = _scan_batch(tasks[i:j], spec, out_schema, found[i:j], ops)
+            out.extend(_per_task(table, selected) if each else [table])
         else:
             out.extend(ops.scan_range(f, spec, out_schema, lo, hi) for f, lo, hi in tasks[i:j])
-    return [t for t in out if t is not None]
+    return out
+
+
+def _per_task(table: pa.Table | None, selected: Sequence[Runs]) -> list[pa.Table | None]:
+    """The rows of a batch's ``table`` cut into each task's (``selected``: the rows each task
+    contributed, in order); None for a task without rows."""
+    out: list[pa.Table | None] = []
+    at = 0
+    for runs in selected:
+        n = runs.total
+        out.append(table.slice(at, n) if n and table is not None else None)
+        at += n
+    return out
 
 
 def _matching(
@@ -182,9 +212,10 @@ def _scan_batch(
     out_schema: pa.Schema,
     found: Sequence[fragment_batch.Plan | None],
     ops: RowReads,
-) -> pa.Table | None:
+) -> tuple[pa.Table | None, Sequence[Runs]]:
     """The matching rows of tasks whose fragments read as a batch (``found``: their plans for
-    the projection and the predicate's columns)."""
+    the projection and the predicate's columns; None when none match), and the rows of each
+    task among them."""
     frags = [t[0] for t in tasks]
     lives = [f.live_runs(lo, hi) for f, lo, hi in tasks]
     for frag, live in zip(frags, lives):
@@ -209,11 +240,11 @@ def _scan_batch(
             cols.update({n: other.column(n) for n in rest})
         table = pa.table({n: cols[n] for n in spec.columns}) if spec.columns and total else _empty_rows(total)
     if not total:
-        return None
+        return None, selected
     table = _with_system(table, frags, spec.system, selected, spec, ops)
     if table.num_columns:
         table = pa.Table.from_arrays(table.columns, schema=out_schema)
-    return table
+    return table, selected
 
 
 def matching_rows(
