@@ -32,7 +32,8 @@ from lance_table.file.container import FileVersion
 from lance_table.file.field_shapes import LEAFLESS, field_shape, leaf_paths
 from lance_table.file.pageio import PageIO
 from lance_table.file.reader import LanceFileReader
-from lance_table.file.runs import Runs
+from lance_table.file.runs import Runs, many_runs
+from lance_table.file.v2_0 import direct as direct20
 from lance_table.file.v2_0 import small_many as small_many20
 from lance_table.file.v2_1 import direct_flat, small_layouts, small_many, small_take
 from lance_table.file.v2_1.byteranges import spans
@@ -136,7 +137,12 @@ DIRECT_BATCH_BYTES = 32 << 20
 
 def _direct(plan: Plan | None, run: Runs, columns: int) -> bool:
     """Whether a batch reads the rows ``run`` of a file with this plan straight into the columns'
-    values (every row of pages :func:`direct_flat.applies` to)."""
+    values (every row of pages :func:`direct_flat.applies` to; of a 2.0 file, most of its rows,
+    or rows in runs so many that its reader would read their span whole, see :mod:`direct20`)."""
+    if plan is not None and isinstance(plan[1], small_many20.FileLayout):
+        most = DENSE_SHARE * plan[1].num_rows
+        spread = many_runs(run) and run.end - int(run.starts[0]) >= most
+        return (run.total >= most or spread) and direct20.applies([plan], columns)  # type: ignore[list-item]
     return (
         plan is not None
         and isinstance(plan[1], small_layouts.FileLayout)
@@ -204,7 +210,10 @@ def read(
     if found is None:
         found = plans(frags, names)
     ok = [batchable(p, r) for p, r in zip(found, rows)]
-    groups = _column_groups(frags, names, rows, found, ok) if len(names) > 1 and len(frags) > 1 else None
+    direct = [o and _direct(p, r, len(names)) for o, p, r in zip(ok, found, runs)]
+    groups = None
+    if len(names) > 1 and len(frags) > 1 and not all(direct):
+        groups = _column_groups(frags, names, rows, found, ok)
     if groups is None and len(names) > 1 and len(frags) > 1 and not all(ok):
         groups = _chunk_groups(frags, names, rows, ok, take)
     if groups is not None:
@@ -219,16 +228,15 @@ def read(
     while i < n:
         j = i
         kind = _version(found[i])
-        direct = ok[i] and _direct(found[i], runs[i], len(names))
-        limit, held = DIRECT_BATCH_BYTES if direct else BATCH_BYTES, 0
+        limit, held = DIRECT_BATCH_BYTES if direct[i] else BATCH_BYTES, 0
         while j < n and ok[j] and _version(found[j]) is kind:
-            if j > i and direct is not _direct(found[j], runs[j], len(names)):
+            if j > i and direct[i] is not direct[j]:
                 break
             held += found[j][1].length  # type: ignore[index]  # (batchable: not None)
             if j > i and held > limit:
                 break
             j += 1
-        if j - i > 1 or (j > i and _alone(found[i], nodes, runs[i])):
+        if j - i > 1 or (j > i and (_alone(found[i], nodes, runs[i]) or direct[i])):
             batch = [p for p in found[i:j] if p is not None]
             table = _read_batch(frags[i:j], batch, names, schema, runs[i:j], floors)
             pieces.append(user_table(table, schema, user))
@@ -432,7 +440,6 @@ def _read_batch(
         direct = [direct_flat.read(found, c, roots[name].arrow_type, io) for c, name in enumerate(names)]  # type: ignore[arg-type]
         if all(arr is not None for arr in direct):
             return pa.Table.from_arrays(direct, schema=schema)
-    data, bases = fragment_reads.joined_spans(frags, found)
     pick = mask = keep = None
     if not whole:
         row_base = np.zeros(len(counts), np.int64)
@@ -447,12 +454,21 @@ def _read_batch(
             # just those, copied once from its chunks; the others are filtered once decoded
             mask = selected.mask(0, rows)
             keep = bool_array(mask)
+    read20 = None  # (2.0 files: read straight into the columns' values, the rows then selected)
+    if (
+        isinstance(layouts[0], small_many20.FileLayout) and direct20.applies(found, len(names))  # type: ignore[arg-type]
+    ):
+        read20 = direct20.read(found, [roots[name].arrow_type for name in names])  # type: ignore[arg-type]
+    if read20 is None:
+        data, bases = fragment_reads.joined_spans(frags, found)
     arrays = []
     for c, name in enumerate(names):
         node = roots[name]
         t = node.arrow_type
         floor = floors.get(name) if floors and pa.types.is_integer(t) else None
-        if isinstance(layouts[0], small_many20.FileLayout):
+        if read20 is not None:
+            arr = read20[c]
+        elif isinstance(layouts[0], small_many20.FileLayout):
             arr = small_many20.decode(layouts, data, bases, c, t)  # type: ignore[arg-type]
         else:
             # (dictionary strings: only the rows kept are looked up)

@@ -1,8 +1,14 @@
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import numpy as np
 import pyarrow as pa
 import pytest
+
+from lance_table.table import deletion
+from lance_table.table.readers import READERS
 
 
 def make_rows(start: int, n: int, seed: int = 0) -> pa.Table:
@@ -23,3 +29,14 @@ def make_rows(start: int, n: int, seed: int = 0) -> pa.Table:
 @pytest.fixture
 def rows():
     return make_rows
+
+
+@pytest.fixture
+def copy(many: str, tmp_path: Path) -> str:
+    """A copy of the test module's dataset ``many`` (its own fixture), read with no reader or
+    deletion vector kept from before."""
+    READERS.clear()
+    deletion.DELETIONS.clear()
+    uri = str(tmp_path / "copy")
+    shutil.copytree(many, uri)
+    return uri

@@ -15,7 +15,7 @@ import pytest
 import lance_table as lt
 from lance_table.errors import CorruptFileError
 from lance_table.file.v2_0 import small_many as small_many20
-from lance_table.table import deletion, fragment_batch
+from lance_table.table import fragment_batch
 from lance_table.table.readers import READERS
 
 COLUMNS = ["id", "small", "x", "ts", "flag", "s", "cat", "opt", "rec", "tags", "nums", "vec"]
@@ -62,15 +62,6 @@ def many(tmp_path_factory: pytest.TempPathFactory) -> str:
         write = lance.write_dataset if i % 2 else lt.write_dataset
         write(_rows(start, n, i), uri, mode="append" if i else "create", data_storage_version="2.0")
         start += n
-    return uri
-
-
-@pytest.fixture
-def copy(many: str, tmp_path: Path) -> str:
-    READERS.clear()
-    deletion.DELETIONS.clear()
-    uri = str(tmp_path / "copy")
-    shutil.copytree(many, uri)
     return uri
 
 

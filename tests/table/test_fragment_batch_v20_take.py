@@ -16,9 +16,8 @@ import pytest
 
 import lance_table as lt
 from lance_table.errors import CorruptFileError
+from lance_table.file.v2_0 import direct as direct20
 from lance_table.file.v2_0 import small_take
-from lance_table.table import deletion
-from lance_table.table.readers import READERS
 
 WORDS = ["alpha", "beta", "gamma-gamma", "delta" * 5, ""]
 
@@ -51,15 +50,6 @@ def many(tmp_path_factory: pytest.TempPathFactory) -> str:
     uri = str(tmp_path_factory.mktemp("v20take") / "ds")
     lance.write_dataset(_rows(0, 40_000, 1), uri, data_storage_version="2.0", max_rows_per_file=20_000)
     lance.write_dataset(_rows(40_000, 8000, 2), uri, mode="append", max_rows_per_file=1000)
-    return uri
-
-
-@pytest.fixture
-def copy(many: str, tmp_path: Path) -> str:
-    READERS.clear()
-    deletion.DELETIONS.clear()
-    uri = str(tmp_path / "copy")
-    shutil.copytree(many, uri)
     return uri
 
 
@@ -152,7 +142,8 @@ def test_many_runs_reads_the_span() -> None:
     assert not many_runs(Runs(np.arange(0, 60, 2, dtype=np.int64), np.ones(30, np.int64)))
 
 
-def test_dense_filters_equal_pylance(many: str, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("way", ["batch", "alone"])
+def test_dense_filters_equal_pylance(many: str, monkeypatch: pytest.MonkeyPatch, way: str) -> None:
     from lance_table.file import reader as reader_module
 
     seen: list[bool] = []
@@ -163,14 +154,28 @@ def test_dense_filters_equal_pylance(many: str, monkeypatch: pytest.MonkeyPatch)
         seen.append(got)
         return got
 
+    batched: list[bool] = []
+    read = direct20._read
+
+    def spy_batch(*args: Any) -> Any:
+        got = read(*args)
+        batched.append(got is not None)
+        return got
+
+    if way == "alone":  # (files read each by its own reader)
+        monkeypatch.setattr(direct20, "MIN_SPAN_BYTES", 1 << 40)
     monkeypatch.setattr(reader_module, "many_runs", spy)
+    monkeypatch.setattr(direct20, "_read", spy_batch)
     ours, theirs = lt.dataset(many), lance.dataset(many)
     for flt in ["small > 40", "x < 2000 OR flag", "s LIKE 'beta%'", "small < -45 AND cat IS NULL"]:
         assert ours.to_table(filter=flt).equals(theirs.to_table(filter=flt)), flt
         cols = ["vec", "s", "cat"]
         got = ours.to_table(columns=cols, filter=flt, with_row_id=True)
         assert got.equals(theirs.to_table(columns=cols, filter=flt, with_row_id=True)), flt
-    assert any(seen)  # the spans of the 20k-row files read whole
+    if way == "alone":
+        assert any(seen)  # the spans of the 20k-row files read whole
+    else:
+        assert batched and all(batched)  # their pages read whole, in batches
 
 
 def test_a_damaged_page_read_by_a_dense_filter_is_named(copy: str) -> None:

@@ -2,9 +2,11 @@
 
 Each column of one page is described once per file and selection: a :class:`Leaf` per page of
 values (its buffers' places in the file and what decodes them, read from the page's encoding once
-for all files that store the same encoding bytes), a :class:`Struct` of its fields' columns, a
-:class:`List` of its offsets' page and its items' column. :func:`layout` returns None for a file
-of other pages (several pages to a column, compressed buffers, packed structs, blobs...).
+for all files that store the same encoding bytes), :class:`Pages` of a column without nesting
+stored in several pages (pylance's 2.0 writer splits a 20k-row file's vectors in two), a
+:class:`Struct` of its fields' columns, a :class:`List` of its offsets' page and its items'
+column. :func:`layout` returns None for a file of other pages (a list's offsets or items in
+several pages, compressed buffers, packed structs, blobs...).
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ ERRORS = (LanceTableError, IndexError, KeyError, OverflowError, ValueError, Type
 MAX_ROWS = 1 << 16
 #: string bytes of one column of a batch above which the files are read one by one
 MAX_VAR_BYTES = 2**31 - 1
+#: pages of one column above which a file is read on its own
+MAX_PAGES = 64
 INDEX_TYPES = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 # whether a column encoding stores blobs, by its bytes
 _BLOBS: LRU[bytes, bool] = LRU(4096)
@@ -71,7 +75,19 @@ class List:
     child: Node
 
 
-Node = Leaf | Struct | List
+@dataclass(slots=True)
+class Pages:
+    """A column without nesting stored in several pages (each a :class:`Leaf`), in row order."""
+
+    pages: tuple[Leaf, ...]
+
+    @property
+    def count(self) -> int:
+        """The values of all the pages."""
+        return sum(p.count for p in self.pages)
+
+
+Node = Leaf | Pages | Struct | List
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,8 +116,8 @@ class FileLayout:
 
 def layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
     """The layout of a read of the 2.0 file's columns ``names`` when each is stored as one page
-    of uncompressed values, strings or dictionary-encoded strings (in structs and lists or not);
-    else None. Kept per reader and selection."""
+    of uncompressed values, strings or dictionary-encoded strings (in structs and lists or not;
+    a column without nesting in several such pages too); else None. Kept per reader and selection."""
 
     def make() -> FileLayout | None:
         try:
@@ -145,25 +161,47 @@ def _node(reader: LanceFileReader, node: FieldNode) -> Node | None:
     if index is None or meta(node, BLOB_KEY) is not None:
         return None
     col = reader.metadata.columns[index]
-    if len(col.pages) != 1 or _is_blob(col.encoding, reader):
+    if not col.pages or _is_blob(col.encoding, reader):
         return None
+    is_list = pa.types.is_list(t) or pa.types.is_large_list(t)
+    if len(col.pages) > 1:
+        if is_list or len(col.pages) > MAX_PAGES:
+            return None
+        leaves = [_page(reader, node, t, p, buffers_of(p)) for p in col.pages]
+        if any(leaf is None for leaf in leaves):
+            return None
+        return Pages(tuple(leaves))  # type: ignore[arg-type]
     page = col.pages[0]
+    first = reader.metadata.first_buffers
+    buffers = first[index] if first else buffers_of(page)
+    if not is_list:
+        return _page(reader, node, t, page, buffers)
     enc = page_encoding(page.encoding, reader._stored)
     if enc is None:
         return None
-    first = reader.metadata.first_buffers
-    buffers = first[index] if first else buffers_of(page)
-    count = int(page.length)
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        if enc.WhichOneof("array_encoding") != "list":
-            return None
-        lst = enc.list
-        ends = _flat(_no_nulls(lst.offsets), 64)
-        child = _node(reader, node.children[0])
-        if ends is None or child is None:
-            return None
-        adjust = int(lst.null_offset_adjustment)
-        return List(count, buffers[ends], adjust, int(lst.num_items), child)
+    if enc.WhichOneof("array_encoding") != "list":
+        return None
+    lst = enc.list
+    ends = _flat(_no_nulls(lst.offsets), 64)
+    child = _node(reader, node.children[0])
+    if ends is None or child is None or _paged(child):  # (a list's items: in one page)
+        return None
+    adjust = int(lst.null_offset_adjustment)
+    return List(int(page.length), buffers[ends], adjust, int(lst.num_items), child)
+
+
+def _paged(node: Node) -> bool:
+    """Whether a column (a field of a struct) is stored in several pages."""
+    return isinstance(node, Pages) or (isinstance(node, Struct) and any(map(_paged, node.children)))
+
+
+def _page(
+    reader: LanceFileReader, node: FieldNode, t: pa.DataType, page: Any, buffers: tuple[tuple[int, int], ...]
+) -> Leaf | None:
+    """One page of a column without nesting as a :class:`Leaf` (None: not one a batch decodes)."""
+    enc = page_encoding(page.encoding, reader._stored)
+    if enc is None:
+        return None
     key = (page.encoding.direct.encoding, node.field.logical_type)
     kept = _SHAPES.get(key)
     if kept is None:
@@ -172,7 +210,7 @@ def _node(reader: LanceFileReader, node: FieldNode) -> Node | None:
     shape = kept[0]
     if shape is None:
         return None
-    return Leaf(shape.key, count, tuple(buffers[i] for i in shape.at), shape.adjust, shape.items)
+    return Leaf(shape.key, int(page.length), tuple(buffers[i] for i in shape.at), shape.adjust, shape.items)
 
 
 def _is_blob(enc: Any, reader: LanceFileReader) -> bool:
@@ -298,6 +336,8 @@ def _holds(node: Node, rows: int) -> bool:
 
 
 def _places(node: Node) -> list[tuple[int, int]]:
+    if isinstance(node, Pages):
+        return [p for leaf in node.pages for p in leaf.at]
     if isinstance(node, Struct):
         return [p for c in node.children for p in _places(c)]
     if isinstance(node, List):

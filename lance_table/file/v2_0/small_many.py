@@ -11,7 +11,7 @@ structs field by field and lists through their offsets. Pages of files whose enc
 (a dictionary in one file, plain strings in another) are decoded in groups and put back in file
 order.
 
-:func:`layout` returns None for a file it cannot batch (several pages, compressed buffers,
+:func:`layout` returns None for a file it cannot batch (a list in several pages, compressed buffers,
 packed structs, blobs...); :func:`decode` returns None when any bytes do not check out, and the
 caller then reads the files one by one, which also says what is wrong with a damaged one.
 """
@@ -33,13 +33,14 @@ from lance_table.file.v2_0.small_layout import (
     Leaf,
     List,
     Node,
+    Pages,
     Struct,
     layout,
     value_bits,
 )
 from lance_table.file.v2_1.byteranges import exclusive_cumsum, gather, in_file_order, spans
 
-__all__ = ["FileLayout", "Leaf", "List", "Struct", "decode", "layout"]
+__all__ = ["FileLayout", "Leaf", "List", "Pages", "Struct", "decode", "layout"]
 
 
 def decode(
@@ -71,9 +72,11 @@ def _decoded(nodes: list[Any], u8: np.ndarray, bases: np.ndarray, dtype: pa.Data
         return pa.StructArray.from_arrays(kids, fields=list(dtype))
     if isinstance(first, List):
         return _list(nodes, u8, bases, dtype)
+    if any(isinstance(n, Pages) for n in nodes):
+        nodes, bases = leaves_of(nodes, bases)
     if not all(isinstance(n, Leaf) for n in nodes):
         return None
-    key = first.key
+    key = nodes[0].key
     if all(n.key == key for n in nodes):
         return _leaves(nodes, u8, bases, dtype)
     counts = np.fromiter((n.count for n in nodes), np.int64, len(nodes))
@@ -82,6 +85,14 @@ def _decoded(nodes: list[Any], u8: np.ndarray, bases: np.ndarray, dtype: pa.Data
         counts,
         lambda sel: _leaves([nodes[k] for k in sel.tolist()], u8, bases[sel], dtype),
     )
+
+
+def leaves_of(nodes: Sequence[Any], bases: np.ndarray) -> tuple[list[Any], np.ndarray]:
+    """The pages of the files' columns (a :class:`Pages`' each, in row order), each with its
+    file's base."""
+    per = [n.pages if isinstance(n, Pages) else (n,) for n in nodes]
+    counts = np.fromiter(map(len, per), np.int64, len(per))
+    return [leaf for pages in per for leaf in pages], np.repeat(bases, counts)
 
 
 def _buffers(
