@@ -204,7 +204,52 @@ def _extend_dictionaries(
     return out
 
 
+def _positions(base: Manifest, ids: set[int]) -> dict[int, int] | None:
+    """Where the fragments of ``ids`` are in ``base``, found without converting its fragments
+    (see :meth:`FragmentSource.positions`); None when they are to be taken as objects: converted
+    already, a dataset with stable row ids (their assignment reads every fragment), or an id not
+    held once (a conflict, which the objects' way reports)."""
+    source = base.fragment_source
+    if source is None or uses_stable_row_ids(base):
+        return None
+    ordered = sorted(ids)
+    at = source.positions(ordered)
+    return None if at is None else dict(zip(ordered, at, strict=True))
+
+
+def _edited(
+    base: Manifest,
+    replaced: Mapping[int, tuple[Fragment, ...]],
+    removed: set[int],
+    where: dict[int, int] | None = None,
+) -> FragmentSource | None:
+    """``base``'s fragments with those of the ids of ``replaced`` replaced by the fragments they
+    map to and those of ``removed`` left out, made without converting the others when
+    ``base``'s are not converted yet (see :meth:`FragmentSource.edited`: the same fragments, of
+    the same bytes, as the conversion gives); None when they must be taken as objects: converted
+    already, a dataset with stable row ids, an id not found (a conflict: the objects' way
+    reports it), or a shape other than the common one."""
+    if where is None:
+        where = _positions(base, removed | replaced.keys())
+    source = base.fragment_source
+    if where is None or source is None:
+        return None
+    changes: dict[int, tuple[Fragment, ...]] = {where[i]: () for i in removed}
+    changes.update({where[i]: new for i, new in replaced.items()})
+    return source.edited(changes)
+
+
+def _top_id(fragments: FragmentSource, floor: int | None) -> int | None:
+    """:func:`_max_id` of fragments given as a source."""
+    top = fragments.facts.top
+    return top if floor is None else max(top, floor)
+
+
 def _apply_delete(base: Manifest, op: Delete) -> Manifest:
+    removed_ids = set(op.deleted_fragment_ids)
+    edited = _edited(base, {f.id: (f,) for f in op.updated_fragments if f.id not in removed_ids}, removed_ids)
+    if edited is not None:
+        return base.evolve(fragments=edited)
     updated = {f.id: f for f in op.updated_fragments}
     removed = set(op.deleted_fragment_ids)
     present = {f.id for f in base.fragments}
@@ -220,7 +265,8 @@ def _apply_delete(base: Manifest, op: Delete) -> Manifest:
 def _apply_rewrite(base: Manifest, op: Rewrite) -> Manifest:
     """New fragments keep their ids (compaction reserved them), but those with id 0, which no
     reservation gives, get the next free ids (a Rewrite committed by hand, as pylance does)."""
-    position = {f.id: i for i, f in enumerate(base.fragments)}
+    found = _positions(base, {f.id for group in op.groups for f in group.old_fragments})
+    position = found if found is not None else {f.id: i for i, f in enumerate(base.fragments)}
     replaced: dict[int, tuple[Fragment, ...]] = {}
     dropped: set[int] = set()
     next_id = _next_id(base)
@@ -241,6 +287,9 @@ def _apply_rewrite(base: Manifest, op: Rewrite) -> Manifest:
         first = min(old_ids, key=lambda i: position[i])
         replaced[first] = group.new_fragments
         dropped.update(old_ids)
+    edited = None if found is None else _edited(base, replaced, dropped - replaced.keys(), found)
+    if edited is not None:
+        return base.evolve(fragments=edited, max_fragment_id=_top_id(edited, base.max_fragment_id))
     out: list[Fragment] = []
     for f in base.fragments:
         if f.id in replaced:
