@@ -277,6 +277,13 @@ class FragmentSource:
                 return None
         return found
 
+    def ids_ascend(self) -> bool:
+        """Whether the fragments' ids ascend in their order (False when that cannot be told)."""
+        order = self._ids
+        if order is None:
+            order = self._ids = _ordered_ids(self.raws)
+        return len(order) == len(self.raws) and bool(np.all(order[1:] > order[:-1]))
+
     def edited(self, changes: Mapping[int, Sequence[Fragment]]) -> FragmentSource | None:
         """These fragments with the one at each index of ``changes`` replaced by the fragments it
         maps to (none: removed), the others kept as the bytes they are. The Python work is that
@@ -380,10 +387,10 @@ _ID_TAG = 0x08
 
 def _ordered_ids(raws: list[bytes]) -> np.ndarray:
     """The ids of the fragments ``raws``, in order, read in bulk; empty when that order cannot be
-    told. Every id but 0 is written: the ids parsed, all joined, are the fragments' in order when
-    there are as many as fragments; one fewer (fragment 0 in the manifest), 0 belongs where a
-    record does not start with the id (writers write the fields in order of their numbers). Which
-    fragment each id is of is confirmed by :meth:`FragmentSource.positions` as it is used."""
+    told. The ids parsed from the records all joined are in the records' order; writers write the
+    fields in the order of their numbers, so a record with an id starts with it, and every id but
+    0 is written. When every record starts with its id and there are as many ids as records, each
+    holds one; when one record does not and there is one id fewer, that record's id is 0."""
     n = len(raws)
     columns = _message("FragmentIdColumns")
     joined = b"".join(raws)
@@ -392,17 +399,16 @@ def _ordered_ids(raws: list[bytes]) -> np.ndarray:
     except (DecodeError, RuntimeError):
         return np.zeros(0, np.int64)
     ids = np.asarray(columns.id[:], dtype=np.int64)
-    if len(ids) == n:
-        return ids
     lengths = np.fromiter(map(len, raws), np.int64, n)
-    if len(ids) != n - 1 or not lengths.all():
+    if not n or not lengths.all():
         return np.zeros(0, np.int64)
     starts = np.cumsum(lengths) - lengths
-    first = np.frombuffer(joined, np.uint8)[starts]
-    missing = np.flatnonzero(first != _ID_TAG)
-    if len(missing) != 1:
-        return np.zeros(0, np.int64)
-    return np.insert(ids, missing[0], 0)
+    missing = np.flatnonzero(np.frombuffer(joined, np.uint8)[starts] != _ID_TAG)
+    if len(ids) == n and not len(missing):
+        return ids
+    if len(ids) == n - 1 and len(missing) == 1:
+        return np.insert(ids, missing[0], 0)
+    return np.zeros(0, np.int64)
 
 
 def _one_value(values: list[int], count: int) -> int | None:

@@ -15,10 +15,12 @@ import pyarrow.compute as pc
 import pytest
 
 import lance_table as lt
+from lance_table._proto import table_pb2
 from lance_table.errors import CommitConflictError, CorruptFileError
 from lance_table.format.fragment import DeletionFile
 from lance_table.format.fragment_source import FragmentSource
 from lance_table.format.manifest_file import _parse, decode_manifest_file, encode_manifest_file
+from lance_table.format.operations import Update
 from lance_table.format.transaction import Delete, Rewrite, RewriteGroup, Transaction
 from lance_table.storage import open_storage
 from lance_table.table import versions
@@ -61,15 +63,24 @@ def _both(uri: str) -> tuple[Any, Any]:
 
 
 def _operations(fragments: tuple[Any, ...]) -> list[Any]:
-    """A delete giving fragment 0 a deletion file and removing fragment 2; one removing fragment 1
-    and updating the last; a rewrite of fragments 0 and 1 into one (new id) and of 3 into 3's
+    """Updates (rows moved into new fragments, a deletion file alone, a new fragment with a
+    tombstoned field, which takes the objects' way); a delete giving fragment 0 a deletion file
+    and removing fragment 2; one removing fragment 1 and updating the last; a rewrite of
+    fragments 0 and 1 into one (new id) and of 3 into 3's
     reserved id with new id 0 (given the next free id)."""
     f = {x.id: x for x in fragments}
     top = max(f)
     marked = dataclasses.replace(f[0], deletion_file=DeletionFile("arrow", 9, 77, 2))
     last = dataclasses.replace(f[top], deletion_file=DeletionFile("bitmap", 9, 78, 1))
     merged = dataclasses.replace(f[0], id=top + 7, physical_rows=f[0].physical_rows + f[1].physical_rows)
+    fresh = dataclasses.replace(f[1], id=0)
+    dropped = dataclasses.replace(  # a data file all of whose fields were dropped (tombstoned)
+        f[1], id=0, files=(*f[1].files, dataclasses.replace(f[1].files[0], fields=(-2, -2)))
+    )
     return [
+        Update((1,), (marked,), (fresh, fresh)),
+        Update((), (last,), ()),
+        Update((0, 2), (), (dropped,)),
         Delete((marked,), (2,), "x"),
         Delete((last,), (1,), "x"),
         Delete((), (0, top), "x"),
@@ -94,7 +105,8 @@ def test_edits_on_a_manifest_as_read_write_the_converted_paths_bytes(tmp_path, w
         edited = next_manifest(base, txn, now_ns=10**18 + step)
         made = next_manifest(converted, txn, now_ns=10**18 + step)
         source = edited.fragment_source
-        assert (source is not None and source._converted is None) == (not stable), op
+        tombstoned = isinstance(op, Update) and any(-2 in d.fields for f in op.new_fragments for d in f.files)
+        assert (source is not None and source._converted is None) == (not stable and not tombstoned), op
         assert encode_manifest_file(edited, b"t") == encode_manifest_file(made, b"t"), op
         assert edited.fragment_facts == made.fragment_facts
         assert edited.num_rows == made.num_rows
@@ -104,8 +116,9 @@ def test_edits_on_a_manifest_as_read_write_the_converted_paths_bytes(tmp_path, w
             made.reader_feature_flags,
             made.writer_feature_flags,
         )
-        if not stable:  # (the kept bytes: the other fragments are not converted)
+        if not stable and not tombstoned:  # (the kept bytes: the other fragments are not converted)
             assert base.fragment_source._converted is None
+        base.fragment_source._converted = None
 
 
 def test_an_edit_of_a_missing_fragment_conflicts_as_before(tmp_path):
@@ -138,14 +151,17 @@ def test_positions_are_confirmed_and_an_order_that_cannot_be_told_takes_the_obje
     assert source.positions([99]) is None
     assert source.positions([]) is None
     # a record whose id is not written first: the ids' order cannot be told, the objects' way is taken
-    moved = FragmentSource(
-        [source.raws[1][2:] + source.raws[1][:2], *source.raws[1:]], source.where, source.facts, 0
-    )
-    assert moved.positions([0]) is None
+    pb = table_pb2.DataFragment.FromString(source.raws[1])
+    pb.ClearField("id")
+    late = pb.SerializeToString() + bytes([0x08, ids[1]])  # (a valid record: the id written last)
+    assert table_pb2.DataFragment.FromString(late).id == ids[1]
+    moved = FragmentSource([source.raws[0], late, *source.raws[2:]], source.where, source.facts, 0)
+    assert moved.positions([ids[1]]) is None and not moved.ids_ascend()
+    assert source.ids_ascend()
 
 
 @pytest.mark.parametrize("writer", ["lance_table", "pylance"])
-def test_deletes_and_compactions_after_cold_opens_read_back_both_ways(tmp_path, writer):
+def test_deletes_updates_and_compactions_after_cold_opens_read_back_both_ways(tmp_path, writer):
     uri = str(tmp_path / "ds")
     _history(uri, writer)
     want = lance.dataset(uri).to_table()
@@ -156,6 +172,8 @@ def test_deletes_and_compactions_after_cold_opens_read_back_both_ways(tmp_path, 
         drop += [doomed] if doomed != 300 else list(range(300, 305))
     clear_caches()
     lt.dataset(uri).optimize.compact_files(target_rows_per_fragment=25)
+    clear_caches()
+    lt.dataset(uri).update({"s": "'zz'"}, where="id = 21 OR id = 203")  # rows moved to a new fragment
     lance.dataset(uri).delete("id = 5")  # pylance keeps writing on ours
     lance.write_dataset(_rows(900, 4), uri, mode="append")
     clear_caches()
@@ -163,6 +181,8 @@ def test_deletes_and_compactions_after_cold_opens_read_back_both_ways(tmp_path, 
     drop += [5, 901]
     want = pa.concat_tables([want, _rows(900, 4)])
     want = want.filter(pc.invert(pc.is_in(want["id"], pa.array(drop, pa.int64())))).sort_by("id")
+    moved = pc.is_in(want["id"], pa.array([21, 203], pa.int64()))
+    want = want.set_column(1, "s", pc.if_else(moved, pa.scalar("zz"), want["s"]))
     assert lance.dataset(uri).to_table().sort_by("id") == want
     clear_caches()
     assert lt.dataset(uri).to_table().sort_by("id") == want

@@ -23,6 +23,7 @@ from lance_table.format.manifest import (
     assign_fragment_ids,
     corrected_data_format,
 )
+from lance_table.format.operations import Update
 from lance_table.format.transaction import (
     Append,
     Delete,
@@ -104,6 +105,8 @@ def next_manifest(
     elif isinstance(op, ReserveFragments):
         start = _next_id(base)
         m = base.evolve(max_fragment_id=start + op.num_fragments - 1)
+    elif isinstance(op, Update) and (updated := _apply_update(base, op)) is not None:
+        m = updated
     elif (inplace := apply_inplace(base, op, _next_id(base))) is not None:
         m = inplace
     elif isinstance(op, Restore):
@@ -260,6 +263,39 @@ def _apply_delete(base: Manifest, op: Delete) -> Manifest:
         )
     frags = tuple(updated.get(f.id, f) for f in base.fragments if f.id not in removed)
     return base.evolve(fragments=frags)
+
+
+#: a field id of -2 (pylance's tombstone of a dropped field) as a protobuf varint
+_TOMBSTONE_VARINT = b"\xfe\xff\xff\xff\xff\xff\xff\xff\xff\x01"
+
+
+def _apply_update(base: Manifest, op: Update) -> Manifest | None:
+    """An Update's manifest made as :func:`~lance_table.table.commit.apply_inplace.apply_inplace`
+    makes it, without converting ``base``'s other fragments: the fragments it removes or updates
+    replaced, its new ones (given the next free ids) added last -- which is the order by id
+    ``apply_inplace`` sorts them into when ``base``'s ids ascend. None (take the objects' way)
+    when they do not, when a data file may carry a tombstoned field (which ``apply_inplace``
+    drops), or when the fragments cannot be found so (see :func:`_positions`)."""
+    removed = set(op.removed_fragment_ids)
+    updated = {f.id: f for f in op.updated_fragments if f.id not in removed}
+    where = _positions(base, removed | updated.keys())
+    source = base.fragment_source
+    if where is None or source is None or not source.ids_ascend():
+        return None
+    new = tuple(assign_fragment_ids(op.new_fragments, _next_id(base)))
+    ids = [f.id for f in new]
+    if ids and (ids[0] <= source.facts.top or ids != sorted(set(ids))):
+        return None
+    if any(_TOMBSTONE_VARINT in f.pb_bytes for f in (*new, *updated.values())):
+        return None
+    changes: dict[int, tuple[Fragment, ...]] = {where[i]: () for i in removed}
+    changes.update({where[i]: (f,) for i, f in updated.items()})
+    if new:
+        changes[len(source)] = new
+    edited = source.edited(changes)
+    if edited is None or _TOMBSTONE_VARINT in edited.entries():
+        return None
+    return base.evolve(fragments=edited, max_fragment_id=_top_id(edited, base.max_fragment_id))
 
 
 def _apply_rewrite(base: Manifest, op: Rewrite) -> Manifest:
