@@ -21,9 +21,10 @@ also gives the same error, naming the same fragment, for a manifest that is dama
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 from google.protobuf.message import DecodeError
 
 from lance_table._proto import table_pb2
@@ -114,6 +115,11 @@ def _make_classes() -> dict[str, Any]:
     for f in by_name["DataFragment"].field:
         if f.name in ("physical_rows", "deletion_file"):
             rows.field.add().CopyFrom(f)
+    ids = out.message_type.add(name="FragmentIdView")  # a fragment's id alone
+    ids.field.add().CopyFrom(next(f for f in by_name["DataFragment"].field if f.name == "id"))
+    id_columns = out.message_type.add(name="FragmentIdColumns")  # every fragment's id, repeated
+    id_columns.field.add().CopyFrom(ids.field[0])
+    id_columns.field[0].label = field_type.LABEL_REPEATED
     views = out.message_type.add(name="FragmentRows")
     views.field.add().CopyFrom(entries.field[0])
     views.field[0].type = field_type.TYPE_MESSAGE
@@ -140,7 +146,7 @@ class FragmentSource:
         num_rows: their rows that are not deleted.
     """
 
-    __slots__ = ("_converted", "_entries", "_live_rows", "facts", "num_rows", "raws", "where")
+    __slots__ = ("_converted", "_entries", "_ids", "_live_rows", "facts", "num_rows", "raws", "where")
 
     def __init__(
         self,
@@ -157,6 +163,7 @@ class FragmentSource:
         self._live_rows = live_rows
         self._converted: tuple[Fragment, ...] | None = None
         self._entries: bytes | None = None
+        self._ids: np.ndarray | None = None
 
     @property
     def live_rows(self) -> list[int]:
@@ -242,6 +249,61 @@ class FragmentSource:
             fragment_facts.keep(out._converted, facts)
         return out
 
+    def positions(self, ids: Sequence[int]) -> list[int] | None:
+        """Where the fragments of ``ids`` are (their indexes in :attr:`raws`), found without
+        converting the fragments: the ids in order are read in bulk (once, then kept) and each
+        fragment found is parsed to confirm its id. None when an id is not held exactly once,
+        or the order of the ids cannot be told (the caller then takes the fragments as objects).
+        """
+        order = self._ids
+        if order is None:
+            order = self._ids = _ordered_ids(self.raws)
+        if not len(order) or not ids:
+            return None
+        wanted = np.asarray(ids, dtype=np.int64)
+        by_id = np.argsort(order, kind="stable")
+        sorted_ids = order[by_id]
+        at = np.searchsorted(sorted_ids, wanted)
+        if at.max() >= len(order) or not np.array_equal(sorted_ids[at], wanted):
+            return None  # an id not held (the caller's conflict)
+        after = np.minimum(at + 1, len(order) - 1)
+        if np.any((after != at) & (sorted_ids[after] == wanted)):
+            return None  # an id held twice
+        found = by_id[at].tolist()
+        ids_view = _message("FragmentIdView")
+        for index, expected in zip(found, wanted.tolist(), strict=True):
+            ids_view.ParseFromString(self.raws[index])
+            if ids_view.id != expected:
+                return None
+        return found
+
+    def ids_ascend(self) -> bool:
+        """Whether the fragments' ids ascend in their order (False when that cannot be told)."""
+        order = self._ids
+        if order is None:
+            order = self._ids = _ordered_ids(self.raws)
+        return len(order) == len(self.raws) and bool(np.all(order[1:] > order[:-1]))
+
+    def edited(self, changes: Mapping[int, Sequence[Fragment]]) -> FragmentSource | None:
+        """These fragments with the one at each index of ``changes`` replaced by the fragments it
+        maps to (none: removed), the others kept as the bytes they are. The Python work is that
+        of the changed fragments; the rest is checked again in bulk (:func:`read_fragments`),
+        in C, for the facts of the whole. None when the result is not of the common shape (or
+        holds no fragment): the caller then builds it from the fragments as objects, with the
+        same bytes.
+        """
+        raws = self.raws
+        out: list[bytes] = []
+        start = 0
+        for index in sorted(changes):
+            out += raws[start:index]
+            out += [f.pb_bytes for f in changes[index]]
+            start = index + 1
+        out += raws[start:]
+        if not out:
+            return None
+        return read_fragments(out, None, self.where)
+
     def __reduce__(self) -> tuple[Any, ...]:
         return (FragmentSource, (self.raws, self.where, self.facts, self.num_rows, self._live_rows))
 
@@ -317,6 +379,36 @@ def read_fragments(raws: list[bytes], expected: str | None, where: str) -> Fragm
         formats, ndeletions > 0, row_ids, unique, len(unique) != n, max(ids, default=-1)
     )
     return FragmentSource(raws, where, facts, sum(rows) - deleted, None if ndeletions else rows)
+
+
+#: the first byte of a serialized ``DataFragment`` whose id (field 1, a varint) is written first
+_ID_TAG = 0x08
+
+
+def _ordered_ids(raws: list[bytes]) -> np.ndarray:
+    """The ids of the fragments ``raws``, in order, read in bulk; empty when that order cannot be
+    told. The ids parsed from the records all joined are in the records' order; writers write the
+    fields in the order of their numbers, so a record with an id starts with it, and every id but
+    0 is written. When every record starts with its id and there are as many ids as records, each
+    holds one; when one record does not and there is one id fewer, that record's id is 0."""
+    n = len(raws)
+    columns = _message("FragmentIdColumns")
+    joined = b"".join(raws)
+    try:
+        columns.ParseFromString(joined)
+    except (DecodeError, RuntimeError):
+        return np.zeros(0, np.int64)
+    ids = np.asarray(columns.id[:], dtype=np.int64)
+    lengths = np.fromiter(map(len, raws), np.int64, n)
+    if not n or not lengths.all():
+        return np.zeros(0, np.int64)
+    starts = np.cumsum(lengths) - lengths
+    missing = np.flatnonzero(np.frombuffer(joined, np.uint8)[starts] != _ID_TAG)
+    if len(ids) == n and not len(missing):
+        return ids
+    if len(ids) == n - 1 and len(missing) == 1:
+        return np.insert(ids, missing[0], 0)
+    return np.zeros(0, np.int64)
 
 
 def _one_value(values: list[int], count: int) -> int | None:

@@ -183,3 +183,21 @@ def test_versions_from_a_kept_listing_see_every_change(tmp_path, small_listings_
     lt.dataset(uri).cleanup_old_versions(older_than=dt.timedelta(0))
     assert shown() == [(5, "5")]
     assert [v["version"] for v in lance.dataset(uri).versions()] == [5]
+
+
+@pytest.mark.parametrize("where", [0, 137, -1])
+def test_a_long_listing_finds_a_v1_name_anywhere_among_v2_names(where: int) -> None:
+    v2 = paths.ManifestNaming.V2
+    many = _names(list(range(1, version_names.BULK_NAMES + 300)), v2)
+    others = ["latest_version_hint.json", "é" * 14 + "x", "x" * paths.V2_NAME_LENGTH, "ü" * 29]
+    clean = version_names.Listing(tuple([*many[:50], *others, *many[50:]]))
+    assert clean.only_v2()
+    assert clean.latest() == version_names.VersionEntry(len(many), f"_versions/{many[-1]}", -1, v2)
+    found = set(version_names._not_v2_long(clean.names))  # (names not in ASCII by their UTF-8 length)
+    assert found == {"latest_version_hint.json", "ü" * 29}
+    mixed = list(many)
+    mixed.insert(where if where >= 0 else len(mixed), paths.manifest_name(7, paths.ManifestNaming.V1))
+    listed = version_names.Listing(tuple(mixed))
+    assert not listed.only_v2()
+    with pytest.raises(version_names.MixedSchemesError):
+        listed.latest()

@@ -23,6 +23,7 @@ from lance_table.format.manifest import (
     assign_fragment_ids,
     corrected_data_format,
 )
+from lance_table.format.operations import Update
 from lance_table.format.transaction import (
     Append,
     Delete,
@@ -104,6 +105,8 @@ def next_manifest(
     elif isinstance(op, ReserveFragments):
         start = _next_id(base)
         m = base.evolve(max_fragment_id=start + op.num_fragments - 1)
+    elif isinstance(op, Update) and (updated := _apply_update(base, op)) is not None:
+        m = updated
     elif (inplace := apply_inplace(base, op, _next_id(base))) is not None:
         m = inplace
     elif isinstance(op, Restore):
@@ -204,7 +207,52 @@ def _extend_dictionaries(
     return out
 
 
+def _positions(base: Manifest, ids: set[int]) -> dict[int, int] | None:
+    """Where the fragments of ``ids`` are in ``base``, found without converting its fragments
+    (see :meth:`FragmentSource.positions`); None when they are to be taken as objects: converted
+    already, a dataset with stable row ids (their assignment reads every fragment), or an id not
+    held once (a conflict, which the objects' way reports)."""
+    source = base.fragment_source
+    if source is None or uses_stable_row_ids(base):
+        return None
+    ordered = sorted(ids)
+    at = source.positions(ordered)
+    return None if at is None else dict(zip(ordered, at, strict=True))
+
+
+def _edited(
+    base: Manifest,
+    replaced: Mapping[int, tuple[Fragment, ...]],
+    removed: set[int],
+    where: dict[int, int] | None = None,
+) -> FragmentSource | None:
+    """``base``'s fragments with those of the ids of ``replaced`` replaced by the fragments they
+    map to and those of ``removed`` left out, made without converting the others when
+    ``base``'s are not converted yet (see :meth:`FragmentSource.edited`: the same fragments, of
+    the same bytes, as the conversion gives); None when they must be taken as objects: converted
+    already, a dataset with stable row ids, an id not found (a conflict: the objects' way
+    reports it), or a shape other than the common one."""
+    if where is None:
+        where = _positions(base, removed | replaced.keys())
+    source = base.fragment_source
+    if where is None or source is None:
+        return None
+    changes: dict[int, tuple[Fragment, ...]] = {where[i]: () for i in removed}
+    changes.update({where[i]: new for i, new in replaced.items()})
+    return source.edited(changes)
+
+
+def _top_id(fragments: FragmentSource, floor: int | None) -> int | None:
+    """:func:`_max_id` of fragments given as a source."""
+    top = fragments.facts.top
+    return top if floor is None else max(top, floor)
+
+
 def _apply_delete(base: Manifest, op: Delete) -> Manifest:
+    removed_ids = set(op.deleted_fragment_ids)
+    edited = _edited(base, {f.id: (f,) for f in op.updated_fragments if f.id not in removed_ids}, removed_ids)
+    if edited is not None:
+        return base.evolve(fragments=edited)
     updated = {f.id: f for f in op.updated_fragments}
     removed = set(op.deleted_fragment_ids)
     present = {f.id for f in base.fragments}
@@ -217,10 +265,44 @@ def _apply_delete(base: Manifest, op: Delete) -> Manifest:
     return base.evolve(fragments=frags)
 
 
+#: a field id of -2 (pylance's tombstone of a dropped field) as a protobuf varint
+_TOMBSTONE_VARINT = b"\xfe\xff\xff\xff\xff\xff\xff\xff\xff\x01"
+
+
+def _apply_update(base: Manifest, op: Update) -> Manifest | None:
+    """An Update's manifest made as :func:`~lance_table.table.commit.apply_inplace.apply_inplace`
+    makes it, without converting ``base``'s other fragments: the fragments it removes or updates
+    replaced, its new ones (given the next free ids) added last -- which is the order by id
+    ``apply_inplace`` sorts them into when ``base``'s ids ascend. None (take the objects' way)
+    when they do not, when a data file may carry a tombstoned field (which ``apply_inplace``
+    drops), or when the fragments cannot be found so (see :func:`_positions`)."""
+    removed = set(op.removed_fragment_ids)
+    updated = {f.id: f for f in op.updated_fragments if f.id not in removed}
+    where = _positions(base, removed | updated.keys())
+    source = base.fragment_source
+    if where is None or source is None or not source.ids_ascend():
+        return None
+    new = tuple(assign_fragment_ids(op.new_fragments, _next_id(base)))
+    ids = [f.id for f in new]
+    if ids and (ids[0] <= source.facts.top or ids != sorted(set(ids))):
+        return None
+    if any(_TOMBSTONE_VARINT in f.pb_bytes for f in (*new, *updated.values())):
+        return None
+    changes: dict[int, tuple[Fragment, ...]] = {where[i]: () for i in removed}
+    changes.update({where[i]: (f,) for i, f in updated.items()})
+    if new:
+        changes[len(source)] = new
+    edited = source.edited(changes)
+    if edited is None or _TOMBSTONE_VARINT in edited.entries():
+        return None
+    return base.evolve(fragments=edited, max_fragment_id=_top_id(edited, base.max_fragment_id))
+
+
 def _apply_rewrite(base: Manifest, op: Rewrite) -> Manifest:
     """New fragments keep their ids (compaction reserved them), but those with id 0, which no
     reservation gives, get the next free ids (a Rewrite committed by hand, as pylance does)."""
-    position = {f.id: i for i, f in enumerate(base.fragments)}
+    found = _positions(base, {f.id for group in op.groups for f in group.old_fragments})
+    position = found if found is not None else {f.id: i for i, f in enumerate(base.fragments)}
     replaced: dict[int, tuple[Fragment, ...]] = {}
     dropped: set[int] = set()
     next_id = _next_id(base)
@@ -241,6 +323,9 @@ def _apply_rewrite(base: Manifest, op: Rewrite) -> Manifest:
         first = min(old_ids, key=lambda i: position[i])
         replaced[first] = group.new_fragments
         dropped.update(old_ids)
+    edited = None if found is None else _edited(base, replaced, dropped - replaced.keys(), found)
+    if edited is not None:
+        return base.evolve(fragments=edited, max_fragment_id=_top_id(edited, base.max_fragment_id))
     out: list[Fragment] = []
     for f in base.fragments:
         if f.id in replaced:
