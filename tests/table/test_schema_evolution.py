@@ -555,3 +555,19 @@ def test_merge_columns_reading_only_system_columns_matches_pylance(tmp_path: Pat
         merge = mod.LanceOperation.Merge(frags, schema)
         results.append(mod.LanceDataset.commit(uri, merge, read_version=ds.version).to_table())
     assert results[0].equals(results[1])
+
+
+def test_drops_keep_fragments_whose_files_keep_fields_and_drop_emptied_files(tmp_path):
+    ours, theirs = _copies(tmp_path, "2.2")
+    for uri in (ours, theirs):  # more fragments, then a column in files of its own
+        lance.write_dataset(lance.dataset(uri).to_table().slice(0, 3), uri, mode="append")
+    _both(ours, theirs, lambda d: d.add_columns({"b": "a * 2"}))
+    _both(ours, theirs, lambda d: d.drop_columns(["t"]))  # its files keep other fields
+    _both(ours, theirs, lambda d: d.drop_columns(["b"]))  # its own files go
+    _both(ours, theirs, lambda d: d.alter_columns({"path": "a", "name": "a2"}))
+
+    def files(uri: str) -> list[list[list[int]]]:
+        return [[f.fields for f in fr.data_files()] for fr in lance.dataset(uri).get_fragments()]
+
+    assert files(ours) == files(theirs)
+    assert all(len(fr) == 1 for fr in files(ours))

@@ -54,12 +54,16 @@ def _update(base: Manifest, op: Update, next_id: int) -> Manifest:
 def _project(base: Manifest, op: Project) -> Manifest:
     """The new schema over the same fragments; data files none of whose fields remain are dropped."""
     remaining = {f.id for f in op.schema}
-    frags = tuple(
-        replace(f, files=tuple(d for d in f.files if any(i in remaining for i in d.fields)))
-        for f in base.fragments
-    )
+    frags = tuple(_kept_files(f, remaining) for f in base.fragments)
     metadata = base.schema_metadata if op.schema_metadata is None else op.schema_metadata
     return replace(base, fields=op.schema, schema_metadata=dict(metadata), fragments=frags)
+
+
+def _kept_files(frag: Fragment, remaining: set[int]) -> Fragment:
+    """``frag`` without its data files none of whose fields are in ``remaining`` (the same object
+    when it keeps them all: a history's fragments are not copied one by one for nothing)."""
+    files = tuple(d for d in frag.files if not remaining.isdisjoint(d.fields))
+    return frag if len(files) == len(frag.files) else replace(frag, files=files)
 
 
 def _update_config(base: Manifest, op: UpdateConfig) -> Manifest:
