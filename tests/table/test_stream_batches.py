@@ -1,10 +1,11 @@
 """A stream (``to_batches``, ``to_reader``) over many small fragments reads them a group at a
 time as batches, and still yields the batches a fragment-by-fragment read yields: the same
 boundaries, rows, row ids and filters, on files either library wrote, with deletions. A count of
-the rows that match a filter reads them as batches too."""
+the rows that match a filter, and an update's search for its rows, read them as batches too."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import lance
@@ -14,6 +15,7 @@ import pytest
 
 import lance_table as lt
 from lance_table.table import deletion, scan, scan_groups, snapshot
+from lance_table.table.operations import delete as delete_op
 from lance_table.table.readers import READERS
 
 
@@ -195,3 +197,29 @@ def test_a_head_makes_readers_of_the_fragments_it_reads(many: str, monkeypatch: 
         lance.dataset(many).to_table(limit=5, offset=600, columns=["id"])
     )
     assert len(made) < len(ds.get_fragments()) // 2
+
+
+def test_updates_find_their_rows_in_batches(
+    many: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    shutil.copytree(many, ours)
+    shutil.copytree(many, theirs)
+    calls: list[int] = []
+    real = delete_op.batch_matching_rows
+
+    def spy(frags, *args):  # type: ignore[no-untyped-def]
+        calls.append(len(frags))
+        return real(frags, *args)
+
+    monkeypatch.setattr(delete_op, "batch_matching_rows", spy)
+    for where, values in (("id % 9 = 4", {"x": "x + 1"}), ("s is null and id > 500", {"s": "'was null'"})):
+        lt.dataset(ours).update(values, where=where)
+        lance.dataset(theirs).update(values, where=where)
+    assert calls and max(calls) > 1
+    lt.dataset(ours).update({"x": "0.5"})  # every row: no predicate to read
+    lance.dataset(theirs).update({"x": "0.5"})
+    for uri in (ours, theirs):
+        got = lt.dataset(uri).to_table().sort_by("id")
+        assert got.equals(lance.dataset(ours).to_table().sort_by("id"))
+        assert got.equals(lance.dataset(theirs).to_table().sort_by("id"))

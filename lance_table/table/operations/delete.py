@@ -59,7 +59,7 @@ def plan_delete(ds: Snapshot, predicate: str | pc.Expression) -> Pending:
     # files of ds that the rows are read from: a failed read is that conflict when versions since
     # ds are gone, and the delete is then re-run on the latest version.
     try:
-        found, frags, wait = _find(ds, predicate)
+        found, frags, wait = find_matching(ds, predicate)
     except pa.ArrowInvalid as exc:  # the predicate failed on the rows (a division by zero)
         raise FilterEvaluationError(f"{FilterEvaluationError.PREFIX}{exc} (predicate: {predicate})") from exc
     except Exception:
@@ -97,7 +97,7 @@ def plan_delete(ds: Snapshot, predicate: str | pc.Expression) -> Pending:
     return Pending(Delete(tuple(updated), tuple(removed), text), ds.version, additions, bases, tuple(written))
 
 
-def _find(
+def find_matching(
     ds: Snapshot, predicate: str | pc.Expression
 ) -> tuple[list[np.ndarray | None], list[FragmentReader], int]:
     """The rows of each fragment of ``ds`` matching ``predicate`` (None: none), the fragments, and

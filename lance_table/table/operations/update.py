@@ -40,6 +40,7 @@ from lance_table.table.commit.retry import retry_on_conflict
 from lance_table.table.commit.row_ids import uses_stable_row_ids
 from lance_table.table.deletion import union, write_deletions
 from lance_table.table.fragment import FragmentReader
+from lance_table.table.operations.delete import find_matching
 from lance_table.table.operations.write import FragmentWriter, check_blob_fields, writable_data_format
 from lance_table.table.progress import SILENT, Progress, Reporter, reporter
 from lance_table.table.scan import (
@@ -244,13 +245,21 @@ def plan_update(
         report.advance(frag.physical_rows)
         return found
 
-    frags = ds.fragment_readers()
-    wait = in_flight(frags)
-    # the manifest's counts: each fragment's files are opened (and their counts checked) by the
-    # task that scans it, on the pool, not one at a time here (a round trip each on S3)
-    sizes = [f.fragment.physical_rows for f in frags]
-    report.phase("scan", rows_total=sum(sizes))
-    found = map_grouped(matches, frags, sizes, in_flight=wait)
+    if where is not None:
+        # as a delete finds its rows: small fragments' predicate columns read as batches (the
+        # scan's progress is told when it is done)
+        found, frags, wait = find_matching(ds, where)
+        scanned = sum(f.fragment.physical_rows for f in frags)
+        report.phase("scan", rows_total=scanned)
+        report.advance(scanned)
+    else:
+        frags = ds.fragment_readers()
+        wait = in_flight(frags)
+        # the manifest's counts: each fragment's files are opened (and their counts checked) by
+        # the task that scans it, on the pool, not one at a time here (a round trip each on S3)
+        sizes = [f.fragment.physical_rows for f in frags]
+        report.phase("scan", rows_total=sum(sizes))
+        found = map_grouped(matches, frags, sizes, in_flight=wait)
     touched = [(frag, pos) for frag, pos in zip(frags, found) if pos is not None]
     report.phase("write", rows_total=sum(int(pos.size) for _, pos in touched))
     new, removed, updated, written = _write_update(ds, touched, assignments, data_format, report=report)
