@@ -88,18 +88,17 @@ class FileLayout:
     chunks: int = 1
 
 
-def layout(reader: LanceFileReader, names: Sequence[str], general: bool = False) -> FileLayout | None:
+def layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
     """The layout of a read of the file's columns ``names`` when every one is a column without
     nesting stored as one page of one small chunk (see :mod:`miniblock_small`), of values or of
-    indices into a dictionary, or as a constant page, or a field with nesting whose leaves are
-    such pages (see :mod:`small_nested`); else None. Kept per reader and selection.
+    indices into a dictionary, or strings in a general compression (zstd, LZ4: our own writer's
+    strings; see :func:`miniblock_small.plan`), or as a constant page, or a field with nesting
+    whose leaves are such pages (see :mod:`small_nested`); else None. Kept per reader and
+    selection."""
+    return reader.kept_layout(tuple(names), lambda: _layout(reader, names))
 
-    ``general``: columns of strings in a general compression are taken too (see
-    :func:`miniblock_small.plan`), for :mod:`small_take` only (a batch does not decode them)."""
-    return reader.kept_layout((*names, general), lambda: _layout(reader, names, general))
 
-
-def _layout(reader: LanceFileReader, names: Sequence[str], general: bool = False) -> FileLayout | None:
+def _layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
     meta = reader.metadata
     if meta.version is FileVersion.V2_0 or not meta.num_rows:
         return None
@@ -118,7 +117,7 @@ def _layout(reader: LanceFileReader, names: Sequence[str], general: bool = False
         # a column described by the same bytes as one of a file read before (of these fields and
         # rows) has that one's layout: its metadata is not parsed again
         blobs = [columns.blob(i) for i in indices]  # type: ignore[arg-type]
-        keys.append((id(node), large, num_rows, general, *blobs))
+        keys.append((id(node), large, num_rows, *blobs))
         stored.append((indices, blobs))
     limit = columns.limit
     for (node, shape, _), key, (indices, blobs), hit in zip(shapes, keys, stored, _COLUMNS.get_many(keys)):
@@ -127,7 +126,7 @@ def _layout(reader: LanceFileReader, names: Sequence[str], general: bool = False
             # same bytes but for the value
             hit = _like_constant((id(node), large, num_rows, len(blobs[0])), node, blobs[0])
         if hit is None or hit.node is not node:
-            hit = _column(reader, node, shape, large, indices, general)  # type: ignore[arg-type]
+            hit = _column(reader, node, shape, large, indices)  # type: ignore[arg-type]
             if hit is None:
                 return None
             if hit.kept:
@@ -197,7 +196,7 @@ class _Column:
 
 
 def _column(
-    reader: LanceFileReader, node: FieldNode, shape: int, large: bool, indices: list[int], general: bool
+    reader: LanceFileReader, node: FieldNode, shape: int, large: bool, indices: list[int]
 ) -> _Column | None:
     """The read of field ``node`` (stored in the columns ``indices``) of a file, when a batch
     reads it; else None."""
@@ -229,7 +228,7 @@ def _column(
                 if const[0].value:
                     made.constant = const[0]
             else:
-                form = _form(encoding, node.arrow_type, large, general)
+                form = _form(encoding, node.arrow_type, large)
                 if form is None or len(buffers) != (2 if form[0].dictionary is None else 3):
                     return None
                 page, value_enc, interned = form
@@ -322,17 +321,15 @@ _SHAPES: LRU[
 ] = LRU(_MAX_KEYS)
 
 
-def _form(
-    layout: Any, dtype: pa.DataType, large: bool, general: bool = False
-) -> tuple[SmallPage, Any, tuple[Any, ...]] | None:
+def _form(layout: Any, dtype: pa.DataType, large: bool) -> tuple[SmallPage, Any, tuple[Any, ...]] | None:
     """The page description, value compression and interned encoding key of a column's page
     layout (see :func:`_layout`), or None when a batch does not decode it. Kept per layout
     message: the files of a dataset share theirs (see ``container.unpack_encoding``)."""
-    key = (id(layout), dtype, large, general)
+    key = (id(layout), dtype, large)
     hit = _FORMS.get(key)
     if hit is not None and hit[0] is layout:
         return hit[1]
-    page = plan(layout, large, general=general)
+    page = plan(layout, large, general=True)
     if page is not None and page.kind == GENERAL and not is_binary(dtype):
         page = None
     if page is None and pa.types.is_fixed_size_list(dtype):
