@@ -140,12 +140,13 @@ def _direct(plan: Plan | None, run: Runs, columns: int) -> bool:
     )
 
 
-def batchable(plan: Plan | None, rows: int) -> bool:
-    """Whether a read of ``rows`` rows of a fragment with this plan belongs in a batch."""
+def batchable(plan: Plan | None, rows: int, runs: int = 0) -> bool:
+    """Whether a read of ``rows`` rows (in ``runs`` runs, when known) of a fragment with this plan
+    belongs in a batch."""
     if plan is None or rows <= 0:
         return False
     lay = plan[1]
-    return isinstance(lay, small_many20.FileLayout) or small_layouts.worth_batching(lay, rows)
+    return isinstance(lay, small_many20.FileLayout) or small_layouts.worth_batching(lay, rows, runs)
 
 
 def _version(plan: Plan | None) -> type | None:
@@ -198,8 +199,11 @@ def read(
             return user_table(table, schema, user)
     if found is None:
         found = plans(frags, names)
-    ok = [batchable(p, r) for p, r in zip(found, rows)]
-    groups = _column_groups(frags, names, rows, found, ok) if len(names) > 1 and len(frags) > 1 else None
+    spread = [r.count for r in runs]
+    ok = [batchable(p, r, c) for p, r, c in zip(found, rows, spread)]
+    groups = (
+        _column_groups(frags, names, rows, found, ok, spread) if len(names) > 1 and len(frags) > 1 else None
+    )
     if groups is None and len(names) > 1 and len(frags) > 1 and not all(ok):
         groups = _chunk_groups(frags, names, rows, ok)
     if groups is not None:
@@ -267,6 +271,7 @@ def _column_groups(
     rows: Sequence[int],
     found: Sequence[Plan | None],
     ok: Sequence[bool],
+    spread: Sequence[int],
 ) -> list[tuple[list[str], list[Plan | None]]] | None:
     """The columns ``names`` as groups each read on its own, with its plans, when the fragments
     are not batched with all the columns (files too large for two to share a batch of all of
@@ -274,8 +279,9 @@ def _column_groups(
     some columns are batched across the files by themselves, two files or more to a batch (ids
     and floats beside vectors of a living table's fragments of 20k rows): those columns as one
     group (or each on its own, when their pages lie far apart in the files), the others as one
-    more (read file by file). ``rows``: the rows read of each fragment; ``ok``: whether they
-    are :func:`batchable` with ``found``. None when the columns are read together."""
+    more (read file by file). ``rows``: the rows read of each fragment (in ``spread`` runs);
+    ``ok``: whether they are :func:`batchable` with ``found``. None when the columns are read
+    together."""
     half = BATCH_BYTES // 2
     # the fragments a batch of all the columns would not read with others
     alone = [
@@ -289,7 +295,8 @@ def _column_groups(
     def small(found_: Sequence[Plan | None]) -> bool:
         """Whether the fragments in ``alone`` share batches of these plans, two or more to one."""
         return all(
-            (p := found_[k]) is not None and batchable(p, rows[k]) and p[1].length <= half for k in alone
+            (p := found_[k]) is not None and batchable(p, rows[k], spread[k]) and p[1].length <= half
+            for k in alone
         )
 
     own = {name: plans(frags, [name]) for name in names}

@@ -121,9 +121,10 @@ def test_take_of_compressed_strings_matches_pylance(
         for cols in (["s"], ["b", "id"], ["ls", "s"]):
             assert ours.take(idx, columns=cols).equals(theirs.take(idx, columns=cols)), (seed, cols)
     assert spy.failed == 0
-    # every string column read by the chunk path, the files' chunks together
+    # every string column read by the chunk path, the files' chunks together (but by the take of
+    # 3000 rows, scattered over every chunk: whole pages in batches, see test_fragment_batch_general)
     for t in (pa.string(), pa.large_string(), pa.binary()):
-        assert spy.types.count(t) >= 6, t
+        assert spy.types.count(t) >= 4, t
     # the chunk path read them: only the small append's page is read on its own, or whole
     spy.types.clear()
     spy.alone = 0
@@ -144,7 +145,7 @@ def test_corrupt_compressed_chunk_names_the_file(
     tmp_path: Path, version: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ours, theirs = _datasets(tmp_path, version, "zstd")
-    idx = np.arange(0, 6 * ROWS, 61)  # rows of every chunk of every file
+    idx = np.arange(0, 6 * ROWS, 150)  # rows of every file, fewer than its chunks (small_take)
     frag = ours.get_fragments()[2]
     name = frag.data_files()[0].path
     path = str(tmp_path / "ours" / "data" / name)

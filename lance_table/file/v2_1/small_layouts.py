@@ -46,6 +46,10 @@ SPAN_SLACK = 64 * 1024
 #: a read of at least this share of a file's rows reads its pages of many chunks whole, in a
 #: batch; fewer rows (a take) are picked from their chunks by the file's own reader
 DENSE_ROWS = 0.5
+#: runs of rows per chunk of pages of strings in a general compression from which a read of them
+#: decodes their pages whole in a batch (see :func:`worth_batching`): rows scattered at random in
+#: twice as many runs as chunks leave few chunks (one in seven) without one
+SPREAD_RUNS = 2
 #: a span of pages of many chunks this small is read and decoded whole by any read, even of a few
 #: rows: one request brings it as fast as its chunks, and decoding it in a batch costs less than
 #: the file's own reader picking the rows from their chunks (a take of a few rows of each of
@@ -86,6 +90,8 @@ class FileLayout:
     #: the most chunks of a page: a file of pages of one chunk is read whole by any read; one of
     #: pages of many chunks only by a read of most of its rows (see :func:`worth_batching`)
     chunks: int = 1
+    #: every page of many chunks holds strings in a general compression (each chunk one block)
+    general: bool = False
 
 
 def layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
@@ -138,10 +144,12 @@ def _layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
         found.append(hit)
     if not found:
         return None
-    start, end, needed, most = -1, 0, 0, 1
+    start, end, needed, most, general = -1, 0, 0, 1, True
     for col in found:
         if col.chunks > most:
             most = col.chunks
+        if col.chunks > 1 and not col.general:
+            general = False
         if col.buffers:
             if start < 0 or col.lo < start:
                 start = col.lo
@@ -151,7 +159,8 @@ def _layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
     start = max(start, 0)
     if most > 1 and end - start > 2 * needed + SPAN_SLACK:
         return None  # the pages lie far apart: their span would read much that is not theirs
-    return FileLayout(start, end - start, num_rows, tuple(col.at(start) for col in found), most)
+    pages = tuple(col.at(start) for col in found)
+    return FileLayout(start, end - start, num_rows, pages, most, general and most > 1)
 
 
 class _Column:
@@ -160,7 +169,20 @@ class _Column:
     relative to a file's span from a given start (made once per start). Kept by the bytes of the
     columns' metadata: the files of a living table mostly repeat them."""
 
-    __slots__ = ("_at", "_make", "buffers", "chunks", "constant", "end", "hi", "kept", "lo", "needed", "node")
+    __slots__ = (
+        "_at",
+        "_make",
+        "buffers",
+        "chunks",
+        "constant",
+        "end",
+        "general",
+        "hi",
+        "kept",
+        "lo",
+        "needed",
+        "node",
+    )
 
     def __init__(
         self,
@@ -183,6 +205,8 @@ class _Column:
         self.kept = kept  # whether it depends on nothing but the columns' metadata
         #: a constant page of an inline value: its layout (the same for any start)
         self.constant: small_constant.ConstantLayout | None = None
+        #: a page of strings in a general compression
+        self.general = False
         self._at: dict[int, Any] = {}
 
     def at(self, start: int) -> Any:
@@ -241,6 +265,7 @@ def _column(
                     _column_layout, buffers, page=page, value_enc=value_enc, key=interned, chunks=chunks
                 )
                 made = _Column(node, tuple(buffers), chunks, shift, 0, False)
+                made.general = page.kind == GENERAL
         # kept for other files only when the encodings are in the metadata (not in the file)
         pbs = [columns[i] for i in indices]
         made.kept = all(p.encoding.WhichOneof("location") == "direct" for pb in pbs for p in pb.pages)
@@ -409,9 +434,17 @@ def decode_keys(cols: Sequence[Any]) -> list[Any]:
     return [(c.key[0], c.encoding.fsst.values.SerializeToString(), *c.key[2:]) for c in cols]
 
 
-def worth_batching(file: FileLayout, rows: int) -> bool:
+def worth_batching(file: FileLayout, rows: int, runs: int = 0) -> bool:
     """Whether a read of ``rows`` rows of a file with this layout belongs in a batch: a file of
     pages of one chunk (a few hundred rows) always; pages of many chunks, which a batch decodes
     whole, when most of their rows are read or when their span is at most
-    :data:`SMALL_SPAN_BYTES`."""
-    return file.chunks == 1 or file.length <= SMALL_SPAN_BYTES or rows >= DENSE_ROWS * file.num_rows
+    :data:`SMALL_SPAN_BYTES`; pages of strings in a general compression when the rows lie in
+    :data:`SPREAD_RUNS` times as many ``runs`` as the pages have chunks (a filter's scattered
+    rows: most chunks hold one): a read of a few rows decompresses every chunk a row lies in
+    whole, and a batch decompresses those of all its files in one call."""
+    return (
+        file.chunks == 1
+        or file.length <= SMALL_SPAN_BYTES
+        or rows >= DENSE_ROWS * file.num_rows
+        or (file.general and runs >= SPREAD_RUNS * file.chunks)
+    )
