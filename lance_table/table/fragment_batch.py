@@ -49,10 +49,9 @@ Plan = tuple[LanceFileReader, small_layouts.FileLayout | small_many20.FileLayout
 DENSE_SHARE = 0.25
 
 
-def plans(frags: Sequence[FragmentReader], names: Sequence[str], general: bool = False) -> list[Plan | None]:
+def plans(frags: Sequence[FragmentReader], names: Sequence[str]) -> list[Plan | None]:
     """For each fragment, how a batch reads its columns ``names`` (its file's reader and layout),
-    or None when it is read on its own. ``general``: pages of strings in a general compression
-    are taken too, for :func:`_read_chunks` only (see :func:`small_layouts.layout`).
+    or None when it is read on its own.
 
     Raises:
         DataFileNotFoundError: a data file does not exist.
@@ -69,7 +68,7 @@ def plans(frags: Sequence[FragmentReader], names: Sequence[str], general: bool =
     leaves = {leaf.id for node in nodes for leaf, _ in leaf_paths(node, [])}
     # whether a data file's fields hold them all, by its fields (the same in most files)
     holds: dict[tuple[int, ...], bool] = {}
-    return [_plan(f, nodes, key, leaves, holds, general) for f in frags]
+    return [_plan(f, nodes, key, leaves, holds) for f in frags]
 
 
 def _plan(
@@ -78,7 +77,6 @@ def _plan(
     key: tuple[Any, ...],
     leaves: set[int],
     holds: dict[tuple[int, ...], bool],
-    general: bool = False,
 ) -> Plan | None:
     files = frag.fragment.files
     if len(files) != 1:
@@ -98,14 +96,11 @@ def _plan(
     frag.physical_rows  # noqa: B018 - the file's row count checked against the manifest's
     key = (key, data_file.fields, data_file.column_indices)  # columns as this manifest maps them
     found = reader.kept_layout(key, lambda: _file_layout(reader, nodes, frag.stored_roots(data_file)))
-    if found is None and general:  # (kept apart only where it differs: the reader keeps few)
-        roots = frag.stored_roots(data_file)
-        found = reader.kept_layout((*key, general), lambda: _file_layout(reader, nodes, roots, True))
     return None if found is None else (reader, found)
 
 
 def _file_layout(
-    reader: LanceFileReader, nodes: list[FieldNode], by_id: dict[int, FieldNode], general: bool = False
+    reader: LanceFileReader, nodes: list[FieldNode], by_id: dict[int, FieldNode]
 ) -> small_layouts.FileLayout | small_many20.FileLayout | None:
     """The layout of the file's columns of ``nodes`` (``by_id``: the file's fields by the dataset
     field id the manifest maps them to), when each is stored with the type the dataset gives it."""
@@ -117,7 +112,7 @@ def _file_layout(
         names.append(stored.name)
     if reader.metadata.version is FileVersion.V2_0:
         return small_many20.layout(reader, names)
-    return small_layouts.layout(reader, names, general)
+    return small_layouts.layout(reader, names)
 
 
 #: the most bytes of files one batch reads (a larger file is read on its own): a batch holds its
@@ -151,12 +146,13 @@ def _direct(plan: Plan | None, run: Runs, columns: int) -> bool:
     )
 
 
-def batchable(plan: Plan | None, rows: int) -> bool:
-    """Whether a read of ``rows`` rows of a fragment with this plan belongs in a batch."""
+def batchable(plan: Plan | None, rows: int, runs: int = 0) -> bool:
+    """Whether a read of ``rows`` rows (in ``runs`` runs, when known) of a fragment with this plan
+    belongs in a batch."""
     if plan is None or rows <= 0:
         return False
     lay = plan[1]
-    return isinstance(lay, small_many20.FileLayout) or small_layouts.worth_batching(lay, rows)
+    return isinstance(lay, small_many20.FileLayout) or small_layouts.worth_batching(lay, rows, runs)
 
 
 def _version(plan: Plan | None) -> type | None:
@@ -209,13 +205,14 @@ def read(
             return user_table(table, schema, user)
     if found is None:
         found = plans(frags, names)
-    ok = [batchable(p, r) for p, r in zip(found, rows)]
+    spread = [r.count for r in runs]
+    ok = [batchable(p, r, c) for p, r, c in zip(found, rows, spread)]
     direct = [o and _direct(p, r, len(names)) for o, p, r in zip(ok, found, runs)]
     groups = None
     if len(names) > 1 and len(frags) > 1 and not all(direct):
-        groups = _column_groups(frags, names, rows, found, ok)
+        groups = _column_groups(frags, names, rows, found, ok, spread)
     if groups is None and len(names) > 1 and len(frags) > 1 and not all(ok):
-        groups = _chunk_groups(frags, names, rows, ok, take)
+        groups = _chunk_groups(frags, names, rows, ok)
     if groups is not None:
         # each group of columns read on its own (the small ones batched across the files),
         # the same rows in the same order: the columns are put side by side
@@ -242,7 +239,7 @@ def read(
             pieces.append(user_table(table, schema, user))
         else:
             if sparse is None and not ok[i]:
-                sparse = _sparse(frags, names, rows, ok, take)
+                sparse = _sparse(frags, names, rows, ok)
             m = _chunk_run(sparse, rows, i) if sparse is not None else i
             if m - i > 1:  # few rows of many files' pages of many chunks: their chunks read together
                 table = _read_chunks(frags[i:m], sparse[i:m], names, schema, runs[i:m], floors)  # type: ignore[index, arg-type]
@@ -280,6 +277,7 @@ def _column_groups(
     rows: Sequence[int],
     found: Sequence[Plan | None],
     ok: Sequence[bool],
+    spread: Sequence[int],
 ) -> list[tuple[list[str], list[Plan | None]]] | None:
     """The columns ``names`` as groups each read on its own, with its plans, when the fragments
     are not batched with all the columns (files too large for two to share a batch of all of
@@ -287,8 +285,9 @@ def _column_groups(
     some columns are batched across the files by themselves, two files or more to a batch (ids
     and floats beside vectors of a living table's fragments of 20k rows): those columns as one
     group (or each on its own, when their pages lie far apart in the files), the others as one
-    more (read file by file). ``rows``: the rows read of each fragment; ``ok``: whether they
-    are :func:`batchable` with ``found``. None when the columns are read together."""
+    more (read file by file). ``rows``: the rows read of each fragment (in ``spread`` runs);
+    ``ok``: whether they are :func:`batchable` with ``found``. None when the columns are read
+    together."""
     half = BATCH_BYTES // 2
     # the fragments a batch of all the columns would not read with others
     alone = [
@@ -302,7 +301,8 @@ def _column_groups(
     def small(found_: Sequence[Plan | None]) -> bool:
         """Whether the fragments in ``alone`` share batches of these plans, two or more to one."""
         return all(
-            (p := found_[k]) is not None and batchable(p, rows[k]) and p[1].length <= half for k in alone
+            (p := found_[k]) is not None and batchable(p, rows[k], spread[k]) and p[1].length <= half
+            for k in alone
         )
 
     own = {name: plans(frags, [name]) for name in names}
@@ -326,12 +326,12 @@ CHUNK_BATCH_BYTES = 8 << 20
 
 
 def _sparse(
-    frags: Sequence[FragmentReader], names: list[str], rows: Sequence[int], ok: Sequence[bool], take: bool
+    frags: Sequence[FragmentReader], names: list[str], rows: Sequence[int], ok: Sequence[bool]
 ) -> list[list[Plan] | None]:
     """For each fragment not read in a batch of whole pages, each column's plan when its few
     rows are read with other files' by :func:`_read_chunks` (every column a page of mini-block
-    chunks of a 2.1/2.2 file; for a ``take``, strings in a general compression too); else None."""
-    own = [plans(frags, [name], take) for name in names]
+    chunks of a 2.1/2.2 file, strings in a general compression too); else None."""
+    own = [plans(frags, [name]) for name in names]
     found: list[list[Plan] | None] = []
     for k in range(len(frags)):
         each = [p[k] for p in own]
@@ -345,16 +345,16 @@ def _sparse(
 
 
 def _chunk_groups(
-    frags: Sequence[FragmentReader], names: list[str], rows: Sequence[int], ok: Sequence[bool], take: bool
+    frags: Sequence[FragmentReader], names: list[str], rows: Sequence[int], ok: Sequence[bool]
 ) -> list[tuple[list[str], list[Plan | None]]] | None:
     """The columns ``names`` as two groups, each read on its own, when the fragments not read in
     batches of whole pages have some columns that :func:`_read_chunks` reads and some it does
-    not (outside a ``take``, strings in a general compression beside numbers): those columns,
-    then the others. (The groups' plans are those of batches of whole pages.)"""
+    not (nested fields, constant pages): those columns, then the others. (The groups' plans
+    are those of batches of whole pages.)"""
     wanted = [k for k in range(len(frags)) if not ok[k] and rows[k]]
     if len(wanted) < 2:
         return None
-    own = {name: plans(frags, [name], take) for name in names}
+    own = {name: plans(frags, [name]) for name in names}
     some = [n for n in names if all(_chunked(own[n][k]) for k in wanted)]
     if not some or len(some) == len(names):
         return None

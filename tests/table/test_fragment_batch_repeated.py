@@ -117,10 +117,10 @@ def test_files_of_the_same_dictionary_decode_it_once(repeated: str, monkeypatch:
     """The files' dictionaries of the same bytes are decoded once for a batch (``category``:
     three distinct ones among twelve files, ``source``: one), all in one pass, with the rows
     pylance reads."""
-    from lance_table.file.v2_1 import small_many
+    from lance_table.file.v2_1 import small_dicts
 
     calls: list[int] = []
-    decoded = small_many._decoded_dictionaries
+    decoded = small_dicts._decoded_dictionaries
 
     def counted(cols: list[object], *args: object) -> object:
         calls.append(len(cols))
@@ -129,8 +129,8 @@ def test_files_of_the_same_dictionary_decode_it_once(repeated: str, monkeypatch:
     def one_by_one(*args: object) -> object:
         raise AssertionError("string dictionaries are decoded together")
 
-    monkeypatch.setattr(small_many, "_decoded_dictionaries", counted)
-    monkeypatch.setattr(small_many, "_each_dictionary", one_by_one)
+    monkeypatch.setattr(small_dicts, "_decoded_dictionaries", counted)
+    monkeypatch.setattr(small_dicts, "_each_dictionary", one_by_one)
     theirs = lance.dataset(repeated)
     for column, most in (("category", 3), ("source", 1)):
         clear_caches()

@@ -46,6 +46,10 @@ SPAN_SLACK = 64 * 1024
 #: a read of at least this share of a file's rows reads its pages of many chunks whole, in a
 #: batch; fewer rows (a take) are picked from their chunks by the file's own reader
 DENSE_ROWS = 0.5
+#: runs of rows per chunk of pages of strings in a general compression from which a read of them
+#: decodes their pages whole in a batch (see :func:`worth_batching`): rows scattered at random in
+#: twice as many runs as chunks leave few chunks (one in seven) without one
+SPREAD_RUNS = 2
 #: a span of pages of many chunks this small is read and decoded whole by any read, even of a few
 #: rows: one request brings it as fast as its chunks, and decoding it in a batch costs less than
 #: the file's own reader picking the rows from their chunks (a take of a few rows of each of
@@ -86,20 +90,21 @@ class FileLayout:
     #: the most chunks of a page: a file of pages of one chunk is read whole by any read; one of
     #: pages of many chunks only by a read of most of its rows (see :func:`worth_batching`)
     chunks: int = 1
+    #: every page of many chunks holds strings in a general compression (each chunk one block)
+    general: bool = False
 
 
-def layout(reader: LanceFileReader, names: Sequence[str], general: bool = False) -> FileLayout | None:
+def layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
     """The layout of a read of the file's columns ``names`` when every one is a column without
     nesting stored as one page of one small chunk (see :mod:`miniblock_small`), of values or of
-    indices into a dictionary, or as a constant page, or a field with nesting whose leaves are
-    such pages (see :mod:`small_nested`); else None. Kept per reader and selection.
+    indices into a dictionary, or strings in a general compression (zstd, LZ4: our own writer's
+    strings; see :func:`miniblock_small.plan`), or as a constant page, or a field with nesting
+    whose leaves are such pages (see :mod:`small_nested`); else None. Kept per reader and
+    selection."""
+    return reader.kept_layout(tuple(names), lambda: _layout(reader, names))
 
-    ``general``: columns of strings in a general compression are taken too (see
-    :func:`miniblock_small.plan`), for :mod:`small_take` only (a batch does not decode them)."""
-    return reader.kept_layout((*names, general), lambda: _layout(reader, names, general))
 
-
-def _layout(reader: LanceFileReader, names: Sequence[str], general: bool = False) -> FileLayout | None:
+def _layout(reader: LanceFileReader, names: Sequence[str]) -> FileLayout | None:
     meta = reader.metadata
     if meta.version is FileVersion.V2_0 or not meta.num_rows:
         return None
@@ -118,7 +123,7 @@ def _layout(reader: LanceFileReader, names: Sequence[str], general: bool = False
         # a column described by the same bytes as one of a file read before (of these fields and
         # rows) has that one's layout: its metadata is not parsed again
         blobs = [columns.blob(i) for i in indices]  # type: ignore[arg-type]
-        keys.append((id(node), large, num_rows, general, *blobs))
+        keys.append((id(node), large, num_rows, *blobs))
         stored.append((indices, blobs))
     limit = columns.limit
     for (node, shape, _), key, (indices, blobs), hit in zip(shapes, keys, stored, _COLUMNS.get_many(keys)):
@@ -127,7 +132,7 @@ def _layout(reader: LanceFileReader, names: Sequence[str], general: bool = False
             # same bytes but for the value
             hit = _like_constant((id(node), large, num_rows, len(blobs[0])), node, blobs[0])
         if hit is None or hit.node is not node:
-            hit = _column(reader, node, shape, large, indices, general)  # type: ignore[arg-type]
+            hit = _column(reader, node, shape, large, indices)  # type: ignore[arg-type]
             if hit is None:
                 return None
             if hit.kept:
@@ -139,10 +144,12 @@ def _layout(reader: LanceFileReader, names: Sequence[str], general: bool = False
         found.append(hit)
     if not found:
         return None
-    start, end, needed, most = -1, 0, 0, 1
+    start, end, needed, most, general = -1, 0, 0, 1, True
     for col in found:
         if col.chunks > most:
             most = col.chunks
+        if col.chunks > 1 and not col.general:
+            general = False
         if col.buffers:
             if start < 0 or col.lo < start:
                 start = col.lo
@@ -152,7 +159,8 @@ def _layout(reader: LanceFileReader, names: Sequence[str], general: bool = False
     start = max(start, 0)
     if most > 1 and end - start > 2 * needed + SPAN_SLACK:
         return None  # the pages lie far apart: their span would read much that is not theirs
-    return FileLayout(start, end - start, num_rows, tuple(col.at(start) for col in found), most)
+    pages = tuple(col.at(start) for col in found)
+    return FileLayout(start, end - start, num_rows, pages, most, general and most > 1)
 
 
 class _Column:
@@ -161,7 +169,20 @@ class _Column:
     relative to a file's span from a given start (made once per start). Kept by the bytes of the
     columns' metadata: the files of a living table mostly repeat them."""
 
-    __slots__ = ("_at", "_make", "buffers", "chunks", "constant", "end", "hi", "kept", "lo", "needed", "node")
+    __slots__ = (
+        "_at",
+        "_make",
+        "buffers",
+        "chunks",
+        "constant",
+        "end",
+        "general",
+        "hi",
+        "kept",
+        "lo",
+        "needed",
+        "node",
+    )
 
     def __init__(
         self,
@@ -184,6 +205,8 @@ class _Column:
         self.kept = kept  # whether it depends on nothing but the columns' metadata
         #: a constant page of an inline value: its layout (the same for any start)
         self.constant: small_constant.ConstantLayout | None = None
+        #: a page of strings in a general compression
+        self.general = False
         self._at: dict[int, Any] = {}
 
     def at(self, start: int) -> Any:
@@ -197,7 +220,7 @@ class _Column:
 
 
 def _column(
-    reader: LanceFileReader, node: FieldNode, shape: int, large: bool, indices: list[int], general: bool
+    reader: LanceFileReader, node: FieldNode, shape: int, large: bool, indices: list[int]
 ) -> _Column | None:
     """The read of field ``node`` (stored in the columns ``indices``) of a file, when a batch
     reads it; else None."""
@@ -229,7 +252,7 @@ def _column(
                 if const[0].value:
                     made.constant = const[0]
             else:
-                form = _form(encoding, node.arrow_type, large, general)
+                form = _form(encoding, node.arrow_type, large)
                 if form is None or len(buffers) != (2 if form[0].dictionary is None else 3):
                     return None
                 page, value_enc, interned = form
@@ -242,6 +265,7 @@ def _column(
                     _column_layout, buffers, page=page, value_enc=value_enc, key=interned, chunks=chunks
                 )
                 made = _Column(node, tuple(buffers), chunks, shift, 0, False)
+                made.general = page.kind == GENERAL
         # kept for other files only when the encodings are in the metadata (not in the file)
         pbs = [columns[i] for i in indices]
         made.kept = all(p.encoding.WhichOneof("location") == "direct" for pb in pbs for p in pb.pages)
@@ -322,17 +346,15 @@ _SHAPES: LRU[
 ] = LRU(_MAX_KEYS)
 
 
-def _form(
-    layout: Any, dtype: pa.DataType, large: bool, general: bool = False
-) -> tuple[SmallPage, Any, tuple[Any, ...]] | None:
+def _form(layout: Any, dtype: pa.DataType, large: bool) -> tuple[SmallPage, Any, tuple[Any, ...]] | None:
     """The page description, value compression and interned encoding key of a column's page
     layout (see :func:`_layout`), or None when a batch does not decode it. Kept per layout
     message: the files of a dataset share theirs (see ``container.unpack_encoding``)."""
-    key = (id(layout), dtype, large, general)
+    key = (id(layout), dtype, large)
     hit = _FORMS.get(key)
     if hit is not None and hit[0] is layout:
         return hit[1]
-    page = plan(layout, large, general=general)
+    page = plan(layout, large, general=True)
     if page is not None and page.kind == GENERAL and not is_binary(dtype):
         page = None
     if page is None and pa.types.is_fixed_size_list(dtype):
@@ -412,9 +434,17 @@ def decode_keys(cols: Sequence[Any]) -> list[Any]:
     return [(c.key[0], c.encoding.fsst.values.SerializeToString(), *c.key[2:]) for c in cols]
 
 
-def worth_batching(file: FileLayout, rows: int) -> bool:
+def worth_batching(file: FileLayout, rows: int, runs: int = 0) -> bool:
     """Whether a read of ``rows`` rows of a file with this layout belongs in a batch: a file of
     pages of one chunk (a few hundred rows) always; pages of many chunks, which a batch decodes
     whole, when most of their rows are read or when their span is at most
-    :data:`SMALL_SPAN_BYTES`."""
-    return file.chunks == 1 or file.length <= SMALL_SPAN_BYTES or rows >= DENSE_ROWS * file.num_rows
+    :data:`SMALL_SPAN_BYTES`; pages of strings in a general compression when the rows lie in
+    :data:`SPREAD_RUNS` times as many ``runs`` as the pages have chunks (a filter's scattered
+    rows: most chunks hold one): a read of a few rows decompresses every chunk a row lies in
+    whole, and a batch decompresses those of all its files in one call."""
+    return (
+        file.chunks == 1
+        or file.length <= SMALL_SPAN_BYTES
+        or rows >= DENSE_ROWS * file.num_rows
+        or (file.general and runs >= SPREAD_RUNS * file.chunks)
+    )

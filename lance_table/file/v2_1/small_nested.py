@@ -201,7 +201,7 @@ def shifted(found: NestedLayout, start: int) -> NestedLayout:
     return replace(found, leaves=leaves)
 
 
-#: the values of dictionary indices of many files (see :func:`small_many._looked_up`): the
+#: the values of dictionary indices of many files (see :func:`small_dicts.looked_up`): the
 #: indices, the files' leaf layouts, their value counts, the bytes, where each file starts, the
 #: type, the validity of the value slots and the messages' page
 LookUp = Callable[

@@ -27,7 +27,7 @@ import pyarrow as pa
 from lance_table.file.arrow import with_validity
 from lance_table.file.compression import bitpacking
 from lance_table.file.pageio import PageIO
-from lance_table.file.v2_1 import small_many
+from lance_table.file.v2_1 import small_dicts, small_many
 from lance_table.file.v2_1.byteranges import exclusive_cumsum, in_file_order
 from lance_table.file.v2_1.chunk_headers import parse_chunks
 from lance_table.file.v2_1.miniblock import Chunks, chunk_values, pick, rows_in_chunks, values_at
@@ -312,7 +312,7 @@ def _group(
         cols = [col.cols[k] for k in sel.tolist()]
         # (the dictionaries lie in the first read's buffer: each file's at ``dict_pos``)
         bases = col.dict_pos[sel] - np.fromiter((c.dict_at for c in cols), np.int64, len(cols))
-        arr = small_many.look_up(
+        arr = small_dicts.look_up(
             idx[: local.size], cols, picked[sel], rows[sel], data1, bases, dtype, valid, io
         )
         if arr is None:
