@@ -31,12 +31,23 @@ def rows():
     return make_rows
 
 
+def _clear_caches() -> None:
+    READERS.clear()
+    deletion.DELETIONS.clear()
+
+
+@pytest.fixture
+def empty_caches() -> None:
+    """No file reader or deletion vector kept from an earlier test (a module of reads of many
+    small fragments uses it with ``pytestmark = pytest.mark.usefixtures("empty_caches")``)."""
+    _clear_caches()
+
+
 @pytest.fixture
 def copy(many: str, tmp_path: Path) -> str:
     """A copy of the test module's dataset ``many`` (its own fixture), read with no reader or
     deletion vector kept from before."""
-    READERS.clear()
-    deletion.DELETIONS.clear()
+    _clear_caches()
     uri = str(tmp_path / "copy")
     shutil.copytree(many, uri)
     return uri

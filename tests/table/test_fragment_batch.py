@@ -15,14 +15,10 @@ import pytest
 import lance_table as lt
 from lance_table.errors import CorruptFileError, DataFileNotFoundError
 from lance_table.file.v2_1 import small_layouts, small_many
-from lance_table.table import deletion, fragment_batch
+from lance_table.table import fragment_batch
 from lance_table.table.readers import READERS
 
-
-@pytest.fixture(autouse=True)
-def _empty_caches() -> None:
-    READERS.clear()
-    deletion.DELETIONS.clear()
+pytestmark = pytest.mark.usefixtures("empty_caches")
 
 
 def _rows(start: int, n: int, seed: int) -> pa.Table:

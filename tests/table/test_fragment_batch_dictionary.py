@@ -16,16 +16,13 @@ from lance.file import LanceFileReader
 import lance_table as lt
 from lance_table.errors import CorruptFileError
 from lance_table.file.v2_1 import small_layouts
-from lance_table.table import deletion, fragment_batch
+from lance_table.table import fragment_batch
 from lance_table.table.readers import READERS
 
 CATS = np.array(["red", "green", "blue", "cyan", "magenta"])
 
 
-@pytest.fixture(autouse=True)
-def _empty_caches() -> None:
-    READERS.clear()
-    deletion.DELETIONS.clear()
+pytestmark = pytest.mark.usefixtures("empty_caches")
 
 
 def _rows(start: int, n: int, seed: int) -> pa.Table:

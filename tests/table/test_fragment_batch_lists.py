@@ -14,16 +14,12 @@ import pyarrow as pa
 import pytest
 
 import lance_table as lt
-from lance_table.table import deletion, fragment_batch
-from lance_table.table.readers import READERS
+from lance_table.table import fragment_batch
 
 BATCHED = ["id", "vec", "d3", "rows_null", "nested", "u8"]
 
 
-@pytest.fixture(autouse=True)
-def _empty_caches() -> None:
-    READERS.clear()
-    deletion.DELETIONS.clear()
+pytestmark = pytest.mark.usefixtures("empty_caches")
 
 
 def _fsl(values: np.ndarray, size: int, mask: pa.Array | None = None) -> pa.Array:

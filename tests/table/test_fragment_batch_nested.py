@@ -18,7 +18,7 @@ from lance_table.errors import CorruptFileError
 from lance_table.file.field_shapes import leaf_paths
 from lance_table.file.pageio import PageIO
 from lance_table.file.v2_1 import small_layouts, small_many, small_nested
-from lance_table.table import deletion, fragment_batch, fragment_reads
+from lance_table.table import fragment_batch, fragment_reads
 from lance_table.table.readers import READERS
 
 NESTED = ["st", "inner", "req", "tags", "nums", "meta"]
@@ -26,10 +26,7 @@ NESTED = ["st", "inner", "req", "tags", "nums", "meta"]
 CONSTANT = ["src", "ver", "opt", "meta"]
 
 
-@pytest.fixture(autouse=True)
-def _empty_caches() -> None:
-    READERS.clear()
-    deletion.DELETIONS.clear()
+pytestmark = pytest.mark.usefixtures("empty_caches")
 
 
 def _rows(start: int, n: int, seed: int) -> pa.Table:

@@ -25,10 +25,7 @@ def _table(start: int, rows: int) -> pa.Table:
     return pa.table({"id": ids, "s": pa.array([f"v{i}" for i in ids.tolist()])})
 
 
-@pytest.fixture(autouse=True)
-def _empty_caches() -> None:
-    READERS.clear()
-    deletion.DELETIONS.clear()
+pytestmark = pytest.mark.usefixtures("empty_caches")
 
 
 def _count_opens(monkeypatch: pytest.MonkeyPatch) -> list[str]:

@@ -14,15 +14,10 @@ import pyarrow as pa
 import pytest
 
 import lance_table as lt
-from lance_table.table import deletion, scan, scan_groups, snapshot
+from lance_table.table import scan, scan_groups, snapshot
 from lance_table.table.operations import delete as delete_op
-from lance_table.table.readers import READERS
 
-
-@pytest.fixture(autouse=True)
-def _empty_caches() -> None:
-    READERS.clear()
-    deletion.DELETIONS.clear()
+pytestmark = pytest.mark.usefixtures("empty_caches")
 
 
 def _rows(start: int, n: int, seed: int) -> pa.Table:
