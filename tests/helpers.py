@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import struct
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -185,3 +185,33 @@ def varied_table(rows: int, seed: int, *, wide: bool = False) -> pa.Table:
     )
     columns["tags"] = tags
     return pa.table(columns)
+
+
+def small_rows(start: int, n: int) -> pa.Table:
+    """``n`` rows of ids ``start ..`` and short strings (a small append's data)."""
+    return pa.table({"id": pa.array(range(start, start + n), pa.int64()), "s": [f"r{i}" for i in range(n)]})
+
+
+def small_history(uri: str, writer: str, sizes: Sequence[int], **options: Any) -> None:
+    """Appends of ``sizes`` rows (the first creates, with ``options``), then a delete of ids 3 and
+    101, all written by ``writer`` ("lance_table" or pylance)."""
+    import lance
+
+    import lance_table as lt
+
+    lib: Any = lt if writer == "lance_table" else lance
+    for i, n in enumerate(sizes):
+        lib.write_dataset(
+            small_rows(i * 100, n), uri, mode="append" if i else "create", **(options if not i else {})
+        )
+    lib.dataset(uri).delete("id = 3 OR id = 101")
+
+
+def latest_manifest(uri: str) -> tuple[bytes, str]:
+    """The bytes and path of a dataset's latest manifest."""
+    from lance_table.storage import open_storage
+    from lance_table.table import versions
+
+    storage = open_storage(uri)
+    entry = versions.list_versions(storage)[-1]
+    return storage.read(entry.path), entry.path

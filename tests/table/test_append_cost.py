@@ -11,6 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from helpers import latest_manifest, small_history, small_rows
 
 import lance_table as lt
 from lance_table.errors import CorruptFileError
@@ -26,24 +27,9 @@ from lance_table.table.session import clear_caches
 lance = pytest.importorskip("lance")
 
 
-def _rows(start: int, n: int) -> pa.Table:
-    return pa.table({"id": pa.array(range(start, start + n), pa.int64()), "s": [f"r{i}" for i in range(n)]})
-
-
 def _history(uri: str, writer: str, **options: Any) -> None:
     """Four appends and a delete, written by ``writer``."""
-    lib = lt if writer == "lance_table" else lance
-    for i, n in enumerate((30, 10, 20, 5)):
-        lib.write_dataset(
-            _rows(i * 100, n), uri, mode="append" if i else "create", **(options if not i else {})
-        )
-    lib.dataset(uri).delete("id = 3 OR id = 101")
-
-
-def _latest(uri: str) -> tuple[bytes, str]:
-    storage = open_storage(uri)
-    entry = versions.list_versions(storage)[-1]
-    return storage.read(entry.path), entry.path
+    small_history(uri, writer, (30, 10, 20, 5), **options)
 
 
 def _ids(uri: str) -> list[int]:
@@ -55,7 +41,7 @@ def _ids(uri: str) -> list[int]:
 def test_an_append_on_a_manifest_as_read_writes_the_converted_paths_bytes(tmp_path, writer, options):
     uri = str(tmp_path / "ds")
     _history(uri, writer, **options)
-    data, path = _latest(uri)
+    data, path = latest_manifest(uri)
     base = decode_manifest_file(data, path).manifest
     assert base.fragment_source is not None
     pb, _, _ = _parse(data, path)
@@ -89,13 +75,13 @@ def test_appends_after_cold_opens_read_back_both_ways_with_unique_ids(tmp_path, 
     expected = [lance.dataset(uri).to_table()]
     for i in range(3):  # ours, cold each time (the previous manifest read, not converted)
         clear_caches()
-        lt.write_dataset(_rows(1000 + 10 * i, 7), uri, mode="append")
-        expected.append(_rows(1000 + 10 * i, 7))
-    lance.write_dataset(_rows(2000, 4), uri, mode="append")  # pylance keeps writing on ours
-    expected.append(_rows(2000, 4))
+        lt.write_dataset(small_rows(1000 + 10 * i, 7), uri, mode="append")
+        expected.append(small_rows(1000 + 10 * i, 7))
+    lance.write_dataset(small_rows(2000, 4), uri, mode="append")  # pylance keeps writing on ours
+    expected.append(small_rows(2000, 4))
     clear_caches()
-    lt.write_dataset(_rows(3000, 3), uri, mode="append")
-    expected.append(_rows(3000, 3))
+    lt.write_dataset(small_rows(3000, 3), uri, mode="append")
+    expected.append(small_rows(3000, 3))
     want = pa.concat_tables(expected)
     assert lance.dataset(uri).to_table() == want
     clear_caches()
@@ -107,12 +93,12 @@ def test_appends_after_cold_opens_read_back_both_ways_with_unique_ids(tmp_path, 
     clear_caches()
     lt.dataset(uri).optimize.compact_files(target_rows_per_fragment=1000)
     clear_caches()
-    lt.write_dataset(_rows(4000, 2), uri, mode="append")
-    lance.write_dataset(_rows(5000, 2), uri, mode="append")
+    lt.write_dataset(small_rows(4000, 2), uri, mode="append")
+    lance.write_dataset(small_rows(5000, 2), uri, mode="append")
     ids = _ids(uri)
     assert len(set(ids)) == len(ids) and ids[-2] > max(ids[:-2]) and ids[-1] > ids[-2]
     want = want.filter(pa.compute.invert(pa.compute.is_in(want["id"], pa.array([1001, 2000]))))
-    want = pa.concat_tables([want, _rows(4000, 2), _rows(5000, 2)])
+    want = pa.concat_tables([want, small_rows(4000, 2), small_rows(5000, 2)])
     got = lance.dataset(uri).to_table()
     assert got.sort_by("id") == want.sort_by("id")
     clear_caches()
@@ -124,7 +110,7 @@ def test_concurrent_appends_on_one_read_version_resolve(tmp_path):
     _history(uri, "lance_table")
     read_version = lt.dataset(uri).version
     for i in range(3):  # each commits on the same version read: the later ones rebase
-        frags = lt.fragment.write_fragments(_rows(100 * (i + 10), 3), uri)
+        frags = lt.fragment.write_fragments(small_rows(100 * (i + 10), 3), uri)
         clear_caches()
         lt.LanceDataset.commit(uri, lt.LanceOperation.Append(frags), read_version=read_version)
     ids = _ids(uri)
@@ -135,7 +121,7 @@ def test_concurrent_appends_on_one_read_version_resolve(tmp_path):
 def test_a_damaged_previous_manifest_is_refused_naming_it(tmp_path):
     uri = str(tmp_path / "ds")
     _history(uri, "lance_table")
-    data, path = _latest(uri)
+    data, path = latest_manifest(uri)
     pb, _, _ = _parse(data, path)
     old = pb.fragments[1].files[0].path
     bad = "../" + old[3:]  # as long as the path it replaces: the framing still holds
@@ -144,7 +130,7 @@ def test_a_damaged_previous_manifest_is_refused_naming_it(tmp_path):
     Path(uri, path).write_bytes(data[:at] + bad.encode() + data[at + len(old) :])
     clear_caches()
     with pytest.raises(CorruptFileError, match="inside the dataset") as info:
-        lt.write_dataset(_rows(900, 3), uri, mode="append")
+        lt.write_dataset(small_rows(900, 3), uri, mode="append")
     assert info.value.path.endswith(path)
     assert lance.dataset(uri, version=4).count_rows() == 65  # nothing was committed
     assert len(versions.list_versions(open_storage(uri))) == 5
@@ -153,7 +139,7 @@ def test_a_damaged_previous_manifest_is_refused_naming_it(tmp_path):
 def test_extended_keeps_a_converted_tuple_converted(tmp_path):
     uri = str(tmp_path / "ds")
     _history(uri, "lance_table")
-    data, path = _latest(uri)
+    data, path = latest_manifest(uri)
     source = decode_manifest_file(data, path).manifest.fragment_source
     assert isinstance(source, FragmentSource)
     before = source.fragments()

@@ -13,6 +13,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from helpers import latest_manifest, small_history, small_rows
 
 import lance_table as lt
 from lance_table._proto import table_pb2
@@ -31,29 +32,14 @@ from lance_table.table.session import clear_caches
 lance = pytest.importorskip("lance")
 
 
-def _rows(start: int, n: int) -> pa.Table:
-    return pa.table({"id": pa.array(range(start, start + n), pa.int64()), "s": [f"r{i}" for i in range(n)]})
-
-
 def _history(uri: str, writer: str, **options: Any) -> None:
     """Five appends (fragment 0 first) and a delete, written by ``writer``."""
-    lib = lt if writer == "lance_table" else lance
-    for i, n in enumerate((30, 10, 20, 5, 8)):
-        lib.write_dataset(
-            _rows(i * 100, n), uri, mode="append" if i else "create", **(options if not i else {})
-        )
-    lib.dataset(uri).delete("id = 3 OR id = 101")
-
-
-def _latest(uri: str) -> tuple[bytes, str]:
-    storage = open_storage(uri)
-    entry = versions.list_versions(storage)[-1]
-    return storage.read(entry.path), entry.path
+    small_history(uri, writer, (30, 10, 20, 5, 8), **options)
 
 
 def _both(uri: str) -> tuple[Any, Any]:
     """The latest manifest as read (fragments unconverted) and the same with converted fragments."""
-    data, path = _latest(uri)
+    data, path = latest_manifest(uri)
     base = decode_manifest_file(data, path).manifest
     assert base.fragment_source is not None
     converted = dataclasses.replace(base, fragments=tuple(base.fragments))
@@ -175,11 +161,11 @@ def test_deletes_updates_and_compactions_after_cold_opens_read_back_both_ways(tm
     clear_caches()
     lt.dataset(uri).update({"s": "'zz'"}, where="id = 21 OR id = 203")  # rows moved to a new fragment
     lance.dataset(uri).delete("id = 5")  # pylance keeps writing on ours
-    lance.write_dataset(_rows(900, 4), uri, mode="append")
+    lance.write_dataset(small_rows(900, 4), uri, mode="append")
     clear_caches()
     lt.dataset(uri).delete("id = 901")
     drop += [5, 901]
-    want = pa.concat_tables([want, _rows(900, 4)])
+    want = pa.concat_tables([want, small_rows(900, 4)])
     want = want.filter(pc.invert(pc.is_in(want["id"], pa.array(drop, pa.int64())))).sort_by("id")
     moved = pc.is_in(want["id"], pa.array([21, 203], pa.int64()))
     want = want.set_column(1, "s", pc.if_else(moved, pa.scalar("zz"), want["s"]))
@@ -220,7 +206,7 @@ def test_concurrent_deleters_rebase(tmp_path):
 def test_a_damaged_previous_manifest_is_refused_naming_it(tmp_path):
     uri = str(tmp_path / "ds")
     _history(uri, "lance_table")
-    data, path = _latest(uri)
+    data, path = latest_manifest(uri)
     pb, _, _ = _parse(data, path)
     old = pb.fragments[1].files[0].path
     bad = "../" + old[3:]  # as long as the path it replaces: the framing still holds
