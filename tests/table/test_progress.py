@@ -323,3 +323,16 @@ def test_callback_error_fails_the_write(tmp_path: Path) -> None:
     with pytest.raises(KeyboardInterrupt):
         lt.write_dataset(_table(0, 50), tmp_path / "d", max_rows_per_file=10, progress=stop)
     assert not list((tmp_path / "d").rglob("*.lance"))  # the files written are removed
+
+
+def test_an_update_tells_its_search_of_many_fragments_as_it_goes(tmp_path: Path) -> None:
+    ds = lt.write_dataset(_table(0, 1000), tmp_path / "many", max_rows_per_file=5)  # 200 fragments
+    events: list[ProgressEvent] = []
+    result = ds.update({"x": "x * 2"}, "id % 100 = 7", progress=events.append)
+    last = _check(events, "update", ["scan", "write"])
+    assert last["scan"].rows == last["scan"].rows_total == 1000
+    steps = [e.rows for e in events if e.phase == "scan" and e.event == "progress"]
+    assert len(steps) > 1 and steps[0] < 1000  # told group by group, not once at the end
+    assert result["num_rows_updated"] == 10
+    got = lt.dataset(tmp_path / "many").to_table(filter="id % 100 = 7").sort_by("id")
+    assert got.column("x").to_pylist() == [2.0 * i for i in range(7, 1000, 100)]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from functools import partial
 
@@ -98,10 +98,11 @@ def plan_delete(ds: Snapshot, predicate: str | pc.Expression) -> Pending:
 
 
 def find_matching(
-    ds: Snapshot, predicate: str | pc.Expression
+    ds: Snapshot, predicate: str | pc.Expression, advance: Callable[[int], object] | None = None
 ) -> tuple[list[np.ndarray | None], list[FragmentReader], int]:
     """The rows of each fragment of ``ds`` matching ``predicate`` (None: none), the fragments, and
-    how many of them are read at once.
+    how many of them are read at once. ``advance`` (called on the workers) hears of the rows of
+    each group of fragments searched.
 
     Raises:
         FilterError: the predicate does not parse.
@@ -141,6 +142,8 @@ def find_matching(
                 parts = map_fragments(partial(_range_rows, f, spec), ranges, even=True, helping=True)
                 rows = np.concatenate(parts).astype(np.uint32)
                 out[k] = rows if rows.size else None
+        if advance is not None:
+            advance(sum(f.physical_rows for f in group))
         return out
 
     wait = in_flight(frags)

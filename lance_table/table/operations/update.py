@@ -246,12 +246,9 @@ def plan_update(
         return found
 
     if where is not None:
-        # as a delete finds its rows: small fragments' predicate columns read as batches (the
-        # scan's progress is told when it is done)
-        found, frags, wait = find_matching(ds, where)
-        scanned = sum(f.fragment.physical_rows for f in frags)
-        report.phase("scan", rows_total=scanned)
-        report.advance(scanned)
+        # as a delete finds its rows: small fragments' predicate columns read as batches
+        report.phase("scan", rows_total=sum(f.physical_rows for f in ds.manifest.fragments))
+        found, frags, wait = find_matching(ds, where, report.advance)
     else:
         frags = ds.fragment_readers()
         wait = in_flight(frags)
