@@ -53,7 +53,7 @@ from lance_table.storage import Storage, open_storage
 from lance_table.table import versions
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.scan import READ_CHUNK_ROWS, ROW_READS, ScanPlan, make_spec, output_schema
-from lance_table.table.scan_groups import Task, scan_tasks
+from lance_table.table.scan_groups import scan_tasks, task_groups
 
 # Values whose meaning does not depend on a session time zone can be pushed down safely.
 _PUSHABLE = (bool, int, float, str, bytes, decimal.Decimal, dt.date)
@@ -352,7 +352,7 @@ class LanceTableReader(DataSourceReader):
             for lo in range(start, stop, step)
         ]
         if not spec.columns and not spec.system:  # no columns (a count): only the number of rows matters
-            for group in _groups(tasks, self.batch_size):
+            for group in task_groups(tasks, self.batch_size):
                 rows = sum(t.num_rows for t in scan_tasks(group, spec, out_schema, ROW_READS))
                 if rows:
                     yield _no_columns(rows)
@@ -361,7 +361,7 @@ class LanceTableReader(DataSourceReader):
         # slices of fewer than ``small`` rows not yet handed to Spark, and their fragments' ids
         pending: list[pa.RecordBatch] = []
         count = first = last = 0
-        for group in _groups(tasks, self.batch_size):
+        for group in task_groups(tasks, self.batch_size):
             ids = (group[0][0].fragment.id, group[-1][0].fragment.id)
             for table in scan_tasks(group, spec, out_schema, ROW_READS):
                 for piece in table.to_batches(max_chunksize=self.batch_size):
@@ -397,22 +397,6 @@ def _joined(batches: Sequence[pa.RecordBatch]) -> pa.RecordBatch:
     if len(batches) == 1:
         return batches[0]
     return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
-
-
-def _groups(tasks: Sequence[Task], rows: int) -> Iterator[list[Task]]:
-    """Consecutive ``tasks`` (ranges of fragments) in groups of at most ``rows`` rows in all (a
-    larger task alone): what one batch for Spark holds at most, read together."""
-    group: list[Task] = []
-    total = 0
-    for task in tasks:
-        size = task[2] - task[1]
-        if group and total + size > rows:
-            yield group
-            group, total = [], 0
-        group.append(task)
-        total += size
-    if group:
-        yield group
 
 
 def _no_columns(n: int) -> pa.RecordBatch:

@@ -27,7 +27,7 @@ from lance_table.file.runs import Runs
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.fragment_readers import FragmentReaders
 from lance_table.table.row_ids import ROW_ADDR, ROW_ID, addresses, row_offsets
-from lance_table.table.scan_groups import RowReads, Task, scan_each, scan_tasks, take_batch
+from lance_table.table.scan_groups import RowReads, Task, scan_each, scan_tasks, take_batch, task_groups
 from lance_table.table.scan_groups import matching_rows as batch_matching_rows
 from lance_table.table.scan_interval import interval_rows, rows_read
 from lance_table.table.scan_metrics import note_range
@@ -363,28 +363,17 @@ def _stream_groups(
     a stream of a table of many small appends reads them as batches, while the groups stay
     bounded and the workers busy. ``needed``: how many rows a stream with a limit still needs,
     asked as each group starts; a group ends once its ranges hold that many."""
+    if needed is None:
+        yield from task_groups(tasks, most, count, alone=most // 4)
+        return
     group: list[Task] = []
     rows = 0
     for task in tasks:
-        n = task[2] - task[1]
-        if needed is not None:
-            group.append(task)
-            rows += n
-            if rows >= needed() or len(group) >= count:
-                yield group
-                group, rows = [], 0
-            continue
-        if n > most // 4:
-            if group:
-                yield group
-                group, rows = [], 0
-            yield [task]
-            continue
-        if group and (rows + n > most or len(group) >= count):
+        group.append(task)
+        rows += task[2] - task[1]
+        if rows >= needed() or len(group) >= count:
             yield group
             group, rows = [], 0
-        group.append(task)
-        rows += n
     if group:
         yield group
 

@@ -9,7 +9,7 @@ matching rows in one more pass. Other tasks are read one by one as before.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -74,6 +74,30 @@ def _with_system(
         column = pa.chunked_array(parts, pa.uint64()) if parts else pa.chunked_array([], pa.uint64())
         table = table.append_column(pa.field(name, pa.uint64()), column)
     return table
+
+
+def task_groups(
+    tasks: Iterable[Task], most: int, count: int | None = None, alone: int | None = None
+) -> Iterator[list[Task]]:
+    """Consecutive ``tasks`` in groups of at most ``most`` rows (a larger task is a group of its
+    own) and ``count`` tasks; a task of more than ``alone`` rows is always a group of its own."""
+    group: list[Task] = []
+    rows = 0
+    for task in tasks:
+        n = task[2] - task[1]
+        if alone is not None and n > alone:
+            if group:
+                yield group
+                group, rows = [], 0
+            yield [task]
+            continue
+        if group and (rows + n > most or (count is not None and len(group) >= count)):
+            yield group
+            group, rows = [], 0
+        group.append(task)
+        rows += n
+    if group:
+        yield group
 
 
 def _needed(spec: Plan) -> list[str]:
