@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import argument_parser, benchmark_table
+from common import argument_parser, benchmark_table, copy_dataset
 
 KINDS = ("clean", "every 10th deleted", "10% range deleted")
 OPS: dict[str, Callable[[Any], object]] = {
@@ -70,7 +70,7 @@ def _make(root: Path, fmt: str, writer: str, rows: int, wide: bool) -> dict[str,
     for kind, predicate in zip(
         KINDS[1:], ("id % 10 = 0", f"id >= {rows // 3} AND id < {rows // 3 + rows // 10}")
     ):
-        shutil.copytree(uris[KINDS[0]], uris[kind])
+        copy_dataset(uris[KINDS[0]], uris[kind])
         lib.dataset(uris[kind]).delete(predicate)
     return uris
 
