@@ -29,6 +29,8 @@ LAYERS = [
         "lance_table.arrow",  # pylance's ``lance.arrow``: bfloat16 and the image extension types
         "lance_table.blob_values",  # pylance's blob v2 builders (in ``lance.blob``)
         "lance_table.util",  # pylance's ``lance.util`` time helpers
+        "lance_table.log",  # pylance's ``lance.log``
+        "lance_table.io",  # pylance's ``lance.io`` (empty, as pylance's)
     ),
     ("lance_table.storage", "lance_table.format"),
     ("lance_table.file",),
