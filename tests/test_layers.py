@@ -31,6 +31,7 @@ LAYERS = [
         "lance_table.util",  # pylance's ``lance.util`` time helpers
         "lance_table.log",  # pylance's ``lance.log``
         "lance_table.io",  # pylance's ``lance.io`` (empty, as pylance's)
+        "lance_table.pydantic",  # pylance's ``lance.pydantic`` (pydantic is optional)
     ),
     ("lance_table.storage", "lance_table.format"),
     ("lance_table.file",),

@@ -79,7 +79,7 @@ NOT_YET: set[str] = {
     "DedicatedBlobWriter",
     "PackedBlobWriter",
 }
-DATASET_NOT_YET: set[str] = {"from_pydantic_model"}
+DATASET_NOT_YET: set[str] = set()
 
 
 def _public(obj: object) -> set[str]:

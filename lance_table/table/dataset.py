@@ -17,6 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from lance_table.errors import InputTypeError
 from lance_table.format.bases import DatasetBasePath
 from lance_table.table import versions
 from lance_table.table.branch_checkout import checkout_reference
@@ -37,6 +38,7 @@ from lance_table.table.operations import clone, write_bases
 from lance_table.table.operations import update as update_ops
 from lance_table.table.operations.commit_operation import commit_operation, commit_storage
 from lance_table.table.operations.delete import DEFAULT_RETRY_TIMEOUT, delete_rows
+from lance_table.table.operations.inputs import is_pydantic_model_class
 from lance_table.table.operations.merge_insert import MergeInsertBuilder
 from lance_table.table.operations.transactions import merge_appends
 from lance_table.table.operations.truncate import truncate
@@ -199,6 +201,31 @@ class LanceDataset(
         return Tags(self._storage, self.version)
 
     # -- writing ----------------------------------------------------------------------------------
+
+    @classmethod
+    def from_pydantic_model(
+        cls,
+        model_class: type,
+        data: Any,
+        uri: str | os.PathLike[str] | None = None,
+        mode: WriteMode = "create",
+        **kwargs: Any,
+    ) -> LanceDataset:
+        """Write ``data``, a list of instances of the pydantic model ``model_class``, with the
+        model's schema (:mod:`lance_table.pydantic`) to ``uri`` (default: the class name in snake
+        case), as pylance's ``from_pydantic_model``; ``kwargs`` go to ``write_dataset``.
+
+        Raises:
+            InputTypeError: ``model_class`` is not a pydantic model, ``data`` is not a list, or an
+                item is not exactly a ``model_class`` (also a TypeError).
+            ValueError: ``data`` is empty. Else as :func:`lance_table.write_dataset`.
+        """
+        if not is_pydantic_model_class(model_class):
+            raise InputTypeError(f"`model_class` must be a Pydantic BaseModel subclass, got {model_class!r}")
+        from lance_table.pydantic import model_table, snake_case
+
+        target = snake_case(model_class.__name__) if uri is None else uri
+        return cls(write_snapshot(data_obj=model_table(data, model_class), uri=target, mode=mode, **kwargs))
 
     @staticmethod
     def commit(
