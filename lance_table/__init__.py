@@ -71,6 +71,8 @@ from lance_table.blob import (
     blob_array,
     blob_field,
 )
+from lance_table.blob_descriptors import BlobDescriptor, BlobDescriptorArrayBuilder
+from lance_table.file.blob_writers import DedicatedBlobWriter, PackedBlobWriter
 from lance_table.format.bases import DatasetBasePath
 from lance_table.format.transaction import COMMIT_MESSAGE_KEY as LANCE_COMMIT_MESSAGE_KEY
 from lance_table.log import set_logger
@@ -127,6 +129,8 @@ __all__ = [
     "Blob",
     "BlobArray",
     "BlobColumn",
+    "BlobDescriptor",
+    "BlobDescriptorArrayBuilder",
     "BlobFile",
     "BlobLocationError",
     "BlobOverflowError",
@@ -154,6 +158,7 @@ __all__ = [
     "DatasetNotFoundError",
     "DatasetOptimizer",
     "DatasetStats",
+    "DedicatedBlobWriter",
     "DeleteResult",
     "DetachedCommitError",
     "EmptyDataError",
@@ -176,6 +181,7 @@ __all__ = [
     "MergeInsertError",
     "MergeSourceError",
     "MixedFileVersionsError",
+    "PackedBlobWriter",
     "PackedStructError",
     "RowIdOverflowError",
     "RowRangeError",

@@ -11,6 +11,8 @@ import pyarrow as pa
 
 from lance_table.errors import UnsupportedOptionError
 from lance_table.file.api import LanceFileReader, LanceFileWriter
+from lance_table.file.blob_writers import DedicatedBlobWriter, PackedBlobWriter, sidecar_path, store_path
+from lance_table.storage import open_storage
 
 
 class LanceFileSession:
@@ -79,6 +81,29 @@ class LanceFileSession:
             storage_options=self._storage_options,
             max_page_bytes=max_page_bytes,
         )
+
+    def open_packed_blob_writer(self, path: str, blob_id: int) -> PackedBlobWriter:
+        """A writer of the packed sidecar ``blob_id`` of the data file ``path`` (relative to the
+        base path; the sidecar goes to ``<path without .lance>/<name>.blob``).
+
+        Raises:
+            ValueError: ``path`` does not end with ``.lance``, or ``blob_id`` is 0.
+            OverflowError: ``blob_id`` is not a 32-bit unsigned integer.
+        """
+        where = sidecar_path(path.lstrip("/"), blob_id)
+        storage = open_storage(self._base, self._storage_options)
+        return PackedBlobWriter(storage, where, store_path(self._base, where), blob_id)
+
+    def open_dedicated_blob_writer(self, path: str, blob_id: int) -> DedicatedBlobWriter:
+        """A writer of the dedicated sidecar ``blob_id`` of the data file ``path`` (as
+        :meth:`open_packed_blob_writer`).
+
+        Raises:
+            as :meth:`open_packed_blob_writer`.
+        """
+        where = sidecar_path(path.lstrip("/"), blob_id)
+        storage = open_storage(self._base, self._storage_options)
+        return DedicatedBlobWriter(storage, where, store_path(self._base, where), blob_id)
 
 
 __all__ = ["LanceFileSession"]
