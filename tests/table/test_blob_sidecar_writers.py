@@ -246,3 +246,16 @@ def test_writer_classes_have_pylances_members() -> None:
         assert getattr(lt.blob, name) is getattr(lt, name)
     for method in ("open_packed_blob_writer", "open_dedicated_blob_writer"):
         assert hasattr(lt_file.LanceFileSession, method)
+
+
+def test_write_dataset_refuses_a_descriptor_column_and_leaves_nothing(tmp_path: Path) -> None:
+    """pylance's write_dataset stores a descriptor column's rows as they are (its packed and
+    dedicated rows then name sidecars of another data file); lance_table refuses the column by
+    name, for every format, and writes nothing."""
+    builder = lt.BlobDescriptorArrayBuilder("blob")
+    builder.append_inline(b"x")
+    table = pa.table([builder.finish()], schema=pa.schema([builder.field]))
+    for version in ("2.2", "2.1"):
+        with pytest.raises((lt.UnsupportedOperationError, lt.UnsupportedFormatError), match="blob"):
+            lt.write_dataset(table, str(tmp_path / version), data_storage_version=version)
+        assert not (tmp_path / version).exists()
