@@ -7,6 +7,7 @@ DataFusion's FFI, the Rust module itself); and the small modules this brings (``
 from __future__ import annotations
 
 import datetime as dt
+import inspect
 import logging
 import os
 import subprocess
@@ -213,3 +214,18 @@ def test_sanitize_ts_is_exported_as_pylance_exports_it() -> None:
         assert lt.sanitize_ts(ts) == lance.sanitize_ts(ts)
     with pytest.raises(TypeError):
         lt.sanitize_ts(3)
+
+
+def test_lance_fragment_is_made_from_a_dataset_and_an_id_as_in_pylance(tmp_path: Path) -> None:
+    uri = str(tmp_path / "d")
+    lance.write_dataset(pa.table({"a": range(10)}), uri, max_rows_per_file=4)
+    names = list(inspect.signature(lance.LanceFragment.__init__).parameters)
+    assert list(inspect.signature(lt.LanceFragment.__init__).parameters) == names
+    for module in (lance, lt):
+        ds = module.dataset(uri)
+        frag = module.LanceFragment(ds, 1)
+        assert frag.fragment_id == 1 and frag.to_table().column("a").to_pylist() == [4, 5, 6, 7]
+        with pytest.raises(ValueError):
+            module.LanceFragment(ds, None)
+    with pytest.raises(ValueError):
+        lt.LanceFragment(lt.dataset(uri), 7)
