@@ -259,3 +259,44 @@ def test_write_dataset_refuses_a_descriptor_column_and_leaves_nothing(tmp_path: 
         with pytest.raises((lt.UnsupportedOperationError, lt.UnsupportedFormatError), match="blob"):
             lt.write_dataset(table, str(tmp_path / version), data_storage_version=version)
         assert not (tmp_path / version).exists()
+
+
+def _session_calls(files: Any, root: Path) -> list[Any]:
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "x.txt").write_bytes(b"0123456789")
+    (root / "a" / "y").write_bytes(b"yy")
+    (root / "a" / "b" / "z").write_bytes(b"z")
+    session = files.LanceFileSession(str(root))
+    out: list[Any] = [
+        [session.contains(p) for p in ("x.txt", "a", "nope", "a/b/z")],
+        sorted(session.list()),
+        sorted(session.list("a")),
+        session.list("nope"),
+    ]
+    for where in (None, "a", "nope"):
+        listed = session.list_with_delimiter(where)
+        out.append((sorted(listed.common_prefixes), sorted(listed.objects)))
+    out.append(session.read_range("x.txt", 2, 3))
+    session.upload_file(root / "x.txt", "up/x2")
+    (root / "dl").mkdir()
+    session.download_file("a/y", root / "dl" / "y")
+    out.append(((root / "up" / "x2").read_bytes(), (root / "dl" / "y").read_bytes()))
+    session.delete_file("up/x2")
+    out.append(session.contains("up/x2"))
+    for call in (
+        lambda: session.read_range("nope", 0, 1),
+        lambda: session.read_range("x.txt", 8, 5),
+        lambda: session.delete_file("nope"),
+        lambda: session.download_file("nope", root / "q"),
+        lambda: session.upload_file(root / "nope", "u"),
+    ):
+        with pytest.raises(OSError):
+            call()
+    out.append(sorted(p.name for p in root.iterdir()))
+    return out
+
+
+def test_session_file_helpers_as_pylance(tmp_path: Path) -> None:
+    assert _session_calls(lt_file, tmp_path / "o") == _session_calls(lance_file, tmp_path / "t")
+    theirs = {n for n in dir(lance_file.LanceFileSession) if not n.startswith("_")}
+    assert theirs - set(dir(lt_file.LanceFileSession)) == set()
