@@ -229,3 +229,13 @@ def test_lance_fragment_is_made_from_a_dataset_and_an_id_as_in_pylance(tmp_path:
             module.LanceFragment(ds, None)
     with pytest.raises(ValueError):
         lt.LanceFragment(lt.dataset(uri), 7)
+
+
+def test_commit_takes_pylances_parameters(tmp_path: Path) -> None:
+    ours = list(inspect.signature(lt.LanceDataset.commit).parameters)
+    assert ours == list(inspect.signature(lance.LanceDataset.commit).parameters)
+    ds = lt.write_dataset(pa.table({"a": [1]}), str(tmp_path / "d"))
+    op = lt.LanceOperation.Delete([], [], "false")
+    with pytest.raises(lt.UnsupportedOptionError, match="namespace_client_managed_versioning"):
+        lt.LanceDataset.commit(ds, op, read_version=1, namespace_client_managed_versioning=True)
+    assert lt.dataset(ds.uri).version == 1

@@ -17,7 +17,6 @@ from typing import Any
 
 import pyarrow as pa
 
-from lance_table.errors import InputTypeError
 from lance_table.format.bases import DatasetBasePath
 from lance_table.table import versions
 from lance_table.table.branch_checkout import checkout_reference
@@ -29,6 +28,7 @@ from lance_table.table.dataset_history import _History
 from lance_table.table.dataset_indices import _Indices
 from lance_table.table.dataset_maintenance import _Maintenance
 from lance_table.table.dataset_meta import _Metadata
+from lance_table.table.dataset_models import _Models
 from lance_table.table.dataset_read import _Reading
 from lance_table.table.dataset_schema import _SchemaEvolution
 from lance_table.table.lance_operation import LanceOperation, Transaction
@@ -38,7 +38,6 @@ from lance_table.table.operations import clone, write_bases
 from lance_table.table.operations import update as update_ops
 from lance_table.table.operations.commit_operation import commit_operation, commit_storage
 from lance_table.table.operations.delete import DEFAULT_RETRY_TIMEOUT, delete_rows
-from lance_table.table.operations.inputs import is_pydantic_model_class
 from lance_table.table.operations.merge_insert import MergeInsertBuilder
 from lance_table.table.operations.transactions import merge_appends
 from lance_table.table.operations.truncate import truncate
@@ -52,7 +51,15 @@ from lance_table.table.tags import Tags
 
 
 class LanceDataset(
-    _Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices, _History, _Branching, _ArrowDataset
+    _Reading,
+    _Metadata,
+    _Maintenance,
+    _SchemaEvolution,
+    _Indices,
+    _History,
+    _Branching,
+    _Models,
+    _ArrowDataset,
 ):
     """A Lance dataset, read at one version (pylance's ``LanceDataset``; a ``pyarrow.dataset.Dataset``
     that DuckDB, Polars and pyarrow read with projection and filter pushdown, see
@@ -202,31 +209,6 @@ class LanceDataset(
 
     # -- writing ----------------------------------------------------------------------------------
 
-    @classmethod
-    def from_pydantic_model(
-        cls,
-        model_class: type,
-        data: Any,
-        uri: str | os.PathLike[str] | None = None,
-        mode: WriteMode = "create",
-        **kwargs: Any,
-    ) -> LanceDataset:
-        """Write ``data``, a list of instances of the pydantic model ``model_class``, with the
-        model's schema (:mod:`lance_table.pydantic`) to ``uri`` (default: the class name in snake
-        case), as pylance's ``from_pydantic_model``; ``kwargs`` go to ``write_dataset``.
-
-        Raises:
-            InputTypeError: ``model_class`` is not a pydantic model, ``data`` is not a list, or an
-                item is not exactly a ``model_class`` (also a TypeError).
-            ValueError: ``data`` is empty. Else as :func:`lance_table.write_dataset`.
-        """
-        if not is_pydantic_model_class(model_class):
-            raise InputTypeError(f"`model_class` must be a Pydantic BaseModel subclass, got {model_class!r}")
-        from lance_table.pydantic import model_table, snake_case
-
-        target = snake_case(model_class.__name__) if uri is None else uri
-        return cls(write_snapshot(data_obj=model_table(data, model_class), uri=target, mode=mode, **kwargs))
-
     @staticmethod
     def commit(
         base_uri: str | os.PathLike[str] | Dataset,
@@ -240,9 +222,10 @@ class LanceDataset(
         *,
         commit_message: str | None = None,
         enable_stable_row_ids: bool | None = None,
-        base_store_params: Mapping[str, Mapping[str, Any]] | None = None,
         namespace_client: Any = None,
         table_id: Sequence[str] | None = None,
+        namespace_client_managed_versioning: bool = False,
+        base_store_params: Mapping[str, Mapping[str, Any]] | None = None,
         commit_timeout: dt.timedelta | None = DEFAULT_COMMIT_TIMEOUT,
     ) -> Dataset:
         """Commit an operation built by hand (pylance's ``LanceDataset.commit``), typically fragments
@@ -284,9 +267,12 @@ class LanceDataset(
             SchemaError: the fragments disagree with the schema; a Project's or Merge's field ids
                 or types disagree with the dataset's.
             CommitConflictError: a concurrent commit makes this one impossible.
-            UnsupportedOptionError: ``namespace_client`` or ``table_id`` is set.
+            UnsupportedOptionError: ``namespace_client``, ``table_id`` or
+                ``namespace_client_managed_versioning`` is set.
         """
-        refuse("commit", {"namespace_client": namespace_client, "table_id": table_id})
+        namespace = {"namespace_client": namespace_client, "table_id": table_id}
+        namespace["namespace_client_managed_versioning"] = namespace_client_managed_versioning
+        refuse("commit", namespace, unset={"namespace_client_managed_versioning": False})
         target = base_uri._snapshot if isinstance(base_uri, Dataset) else base_uri
         storage, opts = commit_storage(target, storage_options, base_store_params)
         if commit_lock is not None:
