@@ -241,8 +241,8 @@ class LanceFragment(pds.Fragment):
         ``blob_mode`` as ``Dataset.to_pandas``'s).
 
         Raises:
-            as :meth:`to_table`; UnsupportedOptionError: blob columns with ``blob_mode`` other
-            than "descriptions".
+            UnsupportedOptionError: blob columns with ``blob_mode`` other than "descriptions";
+                other errors as :meth:`to_table`.
         """
         args = {k: v for k, v in locals().items() if k not in ("self", "kwargs", "blob_mode", "__class__")}
         spec = scan_spec({**args, "fragments": (self.fragment_id,)}, "LanceFragment.to_pandas")
