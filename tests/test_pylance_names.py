@@ -7,6 +7,7 @@ DataFusion's FFI, the Rust module itself); and the small modules this brings (``
 from __future__ import annotations
 
 import datetime as dt
+import importlib
 import inspect
 import logging
 import os
@@ -239,3 +240,29 @@ def test_commit_takes_pylances_parameters(tmp_path: Path) -> None:
     with pytest.raises(lt.UnsupportedOptionError, match="namespace_client_managed_versioning"):
         lt.LanceDataset.commit(ds, op, read_version=1, namespace_client_managed_versioning=True)
     assert lt.dataset(ds.uri).version == 1
+
+
+@pytest.mark.parametrize(
+    ("module", "names"),
+    [
+        ("fragment", ["FragmentWriteProgress", "NoopFragmentWriteProgress", "BatchUDF", "Session"]),
+        ("blob", ["BlobDescriptor", "BlobDescriptorArrayBuilder", "PackedBlobWriter", "DedicatedBlobWriter"]),
+        ("file", ["ListResult", "LanceFileSession"]),
+        ("pydantic", ["Vector", "MultiVector", "FixedSizeListMixin", "pydantic_to_schema", "is_nullable"]),
+        (
+            "log",
+            [
+                "LOGGER",
+                "set_logger",
+                "get_log_level",
+                "get_python_log_level",
+                "ENV_NAME_PYLANCE_LOGGING_LEVEL",
+            ],
+        ),
+    ],
+)
+def test_pylance_module_names_are_importable_from_ours(module: str, names: list[str]) -> None:
+    theirs = importlib.import_module(f"lance.{module}")
+    ours = importlib.import_module(f"lance_table.{module}")
+    for name in names:
+        assert hasattr(theirs, name) and hasattr(ours, name), name
