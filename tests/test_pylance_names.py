@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib
+import importlib.util
 import inspect
 import logging
 import os
@@ -85,6 +86,8 @@ def _public(obj: object) -> set[str]:
 
 def test_every_pylance_name_in_scope_is_exported() -> None:
     missing = _public(lance) - _public(lt) - OUT_OF_SCOPE
+    # (a submodule is an attribute once something imported it: lance.arrow after a test used it)
+    missing = {n for n in missing if importlib.util.find_spec(f"lance_table.{n}") is None}
     assert missing == NOT_YET
 
 
