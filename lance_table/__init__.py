@@ -57,7 +57,11 @@ except _metadata.PackageNotFoundError:  # pragma: no cover - a source tree that 
 
 import lance_table.commit as commit  # pylance's ``lance.commit``
 import lance_table.fragment as fragment  # pylance's ``lance.fragment``
+import lance_table.io as io  # pylance's ``lance.io``
+import lance_table.log as log  # pylance's ``lance.log``
 import lance_table.optimize as optimize  # pylance's ``lance.optimize``
+import lance_table.progress as progress  # pylance's ``lance.progress``
+import lance_table.util as util  # pylance's ``lance.util``
 from lance_table.blob import (
     DEFAULT_BLOB_BUFFER_SIZE,
     Blob,
@@ -67,8 +71,11 @@ from lance_table.blob import (
     blob_array,
     blob_field,
 )
+from lance_table.blob_descriptors import BlobDescriptor, BlobDescriptorArrayBuilder
+from lance_table.file.blob_writers import DedicatedBlobWriter, PackedBlobWriter
 from lance_table.format.bases import DatasetBasePath
 from lance_table.format.transaction import COMMIT_MESSAGE_KEY as LANCE_COMMIT_MESSAGE_KEY
+from lance_table.log import set_logger
 from lance_table.schema import json_to_schema, schema_to_json
 from lance_table.storage.io_stats import bytes_read_counter, iops_counter
 from lance_table.table import Dataset, LanceDataset, dataset, write_dataset
@@ -99,6 +106,7 @@ from lance_table.table.result_types import (
     Version,
 )
 from lance_table.table.row_id_api import serialize_row_addrs
+from lance_table.table.scan_metrics import ScanStatistics
 from lance_table.table.scan_spec import ColumnOrdering
 from lance_table.table.scanner import LanceScanner
 from lance_table.table.scanner_builder import ScannerBuilder
@@ -107,6 +115,7 @@ from lance_table.table.sql_query import SqlQuery, SqlQueryBuilder
 from lance_table.table.tags import Tag, Tags
 from lance_table.table.version_delta import DatasetDelta
 from lance_table.udf import BatchUDF, add_columns_udf, batch_udf
+from lance_table.util import sanitize_ts
 
 __all__ = [
     "DEFAULT_BLOB_BUFFER_SIZE",
@@ -120,6 +129,8 @@ __all__ = [
     "Blob",
     "BlobArray",
     "BlobColumn",
+    "BlobDescriptor",
+    "BlobDescriptorArrayBuilder",
     "BlobFile",
     "BlobLocationError",
     "BlobOverflowError",
@@ -147,6 +158,7 @@ __all__ = [
     "DatasetNotFoundError",
     "DatasetOptimizer",
     "DatasetStats",
+    "DedicatedBlobWriter",
     "DeleteResult",
     "DetachedCommitError",
     "EmptyDataError",
@@ -169,9 +181,11 @@ __all__ = [
     "MergeInsertError",
     "MergeSourceError",
     "MixedFileVersionsError",
+    "PackedBlobWriter",
     "PackedStructError",
     "RowIdOverflowError",
     "RowRangeError",
+    "ScanStatistics",
     "ScannerBuilder",
     "SchemaChangeError",
     "SchemaError",
@@ -202,10 +216,16 @@ __all__ = [
     "commit",
     "dataset",
     "fragment",
+    "io",
     "iops_counter",
     "json_to_schema",
+    "log",
     "optimize",
+    "progress",
+    "sanitize_ts",
     "schema_to_json",
     "serialize_row_addrs",
+    "set_logger",
+    "util",
     "write_dataset",
 ]

@@ -1,6 +1,8 @@
 """Blob values, at pylance's module path (``lance.blob``): the builders of blob v2 columns to
 write (:class:`Blob`, :class:`BlobType`, :class:`BlobArray`, :func:`blob_array`,
-:func:`blob_field`, from :mod:`lance_table.blob_values`), and blobs as file objects:
+:func:`blob_field`, from :mod:`lance_table.blob_values`; pylance's writers of blobs stored
+before their data file, :class:`PackedBlobWriter`, :class:`DedicatedBlobWriter` and
+:class:`BlobDescriptorArrayBuilder`), and blobs as file objects:
 :class:`BlobColumn` over a binary column in memory, and :class:`~lance_table.table.blobs.BlobFile`
 (from :meth:`~lance_table.LanceDataset.take_blobs`) over blob columns stored in a dataset."""
 
@@ -11,6 +13,7 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
+from lance_table.blob_descriptors import BlobDescriptor, BlobDescriptorArrayBuilder
 from lance_table.blob_values import (
     DEFAULT_BLOB_BUFFER_SIZE,
     Blob,
@@ -20,6 +23,7 @@ from lance_table.blob_values import (
     blob_array,
     blob_field,
 )
+from lance_table.file.blob_writers import DedicatedBlobWriter, PackedBlobWriter
 from lance_table.table.blobs import BlobFile
 
 __all__ = [
@@ -27,9 +31,13 @@ __all__ = [
     "Blob",
     "BlobArray",
     "BlobColumn",
+    "BlobDescriptor",
+    "BlobDescriptorArrayBuilder",
     "BlobFile",
     "BlobIterator",
     "BlobType",
+    "DedicatedBlobWriter",
+    "PackedBlobWriter",
     "blob_array",
     "blob_field",
 ]

@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 
 from lance_table.format.bases import DatasetBasePath
+from lance_table.progress import FragmentWriteProgress, NoopFragmentWriteProgress
 from lance_table.storage import open_storage
 from lance_table.table.dataset import Dataset
 from lance_table.table.fragment_metadata import (
@@ -36,6 +37,8 @@ from lance_table.table.operations.write import (
 )
 from lance_table.table.progress import Progress, known_rows, reporter
 from lance_table.table.row_id_api import RowIdSequence
+from lance_table.table.session import Session
+from lance_table.udf import BatchUDF
 
 
 def write_fragments(
@@ -148,14 +151,18 @@ def write_fragments(
 
 __all__ = [
     "DEFAULT_MAX_BYTES_PER_FILE",
+    "BatchUDF",
     "DataFile",
     "DatasetBasePath",
     "DeletionFile",
     "FragmentMetadata",
     "FragmentSession",
+    "FragmentWriteProgress",
     "LanceFragment",
+    "NoopFragmentWriteProgress",
     "RowDatasetVersionMeta",
     "RowIdMeta",
     "RowIdSequence",
+    "Session",
     "write_fragments",
 ]

@@ -25,6 +25,7 @@ PUBLIC = [
     "lance_table.fragment",
     "lance_table.optimize",
     "lance_table.progress",
+    "lance_table.pydantic",
     "lance_table.file",
     "lance_table.spark",
 ]
@@ -106,6 +107,7 @@ def test_docstring_example_runs(
     uri = str(tmp_path / "events")
     ds = lt.write_dataset(rows, uri, max_rows_per_file=100)
     namespace = {
+        "__name__": "docstring_example",  # (class statements, pydantic's models, need a module name)
         "lt": lt,
         "pa": pa,
         "pc": pc,
@@ -116,4 +118,5 @@ def test_docstring_example_runs(
         "table": rows.slice(0, 10),
         "tmp": str(tmp_path),
     }
-    exec(compile(code, name, "exec"), namespace)  # the docstring's own code
+    # the docstring's own code, without this module's ``from __future__`` (as a user's script runs)
+    exec(compile(code, name, "exec", dont_inherit=True), namespace)

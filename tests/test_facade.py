@@ -20,6 +20,7 @@ FACADE = [
         "dataset_schema",
         "dataset_history",
         "dataset_branches",
+        "dataset_models",
         "handle",
         "lance_fragment",
     )

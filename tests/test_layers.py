@@ -28,7 +28,11 @@ LAYERS = [
         "lance_table.arrow_images",  # pylance's image extension types (in ``lance.arrow``)
         "lance_table.arrow",  # pylance's ``lance.arrow``: bfloat16 and the image extension types
         "lance_table.blob_values",  # pylance's blob v2 builders (in ``lance.blob``)
+        "lance_table.blob_descriptors",  # pylance's BlobDescriptor(ArrayBuilder)
         "lance_table.util",  # pylance's ``lance.util`` time helpers
+        "lance_table.log",  # pylance's ``lance.log``
+        "lance_table.io",  # pylance's ``lance.io`` (empty, as pylance's)
+        "lance_table.pydantic",  # pylance's ``lance.pydantic`` (pydantic is optional)
     ),
     ("lance_table.storage", "lance_table.format"),
     ("lance_table.file",),

@@ -20,7 +20,7 @@ from lance_table.file.api import (
     stable_version,
 )
 from lance_table.file.container import FileMetadata, FileVersion
-from lance_table.file.session import LanceFileSession
+from lance_table.file.session import LanceFileSession, ListResult
 from lance_table.file.writer import DEFAULT_PAGE_SIZE, WrittenFile, write_table
 from lance_table.storage.sources import ByteSource, BytesSource, FileObjectSource, LocalFileSource
 
@@ -40,6 +40,7 @@ __all__ = [
     "LanceFileStatistics",
     "LanceFileWriter",
     "LancePageMetadata",
+    "ListResult",
     "LocalFileSource",
     "ReaderResults",
     "WrittenFile",

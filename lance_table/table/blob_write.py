@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_table.errors import SchemaError, UnsupportedFormatError
+from lance_table.errors import SchemaError, UnsupportedFormatError, UnsupportedOperationError
 from lance_table.file.fields import BLOB_KEY
 from lance_table.file.runs import Runs
 from lance_table.file.v2_1.blob_v2 import EXTENSION_KEY, EXTENSION_NAME, BlobKind, is_blob_v2
@@ -47,6 +47,12 @@ def is_blob_v2_arrow(field: pa.Field) -> bool:
 
 def _is_extension(field: pa.Field) -> bool:
     return isinstance(field.type, pa.ExtensionType) and field.type.extension_name == EXTENSION_NAME.decode()
+
+
+def _is_descriptor_column(field: pa.Field) -> bool:
+    """A column of ``BlobDescriptorArrayBuilder`` (blobs already stored, see
+    :mod:`lance_table.blob_descriptors`)."""
+    return is_blob_v2_arrow(field) and field.type.get_field_index("kind") >= 0
 
 
 def _is_v1_blob(field: pa.Field) -> bool:
@@ -83,7 +89,7 @@ def logical_schema(schema: pa.Schema, data_format: str) -> pa.Schema:
                 f"field {f.name!r} holds blob fields; lance_table writes blob v2 columns only at the "
                 "top level"
             )
-        if _is_extension(f):
+        if _is_extension(f) or (not v2 and _is_descriptor_column(f)):
             if not v2:
                 raise UnsupportedFormatError(
                     f"field {f.name!r} is a blob v2 column, which needs data_storage_version 2.2, "
@@ -92,7 +98,7 @@ def logical_schema(schema: pa.Schema, data_format: str) -> pa.Schema:
             md[EXTENSION_KEY.encode()] = EXTENSION_NAME
             md[EXTENSION_METADATA_KEY] = b""
             out.append(pa.field(f.name, f.type.storage_type, f.nullable, metadata=md))
-        elif v2 and _is_v1_blob(f):
+        elif v2 and (_is_v1_blob(f) or _is_descriptor_column(f)):  # (as pylance stores both)
             md.pop(BLOB_KEY.encode(), None)
             md[EXTENSION_KEY.encode()] = EXTENSION_NAME
             out.append(pa.field(f.name, pa.struct(LOGICAL_CHILDREN[:2]), f.nullable, metadata=md))
@@ -122,12 +128,18 @@ def blob_column(col: pa.Array, field: pa.Field) -> pa.Array:
 
     Raises:
         SchemaError: ``col`` is of another type, or sets struct children the field does not have.
+        UnsupportedOperationError: ``col`` is a blob descriptor column.
     """
     if isinstance(col, pa.ExtensionArray):
         col = col.storage
     target: pa.StructType = field.type
     if col.type == target:
         return col
+    if pa.types.is_struct(col.type) and col.type.get_field_index("kind") >= 0:
+        raise UnsupportedOperationError(
+            f"column {field.name!r} is a blob descriptor column (BlobDescriptorArrayBuilder): write it "
+            "with LanceFileSession.open_writer at its sidecars' data file path and commit that file"
+        )
     t = col.type
     if pa.types.is_binary(t) or pa.types.is_large_binary(t):
         data = col.cast(pa.large_binary())

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from lance_table.blob_descriptors import check_managed_uri
 from lance_table.blob_values import DEFAULT_BLOB_BUFFER_SIZE
 from lance_table.errors import (
     BlobLocationError,
@@ -255,7 +256,31 @@ class _Opener:
             except UnicodeDecodeError:
                 raise CorruptFileError(where, f"{what} has a URI that is not UTF-8") from None
             return self._external(uri, blob_id, position, size, where, what)
+        if kind in (BlobKind.MANAGED, BlobKind.MANAGED_BASE):
+            return self._managed(
+                desc["blob_uri"], blob_id if kind == BlobKind.MANAGED_BASE else 0, position, size, where, what
+            )
         raise CorruptFileError(where, f"{what} has unknown kind {kind}")
+
+    def _managed(self, raw: bytes, blob_id: int, position: int, size: int, where: str, what: str) -> BlobFile:
+        """A managed blob: ``size`` bytes at ``position`` of a path relative to the dataset's root
+        (``blob_id`` 0) or to the registered base path ``blob_id``."""
+        try:
+            uri = check_managed_uri(bytes(raw).decode())
+        except (UnicodeDecodeError, ValueError):
+            raise CorruptFileError(
+                where, f"{what} is a managed blob whose path {raw!r} is not canonical"
+            ) from None
+        if not blob_id:
+            return self._ranged(self.storage, uri, position, size, where, what)
+        bases = base_paths(self.snapshot.manifest)
+        if blob_id not in bases:
+            raise CorruptFileError(
+                where, f"{what} names base path {blob_id}, which the manifest does not register"
+            )
+        location = resolve_external(uri, blob_id, bases)
+        storage = open_storage(location.parent, base_options(self.storage, blob_id, bases[blob_id].path))
+        return self._ranged(storage, location.name, position, size, where, what)
 
     def _data_file(self, frag: FragmentReader) -> DataFile:
         node = self.snapshot.roots[self.column]

@@ -28,6 +28,7 @@ from lance_table.table.dataset_history import _History
 from lance_table.table.dataset_indices import _Indices
 from lance_table.table.dataset_maintenance import _Maintenance
 from lance_table.table.dataset_meta import _Metadata
+from lance_table.table.dataset_models import _Models
 from lance_table.table.dataset_read import _Reading
 from lance_table.table.dataset_schema import _SchemaEvolution
 from lance_table.table.lance_operation import LanceOperation, Transaction
@@ -50,7 +51,15 @@ from lance_table.table.tags import Tags
 
 
 class LanceDataset(
-    _Reading, _Metadata, _Maintenance, _SchemaEvolution, _Indices, _History, _Branching, _ArrowDataset
+    _Reading,
+    _Metadata,
+    _Maintenance,
+    _SchemaEvolution,
+    _Indices,
+    _History,
+    _Branching,
+    _Models,
+    _ArrowDataset,
 ):
     """A Lance dataset, read at one version (pylance's ``LanceDataset``; a ``pyarrow.dataset.Dataset``
     that DuckDB, Polars and pyarrow read with projection and filter pushdown, see
@@ -213,9 +222,10 @@ class LanceDataset(
         *,
         commit_message: str | None = None,
         enable_stable_row_ids: bool | None = None,
-        base_store_params: Mapping[str, Mapping[str, Any]] | None = None,
         namespace_client: Any = None,
         table_id: Sequence[str] | None = None,
+        namespace_client_managed_versioning: bool = False,
+        base_store_params: Mapping[str, Mapping[str, Any]] | None = None,
         commit_timeout: dt.timedelta | None = DEFAULT_COMMIT_TIMEOUT,
     ) -> Dataset:
         """Commit an operation built by hand (pylance's ``LanceDataset.commit``), typically fragments
@@ -257,9 +267,12 @@ class LanceDataset(
             SchemaError: the fragments disagree with the schema; a Project's or Merge's field ids
                 or types disagree with the dataset's.
             CommitConflictError: a concurrent commit makes this one impossible.
-            UnsupportedOptionError: ``namespace_client`` or ``table_id`` is set.
+            UnsupportedOptionError: ``namespace_client``, ``table_id`` or
+                ``namespace_client_managed_versioning`` is set.
         """
-        refuse("commit", {"namespace_client": namespace_client, "table_id": table_id})
+        namespace = {"namespace_client": namespace_client, "table_id": table_id}
+        namespace["namespace_client_managed_versioning"] = namespace_client_managed_versioning
+        refuse("commit", namespace, unset={"namespace_client_managed_versioning": False})
         target = base_uri._snapshot if isinstance(base_uri, Dataset) else base_uri
         storage, opts = commit_storage(target, storage_options, base_store_params)
         if commit_lock is not None:

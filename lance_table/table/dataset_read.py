@@ -62,7 +62,7 @@ class _Reading(Handle):
         None, as in pylance)."""
         if filter is not None:
             raise ValueError("get_fragments() does not support filter yet")
-        return [LanceFragment(self._snapshot, f) for f in self.manifest.fragments]
+        return [LanceFragment(self._snapshot, fragment=f) for f in self.manifest.fragments]
 
     def get_fragment(self, fragment_id: int) -> LanceFragment | None:
         """The fragment with this id, or None."""

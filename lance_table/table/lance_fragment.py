@@ -43,7 +43,21 @@ class LanceFragment(pds.Fragment):
         ```
     """
 
-    def __init__(self, snapshot: Snapshot, fragment: Fragment) -> None:
+    def __init__(
+        self, dataset: Any, fragment_id: int | None = None, *, fragment: Fragment | None = None
+    ) -> None:
+        """The fragment ``fragment_id`` (or ``fragment``) of ``dataset``, a dataset handle (as
+        pylance's ``LanceFragment(ds, 3)``) or a snapshot.
+
+        Raises:
+            ValueError: neither ``fragment_id`` nor ``fragment`` is given, or the version has no
+                such fragment.
+        """
+        snapshot: Snapshot = dataset if isinstance(dataset, Snapshot) else dataset._snapshot
+        if fragment is None:
+            if fragment_id is None:
+                raise ValueError("Either fragment or fragment_id must be specified")
+            fragment = _fragment(snapshot, fragment_id)
         self._snapshot = snapshot
         self._fragment = fragment
 
@@ -227,8 +241,8 @@ class LanceFragment(pds.Fragment):
         ``blob_mode`` as ``Dataset.to_pandas``'s).
 
         Raises:
-            as :meth:`to_table`; UnsupportedOptionError: blob columns with ``blob_mode`` other
-            than "descriptions".
+            UnsupportedOptionError: blob columns with ``blob_mode`` other than "descriptions";
+                other errors as :meth:`to_table`.
         """
         args = {k: v for k, v in locals().items() if k not in ("self", "kwargs", "blob_mode", "__class__")}
         spec = scan_spec({**args, "fragments": (self.fragment_id,)}, "LanceFragment.to_pandas")
@@ -392,7 +406,11 @@ def fragment_of(snapshot: Snapshot, fragment_id: int) -> LanceFragment:
     Raises:
         ValueError: the version has no such fragment.
     """
+    return LanceFragment(snapshot, fragment=_fragment(snapshot, fragment_id))
+
+
+def _fragment(snapshot: Snapshot, fragment_id: int) -> Fragment:
     for f in snapshot.manifest.fragments:
         if f.id == fragment_id:
-            return LanceFragment(snapshot, f)
+            return f
     raise ValueError(f"fragment id does not exist: {fragment_id}")

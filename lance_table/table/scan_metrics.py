@@ -1,5 +1,6 @@
-"""What a scan did, for ``LanceScanner.analyze_plan``: the fragments and row ranges it read, the
-rows it read before its filter, and (from the storage layer) its requests, IOPS and bytes.
+"""What a scan did, for ``LanceScanner.analyze_plan`` and a scan's ``scan_stats_callback``
+(:class:`ScanStatistics`): the fragments and row ranges it read, the rows it read before its
+filter, and (from the storage layer) its requests, IOPS and bytes.
 
 Collected only while :func:`collecting` is active in the scan's context (pool tasks run in the
 context that submitted them); otherwise noting a range costs one context variable lookup.
@@ -8,10 +9,13 @@ context that submitted them); otherwise noting a range costs one context variabl
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import json
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from lance_table.storage.io_stats import IOStats
 from lance_table.storage.io_stats import collecting as collecting_io
@@ -55,6 +59,104 @@ def collecting() -> Iterator[ScanMetrics]:
             yield metrics
     finally:
         _ACTIVE.reset(token)
+
+
+@dataclass(frozen=True)
+class ScanStatistics:
+    """What a scan read, given to a scan's ``scan_stats_callback`` once the scan has returned its
+    last row (pylance's ``ScanStatistics``, with the same attributes).
+
+    Attributes:
+        iops: reads of the store (nearby byte ranges merged; see ``lance_table.storage.io_stats``).
+        requests: calls of the storage layer.
+        bytes_read: bytes those reads returned.
+        indices_loaded, parts_loaded, index_comparisons, index_cache_hits, index_cache_misses:
+            index counters; always 0 (lance_table scans use no index).
+        all_counts: further counts: ``fragments_scanned``, ``ranges_scanned`` and
+            ``rows_scanned`` (rows read before the filter), as pylance names them.
+        all_times: timings in nanoseconds; pylance's keys name its engine's stages, which
+            lance_table does not have, so this is empty.
+
+    Example:
+        ```python
+        seen = []
+        ds.scanner(filter="score > 0.5", scan_stats_callback=seen.append).to_table()
+        print(seen[0].bytes_read, seen[0].all_counts["rows_scanned"])
+        ```
+    """
+
+    iops: int = 0
+    requests: int = 0
+    bytes_read: int = 0
+    indices_loaded: int = 0
+    parts_loaded: int = 0
+    index_comparisons: int = 0
+    index_cache_hits: int = 0
+    index_cache_misses: int = 0
+    all_counts: Mapping[str, int] = field(default_factory=dict)
+    all_times: Mapping[str, int] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        numbers = ", ".join(
+            f"{name}={getattr(self, name)}"
+            for name in (
+                "iops",
+                "requests",
+                "bytes_read",
+                "indices_loaded",
+                "parts_loaded",
+                "index_comparisons",
+                "index_cache_hits",
+                "index_cache_misses",
+            )
+        )
+        counts = json.dumps(dict(self.all_counts), separators=(", ", ": "))
+        times = json.dumps(dict(self.all_times), separators=(", ", ": "))
+        return f"ScanStatistics({numbers}, all_counts={counts}, all_times={times})"
+
+
+def statistics(metrics: ScanMetrics) -> ScanStatistics:
+    """The statistics of the scan that collected ``metrics``."""
+    io = metrics.io
+    counts = {
+        "fragments_scanned": len(metrics.fragments),
+        "ranges_scanned": metrics.ranges_scanned,
+        "rows_scanned": metrics.rows_scanned,
+    }
+    return ScanStatistics(iops=io.iops, requests=io.requests, bytes_read=io.bytes_read, all_counts=counts)
+
+
+T = TypeVar("T")
+
+
+def reported(run: Callable[[], T], callback: Callable[[ScanStatistics], object]) -> T:
+    """``run()``, then ``callback`` called with the statistics of the reads it made."""
+    with collecting() as metrics:
+        result = run()
+    callback(statistics(metrics))
+    return result
+
+
+def reported_stream(
+    batches: Callable[[], Iterator[T]], callback: Callable[[ScanStatistics], object]
+) -> Iterator[T]:
+    """The items of ``batches()``, each made while the scan's reads are counted (in a context of
+    their own, so that the consumer's reads between items do not count), then ``callback`` called
+    with the statistics once the last item is made."""
+    context = contextvars.copy_context()
+    collector = collecting()
+    metrics = context.run(collector.__enter__)
+    try:
+        items = context.run(batches)
+        while True:
+            try:
+                item = context.run(next, items)
+            except StopIteration:
+                break
+            yield item
+    finally:
+        context.run(collector.__exit__, None, None, None)
+    callback(statistics(metrics))
 
 
 def lance_read_line(
@@ -107,4 +209,13 @@ def _duration(seconds: float) -> str:
     return f"{seconds:.2f}s"
 
 
-__all__ = ["ScanMetrics", "collecting", "lance_read_line", "note_range"]
+__all__ = [
+    "ScanMetrics",
+    "ScanStatistics",
+    "collecting",
+    "lance_read_line",
+    "note_range",
+    "reported",
+    "reported_stream",
+    "statistics",
+]

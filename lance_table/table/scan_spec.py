@@ -8,7 +8,7 @@ pylance's options fall in three groups:
 * :data:`TUNING`: knobs of pylance's Rust engine that change no result (read-ahead depths, buffer
   sizes, index use, late materialization, ...). They are accepted and have no effect here;
 * :data:`UNSUPPORTED`: options that would change the result (vector and full-text search,
-  row address allow/block lists, deleted rows, raw blob bytes, scan statistics). Set to
+  row address allow/block lists, deleted rows, raw blob bytes). Set to
   anything but their default, they raise :class:`~lance_table.errors.UnsupportedOperationError`
   naming them; they are never silently ignored.
 """
@@ -16,8 +16,8 @@ pylance's options fall in three groups:
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 import pyarrow.compute as pc
@@ -64,7 +64,6 @@ UNSUPPORTED: Mapping[str, tuple[Any, ...]] = {
     "index_segments": (None,),
     "row_addr_allowlist": (None,),
     "row_addr_blocklist": (None,),
-    "scan_stats_callback": (None,),
     "include_deleted_rows": (None, False),
     "blob_handling": (None, "blobs_descriptions"),
 }
@@ -82,6 +81,7 @@ FIELDS = (
     "use_stats",
     "strict_batch_size",
     "order_by",
+    "scan_stats_callback",
 )
 
 
@@ -105,6 +105,8 @@ class ScanSpec:
         strict_batch_size: every batch but the last has exactly ``batch_size`` rows.
         order_by: ``(column, ascending, nulls_first)`` sort keys, applied to the matching rows
             before ``offset`` and ``limit`` (pylance's ``ColumnOrdering`` or column names).
+        scan_stats_callback: called once with a ``ScanStatistics`` when the scan has returned its
+            last row (``to_table``, or a stream read to its end), as pylance calls it.
     """
 
     columns: tuple[str, ...] | None = None
@@ -120,6 +122,7 @@ class ScanSpec:
     use_stats: bool = True
     strict_batch_size: bool = False
     order_by: tuple[tuple[str, bool, bool], ...] | None = None
+    scan_stats_callback: Callable[[Any], object] | None = field(default=None, compare=False, repr=False)
 
 
 def scan_spec(options: Mapping[str, Any], where: str = "scanner") -> ScanSpec:
@@ -169,7 +172,14 @@ def scan_spec(options: Mapping[str, Any], where: str = "scanner") -> ScanSpec:
         use_stats=given.get("use_stats") is not False,
         strict_batch_size=bool(given.get("strict_batch_size")),
         order_by=_order_by(given.get("order_by")),
+        scan_stats_callback=_callback(given.get("scan_stats_callback")),
     )
+
+
+def _callback(callback: Any) -> Callable[[Any], object] | None:
+    if callback is not None and not callable(callback):
+        raise TypeError(f"scan_stats_callback must be callable, got {type(callback).__name__}")
+    return callback
 
 
 def _columns(columns: Any) -> tuple[tuple[str, ...] | None, tuple[tuple[str, str], ...] | None]:

@@ -44,7 +44,7 @@ from lance_table.table.scan import (
     scan_all,
     take_rows,
 )
-from lance_table.table.scan_metrics import collecting, lance_read_line
+from lance_table.table.scan_metrics import collecting, lance_read_line, reported, reported_stream
 from lance_table.table.scan_spec import Columns, ScanSpec, scan_spec
 from lance_table.table.snapshot import Snapshot
 
@@ -137,6 +137,11 @@ class LanceScanner(pyarrow.dataset.Scanner):
             FilterError: the filter or a column expression does not compile.
             ValueError: a fragment is not in this version.
         """
+        if self._spec.scan_stats_callback is not None:
+            return reported(self._table, self._spec.scan_stats_callback)
+        return self._table()
+
+    def _table(self) -> pa.Table:
         if self._spec.order_by:
             return self._ordered()
         plan, out = self._plan
@@ -153,6 +158,14 @@ class LanceScanner(pyarrow.dataset.Scanner):
         Raises:
             as :meth:`to_table`.
         """
+        proj = self._projection
+        self._plan  # noqa: B018 - a bad filter or column fails here, not at the first batch
+        callback = self._spec.scan_stats_callback
+        if callback is None:
+            return pa.RecordBatchReader.from_batches(proj.schema, self._batches())
+        return pa.RecordBatchReader.from_batches(proj.schema, reported_stream(self._batches, callback))
+
+    def _batches(self) -> Iterator[pa.RecordBatch]:
         plan, out = self._plan
         proj = self._projection
         batches: Iterator[pa.RecordBatch] = scan(self._scan_readers(), plan, out)
@@ -162,7 +175,7 @@ class LanceScanner(pyarrow.dataset.Scanner):
             batches = (b for t in _tables(batches, proj) for b in t.to_batches())
         if self._spec.strict_batch_size:
             batches = _strict(batches, plan.batch_size)
-        return pa.RecordBatchReader.from_batches(proj.schema, batches)
+        return batches
 
     def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
         """The rows, streamed batch by batch (the Arrow PyCapsule stream interface: ``pa.table``,

@@ -169,7 +169,7 @@ class ScannerBuilder:
         raise UnsupportedOptionError("ScannerBuilder", "minhash_search")
 
     def scan_stats_callback(self, callback: Any) -> ScannerBuilder:
-        """A callback of pylance's scan statistics (the scan refuses it when set)."""
+        """Call ``callback`` with the scan's ``ScanStatistics`` once it has returned its last row."""
         return self._set("scan_stats_callback", callback)
 
     def strict_batch_size(self, strict_batch_size: bool = False) -> ScannerBuilder:

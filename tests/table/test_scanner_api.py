@@ -277,7 +277,6 @@ def test_count_with_limit_is_refused_as_pylance(pair) -> None:
         {"include_deleted_rows": True},
         {"blob_handling": "all_binary"},
         {"row_addr_allowlist": b"\x00"},
-        {"scan_stats_callback": print},
         {"filter": {"expr_filter": "id > 1", "search_filter": "x"}},
     ],
     ids=lambda kw: next(iter(kw)),

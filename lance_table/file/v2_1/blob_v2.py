@@ -53,6 +53,10 @@ class BlobKind(enum.IntEnum):
     DEDICATED = 2
     #: at ``blob_uri``, outside the dataset: the whole object, or ``size`` bytes at ``position``
     EXTERNAL = 3
+    #: ``size`` bytes at ``position`` of ``blob_uri``, a path relative to the dataset's root
+    MANAGED = 4
+    #: ``size`` bytes at ``position`` of ``blob_uri``, relative to the registered base ``blob_id``
+    MANAGED_BASE = 5
 
 
 def is_blob_v2(field: LanceField) -> bool:

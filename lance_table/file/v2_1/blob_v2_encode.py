@@ -27,6 +27,7 @@ from typing import IO, Any
 import numpy as np
 import pyarrow as pa
 
+from lance_table.blob_descriptors import DescriptorKind, check_managed_uri
 from lance_table.errors import SchemaError, UnsupportedFormatError
 from lance_table.file.v2_1 import repdef
 from lance_table.file.v2_1.blob_v2 import (
@@ -255,6 +256,9 @@ class BlobV2ColumnWriter:
         valid = np.ones(n, bool) if not arr.null_count else np.asarray(arr.is_valid())
         data = arr.field("data")
         names = [f.name for f in arr.type]
+        if "kind" in names:  # pylance's descriptor column: blobs already stored
+            self._queue(*self._described(arr, valid), valid)
+            return
         external = np.zeros(n, bool)
         if "uri" in names:
             external = np.asarray(arr.field("uri").is_valid()) & valid
@@ -290,10 +294,59 @@ class BlobV2ColumnWriter:
             start, size = int(offsets[i]), int(offsets[i + 1] - offsets[i])
             blob = body.slice(start, size) if size else b""
             fixed[k] = self._store(blob, size)
+        self._queue(fixed, uris, valid)
+
+    def _queue(self, fixed: np.ndarray, uris: list[bytes] | None, valid: np.ndarray) -> None:
         self.pending.append((fixed, valid, uris))
-        self.pending_rows += n
+        self.pending_rows += int(valid.size)
         if (self.pending_rows * _FIXED.itemsize) >= self.budget:
             self._flush()
+
+    def _described(self, arr: pa.StructArray, valid: np.ndarray) -> tuple[np.ndarray, list[bytes] | None]:
+        """The descriptors of a descriptor column (``lance_table.blob_descriptors``): inline
+        values written into the data file, the others stored as they say.
+
+        Raises:
+            SchemaError: a row's kind is unknown, or it lacks a value its kind needs.
+        """
+        rows = np.flatnonzero(valid)
+        picked = pa.array(rows, pa.int64())
+        cols = {f.name: arr.field(f.name).take(picked) for f in arr.type}
+        kinds = cols["kind"].fill_null(255).to_numpy(zero_copy_only=False)
+        fixed = np.zeros(rows.size, _FIXED)
+        fixed["kind"] = kinds
+        for name, target in (("position", "position"), ("blob_size", "size"), ("blob_id", "blob_id")):
+            if name in cols:
+                fixed[target] = cols[name].fill_null(0).to_numpy(zero_copy_only=False)
+        known = np.isin(kinds, [int(k) for k in DescriptorKind])
+        if not known.all():
+            bad = int(rows[np.flatnonzero(~known)[0]])
+            raise SchemaError(f"field {self.node.name!r}: row {bad} has no known blob descriptor kind")
+        inline = np.flatnonzero(kinds == DescriptorKind.INLINE)
+        data = cols["data"]
+        for k in inline.tolist():
+            value = data[k]
+            if not value.is_valid:
+                raise SchemaError(f"field {self.node.name!r}: row {int(rows[k])} is inline without data")
+            blob = value.as_buffer() or b""
+            fixed[k] = (BlobKind.INLINE, self.inline(blob), len(blob), 0, 0)
+        dedicated = kinds == DescriptorKind.DEDICATED
+        fixed["position"][dedicated] = 0
+        managed = np.isin(kinds, [DescriptorKind.MANAGED, DescriptorKind.MANAGED_BASE])
+        fixed["blob_id"][kinds == DescriptorKind.MANAGED] = 0
+        if not managed.any():
+            return fixed, None
+        uris = [b""] * rows.size
+        given = cols["uri"]
+        for k in np.flatnonzero(managed).tolist():
+            uri = given[k].as_py()
+            if not uri:
+                raise SchemaError(
+                    f"field {self.node.name!r}: row {int(rows[k])} is a managed blob without a uri"
+                )
+            uris[k] = check_managed_uri(uri).encode()
+            fixed["uri"][k] = len(uris[k])
+        return fixed, uris
 
     def _store(self, blob: Any, size: int) -> tuple[int, int, int, int, int]:
         """Write one blob where its size says; its descriptor record."""

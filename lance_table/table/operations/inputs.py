@@ -10,6 +10,7 @@ that the caller did not hand over materialized.
 
 from __future__ import annotations
 
+import sys
 import weakref
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -33,6 +34,18 @@ def _polars_kind(data: Any) -> str | None:
     if _module(data).startswith("polars") and type(data).__name__ in ("DataFrame", "LazyFrame"):
         return type(data).__name__
     return None
+
+
+def _is_pydantic_model(item: Any) -> bool:
+    """Whether ``item`` is a pydantic model instance (pydantic is imported when it is one)."""
+    pydantic = sys.modules.get("pydantic")
+    return pydantic is not None and isinstance(item, pydantic.BaseModel)
+
+
+def is_pydantic_model_class(cls: Any) -> bool:
+    """Whether ``cls`` is a pydantic model class (pydantic is imported when it is one)."""
+    pydantic = sys.modules.get("pydantic")
+    return pydantic is not None and isinstance(cls, type) and issubclass(cls, pydantic.BaseModel)
 
 
 def _checked_batches(batches: Iterable[Any], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
@@ -113,6 +126,10 @@ def _native(data: Any, schema: pa.Schema | None) -> pa.RecordBatchReader | None:
     if isinstance(data, dict):
         batch = pa.RecordBatch.from_pydict(data, schema=schema)
         return pa.RecordBatchReader.from_batches(batch.schema, [batch])
+    if isinstance(data, list) and data and _is_pydantic_model(data[0]):  # pylance's model rows
+        from lance_table.pydantic import model_table
+
+        return model_table(data, schema=schema).to_reader()
     if isinstance(data, list) and data and isinstance(data[0], dict):
         batch = pa.RecordBatch.from_pylist(data, schema=schema)
         return pa.RecordBatchReader.from_batches(batch.schema, [batch])
@@ -132,10 +149,11 @@ def coerce_reader(data: Any, schema: pa.Schema | None = None) -> pa.RecordBatchR
     Takes what pylance 14 takes: a pyarrow Table, RecordBatch, RecordBatchReader, ``pyarrow.dataset``
     Dataset or Scanner, a pandas DataFrame (a named or non-default index kept as a column, with
     pandas' metadata, as pylance keeps it), a Polars DataFrame or LazyFrame, a dict of columns, a list
-    of row dicts, an iterable of RecordBatches (cast to ``schema``; without one, the first batch's
-    schema is taken, where pylance needs ``schema=``), a lance_table or pylance dataset or scanner;
-    and any object with ``__arrow_c_stream__``, ``to_reader()`` or ``to_batches()``. Streams are
-    read as they are consumed.
+    of row dicts, a list of pydantic model instances (one class; the model's schema, see
+    :mod:`lance_table.pydantic`), an iterable of RecordBatches (cast to ``schema``; without one, the
+    first batch's schema is taken, where pylance needs ``schema=``), a lance_table or pylance
+    dataset or scanner; and any object with ``__arrow_c_stream__``, ``to_reader()`` or
+    ``to_batches()``. Streams are read as they are consumed.
 
     Unlike pylance, which ignores ``schema=`` for Arrow tables and readers, ``schema`` applies to
     every kind of input: the data is cast to it (columns selected by name).
