@@ -70,11 +70,13 @@ def _apply(lib: Any, uri: str, how: str) -> None:
         ds.add_columns({"y": "id * 2 + x", "z": "concat(s, '!')"})
     elif how == "udf":
         ds.add_columns(_udf, read_columns=["id", "x"])
+    elif how == "aligned":  # data aligned with the live rows
+        ds.add_columns(pa.table({"w": np.arange(ds.count_rows(), dtype=np.int32)}))
     else:
         ds.merge(_keyed(), left_on="id")
 
 
-@pytest.mark.parametrize("how", ["sql", "udf", "merge"])
+@pytest.mark.parametrize("how", ["sql", "udf", "merge", "aligned"])
 @pytest.mark.parametrize("version", ["2.0", "2.2"])
 @pytest.mark.parametrize("writer", ["lance_table", "pylance"])
 def test_new_columns_as_pylance_writes_them(
@@ -99,7 +101,7 @@ def test_new_columns_as_pylance_writes_them(
     assert_tables_equal(lt.dataset(ours).to_table(), got)
 
 
-@pytest.mark.parametrize("how", ["sql", "udf", "merge"])
+@pytest.mark.parametrize("how", ["sql", "udf", "merge", "aligned"])
 @pytest.mark.parametrize("version", ["2.0", "2.2"])
 def test_group_files_are_the_bytes_of_fragment_by_fragment_writes(
     histories: dict[tuple[str, str], str],

@@ -48,7 +48,8 @@ Compute = Callable[[FragmentReader, int, np.ndarray, int], pa.Table]
 # one chunk computed alone costs a read and an evaluation of a few hundred microseconds each)
 ComputeMany = Callable[[Sequence[FragmentReader], Sequence[np.ndarray]], pa.Table]
 # Fragments of one chunk and at most this many rows are computed in groups of at most
-# GROUP_ROWS rows (and GROUP_FRAGMENTS fragments); each still gets a data file of its own.
+# GROUP_ROWS rows (nor more than a chunk's: a UDF's batches hold no more rows than before) and
+# GROUP_FRAGMENTS fragments; each still gets a data file of its own.
 SMALL_FRAGMENT_ROWS = 4096
 GROUP_ROWS = 16 * 1024
 GROUP_FRAGMENTS = 256
@@ -192,11 +193,12 @@ def write_columns(
     def span(lo: int, hi: int) -> list[Fragment]:
         """The fragments ``frags[lo:hi]``: runs of small ones in groups, the others one by one."""
         out: list[Fragment] = []
+        most = min(GROUP_ROWS, chunk_rows)
         i = lo
         while i < hi:
             j, held = i, 0
             while j < hi and _small(rows[j], chunk_rows) and compute_many is not None:
-                if j > i and (held + rows[j] > GROUP_ROWS or j - i >= GROUP_FRAGMENTS):
+                if j > i and (held + rows[j] > most or j - i >= GROUP_FRAGMENTS):
                     break
                 held += rows[j]
                 j += 1
