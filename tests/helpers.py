@@ -215,3 +215,41 @@ def latest_manifest(uri: str) -> tuple[bytes, str]:
     storage = open_storage(uri)
     entry = versions.list_versions(storage)[-1]
     return storage.read(entry.path), entry.path
+
+
+def escape_a_data_path(uri: str) -> str:
+    """Damage a dataset's latest manifest in place: its second fragment's first data file is
+    renamed to a path that leaves the dataset (``../``), as long as the old one so that the
+    protobuf framing still holds. Returns the manifest's path."""
+    from pathlib import Path
+
+    from lance_table.format.manifest_file import _parse
+
+    data, path = latest_manifest(uri)
+    pb, _, _ = _parse(data, path)
+    old = pb.fragments[1].files[0].path
+    bad = "../" + old[3:]
+    at = data.rindex(old.encode())  # (the manifest's: the inline transaction names it before)
+    assert len(bad) == len(old) and at > len(data) - len(pb.SerializeToString()) - 30
+    Path(uri, path).write_bytes(data[:at] + bad.encode() + data[at + len(old) :])
+    return path
+
+
+def garble_string_chunks(root: str, data_file: str, column: str) -> None:
+    """Garble every byte past the chunk headers of ``column``'s page (strings in a general
+    compression) in one data file of the dataset at ``root``: no compressed frame survives."""
+    from pathlib import Path
+
+    from lance_table.file.reader import LanceFileReader
+    from lance_table.file.v2_1 import small_layouts
+
+    path = str(Path(root, "data", data_file))
+    lay = small_layouts.layout(LanceFileReader(path), [column])
+    assert lay is not None
+    col = lay.columns[0]
+    assert isinstance(col, small_layouts.ColumnLayout)
+    raw = bytearray(Path(path).read_bytes())
+    lo, hi = lay.start + col.data_at, lay.start + col.data_at + col.data_size
+    for at in range(lo + 16, hi, 4):
+        raw[at] ^= 0x5A
+    Path(path).write_bytes(bytes(raw))

@@ -3,13 +3,19 @@ which fields have nesting, which store nothing at all."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from lance_table._lru import LRU
 from lance_table.file.v2_0.layout import is_packed_struct
 from lance_table.file.v2_1.layout import is_packed_struct as is_packed_struct21
+from lance_table.file.v2_1.layout import leaf_columns as leaf_columns21
 from lance_table.schema import FieldNode
+
+if TYPE_CHECKING:
+    from lance_table.file.container import FileMetadata
 
 
 def row_columns(roots: list[FieldNode], col_of: dict[int, int], structural: bool) -> frozenset[int]:
@@ -66,3 +72,29 @@ def leaf_paths(node: FieldNode, path: list[pa.Field]) -> Iterator[tuple[FieldNod
         return
     for child in node.children:
         yield from leaf_paths(child, [*path, child.to_arrow_field()])
+
+
+def structural_columns(meta: FileMetadata) -> tuple[dict[int, int], frozenset[int], int]:
+    """The column of each leaf field of a 2.1/2.2 file, the columns that hold one value per row,
+    and the columns its fields need: made once for the files of one file descriptor (see
+    :class:`~lance_table.file.container.Descriptor`), or of one field list. Only read."""
+    described = meta.described
+    if described is not None:
+        return described.derived("structural columns", lambda: _leaf_columns(described.roots))
+    fields = meta.fields
+    hit = _COLUMNS_OF.get(id(fields))
+    if hit is not None and hit[0] is fields:
+        return hit[1]
+    found = _leaf_columns(meta.roots)
+    _COLUMNS_OF.put(id(fields), (fields, found))  # (the fields are kept: their id stays theirs)
+    return found
+
+
+def _leaf_columns(roots: Sequence[FieldNode]) -> tuple[dict[int, int], frozenset[int], int]:
+    col_of = leaf_columns21(list(roots))
+    rows = frozenset(row_columns(list(roots), col_of, True))
+    return col_of, rows, max(col_of.values(), default=-1) + 1
+
+
+#: :func:`structural_columns` of the last fields read (files whose metadata was made by hand)
+_COLUMNS_OF: LRU[int, tuple[tuple[Any, ...], tuple[dict[int, int], frozenset[int], int]]] = LRU(64)

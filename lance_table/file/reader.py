@@ -9,7 +9,6 @@ from typing import IO, Any
 
 import pyarrow as pa
 
-from lance_table._lru import LRU
 from lance_table._parallel import DECODE, PAGE_IO, map_on, runs_inline, settle, workers
 from lance_table.errors import CorruptFileError, SchemaError, UnsupportedFormatError
 from lance_table.file import page_select, utf8
@@ -29,6 +28,7 @@ from lance_table.file.field_shapes import (
     field_shape,
     leaf_paths,
     row_columns,
+    structural_columns,
 )
 from lance_table.file.mapped_pages import map_pages, scanned
 from lance_table.file.page_select import PageRead
@@ -99,7 +99,7 @@ class LanceFileReader(SmallReads, V20Reads):
         self._structural = meta.version is not FileVersion.V2_0
         n_cols = len(meta.columns)
         if self._structural:  # (the files of a dataset share their fields: made once for them)
-            self._col_of, rows, needed = _structural_columns(meta)
+            self._col_of, rows, needed = structural_columns(meta)
             self._byte_lists = _NO_BYTE_LISTS
         else:
             self._col_of, rows, needed = self._v20_columns()
@@ -479,29 +479,3 @@ class LanceFileReader(SmallReads, V20Reads):
 
 def _flatten(results: list[list[pa.Array]]) -> list[pa.Array]:
     return [chunk for part in results for chunk in part]
-
-
-def _structural_columns(meta: FileMetadata) -> tuple[dict[int, int], frozenset[int], int]:
-    """The column of each leaf field of a 2.1/2.2 file, the columns that hold one value per row,
-    and the columns its fields need: made once for the files of one file descriptor (see
-    :class:`~lance_table.file.container.Descriptor`), or of one field list. Only read."""
-    described = meta.described
-    if described is not None:
-        return described.derived("structural columns", lambda: _leaf_columns(described.roots))
-    fields = meta.fields
-    hit = _COLUMNS_OF.get(id(fields))
-    if hit is not None and hit[0] is fields:
-        return hit[1]
-    found = _leaf_columns(meta.roots)
-    _COLUMNS_OF.put(id(fields), (fields, found))  # (the fields are kept: their id stays theirs)
-    return found
-
-
-def _leaf_columns(roots: Sequence[FieldNode]) -> tuple[dict[int, int], frozenset[int], int]:
-    col_of = layout21.leaf_columns(list(roots))
-    rows = frozenset(row_columns(list(roots), col_of, True))
-    return col_of, rows, max(col_of.values(), default=-1) + 1
-
-
-#: :func:`_structural_columns` of the last fields read (files whose metadata was made by hand)
-_COLUMNS_OF: LRU[int, tuple[tuple[Any, ...], tuple[dict[int, int], frozenset[int], int]]] = LRU(64)

@@ -12,6 +12,7 @@ from itertools import pairwise
 import numpy as np
 
 from lance_table._buffers import empty
+from lance_table._numpy import sorted_unique
 
 # Ranges whose gap is smaller than this are fetched with one read.
 DEFAULT_COALESCE_GAP = 64 * 1024
@@ -112,7 +113,7 @@ def gather(spans: memoryview, inside: np.ndarray, lengths: np.ndarray) -> memory
     # blocks of whole ranges of about GATHER_BLOCK bytes (at most twice that): the ranges from
     # the one holding a block's first byte to the one before the next block's
     shift = inside - at[:-1]
-    firsts = np.unique(np.searchsorted(at, np.arange(0, total, GATHER_BLOCK), side="right") - 1)
+    firsts = sorted_unique(np.searchsorted(at, np.arange(0, total, GATHER_BLOCK), side="right") - 1)
     bounds = [*firsts.tolist(), n]
     for g0, g1 in pairwise(bounds):
         a, b = int(at[g0]), int(at[g1])

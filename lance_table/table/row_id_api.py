@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from lance_table._numpy import sorted_unique
 from lance_table.errors import FragmentMetadataError, RowIdOverflowError
 from lance_table.format.row_ids import decode_row_ids, encode_row_ids
 from lance_table.table.fragment_metadata import RowIdMeta
@@ -61,7 +62,7 @@ class RowIdSequence:
 
     def __init__(self, row_ids: range | pa.Array | pa.ChunkedArray | Iterable[int]) -> None:
         ids = _u64(row_ids, "row ids")
-        if ids.size > 1 and np.unique(ids).size != ids.size:
+        if ids.size > 1 and sorted_unique(ids).size != ids.size:
             values, counts = np.unique(ids, return_counts=True)
             raise FragmentMetadataError(
                 f"Row ids must be unique, but row id {int(values[counts > 1][0])} appears more than once "
@@ -121,7 +122,7 @@ def serialize_row_addrs(addrs: Iterable[int]) -> bytes:
         print(serialize_row_addrs([0, 2, 4]).hex())
         ```
     """
-    values = np.unique(_u64(addrs, "row addresses"))
+    values = sorted_unique(_u64(addrs, "row addresses"))
     high = (values >> np.uint64(32)).astype(np.uint32)
     keys, starts = np.unique(high, return_index=True)
     bounds = [*starts.tolist(), values.size]

@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyarrow import acero
 
+from lance_table._numpy import sorted_unique
 from lance_table._parallel import FRAGMENTS, IO, ahead_on, io_threads, map_grouped, map_groups, workers
 from lance_table.file.arrow_take import filter_rows, take
 from lance_table.file.runs import Runs
@@ -437,7 +438,7 @@ def take_rows(
     which = np.searchsorted(starts, indices, side="right") - 1
     local = indices - starts[which]
     physical = local.copy()
-    touched = np.unique(which).tolist()
+    touched = sorted_unique(which).tolist()
     # only fragments with deleted rows map live positions; their deletions (and the footers that
     # check them) are read at once, not one fragment's requests after another's
     with_deletions = [k for k in touched if frags[k].fragment.deletion_file is not None]
@@ -467,7 +468,7 @@ def read_positions(
     key = (which.astype(np.int64) << 32) | positions.astype(np.int64)
     unique, inverse = np.unique(key, return_inverse=True)
     owner, offsets = unique >> 32, unique & 0xFFFFFFFF
-    touched = np.unique(owner).tolist()
+    touched = sorted_unique(owner).tolist()
 
     runs_of = dict(zip(touched, Runs.by_owner(owner, offsets, touched)))  # ``owner`` is sorted
 

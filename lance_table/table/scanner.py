@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset
 
+from lance_table._numpy import sorted_unique
 from lance_table.errors import ScanOptionError, SchemaError, UnsupportedOperationError
 from lance_table.file import arrow_take
 from lance_table.table import pandas_export
@@ -451,7 +452,7 @@ def take_by_ids(snapshot: Snapshot, row_ids: Any, spec: ScanSpec) -> pa.Table:
             bad = int(ids[np.flatnonzero(which < 0)[0]])
             raise IndexError(f"row id {bad} (fragment {bad >> 32}, offset {bad & 0xFFFFFFFF}) names no row")
         keep = np.ones(ids.size, bool)
-        for k in np.unique(which).tolist():
+        for k in sorted_unique(which).tolist():
             if frags[k].deleted.size:
                 at = which == k
                 keep[at] = ~np.isin(offsets[at], frags[k].deleted)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from lance_table._numpy import sorted_unique
 from lance_table.errors import UnsupportedOperationError
 from lance_table.format import flags
 from lance_table.format.row_ids import RowMeta
@@ -176,7 +177,7 @@ def _live_row_ids(snapshot: Snapshot) -> np.ndarray:
             )
             ids = np.delete(ids, deleted.astype(np.int64))
         parts.append(ids.astype(np.uint64))
-    return np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.uint64)
+    return sorted_unique(np.concatenate(parts)) if parts else np.zeros(0, np.uint64)
 
 
 def delta(

@@ -14,6 +14,7 @@ import lance
 import numpy as np
 import pyarrow as pa
 import pytest
+from helpers import garble_string_chunks
 
 import lance_table as lt
 from lance_table.errors import CorruptFileError
@@ -146,20 +147,8 @@ def test_corrupt_compressed_chunk_names_the_file(
 ) -> None:
     ours, theirs = _datasets(tmp_path, version, "zstd")
     idx = np.arange(0, 6 * ROWS, 150)  # rows of every file, fewer than its chunks (small_take)
-    frag = ours.get_fragments()[2]
-    name = frag.data_files()[0].path
-    path = str(tmp_path / "ours" / "data" / name)
-    reader = LanceFileReader(path)
-    lay = small_layouts.layout(reader, ["s"])
-    assert lay is not None
-    col = lay.columns[0]
-    assert isinstance(col, small_layouts.ColumnLayout)
-    raw = bytearray(Path(path).read_bytes())
-    # every byte of the page's chunks past their headers garbled: no zstd frame survives
-    lo, hi = lay.start + col.data_at, lay.start + col.data_at + col.data_size
-    for at in range(lo + 16, hi, 4):
-        raw[at] ^= 0x5A
-    Path(path).write_bytes(bytes(raw))
+    name = ours.get_fragments()[2].data_files()[0].path
+    garble_string_chunks(str(tmp_path / "ours"), name, "s")
     READERS.clear()
     spy = _Spy(monkeypatch)
     with pytest.raises(CorruptFileError) as err:

@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from lance_table._buffers import empty
 from lance_table.file.v2_0.small_layout import ERRORS, MAX_VAR_BYTES, FileLayout, Leaf, Pages, value_bits
-from lance_table.file.v2_0.small_many import _decoded, _ends, leaves_of
+from lance_table.file.v2_0.small_many import decoded, end_offsets, leaves_of, string_array
 from lance_table.file.v2_1.byteranges import exclusive_cumsum, gather
 from lance_table.storage.scatter import read_into
 from lance_table.storage.sources import LocalFileSource
@@ -125,7 +125,7 @@ def _read(found: Found, dtypes: Sequence[pa.DataType]) -> list[pa.Array] | None:
         elif col.how == "strings":
             arr = _strings(col, u8, dtype)
         else:
-            arr = _decoded(col.leaves, u8, np.zeros(len(col.leaves), np.int64), dtype)
+            arr = decoded(col.leaves, u8, np.zeros(len(col.leaves), np.int64), dtype)
         if arr is None:
             return None
         arrays.append(arr)
@@ -273,17 +273,10 @@ def _strings(col: _Column, u8: np.ndarray, dtype: pa.DataType) -> pa.Array | Non
     raw = np.frombuffer(gather(u8.data, ends_at, counts * 8), np.uint64).astype(np.int64)
     if bool(np.any(raw < 0)):
         return None
-    found = _ends(leaves, counts, raw)
+    found = end_offsets(leaves, counts, raw)
     if found is None:
         return None
-    ends, valid, lengths, last = found
+    _, valid, lengths, last = found
     if bool(np.any(last != data_size)):
         return None  # (bytes past a page's last string: read the usual way)
-    offsets = np.zeros(ends.size + 1, np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    large = pa.types.is_large_string(dtype) or pa.types.is_large_binary(dtype)
-    nulls = int(ends.size - np.count_nonzero(valid))
-    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
-    off = pa.py_buffer(offsets if large else offsets.astype(np.int32))
-    data = pa.py_buffer(col.out)
-    return pa.Array.from_buffers(dtype, ends.size, [bitmap, off, data], null_count=nulls)
+    return string_array(dtype, valid, lengths, pa.py_buffer(col.out))

@@ -40,7 +40,19 @@ from lance_table.file.v2_0.small_layout import (
 )
 from lance_table.file.v2_1.byteranges import exclusive_cumsum, gather, in_file_order, spans
 
-__all__ = ["FileLayout", "Leaf", "List", "Pages", "Struct", "decode", "layout"]
+__all__ = [
+    "FileLayout",
+    "Leaf",
+    "List",
+    "Pages",
+    "Struct",
+    "decode",
+    "decoded",
+    "end_offsets",
+    "layout",
+    "leaves_of",
+    "string_array",
+]
 
 
 def decode(
@@ -53,19 +65,19 @@ def decode(
         u8 = np.frombuffer(data, np.uint8)
         # the pages' places are the file's: each file's bytes in ``data`` start at its span's start
         origins = bases - np.fromiter((f.start for f in layouts), np.int64, len(layouts))
-        return _decoded([f.columns[column] for f in layouts], u8, origins, dtype)
+        return decoded([f.columns[column] for f in layouts], u8, origins, dtype)
     except ERRORS:
         return None
 
 
-def _decoded(nodes: list[Any], u8: np.ndarray, bases: np.ndarray, dtype: pa.DataType) -> pa.Array | None:
+def decoded(nodes: list[Any], u8: np.ndarray, bases: np.ndarray, dtype: pa.DataType) -> pa.Array | None:
     first = nodes[0]
     if isinstance(first, Struct):
         if not pa.types.is_struct(dtype) or not all(isinstance(n, Struct) for n in nodes):
             return None
         kids = []
         for i, field in enumerate(dtype):
-            got = _decoded([n.children[i] for n in nodes], u8, bases, field.type)
+            got = decoded([n.children[i] for n in nodes], u8, bases, field.type)
             if got is None:
                 return None
             kids.append(got)
@@ -185,20 +197,25 @@ def _strings(
     raw = np.frombuffer(gather(u8.data, ends_at, counts * 8), np.uint64).astype(np.int64)
     if bool(np.any(raw < 0)):
         return None
-    found = _ends(nodes, counts, raw)
+    found = end_offsets(nodes, counts, raw)
     if found is None:
         return None
-    ends, valid, lengths, last = found
+    _, valid, lengths, last = found
     if bool(np.any(last > data_size)) or int(last.sum()) > MAX_VAR_BYTES:
         return None
-    data = pa.py_buffer(gather(u8.data, data_at, last))
-    offsets = np.zeros(ends.size + 1, np.int64)
+    return string_array(dtype, valid, lengths, pa.py_buffer(gather(u8.data, data_at, last)))
+
+
+def string_array(dtype: pa.DataType, valid: np.ndarray, lengths: np.ndarray, data: pa.Buffer) -> pa.Array:
+    """A string or binary array of ``dtype`` from each entry's validity and length and the bytes
+    of all entries back to back (the ends of :func:`end_offsets`)."""
+    offsets = np.zeros(lengths.size + 1, np.int64)
     np.cumsum(lengths, out=offsets[1:])
     large = pa.types.is_large_string(dtype) or pa.types.is_large_binary(dtype)
-    nulls = int(ends.size - np.count_nonzero(valid))
+    nulls = int(lengths.size - np.count_nonzero(valid))
     bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
     off = pa.py_buffer(offsets if large else offsets.astype(np.int32))
-    return pa.Array.from_buffers(dtype, ends.size, [bitmap, off, data], null_count=nulls)
+    return pa.Array.from_buffers(dtype, lengths.size, [bitmap, off, data], null_count=nulls)
 
 
 def _list(nodes: list[Any], u8: np.ndarray, bases: np.ndarray, dtype: pa.DataType) -> pa.Array | None:
@@ -212,7 +229,7 @@ def _list(nodes: list[Any], u8: np.ndarray, bases: np.ndarray, dtype: pa.DataTyp
     if bool(np.any(at < 0)) or int((at + size).max()) > u8.size or bool(np.any(counts * 8 > size)):
         return None
     raw = np.frombuffer(gather(u8.data, at, counts * 8), np.uint64).astype(np.int64)
-    found = _ends(nodes, counts, raw)
+    found = end_offsets(nodes, counts, raw)
     if found is None:
         return None
     ends, valid, lengths, last = found
@@ -222,7 +239,7 @@ def _list(nodes: list[Any], u8: np.ndarray, bases: np.ndarray, dtype: pa.DataTyp
     child_counts = np.fromiter((_count(n.child) for n in nodes), np.int64, len(nodes))
     if bool(np.any(child_counts != items)) or bool(np.any(last != items)):
         return None  # items past the last list: read one by one
-    child = _decoded([n.child for n in nodes], u8, bases, dtype.value_type)
+    child = decoded([n.child for n in nodes], u8, bases, dtype.value_type)
     if child is None or len(child) != int(items.sum()):
         return None
     large = pa.types.is_large_list(dtype)
@@ -243,7 +260,7 @@ def _count(node: Node) -> int:
     return node.count
 
 
-def _ends(
+def end_offsets(
     nodes: list[Any], counts: np.ndarray, raw: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """The files' end offsets of strings or lists (``counts[k]`` in file ``k``; ``raw`` as stored,

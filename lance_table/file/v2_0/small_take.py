@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from lance_table._numpy import sorted_unique
 from lance_table.file.arrow import with_validity
 from lance_table.file.container import FileVersion
 from lance_table.file.fields import BLOB_KEY
@@ -384,7 +385,7 @@ def _dict(
     bytes, read as one range from the first of the two buffers to the end of the other)."""
     total = node_of.size
     n = len(nodes)
-    used = np.unique(node_of)
+    used = sorted_unique(node_of)
     e_at, e_size = _column(nodes, 1, 0), _column(nodes, 1, 1)
     d_at, d_size = _column(nodes, 2, 0), _column(nodes, 2, 1)
     lo = np.minimum(e_at, d_at)

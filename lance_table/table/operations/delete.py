@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_table._numpy import sorted_unique
 from lance_table._parallel import map_fragments, map_grouped, map_groups
 from lance_table.errors import CommitConflictError, FilterEvaluationError
 from lance_table.file.runs import Runs
@@ -265,7 +266,10 @@ def delete_offsets_in_fragment(ds: Snapshot, fragment_id: int, offsets: Iterable
         IndexError: an offset lies outside the fragment.
     """
     (frag,) = ds.fragment_readers([fragment_id])
-    wanted = np.unique(np.fromiter((int(o) for o in offsets), np.int64))
+    given = np.asarray(offsets)
+    if given.dtype.kind not in "iu":
+        given = np.fromiter((int(o) for o in offsets), np.int64)
+    wanted = sorted_unique(given.astype(np.int64, copy=False))
     if wanted.size and (wanted[0] < 0 or wanted[-1] >= frag.physical_rows):
         bad = int(wanted[0] if wanted[0] < 0 else wanted[-1])
         raise IndexError(f"row offset {bad} is outside fragment {fragment_id} of {frag.physical_rows} rows")
