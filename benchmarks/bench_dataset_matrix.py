@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import Report, argument_parser, auto_runs, benchmark_table, interleaved_result
+from common import Report, argument_parser, auto_runs, benchmark_table, copy_dataset, interleaved_result
 
 import lance_table as lt
 
@@ -84,7 +84,7 @@ def _case(args: Any, fmt: str, files: str, table: Any, small: dict[int, Any], wo
         lance.write_dataset(table, pristine, data_storage_version=fmt, **per_file)
         for uri in (ours, theirs):
             shutil.rmtree(uri, ignore_errors=True)
-            shutil.copytree(pristine, uri)
+            copy_dataset(pristine, uri)
     print(f"  [peak RSS {_peak_mb():.0f} MB]", flush=True)
     assert lt.dataset(ours).data_storage_version == fmt
     assert lt.dataset(ours).to_table().equals(lance.dataset(theirs).to_table())

@@ -5,9 +5,10 @@ rows (id int64, x float64, cat: 100 short strings, text: 20-character strings; `
 the 16-float vector column) is written in one fragment and copied twice; the writer then deletes
 ``id % 10 = 0`` from one copy (rows deleted here and there) and a contiguous 10% id range from the
 other. Both libraries then read each of the three datasets: ``to_table()``, a streaming
-``to_batches()`` and ``count_rows()``, alternately (who goes first alternates too). Reported:
-medians of wall and process CPU time, ours / pylance, and after-delete / clean for each library
-(wall and CPU), and the median minor page faults of each read (fresh memory the read touches: its
+``to_batches()`` and ``count_rows()``, alternately (who goes first alternates too), each round
+reading every dataset. Reported: medians of wall and process CPU time, ours / pylance, and for
+each library the median over the rounds of after-delete / clean in the same round (wall and
+CPU), and the median minor page faults of each read (fresh memory the read touches: its
 output, and scratch memory an allocator mapped anew).
 
     python benchmarks/bench_delete_scan.py --rows 1000000 --runs 7
@@ -18,6 +19,7 @@ output, and scratch memory an allocator mapped anew).
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import os
@@ -33,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import argument_parser, benchmark_table
+from common import argument_parser, benchmark_table, copy_dataset
 
 KINDS = ("clean", "every 10th deleted", "10% range deleted")
 OPS: dict[str, Callable[[Any], object]] = {
@@ -70,7 +72,7 @@ def _make(root: Path, fmt: str, writer: str, rows: int, wide: bool) -> dict[str,
     for kind, predicate in zip(
         KINDS[1:], ("id % 10 = 0", f"id >= {rows // 3} AND id < {rows // 3 + rows // 10}")
     ):
-        shutil.copytree(uris[KINDS[0]], uris[kind])
+        copy_dataset(uris[KINDS[0]], uris[kind])
         lib.dataset(uris[kind]).delete(predicate)
     return uris
 
@@ -84,29 +86,62 @@ def _timed(fn: Callable[[], object]) -> tuple[float, float, int]:
     return wall, cpu, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
 
 
-def _interleaved(uri: str, op: Callable[[Any], object], runs: int) -> dict[str, tuple[float, float, float]]:
-    """Median (wall, cpu) seconds and page faults of ``op`` on a freshly opened dataset, per
-    library."""
+def _read(op: Callable[[Any], object], opener: Callable[[str], Any], uri: str) -> object:
+    return op(opener(uri))
+
+
+def _interleaved(
+    uris: dict[str, str], op: Callable[[Any], object], runs: int
+) -> tuple[dict[str, dict[str, tuple[float, float, float]]], dict[str, dict[str, tuple[float, float]]]]:
+    """Per dataset (``uris``: kind -> uri) and library: the median (wall, cpu) seconds and page
+    faults of ``op`` on a freshly opened dataset; and per dataset after deletes and library, the
+    median over the rounds of its (wall, cpu) time over the clean scan's of the same round.
+
+    Each round reads every dataset with both libraries (the order of the libraries and of the
+    datasets alternates), so that a scan after deletes and the clean scan it is compared with
+    run seconds apart, under the same load: medians of separate series drifted by 10% and more
+    on a busy machine."""
     import lance
 
     import lance_table
 
     sides = {"lance_table": lance_table.dataset, "pylance": lance.dataset}
-    times: dict[str, list[tuple[float, float, int]]] = {s: [] for s in sides}
-    order = list(sides)
-    for fn_side in order:  # warm up: the files in the page cache, the code loaded
-        op(sides[fn_side](uri))
-    for k in range(runs):
-        for side in order if k % 2 == 0 else order[::-1]:
-            times[side].append(_timed(lambda s=side: op(sides[s](uri))))
-    return {
-        s: (
-            statistics.median(w for w, _, _ in got),
-            statistics.median(c for _, c, _ in got),
-            statistics.median(f for _, _, f in got),
-        )
-        for s, got in times.items()
+    times: dict[str, dict[str, list[tuple[float, float, int]]]] = {
+        kind: {s: [] for s in sides} for kind in uris
     }
+    order = list(sides)
+    kinds = list(uris)
+    for kind in kinds:  # warm up: the files in the page cache, the code loaded
+        for fn_side in order:
+            op(sides[fn_side](uris[kind]))
+    for k in range(runs):
+        for kind in kinds if k % 2 == 0 else kinds[::-1]:
+            for side in order if k % 2 == 0 else order[::-1]:
+                times[kind][side].append(_timed(functools.partial(_read, op, sides[side], uris[kind])))
+    medians = {
+        kind: {
+            s: (
+                statistics.median(w for w, _, _ in got),
+                statistics.median(c for _, c, _ in got),
+                statistics.median(f for _, _, f in got),
+            )
+            for s, got in by_side.items()
+        }
+        for kind, by_side in times.items()
+    }
+    clean = times[KINDS[0]]
+    ratios = {
+        kind: {
+            s: (
+                statistics.median(w / cw for (w, _, _), (cw, _, _) in zip(got, clean[s])),
+                statistics.median(c / cc for (_, c, _), (_, cc, _) in zip(got, clean[s])),
+            )
+            for s, got in by_side.items()
+        }
+        for kind, by_side in times.items()
+        if kind != KINDS[0]
+    }
+    return medians, ratios
 
 
 def _peak_child(side: str, uri: str) -> None:
@@ -161,18 +196,15 @@ def main(argv: list[str] | None = None) -> int:
         for fmt in args.formats.split(","):
             for writer in args.writers.split(","):
                 uris = _make(root, fmt, writer, args.rows, args.wide)
-                clean: dict[str, dict[str, tuple[float, float, float]]] = {}
-                for kind, uri in uris.items():
-                    if kind not in chosen:
-                        continue
-                    for name, op in ops.items():
-                        got = _interleaved(uri, op, args.runs)
-                        if kind == KINDS[0]:
-                            clean[name] = got
+                chosen_uris = {kind: uri for kind, uri in uris.items() if kind in chosen}
+                for name, op in ops.items():
+                    medians, ratios = _interleaved(chosen_uris, op, args.runs)
+                    for kind, got in medians.items():
                         (ow, oc, of), (pw, pc, pf) = got["lance_table"], got["pylance"]
-                        (cow, coc, _), (cpw, cpc, _) = clean[name]["lance_table"], clean[name]["pylance"]
-                        vs = "" if kind == KINDS[0] else f"{ow / cow:.2f} / {oc / coc:.2f}"
-                        pvs = "" if kind == KINDS[0] else f"{pw / cpw:.2f} / {pc / cpc:.2f}"
+                        vs = pvs = ""
+                        if kind != KINDS[0]:
+                            (rw, rc), (qw, qc) = ratios[kind]["lance_table"], ratios[kind]["pylance"]
+                            vs, pvs = f"{rw:.2f} / {rc:.2f}", f"{qw:.2f} / {qc:.2f}"
                         line = (
                             f"| {fmt} | {writer} | {kind} | {name} | {ow * 1e3:.1f} / {oc * 1e3:.1f} | "
                             f"{pw * 1e3:.1f} / {pc * 1e3:.1f} | {ow / pw:.2f} / {oc / pc:.2f} "
