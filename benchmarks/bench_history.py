@@ -101,6 +101,13 @@ def _events(ids: np.ndarray) -> pa.Table:
     )
 
 
+def _double_id(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """The UDF of the add_columns scenario: twice the id."""
+    import pyarrow.compute as pc
+
+    return pa.record_batch([pc.multiply(batch.column("id"), 2)], ["y"])
+
+
 def _build(
     side: str, uri: str, appends: int, size: int, history: str = "appends", table_rows: int = 50_000
 ) -> list[float]:
@@ -562,6 +569,26 @@ def main() -> None:
             "compaction (binary copy)",
             lambda u: lt.dataset(u).compact_files(compaction_mode=copy),
             lambda u: lance.dataset(u).optimize.compact_files(compaction_mode=copy),
+            fresh=True,
+        )
+        # new columns on every fragment: a file written per fragment (read only "id": both shapes)
+        both(
+            "add_columns SQL {'y': 'id * 2'}",
+            lambda u: lt.dataset(u).add_columns({"y": "id * 2"}),
+            lambda u: lance.dataset(u).add_columns({"y": "id * 2"}),
+            fresh=True,
+        )
+        both(
+            "add_columns UDF (id -> y)",
+            lambda u: lt.dataset(u).add_columns(_double_id, read_columns=["id"]),
+            lambda u: lance.dataset(u).add_columns(_double_id, read_columns=["id"]),
+            fresh=True,
+        )
+        keyed = pa.table({"id": np.arange(total, dtype=np.int64), "y": np.arange(total, dtype=np.float64)})
+        both(
+            "merge a column by key (id)",
+            lambda u: lt.dataset(u).merge(keyed, left_on="id"),
+            lambda u: lance.dataset(u).merge(keyed, left_on="id"),
             fresh=True,
         )
         zero = dt.timedelta(0)

@@ -13,8 +13,8 @@ import pyarrow as pa
 from lance_table.table.commit import check_can_commit
 from lance_table.table.handle import Handle
 from lance_table.table.operations.inputs import coerce_reader
-from lance_table.table.operations.schema_add import plan_merge
 from lance_table.table.operations.schema_alter import plan_alter_columns, plan_drop_columns
+from lance_table.table.operations.schema_merge import plan_merge
 from lance_table.table.operations.schema_udf import plan_add_columns
 from lance_table.table.progress import Progress
 

@@ -352,7 +352,7 @@ class LanceFragment(pds.Fragment):
             TypeError: ``data_obj`` is not reader-like.
         """
         from lance_table.table.operations.inputs import coerce_reader
-        from lance_table.table.operations.schema_add import merge_fragment
+        from lance_table.table.operations.schema_merge import merge_fragment
 
         reader = coerce_reader(data_obj, schema)
         key = left_on if right_on is None else right_on

@@ -4,18 +4,17 @@ rewritten), the new fields get the ids after the highest one in use, and the cha
 ``Merge`` transaction. All-null columns are metadata only.
 
 The values come from SQL expressions, a batch UDF (:mod:`lance_table.udf`), rows aligned with the
-dataset's rows, or a left join on a key column (:func:`plan_merge`)."""
+dataset's rows, or a left join on a key column (:mod:`schema_merge`)."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from lance_table._parallel import FRAGMENTS, PARTS, ahead_on, groups, map_on
 from lance_table.errors import FilterError, SchemaChangeError, UnsupportedFormatError
@@ -24,6 +23,7 @@ from lance_table.file.runs import Runs
 from lance_table.format.manifest import Fragment, Manifest
 from lance_table.format.operations import Merge
 from lance_table.schema import LanceField, fields_from_arrow
+from lance_table.table import fragment_batch
 from lance_table.table.commit import Pending
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.operations.write import LEGACY_FORMAT, FragmentWriter, writable_data_format
@@ -43,6 +43,16 @@ _UNLIMITED = 1 << 62
 # (fragment reader, physical offset of the chunk, live positions in it, batch index) -> the new
 # columns' values for the live rows
 Compute = Callable[[FragmentReader, int, np.ndarray, int], pa.Table]
+# (fragments, the positions of each to compute) -> the new columns' values of those rows, one
+# fragment after another: a group of small fragments read and computed at once (a fragment of
+# one chunk computed alone costs a read and an evaluation of a few hundred microseconds each)
+ComputeMany = Callable[[Sequence[FragmentReader], Sequence[np.ndarray]], pa.Table]
+# Fragments of one chunk and at most this many rows are computed in groups of at most
+# GROUP_ROWS rows (nor more than a chunk's: a UDF's batches hold no more rows than before) and
+# GROUP_FRAGMENTS fragments; each still gets a data file of its own.
+SMALL_FRAGMENT_ROWS = 4096
+GROUP_ROWS = 16 * 1024
+GROUP_FRAGMENTS = 256
 
 
 def next_field_id(manifest: Manifest) -> int:
@@ -93,11 +103,13 @@ def write_columns(
     fields: Sequence[LanceField] | None = None,
     report: Reporter = SILENT,
     write_tag: str = "",
+    compute_many: ComputeMany | None = None,
 ) -> tuple[list[Fragment], tuple[LanceField, ...], list[str]]:
     """Write the columns ``schema`` into a new data file of each fragment (of ``fragment_ids``, or
     all), ``chunk_rows`` physical rows at a time. ``compute`` gets the live rows and deleted rows
     hold nulls; or, unless ``live_only``, it gets every row (deleted ones too: values computed
-    from the data, which a non-nullable column of a legacy file needs). ``report`` hears of the
+    from the data, which a non-nullable column of a legacy file needs). ``compute_many``, when
+    given, computes runs of small fragments (of one chunk each) as groups. ``report`` hears of the
     rows and files written (phase ``write``).
 
     Returns the fragments with their new file, the new fields and the files written (named with
@@ -117,7 +129,8 @@ def write_columns(
     rows = [f.fragment.physical_rows for f in frags]
     report.phase("write", rows_total=sum(rows), files_total=sum(1 for n in rows if n))
 
-    def one(frag: FragmentReader) -> Fragment:
+    def file_of(frag: FragmentReader, tables: Iterable[pa.Table]) -> Fragment:
+        """The fragment with a new data file of the values ``tables`` (its rows in order)."""
         writer = FragmentWriter(
             ds.storage,
             schema,
@@ -129,20 +142,8 @@ def write_columns(
             write_tag=write_tag,
             progress=report,
         )
-
-        def chunk(item: tuple[int, int]) -> pa.Table:
-            index, lo = item
-            hi = min(lo + chunk_rows, frag.physical_rows)
-            live = frag.live_positions(lo, hi) if live_only else np.arange(lo, hi, dtype=np.int64)
-            if not live.size:
-                return _spread(schema.empty_table(), live, hi - lo)
-            values = _checked(compute(frag, lo, live, index), schema, live.size, frag.fragment.id)
-            return _spread(values, live - lo, hi - lo)
-
-        # in parallel, the next chunk is computed while this one is written
-        items = enumerate(range(0, frag.physical_rows, chunk_rows))
         try:
-            for values in ahead_on(PARTS, chunk, items, CHUNKS_AHEAD if parallel else 0):
+            for values in tables:
                 for batch in values.to_batches():
                     writer.write(batch)
             made = writer.finish()
@@ -155,17 +156,70 @@ def write_columns(
             return frag.fragment
         return replace(frag.fragment, files=frag.fragment.files + made[0].files)
 
+    def positions(frag: FragmentReader, lo: int, hi: int) -> np.ndarray:
+        return frag.live_positions(lo, hi) if live_only else np.arange(lo, hi, dtype=np.int64)
+
+    def one(frag: FragmentReader) -> Fragment:
+        def chunk(item: tuple[int, int]) -> pa.Table:
+            index, lo = item
+            hi = min(lo + chunk_rows, frag.physical_rows)
+            live = positions(frag, lo, hi)
+            if not live.size:
+                return _spread(schema.empty_table(), live, hi - lo)
+            values = checked(compute(frag, lo, live, index), schema, live.size, frag.fragment.id)
+            return _spread(values, live - lo, hi - lo)
+
+        # in parallel, the next chunk is computed while this one is written
+        items = enumerate(range(0, frag.physical_rows, chunk_rows))
+        return file_of(frag, ahead_on(PARTS, chunk, items, CHUNKS_AHEAD if parallel else 0))
+
+    def many(group: Sequence[FragmentReader]) -> list[Fragment]:
+        """Small fragments' values computed at once, then a file written for each."""
+        lives = [positions(f, 0, f.physical_rows) for f in group]
+        todo = [k for k, live in enumerate(lives) if live.size]
+        total = sum(lives[k].size for k in todo)
+        values = schema.empty_table()
+        if todo:
+            assert compute_many is not None
+            got = compute_many([group[k] for k in todo], [lives[k] for k in todo])
+            values = checked(got, schema, total, group[todo[0]].fragment.id, len(todo))
+        out, at = [], 0
+        for frag, live in zip(group, lives):
+            part = values.slice(at, live.size)
+            at += live.size
+            out.append(file_of(frag, [_spread(part, live, frag.physical_rows)]))
+        return out
+
+    def span(lo: int, hi: int) -> list[Fragment]:
+        """The fragments ``frags[lo:hi]``: runs of small ones in groups, the others one by one."""
+        out: list[Fragment] = []
+        most = min(GROUP_ROWS, chunk_rows)
+        i = lo
+        while i < hi:
+            j, held = i, 0
+            while j < hi and _small(rows[j], chunk_rows) and compute_many is not None:
+                if j > i and (held + rows[j] > most or j - i >= GROUP_FRAGMENTS):
+                    break
+                held += rows[j]
+                j += 1
+            if j - i > 1:
+                out.extend(many(frags[i:j]))
+            else:
+                j = i + 1
+                out.append(one(frags[i]))
+            i = j
+        return out
+
     try:
         if parallel:
             # Not a map that marks its workers busy (map_grouped): a fragment's task keeps its
             # read-ahead and column decodes on their own pools, so that while one thread holds the
             # GIL others decode, compute and write in numpy, pyarrow and file calls that release
             # it (the last fragments of an uneven share do not run on one thread alone either).
-            spans = groups([f.fragment.physical_rows for f in frags])
-            parts = map_on(FRAGMENTS, lambda span: [one(f) for f in frags[span[0] : span[1]]], spans)
+            parts = map_on(FRAGMENTS, lambda s: span(*s), groups(rows))
             out = [frag for part in parts for frag in part]
         else:
-            out = [one(f) for f in frags]
+            out = span(0, len(frags))
     except BaseException:
         for path in written:
             with contextlib.suppress(OSError):
@@ -174,13 +228,25 @@ def write_columns(
     return out, tuple(fields), written
 
 
-def _checked(values: pa.Table | pa.RecordBatch, schema: pa.Schema, rows: int, frag_id: int) -> pa.Table:
+def _small(rows: int, chunk_rows: int) -> bool:
+    """Whether a fragment of ``rows`` rows is computed in a group with its neighbours."""
+    return 0 < rows <= min(chunk_rows, SMALL_FRAGMENT_ROWS)
+
+
+def checked(
+    values: pa.Table | pa.RecordBatch, schema: pa.Schema, rows: int, frag_id: int, frags: int = 1
+) -> pa.Table:
+    """``values`` as one chunk of ``schema`` (cast to it).
+
+    Raises:
+        SchemaChangeError: ``values`` has not ``rows`` rows (of the fragment ``frag_id``, or of
+            ``frags`` fragments from it), or other columns.
+    """
     if isinstance(values, pa.RecordBatch):
         values = pa.Table.from_batches([values])
     if values.num_rows != rows:
-        raise SchemaChangeError(
-            f"the new columns have {values.num_rows} rows for {rows} rows of fragment {frag_id}"
-        )
+        which = f"fragment {frag_id}" if frags == 1 else f"{frags} fragments from fragment {frag_id}"
+        raise SchemaChangeError(f"the new columns have {values.num_rows} rows for {rows} rows of {which}")
     if values.schema.names != schema.names:
         raise SchemaChangeError(f"the new columns are {values.schema.names}, expected {schema.names}")
     if values.schema != schema:
@@ -214,26 +280,46 @@ def merge_pending(
     return Pending(op, ds.version, written=tuple(written))
 
 
+def _runs(live: np.ndarray) -> Runs:
+    whole = live.size and int(live[-1]) - int(live[0]) + 1 == live.size  # (live is sorted, unique)
+    return Runs.span(int(live[0]), live.size) if whole else Runs.from_sorted_unique(live)
+
+
+def _system(frag: FragmentReader, name: str, live: np.ndarray) -> np.ndarray:
+    """A system column's values (``_rowid`` or ``_rowaddr``) at the offsets ``live``."""
+    if name == ROW_ID and frag.row_ids is not None:
+        return np.asarray(frag.row_ids[live], np.uint64)
+    return ((frag.fragment.id << 32) + live).astype(np.uint64)
+
+
+def _with_system(table: pa.Table, names: Sequence[str], values: Callable[[str], np.ndarray]) -> pa.Table:
+    for name in names:
+        if name not in (ROW_ID, ROW_ADDR):
+            continue
+        arr = pa.array(values(name))
+        # (only system columns asked for: the table starts with the first)
+        table = table.append_column(name, arr) if table.num_columns else pa.table({name: arr})
+    return table
+
+
 def read_live(frag: FragmentReader, names: list[str], live: np.ndarray, rows: int | None = None) -> pa.Table:
     """Columns ``names`` (``_rowid``/``_rowaddr`` too) of the live rows ``live`` of a fragment; a
     table of ``rows`` rows without columns stands for no names."""
     data = [n for n in names if n not in (ROW_ID, ROW_ADDR)]
-    whole = live.size and int(live[-1]) - int(live[0]) + 1 == live.size  # (live is sorted, unique)
-    runs = Runs.span(int(live[0]), live.size) if whole else Runs.from_sorted_unique(live)
-    table = frag.read(data, runs) if data else pa.table({})
-    for name in names:
-        if name not in (ROW_ID, ROW_ADDR):
-            continue
-        if name == ROW_ID:
-            ids = frag.row_ids
-            arr = pa.array(
-                np.asarray((frag.fragment.id << 32) + live if ids is None else ids[live], np.uint64)
-            )
-        else:
-            arr = pa.array(((frag.fragment.id << 32) + live).astype(np.uint64))
-        # (only system columns asked for: the table starts with the first)
-        table = table.append_column(name, arr) if table.num_columns else pa.table({name: arr})
-    return table
+    table = frag.read(data, _runs(live)) if data else pa.table({})
+    return _with_system(table, names, lambda name: _system(frag, name, live))
+
+
+def read_live_many(
+    frags: Sequence[FragmentReader], names: list[str], lives: Sequence[np.ndarray]
+) -> pa.Table:
+    """:func:`read_live` of each fragment (each with rows to read), one after another, the
+    fragments whose files allow it read as a batch."""
+    data = [n for n in names if n not in (ROW_ID, ROW_ADDR)]
+    table = fragment_batch.read(frags, data, [_runs(live) for live in lives]) if data else pa.table({})
+    return _with_system(
+        table, names, lambda name: np.concatenate([_system(f, name, v) for f, v in zip(frags, lives)])
+    )
 
 
 def null_cast_schema(ds: Snapshot, exprs: Mapping[str, Any]) -> pa.Schema | None:
@@ -261,8 +347,9 @@ def null_cast_schema(ds: Snapshot, exprs: Mapping[str, Any]) -> pa.Schema | None
     return pa.schema([pa.field(n, analyze_value(v, ds.schema).type) for n, v in exprs.items()])
 
 
-def sql_compute(ds: Snapshot, exprs: Mapping[str, str]) -> tuple[pa.Schema, Compute]:
-    """The schema of SQL expressions' columns (pylance's result types) and how to compute them.
+def sql_compute(ds: Snapshot, exprs: Mapping[str, str]) -> tuple[pa.Schema, Compute, ComputeMany]:
+    """The schema of SQL expressions' columns (pylance's result types) and how to compute them
+    (of a chunk of a fragment, and of a group of small fragments).
 
     Raises:
         FilterError: an expression does not compile (an unknown column, say).
@@ -295,13 +382,16 @@ def sql_compute(ds: Snapshot, exprs: Mapping[str, str]) -> tuple[pa.Schema, Comp
     names = list(compiled)
     exprs_ = [c.expression for c in compiled.values()]
 
-    def compute(frag: FragmentReader, lo: int, live: np.ndarray, index: int) -> pa.Table:
-        table = read_live(frag, reads, live)
-        if not reads:
-            table = pa.table({"__rows": pa.nulls(live.size)})
-        return project(table, exprs_, names)
+    def evaluate(table: pa.Table, rows: int) -> pa.Table:
+        return project(table if reads else pa.table({"__rows": pa.nulls(rows)}), exprs_, names)
 
-    return schema, compute
+    def compute(frag: FragmentReader, lo: int, live: np.ndarray, index: int) -> pa.Table:
+        return evaluate(read_live(frag, reads, live), live.size)
+
+    def compute_many(frags: Sequence[FragmentReader], lives: Sequence[np.ndarray]) -> pa.Table:
+        return evaluate(read_live_many(frags, reads, lives), sum(live.size for live in lives))
+
+    return schema, compute, compute_many
 
 
 def reader_compute(reader: pa.RecordBatchReader) -> tuple[pa.Schema, Compute, Callable[[], None]]:
@@ -338,60 +428,3 @@ def reader_compute(reader: pa.RecordBatchReader) -> tuple[pa.Schema, Compute, Ca
             )
 
     return reader.schema, lambda frag, lo, live, index: take(live.size), done
-
-
-def plan_merge(ds: Snapshot, data: pa.RecordBatchReader, left_on: str, right_on: str) -> Pending:
-    """A left join of ``data``'s columns (but ``right_on``) onto the dataset by key; rows without a
-    match get nulls, and of several source rows with one key the last wins (as in pylance).
-
-    Raises:
-        SchemaChangeError: a key column is missing, or a new column's name is taken.
-    """
-    schema, compute = merge_compute(ds, data, left_on, right_on)
-    frags, fields, written = write_columns(ds, schema, compute, SQL_CHUNK_ROWS, live_only=False)
-    return merge_pending(ds, frags, fields, written)
-
-
-def merge_fragment(
-    ds: Snapshot, fragment_id: int, data: pa.RecordBatchReader, left_on: str, right_on: str
-) -> tuple[Fragment, tuple[LanceField, ...]]:
-    """:func:`plan_merge` of one fragment (``left_on`` may be ``_rowid`` or ``_rowaddr``): the
-    fragment with the new columns in a new data file, and the schema (old and new fields) for a
-    ``LanceOperation.Merge`` commit; nothing is committed.
-
-    Raises:
-        SchemaChangeError: as :func:`plan_merge`.
-    """
-    schema, compute = merge_compute(ds, data, left_on, right_on)
-    frags, fields, _ = write_columns(ds, schema, compute, SQL_CHUNK_ROWS, [fragment_id], live_only=False)
-    return frags[0], ds.manifest.fields + fields
-
-
-def merge_compute(
-    ds: Snapshot, data: pa.RecordBatchReader, left_on: str, right_on: str
-) -> tuple[pa.Schema, Compute]:
-    """The new columns of a merge by key and how to compute them per fragment.
-
-    Raises:
-        SchemaChangeError: a key column is missing, or a new column's name is taken.
-    """
-    right = data.read_all()
-    if left_on not in ds.schema.names and left_on not in (ROW_ID, ROW_ADDR):
-        raise SchemaChangeError(f"Column {left_on} does not exist in the left side (the dataset)")
-    if right_on not in right.schema.names:
-        raise SchemaChangeError(f"Column {right_on} does not exist in the right side (the data)")
-    new_names = [n for n in right.schema.names if n != right_on]
-    check_new_names(ds, new_names)
-    # last row of a key wins: look keys up in the reversed source (index_in finds the first)
-    right = take(right, pa.array(np.arange(right.num_rows - 1, -1, -1, dtype=np.int64)))
-    keys = right.column(right_on).combine_chunks()
-    key_type = pa.uint64() if left_on in (ROW_ID, ROW_ADDR) else ds.schema.field(left_on).type
-    if keys.type != key_type:
-        keys = keys.cast(key_type)
-    values = right.select(new_names).combine_chunks()
-
-    def compute(frag: FragmentReader, lo: int, live: np.ndarray, index: int) -> pa.Table:
-        left = read_live(frag, [left_on], live).column(0)
-        return take(values, pc.index_in(left, value_set=keys, skip_nulls=True))
-
-    return values.schema, compute

@@ -96,29 +96,53 @@ def normalize(
 
 def udf_compute(
     ds: Snapshot, udf: BatchUDF, read_columns: Sequence[str] | None
-) -> tuple[pa.Schema, add.Compute]:
-    """The UDF's output schema and how to compute a batch (from its checkpoint when saved there)."""
-    assert udf.output_schema is not None
-    add.check_new_names(ds, udf.output_schema.names)
+) -> tuple[pa.Schema, add.Compute, add.ComputeMany]:
+    """The UDF's output schema and how to compute a batch (from its checkpoint when saved there),
+    and the batches of a group of small fragments (their inputs read at once, the UDF called
+    with each fragment's rows as its batch 0, as it is called fragment by fragment)."""
+    schema = udf.output_schema
+    assert schema is not None
+    add.check_new_names(ds, schema.names)
     data, system = split_read_columns(read_columns)
     names = (list(ds.schema.names) if data is None else data) + system
     cache = udf.cache
 
-    def compute(frag: FragmentReader, lo: int, live: np.ndarray, index: int) -> pa.Table:
-        info = BatchUDFCheckpoint.BatchInfo(frag.fragment.id, index)
-        if cache is not None:
-            saved = cache.get_batch(info)
-            if saved is not None:
-                return pa.Table.from_batches([saved])
-        batch = add.read_live(frag, names, live).combine_chunks()
+    def saved(frag: FragmentReader, index: int) -> pa.Table | None:
+        if cache is None:
+            return None
+        batch = cache.get_batch(BatchUDFCheckpoint.BatchInfo(frag.fragment.id, index))
+        return None if batch is None else pa.Table.from_batches([batch])
+
+    def call(frag: FragmentReader, index: int, batch: pa.Table) -> pa.Table:
+        batch = batch.combine_chunks()
         result = udf._call(
             batch.to_batches()[0] if batch.num_rows else pa.RecordBatch.from_pylist([], schema=batch.schema)
         )
         if cache is not None:
-            cache.insert_batch(info, result)
+            cache.insert_batch(BatchUDFCheckpoint.BatchInfo(frag.fragment.id, index), result)
         return pa.Table.from_batches([result])
 
-    return udf.output_schema, compute
+    def compute(frag: FragmentReader, lo: int, live: np.ndarray, index: int) -> pa.Table:
+        found = saved(frag, index)
+        return found if found is not None else call(frag, index, add.read_live(frag, names, live))
+
+    def compute_many(frags: Sequence[FragmentReader], lives: Sequence[np.ndarray]) -> pa.Table:
+        found = [saved(f, 0) for f in frags]
+        todo = [k for k, hit in enumerate(found) if hit is None]
+        if todo:
+            inputs = add.read_live_many([frags[k] for k in todo], names, [lives[k] for k in todo])
+            at = 0
+            for k in todo:
+                found[k] = call(frags[k], 0, inputs.slice(at, lives[k].size))
+                at += lives[k].size
+        # each fragment's batch checked on its own (a wrong count names its fragment)
+        parts = []
+        for table, frag, live in zip(found, frags, lives):
+            assert table is not None
+            parts.append(add.checked(table, schema, live.size, frag.fragment.id))
+        return pa.concat_tables(parts)
+
+    return schema, compute, compute_many
 
 
 def write_transform(
@@ -135,8 +159,16 @@ def write_transform(
     if isinstance(transform, pa.RecordBatchReader):
         schema, compute, done = add.reader_compute(transform)
         add.check_new_names(ds, schema.names)
+        rows = batch_size or add.SQL_CHUNK_ROWS
         out = add.write_columns(
-            ds, schema, compute, batch_size or add.SQL_CHUNK_ROWS, fragment_ids, parallel=False, report=report
+            ds,
+            schema,
+            compute,
+            rows,
+            fragment_ids,
+            parallel=False,
+            report=report,
+            compute_many=lambda frags, lives: compute(frags[0], 0, np.concatenate(lives), 0),
         )
         try:
             done()
@@ -147,18 +179,34 @@ def write_transform(
             raise
         return out
     if isinstance(transform, dict):
-        schema, compute = add.sql_compute(ds, transform)
+        schema, compute, many = add.sql_compute(ds, transform)
         rows = batch_size or add.SQL_CHUNK_ROWS
         return add.write_columns(
-            ds, schema, compute, rows, fragment_ids, live_only=False, report=report, write_tag=write_tag
+            ds,
+            schema,
+            compute,
+            rows,
+            fragment_ids,
+            live_only=False,
+            report=report,
+            write_tag=write_tag,
+            compute_many=many,
         )
-    schema, compute = udf_compute(ds, transform, read_columns)
+    schema, compute, many = udf_compute(ds, transform, read_columns)
     # a UDF is called batch after batch, fragment after fragment, as pylance calls it
     # (legacy datasets: batch_size is ignored, as pylance ignores it)
     legacy = add.writable_data_format(ds.manifest, ds.uri) == add.LEGACY_FORMAT
     rows = add.DEFAULT_UDF_BATCH_ROWS if legacy or batch_size is None else batch_size
     return add.write_columns(
-        ds, schema, compute, rows, fragment_ids, parallel=False, report=report, write_tag=write_tag
+        ds,
+        schema,
+        compute,
+        rows,
+        fragment_ids,
+        parallel=False,
+        report=report,
+        write_tag=write_tag,
+        compute_many=many,
     )
 
 

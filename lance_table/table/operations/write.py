@@ -15,6 +15,7 @@ from typing import IO, Any
 
 import pyarrow as pa
 
+from lance_table._lru import LRU
 from lance_table._parallel import CLOSE, pool
 from lance_table.extensions import storage_schema
 from lance_table.file.container import FileVersion
@@ -105,8 +106,7 @@ class FragmentWriter:
         self._file_fields = tuple(f.id for f in fields)
         self._column_indices: tuple[int, ...] = ()  # (2.0 files list every field's column)
         if data_format == "2.0":
-            cols = column_assignment(build_tree(fields))
-            self._column_indices = tuple(cols.get(f.id, -1) for f in fields)
+            self._column_indices = _columns_20(fields)
         self.fragments: list[Fragment] = []
         self.paths: list[str] = []
         # files written in other bases (``targets``; new files rotate over them), by base id
@@ -320,6 +320,23 @@ class FragmentWriter:
         remove_written(self.targets, self.elsewhere)
         self._writer = None
 
+
+def _columns_20(fields: list[LanceField]) -> tuple[int, ...]:
+    """The column of each field in a 2.0 file of ``fields`` (-1: none), remembered by the
+    identity of the fields (immutable): the files of one schema written one after another (a
+    column added to many small fragments) do not work them out again."""
+    key = tuple(map(id, fields))
+    hit = _COLUMNS_20.get(key)
+    if hit is not None and all(a is b for a, b in zip(hit[0], fields)):
+        return hit[1]
+    cols = column_assignment(build_tree(fields))
+    out = tuple(cols.get(f.id, -1) for f in fields)
+    _COLUMNS_20.put(key, (tuple(fields), out))  # (the fields are kept: their ids stay theirs)
+    return out
+
+
+#: 2.0 column indices by the identities of their fields (see :func:`_columns_20`)
+_COLUMNS_20: LRU[tuple[int, ...], tuple[tuple[LanceField, ...], tuple[int, ...]]] = LRU(64)
 
 #: the most bytes (by their buffers' whole sizes) of batches a file keeps uncounted (see
 #: ``FragmentWriter._give``): small appends' batches, held until the file ends or they are counted
