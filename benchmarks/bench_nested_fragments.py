@@ -7,6 +7,13 @@ each call is run on both libraries, interleaved, and the medians of process CPU 
 and wall time are printed with their ratios (ours / pylance). A copy with deleted rows is read too.
 
     python benchmarks/bench_nested_fragments.py [repeats]
+
+With ``large`` after the repeats, the cases run instead on 1M rows of :func:`common.nested_table`
+(lists of strings and of ints, a struct, nulls; its struct without nulls, which 2.0 cannot
+store) written by pylance in file format 2.0 in 20k-row fragments (50 files of several pages per
+column): scans, projections of the nested columns and filters.
+
+    python benchmarks/bench_nested_fragments.py 5 large
 """
 
 from __future__ import annotations
@@ -25,6 +32,9 @@ import numpy as np
 import pyarrow as pa
 
 import lance_table
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import nested_table
 
 ROOT = os.path.join(tempfile.gettempdir(), "bench_nested_fragments")
 
@@ -60,6 +70,33 @@ def _write_records(uri: str) -> None:
         lance.write_dataset(t, uri, mode="append" if i else "create", data_storage_version="2.2")
 
 
+def _write_large(uri: str) -> None:
+    """1M rows of nested columns in 2.0 files of 20k rows, by pylance."""
+    table = nested_table(1_000_000)
+    point = table.column("point").combine_chunks()
+    point = pa.StructArray.from_arrays([point.field("x"), point.field("y")], names=["x", "y"])
+    table = table.set_column(table.schema.get_field_index("point"), "point", point)
+    lance.write_dataset(table, uri, data_storage_version="2.0", max_rows_per_file=20_000)
+
+
+def _large_cases() -> list[tuple[str, str, Callable[[Any], Any]]]:
+    large = os.path.join(ROOT, "large20")
+    if not os.path.exists(large):
+        _write_large(large)
+    return [
+        ("2.0 20k: full scan", large, lambda ds: ds.to_table()),
+        ("2.0 20k: project tags", large, lambda ds: ds.to_table(columns=["tags"])),
+        ("2.0 20k: project point", large, lambda ds: ds.to_table(columns=["point"])),
+        ("2.0 20k: project ints", large, lambda ds: ds.to_table(columns=["ints"])),
+        ("2.0 20k: filter score", large, lambda ds: ds.to_table(filter="score < 0.1")),
+        (
+            "2.0 20k: filter point.x",
+            large,
+            lambda ds: ds.to_table(columns=["tags", "id"], filter="point.x < 0.5"),
+        ),
+    ]
+
+
 def _cpu() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
@@ -73,6 +110,9 @@ def _timed(call: Callable[[Any], Any], ds: Any) -> tuple[float, float]:
 
 def main() -> None:
     repeats = int(sys.argv[1]) if len(sys.argv) > 1 else 7
+    if sys.argv[2:3] == ["large"]:
+        _run(_large_cases(), repeats)
+        return
     plain = os.path.join(ROOT, "plain")
     deleted = os.path.join(ROOT, "deleted")
     if not os.path.exists(plain):
@@ -99,6 +139,10 @@ def main() -> None:
             lambda ds: ds.to_table(columns=["meta", "opt"], filter="src = 'sensor-1'"),
         ),
     ]
+    _run(cases, repeats)
+
+
+def _run(cases: list[tuple[str, str, Callable[[Any], Any]]], repeats: int) -> None:
     print(f"load average {os.getloadavg()}")
     for name, uri, call in cases:
         ours, theirs = lance_table.dataset(uri), lance.dataset(uri)

@@ -45,6 +45,12 @@ class MappedFileSource:
         """The size in bytes."""
         return len(self._view)
 
+    def array(self) -> np.ndarray:
+        """The whole file as a read-only array of bytes viewing the map (which stays mapped until
+        nothing views it). Reads out of it are not counted (see :func:`io_stats.record`): the
+        caller counts what it copies."""
+        return np.frombuffer(self._view, np.uint8)
+
     def _outside(self, off: int, length: int) -> CorruptFileError:
         return CorruptFileError(
             self._name, f"byte range [{off}, {off + length}) lies outside the file of {self.size()} bytes"

@@ -411,6 +411,7 @@ def _read_chunks(
         [roots[name].arrow_type for name in names],
         fragment_reads.fetch(frags, readers),
         io,
+        fragment_reads.maps(readers),
     )
     if arrays is None or any(
         (arr.null_count and not roots[name].field.nullable) or utf8.problem_of(arr, arr.type) is not None

@@ -20,6 +20,7 @@ from lance_table.file.v2_0 import small_take as small_take20
 from lance_table.file.v2_1 import small_many, small_take
 from lance_table.file.v2_1.byteranges import exclusive_cumsum
 from lance_table.format import paths
+from lance_table.storage.mapped import mapped
 from lance_table.storage.scatter import read_into
 from lance_table.storage.sources import LocalFileSource
 from lance_table.table.deletion import missing_file_error
@@ -52,6 +53,26 @@ def fetch(frags: Sequence[FragmentReader], readers: list[LanceFileReader]) -> sm
             wait(ahead)
 
     return fetch
+
+
+def maps(readers: list[LanceFileReader]) -> small_take.Maps | None:
+    """How :mod:`small_take` maps the readers' files (see :mod:`mapped_take`), when all are local
+    files; None otherwise. A file that cannot be mapped (deleted since its reader was opened, or
+    of another size) maps none: the read then goes by ``preadv``, which says what is wrong."""
+    sources = [r._stored for r in readers]
+    if not all(isinstance(s, LocalFileSource) for s in sources):
+        return None
+
+    def arrays() -> list[np.ndarray] | None:
+        out = []
+        for source in sources:
+            view = mapped(source)  # type: ignore[arg-type]  # (local: checked above)
+            if view is None:
+                return None
+            out.append(view.array())
+        return out
+
+    return arrays
 
 
 def missing(frag: FragmentReader) -> Exception:

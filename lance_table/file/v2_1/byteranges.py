@@ -208,6 +208,15 @@ def gather(data: bytes | memoryview, starts: np.ndarray, lengths: np.ndarray) ->
     values in each of many files) are joined instead: a gather indexes every byte with 8 bytes."""
     if starts.size < 8:
         return memoryview(join(memoryview(data), starts, lengths))
+    width = int(lengths[0])
+    if (
+        0 < width <= _WINDOW_BYTES
+        and bool(np.all(lengths == width))
+        and int(starts.min()) >= 0
+        and int(starts.max()) + width <= len(data)
+    ):
+        # ranges of one length (strings of one width, pairs of offsets): one gather of rows
+        return rows_at(data, starts, width)
     total = int(lengths.sum())
     if (
         total >= _GATHER_RANGE_BYTES * starts.size
@@ -221,6 +230,9 @@ def gather(data: bytes | memoryview, starts: np.ndarray, lengths: np.ndarray) ->
 
 # ranges of at least this many bytes on average are joined by :func:`gather`, not gathered
 _GATHER_RANGE_BYTES = 64
+# ranges all of one length up to this many bytes are gathered as rows of that width (100k
+# strings of 20 bytes: 5 ms against 20 ms for a gather of every byte)
+_WINDOW_BYTES = 256
 
 
 def rows_at(data: bytes | memoryview, starts: np.ndarray, width: int) -> memoryview:
@@ -232,7 +244,21 @@ def rows_at(data: bytes | memoryview, starts: np.ndarray, width: int) -> memoryv
     if typed is not None and not bool(np.any(starts % width)):
         # aligned values of a machine width: one typed gather (the caller checked the bounds)
         return as_bytes(u8[: u8.size - u8.size % width].view(typed)[starts // width])
-    return as_bytes(np.lib.stride_tricks.sliding_window_view(u8, width)[starts])
+    return as_bytes(runs_of(u8, starts, width))
+
+
+def runs_of(values: np.ndarray, starts: np.ndarray, k: int) -> np.ndarray:
+    """The ``k`` items of the contiguous 1-D array ``values`` from each of ``starts`` (checked by
+    the caller to lie at or above 0), back to back: one gather of rows of ``k`` items, seen as
+    starting at every item (a gather of a 2-D window view copies them item by item, 2.6 times
+    as long for rows of 64 bytes)."""
+    if k < 1 or values.size < k:
+        if starts.size and k > 0:
+            raise IndexError(f"rows of {k} items from an array of {values.size}")
+        return values[:0]
+    row = np.dtype((np.void, k * values.itemsize))
+    rows = np.ndarray((values.size - k + 1,), row, values, 0, (values.itemsize,))
+    return rows[starts].view(values.dtype)
 
 
 def spans(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:

@@ -27,7 +27,7 @@ import pyarrow as pa
 from lance_table.file.arrow import with_validity
 from lance_table.file.compression import bitpacking
 from lance_table.file.pageio import PageIO
-from lance_table.file.v2_1 import small_dicts, small_many
+from lance_table.file.v2_1 import mapped_take, small_dicts, small_many
 from lance_table.file.v2_1.byteranges import exclusive_cumsum, in_file_order
 from lance_table.file.v2_1.chunk_headers import parse_chunks
 from lance_table.file.v2_1.miniblock import Chunks, chunk_values, pick, rows_in_chunks, values_at
@@ -37,6 +37,9 @@ from lance_table.file.v2_1.values import Fixed, Var, expand_files, to_arrow
 #: reads of many files: for each file (by index) its ranges (``(offset, length)`` rows in file
 #: order), the bytes of each file's ranges one after another in one buffer
 Fetch = Callable[[list[tuple[int, np.ndarray]]], list[memoryview]]
+#: maps of the files (by index) as arrays of their bytes, None where a file is not mapped (not a
+#: local file): see :mod:`mapped_take`
+Maps = Callable[[], Sequence[np.ndarray] | None]
 
 
 class _Mini:
@@ -86,13 +89,17 @@ def read(
     dtypes: Sequence[pa.DataType],
     fetch: Fetch,
     io: PageIO,
+    maps: Maps | None = None,
 ) -> list[pa.Array] | None:
     """The rows ``positions[k]`` (sorted, unique, below its rows) of each file ``k``, of each
     column ``c`` whose one-column layout in file ``k`` is ``layouts[c][k]`` (each a page of
     mini-block chunks, see :func:`columns_of`), the files' rows one after another; None when
-    anything does not check out (the caller reads the files one by one)."""
+    anything does not check out (the caller reads the files one by one). ``maps``: how the
+    files are mapped, where they can be: the rows of columns of flat values whose chosen chunks
+    are many and hold several rows each (:func:`mapped_take.worth_mapping`) are then copied out
+    of the maps instead of their chunks being read (see :mod:`mapped_take`)."""
     try:
-        return _read(layouts, positions, dtypes, fetch, io)
+        return _read(layouts, positions, dtypes, fetch, io, maps)
     except ERRORS:
         return None
 
@@ -123,6 +130,7 @@ def _read(
     dtypes: Sequence[pa.DataType],
     fetch: Fetch,
     io: PageIO,
+    maps: Maps | None = None,
 ) -> list[pa.Array] | None:
     n = len(positions)
     rows = np.fromiter((lay.num_rows for lay in layouts[0]), np.int64, n)
@@ -159,14 +167,36 @@ def _read(
         np.cumsum(counts, out=item_starts[1:])
         col.chosen, col.local = rows_in_chunks(Chunks(item_starts, item_starts, counts), gpos)
         tables.append((counts, within, chunk_bytes, page_of))
-    # second read: each file's chosen chunks of every column
-    file_of = np.concatenate([t[3][c.chosen] for t, c in zip(tables, columns)])
-    offsets2 = np.concatenate([c.data_at[t[3][c.chosen]] + t[1][c.chosen] for t, c in zip(tables, columns)])
-    sizes2 = np.concatenate([t[2][c.chosen] for t, c in zip(tables, columns)])
-    data2, at2 = _fetched_ranges(file_of, offsets2, sizes2, n, fetch)
+    # the columns whose rows are copied out of maps of the files
+    views = None
+    if maps is not None:
+        mapped = [
+            c
+            for c, (col, t) in enumerate(zip(columns, tables))
+            if mapped_take.worth_mapping(int(t[2][col.chosen].sum()), col.chosen.size, col.local.size)
+            and mapped_take.row_bits(col.cols) is not None
+        ]
+        views = maps() if mapped else None
+    if views is None:
+        mapped = []
+    # second read: each file's chosen chunks of every other column
+    read2 = [(col, t) for c, (col, t) in enumerate(zip(columns, tables)) if c not in mapped]
+    data2, at2 = memoryview(b""), np.zeros(0, np.int64)
+    if read2:
+        file_of = np.concatenate([t[3][c.chosen] for c, t in read2])
+        offsets2 = np.concatenate([c.data_at[t[3][c.chosen]] + t[1][c.chosen] for c, t in read2])
+        sizes2 = np.concatenate([t[2][c.chosen] for c, t in read2])
+        data2, at2 = _fetched_ranges(file_of, offsets2, sizes2, n, fetch)
     out = []
     first = 0
-    for col, table, dtype in zip(columns, tables, dtypes):
+    for c, (col, table, dtype) in enumerate(zip(columns, tables, dtypes)):
+        if c in mapped:
+            assert views is not None
+            arr = mapped_take.gather(col.cols, col.data_at, table, col.chosen, col.local, views, dtype, io)
+            if arr is None or len(arr) != int(picked.sum()):
+                return None
+            out.append(arr)
+            continue
         k = col.chosen.size
         chunk_at = at2[first : first + k]
         first += k
