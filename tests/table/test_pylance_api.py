@@ -93,6 +93,8 @@ def test_compaction_reads_ahead_by_bytes():
     assert read_ahead(READ_AHEAD_BYTES // 4, 16) == 4  # many cores do not multiply the memory
     assert read_ahead(READ_AHEAD_BYTES // 4, 2) == 2
     assert read_ahead(READ_AHEAD_BYTES * 3, 16) == 1
+    # pieces of 100k rows of five columns (12 MB) are read one ahead: more only added to the peak
+    assert read_ahead(12 << 20, 2) == read_ahead(12 << 20, 16) == 1
 
 
 def test_restore_and_checkouts_as_pylance(pair):
