@@ -319,10 +319,13 @@ def scan(frags: Sequence[FragmentReader], spec: ScanPlan, out_schema: pa.Schema)
     # needs at most (read inline, each when the rows before it were not enough)
     most = max(READ_CHUNK_ROWS, spec.batch_size)
     if depth and wait > depth:  # a remote store: more groups in flight, up to READ_AHEAD_ROWS rows
+        # in ranges as large as a whole-table scan's: each range asks for its columns' pages in
+        # requests of its own (a 300k-row file in two ranges: 14 GETs where to_table sends 6)
+        most = max(most, TABLE_RANGE_ROWS)
         rows = max(1, min(most, STREAM_GROUP_TASKS * max(f.fragment.physical_rows for f in frags)))
         depth = max(depth, min(wait, io_threads(), READ_AHEAD_ROWS // rows))
         name = IO if depth > workers() else FRAGMENTS
-    tasks = ((frag, lo, hi) for frag in frags for lo, hi in _row_ranges(frag, spec))
+    tasks = ((frag, lo, hi) for frag in frags for lo, hi in _row_ranges(frag, spec, 1, most))
 
     def needed() -> int:
         return most if remaining is None else min(most, skip + remaining)

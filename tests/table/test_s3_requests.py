@@ -123,6 +123,26 @@ def test_scan_of_one_large_file_reads_few_ranges(s3_uri, s3_options, s3_requests
     assert whole.equals(lance.dataset(uri, storage_options=s3_options).to_table())
 
 
+@pytest.mark.parametrize("version", ["2.0", "2.2"])
+def test_stream_of_a_large_file_asks_what_a_scan_asks(version, s3_uri, s3_options, s3_requests):  # type: ignore[no-untyped-def]
+    # more rows than a local stream reads at a time (READ_CHUNK_ROWS): on a remote store a
+    # stream reads them in a whole-table scan's ranges, not in two ranges of requests of their own
+    data = _table(300_000, seed=5)
+    lance.write_dataset(data, s3_uri, storage_options=s3_options, data_storage_version=version)
+    READERS.clear()
+    ds = lt.dataset(s3_uri, storage_options=s3_options)
+    assert ds.to_table().equals(data)  # (the footer is cached from here on)
+    s3_requests.reset()
+    assert ds.to_table().equals(data)
+    whole = s3_requests.counts["GET"]
+    s3_requests.reset()
+    streamed = pa.Table.from_batches(list(ds.to_batches()), schema=data.schema)
+    assert s3_requests.counts == {"GET": whole}
+    assert streamed.equals(data)
+    theirs = lance.dataset(s3_uri, storage_options=s3_options)
+    assert pa.Table.from_batches(list(theirs.to_batches()), schema=data.schema).equals(streamed)
+
+
 def test_a_cold_take_opens_the_touched_files_at_once(small_fragments, s3_options, s3_requests):  # type: ignore[no-untyped-def]
     uri, data = small_fragments
     idx = np.arange(0, FRAGMENTS * ROWS_PER_FRAGMENT, ROWS_PER_FRAGMENT)  # a row of every fragment
