@@ -285,6 +285,10 @@ def _resolve_version(version: str | None) -> str:
         ) from None
 
 
+#: pylance's default ``max_page_bytes``
+MAX_PAGE_BYTES = 32 << 20
+
+
 def _discard(staged: StagedFile) -> None:
     staged.discard()
 
@@ -375,7 +379,8 @@ class LanceFileWriter:
                 stored,
                 version=self._version,
                 page_size_bytes=max(per_column, 1),
-                max_page_bytes=self._max_page_bytes if self._version == "2.0" else None,
+                # 2.0 pages of one array are split at pylance's 32 MiB, whatever the buffer size
+                max_page_bytes=(self._max_page_bytes or MAX_PAGE_BYTES) if self._version == "2.0" else None,
             )
         except BaseException:
             staged.discard()

@@ -181,30 +181,42 @@ class LeafWriter(FieldWriter):
         self.received: pa.Array | None = None
 
     def append(self, arr: pa.Array) -> None:
+        """Buffer ``arr``; past the page size, write everything buffered, as pylance's 2.0 writer.
+
+        Like pylance's accumulation queue, the buffered arrays (each counted with its in-memory
+        overhead, see ``array_overhead``) become one page as soon as they pass the page size,
+        however far past it; only an array that passes it alone is split, into even pages of at
+        most ``max_page_bytes`` (four times the page size unless given: pylance's 32 MiB at the
+        default 8 MiB). A million rows of 16 float32s are two pages, as pylance writes them, not
+        eight of 8 MiB: scans touch fewer pages.
+        """
         if self.received is None:
             self.received = arr.slice(0, 0)
         if not len(arr):
             return
         self.pending.append(arr)
-        self.pending_bytes += arr.nbytes
-        budget = _page_budget(self.w)
-        # counted as pylance counts what it buffers (see array_overhead): pages fill at its rows
-        overhead = array_overhead(arr.type)
-        while self.pending_bytes + overhead * len(self.pending) > budget:
-            total = sum(len(a) for a in self.pending)
-            rows = max(1, int(budget * total / max(self.pending_bytes, 1)))
-            if rows >= total:
-                self._flush(self.pending)
-                self.pending, self.pending_bytes = [], 0
-                return
-            head, self.pending = _split(self.pending, rows)
-            self._flush(head)
-            self.pending_bytes = sum(a.nbytes for a in self.pending)
+        self.pending_bytes += arr.nbytes + array_overhead(arr.type)
+        if self.pending_bytes <= self.w.page_size_bytes:
+            return
+        self._flush_pending()
+
+    def _flush_pending(self) -> None:
+        """Write the buffered arrays as one page; a single array as even pages of at most
+        ``max_page_bytes``."""
+        chunks, self.pending, self.pending_bytes = self.pending, [], 0
+        if len(chunks) > 1:
+            self._flush(chunks)
+            return
+        arr = chunks[0]
+        rows = len(arr)
+        parts = min(-(-arr.nbytes // (self.w.max_page_bytes or 4 * self.w.page_size_bytes)), rows)
+        step = -(-rows // max(parts, 1))
+        for start in range(0, rows, step):
+            self._flush([arr.slice(start, step)])
 
     def finish(self) -> None:
         if self.pending:
-            self._flush(self.pending)
-            self.pending, self.pending_bytes = [], 0
+            self._flush_pending()
         elif self.received is not None and not self.out.meta.pages:
             self._flush([self.received])
 
@@ -413,20 +425,6 @@ def _item_positions(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     bounds = np.cumsum(lengths)[:-1]
     step[bounds] = starts[1:] - (starts[:-1] + lengths[:-1]) + 1
     return np.cumsum(step)
-
-
-def _split(chunks: list[pa.Array], rows: int) -> tuple[list[pa.Array], list[pa.Array]]:
-    """The first ``rows`` rows of ``chunks`` and the rest, by slicing (no copies)."""
-    head: list[pa.Array] = []
-    for i, chunk in enumerate(chunks):
-        if rows >= len(chunk):
-            head.append(chunk)
-            rows -= len(chunk)
-            continue
-        if rows:
-            head.append(chunk.slice(0, rows))
-        return head, [chunk.slice(rows), *chunks[i + 1 :]]
-    return head, []
 
 
 def _concat(arrays: list[pa.Array]) -> pa.Array:

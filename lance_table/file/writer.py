@@ -96,10 +96,12 @@ class LanceFileWriter:
         schema: the Arrow schema of the data; field and schema metadata are stored.
         version: the file format version: ``"2.0"``, ``"2.1"``, ``"2.2"`` or ``"stable"`` (2.2).
         page_size_bytes: the byte budget after which a column's buffered values become a page.
-        max_page_bytes: 2.1/2.2 files: the most a page holds (four times ``page_size_bytes``
-            if not given, which keeps a page's buffers under glibc's 32 MiB mmap threshold).
-            An array past the budget is written as one page up to this size, as pylance writes
-            each incoming batch as a page: reads then touch few pages.
+        max_page_bytes: the most a page holds (four times ``page_size_bytes`` if not given,
+            which keeps a page's buffers under glibc's 32 MiB mmap threshold). 2.1/2.2 files:
+            an array past the budget is written as one page up to this size, as pylance writes
+            each incoming batch as a page: reads then touch few pages. 2.0 files: a column's
+            buffered arrays become one page once past ``page_size_bytes``; an array past it
+            alone is split into even pages of at most this size, as pylance splits it.
         fields: Lance fields to store instead of numbering the schema from 0 (dataset field ids).
         blob_sidecars: 2.2 files: opens a sidecar file of this data file by name, for blob v2
             values too large to be inline (see :mod:`v2_1.blob_v2_encode`).

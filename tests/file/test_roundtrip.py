@@ -61,7 +61,7 @@ def multipage(tmp_path_factory):
     """A file whose columns have many pages with unaligned boundaries (tiny page budget)."""
     table = _wide_table(5000)
     path = tmp_path_factory.mktemp("mp") / "multi.lance"
-    with LanceFileWriter(path, table.schema, page_size_bytes=3000) as w:
+    with LanceFileWriter(path, table.schema, page_size_bytes=3000, max_page_bytes=1000) as w:
         for batch in table.to_batches(max_chunksize=777):
             w.write(batch)
     return path, table
@@ -157,14 +157,17 @@ def test_writes_to_file_objects_and_reads_from_them(tmp_path):
 
 
 def test_large_single_batch_is_split_into_pages(tmp_path):
+    """A batch past the page size alone is split into even pages of at most ``max_page_bytes``
+    (four times the page size unless given), as pylance's 2.0 writer splits it."""
     table = pa.table({"x": np.arange(300_000, dtype=np.int64)})
-    path = tmp_path / "big.lance"
-    write_table(path, table, page_size_bytes=512 * 1024)
-    reader = LanceFileReader(path)
-    pages = reader.metadata.columns[0].pages
-    assert len(pages) == 5
-    assert all(p.length * 8 <= 512 * 1024 for p in pages)
-    assert_tables_equal(reader.read_all(), table)
+    for max_page, parts in ((None, 2), (512 * 1024, 5)):
+        path = tmp_path / f"big-{parts}.lance"
+        with LanceFileWriter(path, table.schema, page_size_bytes=512 * 1024, max_page_bytes=max_page) as w:
+            w.write(table)
+        reader = LanceFileReader(path)
+        pages = reader.metadata.columns[0].pages
+        assert [p.length for p in pages] == [300_000 // parts] * parts
+        assert_tables_equal(reader.read_all(), table)
 
 
 def test_page_buffers_are_64_byte_aligned_and_padded(tmp_path):

@@ -9,7 +9,7 @@ The plan of a write (its schema, fields and data format) is made by
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import IO, Any
 
@@ -46,10 +46,6 @@ from lance_table.table.progress import SILENT, Progress, Reporter
 
 DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
 DEFAULT_MAX_BYTES_PER_FILE = 90 * 1024**3
-# Batches are re-chunked to at most this many rows before they reach a legacy or 2.0 file writer.
-# 2.1/2.2 writers get whole batches (up to a file's rows): each batch past the page budget becomes
-# one page, as pylance writes them.
-WRITE_CHUNK_ROWS = 128 * 1024
 # The rows of a legacy file's row group (pylance's ``max_rows_per_group`` default).
 LEGACY_GROUP_ROWS = DEFAULT_MAX_ROWS_PER_GROUP
 
@@ -263,8 +259,9 @@ class FragmentWriter:
             if self._legacy:  # pylance cuts legacy writes into row groups, checking each
                 rows = min(rows, LEGACY_GROUP_ROWS)
             piece = batch.slice(offset, rows)
-            for chunk in _chunks(piece, WRITE_CHUNK_ROWS if self.data_format == "2.0" else None):
-                writer.write(chunk)
+            # whole batches (up to a file's rows), as pylance's writers get them: where its pages
+            # end depends on the batches (a column's page holds whole batches, a large one split)
+            writer.write(piece)
             self._rows += piece.num_rows
             self._give(piece)
             offset += piece.num_rows
@@ -383,14 +380,6 @@ def write_placed_fragments(
         raise
 
 
-def _chunks(batch: pa.RecordBatch, rows: int | None) -> Iterator[pa.RecordBatch]:
-    if rows is None or batch.num_rows <= rows:
-        yield batch
-        return
-    for start in range(0, batch.num_rows, rows):
-        yield batch.slice(start, rows)
-
-
 __all__ = [
     "DATA_STORAGE_VERSIONS",
     "DEFAULT_MAX_BYTES_PER_FILE",
@@ -398,7 +387,6 @@ __all__ = [
     "LEGACY_FORMAT",
     "LEGACY_GROUP_ROWS",
     "WRITABLE_FORMATS",
-    "WRITE_CHUNK_ROWS",
     "FragmentWriter",
     "ProgressCallback",
     "WriteMode",
