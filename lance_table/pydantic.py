@@ -112,29 +112,7 @@ def Vector(dim: int, value_type: pa.DataType = _FLOAT32, nullable: bool = True) 
         ```
     """
 
-    class FixedSizeList(list, FixedSizeListMixin):
-        def __repr__(self) -> str:
-            return f"FixedSizeList(dim={dim})"
-
-        @staticmethod
-        def nullable() -> bool:
-            return nullable
-
-        @staticmethod
-        def dim() -> int:
-            return dim
-
-        @staticmethod
-        def value_arrow_type() -> pa.DataType:
-            return value_type
-
-        @classmethod
-        def __get_pydantic_core_schema__(
-            cls, source: Any, handler: pydantic.GetCoreSchemaHandler
-        ) -> CoreSchema:
-            return core_schema.no_info_after_validator_function(cls, _float_list(dim))
-
-    return FixedSizeList
+    return _vector_type("FixedSizeList", dim, value_type, nullable, _float_list(dim), multi=False)
 
 
 def MultiVector(
@@ -154,9 +132,19 @@ def MultiVector(
         ```
     """
 
-    class MultiVectorList(list, FixedSizeListMixin):
+    items = core_schema.list_schema(items_schema=_float_list(dim))
+    return _vector_type("MultiVectorList", dim, value_type, nullable, items, multi=True)
+
+
+def _vector_type(
+    name: str, dim: int, value_type: pa.DataType, nullable: bool, checked: CoreSchema, multi: bool
+) -> type[FixedSizeListMixin]:
+    """The class ``name`` of a :func:`Vector` (``multi`` False) or :func:`MultiVector` (True)
+    field type: pydantic checks its values against ``checked``."""
+
+    class VectorList(list, FixedSizeListMixin):
         def __repr__(self) -> str:
-            return f"MultiVector(dim={dim})"
+            return f"{'MultiVector' if multi else 'FixedSizeList'}(dim={dim})"
 
         @staticmethod
         def nullable() -> bool:
@@ -170,19 +158,18 @@ def MultiVector(
         def value_arrow_type() -> pa.DataType:
             return value_type
 
-        @staticmethod
-        def is_multi_vector() -> bool:
-            return True
-
         @classmethod
         def __get_pydantic_core_schema__(
             cls, source: Any, handler: pydantic.GetCoreSchemaHandler
         ) -> CoreSchema:
-            return core_schema.no_info_after_validator_function(
-                cls, core_schema.list_schema(items_schema=_float_list(dim))
-            )
+            return core_schema.no_info_after_validator_function(cls, checked)
 
-    return MultiVectorList
+        @staticmethod
+        def is_multi_vector() -> bool:
+            return multi
+
+    VectorList.__name__ = VectorList.__qualname__ = name
+    return VectorList
 
 
 def get_extras(field: Any, key: str) -> Any:

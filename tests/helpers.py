@@ -253,3 +253,26 @@ def garble_string_chunks(root: str, data_file: str, column: str) -> None:
     for at in range(lo + 16, hi, 4):
         raw[at] ^= 0x5A
     Path(path).write_bytes(bytes(raw))
+
+
+def mixed_writer_datasets(tmp_path: Any, writer: str, version: str, table: Any, rows: int) -> tuple[Any, Any]:
+    """Six files of ``rows`` rows and an append of 300 rows by ``writer`` (``both``: the first
+    three files by pylance, the rest by lance_table), the data ``table(start, count, seed)``; each
+    library opens its own copy (lance_table's, then pylance's)."""
+    import shutil
+    from pathlib import Path
+
+    import lance
+
+    import lance_table as lt
+
+    pristine = str(Path(tmp_path, "pristine"))
+    writers = {"pylance": lance.write_dataset, "lance_table": lt.write_dataset}
+    first = writers["pylance" if writer == "both" else writer]
+    second = writers["lance_table" if writer == "both" else writer]
+    first(table(0, 3 * rows, 1), pristine, data_storage_version=version, max_rows_per_file=rows)
+    second(table(3 * rows, 3 * rows, 2), pristine, mode="append", max_rows_per_file=rows)
+    second(table(6 * rows, 300, 3), pristine, mode="append")
+    for side in ("ours", "theirs"):
+        shutil.copytree(pristine, Path(tmp_path, side))
+    return lt.dataset(str(Path(tmp_path, "ours"))), lance.dataset(str(Path(tmp_path, "theirs")))

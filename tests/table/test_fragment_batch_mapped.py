@@ -6,9 +6,7 @@ that the mapped path ran; a damaged chunk header is reported naming its file."""
 
 from __future__ import annotations
 
-import shutil
 import struct
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +14,7 @@ import lance
 import numpy as np
 import pyarrow as pa
 import pytest
+from helpers import mixed_writer_datasets
 
 import lance_table as lt
 from lance_table.errors import CorruptFileError
@@ -58,18 +57,7 @@ def _table(start: int, n: int, seed: int) -> pa.Table:
 
 
 def _datasets(tmp_path: Path, writer: str, version: str) -> tuple[Any, Any]:
-    """Six files of 4k rows and an append of 300 rows by ``writer`` (``both``: the first three
-    files by pylance, the rest by lance_table); each library opens its own copy."""
-    pristine = str(tmp_path / "pristine")
-    writers: dict[str, Callable[..., Any]] = {"pylance": lance.write_dataset, "lance_table": lt.write_dataset}
-    first = writers["pylance" if writer == "both" else writer]
-    second = writers["lance_table" if writer == "both" else writer]
-    first(_table(0, 3 * ROWS, 1), pristine, data_storage_version=version, max_rows_per_file=ROWS)
-    second(_table(3 * ROWS, 3 * ROWS, 2), pristine, mode="append", max_rows_per_file=ROWS)
-    second(_table(6 * ROWS, 300, 3), pristine, mode="append")
-    for side in ("ours", "theirs"):
-        shutil.copytree(pristine, tmp_path / side)
-    return lt.dataset(str(tmp_path / "ours")), lance.dataset(str(tmp_path / "theirs"))
+    return mixed_writer_datasets(tmp_path, writer, version, _table, ROWS)
 
 
 class _Spy:
