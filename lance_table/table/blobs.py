@@ -272,6 +272,7 @@ class _Opener:
                 where, f"{what} is a managed blob whose path {raw!r} is not canonical"
             ) from None
         if not blob_id:
+            self._managed_size(self.storage, uri, where, what)
             return self._ranged(self.storage, uri, position, size, where, what)
         bases = base_paths(self.snapshot.manifest)
         if blob_id not in bases:
@@ -280,7 +281,20 @@ class _Opener:
             )
         location = resolve_external(uri, blob_id, bases)
         storage = open_storage(location.parent, base_options(self.storage, blob_id, bases[blob_id].path))
+        self._managed_size(storage, location.name, where, what)
         return self._ranged(storage, location.name, position, size, where, what)
+
+    def _managed_size(self, storage: Storage, path: str, where: str, what: str) -> int:
+        """The size of a managed blob's file. A missing one is a damaged descriptor
+        (CorruptFileError naming the data file ``where``), unless the version was cleaned up
+        meanwhile (DataFileNotFoundError)."""
+        try:
+            return self._size(storage, path)
+        except DataFileNotFoundError as exc:
+            if exc.cleaned_up:
+                raise
+            problem = f"{what} names the managed blob {path}, which does not exist"
+            raise CorruptFileError(where, problem) from None
 
     def _data_file(self, frag: FragmentReader) -> DataFile:
         node = self.snapshot.roots[self.column]

@@ -18,6 +18,7 @@ from lance.fragment import FragmentMetadata as TheirFragment
 
 import lance_table as lt
 import lance_table.file as lt_file
+from lance_table.errors import CorruptFileError
 from lance_table.fragment import DataFile, FragmentMetadata
 
 # The descriptor field's two metadata entries in the file schema: pylance keeps them in a hash map,
@@ -140,6 +141,24 @@ def test_committed_sidecar_blobs_are_read_by_both(tmp_path: Path, writer: str) -
         ]
         assert got == EXPECTED, type(reader)
     assert lt.dataset(str(root)).to_table().equals(lance.dataset(str(root)).to_table())
+
+
+def test_a_managed_blob_whose_file_is_missing_names_the_data_file(tmp_path: Path) -> None:
+    """A managed descriptor naming a file that does not exist is damage of the data file that
+    holds it (CorruptFileError naming that file), not a missing file of the version."""
+    root = tmp_path / "ds"
+    (root / "blobs").mkdir(parents=True)
+    (root / "blobs" / "m.bin").write_bytes(b"0123456789")
+    builder = lt.BlobDescriptorArrayBuilder("blob")
+    builder.append_managed("blobs/m.bin", 2, 3)
+    builder.append_managed("blobs/gone.bin", 0, 4)
+    _write_data_file(lt_file, root, builder.finish(), builder.field)
+    _commit(lt, root, FragmentMetadata, DataFile, 2)
+    ds = lt.dataset(str(root))
+    assert ds.take_blobs("blob", indices=[0])[0].read() == b"234"
+    with pytest.raises(CorruptFileError, match=r"blobs/gone\.bin") as info:
+        ds.take_blobs("blob", indices=[1])
+    assert "part.lance" in str(info.value)
 
 
 def test_managed_blobs_under_a_base_path_are_read_by_both(tmp_path: Path) -> None:
