@@ -9,7 +9,11 @@ batch of joined spans, so they were read file by file. Here each file's span is 
 the bytes of strings, each into its place in the column, and everything else (string end
 offsets, dictionaries, bitmaps, the bytes between pages) into one scratch buffer, which is decoded
 as :mod:`small_many` decodes the joined spans. Columns in several pages (:class:`Pages`) are
-read page after page.
+read page after page. Structs and lists are read as the columns of their fields' and items'
+pages (lists of strings: their bytes, too, straight into the column) and their lists' end
+offsets (into the scratch buffer), and put together as :class:`_Shape` says: the end offsets
+of all the files resolved in one numpy pass (pylance's 2.0 files of 20k rows with lists of
+strings were read file by file, 1.2-1.6 times pylance's CPU time).
 
 Anything that does not check out (pages that overlap, strings with bytes past their last end, a
 file that cannot be read) gives None: the caller reads the batch the usual way, which says what

@@ -127,6 +127,8 @@ def _bits(u8: np.ndarray, at: np.ndarray, size: np.ndarray, counts: np.ndarray) 
         raise IndexError("a bitmap is shorter than its page")
     nbytes = (counts + 7) // 8
     raw = np.frombuffer(gather(u8.data, at, nbytes), np.uint8)
+    if not bool(np.any(counts[:-1] % 8)):  # (pages of whole bytes of bits: the bitmaps joined are the bits)
+        return np.unpackbits(raw, count=int(counts.sum()), bitorder="little").view(np.bool_)
     bits = np.unpackbits(raw, bitorder="little")
     return bits[spans(exclusive_cumsum(nbytes) * 8, counts)].astype(bool)
 
