@@ -20,6 +20,7 @@ from lance_table.errors import CorruptFileError
 from lance_table.file.reader import LanceFileReader
 from lance_table.file.v2_0 import direct as direct20
 from lance_table.file.v2_0 import small_layout
+from lance_table.table import fragment_batch
 from lance_table.table.fragment import FragmentReader
 
 ROWS = 12000
@@ -191,3 +192,25 @@ def test_damaged_offsets_raise_naming_the_file(
     with pytest.raises(CorruptFileError, match=name.name):
         lt.dataset(copy).to_table(filter="x < 0.5")
     assert calls["direct"] and not all(ok for ok, _ in calls["direct"])  # type: ignore[misc]  # (the batch gave up)
+
+
+def _span(uri: str, columns: list[str]) -> int:
+    """The largest span of the columns' pages in a file of the dataset."""
+    found = [
+        small_layout.layout(LanceFileReader(str(name)), columns) for name in Path(uri, "data").glob("*.lance")
+    ]
+    return max(lay.length for lay in found if lay is not None)
+
+
+@pytest.mark.parametrize("columns", [["tags", "x"], ["box"], ["x", "id"]])
+def test_batches_of_lists_hold_fewer_bytes(
+    many: str, calls: dict[str, list[object]], monkeypatch: pytest.MonkeyPatch, columns: list[str]
+) -> None:
+    """A direct batch of columns holding lists (in a struct too) reads at most LIST_BATCH_BYTES of
+    files (it also holds their end offsets and the arrays resolving them); one of flat columns,
+    DIRECT_BATCH_BYTES."""
+    monkeypatch.setattr(fragment_batch, "LIST_BATCH_BYTES", int(_span(many, columns) * 2.5))
+    got = lt.dataset(many).to_table(columns=columns)
+    assert got.equals(lance.dataset(many).to_table(columns=columns))
+    most = max(files for _, files in calls["direct"])  # type: ignore[misc]
+    assert most == 2 if columns != ["x", "id"] else most > 2, calls

@@ -67,6 +67,15 @@ def applies(found: Found, columns: int) -> bool:
     return True
 
 
+def holds_lists(lay: FileLayout) -> bool:
+    """Whether any of a layout's columns is a list or holds one (in a struct)."""
+
+    def has(node: Node) -> bool:
+        return isinstance(node, List) or (isinstance(node, Struct) and any(map(has, node.children)))
+
+    return any(map(has, lay.columns))
+
+
 @dataclass(slots=True)
 class _Column:
     """One column's pages of all the files (``files[i]``: the file of ``leaves[i]``) and how they
