@@ -316,21 +316,21 @@ def end_offsets(
     as int64, a null's end moved up by its file's ``adjust``): the ends as positions, which
     entries are valid, each entry's length and each file's last end; None where an entry ends
     before the one before it (or before 0: an end of 2**63 or more)."""
-    n = raw.size
+    total = raw.size
     first = exclusive_cumsum(counts)
     adjust = np.fromiter((n.adjust for n in nodes), np.int64, len(nodes))
     # a null's raw end is above adjust - 1 (unsigned: an adjust of 0, no nulls, is above all);
     # (in place, in memory of Arrow's pool: arrays of a million ends cost more to map than to fill)
     per = _repeated(adjust - 1, counts, first)
-    null = np.greater(raw.view(np.uint64), per.view(np.uint64), out=empty(n, np.bool_))
+    null = np.greater(raw.view(np.uint64), per.view(np.uint64), out=empty(total, np.bool_))
     ends = raw
     if null.any():
         per += 1
         per *= null
         ends = np.subtract(raw, per, out=per)
     has = counts > 0
-    lengths = empty(n, np.int64)
-    if n:
+    lengths = empty(total, np.int64)
+    if total:
         lengths[0] = ends[0]
         np.subtract(ends[1:], ends[:-1], out=lengths[1:])
         heads = first[has]
