@@ -4,7 +4,8 @@
 (one table of struct and list fields, one of fields constant within an append, which pylance 2.2
 writes as constant pages);
 each call is run on both libraries, interleaved, and the medians of process CPU time (every thread)
-and wall time are printed with their ratios (ours / pylance). A copy with deleted rows is read too.
+and wall time are printed with the medians of each round's ratio (ours / pylance). A copy with
+deleted rows is read too.
 
     python benchmarks/bench_nested_fragments.py [repeats]
 
@@ -153,9 +154,11 @@ def _run(cases: list[tuple[str, str, Callable[[Any], Any]]], repeats: int) -> No
             got["pylance"].append(_timed(call, theirs))
         med = {k: np.median(np.array(v), axis=0) * 1e3 for k, v in got.items()}
         o, p = med["ours"], med["pylance"]
+        # the median of each round's ratio (the load changes from round to round)
+        ratio = np.median(np.array(got["ours"]) / np.array(got["pylance"]), axis=0)
         print(
-            f"{name:26s} cpu {o[0]:7.1f} / {p[0]:7.1f} ms = {o[0] / p[0]:5.2f}   "
-            f"wall {o[1]:7.1f} / {p[1]:7.1f} ms = {o[1] / p[1]:5.2f}"
+            f"{name:26s} cpu {o[0]:7.1f} / {p[0]:7.1f} ms = {ratio[0]:5.2f}   "
+            f"wall {o[1]:7.1f} / {p[1]:7.1f} ms = {ratio[1]:5.2f}"
         )
     print(f"load average {os.getloadavg()}")
 

@@ -9,7 +9,11 @@ batch of joined spans, so they were read file by file. Here each file's span is 
 the bytes of strings, each into its place in the column, and everything else (string end
 offsets, dictionaries, bitmaps, the bytes between pages) into one scratch buffer, which is decoded
 as :mod:`small_many` decodes the joined spans. Columns in several pages (:class:`Pages`) are
-read page after page.
+read page after page. Structs and lists are read as the columns of their fields' and items'
+pages (lists of strings: their bytes, too, straight into the column) and their lists' end
+offsets (into the scratch buffer), and put together as :class:`_Shape` says: the end offsets
+of all the files resolved in one numpy pass (pylance's 2.0 files of 20k rows with lists of
+strings were read file by file, 1.2-1.6 times pylance's CPU time).
 
 Anything that does not check out (pages that overlap, strings with bytes past their last end, a
 file that cannot be read) gives None: the caller reads the batch the usual way, which says what
@@ -26,9 +30,18 @@ import numpy as np
 import pyarrow as pa
 
 from lance_table._buffers import empty
-from lance_table.file.v2_0.small_layout import ERRORS, MAX_VAR_BYTES, FileLayout, Leaf, Pages, value_bits
-from lance_table.file.v2_0.small_many import decoded, end_offsets, leaves_of, string_array
-from lance_table.file.v2_1.byteranges import exclusive_cumsum, gather
+from lance_table.file.v2_0.small_layout import (
+    ERRORS,
+    MAX_VAR_BYTES,
+    FileLayout,
+    Leaf,
+    List,
+    Node,
+    Struct,
+    value_bits,
+)
+from lance_table.file.v2_0.small_many import decoded, end_offsets, int64s_at, leaves_of, list_of, string_array
+from lance_table.file.v2_1.byteranges import exclusive_cumsum
 from lance_table.storage.scatter import read_into
 from lance_table.storage.sources import LocalFileSource
 
@@ -44,15 +57,23 @@ Found = Sequence[tuple["LanceFileReader", FileLayout]]
 
 def applies(found: Found, columns: int) -> bool:
     """Whether the batch's files are read by :func:`read`: local files of at least
-    :data:`MIN_SPAN_BYTES`, every column one without nesting (in one page or several)."""
+    :data:`MIN_SPAN_BYTES` (each column of any shape a batch reads: without nesting, in one page
+    or several, structs, lists)."""
     for reader, lay in found:
         if not isinstance(reader._stored, LocalFileSource) or reader.holds_bytes:
             return False
         if lay.length < MIN_SPAN_BYTES:
             return False
-        if not all(isinstance(lay.columns[c], (Leaf, Pages)) for c in range(columns)):
-            return False
     return True
+
+
+def holds_lists(lay: FileLayout) -> bool:
+    """Whether any of a layout's columns is a list or holds one (in a struct)."""
+
+    def has(node: Node) -> bool:
+        return isinstance(node, List) or (isinstance(node, Struct) and any(map(has, node.children)))
+
+    return any(map(has, lay.columns))
 
 
 @dataclass(slots=True)
@@ -77,14 +98,66 @@ def read(found: Found, dtypes: Sequence[pa.DataType]) -> list[pa.Array] | None:
         return None
 
 
+@dataclass(slots=True)
+class _Shape:
+    """How one column of the batch is put together from the columns of pages read (``cols``):
+    a ``leaf`` is column ``col``; a ``struct``, its fields; a ``list``, the end offsets of
+    column ``col`` (the files' :class:`List` nodes ``lists``) over its items ``kids[0]``."""
+
+    kind: str
+    dtype: pa.DataType
+    col: int = -1
+    kids: tuple[_Shape, ...] = ()
+    lists: Sequence[List] = ()
+
+
+def _shape(
+    nodes: Sequence[Node], files: np.ndarray, dtype: pa.DataType, cols: list[_Column]
+) -> _Shape | None:
+    """The shape of a column stored as ``nodes`` (one per file, of file ``files[i]``), its pages
+    added to ``cols``; None when the files do not store it alike."""
+    first = nodes[0]
+    if isinstance(first, Struct):
+        if not pa.types.is_struct(dtype) or not all(
+            isinstance(n, Struct) and len(n.children) == dtype.num_fields for n in nodes
+        ):
+            return None
+        kids = []
+        for i, field in enumerate(dtype):
+            kid = _shape([n.children[i] for n in nodes], files, field.type, cols)  # type: ignore[union-attr]
+            if kid is None:
+                return None
+            kids.append(kid)
+        return _Shape("struct", dtype, kids=tuple(kids))
+    if isinstance(first, List):
+        if not (pa.types.is_list(dtype) or pa.types.is_large_list(dtype)):
+            return None
+        if not all(isinstance(n, List) for n in nodes):
+            return None
+        lists: list[List] = nodes  # type: ignore[assignment]
+        kid = _shape([n.child for n in lists], files, dtype.value_type, cols)
+        if kid is None:
+            return None
+        # the end offsets as pages of their own (read into the scratch buffer)
+        ends = [Leaf(("ends", 64, False), n.count, (n.at,), n.adjust, n.items) for n in lists]
+        cols.append(_Column(ends, files, "scratch"))
+        return _Shape("list", dtype, len(cols) - 1, (kid,), lists)
+    leaves, where = leaves_of(nodes, files)
+    if not all(isinstance(n, Leaf) for n in leaves):
+        return None
+    cols.append(_column(leaves, where, dtype))
+    return _Shape("leaf", dtype, len(cols) - 1)
+
+
 def _read(found: Found, dtypes: Sequence[pa.DataType]) -> list[pa.Array] | None:
     n_files = len(found)
-    cols = []
+    cols: list[_Column] = []
+    shapes = []
     for c, dtype in enumerate(dtypes):
-        leaves, files = leaves_of([lay.columns[c] for _, lay in found], np.arange(n_files, dtype=np.int64))
-        if not all(isinstance(n, Leaf) for n in leaves):
+        shape = _shape([lay.columns[c] for _, lay in found], np.arange(n_files, dtype=np.int64), dtype, cols)
+        if shape is None:
             return None
-        cols.append(_column(leaves, files, dtype))
+        shapes.append(shape)
     # the places read straight into the columns: (file, offset, size, column, at in its ``out``)
     places = [_places(col, c) for c, col in enumerate(cols)]
     places = [p for p in places if p[0].size]
@@ -117,19 +190,31 @@ def _read(found: Found, dtypes: Sequence[pa.DataType]) -> list[pa.Array] | None:
             col.leaves = _moved(col, pf, po, ps, before, first, starts, scratch_base)
     outs = [col.out for col in cols]
     _read_files(found, first, po, ps, pc, pa_, starts, lengths, scratch_base, scratch, outs)
-    u8 = scratch
-    arrays = []
-    for col, dtype in zip(cols, dtypes):
-        if col.how == "fixed":
-            arr = _fixed(col, dtype)
-        elif col.how == "strings":
-            arr = _strings(col, u8, dtype)
-        else:
-            arr = decoded(col.leaves, u8, np.zeros(len(col.leaves), np.int64), dtype)
-        if arr is None:
+    arrays = [_assembled(shape, cols, scratch) for shape in shapes]
+    return None if any(arr is None for arr in arrays) else arrays
+
+
+def _assembled(shape: _Shape, cols: list[_Column], u8: np.ndarray) -> pa.Array | None:
+    """A column of the batch from its pages read (see :class:`_Shape`); None where they do not
+    check out."""
+    if shape.kind == "struct":
+        kids = [_assembled(kid, cols, u8) for kid in shape.kids]
+        if any(kid is None for kid in kids):
             return None
-        arrays.append(arr)
-    return arrays
+        return pa.StructArray.from_arrays(kids, fields=list(shape.dtype))
+    col = cols[shape.col]
+    if shape.kind == "list":
+        child = _assembled(shape.kids[0], cols, u8)
+        if child is None:
+            return None
+        # the files' lists with their end offsets' places in the scratch buffer
+        lists = [List(n.count, m.at[0], n.adjust, n.items, n.child) for n, m in zip(shape.lists, col.leaves)]
+        return list_of(lists, u8, np.zeros(len(lists), np.int64), shape.dtype, child)
+    if col.how == "fixed":
+        return _fixed(col, shape.dtype)
+    if col.how == "strings":
+        return _strings(col, u8, shape.dtype)
+    return decoded(col.leaves, u8, np.zeros(len(col.leaves), np.int64), shape.dtype)
 
 
 def _column(leaves: list[Leaf], files: np.ndarray, dtype: pa.DataType) -> _Column:
@@ -270,9 +355,7 @@ def _strings(col: _Column, u8: np.ndarray, dtype: pa.DataType) -> pa.Array | Non
         return None
     if n and int((ends_at + counts * 8).max()) > u8.size:
         return None
-    raw = np.frombuffer(gather(u8.data, ends_at, counts * 8), np.uint64).astype(np.int64)
-    if bool(np.any(raw < 0)):
-        return None
+    raw = int64s_at(u8, ends_at, counts * 8)
     found = end_offsets(leaves, counts, raw)
     if found is None:
         return None

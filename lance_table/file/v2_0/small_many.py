@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from lance_table._buffers import empty
 from lance_table.file.arrow import with_validity
 from lance_table.file.v2_0.small_layout import (
     ERRORS,
@@ -49,8 +50,10 @@ __all__ = [
     "decode",
     "decoded",
     "end_offsets",
+    "int64s_at",
     "layout",
     "leaves_of",
+    "list_of",
     "string_array",
 ]
 
@@ -124,6 +127,8 @@ def _bits(u8: np.ndarray, at: np.ndarray, size: np.ndarray, counts: np.ndarray) 
         raise IndexError("a bitmap is shorter than its page")
     nbytes = (counts + 7) // 8
     raw = np.frombuffer(gather(u8.data, at, nbytes), np.uint8)
+    if not bool(np.any(counts[:-1] % 8)):  # (pages of whole bytes of bits: the bitmaps joined are the bits)
+        return np.unpackbits(raw, count=int(counts.sum()), bitorder="little").view(np.bool_)
     bits = np.unpackbits(raw, bitorder="little")
     return bits[spans(exclusive_cumsum(nbytes) * 8, counts)].astype(bool)
 
@@ -194,9 +199,7 @@ def _strings(
     data_at, data_size = _buffers(nodes, u8, bases, b + 1)
     if bool(np.any(counts * 8 > ends_size)):
         return None
-    raw = np.frombuffer(gather(u8.data, ends_at, counts * 8), np.uint64).astype(np.int64)
-    if bool(np.any(raw < 0)):
-        return None
+    raw = int64s_at(u8, ends_at, counts * 8)
     found = end_offsets(nodes, counts, raw)
     if found is None:
         return None
@@ -208,14 +211,18 @@ def _strings(
 
 def string_array(dtype: pa.DataType, valid: np.ndarray, lengths: np.ndarray, data: pa.Buffer) -> pa.Array:
     """A string or binary array of ``dtype`` from each entry's validity and length and the bytes
-    of all entries back to back (the ends of :func:`end_offsets`)."""
-    offsets = np.zeros(lengths.size + 1, np.int64)
-    np.cumsum(lengths, out=offsets[1:])
+    of all entries back to back (the ends of :func:`end_offsets`).
+
+    Raises:
+        ValueError: more bytes than the offsets of ``dtype`` hold (a caller gives up).
+    """
     large = pa.types.is_large_string(dtype) or pa.types.is_large_binary(dtype)
+    offsets = offsets_of(lengths, large)
+    if offsets is None:
+        raise ValueError("more string bytes than 32-bit offsets hold")
     nulls = int(lengths.size - np.count_nonzero(valid))
     bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
-    off = pa.py_buffer(offsets if large else offsets.astype(np.int32))
-    return pa.Array.from_buffers(dtype, lengths.size, [bitmap, off, data], null_count=nulls)
+    return pa.Array.from_buffers(dtype, lengths.size, [bitmap, pa.py_buffer(offsets), data], null_count=nulls)
 
 
 def _list(nodes: list[Any], u8: np.ndarray, bases: np.ndarray, dtype: pa.DataType) -> pa.Array | None:
@@ -223,34 +230,42 @@ def _list(nodes: list[Any], u8: np.ndarray, bases: np.ndarray, dtype: pa.DataTyp
         isinstance(n, List) for n in nodes
     ):
         return None
+    child = decoded([n.child for n in nodes], u8, bases, dtype.value_type)
+    return None if child is None else list_of(nodes, u8, bases, dtype, child)
+
+
+def list_of(
+    nodes: Sequence[List], u8: np.ndarray, bases: np.ndarray, dtype: pa.DataType, child: pa.Array
+) -> pa.Array | None:
+    """The files' lists of ``dtype`` from their end offsets (each :class:`List`'s ``at``, from its
+    file's base in ``u8``) over the items ``child`` of all the files, one file's after another's;
+    None where they do not check out: ends that decrease or lie past the page's items, items
+    past the last list, or a child of another length."""
     counts = np.fromiter((n.count for n in nodes), np.int64, len(nodes))
     at = bases + np.fromiter((n.at[0] for n in nodes), np.int64, len(nodes))
     size = np.fromiter((n.at[1] for n in nodes), np.int64, len(nodes))
     if bool(np.any(at < 0)) or int((at + size).max()) > u8.size or bool(np.any(counts * 8 > size)):
         return None
-    raw = np.frombuffer(gather(u8.data, at, counts * 8), np.uint64).astype(np.int64)
-    found = end_offsets(nodes, counts, raw)
+    raw = int64s_at(u8, at, counts * 8)
+    found = end_offsets(list(nodes), counts, raw)
     if found is None:
         return None
-    ends, valid, lengths, last = found
+    _, valid, lengths, last = found
     items = np.fromiter((n.items for n in nodes), np.int64, len(nodes))
-    if bool(np.any(last > items)):
-        return None
     child_counts = np.fromiter((_count(n.child) for n in nodes), np.int64, len(nodes))
     if bool(np.any(child_counts != items)) or bool(np.any(last != items)):
-        return None  # items past the last list: read one by one
-    child = decoded([n.child for n in nodes], u8, bases, dtype.value_type)
-    if child is None or len(child) != int(items.sum()):
+        return None  # items past the last list (or ends past the items): read one by one
+    if len(child) != int(items.sum()):
         return None
     large = pa.types.is_large_list(dtype)
-    offsets = np.zeros(ends.size + 1, np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    if not large and offsets[-1] >= 2**31:
+    offsets = offsets_of(lengths, large)
+    if offsets is None:
         return None
-    mask = pa.array(~valid) if not valid.all() else None
-    cls = pa.LargeListArray if large else pa.ListArray
-    off = pa.array(offsets if large else offsets.astype(np.int32))
-    return cls.from_arrays(off, child, type=dtype, mask=mask)
+    nulls = int(lengths.size - np.count_nonzero(valid))
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
+    return pa.Array.from_buffers(
+        dtype, lengths.size, [bitmap, pa.py_buffer(offsets)], null_count=nulls, children=[child]
+    )
 
 
 def _count(node: Node) -> int:
@@ -260,25 +275,80 @@ def _count(node: Node) -> int:
     return node.count
 
 
+#: values per file above which a value of each file is repeated over its entries a slice at a
+#: time, into memory of Arrow's pool (see :func:`_repeated`)
+SLICE_VALUES = 1024
+
+
+def _repeated(values: np.ndarray, counts: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """``np.repeat(values, counts)`` (``first``: where each file's entries start). Files of many
+    entries each are filled a slice at a time into memory of Arrow's pool: a fresh array of a
+    million values costs more to map and fault in than to fill."""
+    n = int(counts.sum())
+    if values.size * SLICE_VALUES > n:
+        return np.repeat(values, counts)
+    out = empty(n, values.dtype)
+    for v, at, c in zip(values.tolist(), first.tolist(), counts.tolist()):
+        out[at : at + c] = v
+    return out
+
+
+def int64s_at(u8: np.ndarray, at: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
+    """The int64 values of the byte ranges ``[at, at + nbytes)`` of ``u8`` (checked by the caller
+    to lie in it), back to back. Long ranges (a file's end offsets each) are copied a slice at a
+    time into memory of Arrow's pool; many short ones, gathered."""
+    total = int(nbytes.sum())
+    if at.size * SLICE_VALUES * 8 > total:
+        return np.frombuffer(gather(u8.data, at, nbytes), np.int64)
+    out = empty(total // 8, np.int64)
+    view = out.view(np.uint8)
+    pos = 0
+    for start, size in zip(at.tolist(), nbytes.tolist()):
+        view[pos : pos + size] = u8[start : start + size]
+        pos += size
+    return out
+
+
 def end_offsets(
     nodes: list[Any], counts: np.ndarray, raw: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """The files' end offsets of strings or lists (``counts[k]`` in file ``k``; ``raw`` as stored,
-    a null's end moved up by its file's ``adjust``): the ends as positions, which entries are
-    valid, each entry's length and each file's last end; None where an entry ends before the one
-    before it."""
-    adjust = np.repeat(np.fromiter((n.adjust for n in nodes), np.int64, len(nodes)), counts)
-    valid = (raw < adjust) | (adjust == 0)
-    ends = np.where(valid, raw, raw - adjust)
+    as int64, a null's end moved up by its file's ``adjust``): the ends as positions, which
+    entries are valid, each entry's length and each file's last end; None where an entry ends
+    before the one before it (or before 0: an end of 2**63 or more)."""
+    total = raw.size
     first = exclusive_cumsum(counts)
-    prev = np.empty_like(ends)
-    if ends.size:
-        prev[1:] = ends[:-1]
+    adjust = np.fromiter((n.adjust for n in nodes), np.int64, len(nodes))
+    # a null's raw end is above adjust - 1 (unsigned: an adjust of 0, no nulls, is above all);
+    # (in place, in memory of Arrow's pool: arrays of a million ends cost more to map than to fill)
+    per = _repeated(adjust - 1, counts, first)
+    null = np.greater(raw.view(np.uint64), per.view(np.uint64), out=empty(total, np.bool_))
+    ends = raw
+    if null.any():
+        per += 1
+        per *= null
+        ends = np.subtract(raw, per, out=per)
     has = counts > 0
-    prev[first[has]] = 0
-    lengths = ends - prev
-    if lengths.size and int(lengths.min()) < 0:
-        return None
+    lengths = empty(total, np.int64)
+    if total:
+        lengths[0] = ends[0]
+        np.subtract(ends[1:], ends[:-1], out=lengths[1:])
+        heads = first[has]
+        lengths[heads] = ends[heads]
+        if int(lengths.min()) < 0:
+            return None
     last = np.zeros(len(nodes), np.int64)
     last[has] = ends[first[has] + counts[has] - 1]
-    return ends, valid, lengths, last
+    return ends, np.logical_not(null, out=null), lengths, last
+
+
+def offsets_of(lengths: np.ndarray, large: bool) -> np.ndarray | None:
+    """The offsets (int64 when ``large``, else int32) of entries of ``lengths``, from 0; None
+    when they do not fit."""
+    total = int(lengths.sum())
+    if not large and total >= 2**31:
+        return None
+    offsets = empty(lengths.size + 1, np.int64 if large else np.int32)
+    offsets[0] = 0
+    np.cumsum(lengths, out=offsets[1:], dtype=offsets.dtype)
+    return offsets
