@@ -38,3 +38,11 @@ def load(package: str, lazy: Names, name: str) -> Any:
 def names(package: str, lazy: Names) -> list[str]:
     """The package's names, the ones not imported yet included."""
     return sorted({*vars(sys.modules[package]), *lazy})
+
+
+def version() -> str:
+    """lance_table's version (``lance_table.__version__``), read from the package metadata on its
+    first use: the modules that write it into manifests and files import it without that cost."""
+    from lance_table import __version__
+
+    return __version__
