@@ -87,3 +87,41 @@ def test_lance_log_applies_on_import(tmp_path: Path) -> None:
         env={**os.environ, "LANCE_LOG": "debug"},
     )
     assert int(out.stdout) == 10
+
+
+def test_reading_a_dataset_imports_no_writer(tmp_path: Path) -> None:
+    """Opening, counting, scanning with a filter and taking rows import the read path only: the
+    file writers, the 2.x encoders and the write operations load with the first write."""
+    import pyarrow as pa
+
+    import lance_table
+
+    uri = str(tmp_path / "ds")
+    lance_table.write_dataset(pa.table({"id": list(range(100)), "s": ["a", "b"] * 50}), uri)
+    writers = (
+        "lance_table.file.writer",
+        "lance_table.file.v2_1.encode",
+        "lance_table.file.legacy.writer",
+        "lance_table.file.compression.fsst_train",
+        "lance_table.table.operations.write",
+        "lance_table.table.operations.merge_insert",
+        "lance_table.table.operations.update",
+        "lance_table.table.operations.compaction",
+        "lance_table.table.operations.schema_alter",
+    )
+    code = (
+        "import sys, lance_table as lt\n"
+        f"ds = lt.dataset({uri!r})\n"
+        "assert ds.count_rows() == 100\n"
+        "assert ds.to_table(filter=\"s = 'a' AND id < 10\").num_rows == 5\n"
+        "assert ds.take([1, 2]).column('id').to_pylist() == [1, 2]\n"
+        f"print(','.join(m for m in {writers!r} if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=ROOT)
+    assert out.stdout.strip() == ""
+    # and a write in the same kind of process still finds them
+    code = (
+        f"import lance_table as lt\nds = lt.dataset({uri!r})\nds.delete('id < 10')\n"
+        "assert ds.count_rows() == 90"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
