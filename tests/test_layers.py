@@ -16,6 +16,7 @@ LAYERS = [
     (
         "lance_table.errors",
         "lance_table._proto",
+        "lance_table._lazy",  # names of a package imported on first use (PEP 562)
         "lance_table._parallel",
         "lance_table._lru",  # the bounded LRU map of every cache
         "lance_table._buffers",  # large arrays from Arrow's memory pool

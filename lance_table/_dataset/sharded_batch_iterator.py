@@ -13,7 +13,8 @@ from typing import Literal
 import numpy as np
 import pyarrow as pa
 
-from lance_table.table import LanceDataset, dataset
+from lance_table.table.dataset import LanceDataset
+from lance_table.table.entry import dataset
 from lance_table.table.scan_spec import Columns
 
 __all__ = ["ShardedBatchIterator"]

@@ -207,7 +207,7 @@ def open_dataset(uri: str, storage_options: Mapping[str, str], version: int | st
         DatasetNotFoundError: there is no dataset there.
         VersionNotFoundError: the version does not exist.
     """
-    from lance_table.table import dataset
+    from lance_table.table.entry import dataset
 
     return dataset(uri, version=version, storage_options=dict(storage_options) or None)
 

@@ -2,7 +2,32 @@
 
 from __future__ import annotations
 
-from lance_table.table.dataset import Dataset, LanceDataset
-from lance_table.table.entry import dataset, write_dataset
+from typing import TYPE_CHECKING, Any
+
+import lance_table._lazy as _lazy
+
+if TYPE_CHECKING:
+    from lance_table.table.dataset import Dataset, LanceDataset
+    from lance_table.table.entry import dataset, write_dataset
+
+#: imported on first use (PEP 562), so that importing one module of this package (the spark
+#: worker's, the version listing's) does not import every operation of the dataset handle
+_LAZY: _lazy.Names = {
+    "Dataset": ("lance_table.table.dataset", "Dataset"),
+    "LanceDataset": ("lance_table.table.dataset", "LanceDataset"),
+    "dataset": ("lance_table.table.entry", "dataset"),
+    "write_dataset": ("lance_table.table.entry", "write_dataset"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A public name, imported on its first use."""
+    return _lazy.load(__name__, _LAZY, name)
+
+
+def __dir__() -> list[str]:
+    """The package's names, the not yet imported public ones included."""
+    return _lazy.names(__name__, _LAZY)
+
 
 __all__ = ["Dataset", "LanceDataset", "dataset", "write_dataset"]

@@ -10,10 +10,8 @@ from typing import Any
 
 from lance_table.errors import CorruptFileError, SchemaError, UnsupportedFormatError
 from lance_table.extensions import storage_schema
-from lance_table.file.api import LanceFileReader
 from lance_table.file.container import FileVersion
 from lance_table.file.v2_0.layout import column_assignment
-from lance_table.file.writer import LanceFileWriter
 from lance_table.format.manifest import DataFile
 from lance_table.schema import LanceField, arrow_schema_from_fields, build_tree
 from lance_table.storage import Storage
@@ -25,6 +23,8 @@ def layout(fields: tuple[LanceField, ...], version: str) -> tuple[tuple[int, ...
     if version == "2.0":
         cols = column_assignment(build_tree(list(fields)))
         return tuple(f.id for f in fields), tuple(cols.get(f.id, -1) for f in fields)
+    from lance_table.file.writer import LanceFileWriter  # the writer's modules only when writing
+
     schema = arrow_schema_from_fields(fields)
     writer = LanceFileWriter(io.BytesIO(), storage_schema(schema), version=version, fields=fields)
     written = writer.close()
@@ -39,6 +39,8 @@ def open_data_file(storage: Storage, uri: str) -> tuple[Any, FileVersion]:
         LanceFileNotFoundError: there is no such file.
         UnsupportedFormatError: the file is not a Lance 2.x data file.
     """
+    from lance_table.file.api import LanceFileReader  # pylance's file API imports the writer
+
     meta = LanceFileReader(uri, storage_options=storage.storage_options).metadata()
     try:
         return meta, FileVersion.from_footer(meta.major_version, meta.minor_version, uri)

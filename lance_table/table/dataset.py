@@ -13,7 +13,7 @@ import datetime as dt
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -22,6 +22,7 @@ from lance_table.table import versions
 from lance_table.table.branch_checkout import checkout_reference
 from lance_table.table.commit import CommitLock
 from lance_table.table.commit.protocol import DEFAULT_COMMIT_TIMEOUT, DEFAULT_MAX_RETRIES
+from lance_table.table.commit.retry import DEFAULT_CONFLICT_RETRIES, DEFAULT_RETRY_TIMEOUT
 from lance_table.table.dataset_arrow import _ArrowDataset
 from lance_table.table.dataset_branches import _Branching
 from lance_table.table.dataset_history import _History
@@ -34,20 +35,16 @@ from lance_table.table.dataset_schema import _SchemaEvolution
 from lance_table.table.lance_operation import LanceOperation, Transaction
 from lance_table.table.lance_schema import LanceSchema
 from lance_table.table.opening import handle_state, open_snapshot, refuse, scan_defaults, snapshot_of_state
-from lance_table.table.operations import clone, write_bases
-from lance_table.table.operations import update as update_ops
-from lance_table.table.operations.commit_operation import commit_operation, commit_storage
-from lance_table.table.operations.delete import DEFAULT_RETRY_TIMEOUT, delete_rows
-from lance_table.table.operations.merge_insert import MergeInsertBuilder
-from lance_table.table.operations.transactions import merge_appends
-from lance_table.table.operations.truncate import truncate
-from lance_table.table.operations.write import WriteMode
-from lance_table.table.operations.write_dataset import write_snapshot
+from lance_table.table.operations.delete import delete_rows
 from lance_table.table.progress import Progress
 from lance_table.table.scan import Predicate
 from lance_table.table.session import apply_cache_limits
 from lance_table.table.snapshot import Snapshot
 from lance_table.table.tags import Tags
+
+if TYPE_CHECKING:
+    from lance_table.table.operations.merge_insert import MergeInsertBuilder
+    from lance_table.table.operations.write import WriteMode
 
 
 class LanceDataset(
@@ -270,6 +267,8 @@ class LanceDataset(
             UnsupportedOptionError: ``namespace_client``, ``table_id`` or
                 ``namespace_client_managed_versioning`` is set.
         """
+        from lance_table.table.operations.commit_operation import commit_operation, commit_storage
+
         namespace = {"namespace_client": namespace_client, "table_id": table_id}
         namespace["namespace_client_managed_versioning"] = namespace_client_managed_versioning
         refuse("commit", namespace, unset={"namespace_client_managed_versioning": False})
@@ -312,6 +311,8 @@ class LanceDataset(
             DetachedCommitError: ``detached`` on a dataset with V1 manifest names.
             CommitConflictError: a concurrent commit makes this one impossible.
         """
+        from lance_table.table.operations.transactions import merge_appends
+
         merged = merge_appends(transactions)
         ds = Dataset.commit(
             dest,
@@ -362,8 +363,8 @@ class LanceDataset(
         self,
         updates: Mapping[str, str],
         where: Predicate | None = None,
-        conflict_retries: int = update_ops.DEFAULT_CONFLICT_RETRIES,
-        retry_timeout: dt.timedelta = update_ops.DEFAULT_RETRY_TIMEOUT,
+        conflict_retries: int = DEFAULT_CONFLICT_RETRIES,
+        retry_timeout: dt.timedelta = DEFAULT_RETRY_TIMEOUT,
         data_storage_version: str | None = None,
         *,
         commit_message: str | None = None,
@@ -391,6 +392,8 @@ class LanceDataset(
             UpdateEvaluationError: a value or ``where`` fails on the rows (a division by zero);
                 an OSError, as pylance's, and pyarrow's ``ArrowInvalid``.
         """
+        from lance_table.table.operations import update as update_ops
+
         done, result = update_ops.update_rows(
             self._snapshot,
             updates,
@@ -411,6 +414,8 @@ class LanceDataset(
         Raises:
             as :func:`write_dataset`.
         """
+        from lance_table.table.operations.write_dataset import write_snapshot
+
         kwargs.setdefault("storage_options", self._storage.storage_options)
         self._committed(write_snapshot(data, self.uri, mode=mode, **kwargs))
 
@@ -422,6 +427,8 @@ class LanceDataset(
         Raises:
             MergeInsertError: no join keys, or a key column the dataset does not have.
         """
+        from lance_table.table.operations.merge_insert import MergeInsertBuilder
+
         return MergeInsertBuilder(self, on)
 
     def truncate_table(self, *, commit_message: str | None = None) -> None:
@@ -431,6 +438,8 @@ class LanceDataset(
         Raises:
             CommitConflictError: a concurrent commit makes this one impossible.
         """
+        from lance_table.table.operations.truncate import truncate
+
         self._committed(truncate(self._snapshot, commit_message))
 
     # -- base paths (multi-base datasets) ----------------------------------------------------------
@@ -460,6 +469,8 @@ class LanceDataset(
                 as pylance raises).
             CommitConflictError: a concurrent commit makes this one impossible.
         """
+        from lance_table.table.operations import write_bases
+
         return self._committed(write_bases.add_bases(self._snapshot, new_bases, transaction_properties), self)
 
     def shallow_clone(
@@ -481,6 +492,8 @@ class LanceDataset(
             DatasetAlreadyExistsError: a dataset exists at ``target_path``.
             BranchError: the reference names a branch that does not exist.
         """
+        from lance_table.table.operations import clone
+
         options = self._storage.storage_options if storage_options is None else storage_options
         clone.shallow_clone(self._snapshot, target_path, reference, options)
         return LanceDataset(os.fspath(target_path), storage_options=options, **kwargs)

@@ -12,20 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 from lance_table.table.handle import Handle
 from lance_table.table.maintenance import LanceStats, drop, validate
-from lance_table.table.operations.cleanup import (
-    DEFAULT_GRACE_PERIOD,
-    CleanupExplanation,
-    CleanupStats,
-    cleanup_old_versions,
-    explain_cleanup,
-)
-from lance_table.table.operations.compaction import CompactionMetrics
+from lance_table.table.operations.cleanup import DEFAULT_GRACE_PERIOD
 from lance_table.table.operations.restore import restore_version
-from lance_table.table.optimize import DatasetOptimizer
 from lance_table.table.progress import Progress
 
 if TYPE_CHECKING:
-    pass
+    from lance_table.table.operations.cleanup import CleanupExplanation, CleanupStats
+    from lance_table.table.operations.compaction import CompactionMetrics
+    from lance_table.table.optimize import DatasetOptimizer
 
 
 class _Maintenance(Handle):
@@ -43,6 +37,8 @@ class _Maintenance(Handle):
     @property
     def optimize(self) -> DatasetOptimizer:
         """Compaction (pylance's ``ds.optimize``): ``ds.optimize.compact_files(...)``."""
+        from lance_table.table.optimize import DatasetOptimizer
+
         return DatasetOptimizer(self)
 
     def compact_files(
@@ -120,6 +116,8 @@ class _Maintenance(Handle):
             CorruptFileError: a tag file is damaged; nothing is deleted.
             InputTypeError: ``progress`` is of no kind taken.
         """
+        from lance_table.table.operations.cleanup import cleanup_old_versions
+
         return cleanup_old_versions(
             self._storage,
             older_than=older_than,
@@ -151,6 +149,8 @@ class _Maintenance(Handle):
             ValueError: ``max_files`` or ``retain_versions`` is not positive.
             TagError: a tagged version is older than the cutoff and ``error_if_tagged_old_versions``.
         """
+        from lance_table.table.operations.cleanup import explain_cleanup
+
         return explain_cleanup(
             self._storage,
             self.version,

@@ -11,16 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 from pyroaring import BitMap
 
-from lance_table.file.session import LanceFileSession
 from lance_table.table import remap, versions
 from lance_table.table.commit.row_ids import uses_stable_row_ids
 from lance_table.table.handle import Handle
 from lance_table.table.operations import config as config_ops
-from lance_table.table.operations.schema_add import next_field_id
 from lance_table.table.row_id_api import StorageOptionsAccessor
 
 if TYPE_CHECKING:
-    pass
+    from lance_table.file.session import LanceFileSession
 
 
 class _Metadata(Handle):
@@ -49,6 +47,8 @@ class _Metadata(Handle):
     def max_field_id(self) -> int:
         """The largest field id the version uses: of its schema or listed by its data files (a
         dropped column's id stays taken), -1 for none; new fields are numbered after it."""
+        from lance_table.table.operations.schema_add import next_field_id
+
         return next_field_id(self.manifest) - 1
 
     @property
@@ -84,6 +84,8 @@ class _Metadata(Handle):
         Raises:
             UnsupportedOptionError: never for a dataset handle (the session's own checks).
         """
+        from lance_table.file.session import LanceFileSession
+
         return LanceFileSession(self.uri, self.latest_storage_options())
 
     def remap_row_addrs(self, addrs: Any) -> Any:

@@ -6,13 +6,14 @@ A part of :class:`~lance_table.table.dataset.LanceDataset`.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lance_table.errors import InputTypeError
 from lance_table.table.handle import Handle
 from lance_table.table.operations.inputs import is_pydantic_model_class
-from lance_table.table.operations.write import WriteMode
-from lance_table.table.operations.write_dataset import write_snapshot
+
+if TYPE_CHECKING:
+    from lance_table.table.operations.write import WriteMode
 
 
 class _Models(Handle):
@@ -36,6 +37,8 @@ class _Models(Handle):
                 item is not exactly a ``model_class`` (also a TypeError).
             ValueError: ``data`` is empty. Else as :func:`lance_table.write_dataset`.
         """
+        from lance_table.table.operations.write_dataset import write_snapshot
+
         if not is_pydantic_model_class(model_class):
             raise InputTypeError(f"`model_class` must be a Pydantic BaseModel subclass, got {model_class!r}")
         from lance_table.pydantic import model_table, snake_case

@@ -17,7 +17,6 @@ from lance_table.table import scanner as scans
 from lance_table.table.blobs import BlobFile, take_blobs
 from lance_table.table.fragment_metadata import FragmentMetadata
 from lance_table.table.handle import Handle
-from lance_table.table.lance_fragment import LanceFragment, fragment_of
 from lance_table.table.pandas_export import DEFAULT_BLOB_MODE
 from lance_table.table.scan import Predicate
 from lance_table.table.scan_spec import Columns, scan_spec
@@ -26,7 +25,7 @@ from lance_table.table.session import Session, session_of
 from lance_table.table.sql_query import SqlQueryBuilder
 
 if TYPE_CHECKING:
-    pass
+    from lance_table.table.lance_fragment import LanceFragment
 
 
 class _Reading(Handle):
@@ -60,12 +59,16 @@ class _Reading(Handle):
     def get_fragments(self, filter: Any = None) -> list[LanceFragment]:
         """The fragments of this version (pylance's ``LanceFragment`` basics; ``filter`` must be
         None, as in pylance)."""
+        from lance_table.table.lance_fragment import LanceFragment
+
         if filter is not None:
             raise ValueError("get_fragments() does not support filter yet")
         return [LanceFragment(self._snapshot, fragment=f) for f in self.manifest.fragments]
 
     def get_fragment(self, fragment_id: int) -> LanceFragment | None:
         """The fragment with this id, or None."""
+        from lance_table.table.lance_fragment import fragment_of
+
         try:
             return fragment_of(self._snapshot, fragment_id)
         except ValueError:

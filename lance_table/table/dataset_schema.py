@@ -13,9 +13,6 @@ import pyarrow as pa
 from lance_table.table.commit import check_can_commit
 from lance_table.table.handle import Handle
 from lance_table.table.operations.inputs import coerce_reader
-from lance_table.table.operations.schema_alter import plan_alter_columns, plan_drop_columns
-from lance_table.table.operations.schema_merge import plan_merge
-from lance_table.table.operations.schema_udf import plan_add_columns
 from lance_table.table.progress import Progress
 
 if TYPE_CHECKING:
@@ -52,6 +49,8 @@ class _SchemaEvolution(Handle):
             TypeError: ``transforms`` (or ``progress``, an InputTypeError) is of no kind taken.
             UnsupportedFormatError: all-null columns on a legacy dataset (as in pylance).
         """
+        from lance_table.table.operations.schema_udf import plan_add_columns
+
         check_can_commit(self._snapshot.commit_options, self._storage)
         pending, udf = plan_add_columns(
             self._snapshot, transforms, read_columns, reader_schema, batch_size, progress
@@ -70,6 +69,8 @@ class _SchemaEvolution(Handle):
             SchemaChangeError: a key column is missing, or a new column's name is taken.
             TypeError: ``data_obj`` is not reader-like.
         """
+        from lance_table.table.operations.schema_merge import plan_merge
+
         check_can_commit(self._snapshot.commit_options, self._storage)
         reader = coerce_reader(data_obj, schema)
         pending = plan_merge(self._snapshot, reader, left_on, left_on if right_on is None else right_on)
@@ -85,6 +86,8 @@ class _SchemaEvolution(Handle):
             SchemaChangeError: a path does not exist, a name is taken, a cast is not allowed or a
                 value does not fit, or a column with nulls would become non-nullable.
         """
+        from lance_table.table.operations.schema_alter import plan_alter_columns
+
         check_can_commit(self._snapshot.commit_options, self._storage)
         self._committed(self._snapshot.commit(plan_alter_columns(self._snapshot, alterations)))
 
@@ -95,5 +98,7 @@ class _SchemaEvolution(Handle):
         Raises:
             SchemaError: a column does not exist (a ValueError), or no column would be left.
         """
+        from lance_table.table.operations.schema_alter import plan_drop_columns
+
         check_can_commit(self._snapshot.commit_options, self._storage)
         self._committed(self._snapshot.commit(plan_drop_columns(self._snapshot, columns)))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -16,14 +16,12 @@ from lance_table.table.opening import open_snapshot, refuse, scan_defaults
 from lance_table.table.operations.manifest_paths import (
     DEFAULT_V2_MANIFEST_PATHS,
 )
-from lance_table.table.operations.write import (
-    DEFAULT_MAX_BYTES_PER_FILE,
-    DEFAULT_MAX_ROWS_PER_FILE,
-    WriteMode,
-)
-from lance_table.table.operations.write_dataset import write_snapshot
+from lance_table.table.operations.write_plan import DEFAULT_MAX_BYTES_PER_FILE, DEFAULT_MAX_ROWS_PER_FILE
 from lance_table.table.progress import Progress
 from lance_table.table.session import apply_cache_limits
+
+if TYPE_CHECKING:
+    from lance_table.table.operations.write import WriteMode
 
 
 def dataset(
@@ -203,6 +201,8 @@ def write_dataset(
         lt.write_dataset(table, f"{tmp}/new", mode="overwrite", data_storage_version="2.0")
         ```
     """
+    from lance_table.table.operations.write_dataset import write_snapshot
+
     if isinstance(uri, LanceDataset):
         storage_options = uri._storage.storage_options if storage_options is None else storage_options
         if base_store_params is None:  # (as pylance: a handle's are inherited)

@@ -22,7 +22,6 @@ from lance_table.table.lance_schema import LanceSchema
 from lance_table.table.maintenance import validate
 from lance_table.table.opening import refuse
 from lance_table.table.operations.delete import delete_in_fragment, delete_offsets_in_fragment
-from lance_table.table.operations.stage import create_fragment
 from lance_table.table.scan import Predicate
 from lance_table.table.scan_spec import Columns, scan_spec
 from lance_table.table.scanner import LanceScanner
@@ -90,6 +89,8 @@ class LanceFragment(pds.Fragment):
             InputTypeError: the data is of no kind a write takes, or ``progress`` of no kind
                 taken (also a TypeError).
         """
+        from lance_table.table.operations.stage import create_fragment
+
         refuse("LanceFragment.create", {"namespace_client": namespace_client, "table_id": table_id})
         if data_storage_version is None and use_legacy_format is not None:
             data_storage_version = "legacy" if use_legacy_format else "stable"

@@ -3,9 +3,31 @@ and pruning by them, and a writer that computes them."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+import lance_table._lazy as _lazy
 from lance_table.file.legacy.container import LegacyMetadata, is_legacy_footer, read_legacy_metadata
 from lance_table.file.legacy.reader import LegacyFileReader, LegacyReaderMetadata
-from lance_table.file.legacy.writer import LegacyFileWriter, LegacyWrittenFile
+
+if TYPE_CHECKING:
+    from lance_table.file.legacy.writer import LegacyFileWriter, LegacyWrittenFile
+
+#: the writer (and its statistics encoder) imported on first use: reading needs neither
+_LAZY: _lazy.Names = {
+    "LegacyFileWriter": ("lance_table.file.legacy.writer", "LegacyFileWriter"),
+    "LegacyWrittenFile": ("lance_table.file.legacy.writer", "LegacyWrittenFile"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A public name, imported on its first use."""
+    return _lazy.load(__name__, _LAZY, name)
+
+
+def __dir__() -> list[str]:
+    """The package's names, the not yet imported public ones included."""
+    return _lazy.names(__name__, _LAZY)
+
 
 __all__ = [
     "LegacyFileReader",

@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_table import __version__
+from lance_table._lazy import version as library_version
 from lance_table._proto import file_pb2, table_pb2
 from lance_table.errors import SchemaError
 from lance_table.file.legacy.checks import (
@@ -142,7 +142,7 @@ class LegacyFileWriter:
             check_storable(root)
         self._schema_metadata = utf8_metadata(schema.metadata, "schema")
         self.max_rows_per_group = int(max_rows_per_group)
-        self.writer_version = writer_version or (WRITER_LIBRARY, __version__)
+        self.writer_version = writer_version or (WRITER_LIBRARY, library_version())
         ids = [f.id for f in self.fields]
         self._min_id, self._max_id = min(ids), max(ids)
         if self._min_id < 0 or self._max_id - self._min_id >= _MAX_ID_SPAN:

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pyarrow as pa
 
-from lance_table import __version__
+from lance_table._lazy import version as library_version
 from lance_table.errors import BasePathError, CommitConflictError, CommitError
 from lance_table.format import paths
 from lance_table.format.bases import base_paths, register, with_base_paths
@@ -130,7 +130,7 @@ def next_manifest(
         timestamp_ns=max(now, base.timestamp_ns + 1),
         transaction_file=paths.transaction_file_name(txn.read_version, txn.uuid),
         writer_library=WRITER_LIBRARY,
-        writer_version=__version__,
+        writer_version=library_version(),
         tag="",
         data_format=m.data_format or DEFAULT_DATA_FORMAT,
     )

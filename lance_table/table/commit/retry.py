@@ -17,6 +17,11 @@ if TYPE_CHECKING:
 
 R = TypeVar("R")
 
+# pylance's defaults for the operations that retry after a lost race (``update``, ``delete``):
+# whole-operation retries, and their time bound.
+DEFAULT_CONFLICT_RETRIES: int = 10
+DEFAULT_RETRY_TIMEOUT: dt.timedelta = dt.timedelta(seconds=30)
+
 
 def retry_on_conflict(
     ds: Snapshot,

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from lance_table import __version__
+from lance_table._lazy import version as library_version
 from lance_table._parallel import IO, map_on
 from lance_table.errors import DatasetAlreadyExistsError
 from lance_table.format import paths
@@ -98,7 +98,7 @@ def deep_clone(
         transaction_file=paths.transaction_file_name(txn.read_version, txn.uuid),
         timestamp_ns=max(time.time_ns(), m.timestamp_ns + 1),
         writer_library=WRITER_LIBRARY,
-        writer_version=__version__,
+        writer_version=library_version(),
         tag="",
     )
     manifest = set_branch(with_base_paths(manifest, ()), None).with_flags()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from functools import partial
@@ -19,7 +18,7 @@ from lance_table.format.manifest import Fragment
 from lance_table.format.transaction import Delete
 from lance_table.table import fragment_batch, versions
 from lance_table.table.commit import Pending, check_can_commit, check_rebasable
-from lance_table.table.commit.retry import retry_on_conflict
+from lance_table.table.commit.retry import DEFAULT_RETRY_TIMEOUT, retry_on_conflict
 from lance_table.table.deletion import union, write_deletions
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.scan import (
@@ -39,9 +38,6 @@ from lance_table.table.scan import (
 from lance_table.table.scan_groups import matching_rows as batch_matching_rows
 from lance_table.table.scan_metrics import note_range
 from lance_table.table.snapshot import Snapshot
-
-# pylance's ``delete`` default time bound on retries (accepted, not enforced).
-DEFAULT_RETRY_TIMEOUT: dt.timedelta = dt.timedelta(seconds=30)
 
 
 def plan_delete(ds: Snapshot, predicate: str | pc.Expression) -> Pending:

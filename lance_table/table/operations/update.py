@@ -36,7 +36,7 @@ from lance_table.format.row_ids import row_id_meta
 from lance_table.schema import build_tree
 from lance_table.table import blob_write, versions
 from lance_table.table.commit import Pending, check_can_commit, check_rebasable
-from lance_table.table.commit.retry import retry_on_conflict
+from lance_table.table.commit.retry import DEFAULT_CONFLICT_RETRIES, DEFAULT_RETRY_TIMEOUT, retry_on_conflict
 from lance_table.table.commit.row_ids import uses_stable_row_ids
 from lance_table.table.deletion import union, write_deletions
 from lance_table.table.fragment import FragmentReader
@@ -53,9 +53,6 @@ from lance_table.table.scan import (
 )
 from lance_table.table.snapshot import Snapshot
 
-# pylance's ``update`` defaults: whole-operation retries after a lost race, and their time bound.
-DEFAULT_CONFLICT_RETRIES: int = 10
-DEFAULT_RETRY_TIMEOUT: dt.timedelta = dt.timedelta(seconds=30)
 # Matching rows are read and rewritten this many at a time.
 UPDATE_CHUNK_ROWS = 64 * 1024
 

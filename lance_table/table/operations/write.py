@@ -32,6 +32,8 @@ from lance_table.table.operations.inputs import conform
 from lance_table.table.operations.write_bases import WriteTarget, remove_written
 from lance_table.table.operations.write_plan import (
     DATA_STORAGE_VERSIONS,
+    DEFAULT_MAX_BYTES_PER_FILE,
+    DEFAULT_MAX_ROWS_PER_FILE,
     LEGACY_FORMAT,
     WRITABLE_FORMATS,
     WriteMode,
@@ -44,8 +46,6 @@ from lance_table.table.operations.write_plan import (
 )
 from lance_table.table.progress import SILENT, Progress, Reporter
 
-DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
-DEFAULT_MAX_BYTES_PER_FILE = 90 * 1024**3
 # The rows of a legacy file's row group (pylance's ``max_rows_per_group`` default).
 LEGACY_GROUP_ROWS = DEFAULT_MAX_ROWS_PER_GROUP
 

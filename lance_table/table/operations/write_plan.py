@@ -38,6 +38,9 @@ from lance_table.table.operations.inputs import coerce_reader, conform, missing_
 from lance_table.table.snapshot import BLOB_V2_FORMATS
 
 WriteMode = Literal["create", "append", "overwrite"]
+# pylance's file size limits (defined here, where the entry points import them without the writer)
+DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
+DEFAULT_MAX_BYTES_PER_FILE = 90 * 1024**3
 # Data file formats lance_table writes into datasets.
 WRITABLE_FORMATS = ("0.1", "2.0", "2.1", "2.2")
 LEGACY_FORMAT = "0.1"
