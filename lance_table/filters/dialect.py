@@ -24,6 +24,28 @@ _STATEMENT_WORDS = {
 }
 
 
+class _LowIsParser(parser.Parser):
+    # IS binds below comparisons, as in DataFusion: `a > 1 IS TRUE` is `(a > 1) IS TRUE`
+    IS_PREDICATE_PRECEDENCE = IsPredicatePrecedence.LOW
+
+
+def _parser_class() -> type[parser.Parser]:
+    """The parser of filters: sqlglot's own with IS below comparisons.
+
+    sqlglot's compiled build (the ``sqlglotc`` package, ``sqlglot[c]``, which replaces sqlglot's
+    modules wherever it is installed) refuses to make objects of a Python subclass of its parser.
+    There, PostgreSQL's parser is taken: it also reads IS below comparisons, and it reads every
+    filter lance_table supports as the base parser does (the filter tests pass with both).
+    """
+    try:
+        _LowIsParser()
+    except TypeError:  # "interpreted classes cannot inherit from compiled"
+        from sqlglot.parsers.postgres import PostgresParser
+
+        return PostgresParser
+    return _LowIsParser
+
+
 class _LanceSQL(Dialect):
     """Lance's SQL: ``'`` strings, backtick identifiers, ``"`` strings, IS below comparisons."""
 
@@ -45,9 +67,8 @@ class _LanceSQL(Dialect):
             word: kind for word, kind in tokens.Tokenizer.KEYWORDS.items() if kind not in _STATEMENT_WORDS
         }
 
-    class Parser(parser.Parser):
-        # IS binds below comparisons, as in DataFusion: `a > 1 IS TRUE` is `(a > 1) IS TRUE`
-        IS_PREDICATE_PRECEDENCE = IsPredicatePrecedence.LOW
+    # (typed as BaseParser's subclass by sqlglot, whose own dialects assign parser.Parser's too)
+    parser_class = _parser_class()  # type: ignore[assignment]
 
 
 # a typed literal with a double-quoted text (``TIMESTAMP "2021-01-02 00:00:00"``), which Lance reads

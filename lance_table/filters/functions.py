@@ -5,10 +5,10 @@ Strings: ``starts_with``, ``ends_with``, ``contains``, ``regexp_like`` (flags ``
 (``char_length``), ``octet_length``, ``concat`` (NULLs skipped) and ``||`` (NULL when a side is);
 ``coalesce`` (``ifnull``, ``nvl``), ``nullif``; lists: ``array_has`` (``array_contains``,
 ``list_has``), ``array_has_any``, ``array_has_all``, ``array_length`` (``cardinality``) with array
-literals ``[1, 2]`` or ``make_array(1, 2)``; ``CURRENT_DATE`` and ``now()`` (UTC, as DataFusion);
-JSON: ``json_extract``, ``json_exists``, ``json_get`` and ``json_get_<type>``, ``json_array_contains``,
-``json_array_length`` (see :mod:`lance_table.filters.json_functions`); ``arrow_cast(x, 'Type')`` with
-an Arrow type name (see :mod:`lance_table.filters.arrow_types`).
+literals ``[1, 2]`` or ``make_array(1, 2)``; ``CURRENT_DATE``, ``now()`` and ``CURRENT_TIMESTAMP``
+(UTC, as DataFusion); JSON: ``json_extract``, ``json_exists``, ``json_get`` and ``json_get_<type>``,
+``json_array_contains``, ``json_array_length`` (see :mod:`lance_table.filters.json_functions`);
+``arrow_cast(x, 'Type')`` with an Arrow type name (see :mod:`lance_table.filters.arrow_types`).
 """
 
 from __future__ import annotations
@@ -110,8 +110,7 @@ def compile_function(c: _Compiler, node: exp.Expr) -> _Operand:
             _arity(name, args, 1)
             return c.apply("octet_length()", _octet_length, c.compile(args[0]))
         _arity(name, args, 0)  # now()
-        now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
-        return _literal(pa.scalar(now, pa.timestamp("ns")))
+        return _now()
     if type(node) in _SIMPLE:
         name, fn = _SIMPLE[type(node)]
         if any(v for k, v in node.args.items() if k != "this"):
@@ -142,6 +141,10 @@ def compile_function(c: _Compiler, node: exp.Expr) -> _Operand:
         return _nullif(c, c.compile(node.this), c.compile(node.expression))
     if isinstance(node, exp.CurrentDate):
         return _literal(pa.scalar(dt.datetime.now(dt.timezone.utc).date(), pa.date32()))
+    if isinstance(node, exp.CurrentTimestamp):  # ``CURRENT_TIMESTAMP`` / ``current_timestamp()``
+        if node.this is not None:
+            raise FilterError("current_timestamp() takes no arguments")
+        return _now()
     if isinstance(node, exp.DPipe):
         return concat(c, [c.compile(node.this), c.compile(node.expression)], skip_nulls=False)
     if isinstance(node, exp.ConcatWs):
@@ -163,10 +166,17 @@ _HANDLED = (
     exp.Coalesce,
     exp.Nullif,
     exp.CurrentDate,
+    exp.CurrentTimestamp,
     exp.DPipe,
     exp.Concat,
     exp.ConcatWs,
 )
+
+
+def _now() -> _Operand:
+    """``now()``: the time of the call in UTC, as DataFusion gives it (``CURRENT_TIMESTAMP`` too)."""
+    now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    return _literal(pa.scalar(now, pa.timestamp("ns")))
 
 
 def regexp_match_nulls(c: _Compiler, node: exp.Expr) -> _Operand | None:

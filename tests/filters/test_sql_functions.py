@@ -179,6 +179,8 @@ SAME = [
     "d < CURRENT_DATE",
     "d > current_date()",
     "ts < now()",
+    "ts < current_timestamp",
+    "ts < CURRENT_TIMESTAMP()",
     "d = date '2024-01-01'",
     "d > date '2024-01-01'",
     "ts > timestamp '2024-01-01 00:00:00+02:00'",

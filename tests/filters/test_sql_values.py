@@ -348,3 +348,19 @@ def test_literal_only_expressions_fill_every_row(sql: str, arrow_type: pa.DataTy
     result = evaluate(sql, TABLE)
     assert result.type == arrow_type
     assert result.to_pylist() == [value] * TABLE.num_rows
+
+
+def test_compiled_sqlglot_takes_postgres_parser(monkeypatch: pytest.MonkeyPatch) -> None:
+    """sqlglot's compiled build refuses objects of a Python subclass of its parser: the filter
+    dialect then reads with PostgreSQL's parser, which also puts IS below comparisons."""
+    from sqlglot.parsers.postgres import PostgresParser
+
+    from lance_table.filters import dialect
+
+    assert dialect._parser_class() is dialect._LowIsParser
+
+    def refuse(self: object, *args: object, **kwargs: object) -> None:
+        raise TypeError("interpreted classes cannot inherit from compiled")
+
+    monkeypatch.setattr(dialect._LowIsParser, "__init__", refuse)
+    assert dialect._parser_class() is PostgresParser
