@@ -21,14 +21,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyarrow import acero
 
-from lance_table._numpy import sorted_unique
 from lance_table._parallel import FRAGMENTS, IO, ahead_on, io_threads, map_grouped, map_groups, workers
-from lance_table.file.arrow_take import filter_rows, take
+from lance_table.file.arrow_take import filter_rows
 from lance_table.file.runs import Runs
 from lance_table.table.fragment import FragmentReader
-from lance_table.table.fragment_readers import FragmentReaders
 from lance_table.table.row_ids import ROW_ADDR, ROW_ID, addresses, row_offsets
-from lance_table.table.scan_groups import RowReads, Task, scan_each, scan_tasks, take_batch, task_groups
+from lance_table.table.scan_groups import RowReads, Task, scan_each, scan_tasks, task_groups
 from lance_table.table.scan_groups import matching_rows as batch_matching_rows
 from lance_table.table.scan_interval import interval_rows, rows_read
 from lance_table.table.scan_metrics import note_range
@@ -99,7 +97,7 @@ def filter_table(frag: FragmentReader, spec: ScanPlan, live: Runs) -> pa.Table:
     # Rows match only when they meet every condition of ``exact``: values below a floor it sets
     # can only fail it, and need not be decoded.
     floors = _floors(spec.exact) if spec.exact else None
-    table = frag.read(spec.filter_columns, live, floors) if spec.filter_columns else _empty_rows(live.total)
+    table = frag.read(spec.filter_columns, live, floors) if spec.filter_columns else empty_rows(live.total)
     return _with_system(table, frag, spec.filter_system, live, spec.offset_bases)
 
 
@@ -182,29 +180,29 @@ def _read_matching(frag: FragmentReader, spec: ScanPlan, lo: int, hi: int) -> tu
     """The projected columns of the matching live rows of ``[lo, hi)``, and where they are."""
     live = frag.live_runs(lo, hi)
     if not live.total:
-        return _empty_rows(0), live
+        return empty_rows(0), live
     if spec.filter is None:
         note_range(frag.fragment.id, live.total)
-        table = frag.read(spec.columns, live) if spec.columns else _empty_rows(live.total)
+        table = frag.read(spec.columns, live) if spec.columns else empty_rows(live.total)
         return table, live
     live = frag.prune(live, spec.conditions)
     note_range(frag.fragment.id, live.total)
     if not live.total:
-        return _empty_rows(0), live
+        return empty_rows(0), live
     rows = interval_rows(frag, spec.interval, live) if spec.interval is not None else None
     if rows is not None:  # (read off the packed values: no predicate column was decoded)
         runs = Runs.from_sorted_unique(rows)
         if not rows.size or not spec.columns:
-            return _empty_rows(rows.size), runs
+            return empty_rows(rows.size), runs
         dense = DENSE_SELECTION_STRUCTURAL if frag.structural else DENSE_SELECTION
         return rows_read(frag, spec.columns, live, rows, runs, dense), runs
     ftable, mask = _filter_pass(frag, spec, live)
     selected = int(mask.sum())
     runs = Runs.from_sorted_unique(live.select(np.flatnonzero(mask)))
     if not selected:
-        return _empty_rows(0), runs
+        return empty_rows(0), runs
     if not spec.columns:
-        return _empty_rows(selected), runs
+        return empty_rows(selected), runs
     # The predicate's columns are already read; the rest of the projection is read for every live
     # row and masked in memory when many rows match, else only the matching rows' bytes.
     chosen = pa.array(mask)
@@ -263,7 +261,7 @@ def _scan_range(
     return table
 
 
-def _empty_rows(n: int) -> pa.Table:
+def empty_rows(n: int) -> pa.Table:
     """A table with ``n`` rows and no columns."""
     return pa.table({"_": pa.nulls(n)}).drop_columns(["_"])
 
@@ -300,7 +298,7 @@ def scan_all(frags: Sequence[FragmentReader], spec: ScanPlan, out_schema: pa.Sch
         lambda group: scan_tasks(group, spec, out_schema, ROW_READS), tasks, sizes, in_flight=in_flight(frags)
     )
     if not out_schema.names:  # no columns: only the row count matters
-        return _empty_rows(sum(t.num_rows for t in tables))
+        return empty_rows(sum(t.num_rows for t in tables))
     return pa.concat_tables(tables) if tables else out_schema.empty_table()
 
 
@@ -422,70 +420,6 @@ def count_matching(frags: Sequence[FragmentReader], spec: ScanPlan) -> int:
     return total
 
 
-def take_rows(
-    frags: Sequence[FragmentReader], spec: ScanPlan, out_schema: pa.Schema, indices: np.ndarray
-) -> pa.Table:
-    """Rows by position among the live rows of ``frags``, in the order of ``indices``.
-
-    Raises:
-        IndexError: an index is outside ``[0, live rows)``.
-    """
-    if isinstance(frags, FragmentReaders):  # only the fragments holding rows asked for get a reader
-        live_counts = frags.live_counts()
-    else:
-        live_counts = np.array([f.fragment.num_rows for f in frags], np.int64)
-    total = int(live_counts.sum())
-    if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= total):
-        raise IndexError(f"row index out of range for {total} rows")
-    starts = np.concatenate([[0], np.cumsum(live_counts)])
-    which = np.searchsorted(starts, indices, side="right") - 1
-    local = indices - starts[which]
-    physical = local.copy()
-    touched = sorted_unique(which).tolist()
-    # only fragments with deleted rows map live positions; their deletions (and the footers that
-    # check them) are read at once, not one fragment's requests after another's
-    with_deletions = [k for k in touched if frags[k].fragment.deletion_file is not None]
-    map_grouped(
-        lambda k: frags[k].deleted, with_deletions, [1] * len(with_deletions), in_flight=in_flight(frags)
-    )
-    for k in with_deletions:
-        if frags[k].deleted.size:
-            at = which == k
-            physical[at] = frags[k].live_positions()[local[at]]
-    return read_positions(frags, spec, out_schema, which, physical)
-
-
-def read_positions(
-    frags: Sequence[FragmentReader],
-    spec: ScanPlan,
-    out_schema: pa.Schema,
-    which: np.ndarray,
-    positions: np.ndarray,
-) -> pa.Table:
-    """The rows at physical ``positions`` of the fragments ``frags[which]``, in that order.
-
-    Each fragment reads only the rows asked of it, once however often they are asked.
-    """
-    if not out_schema.names:
-        return _empty_rows(int(which.size))
-    key = (which.astype(np.int64) << 32) | positions.astype(np.int64)
-    unique, inverse = np.unique(key, return_inverse=True)
-    owner, offsets = unique >> 32, unique & 0xFFFFFFFF
-    touched = sorted_unique(owner).tolist()
-
-    runs_of = dict(zip(touched, Runs.by_owner(owner, offsets, touched)))  # ``owner`` is sorted
-
-    def read(group: list[int]) -> list[pa.Table]:
-        runs = [runs_of[k] for k in group]
-        return [
-            take_batch([frags[k] for k in group], runs, spec, out_schema, ROW_READS)
-        ]  # small ones batched
-
-    parts = map_groups(read, touched, [1] * len(touched), in_flight=in_flight(frags))
-    result = pa.concat_tables(parts) if parts else out_schema.empty_table()
-    return take(result, pa.array(inverse.reshape(-1)))
-
-
 #: The reads of one fragment above, for the batches of many small fragments (see scan_groups).
 ROW_READS = RowReads(_scan_range, matching_positions, evaluate_mask, system_column, _floors)
 
@@ -502,6 +436,7 @@ __all__ = [
     "ScanPlan",
     "batches_of",
     "count_matching",
+    "empty_rows",
     "evaluate_mask",
     "filter_mask",
     "filter_schema",
@@ -513,10 +448,8 @@ __all__ = [
     "matching_rows",
     "open_all",
     "output_schema",
-    "read_positions",
     "row_ranges",
     "scan",
     "scan_all",
     "system_column",
-    "take_rows",
 ]

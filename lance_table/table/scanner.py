@@ -39,13 +39,12 @@ from lance_table.table.scan import (
     count_matching,
     make_spec,
     output_schema,
-    read_positions,
     scan,
     scan_all,
-    take_rows,
 )
 from lance_table.table.scan_metrics import collecting, lance_read_line, reported, reported_stream
 from lance_table.table.scan_spec import Columns, ScanSpec, scan_spec
+from lance_table.table.scan_take import read_positions, take_rows
 from lance_table.table.snapshot import Snapshot
 
 # Whether sort keys place their nulls each their own way (pyarrow 25 and later).
