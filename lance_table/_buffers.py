@@ -50,8 +50,9 @@ _UNHELD = 3
 
 
 def reusable(n: int) -> np.ndarray:
-    """An uninitialized, writable array of ``n`` bytes, for a large read from object storage
-    received straight into it (which often becomes the memory of the values decoded from it).
+    """An uninitialized, writable array of ``n`` bytes, for a large read received straight into
+    it (from object storage or a local file; it often becomes the memory of the values decoded
+    from it).
 
     A fresh array of megabytes is mapped from the system and its pages cleared by the kernel
     as they are first written: receiving a 19 MB page of vectors spent two thirds of its CPU
@@ -60,7 +61,8 @@ def reusable(n: int) -> np.ndarray:
     taken from buffers kept here (at most :data:`REUSED_LIMIT` bytes of them), a buffer being
     free to reuse when nothing but this module refers to it: every view of its memory (a numpy
     view, a memoryview, an Arrow buffer made from one) holds a reference to it, so that a table
-    still viewing it keeps it from being handed out again."""
+    still viewing it keeps it from being handed out again. Beyond that bound (a read holding many
+    large buffers at once) arrays come from Arrow's pool (:func:`empty`)."""
     if n < REUSED_BYTES:
         return np.empty(n, np.uint8)
     size = _size_class(n)
@@ -78,9 +80,10 @@ def reusable(n: int) -> np.ndarray:
                 dropped.add(k)
                 kept -= _KEPT[k].size
             _KEPT[:] = [buf for k, buf in enumerate(_KEPT) if k not in dropped]
+        if kept + size > REUSED_LIMIT:  # not kept: Arrow's pool, which may have it mapped still
+            return empty(n, np.uint8)
         buf = np.empty(size, np.uint8)
-        if kept + size <= REUSED_LIMIT:
-            _KEPT.append(buf)
+        _KEPT.append(buf)
         return buf[:n]
 
 

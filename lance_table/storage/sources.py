@@ -15,7 +15,7 @@ from typing import IO, Protocol, runtime_checkable
 
 import numpy as np
 
-from lance_table._buffers import empty
+from lance_table._buffers import REUSED_BYTES, empty, reusable
 from lance_table.errors import CorruptFileError
 from lance_table.storage.io_stats import record
 from lance_table.storage.ranges import (
@@ -256,6 +256,20 @@ _MAX_IOV = 512
 _BIG_READ = 1 << 20
 
 
+def _read_buffer(n: int) -> np.ndarray:
+    """A writable buffer of ``n`` bytes for a local read: one of the buffers
+    :func:`~lance_table._buffers.reusable` keeps when it is large, else from Arrow's pool.
+
+    The bytes read often become the memory of the values decoded from them (plain values, the
+    values of a 2.0 file), which the caller holds while it works on them: Spark's Python worker
+    while it writes a batch to the JVM, a scan's consumer. Arrow's pool hands freed memory back
+    to the system within milliseconds, so that after every such pause the next read's buffer was
+    mapped afresh and the kernel cleared each of its pages as it was first written (in-process
+    Spark task reads of 2M rows in 8 files of 2.0: 8,700 page faults a read, 1,080 with kept
+    buffers, and 15-35% less CPU). A kept buffer is handed out again only once nothing views it."""
+    return reusable(n) if n >= REUSED_BYTES else empty(n, np.uint8)
+
+
 class _LocalRead(_RangedSource):
     """One read of a :class:`LocalFileSource`, on a descriptor it opened."""
 
@@ -275,7 +289,7 @@ class _LocalRead(_RangedSource):
         if len(reads) == 1 and reads[0][1] < _BIG_READ:
             return [self._read(*reads[0])]
         total = sum(n for _, n in reads)
-        view = memoryview(empty(total, np.uint8))  # type: ignore[arg-type]
+        view = memoryview(_read_buffer(total))  # type: ignore[arg-type]
         out: list[bytes | memoryview] = []
         at = 0
         for off, n in reads:
@@ -313,7 +327,7 @@ class _LocalRead(_RangedSource):
         new_read[0] = True
         if int(at[-1]) <= SMALL_RANGE * starts.size and not bool(new_read.all()):
             return self._read_gathered(starts, lengths, at)
-        view = memoryview(empty(int(at[-1]), np.uint8))  # type: ignore[arg-type]
+        view = memoryview(_read_buffer(int(at[-1])))  # type: ignore[arg-type]
         new_read[np.arange(starts.size) % _MAX_IOV == 0] = True  # keep each call under the iovec limit
         scratch = memoryview(bytearray(self.coalesce_gap)) if self.coalesce_gap else memoryview(b"")
         firsts = np.flatnonzero(new_read).tolist()
