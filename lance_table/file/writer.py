@@ -65,6 +65,12 @@ DEFAULT_PAGE_SIZE = 8 * 1024 * 1024
 # :func:`_inline_bytes`), to no less than :data:`MIN_INLINE_ENCODE_BYTES`.
 INLINE_ENCODE_BYTES = 2 << 20
 MIN_INLINE_ENCODE_BYTES = 64 << 10
+# Leaves of fewer bytes than this (in all) are encoded on threads in a group per worker, not a
+# task each: each hand-off costs 25 us of CPU and more in contention for the GIL (a file of 20k
+# rows of the benchmark table, 2.4 MB, closed its five columns as five tasks: 1 hand-off instead
+# of 5 on 2 workers). Above it the columns' costs are too uneven for their bytes to balance
+# them (a 20 MB column of strings takes longer than 64 MB of floats): a task each.
+GROUP_ENCODE_BYTES = 32 << 20
 
 
 @dataclass(frozen=True)
@@ -153,6 +159,12 @@ class LanceFileWriter:
             and len(self._leaf_writers) > 1
             and not any(w.writes_blobs for w in structural)
         )
+        # whether every leaf is a top-level column (not a dictionary): adding rows that fill no
+        # page then only wraps them (see :meth:`_small`)
+        self._flat = all(
+            len(leaf.path) == 1 and not pa.types.is_dictionary(leaf.path[0].arrow_type)
+            for leaf in self._leaf_writers
+        )
         # Opened last: a schema error above leaves no file behind.
         self._owns_file = isinstance(sink, (str, os.PathLike))
         fobj: IO[bytes] = open(sink, "wb") if isinstance(sink, (str, os.PathLike)) else sink  # noqa: SIM115
@@ -220,7 +232,13 @@ class LanceFileWriter:
                     for writer, column in zip(self._writers, batch.columns)
                     for leaf in cast(StructuralWriter, writer).leaves
                 ]
-                self._encode_on_threads(work, threads=not self._small(_size(batch)))
+                threads = not self._small(_size(batch))
+                weights = [
+                    column.nbytes if threads else 0
+                    for writer, column in zip(self._writers, batch.columns)
+                    for _ in cast(StructuralWriter, writer).leaves
+                ]
+                self._encode_on_threads(work, weights, threads=threads)
             else:
                 for writer, column in zip(self._writers, batch.columns):
                     writer.append(column)
@@ -271,10 +289,13 @@ class LanceFileWriter:
         return self._leaf_writers
 
     def _small(self, incoming: int) -> bool:
-        """Whether adding a batch of ``incoming`` bytes is too little work to hand to threads:
-        fewer than :func:`_inline_bytes`, and no leaf's buffer reaches its page budget."""
+        """Whether adding a batch of ``incoming`` bytes is too little work to hand to threads: no
+        leaf's buffer reaches its page budget, and the batch has fewer than :func:`_inline_bytes`
+        or every leaf is a top-level column (whose rows are then only wrapped, at a cost that
+        does not grow with them: a file of 20k rows of the benchmark table, 2.4 MB, handed its
+        five columns to the pool for nothing but that)."""
         limit = _inline_bytes()
-        if incoming >= limit:
+        if incoming >= limit and not (self._flat and limit):
             return False
         leaves = self._leaves()
         if all(leaf.pending_bytes + incoming < leaf.budget for leaf in leaves):
@@ -283,17 +304,27 @@ class LanceFileWriter:
         return all(leaf.exact_pending_bytes() + incoming < leaf.budget for leaf in leaves)
 
     def _encode_on_threads(
-        self, work: Sequence[Callable[[], None]], *, threads: bool = True, last: bool = False
+        self,
+        work: Sequence[Callable[[], None]],
+        weights: Sequence[int],
+        *,
+        threads: bool = True,
+        last: bool = False,
     ) -> None:
-        """Run leaf encoders on the encoding pool (on this thread without ``threads``); their
-        pages are written afterwards, in column order, so the file is the same as a serial write
-        makes. The pages are written on the writing pool while the next batch is encoded, or
-        here when this is the ``last`` call or the work is small."""
+        """Run leaf encoders on the encoding pool (on this thread without ``threads``): a task
+        each, or, for fewer than :data:`GROUP_ENCODE_BYTES` (``weights``: each call's bytes), in
+        as many groups as the pool has workers, of about equal weight, this thread running one
+        of them. Their pages are written afterwards, in column order, so the file is the same as
+        a serial write makes. The pages are written on the writing pool while the next batch is
+        encoded, or here when this is the ``last`` call or the work is small."""
         writers = [cast(StructuralWriter, w) for w in self._writers]
         for w in writers:
             w.defer()
         try:
-            if threads:
+            if threads and sum(weights) < GROUP_ENCODE_BYTES:
+                groups = [[work[i] for i in group] for group in _balanced(weights, workers())]
+                map_on(ENCODE, _run_all, groups, helping=True)
+            elif threads:
                 map_on(ENCODE, lambda call: call(), work)
             else:
                 _run_all(work)
@@ -334,7 +365,8 @@ class LanceFileWriter:
             small = sum(leaf.pending_bytes for leaf in leaves) < limit or (
                 sum(leaf.exact_pending_bytes() for leaf in leaves) < limit
             )
-            self._encode_on_threads([leaf.finish for leaf in leaves], threads=not small, last=True)
+            weights = [leaf.pending_bytes for leaf in leaves]
+            self._encode_on_threads([leaf.finish for leaf in leaves], weights, threads=not small, last=True)
         else:
             for writer in self._writers:
                 writer.finish()
@@ -434,6 +466,20 @@ def _inline_bytes() -> int:
     if INLINE_ENCODE_BYTES <= MIN_INLINE_ENCODE_BYTES:
         return INLINE_ENCODE_BYTES  # (tests set it to 0 to force the pools)
     return max(MIN_INLINE_ENCODE_BYTES, INLINE_ENCODE_BYTES * 2 // max(workers(), 2))
+
+
+def _balanced(weights: Sequence[int], n: int) -> list[list[int]]:
+    """The positions of ``weights`` in at most ``n`` groups of about equal weight in all (the
+    heaviest first, each to the lightest group so far), each group in order. A task per column
+    cost a hand-off each (5 a file of the benchmark table, on 2 workers as on 16); a group per
+    worker keeps them all busy with the fewest."""
+    groups: list[list[int]] = [[] for _ in range(min(n, len(weights)))]
+    loads = [0] * len(groups)
+    for i in sorted(range(len(weights)), key=lambda i: -weights[i]):
+        k = loads.index(min(loads))
+        groups[k].append(i)
+        loads[k] += weights[i]
+    return [sorted(group) for group in groups if group]
 
 
 def _run_all(calls: Sequence[Callable[[], None]]) -> None:
