@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -65,12 +66,11 @@ DEFAULT_PAGE_SIZE = 8 * 1024 * 1024
 # :func:`_inline_bytes`), to no less than :data:`MIN_INLINE_ENCODE_BYTES`.
 INLINE_ENCODE_BYTES = 2 << 20
 MIN_INLINE_ENCODE_BYTES = 64 << 10
-# Leaves of fewer bytes than this (in all) are encoded on threads in a group per worker, not a
-# task each: each hand-off costs 25 us of CPU and more in contention for the GIL (a file of 20k
-# rows of the benchmark table, 2.4 MB, closed its five columns as five tasks: 1 hand-off instead
-# of 5 on 2 workers). Above it the columns' costs are too uneven for their bytes to balance
-# them (a 20 MB column of strings takes longer than 64 MB of floats): a task each.
-GROUP_ENCODE_BYTES = 32 << 20
+# Encoding work of at least this many bytes is left to the pool's threads while the calling
+# thread waits. Large pages encoded on the main thread come from glibc's main heap, which hands
+# freed memory back at once: a write of 1M rows of the benchmark table in one file took twice the
+# page faults (3,400 against 1,600) and 1.16x the CPU with the calling thread encoding a share.
+HELP_ENCODE_BYTES = 16 << 20
 
 
 @dataclass(frozen=True)
@@ -311,21 +311,17 @@ class LanceFileWriter:
         threads: bool = True,
         last: bool = False,
     ) -> None:
-        """Run leaf encoders on the encoding pool (on this thread without ``threads``): a task
-        each, or, for fewer than :data:`GROUP_ENCODE_BYTES` (``weights``: each call's bytes), in
-        as many groups as the pool has workers, of about equal weight, this thread running one
-        of them. Their pages are written afterwards, in column order, so the file is the same as
-        a serial write makes. The pages are written on the writing pool while the next batch is
-        encoded, or here when this is the ``last`` call or the work is small."""
+        """Run leaf encoders on the encoding pool and this thread (see :func:`_run_shared`;
+        ``weights``: each call's bytes), or on this thread alone without ``threads``. Their pages
+        are written afterwards, in column order, so the file is the same as a serial write makes.
+        The pages are written on the writing pool while the next batch is encoded, or here when
+        this is the ``last`` call or the work is small."""
         writers = [cast(StructuralWriter, w) for w in self._writers]
         for w in writers:
             w.defer()
         try:
-            if threads and sum(weights) < GROUP_ENCODE_BYTES:
-                groups = [[work[i] for i in group] for group in _balanced(weights, workers())]
-                map_on(ENCODE, _run_all, groups, helping=True)
-            elif threads:
-                map_on(ENCODE, lambda call: call(), work)
+            if threads:
+                _run_shared(work, weights)
             else:
                 _run_all(work)
         except BaseException:
@@ -468,18 +464,31 @@ def _inline_bytes() -> int:
     return max(MIN_INLINE_ENCODE_BYTES, INLINE_ENCODE_BYTES * 2 // max(workers(), 2))
 
 
-def _balanced(weights: Sequence[int], n: int) -> list[list[int]]:
-    """The positions of ``weights`` in at most ``n`` groups of about equal weight in all (the
-    heaviest first, each to the lightest group so far), each group in order. A task per column
-    cost a hand-off each (5 a file of the benchmark table, on 2 workers as on 16); a group per
-    worker keeps them all busy with the fewest."""
-    groups: list[list[int]] = [[] for _ in range(min(n, len(weights)))]
-    loads = [0] * len(groups)
-    for i in sorted(range(len(weights)), key=lambda i: -weights[i]):
-        k = loads.index(min(loads))
-        groups[k].append(i)
-        loads[k] += weights[i]
-    return [sorted(group) for group in groups if group]
+def _run_shared(calls: Sequence[Callable[[], None]], weights: Sequence[int]) -> None:
+    """Make ``calls`` (the heaviest ``weights`` first) on as many threads as the encoding pool
+    has workers, this one among them, each taking the next call not yet taken until none is
+    left: a hand-off per worker but this thread's, not per call (5 a file of the benchmark
+    table's columns, 1 on 2 workers: each costs 25 us of CPU and more in contention for the
+    GIL), while the calls still balance over the threads as they finish (a column of strings
+    takes longer than more bytes of floats). This thread takes a share only of work under
+    :data:`HELP_ENCODE_BYTES`. A failing call leaves the calls not yet taken to none; its error
+    is raised here once the threads are done."""
+    queue = deque(calls[i] for i in sorted(range(len(calls)), key=lambda i: -weights[i]))
+
+    def drain(_: int) -> None:
+        while queue:
+            try:
+                call = queue.popleft()
+            except IndexError:  # (another thread took the last one)
+                return
+            try:
+                call()
+            except BaseException:
+                queue.clear()
+                raise
+
+    helping = sum(weights) < HELP_ENCODE_BYTES
+    map_on(ENCODE, drain, range(min(workers(), len(calls))), helping=helping)
 
 
 def _run_all(calls: Sequence[Callable[[], None]]) -> None:

@@ -135,7 +135,7 @@ def test_a_large_batch_of_top_level_columns_that_fills_no_page_is_added_without_
     with LanceFileWriter(sink, batch.schema, version="2.2") as w:
         w.write(batch)  # rows are only wrapped until the file closes: nothing to hand off
         assert counted.tasks == 0
-    # closing encodes its 2.4 MB on threads, in one group per worker (this thread runs one)
+    # closing encodes its 2.4 MB on threads: a hand-off per worker but this one
     assert 0 < counted.tasks < 4
     assert LanceFileReader(io.BytesIO(sink.getvalue())).read_all().equals(pa.Table.from_batches([batch]))
     nested = pa.record_batch({"s": pa.StructArray.from_arrays([batch["id"]], ["a"]), "x": batch["x"]})
@@ -147,7 +147,7 @@ def test_a_large_batch_of_top_level_columns_that_fills_no_page_is_added_without_
 
 
 @pytest.mark.parametrize("version", ["2.1", "2.2"])
-def test_grouped_per_column_and_inline_encoding_write_the_same_bytes(monkeypatch, version):
+def test_shared_threaded_and_inline_encoding_write_the_same_bytes(monkeypatch, version):
     from lance_table.file import writer as writer_module
     from lance_table.file.v2_1 import general_values
 
@@ -162,20 +162,49 @@ def test_grouped_per_column_and_inline_encoding_write_the_same_bytes(monkeypatch
 
     inline = write()
     counted = _Counted(monkeypatch)
-    monkeypatch.setattr(writer_module, "INLINE_ENCODE_BYTES", 0)  # everything on threads: grouped
+    monkeypatch.setattr(writer_module, "INLINE_ENCODE_BYTES", 0)  # everything on threads
     assert write() == inline
-    grouped = counted.tasks
-    monkeypatch.setattr(writer_module, "GROUP_ENCODE_BYTES", 0)  # a task per column
+    shared = counted.tasks
     monkeypatch.setattr(general_values, "_INLINE_COMPRESS_BYTES", 0)  # chunks compressed on threads
+    monkeypatch.setattr(general_values, "_COMPRESS_GROUP", 4)
     counted.tasks = 0
     assert write() == inline
-    assert counted.tasks > grouped > 0
+    assert shared > 0
+    assert counted.tasks > shared if version == "2.2" else counted.tasks == shared  # (2.2: zstd chunks)
 
 
-def test_columns_are_grouped_by_weight_one_group_per_worker():
-    from lance_table.file.writer import _balanced
+def test_shared_calls_are_each_made_once_and_a_failure_stops_the_rest(monkeypatch):
+    import threading
+    import time
 
-    assert _balanced([5, 100, 20, 30, 10], 2) == [[1], [0, 2, 3, 4]]
-    assert _balanced([5, 100, 20, 30, 10], 3) == [[1], [0, 3], [2, 4]]
-    assert _balanced([1, 1], 8) == [[0], [1]]
-    assert _balanced([], 2) == []
+    from lance_table.file.writer import _run_shared
+
+    monkeypatch.setenv("LANCE_CPU_THREADS", "2")
+    made: list[int] = []
+    threads: set[str] = set()
+
+    def call(i: int):  # type: ignore[no-untyped-def]
+        def run() -> None:
+            made.append(i)
+            threads.add(threading.current_thread().name)
+
+        return run
+
+    _run_shared([call(i) for i in range(40)], list(range(40)))
+    assert sorted(made) == list(range(40))
+    assert threading.current_thread().name in threads  # this thread takes its share
+
+    def fail() -> None:
+        raise ValueError("bad column")
+
+    def slow(i: int):  # type: ignore[no-untyped-def]
+        def run() -> None:
+            time.sleep(0.002)
+            made.append(i)
+
+        return run
+
+    made.clear()
+    with pytest.raises(ValueError, match="bad column"):
+        _run_shared([slow(i) for i in range(40)] + [fail], [1] * 40 + [100])  # the failing one first
+    assert len(made) < 40
