@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from typing import IO, Any, cast
 import pyarrow as pa
 
 from lance_table._lru import LRU
-from lance_table._parallel import ENCODE, WRITE, map_on, pool, workers
+from lance_table._parallel import ENCODE, WRITE, pool, run_shared, workers
 from lance_table._proto import file_pb2
 from lance_table.errors import SchemaError, UnsupportedFormatError
 from lance_table.file.columns import (
@@ -311,8 +310,9 @@ class LanceFileWriter:
         threads: bool = True,
         last: bool = False,
     ) -> None:
-        """Run leaf encoders on the encoding pool and this thread (see :func:`_run_shared`;
-        ``weights``: each call's bytes), or on this thread alone without ``threads``. Their pages
+        """Run leaf encoders on the encoding pool's threads, each taking the next column not yet
+        taken (see :func:`run_shared`; ``weights``: each call's bytes), or on this thread alone
+        without ``threads``. Their pages
         are written afterwards, in column order, so the file is the same as a serial write makes.
         The pages are written on the writing pool while the next batch is encoded, or here when
         this is the ``last`` call or the work is small."""
@@ -320,8 +320,8 @@ class LanceFileWriter:
         for w in writers:
             w.defer()
         try:
-            if threads:
-                _run_shared(work, weights)
+            if threads:  # (the calling thread takes a share of small work only: see HELP_ENCODE_BYTES)
+                run_shared(ENCODE, work, weights, helping=sum(weights) < HELP_ENCODE_BYTES)
             else:
                 _run_all(work)
         except BaseException:
@@ -462,33 +462,6 @@ def _inline_bytes() -> int:
     if INLINE_ENCODE_BYTES <= MIN_INLINE_ENCODE_BYTES:
         return INLINE_ENCODE_BYTES  # (tests set it to 0 to force the pools)
     return max(MIN_INLINE_ENCODE_BYTES, INLINE_ENCODE_BYTES * 2 // max(workers(), 2))
-
-
-def _run_shared(calls: Sequence[Callable[[], None]], weights: Sequence[int]) -> None:
-    """Make ``calls`` (the heaviest ``weights`` first) on as many threads as the encoding pool
-    has workers, this one among them, each taking the next call not yet taken until none is
-    left: a hand-off per worker but this thread's, not per call (5 a file of the benchmark
-    table's columns, 1 on 2 workers: each costs 25 us of CPU and more in contention for the
-    GIL), while the calls still balance over the threads as they finish (a column of strings
-    takes longer than more bytes of floats). This thread takes a share only of work under
-    :data:`HELP_ENCODE_BYTES`. A failing call leaves the calls not yet taken to none; its error
-    is raised here once the threads are done."""
-    queue = deque(calls[i] for i in sorted(range(len(calls)), key=lambda i: -weights[i]))
-
-    def drain(_: int) -> None:
-        while queue:
-            try:
-                call = queue.popleft()
-            except IndexError:  # (another thread took the last one)
-                return
-            try:
-                call()
-            except BaseException:
-                queue.clear()
-                raise
-
-    helping = sum(weights) < HELP_ENCODE_BYTES
-    map_on(ENCODE, drain, range(min(workers(), len(calls))), helping=helping)
 
 
 def _run_all(calls: Sequence[Callable[[], None]]) -> None:
