@@ -8,7 +8,7 @@ import time
 import pytest
 
 from lance_table import _parallel
-from lance_table._parallel import FRAGMENTS, ahead_on, map_fragments
+from lance_table._parallel import ENCODE, FRAGMENTS, ahead_on, map_fragments, run_shared
 
 
 def test_ahead_keeps_order_and_runs_ahead_on_the_pool() -> None:
@@ -220,3 +220,40 @@ def test_on_one_core_runs_cpu_maps_on_the_calling_thread_and_waits_on_the_io_poo
     assert not _parallel.runs_inline(_parallel.DECODE)
     decode = set(_parallel.map_on(_parallel.DECODE, name, range(4)))
     assert decode and all(n.startswith(_parallel.DECODE) for n in decode)
+
+
+def test_shared_calls_are_each_made_once_and_a_failure_stops_the_rest(monkeypatch):
+    monkeypatch.setenv("LANCE_CPU_THREADS", "2")
+    made: list[int] = []
+    threads: set[str] = set()
+
+    took = {True: threading.Event(), False: threading.Event()}  # by whether on this thread
+
+    def call(i: int):  # type: ignore[no-untyped-def]
+        def run() -> None:
+            here = threading.current_thread() is threading.main_thread()
+            took[here].set()
+            took[not here].wait(5)  # (each waits until the other thread has taken one too)
+            made.append(i)
+            threads.add(threading.current_thread().name)
+
+        return run
+
+    run_shared(ENCODE, [call(i) for i in range(40)], list(range(40)), helping=True)
+    assert sorted(made) == list(range(40))
+    assert took[True].is_set() and len(threads) == 2  # this thread takes a share, as the pool's
+
+    def fail() -> None:
+        raise ValueError("bad column")
+
+    def slow(i: int):  # type: ignore[no-untyped-def]
+        def run() -> None:
+            time.sleep(0.002)
+            made.append(i)
+
+        return run
+
+    made.clear()
+    with pytest.raises(ValueError, match="bad column"):
+        run_shared(ENCODE, [slow(i) for i in range(40)] + [fail], [1] * 40 + [100])  # the failing one first
+    assert len(made) < 40

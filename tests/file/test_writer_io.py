@@ -115,3 +115,59 @@ def test_a_batch_that_completes_a_page_is_encoded_on_threads(monkeypatch):
     with LanceFileWriter(io.BytesIO(), batch.schema, version="2.2", page_size_bytes=256) as w:
         w.write(batch)  # small, but past the page budget: pages are encoded now
         assert counted.tasks > 0
+
+
+def _wide(rows: int) -> pa.RecordBatch:
+    """Top-level columns of about 120 bytes a row: 20k rows pass the inline bound (2 MB)."""
+    rng = np.random.default_rng(1)
+    text = pa.array([f"text-{v:020d}" for v in rng.integers(0, 1 << 60, rows)])
+    vec = pa.FixedSizeListArray.from_arrays(pa.array(rng.random(rows * 16, dtype=np.float32)), 16)
+    return pa.record_batch({"id": np.arange(rows), "x": rng.random(rows), "text": text, "vec": vec})
+
+
+def test_a_large_batch_of_top_level_columns_that_fills_no_page_is_added_without_hand_offs(monkeypatch):
+    from lance_table.file import writer as writer_module
+
+    batch = _wide(20_000)
+    assert batch.nbytes > writer_module._inline_bytes()
+    counted = _Counted(monkeypatch)
+    sink = io.BytesIO()
+    with LanceFileWriter(sink, batch.schema, version="2.2") as w:
+        w.write(batch)  # rows are only wrapped until the file closes: nothing to hand off
+        assert counted.tasks == 0
+    # closing encodes its 2.4 MB on threads: a hand-off per worker but this one
+    assert 0 < counted.tasks < 4
+    assert LanceFileReader(io.BytesIO(sink.getvalue())).read_all().equals(pa.Table.from_batches([batch]))
+    nested = pa.record_batch({"s": pa.StructArray.from_arrays([batch["id"]], ["a"]), "x": batch["x"]})
+    counted.tasks = 0
+    monkeypatch.setattr(writer_module, "INLINE_ENCODE_BYTES", 1024)  # (past the bound, not flat)
+    with LanceFileWriter(io.BytesIO(), nested.schema, version="2.2") as w:
+        w.write(nested)
+        assert counted.tasks > 0
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_shared_threaded_and_inline_encoding_write_the_same_bytes(monkeypatch, version):
+    from lance_table.file import writer as writer_module
+    from lance_table.file.v2_1 import general_values
+
+    batches = [_wide(3000), _wide(5000)]
+
+    def write() -> bytes:
+        sink = io.BytesIO()
+        with LanceFileWriter(sink, batches[0].schema, version=version, page_size_bytes=1 << 18) as w:
+            for b in batches:
+                w.write(b)
+        return sink.getvalue()
+
+    inline = write()
+    counted = _Counted(monkeypatch)
+    monkeypatch.setattr(writer_module, "INLINE_ENCODE_BYTES", 0)  # everything on threads
+    assert write() == inline
+    shared = counted.tasks
+    monkeypatch.setattr(general_values, "_INLINE_COMPRESS_BYTES", 0)  # chunks compressed on threads
+    monkeypatch.setattr(general_values, "_COMPRESS_GROUP", 4)
+    counted.tasks = 0
+    assert write() == inline
+    assert shared > 0
+    assert counted.tasks > shared if version == "2.2" else counted.tasks == shared  # (2.2: zstd chunks)
