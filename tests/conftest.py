@@ -22,6 +22,24 @@ S3_SECRET = "testing"
 S3_BUCKET = "lance-table-tests"
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """Under pytest-xdist (``pytest -n 2``, as CI runs the suite), tests go to the workers module by
+    module, so that a module's fixtures (datasets pylance writes, servers) are made once, and all of
+    ``tests/spark/`` goes to one worker, so that one JVM starts, not one per worker. ``--dist`` other
+    than ``load`` or ``loadscope`` keeps pytest-xdist's own scheduling."""
+    if config.getoption("dist") not in ("load", "loadscope"):
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return "tests/spark/" if module.startswith("tests/spark/") else module
+
+    return ModuleScheduling(config, log)
+
+
 def serialize_moto_object_writes() -> Callable[[], None]:
     """Make moto's conditional writes atomic, as they are on S3; return a function that undoes it.
 
