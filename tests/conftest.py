@@ -16,41 +16,11 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from cloud_servers import az_uri, azure_options, azurite_endpoint, gcs_endpoint, gcs_options, gs_uri  # noqa: F401
+from xdist_scopes import LongestFirst
 
 S3_KEY = "testing"
 S3_SECRET = "testing"
 S3_BUCKET = "lance-table-tests"
-
-
-#: The scopes that take longest (measured: the Spark tests, the fuzz and race tests), handed to the
-#: pytest-xdist workers first, so that a run does not end with one worker alone on one of them.
-#: The others follow, the scopes of more tests first.
-LONGEST_FIRST = (
-    "tests/spark/",
-    "tests/table/test_fuzz_metadata.py",
-    "tests/file/test_fuzz_legacy.py",
-    "tests/file/test_fuzz.py",
-    "tests/table/test_fuzz_filters_mixed.py",
-    "tests/table/test_fuzz_blobs.py",
-    "tests/table/test_races.py",
-    "tests/table/test_cleanup_races.py",
-    "tests/table/test_churn.py",
-    "tests/table/test_interop_matrix.py",
-    "tests/file/test_v2x_golden.py",
-    "tests/file/test_fsst_pairs.py",
-    "tests/table/test_fuzz_delete_scans.py",
-    "tests/file/test_reader_cycles.py",
-)
-
-
-class _LongestFirst(collections.OrderedDict):  # type: ignore[type-arg]
-    """The scheduler's queue of scopes: ``popitem(last=False)`` gives the ``LONGEST_FIRST`` ones first."""
-
-    def popitem(self, last: bool = True) -> tuple[object, object]:
-        for scope in LONGEST_FIRST:
-            if scope in self:
-                return scope, self.pop(scope)
-        return super().popitem(last)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -67,7 +37,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
     class ModuleScheduling(LoadScopeScheduling):  # type: ignore[misc]
         def __init__(self, config: pytest.Config, log: object) -> None:
             super().__init__(config, log)
-            self.workqueue = _LongestFirst()
+            self.workqueue = LongestFirst()
 
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]

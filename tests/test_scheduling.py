@@ -1,10 +1,10 @@
-"""The pytest-xdist scheduling of the suite (tests/conftest.py) names scopes that exist."""
+"""The pytest-xdist scheduling of the suite (tests/xdist_scopes.py) names scopes that exist."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import LONGEST_FIRST
+from xdist_scopes import LONGEST_FIRST
 
 ROOT = Path(__file__).resolve().parents[1]
 
