@@ -15,10 +15,10 @@ $(PY): pyproject.toml
 	touch $(PY)
 
 test: venv
-	$(PY) -m pytest -q -m "$(FAST)"
+	$(PY) -m pytest -q -n 2 -m "$(FAST)"
 
 test-all: venv
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2
 
 lint: venv
 	$(VENV)/bin/ruff check .

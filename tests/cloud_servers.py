@@ -1,4 +1,5 @@
-"""Azure and GCS servers for the tests, started once per session on 127.0.0.1 like the moto S3 server.
+"""Azure and GCS servers for the tests, started once per session (per pytest-xdist
+worker) on 127.0.0.1 like the moto S3 server.
 
 - Azure: Azurite, Microsoft's emulator, from the npm registry. Found at ``$LANCE_TABLE_AZURITE``
   (the ``azurite-blob`` script), else under ``.cache/azurite`` in the repository, where it is
@@ -12,6 +13,7 @@ under CI (``CI`` set), so that a missing install step never passes silently.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -19,7 +21,7 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -46,17 +48,35 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def wait_for_port(port: int, proc: subprocess.Popen[bytes], what: str, seconds: float = 30) -> None:
+def wait_for_port(port: int, proc: subprocess.Popen[bytes], seconds: float = 30) -> bool:
+    """Whether ``proc`` listens on ``port`` within ``seconds`` (False as soon as it has exited)."""
     deadline = time.monotonic() + seconds
     while True:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
+            # a connection to a port another process took between free_port() and our bind
+            # is not ours: the server exits when it cannot bind
+            time.sleep(0.05)
+            return proc.poll() is None
         except OSError:
             if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail(f"{what} did not start on port {port}")
+                return False
             time.sleep(0.05)
+
+
+def start_server(command: Callable[[int], list[str]], what: str) -> tuple[subprocess.Popen[bytes], int]:
+    """Start ``command(port)`` on a free port and wait until it listens; its process and port.
+
+    A few attempts: another process (a pytest-xdist worker's server) may take the port first.
+    """
+    for _ in range(3):
+        port = free_port()
+        proc = subprocess.Popen(command(port), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if wait_for_port(port, proc):
+            return proc, port
+        proc.kill()
+        proc.wait(timeout=10)
+    pytest.fail(f"{what} did not start")
 
 
 def azurite_command() -> Path:
@@ -70,13 +90,18 @@ def azurite_command() -> Path:
     if shutil.which("node") is None or shutil.which("npm") is None:
         unavailable("Azurite needs Node.js and npm, which are not installed")
     AZURITE_DIR.mkdir(parents=True, exist_ok=True)
-    npm = ["npm", "install", "--prefix", str(AZURITE_DIR), "--no-audit", "--no-fund"]
-    done = subprocess.run(
-        [*npm, f"azurite@{AZURITE_VERSION}"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    # pytest-xdist workers each start their own Azurite: one installs it, the others wait for it
+    with open(AZURITE_DIR / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if script.exists():
+            return script
+        npm = ["npm", "install", "--prefix", str(AZURITE_DIR), "--no-audit", "--no-fund"]
+        done = subprocess.run(
+            [*npm, f"azurite@{AZURITE_VERSION}"],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
     if done.returncode != 0 or not script.exists():
         pytest.fail(f"npm could not install Azurite: {done.stderr[-2000:]}")
     return script
@@ -87,15 +112,12 @@ def azurite_endpoint() -> Iterator[str]:
     """Azurite's blob service, in memory, for the whole session; its account URL. A container exists."""
     pytest.importorskip("adlfs")
     script = azurite_command()
-    port = free_port()
-    proc = subprocess.Popen(
-        [str(script), "--inMemoryPersistence", "--blobHost", "127.0.0.1", "--blobPort", str(port),
-         "--skipApiVersionCheck", "--loose", "--silent", "--disableTelemetry"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    proc, port = start_server(
+        lambda port: [str(script), "--inMemoryPersistence", "--blobHost", "127.0.0.1", "--blobPort",
+                      str(port), "--skipApiVersionCheck", "--loose", "--silent", "--disableTelemetry"],
+        "Azurite",
     )  # fmt: skip
     try:
-        wait_for_port(port, proc, "Azurite")
         endpoint = f"http://127.0.0.1:{port}/{AZURE_ACCOUNT}"
         from azure.storage.blob import BlobServiceClient
 
@@ -143,17 +165,15 @@ def fake_gcs_binary() -> Path:
 def gcs_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """fake-gcs-server (a real GCS JSON API server, in memory) for the whole session; a bucket exists."""
     pytest.importorskip("gcsfs")
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen(
-        [str(fake_gcs_binary()), "-scheme", "http", "-backend", "memory", "-host", "127.0.0.1",
-         "-port", str(port), "-external-url", url, "-public-host", f"127.0.0.1:{port}",
-         "-log-level", "error"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    binary = str(fake_gcs_binary())
+    proc, port = start_server(
+        lambda port: [binary, "-scheme", "http", "-backend", "memory", "-host", "127.0.0.1",
+                      "-port", str(port), "-external-url", f"http://127.0.0.1:{port}",
+                      "-public-host", f"127.0.0.1:{port}", "-log-level", "error"],
+        "fake-gcs-server",
     )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
     try:
-        wait_for_port(port, proc, "fake-gcs-server")
         from gcsfs.core import GCSFileSystem
 
         GCSFileSystem(endpoint_url=url, token="anon", skip_instance_cache=True).mkdir(GCS_BUCKET)

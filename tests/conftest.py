@@ -16,10 +16,34 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from cloud_servers import az_uri, azure_options, azurite_endpoint, gcs_endpoint, gcs_options, gs_uri  # noqa: F401
+from xdist_scopes import LongestFirst
 
 S3_KEY = "testing"
 S3_SECRET = "testing"
 S3_BUCKET = "lance-table-tests"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """Under pytest-xdist (``pytest -n 2``, as CI runs the suite), tests go to the workers module by
+    module, so that a module's fixtures (datasets pylance writes, servers) are made once, and all of
+    ``tests/spark/`` goes to one worker, so that one JVM starts, not one per worker; the longest
+    scopes go first. ``--dist`` other than ``load`` or ``loadscope`` keeps pytest-xdist's own
+    scheduling."""
+    if config.getoption("dist") not in ("load", "loadscope"):
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def __init__(self, config: pytest.Config, log: object) -> None:
+            super().__init__(config, log)
+            self.workqueue = LongestFirst()
+
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return "tests/spark/" if module.startswith("tests/spark/") else module
+
+    return ModuleScheduling(config, log)
 
 
 def serialize_moto_object_writes() -> Callable[[], None]:

@@ -39,6 +39,13 @@ def run(*args: object, code: int = 0, env: dict[str, str] | None = None) -> Resu
     return result
 
 
+@pytest.fixture(autouse=True)
+def no_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No ``COLUMNS`` (pytest-xdist's workers set it to 80): the commands' tables are as wide as
+    when piped, so long file paths are not wrapped."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+
+
 @pytest.fixture
 def uri(tmp_path: Path) -> str:
     """pylance's dataset: 3 fragments of 100 rows, 10 rows deleted, a BTree index, a tag."""
