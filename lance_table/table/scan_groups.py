@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from lance_table.file.arrow_take import filter_rows
 from lance_table.file.runs import EMPTY, Runs
-from lance_table.table import fragment_batch
+from lance_table.table import fragment_batch, fragment_plans
 from lance_table.table.fragment import FragmentReader
 from lance_table.table.scan_metrics import note_range
 
@@ -118,7 +118,7 @@ def _batches(
     the plans of the tasks' fragments for ``names``."""
     frags = [t[0] for t in tasks]
     found = fragment_batch.plans(frags, names)
-    ok = fragment_batch.by_columns(frags, names, found, [hi - lo for _, lo, hi in tasks])
+    ok = fragment_plans.by_columns(frags, names, found, [hi - lo for _, lo, hi in tasks])
     out: list[tuple[int, int, bool]] = []
     i, n = 0, len(tasks)
     while i < n:
