@@ -276,3 +276,36 @@ def mixed_writer_datasets(tmp_path: Any, writer: str, version: str, table: Any, 
     for side in ("ours", "theirs"):
         shutil.copytree(pristine, Path(tmp_path, side))
     return lt.dataset(str(Path(tmp_path, "ours"))), lance.dataset(str(Path(tmp_path, "theirs")))
+
+
+def ids_and_vectors(start: int, n: int, seed: int) -> pa.Table:
+    """id, x (10% null), a short string, and 16-float vectors whose first item is the row's id (a
+    vector put beside the wrong id shows)."""
+    rng = np.random.default_rng(seed)
+    ids = np.arange(start, start + n, dtype=np.int64)
+    vec = rng.random((n, 16), dtype=np.float32)
+    vec[:, 0] = ids
+    return pa.table(
+        {
+            "id": ids,
+            "x": pa.array(rng.random(n), mask=rng.random(n) < 0.1),
+            "cat": pa.array([f"c{i % 37}" for i in ids.tolist()], pa.string()),
+            "vec": pa.FixedSizeListArray.from_arrays(pa.array(vec.reshape(-1)), 16),
+        }
+    )
+
+
+def column_groups_spy(monkeypatch: Any, module: Any, name: str) -> list[list[list[str]]]:
+    """The column groups (names only) that every call of ``module.name`` returns, as it returns
+    them (calls returning None are left out)."""
+    seen: list[list[list[str]]] = []
+    real = getattr(module, name)
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        found = real(*args, **kwargs)
+        if found is not None:
+            seen.append([names for names, _ in found])
+        return found
+
+    monkeypatch.setattr(module, name, spy)
+    return seen

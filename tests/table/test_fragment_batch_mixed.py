@@ -14,6 +14,7 @@ import lance
 import numpy as np
 import pyarrow as pa
 import pytest
+from helpers import column_groups_spy, ids_and_vectors
 
 import lance_table as lt
 from lance_table.file.v2_0 import small_many as small_many20
@@ -33,30 +34,13 @@ def _empty_caches(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(fragment_batch, "BATCH_BYTES", fragment_batch.BATCH_BYTES // 4)
 
 
-def _table(start: int, n: int, seed: int) -> pa.Table:
-    """id, x (10% null), a string column, and 16-float vectors whose first item is the row's id
-    (a vector beside the wrong id shows)."""
-    rng = np.random.default_rng(seed)
-    ids = np.arange(start, start + n, dtype=np.int64)
-    vec = rng.random((n, 16), dtype=np.float32)
-    vec[:, 0] = ids
-    return pa.table(
-        {
-            "id": ids,
-            "x": pa.array(rng.random(n), mask=rng.random(n) < 0.1),
-            "cat": pa.array([f"c{i % 37}" for i in ids.tolist()], pa.string()),
-            "vec": pa.FixedSizeListArray.from_arrays(pa.array(vec.reshape(-1)), 16),
-        }
-    )
-
-
 def _write(uri: str, writer: str, version: str) -> None:
     """Three files of 5k rows, then appends of 300, 3k and 50 rows."""
     write: Callable[..., Any] = lance.write_dataset if writer == "pylance" else lt.write_dataset
-    write(_table(0, 3 * ROWS, 1), uri, data_storage_version=version, max_rows_per_file=ROWS)
+    write(ids_and_vectors(0, 3 * ROWS, 1), uri, data_storage_version=version, max_rows_per_file=ROWS)
     start = 3 * ROWS
     for k, n in enumerate((300, 3_000, 50)):
-        write(_table(start, n, 2 + k), uri, mode="append", data_storage_version=version)
+        write(ids_and_vectors(start, n, 2 + k), uri, mode="append", data_storage_version=version)
         start += n
 
 
@@ -72,17 +56,7 @@ def mixed(tmp_path: Path, request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def groups(monkeypatch: pytest.MonkeyPatch) -> list[list[list[str]]]:
     """The column groups of every read that split its columns."""
-    seen: list[list[list[str]]] = []
-    real = fragment_batch._column_groups
-
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        found = real(*args, **kwargs)
-        if found is not None:
-            seen.append([names for names, _ in found])
-        return found
-
-    monkeypatch.setattr(fragment_batch, "_column_groups", spy)
-    return seen
+    return column_groups_spy(monkeypatch, fragment_batch, "_column_groups")
 
 
 def _copy(uri: str, tmp_path: Path) -> str:
@@ -203,7 +177,7 @@ def test_small_columns_with_large_ones_between_are_batched_each_alone(
     # the vectors stored between the ids and the floats: a batch of both would read the vectors
     # too, so each is batched on its own
     uri = str(tmp_path / "apart")
-    data = _table(0, 3 * ROWS, 8).select(["id", "vec", "x"])
+    data = ids_and_vectors(0, 3 * ROWS, 8).select(["id", "vec", "x"])
     write: Callable[..., Any] = lance.write_dataset if writer == "pylance" else lt.write_dataset
     write(data, uri, data_storage_version="2.2", max_rows_per_file=ROWS)
     ours, theirs = lt.dataset(uri), lance.dataset(uri)

@@ -14,6 +14,7 @@ import lance
 import numpy as np
 import pyarrow as pa
 import pytest
+from helpers import column_groups_spy, ids_and_vectors
 
 import lance_table as lt
 from lance_table.table import deletion, fragment_batch
@@ -31,47 +32,21 @@ def _empty_caches(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(fragment_batch, "BATCH_BYTES", fragment_batch.BATCH_BYTES // 4)
 
 
-def _table(start: int, n: int, seed: int) -> pa.Table:
-    """id, x (10% null), a short string, and 16-float vectors whose first item is the row's id."""
-    rng = np.random.default_rng(seed)
-    ids = np.arange(start, start + n, dtype=np.int64)
-    vec = rng.random((n, 16), dtype=np.float32)
-    vec[:, 0] = ids
-    return pa.table(
-        {
-            "id": ids,
-            "x": pa.array(rng.random(n), mask=rng.random(n) < 0.1),
-            "cat": pa.array([f"c{i % 37}" for i in ids.tolist()], pa.string()),
-            "vec": pa.FixedSizeListArray.from_arrays(pa.array(vec.reshape(-1)), 16),
-        }
-    )
-
-
 @pytest.fixture(params=[("lance_table", "2.2"), ("pylance", "2.2"), ("lance_table", "2.1")])
 def narrow(tmp_path: Path, request: pytest.FixtureRequest) -> str:
     """Eight files of 1k rows, then an append of 300 rows."""
     writer, version = request.param
     write: Any = lance.write_dataset if writer == "pylance" else lt.write_dataset
     uri = str(tmp_path / "ds")
-    write(_table(0, 8 * ROWS, 1), uri, data_storage_version=version, max_rows_per_file=ROWS)
-    write(_table(8 * ROWS, 300, 2), uri, mode="append", data_storage_version=version)
+    write(ids_and_vectors(0, 8 * ROWS, 1), uri, data_storage_version=version, max_rows_per_file=ROWS)
+    write(ids_and_vectors(8 * ROWS, 300, 2), uri, mode="append", data_storage_version=version)
     return uri
 
 
 @pytest.fixture
 def groups(monkeypatch: pytest.MonkeyPatch) -> list[list[list[str]]]:
     """The column groups of every read split into narrow and wide columns."""
-    seen: list[list[list[str]]] = []
-    real = fragment_batch._narrow_groups
-
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        found = real(*args, **kwargs)
-        if found is not None:
-            seen.append([names for names, _ in found])
-        return found
-
-    monkeypatch.setattr(fragment_batch, "_narrow_groups", spy)
-    return seen
+    return column_groups_spy(monkeypatch, fragment_batch, "_narrow_groups")
 
 
 def test_narrow_columns_are_batched_apart_from_wide_ones(narrow: str, groups: list[list[list[str]]]) -> None:
