@@ -1,17 +1,17 @@
 """Names of a package imported on their first use (PEP 562).
 
-A package lists its public names with the module that defines each, and its module-level
-``__getattr__`` and ``__dir__`` call :func:`load` and :func:`names`: ``import`` of the package then
-costs only what the package itself runs, while ``package.X``, ``from package import X`` and
-``dir(package)`` see every name. The names are imported under ``if TYPE_CHECKING:`` too, for the
-type checker and the documentation.
+A package lists its public names with the module that defines each, and takes its module-level
+``__getattr__`` and ``__dir__`` from :func:`hooks` (they call :func:`load` and :func:`names`):
+``import`` of the package then costs only what the package itself runs, while ``package.X``,
+``from package import X`` and ``dir(package)`` see every name. The names are imported under
+``if TYPE_CHECKING:`` too, for the type checker and the documentation.
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 #: public name -> (module defining it, its name there; None when the name is that module)
@@ -38,6 +38,18 @@ def load(package: str, lazy: Names, name: str) -> Any:
 def names(package: str, lazy: Names) -> list[str]:
     """The package's names, the ones not imported yet included."""
     return sorted({*vars(sys.modules[package]), *lazy})
+
+
+def hooks(package: str, lazy: Names) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """The package's module-level ``__getattr__`` (:func:`load`) and ``__dir__`` (:func:`names`)."""
+
+    def __getattr__(name: str) -> Any:
+        return load(package, lazy, name)
+
+    def __dir__() -> list[str]:
+        return names(package, lazy)
+
+    return __getattr__, __dir__
 
 
 def version() -> str:

@@ -7,7 +7,7 @@ the codec classes underneath, which work on file objects and byte sources, are
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import lance_table._lazy as _lazy
 
@@ -54,15 +54,7 @@ _LAZY: _lazy.Names = {
     "LocalFileSource": ("lance_table.storage.sources", "LocalFileSource"),
 }
 
-
-def __getattr__(name: str) -> Any:
-    """A public name, imported on its first use."""
-    return _lazy.load(__name__, _LAZY, name)
-
-
-def __dir__() -> list[str]:
-    """The package's names, the not yet imported public ones included."""
-    return _lazy.names(__name__, _LAZY)
+__getattr__, __dir__ = _lazy.hooks(__name__, _LAZY)  # public names imported on first use
 
 
 __all__ = [

@@ -3,7 +3,7 @@ and pruning by them, and a writer that computes them."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import lance_table._lazy as _lazy
 from lance_table.file.legacy.container import LegacyMetadata, is_legacy_footer, read_legacy_metadata
@@ -18,15 +18,7 @@ _LAZY: _lazy.Names = {
     "LegacyWrittenFile": ("lance_table.file.legacy.writer", "LegacyWrittenFile"),
 }
 
-
-def __getattr__(name: str) -> Any:
-    """A public name, imported on its first use."""
-    return _lazy.load(__name__, _LAZY, name)
-
-
-def __dir__() -> list[str]:
-    """The package's names, the not yet imported public ones included."""
-    return _lazy.names(__name__, _LAZY)
+__getattr__, __dir__ = _lazy.hooks(__name__, _LAZY)  # public names imported on first use
 
 
 __all__ = [
